@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/membership"
+)
+
+// clientOptions are the flags of commands that talk to the HTTP API.
+type clientOptions struct {
+	server  string
+	output  string
+	timeout time.Duration
+}
+
+func (o *clientOptions) register(cmd *cobra.Command) {
+	fs := cmd.PersistentFlags()
+	fs.StringVar(&o.server, "server", "http://127.0.0.1:8080", "URL of any orchestrator's HTTP API")
+	fs.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "request timeout")
+}
+
+// do sends a request and decodes a 2xx JSON reply into out; a non-2xx reply
+// becomes an error carrying the server's message.
+func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
+	if o.output != "table" && o.output != "json" {
+		return fmt.Errorf("--output must be table or json, got %q", o.output)
+	}
+	u, err := url.JoinPath(o.server, path)
+	if err != nil {
+		return fmt.Errorf("--server %q: %w", o.server, err)
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := (&http.Client{Timeout: o.timeout}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error  string `json:"error"`
+			Reason string `json:"reason"`
+		}
+		if json.Unmarshal(data, &e) == nil && (e.Error != "" || e.Reason != "") {
+			return fmt.Errorf("%s: %s%s", resp.Status, e.Error, e.Reason)
+		}
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	if out == nil {
+		return nil
+	}
+	if raw, ok := out.(*json.RawMessage); ok {
+		*raw = data
+		return nil
+	}
+	return json.Unmarshal(data, out)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newClusterCmd() *cobra.Command {
+	var opts clientOptions
+	cmd := &cobra.Command{Use: "cluster", Short: "Inspect and operate the fleet over the HTTP API"}
+	opts.register(cmd)
+
+	cmd.AddCommand(&cobra.Command{
+		Use: "members", Short: "List the live members", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var v membership.View
+			if err := opts.do("GET", "/v1/cluster/members", nil, &v); err != nil {
+				return err
+			}
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), v)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tADDR\tLEASE\tSTARTED")
+			for _, m := range v.Members {
+				fmt.Fprintf(tw, "%s\t%s\t%x\t%s\n", m.ID, m.Addr, m.LeaseID, m.StartedAt.Format(time.RFC3339))
+			}
+			fmt.Fprintf(tw, "(revision %d)\n", v.Revision)
+			return tw.Flush()
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use: "partitions", Short: "Show each partition's owner, epoch and ring target, and a per-member summary", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var t orchestrator.PartitionTable
+			if err := opts.do("GET", "/v1/cluster/partitions", nil, &t); err != nil {
+				return err
+			}
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			owned := map[string]int{}
+			targeted := map[string]int{}
+			unowned, misplaced := 0, 0
+			for _, a := range t.Assignments {
+				owned[a.Owner]++
+				targeted[a.Target]++
+				if a.Owner == "" {
+					unowned++
+				} else if a.Owner != a.Target {
+					misplaced++
+				}
+			}
+			ids := map[string]bool{}
+			for id := range owned {
+				ids[id] = true
+			}
+			for id := range targeted {
+				ids[id] = true
+			}
+			sorted := make([]string, 0, len(ids))
+			for id := range ids {
+				if id != "" {
+					sorted = append(sorted, id)
+				}
+			}
+			sort.Strings(sorted)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "MEMBER\tOWNED\tTARGET")
+			for _, id := range sorted {
+				fmt.Fprintf(tw, "%s\t%d\t%d\n", id, owned[id], targeted[id])
+			}
+			fmt.Fprintf(tw, "%d partitions, %d without owner, %d not yet on their target (revision %d)\n", t.Partitions, unowned, misplaced, t.Revision)
+			return tw.Flush()
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use: "drain", Short: "Ask the member at --server to hand its partitions over and leave", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.do("POST", "/v1/cluster/drain", nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "draining", opts.server)
+			return nil
+		},
+	})
+	return cmd
+}

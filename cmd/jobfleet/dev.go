@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/internal/etcdserver"
+)
+
+func newDevCmd() *cobra.Command {
+	var (
+		mem           memberOptions
+		logs          logOptions
+		orchestrators int
+		dataDir       string
+		etcdListen    string
+		etcdPeer      string
+	)
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Quick start: an embedded etcd and several orchestrators in one process",
+		Long: `dev starts a single-node etcd in --data-dir and --orchestrators fleet
+members in this process, each serving the HTTP API on its own port: the
+first on --listen, the others on the following ports. Stop it with Ctrl-C;
+the members hand their partitions over and leave.
+
+Other processes can join the same fleet:
+  jobfleet orchestrator --etcd-endpoints=http://127.0.0.1:2379 --listen=127.0.0.1:8090`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if orchestrators < 1 || orchestrators > 64 {
+				return fmt.Errorf("--orchestrators must be 1..64, got %d", orchestrators)
+			}
+			host, portStr, err := net.SplitHostPort(mem.listen)
+			if err != nil {
+				return fmt.Errorf("--listen %q: %w", mem.listen, err)
+			}
+			port, err := strconv.Atoi(portStr)
+			if err != nil || port < 1 || port+orchestrators-1 > 65535 {
+				return fmt.Errorf("--listen %q: need %d consecutive ports from a port in 1..65535", mem.listen, orchestrators)
+			}
+			if mem.id != "" && orchestrators > 1 {
+				return errors.New("--id names one member; with several orchestrators the IDs are derived (orchestrator-1, …)")
+			}
+			lg, err := logs.build()
+			if err != nil {
+				return err
+			}
+			defer lg.Sync()
+			return runDev(cmd.Context(), lg, devConfig{
+				mem: mem, host: host, port: port, n: orchestrators,
+				dataDir: dataDir, etcdListen: etcdListen, etcdPeer: etcdPeer,
+			})
+		},
+	}
+	mem.register(cmd)
+	logs.register(cmd.Flags(), "console")
+	fs := cmd.Flags()
+	fs.IntVar(&orchestrators, "orchestrators", 3, "number of orchestrators to run")
+	fs.StringVar(&dataDir, "data-dir", filepath.Join(os.TempDir(), "jobfleet-dev"), "embedded etcd's data directory (kept across runs)")
+	fs.StringVar(&etcdListen, "etcd-listen", "127.0.0.1:2379", "HOST:PORT for the embedded etcd's clients")
+	fs.StringVar(&etcdPeer, "etcd-peer-listen", "127.0.0.1:2380", "HOST:PORT for the embedded etcd's peer listener")
+	return cmd
+}
+
+type devConfig struct {
+	mem                           memberOptions
+	host                          string
+	port, n                       int
+	dataDir, etcdListen, etcdPeer string
+}
+
+func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
+	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	etcd, err := etcdserver.Start(etcdserver.Config{
+		Dir: cfg.dataDir, ClientAddr: cfg.etcdListen, PeerAddr: cfg.etcdPeer, Logger: lg,
+	})
+	if err != nil {
+		return fmt.Errorf("embedded etcd (is another etcd on %s? use --etcd-listen): %w", cfg.etcdListen, err)
+	}
+	defer etcd.Close()
+	lg.Info("embedded etcd ready", zap.Strings("endpoints", etcd.Endpoints()), zap.String("data_dir", cfg.dataDir))
+
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second,
+		Logger: lg.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
+	})
+	if err != nil {
+		return fmt.Errorf("etcd client: %w", err)
+	}
+	defer client.Close()
+
+	var members []*member
+	defer func() {
+		for _, m := range members {
+			m.http.shutdown()
+		}
+	}()
+	for i := range cfg.n {
+		opts := cfg.mem
+		if cfg.n > 1 || opts.id == "" {
+			opts.id = fmt.Sprintf("orchestrator-%d", i+1)
+		}
+		listen := net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port+i))
+		m, err := startMember(lg, client, opts, listen)
+		if err != nil {
+			return err
+		}
+		members = append(members, m)
+	}
+
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = m.orch.Run(ctx)
+		}()
+	}
+	lg.Info("jobfleet dev is up; try: curl http://" + net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)) + "/v1/cluster/partitions")
+	wg.Wait()
+	return errors.Join(errs...)
+}

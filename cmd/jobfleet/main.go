@@ -1,0 +1,95 @@
+// Command jobfleet is the jobfleet binary: fleet members (orchestrator),
+// the all-in-one quick start (dev), and client commands over the HTTP API.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCmd().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "jobfleet:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// logOptions are the logging flags every long-running command has.
+type logOptions struct {
+	level  string
+	format string
+}
+
+func (o *logOptions) register(fs *pflag.FlagSet, defaultFormat string) {
+	fs.StringVar(&o.level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.format, "log-format", defaultFormat, "log format: console or json")
+}
+
+func (o *logOptions) build() (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(o.level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	var cfg zap.Config
+	switch o.format {
+	case "json":
+		cfg = zap.NewProductionConfig()
+	case "console":
+		cfg = zap.NewDevelopmentConfig()
+		cfg.Development = false
+		cfg.DisableStacktrace = true
+		cfg.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
+			cfg.EncoderConfig.EncodeLevel = zapcore.CapitalLevelEncoder
+		}
+	default:
+		return nil, fmt.Errorf("--log-format must be console or json, got %q", o.format)
+	}
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	return cfg.Build()
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "jobfleet",
+		Short:         "A distributed job scheduler: a fleet of orchestrators coordinated through etcd",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd)
+		},
+	}
+	root.AddCommand(newOrchestratorCmd(), newDevCmd(), newClusterCmd())
+	return root
+}
+
+// bindEnv sets every flag the user did not give from the environment
+// variable JOBFLEET_<FLAG_NAME> (upper case, dashes as underscores), e.g.
+// --etcd-endpoints from JOBFLEET_ETCD_ENDPOINTS.
+func bindEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed {
+			return
+		}
+		name := "JOBFLEET_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if serr := cmd.Flags().Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, serr)
+			}
+		}
+	})
+	return err
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/internal/orchestrator"
+)
+
+// etcdOptions are the flags that say how to reach etcd.
+type etcdOptions struct {
+	endpoints []string
+	cert      string
+	key       string
+	ca        string
+	username  string
+	password  string
+}
+
+func (o *etcdOptions) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringSliceVar(&o.endpoints, "etcd-endpoints", []string{"http://127.0.0.1:2379"}, "etcd client URLs, comma separated")
+	fs.StringVar(&o.cert, "etcd-cert", "", "TLS client certificate file for etcd")
+	fs.StringVar(&o.key, "etcd-key", "", "TLS client key file for etcd")
+	fs.StringVar(&o.ca, "etcd-ca", "", "CA bundle to verify etcd's server certificate")
+	fs.StringVar(&o.username, "etcd-username", "", "etcd user name (etcd auth)")
+	fs.StringVar(&o.password, "etcd-password", "", "etcd password (etcd auth)")
+}
+
+func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
+	if len(o.endpoints) == 0 {
+		return nil, errors.New("--etcd-endpoints is required")
+	}
+	cfg := clientv3.Config{
+		Endpoints:   o.endpoints,
+		DialTimeout: 5 * time.Second,
+		Username:    o.username,
+		Password:    o.password,
+		Logger:      lg.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
+	}
+	if o.cert != "" || o.key != "" || o.ca != "" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if o.cert != "" || o.key != "" {
+			pair, err := tls.LoadX509KeyPair(o.cert, o.key)
+			if err != nil {
+				return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{pair}
+		}
+		if o.ca != "" {
+			pem, err := os.ReadFile(o.ca)
+			if err != nil {
+				return nil, fmt.Errorf("--etcd-ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--etcd-ca: no certificate found in %s", o.ca)
+			}
+			tc.RootCAs = pool
+		}
+		cfg.TLS = tc
+	}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	return c, nil
+}
+
+// memberOptions are the flags of one fleet member.
+type memberOptions struct {
+	id         string
+	listen     string
+	advertise  string
+	namespace  string
+	partitions int
+	leaseTTL   time.Duration
+}
+
+func (o *memberOptions) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&o.id, "id", "", "stable member ID (default: <hostname>-<port>)")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HOST:PORT of the HTTP API")
+	fs.StringVar(&o.advertise, "advertise", "", "URL others and workers use to reach this member (default: http://<listen>, with the host name for a wildcard host)")
+	fs.StringVar(&o.namespace, "namespace", orchestrator.DefaultNamespace, "etcd key prefix of the cluster")
+	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 256; must match an existing cluster's)")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
+}
+
+// resolve fills the derived defaults (ID, advertise URL) for listen address
+// addr.
+func (o *memberOptions) resolve(addr string) (id, advertise string, err error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("--listen %q: %w", addr, err)
+	}
+	hostname, _ := os.Hostname()
+	if hostname == "" {
+		hostname = "localhost"
+	}
+	id = o.id
+	if id == "" {
+		id = strings.ReplaceAll(hostname, "_", "-") + "-" + port
+	}
+	advertise = o.advertise
+	if advertise == "" {
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = hostname
+		}
+		advertise = "http://" + net.JoinHostPort(host, port)
+	}
+	return id, advertise, nil
+}
+
+func newOrchestratorCmd() *cobra.Command {
+	var (
+		etcd etcdOptions
+		mem  memberOptions
+		logs logOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "orchestrator",
+		Short: "Run one orchestrator: a fleet member that owns partitions and fires their jobs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lg, err := logs.build()
+			if err != nil {
+				return err
+			}
+			defer lg.Sync()
+			client, err := etcd.client(lg)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			m, err := startMember(lg, client, mem, mem.listen)
+			if err != nil {
+				return err
+			}
+			return m.run(cmd.Context())
+		},
+	}
+	etcd.register(cmd)
+	mem.register(cmd)
+	logs.register(cmd.Flags(), "json")
+	return cmd
+}
+
+// member is an orchestrator with its HTTP API.
+type member struct {
+	orch *orchestrator.Orchestrator
+	http *httpServer
+	lg   *zap.Logger
+}
+
+func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, listen string) (*member, error) {
+	id, advertise, err := o.resolve(listen)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	orch, err := orchestrator.New(client, orchestrator.Config{
+		ID:         id,
+		Advertise:  advertise,
+		Namespace:  o.namespace,
+		Partitions: o.partitions,
+		LeaseTTL:   o.leaseTTL,
+		Logger:     lg,
+		Registry:   reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := admin.Handler(orch, admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id))})
+	srv, err := listenHTTP(listen, h)
+	if err != nil {
+		return nil, err
+	}
+	lg.Info("serving the HTTP API", zap.String("member", id), zap.String("listen", srv.Addr()), zap.String("advertise", advertise))
+	return &member{orch: orch, http: srv, lg: lg}, nil
+}
+
+// run runs the member until ctx ends or it is drained, then stops its API.
+func (m *member) run(ctx context.Context) error {
+	err := m.orch.Run(ctx)
+	if herr := m.http.shutdown(); herr != nil && err == nil {
+		err = herr
+	}
+	return err
+}

@@ -1,0 +1,135 @@
+// Package etcdserver runs a single-node etcd inside the current process.
+//
+// It backs `jobfleet dev` and the test harness in internal/etcdtest: a real
+// etcd server (go.etcd.io/etcd/server/v3/embed), not a mock, listening on
+// loopback. It is not meant for production; production fleets use an etcd
+// cluster of their own.
+package etcdserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Config describes one embedded etcd server.
+type Config struct {
+	// Dir is the data directory. It is created if missing; an existing one
+	// is reused, so a restarted server keeps its data.
+	Dir string
+	// ClientAddr is the host:port clients connect to. Empty picks a free
+	// loopback port.
+	ClientAddr string
+	// PeerAddr is the host:port of the raft peer listener. Empty picks a
+	// free loopback port.
+	PeerAddr string
+	// NoFsync skips fsync; only for tests, where durability across a power
+	// loss does not matter and speed does.
+	NoFsync bool
+	// StartTimeout bounds how long Start waits for the server to be ready.
+	// Zero means one minute.
+	StartTimeout time.Duration
+	// Logger receives etcd's own logs (warnings and errors only). Nil means
+	// no logs.
+	Logger *zap.Logger
+}
+
+// Server is a running embedded etcd. Close stops it; Close is idempotent
+// and safe for concurrent use.
+type Server struct {
+	etcd       *embed.Etcd
+	logLevel   zap.AtomicLevel // raised at Close to hide etcd's shutdown noise
+	clientAddr string
+	peerAddr   string
+}
+
+// Start starts a server and waits until it serves clients. It returns an
+// error if the data directory cannot be used, a port is taken, or the server
+// is not ready within Config.StartTimeout.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("etcdserver: Dir is required")
+	}
+	var err error
+	if cfg.ClientAddr == "" {
+		if cfg.ClientAddr, err = FreeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.PeerAddr == "" {
+		if cfg.PeerAddr, err = FreeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = time.Minute
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+
+	ec := embed.NewConfig()
+	ec.Name = "jobfleet-dev"
+	ec.Dir = cfg.Dir
+	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
+	peerURL := url.URL{Scheme: "http", Host: cfg.PeerAddr}
+	ec.ListenClientUrls = []url.URL{clientURL}
+	ec.AdvertiseClientUrls = []url.URL{clientURL}
+	ec.ListenPeerUrls = []url.URL{peerURL}
+	ec.AdvertisePeerUrls = []url.URL{peerURL}
+	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	ec.UnsafeNoFsync = cfg.NoFsync
+	ec.Logger = "zap"
+	level := zap.NewAtomicLevelAt(zap.WarnLevel)
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg.Named("etcd").WithOptions(zap.IncreaseLevel(level)))
+
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("etcdserver: start: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcdserver: start: %w", err)
+	case <-time.After(cfg.StartTimeout):
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("etcdserver: not ready after %v", cfg.StartTimeout)
+	}
+	return &Server{etcd: e, logLevel: level, clientAddr: cfg.ClientAddr, peerAddr: cfg.PeerAddr}, nil
+}
+
+// Endpoints returns the client URLs, for clientv3.Config.Endpoints.
+func (s *Server) Endpoints() []string { return []string{"http://" + s.clientAddr} }
+
+// ClientAddr returns the client listener's host:port.
+func (s *Server) ClientAddr() string { return s.clientAddr }
+
+// PeerAddr returns the peer listener's host:port.
+func (s *Server) PeerAddr() string { return s.peerAddr }
+
+// Close stops the server and waits for it to release its ports and files.
+// etcd logs its closing listeners as errors; they are expected here.
+func (s *Server) Close() {
+	s.logLevel.SetLevel(zap.FatalLevel)
+	s.etcd.Close()
+}
+
+// FreeAddr returns a loopback host:port that was free a moment ago. Another
+// process may take it before it is used; callers that bind it retry on
+// failure.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("etcdserver: find free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

@@ -1,0 +1,432 @@
+// Package fleettest runs a fleet of orchestrators in one test process
+// against a real etcd, each member behind its own TCP bridge so a test can
+// cut it off from etcd, and checks the ownership invariants over what the
+// members did and what etcd recorded.
+package fleettest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/shard"
+)
+
+// Options configures a Fleet.
+type Options struct {
+	// Partitions is the cluster's partition count. Default 32.
+	Partitions int
+	// LeaseTTL is every member's lease TTL. Default 2s (etcd's minimum).
+	LeaseTTL time.Duration
+	// WriteInterval is how often each partition's Work makes a fenced
+	// write. Default 100ms.
+	WriteInterval time.Duration
+	// Quiet drops member logs below warnings.
+	Quiet bool
+}
+
+// Fleet is a set of in-process members sharing one etcd and namespace.
+type Fleet struct {
+	t       testing.TB
+	etcd    *etcdtest.Server
+	Client  *clientv3.Client // an observer's client, straight to etcd
+	NS      string
+	opts    Options
+	Tracker *Tracker
+	lg      *zap.Logger
+
+	mu      sync.Mutex
+	members map[string]*Member
+}
+
+// Member is one orchestrator of the fleet.
+type Member struct {
+	ID     string
+	Orch   *orchestrator.Orchestrator
+	Bridge *etcdtest.Bridge
+	client *clientv3.Client
+	cancel context.CancelFunc
+	done   chan error // receives Run's result
+	live   bool       // joined and neither left nor crashed
+}
+
+// New returns an empty fleet on etcd in a fresh namespace. Members still
+// running when the test ends are stopped.
+func New(t testing.TB, etcd *etcdtest.Server, opts Options) *Fleet {
+	t.Helper()
+	if opts.Partitions == 0 {
+		opts.Partitions = 32
+	}
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = 2 * time.Second
+	}
+	if opts.WriteInterval == 0 {
+		opts.WriteInterval = 100 * time.Millisecond
+	}
+	lg := zaptest.NewLogger(t)
+	if opts.Quiet {
+		lg = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
+	f := &Fleet{
+		t:       t,
+		etcd:    etcd,
+		Client:  etcd.Client(t),
+		NS:      etcdtest.Namespace(t),
+		opts:    opts,
+		Tracker: newTracker(),
+		lg:      lg,
+		members: map[string]*Member{},
+	}
+	t.Cleanup(f.stopAll)
+	return f
+}
+
+// Partitions returns the fleet's partition count.
+func (f *Fleet) Partitions() int { return f.opts.Partitions }
+
+// Join starts a member with the given ID.
+func (f *Fleet) Join(id string) *Member {
+	f.t.Helper()
+	// The bridge and client are closed by stopAll after the member
+	// returned, not by t.Cleanup, which would close them first.
+	bridge, err := etcdtest.StartBridge(f.etcd.ClientAddr())
+	if err != nil {
+		f.t.Fatalf("fleettest: bridge: %v", err)
+	}
+	client, err := clientv3.New(clientv3.Config{Endpoints: bridge.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		bridge.Close()
+		f.t.Fatalf("fleettest: client: %v", err)
+	}
+	orch, err := orchestrator.New(client, orchestrator.Config{
+		ID:             id,
+		Advertise:      "http://" + id + ".invalid",
+		Namespace:      f.NS,
+		Partitions:     f.opts.Partitions,
+		LeaseTTL:       f.opts.LeaseTTL,
+		RebalanceDelay: 100 * time.Millisecond,
+		LeaveTimeout:   3 * time.Second,
+		Work:           f.Tracker.Work(id, f.opts.WriteInterval, f.NS),
+		Logger:         f.lg.With(zap.String("test_member", id)),
+	})
+	if err != nil {
+		f.t.Fatalf("fleettest: new member %s: %v", id, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Member{ID: id, Orch: orch, Bridge: bridge, client: client, cancel: cancel, done: make(chan error, 1), live: true}
+	go func() { m.done <- orch.Run(ctx) }()
+	f.mu.Lock()
+	f.members[id] = m
+	f.mu.Unlock()
+	return m
+}
+
+// Leave stops member id gracefully and waits for it to return.
+func (f *Fleet) Leave(id string) {
+	f.t.Helper()
+	m := f.member(id)
+	f.setLive(id, false)
+	m.cancel()
+	if err := <-m.done; err != nil {
+		f.t.Errorf("fleettest: member %s: Run returned %v", id, err)
+	}
+	m.done <- nil // let stopAll see it has returned
+}
+
+// Crash cuts member id off from etcd for good and stops it; from the
+// fleet's point of view it crashed. Its lease expires after the TTL.
+func (f *Fleet) Crash(id string) {
+	f.t.Helper()
+	m := f.member(id)
+	f.setLive(id, false)
+	m.Bridge.Cut()
+	m.cancel() // Run returns after its timeouts; stopAll waits for it
+}
+
+// Pause cuts member id off from etcd, as a network partition or a
+// SIGSTOP would. Resume reconnects it.
+func (f *Fleet) Pause(id string) {
+	f.member(id).Bridge.Cut()
+}
+
+// Resume reconnects a paused member.
+func (f *Fleet) Resume(id string) {
+	f.member(id).Bridge.Restore()
+}
+
+// Live returns the IDs of members that joined and neither left nor
+// crashed, sorted.
+func (f *Fleet) Live() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id, m := range f.members {
+		if m.live {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Member returns member id; it fails the test if there is none.
+func (f *Fleet) Member(id string) *Member { return f.member(id) }
+
+func (f *Fleet) member(id string) *Member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.members[id]
+	if !ok {
+		f.t.Fatalf("fleettest: no member %s", id)
+	}
+	return m
+}
+
+func (f *Fleet) setLive(id string, live bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.members[id].live = live
+}
+
+func (f *Fleet) stopAll() {
+	f.mu.Lock()
+	ms := slices.Collect(maps.Values(f.members))
+	f.mu.Unlock()
+	for _, m := range ms {
+		m.cancel()
+	}
+	for _, m := range ms {
+		<-m.done
+		m.client.Close()
+		m.Bridge.Close()
+	}
+}
+
+// Owners reads the owner table straight from etcd.
+func (f *Fleet) Owners(ctx context.Context) ([]shard.OwnerInfo, int64, error) {
+	resp, err := f.Client.Get(ctx, shard.OwnersPrefix(f.NS), clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, err
+	}
+	t := make([]shard.OwnerInfo, f.opts.Partitions)
+	for _, kv := range resp.Kvs {
+		p, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), shard.OwnersPrefix(f.NS)))
+		if err != nil || p >= len(t) {
+			return nil, 0, fmt.Errorf("unexpected owner key %q", kv.Key)
+		}
+		t[p] = shard.OwnerInfo{Member: string(kv.Value), Epoch: kv.CreateRevision, Lease: kv.Lease}
+	}
+	return t, resp.Header.Revision, nil
+}
+
+// WaitSettled waits until every partition is owned by the member the ring
+// of the live members assigns it to, and returns how long that took. It
+// fails the test after timeout.
+func (f *Fleet) WaitSettled(timeout time.Duration) time.Duration {
+	f.t.Helper()
+	start := time.Now()
+	ring, err := shard.NewRing(f.Live(), shard.DefaultRingConfig(f.opts.Partitions))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	wch := f.Client.Watch(ctx, shard.OwnersPrefix(f.NS), clientv3.WithPrefix())
+	var last string
+	for {
+		table, _, err := f.Owners(ctx)
+		if err == nil {
+			wrong := 0
+			for p, o := range table {
+				if o.Member != ring.Target(p) {
+					wrong++
+				}
+			}
+			if wrong == 0 {
+				return time.Since(start)
+			}
+			last = fmt.Sprintf("%d of %d partitions not owned by their target among %v", wrong, len(table), f.Live())
+		}
+		select {
+		case <-wch:
+		case <-ctx.Done():
+			f.t.Fatalf("fleettest: not settled after %v: %s", timeout, last)
+		}
+	}
+}
+
+// CheckHistory replays etcd's history of the namespace from revision
+// from+1 and checks:
+//   - an owner key is only ever created (PUT on an absent key) or deleted,
+//     never overwritten while it exists: one owner at every revision;
+//   - every write a partition's Work made (a fenced data key holding its
+//     epoch) happened while the owner key had exactly that epoch.
+//
+// It returns the number of owner changes and Work writes checked.
+func (f *Fleet) CheckHistory(from int64) (ownerEvents, writes int) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := f.Client.Get(ctx, "history-probe")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	end := resp.Header.Revision
+	owners := map[string]int64{} // owner key → create revision while it exists
+	if from > 0 {
+		// Start from the state at from.
+		r, err := f.Client.Get(ctx, shard.OwnersPrefix(f.NS), clientv3.WithPrefix(), clientv3.WithRev(from))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, kv := range r.Kvs {
+			owners[string(kv.Key)] = kv.CreateRevision
+		}
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wch := f.Client.Watch(wctx, f.NS, clientv3.WithPrefix(), clientv3.WithRev(from+1))
+	ownersPrefix, dataPrefix := shard.OwnersPrefix(f.NS), f.NS+"data/"
+	for wr := range wch {
+		if err := wr.Err(); err != nil {
+			f.t.Fatalf("fleettest: history watch: %v", err)
+		}
+		for _, ev := range wr.Events {
+			key := string(ev.Kv.Key)
+			switch {
+			case strings.HasPrefix(key, ownersPrefix):
+				ownerEvents++
+				if ev.Type == mvccpb.Event_DELETE {
+					delete(owners, key)
+					continue
+				}
+				if _, exists := owners[key]; exists || ev.Kv.CreateRevision != ev.Kv.ModRevision {
+					f.t.Errorf("history: owner key %s overwritten at revision %d (value %q): two owners", key, ev.Kv.ModRevision, ev.Kv.Value)
+				}
+				owners[key] = ev.Kv.CreateRevision
+			case strings.HasPrefix(key, dataPrefix) && ev.Type == mvccpb.Event_PUT:
+				writes++
+				p := strings.TrimPrefix(key, dataPrefix)
+				epoch, _ := strconv.ParseInt(string(ev.Kv.Value), 10, 64)
+				n, _ := strconv.Atoi(p)
+				if got := owners[shard.OwnerKey(f.NS, n)]; got != epoch {
+					f.t.Errorf("history: partition %s written with epoch %d at revision %d while the owner key's epoch was %d: fencing broken", p, epoch, ev.Kv.ModRevision, got)
+				}
+			}
+		}
+		if wr.Header.Revision >= end {
+			break
+		}
+	}
+	return ownerEvents, writes
+}
+
+// Tracker records which member runs Work for which partition, and every
+// instant two members ran it for the same partition at once.
+type Tracker struct {
+	mu       sync.Mutex
+	active   map[int]map[string]int64 // partition → member → epoch
+	last     map[string]*shard.Ownership // member → its latest acquired ownership
+	overlaps []string
+	starts   int
+	stops    int
+}
+
+func newTracker() *Tracker {
+	return &Tracker{active: map[int]map[string]int64{}, last: map[string]*shard.Ownership{}}
+}
+
+// LastOwnership returns the latest ownership member acquired, nil if none.
+func (tr *Tracker) LastOwnership(member string) *shard.Ownership {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.last[member]
+}
+
+// Active returns the partitions whose Work member is running now.
+func (tr *Tracker) Active(member string) []int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var ps []int
+	for p, ms := range tr.active {
+		if _, ok := ms[member]; ok {
+			ps = append(ps, p)
+		}
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// Work returns a shard.Work for member that records starts and stops and
+// writes the epoch to <ns>data/<partition> through the fenced Commit every
+// interval.
+func (tr *Tracker) Work(member string, interval time.Duration, ns string) shard.Work {
+	return func(ctx context.Context, o *shard.Ownership) {
+		tr.start(o.Partition, member, o.Epoch)
+		defer tr.stop(o.Partition, member)
+		key := ns + "data/" + strconv.Itoa(o.Partition)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tr.mu.Lock()
+		tr.last[member] = o
+		tr.mu.Unlock()
+		for {
+			// Errors are expected here: etcd unreachable while cut off, or
+			// ErrFenced after ownership moved (the controller then cancels
+			// ctx). CheckHistory verifies what did get written.
+			_, _ = o.Commit(ctx, nil, []clientv3.Op{clientv3.OpPut(key, strconv.FormatInt(o.Epoch, 10))}, nil)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+func (tr *Tracker) start(p int, member string, epoch int64) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.starts++
+	if tr.active[p] == nil {
+		tr.active[p] = map[string]int64{}
+	}
+	for other, e := range tr.active[p] {
+		tr.overlaps = append(tr.overlaps, fmt.Sprintf("partition %d: %s started (epoch %d) while %s still ran it (epoch %d)", p, member, epoch, other, e))
+	}
+	tr.active[p][member] = epoch
+}
+
+func (tr *Tracker) stop(p int, member string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.stops++
+	delete(tr.active[p], member)
+}
+
+// Overlaps returns every instant two members ran one partition's Work.
+func (tr *Tracker) Overlaps() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return slices.Clone(tr.overlaps)
+}
+
+// Counts returns how many Work calls started and stopped.
+func (tr *Tracker) Counts() (starts, stops int) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.starts, tr.stops
+}

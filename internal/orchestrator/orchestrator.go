@@ -1,0 +1,429 @@
+// Package orchestrator assembles one fleet member: its lease session and
+// registration, the member view, the owner table and the shard controller,
+// re-registering with a new lease whenever the old one is lost, and leaving
+// the fleet gracefully (deregister, hand partitions over, revoke the lease)
+// when stopped or drained.
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/internal/mirror"
+	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/shard"
+)
+
+// DefaultNamespace is the etcd key prefix used when none is given.
+const DefaultNamespace = "/jobfleet/"
+
+// Config configures an Orchestrator.
+type Config struct {
+	// ID is the stable member ID (see membership.ValidateID).
+	ID string
+	// Advertise is the URL others and workers use to reach this member.
+	Advertise string
+	// Namespace is the etcd key prefix; it must end in "/". Default
+	// DefaultNamespace.
+	Namespace string
+	// Partitions is the partition count to create the cluster with; 0
+	// adopts the cluster's (or shard.DefaultPartitions for a new cluster).
+	// A different non-zero count than the cluster's is refused.
+	Partitions int
+	// LeaseTTL is the member lease's TTL; whole seconds. Default 5s.
+	LeaseTTL time.Duration
+	// RebalanceDelay debounces membership changes (shard.Config). Default
+	// 200ms.
+	RebalanceDelay time.Duration
+	// LeaveTimeout bounds the graceful handoff when leaving: the time to
+	// wait, after deregistering, for the others to take the partitions.
+	// Default 10s.
+	LeaveTimeout time.Duration
+	// Work runs for each owned partition; nil runs nothing but holds the
+	// partition until ownership ends.
+	Work shard.Work
+	// Clock is given to the session and controller; nil is the real clock.
+	Clock clockwork.Clock
+	// Logger; nil means no logs.
+	Logger *zap.Logger
+	// Registry receives the member's metrics; nil means not registered.
+	Registry prometheus.Registerer
+}
+
+func (c *Config) setDefaults() {
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 5 * time.Second
+	}
+	if c.RebalanceDelay == 0 {
+		c.RebalanceDelay = 200 * time.Millisecond
+	}
+	if c.LeaveTimeout == 0 {
+		c.LeaveTimeout = 10 * time.Second
+	}
+	if c.Work == nil {
+		c.Work = func(ctx context.Context, _ *shard.Ownership) { <-ctx.Done() }
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+// Orchestrator is one fleet member. Create it with New and run it with Run;
+// its other methods are safe for concurrent use while it runs.
+type Orchestrator struct {
+	client   *clientv3.Client
+	cfg      Config
+	lg       *zap.Logger
+	sessCfg  membership.SessionConfig
+	shardMet *shard.Metrics
+
+	members *membership.Watcher
+	owners  *shard.Owners
+
+	drainOnce sync.Once
+	drain     chan struct{} // closed by Drain
+
+	mu         sync.Mutex // guards the fields below
+	partitions int        // 0 until the cluster's count is known
+	controller *shard.Controller
+	session    *membership.Session
+	registered bool
+	startErr   error
+}
+
+// New validates cfg and returns an orchestrator. It starts nothing.
+func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
+	cfg.setDefaults()
+	if err := membership.ValidateID(cfg.ID); err != nil {
+		return nil, err
+	}
+	if cfg.Namespace[len(cfg.Namespace)-1] != '/' {
+		return nil, fmt.Errorf("orchestrator: namespace %q must end in '/'", cfg.Namespace)
+	}
+	if cfg.Partitions < 0 || cfg.Partitions > shard.MaxPartitions {
+		return nil, fmt.Errorf("orchestrator: partitions %d outside 0..%d", cfg.Partitions, shard.MaxPartitions)
+	}
+	sc := membership.DefaultSessionConfig(cfg.LeaseTTL)
+	sc.Clock = cfg.Clock
+	sc.Logger = cfg.Logger.Named("lease").With(zap.String("member", cfg.ID))
+	sc.Metrics = membership.NewMetrics(cfg.Registry)
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	members, err := membership.NewWatcher(client, cfg.Namespace, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	owners, err := shard.NewOwners(client, cfg.Namespace, mirror.Config{Logger: cfg.Logger.Named("owners")})
+	if err != nil {
+		return nil, err
+	}
+	return &Orchestrator{
+		client:   client,
+		cfg:      cfg,
+		lg:       cfg.Logger.With(zap.String("member", cfg.ID)),
+		sessCfg:  sc,
+		shardMet: shard.NewMetrics(cfg.Registry),
+		members:  members,
+		owners:   owners,
+		drain:    make(chan struct{}),
+	}, nil
+}
+
+// ID returns the member ID.
+func (o *Orchestrator) ID() string { return o.cfg.ID }
+
+// Drain asks Run to hand every partition over, leave the fleet and return.
+// It does not wait; Run's return says it is done.
+func (o *Orchestrator) Drain() { o.drainOnce.Do(func() { close(o.drain) }) }
+
+// Run joins the fleet and owns partitions until ctx is cancelled or Drain is
+// called; then it leaves gracefully and returns nil. It returns an error only
+// for a condition a retry cannot fix, such as shard.ErrPartitionMismatch.
+func (o *Orchestrator) Run(ctx context.Context) error {
+	p, err := o.ensurePartitions(ctx)
+	if err != nil {
+		o.mu.Lock()
+		o.startErr = err
+		o.mu.Unlock()
+		return err
+	}
+	if p == 0 {
+		return nil // stopped before the cluster was reachable
+	}
+	scfg := shard.DefaultConfig(o.cfg.Namespace, o.cfg.ID, p)
+	scfg.RebalanceDelay = o.cfg.RebalanceDelay
+	scfg.MaxRebalanceDelay = max(scfg.MaxRebalanceDelay, 10*o.cfg.RebalanceDelay)
+	scfg.Clock = o.cfg.Clock
+	scfg.Logger = o.cfg.Logger.Named("shard")
+	scfg.Metrics = o.shardMet
+	ctrl, err := shard.NewController(o.client, o.members, o.owners, o.cfg.Work, scfg)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	o.partitions, o.controller = p, ctrl
+	o.mu.Unlock()
+
+	// The member view and owner table outlive sessions.
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); o.members.Run(watchCtx) }()
+	go func() { defer wg.Done(); o.owners.Run(watchCtx) }()
+	defer func() { stopWatch(); wg.Wait() }()
+
+	stop := make(chan struct{})
+	defer context.AfterFunc(ctx, func() { close(stop) })()
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 100 * time.Millisecond
+	bo.MaxInterval = o.cfg.LeaseTTL
+	for {
+		select {
+		case <-stop:
+			return nil
+		case <-o.drain:
+			return nil
+		default:
+		}
+		left, err := o.runSession(stop)
+		if left {
+			return nil
+		}
+		wait := bo.NextBackOff()
+		o.lg.Warn("session ended; registering again with a new lease", zap.Error(err), zap.Duration("after", wait))
+		select {
+		case <-stop:
+			return nil
+		case <-o.drain:
+			return nil
+		case <-o.cfg.Clock.After(wait):
+		}
+	}
+}
+
+// runSession runs one lease session: grant, register, own partitions. It
+// returns left=true after a graceful leave, or the reason the session ended.
+func (o *Orchestrator) runSession(stop <-chan struct{}) (left bool, err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+		case <-o.drain:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	s, err := membership.NewSession(ctx, o.client, o.sessCfg)
+	if err != nil {
+		return ctx.Err() != nil, err
+	}
+	defer s.Close()
+	m, err := membership.Register(ctx, o.client, s, o.cfg.Namespace, membership.Member{ID: o.cfg.ID, Addr: o.cfg.Advertise}, o.lg)
+	if err != nil {
+		return ctx.Err() != nil, err
+	}
+	o.lg.Info("registered", zap.String("addr", m.Addr), zap.String("lease", fmt.Sprintf("%x", m.LeaseID)))
+	o.setSession(s, true)
+	defer o.setSession(nil, false)
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	errc := make(chan error, 1)
+	go func() { errc <- o.controller.Run(runCtx, s) }()
+	select {
+	case err := <-errc:
+		return false, err
+	case <-ctx.Done():
+	}
+	o.leave(s, stopRun, errc)
+	return true, nil
+}
+
+// leave hands the partitions over: deregister so the others rebalance and
+// target them, wait for the controller to release them as it sees itself
+// leave the ring, then stop it (releasing leftovers) and revoke the lease.
+func (o *Orchestrator) leave(s *membership.Session, stopRun context.CancelFunc, errc <-chan error) {
+	start := o.cfg.Clock.Now()
+	o.lg.Info("leaving the fleet: deregistering and handing partitions over")
+	ctx, cancel := context.WithTimeout(context.Background(), o.cfg.LeaveTimeout)
+	defer cancel()
+	if err := membership.Deregister(ctx, o.client, o.cfg.Namespace, o.cfg.ID, s.Lease()); err != nil {
+		o.lg.Warn("deregister failed; partitions go with the lease", zap.Error(err))
+	} else {
+		_, err := o.controller.WaitFor(ctx, func(st shard.Status) bool { return len(st.Owned) == 0 || !st.Running })
+		if err != nil {
+			o.lg.Warn("partitions not handed over within the leave timeout; releasing the rest now", zap.Duration("leave_timeout", o.cfg.LeaveTimeout))
+		}
+	}
+	stopRun()
+	<-errc
+	if err := s.Close(); err != nil {
+		o.lg.Warn("revoking the lease failed; it expires on its own", zap.Error(err))
+	}
+	o.lg.Info("left the fleet", zap.Duration("took", o.cfg.Clock.Since(start)))
+}
+
+func (o *Orchestrator) setSession(s *membership.Session, registered bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.session, o.registered = s, registered
+}
+
+// ensurePartitions reads or creates the cluster's partition count,
+// retrying while etcd is unreachable. It returns 0 if stopped first.
+func (o *Orchestrator) ensurePartitions(ctx context.Context) (int, error) {
+	bo := backoff.NewExponentialBackOff()
+	bo.MaxInterval = 5 * time.Second
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		p, err := shard.EnsurePartitions(rctx, o.client, o.cfg.Namespace, o.cfg.Partitions)
+		cancel()
+		if err == nil {
+			return p, nil
+		}
+		if errors.Is(err, shard.ErrPartitionMismatch) || errors.Is(err, shard.ErrInvalidConfig) {
+			return 0, err
+		}
+		o.lg.Warn("cannot read the cluster's partition count; retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return 0, nil
+		case <-o.drain:
+			return 0, nil
+		case <-o.cfg.Clock.After(bo.NextBackOff()):
+		}
+	}
+}
+
+// Members returns the current member view.
+func (o *Orchestrator) Members() membership.View {
+	v, _ := o.members.View()
+	return v
+}
+
+// Assignment is one row of the partition table.
+type Assignment struct {
+	Partition int    `json:"partition"`
+	Owner     string `json:"owner"`
+	Epoch     int64  `json:"epoch"`
+	Target    string `json:"target"`
+}
+
+// PartitionTable is the document of GET /v1/cluster/partitions.
+type PartitionTable struct {
+	Partitions  int          `json:"partitions"`
+	Revision    int64        `json:"revision"`
+	Assignments []Assignment `json:"assignments"`
+}
+
+// ErrNotStarted means the orchestrator does not know the cluster's
+// partition count yet.
+var ErrNotStarted = errors.New("orchestrator: not started")
+
+// Partitions returns who owns each partition (as etcd records it) and who
+// should (as the ring computed from the current member view says).
+func (o *Orchestrator) Partitions() (PartitionTable, error) {
+	o.mu.Lock()
+	p := o.partitions
+	o.mu.Unlock()
+	if p == 0 {
+		return PartitionTable{}, ErrNotStarted
+	}
+	table, rev, _ := o.owners.Table(p)
+	view := o.Members()
+	ring, err := shard.NewRing(view.IDs(), shard.DefaultRingConfig(p))
+	if err != nil {
+		return PartitionTable{}, err
+	}
+	t := PartitionTable{Partitions: p, Revision: rev, Assignments: make([]Assignment, p)}
+	for i := range p {
+		t.Assignments[i] = Assignment{Partition: i, Owner: table[i].Member, Epoch: table[i].Epoch, Target: ring.Target(i)}
+	}
+	return t, nil
+}
+
+// Ready reports whether the member is registered and owns exactly the
+// partitions the ring assigns it; if not, it says why.
+func (o *Orchestrator) Ready() (bool, string) {
+	o.mu.Lock()
+	ctrl, registered, startErr := o.controller, o.registered, o.startErr
+	o.mu.Unlock()
+	switch {
+	case startErr != nil:
+		return false, startErr.Error()
+	case ctrl == nil:
+		return false, "starting: reading the cluster's partition count"
+	case !registered:
+		return false, "not registered"
+	}
+	st, _ := ctrl.Status()
+	return st.Ready, st.Reason
+}
+
+// WaitReady blocks until Ready reports true, or returns ctx's error with
+// the last reason.
+func (o *Orchestrator) WaitReady(ctx context.Context) error {
+	t := o.cfg.Clock.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ok, reason := o.Ready()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s", ctx.Err(), reason)
+		case <-t.Chan():
+		}
+	}
+}
+
+// Healthy returns an error if the member holds partitions but has not
+// renewed its lease within the TTL plus grace: it may be acting as an owner
+// it no longer is, which self-fencing should have prevented.
+func (o *Orchestrator) Healthy(grace time.Duration) error {
+	o.mu.Lock()
+	ctrl, s := o.controller, o.session
+	o.mu.Unlock()
+	if ctrl == nil || s == nil {
+		return nil
+	}
+	st, _ := ctrl.Status()
+	if len(st.Owned) == 0 {
+		return nil
+	}
+	if since := o.cfg.Clock.Since(s.LastRenewal()); since > s.TTL()+grace {
+		return fmt.Errorf("owns %d partitions but last renewed its lease %v ago (TTL %v)", len(st.Owned), since.Round(time.Millisecond), s.TTL())
+	}
+	return nil
+}
+
+// Status returns the shard controller's status; ok is false before the
+// controller exists.
+func (o *Orchestrator) Status() (st shard.Status, ok bool) {
+	o.mu.Lock()
+	ctrl := o.controller
+	o.mu.Unlock()
+	if ctrl == nil {
+		return shard.Status{}, false
+	}
+	st, _ = ctrl.Status()
+	return st, true
+}

@@ -1,0 +1,21 @@
+package shard
+
+import "errors"
+
+// Errors returned by this package. Callers compare with errors.Is.
+var (
+	// ErrInvalidConfig means a configuration failed validation.
+	ErrInvalidConfig = errors.New("shard: invalid config")
+	// ErrPartitionMismatch means the cluster in etcd was created with a
+	// different partition count than this member was started with.
+	ErrPartitionMismatch = errors.New("shard: partition count mismatch")
+	// ErrFenced means a fenced transaction was refused because the owner
+	// key no longer has the epoch it was made under: ownership was lost.
+	ErrFenced = errors.New("shard: fenced: partition ownership lost")
+	// ErrNotOwned means an operation needs ownership of a partition this
+	// member does not own.
+	ErrNotOwned = errors.New("shard: partition not owned")
+	// ErrDraining means the controller is handing its partitions over and
+	// takes no new ones.
+	ErrDraining = errors.New("shard: draining")
+)

@@ -1,0 +1,137 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/internal/mirror"
+)
+
+// OwnersPrefix returns the prefix of the owner keys in namespace ns.
+func OwnersPrefix(ns string) string { return ns + "owners/" }
+
+// OwnerKey returns partition p's owner key in namespace ns. Partitions are
+// zero-padded so that etcdctl lists them in order.
+func OwnerKey(ns string, p int) string { return fmt.Sprintf("%s%05d", OwnersPrefix(ns), p) }
+
+// parseOwnerKey returns the partition of an owner key with its prefix
+// removed.
+func parseOwnerKey(suffix string) (int, bool) {
+	if suffix == "" || strings.ContainsRune(suffix, '/') {
+		return 0, false
+	}
+	p, err := strconv.Atoi(suffix)
+	return p, err == nil && p >= 0
+}
+
+// Ownership is this member's hold on one partition, handed to the Work
+// function when the partition is acquired. Its methods are safe for
+// concurrent use.
+type Ownership struct {
+	// Partition is the partition number.
+	Partition int
+	// Epoch is the owner key's create revision: the fencing token. It grows
+	// with every new ownership of the partition.
+	Epoch int64
+	// Key is the owner key.
+	Key string
+	// Member is this member's ID.
+	Member string
+
+	kv      clientv3.KV
+	fenced  func(o *Ownership) // reports a refused fenced transaction to the controller
+	metrics *Metrics
+}
+
+// Fence returns the comparison every owner write must carry: the owner key
+// still has this ownership's epoch.
+func (o *Ownership) Fence() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(o.Key), "=", o.Epoch)
+}
+
+// Commit runs a transaction fenced on the ownership's epoch: if the owner
+// key still has o.Epoch, it evaluates cmps and applies thenOps if they all
+// hold, elseOps otherwise, and returns that inner transaction's response
+// (Succeeded tells whether cmps held). If the owner key is gone or has
+// another epoch, nothing is applied and Commit returns ErrFenced; the
+// controller is told and stops the partition's work. Other errors are
+// etcd's, wrapped.
+//
+// Mind etcd's limits: at most 128 operations per transaction by default
+// (nested ones count) and 1.5 MiB per request.
+func (o *Ownership) Commit(ctx context.Context, cmps []clientv3.Cmp, thenOps, elseOps []clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := o.kv.Txn(ctx).
+		If(o.Fence()).
+		Then(clientv3.OpTxn(cmps, thenOps, elseOps)).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("shard: fenced txn on partition %d: %w", o.Partition, err)
+	}
+	if !resp.Succeeded {
+		o.metrics.fencingFailure()
+		if o.fenced != nil {
+			o.fenced(o)
+		}
+		return nil, fmt.Errorf("%w (partition %d, epoch %d)", ErrFenced, o.Partition, o.Epoch)
+	}
+	inner := (*clientv3.TxnResponse)(resp.Responses[0].GetResponseTxn())
+	return inner, nil
+}
+
+// OwnerInfo is what etcd records about one partition's owner.
+type OwnerInfo struct {
+	// Member is the owner's member ID, "" if the partition has no owner.
+	Member string
+	// Epoch is the owner key's create revision, 0 without an owner.
+	Epoch int64
+	// Lease is the lease the owner key is bound to.
+	Lease int64
+}
+
+// Owners is the owner table as etcd records it, kept current by watching
+// the owner keys. Run it with Run; its methods are safe for concurrent use.
+type Owners struct {
+	m  *mirror.Mirror
+	ns string
+}
+
+// NewOwners returns a watcher of the owner keys of namespace ns. It starts
+// nothing.
+func NewOwners(client *clientv3.Client, ns string, cfg mirror.Config) (*Owners, error) {
+	cfg.Prefix = OwnersPrefix(ns)
+	m, err := mirror.New(client, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Owners{m: m, ns: ns}, nil
+}
+
+// Run keeps the table current until ctx is cancelled; it returns nil then.
+func (o *Owners) Run(ctx context.Context) error { return o.m.Run(ctx) }
+
+// Table returns the owner of each of the first p partitions, the etcd
+// revision the table reflects, and a channel closed when it changes.
+func (o *Owners) Table(p int) ([]OwnerInfo, int64, <-chan struct{}) {
+	s := o.m.Snapshot()
+	return tableOf(s, p), s.Revision, s.Changed()
+}
+
+// WaitFor blocks until cond holds for the table of p partitions.
+func (o *Owners) WaitFor(ctx context.Context, p int, cond func([]OwnerInfo) bool) ([]OwnerInfo, error) {
+	s, err := o.m.WaitFor(ctx, func(s mirror.Snapshot) bool { return cond(tableOf(s, p)) })
+	return tableOf(s, p), err
+}
+
+func tableOf(s mirror.Snapshot, p int) []OwnerInfo {
+	t := make([]OwnerInfo, p)
+	for k, kv := range s.KVs {
+		if i, ok := parseOwnerKey(k); ok && i < p {
+			t[i] = OwnerInfo{Member: string(kv.Value), Epoch: kv.CreateRevision, Lease: kv.Lease}
+		}
+	}
+	return t
+}

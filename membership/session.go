@@ -230,7 +230,10 @@ func (s *Session) keepAlive() {
 		case <-renew.Chan():
 		}
 		sent := clock.Now()
-		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+		// A request never outlives the fence deadline, so a hung request
+		// cannot delay self-fencing.
+		fenceAt := s.LastRenewal().Add(s.cfg.RenewDeadline)
+		ctx, cancel := clockwork.WithDeadline(s.ctx, clock, minTime(sent.Add(s.cfg.RequestTimeout), fenceAt))
 		resp, err := s.client.KeepAliveOnce(ctx, s.lease)
 		cancel()
 		switch {
@@ -258,4 +261,11 @@ func (s *Session) keepAlive() {
 			renew.Reset(s.cfg.RetryInterval)
 		}
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -134,8 +134,8 @@ type zone struct {
 //     set, and is also passed to the command like any other variable. An
 //     empty value resets the zone to Options.Timezone. An unknown zone
 //     skips every job line it would apply to. MAILTO, MAILFROM and
-//     RANDOM_DELAY are ignored and reported: jobfleet records output in
-//     each run's attempts instead of mailing it.
+//     RANDOM_DELAY are ignored and reported (MAILTO only if not empty):
+//     jobfleet records output in each run's attempts instead of mailing it.
 //   - A job line is five time fields, or one of @yearly, @annually,
 //     @monthly, @weekly, @daily, @midnight or @hourly; then, in
 //     SystemFormat, a user name; then the command, the rest of the line.
@@ -238,7 +238,9 @@ func (p *parser) assign(n int, text, body string) {
 	}
 	switch name {
 	case "MAILTO", "MAILFROM":
-		p.skip(n, text, "%s ignored: jobfleet does not mail output; it records it in each run's attempts", name)
+		if value != "" { // an empty MAILTO turns mail off, as jobfleet has it
+			p.skip(n, text, "%s ignored: jobfleet does not mail output; it records it in each run's attempts", name)
+		}
 		return
 	case "RANDOM_DELAY":
 		p.skip(n, text, "RANDOM_DELAY ignored: jobfleet does not delay jobs randomly")
@@ -430,18 +432,18 @@ func slug(command string) string {
 	var b strings.Builder
 	dash := false
 	for _, r := range strings.ToLower(strings.Join(words, " ")) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			dash = false
-			b.WriteRune(r)
-			if b.Len() >= maxSlugBytes {
-				break
-			}
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			dash = b.Len() > 0
 			continue
 		}
-		dash = true
+		if dash && b.Len()+2 > maxSlugBytes || b.Len()+1 > maxSlugBytes {
+			break
+		}
+		if dash {
+			b.WriteByte('-')
+			dash = false
+		}
+		b.WriteRune(r)
 	}
 	return b.String()
 }

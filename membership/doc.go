@@ -1,0 +1,20 @@
+// Package membership registers fleet members in etcd and tells every member
+// who the others are.
+//
+// A Session owns one lease and keeps it alive with single keepalive
+// requests. It guarantees that its Done channel closes, and its context is
+// cancelled, before the server can expire the lease: it fences itself when
+// no renewal has succeeded within RenewDeadline of the last successful
+// request's send time, and the server keeps the lease at least TTL after
+// that instant. Work bound to the lease runs under Session.Ctx.
+//
+// Register records a member under members/<id> bound to a session's lease,
+// only if no other registration of that ID exists; it waits for an earlier
+// one to go. Deregister removes it at a graceful leave.
+//
+// A Watcher mirrors the members prefix (list, then watch; on compaction,
+// cancellation or lost leader it lists again), so its View converges on
+// etcd's state and no change is lost, though several changes may be seen
+// as one. It does not promise that every member sees every intermediate
+// view, nor that all members see a change at the same instant.
+package membership

@@ -1,0 +1,430 @@
+package membership_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/membership"
+)
+
+var etcd *etcdtest.Server
+
+func TestMain(m *testing.M) {
+	etcd = etcdtest.MustStart()
+	code := m.Run()
+	etcd.Close()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func isDone(s *membership.Session) bool {
+	select {
+	case <-s.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+func waitDone(t *testing.T, s *membership.Session, within time.Duration) {
+	t.Helper()
+	select {
+	case <-s.Done():
+	case <-time.After(within):
+		t.Fatalf("session not done within %v", within)
+	}
+}
+
+func TestSessionConfigValidate(t *testing.T) {
+	good := membership.DefaultSessionConfig(5 * time.Second)
+	tests := []struct {
+		name   string
+		mutate func(*membership.SessionConfig)
+		ok     bool
+	}{
+		{"default", func(*membership.SessionConfig) {}, true},
+		{"fractional TTL", func(c *membership.SessionConfig) { c.TTL = 1500 * time.Millisecond }, false},
+		{"deadline not below TTL", func(c *membership.SessionConfig) { c.RenewDeadline = c.TTL }, false},
+		{"interval not below deadline", func(c *membership.SessionConfig) { c.RenewInterval = c.RenewDeadline }, false},
+		{"zero retry", func(c *membership.SessionConfig) { c.RetryInterval = 0 }, false},
+		{"request timeout above deadline", func(c *membership.SessionConfig) { c.RequestTimeout = c.RenewDeadline + 1 }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := good
+			tt.mutate(&c)
+			err := c.Validate()
+			if (err == nil) != tt.ok {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && !errors.Is(err, membership.ErrInvalidConfig) {
+				t.Fatalf("Validate() = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+// TestSessionFencesItselfBeforeTheLeaseCanExpire cuts the session off from
+// etcd and steps a fake clock: the session must not end before its renew
+// deadline and must end at it, which is before the TTL after which the
+// server may expire the lease.
+func TestSessionFencesItselfBeforeTheLeaseCanExpire(t *testing.T) {
+	bridge := etcdtest.NewBridge(t, etcd.ClientAddr())
+	client := etcdtest.NewClient(t, bridge.Endpoints())
+	fc := clockwork.NewFakeClock()
+	cfg := membership.DefaultSessionConfig(5 * time.Second)
+	cfg.Clock = fc
+	cfg.Logger = zaptest.NewLogger(t)
+	s, err := membership.NewSession(context.Background(), client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Orphan()
+
+	// blockUntilWaiting waits until the keepalive loop waits on its renew
+	// and fence timers, so an Advance is not lost before they exist.
+	blockUntilWaiting := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := fc.BlockUntilContext(ctx, 2); err != nil {
+			t.Fatalf("keepalive loop not waiting on its timers: %v", err)
+		}
+	}
+	// Renewals succeed while connected: the session outlives its TTL.
+	for range 8 {
+		blockUntilWaiting()
+		before := s.LastRenewal()
+		fc.Advance(cfg.RenewInterval)
+		deadline := time.Now().Add(10 * time.Second)
+		for !s.LastRenewal().After(before) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no renewal after advancing %v", cfg.RenewInterval)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if isDone(s) {
+		t.Fatalf("session ended while renewals succeed: %v", s.Err())
+	}
+
+	blockUntilWaiting()
+	bridge.Cut()
+	last := s.LastRenewal()
+	step := 50 * time.Millisecond
+	for fc.Since(last)+step < cfg.RenewDeadline {
+		fc.Advance(step)
+		if isDone(s) {
+			t.Fatalf("session ended %v after the last renewal, before the renew deadline %v", fc.Since(last), cfg.RenewDeadline)
+		}
+	}
+	fc.Advance(cfg.RenewDeadline - fc.Since(last))
+	waitDone(t, s, 10*time.Second)
+	if !errors.Is(s.Err(), membership.ErrRenewDeadline) {
+		t.Fatalf("Err() = %v, want ErrRenewDeadline", s.Err())
+	}
+	if ended := fc.Since(last); ended >= cfg.TTL {
+		t.Fatalf("fenced %v after the last renewal, not before the TTL %v", ended, cfg.TTL)
+	}
+	if s.Ctx().Err() == nil {
+		t.Fatal("session context not cancelled")
+	}
+	bridge.Restore()
+}
+
+func TestSessionEndsWhenLeaseRevoked(t *testing.T) {
+	client := etcd.Client(t)
+	s, err := membership.NewSession(context.Background(), client, membership.DefaultSessionConfig(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := client.Revoke(context.Background(), s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, s, 5*time.Second)
+	if !errors.Is(s.Err(), membership.ErrLeaseLost) {
+		t.Fatalf("Err() = %v, want ErrLeaseLost", s.Err())
+	}
+}
+
+func TestSessionCloseRevokesLease(t *testing.T) {
+	client := etcd.Client(t)
+	s, err := membership.NewSession(context.Background(), client, membership.DefaultSessionConfig(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := etcdtest.Namespace(t) + "bound"
+	if _, err := client.Put(context.Background(), key, "x", clientv3.WithLease(s.Lease())); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close() = %v, want nil", err)
+	}
+	if !errors.Is(s.Err(), membership.ErrSessionClosed) {
+		t.Fatalf("Err() = %v, want ErrSessionClosed", s.Err())
+	}
+	resp, err := client.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 0 {
+		t.Fatal("key bound to the closed session's lease still exists")
+	}
+}
+
+func TestRegisterWaitsForPreviousRegistration(t *testing.T) {
+	client := etcd.Client(t)
+	ns := etcdtest.Namespace(t)
+	cfg := membership.DefaultSessionConfig(5 * time.Second)
+	first, err := membership.NewSession(context.Background(), client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if _, err := membership.Register(context.Background(), client, first, ns, membership.Member{ID: "m1", Addr: "http://a"}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	second, err := membership.NewSession(context.Background(), client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	core, logs := observer.New(zap.InfoLevel)
+	type result struct {
+		m   membership.Member
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		m, err := membership.Register(context.Background(), client, second, ns, membership.Member{ID: "m1", Addr: "http://b"}, zap.New(core))
+		done <- result{m, err}
+	}()
+	// It says why it waits, and does not register while the first lives.
+	deadline := time.Now().Add(5 * time.Second)
+	for logs.FilterMessageSnippet("waiting for it").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("second registration did not log why it waits")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("second registration returned while the first is alive: %+v", r)
+	default:
+	}
+
+	if err := first.Close(); err != nil { // the first member leaves
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("Register() = %v", r.err)
+		}
+		if r.m.LeaseID != int64(second.Lease()) || r.m.Addr != "http://b" {
+			t.Fatalf("registered %+v, want lease %x addr http://b", r.m, second.Lease())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("second registration still waiting after the first left")
+	}
+}
+
+func TestRegisterReturnsWhenSessionEnds(t *testing.T) {
+	client := etcd.Client(t)
+	ns := etcdtest.Namespace(t)
+	cfg := membership.DefaultSessionConfig(5 * time.Second)
+	holder, err := membership.NewSession(context.Background(), client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := membership.Register(context.Background(), client, holder, ns, membership.Member{ID: "m1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waiter, err := membership.NewSession(context.Background(), client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := membership.Register(context.Background(), client, waiter, ns, membership.Member{ID: "m1"}, nil)
+		done <- err
+	}()
+	waiter.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, membership.ErrSessionClosed) {
+			t.Fatalf("Register() = %v, want ErrSessionClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Register did not return after its session ended")
+	}
+}
+
+func TestDeregisterOnlyDeletesOwnRegistration(t *testing.T) {
+	client := etcd.Client(t)
+	ns := etcdtest.Namespace(t)
+	s, err := membership.NewSession(context.Background(), client, membership.DefaultSessionConfig(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := membership.Register(context.Background(), client, s, ns, membership.Member{ID: "m1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A stale incarnation's deregister (another lease) must not remove it.
+	if err := membership.Deregister(context.Background(), client, ns, "m1", s.Lease()+1); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := client.Get(context.Background(), membership.Key(ns, "m1")); len(resp.Kvs) != 1 {
+		t.Fatal("deregister with another lease removed the registration")
+	}
+	if err := membership.Deregister(context.Background(), client, ns, "m1", s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := client.Get(context.Background(), membership.Key(ns, "m1")); len(resp.Kvs) != 0 {
+		t.Fatal("deregister with the own lease left the registration")
+	}
+}
+
+func TestValidateID(t *testing.T) {
+	for _, id := range []string{"m1", "host-1:8080", "a.b_c", strings.Repeat("x", 128)} {
+		if err := membership.ValidateID(id); err != nil {
+			t.Errorf("ValidateID(%q) = %v, want nil", id, err)
+		}
+	}
+	for _, id := range []string{"", "a/b", "a b", "ü", strings.Repeat("x", 129)} {
+		if err := membership.ValidateID(id); err == nil {
+			t.Errorf("ValidateID(%q) = nil, want an error", id)
+		}
+	}
+}
+
+// startWatcher runs a watcher until the test ends.
+func startWatcher(t *testing.T, client *clientv3.Client, ns string, lg *zap.Logger) *membership.Watcher {
+	t.Helper()
+	w, err := membership.NewWatcher(client, ns, lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+func putMember(t *testing.T, c *clientv3.Client, ns, id string) int64 {
+	t.Helper()
+	resp, err := c.Put(context.Background(), membership.Key(ns, id), fmt.Sprintf(`{"id":%q,"addr":"http://%s"}`, id, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+func waitView(t *testing.T, w *membership.Watcher, want string) membership.View {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	v, err := w.WaitFor(ctx, func(v membership.View) bool { return strings.Join(v.IDs(), ",") == want })
+	if err != nil {
+		t.Fatalf("view %v, want %s: %v", v.IDs(), want, err)
+	}
+	return v
+}
+
+func TestWatcherRecoversFromCompaction(t *testing.T) {
+	direct := etcd.Client(t)
+	bridge := etcdtest.NewBridge(t, etcd.ClientAddr())
+	viaBridge := etcdtest.NewClient(t, bridge.Endpoints())
+	ns := etcdtest.Namespace(t)
+	core, logs := observer.New(zap.InfoLevel)
+	w := startWatcher(t, viaBridge, ns, zap.New(core))
+
+	putMember(t, direct, ns, "a")
+	putMember(t, direct, ns, "b")
+	waitView(t, w, "a,b")
+
+	// While the watcher is cut off, the set changes and history is
+	// compacted past what it has seen; its connection then drops, so its
+	// watch resumes from a compacted revision.
+	bridge.Cut()
+	if _, err := direct.Delete(context.Background(), membership.Key(ns, "a")); err != nil {
+		t.Fatal(err)
+	}
+	putMember(t, direct, ns, "c")
+	if _, err := etcdtest.Compact(context.Background(), direct); err != nil {
+		t.Fatal(err)
+	}
+	bridge.DropConnections()
+	bridge.Restore()
+
+	v := waitView(t, w, "b,c")
+	if logs.FilterMessageSnippet("re-listing").Len() == 0 {
+		t.Error("the watcher converged without re-listing; the compaction path was not exercised")
+	}
+	if got, ok := v.Get("c"); !ok || got.Addr != "http://c" {
+		t.Errorf("view member c = %+v, %v", got, ok)
+	}
+	// And it keeps following changes afterwards.
+	putMember(t, direct, ns, "d")
+	waitView(t, w, "b,c,d")
+}
+
+func TestWatcherRecoversFromEtcdRestart(t *testing.T) {
+	own := etcdtest.New(t) // restarted: not the shared server
+	client := own.Client(t)
+	ns := etcdtest.Namespace(t)
+	w := startWatcher(t, client, ns, zaptest.NewLogger(t))
+	putMember(t, client, ns, "a")
+	waitView(t, w, "a")
+
+	own.Stop()
+	if err := own.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	putMember(t, client, ns, "b")
+	v := waitView(t, w, "a,b")
+	if v.Revision == 0 {
+		t.Error("view revision is 0 after restart")
+	}
+}
+
+func TestWatcherSkipsUndecodableEntries(t *testing.T) {
+	client := etcd.Client(t)
+	ns := etcdtest.Namespace(t)
+	w := startWatcher(t, client, ns, nil)
+	putMember(t, client, ns, "good")
+	if _, err := client.Put(context.Background(), membership.Key(ns, "bad"), "not json"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Put(context.Background(), membership.Key(ns, "liar"), `{"id":"someone-else"}`); err != nil {
+		t.Fatal(err)
+	}
+	putMember(t, client, ns, "z")
+	waitView(t, w, "good,z")
+}

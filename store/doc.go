@@ -1,0 +1,45 @@
+// Package store holds jobfleet's job and run documents and their storage.
+//
+// This file documents the job model (job.go, job_decode.go,
+// job_validate.go, job_id.go):
+// the Job, Executor, RetryPolicy, Run and Attempt types that are the JSON
+// contract of the HTTP API and the values stored in etcd, and the pure
+// functions that decode, default and validate them. The model does no I/O
+// beyond reading the io.Reader given to DecodeJob.
+//
+// # Guarantees
+//
+//   - DecodeJob accepts exactly one JSON object of bounded size whose field
+//     names are spelled exactly as in the document (no unknown, differently
+//     cased or repeated fields) and rejects trailing data.
+//   - Validate accepts a job only if every field is usable: the schedule
+//     parses and fires at least once (see package dispatch/schedule), the
+//     time zone exists, durations and attempts are within bounds, the
+//     executor is complete for its type and carries no fields of another
+//     type, and payloads are valid JSON within Limits. Every rejection is a
+//     *FieldError naming the field in the document's terms
+//     ("retry.max_backoff: 2h is longer than ..."), and matches
+//     ErrInvalidJob. Validate never modifies the job.
+//   - Normalize is idempotent and fills every default, so a normalized,
+//     valid job reads back with no field left implicit.
+//   - Job IDs are free-form UTF-8 (spaces, '/', '%', any printable Unicode)
+//     of 1 to MaxIDBytes bytes, without control characters; "." and ".."
+//     are refused because they cannot be addressed in a URL path.
+//     EscapeID maps every string to a key segment without '/', and
+//     UnescapeID(EscapeID(id)) == id for every string.
+//
+// # Defaults
+//
+// Timezone "UTC"; retry.max_attempts 1 (no retry: cron jobs are not known
+// to be idempotent, so retrying is opt-in); retry.initial_backoff 1s;
+// retry.max_backoff 1m (or initial_backoff if larger); timeout 1h;
+// concurrency_policy "allow"; misfire_policy "run_once"; an "http"
+// executor's method "POST". Limits: payload and body 256 KiB each;
+// DecodeJob reads at most 1 MiB unless told otherwise.
+//
+// # What it does not do
+//
+// The model does not set server-set fields (partition, created_at,
+// updated_at, revision), does not check that a named handler is registered
+// with any worker, and does not resolve or contact an executor's URL.
+package store

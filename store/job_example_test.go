@@ -1,0 +1,90 @@
+package store_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+func ExampleDecodeJob() {
+	doc := `{
+	  "id": "nightly-report",
+	  "schedule": "0 2 * * *",
+	  "timezone": "Europe/Berlin",
+	  "executor": {"type": "http", "url": "http://127.0.0.1:9000/hook"},
+	  "payload": {"report": "sales"}
+	}`
+	job, err := store.DecodeJob(strings.NewReader(doc), 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	job.Normalize()
+	if err := job.Validate(store.DefaultLimits()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(job)
+	// Output:
+	// {
+	//   "id": "nightly-report",
+	//   "schedule": "0 2 * * *",
+	//   "timezone": "Europe/Berlin",
+	//   "executor": {
+	//     "type": "http",
+	//     "url": "http://127.0.0.1:9000/hook",
+	//     "method": "POST"
+	//   },
+	//   "payload": {
+	//     "report": "sales"
+	//   },
+	//   "retry": {
+	//     "max_attempts": 1,
+	//     "initial_backoff": "1s",
+	//     "max_backoff": "1m"
+	//   },
+	//   "timeout": "1h",
+	//   "concurrency_policy": "allow",
+	//   "misfire_policy": "run_once",
+	//   "paused": false,
+	//   "partition": 0
+	// }
+}
+
+func ExampleJob_Validate() {
+	job := store.Job{
+		ID:       "cleanup",
+		Schedule: "0 0 30 2 *",
+		Executor: store.Executor{Type: store.ExecutorShell, Command: []string{"rm", "-rf", "/tmp/cache"}},
+	}
+	err := job.Validate(store.DefaultLimits())
+	fmt.Println(err)
+
+	var fe *store.FieldError
+	if errors.As(err, &fe) {
+		fmt.Println("field:", fe.Field)
+	}
+	fmt.Println("invalid job:", errors.Is(err, store.ErrInvalidJob))
+	// Output:
+	// schedule: "0 0 30 2 *" never fires: it names no existing date
+	// field: schedule
+	// invalid job: true
+}
+
+func ExampleEscapeID() {
+	id := "team a/report 100%"
+	key := "/jobfleet/jobs/" + store.EscapeID(id)
+	fmt.Println(key)
+
+	back, err := store.UnescapeID(strings.TrimPrefix(key, "/jobfleet/jobs/"))
+	fmt.Println(back, err)
+	// Output:
+	// /jobfleet/jobs/team%20a%2Freport%20100%25
+	// team a/report 100% <nil>
+}

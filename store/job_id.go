@@ -1,0 +1,28 @@
+package store
+
+import (
+	"fmt"
+	"net/url"
+)
+
+// EscapeID returns id in a form that is safe as one segment of an etcd key:
+// it contains no '/' and only printable ASCII. It percent-encodes like
+// url.PathEscape: ASCII letters, digits and "-._~$&+=:@" stay as they are,
+// so ordinary IDs are unchanged and keys stay readable; every other byte,
+// including '/', '%', space and all non-ASCII bytes, becomes %XX. It is defined for
+// every string, valid job ID or not, and UnescapeID reverses it.
+func EscapeID(id string) string { return url.PathEscape(id) }
+
+// UnescapeID reverses EscapeID. It accepts only the exact form EscapeID
+// produces (upper-case hex digits, nothing escaped that need not be), so
+// each ID has one key; anything else is an error matching ErrInvalidJob.
+func UnescapeID(s string) (string, error) {
+	id, err := url.PathUnescape(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: escaped id %q: %v", ErrInvalidJob, s, err)
+	}
+	if EscapeID(id) != s {
+		return "", fmt.Errorf("%w: escaped id %q is not in canonical form", ErrInvalidJob, s)
+	}
+	return id, nil
+}

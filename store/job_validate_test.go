@@ -1,0 +1,275 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validJob returns a complete, valid job with an http executor.
+func validJob() Job {
+	return Job{
+		ID:       "nightly-report",
+		Schedule: "0 2 * * *",
+		Timezone: "Europe/Berlin",
+		Executor: Executor{Type: ExecutorHTTP, URL: "http://127.0.0.1:9000/hook", Method: "POST"},
+		Payload:  json.RawMessage(`{"any":"json"}`),
+		Retry:    RetryPolicy{MaxAttempts: 3, InitialBackoff: Duration(time.Second), MaxBackoff: Duration(time.Minute)},
+		Timeout:  Duration(5 * time.Minute),
+	}
+}
+
+func timePtr(t time.Time) *time.Time { return &t }
+
+func TestValidate(t *testing.T) {
+	runAt := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		edit      func(j *Job)
+		limits    Limits
+		wantField string // "" means valid
+		wantMsg   string
+	}{
+		{name: "valid http", edit: func(j *Job) {}},
+		{name: "valid minimal", edit: func(j *Job) { *j = Job{ID: "x", Executor: Executor{Type: "shell", Command: []string{"true"}}} }},
+		{name: "id with spaces slashes percent and unicode", edit: func(j *Job) { j.ID = "team a/nightly 100% — Übersicht 🚀" }},
+		{name: "id of max length", edit: func(j *Job) { j.ID = strings.Repeat("é", MaxIDBytes/2) }},
+		{name: "id empty", edit: func(j *Job) { j.ID = "" }, wantField: "id", wantMsg: "required"},
+		{name: "id too long", edit: func(j *Job) { j.ID = strings.Repeat("a", MaxIDBytes+1) }, wantField: "id", wantMsg: "201 bytes long; want at most 200"},
+		{name: "id invalid utf-8", edit: func(j *Job) { j.ID = "a\xffb" }, wantField: "id", wantMsg: "not valid UTF-8"},
+		{name: "id with newline", edit: func(j *Job) { j.ID = "a\nb" }, wantField: "id", wantMsg: "control character U+000A at byte 1"},
+		{name: "id with nul", edit: func(j *Job) { j.ID = "a\x00" }, wantField: "id"},
+		{name: "id with del", edit: func(j *Job) { j.ID = "a\x7f" }, wantField: "id"},
+		{name: "id with c1 control", edit: func(j *Job) { j.ID = "a\u0085" }, wantField: "id"},
+		{name: "id dot", edit: func(j *Job) { j.ID = "." }, wantField: "id", wantMsg: "reserved"},
+		{name: "id dot dot", edit: func(j *Job) { j.ID = ".." }, wantField: "id"},
+		{name: "id with dots inside", edit: func(j *Job) { j.ID = "a/../b" }},
+
+		{name: "six field schedule", edit: func(j *Job) { j.Schedule = "*/10 * * * * *" }},
+		{name: "every schedule", edit: func(j *Job) { j.Schedule = "@every 30s" }},
+		{name: "descriptor", edit: func(j *Job) { j.Schedule = "@weekly" }},
+		{name: "run_at", edit: func(j *Job) { j.Schedule = ""; j.RunAt = timePtr(runAt) }},
+		{name: "neither schedule nor run_at", edit: func(j *Job) { j.Schedule = "" }},
+		{name: "schedule and run_at", edit: func(j *Job) { j.RunAt = timePtr(runAt) }, wantField: "run_at", wantMsg: "must not be set together with schedule"},
+		{name: "run_at zero", edit: func(j *Job) { j.Schedule = ""; j.RunAt = timePtr(time.Time{}) }, wantField: "run_at", wantMsg: "zero time"},
+		{name: "invalid cron", edit: func(j *Job) { j.Schedule = "x" }, wantField: "schedule", wantMsg: `invalid cron expression "x": expected 5 to 6 fields`},
+		{name: "cron never fires", edit: func(j *Job) { j.Schedule = "0 0 30 2 *" }, wantField: "schedule", wantMsg: "never fires"},
+		{name: "every below a second", edit: func(j *Job) { j.Schedule = "@every 100ms" }, wantField: "schedule", wantMsg: "below the minimum"},
+		{name: "every negative", edit: func(j *Job) { j.Schedule = "@every -1m" }, wantField: "schedule"},
+		{name: "every zero", edit: func(j *Job) { j.Schedule = "@every 0s" }, wantField: "schedule"},
+		{name: "reboot", edit: func(j *Job) { j.Schedule = "@reboot" }, wantField: "schedule"},
+		{name: "cron tz prefix", edit: func(j *Job) { j.Schedule = "CRON_TZ=UTC 0 0 * * *" }, wantField: "schedule", wantMsg: "time zone prefix"},
+		{name: "unknown time zone", edit: func(j *Job) { j.Timezone = "Europe/Atlantis" }, wantField: "timezone", wantMsg: `unknown time zone "Europe/Atlantis"`},
+		{name: "unknown time zone with run_at", edit: func(j *Job) { j.Schedule = ""; j.RunAt = timePtr(runAt); j.Timezone = "Nope" }, wantField: "timezone"},
+		{name: "local time zone", edit: func(j *Job) { j.Timezone = "Local" }, wantField: "timezone"},
+
+		{name: "executor type missing", edit: func(j *Job) { j.Executor = Executor{} }, wantField: "executor.type", wantMsg: "required"},
+		{name: "http without url", edit: func(j *Job) { j.Executor.URL = "" }, wantField: "executor.url", wantMsg: "required"},
+		{name: "http relative url", edit: func(j *Job) { j.Executor.URL = "/hook" }, wantField: "executor.url", wantMsg: "not an absolute http or https URL"},
+		{name: "http scheme-less url", edit: func(j *Job) { j.Executor.URL = "example.com/hook" }, wantField: "executor.url"},
+		{name: "http ftp url", edit: func(j *Job) { j.Executor.URL = "ftp://example.com/x" }, wantField: "executor.url"},
+		{name: "http url without host", edit: func(j *Job) { j.Executor.URL = "http:///hook" }, wantField: "executor.url", wantMsg: "no host"},
+		{name: "http malformed url", edit: func(j *Job) { j.Executor.URL = "http://[::1/x" }, wantField: "executor.url", wantMsg: "invalid URL"},
+		{name: "http url with control character", edit: func(j *Job) { j.Executor.URL = "http://a/\n" }, wantField: "executor.url"},
+		{name: "https url", edit: func(j *Job) { j.Executor.URL = "https://hooks.example.com:8443/a?b=c" }},
+		{name: "http lower case method", edit: func(j *Job) { j.Executor.Method = "put" }},
+		{name: "http default method", edit: func(j *Job) { j.Executor.Method = "" }},
+		{name: "http invalid method", edit: func(j *Job) { j.Executor.Method = "FETCH" }, wantField: "executor.method", wantMsg: `unsupported method "FETCH"`},
+		{name: "http connect method", edit: func(j *Job) { j.Executor.Method = "CONNECT" }, wantField: "executor.method"},
+		{name: "http headers", edit: func(j *Job) { j.Executor.Headers = map[string]string{"Authorization": "Bearer x", "X-Trace": "1"} }},
+		{name: "http header bad name", edit: func(j *Job) { j.Executor.Headers = map[string]string{"Bad Name": "x"} }, wantField: "executor.headers[Bad Name]", wantMsg: "invalid header name"},
+		{name: "http header empty name", edit: func(j *Job) { j.Executor.Headers = map[string]string{"": "x"} }, wantField: "executor.headers[]"},
+		{name: "http header crlf value", edit: func(j *Job) { j.Executor.Headers = map[string]string{"X-A": "a\r\nX-B: b"} }, wantField: "executor.headers[X-A]", wantMsg: "control character"},
+		{name: "http header reserved", edit: func(j *Job) { j.Executor.Headers = map[string]string{"jobfleet-run-id": "x"} }, wantField: "executor.headers[jobfleet-run-id]", wantMsg: "reserved"},
+		{name: "http body", edit: func(j *Job) { j.Executor.Body = json.RawMessage(`{"text":"hi"}`) }},
+		{name: "http body invalid", edit: func(j *Job) { j.Executor.Body = json.RawMessage(`{`) }, wantField: "executor.body", wantMsg: "not valid JSON"},
+		{name: "http with command", edit: func(j *Job) { j.Executor.Command = []string{"ls"} }, wantField: "executor.command", wantMsg: `not used by executor type "http"`},
+
+		{name: "shell", edit: func(j *Job) {
+			j.Executor = Executor{Type: ExecutorShell, Command: []string{"/bin/sh", "-c", "echo hi"}}
+		}},
+		{name: "shell empty command", edit: func(j *Job) { j.Executor = Executor{Type: ExecutorShell} }, wantField: "executor.command", wantMsg: "required"},
+		{name: "shell empty program", edit: func(j *Job) { j.Executor = Executor{Type: ExecutorShell, Command: []string{""}} }, wantField: "executor.command"},
+		{name: "shell nul in argument", edit: func(j *Job) { j.Executor = Executor{Type: ExecutorShell, Command: []string{"echo", "a\x00b"}} }, wantField: "executor.command[1]"},
+		{name: "shell with url", edit: func(j *Job) { j.Executor = Executor{Type: ExecutorShell, Command: []string{"ls"}, URL: "http://x"} }, wantField: "executor.url"},
+		{name: "shell with method", edit: func(j *Job) { j.Executor = Executor{Type: ExecutorShell, Command: []string{"ls"}, Method: "POST"} }, wantField: "executor.method"},
+
+		{name: "named handler", edit: func(j *Job) { j.Executor = Executor{Type: "billing.invoice-run:v2"} }},
+		{name: "named handler with headers", edit: func(j *Job) { j.Executor = Executor{Type: "billing", Headers: map[string]string{"A": "b"}} }, wantField: "executor.headers"},
+		{name: "named handler starting with digit", edit: func(j *Job) { j.Executor = Executor{Type: "1x"} }, wantField: "executor.type", wantMsg: "invalid handler name"},
+		{name: "named handler with space", edit: func(j *Job) { j.Executor = Executor{Type: "my handler"} }, wantField: "executor.type"},
+		{name: "named handler too long", edit: func(j *Job) { j.Executor = Executor{Type: "h" + strings.Repeat("x", 64)} }, wantField: "executor.type"},
+
+		{name: "payload absent", edit: func(j *Job) { j.Payload = nil }},
+		{name: "payload scalar", edit: func(j *Job) { j.Payload = json.RawMessage(`42`) }},
+		{name: "payload invalid", edit: func(j *Job) { j.Payload = json.RawMessage(`{"a":`) }, wantField: "payload", wantMsg: "not valid JSON"},
+		{name: "payload at limit", edit: func(j *Job) { j.Payload = jsonString(100) }, limits: Limits{MaxPayloadBytes: 100}},
+		{name: "payload over limit", edit: func(j *Job) { j.Payload = jsonString(101) }, limits: Limits{MaxPayloadBytes: 100}, wantField: "payload", wantMsg: "101 bytes; want at most 100"},
+		{name: "payload over default limit", edit: func(j *Job) { j.Payload = jsonString(DefaultMaxPayloadBytes + 1) }, wantField: "payload"},
+		{name: "body over limit", edit: func(j *Job) { j.Executor.Body = jsonString(101) }, limits: Limits{MaxPayloadBytes: 100}, wantField: "executor.body"},
+
+		{name: "retry unset", edit: func(j *Job) { j.Retry = RetryPolicy{} }},
+		{name: "retry max attempts 100", edit: func(j *Job) { j.Retry.MaxAttempts = 100 }},
+		{name: "retry max attempts 101", edit: func(j *Job) { j.Retry.MaxAttempts = 101 }, wantField: "retry.max_attempts", wantMsg: "101 is out of range; want 1 to 100"},
+		{name: "retry max attempts negative", edit: func(j *Job) { j.Retry.MaxAttempts = -1 }, wantField: "retry.max_attempts"},
+		{name: "retry negative initial backoff", edit: func(j *Job) { j.Retry.InitialBackoff = Duration(-time.Second) }, wantField: "retry.initial_backoff", wantMsg: "-1s is negative"},
+		{name: "retry negative max backoff", edit: func(j *Job) { j.Retry.MaxBackoff = Duration(-time.Second) }, wantField: "retry.max_backoff"},
+		{name: "retry initial above max", edit: func(j *Job) { j.Retry.InitialBackoff = Duration(2 * time.Minute) }, wantField: "retry.initial_backoff", wantMsg: "2m is longer than retry.max_backoff 1m"},
+		{name: "retry initial with max unset", edit: func(j *Job) { j.Retry.InitialBackoff = Duration(2 * time.Minute); j.Retry.MaxBackoff = 0 }},
+		{name: "retry max backoff 24h", edit: func(j *Job) { j.Retry.MaxBackoff = MaxTimeout }},
+		{name: "retry max backoff absurd", edit: func(j *Job) { j.Retry.MaxBackoff = Duration(25 * time.Hour) }, wantField: "retry.max_backoff", wantMsg: "longer than the maximum of 24h"},
+
+		{name: "timeout unset", edit: func(j *Job) { j.Timeout = 0 }},
+		{name: "timeout 24h", edit: func(j *Job) { j.Timeout = MaxTimeout }},
+		{name: "timeout negative", edit: func(j *Job) { j.Timeout = Duration(-time.Second) }, wantField: "timeout", wantMsg: "negative"},
+		{name: "timeout absurd", edit: func(j *Job) { j.Timeout = Duration(1000 * time.Hour) }, wantField: "timeout", wantMsg: "longer than the maximum"},
+
+		{name: "concurrency forbid", edit: func(j *Job) { j.ConcurrencyPolicy = ConcurrencyForbid }},
+		{name: "concurrency replace", edit: func(j *Job) { j.ConcurrencyPolicy = ConcurrencyReplace }},
+		{name: "concurrency unknown", edit: func(j *Job) { j.ConcurrencyPolicy = "queue" }, wantField: "concurrency_policy", wantMsg: `unknown policy "queue"; want "allow", "forbid" or "replace"`},
+		{name: "misfire skip", edit: func(j *Job) { j.MisfirePolicy = MisfireSkip }},
+		{name: "misfire run all", edit: func(j *Job) { j.MisfirePolicy = MisfireRunAll }},
+		{name: "misfire unknown", edit: func(j *Job) { j.MisfirePolicy = "Run_Once" }, wantField: "misfire_policy", wantMsg: `unknown policy "Run_Once"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := validJob()
+			tt.edit(&j)
+			before := fmt.Sprintf("%#v", j)
+			err := j.Validate(tt.limits)
+			if tt.wantField == "" {
+				if err != nil {
+					t.Fatalf("Validate: got %v, want nil", err)
+				}
+				// A valid job stays valid once normalized.
+				j.Normalize()
+				if err := j.Validate(tt.limits); err != nil {
+					t.Fatalf("Validate after Normalize: got %v, want nil", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("Validate: got %v (%T), want a *FieldError", err, err)
+			}
+			if fe.Field != tt.wantField {
+				t.Errorf("Field: got %q, want %q (error %q)", fe.Field, tt.wantField, err)
+			}
+			if !strings.Contains(fe.Msg, tt.wantMsg) {
+				t.Errorf("Msg: got %q, want it to contain %q", fe.Msg, tt.wantMsg)
+			}
+			if !errors.Is(err, ErrInvalidJob) {
+				t.Errorf("errors.Is(%v, ErrInvalidJob): got false, want true", err)
+			}
+			if got := fmt.Sprintf("%#v", j); got != before {
+				t.Errorf("Validate modified the job:\n got %s\nwant %s", got, before)
+			}
+		})
+	}
+}
+
+// jsonString returns a JSON string literal of exactly n bytes.
+func jsonString(n int) json.RawMessage {
+	return json.RawMessage(`"` + strings.Repeat("a", n-2) + `"`)
+}
+
+// cloneJob returns the JSON encoding of j, to compare jobs.
+func cloneJob(t *testing.T, j Job) string {
+	t.Helper()
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	return string(b)
+}
+
+func TestFieldErrorMessage(t *testing.T) {
+	j := validJob()
+	j.Schedule = "x"
+	err := j.Validate(DefaultLimits())
+	want := `schedule: invalid cron expression "x": expected 5 to 6 fields, found 1: [x]`
+	if err == nil || err.Error() != want {
+		t.Errorf("Validate: got %v, want %q", err, want)
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		in   Job
+		want Job
+	}{
+		{
+			name: "defaults for http",
+			in:   Job{ID: "a", Schedule: "  @hourly ", Executor: Executor{Type: ExecutorHTTP, URL: "http://x"}},
+			want: Job{
+				ID: "a", Schedule: "@hourly", Timezone: "UTC",
+				Executor:          Executor{Type: ExecutorHTTP, URL: "http://x", Method: "POST"},
+				Retry:             RetryPolicy{MaxAttempts: 1, InitialBackoff: Duration(time.Second), MaxBackoff: Duration(time.Minute)},
+				Timeout:           Duration(time.Hour),
+				ConcurrencyPolicy: ConcurrencyAllow,
+				MisfirePolicy:     MisfireRunOnce,
+			},
+		},
+		{
+			name: "keeps given values",
+			in: Job{
+				ID: "a", Timezone: "Asia/Tokyo", Executor: Executor{Type: ExecutorHTTP, URL: "http://x", Method: "patch"},
+				Retry:   RetryPolicy{MaxAttempts: 5, InitialBackoff: Duration(2 * time.Second), MaxBackoff: Duration(10 * time.Second)},
+				Timeout: Duration(time.Minute), ConcurrencyPolicy: ConcurrencyForbid, MisfirePolicy: MisfireRunAll,
+			},
+			want: Job{
+				ID: "a", Timezone: "Asia/Tokyo", Executor: Executor{Type: ExecutorHTTP, URL: "http://x", Method: "PATCH"},
+				Retry:   RetryPolicy{MaxAttempts: 5, InitialBackoff: Duration(2 * time.Second), MaxBackoff: Duration(10 * time.Second)},
+				Timeout: Duration(time.Minute), ConcurrencyPolicy: ConcurrencyForbid, MisfirePolicy: MisfireRunAll,
+			},
+		},
+		{
+			name: "max backoff follows a large initial backoff",
+			in:   Job{ID: "a", Executor: Executor{Type: "h"}, Retry: RetryPolicy{InitialBackoff: Duration(5 * time.Minute)}},
+			want: Job{
+				ID: "a", Timezone: "UTC", Executor: Executor{Type: "h"},
+				Retry:   RetryPolicy{MaxAttempts: 1, InitialBackoff: Duration(5 * time.Minute), MaxBackoff: Duration(5 * time.Minute)},
+				Timeout: DefaultTimeout, ConcurrencyPolicy: ConcurrencyAllow, MisfirePolicy: MisfireRunOnce,
+			},
+		},
+		{
+			name: "shell gets no method; null payload and run_at to utc",
+			in: Job{
+				ID: "a", RunAt: timePtr(time.Date(2026, 12, 1, 1, 0, 0, 0, berlin)),
+				Executor: Executor{Type: ExecutorShell, Command: []string{"true"}, Body: json.RawMessage(" null ")},
+				Payload:  json.RawMessage("null"),
+			},
+			want: Job{
+				ID: "a", Timezone: "UTC", RunAt: timePtr(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)),
+				Executor: Executor{Type: ExecutorShell, Command: []string{"true"}},
+				Retry:    RetryPolicy{MaxAttempts: 1, InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff},
+				Timeout:  DefaultTimeout, ConcurrencyPolicy: ConcurrencyAllow, MisfirePolicy: MisfireRunOnce,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.in
+			got.Normalize()
+			if g, w := cloneJob(t, got), cloneJob(t, tt.want); g != w {
+				t.Errorf("Normalize:\n got %s\nwant %s", g, w)
+			}
+			if got.RunAt != nil && got.RunAt.Location() != time.UTC {
+				t.Errorf("RunAt location: got %v, want UTC", got.RunAt.Location())
+			}
+			again := got
+			again.Normalize()
+			if g, w := cloneJob(t, again), cloneJob(t, got); g != w {
+				t.Errorf("Normalize twice:\n got %s\nwant %s", g, w)
+			}
+		})
+	}
+}

@@ -1,0 +1,132 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// The worker protocol: HTTP/JSON between workers and orchestrators. Every
+// orchestrator serves these endpoints, but only for runs of partitions it
+// owns.
+//
+//	POST /v1/worker/poll       PollRequest      → 200 PollResponse (long poll; empty Attempts after Wait)
+//	POST /v1/worker/heartbeat  HeartbeatRequest → 200 HeartbeatResponse
+//	POST /v1/worker/complete   CompleteRequest  → 200 CompleteResponse
+//
+// Errors are {"error": "..."} documents:
+//
+//	400 the request is malformed (the message names the field)
+//	409 the attempt is stale: the run moved on (its lease expired and a new
+//	    attempt was made, it was replaced, it completed); the worker must
+//	    drop it and not retry the report
+//	421 this orchestrator does not own the run's partition: NotOwner says
+//	    who does; the worker resends the request there
+//	503 the orchestrator cannot decide now (starting, etcd unreachable); retry
+//
+// A worker polls every orchestrator it knows (from the members list, GET
+// /v1/cluster/members, or a static list), since each hands out only the runs
+// of its own partitions. Heartbeats and completions go to the orchestrator
+// that handed the attempt out; after a handoff, that one answers 421 with
+// the new owner.
+const (
+	PathPoll      = "/v1/worker/poll"
+	PathHeartbeat = "/v1/worker/heartbeat"
+	PathComplete  = "/v1/worker/complete"
+)
+
+// MaxPollWait is the longest long-poll an orchestrator honours.
+const MaxPollWait = 30 * time.Second
+
+// MaxOutputBytes caps the output a worker reports per attempt; longer output
+// is truncated by the worker (and refused beyond it by the orchestrator).
+const MaxOutputBytes = 64 << 10
+
+// PollRequest asks for attempts to run.
+type PollRequest struct {
+	// Worker is the worker's ID (1..128 bytes), recorded in each attempt.
+	Worker string `json:"worker"`
+	// Executors are the executor types this worker runs: "http", "shell"
+	// (only if started with --allow-shell), and handler names.
+	Executors []string `json:"executors"`
+	// Max is the number of attempts the worker can take now, 1..100.
+	Max int `json:"max"`
+	// Wait is how long to hold the request when nothing is ready, at most
+	// MaxPollWait; 0 answers at once.
+	Wait store.Duration `json:"wait,omitzero"`
+}
+
+// PollResponse hands attempts to a worker. Each attempt is recorded in
+// etcd (fenced by the owner's epoch) before it is handed out.
+type PollResponse struct {
+	Attempts []Assignment `json:"attempts"`
+}
+
+// Assignment is one attempt handed to a worker: everything needed to run
+// it, and the lease under which it is held.
+type Assignment struct {
+	RunID       string          `json:"run_id"`
+	JobID       string          `json:"job_id"`
+	Attempt     int             `json:"attempt"`
+	ScheduledAt time.Time       `json:"scheduled_at"`
+	Executor    store.Executor  `json:"executor"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	// Timeout bounds this attempt's execution; the worker cancels it then
+	// and reports failure.
+	Timeout store.Duration `json:"timeout"`
+	// Lease is how long the worker holds the attempt without a heartbeat;
+	// it heartbeats every Lease/3. After Lease without one the attempt is
+	// lost and retried.
+	Lease store.Duration `json:"lease"`
+	// Owner and OwnerAddr identify the orchestrator that handed the
+	// attempt out, where heartbeats and the completion go.
+	Owner     string `json:"owner"`
+	OwnerAddr string `json:"owner_addr"`
+}
+
+// HeartbeatRequest extends an attempt's lease.
+type HeartbeatRequest struct {
+	Worker  string `json:"worker"`
+	RunID   string `json:"run_id"`
+	Attempt int    `json:"attempt"`
+}
+
+// HeartbeatResponse answers a heartbeat.
+type HeartbeatResponse struct {
+	// Lease is the new lease, counted from now.
+	Lease store.Duration `json:"lease"`
+	// Cancel asks the worker to stop the attempt (the run was replaced by a
+	// newer one under concurrency_policy "replace"); it then reports the
+	// attempt as failed.
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+// CompleteRequest reports an attempt's result.
+type CompleteRequest struct {
+	Worker  string `json:"worker"`
+	RunID   string `json:"run_id"`
+	Attempt int    `json:"attempt"`
+	// Success is true if the executor succeeded (2xx, exit status 0, nil
+	// error from a handler).
+	Success bool `json:"success"`
+	// Error describes a failure.
+	Error string `json:"error,omitempty"`
+	// Output is the start of the executor's output, at most MaxOutputBytes.
+	Output string `json:"output,omitempty"`
+}
+
+// CompleteResponse answers a completion with the run's resulting status
+// (succeeded, pending for a retry, dead).
+type CompleteResponse struct {
+	Status store.RunStatus `json:"status"`
+}
+
+// NotOwner is the body of a 421 reply.
+type NotOwner struct {
+	Error string `json:"error"`
+	// Owner and OwnerAddr name the partition's current owner, empty if it
+	// has none right now (retry later).
+	Owner     string `json:"owner,omitempty"`
+	OwnerAddr string `json:"owner_addr,omitempty"`
+}

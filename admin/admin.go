@@ -7,6 +7,7 @@ package admin
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"time"
 
@@ -37,6 +38,12 @@ type Config struct {
 	HealthGrace time.Duration
 	// Logger; nil means no logs.
 	Logger *zap.Logger
+	// Jobs returns the job store the /v1/jobs and /v1/runs endpoints use;
+	// nil, or an error from it, makes them answer 503.
+	Jobs JobsFunc
+	// Worker returns the worker protocol's server (POST /v1/worker/...);
+	// nil, or an error from it, answers 503.
+	Worker WorkerFunc
 }
 
 // Handler returns the API's handler for member m.
@@ -58,10 +65,60 @@ func Handler(m Member, cfg Config) http.Handler {
 	mux.HandleFunc("GET /v1/cluster/members", a.members)
 	mux.HandleFunc("GET /v1/cluster/partitions", a.partitions)
 	mux.HandleFunc("POST /v1/cluster/drain", a.drain)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
-	})
-	return mux
+	registerJobRoutes(mux, cfg)
+	RegisterWorkerRoutes(mux, cfg.Worker)
+	return jsonErrors{mux}
+}
+
+// jsonErrors serves mux, turning the replies the mux makes itself for
+// requests no route takes (plain-text 404 for an unknown path, 405 with an
+// Allow header for a known path and another method) into JSON errors. A
+// catch-all "/" route cannot do this: it would take every method of every
+// known path too, answering 404 where 405 is right.
+type jsonErrors struct{ mux *http.ServeMux }
+
+func (j jsonErrors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := j.mux.Handler(r)
+	if pattern != "" {
+		j.mux.ServeHTTP(w, r) // sets the request's pattern and path values
+		return
+	}
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	switch {
+	case rec.code == http.StatusMethodNotAllowed:
+		allow := rec.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		WriteError(w, rec.code, "method "+r.Method+" not allowed on "+r.URL.Path+" (allowed: "+allow+")")
+	case rec.code >= 400:
+		WriteError(w, rec.code, "no such endpoint: "+r.Method+" "+r.URL.Path)
+	default: // a redirect to the canonical path
+		maps.Copy(w.Header(), rec.header)
+		w.WriteHeader(rec.code)
+		_, _ = w.Write(rec.body)
+	}
+}
+
+// recorder keeps the reply of the mux's own handlers (small, bodies of a
+// line) so that jsonErrors can rewrite it.
+type recorder struct {
+	header http.Header
+	code   int
+	body   []byte
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	r.body = append(r.body, p...)
+	return len(p), nil
 }
 
 type api struct {

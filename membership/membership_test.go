@@ -23,11 +23,12 @@ import (
 var etcd *etcdtest.Server
 
 func TestMain(m *testing.M) {
+	baseline := goleak.IgnoreCurrent() // goroutines before any test ran
 	etcd = etcdtest.MustStart()
 	code := m.Run()
 	etcd.Close()
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+		if err := goleak.Find(baseline); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

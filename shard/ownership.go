@@ -47,6 +47,15 @@ type Ownership struct {
 	metrics *Metrics
 }
 
+// NewOwnership returns the Ownership of a partition whose owner key was
+// created by other means than a Controller (tools, benchmarks, tests of the
+// work run under ownership): partition p of namespace ns, held by member
+// with the given epoch (the key's create revision). Fencing works the same;
+// nobody is told of a refused fence.
+func NewOwnership(kv clientv3.KV, ns, member string, p int, epoch int64) *Ownership {
+	return &Ownership{Partition: p, Epoch: epoch, Key: OwnerKey(ns, p), Member: member, kv: kv}
+}
+
 // Fence returns the comparison every owner write must carry: the owner key
 // still has this ownership's epoch.
 func (o *Ownership) Fence() clientv3.Cmp {
@@ -56,7 +65,8 @@ func (o *Ownership) Fence() clientv3.Cmp {
 // Commit runs a transaction fenced on the ownership's epoch: if the owner
 // key still has o.Epoch, it evaluates cmps and applies thenOps if they all
 // hold, elseOps otherwise, and returns that inner transaction's response
-// (Succeeded tells whether cmps held). If the owner key is gone or has
+// (Succeeded tells whether cmps held; Header is the outer transaction's,
+// so Header.Revision is the revision of every key the commit wrote). If the owner key is gone or has
 // another epoch, nothing is applied and Commit returns ErrFenced; the
 // controller is told and stops the partition's work. Other errors are
 // etcd's, wrapped.
@@ -79,6 +89,7 @@ func (o *Ownership) Commit(ctx context.Context, cmps []clientv3.Cmp, thenOps, el
 		return nil, fmt.Errorf("%w (partition %d, epoch %d)", ErrFenced, o.Partition, o.Epoch)
 	}
 	inner := (*clientv3.TxnResponse)(resp.Responses[0].GetResponseTxn())
+	inner.Header = resp.Header // nested responses carry no header of their own
 	return inner, nil
 }
 

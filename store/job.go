@@ -239,6 +239,9 @@ type Run struct {
 	Status RunStatus `json:"status"`
 	// Attempts are the tries so far, oldest first.
 	Attempts []Attempt `json:"attempts"`
+	// Reason says why a run is skipped, or dead without a failed attempt
+	// (replaced, job deleted); empty otherwise.
+	Reason string `json:"reason,omitempty"`
 	// Owner is the ID of the orchestrator that fired the run.
 	Owner string `json:"owner"`
 	// Epoch is that orchestrator's fencing token for the partition.

@@ -186,7 +186,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	if err != nil {
 		return nil, err
 	}
-	h := admin.Handler(orch, admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id))})
+	h := admin.Handler(orch, admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id)), Jobs: orchestratorJobs(orch), Worker: orchestratorWorker(orch)})
 	srv, err := listenHTTP(listen, h)
 	if err != nil {
 		return nil, err
@@ -202,4 +202,16 @@ func (m *member) run(ctx context.Context) error {
 		err = herr
 	}
 	return err
+}
+
+// orchestratorWorker returns the admin.WorkerFunc of a member: its
+// dispatcher, once it has joined the cluster.
+func orchestratorWorker(orch *orchestrator.Orchestrator) admin.WorkerFunc {
+	return func() (admin.WorkerProtocol, error) {
+		d, err := orch.Dispatcher()
+		if err != nil {
+			return nil, errors.New("this member has not joined the cluster yet")
+		}
+		return d, nil
+	}
 }

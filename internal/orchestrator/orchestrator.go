@@ -18,9 +18,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 // DefaultNamespace is the etcd key prefix used when none is given.
@@ -48,9 +50,14 @@ type Config struct {
 	// wait, after deregistering, for the others to take the partitions.
 	// Default 10s.
 	LeaveTimeout time.Duration
-	// Work runs for each owned partition; nil runs nothing but holds the
-	// partition until ownership ends.
+	// Work runs for each owned partition; nil runs the job scheduler
+	// (dispatch.Dispatcher.Work). Tests of ownership alone set their own.
 	Work shard.Work
+	// RunLease is how long a worker holds an attempt without heartbeat
+	// (dispatch.Config.RunLease). Default 30s.
+	RunLease time.Duration
+	// HistoryLimit is how many runs are kept per job. Default 100.
+	HistoryLimit int
 	// Clock is given to the session and controller; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.
@@ -72,9 +79,6 @@ func (c *Config) setDefaults() {
 	if c.LeaveTimeout == 0 {
 		c.LeaveTimeout = 10 * time.Second
 	}
-	if c.Work == nil {
-		c.Work = func(ctx context.Context, _ *shard.Ownership) { <-ctx.Done() }
-	}
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
 	}
@@ -95,12 +99,16 @@ type Orchestrator struct {
 	members *membership.Watcher
 	owners  *shard.Owners
 
+	dispMet *dispatch.Metrics
+
 	drainOnce sync.Once
 	drain     chan struct{} // closed by Drain
 
 	mu         sync.Mutex // guards the fields below
 	partitions int        // 0 until the cluster's count is known
 	controller *shard.Controller
+	jobs       *store.Etcd
+	dispatcher *dispatch.Dispatcher
 	session    *membership.Session
 	registered bool
 	startErr   error
@@ -139,6 +147,7 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 		lg:       cfg.Logger.With(zap.String("member", cfg.ID)),
 		sessCfg:  sc,
 		shardMet: shard.NewMetrics(cfg.Registry),
+		dispMet:  dispatch.NewMetrics(cfg.Registry),
 		members:  members,
 		owners:   owners,
 		drain:    make(chan struct{}),
@@ -166,18 +175,38 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if p == 0 {
 		return nil // stopped before the cluster was reachable
 	}
+	jobs := store.NewEtcd(o.client, o.cfg.Namespace, p, store.DefaultLimits(), o.cfg.Clock.Now)
+	dcfg := dispatch.DefaultConfig(o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise)
+	if o.cfg.RunLease != 0 {
+		dcfg.RunLease = o.cfg.RunLease
+	}
+	if o.cfg.HistoryLimit != 0 {
+		dcfg.HistoryLimit = o.cfg.HistoryLimit
+	}
+	dcfg.Lookup = o.owner
+	dcfg.Clock = o.cfg.Clock
+	dcfg.Logger = o.cfg.Logger.Named("dispatch")
+	dcfg.Metrics = o.dispMet
+	disp, err := dispatch.New(o.client, dcfg)
+	if err != nil {
+		return err
+	}
+	work := o.cfg.Work
+	if work == nil {
+		work = disp.Work
+	}
 	scfg := shard.DefaultConfig(o.cfg.Namespace, o.cfg.ID, p)
 	scfg.RebalanceDelay = o.cfg.RebalanceDelay
 	scfg.MaxRebalanceDelay = max(scfg.MaxRebalanceDelay, 10*o.cfg.RebalanceDelay)
 	scfg.Clock = o.cfg.Clock
 	scfg.Logger = o.cfg.Logger.Named("shard")
 	scfg.Metrics = o.shardMet
-	ctrl, err := shard.NewController(o.client, o.members, o.owners, o.cfg.Work, scfg)
+	ctrl, err := shard.NewController(o.client, o.members, o.owners, work, scfg)
 	if err != nil {
 		return err
 	}
 	o.mu.Lock()
-	o.partitions, o.controller = p, ctrl
+	o.partitions, o.controller, o.jobs, o.dispatcher = p, ctrl, jobs, disp
 	o.mu.Unlock()
 
 	// The member view and owner table outlive sessions.
@@ -310,6 +339,41 @@ func (o *Orchestrator) ensurePartitions(ctx context.Context) (int, error) {
 		case <-o.cfg.Clock.After(bo.NextBackOff()):
 		}
 	}
+}
+
+// Jobs returns the job store, or ErrNotStarted before the cluster's
+// partition count is known.
+func (o *Orchestrator) Jobs() (*store.Etcd, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.jobs == nil {
+		return nil, ErrNotStarted
+	}
+	return o.jobs, nil
+}
+
+// Dispatcher returns the worker protocol's server, or ErrNotStarted.
+func (o *Orchestrator) Dispatcher() (*dispatch.Dispatcher, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dispatcher == nil {
+		return nil, ErrNotStarted
+	}
+	return o.dispatcher, nil
+}
+
+// owner returns partition p's owner as etcd records it, and its address.
+func (o *Orchestrator) owner(p int) (string, string) {
+	o.mu.Lock()
+	n := o.partitions
+	o.mu.Unlock()
+	if p < 0 || p >= n {
+		return "", ""
+	}
+	table, _, _ := o.owners.Table(n)
+	id := table[p].Member
+	m, _ := o.Members().Get(id)
+	return id, m.Addr
 }
 
 // Members returns the current member view.

@@ -1,0 +1,369 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// JobStore is what the job endpoints need; *store.Etcd implements it.
+// Errors are those of store.Etcd: a *store.FieldError (matching
+// store.ErrInvalidJob) for invalid input, and store.ErrNotFound,
+// ErrExists, ErrConflict, ErrTooLarge, ErrNoSpace or ErrUnavailable.
+type JobStore interface {
+	Create(ctx context.Context, j store.Job) (store.Job, error)
+	Put(ctx context.Context, j store.Job) (stored store.Job, created bool, err error)
+	Get(ctx context.Context, id string) (store.Job, error)
+	List(ctx context.Context, cursor string, limit int) ([]store.Job, string, error)
+	Delete(ctx context.Context, id string) error
+	SetPaused(ctx context.Context, id string, paused bool) (store.Job, error)
+	Trigger(ctx context.Context, id string) (runID string, err error)
+	Runs(ctx context.Context, id string, limit int) ([]store.Run, error)
+	GetRun(ctx context.Context, runID string) (store.Run, error)
+}
+
+// JobsFunc returns the member's job store. It returns an error while the
+// member cannot serve jobs yet (it does not know the cluster's partition
+// count before it has started); the job endpoints then answer 503 with the
+// error's message.
+type JobsFunc func() (JobStore, error)
+
+// Limits of the job endpoints.
+const (
+	// maxJobBodyBytes caps a job document in a request body; larger bodies
+	// are refused with 413 before they are decoded.
+	maxJobBodyBytes = store.DefaultMaxDocumentBytes
+	// defaultListLimit is the page size of GET /v1/jobs and of runs
+	// without ?limit.
+	defaultListLimit = 100
+	// maxListLimit is the largest ?limit.
+	maxListLimit = 1000
+	// storeTimeout bounds each request's store calls, so that an
+	// unreachable etcd answers 503 instead of hanging the client.
+	storeTimeout = 10 * time.Second
+)
+
+// jobsAPI serves the job and run endpoints.
+type jobsAPI struct {
+	jobs JobsFunc
+	lg   *zap.Logger
+}
+
+// registerJobRoutes adds the job and run endpoints of DESIGN.md's HTTP API
+// to mux.
+//
+// Job IDs are free-form, so an ID containing '/' must be sent
+// percent-encoded ("/v1/jobs/a%2Fb/runs" addresses job "a/b"). ServeMux
+// matches patterns against r.URL.EscapedPath() segment by segment and
+// unescapes each segment, so r.PathValue returns the ID exactly, '/',
+// '%', '?', '#', '+', spaces and non-ASCII characters included.
+func registerJobRoutes(mux *http.ServeMux, cfg Config) {
+	a := &jobsAPI{jobs: cfg.Jobs, lg: cfg.Logger.Named("jobs-api")}
+	mux.HandleFunc("POST /v1/jobs", a.create)
+	mux.HandleFunc("GET /v1/jobs", a.list)
+	mux.HandleFunc("GET /v1/jobs/{id}", a.get)
+	mux.HandleFunc("PUT /v1/jobs/{id}", a.put)
+	mux.HandleFunc("DELETE /v1/jobs/{id}", a.delete)
+	mux.HandleFunc("POST /v1/jobs/{id}/pause", a.pause)
+	mux.HandleFunc("POST /v1/jobs/{id}/resume", a.resume)
+	mux.HandleFunc("POST /v1/jobs/{id}/trigger", a.trigger)
+	mux.HandleFunc("GET /v1/jobs/{id}/runs", a.runs)
+	mux.HandleFunc("GET /v1/runs/{run_id}", a.getRun)
+}
+
+// jobList is the document of GET /v1/jobs.
+type jobList struct {
+	Jobs []store.Job `json:"jobs"`
+	// NextCursor is the ?cursor of the next page; "" on the last page.
+	NextCursor string `json:"next_cursor"`
+}
+
+// runList is the document of GET /v1/jobs/{id}/runs.
+type runList struct {
+	Runs []store.Run `json:"runs"`
+}
+
+// triggered is the document of POST /v1/jobs/{id}/trigger.
+type triggered struct {
+	RunID string `json:"run_id"`
+}
+
+// store returns the job store and a context bounding the request's store
+// calls, or writes 503 and returns ok false.
+func (a *jobsAPI) store(w http.ResponseWriter, r *http.Request) (s JobStore, ctx context.Context, cancel context.CancelFunc, ok bool) {
+	if a.jobs == nil {
+		WriteError(w, http.StatusServiceUnavailable, "this member does not serve jobs")
+		return nil, nil, nil, false
+	}
+	s, err := a.jobs()
+	if err != nil {
+		WriteError(w, http.StatusServiceUnavailable, "jobs are not available on this member yet: "+err.Error())
+		return nil, nil, nil, false
+	}
+	ctx, cancel = context.WithTimeout(r.Context(), storeTimeout)
+	return s, ctx, cancel, true
+}
+
+// decode reads the request's job document, capped at maxJobBodyBytes.
+func decode(w http.ResponseWriter, r *http.Request) (store.Job, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxJobBodyBytes)
+	return store.DecodeJob(r.Body, maxJobBodyBytes)
+}
+
+func (a *jobsAPI) create(w http.ResponseWriter, r *http.Request) {
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	j, err := decode(w, r)
+	if err != nil {
+		a.fail(w, r, "", err)
+		return
+	}
+	stored, err := s.Create(ctx, j)
+	if err != nil {
+		a.fail(w, r, j.ID, err)
+		return
+	}
+	WriteJSON(w, http.StatusCreated, stored)
+}
+
+func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	id := r.PathValue("id")
+	j, err := decode(w, r)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	switch j.ID {
+	case "":
+		j.ID = id
+	case id:
+	default:
+		a.fail(w, r, id, &store.FieldError{Field: "id", Msg: fmt.Sprintf("%q differs from the ID in the path, %q; leave it out or make them equal", j.ID, id)})
+		return
+	}
+	stored, created, err := s.Put(ctx, j)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	WriteJSON(w, code, stored)
+}
+
+func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
+	limit, err := limitParam(r)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	jobs, next, err := s.List(ctx, r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		a.fail(w, r, "", err)
+		return
+	}
+	if jobs == nil {
+		jobs = []store.Job{}
+	}
+	WriteJSON(w, http.StatusOK, jobList{Jobs: jobs, NextCursor: next})
+}
+
+func (a *jobsAPI) get(w http.ResponseWriter, r *http.Request) {
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	id := r.PathValue("id")
+	j, err := s.Get(ctx, id)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, j)
+}
+
+func (a *jobsAPI) delete(w http.ResponseWriter, r *http.Request) {
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	id := r.PathValue("id")
+	if err := s.Delete(ctx, id); err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *jobsAPI) pause(w http.ResponseWriter, r *http.Request)  { a.setPaused(w, r, true) }
+func (a *jobsAPI) resume(w http.ResponseWriter, r *http.Request) { a.setPaused(w, r, false) }
+
+func (a *jobsAPI) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	id := r.PathValue("id")
+	j, err := s.SetPaused(ctx, id, paused)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, j)
+}
+
+func (a *jobsAPI) trigger(w http.ResponseWriter, r *http.Request) {
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	id := r.PathValue("id")
+	runID, err := s.Trigger(ctx, id)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	WriteJSON(w, http.StatusAccepted, triggered{RunID: runID})
+}
+
+func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {
+	limit, err := limitParam(r)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	id := r.PathValue("id")
+	runs, err := s.Runs(ctx, id, limit)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	if len(runs) == 0 {
+		// No runs: an existing job has none yet, but an ID that names no
+		// job is a 404. (A deleted job's runs stay readable until its
+		// former owner removes them.)
+		if _, err := s.Get(ctx, id); err != nil {
+			a.fail(w, r, id, err)
+			return
+		}
+		runs = []store.Run{}
+	}
+	WriteJSON(w, http.StatusOK, runList{Runs: runs})
+}
+
+func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	runID := r.PathValue("run_id")
+	run, err := s.GetRun(ctx, runID)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			WriteError(w, http.StatusNotFound, fmt.Sprintf("run %q not found", runID))
+			return
+		}
+		a.fail(w, r, "", err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, run)
+}
+
+// limitParam returns ?limit: defaultListLimit if absent, else an integer
+// in 1..maxListLimit.
+func limitParam(r *http.Request) (int, error) {
+	q := r.URL.Query()
+	if !q.Has("limit") {
+		return defaultListLimit, nil
+	}
+	n, err := strconv.Atoi(q.Get("limit"))
+	if err != nil || n < 1 || n > maxListLimit {
+		return 0, fmt.Errorf("limit: %q is not an integer from 1 to %d", q.Get("limit"), maxListLimit)
+	}
+	return n, nil
+}
+
+// fail writes the error reply for err, a decoding or store error about job
+// id ("" if unknown): its status code comes from the store's sentinel
+// errors (see status), and its message names the field for invalid input.
+// Server-side failures are logged.
+func (a *jobsAPI) fail(w http.ResponseWriter, r *http.Request, id string, err error) {
+	code, msg := status(err)
+	switch {
+	case code == http.StatusNotFound && id != "":
+		msg = fmt.Sprintf("job %q not found", id)
+	case code >= 500:
+		a.lg.Warn("job request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.String("job_id", id), zap.Int("status", code), zap.Error(err))
+	}
+	WriteError(w, code, msg)
+}
+
+// status maps an error of a job request onto its HTTP status code and the
+// message of the {"error": ...} reply:
+//
+//	body over the limit (http.MaxBytesError), store.ErrTooLarge  413
+//	*store.FieldError, store.ErrInvalidJob                        400 "field: message"
+//	store.ErrNotFound                                             404
+//	store.ErrExists, store.ErrConflict                            409
+//	store.ErrNoSpace                                              507
+//	store.ErrUnavailable, context deadline                        503
+//	anything else                                                 500
+func status(err error) (code int, msg string) {
+	var maxErr *http.MaxBytesError
+	var fieldErr *store.FieldError
+	switch {
+	case errors.As(err, &maxErr):
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)
+	case errors.Is(err, store.ErrTooLarge): // before ErrInvalidJob, which it matches
+		return http.StatusRequestEntityTooLarge, err.Error()
+	case errors.As(err, &fieldErr):
+		return http.StatusBadRequest, fieldErr.Error()
+	case errors.Is(err, store.ErrInvalidJob):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound, err.Error()
+	case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrConflict):
+		return http.StatusConflict, err.Error()
+	case errors.Is(err, store.ErrNoSpace):
+		return http.StatusInsufficientStorage, err.Error()
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, err.Error()
+	}
+	return http.StatusInternalServerError, err.Error()
+}
+
+// The etcd store serves the endpoints.
+var _ JobStore = (*store.Etcd)(nil)

@@ -1,0 +1,81 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+)
+
+// WorkerProtocol is the orchestrator side of the worker protocol;
+// *dispatch.Dispatcher implements it.
+type WorkerProtocol interface {
+	Poll(ctx context.Context, req dispatch.PollRequest) (dispatch.PollResponse, error)
+	Heartbeat(ctx context.Context, req dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error)
+	Complete(ctx context.Context, req dispatch.CompleteRequest) (dispatch.CompleteResponse, error)
+}
+
+// WorkerFunc returns the worker protocol once the member can serve it, or
+// an error saying why not yet (answered 503).
+type WorkerFunc func() (WorkerProtocol, error)
+
+// maxProtocolBody caps worker protocol requests: a completion carries at
+// most MaxOutputBytes of output and as much error text.
+const maxProtocolBody = 2*dispatch.MaxOutputBytes + 64<<10
+
+// RegisterWorkerRoutes serves the worker protocol (dispatch/protocol.go) on
+// mux.
+func RegisterWorkerRoutes(mux *http.ServeMux, get WorkerFunc) {
+	mux.HandleFunc("POST "+dispatch.PathPoll, func(w http.ResponseWriter, r *http.Request) {
+		var req dispatch.PollRequest
+		serveProtocol(w, r, get, &req, func(p WorkerProtocol) (any, error) { return p.Poll(r.Context(), req) })
+	})
+	mux.HandleFunc("POST "+dispatch.PathHeartbeat, func(w http.ResponseWriter, r *http.Request) {
+		var req dispatch.HeartbeatRequest
+		serveProtocol(w, r, get, &req, func(p WorkerProtocol) (any, error) { return p.Heartbeat(r.Context(), req) })
+	})
+	mux.HandleFunc("POST "+dispatch.PathComplete, func(w http.ResponseWriter, r *http.Request) {
+		var req dispatch.CompleteRequest
+		serveProtocol(w, r, get, &req, func(p WorkerProtocol) (any, error) { return p.Complete(r.Context(), req) })
+	})
+}
+
+func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req any, call func(WorkerProtocol) (any, error)) {
+	if get == nil {
+		WriteError(w, http.StatusServiceUnavailable, "this member does not serve workers")
+		return
+	}
+	p, err := get()
+	if err != nil {
+		WriteError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxProtocolBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
+			return
+		}
+		WriteError(w, http.StatusBadRequest, "malformed request: "+err.Error())
+		return
+	}
+	resp, err := call(p)
+	var notOwner *dispatch.NotOwnerError
+	switch {
+	case err == nil:
+		WriteJSON(w, http.StatusOK, resp)
+	case errors.As(err, &notOwner):
+		WriteJSON(w, http.StatusMisdirectedRequest, dispatch.NotOwner{Error: err.Error(), Owner: notOwner.Owner, OwnerAddr: notOwner.OwnerAddr})
+	case errors.Is(err, dispatch.ErrBadRequest):
+		WriteError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, dispatch.ErrStaleAttempt):
+		WriteError(w, http.StatusConflict, err.Error())
+	default:
+		WriteError(w, http.StatusServiceUnavailable, err.Error())
+	}
+}

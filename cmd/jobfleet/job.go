@@ -1,0 +1,742 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/internal/crontab"
+	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// jobsSource is what orchestratorJobs needs of the orchestrator: Jobs
+// fails with orchestrator.ErrNotStarted until Run has read the cluster's
+// partition count and made the store.
+type jobsSource interface {
+	Jobs() (*store.Etcd, error)
+}
+
+// orchestratorJobs returns the admin.JobsFunc of a member: its
+// orchestrator's job store, once there is one.
+func orchestratorJobs(orch jobsSource) admin.JobsFunc {
+	return func() (admin.JobStore, error) {
+		s, err := orch.Jobs()
+		if errors.Is(err, orchestrator.ErrNotStarted) {
+			return nil, errors.New("it has not joined the cluster yet")
+		}
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return s, nil
+	}
+}
+
+// send sends a request to the API with an optional query and JSON body and
+// decodes a 2xx JSON reply into out (if not nil); it returns the status
+// code. A non-2xx reply becomes an error carrying the server's message.
+// Unlike do, it keeps the query out of the path, so IDs in path can be
+// escaped with url.PathEscape and limits and cursors passed as a query.
+func (o *clientOptions) send(method, path string, query url.Values, body []byte, out any) (int, error) {
+	if o.output != "table" && o.output != "json" {
+		return 0, fmt.Errorf("--output must be table or json, got %q", o.output)
+	}
+	u, err := url.JoinPath(o.server, path)
+	if err != nil {
+		return 0, fmt.Errorf("--server %q: %w", o.server, err)
+	}
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, u, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := (&http.Client{Timeout: o.timeout}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return resp.StatusCode, fmt.Errorf("%s: %s", resp.Status, e.Error)
+		}
+		return resp.StatusCode, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	if out == nil || len(data) == 0 {
+		return resp.StatusCode, nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: bad reply: %w", method, path, err)
+	}
+	return resp.StatusCode, nil
+}
+
+// jobPath is the API path of job id, with id escaped as one path segment.
+func jobPath(id string, sub ...string) string {
+	return strings.Join(append([]string{"/v1/jobs/" + url.PathEscape(id)}, sub...), "/")
+}
+
+func newJobCmd() *cobra.Command {
+	var opts clientOptions
+	cmd := &cobra.Command{Use: "job", Short: "Create, inspect and operate jobs over the HTTP API"}
+	opts.register(cmd)
+	cmd.AddCommand(
+		newJobCreateCmd(&opts),
+		newJobApplyCmd(&opts),
+		newJobGetCmd(&opts),
+		newJobListCmd(&opts),
+		newJobRemoveCmd(&opts),
+		newJobPauseCmd(&opts, "pause", true),
+		newJobPauseCmd(&opts, "resume", false),
+		newJobTriggerCmd(&opts),
+		newJobRunsCmd(&opts),
+		newImportCrontabCmd(&opts),
+	)
+	return cmd
+}
+
+// readDocument reads the file named by -f; "-" is standard input.
+func readDocument(cmd *cobra.Command, name string) ([]byte, error) {
+	var r io.Reader
+	if name == "-" {
+		r = cmd.InOrStdin()
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	// The server refuses documents over its limit with a clear message;
+	// read a little more than that so it can.
+	data, err := io.ReadAll(io.LimitReader(r, 2*store.DefaultMaxDocumentBytes))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return data, nil
+}
+
+// jobFlags are create's flags for writing a job without a file.
+type jobFlags struct {
+	id, schedule, timezone, runAt            string
+	httpURL, method, shell, handler, payload string
+	headers, command                         []string
+	maxAttempts                              int
+	backoff, maxBackoff, timeout             time.Duration
+	concurrencyPolicy, misfirePolicy         string
+	paused                                   bool
+}
+
+// Names of create's job flags: all of them, those choosing the executor,
+// and those only an http executor takes.
+var (
+	jobFlagNames = []string{"id", "schedule", "timezone", "run-at", "http-url", "method", "header", "shell", "command",
+		"handler", "payload", "max-attempts", "backoff", "max-backoff", "job-timeout", "concurrency-policy", "misfire-policy", "paused"}
+	executorFlagNames = []string{"http-url", "shell", "command", "handler"}
+	httpFlagNames     = []string{"method", "header"}
+)
+
+func (f *jobFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.id, "id", "", "job ID")
+	fs.StringVar(&f.schedule, "schedule", "", `cron expression (5 or 6 fields), "@hourly", "@every 30s", ...; neither --schedule nor --run-at runs the job once, now`)
+	fs.StringVar(&f.timezone, "timezone", "", "IANA time zone of --schedule (default UTC)")
+	fs.StringVar(&f.runAt, "run-at", "", "run once at this RFC 3339 time, e.g. 2026-12-01T00:00:00Z")
+	fs.StringVar(&f.httpURL, "http-url", "", "http executor: the URL to send the payload to")
+	fs.StringVar(&f.method, "method", "", "http executor: the HTTP method (default POST)")
+	fs.StringArrayVar(&f.headers, "header", nil, `http executor: an extra request header "Name: value" (repeatable)`)
+	fs.StringVar(&f.shell, "shell", "", `shell executor: a command line run with /bin/sh -c`)
+	fs.StringArrayVar(&f.command, "command", nil, "shell executor: the program, then its arguments, run without a shell (repeat the flag per word)")
+	fs.StringVar(&f.handler, "handler", "", "executor of a handler registered by Go code, by name")
+	fs.StringVar(&f.payload, "payload", "", "JSON payload handed to the executor")
+	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts per run including the first (default 1: no retry)")
+	fs.DurationVar(&f.backoff, "backoff", 0, "wait before the first retry (default 1s)")
+	fs.DurationVar(&f.maxBackoff, "max-backoff", 0, "longest wait between attempts (default 1m)")
+	fs.DurationVar(&f.timeout, "job-timeout", 0, "time limit of one attempt (default 1h)")
+	fs.StringVar(&f.concurrencyPolicy, "concurrency-policy", "", "allow, forbid or replace (default allow)")
+	fs.StringVar(&f.misfirePolicy, "misfire-policy", "", "run_once, skip or run_all (default run_once)")
+	fs.BoolVar(&f.paused, "paused", false, "create the job paused")
+}
+
+// changed returns the names among names the user gave.
+func changed(cmd *cobra.Command, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if cmd.Flags().Changed(n) {
+			out = append(out, "--"+n)
+		}
+	}
+	return out
+}
+
+// document builds the job document the flags describe. It checks what
+// only the client can (which flags go together, well-formed values); the
+// server validates the rest.
+func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
+	execs := changed(cmd, executorFlagNames)
+	if len(execs) != 1 {
+		return nil, fmt.Errorf("give -f FILE, or --id and exactly one of --http-url, --shell, --command or --handler (got %d)", len(execs))
+	}
+	if f.httpURL == "" && cmd.Flags().Changed("http-url") {
+		return nil, errors.New("--http-url must not be empty")
+	}
+	if f.httpURL == "" {
+		if given := changed(cmd, httpFlagNames); len(given) > 0 {
+			return nil, fmt.Errorf("%s apply only to --http-url", strings.Join(given, ", "))
+		}
+	}
+	j := store.Job{
+		ID:                f.id,
+		Schedule:          f.schedule,
+		Timezone:          f.timezone,
+		Retry:             store.RetryPolicy{MaxAttempts: f.maxAttempts, InitialBackoff: store.Duration(f.backoff), MaxBackoff: store.Duration(f.maxBackoff)},
+		Timeout:           store.Duration(f.timeout),
+		ConcurrencyPolicy: store.ConcurrencyPolicy(f.concurrencyPolicy),
+		MisfirePolicy:     store.MisfirePolicy(f.misfirePolicy),
+		Paused:            f.paused,
+	}
+	if f.runAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, f.runAt)
+		if err != nil {
+			return nil, fmt.Errorf("--run-at %q: want an RFC 3339 time such as 2026-12-01T00:00:00Z", f.runAt)
+		}
+		j.RunAt = &t
+	}
+	if f.payload != "" {
+		if !json.Valid([]byte(f.payload)) {
+			return nil, fmt.Errorf("--payload is not valid JSON: %s", f.payload)
+		}
+		j.Payload = json.RawMessage(f.payload)
+	}
+	switch {
+	case f.httpURL != "":
+		j.Executor = store.Executor{Type: store.ExecutorHTTP, URL: f.httpURL, Method: f.method}
+		for _, h := range f.headers {
+			name, value, ok := strings.Cut(h, ":")
+			if !ok {
+				return nil, fmt.Errorf("--header %q: want \"Name: value\"", h)
+			}
+			if j.Executor.Headers == nil {
+				j.Executor.Headers = map[string]string{}
+			}
+			j.Executor.Headers[strings.TrimSpace(name)] = strings.TrimSpace(value)
+		}
+	case cmd.Flags().Changed("shell"):
+		j.Executor = store.Executor{Type: store.ExecutorShell, Command: []string{"/bin/sh", "-c", f.shell}}
+	case cmd.Flags().Changed("command"):
+		j.Executor = store.Executor{Type: store.ExecutorShell, Command: f.command}
+	default:
+		j.Executor = store.Executor{Type: f.handler}
+	}
+	return json.Marshal(j)
+}
+
+func newJobCreateCmd(opts *clientOptions) *cobra.Command {
+	var (
+		file  string
+		flags jobFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "create (-f FILE | --id ID --http-url URL | --id ID --shell CMD | ...)",
+		Short: "Create a job from a job document (-f FILE, - for standard input) or from flags; fails if the ID exists",
+		Example: `  jobfleet job create -f nightly-report.json
+  jobfleet job create --id ping --schedule '*/5 * * * *' --http-url http://127.0.0.1:9000/hook --payload '{"x":1}'
+  jobfleet job create --id backup --schedule '0 2 * * *' --timezone Europe/Berlin --shell '/srv/backup.sh --full'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var doc []byte
+			var err error
+			if file != "" {
+				if given := changed(cmd, jobFlagNames); len(given) > 0 {
+					return fmt.Errorf("-f takes the whole job from the file; do not combine it with %s", strings.Join(given, ", "))
+				}
+				doc, err = readDocument(cmd, file)
+			} else {
+				doc, err = flags.document(cmd)
+			}
+			if err != nil {
+				return err
+			}
+			var j store.Job
+			if _, err := opts.send("POST", "/v1/jobs", nil, doc, &j); err != nil {
+				return err
+			}
+			return printJobResult(cmd, opts, "created", j)
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "job document (JSON); - reads standard input")
+	flags.register(cmd)
+	return cmd
+}
+
+func newJobApplyCmd(opts *clientOptions) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Create or replace the job a job document describes (its \"id\" names it)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return errors.New("-f FILE is required (- reads standard input)")
+			}
+			doc, err := readDocument(cmd, file)
+			if err != nil {
+				return err
+			}
+			var head struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(doc, &head); err != nil {
+				return fmt.Errorf("%s: not a JSON job document: %w", file, err)
+			}
+			if head.ID == "" {
+				return fmt.Errorf("%s: the job document has no \"id\"", file)
+			}
+			var j store.Job
+			code, err := opts.send("PUT", jobPath(head.ID), nil, doc, &j)
+			if err != nil {
+				return err
+			}
+			verb := "replaced"
+			if code == http.StatusCreated {
+				verb = "created"
+			}
+			return printJobResult(cmd, opts, verb, j)
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "job document (JSON); - reads standard input")
+	return cmd
+}
+
+// printJobResult reports a stored job: the job document with -o json, a
+// line saying what happened otherwise.
+func printJobResult(cmd *cobra.Command, opts *clientOptions, verb string, j store.Job) error {
+	if opts.output == "json" {
+		return printJSON(cmd.OutOrStdout(), j)
+	}
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s job %q (partition %d, revision %d)\n", verb, j.ID, j.Partition, j.Revision)
+	return err
+}
+
+func newJobGetCmd(opts *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use: "get ID", Short: "Show one job", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var j store.Job
+			if _, err := opts.send("GET", jobPath(args[0]), nil, nil, &j); err != nil {
+				return err
+			}
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), j)
+			}
+			return printJobDetail(cmd.OutOrStdout(), j)
+		},
+	}
+}
+
+func printJobDetail(w io.Writer, j store.Job) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("ID", j.ID)
+	row("SCHEDULE", scheduleText(j))
+	row("EXECUTOR", executorText(j.Executor, 0))
+	if len(j.Payload) > 0 {
+		var b bytes.Buffer
+		if json.Compact(&b, j.Payload) != nil {
+			b.Reset()
+			b.Write(j.Payload)
+		}
+		row("PAYLOAD", clip(b.String(), 200))
+	}
+	row("RETRY", fmt.Sprintf("max_attempts %d, backoff %v to %v", j.Retry.MaxAttempts, j.Retry.InitialBackoff, j.Retry.MaxBackoff))
+	row("TIMEOUT", j.Timeout.String())
+	row("CONCURRENCY", string(j.ConcurrencyPolicy))
+	row("MISFIRE", string(j.MisfirePolicy))
+	row("PAUSED", fmt.Sprint(j.Paused))
+	row("PARTITION", fmt.Sprint(j.Partition))
+	row("CREATED", j.CreatedAt.Format(time.RFC3339))
+	row("UPDATED", j.UpdatedAt.Format(time.RFC3339))
+	row("REVISION", fmt.Sprint(j.Revision))
+	return tw.Flush()
+}
+
+// scheduleText describes when a job runs.
+func scheduleText(j store.Job) string {
+	switch {
+	case j.Schedule != "" && j.Timezone != "" && j.Timezone != store.DefaultTimezone && !strings.HasPrefix(j.Schedule, "@every"):
+		return j.Schedule + " (" + j.Timezone + ")"
+	case j.Schedule != "":
+		return j.Schedule
+	case j.RunAt != nil:
+		return "once at " + j.RunAt.Format(time.RFC3339)
+	default:
+		return "once, when created"
+	}
+}
+
+// executorText describes an executor in at most max characters (0: no
+// limit).
+func executorText(e store.Executor, max int) string {
+	var s string
+	switch e.Type {
+	case store.ExecutorHTTP:
+		s = "http " + e.Method + " " + e.URL
+	case store.ExecutorShell:
+		s = "shell " + strings.Join(e.Command, " ")
+	default:
+		s = "handler " + e.Type
+	}
+	if max > 0 {
+		s = clip(s, max)
+	}
+	return s
+}
+
+// clip shortens s to at most n runes, on one line.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// jobPage is the document of GET /v1/jobs.
+type jobPage struct {
+	Jobs       []store.Job `json:"jobs"`
+	NextCursor string      `json:"next_cursor"`
+}
+
+func newJobListCmd(opts *clientOptions) *cobra.Command {
+	var (
+		limit, chunk int
+		cursor       string
+	)
+	cmd := &cobra.Command{
+		Use: "ls", Aliases: []string{"list"}, Short: "List jobs (all of them unless --limit)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 {
+				return fmt.Errorf("--limit must not be negative, got %d", limit)
+			}
+			if chunk < 1 || chunk > 1000 {
+				return fmt.Errorf("--chunk-size must be 1 to 1000, got %d", chunk)
+			}
+			all := jobPage{Jobs: []store.Job{}, NextCursor: cursor}
+			for {
+				n := chunk
+				if limit > 0 {
+					n = min(n, limit-len(all.Jobs))
+				}
+				q := url.Values{"limit": {fmt.Sprint(n)}}
+				if all.NextCursor != "" {
+					q.Set("cursor", all.NextCursor)
+				}
+				var page jobPage
+				if _, err := opts.send("GET", "/v1/jobs", q, nil, &page); err != nil {
+					return err
+				}
+				all.Jobs = append(all.Jobs, page.Jobs...)
+				all.NextCursor = page.NextCursor
+				if page.NextCursor == "" || (limit > 0 && len(all.Jobs) >= limit) {
+					break
+				}
+			}
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), all)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSCHEDULE\tEXECUTOR\tPAUSED\tPARTITION")
+			for _, j := range all.Jobs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\n", j.ID, scheduleText(j), executorText(j.Executor, 60), j.Paused, j.Partition)
+			}
+			if all.NextCursor != "" {
+				fmt.Fprintf(tw, "(more: --cursor %q)\n", all.NextCursor)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 0, "list at most this many jobs (0: all)")
+	cmd.Flags().StringVar(&cursor, "cursor", "", "start after this cursor (from a previous --limit listing)")
+	cmd.Flags().IntVar(&chunk, "chunk-size", 500, "jobs fetched per request, 1 to 1000")
+	return cmd
+}
+
+func newJobRemoveCmd(opts *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use: "rm ID...", Aliases: []string{"delete"}, Short: "Delete jobs (their runs are removed by the partition's owner)", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var errs []error
+			for _, id := range args {
+				if _, err := opts.send("DELETE", jobPath(id), nil, nil, nil); err != nil {
+					errs = append(errs, fmt.Errorf("job %q: %w", id, err))
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted job %q\n", id)
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+// newJobPauseCmd returns the pause command (pause true) or resume.
+func newJobPauseCmd(opts *clientOptions, name string, pause bool) *cobra.Command {
+	short := "Pause a job: it does not fire until resumed (it can still be triggered)"
+	if !pause {
+		short = "Resume a paused job; times scheduled while it was paused are not made up"
+	}
+	return &cobra.Command{
+		Use: name + " ID", Short: short, Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var j store.Job
+			if _, err := opts.send("POST", jobPath(args[0], name), nil, nil, &j); err != nil {
+				return err
+			}
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), j)
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%sd job %q\n", name, j.ID)
+			return err
+		},
+	}
+}
+
+func newJobTriggerCmd(opts *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use: "trigger ID", Short: "Fire a job now, and print the ID its run will have", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var t struct {
+				RunID string `json:"run_id"`
+			}
+			if _, err := opts.send("POST", jobPath(args[0], "trigger"), nil, nil, &t); err != nil {
+				return err
+			}
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "triggered job %q: run %s\n", args[0], t.RunID)
+			return err
+		},
+	}
+}
+
+func newJobRunsCmd(opts *clientOptions) *cobra.Command {
+	var limit int
+	cmd := &cobra.Command{
+		Use: "runs ID", Short: "List a job's runs, newest first", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var rl struct {
+				Runs []store.Run `json:"runs"`
+			}
+			q := url.Values{"limit": {fmt.Sprint(limit)}}
+			if _, err := opts.send("GET", jobPath(args[0], "runs"), q, nil, &rl); err != nil {
+				return err
+			}
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), rl)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tATTEMPTS\tLAST ERROR")
+			for _, r := range rl.Runs {
+				lastErr := ""
+				if n := len(r.Attempts); n > 0 {
+					lastErr = clip(r.Attempts[n-1].Error, 60)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Status,
+					r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), len(r.Attempts), lastErr)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many runs, 1 to 1000")
+	return cmd
+}
+
+// importReport is the -o json document of import-crontab.
+type importReport struct {
+	Jobs    []importedJob     `json:"jobs"`
+	Skipped []crontabProblem  `json:"skipped"`
+	Applied bool              `json:"applied"`
+	Results []importJobResult `json:"results,omitempty"`
+}
+
+type importedJob struct {
+	Line int       `json:"line"`
+	User string    `json:"user,omitempty"`
+	Job  store.Job `json:"job"`
+}
+
+type crontabProblem struct {
+	Line   int    `json:"line"`
+	Text   string `json:"text"`
+	Reason string `json:"reason"`
+}
+
+type importJobResult struct {
+	ID     string `json:"id"`
+	Result string `json:"result"` // created, replaced or failed
+	Error  string `json:"error,omitempty"`
+}
+
+func newImportCrontabCmd(opts *clientOptions) *cobra.Command {
+	var (
+		copts crontab.Options
+		apply bool
+	)
+	cmd := &cobra.Command{
+		Use:   "import-crontab FILE",
+		Short: "Convert a crontab into jobs: report what converts and what does not; create them with --apply",
+		Long: `Convert a crontab (FILE, or - for standard input) into shell jobs, one per
+job line, and print each converted job and each line that was not converted
+or was ignored, with its line number and the reason. Nothing is created
+unless --apply is given; then each job is created or replaced (PUT), so
+importing the same crontab again updates its jobs instead of duplicating
+them. Workers run shell jobs only when started with --allow-shell.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.output != "table" && opts.output != "json" {
+				return fmt.Errorf("--output must be table or json, got %q", opts.output)
+			}
+			var r io.Reader = cmd.InOrStdin()
+			if args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				r = f
+			}
+			res, err := crontab.Parse(r, copts)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			rep := importReport{Jobs: []importedJob{}, Skipped: []crontabProblem{}, Applied: apply}
+			for _, e := range res.Jobs {
+				rep.Jobs = append(rep.Jobs, importedJob{Line: e.Line, User: e.User, Job: e.Job})
+			}
+			for _, p := range res.Skipped {
+				rep.Skipped = append(rep.Skipped, crontabProblem{Line: p.Line, Text: p.Text, Reason: p.Reason})
+			}
+			var errs []error
+			if apply {
+				for _, e := range res.Jobs {
+					doc, err := json.Marshal(e.Job)
+					if err != nil {
+						return err
+					}
+					out := importJobResult{ID: e.Job.ID, Result: "replaced"}
+					code, err := opts.send("PUT", jobPath(e.Job.ID), nil, doc, nil)
+					switch {
+					case err != nil:
+						out.Result, out.Error = "failed", err.Error()
+						errs = append(errs, fmt.Errorf("line %d, job %q: %w", e.Line, e.Job.ID, err))
+					case code == http.StatusCreated:
+						out.Result = "created"
+					}
+					rep.Results = append(rep.Results, out)
+				}
+			}
+			if opts.output == "json" {
+				if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
+					return err
+				}
+			} else if err := printImportReport(cmd.OutOrStdout(), args[0], rep); err != nil {
+				return err
+			}
+			if len(errs) > 0 {
+				return fmt.Errorf("%d of %d jobs could not be applied: %w", len(errs), len(res.Jobs), errors.Join(errs...))
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.BoolVar(&copts.SystemFormat, "system", false, "system crontab format (/etc/crontab, /etc/cron.d): a user column after the time fields")
+	fs.StringVar(&copts.Timezone, "timezone", "", "IANA time zone of the machine the crontab comes from, used until a CRON_TZ or TZ line (default UTC)")
+	fs.StringVar(&copts.IDPrefix, "prefix", crontab.DefaultIDPrefix, "start of every job ID; use distinct prefixes for several crontabs")
+	fs.StringVar((*string)(&copts.MisfirePolicy), "misfire-policy", string(store.MisfireSkip), "misfire policy of the jobs: skip (like cron), run_once or run_all")
+	fs.BoolVar(&apply, "apply", false, "create (or replace) the converted jobs; without it nothing is changed")
+	return cmd
+}
+
+func printImportReport(w io.Writer, name string, rep importReport) error {
+	results := map[string]importJobResult{}
+	for _, r := range rep.Results {
+		results[r.ID] = r
+	}
+	fmt.Fprintf(w, "%s: %s converted, %s not converted or ignored\n\n", name, plural(len(rep.Jobs), "job"), plural(len(rep.Skipped), "line"))
+	if len(rep.Jobs) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		header := "LINE\tID\tSCHEDULE\tTIMEZONE\tUSER\tCOMMAND"
+		if rep.Applied {
+			header += "\tRESULT"
+		}
+		fmt.Fprintln(tw, header)
+		for _, e := range rep.Jobs {
+			user := e.User
+			if user == "" {
+				user = "-"
+			}
+			command := ""
+			if c := e.Job.Executor.Command; len(c) > 0 {
+				command = clip(c[len(c)-1], 60) // the crontab's command, after "sh -c"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s", e.Line, e.Job.ID, e.Job.Schedule, e.Job.Timezone, user, command)
+			if rep.Applied {
+				r := results[e.Job.ID]
+				fmt.Fprintf(tw, "\t%s", r.Result)
+				if r.Error != "" {
+					fmt.Fprintf(tw, ": %s", r.Error)
+				}
+			}
+			fmt.Fprintln(tw)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(rep.Skipped) > 0 {
+		fmt.Fprintf(w, "\nNot converted or ignored:\n")
+		for _, p := range rep.Skipped {
+			fmt.Fprintf(w, "  line %d: %s\n      %s\n", p.Line, p.Reason, p.Text)
+		}
+	}
+	var err error
+	if !rep.Applied {
+		_, err = fmt.Fprintf(w, "\nDry run: nothing was created. Run again with --apply to create %s.\n", plural(len(rep.Jobs), "job"))
+	}
+	return err
+}
+
+// plural returns "1 job", "2 jobs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

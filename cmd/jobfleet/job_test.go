@@ -1,0 +1,514 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// apiMember is an admin.Member for CLI tests of the job commands, which do
+// not use it.
+type apiMember struct{}
+
+func (apiMember) Members() membership.View { return membership.View{} }
+func (apiMember) Partitions() (orchestrator.PartitionTable, error) {
+	return orchestrator.PartitionTable{}, orchestrator.ErrNotStarted
+}
+func (apiMember) Ready() (bool, string)       { return true, "" }
+func (apiMember) Healthy(time.Duration) error { return nil }
+func (apiMember) Drain()                      {}
+
+// cliEnv is the HTTP API over a real etcd store in a fresh namespace,
+// served in process, for running job commands against.
+type cliEnv struct {
+	t     *testing.T
+	url   string
+	store *store.Etcd
+}
+
+func newCLIEnv(t *testing.T) *cliEnv {
+	t.Helper()
+	client := etcd.Client(t)
+	s := store.NewEtcd(client, etcdtest.Namespace(t), 16, store.DefaultLimits(), nil)
+	h := admin.Handler(apiMember{}, admin.Config{
+		Gatherer: prometheus.NewRegistry(),
+		Logger:   zaptest.NewLogger(t),
+		Jobs:     func() (admin.JobStore, error) { return s, nil },
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &cliEnv{t: t, url: srv.URL, store: s}
+}
+
+// run runs `jobfleet job --server URL args...` with stdin and returns its
+// standard output.
+func (c *cliEnv) run(stdin string, args ...string) (string, error) {
+	c.t.Helper()
+	root := newRootCmd()
+	var out, errOut bytes.Buffer
+	root.SetArgs(append([]string{"job", "--server", c.url}, args...))
+	root.SetIn(strings.NewReader(stdin))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// mustRun is run that fails the test on an error.
+func (c *cliEnv) mustRun(args ...string) string {
+	c.t.Helper()
+	out, err := c.run("", args...)
+	if err != nil {
+		c.t.Fatalf("jobfleet job %q: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+// mustFail runs a command that must fail with an error containing each of
+// wants.
+func (c *cliEnv) mustFail(args []string, wants ...string) {
+	c.t.Helper()
+	out, err := c.run("", args...)
+	if err == nil {
+		c.t.Fatalf("jobfleet job %q: got success, want an error\n%s", args, out)
+	}
+	for _, w := range wants {
+		if !strings.Contains(err.Error(), w) {
+			c.t.Errorf("jobfleet job %q: got error %q, want it to contain %q", args, err, w)
+		}
+	}
+}
+
+func (c *cliEnv) get(id string) (store.Job, error) {
+	c.t.Helper()
+	return c.store.Get(context.Background(), id)
+}
+
+func (c *cliEnv) ids() []string {
+	c.t.Helper()
+	jobs, _, err := c.store.List(context.Background(), "", 1000)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestJobCreateCommand(t *testing.T) {
+	c := newCLIEnv(t)
+
+	file := writeFile(t, "nightly.json", `{
+		"id": "nightly-report",
+		"schedule": "0 2 * * *",
+		"timezone": "Europe/Berlin",
+		"executor": {"type": "http", "url": "http://127.0.0.1:9000/hook"},
+		"payload": {"any": "json"}
+	}`)
+	out := c.mustRun("create", "-f", file)
+	if !strings.HasPrefix(out, `created job "nightly-report" (partition `) {
+		t.Errorf("create -f: got output %q", out)
+	}
+
+	if out := c.mustRun("get", "nightly-report"); !strings.Contains(out, `{"any":"json"}`) || !strings.Contains(out, "0 2 * * * (Europe/Berlin)") {
+		t.Errorf("get: got\n%s\nwant the payload and schedule", out)
+	}
+
+	out, err := c.run(`{"id": "from-stdin", "executor": {"type": "shell", "command": ["true"]}}`, "create", "-f", "-", "-o", "json")
+	if err != nil {
+		t.Fatalf("create -f -: %v", err)
+	}
+	var j store.Job
+	if err := json.Unmarshal([]byte(out), &j); err != nil || j.ID != "from-stdin" || j.Revision == 0 {
+		t.Errorf("create -f - -o json: got %q (%v), want the stored job", out, err)
+	}
+
+	c.mustRun("create", "--id", "ping", "--schedule", "*/5 * * * *", "--http-url", "http://127.0.0.1:9000/ping",
+		"--method", "put", "--header", "X-Team: ops", "--payload", `{"x": 1}`,
+		"--max-attempts", "3", "--backoff", "2s", "--job-timeout", "5m", "--misfire-policy", "skip")
+	j, err = c.get("ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Executor.Type != "http" || j.Executor.Method != "PUT" || j.Executor.Headers["X-Team"] != "ops" ||
+		string(j.Payload) != `{"x":1}` || j.Retry.MaxAttempts != 3 || j.Retry.InitialBackoff != store.Duration(2*time.Second) ||
+		j.Timeout != store.Duration(5*time.Minute) || j.MisfirePolicy != store.MisfireSkip || j.Schedule != "*/5 * * * *" {
+		t.Errorf("create with http flags: got %+v", j)
+	}
+
+	c.mustRun("create", "--id", "backup/nightly 100%", "--schedule", "0 2 * * *", "--timezone", "Europe/Berlin", "--shell", "/srv/backup.sh --full", "--paused")
+	j, err = c.get("backup/nightly 100%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/bin/sh", "-c", "/srv/backup.sh --full"}; j.Executor.Type != "shell" || !slices.Equal(j.Executor.Command, want) || j.Timezone != "Europe/Berlin" || !j.Paused {
+		t.Errorf("create with --shell: got executor %+v timezone %q paused %v, want command %q", j.Executor, j.Timezone, j.Paused, want)
+	}
+
+	at := "2030-01-02T03:04:05Z"
+	c.mustRun("create", "--id", "listing", "--command", "ls", "--command", "-l", "--run-at", at)
+	j, err = c.get("listing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(j.Executor.Command, []string{"ls", "-l"}) || j.RunAt == nil || j.RunAt.Format(time.RFC3339) != at {
+		t.Errorf("create with --command --run-at: got command %q run_at %v", j.Executor.Command, j.RunAt)
+	}
+
+	before := c.ids()
+	c.mustFail([]string{"create", "--id", "never", "--schedule", "0 0 30 2 *", "--shell", "true"}, "400", "schedule:", "never fires")
+	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--max-attempts", "-1"}, "400", "retry.max_attempts:")
+	c.mustFail([]string{"create", "-f", writeFile(t, "bad.json", `{"id": "bad", "executor": {"type": "http", "url": "http://h/"}, "colour": 1}`)}, "400", "colour: unknown field")
+	c.mustFail([]string{"create", "--id", "ping", "--http-url", "http://h/"}, "409", "already exists")
+	c.mustFail([]string{"create", "--id", "x"}, "exactly one of --http-url, --shell, --command or --handler")
+	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--http-url", "http://h/"}, "exactly one of")
+	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--method", "GET"}, "--method apply only to --http-url")
+	c.mustFail([]string{"create", "-f", file, "--id", "x"}, "do not combine it with --id")
+	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--payload", "{nope"}, "--payload is not valid JSON")
+	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--run-at", "tomorrow"}, "--run-at")
+	c.mustFail([]string{"create", "-f", filepath.Join(t.TempDir(), "missing.json")}, "no such file")
+	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "-o", "yaml"}, "--output must be table or json")
+	if after := c.ids(); !slices.Equal(after, before) {
+		t.Errorf("failed creates changed the jobs: got %q, want %q", after, before)
+	}
+}
+
+func TestJobCommands(t *testing.T) {
+	c := newCLIEnv(t)
+	const id = "reports/daily ü?#+%"
+	c.mustRun("create", "--id", id, "--schedule", "0 6 * * *", "--http-url", "http://127.0.0.1:9000/hook", "--method", "GET")
+	for i := range 4 {
+		c.mustRun("create", "--id", "job-"+string(rune('a'+i)), "--shell", "true", "--schedule", "@hourly")
+	}
+
+	out := c.mustRun("get", id)
+	for _, want := range []string{id, "0 6 * * *", "http GET http://127.0.0.1:9000/hook", "PARTITION", "run_once"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("get: output lacks %q:\n%s", want, out)
+		}
+	}
+	var j store.Job
+	if err := json.Unmarshal([]byte(c.mustRun("get", id, "-o", "json")), &j); err != nil || j.ID != id {
+		t.Errorf("get -o json: got id %q (%v), want %q", j.ID, err, id)
+	}
+	c.mustFail([]string{"get", "nope"}, "404", `job "nope" not found`)
+
+	// ls follows the cursor over several pages.
+	out = c.mustRun("ls", "--chunk-size", "2")
+	if !strings.HasPrefix(out, "ID ") || strings.Count(out, "\n") != 6 {
+		t.Errorf("ls: got\n%s\nwant a header and 5 rows", out)
+	}
+	for _, want := range []string{id, "job-a", "job-d", "shell /bin/sh -c true"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ls: output lacks %q:\n%s", want, out)
+		}
+	}
+	var page struct {
+		Jobs       []store.Job `json:"jobs"`
+		NextCursor string      `json:"next_cursor"`
+	}
+	if err := json.Unmarshal([]byte(c.mustRun("ls", "-o", "json", "--chunk-size", "2")), &page); err != nil || len(page.Jobs) != 5 || page.NextCursor != "" {
+		t.Errorf("ls -o json: got %d jobs, cursor %q (%v); want 5 and none", len(page.Jobs), page.NextCursor, err)
+	}
+	if err := json.Unmarshal([]byte(c.mustRun("ls", "-o", "json", "--limit", "3", "--chunk-size", "2")), &page); err != nil || len(page.Jobs) != 3 || page.NextCursor == "" {
+		t.Fatalf("ls --limit 3: got %d jobs, cursor %q (%v); want 3 and a cursor", len(page.Jobs), page.NextCursor, err)
+	}
+	first, cursor := page.Jobs, page.NextCursor
+	page.Jobs = nil
+	if err := json.Unmarshal([]byte(c.mustRun("ls", "-o", "json", "--cursor", cursor)), &page); err != nil || len(page.Jobs) != 2 {
+		t.Errorf("ls --cursor: got %d jobs (%v), want the other 2", len(page.Jobs), err)
+	}
+	seen := map[string]bool{}
+	for _, j := range append(first, page.Jobs...) {
+		seen[j.ID] = true
+	}
+	if len(seen) != 5 {
+		t.Errorf("ls --limit then --cursor: got %d distinct jobs, want 5", len(seen))
+	}
+
+	out = c.mustRun("pause", id)
+	if want := `paused job "` + id + `"`; !strings.Contains(out, want) {
+		t.Errorf("pause: got %q, want %q", out, want)
+	}
+	if j, _ := c.get(id); !j.Paused {
+		t.Errorf("after pause: job not paused")
+	}
+	c.mustRun("resume", id)
+	if j, _ := c.get(id); j.Paused {
+		t.Errorf("after resume: job paused")
+	}
+
+	out = c.mustRun("trigger", id)
+	m := regexp.MustCompile(`run (\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("trigger: got %q, want a run ID", out)
+	}
+	if got, _, err := store.ParseRunID(m[1]); err != nil || got != id {
+		t.Errorf("trigger: run ID %q names %q (%v), want %q", m[1], got, err, id)
+	}
+
+	out = c.mustRun("runs", id)
+	if strings.TrimSpace(out) != "RUN ID  STATUS  SCHEDULED  FIRED  ATTEMPTS  LAST ERROR" {
+		t.Errorf("runs of a job without runs: got %q, want the header only", out)
+	}
+	putCLIRun(t, c, id, time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC), store.RunSucceeded, "")
+	putCLIRun(t, c, id, time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC), store.RunDead, "HTTP 503:\nservice unavailable")
+	out = c.mustRun("runs", id)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[1], "2026-03-02T06:00:00Z") || !strings.Contains(lines[1], "dead") ||
+		!strings.Contains(lines[1], "HTTP 503: service unavailable") || !strings.Contains(lines[2], "succeeded") {
+		t.Errorf("runs: got\n%s\nwant the dead run, then the succeeded one", out)
+	}
+	var rl struct {
+		Runs []store.Run `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(c.mustRun("runs", id, "--limit", "1", "-o", "json")), &rl); err != nil || len(rl.Runs) != 1 || rl.Runs[0].Status != store.RunDead {
+		t.Errorf("runs --limit 1 -o json: got %+v (%v), want the dead run", rl.Runs, err)
+	}
+	c.mustFail([]string{"runs", "nope"}, "404")
+	c.mustFail([]string{"runs", id, "--limit", "0"}, "400", "limit:")
+
+	out = c.mustRun("rm", id, "job-a")
+	if !strings.Contains(out, `deleted job "`+id+`"`) || !strings.Contains(out, `deleted job "job-a"`) {
+		t.Errorf("rm: got %q", out)
+	}
+	if _, err := c.get(id); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("after rm: got %v, want not found", err)
+	}
+	c.mustFail([]string{"rm", id}, "404", "not found")
+}
+
+// putCLIRun stores a run document as the partition's owner would.
+func putCLIRun(t *testing.T, c *cliEnv, id string, at time.Time, status store.RunStatus, errText string) {
+	t.Helper()
+	p := c.store.Partition(id)
+	r := store.Run{ID: store.RunID(id, at), JobID: id, Partition: p, ScheduledAt: at, FiredAt: at, Status: status,
+		Attempts: []store.Attempt{{Attempt: 1, Worker: "w1", StartedAt: at, FinishedAt: at.Add(time.Second), Error: errText}}}
+	val, _ := json.Marshal(r)
+	if _, err := etcd.Client(t).Put(context.Background(), c.store.Keys().Run(p, id, at), string(val)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJobApplyCommand(t *testing.T) {
+	c := newCLIEnv(t)
+	file := writeFile(t, "job.json", `{"id": "a/b", "schedule": "@hourly", "executor": {"type": "shell", "command": ["true"]}}`)
+	out := c.mustRun("apply", "-f", file)
+	if !strings.HasPrefix(out, `created job "a/b"`) {
+		t.Errorf("first apply: got %q, want created", out)
+	}
+	created, err := c.get("a/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(`{"id": "a/b", "schedule": "@daily", "executor": {"type": "shell", "command": ["true"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = c.mustRun("apply", "-f", file)
+	if !strings.HasPrefix(out, `replaced job "a/b"`) {
+		t.Errorf("second apply: got %q, want replaced", out)
+	}
+	replaced, err := c.get("a/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replaced.Schedule != "@daily" || !replaced.CreatedAt.Equal(created.CreatedAt) {
+		t.Errorf("after apply: got schedule %q created %v, want @daily created %v", replaced.Schedule, replaced.CreatedAt, created.CreatedAt)
+	}
+	out, err = c.run(`{"id": "stdin-job", "executor": {"type": "shell", "command": ["true"]}}`, "apply", "-f", "-")
+	if err != nil || !strings.HasPrefix(out, `created job "stdin-job"`) {
+		t.Errorf("apply -f -: got %q, %v", out, err)
+	}
+	c.mustFail([]string{"apply", "-f", writeFile(t, "noid.json", `{"executor": {"type": "shell", "command": ["true"]}}`)}, `has no "id"`)
+	c.mustFail([]string{"apply", "-f", writeFile(t, "bad.json", `{"id": "a/b", "schedule": "0 0 30 2 *", "executor": {"type": "shell", "command": ["true"]}}`)}, "400", "schedule:")
+	c.mustFail([]string{"apply"}, "-f FILE is required")
+	if j, _ := c.get("a/b"); j.Schedule != "@daily" {
+		t.Errorf("a rejected apply changed the job: schedule %q", j.Schedule)
+	}
+}
+
+// userCrontab is a realistic user crontab with the odd lines real ones
+// have; the comments at the right are not part of it.
+var userCrontab = strings.Join([]string{
+	"# m h  dom mon dow   command",      // 1
+	"MAILTO=ops@example.com",            // 2: ignored
+	"SHELL=/bin/bash",                   // 3
+	"PATH=/usr/local/bin:/usr/bin:/bin", // 4
+	"",                                  // 5
+	"*/5 * * * * /usr/local/bin/healthcheck.sh --quiet >/dev/null 2>&1", // 6
+	"0 2 * * * cd /srv/app && ./backup.sh --full # nightly backup",      // 7
+	"@hourly\t/usr/bin/php /var/www/artisan schedule:run",               // 8
+	"@reboot /usr/local/bin/start-tunnel",                               // 9: unsupported
+	`30 6 * * 1-5 tar czf /backups/home-$(date +\%Y\%m\%d).tgz /home`,   // 10
+	`0 0 * * * echo "%s" | mail -s report root`,                         // 11: unescaped %
+	"61 * * * * echo bad minute",                                        // 12: bad field
+	"* * * * echo too few fields",                                       // 13: bad field
+	"0 12 * * 7 echo sunday",                                            // 14: day 7
+	"CRON_TZ=Mars/Olympus",                                              // 15: unknown zone
+	"0 9 2 * * /usr/local/bin/never-converted",                          // 16: in that zone
+	"CRON_TZ=Europe/Berlin",                                             // 17
+	"0 9 1 * * /usr/local/bin/monthly-report",                           // 18
+	"0 1 * * *", // 19: no command
+}, "\n") + "\n"
+
+func TestImportCrontabCommand(t *testing.T) {
+	c := newCLIEnv(t)
+	file := writeFile(t, "crontab", userCrontab)
+
+	out := c.mustRun("import-crontab", file)
+	for _, want := range []string{
+		"5 jobs converted, 9 lines not converted or ignored",
+		"crontab-6-healthcheck-sh-quiet-dev-null-2-1",
+		"crontab-7-cd-srv-app-backup-sh-full-nightly-backup",
+		"crontab-8-php-var-www-artisan-schedule-run",
+		"crontab-10-tar-czf-backups-home-date-y-m-d-tgz",
+		"crontab-18-monthly-report",
+		"Europe/Berlin",
+		"line 2: MAILTO ignored",
+		"line 9: @reboot is not supported",
+		"line 11: unescaped % in the command is not supported",
+		"line 12: schedule:",
+		"line 13: schedule:",
+		"line 14: schedule:",
+		"line 15: unknown time zone",
+		`line 16: time zone "Mars/Olympus" set on line 15 is unknown`,
+		"line 19: missing command",
+		"      @reboot /usr/local/bin/start-tunnel",
+		"Dry run: nothing was created",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("import-crontab: output lacks %q:\n%s", want, out)
+		}
+	}
+	if ids := c.ids(); len(ids) != 0 {
+		t.Fatalf("import-crontab without --apply created jobs %q", ids)
+	}
+
+	out = c.mustRun("import-crontab", file, "--apply")
+	if got := strings.Count(out, "created"); got != 5 {
+		t.Errorf("import-crontab --apply: got %d \"created\", want 5:\n%s", got, out)
+	}
+	if strings.Contains(out, "Dry run") {
+		t.Errorf("import-crontab --apply: output says dry run:\n%s", out)
+	}
+	ids := c.ids()
+	if len(ids) != 5 {
+		t.Fatalf("after --apply: got jobs %q, want 5", ids)
+	}
+	j, err := c.get("crontab-18-monthly-report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCmd := []string{"/usr/bin/env", "SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin", "/bin/bash", "-c", "/usr/local/bin/monthly-report"}
+	if j.Schedule != "0 9 1 * *" || j.Timezone != "Europe/Berlin" || !slices.Equal(j.Executor.Command, wantCmd) || j.MisfirePolicy != store.MisfireSkip {
+		t.Errorf("imported job: got schedule %q zone %q command %q misfire %q", j.Schedule, j.Timezone, j.Executor.Command, j.MisfirePolicy)
+	}
+
+	// Importing again replaces the same jobs.
+	out = c.mustRun("import-crontab", file, "--apply", "-o", "json")
+	var rep importReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("import-crontab -o json: %v\n%s", err, out)
+	}
+	if len(rep.Jobs) != 5 || len(rep.Results) != 5 || !rep.Applied {
+		t.Errorf("import-crontab -o json: got %d jobs, %d results, applied %v", len(rep.Jobs), len(rep.Results), rep.Applied)
+	}
+	for _, r := range rep.Results {
+		if r.Result != "replaced" {
+			t.Errorf("second import: job %q %s %s, want replaced", r.ID, r.Result, r.Error)
+		}
+	}
+	var skipped []int
+	for _, p := range rep.Skipped {
+		skipped = append(skipped, p.Line)
+	}
+	if want := []int{2, 9, 11, 12, 13, 14, 15, 16, 19}; !slices.Equal(skipped, want) {
+		t.Errorf("import-crontab -o json: got skipped lines %v, want %v", skipped, want)
+	}
+	if after := c.ids(); !slices.Equal(after, ids) {
+		t.Errorf("second import: got jobs %q, want %q", after, ids)
+	}
+}
+
+func TestImportCrontabSystemFormat(t *testing.T) {
+	c := newCLIEnv(t)
+	file := writeFile(t, "cron.d-app", strings.Join([]string{
+		"SHELL=/bin/sh",
+		"17 * * * * root cd / && run-parts --report /etc/cron.hourly",
+		"25 6 * * * www-data /usr/bin/php /srv/app/cron.php",
+		"@daily root",
+	}, "\n"))
+	out, err := c.run("", "import-crontab", file, "--system", "--timezone", "America/New_York", "--prefix", "app", "--apply")
+	if err != nil {
+		t.Fatalf("import-crontab --system: %v\n%s", err, out)
+	}
+	for _, want := range []string{"2 jobs converted, 1 line not converted", "root", "www-data", "America/New_York", "line 4: missing command"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("import-crontab --system: output lacks %q:\n%s", want, out)
+		}
+	}
+	ids := c.ids()
+	if len(ids) != 2 || !strings.HasPrefix(ids[0], "app-2-") || !strings.HasPrefix(ids[1], "app-3-") {
+		t.Errorf("import-crontab --system --apply: got jobs %q", ids)
+	}
+
+	c.mustFail([]string{"import-crontab", file, "--timezone", "Mars/Olympus"}, "timezone")
+	c.mustFail([]string{"import-crontab", filepath.Join(t.TempDir(), "none")}, "no such file")
+
+	stdinOut, err := c.run("0 3 * * * /usr/bin/true\n", "import-crontab", "-")
+	if err != nil || !strings.Contains(stdinOut, "crontab-1-true") {
+		t.Errorf("import-crontab -: got %q, %v", stdinOut, err)
+	}
+}
+
+// fakeJobsSource is a jobsSource whose answer the test sets.
+type fakeJobsSource struct {
+	s   *store.Etcd
+	err error
+}
+
+func (f *fakeJobsSource) Jobs() (*store.Etcd, error) { return f.s, f.err }
+
+func TestOrchestratorJobsWaitsForStart(t *testing.T) {
+	src := &fakeJobsSource{err: orchestrator.ErrNotStarted}
+	jobs := orchestratorJobs(src)
+	s, err := jobs()
+	if err == nil || s != nil {
+		t.Fatalf("before start: got store %v (nil interface: %v), error %v; want a nil store and an error", s, s == nil, err)
+	}
+	src.s, src.err = store.NewEtcd(etcd.Client(t), etcdtest.Namespace(t), 32, store.DefaultLimits(), nil), nil
+	s, err = jobs()
+	if err != nil || s != admin.JobStore(src.s) {
+		t.Fatalf("after start: got %v, %v; want the orchestrator's store", s, err)
+	}
+}

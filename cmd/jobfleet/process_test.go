@@ -1,0 +1,688 @@
+package main
+
+// Tests of the jobfleet binary as separate processes sharing one embedded
+// etcd: crash (SIGKILL), pause (SIGSTOP/SIGCONT), graceful stop (SIGTERM,
+// drain), the dev quick start, and start-up errors.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/internal/etcdserver"
+	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/shard"
+)
+
+const (
+	// leaseTTL is the --lease-ttl of the orchestrators the tests start.
+	leaseTTL = 2 * time.Second
+	// partitions is their --partitions.
+	partitions = 64
+	// pollInterval is how often the tests poll the HTTP API.
+	pollInterval = 50 * time.Millisecond
+)
+
+// httpClient keeps no idle connections, so no goroutine outlives a request.
+var httpClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use: the process writes
+// through exec's copying goroutine while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is one jobfleet process started by a test. It is killed when the
+// test ends if it is still running, and its output is logged if the test
+// failed.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	stdout syncBuffer
+	stderr syncBuffer
+	done   chan struct{} // closed when the process has exited and been reaped
+}
+
+// startProc starts the jobfleet binary with args, without any JOBFLEET_*
+// variable of the test's environment.
+func startProc(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Stdout = &p.stdout
+	p.cmd.Stderr = &p.stderr
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JOBFLEET_") {
+			p.cmd.Env = append(p.cmd.Env, kv)
+		}
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		_ = p.cmd.Wait() // the exit status is read from ProcessState
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.exited() {
+			_ = p.cmd.Process.Kill() // also ends a stopped process
+			<-p.done
+		}
+		// A binary built with -race reports races on stderr (and exits
+		// 66, unless it was killed first).
+		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
+			t.Errorf("%s: the race detector reported a data race", name)
+		}
+		if t.Failed() {
+			t.Logf("----- %s %v: %s\n----- stdout:\n%s\n----- stderr:\n%s", name, args, p.cmd.ProcessState, p.stdout.String(), p.stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to %s: %v", sig, p.name, err)
+	}
+}
+
+// waitExit waits for the process to exit and returns its exit code (-1 if
+// a signal killed it).
+func (p *proc) waitExit(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("%s has not exited %v after it was asked to", p.name, timeout)
+		return 0
+	}
+}
+
+// orch is one `jobfleet orchestrator` process.
+type orch struct {
+	*proc
+	id  string
+	url string // of its HTTP API
+}
+
+// startOrchestrator starts a member of namespace ns with the tests' lease
+// TTL and partition count; extra flags come last and override. It returns
+// once the HTTP API answers, or the process has exited (the caller checks
+// which). A listen port taken between choosing and binding it is retried
+// with another one.
+func startOrchestrator(t *testing.T, ns, id string, extra ...string) *orch {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		addr, err := etcdserver.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{
+			"orchestrator",
+			"--etcd-endpoints=" + etcd.Endpoints()[0],
+			"--listen=" + addr,
+			"--id=" + id,
+			"--namespace=" + ns,
+			"--lease-ttl=" + leaseTTL.String(),
+			"--partitions=" + strconv.Itoa(partitions),
+			"--log-format=json",
+		}, extra...)
+		o := &orch{proc: startProc(t, id, args...), id: id, url: "http://" + addr}
+		poll(t, 15*time.Second, id+" serving its API or exited", func() (bool, string) {
+			if o.exited() {
+				return true, ""
+			}
+			code, err := getJSON(o.url+"/healthz", nil)
+			return err == nil && code == http.StatusOK, fmt.Sprintf("GET /healthz: %d %v", code, err)
+		})
+		if o.exited() && strings.Contains(o.stderr.String(), "address already in use") && attempt < 3 {
+			t.Logf("%s: port %s taken meanwhile; retrying on another", id, addr)
+			continue
+		}
+		return o
+	}
+}
+
+// startFleet starts one orchestrator per ID in namespace ns and waits until
+// they own every partition as the ring assigns it.
+func startFleet(t *testing.T, ns string, ids ...string) []*orch {
+	t.Helper()
+	fleet := make([]*orch, len(ids))
+	for i, id := range ids {
+		fleet[i] = startOrchestrator(t, ns, id)
+		if fleet[i].exited() {
+			t.Fatalf("%s exited at start-up with %v", id, fleet[i].cmd.ProcessState)
+		}
+	}
+	took := waitSettled(t, fleet[0], ids, 20*time.Second)
+	t.Logf("fleet %v settled %v after the last process started", ids, took.Round(time.Millisecond))
+	return fleet
+}
+
+// getJSON GETs url and decodes a 200 reply into out (if not nil).
+func getJSON(url string, out any) (int, error) {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || out == nil {
+		return resp.StatusCode, nil
+	}
+	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
+}
+
+// partitionTable is the document of GET /v1/cluster/partitions.
+type partitionTable struct {
+	Partitions  int   `json:"partitions"`
+	Revision    int64 `json:"revision"`
+	Assignments []struct {
+		Partition int    `json:"partition"`
+		Owner     string `json:"owner"`
+		Epoch     int64  `json:"epoch"`
+		Target    string `json:"target"`
+	} `json:"assignments"`
+}
+
+// settled reports whether every one of want partitions is owned by its ring
+// target and owners and targets are exactly the members ids; if not, it
+// says why.
+func settled(tbl partitionTable, want int, ids []string) (bool, string) {
+	if tbl.Partitions != want || len(tbl.Assignments) != want {
+		return false, fmt.Sprintf("%d partitions with %d assignments, want %d", tbl.Partitions, len(tbl.Assignments), want)
+	}
+	owners, targets := map[string]int{}, map[string]int{}
+	unowned, misplaced := 0, 0
+	for _, a := range tbl.Assignments {
+		owners[a.Owner]++
+		targets[a.Target]++
+		switch {
+		case a.Owner == "":
+			unowned++
+		case a.Owner != a.Target:
+			misplaced++
+		}
+	}
+	if unowned > 0 || misplaced > 0 {
+		return false, fmt.Sprintf("%d without owner, %d not on their target; owners %v, targets %v", unowned, misplaced, owners, targets)
+	}
+	got := make([]string, 0, len(owners))
+	for id := range owners {
+		got = append(got, id)
+	}
+	slices.Sort(got)
+	wantIDs := slices.Sorted(slices.Values(ids))
+	if !slices.Equal(got, wantIDs) {
+		return false, fmt.Sprintf("owners are %v, want %v", owners, wantIDs)
+	}
+	return true, ""
+}
+
+// waitSettled polls o's partition table until settled holds for ids with
+// the tests' partition count, and returns how long that took.
+func waitSettled(t *testing.T, o *orch, ids []string, timeout time.Duration) time.Duration {
+	t.Helper()
+	return poll(t, timeout, fmt.Sprintf("every partition owned by its target among %v (as %s sees it)", ids, o.id), func() (bool, string) {
+		return settledNow(o, ids)
+	})
+}
+
+func settledNow(o *orch, ids []string) (bool, string) {
+	var tbl partitionTable
+	code, err := getJSON(o.url+"/v1/cluster/partitions", &tbl)
+	if err != nil || code != http.StatusOK {
+		return false, fmt.Sprintf("GET /v1/cluster/partitions: %d %v", code, err)
+	}
+	return settled(tbl, partitions, ids)
+}
+
+// poll calls cond every pollInterval until it holds and returns the time
+// that took; after timeout it fails the test with cond's last reason.
+func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		ok, why := cond()
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("%s: not within %v: %s", what, timeout, why)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// revision returns etcd's current revision.
+func revision(t *testing.T, c *clientv3.Client) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := c.Get(ctx, "revision-probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+// checkOwnerHistory replays etcd's history of namespace ns after revision
+// from and fails the test if an owner key was ever written while it
+// existed (a PUT on an existing key, or one whose create revision is not
+// its mod revision): two owners of one partition. It returns the number of
+// owner key events checked.
+func checkOwnerHistory(t *testing.T, c *clientv3.Client, ns string, from int64) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	prefix := shard.OwnersPrefix(ns)
+	owners := map[string]bool{} // owner keys existing at the current revision
+	r, err := c.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range r.Kvs {
+		owners[string(kv.Key)] = true
+	}
+	// A key of the namespace outside owners/ and members/ marks the end of
+	// the history to read.
+	end, err := c.Put(ctx, ns+"test/history-end", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := 0
+	for wr := range c.Watch(ctx, ns, clientv3.WithPrefix(), clientv3.WithRev(from+1)) {
+		if err := wr.Err(); err != nil {
+			t.Fatalf("history watch: %v", err)
+		}
+		for _, ev := range wr.Events {
+			if ev.Kv.ModRevision >= end.Header.Revision {
+				return events
+			}
+			key := string(ev.Kv.Key)
+			if !strings.HasPrefix(key, prefix) {
+				continue
+			}
+			events++
+			if ev.Type == mvccpb.Event_DELETE {
+				delete(owners, key)
+				continue
+			}
+			if owners[key] || ev.Kv.CreateRevision != ev.Kv.ModRevision {
+				t.Errorf("owner key %s overwritten at revision %d (value %q, created at %d): two owners", key, ev.Kv.ModRevision, ev.Kv.Value, ev.Kv.CreateRevision)
+			}
+			owners[key] = true
+		}
+	}
+	t.Fatalf("history watch ended before revision %d: %v", end.Header.Revision, ctx.Err())
+	return events
+}
+
+// logLine returns the first line of logs that contains one of subs, or "".
+func logLine(logs string, subs ...string) string {
+	for line := range strings.Lines(logs) {
+		for _, sub := range subs {
+			if strings.Contains(line, sub) {
+				return strings.TrimSpace(line)
+			}
+		}
+	}
+	return ""
+}
+
+// ownedBy returns the partitions o's table shows owned by id, with epochs.
+func ownedBy(t *testing.T, o *orch, id string) map[int]int64 {
+	t.Helper()
+	var tbl partitionTable
+	if code, err := getJSON(o.url+"/v1/cluster/partitions", &tbl); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /v1/cluster/partitions: %d %v", code, err)
+	}
+	m := map[int]int64{}
+	for _, a := range tbl.Assignments {
+		if a.Owner == id {
+			m[a.Partition] = a.Epoch
+		}
+	}
+	return m
+}
+
+func TestKilledOrchestratorProcessFailsOver(t *testing.T) {
+	ns := etcdtest.Namespace(t)
+	client := etcd.Client(t)
+	start := revision(t, client)
+	fleet := startFleet(t, ns, "orch-a", "orch-b", "orch-c")
+	survivor, victim := fleet[0], fleet[2]
+	lost := ownedBy(t, survivor, victim.id)
+	if len(lost) == 0 {
+		t.Fatalf("%s owns no partition before the kill", victim.id)
+	}
+
+	killedAt := time.Now()
+	victim.signal(t, syscall.SIGKILL)
+	waitSettled(t, survivor, []string{"orch-a", "orch-b"}, 15*time.Second)
+	took := time.Since(killedAt)
+	t.Logf("failover after SIGKILL: all %d partitions (%d of them %s's) owned by their targets among the survivors %v after the kill (lease TTL %v)",
+		partitions, len(lost), victim.id, took.Round(time.Millisecond), leaseTTL)
+	if limit := leaseTTL + 3*time.Second; took > limit {
+		t.Errorf("failover took %v, want at most lease TTL + 3s = %v", took, limit)
+	}
+	if code := victim.waitExit(t, 5*time.Second); code != -1 {
+		t.Errorf("%s exit code %d after SIGKILL, want -1 (killed by a signal)", victim.id, code)
+	}
+
+	after := ownedBy(t, survivor, "orch-a")
+	for p, e := range ownedBy(t, survivor, "orch-b") {
+		after[p] = e
+	}
+	for p, old := range lost {
+		if after[p] <= old {
+			t.Errorf("partition %d: epoch %d after the failover, want above the killed owner's %d", p, after[p], old)
+		}
+	}
+	events := checkOwnerHistory(t, client, ns, start)
+	t.Logf("owner history since the fleet started: %d owner key events, no overwrite", events)
+	if events < partitions+len(lost) {
+		t.Errorf("history holds %d owner key events, want at least %d (initial acquisitions and the failover)", events, partitions+len(lost))
+	}
+}
+
+func TestPausedOrchestratorProcessFencesItself(t *testing.T) {
+	ns := etcdtest.Namespace(t)
+	client := etcd.Client(t)
+	start := revision(t, client)
+	ids := []string{"orch-a", "orch-b", "orch-c"}
+	fleet := startFleet(t, ns, ids...)
+	survivor, victim := fleet[0], fleet[2]
+	survivors := ids[:2]
+
+	stoppedAt := time.Now()
+	victim.signal(t, syscall.SIGSTOP)
+	waitSettled(t, survivor, survivors, 15*time.Second)
+	took := time.Since(stoppedAt)
+	t.Logf("%s paused: its partitions owned by the survivors %v after SIGSTOP (lease TTL %v)", victim.id, took.Round(time.Millisecond), leaseTTL)
+	// The fault injected is a pause of 2×TTL; the wait is its length, not
+	// a synchronisation.
+	time.Sleep(2*leaseTTL - time.Since(stoppedAt))
+	if ok, why := settledNow(survivor, survivors); !ok {
+		t.Fatalf("after a pause of %v, the survivors do not own every partition: %s", time.Since(stoppedAt).Round(time.Millisecond), why)
+	}
+	if victim.exited() {
+		t.Fatalf("%s exited while stopped: %v", victim.id, victim.cmd.ProcessState)
+	}
+
+	victim.signal(t, syscall.SIGCONT)
+	resumedAt := time.Now()
+	var fenced string
+	poll(t, 10*time.Second, victim.id+" logs that its session ended", func() (bool, string) {
+		fenced = logLine(victim.stderr.String(), "lease not renewed within the renew deadline", "session ended")
+		return fenced != "", "no such log line yet"
+	})
+	t.Logf("%s after SIGCONT logged: %s", victim.id, fenced)
+	waitSettled(t, survivor, ids, 20*time.Second)
+	t.Logf("%s rejoined: all 3 own their targets %v after SIGCONT", victim.id, time.Since(resumedAt).Round(time.Millisecond))
+	if victim.exited() {
+		t.Errorf("%s exited after SIGCONT: %v", victim.id, victim.cmd.ProcessState)
+	}
+
+	events := checkOwnerHistory(t, client, ns, start)
+	t.Logf("owner history since the fleet started: %d owner key events, no overwrite", events)
+}
+
+func TestGracefulStopHandsOver(t *testing.T) {
+	ns := etcdtest.Namespace(t)
+	client := etcd.Client(t)
+	start := revision(t, client)
+	fleet := startFleet(t, ns, "orch-a", "orch-b", "orch-c")
+	survivor, leaver := fleet[0], fleet[2]
+
+	stoppedAt := time.Now()
+	leaver.signal(t, syscall.SIGTERM)
+	waitSettled(t, survivor, []string{"orch-a", "orch-b"}, 10*time.Second)
+	took := time.Since(stoppedAt)
+	t.Logf("graceful stop: every partition owned by its target among the others %v after SIGTERM", took.Round(time.Millisecond))
+	if took > 3*time.Second {
+		t.Errorf("handoff after SIGTERM took %v, want under 3s", took)
+	}
+	if code := leaver.waitExit(t, 10*time.Second); code != 0 {
+		t.Errorf("%s exit code %d after SIGTERM, want 0", leaver.id, code)
+	}
+	if logs := leaver.stderr.String(); !strings.Contains(logs, "left the fleet") {
+		t.Errorf("%s did not log that it left the fleet", leaver.id)
+	}
+	checkOwnerHistory(t, client, ns, start)
+}
+
+func TestDrainEndpoint(t *testing.T) {
+	ns := etcdtest.Namespace(t)
+	client := etcd.Client(t)
+	start := revision(t, client)
+	fleet := startFleet(t, ns, "orch-a", "orch-b", "orch-c")
+	survivor, leaver := fleet[0], fleet[2]
+
+	drainedAt := time.Now()
+	resp, err := httpClient.Post(leaver.url+"/v1/cluster/drain", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /v1/cluster/drain: got status %d, want 202", resp.StatusCode)
+	}
+	waitSettled(t, survivor, []string{"orch-a", "orch-b"}, 10*time.Second)
+	t.Logf("drain: every partition owned by its target among the others %v after the request", time.Since(drainedAt).Round(time.Millisecond))
+	if code := leaver.waitExit(t, 10*time.Second); code != 0 {
+		t.Errorf("%s exit code %d after drain, want 0", leaver.id, code)
+	}
+	if logs := leaver.stderr.String(); !strings.Contains(logs, "drain requested over the API") || !strings.Contains(logs, "left the fleet") {
+		t.Errorf("%s did not log the drain request and leaving the fleet", leaver.id)
+	}
+	checkOwnerHistory(t, client, ns, start)
+}
+
+// freePortPair returns a loopback port p such that p and p+1 were both
+// free a moment ago.
+func freePortPair(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		l1, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l1.Addr().(*net.TCPAddr).Port
+		l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+1)))
+		l1.Close()
+		if err == nil {
+			l2.Close()
+			return p
+		}
+	}
+	t.Fatal("no two consecutive free ports found")
+	return 0
+}
+
+func TestDevCommandStartsFleet(t *testing.T) {
+	var (
+		dev  *proc
+		urls []string
+	)
+	for attempt := 1; ; attempt++ {
+		port := freePortPair(t)
+		etcdAddr, err := etcdserver.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		peerAddr, err := etcdserver.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls = []string{fmt.Sprintf("http://127.0.0.1:%d", port), fmt.Sprintf("http://127.0.0.1:%d", port+1)}
+		startedAt := time.Now()
+		dev = startProc(t, "dev", "dev",
+			"--orchestrators=2",
+			"--listen=127.0.0.1:"+strconv.Itoa(port),
+			"--etcd-listen="+etcdAddr,
+			"--etcd-peer-listen="+peerAddr,
+			"--data-dir="+t.TempDir(),
+		)
+		poll(t, 60*time.Second, "both orchestrators of jobfleet dev ready, or jobfleet dev exited", func() (bool, string) {
+			if dev.exited() {
+				return true, ""
+			}
+			for _, u := range urls {
+				code, err := getJSON(u+"/readyz", nil)
+				if err != nil || code != http.StatusOK {
+					return false, fmt.Sprintf("GET %s/readyz: %d %v", u, code, err)
+				}
+			}
+			return true, ""
+		})
+		if !dev.exited() {
+			t.Logf("jobfleet dev: both orchestrators ready %v after start", time.Since(startedAt).Round(time.Millisecond))
+			break
+		}
+		if strings.Contains(dev.stderr.String(), "address already in use") && attempt < 3 {
+			t.Logf("a port was taken meanwhile; retrying on others")
+			continue
+		}
+		t.Fatalf("jobfleet dev exited at start-up: %v", dev.cmd.ProcessState)
+	}
+
+	var view struct {
+		Members []struct {
+			ID   string `json:"id"`
+			Addr string `json:"addr"`
+		} `json:"members"`
+	}
+	if code, err := getJSON(urls[1]+"/v1/cluster/members", &view); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /v1/cluster/members: %d %v", code, err)
+	}
+	var ids []string
+	for _, m := range view.Members {
+		ids = append(ids, m.ID)
+	}
+	if want := []string{"orchestrator-1", "orchestrator-2"}; !slices.Equal(ids, want) {
+		t.Errorf("members %v, want %v", ids, want)
+	}
+	var tbl partitionTable
+	if code, err := getJSON(urls[0]+"/v1/cluster/partitions", &tbl); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /v1/cluster/partitions: %d %v", code, err)
+	}
+	if ok, why := settled(tbl, shard.DefaultPartitions, ids); !ok {
+		t.Errorf("partitions of jobfleet dev: %s", why)
+	}
+
+	interruptedAt := time.Now()
+	dev.signal(t, os.Interrupt)
+	if code := dev.waitExit(t, 10*time.Second); code != 0 {
+		t.Errorf("jobfleet dev exit code %d after SIGINT, want 0", code)
+	}
+	t.Logf("jobfleet dev exited %v after SIGINT", time.Since(interruptedAt).Round(time.Millisecond))
+}
+
+func TestPartitionMismatchExitsWithClearError(t *testing.T) {
+	ns := etcdtest.Namespace(t)
+	first := startOrchestrator(t, ns, "orch-a") // --partitions=64
+	poll(t, 10*time.Second, "the cluster created", func() (bool, string) {
+		code, err := getJSON(first.url+"/v1/cluster/partitions", nil)
+		return err == nil && code == http.StatusOK, fmt.Sprintf("GET /v1/cluster/partitions: %d %v", code, err)
+	})
+
+	second := startOrchestrator(t, ns, "orch-b", "--partitions=128")
+	if code := second.waitExit(t, 15*time.Second); code == 0 {
+		t.Fatalf("orchestrator with --partitions=128 in a 64-partition cluster exited 0, want an error")
+	}
+	stderr := second.stderr.String()
+	for _, want := range []string{"partition count mismatch", "64"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if first.exited() {
+		t.Errorf("the first orchestrator exited: %v", first.cmd.ProcessState)
+	}
+}
+
+func TestBadFlagsExitWithClearError(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		flag string
+		want []string
+	}{
+		{"lease TTL not whole seconds", "--lease-ttl=1500ms", []string{"lease TTL", "whole number of seconds"}},
+		{"lease TTL not a duration", "--lease-ttl=soon", []string{"lease-ttl", "soon"}},
+		{"listen without port", "--listen=nonsense", []string{"--listen", "nonsense"}},
+		{"log format", "--log-format=xml", []string{"--log-format", "xml"}},
+		{"negative partitions", "--partitions=-1", []string{"partitions", "-1"}},
+		{"bad member ID", "--id=a/b", []string{"member ID", "a/b"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			addr, err := etcdserver.FreeAddr()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Nothing listens on noEtcd: flags are checked before etcd is
+			// needed, so a bad flag is reported at once even when etcd
+			// cannot be reached.
+			noEtcd, err := etcdserver.FreeAddr()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := startProc(t, "orchestrator", "orchestrator",
+				"--etcd-endpoints=http://"+noEtcd,
+				"--listen="+addr,
+				tt.flag,
+			)
+			if code := p.waitExit(t, 10*time.Second); code == 0 || code == -1 {
+				t.Fatalf("%s: exit code %d, want an error exit", tt.flag, code)
+			}
+			stderr := p.stderr.String()
+			for _, want := range tt.want {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("%s: stderr lacks %q:\n%s", tt.flag, want, stderr)
+				}
+			}
+			if strings.Count(stderr, "\n") > 5 {
+				t.Errorf("%s: want a short error, got:\n%s", tt.flag, stderr)
+			}
+		})
+	}
+}

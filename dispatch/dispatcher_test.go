@@ -1,0 +1,543 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+var etcd *etcdtest.Server
+
+func TestMain(m *testing.M) {
+	baseline := goleak.IgnoreCurrent() // goroutines before any test ran
+	etcd = etcdtest.MustStart()
+	code := m.Run()
+	etcd.Close()
+	if code == 0 {
+		if err := goleak.Find(baseline); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// t0 is the fake clock's start: a whole second, so @every schedules fire
+// at t0+1s, t0+2s, …
+var t0 = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+
+// harness runs one partition's scheduler (P=1) against real etcd on a fake
+// clock, holding the owner key itself so tests can hand the partition over
+// between "members".
+type harness struct {
+	t      *testing.T
+	client *clientv3.Client
+	ns     string
+	clock  *clockwork.FakeClock
+	store  *store.Etcd
+	lease  clientv3.LeaseID
+	lease2 time.Duration
+
+	disp   *dispatch.Dispatcher
+	own    *shard.Ownership
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+const runLease = 10 * time.Second
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	client := etcd.Client(t)
+	ns := etcdtest.Namespace(t)
+	lr, err := client.Grant(context.Background(), 120)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{
+		t:      t,
+		client: client,
+		ns:     ns,
+		clock:  clockwork.NewFakeClockAt(t0),
+		lease:  lr.ID,
+	}
+	h.store = store.NewEtcd(client, ns, 1, store.DefaultLimits(), h.clock.Now)
+	t.Cleanup(h.stop)
+	return h
+}
+
+// start makes member own partition 0 with a fresh epoch and runs its
+// scheduler.
+func (h *harness) start(member string) {
+	h.t.Helper()
+	key := shard.OwnerKey(h.ns, 0)
+	resp, err := h.client.Txn(context.Background()).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, member, clientv3.WithLease(h.lease))).
+		Commit()
+	if err != nil || !resp.Succeeded {
+		h.t.Fatalf("acquire partition 0: %v (succeeded=%v)", err, resp != nil && resp.Succeeded)
+	}
+	h.own = shard.NewOwnership(h.client, h.ns, member, 0, resp.Header.Revision)
+	cfg := dispatch.DefaultConfig(h.ns, 1, member, "http://"+member+".invalid")
+	cfg.RunLease = runLease
+	cfg.Misfire.Grace = 400 * time.Millisecond
+	cfg.Clock = h.clock
+	cfg.Logger = zaptest.NewLogger(h.t)
+	d, err := dispatch.New(h.client, cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.disp, h.cancel, h.done = d, cancel, make(chan struct{})
+	go func() { defer close(h.done); d.Work(ctx, h.own) }()
+	h.waitOwned()
+}
+
+func (h *harness) waitOwned() {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.disp.Owned()) == 0 {
+		if time.Now().After(deadline) {
+			h.t.Fatal("partition not loaded")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stop ends the scheduler and releases the owner key.
+func (h *harness) stop() {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	<-h.done
+	h.cancel = nil
+	h.client.Txn(context.Background()).
+		If(h.own.Fence()).
+		Then(clientv3.OpDelete(h.own.Key)).
+		Commit()
+}
+
+func (h *harness) create(j store.Job) store.Job {
+	h.t.Helper()
+	if j.Executor.Type == "" {
+		j.Executor = store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}
+	}
+	stored, err := h.store.Create(context.Background(), j)
+	if err != nil {
+		h.t.Fatalf("create job %s: %v", j.ID, err)
+	}
+	// Wait until the scheduler has taken the job in (it records its
+	// state), so the fake clock is not advanced before the job is known.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := h.client.Get(context.Background(), h.store.Keys().State(0, j.ID))
+		if err == nil && len(resp.Kvs) == 1 {
+			return stored
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("job %s: scheduler did not take it in", j.ID)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitRuns waits until job id has n runs and returns them, newest first.
+func (h *harness) waitRuns(id string, n int) []store.Run {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runs, err := h.store.Runs(context.Background(), id, 1000)
+		if err == nil && len(runs) >= n {
+			return runs
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("job %s: %d runs after 10s, want %d", id, len(runs), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitRun waits until run id satisfies cond.
+func (h *harness) waitRun(runID string, cond func(store.Run) bool) store.Run {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := h.store.GetRun(context.Background(), runID)
+		if err == nil && cond(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("run %s: condition not met after 10s (last %+v, %v)", runID, r, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// poll takes up to max attempts as worker, waiting (in real time, at most
+// 10s) for at least one.
+func (h *harness) poll(worker string, max int) []dispatch.Assignment {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: worker, Executors: []string{"http"}, Max: max, Wait: store.Duration(dispatch.MaxPollWait)})
+	if err != nil {
+		h.t.Fatalf("poll: %v", err)
+	}
+	if len(resp.Attempts) == 0 {
+		h.t.Fatal("poll: no attempt within 10s")
+	}
+	return resp.Attempts
+}
+
+func (h *harness) complete(a dispatch.Assignment, worker string, success bool, msg string) (dispatch.CompleteResponse, error) {
+	return h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt, Success: success, Error: msg})
+}
+
+func TestEverySecondFiresEachTimeOnce(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
+	for i := 1; i <= 3; i++ {
+		h.clock.Advance(time.Second)
+		h.waitRuns("tick", i)
+	}
+	runs := h.waitRuns("tick", 3)
+	if len(runs) != 3 {
+		t.Fatalf("got %d runs, want 3", len(runs))
+	}
+	for i, r := range runs {
+		want := t0.Add(time.Duration(3-i) * time.Second)
+		if !r.ScheduledAt.Equal(want) || r.ID != store.RunID("tick", want) || r.Status != store.RunPending || r.Owner != "m1" || r.Epoch != h.own.Epoch {
+			t.Errorf("run %d = %+v, want pending run for %v fired by m1@%d", i, r, want, h.own.Epoch)
+		}
+	}
+}
+
+func TestAttemptSucceeds(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "job", Schedule: "@every 1m", Payload: []byte(`{"x":1}`)})
+	h.clock.Advance(time.Minute)
+	as := h.poll("w1", 5)
+	if len(as) != 1 {
+		t.Fatalf("got %d assignments, want 1", len(as))
+	}
+	a := as[0]
+	if a.JobID != "job" || a.Attempt != 1 || string(a.Payload) != `{"x":1}` || a.Owner != "m1" || a.Lease.Std() != runLease {
+		t.Fatalf("assignment = %+v", a)
+	}
+	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunRunning })
+	if len(r.Attempts) != 1 || r.Attempts[0].Worker != "w1" {
+		t.Fatalf("recorded attempts = %+v, want one by w1 (recorded before hand-out)", r.Attempts)
+	}
+	resp, err := h.complete(a, "w1", true, "")
+	if err != nil || resp.Status != store.RunSucceeded {
+		t.Fatalf("complete = %+v, %v; want succeeded", resp, err)
+	}
+	r = h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunSucceeded })
+	if r.Attempts[0].FinishedAt.IsZero() {
+		t.Errorf("finished attempt has no finished_at: %+v", r.Attempts[0])
+	}
+	// A second report of the same attempt is stale.
+	if _, err := h.complete(a, "w1", false, "late"); !errors.Is(err, dispatch.ErrStaleAttempt) {
+		t.Fatalf("second complete: err = %v, want ErrStaleAttempt", err)
+	}
+}
+
+func TestRetriesWithBackoffThenDead(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "flaky", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(10 * time.Second), MaxBackoff: store.Duration(time.Minute)}})
+	h.clock.Advance(time.Hour)
+	a := h.poll("w1", 1)[0]
+	resp, err := h.complete(a, "w1", false, "boom 1")
+	if err != nil || resp.Status != store.RunFailed {
+		t.Fatalf("complete 1 = %+v, %v; want failed (retry pending)", resp, err)
+	}
+	// Not dispatchable before the backoff (at least half of 10s).
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	early, _ := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1})
+	cancel()
+	if len(early.Attempts) != 0 {
+		t.Fatalf("retry handed out before its backoff: %+v", early.Attempts)
+	}
+	h.clock.Advance(10 * time.Second)
+	a2 := h.poll("w2", 1)[0]
+	if a2.RunID != a.RunID || a2.Attempt != 2 {
+		t.Fatalf("retry = %+v, want attempt 2 of %s", a2, a.RunID)
+	}
+	if _, err := h.complete(a2, "w2", false, "boom 2"); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(20 * time.Second)
+	a3 := h.poll("w1", 1)[0]
+	resp, err = h.complete(a3, "w1", false, "boom 3")
+	if err != nil || resp.Status != store.RunDead {
+		t.Fatalf("complete 3 = %+v, %v; want dead", resp, err)
+	}
+	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunDead })
+	if len(r.Attempts) != 3 || r.Attempts[2].Error != "boom 3" || r.Attempts[0].Worker != "w1" || r.Attempts[1].Worker != "w2" {
+		t.Fatalf("attempts = %+v", r.Attempts)
+	}
+}
+
+func TestLostAttemptIsRetriedAndItsLateReportRejected(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "lost", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 2, InitialBackoff: store.Duration(time.Second)}})
+	h.clock.Advance(time.Hour)
+	a := h.poll("w-dies", 1)[0]
+	// The worker heartbeats once, then dies.
+	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w-dies", RunID: a.RunID, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(runLease + time.Second)
+	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunFailed })
+	if got := r.Attempts[0].Error; got == "" {
+		t.Fatalf("lost attempt has no error: %+v", r.Attempts[0])
+	}
+	h.clock.Advance(2 * time.Second)
+	a2 := h.poll("w-new", 1)[0]
+	if a2.Attempt != 2 {
+		t.Fatalf("retry attempt = %d, want 2", a2.Attempt)
+	}
+	// The dead worker's late report and heartbeat are refused.
+	if _, err := h.complete(a, "w-dies", true, ""); !errors.Is(err, dispatch.ErrStaleAttempt) {
+		t.Fatalf("late complete: err = %v, want ErrStaleAttempt", err)
+	}
+	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w-dies", RunID: a.RunID, Attempt: 1}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+		t.Fatalf("late heartbeat: err = %v, want ErrStaleAttempt", err)
+	}
+	if resp, err := h.complete(a2, "w-new", true, ""); err != nil || resp.Status != store.RunSucceeded {
+		t.Fatalf("complete attempt 2 = %+v, %v", resp, err)
+	}
+	r = h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunSucceeded })
+	if len(r.Attempts) != 2 || r.Attempts[1].Worker != "w-new" {
+		t.Fatalf("attempts = %+v", r.Attempts)
+	}
+}
+
+func TestTimeoutEndsAttemptThatKeepsHeartbeating(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "slow", Schedule: "@every 1h", Timeout: store.Duration(30 * time.Second)})
+	h.clock.Advance(time.Hour)
+	a := h.poll("w1", 1)[0]
+	for range 5 { // 5×9s = 45s > timeout + lease
+		h.clock.Advance(9 * time.Second)
+		h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1})
+	}
+	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunDead })
+	if e := r.Attempts[0].Error; e == "" {
+		t.Fatalf("timed-out attempt has no error")
+	}
+}
+
+func TestForbidSkipsAndRecordsFiresWhileRunning(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "single", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyForbid})
+	h.clock.Advance(10 * time.Second)
+	a := h.poll("w1", 1)[0]
+	for i := 2; i <= 3; i++ {
+		h.clock.Advance(10 * time.Second)
+		h.waitRuns("single", i)
+		if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs := h.waitRuns("single", 3)
+	skipped := 0
+	for _, r := range runs {
+		if r.Status == store.RunSkipped {
+			skipped++
+			if r.Reason == "" {
+				t.Errorf("skipped run %s has no reason", r.ID)
+			}
+		}
+	}
+	if skipped != 2 {
+		t.Fatalf("runs = %+v, want 2 skipped while the first ran", runs)
+	}
+	if _, err := h.complete(a, "w1", true, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(10 * time.Second)
+	runs = h.waitRuns("single", 4)
+	if runs[0].Status != store.RunPending {
+		t.Fatalf("after the run finished, the next fire is %s, want pending", runs[0].Status)
+	}
+}
+
+func TestHandoffNeitherRefiresNorLosesRuns(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
+	h.clock.Advance(time.Second)
+	h.waitRuns("tick", 1)
+	h.clock.Advance(time.Second)
+	h.waitRuns("tick", 2)
+	a := h.poll("w1", 1)[0] // in flight across the handoff
+	oldEpoch := h.own.Epoch
+
+	h.stop()
+	h.start("m2")
+	if h.own.Epoch <= oldEpoch {
+		t.Fatalf("new epoch %d not above old %d", h.own.Epoch, oldEpoch)
+	}
+	// The in-flight attempt is adopted: its worker heartbeats and
+	// completes at the new owner.
+	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err != nil {
+		t.Fatalf("heartbeat after handoff: %v", err)
+	}
+	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != store.RunSucceeded {
+		t.Fatalf("complete after handoff = %+v, %v", resp, err)
+	}
+	h.clock.Advance(time.Second)
+	runs := h.waitRuns("tick", 3)
+	seen := map[time.Time]bool{}
+	for _, r := range runs {
+		if seen[r.ScheduledAt] {
+			t.Fatalf("scheduled time %v fired twice", r.ScheduledAt)
+		}
+		seen[r.ScheduledAt] = true
+	}
+	if len(runs) != 3 {
+		t.Fatalf("got %d runs, want 3", len(runs))
+	}
+	// The stale owner's fence refuses its writes.
+	stale := shard.NewOwnership(h.client, h.ns, "m1", 0, oldEpoch)
+	if _, err := stale.Commit(context.Background(), nil, []clientv3.Op{clientv3.OpPut(h.ns+"x", "y")}, nil); !errors.Is(err, shard.ErrFenced) {
+		t.Fatalf("stale owner's commit: %v, want ErrFenced", err)
+	}
+}
+
+func TestMisfirePoliciesOnTakeover(t *testing.T) {
+	tests := []struct {
+		policy store.MisfirePolicy
+		want   int // runs after a 10.5s outage of a per-second job that fired once before
+	}{
+		// With a 400ms grace no time in the outage is on time at the
+		// takeover: run_once fires the latest, skip none, run_all all ten.
+		{store.MisfireRunOnce, 2},
+		{store.MisfireSkip, 1},
+		{store.MisfireRunAll, 11},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.policy), func(t *testing.T) {
+			h := newHarness(t)
+			h.start("m1")
+			h.create(store.Job{ID: "m", Schedule: "@every 1s", MisfirePolicy: tt.policy})
+			h.clock.Advance(time.Second)
+			h.waitRuns("m", 1)
+			h.stop() // the partition has no owner for 10s
+			h.clock.Advance(10*time.Second + 500*time.Millisecond)
+			h.start("m2")
+			runs := h.waitRuns("m", tt.want)
+			// Let the new owner settle and make sure nothing more fires.
+			h.poll("w", 1)
+			runs, _ = h.store.Runs(context.Background(), "m", 1000)
+			if len(runs) != tt.want {
+				t.Fatalf("got %d runs, want %d", len(runs), tt.want)
+			}
+		})
+	}
+}
+
+func TestTriggerFiresOnceAndIsConsumed(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "manual", RunAt: ptr(t0.Add(24 * time.Hour))})
+	runID, err := h.store.Trigger(context.Background(), "manual")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := h.waitRun(runID, func(store.Run) bool { return true })
+	if r.Status != store.RunPending {
+		t.Fatalf("triggered run = %+v", r)
+	}
+	resp, err := h.client.Get(context.Background(), h.store.Keys().TriggerPrefix(0, "manual"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("trigger requests left: %d (%v)", resp.Count, err)
+	}
+	if _, err := h.store.Trigger(context.Background(), "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("trigger of a missing job: %v, want ErrNotFound", err)
+	}
+}
+
+func TestDeletedJobStopsAndItsDataGoes(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "gone", Schedule: "@every 1s"})
+	h.clock.Advance(time.Second)
+	h.waitRuns("gone", 1)
+	if err := h.store.Delete(context.Background(), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := h.client.Get(context.Background(), h.ns, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var left []string
+		for _, kv := range resp.Kvs {
+			if k := string(kv.Key); k != shard.OwnerKey(h.ns, 0) {
+				left = append(left, k)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("keys left after delete: %v", left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.clock.Advance(time.Second)
+	if runs, _ := h.store.Runs(context.Background(), "gone", 10); len(runs) != 0 {
+		t.Fatalf("deleted job fired: %+v", runs)
+	}
+}
+
+func TestNotOwnerAndBadRequests(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	// A run ID whose partition is owned here but does not exist: stale.
+	_, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1})
+	if !errors.Is(err, dispatch.ErrStaleAttempt) {
+		t.Fatalf("unknown run: %v, want ErrStaleAttempt", err)
+	}
+	for _, req := range []dispatch.CompleteRequest{
+		{Worker: "", RunID: store.RunID("x", t0), Attempt: 1},
+		{Worker: "w", RunID: "not-a-run-id", Attempt: 1},
+		{Worker: "w", RunID: store.RunID("x", t0), Attempt: 0},
+	} {
+		if _, err := h.disp.Complete(context.Background(), req); !errors.Is(err, dispatch.ErrBadRequest) {
+			t.Errorf("complete %+v: %v, want ErrBadRequest", req, err)
+		}
+	}
+	h.stop()
+	_, err = h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1})
+	var notOwner *dispatch.NotOwnerError
+	if !errors.As(err, &notOwner) {
+		t.Fatalf("after release: %v, want *NotOwnerError", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

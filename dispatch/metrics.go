@@ -1,0 +1,100 @@
+package dispatch
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the dispatcher's Prometheus metrics. A nil *Metrics records
+// nothing.
+type Metrics struct {
+	fires        *prometheus.CounterVec
+	lag          prometheus.Histogram
+	finished     *prometheus.CounterVec
+	attempts     prometheus.Counter
+	lost         prometheus.Counter
+	stale        prometheus.Counter
+	misfires     *prometheus.CounterVec
+	commitErrors prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: not
+// registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		fires: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobfleet_fires_total", Help: "Runs recorded by fires, by status (pending, skipped).",
+		}, []string{"status"}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "jobfleet_schedule_lag_seconds", Help: "Fire time minus scheduled time, for on-time fires.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobfleet_runs_finished_total", Help: "Attempts finished, by resulting run status (succeeded, failed, dead).",
+		}, []string{"status"}),
+		attempts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_attempts_started_total", Help: "Attempts handed to workers.",
+		}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_attempts_lost_total", Help: "Attempts whose run lease expired or that ran past their timeout.",
+		}),
+		stale: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_stale_reports_total", Help: "Heartbeats and completions refused because their attempt was no longer current.",
+		}),
+		misfires: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobfleet_misfires_total", Help: "Scheduled times missed while their partition had no owner, by fate (fired, skipped, dropped).",
+		}, []string{"fate"}),
+		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_dispatch_commit_errors_total", Help: "Fenced writes of the scheduler that failed (etcd errors or fencing).",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.misfires, m.commitErrors)
+	}
+	return m
+}
+
+func (m *Metrics) fired(status string, n int) {
+	if m != nil && n > 0 {
+		m.fires.WithLabelValues(status).Add(float64(n))
+	}
+}
+
+func (m *Metrics) observeLag(seconds float64) {
+	if m != nil {
+		m.lag.Observe(seconds)
+	}
+}
+
+func (m *Metrics) finishedRun(status string) {
+	if m != nil {
+		m.finished.WithLabelValues(status).Inc()
+	}
+}
+
+func (m *Metrics) attemptStarted() {
+	if m != nil {
+		m.attempts.Inc()
+	}
+}
+
+func (m *Metrics) attemptLost() {
+	if m != nil {
+		m.lost.Inc()
+	}
+}
+
+func (m *Metrics) staleReport() {
+	if m != nil {
+		m.stale.Inc()
+	}
+}
+
+func (m *Metrics) misfire(fate string, n int) {
+	if m != nil && n > 0 {
+		m.misfires.WithLabelValues(fate).Add(float64(n))
+	}
+}
+
+func (m *Metrics) commitError() {
+	if m != nil {
+		m.commitErrors.Inc()
+	}
+}

@@ -1,0 +1,198 @@
+package dispatch
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// This file is the scheduler's decision logic: pure functions of a job, its
+// state, its active runs and the time, with no I/O, so every rule can be
+// tested without etcd.
+
+// FirePlan is what to do for one job at one instant.
+type FirePlan struct {
+	// Runs are the runs to create, with their status: pending, or skipped
+	// when the concurrency policy refuses them.
+	Runs []store.Run
+	// Replace lists active runs to end because concurrency_policy
+	// "replace" fired a newer one.
+	Replace []string
+	// State is the job's new scheduling state.
+	State store.JobState
+	// Decision is the schedule's decision, for logs and metrics.
+	Decision schedule.Decision
+}
+
+// PlanFires decides what job j fires at now, given its state and how many
+// of its runs are active (not final). A zero state.Last means the job never
+// fired. Paused jobs fire nothing and account nothing: their missed times
+// are forgiven on resume (see Resumed).
+//
+// Under concurrency_policy "forbid" a fire while a run is active, or a
+// second fire in the same decision, is recorded as a skipped run; under
+// "replace" the active runs are listed for replacement and only the latest
+// fire of the decision runs.
+func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, activeRuns []string, now time.Time, p schedule.Policy, owner string, epoch int64) (FirePlan, error) {
+	plan := FirePlan{State: state}
+	if j.Paused {
+		return plan, nil
+	}
+	last := state.Last
+	if last.IsZero() {
+		last = j.InitialLast()
+	}
+	p.Misfire = schedule.MisfirePolicy(j.MisfirePolicy)
+	d, err := schedule.Due(sched, last, now, p)
+	if err != nil {
+		return FirePlan{}, fmt.Errorf("job %q: %w", j.ID, err)
+	}
+	plan.Decision = d
+	plan.State.Last = d.Last
+	plan.State.Next = d.Next
+	plan.State.SpecRevision = j.Revision
+	plan.State.Skipped += int64(d.Skipped)
+	plan.State.Dropped += int64(d.Dropped)
+	active := len(activeRuns)
+	for i, at := range d.Fires {
+		r := NewRun(j, at, now, owner, epoch)
+		switch j.ConcurrencyPolicy {
+		case store.ConcurrencyForbid:
+			if active > 0 {
+				r.Status = store.RunSkipped
+				r.Reason = "concurrency_policy forbid: an earlier run is still active"
+				plan.State.Skipped++
+			} else {
+				active++
+			}
+		case store.ConcurrencyReplace:
+			if i < len(d.Fires)-1 {
+				r.Status = store.RunSkipped
+				r.Reason = "concurrency_policy replace: superseded by a later fire"
+				plan.State.Skipped++
+			}
+		}
+		if r.Status == store.RunPending {
+			plan.State.Fired++
+		}
+		plan.Runs = append(plan.Runs, r)
+	}
+	if j.ConcurrencyPolicy == store.ConcurrencyReplace && len(d.Fires) > 0 {
+		plan.Replace = append(plan.Replace, activeRuns...)
+	}
+	return plan, nil
+}
+
+// NewRun returns the pending run of job j for scheduled time at, fired at
+// now by owner under epoch.
+func NewRun(j *store.Job, at, now time.Time, owner string, epoch int64) store.Run {
+	return store.Run{
+		ID:          store.RunID(j.ID, at),
+		JobID:       j.ID,
+		Partition:   j.Partition,
+		ScheduledAt: at.UTC(),
+		FiredAt:     now.UTC(),
+		Status:      store.RunPending,
+		Attempts:    []store.Attempt{},
+		Owner:       owner,
+		Epoch:       epoch,
+	}
+}
+
+// Resumed returns the state of a job resumed at now: times it missed while
+// paused are forgiven, not fired.
+func Resumed(state store.JobState, now time.Time) store.JobState {
+	if state.Last.Before(now) {
+		state.Last = now
+	}
+	return state
+}
+
+// Outcome is how an attempt ended.
+type Outcome struct {
+	Success bool
+	// Error describes a failure: the executor's error, "run lease expired",
+	// "timed out", …
+	Error  string
+	Output string
+}
+
+// FinishAttempt records the end of r's current attempt at now and decides
+// what follows: succeeded; failed with a retry not before the returned
+// time (exponential backoff with jitter, see Backoff); or dead when
+// j.Retry.MaxAttempts attempts were made. rnd is a number in [0,1) for the
+// jitter.
+func FinishAttempt(j *store.Job, r store.Run, o Outcome, now time.Time, rnd float64) (store.Run, time.Time) {
+	r.Attempts = append([]store.Attempt(nil), r.Attempts...)
+	if n := len(r.Attempts); n > 0 {
+		a := &r.Attempts[n-1]
+		a.FinishedAt = now.UTC()
+		a.Error = o.Error
+		a.Output = o.Output
+	}
+	var notBefore time.Time
+	switch {
+	case o.Success:
+		r.Status = store.RunSucceeded
+	case len(r.Attempts) >= j.Retry.MaxAttempts:
+		r.Status = store.RunDead
+	default:
+		r.Status = store.RunFailed
+		notBefore = now.Add(Backoff(j.Retry, len(r.Attempts), rnd))
+	}
+	return r, notBefore
+}
+
+// StartAttempt returns r with a new attempt by worker started at now.
+func StartAttempt(r store.Run, worker string, now time.Time) store.Run {
+	r.Attempts = append(append([]store.Attempt(nil), r.Attempts...), store.Attempt{
+		Attempt:   len(r.Attempts) + 1,
+		Worker:    worker,
+		StartedAt: now.UTC(),
+	})
+	r.Status = store.RunRunning
+	return r
+}
+
+// Backoff returns the wait before the retry that follows failed attempt
+// number n (from 1): initial × 2^(n-1), capped at max, with "equal jitter"
+// (half fixed, half random: rnd in [0,1)), so retries of many runs that
+// failed together spread out while each still waits at least half its
+// backoff. See "Exponential Backoff And Jitter", AWS Architecture Blog,
+// 2015.
+func Backoff(p store.RetryPolicy, n int, rnd float64) time.Duration {
+	d := p.InitialBackoff.Std()
+	for i := 1; i < n && d < p.MaxBackoff.Std(); i++ {
+		d *= 2
+	}
+	d = min(d, p.MaxBackoff.Std())
+	return d/2 + time.Duration(rnd*float64(d/2))
+}
+
+// jitter returns a random number in [0,1) for Backoff.
+func jitter() float64 { return rand.Float64() }
+
+// Dispatchable reports whether r may be handed to a worker at now.
+func Dispatchable(r store.Run, notBefore, now time.Time) bool {
+	return (r.Status == store.RunPending || r.Status == store.RunFailed) && !now.Before(notBefore)
+}
+
+// LeaseExpired reports whether r's running attempt is lost at now: its
+// lease ran out without a heartbeat, or it ran past the job's timeout plus
+// one lease (a worker that heartbeats but never finishes).
+func LeaseExpired(j *store.Job, r store.Run, leaseUntil, now time.Time, lease time.Duration) (bool, string) {
+	if r.Status != store.RunRunning || len(r.Attempts) == 0 {
+		return false, ""
+	}
+	if now.After(leaseUntil) {
+		return true, "run lease expired: the worker stopped heartbeating"
+	}
+	started := r.Attempts[len(r.Attempts)-1].StartedAt
+	if j != nil && now.After(started.Add(j.Timeout.Std()+lease)) {
+		return true, fmt.Sprintf("timed out: still running %v after the %v timeout", now.Sub(started).Round(time.Second), j.Timeout.Std())
+	}
+	return false, ""
+}

@@ -1,0 +1,374 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jobfleet/jobfleet/shard"
+)
+
+// Errors of the etcd store. Callers compare with errors.Is.
+var (
+	// ErrNotFound: no such job or run.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a job with that ID exists already.
+	ErrExists = errors.New("already exists")
+	// ErrConflict: the document changed concurrently too often; retry.
+	ErrConflict = errors.New("concurrent update conflict")
+	// ErrUnavailable: etcd cannot serve the request now (no leader, timed
+	// out, unreachable). Nothing is known to have been written.
+	ErrUnavailable = errors.New("store unavailable")
+	// ErrNoSpace: etcd's database is full (its space quota alarm is raised);
+	// it accepts no writes until an operator compacts and defragments it.
+	ErrNoSpace = errors.New("store full: etcd database space exceeded")
+)
+
+// JobState is the scheduling state the partition's owner keeps for a job,
+// apart from its spec so that a spec update never races a fire.
+type JobState struct {
+	// Last is the latest scheduled time accounted for (fired, skipped or
+	// dropped); see schedule.Decision.Last.
+	Last time.Time `json:"last"`
+	// Next is the next scheduled time, zero if none.
+	Next time.Time `json:"next,omitzero"`
+	// SpecRevision is the spec revision Last and Next were computed from.
+	SpecRevision int64 `json:"spec_revision"`
+	// Fired, Skipped and Dropped count the job's scheduled times by fate.
+	Fired   int64 `json:"fired"`
+	Skipped int64 `json:"skipped"`
+	Dropped int64 `json:"dropped"`
+	// Runs is how many run documents the job has stored (for trimming).
+	Runs int `json:"runs"`
+}
+
+// Etcd is the etcd implementation of job and run storage for the API side:
+// it writes specs and trigger requests, and reads everything. The owner's
+// writes (state, runs, queue) are made by package dispatch through fenced
+// transactions. Safe for concurrent use.
+type Etcd struct {
+	client     *clientv3.Client
+	keys       Keys
+	partitions int
+	limits     Limits
+	now        func() time.Time
+}
+
+// NewEtcd returns the store of namespace ns with p partitions.
+func NewEtcd(client *clientv3.Client, ns string, p int, limits Limits, now func() time.Time) *Etcd {
+	if now == nil {
+		now = time.Now
+	}
+	return &Etcd{client: client, keys: Keys{NS: ns}, partitions: p, limits: limits, now: now}
+}
+
+// Keys returns the store's key layout.
+func (s *Etcd) Keys() Keys { return s.keys }
+
+// Partitions returns P.
+func (s *Etcd) Partitions() int { return s.partitions }
+
+// Partition returns job id's partition.
+func (s *Etcd) Partition(id string) int { return shard.Partition(id, s.partitions) }
+
+// Create stores a new job. The job is normalized and validated here; it
+// returns a *FieldError for invalid input, ErrExists if the ID is taken,
+// and the stored job (with partition, timestamps and revision) on success,
+// once it is durable in etcd.
+func (s *Etcd) Create(ctx context.Context, j Job) (Job, error) {
+	j, p, err := s.prepare(j)
+	if err != nil {
+		return Job{}, err
+	}
+	now := s.now().UTC()
+	j.CreatedAt, j.UpdatedAt = now, now
+	val, err := json.Marshal(j)
+	if err != nil {
+		return Job{}, err
+	}
+	key := s.keys.Spec(p, j.ID)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val))).
+		Commit()
+	if err != nil {
+		return Job{}, Classify(err)
+	}
+	if !resp.Succeeded {
+		return Job{}, fmt.Errorf("job %q: %w", j.ID, ErrExists)
+	}
+	j.Revision = resp.Header.Revision
+	return j, nil
+}
+
+// Put creates or replaces a job, keeping the creation time of a replaced
+// one. created tells which happened.
+func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err error) {
+	j, p, err := s.prepare(j)
+	if err != nil {
+		return Job{}, false, err
+	}
+	key := s.keys.Spec(p, j.ID)
+	for range 10 {
+		old, rev, err := s.get(ctx, key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Job{}, false, err
+		}
+		now := s.now().UTC()
+		j.CreatedAt, j.UpdatedAt = now, now
+		if rev != 0 {
+			j.CreatedAt = old.CreatedAt
+		}
+		val, err := json.Marshal(j)
+		if err != nil {
+			return Job{}, false, err
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, string(val))).
+			Commit()
+		if err != nil {
+			return Job{}, false, Classify(err)
+		}
+		if resp.Succeeded {
+			j.Revision = resp.Header.Revision
+			return j, rev == 0, nil
+		}
+	}
+	return Job{}, false, fmt.Errorf("job %q: %w", j.ID, ErrConflict)
+}
+
+func (s *Etcd) prepare(j Job) (Job, int, error) {
+	j.Normalize()
+	if err := j.Validate(s.limits); err != nil {
+		return Job{}, 0, err
+	}
+	j.Partition = s.Partition(j.ID)
+	j.Revision = 0
+	return j, j.Partition, nil
+}
+
+// Get returns job id, or ErrNotFound.
+func (s *Etcd) Get(ctx context.Context, id string) (Job, error) {
+	j, _, err := s.get(ctx, s.keys.Spec(s.Partition(id), id))
+	return j, err
+}
+
+func (s *Etcd) get(ctx context.Context, key string) (Job, int64, error) {
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return Job{}, 0, Classify(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Job{}, 0, ErrNotFound
+	}
+	j, err := DecodeStoredJob(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	return j, resp.Kvs[0].ModRevision, err
+}
+
+// DecodeStoredJob decodes a spec as stored in etcd, with its mod revision.
+func DecodeStoredJob(val []byte, rev int64) (Job, error) {
+	var j Job
+	if err := json.Unmarshal(val, &j); err != nil {
+		return Job{}, fmt.Errorf("stored job is corrupt: %w", err)
+	}
+	j.Revision = rev
+	return j, nil
+}
+
+// List returns up to limit jobs (1..1000) in key order (partition, then
+// escaped ID) after the cursor, and the cursor of the next page ("" at the
+// end). The cursor is opaque.
+func (s *Etcd) List(ctx context.Context, cursor string, limit int) ([]Job, string, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
+	}
+	prefix := s.keys.JobsPrefix()
+	from := prefix
+	if cursor != "" {
+		from = prefix + cursor + "\x00"
+	}
+	jobs := make([]Job, 0, limit)
+	for {
+		resp, err := s.client.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(int64(limit+1)))
+		if err != nil {
+			return nil, "", Classify(err)
+		}
+		for _, kv := range resp.Kvs {
+			rest := strings.TrimPrefix(string(kv.Key), prefix)
+			if strings.Count(rest, "/") != 1 { // a trigger key
+				continue
+			}
+			if len(jobs) == limit {
+				return jobs, strings.TrimPrefix(s.lastKey(jobs), prefix), nil
+			}
+			j, err := DecodeStoredJob(kv.Value, kv.ModRevision)
+			if err != nil {
+				return nil, "", err
+			}
+			jobs = append(jobs, j)
+		}
+		if !resp.More {
+			return jobs, "", nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+func (s *Etcd) lastKey(jobs []Job) string {
+	j := jobs[len(jobs)-1]
+	return s.keys.Spec(j.Partition, j.ID)
+}
+
+// Delete removes job id and its pending trigger requests. The owner then
+// stops scheduling it and removes its state, runs and queue entries.
+// ErrNotFound if there is no such job.
+func (s *Etcd) Delete(ctx context.Context, id string) error {
+	p := s.Partition(id)
+	key := s.keys.Spec(p, id)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(s.keys.TriggerPrefix(p, id), clientv3.WithPrefix())).
+		Commit()
+	if err != nil {
+		return Classify(err)
+	}
+	if !resp.Succeeded {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// SetPaused pauses or resumes job id and returns the stored job.
+func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, error) {
+	key := s.keys.Spec(s.Partition(id), id)
+	for range 10 {
+		j, rev, err := s.get(ctx, key)
+		if err != nil {
+			return Job{}, err
+		}
+		if j.Paused == paused {
+			return j, nil
+		}
+		j.Paused, j.UpdatedAt = paused, s.now().UTC()
+		j.Revision = 0
+		val, err := json.Marshal(j)
+		if err != nil {
+			return Job{}, err
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, string(val))).
+			Commit()
+		if err != nil {
+			return Job{}, Classify(err)
+		}
+		if resp.Succeeded {
+			j.Revision = resp.Header.Revision
+			return j, nil
+		}
+	}
+	return Job{}, ErrConflict
+}
+
+// Trigger records a request to fire job id now and returns the ID the run
+// will have. The request is durable when Trigger returns; the partition's
+// owner fires it (once) and deletes it. ErrNotFound if there is no such
+// job. A paused job can be triggered.
+func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
+	p := s.Partition(id)
+	spec := s.keys.Spec(p, id)
+	at := s.now().UTC().Truncate(time.Millisecond)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(spec), ">", 0)).
+		Then(clientv3.OpPut(s.keys.Trigger(p, id, at), "")).
+		Commit()
+	if err != nil {
+		return "", Classify(err)
+	}
+	if !resp.Succeeded {
+		return "", ErrNotFound
+	}
+	return RunID(id, at), nil
+}
+
+// Runs returns up to limit (1..1000) of job id's runs, newest first.
+func (s *Etcd) Runs(ctx context.Context, id string, limit int) ([]Run, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
+	}
+	prefix := s.keys.RunPrefix(s.Partition(id), id)
+	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(limit)))
+	if err != nil {
+		return nil, Classify(err)
+	}
+	runs := make([]Run, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var r Run
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			return nil, fmt.Errorf("stored run %s is corrupt: %w", kv.Key, err)
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+// GetRun returns one run, or ErrNotFound.
+func (s *Etcd) GetRun(ctx context.Context, runID string) (Run, error) {
+	id, t, err := ParseRunID(runID)
+	if err != nil {
+		return Run{}, err
+	}
+	resp, err := s.client.Get(ctx, s.keys.Run(s.Partition(id), id, t))
+	if err != nil {
+		return Run{}, Classify(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Run{}, ErrNotFound
+	}
+	var r Run
+	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
+		return Run{}, fmt.Errorf("stored run is corrupt: %w", err)
+	}
+	return r, nil
+}
+
+// Classify maps etcd client errors onto the store's errors, keeping the
+// original in the chain: ErrNoSpace for a full database, ErrTooLarge for a
+// request over etcd's size limit, ErrUnavailable for no leader, timeouts
+// and connection failures. Other errors are returned as they are.
+func Classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrNoSpace), errors.Is(err, rpctypes.ErrGRPCNoSpace):
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
+		return fmt.Errorf("%w: etcd refused the request as too large: %w", ErrTooLarge, err)
+	case errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrGRPCNoLeader),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, rpctypes.ErrTimeout),
+		errors.Is(err, rpctypes.ErrGRPCTimeout):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if st, ok := status.FromError(err); ok {
+		switch st.Code() {
+		case codes.Unavailable, codes.DeadlineExceeded:
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		case codes.ResourceExhausted:
+			if strings.Contains(st.Message(), "space") {
+				return fmt.Errorf("%w: %w", ErrNoSpace, err)
+			}
+		}
+	}
+	return err
+}

@@ -1,0 +1,140 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Keys lays out jobfleet's documents in etcd under a namespace. Inputs,
+// written by the API, live under jobs/; what the partition's owner writes
+// (fenced on its epoch) lives under state/, runs/ and queue/:
+//
+//	jobs/<p>/<id>                    job spec (API)
+//	jobs/<p>/<id>/trigger/<time>     manual trigger request (API; the owner fires and deletes it)
+//	state/<p>/<id>                   scheduling state (owner)
+//	runs/<p>/<id>/<time>             run document (owner)
+//	queue/<p>/<id>/<time>            index of runs not yet final (owner)
+//
+// <p> is the partition, five digits; <id> is EscapeID(job ID); <time> is
+// the scheduled time in TimeFormat, so keys sort by time.
+type Keys struct {
+	// NS is the namespace prefix, ending in "/".
+	NS string
+}
+
+// TimeFormat is the fixed-width UTC form of scheduled times in keys and
+// run IDs, with millisecond precision.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+func part(p int) string { return fmt.Sprintf("%05d", p) }
+
+// JobsPrefix is the prefix of all job specs and triggers.
+func (k Keys) JobsPrefix() string { return k.NS + "jobs/" }
+
+// PartitionJobsPrefix is the prefix of partition p's specs and triggers.
+func (k Keys) PartitionJobsPrefix(p int) string { return k.JobsPrefix() + part(p) + "/" }
+
+// Spec is job id's spec key.
+func (k Keys) Spec(p int, id string) string { return k.PartitionJobsPrefix(p) + EscapeID(id) }
+
+// TriggerPrefix is the prefix of job id's trigger requests.
+func (k Keys) TriggerPrefix(p int, id string) string { return k.Spec(p, id) + "/trigger/" }
+
+// Trigger is the key of a trigger request for scheduled time t.
+func (k Keys) Trigger(p int, id string, t time.Time) string {
+	return k.TriggerPrefix(p, id) + FormatTime(t)
+}
+
+// StatePrefix is the prefix of partition p's scheduling states.
+func (k Keys) StatePrefix(p int) string { return k.NS + "state/" + part(p) + "/" }
+
+// State is job id's scheduling state key.
+func (k Keys) State(p int, id string) string { return k.StatePrefix(p) + EscapeID(id) }
+
+// RunPrefix is the prefix of job id's runs.
+func (k Keys) RunPrefix(p int, id string) string {
+	return k.NS + "runs/" + part(p) + "/" + EscapeID(id) + "/"
+}
+
+// Run is the key of job id's run for scheduled time t.
+func (k Keys) Run(p int, id string, t time.Time) string { return k.RunPrefix(p, id) + FormatTime(t) }
+
+// QueuePrefix is the prefix of partition p's active-run index.
+func (k Keys) QueuePrefix(p int) string { return k.NS + "queue/" + part(p) + "/" }
+
+// Queue is the active-run index key of job id's run for time t.
+func (k Keys) Queue(p int, id string, t time.Time) string {
+	return k.QueuePrefix(p) + EscapeID(id) + "/" + FormatTime(t)
+}
+
+// FormatTime formats t for keys and run IDs (UTC, milliseconds).
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// ParseSpecKey splits a key under PartitionJobsPrefix(p) into the job ID
+// and, for a trigger key, the trigger's time. ok is false for keys of
+// neither form.
+func (k Keys) ParseSpecKey(p int, key string) (id string, trigger time.Time, ok bool) {
+	rest, found := strings.CutPrefix(key, k.PartitionJobsPrefix(p))
+	if !found {
+		return "", time.Time{}, false
+	}
+	esc, tail, hasTail := strings.Cut(rest, "/")
+	id, err := UnescapeID(esc)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	if !hasTail {
+		return id, time.Time{}, true
+	}
+	ts, found := strings.CutPrefix(tail, "trigger/")
+	if !found {
+		return "", time.Time{}, false
+	}
+	t, err := time.Parse(TimeFormat, ts)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return id, t, true
+}
+
+// ParseQueueKey splits a key under QueuePrefix(p) into job ID and time.
+func (k Keys) ParseQueueKey(p int, key string) (id string, t time.Time, ok bool) {
+	rest, found := strings.CutPrefix(key, k.QueuePrefix(p))
+	if !found {
+		return "", time.Time{}, false
+	}
+	esc, ts, found := strings.Cut(rest, "/")
+	if !found {
+		return "", time.Time{}, false
+	}
+	id, err := UnescapeID(esc)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	t, err = time.Parse(TimeFormat, ts)
+	return id, t, err == nil
+}
+
+// RunID returns the ID of job id's run for scheduled time t:
+// EscapeID(id) + "@" + FormatTime(t). It is unique per (job, time) and
+// URL-path safe.
+func RunID(id string, t time.Time) string { return EscapeID(id) + "@" + FormatTime(t) }
+
+// ParseRunID splits a run ID into job ID and scheduled time. Errors match
+// ErrNotFound (a malformed ID names no run).
+func ParseRunID(runID string) (id string, t time.Time, err error) {
+	i := strings.LastIndexByte(runID, '@')
+	if i < 0 {
+		return "", time.Time{}, fmt.Errorf("%w: run ID %q has no '@'", ErrNotFound, runID)
+	}
+	id, err = UnescapeID(runID[:i])
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("%w: run ID %q: bad job ID", ErrNotFound, runID)
+	}
+	t, err = time.Parse(TimeFormat, runID[i+1:])
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("%w: run ID %q: bad time", ErrNotFound, runID)
+	}
+	return id, t, nil
+}

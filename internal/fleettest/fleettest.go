@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/shard"
@@ -36,6 +39,12 @@ type Options struct {
 	WriteInterval time.Duration
 	// Quiet drops member logs below warnings.
 	Quiet bool
+	// Scheduler runs the real job scheduler (package dispatch) as each
+	// partition's Work instead of the Tracker's, and serves each member's
+	// HTTP API (jobs, worker protocol) on a free loopback port.
+	Scheduler bool
+	// RunLease is the run lease with Scheduler. Default 3s.
+	RunLease time.Duration
 }
 
 // Fleet is a set of in-process members sharing one etcd and namespace.
@@ -58,6 +67,9 @@ type Member struct {
 	Orch   *orchestrator.Orchestrator
 	Bridge *etcdtest.Bridge
 	client *clientv3.Client
+	// URL is the member's HTTP API, with Options.Scheduler.
+	URL    string
+	http   *http.Server
 	cancel context.CancelFunc
 	done   chan error // receives Run's result
 	live   bool       // joined and neither left nor crashed
@@ -75,6 +87,9 @@ func New(t testing.TB, etcd *etcdtest.Server, opts Options) *Fleet {
 	}
 	if opts.WriteInterval == 0 {
 		opts.WriteInterval = 100 * time.Millisecond
+	}
+	if opts.RunLease == 0 {
+		opts.RunLease = 3 * time.Second
 	}
 	lg := zaptest.NewLogger(t)
 	if opts.Quiet {
@@ -111,15 +126,25 @@ func (f *Fleet) Join(id string) *Member {
 		bridge.Close()
 		f.t.Fatalf("fleettest: client: %v", err)
 	}
+	var ln net.Listener
+	advertise := "http://" + id + ".invalid"
+	work := f.Tracker.Work(id, f.opts.WriteInterval, f.NS)
+	if f.opts.Scheduler {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			f.t.Fatalf("fleettest: listen: %v", err)
+		}
+		advertise, work = "http://"+ln.Addr().String(), nil
+	}
 	orch, err := orchestrator.New(client, orchestrator.Config{
 		ID:             id,
-		Advertise:      "http://" + id + ".invalid",
+		Advertise:      advertise,
 		Namespace:      f.NS,
 		Partitions:     f.opts.Partitions,
 		LeaseTTL:       f.opts.LeaseTTL,
 		RebalanceDelay: 100 * time.Millisecond,
 		LeaveTimeout:   3 * time.Second,
-		Work:           f.Tracker.Work(id, f.opts.WriteInterval, f.NS),
+		Work:           work,
+		RunLease:       f.opts.RunLease,
 		Logger:         f.lg.With(zap.String("test_member", id)),
 	})
 	if err != nil {
@@ -127,6 +152,26 @@ func (f *Fleet) Join(id string) *Member {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Member{ID: id, Orch: orch, Bridge: bridge, client: client, cancel: cancel, done: make(chan error, 1), live: true}
+	if ln != nil {
+		m.URL = advertise
+		m.http = &http.Server{Handler: admin.Handler(orch, admin.Config{
+			Jobs: func() (admin.JobStore, error) {
+				s, err := orch.Jobs()
+				if err != nil {
+					return nil, err
+				}
+				return s, nil
+			},
+			Worker: func() (admin.WorkerProtocol, error) {
+				d, err := orch.Dispatcher()
+				if err != nil {
+					return nil, err
+				}
+				return d, nil
+			},
+		})}
+		go m.http.Serve(ln)
+	}
 	go func() { m.done <- orch.Run(ctx) }()
 	f.mu.Lock()
 	f.members[id] = m
@@ -153,6 +198,9 @@ func (f *Fleet) Crash(id string) {
 	m := f.member(id)
 	f.setLive(id, false)
 	m.Bridge.Cut()
+	if m.http != nil {
+		m.http.Close() // a crashed process serves nothing
+	}
 	m.cancel() // Run returns after its timeouts; stopAll waits for it
 }
 
@@ -180,6 +228,15 @@ func (f *Fleet) Live() []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// URLs returns the HTTP API URLs of the live members (Options.Scheduler).
+func (f *Fleet) URLs() []string {
+	var urls []string
+	for _, id := range f.Live() {
+		urls = append(urls, f.member(id).URL)
+	}
+	return urls
 }
 
 // Member returns member id; it fails the test if there is none.
@@ -210,6 +267,9 @@ func (f *Fleet) stopAll() {
 	}
 	for _, m := range ms {
 		<-m.done
+		if m.http != nil {
+			m.http.Close()
+		}
 		m.client.Close()
 		m.Bridge.Close()
 	}

@@ -1,0 +1,176 @@
+package dispatch_test
+
+import (
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+func planJob(t *testing.T, j store.Job) (store.Job, schedule.Schedule) {
+	t.Helper()
+	if j.Executor.Type == "" {
+		j.Executor = store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}
+	}
+	if j.CreatedAt.IsZero() {
+		j.CreatedAt = t0
+	}
+	j.Normalize()
+	if err := j.Validate(store.DefaultLimits()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := j.ParseSchedule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, s
+}
+
+func TestPlanFires(t *testing.T) {
+	tests := []struct {
+		name        string
+		job         store.Job
+		active      []string
+		now         time.Duration // after t0
+		wantPending int
+		wantSkipped int
+		wantReplace int
+	}{
+		{"not due yet", store.Job{ID: "a", Schedule: "@every 10s"}, nil, 5 * time.Second, 0, 0, 0},
+		{"on time", store.Job{ID: "a", Schedule: "@every 10s"}, nil, 10 * time.Second, 1, 0, 0},
+		{"paused", store.Job{ID: "a", Schedule: "@every 10s", Paused: true}, nil, time.Minute, 0, 0, 0},
+		{"forbid while active", store.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyForbid}, []string{"a@x"}, 10 * time.Second, 0, 1, 0},
+		{"forbid two due at once", store.Job{ID: "a", Schedule: "@every 1s", ConcurrencyPolicy: store.ConcurrencyForbid, MisfirePolicy: store.MisfireRunAll}, nil, 3 * time.Second, 1, 2, 0},
+		{"allow while active", store.Job{ID: "a", Schedule: "@every 10s"}, []string{"a@x"}, 10 * time.Second, 1, 0, 0},
+		{"replace ends active", store.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyReplace}, []string{"a@x", "a@y"}, 10 * time.Second, 1, 0, 2},
+		{"one-off", store.Job{ID: "a", RunAt: ptr(t0.Add(time.Minute))}, nil, time.Hour, 1, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, s := planJob(t, tt.job)
+			plan, err := dispatch.PlanFires(&j, s, store.JobState{}, tt.active, t0.Add(tt.now), schedule.Policy{}, "m1", 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pending, skipped := 0, 0
+			for _, r := range plan.Runs {
+				switch r.Status {
+				case store.RunPending:
+					pending++
+				case store.RunSkipped:
+					skipped++
+					if r.Reason == "" {
+						t.Errorf("skipped run %s has no reason", r.ID)
+					}
+				}
+				if r.Owner != "m1" || r.Epoch != 7 || r.ID != store.RunID(j.ID, r.ScheduledAt) {
+					t.Errorf("run %+v: want owner m1, epoch 7, derived ID", r)
+				}
+			}
+			if pending != tt.wantPending || skipped != tt.wantSkipped || len(plan.Replace) != tt.wantReplace {
+				t.Fatalf("got %d pending, %d skipped, %d replaced; want %d, %d, %d", pending, skipped, len(plan.Replace), tt.wantPending, tt.wantSkipped, tt.wantReplace)
+			}
+		})
+	}
+}
+
+// TestPlanFiresNeverRefires checks over random sequences of evaluation
+// instants that a recurring job fires each scheduled time at most once and
+// never a time in the future, whatever the gaps between evaluations.
+func TestPlanFiresNeverRefires(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		policy := rapid.SampledFrom([]store.MisfirePolicy{store.MisfireRunOnce, store.MisfireSkip, store.MisfireRunAll}).Draw(rt, "misfire")
+		j, s := planJob(t, store.Job{ID: "p", Schedule: "*/7 * * * * *", MisfirePolicy: policy})
+		var st store.JobState
+		now := t0
+		seen := map[time.Time]bool{}
+		for range rapid.IntRange(1, 30).Draw(rt, "steps") {
+			now = now.Add(time.Duration(rapid.Int64Range(0, int64(2*time.Minute)).Draw(rt, "gap")))
+			plan, err := dispatch.PlanFires(&j, s, st, nil, now, schedule.Policy{}, "m", 1)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			for _, r := range plan.Runs {
+				if seen[r.ScheduledAt] {
+					rt.Fatalf("%v fired twice", r.ScheduledAt)
+				}
+				if r.ScheduledAt.After(now) {
+					rt.Fatalf("%v fired at %v, before its time", r.ScheduledAt, now)
+				}
+				seen[r.ScheduledAt] = true
+			}
+			st = plan.State
+		}
+	})
+}
+
+func TestFinishAttempt(t *testing.T) {
+	j, _ := planJob(t, store.Job{ID: "a", Schedule: "@hourly", Retry: store.RetryPolicy{MaxAttempts: 2, InitialBackoff: store.Duration(4 * time.Second)}})
+	r := dispatch.NewRun(&j, t0, t0, "m", 1)
+	r = dispatch.StartAttempt(r, "w", t0)
+	r1, notBefore := dispatch.FinishAttempt(&j, r, dispatch.Outcome{Error: "boom"}, t0.Add(time.Second), 0.5)
+	if r1.Status != store.RunFailed || r1.Attempts[0].Error != "boom" || r1.Attempts[0].FinishedAt.IsZero() {
+		t.Fatalf("after failure 1: %+v", r1)
+	}
+	if want := t0.Add(time.Second + 3*time.Second); !notBefore.Equal(want) { // 4s backoff, half fixed + 0.5 of half
+		t.Fatalf("retry not before %v, want %v", notBefore, want)
+	}
+	if len(r.Attempts[0].Error) != 0 {
+		t.Fatal("FinishAttempt modified its input run")
+	}
+	r2 := dispatch.StartAttempt(r1, "w2", notBefore)
+	r2, _ = dispatch.FinishAttempt(&j, r2, dispatch.Outcome{Error: "boom again"}, notBefore.Add(time.Second), 0)
+	if r2.Status != store.RunDead || len(r2.Attempts) != 2 {
+		t.Fatalf("after the last attempt: %+v, want dead with 2 attempts", r2)
+	}
+	ok, _ := dispatch.FinishAttempt(&j, dispatch.StartAttempt(r1, "w2", notBefore), dispatch.Outcome{Success: true}, notBefore, 0)
+	if ok.Status != store.RunSucceeded {
+		t.Fatalf("success: %+v", ok)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	p := store.RetryPolicy{InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(10 * time.Second)}
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 200).Draw(rt, "attempt")
+		rnd := rapid.Float64Range(0, 0.999999).Draw(rt, "rnd")
+		full := time.Second << min(n-1, 10)
+		full = min(full, 10*time.Second)
+		got := dispatch.Backoff(p, n, rnd)
+		if got < full/2 || got > full {
+			rt.Fatalf("Backoff(n=%d, rnd=%v) = %v, want in [%v, %v]", n, rnd, got, full/2, full)
+		}
+	})
+}
+
+func TestLeaseExpired(t *testing.T) {
+	j, _ := planJob(t, store.Job{ID: "a", Schedule: "@hourly", Timeout: store.Duration(time.Minute)})
+	r := dispatch.StartAttempt(dispatch.NewRun(&j, t0, t0, "m", 1), "w", t0)
+	lease := 10 * time.Second
+	tests := []struct {
+		name       string
+		leaseUntil time.Time
+		now        time.Time
+		want       bool
+	}{
+		{"heartbeating", t0.Add(30 * time.Second), t0.Add(25 * time.Second), false},
+		{"lease ran out", t0.Add(10 * time.Second), t0.Add(11 * time.Second), true},
+		{"past timeout despite heartbeats", t0.Add(2 * time.Minute), t0.Add(71 * time.Second), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, reason := dispatch.LeaseExpired(&j, r, tt.leaseUntil, tt.now, lease)
+			if got != tt.want || (got && reason == "") {
+				t.Fatalf("LeaseExpired = %v, %q; want %v with a reason", got, reason, tt.want)
+			}
+		})
+	}
+	pending := dispatch.NewRun(&j, t0, t0, "m", 1)
+	if got, _ := dispatch.LeaseExpired(&j, pending, t0, t0.Add(time.Hour), lease); got {
+		t.Fatal("a pending run has no lease to expire")
+	}
+}

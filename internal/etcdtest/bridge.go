@@ -16,7 +16,7 @@ type Bridge struct {
 	target string
 	stop   chan struct{} // closed by Close
 
-	mu     sync.Mutex // guards the fields below
+	mu     sync.Mutex    // guards the fields below
 	gate   chan struct{} // non-nil while cut; closed by Restore
 	conns  map[net.Conn]struct{}
 	closed bool

@@ -398,7 +398,7 @@ func (f *Fleet) CheckHistory(from int64) (ownerEvents, writes int) {
 // instant two members ran it for the same partition at once.
 type Tracker struct {
 	mu       sync.Mutex
-	active   map[int]map[string]int64 // partition → member → epoch
+	active   map[int]map[string]int64    // partition → member → epoch
 	last     map[string]*shard.Ownership // member → its latest acquired ownership
 	overlaps []string
 	starts   int

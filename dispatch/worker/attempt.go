@@ -1,0 +1,362 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// Causes of an attempt's cancellation other than errShuttingDown. Their
+// messages are what the orchestrator records.
+var (
+	// errStale: the orchestrator answered 409 to a heartbeat; the attempt
+	// is no longer ours and is dropped without a report.
+	errStale = errors.New("attempt is stale")
+	// errCancelledByOrchestrator: a heartbeat reply asked to cancel.
+	errCancelledByOrchestrator = errors.New("cancelled by the orchestrator")
+)
+
+// Heartbeat timing bounds.
+const (
+	// defaultLease is assumed when an assignment carries none.
+	defaultLease = 30 * time.Second
+	// minHeartbeatInterval keeps a tiny lease from making a busy loop.
+	minHeartbeatInterval = 50 * time.Millisecond
+	// maxRedirects bounds consecutive 421 redirects of one request.
+	maxRedirects = 5
+)
+
+// attempt is one held attempt: its assignment and where its reports go.
+type attempt struct {
+	w  *Worker
+	a  dispatch.Assignment
+	lg *zap.Logger
+
+	mu    sync.Mutex // guards owner
+	owner string     // base URL of the orchestrator heartbeats and the completion go to
+}
+
+func (at *attempt) ownerAddr() string {
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	return at.owner
+}
+
+// redirect makes addr the attempt's owner after a 421; it reports false if
+// the reply named no (new) owner.
+func (at *attempt) redirect(n dispatch.NotOwner, from string) bool {
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	if n.OwnerAddr == "" || n.OwnerAddr == at.owner {
+		return false
+	}
+	at.owner = n.OwnerAddr
+	at.lg.Info("attempt's partition moved; reporting to the new owner", zap.String("from", from), zap.String("owner", n.Owner), zap.String("owner_addr", n.OwnerAddr))
+	return true
+}
+
+func (w *Worker) newAttempt(a dispatch.Assignment, from string) *attempt {
+	owner := a.OwnerAddr
+	if owner == "" {
+		owner = from
+	}
+	return &attempt{
+		w:     w,
+		a:     a,
+		owner: owner,
+		lg: w.lg.With(zap.String("run_id", a.RunID), zap.String("job_id", a.JobID), zap.Int("attempt", a.Attempt),
+			zap.String("executor", a.Executor.Type)),
+	}
+}
+
+// startAttempt runs a in a goroutine that holds one slot (already taken)
+// until the attempt is reported or dropped.
+func (w *Worker) startAttempt(a dispatch.Assignment, from string) {
+	at := w.newAttempt(a, from)
+	w.cfg.Metrics.attemptStarted()
+	w.attempts.Add(1)
+	w.inFlight.Add(1)
+	go func() {
+		defer w.attempts.Done()
+		defer w.inFlight.Add(-1)
+		defer w.slots.put(1)
+		at.run()
+	}()
+}
+
+// startRefused reports a failed without running it (it holds no slot).
+func (w *Worker) startRefused(a dispatch.Assignment, from string) {
+	at := w.newAttempt(a, from)
+	w.cfg.Metrics.attemptStarted()
+	w.attempts.Add(1)
+	w.inFlight.Add(1)
+	go func() {
+		defer w.attempts.Done()
+		defer w.inFlight.Add(-1)
+		at.finish(outcome{err: errors.New("worker has no free slot: the orchestrator handed out more attempts than asked for")}, w.cfg.Clock.Now())
+	}()
+}
+
+// run executes the attempt under its timeout while heartbeating, then
+// reports the result (unless the attempt went stale).
+func (at *attempt) run() {
+	w := at.w
+	a := at.a
+	start := w.cfg.Clock.Now()
+	timeout := a.Timeout.Std()
+	if timeout <= 0 {
+		timeout = store.DefaultTimeout.Std()
+	}
+	at.lg.Info("attempt started", zap.Stringer("timeout", store.Duration(timeout)), zap.String("owner", at.ownerAddr()))
+
+	// The execution context ends on timeout, on the orchestrator's
+	// cancellation or staleness (heartbeat), and at the end of the shutdown
+	// timeout (w.hardCtx); its cause says which.
+	ctx, cancel := context.WithCancelCause(w.hardCtx)
+	defer cancel(nil)
+	timer := w.cfg.Clock.AfterFunc(timeout, func() {
+		cancel(fmt.Errorf("timed out after %v", store.Duration(timeout)))
+	})
+	defer timer.Stop()
+
+	hbCtx, stopHeartbeat := context.WithCancel(context.Background())
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		at.heartbeat(hbCtx, cancel)
+	}()
+
+	// The executor runs in its own goroutine so that an executor ignoring
+	// cancellation cannot keep the attempt from being reported. It is
+	// always waited for before the slot is given back.
+	res := make(chan outcome, 1)
+	go func() { res <- w.execute(ctx, a, at.lg) }()
+	var (
+		out       outcome
+		abandoned bool
+	)
+	select {
+	case out = <-res:
+	case <-ctx.Done():
+		grace := w.cfg.Clock.NewTimer(w.cfg.CancelGrace)
+		at.lg.Debug("attempt cancelled; waiting for the executor to return", zap.NamedError("cause", context.Cause(ctx)))
+		select {
+		case out = <-res:
+		case <-grace.Chan():
+			abandoned = true
+			out = outcome{err: context.Cause(ctx)}
+			at.lg.Warn("executor did not return after cancellation; reporting without it", zap.NamedError("cause", context.Cause(ctx)))
+		}
+		grace.Stop()
+	}
+	stopHeartbeat()
+	<-hbDone
+
+	cause := context.Cause(ctx)
+	if errors.Is(cause, errStale) {
+		at.lg.Info("attempt dropped: stale (the orchestrator has moved on)", zap.Duration("took", w.cfg.Clock.Since(start)))
+		w.cfg.Metrics.attemptEnded("stale")
+	} else {
+		if out.err != nil && cause != nil {
+			// The executor's own error (context canceled, signal: killed,
+			// …) says less than why it was stopped.
+			out.err = cause
+		}
+		at.finish(out, start)
+	}
+	if abandoned {
+		<-res
+		at.lg.Info("executor returned after its attempt was reported")
+	}
+}
+
+// finish reports out and logs the attempt's result.
+func (at *attempt) finish(out outcome, start time.Time) {
+	w := at.w
+	req := dispatch.CompleteRequest{
+		Worker:  w.cfg.ID,
+		RunID:   at.a.RunID,
+		Attempt: at.a.Attempt,
+		Success: out.err == nil,
+		Output:  reportOutput(out.output),
+	}
+	result := "succeeded"
+	if out.err != nil {
+		req.Error = reportError(out.err)
+		result = "failed"
+	}
+	fields := []zap.Field{zap.String("result", result), zap.Duration("took", w.cfg.Clock.Since(start))}
+	if out.err != nil {
+		fields = append(fields, zap.String("error", req.Error))
+	}
+	status, err := at.complete(req)
+	switch {
+	case errors.Is(err, errStale):
+		at.lg.Info("attempt finished; report refused as stale (the orchestrator has moved on)", fields...)
+		w.cfg.Metrics.attemptEnded("stale")
+		return
+	case err != nil:
+		w.cfg.Metrics.reportFailed()
+		at.lg.Warn("attempt finished but its result could not be reported; the run will be retried when the attempt's lease expires",
+			append(fields, zap.NamedError("report_error", err))...)
+	default:
+		at.lg.Info("attempt finished", append(fields, zap.String("run_status", string(status)))...)
+	}
+	w.cfg.Metrics.attemptEnded(result)
+}
+
+// heartbeatInterval is a third of lease, within bounds.
+func heartbeatInterval(lease time.Duration) time.Duration {
+	if lease <= 0 {
+		lease = defaultLease
+	}
+	return max(lease/3, minHeartbeatInterval)
+}
+
+// heartbeat extends the attempt's lease every Lease/3 until ctx ends. A 409
+// reply cancels the execution with errStale, a reply asking to cancel with
+// errCancelledByOrchestrator; a 421 moves the attempt to the new owner and
+// resends. Failed heartbeats are retried sooner, with back-off.
+func (at *attempt) heartbeat(ctx context.Context, cancelExec context.CancelCauseFunc) {
+	w := at.w
+	lease := at.a.Lease.Std()
+	if lease <= 0 {
+		lease = defaultLease
+	}
+	interval := heartbeatInterval(lease)
+	bo := newBackOff(min(w.cfg.RetryInitial, interval), interval)
+	lastOK := w.cfg.Clock.Now()
+	warned := false
+	t := w.cfg.Clock.NewTimer(interval)
+	defer t.Stop()
+	req := dispatch.HeartbeatRequest{Worker: w.cfg.ID, RunID: at.a.RunID, Attempt: at.a.Attempt}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		}
+		next := interval
+		resp, err := at.sendHeartbeat(ctx, req)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errStale):
+			at.lg.Warn("heartbeat refused: attempt is stale; cancelling it without a report")
+			cancelExec(errStale)
+			return
+		case err != nil:
+			if since := w.cfg.Clock.Since(lastOK); since >= lease && !warned {
+				at.lg.Warn("no heartbeat succeeded within the lease; the orchestrator may retry the run elsewhere",
+					zap.Duration("since_last_heartbeat", since), zap.Error(err))
+				warned = true
+			} else {
+				at.lg.Debug("heartbeat failed; retrying", zap.Error(err))
+			}
+			next = min(bo.NextBackOff(), interval)
+		default:
+			lastOK, warned = w.cfg.Clock.Now(), false
+			bo.Reset()
+			if resp.Cancel {
+				at.lg.Info("orchestrator cancelled the attempt")
+				cancelExec(errCancelledByOrchestrator)
+				return
+			}
+			if l := resp.Lease.Std(); l > 0 {
+				lease = l
+				interval = heartbeatInterval(l)
+				next = interval
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+// sendHeartbeat sends one heartbeat, following 421 redirects. It returns
+// errStale on 409.
+func (at *attempt) sendHeartbeat(ctx context.Context, req dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error) {
+	w := at.w
+	for range maxRedirects + 1 {
+		addr := at.ownerAddr()
+		r, err := post(ctx, w.client, addr, dispatch.PathHeartbeat, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
+		if err != nil {
+			return dispatch.HeartbeatResponse{}, err
+		}
+		switch r.status {
+		case http.StatusOK:
+			var resp dispatch.HeartbeatResponse
+			if err := json.Unmarshal(r.body, &resp); err != nil {
+				return resp, fmt.Errorf("decode heartbeat reply: %w", err)
+			}
+			return resp, nil
+		case http.StatusConflict:
+			return dispatch.HeartbeatResponse{}, errStale
+		case http.StatusMisdirectedRequest:
+			if at.redirect(r.notOwner(), addr) {
+				continue
+			}
+			return dispatch.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: no owner now: %w", addr, r.err())
+		default:
+			if !r.retryable() {
+				at.lg.Error("heartbeat rejected", zap.String("orchestrator", addr), zap.Error(r.err()))
+			}
+			return dispatch.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: %w", addr, r.err())
+		}
+	}
+	return dispatch.HeartbeatResponse{}, errors.New("heartbeat: too many redirects")
+}
+
+// complete delivers req to the attempt's owner: it follows 421 redirects,
+// retries network errors and 5xx with back-off for up to ReportTimeout,
+// and returns errStale on 409. It uses a fresh context: completions are
+// sent even while the worker shuts down.
+func (at *attempt) complete(req dispatch.CompleteRequest) (store.RunStatus, error) {
+	w := at.w
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ReportTimeout)
+	defer cancel()
+	start := w.cfg.Clock.Now()
+	bo := newBackOff(w.cfg.RetryInitial, w.cfg.RetryMax)
+	redirects := 0
+	for {
+		addr := at.ownerAddr()
+		r, err := post(ctx, w.client, addr, dispatch.PathComplete, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
+		if err == nil {
+			switch {
+			case r.status == http.StatusOK:
+				var resp dispatch.CompleteResponse
+				_ = json.Unmarshal(r.body, &resp) // the status is informational
+				return resp.Status, nil
+			case r.status == http.StatusConflict:
+				return "", errStale
+			case r.status == http.StatusMisdirectedRequest:
+				if redirects < maxRedirects && at.redirect(r.notOwner(), addr) {
+					redirects++
+					continue
+				}
+				err = fmt.Errorf("complete to %s: no owner now: %w", addr, r.err())
+			case r.retryable():
+				err = fmt.Errorf("complete to %s: %w", addr, r.err())
+			default:
+				return "", fmt.Errorf("complete to %s: rejected: %w", addr, r.err())
+			}
+		}
+		redirects = 0
+		wait := bo.NextBackOff()
+		if w.cfg.Clock.Since(start)+wait >= w.cfg.ReportTimeout {
+			return "", fmt.Errorf("gave up after %v: %w", w.cfg.ReportTimeout, err)
+		}
+		at.lg.Debug("completion not delivered; retrying", zap.Error(err), zap.Duration("retry_in", wait))
+		if !sleep(ctx, w.cfg.Clock, wait) {
+			return "", fmt.Errorf("gave up after %v: %w", w.cfg.ReportTimeout, err)
+		}
+	}
+}

@@ -1,0 +1,237 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+)
+
+// Errors returned by this package. Callers compare with errors.Is.
+var (
+	// ErrInvalidConfig means a Config failed validation.
+	ErrInvalidConfig = errors.New("worker: invalid config")
+	// ErrInvalidHandler means Handle was given a bad name or a nil handler,
+	// or a name that is already registered.
+	ErrInvalidHandler = errors.New("worker: invalid handler")
+	// ErrAlreadyRun means Run was called more than once on a Worker.
+	ErrAlreadyRun = errors.New("worker: Run called twice")
+)
+
+// Limits of the configuration.
+const (
+	// MaxIDBytes is the longest worker ID.
+	MaxIDBytes = 128
+	// MaxConcurrency is the largest Config.Concurrency.
+	MaxConcurrency = 1024
+	// maxHandlerBytes is the longest handler name (as for job executor
+	// types).
+	maxHandlerBytes = 64
+)
+
+// Config configures a Worker. New fills every zero field from
+// DefaultConfig, then calls Validate.
+type Config struct {
+	// ID identifies the worker in the attempts it takes: 1 to MaxIDBytes
+	// bytes of UTF-8 without control characters or spaces. Required; use
+	// something stable and unique per process, such as host name and PID.
+	ID string
+	// Orchestrators says which orchestrators to poll: StaticOrchestrators,
+	// MembersFrom (follows GET /v1/cluster/members), EtcdOrchestrators, or
+	// any other Discovery. Required.
+	Orchestrators Discovery
+	// Concurrency is the number of attempts the worker holds at once, 1 to
+	// MaxConcurrency; default 4. An attempt is held from the poll that
+	// returns it until its completion is reported (or dropped).
+	Concurrency int
+	// AllowShell enables the "shell" executor. Without it the worker does
+	// not advertise "shell" and reports any shell attempt it is handed as
+	// failed.
+	AllowShell bool
+	// PollWait is how long each long poll may be held by an orchestrator
+	// when it has nothing to hand out; default 15s, at most
+	// dispatch.MaxPollWait. Every poll holds at least one slot while it
+	// waits, so while the worker polls more orchestrators than it has
+	// slots, polls are held at most 1s and the orchestrators take turns;
+	// give a worker at least as many slots as there are orchestrators.
+	PollWait time.Duration
+	// ShutdownTimeout is how long Run, once its context is cancelled, lets
+	// in-flight attempts finish before it cancels them and reports them
+	// failed ("worker shutting down"); default 30s.
+	ShutdownTimeout time.Duration
+	// CancelGrace is how long an attempt waits for its executor to return
+	// after cancelling it (timeout, cancellation, shutdown) before it
+	// reports the attempt without the executor's result; default 5s. The
+	// executor's goroutine is still waited for (it keeps its slot), so a
+	// handler that ignores its context delays Run's return but never holds
+	// an attempt silently.
+	CancelGrace time.Duration
+	// KillGrace is how long a shell command's process group has between
+	// SIGTERM and SIGKILL when its attempt is cancelled; default 2s.
+	KillGrace time.Duration
+	// ReportTimeout bounds the delivery of one completion, retries and
+	// redirects included; default 1m. An undelivered completion is logged;
+	// the orchestrator retries the run when the attempt's lease expires.
+	ReportTimeout time.Duration
+	// RequestTimeout bounds each heartbeat and completion request; default
+	// 10s. Polls are bounded by PollWait plus RequestTimeout.
+	RequestTimeout time.Duration
+	// RetryInitial and RetryMax bound the exponential back-off (with
+	// jitter) between failed polls and failed reports; defaults 500ms and
+	// 30s.
+	RetryInitial time.Duration
+	RetryMax     time.Duration
+	// HTTPClient talks the worker protocol to orchestrators; nil means a
+	// client of the worker's own (idle connections closed when Run
+	// returns). Its Timeout should be 0: requests carry their own.
+	HTTPClient *http.Client
+	// ExecutorHTTPClient sends the requests of the "http" executor; nil
+	// means a client of the worker's own. Attempts' timeouts apply on top.
+	ExecutorHTTPClient *http.Client
+	// Clock times heartbeats, attempt timeouts, back-off and shutdown;
+	// nil means the real clock.
+	Clock clockwork.Clock
+	// Logger receives one info line per attempt start and per result,
+	// warnings on protocol trouble, and debug lines per poll; nil means no
+	// logs.
+	Logger *zap.Logger
+	// Metrics records attempt counts; nil records nothing. See NewMetrics.
+	Metrics *Metrics
+}
+
+// DefaultConfig returns a Config with every default set. ID and
+// Orchestrators must still be filled in.
+func DefaultConfig() Config {
+	return Config{
+		Concurrency:     4,
+		PollWait:        15 * time.Second,
+		ShutdownTimeout: 30 * time.Second,
+		CancelGrace:     5 * time.Second,
+		KillGrace:       2 * time.Second,
+		ReportTimeout:   time.Minute,
+		RequestTimeout:  10 * time.Second,
+		RetryInitial:    500 * time.Millisecond,
+		RetryMax:        30 * time.Second,
+	}
+}
+
+// setDefaults fills the zero fields of c from DefaultConfig.
+func (c *Config) setDefaults() {
+	d := DefaultConfig()
+	setInt := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	setDur := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	setInt(&c.Concurrency, d.Concurrency)
+	setDur(&c.PollWait, d.PollWait)
+	setDur(&c.ShutdownTimeout, d.ShutdownTimeout)
+	setDur(&c.CancelGrace, d.CancelGrace)
+	setDur(&c.KillGrace, d.KillGrace)
+	setDur(&c.ReportTimeout, d.ReportTimeout)
+	setDur(&c.RequestTimeout, d.RequestTimeout)
+	setDur(&c.RetryInitial, d.RetryInitial)
+	setDur(&c.RetryMax, d.RetryMax)
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+// Validate reports the first problem with c, wrapping ErrInvalidConfig.
+// It checks the values as given: zero durations and a zero Concurrency are
+// invalid here, though New replaces them with defaults first.
+func (c *Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	if err := validateID(c.ID); err != nil {
+		return bad("%v", err)
+	}
+	if c.Orchestrators == nil {
+		return bad("no orchestrator source: set Orchestrators (StaticOrchestrators, MembersFrom or EtcdOrchestrators)")
+	}
+	if v, ok := c.Orchestrators.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return bad("orchestrators: %v", err)
+		}
+	}
+	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
+		return bad("concurrency must be 1 to %d, got %d", MaxConcurrency, c.Concurrency)
+	}
+	if c.PollWait <= 0 || c.PollWait > dispatch.MaxPollWait {
+		return bad("poll wait must be in (0, %v], got %v", dispatch.MaxPollWait, c.PollWait)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"shutdown timeout", c.ShutdownTimeout},
+		{"cancel grace", c.CancelGrace},
+		{"kill grace", c.KillGrace},
+		{"report timeout", c.ReportTimeout},
+		{"request timeout", c.RequestTimeout},
+		{"retry initial", c.RetryInitial},
+		{"retry max", c.RetryMax},
+	} {
+		if d.v <= 0 {
+			return bad("%s must be positive, got %v", d.name, d.v)
+		}
+	}
+	if c.RetryMax < c.RetryInitial {
+		return bad("retry max %v is below retry initial %v", c.RetryMax, c.RetryInitial)
+	}
+	if c.ReportTimeout < c.RequestTimeout {
+		return bad("report timeout %v is below request timeout %v: not even one report could complete", c.ReportTimeout, c.RequestTimeout)
+	}
+	return nil
+}
+
+func validateID(id string) error {
+	if id == "" || len(id) > MaxIDBytes {
+		return fmt.Errorf("worker ID must be 1 to %d bytes, got %d", MaxIDBytes, len(id))
+	}
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("worker ID %q is not valid UTF-8", id)
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("worker ID %q contains a space or control character", id)
+		}
+	}
+	return nil
+}
+
+// validHandlerName reports whether name can be a handler's executor type:
+// letters, digits, '-', '_', '.' and ':', starting with a letter, at most
+// 64 bytes, and neither "http" nor "shell".
+func validHandlerName(name string) bool {
+	if name == "" || len(name) > maxHandlerBytes || name == "http" || name == "shell" {
+		return false
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case i == 0:
+			return false
+		case r >= '0' && r <= '9', r == '-', r == '_', r == '.', r == ':':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,70 @@
+// Package worker is the jobfleet worker runtime: it pulls attempts from the
+// fleet's orchestrators, runs them with the "http" and "shell" executors or
+// with named handlers registered by Go code, and reports their results. It
+// is what `jobfleet worker` runs, and can be embedded:
+//
+//	w, err := worker.New(worker.Config{
+//		ID:            "billing-1",
+//		Orchestrators: worker.MembersFrom("http://orchestrator:8080"),
+//		Concurrency:   8,
+//	})
+//	w.Handle("send-invoice", func(ctx context.Context, run worker.Run) error { … })
+//	err = w.Run(ctx) // until ctx is cancelled, then a graceful shutdown
+//
+// # What it guarantees
+//
+//   - Bounded concurrency: the worker never holds more attempts than
+//     Config.Concurrency. Each long poll (dispatch.PollRequest) reserves
+//     the slots it asks for (Max), across all orchestrators, and gives back
+//     those the reply does not fill; an attempt keeps its slot until its
+//     result is reported or it is dropped. An idle long poll holds one
+//     slot, so a worker should have at least as many slots as there are
+//     orchestrators; with fewer, polls are kept short (1s) and the
+//     orchestrators take turns.
+//   - Leases are kept: a running attempt heartbeats its owner every third
+//     of its lease. A 421 reply moves the attempt's heartbeats and
+//     completion to the partition's new owner. A 409 reply (stale) or a
+//     heartbeat reply asking to cancel stops the execution; a stale attempt
+//     is dropped without a report, a cancelled one is reported failed.
+//   - Every attempt taken ends in exactly one of: a completion delivered
+//     (retried with back-off on network errors and 503 for up to
+//     Config.ReportTimeout, following 421 redirects), a completion refused
+//     as stale (409), or a logged failure to deliver after which the
+//     orchestrator retries the run when the attempt's lease expires. None
+//     is held silently.
+//   - Timeouts: each attempt runs under its assignment's Timeout; after it
+//     the execution is cancelled and the attempt reported failed ("timed
+//     out after …"). A shell command's whole process group is signalled
+//     (SIGTERM, then SIGKILL after Config.KillGrace), and whatever remains
+//     of the group when the command exits is killed, so no child outlives
+//     its attempt unless it left the group.
+//   - Graceful shutdown: when Run's context is cancelled the worker stops
+//     polling, lets in-flight attempts finish for up to
+//     Config.ShutdownTimeout, then cancels the rest and reports them failed
+//     with the error "worker shutting down", so the orchestrator retries
+//     them (if the job has attempts left). Run returns only after every
+//     goroutine it started has exited.
+//   - Handlers: a panic in a handler is recovered and reported as a
+//     failure.
+//
+// # What it does not guarantee
+//
+// Execution is at least once, not exactly once: a run may be executed more
+// than once (a worker that dies or loses its lease, a report that could not
+// be delivered, a retry after "worker shutting down"), and a cancelled
+// attempt may have done part of its work. Receivers must de-duplicate on
+// the run ID (the Jobfleet-Run-Id header, JOBFLEET_RUN_ID, Run.RunID), which
+// is the same across the attempts of a run. A long poll that is cut short
+// by shutdown or by the orchestrator leaving the members list may lose the
+// attempts an orchestrator was handing out in that instant; they are
+// retried after their lease.
+//
+// # Orchestrators
+//
+// Discovery says which orchestrators to poll: StaticOrchestrators (a fixed
+// list), MembersFrom (GET /v1/cluster/members from any known orchestrator,
+// refreshed periodically) or EtcdOrchestrators (the members' registrations
+// in etcd, watched). Orchestrators that appear are polled at once; those
+// that disappear stop being polled, while attempts they handed out are
+// still heartbeated and reported to their owner.
+package worker

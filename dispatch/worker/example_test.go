@@ -1,0 +1,65 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/dispatch/worker"
+)
+
+// A worker embedded in a Go program: it runs "send-invoice" jobs with a Go
+// function, and "http" jobs, for the fleet found through one orchestrator,
+// until interrupted.
+func Example() {
+	lg, _ := zap.NewProduction()
+	w, err := worker.New(worker.Config{
+		ID:            "billing-1",
+		Orchestrators: worker.MembersFrom("http://127.0.0.1:8080"),
+		Concurrency:   8,
+		Logger:        lg,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = w.Handle("send-invoice", func(ctx context.Context, run worker.Run) error {
+		// Runs may be delivered more than once: make the effect idempotent
+		// on run.RunID, e.g. as the payment provider's idempotency key.
+		fmt.Println("invoice", run.RunID, string(run.Payload))
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := w.Run(ctx); err != nil { // returns after a graceful shutdown
+		log.Fatal(err)
+	}
+}
+
+func ExampleConfig_Validate() {
+	cfg := worker.DefaultConfig()
+	cfg.ID = "w1"
+	cfg.Orchestrators = worker.StaticOrchestrators("http://10.0.0.5:8080", "http://10.0.0.6:8080")
+	fmt.Println(cfg.Validate())
+
+	cfg.Concurrency = 0
+	err := cfg.Validate()
+	fmt.Println(errors.Is(err, worker.ErrInvalidConfig), err)
+	// Output:
+	// <nil>
+	// true worker: invalid config: concurrency must be 1 to 1024, got 0
+}
+
+func ExampleFormatScheduledAt() {
+	t, _ := time.Parse(time.RFC3339Nano, "2026-12-01T03:00:00.5+01:00")
+	fmt.Println(worker.FormatScheduledAt(t))
+	// Output: 2026-12-01T02:00:00.500Z
+}

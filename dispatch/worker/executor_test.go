@@ -1,0 +1,417 @@
+package worker_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// received is one request seen by a test receiver.
+type received struct {
+	method, path string
+	header       http.Header
+	body         string
+}
+
+// newReceiver starts an HTTP receiver that records each request and
+// answers it with status and body.
+func newReceiver(t *testing.T, status int, body string) (*httptest.Server, <-chan received) {
+	t.Helper()
+	ch := make(chan received, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		ch <- received{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: string(b)}
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, ch
+}
+
+func TestHTTPExecutor(t *testing.T) {
+	tests := []struct {
+		name        string
+		method      string // executor method; "" for the default
+		headers     map[string]string
+		body        string // executor body
+		payload     string
+		scheduledAt time.Time
+		status      int
+		respBody    string
+
+		wantMethod, wantBody, wantScheduledAt string
+		wantErr                               string // "" for success
+	}{
+		{
+			name: "payload is the body", method: "POST", headers: map[string]string{"X-Tenant": "acme"},
+			payload: `{"invoice":42}`, scheduledAt: time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC),
+			status: 200, respBody: "ok",
+			wantMethod: "POST", wantBody: `{"invoice":42}`, wantScheduledAt: "2026-12-01T02:00:00.000Z",
+		},
+		{
+			name: "executor body wins, default method, UTC milliseconds", body: `{"fixed":true}`, payload: `{"ignored":1}`,
+			scheduledAt: time.Date(2026, 12, 1, 3, 0, 0, 123456789, time.FixedZone("CET", 3600)),
+			status:      204,
+			wantMethod:  "POST", wantBody: `{"fixed":true}`, wantScheduledAt: "2026-12-01T02:00:00.123Z",
+		},
+		{
+			name: "PUT without payload", method: "PUT", scheduledAt: time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC),
+			status: 201, respBody: "created",
+			wantMethod: "PUT", wantBody: "", wantScheduledAt: "2026-01-02T03:04:05.006Z",
+		},
+		{
+			name: "non-2xx is a failure", method: "POST", payload: `{}`, scheduledAt: time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC),
+			status: 500, respBody: "boom",
+			wantMethod: "POST", wantBody: `{}`, wantScheduledAt: "2026-12-01T02:00:00.000Z", wantErr: "status 500 Internal Server Error",
+		},
+		{
+			name: "redirect status is a failure", method: "POST", scheduledAt: time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC),
+			status:     304,
+			wantMethod: "POST", wantScheduledAt: "2026-12-01T02:00:00.000Z", wantErr: "status 304",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeOrch(t, "a", nil)
+			recvSrv, reqs := newReceiver(t, tt.status, tt.respBody)
+			startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL())}, nil)
+			ex := store.Executor{Type: "http", URL: recvSrv.URL + "/hook", Method: tt.method, Headers: tt.headers}
+			if tt.body != "" {
+				ex.Body = json.RawMessage(tt.body)
+			}
+			a := f.assignment("run-1", ex, tt.payload)
+			a.JobID = "nightly-report"
+			a.Attempt = 3
+			a.ScheduledAt = tt.scheduledAt
+			f.enqueue(a)
+
+			got := recv(t, reqs, "the request")
+			if got.method != tt.wantMethod || got.path != "/hook" || got.body != tt.wantBody {
+				t.Errorf("request %s %s body %q, want %s /hook body %q", got.method, got.path, got.body, tt.wantMethod, tt.wantBody)
+			}
+			wantHeaders := map[string]string{
+				"Jobfleet-Job-Id":       "nightly-report",
+				"Jobfleet-Run-Id":       "run-1",
+				"Jobfleet-Scheduled-At": tt.wantScheduledAt,
+				"Jobfleet-Attempt":      "3",
+			}
+			for k, v := range tt.headers {
+				wantHeaders[k] = v
+			}
+			if tt.wantBody != "" {
+				wantHeaders["Content-Type"] = "application/json"
+			}
+			for k, v := range wantHeaders {
+				if got := got.header.Values(k); !slices.Equal(got, []string{v}) {
+					t.Errorf("header %s = %q, want [%q]", k, got, v)
+				}
+			}
+
+			c := f.waitComplete(t, "run-1")
+			if tt.wantErr == "" {
+				if !c.Success || c.Error != "" {
+					t.Errorf("completion success=%v error=%q, want success", c.Success, c.Error)
+				}
+			} else if c.Success || !strings.Contains(c.Error, tt.wantErr) {
+				t.Errorf("completion success=%v error=%q, want failure containing %q", c.Success, c.Error, tt.wantErr)
+			}
+			if c.Output != tt.respBody {
+				t.Errorf("output %q, want the response body %q", c.Output, tt.respBody)
+			}
+		})
+	}
+}
+
+func TestHTTPExecutorOutputCapped(t *testing.T) {
+	f := newFakeOrch(t, "a", nil)
+	big := strings.Repeat("é", dispatch.MaxOutputBytes) // 2 bytes each: twice the cap
+	recvSrv, _ := newReceiver(t, 200, big)
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL())}, nil)
+	f.enqueue(f.assignment("r1", store.Executor{Type: "http", URL: recvSrv.URL}, ""))
+	c := f.waitComplete(t, "r1")
+	if len(c.Output) != dispatch.MaxOutputBytes || c.Output != big[:dispatch.MaxOutputBytes] {
+		t.Errorf("output of %d bytes, want the first %d bytes of the body", len(c.Output), dispatch.MaxOutputBytes)
+	}
+}
+
+func TestHTTPExecutorTimeout(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	f := newFakeOrch(t, "a", clock)
+	arrived := make(chan struct{})
+	recvSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done() // never answers
+	}))
+	t.Cleanup(recvSrv.Close)
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), Clock: clock}, nil)
+	a := f.assignment("r1", store.Executor{Type: "http", URL: recvSrv.URL}, "")
+	a.Timeout = store.Duration(5 * time.Second)
+	f.enqueue(a)
+	recv(t, arrived, "the request")
+	clock.Advance(5 * time.Second) // the timeout was set before the request went out
+	c := f.waitComplete(t, "r1")
+	if c.Success || c.Error != "timed out after 5s" {
+		t.Errorf("completion success=%v error=%q, want failure %q", c.Success, c.Error, "timed out after 5s")
+	}
+}
+
+func requireShell(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh:", err)
+	}
+}
+
+func TestShellExecutor(t *testing.T) {
+	requireShell(t)
+	t.Setenv("JOBFLEET_TEST_INHERITED", "from-worker")
+	tests := []struct {
+		name       string
+		command    []string
+		payload    string
+		wantOutput string
+		wantErr    string
+	}{
+		{
+			name:       "env vars, stdin payload, inherited environment",
+			command:    []string{"sh", "-c", `printf '%s|%s|%s|%s|%s|' "$JOBFLEET_JOB_ID" "$JOBFLEET_RUN_ID" "$JOBFLEET_SCHEDULED_AT" "$JOBFLEET_ATTEMPT" "$JOBFLEET_TEST_INHERITED"; cat; echo " to stderr" >&2`},
+			payload:    `{"x":1}`,
+			wantOutput: `job-r1|r1|2026-12-01T02:00:00.000Z|1|from-worker|{"x":1} to stderr` + "\n",
+		},
+		{
+			name:       "exit status is a failure, output kept",
+			command:    []string{"sh", "-c", "echo partial; exit 3"},
+			wantOutput: "partial\n",
+			wantErr:    "exit status 3",
+		},
+		{
+			name:       "argv is not interpolated",
+			command:    []string{"printf", "%s|%s", "$HOME", "a b; rm -rf /"},
+			wantOutput: "$HOME|a b; rm -rf /",
+		},
+		{
+			name:    "missing program",
+			command: []string{"/nonexistent/jobfleet-test-program"},
+			wantErr: "no such file or directory",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeOrch(t, "a", nil)
+			startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true}, nil)
+			f.enqueue(f.assignment("r1", store.Executor{Type: "shell", Command: tt.command}, tt.payload))
+			c := f.waitComplete(t, "r1")
+			if tt.wantErr == "" && (!c.Success || c.Error != "") {
+				t.Errorf("completion success=%v error=%q, want success", c.Success, c.Error)
+			}
+			if tt.wantErr != "" && (c.Success || !strings.Contains(c.Error, tt.wantErr)) {
+				t.Errorf("completion success=%v error=%q, want failure containing %q", c.Success, c.Error, tt.wantErr)
+			}
+			if c.Output != tt.wantOutput {
+				t.Errorf("output %q, want %q", c.Output, tt.wantOutput)
+			}
+		})
+	}
+}
+
+func TestShellOutputCappedAndValidUTF8(t *testing.T) {
+	requireShell(t)
+	f := newFakeOrch(t, "a", nil)
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true}, nil)
+	// A 3-byte rune straddles the cap, after an invalid byte; then much more.
+	script := fmt.Sprintf(`printf '\377'; head -c %d /dev/zero | tr '\0' a; printf '€'; head -c 100000 /dev/zero`, dispatch.MaxOutputBytes-2)
+	f.enqueue(f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", script}}, ""))
+	c := f.waitComplete(t, "r1")
+	if !c.Success {
+		t.Fatalf("completion %q, want success", c.Error)
+	}
+	want := "\uFFFD" + strings.Repeat("a", dispatch.MaxOutputBytes-3)
+	if c.Output != want {
+		t.Errorf("output of %d bytes (starts %q), want %d bytes: U+FFFD then a's, cut before the straddling rune", len(c.Output), c.Output[:8], len(want))
+	}
+}
+
+func TestShellRefusedWithoutAllowShell(t *testing.T) {
+	requireShell(t)
+	f := newFakeOrch(t, "a", nil)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL())}, nil)
+	f.enqueueForced(f.assignment("r1", store.Executor{Type: "shell", Command: []string{"touch", marker}}, ""))
+	c := f.waitComplete(t, "r1")
+	if c.Success || !strings.Contains(c.Error, "shell executor refused") {
+		t.Errorf("completion success=%v error=%q, want a refusal", c.Success, c.Error)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the command ran (stat: %v)", err)
+	}
+	polls, _, _, _ := f.snapshot()
+	for _, p := range polls {
+		if slices.Contains(p.Executors, "shell") {
+			t.Errorf("poll advertised %q, want no shell", p.Executors)
+		}
+	}
+}
+
+// readPIDs creates a FIFO, returns its path, and a function that reads the
+// PIDs a command writes to it (blocking until it does).
+func pidFIFO(t *testing.T) (string, func() []int) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "pids")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+	return path, func() []int {
+		t.Helper()
+		type result struct {
+			b   []byte
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			b, err := os.ReadFile(path) // blocks until the command opens it
+			ch <- result{b, err}
+		}()
+		r := recv(t, ch, "the command's PIDs")
+		if r.err != nil {
+			t.Fatalf("read PIDs: %v", r.err)
+		}
+		var pids []int
+		for _, f := range strings.Fields(string(r.b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				t.Fatalf("bad PID %q", f)
+			}
+			pids = append(pids, pid)
+		}
+		return pids
+	}
+}
+
+// waitGone waits until process pid has exited (gone, or a zombie waiting
+// for a parent that does not reap it).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X') {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still running after its attempt ended", pid)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the OS: no event to wait on
+	}
+}
+
+func TestShellTimeoutKillsProcessGroup(t *testing.T) {
+	requireShell(t)
+	clock := clockwork.NewFakeClock()
+	f := newFakeOrch(t, "a", clock)
+	fifo, readPIDs := pidFIFO(t)
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, Clock: clock, KillGrace: 100 * time.Millisecond}, nil)
+	a := f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", `sleep 30 & echo $$ $! > "$0"; sleep 30`, fifo}}, "")
+	a.Timeout = store.Duration(10 * time.Second)
+	f.enqueue(a)
+	pids := readPIDs()
+	if len(pids) != 2 {
+		t.Fatalf("PIDs %v, want the shell's and its background child's", pids)
+	}
+	clock.Advance(10 * time.Second)
+	c := f.waitComplete(t, "r1")
+	if c.Success || c.Error != "timed out after 10s" {
+		t.Errorf("completion success=%v error=%q, want failure %q", c.Success, c.Error, "timed out after 10s")
+	}
+	for _, pid := range pids {
+		waitGone(t, pid)
+	}
+}
+
+func TestShellTimeoutEscalatesToSIGKILL(t *testing.T) {
+	requireShell(t)
+	clock := clockwork.NewFakeClock()
+	f := newFakeOrch(t, "a", clock)
+	fifo, readPIDs := pidFIFO(t)
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, Clock: clock, KillGrace: 100 * time.Millisecond}, nil)
+	// Both the shell and its child ignore SIGTERM.
+	script := `trap '' TERM; sh -c 'trap "" TERM; sleep 30' & echo $$ $! > "$0"; while :; do sleep 1; done`
+	a := f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", script, fifo}}, "")
+	a.Timeout = store.Duration(10 * time.Second)
+	f.enqueue(a)
+	pids := readPIDs()
+	clock.Advance(10 * time.Second)
+	c := f.waitComplete(t, "r1")
+	if c.Success || c.Error != "timed out after 10s" {
+		t.Errorf("completion success=%v error=%q, want failure %q", c.Success, c.Error, "timed out after 10s")
+	}
+	for _, pid := range pids {
+		waitGone(t, pid)
+	}
+}
+
+func TestShellLeftoverChildrenKilledAfterExit(t *testing.T) {
+	requireShell(t)
+	f := newFakeOrch(t, "a", nil)
+	fifo, readPIDs := pidFIFO(t)
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, KillGrace: 100 * time.Millisecond}, nil)
+	f.enqueue(f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", `sleep 30 & echo $! > "$0"; echo done`, fifo}}, ""))
+	pids := readPIDs()
+	c := f.waitComplete(t, "r1")
+	if !c.Success || c.Output != "done\n" {
+		t.Errorf("completion success=%v error=%q output=%q, want success with %q", c.Success, c.Error, c.Output, "done\n")
+	}
+	for _, pid := range pids {
+		waitGone(t, pid)
+	}
+}
+
+// TestShellCancelledAtShutdown: the process group is killed when the
+// shutdown timeout cancels the attempt, too.
+func TestShellCancelledAtShutdown(t *testing.T) {
+	requireShell(t)
+	clock := clockwork.NewFakeClock()
+	f := newFakeOrch(t, "a", clock)
+	lg, logs := newTestLogger(t)
+	fifo, readPIDs := pidFIFO(t)
+	tw := startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, Clock: clock, Logger: lg,
+		KillGrace: 100 * time.Millisecond, ShutdownTimeout: time.Minute}, nil)
+	f.enqueue(withLease(f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", `sleep 30 & echo $$ $! > "$0"; wait`, fifo}}, ""), time.Hour))
+	pids := readPIDs()
+	tw.cancel()
+	logs.wait(t, "waiting for in-flight attempts")
+	clock.Advance(time.Minute)
+	c := f.waitComplete(t, "r1")
+	if c.Success || c.Error != "worker shutting down" {
+		t.Errorf("completion success=%v error=%q, want failure %q", c.Success, c.Error, "worker shutting down")
+	}
+	for _, pid := range pids {
+		waitGone(t, pid)
+	}
+	if err := tw.result(); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+}

@@ -244,6 +244,13 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 			}
 			out = append(out, pt.assign(ctx, req.Worker, executors, req.Max-len(out))...)
 		}
+		if len(out) > 0 && ctx.Err() != nil {
+			// The worker gave up on this poll (shutdown, timeout): it will
+			// never see these attempts, so take them back rather than let
+			// them burn an attempt each when their leases expire.
+			d.takeBack(out)
+			return PollResponse{Attempts: []Assignment{}}, nil
+		}
 		if len(out) > 0 || wait <= 0 {
 			return PollResponse{Attempts: nonNil(out)}, nil
 		}
@@ -290,6 +297,18 @@ func validateReport(worker, runID string, attempt int) (string, error) {
 		return "", fmt.Errorf("%w: run_id: %q is not a run ID", ErrBadRequest, runID)
 	}
 	return id, nil
+}
+
+// takeBack returns attempts that were recorded but never delivered to
+// pending.
+func (d *Dispatcher) takeBack(as []Assignment) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.RequestTimeout)
+	defer cancel()
+	for _, a := range as {
+		if pt, err := d.partitionFor(a.JobID); err == nil {
+			pt.takeBack(ctx, a)
+		}
+	}
 }
 
 // Heartbeat extends the lease of a running attempt. It returns

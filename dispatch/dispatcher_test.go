@@ -541,3 +541,34 @@ func TestNotOwnerAndBadRequests(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// givenUpCtx is a poll context whose worker has gone away by the time the
+// attempts are ready: Err reports cancellation, Done never fires.
+type givenUpCtx struct{ context.Context }
+
+func (givenUpCtx) Err() error { return context.Canceled }
+
+func TestAttemptsOfAnAbandonedPollAreTakenBack(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "job", Schedule: "@every 1m"})
+	h.clock.Advance(time.Minute)
+	runs := h.waitRuns("job", 1)
+	resp, err := h.disp.Poll(givenUpCtx{context.Background()}, dispatch.PollRequest{Worker: "gone", Executors: []string{"http"}, Max: 1})
+	if err != nil || len(resp.Attempts) != 0 {
+		t.Fatalf("abandoned poll = %+v, %v; want no attempts", resp, err)
+	}
+	r := h.waitRun(runs[0].ID, func(r store.Run) bool { return r.Status == store.RunPending })
+	if len(r.Attempts) != 0 {
+		t.Fatalf("taken-back run still has attempts: %+v", r.Attempts)
+	}
+	// Written three times: fired, handed out, taken back.
+	kv, err := h.client.Get(context.Background(), h.store.Keys().Run(0, "job", runs[0].ScheduledAt))
+	if err != nil || len(kv.Kvs) != 1 || kv.Kvs[0].Version != 3 {
+		t.Fatalf("run key versions: %+v, %v; want 3 writes (fire, hand-out, take-back)", kv.Kvs, err)
+	}
+	a := h.poll("w1", 1)[0]
+	if a.Attempt != 1 {
+		t.Fatalf("next hand-out is attempt %d, want 1", a.Attempt)
+	}
+}

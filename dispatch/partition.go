@@ -787,6 +787,30 @@ func (pt *partition) notOwnedLocked() error {
 	return &NotOwnerError{Partition: pt.p, Owner: owner, OwnerAddr: addr}
 }
 
+// takeBack undoes the hand-out of attempt a, which its worker never
+// received: the run goes back to the state it had, without the attempt.
+func (pt *partition) takeBack(ctx context.Context, a Assignment) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.closed {
+		return
+	}
+	ar := pt.active[a.RunID]
+	if ar == nil || ar.run.Status != store.RunRunning || len(ar.run.Attempts) != a.Attempt {
+		return
+	}
+	r := ar.run
+	r.Attempts = r.Attempts[:len(r.Attempts)-1]
+	r.Status = store.RunPending
+	if n := len(r.Attempts); n > 0 {
+		r.Status = store.RunFailed
+	}
+	if pt.writeRunLocked(ctx, ar, r) {
+		pt.lg.Info("attempt taken back: its poll was cancelled before delivery", zap.String("run_id", a.RunID), zap.Int("attempt", a.Attempt))
+		pt.d.wakePollers()
+	}
+}
+
 func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()

@@ -111,6 +111,7 @@ func (j *Job) Normalize() {
 	if isNull(j.Payload) {
 		j.Payload = nil
 	}
+	j.Payload = compactJSON(j.Payload)
 	if j.Executor.Type == ExecutorHTTP {
 		j.Executor.Method = strings.ToUpper(j.Executor.Method)
 		if j.Executor.Method == "" {
@@ -120,6 +121,7 @@ func (j *Job) Normalize() {
 	if isNull(j.Executor.Body) {
 		j.Executor.Body = nil
 	}
+	j.Executor.Body = compactJSON(j.Executor.Body)
 	if j.Retry.MaxAttempts == 0 {
 		j.Retry.MaxAttempts = DefaultMaxAttempts
 	}
@@ -138,6 +140,20 @@ func (j *Job) Normalize() {
 	if j.MisfirePolicy == "" {
 		j.MisfirePolicy = MisfireRunOnce
 	}
+}
+
+// compactJSON returns raw without insignificant white space, so receivers
+// get the payload as data, not as it was indented in a job file. Invalid
+// JSON is returned unchanged for Validate to report.
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	if raw == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return json.RawMessage(b.Bytes())
 }
 
 func isNull(raw json.RawMessage) bool {

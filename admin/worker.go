@@ -68,7 +68,11 @@ func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req a
 	var notOwner *dispatch.NotOwnerError
 	switch {
 	case err == nil:
-		WriteJSON(w, http.StatusOK, resp)
+		// Compact, unlike the human-facing API: payloads travel inside
+		// and must reach executors byte for byte as stored.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_ = json.NewEncoder(w).Encode(resp) // the worker went away; its attempts' leases expire
 	case errors.As(err, &notOwner):
 		WriteJSON(w, http.StatusMisdirectedRequest, dispatch.NotOwner{Error: err.Error(), Owner: notOwner.Owner, OwnerAddr: notOwner.OwnerAddr})
 	case errors.Is(err, dispatch.ErrBadRequest):

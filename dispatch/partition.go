@@ -155,7 +155,11 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	pt.mu.Lock()
 	pt.jobs, pt.active, pt.closed = jobs, active, false
 	pt.mu.Unlock()
-	pt.lg.Info("partition loaded", zap.Int("jobs", len(jobs)), zap.Int("active_runs", len(active)), zap.Int("triggers", len(triggers)), zap.Int64("revision", rev))
+	lvl := zap.DebugLevel // most partitions of a small fleet are empty: keep the log readable
+	if len(jobs)+len(active)+len(triggers) > 0 {
+		lvl = zap.InfoLevel
+	}
+	pt.lg.Log(lvl, "partition loaded", zap.Int("jobs", len(jobs)), zap.Int("active_runs", len(active)), zap.Int("triggers", len(triggers)), zap.Int64("revision", rev))
 
 	for _, id := range orphans {
 		pt.deleteJobData(ctx, id)

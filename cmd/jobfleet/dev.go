@@ -26,14 +26,19 @@ func newDevCmd() *cobra.Command {
 		dataDir       string
 		etcdListen    string
 		etcdPeer      string
+		workers       int
+		examples      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Quick start: an embedded etcd and several orchestrators in one process",
-		Long: `dev starts a single-node etcd in --data-dir and --orchestrators fleet
-members in this process, each serving the HTTP API on its own port: the
-first on --listen, the others on the following ports. Stop it with Ctrl-C;
-the members hand their partitions over and leave.
+		Short: "Quick start: an embedded etcd, orchestrators, workers and example jobs in one process",
+		Long: `dev starts a single-node etcd in --data-dir, --orchestrators fleet members
+(each serving the HTTP API on its own port: the first on --listen, the
+others on the following ports), --workers workers (with the shell executor
+enabled), a built-in echo endpoint, and three example jobs: example-echo
+(HTTP, every 5s), example-shell (every 10s) and example-flaky (fails twice,
+then succeeds on its third attempt). Stop it with Ctrl-C: the workers finish
+their attempts, the members hand their partitions over and leave.
 
 Other processes can join the same fleet:
   jobfleet orchestrator --etcd-endpoints=http://127.0.0.1:2379 --listen=127.0.0.1:8090`,
@@ -50,6 +55,9 @@ Other processes can join the same fleet:
 			if err != nil || port < 1 || port+orchestrators-1 > 65535 {
 				return fmt.Errorf("--listen %q: need %d consecutive ports from a port in 1..65535", mem.listen, orchestrators)
 			}
+			if workers < 0 || workers > 64 {
+				return fmt.Errorf("--workers must be 0..64, got %d", workers)
+			}
 			if mem.id != "" && orchestrators > 1 {
 				return errors.New("--id names one member; with several orchestrators the IDs are derived (orchestrator-1, …)")
 			}
@@ -61,6 +69,7 @@ Other processes can join the same fleet:
 			return runDev(cmd.Context(), lg, devConfig{
 				mem: mem, host: host, port: port, n: orchestrators,
 				dataDir: dataDir, etcdListen: etcdListen, etcdPeer: etcdPeer,
+				workers: workers, examples: examples,
 			})
 		},
 	}
@@ -68,6 +77,8 @@ Other processes can join the same fleet:
 	logs.register(cmd.Flags(), "console")
 	fs := cmd.Flags()
 	fs.IntVar(&orchestrators, "orchestrators", 3, "number of orchestrators to run")
+	fs.IntVar(&workers, "workers", 2, "number of workers to run (with the shell executor enabled)")
+	fs.BoolVar(&examples, "examples", true, "load the example jobs and serve their built-in echo endpoint")
 	fs.StringVar(&dataDir, "data-dir", filepath.Join(os.TempDir(), "jobfleet-dev"), "embedded etcd's data directory (kept across runs)")
 	fs.StringVar(&etcdListen, "etcd-listen", "127.0.0.1:2379", "HOST:PORT for the embedded etcd's clients")
 	fs.StringVar(&etcdPeer, "etcd-peer-listen", "127.0.0.1:2380", "HOST:PORT for the embedded etcd's peer listener")
@@ -79,6 +90,8 @@ type devConfig struct {
 	host                          string
 	port, n                       int
 	dataDir, etcdListen, etcdPeer string
+	workers                       int
+	examples                      bool
 }
 
 func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
@@ -122,16 +135,52 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 		members = append(members, m)
 	}
 
-	errs := make([]error, len(members))
+	var echo *httpServer
+	if cfg.examples {
+		if echo, err = startEchoServer(lg, cfg.host); err != nil {
+			return err
+		}
+		defer echo.shutdown()
+	}
+
+	// On Ctrl-C the workers stop first (finishing or handing back their
+	// attempts), then the orchestrators hand their partitions over.
+	orchCtx, stopOrchs := context.WithCancel(context.Background())
+	defer stopOrchs()
+	errs := make([]error, len(members)+1)
 	var wg sync.WaitGroup
 	for i, m := range members {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = m.orch.Run(ctx)
+			errs[i] = m.orch.Run(orchCtx)
 		}()
 	}
-	lg.Info("jobfleet dev is up; try: curl http://" + net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)) + "/v1/cluster/partitions")
+	urls := make([]string, len(members))
+	for i, m := range members {
+		urls[i] = "http://" + m.http.Addr()
+	}
+	if echo != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loadExamples(ctx, lg, members[0].orch, "http://"+echo.Addr())
+		}()
+	}
+	workersDone := make(chan struct{})
+	go func() {
+		defer close(workersDone)
+		if cfg.workers > 0 {
+			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, urls)
+		}
+		<-ctx.Done()
+		stopOrchs()
+	}()
+	api := urls[0]
+	lg.Info("jobfleet dev is up", zap.Strings("api", urls), zap.Int("workers", cfg.workers),
+		zap.String("try", "curl "+api+"/v1/cluster/partitions; jobfleet job ls; jobfleet job runs example-flaky"))
 	wg.Wait()
+	stopOrchs()
+	<-workersDone
 	return errors.Join(errs...)
 }

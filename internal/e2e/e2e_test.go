@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // execution is one request the receiver got.
 type execution struct {
-	job, run, scheduledAt, attempt string
+	job, run, scheduledAt, attempt, body string
 }
 
 // receiver is the jobs' HTTP endpoint: it records every execution and
@@ -67,7 +67,8 @@ func newReceiver(t *testing.T) *receiver {
 			scheduledAt: req.Header.Get(worker.HeaderScheduledAt),
 			attempt:     req.Header.Get(worker.HeaderAttempt),
 		}
-		io.Copy(io.Discard, req.Body)
+		body, _ := io.ReadAll(req.Body)
+		e.body = string(body)
 		r.mu.Lock()
 		r.seen = append(r.seen, e)
 		fail := r.fail
@@ -230,7 +231,9 @@ func TestJobsEverySecondAcrossTheFleet(t *testing.T) {
 	startWorkers(t, 2, f.URLs(), zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ids := []string{"a", "b b", "c/c", "ü", "e"}
 	for i, id := range ids {
-		createEverySecond(t, f.URLs()[i%3], id, rcv.srv.URL, nil)
+		createEverySecond(t, f.URLs()[i%3], id, rcv.srv.URL, func(j *store.Job) {
+			j.Payload = json.RawMessage(`{"job": "payload",  "n": [1, 2]}`)
+		})
 	}
 	time.Sleep(4 * time.Second) // the workload: four seconds of fires
 	all := settleRuns(t, f, ids)
@@ -240,6 +243,14 @@ func TestJobsEverySecondAcrossTheFleet(t *testing.T) {
 			if len(r.Attempts) != 1 {
 				t.Errorf("run %s took %d attempts, want 1 (no failure was injected)", r.ID, len(r.Attempts))
 			}
+		}
+	}
+	for _, e := range rcv.executions() {
+		if want := `{"job":"payload","n":[1,2]}`; e.body != want {
+			t.Fatalf("receiver got body %q, want the payload %q", e.body, want)
+		}
+		if _, err := time.Parse("2006-01-02T15:04:05.000Z", e.scheduledAt); err != nil {
+			t.Fatalf("Jobfleet-Scheduled-At %q: %v", e.scheduledAt, err)
 		}
 	}
 	// History is queryable through any member.

@@ -226,6 +226,14 @@ func TestEverySecondFiresEachTimeOnce(t *testing.T) {
 			t.Errorf("run %d = %+v, want pending run for %v fired by m1@%d", i, r, want, h.own.Epoch)
 		}
 	}
+	// The job document shows the owner's scheduling state.
+	j, err := h.store.Get(context.Background(), "tick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State == nil || j.State.Fired != 3 || !j.State.Next.Equal(t0.Add(4*time.Second)) {
+		t.Fatalf("job state = %+v, want 3 fired and next at t0+4s", j.State)
+	}
 }
 
 func TestAttemptSucceeds(t *testing.T) {

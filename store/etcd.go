@@ -147,6 +147,7 @@ func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err er
 }
 
 func (s *Etcd) prepare(j Job) (Job, int, error) {
+	j.State = nil // server-set, read-only
 	j.Normalize()
 	if err := j.Validate(s.limits); err != nil {
 		return Job{}, 0, err
@@ -156,10 +157,28 @@ func (s *Etcd) prepare(j Job) (Job, int, error) {
 	return j, j.Partition, nil
 }
 
-// Get returns job id, or ErrNotFound.
+// Get returns job id with its scheduling state, or ErrNotFound.
 func (s *Etcd) Get(ctx context.Context, id string) (Job, error) {
-	j, _, err := s.get(ctx, s.keys.Spec(s.Partition(id), id))
-	return j, err
+	p := s.Partition(id)
+	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(s.keys.Spec(p, id)), clientv3.OpGet(s.keys.State(p, id))).Commit()
+	if err != nil {
+		return Job{}, Classify(err)
+	}
+	spec := resp.Responses[0].GetResponseRange().Kvs
+	if len(spec) == 0 {
+		return Job{}, ErrNotFound
+	}
+	j, err := DecodeStoredJob(spec[0].Value, spec[0].ModRevision)
+	if err != nil {
+		return Job{}, err
+	}
+	if st := resp.Responses[1].GetResponseRange().Kvs; len(st) == 1 {
+		var state JobState
+		if json.Unmarshal(st[0].Value, &state) == nil {
+			j.State = &state
+		}
+	}
+	return j, nil
 }
 
 func (s *Etcd) get(ctx context.Context, key string) (Job, int64, error) {
@@ -181,6 +200,7 @@ func DecodeStoredJob(val []byte, rev int64) (Job, error) {
 		return Job{}, fmt.Errorf("stored job is corrupt: %w", err)
 	}
 	j.Revision = rev
+	j.State = nil
 	return j, nil
 }
 

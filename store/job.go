@@ -63,6 +63,10 @@ type Job struct {
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	// Revision is the etcd mod revision of the stored job. Server-set.
 	Revision int64 `json:"revision,omitempty"`
+	// State is the scheduling state the partition's owner records (next
+	// fire, counts of fired, skipped and dropped times); set on reads, nil
+	// before the owner has taken the job in. Ignored on writes.
+	State *JobState `json:"state,omitempty"`
 }
 
 // Executor types with built-in workers. Any other non-empty Type names a

@@ -128,6 +128,9 @@ type Dispatcher struct {
 	mu    sync.Mutex         // guards parts and avail
 	parts map[int]*partition // running schedulers by partition
 	avail chan struct{}      // closed and replaced when runs may have become dispatchable
+
+	healthMu sync.Mutex // guards writeErr
+	writeErr error      // the latest write failure, nil once a write succeeds again
 }
 
 // New returns a dispatcher. It starts nothing.
@@ -210,6 +213,26 @@ func (d *Dispatcher) partitionFor(id string) (*partition, error) {
 		return nil, &NotOwnerError{Partition: p, Owner: owner, OwnerAddr: addr}
 	}
 	return pt, nil
+}
+
+// recordWrite notes the outcome of a fenced write for Health.
+func (d *Dispatcher) recordWrite(err error) {
+	d.healthMu.Lock()
+	defer d.healthMu.Unlock()
+	if err != nil && errors.Is(err, shard.ErrFenced) {
+		return // ownership moved: the controller handles it; the store is fine
+	}
+	d.writeErr = err
+}
+
+// Health returns the latest failure of the scheduler's writes to etcd
+// (classified by store.Classify: store.ErrNoSpace, store.ErrUnavailable,
+// …), or nil if the latest write succeeded. A member whose writes fail
+// cannot fire or dispatch and should not be reported ready.
+func (d *Dispatcher) Health() error {
+	d.healthMu.Lock()
+	defer d.healthMu.Unlock()
+	return d.writeErr
 }
 
 // Owned returns the partitions whose schedulers run here, ascending.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -578,5 +580,68 @@ func TestAttemptsOfAnAbandonedPollAreTakenBack(t *testing.T) {
 	a := h.poll("w1", 1)[0]
 	if a.Attempt != 1 {
 		t.Fatalf("next hand-out is attempt %d, want 1", a.Attempt)
+	}
+}
+
+// TestFullDatabaseIsReportedNotLost fills a dedicated etcd past its space
+// quota: creating a job fails with store.ErrNoSpace (nothing stored), and
+// the scheduler's failing writes show in Health, which /readyz reports.
+func TestFullDatabaseIsReportedNotLost(t *testing.T) {
+	full, err := etcdtest.StartConfig(etcdserver.Config{Dir: t.TempDir(), QuotaBackendBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(full.Close)
+	client := full.Client(t)
+	ns := etcdtest.Namespace(t)
+	clock := clockwork.NewFakeClockAt(t0)
+	st := store.NewEtcd(client, ns, 1, store.DefaultLimits(), clock.Now)
+	if _, err := st.Create(context.Background(), store.Job{ID: "before", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}}); err != nil {
+		t.Fatal(err)
+	}
+	lr, err := client.Grant(context.Background(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Put(context.Background(), shard.OwnerKey(ns, 0), "m1", clientv3.WithLease(lr.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := dispatch.DefaultConfig(ns, 1, "m1", "http://m1.invalid")
+	cfg.Clock = clock
+	cfg.Logger = zaptest.NewLogger(t)
+	d, err := dispatch.New(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Work(ctx, shard.NewOwnership(client, ns, "m1", 0, resp.Header.Revision)) }()
+	defer func() { cancel(); <-done }()
+
+	// Fill the database until etcd raises its NOSPACE alarm.
+	blob := strings.Repeat("x", 256<<10)
+	for i := 0; ; i++ {
+		if _, err := client.Put(context.Background(), fmt.Sprintf("%sfill/%d", ns, i), blob); err != nil {
+			break
+		}
+		if i > 100 {
+			t.Fatal("etcd accepted 25 MiB past a 1 MiB quota")
+		}
+	}
+	_, err = st.Create(context.Background(), store.Job{ID: "after", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}})
+	if !errors.Is(err, store.ErrNoSpace) {
+		t.Fatalf("create on a full database: %v, want ErrNoSpace", err)
+	}
+	if _, err := st.Get(context.Background(), "after"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("rejected job is readable: %v", err)
+	}
+	clock.Advance(time.Second) // "before" is due: its fire cannot be written
+	deadline := time.Now().Add(10 * time.Second)
+	for !errors.Is(d.Health(), store.ErrNoSpace) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Health() = %v, want ErrNoSpace", d.Health())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -521,6 +521,10 @@ func (pt *partition) commitLocked(ctx context.Context, ops []clientv3.Op) (*clie
 	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := pt.own.Commit(rctx, nil, ops, nil)
+	if err != nil && !errors.Is(err, shard.ErrFenced) {
+		err = store.Classify(err)
+	}
+	pt.d.recordWrite(err)
 	if err != nil {
 		pt.d.cfg.Metrics.commitError()
 		pt.failed = true

@@ -31,6 +31,9 @@ type Config struct {
 	// NoFsync skips fsync; only for tests, where durability across a power
 	// loss does not matter and speed does.
 	NoFsync bool
+	// QuotaBackendBytes caps the database size; 0 is etcd's default (2 GiB).
+	// Past it etcd raises its NOSPACE alarm and refuses writes.
+	QuotaBackendBytes int64
 	// StartTimeout bounds how long Start waits for the server to be ready.
 	// Zero means one minute.
 	StartTimeout time.Duration
@@ -85,6 +88,7 @@ func Start(cfg Config) (*Server, error) {
 	ec.AdvertisePeerUrls = []url.URL{peerURL}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
 	ec.UnsafeNoFsync = cfg.NoFsync
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	ec.Logger = "zap"
 	level := zap.NewAtomicLevelAt(zap.WarnLevel)
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg.Named("etcd").WithOptions(zap.IncreaseLevel(level)))

@@ -66,6 +66,18 @@ func Start(dir string) (*Server, error) {
 	return &Server{dir: dir, srv: srv, cfg: cfg}, nil
 }
 
+// StartConfig starts a server with cfg (Dir is required; NoFsync is forced
+// on, ports are picked if empty).
+func StartConfig(cfg etcdserver.Config) (*Server, error) {
+	cfg.NoFsync = true
+	srv, err := etcdserver.Start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ClientAddr, cfg.PeerAddr = srv.ClientAddr(), srv.PeerAddr()
+	return &Server{dir: cfg.Dir, srv: srv, cfg: cfg}, nil
+}
+
 // MustStart starts a server in a fresh temporary directory and panics if it
 // cannot; for TestMain, which has no *testing.T.
 func MustStart() *Server {

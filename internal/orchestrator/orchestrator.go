@@ -438,7 +438,15 @@ func (o *Orchestrator) Ready() (bool, string) {
 		return false, "not registered"
 	}
 	st, _ := ctrl.Status()
-	return st.Ready, st.Reason
+	if !st.Ready {
+		return false, st.Reason
+	}
+	if d, err := o.Dispatcher(); err == nil {
+		if err := d.Health(); err != nil {
+			return false, "writes to etcd are failing: " + err.Error()
+		}
+	}
+	return true, ""
 }
 
 // WaitReady blocks until Ready reports true, or returns ctx's error with

@@ -645,3 +645,27 @@ func TestFullDatabaseIsReportedNotLost(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestTimeZoneAcrossDST fires a 01:30 New York job across the 2026 fall-back
+// transition with a controlled clock: 01:30 happens twice that night (EDT,
+// then EST) and robfig/cron fires both; the next day once, an hour later in
+// UTC.
+func TestTimeZoneAcrossDST(t *testing.T) {
+	h := newHarness(t)
+	h.clock = clockwork.NewFakeClockAt(time.Date(2026, 10, 31, 12, 0, 0, 0, time.UTC))
+	h.store = store.NewEtcd(h.client, h.ns, 1, store.DefaultLimits(), h.clock.Now)
+	h.start("m1")
+	h.create(store.Job{ID: "ny", Schedule: "30 1 * * *", Timezone: "America/New_York"})
+	want := []time.Time{
+		time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), // 01:30 EDT
+		time.Date(2026, 11, 1, 6, 30, 0, 0, time.UTC), // 01:30 EST
+		time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC), // 01:30 EST
+	}
+	for i, at := range want {
+		h.clock.Advance(at.Sub(h.clock.Now()))
+		runs := h.waitRuns("ny", i+1)
+		if got := runs[0].ScheduledAt; !got.Equal(at) {
+			t.Fatalf("fire %d at %v, want %v", i+1, got, at)
+		}
+	}
+}

@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
@@ -32,19 +31,7 @@ import (
 // etcd is the embedded etcd the job tests share, each in its own namespace.
 var etcd *etcdtest.Server
 
-func TestMain(m *testing.M) {
-	leakOpts := goleak.IgnoreCurrent()
-	etcd = etcdtest.MustStart()
-	code := m.Run()
-	etcd.Close()
-	if code == 0 {
-		if err := goleak.Find(leakOpts); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m, &etcd)) }
 
 // testPartitions is P of the tests' stores.
 const testPartitions = 16

@@ -11,7 +11,6 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch"
@@ -23,19 +22,7 @@ import (
 
 var etcd *etcdtest.Server
 
-func TestMain(m *testing.M) {
-	baseline := goleak.IgnoreCurrent() // goroutines before any test ran
-	etcd = etcdtest.MustStart()
-	code := m.Run()
-	etcd.Close()
-	if code == 0 {
-		if err := goleak.Find(baseline); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m, &etcd)) }
 
 // t0 is the fake clock's start: a whole second, so @every schedules fire
 // at t0+1s, t0+2s, …

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/fleettest"
@@ -22,19 +21,7 @@ import (
 
 var etcd *etcdtest.Server
 
-func TestMain(m *testing.M) {
-	baseline := goleak.IgnoreCurrent() // goroutines before any test ran
-	etcd = etcdtest.MustStart()
-	code := m.Run()
-	etcd.Close()
-	if code == 0 {
-		if err := goleak.Find(baseline); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m, &etcd)) }
 
 // checkFleet asserts the invariants over everything the fleet did since
 // revision from: one owner per partition at every revision, every Work

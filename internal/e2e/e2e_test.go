@@ -31,17 +31,7 @@ import (
 var etcd *etcdtest.Server
 
 func TestMain(m *testing.M) {
-	baseline := goleak.IgnoreCurrent()
-	etcd = etcdtest.MustStart()
-	code := m.Run()
-	etcd.Close()
-	if code == 0 {
-		if err := goleak.Find(baseline, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(etcdtest.Main(m, &etcd, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")))
 }
 
 // execution is one request the receiver got.

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
@@ -185,4 +186,24 @@ func Compact(ctx context.Context, c *clientv3.Client) (int64, error) {
 		return 0, err
 	}
 	return rev, nil
+}
+
+// Main runs a package's tests against one shared server, stored in *s, and
+// then fails the run if goroutines started during the tests are still
+// running (go.uber.org/goleak, against a baseline taken before the server
+// started). Use it as the whole TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m, &etcd)) }
+func Main(m *testing.M, s **Server, leakOpts ...goleak.Option) int {
+	baseline := goleak.IgnoreCurrent()
+	*s = MustStart()
+	code := m.Run()
+	(*s).Close()
+	if code == 0 {
+		if err := goleak.Find(append(leakOpts, baseline)...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	return code
 }

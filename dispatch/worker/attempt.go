@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -62,6 +63,26 @@ func (at *attempt) redirect(n dispatch.NotOwner, from string) bool {
 	at.owner = n.OwnerAddr
 	at.lg.Info("attempt's partition moved; reporting to the new owner", zap.String("from", from), zap.String("owner", n.Owner), zap.String("owner_addr", n.OwnerAddr))
 	return true
+}
+
+// rotate points the attempt at another known orchestrator after addr, its
+// owner, could not be reached (crashed, cut off): that one either owns the
+// run's partition by now and takes the report, or answers 421 naming who
+// does. Without it a report would wait for a dead owner until the run lease
+// expired and the run ran again.
+func (at *attempt) rotate(addr string) {
+	addrs := at.w.currentAddrs()
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	if at.owner != addr || len(addrs) == 0 {
+		return
+	}
+	next := addrs[(slices.Index(addrs, addr)+1)%len(addrs)]
+	if next == addr {
+		return
+	}
+	at.owner = next
+	at.lg.Info("attempt's orchestrator unreachable; asking another", zap.String("from", addr), zap.String("to", next))
 }
 
 func (w *Worker) newAttempt(a dispatch.Assignment, from string) *attempt {
@@ -289,6 +310,9 @@ func (at *attempt) sendHeartbeat(ctx context.Context, req dispatch.HeartbeatRequ
 		addr := at.ownerAddr()
 		r, err := post(ctx, w.client, addr, dispatch.PathHeartbeat, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
 		if err != nil {
+			if ctx.Err() == nil {
+				at.rotate(addr) // the next heartbeat asks another orchestrator
+			}
 			return dispatch.HeartbeatResponse{}, err
 		}
 		switch r.status {
@@ -329,6 +353,9 @@ func (at *attempt) complete(req dispatch.CompleteRequest) (store.RunStatus, erro
 	for {
 		addr := at.ownerAddr()
 		r, err := post(ctx, w.client, addr, dispatch.PathComplete, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
+		if err != nil && ctx.Err() == nil {
+			at.rotate(addr)
+		}
 		if err == nil {
 			switch {
 			case r.status == http.StatusOK:

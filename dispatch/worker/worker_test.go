@@ -617,3 +617,36 @@ func TestMoreAttemptsThanAsked(t *testing.T) {
 		t.Errorf("succeeded %d, refused %d, handler ran %d times; want 1, 2, 1", ok, refused, ran.Load())
 	}
 }
+
+// TestCompleteFallsBackWhenOwnerUnreachable: the orchestrator that handed
+// the attempt out dies before the completion; the worker asks the other
+// known orchestrator, which owns the partition by now.
+func TestCompleteFallsBackWhenOwnerUnreachable(t *testing.T) {
+	a, b := newFakeOrch(t, "a", nil), newFakeOrch(t, "b", nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(a.URL(), b.URL()), RetryInitial: time.Millisecond, RetryMax: 5 * time.Millisecond},
+		func(w *worker.Worker) {
+			mustHandle(t, w, "slow", func(ctx context.Context, _ worker.Run) error {
+				close(started)
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return nil
+			})
+		})
+	asg := a.assignment("r1", handlerExec("slow"), "")
+	b.adopt(asg, "w1")
+	a.enqueue(asg)
+	select { // the worker has the attempt (not merely handed out)
+	case <-started:
+	case <-time.After(waitTimeout):
+		t.Fatal("attempt not started")
+	}
+	a.srv.CloseClientConnections()
+	a.srv.Listener.Close() // a crashed: its address refuses connections
+	close(release)
+	if c := b.waitComplete(t, "r1"); !c.Success || c.Worker != "w1" {
+		t.Fatalf("completion at the surviving orchestrator %+v, want success from w1", c)
+	}
+}

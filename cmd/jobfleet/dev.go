@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 )
 
@@ -98,6 +100,11 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
+	unlock, err := lockDataDir(cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	etcd, err := etcdserver.Start(etcdserver.Config{
 		Dir: cfg.dataDir, ClientAddr: cfg.etcdListen, PeerAddr: cfg.etcdPeer, Logger: lg,
 	})
@@ -118,9 +125,12 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 
 	var members []*member
 	defer func() {
+		var wg sync.WaitGroup
 		for _, m := range members {
-			m.http.shutdown()
+			wg.Add(1)
+			go func() { defer wg.Done(); m.http.shutdown() }()
 		}
+		wg.Wait()
 	}()
 	for i := range cfg.n {
 		opts := cfg.mem
@@ -154,6 +164,7 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 		go func() {
 			defer wg.Done()
 			errs[i] = m.orch.Run(orchCtx)
+			m.http.shutdown() // drained or stopped: it no longer serves
 		}()
 	}
 	urls := make([]string, len(members))
@@ -171,7 +182,7 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	go func() {
 		defer close(workersDone)
 		if cfg.workers > 0 {
-			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, urls)
+			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, worker.EtcdOrchestrators(client, cfg.mem.namespace))
 		}
 		<-ctx.Done()
 		stopOrchs()
@@ -183,4 +194,19 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	stopOrchs()
 	<-workersDone
 	return errors.Join(errs...)
+}
+
+// lockDataDir takes an exclusive lock on dir for this process, so a second
+// `jobfleet dev` on the same data fails at once instead of blocking on
+// etcd's own database lock.
+func lockDataDir(dir string) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(dir, "jobfleet-dev.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--data-dir %s is in use by another jobfleet dev; stop it or choose another --data-dir", dir)
+	}
+	return func() { f.Close() }, nil
 }

@@ -99,16 +99,17 @@ func loadExamples(ctx context.Context, lg *zap.Logger, orch *orchestrator.Orches
 	}
 }
 
-// runDevWorkers runs n workers against the members until ctx ends, and
-// returns when they have shut down.
-func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, urls []string) error {
+// runDevWorkers runs n workers until ctx ends, finding the orchestrators
+// through src (all members of the fleet, including ones started outside
+// dev), and returns when they have shut down.
+func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discovery) error {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
 		w, err := worker.New(worker.Config{
 			ID:              fmt.Sprintf("worker-%d", i+1),
-			Orchestrators:   worker.StaticOrchestrators(urls...),
-			Concurrency:     max(4, len(urls)),
+			Orchestrators:   src,
+			Concurrency:     8,
 			AllowShell:      true, // dev runs on the developer's own machine
 			ShutdownTimeout: 10 * time.Second,
 			Logger:          lg.Named("worker"),

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -89,6 +90,7 @@ type memberOptions struct {
 	namespace  string
 	partitions int
 	leaseTTL   time.Duration
+	runLease   time.Duration
 }
 
 func (o *memberOptions) register(cmd *cobra.Command) {
@@ -97,8 +99,9 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HOST:PORT of the HTTP API")
 	fs.StringVar(&o.advertise, "advertise", "", "URL others and workers use to reach this member (default: http://<listen>, with the host name for a wildcard host)")
 	fs.StringVar(&o.namespace, "namespace", orchestrator.DefaultNamespace, "etcd key prefix of the cluster")
-	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 256; must match an existing cluster's)")
+	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 1024; must match an existing cluster's)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
+	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
 }
 
 // resolve fills the derived defaults (ID, advertise URL) for listen address
@@ -117,6 +120,12 @@ func (o *memberOptions) resolve(addr string) (id, advertise string, err error) {
 		id = strings.ReplaceAll(hostname, "_", "-") + "-" + port
 	}
 	advertise = o.advertise
+	if advertise != "" {
+		u, err := url.Parse(advertise)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return "", "", fmt.Errorf("--advertise %q: want an absolute http(s) URL that other members and workers can reach, like http://host:8080", advertise)
+		}
+	}
 	if advertise == "" {
 		if host == "" || host == "0.0.0.0" || host == "::" {
 			host = hostname
@@ -180,6 +189,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		Namespace:  o.namespace,
 		Partitions: o.partitions,
 		LeaseTTL:   o.leaseTTL,
+		RunLease:   o.runLease,
 		Logger:     lg,
 		Registry:   reg,
 	})

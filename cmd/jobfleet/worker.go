@@ -60,6 +60,12 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 				id = fmt.Sprintf("%s-%d", hostname, os.Getpid())
 			}
 
+			if concurrency < 1 || concurrency > worker.MaxConcurrency {
+				return fmt.Errorf("--concurrency must be 1..%d, got %d", worker.MaxConcurrency, concurrency)
+			}
+			if cmd.Flags().Changed("orchestrators") && len(orchestrators) == 0 {
+				return errors.New("--orchestrators is empty: give orchestrator URLs, or leave it out to find them in etcd")
+			}
 			if len(orchestrators) > 0 && cmd.Flags().Changed("etcd-endpoints") {
 				// Perhaps from JOBFLEET_ETCD_ENDPOINTS: the explicit list wins.
 				lg.Info("--orchestrators given: not reading the members from etcd")

@@ -109,8 +109,8 @@ func TestHandler(t *testing.T) {
 			path:     "/v1/cluster/members",
 			wantCode: http.StatusOK,
 			wantJSON: `{"revision":42,"members":[
-				{"id":"a","addr":"http://127.0.0.1:8080","lease_id":31,"started_at":"2026-01-02T03:04:05Z"},
-				{"id":"b","addr":"http://127.0.0.1:8081","lease_id":32,"started_at":"2026-01-02T03:04:05Z"}]}`,
+				{"id":"a","addr":"http://127.0.0.1:8080","lease_id":"31","started_at":"2026-01-02T03:04:05Z"},
+				{"id":"b","addr":"http://127.0.0.1:8081","lease_id":"32","started_at":"2026-01-02T03:04:05Z"}]}`,
 		},
 		{
 			name: "partitions",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -653,6 +654,46 @@ func TestTimeZoneAcrossDST(t *testing.T) {
 		runs := h.waitRuns("ny", i+1)
 		if got := runs[0].ScheduledAt; !got.Equal(at) {
 			t.Fatalf("fire %d at %v, want %v", i+1, got, at)
+		}
+	}
+}
+
+// TestConcurrentTriggersEachGetARun: triggers in the same millisecond (the
+// fake clock does not move) still get a run each.
+func TestConcurrentTriggersEachGetARun(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "trg", RunAt: ptr(t0.Add(24 * time.Hour))})
+	const n = 20
+	ids := make(chan string, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := h.store.Trigger(context.Background(), "trg")
+			if err != nil {
+				t.Error(err)
+			}
+			ids <- id
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[string]bool{}
+	for id := range ids {
+		if seen[id] {
+			t.Fatalf("two triggers got run ID %s", id)
+		}
+		seen[id] = true
+	}
+	runs := h.waitRuns("trg", n)
+	if len(runs) != n {
+		t.Fatalf("got %d runs for %d triggers", len(runs), n)
+	}
+	for _, r := range runs {
+		if !seen[r.ID] {
+			t.Errorf("run %s was not promised to any trigger", r.ID)
 		}
 	}
 }

@@ -86,6 +86,32 @@ func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, acti
 	return plan, nil
 }
 
+// CapActive turns pending runs of plan into skipped ones while job j
+// already has max runs active (pending, failed awaiting retry, or running;
+// active counts those before the plan), so a job whose runs no worker takes
+// (no worker runs its executor type, or no worker is running at all) does
+// not pile up runs without bound, to run all at once when a worker comes.
+// Runs the plan replaces do not count.
+func CapActive(j *store.Job, plan *FirePlan, active, max int) {
+	if len(plan.Replace) > 0 {
+		active = 0
+	}
+	for i := range plan.Runs {
+		r := &plan.Runs[i]
+		if r.Status != store.RunPending {
+			continue
+		}
+		if active < max {
+			active++
+			continue
+		}
+		r.Status = store.RunSkipped
+		r.Reason = fmt.Sprintf("%d runs of this job are still waiting or running (limit %d): is a worker running that executes %q?", active, max, j.Executor.Type)
+		plan.State.Fired--
+		plan.State.Skipped++
+	}
+}
+
 // NewRun returns the pending run of job j for scheduled time at, fired at
 // now by owner under epoch.
 func NewRun(j *store.Job, at, now time.Time, owner string, epoch int64) store.Run {

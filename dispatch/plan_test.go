@@ -174,3 +174,28 @@ func TestLeaseExpired(t *testing.T) {
 		t.Fatal("a pending run has no lease to expire")
 	}
 }
+
+func TestCapActive(t *testing.T) {
+	j, s := planJob(t, store.Job{ID: "a", Schedule: "@every 1s", MisfirePolicy: store.MisfireRunAll})
+	active := []string{"a@1", "a@2", "a@3"}
+	plan, err := dispatch.PlanFires(&j, s, store.JobState{}, active, t0.Add(4*time.Second), schedule.Policy{}, "m", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dispatch.CapActive(&j, &plan, len(active), 5)
+	pending, skipped := 0, 0
+	for _, r := range plan.Runs {
+		switch r.Status {
+		case store.RunPending:
+			pending++
+		case store.RunSkipped:
+			skipped++
+			if r.Reason == "" {
+				t.Errorf("capped run %s has no reason", r.ID)
+			}
+		}
+	}
+	if pending != 2 || skipped != 2 || plan.State.Fired != 2 || plan.State.Skipped != 2 {
+		t.Fatalf("4 fires with 3 of 5 active: %d pending, %d skipped, state %+v; want 2 and 2", pending, skipped, plan.State)
+	}
+}

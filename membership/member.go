@@ -21,8 +21,10 @@ type Member struct {
 	ID string `json:"id"`
 	// Addr is the URL other members and workers use to reach it.
 	Addr string `json:"addr"`
-	// LeaseID is the etcd lease the registration is bound to.
-	LeaseID int64 `json:"lease_id"`
+	// LeaseID is the etcd lease the registration is bound to. JSON carries
+	// it as a decimal string: lease IDs exceed 2^53, which JSON numbers in
+	// many clients cannot hold exactly.
+	LeaseID int64 `json:"lease_id,string"`
 	// StartedAt is when this registration was made.
 	StartedAt time.Time `json:"started_at"`
 }
@@ -74,7 +76,8 @@ func ValidateID(id string) error {
 }
 
 // Register records m under its key, bound to the session's lease, and
-// returns the stored member. If the key is held by another lease (an earlier
+// returns the stored member. lg should carry the member's ID. If the key is
+// held by another lease (an earlier
 // incarnation of the same member that crashed, or a second process started
 // with the same ID), Register logs why and waits until that registration is
 // gone: two live registrations of one ID would give two processes the same
@@ -118,7 +121,7 @@ func Register(ctx context.Context, client *clientv3.Client, s *Session, ns strin
 		}
 		if !logged {
 			lg.Warn("another registration holds this member ID; waiting for it to be released or to expire",
-				zap.String("member", m.ID), zap.String("holder_lease", fmt.Sprintf("%x", kvs[0].Lease)))
+				zap.String("holder_lease", fmt.Sprintf("%x", kvs[0].Lease)))
 			logged = true
 		}
 		if err := waitDeleted(ctx, client, key, resp.Header.Revision); err != nil {

@@ -468,6 +468,10 @@ func (r *run) acquire(ctx context.Context, free []int) error {
 			c.lg.Info("partitions acquired", zap.Ints("partitions", chunk), zap.Int64("epoch", resp.Header.Revision))
 			continue
 		}
+		// The batch lost a race for some key: one transaction per key,
+		// one log line for what was won.
+		var won []int
+		var epochs []int64
 		for i, part := range chunk {
 			resp, err := r.txn(ctx, cmps[i:i+1], puts[i:i+1])
 			if err != nil {
@@ -475,8 +479,11 @@ func (r *run) acquire(ctx context.Context, free []int) error {
 			}
 			if resp.Succeeded {
 				r.start(part, resp.Header.Revision)
-				c.lg.Info("partitions acquired", zap.Ints("partitions", []int{part}), zap.Int64("epoch", resp.Header.Revision))
+				won, epochs = append(won, part), append(epochs, resp.Header.Revision)
 			}
+		}
+		if len(won) > 0 {
+			c.lg.Info("partitions acquired", zap.Ints("partitions", won), zap.Int64s("epochs", epochs))
 		}
 	}
 	return nil
@@ -614,6 +621,7 @@ func (r *run) shutdown() error {
 		r.c.lg.Warn("could not delete some owner keys at shutdown; they go with the lease", zap.Ints("partitions", slices.Sorted(maps.Keys(r.pendingDelete))))
 	}
 	r.wg.Wait()
+	r.c.cfg.Metrics.setOwned(0, 0)
 	r.c.setStatus(Status{Reason: "stopped", Owned: map[int]int64{}})
 	return nil
 }
@@ -627,6 +635,7 @@ func (r *run) sessionLost() error {
 		r.stop(parts, "lease_lost", false)
 	}
 	r.wg.Wait()
+	r.c.cfg.Metrics.setOwned(0, 0)
 	r.c.setStatus(Status{Reason: "session lost: " + errString(r.s.Err()), Owned: map[int]int64{}})
 	err := r.s.Err()
 	if err == nil {

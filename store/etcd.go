@@ -88,7 +88,7 @@ func (s *Etcd) Create(ctx context.Context, j Job) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	now := s.now().UTC()
+	now := s.nowMillis()
 	j.CreatedAt, j.UpdatedAt = now, now
 	val, err := json.Marshal(j)
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err er
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return Job{}, false, err
 		}
-		now := s.now().UTC()
+		now := s.nowMillis()
 		j.CreatedAt, j.UpdatedAt = now, now
 		if rev != 0 {
 			j.CreatedAt = old.CreatedAt
@@ -145,6 +145,11 @@ func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err er
 	}
 	return Job{}, false, fmt.Errorf("job %q: %w", j.ID, ErrConflict)
 }
+
+// nowMillis is the store's time in UTC at millisecond precision, the
+// precision of run IDs: a job with neither schedule nor run_at runs at
+// its creation time, and its run's scheduled_at must match its run ID.
+func (s *Etcd) nowMillis() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
 
 func (s *Etcd) prepare(j Job) (Job, int, error) {
 	j.State = nil // server-set, read-only
@@ -278,7 +283,7 @@ func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, erro
 		if j.Paused == paused {
 			return j, nil
 		}
-		j.Paused, j.UpdatedAt = paused, s.now().UTC()
+		j.Paused, j.UpdatedAt = paused, s.nowMillis()
 		j.Revision = 0
 		val, err := json.Marshal(j)
 		if err != nil {
@@ -303,21 +308,35 @@ func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, erro
 // will have. The request is durable when Trigger returns; the partition's
 // owner fires it (once) and deletes it. ErrNotFound if there is no such
 // job. A paused job can be triggered.
+//
+// Every accepted trigger gets a run of its own: run IDs have millisecond
+// precision, so a trigger whose millisecond is taken (by another trigger
+// or an existing run) takes the next free one.
 func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
 	p := s.Partition(id)
 	spec := s.keys.Spec(p, id)
-	at := s.now().UTC().Truncate(time.Millisecond)
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(spec), ">", 0)).
-		Then(clientv3.OpPut(s.keys.Trigger(p, id, at), "")).
-		Commit()
-	if err != nil {
-		return "", Classify(err)
+	at := s.nowMillis()
+	for range 1000 {
+		trig, run := s.keys.Trigger(p, id, at), s.keys.Run(p, id, at)
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(spec), ">", 0),
+				clientv3.Compare(clientv3.CreateRevision(trig), "=", 0),
+				clientv3.Compare(clientv3.CreateRevision(run), "=", 0)).
+			Then(clientv3.OpPut(trig, "")).
+			Else(clientv3.OpGet(spec, clientv3.WithCountOnly())).
+			Commit()
+		if err != nil {
+			return "", Classify(err)
+		}
+		if resp.Succeeded {
+			return RunID(id, at), nil
+		}
+		if resp.Responses[0].GetResponseRange().Count == 0 {
+			return "", ErrNotFound
+		}
+		at = at.Add(time.Millisecond) // this millisecond is taken
 	}
-	if !resp.Succeeded {
-		return "", ErrNotFound
-	}
-	return RunID(id, at), nil
+	return "", fmt.Errorf("job %q: %w: no free millisecond for a trigger", id, ErrConflict)
 }
 
 // Runs returns up to limit (1..1000) of job id's runs, newest first.

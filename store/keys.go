@@ -121,8 +121,11 @@ func (k Keys) ParseQueueKey(p int, key string) (id string, t time.Time, ok bool)
 // URL-path safe.
 func RunID(id string, t time.Time) string { return EscapeID(id) + "@" + FormatTime(t) }
 
-// ParseRunID splits a run ID into job ID and scheduled time. Errors match
-// ErrNotFound (a malformed ID names no run).
+// ParseRunID splits a run ID into job ID and scheduled time. For
+// convenience it also accepts the job ID unescaped ("a/b@<time>" for the
+// run "a%2Fb@<time>"), as a user pasting a run ID into a URL path without
+// escaping it again sends it. Errors match ErrNotFound (a malformed ID
+// names no run).
 func ParseRunID(runID string) (id string, t time.Time, err error) {
 	i := strings.LastIndexByte(runID, '@')
 	if i < 0 {
@@ -130,7 +133,10 @@ func ParseRunID(runID string) (id string, t time.Time, err error) {
 	}
 	id, err = UnescapeID(runID[:i])
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("%w: run ID %q: bad job ID", ErrNotFound, runID)
+		id = runID[:i] // not in escaped form: the job ID itself
+	}
+	if id == "" {
+		return "", time.Time{}, fmt.Errorf("%w: run ID %q: no job ID", ErrNotFound, runID)
 	}
 	t, err = time.Parse(TimeFormat, runID[i+1:])
 	if err != nil {

@@ -116,7 +116,8 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 			}
 		}
 	}
-	var orphans []string // states of deleted jobs
+	var orphans []string   // states of deleted jobs
+	var recreated []string // jobs whose state is an earlier job's of the same ID
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		esc := string(kv.Key[len(k.StatePrefix(pt.p)):])
 		id, err := store.UnescapeID(esc)
@@ -132,6 +133,15 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 			pt.lg.Warn("corrupt job state; starting afresh", zap.String("job_id", id), zap.Error(err))
 			e.state = store.JobState{}
 		}
+		if last := e.state.Last; !last.IsZero() && last.Before(e.spec.InitialLast()) {
+			// A state older than its job is that of an earlier job of the
+			// same ID, deleted and created again while the partition had
+			// no owner: the new job starts afresh, and the earlier job's
+			// runs go (the new job has none yet: every fire writes the
+			// state along with its runs).
+			e.state = store.JobState{}
+			recreated = append(recreated, id)
+		}
 	}
 	var runKeys []string
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
@@ -139,8 +149,8 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 		if !ok {
 			continue
 		}
-		if jobs[id] == nil {
-			if !slices.Contains(orphans, id) {
+		if jobs[id] == nil || slices.Contains(recreated, id) {
+			if jobs[id] == nil && !slices.Contains(orphans, id) {
 				orphans = append(orphans, id)
 			}
 			continue
@@ -163,6 +173,12 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 
 	for _, id := range orphans {
 		pt.deleteJobData(ctx, id)
+	}
+	for _, id := range recreated {
+		pt.lg.Info("job was deleted and created again while the partition had no owner; removing the earlier job's state and runs", zap.String("job_id", id))
+		pt.mu.Lock()
+		pt.removeJobDataLocked(ctx, id)
+		pt.mu.Unlock()
 	}
 	for _, t := range triggers {
 		pt.fireTrigger(ctx, t)
@@ -660,6 +676,16 @@ func (pt *partition) fireTrigger(ctx context.Context, t triggerReq) {
 func (pt *partition) deleteJobData(ctx context.Context, id string) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
+	pt.removeJobDataLocked(ctx, id)
+	delete(pt.jobs, id)
+	for _, rid := range pt.activeOfLocked(id) {
+		delete(pt.active, rid)
+	}
+}
+
+// removeJobDataLocked deletes job id's state, runs and queue entries from
+// etcd (not its spec, nor anything in memory).
+func (pt *partition) removeJobDataLocked(ctx context.Context, id string) {
 	k := pt.d.keys
 	ops := []clientv3.Op{
 		clientv3.OpDelete(k.State(pt.p, id)),
@@ -668,10 +694,6 @@ func (pt *partition) deleteJobData(ctx context.Context, id string) {
 	}
 	if _, err := pt.commitLocked(ctx, ops); err != nil {
 		pt.lg.Warn("removing a deleted job's data failed; retried at the next load", zap.String("job_id", id), zap.Error(err))
-	}
-	delete(pt.jobs, id)
-	for _, rid := range pt.activeOfLocked(id) {
-		delete(pt.active, rid)
 	}
 }
 

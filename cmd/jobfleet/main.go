@@ -71,7 +71,7 @@ func newRootCmd() *cobra.Command {
 			return bindEnv(cmd)
 		},
 	}
-	root.AddCommand(newOrchestratorCmd(), newDevCmd(), newClusterCmd(), newJobCmd(), newBenchCmd(), newWorkerCmd())
+	root.AddCommand(newOrchestratorCmd(), newDevCmd(), newClusterCmd(), newJobCmd(), newBenchCmd(), newWorkerCmd(), newEtcdCmd())
 	return root
 }
 

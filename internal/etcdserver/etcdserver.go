@@ -1,8 +1,12 @@
-// Package etcdserver runs a single-node etcd inside the current process.
+// Package etcdserver runs an etcd member inside the current process.
 //
 // It backs `jobfleet dev` and the test harness in internal/etcdtest: a real
 // etcd server (go.etcd.io/etcd/server/v3/embed), not a mock, listening on
-// loopback. It is not meant for production; production fleets use an etcd
+// loopback. By default the server is a single-member cluster of its own;
+// with Config.Name and Config.InitialCluster it is one member of a
+// multi-member cluster (the fault-injection harness in internal/chaos runs
+// three, each in its own `jobfleet etcd` process, so that one can be
+// killed). It is not meant for production; production fleets use an etcd
 // cluster of their own.
 package etcdserver
 
@@ -11,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -28,6 +33,16 @@ type Config struct {
 	// PeerAddr is the host:port of the raft peer listener. Empty picks a
 	// free loopback port.
 	PeerAddr string
+	// Name is the member's name; default "jobfleet-dev".
+	Name string
+	// InitialCluster is the membership a new cluster starts with, as etcd's
+	// --initial-cluster: name=http://host:port pairs (peer URLs), comma
+	// separated, one of them this member's Name and PeerAddr. Empty means
+	// a single-member cluster of this server. It is used only when Dir
+	// holds no data yet; a restarted member rejoins the cluster its data
+	// records. Every member of a multi-member cluster must be started (in
+	// any order) before any of them is ready: Start waits for a quorum.
+	InitialCluster string
 	// NoFsync skips fsync; only for tests, where durability across a power
 	// loss does not matter and speed does.
 	NoFsync bool
@@ -45,6 +60,7 @@ type Config struct {
 // Server is a running embedded etcd. Close stops it; Close is idempotent
 // and safe for concurrent use.
 type Server struct {
+	closeOnce  sync.Once
 	etcd       *embed.Etcd
 	logLevel   zap.AtomicLevel // raised at Close to hide etcd's shutdown noise
 	clientAddr string
@@ -78,7 +94,10 @@ func Start(cfg Config) (*Server, error) {
 	}
 
 	ec := embed.NewConfig()
-	ec.Name = "jobfleet-dev"
+	ec.Name = cfg.Name
+	if ec.Name == "" {
+		ec.Name = "jobfleet-dev"
+	}
 	ec.Dir = cfg.Dir
 	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
 	peerURL := url.URL{Scheme: "http", Host: cfg.PeerAddr}
@@ -87,6 +106,10 @@ func Start(cfg Config) (*Server, error) {
 	ec.ListenPeerUrls = []url.URL{peerURL}
 	ec.AdvertisePeerUrls = []url.URL{peerURL}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	if cfg.InitialCluster != "" {
+		ec.InitialCluster = cfg.InitialCluster
+		ec.InitialClusterToken = "jobfleet"
+	}
 	ec.UnsafeNoFsync = cfg.NoFsync
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	ec.Logger = "zap"
@@ -116,14 +139,20 @@ func (s *Server) Endpoints() []string { return []string{"http://" + s.clientAddr
 // ClientAddr returns the client listener's host:port.
 func (s *Server) ClientAddr() string { return s.clientAddr }
 
+// Err returns a channel that receives the error that stops a running
+// server (such as a listener failing); it is not closed by Close.
+func (s *Server) Err() <-chan error { return s.etcd.Err() }
+
 // PeerAddr returns the peer listener's host:port.
 func (s *Server) PeerAddr() string { return s.peerAddr }
 
 // Close stops the server and waits for it to release its ports and files.
 // etcd logs its closing listeners as errors; they are expected here.
 func (s *Server) Close() {
-	s.logLevel.SetLevel(zap.FatalLevel)
-	s.etcd.Close()
+	s.closeOnce.Do(func() {
+		s.logLevel.SetLevel(zap.FatalLevel)
+		s.etcd.Close() // panics if called twice
+	})
 }
 
 // FreeAddr returns a loopback host:port that was free a moment ago. Another

@@ -1,0 +1,823 @@
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// The checker is a pure function of what the harness recorded (Input): it
+// reads no clock and does no I/O, so each of its rules is tested on
+// hand-made histories (check_test.go).
+
+// Slack around the instants the checker compares with scheduled times.
+const (
+	// requiredSlack: a scheduled time must have fired if it lies at least
+	// this far inside the span in which its job's spec asked for it
+	// (after an update, before an update, delete or pause): the owner sees
+	// spec changes through a watch, a few milliseconds late.
+	requiredSlack = time.Second
+	// allowedSlack: a fire is unexpected if its time lies further than
+	// this outside every span in which the spec asked for it.
+	allowedSlack = 2 * time.Second
+	// windowSlack widens a fault's window on both sides when deciding
+	// whether a missed fire is allowed.
+	windowSlack = time.Second
+	// attributionLead: a scheduled time belongs to a fault from this long
+	// before its injection (attempts in flight when it struck) until its
+	// recovery plus the misfire grace.
+	attributionLead = 3 * time.Second
+	// deadWorkerSlack: a worker's report accepted later than this after
+	// the worker's process ended is a report no live process sent.
+	deadWorkerSlack = 2 * time.Second
+)
+
+// Input is everything the checker reads.
+type Input struct {
+	// Partitions is the cluster's partition count.
+	Partitions int
+	// Grace is the misfire grace.
+	Grace time.Duration
+	// End is the end of the checked span: every recurring job was paused
+	// before it, every one-off was due well before it.
+	End time.Time
+	// Faults are the injected faults with their measured recoveries.
+	Faults []Fault
+	// LeaseLosses are the moments members stopped acting as owners on
+	// their own (see leaseLosses), injected or not.
+	LeaseLosses []Fault
+	// History is the etcd history of specs, runs and owner keys.
+	History History
+	// Executions are the recorder's executions.
+	Executions []Execution
+	// Jobs are the workload's records of what the API accepted, and
+	// Listed the jobs GET /v1/jobs returned at the end (nil if it failed).
+	Jobs   map[string]JobRecord
+	Listed map[string]store.Job
+	// DeleteRequested is, per deleted job, when the workload sent the
+	// delete that was accepted.
+	DeleteRequested map[string]time.Time
+	// Workers are the worker incarnations' lifetimes, by worker ID.
+	Workers map[string]WorkerLife
+}
+
+// KindStats are the checker's figures for the scheduled times attributed
+// to one fault kind (or to Steady, or to all: the total).
+type KindStats struct {
+	Kind Kind `json:"kind"`
+	// Injected is the number of faults of this kind.
+	Injected int `json:"injected"`
+	// FiresExpected counts the scheduled times that had to fire.
+	FiresExpected int `json:"fires_expected"`
+	// FiresRecorded counts the runs created (fires), expected or not.
+	FiresRecorded int `json:"fires_recorded"`
+	// FiresExecuted counts the fires the recorder saw succeed at least
+	// once.
+	FiresExecuted int `json:"fires_executed"`
+	// MissedAllowed counts expected times that did not fire, inside a
+	// fault's window, for jobs whose misfire policy lets them be skipped.
+	MissedAllowed int `json:"missed_allowed"`
+	// The must-be-zero counts.
+	Missed               int `json:"missed"`
+	DuplicateFires       int `json:"duplicate_fires"`
+	DuplicateExecutions  int `json:"duplicate_executions"`
+	StaleReportsAccepted int `json:"stale_reports_accepted"`
+	UnexpectedFires      int `json:"unexpected_fires"`
+	// MaxLag is the longest fire lag (fired_at - scheduled_at).
+	MaxLag time.Duration `json:"max_lag_ns"`
+	// Failovers are the measured recoveries of the faults of this kind.
+	Failovers   int           `json:"failovers"`
+	FailoverP50 time.Duration `json:"failover_p50_ns"`
+	FailoverMax time.Duration `json:"failover_max_ns"`
+}
+
+func (k *KindStats) add(o KindStats) {
+	k.Injected += o.Injected
+	k.FiresExpected += o.FiresExpected
+	k.FiresRecorded += o.FiresRecorded
+	k.FiresExecuted += o.FiresExecuted
+	k.MissedAllowed += o.MissedAllowed
+	k.Missed += o.Missed
+	k.DuplicateFires += o.DuplicateFires
+	k.DuplicateExecutions += o.DuplicateExecutions
+	k.StaleReportsAccepted += o.StaleReportsAccepted
+	k.UnexpectedFires += o.UnexpectedFires
+	k.MaxLag = max(k.MaxLag, o.MaxLag)
+}
+
+// Global are the checks that are not attributed to a fault kind.
+type Global struct {
+	Jobs         int `json:"jobs"`
+	JobsDeleted  int `json:"jobs_deleted"`
+	JobUpdates   int `json:"job_updates"`
+	Executions   int `json:"executions"`
+	OwnerEvents  int `json:"owner_events"`
+	RunsRetried  int `json:"runs_retried"`           // runs with more than one attempt
+	RunsRepeated int `json:"runs_executed_repeated"` // runs the recorder saw succeed more than once (at least once delivery)
+	// The must-be-zero counts.
+	AcceptedJobsMissing int `json:"accepted_jobs_missing"`
+	AcceptedWritesLost  int `json:"accepted_writes_lost"`
+	OwnerOverlaps       int `json:"owner_overlaps"`
+	UnfencedFires       int `json:"unfenced_fires"`
+	UnknownRunsExecuted int `json:"unknown_runs_executed"`
+	UnrecordedAttempts  int `json:"unrecorded_attempts_executed"`
+	RunsLost            int `json:"runs_lost"`
+	RunsUnfinished      int `json:"runs_unfinished"`
+	CorruptRuns         int `json:"corrupt_runs"`
+	FaultsNotRecovered  int `json:"faults_not_recovered"`
+}
+
+// Violation is one broken rule, with enough detail to look it up in the
+// logs.
+type Violation struct {
+	Check  string `json:"check"`
+	Kind   Kind   `json:"kind,omitempty"`
+	Detail string `json:"detail"`
+}
+
+// Result is the checker's output.
+type Result struct {
+	Kinds      []KindStats `json:"kinds"` // every kind injected, then Steady
+	Total      KindStats   `json:"total"`
+	Global     Global      `json:"global"`
+	Violations []Violation `json:"violations"`
+	// Truncated counts violations left out of Violations (at most
+	// maxViolations per check are listed).
+	Truncated int `json:"violations_truncated,omitempty"`
+}
+
+// OK reports whether every must-be-zero count is zero.
+func (r *Result) OK() bool { return len(r.Violations) == 0 && r.Truncated == 0 }
+
+const maxViolations = 20
+
+// checker holds the state of one Check.
+type checker struct {
+	in       Input
+	keys     store.Keys
+	stats    map[Kind]*KindStats
+	res      Result
+	perCheck map[string]int
+	faults   []Fault  // injected faults and lease losses outside them, sorted by start
+	extra    []Window // windows of lease losses caused by injected faults
+}
+
+// Check runs every check over in.
+func Check(in Input) Result {
+	c := &checker{in: in, stats: map[Kind]*KindStats{}, perCheck: map[string]int{}}
+	c.faults = slices.SortedFunc(slices.Values(in.Faults), func(a, b Fault) int { return a.Start.Compare(b.Start) })
+	var losses []Fault
+	for _, f := range in.LeaseLosses {
+		if c.kindOf(f.Start) != Steady {
+			c.extra = append(c.extra, f.Windows...) // an effect of an injected fault
+		} else {
+			losses = append(losses, f)
+		}
+	}
+	c.faults = slices.SortedFunc(slices.Values(append(c.faults, losses...)), func(a, b Fault) int { return a.Start.Compare(b.Start) })
+	for _, f := range c.faults {
+		c.stat(f.Kind).Injected++
+		if f.Recovered.IsZero() {
+			c.res.Global.FaultsNotRecovered++
+			c.violate("faults_not_recovered", f.Kind, fmt.Sprintf("%s of %s at %s: no recovery within %v (%s)", f.Kind, f.Target, ts(f.Start), recoveryTimeout, f.Err))
+		}
+	}
+	c.failovers()
+	execs := c.indexExecutions()
+	c.checkSchedules()
+	c.checkRuns(execs)
+	c.checkExecutions(execs)
+	c.checkJobs()
+	c.res.Global.OwnerEvents = in.History.OwnerEvents
+	for _, o := range in.History.OwnerOverlaps {
+		c.res.Global.OwnerOverlaps++
+		c.violate("owner_overlaps", "", fmt.Sprintf("partition %d at revision %d: %s", o.Partition, o.Rev, o.Detail))
+	}
+	c.res.Global.Executions = len(in.Executions)
+
+	for _, k := range append(slices.Clone(AllKinds), LeaseLoss, Steady) {
+		if s := c.stats[k]; s != nil && (s.Injected > 0 || s.FiresRecorded > 0 || s.FiresExpected > 0) {
+			c.res.Kinds = append(c.res.Kinds, *s)
+			c.res.Total.add(*s)
+		}
+	}
+	c.res.Total.Kind = "total"
+	var all []time.Duration
+	for _, f := range c.faults {
+		if !f.Recovered.IsZero() {
+			all = append(all, f.Failover)
+		}
+	}
+	c.res.Total.Failovers, c.res.Total.FailoverP50, c.res.Total.FailoverMax = summarize(all)
+	return c.res
+}
+
+func ts(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+func (c *checker) stat(k Kind) *KindStats {
+	s := c.stats[k]
+	if s == nil {
+		s = &KindStats{Kind: k}
+		c.stats[k] = s
+	}
+	return s
+}
+
+func (c *checker) violate(check string, k Kind, detail string) {
+	c.perCheck[check]++
+	if c.perCheck[check] > maxViolations {
+		c.res.Truncated++
+		return
+	}
+	c.res.Violations = append(c.res.Violations, Violation{Check: check, Kind: k, Detail: detail})
+}
+
+func summarize(ds []time.Duration) (n int, p50, maxD time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	return len(s), s[(len(s)-1)/2], s[len(s)-1]
+}
+
+func (c *checker) failovers() {
+	by := map[Kind][]time.Duration{}
+	for _, f := range c.faults {
+		if !f.Recovered.IsZero() {
+			by[f.Kind] = append(by[f.Kind], f.Failover)
+		}
+	}
+	for k, ds := range by {
+		s := c.stat(k)
+		s.Failovers, s.FailoverP50, s.FailoverMax = summarize(ds)
+	}
+}
+
+// kindOf attributes scheduled time t to the latest fault whose span
+// [start - attributionLead, recovered + grace + windowSlack] holds it (the
+// spans of consecutive faults can overlap), or to Steady.
+func (c *checker) kindOf(t time.Time) Kind {
+	k := Steady
+	for _, f := range c.faults {
+		end := f.Recovered
+		if end.IsZero() {
+			end = f.Start.Add(recoveryTimeout)
+		}
+		if !t.Before(f.Start.Add(-attributionLead)) && !t.After(end.Add(c.in.Grace+windowSlack)) {
+			k = f.Kind
+		}
+	}
+	return k
+}
+
+// windows returns the fault windows that affect partition p.
+func (c *checker) windows(p int) []Window {
+	var out []Window
+	add := func(w Window) {
+		if w.End.IsZero() {
+			w.End = w.Start.Add(recoveryTimeout)
+		}
+		if w.Partitions == nil || slices.Contains(w.Partitions, p) {
+			out = append(out, w)
+		}
+	}
+	for _, f := range c.faults {
+		for _, w := range f.Windows {
+			add(w)
+		}
+	}
+	for _, w := range c.extra {
+		add(w)
+	}
+	return out
+}
+
+// mayMiss reports whether scheduled time t of partition p may have been
+// skipped by a misfire policy: some fault window of p began before t
+// (less windowSlack) and ended more than the grace after t (plus
+// windowSlack). Only then can t have been more than the grace old when
+// the partition's next owner first looked at it.
+func (c *checker) mayMiss(p int, t time.Time) bool {
+	for _, w := range c.windows(p) {
+		if !t.Before(w.Start.Add(-windowSlack)) && !t.Add(c.in.Grace).After(w.End.Add(windowSlack)) {
+			return true
+		}
+	}
+	return false
+}
+
+// inWindow returns the window of partition p that holds instant t
+// (widened by windowSlack), if any.
+func (c *checker) inWindow(p int, t time.Time) (Window, bool) {
+	for _, w := range c.windows(p) {
+		if !t.Before(w.Start.Add(-windowSlack)) && !t.After(w.End.Add(windowSlack)) {
+			return w, true
+		}
+	}
+	return Window{}, false
+}
+
+// segment is a span of a job's life under one schedule.
+type segment struct {
+	from, to time.Time // to is zero if the span lasts to the end
+	first    bool      // starts at the job's creation
+	// initial is, for the first span, the job's InitialLast: its times
+	// strictly after it fire (a one-off's run_at may precede its
+	// creation).
+	initial time.Time
+	active  bool // not paused
+	sched   schedule.Schedule
+	oneOff  *time.Time
+	misfire store.MisfirePolicy
+}
+
+// segments splits a job's spec history into spans of one schedule. Spec
+// writes that change neither the schedule nor the paused flag (payload
+// updates) do not start a new span.
+func (c *checker) segments(id string, versions []SpecVersion) []segment {
+	var segs []segment
+	var cur *store.Job
+	closeAt := func(t time.Time) {
+		if len(segs) > 0 && segs[len(segs)-1].to.IsZero() {
+			segs[len(segs)-1].to = t
+		}
+	}
+	for _, v := range versions {
+		if v.Deleted {
+			at := v.Seen
+			if req, ok := c.in.DeleteRequested[id]; ok && req.Before(at) {
+				at = req
+			}
+			closeAt(at)
+			cur = nil
+			continue
+		}
+		j := v.Job
+		if cur != nil && cur.CreatedAt.Equal(j.CreatedAt) && cur.Schedule == j.Schedule && cur.Paused == j.Paused &&
+			equalTimes(cur.RunAt, j.RunAt) && cur.Timezone == j.Timezone {
+			cur = &j
+			continue
+		}
+		from := j.UpdatedAt
+		first := cur == nil
+		if first {
+			from = j.CreatedAt
+		}
+		closeAt(from)
+		sched, err := j.ParseSchedule()
+		if err != nil {
+			continue
+		}
+		segs = append(segs, segment{from: from, first: first, initial: j.InitialLast(), active: !j.Paused, sched: sched, oneOff: j.RunAt, misfire: j.MisfirePolicy})
+		cur = &j
+	}
+	return segs
+}
+
+func equalTimes(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+// times returns the scheduled times of s in [lo, hi] (lo exclusive if
+// open).
+func times(s schedule.Schedule, lo, hi time.Time, open bool) []time.Time {
+	var out []time.Time
+	start := lo.Add(-time.Nanosecond)
+	if open {
+		start = lo
+	}
+	for t := s.Next(start); !t.IsZero() && !t.After(hi); t = s.Next(t) {
+		out = append(out, t)
+		if len(out) > 1_000_000 {
+			break
+		}
+	}
+	return out
+}
+
+// checkSchedules derives, for every job, the scheduled times that had to
+// fire and those that may, and compares them with the runs created.
+func (c *checker) checkSchedules() {
+	created := map[string]bool{} // run keys created at least once
+	for key, h := range c.in.History.Runs {
+		if len(h.Creates) > 0 {
+			created[key] = true
+		}
+	}
+	byJob := map[string][]*RunHistory{}
+	for _, h := range c.in.History.Runs {
+		byJob[h.JobID] = append(byJob[h.JobID], h)
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.in.History.Specs)) {
+		versions := c.in.History.Specs[id]
+		p := shard.Partition(id, c.in.Partitions)
+		segs := c.segments(id, versions)
+		// Keyed by Unix nanoseconds: time.Time values of one instant can
+		// differ as map keys (location, monotonic reading).
+		required := map[int64]store.MisfirePolicy{}
+		allowed := map[int64]bool{}
+		oneOff := false
+		for i, sg := range segs {
+			if !sg.active {
+				continue
+			}
+			oneOff = oneOff || sg.oneOff != nil
+			to := sg.to
+			if to.IsZero() {
+				to = c.in.End
+			}
+			// Allowed: the span, widened; at a boundary inside a fault
+			// window the next owner may re-plan from before the fault.
+			alo, ahi := sg.from.Add(-allowedSlack), to.Add(allowedSlack)
+			if w, ok := c.inWindow(p, sg.from); ok && !sg.first {
+				alo = minTime(alo, w.Start.Add(-allowedSlack))
+			}
+			if sg.first {
+				alo = sg.initial.Add(time.Nanosecond)
+			}
+			for _, t := range times(sg.sched, alo, ahi, false) {
+				allowed[t.UnixNano()] = true
+			}
+			// Required: the span, narrowed; a span ending inside a fault
+			// window is required only up to the window's start (its
+			// remaining times may have been planned by nobody).
+			rlo, hi := sg.from.Add(requiredSlack), to.Add(-requiredSlack)
+			open := false
+			if sg.first {
+				rlo, open = sg.initial, true
+			}
+			if !sg.to.IsZero() {
+				if w, ok := c.inWindow(p, sg.to); ok {
+					hi = minTime(hi, w.Start.Add(-windowSlack))
+				}
+			}
+			if i == len(segs)-1 && sg.to.IsZero() {
+				hi = c.in.End.Add(-requiredSlack)
+			}
+			for _, t := range times(sg.sched, rlo, hi, open) {
+				required[t.UnixNano()] = sg.misfire
+			}
+		}
+		for _, ns := range slices.Sorted(maps.Keys(required)) {
+			t := time.Unix(0, ns).UTC()
+			k := c.kindOf(t)
+			s := c.stat(k)
+			s.FiresExpected++
+			if created[c.runKey(p, id, t)] {
+				continue
+			}
+			policy := required[ns]
+			if !oneOff && policy != store.MisfireRunAll && c.mayMiss(p, t) {
+				s.MissedAllowed++
+				continue
+			}
+			s.Missed++
+			c.violate("missed", k, fmt.Sprintf("job %q (partition %d, misfire %q): scheduled time %s never fired", id, p, cmp.Or(string(policy), "run_once"), ts(t)))
+		}
+		for _, h := range byJob[id] {
+			if len(h.Creates) == 0 {
+				continue
+			}
+			why := ""
+			if !allowed[h.At.UnixNano()] {
+				why = "a time its spec never asked for"
+			}
+			for _, cr := range h.Creates {
+				// The job's spec when the run was created: a job deleted
+				// and created again starts afresh, so no run of the new
+				// job may be for a time before its creation.
+				i, _ := slices.BinarySearchFunc(versions, cr.Rev, func(v SpecVersion, rev int64) int { return cmp.Compare(v.Rev, rev) })
+				if i > 0 && !versions[i-1].Deleted && !h.At.After(versions[i-1].Job.InitialLast()) {
+					why = fmt.Sprintf("a time before the creation (%s) of the job it was fired for", ts(versions[i-1].Job.CreatedAt))
+				}
+			}
+			if why == "" {
+				continue
+			}
+			k := c.kindOf(h.At)
+			c.stat(k).UnexpectedFires++
+			c.violate("unexpected_fires", k, fmt.Sprintf("job %q: run %s fired at revision %d, %s", id, h.Key, h.Creates[len(h.Creates)-1].Rev, why))
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func (c *checker) runKey(p int, id string, t time.Time) string {
+	return c.in.History.nsKeys().Run(p, id, t)
+}
+
+// nsKeys returns the key layout of the history's namespace, derived from
+// a run key.
+func (h History) nsKeys() store.Keys {
+	for key := range h.Runs {
+		if i := strings.Index(key, "runs/"); i >= 0 {
+			return store.Keys{NS: key[:i]}
+		}
+	}
+	return store.Keys{}
+}
+
+// execKey identifies one attempt of one run.
+type execKey struct {
+	run     string
+	attempt int
+}
+
+func (c *checker) indexExecutions() map[execKey][]Execution {
+	out := map[execKey][]Execution{}
+	for _, e := range c.in.Executions {
+		k := execKey{e.Run, e.Attempt}
+		out[k] = append(out[k], e)
+	}
+	return out
+}
+
+// orchestratorReasons are the errors an orchestrator itself records when
+// it ends an attempt; every other attempt result is a worker's report.
+var orchestratorReasons = []string{"run lease expired", "timed out: still running"}
+
+func workerReported(a store.Attempt) bool {
+	for _, r := range orchestratorReasons {
+		if strings.HasPrefix(a.Error, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkRuns checks every run key's history: created once, by the owner of
+// the partition at that revision; attempts only ever appended and
+// finished, never rewritten once finished, never two running at once;
+// success only for an execution the recorder answered 2xx; no report
+// accepted from a worker that no longer ran; every run final at the end
+// and executed.
+func (c *checker) checkRuns(execs map[execKey][]Execution) {
+	// A run deleted with its job is not expected to finish or run: its job
+	// was deleted after the run was created, or the run's key was deleted
+	// (only a deleted job's runs are deleted before they are final) after
+	// a deletion of its job (an owner may fire a time of the deleted job
+	// before its watch tells it of the deletion).
+	deletions := map[string][]int64{}
+	for id, vs := range c.in.History.Specs {
+		for _, v := range vs {
+			if v.Deleted {
+				deletions[id] = append(deletions[id], v.Rev)
+			}
+		}
+	}
+	deletedWithJob := func(h *RunHistory) bool {
+		created := h.Creates[len(h.Creates)-1].Rev
+		return slices.ContainsFunc(deletions[h.JobID], func(rev int64) bool {
+			return rev > created || (h.Deleted && rev < h.DeletedRev)
+		})
+	}
+	for _, key := range slices.Sorted(maps.Keys(c.in.History.Runs)) {
+		h := c.in.History.Runs[key]
+		k := c.kindOf(h.At)
+		s := c.stat(k)
+		if len(h.Corrupt) > 0 {
+			c.res.Global.CorruptRuns++
+			c.violate("corrupt_runs", k, fmt.Sprintf("run %s: %s", key, strings.Join(h.Corrupt, "; ")))
+		}
+		if len(h.Creates) == 0 {
+			continue // only seen deleted: fired before the history began
+		}
+		s.FiresRecorded++
+		if len(h.Creates) > 1 {
+			s.DuplicateFires += len(h.Creates) - 1
+			c.violate("duplicate_fires", k, fmt.Sprintf("run %s created %d times (revisions %v)", key, len(h.Creates), revs(h.Creates)))
+		}
+		for _, cr := range h.Creates {
+			if cr.Epoch != cr.KeyEpoch || cr.Owner != cr.KeyOwner {
+				c.res.Global.UnfencedFires++
+				c.violate("unfenced_fires", k, fmt.Sprintf("run %s created at revision %d by %s with epoch %d while the owner key said %q epoch %d", key, cr.Rev, cr.Owner, cr.Epoch, cr.KeyOwner, cr.KeyEpoch))
+			}
+		}
+		if len(h.Versions) > 0 {
+			first := h.Versions[0].Run
+			s.MaxLag = max(s.MaxLag, first.FiredAt.Sub(first.ScheduledAt))
+		}
+		runID := store.RunID(h.JobID, h.At)
+		c.checkAttempts(h, runID, k, execs)
+
+		last := h.Last()
+		if len(last.Attempts) > 1 {
+			c.res.Global.RunsRetried++
+		}
+		succeeded := 0
+		for a := 1; a <= len(last.Attempts); a++ {
+			for _, e := range execs[execKey{runID, a}] {
+				if e.Succeeded() {
+					succeeded++
+				}
+			}
+		}
+		if succeeded > 0 {
+			s.FiresExecuted++
+		}
+		if succeeded > 1 {
+			c.res.Global.RunsRepeated++
+		}
+		if deletedWithJob(h) || last.Status == store.RunSkipped {
+			continue
+		}
+		switch {
+		case !last.Status.Final():
+			c.res.Global.RunsUnfinished++
+			c.violate("runs_unfinished", k, fmt.Sprintf("run %s still %s at the end (%d attempts)", runID, last.Status, len(last.Attempts)))
+		case last.Status == store.RunDead || succeeded == 0:
+			c.res.Global.RunsLost++
+			c.violate("runs_lost", k, fmt.Sprintf("run %s ended %s with no successful execution recorded (%d attempts: %s)", runID, last.Status, len(last.Attempts), attemptSummary(last.Attempts)))
+		}
+	}
+}
+
+func revs(cs []RunCreate) []int64 {
+	out := make([]int64, len(cs))
+	for i, c := range cs {
+		out[i] = c.Rev
+	}
+	return out
+}
+
+func attemptSummary(as []store.Attempt) string {
+	var parts []string
+	for _, a := range as {
+		res := "ok"
+		if a.Error != "" {
+			res = a.Error
+		}
+		parts = append(parts, fmt.Sprintf("#%d %s: %s", a.Attempt, a.Worker, res))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func sameAttempt(a, b store.Attempt) bool {
+	return a.Attempt == b.Attempt && a.Worker == b.Worker && a.StartedAt.Equal(b.StartedAt) &&
+		a.FinishedAt.Equal(b.FinishedAt) && a.Error == b.Error
+}
+
+// checkAttempts replays the versions of one run document.
+func (c *checker) checkAttempts(h *RunHistory, runID string, k Kind, execs map[execKey][]Execution) {
+	s := c.stat(k)
+	finished := map[int]store.Attempt{} // first finished form of each attempt
+	stale := func(detail string) {
+		s.StaleReportsAccepted++
+		c.violate("stale_reports_accepted", k, fmt.Sprintf("run %s: %s", runID, detail))
+	}
+	for _, v := range h.Versions {
+		as := v.Run.Attempts
+		for i, a := range as {
+			n := i + 1
+			if a.Attempt != n {
+				stale(fmt.Sprintf("revision %d lists attempt %d at position %d", v.Rev, a.Attempt, n))
+				continue
+			}
+			if f, ok := finished[n]; ok {
+				if !sameAttempt(f, a) {
+					stale(fmt.Sprintf("finished attempt %d (%s, %q) rewritten at revision %d as (%s, finished %s, %q)", n, f.Worker, f.Error, v.Rev, a.Worker, ts(a.FinishedAt), a.Error))
+				}
+				continue
+			}
+			if !a.FinishedAt.IsZero() {
+				finished[n] = a
+			}
+			if a.FinishedAt.IsZero() && i < len(as)-1 {
+				stale(fmt.Sprintf("revision %d has attempt %d unfinished while attempt %d exists", v.Rev, n, len(as)))
+			}
+		}
+		for n := range finished {
+			if n > len(as) {
+				stale(fmt.Sprintf("finished attempt %d dropped at revision %d", n, v.Rev))
+				delete(finished, n)
+			}
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(finished)) {
+		a := finished[n]
+		if a.Error == "" {
+			ok := false
+			for _, e := range execs[execKey{runID, n}] {
+				ok = ok || e.Succeeded()
+			}
+			if !ok {
+				stale(fmt.Sprintf("attempt %d by %s recorded as succeeded, but the recorder answered no execution of it with 2xx", n, a.Worker))
+			}
+		}
+		if !workerReported(a) {
+			continue
+		}
+		if life, ok := c.in.Workers[a.Worker]; ok && !life.Ended.IsZero() && a.FinishedAt.After(life.Ended.Add(deadWorkerSlack)) {
+			stale(fmt.Sprintf("attempt %d's report (%q) accepted at %s, %v after worker %s's process ended", n, a.Error, ts(a.FinishedAt), a.FinishedAt.Sub(life.Ended).Round(time.Millisecond), a.Worker))
+		}
+	}
+}
+
+// checkExecutions checks the recorder's log against the history: every
+// execution is of a run that was fired, with an attempt the store
+// recorded before it ran, and no attempt ran twice.
+func (c *checker) checkExecutions(execs map[execKey][]Execution) {
+	keys := c.in.History.nsKeys()
+	attemptsSeen := map[string]map[int]bool{}
+	for key, h := range c.in.History.Runs {
+		m := map[int]bool{}
+		for _, v := range h.Versions {
+			for _, a := range v.Run.Attempts {
+				m[a.Attempt] = true
+			}
+		}
+		attemptsSeen[key] = m
+	}
+	for _, ek := range slices.SortedFunc(maps.Keys(execs), func(a, b execKey) int {
+		return cmp.Or(strings.Compare(a.run, b.run), a.attempt-b.attempt)
+	}) {
+		es := execs[ek]
+		id, at, err := store.ParseRunID(ek.run)
+		if err != nil {
+			c.res.Global.UnknownRunsExecuted++
+			c.violate("unknown_runs_executed", Steady, fmt.Sprintf("recorder saw run ID %q, which is no run ID", ek.run))
+			continue
+		}
+		k := c.kindOf(at)
+		key := keys.Run(shard.Partition(id, c.in.Partitions), id, at)
+		h := c.in.History.Runs[key]
+		if h == nil || len(h.Creates) == 0 {
+			c.res.Global.UnknownRunsExecuted++
+			c.violate("unknown_runs_executed", k, fmt.Sprintf("recorder saw run %s attempt %d, a run the store never recorded", ek.run, ek.attempt))
+			continue
+		}
+		if !attemptsSeen[key][ek.attempt] {
+			c.res.Global.UnrecordedAttempts++
+			c.violate("unrecorded_attempts_executed", k, fmt.Sprintf("recorder saw run %s attempt %d, an attempt the store never recorded", ek.run, ek.attempt))
+		}
+		if len(es) > 1 {
+			c.stat(k).DuplicateExecutions += len(es) - 1
+			c.violate("duplicate_executions", k, fmt.Sprintf("run %s attempt %d executed %d times (starts %s)", ek.run, ek.attempt, len(es), execStarts(es)))
+		}
+		for _, e := range es {
+			if e.Job != id || e.ScheduledAt != store.FormatTime(at) {
+				c.res.Global.CorruptRuns++
+				c.violate("corrupt_runs", k, fmt.Sprintf("run %s executed with job %q scheduled at %q", ek.run, e.Job, e.ScheduledAt))
+			}
+		}
+	}
+}
+
+func execStarts(es []Execution) string {
+	var out []string
+	for _, e := range es {
+		out = append(out, ts(e.Start))
+	}
+	return strings.Join(out, ", ")
+}
+
+// checkJobs compares what the API accepted with the jobs listed at the
+// end: every accepted job is there with its last accepted payload, every
+// deleted one is gone.
+func (c *checker) checkJobs() {
+	g := &c.res.Global
+	for _, id := range slices.Sorted(maps.Keys(c.in.Jobs)) {
+		r := c.in.Jobs[id]
+		if r.Accepted {
+			g.Jobs++
+		}
+		if r.Deleted {
+			g.JobsDeleted++
+		}
+		if !r.Accepted || r.Uncertain || c.in.Listed == nil {
+			continue
+		}
+		j, listed := c.in.Listed[id]
+		switch {
+		case r.Deleted && listed:
+			g.AcceptedWritesLost++
+			c.violate("accepted_writes_lost", "", fmt.Sprintf("job %q: deleted (204), but still listed", id))
+		case !r.Deleted && !listed:
+			g.AcceptedJobsMissing++
+			c.violate("accepted_jobs_missing", "", fmt.Sprintf("job %q: created (201), never deleted, but not listed at the end", id))
+		case !r.Deleted && payloadVersion(j.Payload) != r.Version:
+			g.AcceptedWritesLost++
+			c.violate("accepted_writes_lost", "", fmt.Sprintf("job %q: last accepted write has payload version %d, listed job has %s", id, r.Version, strconv.Quote(string(j.Payload))))
+		}
+	}
+	if c.in.Listed == nil {
+		c.violate("accepted_jobs_missing", "", "the job list could not be read at the end")
+	}
+}

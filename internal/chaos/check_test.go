@@ -1,0 +1,546 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// The checker's tests build histories by hand: a fleet that behaved, and
+// the same fleet with one fault of each kind the checker must catch.
+
+const (
+	testNS         = "/chaos/"
+	testPartitions = 8
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+
+func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+
+// builder builds a checker Input.
+type builder struct {
+	in  Input
+	rev int64
+}
+
+func newBuilder() *builder {
+	return &builder{in: Input{
+		Partitions: testPartitions,
+		Grace:      5 * time.Second,
+		History:    History{Specs: map[string][]SpecVersion{}, Runs: map[string]*RunHistory{}},
+		Jobs:       map[string]JobRecord{},
+		Listed:     map[string]store.Job{},
+		Workers:    map[string]WorkerLife{"w1.0": {ID: "w1.0", Started: at(-100)}},
+	}}
+}
+
+func (b *builder) nextRev() int64 { b.rev++; return b.rev }
+
+// job records a spec write of job id at second sec (its creation if it is
+// the first), accepted by the API.
+func (b *builder) job(id, schedule string, sec float64, paused bool) {
+	vs := b.in.History.Specs[id]
+	created := at(sec)
+	if len(vs) > 0 && !vs[len(vs)-1].Deleted {
+		created = vs[len(vs)-1].Job.CreatedAt
+	}
+	j := store.Job{ID: id, Schedule: schedule, Paused: paused, CreatedAt: created, UpdatedAt: at(sec),
+		Partition: shard.Partition(id, testPartitions), Payload: []byte(fmt.Sprintf(`{"v":%d}`, len(vs)+1))}
+	b.in.History.Specs[id] = append(vs, SpecVersion{Rev: b.nextRev(), Seen: at(sec), Job: j})
+	b.in.Jobs[id] = JobRecord{ID: id, Accepted: true, Version: len(vs) + 1, Schedule: schedule}
+	b.in.Listed[id] = j
+}
+
+// oneOff records the creation of a one-off job due at runAt.
+func (b *builder) oneOff(id string, sec, runAt float64) {
+	r := at(runAt)
+	j := store.Job{ID: id, RunAt: &r, CreatedAt: at(sec), UpdatedAt: at(sec), Partition: shard.Partition(id, testPartitions), Payload: []byte(`{"v":1}`)}
+	b.in.History.Specs[id] = []SpecVersion{{Rev: b.nextRev(), Seen: at(sec), Job: j}}
+	b.in.Jobs[id] = JobRecord{ID: id, Accepted: true, Version: 1}
+	b.in.Listed[id] = j
+}
+
+// deleteJob records job id's deletion at second sec.
+func (b *builder) deleteJob(id string, sec float64) {
+	b.in.History.Specs[id] = append(b.in.History.Specs[id], SpecVersion{Rev: b.nextRev(), Seen: at(sec), Deleted: true})
+	r := b.in.Jobs[id]
+	r.Deleted = true
+	b.in.Jobs[id] = r
+	delete(b.in.Listed, id)
+}
+
+// fire records a run of job id at scheduled second sec, fired by its
+// owner, with one attempt by w1.0 that succeeded, executed once.
+func (b *builder) fire(id string, sec float64) *RunHistory {
+	p := shard.Partition(id, testPartitions)
+	t := at(sec)
+	key := store.Keys{NS: testNS}.Run(p, id, t)
+	h := b.in.History.Runs[key]
+	if h == nil {
+		h = &RunHistory{Key: key, Partition: p, JobID: id, At: t}
+		b.in.History.Runs[key] = h
+	}
+	run := store.Run{ID: store.RunID(id, t), JobID: id, Partition: p, ScheduledAt: t, FiredAt: t.Add(5 * time.Millisecond),
+		Status: store.RunPending, Attempts: []store.Attempt{}, Owner: "m1", Epoch: 1}
+	rev := b.nextRev()
+	h.Creates = append(h.Creates, RunCreate{Rev: rev, Owner: "m1", Epoch: 1, KeyOwner: "m1", KeyEpoch: 1})
+	h.Versions = append(h.Versions, RunVersion{Rev: rev, Run: run})
+	b.attempt(h, "w1.0", "", true)
+	return h
+}
+
+// attempt appends an attempt by worker to h's run, finished with errMsg
+// ("" is success), and records its execution if executed.
+func (b *builder) attempt(h *RunHistory, worker, errMsg string, executed bool) {
+	run := h.Last()
+	start := run.ScheduledAt.Add(10 * time.Millisecond * time.Duration(len(run.Attempts)+1))
+	run = startAttempt(run, worker, start)
+	h.Versions = append(h.Versions, RunVersion{Rev: b.nextRev(), Run: run})
+	n := len(run.Attempts)
+	fin := run
+	fin.Attempts = slices.Clone(run.Attempts)
+	fin.Attempts[n-1].FinishedAt = start.Add(time.Millisecond)
+	fin.Attempts[n-1].Error = errMsg
+	fin.Status = store.RunSucceeded
+	if errMsg != "" {
+		fin.Status = store.RunFailed
+	}
+	h.Versions = append(h.Versions, RunVersion{Rev: b.nextRev(), Run: fin})
+	if executed {
+		status := 200
+		if errMsg != "" {
+			status = 500
+		}
+		b.in.Executions = append(b.in.Executions, Execution{Job: h.JobID, Run: run.ID, ScheduledAt: store.FormatTime(h.At),
+			Attempt: n, Endpoint: endpointFast, Start: start, End: start, Status: status})
+	}
+}
+
+func startAttempt(r store.Run, worker string, now time.Time) store.Run {
+	r.Attempts = append(slices.Clone(r.Attempts), store.Attempt{Attempt: len(r.Attempts) + 1, Worker: worker, StartedAt: now})
+	r.Status = store.RunRunning
+	return r
+}
+
+// fireEverySecond fires job id at every whole second in (from, to].
+func (b *builder) fireEverySecond(id string, from, to int) {
+	for s := from + 1; s <= to; s++ {
+		b.fire(id, float64(s))
+	}
+}
+
+func (b *builder) fault(k Kind, start, recovered float64, partitions []int) {
+	b.in.Faults = append(b.in.Faults, Fault{Kind: k, Start: at(start), Recovered: at(recovered),
+		Failover: at(recovered).Sub(at(start)),
+		Windows:  []Window{{Start: at(start), End: at(recovered), Partitions: partitions}}})
+}
+
+// check runs the checker with the end at second end.
+func (b *builder) check(end float64) Result {
+	b.in.End = at(end)
+	return Check(b.in)
+}
+
+// violations returns the checks that failed, sorted, with their counts.
+func violations(r Result) string {
+	n := map[string]int{}
+	for _, v := range r.Violations {
+		n[v.Check]++
+	}
+	var out []string
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range n {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		out = append(out, fmt.Sprintf("%s×%d", k, n[k]))
+	}
+	return strings.Join(out, " ")
+}
+
+func dump(t *testing.T, r Result) {
+	t.Helper()
+	for _, v := range r.Violations {
+		t.Logf("  %s [%s]: %s", v.Check, v.Kind, v.Detail)
+	}
+}
+
+// healthy builds a job "a" every second from 0 to 20, paused at 20.5.
+func healthy() *builder {
+	b := newBuilder()
+	b.job("a", "@every 1s", 0, false)
+	b.fireEverySecond("a", 0, 20)
+	b.job("a", "@every 1s", 20.5, true)
+	return b
+}
+
+func TestCheckHealthyHistoryPasses(t *testing.T) {
+	r := healthy().check(25)
+	if !r.OK() {
+		dump(t, r)
+		t.Fatalf("got violations %s, want none", violations(r))
+	}
+	if got, want := r.Total.FiresExpected, 19; got != want { // 20 is within a second of the pause
+		t.Errorf("fires expected %d, want %d", got, want)
+	}
+	if got, want := r.Total.FiresExecuted, 20; got != want {
+		t.Errorf("fires executed %d, want %d", got, want)
+	}
+}
+
+func TestCheckScheduleChanges(t *testing.T) {
+	b := newBuilder()
+	b.job("a", "@every 1s", 0.01, false)
+	b.fireEverySecond("a", 0, 1)
+	b.job("a", "@every 2s", 1.2, false)
+	for s := 2; s <= 90; s += 2 {
+		b.fire("a", float64(s))
+	}
+	b.job("a", "@every 1s", 91.7, false)
+	b.fireEverySecond("a", 91, 94)
+	b.job("a", "@every 2s", 94.6, false)
+	b.deleteJob("a", 95)
+	r := b.check(100)
+	if !r.OK() {
+		dump(t, r)
+		t.Fatalf("got violations %s, want none", violations(r))
+	}
+}
+
+// TestCheckTimesInAnyLocation: the harness's clock readings (fault
+// windows) are local times with monotonic readings, the history's are UTC;
+// the checker must compare instants, not time.Time values.
+func TestCheckTimesInAnyLocation(t *testing.T) {
+	b := newBuilder()
+	b.job("a", "@every 1s", 0.01, false)
+	b.fireEverySecond("a", 0, 10)
+	b.job("a", "@every 2s", 10.5, false) // inside the window below
+	for s := 12; s <= 30; s += 2 {
+		b.fire("a", float64(s))
+	}
+	b.job("a", "@every 2s", 30.5, true)
+	zone := time.FixedZone("elsewhere", 3*3600)
+	b.in.Faults = []Fault{{Kind: OrchestratorKill, Start: at(9).In(zone), Recovered: at(11).In(zone), Failover: 2 * time.Second,
+		Windows: []Window{{Start: at(9).In(zone), End: at(11).In(zone)}}}}
+	r := b.check(35)
+	if !r.OK() {
+		dump(t, r)
+		t.Fatalf("got violations %s, want none", violations(r))
+	}
+}
+
+func (b *builder) run(id string, sec float64) *RunHistory {
+	return b.in.History.Runs[store.Keys{NS: testNS}.Run(shard.Partition(id, testPartitions), id, at(sec))]
+}
+
+// drop removes the run of job id at second sec from the history and its
+// executions from the recorder: it never fired.
+func (b *builder) drop(id string, sec float64) {
+	h := b.run(id, sec)
+	delete(b.in.History.Runs, h.Key)
+	b.in.Executions = slices.DeleteFunc(b.in.Executions, func(e Execution) bool { return e.Run == store.RunID(id, at(sec)) })
+}
+
+func TestCheckFindsViolations(t *testing.T) {
+	p := shard.Partition("a", testPartitions)
+	for _, tt := range []struct {
+		name   string
+		mutate func(b *builder)
+		want   string
+	}{
+		{"a fire lost in steady state", func(b *builder) { b.drop("a", 7) }, "missed×1"},
+		{"a fire lost during a short failover", func(b *builder) {
+			b.fault(OrchestratorKill, 6.5, 9, []int{p}) // 2.5s: shorter than the grace
+			b.drop("a", 7)
+		}, "missed×1"},
+		{"a fire lost in another partition's window", func(b *builder) {
+			b.fault(OrchestratorKill, 6.5, 20, []int{p + 1})
+			b.drop("a", 7)
+		}, "missed×1"},
+		{"a run_all fire lost in a long window", func(b *builder) {
+			b.in.History.Specs["a"][0].Job.MisfirePolicy = store.MisfireRunAll
+			b.fault(EtcdRestart, 6.5, 15, nil)
+			b.drop("a", 7)
+		}, "missed×1"},
+		{"a fire twice", func(b *builder) {
+			h := b.run("a", 7)
+			h.Creates = append(h.Creates, h.Creates[0])
+		}, "duplicate_fires×1"},
+		{"a fire by a member that does not own the partition", func(b *builder) {
+			b.run("a", 7).Creates[0].KeyEpoch = 2
+		}, "unfenced_fires×1"},
+		{"a fire at a time the schedule does not have", func(b *builder) { b.fire("a", 7.5) }, "unexpected_fires×1"},
+		{"a fire after the pause", func(b *builder) { b.fire("a", 24) }, "unexpected_fires×1"},
+		{"an attempt executed twice", func(b *builder) {
+			b.in.Executions = append(b.in.Executions, b.in.Executions[3])
+		}, "duplicate_executions×1"},
+		{"a success with no successful execution", func(b *builder) {
+			b.in.Executions[3].Status = 500
+		}, "runs_lost×1 stale_reports_accepted×1"},
+		{"a success reported by a worker killed mid-attempt", func(b *builder) {
+			b.in.Executions[3].Status, b.in.Executions[3].Aborted = 0, true
+		}, "runs_lost×1 stale_reports_accepted×1"},
+		{"a finished attempt rewritten by a late report", func(b *builder) {
+			h := b.run("a", 7)
+			r := h.Last()
+			r.Attempts = slices.Clone(r.Attempts)
+			r.Attempts[0].Error = "late report"
+			h.Versions = append(h.Versions, RunVersion{Rev: b.nextRev(), Run: r})
+		}, "stale_reports_accepted×1"},
+		{"two attempts running at once", func(b *builder) {
+			h := b.run("a", 7)
+			r := h.Versions[1].Run // attempt 1 running
+			both := RunVersion{Rev: h.Versions[1].Rev, Run: startAttempt(r, "w1.0", at(7.5))}
+			h.Versions = slices.Insert(h.Versions, 2, both)
+		}, "stale_reports_accepted×1"},
+		{"a report accepted from a worker that had ended", func(b *builder) {
+			// Reports of runs 7 to 20 come more than 2s after its end.
+			b.in.Workers["w1.0"] = WorkerLife{ID: "w1.0", Started: at(-100), Ended: at(5), Killed: true}
+		}, "stale_reports_accepted×14"},
+		{"an execution of a run never fired", func(b *builder) {
+			b.in.Executions = append(b.in.Executions, Execution{Job: "a", Run: store.RunID("a", at(7.5)), ScheduledAt: store.FormatTime(at(7.5)), Attempt: 1, Status: 200})
+		}, "unknown_runs_executed×1"},
+		{"an execution of an attempt never recorded", func(b *builder) {
+			e := b.in.Executions[3]
+			e.Attempt = 2
+			b.in.Executions = append(b.in.Executions, e)
+		}, "unrecorded_attempts_executed×1"},
+		{"a run left pending", func(b *builder) {
+			h := b.run("a", 7)
+			h.Versions = h.Versions[:1]
+			b.in.Executions = slices.DeleteFunc(b.in.Executions, func(e Execution) bool { return e.Run == store.RunID("a", at(7)) })
+		}, "runs_unfinished×1"},
+		{"an accepted job missing at the end", func(b *builder) { delete(b.in.Listed, "a") }, "accepted_jobs_missing×1"},
+		{"an accepted update lost", func(b *builder) {
+			r := b.in.Jobs["a"]
+			r.Version++
+			b.in.Jobs["a"] = r
+		}, "accepted_writes_lost×1"},
+		{"a deleted job still listed", func(b *builder) {
+			r := b.in.Jobs["a"]
+			r.Deleted = true
+			b.in.Jobs["a"] = r
+		}, "accepted_writes_lost×1"},
+		{"two owners of a partition", func(b *builder) {
+			b.in.History.OwnerOverlaps = append(b.in.History.OwnerOverlaps, OwnerOverlap{Partition: 1, Rev: 5, Detail: "test"})
+		}, "owner_overlaps×1"},
+		{"a fault the fleet did not recover from", func(b *builder) {
+			b.fault(OrchestratorPause, 30, 30, nil)
+			b.in.Faults[0].Recovered = time.Time{}
+		}, "faults_not_recovered×1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := healthy()
+			tt.mutate(b)
+			r := b.check(25)
+			if got := violations(r); got != tt.want {
+				dump(t, r)
+				t.Errorf("got violations %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckAllowsMissesInsideLongWindows(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		misfire store.MisfirePolicy
+		drop    []float64
+		allowed int
+		want    string
+	}{
+		// The window is [6.5, 20]: times in [5.5, 16] may be more than the
+		// 5s grace old when the next owner looks at them.
+		{"run_once", store.MisfireRunOnce, []float64{7, 8, 9, 10, 11, 12, 13, 14}, 8, ""},
+		{"skip", store.MisfireSkip, []float64{6, 16}, 2, ""},
+		{"skip, beyond the window's reach", store.MisfireSkip, []float64{17}, 0, "missed×1"},
+		{"run_all", store.MisfireRunAll, []float64{7}, 0, "missed×1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuilder()
+			b.job("a", "@every 1s", 0, false)
+			b.fireEverySecond("a", 0, 30)
+			b.job("a", "@every 1s", 30.5, true)
+			b.in.History.Specs["a"][0].Job.MisfirePolicy = tt.misfire
+			b.in.History.Specs["a"][1].Job.MisfirePolicy = tt.misfire
+			b.fault(EtcdLeaderKill, 6.5, 20, nil)
+			for _, s := range tt.drop {
+				b.drop("a", s)
+			}
+			r := b.check(35)
+			if got := violations(r); got != tt.want {
+				dump(t, r)
+				t.Errorf("got violations %q, want %q", got, tt.want)
+			}
+			if r.Total.MissedAllowed != tt.allowed {
+				t.Errorf("missed (allowed) %d, want %d", r.Total.MissedAllowed, tt.allowed)
+			}
+		})
+	}
+}
+
+func TestCheckOneOffs(t *testing.T) {
+	b := newBuilder()
+	b.oneOff("early", 5, 4.2) // run_at before its creation: fires at once
+	b.fire("early", 4.2)
+	b.oneOff("later", 5, 8.3)
+	b.fire("later", 8.3)
+	b.oneOff("lost", 5, 9.1)
+	b.fault(EtcdRestart, 8, 30, nil) // a one-off fires even after a long outage (run_once)
+	r := b.check(40)
+	if got, want := violations(r), "missed×1"; got != want {
+		dump(t, r)
+		t.Fatalf("got violations %q, want %q", got, want)
+	}
+}
+
+func TestCheckDeletedJob(t *testing.T) {
+	b := newBuilder()
+	b.job("a", "@every 1s", 0, false)
+	b.fireEverySecond("a", 0, 10)
+	b.fire("a", 11) // fired in the moment the owner had not yet seen the delete
+	b.deleteJob("a", 10.8)
+	b.in.DeleteRequested = map[string]time.Time{"a": at(10.8)}
+	for _, h := range b.in.History.Runs {
+		h.Deleted = true
+	}
+	r := b.check(20)
+	if !r.OK() {
+		dump(t, r)
+		t.Fatalf("got violations %s, want none", violations(r))
+	}
+	if got, want := r.Total.FiresExpected, 9; got != want {
+		t.Errorf("fires expected %d, want %d", got, want)
+	}
+}
+
+func TestLeaseLossesFromLogs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "orch-1.log")
+	lines := []string{
+		"===== orch-1 incarnation 0 started",
+		fmt.Sprintf(`{"level":"info","ts":%.6f,"msg":"partitions acquired","member":"orch-1","partitions":[1,2],"epoch":7}`, float64(at(1).UnixMicro())/1e6),
+		fmt.Sprintf(`{"level":"warn","ts":%.6f,"msg":"session ended; stopped acting as owner","member":"orch-1","partitions":[1,2],"error":"lease not renewed"}`, float64(at(10).UnixMicro())/1e6),
+		fmt.Sprintf(`{"level":"warn","ts":%.6f,"msg":"partition ownership lost","member":"orch-1","partitions":[3]}`, float64(at(20).UnixMicro())/1e6),
+		fmt.Sprintf(`{"level":"warn","ts":%.6f,"msg":"session ended; stopped acting as owner","member":"orch-1","partitions":[1]}`, float64(at(50).UnixMicro())/1e6),
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	acquired := map[int][]time.Time{1: {at(1), at(12)}, 2: {at(1), at(13.5)}, 3: {at(2)}}
+	got := leaseLosses([]string{path}, acquired, at(40))
+	if len(got) != 2 {
+		t.Fatalf("got %d lease losses, want 2 (the third is after the end): %+v", len(got), got)
+	}
+	if f := got[0]; f.Target != "orch-1" || !f.Start.Equal(at(10)) || !f.Recovered.Equal(at(13.5)) || !slices.Equal(f.Windows[0].Partitions, []int{1, 2}) {
+		t.Errorf("first lease loss %+v, want orch-1's partitions 1 and 2 from 10s, owned again at 13.5s", f)
+	}
+	if f := got[1]; !f.Recovered.IsZero() {
+		t.Errorf("second lease loss recovered at %v, want never (partition 3 was not acquired again)", f.Recovered)
+	}
+}
+
+func TestCheckLeaseLossWindows(t *testing.T) {
+	b := newBuilder()
+	b.job("a", "@every 1s", 0, false)
+	b.fireEverySecond("a", 0, 30)
+	b.job("a", "@every 1s", 30.5, true)
+	p := shard.Partition("a", testPartitions)
+	// A member lost its lease at 6.5s on its own; its partitions were
+	// owned again at 14s: times up to 10s may have been skipped.
+	b.in.LeaseLosses = []Fault{{Kind: LeaseLoss, Target: "m1", Start: at(6.5), Recovered: at(14), Failover: 7500 * time.Millisecond,
+		Windows: []Window{{Start: at(6.5), End: at(14), Partitions: []int{p}}}}}
+	// One lease loss during an injected fault: its window counts, but it is
+	// the fault's, not a row of its own.
+	b.fault(OrchestratorKill, 19.5, 21, []int{p})
+	b.in.LeaseLosses = append(b.in.LeaseLosses, Fault{Kind: LeaseLoss, Target: "m2", Start: at(20), Recovered: at(28),
+		Windows: []Window{{Start: at(20), End: at(28), Partitions: []int{p}}}})
+	for _, s := range []float64{7, 8, 9, 21, 22} {
+		b.drop("a", s)
+	}
+	r := b.check(35)
+	if !r.OK() {
+		dump(t, r)
+		t.Fatalf("got violations %s, want none", violations(r))
+	}
+	var losses *KindStats
+	for i := range r.Kinds {
+		if r.Kinds[i].Kind == LeaseLoss {
+			losses = &r.Kinds[i]
+		}
+	}
+	if losses == nil || losses.Injected != 1 || losses.MissedAllowed != 3 {
+		t.Errorf("lease-loss row %+v, want 1 event and 3 allowed misses", losses)
+	}
+}
+
+func TestCheckRecreatedJob(t *testing.T) {
+	// Job a fires until 8s, when its partition loses its owner; it is
+	// deleted at 10.3s and created again at 10.4s.
+	build := func() *builder {
+		b := newBuilder()
+		b.job("a", "@every 1s", 0, false)
+		b.fireEverySecond("a", 0, 8)
+		b.fault(OrchestratorKill, 8.5, 11, nil)
+		b.deleteJob("a", 10.3)
+		b.in.DeleteRequested = map[string]time.Time{"a": at(10.3)}
+		for _, h := range b.in.History.Runs {
+			h.Deleted = true
+		}
+		b.job("a", "@every 1s", 10.4, false)
+		return b
+	}
+	t.Run("afresh", func(t *testing.T) {
+		b := build()
+		b.fireEverySecond("a", 10, 20)
+		b.job("a", "@every 1s", 20.5, true)
+		if r := b.check(25); !r.OK() {
+			dump(t, r)
+			t.Fatalf("got violations %s, want none", violations(r))
+		}
+	})
+	t.Run("old state carried over", func(t *testing.T) {
+		b := build()
+		// The new job's owner plans from the old job's state (last fired
+		// at 8s): it fires 9s and 10s, before the new job's creation.
+		b.fireEverySecond("a", 8, 20)
+		b.job("a", "@every 1s", 20.5, true)
+		r := b.check(25)
+		if got, want := violations(r), "unexpected_fires×2"; got != want {
+			dump(t, r)
+			t.Fatalf("got violations %q, want %q", got, want)
+		}
+	})
+}
+
+// TestCheckRunFiredAfterItsJobsDeletion: an owner fires a time of a job it
+// has not yet heard is deleted, then removes the run with the job's data;
+// the job is created again meanwhile. That run is neither lost nor
+// unfinished.
+func TestCheckRunFiredAfterItsJobsDeletion(t *testing.T) {
+	b := newBuilder()
+	b.job("a", "@every 1s", 0, false)
+	b.fireEverySecond("a", 0, 9)
+	b.deleteJob("a", 9.98)
+	b.in.DeleteRequested = map[string]time.Time{"a": at(9.98)}
+	b.job("a", "@every 1s", 9.99, false)
+	h := b.fire("a", 10)
+	h.Versions = h.Versions[:1] // pending, then deleted with the old job's data
+	h.Deleted, h.DeletedRev = true, b.nextRev()
+	b.in.Executions = slices.DeleteFunc(b.in.Executions, func(e Execution) bool { return e.Run == store.RunID("a", at(10)) })
+	b.fireEverySecond("a", 10, 20)
+	b.job("a", "@every 1s", 20.5, true)
+	if r := b.check(25); !r.OK() {
+		dump(t, r)
+		t.Fatalf("got violations %s, want none", violations(r))
+	}
+}

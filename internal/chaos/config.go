@@ -1,0 +1,214 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/dispatch/schedule"
+)
+
+// Kind is a kind of fault the nemesis injects.
+type Kind string
+
+// The fault kinds.
+const (
+	// OrchestratorKill: SIGKILL an orchestrator, restart it with the same
+	// ID after a random delay (sometimes before its lease has expired).
+	OrchestratorKill Kind = "orchestrator-kill"
+	// OrchestratorPause: SIGSTOP an orchestrator for longer than the lease
+	// TTL, then SIGCONT it: the zombie owner.
+	OrchestratorPause Kind = "orchestrator-pause"
+	// OrchestratorDrain: POST /v1/cluster/drain to an orchestrator, then
+	// start it again.
+	OrchestratorDrain Kind = "orchestrator-drain"
+	// RollingRestart: SIGTERM and restart every orchestrator, then every
+	// worker, one at a time.
+	RollingRestart Kind = "rolling-restart"
+	// WorkerKill: SIGKILL a worker while it holds an attempt of a slow
+	// job, then start a new incarnation of it.
+	WorkerKill Kind = "worker-kill"
+	// EtcdLeaderKill: SIGKILL the raft leader of a multi-member etcd
+	// cluster, restart it after a random delay.
+	EtcdLeaderKill Kind = "etcd-leader-kill"
+	// EtcdRestart: SIGKILL every etcd member, restart them all after a
+	// random delay (the full restart of a single-member etcd).
+	EtcdRestart Kind = "etcd-restart"
+	// JobBurst: a burst of job creates, updates (schedule changes) and
+	// deletes while an orchestrator is drained or killed and restarted, so
+	// that partitions move under the writes.
+	JobBurst Kind = "job-burst"
+)
+
+// Pseudo-kinds of the report.
+const (
+	// LeaseLoss is a member that stopped acting as owner on its own (its
+	// lease was not renewed in time, or was lost) outside every injected
+	// fault: a machine too loaded to renew a short lease, for example.
+	// The harness finds these in the orchestrators' logs.
+	LeaseLoss Kind = "lease-loss"
+	// Steady is the pseudo-kind of scheduled times outside every fault's
+	// window.
+	Steady Kind = "steady"
+)
+
+// AllKinds lists every fault kind.
+var AllKinds = []Kind{OrchestratorKill, OrchestratorPause, OrchestratorDrain, RollingRestart, WorkerKill, EtcdLeaderKill, EtcdRestart, JobBurst}
+
+// ParseKinds parses fault kind names.
+func ParseKinds(names []string) ([]Kind, error) {
+	var out []Kind
+	for _, n := range names {
+		k := Kind(n)
+		if !slices.Contains(AllKinds, k) {
+			return nil, fmt.Errorf("unknown fault kind %q (known: %v)", n, AllKinds)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// Config configures a chaos run. Start from DefaultConfig.
+type Config struct {
+	// Binary is the jobfleet binary the fleet runs (its orchestrator,
+	// worker and etcd commands). Required.
+	Binary string
+	// Dir is the run's directory: etcd data, one log per process, the
+	// recorder's executions, the history and the report. Required.
+	Dir string
+	// Seed makes the nemesis's choices, the workload and the recorder's
+	// injected failures reproducible (the timing of a real fleet is not).
+	Seed int64
+	// Duration is how long the nemesis injects faults; it injects one
+	// fault of every kind first, even if that takes longer. The run takes
+	// about a minute more (start, healing, settling, checking).
+	Duration time.Duration
+	// EtcdMembers is the etcd cluster's size: 1 or 3.
+	EtcdMembers int
+	// Orchestrators is the number of orchestrator processes, 2 to 9.
+	Orchestrators int
+	// Workers is the number of worker processes, 1 to 9.
+	Workers int
+	// WorkerConcurrency is each worker's --concurrency.
+	WorkerConcurrency int
+	// Partitions is the cluster's partition count.
+	Partitions int
+	// LeaseTTL is the orchestrators' --lease-ttl (whole seconds).
+	LeaseTTL time.Duration
+	// RunLease is the orchestrators' --run-lease.
+	RunLease time.Duration
+	// Faults are the kinds the nemesis injects; kinds that do not apply
+	// (EtcdLeaderKill with one etcd member) are left out. Empty means all.
+	Faults []Kind
+	// Gap is the quiet time between two faults: a random duration in
+	// [Gap, 2·Gap).
+	Gap time.Duration
+	// RecurringJobs, SlowJobs and FlakyJobs are the every-second jobs of
+	// the base workload, answered at once, after SlowFor, and with
+	// injected failures.
+	RecurringJobs int
+	SlowJobs      int
+	FlakyJobs     int
+	// SlowFor is how long the recorder takes to answer a slow job.
+	SlowFor time.Duration
+	// OneOffEvery is the interval between two one-off jobs (run_at a few
+	// seconds ahead); 0 creates none.
+	OneOffEvery time.Duration
+	// Grace is the fleet's misfire grace (schedule.DefaultGrace): the
+	// checker derives the windows in which fires may be missed from it.
+	Grace time.Duration
+	// Logger receives the harness's progress; nil means none.
+	Logger *zap.Logger
+}
+
+// DefaultConfig returns a configuration for a run of d: a 3-member etcd,
+// 4 orchestrators and 3 workers.
+func DefaultConfig(binary, dir string, seed int64, d time.Duration) Config {
+	return Config{
+		Binary:            binary,
+		Dir:               dir,
+		Seed:              seed,
+		Duration:          d,
+		EtcdMembers:       3,
+		Orchestrators:     4,
+		Workers:           3,
+		WorkerConcurrency: 16,
+		Partitions:        64,
+		LeaseTTL:          2 * time.Second,
+		RunLease:          4 * time.Second,
+		Gap:               3 * time.Second,
+		RecurringJobs:     12,
+		SlowJobs:          2,
+		FlakyJobs:         3,
+		SlowFor:           2500 * time.Millisecond,
+		OneOffEvery:       700 * time.Millisecond,
+		Grace:             schedule.DefaultGrace,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.Binary == "":
+		return errors.New("chaos: Binary is required")
+	case c.Dir == "":
+		return errors.New("chaos: Dir is required")
+	case c.Duration <= 0:
+		return errors.New("chaos: Duration must be positive")
+	case c.EtcdMembers != 1 && c.EtcdMembers != 3:
+		return fmt.Errorf("chaos: EtcdMembers must be 1 or 3, got %d", c.EtcdMembers)
+	case c.Orchestrators < 2 || c.Orchestrators > 9:
+		return fmt.Errorf("chaos: Orchestrators must be 2 to 9, got %d", c.Orchestrators)
+	case c.Workers < 1 || c.Workers > 9:
+		return fmt.Errorf("chaos: Workers must be 1 to 9, got %d", c.Workers)
+	case c.WorkerConcurrency < c.Orchestrators:
+		return fmt.Errorf("chaos: WorkerConcurrency %d is below the number of orchestrators %d", c.WorkerConcurrency, c.Orchestrators)
+	case c.Partitions < 1:
+		return errors.New("chaos: Partitions must be positive")
+	case c.LeaseTTL < 2*time.Second || c.LeaseTTL%time.Second != 0:
+		return fmt.Errorf("chaos: LeaseTTL %v must be whole seconds, at least 2s", c.LeaseTTL)
+	case c.RunLease < time.Second:
+		return fmt.Errorf("chaos: RunLease %v below 1s", c.RunLease)
+	case c.Gap <= 0:
+		return errors.New("chaos: Gap must be positive")
+	case c.RecurringJobs < 1 || c.SlowJobs < 0 || c.FlakyJobs < 0:
+		return errors.New("chaos: want at least one recurring job, and no negative job counts")
+	case c.SlowFor <= 0 || c.SlowFor >= time.Minute:
+		return fmt.Errorf("chaos: SlowFor %v outside (0, 1m)", c.SlowFor)
+	case c.OneOffEvery < 0:
+		return errors.New("chaos: OneOffEvery must not be negative")
+	case c.Grace <= 0:
+		return errors.New("chaos: Grace must be positive")
+	}
+	_, err := ParseKinds(kindNames(c.Faults))
+	return err
+}
+
+// kinds returns the fault kinds that apply to this configuration.
+func (c Config) kinds() []Kind {
+	ks := c.Faults
+	if len(ks) == 0 {
+		ks = AllKinds
+	}
+	var out []Kind
+	for _, k := range ks {
+		if k == EtcdLeaderKill && c.EtcdMembers < 3 {
+			continue
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func kindNames(ks []Kind) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = string(k)
+	}
+	return out
+}

@@ -1,0 +1,517 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/internal/etcdserver"
+	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/shard"
+)
+
+// orchProc is one `jobfleet orchestrator` process. Restarts keep its ID
+// and, when it is free, its port.
+type orchProc struct {
+	*process
+	id   string
+	addr string // host:port of its HTTP API
+}
+
+func (o *orchProc) url() string { return "http://" + o.addr }
+
+// workerProc is one `jobfleet worker` process. Each incarnation has its own
+// worker ID, "w<index>.<incarnation>", so that attempts name the process
+// that held them.
+type workerProc struct {
+	*process
+	index int
+}
+
+// incarnationID returns the worker ID of incarnation n.
+func (w *workerProc) incarnationID(n int) string { return fmt.Sprintf("w%d.%d", w.index, n) }
+
+// WorkerLife is one worker incarnation's lifetime.
+type WorkerLife struct {
+	ID      string    `json:"id"`
+	Started time.Time `json:"started"`
+	// Ended is when the process exited (zero if it ran to the end of the
+	// run); Killed says it was SIGKILLed then.
+	Ended  time.Time `json:"ended,omitzero"`
+	Killed bool      `json:"killed,omitempty"`
+}
+
+// fleet is the fleet's processes and the harness's clients of them.
+type fleet struct {
+	cfg    Config
+	ns     string
+	etcd   *etcdCluster
+	client *clientv3.Client // the harness's etcd client
+	http   *http.Client
+	lg     *zap.Logger
+
+	orchs   []*orchProc
+	workers []*workerProc
+
+	mu      sync.Mutex // guards the fields below
+	lives   map[string]*WorkerLife
+	nextAPI int // round robin over orchestrators for API calls
+}
+
+func newFleet(cfg Config, ns string, etcd *etcdCluster, client *clientv3.Client, lg *zap.Logger) *fleet {
+	return &fleet{
+		cfg: cfg, ns: ns, etcd: etcd, client: client, lg: lg,
+		http:  &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}},
+		lives: map[string]*WorkerLife{},
+	}
+}
+
+func (f *fleet) logPath(name string) string { return filepath.Join(f.cfg.Dir, "logs", name+".log") }
+
+// orchArgs returns the command line of o listening on addr.
+func (f *fleet) orchArgs(o *orchProc) []string {
+	return []string{
+		"orchestrator",
+		"--etcd-endpoints=" + strings.Join(f.etcd.endpoints(), ","),
+		"--listen=" + o.addr,
+		"--id=" + o.id,
+		"--namespace=" + f.ns,
+		"--lease-ttl=" + f.cfg.LeaseTTL.String(),
+		"--run-lease=" + f.cfg.RunLease.String(),
+		"--partitions=" + strconv.Itoa(f.cfg.Partitions),
+		"--log-format=json",
+	}
+}
+
+// startOrchestrators starts the configured number of orchestrators.
+func (f *fleet) startOrchestrators() error {
+	for i := range f.cfg.Orchestrators {
+		addr, err := etcdserver.FreeAddr()
+		if err != nil {
+			return err
+		}
+		o := &orchProc{id: fmt.Sprintf("orch-%d", i+1), addr: addr}
+		o.process = newProcess(o.id, f.logPath(o.id), nil)
+		f.orchs = append(f.orchs, o)
+		if err := f.startOrch(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startOrch starts (or restarts) o and waits until its API answers. If its
+// port was taken meanwhile, it moves to another.
+func (f *fleet) startOrch(o *orchProc) error {
+	for attempt := 1; ; attempt++ {
+		o.setArgs(f.orchArgs(o))
+		if err := o.start(f.cfg.Binary); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for o.running() && time.Now().Before(deadline) {
+			if code, _ := f.get(o.url()+"/healthz", nil); code == http.StatusOK {
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if o.running() {
+			return fmt.Errorf("%s: API not answering 20s after start", o.id)
+		}
+		if attempt < 3 && logTail(o.logPath, 4096, "address already in use") {
+			addr, err := etcdserver.FreeAddr()
+			if err != nil {
+				return err
+			}
+			f.lg.Warn("orchestrator's port was taken; moving it", zap.String("member", o.id), zap.String("from", o.addr), zap.String("to", addr))
+			o.addr = addr
+			continue
+		}
+		return fmt.Errorf("%s exited at start-up: %s", o.id, o.exitState())
+	}
+}
+
+// logTail reports whether the last n bytes of the file at path contain s.
+func logTail(path string, n int64, s string) bool {
+	fh, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return false
+	}
+	off := max(st.Size()-n, 0)
+	b := make([]byte, st.Size()-off)
+	if _, err := fh.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+		return false
+	}
+	return bytes.Contains(b, []byte(s))
+}
+
+// startWorkers starts the configured number of workers.
+func (f *fleet) startWorkers() error {
+	for i := range f.cfg.Workers {
+		w := &workerProc{index: i + 1}
+		w.process = newProcess(fmt.Sprintf("worker-%d", i+1), f.logPath(fmt.Sprintf("worker-%d", i+1)), nil)
+		f.workers = append(f.workers, w)
+		if err := f.startWorker(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startWorker starts a new incarnation of w.
+func (f *fleet) startWorker(w *workerProc) error {
+	id := w.incarnationID(w.Incarnation() + 1)
+	w.setArgs([]string{
+		"worker",
+		"--etcd-endpoints=" + strings.Join(f.etcd.endpoints(), ","),
+		"--namespace=" + f.ns,
+		"--id=" + id,
+		"--concurrency=" + strconv.Itoa(f.cfg.WorkerConcurrency),
+		"--poll-wait=2s",
+		"--shutdown-timeout=" + (f.cfg.SlowFor + 2*time.Second).String(),
+		"--log-format=json",
+	})
+	if err := w.start(f.cfg.Binary); err != nil {
+		return err
+	}
+	life := &WorkerLife{ID: id, Started: time.Now()}
+	f.mu.Lock()
+	f.lives[id] = life
+	f.mu.Unlock()
+	_, done := w.state()
+	go func() {
+		<-done
+		f.mu.Lock()
+		life.Ended = w.exitedAtTime()
+		f.mu.Unlock()
+	}()
+	return nil
+}
+
+// killWorker SIGKILLs w and records it.
+func (f *fleet) killWorker(w *workerProc) time.Time {
+	id := w.incarnationID(w.Incarnation())
+	f.mu.Lock()
+	if l := f.lives[id]; l != nil {
+		l.Killed = true
+	}
+	f.mu.Unlock()
+	return w.kill()
+}
+
+// workerLives returns every worker incarnation's lifetime.
+func (f *fleet) workerLives() map[string]WorkerLife {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]WorkerLife{}
+	for id, l := range f.lives {
+		out[id] = *l
+	}
+	return out
+}
+
+// workerByID returns the worker process running incarnation id, if it
+// runs.
+func (f *fleet) workerByID(id string) *workerProc {
+	for _, w := range f.workers {
+		if w.running() && w.incarnationID(w.Incarnation()) == id {
+			return w
+		}
+	}
+	return nil
+}
+
+// liveOrchs returns the orchestrators running and not paused.
+func (f *fleet) liveOrchs() []*orchProc {
+	var out []*orchProc
+	for _, o := range f.orchs {
+		if o.live() {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// stopAll stops workers (gracefully), then orchestrators (gracefully),
+// then etcd; whatever does not stop in time is killed.
+func (f *fleet) stopAll() {
+	var wg sync.WaitGroup
+	for _, w := range f.workers {
+		wg.Go(func() { w.terminate(f.cfg.SlowFor + 5*time.Second) })
+	}
+	wg.Wait()
+	for _, o := range f.orchs {
+		wg.Go(func() { o.terminate(15 * time.Second) })
+	}
+	wg.Wait()
+}
+
+// killAll kills every process the fleet started and closes the API
+// client's idle connections. Idempotent.
+func (f *fleet) killAll() {
+	defer f.http.CloseIdleConnections()
+	var wg sync.WaitGroup
+	for _, w := range f.workers {
+		wg.Go(func() { w.kill() })
+	}
+	for _, o := range f.orchs {
+		wg.Go(func() { o.kill() })
+	}
+	wg.Wait()
+}
+
+// get GETs url and decodes a 200 reply into out, if not nil.
+func (f *fleet) get(url string, out any) (int, error) {
+	resp, err := f.http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
+}
+
+// apiResult is the outcome of an API call made through any orchestrator.
+type apiResult struct {
+	Status int
+	Body   []byte
+	// Ambiguous: some try failed in a way that leaves unknown whether it
+	// was applied (a network error after sending, a 5xx).
+	Ambiguous bool
+	Err       error
+}
+
+// api sends a request to the live orchestrators in turn until one gives a
+// definite answer (not a network error, not 5xx), or ctx ends.
+func (f *fleet) api(ctx context.Context, method, path string, body any) apiResult {
+	var payload []byte
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return apiResult{Err: err}
+		}
+		payload = b
+	}
+	var res apiResult
+	for try := 0; ; try++ {
+		orchs := f.liveOrchs()
+		if len(orchs) > 0 {
+			f.mu.Lock()
+			o := orchs[f.nextAPI%len(orchs)]
+			f.nextAPI++
+			f.mu.Unlock()
+			status, rb, err := f.do(ctx, method, o.url()+path, payload)
+			switch {
+			case err == nil && status < 500:
+				res.Status, res.Body, res.Err = status, rb, nil
+				return res
+			case err != nil:
+				res.Err = err
+				res.Ambiguous = true // cannot tell whether the request was sent
+			default:
+				res.Status, res.Body = status, rb
+				res.Err = fmt.Errorf("%s %s: status %d: %s", method, path, status, bytes.TrimSpace(rb))
+				res.Ambiguous = res.Ambiguous || status != http.StatusServiceUnavailable || !bytes.Contains(rb, []byte("not available on this member yet"))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if res.Err == nil {
+				res.Err = ctx.Err()
+			}
+			return res
+		case <-time.After(min(time.Duration(try+1)*100*time.Millisecond, time.Second)):
+		}
+	}
+}
+
+func (f *fleet) do(ctx context.Context, method, url string, payload []byte) (int, []byte, error) {
+	var rd io.Reader
+	if payload != nil {
+		rd = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := f.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, b, nil
+}
+
+// ownerTable reads every partition's owner key and every member's lease
+// from etcd (a linearizable read).
+func (f *fleet) ownerTable(ctx context.Context) (owners []shard.OwnerInfo, members map[string]int64, err error) {
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := f.client.Txn(rctx).Then(
+		clientv3.OpGet(shard.OwnersPrefix(f.ns), clientv3.WithPrefix()),
+		clientv3.OpGet(f.ns+"members/", clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, nil, err
+	}
+	owners = make([]shard.OwnerInfo, f.cfg.Partitions)
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		p, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), shard.OwnersPrefix(f.ns)))
+		if err != nil || p < 0 || p >= len(owners) {
+			continue
+		}
+		owners[p] = shard.OwnerInfo{Member: string(kv.Value), Epoch: kv.CreateRevision, Lease: kv.Lease}
+	}
+	members = map[string]int64{}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		var m membership.Member
+		if json.Unmarshal(kv.Value, &m) == nil {
+			members[m.ID] = kv.Lease
+		}
+	}
+	return owners, members, nil
+}
+
+// partitionsOf returns the partitions member owns, with their epochs.
+func (f *fleet) partitionsOf(ctx context.Context, member string) (map[int]int64, error) {
+	owners, _, err := f.ownerTable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]int64{}
+	for p, o := range owners {
+		if o.Member == member {
+			out[p] = o.Epoch
+		}
+	}
+	return out, nil
+}
+
+// allPartitions returns every partition with its current epoch, or with
+// epoch 0 if etcd cannot be read.
+func (f *fleet) allPartitions(ctx context.Context) map[int]int64 {
+	out := map[int]int64{}
+	owners, _, err := f.ownerTable(ctx)
+	for p := range f.cfg.Partitions {
+		out[p] = 0
+		if err == nil {
+			out[p] = owners[p].Epoch
+		}
+	}
+	return out
+}
+
+// movedOn reports whether every partition in old has an owner whose epoch
+// is above the one listed: ownership has moved on from the fault's victim
+// (a new owner key, by someone else or by the victim's next incarnation).
+func movedOn(owners []shard.OwnerInfo, old map[int]int64) bool {
+	for p, e := range old {
+		if owners[p].Member == "" || owners[p].Epoch <= e {
+			return false
+		}
+	}
+	return true
+}
+
+// healthy reports whether the fleet works as a whole: etcd serves, every
+// partition is owned under its owner's current registration (its member
+// key's lease), and every live orchestrator is ready.
+func (f *fleet) healthy(ctx context.Context) (bool, string) {
+	owners, members, err := f.ownerTable(ctx)
+	if err != nil {
+		return false, "etcd: " + err.Error()
+	}
+	for p, o := range owners {
+		if o.Member == "" {
+			return false, fmt.Sprintf("partition %d has no owner", p)
+		}
+		if lease, ok := members[o.Member]; !ok || lease != o.Lease {
+			return false, fmt.Sprintf("partition %d is owned by %s under a lease that is not its registration's", p, o.Member)
+		}
+	}
+	for _, o := range f.liveOrchs() {
+		if code, err := f.get(o.url()+"/readyz", nil); code != http.StatusOK {
+			return false, fmt.Sprintf("%s not ready: %d %v", o.id, code, err)
+		}
+	}
+	return true, ""
+}
+
+// settled reports whether every orchestrator runs, is registered and
+// ready, and every partition is owned by its ring target.
+func (f *fleet) settled(ctx context.Context) (bool, string) {
+	var ids []string
+	for _, o := range f.orchs {
+		if !o.live() {
+			return false, o.id + " is not running"
+		}
+		ids = append(ids, o.id)
+	}
+	owners, members, err := f.ownerTable(ctx)
+	if err != nil {
+		return false, "etcd: " + err.Error()
+	}
+	if len(members) != len(ids) {
+		return false, fmt.Sprintf("%d members registered, want %d", len(members), len(ids))
+	}
+	slices.Sort(ids)
+	ring, err := shard.NewRing(ids, shard.DefaultRingConfig(f.cfg.Partitions))
+	if err != nil {
+		return false, err.Error()
+	}
+	for p, o := range owners {
+		if o.Member != ring.Target(p) {
+			return false, fmt.Sprintf("partition %d owned by %q, target %s", p, o.Member, ring.Target(p))
+		}
+	}
+	return f.healthy(ctx)
+}
+
+// waitFor polls cond every interval until it holds, ctx ends or timeout
+// passes; it returns when cond held (zero time if it did not) and cond's
+// last reason.
+func waitFor(ctx context.Context, timeout, interval time.Duration, cond func() (bool, string)) (time.Time, string) {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return time.Now(), ""
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return time.Time{}, why
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(interval):
+		}
+	}
+}

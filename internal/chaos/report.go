@@ -1,0 +1,117 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// OK reports whether the checker found nothing wrong.
+func (r *Report) OK() bool { return r.Result.OK() }
+
+// WriteTable writes the report as readable tables: the faults injected
+// per kind with their failover times and the checker's figures for the
+// scheduled times attributed to them, the global checks, and the
+// violations.
+func (r *Report) WriteTable(out io.Writer) {
+	fmt.Fprintf(out, "chaos run: seed %d, %v of faults, etcd %d member(s), %d orchestrators, %d workers, %d partitions, lease TTL %v, run lease %v, misfire grace %v\n",
+		r.Seed, r.Config.Duration, r.Config.EtcdMembers, r.Config.Orchestrators, r.Config.Workers, r.Config.Partitions,
+		r.Config.LeaseTTL, r.Config.RunLease, r.Config.Grace)
+	fmt.Fprintf(out, "run took %v; files in %s\n\n", r.Ended.Sub(r.Started).Round(time.Second), r.Dir)
+
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "fault kind\tinjected\tfailover p50\tfailover max\texpected\tfired\texecuted\tmissed (allowed)\tmissed\tdup fires\tdup execs\tstale accepted\tunexpected\tmax lag\t")
+	row := func(s KindStats) {
+		fo50, fomax := "-", "-"
+		if s.Failovers > 0 {
+			fo50, fomax = dur(s.FailoverP50), dur(s.FailoverMax)
+		}
+		inj := fmt.Sprint(s.Injected)
+		if s.Kind == Steady {
+			inj = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", s.Kind, inj, fo50, fomax,
+			s.FiresExpected, s.FiresRecorded, s.FiresExecuted, s.MissedAllowed, s.Missed, s.DuplicateFires,
+			s.DuplicateExecutions, s.StaleReportsAccepted, s.UnexpectedFires, dur(s.MaxLag))
+	}
+	for _, s := range r.Kinds {
+		row(s)
+	}
+	row(r.Total)
+	tw.Flush()
+
+	g := r.Global
+	fmt.Fprintf(out, "\njobs accepted %d (deleted %d, updates %d), executions %d, runs retried %d, runs executed successfully more than once %d, owner key events %d\n",
+		g.Jobs, g.JobsDeleted, g.JobUpdates, g.Executions, g.RunsRetried, g.RunsRepeated, g.OwnerEvents)
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, c := range []struct {
+		name string
+		n    int
+	}{
+		{"accepted jobs missing at the end", g.AcceptedJobsMissing},
+		{"accepted writes lost (update or delete)", g.AcceptedWritesLost},
+		{"owner keys overwritten (two owners)", g.OwnerOverlaps},
+		{"fires not by the partition's owner", g.UnfencedFires},
+		{"runs executed that the store never fired", g.UnknownRunsExecuted},
+		{"attempts executed that the store never recorded", g.UnrecordedAttempts},
+		{"runs fired but never executed", g.RunsLost},
+		{"runs not final at the end", g.RunsUnfinished},
+		{"corrupt run documents", g.CorruptRuns},
+		{"faults not recovered from", g.FaultsNotRecovered},
+	} {
+		mark := "ok"
+		if c.n != 0 {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\n", c.name, c.n, mark)
+	}
+	tw.Flush()
+
+	if len(r.Violations) == 0 {
+		fmt.Fprintln(out, "\nchecker: PASS (every must-be-zero count is zero)")
+		return
+	}
+	fmt.Fprintf(out, "\nchecker: FAIL, %d violations", len(r.Violations)+r.Truncated)
+	if r.Truncated > 0 {
+		fmt.Fprintf(out, " (%d not listed)", r.Truncated)
+	}
+	fmt.Fprintln(out, ":")
+	for _, v := range r.Violations {
+		kind := ""
+		if v.Kind != "" {
+			kind = " [" + string(v.Kind) + "]"
+		}
+		fmt.Fprintf(out, "  %s%s: %s\n", v.Check, kind, v.Detail)
+	}
+}
+
+// WriteFaults writes one line per injected fault.
+func (r *Report) WriteFaults(out io.Writer) {
+	for _, f := range r.Faults {
+		fo := "not recovered"
+		if !f.Recovered.IsZero() {
+			fo = "failover " + dur(f.Failover)
+		}
+		line := fmt.Sprintf("%s %-18s %-36s %s", f.Start.UTC().Format("15:04:05.000"), f.Kind, f.Target, fo)
+		if f.Detail != "" {
+			line += "; " + f.Detail
+		}
+		if f.Err != "" {
+			line += "; error: " + f.Err
+		}
+		fmt.Fprintln(out, strings.TrimSpace(line))
+	}
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	default:
+		return d.Round(10 * time.Millisecond).String()
+	}
+}

@@ -68,6 +68,11 @@ type Config struct {
 	// HistoryLimit is how many runs are kept per job; the oldest final
 	// ones are trimmed. Default 100.
 	HistoryLimit int
+	// MaxActivePerJob is the most runs of one job that may be active
+	// (waiting for a worker, awaiting a retry, or running); fires beyond
+	// it are recorded as skipped with the reason (see CapActive). Default
+	// 100.
+	MaxActivePerJob int
 	// Misfire is the schedule policy's grace and cap (its Misfire field is
 	// taken from each job).
 	Misfire schedule.Policy
@@ -93,6 +98,7 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 		FireBatch:      25,
 		RunLease:       30 * time.Second,
 		HistoryLimit:   100,
+		MaxActivePerJob: 100,
 		RequestTimeout: 5 * time.Second,
 	}
 }
@@ -108,6 +114,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dispatch: fire batch %d outside 1..30", c.FireBatch)
 	case c.RunLease < time.Second:
 		return fmt.Errorf("dispatch: run lease %v below 1s", c.RunLease)
+	case c.MaxActivePerJob < 1:
+		return fmt.Errorf("dispatch: max active runs per job %d below 1", c.MaxActivePerJob)
 	case c.HistoryLimit < 1:
 		return fmt.Errorf("dispatch: history limit %d below 1", c.HistoryLimit)
 	case c.RequestTimeout <= 0:
@@ -147,14 +155,16 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 	if cfg.Lookup == nil {
 		cfg.Lookup = func(int) (string, string) { return "", "" }
 	}
-	return &Dispatcher{
+	d := &Dispatcher{
 		client: client,
 		cfg:    cfg,
 		keys:   store.Keys{NS: cfg.Namespace},
 		lg:     cfg.Logger.With(zap.String("member", cfg.MemberID)),
 		parts:  map[int]*partition{},
 		avail:  make(chan struct{}),
-	}, nil
+	}
+	cfg.Metrics.setActiveSource(d.countActive)
+	return d, nil
 }
 
 // Work schedules partition o.Partition until ctx is cancelled: it is the
@@ -213,6 +223,23 @@ func (d *Dispatcher) partitionFor(id string) (*partition, error) {
 		return nil, &NotOwnerError{Partition: p, Owner: owner, OwnerAddr: addr}
 	}
 	return pt, nil
+}
+
+// countActive counts the active runs of the partitions owned here.
+func (d *Dispatcher) countActive() (waiting, running int) {
+	parts, _ := d.snapshot()
+	for _, pt := range parts {
+		pt.mu.Lock()
+		for _, ar := range pt.active {
+			if ar.run.Status == store.RunRunning {
+				running++
+			} else {
+				waiting++
+			}
+		}
+		pt.mu.Unlock()
+	}
+	return waiting, running
 }
 
 // recordWrite notes the outcome of a fenced write for Health.

@@ -1,6 +1,10 @@
 package dispatch
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the dispatcher's Prometheus metrics. A nil *Metrics records
 // nothing.
@@ -13,6 +17,10 @@ type Metrics struct {
 	stale        prometheus.Counter
 	misfires     *prometheus.CounterVec
 	commitErrors prometheus.Counter
+
+	// active counts the active runs of the partitions owned here, by
+	// state; set by the Dispatcher, read at scrape time.
+	active atomic.Pointer[func() (waiting, running int)]
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -45,10 +53,35 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "jobfleet_dispatch_commit_errors_total", Help: "Fenced writes of the scheduler that failed (etcd errors or fencing).",
 		}),
 	}
+	count := func(running bool) func() float64 {
+		return func() float64 {
+			f := m.active.Load()
+			if f == nil {
+				return 0
+			}
+			waiting, run := (*f)()
+			if running {
+				return float64(run)
+			}
+			return float64(waiting)
+		}
+	}
+	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "jobfleet_runs_waiting", Help: "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.",
+	}, count(false))
+	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "jobfleet_runs_running", Help: "Runs of the partitions owned here with an attempt held by a worker.",
+	}, count(true))
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.misfires, m.commitErrors)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.misfires, m.commitErrors, waiting, running)
 	}
 	return m
+}
+
+func (m *Metrics) setActiveSource(f func() (waiting, running int)) {
+	if m != nil {
+		m.active.Store(&f)
+	}
 }
 
 func (m *Metrics) fired(status string, n int) {

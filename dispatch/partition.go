@@ -381,11 +381,13 @@ func (pt *partition) fireDueLocked(ctx context.Context, now time.Time) {
 		if planned && (e.state.Next.IsZero() || now.Before(e.state.Next)) {
 			continue // not due, or its schedule is exhausted
 		}
-		plan, err := PlanFires(&e.spec, e.sched, e.state, pt.activeOfLocked(id), now, pt.d.cfg.Misfire, pt.own.Member, pt.own.Epoch)
+		active := pt.activeOfLocked(id)
+		plan, err := PlanFires(&e.spec, e.sched, e.state, active, now, pt.d.cfg.Misfire, pt.own.Member, pt.own.Epoch)
 		if err != nil {
 			pt.lg.Error("planning fires failed", zap.String("job_id", id), zap.Error(err))
 			continue
 		}
+		CapActive(&e.spec, &plan, len(active), pt.d.cfg.MaxActivePerJob)
 		if len(plan.Runs) == 0 && len(plan.Replace) == 0 && plan.State == e.state && !e.dirty {
 			continue
 		}
@@ -476,7 +478,9 @@ func (pt *partition) commitFiresLocked(ctx context.Context, b *fireBatch, now ti
 		if c.run.Status == store.RunPending {
 			pending++
 			pt.active[c.run.ID] = &activeRun{run: c.run, modRev: rev, notBefore: now}
-			pt.d.cfg.Metrics.observeLag(now.Sub(c.run.ScheduledAt).Seconds())
+			if lag := now.Sub(c.run.ScheduledAt); lag <= pt.d.cfg.Misfire.Grace || lag <= schedule.DefaultGrace {
+				pt.d.cfg.Metrics.observeLag(lag.Seconds()) // on time; misfires are counted apart
+			}
 		} else {
 			skipped++
 		}

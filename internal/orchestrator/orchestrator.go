@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/schedule"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
@@ -183,6 +184,10 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if o.cfg.HistoryLimit != 0 {
 		dcfg.HistoryLimit = o.cfg.HistoryLimit
 	}
+	// Times late by less than a crash failover (lease TTL, then a
+	// rebalance and a load) are on time, not misfires: a failover loses no
+	// fire whatever the job's misfire policy.
+	dcfg.Misfire.Grace = max(schedule.DefaultGrace, 2*o.cfg.LeaseTTL+2*time.Second)
 	dcfg.Lookup = o.owner
 	dcfg.Clock = o.cfg.Clock
 	dcfg.Logger = o.cfg.Logger.Named("dispatch")

@@ -91,15 +91,15 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig(ns string, partitions int, member, addr string) Config {
 	return Config{
-		Namespace:      ns,
-		Partitions:     partitions,
-		MemberID:       member,
-		MemberAddr:     addr,
-		FireBatch:      25,
-		RunLease:       30 * time.Second,
-		HistoryLimit:   100,
+		Namespace:       ns,
+		Partitions:      partitions,
+		MemberID:        member,
+		MemberAddr:      addr,
+		FireBatch:       25,
+		RunLease:        30 * time.Second,
+		HistoryLimit:    100,
 		MaxActivePerJob: 100,
-		RequestTimeout: 5 * time.Second,
+		RequestTimeout:  5 * time.Second,
 	}
 }
 

@@ -17,7 +17,7 @@ func TestParseRunID(t *testing.T) {
 	}{
 		{store.RunID("a/b", at), "a/b", true},
 		{store.RunID("x@y", at), "x@y", true},
-		{"a/b@2026-12-01T02:00:00.123Z", "a/b", true},  // pasted unescaped
+		{"a/b@2026-12-01T02:00:00.123Z", "a/b", true},   // pasted unescaped
 		{"100%@2026-12-01T02:00:00.123Z", "100%", true}, // not valid escaping: taken as the ID
 		{"no-at-sign", "", false},
 		{"@2026-12-01T02:00:00.123Z", "", false},

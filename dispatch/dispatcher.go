@@ -62,6 +62,12 @@ type Config struct {
 	// costs up to four operations and etcd allows 128 per transaction by
 	// default. Default 25.
 	FireBatch int
+	// CommitsInFlight is the most fenced writes this member sends to etcd
+	// at once; writes made while that many are in flight wait and go
+	// together in the next request, each fenced on its own partition's
+	// epoch (shard.CommitBatch). 0 sends every write on its own, as many
+	// at once as partitions make. Default 8.
+	CommitsInFlight int
 	// RunLease is how long a worker holds an attempt without heartbeat.
 	// Default 30s.
 	RunLease time.Duration
@@ -96,6 +102,7 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 		MemberID:        member,
 		MemberAddr:      addr,
 		FireBatch:       25,
+		CommitsInFlight: 8,
 		RunLease:        30 * time.Second,
 		HistoryLimit:    100,
 		MaxActivePerJob: 100,
@@ -112,6 +119,8 @@ func (c Config) Validate() error {
 		return errors.New("dispatch: empty member ID")
 	case c.FireBatch < 1 || c.FireBatch > 30:
 		return fmt.Errorf("dispatch: fire batch %d outside 1..30", c.FireBatch)
+	case c.CommitsInFlight < 0:
+		return fmt.Errorf("dispatch: commits in flight %d below 0", c.CommitsInFlight)
 	case c.RunLease < time.Second:
 		return fmt.Errorf("dispatch: run lease %v below 1s", c.RunLease)
 	case c.MaxActivePerJob < 1:
@@ -132,6 +141,8 @@ type Dispatcher struct {
 	cfg    Config
 	keys   store.Keys
 	lg     *zap.Logger
+
+	commits *committer
 
 	mu    sync.Mutex         // guards parts and avail
 	parts map[int]*partition // running schedulers by partition
@@ -156,12 +167,13 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 		cfg.Lookup = func(int) (string, string) { return "", "" }
 	}
 	d := &Dispatcher{
-		client: client,
-		cfg:    cfg,
-		keys:   store.Keys{NS: cfg.Namespace},
-		lg:     cfg.Logger.With(zap.String("member", cfg.MemberID)),
-		parts:  map[int]*partition{},
-		avail:  make(chan struct{}),
+		client:  client,
+		cfg:     cfg,
+		keys:    store.Keys{NS: cfg.Namespace},
+		lg:      cfg.Logger.With(zap.String("member", cfg.MemberID)),
+		commits: &committer{kv: client, timeout: cfg.RequestTimeout, maxInFlight: cfg.CommitsInFlight},
+		parts:   map[int]*partition{},
+		avail:   make(chan struct{}),
 	}
 	cfg.Metrics.setActiveSource(d.countActive)
 	return d, nil

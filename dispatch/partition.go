@@ -540,7 +540,7 @@ func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (clientv3.Op, bool) 
 func (pt *partition) commitLocked(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := pt.own.Commit(rctx, nil, ops, nil)
+	resp, err := pt.d.commits.commit(rctx, pt.own, ops)
 	if err != nil && !errors.Is(err, shard.ErrFenced) {
 		err = store.Classify(err)
 	}

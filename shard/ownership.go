@@ -82,15 +82,21 @@ func (o *Ownership) Commit(ctx context.Context, cmps []clientv3.Cmp, thenOps, el
 		return nil, fmt.Errorf("shard: fenced txn on partition %d: %w", o.Partition, err)
 	}
 	if !resp.Succeeded {
-		o.metrics.fencingFailure()
-		if o.fenced != nil {
-			o.fenced(o)
-		}
-		return nil, fmt.Errorf("%w (partition %d, epoch %d)", ErrFenced, o.Partition, o.Epoch)
+		return nil, o.refused()
 	}
 	inner := (*clientv3.TxnResponse)(resp.Responses[0].GetResponseTxn())
 	inner.Header = resp.Header // nested responses carry no header of their own
 	return inner, nil
+}
+
+// refused counts a refused fence, tells the controller, and returns the
+// error Commit returns for it.
+func (o *Ownership) refused() error {
+	o.metrics.fencingFailure()
+	if o.fenced != nil {
+		o.fenced(o)
+	}
+	return fmt.Errorf("%w (partition %d, epoch %d)", ErrFenced, o.Partition, o.Epoch)
 }
 
 // OwnerInfo is what etcd records about one partition's owner.

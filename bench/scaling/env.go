@@ -68,10 +68,23 @@ func slicesMax(xs []int) int {
 func (e *env) specRate() float64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.specs < 100 || e.specTime <= 0 {
+	if e.specs < 100 || e.specTime <= 0 { // not calibrated
 		return 500 // a guess before anything was measured
 	}
 	return float64(e.specs) / e.specTime.Seconds()
+}
+
+// calibrate measures the spec write rate on a few hundred jobs, so that
+// the first drain's due time is neither too early nor needlessly late.
+func (e *env) calibrate(ctx context.Context) error {
+	ns := fmt.Sprintf("/jobfleet-bench/calibrate-%d/", time.Now().UnixNano())
+	defer e.cleanup(ns)
+	jobs := make([]store.Job, 300)
+	for i := range jobs {
+		jobs[i] = benchJob(fmt.Sprintf("calibrate-%d", i))
+		jobs[i].Schedule = "@hourly"
+	}
+	return e.writeSpecs(ctx, ns, jobs, false, nil)
 }
 
 // writeSpecs creates jobs through store.Etcd with 64 writers, and, with
@@ -151,9 +164,12 @@ func (e *env) trial(ctx context.Context, s string, n int, w string) (Trial, erro
 
 	var r runner
 	var err error
+	baseline := s == GlobalLock || s == NoCoordination
 	switch s {
 	case Sharded:
-		r, err = e.startSharded(ctx, ns, n)
+		r, err = e.startSharded(ctx, ns, n, e.cfg.CommitsInFlight)
+	case ShardedUnbatched:
+		r, err = e.startSharded(ctx, ns, n, -1)
 	default:
 		r, err = e.startBaseline(ctx, ns, n, s == GlobalLock, w == Steady)
 	}
@@ -177,9 +193,9 @@ func (e *env) trial(ctx context.Context, s string, n int, w string) (Trial, erro
 
 	switch w {
 	case Drain:
-		err = e.drain(ctx, ns, s != Sharded, obs, &t)
+		err = e.drain(ctx, ns, baseline, obs, &t)
 	case Steady:
-		err = e.steady(ctx, ns, s != Sharded, obs, &t)
+		err = e.steady(ctx, ns, baseline, obs, &t)
 	}
 	stop()
 	return t, err

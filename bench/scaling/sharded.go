@@ -52,7 +52,7 @@ func (c *eventCounter) logger() *zap.Logger {
 	}))
 }
 
-func (e *env) startSharded(ctx context.Context, ns string, n int) (runner, error) {
+func (e *env) startSharded(ctx context.Context, ns string, n, commitsInFlight int) (runner, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &sharded{cancel: cancel, events: &eventCounter{}}
 	lg := s.events.logger()
@@ -61,13 +61,14 @@ func (e *env) startSharded(ctx context.Context, ns string, n int) (runner, error
 	for i := range n {
 		id := fmt.Sprintf("orchestrator-%d", i+1)
 		o, err := orchestrator.New(e.clients[i], orchestrator.Config{
-			ID:             id,
-			Advertise:      "http://" + id + ".invalid",
-			Namespace:      ns,
-			Partitions:     e.cfg.Partitions,
-			LeaseTTL:       e.cfg.LeaseTTL,
-			RebalanceDelay: 100 * time.Millisecond,
-			Logger:         lg,
+			ID:              id,
+			Advertise:       "http://" + id + ".invalid",
+			Namespace:       ns,
+			Partitions:      e.cfg.Partitions,
+			LeaseTTL:        e.cfg.LeaseTTL,
+			RebalanceDelay:  100 * time.Millisecond,
+			CommitsInFlight: commitsInFlight,
+			Logger:          lg,
 		})
 		if err != nil {
 			s.stop()

@@ -21,14 +21,15 @@ import (
 // FireBatch runs of exactly the scheduler's shape (per run a nested
 // create-if-absent of the run key with its queue entry, and the job's
 // state put), as fast as etcd takes them, for StoreLimitDuration.
-func (e *env) storeLimit(ctx context.Context) ([]StoreLevel, error) {
+func (e *env) storeLimit(ctx context.Context, when string) ([]StoreLevel, error) {
 	var levels []StoreLevel
 	for _, w := range e.cfg.StoreLimitConcurrency {
 		l, err := e.storeLevel(ctx, w)
 		if err != nil {
 			return nil, err
 		}
-		e.cfg.Progress.Step("store limit: %3d writers: %.0f runs/s (txn p50 %.1f ms, p99 %.1f ms)", w, l.RunsPerSec, l.TxnP50Ms, l.TxnP99Ms)
+		l.When = when
+		e.cfg.Progress.Step("store limit (%s): %3d writers: %.0f runs/s (txn p50 %.1f ms, p99 %.1f ms)", when, w, l.RunsPerSec, l.TxnP50Ms, l.TxnP99Ms)
 		levels = append(levels, l)
 	}
 	return levels, nil

@@ -3,7 +3,6 @@ package scaling
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/bench/report"
@@ -19,6 +18,10 @@ func (r *Result) Tables() []*report.Table {
 		Title:   "Headline: drain throughput, sharded vs global-lock, and vs the store limit (" + where + ")",
 		Columns: []string{"orchestrators", "sharded fires/s", "global-lock fires/s", "sharded/global-lock", "sharded % of store limit", "global-lock % of store limit"},
 	}
+	_, unbatched := r.find(ShardedUnbatched, Drain)
+	if unbatched {
+		sum.Columns = append(sum.Columns, "sharded-unbatched fires/s", "sharded/unbatched")
+	}
 	for _, n := range cfg.Members {
 		sh, ok1 := r.Find(Sharded, n, Drain)
 		gl, ok2 := r.Find(GlobalLock, n, Drain)
@@ -29,7 +32,16 @@ func (r *Result) Tables() []*report.Table {
 		if v, ok := r.Ratios[n]; ok {
 			ratio = fmt.Sprintf("%.1f×", v)
 		}
-		sum.Add(n, opt(ok1, sh.FiresPerSec), opt(ok2, gl.FiresPerSec), ratio, pct(ok1, sh.FiresPerSec, r.Limit), pct(ok2, gl.FiresPerSec, r.Limit))
+		row := []any{n, opt(ok1, sh.FiresPerSec), opt(ok2, gl.FiresPerSec), ratio, pct(ok1, sh.FiresPerSec, r.Limit), pct(ok2, gl.FiresPerSec, r.Limit)}
+		if unbatched {
+			ub, ok3 := r.Find(ShardedUnbatched, n, Drain)
+			ubRatio := "-"
+			if ok1 && ok3 && ub.FiresPerSec > 0 {
+				ubRatio = fmt.Sprintf("%.1f×", sh.FiresPerSec/ub.FiresPerSec)
+			}
+			row = append(row, opt(ok3, ub.FiresPerSec), ubRatio)
+		}
+		sum.Add(row...)
 	}
 	sum.Notes = []string{fmt.Sprintf("store limit: %.0f runs/s (fenced transactions of %d runs, best of %v writers)", r.Limit, cfg.FireBatch, cfg.StoreLimitConcurrency)}
 
@@ -58,11 +70,12 @@ func (r *Result) Tables() []*report.Table {
 	limit := &report.Table{
 		Name:    "store_limit",
 		Title:   fmt.Sprintf("Store limit: fenced transactions of %d runs (shard.Ownership.Commit), same etcd, same delay", cfg.FireBatch),
-		Columns: []string{"writers", "txns", "runs", "runs/s", "txn p50 ms", "txn p99 ms"},
+		Columns: []string{"measured", "writers", "txns", "runs", "runs/s", "txn p50 ms", "txn p99 ms"},
 	}
 	for _, l := range r.StoreLimit {
-		limit.Add(l.Writers, l.Txns, l.Runs, l.RunsPerSec, l.TxnP50Ms, l.TxnP99Ms)
+		limit.Add(l.When, l.Writers, l.Txns, l.Runs, l.RunsPerSec, l.TxnP50Ms, l.TxnP99Ms)
 	}
+	limit.Notes = []string{"measured before and after the trials; the limit is the best level of either"}
 	var tables []*report.Table
 	if len(sum.Rows) > 0 {
 		tables = append(tables, sum)
@@ -76,8 +89,18 @@ func (r *Result) Tables() []*report.Table {
 	return append(tables, limit)
 }
 
+// find tells whether any trial of strategy s ran workload w.
+func (r *Result) find(s, w string) (Trial, bool) {
+	for _, t := range r.Trials {
+		if t.Strategy == s && t.Workload == w {
+			return t, true
+		}
+	}
+	return Trial{}, false
+}
+
 func (r *Result) sortedTrials() []Trial {
-	order := map[string]int{GlobalLock: 0, NoCoordination: 1, Sharded: 2}
+	order := map[string]int{GlobalLock: 0, NoCoordination: 1, ShardedUnbatched: 2, Sharded: 3}
 	ts := slices.Clone(r.Trials)
 	slices.SortStableFunc(ts, func(a, b Trial) int {
 		if a.Workload != b.Workload {
@@ -169,5 +192,3 @@ func (r *Result) Charts(dir, prefix string) ([]string, error) {
 	}
 	return files, nil
 }
-
-var _ = time.Second

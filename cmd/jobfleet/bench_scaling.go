@@ -100,7 +100,7 @@ charts to --out. See docs/benchmarks.md.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&members, "members", joinInts(cfg.Members), "orchestrator counts, comma-separated")
-	fs.StringVar(&strategies, "strategies", strings.Join(cfg.Strategies, ","), "strategies: global-lock, no-coordination, sharded")
+	fs.StringVar(&strategies, "strategies", strings.Join(cfg.Strategies, ","), "strategies: global-lock, no-coordination, sharded, sharded-unbatched (sharded with no batching across partitions: the scheduler before it)")
 	fs.StringVar(&workloads, "workloads", strings.Join(cfg.Workloads, ","), "workloads: drain, steady")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "P of the sharded fleet")
 	fs.IntVar(&cfg.DrainJobs, "drain-jobs", cfg.DrainJobs, "N: one-off jobs of the drain workload")
@@ -111,6 +111,7 @@ charts to --out. See docs/benchmarks.md.`,
 	fs.IntVar(&cfg.LockBatches, "lock-batches", cfg.LockBatches, "transactions a global-lock holder writes per hold")
 	fs.StringVar(&storeLevels, "store-writers", joinInts(cfg.StoreLimitConcurrency), "writer counts of the store-limit measurement")
 	fs.DurationVar(&cfg.StoreLimitDuration, "store-duration", cfg.StoreLimitDuration, "duration of each store-limit level")
+	fs.IntVar(&cfg.CommitsInFlight, "commits-in-flight", 0, "sharded members' fenced writes in flight before they are batched across partitions (0: the shipped default; -1: no batching, the scheduler before it)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "lease TTL of the orchestrators")
 	fs.BoolVar(&noFsync, "no-fsync", false, "run etcd without fsync (faster, not honest about the store)")
 	fs.StringVar(&out, "out", "bench/results", "directory for CSV, JSON and PNG files")

@@ -53,6 +53,16 @@ func (f *Fleet) RecordGaps() *GapRecorder {
 // Stop ends the recording and returns the gaps seen, sorted, and how many
 // partitions are still without an owner.
 func (g *GapRecorder) Stop() (gaps []time.Duration, open int) {
+	// A caller that just saw the fleet settled by reading etcd may be a
+	// moment ahead of this watch: give the last creations time to arrive.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		g.mu.Lock()
+		n := len(g.deleted)
+		g.mu.Unlock()
+		if n == 0 {
+			break
+		}
+	}
 	g.cancel()
 	<-g.done
 	g.mu.Lock()

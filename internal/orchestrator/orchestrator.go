@@ -59,6 +59,10 @@ type Config struct {
 	RunLease time.Duration
 	// HistoryLimit is how many runs are kept per job. Default 100.
 	HistoryLimit int
+	// CommitsInFlight is dispatch.Config.CommitsInFlight: 0 keeps the
+	// dispatcher's default, a negative value sends every write on its own
+	// (no batching across partitions; for benchmarks).
+	CommitsInFlight int
 	// Clock is given to the session and controller; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.
@@ -183,6 +187,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	}
 	if o.cfg.HistoryLimit != 0 {
 		dcfg.HistoryLimit = o.cfg.HistoryLimit
+	}
+	if o.cfg.CommitsInFlight != 0 {
+		dcfg.CommitsInFlight = max(o.cfg.CommitsInFlight, 0)
 	}
 	// Times late by less than a crash failover (lease TTL, then a
 	// rebalance and a load) are on time, not misfires: a failover loses no

@@ -1,0 +1,147 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/shard"
+)
+
+// committer sends the fenced writes of this member's partitions to etcd
+// with at most maxInFlight requests in flight. A write that arrives while
+// all are busy waits in a queue; when a request returns, the queued writes
+// go together in the next one (shard.CommitBatch), each still fenced on its
+// own partition's epoch and applied or refused independently of the
+// others. Under a backlog that turns many small transactions (a few runs
+// of each of many partitions) into few large ones: fewer round trips and
+// raft entries. A partition makes one write at a time (its mutex is held
+// across it), so its own writes still apply in the order it made them.
+//
+// It starts no goroutine: the writer whose request returns hands its
+// in-flight slot, with the next batch, to the goroutine of the batch's
+// first write, which sends it.
+type committer struct {
+	kv          clientv3.KV
+	timeout     time.Duration
+	maxInFlight int
+
+	mu       sync.Mutex // guards inFlight, queue and commitReq.taken
+	inFlight int
+	queue    []*commitReq
+}
+
+type commitReq struct {
+	txn   shard.FencedTxn
+	res   shard.FencedResult
+	done  chan struct{}     // closed once res is set
+	lead  chan []*commitReq // buffer 1: the batch this request's goroutine is to send
+	taken bool              // out of the queue, in a batch
+}
+
+// etcd's default limit of operations per transaction level (nested levels
+// share it, see shard.CommitBatch), and a bound on a batch's size in
+// operations, which keeps requests well under etcd's 1.5 MiB.
+const (
+	maxTxnOps   = 128
+	maxBatchOps = 512
+)
+
+// commit runs ops fenced on own, as own.Commit(ctx, nil, ops, nil) would.
+func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	if c.maxInFlight <= 0 {
+		return own.Commit(ctx, nil, ops, nil)
+	}
+	c.mu.Lock()
+	if c.inFlight < c.maxInFlight {
+		c.inFlight++
+		c.mu.Unlock()
+		resp, err := own.Commit(ctx, nil, ops, nil)
+		c.release()
+		return resp, err
+	}
+	r := &commitReq{txn: shard.FencedTxn{Own: own, Then: ops}, done: make(chan struct{}), lead: make(chan []*commitReq, 1)}
+	c.queue = append(c.queue, r)
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+	case batch := <-r.lead:
+		c.send(batch)
+	case <-ctx.Done():
+		c.mu.Lock()
+		if !r.taken {
+			c.queue = slices.DeleteFunc(c.queue, func(q *commitReq) bool { return q == r })
+			c.mu.Unlock()
+			return nil, fmt.Errorf("shard: fenced txn on partition %d: %w", own.Partition, ctx.Err())
+		}
+		c.mu.Unlock()
+		// Already in a batch: others wait on it too; see it through.
+		select {
+		case <-r.done:
+		case batch := <-r.lead:
+			c.send(batch)
+		}
+	}
+	return r.res.Resp, r.res.Err
+}
+
+// send sends a batch taken from the queue in the caller's in-flight slot,
+// delivers every result and releases the slot.
+func (c *committer) send(batch []*commitReq) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	if len(batch) == 1 {
+		r := batch[0]
+		r.res.Resp, r.res.Err = r.txn.Own.Commit(ctx, nil, r.txn.Then, nil)
+	} else {
+		txns := make([]shard.FencedTxn, len(batch))
+		for i, r := range batch {
+			txns[i] = r.txn
+		}
+		for i, res := range shard.CommitBatch(ctx, c.kv, txns) {
+			batch[i].res = res
+		}
+	}
+	cancel()
+	for _, r := range batch {
+		close(r.done)
+	}
+	c.release()
+}
+
+// release frees an in-flight slot, or hands it with the next batch to the
+// goroutine of that batch's first write.
+func (c *committer) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		c.inFlight--
+		return
+	}
+	batch := c.takeLocked()
+	batch[0].lead <- batch // buffered and sent once: never blocks
+}
+
+// takeLocked removes the next batch from the queue: as many writes, in
+// order, as fit etcd's limits. With k shares in one request, each share's
+// operations and the runs' nested transactions (two operations each) must
+// fit in 128 − k − 1 (see shard.CommitBatch).
+func (c *committer) takeLocked() []*commitReq {
+	n, widest, total := 0, 0, 0
+	for _, r := range c.queue {
+		w := len(r.txn.Then)
+		if n > 0 && ((n+1)+1+max(widest, w)+2 > maxTxnOps || total+w > maxBatchOps) {
+			break
+		}
+		n, widest, total = n+1, max(widest, w), total+w
+	}
+	batch := slices.Clone(c.queue[:n])
+	c.queue = slices.Delete(c.queue, 0, n)
+	for _, r := range batch {
+		r.taken = true
+	}
+	return batch
+}

@@ -1,0 +1,140 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/shard"
+)
+
+// countingKV counts the transactions sent to etcd.
+type countingKV struct {
+	clientv3.KV
+	txns atomic.Int64
+}
+
+func (k *countingKV) Txn(ctx context.Context) clientv3.Txn {
+	k.txns.Add(1)
+	return k.KV.Txn(ctx)
+}
+
+// TestCommitterBatchesAcrossPartitions has many partitions write at once
+// through a committer with one request in flight: every write is applied
+// exactly once with the result Ownership.Commit would give, writes queued
+// behind the busy request go together in fewer requests, and a write of a
+// stale epoch is refused alone.
+func TestCommitterBatchesAcrossPartitions(t *testing.T) {
+	srv := etcdtest.New(t)
+	client := srv.Client(t)
+	kv := &countingKV{KV: client}
+	ctx := context.Background()
+	ns := "/commit-test/"
+	const parts, writes = 40, 5
+	owns := make([]*shard.Ownership, parts)
+	for p := range owns {
+		resp, err := client.Put(ctx, shard.OwnerKey(ns, p), "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		epoch := resp.Header.Revision
+		if p == 7 {
+			epoch-- // a stale owner: all its writes must be refused
+		}
+		owns[p] = shard.NewOwnership(kv, ns, "m", p, epoch)
+	}
+	c := &committer{kv: kv, timeout: 5 * time.Second, maxInFlight: 1}
+	var wg sync.WaitGroup
+	errs := make([]error, parts)
+	for p, own := range owns {
+		wg.Go(func() {
+			for i := range writes { // one write at a time per partition, as the scheduler does
+				key := fmt.Sprintf("%sdata/%d/%d", ns, p, i)
+				resp, err := c.commit(ctx, own, []clientv3.Op{
+					clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, []clientv3.Op{clientv3.OpPut(key, "v")}, nil),
+				})
+				switch {
+				case p == 7 && !errors.Is(err, shard.ErrFenced):
+					errs[p] = fmt.Errorf("stale partition %d write %d: err %v, want ErrFenced", p, i, err)
+				case p != 7 && err != nil:
+					errs[p] = fmt.Errorf("partition %d write %d: %v", p, i, err)
+				case p != 7 && (!resp.Succeeded || resp.Header.Revision == 0 || !resp.Responses[0].GetResponseTxn().Succeeded):
+					errs[p] = fmt.Errorf("partition %d write %d: response %+v, want applied", p, i, resp)
+				}
+				if errs[p] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	resp, err := client.Get(ctx, ns+"data/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := resp.Count, int64((parts-1)*writes); got != want {
+		t.Errorf("%d keys written, want %d", got, want)
+	}
+	if n := kv.txns.Load(); n >= parts*writes {
+		t.Errorf("%d requests for %d writes: nothing was batched", n, parts*writes)
+	} else {
+		t.Logf("%d writes in %d requests", parts*writes, n)
+	}
+	if c.inFlight != 0 || len(c.queue) != 0 {
+		t.Errorf("committer left %d in flight, %d queued", c.inFlight, len(c.queue))
+	}
+}
+
+// TestCommitterQueuedWriteCancelled: a write whose context ends while it
+// waits in the queue returns the context's error and is never sent.
+func TestCommitterQueuedWriteCancelled(t *testing.T) {
+	srv := etcdtest.New(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	ns := "/commit-cancel/"
+	resp, err := client.Put(ctx, shard.OwnerKey(ns, 0), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := shard.NewOwnership(client, ns, "m", 0, resp.Header.Revision)
+	c := &committer{kv: client, timeout: 5 * time.Second, maxInFlight: 1}
+	c.inFlight = 1 // the only slot is busy
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.commit(cctx, own, []clientv3.Op{clientv3.OpPut(ns+"data", "v")})
+		done <- err
+	}()
+	for {
+		c.mu.Lock()
+		n := len(c.queue)
+		c.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("err %v, want context.Canceled", err)
+	}
+	c.release()
+	if c.inFlight != 0 || len(c.queue) != 0 {
+		t.Errorf("committer left %d in flight, %d queued", c.inFlight, len(c.queue))
+	}
+	if r, err := client.Get(ctx, ns+"data"); err != nil || len(r.Kvs) != 0 {
+		t.Errorf("cancelled write applied: %v %v", r, err)
+	}
+}

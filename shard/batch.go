@@ -1,0 +1,71 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// FencedTxn is one ownership's share of a CommitBatch: what
+// Own.Commit(ctx, Cmps, Then, Else) would run.
+type FencedTxn struct {
+	Own  *Ownership
+	Cmps []clientv3.Cmp
+	Then []clientv3.Op
+	Else []clientv3.Op
+}
+
+// FencedResult is the outcome of one share of a CommitBatch, as
+// Ownership.Commit would have returned it.
+type FencedResult struct {
+	Resp *clientv3.TxnResponse
+	Err  error
+}
+
+// CommitBatch runs the fenced transactions of several ownerships (of
+// different partitions) in one etcd request, through kv:
+//
+//	Txn Then(
+//	    Txn If(create_revision(owners/p1) == epoch1) Then(Txn If(cmps1) Then(then1) Else(else1)),
+//	    Txn If(create_revision(owners/p2) == epoch2) Then(Txn If(cmps2) Then(then2) Else(else2)),
+//	    …)
+//
+// Each share is applied only if its own fence holds, independently of the
+// others, exactly as its Ownership.Commit would be; a refused fence is
+// reported to its controller and counted the same way, and that share's
+// result is ErrFenced. The request is one round trip and one raft entry
+// instead of one per share. If the request itself fails (timeout, etcd
+// unavailable), every share gets that error; as with any failed request,
+// it may or may not have been applied.
+//
+// The shares must touch disjoint keys (etcd refuses a transaction that
+// writes a key twice); partitions' keys are. Mind etcd's limit of 128
+// operations per transaction level, which nesting shares: with k shares,
+// each share's Then and Else may hold at most 125 − k operations, and
+// nested transactions among them at most 125 − k − len(Then) each.
+func CommitBatch(ctx context.Context, kv clientv3.KV, txns []FencedTxn) []FencedResult {
+	res := make([]FencedResult, len(txns))
+	ops := make([]clientv3.Op, len(txns))
+	for i, t := range txns {
+		ops[i] = clientv3.OpTxn([]clientv3.Cmp{t.Own.Fence()}, []clientv3.Op{clientv3.OpTxn(t.Cmps, t.Then, t.Else)}, nil)
+	}
+	resp, err := kv.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		for i, t := range txns {
+			res[i].Err = fmt.Errorf("shard: fenced txn on partition %d: %w", t.Own.Partition, err)
+		}
+		return res
+	}
+	for i, t := range txns {
+		fenced := resp.Responses[i].GetResponseTxn()
+		if !fenced.Succeeded {
+			res[i].Err = t.Own.refused()
+			continue
+		}
+		inner := (*clientv3.TxnResponse)(fenced.Responses[0].GetResponseTxn())
+		inner.Header = resp.Header // nested responses carry no header of their own
+		res[i].Resp = inner
+	}
+	return res
+}

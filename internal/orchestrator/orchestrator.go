@@ -195,6 +195,11 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	// rebalance and a load) are on time, not misfires: a failover loses no
 	// fire whatever the job's misfire policy.
 	dcfg.Misfire.Grace = max(schedule.DefaultGrace, 2*o.cfg.LeaseTTL+2*time.Second)
+	// A write etcd never answers (a proposal lost in a leader change)
+	// holds the partition's scheduler and its worker protocol handlers:
+	// give it up, to be retried, before the session's renew deadline, as
+	// the session does with a keepalive.
+	dcfg.RequestTimeout = min(dcfg.RequestTimeout, o.sessCfg.RenewDeadline)
 	dcfg.Lookup = o.owner
 	dcfg.Clock = o.cfg.Clock
 	dcfg.Logger = o.cfg.Logger.Named("dispatch")

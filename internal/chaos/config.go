@@ -117,8 +117,9 @@ type Config struct {
 	// OneOffEvery is the interval between two one-off jobs (run_at a few
 	// seconds ahead); 0 creates none.
 	OneOffEvery time.Duration
-	// Grace is the fleet's misfire grace (schedule.DefaultGrace): the
-	// checker derives the windows in which fires may be missed from it.
+	// Grace is the fleet's misfire grace: the checker derives the windows
+	// in which fires may be missed from it. Zero means the orchestrators'
+	// own, derived from LeaseTTL (see MisfireGrace).
 	Grace time.Duration
 	// Logger receives the harness's progress; nil means none.
 	Logger *zap.Logger
@@ -145,8 +146,21 @@ func DefaultConfig(binary, dir string, seed int64, d time.Duration) Config {
 		FlakyJobs:         3,
 		SlowFor:           2500 * time.Millisecond,
 		OneOffEvery:       700 * time.Millisecond,
-		Grace:             schedule.DefaultGrace,
 	}
+}
+
+// MisfireGrace is the misfire grace of orchestrators with lease TTL ttl, as
+// internal/orchestrator sets it: longer than a crash failover.
+func MisfireGrace(ttl time.Duration) time.Duration {
+	return max(schedule.DefaultGrace, 2*ttl+2*time.Second)
+}
+
+// grace returns the misfire grace the checker assumes.
+func (c Config) grace() time.Duration {
+	if c.Grace > 0 {
+		return c.Grace
+	}
+	return MisfireGrace(c.LeaseTTL)
 }
 
 // Validate checks the configuration.
@@ -180,8 +194,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("chaos: SlowFor %v outside (0, 1m)", c.SlowFor)
 	case c.OneOffEvery < 0:
 		return errors.New("chaos: OneOffEvery must not be negative")
-	case c.Grace <= 0:
-		return errors.New("chaos: Grace must be positive")
+	case c.Grace < 0:
+		return errors.New("chaos: Grace must not be negative")
 	}
 	_, err := ParseKinds(kindNames(c.Faults))
 	return err

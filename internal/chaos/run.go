@@ -69,7 +69,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Seed: cfg.Seed, Dir: cfg.Dir, Started: time.Now(),
 		Config: ReportConfig{Duration: cfg.Duration, EtcdMembers: cfg.EtcdMembers, Orchestrators: cfg.Orchestrators,
 			Workers: cfg.Workers, Partitions: cfg.Partitions, LeaseTTL: cfg.LeaseTTL, RunLease: cfg.RunLease,
-			Grace: cfg.Grace, Kinds: cfg.kinds()},
+			Grace: cfg.grace(), Kinds: cfg.kinds()},
 	}
 
 	rec, err := startRecorder(cfg.Seed, cfg.SlowFor)
@@ -184,7 +184,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	in := Input{
 		Partitions:      cfg.Partitions,
-		Grace:           cfg.Grace,
+		Grace:           cfg.grace(),
 		End:             end,
 		Faults:          rep.Faults,
 		LeaseLosses:     leaseLosses(logs, history.OwnerAcquired, end),

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 // Member is what the API needs of the orchestrator it runs in;
@@ -155,6 +156,10 @@ func (a *api) partitions(w http.ResponseWriter, r *http.Request) {
 	t, err := a.m.Partitions()
 	if errors.Is(err, orchestrator.ErrNotStarted) {
 		WriteError(w, http.StatusServiceUnavailable, "this member has not joined the cluster yet")
+		return
+	}
+	if errors.Is(store.Classify(err), store.ErrUnavailable) {
+		WriteError(w, http.StatusServiceUnavailable, "cannot read the owner table from etcd: "+err.Error())
 		return
 	}
 	if err != nil {

@@ -143,6 +143,23 @@ func (o *Owners) WaitFor(ctx context.Context, p int, cond func([]OwnerInfo) bool
 	return tableOf(s, p), err
 }
 
+// ReadOwners reads the owner of each of the first p partitions straight
+// from etcd (a linearizable read, unlike Owners.Table, which is only as
+// current as this member's watch), with the revision it reflects.
+func ReadOwners(ctx context.Context, kv clientv3.KV, ns string, p int) ([]OwnerInfo, int64, error) {
+	resp, err := kv.Get(ctx, OwnersPrefix(ns), clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, fmt.Errorf("shard: read owners: %w", err)
+	}
+	t := make([]OwnerInfo, p)
+	for _, kv := range resp.Kvs {
+		if i, ok := parseOwnerKey(strings.TrimPrefix(string(kv.Key), OwnersPrefix(ns))); ok && i < p {
+			t[i] = OwnerInfo{Member: string(kv.Value), Epoch: kv.CreateRevision, Lease: kv.Lease}
+		}
+	}
+	return t, resp.Header.Revision, nil
+}
+
 func tableOf(s mirror.Snapshot, p int) []OwnerInfo {
 	t := make([]OwnerInfo, p)
 	for k, kv := range s.KVs {

@@ -418,8 +418,8 @@ type PartitionTable struct {
 // partition count yet.
 var ErrNotStarted = errors.New("orchestrator: not started")
 
-// Partitions returns who owns each partition (as etcd records it) and who
-// should (as the ring computed from the current member view says).
+// Partitions returns who owns each partition (read from etcd now) and who
+// should (as the ring computed from this member's current view says).
 func (o *Orchestrator) Partitions() (PartitionTable, error) {
 	o.mu.Lock()
 	p := o.partitions
@@ -427,7 +427,12 @@ func (o *Orchestrator) Partitions() (PartitionTable, error) {
 	if p == 0 {
 		return PartitionTable{}, ErrNotStarted
 	}
-	table, rev, _ := o.owners.Table(p)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	table, rev, err := shard.ReadOwners(ctx, o.client, o.cfg.Namespace, p)
+	if err != nil {
+		return PartitionTable{}, err
+	}
 	view := o.Members()
 	ring, err := shard.NewRing(view.IDs(), shard.DefaultRingConfig(p))
 	if err != nil {

@@ -86,6 +86,7 @@ func printJSON(w io.Writer, v any) error {
 func newClusterCmd() *cobra.Command {
 	var opts clientOptions
 	cmd := &cobra.Command{Use: "cluster", Short: "Inspect and operate the fleet over the HTTP API"}
+	requireSubcommand(cmd)
 	opts.register(cmd)
 
 	cmd.AddCommand(&cobra.Command{

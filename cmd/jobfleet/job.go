@@ -105,6 +105,7 @@ func jobPath(id string, sub ...string) string {
 func newJobCmd() *cobra.Command {
 	var opts clientOptions
 	cmd := &cobra.Command{Use: "job", Short: "Create, inspect and operate jobs over the HTTP API"}
+	requireSubcommand(cmd)
 	opts.register(cmd)
 	cmd.AddCommand(
 		newJobCreateCmd(&opts),

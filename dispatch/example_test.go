@@ -1,0 +1,39 @@
+package dispatch_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// PlanFires decides what a job fires at an instant: here a job every 10s,
+// evaluated 25s after its creation for the first time (an owner took its
+// partition late), under the default misfire policy run_once.
+func ExamplePlanFires() {
+	created := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	j := store.Job{ID: "report", Schedule: "@every 10s", CreatedAt: created,
+		Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9000/hook"}}
+	j.Normalize()
+	sched, _ := j.ParseSchedule()
+	plan, _ := dispatch.PlanFires(&j, sched, store.JobState{}, nil, created.Add(25*time.Second), schedule.Policy{Grace: time.Second}, "orchestrator-1", 42)
+	for _, r := range plan.Runs {
+		fmt.Println(r.ID, r.Status)
+	}
+	fmt.Println("skipped:", plan.State.Skipped, "next:", plan.State.Next.Format(time.TimeOnly))
+	// Output:
+	// report@2026-06-01T00:00:20.000Z pending
+	// skipped: 1 next: 00:00:30
+}
+
+func ExampleBackoff() {
+	p := store.RetryPolicy{InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(time.Minute)}
+	for n := 1; n <= 8; n++ {
+		// rnd 0 gives the lower bound: half of the exponential step.
+		fmt.Print(dispatch.Backoff(p, n, 0), " ")
+	}
+	fmt.Println()
+	// Output: 500ms 1s 2s 4s 8s 16s 30s 30s
+}

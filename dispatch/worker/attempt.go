@@ -179,9 +179,11 @@ func (at *attempt) run() {
 		}
 		grace.Stop()
 	}
-	stopHeartbeat()
-	<-hbDone
 
+	// Heartbeats go on while the result is reported: a report that takes
+	// longer than the lease (the orchestrator cannot record it yet, the
+	// partition is moving) must not let the attempt be declared lost and
+	// the run executed again.
 	cause := context.Cause(ctx)
 	if errors.Is(cause, errStale) {
 		at.lg.Info("attempt dropped: stale (the orchestrator has moved on)", zap.Duration("took", w.cfg.Clock.Since(start)))
@@ -194,6 +196,8 @@ func (at *attempt) run() {
 		}
 		at.finish(out, start)
 	}
+	stopHeartbeat()
+	<-hbDone
 	if abandoned {
 		<-res
 		at.lg.Info("executor returned after its attempt was reported")

@@ -21,8 +21,9 @@
 //     slot, so a worker should have at least as many slots as there are
 //     orchestrators; with fewer, polls are kept short (1s) and the
 //     orchestrators take turns.
-//   - Leases are kept: a running attempt heartbeats its owner every third
-//     of its lease. A 421 reply moves the attempt's heartbeats and
+//   - Leases are kept: an attempt heartbeats its owner every third of its
+//     lease, from the poll that returns it until its result is reported
+//     (a delayed report does not let the lease expire). A 421 reply moves the attempt's heartbeats and
 //     completion to the partition's new owner. A 409 reply (stale) or a
 //     heartbeat reply asking to cancel stops the execution; a stale attempt
 //     is dropped without a report, a cancelled one is reported failed.

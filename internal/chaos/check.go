@@ -122,6 +122,10 @@ type Global struct {
 	OwnerEvents  int `json:"owner_events"`
 	RunsRetried  int `json:"runs_retried"`           // runs with more than one attempt
 	RunsRepeated int `json:"runs_executed_repeated"` // runs the recorder saw succeed more than once (at least once delivery)
+	// RunsRepeatedWorkerAlive counts those of RunsRepeated whose first
+	// successful execution's worker lived on for more than 2s after it:
+	// the report of a success was lost without the worker dying.
+	RunsRepeatedWorkerAlive int `json:"runs_executed_repeated_worker_alive"`
 	// The must-be-zero counts.
 	AcceptedJobsMissing int `json:"accepted_jobs_missing"`
 	AcceptedWritesLost  int `json:"accepted_writes_lost"`
@@ -622,10 +626,14 @@ func (c *checker) checkRuns(execs map[execKey][]Execution) {
 			c.res.Global.RunsRetried++
 		}
 		succeeded := 0
+		var first *Execution
 		for a := 1; a <= len(last.Attempts); a++ {
 			for _, e := range execs[execKey{runID, a}] {
 				if e.Succeeded() {
 					succeeded++
+					if first == nil {
+						first = &e
+					}
 				}
 			}
 		}
@@ -634,6 +642,10 @@ func (c *checker) checkRuns(execs map[execKey][]Execution) {
 		}
 		if succeeded > 1 {
 			c.res.Global.RunsRepeated++
+			w := last.Attempts[first.Attempt-1].Worker
+			if life, ok := c.in.Workers[w]; ok && (life.Ended.IsZero() || life.Ended.After(first.End.Add(deadWorkerSlack))) {
+				c.res.Global.RunsRepeatedWorkerAlive++
+			}
 		}
 		if deletedWithJob(h) || last.Status == store.RunSkipped {
 			continue

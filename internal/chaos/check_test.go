@@ -544,3 +544,39 @@ func TestCheckRunFiredAfterItsJobsDeletion(t *testing.T) {
 		t.Fatalf("got violations %s, want none", violations(r))
 	}
 }
+
+// TestCheckCountsRepeatedExecutions: a run executed successfully twice is
+// at-least-once delivery, not a violation; the report tells whether the
+// first execution's worker died before it could report.
+func TestCheckCountsRepeatedExecutions(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		ended     time.Time
+		wantAlive int
+	}{
+		{"worker killed right after the execution", at(7.02), 0},
+		{"worker alive: the report was lost", time.Time{}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := healthy()
+			b.in.Workers["w9.0"] = WorkerLife{ID: "w9.0", Started: at(-100), Ended: tt.ended}
+			h := b.run("a", 7)
+			for _, v := range h.Versions[1:] {
+				v.Run.Attempts[0].Worker = "w9.0"
+			}
+			// Attempt 1 executed, its report lost: its lease expired.
+			h.Versions[len(h.Versions)-1].Run.Attempts[0].Error = "run lease expired: the worker stopped heartbeating"
+			h.Versions[len(h.Versions)-1].Run.Status = store.RunFailed
+			b.attempt(h, "w2.0", "", true)
+			b.in.Workers["w2.0"] = WorkerLife{ID: "w2.0", Started: at(-100)}
+			r := b.check(25)
+			if !r.OK() {
+				dump(t, r)
+				t.Fatalf("got violations %s, want none", violations(r))
+			}
+			if r.Global.RunsRepeated != 1 || r.Global.RunsRepeatedWorkerAlive != tt.wantAlive {
+				t.Errorf("runs repeated %d (%d with the worker alive), want 1 (%d)", r.Global.RunsRepeated, r.Global.RunsRepeatedWorkerAlive, tt.wantAlive)
+			}
+		})
+	}
+}

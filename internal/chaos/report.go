@@ -43,8 +43,8 @@ func (r *Report) WriteTable(out io.Writer) {
 	tw.Flush()
 
 	g := r.Global
-	fmt.Fprintf(out, "\njobs accepted %d (deleted %d, updates %d), executions %d, runs retried %d, runs executed successfully more than once %d, owner key events %d\n",
-		g.Jobs, g.JobsDeleted, g.JobUpdates, g.Executions, g.RunsRetried, g.RunsRepeated, g.OwnerEvents)
+	fmt.Fprintf(out, "\njobs accepted %d (deleted %d, updates %d), executions %d, runs retried %d, runs executed successfully more than once %d (%d of them while the first worker lived on), owner key events %d\n",
+		g.Jobs, g.JobsDeleted, g.JobUpdates, g.Executions, g.RunsRetried, g.RunsRepeated, g.RunsRepeatedWorkerAlive, g.OwnerEvents)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, c := range []struct {
 		name string

@@ -68,7 +68,7 @@ func (r *Result) Tables() []*report.Table {
 		g := &report.Table{
 			Name:    "rebalance_gaps",
 			Title:   fmt.Sprintf("Ownership gaps on real etcd: P=%d, %d members (+1 joining, leaving or crashing), lease TTL %v", gc.Partitions, gc.Members, gc.LeaseTTL),
-			Columns: []string{"event", "reps", "moved/rep", "gap p50 ms", "gap p99 ms", "gap max ms", "unowned p50 ms", "unowned p99 ms", "unowned max ms", "settle p50 ms", "settle p99 ms"},
+			Columns: []string{"event", "reps", "moved/rep", "gap p50 ms", "gap p99 ms", "gap max ms", "to new owner p50 ms", "to new owner p99 ms", "to new owner max ms", "settle p50 ms", "settle p99 ms"},
 		}
 		for _, s := range r.Gaps.Stats {
 			g.Add(s.Event, s.Reps, s.Moved, bench.Ms(s.Gap.P50), bench.Ms(s.Gap.P99), bench.Ms(s.Gap.Max),
@@ -76,7 +76,7 @@ func (r *Result) Tables() []*report.Table {
 		}
 		g.Notes = []string{
 			"gap: owner key deleted (released, or expired with a crashed member's lease) → created by the new owner, per moved partition",
-			"unowned: event → partition owned by its new owner (for a crash: includes waiting for the lease to expire)",
+			"to new owner: event (join or leave started, crash) → partition owned by its new owner; for a crash it includes waiting for the lease to expire",
 			"settle: event → every partition owned by its ring target, per repetition",
 		}
 		ts = append(ts, g)

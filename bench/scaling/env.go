@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,9 +22,16 @@ type env struct {
 	observer *clientv3.Client
 	clients  []*clientv3.Client
 
-	mu       sync.Mutex // guards specs and specTime
+	mu       sync.Mutex // guards the fields below
 	specs    int
 	specTime time.Duration
+	// lastRate is the spec write rate of the latest drain, by whether a
+	// sharded fleet was running (its members take every spec in as it is
+	// written, which slows the writes down).
+	lastRate map[bool]float64
+	// margin multiplies the expected write time when picking a due time;
+	// it doubles each time the writes overran one.
+	margin float64
 }
 
 func newEnv(endpoints []string, cfg Config) (*env, error) {
@@ -63,8 +69,29 @@ func slicesMax(xs []int) int {
 	return m
 }
 
-// specRate is the measured rate of job spec writes, used to pick a due
-// time the writes finish before.
+// drainRate is the spec write rate to expect for a drain with or without
+// a sharded fleet running: the latest such drain's, else half the
+// calibrated rate.
+func (e *env) drainRate(sharded bool) float64 {
+	e.mu.Lock()
+	r, ok := e.lastRate[sharded]
+	e.mu.Unlock()
+	if ok {
+		return r
+	}
+	return e.specRate() / 2
+}
+
+func (e *env) setDrainRate(sharded bool, r float64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lastRate == nil {
+		e.lastRate = map[bool]float64{}
+	}
+	e.lastRate[sharded] = r
+}
+
+// specRate is the measured rate of all job spec writes so far.
 func (e *env) specRate() float64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -201,11 +228,27 @@ func (e *env) trial(ctx context.Context, s string, n int, w string) (Trial, erro
 	return t, err
 }
 
-// cleanup deletes a trial's keys so the next trials' etcd is not bigger.
+// cleanup deletes a trial's keys and compacts etcd's history, so the next
+// trials' etcd is not bigger; it defragments the database when its file
+// passes 512 MiB (a run writes gigabytes in all, past etcd's default
+// quota of 2 GiB).
 func (e *env) cleanup(ns string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e.observer.Delete(ctx, ns, clientv3.WithPrefix())
+	resp, err := e.observer.Delete(ctx, ns, clientv3.WithPrefix())
+	if err != nil {
+		return
+	}
+	if _, err := e.observer.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		return
+	}
+	for _, ep := range e.observer.Endpoints() {
+		st, err := e.observer.Status(ctx, ep)
+		if err == nil && st.DbSize > 512<<20 {
+			e.cfg.Progress.Step("etcd: defragmenting a %d MiB database", st.DbSize>>20)
+			e.observer.Defragment(ctx, ep)
+		}
+	}
 }
 
 // drain writes N one-off jobs due at one instant D, chosen so that the
@@ -213,8 +256,13 @@ func (e *env) cleanup(ns string) {
 func (e *env) drain(ctx context.Context, ns string, dueIndex bool, obs *observer, t *Trial) error {
 	n := e.cfg.DrainJobs
 	t.Expected = n
-	estimate := time.Duration(float64(n) / e.specRate() * 1.5 * float64(time.Second))
+	sharded := !dueIndex
+	e.mu.Lock()
+	margin := max(e.margin, 1.5)
+	e.mu.Unlock()
+	estimate := time.Duration(float64(n) / e.drainRate(sharded) * margin * float64(time.Second))
 	due := time.Now().Add(estimate + time.Second).Truncate(time.Millisecond)
+	writeStart := time.Now()
 	jobs := make([]store.Job, n)
 	for i := range jobs {
 		at := due
@@ -224,8 +272,14 @@ func (e *env) drain(ctx context.Context, ns string, dueIndex bool, obs *observer
 	if err := e.writeSpecs(ctx, ns, jobs, dueIndex, func(store.Job) time.Time { return due }); err != nil {
 		return err
 	}
+	e.setDrainRate(sharded, float64(n)/time.Since(writeStart).Seconds())
 	if late := time.Since(due); late > 0 {
-		t.Note = fmt.Sprintf("spec writes overran the due time by %v", late.Round(time.Millisecond))
+		// Runs were fired while specs were still being written: the
+		// drain would measure the writes. Wait longer next time.
+		e.mu.Lock()
+		e.margin = 2 * margin
+		e.mu.Unlock()
+		return fmt.Errorf("%w by %v", errOverran, late.Round(time.Millisecond))
 	}
 	deadline := time.Now().Add(e.cfg.Timeout)
 	for {
@@ -327,6 +381,7 @@ func benchJob(id string) store.Job {
 	}
 }
 
-var errNotSettled = errors.New("fleet did not settle")
-
-func round(x float64) float64 { return math.Round(x*10) / 10 }
+var (
+	errNotSettled = errors.New("fleet did not settle")
+	errOverran    = errors.New("spec writes overran the due time")
+)

@@ -99,6 +99,12 @@ type Config struct {
 	// StoreLimitConcurrency are the writer counts of the store-limit
 	// measurement; the limit is the best of them.
 	StoreLimitConcurrency []int `json:"store_limit_concurrency"`
+	// StoreLimitShares are the partitions per request of the store-limit
+	// measurement: 1 is one fenced transaction per request
+	// (Ownership.Commit); more is that many partitions' fenced
+	// transactions in one request (shard.CommitBatch), the shape the
+	// scheduler sends when it batches across partitions.
+	StoreLimitShares []int `json:"store_limit_shares"`
 	// StoreLimitDuration is how long each store-limit level runs.
 	StoreLimitDuration time.Duration `json:"store_limit_duration_ns"`
 	// Fsync makes the embedded etcd sync its WAL (as in production).
@@ -117,13 +123,14 @@ func DefaultConfig() Config {
 		Strategies:            []string{GlobalLock, NoCoordination, Sharded},
 		Workloads:             []string{Drain, Steady},
 		Partitions:            1024,
-		DrainJobs:             5000,
+		DrainJobs:             10000,
 		SteadyJobs:            500,
 		SteadyWindow:          8 * time.Second,
 		FireBatch:             25,
 		LockBatches:           4,
 		LeaseTTL:              5 * time.Second,
 		StoreLimitConcurrency: []int{1, 8, 32, 128},
+		StoreLimitShares:      []int{1, 8},
 		StoreLimitDuration:    2 * time.Second,
 		Fsync:                 true,
 		Timeout:               2 * time.Minute,
@@ -203,7 +210,9 @@ type Trial struct {
 // StoreLevel is the store-limit throughput at one writer count.
 type StoreLevel struct {
 	// When is "before" or "after" the trials.
-	When       string  `json:"when"`
+	When string `json:"when"`
+	// Shares is the partitions' fenced transactions per request.
+	Shares     int     `json:"shares"`
 	Writers    int     `json:"writers"`
 	Txns       int     `json:"txns"`
 	Runs       int     `json:"runs"`
@@ -267,6 +276,10 @@ func RunOn(ctx context.Context, endpoints []string, cfg Config) (*Result, error)
 					return nil, err
 				}
 				t, err := env.trial(ctx, s, n, w)
+				for retry := 0; errors.Is(err, errOverran) && retry < 3; retry++ {
+					cfg.Progress.Step("scaling: %s n=%d %s: %v; again with a later due time", s, n, w, err)
+					t, err = env.trial(ctx, s, n, w)
+				}
 				if err != nil {
 					return nil, fmt.Errorf("%s n=%d %s: %w", s, n, w, err)
 				}

@@ -43,7 +43,7 @@ func (r *Result) Tables() []*report.Table {
 		}
 		sum.Add(row...)
 	}
-	sum.Notes = []string{fmt.Sprintf("store limit: %.0f runs/s (fenced transactions of %d runs, best of %v writers)", r.Limit, cfg.FireBatch, cfg.StoreLimitConcurrency)}
+	sum.Notes = []string{fmt.Sprintf("store limit: %.0f runs/s (fenced transactions of %d runs, best of %v writers × %v partitions per request, before and after the trials)", r.Limit, cfg.FireBatch, cfg.StoreLimitConcurrency, cfg.StoreLimitShares)}
 
 	drain := &report.Table{
 		Name:    "scaling_drain",
@@ -69,11 +69,11 @@ func (r *Result) Tables() []*report.Table {
 
 	limit := &report.Table{
 		Name:    "store_limit",
-		Title:   fmt.Sprintf("Store limit: fenced transactions of %d runs (shard.Ownership.Commit), same etcd, same delay", cfg.FireBatch),
-		Columns: []string{"measured", "writers", "txns", "runs", "runs/s", "txn p50 ms", "txn p99 ms"},
+		Title:   fmt.Sprintf("Store limit: fenced transactions of %d runs, one partition per request (shard.Ownership.Commit) or several (shard.CommitBatch), same etcd, same delay", cfg.FireBatch),
+		Columns: []string{"measured", "writers", "partitions per request", "requests", "runs", "runs/s", "request p50 ms", "request p99 ms"},
 	}
 	for _, l := range r.StoreLimit {
-		limit.Add(l.When, l.Writers, l.Txns, l.Runs, l.RunsPerSec, l.TxnP50Ms, l.TxnP99Ms)
+		limit.Add(l.When, l.Writers, max(l.Shares, 1), l.Txns, l.Runs, l.RunsPerSec, l.TxnP50Ms, l.TxnP99Ms)
 	}
 	limit.Notes = []string{"measured before and after the trials; the limit is the best level of either"}
 	var tables []*report.Table

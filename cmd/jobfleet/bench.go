@@ -13,7 +13,7 @@ var benchCommands []func() *cobra.Command
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Run jobfleet's benchmarks and fault-injection runs (bench/, docs/reliability.md)",
+		Short: "Run jobfleet's benchmarks and fault-injection runs (docs/benchmarks.md, docs/reliability.md)",
 	}
 	for _, sub := range benchCommands {
 		cmd.AddCommand(sub())

@@ -18,7 +18,7 @@ func init() { benchCommands = append(benchCommands, newBenchScalingCmd) }
 
 func newBenchScalingCmd() *cobra.Command {
 	cfg := scaling.DefaultConfig()
-	var members, strategies, workloads, storeLevels, delays string
+	var members, strategies, workloads, storeLevels, storeShares, delays string
 	var out string
 	var noFsync, quiet bool
 	cmd := &cobra.Command{
@@ -44,6 +44,9 @@ charts to --out. See docs/benchmarks.md.`,
 			}
 			if cfg.StoreLimitConcurrency, err = parseInts(storeLevels); err != nil {
 				return fmt.Errorf("--store-writers: %w", err)
+			}
+			if cfg.StoreLimitShares, err = parseInts(storeShares); err != nil {
+				return fmt.Errorf("--store-shares: %w", err)
 			}
 			cfg.Strategies = splitList(strategies)
 			cfg.Workloads = splitList(workloads)
@@ -110,6 +113,7 @@ charts to --out. See docs/benchmarks.md.`,
 	fs.IntVar(&cfg.FireBatch, "fire-batch", cfg.FireBatch, "runs per transaction, for every strategy")
 	fs.IntVar(&cfg.LockBatches, "lock-batches", cfg.LockBatches, "transactions a global-lock holder writes per hold")
 	fs.StringVar(&storeLevels, "store-writers", joinInts(cfg.StoreLimitConcurrency), "writer counts of the store-limit measurement")
+	fs.StringVar(&storeShares, "store-shares", joinInts(cfg.StoreLimitShares), "partitions' fenced transactions per request in the store-limit measurement")
 	fs.DurationVar(&cfg.StoreLimitDuration, "store-duration", cfg.StoreLimitDuration, "duration of each store-limit level")
 	fs.IntVar(&cfg.CommitsInFlight, "commits-in-flight", 0, "sharded members' fenced writes in flight before they are batched across partitions (0: the shipped default; -1: no batching, the scheduler before it)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "lease TTL of the orchestrators")

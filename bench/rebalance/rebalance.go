@@ -85,7 +85,8 @@ type SettingSummary struct {
 	LeaveMax  float64 `json:"leave_moved_over_ideal_max"`
 	// MaxOverAvg is the worst max/avg load over all member counts.
 	MaxOverAvg float64 `json:"max_over_avg_worst"`
-	// RingTime is the mean time to compute one ring of MaxMembers members.
+	// RingTime is the mean time to compute one ring, over 2..MaxMembers
+	// members.
 	RingTime time.Duration `json:"ring_time_ns"`
 }
 

@@ -37,7 +37,7 @@ func (r *Result) Tables() []*report.Table {
 	}
 	settings.Notes = []string{
 		"join: n → n+1 members; leave: a random one of n+1 leaves (mean of samples); 1.00 is the ideal of a balanced assignment (below it: the newcomer got less than an average share)",
-		fmt.Sprintf("ring ms: time to compute one ring of %d members", rc.MaxMembers),
+		fmt.Sprintf("ring ms: mean time to compute one ring, over 2..%d members", rc.MaxMembers),
 	}
 	ts = append(ts, settings)
 

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/gapwatch"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/shard"
 )
@@ -108,11 +107,12 @@ func Gaps(ctx context.Context, endpoints []string, etcdAddr string, cfg GapConfi
 		}
 		start := time.Now()
 		if err := act(); err != nil {
-			rec.stop()
+			rec.Stop()
 			return err
 		}
 		settle, err := f.settle(ctx, start)
-		gaps, created, open := rec.stop()
+		res := rec.Stop()
+		gaps, created, open := res.Gaps, res.Created, res.Open
 		if err != nil {
 			return fmt.Errorf("%s: %w", event, err)
 		}
@@ -312,63 +312,6 @@ func (f *fleet) settle(ctx context.Context, start time.Time) (time.Duration, err
 	}
 }
 
-// recorder watches the owner keys: for each partition, the time from its
-// key's deletion to its next creation.
-type recorder struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	mu      sync.Mutex
-	deleted map[string]time.Time
-	gaps    []time.Duration
-	created []time.Time
-}
-
-func (f *fleet) record(ctx context.Context) (*recorder, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	r := &recorder{cancel: cancel, done: make(chan struct{}), deleted: map[string]time.Time{}}
-	wch := f.obs.Watch(wctx, shard.OwnersPrefix(f.ns), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-	if wr, ok := <-wch; !ok || wr.Err() != nil {
-		cancel()
-		return nil, fmt.Errorf("watch owners: %v", wr.Err())
-	}
-	go func() {
-		defer close(r.done)
-		for wr := range wch {
-			now := time.Now()
-			r.mu.Lock()
-			for _, ev := range wr.Events {
-				k := string(ev.Kv.Key)
-				if ev.Type == mvccpb.DELETE {
-					r.deleted[k] = now
-				} else if t, ok := r.deleted[k]; ok {
-					r.gaps = append(r.gaps, now.Sub(t))
-					r.created = append(r.created, now)
-					delete(r.deleted, k)
-				}
-			}
-			r.mu.Unlock()
-		}
-	}()
-	return r, nil
-}
-
-// stop ends the recording and returns the gaps, the creation times and how
-// many partitions are still without an owner.
-func (r *recorder) stop() (gaps []time.Duration, created []time.Time, open int) {
-	// The observer may see the fleet settled a moment before this watch
-	// delivers the last creations.
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		r.mu.Lock()
-		n := len(r.deleted)
-		r.mu.Unlock()
-		if n == 0 {
-			break
-		}
-	}
-	r.cancel()
-	<-r.done
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.gaps, r.created, len(r.deleted)
+func (f *fleet) record(ctx context.Context) (*gapwatch.Recorder, error) {
+	return gapwatch.Start(ctx, f.obs, shard.OwnersPrefix(f.ns))
 }

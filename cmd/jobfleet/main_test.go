@@ -3,11 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"testing"
+
+	"github.com/jobfleet/jobfleet/internal/binarytest"
 
 	"go.uber.org/goleak"
 
@@ -30,7 +29,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "jobfleet")
-	if err := buildBinary(binary); err != nil {
+	if err := binarytest.Build(binary); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -48,27 +47,4 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// buildBinary builds this package (the test's working directory) into out
-// with `go build`, with the race detector if the test binary has it, so
-// that the processes are checked too and the build cache is shared.
-func buildBinary(out string) error {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	args := []string{"build", "-o", out}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				args = append(args, "-race")
-			}
-		}
-	}
-	cmd := exec.Command(goTool, append(args, ".")...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go %v: %v\n%s", args, err, b)
-	}
-	return nil
 }

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jobfleet/jobfleet/internal/binarytest"
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -55,34 +54,12 @@ func jobfleetBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binary = filepath.Join(binDir, "jobfleet")
-		buildErr = buildBinary(binary)
+		buildErr = binarytest.Build(binary)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binary
-}
-
-// buildBinary builds cmd/jobfleet into out, with the race detector if this
-// test binary has it, so that the fleet's processes are checked too.
-func buildBinary(out string) error {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	args := []string{"build", "-o", out}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				args = append(args, "-race")
-			}
-		}
-	}
-	cmd := exec.Command(goTool, append(args, "github.com/jobfleet/jobfleet/cmd/jobfleet")...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go %v: %v\n%s", args, err, b)
-	}
-	return nil
 }
 
 // envOr returns the value of environment variable name parsed by parse,

@@ -68,12 +68,12 @@ func registerJobRoutes(mux *http.ServeMux, cfg Config) {
 	a := &jobsAPI{jobs: cfg.Jobs, lg: cfg.Logger.Named("jobs-api")}
 	mux.HandleFunc("POST /v1/jobs", a.create)
 	mux.HandleFunc("GET /v1/jobs", a.list)
-	mux.HandleFunc("GET /v1/jobs/{id}", a.get)
+	mux.HandleFunc("GET /v1/jobs/{id}", a.byID(http.StatusOK, getJob))
 	mux.HandleFunc("PUT /v1/jobs/{id}", a.put)
-	mux.HandleFunc("DELETE /v1/jobs/{id}", a.delete)
-	mux.HandleFunc("POST /v1/jobs/{id}/pause", a.pause)
-	mux.HandleFunc("POST /v1/jobs/{id}/resume", a.resume)
-	mux.HandleFunc("POST /v1/jobs/{id}/trigger", a.trigger)
+	mux.HandleFunc("DELETE /v1/jobs/{id}", a.byID(http.StatusNoContent, deleteJob))
+	mux.HandleFunc("POST /v1/jobs/{id}/pause", a.byID(http.StatusOK, pauseJob))
+	mux.HandleFunc("POST /v1/jobs/{id}/resume", a.byID(http.StatusOK, resumeJob))
+	mux.HandleFunc("POST /v1/jobs/{id}/trigger", a.byID(http.StatusAccepted, triggerJob))
 	mux.HandleFunc("GET /v1/jobs/{id}/runs", a.runs)
 	mux.HandleFunc("GET /v1/runs/{run_id}", a.getRun)
 }
@@ -190,66 +190,47 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, jobList{Jobs: jobs, NextCursor: next})
 }
 
-func (a *jobsAPI) get(w http.ResponseWriter, r *http.Request) {
-	s, ctx, cancel, ok := a.store(w, r)
-	if !ok {
-		return
+// byID serves an endpoint on the job named by the path's {id}: it supplies
+// the store, a bounded context and the ID, and writes call's document with
+// code (no body if the document is nil) or the error reply.
+func (a *jobsAPI) byID(code int, call func(ctx context.Context, s JobStore, id string) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ctx, cancel, ok := a.store(w, r)
+		if !ok {
+			return
+		}
+		defer cancel()
+		id := r.PathValue("id")
+		doc, err := call(ctx, s, id)
+		if err != nil {
+			a.fail(w, r, id, err)
+			return
+		}
+		if doc == nil {
+			w.WriteHeader(code)
+			return
+		}
+		WriteJSON(w, code, doc)
 	}
-	defer cancel()
-	id := r.PathValue("id")
-	j, err := s.Get(ctx, id)
-	if err != nil {
-		a.fail(w, r, id, err)
-		return
-	}
-	WriteJSON(w, http.StatusOK, j)
 }
 
-func (a *jobsAPI) delete(w http.ResponseWriter, r *http.Request) {
-	s, ctx, cancel, ok := a.store(w, r)
-	if !ok {
-		return
-	}
-	defer cancel()
-	id := r.PathValue("id")
-	if err := s.Delete(ctx, id); err != nil {
-		a.fail(w, r, id, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+func getJob(ctx context.Context, s JobStore, id string) (any, error) { return s.Get(ctx, id) }
+
+func deleteJob(ctx context.Context, s JobStore, id string) (any, error) {
+	return nil, s.Delete(ctx, id)
 }
 
-func (a *jobsAPI) pause(w http.ResponseWriter, r *http.Request)  { a.setPaused(w, r, true) }
-func (a *jobsAPI) resume(w http.ResponseWriter, r *http.Request) { a.setPaused(w, r, false) }
-
-func (a *jobsAPI) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
-	s, ctx, cancel, ok := a.store(w, r)
-	if !ok {
-		return
-	}
-	defer cancel()
-	id := r.PathValue("id")
-	j, err := s.SetPaused(ctx, id, paused)
-	if err != nil {
-		a.fail(w, r, id, err)
-		return
-	}
-	WriteJSON(w, http.StatusOK, j)
+func pauseJob(ctx context.Context, s JobStore, id string) (any, error) {
+	return s.SetPaused(ctx, id, true)
 }
 
-func (a *jobsAPI) trigger(w http.ResponseWriter, r *http.Request) {
-	s, ctx, cancel, ok := a.store(w, r)
-	if !ok {
-		return
-	}
-	defer cancel()
-	id := r.PathValue("id")
+func resumeJob(ctx context.Context, s JobStore, id string) (any, error) {
+	return s.SetPaused(ctx, id, false)
+}
+
+func triggerJob(ctx context.Context, s JobStore, id string) (any, error) {
 	runID, err := s.Trigger(ctx, id)
-	if err != nil {
-		a.fail(w, r, id, err)
-		return
-	}
-	WriteJSON(w, http.StatusAccepted, triggered{RunID: runID})
+	return triggered{RunID: runID}, err
 }
 
 func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {

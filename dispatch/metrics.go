@@ -15,6 +15,7 @@ type Metrics struct {
 	attempts     prometheus.Counter
 	lost         prometheus.Counter
 	stale        prometheus.Counter
+	forbidden    prometheus.Counter
 	misfires     *prometheus.CounterVec
 	commitErrors prometheus.Counter
 
@@ -46,6 +47,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		stale: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_stale_reports_total", Help: "Heartbeats and completions refused because their attempt was no longer current.",
 		}),
+		forbidden: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_protocol_forbidden_total", Help: "Heartbeats and completions refused because their attempt was handed to another credential.",
+		}),
 		misfires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_misfires_total", Help: "Scheduled times missed while their partition had no owner, by fate (fired, skipped, dropped).",
 		}, []string{"fate"}),
@@ -73,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "jobfleet_runs_running", Help: "Runs of the partitions owned here with an attempt held by a worker.",
 	}, count(true))
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.misfires, m.commitErrors, waiting, running)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, waiting, running)
 	}
 	return m
 }
@@ -117,6 +121,12 @@ func (m *Metrics) attemptLost() {
 func (m *Metrics) staleReport() {
 	if m != nil {
 		m.stale.Inc()
+	}
+}
+
+func (m *Metrics) forbiddenReport() {
+	if m != nil {
+		m.forbidden.Inc()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -737,9 +738,11 @@ func (pt *partition) trimLocked(ctx context.Context, id string) {
 	}
 }
 
-// assign hands up to n dispatchable runs whose executor the worker runs to
-// worker, recording each attempt (fenced, compare-and-swap) first.
-func (pt *partition) assign(ctx context.Context, worker string, executors map[string]bool, n int) []Assignment {
+// assign hands up to n dispatchable runs whose executor the worker runs
+// (of jobs within req.Prefix) to req.Worker, recording each attempt with
+// its worker and credential (fenced, compare-and-swap) first.
+func (pt *partition) assign(ctx context.Context, req PollRequest, executors map[string]bool, n int) []Assignment {
+	worker := req.Worker
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	if pt.closed {
@@ -753,7 +756,7 @@ func (pt *partition) assign(ctx context.Context, worker string, executors map[st
 		}
 		ar := pt.active[rid]
 		e := pt.jobs[ar.run.JobID]
-		if e == nil || ar.assigning || !Dispatchable(ar.run, ar.notBefore, now) || !executors[e.spec.Executor.Type] {
+		if e == nil || ar.assigning || !Dispatchable(ar.run, ar.notBefore, now) || !executors[e.spec.Executor.Type] || !strings.HasPrefix(ar.run.JobID, req.Prefix) {
 			continue
 		}
 		picked = append(picked, ar)
@@ -765,6 +768,7 @@ func (pt *partition) assign(ctx context.Context, worker string, executors map[st
 	next := make([]store.Run, len(picked))
 	for i, ar := range picked {
 		next[i] = StartAttempt(ar.run, worker, now)
+		next[i].Attempts[len(next[i].Attempts)-1].Credential = req.Credential
 		op, _ := pt.runWriteOp(ar, next[i])
 		ops = append(ops, op)
 	}
@@ -802,10 +806,18 @@ func (pt *partition) assign(ctx context.Context, worker string, executors map[st
 	return out
 }
 
-// current returns the active run whose current attempt is (attempt,
-// worker), or ErrStaleAttempt.
-func (pt *partition) currentLocked(runID string, attempt int, worker string) (*activeRun, error) {
+// currentLocked returns the active run whose current attempt is (attempt,
+// worker), taken by credential; ErrForbidden if the attempt is current but
+// was taken by another credential (whatever worker ID the report names),
+// else ErrStaleAttempt.
+func (pt *partition) currentLocked(runID string, attempt int, worker, credential string) (*activeRun, error) {
 	ar := pt.active[runID]
+	if ar != nil && ar.run.Status == store.RunRunning && len(ar.run.Attempts) == attempt && ar.run.Attempts[attempt-1].Credential != credential {
+		pt.d.cfg.Metrics.forbiddenReport()
+		pt.lg.Warn("report from another credential refused", zap.String("run_id", runID), zap.Int("attempt", attempt),
+			zap.String("credential", credential), zap.String("worker", worker))
+		return nil, fmt.Errorf("%w: run %s attempt %d", ErrForbidden, runID, attempt)
+	}
 	if ar == nil || ar.run.Status != store.RunRunning || len(ar.run.Attempts) != attempt || ar.run.Attempts[attempt-1].Worker != worker {
 		pt.d.cfg.Metrics.staleReport()
 		return nil, fmt.Errorf("%w: run %s attempt %d by %s", ErrStaleAttempt, runID, attempt, worker)
@@ -851,7 +863,7 @@ func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) 
 	if pt.closed {
 		return HeartbeatResponse{}, pt.notOwnedLocked()
 	}
-	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker)
+	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker, req.Credential)
 	if err != nil {
 		return HeartbeatResponse{}, err
 	}
@@ -865,7 +877,7 @@ func (pt *partition) complete(ctx context.Context, req CompleteRequest) (Complet
 	if pt.closed {
 		return CompleteResponse{}, pt.notOwnedLocked()
 	}
-	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker)
+	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker, req.Credential)
 	if err != nil {
 		return CompleteResponse{}, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -21,7 +22,7 @@ type JobStore interface {
 	Create(ctx context.Context, j store.Job) (store.Job, error)
 	Put(ctx context.Context, j store.Job) (stored store.Job, created bool, err error)
 	Get(ctx context.Context, id string) (store.Job, error)
-	List(ctx context.Context, cursor string, limit int) ([]store.Job, string, error)
+	ListPrefix(ctx context.Context, prefix, cursor string, limit int) ([]store.Job, string, error)
 	Delete(ctx context.Context, id string) error
 	SetPaused(ctx context.Context, id string, paused bool) (store.Job, error)
 	Trigger(ctx context.Context, id string) (runID string, err error)
@@ -56,27 +57,11 @@ type jobsAPI struct {
 	lg   *zap.Logger
 }
 
-// registerJobRoutes adds the job and run endpoints of DESIGN.md's HTTP API
-// to mux.
-//
 // Job IDs are free-form, so an ID containing '/' must be sent
 // percent-encoded ("/v1/jobs/a%2Fb/runs" addresses job "a/b"). ServeMux
 // matches patterns against r.URL.EscapedPath() segment by segment and
 // unescapes each segment, so r.PathValue returns the ID exactly, '/',
 // '%', '?', '#', '+', spaces and non-ASCII characters included.
-func registerJobRoutes(mux *http.ServeMux, cfg Config) {
-	a := &jobsAPI{jobs: cfg.Jobs, lg: cfg.Logger.Named("jobs-api")}
-	mux.HandleFunc("POST /v1/jobs", a.create)
-	mux.HandleFunc("GET /v1/jobs", a.list)
-	mux.HandleFunc("GET /v1/jobs/{id}", a.byID(http.StatusOK, getJob))
-	mux.HandleFunc("PUT /v1/jobs/{id}", a.put)
-	mux.HandleFunc("DELETE /v1/jobs/{id}", a.byID(http.StatusNoContent, deleteJob))
-	mux.HandleFunc("POST /v1/jobs/{id}/pause", a.byID(http.StatusOK, pauseJob))
-	mux.HandleFunc("POST /v1/jobs/{id}/resume", a.byID(http.StatusOK, resumeJob))
-	mux.HandleFunc("POST /v1/jobs/{id}/trigger", a.byID(http.StatusAccepted, triggerJob))
-	mux.HandleFunc("GET /v1/jobs/{id}/runs", a.runs)
-	mux.HandleFunc("GET /v1/runs/{run_id}", a.getRun)
-}
 
 // jobList is the document of GET /v1/jobs.
 type jobList struct {
@@ -128,12 +113,18 @@ func (a *jobsAPI) create(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "", err)
 		return
 	}
+	setJobID(r.Context(), j.ID)
+	p, _ := auth.FromContext(r.Context())
+	if err := auth.Authorize(p, auth.AccessWrite, j.ID, true); err != nil {
+		WriteError(w, http.StatusForbidden, err.Error())
+		return
+	}
 	stored, err := s.Create(ctx, j)
 	if err != nil {
 		a.fail(w, r, j.ID, err)
 		return
 	}
-	WriteJSON(w, http.StatusCreated, stored)
+	WriteJSON(w, http.StatusCreated, jobFor(r, stored))
 }
 
 func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
@@ -165,7 +156,7 @@ func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
 	if created {
 		code = http.StatusCreated
 	}
-	WriteJSON(w, code, stored)
+	WriteJSON(w, code, jobFor(r, stored))
 }
 
 func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
@@ -179,13 +170,17 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	jobs, next, err := s.List(ctx, r.URL.Query().Get("cursor"), limit)
+	p, _ := auth.FromContext(r.Context())
+	jobs, next, err := s.ListPrefix(ctx, p.Prefix, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
 	}
 	if jobs == nil {
 		jobs = []store.Job{}
+	}
+	for i := range jobs {
+		jobs[i] = jobFor(r, jobs[i])
 	}
 	WriteJSON(w, http.StatusOK, jobList{Jobs: jobs, NextCursor: next})
 }
@@ -205,6 +200,9 @@ func (a *jobsAPI) byID(code int, call func(ctx context.Context, s JobStore, id s
 		if err != nil {
 			a.fail(w, r, id, err)
 			return
+		}
+		if j, ok := doc.(store.Job); ok {
+			doc = jobFor(r, j)
 		}
 		if doc == nil {
 			w.WriteHeader(code)
@@ -348,3 +346,25 @@ func status(err error) (code int, msg string) {
 
 // The etcd store serves the endpoints.
 var _ JobStore = (*store.Etcd)(nil)
+
+// Redacted replaces a secret value in a job document returned to a
+// reader without write access.
+const Redacted = "<redacted>"
+
+// jobFor returns job j as the request's caller may see it: every job
+// document of a reply passes through here. Callers who may not change
+// jobs (viewers) get the values of the http executor's headers replaced
+// by Redacted (they often carry credentials of the target); the header
+// names stay.
+func jobFor(r *http.Request, j store.Job) store.Job {
+	p, _ := auth.FromContext(r.Context())
+	if p.Role.Allows(auth.AccessWrite) || len(j.Executor.Headers) == 0 {
+		return j
+	}
+	h := make(map[string]string, len(j.Executor.Headers))
+	for k := range j.Executor.Headers {
+		h[k] = Redacted
+	}
+	j.Executor.Headers = h
+	return j
+}

@@ -71,6 +71,8 @@ func newEnvWith(t *testing.T, client *clientv3.Client, ns string, s *store.Etcd,
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zaptest.NewLogger(t),
 		Jobs:     jobs,
+		Auth:     testAuth,
+		Limits:   admin.Limits{Rate: -1}, // these tests make many requests fast
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -88,6 +90,10 @@ func (e *jobsEnv) do(method, path string, body []byte) (int, []byte) {
 	req, err := http.NewRequest(method, e.srv.URL+path, rd)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
@@ -610,7 +616,7 @@ func (f failingStore) Put(context.Context, store.Job) (store.Job, bool, error) {
 	return store.Job{}, false, f.err
 }
 func (f failingStore) Get(context.Context, string) (store.Job, error) { return store.Job{}, f.err }
-func (f failingStore) List(context.Context, string, int) ([]store.Job, string, error) {
+func (f failingStore) ListPrefix(context.Context, string, string, int) ([]store.Job, string, error) {
 	return nil, "", f.err
 }
 func (f failingStore) Delete(context.Context, string) error { return f.err }

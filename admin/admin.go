@@ -104,6 +104,9 @@ func Handler(m Member, cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
 		mux.Handle(rt.pattern, g.route(rt))
+		if rt.access == auth.AccessAnonymous {
+			g.anon[rt.pattern] = true
+		}
 	}
 	g.next = jsonErrors{mux}
 	g.mux = mux

@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -61,8 +60,8 @@ type guard struct {
 	limiter  *rateLimiter
 	polls    *pollCaps
 	mux      *http.ServeMux
-	next     http.Handler // the mux, with JSON replies for unknown routes
-	anon     map[string]bool
+	next     http.Handler    // the mux, with JSON replies for unknown routes
+	anon     map[string]bool // patterns of the routes that need no credential
 }
 
 func newGuard(cfg Config) *guard {
@@ -168,9 +167,8 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(sw, r.WithContext(ctx))
 }
 
-func (g *guard) anonymous(pattern string) bool {
-	return pattern == "GET /healthz" || pattern == "GET /readyz"
-}
+// anonymous reports whether the route of pattern needs no credential.
+func (g *guard) anonymous(pattern string) bool { return g.anon[pattern] }
 
 // authenticate returns the request's principal, or the status code and
 // error of the refusal.
@@ -263,8 +261,10 @@ func (g *guard) finish(w *statusWriter, r *http.Request, route string, info *req
 		return
 	}
 	lvl := zapcore.InfoLevel
-	if code/100 == 2 && (route == "POST "+dispatch.PathPoll || route == "POST "+dispatch.PathHeartbeat) {
-		lvl = zapcore.DebugLevel // the fleet's own steady traffic; attempts are logged by the dispatcher
+	if code/100 == 2 && strings.HasPrefix(route, "POST /v1/worker/") {
+		// The fleet's own steady traffic: the dispatcher logs each attempt
+		// started and finished with its worker and credential.
+		lvl = zapcore.DebugLevel
 	}
 	ce := g.audit.Check(lvl, "request")
 	if ce == nil {

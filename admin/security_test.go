@@ -601,7 +601,7 @@ func TestBrowserDefences(t *testing.T) {
 		{"multipart body", request{method: "POST", path: "/v1/jobs", body: job, header: map[string]string{"Content-Type": "multipart/form-data; boundary=x"}}, 415},
 		{"JSON with another charset", request{method: "PUT", path: jobPath("j"), body: httpJob("j", ""), header: map[string]string{"Content-Type": "application/json; charset=latin1"}}, 415},
 		{"body-less pause as text/plain", request{method: "POST", path: jobPath("j", "pause"), header: map[string]string{"Content-Type": "text/plain"}}, 415},
-		{"body-less drain as a form", request{method: "POST", path: "/v1/cluster/drain", header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}, 403},
+		{"body-less trigger as a form", request{method: "POST", path: jobPath("j", "trigger"), header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}, 415},
 		{"foreign Origin", request{method: "POST", path: "/v1/jobs", body: job, header: map[string]string{"Origin": "https://evil.example"}}, 403},
 		{"null Origin", request{method: "POST", path: jobPath("j", "trigger"), header: map[string]string{"Origin": "null"}}, 403},
 		{"Origin on another port", request{method: "DELETE", path: jobPath("j"), header: map[string]string{"Origin": "http://127.0.0.1:1"}}, 403},

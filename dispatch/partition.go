@@ -801,7 +801,7 @@ func (pt *partition) assign(ctx context.Context, req PollRequest, executors map[
 		pt.poke() // the loop's timer must cover the new lease
 		pt.d.cfg.Metrics.attemptStarted()
 		pt.lg.Info("attempt started", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID),
-			zap.Int("attempt", len(ar.run.Attempts)), zap.String("worker", worker))
+			zap.Int("attempt", len(ar.run.Attempts)), zap.String("worker", worker), zap.String("credential", req.Credential))
 	}
 	return out
 }
@@ -896,7 +896,7 @@ func (pt *partition) complete(ctx context.Context, req CompleteRequest) (Complet
 	ar.notBefore = notBefore
 	pt.d.cfg.Metrics.finishedRun(string(r.Status))
 	pt.lg.Info("attempt finished", zap.String("job_id", r.JobID), zap.String("run_id", r.ID), zap.Int("attempt", req.Attempt),
-		zap.String("worker", req.Worker), zap.String("status", string(r.Status)), zap.String("error", req.Error))
+		zap.String("worker", req.Worker), zap.String("credential", req.Credential), zap.String("status", string(r.Status)), zap.String("error", req.Error))
 	if !r.Status.Final() {
 		pt.poke() // a retry's backoff timer
 	}

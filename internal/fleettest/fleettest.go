@@ -23,6 +23,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/auth/authtest"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/shard"
@@ -45,6 +47,9 @@ type Options struct {
 	Scheduler bool
 	// RunLease is the run lease with Scheduler. Default 3s.
 	RunLease time.Duration
+	// APILimits are the members' API limits with Scheduler (zero:
+	// admin's defaults).
+	APILimits admin.Limits
 }
 
 // Fleet is a set of in-process members sharing one etcd and namespace.
@@ -56,6 +61,12 @@ type Fleet struct {
 	opts    Options
 	Tracker *Tracker
 	lg      *zap.Logger
+
+	// AdminToken and WorkerToken are bearer tokens of an admin and a
+	// worker credential stored in the fleet's namespace (with Scheduler),
+	// made before any member starts so that every member knows them.
+	AdminToken  string
+	WorkerToken string
 
 	mu      sync.Mutex
 	members map[string]*Member
@@ -106,8 +117,16 @@ func New(t testing.TB, etcd *etcdtest.Server, opts Options) *Fleet {
 		members: map[string]*Member{},
 	}
 	t.Cleanup(f.stopAll)
+	if opts.Scheduler {
+		f.AdminToken = authtest.Token(t, f.Client, f.NS, auth.RoleAdmin, "")
+		f.WorkerToken = authtest.Token(t, f.Client, f.NS, auth.RoleWorker, "")
+	}
 	return f
 }
+
+// HTTPClient returns a client that sends token (the fleet's AdminToken or
+// WorkerToken, or one of authtest's).
+func (f *Fleet) HTTPClient(token string) *http.Client { return authtest.Client(f.t, token) }
 
 // Partitions returns the fleet's partition count.
 func (f *Fleet) Partitions() int { return f.opts.Partitions }
@@ -169,6 +188,11 @@ func (f *Fleet) Join(id string) *Member {
 				}
 				return d, nil
 			},
+			Auth:     orch.Credentials(),
+			Tokens:   auth.NewStore(client, f.NS, nil),
+			Loopback: true,
+			Limits:   f.opts.APILimits,
+			Logger:   f.lg.With(zap.String("test_member", id)),
 		})}
 		go m.http.Serve(ln)
 	}

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/schedule"
 	"github.com/jobfleet/jobfleet/internal/mirror"
@@ -63,6 +64,10 @@ type Config struct {
 	// dispatcher's default, a negative value sends every write on its own
 	// (no batching across partitions; for benchmarks).
 	CommitsInFlight int
+	// AdminSecret, if not empty, is accepted as the admin credential
+	// auth.BootstrapID (the secret of --admin-token-file; at least
+	// auth.MinBootstrapBytes).
+	AdminSecret string
 	// Clock is given to the session and controller; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.
@@ -103,6 +108,7 @@ type Orchestrator struct {
 
 	members *membership.Watcher
 	owners  *shard.Owners
+	creds   *auth.Cache
 
 	dispMet *dispatch.Metrics
 
@@ -146,6 +152,10 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	creds, err := auth.NewCache(client, auth.CacheConfig{Namespace: cfg.Namespace, Bootstrap: cfg.AdminSecret, Clock: cfg.Clock, Logger: cfg.Logger.Named("credentials")})
+	if err != nil {
+		return nil, err
+	}
 	return &Orchestrator{
 		client:   client,
 		cfg:      cfg,
@@ -155,12 +165,17 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 		dispMet:  dispatch.NewMetrics(cfg.Registry),
 		members:  members,
 		owners:   owners,
+		creds:    creds,
 		drain:    make(chan struct{}),
 	}, nil
 }
 
 // ID returns the member ID.
 func (o *Orchestrator) ID() string { return o.cfg.ID }
+
+// Credentials returns the member's credential cache, which authenticates
+// API requests; Run keeps it current.
+func (o *Orchestrator) Credentials() *auth.Cache { return o.creds }
 
 // Drain asks Run to hand every partition over, leave the fleet and return.
 // It does not wait; Run's return says it is done.
@@ -170,6 +185,13 @@ func (o *Orchestrator) Drain() { o.drainOnce.Do(func() { close(o.drain) }) }
 // called; then it leaves gracefully and returns nil. It returns an error only
 // for a condition a retry cannot fix, such as shard.ErrPartitionMismatch.
 func (o *Orchestrator) Run(ctx context.Context) error {
+	// The credentials are followed from the start, so that the API can
+	// authenticate while the member joins.
+	credCtx, stopCreds := context.WithCancel(context.Background())
+	credsDone := make(chan struct{})
+	go func() { defer close(credsDone); o.creds.Run(credCtx) }()
+	defer func() { stopCreds(); <-credsDone }()
+
 	p, err := o.ensurePartitions(ctx)
 	if err != nil {
 		o.mu.Lock()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,30 +13,121 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
 )
 
 // clientOptions are the flags of commands that talk to the HTTP API.
+// Where the API is and which credential to send are resolved once per
+// command by prepare, in this order: a flag, its JOBFLEET_* environment
+// variable, the context (--context, JOBFLEET_CONTEXT, or the current
+// one), the default; each setting on its own (a --server flag with the
+// context's token sends that token to the flag's server, as for kubectl).
 type clientOptions struct {
-	server  string
-	output  string
-	timeout time.Duration
+	server      string
+	output      string
+	timeout     time.Duration
+	token       string
+	tokenFile   string
+	contextName string
+
+	flags *pflag.FlagSet // to tell given flags from defaults
+
+	prepared bool
+	ctx      cliContext // the context in use (zero if none); its ca, cert and key are the TLS client settings
+	bearer   string     // the resolved token, "" for none
+	client   *http.Client
 }
 
 func (o *clientOptions) register(cmd *cobra.Command) {
 	fs := cmd.PersistentFlags()
-	fs.StringVar(&o.server, "server", "http://127.0.0.1:8080", "URL of any orchestrator's HTTP API")
+	fs.StringVar(&o.server, "server", "http://127.0.0.1:8080", "URL of any orchestrator's HTTP API (default: the context's, else http://127.0.0.1:8080)")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "request timeout")
+	fs.StringVar(&o.token, "token", "", "bearer token of a credential (default: the context's)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token")
+	fs.StringVar(&o.contextName, "context", "", "named context to use (jobfleet context ls; default: the current one)")
+	o.flags = fs
+}
+
+// prepare resolves the server, the credential and the HTTP client.
+func (o *clientOptions) prepare() error {
+	if o.prepared {
+		return nil
+	}
+	if o.output != "table" && o.output != "json" {
+		return fmt.Errorf("--output must be table or json, got %q", o.output)
+	}
+	flag := func(name string) *pflag.Flag {
+		if o.flags == nil {
+			return nil
+		}
+		return o.flags.Lookup(name)
+	}
+	// The context: --context or JOBFLEET_CONTEXT, else the current one.
+	cfg, err := loadConfig()
+	name := o.contextName
+	if name == "" && err == nil {
+		name = cfg.CurrentContext
+	}
+	if name != "" {
+		if err != nil {
+			return err
+		}
+		c, ok := cfg.Contexts[name]
+		if !ok {
+			return fmt.Errorf("no context %q (jobfleet context ls lists them)", name)
+		}
+		o.ctx = c
+	}
+	if !flag("server").Changed && o.ctx.Server != "" {
+		o.server = o.ctx.Server
+	}
+	switch {
+	case fromFlag(flag("token")) && fromFlag(flag("token-file")):
+		return errors.New("give --token or --token-file, not both")
+	case fromFlag(flag("token")):
+		o.bearer = o.token
+	case fromFlag(flag("token-file")):
+		o.bearer, err = auth.ReadTokenFile(o.tokenFile)
+	case fromEnv(flag("token")):
+		o.bearer = o.token
+	case fromEnv(flag("token-file")):
+		o.bearer, err = auth.ReadTokenFile(o.tokenFile)
+	case o.ctx.Token != "":
+		o.bearer = o.ctx.Token
+	case o.ctx.TokenFile != "":
+		o.bearer, err = auth.ReadTokenFile(o.ctx.TokenFile)
+	case o.token != "": // set by code (tests), not by a flag
+		o.bearer = o.token
+	}
+	if err != nil {
+		return err
+	}
+	o.client = o.httpClient()
+	o.prepared = true
+	return nil
+}
+
+// httpClient returns the client of the API requests: it sends the
+// resolved bearer token. TLS client settings (o.ctx.CA, Cert, Key) plug
+// in here.
+func (o *clientOptions) httpClient() *http.Client {
+	var tr http.RoundTripper = http.DefaultTransport
+	if o.bearer != "" {
+		tr = &auth.BearerTransport{Token: o.bearer}
+	}
+	return &http.Client{Timeout: o.timeout, Transport: tr}
 }
 
 // do sends a request and decodes a 2xx JSON reply into out; a non-2xx reply
 // becomes an error carrying the server's message.
 func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
-	if o.output != "table" && o.output != "json" {
-		return fmt.Errorf("--output must be table or json, got %q", o.output)
+	if err := o.prepare(); err != nil {
+		return err
 	}
 	u, err := url.JoinPath(o.server, path)
 	if err != nil {
@@ -48,7 +140,7 @@ func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := (&http.Client{Timeout: o.timeout}).Do(req)
+	resp, err := o.client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -63,9 +155,9 @@ func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
 			Reason string `json:"reason"`
 		}
 		if json.Unmarshal(data, &e) == nil && (e.Error != "" || e.Reason != "") {
-			return fmt.Errorf("%s: %s%s", resp.Status, e.Error, e.Reason)
+			return fmt.Errorf("%s: %s%s%s", resp.Status, e.Error, e.Reason, authHint(resp.StatusCode))
 		}
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+		return fmt.Errorf("%s: %s%s", resp.Status, strings.TrimSpace(string(data)), authHint(resp.StatusCode))
 	}
 	if out == nil {
 		return nil
@@ -75,6 +167,14 @@ func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
 		return nil
 	}
 	return json.Unmarshal(data, out)
+}
+
+// authHint says how to give a credential, after a 401.
+func authHint(code int) string {
+	if code != http.StatusUnauthorized {
+		return ""
+	}
+	return " (give a credential: --token, --token-file or JOBFLEET_TOKEN, or a context: jobfleet context ls)"
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/store"
@@ -102,9 +103,14 @@ func loadExamples(ctx context.Context, lg *zap.Logger, orch *orchestrator.Orches
 // runDevWorkers runs n workers until ctx ends, finding the orchestrators
 // through src (all members of the fleet, including ones started outside
 // dev), and returns when they have shut down.
-func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discovery) error {
+func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discovery, token string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
+	// The workers share dev's worker credential.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 16
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: &auth.BearerTransport{Token: token, Base: tr}}
 	for i := range n {
 		w, err := worker.New(worker.Config{
 			ID:              fmt.Sprintf("worker-%d", i+1),
@@ -112,6 +118,7 @@ func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discov
 			Concurrency:     8,
 			AllowShell:      true, // dev runs on the developer's own machine
 			ShutdownTimeout: 10 * time.Second,
+			HTTPClient:      client,
 			Logger:          lg.Named("worker"),
 		})
 		if err != nil {

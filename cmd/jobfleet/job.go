@@ -49,8 +49,8 @@ func orchestratorJobs(orch jobsSource) admin.JobsFunc {
 // Unlike do, it keeps the query out of the path, so IDs in path can be
 // escaped with url.PathEscape and limits and cursors passed as a query.
 func (o *clientOptions) send(method, path string, query url.Values, body []byte, out any) (int, error) {
-	if o.output != "table" && o.output != "json" {
-		return 0, fmt.Errorf("--output must be table or json, got %q", o.output)
+	if err := o.prepare(); err != nil {
+		return 0, err
 	}
 	u, err := url.JoinPath(o.server, path)
 	if err != nil {
@@ -70,7 +70,7 @@ func (o *clientOptions) send(method, path string, query url.Values, body []byte,
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := (&http.Client{Timeout: o.timeout}).Do(req)
+	resp, err := o.client.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -84,9 +84,9 @@ func (o *clientOptions) send(method, path string, query url.Values, body []byte,
 			Error string `json:"error"`
 		}
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return resp.StatusCode, fmt.Errorf("%s: %s", resp.Status, e.Error)
+			return resp.StatusCode, fmt.Errorf("%s: %s%s", resp.Status, e.Error, authHint(resp.StatusCode))
 		}
-		return resp.StatusCode, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+		return resp.StatusCode, fmt.Errorf("%s: %s%s", resp.Status, strings.TrimSpace(string(data)), authHint(resp.StatusCode))
 	}
 	if out == nil || len(data) == 0 {
 		return resp.StatusCode, nil

@@ -19,13 +19,34 @@ var (
 	etcd *etcdtest.Server
 	// binary is the jobfleet binary built from this package.
 	binary string
+	// adminSecretFile holds the bootstrap admin secret the tests'
+	// orchestrator processes accept (--admin-token-file), adminSecret.
+	adminSecretFile string
 )
+
+// adminSecret is the tests' bootstrap admin secret.
+const adminSecret = "process-tests-bootstrap-admin-secret-0123456789"
 
 func TestMain(m *testing.M) {
 	leakOpts := goleak.IgnoreCurrent()
 	dir, err := os.MkdirTemp("", "jobfleet-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "temp dir:", err)
+		os.Exit(1)
+	}
+	// The tests, and the processes they start, never touch the real
+	// user's configuration: contexts go to a directory of their own.
+	home := filepath.Join(dir, "home")
+	for _, kv := range [][2]string{{"HOME", home}, {"XDG_CONFIG_HOME", filepath.Join(home, ".config")}} {
+		if err := os.MkdirAll(kv[1], 0o700); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Setenv(kv[0], kv[1])
+	}
+	adminSecretFile = filepath.Join(dir, "admin-secret")
+	if err := os.WriteFile(adminSecretFile, []byte(adminSecret+"\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "jobfleet")

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 )
 
@@ -91,6 +92,10 @@ type memberOptions struct {
 	partitions int
 	leaseTTL   time.Duration
 	runLease   time.Duration
+
+	adminTokenFile string
+	insecureNoAuth bool
+	limits         admin.Limits
 }
 
 func (o *memberOptions) register(cmd *cobra.Command) {
@@ -102,6 +107,49 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 1024; must match an existing cluster's)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
 	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
+	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
+	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "turn authentication off: every caller is admin (only with a loopback --listen)")
+	d := admin.DefaultLimits()
+	fs.Float64Var(&o.limits.Rate, "api-rate", d.Rate, "requests per second each credential may make to the API, worker protocol excluded (negative: unlimited)")
+	fs.IntVar(&o.limits.Burst, "api-burst", d.Burst, "burst of --api-rate")
+	fs.IntVar(&o.limits.MaxPolls, "max-polls", d.MaxPolls, "worker long polls this member holds at once")
+	fs.IntVar(&o.limits.MaxPollsPerCredential, "max-polls-per-credential", d.MaxPollsPerCredential, "worker long polls this member holds at once per credential")
+}
+
+// loopbackListen reports whether listen address addr (HOST:PORT) binds
+// only loopback: "localhost" or a loopback IP. A wildcard host is not.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authConfig returns the credential settings of a member listening on
+// listen: the bootstrap secret, and whether authentication is off (only
+// allowed on loopback, with a warning).
+func (o *memberOptions) authConfig(lg *zap.Logger, listen string) (secret string, insecure bool, err error) {
+	if err := o.limits.Validate(); err != nil {
+		return "", false, fmt.Errorf("--api-burst/--max-polls: %w", err)
+	}
+	if o.insecureNoAuth {
+		if !loopbackListen(listen) {
+			return "", false, fmt.Errorf("--insecure-no-auth is refused on --listen %q: authentication may be off only on a loopback address (127.0.0.1, ::1, localhost)", listen)
+		}
+		lg.Warn("AUTHENTICATION IS OFF (--insecure-no-auth): every process and web page that can reach this loopback listener acts as admin", zap.String("listen", listen))
+		return "", true, nil
+	}
+	if o.adminTokenFile != "" {
+		if secret, err = auth.ReadBootstrapFile(o.adminTokenFile); err != nil {
+			return "", false, fmt.Errorf("--admin-token-file: %w", err)
+		}
+	}
+	return secret, false, nil
 }
 
 // resolve fills the derived defaults (ID, advertise URL) for listen address
@@ -181,22 +229,38 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	if err != nil {
 		return nil, err
 	}
+	secret, insecure, err := o.authConfig(lg, listen)
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	orch, err := orchestrator.New(client, orchestrator.Config{
-		ID:         id,
-		Advertise:  advertise,
-		Namespace:  o.namespace,
-		Partitions: o.partitions,
-		LeaseTTL:   o.leaseTTL,
-		RunLease:   o.runLease,
-		Logger:     lg,
-		Registry:   reg,
+		ID:          id,
+		Advertise:   advertise,
+		Namespace:   o.namespace,
+		Partitions:  o.partitions,
+		LeaseTTL:    o.leaseTTL,
+		RunLease:    o.runLease,
+		AdminSecret: secret,
+		Logger:      lg,
+		Registry:    reg,
 	})
 	if err != nil {
 		return nil, err
 	}
-	h := admin.Handler(orch, admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id)), Jobs: orchestratorJobs(orch), Worker: orchestratorWorker(orch)})
+	h := admin.Handler(orch, admin.Config{
+		Gatherer: reg,
+		Registry: reg,
+		Logger:   lg.With(zap.String("member", id)),
+		Jobs:     orchestratorJobs(orch),
+		Worker:   orchestratorWorker(orch),
+		Auth:     orch.Credentials(),
+		Tokens:   auth.NewStore(client, o.namespace, nil),
+		Insecure: insecure,
+		Loopback: loopbackListen(listen),
+		Limits:   o.limits,
+	})
 	srv, err := listenHTTP(listen, h)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 )
@@ -31,6 +32,8 @@ func newWorkerCmd() *cobra.Command {
 		shutdownTimeout time.Duration
 		pollWait        time.Duration
 		metricsListen   string
+		token           string
+		tokenFile       string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -70,10 +73,29 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 				// Perhaps from JOBFLEET_ETCD_ENDPOINTS: the explicit list wins.
 				lg.Info("--orchestrators given: not reading the members from etcd")
 			}
+			if token != "" && tokenFile != "" {
+				return errors.New("give --token or --token-file, not both")
+			}
+			if tokenFile != "" {
+				if token, err = auth.ReadTokenFile(tokenFile); err != nil {
+					return fmt.Errorf("--token-file: %w", err)
+				}
+			}
+			if token == "" {
+				lg.Warn("no --token or --token-file: the orchestrators will refuse this worker's requests unless they run with --insecure-no-auth")
+			}
+			// One client sends the credential on every protocol and
+			// discovery request.
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.MaxIdleConnsPerHost = max(concurrency, 2)
+			httpClient := &http.Client{Transport: &auth.BearerTransport{Token: token, Base: tr}}
+			defer tr.CloseIdleConnections()
+
 			var source worker.Discovery
 			switch {
 			case len(orchestrators) > 0 && discover:
 				d := worker.MembersFrom(orchestrators...)
+				d.HTTPClient = httpClient
 				d.Logger = lg.Named("discovery").With(zap.String("worker", id))
 				source = d
 			case len(orchestrators) > 0:
@@ -103,6 +125,7 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 				AllowShell:      allowShell,
 				ShutdownTimeout: shutdownTimeout,
 				PollWait:        pollWait,
+				HTTPClient:      httpClient,
 				Logger:          lg,
 				Metrics:         worker.NewMetrics(reg),
 			})
@@ -135,5 +158,7 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 	fs.DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight attempts may finish before they are cancelled and reported failed")
 	fs.DurationVar(&pollWait, "poll-wait", 15*time.Second, "how long an orchestrator may hold a long poll (at most 30s)")
 	fs.StringVar(&metricsListen, "metrics-listen", "", "HOST:PORT to serve GET /metrics and /healthz on (default: off)")
+	fs.StringVar(&token, "token", "", "bearer token of a worker credential (jobfleet token create --role worker)")
+	fs.StringVar(&tokenFile, "token-file", "", "file holding the worker credential's bearer token")
 	return cmd
 }

@@ -148,20 +148,20 @@ func readDocument(cmd *cobra.Command, name string) ([]byte, error) {
 type jobFlags struct {
 	id, schedule, timezone, runAt            string
 	httpURL, method, shell, handler, payload string
-	headers, command                         []string
+	headers, secretHeaders, command          []string
 	maxAttempts                              int
 	backoff, maxBackoff, timeout             time.Duration
 	concurrencyPolicy, misfirePolicy         string
-	paused                                   bool
+	paused, followRedirects                  bool
 }
 
 // Names of create's job flags: all of them, those choosing the executor,
 // and those only an http executor takes.
 var (
-	jobFlagNames = []string{"id", "schedule", "timezone", "run-at", "http-url", "method", "header", "shell", "command",
+	jobFlagNames = []string{"id", "schedule", "timezone", "run-at", "http-url", "method", "header", "secret-header", "follow-redirects", "shell", "command",
 		"handler", "payload", "max-attempts", "backoff", "max-backoff", "job-timeout", "concurrency-policy", "misfire-policy", "paused"}
 	executorFlagNames = []string{"http-url", "shell", "command", "handler"}
-	httpFlagNames     = []string{"method", "header"}
+	httpFlagNames     = []string{"method", "header", "secret-header", "follow-redirects"}
 )
 
 func (f *jobFlags) register(cmd *cobra.Command) {
@@ -173,6 +173,8 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.httpURL, "http-url", "", "http executor: the URL to send the payload to")
 	fs.StringVar(&f.method, "method", "", "http executor: the HTTP method (default POST)")
 	fs.StringArrayVar(&f.headers, "header", nil, `http executor: an extra request header "Name: value" (repeatable)`)
+	fs.StringArrayVar(&f.secretHeaders, "secret-header", nil, `http executor: a header whose value the worker takes from its environment, "Name: VARIABLE" (repeatable; the worker needs --secret-env VARIABLE)`)
+	fs.BoolVar(&f.followRedirects, "follow-redirects", false, "http executor: follow redirects (within the worker's destination policy, never changing the method)")
 	fs.StringVar(&f.shell, "shell", "", `shell executor: a command line run with /bin/sh -c`)
 	fs.StringArrayVar(&f.command, "command", nil, "shell executor: the program, then its arguments, run without a shell (repeat the flag per word)")
 	fs.StringVar(&f.handler, "handler", "", "executor of a handler registered by Go code, by name")
@@ -238,16 +240,22 @@ func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
 	}
 	switch {
 	case f.httpURL != "":
-		j.Executor = store.Executor{Type: store.ExecutorHTTP, URL: f.httpURL, Method: f.method}
-		for _, h := range f.headers {
-			name, value, ok := strings.Cut(h, ":")
-			if !ok {
-				return nil, fmt.Errorf("--header %q: want \"Name: value\"", h)
+		j.Executor = store.Executor{Type: store.ExecutorHTTP, URL: f.httpURL, Method: f.method, FollowRedirects: f.followRedirects}
+		for flag, list := range map[string][]string{"header": f.headers, "secret-header": f.secretHeaders} {
+			for _, h := range list {
+				name, value, ok := strings.Cut(h, ":")
+				if !ok {
+					return nil, fmt.Errorf("--%s %q: want \"Name: value\"", flag, h)
+				}
+				if j.Executor.Headers == nil {
+					j.Executor.Headers = map[string]store.HeaderValue{}
+				}
+				v := store.Literal(strings.TrimSpace(value))
+				if flag == "secret-header" {
+					v = store.SecretEnv(strings.TrimSpace(value))
+				}
+				j.Executor.Headers[strings.TrimSpace(name)] = v
 			}
-			if j.Executor.Headers == nil {
-				j.Executor.Headers = map[string]string{}
-			}
-			j.Executor.Headers[strings.TrimSpace(name)] = strings.TrimSpace(value)
 		}
 	case cmd.Flags().Changed("shell"):
 		j.Executor = store.Executor{Type: store.ExecutorShell, Command: []string{"/bin/sh", "-c", f.shell}}

@@ -160,7 +160,7 @@ func TestJobCreateCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Executor.Type != "http" || j.Executor.Method != "PUT" || j.Executor.Headers["X-Team"] != "ops" ||
+	if j.Executor.Type != "http" || j.Executor.Method != "PUT" || j.Executor.Headers["X-Team"] != store.Literal("ops") ||
 		string(j.Payload) != `{"x":1}` || j.Retry.MaxAttempts != 3 || j.Retry.InitialBackoff != store.Duration(2*time.Second) ||
 		j.Timeout != store.Duration(5*time.Minute) || j.MisfirePolicy != store.MisfireSkip || j.Schedule != "*/5 * * * *" {
 		t.Errorf("create with http flags: got %+v", j)

@@ -372,7 +372,7 @@ func newJobGetCmd(opts *clientOptions) *cobra.Command {
 
 func printJobDetail(w io.Writer, j store.Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, cell(v)) }
 	row("ID", j.ID)
 	row("SCHEDULE", scheduleText(j))
 	row("EXECUTOR", executorText(j.Executor, 0))
@@ -483,7 +483,7 @@ func newJobListCmd(opts *clientOptions) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSCHEDULE\tEXECUTOR\tPAUSED\tPARTITION")
 			for _, j := range all.Jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\n", j.ID, scheduleText(j), executorText(j.Executor, 60), j.Paused, j.Partition)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\n", cell(j.ID), cell(scheduleText(j)), cell(executorText(j.Executor, 60)), j.Paused, j.Partition)
 			}
 			if all.NextCursor != "" {
 				fmt.Fprintf(tw, "(more: --cursor %q)\n", all.NextCursor)
@@ -549,7 +549,7 @@ func newJobTriggerCmd(opts *clientOptions) *cobra.Command {
 			if opts.output == "json" {
 				return printJSON(cmd.OutOrStdout(), t)
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "triggered job %q: run %s\n", args[0], t.RunID)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "triggered job %q: run %s\n", args[0], cell(t.RunID))
 			return err
 		},
 	}
@@ -570,21 +570,28 @@ func newJobRunsCmd(opts *clientOptions) *cobra.Command {
 			if opts.output == "json" {
 				return printJSON(cmd.OutOrStdout(), rl)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tATTEMPTS\tLAST ERROR")
-			for _, r := range rl.Runs {
-				lastErr := ""
-				if n := len(r.Attempts); n > 0 {
-					lastErr = clip(r.Attempts[n-1].Error, 60)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Status,
-					r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), len(r.Attempts), lastErr)
-			}
-			return tw.Flush()
+			return printRuns(cmd.OutOrStdout(), rl.Runs)
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many runs, 1 to 1000")
 	return cmd
+}
+
+// printRuns writes runs as a table: the last attempt's worker and error,
+// escaped (they come from workers).
+func printRuns(w io.Writer, runs []store.Run) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tATTEMPTS\tWORKER\tLAST ERROR")
+	for _, r := range runs {
+		lastWorker, lastErr := "", ""
+		if n := len(r.Attempts); n > 0 {
+			lastWorker = r.Attempts[n-1].Worker
+			lastErr = cell(clip(r.Attempts[n-1].Error, 60))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.ID), cell(string(r.Status)),
+			r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), len(r.Attempts), cell(lastWorker), lastErr)
+	}
+	return tw.Flush()
 }
 
 // importReport is the -o json document of import-crontab.

@@ -336,7 +336,7 @@ func (at *attempt) sendHeartbeat(ctx context.Context, req dispatch.HeartbeatRequ
 		default:
 			if r.refused() {
 				err := r.credentialErr()
-				w.creds.refused(w.lg, addr, err.(*CredentialError))
+				w.creds.refused(w.lg, addr, err)
 				return dispatch.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: %w", addr, err)
 			}
 			if !r.retryable() {
@@ -383,7 +383,7 @@ func (at *attempt) complete(req dispatch.CompleteRequest) (store.RunStatus, erro
 				err = fmt.Errorf("complete to %s: %w", addr, r.err())
 			case r.refused():
 				err := r.credentialErr()
-				w.creds.refused(w.lg, addr, err.(*CredentialError))
+				w.creds.refused(w.lg, addr, err)
 				return "", fmt.Errorf("complete to %s: %w", addr, err)
 			default:
 				return "", fmt.Errorf("complete to %s: rejected: %w", addr, r.err())

@@ -97,7 +97,7 @@ func (e *CredentialError) Error() string {
 }
 
 // credentialErr returns the *CredentialError of a 401 or 403 reply.
-func (r reply) credentialErr() error {
+func (r reply) credentialErr() *CredentialError {
 	return &CredentialError{Status: r.status, Message: r.message()}
 }
 

@@ -42,7 +42,8 @@ type Run struct {
 	Attempt int
 	// ScheduledAt is the time the run was scheduled for.
 	ScheduledAt time.Time
-	// Payload is the job's payload (JSON), nil if it has none.
+	// Payload is the job's payload (JSON), nil if it has none, with its
+	// secret references resolved (see store.ResolveSecretRefs).
 	Payload json.RawMessage
 }
 

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/fleettest"
 	"github.com/jobfleet/jobfleet/store"
@@ -145,6 +146,13 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 			t.Errorf("GET %s returned a resolved secret: %s", path, raw)
 		}
 	}
+	// An orchestrator refuses a worker ID with a control character.
+	var refusal struct{ Error string }
+	if code := api(t, "POST", base, dispatch.PathPoll, dispatch.PollRequest{Worker: "evil\x1b]0;title\x07", Executors: []string{"http"}, Max: 1}, &refusal); code != http.StatusBadRequest ||
+		!strings.Contains(refusal.Error, "worker: control character U+001B") {
+		t.Errorf("poll with ESC in the worker ID: %d %q, want 400 naming the field", code, refusal.Error)
+	}
+
 	var got store.Job
 	api(t, "GET", base, "/v1/jobs/secret", nil, &got)
 	var payload bytes.Buffer

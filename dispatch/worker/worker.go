@@ -214,14 +214,20 @@ loop:
 					w.polled.Store(int32(len(pollers)))
 				}
 			}
+			// Count every poller before starting any, so that the first
+			// polls already size themselves for all orchestrators.
+			var added []string
 			for _, addr := range addrs {
-				if pollers[addr] != nil {
-					continue
+				if pollers[addr] == nil {
+					added = append(added, addr)
+					pollers[addr] = &poller{done: make(chan struct{})}
 				}
+			}
+			w.polled.Store(int32(len(pollers)))
+			for _, addr := range added {
+				p := pollers[addr]
 				pctx, cancel := context.WithCancel(pollCtx)
-				p := &poller{cancel: cancel, done: make(chan struct{})}
-				pollers[addr] = p
-				w.polled.Store(int32(len(pollers)))
+				p.cancel = cancel
 				w.lg.Info("polling orchestrator", zap.String("orchestrator", addr))
 				go func() {
 					defer close(p.done)

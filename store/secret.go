@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"reflect"
 	"strconv"
@@ -300,29 +299,20 @@ func (w *refWalker) replace(start, end int, path, name string) error {
 	if err != nil {
 		return err
 	}
-	if w.out == nil {
-		w.out = make([]byte, 0, len(w.raw)+len(v))
-	}
-	w.out = append(w.out, w.raw[w.copied:start]...)
-	enc := json.NewEncoder(sliceWriter{&w.out})
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	var enc bytes.Buffer
+	e := json.NewEncoder(&enc)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
 		return err
 	}
-	w.out = w.out[:len(w.out)-1] // Encode's newline
+	if w.out == nil {
+		w.out = make([]byte, 0, len(w.raw)+enc.Len())
+	}
+	w.out = append(w.out, w.raw[w.copied:start]...)
+	w.out = append(w.out, bytes.TrimSuffix(enc.Bytes(), []byte("\n"))...)
 	w.copied = end
 	return nil
 }
-
-// sliceWriter appends to a byte slice.
-type sliceWriter struct{ b *[]byte }
-
-func (s sliceWriter) Write(p []byte) (int, error) {
-	*s.b = append(*s.b, p...)
-	return len(p), nil
-}
-
-var _ io.Writer = sliceWriter{}
 
 // Redacted returns a copy of j for readers who may not see secrets: every
 // literal header value of its executor is replaced by RedactedValue, while

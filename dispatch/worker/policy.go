@@ -398,11 +398,12 @@ func (d *destPolicy) checkURL(u *url.URL) error {
 		return errors.New("the URL carries a user name or password; refused (send credentials in a header)")
 	}
 	port := u.Port()
-	if port == "" {
-		port = map[string]string{"https": "443"}[u.Scheme]
-		if port == "" {
-			port = "80"
-		}
+	switch {
+	case port != "":
+	case u.Scheme == "https":
+		port = "443"
+	default:
+		port = "80"
 	}
 	n, err := strconv.ParseUint(port, 10, 16)
 	if err != nil {

@@ -172,12 +172,18 @@ func loadPair(certPEM, keyPEM []byte) (*tls.Certificate, error) {
 	return &pair, nil
 }
 
-// certFields describe a certificate in a log line.
+// certFields describe a certificate in a log line, its serial number in
+// hexadecimal as `openssl x509 -noout -serial` prints it.
 func certFields(c *tls.Certificate) []zap.Field {
+	ips := make([]string, len(c.Leaf.IPAddresses))
+	for i, ip := range c.Leaf.IPAddresses {
+		ips[i] = ip.String()
+	}
 	return []zap.Field{
-		zap.String("serial", c.Leaf.SerialNumber.String()),
+		zap.String("serial", fmt.Sprintf("%X", c.Leaf.SerialNumber)),
 		zap.String("subject", c.Leaf.Subject.String()),
 		zap.Strings("dns_names", c.Leaf.DNSNames),
+		zap.Strings("ip_addresses", ips),
 		zap.Time("not_after", c.Leaf.NotAfter),
 	}
 }

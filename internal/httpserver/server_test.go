@@ -125,6 +125,40 @@ func TestSlowBodyIsCutAtReadTimeout(t *testing.T) {
 	}
 }
 
+func TestLongPollOutlivesReadTimeout(t *testing.T) {
+	// A long poll reads its small body at once, then holds the request
+	// longer than the read timeout: the read timeout must not cut it or
+	// cancel its context (only the write timeout bounds it).
+	const readTimeout, hold = 500 * time.Millisecond, 1500 * time.Millisecond
+	cfg := DefaultConfig()
+	cfg.ReadHeaderTimeout = readTimeout
+	cfg.ReadTimeout = readTimeout
+	s := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			http.Error(w, "request context cancelled while holding", http.StatusServiceUnavailable)
+		case <-time.After(hold): // the long poll's wait
+			fmt.Fprintf(w, "held %s", body)
+		}
+	}), cfg)
+
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Post(s.URL(), "application/json", strings.NewReader(`{"wait":"1.5s"}`))
+	if err != nil {
+		t.Fatalf("long poll: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "held") {
+		t.Errorf("long poll held %v past a read timeout of %v: %d %q, want 200", hold, readTimeout, resp.StatusCode, body)
+	}
+}
+
 func TestIdleKeepAliveIsClosedAtIdleTimeout(t *testing.T) {
 	const idle = time.Second
 	cfg := DefaultConfig()

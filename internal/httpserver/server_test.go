@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestMain(m *testing.M) {
@@ -426,5 +428,25 @@ func TestConnectionCap(t *testing.T) {
 				t.Errorf("caps sum to %d, above the listeners' budget %d", sum, tt.budget.Listeners())
 			}
 		})
+	}
+}
+
+func TestErrorLogLevels(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	w := errorLogWriter{zap.New(core)}
+	for _, line := range []string{
+		"http: TLS handshake error from 127.0.0.1:5555: remote error: tls: bad certificate\n",
+		"http: Accept error: accept tcp 127.0.0.1:80: accept4: too many open files; retrying in 5ms\n",
+	} {
+		if n, err := w.Write([]byte(line)); n != len(line) || err != nil {
+			t.Fatalf("Write: %d, %v", n, err)
+		}
+	}
+	entries := logs.AllUntimed()
+	if len(entries) != 2 || entries[0].Level != zap.DebugLevel || entries[1].Level != zap.WarnLevel {
+		t.Fatalf("log entries %+v, want the handshake error at debug and the accept error at warn", entries)
+	}
+	if got := entries[1].ContextMap()["error"]; !strings.Contains(got.(string), "too many open files") || strings.HasSuffix(got.(string), "\n") {
+		t.Errorf("accept error logged as %q, want the line without its newline", got)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 )
 
@@ -133,9 +133,11 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 					return fmt.Errorf("--token-file %s is empty", tokenFile)
 				}
 			}
-			tlsCfg, err := workerTLS(caFile, certFile, keyFile)
-			if err != nil {
-				return err
+			var tlsCfg *tls.Config // nil: Go's defaults
+			if caFile != "" || certFile != "" || keyFile != "" {
+				if tlsCfg, err = clientTLS("--", caFile, certFile, keyFile); err != nil {
+					return err
+				}
 			}
 			// The fleet's etcd is never a job's destination, whether or not
 			// the orchestrators are found through it.
@@ -170,12 +172,20 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 				mux := http.NewServeMux()
 				mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 				mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-				srv, err := listenHTTP(metricsListen, mux)
+				budget, err := fileBudget(lg, memberReserve)
+				if err != nil {
+					return err
+				}
+				maxConns, _, err := httpserver.ConnectionCap(budget, 1, 0, metricsConnections, false)
 				if err != nil {
 					return fmt.Errorf("--metrics-listen: %w", err)
 				}
-				defer srv.shutdown()
-				lg.Info("serving metrics", zap.String("listen", srv.Addr()))
+				srv, err := httpserver.Start(metricsListen, mux, serverConfig(lg, maxConns, nil))
+				if err != nil {
+					return fmt.Errorf("--metrics-listen: %w", err)
+				}
+				defer srv.Shutdown()
+				lg.Info("serving metrics", zap.String("listen", srv.Addr()), zap.Int("max_connections", maxConns))
 			}
 			return w.Run(cmd.Context())
 		},
@@ -203,35 +213,4 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 	fs.StringSliceVar(&shellEnv, "shell-env", nil, "variables of this process's environment that shell commands get too (NAME,...; not JOBFLEET_*)")
 	fs.StringSliceVar(&secretEnv, "secret-env", nil, `variables of this process's environment that jobs' secret references {"secret_env": "NAME"} may name (NAME,...; not JOBFLEET_*)`)
 	return cmd
-}
-
-// workerTLS returns the TLS settings for talking to orchestrators from
-// the --ca, --cert and --key files, or nil if none is given.
-func workerTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
-	if caFile == "" && certFile == "" && keyFile == "" {
-		return nil, nil
-	}
-	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("--cert and --key go together")
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if certFile != "" {
-		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--cert/--key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("--ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca: no certificate found in %s", caFile)
-		}
-		tc.RootCAs = pool
-	}
-	return tc, nil
 }

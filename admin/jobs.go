@@ -347,24 +347,15 @@ func status(err error) (code int, msg string) {
 // The etcd store serves the endpoints.
 var _ JobStore = (*store.Etcd)(nil)
 
-// Redacted replaces a secret value in a job document returned to a
-// reader without write access.
-const Redacted = "<redacted>"
-
 // jobFor returns job j as the request's caller may see it: every job
 // document of a reply passes through here. Callers who may not change
-// jobs (viewers) get the values of the http executor's headers replaced
-// by Redacted (they often carry credentials of the target); the header
-// names stay.
+// jobs (viewers) get store.Job.Redacted: the literal values of the http
+// executor's headers (often credentials of the target) replaced by
+// store.RedactedValue; header names and secret references stay.
 func jobFor(r *http.Request, j store.Job) store.Job {
 	p, _ := auth.FromContext(r.Context())
-	if p.Role.Allows(auth.AccessWrite) || len(j.Executor.Headers) == 0 {
+	if p.Role.Allows(auth.AccessWrite) {
 		return j
 	}
-	h := make(map[string]string, len(j.Executor.Headers))
-	for k := range j.Executor.Headers {
-		h[k] = Redacted
-	}
-	j.Executor.Headers = h
-	return j
+	return j.Redacted()
 }

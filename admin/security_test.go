@@ -238,7 +238,7 @@ func (e *secEnv) ensureJob(id string) {
 	if _, err := e.jobs.Get(context.Background(), id); err == nil {
 		return
 	}
-	j := store.Job{ID: id, Schedule: "@every 1h", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook", Headers: map[string]string{"Authorization": "Bearer target-secret"}}}
+	j := store.Job{ID: id, Schedule: "@every 1h", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook", Headers: map[string]store.HeaderValue{"Authorization": store.Literal("Bearer target-secret")}}}
 	if _, err := e.jobs.Create(context.Background(), j); err != nil {
 		e.t.Fatal(err)
 	}
@@ -577,7 +577,7 @@ func TestViewerRedaction(t *testing.T) {
 	}
 	// Redaction is of the reply only: the stored job keeps its value.
 	j, err := e.jobs.Get(context.Background(), "j")
-	if err != nil || j.Executor.Headers["Authorization"] != "Bearer target-secret" {
+	if err != nil || j.Executor.Headers["Authorization"] != store.Literal("Bearer target-secret") {
 		t.Fatalf("stored job: %+v, %v", j.Executor, err)
 	}
 }

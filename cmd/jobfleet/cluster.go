@@ -40,6 +40,10 @@ type clientOptions struct {
 	ctx      cliContext // the context in use (zero if none); its ca, cert and key are the TLS client settings
 	bearer   string     // the resolved token, "" for none
 	client   *http.Client
+	// TLS: ca verifies the server (empty: the system's CAs), cert and key
+	// are a client certificate: --ca, --cert, --key (or JOBFLEET_CA, ...),
+	// else the context's "ca", "cert" and "key".
+	ca, cert, key string
 }
 
 func (o *clientOptions) register(cmd *cobra.Command) {
@@ -50,6 +54,9 @@ func (o *clientOptions) register(cmd *cobra.Command) {
 	fs.StringVar(&o.token, "token", "", "bearer token of a credential (default: the context's)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token")
 	fs.StringVar(&o.contextName, "context", "", "named context to use (jobfleet context ls; default: the current one)")
+	fs.StringVar(&o.ca, "ca", "", "PEM file of the CAs to verify an https --server against (default: the context's, else the system's)")
+	fs.StringVar(&o.cert, "cert", "", "PEM client certificate file to present to the server (with --key)")
+	fs.StringVar(&o.key, "key", "", "PEM private key file of --cert")
 	o.flags = fs
 }
 
@@ -83,8 +90,14 @@ func (o *clientOptions) prepare() error {
 		}
 		o.ctx = c
 	}
-	if !flag("server").Changed && o.ctx.Server != "" {
-		o.server = o.ctx.Server
+	for _, f := range []struct {
+		name string
+		dst  *string
+		ctx  string
+	}{{"server", &o.server, o.ctx.Server}, {"ca", &o.ca, o.ctx.CA}, {"cert", &o.cert, o.ctx.Cert}, {"key", &o.key, o.ctx.Key}} {
+		if fl := flag(f.name); (fl == nil || !fl.Changed) && f.ctx != "" {
+			*f.dst = f.ctx
+		}
 	}
 	switch {
 	case fromFlag(flag("token")) && fromFlag(flag("token-file")):
@@ -107,20 +120,26 @@ func (o *clientOptions) prepare() error {
 	if err != nil {
 		return err
 	}
-	o.client = o.httpClient()
+	if o.client, err = o.httpClient(); err != nil {
+		return err
+	}
 	o.prepared = true
 	return nil
 }
 
-// httpClient returns the client of the API requests: it sends the
-// resolved bearer token. TLS client settings (o.ctx.CA, Cert, Key) plug
-// in here.
-func (o *clientOptions) httpClient() *http.Client {
-	var tr http.RoundTripper = http.DefaultTransport
-	if o.bearer != "" {
-		tr = &auth.BearerTransport{Token: o.bearer}
+// httpClient returns the client of the API requests: the request timeout,
+// TLS from the CA, certificate and key options, and the resolved bearer
+// token on every request.
+func (o *clientOptions) httpClient() (*http.Client, error) {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if o.ca != "" || o.cert != "" || o.key != "" {
+		tc, err := clientTLS("--", o.ca, o.cert, o.key)
+		if err != nil {
+			return nil, err
+		}
+		t.TLSClientConfig = tc
 	}
-	return &http.Client{Timeout: o.timeout, Transport: tr}
+	return &http.Client{Timeout: o.timeout, Transport: &auth.BearerTransport{Token: o.bearer, Base: t}}, nil
 }
 
 // do sends a request and decodes a 2xx JSON reply into out; a non-2xx reply
@@ -140,6 +159,7 @@ func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	defer o.client.CloseIdleConnections() // no connection outlives its command
 	resp, err := o.client.Do(req)
 	if err != nil {
 		return err
@@ -202,7 +222,7 @@ func newClusterCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tADDR\tLEASE\tSTARTED")
 			for _, m := range v.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%x\t%s\n", m.ID, m.Addr, m.LeaseID, m.StartedAt.Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%s\t%x\t%s\n", cell(m.ID), cell(m.Addr), m.LeaseID, m.StartedAt.Format(time.RFC3339))
 			}
 			fmt.Fprintf(tw, "(revision %d)\n", v.Revision)
 			return tw.Flush()
@@ -247,7 +267,7 @@ func newClusterCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MEMBER\tOWNED\tTARGET")
 			for _, id := range sorted {
-				fmt.Fprintf(tw, "%s\t%d\t%d\n", id, owned[id], targeted[id])
+				fmt.Fprintf(tw, "%s\t%d\t%d\n", cell(id), owned[id], targeted[id])
 			}
 			fmt.Fprintf(tw, "%d partitions, %d without owner, %d not yet on their target (revision %d)\n", t.Partitions, unowned, misplaced, t.Revision)
 			return tw.Flush()

@@ -82,8 +82,15 @@ type proc struct {
 // variable of the test's environment.
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startCommand(t, name, binary, args...)
+}
+
+// startCommand is startProc for program path (a shell that executes the
+// binary, for instance).
+func startCommand(t *testing.T, name, path string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
+	p.cmd = exec.Command(path, args...)
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	for _, kv := range os.Environ() {
@@ -550,10 +557,10 @@ func freePortPair(t *testing.T) int {
 	return 0
 }
 
-// runCLI runs a jobfleet client command as a process (with the test's
+// runCLIProc runs a jobfleet client command as a process (with the test's
 // XDG_CONFIG_HOME, no JOBFLEET_* variable) and returns its standard output
 // and error; it fails the test unless the command exits 0.
-func runCLI(t *testing.T, args ...string) (stdout, stderr string) {
+func runCLIProc(t *testing.T, args ...string) (stdout, stderr string) {
 	t.Helper()
 	p := startProc(t, "jobfleet "+strings.Join(args, " "), args...)
 	if code := p.waitExit(t, 20*time.Second); code != 0 {
@@ -660,20 +667,20 @@ func TestDevCommandStartsFleet(t *testing.T) {
 	}
 
 	// The README's commands, with no flags.
-	out, _ := runCLI(t, "cluster", "partitions")
+	out, _ := runCLIProc(t, "cluster", "partitions")
 	if !strings.Contains(out, "orchestrator-1") || !strings.Contains(out, "0 without owner") {
 		t.Errorf("jobfleet cluster partitions:\n%s", out)
 	}
 	poll(t, 20*time.Second, "the example jobs listed", func() (bool, string) {
-		out, _ = runCLI(t, "job", "ls")
+		out, _ = runCLIProc(t, "job", "ls")
 		return strings.Contains(out, "example-echo") && strings.Contains(out, "example-flaky") && strings.Contains(out, "example-shell"), out
 	})
-	runCLI(t, "job", "runs", "example-flaky")
-	runCLI(t, "job", "create", "--id", "hello", "--schedule", "@every 5s", "--http-url", "http://127.0.0.1:9/", "--max-attempts", "3")
-	if out, _ = runCLI(t, "job", "get", "hello"); !strings.Contains(out, "hello") {
+	runCLIProc(t, "job", "runs", "example-flaky")
+	runCLIProc(t, "job", "create", "--id", "hello", "--schedule", "@every 5s", "--http-url", "http://127.0.0.1:9/", "--max-attempts", "3")
+	if out, _ = runCLIProc(t, "job", "get", "hello"); !strings.Contains(out, "hello") {
 		t.Errorf("jobfleet job get hello:\n%s", out)
 	}
-	if out, _ = runCLI(t, "token", "ls"); !strings.Contains(out, "dev-admin") || !strings.Contains(out, "dev-worker") {
+	if out, _ = runCLIProc(t, "token", "ls"); !strings.Contains(out, "dev-admin") || !strings.Contains(out, "dev-worker") {
 		t.Errorf("jobfleet token ls:\n%s", out)
 	}
 	var runs struct {
@@ -758,6 +765,9 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 		{"log format", "--log-format=xml", []string{"--log-format", "xml"}},
 		{"negative partitions", "--partitions=-1", []string{"partitions", "-1"}},
 		{"bad member ID", "--id=a/b", []string{"member ID", "a/b"}},
+		{"https advertised without TLS", "--advertise=https://node-1.example:8443", []string{"--advertise", "https://node-1.example:8443", "plain HTTP", "--tls-cert"}},
+		{"TLS certificate without key", "--tls-cert=server.crt", []string{"--tls-cert", "--tls-key"}},
+		{"connection cap of zero", "--max-connections=0", []string{"--max-connections", "at least 1"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -21,8 +21,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/auth/authtest"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
@@ -50,11 +48,22 @@ type receiver struct {
 	fail func(execution) int
 }
 
+// unescapeJobID decodes the Jobfleet-Job-Id header (percent-encoded like
+// run IDs).
+func unescapeJobID(t *testing.T, h string) string {
+	id, err := store.UnescapeID(h)
+	if err != nil {
+		t.Errorf("Jobfleet-Job-Id %q: %v", h, err)
+		return h
+	}
+	return id
+}
+
 func newReceiver(t *testing.T) *receiver {
 	r := &receiver{}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		e := execution{
-			job:         req.Header.Get(worker.HeaderJobID),
+			job:         unescapeJobID(t, req.Header.Get(worker.HeaderJobID)),
 			run:         req.Header.Get(worker.HeaderRunID),
 			scheduledAt: req.Header.Get(worker.HeaderScheduledAt),
 			attempt:     req.Header.Get(worker.HeaderAttempt),
@@ -89,18 +98,18 @@ func startWorkers(t *testing.T, n int, urls []string, token string, lg *zap.Logg
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	client := authtest.Client(t, token)
 	for i := range n {
 		w, err := worker.New(worker.Config{
 			ID:              fmt.Sprintf("w%d", i+1),
 			Orchestrators:   worker.StaticOrchestrators(urls...),
-			HTTPClient:      client,
+			Token:           token,
 			Concurrency:     8,
 			PollWait:        2 * time.Second,
 			ShutdownTimeout: 5 * time.Second,
 			RetryInitial:    50 * time.Millisecond,
 			RetryMax:        500 * time.Millisecond,
 			Logger:          lg.Named(fmt.Sprintf("w%d", i+1)),
+			HTTPPolicy:      worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}, // the receiver
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -308,11 +317,11 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 
 	// The doomed worker talks through a transport we can kill.
 	var dead atomic.Bool
-	transport := &killableTransport{dead: &dead, next: &auth.BearerTransport{Token: f.WorkerToken}}
+	transport := &killableTransport{dead: &dead, next: http.DefaultTransport}
 	ctx, cancel := context.WithCancel(context.Background())
 	doomed, err := worker.New(worker.Config{ID: "doomed", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second,
-		HTTPClient: &http.Client{Transport: transport}, ShutdownTimeout: time.Second, CancelGrace: 100 * time.Millisecond, ReportTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
-		RetryInitial: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+		HTTPClient: &http.Client{Transport: transport}, Token: f.WorkerToken, ShutdownTimeout: time.Second, CancelGrace: 100 * time.Millisecond, ReportTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
+		RetryInitial: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond, HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -574,6 +574,9 @@ func runCLIProc(t *testing.T, args ...string) (stdout, stderr string) {
 // and a current CLI context for them), while an anonymous request is
 // refused.
 func TestDevCommandStartsFleet(t *testing.T) {
+	// dev writes its context into a configuration of this test's own
+	// (the processes inherit the variable).
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	var (
 		dev     *proc
 		urls    []string
@@ -754,6 +757,19 @@ func TestPartitionMismatchExitsWithClearError(t *testing.T) {
 }
 
 func TestBadFlagsExitWithClearError(t *testing.T) {
+	dir := t.TempDir()
+	secretFile := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	readable := secretFile("readable", adminSecret, 0o644)
+	short := secretFile("short", "too-short", 0o600)
 	for _, tt := range []struct {
 		name string
 		flag string
@@ -768,6 +784,9 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 		{"https advertised without TLS", "--advertise=https://node-1.example:8443", []string{"--advertise", "https://node-1.example:8443", "plain HTTP", "--tls-cert"}},
 		{"TLS certificate without key", "--tls-cert=server.crt", []string{"--tls-cert", "--tls-key"}},
 		{"connection cap of zero", "--max-connections=0", []string{"--max-connections", "at least 1"}},
+		{"admin token file readable by others", "--admin-token-file=" + readable, []string{"--admin-token-file", "mode 0644", "chmod 600"}},
+		{"admin token file too short", "--admin-token-file=" + short, []string{"--admin-token-file", "needs at least 32"}},
+		{"no auth on a wildcard listener", "--insecure-no-auth", []string{"--insecure-no-auth", "loopback"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -782,9 +801,13 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			listen := addr
+			if tt.flag == "--insecure-no-auth" {
+				listen = "0.0.0.0:" + addr[strings.LastIndex(addr, ":")+1:]
+			}
 			p := startProc(t, "orchestrator", "orchestrator",
 				"--etcd-endpoints=http://"+noEtcd,
-				"--listen="+addr,
+				"--listen="+listen,
 				tt.flag,
 			)
 			if code := p.waitExit(t, 10*time.Second); code == 0 || code == -1 {

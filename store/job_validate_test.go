@@ -55,7 +55,7 @@ func TestValidate(t *testing.T) {
 		{name: "neither schedule nor run_at", edit: func(j *Job) { j.Schedule = "" }},
 		{name: "schedule and run_at", edit: func(j *Job) { j.RunAt = timePtr(runAt) }, wantField: "run_at", wantMsg: "must not be set together with schedule"},
 		{name: "run_at zero", edit: func(j *Job) { j.Schedule = ""; j.RunAt = timePtr(time.Time{}) }, wantField: "run_at", wantMsg: "zero time"},
-		{name: "invalid cron", edit: func(j *Job) { j.Schedule = "x" }, wantField: "schedule", wantMsg: `invalid cron expression "x": expected 5 to 6 fields`},
+		{name: "invalid cron", edit: func(j *Job) { j.Schedule = "x" }, wantField: "schedule", wantMsg: `invalid cron expression "x": got 1 fields; want 5`},
 		{name: "cron never fires", edit: func(j *Job) { j.Schedule = "0 0 30 2 *" }, wantField: "schedule", wantMsg: "never fires"},
 		{name: "every below a second", edit: func(j *Job) { j.Schedule = "@every 100ms" }, wantField: "schedule", wantMsg: "below the minimum"},
 		{name: "every negative", edit: func(j *Job) { j.Schedule = "@every -1m" }, wantField: "schedule"},
@@ -190,7 +190,7 @@ func TestFieldErrorMessage(t *testing.T) {
 	j := validJob()
 	j.Schedule = "x"
 	err := j.Validate(DefaultLimits())
-	want := `schedule: invalid cron expression "x": expected 5 to 6 fields, found 1: [x]`
+	want := `schedule: invalid cron expression "x": got 1 fields; want 5 (minute hour day-of-month month day-of-week) or 6 (second first)`
 	if err == nil || err.Error() != want {
 		t.Errorf("Validate: got %v, want %q", err, want)
 	}

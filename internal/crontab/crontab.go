@@ -372,11 +372,7 @@ func (p *parser) job(n int, text, body string) {
 	}
 	job.Normalize()
 	if err := job.Validate(store.DefaultLimits()); err != nil {
-		reason := err.Error()
-		if strings.Contains(reason, "above maximum (6)") {
-			reason += " (day of week runs 0-6; write 0 for Sunday)"
-		}
-		p.skip(n, text, "%s", reason)
+		p.skip(n, text, "%v", err)
 		return
 	}
 	p.result.Jobs = append(p.result.Jobs, Entry{Line: n, User: user, Job: job})

@@ -5,10 +5,13 @@
 package admin
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -175,16 +178,44 @@ func (a *api) drain(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusAccepted, map[string]string{"status": "draining"})
 }
 
-// WriteJSON writes v as a JSON response with status code.
-func WriteJSON(w http.ResponseWriter, code int, v any) {
+// Indentation of replies: replies are indented for people reading them
+// with curl, unless that would make them more than indentGrowth times
+// larger than compact JSON (deeply nested payloads) or the reply is over
+// indentMaxBytes: indentation must never multiply what a request costs.
+const (
+	indentMaxBytes = 1 << 20
+	indentGrowth   = 4
+)
+
+// WriteJSON writes v as a JSON response with status code. v is encoded in
+// full before anything is written, so that a value that cannot be encoded
+// gives a 500 with a JSON error instead of a 200 with a truncated or empty
+// body; the encoding error is returned for the caller to log (other
+// write errors mean the client went away and are not returned).
+func WriteJSON(w http.ResponseWriter, code int, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeBody(w, http.StatusInternalServerError, []byte(`{"error":"internal error: the reply could not be encoded as JSON (logged by the server)"}`))
+		return fmt.Errorf("encode the reply: %w", err)
+	}
+	if len(body) <= indentMaxBytes {
+		var indented bytes.Buffer
+		if json.Indent(&indented, body, "", "  ") == nil && indented.Len() <= indentGrowth*len(body)+1024 {
+			body = indented.Bytes()
+		}
+	}
+	writeBody(w, code, body)
+	return nil
+}
+
+func writeBody(w http.ResponseWriter, code int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v) // the client went away; nothing to do
+	_, _ = w.Write(append(body, '\n')) // an error means the client went away
 }
 
 // WriteError writes {"error": msg} with status code.
 func WriteError(w http.ResponseWriter, code int, msg string) {
-	WriteJSON(w, code, map[string]string{"error": msg})
+	_ = WriteJSON(w, code, map[string]string{"error": msg}) // a map of strings always encodes
 }

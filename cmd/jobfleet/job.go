@@ -678,12 +678,39 @@ them. Workers run shell jobs only when started with --allow-shell.`,
 	}
 	fs := cmd.Flags()
 	fs.BoolVar(&copts.SystemFormat, "system", false, "system crontab format (/etc/crontab, /etc/cron.d): a user column after the time fields")
+	fs.StringVar(&copts.WorkerUser, "worker-user", "", "with --system: the user the workers that run shell jobs run as; only lines for that user are converted (workers never switch users)")
+	fs.Var(&timeoutFlag{&copts.Timeout}, "timeout", `time limit of each attempt of the jobs, e.g. 2h (default none: cron has no timeout)`)
 	fs.StringVar(&copts.Timezone, "timezone", "", "IANA time zone of the machine the crontab comes from, used until a CRON_TZ or TZ line (default UTC)")
 	fs.StringVar(&copts.IDPrefix, "prefix", crontab.DefaultIDPrefix, "start of every job ID; use distinct prefixes for several crontabs")
 	fs.StringVar((*string)(&copts.MisfirePolicy), "misfire-policy", string(store.MisfireSkip), "misfire policy of the jobs: skip (like cron), run_once or run_all")
 	fs.BoolVar(&apply, "apply", false, "create (or replace) the converted jobs; without it nothing is changed")
 	return cmd
 }
+
+// timeoutFlag is a job timeout flag: a duration, or "none".
+type timeoutFlag struct{ d *store.Duration }
+
+func (f *timeoutFlag) String() string {
+	if f.d == nil || *f.d == 0 {
+		return "none"
+	}
+	return f.d.String()
+}
+
+func (f *timeoutFlag) Set(s string) error {
+	if s == "none" {
+		*f.d = store.NoTimeout
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("want a positive duration such as 90m or 2h, or none")
+	}
+	*f.d = store.Duration(d)
+	return nil
+}
+
+func (f *timeoutFlag) Type() string { return "duration" }
 
 func printImportReport(w io.Writer, name string, rep importReport) error {
 	results := map[string]importJobResult{}
@@ -693,7 +720,7 @@ func printImportReport(w io.Writer, name string, rep importReport) error {
 	fmt.Fprintf(w, "%s: %s converted, %s not converted or ignored\n\n", name, plural(len(rep.Jobs), "job"), plural(len(rep.Skipped), "line"))
 	if len(rep.Jobs) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		header := "LINE\tID\tSCHEDULE\tTIMEZONE\tUSER\tCOMMAND"
+		header := "LINE\tID\tSCHEDULE\tTIMEZONE\tUSER\tTIMEOUT\tCOMMAND"
 		if rep.Applied {
 			header += "\tRESULT"
 		}
@@ -707,7 +734,7 @@ func printImportReport(w io.Writer, name string, rep importReport) error {
 			if c := e.Job.Executor.Command; len(c) > 0 {
 				command = clip(c[len(c)-1], 60) // the crontab's command, after "sh -c"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s", e.Line, e.Job.ID, e.Job.Schedule, e.Job.Timezone, user, command)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s", e.Line, e.Job.ID, e.Job.Schedule, e.Job.Timezone, user, e.Job.Timeout, command)
 			if rep.Applied {
 				r := results[e.Job.ID]
 				fmt.Fprintf(tw, "\t%s", r.Result)

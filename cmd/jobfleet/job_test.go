@@ -388,13 +388,15 @@ func TestImportCrontabCommand(t *testing.T) {
 	out := c.mustRun("import-crontab", file)
 	for _, want := range []string{
 		"6 jobs converted, 8 lines not converted or ignored",
-		"crontab-14-echo-sunday",
-		"crontab-6-healthcheck-sh-quiet-dev-null-2-1",
-		"crontab-7-cd-srv-app-backup-sh-full-nightly-backup",
-		"crontab-8-php-var-www-artisan-schedule-run",
-		"crontab-10-tar-czf-backups-home-date-y-m-d-tgz",
-		"crontab-18-monthly-report",
+		"crontab/echo-sunday-",
+		"crontab/healthcheck-sh-quiet-dev-null-2-1-",
+		"crontab/cd-srv-app-backup-sh-full-nightly-backup-",
+		"crontab/php-var-www-artisan-schedule-run-",
+		"crontab/tar-czf-backups-home-date-y-m-d-tgz-home-",
+		"crontab/monthly-report-",
 		"Europe/Berlin",
+		"TIMEOUT",
+		"none",
 		"line 2: MAILTO ignored",
 		"line 9: @reboot is not supported",
 		"line 11: unescaped % in the command is not supported",
@@ -425,13 +427,19 @@ func TestImportCrontabCommand(t *testing.T) {
 	if len(ids) != 6 {
 		t.Fatalf("after --apply: got jobs %q, want 6", ids)
 	}
-	j, err := c.get("crontab-18-monthly-report")
+	monthly := ""
+	for _, id := range ids {
+		if strings.HasPrefix(id, "crontab/monthly-report-") {
+			monthly = id
+		}
+	}
+	j, err := c.get(monthly)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantCmd := []string{"/usr/bin/env", "SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin", "/bin/bash", "-c", "/usr/local/bin/monthly-report"}
-	if j.Schedule != "0 9 1 * *" || j.Timezone != "Europe/Berlin" || !slices.Equal(j.Executor.Command, wantCmd) || j.MisfirePolicy != store.MisfireSkip {
-		t.Errorf("imported job: got schedule %q zone %q command %q misfire %q", j.Schedule, j.Timezone, j.Executor.Command, j.MisfirePolicy)
+	if j.Schedule != "0 9 1 * *" || j.Timezone != "Europe/Berlin" || !slices.Equal(j.Executor.Command, wantCmd) || j.MisfirePolicy != store.MisfireSkip || j.Timeout != store.NoTimeout {
+		t.Errorf("imported job: got schedule %q zone %q command %q misfire %q timeout %v", j.Schedule, j.Timezone, j.Executor.Command, j.MisfirePolicy, j.Timeout)
 	}
 
 	// Importing again replaces the same jobs.
@@ -467,26 +475,32 @@ func TestImportCrontabSystemFormat(t *testing.T) {
 		"17 * * * * root cd / && run-parts --report /etc/cron.hourly",
 		"25 6 * * * www-data /usr/bin/php /srv/app/cron.php",
 		"@daily root",
+		"47 6 * * 7 root test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.weekly )",
 	}, "\n"))
-	out, err := c.run("", "import-crontab", file, "--system", "--timezone", "America/New_York", "--prefix", "app", "--apply")
+	out, err := c.run("", "import-crontab", file, "--system", "--worker-user", "root", "--timeout", "2h", "--timezone", "America/New_York", "--prefix", "app", "--apply")
 	if err != nil {
 		t.Fatalf("import-crontab --system: %v\n%s", err, out)
 	}
-	for _, want := range []string{"2 jobs converted, 1 line not converted", "root", "www-data", "America/New_York", "line 4: missing command"} {
+	for _, want := range []string{"2 jobs converted, 2 lines not converted", "root", "America/New_York", "2h",
+		`line 3: runs as user "www-data", but the workers run commands as "root"`, "line 4: missing command"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("import-crontab --system: output lacks %q:\n%s", want, out)
 		}
 	}
 	ids := c.ids()
-	if len(ids) != 2 || !strings.HasPrefix(ids[0], "app-2-") || !strings.HasPrefix(ids[1], "app-3-") {
+	if len(ids) != 2 || !strings.HasPrefix(ids[0], "app/cd-run-parts-report-etc-cron-hourly-") || !strings.HasPrefix(ids[1], "app/test-x-usr-sbin-anacron-cd-run-parts-rep-") {
 		t.Errorf("import-crontab --system --apply: got jobs %q", ids)
 	}
+	if j, err := c.get(ids[1]); err != nil || j.Schedule != "47 6 * * 7" || j.Timeout != store.Duration(2*time.Hour) {
+		t.Errorf("imported weekly job: got %+v, %v; want schedule 47 6 * * 7 and timeout 2h", j, err)
+	}
+	c.mustFail([]string{"import-crontab", file, "--timeout", "soon"}, "--timeout")
 
 	c.mustFail([]string{"import-crontab", file, "--timezone", "Mars/Olympus"}, "timezone")
 	c.mustFail([]string{"import-crontab", filepath.Join(t.TempDir(), "none")}, "no such file")
 
 	stdinOut, err := c.run("0 3 * * * /usr/bin/true\n", "import-crontab", "-")
-	if err != nil || !strings.Contains(stdinOut, "crontab-1-true") {
+	if err != nil || !strings.Contains(stdinOut, "crontab/true-") {
 		t.Errorf("import-crontab -: got %q, %v", stdinOut, err)
 	}
 }

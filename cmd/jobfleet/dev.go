@@ -39,7 +39,8 @@ func newDevCmd() *cobra.Command {
 others on the following ports), --workers workers (with the shell executor
 enabled), a built-in echo endpoint, and three example jobs: example-echo
 (HTTP, every 5s), example-shell (every 10s) and example-flaky (fails twice,
-then succeeds on its third attempt). Stop it with Ctrl-C: the workers finish
+then succeeds on its third attempt), created when absent (a restart on the
+same --data-dir keeps them as you left them). Stop it with Ctrl-C: the workers finish
 their attempts, the members hand their partitions over and leave.
 
 Other processes can join the same fleet:

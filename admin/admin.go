@@ -1,6 +1,6 @@
 // Package admin serves jobfleet's HTTP API on an orchestrator: health,
-// readiness, metrics and the cluster endpoints of DESIGN.md's contract. Every
-// orchestrator serves all of it. Errors are JSON documents
+// readiness, metrics and the cluster and job endpoints listed in the
+// README. Every orchestrator serves all of it. Errors are JSON documents
 // {"error": "message"} with a fitting status code.
 package admin
 

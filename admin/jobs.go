@@ -59,7 +59,7 @@ type jobsAPI struct {
 	lg   *zap.Logger
 }
 
-// registerJobRoutes adds the job and run endpoints of DESIGN.md's HTTP API
+// registerJobRoutes adds the job and run endpoints of the HTTP API
 // to mux.
 //
 // Job IDs are free-form, so an ID containing '/' must be sent

@@ -92,7 +92,7 @@ func TestDurationUnmarshal(t *testing.T) {
 	}
 }
 
-// designDoc is the job document of DESIGN.md, with one choice per policy.
+// designDoc is the README's job document, with one choice per policy.
 const designDoc = `{
   "id": "nightly-report",
   "schedule": "0 2 * * *",

@@ -97,6 +97,22 @@ type devConfig struct {
 	examples                      bool
 }
 
+// etcdStartHint names the flag to change when the embedded etcd could not
+// start because one of its addresses is taken: it tries to listen on each.
+func etcdStartHint(client, peer string) string {
+	for _, l := range []struct{ addr, flag, what string }{
+		{client, "--etcd-listen", "client"},
+		{peer, "--etcd-peer-listen", "peer"},
+	} {
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			return fmt.Sprintf(" (its %s address %s is taken: is another etcd running? choose another with %s)", l.what, l.addr, l.flag)
+		}
+		ln.Close()
+	}
+	return ""
+}
+
 func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -110,7 +126,7 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 		Dir: cfg.dataDir, ClientAddr: cfg.etcdListen, PeerAddr: cfg.etcdPeer, Logger: lg,
 	})
 	if err != nil {
-		return fmt.Errorf("embedded etcd (is another etcd on %s? use --etcd-listen): %w", cfg.etcdListen, err)
+		return fmt.Errorf("embedded etcd%s: %w", etcdStartHint(cfg.etcdListen, cfg.etcdPeer), err)
 	}
 	defer etcd.Close()
 	lg.Info("embedded etcd ready", zap.Strings("endpoints", etcd.Endpoints()), zap.String("data_dir", cfg.dataDir))

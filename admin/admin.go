@@ -16,7 +16,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
@@ -162,11 +164,13 @@ func (a *api) partitions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if errors.Is(store.Classify(err), store.ErrUnavailable) {
-		WriteError(w, http.StatusServiceUnavailable, "cannot read the owner table from etcd: "+err.Error())
+		a.cfg.Logger.Warn("reading the owner table failed", zap.Error(err))
+		WriteError(w, http.StatusServiceUnavailable, "cannot read the owner table from etcd now; retry later")
 		return
 	}
 	if err != nil {
-		WriteError(w, http.StatusInternalServerError, err.Error())
+		a.cfg.Logger.Error("reading the owner table failed", zap.Error(err))
+		WriteError(w, http.StatusInternalServerError, publicMessage(err))
 		return
 	}
 	WriteJSON(w, http.StatusOK, t)
@@ -213,6 +217,23 @@ func writeBody(w http.ResponseWriter, code int, body []byte) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(code)
 	_, _ = w.Write(append(body, '\n')) // an error means the client went away
+}
+
+// publicMessage returns err's message for a reply, unless it carries
+// etcd's or gRPC's wording (which is for logs, not clients): then a fixed
+// sentence.
+func publicMessage(err error) string {
+	var etcdErr rpctypes.EtcdError
+	if _, isGRPC := grpcstatus.FromError(err); isGRPC || errors.As(err, &etcdErr) {
+		switch {
+		case errors.Is(store.Classify(err), store.ErrNoSpace):
+			return store.ErrNoSpace.Error()
+		case errors.Is(store.Classify(err), store.ErrUnavailable):
+			return store.ErrUnavailable.Error() + ": etcd did not answer in time or has no leader; retry later"
+		}
+		return "internal error: the store failed"
+	}
+	return err.Error()
 }
 
 // WriteError writes {"error": msg} with status code.

@@ -85,9 +85,9 @@ type Result struct {
 type Entry struct {
 	// Line is the 1-based line number in the crontab.
 	Line int
-	// User is the user column of a system crontab; empty for a user
-	// crontab. jobfleet workers run commands as themselves: the user is
-	// reported, not enforced.
+	// User is the user column of a system crontab, always
+	// Options.WorkerUser (lines of other users are not converted); empty
+	// for a user crontab.
 	User string
 	// Job is the converted job, normalized and valid under
 	// store.DefaultLimits.

@@ -90,9 +90,11 @@ func (o *clientOptions) send(method, path string, query url.Values, body []byte,
 		}
 		return resp.StatusCode, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
 	}
-	if out == nil || len(data) == 0 {
+	if out == nil {
 		return resp.StatusCode, nil
 	}
+	// An empty body is not an empty document: a server that failed after
+	// its status line would otherwise pass for one with nothing to show.
 	if err := json.Unmarshal(data, out); err != nil {
 		return resp.StatusCode, fmt.Errorf("%s %s: bad reply: %w", method, path, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -325,6 +326,21 @@ func TestJobCommands(t *testing.T) {
 	if err == nil || json.Unmarshal([]byte(out), &rm) != nil || len(rm.Results) != 2 ||
 		rm.Results[0].ID != "job-b" || rm.Results[0].Result != "deleted" || rm.Results[1].Result != "failed" || !strings.Contains(rm.Results[1].Error, "404") {
 		t.Errorf("rm -o json: got %q, %v; want a JSON document with job-b deleted and nope failed, and an error", out, err)
+	}
+}
+
+// TestEmptyReplyIsAnError checks that a 200 without a body, as a server
+// failing after its status line sends, is reported, not shown as an empty
+// list.
+func TestEmptyReplyIsAnError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	c := &cliEnv{t: t, url: srv.URL}
+	for _, args := range [][]string{{"ls"}, {"get", "x"}, {"runs", "x"}} {
+		c.mustFail(args, "bad reply")
 	}
 }
 

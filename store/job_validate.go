@@ -246,6 +246,9 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 	if err := validateJSON("payload", j.Payload, limits.MaxPayloadBytes); err != nil {
 		return err
 	}
+	if _, err := SecretRefs("payload", j.Payload); err != nil {
+		return err
+	}
 	if err := j.Retry.validate(); err != nil {
 		return err
 	}
@@ -326,7 +329,7 @@ func (e *Executor) validate(limits Limits) error {
 	case "":
 		return fieldErr("executor.type", "required; want %q, %q or a registered handler name", ExecutorHTTP, ExecutorShell)
 	case ExecutorHTTP:
-		if err := e.only("url", "method", "headers", "body"); err != nil {
+		if err := e.only("url", "method", "headers", "body", "follow_redirects"); err != nil {
 			return err
 		}
 		if err := validateURL(e.URL); err != nil {
@@ -343,7 +346,11 @@ func (e *Executor) validate(limits Limits) error {
 				return err
 			}
 		}
-		return validateJSON("executor.body", e.Body, limits.MaxPayloadBytes)
+		if err := validateJSON("executor.body", e.Body, limits.MaxPayloadBytes); err != nil {
+			return err
+		}
+		_, err := SecretRefs("executor.body", e.Body)
+		return err
 	case ExecutorShell:
 		if err := e.only("command"); err != nil {
 			return err
@@ -443,6 +450,7 @@ func (e *Executor) only(allowed ...string) error {
 		{"headers", len(e.Headers) > 0},
 		{"body", len(e.Body) > 0},
 		{"command", len(e.Command) > 0},
+		{"follow_redirects", e.FollowRedirects},
 	}
 	for _, f := range set {
 		if f.isSet && !slices.Contains(allowed, f.name) {
@@ -466,19 +474,23 @@ func validateURL(raw string) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fieldErr("executor.url", "%q is not an absolute http or https URL", raw)
 	}
+	if u.User != nil {
+		// Not repeated: the URL holds a password.
+		return fieldErr("executor.url", "must not carry a user name or password (user:password@host); send credentials in a header, for example as a secret reference {\"secret_env\": \"NAME\"}")
+	}
 	if u.Host == "" {
 		return fieldErr("executor.url", "%q has no host", raw)
 	}
 	return nil
 }
 
-func validateHeader(name, value string) error {
+func validateHeader(name string, hv HeaderValue) error {
 	if len(name) > MaxHeaderNameBytes {
 		return fieldErr("executor.headers", "header name %s is longer than %d bytes", quoteClipped(name), MaxHeaderNameBytes)
 	}
 	field := fmt.Sprintf("executor.headers[%s]", name)
-	if len(value) > MaxHeaderValueBytes {
-		return fieldErr(field, "value of %d bytes; want at most %d", len(value), MaxHeaderValueBytes)
+	if len(hv.Value) > MaxHeaderValueBytes {
+		return fieldErr(field, "value of %d bytes; want at most %d", len(hv.Value), MaxHeaderValueBytes)
 	}
 	if name == "" || strings.IndexFunc(name, func(r rune) bool { return !isTokenChar(r) }) >= 0 {
 		return fieldErr(field, "invalid header name %q", name)
@@ -486,6 +498,13 @@ func validateHeader(name, value string) error {
 	if strings.HasPrefix(strings.ToLower(name), "jobfleet-") {
 		return fieldErr(field, "header names starting with \"Jobfleet-\" are reserved")
 	}
+	if hv.IsSecret() {
+		if !validSecretName(hv.SecretEnv) {
+			return fieldErr(field, "secret reference %s is not a valid environment variable name (letters, digits and '_', not starting with a digit, at most %d bytes)", quoteClipped(hv.SecretEnv), maxSecretNameBytes)
+		}
+		return nil
+	}
+	value := hv.Value
 	for _, r := range value {
 		if (r < ' ' && r != '\t') || r == 0x7f {
 			return fieldErr(field, "value contains control character %U", r)

@@ -437,25 +437,31 @@ func (pt *partition) commitFiresLocked(ctx context.Context, b *fireBatch, now ti
 			r := ar.run
 			r.Status = store.RunDead
 			r.Reason = "replaced by a newer run (concurrency_policy replace)"
-			if op, ok := pt.runWriteOp(ar, r); ok {
-				ops = append(ops, op)
+			op, _, err := k.UpdateRunOp(r, ar.modRev)
+			if err != nil {
+				pt.lg.Error("encoding a replaced run failed", zap.String("run_id", rid), zap.Error(err))
+				return
 			}
+			ops = append(ops, op)
 		}
 		for _, r := range plan.Runs {
-			val, _ := json.Marshal(r)
-			runKey := k.Run(pt.p, id, r.ScheduledAt)
-			then := []clientv3.Op{clientv3.OpPut(runKey, string(val))}
-			if r.Status == store.RunPending {
-				then = append(then, clientv3.OpPut(k.Queue(pt.p, id, r.ScheduledAt), ""))
+			op, _, err := k.CreateRunOp(r)
+			if err != nil {
+				pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
+				return
 			}
 			runs = append(runs, created{op: len(ops), run: r})
-			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(runKey), "=", 0)}, then, nil))
+			ops = append(ops, op)
 		}
 		st := plan.State
 		st.Runs = e.state.Runs + len(plan.Runs)
 		b.plans[i].State = st
-		val, _ := json.Marshal(st)
-		ops = append(ops, clientv3.OpPut(k.State(pt.p, id), string(val)))
+		op, err := k.PutStateOp(pt.p, id, st)
+		if err != nil {
+			pt.lg.Error("encoding a job state failed", zap.String("job_id", id), zap.Error(err))
+			return
+		}
+		ops = append(ops, op)
 	}
 	resp, err := pt.commitLocked(ctx, ops)
 	if err != nil {
@@ -523,17 +529,12 @@ func (pt *partition) activeOfLocked(id string) []string {
 // only if the run key still has ar.modRev; the queue entry goes when r is
 // final.
 func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (clientv3.Op, bool) {
-	k := pt.d.keys
-	val, err := json.Marshal(r)
+	op, _, err := pt.d.keys.UpdateRunOp(r, ar.modRev)
 	if err != nil {
+		pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
 		return clientv3.Op{}, false
 	}
-	runKey := k.Run(pt.p, r.JobID, r.ScheduledAt)
-	then := []clientv3.Op{clientv3.OpPut(runKey, string(val))}
-	if r.Status.Final() {
-		then = append(then, clientv3.OpDelete(k.Queue(pt.p, r.JobID, r.ScheduledAt)))
-	}
-	return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(runKey), "=", ar.modRev)}, then, nil), true
+	return op, true
 }
 
 // commitLocked runs ops in one transaction fenced on the partition's epoch.
@@ -638,11 +639,10 @@ func (pt *partition) fireTrigger(ctx context.Context, t triggerReq) {
 			}
 		}
 	}
-	val, _ := json.Marshal(r)
-	runKey := k.Run(pt.p, t.id, t.at)
-	then := []clientv3.Op{clientv3.OpPut(runKey, string(val))}
-	if r.Status == store.RunPending {
-		then = append(then, clientv3.OpPut(k.Queue(pt.p, t.id, t.at), ""))
+	createOp, _, err := k.CreateRunOp(r)
+	if err != nil {
+		pt.lg.Error("encoding a triggered run failed", zap.String("run_id", r.ID), zap.Error(err))
+		return
 	}
 	st := e.state
 	st.Runs++
@@ -651,12 +651,13 @@ func (pt *partition) fireTrigger(ctx context.Context, t triggerReq) {
 	} else {
 		st.Skipped++
 	}
-	stVal, _ := json.Marshal(st)
+	stateOp, err := k.PutStateOp(pt.p, t.id, st)
+	if err != nil {
+		pt.lg.Error("encoding a job state failed", zap.String("job_id", t.id), zap.Error(err))
+		return
+	}
 	createAt := len(ops)
-	ops = append(ops,
-		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(runKey), "=", 0)}, then, nil),
-		clientv3.OpPut(k.State(pt.p, t.id), string(stVal)),
-		clientv3.OpDelete(t.key))
+	ops = append(ops, createOp, stateOp, clientv3.OpDelete(t.key))
 	resp, err := pt.commitLocked(ctx, ops)
 	if err != nil {
 		pt.lg.Warn("firing trigger failed; it stays until the next attempt", zap.String("job_id", t.id), zap.Error(err))
@@ -690,13 +691,7 @@ func (pt *partition) deleteJobData(ctx context.Context, id string) {
 // removeJobDataLocked deletes job id's state, runs and queue entries from
 // etcd (not its spec, nor anything in memory).
 func (pt *partition) removeJobDataLocked(ctx context.Context, id string) {
-	k := pt.d.keys
-	ops := []clientv3.Op{
-		clientv3.OpDelete(k.State(pt.p, id)),
-		clientv3.OpDelete(k.RunPrefix(pt.p, id), clientv3.WithPrefix()),
-		clientv3.OpDelete(k.QueuePrefix(pt.p)+store.EscapeID(id)+"/", clientv3.WithPrefix()),
-	}
-	if _, err := pt.commitLocked(ctx, ops); err != nil {
+	if _, err := pt.commitLocked(ctx, pt.d.keys.DeleteJobDataOps(pt.p, id)); err != nil {
 		pt.lg.Warn("removing a deleted job's data failed; retried at the next load", zap.String("job_id", id), zap.Error(err))
 	}
 }
@@ -730,8 +725,12 @@ func (pt *partition) trimLocked(ctx context.Context, id string) {
 	}
 	st := e.state
 	st.Runs = int(total) - len(ops)
-	val, _ := json.Marshal(st)
-	ops = append(ops, clientv3.OpPut(k.State(pt.p, id), string(val)))
+	op, err := k.PutStateOp(pt.p, id, st)
+	if err != nil {
+		pt.lg.Error("encoding a job state failed", zap.String("job_id", id), zap.Error(err))
+		return
+	}
+	ops = append(ops, op)
 	if _, err := pt.commitLocked(ctx, ops); err == nil {
 		e.state = st
 	}
@@ -765,7 +764,10 @@ func (pt *partition) assign(ctx context.Context, worker string, executors map[st
 	next := make([]store.Run, len(picked))
 	for i, ar := range picked {
 		next[i] = StartAttempt(ar.run, worker, now)
-		op, _ := pt.runWriteOp(ar, next[i])
+		op, ok := pt.runWriteOp(ar, next[i])
+		if !ok {
+			return nil
+		}
 		ops = append(ops, op)
 	}
 	resp, err := pt.commitLocked(ctx, ops)

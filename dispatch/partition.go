@@ -32,12 +32,13 @@ type partition struct {
 	lg    *zap.Logger
 	nudge chan struct{} // buffer 1: re-evaluate now
 
-	mu      sync.Mutex           // guards the fields below
-	jobs    map[string]*jobEntry // by job ID
-	active  map[string]*activeRun
-	closed  bool      // ownership ended; handlers answer not-owner
-	failed  bool      // a write of this tick failed
-	retryAt time.Time // no firing before this, after a failed write
+	mu       sync.Mutex           // guards the fields below
+	jobs     map[string]*jobEntry // by job ID
+	active   map[string]*activeRun
+	triggers map[string]triggerReq // trigger requests not yet fired, by key
+	closed   bool                  // ownership ended; handlers answer not-owner
+	failed   bool                  // a write of this tick failed
+	retryAt  time.Time             // no firing before this, after a failed write
 }
 
 type jobEntry struct {
@@ -162,8 +163,12 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 
+	pending := make(map[string]triggerReq, len(triggers))
+	for _, t := range triggers {
+		pending[t.key] = t
+	}
 	pt.mu.Lock()
-	pt.jobs, pt.active, pt.closed = jobs, active, false
+	pt.jobs, pt.active, pt.triggers, pt.closed = jobs, active, pending, false
 	pt.mu.Unlock()
 	lvl := zap.DebugLevel // most partitions of a small fleet are empty: keep the log readable
 	if len(jobs)+len(active)+len(triggers) > 0 {
@@ -179,9 +184,6 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 		pt.mu.Lock()
 		pt.removeJobDataLocked(ctx, id)
 		pt.mu.Unlock()
-	}
-	for _, t := range triggers {
-		pt.fireTrigger(ctx, t)
 	}
 	return rev, nil
 }
@@ -288,9 +290,15 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 		}
 		switch {
 		case !at.IsZero() && ev.Type == mvccpb.PUT:
-			pt.fireTrigger(ctx, triggerReq{id: id, at: at, key: string(ev.Kv.Key)})
+			pt.mu.Lock()
+			pt.triggers[string(ev.Kv.Key)] = triggerReq{id: id, at: at, key: string(ev.Kv.Key)}
+			pt.mu.Unlock()
 		case !at.IsZero():
-			// our own deletion of a consumed trigger
+			// our own deletion of a consumed trigger, or the API's along
+			// with the job's
+			pt.mu.Lock()
+			delete(pt.triggers, string(ev.Kv.Key))
+			pt.mu.Unlock()
 		case ev.Type == mvccpb.DELETE:
 			pt.lg.Info("job deleted; removing its state and runs", zap.String("job_id", id))
 			pt.deleteJobData(ctx, id)
@@ -368,68 +376,119 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	return next
 }
 
-// fireDueLocked fires every job whose next time has come, in batched
-// fenced transactions.
+// fireDueLocked fires every job whose next time has come and every
+// pending trigger request, in batched fenced transactions: for each job,
+// PlanFires then PlanTrigger for each of its requests in time order, each
+// capped by CapActive, merged into one plan (MergePlans) so a job's runs,
+// replacements and state go in one write.
 func (pt *partition) fireDueLocked(ctx context.Context, now time.Time) {
+	byJob := map[string][]triggerReq{}
+	var orphans []triggerReq // requests of jobs that are gone
+	for _, key := range slices.Sorted(maps.Keys(pt.triggers)) {
+		t := pt.triggers[key]
+		if pt.jobs[t.id] == nil {
+			orphans = append(orphans, t)
+			continue
+		}
+		byJob[t.id] = append(byJob[t.id], t)
+	}
 	var batch fireBatch
+	for _, t := range orphans {
+		batch.dropped = append(batch.dropped, t.key)
+	}
 	for _, id := range slices.Sorted(maps.Keys(pt.jobs)) {
 		e := pt.jobs[id]
-		if e.spec.Paused || e.schedErr != nil {
-			continue
-		}
-		planned := e.state.SpecRevision == e.spec.Revision && !e.state.Last.IsZero() && !e.dirty
-		if planned && (e.state.Next.IsZero() || now.Before(e.state.Next)) {
-			continue // not due, or its schedule is exhausted
-		}
+		trigs := byJob[id]
 		active := pt.activeOfLocked(id)
-		plan, err := PlanFires(&e.spec, e.sched, e.state, active, now, pt.d.cfg.Misfire, pt.own.Member, pt.own.Epoch)
-		if err != nil {
-			pt.lg.Error("planning fires failed", zap.String("job_id", id), zap.Error(err))
+		plan, ok := pt.planFiresLocked(e, active, now)
+		if !ok && len(trigs) == 0 {
 			continue
 		}
-		CapActive(&e.spec, &plan, len(active), pt.d.cfg.MaxActivePerJob)
-		if len(plan.Runs) == 0 && len(plan.Replace) == 0 && plan.State == e.state && !e.dirty {
+		if !ok {
+			plan = FirePlan{State: e.state}
+		}
+		for _, t := range trigs {
+			after := ActiveAfter(active, plan)
+			tp := PlanTrigger(&e.spec, plan.State, after, t.at, now, pt.own.Member, pt.own.Epoch)
+			CapActive(&e.spec, &tp, len(after), pt.d.cfg.MaxActivePerJob)
+			plan = MergePlans(plan, tp)
+		}
+		if len(plan.Runs) == 0 && len(plan.Replace) == 0 && plan.State == e.state && !e.dirty && len(trigs) == 0 {
 			continue
 		}
-		if batch.runs+len(plan.Runs) > pt.d.cfg.FireBatch && batch.runs > 0 {
+		if batch.full(len(plan.Runs), pt.d.cfg.FireBatch) {
 			pt.commitFiresLocked(ctx, &batch, now)
 		}
-		batch.add(id, plan)
+		batch.add(id, plan, trigs)
 	}
-	if len(batch.plans) > 0 {
+	if len(batch.jobs) > 0 || len(batch.dropped) > 0 {
 		pt.commitFiresLocked(ctx, &batch, now)
 	}
 }
 
-type fireBatch struct {
-	ids   []string
-	plans []FirePlan
-	runs  int
+// planFiresLocked plans job e's scheduled fires at now, capped; ok is
+// false if it has nothing to do.
+func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time) (FirePlan, bool) {
+	if e.spec.Paused || e.schedErr != nil {
+		return FirePlan{}, false
+	}
+	planned := e.state.SpecRevision == e.spec.Revision && !e.state.Last.IsZero() && !e.dirty
+	if planned && (e.state.Next.IsZero() || now.Before(e.state.Next)) {
+		return FirePlan{}, false // not due, or its schedule is exhausted
+	}
+	plan, err := PlanFires(&e.spec, e.sched, e.state, active, now, pt.d.cfg.Misfire, pt.own.Member, pt.own.Epoch)
+	if err != nil {
+		pt.lg.Error("planning fires failed", zap.String("job_id", e.spec.ID), zap.Error(err))
+		return FirePlan{}, false
+	}
+	CapActive(&e.spec, &plan, len(active), pt.d.cfg.MaxActivePerJob)
+	return plan, true
 }
 
-func (b *fireBatch) add(id string, plan FirePlan) {
-	b.ids = append(b.ids, id)
-	b.plans = append(b.plans, plan)
+// fireBatch is one fenced write of fires: each job's merged plan with the
+// trigger requests it consumes, and requests of deleted jobs to drop.
+type fireBatch struct {
+	jobs    []jobPlan
+	dropped []string // trigger keys of jobs that are gone
+	runs    int
+}
+
+type jobPlan struct {
+	id       string
+	plan     FirePlan
+	triggers []triggerReq
+}
+
+// full reports whether adding a plan of n runs would take the batch past
+// max runs (a batch always takes at least one plan).
+func (b *fireBatch) full(n, max int) bool { return b.runs > 0 && b.runs+n > max }
+
+func (b *fireBatch) add(id string, plan FirePlan, triggers []triggerReq) {
+	b.jobs = append(b.jobs, jobPlan{id: id, plan: plan, triggers: triggers})
 	b.runs += len(plan.Runs)
 }
 
 // commitFiresLocked writes one batch: for each run, created only if absent
 // (so a time fires at most once even if a previous owner fired it), its
-// queue entry if it is to run; each job's new state; each replaced run
-// ended. Then it updates memory to match.
+// queue entry if it is to run; each replaced run ended; each job's new
+// state; the consumed trigger requests deleted. Then it updates memory to
+// match. On failure nothing changes in memory: the next tick plans again.
 func (pt *partition) commitFiresLocked(ctx context.Context, b *fireBatch, now time.Time) {
 	defer func() { *b = fireBatch{} }()
 	k := pt.d.keys
 	var ops []clientv3.Op
 	type created struct {
-		op  int // index in ops of the run's nested txn
-		run store.Run
+		op     int // index in ops of the run's nested txn
+		run    store.Run
+		manual bool
 	}
 	var runs []created
-	for i, id := range b.ids {
-		plan := b.plans[i]
-		e := pt.jobs[id]
-		for _, rid := range plan.Replace {
+	var ids []string
+	for i := range b.jobs {
+		jp := &b.jobs[i]
+		ids = append(ids, jp.id)
+		e := pt.jobs[jp.id]
+		for _, rid := range jp.plan.Replace {
 			ar := pt.active[rid]
 			if ar == nil {
 				continue
@@ -444,35 +503,46 @@ func (pt *partition) commitFiresLocked(ctx context.Context, b *fireBatch, now ti
 			}
 			ops = append(ops, op)
 		}
-		for _, r := range plan.Runs {
+		for _, r := range jp.plan.Runs {
 			op, _, err := k.CreateRunOp(r)
 			if err != nil {
 				pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
 				return
 			}
-			runs = append(runs, created{op: len(ops), run: r})
+			manual := slices.ContainsFunc(jp.triggers, func(t triggerReq) bool { return t.at.Equal(r.ScheduledAt) })
+			runs = append(runs, created{op: len(ops), run: r, manual: manual})
 			ops = append(ops, op)
 		}
-		st := plan.State
-		st.Runs = e.state.Runs + len(plan.Runs)
-		b.plans[i].State = st
-		op, err := k.PutStateOp(pt.p, id, st)
+		jp.plan.State.Runs = e.state.Runs + len(jp.plan.Runs)
+		op, err := k.PutStateOp(pt.p, jp.id, jp.plan.State)
 		if err != nil {
-			pt.lg.Error("encoding a job state failed", zap.String("job_id", id), zap.Error(err))
+			pt.lg.Error("encoding a job state failed", zap.String("job_id", jp.id), zap.Error(err))
 			return
 		}
 		ops = append(ops, op)
+		for _, t := range jp.triggers {
+			ops = append(ops, clientv3.OpDelete(t.key))
+		}
+	}
+	for _, key := range b.dropped {
+		ops = append(ops, clientv3.OpDelete(key))
 	}
 	resp, err := pt.commitLocked(ctx, ops)
 	if err != nil {
-		pt.lg.Warn("recording fires failed; will retry", zap.Strings("job_ids", b.ids), zap.Error(err))
+		pt.lg.Warn("recording fires failed; will retry", zap.Strings("job_ids", ids), zap.Error(err))
 		return
 	}
 	rev := resp.Header.Revision
+	for _, key := range b.dropped {
+		delete(pt.triggers, key)
+	}
 	// Replaced runs are final now.
-	for _, plan := range b.plans {
-		for _, rid := range plan.Replace {
+	for _, jp := range b.jobs {
+		for _, rid := range jp.plan.Replace {
 			delete(pt.active, rid)
+		}
+		for _, t := range jp.triggers {
+			delete(pt.triggers, t.key)
 		}
 	}
 	pending, skipped := 0, 0
@@ -484,31 +554,35 @@ func (pt *partition) commitFiresLocked(ctx context.Context, b *fireBatch, now ti
 		if c.run.Status == store.RunPending {
 			pending++
 			pt.active[c.run.ID] = &activeRun{run: c.run, modRev: rev, notBefore: now}
-			if lag := now.Sub(c.run.ScheduledAt); lag <= pt.d.cfg.Misfire.Grace || lag <= schedule.DefaultGrace {
+			if lag := now.Sub(c.run.ScheduledAt); !c.manual && (lag <= pt.d.cfg.Misfire.Grace || lag <= schedule.DefaultGrace) {
 				pt.d.cfg.Metrics.observeLag(lag.Seconds()) // on time; misfires are counted apart
 			}
 		} else {
 			skipped++
 		}
-		pt.lg.Info("fired", zap.String("job_id", c.run.JobID), zap.String("run_id", c.run.ID),
+		fields := []zap.Field{zap.String("job_id", c.run.JobID), zap.String("run_id", c.run.ID),
 			zap.Time("scheduled_at", c.run.ScheduledAt), zap.Duration("lag", now.Sub(c.run.ScheduledAt)),
-			zap.String("status", string(c.run.Status)))
+			zap.String("status", string(c.run.Status))}
+		if c.manual {
+			fields = append(fields, zap.String("reason", "trigger"))
+		}
+		pt.lg.Info("fired", fields...)
 	}
 	pt.d.cfg.Metrics.fired(string(store.RunPending), pending)
 	pt.d.cfg.Metrics.fired(string(store.RunSkipped), skipped)
-	for i, id := range b.ids {
-		e := pt.jobs[id]
-		d := b.plans[i].Decision
+	for _, jp := range b.jobs {
+		e := pt.jobs[jp.id]
+		d := jp.plan.Decision
 		if d.Missed > 0 {
-			pt.lg.Info("misfire handled", zap.String("job_id", id), zap.String("misfire_policy", string(e.spec.MisfirePolicy)),
+			pt.lg.Info("misfire handled", zap.String("job_id", jp.id), zap.String("misfire_policy", string(e.spec.MisfirePolicy)),
 				zap.Int("missed", d.Missed), zap.Int("skipped", d.Skipped), zap.Int("dropped", d.Dropped))
 			pt.d.cfg.Metrics.misfire("fired", d.Missed-d.Skipped-d.Dropped)
 			pt.d.cfg.Metrics.misfire("skipped", d.Skipped)
 			pt.d.cfg.Metrics.misfire("dropped", d.Dropped)
 		}
-		e.state, e.dirty = b.plans[i].State, false
+		e.state, e.dirty = jp.plan.State, false
 		if e.state.Runs > pt.d.cfg.HistoryLimit+pt.d.cfg.HistoryLimit/10 {
-			pt.trimLocked(ctx, id)
+			pt.trimLocked(ctx, jp.id)
 		}
 	}
 }
@@ -604,76 +678,6 @@ func (pt *partition) expireLocked(ctx context.Context, now time.Time) {
 				zap.Int("attempt", len(r.Attempts)), zap.String("reason", reason), zap.String("status", string(r.Status)))
 		}
 	}
-}
-
-// fireTrigger fires a manual trigger request once and deletes it.
-func (pt *partition) fireTrigger(ctx context.Context, t triggerReq) {
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	k := pt.d.keys
-	e := pt.jobs[t.id]
-	if e == nil {
-		// The job is gone; drop the request.
-		if _, err := pt.commitLocked(ctx, []clientv3.Op{clientv3.OpDelete(t.key)}); err != nil {
-			pt.lg.Warn("dropping trigger of a deleted job failed", zap.String("job_id", t.id), zap.Error(err))
-		}
-		return
-	}
-	now := pt.now()
-	r := NewRun(&e.spec, t.at, now, pt.own.Member, pt.own.Epoch)
-	r.Reason = "triggered manually"
-	if e.spec.ConcurrencyPolicy == store.ConcurrencyForbid && len(pt.activeOfLocked(t.id)) > 0 {
-		r.Status = store.RunSkipped
-		r.Reason = "triggered manually; concurrency_policy forbid: an earlier run is still active"
-	}
-	var replaced []string
-	var ops []clientv3.Op
-	if e.spec.ConcurrencyPolicy == store.ConcurrencyReplace {
-		for _, rid := range pt.activeOfLocked(t.id) {
-			ar := pt.active[rid]
-			old := ar.run
-			old.Status, old.Reason = store.RunDead, "replaced by a newer run (concurrency_policy replace)"
-			if op, ok := pt.runWriteOp(ar, old); ok {
-				ops = append(ops, op)
-				replaced = append(replaced, rid)
-			}
-		}
-	}
-	createOp, _, err := k.CreateRunOp(r)
-	if err != nil {
-		pt.lg.Error("encoding a triggered run failed", zap.String("run_id", r.ID), zap.Error(err))
-		return
-	}
-	st := e.state
-	st.Runs++
-	if r.Status == store.RunPending {
-		st.Fired++
-	} else {
-		st.Skipped++
-	}
-	stateOp, err := k.PutStateOp(pt.p, t.id, st)
-	if err != nil {
-		pt.lg.Error("encoding a job state failed", zap.String("job_id", t.id), zap.Error(err))
-		return
-	}
-	createAt := len(ops)
-	ops = append(ops, createOp, stateOp, clientv3.OpDelete(t.key))
-	resp, err := pt.commitLocked(ctx, ops)
-	if err != nil {
-		pt.lg.Warn("firing trigger failed; it stays until the next attempt", zap.String("job_id", t.id), zap.Error(err))
-		return
-	}
-	for _, rid := range replaced {
-		delete(pt.active, rid)
-	}
-	e.state = st
-	if resp.Responses[createAt].GetResponseTxn().Succeeded && r.Status == store.RunPending {
-		pt.active[r.ID] = &activeRun{run: r, modRev: resp.Header.Revision, notBefore: now}
-		pt.d.wakePollers()
-	}
-	pt.d.cfg.Metrics.fired(string(r.Status), 1)
-	pt.lg.Info("fired", zap.String("job_id", t.id), zap.String("run_id", r.ID), zap.Time("scheduled_at", t.at),
-		zap.String("status", string(r.Status)), zap.String("reason", "trigger"))
 }
 
 // deleteJobData removes a deleted job's state, runs and queue entries, and

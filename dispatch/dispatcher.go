@@ -192,10 +192,13 @@ func (d *Dispatcher) Work(ctx context.Context, o *shard.Ownership) {
 	pt.run(ctx)
 }
 
+// register makes pt's runs available to polls, and wakes the polls that
+// wait: a poll that looked before pt was loaded must look again.
 func (d *Dispatcher) register(pt *partition) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.parts[pt.p] = pt
+	d.wakePollersLocked()
 }
 
 func (d *Dispatcher) unregister(pt *partition) {
@@ -210,6 +213,10 @@ func (d *Dispatcher) unregister(pt *partition) {
 func (d *Dispatcher) wakePollers() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.wakePollersLocked()
+}
+
+func (d *Dispatcher) wakePollersLocked() {
 	close(d.avail)
 	d.avail = make(chan struct{})
 }
@@ -237,19 +244,15 @@ func (d *Dispatcher) partitionFor(id string) (*partition, error) {
 	return pt, nil
 }
 
-// countActive counts the active runs of the partitions owned here.
+// countActive counts the active runs of the partitions owned here. It
+// takes each partition's state lock briefly, never its writer lock, so a
+// scrape does not wait for etcd.
 func (d *Dispatcher) countActive() (waiting, running int) {
 	parts, _ := d.snapshot()
 	for _, pt := range parts {
-		pt.mu.Lock()
-		for _, ar := range pt.active {
-			if ar.run.Status == store.RunRunning {
-				running++
-			} else {
-				waiting++
-			}
-		}
-		pt.mu.Unlock()
+		w, r := pt.countActive()
+		waiting += w
+		running += r
 	}
 	return waiting, running
 }

@@ -45,6 +45,11 @@ type harness struct {
 	own    *shard.Ownership
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// Set before start: the dispatcher's etcd client (nil: client), and
+	// changes to its configuration.
+	dispClient *clientv3.Client
+	configure  func(*dispatch.Config)
 }
 
 const runLease = 10 * time.Second
@@ -81,13 +86,20 @@ func (h *harness) start(member string) {
 	if err != nil || !resp.Succeeded {
 		h.t.Fatalf("acquire partition 0: %v (succeeded=%v)", err, resp != nil && resp.Succeeded)
 	}
-	h.own = shard.NewOwnership(h.client, h.ns, member, 0, resp.Header.Revision)
+	client := h.client
+	if h.dispClient != nil {
+		client = h.dispClient
+	}
+	h.own = shard.NewOwnership(client, h.ns, member, 0, resp.Header.Revision)
 	cfg := dispatch.DefaultConfig(h.ns, 1, member, "http://"+member+".invalid")
 	cfg.RunLease = runLease
 	cfg.Misfire.Grace = 400 * time.Millisecond
 	cfg.Clock = h.clock
 	cfg.Logger = zaptest.NewLogger(h.t)
-	d, err := dispatch.New(h.client, cfg)
+	if h.configure != nil {
+		h.configure(&cfg)
+	}
+	d, err := dispatch.New(client, cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}

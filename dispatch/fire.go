@@ -13,26 +13,45 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// fireDueLocked fires every job whose next time has come and every
-// pending trigger request, in batched fenced transactions: for each job,
-// PlanFires then PlanTrigger for each of its requests in time order, each
-// capped by CapActive, merged into one plan (MergePlans) so a job's runs,
-// replacements and state go in one write.
-func (pt *partition) fireDueLocked(ctx context.Context, now time.Time) {
+// fireDue fires every job whose next time has come and every pending
+// trigger request, in batched fenced transactions: for each job, PlanFires
+// then PlanTrigger for each of its requests in time order, each capped by
+// CapActive, merged into one plan (MergePlans) so that a job's runs,
+// replacements and state go in one write. The caller holds wmu.
+func (pt *partition) fireDue(ctx context.Context, now time.Time) {
+	pt.mu.Lock()
+	batches := pt.planBatchesLocked(now)
+	pt.mu.Unlock()
+	var trim []string
+	for _, b := range batches {
+		resp, err := pt.commit(ctx, b.ops)
+		if err != nil {
+			pt.lg.Warn("recording fires failed; will retry", zap.Strings("job_ids", b.ids()), zap.Error(err))
+			return // the next tick plans again from the unchanged state
+		}
+		pt.mu.Lock()
+		trim = append(trim, pt.appliedLocked(b, resp, now)...)
+		pt.mu.Unlock()
+	}
+	for _, id := range trim {
+		pt.trim(ctx, id)
+	}
+}
+
+// planBatchesLocked plans the fires and triggers due at now and returns
+// them as writes of at most FireBatch runs each.
+func (pt *partition) planBatchesLocked(now time.Time) []*fireBatch {
 	byJob := map[string][]triggerReq{}
-	var orphans []triggerReq // requests of jobs that are gone
+	b := &fireBatch{}
 	for _, key := range slices.Sorted(maps.Keys(pt.triggers)) {
 		t := pt.triggers[key]
 		if pt.jobs[t.id] == nil {
-			orphans = append(orphans, t)
+			b.dropped = append(b.dropped, t.key) // the job is gone
 			continue
 		}
 		byJob[t.id] = append(byJob[t.id], t)
 	}
-	var batch fireBatch
-	for _, t := range orphans {
-		batch.dropped = append(batch.dropped, t.key)
-	}
+	var out []*fireBatch
 	for _, id := range slices.Sorted(maps.Keys(pt.jobs)) {
 		e := pt.jobs[id]
 		trigs := byJob[id]
@@ -53,14 +72,23 @@ func (pt *partition) fireDueLocked(ctx context.Context, now time.Time) {
 		if len(plan.Runs) == 0 && len(plan.Replace) == 0 && plan.State == e.state && !e.dirty && len(trigs) == 0 {
 			continue
 		}
-		if batch.full(len(plan.Runs), pt.d.cfg.FireBatch) {
-			pt.commitFiresLocked(ctx, &batch, now)
+		if b.runs > 0 && b.runs+len(plan.Runs) > pt.d.cfg.FireBatch {
+			out = append(out, b)
+			b = &fireBatch{}
 		}
-		batch.add(id, plan, trigs)
+		if !pt.addLocked(b, id, plan, trigs) {
+			continue
+		}
 	}
-	if len(batch.jobs) > 0 || len(batch.dropped) > 0 {
-		pt.commitFiresLocked(ctx, &batch, now)
+	if len(b.jobs) > 0 || len(b.dropped) > 0 {
+		out = append(out, b)
 	}
+	for _, b := range out {
+		for _, key := range b.dropped {
+			b.ops = append(b.ops, clientv3.OpDelete(key))
+		}
+	}
+	return out
 }
 
 // planFiresLocked plans job e's scheduled fires at now, capped; ok is
@@ -83,11 +111,14 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 }
 
 // fireBatch is one fenced write of fires: each job's merged plan with the
-// trigger requests it consumes, and requests of deleted jobs to drop.
+// trigger requests it consumes, requests of deleted jobs to drop, and the
+// write's operations.
 type fireBatch struct {
 	jobs    []jobPlan
 	dropped []string // trigger keys of jobs that are gone
 	runs    int
+	ops     []clientv3.Op
+	created []createdRun
 }
 
 type jobPlan struct {
@@ -96,94 +127,90 @@ type jobPlan struct {
 	triggers []triggerReq
 }
 
-// full reports whether adding a plan of n runs would take the batch past
-// max runs (a batch always takes at least one plan).
-func (b *fireBatch) full(n, max int) bool { return b.runs > 0 && b.runs+n > max }
-
-func (b *fireBatch) add(id string, plan FirePlan, triggers []triggerReq) {
-	b.jobs = append(b.jobs, jobPlan{id: id, plan: plan, triggers: triggers})
-	b.runs += len(plan.Runs)
+// createdRun is a run the batch creates if absent.
+type createdRun struct {
+	op     int // index in ops of the run's nested txn
+	run    store.Run
+	manual bool // made by a trigger
 }
 
-// commitFiresLocked writes one batch: for each run, created only if absent
-// (so a time fires at most once even if a previous owner fired it), its
-// queue entry if it is to run; each replaced run ended; each job's new
-// state; the consumed trigger requests deleted. Then it updates memory to
-// match. On failure nothing changes in memory: the next tick plans again.
-func (pt *partition) commitFiresLocked(ctx context.Context, b *fireBatch, now time.Time) {
-	defer func() { *b = fireBatch{} }()
+func (b *fireBatch) ids() []string {
+	ids := make([]string, len(b.jobs))
+	for i, jp := range b.jobs {
+		ids[i] = jp.id
+	}
+	return ids
+}
+
+// addLocked adds job id's plan to b with its writes: each replaced run
+// ended (compare-and-swap); each run created only if absent (so a time
+// fires at most once even if a previous owner fired it), with its queue
+// entry if it is to run; the job's new state; the consumed trigger
+// requests deleted. It returns false, adding nothing, if a document
+// cannot be encoded.
+func (pt *partition) addLocked(b *fireBatch, id string, plan FirePlan, trigs []triggerReq) bool {
 	k := pt.d.keys
 	var ops []clientv3.Op
-	type created struct {
-		op     int // index in ops of the run's nested txn
-		run    store.Run
-		manual bool
-	}
-	var runs []created
-	var ids []string
-	for i := range b.jobs {
-		jp := &b.jobs[i]
-		ids = append(ids, jp.id)
-		e := pt.jobs[jp.id]
-		for _, rid := range jp.plan.Replace {
-			ar := pt.active[rid]
-			if ar == nil {
-				continue
-			}
-			r := ar.run
-			r.Status = store.RunDead
-			r.Reason = "replaced by a newer run (concurrency_policy replace)"
-			op, _, err := k.UpdateRunOp(r, ar.modRev)
-			if err != nil {
-				pt.lg.Error("encoding a replaced run failed", zap.String("run_id", rid), zap.Error(err))
-				return
-			}
-			ops = append(ops, op)
+	var created []createdRun
+	for _, rid := range plan.Replace {
+		ar := pt.active[rid]
+		if ar == nil {
+			continue
 		}
-		for _, r := range jp.plan.Runs {
-			op, _, err := k.CreateRunOp(r)
-			if err != nil {
-				pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
-				return
-			}
-			manual := slices.ContainsFunc(jp.triggers, func(t triggerReq) bool { return t.at.Equal(r.ScheduledAt) })
-			runs = append(runs, created{op: len(ops), run: r, manual: manual})
-			ops = append(ops, op)
-		}
-		jp.plan.State.Runs = e.state.Runs + len(jp.plan.Runs)
-		op, err := k.PutStateOp(pt.p, jp.id, jp.plan.State)
+		r := ar.run
+		r.Status = store.RunDead
+		r.Reason = "replaced by a newer run (concurrency_policy replace)"
+		op, _, err := k.UpdateRunOp(r, ar.modRev)
 		if err != nil {
-			pt.lg.Error("encoding a job state failed", zap.String("job_id", jp.id), zap.Error(err))
-			return
+			pt.lg.Error("encoding a replaced run failed", zap.String("run_id", rid), zap.Error(err))
+			return false
 		}
 		ops = append(ops, op)
-		for _, t := range jp.triggers {
-			ops = append(ops, clientv3.OpDelete(t.key))
+	}
+	for _, r := range plan.Runs {
+		op, _, err := k.CreateRunOp(r)
+		if err != nil {
+			pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
+			return false
 		}
+		manual := slices.ContainsFunc(trigs, func(t triggerReq) bool { return t.at.Equal(r.ScheduledAt) })
+		created = append(created, createdRun{op: len(b.ops) + len(ops), run: r, manual: manual})
+		ops = append(ops, op)
 	}
-	for _, key := range b.dropped {
-		ops = append(ops, clientv3.OpDelete(key))
-	}
-	resp, err := pt.commitLocked(ctx, ops)
+	plan.State.Runs = pt.jobs[id].state.Runs + len(plan.Runs)
+	op, err := k.PutStateOp(pt.p, id, plan.State)
 	if err != nil {
-		pt.lg.Warn("recording fires failed; will retry", zap.Strings("job_ids", ids), zap.Error(err))
-		return
+		pt.lg.Error("encoding a job state failed", zap.String("job_id", id), zap.Error(err))
+		return false
 	}
+	ops = append(ops, op)
+	for _, t := range trigs {
+		ops = append(ops, clientv3.OpDelete(t.key))
+	}
+	b.jobs = append(b.jobs, jobPlan{id: id, plan: plan, triggers: trigs})
+	b.runs += len(plan.Runs)
+	b.ops = append(b.ops, ops...)
+	b.created = append(b.created, created...)
+	return true
+}
+
+// appliedLocked updates memory after batch b was written with response
+// resp, and returns the jobs whose history should be trimmed.
+func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now time.Time) (trim []string) {
 	rev := resp.Header.Revision
 	for _, key := range b.dropped {
 		delete(pt.triggers, key)
 	}
-	// Replaced runs are final now.
 	for _, jp := range b.jobs {
 		for _, rid := range jp.plan.Replace {
-			delete(pt.active, rid)
+			delete(pt.active, rid) // final now
 		}
 		for _, t := range jp.triggers {
 			delete(pt.triggers, t.key)
 		}
 	}
 	pending, skipped := 0, 0
-	for _, c := range runs {
+	for _, c := range b.created {
 		if !resp.Responses[c.op].GetResponseTxn().Succeeded {
 			pt.lg.Warn("run existed already; not fired again", zap.String("run_id", c.run.ID))
 			continue
@@ -219,7 +246,8 @@ func (pt *partition) commitFiresLocked(ctx context.Context, b *fireBatch, now ti
 		}
 		e.state, e.dirty = jp.plan.State, false
 		if e.state.Runs > pt.d.cfg.HistoryLimit+pt.d.cfg.HistoryLimit/10 {
-			pt.trimLocked(ctx, jp.id)
+			trim = append(trim, jp.id)
 		}
 	}
+	return trim
 }

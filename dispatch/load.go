@@ -14,8 +14,12 @@ import (
 )
 
 // load reads the partition's specs, triggers, states and active runs at one
-// revision and returns that revision.
+// revision and returns that revision. It is a writer (it replaces the
+// partition's memory and removes the data of deleted jobs): handlers of a
+// partition being reloaded wait for it.
 func (pt *partition) load(ctx context.Context) (int64, error) {
+	pt.wmu.Lock()
+	defer pt.wmu.Unlock()
 	k := pt.d.keys
 	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
 	defer cancel()
@@ -107,9 +111,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	}
 	for _, id := range recreated {
 		pt.lg.Info("job was deleted and created again while the partition had no owner; removing the earlier job's state and runs", zap.String("job_id", id))
-		pt.mu.Lock()
-		pt.removeJobDataLocked(ctx, id)
-		pt.mu.Unlock()
+		pt.removeJobData(ctx, id)
 	}
 	return rev, nil
 }

@@ -53,29 +53,35 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "jobfleet_dispatch_commit_errors_total", Help: "Fenced writes of the scheduler that failed (etcd errors or fencing).",
 		}),
 	}
-	count := func(running bool) func() float64 {
-		return func() float64 {
-			f := m.active.Load()
-			if f == nil {
-				return 0
-			}
-			waiting, run := (*f)()
-			if running {
-				return float64(run)
-			}
-			return float64(waiting)
-		}
+	active := &activeCollector{m: m,
+		waiting: prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
+		running: prometheus.NewDesc("jobfleet_runs_running", "Runs of the partitions owned here with an attempt held by a worker.", nil, nil),
 	}
-	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "jobfleet_runs_waiting", Help: "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.",
-	}, count(false))
-	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "jobfleet_runs_running", Help: "Runs of the partitions owned here with an attempt held by a worker.",
-	}, count(true))
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.misfires, m.commitErrors, waiting, running)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.misfires, m.commitErrors, active)
 	}
 	return m
+}
+
+// activeCollector reports the waiting and running gauges from one count
+// per scrape.
+type activeCollector struct {
+	m                *Metrics
+	waiting, running *prometheus.Desc
+}
+
+func (c *activeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.waiting
+	ch <- c.running
+}
+
+func (c *activeCollector) Collect(ch chan<- prometheus.Metric) {
+	var waiting, running int
+	if f := c.m.active.Load(); f != nil {
+		waiting, running = (*f)()
+	}
+	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(waiting))
+	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(running))
 }
 
 func (m *Metrics) setActiveSource(f func() (waiting, running int)) {

@@ -18,10 +18,25 @@ import (
 )
 
 // partition is the scheduler of one owned partition. The loop goroutine
-// (run) fires due jobs and expires leases; protocol handlers (assign,
-// heartbeat, complete) run in HTTP goroutines. mu serialises them, and is
-// held across each etcd write so writes apply in the order decisions were
-// made.
+// (run) loads the partition, follows its specs, fires due jobs and expires
+// leases; protocol handlers (assign, heartbeat, complete, takeBack) run in
+// HTTP goroutines.
+//
+// Two locks, always taken in this order:
+//
+//   - wmu, the writer lock, serialises the partition's writes to etcd. A
+//     writer holds it from deciding a write, through the round trip, to
+//     applying the result in memory, so writes apply in the order they
+//     were decided and the state a write was planned from changes under it
+//     only in the fields readers may touch (activeRun.leaseUntil). The
+//     loop's fires, expiries, trims and spec changes, and the protocol's
+//     assign, complete and takeBack are writers.
+//   - mu, the state lock, guards the fields below it. It is held only for
+//     short sections without I/O, never across an etcd request, so readers
+//     (heartbeats, metrics) never wait for etcd.
+//
+// Helpers named …Locked need mu held; helpers that write to etcd need wmu
+// held and take mu themselves around their reads and updates of memory.
 type partition struct {
 	d     *Dispatcher
 	own   *shard.Ownership
@@ -29,13 +44,17 @@ type partition struct {
 	lg    *zap.Logger
 	nudge chan struct{} // buffer 1: re-evaluate now
 
-	mu       sync.Mutex           // guards the fields below
-	jobs     map[string]*jobEntry // by job ID
-	active   map[string]*activeRun
+	wmu sync.Mutex // writer lock, see above; guards failed and retryAt
+	// failed is set when a write of this tick failed; retryAt is when the
+	// loop fires again after a failed write.
+	failed  bool
+	retryAt time.Time
+
+	mu       sync.Mutex            // state lock, see above; guards the fields below
+	jobs     map[string]*jobEntry  // by job ID
+	active   map[string]*activeRun // runs not final, by run ID
 	triggers map[string]triggerReq // trigger requests not yet fired, by key
 	closed   bool                  // ownership ended; handlers answer not-owner
-	failed   bool                  // a write of this tick failed
-	retryAt  time.Time             // no firing before this, after a failed write
 }
 
 type jobEntry struct {
@@ -50,8 +69,13 @@ type activeRun struct {
 	run        store.Run
 	modRev     int64     // the run key's mod revision, for compare-and-swap
 	notBefore  time.Time // pending/failed: not dispatched before
-	leaseUntil time.Time // running: lost after
-	assigning  bool      // being handed out by a poll
+	leaseUntil time.Time // running: lost after; extended by heartbeats (under mu only)
+}
+
+type triggerReq struct {
+	id  string
+	at  time.Time
+	key string
 }
 
 func (pt *partition) now() time.Time { return pt.d.cfg.Clock.Now() }
@@ -82,12 +106,6 @@ func (pt *partition) run(ctx context.Context) {
 	pt.closed = true
 	pt.mu.Unlock()
 	pt.d.unregister(pt)
-}
-
-type triggerReq struct {
-	id  string
-	at  time.Time
-	key string
 }
 
 // schedule watches the partition's specs from rev and fires due jobs until
@@ -130,8 +148,11 @@ func (pt *partition) poke() {
 	}
 }
 
-// apply handles spec and trigger changes.
+// apply handles spec and trigger changes. Trigger requests are queued for
+// the next tick, which fires them with the scheduled fires.
 func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
+	pt.wmu.Lock()
+	defer pt.wmu.Unlock()
 	k := pt.d.keys
 	for _, ev := range events {
 		id, at, ok := k.ParseSpecKey(pt.p, string(ev.Kv.Key))
@@ -178,30 +199,43 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 // are dispatchable, and returns when it next has something to do (zero: only
 // on an event).
 func (pt *partition) tick(ctx context.Context) time.Time {
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
+	pt.wmu.Lock()
+	defer pt.wmu.Unlock()
 	now := pt.now()
-	if pt.closed {
+	pt.mu.Lock()
+	closed := pt.closed
+	pt.mu.Unlock()
+	if closed {
 		return time.Time{} // fenced: ownership is ending; wait for ctx
 	}
 	if now.Before(pt.retryAt) {
 		return pt.retryAt // a write failed: etcd gets a moment
 	}
-	pt.expireLocked(ctx, now)
-	pt.fireDueLocked(ctx, now)
+	pt.expire(ctx, now)
+	pt.fireDue(ctx, now)
 	if pt.failed {
 		pt.failed = false
 		pt.retryAt = now.Add(time.Second)
 		return pt.retryAt
 	}
 
-	var next time.Time
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	next, dispatchable := pt.nextEventLocked(now)
+	if dispatchable {
+		pt.d.wakePollers()
+	}
+	return next
+}
+
+// nextEventLocked returns when the loop next has something to do (zero:
+// only on an event), and whether a run is dispatchable now.
+func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchable bool) {
 	earlier := func(t time.Time) {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
-	dispatchable := false
 	for _, ar := range pt.active {
 		switch {
 		case ar.run.Status == store.RunRunning:
@@ -220,10 +254,7 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 			earlier(e.state.Next)
 		}
 	}
-	if dispatchable {
-		pt.d.wakePollers()
-	}
-	return next
+	return next, dispatchable
 }
 
 // activeOfLocked returns the IDs of job id's active runs.
@@ -238,6 +269,20 @@ func (pt *partition) activeOfLocked(id string) []string {
 	return ids
 }
 
+// countActive counts the partition's active runs by state: a reader.
+func (pt *partition) countActive() (waiting, running int) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	for _, ar := range pt.active {
+		if ar.run.Status == store.RunRunning {
+			running++
+		} else {
+			waiting++
+		}
+	}
+	return waiting, running
+}
+
 // runWriteOp returns the compare-and-swap write of ar's run as r: applied
 // only if the run key still has ar.modRev; the queue entry goes when r is
 // final.
@@ -250,8 +295,9 @@ func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (clientv3.Op, bool) 
 	return op, true
 }
 
-// commitLocked runs ops in one transaction fenced on the partition's epoch.
-func (pt *partition) commitLocked(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+// commit runs ops in one transaction fenced on the partition's epoch. The
+// caller holds wmu and not mu.
+func (pt *partition) commit(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := pt.d.commits.commit(rctx, pt.own, ops)
@@ -263,31 +309,36 @@ func (pt *partition) commitLocked(ctx context.Context, ops []clientv3.Op) (*clie
 		pt.d.cfg.Metrics.commitError()
 		pt.failed = true
 		if errors.Is(err, shard.ErrFenced) {
+			pt.mu.Lock()
 			pt.closed = true
+			pt.mu.Unlock()
 		}
 		return nil, err
 	}
 	return resp, nil
 }
 
-// writeRunLocked replaces ar's run with r (compare-and-swap, fenced) and
-// updates memory. It returns false if the write did not apply.
-func (pt *partition) writeRunLocked(ctx context.Context, ar *activeRun, r store.Run) bool {
+// writeRun replaces ar's run with r (compare-and-swap, fenced) and updates
+// memory: r, not dispatched before notBefore unless final. It returns
+// false if the write did not apply. The caller holds wmu and not mu.
+func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, notBefore time.Time) bool {
 	op, ok := pt.runWriteOp(ar, r)
 	if !ok {
 		return false
 	}
-	resp, err := pt.commitLocked(ctx, []clientv3.Op{op})
+	resp, err := pt.commit(ctx, []clientv3.Op{op})
 	if err != nil {
 		pt.lg.Warn("recording run failed", zap.String("run_id", r.ID), zap.Error(err))
 		return false
 	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
 	if !resp.Responses[0].GetResponseTxn().Succeeded {
 		pt.lg.Warn("run changed behind the owner's back; dropping it from memory", zap.String("run_id", r.ID))
 		delete(pt.active, r.ID)
 		return false
 	}
-	ar.run, ar.modRev = r, resp.Header.Revision
+	ar.run, ar.modRev, ar.notBefore = r, resp.Header.Revision, notBefore
 	if r.Status.Final() {
 		delete(pt.active, r.ID)
 	}

@@ -138,6 +138,13 @@ func (pt *partition) currentLocked(runID string, attempt int, worker string) (*a
 	return ar, nil
 }
 
+// cancelledLocked reports whether (run, attempt, worker) is an attempt
+// cancelled by a replacement whose worker has not reported yet.
+func (pt *partition) cancelledLocked(runID string, attempt int, worker string) bool {
+	c, ok := pt.cancelled[runID]
+	return ok && c.attempt == attempt && c.worker == worker
+}
+
 func (pt *partition) notOwned() error {
 	owner, addr := pt.d.cfg.Lookup(pt.p)
 	if owner == pt.own.Member {
@@ -180,6 +187,9 @@ func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) 
 	if pt.closed {
 		return HeartbeatResponse{}, pt.notOwned()
 	}
+	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker) {
+		return HeartbeatResponse{Lease: store.Duration(pt.d.cfg.RunLease), Cancel: true}, nil
+	}
 	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker)
 	if err != nil {
 		return HeartbeatResponse{}, err
@@ -196,6 +206,14 @@ func (pt *partition) complete(ctx context.Context, req CompleteRequest) (Complet
 	if pt.closed {
 		pt.mu.Unlock()
 		return CompleteResponse{}, pt.notOwned()
+	}
+	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker) {
+		// The run records the cancellation already; the report only
+		// closes the matter for the worker.
+		delete(pt.cancelled, req.RunID)
+		pt.mu.Unlock()
+		pt.lg.Info("cancelled attempt reported", zap.String("run_id", req.RunID), zap.Int("attempt", req.Attempt), zap.String("worker", req.Worker))
+		return CompleteResponse{Status: store.RunDead}, nil
 	}
 	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker)
 	if err != nil {

@@ -709,3 +709,57 @@ func TestConcurrentTriggersEachGetARun(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaceCancelsTheRunningAttempt: a trigger of a "replace" job while
+// its earlier run is running ends that run, records the attempt as
+// cancelled, answers the attempt's next heartbeat with Cancel, and
+// acknowledges the worker's report of the cancelled attempt without
+// recording it over the cancellation.
+func TestReplaceCancelsTheRunningAttempt(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "r", RunAt: ptr(t0.Add(24 * time.Hour)), ConcurrencyPolicy: store.ConcurrencyReplace})
+	first, err := h.store.Trigger(context.Background(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := h.poll("w1", 1)[0]
+	if a.RunID != first {
+		t.Fatalf("handed out %s, want the triggered run %s", a.RunID, first)
+	}
+	h.clock.Advance(time.Second)
+	second, err := h.store.Trigger(context.Background(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := h.waitRun(first, func(r store.Run) bool { return r.Status == store.RunDead })
+	if !strings.Contains(old.Reason, second) || !strings.Contains(old.Reason, "cancelled") {
+		t.Errorf("replaced run's reason = %q, want it to name %s and the cancellation", old.Reason, second)
+	}
+	if at := old.Attempts[0]; at.FinishedAt.IsZero() || !strings.Contains(at.Error, "cancelled") {
+		t.Errorf("replaced run's attempt = %+v, want it finished as cancelled", at)
+	}
+	hb, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt})
+	if err != nil || !hb.Cancel {
+		t.Fatalf("heartbeat of the replaced attempt = %+v, %v; want Cancel", hb, err)
+	}
+	// Another worker's heartbeat for the same attempt is not told anything.
+	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w2", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+		t.Fatalf("heartbeat of another worker: %v, want ErrStaleAttempt", err)
+	}
+	resp, err := h.complete(a, "w1", false, "cancelled by the orchestrator")
+	if err != nil || resp.Status != store.RunDead {
+		t.Fatalf("report of the cancelled attempt = %+v, %v; want acknowledged as dead", resp, err)
+	}
+	if after := h.waitRun(first, func(store.Run) bool { return true }); after.Attempts[0].Error != old.Attempts[0].Error {
+		t.Errorf("the report was recorded over the cancellation: %+v", after.Attempts[0])
+	}
+	// Reported: its heartbeats and reports are stale from now on.
+	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+		t.Fatalf("heartbeat after the report: %v, want ErrStaleAttempt", err)
+	}
+	b := h.poll("w2", 1)[0]
+	if b.RunID != second {
+		t.Fatalf("next hand-out %s, want the replacing run %s", b.RunID, second)
+	}
+}

@@ -76,9 +76,7 @@ func (pt *partition) planBatchesLocked(now time.Time) []*fireBatch {
 			out = append(out, b)
 			b = &fireBatch{}
 		}
-		if !pt.addLocked(b, id, plan, trigs) {
-			continue
-		}
+		pt.addLocked(b, id, plan, trigs, now)
 	}
 	if len(b.jobs) > 0 || len(b.dropped) > 0 {
 		out = append(out, b)
@@ -148,7 +146,7 @@ func (b *fireBatch) ids() []string {
 // entry if it is to run; the job's new state; the consumed trigger
 // requests deleted. It returns false, adding nothing, if a document
 // cannot be encoded.
-func (pt *partition) addLocked(b *fireBatch, id string, plan FirePlan, trigs []triggerReq) bool {
+func (pt *partition) addLocked(b *fireBatch, id string, plan FirePlan, trigs []triggerReq, now time.Time) bool {
 	k := pt.d.keys
 	var ops []clientv3.Op
 	var created []createdRun
@@ -157,9 +155,7 @@ func (pt *partition) addLocked(b *fireBatch, id string, plan FirePlan, trigs []t
 		if ar == nil {
 			continue
 		}
-		r := ar.run
-		r.Status = store.RunDead
-		r.Reason = "replaced by a newer run (concurrency_policy replace)"
+		r := Replaced(ar.run, newestPending(plan), now)
 		op, _, err := k.UpdateRunOp(r, ar.modRev)
 		if err != nil {
 			pt.lg.Error("encoding a replaced run failed", zap.String("run_id", rid), zap.Error(err))
@@ -194,6 +190,16 @@ func (pt *partition) addLocked(b *fireBatch, id string, plan FirePlan, trigs []t
 	return true
 }
 
+// newestPending returns the ID of the run plan starts last, "" if none.
+func newestPending(plan FirePlan) string {
+	for i := len(plan.Runs) - 1; i >= 0; i-- {
+		if plan.Runs[i].Status == store.RunPending {
+			return plan.Runs[i].ID
+		}
+	}
+	return ""
+}
+
 // appliedLocked updates memory after batch b was written with response
 // resp, and returns the jobs whose history should be trimmed.
 func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now time.Time) (trim []string) {
@@ -203,7 +209,17 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 	}
 	for _, jp := range b.jobs {
 		for _, rid := range jp.plan.Replace {
+			ar := pt.active[rid]
+			if ar == nil {
+				continue
+			}
 			delete(pt.active, rid) // final now
+			if n := len(ar.run.Attempts); ar.run.Status == store.RunRunning && n > 0 {
+				// Its worker learns it at its next heartbeat, and stops.
+				pt.cancelled[rid] = cancelledAttempt{attempt: n, worker: ar.run.Attempts[n-1].Worker, until: now.Add(pt.d.cfg.RunLease)}
+				pt.lg.Info("attempt cancelled: its run was replaced", zap.String("job_id", jp.id), zap.String("run_id", rid),
+					zap.Int("attempt", n), zap.String("worker", ar.run.Attempts[n-1].Worker))
+			}
 		}
 		for _, t := range jp.triggers {
 			delete(pt.triggers, t.key)

@@ -99,6 +99,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	}
 	pt.mu.Lock()
 	pt.jobs, pt.active, pt.triggers, pt.closed = jobs, active, pending, false
+	pt.cancelled = map[string]cancelledAttempt{}
 	pt.mu.Unlock()
 	lvl := zap.DebugLevel // most partitions of a small fleet are empty: keep the log readable
 	if len(jobs)+len(active)+len(triggers) > 0 {

@@ -55,6 +55,17 @@ type partition struct {
 	active   map[string]*activeRun // runs not final, by run ID
 	triggers map[string]triggerReq // trigger requests not yet fired, by key
 	closed   bool                  // ownership ended; handlers answer not-owner
+	// cancelled are attempts ended by a replacement whose workers have not
+	// yet been told: their heartbeats answer Cancel. By run ID; dropped
+	// once the worker reports, or a run lease after the replacement.
+	cancelled map[string]cancelledAttempt
+}
+
+// cancelledAttempt is a running attempt whose run was replaced.
+type cancelledAttempt struct {
+	attempt int
+	worker  string
+	until   time.Time // forgotten after
 }
 
 type jobEntry struct {
@@ -221,6 +232,11 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
+	for id, c := range pt.cancelled {
+		if now.After(c.until) {
+			delete(pt.cancelled, id)
+		}
+	}
 	next, dispatchable := pt.nextEventLocked(now)
 	if dispatchable {
 		pt.d.wakePollers()

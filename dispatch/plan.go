@@ -207,6 +207,27 @@ func CapActive(j *store.Job, plan *FirePlan, active, max int) {
 	}
 }
 
+// Replaced returns active run r ended at now because run by replaced it
+// (concurrency_policy "replace"; by may be "" if unknown): dead, with the
+// reason, and its running attempt, if any, closed as cancelled. The
+// attempt's worker is told to stop at its next heartbeat (Cancel).
+func Replaced(r store.Run, by string, now time.Time) store.Run {
+	r.Attempts = slices.Clone(r.Attempts)
+	newer := "a newer run"
+	if by != "" {
+		newer = "run " + by
+	}
+	r.Reason = "replaced by " + newer + " (concurrency_policy replace)"
+	if n := len(r.Attempts); r.Status == store.RunRunning && n > 0 {
+		a := &r.Attempts[n-1]
+		a.FinishedAt = now.UTC()
+		a.Error = "cancelled: the run was replaced by " + newer + " (concurrency_policy replace)"
+		r.Reason += "; its running attempt was cancelled"
+	}
+	r.Status = store.RunDead
+	return r
+}
+
 // NewRun returns the pending run of job j for scheduled time at, fired at
 // now by owner under epoch.
 func NewRun(j *store.Job, at, now time.Time, owner string, epoch int64) store.Run {

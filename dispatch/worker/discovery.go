@@ -134,8 +134,12 @@ func (d *MemberList) Validate() error {
 }
 
 // Watch refreshes the members list every Interval and reports the members'
-// addresses when they change. While no orchestrator answers it keeps the
-// last list and retries.
+// addresses when they change. For one Interval after a change (and after
+// the first list) it refreshes every second instead: members of a fleet
+// that is starting, or rolling, register one by one, and a worker that read
+// the list before the others registered should not wait a whole Interval
+// to poll them. While no orchestrator answers it keeps the last list and
+// retries.
 func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 	if err := d.Validate(); err != nil {
 		return err
@@ -163,6 +167,7 @@ func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 		last     []string // last reported
 		reported bool
 		failing  bool
+		settling time.Time // refresh sooner until then
 	)
 	for {
 		// Ask the members first (most likely current), then the seeds.
@@ -190,6 +195,10 @@ func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 				lg.Info("orchestrators discovered", zap.Strings("orchestrators", addrs))
 				update(slices.Clone(addrs))
 				last, reported = addrs, true
+				settling = clock.Now().Add(interval)
+			}
+			if clock.Now().Before(settling) {
+				wait = min(interval, settlingRefresh)
 			}
 		}
 		if !sleep(ctx, clock, wait) {
@@ -197,6 +206,10 @@ func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 		}
 	}
 }
+
+// settlingRefresh is MemberList's refresh interval while the list is
+// settling.
+const settlingRefresh = time.Second
 
 // fetchMembers returns the member addresses from the first of urls that
 // answers.

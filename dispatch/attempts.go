@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -39,10 +40,10 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 	}
 	pt.mu.Unlock()
 	for _, l := range lost {
-		if !pt.writeRun(ctx, l.ar, l.next, l.notBefore) {
+		r, err := pt.writeRun(ctx, l.ar, l.next, l.notBefore)
+		if err != nil {
 			continue
 		}
-		r := l.next
 		pt.d.cfg.Metrics.attemptLost()
 		pt.d.cfg.Metrics.finishedRun(string(r.Status))
 		pt.lg.Warn("attempt lost", zap.String("job_id", r.JobID), zap.String("run_id", r.ID),
@@ -58,8 +59,8 @@ func (pt *partition) assign(ctx context.Context, worker string, executors map[st
 	defer pt.wmu.Unlock()
 	now := pt.now()
 	type pick struct {
-		ar   *activeRun
-		next store.Run
+		ar *activeRun
+		w  runWrite
 	}
 	var picked []pick
 	var ops []clientv3.Op
@@ -68,8 +69,9 @@ func (pt *partition) assign(ctx context.Context, worker string, executors map[st
 		pt.mu.Unlock()
 		return nil
 	}
+	bytes := 0
 	for _, rid := range slices.Sorted(maps.Keys(pt.active)) {
-		if len(picked) >= n {
+		if len(picked) >= n || bytes >= assignBatchBytes {
 			break
 		}
 		ar := pt.active[rid]
@@ -77,13 +79,13 @@ func (pt *partition) assign(ctx context.Context, worker string, executors map[st
 		if e == nil || !Dispatchable(ar.run, ar.notBefore, now) || !executors[e.spec.Executor.Type] {
 			continue
 		}
-		next := StartAttempt(ar.run, worker, now)
-		op, ok := pt.runWriteOp(ar, next)
+		w, ok := pt.runWriteOp(ar, StartAttempt(ar.run, worker, now))
 		if !ok {
 			continue
 		}
-		picked = append(picked, pick{ar: ar, next: next})
-		ops = append(ops, op)
+		picked = append(picked, pick{ar: ar, w: w})
+		ops = append(ops, w.op)
+		bytes += w.size
 	}
 	pt.mu.Unlock()
 	if len(picked) == 0 {
@@ -103,7 +105,8 @@ func (pt *partition) assign(ctx context.Context, worker string, executors map[st
 			delete(pt.active, ar.run.ID)
 			continue
 		}
-		ar.run, ar.modRev, ar.leaseUntil = pk.next, resp.Header.Revision, now.Add(pt.d.cfg.RunLease)
+		pt.updatedLocked(ar, pk.w, resp.Header.Revision, ar.notBefore)
+		ar.leaseUntil = now.Add(pt.d.cfg.RunLease)
 		e := pt.jobs[ar.run.JobID]
 		out = append(out, Assignment{
 			RunID:       ar.run.ID,
@@ -125,6 +128,21 @@ func (pt *partition) assign(ctx context.Context, worker string, executors map[st
 		pt.poke() // the loop's timer must cover the new leases
 	}
 	return out
+}
+
+// assignBatchBytes bounds the run documents one poll writes in one
+// transaction, well under etcd's request limit.
+const assignBatchBytes = 512 << 10
+
+// withoutOutputs returns r without its attempts' outputs and errors.
+func withoutOutputs(r store.Run) store.Run {
+	r.Attempts = slices.Clone(r.Attempts)
+	for i := range r.Attempts {
+		a := &r.Attempts[i]
+		a.DroppedBytes += len(a.Output) + len(a.Error)
+		a.Output, a.Error = "", ""
+	}
+	return r
 }
 
 // currentLocked returns the active run whose current attempt is (attempt,
@@ -173,7 +191,7 @@ func (pt *partition) takeBack(ctx context.Context, a Assignment) {
 	if n := len(r.Attempts); n > 0 {
 		r.Status = store.RunFailed
 	}
-	if pt.writeRun(ctx, ar, r, notBefore) {
+	if _, err := pt.writeRun(ctx, ar, r, notBefore); err == nil {
 		pt.lg.Info("attempt taken back: its poll was cancelled before delivery", zap.String("run_id", a.RunID), zap.Int("attempt", a.Attempt))
 		pt.d.wakePollers()
 	}
@@ -228,7 +246,15 @@ func (pt *partition) complete(ctx context.Context, req CompleteRequest) (Complet
 	now := pt.now()
 	r, notBefore := FinishAttempt(&e.spec, ar.run, Outcome{Success: req.Success, Error: req.Error, Output: req.Output}, now, jitter())
 	pt.mu.Unlock()
-	if !pt.writeRun(ctx, ar, r, notBefore) {
+	_, err = pt.writeRun(ctx, ar, r, notBefore)
+	if errors.Is(err, store.ErrTooLarge) {
+		// Cannot happen with a sane run document budget; if it does, the
+		// result matters more than the outputs: record it without them,
+		// rather than have a succeeded attempt retried as lost.
+		pt.lg.Error("run document too large even within its budget; recording the result without outputs", zap.String("run_id", r.ID), zap.Error(err))
+		_, err = pt.writeRun(ctx, ar, withoutOutputs(r), notBefore)
+	}
+	if err != nil {
 		pt.mu.Lock()
 		closed := pt.closed
 		pt.mu.Unlock()

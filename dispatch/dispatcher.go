@@ -71,9 +71,31 @@ type Config struct {
 	// RunLease is how long a worker holds an attempt without heartbeat.
 	// Default 30s.
 	RunLease time.Duration
-	// HistoryLimit is how many runs are kept per job; the oldest final
-	// ones are trimmed. Default 100.
-	HistoryLimit int
+	// HistoryMaxRuns is how many runs a job keeps, active ones included,
+	// unless its history.max_runs says otherwise; the oldest final ones
+	// are trimmed. Default 100.
+	HistoryMaxRuns int
+	// HistoryMaxAge is how long a final run is kept after its scheduled
+	// time unless its job's history.max_age says otherwise; 0 keeps runs
+	// whatever their age. Default DefaultHistoryMaxAge.
+	HistoryMaxAge time.Duration
+	// HistoryBudget bounds the bytes of run documents the fleet stores.
+	// Each partition's owner keeps its partition's within
+	// HistoryBudget/Partitions by trimming the oldest final runs across
+	// the partition's jobs; since every partition has one owner, the
+	// fleet's total stays within HistoryBudget (plus the documents of
+	// active runs, which are never trimmed) with no coordination between
+	// members. Default DefaultHistoryBudget.
+	HistoryBudget int64
+	// MaxRunBytes is the budget of one run document: outputs of attempts
+	// beyond it are cut (store.FitRun). At least store.MinMaxRunBytes and
+	// well under etcd's request limit (1.5 MiB by default). Default
+	// store.DefaultMaxRunBytes.
+	MaxRunBytes int
+	// DeleteAfter is how long a finished one-off job is kept, with its
+	// runs, unless its delete_after says otherwise; negative keeps them.
+	// Default DefaultDeleteAfter.
+	DeleteAfter time.Duration
 	// MaxActivePerJob is the most runs of one job that may be active
 	// (waiting for a worker, awaiting a retry, or running); fires beyond
 	// it are recorded as skipped with the reason (see CapActive). Default
@@ -94,6 +116,26 @@ type Config struct {
 	Metrics *Metrics
 }
 
+// Defaults of the history bounds.
+const (
+	// DefaultHistoryMaxAge keeps a month of runs: a daily job shows every
+	// run of the last month (its 100 runs reach further back, but a
+	// month is what an on-call review looks at), while a job firing every
+	// minute is bounded by its count first.
+	DefaultHistoryMaxAge = 30 * 24 * time.Hour
+	// DefaultHistoryBudget is half of etcd's default 2 GiB quota, leaving
+	// the rest to specs, states and the revisions between compactions.
+	DefaultHistoryBudget = 1 << 30
+	// DefaultDeleteAfter keeps finished one-off jobs for a week.
+	DefaultDeleteAfter = 7 * 24 * time.Hour
+	// minBudgetShare is the smallest share of the history budget a
+	// partition may have: a few dozen small runs.
+	minBudgetShare = 16 << 10
+	// maxRunBytes keeps a run document, with the other writes of its
+	// transaction, well under etcd's default 1.5 MiB request limit.
+	maxRunBytes = 1 << 20
+)
+
 // DefaultConfig returns the defaults.
 func DefaultConfig(ns string, partitions int, member, addr string) Config {
 	return Config{
@@ -104,7 +146,11 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 		FireBatch:       25,
 		CommitsInFlight: 8,
 		RunLease:        30 * time.Second,
-		HistoryLimit:    100,
+		HistoryMaxRuns:  100,
+		HistoryMaxAge:   DefaultHistoryMaxAge,
+		HistoryBudget:   DefaultHistoryBudget,
+		MaxRunBytes:     store.DefaultMaxRunBytes,
+		DeleteAfter:     DefaultDeleteAfter,
 		MaxActivePerJob: 100,
 		RequestTimeout:  5 * time.Second,
 	}
@@ -125,8 +171,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dispatch: run lease %v below 1s", c.RunLease)
 	case c.MaxActivePerJob < 1:
 		return fmt.Errorf("dispatch: max active runs per job %d below 1", c.MaxActivePerJob)
-	case c.HistoryLimit < 1:
-		return fmt.Errorf("dispatch: history limit %d below 1", c.HistoryLimit)
+	case c.HistoryMaxRuns < 1 || c.HistoryMaxRuns > store.MaxHistoryRuns:
+		return fmt.Errorf("dispatch: history max runs %d outside 1..%d", c.HistoryMaxRuns, store.MaxHistoryRuns)
+	case c.HistoryMaxAge < 0:
+		return fmt.Errorf("dispatch: history max age %v is negative", c.HistoryMaxAge)
+	case c.HistoryBudget < int64(c.Partitions)*minBudgetShare:
+		return fmt.Errorf("dispatch: history budget %d bytes below %d bytes per partition (%d partitions)", c.HistoryBudget, minBudgetShare, c.Partitions)
+	case c.MaxRunBytes < store.MinMaxRunBytes || c.MaxRunBytes > maxRunBytes:
+		return fmt.Errorf("dispatch: run document budget %d bytes outside %d..%d", c.MaxRunBytes, store.MinMaxRunBytes, maxRunBytes)
 	case c.RequestTimeout <= 0:
 		return errors.New("dispatch: request timeout must be positive")
 	}
@@ -175,7 +227,7 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 		parts:   map[int]*partition{},
 		avail:   make(chan struct{}),
 	}
-	cfg.Metrics.setActiveSource(d.countActive)
+	cfg.Metrics.setSource(d.Stats)
 	return d, nil
 }
 
@@ -244,17 +296,38 @@ func (d *Dispatcher) partitionFor(id string) (*partition, error) {
 	return pt, nil
 }
 
-// countActive counts the active runs of the partitions owned here. It
-// takes each partition's state lock briefly, never its writer lock, so a
-// scrape does not wait for etcd.
-func (d *Dispatcher) countActive() (waiting, running int) {
+// Stats describes the partitions a member owns: their active runs and
+// their stored history.
+type Stats struct {
+	// Waiting and Running count the active runs: waiting for a worker
+	// (pending, or failed with a retry due) and held by one.
+	Waiting, Running int
+	// HistoryRuns and HistoryBytes count the stored run documents (active
+	// and final) and their bytes.
+	HistoryRuns  int
+	HistoryBytes int64
+	// HistoryBudget is these partitions' share of the fleet's history
+	// budget. Final runs are trimmed, oldest first, to keep HistoryBytes
+	// within it; active runs are not.
+	HistoryBudget int64
+}
+
+// Stats returns the state of the partitions owned here. It takes each
+// partition's state lock briefly, never its writer lock, so it does not
+// wait for etcd (it serves /metrics). Summed over the members, the history
+// figures are the fleet's.
+func (d *Dispatcher) Stats() Stats {
 	parts, _ := d.snapshot()
+	var st Stats
 	for _, pt := range parts {
-		w, r := pt.countActive()
-		waiting += w
-		running += r
+		ps := pt.stats()
+		st.Waiting += ps.Waiting
+		st.Running += ps.Running
+		st.HistoryRuns += ps.HistoryRuns
+		st.HistoryBytes += ps.HistoryBytes
+		st.HistoryBudget += pt.budgetShare()
 	}
-	return waiting, running
+	return st
 }
 
 // recordWrite notes the outcome of a fenced write for Health.

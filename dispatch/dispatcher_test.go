@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -670,24 +671,32 @@ func TestTimeZoneAcrossDST(t *testing.T) {
 	}
 }
 
-// TestConcurrentTriggersEachGetARun: triggers in the same millisecond (the
-// fake clock does not move) still get a run each.
-func TestConcurrentTriggersEachGetARun(t *testing.T) {
+// TestConcurrentTriggersEachGetARunOrAreRefused: triggers in the same
+// millisecond (the fake clock does not move) each get a run of their own,
+// in one transaction each, until the store.TriggerSlots milliseconds a
+// trigger may take are all taken; the others are refused with
+// ErrTooManyTriggers and leave nothing behind.
+func TestConcurrentTriggersEachGetARunOrAreRefused(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "trg", RunAt: ptr(t0.Add(24 * time.Hour))})
-	const n = 20
+	const n = store.TriggerSlots + 4
 	ids := make(chan string, n)
 	var wg sync.WaitGroup
+	var refused atomic.Int32
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			id, err := h.store.Trigger(context.Background(), "trg")
-			if err != nil {
+			switch {
+			case errors.Is(err, store.ErrTooManyTriggers):
+				refused.Add(1)
+			case err != nil:
 				t.Error(err)
+			default:
+				ids <- id
 			}
-			ids <- id
 		}()
 	}
 	wg.Wait()
@@ -699,14 +708,22 @@ func TestConcurrentTriggersEachGetARun(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	runs := h.waitRuns("trg", n)
-	if len(runs) != n {
-		t.Fatalf("got %d runs for %d triggers", len(runs), n)
+	if len(seen) != store.TriggerSlots || refused.Load() != n-store.TriggerSlots {
+		t.Fatalf("%d triggers accepted, %d refused; want %d and %d", len(seen), refused.Load(), store.TriggerSlots, n-store.TriggerSlots)
+	}
+	runs := h.waitRuns("trg", store.TriggerSlots)
+	if len(runs) != store.TriggerSlots {
+		t.Fatalf("got %d runs for %d accepted triggers", len(runs), store.TriggerSlots)
 	}
 	for _, r := range runs {
 		if !seen[r.ID] {
 			t.Errorf("run %s was not promised to any trigger", r.ID)
 		}
+	}
+	// A moment later the job can be triggered again.
+	h.clock.Advance(time.Second)
+	if _, err := h.store.Trigger(context.Background(), "trg"); err != nil {
+		t.Fatalf("trigger a second later: %v", err)
 	}
 }
 
@@ -739,9 +756,21 @@ func TestReplaceCancelsTheRunningAttempt(t *testing.T) {
 	if at := old.Attempts[0]; at.FinishedAt.IsZero() || !strings.Contains(at.Error, "cancelled") {
 		t.Errorf("replaced run's attempt = %+v, want it finished as cancelled", at)
 	}
-	hb, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt})
-	if err != nil || !hb.Cancel {
-		t.Fatalf("heartbeat of the replaced attempt = %+v, %v; want Cancel", hb, err)
+	// The owner applies its write to memory just after etcd has it: until
+	// then a heartbeat still extends the lease.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hb, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt})
+		if err != nil {
+			t.Fatalf("heartbeat of the replaced attempt: %v; want Cancel", err)
+		}
+		if hb.Cancel {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heartbeat of the replaced attempt = %+v; want Cancel", hb)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	// Another worker's heartbeat for the same attempt is not told anything.
 	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w2", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {

@@ -22,7 +22,6 @@ func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 	pt.mu.Lock()
 	batches := pt.planBatchesLocked(now)
 	pt.mu.Unlock()
-	var trim []string
 	for _, b := range batches {
 		resp, err := pt.commit(ctx, b.ops)
 		if err != nil {
@@ -30,11 +29,8 @@ func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 			return // the next tick plans again from the unchanged state
 		}
 		pt.mu.Lock()
-		trim = append(trim, pt.appliedLocked(b, resp, now)...)
+		pt.appliedLocked(b, resp, now)
 		pt.mu.Unlock()
-	}
-	for _, id := range trim {
-		pt.trim(ctx, id)
 	}
 }
 
@@ -77,6 +73,10 @@ func (pt *partition) planBatchesLocked(now time.Time) []*fireBatch {
 			b = &fireBatch{}
 		}
 		pt.addLocked(b, id, plan, trigs, now)
+		if b.bytes >= fireBatchBytes || len(b.ops) >= fireBatchOps {
+			out = append(out, b)
+			b = &fireBatch{}
+		}
 	}
 	if len(b.jobs) > 0 || len(b.dropped) > 0 {
 		out = append(out, b)
@@ -108,15 +108,31 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 	return plan, true
 }
 
+// Bounds of one write of fires besides Config.FireBatch: the bytes of the
+// run documents it writes (replaced runs carry their attempts' outputs)
+// and its operations, well under etcd's limits (1.5 MiB, 128 operations).
+const (
+	fireBatchBytes = 512 << 10
+	fireBatchOps   = 80
+)
+
 // fireBatch is one fenced write of fires: each job's merged plan with the
 // trigger requests it consumes, requests of deleted jobs to drop, and the
 // write's operations.
 type fireBatch struct {
-	jobs    []jobPlan
-	dropped []string // trigger keys of jobs that are gone
-	runs    int
-	ops     []clientv3.Op
-	created []createdRun
+	jobs     []jobPlan
+	dropped  []string // trigger keys of jobs that are gone
+	runs     int
+	bytes    int // of the run documents it writes
+	ops      []clientv3.Op
+	created  []createdRun
+	replaced []replacedRun
+}
+
+// replacedRun is an active run the batch ends.
+type replacedRun struct {
+	ar *activeRun
+	w  runWrite
 }
 
 type jobPlan struct {
@@ -129,6 +145,7 @@ type jobPlan struct {
 type createdRun struct {
 	op     int // index in ops of the run's nested txn
 	run    store.Run
+	size   int  // bytes of its document
 	manual bool // made by a trigger
 }
 
@@ -150,30 +167,38 @@ func (pt *partition) addLocked(b *fireBatch, id string, plan FirePlan, trigs []t
 	k := pt.d.keys
 	var ops []clientv3.Op
 	var created []createdRun
+	var replaced []replacedRun
 	for _, rid := range plan.Replace {
 		ar := pt.active[rid]
 		if ar == nil {
 			continue
 		}
-		r := Replaced(ar.run, newestPending(plan), now)
-		op, _, err := k.UpdateRunOp(r, ar.modRev)
-		if err != nil {
-			pt.lg.Error("encoding a replaced run failed", zap.String("run_id", rid), zap.Error(err))
+		w, ok := pt.runWriteOp(ar, Replaced(ar.run, newestPending(plan), now))
+		if !ok {
 			return false
 		}
-		ops = append(ops, op)
+		replaced = append(replaced, replacedRun{ar: ar, w: w})
+		ops = append(ops, w.op)
 	}
+	pending := false
 	for _, r := range plan.Runs {
-		op, _, err := k.CreateRunOp(r)
+		val, err := store.EncodeRun(r)
 		if err != nil {
 			pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
 			return false
 		}
 		manual := slices.ContainsFunc(trigs, func(t triggerReq) bool { return t.at.Equal(r.ScheduledAt) })
-		created = append(created, createdRun{op: len(b.ops) + len(ops), run: r, manual: manual})
-		ops = append(ops, op)
+		created = append(created, createdRun{op: len(b.ops) + len(ops), run: r, size: len(val), manual: manual})
+		ops = append(ops, k.CreateRunOp(r, val))
+		pending = pending || r.Status == store.RunPending
 	}
-	plan.State.Runs = pt.jobs[id].state.Runs + len(plan.Runs)
+	plan.State.Runs = len(plan.Runs)
+	if jh := pt.hist.jobs[id]; jh != nil {
+		plan.State.Runs += jh.runs
+	}
+	if pending {
+		plan.State.FinishedAt = time.Time{} // running again
+	}
 	op, err := k.PutStateOp(pt.p, id, plan.State)
 	if err != nil {
 		pt.lg.Error("encoding a job state failed", zap.String("job_id", id), zap.Error(err))
@@ -187,6 +212,13 @@ func (pt *partition) addLocked(b *fireBatch, id string, plan FirePlan, trigs []t
 	b.runs += len(plan.Runs)
 	b.ops = append(b.ops, ops...)
 	b.created = append(b.created, created...)
+	b.replaced = append(b.replaced, replaced...)
+	for _, c := range created {
+		b.bytes += c.size
+	}
+	for _, r := range replaced {
+		b.bytes += r.w.size
+	}
 	return true
 }
 
@@ -201,26 +233,25 @@ func newestPending(plan FirePlan) string {
 }
 
 // appliedLocked updates memory after batch b was written with response
-// resp, and returns the jobs whose history should be trimmed.
-func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now time.Time) (trim []string) {
+// resp.
+func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now time.Time) {
 	rev := resp.Header.Revision
 	for _, key := range b.dropped {
 		delete(pt.triggers, key)
 	}
-	for _, jp := range b.jobs {
-		for _, rid := range jp.plan.Replace {
-			ar := pt.active[rid]
-			if ar == nil {
-				continue
-			}
-			delete(pt.active, rid) // final now
-			if n := len(ar.run.Attempts); ar.run.Status == store.RunRunning && n > 0 {
-				// Its worker learns it at its next heartbeat, and stops.
-				pt.cancelled[rid] = cancelledAttempt{attempt: n, worker: ar.run.Attempts[n-1].Worker, until: now.Add(pt.d.cfg.RunLease)}
-				pt.lg.Info("attempt cancelled: its run was replaced", zap.String("job_id", jp.id), zap.String("run_id", rid),
-					zap.Int("attempt", n), zap.String("worker", ar.run.Attempts[n-1].Worker))
-			}
+	for _, rr := range b.replaced {
+		ar := rr.ar
+		running := ar.run.Status == store.RunRunning
+		pt.updatedLocked(ar, rr.w, rev, time.Time{}) // final now
+		if n := len(ar.run.Attempts); running && n > 0 {
+			// Its worker learns it at its next heartbeat, and stops.
+			worker := ar.run.Attempts[n-1].Worker
+			pt.cancelled[ar.run.ID] = cancelledAttempt{attempt: n, worker: worker, until: now.Add(pt.d.cfg.RunLease)}
+			pt.lg.Info("attempt cancelled: its run was replaced", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID),
+				zap.Int("attempt", n), zap.String("worker", worker))
 		}
+	}
+	for _, jp := range b.jobs {
 		for _, t := range jp.triggers {
 			delete(pt.triggers, t.key)
 		}
@@ -231,9 +262,10 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			pt.lg.Warn("run existed already; not fired again", zap.String("run_id", c.run.ID))
 			continue
 		}
+		pt.hist.created(c.run.JobID, c.run.ScheduledAt, c.size, c.run.Status.Final())
 		if c.run.Status == store.RunPending {
 			pending++
-			pt.active[c.run.ID] = &activeRun{run: c.run, modRev: rev, notBefore: now}
+			pt.active[c.run.ID] = &activeRun{run: c.run, modRev: rev, notBefore: now, size: c.size}
 			if lag := now.Sub(c.run.ScheduledAt); !c.manual && (lag <= pt.d.cfg.Misfire.Grace || lag <= schedule.DefaultGrace) {
 				pt.d.cfg.Metrics.observeLag(lag.Seconds()) // on time; misfires are counted apart
 			}
@@ -261,9 +293,5 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			pt.d.cfg.Metrics.misfire("dropped", d.Dropped)
 		}
 		e.state, e.dirty = jp.plan.State, false
-		if e.state.Runs > pt.d.cfg.HistoryLimit+pt.d.cfg.HistoryLimit/10 {
-			trim = append(trim, jp.id)
-		}
 	}
-	return trim
 }

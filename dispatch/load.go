@@ -74,7 +74,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 			recreated = append(recreated, id)
 		}
 	}
-	var runKeys []string
+	queued := map[string]bool{} // run keys with a queue entry: the active runs
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
 		id, at, ok := k.ParseQueueKey(pt.p, string(kv.Key))
 		if !ok {
@@ -86,9 +86,11 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 			}
 			continue
 		}
-		runKeys = append(runKeys, k.Run(pt.p, id, at))
+		queued[k.Run(pt.p, id, at)] = true
 	}
-	active, err := pt.loadRuns(ctx, runKeys)
+	active, hist, err := pt.loadRuns(ctx, rev, func(id string) bool {
+		return jobs[id] != nil && !slices.Contains(recreated, id)
+	}, queued)
 	if err != nil {
 		return 0, err
 	}
@@ -99,13 +101,14 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	}
 	pt.mu.Lock()
 	pt.jobs, pt.active, pt.triggers, pt.closed = jobs, active, pending, false
-	pt.cancelled = map[string]cancelledAttempt{}
+	pt.cancelled, pt.hist = map[string]cancelledAttempt{}, hist
 	pt.mu.Unlock()
 	lvl := zap.DebugLevel // most partitions of a small fleet are empty: keep the log readable
 	if len(jobs)+len(active)+len(triggers) > 0 {
 		lvl = zap.InfoLevel
 	}
-	pt.lg.Log(lvl, "partition loaded", zap.Int("jobs", len(jobs)), zap.Int("active_runs", len(active)), zap.Int("triggers", len(triggers)), zap.Int64("revision", rev))
+	pt.lg.Log(lvl, "partition loaded", zap.Int("jobs", len(jobs)), zap.Int("active_runs", len(active)), zap.Int("triggers", len(triggers)),
+		zap.Int("runs", hist.runs), zap.Int64("history_bytes", hist.bytes), zap.Int64("revision", rev))
 
 	for _, id := range orphans {
 		pt.deleteJobData(ctx, id)
@@ -117,36 +120,57 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	return rev, nil
 }
 
-// loadRuns reads the run documents of the active-run index.
-func (pt *partition) loadRuns(ctx context.Context, keys []string) (map[string]*activeRun, error) {
+// loadRunsPage is how many run documents load reads per request: at most
+// a few MiB even if every document is at its budget.
+const loadRunsPage = 64
+
+// loadRuns reads the partition's run documents at revision rev, in pages:
+// it accounts every run of a job keep accepts in a history, and decodes
+// the runs with a queue entry (queued, by run key) into the active runs.
+// Runs of other jobs (deleted, or of an earlier job of the same ID) are
+// left for the removal of their job's data.
+func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id string) bool, queued map[string]bool) (map[string]*activeRun, *history, error) {
+	k := pt.d.keys
 	now := pt.now()
 	active := map[string]*activeRun{}
-	for chunk := range slices.Chunk(keys, 100) {
-		ops := make([]clientv3.Op, len(chunk))
-		for i, key := range chunk {
-			ops[i] = clientv3.OpGet(key)
-		}
+	hist := newHistory()
+	prefix := k.PartitionRunsPrefix(pt.p)
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	for from := prefix; ; {
 		rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
-		resp, err := pt.d.client.Txn(rctx).Then(ops...).Commit()
+		resp, err := pt.d.client.Get(rctx, from, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithLimit(loadRunsPage))
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("load runs of partition %d: %w", pt.p, err)
+			return nil, nil, fmt.Errorf("load runs of partition %d: %w", pt.p, err)
 		}
-		for _, r := range resp.Responses {
-			kvs := r.GetResponseRange().Kvs
-			if len(kvs) == 0 {
+		for _, kv := range resp.Kvs {
+			id, at, ok := k.ParseRunKey(pt.p, string(kv.Key))
+			if !ok || !keep(id) {
+				continue
+			}
+			if !queued[string(kv.Key)] {
+				hist.created(id, at, len(kv.Value), true)
 				continue
 			}
 			var run store.Run
-			if err := json.Unmarshal(kvs[0].Value, &run); err != nil || run.Status.Final() {
+			if err := json.Unmarshal(kv.Value, &run); err != nil {
+				pt.lg.Warn("ignoring corrupt run", zap.ByteString("key", kv.Key), zap.Error(err))
+				hist.created(id, at, len(kv.Value), true) // trimmed in time
+				continue
+			}
+			hist.created(id, at, len(kv.Value), run.Status.Final())
+			if run.Status.Final() {
 				continue
 			}
 			// Attempts in flight under the previous owner keep running: their
 			// workers heartbeat here once redirected. Give them a full lease.
-			active[run.ID] = &activeRun{run: run, modRev: kvs[0].ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease)}
+			active[run.ID] = &activeRun{run: run, modRev: kv.ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease), size: len(kv.Value)}
 		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return active, hist, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	return active, nil
 }
 
 func (pt *partition) entryFromKV(kv *mvccpb.KeyValue) *jobEntry {

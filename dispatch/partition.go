@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -59,6 +60,7 @@ type partition struct {
 	// yet been told: their heartbeats answer Cancel. By run ID; dropped
 	// once the worker reports, or a run lease after the replacement.
 	cancelled map[string]cancelledAttempt
+	hist      *history // the partition's stored runs
 }
 
 // cancelledAttempt is a running attempt whose run was replaced.
@@ -81,6 +83,7 @@ type activeRun struct {
 	modRev     int64     // the run key's mod revision, for compare-and-swap
 	notBefore  time.Time // pending/failed: not dispatched before
 	leaseUntil time.Time // running: lost after; extended by heartbeats (under mu only)
+	size       int       // bytes of the stored document
 }
 
 type triggerReq struct {
@@ -182,6 +185,12 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 			delete(pt.triggers, string(ev.Kv.Key))
 			pt.mu.Unlock()
 		case ev.Type == mvccpb.DELETE:
+			pt.mu.Lock()
+			known := pt.jobs[id] != nil || pt.hist.jobs[id] != nil
+			pt.mu.Unlock()
+			if !known {
+				continue // deleted by this owner (a finished one-off job), or never loaded
+			}
 			pt.lg.Info("job deleted; removing its state and runs", zap.String("job_id", id))
 			pt.deleteJobData(ctx, id)
 		default:
@@ -224,6 +233,8 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	}
 	pt.expire(ctx, now)
 	pt.fireDue(ctx, now)
+	pt.trimHistory(ctx, now)
+	pt.deleteFinished(ctx, now)
 	if pt.failed {
 		pt.failed = false
 		pt.retryAt = now.Add(time.Second)
@@ -265,10 +276,25 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 			dispatchable = true
 		}
 	}
+	pending := map[string]bool{}
+	for _, t := range pt.triggers {
+		pending[t.id] = true
+	}
 	for _, e := range pt.jobs {
 		if !e.spec.Paused && e.schedErr == nil {
 			earlier(e.state.Next)
 		}
+		if !pt.finishedLocked(e, pending) {
+			continue
+		}
+		if e.state.FinishedAt.IsZero() {
+			earlier(now) // to be recorded as finished
+		} else if due, ok := pt.deletionDueLocked(e); ok {
+			earlier(due)
+		}
+	}
+	if t := pt.hist.nextExpiry(pt.retentionLocked); !t.IsZero() {
+		earlier(t.Add(time.Millisecond)) // strictly older than the max age
 	}
 	return next, dispatchable
 }
@@ -285,30 +311,54 @@ func (pt *partition) activeOfLocked(id string) []string {
 	return ids
 }
 
-// countActive counts the partition's active runs by state: a reader.
-func (pt *partition) countActive() (waiting, running int) {
+// stats counts the partition's active runs by state and its stored runs:
+// a reader.
+func (pt *partition) stats() Stats {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
+	var st Stats
 	for _, ar := range pt.active {
 		if ar.run.Status == store.RunRunning {
-			running++
+			st.Running++
 		} else {
-			waiting++
+			st.Waiting++
 		}
 	}
-	return waiting, running
+	if pt.hist != nil {
+		st.HistoryRuns, st.HistoryBytes = pt.hist.runs, pt.hist.bytes
+	}
+	return st
+}
+
+// runWrite is a write of an active run's document.
+type runWrite struct {
+	op   clientv3.Op
+	run  store.Run // as written: outputs cut to the document budget
+	size int
 }
 
 // runWriteOp returns the compare-and-swap write of ar's run as r: applied
 // only if the run key still has ar.modRev; the queue entry goes when r is
-// final.
-func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (clientv3.Op, bool) {
-	op, _, err := pt.d.keys.UpdateRunOp(r, ar.modRev)
+// final. r is first cut to the run document budget (store.FitRun).
+func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (runWrite, bool) {
+	r, val, err := store.FitRun(r, pt.d.cfg.MaxRunBytes)
 	if err != nil {
 		pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
-		return clientv3.Op{}, false
+		return runWrite{}, false
 	}
-	return op, true
+	return runWrite{op: pt.d.keys.UpdateRunOp(r, val, ar.modRev), run: r, size: len(val)}, true
+}
+
+// updatedLocked applies a written runWrite w of ar to memory, at revision
+// rev: r, not dispatched before notBefore unless final.
+func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefore time.Time) {
+	r := w.run
+	pt.hist.rewritten(r.JobID, r.ScheduledAt, ar.size, w.size, r.Status.Final())
+	ar.run, ar.modRev, ar.notBefore, ar.size = r, rev, notBefore, w.size
+	if r.Status.Final() {
+		delete(pt.active, r.ID)
+		pt.poke() // a one-off job may have finished
+	}
 }
 
 // commit runs ops in one transaction fenced on the partition's epoch. The
@@ -334,29 +384,30 @@ func (pt *partition) commit(ctx context.Context, ops []clientv3.Op) (*clientv3.T
 	return resp, nil
 }
 
-// writeRun replaces ar's run with r (compare-and-swap, fenced) and updates
-// memory: r, not dispatched before notBefore unless final. It returns
-// false if the write did not apply. The caller holds wmu and not mu.
-func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, notBefore time.Time) bool {
-	op, ok := pt.runWriteOp(ar, r)
+// writeRun replaces ar's run with r (compare-and-swap, fenced, cut to the
+// document budget) and updates memory: r, not dispatched before notBefore
+// unless final. It returns the run as written and whether the write
+// applied. The caller holds wmu and not mu.
+func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, notBefore time.Time) (store.Run, error) {
+	w, ok := pt.runWriteOp(ar, r)
 	if !ok {
-		return false
+		return r, fmt.Errorf("run %s: %w", r.ID, store.ErrTooLarge)
 	}
-	resp, err := pt.commit(ctx, []clientv3.Op{op})
+	resp, err := pt.commit(ctx, []clientv3.Op{w.op})
 	if err != nil {
 		pt.lg.Warn("recording run failed", zap.String("run_id", r.ID), zap.Error(err))
-		return false
+		return r, err
 	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	if !resp.Responses[0].GetResponseTxn().Succeeded {
 		pt.lg.Warn("run changed behind the owner's back; dropping it from memory", zap.String("run_id", r.ID))
 		delete(pt.active, r.ID)
-		return false
+		return r, errChangedBehind
 	}
-	ar.run, ar.modRev, ar.notBefore = r, resp.Header.Revision, notBefore
-	if r.Status.Final() {
-		delete(pt.active, r.ID)
-	}
-	return true
+	pt.updatedLocked(ar, w, resp.Header.Revision, notBefore)
+	return w.run, nil
 }
+
+// errChangedBehind: a compare-and-swap write of a run did not apply.
+var errChangedBehind = errors.New("run changed behind the owner's back")

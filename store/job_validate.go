@@ -212,7 +212,7 @@ func (j *Job) Validate(limits Limits) error {
 		return fieldErr("misfire_policy", "unknown policy %q; want %q, %q or %q",
 			string(j.MisfirePolicy), MisfireRunOnce, MisfireSkip, MisfireRunAll)
 	}
-	return nil
+	return j.validateRetention()
 }
 
 // validateID checks a job ID; see Job.ID.

@@ -37,42 +37,33 @@ func (k Keys) QueueJobPrefix(p int, id string) string {
 	return k.QueuePrefix(p) + EscapeID(id) + "/"
 }
 
-// CreateRunOp returns the write that creates run r only if its key is
-// absent (so a (job, scheduled time) is recorded at most once): a nested
-// transaction If(create_revision(run) == 0) Then(put run, put queue entry
-// unless r is final). Its response's Succeeded says whether the run was
-// created. size is the length of the stored document.
-func (k Keys) CreateRunOp(r Run) (op clientv3.Op, size int, err error) {
-	val, err := EncodeRun(r)
-	if err != nil {
-		return clientv3.Op{}, 0, err
-	}
+// CreateRunOp returns the write that creates run r, stored as val (from
+// EncodeRun or FitRun), only if its key is absent (so a (job, scheduled
+// time) is recorded at most once): a nested transaction
+// If(create_revision(run) == 0) Then(put run, put queue entry unless r is
+// final). Its response's Succeeded says whether the run was created.
+func (k Keys) CreateRunOp(r Run, val []byte) clientv3.Op {
 	key := k.Run(r.Partition, r.JobID, r.ScheduledAt)
 	then := []clientv3.Op{clientv3.OpPut(key, string(val))}
 	if !r.Status.Final() {
 		then = append(then, clientv3.OpPut(k.Queue(r.Partition, r.JobID, r.ScheduledAt), ""))
 	}
 	cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
-	return clientv3.OpTxn([]clientv3.Cmp{cmp}, then, nil), len(val), nil
+	return clientv3.OpTxn([]clientv3.Cmp{cmp}, then, nil)
 }
 
-// UpdateRunOp returns the compare-and-swap write of run r over the version
-// with mod revision modRev: a nested transaction If(mod_revision(run) ==
-// modRev) Then(put run, delete queue entry if r is final). Its response's
-// Succeeded says whether it applied. size is the length of the stored
-// document.
-func (k Keys) UpdateRunOp(r Run, modRev int64) (op clientv3.Op, size int, err error) {
-	val, err := EncodeRun(r)
-	if err != nil {
-		return clientv3.Op{}, 0, err
-	}
+// UpdateRunOp returns the compare-and-swap write of run r, stored as val,
+// over the version with mod revision modRev: a nested transaction
+// If(mod_revision(run) == modRev) Then(put run, delete queue entry if r is
+// final). Its response's Succeeded says whether it applied.
+func (k Keys) UpdateRunOp(r Run, val []byte, modRev int64) clientv3.Op {
 	key := k.Run(r.Partition, r.JobID, r.ScheduledAt)
 	then := []clientv3.Op{clientv3.OpPut(key, string(val))}
 	if r.Status.Final() {
 		then = append(then, clientv3.OpDelete(k.Queue(r.Partition, r.JobID, r.ScheduledAt)))
 	}
 	cmp := clientv3.Compare(clientv3.ModRevision(key), "=", modRev)
-	return clientv3.OpTxn([]clientv3.Cmp{cmp}, then, nil), len(val), nil
+	return clientv3.OpTxn([]clientv3.Cmp{cmp}, then, nil)
 }
 
 // PutStateOp returns the write of job id's scheduling state.
@@ -100,4 +91,19 @@ func (k Keys) DeleteJobDataOps(p int, id string) []clientv3.Op {
 		clientv3.OpDelete(k.RunPrefix(p, id), clientv3.WithPrefix()),
 		clientv3.OpDelete(k.QueueJobPrefix(p, id), clientv3.WithPrefix()),
 	}
+}
+
+// DeleteJobOp returns the deletion of job id with everything stored for it
+// (spec, state, runs, queue entries), applied only if its spec still has
+// mod revision rev (the version the caller decided on: an edit made since
+// is not lost) and no trigger request of the job is pending (an accepted
+// trigger is not lost): a nested transaction whose response's Succeeded
+// says whether it applied.
+func (k Keys) DeleteJobOp(p int, id string, rev int64) clientv3.Op {
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(k.Spec(p, id)), "=", rev),
+		clientv3.Compare(clientv3.CreateRevision(k.TriggerPrefix(p, id)), "=", 0).WithPrefix(),
+	}
+	ops := append([]clientv3.Op{clientv3.OpDelete(k.Spec(p, id))}, k.DeleteJobDataOps(p, id)...)
+	return clientv3.OpTxn(cmps, ops, nil)
 }

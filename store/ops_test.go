@@ -43,21 +43,22 @@ func TestRunOps(t *testing.T) {
 
 	tests := []struct {
 		name string
-		op   func(store.Run) (clientv3.Op, int, error)
+		op   func(store.Run, []byte) clientv3.Op
 		run  store.Run
 		want []string
 	}{
 		{"create pending", k.CreateRunOp, run, []string{"put " + runKey, "put " + queueKey}},
 		{"create skipped", k.CreateRunOp, withStatus(run, store.RunSkipped), []string{"put " + runKey}},
-		{"update running", func(r store.Run) (clientv3.Op, int, error) { return k.UpdateRunOp(r, 7) }, withStatus(run, store.RunRunning), []string{"put " + runKey}},
-		{"update final", func(r store.Run) (clientv3.Op, int, error) { return k.UpdateRunOp(r, 7) }, withStatus(run, store.RunSucceeded), []string{"put " + runKey, "del " + queueKey}},
+		{"update running", func(r store.Run, v []byte) clientv3.Op { return k.UpdateRunOp(r, v, 7) }, withStatus(run, store.RunRunning), []string{"put " + runKey}},
+		{"update final", func(r store.Run, v []byte) clientv3.Op { return k.UpdateRunOp(r, v, 7) }, withStatus(run, store.RunSucceeded), []string{"put " + runKey, "del " + queueKey}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			op, size, err := tt.op(tt.run)
+			val, err := store.EncodeRun(tt.run)
 			if err != nil {
 				t.Fatal(err)
 			}
+			op := tt.op(tt.run, val)
 			got := opKeys(t, op)
 			if len(got) != len(tt.want) {
 				t.Fatalf("ops = %v, want %v", got, tt.want)
@@ -67,9 +68,12 @@ func TestRunOps(t *testing.T) {
 					t.Fatalf("ops = %v, want %v", got, tt.want)
 				}
 			}
-			val, _ := json.Marshal(tt.run)
-			if size != len(val) {
-				t.Errorf("size = %d, want the encoded length %d", size, len(val))
+			if want, _ := json.Marshal(tt.run); string(val) != string(want) {
+				t.Errorf("EncodeRun = %s, want %s", val, want)
+			}
+			_, then, _ := op.Txn()
+			if string(then[0].ValueBytes()) != string(val) {
+				t.Errorf("stored %s, want %s", then[0].ValueBytes(), val)
 			}
 			cmps, _, _ := op.Txn()
 			if len(cmps) != 1 || string(cmps[0].KeyBytes()) != runKey {

@@ -91,6 +91,7 @@ type memberOptions struct {
 	partitions int
 	leaseTTL   time.Duration
 	runLease   time.Duration
+	retention  retentionOptions
 }
 
 func (o *memberOptions) register(cmd *cobra.Command) {
@@ -102,6 +103,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 1024; must match an existing cluster's)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
 	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
+	o.retention.register(cmd)
 }
 
 // resolve fills the derived defaults (ID, advertise URL) for listen address
@@ -183,7 +185,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	orch, err := orchestrator.New(client, orchestrator.Config{
+	ocfg := orchestrator.Config{
 		ID:         id,
 		Advertise:  advertise,
 		Namespace:  o.namespace,
@@ -192,11 +194,17 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		RunLease:   o.runLease,
 		Logger:     lg,
 		Registry:   reg,
-	})
+	}
+	acfg := admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id))}
+	if err := o.retention.apply(&ocfg, &acfg); err != nil {
+		return nil, err
+	}
+	orch, err := orchestrator.New(client, ocfg)
 	if err != nil {
 		return nil, err
 	}
-	h := admin.Handler(orch, admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id)), Jobs: orchestratorJobs(orch), Worker: orchestratorWorker(orch)})
+	acfg.Jobs, acfg.Worker = orchestratorJobs(orch), orchestratorWorker(orch)
+	h := admin.Handler(orch, acfg)
 	srv, err := listenHTTP(listen, h)
 	if err != nil {
 		return nil, err

@@ -72,25 +72,40 @@ func (pt *partition) budgetShare() int64 {
 // never deleted. The caller holds wmu.
 func (pt *partition) trimHistory(ctx context.Context, now time.Time) {
 	pt.mu.Lock()
-	plan := pt.hist.planTrim(now, pt.retentionLocked, pt.budgetShare(), trimLimit)
+	plan := pt.hist.planTrim(now, pt.retentionLocked, pt.budgetShare(), trimLimit, nil, 0)
 	pt.mu.Unlock()
 	if len(plan) == 0 {
 		return
 	}
-	ops := make([]clientv3.Op, len(plan))
-	for i, t := range plan {
-		ops[i] = pt.d.keys.DeleteRunOp(pt.p, t.job, t.at)
-	}
-	resp, err := pt.commit(ctx, ops)
+	resp, err := pt.commit(ctx, pt.trimOps(plan))
 	if err != nil {
 		pt.lg.Warn("trimming history failed; will retry", zap.Error(err))
 		return
 	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
+	pt.trimmedLocked(plan, resp, 0)
+	if len(plan) == trimLimit {
+		pt.poke() // more to trim
+	}
+}
+
+// trimOps returns the deletions of the runs of plan; each applies only if
+// the run has no queue entry.
+func (pt *partition) trimOps(plan []trim) []clientv3.Op {
+	ops := make([]clientv3.Op, len(plan))
+	for i, t := range plan {
+		ops[i] = pt.d.keys.DeleteRunOp(pt.p, t.job, t.at)
+	}
+	return ops
+}
+
+// trimmedLocked applies to memory the deletions of plan, written from
+// resp.Responses[at] on.
+func (pt *partition) trimmedLocked(plan []trim, resp *clientv3.TxnResponse, at int) {
 	reasons := map[string]int{}
 	for i, t := range plan {
-		if !resp.Responses[i].GetResponseTxn().Succeeded {
+		if !resp.Responses[at+i].GetResponseTxn().Succeeded {
 			// Its queue entry exists: memory and etcd disagree. Keep it.
 			pt.lg.Error("not trimming a run that is still queued", zap.String("job_id", t.job), zap.Time("scheduled_at", t.at))
 			continue
@@ -101,9 +116,8 @@ func (pt *partition) trimHistory(ctx context.Context, now time.Time) {
 	for reason, n := range reasons {
 		pt.d.cfg.Metrics.trimmed(reason, n)
 	}
-	pt.lg.Debug("history trimmed", zap.Any("runs", reasons), zap.Int64("history_bytes", pt.hist.bytes))
-	if len(plan) == trimLimit {
-		pt.poke() // more to trim
+	if len(reasons) > 0 {
+		pt.lg.Debug("history trimmed", zap.Any("runs", reasons), zap.Int64("history_bytes", pt.hist.bytes))
 	}
 }
 

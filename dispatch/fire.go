@@ -21,6 +21,9 @@ import (
 func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 	pt.mu.Lock()
 	batches := pt.planBatchesLocked(now)
+	if len(batches) > 0 {
+		pt.addTrimsLocked(batches, now)
+	}
 	pt.mu.Unlock()
 	for _, b := range batches {
 		resp, err := pt.commit(ctx, b.ops)
@@ -89,6 +92,28 @@ func (pt *partition) planBatchesLocked(now time.Time) []*fireBatch {
 	return out
 }
 
+// addTrimsLocked adds to the last of batches the history trimming that
+// its runs make due (see partition.trimHistory), as far as the write has
+// room, so that a job at its max_runs costs one write per fire, not two.
+func (pt *partition) addTrimsLocked(batches []*fireBatch, now time.Time) {
+	adding := map[string]int{}
+	var addingBytes int64
+	for _, b := range batches {
+		for _, c := range b.created {
+			adding[c.run.JobID]++
+			addingBytes += int64(c.size)
+		}
+	}
+	last := batches[len(batches)-1]
+	room := min(trimLimit, fireBatchOps+trimLimit/2-len(last.ops))
+	if room <= 0 {
+		return
+	}
+	last.trims = pt.hist.planTrim(now, pt.retentionLocked, pt.budgetShare(), room, adding, addingBytes)
+	last.trimAt = len(last.ops)
+	last.ops = append(last.ops, pt.trimOps(last.trims)...)
+}
+
 // planFiresLocked plans job e's scheduled fires at now, capped; ok is
 // false if it has nothing to do.
 func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time) (FirePlan, bool) {
@@ -127,6 +152,8 @@ type fireBatch struct {
 	ops      []clientv3.Op
 	created  []createdRun
 	replaced []replacedRun
+	trims    []trim // final runs it deletes, from ops[trimAt] on
+	trimAt   int
 }
 
 // replacedRun is an active run the batch ends.
@@ -236,6 +263,7 @@ func newestPending(plan FirePlan) string {
 // resp.
 func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now time.Time) {
 	rev := resp.Header.Revision
+	pt.trimmedLocked(b.trims, resp, b.trimAt)
 	for _, key := range b.dropped {
 		delete(pt.triggers, key)
 	}

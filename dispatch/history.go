@@ -134,15 +134,17 @@ type trim struct {
 // job's oldest final runs while the job has more than its maxRuns or they
 // are older than its maxAge; then, while the partition's documents exceed
 // budget bytes, the oldest final runs across its jobs. Active runs are
-// never chosen: they count toward maxRuns and the budget but stay. It
-// changes nothing; the caller applies removed for each run it deletes.
-func (h *history) planTrim(now time.Time, rule func(id string) retention, budget int64, limit int) []trim {
+// never chosen: they count toward maxRuns and the budget but stay. adding
+// counts the runs per job, and addingBytes their bytes, that the write the
+// deletions go with creates (counted as stored, never chosen). It changes
+// nothing; the caller applies removed for each run it deletes.
+func (h *history) planTrim(now time.Time, rule func(id string) retention, budget int64, limit int, adding map[string]int, addingBytes int64) []trim {
 	var out []trim
-	bytes := h.bytes
+	bytes := h.bytes + addingBytes
 	next := map[string]int{} // per job: its final runs planned so far
 	for _, id := range slices.Sorted(maps.Keys(h.jobs)) {
 		jh, r := h.jobs[id], rule(id)
-		runs, i := jh.runs, 0
+		runs, i := jh.runs+adding[id], 0
 		for ; i < len(jh.final) && len(out) < limit; i++ {
 			fr := jh.final[i]
 			var reason string

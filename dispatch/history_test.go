@@ -49,7 +49,7 @@ func TestPlanTrim(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := build()
-			plan := h.planTrim(h0.Add(tt.now), func(id string) retention { return tt.rule[id] }, tt.budget, 100)
+			plan := h.planTrim(h0.Add(tt.now), func(id string) retention { return tt.rule[id] }, tt.budget, 100, nil, 0)
 			var got []string
 			for _, tr := range plan {
 				got = append(got, fmt.Sprintf("%s@%d:%s", tr.job, int(tr.at.Sub(h0).Seconds()), tr.reason))
@@ -59,8 +59,16 @@ func TestPlanTrim(t *testing.T) {
 			}
 		})
 	}
+	// Runs a write is about to create count toward max_runs and the budget.
+	adding := build().planTrim(h0.Add(20*time.Second), func(string) retention { return loose }, 1<<20, 100, map[string]int{"b": 98}, 0)
+	if len(adding) != 1 || adding[0].job != "b" || adding[0].reason != trimMaxRuns {
+		t.Fatalf("plan with 98 runs of b being added = %+v, want b's oldest for max_runs", adding)
+	}
+	if got := build().planTrim(h0.Add(20*time.Second), func(string) retention { return loose }, 800, 100, nil, 100); len(got) != 1 || got[0].reason != trimBudget {
+		t.Fatalf("plan with 100 bytes being added over a budget of 800 = %+v, want one run for the budget", got)
+	}
 	// limit bounds a plan.
-	if got := build().planTrim(h0, func(string) retention { return retention{maxRuns: 1} }, 0, 2); len(got) != 2 {
+	if got := build().planTrim(h0, func(string) retention { return retention{maxRuns: 1} }, 0, 2, nil, 0); len(got) != 2 {
 		t.Fatalf("plan with limit 2 has %d runs", len(got))
 	}
 }
@@ -120,7 +128,7 @@ func TestHistoryTrimBounds(t *testing.T) {
 					break
 				}
 			case 3: // trim
-				plan := h.planTrim(now, func(id string) retention { return rules[id] }, budget, 1000)
+				plan := h.planTrim(now, func(id string) retention { return rules[id] }, budget, 1000, nil, 0)
 				var lastBudget time.Time
 				for _, tr := range plan {
 					k := key{tr.job, tr.at}

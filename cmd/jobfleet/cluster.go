@@ -22,6 +22,11 @@ type clientOptions struct {
 	server  string
 	output  string
 	timeout time.Duration
+	// TLS: ca verifies the server (empty: the system's CAs), cert and key
+	// are a client certificate. Set from --ca, --cert, --key (or JOBFLEET_CA,
+	// ...); a CLI context's "ca", "cert" and "key" fill the ones not given
+	// before httpClient is called (flag > environment > context).
+	ca, cert, key string
 }
 
 func (o *clientOptions) register(cmd *cobra.Command) {
@@ -29,6 +34,26 @@ func (o *clientOptions) register(cmd *cobra.Command) {
 	fs.StringVar(&o.server, "server", "http://127.0.0.1:8080", "URL of any orchestrator's HTTP API")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "request timeout")
+	fs.StringVar(&o.ca, "ca", "", "PEM file of the CAs to verify an https --server against (default: the system's)")
+	fs.StringVar(&o.cert, "cert", "", "PEM client certificate file to present to the server (with --key)")
+	fs.StringVar(&o.key, "key", "", "PEM private key file of --cert")
+}
+
+// httpClient returns the client of the API requests: the request timeout,
+// and TLS from the CA, certificate and key options.
+func (o *clientOptions) httpClient() (*http.Client, error) {
+	c := &http.Client{Timeout: o.timeout}
+	if o.ca == "" && o.cert == "" && o.key == "" {
+		return c, nil
+	}
+	tc, err := clientTLS("--", o.ca, o.cert, o.key)
+	if err != nil {
+		return nil, err
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = tc
+	c.Transport = t
+	return c, nil
 }
 
 // do sends a request and decodes a 2xx JSON reply into out; a non-2xx reply
@@ -48,7 +73,12 @@ func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := (&http.Client{Timeout: o.timeout}).Do(req)
+	client, err := o.httpClient()
+	if err != nil {
+		return err
+	}
+	defer client.CloseIdleConnections() // no connection outlives its command
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -102,7 +132,7 @@ func newClusterCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tADDR\tLEASE\tSTARTED")
 			for _, m := range v.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%x\t%s\n", m.ID, m.Addr, m.LeaseID, m.StartedAt.Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%s\t%x\t%s\n", cell(m.ID), cell(m.Addr), m.LeaseID, m.StartedAt.Format(time.RFC3339))
 			}
 			fmt.Fprintf(tw, "(revision %d)\n", v.Revision)
 			return tw.Flush()
@@ -147,7 +177,7 @@ func newClusterCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MEMBER\tOWNED\tTARGET")
 			for _, id := range sorted {
-				fmt.Fprintf(tw, "%s\t%d\t%d\n", id, owned[id], targeted[id])
+				fmt.Fprintf(tw, "%s\t%d\t%d\n", cell(id), owned[id], targeted[id])
 			}
 			fmt.Fprintf(tw, "%d partitions, %d without owner, %d not yet on their target (revision %d)\n", t.Partitions, unowned, misplaced, t.Revision)
 			return tw.Flush()

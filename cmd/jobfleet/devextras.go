@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -23,7 +24,7 @@ import (
 // 200 with the body it got; POST /flaky fails attempts 1 and 2 and lets the
 // third succeed, so a retrying job is visible in the log and the run
 // history.
-func startEchoServer(lg *zap.Logger, host string) (*httpServer, error) {
+func startEchoServer(lg *zap.Logger, host string, cfg httpserver.Config) (*httpserver.Server, error) {
 	lg = lg.Named("echo")
 	mux := http.NewServeMux()
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
@@ -43,7 +44,7 @@ func startEchoServer(lg *zap.Logger, host string) (*httpServer, error) {
 		}
 		fmt.Fprintf(w, "succeeded at attempt %d\n", attempt)
 	})
-	return listenHTTP(net.JoinHostPort(host, "0"), mux)
+	return httpserver.Start(net.JoinHostPort(host, "0"), mux, cfg)
 }
 
 // exampleJobs are the jobs `jobfleet dev` loads (replacing earlier
@@ -102,7 +103,11 @@ func loadExamples(ctx context.Context, lg *zap.Logger, orch *orchestrator.Orches
 // runDevWorkers runs n workers until ctx ends, finding the orchestrators
 // through src (all members of the fleet, including ones started outside
 // dev), and returns when they have shut down.
-func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discovery) error {
+//
+// Their http executor may call loopback (the echo endpoint, receivers a
+// developer runs on this machine), but never the fleet's orchestrators nor
+// etcd's client (found through src) and peer (fleet) endpoints.
+func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discovery, fleet []string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
@@ -112,6 +117,7 @@ func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discov
 			Concurrency:     8,
 			AllowShell:      true, // dev runs on the developer's own machine
 			ShutdownTimeout: 10 * time.Second,
+			HTTPPolicy:      worker.HTTPPolicy{Allow: []string{"127.0.0.0/8", "::1"}, Fleet: fleet},
 			Logger:          lg.Named("worker"),
 		})
 		if err != nil {

@@ -75,8 +75,15 @@ type proc struct {
 // variable of the test's environment.
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startCommand(t, name, binary, args...)
+}
+
+// startCommand is startProc for program path (a shell that executes the
+// binary, for instance).
+func startCommand(t *testing.T, name, path string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
+	p.cmd = exec.Command(path, args...)
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	for _, kv := range os.Environ() {
@@ -652,6 +659,9 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 		{"log format", "--log-format=xml", []string{"--log-format", "xml"}},
 		{"negative partitions", "--partitions=-1", []string{"partitions", "-1"}},
 		{"bad member ID", "--id=a/b", []string{"member ID", "a/b"}},
+		{"https advertised without TLS", "--advertise=https://node-1.example:8443", []string{"--advertise", "https://node-1.example:8443", "plain HTTP", "--tls-cert"}},
+		{"TLS certificate without key", "--tls-cert=server.crt", []string{"--tls-cert", "--tls-key"}},
+		{"connection cap of zero", "--max-connections=0", []string{"--max-connections", "at least 1"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -52,7 +52,8 @@ func TestReplacedRunIsCancelledOnItsWorker(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := worker.New(worker.Config{ID: "w1", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second,
 		ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
-		Metrics: metrics, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+		Metrics: metrics, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}}) // the hook
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,11 @@ func (pt *partition) deleteFinished(ctx context.Context, now time.Time) {
 		state store.JobState
 	}
 	var stamps []stamp
-	var doomed []*jobEntry
+	type doom struct {
+		e   *jobEntry
+		due time.Time
+	}
+	var doomed []doom
 	var ops []clientv3.Op
 	pt.mu.Lock()
 	pending := map[string]bool{}
@@ -179,7 +183,7 @@ func (pt *partition) deleteFinished(ctx context.Context, now time.Time) {
 		}
 		if e.state.FinishedAt.IsZero() {
 			st := e.state
-			st.FinishedAt = now.UTC()
+			st.FinishedAt = now.UTC().Truncate(time.Millisecond)
 			op, err := pt.d.keys.PutStateOp(pt.p, id, st)
 			if err != nil {
 				pt.lg.Error("encoding a job state failed", zap.String("job_id", id), zap.Error(err))
@@ -190,7 +194,7 @@ func (pt *partition) deleteFinished(ctx context.Context, now time.Time) {
 			continue
 		}
 		if due, ok := pt.deletionDueLocked(e); ok && !now.Before(due) {
-			doomed = append(doomed, e)
+			doomed = append(doomed, doom{e: e, due: due})
 			ops = append(ops, pt.d.keys.DeleteJobOp(pt.p, id, e.spec.Revision))
 		}
 	}
@@ -210,7 +214,8 @@ func (pt *partition) deleteFinished(ctx context.Context, now time.Time) {
 		}
 	}
 	pt.mu.Unlock()
-	for i, e := range doomed {
+	for i, dm := range doomed {
+		e := dm.e
 		id := e.spec.ID
 		if !resp.Responses[len(stamps)+i].GetResponseTxn().Succeeded {
 			pt.lg.Info("finished one-off job changed or was triggered; not deleting it", zap.String("job_id", id))
@@ -219,6 +224,6 @@ func (pt *partition) deleteFinished(ctx context.Context, now time.Time) {
 		pt.forgetJob(id)
 		pt.d.cfg.Metrics.jobDeleted()
 		pt.lg.Info("finished one-off job deleted after its retention", zap.String("job_id", id),
-			zap.Time("finished_at", e.state.FinishedAt), zap.String("delete_after", string(e.spec.DeleteAfter)))
+			zap.Time("finished_at", e.state.FinishedAt), zap.Duration("kept", dm.due.Sub(e.state.FinishedAt)))
 	}
 }

@@ -146,7 +146,7 @@ func (pt *partition) deletionDueLocked(e *jobEntry) (time.Time, bool) {
 // finishedLocked reports whether job e is a one-off job that has finished:
 // its time fired and none of its runs or trigger requests is pending.
 func (pt *partition) finishedLocked(e *jobEntry, pendingTriggers map[string]bool) bool {
-	planned := e.state.SpecRevision == e.spec.Revision && !e.state.Last.IsZero() && !e.dirty
+	planned := e.state.SpecRevision == e.spec.Revision && !e.state.Last.IsZero() && !e.dirty && !e.stale
 	return e.spec.IsOneOff() && planned && e.state.Next.IsZero() &&
 		len(pt.activeOfLocked(e.spec.ID)) == 0 && !pendingTriggers[e.spec.ID]
 }
@@ -219,6 +219,9 @@ func (pt *partition) deleteFinished(ctx context.Context, now time.Time) {
 		id := e.spec.ID
 		if !resp.Responses[len(stamps)+i].GetResponseTxn().Succeeded {
 			pt.lg.Info("finished one-off job changed or was triggered; not deleting it", zap.String("job_id", id))
+			pt.mu.Lock()
+			e.stale = true // until the watch brings the change
+			pt.mu.Unlock()
 			continue
 		}
 		pt.forgetJob(id)

@@ -75,6 +75,10 @@ type jobEntry struct {
 	schedErr error // the spec's schedule does not parse (should not happen: validated)
 	state    store.JobState
 	dirty    bool // state changed in memory without a fire; persist with the next write
+	// stale is set when a write guarded on the spec's revision was refused
+	// (the job changed in etcd, or got a trigger request, meanwhile):
+	// nothing is planned for the job until the watch brings the change.
+	stale bool
 }
 
 type activeRun struct {
@@ -176,6 +180,9 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 		case !at.IsZero() && ev.Type == mvccpb.PUT:
 			pt.mu.Lock()
 			pt.triggers[string(ev.Kv.Key)] = triggerReq{id: id, at: at, key: string(ev.Kv.Key)}
+			if e := pt.jobs[id]; e != nil {
+				e.stale = false
+			}
 			pt.mu.Unlock()
 		case !at.IsZero():
 			// our own deletion of a consumed trigger, or the API's along
@@ -280,6 +287,9 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 		pending[t.id] = true
 	}
 	for _, e := range pt.jobs {
+		if e.stale {
+			continue
+		}
 		if !e.spec.Paused && e.schedErr == nil {
 			earlier(e.state.Next)
 		}

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -334,5 +335,58 @@ func TestDeleteJobOpKeepsAConcurrentEdit(t *testing.T) {
 	}
 	if _, err := h.store.Get(context.Background(), "x"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after the deletion: %v", err)
+	}
+}
+
+// TestFireOfAChangedJobIsRefused holds a fire's write in a stalled etcd
+// connection while the job is deleted and created again: when the write
+// arrives it is refused (it was decided from the earlier job), so the new
+// job has no run for a time before its creation. Found by the chaos suite
+// (a burst of deletes and re-creates while partitions moved).
+func TestFireOfAChangedJobIsRefused(t *testing.T) {
+	h := newHarness(t)
+	bridge := etcdtest.NewBridge(t, etcd.ClientAddr())
+	h.dispClient = etcdtest.NewClient(t, bridge.Endpoints())
+	h.configure = func(c *dispatch.Config) { c.RequestTimeout = time.Minute }
+	h.start("m1")
+	h.create(store.Job{ID: "j", Schedule: "@every 1s"})
+
+	bridge.Cut()
+	restored := false
+	defer func() {
+		if !restored {
+			bridge.Restore()
+		}
+	}()
+	h.clock.Advance(time.Second) // j@t0+1s is due: its write waits in the bridge
+	h.waitFor("the fire's write to start", func() bool { return h.disp.WriterBusy(0) })
+	if err := h.store.Delete(context.Background(), "j"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := h.store.Create(context.Background(), store.Job{ID: "j", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every run written from the new job's creation on, in etcd's history.
+	wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wch := h.client.Watch(wctx, h.store.Keys().RunPrefix(0, "j"), clientv3.WithPrefix(), clientv3.WithRev(again.Revision))
+	bridge.Restore()
+	restored = true
+	h.waitFor("the write answered", func() bool { return !h.disp.WriterBusy(0) })
+	h.clock.Advance(time.Second)
+	next := h.store.Keys().Run(0, "j", t0.Add(2*time.Second))
+	for seen := false; !seen; {
+		wr := <-wch
+		if err := wr.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range wr.Events {
+			_, at, _ := h.store.Keys().ParseRunKey(0, string(ev.Kv.Key))
+			if ev.Type == clientv3.EventTypePut && ev.Kv.Version == 1 && !at.After(again.CreatedAt) {
+				t.Fatalf("run %s created at revision %d, after the job was created again (revision %d), for a time before its creation", ev.Kv.Key, ev.Kv.ModRevision, again.Revision)
+			}
+			seen = seen || string(ev.Kv.Key) == next
+		}
 	}
 }

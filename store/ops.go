@@ -107,3 +107,14 @@ func (k Keys) DeleteJobOp(p int, id string, rev int64) clientv3.Op {
 	ops := append([]clientv3.Op{clientv3.OpDelete(k.Spec(p, id))}, k.DeleteJobDataOps(p, id)...)
 	return clientv3.OpTxn(cmps, ops, nil)
 }
+
+// SpecGuardOp returns ops as one nested transaction applied only if job
+// id's spec still has mod revision rev: the writes a scheduler decided
+// from that version of the job (its runs, its state, the trigger requests
+// they consume) are refused together if the job was changed, deleted or
+// deleted and created again meanwhile. Its response's Succeeded says
+// whether they applied; Responses are those of ops.
+func (k Keys) SpecGuardOp(p int, id string, rev int64, ops []clientv3.Op) clientv3.Op {
+	cmp := clientv3.Compare(clientv3.ModRevision(k.Spec(p, id)), "=", rev)
+	return clientv3.OpTxn([]clientv3.Cmp{cmp}, ops, nil)
+}

@@ -390,3 +390,33 @@ func TestFireOfAChangedJobIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestTriggerBacklogIsFiredInSeveralWrites: 200 trigger requests made
+// while the partition had no owner are all fired once an owner takes it,
+// in writes of bounded size (one write for all would exceed etcd's
+// operations per transaction).
+func TestTriggerBacklogIsFiredInSeveralWrites(t *testing.T) {
+	const backlog = 200
+	h := newHarness(t)
+	if _, err := h.store.Create(context.Background(), store.Job{ID: "queued", RunAt: ptr(t0.Add(24 * time.Hour)),
+		Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range backlog {
+		if _, err := h.store.Trigger(context.Background(), "queued"); err != nil {
+			t.Fatalf("trigger %d: %v", i, err)
+		}
+		if i%store.TriggerSlots == store.TriggerSlots-1 {
+			h.clock.Advance(store.TriggerSlots * time.Millisecond)
+		}
+	}
+	h.start("m1")
+	h.waitFor("every trigger fired", func() bool { return h.pendingTriggers("queued") == 0 })
+	j, err := h.store.Get(context.Background(), "queued")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State == nil || j.State.Fired+j.State.Skipped != backlog {
+		t.Fatalf("state %+v: want %d triggers accounted", j.State, backlog)
+	}
+}

@@ -88,7 +88,10 @@ func (l *triggerLimiter) allow(id string) (ok bool, retryAfter time.Duration) {
 // trigger serves POST /v1/jobs/{id}/trigger: 202 with the run's ID, or
 // 429 with Retry-After when the job was triggered too often here.
 func (a *jobsAPI) trigger(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
 	if ok, wait := a.triggers.allow(id); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		WriteError(w, http.StatusTooManyRequests, fmt.Sprintf("job %q is triggered more often than %v a second (bursts of %d) on this member; retry after %v",
@@ -110,5 +113,5 @@ func (a *jobsAPI) trigger(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, id, err)
 		return
 	}
-	WriteJSON(w, http.StatusAccepted, triggered{RunID: runID})
+	a.reply(w, r, http.StatusAccepted, triggered{RunID: runID})
 }

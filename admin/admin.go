@@ -81,6 +81,15 @@ type Config struct {
 	Limits Limits
 	// Clock times rate limits; nil means the real clock.
 	Clock clockwork.Clock
+	// TriggerRate and TriggerBurst limit the triggers of each job this
+	// member accepts (POST /v1/jobs/{id}/trigger): per second, and at once;
+	// beyond them it answers 429 with Retry-After. The limit is per member.
+	// Zero means DefaultTriggerRate and DefaultTriggerBurst; a negative
+	// rate, no limit.
+	TriggerRate  float64
+	TriggerBurst int
+	// Now is the clock of the trigger limit; nil is Clock.Now.
+	Now func() time.Time
 }
 
 // withDefaults returns c with its zero fields set to their defaults.
@@ -96,6 +105,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
+	}
+	if c.Now == nil {
+		c.Now = c.Clock.Now
 	}
 	c.Limits = c.Limits.withDefaults()
 	return c

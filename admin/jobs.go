@@ -54,17 +54,19 @@ const (
 	storeTimeout = 10 * time.Second
 )
 
-// jobsAPI serves the job and run endpoints.
-type jobsAPI struct {
-	jobs JobsFunc
-	lg   *zap.Logger
-}
-
+// jobsAPI serves the job and run endpoints (their routes are in the
+// route table, routes.go).
+//
 // Job IDs are free-form, so an ID containing '/' must be sent
 // percent-encoded ("/v1/jobs/a%2Fb/runs" addresses job "a/b"). ServeMux
 // matches patterns against r.URL.EscapedPath() segment by segment and
 // unescapes each segment, so r.PathValue returns the ID exactly, '/',
 // '%', '?', '#', '+', spaces and non-ASCII characters included.
+type jobsAPI struct {
+	jobs     JobsFunc
+	lg       *zap.Logger
+	triggers *triggerLimiter
+}
 
 // jobList is the document of GET /v1/jobs.
 type jobList struct {
@@ -264,11 +266,6 @@ func pauseJob(ctx context.Context, s JobStore, id string) (any, error) {
 
 func resumeJob(ctx context.Context, s JobStore, id string) (any, error) {
 	return s.SetPaused(ctx, id, false)
-}
-
-func triggerJob(ctx context.Context, s JobStore, id string) (any, error) {
-	runID, err := s.Trigger(ctx, id)
-	return triggered{RunID: runID}, err
 }
 
 func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {

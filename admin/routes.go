@@ -43,7 +43,7 @@ const (
 // exist without an entry; TestRouteMatrix checks every entry against
 // every role.
 func (a *api) routes() []route {
-	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api")}
+	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now)}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.cfg.Auth}
 	w := &workerAPI{get: a.cfg.Worker}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
@@ -63,7 +63,7 @@ func (a *api) routes() []route {
 		{pattern: "DELETE /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusNoContent, deleteJob)},
 		{pattern: "POST /v1/jobs/{id}/pause", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusOK, pauseJob)},
 		{pattern: "POST /v1/jobs/{id}/resume", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusOK, resumeJob)},
-		{pattern: "POST /v1/jobs/{id}/trigger", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusAccepted, triggerJob)},
+		{pattern: "POST /v1/jobs/{id}/trigger", access: auth.AccessWrite, scope: scopeJob, handler: hf(j.trigger)},
 		{pattern: "GET /v1/jobs/{id}/runs", access: auth.AccessRead, scope: scopeJob, handler: hf(j.runs)},
 		{pattern: "GET /v1/runs/{run_id}", access: auth.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
 

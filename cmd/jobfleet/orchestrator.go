@@ -76,6 +76,7 @@ type memberOptions struct {
 	partitions int
 	leaseTTL   time.Duration
 	runLease   time.Duration
+	retention  retentionOptions
 
 	adminTokenFile string
 	insecureNoAuth bool
@@ -93,6 +94,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
 	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "turn authentication off: every caller is admin (only with a loopback --listen)")
+	o.retention.register(cmd)
 	d := admin.DefaultLimits()
 	fs.Float64Var(&o.limits.Rate, "api-rate", d.Rate, "requests per second each credential may make to the API, worker protocol excluded (negative: unlimited)")
 	fs.IntVar(&o.limits.Burst, "api-burst", d.Burst, "burst of --api-rate")
@@ -271,7 +273,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	orch, err := orchestrator.New(client, orchestrator.Config{
+	ocfg := orchestrator.Config{
 		ID:          id,
 		Advertise:   advertise,
 		Namespace:   o.namespace,
@@ -281,23 +283,26 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		AdminSecret: secret,
 		Logger:      lg,
 		Registry:    reg,
-	})
-	if err != nil {
-		return nil, err
 	}
-	mlg := lg.With(zap.String("member", id))
-	h := admin.Handler(orch, admin.Config{
+	acfg := admin.Config{
 		Gatherer: reg,
 		Registry: reg,
-		Logger:   mlg,
-		Jobs:     orchestratorJobs(orch),
-		Worker:   orchestratorWorker(orch),
-		Auth:     orch.Credentials(),
+		Logger:   lg.With(zap.String("member", id)),
 		Tokens:   auth.NewStore(client, o.namespace, nil),
 		Insecure: insecure,
 		Loopback: loopbackListen(listen),
 		Limits:   o.limits,
-	})
+	}
+	if err := o.retention.apply(&ocfg, &acfg); err != nil {
+		return nil, err
+	}
+	orch, err := orchestrator.New(client, ocfg)
+	if err != nil {
+		return nil, err
+	}
+	mlg := acfg.Logger
+	acfg.Jobs, acfg.Worker, acfg.Auth = orchestratorJobs(orch), orchestratorWorker(orch), orch.Credentials()
+	h := admin.Handler(orch, acfg)
 	srv, err := httpserver.Start(listen, h, serving.api)
 	if err != nil {
 		return nil, err

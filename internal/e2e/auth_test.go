@@ -31,7 +31,7 @@ func TestForgedReportsRefused(t *testing.T) {
 	f.Join("m1")
 	f.WaitSettled(15 * time.Second)
 	base := f.URLs()[0]
-	rogue := authtest.Token(t, f.Client, f.NS, auth.RoleWorker, "")
+	rogue := f.Token(auth.RoleWorker, "")
 
 	release := make(chan struct{})
 	var executions atomic.Int32
@@ -137,7 +137,7 @@ func TestPollCapsKeepRunsFlowing(t *testing.T) {
 	f.Join("m1")
 	f.WaitSettled(15 * time.Second)
 	base := f.URLs()[0]
-	rogue := authtest.Token(t, f.Client, f.NS, auth.RoleWorker, "")
+	rogue := f.Token(auth.RoleWorker, "")
 
 	// The rogue's polls ask for an executor no job uses: they hold their
 	// slots for the whole wait and take nothing.
@@ -165,7 +165,13 @@ func TestPollCapsKeepRunsFlowing(t *testing.T) {
 		})
 	}
 	defer func() { cancel(); wg.Wait() }()
-	waitFor(t, 30*time.Second, func() bool { return refused.Load() == polls-int32(limits.MaxPollsPerCredential) })
+	deadline := time.Now().Add(30 * time.Second)
+	for refused.Load() != polls-int32(limits.MaxPollsPerCredential) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s: %d polls refused, %d otherwise answered, want %d refused", refused.Load(), other.Load(), polls-limits.MaxPollsPerCredential)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	rcv := newReceiver(t)
 	createEverySecond(t, f.AdminToken, base, "flowing", rcv.srv.URL, nil)

@@ -124,6 +124,22 @@ func New(t testing.TB, etcd *etcdtest.Server, opts Options) *Fleet {
 	return f
 }
 
+// Token stores a credential of role, limited to job IDs starting with
+// prefix ("" for all), and returns its bearer token once every live
+// member's credential cache has it.
+func (f *Fleet) Token(role auth.Role, prefix string) string {
+	f.t.Helper()
+	c, rev := authtest.Create(f.t, f.Client, f.NS, auth.CreateRequest{Role: role, Prefix: prefix, Description: "test " + f.t.Name()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range f.Live() {
+		if err := f.member(id).Orch.Credentials().WaitRevision(ctx, rev); err != nil {
+			f.t.Fatalf("fleettest: member %s did not load the new credential: %v", id, err)
+		}
+	}
+	return c.Secret
+}
+
 // HTTPClient returns a client that sends token (the fleet's AdminToken or
 // WorkerToken, or one of authtest's).
 func (f *Fleet) HTTPClient(token string) *http.Client { return authtest.Client(f.t, token) }

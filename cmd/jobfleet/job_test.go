@@ -402,7 +402,7 @@ func TestServerFlag(t *testing.T) {
 	for _, server := range []string{hostPort, "http://" + hostPort, "http://" + hostPort + "/", " " + hostPort} {
 		root := newRootCmd()
 		var out bytes.Buffer
-		root.SetArgs([]string{"job", "--server", server, "ls"})
+		root.SetArgs([]string{"job", "--server", server, "--token", c.token, "ls"})
 		root.SetOut(&out)
 		if err := root.ExecuteContext(context.Background()); err != nil || !strings.Contains(out.String(), "x ") {
 			t.Errorf("--server %q: got %q, %v; want the job listed", server, out.String(), err)
@@ -424,7 +424,8 @@ func TestClusterDrainNeedsServer(t *testing.T) {
 	t.Setenv("JOBFLEET_SERVER", "") // restored after the test
 	os.Unsetenv("JOBFLEET_SERVER")
 	var drains atomic.Int32
-	srv := httptest.NewServer(admin.Handler(countingDrainMember{&drains}, admin.Config{Gatherer: prometheus.NewRegistry()}))
+	// Authentication is off: the test is about which member is named.
+	srv := httptest.NewServer(admin.Handler(countingDrainMember{&drains}, admin.Config{Gatherer: prometheus.NewRegistry(), Insecure: true}))
 	t.Cleanup(srv.Close)
 	run := func(env string, args ...string) (string, error) {
 		if env != "" {

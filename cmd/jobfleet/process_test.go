@@ -98,6 +98,9 @@ func startCommand(t *testing.T, name, path string, args ...string) *proc {
 			p.cmd.Env = append(p.cmd.Env, kv)
 		}
 	}
+	if os.Getenv("XDG_CONFIG_HOME") == testConfigHome {
+		p.cmd.Env = append(p.cmd.Env, "XDG_CONFIG_HOME="+procConfigHome) // the last one counts
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}

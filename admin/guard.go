@@ -261,8 +261,10 @@ func (g *guard) finish(w *statusWriter, r *http.Request, route string, info *req
 		return
 	}
 	lvl := zapcore.InfoLevel
-	if code/100 == 2 && strings.HasPrefix(route, "POST /v1/worker/") {
-		// The fleet's own steady traffic: the dispatcher logs each attempt
+	refused := code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusTooManyRequests
+	if strings.HasPrefix(route, "POST /v1/worker/") && !refused {
+		// The fleet's own steady traffic, redirects (421) and stale
+		// reports (409) included: the dispatcher logs each attempt
 		// started and finished with its worker and credential.
 		lvl = zapcore.DebugLevel
 	}

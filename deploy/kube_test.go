@@ -379,8 +379,8 @@ func (p podOf) check(t reporter, secrets map[string]map[string]bool) (resolved, 
 		if _, ok := r.flags["admin-token-file"]; !ok {
 			t.Logf("%s: no --admin-token-file (no bootstrap admin credential)", p.where)
 		}
-		if !r.has("etcd-cert") && !strings.Contains(p.where, "etcd TLS off") {
-			t.Errorf("%s: no client certificate for etcd", p.where)
+		if https := strings.Contains(r.flags["etcd-endpoints"], "https://"); https != r.has("etcd-cert") || https != r.has("etcd-ca") {
+			t.Errorf("%s: --etcd-endpoints=%s with --etcd-cert %v and --etcd-ca %v: TLS to etcd wants both, plain HTTP neither", p.where, r.flags["etcd-endpoints"], r.has("etcd-cert"), r.has("etcd-ca"))
 		}
 	case "worker":
 		probe("liveness", c.LivenessProbe, "/healthz")

@@ -50,6 +50,12 @@ var pending = map[string]string{
 	"worker --http-allow":                "HTTP executor destination policy",
 }
 
+// pendingCommands are commands the deployment files use that other work
+// adds to the binary; their flags are checked once they exist.
+var pendingCommands = map[string]string{
+	"token create": "credentials",
+}
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "jobfleet-deploy-")
 	if err != nil {
@@ -176,6 +182,12 @@ func (inv invocation) check(t reporter) resolved {
 		}
 	}
 	if command == "" {
+		for pc, why := range pendingCommands {
+			if strings.HasPrefix(strings.Join(words, " ")+" ", pc+" ") {
+				t.Logf("%s: the binary has no command %q yet (%s: landing separately)", inv.where, pc, why)
+				return resolved{command: pc, flags: map[string]string{}}
+			}
+		}
 		t.Errorf("%s: %q is not a jobfleet command", inv.where, inv.args)
 		return resolved{}
 	}

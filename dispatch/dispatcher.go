@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -334,9 +336,10 @@ func nonNil(a []Assignment) []Assignment {
 }
 
 func validatePoll(req PollRequest) error {
+	if err := validateWorkerID(req.Worker); err != nil {
+		return err
+	}
 	switch {
-	case req.Worker == "" || len(req.Worker) > 128:
-		return fmt.Errorf("%w: worker: must be 1 to 128 bytes", ErrBadRequest)
 	case len(req.Executors) == 0 || len(req.Executors) > 1000:
 		return fmt.Errorf("%w: executors: must list 1 to 1000 executor types", ErrBadRequest)
 	case req.Max < 1 || req.Max > 100:
@@ -347,9 +350,42 @@ func validatePoll(req PollRequest) error {
 	return nil
 }
 
+// validateWorkerID checks a protocol request's worker ID: 1 to 128 bytes
+// of UTF-8 without control characters (it is recorded in attempts and
+// printed by clients).
+func validateWorkerID(worker string) error {
+	switch {
+	case worker == "" || len(worker) > 128:
+		return fmt.Errorf("%w: worker: must be 1 to 128 bytes", ErrBadRequest)
+	case !utf8.ValidString(worker):
+		return fmt.Errorf("%w: worker: not valid UTF-8", ErrBadRequest)
+	}
+	for i, r := range worker {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: worker: control character %U at byte %d", ErrBadRequest, r, i)
+		}
+	}
+	return nil
+}
+
+// validateText checks a completion's error or output: valid UTF-8 without
+// control characters other than newline and tab (workers escape the
+// others), so that what is recorded cannot drive a reader's terminal.
+func validateText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s: not valid UTF-8", ErrBadRequest, field)
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			return fmt.Errorf("%w: %s: control character %U at byte %d (escape it)", ErrBadRequest, field, r, i)
+		}
+	}
+	return nil
+}
+
 func validateReport(worker, runID string, attempt int) (string, error) {
-	if worker == "" || len(worker) > 128 {
-		return "", fmt.Errorf("%w: worker: must be 1 to 128 bytes", ErrBadRequest)
+	if err := validateWorkerID(worker); err != nil {
+		return "", err
 	}
 	if attempt < 1 {
 		return "", fmt.Errorf("%w: attempt: must be at least 1", ErrBadRequest)
@@ -400,6 +436,12 @@ func (d *Dispatcher) Complete(ctx context.Context, req CompleteRequest) (Complet
 	}
 	if len(req.Error) > MaxOutputBytes {
 		return CompleteResponse{}, fmt.Errorf("%w: error: longer than %d bytes", ErrBadRequest, MaxOutputBytes)
+	}
+	if err := validateText("output", req.Output); err != nil {
+		return CompleteResponse{}, err
+	}
+	if err := validateText("error", req.Error); err != nil {
+		return CompleteResponse{}, err
 	}
 	pt, err := d.partitionFor(id)
 	if err != nil {

@@ -530,6 +530,34 @@ func TestNotOwnerAndBadRequests(t *testing.T) {
 			t.Errorf("complete %+v: %v, want ErrBadRequest", req, err)
 		}
 	}
+	// Control characters: none in worker IDs, only newline and tab in
+	// errors and outputs (they are printed by clients).
+	for _, tt := range []struct {
+		req   dispatch.CompleteRequest
+		field string
+	}{
+		{dispatch.CompleteRequest{Worker: "w\x1b]0;pwned\x07", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+001B"},
+		{dispatch.CompleteRequest{Worker: "w\u009b", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+009B"},
+		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Error: "boom \x1b[2J"}, "error: control character U+001B"},
+		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "line\r\n"}, "output: control character U+000D"},
+		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "bad \xff"}, "output: not valid UTF-8"},
+	} {
+		_, err := h.disp.Complete(context.Background(), tt.req)
+		if !errors.Is(err, dispatch.ErrBadRequest) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("complete %+q: %v, want ErrBadRequest naming %q", []string{tt.req.Worker, tt.req.Error, tt.req.Output}, err, tt.field)
+		}
+	}
+	if _, err := h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w\x1b", Executors: []string{"http"}, Max: 1}); !errors.Is(err, dispatch.ErrBadRequest) || !strings.Contains(err.Error(), "worker: control character") {
+		t.Errorf("poll with ESC in the worker ID: %v, want ErrBadRequest", err)
+	}
+	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w\n", RunID: store.RunID("x", t0), Attempt: 1}); !errors.Is(err, dispatch.ErrBadRequest) {
+		t.Errorf("heartbeat with a newline in the worker ID: %v, want ErrBadRequest", err)
+	}
+	// Newlines and tabs are fine: the report reaches the (stale) attempt.
+	if _, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1,
+		Error: "line 1\n\tline 2", Output: "a\tb\n"}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+		t.Errorf("complete with newline and tab: %v, want it accepted as a request (ErrStaleAttempt: no such attempt)", err)
+	}
 	h.stop()
 	_, err = h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1})
 	var notOwner *dispatch.NotOwnerError

@@ -27,6 +27,13 @@
 //     are refused because they cannot be addressed in a URL path.
 //     EscapeID maps every string to a key segment without '/', and
 //     UnescapeID(EscapeID(id)) == id for every string.
+//   - Secrets need not be stored: an "http" executor's header value
+//     (HeaderValue), and any value in the payload or the body, may be a
+//     secret reference {"secret_env": "NAME"} that workers resolve
+//     (ResolveSecretRefs); Validate checks every reference's name.
+//     Documents keep each value's form exactly (string or reference).
+//     Job.Redacted hides literal header values from readers without write
+//     access. URLs carrying user:password are refused.
 //
 // # Defaults
 //

@@ -39,7 +39,9 @@ type Job struct {
 	Executor Executor `json:"executor"`
 	// Payload is any JSON value handed to the executor: the HTTP body, the
 	// shell command's standard input, or the named handler's argument. At
-	// most Limits.MaxPayloadBytes bytes.
+	// most Limits.MaxPayloadBytes bytes. Objects {"secret_env": "NAME"}
+	// in it are secret references, replaced by the worker (see
+	// ResolveSecretRefs).
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Retry bounds the attempts of each run.
 	Retry RetryPolicy `json:"retry,omitzero"`
@@ -93,10 +95,20 @@ type Executor struct {
 	Method string `json:"method,omitempty"`
 	// Headers are extra request headers of an "http" executor. Names
 	// starting with "Jobfleet-" are reserved for the headers jobfleet sets.
-	Headers map[string]string `json:"headers,omitempty"`
+	// A value is a string, or a secret reference {"secret_env": "NAME"}
+	// that the worker resolves from its environment (see HeaderValue).
+	// Readers without write access get literal values redacted
+	// (Job.Redacted).
+	Headers map[string]HeaderValue `json:"headers,omitempty"`
 	// Body, if set, is sent by an "http" executor instead of the job's
-	// payload. At most Limits.MaxPayloadBytes bytes of JSON.
+	// payload. At most Limits.MaxPayloadBytes bytes of JSON; it may hold
+	// secret references, like the payload.
 	Body json.RawMessage `json:"body,omitempty"`
+	// FollowRedirects lets an "http" executor follow redirects: at most
+	// a few hops, each within the worker's destination policy, never
+	// changing the method or dropping the body. Without it a 3xx reply
+	// fails the attempt.
+	FollowRedirects bool `json:"follow_redirects,omitempty"`
 	// Command is the argv of a "shell" executor: program, then arguments.
 	Command []string `json:"command,omitempty"`
 }

@@ -51,6 +51,9 @@ func decodeError(err error) error {
 		if typeErr.Type == durationType {
 			return fieldErr(typeErr.Field, "invalid duration %s; want a string such as \"30s\", \"5m\" or \"1h30m\"", typeErr.Value)
 		}
+		if typeErr.Type == headerValueType {
+			return fieldErr(typeErr.Field, "cannot use a JSON %s as a header value; want a string or a secret reference {\"secret_env\": \"NAME\"}", typeErr.Value)
+		}
 		return fieldErr(typeErr.Field, "cannot use JSON %s as %s", typeErr.Value, jsonKind(typeErr.Type))
 	}
 	return fmt.Errorf("%w: %v", ErrInvalidJob, err)
@@ -159,6 +162,8 @@ func checkValue(dec *json.Decoder, field string) error {
 		return skipValue(dec, field, retryKeys)
 	case "run_at", "created_at", "updated_at":
 		return checkTime(dec, field)
+	case "executor.headers":
+		return checkHeaders(dec, field)
 	default:
 		return skipValue(dec, field, nil)
 	}
@@ -214,4 +219,76 @@ func skipValue(dec *json.Decoder, field string, nested []string) error {
 		}
 	}
 	return nil
+}
+
+// checkHeaders consumes the executor's headers, which must be null or an
+// object whose values are strings or secret references, so that a bad
+// value is reported with its header's name (encoding/json names only the
+// map).
+func checkHeaders(dec *json.Decoder, field string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidJob, err)
+	}
+	if tok == nil {
+		return nil
+	}
+	if tok != json.Delim('{') {
+		return skipRest(dec, tok, fieldErr(field, "want an object of header names and values"))
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidJob, err)
+		}
+		if tok == json.Delim('}') {
+			return nil
+		}
+		name := tok.(string) // Token only returns strings as object keys
+		hfield := field + "[" + name + "]"
+		bad := fieldErr(hfield, "want a string or a secret reference {%q: \"NAME\"}", SecretEnvKey)
+		tok, err = dec.Token()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidJob, err)
+		}
+		switch tok {
+		case json.Delim('{'):
+			key, err := dec.Token()
+			if err != nil || key != SecretEnvKey {
+				return bad
+			}
+			if v, err := dec.Token(); err != nil {
+				return bad
+			} else if _, ok := v.(string); !ok {
+				return bad
+			}
+			if end, err := dec.Token(); err != nil || end != json.Delim('}') {
+				return bad
+			}
+		default:
+			if _, ok := tok.(string); !ok {
+				return bad
+			}
+		}
+	}
+}
+
+// skipRest consumes the rest of the value that tok starts, then returns
+// err (or a decoding error).
+func skipRest(dec *json.Decoder, tok json.Token, err error) error {
+	if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
+		for depth := 1; depth > 0; {
+			t, derr := dec.Token()
+			if derr != nil {
+				return fmt.Errorf("%w: %v", ErrInvalidJob, derr)
+			}
+			switch t {
+			case json.Delim('{'), json.Delim('['):
+				depth++
+			case json.Delim('}'), json.Delim(']'):
+				depth--
+			}
+		}
+	}
+	return err
 }

@@ -194,6 +194,9 @@ func (j *Job) Validate(limits Limits) error {
 	if err := validateJSON("payload", j.Payload, limits.MaxPayloadBytes); err != nil {
 		return err
 	}
+	if _, err := SecretRefs("payload", j.Payload); err != nil {
+		return err
+	}
 	if err := j.Retry.validate(); err != nil {
 		return err
 	}
@@ -271,7 +274,7 @@ func (e *Executor) validate(limits Limits) error {
 	case "":
 		return fieldErr("executor.type", "required; want %q, %q or a registered handler name", ExecutorHTTP, ExecutorShell)
 	case ExecutorHTTP:
-		if err := e.only("url", "method", "headers", "body"); err != nil {
+		if err := e.only("url", "method", "headers", "body", "follow_redirects"); err != nil {
 			return err
 		}
 		if err := validateURL(e.URL); err != nil {
@@ -285,7 +288,11 @@ func (e *Executor) validate(limits Limits) error {
 				return err
 			}
 		}
-		return validateJSON("executor.body", e.Body, limits.MaxPayloadBytes)
+		if err := validateJSON("executor.body", e.Body, limits.MaxPayloadBytes); err != nil {
+			return err
+		}
+		_, err := SecretRefs("executor.body", e.Body)
+		return err
 	case ExecutorShell:
 		if err := e.only("command"); err != nil {
 			return err
@@ -318,6 +325,7 @@ func (e *Executor) only(allowed ...string) error {
 		{"headers", len(e.Headers) > 0},
 		{"body", len(e.Body) > 0},
 		{"command", len(e.Command) > 0},
+		{"follow_redirects", e.FollowRedirects},
 	}
 	for _, f := range set {
 		if f.isSet && !slices.Contains(allowed, f.name) {
@@ -338,13 +346,17 @@ func validateURL(raw string) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fieldErr("executor.url", "%q is not an absolute http or https URL", raw)
 	}
+	if u.User != nil {
+		// Not repeated: the URL holds a password.
+		return fieldErr("executor.url", "must not carry a user name or password (user:password@host); send credentials in a header, for example as a secret reference {\"secret_env\": \"NAME\"}")
+	}
 	if u.Host == "" {
 		return fieldErr("executor.url", "%q has no host", raw)
 	}
 	return nil
 }
 
-func validateHeader(name, value string) error {
+func validateHeader(name string, hv HeaderValue) error {
 	field := fmt.Sprintf("executor.headers[%s]", name)
 	if name == "" || strings.IndexFunc(name, func(r rune) bool { return !isTokenChar(r) }) >= 0 {
 		return fieldErr(field, "invalid header name %q", name)
@@ -352,6 +364,13 @@ func validateHeader(name, value string) error {
 	if strings.HasPrefix(strings.ToLower(name), "jobfleet-") {
 		return fieldErr(field, "header names starting with \"Jobfleet-\" are reserved")
 	}
+	if hv.IsSecret() {
+		if !validSecretName(hv.SecretEnv) {
+			return fieldErr(field, "secret reference %q is not a valid environment variable name (letters, digits and '_', not starting with a digit, at most %d bytes)", hv.SecretEnv, maxSecretNameBytes)
+		}
+		return nil
+	}
+	value := hv.Value
 	for _, r := range value {
 		if (r < ' ' && r != '\t') || r == 0x7f {
 			return fieldErr(field, "value contains control character %U", r)

@@ -79,11 +79,27 @@ func TestValidate(t *testing.T) {
 		{name: "http default method", edit: func(j *Job) { j.Executor.Method = "" }},
 		{name: "http invalid method", edit: func(j *Job) { j.Executor.Method = "FETCH" }, wantField: "executor.method", wantMsg: `unsupported method "FETCH"`},
 		{name: "http connect method", edit: func(j *Job) { j.Executor.Method = "CONNECT" }, wantField: "executor.method"},
-		{name: "http headers", edit: func(j *Job) { j.Executor.Headers = map[string]string{"Authorization": "Bearer x", "X-Trace": "1"} }},
-		{name: "http header bad name", edit: func(j *Job) { j.Executor.Headers = map[string]string{"Bad Name": "x"} }, wantField: "executor.headers[Bad Name]", wantMsg: "invalid header name"},
-		{name: "http header empty name", edit: func(j *Job) { j.Executor.Headers = map[string]string{"": "x"} }, wantField: "executor.headers[]"},
-		{name: "http header crlf value", edit: func(j *Job) { j.Executor.Headers = map[string]string{"X-A": "a\r\nX-B: b"} }, wantField: "executor.headers[X-A]", wantMsg: "control character"},
-		{name: "http header reserved", edit: func(j *Job) { j.Executor.Headers = map[string]string{"jobfleet-run-id": "x"} }, wantField: "executor.headers[jobfleet-run-id]", wantMsg: "reserved"},
+		{name: "http headers", edit: func(j *Job) {
+			j.Executor.Headers = map[string]HeaderValue{"Authorization": Literal("Bearer x"), "X-Trace": Literal("1")}
+		}},
+		{name: "http header bad name", edit: func(j *Job) { j.Executor.Headers = map[string]HeaderValue{"Bad Name": Literal("x")} }, wantField: "executor.headers[Bad Name]", wantMsg: "invalid header name"},
+		{name: "http header empty name", edit: func(j *Job) { j.Executor.Headers = map[string]HeaderValue{"": Literal("x")} }, wantField: "executor.headers[]"},
+		{name: "http header crlf value", edit: func(j *Job) { j.Executor.Headers = map[string]HeaderValue{"X-A": Literal("a\r\nX-B: b")} }, wantField: "executor.headers[X-A]", wantMsg: "control character"},
+		{name: "http header reserved", edit: func(j *Job) { j.Executor.Headers = map[string]HeaderValue{"jobfleet-run-id": Literal("x")} }, wantField: "executor.headers[jobfleet-run-id]", wantMsg: "reserved"},
+		{name: "http header secret reference", edit: func(j *Job) { j.Executor.Headers = map[string]HeaderValue{"Authorization": SecretEnv("HOOK_TOKEN")} }},
+		{name: "http header secret bad name", edit: func(j *Job) { j.Executor.Headers = map[string]HeaderValue{"Authorization": SecretEnv("1X")} }, wantField: "executor.headers[Authorization]", wantMsg: "not a valid environment variable name"},
+		{name: "http header secret name with dash", edit: func(j *Job) { j.Executor.Headers = map[string]HeaderValue{"A": SecretEnv("A-B")} }, wantField: "executor.headers[A]"},
+		{name: "http url with password", edit: func(j *Job) { j.Executor.URL = "http://user:hunter2@example.com/hook" }, wantField: "executor.url", wantMsg: "must not carry a user name or password"},
+		{name: "http url with user", edit: func(j *Job) { j.Executor.URL = "https://user@example.com/hook" }, wantField: "executor.url", wantMsg: "user name or password"},
+		{name: "http follow redirects", edit: func(j *Job) { j.Executor.FollowRedirects = true }},
+		{name: "shell follow redirects", edit: func(j *Job) {
+			j.Executor = Executor{Type: ExecutorShell, Command: []string{"ls"}, FollowRedirects: true}
+		}, wantField: "executor.follow_redirects", wantMsg: `not used by executor type "shell"`},
+		{name: "payload secret reference", edit: func(j *Job) { j.Payload = json.RawMessage(`{"token":{"secret_env":"API_TOKEN"}}`) }},
+		{name: "payload secret reference not a string", edit: func(j *Job) { j.Payload = json.RawMessage(`{"a":[1,{"secret_env":7}]}`) }, wantField: "payload.a[1]", wantMsg: "must be a string"},
+		{name: "payload secret reference bad name", edit: func(j *Job) { j.Payload = json.RawMessage(`{"a":{"secret_env":"x y"}}`) }, wantField: "payload.a", wantMsg: "not a valid environment variable name"},
+		{name: "payload object with secret_env and more keys", edit: func(j *Job) { j.Payload = json.RawMessage(`{"secret_env":7,"other":1}`) }},
+		{name: "body secret reference bad name", edit: func(j *Job) { j.Executor.Body = json.RawMessage(`{"secret_env":""}`) }, wantField: "executor.body", wantMsg: "not a valid"},
 		{name: "http body", edit: func(j *Job) { j.Executor.Body = json.RawMessage(`{"text":"hi"}`) }},
 		{name: "http body invalid", edit: func(j *Job) { j.Executor.Body = json.RawMessage(`{`) }, wantField: "executor.body", wantMsg: "not valid JSON"},
 		{name: "http with command", edit: func(j *Job) { j.Executor.Command = []string{"ls"} }, wantField: "executor.command", wantMsg: `not used by executor type "http"`},
@@ -98,7 +114,9 @@ func TestValidate(t *testing.T) {
 		{name: "shell with method", edit: func(j *Job) { j.Executor = Executor{Type: ExecutorShell, Command: []string{"ls"}, Method: "POST"} }, wantField: "executor.method"},
 
 		{name: "named handler", edit: func(j *Job) { j.Executor = Executor{Type: "billing.invoice-run:v2"} }},
-		{name: "named handler with headers", edit: func(j *Job) { j.Executor = Executor{Type: "billing", Headers: map[string]string{"A": "b"}} }, wantField: "executor.headers"},
+		{name: "named handler with headers", edit: func(j *Job) {
+			j.Executor = Executor{Type: "billing", Headers: map[string]HeaderValue{"A": Literal("b")}}
+		}, wantField: "executor.headers"},
 		{name: "named handler starting with digit", edit: func(j *Job) { j.Executor = Executor{Type: "1x"} }, wantField: "executor.type", wantMsg: "invalid handler name"},
 		{name: "named handler with space", edit: func(j *Job) { j.Executor = Executor{Type: "my handler"} }, wantField: "executor.type"},
 		{name: "named handler too long", edit: func(j *Job) { j.Executor = Executor{Type: "h" + strings.Repeat("x", 64)} }, wantField: "executor.type"},

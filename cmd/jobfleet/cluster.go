@@ -132,7 +132,7 @@ func newClusterCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tADDR\tLEASE\tSTARTED")
 			for _, m := range v.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%x\t%s\n", m.ID, m.Addr, m.LeaseID, m.StartedAt.Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%s\t%x\t%s\n", cell(m.ID), cell(m.Addr), m.LeaseID, m.StartedAt.Format(time.RFC3339))
 			}
 			fmt.Fprintf(tw, "(revision %d)\n", v.Revision)
 			return tw.Flush()
@@ -177,7 +177,7 @@ func newClusterCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MEMBER\tOWNED\tTARGET")
 			for _, id := range sorted {
-				fmt.Fprintf(tw, "%s\t%d\t%d\n", id, owned[id], targeted[id])
+				fmt.Fprintf(tw, "%s\t%d\t%d\n", cell(id), owned[id], targeted[id])
 			}
 			fmt.Fprintf(tw, "%d partitions, %d without owner, %d not yet on their target (revision %d)\n", t.Partitions, unowned, misplaced, t.Revision)
 			return tw.Flush()

@@ -203,7 +203,8 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	go func() {
 		defer close(workersDone)
 		if cfg.workers > 0 {
-			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, worker.EtcdOrchestrators(client, cfg.mem.namespace))
+			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, worker.EtcdOrchestrators(client, cfg.mem.namespace),
+				append(etcd.Endpoints(), "http://"+etcd.PeerAddr()))
 		}
 		<-ctx.Done()
 		stopOrchs()

@@ -103,7 +103,11 @@ func loadExamples(ctx context.Context, lg *zap.Logger, orch *orchestrator.Orches
 // runDevWorkers runs n workers until ctx ends, finding the orchestrators
 // through src (all members of the fleet, including ones started outside
 // dev), and returns when they have shut down.
-func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discovery) error {
+//
+// Their http executor may call loopback (the echo endpoint, receivers a
+// developer runs on this machine), but never the fleet's orchestrators nor
+// etcd's client (found through src) and peer (fleet) endpoints.
+func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discovery, fleet []string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
@@ -113,6 +117,7 @@ func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discov
 			Concurrency:     8,
 			AllowShell:      true, // dev runs on the developer's own machine
 			ShutdownTimeout: 10 * time.Second,
+			HTTPPolicy:      worker.HTTPPolicy{Allow: []string{"127.0.0.0/8", "::1"}, Fleet: fleet},
 			Logger:          lg.Named("worker"),
 		})
 		if err != nil {

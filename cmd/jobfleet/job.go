@@ -153,20 +153,20 @@ func readDocument(cmd *cobra.Command, name string) ([]byte, error) {
 type jobFlags struct {
 	id, schedule, timezone, runAt            string
 	httpURL, method, shell, handler, payload string
-	headers, command                         []string
+	headers, secretHeaders, command          []string
 	maxAttempts                              int
 	backoff, maxBackoff, timeout             time.Duration
 	concurrencyPolicy, misfirePolicy         string
-	paused                                   bool
+	paused, followRedirects                  bool
 }
 
 // Names of create's job flags: all of them, those choosing the executor,
 // and those only an http executor takes.
 var (
-	jobFlagNames = []string{"id", "schedule", "timezone", "run-at", "http-url", "method", "header", "shell", "command",
+	jobFlagNames = []string{"id", "schedule", "timezone", "run-at", "http-url", "method", "header", "secret-header", "follow-redirects", "shell", "command",
 		"handler", "payload", "max-attempts", "backoff", "max-backoff", "job-timeout", "concurrency-policy", "misfire-policy", "paused"}
 	executorFlagNames = []string{"http-url", "shell", "command", "handler"}
-	httpFlagNames     = []string{"method", "header"}
+	httpFlagNames     = []string{"method", "header", "secret-header", "follow-redirects"}
 )
 
 func (f *jobFlags) register(cmd *cobra.Command) {
@@ -178,6 +178,8 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.httpURL, "http-url", "", "http executor: the URL to send the payload to")
 	fs.StringVar(&f.method, "method", "", "http executor: the HTTP method (default POST)")
 	fs.StringArrayVar(&f.headers, "header", nil, `http executor: an extra request header "Name: value" (repeatable)`)
+	fs.StringArrayVar(&f.secretHeaders, "secret-header", nil, `http executor: a header whose value the worker takes from its environment, "Name: VARIABLE" (repeatable; the worker needs --secret-env VARIABLE)`)
+	fs.BoolVar(&f.followRedirects, "follow-redirects", false, "http executor: follow redirects (within the worker's destination policy, never changing the method)")
 	fs.StringVar(&f.shell, "shell", "", `shell executor: a command line run with /bin/sh -c`)
 	fs.StringArrayVar(&f.command, "command", nil, "shell executor: the program, then its arguments, run without a shell (repeat the flag per word)")
 	fs.StringVar(&f.handler, "handler", "", "executor of a handler registered by Go code, by name")
@@ -243,16 +245,22 @@ func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
 	}
 	switch {
 	case f.httpURL != "":
-		j.Executor = store.Executor{Type: store.ExecutorHTTP, URL: f.httpURL, Method: f.method}
-		for _, h := range f.headers {
-			name, value, ok := strings.Cut(h, ":")
-			if !ok {
-				return nil, fmt.Errorf("--header %q: want \"Name: value\"", h)
+		j.Executor = store.Executor{Type: store.ExecutorHTTP, URL: f.httpURL, Method: f.method, FollowRedirects: f.followRedirects}
+		for flag, list := range map[string][]string{"header": f.headers, "secret-header": f.secretHeaders} {
+			for _, h := range list {
+				name, value, ok := strings.Cut(h, ":")
+				if !ok {
+					return nil, fmt.Errorf("--%s %q: want \"Name: value\"", flag, h)
+				}
+				if j.Executor.Headers == nil {
+					j.Executor.Headers = map[string]store.HeaderValue{}
+				}
+				v := store.Literal(strings.TrimSpace(value))
+				if flag == "secret-header" {
+					v = store.SecretEnv(strings.TrimSpace(value))
+				}
+				j.Executor.Headers[strings.TrimSpace(name)] = v
 			}
-			if j.Executor.Headers == nil {
-				j.Executor.Headers = map[string]string{}
-			}
-			j.Executor.Headers[strings.TrimSpace(name)] = strings.TrimSpace(value)
 		}
 	case cmd.Flags().Changed("shell"):
 		j.Executor = store.Executor{Type: store.ExecutorShell, Command: []string{"/bin/sh", "-c", f.shell}}
@@ -369,7 +377,7 @@ func newJobGetCmd(opts *clientOptions) *cobra.Command {
 
 func printJobDetail(w io.Writer, j store.Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, cell(v)) }
 	row("ID", j.ID)
 	row("SCHEDULE", scheduleText(j))
 	row("EXECUTOR", executorText(j.Executor, 0))
@@ -480,7 +488,7 @@ func newJobListCmd(opts *clientOptions) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSCHEDULE\tEXECUTOR\tPAUSED\tPARTITION")
 			for _, j := range all.Jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\n", j.ID, scheduleText(j), executorText(j.Executor, 60), j.Paused, j.Partition)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\n", cell(j.ID), cell(scheduleText(j)), cell(executorText(j.Executor, 60)), j.Paused, j.Partition)
 			}
 			if all.NextCursor != "" {
 				fmt.Fprintf(tw, "(more: --cursor %q)\n", all.NextCursor)
@@ -546,7 +554,7 @@ func newJobTriggerCmd(opts *clientOptions) *cobra.Command {
 			if opts.output == "json" {
 				return printJSON(cmd.OutOrStdout(), t)
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "triggered job %q: run %s\n", args[0], t.RunID)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "triggered job %q: run %s\n", args[0], cell(t.RunID))
 			return err
 		},
 	}
@@ -567,21 +575,28 @@ func newJobRunsCmd(opts *clientOptions) *cobra.Command {
 			if opts.output == "json" {
 				return printJSON(cmd.OutOrStdout(), rl)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tATTEMPTS\tLAST ERROR")
-			for _, r := range rl.Runs {
-				lastErr := ""
-				if n := len(r.Attempts); n > 0 {
-					lastErr = clip(r.Attempts[n-1].Error, 60)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Status,
-					r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), len(r.Attempts), lastErr)
-			}
-			return tw.Flush()
+			return printRuns(cmd.OutOrStdout(), rl.Runs)
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many runs, 1 to 1000")
 	return cmd
+}
+
+// printRuns writes runs as a table: the last attempt's worker and error,
+// escaped (they come from workers).
+func printRuns(w io.Writer, runs []store.Run) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tATTEMPTS\tWORKER\tLAST ERROR")
+	for _, r := range runs {
+		lastWorker, lastErr := "", ""
+		if n := len(r.Attempts); n > 0 {
+			lastWorker = r.Attempts[n-1].Worker
+			lastErr = cell(clip(r.Attempts[n-1].Error, 60))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.ID), cell(string(r.Status)),
+			r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), len(r.Attempts), cell(lastWorker), lastErr)
+	}
+	return tw.Flush()
 }
 
 // importReport is the -o json document of import-crontab.

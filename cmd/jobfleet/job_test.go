@@ -160,7 +160,7 @@ func TestJobCreateCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Executor.Type != "http" || j.Executor.Method != "PUT" || j.Executor.Headers["X-Team"] != "ops" ||
+	if j.Executor.Type != "http" || j.Executor.Method != "PUT" || j.Executor.Headers["X-Team"] != store.Literal("ops") ||
 		string(j.Payload) != `{"x":1}` || j.Retry.MaxAttempts != 3 || j.Retry.InitialBackoff != store.Duration(2*time.Second) ||
 		j.Timeout != store.Duration(5*time.Minute) || j.MisfirePolicy != store.MisfireSkip || j.Schedule != "*/5 * * * *" {
 		t.Errorf("create with http flags: got %+v", j)
@@ -278,7 +278,7 @@ func TestJobCommands(t *testing.T) {
 	}
 
 	out = c.mustRun("runs", id)
-	if strings.TrimSpace(out) != "RUN ID  STATUS  SCHEDULED  FIRED  ATTEMPTS  LAST ERROR" {
+	if strings.TrimSpace(out) != "RUN ID  STATUS  SCHEDULED  FIRED  ATTEMPTS  WORKER  LAST ERROR" {
 		t.Errorf("runs of a job without runs: got %q, want the header only", out)
 	}
 	putCLIRun(t, c, id, time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC), store.RunSucceeded, "")
@@ -294,6 +294,14 @@ func TestJobCommands(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(c.mustRun("runs", id, "--limit", "1", "-o", "json")), &rl); err != nil || len(rl.Runs) != 1 || rl.Runs[0].Status != store.RunDead {
 		t.Errorf("runs --limit 1 -o json: got %+v (%v), want the dead run", rl.Runs, err)
+	}
+	// What workers report is printed escaped: an ESC in an error or a
+	// worker ID (from an older worker, or a hostile one) cannot drive the
+	// reader's terminal.
+	putCLIRun(t, c, id, time.Date(2026, 3, 3, 6, 0, 0, 0, time.UTC), store.RunDead, "boom \x1b]0;pwned\x07\x1b[2J\u202edone")
+	out = c.mustRun("runs", id, "--limit", "1")
+	if strings.ContainsAny(out, "\x1b\x07\u202e") || !strings.Contains(out, `boom \x1b]0;pwned\x07\x1b[2J\u202edone`) {
+		t.Errorf("runs with control characters in the error: got %q, want them escaped", out)
 	}
 	c.mustFail([]string{"runs", "nope"}, "404")
 	c.mustFail([]string{"runs", id, "--limit", "0"}, "400", "limit:")
@@ -510,5 +518,33 @@ func TestOrchestratorJobsWaitsForStart(t *testing.T) {
 	s, err = jobs()
 	if err != nil || s != admin.JobStore(src.s) {
 		t.Fatalf("after start: got %v, %v; want the orchestrator's store", s, err)
+	}
+}
+
+func TestEscapedTableCells(t *testing.T) {
+	for _, tt := range []struct{ in, cell, text string }{
+		{"plain é", "plain é", "plain é"},
+		{"a\x1b[31mb", `a\x1b[31mb`, `a\x1b[31mb`},
+		{"line\nnext\tcol", `line\x0anext\x09col`, "line\nnext\tcol"},
+		{"c1\u009bx del\x7f", `c1\u009bx del\x7f`, `c1\u009bx del\x7f`},
+		{"rtl\u202eevil\u2066", `rtl\u202eevil\u2066`, `rtl\u202eevil\u2066`},
+		{"bad\xffbyte", `bad\xffbyte`, `bad\xffbyte`},
+	} {
+		if got := cell(tt.in); got != tt.cell {
+			t.Errorf("cell(%q) = %q, want %q", tt.in, got, tt.cell)
+		}
+		if got := text(tt.in); got != tt.text {
+			t.Errorf("text(%q) = %q, want %q", tt.in, got, tt.text)
+		}
+	}
+	var b bytes.Buffer
+	at := time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC)
+	err := printRuns(&b, []store.Run{{ID: store.RunID("j", at), Status: store.RunDead, ScheduledAt: at, FiredAt: at,
+		Attempts: []store.Attempt{{Attempt: 1, Worker: "evil\x1b[8m", Error: "failed\x1b[2K"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "\x1b") || !strings.Contains(out, `evil\x1b[8m`) || !strings.Contains(out, `failed\x1b[2K`) {
+		t.Errorf("printRuns: got %q, want the worker ID and the error escaped", out)
 	}
 }

@@ -46,6 +46,7 @@ var pending = map[string]string{
 	"orchestrator --compaction-interval": "compaction by the fleet",
 	"orchestrator --etcd-quota-bytes":    "etcd quota safety",
 	"worker --token-file":                "worker credential",
+	"* --token-file":                     "client credentials",
 	"worker --ca":                        "worker TLS client",
 	"worker --http-allow":                "HTTP executor destination policy",
 }
@@ -136,6 +137,8 @@ type invocation struct {
 	args []string
 	// env holds the JOBFLEET_* variables set for it.
 	env map[string]string
+	// positional allows arguments after the command (a job ID).
+	positional bool
 }
 
 // placeholders replaces the references a runner expands before the
@@ -191,7 +194,7 @@ func (inv invocation) check(t reporter) resolved {
 		t.Errorf("%s: %q is not a jobfleet command", inv.where, inv.args)
 		return resolved{}
 	}
-	if len(words) > 0 {
+	if len(words) > 0 && !inv.positional {
 		t.Errorf("%s: jobfleet %s takes no arguments, got %q", inv.where, command, words)
 	}
 	known := commands[command]
@@ -199,7 +202,11 @@ func (inv invocation) check(t reporter) resolved {
 	set := func(name, value, how string) {
 		f, ok := known[name]
 		if !ok {
-			if why, ok := pending[command+" --"+name]; ok {
+			why, ok := pending[command+" --"+name]
+			if !ok {
+				why, ok = pending["* --"+name]
+			}
+			if ok {
 				t.Logf("%s: jobfleet %s has no --%s yet (%s: landing separately)", inv.where, command, name, why)
 				r.flags[name] = value
 				return
@@ -216,7 +223,9 @@ func (inv invocation) check(t reporter) resolved {
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
 		if !strings.HasPrefix(a, "--") {
-			t.Errorf("%s: argument %q: want --flag or --flag=value", inv.where, a)
+			if !inv.positional {
+				t.Errorf("%s: argument %q: want --flag or --flag=value", inv.where, a)
+			}
 			continue
 		}
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")

@@ -90,6 +90,8 @@ func TestChartRenders(t *testing.T) {
 			},
 			kinds: []string{"ServiceMonitor", "PrometheusRule"}},
 		{name: "no network policies", values: map[string]any{"networkPolicy": map[string]any{"enabled": false}}},
+		{name: "extra flags",
+			values: map[string]any{"orchestrator": map[string]any{"extraArgs": []any{"--run-lease=1m"}}, "worker": map[string]any{"extraArgs": []any{"--poll-wait=10s"}}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			objs, _ := renderChart(t, tt.values)
@@ -166,5 +168,17 @@ func TestChartRulesAreTheRules(t *testing.T) {
 	}
 	if !bytes.Equal(a, b) {
 		t.Errorf("helm/jobfleet/files/rules.yaml differs from prometheus/rules.yaml: cp prometheus/rules.yaml helm/jobfleet/files/rules.yaml")
+	}
+}
+
+// TestChartExtraArgsChecked checks that the flags a user adds through
+// extraArgs go through the same checks (a misspelt one fails).
+func TestChartExtraArgsChecked(t *testing.T) {
+	needBinary(t)
+	objs, _ := renderChart(t, map[string]any{"orchestrator": map[string]any{"extraArgs": []any{"--run-leas=1m"}}})
+	rec := &recorder{}
+	checkFleet(rec, "chart", objs, chartSecrets(t))
+	if !rec.failed {
+		t.Errorf("a chart rendered with extraArgs --run-leas=1m passes the checks")
 	}
 }

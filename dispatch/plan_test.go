@@ -173,6 +173,17 @@ func TestLeaseExpired(t *testing.T) {
 	if got, _ := dispatch.LeaseExpired(&j, pending, t0, t0.Add(time.Hour), lease); got {
 		t.Fatal("a pending run has no lease to expire")
 	}
+
+	// "timeout": "none": a week-long attempt lives as long as it heartbeats.
+	none, _ := planJob(t, store.Job{ID: "b", Schedule: "@hourly", Timeout: store.NoTimeout})
+	long := dispatch.StartAttempt(dispatch.NewRun(&none, t0, t0, "m", 1), "w", t0)
+	week := t0.Add(7 * 24 * time.Hour)
+	if got, reason := dispatch.LeaseExpired(&none, long, week.Add(lease), week, lease); got {
+		t.Errorf("timeout none, heartbeating after a week: got expired (%s), want alive", reason)
+	}
+	if got, _ := dispatch.LeaseExpired(&none, long, week, week.Add(time.Second), lease); !got {
+		t.Error("timeout none, heartbeats stopped: got alive, want the lease to expire")
+	}
 }
 
 func TestCapActive(t *testing.T) {

@@ -111,7 +111,14 @@ func (s *Etcd) Create(ctx context.Context, j Job) (Job, error) {
 
 // Put creates or replaces a job, keeping the creation time of a replaced
 // one. created tells which happened.
+//
+// A job that names a Revision (as one read with Get does) replaces only
+// the stored job of that revision: if the stored job has another, or is
+// gone, Put changes nothing and returns an error matching
+// ErrStaleRevision, so that two people editing the same job cannot lose
+// one edit silently. A job without a Revision replaces whatever is stored.
 func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err error) {
+	want := j.Revision
 	j, p, err := s.prepare(j)
 	if err != nil {
 		return Job{}, false, err
@@ -121,6 +128,15 @@ func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err er
 		old, rev, err := s.get(ctx, key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return Job{}, false, err
+		}
+		switch {
+		case want == 0 || rev == want:
+		case rev == 0:
+			return Job{}, false, fmt.Errorf("job %s: %w: the document names revision %d, but the job no longer exists; leave \"revision\" out to create it again",
+				quoteClipped(j.ID), ErrStaleRevision, want)
+		default:
+			return Job{}, false, fmt.Errorf("job %s: %w: the document names revision %d, but the job is at revision %d: it changed since the document was read; read it again, redo the change and apply that",
+				quoteClipped(j.ID), ErrStaleRevision, want, rev)
 		}
 		now := s.nowMillis()
 		j.CreatedAt, j.UpdatedAt = now, now
@@ -154,7 +170,7 @@ func (s *Etcd) nowMillis() time.Time { return s.now().UTC().Truncate(time.Millis
 func (s *Etcd) prepare(j Job) (Job, int, error) {
 	j.State = nil // server-set, read-only
 	j.Normalize()
-	if err := j.Validate(s.limits); err != nil {
+	if err := j.ValidateAt(s.limits, s.now()); err != nil {
 		return Job{}, 0, err
 	}
 	j.Partition = s.Partition(j.ID)
@@ -211,10 +227,13 @@ func DecodeStoredJob(val []byte, rev int64) (Job, error) {
 
 // List returns up to limit jobs (1..1000) in key order (partition, then
 // escaped ID) after the cursor, and the cursor of the next page ("" at the
-// end). The cursor is opaque.
+// end). The cursor is opaque, at most MaxCursorBytes long.
 func (s *Etcd) List(ctx context.Context, cursor string, limit int) ([]Job, string, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
+	}
+	if len(cursor) > MaxCursorBytes {
+		return nil, "", fieldErr("cursor", "%d bytes long; no cursor is longer than %d", len(cursor), MaxCursorBytes)
 	}
 	prefix := s.keys.JobsPrefix()
 	from := prefix
@@ -393,7 +412,8 @@ func Classify(err error) error {
 	case errors.Is(err, rpctypes.ErrNoSpace), errors.Is(err, rpctypes.ErrGRPCNoSpace):
 		return fmt.Errorf("%w: %w", ErrNoSpace, err)
 	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
-		return fmt.Errorf("%w: etcd refused the request as too large: %w", ErrTooLarge, err)
+		// Clients see this message (413), so it leaves etcd's out.
+		return &classified{msg: ErrTooLarge.Error() + ": etcd refused the request as too large", errs: []error{ErrTooLarge, err}}
 	case errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrGRPCNoLeader),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, rpctypes.ErrTimeout),
 		errors.Is(err, rpctypes.ErrGRPCTimeout):
@@ -411,3 +431,13 @@ func Classify(err error) error {
 	}
 	return err
 }
+
+// classified is an etcd error mapped onto a store error whose message is
+// the store's own: both stay in the chain for errors.Is and errors.As.
+type classified struct {
+	msg  string
+	errs []error
+}
+
+func (c *classified) Error() string   { return c.msg }
+func (c *classified) Unwrap() []error { return c.errs }

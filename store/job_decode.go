@@ -19,7 +19,10 @@ import (
 // differ only in case (encoding/json would accept "ID" for "id") and
 // fields given twice; and values of the wrong type, such as a duration
 // that is not a string like "30s". It rejects anything but white space
-// after the object. It does not call Normalize or Validate.
+// after the object, and text that is not Unicode: bytes that are not
+// UTF-8 and escapes of unpaired UTF-16 surrogates, which encoding/json
+// would silently turn into U+FFFD (a *FieldError naming the field). It
+// does not call Normalize or Validate.
 func DecodeJob(r io.Reader, maxBytes int64) (Job, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxDocumentBytes
@@ -30,6 +33,13 @@ func DecodeJob(r io.Reader, maxBytes int64) (Job, error) {
 	}
 	if int64(len(data)) > maxBytes {
 		return Job{}, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, maxBytes)
+	}
+	// encoding/json would turn invalid UTF-8 into U+FFFD without a word.
+	if off, msg := checkJSONText(data, 0); off >= 0 {
+		if field := fieldAt(data, off); field != "" {
+			return Job{}, fieldErr(field, "%s", msg)
+		}
+		return Job{}, fmt.Errorf("%w: %s at byte %d", ErrInvalidJob, msg, off)
 	}
 	if err := checkKeys(data); err != nil {
 		return Job{}, err

@@ -129,18 +129,18 @@ func RunID(id string, t time.Time) string { return EscapeID(id) + "@" + FormatTi
 func ParseRunID(runID string) (id string, t time.Time, err error) {
 	i := strings.LastIndexByte(runID, '@')
 	if i < 0 {
-		return "", time.Time{}, fmt.Errorf("%w: run ID %q has no '@'", ErrNotFound, runID)
+		return "", time.Time{}, fmt.Errorf("%w: run ID %s has no '@'", ErrNotFound, quoteClipped(runID))
 	}
 	id, err = UnescapeID(runID[:i])
 	if err != nil {
 		id = runID[:i] // not in escaped form: the job ID itself
 	}
 	if id == "" {
-		return "", time.Time{}, fmt.Errorf("%w: run ID %q: no job ID", ErrNotFound, runID)
+		return "", time.Time{}, fmt.Errorf("%w: run ID %s: no job ID", ErrNotFound, quoteClipped(runID))
 	}
 	t, err = time.Parse(TimeFormat, runID[i+1:])
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("%w: run ID %q: bad time", ErrNotFound, runID)
+		return "", time.Time{}, fmt.Errorf("%w: run ID %s: bad time", ErrNotFound, quoteClipped(runID))
 	}
 	return id, t, nil
 }

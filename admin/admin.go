@@ -50,6 +50,15 @@ type Config struct {
 	// Worker returns the worker protocol's server (POST /v1/worker/...);
 	// nil, or an error from it, answers 503.
 	Worker WorkerFunc
+	// TriggerRate and TriggerBurst limit the triggers of each job this
+	// member accepts (POST /v1/jobs/{id}/trigger): per second, and at once;
+	// beyond them it answers 429 with Retry-After. The limit is per member.
+	// Zero means DefaultTriggerRate and DefaultTriggerBurst; a negative
+	// rate, no limit.
+	TriggerRate  float64
+	TriggerBurst int
+	// Now is the clock of the trigger limit; nil is time.Now.
+	Now func() time.Time
 }
 
 // Handler returns the API's handler for member m.

@@ -55,8 +55,9 @@ const (
 
 // jobsAPI serves the job and run endpoints.
 type jobsAPI struct {
-	jobs JobsFunc
-	lg   *zap.Logger
+	jobs     JobsFunc
+	lg       *zap.Logger
+	triggers *triggerLimiter
 }
 
 // registerJobRoutes adds the job and run endpoints of the HTTP API
@@ -68,7 +69,7 @@ type jobsAPI struct {
 // unescapes each segment, so r.PathValue returns the ID exactly, '/',
 // '%', '?', '#', '+', spaces and non-ASCII characters included.
 func registerJobRoutes(mux *http.ServeMux, cfg Config) {
-	a := &jobsAPI{jobs: cfg.Jobs, lg: cfg.Logger.Named("jobs-api")}
+	a := &jobsAPI{jobs: cfg.Jobs, lg: cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(cfg.TriggerRate, cfg.TriggerBurst, cfg.Now)}
 	mux.HandleFunc("POST /v1/jobs", a.create)
 	mux.HandleFunc("GET /v1/jobs", a.list)
 	mux.HandleFunc("GET /v1/jobs/{id}", a.byID(http.StatusOK, getJob))
@@ -76,7 +77,7 @@ func registerJobRoutes(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("DELETE /v1/jobs/{id}", a.byID(http.StatusNoContent, deleteJob))
 	mux.HandleFunc("POST /v1/jobs/{id}/pause", a.byID(http.StatusOK, pauseJob))
 	mux.HandleFunc("POST /v1/jobs/{id}/resume", a.byID(http.StatusOK, resumeJob))
-	mux.HandleFunc("POST /v1/jobs/{id}/trigger", a.byID(http.StatusAccepted, triggerJob))
+	mux.HandleFunc("POST /v1/jobs/{id}/trigger", a.trigger)
 	mux.HandleFunc("GET /v1/jobs/{id}/runs", a.runs)
 	mux.HandleFunc("GET /v1/runs/{run_id}", a.getRun)
 }
@@ -266,11 +267,6 @@ func pauseJob(ctx context.Context, s JobStore, id string) (any, error) {
 
 func resumeJob(ctx context.Context, s JobStore, id string) (any, error) {
 	return s.SetPaused(ctx, id, false)
-}
-
-func triggerJob(ctx context.Context, s JobStore, id string) (any, error) {
-	runID, err := s.Trigger(ctx, id)
-	return triggered{RunID: runID}, err
 }
 
 func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {

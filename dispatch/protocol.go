@@ -98,9 +98,13 @@ type HeartbeatRequest struct {
 type HeartbeatResponse struct {
 	// Lease is the new lease, counted from now.
 	Lease store.Duration `json:"lease"`
-	// Cancel asks the worker to stop the attempt (the run was replaced by a
-	// newer one under concurrency_policy "replace"); it then reports the
-	// attempt as failed.
+	// Cancel asks the worker to stop the attempt: its run was replaced by a
+	// newer one under concurrency_policy "replace" and is recorded dead
+	// with the attempt cancelled. The worker stops the executor and
+	// reports the attempt as failed; that report is answered 200 with
+	// status "dead" and changes nothing. An owner that took the partition
+	// over after the replacement does not know of it and answers 409
+	// instead, on which the worker stops too.
 	Cancel bool `json:"cancel,omitempty"`
 }
 

@@ -27,6 +27,9 @@ var (
 	// ErrUnavailable: etcd cannot serve the request now (no leader, timed
 	// out, unreachable). Nothing is known to have been written.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrTooManyTriggers: a job was triggered too often at once (every
+	// run ID a trigger could take now is taken); retry in a moment.
+	ErrTooManyTriggers = errors.New("too many triggers at once")
 	// ErrNoSpace: etcd's database is full (its space quota alarm is raised);
 	// it accepts no writes until an operator compacts and defragments it.
 	ErrNoSpace = errors.New("store full: etcd database space exceeded")
@@ -46,8 +49,13 @@ type JobState struct {
 	Fired   int64 `json:"fired"`
 	Skipped int64 `json:"skipped"`
 	Dropped int64 `json:"dropped"`
-	// Runs is how many run documents the job has stored (for trimming).
+	// Runs is how many run documents the job has stored, as of the last
+	// fire.
 	Runs int `json:"runs"`
+	// FinishedAt is when a one-off job finished: its time fired and its
+	// runs are final. Zero while it has not. A finished one-off job is
+	// deleted after its retention (Job.DeleteAfter).
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
 // Etcd is the etcd implementation of job and run storage for the API side:
@@ -330,33 +338,50 @@ func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, erro
 //
 // Every accepted trigger gets a run of its own: run IDs have millisecond
 // precision, so a trigger whose millisecond is taken (by another trigger
-// or an existing run) takes the next free one.
+// or an existing run) takes the next free one of TriggerSlots. It is one
+// transaction: the candidates are nested, each tried only if the ones
+// before are taken. If all are, it returns ErrTooManyTriggers.
 func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
 	p := s.Partition(id)
-	spec := s.keys.Spec(p, id)
 	at := s.nowMillis()
-	for range 1000 {
-		trig, run := s.keys.Trigger(p, id, at), s.keys.Run(p, id, at)
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(spec), ">", 0),
+	var chain []clientv3.Op // the candidates from slot i on
+	for i := TriggerSlots - 1; i >= 0; i-- {
+		t := at.Add(time.Duration(i) * time.Millisecond)
+		trig, run := s.keys.Trigger(p, id, t), s.keys.Run(p, id, t)
+		chain = []clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{
 				clientv3.Compare(clientv3.CreateRevision(trig), "=", 0),
-				clientv3.Compare(clientv3.CreateRevision(run), "=", 0)).
-			Then(clientv3.OpPut(trig, "")).
-			Else(clientv3.OpGet(spec, clientv3.WithCountOnly())).
-			Commit()
-		if err != nil {
-			return "", Classify(err)
-		}
-		if resp.Succeeded {
-			return RunID(id, at), nil
-		}
-		if resp.Responses[0].GetResponseRange().Count == 0 {
-			return "", ErrNotFound
-		}
-		at = at.Add(time.Millisecond) // this millisecond is taken
+				clientv3.Compare(clientv3.CreateRevision(run), "=", 0),
+			},
+			[]clientv3.Op{clientv3.OpPut(trig, "")},
+			chain)}
 	}
-	return "", fmt.Errorf("job %q: %w: no free millisecond for a trigger", id, ErrConflict)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(s.keys.Spec(p, id)), ">", 0)).
+		Then(chain...).
+		Commit()
+	if err != nil {
+		return "", Classify(err)
+	}
+	if !resp.Succeeded {
+		return "", ErrNotFound
+	}
+	level := resp.Responses[0].GetResponseTxn()
+	for i := 0; level != nil; i++ {
+		if level.Succeeded {
+			return RunID(id, at.Add(time.Duration(i)*time.Millisecond)), nil
+		}
+		if len(level.Responses) == 0 {
+			break
+		}
+		level = level.Responses[0].GetResponseTxn()
+	}
+	return "", fmt.Errorf("job %q: %w: %d milliseconds from %s are taken", id, ErrTooManyTriggers, TriggerSlots, FormatTime(at))
 }
+
+// TriggerSlots is how many consecutive milliseconds Trigger tries for a
+// trigger's run.
+const TriggerSlots = 16
 
 // Runs returns up to limit (1..1000) of job id's runs, newest first.
 func (s *Etcd) Runs(ctx context.Context, id string, limit int) ([]Run, error) {

@@ -76,6 +76,13 @@ type Job struct {
 	// Paused jobs do not fire, and times scheduled while paused are not
 	// made up on resume; a paused job can still be triggered by hand.
 	Paused bool `json:"paused"`
+	// History bounds the job's stored runs; zero fields take the fleet's
+	// defaults. See HistoryPolicy.
+	History HistoryPolicy `json:"history,omitzero"`
+	// DeleteAfter is how long a one-off job is kept once it has finished
+	// (fired, and its run final) before it is deleted with its runs; see
+	// Retention. Refused on jobs with a schedule.
+	DeleteAfter Retention `json:"delete_after,omitempty"`
 
 	// Partition is the job's partition, xxhash64(ID) mod P. Server-set.
 	Partition int `json:"partition"`
@@ -308,6 +315,9 @@ type Attempt struct {
 	// Output is the start of the executor's output (response body or
 	// standard output and error), capped by the worker.
 	Output string `json:"output,omitempty"`
+	// DroppedBytes counts the bytes of Output and Error dropped to keep
+	// the run document within its budget (see FitRun); 0 if none.
+	DroppedBytes int `json:"dropped_bytes,omitempty"`
 }
 
 // ParseSchedule returns the job's schedule: Once(RunAt) for a one-off, the

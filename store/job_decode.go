@@ -92,6 +92,7 @@ var (
 	jobKeys      = jsonKeys(reflect.TypeFor[Job]())
 	executorKeys = jsonKeys(reflect.TypeFor[Executor]())
 	retryKeys    = jsonKeys(reflect.TypeFor[RetryPolicy]())
+	historyKeys  = jsonKeys(reflect.TypeFor[HistoryPolicy]())
 )
 
 func jsonKeys(t reflect.Type) []string {
@@ -170,6 +171,8 @@ func checkValue(dec *json.Decoder, field string) error {
 		return skipValue(dec, field, executorKeys)
 	case "retry":
 		return skipValue(dec, field, retryKeys)
+	case "history":
+		return skipValue(dec, field, historyKeys)
 	case "run_at", "created_at", "updated_at":
 		return checkTime(dec, field)
 	case "executor.headers":

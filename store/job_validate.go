@@ -269,7 +269,7 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 		return fieldErr("misfire_policy", "unknown policy %q; want %q, %q or %q",
 			string(j.MisfirePolicy), MisfireRunOnce, MisfireSkip, MisfireRunAll)
 	}
-	return nil
+	return j.validateRetention()
 }
 
 // validateRunAt checks a one-off's time: not the zero time, not before

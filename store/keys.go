@@ -54,7 +54,7 @@ func (k Keys) State(p int, id string) string { return k.StatePrefix(p) + EscapeI
 
 // RunPrefix is the prefix of job id's runs.
 func (k Keys) RunPrefix(p int, id string) string {
-	return k.NS + "runs/" + part(p) + "/" + EscapeID(id) + "/"
+	return k.PartitionRunsPrefix(p) + EscapeID(id) + "/"
 }
 
 // Run is the key of job id's run for scheduled time t.
@@ -101,6 +101,28 @@ func (k Keys) ParseSpecKey(p int, key string) (id string, trigger time.Time, ok 
 // ParseQueueKey splits a key under QueuePrefix(p) into job ID and time.
 func (k Keys) ParseQueueKey(p int, key string) (id string, t time.Time, ok bool) {
 	rest, found := strings.CutPrefix(key, k.QueuePrefix(p))
+	if !found {
+		return "", time.Time{}, false
+	}
+	esc, ts, found := strings.Cut(rest, "/")
+	if !found {
+		return "", time.Time{}, false
+	}
+	id, err := UnescapeID(esc)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	t, err = time.Parse(TimeFormat, ts)
+	return id, t, err == nil
+}
+
+// PartitionRunsPrefix is the prefix of partition p's runs.
+func (k Keys) PartitionRunsPrefix(p int) string { return k.NS + "runs/" + part(p) + "/" }
+
+// ParseRunKey splits a key under PartitionRunsPrefix(p) into job ID and
+// scheduled time.
+func (k Keys) ParseRunKey(p int, key string) (id string, t time.Time, ok bool) {
+	rest, found := strings.CutPrefix(key, k.PartitionRunsPrefix(p))
 	if !found {
 		return "", time.Time{}, false
 	}

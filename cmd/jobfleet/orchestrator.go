@@ -76,6 +76,7 @@ type memberOptions struct {
 	partitions int
 	leaseTTL   time.Duration
 	runLease   time.Duration
+	retention  retentionOptions
 }
 
 func (o *memberOptions) register(cmd *cobra.Command) {
@@ -87,6 +88,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 1024; must match an existing cluster's)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
 	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
+	o.retention.register(cmd)
 }
 
 // resolve fills the derived defaults (ID, advertise URL) for listen address
@@ -217,7 +219,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
-	orch, err := orchestrator.New(client, orchestrator.Config{
+	ocfg := orchestrator.Config{
 		ID:         id,
 		Advertise:  advertise,
 		Namespace:  o.namespace,
@@ -226,12 +228,18 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		RunLease:   o.runLease,
 		Logger:     lg,
 		Registry:   reg,
-	})
+	}
+	acfg := admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id))}
+	if err := o.retention.apply(&ocfg, &acfg); err != nil {
+		return nil, err
+	}
+	orch, err := orchestrator.New(client, ocfg)
 	if err != nil {
 		return nil, err
 	}
-	mlg := lg.With(zap.String("member", id))
-	h := admin.Handler(orch, admin.Config{Gatherer: reg, Logger: mlg, Jobs: orchestratorJobs(orch), Worker: orchestratorWorker(orch)})
+	mlg := acfg.Logger
+	acfg.Jobs, acfg.Worker = orchestratorJobs(orch), orchestratorWorker(orch)
+	h := admin.Handler(orch, acfg)
 	srv, err := httpserver.Start(listen, h, serving.api)
 	if err != nil {
 		return nil, err

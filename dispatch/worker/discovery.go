@@ -137,8 +137,12 @@ func (d *MemberList) Validate() error {
 }
 
 // Watch refreshes the members list every Interval and reports the members'
-// addresses when they change. While no orchestrator answers it keeps the
-// last list and retries.
+// addresses when they change. For one Interval after a change (and after
+// the first list) it refreshes every second instead: members of a fleet
+// that is starting, or rolling, register one by one, and a worker that read
+// the list before the others registered should not wait a whole Interval
+// to poll them. While no orchestrator answers it keeps the last list and
+// retries.
 func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 	client := d.HTTPClient
 	if client == nil {
@@ -173,6 +177,7 @@ func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]stri
 		last     []string // last reported
 		reported bool
 		failing  bool
+		settling time.Time // refresh sooner until then
 	)
 	for {
 		// Ask the members first (most likely current), then the seeds.
@@ -200,6 +205,10 @@ func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]stri
 				lg.Info("orchestrators discovered", zap.Strings("orchestrators", addrs))
 				update(slices.Clone(addrs))
 				last, reported = addrs, true
+				settling = clock.Now().Add(interval)
+			}
+			if clock.Now().Before(settling) {
+				wait = min(interval, settlingRefresh)
 			}
 		}
 		if !sleep(ctx, clock, wait) {
@@ -207,6 +216,10 @@ func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]stri
 		}
 	}
 }
+
+// settlingRefresh is MemberList's refresh interval while the list is
+// settling.
+const settlingRefresh = time.Second
 
 // fetchMembers returns the member addresses from the first of urls that
 // answers.

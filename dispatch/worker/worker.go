@@ -41,6 +41,10 @@ type Worker struct {
 	slots  *slots
 	ran    atomic.Bool
 	polled atomic.Int32 // number of orchestrators polled
+	// settling is when the set of orchestrators polled last changed plus
+	// PollWait, in the clock's UnixNano: until then polls are kept short
+	// (see pollWait).
+	settling atomic.Int64
 
 	hmu      sync.RWMutex // guards handlers
 	handlers map[string]Handler
@@ -205,6 +209,10 @@ loop:
 			discDone = nil
 		case <-w.addrsNote:
 			addrs := w.currentAddrs()
+			if len(addrs) != len(pollers) || slices.ContainsFunc(addrs, func(a string) bool { return pollers[a] == nil }) {
+				// Before any new poller starts: see pollWait.
+				w.settling.Store(w.cfg.Clock.Now().Add(w.cfg.PollWait).UnixNano())
+			}
 			for addr, p := range pollers {
 				if !slices.Contains(addrs, addr) {
 					w.lg.Info("orchestrator removed; no longer polling it", zap.String("orchestrator", addr))
@@ -388,15 +396,24 @@ func (w *Worker) nextWant(got int) int {
 }
 
 // shortPollWait is the long-poll wait used while the worker polls more
-// orchestrators than it has slots.
+// orchestrators than it has slots, or while the set it polls is settling.
 const shortPollWait = time.Second
 
 // pollWait returns how long the next long poll may be held. Each poll holds
-// at least one slot while it waits, so while there are more orchestrators
-// than slots, some pollers wait for a slot while idle polls hold them all:
-// then polls are kept short so that the orchestrators take turns quickly.
+// the slots it asked for while it waits, so:
+//
+//   - while there are more orchestrators than slots, some pollers wait for
+//     a slot while idle polls hold them all: polls are kept short so that
+//     the orchestrators take turns quickly;
+//   - for one PollWait after the set of orchestrators changed, polls are
+//     kept short too. A poller that started while the worker knew a single
+//     orchestrator asked for every slot; when more orchestrators appear
+//     (members registering one by one as a fleet starts) their pollers
+//     wait for slots until that poll returns. An idle long poll there,
+//     at a member that owns none of the waiting runs, would hold their
+//     runs back for a whole PollWait.
 func (w *Worker) pollWait() time.Duration {
-	if int(w.polled.Load()) > w.cfg.Concurrency {
+	if int(w.polled.Load()) > w.cfg.Concurrency || w.cfg.Clock.Now().UnixNano() < w.settling.Load() {
 		return min(w.cfg.PollWait, shortPollWait)
 	}
 	return w.cfg.PollWait

@@ -445,7 +445,10 @@ func (a api) get(u string, out any) (int, error) {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK || out == nil {
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s", bytes.TrimSpace(body))
+	}
+	if err != nil || out == nil {
 		return resp.StatusCode, err
 	}
 	return resp.StatusCode, json.Unmarshal(body, out)
@@ -610,7 +613,10 @@ func TestWalkthrough(t *testing.T) {
 				t.Fatalf("%s exited: %v", orchs[i].h.name, orchs[i].proc.cmd.ProcessState)
 			}
 			code, err := a.get(apiURLs[i]+"/readyz", nil)
-			return code == http.StatusOK, fmt.Sprintf("GET /readyz: %d %v", code, err)
+			if code == http.StatusOK {
+				return true, ""
+			}
+			return false, fmt.Sprintf("GET /readyz: %d %v; %s", code, err, handoffs(a, apiURLs[i]))
 		})
 	}
 	for i := range orchs {
@@ -857,4 +863,27 @@ func (tg *target) count(id string) int {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
 	return tg.hits[id]
+}
+
+// handoffs summarises the partitions whose owner is not their target, as
+// the member at server sees them (for failure messages).
+func handoffs(a api, server string) string {
+	var tbl struct {
+		Assignments []struct {
+			Partition int    `json:"partition"`
+			Owner     string `json:"owner"`
+			Target    string `json:"target"`
+		} `json:"assignments"`
+	}
+	if code, err := a.get(server+"/v1/cluster/partitions", &tbl); err != nil || code != http.StatusOK {
+		return fmt.Sprintf("partitions: %d %v", code, err)
+	}
+	moves := map[string][]int{}
+	for _, as := range tbl.Assignments {
+		if as.Owner != as.Target {
+			k := fmt.Sprintf("owner %q target %q", as.Owner, as.Target)
+			moves[k] = append(moves[k], as.Partition)
+		}
+	}
+	return fmt.Sprintf("partitions not on their target: %v", moves)
 }

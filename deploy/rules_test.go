@@ -23,9 +23,10 @@ var pendingMetrics = map[string]bool{
 	"jobfleet_etcd_compactions_total": true,
 }
 
-// metricName matches a metric's name where the code defines it
-// (prometheus.*Opts{Name: "..."}).
-var metricName = regexp.MustCompile(`Name:\s*"(jobfleet_[a-z0-9_]+)"`)
+// metricName matches a metric's name where the code defines it:
+// prometheus.*Opts{Name: "..."}, or prometheus.NewDesc("...", ...) of a
+// collector.
+var metricName = regexp.MustCompile(`(?:Name:\s*|NewDesc\(\s*)"(jobfleet_[a-z0-9_]+)"`)
 
 // definedMetrics returns the metric names the binary's code defines
 // (Go files outside tests and outside this module), with the series
@@ -60,7 +61,7 @@ func definedMetrics(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	// The search must find what is certainly there.
-	for _, n := range []string{"jobfleet_partitions_owned", "jobfleet_schedule_lag_seconds_bucket", "jobfleet_build_info"} {
+	for _, n := range []string{"jobfleet_partitions_owned", "jobfleet_schedule_lag_seconds_bucket", "jobfleet_build_info", "jobfleet_runs_waiting"} {
 		if !names[n] {
 			t.Fatalf("found no definition of %s: the search is broken", n)
 		}

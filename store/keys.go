@@ -46,6 +46,12 @@ func (k Keys) Trigger(p int, id string, t time.Time) string {
 	return k.TriggerPrefix(p, id) + FormatTime(t)
 }
 
+// AllRunsPrefix is the prefix of every run document of the namespace.
+func (k Keys) AllRunsPrefix() string { return k.NS + "runs/" }
+
+// AllQueuePrefix is the prefix of every partition's active-run index.
+func (k Keys) AllQueuePrefix() string { return k.NS + "queue/" }
+
 // StatePrefix is the prefix of partition p's scheduling states.
 func (k Keys) StatePrefix(p int) string { return k.NS + "state/" + part(p) + "/" }
 
@@ -54,14 +60,14 @@ func (k Keys) State(p int, id string) string { return k.StatePrefix(p) + EscapeI
 
 // RunPrefix is the prefix of job id's runs.
 func (k Keys) RunPrefix(p int, id string) string {
-	return k.NS + "runs/" + part(p) + "/" + EscapeID(id) + "/"
+	return k.AllRunsPrefix() + part(p) + "/" + EscapeID(id) + "/"
 }
 
 // Run is the key of job id's run for scheduled time t.
 func (k Keys) Run(p int, id string, t time.Time) string { return k.RunPrefix(p, id) + FormatTime(t) }
 
 // QueuePrefix is the prefix of partition p's active-run index.
-func (k Keys) QueuePrefix(p int) string { return k.NS + "queue/" + part(p) + "/" }
+func (k Keys) QueuePrefix(p int) string { return k.AllQueuePrefix() + part(p) + "/" }
 
 // Queue is the active-run index key of job id's run for time t.
 func (k Keys) Queue(p int, id string, t time.Time) string {

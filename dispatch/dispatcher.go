@@ -44,6 +44,19 @@ func (e *NotOwnerError) Error() string {
 	return fmt.Sprintf("partition %d is owned by %s at %s", e.Partition, e.Owner, e.OwnerAddr)
 }
 
+// SpaceGate tells the scheduler whether etcd takes writes;
+// *storage.Monitor implements it. Its methods answer from memory and are
+// safe for concurrent use.
+type SpaceGate interface {
+	// WritesRefused returns why etcd refuses writes now (an error wrapping
+	// store.ErrNoSpace: its NOSPACE alarm is raised), nil if it takes them.
+	WritesRefused() error
+	// NoteWriteError is told of each failed write, classified by
+	// store.Classify, so that a refusal for lack of space stops the
+	// other partitions' writes at once.
+	NoteWriteError(err error)
+}
+
 // OwnerLookup returns the current owner of partition p and its address, ""
 // if none.
 type OwnerLookup func(p int) (member, addr string)
@@ -86,6 +99,12 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Lookup finds partition owners for redirects; nil answers "no owner".
 	Lookup OwnerLookup
+	// Space, if set, stops the scheduler while etcd refuses writes for
+	// lack of space: partitions neither fire nor hand out attempts, and
+	// look again every second (in memory; Space does the checking), so
+	// that a full etcd costs one log line instead of a retry per partition
+	// per second. Nil: writes are always tried.
+	Space SpaceGate
 	// Clock; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.
@@ -254,14 +273,26 @@ func (d *Dispatcher) countActive() (waiting, running int) {
 	return waiting, running
 }
 
-// recordWrite notes the outcome of a fenced write for Health.
+// recordWrite notes the outcome of a fenced write for Health, and tells
+// the space gate of a failure.
 func (d *Dispatcher) recordWrite(err error) {
-	d.healthMu.Lock()
-	defer d.healthMu.Unlock()
 	if err != nil && errors.Is(err, shard.ErrFenced) {
 		return // ownership moved: the controller handles it; the store is fine
 	}
+	if err != nil && d.cfg.Space != nil {
+		d.cfg.Space.NoteWriteError(err)
+	}
+	d.healthMu.Lock()
+	defer d.healthMu.Unlock()
 	d.writeErr = err
+}
+
+// writesRefused returns the space gate's verdict, nil without a gate.
+func (d *Dispatcher) writesRefused() error {
+	if d.cfg.Space == nil {
+		return nil
+	}
+	return d.cfg.Space.WritesRefused()
 }
 
 // Health returns the latest failure of the scheduler's writes to etcd

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,8 @@ type harness struct {
 	store  *store.Etcd
 	lease  clientv3.LeaseID
 	lease2 time.Duration
+
+	space dispatch.SpaceGate // given to the dispatcher if set
 
 	disp   *dispatch.Dispatcher
 	own    *shard.Ownership
@@ -87,6 +90,7 @@ func (h *harness) start(member string) {
 	cfg.Misfire.Grace = 400 * time.Millisecond
 	cfg.Clock = h.clock
 	cfg.Logger = zaptest.NewLogger(h.t)
+	cfg.Space = h.space
 	d, err := dispatch.New(h.client, cfg)
 	if err != nil {
 		h.t.Fatal(err)
@@ -631,6 +635,81 @@ func TestFullDatabaseIsReportedNotLost(t *testing.T) {
 			t.Fatalf("Health() = %v, want ErrNoSpace", d.Health())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// gate is a SpaceGate a test opens and closes; it counts how often the
+// scheduler consulted it.
+type gate struct {
+	refused atomic.Bool
+	asked   atomic.Int64
+	noted   atomic.Int64
+}
+
+func (g *gate) WritesRefused() error {
+	g.asked.Add(1)
+	if g.refused.Load() {
+		return fmt.Errorf("%w: test", store.ErrNoSpace)
+	}
+	return nil
+}
+
+func (g *gate) NoteWriteError(err error) {
+	if errors.Is(err, store.ErrNoSpace) {
+		g.noted.Add(1)
+	}
+}
+
+// TestClosedSpaceGateStopsFiringUntilOpen: while the space gate says etcd
+// refuses writes, the scheduler neither fires nor hands out attempts nor
+// writes anything; once it opens, the missed times go through the job's
+// misfire policy (run_once: one run for the outage) and firing goes on.
+func TestClosedSpaceGateStopsFiringUntilOpen(t *testing.T) {
+	h := newHarness(t)
+	g := &gate{}
+	h.space = g
+	h.start("m1")
+	h.create(store.Job{ID: "g", Schedule: "@every 1s", MisfirePolicy: store.MisfireRunOnce})
+	h.clock.Advance(time.Second)
+	h.waitRuns("g", 1)
+
+	g.refused.Store(true)
+	resp, err := h.client.Get(context.Background(), "rev-probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := resp.Header.Revision
+	for range 5 {
+		asked := g.asked.Load()
+		h.clock.Advance(time.Second)
+		deadline := time.Now().Add(10 * time.Second)
+		for g.asked.Load() == asked { // the tick of this second looked at the gate
+			if time.Now().After(deadline) {
+				t.Fatal("the scheduler did not consult the space gate")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	polled, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w", Executors: []string{"http"}, Max: 1, Wait: store.Duration(100 * time.Millisecond)})
+	cancel()
+	if err != nil || len(polled.Attempts) != 0 {
+		t.Fatalf("poll with the gate closed: %v, %v; want no attempt", polled.Attempts, err)
+	}
+	if resp, err = h.client.Get(context.Background(), "rev-probe"); err != nil || resp.Header.Revision != before {
+		t.Fatalf("etcd's revision moved from %d to %d with the gate closed (%v): the scheduler wrote", before, resp.Header.Revision, err)
+	}
+
+	g.refused.Store(false)
+	h.clock.Advance(time.Second)
+	runs := h.waitRuns("g", 2)
+	if runs[0].ScheduledAt.Sub(runs[1].ScheduledAt) != 6*time.Second {
+		t.Errorf("after the outage fired %v, want the latest missed time only (run_once) 6s after %v", runs[0].ScheduledAt, runs[1].ScheduledAt)
+	}
+	h.clock.Advance(time.Second)
+	h.waitRuns("g", 3)
+	if got, _ := h.store.Runs(context.Background(), "g", 1000); len(got) != 3 {
+		t.Errorf("%d runs, want 3: one before, one for the outage, one after", len(got))
 	}
 }
 

@@ -20,6 +20,10 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
+// spaceRecheck is how often a partition looks at the space gate again
+// while etcd refuses writes for lack of space.
+const spaceRecheck = time.Second
+
 // partition is the scheduler of one owned partition. The loop goroutine
 // (run) fires due jobs and expires leases; protocol handlers (assign,
 // heartbeat, complete) run in HTTP goroutines. mu serialises them, and is
@@ -328,6 +332,9 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	}
 	if now.Before(pt.retryAt) {
 		return pt.retryAt // a write failed: etcd gets a moment
+	}
+	if pt.d.writesRefused() != nil {
+		return now.Add(spaceRecheck) // etcd is full: the gate logged it; no write would apply
 	}
 	pt.expireLocked(ctx, now)
 	pt.fireDueLocked(ctx, now)
@@ -742,7 +749,7 @@ func (pt *partition) trimLocked(ctx context.Context, id string) {
 func (pt *partition) assign(ctx context.Context, worker string, executors map[string]bool, n int) []Assignment {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	if pt.closed {
+	if pt.closed || pt.d.writesRefused() != nil {
 		return nil
 	}
 	now := pt.now()

@@ -45,6 +45,9 @@ type Config struct {
 	// Worker returns the worker protocol's server (POST /v1/worker/...);
 	// nil, or an error from it, answers 503.
 	Worker WorkerFunc
+	// Storage reads etcd's storage (GET /v1/cluster/storage); nil answers
+	// 503.
+	Storage StorageFunc
 }
 
 // Handler returns the API's handler for member m.
@@ -66,6 +69,7 @@ func Handler(m Member, cfg Config) http.Handler {
 	mux.HandleFunc("GET /v1/cluster/members", a.members)
 	mux.HandleFunc("GET /v1/cluster/partitions", a.partitions)
 	mux.HandleFunc("POST /v1/cluster/drain", a.drain)
+	registerStorageRoute(mux, cfg.Storage)
 	registerJobRoutes(mux, cfg)
 	RegisterWorkerRoutes(mux, cfg.Worker)
 	return jsonErrors{mux}

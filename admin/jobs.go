@@ -16,7 +16,8 @@ import (
 // JobStore is what the job endpoints need; *store.Etcd implements it.
 // Errors are those of store.Etcd: a *store.FieldError (matching
 // store.ErrInvalidJob) for invalid input, and store.ErrNotFound,
-// ErrExists, ErrConflict, ErrTooLarge, ErrNoSpace or ErrUnavailable.
+// ErrExists, ErrConflict, ErrTooLarge, ErrNoSpace, ErrHighWater or
+// ErrUnavailable.
 type JobStore interface {
 	Create(ctx context.Context, j store.Job) (store.Job, error)
 	Put(ctx context.Context, j store.Job) (stored store.Job, created bool, err error)
@@ -319,7 +320,7 @@ func (a *jobsAPI) fail(w http.ResponseWriter, r *http.Request, id string, err er
 //	*store.FieldError, store.ErrInvalidJob                        400 "field: message"
 //	store.ErrNotFound                                             404
 //	store.ErrExists, store.ErrConflict                            409
-//	store.ErrNoSpace                                              507
+//	store.ErrNoSpace, store.ErrHighWater                          507
 //	store.ErrUnavailable, context deadline                        503
 //	anything else                                                 500
 func status(err error) (code int, msg string) {
@@ -338,7 +339,7 @@ func status(err error) (code int, msg string) {
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrConflict):
 		return http.StatusConflict, err.Error()
-	case errors.Is(err, store.ErrNoSpace):
+	case errors.Is(err, store.ErrNoSpace), errors.Is(err, store.ErrHighWater):
 		return http.StatusInsufficientStorage, err.Error()
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, err.Error()

@@ -196,7 +196,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	if err != nil {
 		return nil, err
 	}
-	h := admin.Handler(orch, admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id)), Jobs: orchestratorJobs(orch), Worker: orchestratorWorker(orch)})
+	h := admin.Handler(orch, admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id)), Jobs: orchestratorJobs(orch), Worker: orchestratorWorker(orch), Storage: orch.Storage})
 	srv, err := listenHTTP(listen, h)
 	if err != nil {
 		return nil, err

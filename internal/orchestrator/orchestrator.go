@@ -21,6 +21,7 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/schedule"
 	"github.com/jobfleet/jobfleet/internal/mirror"
+	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -63,6 +64,11 @@ type Config struct {
 	// dispatcher's default, a negative value sends every write on its own
 	// (no batching across partitions; for benchmarks).
 	CommitsInFlight int
+	// Storage configures the member's part in compacting etcd and its
+	// watch of etcd's size, quota and alarms. Namespace, Member, Clock,
+	// Logger and Metrics are taken from this Config; zero fields take
+	// storage.DefaultConfig's values (compaction every 5 minutes).
+	Storage storage.Config
 	// Clock is given to the session and controller; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.
@@ -101,8 +107,10 @@ type Orchestrator struct {
 	sessCfg  membership.SessionConfig
 	shardMet *shard.Metrics
 
-	members *membership.Watcher
-	owners  *shard.Owners
+	members   *membership.Watcher
+	owners    *shard.Owners
+	compactor *storage.Compactor
+	space     *storage.Monitor
 
 	dispMet *dispatch.Metrics
 
@@ -146,16 +154,29 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	stc := cfg.Storage
+	stc.Namespace, stc.Member, stc.Clock, stc.Logger = cfg.Namespace, cfg.ID, cfg.Clock, cfg.Logger
+	stc.Metrics = storage.NewMetrics(cfg.Registry)
+	compactor, err := storage.NewCompactor(client, stc)
+	if err != nil {
+		return nil, err
+	}
+	space, err := storage.NewMonitor(client, stc)
+	if err != nil {
+		return nil, err
+	}
 	return &Orchestrator{
-		client:   client,
-		cfg:      cfg,
-		lg:       cfg.Logger.With(zap.String("member", cfg.ID)),
-		sessCfg:  sc,
-		shardMet: shard.NewMetrics(cfg.Registry),
-		dispMet:  dispatch.NewMetrics(cfg.Registry),
-		members:  members,
-		owners:   owners,
-		drain:    make(chan struct{}),
+		client:    client,
+		cfg:       cfg,
+		lg:        cfg.Logger.With(zap.String("member", cfg.ID)),
+		sessCfg:   sc,
+		shardMet:  shard.NewMetrics(cfg.Registry),
+		dispMet:   dispatch.NewMetrics(cfg.Registry),
+		members:   members,
+		owners:    owners,
+		compactor: compactor,
+		space:     space,
+		drain:     make(chan struct{}),
 	}, nil
 }
 
@@ -180,7 +201,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if p == 0 {
 		return nil // stopped before the cluster was reachable
 	}
-	jobs := store.NewEtcd(o.client, o.cfg.Namespace, p, store.DefaultLimits(), o.cfg.Clock.Now)
+	jobs := store.NewEtcd(o.client, o.cfg.Namespace, p, store.DefaultLimits(), o.cfg.Clock.Now).WithGuard(o.space.Admit)
 	dcfg := dispatch.DefaultConfig(o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise)
 	if o.cfg.RunLease != 0 {
 		dcfg.RunLease = o.cfg.RunLease
@@ -204,6 +225,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	dcfg.Clock = o.cfg.Clock
 	dcfg.Logger = o.cfg.Logger.Named("dispatch")
 	dcfg.Metrics = o.dispMet
+	dcfg.Space = o.space
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err
@@ -226,12 +248,14 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	o.partitions, o.controller, o.jobs, o.dispatcher = p, ctrl, jobs, disp
 	o.mu.Unlock()
 
-	// The member view and owner table outlive sessions.
+	// The member view, the owner table and the storage upkeep outlive
+	// sessions.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); o.members.Run(watchCtx) }()
-	go func() { defer wg.Done(); o.owners.Run(watchCtx) }()
+	wg.Go(func() { o.members.Run(watchCtx) })
+	wg.Go(func() { o.owners.Run(watchCtx) })
+	wg.Go(func() { o.compactor.Run(watchCtx) })
+	wg.Go(func() { o.space.Run(watchCtx) })
 	defer func() { stopWatch(); wg.Wait() }()
 
 	stop := make(chan struct{})
@@ -445,6 +469,13 @@ func (o *Orchestrator) Partitions() (PartitionTable, error) {
 	return t, nil
 }
 
+// Storage reads etcd's storage now: sizes, quota, high-water mark,
+// revisions, the fleet's last compaction, key counts and alarms. Errors
+// are classified by store.Classify.
+func (o *Orchestrator) Storage(ctx context.Context) (storage.Report, error) {
+	return o.space.Report(ctx)
+}
+
 // Ready reports whether the member is registered and owns exactly the
 // partitions the ring assigns it; if not, it says why.
 func (o *Orchestrator) Ready() (bool, string) {
@@ -458,6 +489,9 @@ func (o *Orchestrator) Ready() (bool, string) {
 		return false, "starting: reading the cluster's partition count"
 	case !registered:
 		return false, "not registered"
+	}
+	if err := o.space.WritesRefused(); err != nil {
+		return false, "firing is stopped: " + err.Error()
 	}
 	st, _ := ctrl.Status()
 	if !st.Ready {

@@ -20,11 +20,13 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -45,6 +47,12 @@ type Options struct {
 	Scheduler bool
 	// RunLease is the run lease with Scheduler. Default 3s.
 	RunLease time.Duration
+	// Storage is every member's storage configuration (compaction, quota
+	// watch); zero fields take the orchestrator's defaults.
+	Storage storage.Config
+	// Logs, if set, also receives every member's logs (at every level),
+	// so a test can assert on them with a zaptest/observer core.
+	Logs zapcore.Core
 }
 
 // Fleet is a set of in-process members sharing one etcd and namespace.
@@ -94,6 +102,9 @@ func New(t testing.TB, etcd *etcdtest.Server, opts Options) *Fleet {
 	lg := zaptest.NewLogger(t)
 	if opts.Quiet {
 		lg = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
+	if opts.Logs != nil {
+		lg = lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, opts.Logs) }))
 	}
 	f := &Fleet{
 		t:       t,
@@ -145,6 +156,7 @@ func (f *Fleet) Join(id string) *Member {
 		LeaveTimeout:   3 * time.Second,
 		Work:           work,
 		RunLease:       f.opts.RunLease,
+		Storage:        f.opts.Storage,
 		Logger:         f.lg.With(zap.String("test_member", id)),
 	})
 	if err != nil {
@@ -169,6 +181,7 @@ func (f *Fleet) Join(id string) *Member {
 				}
 				return d, nil
 			},
+			Storage: orch.Storage,
 		})}
 		go m.http.Serve(ln)
 	}

@@ -400,3 +400,38 @@ func TestNoSpaceStopsFiringAndFleetRecovers(t *testing.T) {
 		t.Errorf("%d jobs after recovery, want the %d accepted before and the new one", len(list.Jobs), len(policies))
 	}
 }
+
+// TestFleetCompactsEtcd runs a fleet with a one-second compaction
+// interval: its members keep etcd's history at about one interval, the
+// compaction record advancing each round, while jobs fire on.
+func TestFleetCompactsEtcd(t *testing.T) {
+	own := etcdtest.New(t)
+	f := fleettest.New(t, own, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true,
+		Storage: storage.Config{CompactionInterval: time.Second}})
+	f.Join("m1")
+	f.Join("m2")
+	f.WaitSettled(15 * time.Second)
+	rcv := newReceiver(t)
+	startWorkers(t, 1, f.URLs(), zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	createEverySecond(t, f.URLs()[0], "j", rcv.srv.URL, nil)
+
+	var first storage.Compaction
+	waitFor(t, 20*time.Second, func() bool {
+		rec, err := storage.ReadCompaction(context.Background(), f.Client, f.NS)
+		first = rec
+		return err == nil && rec.Revision > 0
+	})
+	waitFor(t, 20*time.Second, func() bool {
+		rec, err := storage.ReadCompaction(context.Background(), f.Client, f.NS)
+		return err == nil && rec.Revision > first.Revision
+	})
+	if _, err := f.Client.Get(context.Background(), "probe", clientv3.WithRev(first.Revision-1)); err == nil {
+		t.Errorf("revision %d is still readable after the fleet compacted to %d", first.Revision-1, first.Revision)
+	}
+	var rep storage.Report
+	if code := api(t, "GET", f.URLs()[1], "/v1/cluster/storage", nil, &rep); code != http.StatusOK || rep.CompactedRevision < first.Revision || rep.Compaction == nil {
+		t.Errorf("storage report %d: compacted %d, record %+v; want at least %d", code, rep.CompactedRevision, rep.Compaction, first.Revision)
+	}
+	n := len(runsOf(t, f.URLs()[0], "j"))
+	waitFor(t, 10*time.Second, func() bool { return len(runsOf(t, f.URLs()[0], "j")) >= n+2 })
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/storage"
 )
 
 // etcdOptions are the flags that say how to reach etcd.
@@ -91,6 +92,11 @@ type memberOptions struct {
 	partitions int
 	leaseTTL   time.Duration
 	runLease   time.Duration
+
+	compactionInterval time.Duration
+	etcdQuota          byteSize
+	highWater          float64
+	storageCheck       time.Duration
 }
 
 func (o *memberOptions) register(cmd *cobra.Command) {
@@ -102,6 +108,32 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 1024; must match an existing cluster's)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
 	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
+	fs.DurationVar(&o.compactionInterval, "compaction-interval", storage.DefaultCompactionInterval, "how often the fleet compacts etcd's history, keeping this much of it (at least 1s); 0 leaves compaction to etcd's own --auto-compaction-*")
+	fs.Var(&o.etcdQuota, "etcd-quota-bytes", "etcd's space quota: set it to etcd's --quota-backend-bytes (like 8GiB); 0 takes what etcd reports (v3.6+), else etcd's default 2GiB")
+	fs.Float64Var(&o.highWater, "storage-high-water", storage.DefaultHighWater, "fraction of the etcd quota above which new jobs, growing replacements and triggers are refused with 507 (0 < f <= 1)")
+	fs.DurationVar(&o.storageCheck, "storage-check-interval", storage.DefaultCheckInterval, "how often each member reads etcd's database size and alarms")
+}
+
+// storageConfig is the storage part of the member's configuration.
+func (o *memberOptions) storageConfig() (storage.Config, error) {
+	switch {
+	case o.compactionInterval < 0:
+		return storage.Config{}, fmt.Errorf("--compaction-interval %v is negative; 0 turns the fleet's compaction off", o.compactionInterval)
+	case !(o.highWater > 0 && o.highWater <= 1):
+		return storage.Config{}, fmt.Errorf("--storage-high-water %v: want a fraction of the quota, above 0 and at most 1 (like 0.8)", o.highWater)
+	case o.storageCheck <= 0:
+		return storage.Config{}, fmt.Errorf("--storage-check-interval %v: want a positive duration", o.storageCheck)
+	}
+	c := storage.Config{
+		CompactionInterval: o.compactionInterval,
+		QuotaBytes:         int64(o.etcdQuota),
+		HighWater:          o.highWater,
+		CheckInterval:      o.storageCheck,
+	}
+	if c.CompactionInterval == 0 {
+		c.CompactionInterval = storage.CompactionOff
+	}
+	return c, nil // the rest is checked by orchestrator.New
 }
 
 // resolve fills the derived defaults (ID, advertise URL) for listen address
@@ -181,6 +213,10 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	if err != nil {
 		return nil, err
 	}
+	stc, err := o.storageConfig()
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	orch, err := orchestrator.New(client, orchestrator.Config{
@@ -190,6 +226,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		Partitions: o.partitions,
 		LeaseTTL:   o.leaseTTL,
 		RunLease:   o.runLease,
+		Storage:    stc,
 		Logger:     lg,
 		Registry:   reg,
 	})

@@ -652,6 +652,10 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 		{"log format", "--log-format=xml", []string{"--log-format", "xml"}},
 		{"negative partitions", "--partitions=-1", []string{"partitions", "-1"}},
 		{"bad member ID", "--id=a/b", []string{"member ID", "a/b"}},
+		{"high-water mark above 1", "--storage-high-water=80", []string{"--storage-high-water", "80", "at most 1"}},
+		{"quota not a size", "--etcd-quota-bytes=lots", []string{"etcd-quota-bytes", "lots", "2GiB"}},
+		{"negative compaction interval", "--compaction-interval=-5m", []string{"--compaction-interval", "negative"}},
+		{"compaction interval too short", "--compaction-interval=100ms", []string{"compaction interval", "100ms", "below 1s"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

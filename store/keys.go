@@ -52,8 +52,11 @@ func (k Keys) AllRunsPrefix() string { return k.NS + "runs/" }
 // AllQueuePrefix is the prefix of every partition's active-run index.
 func (k Keys) AllQueuePrefix() string { return k.NS + "queue/" }
 
+// AllStatePrefix is the prefix of every partition's scheduling states.
+func (k Keys) AllStatePrefix() string { return k.NS + "state/" }
+
 // StatePrefix is the prefix of partition p's scheduling states.
-func (k Keys) StatePrefix(p int) string { return k.NS + "state/" + part(p) + "/" }
+func (k Keys) StatePrefix(p int) string { return k.AllStatePrefix() + part(p) + "/" }
 
 // State is job id's scheduling state key.
 func (k Keys) State(p int, id string) string { return k.StatePrefix(p) + EscapeID(id) }

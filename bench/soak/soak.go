@@ -1,0 +1,540 @@
+// Package soak runs a fleet for a long time at a steady fire rate and
+// records what it leaves in etcd: the database size and the part of it in
+// use, the revision and the compacted revision, and the run history, over
+// time. It also measures what one job, one run, one revision and one
+// member cost in etcd, for sizing a deployment.
+//
+// The fleet is real (internal/orchestrator members with the dispatch
+// scheduler, compacting etcd as in production) on one embedded etcd; the
+// executor is a no-op run in process: pollers call each member's
+// dispatcher directly (poll, then complete every attempt as a success),
+// so the store sees every write a run's life makes (fire, attempt,
+// result) without HTTP or workers in the way.
+//
+// What it does not promise: sizes depend on job IDs, payloads and output
+// (the soak's are small) and on bbolt's page layout; the figures are for
+// this workload on this etcd version.
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/bench"
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// Config configures a soak run.
+type Config struct {
+	// Duration is how long the fleet fires, after set-up.
+	Duration time.Duration `json:"duration_ns"`
+	// FiresPerSecond is the fire rate: that many jobs, each "@every 1s".
+	FiresPerSecond int `json:"fires_per_second"`
+	// Members is the number of orchestrators.
+	Members int `json:"members"`
+	// Partitions is P.
+	Partitions int `json:"partitions"`
+	// CompactionInterval is the fleet's --compaction-interval.
+	CompactionInterval time.Duration `json:"compaction_interval_ns"`
+	// HistoryLimit is how many runs are kept per job (0: the
+	// orchestrator's default).
+	HistoryLimit int `json:"history_limit"`
+	// SampleInterval is how often etcd's figures are recorded.
+	SampleInterval time.Duration `json:"sample_interval_ns"`
+	// Pollers is the number of no-op pollers per member.
+	Pollers int `json:"pollers"`
+	// Timeout bounds the set-up (the fleet settling, the jobs created).
+	Timeout time.Duration `json:"timeout_ns"`
+	// Progress shows what the run does; nil shows nothing.
+	Progress *bench.Progress `json:"-"`
+}
+
+// DefaultConfig is 100 fires/s for 10 minutes on 2 members with the
+// fleet's own defaults for compaction and history.
+func DefaultConfig() Config {
+	return Config{
+		Duration:           10 * time.Minute,
+		FiresPerSecond:     100,
+		Members:            2,
+		Partitions:         128,
+		CompactionInterval: storage.DefaultCompactionInterval,
+		SampleInterval:     10 * time.Second,
+		Pollers:            4,
+		Timeout:            2 * time.Minute,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.Duration <= 0:
+		return errors.New("soak: duration must be positive")
+	case c.FiresPerSecond < 1 || c.FiresPerSecond > 100_000:
+		return fmt.Errorf("soak: fires per second %d outside 1..100000", c.FiresPerSecond)
+	case c.Members < 1 || c.Members > 16:
+		return fmt.Errorf("soak: members %d outside 1..16", c.Members)
+	case c.Partitions < 1 || c.Partitions > shard.MaxPartitions:
+		return fmt.Errorf("soak: partitions %d outside 1..%d", c.Partitions, shard.MaxPartitions)
+	case c.CompactionInterval != 0 && c.CompactionInterval < time.Second:
+		return fmt.Errorf("soak: compaction interval %v below 1s", c.CompactionInterval)
+	case c.SampleInterval < 10*time.Millisecond:
+		return fmt.Errorf("soak: sample interval %v below 10ms", c.SampleInterval)
+	case c.Pollers < 1:
+		return errors.New("soak: at least one poller per member")
+	case c.Timeout <= 0:
+		return errors.New("soak: timeout must be positive")
+	}
+	return nil
+}
+
+// Sample is etcd as the run saw it at one moment.
+type Sample struct {
+	// Elapsed is the time since the fleet started firing.
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// DBSize is the database file size, DBInUse the part in use.
+	DBSize  int64 `json:"db_size_bytes"`
+	DBInUse int64 `json:"db_size_in_use_bytes"`
+	// Revision is etcd's revision; Compacted the fleet's last compaction.
+	Revision  int64 `json:"revision"`
+	Compacted int64 `json:"compacted_revision"`
+	// Runs counts the run documents kept (the history).
+	Runs int64 `json:"runs"`
+	// Fires counts the runs fired since the start.
+	Fires int64 `json:"fires"`
+	// HighWater is whether a member reported the high-water mark crossed.
+	HighWater bool `json:"high_water"`
+}
+
+// Sizing is what the fleet's documents cost in etcd. Logical sizes are
+// keys plus values; physical ones are growths of etcd's in-use size.
+type Sizing struct {
+	// JobBytes is a job's spec and scheduling state (logical).
+	JobBytes float64 `json:"job_bytes"`
+	// JobInUseBytes is etcd's in-use growth per job created (physical,
+	// with the revisions creating them).
+	JobInUseBytes float64 `json:"job_in_use_bytes"`
+	// RunBytes is a kept run document (logical), finished.
+	RunBytes float64 `json:"run_bytes"`
+	// MemberBytes is a member's registration and its share of owner keys
+	// (logical).
+	MemberBytes float64 `json:"member_bytes"`
+	// RevisionBytes is etcd's in-use growth per revision before the first
+	// compaction (physical: a revision is one write transaction, with
+	// every key it writes).
+	RevisionBytes float64 `json:"revision_bytes"`
+	// FireBytes is etcd's in-use growth per fire before the first
+	// compaction: everything a run's life writes (fire, attempt, result,
+	// state, queue), in every revision it makes.
+	FireBytes float64 `json:"fire_bytes"`
+	// RevisionsPerFire is how many revisions a fire costs, batching
+	// included.
+	RevisionsPerFire float64 `json:"revisions_per_fire"`
+	// Measured says whether the per-revision figures were measured: they
+	// need two samples before the first compaction.
+	Measured bool `json:"measured"`
+}
+
+// Result is a whole soak run.
+type Result struct {
+	Config Config `json:"config"`
+	// Fsync tells whether etcd synced its WAL (set by the caller, which
+	// started it).
+	Fsync bool `json:"fsync"`
+	// Quota is the space quota etcd reported.
+	Quota   int64    `json:"quota_bytes"`
+	Samples []Sample `json:"samples"`
+	Sizing  Sizing   `json:"sizing"`
+	// FiresPerSecond is the rate achieved over the run.
+	FiresPerSecond float64 `json:"achieved_fires_per_second"`
+}
+
+// Run runs the soak against the etcd at endpoints (which it should have to
+// itself: the fleet compacts it) and returns what it recorded.
+func Run(ctx context.Context, endpoints []string, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	obs, err := bench.NewClient(endpoints, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer obs.Close()
+	ns := fmt.Sprintf("/jobfleet-soak-%d/", time.Now().UnixNano())
+	f, err := startFleet(ctx, endpoints, ns, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer f.stop()
+	sctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if err := f.waitLoaded(sctx, cfg); err != nil {
+		return nil, err
+	}
+
+	res := &Result{Config: cfg}
+	before, err := status(sctx, obs)
+	if err != nil {
+		return nil, err
+	}
+	res.Quota = before.DbSizeQuota
+	if err := createJobs(sctx, obs, ns, cfg); err != nil {
+		return nil, err
+	}
+	if err := waitStates(sctx, obs, ns, cfg); err != nil {
+		return nil, err
+	}
+	after, err := status(sctx, obs)
+	if err != nil {
+		return nil, err
+	}
+	keys := store.Keys{NS: ns}
+	jobBytes, err := logicalBytes(sctx, obs, keys.JobsPrefix(), keys.AllStatePrefix())
+	if err != nil {
+		return nil, err
+	}
+	memberBytes, err := logicalBytes(sctx, obs, membership.Prefix(ns), shard.OwnersPrefix(ns))
+	if err != nil {
+		return nil, err
+	}
+	res.Sizing.JobBytes = float64(jobBytes) / float64(cfg.FiresPerSecond)
+	res.Sizing.JobInUseBytes = float64(after.DbSizeInUse-before.DbSizeInUse) / float64(cfg.FiresPerSecond)
+	res.Sizing.MemberBytes = float64(memberBytes) / float64(cfg.Members)
+
+	stopPolling := f.poll(cfg)
+	start := time.Now()
+	tick := time.NewTicker(cfg.SampleInterval)
+	defer tick.Stop()
+	for {
+		s, err := f.sample(ctx, obs, ns, time.Since(start))
+		if err != nil {
+			stopPolling()
+			return nil, err
+		}
+		res.Samples = append(res.Samples, s)
+		cfg.Progress.Update("  soak: %v of %v, %d fires (%.0f/s), db %s (in use %s), revision %d, compacted %d, %d runs kept",
+			s.Elapsed.Round(time.Second), cfg.Duration, s.Fires, float64(s.Fires)/max(s.Elapsed.Seconds(), 1e-9),
+			mib(s.DBSize), mib(s.DBInUse), s.Revision, s.Compacted, s.Runs)
+		if s.Elapsed >= cfg.Duration {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			stopPolling()
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	stopPolling()
+	last := res.Samples[len(res.Samples)-1]
+	res.FiresPerSecond = float64(last.Fires) / last.Elapsed.Seconds()
+	rctx, rcancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer rcancel()
+	if res.Sizing.RunBytes, err = meanRunBytes(rctx, obs, keys.AllRunsPrefix()); err != nil {
+		return nil, err
+	}
+	res.Sizing.perRevision(res.Samples)
+	return res, nil
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// perRevision fills the per-revision and per-fire figures from the growth
+// between the first sample and the last one before the first compaction.
+func (s *Sizing) perRevision(samples []Sample) {
+	if len(samples) < 2 {
+		return
+	}
+	first, last := samples[0], samples[0]
+	for _, x := range samples[1:] {
+		if x.Compacted != 0 {
+			break
+		}
+		last = x
+	}
+	dRev, dFires := last.Revision-first.Revision, last.Fires-first.Fires
+	if dRev <= 0 || dFires <= 0 {
+		return
+	}
+	grown := float64(last.DBInUse - first.DBInUse)
+	s.RevisionBytes = grown / float64(dRev)
+	s.FireBytes = grown / float64(dFires)
+	s.RevisionsPerFire = float64(dRev) / float64(dFires)
+	s.Measured = true
+}
+
+// fleet is the soak's orchestrators.
+type fleet struct {
+	clients []*clientv3.Client
+	members []*orchestrator.Orchestrator
+	regs    []*prometheus.Registry
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+func startFleet(ctx context.Context, endpoints []string, ns string, cfg Config) (*fleet, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &fleet{cancel: cancel}
+	compaction := cfg.CompactionInterval
+	if compaction == 0 {
+		compaction = storage.CompactionOff
+	}
+	for i := range cfg.Members {
+		c, err := bench.NewClient(endpoints, 0)
+		if err != nil {
+			f.stop()
+			return nil, err
+		}
+		f.clients = append(f.clients, c)
+		reg := prometheus.NewRegistry()
+		id := fmt.Sprintf("orchestrator-%d", i+1)
+		o, err := orchestrator.New(c, orchestrator.Config{
+			ID:           id,
+			Advertise:    "http://" + id + ".invalid",
+			Namespace:    ns,
+			Partitions:   cfg.Partitions,
+			HistoryLimit: cfg.HistoryLimit,
+			Storage:      storage.Config{CompactionInterval: compaction, CheckInterval: min(cfg.SampleInterval, storage.DefaultCheckInterval)},
+			Logger:       zap.NewNop(),
+			Registry:     reg,
+		})
+		if err != nil {
+			f.stop()
+			return nil, err
+		}
+		f.members, f.regs = append(f.members, o), append(f.regs, reg)
+		f.wg.Go(func() { o.Run(ctx) })
+	}
+	return f, nil
+}
+
+func (f *fleet) stop() {
+	f.cancel()
+	f.wg.Wait()
+	for _, c := range f.clients {
+		c.Close()
+	}
+}
+
+// waitLoaded waits until every partition's scheduler runs on some member.
+func (f *fleet) waitLoaded(ctx context.Context, cfg Config) error {
+	for {
+		loaded := 0
+		for _, o := range f.members {
+			if d, err := o.Dispatcher(); err == nil {
+				loaded += len(d.Owned())
+			}
+		}
+		cfg.Progress.Update("  soak: %d of %d partitions loaded", loaded, cfg.Partitions)
+		if loaded == cfg.Partitions {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("soak: %d of %d partitions loaded: %w", loaded, cfg.Partitions, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// noopExecutor is the executor type of the soak's jobs: the pollers take
+// their attempts and complete them at once.
+const noopExecutor = "soak-noop"
+
+// poll starts the pollers and returns a function that stops them and
+// waits for them.
+func (f *fleet) poll(cfg Config) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i, o := range f.members {
+		for j := range cfg.Pollers {
+			worker := fmt.Sprintf("soak-%d-%d", i+1, j+1)
+			wg.Go(func() { pollLoop(ctx, o, worker) })
+		}
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+func pollLoop(ctx context.Context, o *orchestrator.Orchestrator, worker string) {
+	for ctx.Err() == nil {
+		d, err := o.Dispatcher()
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		resp, err := d.Poll(ctx, dispatch.PollRequest{Worker: worker, Executors: []string{noopExecutor}, Max: 100, Wait: store.Duration(time.Second)})
+		if err != nil {
+			continue
+		}
+		for _, a := range resp.Attempts {
+			// A partition that moved meanwhile refuses the report; the
+			// attempt's lease expires and it runs again: fine for a soak.
+			d.Complete(ctx, dispatch.CompleteRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt, Success: true})
+		}
+	}
+}
+
+// sample reads etcd's figures and the members' counters now.
+func (f *fleet) sample(ctx context.Context, c *clientv3.Client, ns string, elapsed time.Duration) (Sample, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := status(ctx, c)
+	if err != nil {
+		return Sample{}, err
+	}
+	s := Sample{Elapsed: elapsed, DBSize: st.DbSize, DBInUse: st.DbSizeInUse, Revision: st.Header.Revision}
+	rec, err := storage.ReadCompaction(ctx, c, ns)
+	if err != nil {
+		return Sample{}, err
+	}
+	s.Compacted = rec.Revision
+	runs, err := c.Get(ctx, store.Keys{NS: ns}.AllRunsPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return Sample{}, fmt.Errorf("soak: count runs: %w", err)
+	}
+	s.Runs = runs.Count
+	for _, reg := range f.regs {
+		fires, high := counters(reg)
+		s.Fires += fires
+		s.HighWater = s.HighWater || high
+	}
+	return s, nil
+}
+
+// counters reads a member's fires (pending and skipped) and its high-water
+// gauge.
+func counters(reg *prometheus.Registry) (fires int64, high bool) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, false
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "jobfleet_fires_total":
+			for _, m := range mf.GetMetric() {
+				fires += int64(m.GetCounter().GetValue())
+			}
+		case "jobfleet_storage_high_water":
+			for _, m := range mf.GetMetric() {
+				high = high || m.GetGauge().GetValue() > 0
+			}
+		}
+	}
+	return fires, high
+}
+
+func status(ctx context.Context, c *clientv3.Client) (*clientv3.StatusResponse, error) {
+	st, err := c.Status(ctx, c.Endpoints()[0])
+	if err != nil {
+		return nil, fmt.Errorf("soak: etcd status: %w", err)
+	}
+	return st, nil
+}
+
+// createJobs creates the soak's jobs with 16 writers.
+func createJobs(ctx context.Context, c *clientv3.Client, ns string, cfg Config) error {
+	s := store.NewEtcd(c, ns, cfg.Partitions, store.DefaultLimits(), nil)
+	var (
+		next    atomic.Int64
+		created atomic.Int64
+		wg      sync.WaitGroup
+		errMu   sync.Mutex
+		first   error
+	)
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(cfg.FiresPerSecond) || ctx.Err() != nil {
+					return
+				}
+				_, err := s.Create(ctx, store.Job{ID: fmt.Sprintf("soak-%06d", i), Schedule: "@every 1s", Executor: store.Executor{Type: noopExecutor}})
+				if err != nil {
+					errMu.Lock()
+					first = errors.Join(first, err)
+					errMu.Unlock()
+					return
+				}
+				cfg.Progress.Update("  soak: %d of %d jobs created", created.Add(1), cfg.FiresPerSecond)
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return fmt.Errorf("soak: create jobs: %w", first)
+	}
+	return nil
+}
+
+// waitStates waits until the owners have taken every job in (each has a
+// scheduling state).
+func waitStates(ctx context.Context, c *clientv3.Client, ns string, cfg Config) error {
+	for {
+		resp, err := c.Get(ctx, store.Keys{NS: ns}.AllStatePrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return fmt.Errorf("soak: count states: %w", err)
+		}
+		if resp.Count >= int64(cfg.FiresPerSecond) {
+			return nil
+		}
+		cfg.Progress.Update("  soak: %d of %d jobs taken in by their owners", resp.Count, cfg.FiresPerSecond)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("soak: %d of %d jobs taken in: %w", resp.Count, cfg.FiresPerSecond, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// logicalBytes sums the sizes of the keys and values under the prefixes.
+func logicalBytes(ctx context.Context, c *clientv3.Client, prefixes ...string) (int64, error) {
+	var n int64
+	for _, p := range prefixes {
+		from := p
+		for {
+			resp, err := c.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)), clientv3.WithLimit(1000))
+			if err != nil {
+				return 0, fmt.Errorf("soak: read %s: %w", p, err)
+			}
+			for _, kv := range resp.Kvs {
+				n += int64(len(kv.Key) + len(kv.Value))
+			}
+			if !resp.More || len(resp.Kvs) == 0 {
+				break
+			}
+			from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		}
+	}
+	return n, nil
+}
+
+// meanRunBytes is the mean logical size of up to 2000 run documents.
+func meanRunBytes(ctx context.Context, c *clientv3.Client, prefix string) (float64, error) {
+	resp, err := c.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(2000))
+	if err != nil {
+		return 0, fmt.Errorf("soak: read runs: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	var n int64
+	for _, kv := range resp.Kvs {
+		n += int64(len(kv.Key) + len(kv.Value))
+	}
+	return float64(n) / float64(len(resp.Kvs)), nil
+}

@@ -159,6 +159,19 @@ type Result struct {
 	Sizing  Sizing   `json:"sizing"`
 	// FiresPerSecond is the rate achieved over the run.
 	FiresPerSecond float64 `json:"achieved_fires_per_second"`
+	// Defrag is a defragmentation of the database at the end, the fleet
+	// stopped.
+	Defrag Defrag `json:"defrag"`
+}
+
+// Defrag is one defragmentation of etcd's database.
+type Defrag struct {
+	// Before and After are the database file sizes.
+	Before int64 `json:"before_bytes"`
+	After  int64 `json:"after_bytes"`
+	// Took is how long etcd was busy defragmenting (it serves nothing
+	// else meanwhile).
+	Took time.Duration `json:"took_ns"`
 }
 
 // Run runs the soak against the etcd at endpoints (which it should have to
@@ -246,7 +259,29 @@ func Run(ctx context.Context, endpoints []string, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res.Sizing.perRevision(res.Samples)
+	f.stop()
+	if res.Defrag, err = defragment(rctx, obs); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// defragment defragments the etcd at c's first endpoint and measures it.
+func defragment(ctx context.Context, c *clientv3.Client) (Defrag, error) {
+	before, err := status(ctx, c)
+	if err != nil {
+		return Defrag{}, err
+	}
+	start := time.Now()
+	if _, err := c.Defragment(ctx, c.Endpoints()[0]); err != nil {
+		return Defrag{}, fmt.Errorf("soak: defragment: %w", err)
+	}
+	took := time.Since(start)
+	after, err := status(ctx, c)
+	if err != nil {
+		return Defrag{}, err
+	}
+	return Defrag{Before: before.DbSize, After: after.DbSize, Took: took}, nil
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
@@ -320,12 +355,14 @@ func startFleet(ctx context.Context, endpoints []string, ns string, cfg Config) 
 	return f, nil
 }
 
+// stop stops the members and closes their clients. Idempotent.
 func (f *fleet) stop() {
 	f.cancel()
 	f.wg.Wait()
 	for _, c := range f.clients {
 		c.Close()
 	}
+	f.clients = nil
 }
 
 // waitLoaded waits until every partition's scheduler runs on some member.

@@ -53,6 +53,10 @@ func TestTinySoak(t *testing.T) {
 		t.Errorf("sizing %+v: per-revision figures measured but not positive", z)
 	}
 
+	if d := res.Defrag; d.Before == 0 || d.After == 0 || d.After > d.Before || d.Took <= 0 {
+		t.Errorf("defragmentation %+v: want sizes before and after, not growing, and its time", d)
+	}
+
 	dir := t.TempDir()
 	if _, err := report.WriteAll(io.Discard, dir, "soak", res, res.Tables()); err != nil {
 		t.Fatal(err)

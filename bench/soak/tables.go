@@ -73,6 +73,9 @@ func (r *Result) Tables() []*report.Table {
 		sizing.Notes = append(sizing.Notes, "per revision and per fire: not measured (fewer than two samples before the first compaction)")
 	}
 
+	d := r.Defrag
+	sizing.Add("defragmentation at the end", float64(d.Before-d.After), fmt.Sprintf("database %s → %s in %v (the fleet stopped)", mib(d.Before), mib(d.After), d.Took.Round(time.Millisecond)))
+
 	all := &report.Table{
 		Name:     "soak_samples",
 		Columns:  []string{"elapsed s", "db size bytes", "in use bytes", "revision", "compacted revision", "runs kept", "fires", "high water"},

@@ -18,13 +18,13 @@ package soak
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -112,9 +112,11 @@ type Sample struct {
 	Compacted int64 `json:"compacted_revision"`
 	// Runs counts the run documents kept (the history).
 	Runs int64 `json:"runs"`
-	// Fires counts the runs fired since the start.
+	// Fires counts the job's scheduled times fired (or recorded as
+	// skipped) since the jobs were created.
 	Fires int64 `json:"fires"`
-	// HighWater is whether a member reported the high-water mark crossed.
+	// HighWater is whether the database was above the default high-water
+	// mark (80% of the quota), where the fleet refuses new work.
 	HighWater bool `json:"high_water"`
 }
 
@@ -231,7 +233,7 @@ func Run(ctx context.Context, endpoints []string, cfg Config) (*Result, error) {
 	tick := time.NewTicker(cfg.SampleInterval)
 	defer tick.Stop()
 	for {
-		s, err := f.sample(ctx, obs, ns, time.Since(start))
+		s, err := f.sample(ctx, obs, ns, start)
 		if err != nil {
 			stopPolling()
 			return nil, err
@@ -314,7 +316,6 @@ func (s *Sizing) perRevision(samples []Sample) {
 type fleet struct {
 	clients []*clientv3.Client
 	members []*orchestrator.Orchestrator
-	regs    []*prometheus.Registry
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -333,7 +334,6 @@ func startFleet(ctx context.Context, endpoints []string, ns string, cfg Config) 
 			return nil, err
 		}
 		f.clients = append(f.clients, c)
-		reg := prometheus.NewRegistry()
 		id := fmt.Sprintf("orchestrator-%d", i+1)
 		o, err := orchestrator.New(c, orchestrator.Config{
 			ID:           id,
@@ -343,13 +343,12 @@ func startFleet(ctx context.Context, endpoints []string, ns string, cfg Config) 
 			HistoryLimit: cfg.HistoryLimit,
 			Storage:      storage.Config{CompactionInterval: compaction, CheckInterval: min(cfg.SampleInterval, storage.DefaultCheckInterval)},
 			Logger:       zap.NewNop(),
-			Registry:     reg,
 		})
 		if err != nil {
 			f.stop()
 			return nil, err
 		}
-		f.members, f.regs = append(f.members, o), append(f.regs, reg)
+		f.members = append(f.members, o)
 		f.wg.Go(func() { o.Run(ctx) })
 	}
 	return f, nil
@@ -426,53 +425,41 @@ func pollLoop(ctx context.Context, o *orchestrator.Orchestrator, worker string) 
 	}
 }
 
-// sample reads etcd's figures and the members' counters now.
-func (f *fleet) sample(ctx context.Context, c *clientv3.Client, ns string, elapsed time.Duration) (Sample, error) {
+// sample reads etcd's figures now. The fires are counted from the jobs'
+// scheduling states, not from the members' metrics: a scrape locks every
+// partition's scheduler and may wait behind its writes.
+func (f *fleet) sample(ctx context.Context, c *clientv3.Client, ns string, start time.Time) (Sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	keys := store.Keys{NS: ns}
+	resp, err := c.Txn(ctx).Then(
+		clientv3.OpGet(keys.AllRunsPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(keys.AllStatePrefix(), clientv3.WithPrefix()),
+		clientv3.OpGet(storage.CompactionKey(ns)),
+	).Commit()
+	if err != nil {
+		return Sample{}, fmt.Errorf("soak: read runs and states: %w", err)
+	}
 	st, err := status(ctx, c)
 	if err != nil {
 		return Sample{}, err
 	}
-	s := Sample{Elapsed: elapsed, DBSize: st.DbSize, DBInUse: st.DbSizeInUse, Revision: st.Header.Revision}
-	rec, err := storage.ReadCompaction(ctx, c, ns)
-	if err != nil {
-		return Sample{}, err
-	}
-	s.Compacted = rec.Revision
-	runs, err := c.Get(ctx, store.Keys{NS: ns}.AllRunsPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		return Sample{}, fmt.Errorf("soak: count runs: %w", err)
-	}
-	s.Runs = runs.Count
-	for _, reg := range f.regs {
-		fires, high := counters(reg)
-		s.Fires += fires
-		s.HighWater = s.HighWater || high
-	}
-	return s, nil
-}
-
-// counters reads a member's fires (pending and skipped) and its high-water
-// gauge.
-func counters(reg *prometheus.Registry) (fires int64, high bool) {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0, false
-	}
-	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "jobfleet_fires_total":
-			for _, m := range mf.GetMetric() {
-				fires += int64(m.GetCounter().GetValue())
-			}
-		case "jobfleet_storage_high_water":
-			for _, m := range mf.GetMetric() {
-				high = high || m.GetGauge().GetValue() > 0
-			}
+	s := Sample{Elapsed: time.Since(start), DBSize: st.DbSize, DBInUse: st.DbSizeInUse, Revision: st.Header.Revision}
+	s.HighWater = float64(st.DbSize) > storage.DefaultHighWater*float64(st.DbSizeQuota)
+	s.Runs = resp.Responses[0].GetResponseRange().Count
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		var js store.JobState
+		if json.Unmarshal(kv.Value, &js) == nil {
+			s.Fires += js.Fired + js.Skipped
 		}
 	}
-	return fires, high
+	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 1 {
+		var rec storage.Compaction
+		if json.Unmarshal(kvs[0].Value, &rec) == nil {
+			s.Compacted = rec.Revision
+		}
+	}
+	return s, nil
 }
 
 func status(ctx context.Context, c *clientv3.Client) (*clientv3.StatusResponse, error) {

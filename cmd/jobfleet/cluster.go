@@ -24,6 +24,11 @@ type clientOptions struct {
 	server  string
 	output  string
 	timeout time.Duration
+	// TLS: ca verifies the server (empty: the system's CAs), cert and key
+	// are a client certificate. Set from --ca, --cert, --key (or JOBFLEET_CA,
+	// ...); a CLI context's "ca", "cert" and "key" fill the ones not given
+	// before httpClient is called (flag > environment > context).
+	ca, cert, key string
 }
 
 func (o *clientOptions) register(cmd *cobra.Command) {
@@ -31,6 +36,26 @@ func (o *clientOptions) register(cmd *cobra.Command) {
 	fs.StringVar(&o.server, "server", "http://127.0.0.1:8080", "URL of any orchestrator's HTTP API")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "request timeout")
+	fs.StringVar(&o.ca, "ca", "", "PEM file of the CAs to verify an https --server against (default: the system's)")
+	fs.StringVar(&o.cert, "cert", "", "PEM client certificate file to present to the server (with --key)")
+	fs.StringVar(&o.key, "key", "", "PEM private key file of --cert")
+}
+
+// httpClient returns the client of the API requests: the request timeout,
+// and TLS from the CA, certificate and key options.
+func (o *clientOptions) httpClient() (*http.Client, error) {
+	c := &http.Client{Timeout: o.timeout}
+	if o.ca == "" && o.cert == "" && o.key == "" {
+		return c, nil
+	}
+	tc, err := clientTLS("--", o.ca, o.cert, o.key)
+	if err != nil {
+		return nil, err
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = tc
+	c.Transport = t
+	return c, nil
 }
 
 // do sends a request and decodes a 2xx JSON reply into out; a non-2xx reply
@@ -50,7 +75,12 @@ func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := (&http.Client{Timeout: o.timeout}).Do(req)
+	client, err := o.httpClient()
+	if err != nil {
+		return err
+	}
+	defer client.CloseIdleConnections() // no connection outlives its command
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

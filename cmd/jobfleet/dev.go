@@ -18,11 +18,13 @@ import (
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 )
 
 func newDevCmd() *cobra.Command {
 	var (
 		mem           memberOptions
+		srv           serverOptions
 		logs          logOptions
 		orchestrators int
 		dataDir       string
@@ -68,14 +70,30 @@ Other processes can join the same fleet:
 				return err
 			}
 			defer lg.Sync()
+			// The members and the echo endpoint share what the embedded
+			// etcd and the workers leave of the open-file limit.
+			budget, err := fileBudget(lg, devReserve)
+			if err != nil {
+				return err
+			}
+			listeners := orchestrators
+			if examples {
+				listeners++
+			}
+			maxConns, err := srv.connectionCap(cmd, lg, budget, listeners, 0)
+			if err != nil {
+				return err
+			}
 			return runDev(cmd.Context(), lg, devConfig{
 				mem: mem, host: host, port: port, n: orchestrators,
 				dataDir: dataDir, etcdListen: etcdListen, etcdPeer: etcdPeer,
 				workers: workers, examples: examples,
+				server: serverConfig(lg, maxConns, nil),
 			})
 		},
 	}
 	mem.register(cmd)
+	srv.register(cmd, false)
 	logs.register(cmd.Flags(), "console")
 	fs := cmd.Flags()
 	fs.IntVar(&orchestrators, "orchestrators", 3, "number of orchestrators to run")
@@ -94,6 +112,9 @@ type devConfig struct {
 	dataDir, etcdListen, etcdPeer string
 	workers                       int
 	examples                      bool
+	// server configures each member's API listener and the echo
+	// endpoint's.
+	server httpserver.Config
 }
 
 func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
@@ -128,7 +149,7 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 		var wg sync.WaitGroup
 		for _, m := range members {
 			wg.Add(1)
-			go func() { defer wg.Done(); m.http.shutdown() }()
+			go func() { defer wg.Done(); m.shutdown() }()
 		}
 		wg.Wait()
 	}()
@@ -138,19 +159,19 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 			opts.id = fmt.Sprintf("orchestrator-%d", i+1)
 		}
 		listen := net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port+i))
-		m, err := startMember(lg, client, opts, listen)
+		m, err := startMember(lg, client, opts, listen, memberServing{api: cfg.server})
 		if err != nil {
 			return err
 		}
 		members = append(members, m)
 	}
 
-	var echo *httpServer
+	var echo *httpserver.Server
 	if cfg.examples {
-		if echo, err = startEchoServer(lg, cfg.host); err != nil {
+		if echo, err = startEchoServer(lg, cfg.host, cfg.server); err != nil {
 			return err
 		}
-		defer echo.shutdown()
+		defer echo.Shutdown()
 	}
 
 	// On Ctrl-C the workers stop first (finishing or handing back their
@@ -164,18 +185,18 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 		go func() {
 			defer wg.Done()
 			errs[i] = m.orch.Run(orchCtx)
-			m.http.shutdown() // drained or stopped: it no longer serves
+			m.shutdown() // drained or stopped: it no longer serves
 		}()
 	}
 	urls := make([]string, len(members))
 	for i, m := range members {
-		urls[i] = "http://" + m.http.Addr()
+		urls[i] = m.http.URL()
 	}
 	if echo != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			loadExamples(ctx, lg, members[0].orch, "http://"+echo.Addr())
+			loadExamples(ctx, lg, members[0].orch, echo.URL())
 		}()
 	}
 	workersDone := make(chan struct{})

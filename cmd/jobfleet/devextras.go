@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -23,7 +24,7 @@ import (
 // 200 with the body it got; POST /flaky fails attempts 1 and 2 and lets the
 // third succeed, so a retrying job is visible in the log and the run
 // history.
-func startEchoServer(lg *zap.Logger, host string) (*httpServer, error) {
+func startEchoServer(lg *zap.Logger, host string, cfg httpserver.Config) (*httpserver.Server, error) {
 	lg = lg.Named("echo")
 	mux := http.NewServeMux()
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
@@ -43,7 +44,7 @@ func startEchoServer(lg *zap.Logger, host string) (*httpServer, error) {
 		}
 		fmt.Fprintf(w, "succeeded at attempt %d\n", attempt)
 	})
-	return listenHTTP(net.JoinHostPort(host, "0"), mux)
+	return httpserver.Start(net.JoinHostPort(host, "0"), mux, cfg)
 }
 
 // exampleJobs are the jobs `jobfleet dev` loads (replacing earlier

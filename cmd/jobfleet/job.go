@@ -70,7 +70,12 @@ func (o *clientOptions) send(method, path string, query url.Values, body []byte,
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := (&http.Client{Timeout: o.timeout}).Do(req)
+	client, err := o.httpClient()
+	if err != nil {
+		return 0, err
+	}
+	defer client.CloseIdleConnections() // no connection outlives its command
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/storage"
 )
@@ -55,24 +54,9 @@ func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
 		Logger:      lg.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
 	}
 	if o.cert != "" || o.key != "" || o.ca != "" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if o.cert != "" || o.key != "" {
-			pair, err := tls.LoadX509KeyPair(o.cert, o.key)
-			if err != nil {
-				return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{pair}
-		}
-		if o.ca != "" {
-			pem, err := os.ReadFile(o.ca)
-			if err != nil {
-				return nil, fmt.Errorf("--etcd-ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--etcd-ca: no certificate found in %s", o.ca)
-			}
-			tc.RootCAs = pool
+		tc, err := clientTLS("--etcd-", o.ca, o.cert, o.key)
+		if err != nil {
+			return nil, err
 		}
 		cfg.TLS = tc
 	}
@@ -103,7 +87,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&o.id, "id", "", "stable member ID (default: <hostname>-<port>)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HOST:PORT of the HTTP API")
-	fs.StringVar(&o.advertise, "advertise", "", "URL others and workers use to reach this member (default: http://<listen>, with the host name for a wildcard host)")
+	fs.StringVar(&o.advertise, "advertise", "", "URL others and workers use to reach this member (default: http://<listen>, https:// with --tls-cert, with the host name for a wildcard host)")
 	fs.StringVar(&o.namespace, "namespace", orchestrator.DefaultNamespace, "etcd key prefix of the cluster")
 	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 1024; must match an existing cluster's)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
@@ -137,8 +121,9 @@ func (o *memberOptions) storageConfig() (storage.Config, error) {
 }
 
 // resolve fills the derived defaults (ID, advertise URL) for listen address
-// addr.
-func (o *memberOptions) resolve(addr string) (id, advertise string, err error) {
+// addr, served over TLS if withTLS: the advertised URL must then be
+// https, and http without.
+func (o *memberOptions) resolve(addr string, withTLS bool) (id, advertise string, err error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", "", fmt.Errorf("--listen %q: %w", addr, err)
@@ -157,12 +142,22 @@ func (o *memberOptions) resolve(addr string) (id, advertise string, err error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return "", "", fmt.Errorf("--advertise %q: want an absolute http(s) URL that other members and workers can reach, like http://host:8080", advertise)
 		}
+		if u.Scheme == "https" && !withTLS {
+			return "", "", fmt.Errorf("--advertise %q is an https URL, but this member serves plain HTTP: give --tls-cert and --tls-key, or advertise an http:// URL", advertise)
+		}
+		if u.Scheme == "http" && withTLS {
+			return "", "", fmt.Errorf("--advertise %q is an http URL, but this member serves HTTPS (--tls-cert): advertise an https:// URL", advertise)
+		}
 	}
 	if advertise == "" {
 		if host == "" || host == "0.0.0.0" || host == "::" {
 			host = hostname
 		}
-		advertise = "http://" + net.JoinHostPort(host, port)
+		scheme := "http://"
+		if withTLS {
+			scheme = "https://"
+		}
+		advertise = scheme + net.JoinHostPort(host, port)
 	}
 	return id, advertise, nil
 }
@@ -171,6 +166,7 @@ func newOrchestratorCmd() *cobra.Command {
 	var (
 		etcd etcdOptions
 		mem  memberOptions
+		srv  serverOptions
 		logs logOptions
 	)
 	cmd := &cobra.Command{
@@ -183,12 +179,34 @@ func newOrchestratorCmd() *cobra.Command {
 				return err
 			}
 			defer lg.Sync()
+			tc, err := srv.tls(lg)
+			if err != nil {
+				return err
+			}
+			if _, _, err := mem.resolve(mem.listen, tc != nil); err != nil {
+				return err
+			}
+			budget, err := fileBudget(lg, memberReserve)
+			if err != nil {
+				return err
+			}
+			serving := memberServing{metricsListen: srv.metricsListen}
+			fixed := 0
+			if serving.metricsListen != "" {
+				fixed = metricsConnections
+				serving.metrics = serverConfig(lg, metricsConnections, nil)
+			}
+			maxConns, err := srv.connectionCap(cmd, lg, budget, 1, fixed)
+			if err != nil {
+				return err
+			}
+			serving.api = serverConfig(lg, maxConns, tc)
 			client, err := etcd.client(lg)
 			if err != nil {
 				return err
 			}
 			defer client.Close()
-			m, err := startMember(lg, client, mem, mem.listen)
+			m, err := startMember(lg, client, mem, mem.listen, serving)
 			if err != nil {
 				return err
 			}
@@ -197,19 +215,33 @@ func newOrchestratorCmd() *cobra.Command {
 	}
 	etcd.register(cmd)
 	mem.register(cmd)
+	srv.register(cmd, true)
 	logs.register(cmd.Flags(), "json")
 	return cmd
 }
 
-// member is an orchestrator with its HTTP API.
-type member struct {
-	orch *orchestrator.Orchestrator
-	http *httpServer
-	lg   *zap.Logger
+// memberServing says how a member serves HTTP.
+type memberServing struct {
+	// api configures the HTTP API's listener (its TLS decides the
+	// advertised URL's scheme).
+	api httpserver.Config
+	// metricsListen is the host:port of the metrics listener; "" for none.
+	metricsListen string
+	// metrics configures the metrics listener.
+	metrics httpserver.Config
 }
 
-func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, listen string) (*member, error) {
-	id, advertise, err := o.resolve(listen)
+// member is an orchestrator with its HTTP API and, optionally, its
+// metrics listener.
+type member struct {
+	orch    *orchestrator.Orchestrator
+	http    *httpserver.Server
+	metrics *httpserver.Server // nil without --metrics-listen
+	lg      *zap.Logger
+}
+
+func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, listen string, serving memberServing) (*member, error) {
+	id, advertise, err := o.resolve(listen, serving.api.TLS != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -233,19 +265,45 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	if err != nil {
 		return nil, err
 	}
-	h := admin.Handler(orch, admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id)), Jobs: orchestratorJobs(orch), Worker: orchestratorWorker(orch), Storage: orch.Storage})
-	srv, err := listenHTTP(listen, h)
+	mlg := lg.With(zap.String("member", id))
+	h := admin.Handler(orch, admin.Config{Gatherer: reg, Logger: mlg, Jobs: orchestratorJobs(orch), Worker: orchestratorWorker(orch), Storage: orch.Storage})
+	srv, err := httpserver.Start(listen, h, serving.api)
 	if err != nil {
 		return nil, err
 	}
-	lg.Info("serving the HTTP API", zap.String("member", id), zap.String("listen", srv.Addr()), zap.String("advertise", advertise))
-	return &member{orch: orch, http: srv, lg: lg}, nil
+	m := &member{orch: orch, http: srv, lg: lg}
+	mlg.Info("serving the HTTP API", zap.String("listen", srv.Addr()), zap.String("advertise", advertise),
+		zap.Bool("tls", serving.api.TLS != nil), zap.Bool("client_certificates", serving.api.TLS != nil && serving.api.TLS.ClientCAs != nil),
+		zap.Int("max_connections", serving.api.MaxConnections))
+	if serving.metricsListen != "" {
+		mh := admin.MetricsHandler(orch, admin.Config{Gatherer: reg, Logger: mlg})
+		if m.metrics, err = httpserver.Start(serving.metricsListen, mh, serving.metrics); err != nil {
+			srv.Shutdown()
+			return nil, fmt.Errorf("--metrics-listen: %w", err)
+		}
+		mlg.Info("serving metrics and probes without credentials", zap.String("listen", m.metrics.Addr()),
+			zap.Int("max_connections", serving.metrics.MaxConnections))
+	}
+	return m, nil
 }
 
-// run runs the member until ctx ends or it is drained, then stops its API.
+// shutdown stops the member's listeners and returns the first error.
+// It is idempotent.
+func (m *member) shutdown() error {
+	err := m.http.Shutdown()
+	if m.metrics != nil {
+		if merr := m.metrics.Shutdown(); err == nil {
+			err = merr
+		}
+	}
+	return err
+}
+
+// run runs the member until ctx ends or it is drained, then stops its
+// listeners.
 func (m *member) run(ctx context.Context) error {
 	err := m.orch.Run(ctx)
-	if herr := m.http.shutdown(); herr != nil && err == nil {
+	if herr := m.shutdown(); herr != nil && err == nil {
 		err = herr
 	}
 	return err

@@ -75,8 +75,15 @@ type proc struct {
 // variable of the test's environment.
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startCommand(t, name, binary, args...)
+}
+
+// startCommand is startProc for program path (a shell that executes the
+// binary, for instance).
+func startCommand(t *testing.T, name, path string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
+	p.cmd = exec.Command(path, args...)
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	for _, kv := range os.Environ() {
@@ -656,6 +663,9 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 		{"quota not a size", "--etcd-quota-bytes=lots", []string{"etcd-quota-bytes", "lots", "2GiB"}},
 		{"negative compaction interval", "--compaction-interval=-5m", []string{"--compaction-interval", "negative"}},
 		{"compaction interval too short", "--compaction-interval=100ms", []string{"compaction interval", "100ms", "below 1s"}},
+		{"https advertised without TLS", "--advertise=https://node-1.example:8443", []string{"--advertise", "https://node-1.example:8443", "plain HTTP", "--tls-cert"}},
+		{"TLS certificate without key", "--tls-cert=server.crt", []string{"--tls-cert", "--tls-key"}},
+		{"connection cap of zero", "--max-connections=0", []string{"--max-connections", "at least 1"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

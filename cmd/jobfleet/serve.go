@@ -1,66 +1,153 @@
 package main
 
 import (
-	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"sync"
-	"time"
+	"os"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 )
 
-// httpServer is an HTTP server bound before it serves, so a taken port is
-// reported at start-up.
-type httpServer struct {
-	srv    *http.Server
-	ln     net.Listener
-	done   chan error
-	cancel context.CancelFunc // cancels in-flight requests' contexts
-	once   sync.Once
-	err    error
+// metricsConnections caps the connections of a metrics listener (scrapers
+// and probes: a handful at a time).
+const metricsConnections = 64
+
+// serverOptions are the flags of a command's HTTP listeners.
+type serverOptions struct {
+	maxConnections int
+	tlsCert        string
+	tlsKey         string
+	tlsClientCA    string
+	metricsListen  string
 }
 
-func listenHTTP(addr string, h http.Handler) (*httpServer, error) {
-	ln, err := net.Listen("tcp", addr)
+// register adds --max-connections, and the TLS and metrics listener flags
+// when withTLS.
+func (o *serverOptions) register(cmd *cobra.Command, withTLS bool) {
+	fs := cmd.Flags()
+	fs.IntVar(&o.maxConnections, "max-connections", httpserver.DefaultMaxConnections,
+		"open connections per HTTP API listener at most; further ones wait (the default is lowered to fit the open-file limit)")
+	if !withTLS {
+		return
+	}
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the HTTP API over TLS with this PEM certificate (chain) file; re-read when it changes")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file of --tls-cert; re-read when it changes")
+	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "require every client of the HTTP API to present a certificate signed by a CA of this PEM file")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "HOST:PORT of a separate plain-HTTP listener serving only GET /metrics, /healthz and /readyz, without credentials (default: off)")
+}
+
+// tls returns the API's TLS configuration from the flags, or nil for
+// plain HTTP.
+func (o *serverOptions) tls(lg *zap.Logger) (*tls.Config, error) {
+	switch {
+	case o.tlsCert == "" && o.tlsKey == "" && o.tlsClientCA == "":
+		return nil, nil
+	case o.tlsCert == "" || o.tlsKey == "":
+		return nil, errors.New("--tls-cert and --tls-key go together (and --tls-client-ca needs them)")
+	}
+	c, err := httpserver.TLSFiles{
+		CertFile:     o.tlsCert,
+		KeyFile:      o.tlsKey,
+		ClientCAFile: o.tlsClientCA,
+		Logger:       lg.Named("tls"),
+	}.Config()
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		return nil, fmt.Errorf("--tls-cert/--tls-key/--tls-client-ca: %w", err)
 	}
-	// Requests run under a context cancelled at shutdown, so long polls
-	// return at once instead of holding the shutdown for their whole wait.
-	base, cancel := context.WithCancel(context.Background())
-	s := &httpServer{
-		srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-			BaseContext: func(net.Listener) context.Context { return base }},
-		ln:     ln,
-		done:   make(chan error, 1),
-		cancel: cancel,
-	}
-	go func() {
-		err := s.srv.Serve(ln)
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		s.done <- err
-	}()
-	return s, nil
+	return c, nil
 }
 
-// Addr returns the bound host:port.
-func (s *httpServer) Addr() string { return s.ln.Addr().String() }
+// Shares of the open-file limit kept out of the listeners' reach: by a
+// fleet member or worker (etcd client, outgoing connections, logs) and by
+// `jobfleet dev` (also the embedded etcd's files and client connections,
+// the workers' connections to the members and to job endpoints).
+var (
+	memberReserve = reserve{min: 256, fraction: 4}
+	devReserve    = reserve{min: 512, fraction: 2}
+)
 
-// shutdown stops accepting, lets in-flight requests finish (bounded), and
-// waits for the serving goroutine.
-// It is idempotent.
-func (s *httpServer) shutdown() error {
-	s.once.Do(func() {
-		s.cancel()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.srv.Shutdown(ctx); err != nil {
-			s.srv.Close()
+// reserve is max(min, limit/fraction) descriptors.
+type reserve struct{ min, fraction uint64 }
+
+// fileBudget raises the process's open-file limit to its hard limit, logs
+// the limits, and returns the budget of its listeners with r kept for the
+// rest of the process.
+func fileBudget(lg *zap.Logger, r reserve) (httpserver.Budget, error) {
+	before, after, err := httpserver.RaiseOpenFileLimit()
+	if err != nil {
+		return httpserver.Budget{}, err
+	}
+	b := httpserver.Budget{OpenFiles: after.Soft, Reserve: max(r.min, after.Soft/r.fraction)}
+	lg.Info("open-file limit", zap.Uint64("soft_before", before.Soft), zap.Uint64("soft", after.Soft),
+		zap.Uint64("hard", after.Hard), zap.Uint64("kept_from_listeners", b.Reserve))
+	return b, nil
+}
+
+// connectionCap returns the per-listener cap of n API listeners from
+// --max-connections (an explicit value must fit, the default is lowered
+// to fit), besides fixed connections of other listeners.
+func (o *serverOptions) connectionCap(cmd *cobra.Command, lg *zap.Logger, b httpserver.Budget, n, fixed int) (int, error) {
+	explicit := cmd.Flags().Changed("max-connections")
+	c, lowered, err := httpserver.ConnectionCap(b, n, fixed, o.maxConnections, explicit)
+	if err != nil {
+		return 0, fmt.Errorf("--max-connections: %w", err)
+	}
+	if lowered {
+		lg.Warn("--max-connections lowered to fit the open-file limit", zap.Int("asked", o.maxConnections),
+			zap.Int("max_connections", c), zap.Int("listeners", n), zap.Uint64("open_file_limit", b.OpenFiles))
+	}
+	return c, nil
+}
+
+// serverConfig returns the limits of one listener: the defaults with a
+// connection cap, TLS (nil: plain HTTP) and net/http's error lines sent
+// to lg.
+//
+// One write timeout serves every route of the API: longer than the
+// longest long poll (httpserver.DefaultWriteTimeout is
+// dispatch.MaxPollWait + 30s, checked by a test). Per-route deadlines
+// would cut ordinary replies sooner, but every long route would have to
+// remember to extend its own; what bounds what slow clients can hold is
+// the connection cap, not the write timeout.
+func serverConfig(lg *zap.Logger, maxConnections int, tc *tls.Config) httpserver.Config {
+	cfg := httpserver.DefaultConfig()
+	cfg.MaxConnections = maxConnections
+	cfg.TLS = tc
+	cfg.Logger = lg.Named("http")
+	return cfg
+}
+
+// clientTLS builds the TLS configuration of a client from PEM files: ca,
+// the CAs to verify the server against (empty: the system's), and cert
+// with key, a client certificate (both or neither). prefix starts the
+// flag names in errors ("--", "--etcd-").
+func clientTLS(prefix, ca, cert, key string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cert != "" || key != "" {
+		if cert == "" || key == "" {
+			return nil, fmt.Errorf("%scert and %skey go together", prefix, prefix)
 		}
-		s.err = <-s.done
-	})
-	return s.err
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("%scert/%skey: %w", prefix, prefix, err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%sca: %w", prefix, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%sca: no certificate found in %s", prefix, ca)
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 )
 
@@ -113,12 +114,20 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 				mux := http.NewServeMux()
 				mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 				mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-				srv, err := listenHTTP(metricsListen, mux)
+				budget, err := fileBudget(lg, memberReserve)
+				if err != nil {
+					return err
+				}
+				maxConns, _, err := httpserver.ConnectionCap(budget, 1, 0, metricsConnections, false)
 				if err != nil {
 					return fmt.Errorf("--metrics-listen: %w", err)
 				}
-				defer srv.shutdown()
-				lg.Info("serving metrics", zap.String("listen", srv.Addr()))
+				srv, err := httpserver.Start(metricsListen, mux, serverConfig(lg, maxConns, nil))
+				if err != nil {
+					return fmt.Errorf("--metrics-listen: %w", err)
+				}
+				defer srv.Shutdown()
+				lg.Info("serving metrics", zap.String("listen", srv.Addr()), zap.Int("max_connections", maxConns))
 			}
 			return w.Run(cmd.Context())
 		},

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/tlstest"
+)
+
+func TestAPIWriteTimeoutOutlastsTheLongestLongPoll(t *testing.T) {
+	cfg := serverConfig(zaptest.NewLogger(t), 10, nil)
+	// A poll is held up to MaxPollWait after its headers, then answered:
+	// the write timeout, counted from the headers, must leave room for the
+	// body, the wait and the reply.
+	if margin := cfg.WriteTimeout - dispatch.MaxPollWait; margin < 15*time.Second {
+		t.Errorf("write timeout %v leaves %v beyond the longest long poll (%v), want at least 15s", cfg.WriteTimeout, margin, dispatch.MaxPollWait)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the API's listener configuration: %v", err)
+	}
+}
+
+func TestAdvertiseFollowsTLS(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		advertise string
+		tls       bool
+		want      string // the advertised URL, or a substring of the error
+		wantErr   bool
+	}{
+		{"default without TLS", "", false, "http://127.0.0.1:8080", false},
+		{"default with TLS", "", true, "https://127.0.0.1:8080", false},
+		{"https with TLS", "https://node-1.example:8443", true, "https://node-1.example:8443", false},
+		{"http without TLS", "http://node-1.example:8080", false, "http://node-1.example:8080", false},
+		{"https without TLS", "https://node-1.example:8443", false, "serves plain HTTP: give --tls-cert and --tls-key", true},
+		{"http with TLS", "http://node-1.example:8080", true, "serves HTTPS (--tls-cert): advertise an https:// URL", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := memberOptions{id: "m", advertise: tt.advertise}
+			_, got, err := o.resolve("127.0.0.1:8080", tt.tls)
+			switch {
+			case tt.wantErr && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("resolve: %q, %v; want an error containing %q", got, err, tt.want)
+			case !tt.wantErr && (err != nil || got != tt.want):
+				t.Errorf("resolve: %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestTLSFlagErrors(t *testing.T) {
+	ca := tlstest.NewCA(t, "test CA")
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "s.crt"), filepath.Join(dir, "s.key")
+	ca.Server(t, "127.0.0.1").Write(t, cert, key)
+	lg := zaptest.NewLogger(t)
+
+	for _, tt := range []struct {
+		name string
+		opts serverOptions
+		want string
+	}{
+		{"cert without key", serverOptions{tlsCert: cert}, "--tls-cert and --tls-key go together"},
+		{"client CA alone", serverOptions{tlsClientCA: ca.CertFile}, "--tls-client-ca needs them"},
+		{"missing key file", serverOptions{tlsCert: cert, tlsKey: filepath.Join(dir, "nope.key")}, "nope.key"},
+		{"client CA not PEM", serverOptions{tlsCert: cert, tlsKey: key, tlsClientCA: key}, "no PEM certificate"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := tt.opts.tls(lg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("tls(): %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	o := serverOptions{tlsCert: cert, tlsKey: key, tlsClientCA: ca.CertFile}
+	if tc, err := o.tls(lg); err != nil || tc == nil || tc.ClientCAs == nil {
+		t.Errorf("tls() with cert, key and client CA: %v, %v; want a configuration verifying clients", tc, err)
+	}
+
+	for _, tt := range []struct {
+		name          string
+		ca, cert, key string
+		want          string
+	}{
+		{"cert without key", "", cert, "", "--cert and --key go together"},
+		{"key of another cert", "", cert, writeKeyOfAnother(t, ca, dir), "--cert/--key"},
+		{"CA file missing", filepath.Join(dir, "nope.crt"), "", "", "--ca"},
+		{"CA file without certificates", key, "", "", "--ca: no certificate found"},
+	} {
+		t.Run("client "+tt.name, func(t *testing.T) {
+			if _, err := clientTLS("--", tt.ca, tt.cert, tt.key); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("clientTLS: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func writeKeyOfAnother(t *testing.T, ca *tlstest.CA, dir string) string {
+	t.Helper()
+	name := filepath.Join(dir, "other.key")
+	tlstest.WriteFile(t, name, ca.Server(t, "127.0.0.1").KeyPEM)
+	return name
+}

@@ -134,24 +134,39 @@ func (m *Monitor) Check(ctx context.Context) State {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
 	next := State{HighWater: m.cfg.HighWater}
+	// The endpoints are asked at once: one that hangs costs the check
+	// its timeout, not the others their answers.
+	eps := m.client.Endpoints()
+	next.Endpoints = make([]Endpoint, len(eps))
+	resps := make([]*clientv3.StatusResponse, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Go(func() {
+			next.Endpoints[i].Endpoint = ep
+			resp, err := m.client.Status(ctx, ep)
+			if err != nil {
+				next.Endpoints[i].Error = err.Error()
+				return
+			}
+			resps[i] = resp
+		})
+	}
+	wg.Wait()
 	var reported int64
 	answered := 0
-	for _, ep := range m.client.Endpoints() {
-		e := Endpoint{Endpoint: ep}
-		resp, err := m.client.Status(ctx, ep)
-		if err != nil {
-			e.Error = err.Error()
-		} else {
-			answered++
-			e.DBSize, e.DBSizeInUse, e.Quota = resp.DbSize, resp.DbSizeInUse, resp.DbSizeQuota
-			next.DBSize = max(next.DBSize, resp.DbSize)
-			next.DBSizeInUse = max(next.DBSizeInUse, resp.DbSizeInUse)
-			if resp.DbSizeQuota > 0 && (reported == 0 || resp.DbSizeQuota < reported) {
-				reported = resp.DbSizeQuota
-			}
-			next.Revision = max(next.Revision, resp.Header.GetRevision())
+	for i, resp := range resps {
+		if resp == nil {
+			continue
 		}
-		next.Endpoints = append(next.Endpoints, e)
+		answered++
+		e := &next.Endpoints[i]
+		e.DBSize, e.DBSizeInUse, e.Quota = resp.DbSize, resp.DbSizeInUse, resp.DbSizeQuota
+		next.DBSize = max(next.DBSize, resp.DbSize)
+		next.DBSizeInUse = max(next.DBSizeInUse, resp.DbSizeInUse)
+		if resp.DbSizeQuota > 0 && (reported == 0 || resp.DbSizeQuota < reported) {
+			reported = resp.DbSizeQuota
+		}
+		next.Revision = max(next.Revision, resp.Header.GetRevision())
 	}
 	var err error
 	if answered == 0 {

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/dispatch"
@@ -21,6 +24,9 @@ import (
 
 // fleet is the soak's orchestrators.
 type fleet struct {
+	sessionsLost  atomic.Int64
+	writeFailures atomic.Int64
+
 	clients []*clientv3.Client
 	members []*orchestrator.Orchestrator
 	cancel  context.CancelFunc
@@ -30,6 +36,14 @@ type fleet struct {
 func startFleet(ctx context.Context, endpoints []string, ns string, cfg Config) (*fleet, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	f := &fleet{cancel: cancel}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	lg = lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		discard := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.WarnLevel)
+		return zapcore.NewTee(c, zapcore.RegisterHooks(discard, f.count))
+	}))
 	compaction := cfg.CompactionInterval
 	if compaction == 0 {
 		compaction = storage.CompactionOff
@@ -49,7 +63,7 @@ func startFleet(ctx context.Context, endpoints []string, ns string, cfg Config) 
 			Partitions:   cfg.Partitions,
 			HistoryLimit: cfg.HistoryLimit,
 			Storage:      storage.Config{CompactionInterval: compaction, CheckInterval: min(cfg.SampleInterval, storage.DefaultCheckInterval)},
-			Logger:       zap.NewNop(),
+			Logger:       lg.With(zap.String("soak_member", id)),
 		})
 		if err != nil {
 			f.stop()
@@ -59,6 +73,17 @@ func startFleet(ctx context.Context, endpoints []string, ns string, cfg Config) 
 		f.wg.Go(func() { o.Run(ctx) })
 	}
 	return f, nil
+}
+
+// count counts the log entries Events counts (warnings).
+func (f *fleet) count(e zapcore.Entry) error {
+	switch {
+	case e.Message == "lease not renewed within the renew deadline; fencing":
+		f.sessionsLost.Add(1)
+	case strings.HasPrefix(e.Message, "recording fires failed"), strings.HasPrefix(e.Message, "recording run failed"):
+		f.writeFailures.Add(1)
+	}
+	return nil
 }
 
 // stop stops the members and closes their clients. Idempotent.
@@ -158,6 +183,7 @@ func (f *fleet) sample(ctx context.Context, c *clientv3.Client, ns string, start
 		var js store.JobState
 		if json.Unmarshal(kv.Value, &js) == nil {
 			s.Fires += js.Fired + js.Skipped
+			s.Dropped += js.Dropped
 		}
 	}
 	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 1 {

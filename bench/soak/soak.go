@@ -24,6 +24,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"go.uber.org/zap"
+
 	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
@@ -54,6 +56,8 @@ type Config struct {
 	Timeout time.Duration `json:"timeout_ns"`
 	// Progress shows what the run does; nil shows nothing.
 	Progress *bench.Progress `json:"-"`
+	// Logger receives the members' logs; nil means none.
+	Logger *zap.Logger `json:"-"`
 }
 
 // DefaultConfig is 100 fires/s for 10 minutes on 2 members with the
@@ -109,6 +113,10 @@ type Sample struct {
 	// Fires counts the job's scheduled times fired (or recorded as
 	// skipped) since the jobs were created.
 	Fires int64 `json:"fires"`
+	// Dropped counts scheduled times not fired: the fleet fell further
+	// behind than the misfire grace and the misfire policy (run_once)
+	// dropped them.
+	Dropped int64 `json:"dropped"`
 	// HighWater is whether the database was above the default high-water
 	// mark (80% of the quota), where the fleet refuses new work.
 	HighWater bool `json:"high_water"`
@@ -158,6 +166,18 @@ type Result struct {
 	// Defrag is a defragmentation of the database at the end, the fleet
 	// stopped.
 	Defrag Defrag `json:"defrag"`
+	// Events counts what went wrong in the fleet meanwhile, from its log.
+	Events Events `json:"events"`
+}
+
+// Events are counts of the members' warnings that matter for a soak.
+type Events struct {
+	// SessionsLost counts members fencing themselves because their lease
+	// was not renewed in time (etcd answering late): their partitions
+	// stop firing until they are owned again.
+	SessionsLost int64 `json:"sessions_lost"`
+	// WriteFailures counts scheduler writes that failed (fires, runs).
+	WriteFailures int64 `json:"write_failures"`
 }
 
 // Defrag is one defragmentation of etcd's database.
@@ -233,9 +253,9 @@ func Run(ctx context.Context, endpoints []string, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		res.Samples = append(res.Samples, s)
-		cfg.Progress.Update("  soak: %v of %v, %d fires (%.0f/s), db %s (in use %s), revision %d, compacted %d, %d runs kept",
-			s.Elapsed.Round(time.Second), cfg.Duration, s.Fires, float64(s.Fires)/max(s.Elapsed.Seconds(), 1e-9),
-			mib(s.DBSize), mib(s.DBInUse), s.Revision, s.Compacted, s.Runs)
+		cfg.Progress.Update("  soak: %v of %v, %d fires (%.0f/s), %d dropped, db %s (in use %s), revision %d, compacted %d, %d runs kept, %d sessions lost",
+			s.Elapsed.Round(time.Second), cfg.Duration, s.Fires, float64(s.Fires)/max(s.Elapsed.Seconds(), 1e-9), s.Dropped,
+			mib(s.DBSize), mib(s.DBInUse), s.Revision, s.Compacted, s.Runs, f.sessionsLost.Load())
 		if s.Elapsed >= cfg.Duration {
 			break
 		}
@@ -247,6 +267,7 @@ func Run(ctx context.Context, endpoints []string, cfg Config) (*Result, error) {
 		}
 	}
 	stopPolling()
+	res.Events = Events{SessionsLost: f.sessionsLost.Load(), WriteFailures: f.writeFailures.Load()}
 	last := res.Samples[len(res.Samples)-1]
 	res.FiresPerSecond = float64(last.Fires) / last.Elapsed.Seconds()
 	rctx, rcancel := context.WithTimeout(ctx, cfg.Timeout)

@@ -29,14 +29,14 @@ func (r *Result) Tables() []*report.Table {
 		Name: "soak_summary",
 		Title: fmt.Sprintf("Soak: %d fires/s requested (%.0f/s achieved) for %v, %d members, P=%d, compaction every %v, quota %s",
 			cfg.FiresPerSecond, r.FiresPerSecond, cfg.Duration, cfg.Members, cfg.Partitions, cfg.CompactionInterval, mib(r.Quota)),
-		Columns: []string{"at", "db size MiB", "in use MiB", "revision", "compacted", "revisions kept", "runs kept", "fires", "above high water"},
+		Columns: []string{"at", "db size MiB", "in use MiB", "revision", "compacted", "revisions kept", "runs kept", "fires", "dropped", "above high water"},
 	}
 	add := func(label string, s Sample) {
 		high := ""
 		if s.HighWater {
 			high = "yes"
 		}
-		sum.Add(label, float64(s.DBSize)/(1<<20), float64(s.DBInUse)/(1<<20), s.Revision, s.Compacted, s.Revision-s.Compacted, s.Runs, s.Fires, high)
+		sum.Add(label, float64(s.DBSize)/(1<<20), float64(s.DBInUse)/(1<<20), s.Revision, s.Compacted, s.Revision-s.Compacted, s.Runs, s.Fires, s.Dropped, high)
 	}
 	var lastShown time.Duration = -1
 	for _, m := range marks {
@@ -54,6 +54,9 @@ func (r *Result) Tables() []*report.Table {
 	sum.Notes = []string{
 		"db size: etcd's database file (what its quota counts); in use: without free pages (what a defragmentation would shrink it to)",
 		"compacted: the fleet's last compaction (0: none yet); revisions kept = revision − compacted",
+		"fires: scheduled times fired since the jobs were created; dropped: times the fleet fell behind by more than the misfire grace on (run_once fires only the latest)",
+		fmt.Sprintf("meanwhile %d member sessions were lost (a lease not renewed within its renew deadline: etcd answered late; the member's partitions stop firing until owned again) and %d scheduler writes failed",
+			r.Events.SessionsLost, r.Events.WriteFailures),
 	}
 
 	z := r.Sizing
@@ -78,7 +81,7 @@ func (r *Result) Tables() []*report.Table {
 
 	all := &report.Table{
 		Name:     "soak_samples",
-		Columns:  []string{"elapsed s", "db size bytes", "in use bytes", "revision", "compacted revision", "runs kept", "fires", "high water"},
+		Columns:  []string{"elapsed s", "db size bytes", "in use bytes", "revision", "compacted revision", "runs kept", "fires", "dropped", "high water"},
 		FileOnly: true,
 	}
 	for _, s := range r.Samples {
@@ -86,7 +89,7 @@ func (r *Result) Tables() []*report.Table {
 		if s.HighWater {
 			high = 1
 		}
-		all.Add(fmt.Sprintf("%.1f", s.Elapsed.Seconds()), s.DBSize, s.DBInUse, s.Revision, s.Compacted, s.Runs, s.Fires, high)
+		all.Add(fmt.Sprintf("%.1f", s.Elapsed.Seconds()), s.DBSize, s.DBInUse, s.Revision, s.Compacted, s.Runs, s.Fires, s.Dropped, high)
 	}
 	return []*report.Table{sum, sizing, all}
 }

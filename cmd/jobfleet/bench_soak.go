@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/bench/report"
@@ -18,7 +19,7 @@ func init() { benchCommands = append(benchCommands, newBenchSoakCmd) }
 func newBenchSoakCmd() *cobra.Command {
 	cfg := soak.DefaultConfig()
 	var (
-		out            string
+		out, logFile   string
 		quota          byteSize
 		noFsync, quiet bool
 	)
@@ -40,6 +41,17 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
+			}
+			if logFile != "" {
+				zc := zap.NewProductionConfig()
+				zc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
+				zc.OutputPaths = []string{logFile}
+				lg, err := zc.Build()
+				if err != nil {
+					return fmt.Errorf("--log-file: %w", err)
+				}
+				defer lg.Sync()
+				cfg.Logger = lg
 			}
 			start := time.Now()
 			etcd, err := bench.StartEtcdQuota(!noFsync, int64(quota))
@@ -81,5 +93,6 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 	fs.BoolVar(&noFsync, "no-fsync", false, "run etcd without fsync")
 	fs.StringVar(&out, "out", "bench/results", "directory for CSV, JSON and PNG files")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	fs.StringVar(&logFile, "log-file", "", "write the members' warnings and errors to this file (JSON lines)")
 	return cmd
 }

@@ -113,9 +113,8 @@ type Sample struct {
 	// Fires counts the job's scheduled times fired (or recorded as
 	// skipped) since the jobs were created.
 	Fires int64 `json:"fires"`
-	// Dropped counts scheduled times not fired: the fleet fell further
-	// behind than the misfire grace and the misfire policy (run_once)
-	// dropped them.
+	// Dropped counts scheduled times neither fired nor recorded: missed
+	// beyond the misfire cap of one decision (schedule.Policy.MaxFires).
 	Dropped int64 `json:"dropped"`
 	// HighWater is whether the database was above the default high-water
 	// mark (80% of the quota), where the fleet refuses new work.

@@ -54,7 +54,7 @@ func (r *Result) Tables() []*report.Table {
 	sum.Notes = []string{
 		"db size: etcd's database file (what its quota counts); in use: without free pages (what a defragmentation would shrink it to)",
 		"compacted: the fleet's last compaction (0: none yet); revisions kept = revision − compacted",
-		"fires: scheduled times fired since the jobs were created; dropped: times the fleet fell behind by more than the misfire grace on (run_once fires only the latest)",
+		"fires: scheduled times fired, or recorded as skipped (run_once records times missed by more than the misfire grace so), since the jobs were created; dropped: missed times past the misfire cap, not recorded",
 		fmt.Sprintf("meanwhile %d member sessions were lost (a lease not renewed within its renew deadline: etcd answered late; the member's partitions stop firing until owned again) and %d scheduler writes failed",
 			r.Events.SessionsLost, r.Events.WriteFailures),
 	}

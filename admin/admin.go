@@ -1,19 +1,24 @@
 // Package admin serves jobfleet's HTTP API on an orchestrator: health,
-// readiness, metrics and the cluster endpoints of DESIGN.md's contract. Every
-// orchestrator serves all of it. Errors are JSON documents
+// readiness, metrics and the cluster and job endpoints listed in the
+// README. Every orchestrator serves all of it. Errors are JSON documents
 // {"error": "message"} with a fitting status code.
 package admin
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
@@ -48,6 +53,15 @@ type Config struct {
 	// Storage reads etcd's storage (GET /v1/cluster/storage); nil answers
 	// 503.
 	Storage StorageFunc
+	// TriggerRate and TriggerBurst limit the triggers of each job this
+	// member accepts (POST /v1/jobs/{id}/trigger): per second, and at once;
+	// beyond them it answers 429 with Retry-After. The limit is per member.
+	// Zero means DefaultTriggerRate and DefaultTriggerBurst; a negative
+	// rate, no limit.
+	TriggerRate  float64
+	TriggerBurst int
+	// Now is the clock of the trigger limit; nil is time.Now.
+	Now func() time.Time
 }
 
 // Handler returns the API's handler for member m.
@@ -163,11 +177,13 @@ func (a *api) partitions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if errors.Is(store.Classify(err), store.ErrUnavailable) {
-		WriteError(w, http.StatusServiceUnavailable, "cannot read the owner table from etcd: "+err.Error())
+		a.cfg.Logger.Warn("reading the owner table failed", zap.Error(err))
+		WriteError(w, http.StatusServiceUnavailable, "cannot read the owner table from etcd now; retry later")
 		return
 	}
 	if err != nil {
-		WriteError(w, http.StatusInternalServerError, err.Error())
+		a.cfg.Logger.Error("reading the owner table failed", zap.Error(err))
+		WriteError(w, http.StatusInternalServerError, publicMessage(err))
 		return
 	}
 	WriteJSON(w, http.StatusOK, t)
@@ -179,16 +195,61 @@ func (a *api) drain(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusAccepted, map[string]string{"status": "draining"})
 }
 
-// WriteJSON writes v as a JSON response with status code.
-func WriteJSON(w http.ResponseWriter, code int, v any) {
+// Indentation of replies: replies are indented for people reading them
+// with curl, unless that would make them more than indentGrowth times
+// larger than compact JSON (deeply nested payloads) or the reply is over
+// indentMaxBytes: indentation must never multiply what a request costs.
+const (
+	indentMaxBytes = 1 << 20
+	indentGrowth   = 4
+)
+
+// WriteJSON writes v as a JSON response with status code. v is encoded in
+// full before anything is written, so that a value that cannot be encoded
+// gives a 500 with a JSON error instead of a 200 with a truncated or empty
+// body; the encoding error is returned for the caller to log (other
+// write errors mean the client went away and are not returned).
+func WriteJSON(w http.ResponseWriter, code int, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeBody(w, http.StatusInternalServerError, []byte(`{"error":"internal error: the reply could not be encoded as JSON (logged by the server)"}`))
+		return fmt.Errorf("encode the reply: %w", err)
+	}
+	if len(body) <= indentMaxBytes {
+		var indented bytes.Buffer
+		if json.Indent(&indented, body, "", "  ") == nil && indented.Len() <= indentGrowth*len(body)+1024 {
+			body = indented.Bytes()
+		}
+	}
+	writeBody(w, code, body)
+	return nil
+}
+
+func writeBody(w http.ResponseWriter, code int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v) // the client went away; nothing to do
+	_, _ = w.Write(append(body, '\n')) // an error means the client went away
+}
+
+// publicMessage returns err's message for a reply, unless it carries
+// etcd's or gRPC's wording (which is for logs, not clients): then a fixed
+// sentence.
+func publicMessage(err error) string {
+	var etcdErr rpctypes.EtcdError
+	if _, isGRPC := grpcstatus.FromError(err); isGRPC || errors.As(err, &etcdErr) {
+		switch {
+		case errors.Is(store.Classify(err), store.ErrNoSpace):
+			return store.ErrNoSpace.Error()
+		case errors.Is(store.Classify(err), store.ErrUnavailable):
+			return store.ErrUnavailable.Error() + ": etcd did not answer in time or has no leader; retry later"
+		}
+		return "internal error: the store failed"
+	}
+	return err.Error()
 }
 
 // WriteError writes {"error": msg} with status code.
 func WriteError(w http.ResponseWriter, code int, msg string) {
-	WriteJSON(w, code, map[string]string{"error": msg})
+	_ = WriteJSON(w, code, map[string]string{"error": msg}) // a map of strings always encodes
 }

@@ -1,12 +1,15 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -53,11 +56,12 @@ const (
 
 // jobsAPI serves the job and run endpoints.
 type jobsAPI struct {
-	jobs JobsFunc
-	lg   *zap.Logger
+	jobs     JobsFunc
+	lg       *zap.Logger
+	triggers *triggerLimiter
 }
 
-// registerJobRoutes adds the job and run endpoints of DESIGN.md's HTTP API
+// registerJobRoutes adds the job and run endpoints of the HTTP API
 // to mux.
 //
 // Job IDs are free-form, so an ID containing '/' must be sent
@@ -66,7 +70,7 @@ type jobsAPI struct {
 // unescapes each segment, so r.PathValue returns the ID exactly, '/',
 // '%', '?', '#', '+', spaces and non-ASCII characters included.
 func registerJobRoutes(mux *http.ServeMux, cfg Config) {
-	a := &jobsAPI{jobs: cfg.Jobs, lg: cfg.Logger.Named("jobs-api")}
+	a := &jobsAPI{jobs: cfg.Jobs, lg: cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(cfg.TriggerRate, cfg.TriggerBurst, cfg.Now)}
 	mux.HandleFunc("POST /v1/jobs", a.create)
 	mux.HandleFunc("GET /v1/jobs", a.list)
 	mux.HandleFunc("GET /v1/jobs/{id}", a.byID(http.StatusOK, getJob))
@@ -74,7 +78,7 @@ func registerJobRoutes(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("DELETE /v1/jobs/{id}", a.byID(http.StatusNoContent, deleteJob))
 	mux.HandleFunc("POST /v1/jobs/{id}/pause", a.byID(http.StatusOK, pauseJob))
 	mux.HandleFunc("POST /v1/jobs/{id}/resume", a.byID(http.StatusOK, resumeJob))
-	mux.HandleFunc("POST /v1/jobs/{id}/trigger", a.byID(http.StatusAccepted, triggerJob))
+	mux.HandleFunc("POST /v1/jobs/{id}/trigger", a.trigger)
 	mux.HandleFunc("GET /v1/jobs/{id}/runs", a.runs)
 	mux.HandleFunc("GET /v1/runs/{run_id}", a.getRun)
 }
@@ -112,10 +116,41 @@ func (a *jobsAPI) store(w http.ResponseWriter, r *http.Request) (s JobStore, ctx
 	return s, ctx, cancel, true
 }
 
+// errBodyRead marks a request body that could not be read to its end:
+// the client went away or stalled mid-body. It is the client's failure
+// (400), not the server's.
+var errBodyRead = errors.New("reading the request body failed")
+
 // decode reads the request's job document, capped at maxJobBodyBytes.
 func decode(w http.ResponseWriter, r *http.Request) (store.Job, error) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxJobBodyBytes)
-	return store.DecodeJob(r.Body, maxJobBodyBytes)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJobBodyBytes))
+	if err != nil {
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) {
+			return store.Job{}, err
+		}
+		return store.Job{}, fmt.Errorf("%w: %w", errBodyRead, err)
+	}
+	return store.DecodeJob(bytes.NewReader(body), maxJobBodyBytes)
+}
+
+// pathID returns the request's {id}, or writes 400 and returns false if it
+// is longer than any job ID, so that it never reaches etcd (whose error
+// for an oversized key would otherwise be the reply).
+func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if len(id) > store.MaxIDBytes {
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("id: %d bytes long; no job ID is longer than %d", len(id), store.MaxIDBytes))
+		return "", false
+	}
+	return id, true
+}
+
+// reply writes doc with code, logging a reply that could not be encoded.
+func (a *jobsAPI) reply(w http.ResponseWriter, r *http.Request, code int, doc any) {
+	if err := WriteJSON(w, code, doc); err != nil {
+		a.lg.Error("job reply failed", zap.String("method", r.Method), zap.String("path", clip(r.URL.Path)), zap.Error(err))
+	}
 }
 
 func (a *jobsAPI) create(w http.ResponseWriter, r *http.Request) {
@@ -134,7 +169,7 @@ func (a *jobsAPI) create(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, j.ID, err)
 		return
 	}
-	WriteJSON(w, http.StatusCreated, stored)
+	a.reply(w, r, http.StatusCreated, stored)
 }
 
 func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +178,10 @@ func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	id := r.PathValue("id")
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
 	j, err := decode(w, r)
 	if err != nil {
 		a.fail(w, r, id, err)
@@ -154,7 +192,7 @@ func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
 		j.ID = id
 	case id:
 	default:
-		a.fail(w, r, id, &store.FieldError{Field: "id", Msg: fmt.Sprintf("%q differs from the ID in the path, %q; leave it out or make them equal", j.ID, id)})
+		a.fail(w, r, id, &store.FieldError{Field: "id", Msg: fmt.Sprintf("%s differs from the ID in the path, %s; leave it out or make them equal", quoteClip(j.ID), quoteClip(id))})
 		return
 	}
 	stored, created, err := s.Put(ctx, j)
@@ -166,7 +204,7 @@ func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
 	if created {
 		code = http.StatusCreated
 	}
-	WriteJSON(w, code, stored)
+	a.reply(w, r, code, stored)
 }
 
 func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
@@ -188,7 +226,7 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 	if jobs == nil {
 		jobs = []store.Job{}
 	}
-	WriteJSON(w, http.StatusOK, jobList{Jobs: jobs, NextCursor: next})
+	a.reply(w, r, http.StatusOK, jobList{Jobs: jobs, NextCursor: next})
 }
 
 // byID serves an endpoint on the job named by the path's {id}: it supplies
@@ -201,7 +239,10 @@ func (a *jobsAPI) byID(code int, call func(ctx context.Context, s JobStore, id s
 			return
 		}
 		defer cancel()
-		id := r.PathValue("id")
+		id, ok := pathID(w, r)
+		if !ok {
+			return
+		}
 		doc, err := call(ctx, s, id)
 		if err != nil {
 			a.fail(w, r, id, err)
@@ -211,7 +252,7 @@ func (a *jobsAPI) byID(code int, call func(ctx context.Context, s JobStore, id s
 			w.WriteHeader(code)
 			return
 		}
-		WriteJSON(w, code, doc)
+		a.reply(w, r, code, doc)
 	}
 }
 
@@ -229,11 +270,6 @@ func resumeJob(ctx context.Context, s JobStore, id string) (any, error) {
 	return s.SetPaused(ctx, id, false)
 }
 
-func triggerJob(ctx context.Context, s JobStore, id string) (any, error) {
-	runID, err := s.Trigger(ctx, id)
-	return triggered{RunID: runID}, err
-}
-
 func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {
 	limit, err := limitParam(r)
 	if err != nil {
@@ -245,7 +281,10 @@ func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	id := r.PathValue("id")
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
 	runs, err := s.Runs(ctx, id, limit)
 	if err != nil {
 		a.fail(w, r, id, err)
@@ -261,7 +300,7 @@ func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {
 		}
 		runs = []store.Run{}
 	}
-	WriteJSON(w, http.StatusOK, runList{Runs: runs})
+	a.reply(w, r, http.StatusOK, runList{Runs: runs})
 }
 
 func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {
@@ -271,16 +310,20 @@ func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cancel()
 	runID := r.PathValue("run_id")
+	if len(runID) > store.MaxRunIDBytes {
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("run_id: %d bytes long; no run ID is longer than %d", len(runID), store.MaxRunIDBytes))
+		return
+	}
 	run, err := s.GetRun(ctx, runID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			WriteError(w, http.StatusNotFound, fmt.Sprintf("run %q not found", runID))
+			WriteError(w, http.StatusNotFound, fmt.Sprintf("run %s not found", quoteClip(runID)))
 			return
 		}
 		a.fail(w, r, "", err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, run)
+	a.reply(w, r, http.StatusOK, run)
 }
 
 // limitParam returns ?limit: defaultListLimit if absent, else an integer
@@ -300,15 +343,19 @@ func limitParam(r *http.Request) (int, error) {
 // fail writes the error reply for err, a decoding or store error about job
 // id ("" if unknown): its status code comes from the store's sentinel
 // errors (see status), and its message names the field for invalid input.
-// Server-side failures are logged.
+// Server-side failures are logged, with the details the reply leaves out;
+// a client that stopped sending its body is logged at debug level.
 func (a *jobsAPI) fail(w http.ResponseWriter, r *http.Request, id string, err error) {
 	code, msg := status(err)
 	switch {
 	case code == http.StatusNotFound && id != "":
-		msg = fmt.Sprintf("job %q not found", id)
+		msg = fmt.Sprintf("job %s not found", quoteClip(id))
 	case code >= 500:
-		a.lg.Warn("job request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
-			zap.String("job_id", id), zap.Int("status", code), zap.Error(err))
+		a.lg.Warn("job request failed", zap.String("method", r.Method), zap.String("path", clip(r.URL.Path)),
+			zap.String("job_id", clip(id)), zap.Int("status", code), zap.Error(err))
+	case errors.Is(err, errBodyRead):
+		a.lg.Debug("job request body not read to its end", zap.String("method", r.Method), zap.String("path", clip(r.URL.Path)),
+			zap.String("remote", r.RemoteAddr), zap.Error(err))
 	}
 	WriteError(w, code, msg)
 }
@@ -318,11 +365,17 @@ func (a *jobsAPI) fail(w http.ResponseWriter, r *http.Request, id string, err er
 //
 //	body over the limit (http.MaxBytesError), store.ErrTooLarge  413
 //	*store.FieldError, store.ErrInvalidJob                        400 "field: message"
+//	a body the client did not send to its end                     400
 //	store.ErrNotFound                                             404
-//	store.ErrExists, store.ErrConflict                            409
+//	store.ErrExists, ErrConflict, ErrStaleRevision                409
 //	store.ErrNoSpace, store.ErrHighWater                          507
 //	store.ErrUnavailable, context deadline                        503
 //	anything else                                                 500
+//
+// Messages of 5xx replies are fixed sentences: the error's own text may
+// hold etcd's or gRPC's wording, which is for the log, not for clients.
+// The exception is store.ErrHighWater, which only the fleet's space guard
+// returns, naming the database size, the mark and the quota.
 func status(err error) (code int, msg string) {
 	var maxErr *http.MaxBytesError
 	var fieldErr *store.FieldError
@@ -335,16 +388,48 @@ func status(err error) (code int, msg string) {
 		return http.StatusBadRequest, fieldErr.Error()
 	case errors.Is(err, store.ErrInvalidJob):
 		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, errBodyRead):
+		return http.StatusBadRequest, "the request body was not received to its end"
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, err.Error()
-	case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrConflict):
+	case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrStaleRevision):
 		return http.StatusConflict, err.Error()
-	case errors.Is(err, store.ErrNoSpace), errors.Is(err, store.ErrHighWater):
+	case errors.Is(err, store.ErrNoSpace):
+		return http.StatusInsufficientStorage, store.ErrNoSpace.Error() + "; writes resume once an operator frees space"
+	case errors.Is(err, store.ErrHighWater):
+		// The fleet's own words (size, mark, quota), not etcd's.
 		return http.StatusInsufficientStorage, err.Error()
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable, err.Error()
+		return http.StatusServiceUnavailable, store.ErrUnavailable.Error() + ": etcd did not answer in time or has no leader; retry later"
 	}
-	return http.StatusInternalServerError, err.Error()
+	return http.StatusInternalServerError, "internal error (logged by the server)"
+}
+
+// maxLogBytes bounds a request's path or ID in a log line.
+const maxLogBytes = 256
+
+// clip cuts s to maxLogBytes (on a character boundary) for a log line.
+func clip(s string) string {
+	if len(s) <= maxLogBytes {
+		return s
+	}
+	cut := maxLogBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+// quoteClip quotes an ID for a reply, cut to 64 bytes.
+func quoteClip(s string) string {
+	if len(s) <= 64 {
+		return strconv.Quote(s)
+	}
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + fmt.Sprintf("… (%d bytes)", len(s))
 }
 
 // The etcd store serves the endpoints.

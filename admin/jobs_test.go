@@ -19,7 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
@@ -216,6 +221,33 @@ func TestJobsRejectBadInput(t *testing.T) {
 		{"bad executor URL", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "http", "url": "ftp://h/"}}`, 400, "executor.url:"},
 		{"shell field on http executor", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "http", "url": "http://h/", "command": ["ls"]}}`, 400, "executor.command:"},
 		{"bad policy", "POST", "/v1/jobs", httpJob("a", `"misfire_policy": "sometimes"`), 400, "misfire_policy:"},
+		{"payload nested 9999 deep", "POST", "/v1/jobs", httpJob("a", `"payload": `+strings.Repeat("[", 9999)+strings.Repeat("]", 9999)), 400, "payload: nested more than 64 levels deep"},
+		{"ID with byte 0xFF", "POST", "/v1/jobs", "{\"id\": \"exist\xffing\", \"executor\": {\"type\": \"http\", \"url\": \"http://h/\"}}", 400, "id: byte 0xFF is not valid UTF-8"},
+		{"payload with byte 0xFF", "POST", "/v1/jobs", httpJob("a", "\"payload\": {\"s\": \"\xff\"}"), 400, "payload: byte 0xFF is not valid UTF-8"},
+		{"path ID with byte 0xFF", "PUT", "/v1/jobs/a%FF", `{"executor": {"type": "http", "url": "http://h/"}}`, 400, "id: not valid UTF-8"},
+		{"ID in NFD", "POST", "/v1/jobs", httpJob("cafe\u0301", ""), 400, "id: \"cafe\u0301\" is not in Unicode normalization form C (NFC); send it as \"caf\u00e9\""},
+		{"ID with surrounding blanks", "POST", "/v1/jobs", httpJob("  spaced  ", ""), 400, "id: \"  spaced  \" has leading or trailing white space"},
+		{"ID of one blank", "PUT", jobPath(" "), `{"executor": {"type": "http", "url": "http://h/"}}`, 400, "id:"},
+		{"ID with zero-width space", "POST", "/v1/jobs", httpJob("exist\u200bing", ""), 400, "id: invisible format character U+200B"},
+		{"ID with right-to-left override", "POST", "/v1/jobs", httpJob("a\u202eb", ""), 400, "id: invisible format character U+202E"},
+		{"ID with byte order mark", "POST", "/v1/jobs", httpJob("\ufeffexisting", ""), 400, "id: invisible format character U+FEFF"},
+		{"ID with a cyrillic look-alike", "POST", "/v1/jobs", httpJob("\u0435xisting", ""), 400, "id: the word \"еxisting\" mixes the Cyrillic and Latin scripts"},
+		{"URL of 900 KB", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "http", "url": "http://h/` + strings.Repeat("u", 900<<10) + `"}}`, 400, "executor.url: 921609 bytes long; want at most 8192"},
+		{"10000 headers", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "http", "url": "http://h/", "headers": {` + manyHeaders(10000) + `}}}`, 400, "executor.headers: 10000 headers; want at most 64"},
+		{"header value of 200 KB", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "http", "url": "http://h/", "headers": {"X-A": "` + strings.Repeat("v", 200<<10) + `"}}}`, 400, "executor.headers[X-A]: value of 204800 bytes; want at most 8192"},
+		{"100000 shell arguments", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "shell", "command": ["echo"` + strings.Repeat(`,"a"`, 100000) + `]}}`, 400, "executor.command: 100001 words; want at most 1024"},
+		{"type Shell", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "Shell", "command": ["true"]}}`, 400, `executor.type: unknown type "Shell"; did you mean "shell"?`},
+		{"type HTTP", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "HTTP", "url": "http://h/"}}`, 400, `executor.type: unknown type "HTTP"; did you mean "http"`},
+		{"run_at in year 0", "POST", "/v1/jobs", httpJob("a", `"run_at": "0000-01-01T00:00:00Z"`), 400, "run_at: 0000-01-01T00:00:00Z is before 1970-01-01T00:00:00Z"},
+		{"run_at in year 3000", "POST", "/v1/jobs", httpJob("a", `"run_at": "3000-01-01T00:00:00Z"`), 400, "run_at: 3000-01-01T00:00:00Z is more than 100 years ahead"},
+		{"oversized path ID", "GET", jobPath(strings.Repeat("i", 300<<10)), "", 400, "id: 307200 bytes long; no job ID is longer than 200"},
+		{"oversized path ID on PUT", "PUT", jobPath(strings.Repeat("i", 300<<10)), httpJob("a", ""), 400, "id: 307200 bytes long"},
+		{"oversized path ID on DELETE", "DELETE", jobPath(strings.Repeat("i", 300<<10)), "", 400, "id: 307200 bytes long"},
+		{"oversized path ID on trigger", "POST", jobPath(strings.Repeat("i", 300<<10), "trigger"), "", 400, "id: 307200 bytes long"},
+		{"oversized path ID on runs", "GET", jobPath(strings.Repeat("i", 300<<10), "runs"), "", 400, "id: 307200 bytes long"},
+		{"oversized run ID", "GET", "/v1/runs/" + strings.Repeat("r", 300<<10) + "@2026-01-01T00:00:00.000Z", "", 400, "run_id: 307225 bytes long; no run ID is longer than 625"},
+		{"oversized cursor", "GET", "/v1/jobs?cursor=" + strings.Repeat("c", 300<<10), "", 400, "cursor: 307200 bytes long"},
+		{"stale revision", "PUT", jobPath("existing"), httpJob("existing", `"paused": true, "revision": 1`), 409, `job "existing": stale revision: the document names revision 1, but the job is at revision`},
 		{"body ID differs from path ID", "PUT", jobPath("a"), httpJob("b", ""), 400, "id:"},
 		{"body ID differs from existing path ID", "PUT", jobPath("existing"), httpJob("other", `"paused": true`), 400, "id:"},
 		{"invalid replacement", "PUT", jobPath("existing"), httpJob("existing", `"schedule": "0 0 30 2 *"`), 400, "schedule:"},
@@ -241,6 +273,9 @@ func TestJobsRejectBadInput(t *testing.T) {
 			if msg := errorMessage(t, data); !strings.HasPrefix(msg, tt.wantMsg) {
 				t.Errorf("got message %q, want it to start with %q", msg, tt.wantMsg)
 			}
+			if len(data) > 1024 {
+				t.Errorf("got a reply of %d bytes, want an error message of at most 1 KiB", len(data))
+			}
 			if after := e.keys(); after != before {
 				t.Errorf("got %d keys after the rejected request, want %d", after, before)
 			}
@@ -256,6 +291,15 @@ func TestJobsRejectBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyHeaders returns n distinct JSON members "X-Hi": "v".
+func manyHeaders(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"X-H%d": "v"`, i)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func jobIDs(jobs []store.Job) []string {
@@ -634,7 +678,10 @@ func TestJobsErrorStatus(t *testing.T) {
 		{"no leader", store.Classify(rpctypes.ErrGRPCNoLeader), http.StatusServiceUnavailable, "store unavailable"},
 		{"deadline", store.Classify(context.DeadlineExceeded), http.StatusServiceUnavailable, "store unavailable"},
 		{"conflict", store.ErrConflict, http.StatusConflict, "concurrent update conflict"},
-		{"unknown", errors.New("disk on fire"), http.StatusInternalServerError, "disk on fire"},
+		{"unknown", errors.New("disk on fire"), http.StatusInternalServerError, "internal error (logged by the server)"},
+		{"grpc resource exhausted", store.Classify(status.Error(codes.ResourceExhausted, "grpc: received message larger than max (1048600 vs. 1048576)")),
+			http.StatusInternalServerError, "internal error (logged by the server)"},
+		{"stale revision", fmt.Errorf("job %q: %w", "j", store.ErrStaleRevision), http.StatusConflict, `job "j": stale revision`},
 	}
 	requests := []struct{ method, path, body string }{
 		{"POST", "/v1/jobs", httpJob("j", "")},
@@ -657,8 +704,14 @@ func TestJobsErrorStatus(t *testing.T) {
 					t.Errorf("%s %s: got status %d, want %d; body %s", req.method, req.path, code, tt.wantCode, data)
 					continue
 				}
-				if msg := errorMessage(t, data); !strings.HasPrefix(msg, tt.wantMsg) {
+				msg := errorMessage(t, data)
+				if !strings.HasPrefix(msg, tt.wantMsg) {
 					t.Errorf("%s %s: got message %q, want it to start with %q", req.method, req.path, msg, tt.wantMsg)
+				}
+				for _, leak := range []string{"rpc error", "etcdserver", "grpc", "ResourceExhausted"} {
+					if strings.Contains(msg, leak) {
+						t.Errorf("%s %s: message %q carries etcd's or gRPC's text (%q)", req.method, req.path, msg, leak)
+					}
 				}
 			}
 		})
@@ -683,5 +736,175 @@ func TestJobsUnavailableBeforeStart(t *testing.T) {
 				t.Errorf("POST /v1/jobs: got %d %s, want 503", code, data)
 			}
 		})
+	}
+}
+
+// TestJobsRevision checks that a document naming the revision it was read
+// at replaces only that revision: two people editing the same job cannot
+// lose one edit silently.
+func TestJobsRevision(t *testing.T) {
+	e := newJobsEnv(t)
+	var read store.Job
+	e.doJSON("POST", "/v1/jobs", httpJob("shared", `"schedule": "@hourly"`), http.StatusCreated, &read)
+
+	// Alice and Bob both read revision r; Alice applies her edit first.
+	alice, bob := read, read
+	alice.Schedule = "@daily"
+	bob.Paused = true
+	aliceDoc, _ := json.Marshal(alice)
+	var stored store.Job
+	e.doJSON("PUT", jobPath("shared"), string(aliceDoc), http.StatusOK, &stored)
+	if stored.Schedule != "@daily" || stored.Revision <= read.Revision {
+		t.Fatalf("Alice's edit: got schedule %q revision %d, want @daily after revision %d", stored.Schedule, stored.Revision, read.Revision)
+	}
+
+	bobDoc, _ := json.Marshal(bob)
+	code, data := e.do("PUT", jobPath("shared"), bobDoc)
+	if code != http.StatusConflict {
+		t.Fatalf("Bob's edit of a stale revision: got %d %s, want 409", code, data)
+	}
+	want := fmt.Sprintf(`job "shared": stale revision: the document names revision %d, but the job is at revision %d`, read.Revision, stored.Revision)
+	if msg := errorMessage(t, data); !strings.HasPrefix(msg, want) {
+		t.Errorf("Bob's edit: got message %q, want it to start with %q", msg, want)
+	}
+	var now store.Job
+	e.doJSON("GET", jobPath("shared"), "", http.StatusOK, &now)
+	if now.Schedule != "@daily" || now.Paused || now.Revision != stored.Revision {
+		t.Errorf("after the refused edit: got schedule %q paused %v revision %d, want Alice's job unchanged at %d", now.Schedule, now.Paused, now.Revision, stored.Revision)
+	}
+
+	// Bob reads again and applies his edit on the current revision.
+	now.Paused = true
+	doc, _ := json.Marshal(now)
+	e.doJSON("PUT", jobPath("shared"), string(doc), http.StatusOK, &stored)
+	if stored.Schedule != "@daily" || !stored.Paused {
+		t.Errorf("Bob's edit on the current revision: got schedule %q paused %v, want both edits", stored.Schedule, stored.Paused)
+	}
+
+	// A document without a revision replaces whatever is stored.
+	e.doJSON("PUT", jobPath("shared"), httpJob("shared", `"schedule": "@weekly"`), http.StatusOK, &stored)
+	if stored.Schedule != "@weekly" {
+		t.Errorf("unconditional replace: got schedule %q, want @weekly", stored.Schedule)
+	}
+
+	// A revision of a job deleted since is refused, not recreated.
+	e.doJSON("DELETE", jobPath("shared"), "", http.StatusNoContent, nil)
+	code, data = e.do("PUT", jobPath("shared"), doc)
+	if code != http.StatusConflict || !strings.Contains(errorMessage(t, data), "the job no longer exists") {
+		t.Errorf("PUT of a deleted job's revision: got %d %s, want 409 saying it no longer exists", code, data)
+	}
+	if code, _ := e.do("GET", jobPath("shared"), nil); code != http.StatusNotFound {
+		t.Errorf("GET after the refused PUT: got %d, want 404", code)
+	}
+}
+
+// unencodableStore serves one job whose payload is not JSON, as a job
+// stored before payloads were checked could be.
+type unencodableStore struct{ failingStore }
+
+func (unencodableStore) Get(context.Context, string) (store.Job, error) {
+	return store.Job{ID: "broken", Payload: json.RawMessage(`{"unterminated": [`)}, nil
+}
+
+func (unencodableStore) List(context.Context, string, int) ([]store.Job, string, error) {
+	return []store.Job{{ID: "broken", Payload: json.RawMessage(`{"unterminated": [`)}}, "", nil
+}
+
+// TestJobsReplyEncodingFails checks that a reply that cannot be encoded is
+// a 500 with a JSON error, never a 200 with an empty or cut body.
+func TestJobsReplyEncodingFails(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	h := admin.Handler(idleMember{}, admin.Config{
+		Gatherer: prometheus.NewRegistry(),
+		Logger:   zap.New(core),
+		Jobs:     func() (admin.JobStore, error) { return unencodableStore{}, nil },
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	e := &jobsEnv{t: t, srv: srv}
+	for _, path := range []string{jobPath("broken"), "/v1/jobs"} {
+		code, data := e.do("GET", path, nil)
+		if code != http.StatusInternalServerError {
+			t.Errorf("GET %s: got %d %s, want 500", path, code, data)
+			continue
+		}
+		if msg := errorMessage(t, data); !strings.HasPrefix(msg, "internal error") {
+			t.Errorf("GET %s: got message %q, want an internal error", path, msg)
+		}
+	}
+	if n := logs.FilterMessage("job reply failed").Len(); n != 2 {
+		t.Errorf("got %d \"job reply failed\" log lines, want 2", n)
+	}
+}
+
+// TestJobsLargeReplyNotIndented checks that indentation cannot multiply the
+// size of a reply: a payload nested as deep as allowed, with many
+// elements, comes back at most a few times its stored size.
+func TestJobsLargeReplyNotIndented(t *testing.T) {
+	e := newJobsEnv(t)
+	deep := strings.Repeat("[", store.MaxJSONDepth-1) + strings.TrimSuffix(strings.Repeat("0,", 100000), ",") + strings.Repeat("]", store.MaxJSONDepth-1)
+	e.doJSON("PUT", jobPath("deep"), httpJob("deep", `"payload": `+deep), http.StatusCreated, nil)
+	code, data := e.do("GET", jobPath("deep"), nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET: got %d", code)
+	}
+	if limit := 4*len(deep) + 4096; len(data) > limit {
+		t.Errorf("GET of a %d-byte payload: got a %d-byte reply, want at most %d", len(deep), len(data), limit)
+	}
+	var j store.Job
+	if err := json.Unmarshal(data, &j); err != nil || len(j.Payload) != len(deep) {
+		t.Errorf("GET: got payload of %d bytes (%v), want %d", len(j.Payload), err, len(deep))
+	}
+	code, data = e.do("GET", jobPath("deep"), nil)
+	if code != http.StatusOK || !json.Valid(data) {
+		t.Errorf("second GET: got %d, valid JSON %v", code, json.Valid(data))
+	}
+}
+
+// brokenBody is a request body whose client goes away after a few bytes.
+type brokenBody struct{ sent bool }
+
+func (b *brokenBody) Read(p []byte) (int, error) {
+	if b.sent {
+		return 0, io.ErrUnexpectedEOF
+	}
+	b.sent = true
+	return copy(p, `{"id": "half", "exec`), nil
+}
+
+func (b *brokenBody) Close() error { return nil }
+
+// TestJobsClientGoneMidBody checks that a body the client stops sending is
+// the client's error: 400, logged at debug level only, nothing stored.
+func TestJobsClientGoneMidBody(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	e := newJobsEnv(t)
+	h := admin.Handler(idleMember{}, admin.Config{
+		Gatherer: prometheus.NewRegistry(),
+		Logger:   zap.New(core),
+		Jobs:     func() (admin.JobStore, error) { return e.store, nil },
+	})
+	for _, req := range []struct{ method, path string }{{"POST", "/v1/jobs"}, {"PUT", jobPath("half")}} {
+		r := httptest.NewRequest(req.method, req.path, &brokenBody{})
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusBadRequest {
+			t.Errorf("%s %s with a body cut short: got %d %s, want 400", req.method, req.path, w.Code, w.Body)
+			continue
+		}
+		if msg := errorMessage(t, w.Body.Bytes()); msg != "the request body was not received to its end" {
+			t.Errorf("%s %s: got message %q", req.method, req.path, msg)
+		}
+	}
+	for _, entry := range logs.All() {
+		if entry.Level > zapcore.DebugLevel {
+			t.Errorf("got a %s log line %q, want debug at most", entry.Level, entry.Message)
+		}
+	}
+	if logs.FilterMessage("job request body not read to its end").Len() != 2 {
+		t.Errorf("got logs %v, want two debug lines about the body", logs.All())
+	}
+	if n := e.keys(); n != 0 {
+		t.Errorf("got %d keys stored, want none", n)
 	}
 }

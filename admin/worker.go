@@ -69,10 +69,15 @@ func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req a
 	switch {
 	case err == nil:
 		// Compact, unlike the human-facing API: payloads travel inside
-		// and must reach executors byte for byte as stored.
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_ = json.NewEncoder(w).Encode(resp) // the worker went away; its attempts' leases expire
+		// and must reach executors byte for byte as stored. Encoded in
+		// full first: a reply that cannot be encoded is a 500, never a
+		// 200 the worker cannot decode.
+		body, err := json.Marshal(resp)
+		if err != nil {
+			WriteError(w, http.StatusInternalServerError, "internal error: the reply could not be encoded as JSON")
+			return
+		}
+		writeBody(w, http.StatusOK, body) // a write error means the worker went away; its attempts' leases expire
 	case errors.As(err, &notOwner):
 		WriteJSON(w, http.StatusMisdirectedRequest, dispatch.NotOwner{Error: err.Error(), Owner: notOwner.Owner, OwnerAddr: notOwner.OwnerAddr})
 	case errors.Is(err, dispatch.ErrBadRequest):
@@ -80,6 +85,6 @@ func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req a
 	case errors.Is(err, dispatch.ErrStaleAttempt):
 		WriteError(w, http.StatusConflict, err.Error())
 	default:
-		WriteError(w, http.StatusServiceUnavailable, err.Error())
+		WriteError(w, http.StatusServiceUnavailable, publicMessage(err))
 	}
 }

@@ -37,6 +37,8 @@ type committer struct {
 
 type commitReq struct {
 	txn   shard.FencedTxn
+	bytes int // of its keys and values
+	cost  int // txnCost of its operations
 	res   shard.FencedResult
 	done  chan struct{}     // closed once res is set
 	lead  chan []*commitReq // buffer 1: the batch this request's goroutine is to send
@@ -44,12 +46,51 @@ type commitReq struct {
 }
 
 // etcd's default limit of operations per transaction level (nested levels
-// share it, see shard.CommitBatch), and a bound on a batch's size in
-// operations, which keeps requests well under etcd's 1.5 MiB.
+// share it, see shard.CommitBatch), and bounds on a batch's size in
+// operations and in bytes of keys and values, which keep requests well
+// under etcd's 1.5 MiB. A single write larger than maxBatchBytes goes on
+// its own.
 const (
-	maxTxnOps   = 128
-	maxBatchOps = 512
+	maxTxnOps     = 128
+	maxBatchOps   = 512
+	maxBatchBytes = 1 << 20
 )
+
+// txnCost returns what a transaction with cmps compares and then and els
+// operations counts against etcd's limit of operations per transaction
+// (--max-txn-ops, 128 by default). etcd checks each level of nested
+// transactions against what the levels above leave of the limit, so the
+// cost is the transaction's width (the largest of its compares, then and
+// else lists) plus the largest cost of a transaction nested in it.
+func txnCost(cmps int, then, els []clientv3.Op) int {
+	nested := 0
+	for _, list := range [][]clientv3.Op{then, els} {
+		for _, op := range list {
+			if op.IsTxn() {
+				c, t, e := op.Txn()
+				nested = max(nested, txnCost(len(c), t, e))
+			}
+		}
+	}
+	return max(cmps, len(then), len(els)) + nested
+}
+
+// opsBytes returns the bytes of the keys and values ops write or compare.
+func opsBytes(ops []clientv3.Op) int {
+	n := 0
+	for _, op := range ops {
+		if op.IsTxn() {
+			cmps, then, els := op.Txn()
+			for _, c := range cmps {
+				n += len(c.KeyBytes()) + len(c.ValueBytes())
+			}
+			n += opsBytes(then) + opsBytes(els)
+			continue
+		}
+		n += len(op.KeyBytes()) + len(op.ValueBytes()) + len(op.RangeBytes())
+	}
+	return n
+}
 
 // commit runs ops fenced on own, as own.Commit(ctx, nil, ops, nil) would.
 func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
@@ -64,7 +105,7 @@ func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clie
 		c.release()
 		return resp, err
 	}
-	r := &commitReq{txn: shard.FencedTxn{Own: own, Then: ops}, done: make(chan struct{}), lead: make(chan []*commitReq, 1)}
+	r := &commitReq{txn: shard.FencedTxn{Own: own, Then: ops}, bytes: opsBytes(ops), cost: txnCost(0, ops, nil), done: make(chan struct{}), lead: make(chan []*commitReq, 1)}
 	c.queue = append(c.queue, r)
 	c.mu.Unlock()
 	select {
@@ -126,17 +167,17 @@ func (c *committer) release() {
 }
 
 // takeLocked removes the next batch from the queue: as many writes, in
-// order, as fit etcd's limits. With k shares in one request, each share's
-// operations and the runs' nested transactions (two operations each) must
-// fit in 128 − k − 1 (see shard.CommitBatch).
+// order, as fit etcd's limits. With k shares in one request (each a
+// fenced transaction holding the write's), the costliest write must fit in
+// what k + 1 leave of the limit (see txnCost and shard.CommitBatch).
 func (c *committer) takeLocked() []*commitReq {
-	n, widest, total := 0, 0, 0
+	n, costliest, total, bytes := 0, 0, 0, 0
 	for _, r := range c.queue {
 		w := len(r.txn.Then)
-		if n > 0 && ((n+1)+1+max(widest, w)+2 > maxTxnOps || total+w > maxBatchOps) {
+		if n > 0 && ((n+1)+1+max(costliest, r.cost) > maxTxnOps || total+w > maxBatchOps || bytes+r.bytes > maxBatchBytes) {
 			break
 		}
-		n, widest, total = n+1, max(widest, w), total+w
+		n, costliest, total, bytes = n+1, max(costliest, r.cost), total+w, bytes+r.bytes
 	}
 	batch := slices.Clone(c.queue[:n])
 	c.queue = slices.Delete(c.queue, 0, n)

@@ -138,3 +138,40 @@ func TestCommitterQueuedWriteCancelled(t *testing.T) {
 		t.Errorf("cancelled write applied: %v %v", r, err)
 	}
 }
+
+// TestTxnCostMatchesEtcd checks txnCost against etcd's own check of
+// operations per transaction: a nested transaction that costs exactly the
+// limit is accepted, one more operation is refused.
+func TestTxnCostMatchesEtcd(t *testing.T) {
+	srv := etcdtest.New(t)
+	client := srv.Client(t)
+	build := func(outer, inner int) []clientv3.Op {
+		var nested []clientv3.Op
+		for i := range inner {
+			nested = append(nested, clientv3.OpPut(fmt.Sprintf("/cost/n%d", i), "v"))
+		}
+		ops := []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/cost/x"), "=", 0)}, nested, nil)}
+		for i := range outer - 1 {
+			ops = append(ops, clientv3.OpPut(fmt.Sprintf("/cost/o%d", i), "v"))
+		}
+		return ops
+	}
+	for _, tt := range []struct {
+		outer, inner int
+		ok           bool
+	}{
+		{100, 28, true},
+		{100, 29, false},
+		{10, 118, true},
+		{10, 119, false},
+	} {
+		ops := build(tt.outer, tt.inner)
+		if got := txnCost(0, ops, nil); got != tt.outer+tt.inner {
+			t.Fatalf("txnCost(%d outer, %d nested) = %d, want %d", tt.outer, tt.inner, got, tt.outer+tt.inner)
+		}
+		_, err := client.Txn(context.Background()).Then(ops...).Commit()
+		if (err == nil) != tt.ok {
+			t.Fatalf("a transaction of cost %d: err = %v, want accepted %v (limit %d)", tt.outer+tt.inner, err, tt.ok, maxTxnOps)
+		}
+	}
+}

@@ -8,13 +8,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch/schedule"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -42,114 +42,6 @@ func (e *NotOwnerError) Error() string {
 		return fmt.Sprintf("partition %d has no owner right now; retry", e.Partition)
 	}
 	return fmt.Sprintf("partition %d is owned by %s at %s", e.Partition, e.Owner, e.OwnerAddr)
-}
-
-// SpaceGate tells the scheduler whether etcd takes writes;
-// *storage.Monitor implements it. Its methods answer from memory and are
-// safe for concurrent use.
-type SpaceGate interface {
-	// WritesRefused returns why etcd refuses writes now (an error wrapping
-	// store.ErrNoSpace: its NOSPACE alarm is raised), nil if it takes them.
-	WritesRefused() error
-	// NoteWriteError is told of each failed write, classified by
-	// store.Classify, so that a refusal for lack of space stops the
-	// other partitions' writes at once.
-	NoteWriteError(err error)
-}
-
-// OwnerLookup returns the current owner of partition p and its address, ""
-// if none.
-type OwnerLookup func(p int) (member, addr string)
-
-// Config configures a Dispatcher. Start from DefaultConfig.
-type Config struct {
-	// Namespace is the cluster's etcd key prefix.
-	Namespace string
-	// Partitions is the cluster's partition count.
-	Partitions int
-	// MemberID and MemberAddr identify this member in runs and
-	// assignments.
-	MemberID   string
-	MemberAddr string
-	// FireBatch is the most runs one fenced transaction creates. Each run
-	// costs up to four operations and etcd allows 128 per transaction by
-	// default. Default 25.
-	FireBatch int
-	// CommitsInFlight is the most fenced writes this member sends to etcd
-	// at once; writes made while that many are in flight wait and go
-	// together in the next request, each fenced on its own partition's
-	// epoch (shard.CommitBatch). 0 sends every write on its own, as many
-	// at once as partitions make. Default 8.
-	CommitsInFlight int
-	// RunLease is how long a worker holds an attempt without heartbeat.
-	// Default 30s.
-	RunLease time.Duration
-	// HistoryLimit is how many runs are kept per job; the oldest final
-	// ones are trimmed. Default 100.
-	HistoryLimit int
-	// MaxActivePerJob is the most runs of one job that may be active
-	// (waiting for a worker, awaiting a retry, or running); fires beyond
-	// it are recorded as skipped with the reason (see CapActive). Default
-	// 100.
-	MaxActivePerJob int
-	// Misfire is the schedule policy's grace and cap (its Misfire field is
-	// taken from each job).
-	Misfire schedule.Policy
-	// RequestTimeout bounds each etcd request. Default 5s.
-	RequestTimeout time.Duration
-	// Lookup finds partition owners for redirects; nil answers "no owner".
-	Lookup OwnerLookup
-	// Space, if set, stops the scheduler while etcd refuses writes for
-	// lack of space: partitions neither fire nor hand out attempts, and
-	// look again every second (in memory; Space does the checking), so
-	// that a full etcd costs one log line instead of a retry per partition
-	// per second. Nil: writes are always tried.
-	Space SpaceGate
-	// Clock; nil is the real clock.
-	Clock clockwork.Clock
-	// Logger; nil means no logs.
-	Logger *zap.Logger
-	// Metrics; nil records nothing.
-	Metrics *Metrics
-}
-
-// DefaultConfig returns the defaults.
-func DefaultConfig(ns string, partitions int, member, addr string) Config {
-	return Config{
-		Namespace:       ns,
-		Partitions:      partitions,
-		MemberID:        member,
-		MemberAddr:      addr,
-		FireBatch:       25,
-		CommitsInFlight: 8,
-		RunLease:        30 * time.Second,
-		HistoryLimit:    100,
-		MaxActivePerJob: 100,
-		RequestTimeout:  5 * time.Second,
-	}
-}
-
-// Validate checks the configuration.
-func (c Config) Validate() error {
-	switch {
-	case c.Partitions < 1 || c.Partitions > shard.MaxPartitions:
-		return fmt.Errorf("dispatch: partitions %d outside 1..%d", c.Partitions, shard.MaxPartitions)
-	case c.MemberID == "":
-		return errors.New("dispatch: empty member ID")
-	case c.FireBatch < 1 || c.FireBatch > 30:
-		return fmt.Errorf("dispatch: fire batch %d outside 1..30", c.FireBatch)
-	case c.CommitsInFlight < 0:
-		return fmt.Errorf("dispatch: commits in flight %d below 0", c.CommitsInFlight)
-	case c.RunLease < time.Second:
-		return fmt.Errorf("dispatch: run lease %v below 1s", c.RunLease)
-	case c.MaxActivePerJob < 1:
-		return fmt.Errorf("dispatch: max active runs per job %d below 1", c.MaxActivePerJob)
-	case c.HistoryLimit < 1:
-		return fmt.Errorf("dispatch: history limit %d below 1", c.HistoryLimit)
-	case c.RequestTimeout <= 0:
-		return errors.New("dispatch: request timeout must be positive")
-	}
-	return nil
 }
 
 // Dispatcher runs the scheduler of every partition this member owns (its
@@ -194,7 +86,7 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 		parts:   map[int]*partition{},
 		avail:   make(chan struct{}),
 	}
-	cfg.Metrics.setActiveSource(d.countActive)
+	cfg.Metrics.setSource(d.Stats)
 	return d, nil
 }
 
@@ -211,10 +103,13 @@ func (d *Dispatcher) Work(ctx context.Context, o *shard.Ownership) {
 	pt.run(ctx)
 }
 
+// register makes pt's runs available to polls, and wakes the polls that
+// wait: a poll that looked before pt was loaded must look again.
 func (d *Dispatcher) register(pt *partition) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.parts[pt.p] = pt
+	d.wakePollersLocked()
 }
 
 func (d *Dispatcher) unregister(pt *partition) {
@@ -229,6 +124,10 @@ func (d *Dispatcher) unregister(pt *partition) {
 func (d *Dispatcher) wakePollers() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.wakePollersLocked()
+}
+
+func (d *Dispatcher) wakePollersLocked() {
 	close(d.avail)
 	d.avail = make(chan struct{})
 }
@@ -256,21 +155,38 @@ func (d *Dispatcher) partitionFor(id string) (*partition, error) {
 	return pt, nil
 }
 
-// countActive counts the active runs of the partitions owned here.
-func (d *Dispatcher) countActive() (waiting, running int) {
+// Stats describes the partitions a member owns: their active runs and
+// their stored history.
+type Stats struct {
+	// Waiting and Running count the active runs: waiting for a worker
+	// (pending, or failed with a retry due) and held by one.
+	Waiting, Running int
+	// HistoryRuns and HistoryBytes count the stored run documents (active
+	// and final) and their bytes.
+	HistoryRuns  int
+	HistoryBytes int64
+	// HistoryBudget is these partitions' share of the fleet's history
+	// budget. Final runs are trimmed, oldest first, to keep HistoryBytes
+	// within it; active runs are not.
+	HistoryBudget int64
+}
+
+// Stats returns the state of the partitions owned here. It takes each
+// partition's state lock briefly, never its writer lock, so it does not
+// wait for etcd (it serves /metrics). Summed over the members, the history
+// figures are the fleet's.
+func (d *Dispatcher) Stats() Stats {
 	parts, _ := d.snapshot()
+	var st Stats
 	for _, pt := range parts {
-		pt.mu.Lock()
-		for _, ar := range pt.active {
-			if ar.run.Status == store.RunRunning {
-				running++
-			} else {
-				waiting++
-			}
-		}
-		pt.mu.Unlock()
+		ps := pt.stats()
+		st.Waiting += ps.Waiting
+		st.Running += ps.Running
+		st.HistoryRuns += ps.HistoryRuns
+		st.HistoryBytes += ps.HistoryBytes
+		st.HistoryBudget += pt.budgetShare()
 	}
-	return waiting, running
+	return st
 }
 
 // recordWrite notes the outcome of a fenced write for Health, and tells
@@ -365,9 +281,10 @@ func nonNil(a []Assignment) []Assignment {
 }
 
 func validatePoll(req PollRequest) error {
+	if err := validateWorkerID(req.Worker); err != nil {
+		return err
+	}
 	switch {
-	case req.Worker == "" || len(req.Worker) > 128:
-		return fmt.Errorf("%w: worker: must be 1 to 128 bytes", ErrBadRequest)
 	case len(req.Executors) == 0 || len(req.Executors) > 1000:
 		return fmt.Errorf("%w: executors: must list 1 to 1000 executor types", ErrBadRequest)
 	case req.Max < 1 || req.Max > 100:
@@ -378,9 +295,42 @@ func validatePoll(req PollRequest) error {
 	return nil
 }
 
+// validateWorkerID checks a protocol request's worker ID: 1 to 128 bytes
+// of UTF-8 without control characters (it is recorded in attempts and
+// printed by clients).
+func validateWorkerID(worker string) error {
+	switch {
+	case worker == "" || len(worker) > 128:
+		return fmt.Errorf("%w: worker: must be 1 to 128 bytes", ErrBadRequest)
+	case !utf8.ValidString(worker):
+		return fmt.Errorf("%w: worker: not valid UTF-8", ErrBadRequest)
+	}
+	for i, r := range worker {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: worker: control character %U at byte %d", ErrBadRequest, r, i)
+		}
+	}
+	return nil
+}
+
+// validateText checks a completion's error or output: valid UTF-8 without
+// control characters other than newline and tab (workers escape the
+// others), so that what is recorded cannot drive a reader's terminal.
+func validateText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s: not valid UTF-8", ErrBadRequest, field)
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			return fmt.Errorf("%w: %s: control character %U at byte %d (escape it)", ErrBadRequest, field, r, i)
+		}
+	}
+	return nil
+}
+
 func validateReport(worker, runID string, attempt int) (string, error) {
-	if worker == "" || len(worker) > 128 {
-		return "", fmt.Errorf("%w: worker: must be 1 to 128 bytes", ErrBadRequest)
+	if err := validateWorkerID(worker); err != nil {
+		return "", err
 	}
 	if attempt < 1 {
 		return "", fmt.Errorf("%w: attempt: must be at least 1", ErrBadRequest)
@@ -431,6 +381,12 @@ func (d *Dispatcher) Complete(ctx context.Context, req CompleteRequest) (Complet
 	}
 	if len(req.Error) > MaxOutputBytes {
 		return CompleteResponse{}, fmt.Errorf("%w: error: longer than %d bytes", ErrBadRequest, MaxOutputBytes)
+	}
+	if err := validateText("output", req.Output); err != nil {
+		return CompleteResponse{}, err
+	}
+	if err := validateText("error", req.Error); err != nil {
+		return CompleteResponse{}, err
 	}
 	pt, err := d.partitionFor(id)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,12 +43,15 @@ type harness struct {
 	lease  clientv3.LeaseID
 	lease2 time.Duration
 
-	space dispatch.SpaceGate // given to the dispatcher if set
-
 	disp   *dispatch.Dispatcher
 	own    *shard.Ownership
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// Set before start: the dispatcher's etcd client (nil: client), and
+	// changes to its configuration.
+	dispClient *clientv3.Client
+	configure  func(*dispatch.Config)
 }
 
 const runLease = 10 * time.Second
@@ -84,14 +88,20 @@ func (h *harness) start(member string) {
 	if err != nil || !resp.Succeeded {
 		h.t.Fatalf("acquire partition 0: %v (succeeded=%v)", err, resp != nil && resp.Succeeded)
 	}
-	h.own = shard.NewOwnership(h.client, h.ns, member, 0, resp.Header.Revision)
+	client := h.client
+	if h.dispClient != nil {
+		client = h.dispClient
+	}
+	h.own = shard.NewOwnership(client, h.ns, member, 0, resp.Header.Revision)
 	cfg := dispatch.DefaultConfig(h.ns, 1, member, "http://"+member+".invalid")
 	cfg.RunLease = runLease
 	cfg.Misfire.Grace = 400 * time.Millisecond
 	cfg.Clock = h.clock
 	cfg.Logger = zaptest.NewLogger(h.t)
-	cfg.Space = h.space
-	d, err := dispatch.New(h.client, cfg)
+	if h.configure != nil {
+		h.configure(&cfg)
+	}
+	d, err := dispatch.New(client, cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -534,6 +544,34 @@ func TestNotOwnerAndBadRequests(t *testing.T) {
 			t.Errorf("complete %+v: %v, want ErrBadRequest", req, err)
 		}
 	}
+	// Control characters: none in worker IDs, only newline and tab in
+	// errors and outputs (they are printed by clients).
+	for _, tt := range []struct {
+		req   dispatch.CompleteRequest
+		field string
+	}{
+		{dispatch.CompleteRequest{Worker: "w\x1b]0;pwned\x07", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+001B"},
+		{dispatch.CompleteRequest{Worker: "w\u009b", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+009B"},
+		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Error: "boom \x1b[2J"}, "error: control character U+001B"},
+		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "line\r\n"}, "output: control character U+000D"},
+		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "bad \xff"}, "output: not valid UTF-8"},
+	} {
+		_, err := h.disp.Complete(context.Background(), tt.req)
+		if !errors.Is(err, dispatch.ErrBadRequest) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("complete %+q: %v, want ErrBadRequest naming %q", []string{tt.req.Worker, tt.req.Error, tt.req.Output}, err, tt.field)
+		}
+	}
+	if _, err := h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w\x1b", Executors: []string{"http"}, Max: 1}); !errors.Is(err, dispatch.ErrBadRequest) || !strings.Contains(err.Error(), "worker: control character") {
+		t.Errorf("poll with ESC in the worker ID: %v, want ErrBadRequest", err)
+	}
+	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w\n", RunID: store.RunID("x", t0), Attempt: 1}); !errors.Is(err, dispatch.ErrBadRequest) {
+		t.Errorf("heartbeat with a newline in the worker ID: %v, want ErrBadRequest", err)
+	}
+	// Newlines and tabs are fine: the report reaches the (stale) attempt.
+	if _, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1,
+		Error: "line 1\n\tline 2", Output: "a\tb\n"}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+		t.Errorf("complete with newline and tab: %v, want it accepted as a request (ErrStaleAttempt: no such attempt)", err)
+	}
 	h.stop()
 	_, err = h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1})
 	var notOwner *dispatch.NotOwnerError
@@ -667,7 +705,7 @@ func (g *gate) NoteWriteError(err error) {
 func TestClosedSpaceGateStopsFiringUntilOpen(t *testing.T) {
 	h := newHarness(t)
 	g := &gate{}
-	h.space = g
+	h.configure = func(c *dispatch.Config) { c.Space = g }
 	h.start("m1")
 	h.create(store.Job{ID: "g", Schedule: "@every 1s", MisfirePolicy: store.MisfireRunOnce})
 	h.clock.Advance(time.Second)
@@ -722,39 +760,52 @@ func TestTimeZoneAcrossDST(t *testing.T) {
 	h.clock = clockwork.NewFakeClockAt(time.Date(2026, 10, 31, 12, 0, 0, 0, time.UTC))
 	h.store = store.NewEtcd(h.client, h.ns, 1, store.DefaultLimits(), h.clock.Now)
 	h.start("m1")
-	h.create(store.Job{ID: "ny", Schedule: "30 1 * * *", Timezone: "America/New_York"})
-	want := []time.Time{
-		time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), // 01:30 EDT
-		time.Date(2026, 11, 1, 6, 30, 0, 0, time.UTC), // 01:30 EST
-		time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC), // 01:30 EST
+	// run_all: every scheduled time in a jump of the clock fires, so a
+	// second 01:30 on the fall-back night would show up as a run.
+	h.create(store.Job{ID: "ny", Schedule: "30 1 * * *", Timezone: "America/New_York", MisfirePolicy: store.MisfireRunAll})
+	h.clock.Advance(time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC).Sub(h.clock.Now())) // 01:30 EDT
+	h.waitRuns("ny", 1)
+	h.clock.Advance(time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC).Sub(h.clock.Now())) // past 01:30 EST (not a fire), to the next day's 01:30 EST
+	runs := h.waitRuns("ny", 2)
+	var got []time.Time
+	for _, r := range runs {
+		got = append(got, r.ScheduledAt.UTC())
 	}
-	for i, at := range want {
-		h.clock.Advance(at.Sub(h.clock.Now()))
-		runs := h.waitRuns("ny", i+1)
-		if got := runs[0].ScheduledAt; !got.Equal(at) {
-			t.Fatalf("fire %d at %v, want %v", i+1, got, at)
-		}
+	want := []time.Time{
+		time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC), // 01:30 EST, newest first
+		time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), // 01:30 EDT, once on the fall-back night
+	}
+	if !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Fatalf("fires: got %v, want %v", got, want)
 	}
 }
 
-// TestConcurrentTriggersEachGetARun: triggers in the same millisecond (the
-// fake clock does not move) still get a run each.
-func TestConcurrentTriggersEachGetARun(t *testing.T) {
+// TestConcurrentTriggersEachGetARunOrAreRefused: triggers in the same
+// millisecond (the fake clock does not move) each get a run of their own,
+// in one transaction each, until the store.TriggerSlots milliseconds a
+// trigger may take are all taken; the others are refused with
+// ErrTooManyTriggers and leave nothing behind.
+func TestConcurrentTriggersEachGetARunOrAreRefused(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "trg", RunAt: ptr(t0.Add(24 * time.Hour))})
-	const n = 20
+	const n = store.TriggerSlots + 4
 	ids := make(chan string, n)
 	var wg sync.WaitGroup
+	var refused atomic.Int32
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			id, err := h.store.Trigger(context.Background(), "trg")
-			if err != nil {
+			switch {
+			case errors.Is(err, store.ErrTooManyTriggers):
+				refused.Add(1)
+			case err != nil:
 				t.Error(err)
+			default:
+				ids <- id
 			}
-			ids <- id
 		}()
 	}
 	wg.Wait()
@@ -766,13 +817,87 @@ func TestConcurrentTriggersEachGetARun(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	runs := h.waitRuns("trg", n)
-	if len(runs) != n {
-		t.Fatalf("got %d runs for %d triggers", len(runs), n)
+	if len(seen) != store.TriggerSlots || refused.Load() != n-store.TriggerSlots {
+		t.Fatalf("%d triggers accepted, %d refused; want %d and %d", len(seen), refused.Load(), store.TriggerSlots, n-store.TriggerSlots)
+	}
+	runs := h.waitRuns("trg", store.TriggerSlots)
+	if len(runs) != store.TriggerSlots {
+		t.Fatalf("got %d runs for %d accepted triggers", len(runs), store.TriggerSlots)
 	}
 	for _, r := range runs {
 		if !seen[r.ID] {
 			t.Errorf("run %s was not promised to any trigger", r.ID)
 		}
+	}
+	// A moment later the job can be triggered again.
+	h.clock.Advance(time.Second)
+	if _, err := h.store.Trigger(context.Background(), "trg"); err != nil {
+		t.Fatalf("trigger a second later: %v", err)
+	}
+}
+
+// TestReplaceCancelsTheRunningAttempt: a trigger of a "replace" job while
+// its earlier run is running ends that run, records the attempt as
+// cancelled, answers the attempt's next heartbeat with Cancel, and
+// acknowledges the worker's report of the cancelled attempt without
+// recording it over the cancellation.
+func TestReplaceCancelsTheRunningAttempt(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "r", RunAt: ptr(t0.Add(24 * time.Hour)), ConcurrencyPolicy: store.ConcurrencyReplace})
+	first, err := h.store.Trigger(context.Background(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := h.poll("w1", 1)[0]
+	if a.RunID != first {
+		t.Fatalf("handed out %s, want the triggered run %s", a.RunID, first)
+	}
+	h.clock.Advance(time.Second)
+	second, err := h.store.Trigger(context.Background(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := h.waitRun(first, func(r store.Run) bool { return r.Status == store.RunDead })
+	if !strings.Contains(old.Reason, second) || !strings.Contains(old.Reason, "cancelled") {
+		t.Errorf("replaced run's reason = %q, want it to name %s and the cancellation", old.Reason, second)
+	}
+	if at := old.Attempts[0]; at.FinishedAt.IsZero() || !strings.Contains(at.Error, "cancelled") {
+		t.Errorf("replaced run's attempt = %+v, want it finished as cancelled", at)
+	}
+	// The owner applies its write to memory just after etcd has it: until
+	// then a heartbeat still extends the lease.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hb, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt})
+		if err != nil {
+			t.Fatalf("heartbeat of the replaced attempt: %v; want Cancel", err)
+		}
+		if hb.Cancel {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heartbeat of the replaced attempt = %+v; want Cancel", hb)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Another worker's heartbeat for the same attempt is not told anything.
+	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w2", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+		t.Fatalf("heartbeat of another worker: %v, want ErrStaleAttempt", err)
+	}
+	resp, err := h.complete(a, "w1", false, "cancelled by the orchestrator")
+	if err != nil || resp.Status != store.RunDead {
+		t.Fatalf("report of the cancelled attempt = %+v, %v; want acknowledged as dead", resp, err)
+	}
+	if after := h.waitRun(first, func(store.Run) bool { return true }); after.Attempts[0].Error != old.Attempts[0].Error {
+		t.Errorf("the report was recorded over the cancellation: %+v", after.Attempts[0])
+	}
+	// Reported: its heartbeats and reports are stale from now on.
+	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+		t.Fatalf("heartbeat after the report: %v, want ErrStaleAttempt", err)
+	}
+	b := h.poll("w2", 1)[0]
+	if b.RunID != second {
+		t.Fatalf("next hand-out %s, want the replacing run %s", b.RunID, second)
 	}
 }

@@ -2,15 +2,46 @@
 // to workers.
 //
 // For each partition the member owns, a scheduler loads the partition's
-// jobs, follows spec changes, fires due jobs in batched, fenced
-// transactions (a run is created only if absent, so each (job, scheduled
-// time) fires at most once), and applies the misfire policy to times missed
-// while the partition had no owner. Runs wait in the partition's queue until
-// a worker polls; each attempt is recorded (fenced) before it is handed out,
-// held under a run lease the worker extends by heartbeat, retried with
-// exponential backoff and jitter when it fails or its lease expires, and
-// marked dead when no attempt remains. Reports from stale attempts are
-// refused.
+// jobs, follows spec changes, fires due jobs and manual triggers in
+// batched, fenced transactions (a run is created only if absent, so each
+// (job, scheduled time) fires at most once), and applies the misfire policy
+// to times missed while the partition had no owner. Runs wait in the
+// partition's queue until a worker polls; each attempt is recorded (fenced)
+// before it is handed out, held under a run lease the worker extends by
+// heartbeat, retried with exponential backoff and jitter when it fails or
+// its lease expires, and marked dead when no attempt remains. Reports from
+// stale attempts are refused.
+//
+// The decisions are pure functions of a job, its state, its active runs
+// and the time (plan.go: PlanFires, PlanTrigger, CapActive, MergePlans,
+// FinishAttempt, Backoff, LeaseExpired); the partition scheduler applies
+// them and writes their results.
+//
+// # Guarantees
+//
+//   - Every write of a partition's scheduler is fenced on its epoch and
+//     applies in the order it was decided (one writer at a time per
+//     partition).
+//   - Heartbeats and metrics are answered from memory: they never wait for
+//     etcd, even while a write of the partition does.
+//   - What a partition stores is bounded: at most Config.MaxActivePerJob
+//     active runs per job (fires and triggers beyond are recorded skipped);
+//     final runs trimmed to each job's count and age and, oldest first, to
+//     the partition's share of Config.HistoryBudget; each run document
+//     within Config.MaxRunBytes; finished one-off jobs deleted after their
+//     retention. Active runs are never trimmed.
+//   - A replaced run's running attempt is recorded as cancelled and its
+//     worker told so at its next heartbeat.
+//
+// # Not guaranteed
+//
+//   - Execution is at least once: a worker whose report never arrives has
+//     its attempt retried.
+//   - The history budget holds for final runs: active runs' documents count
+//     toward it but are never deleted to meet it.
+//   - A replacement's cancellation reaches the worker only from the member
+//     that made it; after a handoff the new owner answers the worker's
+//     heartbeat 409, on which it stops too.
 //
 // protocol.go defines the worker protocol's HTTP/JSON documents.
 package dispatch

@@ -37,3 +37,20 @@ func ExampleBackoff() {
 	fmt.Println()
 	// Output: 500ms 1s 2s 4s 8s 16s 30s 30s
 }
+
+// PlanTrigger decides what a manual trigger does: here for a job with
+// concurrency_policy "forbid" while an earlier run is still active, and
+// once it has finished.
+func ExamplePlanTrigger() {
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	j := store.Job{ID: "deploy", ConcurrencyPolicy: store.ConcurrencyForbid, CreatedAt: now.Add(-time.Hour),
+		Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9000/hook"}}
+	j.Normalize()
+	busy := dispatch.PlanTrigger(&j, store.JobState{}, []string{"deploy@2026-06-01T11:59:00.000Z"}, now, now, "orchestrator-1", 42)
+	idle := dispatch.PlanTrigger(&j, store.JobState{}, nil, now, now, "orchestrator-1", 42)
+	fmt.Println(busy.Runs[0].Status, "-", busy.Runs[0].Reason)
+	fmt.Println(idle.Runs[0].ID, idle.Runs[0].Status)
+	// Output:
+	// skipped - triggered manually; concurrency_policy forbid: an earlier run is still active
+	// deploy@2026-06-01T12:00:00.000Z pending
+}

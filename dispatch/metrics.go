@@ -17,10 +17,12 @@ type Metrics struct {
 	stale        prometheus.Counter
 	misfires     *prometheus.CounterVec
 	commitErrors prometheus.Counter
+	trims        *prometheus.CounterVec
+	jobsDeleted  prometheus.Counter
 
-	// active counts the active runs of the partitions owned here, by
-	// state; set by the Dispatcher, read at scrape time.
-	active atomic.Pointer[func() (waiting, running int)]
+	// source reports the state of the partitions owned here; set by the
+	// Dispatcher, read at scrape time.
+	source atomic.Pointer[func() Stats]
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -52,35 +54,66 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_dispatch_commit_errors_total", Help: "Fenced writes of the scheduler that failed (etcd errors or fencing).",
 		}),
+		trims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobfleet_runs_trimmed_total", Help: "Final runs deleted from the history, by reason (max_runs, max_age, budget).",
+		}, []string{"reason"}),
+		jobsDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_finished_jobs_deleted_total", Help: "Finished one-off jobs deleted after their retention (delete_after).",
+		}),
 	}
-	count := func(running bool) func() float64 {
-		return func() float64 {
-			f := m.active.Load()
-			if f == nil {
-				return 0
-			}
-			waiting, run := (*f)()
-			if running {
-				return float64(run)
-			}
-			return float64(waiting)
-		}
+	state := &stateCollector{m: m,
+		waiting: prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
+		running: prometheus.NewDesc("jobfleet_runs_running", "Runs of the partitions owned here with an attempt held by a worker.", nil, nil),
+		runs:    prometheus.NewDesc("jobfleet_history_runs", "Run documents stored for the partitions owned here (active and final).", nil, nil),
+		bytes:   prometheus.NewDesc("jobfleet_history_bytes", "Bytes of the run documents stored for the partitions owned here; the fleet's sum stays within --history-budget plus the active runs' documents.", nil, nil),
+		budget:  prometheus.NewDesc("jobfleet_history_budget_bytes", "The share of the fleet's history budget of the partitions owned here.", nil, nil),
 	}
-	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "jobfleet_runs_waiting", Help: "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.",
-	}, count(false))
-	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "jobfleet_runs_running", Help: "Runs of the partitions owned here with an attempt held by a worker.",
-	}, count(true))
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.misfires, m.commitErrors, waiting, running)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.misfires, m.commitErrors, m.trims, m.jobsDeleted, state)
 	}
 	return m
 }
 
-func (m *Metrics) setActiveSource(f func() (waiting, running int)) {
+// stateCollector reports the gauges of the partitions owned here from one
+// Stats per scrape.
+type stateCollector struct {
+	m                                     *Metrics
+	waiting, running, runs, bytes, budget *prometheus.Desc
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.runs, c.bytes, c.budget} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	var st Stats
+	if f := c.m.source.Load(); f != nil {
+		st = (*f)()
+	}
+	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(st.Waiting))
+	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(st.Running))
+	ch <- prometheus.MustNewConstMetric(c.runs, prometheus.GaugeValue, float64(st.HistoryRuns))
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.HistoryBytes))
+	ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(st.HistoryBudget))
+}
+
+func (m *Metrics) setSource(f func() Stats) {
 	if m != nil {
-		m.active.Store(&f)
+		m.source.Store(&f)
+	}
+}
+
+func (m *Metrics) trimmed(reason string, n int) {
+	if m != nil && n > 0 {
+		m.trims.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+func (m *Metrics) jobDeleted() {
+	if m != nil {
+		m.jobsDeleted.Inc()
 	}
 }
 

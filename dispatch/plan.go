@@ -3,6 +3,7 @@ package dispatch
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jobfleet/jobfleet/dispatch/schedule"
@@ -86,6 +87,100 @@ func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, acti
 	return plan, nil
 }
 
+// PlanTrigger decides what a manual trigger of job j for time at does,
+// recorded at now, given its state and its active runs (IDs, not final).
+// The trigger's run is pending, or skipped when concurrency_policy
+// "forbid" refuses it while a run is active; under "replace" the active
+// runs are listed for replacement. Paused jobs can be triggered. The
+// state's schedule (Last, Next) is not touched; its counters are. Callers
+// apply CapActive to the plan, as to PlanFires'.
+func PlanTrigger(j *store.Job, state store.JobState, activeRuns []string, at, now time.Time, owner string, epoch int64) FirePlan {
+	plan := FirePlan{State: state}
+	r := NewRun(j, at, now, owner, epoch)
+	r.Reason = ReasonTriggered
+	switch j.ConcurrencyPolicy {
+	case store.ConcurrencyForbid:
+		if len(activeRuns) > 0 {
+			r.Status = store.RunSkipped
+			r.Reason = ReasonTriggered + "; concurrency_policy forbid: an earlier run is still active"
+		}
+	case store.ConcurrencyReplace:
+		plan.Replace = append(plan.Replace, activeRuns...)
+	}
+	if r.Status == store.RunPending {
+		plan.State.Fired++
+	} else {
+		plan.State.Skipped++
+	}
+	plan.Runs = []store.Run{r}
+	return plan
+}
+
+// ReasonTriggered is the reason recorded on a run made by a manual
+// trigger.
+const ReasonTriggered = "triggered manually"
+
+// ActiveAfter returns the active runs of a job after plan: those it does
+// not replace, then the runs it creates pending.
+func ActiveAfter(activeRuns []string, plan FirePlan) []string {
+	var out []string
+	for _, id := range activeRuns {
+		if !slices.Contains(plan.Replace, id) {
+			out = append(out, id)
+		}
+	}
+	for _, r := range plan.Runs {
+		if r.Status == store.RunPending {
+			out = append(out, r.ID)
+		}
+	}
+	return out
+}
+
+// MergePlans returns the plan doing a, then b, for one job in one write:
+// b must have been planned from a's state and ActiveAfter(…, a). A run of a
+// that b replaces is recorded skipped ("superseded before it ran") instead
+// of being created pending and ended in the same write; a run of b whose
+// ID a creates already (a trigger in the millisecond of a scheduled fire)
+// is dropped, and its count with it.
+func MergePlans(a, b FirePlan) FirePlan {
+	out := FirePlan{
+		Runs:     slices.Clone(a.Runs),
+		Replace:  slices.Clone(a.Replace),
+		State:    b.State,
+		Decision: a.Decision,
+	}
+	if len(b.Decision.Fires) > 0 || b.Decision.Missed > 0 {
+		out.Decision = b.Decision
+	}
+	for _, id := range b.Replace {
+		i := slices.IndexFunc(out.Runs, func(r store.Run) bool { return r.ID == id })
+		switch {
+		case i >= 0:
+			if out.Runs[i].Status == store.RunPending {
+				out.Runs[i].Status = store.RunSkipped
+				out.Runs[i].Reason = "concurrency_policy replace: superseded by a later run before it ran"
+				out.State.Fired--
+				out.State.Skipped++
+			}
+		case !slices.Contains(out.Replace, id):
+			out.Replace = append(out.Replace, id)
+		}
+	}
+	for _, r := range b.Runs {
+		if slices.ContainsFunc(out.Runs, func(o store.Run) bool { return o.ID == r.ID }) {
+			if r.Status == store.RunPending {
+				out.State.Fired--
+			} else {
+				out.State.Skipped--
+			}
+			continue
+		}
+		out.Runs = append(out.Runs, r)
+	}
+	return out
+}
+
 // CapActive turns pending runs of plan into skipped ones while job j
 // already has max runs active (pending, failed awaiting retry, or running;
 // active counts those before the plan), so a job whose runs no worker takes
@@ -110,6 +205,27 @@ func CapActive(j *store.Job, plan *FirePlan, active, max int) {
 		plan.State.Fired--
 		plan.State.Skipped++
 	}
+}
+
+// Replaced returns active run r ended at now because run by replaced it
+// (concurrency_policy "replace"; by may be "" if unknown): dead, with the
+// reason, and its running attempt, if any, closed as cancelled. The
+// attempt's worker is told to stop at its next heartbeat (Cancel).
+func Replaced(r store.Run, by string, now time.Time) store.Run {
+	r.Attempts = slices.Clone(r.Attempts)
+	newer := "a newer run"
+	if by != "" {
+		newer = "run " + by
+	}
+	r.Reason = "replaced by " + newer + " (concurrency_policy replace)"
+	if n := len(r.Attempts); r.Status == store.RunRunning && n > 0 {
+		a := &r.Attempts[n-1]
+		a.FinishedAt = now.UTC()
+		a.Error = "cancelled: the run was replaced by " + newer + " (concurrency_policy replace)"
+		r.Reason += "; its running attempt was cancelled"
+	}
+	r.Status = store.RunDead
+	return r
 }
 
 // NewRun returns the pending run of job j for scheduled time at, fired at

@@ -1,6 +1,7 @@
 package dispatch_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -173,6 +174,17 @@ func TestLeaseExpired(t *testing.T) {
 	if got, _ := dispatch.LeaseExpired(&j, pending, t0, t0.Add(time.Hour), lease); got {
 		t.Fatal("a pending run has no lease to expire")
 	}
+
+	// "timeout": "none": a week-long attempt lives as long as it heartbeats.
+	none, _ := planJob(t, store.Job{ID: "b", Schedule: "@hourly", Timeout: store.NoTimeout})
+	long := dispatch.StartAttempt(dispatch.NewRun(&none, t0, t0, "m", 1), "w", t0)
+	week := t0.Add(7 * 24 * time.Hour)
+	if got, reason := dispatch.LeaseExpired(&none, long, week.Add(lease), week, lease); got {
+		t.Errorf("timeout none, heartbeating after a week: got expired (%s), want alive", reason)
+	}
+	if got, _ := dispatch.LeaseExpired(&none, long, week, week.Add(time.Second), lease); !got {
+		t.Error("timeout none, heartbeats stopped: got alive, want the lease to expire")
+	}
 }
 
 func TestCapActive(t *testing.T) {
@@ -198,4 +210,126 @@ func TestCapActive(t *testing.T) {
 	if pending != 2 || skipped != 2 || plan.State.Fired != 2 || plan.State.Skipped != 2 {
 		t.Fatalf("4 fires with 3 of 5 active: %d pending, %d skipped, state %+v; want 2 and 2", pending, skipped, plan.State)
 	}
+}
+
+func TestPlanTrigger(t *testing.T) {
+	at := t0.Add(90 * time.Second)
+	tests := []struct {
+		name        string
+		job         store.Job
+		active      []string
+		wantStatus  store.RunStatus
+		wantReplace int
+	}{
+		{"allow, nothing active", store.Job{ID: "a", Schedule: "@every 10s"}, nil, store.RunPending, 0},
+		{"allow while active", store.Job{ID: "a", Schedule: "@every 10s"}, []string{"a@x"}, store.RunPending, 0},
+		{"forbid, nothing active", store.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyForbid}, nil, store.RunPending, 0},
+		{"forbid while active", store.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyForbid}, []string{"a@x"}, store.RunSkipped, 0},
+		{"replace ends active", store.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyReplace}, []string{"a@x", "a@y"}, store.RunPending, 2},
+		{"paused job runs", store.Job{ID: "a", Schedule: "@every 10s", Paused: true}, nil, store.RunPending, 0},
+		{"one-off", store.Job{ID: "a", RunAt: ptr(t0.Add(time.Hour))}, nil, store.RunPending, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, _ := planJob(t, tt.job)
+			st := store.JobState{Last: t0.Add(time.Minute), Next: t0.Add(70 * time.Second), SpecRevision: 4, Fired: 3, Skipped: 1}
+			plan := dispatch.PlanTrigger(&j, st, tt.active, at, at.Add(time.Millisecond), "m1", 7)
+			if len(plan.Runs) != 1 {
+				t.Fatalf("got %d runs, want 1", len(plan.Runs))
+			}
+			r := plan.Runs[0]
+			if r.Status != tt.wantStatus || r.ID != store.RunID("a", at) || !r.ScheduledAt.Equal(at) || r.Owner != "m1" || r.Epoch != 7 || r.Reason == "" {
+				t.Fatalf("run = %+v, want %s run for %v by m1@7 with a reason", r, tt.wantStatus, at)
+			}
+			if len(plan.Replace) != tt.wantReplace {
+				t.Fatalf("replace = %v, want %d", plan.Replace, tt.wantReplace)
+			}
+			want := st
+			if r.Status == store.RunPending {
+				want.Fired++
+			} else {
+				want.Skipped++
+			}
+			if plan.State != want {
+				t.Fatalf("state = %+v, want %+v (schedule untouched, one more counted)", plan.State, want)
+			}
+		})
+	}
+}
+
+// TestTriggersNeverExceedTheCap plans random sequences of scheduled fires
+// and triggers of one job the way the partition scheduler merges them into
+// one write (PlanFires, then PlanTrigger per request, each capped, merged)
+// and checks: no run ID twice, the job's active runs never above the cap
+// (one under replace), every run counted once as fired or skipped, and no
+// run both created and replaced.
+func TestTriggersNeverExceedTheCap(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		policy := rapid.SampledFrom([]store.ConcurrencyPolicy{store.ConcurrencyAllow, store.ConcurrencyForbid, store.ConcurrencyReplace}).Draw(rt, "policy")
+		maxActive := rapid.IntRange(1, 8).Draw(rt, "max_active")
+		j, s := planJob(t, store.Job{ID: "p", Schedule: "@every 1s", ConcurrencyPolicy: policy, MisfirePolicy: store.MisfireRunAll})
+		var st store.JobState
+		var active []string
+		now := t0
+		seen := map[string]bool{}
+		for range rapid.IntRange(1, 20).Draw(rt, "writes") {
+			now = now.Add(time.Duration(rapid.IntRange(0, 3000).Draw(rt, "gap_ms")) * time.Millisecond)
+			plan, err := dispatch.PlanFires(&j, s, st, active, now, schedule.Policy{}, "m", 1)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			dispatch.CapActive(&j, &plan, len(active), maxActive)
+			for i := range rapid.IntRange(0, 6).Draw(rt, "triggers") {
+				after := dispatch.ActiveAfter(active, plan)
+				at := now.Add(time.Duration(i) * time.Millisecond)
+				if rapid.Bool().Draw(rt, "collide") {
+					at = now.Truncate(time.Second) // the millisecond of a scheduled time
+				}
+				tp := dispatch.PlanTrigger(&j, plan.State, after, at, now, "m", 1)
+				dispatch.CapActive(&j, &tp, len(after), maxActive)
+				plan = dispatch.MergePlans(plan, tp)
+			}
+			for _, r := range plan.Runs {
+				if seen[r.ID] {
+					// A run ID planned again (a trigger in an earlier
+					// write's millisecond) is refused by etcd's
+					// create-if-absent; it must not be counted twice
+					// within one write, which MergePlans ensures.
+					continue
+				}
+				if slices.Contains(plan.Replace, r.ID) {
+					rt.Fatalf("run %s both created and replaced", r.ID)
+				}
+				if r.Status != store.RunPending && r.Status != store.RunSkipped {
+					rt.Fatalf("run %s created %s", r.ID, r.Status)
+				}
+			}
+			ids := map[string]bool{}
+			for _, r := range plan.Runs {
+				if ids[r.ID] {
+					rt.Fatalf("run %s twice in one write", r.ID)
+				}
+				ids[r.ID] = true
+			}
+			if got := plan.State.Fired + plan.State.Skipped - st.Fired - st.Skipped - int64(plan.Decision.Skipped); got != int64(len(plan.Runs)) {
+				rt.Fatalf("state counts %d new runs, the plan has %d", got, len(plan.Runs))
+			}
+			active = dispatch.ActiveAfter(active, plan)
+			for _, r := range plan.Runs {
+				seen[r.ID] = true
+			}
+			limit := maxActive
+			if policy == store.ConcurrencyReplace {
+				limit = 1
+			}
+			if len(active) > limit {
+				rt.Fatalf("%d active runs after a write, cap %d (policy %s)", len(active), limit, policy)
+			}
+			st = plan.State
+			// Some active runs finish between writes.
+			if n := rapid.IntRange(0, len(active)).Draw(rt, "finished"); n > 0 {
+				active = active[n:]
+			}
+		}
+	})
 }

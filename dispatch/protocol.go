@@ -40,12 +40,14 @@ const (
 const MaxPollWait = 30 * time.Second
 
 // MaxOutputBytes caps the output a worker reports per attempt; longer output
-// is truncated by the worker (and refused beyond it by the orchestrator).
+// is cut by the worker, which keeps its head and tail (and refused beyond
+// it by the orchestrator).
 const MaxOutputBytes = 64 << 10
 
 // PollRequest asks for attempts to run.
 type PollRequest struct {
-	// Worker is the worker's ID (1..128 bytes), recorded in each attempt.
+	// Worker is the worker's ID (1..128 bytes of UTF-8 without control
+	// characters), recorded in each attempt.
 	Worker string `json:"worker"`
 	// Executors are the executor types this worker runs: "http", "shell"
 	// (only if started with --allow-shell), and handler names.
@@ -96,9 +98,13 @@ type HeartbeatRequest struct {
 type HeartbeatResponse struct {
 	// Lease is the new lease, counted from now.
 	Lease store.Duration `json:"lease"`
-	// Cancel asks the worker to stop the attempt (the run was replaced by a
-	// newer one under concurrency_policy "replace"); it then reports the
-	// attempt as failed.
+	// Cancel asks the worker to stop the attempt: its run was replaced by a
+	// newer one under concurrency_policy "replace" and is recorded dead
+	// with the attempt cancelled. The worker stops the executor and
+	// reports the attempt as failed; that report is answered 200 with
+	// status "dead" and changes nothing. An owner that took the partition
+	// over after the replacement does not know of it and answers 409
+	// instead, on which the worker stops too.
 	Cancel bool `json:"cancel,omitempty"`
 }
 
@@ -110,9 +116,14 @@ type CompleteRequest struct {
 	// Success is true if the executor succeeded (2xx, exit status 0, nil
 	// error from a handler).
 	Success bool `json:"success"`
-	// Error describes a failure.
+	// Error describes a failure. Like Output, it must be valid UTF-8
+	// without control characters other than newline and tab (400
+	// otherwise): workers escape the others (ESC as the four characters
+	// \x1b).
 	Error string `json:"error,omitempty"`
-	// Output is the start of the executor's output, at most MaxOutputBytes.
+	// Output is the executor's output, at most MaxOutputBytes: all of it,
+	// or its head and its tail with a marker in between saying how many
+	// bytes were cut.
 	Output string `json:"output,omitempty"`
 }
 

@@ -21,12 +21,23 @@
 //     ("retry.max_backoff: 2h is longer than ..."), and matches
 //     ErrInvalidJob. Validate never modifies the job.
 //   - Normalize is idempotent and fills every default, so a normalized,
-//     valid job reads back with no field left implicit.
+//     valid job reads back with no field left implicit; except history and
+//     delete_after, whose empty values mean the fleet's defaults (the
+//     orchestrators' flags) so that changing those reaches existing jobs.
+//   - FitRun keeps a run document within a byte budget by cutting its
+//     attempts' outputs and errors, never their number or other fields.
 //   - Job IDs are free-form UTF-8 (spaces, '/', '%', any printable Unicode)
 //     of 1 to MaxIDBytes bytes, without control characters; "." and ".."
 //     are refused because they cannot be addressed in a URL path.
 //     EscapeID maps every string to a key segment without '/', and
 //     UnescapeID(EscapeID(id)) == id for every string.
+//   - Secrets need not be stored: an "http" executor's header value
+//     (HeaderValue), and any value in the payload or the body, may be a
+//     secret reference {"secret_env": "NAME"} that workers resolve
+//     (ResolveSecretRefs); Validate checks every reference's name.
+//     Documents keep each value's form exactly (string or reference).
+//     Job.Redacted hides literal header values from readers without write
+//     access. URLs carrying user:password are refused.
 //
 // # Defaults
 //

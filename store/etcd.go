@@ -27,6 +27,9 @@ var (
 	// ErrUnavailable: etcd cannot serve the request now (no leader, timed
 	// out, unreachable). Nothing is known to have been written.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrTooManyTriggers: a job was triggered too often at once (every
+	// run ID a trigger could take now is taken); retry in a moment.
+	ErrTooManyTriggers = errors.New("too many triggers at once")
 	// ErrNoSpace: etcd's database is full (its space quota alarm is raised);
 	// it accepts no writes until an operator compacts and defragments it.
 	ErrNoSpace = errors.New("store full: etcd database space exceeded")
@@ -50,8 +53,13 @@ type JobState struct {
 	Fired   int64 `json:"fired"`
 	Skipped int64 `json:"skipped"`
 	Dropped int64 `json:"dropped"`
-	// Runs is how many run documents the job has stored (for trimming).
+	// Runs is how many run documents the job has stored, as of the last
+	// fire.
 	Runs int `json:"runs"`
+	// FinishedAt is when a one-off job finished: its time fired and its
+	// runs are final. Zero while it has not. A finished one-off job is
+	// deleted after its retention (Job.DeleteAfter).
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
 // Etcd is the etcd implementation of job and run storage for the API side:
@@ -142,7 +150,14 @@ func (s *Etcd) Create(ctx context.Context, j Job) (Job, error) {
 // Put creates or replaces a job, keeping the creation time of a replaced
 // one. created tells which happened. A store WithGuard asks its guard
 // before creating, or before replacing with a larger document.
+//
+// A job that names a Revision (as one read with Get does) replaces only
+// the stored job of that revision: if the stored job has another, or is
+// gone, Put changes nothing and returns an error matching
+// ErrStaleRevision, so that two people editing the same job cannot lose
+// one edit silently. A job without a Revision replaces whatever is stored.
 func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err error) {
+	want := j.Revision
 	j, p, err := s.prepare(j)
 	if err != nil {
 		return Job{}, false, err
@@ -152,6 +167,15 @@ func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err er
 		old, rev, size, err := s.getSized(ctx, key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return Job{}, false, err
+		}
+		switch {
+		case want == 0 || rev == want:
+		case rev == 0:
+			return Job{}, false, fmt.Errorf("job %s: %w: the document names revision %d, but the job no longer exists; leave \"revision\" out to create it again",
+				quoteClipped(j.ID), ErrStaleRevision, want)
+		default:
+			return Job{}, false, fmt.Errorf("job %s: %w: the document names revision %d, but the job is at revision %d: it changed since the document was read; read it again, redo the change and apply that",
+				quoteClipped(j.ID), ErrStaleRevision, want, rev)
 		}
 		now := s.nowMillis()
 		j.CreatedAt, j.UpdatedAt = now, now
@@ -190,7 +214,7 @@ func (s *Etcd) nowMillis() time.Time { return s.now().UTC().Truncate(time.Millis
 func (s *Etcd) prepare(j Job) (Job, int, error) {
 	j.State = nil // server-set, read-only
 	j.Normalize()
-	if err := j.Validate(s.limits); err != nil {
+	if err := j.ValidateAt(s.limits, s.now()); err != nil {
 		return Job{}, 0, err
 	}
 	j.Partition = s.Partition(j.ID)
@@ -253,10 +277,13 @@ func DecodeStoredJob(val []byte, rev int64) (Job, error) {
 
 // List returns up to limit jobs (1..1000) in key order (partition, then
 // escaped ID) after the cursor, and the cursor of the next page ("" at the
-// end). The cursor is opaque.
+// end). The cursor is opaque, at most MaxCursorBytes long.
 func (s *Etcd) List(ctx context.Context, cursor string, limit int) ([]Job, string, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
+	}
+	if len(cursor) > MaxCursorBytes {
+		return nil, "", fieldErr("cursor", "%d bytes long; no cursor is longer than %d", len(cursor), MaxCursorBytes)
 	}
 	prefix := s.keys.JobsPrefix()
 	from := prefix
@@ -354,36 +381,53 @@ func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, erro
 //
 // Every accepted trigger gets a run of its own: run IDs have millisecond
 // precision, so a trigger whose millisecond is taken (by another trigger
-// or an existing run) takes the next free one.
+// or an existing run) takes the next free one of TriggerSlots. It is one
+// transaction: the candidates are nested, each tried only if the ones
+// before are taken. If all are, it returns ErrTooManyTriggers.
 func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
 	if err := s.guard(); err != nil {
 		return "", err
 	}
 	p := s.Partition(id)
-	spec := s.keys.Spec(p, id)
 	at := s.nowMillis()
-	for range 1000 {
-		trig, run := s.keys.Trigger(p, id, at), s.keys.Run(p, id, at)
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(spec), ">", 0),
+	var chain []clientv3.Op // the candidates from slot i on
+	for i := TriggerSlots - 1; i >= 0; i-- {
+		t := at.Add(time.Duration(i) * time.Millisecond)
+		trig, run := s.keys.Trigger(p, id, t), s.keys.Run(p, id, t)
+		chain = []clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{
 				clientv3.Compare(clientv3.CreateRevision(trig), "=", 0),
-				clientv3.Compare(clientv3.CreateRevision(run), "=", 0)).
-			Then(clientv3.OpPut(trig, "")).
-			Else(clientv3.OpGet(spec, clientv3.WithCountOnly())).
-			Commit()
-		if err != nil {
-			return "", Classify(err)
-		}
-		if resp.Succeeded {
-			return RunID(id, at), nil
-		}
-		if resp.Responses[0].GetResponseRange().Count == 0 {
-			return "", ErrNotFound
-		}
-		at = at.Add(time.Millisecond) // this millisecond is taken
+				clientv3.Compare(clientv3.CreateRevision(run), "=", 0),
+			},
+			[]clientv3.Op{clientv3.OpPut(trig, "")},
+			chain)}
 	}
-	return "", fmt.Errorf("job %q: %w: no free millisecond for a trigger", id, ErrConflict)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(s.keys.Spec(p, id)), ">", 0)).
+		Then(chain...).
+		Commit()
+	if err != nil {
+		return "", Classify(err)
+	}
+	if !resp.Succeeded {
+		return "", ErrNotFound
+	}
+	level := resp.Responses[0].GetResponseTxn()
+	for i := 0; level != nil; i++ {
+		if level.Succeeded {
+			return RunID(id, at.Add(time.Duration(i)*time.Millisecond)), nil
+		}
+		if len(level.Responses) == 0 {
+			break
+		}
+		level = level.Responses[0].GetResponseTxn()
+	}
+	return "", fmt.Errorf("job %q: %w: %d milliseconds from %s are taken", id, ErrTooManyTriggers, TriggerSlots, FormatTime(at))
 }
+
+// TriggerSlots is how many consecutive milliseconds Trigger tries for a
+// trigger's run.
+const TriggerSlots = 16
 
 // Runs returns up to limit (1..1000) of job id's runs, newest first.
 func (s *Etcd) Runs(ctx context.Context, id string, limit int) ([]Run, error) {
@@ -439,7 +483,8 @@ func Classify(err error) error {
 	case errors.Is(err, rpctypes.ErrNoSpace), errors.Is(err, rpctypes.ErrGRPCNoSpace):
 		return fmt.Errorf("%w: %w", ErrNoSpace, err)
 	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
-		return fmt.Errorf("%w: etcd refused the request as too large: %w", ErrTooLarge, err)
+		// Clients see this message (413), so it leaves etcd's out.
+		return &classified{msg: ErrTooLarge.Error() + ": etcd refused the request as too large", errs: []error{ErrTooLarge, err}}
 	case errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrGRPCNoLeader),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, rpctypes.ErrTimeout),
 		errors.Is(err, rpctypes.ErrGRPCTimeout):
@@ -457,3 +502,13 @@ func Classify(err error) error {
 	}
 	return err
 }
+
+// classified is an etcd error mapped onto a store error whose message is
+// the store's own: both stay in the chain for errors.Is and errors.As.
+type classified struct {
+	msg  string
+	errs []error
+}
+
+func (c *classified) Error() string   { return c.msg }
+func (c *classified) Unwrap() []error { return c.errs }

@@ -18,10 +18,28 @@ import (
 //
 // Decode with DecodeJob, then call Normalize and Validate.
 type Job struct {
-	// ID names the job: 1 to MaxIDBytes bytes of UTF-8 without control
-	// characters; otherwise free-form (spaces, slashes, percent signs and
-	// any other printable Unicode are allowed). Use EscapeID to embed it in
-	// an etcd key.
+	// ID names the job: 1 to MaxIDBytes bytes of UTF-8, otherwise
+	// free-form (spaces, slashes, percent signs and printable Unicode in
+	// any script are allowed), except that an ID must look like what it
+	// is, so that two IDs that look alike are the same ID:
+	//   - no control characters (Cc), no invisible format characters (Cf:
+	//     zero-width space U+200B, right-to-left override U+202E, byte
+	//     order mark U+FEFF, ...), no unassigned code points;
+	//   - no white space but the plain space U+0020, and none at the start
+	//     or the end;
+	//   - in Unicode normalization form C (NFC): "café" written with a
+	//     combining accent is refused, with the NFC form in the message;
+	//   - no word (run of letters, marks and digits) mixing scripts, such
+	//     as a Latin word with a Cyrillic look-alike letter in it, except
+	//     Latin with Han, Hiragana, Katakana, Bopomofo or Hangul as
+	//     Japanese, Chinese and Korean write (Unicode's "highly
+	//     restrictive" profile, UTS #39). Words in different scripts are
+	//     fine. A word wholly in another script that looks like a Latin
+	//     one (Cyrillic "рау", Latin "pay") is a distinct ID: credentials
+	//     scoped to an ID prefix match it exactly, so it cannot pass for
+	//     the other; refusing it would refuse ordinary Cyrillic words.
+	//   - not "." or "..".
+	// Use EscapeID to embed it in an etcd key.
 	ID string `json:"id"`
 	// Schedule is a cron expression with 5 or 6 fields (the 6th, leading,
 	// is seconds), a descriptor such as "@hourly", or "@every <duration>";
@@ -39,11 +57,15 @@ type Job struct {
 	Executor Executor `json:"executor"`
 	// Payload is any JSON value handed to the executor: the HTTP body, the
 	// shell command's standard input, or the named handler's argument. At
-	// most Limits.MaxPayloadBytes bytes.
+	// most Limits.MaxPayloadBytes bytes. Objects {"secret_env": "NAME"}
+	// in it are secret references, replaced by the worker (see
+	// ResolveSecretRefs).
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Retry bounds the attempts of each run.
 	Retry RetryPolicy `json:"retry,omitzero"`
-	// Timeout bounds one attempt; default DefaultTimeout, at most MaxTimeout.
+	// Timeout bounds one attempt; default DefaultTimeout, at most
+	// MaxTimeout, or "none" (NoTimeout): the attempt runs until it ends,
+	// as long as its worker heartbeats.
 	Timeout Duration `json:"timeout,omitzero"`
 	// ConcurrencyPolicy says what to do when a run fires while an earlier
 	// run of the job is still pending or running; default "allow".
@@ -54,6 +76,13 @@ type Job struct {
 	// Paused jobs do not fire, and times scheduled while paused are not
 	// made up on resume; a paused job can still be triggered by hand.
 	Paused bool `json:"paused"`
+	// History bounds the job's stored runs; zero fields take the fleet's
+	// defaults. See HistoryPolicy.
+	History HistoryPolicy `json:"history,omitzero"`
+	// DeleteAfter is how long a one-off job is kept once it has finished
+	// (fired, and its run final) before it is deleted with its runs; see
+	// Retention. Refused on jobs with a schedule.
+	DeleteAfter Retention `json:"delete_after,omitempty"`
 
 	// Partition is the job's partition, xxhash64(ID) mod P. Server-set.
 	Partition int `json:"partition"`
@@ -93,10 +122,20 @@ type Executor struct {
 	Method string `json:"method,omitempty"`
 	// Headers are extra request headers of an "http" executor. Names
 	// starting with "Jobfleet-" are reserved for the headers jobfleet sets.
-	Headers map[string]string `json:"headers,omitempty"`
+	// A value is a string, or a secret reference {"secret_env": "NAME"}
+	// that the worker resolves from its environment (see HeaderValue).
+	// Readers without write access get literal values redacted
+	// (Job.Redacted).
+	Headers map[string]HeaderValue `json:"headers,omitempty"`
 	// Body, if set, is sent by an "http" executor instead of the job's
-	// payload. At most Limits.MaxPayloadBytes bytes of JSON.
+	// payload. At most Limits.MaxPayloadBytes bytes of JSON; it may hold
+	// secret references, like the payload.
 	Body json.RawMessage `json:"body,omitempty"`
+	// FollowRedirects lets an "http" executor follow redirects: at most
+	// a few hops, each within the worker's destination policy, never
+	// changing the method or dropping the body. Without it a 3xx reply
+	// fails the attempt.
+	FollowRedirects bool `json:"follow_redirects,omitempty"`
 	// Command is the argv of a "shell" executor: program, then arguments.
 	Command []string `json:"command,omitempty"`
 }
@@ -147,16 +186,20 @@ const (
 )
 
 // Duration is a time.Duration that is written in JSON as a Go duration
-// string ("1s", "1m30s", "5m", "1h") and read from one. A JSON null leaves
-// it unchanged.
+// string ("1s", "1m30s", "5m", "1h") and read from one; NoTimeout is
+// written and read as "none". A JSON null leaves it unchanged.
 type Duration time.Duration
 
-// Std returns d as a time.Duration.
+// Std returns d as a time.Duration (a century for NoTimeout).
 func (d Duration) Std() time.Duration { return time.Duration(d) }
 
 // String formats d like time.Duration.String without zero trailing units:
-// "5m" rather than "5m0s", "1h" rather than "1h0m0s".
+// "5m" rather than "5m0s", "1h" rather than "1h0m0s"; and NoTimeout as
+// "none".
 func (d Duration) String() string {
+	if d == NoTimeout {
+		return "none"
+	}
 	s := time.Duration(d).String()
 	if strings.HasSuffix(s, "m0s") {
 		s = s[:len(s)-2]
@@ -172,7 +215,8 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return []byte(strconv.Quote(d.String())), nil
 }
 
-// UnmarshalJSON reads a Go duration string such as "30s" or "1h30m".
+// UnmarshalJSON reads a Go duration string such as "30s" or "1h30m", or
+// "none" (NoTimeout; Validate accepts it only as a job's timeout).
 // Numbers are rejected: a bare 30 could mean seconds or nanoseconds. The
 // error is a *json.UnmarshalTypeError, which encoding/json annotates with
 // the field's path and DecodeJob turns into a *FieldError.
@@ -183,6 +227,10 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 	var s string
 	if err := json.Unmarshal(data, &s); err != nil {
 		return &json.UnmarshalTypeError{Value: string(data), Type: durationType}
+	}
+	if s == "none" {
+		*d = NoTimeout
+		return nil
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
@@ -267,6 +315,9 @@ type Attempt struct {
 	// Output is the start of the executor's output (response body or
 	// standard output and error), capped by the worker.
 	Output string `json:"output,omitempty"`
+	// DroppedBytes counts the bytes of Output and Error dropped to keep
+	// the run document within its budget (see FitRun); 0 if none.
+	DroppedBytes int `json:"dropped_bytes,omitempty"`
 }
 
 // ParseSchedule returns the job's schedule: Once(RunAt) for a one-off, the

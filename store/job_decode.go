@@ -19,7 +19,10 @@ import (
 // differ only in case (encoding/json would accept "ID" for "id") and
 // fields given twice; and values of the wrong type, such as a duration
 // that is not a string like "30s". It rejects anything but white space
-// after the object. It does not call Normalize or Validate.
+// after the object, and text that is not Unicode: bytes that are not
+// UTF-8 and escapes of unpaired UTF-16 surrogates, which encoding/json
+// would silently turn into U+FFFD (a *FieldError naming the field). It
+// does not call Normalize or Validate.
 func DecodeJob(r io.Reader, maxBytes int64) (Job, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxDocumentBytes
@@ -30,6 +33,13 @@ func DecodeJob(r io.Reader, maxBytes int64) (Job, error) {
 	}
 	if int64(len(data)) > maxBytes {
 		return Job{}, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, maxBytes)
+	}
+	// encoding/json would turn invalid UTF-8 into U+FFFD without a word.
+	if off, msg := checkJSONText(data, 0); off >= 0 {
+		if field := fieldAt(data, off); field != "" {
+			return Job{}, fieldErr(field, "%s", msg)
+		}
+		return Job{}, fmt.Errorf("%w: %s at byte %d", ErrInvalidJob, msg, off)
 	}
 	if err := checkKeys(data); err != nil {
 		return Job{}, err
@@ -50,6 +60,9 @@ func decodeError(err error) error {
 	if errors.As(err, &typeErr) {
 		if typeErr.Type == durationType {
 			return fieldErr(typeErr.Field, "invalid duration %s; want a string such as \"30s\", \"5m\" or \"1h30m\"", typeErr.Value)
+		}
+		if typeErr.Type == headerValueType {
+			return fieldErr(typeErr.Field, "cannot use a JSON %s as a header value; want a string or a secret reference {\"secret_env\": \"NAME\"}", typeErr.Value)
 		}
 		return fieldErr(typeErr.Field, "cannot use JSON %s as %s", typeErr.Value, jsonKind(typeErr.Type))
 	}
@@ -79,6 +92,7 @@ var (
 	jobKeys      = jsonKeys(reflect.TypeFor[Job]())
 	executorKeys = jsonKeys(reflect.TypeFor[Executor]())
 	retryKeys    = jsonKeys(reflect.TypeFor[RetryPolicy]())
+	historyKeys  = jsonKeys(reflect.TypeFor[HistoryPolicy]())
 )
 
 func jsonKeys(t reflect.Type) []string {
@@ -157,8 +171,12 @@ func checkValue(dec *json.Decoder, field string) error {
 		return skipValue(dec, field, executorKeys)
 	case "retry":
 		return skipValue(dec, field, retryKeys)
+	case "history":
+		return skipValue(dec, field, historyKeys)
 	case "run_at", "created_at", "updated_at":
 		return checkTime(dec, field)
+	case "executor.headers":
+		return checkHeaders(dec, field)
 	default:
 		return skipValue(dec, field, nil)
 	}
@@ -214,4 +232,76 @@ func skipValue(dec *json.Decoder, field string, nested []string) error {
 		}
 	}
 	return nil
+}
+
+// checkHeaders consumes the executor's headers, which must be null or an
+// object whose values are strings or secret references, so that a bad
+// value is reported with its header's name (encoding/json names only the
+// map).
+func checkHeaders(dec *json.Decoder, field string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidJob, err)
+	}
+	if tok == nil {
+		return nil
+	}
+	if tok != json.Delim('{') {
+		return skipRest(dec, tok, fieldErr(field, "want an object of header names and values"))
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidJob, err)
+		}
+		if tok == json.Delim('}') {
+			return nil
+		}
+		name := tok.(string) // Token only returns strings as object keys
+		hfield := field + "[" + name + "]"
+		bad := fieldErr(hfield, "want a string or a secret reference {%q: \"NAME\"}", SecretEnvKey)
+		tok, err = dec.Token()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidJob, err)
+		}
+		switch tok {
+		case json.Delim('{'):
+			key, err := dec.Token()
+			if err != nil || key != SecretEnvKey {
+				return bad
+			}
+			if v, err := dec.Token(); err != nil {
+				return bad
+			} else if _, ok := v.(string); !ok {
+				return bad
+			}
+			if end, err := dec.Token(); err != nil || end != json.Delim('}') {
+				return bad
+			}
+		default:
+			if _, ok := tok.(string); !ok {
+				return bad
+			}
+		}
+	}
+}
+
+// skipRest consumes the rest of the value that tok starts, then returns
+// err (or a decoding error).
+func skipRest(dec *json.Decoder, tok json.Token, err error) error {
+	if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
+		for depth := 1; depth > 0; {
+			t, derr := dec.Token()
+			if derr != nil {
+				return fmt.Errorf("%w: %v", ErrInvalidJob, derr)
+			}
+			switch t {
+			case json.Delim('{'), json.Delim('['):
+				depth++
+			case json.Delim('}'), json.Delim(']'):
+				depth--
+			}
+		}
+	}
+	return err
 }

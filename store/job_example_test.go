@@ -88,3 +88,37 @@ func ExampleEscapeID() {
 	// /jobfleet/jobs/team%20a%2Freport%20100%25
 	// team a/report 100% <nil>
 }
+
+// A header value and a payload value that are secret references: the job
+// document holds only the variables' names; a worker resolves them.
+func ExampleResolveSecretRefs() {
+	payload := json.RawMessage(`{"repo":"shop","api_key":{"secret_env":"SHOP_API_KEY"}}`)
+	names, _ := store.SecretRefs("payload", payload)
+	fmt.Println(names)
+
+	env := map[string]string{"SHOP_API_KEY": "k-123"} // the worker's allowed variables
+	resolved, err := store.ResolveSecretRefs("payload", payload, func(name string) (string, error) {
+		v, ok := env[name]
+		if !ok {
+			return "", fmt.Errorf("variable %s is not set", name)
+		}
+		return v, nil
+	})
+	fmt.Println(string(resolved), err)
+	// Output:
+	// [SHOP_API_KEY]
+	// {"repo":"shop","api_key":"k-123"} <nil>
+}
+
+// Readers without write access see literal header values redacted, and
+// references as they are.
+func ExampleJob_Redacted() {
+	j := store.Job{ID: "deploy", Executor: store.Executor{Type: store.ExecutorHTTP, URL: "https://hooks.example.com/deploy",
+		Headers: map[string]store.HeaderValue{
+			"Authorization": store.Literal("Bearer abc123"),
+			"X-Api-Key":     store.SecretEnv("DEPLOY_KEY"),
+		}}}
+	b, _ := json.Marshal(j.Redacted().Executor.Headers)
+	fmt.Println(string(b))
+	// Output: {"Authorization":"\u003credacted\u003e","X-Api-Key":{"secret_env":"DEPLOY_KEY"}}
+}

@@ -5,6 +5,17 @@ import (
 	"net/url"
 )
 
+// Bounds of the identifiers that reach the store through URLs, so that
+// an absurd one is refused before it reaches etcd.
+const (
+	// MaxRunIDBytes bounds a run ID: an escaped job ID (at most three
+	// bytes per byte of the ID), '@' and a time.
+	MaxRunIDBytes = 3*MaxIDBytes + 1 + len(TimeFormat)
+	// MaxCursorBytes bounds a cursor of List: a partition number and an
+	// escaped job ID.
+	MaxCursorBytes = 3*MaxIDBytes + 32
+)
+
 // EscapeID returns id in a form that is safe as one segment of an etcd key:
 // it contains no '/' and only printable ASCII. It percent-encodes like
 // url.PathEscape: ASCII letters, digits and "-._~$&+=:@" stay as they are,

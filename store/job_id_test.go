@@ -4,7 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
 
+	"golang.org/x/text/unicode/norm"
 	"pgregory.net/rapid"
 )
 
@@ -100,22 +102,44 @@ func TestEscapeIDProperties(t *testing.T) {
 	})
 }
 
-// TestValidIDsRoundTrip checks that IDs Validate accepts survive escaping
-// and that any printable string within the length limit is accepted.
+// TestValidIDsRoundTrip checks, over arbitrary strings, that the IDs
+// Validate accepts keep its rules and survive escaping; and that any
+// printable ASCII string without surrounding blanks within the length
+// limit is accepted.
 func TestValidIDsRoundTrip(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		id := rapid.StringMatching(`[^\x00-\x1f\x7f-\x9f]{1,60}`).Draw(t, "id")
-		if id == "." || id == ".." || len(id) > MaxIDBytes {
-			t.Skip("reserved or too long")
-		}
-		j := validJob()
-		j.ID = id
-		if err := j.Validate(DefaultLimits()); err != nil {
-			t.Fatalf("Validate with ID %q: %v", id, err)
-		}
-		back, err := UnescapeID(EscapeID(id))
-		if err != nil || back != id {
-			t.Fatalf("round trip of %q: got %q, %v", id, back, err)
-		}
+	t.Run("arbitrary", func(t *testing.T) {
+		rapid.Check(t, func(t *rapid.T) {
+			id := rapid.String().Draw(t, "id")
+			j := validJob()
+			j.ID = id
+			if err := j.Validate(DefaultLimits()); err != nil {
+				return
+			}
+			for _, r := range id {
+				if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || (unicode.IsSpace(r) && r != ' ') {
+					t.Fatalf("Validate accepted %q with %U", id, r)
+				}
+			}
+			if strings.TrimSpace(id) != id || !norm.NFC.IsNormalString(id) {
+				t.Fatalf("Validate accepted %q: surrounding blanks or not NFC", id)
+			}
+			back, err := UnescapeID(EscapeID(id))
+			if err != nil || back != id {
+				t.Fatalf("round trip of %q: got %q, %v", id, back, err)
+			}
+		})
+	})
+	t.Run("printable ascii", func(t *testing.T) {
+		rapid.Check(t, func(t *rapid.T) {
+			id := rapid.StringMatching(`[!-~]([ -~]{0,58}[!-~])?`).Draw(t, "id")
+			if id == "." || id == ".." {
+				t.Skip("reserved")
+			}
+			j := validJob()
+			j.ID = id
+			if err := j.Validate(DefaultLimits()); err != nil {
+				t.Fatalf("Validate with ID %q: %v", id, err)
+			}
+		})
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobfleet/jobfleet/dispatch/schedule"
 )
@@ -30,6 +31,7 @@ func TestDurationJSON(t *testing.T) {
 		{name: "milliseconds", d: Duration(1500 * time.Millisecond), want: `"1.5s"`},
 		{name: "sub-millisecond", d: Duration(250 * time.Microsecond), want: `"250µs"`},
 		{name: "negative", d: Duration(-time.Minute), want: `"-1m"`},
+		{name: "none", d: NoTimeout, want: `"none"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +92,7 @@ func TestDurationUnmarshal(t *testing.T) {
 	}
 }
 
-// designDoc is the job document of DESIGN.md, with one choice per policy.
+// designDoc is the README's job document, with one choice per policy.
 const designDoc = `{
   "id": "nightly-report",
   "schedule": "0 2 * * *",
@@ -198,6 +200,14 @@ func TestDecodeJobErrors(t *testing.T) {
 		{name: "run_at without zone", doc: `{"id":"a","run_at":"2026-12-01T00:00:00"}`, wantField: "run_at"},
 		{name: "run_at number", doc: `{"id":"a","run_at":1700000000}`, wantField: "run_at", wantMsg: "want an RFC 3339 time string"},
 		{name: "created_at object", doc: `{"id":"a","created_at":{}}`, wantField: "created_at", wantMsg: "not a JSON object"},
+		{name: "id with byte 0xff", doc: "{\"id\":\"job\xff\"}", wantField: "id", wantMsg: "byte 0xFF is not valid UTF-8"},
+		{name: "id with unpaired surrogate", doc: `{"id":"job\udc00"}`, wantField: "id", wantMsg: `"\udc00" is an unpaired UTF-16 surrogate`},
+		{name: "payload with byte 0xff", doc: "{\"id\":\"a\",\"payload\":{\"k\":[1,\"v\xff\"]}}", wantField: "payload", wantMsg: "byte 0xFF"},
+		{name: "schedule with latin-1", doc: "{\"id\":\"a\",\"schedule\":\"0 0 * * \xe9\"}", wantField: "schedule", wantMsg: "byte 0xE9"},
+		{name: "header value with byte 0xff", doc: "{\"id\":\"a\",\"executor\":{\"type\":\"http\",\"headers\":{\"X-A\":\"\xff\"}}}", wantField: "executor.headers[X-A]", wantMsg: "byte 0xFF"},
+		{name: "command word with byte 0xff", doc: "{\"id\":\"a\",\"executor\":{\"type\":\"shell\",\"command\":[\"echo\",\"\xff\"]}}", wantField: "executor.command[1]", wantMsg: "byte 0xFF"},
+		{name: "key with byte 0xff", doc: "{\"id\":\"a\",\"pay\xffload\":1}", wantField: "pay\ufffdload (a key)", wantMsg: "byte 0xFF"},
+		{name: "byte 0xff outside strings", doc: "{\"id\":\"a\"}\xff", wantMsg: "byte 0xFF is not valid UTF-8 at byte 10"},
 		{name: "too large", doc: `{"id":"` + strings.Repeat("a", 100) + `"}`, maxBytes: 50, wantErr: ErrTooLarge},
 	}
 	for _, tt := range tests {
@@ -243,6 +253,8 @@ func TestDecodeJobAccepts(t *testing.T) {
 		{name: "null fields", doc: `{"id":"a","run_at":null,"timeout":null,"retry":null,"payload":null}`, check: func(j Job) bool { return j.RunAt == nil && j.Timeout == 0 }},
 		{name: "server-set fields", doc: `{"id":"a","partition":5,"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-02T00:00:00Z","revision":7}`, check: func(j Job) bool { return j.Partition == 5 && j.Revision == 7 }},
 		{name: "unicode id", doc: `{"id":"r\u00e9sum\u00e9 / 100%"}`, check: func(j Job) bool { return j.ID == "résumé / 100%" }},
+		{name: "surrogate pair escape", doc: `{"id":"rocket \ud83d\ude80"}`, check: func(j Job) bool { return j.ID == "rocket 🚀" }},
+		{name: "timeout none", doc: `{"id":"a","timeout":"none"}`, check: func(j Job) bool { return j.Timeout == NoTimeout }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -404,4 +416,31 @@ func TestParseScheduleAndInitialLast(t *testing.T) {
 	if _, err := bad.ParseSchedule(); !errors.Is(err, schedule.ErrInvalidCron) {
 		t.Errorf("ParseSchedule(%q): got %v, want %v", bad.Schedule, err, schedule.ErrInvalidCron)
 	}
+}
+
+// FuzzDecodeJob checks that DecodeJob and Validate never panic, that their
+// errors match ErrInvalidJob, and that an accepted document's strings are
+// valid UTF-8 (nothing was silently replaced).
+func FuzzDecodeJob(f *testing.F) {
+	for _, seed := range []string{
+		designDoc, `{"id":"a\xff"}`, `{"id":"a","payload":[[["\ud800"]]]}`, `{"id":"x"}`, `{}`, `[`,
+		`{"id":"a","executor":{"type":"http","headers":{"X":"\xff"}}}`, `{"id":"a","timeout":"none"}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		j, err := DecodeJob(strings.NewReader(doc), 0)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidJob) {
+				t.Fatalf("DecodeJob(%q): error %v does not match ErrInvalidJob", doc, err)
+			}
+			return
+		}
+		if !utf8.ValidString(j.ID) || !utf8.ValidString(j.Schedule) || !utf8.Valid(j.Payload) {
+			t.Fatalf("DecodeJob(%q): accepted text that is not UTF-8: %+v", doc, j)
+		}
+		if err := j.Validate(DefaultLimits()); err != nil && !errors.Is(err, ErrInvalidJob) {
+			t.Fatalf("Validate: error %v does not match ErrInvalidJob", err)
+		}
+	})
 }

@@ -8,9 +8,9 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/jobfleet/jobfleet/dispatch/schedule"
@@ -25,6 +25,10 @@ var (
 	// ErrTooLarge means a job document exceeds DecodeJob's size limit. It
 	// also matches ErrInvalidJob.
 	ErrTooLarge = fmt.Errorf("%w: document too large", ErrInvalidJob)
+	// ErrStaleRevision means a write named the revision of the job it
+	// replaces, and the stored job has another (it changed, or was
+	// deleted, since the writer read it).
+	ErrStaleRevision = errors.New("stale revision")
 )
 
 // Limits and defaults of the job document.
@@ -41,6 +45,11 @@ const (
 	DefaultTimeout = Duration(time.Hour)
 	// MaxTimeout is the longest timeout, and the longest backoff.
 	MaxTimeout = Duration(24 * time.Hour)
+	// NoTimeout is the Timeout of a job whose attempts run as long as they
+	// take ("timeout": "none"); only the run lease, renewed by the
+	// worker's heartbeats, bounds them. Its value is a century, so that
+	// arithmetic on it stays in range; it is written and read as "none".
+	NoTimeout = Duration(100 * 365 * 24 * time.Hour)
 	// DefaultMaxAttempts is Retry.MaxAttempts by default: no retry.
 	DefaultMaxAttempts = 1
 	// MaxAttempts is the largest Retry.MaxAttempts.
@@ -57,7 +66,36 @@ const (
 
 	// maxHandlerBytes is the longest named handler type.
 	maxHandlerBytes = 64
+
+	// Per-field limits, so that no single field can take a whole document.
+
+	// MaxScheduleBytes bounds Job.Schedule.
+	MaxScheduleBytes = 1024
+	// MaxTimezoneBytes bounds Job.Timezone; IANA names are at most about
+	// 30 bytes.
+	MaxTimezoneBytes = 64
+	// MaxURLBytes bounds Executor.URL.
+	MaxURLBytes = 8 << 10
+	// MaxHeaders bounds the number of Executor.Headers.
+	MaxHeaders = 64
+	// MaxHeaderNameBytes bounds the name of one of Executor.Headers.
+	MaxHeaderNameBytes = 256
+	// MaxHeaderValueBytes bounds the value of one of Executor.Headers.
+	MaxHeaderValueBytes = 8 << 10
+	// MaxCommandArgs bounds the number of words of Executor.Command.
+	MaxCommandArgs = 1024
+	// MaxCommandBytes bounds the words of Executor.Command together.
+	MaxCommandBytes = 128 << 10
+	// MaxJSONDepth bounds the nesting of arrays and objects in
+	// Job.Payload and Executor.Body.
+	MaxJSONDepth = 64
+	// MaxRunAtAhead is how far ahead of the store's clock RunAt may be.
+	MaxRunAtAhead = 100 * 365 * 24 * time.Hour
 )
+
+// MinRunAt is the earliest RunAt: the Unix epoch. Earlier times are
+// typing mistakes (a zero year) that would fire at once.
+var MinRunAt = time.Unix(0, 0).UTC()
 
 // Limits are the configurable bounds Validate enforces. A zero field means
 // its default.
@@ -163,13 +201,27 @@ func isNull(raw json.RawMessage) bool {
 // Validate checks the job against the job document's rules and limits and
 // returns the first problem as a *FieldError, checking fields in document
 // order. It does not modify the job. Fields left empty for Normalize to
-// fill are accepted; server-set fields are not checked.
+// fill are accepted; server-set fields are not checked. It checks that
+// RunAt is not before MinRunAt but not how far ahead it is, which needs a
+// clock: see ValidateAt.
 func (j *Job) Validate(limits Limits) error {
+	return j.ValidateAt(limits, time.Time{})
+}
+
+// ValidateAt is Validate that also refuses a RunAt more than
+// MaxRunAtAhead after now (unless now is zero).
+func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 	if limits.MaxPayloadBytes <= 0 {
 		limits.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
 	if err := validateID(j.ID); err != nil {
 		return err
+	}
+	if len(j.Schedule) > MaxScheduleBytes {
+		return fieldErr("schedule", "%d bytes long; want at most %d", len(j.Schedule), MaxScheduleBytes)
+	}
+	if len(j.Timezone) > MaxTimezoneBytes {
+		return fieldErr("timezone", "%d bytes long; want at most %d", len(j.Timezone), MaxTimezoneBytes)
 	}
 	if _, err := schedule.LoadLocation(j.Timezone); err != nil {
 		return fieldErr("timezone", "%v", err)
@@ -185,8 +237,8 @@ func (j *Job) Validate(limits Limits) error {
 			return fieldErr("schedule", "%v", err)
 		}
 	}
-	if j.RunAt != nil && j.RunAt.IsZero() {
-		return fieldErr("run_at", "must not be the zero time")
+	if err := validateRunAt(j.RunAt, now); err != nil {
+		return err
 	}
 	if err := j.Executor.validate(limits); err != nil {
 		return err
@@ -194,11 +246,16 @@ func (j *Job) Validate(limits Limits) error {
 	if err := validateJSON("payload", j.Payload, limits.MaxPayloadBytes); err != nil {
 		return err
 	}
+	if _, err := SecretRefs("payload", j.Payload); err != nil {
+		return err
+	}
 	if err := j.Retry.validate(); err != nil {
 		return err
 	}
-	if err := validateDuration("timeout", j.Timeout); err != nil {
-		return err
+	if j.Timeout != NoTimeout {
+		if err := validateDuration("timeout", j.Timeout); err != nil {
+			return err
+		}
 	}
 	switch j.ConcurrencyPolicy {
 	case "", ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace:
@@ -212,33 +269,34 @@ func (j *Job) Validate(limits Limits) error {
 		return fieldErr("misfire_policy", "unknown policy %q; want %q, %q or %q",
 			string(j.MisfirePolicy), MisfireRunOnce, MisfireSkip, MisfireRunAll)
 	}
-	return nil
+	return j.validateRetention()
 }
 
-// validateID checks a job ID; see Job.ID.
-func validateID(id string) error {
+// validateRunAt checks a one-off's time: not the zero time, not before
+// MinRunAt, and (if now is not zero) at most MaxRunAtAhead after now.
+func validateRunAt(at *time.Time, now time.Time) error {
 	switch {
-	case id == "":
-		return fieldErr("id", "required")
-	case len(id) > MaxIDBytes:
-		return fieldErr("id", "%d bytes long; want at most %d", len(id), MaxIDBytes)
-	case !utf8.ValidString(id):
-		return fieldErr("id", "not valid UTF-8")
-	case id == "." || id == "..":
-		return fieldErr("id", "%q is reserved: it cannot be addressed in a URL path", id)
-	}
-	for i, r := range id {
-		if unicode.IsControl(r) {
-			return fieldErr("id", "control character %U at byte %d", r, i)
-		}
+	case at == nil:
+		return nil
+	case at.IsZero():
+		return fieldErr("run_at", "must not be the zero time")
+	case at.Before(MinRunAt):
+		return fieldErr("run_at", "%s is before %s; it would fire at once, so it is probably a mistake",
+			at.UTC().Format(time.RFC3339), MinRunAt.Format(time.RFC3339))
+	case !now.IsZero() && at.Sub(now) > MaxRunAtAhead:
+		return fieldErr("run_at", "%s is more than 100 years ahead; it would never fire in practice, so it is probably a mistake",
+			at.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
 
 // validateDuration checks a timeout or backoff: zero (unset, Normalize
-// fills the default) or positive and at most MaxTimeout.
+// fills the default) or positive and at most MaxTimeout. "none"
+// (NoTimeout) is valid only as a job's timeout, which is checked apart.
 func validateDuration(field string, d Duration) error {
 	switch {
+	case d == NoTimeout:
+		return fieldErr(field, `"none" is only allowed for the job's timeout`)
 	case d < 0:
 		return fieldErr(field, "%v is negative", d)
 	case d > MaxTimeout:
@@ -271,21 +329,28 @@ func (e *Executor) validate(limits Limits) error {
 	case "":
 		return fieldErr("executor.type", "required; want %q, %q or a registered handler name", ExecutorHTTP, ExecutorShell)
 	case ExecutorHTTP:
-		if err := e.only("url", "method", "headers", "body"); err != nil {
+		if err := e.only("url", "method", "headers", "body", "follow_redirects"); err != nil {
 			return err
 		}
 		if err := validateURL(e.URL); err != nil {
 			return err
 		}
 		if e.Method != "" && !slices.Contains(httpMethods, strings.ToUpper(e.Method)) {
-			return fieldErr("executor.method", "unsupported method %q; want one of %s", e.Method, strings.Join(httpMethods, ", "))
+			return fieldErr("executor.method", "unsupported method %s; want one of %s", quoteClipped(e.Method), strings.Join(httpMethods, ", "))
+		}
+		if len(e.Headers) > MaxHeaders {
+			return fieldErr("executor.headers", "%d headers; want at most %d", len(e.Headers), MaxHeaders)
 		}
 		for _, name := range slices.Sorted(maps.Keys(e.Headers)) {
 			if err := validateHeader(name, e.Headers[name]); err != nil {
 				return err
 			}
 		}
-		return validateJSON("executor.body", e.Body, limits.MaxPayloadBytes)
+		if err := validateJSON("executor.body", e.Body, limits.MaxPayloadBytes); err != nil {
+			return err
+		}
+		_, err := SecretRefs("executor.body", e.Body)
+		return err
 	case ExecutorShell:
 		if err := e.only("command"); err != nil {
 			return err
@@ -293,18 +358,85 @@ func (e *Executor) validate(limits Limits) error {
 		if len(e.Command) == 0 || e.Command[0] == "" {
 			return fieldErr("executor.command", "required: the program and its arguments")
 		}
+		if len(e.Command) > MaxCommandArgs {
+			return fieldErr("executor.command", "%d words; want at most %d", len(e.Command), MaxCommandArgs)
+		}
+		total := 0
 		for i, arg := range e.Command {
 			if !utf8.ValidString(arg) || strings.ContainsRune(arg, 0) {
 				return fieldErr(fmt.Sprintf("executor.command[%d]", i), "must be valid UTF-8 without NUL bytes")
 			}
+			if total += len(arg); total > MaxCommandBytes {
+				return fieldErr("executor.command", "more than %d bytes in all", MaxCommandBytes)
+			}
 		}
 		return nil
 	default:
+		if builtin := nearBuiltinType(e.Type); builtin != "" {
+			hint := ""
+			if builtin == ExecutorHTTP {
+				hint = " (it sends to http and https URLs)"
+			}
+			return fieldErr("executor.type", "unknown type %s; did you mean %q%s? Built-in types are lower case", quoteClipped(e.Type), builtin, hint)
+		}
 		if err := validateHandlerName(e.Type); err != nil {
 			return err
 		}
 		return e.only()
 	}
+}
+
+// nearBuiltinType returns the built-in executor type that name is
+// probably a misspelling of ("Shell", "HTTP", "https", "shel", "sh"), or
+// "". Handlers registered by Go code cannot take such names.
+func nearBuiltinType(name string) string {
+	lower := strings.ToLower(name)
+	switch lower {
+	case "sh", "bash":
+		return ExecutorShell
+	}
+	for _, builtin := range []string{ExecutorHTTP, ExecutorShell} {
+		if lower == builtin || editDistanceAtMost1(lower, builtin) {
+			return builtin
+		}
+	}
+	return ""
+}
+
+// editDistanceAtMost1 reports whether a becomes b with at most one
+// insertion, deletion, substitution or swap of adjacent bytes.
+func editDistanceAtMost1(a, b string) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	if len(b)-len(a) > 1 {
+		return false
+	}
+	i := 0
+	for i < len(a) && a[i] == b[i] {
+		i++
+	}
+	if len(a) == len(b) {
+		if i >= len(a)-1 {
+			return true
+		}
+		return a[i+1:] == b[i+1:] || (a[i] == b[i+1] && a[i+1] == b[i] && a[i+2:] == b[i+2:])
+	}
+	return a[i:] == b[i+1:]
+}
+
+// quoteClipped quotes s for an error message, cut to its first 64 bytes
+// (on a character boundary) so that no value can make a message long.
+func quoteClipped(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
 }
 
 // only reports the first set field of e that is not among allowed.
@@ -318,6 +450,7 @@ func (e *Executor) only(allowed ...string) error {
 		{"headers", len(e.Headers) > 0},
 		{"body", len(e.Body) > 0},
 		{"command", len(e.Command) > 0},
+		{"follow_redirects", e.FollowRedirects},
 	}
 	for _, f := range set {
 		if f.isSet && !slices.Contains(allowed, f.name) {
@@ -331,6 +464,9 @@ func validateURL(raw string) error {
 	if raw == "" {
 		return fieldErr("executor.url", "required for executor type %q", ExecutorHTTP)
 	}
+	if len(raw) > MaxURLBytes {
+		return fieldErr("executor.url", "%d bytes long; want at most %d", len(raw), MaxURLBytes)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fieldErr("executor.url", "invalid URL %q: %v", raw, errors.Unwrap(err))
@@ -338,20 +474,37 @@ func validateURL(raw string) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fieldErr("executor.url", "%q is not an absolute http or https URL", raw)
 	}
+	if u.User != nil {
+		// Not repeated: the URL holds a password.
+		return fieldErr("executor.url", "must not carry a user name or password (user:password@host); send credentials in a header, for example as a secret reference {\"secret_env\": \"NAME\"}")
+	}
 	if u.Host == "" {
 		return fieldErr("executor.url", "%q has no host", raw)
 	}
 	return nil
 }
 
-func validateHeader(name, value string) error {
+func validateHeader(name string, hv HeaderValue) error {
+	if len(name) > MaxHeaderNameBytes {
+		return fieldErr("executor.headers", "header name %s is longer than %d bytes", quoteClipped(name), MaxHeaderNameBytes)
+	}
 	field := fmt.Sprintf("executor.headers[%s]", name)
+	if len(hv.Value) > MaxHeaderValueBytes {
+		return fieldErr(field, "value of %d bytes; want at most %d", len(hv.Value), MaxHeaderValueBytes)
+	}
 	if name == "" || strings.IndexFunc(name, func(r rune) bool { return !isTokenChar(r) }) >= 0 {
 		return fieldErr(field, "invalid header name %q", name)
 	}
 	if strings.HasPrefix(strings.ToLower(name), "jobfleet-") {
 		return fieldErr(field, "header names starting with \"Jobfleet-\" are reserved")
 	}
+	if hv.IsSecret() {
+		if !validSecretName(hv.SecretEnv) {
+			return fieldErr(field, "secret reference %s is not a valid environment variable name (letters, digits and '_', not starting with a digit, at most %d bytes)", quoteClipped(hv.SecretEnv), maxSecretNameBytes)
+		}
+		return nil
+	}
+	value := hv.Value
 	for _, r := range value {
 		if (r < ' ' && r != '\t') || r == 0x7f {
 			return fieldErr(field, "value contains control character %U", r)
@@ -390,8 +543,8 @@ func validateHandlerName(name string) error {
 		ok = ok && valid(i, r)
 	}
 	if !ok {
-		return fieldErr("executor.type", "invalid handler name %q; want %q, %q or a name of letters, digits, '-', '_', '.' and ':' starting with a letter, at most %d bytes",
-			name, ExecutorHTTP, ExecutorShell, maxHandlerBytes)
+		return fieldErr("executor.type", "invalid handler name %s; want %q, %q or a name of letters, digits, '-', '_', '.' and ':' starting with a letter, at most %d bytes",
+			quoteClipped(name), ExecutorHTTP, ExecutorShell, maxHandlerBytes)
 	}
 	return nil
 }
@@ -402,6 +555,9 @@ func validateJSON(field string, raw json.RawMessage, maxBytes int) error {
 	}
 	if len(raw) > maxBytes {
 		return fieldErr(field, "%d bytes; want at most %d", len(raw), maxBytes)
+	}
+	if off, msg := checkJSONText(raw, MaxJSONDepth); off >= 0 {
+		return fieldErr(field, "%s (at byte %d)", msg, off)
 	}
 	if !json.Valid(raw) {
 		return fieldErr(field, "not valid JSON")

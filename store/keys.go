@@ -63,7 +63,7 @@ func (k Keys) State(p int, id string) string { return k.StatePrefix(p) + EscapeI
 
 // RunPrefix is the prefix of job id's runs.
 func (k Keys) RunPrefix(p int, id string) string {
-	return k.AllRunsPrefix() + part(p) + "/" + EscapeID(id) + "/"
+	return k.PartitionRunsPrefix(p) + EscapeID(id) + "/"
 }
 
 // Run is the key of job id's run for scheduled time t.
@@ -125,6 +125,28 @@ func (k Keys) ParseQueueKey(p int, key string) (id string, t time.Time, ok bool)
 	return id, t, err == nil
 }
 
+// PartitionRunsPrefix is the prefix of partition p's runs.
+func (k Keys) PartitionRunsPrefix(p int) string { return k.AllRunsPrefix() + part(p) + "/" }
+
+// ParseRunKey splits a key under PartitionRunsPrefix(p) into job ID and
+// scheduled time.
+func (k Keys) ParseRunKey(p int, key string) (id string, t time.Time, ok bool) {
+	rest, found := strings.CutPrefix(key, k.PartitionRunsPrefix(p))
+	if !found {
+		return "", time.Time{}, false
+	}
+	esc, ts, found := strings.Cut(rest, "/")
+	if !found {
+		return "", time.Time{}, false
+	}
+	id, err := UnescapeID(esc)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	t, err = time.Parse(TimeFormat, ts)
+	return id, t, err == nil
+}
+
 // RunID returns the ID of job id's run for scheduled time t:
 // EscapeID(id) + "@" + FormatTime(t). It is unique per (job, time) and
 // URL-path safe.
@@ -138,18 +160,18 @@ func RunID(id string, t time.Time) string { return EscapeID(id) + "@" + FormatTi
 func ParseRunID(runID string) (id string, t time.Time, err error) {
 	i := strings.LastIndexByte(runID, '@')
 	if i < 0 {
-		return "", time.Time{}, fmt.Errorf("%w: run ID %q has no '@'", ErrNotFound, runID)
+		return "", time.Time{}, fmt.Errorf("%w: run ID %s has no '@'", ErrNotFound, quoteClipped(runID))
 	}
 	id, err = UnescapeID(runID[:i])
 	if err != nil {
 		id = runID[:i] // not in escaped form: the job ID itself
 	}
 	if id == "" {
-		return "", time.Time{}, fmt.Errorf("%w: run ID %q: no job ID", ErrNotFound, runID)
+		return "", time.Time{}, fmt.Errorf("%w: run ID %s: no job ID", ErrNotFound, quoteClipped(runID))
 	}
 	t, err = time.Parse(TimeFormat, runID[i+1:])
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("%w: run ID %q: bad time", ErrNotFound, runID)
+		return "", time.Time{}, fmt.Errorf("%w: run ID %s: bad time", ErrNotFound, quoteClipped(runID))
 	}
 	return id, t, nil
 }

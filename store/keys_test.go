@@ -40,3 +40,17 @@ func TestParseRunID(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRunKey(t *testing.T) {
+	k := store.Keys{NS: "/ns/"}
+	at := time.Date(2026, 12, 1, 2, 0, 0, 123e6, time.UTC)
+	id, got, ok := k.ParseRunKey(4, k.Run(4, "a/b c", at))
+	if !ok || id != "a/b c" || !got.Equal(at) {
+		t.Fatalf("ParseRunKey(Run(...)) = %q, %v, %v", id, got, ok)
+	}
+	for _, key := range []string{k.Run(5, "a", at), k.RunPrefix(4, "a"), k.PartitionRunsPrefix(4) + "a/yesterday", k.State(4, "a")} {
+		if _, _, ok := k.ParseRunKey(4, key); ok {
+			t.Errorf("ParseRunKey(%q) ok, want not a run key of partition 4", key)
+		}
+	}
+}

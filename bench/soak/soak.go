@@ -45,9 +45,11 @@ type Config struct {
 	Partitions int `json:"partitions"`
 	// CompactionInterval is the fleet's --compaction-interval.
 	CompactionInterval time.Duration `json:"compaction_interval_ns"`
-	// HistoryLimit is how many runs are kept per job (0: the
-	// orchestrator's default).
-	HistoryLimit int `json:"history_limit"`
+	// HistoryMaxRuns is how many runs are kept per job, and HistoryBudget
+	// the bytes of run documents the fleet keeps (0: the orchestrator's
+	// defaults).
+	HistoryMaxRuns int   `json:"history_max_runs"`
+	HistoryBudget  int64 `json:"history_budget_bytes"`
 	// SampleInterval is how often etcd's figures are recorded.
 	SampleInterval time.Duration `json:"sample_interval_ns"`
 	// Pollers is the number of no-op pollers per member.

@@ -21,6 +21,7 @@ func newBenchSoakCmd() *cobra.Command {
 	var (
 		out, logFile   string
 		quota          byteSize
+		historyBudget  byteSize
 		noFsync, quiet bool
 	)
 	cmd := &cobra.Command{
@@ -39,6 +40,7 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 			if !quiet {
 				cfg.Progress = bench.NewProgress(os.Stderr)
 			}
+			cfg.HistoryBudget = int64(historyBudget)
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
@@ -86,7 +88,8 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 	fs.IntVar(&cfg.Members, "members", cfg.Members, "orchestrators")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "P")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", cfg.CompactionInterval, "the fleet's compaction interval (0: none)")
-	fs.IntVar(&cfg.HistoryLimit, "history-limit", cfg.HistoryLimit, "runs kept per job (0: the orchestrator's default)")
+	fs.IntVar(&cfg.HistoryMaxRuns, "history-max-runs", cfg.HistoryMaxRuns, "runs kept per job (0: the orchestrator's default)")
+	fs.Var(&historyBudget, "history-budget", "bytes of run documents the fleet keeps (0: the orchestrator's default)")
 	fs.DurationVar(&cfg.SampleInterval, "sample-interval", cfg.SampleInterval, "how often etcd's figures are recorded")
 	fs.IntVar(&cfg.Pollers, "pollers", cfg.Pollers, "no-op pollers per member")
 	fs.Var(&quota, "etcd-quota-bytes", "the embedded etcd's space quota")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,9 +32,12 @@ type clientOptions struct {
 	ca, cert, key string
 }
 
+// defaultServer is --server when none is given.
+const defaultServer = "http://127.0.0.1:8080"
+
 func (o *clientOptions) register(cmd *cobra.Command) {
 	fs := cmd.PersistentFlags()
-	fs.StringVar(&o.server, "server", "http://127.0.0.1:8080", "URL of any orchestrator's HTTP API")
+	fs.StringVar(&o.server, "server", defaultServer, "URL of any orchestrator's HTTP API (http://HOST:PORT, https://..., or HOST:PORT for http)")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "request timeout")
 	fs.StringVar(&o.ca, "ca", "", "PEM file of the CAs to verify an https --server against (default: the system's)")
@@ -58,15 +62,42 @@ func (o *clientOptions) httpClient() (*http.Client, error) {
 	return c, nil
 }
 
+// baseURL returns --server as a URL: a bare "HOST:PORT" (or HOST) means
+// http://HOST:PORT; otherwise it must be an http or https URL.
+func (o *clientOptions) baseURL() (string, error) {
+	s := strings.TrimSpace(o.server)
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("--server %q: want a URL such as http://127.0.0.1:8080 or https://orchestrator:8443, or HOST:PORT", o.server)
+	}
+	return u.String(), nil
+}
+
+// apiURL returns the URL of path on --server.
+func (o *clientOptions) apiURL(path string) (string, error) {
+	base, err := o.baseURL()
+	if err != nil {
+		return "", err
+	}
+	u, err := url.JoinPath(base, path)
+	if err != nil {
+		return "", fmt.Errorf("--server %q: %w", o.server, err)
+	}
+	return u, nil
+}
+
 // do sends a request and decodes a 2xx JSON reply into out; a non-2xx reply
 // becomes an error carrying the server's message.
 func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
 	if o.output != "table" && o.output != "json" {
 		return fmt.Errorf("--output must be table or json, got %q", o.output)
 	}
-	u, err := url.JoinPath(o.server, path)
+	u, err := o.apiURL(path)
 	if err != nil {
-		return fmt.Errorf("--server %q: %w", o.server, err)
+		return err
 	}
 	req, err := http.NewRequest(method, u, body)
 	if err != nil {
@@ -134,7 +165,7 @@ func newClusterCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tADDR\tLEASE\tSTARTED")
 			for _, m := range v.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%x\t%s\n", m.ID, m.Addr, m.LeaseID, m.StartedAt.Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%s\t%x\t%s\n", cell(m.ID), cell(m.Addr), m.LeaseID, m.StartedAt.Format(time.RFC3339))
 			}
 			fmt.Fprintf(tw, "(revision %d)\n", v.Revision)
 			return tw.Flush()
@@ -179,7 +210,7 @@ func newClusterCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MEMBER\tOWNED\tTARGET")
 			for _, id := range sorted {
-				fmt.Fprintf(tw, "%s\t%d\t%d\n", id, owned[id], targeted[id])
+				fmt.Fprintf(tw, "%s\t%d\t%d\n", cell(id), owned[id], targeted[id])
 			}
 			fmt.Fprintf(tw, "%d partitions, %d without owner, %d not yet on their target (revision %d)\n", t.Partitions, unowned, misplaced, t.Revision)
 			return tw.Flush()
@@ -199,12 +230,21 @@ func newClusterCmd() *cobra.Command {
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
-		Use: "drain", Short: "Ask the member at --server to hand its partitions over and leave", Args: cobra.NoArgs,
+		Use: "drain --server URL", Short: "Ask the member at --server (which must be given) to hand its partitions over and leave", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Draining stops a member: it must be named, never taken from
+			// the default.
+			if !cmd.Flags().Changed("server") {
+				return errors.New("drain stops the member it is sent to: name it with --server URL (or JOBFLEET_SERVER)")
+			}
 			if err := opts.do("POST", "/v1/cluster/drain", nil, nil); err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "draining", opts.server)
+			base, _ := opts.baseURL() // do checked it
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"status": "draining", "server": base})
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "draining", base)
 			return nil
 		},
 	})

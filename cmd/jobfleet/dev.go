@@ -41,7 +41,8 @@ func newDevCmd() *cobra.Command {
 others on the following ports), --workers workers (with the shell executor
 enabled), a built-in echo endpoint, and three example jobs: example-echo
 (HTTP, every 5s), example-shell (every 10s) and example-flaky (fails twice,
-then succeeds on its third attempt). Stop it with Ctrl-C: the workers finish
+then succeeds on its third attempt), created when absent (a restart on the
+same --data-dir keeps them as you left them). Stop it with Ctrl-C: the workers finish
 their attempts, the members hand their partitions over and leave.
 
 Other processes can join the same fleet:
@@ -117,6 +118,22 @@ type devConfig struct {
 	server httpserver.Config
 }
 
+// etcdStartHint names the flag to change when the embedded etcd could not
+// start because one of its addresses is taken: it tries to listen on each.
+func etcdStartHint(client, peer string) string {
+	for _, l := range []struct{ addr, flag, what string }{
+		{client, "--etcd-listen", "client"},
+		{peer, "--etcd-peer-listen", "peer"},
+	} {
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			return fmt.Sprintf(" (its %s address %s is taken: is another etcd running? choose another with %s)", l.what, l.addr, l.flag)
+		}
+		ln.Close()
+	}
+	return ""
+}
+
 func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -130,7 +147,7 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 		Dir: cfg.dataDir, ClientAddr: cfg.etcdListen, PeerAddr: cfg.etcdPeer, Logger: lg,
 	})
 	if err != nil {
-		return fmt.Errorf("embedded etcd (is another etcd on %s? use --etcd-listen): %w", cfg.etcdListen, err)
+		return fmt.Errorf("embedded etcd%s: %w", etcdStartHint(cfg.etcdListen, cfg.etcdPeer), err)
 	}
 	defer etcd.Close()
 	lg.Info("embedded etcd ready", zap.Strings("endpoints", etcd.Endpoints()), zap.String("data_dir", cfg.dataDir))
@@ -203,7 +220,8 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	go func() {
 		defer close(workersDone)
 		if cfg.workers > 0 {
-			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, worker.EtcdOrchestrators(client, cfg.mem.namespace))
+			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, worker.EtcdOrchestrators(client, cfg.mem.namespace),
+				append(etcd.Endpoints(), "http://"+etcd.PeerAddr()))
 		}
 		<-ctx.Done()
 		stopOrchs()

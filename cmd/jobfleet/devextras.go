@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -47,9 +48,9 @@ func startEchoServer(lg *zap.Logger, host string, cfg httpserver.Config) (*https
 	return httpserver.Start(net.JoinHostPort(host, "0"), mux, cfg)
 }
 
-// exampleJobs are the jobs `jobfleet dev` loads (replacing earlier
-// versions): one over HTTP every few seconds, one shell job, one that fails
-// twice before it succeeds.
+// exampleJobs are the jobs `jobfleet dev` creates when they are absent:
+// one over HTTP every few seconds, one shell job, one that fails twice
+// before it succeeds.
 func exampleJobs(echoURL string) []store.Job {
 	return []store.Job{
 		{
@@ -80,13 +81,7 @@ func loadExamples(ctx context.Context, lg *zap.Logger, orch *orchestrator.Orches
 	for {
 		jobs, err := orch.Jobs()
 		if err == nil {
-			for _, j := range exampleJobs(echoURL) {
-				if _, _, err := jobs.Put(ctx, j); err != nil {
-					lg.Warn("loading an example job failed", zap.String("job_id", j.ID), zap.Error(err))
-					continue
-				}
-				lg.Info("example job loaded", zap.String("job_id", j.ID), zap.String("schedule", j.Schedule))
-			}
+			storeExamples(ctx, lg, jobs, echoURL)
 			return
 		}
 		if !errors.Is(err, orchestrator.ErrNotStarted) {
@@ -100,10 +95,67 @@ func loadExamples(ctx context.Context, lg *zap.Logger, orch *orchestrator.Orches
 	}
 }
 
+// exampleStore is what storeExamples needs of the job store.
+type exampleStore interface {
+	Create(ctx context.Context, j store.Job) (store.Job, error)
+	Get(ctx context.Context, id string) (store.Job, error)
+	Put(ctx context.Context, j store.Job) (store.Job, bool, error)
+}
+
+// storeExamples creates the example jobs that are absent. An example that
+// exists is the user's: it is kept as it is (paused, edited), except that
+// an HTTP example still aimed at the built-in echo endpoint of an earlier
+// run, whose port changes on every start, is pointed at this run's; that
+// write names the revision read, so it never undoes a concurrent edit.
+func storeExamples(ctx context.Context, lg *zap.Logger, jobs exampleStore, echoURL string) {
+	for _, j := range exampleJobs(echoURL) {
+		_, err := jobs.Create(ctx, j)
+		switch {
+		case err == nil:
+			lg.Info("example job created", zap.String("job_id", j.ID), zap.String("schedule", j.Schedule))
+			continue
+		case !errors.Is(err, store.ErrExists):
+			lg.Warn("creating an example job failed", zap.String("job_id", j.ID), zap.Error(err))
+			continue
+		}
+		old, err := jobs.Get(ctx, j.ID)
+		if err != nil {
+			lg.Warn("reading an example job failed", zap.String("job_id", j.ID), zap.Error(err))
+			continue
+		}
+		if !staleEchoURL(old.Executor, j.Executor) {
+			lg.Info("example job exists; kept as it is", zap.String("job_id", j.ID), zap.Bool("paused", old.Paused))
+			continue
+		}
+		old.Executor.URL = j.Executor.URL
+		if _, _, err := jobs.Put(ctx, old); err != nil {
+			lg.Warn("pointing an example job at this run's echo endpoint failed", zap.String("job_id", j.ID), zap.Error(err))
+			continue
+		}
+		lg.Info("example job exists; kept, with this run's echo endpoint", zap.String("job_id", j.ID), zap.Bool("paused", old.Paused), zap.String("url", j.Executor.URL))
+	}
+}
+
+// staleEchoURL reports whether an existing HTTP executor is aimed at the
+// echo endpoint of an earlier dev run: the same host and path as the
+// example's, another port.
+func staleEchoURL(existing, example store.Executor) bool {
+	if existing.Type != store.ExecutorHTTP || example.Type != store.ExecutorHTTP || existing.URL == example.URL {
+		return false
+	}
+	was, err1 := url.Parse(existing.URL)
+	now, err2 := url.Parse(example.URL)
+	return err1 == nil && err2 == nil && was.Scheme == now.Scheme && was.Hostname() == now.Hostname() && was.Path == now.Path && was.RawQuery == ""
+}
+
 // runDevWorkers runs n workers until ctx ends, finding the orchestrators
 // through src (all members of the fleet, including ones started outside
 // dev), and returns when they have shut down.
-func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discovery) error {
+//
+// Their http executor may call loopback (the echo endpoint, receivers a
+// developer runs on this machine), but never the fleet's orchestrators nor
+// etcd's client (found through src) and peer (fleet) endpoints.
+func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discovery, fleet []string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
@@ -113,6 +165,7 @@ func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discov
 			Concurrency:     8,
 			AllowShell:      true, // dev runs on the developer's own machine
 			ShutdownTimeout: 10 * time.Second,
+			HTTPPolicy:      worker.HTTPPolicy{Allow: []string{"127.0.0.0/8", "::1"}, Fleet: fleet},
 			Logger:          lg.Named("worker"),
 		})
 		if err != nil {

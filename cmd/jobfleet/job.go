@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,9 +54,9 @@ func (o *clientOptions) send(method, path string, query url.Values, body []byte,
 	if o.output != "table" && o.output != "json" {
 		return 0, fmt.Errorf("--output must be table or json, got %q", o.output)
 	}
-	u, err := url.JoinPath(o.server, path)
+	u, err := o.apiURL(path)
 	if err != nil {
-		return 0, fmt.Errorf("--server %q: %w", o.server, err)
+		return 0, err
 	}
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -93,9 +95,11 @@ func (o *clientOptions) send(method, path string, query url.Values, body []byte,
 		}
 		return resp.StatusCode, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
 	}
-	if out == nil || len(data) == 0 {
+	if out == nil {
 		return resp.StatusCode, nil
 	}
+	// An empty body is not an empty document: a server that failed after
+	// its status line would otherwise pass for one with nothing to show.
 	if err := json.Unmarshal(data, out); err != nil {
 		return resp.StatusCode, fmt.Errorf("%s %s: bad reply: %w", method, path, err)
 	}
@@ -153,20 +157,21 @@ func readDocument(cmd *cobra.Command, name string) ([]byte, error) {
 type jobFlags struct {
 	id, schedule, timezone, runAt            string
 	httpURL, method, shell, handler, payload string
-	headers, command                         []string
+	headers, secretHeaders, command          []string
 	maxAttempts                              int
-	backoff, maxBackoff, timeout             time.Duration
+	backoff, maxBackoff                      time.Duration
+	timeout                                  store.Duration
 	concurrencyPolicy, misfirePolicy         string
-	paused                                   bool
+	paused, followRedirects                  bool
 }
 
 // Names of create's job flags: all of them, those choosing the executor,
 // and those only an http executor takes.
 var (
-	jobFlagNames = []string{"id", "schedule", "timezone", "run-at", "http-url", "method", "header", "shell", "command",
+	jobFlagNames = []string{"id", "schedule", "timezone", "run-at", "http-url", "method", "header", "secret-header", "follow-redirects", "shell", "command",
 		"handler", "payload", "max-attempts", "backoff", "max-backoff", "job-timeout", "concurrency-policy", "misfire-policy", "paused"}
 	executorFlagNames = []string{"http-url", "shell", "command", "handler"}
-	httpFlagNames     = []string{"method", "header"}
+	httpFlagNames     = []string{"method", "header", "secret-header", "follow-redirects"}
 )
 
 func (f *jobFlags) register(cmd *cobra.Command) {
@@ -178,6 +183,8 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.httpURL, "http-url", "", "http executor: the URL to send the payload to")
 	fs.StringVar(&f.method, "method", "", "http executor: the HTTP method (default POST)")
 	fs.StringArrayVar(&f.headers, "header", nil, `http executor: an extra request header "Name: value" (repeatable)`)
+	fs.StringArrayVar(&f.secretHeaders, "secret-header", nil, `http executor: a header whose value the worker takes from its environment, "Name: VARIABLE" (repeatable; the worker needs --secret-env VARIABLE)`)
+	fs.BoolVar(&f.followRedirects, "follow-redirects", false, "http executor: follow redirects (within the worker's destination policy, never changing the method)")
 	fs.StringVar(&f.shell, "shell", "", `shell executor: a command line run with /bin/sh -c`)
 	fs.StringArrayVar(&f.command, "command", nil, "shell executor: the program, then its arguments, run without a shell (repeat the flag per word)")
 	fs.StringVar(&f.handler, "handler", "", "executor of a handler registered by Go code, by name")
@@ -185,7 +192,7 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts per run including the first (default 1: no retry)")
 	fs.DurationVar(&f.backoff, "backoff", 0, "wait before the first retry (default 1s)")
 	fs.DurationVar(&f.maxBackoff, "max-backoff", 0, "longest wait between attempts (default 1m)")
-	fs.DurationVar(&f.timeout, "job-timeout", 0, "time limit of one attempt (default 1h)")
+	fs.Var(&timeoutFlag{d: &f.timeout}, "job-timeout", `time limit of one attempt, up to 24h, or "none" (default 1h)`)
 	fs.StringVar(&f.concurrencyPolicy, "concurrency-policy", "", "allow, forbid or replace (default allow)")
 	fs.StringVar(&f.misfirePolicy, "misfire-policy", "", "run_once, skip or run_all (default run_once)")
 	fs.BoolVar(&f.paused, "paused", false, "create the job paused")
@@ -223,7 +230,7 @@ func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
 		Schedule:          f.schedule,
 		Timezone:          f.timezone,
 		Retry:             store.RetryPolicy{MaxAttempts: f.maxAttempts, InitialBackoff: store.Duration(f.backoff), MaxBackoff: store.Duration(f.maxBackoff)},
-		Timeout:           store.Duration(f.timeout),
+		Timeout:           f.timeout,
 		ConcurrencyPolicy: store.ConcurrencyPolicy(f.concurrencyPolicy),
 		MisfirePolicy:     store.MisfirePolicy(f.misfirePolicy),
 		Paused:            f.paused,
@@ -243,16 +250,22 @@ func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
 	}
 	switch {
 	case f.httpURL != "":
-		j.Executor = store.Executor{Type: store.ExecutorHTTP, URL: f.httpURL, Method: f.method}
-		for _, h := range f.headers {
-			name, value, ok := strings.Cut(h, ":")
-			if !ok {
-				return nil, fmt.Errorf("--header %q: want \"Name: value\"", h)
+		j.Executor = store.Executor{Type: store.ExecutorHTTP, URL: f.httpURL, Method: f.method, FollowRedirects: f.followRedirects}
+		for flag, list := range map[string][]string{"header": f.headers, "secret-header": f.secretHeaders} {
+			for _, h := range list {
+				name, value, ok := strings.Cut(h, ":")
+				if !ok {
+					return nil, fmt.Errorf("--%s %q: want \"Name: value\"", flag, h)
+				}
+				if j.Executor.Headers == nil {
+					j.Executor.Headers = map[string]store.HeaderValue{}
+				}
+				v := store.Literal(strings.TrimSpace(value))
+				if flag == "secret-header" {
+					v = store.SecretEnv(strings.TrimSpace(value))
+				}
+				j.Executor.Headers[strings.TrimSpace(name)] = v
 			}
-			if j.Executor.Headers == nil {
-				j.Executor.Headers = map[string]string{}
-			}
-			j.Executor.Headers[strings.TrimSpace(name)] = strings.TrimSpace(value)
 		}
 	case cmd.Flags().Changed("shell"):
 		j.Executor = store.Executor{Type: store.ExecutorShell, Command: []string{"/bin/sh", "-c", f.shell}}
@@ -306,7 +319,7 @@ func newJobApplyCmd(opts *clientOptions) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
-		Short: "Create or replace the job a job document describes (its \"id\" names it)",
+		Short: "Create or replace the job a job document describes (its \"id\" names it; a \"revision\" makes it replace only that revision)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -327,6 +340,9 @@ func newJobApplyCmd(opts *clientOptions) *cobra.Command {
 			}
 			var j store.Job
 			code, err := opts.send("PUT", jobPath(head.ID), nil, doc, &j)
+			if code == http.StatusConflict && strings.Contains(err.Error(), "stale revision") {
+				return fmt.Errorf("%w\n(%s names the revision it was read at; see the current job with: jobfleet job get %q -o json)", err, file, head.ID)
+			}
 			if err != nil {
 				return err
 			}
@@ -369,7 +385,7 @@ func newJobGetCmd(opts *clientOptions) *cobra.Command {
 
 func printJobDetail(w io.Writer, j store.Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, cell(v)) }
 	row("ID", j.ID)
 	row("SCHEDULE", scheduleText(j))
 	row("EXECUTOR", executorText(j.Executor, 0))
@@ -446,7 +462,11 @@ func newJobListCmd(opts *clientOptions) *cobra.Command {
 		cursor       string
 	)
 	cmd := &cobra.Command{
-		Use: "ls", Aliases: []string{"list"}, Short: "List jobs (all of them unless --limit)", Args: cobra.NoArgs,
+		Use: "ls", Aliases: []string{"list"}, Short: "List jobs, sorted by ID (all of them unless --limit)", Args: cobra.NoArgs,
+		Long: `List jobs sorted by ID. Without --limit every job is fetched (in pages of
+--chunk-size) and the whole list is sorted. With --limit N the API's first N
+jobs after --cursor are shown, sorted by ID; the API pages in its own order
+(by partition, then ID), so such a page is not the first N IDs.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 {
 				return fmt.Errorf("--limit must not be negative, got %d", limit)
@@ -474,13 +494,16 @@ func newJobListCmd(opts *clientOptions) *cobra.Command {
 					break
 				}
 			}
+			// The API pages in key order (partition, then ID), which keeps
+			// cursors stable; people look jobs up by ID.
+			slices.SortFunc(all.Jobs, func(a, b store.Job) int { return strings.Compare(a.ID, b.ID) })
 			if opts.output == "json" {
 				return printJSON(cmd.OutOrStdout(), all)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSCHEDULE\tEXECUTOR\tPAUSED\tPARTITION")
 			for _, j := range all.Jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\n", j.ID, scheduleText(j), executorText(j.Executor, 60), j.Paused, j.Partition)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\n", cell(j.ID), cell(scheduleText(j)), cell(executorText(j.Executor, 60)), j.Paused, j.Partition)
 			}
 			if all.NextCursor != "" {
 				fmt.Fprintf(tw, "(more: --cursor %q)\n", all.NextCursor)
@@ -494,17 +517,32 @@ func newJobListCmd(opts *clientOptions) *cobra.Command {
 	return cmd
 }
 
+// removed is the -o json document of job rm.
+type removed struct {
+	Results []importJobResult `json:"results"` // per ID: deleted or failed
+}
+
 func newJobRemoveCmd(opts *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use: "rm ID...", Aliases: []string{"delete"}, Short: "Delete jobs (their runs are removed by the partition's owner)", Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var errs []error
+			doc := removed{Results: []importJobResult{}}
 			for _, id := range args {
 				if _, err := opts.send("DELETE", jobPath(id), nil, nil, nil); err != nil {
 					errs = append(errs, fmt.Errorf("job %q: %w", id, err))
+					doc.Results = append(doc.Results, importJobResult{ID: id, Result: "failed", Error: err.Error()})
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "deleted job %q\n", id)
+				doc.Results = append(doc.Results, importJobResult{ID: id, Result: "deleted"})
+				if opts.output != "json" {
+					fmt.Fprintf(cmd.OutOrStdout(), "deleted job %q\n", id)
+				}
+			}
+			if opts.output == "json" {
+				if err := printJSON(cmd.OutOrStdout(), doc); err != nil {
+					return err
+				}
 			}
 			return errors.Join(errs...)
 		},
@@ -546,7 +584,7 @@ func newJobTriggerCmd(opts *clientOptions) *cobra.Command {
 			if opts.output == "json" {
 				return printJSON(cmd.OutOrStdout(), t)
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "triggered job %q: run %s\n", args[0], t.RunID)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "triggered job %q: run %s\n", args[0], cell(t.RunID))
 			return err
 		},
 	}
@@ -567,35 +605,67 @@ func newJobRunsCmd(opts *clientOptions) *cobra.Command {
 			if opts.output == "json" {
 				return printJSON(cmd.OutOrStdout(), rl)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tATTEMPTS\tLAST ERROR")
-			for _, r := range rl.Runs {
-				lastErr := ""
-				if n := len(r.Attempts); n > 0 {
-					lastErr = clip(r.Attempts[n-1].Error, 60)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Status,
-					r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), len(r.Attempts), lastErr)
-			}
-			return tw.Flush()
+			return printRuns(cmd.OutOrStdout(), rl.Runs)
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many runs, 1 to 1000")
 	return cmd
 }
 
-// importReport is the -o json document of import-crontab.
-type importReport struct {
-	Jobs    []importedJob     `json:"jobs"`
-	Skipped []crontabProblem  `json:"skipped"`
-	Applied bool              `json:"applied"`
-	Results []importJobResult `json:"results,omitempty"`
+// printRuns writes runs as a table: the last attempt's worker and error,
+// escaped (they come from workers).
+func printRuns(w io.Writer, runs []store.Run) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tATTEMPTS\tWORKER\tLAST ERROR")
+	for _, r := range runs {
+		lastWorker, lastErr := "", ""
+		if n := len(r.Attempts); n > 0 {
+			lastWorker = r.Attempts[n-1].Worker
+			lastErr = cell(clip(r.Attempts[n-1].Error, 60))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.ID), cell(string(r.Status)),
+			r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), len(r.Attempts), cell(lastWorker), lastErr)
+	}
+	return tw.Flush()
 }
 
+// importReport is the -o json document of import-crontab.
+type importReport struct {
+	Jobs    []importedJob    `json:"jobs"`
+	Skipped []crontabProblem `json:"skipped"`
+	// Stale are the jobs of earlier imports under the same prefix that are
+	// no longer in the file: deleted with --prune, kept otherwise.
+	Stale []staleJob `json:"stale"`
+	// CompareError says why the jobs could not be compared with the
+	// server's (a dry run then shows the conversion only).
+	CompareError string            `json:"compare_error,omitempty"`
+	Applied      bool              `json:"applied"`
+	Results      []importJobResult `json:"results,omitempty"`
+}
+
+// The actions of an import, per job.
+const (
+	actionCreate    = "create"    // no job has the ID
+	actionUpdate    = "update"    // the job exists and differs
+	actionUnchanged = "unchanged" // the job exists as the file says
+	actionDelete    = "delete"    // a stale job, with --prune
+	actionKeep      = "keep"      // a stale job, without --prune
+	actionUnknown   = "?"         // not compared
+)
+
 type importedJob struct {
-	Line int       `json:"line"`
-	User string    `json:"user,omitempty"`
-	Job  store.Job `json:"job"`
+	Line   int       `json:"line"`
+	User   string    `json:"user,omitempty"`
+	Job    store.Job `json:"job"`
+	Action string    `json:"action"`
+
+	revision int64 // of the stored job to update
+	paused   bool  // of the stored job: an update keeps it
+}
+
+type staleJob struct {
+	ID     string `json:"id"`
+	Action string `json:"action"`
 }
 
 type crontabProblem struct {
@@ -606,7 +676,7 @@ type crontabProblem struct {
 
 type importJobResult struct {
 	ID     string `json:"id"`
-	Result string `json:"result"` // created, replaced or failed
+	Result string `json:"result"` // created, updated, unchanged, deleted or failed
 	Error  string `json:"error,omitempty"`
 }
 
@@ -614,20 +684,31 @@ func newImportCrontabCmd(opts *clientOptions) *cobra.Command {
 	var (
 		copts crontab.Options
 		apply bool
+		prune bool
 	)
 	cmd := &cobra.Command{
 		Use:   "import-crontab FILE",
-		Short: "Convert a crontab into jobs: report what converts and what does not; create them with --apply",
+		Short: "Convert a crontab into jobs: report what converts, what does not and what would change; make the changes with --apply",
 		Long: `Convert a crontab (FILE, or - for standard input) into shell jobs, one per
-job line, and print each converted job and each line that was not converted
-or was ignored, with its line number and the reason. Nothing is created
-unless --apply is given; then each job is created or replaced (PUT), so
-importing the same crontab again updates its jobs instead of duplicating
-them. Workers run shell jobs only when started with --allow-shell.`,
+job line, and print each converted job with what --apply would do to it
+(create, update or unchanged, compared with the jobs on the server), each
+line that was not converted or was ignored with the reason, and the jobs
+of earlier imports under the same --prefix that are no longer in the file.
+Nothing changes unless --apply is given; --prune also deletes those jobs.
+
+Job IDs are "<prefix>/<command>-<hash>", from each line's user and command
+only, so importing an edited crontab again updates its jobs instead of
+duplicating them; an update keeps a job paused if it was. A system crontab
+(--system) converts only the lines of --worker-user. The jobs have no
+timeout unless --job-timeout. Workers run shell jobs only when started with
+--allow-shell.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.output != "table" && opts.output != "json" {
 				return fmt.Errorf("--output must be table or json, got %q", opts.output)
+			}
+			if prune && !apply {
+				return errors.New("--prune deletes jobs: give --apply too (without both, import-crontab only shows what it would do)")
 			}
 			var r io.Reader = cmd.InOrStdin()
 			if args[0] != "-" {
@@ -642,31 +723,26 @@ them. Workers run shell jobs only when started with --allow-shell.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			rep := importReport{Jobs: []importedJob{}, Skipped: []crontabProblem{}, Applied: apply}
+			prefix := copts.IDPrefix
+			if prefix == "" {
+				prefix = crontab.DefaultIDPrefix
+			}
+			rep := importReport{Jobs: []importedJob{}, Skipped: []crontabProblem{}, Stale: []staleJob{}, Applied: apply}
 			for _, e := range res.Jobs {
-				rep.Jobs = append(rep.Jobs, importedJob{Line: e.Line, User: e.User, Job: e.Job})
+				rep.Jobs = append(rep.Jobs, importedJob{Line: e.Line, User: e.User, Job: e.Job, Action: actionUnknown})
 			}
 			for _, p := range res.Skipped {
 				rep.Skipped = append(rep.Skipped, crontabProblem{Line: p.Line, Text: p.Text, Reason: p.Reason})
 			}
+			if err := planImport(opts, &rep, prefix, prune); err != nil {
+				if apply {
+					return fmt.Errorf("reading the jobs of earlier imports: %w", err)
+				}
+				rep.CompareError = err.Error()
+			}
 			var errs []error
 			if apply {
-				for _, e := range res.Jobs {
-					doc, err := json.Marshal(e.Job)
-					if err != nil {
-						return err
-					}
-					out := importJobResult{ID: e.Job.ID, Result: "replaced"}
-					code, err := opts.send("PUT", jobPath(e.Job.ID), nil, doc, nil)
-					switch {
-					case err != nil:
-						out.Result, out.Error = "failed", err.Error()
-						errs = append(errs, fmt.Errorf("line %d, job %q: %w", e.Line, e.Job.ID, err))
-					case code == http.StatusCreated:
-						out.Result = "created"
-					}
-					rep.Results = append(rep.Results, out)
-				}
+				errs = applyImport(opts, &rep)
 			}
 			if opts.output == "json" {
 				if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
@@ -676,29 +752,191 @@ them. Workers run shell jobs only when started with --allow-shell.`,
 				return err
 			}
 			if len(errs) > 0 {
-				return fmt.Errorf("%d of %d jobs could not be applied: %w", len(errs), len(res.Jobs), errors.Join(errs...))
+				return fmt.Errorf("%d changes failed: %w", len(errs), errors.Join(errs...))
 			}
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	fs.BoolVar(&copts.SystemFormat, "system", false, "system crontab format (/etc/crontab, /etc/cron.d): a user column after the time fields")
+	fs.StringVar(&copts.WorkerUser, "worker-user", "", "with --system: the user the workers that run shell jobs run as; only lines for that user are converted (workers never switch users)")
+	fs.Var(&timeoutFlag{d: &copts.Timeout}, "job-timeout", `time limit of each attempt of the jobs, e.g. 2h, up to 24h (default none: cron has no timeout)`)
 	fs.StringVar(&copts.Timezone, "timezone", "", "IANA time zone of the machine the crontab comes from, used until a CRON_TZ or TZ line (default UTC)")
-	fs.StringVar(&copts.IDPrefix, "prefix", crontab.DefaultIDPrefix, "start of every job ID; use distinct prefixes for several crontabs")
+	fs.StringVar(&copts.IDPrefix, "prefix", crontab.DefaultIDPrefix, "start of every job ID (IDs are PREFIX/...); use distinct prefixes for several crontabs")
 	fs.StringVar((*string)(&copts.MisfirePolicy), "misfire-policy", string(store.MisfireSkip), "misfire policy of the jobs: skip (like cron), run_once or run_all")
-	fs.BoolVar(&apply, "apply", false, "create (or replace) the converted jobs; without it nothing is changed")
+	fs.BoolVar(&apply, "apply", false, "make the changes shown: create and update the converted jobs; without it nothing is changed")
+	fs.BoolVar(&prune, "prune", false, "with --apply: also delete the jobs of earlier imports under --prefix that are no longer in the file")
 	return cmd
 }
+
+// planImport compares the converted jobs with those on the server and
+// sets each one's action, and lists the jobs of earlier imports under
+// prefix that the file no longer has.
+func planImport(opts *clientOptions, rep *importReport, prefix string, prune bool) error {
+	existing := map[string]store.Job{}
+	cursor := ""
+	for {
+		q := url.Values{"limit": {"1000"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page jobPage
+		if _, err := opts.send("GET", "/v1/jobs", q, nil, &page); err != nil {
+			return err
+		}
+		for _, j := range page.Jobs {
+			if crontab.Owns(prefix, j.ID) {
+				existing[j.ID] = j
+			}
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	inFile := map[string]bool{}
+	for i := range rep.Jobs {
+		e := &rep.Jobs[i]
+		inFile[e.Job.ID] = true
+		old, ok := existing[e.Job.ID]
+		switch {
+		case !ok:
+			e.Action = actionCreate
+		case sameImport(old, e.Job):
+			e.Action = actionUnchanged
+		default:
+			e.Action, e.revision, e.paused = actionUpdate, old.Revision, old.Paused
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(existing)) {
+		if inFile[id] {
+			continue
+		}
+		action := actionKeep
+		if prune {
+			action = actionDelete
+		}
+		rep.Stale = append(rep.Stale, staleJob{ID: id, Action: action})
+	}
+	return nil
+}
+
+// sameImport reports whether a stored job is what an import would make of
+// its line: the fields an import sets are equal (pausing is the user's).
+func sameImport(stored, converted store.Job) bool {
+	view := func(j store.Job) []byte {
+		b, _ := json.Marshal(store.Job{
+			Schedule: j.Schedule, Timezone: j.Timezone, RunAt: j.RunAt, Executor: j.Executor, Payload: j.Payload,
+			Retry: j.Retry, Timeout: j.Timeout, ConcurrencyPolicy: j.ConcurrencyPolicy, MisfirePolicy: j.MisfirePolicy,
+		})
+		return b
+	}
+	return bytes.Equal(view(stored), view(converted))
+}
+
+// applyImport makes the planned changes: creates, updates (only over the
+// revision compared, keeping the job's pause) and, with --prune, deletes.
+func applyImport(opts *clientOptions, rep *importReport) []error {
+	var errs []error
+	record := func(id, result string, err error) {
+		out := importJobResult{ID: id, Result: result}
+		if err != nil {
+			out.Result, out.Error = "failed", err.Error()
+			errs = append(errs, fmt.Errorf("job %q: %w", id, err))
+		}
+		rep.Results = append(rep.Results, out)
+	}
+	for _, e := range rep.Jobs {
+		j := e.Job
+		switch e.Action {
+		case actionUnchanged:
+			record(j.ID, "unchanged", nil)
+			continue
+		case actionUpdate:
+			j.Revision, j.Paused = e.revision, e.paused
+		}
+		doc, err := json.Marshal(j)
+		if err != nil {
+			record(j.ID, "", err)
+			continue
+		}
+		code, err := opts.send("PUT", jobPath(j.ID), nil, doc, nil)
+		result := "updated"
+		if code == http.StatusCreated {
+			result = "created"
+		}
+		record(j.ID, result, err)
+	}
+	for _, s := range rep.Stale {
+		if s.Action != actionDelete {
+			continue
+		}
+		_, err := opts.send("DELETE", jobPath(s.ID), nil, nil, nil)
+		record(s.ID, "deleted", err)
+	}
+	return errs
+}
+
+// timeoutFlag is a job timeout flag: a duration, or "none".
+type timeoutFlag struct {
+	d    *store.Duration
+	zero string // what an unset flag means, for its help
+}
+
+func (f *timeoutFlag) String() string {
+	if f.d == nil || *f.d == 0 {
+		return f.zero
+	}
+	return f.d.String()
+}
+
+func (f *timeoutFlag) Set(s string) error {
+	if s == "none" {
+		*f.d = store.NoTimeout
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("want a positive duration such as 90m or 2h, or none")
+	}
+	*f.d = store.Duration(d)
+	return nil
+}
+
+func (f *timeoutFlag) Type() string { return "duration" }
 
 func printImportReport(w io.Writer, name string, rep importReport) error {
 	results := map[string]importJobResult{}
 	for _, r := range rep.Results {
 		results[r.ID] = r
 	}
-	fmt.Fprintf(w, "%s: %s converted, %s not converted or ignored\n\n", name, plural(len(rep.Jobs), "job"), plural(len(rep.Skipped), "line"))
+	result := func(id string) string {
+		r := results[id]
+		if r.Error != "" {
+			return r.Result + ": " + cell(r.Error)
+		}
+		return r.Result
+	}
+	counts := map[string]int{}
+	for _, e := range rep.Jobs {
+		counts[e.Action]++
+	}
+	for _, s := range rep.Stale {
+		counts[s.Action]++
+	}
+	fmt.Fprintf(w, "%s: %s converted, %s not converted or ignored\n", name, plural(len(rep.Jobs), "job"), plural(len(rep.Skipped), "line"))
+	if rep.CompareError != "" {
+		fmt.Fprintf(w, "Not compared with the jobs on the server (%s): showing the conversion only.\n", cell(rep.CompareError))
+	} else {
+		fmt.Fprintf(w, "%d to create, %d to update, %d unchanged, %d to delete", counts[actionCreate], counts[actionUpdate], counts[actionUnchanged], counts[actionDelete])
+		if counts[actionKeep] > 0 {
+			fmt.Fprintf(w, ", %d no longer in the file (kept; --prune deletes them)", counts[actionKeep])
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
 	if len(rep.Jobs) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		header := "LINE\tID\tSCHEDULE\tTIMEZONE\tUSER\tCOMMAND"
+		header := "LINE\tACTION\tID\tSCHEDULE\tTIMEZONE\tUSER\tTIMEOUT\tCOMMAND"
 		if rep.Applied {
 			header += "\tRESULT"
 		}
@@ -712,13 +950,9 @@ func printImportReport(w io.Writer, name string, rep importReport) error {
 			if c := e.Job.Executor.Command; len(c) > 0 {
 				command = clip(c[len(c)-1], 60) // the crontab's command, after "sh -c"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s", e.Line, e.Job.ID, e.Job.Schedule, e.Job.Timezone, user, command)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Line, e.Action, cell(e.Job.ID), cell(e.Job.Schedule), cell(e.Job.Timezone), cell(user), e.Job.Timeout, cell(command))
 			if rep.Applied {
-				r := results[e.Job.ID]
-				fmt.Fprintf(tw, "\t%s", r.Result)
-				if r.Error != "" {
-					fmt.Fprintf(tw, ": %s", r.Error)
-				}
+				fmt.Fprintf(tw, "\t%s", result(e.Job.ID))
 			}
 			fmt.Fprintln(tw)
 		}
@@ -726,15 +960,25 @@ func printImportReport(w io.Writer, name string, rep importReport) error {
 			return err
 		}
 	}
+	if len(rep.Stale) > 0 {
+		fmt.Fprintf(w, "\nNo longer in the file (jobs of an earlier import under this prefix):\n")
+		for _, s := range rep.Stale {
+			line := fmt.Sprintf("  %s  %s", s.Action, cell(s.ID))
+			if rep.Applied && s.Action == actionDelete {
+				line += "  " + result(s.ID)
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintf(w, "\nNot converted or ignored:\n")
 		for _, p := range rep.Skipped {
-			fmt.Fprintf(w, "  line %d: %s\n      %s\n", p.Line, p.Reason, p.Text)
+			fmt.Fprintf(w, "  line %d: %s\n      %s\n", p.Line, cell(p.Reason), cell(p.Text))
 		}
 	}
 	var err error
 	if !rep.Applied {
-		_, err = fmt.Fprintf(w, "\nDry run: nothing was created. Run again with --apply to create %s.\n", plural(len(rep.Jobs), "job"))
+		_, err = fmt.Fprintf(w, "\nDry run: nothing was changed. Run again with --apply to make these changes (and --prune to delete what is no longer in the file).\n")
 	}
 	return err
 }

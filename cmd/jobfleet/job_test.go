@@ -5,12 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,7 +164,7 @@ func TestJobCreateCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Executor.Type != "http" || j.Executor.Method != "PUT" || j.Executor.Headers["X-Team"] != "ops" ||
+	if j.Executor.Type != "http" || j.Executor.Method != "PUT" || j.Executor.Headers["X-Team"] != store.Literal("ops") ||
 		string(j.Payload) != `{"x":1}` || j.Retry.MaxAttempts != 3 || j.Retry.InitialBackoff != store.Duration(2*time.Second) ||
 		j.Timeout != store.Duration(5*time.Minute) || j.MisfirePolicy != store.MisfireSkip || j.Schedule != "*/5 * * * *" {
 		t.Errorf("create with http flags: got %+v", j)
@@ -223,10 +227,17 @@ func TestJobCommands(t *testing.T) {
 	}
 	c.mustFail([]string{"get", "nope"}, "404", `job "nope" not found`)
 
-	// ls follows the cursor over several pages.
+	// ls follows the cursor over several pages, and sorts by ID across them.
 	out = c.mustRun("ls", "--chunk-size", "2")
 	if !strings.HasPrefix(out, "ID ") || strings.Count(out, "\n") != 6 {
 		t.Errorf("ls: got\n%s\nwant a header and 5 rows", out)
+	}
+	var order []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		order = append(order, strings.Fields(line)[0])
+	}
+	if want := []string{"job-a", "job-b", "job-c", "job-d", "reports/daily"}; !slices.Equal(order, want) {
+		t.Errorf("ls: got rows %q, want sorted by ID %q", order, want)
 	}
 	for _, want := range []string{id, "job-a", "job-d", "shell /bin/sh -c true"} {
 		if !strings.Contains(out, want) {
@@ -278,7 +289,7 @@ func TestJobCommands(t *testing.T) {
 	}
 
 	out = c.mustRun("runs", id)
-	if strings.TrimSpace(out) != "RUN ID  STATUS  SCHEDULED  FIRED  ATTEMPTS  LAST ERROR" {
+	if strings.TrimSpace(out) != "RUN ID  STATUS  SCHEDULED  FIRED  ATTEMPTS  WORKER  LAST ERROR" {
 		t.Errorf("runs of a job without runs: got %q, want the header only", out)
 	}
 	putCLIRun(t, c, id, time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC), store.RunSucceeded, "")
@@ -295,6 +306,14 @@ func TestJobCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.mustRun("runs", id, "--limit", "1", "-o", "json")), &rl); err != nil || len(rl.Runs) != 1 || rl.Runs[0].Status != store.RunDead {
 		t.Errorf("runs --limit 1 -o json: got %+v (%v), want the dead run", rl.Runs, err)
 	}
+	// What workers report is printed escaped: an ESC in an error or a
+	// worker ID (from an older worker, or a hostile one) cannot drive the
+	// reader's terminal.
+	putCLIRun(t, c, id, time.Date(2026, 3, 3, 6, 0, 0, 0, time.UTC), store.RunDead, "boom \x1b]0;pwned\x07\x1b[2J\u202edone")
+	out = c.mustRun("runs", id, "--limit", "1")
+	if strings.ContainsAny(out, "\x1b\x07\u202e") || !strings.Contains(out, `boom \x1b]0;pwned\x07\x1b[2J\u202edone`) {
+		t.Errorf("runs with control characters in the error: got %q, want them escaped", out)
+	}
 	c.mustFail([]string{"runs", "nope"}, "404")
 	c.mustFail([]string{"runs", id, "--limit", "0"}, "400", "limit:")
 
@@ -306,6 +325,131 @@ func TestJobCommands(t *testing.T) {
 		t.Errorf("after rm: got %v, want not found", err)
 	}
 	c.mustFail([]string{"rm", id}, "404", "not found")
+
+	// -o json is JSON for rm too, failures included.
+	out, err := c.run("", "rm", "job-b", "nope", "-o", "json")
+	var rm struct {
+		Results []struct{ ID, Result, Error string }
+	}
+	if err == nil || json.Unmarshal([]byte(out), &rm) != nil || len(rm.Results) != 2 ||
+		rm.Results[0].ID != "job-b" || rm.Results[0].Result != "deleted" || rm.Results[1].Result != "failed" || !strings.Contains(rm.Results[1].Error, "404") {
+		t.Errorf("rm -o json: got %q, %v; want a JSON document with job-b deleted and nope failed, and an error", out, err)
+	}
+}
+
+// TestEmptyReplyIsAnError checks that a 200 without a body, as a server
+// failing after its status line sends, is reported, not shown as an empty
+// list.
+func TestEmptyReplyIsAnError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	c := &cliEnv{t: t, url: srv.URL}
+	for _, args := range [][]string{{"ls"}, {"get", "x"}, {"runs", "x"}} {
+		c.mustFail(args, "bad reply")
+	}
+}
+
+// TestServerFlag checks that --server takes HOST:PORT as well as a URL,
+// and names the flag when it is neither.
+func TestServerFlag(t *testing.T) {
+	c := newCLIEnv(t)
+	c.mustRun("create", "--id", "x", "--shell", "true")
+	hostPort := strings.TrimPrefix(c.url, "http://")
+	for _, server := range []string{hostPort, "http://" + hostPort, "http://" + hostPort + "/", " " + hostPort} {
+		root := newRootCmd()
+		var out bytes.Buffer
+		root.SetArgs([]string{"job", "--server", server, "ls"})
+		root.SetOut(&out)
+		if err := root.ExecuteContext(context.Background()); err != nil || !strings.Contains(out.String(), "x ") {
+			t.Errorf("--server %q: got %q, %v; want the job listed", server, out.String(), err)
+		}
+	}
+	for _, server := range []string{"ftp://" + hostPort, "http://", "http://user:pw@" + hostPort, "::bad"} {
+		root := newRootCmd()
+		root.SetArgs([]string{"job", "--server", server, "ls"})
+		root.SetOut(io.Discard)
+		if err := root.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "--server") {
+			t.Errorf("--server %q: got %v, want an error naming --server", server, err)
+		}
+	}
+}
+
+// TestClusterDrainNeedsServer checks that drain never picks the default
+// member: the member to stop must be named.
+func TestClusterDrainNeedsServer(t *testing.T) {
+	t.Setenv("JOBFLEET_SERVER", "") // restored after the test
+	os.Unsetenv("JOBFLEET_SERVER")
+	var drains atomic.Int32
+	srv := httptest.NewServer(admin.Handler(countingDrainMember{&drains}, admin.Config{Gatherer: prometheus.NewRegistry()}))
+	t.Cleanup(srv.Close)
+	run := func(env string, args ...string) (string, error) {
+		if env != "" {
+			t.Setenv("JOBFLEET_SERVER", env)
+		}
+		root := newRootCmd()
+		var out bytes.Buffer
+		root.SetArgs(append([]string{"cluster"}, args...))
+		root.SetOut(&out)
+		err := root.ExecuteContext(context.Background())
+		return out.String(), err
+	}
+	if _, err := run("", "drain"); err == nil || !strings.Contains(err.Error(), "name it with --server") {
+		t.Errorf("drain without --server: got %v, want a refusal", err)
+	}
+	if drains.Load() != 0 {
+		t.Fatalf("drain without --server drained a member")
+	}
+	if out, err := run("", "drain", "--server", strings.TrimPrefix(srv.URL, "http://")); err != nil || !strings.Contains(out, "draining "+srv.URL) {
+		t.Errorf("drain --server: got %q, %v", out, err)
+	}
+	if out, err := run(srv.URL, "drain", "-o", "json"); err != nil || !strings.Contains(out, `"status": "draining"`) {
+		t.Errorf("drain with JOBFLEET_SERVER -o json: got %q, %v", out, err)
+	}
+	if got := drains.Load(); got != 2 {
+		t.Errorf("got %d drains, want 2", got)
+	}
+}
+
+// countingDrainMember is an apiMember that counts drain requests.
+type countingDrainMember struct{ drains *atomic.Int32 }
+
+func (countingDrainMember) Members() membership.View { return membership.View{} }
+func (countingDrainMember) Partitions() (orchestrator.PartitionTable, error) {
+	return orchestrator.PartitionTable{}, orchestrator.ErrNotStarted
+}
+func (countingDrainMember) Ready() (bool, string)       { return true, "" }
+func (countingDrainMember) Healthy(time.Duration) error { return nil }
+func (m countingDrainMember) Drain()                    { m.drains.Add(1) }
+
+// TestEtcdStartHint checks that a taken etcd address is blamed on the flag
+// that sets it.
+func TestEtcdStartHint(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	taken := busy.Addr().String()
+	if got := etcdStartHint(free(), taken); !strings.Contains(got, "peer address "+taken) || !strings.Contains(got, "--etcd-peer-listen") {
+		t.Errorf("peer port taken: got hint %q, want --etcd-peer-listen", got)
+	}
+	if got := etcdStartHint(taken, free()); !strings.Contains(got, "client address "+taken) || !strings.Contains(got, "--etcd-listen") {
+		t.Errorf("client port taken: got hint %q, want --etcd-listen", got)
+	}
+	if got := etcdStartHint(free(), free()); got != "" {
+		t.Errorf("nothing taken: got hint %q, want none", got)
+	}
 }
 
 // putCLIRun stores a run document as the partition's owner would.
@@ -355,6 +499,17 @@ func TestJobApplyCommand(t *testing.T) {
 	if j, _ := c.get("a/b"); j.Schedule != "@daily" {
 		t.Errorf("a rejected apply changed the job: schedule %q", j.Schedule)
 	}
+
+	// Two people edit the same job from `job get -o json`: the second
+	// apply, of a stale revision, is refused instead of undoing the first.
+	saved := c.mustRun("get", "a/b", "-o", "json")
+	alice := writeFile(t, "alice.json", strings.Replace(saved, `"@daily"`, `"@weekly"`, 1))
+	bob := writeFile(t, "bob.json", strings.Replace(saved, `"paused": false`, `"paused": true`, 1))
+	c.mustRun("apply", "-f", alice)
+	c.mustFail([]string{"apply", "-f", bob}, "409", "stale revision", `jobfleet job get "a/b" -o json`)
+	if j, _ := c.get("a/b"); j.Schedule != "@weekly" || j.Paused {
+		t.Errorf("after the refused apply: got schedule %q paused %v, want Alice's @weekly, not paused", j.Schedule, j.Paused)
+	}
 }
 
 // userCrontab is a realistic user crontab with the odd lines real ones
@@ -373,7 +528,7 @@ var userCrontab = strings.Join([]string{
 	`0 0 * * * echo "%s" | mail -s report root`,                         // 11: unescaped %
 	"61 * * * * echo bad minute",                                        // 12: bad field
 	"* * * * echo too few fields",                                       // 13: bad field
-	"0 12 * * 7 echo sunday",                                            // 14: day 7
+	"0 12 * * 7 echo sunday",                                            // 14: day 7 is Sunday
 	"CRON_TZ=Mars/Olympus",                                              // 15: unknown zone
 	"0 9 2 * * /usr/local/bin/never-converted",                          // 16: in that zone
 	"CRON_TZ=Europe/Berlin",                                             // 17
@@ -387,24 +542,26 @@ func TestImportCrontabCommand(t *testing.T) {
 
 	out := c.mustRun("import-crontab", file)
 	for _, want := range []string{
-		"5 jobs converted, 9 lines not converted or ignored",
-		"crontab-6-healthcheck-sh-quiet-dev-null-2-1",
-		"crontab-7-cd-srv-app-backup-sh-full-nightly-backup",
-		"crontab-8-php-var-www-artisan-schedule-run",
-		"crontab-10-tar-czf-backups-home-date-y-m-d-tgz",
-		"crontab-18-monthly-report",
+		"6 jobs converted, 8 lines not converted or ignored",
+		"crontab/echo-sunday-",
+		"crontab/healthcheck-sh-quiet-dev-null-2-1-",
+		"crontab/cd-srv-app-backup-sh-full-nightly-backup-",
+		"crontab/php-var-www-artisan-schedule-run-",
+		"crontab/tar-czf-backups-home-date-y-m-d-tgz-home-",
+		"crontab/monthly-report-",
 		"Europe/Berlin",
+		"TIMEOUT",
+		"none",
 		"line 2: MAILTO ignored",
 		"line 9: @reboot is not supported",
 		"line 11: unescaped % in the command is not supported",
 		"line 12: schedule:",
 		"line 13: schedule:",
-		"line 14: schedule:",
 		"line 15: unknown time zone",
 		`line 16: time zone "Mars/Olympus" set on line 15 is unknown`,
 		"line 19: missing command",
 		"      @reboot /usr/local/bin/start-tunnel",
-		"Dry run: nothing was created",
+		"Dry run: nothing was changed",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("import-crontab: output lacks %q:\n%s", want, out)
@@ -414,49 +571,91 @@ func TestImportCrontabCommand(t *testing.T) {
 		t.Fatalf("import-crontab without --apply created jobs %q", ids)
 	}
 
+	if !strings.Contains(out, "6 to create, 0 to update, 0 unchanged, 0 to delete") {
+		t.Errorf("import-crontab dry run: output lacks the plan:\n%s", out)
+	}
+
 	out = c.mustRun("import-crontab", file, "--apply")
-	if got := strings.Count(out, "created"); got != 5 {
-		t.Errorf("import-crontab --apply: got %d \"created\", want 5:\n%s", got, out)
+	if got := strings.Count(out, "created"); got != 6 {
+		t.Errorf("import-crontab --apply: got %d \"created\", want 6:\n%s", got, out)
 	}
 	if strings.Contains(out, "Dry run") {
 		t.Errorf("import-crontab --apply: output says dry run:\n%s", out)
 	}
 	ids := c.ids()
-	if len(ids) != 5 {
-		t.Fatalf("after --apply: got jobs %q, want 5", ids)
+	if len(ids) != 6 {
+		t.Fatalf("after --apply: got jobs %q, want 6", ids)
 	}
-	j, err := c.get("crontab-18-monthly-report")
+	monthly := ""
+	for _, id := range ids {
+		if strings.HasPrefix(id, "crontab/monthly-report-") {
+			monthly = id
+		}
+	}
+	j, err := c.get(monthly)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantCmd := []string{"/usr/bin/env", "SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin", "/bin/bash", "-c", "/usr/local/bin/monthly-report"}
-	if j.Schedule != "0 9 1 * *" || j.Timezone != "Europe/Berlin" || !slices.Equal(j.Executor.Command, wantCmd) || j.MisfirePolicy != store.MisfireSkip {
-		t.Errorf("imported job: got schedule %q zone %q command %q misfire %q", j.Schedule, j.Timezone, j.Executor.Command, j.MisfirePolicy)
+	if j.Schedule != "0 9 1 * *" || j.Timezone != "Europe/Berlin" || !slices.Equal(j.Executor.Command, wantCmd) || j.MisfirePolicy != store.MisfireSkip || j.Timeout != store.NoTimeout {
+		t.Errorf("imported job: got schedule %q zone %q command %q misfire %q timeout %v", j.Schedule, j.Timezone, j.Executor.Command, j.MisfirePolicy, j.Timeout)
 	}
 
-	// Importing again replaces the same jobs.
-	out = c.mustRun("import-crontab", file, "--apply", "-o", "json")
+	// Importing the same file again, with a comment added at the top,
+	// changes nothing: same IDs, nothing created twice.
+	again := writeFile(t, "crontab-again", "# managed by ops\n"+userCrontab)
+	out = c.mustRun("import-crontab", again, "--apply", "-o", "json")
 	var rep importReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("import-crontab -o json: %v\n%s", err, out)
 	}
-	if len(rep.Jobs) != 5 || len(rep.Results) != 5 || !rep.Applied {
-		t.Errorf("import-crontab -o json: got %d jobs, %d results, applied %v", len(rep.Jobs), len(rep.Results), rep.Applied)
+	if len(rep.Jobs) != 6 || len(rep.Results) != 6 || !rep.Applied || len(rep.Stale) != 0 {
+		t.Errorf("import-crontab -o json: got %d jobs, %d results, %d stale, applied %v", len(rep.Jobs), len(rep.Results), len(rep.Stale), rep.Applied)
 	}
 	for _, r := range rep.Results {
-		if r.Result != "replaced" {
-			t.Errorf("second import: job %q %s %s, want replaced", r.ID, r.Result, r.Error)
+		if r.Result != "unchanged" {
+			t.Errorf("second import: job %q %s %s, want unchanged", r.ID, r.Result, r.Error)
 		}
 	}
 	var skipped []int
 	for _, p := range rep.Skipped {
 		skipped = append(skipped, p.Line)
 	}
-	if want := []int{2, 9, 11, 12, 13, 14, 15, 16, 19}; !slices.Equal(skipped, want) {
+	if want := []int{3, 10, 12, 13, 14, 16, 17, 20}; !slices.Equal(skipped, want) {
 		t.Errorf("import-crontab -o json: got skipped lines %v, want %v", skipped, want)
 	}
 	if after := c.ids(); !slices.Equal(after, ids) {
 		t.Errorf("second import: got jobs %q, want %q", after, ids)
+	}
+
+	// The user pauses a job, edits one line's schedule and removes another.
+	backup := ""
+	for _, id := range ids {
+		if strings.HasPrefix(id, "crontab/cd-srv-app-backup-sh-full-nightly-backup-") {
+			backup = id
+		}
+	}
+	c.mustRun("pause", backup)
+	edited := strings.Replace(userCrontab, "0 2 * * * cd /srv/app", "30 3 * * * cd /srv/app", 1)
+	edited = strings.Replace(edited, "@hourly\t/usr/bin/php /var/www/artisan schedule:run\n", "", 1)
+	editedFile := writeFile(t, "crontab-edited", edited)
+	out = c.mustRun("import-crontab", editedFile)
+	for _, want := range []string{`0 to create, 1 to update, 4 unchanged, 0 to delete, 1 no longer in the file \(kept; --prune deletes them\)`,
+		`\bupdate\s+` + regexp.QuoteMeta(backup), `\bkeep\s+crontab/php-var-www-artisan-schedule-run-`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("dry run of the edited crontab: output lacks %q:\n%s", want, out)
+		}
+	}
+	c.mustFail([]string{"import-crontab", editedFile, "--prune"}, "--prune deletes jobs: give --apply too")
+	out = c.mustRun("import-crontab", editedFile, "--apply", "--prune")
+	if !strings.Contains(out, "deleted") || !strings.Contains(out, "updated") {
+		t.Errorf("import-crontab --apply --prune: got\n%s", out)
+	}
+	if got := c.ids(); len(got) != 5 || slices.ContainsFunc(got, func(id string) bool { return strings.HasPrefix(id, "crontab/php-") }) {
+		t.Errorf("after --prune: got jobs %q, want 5 without the removed line's", got)
+	}
+	if j, err := c.get(backup); err != nil || j.Schedule != "30 3 * * *" || !j.Paused {
+		t.Errorf("updated job %q: got schedule %q paused %v (%v), want the new schedule, still paused", backup, j.Schedule, j.Paused, err)
 	}
 }
 
@@ -467,26 +666,48 @@ func TestImportCrontabSystemFormat(t *testing.T) {
 		"17 * * * * root cd / && run-parts --report /etc/cron.hourly",
 		"25 6 * * * www-data /usr/bin/php /srv/app/cron.php",
 		"@daily root",
+		"47 6 * * 7 root test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.weekly )",
 	}, "\n"))
-	out, err := c.run("", "import-crontab", file, "--system", "--timezone", "America/New_York", "--prefix", "app", "--apply")
+	out, err := c.run("", "import-crontab", file, "--system", "--worker-user", "root", "--job-timeout", "2h", "--timezone", "America/New_York", "--prefix", "app", "--apply")
 	if err != nil {
 		t.Fatalf("import-crontab --system: %v\n%s", err, out)
 	}
-	for _, want := range []string{"2 jobs converted, 1 line not converted", "root", "www-data", "America/New_York", "line 4: missing command"} {
+	for _, want := range []string{"2 jobs converted, 2 lines not converted", "root", "America/New_York", "2h",
+		`line 3: runs as user "www-data", but the workers run commands as "root"`, "line 4: missing command"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("import-crontab --system: output lacks %q:\n%s", want, out)
 		}
 	}
 	ids := c.ids()
-	if len(ids) != 2 || !strings.HasPrefix(ids[0], "app-2-") || !strings.HasPrefix(ids[1], "app-3-") {
+	if len(ids) != 2 || !strings.HasPrefix(ids[0], "app/cd-run-parts-report-etc-cron-hourly-") || !strings.HasPrefix(ids[1], "app/test-x-usr-sbin-anacron-cd-run-parts-rep-") {
 		t.Errorf("import-crontab --system --apply: got jobs %q", ids)
 	}
+	if j, err := c.get(ids[1]); err != nil || j.Schedule != "47 6 * * 7" || j.Timeout != store.Duration(2*time.Hour) {
+		t.Errorf("imported weekly job: got %+v, %v; want schedule 47 6 * * 7 and timeout 2h", j, err)
+	}
+	c.mustFail([]string{"import-crontab", file, "--job-timeout", "soon"}, "--job-timeout")
 
 	c.mustFail([]string{"import-crontab", file, "--timezone", "Mars/Olympus"}, "timezone")
 	c.mustFail([]string{"import-crontab", filepath.Join(t.TempDir(), "none")}, "no such file")
 
+	// Without a server to compare with, the dry run still shows the
+	// conversion; --apply fails.
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Close()
+	offline := &cliEnv{t: t, url: "http://" + gone.Addr().String()}
+	out, err = offline.run("", "import-crontab", file, "--system", "--worker-user", "root")
+	if err != nil || !strings.Contains(out, "Not compared with the jobs on the server") || !strings.Contains(out, "crontab/cd-run-parts-report-etc-cron-hourly-") {
+		t.Errorf("dry run without a server: got %q, %v; want the conversion and a note", out, err)
+	}
+	if _, err := offline.run("", "import-crontab", file, "--system", "--worker-user", "root", "--apply"); err == nil {
+		t.Error("--apply without a server: got success, want an error")
+	}
+
 	stdinOut, err := c.run("0 3 * * * /usr/bin/true\n", "import-crontab", "-")
-	if err != nil || !strings.Contains(stdinOut, "crontab-1-true") {
+	if err != nil || !strings.Contains(stdinOut, "crontab/true-") {
 		t.Errorf("import-crontab -: got %q, %v", stdinOut, err)
 	}
 }
@@ -510,5 +731,33 @@ func TestOrchestratorJobsWaitsForStart(t *testing.T) {
 	s, err = jobs()
 	if err != nil || s != admin.JobStore(src.s) {
 		t.Fatalf("after start: got %v, %v; want the orchestrator's store", s, err)
+	}
+}
+
+func TestEscapedTableCells(t *testing.T) {
+	for _, tt := range []struct{ in, cell, text string }{
+		{"plain é", "plain é", "plain é"},
+		{"a\x1b[31mb", `a\x1b[31mb`, `a\x1b[31mb`},
+		{"line\nnext\tcol", `line\x0anext\x09col`, "line\nnext\tcol"},
+		{"c1\u009bx del\x7f", `c1\u009bx del\x7f`, `c1\u009bx del\x7f`},
+		{"rtl\u202eevil\u2066", `rtl\u202eevil\u2066`, `rtl\u202eevil\u2066`},
+		{"bad\xffbyte", `bad\xffbyte`, `bad\xffbyte`},
+	} {
+		if got := cell(tt.in); got != tt.cell {
+			t.Errorf("cell(%q) = %q, want %q", tt.in, got, tt.cell)
+		}
+		if got := text(tt.in); got != tt.text {
+			t.Errorf("text(%q) = %q, want %q", tt.in, got, tt.text)
+		}
+	}
+	var b bytes.Buffer
+	at := time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC)
+	err := printRuns(&b, []store.Run{{ID: store.RunID("j", at), Status: store.RunDead, ScheduledAt: at, FiredAt: at,
+		Attempts: []store.Attempt{{Attempt: 1, Worker: "evil\x1b[8m", Error: "failed\x1b[2K"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "\x1b") || !strings.Contains(out, `evil\x1b[8m`) || !strings.Contains(out, `failed\x1b[2K`) {
+		t.Errorf("printRuns: got %q, want the worker ID and the error escaped", out)
 	}
 }

@@ -20,7 +20,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCmd().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "jobfleet:", err)
+		fmt.Fprintln(os.Stderr, "jobfleet:", text(err.Error()))
 		stop()
 		os.Exit(1)
 	}

@@ -76,6 +76,7 @@ type memberOptions struct {
 	partitions int
 	leaseTTL   time.Duration
 	runLease   time.Duration
+	retention  retentionOptions
 
 	compactionInterval time.Duration
 	etcdQuota          byteSize
@@ -92,6 +93,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 1024; must match an existing cluster's)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
 	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
+	o.retention.register(cmd)
 	fs.DurationVar(&o.compactionInterval, "compaction-interval", storage.DefaultCompactionInterval, "how often the fleet compacts etcd's history, keeping this much of it (at least 1s); 0 leaves compaction to etcd's own --auto-compaction-*")
 	fs.Var(&o.etcdQuota, "etcd-quota-bytes", "etcd's space quota: set it to etcd's --quota-backend-bytes (like 8GiB); 0 takes what etcd reports (v3.6+), else etcd's default 2GiB")
 	fs.Float64Var(&o.highWater, "storage-high-water", storage.DefaultHighWater, "fraction of the etcd quota above which new jobs, growing replacements and triggers are refused with 507 (0 < f <= 1)")
@@ -251,7 +253,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	orch, err := orchestrator.New(client, orchestrator.Config{
+	ocfg := orchestrator.Config{
 		ID:         id,
 		Advertise:  advertise,
 		Namespace:  o.namespace,
@@ -261,12 +263,18 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		Storage:    stc,
 		Logger:     lg,
 		Registry:   reg,
-	})
+	}
+	acfg := admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id))}
+	if err := o.retention.apply(&ocfg, &acfg); err != nil {
+		return nil, err
+	}
+	orch, err := orchestrator.New(client, ocfg)
 	if err != nil {
 		return nil, err
 	}
-	mlg := lg.With(zap.String("member", id))
-	h := admin.Handler(orch, admin.Config{Gatherer: reg, Logger: mlg, Jobs: orchestratorJobs(orch), Worker: orchestratorWorker(orch), Storage: orch.Storage})
+	mlg := acfg.Logger
+	acfg.Jobs, acfg.Worker, acfg.Storage = orchestratorJobs(orch), orchestratorWorker(orch), orch.Storage
+	h := admin.Handler(orch, acfg)
 	srv, err := httpserver.Start(listen, h, serving.api)
 	if err != nil {
 		return nil, err

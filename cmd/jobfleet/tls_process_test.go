@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -162,6 +163,36 @@ func TestOrchestratorServesTLSWithClientCertificates(t *testing.T) {
 		}
 		if _, err := runCLI("cluster", "members", "--server", api, "--cert", clientCert, "--key", clientKey); err == nil || !strings.Contains(err.Error(), "certificate") {
 			t.Errorf("jobfleet cluster members without --ca: %v, want a certificate verification error", err)
+		}
+	})
+
+	t.Run("a worker process with --ca, --cert and --key runs jobs", func(t *testing.T) {
+		hit := make(chan string, 1)
+		receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case hit <- r.Header.Get("Jobfleet-Run-Id"):
+			default:
+			}
+		}))
+		defer receiver.Close()
+		w := startProc(t, "worker-tls", "worker", "--orchestrators="+api, "--id=worker-tls", "--log-format=json", "--poll-wait=1s",
+			"--ca="+ca.CertFile, "--cert="+clientCert, "--key="+clientKey, "--http-allow=127.0.0.1")
+		job := `{"id":"over-tls","executor":{"type":"http","url":"` + receiver.URL + `"}}`
+		resp, err := authed.Post(api+"/v1/jobs", "application/json", strings.NewReader(job))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create job: %s", resp.Status)
+		}
+		select {
+		case run := <-hit:
+			if !strings.HasPrefix(run, "over-tls@") {
+				t.Errorf("receiver got run %q", run)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the job did not run through a worker over TLS; worker log:\n%s", w.stderr.String())
 		}
 	})
 

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +34,16 @@ func newWorkerCmd() *cobra.Command {
 		shutdownTimeout time.Duration
 		pollWait        time.Duration
 		metricsListen   string
+		token           string
+		tokenFile       string
+		caFile          string
+		certFile        string
+		keyFile         string
+		httpAllow       []string
+		httpDeny        []string
+		proxyFromEnv    bool
+		shellEnv        []string
+		secretEnv       []string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -42,6 +54,20 @@ results. It finds the orchestrators in etcd (--etcd-endpoints, following
 the members as they join and leave), or takes a fixed list
 (--orchestrators; with --discover, the list only seeds the members list
 read from GET /v1/cluster/members).
+
+It authenticates to the orchestrators with a worker credential (--token or
+--token-file, or JOBFLEET_TOKEN) and, for https URLs, verifies them with
+--ca and presents --cert/--key if they ask for a client certificate.
+
+Jobs run with least privilege. The http executor connects only where the
+destination policy permits: never to the fleet's orchestrators or etcd,
+not to loopback, link-local (cloud metadata), unspecified, multicast or
+broadcast addresses unless --http-allow lists them, never to what
+--http-deny lists; redirects only if the job sets follow_redirects. Shell
+commands (--allow-shell) get PATH, HOME, LANG, their run's JOBFLEET_*
+variables and what --shell-env names, nothing else of this process's
+environment. Secret references in jobs ({"secret_env": "NAME"}) resolve
+only to the variables --secret-env names. See docs/workers.md.
 
 On SIGINT or SIGTERM it stops polling, lets in-flight attempts finish for up
 to --shutdown-timeout, then cancels the rest and reports them failed
@@ -95,6 +121,28 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 				source = d
 			}
 
+			if token != "" && tokenFile != "" {
+				return errors.New("--token and --token-file both given (perhaps one from JOBFLEET_TOKEN or JOBFLEET_TOKEN_FILE): give one")
+			}
+			if tokenFile != "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return fmt.Errorf("--token-file: %w", err)
+				}
+				if token = strings.TrimSpace(string(b)); token == "" {
+					return fmt.Errorf("--token-file %s is empty", tokenFile)
+				}
+			}
+			var tlsCfg *tls.Config // nil: Go's defaults
+			if caFile != "" || certFile != "" || keyFile != "" {
+				if tlsCfg, err = clientTLS("--", caFile, certFile, keyFile); err != nil {
+					return err
+				}
+			}
+			// The fleet's etcd is never a job's destination, whether or not
+			// the orchestrators are found through it.
+			fleet := slices.Clone(etcd.endpoints)
+
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			w, err := worker.New(worker.Config{
@@ -104,8 +152,18 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 				AllowShell:      allowShell,
 				ShutdownTimeout: shutdownTimeout,
 				PollWait:        pollWait,
-				Logger:          lg,
-				Metrics:         worker.NewMetrics(reg),
+				Token:           token,
+				TLS:             tlsCfg,
+				HTTPPolicy: worker.HTTPPolicy{
+					Allow:                httpAllow,
+					Deny:                 httpDeny,
+					Fleet:                fleet,
+					ProxyFromEnvironment: proxyFromEnv,
+				},
+				ShellEnv:  shellEnv,
+				SecretEnv: secretEnv,
+				Logger:    lg,
+				Metrics:   worker.NewMetrics(reg),
 			})
 			if err != nil {
 				return err
@@ -144,5 +202,15 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 	fs.DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight attempts may finish before they are cancelled and reported failed")
 	fs.DurationVar(&pollWait, "poll-wait", 15*time.Second, "how long an orchestrator may hold a long poll (at most 30s)")
 	fs.StringVar(&metricsListen, "metrics-listen", "", "HOST:PORT to serve GET /metrics and /healthz on (default: off)")
+	fs.StringVar(&token, "token", "", "the worker's credential: bearer token sent to the orchestrators (prefer --token-file or JOBFLEET_TOKEN: arguments are visible to other users)")
+	fs.StringVar(&tokenFile, "token-file", "", "file holding the worker's bearer token")
+	fs.StringVar(&caFile, "ca", "", "CA bundle (PEM) to verify the orchestrators' certificates (https URLs); default: the system's roots")
+	fs.StringVar(&certFile, "cert", "", "client certificate (PEM) presented to the orchestrators")
+	fs.StringVar(&keyFile, "key", "", "key (PEM) of --cert")
+	fs.StringSliceVar(&httpAllow, "http-allow", nil, "destinations the http executor may reach although denied by default (loopback, link-local, ...): CIDRs, addresses or host names (*.example.com), each with an optional :PORT; comma separated, repeatable")
+	fs.StringSliceVar(&httpDeny, "http-deny", nil, "destinations the http executor must never reach, as for --http-allow; beats --http-allow")
+	fs.BoolVar(&proxyFromEnv, "http-proxy-from-env", false, "send the http executor's requests through HTTP_PROXY/HTTPS_PROXY (the policy then checks destinations by URL, not by resolved address)")
+	fs.StringSliceVar(&shellEnv, "shell-env", nil, "variables of this process's environment that shell commands get too (NAME,...; not JOBFLEET_*)")
+	fs.StringSliceVar(&secretEnv, "secret-env", nil, `variables of this process's environment that jobs' secret references {"secret_env": "NAME"} may name (NAME,...; not JOBFLEET_*)`)
 	return cmd
 }

@@ -10,8 +10,8 @@
 // # Guarantees
 //
 //   - Schedule.Next(t) is strictly after t, or zero when the schedule has
-//     no further instant (within robfig/cron's five-year search horizon for
-//     cron expressions). Parse rejects cron expressions that never fire.
+//     no further instant (within a five-year search horizon for cron
+//     expressions). Parse rejects cron expressions that never fire.
 //   - Due returns fires that are strictly increasing, each after last and
 //     not after now, at most Policy.MaxFires of them; a Next after now; and
 //     accounts for every scheduled time in (last, now] exactly once, as
@@ -20,29 +20,43 @@
 //   - "@every d" instants are multiples of d since the Unix epoch, so they do
 //     not depend on when or where they are computed.
 //
-// # Cron parsing and daylight saving time
+// # Cron dialect
 //
-// Cron expressions are parsed and evaluated by github.com/robfig/cron/v3
-// (v3.0.1), in the job's IANA time zone. Its wall-clock semantics around
-// daylight saving time differ from Vixie cron, and this package keeps them
-// as they are (tests pin them down):
+// Cron expressions follow Vixie cron as cronie implements it (see Parse
+// for the fields, names, steps and the day-of-month/day-of-week rule),
+// with an optional leading seconds field. Fields are parsed here, with
+// errors that name the field and the rule broken; robfig/cron/v3's
+// SpecSchedule matches the resulting bit sets against wall-clock times.
 //
-//   - Spring forward: a wall time that does not exist that day is skipped
-//     for that day. "30 2 * * *" in America/New_York does not fire on
-//     2026-03-08 at all (Vixie cron would run it at 03:00). Hourly and
-//     finer schedules simply have no fires in the missing hour.
-//   - Fall back: a wall time that occurs twice fires twice. "30 1 * * *" in
-//     America/New_York fires on 2026-11-01 at 01:30 EDT (05:30Z) and again
-//     at 01:30 EST (06:30Z). The two fires are distinct scheduled times, so
-//     they are two runs with two run IDs.
+// # Daylight saving time
 //
-// Jobs that must run exactly once a day should be scheduled outside the
-// local transition hours, or in UTC.
+// Cron fields name wall-clock times of the job's zone. Where the zone's
+// UTC offset changes, they map onto instants as in cronie:
+//
+//   - Fall back: a wall time that occurs twice fires once, at its first
+//     occurrence, for a fixed-time job, one whose second, minute and hour
+//     fields do not start with '*' ("30 1 * * *", "0 9-17 * * *",
+//     @daily). "30 1 * * *" in America/New_York fires on 2026-11-01 at
+//     01:30 EDT (05:30Z) only. An interval or wildcard-hour job
+//     ("*/15 * * * *", "30 * * * *", @hourly) follows real time and fires
+//     in both passes of the repeated hour.
+//   - Spring forward: a fixed-time job whose wall time does not exist that
+//     day fires at the instant of the jump, once however many of its times
+//     fall in the gap: "30 2 * * *" in America/New_York fires on
+//     2026-03-08 at 03:00 EDT (07:00Z). An interval or wildcard-hour job
+//     has no fires in the gap; it goes on at the next wall time that
+//     exists.
+//
+// Every fire is still a distinct instant, so run IDs stay unique. A
+// fixed-time job with an hour list ("0 0-23 * * *") is fixed-time: on a
+// fall-back night it skips the repeated hour; write "0 * * * *" for
+// hourly in real time.
 //
 // # What it does not do
 //
 // It does not store anything, remember what has fired or read the clock;
 // the dispatcher keeps the last scheduled time per job and calls Due. It
 // does not accept a "CRON_TZ=" prefix in a spec (the time zone is a
-// separate field), nor Quartz extensions (L, W, #), nor @reboot.
+// separate field), nor Quartz or Jenkins extensions (L, W, #, H), nor
+// @reboot: each is refused with a message naming it.
 package schedule

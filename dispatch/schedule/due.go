@@ -88,8 +88,8 @@ type Decision struct {
 //
 // Cost: constant for Every and Once schedules; for cron schedules
 // proportional to the number of scheduled times in (last, now], about
-// 100 ns each, so a per-second cron expression after a day's outage costs
-// under 10 ms.
+// 0.5 µs each, so a per-second cron expression after a day's outage costs
+// about 40 ms.
 //
 // Errors wrap ErrUnknownPolicy or ErrZeroLast.
 func Due(s Schedule, last, now time.Time, p Policy) (Decision, error) {
@@ -192,7 +192,8 @@ func (s Schedule) before(last, cutoff time.Time, keep int) (count int, tail []ti
 	if s.kind == kindEvery {
 		return s.everyBefore(last, cutoff, keep)
 	}
-	for t := s.Next(last); !t.IsZero() && t.Before(cutoff); t = s.next(t) {
+	c := cursor{s: s}
+	for t := c.next(last); !t.IsZero() && t.Before(cutoff); t = c.next(t) {
 		count++
 		if keep > 0 {
 			tail = append(tail, t)
@@ -233,16 +234,31 @@ const maxInt = int(^uint(0) >> 1)
 // through returns the scheduled times in (from, now], ascending.
 func (s Schedule) through(from, now time.Time) []time.Time {
 	var out []time.Time
-	for t := s.Next(from); !t.IsZero() && !t.After(now); t = s.next(t) {
+	c := cursor{s: s}
+	for t := c.next(from); !t.IsZero() && !t.After(now); t = c.next(t) {
 		out = append(out, t)
 	}
 	return out
 }
 
-// next is Next with a guard used by the enumeration loops: it ends the
+// cursor enumerates the instants of a schedule for the loops above: it
+// keeps the zone segment of the previous instant of a cron schedule, so
+// that successive instants do not each look the zone up, and ends the
 // enumeration (returns zero) should a schedule ever fail to advance.
-func (s Schedule) next(prev time.Time) time.Time {
-	t := s.Next(prev)
+type cursor struct {
+	s   Schedule
+	seg *segment
+}
+
+func (c *cursor) next(prev time.Time) time.Time {
+	var t time.Time
+	if c.s.kind == kindCron {
+		var seg segment
+		t, seg = c.s.cron.next(c.s.loc, prev, c.seg)
+		c.seg = &seg
+	} else {
+		t = c.s.Next(prev)
+	}
 	if !t.After(prev) {
 		return time.Time{}
 	}

@@ -176,9 +176,9 @@ func TestDue(t *testing.T) {
 			},
 		},
 		{
-			name: "new york spring forward run all has no 02:30",
+			name: "new york spring forward run all runs 02:30 at 03:00",
 			s:    nyDaily0230, last: utc("2026-03-07T17:00:00Z"), now: utc("2026-03-09T17:00:00Z"), p: Policy{Misfire: RunAll},
-			want: Decision{Fires: []time.Time{utc("2026-03-09T06:30:00Z")}, Next: utc("2026-03-10T06:30:00Z"), Last: utc("2026-03-09T06:30:00Z"), Missed: 1},
+			want: Decision{Fires: []time.Time{utc("2026-03-08T07:00:00Z"), utc("2026-03-09T06:30:00Z")}, Next: utc("2026-03-10T06:30:00Z"), Last: utc("2026-03-09T06:30:00Z"), Missed: 2},
 		},
 		{
 			name: "zero schedule",
@@ -259,9 +259,9 @@ func TestDueProperties(t *testing.T) {
 		"* * * * *", "*/7 * * * *", "0 * * * *", "30 1 * * *", "30 2 * * *", "0 0 * * MON",
 		"*/15 * * * * *", "0 0 13 * FRI", "@hourly", "@daily", "0 0 29 2 *",
 	}
-	zones := []string{"UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Asia/Kolkata"}
+	zones := []string{"UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Asia/Kolkata", "Test/Shift"}
 	policies := []MisfirePolicy{"", RunOnce, Skip, RunAll}
-	base := utc("2026-01-01T00:00:00Z")
+	base := utc("2030-01-01T00:00:00Z") // Test/Shift changes its offset in 2030 only
 
 	rapid.Check(t, func(rt *rapid.T) {
 		var s Schedule

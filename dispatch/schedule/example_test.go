@@ -79,3 +79,23 @@ func ExampleOnce() {
 	// 2026-12-01 00:00:00 +0000 UTC
 	// true
 }
+
+func ExampleParse_daylightSavingTime() {
+	// On 2026-03-08 New York's clocks jump from 02:00 to 03:00: a job at
+	// 02:30 runs at the jump, as cron does.
+	s, err := schedule.Parse("30 2 * * *", "America/New_York")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ny := s.Location()
+	t := time.Date(2026, 3, 7, 12, 0, 0, 0, ny)
+	for range 3 {
+		t = s.Next(t)
+		fmt.Println(t.In(ny).Format("2006-01-02 15:04 MST"))
+	}
+	// Output:
+	// 2026-03-08 03:00 EDT
+	// 2026-03-09 02:30 EDT
+	// 2026-03-10 02:30 EDT
+}

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/robfig/cron/v3"
 )
 
 // Errors returned by this package. They are wrapped with detail (the
@@ -35,12 +33,6 @@ var (
 // MinEvery is the shortest interval accepted by "@every" and Every.
 const MinEvery = time.Second
 
-// parser accepts 5-field cron (minute precision), 6-field cron whose first
-// field is seconds, and the descriptors @yearly, @annually, @monthly,
-// @weekly, @daily, @midnight and @hourly. "@every" is handled by Every.
-var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour |
-	cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // neverFiresProbe is the instant from which Parse asks for a first fire to
 // reject specs that never fire. robfig/cron searches five years ahead; the
 // window 2000–2005 holds two February 29ths, so every satisfiable
@@ -60,9 +52,10 @@ const (
 // never fires. A Schedule is an immutable value, safe for concurrent use.
 type Schedule struct {
 	kind  kind
-	cron  *cron.SpecSchedule // kindCron; its Location is always set explicitly
-	every int64              // kindEvery: the interval in whole seconds
-	at    time.Time          // kindOnce
+	cron  *cronExpr      // kindCron
+	loc   *time.Location // kindCron: the zone its wall-clock times are in
+	every int64          // kindEvery: the interval in whole seconds
+	at    time.Time      // kindOnce
 	text  string
 }
 
@@ -75,17 +68,30 @@ type Schedule struct {
 //   - @yearly (= @annually), @monthly, @weekly, @daily (= @midnight), @hourly;
 //   - "@every <duration>", see Every (the time zone does not apply).
 //
-// Field syntax is robfig/cron's: "*", "?", lists, ranges, steps and month
-// and weekday names. Day of week runs 0–6 with Sunday 0; 7 is rejected.
-// When both day of month and day of week are restricted a day matches if
-// either does, as in Vixie cron. "L", "W", "#" and @reboot are not
-// supported.
+// The dialect is Vixie cron's (as cronie has it), field by field:
+// second and minute 0–59, hour 0–23, day of month 1–31, month 1–12 or
+// JAN–DEC, day of week 0–7 or SUN–SAT with both 0 and 7 Sunday (so
+// "1-7" and "MON-SUN" are Monday to Sunday). Each field is a list of
+// "*", a value or a range "a-b", each optionally stepped ("*/15",
+// "1-30/2", and "5/15" for "5-max/15"). A step larger than the field's
+// number of values is refused ("*/90" minutes would fire hourly). "?"
+// means "*" in the two day fields only. Names are case-insensitive.
 //
-// A "CRON_TZ=" or "TZ=" prefix is rejected: the zone comes only from the
+// Day of month and day of week: if either field starts with '*' (as "*"
+// and "*/2" do), a day must match both; if both are restricted, a day
+// matching either fires ("0 0 13 * FRI" fires on every 13th and every
+// Friday).
+//
+// Wall times are those of the zone, with cronie's rules at daylight
+// saving time: see the package documentation.
+//
+// "L", "W", "#", "H" and @reboot are refused with a message naming them.
+// A "CRON_TZ=" or "TZ=" prefix is refused: the zone comes only from the
 // timezone argument, so a job has exactly one place that sets it.
 //
 // Errors wrap ErrInvalidCron, ErrInvalidEvery, ErrNeverFires or
-// ErrUnknownZone.
+// ErrUnknownZone; those of ErrInvalidCron name the field, the value and
+// the rule broken.
 func Parse(spec, timezone string) (Schedule, error) {
 	loc, err := LoadLocation(timezone)
 	if err != nil {
@@ -113,35 +119,15 @@ func Parse(spec, timezone string) (Schedule, error) {
 		s.text = text
 		return s, nil
 	}
-	cs, err := parseCron(text)
+	expr, err := parseCronExpr(text)
 	if err != nil {
 		return Schedule{}, fmt.Errorf("%w %q: %v", ErrInvalidCron, spec, err)
 	}
-	cs.Location = loc
-	s := Schedule{kind: kindCron, cron: cs, text: text}
+	s := Schedule{kind: kindCron, cron: &expr, loc: loc, text: text}
 	if s.Next(neverFiresProbe).IsZero() {
 		return Schedule{}, fmt.Errorf("%w: %q names no existing date", ErrNeverFires, spec)
 	}
 	return s, nil
-}
-
-// parseCron calls robfig/cron and converts its panics (it has had some on
-// odd input) into errors.
-func parseCron(text string) (spec *cron.SpecSchedule, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			spec, err = nil, fmt.Errorf("parser failed: %v", r)
-		}
-	}()
-	s, err := parser.Parse(text)
-	if err != nil {
-		return nil, err
-	}
-	spec, ok := s.(*cron.SpecSchedule)
-	if !ok {
-		return nil, fmt.Errorf("unexpected schedule type %T", s)
-	}
-	return spec, nil
 }
 
 // Every returns a schedule that fires every d, anchored at the Unix epoch:
@@ -185,7 +171,8 @@ func Once(at time.Time) Schedule {
 func (s Schedule) Next(after time.Time) time.Time {
 	switch s.kind {
 	case kindCron:
-		return s.cron.Next(after)
+		t, _ := s.cron.next(s.loc, after, nil)
+		return t
 	case kindEvery:
 		k := floorDiv(after.Unix(), s.every) + 1
 		return time.Unix(k*s.every, 0).In(after.Location())
@@ -204,7 +191,7 @@ func (s Schedule) IsZero() bool { return s.kind == kindNever }
 // @every, one-off and zero schedules, whose instants do not depend on it.
 func (s Schedule) Location() *time.Location {
 	if s.kind == kindCron {
-		return s.cron.Location
+		return s.loc
 	}
 	return time.UTC
 }

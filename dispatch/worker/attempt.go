@@ -212,7 +212,7 @@ func (at *attempt) finish(out outcome, start time.Time) {
 		RunID:   at.a.RunID,
 		Attempt: at.a.Attempt,
 		Success: out.err == nil,
-		Output:  reportOutput(out.output),
+		Output:  out.output.text(dispatch.MaxOutputBytes),
 	}
 	result := "succeeded"
 	if out.err != nil {
@@ -312,7 +312,7 @@ func (at *attempt) sendHeartbeat(ctx context.Context, req dispatch.HeartbeatRequ
 	w := at.w
 	for range maxRedirects + 1 {
 		addr := at.ownerAddr()
-		r, err := post(ctx, w.client, addr, dispatch.PathHeartbeat, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
+		r, err := w.client.post(ctx, addr, dispatch.PathHeartbeat, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
 		if err != nil {
 			if ctx.Err() == nil {
 				at.rotate(addr) // the next heartbeat asks another orchestrator
@@ -334,6 +334,11 @@ func (at *attempt) sendHeartbeat(ctx context.Context, req dispatch.HeartbeatRequ
 			}
 			return dispatch.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: no owner now: %w", addr, r.err())
 		default:
+			if r.refused() {
+				err := r.credentialErr()
+				w.creds.refused(w.lg, addr, err)
+				return dispatch.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: %w", addr, err)
+			}
 			if !r.retryable() {
 				at.lg.Error("heartbeat rejected", zap.String("orchestrator", addr), zap.Error(r.err()))
 			}
@@ -356,7 +361,7 @@ func (at *attempt) complete(req dispatch.CompleteRequest) (store.RunStatus, erro
 	redirects := 0
 	for {
 		addr := at.ownerAddr()
-		r, err := post(ctx, w.client, addr, dispatch.PathComplete, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
+		r, err := w.client.post(ctx, addr, dispatch.PathComplete, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
 		if err != nil && ctx.Err() == nil {
 			at.rotate(addr)
 		}
@@ -376,6 +381,10 @@ func (at *attempt) complete(req dispatch.CompleteRequest) (store.RunStatus, erro
 				err = fmt.Errorf("complete to %s: no owner now: %w", addr, r.err())
 			case r.retryable():
 				err = fmt.Errorf("complete to %s: %w", addr, r.err())
+			case r.refused():
+				err := r.credentialErr()
+				w.creds.refused(w.lg, addr, err)
+				return "", fmt.Errorf("complete to %s: %w", addr, err)
 			default:
 				return "", fmt.Errorf("complete to %s: rejected: %w", addr, r.err())
 			}

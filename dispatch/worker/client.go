@@ -3,15 +3,18 @@ package worker
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch"
 )
@@ -66,23 +69,74 @@ func (r reply) retryable() bool {
 	return r.status >= 500 || r.status == http.StatusRequestTimeout || r.status == http.StatusTooManyRequests
 }
 
+// refused reports whether the orchestrator refused the worker's
+// credentials (401: missing or unknown token; 403: not allowed to).
+func (r reply) refused() bool {
+	return r.status == http.StatusUnauthorized || r.status == http.StatusForbidden
+}
+
+// CredentialError says that an orchestrator refused the worker's
+// credentials (HTTP 401 or 403). It is what polls, heartbeats and
+// completions fail with then.
+type CredentialError struct {
+	// Status is the HTTP status, 401 or 403.
+	Status int
+	// Message is the orchestrator's explanation.
+	Message string
+}
+
+func (e *CredentialError) Error() string {
+	hint := "the token is missing, unknown or revoked"
+	if e.Status == http.StatusForbidden {
+		hint = "the credential is not allowed to act as a worker here"
+	}
+	if e.Message != "" {
+		return fmt.Sprintf("orchestrator refused the worker's credentials (status %d: %s): %s", e.Status, e.Message, hint)
+	}
+	return fmt.Sprintf("orchestrator refused the worker's credentials (status %d): %s", e.Status, hint)
+}
+
+// credentialErr returns the *CredentialError of a 401 or 403 reply.
+func (r reply) credentialErr() *CredentialError {
+	return &CredentialError{Status: r.status, Message: r.message()}
+}
+
+// apiClient sends the worker's requests to orchestrators, with its token.
+type apiClient struct {
+	hc    *http.Client
+	token string
+}
+
+// newRequest returns a request carrying the worker's User-Agent and, if
+// it has one, its token.
+func (c *apiClient) newRequest(ctx context.Context, method, url string, body io.Reader) (*http.Request, error) {
+	hr, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("User-Agent", userAgent)
+	if c.token != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return hr, nil
+}
+
 // post sends req as JSON to base+path, bounded by timeout, and returns the
 // reply. An error means no reply was received (network error, timeout, ctx
 // cancelled).
-func post(ctx context.Context, c *http.Client, base, path string, req any, timeout time.Duration, limit int64) (reply, error) {
+func (c *apiClient) post(ctx context.Context, base, path string, req any, timeout time.Duration, limit int64) (reply, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return reply{}, fmt.Errorf("encode request: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+path, bytes.NewReader(body))
+	hr, err := c.newRequest(ctx, http.MethodPost, strings.TrimRight(base, "/")+path, bytes.NewReader(body))
 	if err != nil {
 		return reply{}, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("User-Agent", userAgent)
-	resp, err := c.Do(hr)
+	resp, err := c.hc.Do(hr)
 	if err != nil {
 		return reply{}, err
 	}
@@ -95,6 +149,40 @@ func post(ctx context.Context, c *http.Client, base, path string, req any, timeo
 		return reply{}, fmt.Errorf("reply larger than %d bytes", limit)
 	}
 	return reply{status: resp.StatusCode, body: b}, nil
+}
+
+// credentialLog logs refusals of the worker's credentials once per
+// change, across all the worker's requests, instead of once per request.
+// Safe for concurrent use.
+type credentialLog struct {
+	mu   sync.Mutex // guards last
+	last string     // the refusal logged last; "" after an accepted request
+}
+
+// refused logs err at error level unless it is the refusal logged last.
+func (c *credentialLog) refused(lg *zap.Logger, orchestrator string, err *CredentialError) {
+	msg := err.Error()
+	c.mu.Lock()
+	changed := c.last != msg
+	c.last = msg
+	c.mu.Unlock()
+	if changed {
+		lg.Error("orchestrator refused the worker's credentials; backing off (check --token or --token-file, and that the credential has the worker role)",
+			zap.String("orchestrator", orchestrator), zap.Int("status", err.Status), zap.String("reason", err.Message))
+	} else {
+		lg.Debug("credentials refused again", zap.String("orchestrator", orchestrator), zap.Int("status", err.Status))
+	}
+}
+
+// accepted notes a request the orchestrator accepted.
+func (c *credentialLog) accepted(lg *zap.Logger) {
+	c.mu.Lock()
+	was := c.last
+	c.last = ""
+	c.mu.Unlock()
+	if was != "" {
+		lg.Info("orchestrator accepts the worker's credentials again")
+	}
 }
 
 const userAgent = "jobfleet-worker"
@@ -125,9 +213,13 @@ func sleep(ctx context.Context, clock clockwork.Clock, d time.Duration) bool {
 }
 
 // defaultHTTPClient returns a client with its own transport, so that the
-// worker can close its idle connections without touching anyone else's.
-func defaultHTTPClient(maxIdlePerHost int) *http.Client {
+// worker can close its idle connections without touching anyone else's,
+// using tc (if not nil) for HTTPS.
+func defaultHTTPClient(maxIdlePerHost int, tc *tls.Config) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = maxIdlePerHost
+	if tc != nil {
+		tr.TLSClientConfig = tc.Clone()
+	}
 	return &http.Client{Transport: tr}
 }

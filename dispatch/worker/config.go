@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -88,13 +90,37 @@ type Config struct {
 	// 30s.
 	RetryInitial time.Duration
 	RetryMax     time.Duration
+	// Token is the worker's credential: a bearer token sent to the
+	// orchestrators ("Authorization: Bearer <token>") with every protocol
+	// request and every read of the members list. Empty sends none. It
+	// must be printable ASCII without spaces.
+	Token string
+	// TLS configures HTTPS to the orchestrators: the CA bundle that
+	// verifies them (RootCAs) and a client certificate. Nil means Go's
+	// defaults (the system's roots, no client certificate). Not used when
+	// HTTPClient is set: configure that client's transport instead.
+	TLS *tls.Config
 	// HTTPClient talks the worker protocol to orchestrators; nil means a
-	// client of the worker's own (idle connections closed when Run
-	// returns). Its Timeout should be 0: requests carry their own.
+	// client of the worker's own with TLS (idle connections closed when
+	// Run returns). Its Timeout should be 0: requests carry their own.
 	HTTPClient *http.Client
-	// ExecutorHTTPClient sends the requests of the "http" executor; nil
-	// means a client of the worker's own. Attempts' timeouts apply on top.
-	ExecutorHTTPClient *http.Client
+	// HTTPPolicy says where the "http" executor may connect: by default
+	// anywhere but loopback, link-local, unspecified, multicast and
+	// broadcast addresses and the fleet's own endpoints. See HTTPPolicy.
+	HTTPPolicy HTTPPolicy
+	// ShellEnv names variables of the worker's environment that shell
+	// commands get as well. Without them a command's environment is PATH
+	// (a fixed default, unless ShellEnv lists PATH), HOME and LANG (the
+	// worker's, if set) and the JOBFLEET_* variables of its run, never the
+	// worker's settings or secrets. Names are letters, digits and '_';
+	// names starting with JOBFLEET_ are refused (they are the worker's
+	// settings, such as JOBFLEET_TOKEN).
+	ShellEnv []string
+	// SecretEnv names the variables of the worker's environment that
+	// secret references ({"secret_env": "NAME"} in header values, payloads
+	// and bodies) may name; a reference to any other variable fails the
+	// attempt. Same rules for names as ShellEnv.
+	SecretEnv []string
 	// Clock times heartbeats, attempt timeouts, back-off and shutdown;
 	// nil means the real clock.
 	Clock clockwork.Clock
@@ -197,6 +223,43 @@ func (c *Config) Validate() error {
 	}
 	if c.ReportTimeout < c.RequestTimeout {
 		return bad("report timeout %v is below request timeout %v: not even one report could complete", c.ReportTimeout, c.RequestTimeout)
+	}
+	for i, r := range c.Token {
+		if r <= ' ' || r >= 0x7f {
+			return bad("token: character %d is not printable ASCII (a space, a newline, a control character?)", i)
+		}
+	}
+	if _, err := newDestPolicy(c.HTTPPolicy); err != nil {
+		return bad("%v", err)
+	}
+	for _, list := range []struct {
+		what  string
+		names []string
+	}{{"shell environment", c.ShellEnv}, {"secret environment", c.SecretEnv}} {
+		for _, name := range list.names {
+			if err := validateEnvName(name); err != nil {
+				return bad("%s: %v", list.what, err)
+			}
+		}
+	}
+	return nil
+}
+
+// validateEnvName checks a name of ShellEnv or SecretEnv.
+func validateEnvName(name string) error {
+	if name == "" || len(name) > 256 {
+		return fmt.Errorf("variable name %q must be 1 to 256 bytes", name)
+	}
+	for i, r := range name {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return fmt.Errorf("variable name %q: want letters, digits and '_', not starting with a digit", name)
+		}
+	}
+	if strings.HasPrefix(strings.ToUpper(name), "JOBFLEET_") {
+		return fmt.Errorf("variable %s is refused: JOBFLEET_* variables are the worker's own settings and secrets", name)
 	}
 	return nil
 }

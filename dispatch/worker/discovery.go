@@ -101,7 +101,10 @@ type MemberList struct {
 	// Interval is the time between refreshes; default 10s. After a failed
 	// refresh the next one comes sooner, with back-off.
 	Interval time.Duration
-	// HTTPClient makes the requests; nil means http.DefaultClient.
+	// HTTPClient makes the requests. Nil means, when a Worker runs the
+	// MemberList, the worker's own client (with its Config.TLS), and
+	// http.DefaultClient otherwise. Run by a Worker, the requests carry
+	// the worker's Config.Token.
 	HTTPClient *http.Client
 	// RequestTimeout bounds each request; default 5s.
 	RequestTimeout time.Duration
@@ -134,9 +137,23 @@ func (d *MemberList) Validate() error {
 }
 
 // Watch refreshes the members list every Interval and reports the members'
-// addresses when they change. While no orchestrator answers it keeps the
-// last list and retries.
+// addresses when they change. For one Interval after a change (and after
+// the first list) it refreshes every second instead: members of a fleet
+// that is starting, or rolling, register one by one, and a worker that read
+// the list before the others registered should not wait a whole Interval
+// to poll them. While no orchestrator answers it keeps the last list and
+// retries.
 func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
+	client := d.HTTPClient
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return d.watch(ctx, &apiClient{hc: client}, update)
+}
+
+// watch is Watch with requests sent by c: a Worker running a MemberList
+// reads the members with its own client, TLS settings and token.
+func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]string)) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
@@ -147,15 +164,12 @@ func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 	if reqTimeout == 0 {
 		reqTimeout = 5 * time.Second
 	}
-	clock, lg, client := d.Clock, d.Logger, d.HTTPClient
+	clock, lg := d.Clock, d.Logger
 	if clock == nil {
 		clock = clockwork.NewRealClock()
 	}
 	if lg == nil {
 		lg = zap.NewNop()
-	}
-	if client == nil {
-		client = http.DefaultClient
 	}
 	seeds := normalizeAddrs(d.Seeds)
 	bo := newBackOff(200*time.Millisecond, interval)
@@ -163,11 +177,12 @@ func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 		last     []string // last reported
 		reported bool
 		failing  bool
+		settling time.Time // refresh sooner until then
 	)
 	for {
 		// Ask the members first (most likely current), then the seeds.
 		try := append(slices.Clone(last), seeds...)
-		addrs, err := fetchMembers(ctx, client, try, reqTimeout)
+		addrs, err := fetchMembers(ctx, c, try, reqTimeout)
 		wait := interval
 		switch {
 		case ctx.Err() != nil:
@@ -190,6 +205,10 @@ func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 				lg.Info("orchestrators discovered", zap.Strings("orchestrators", addrs))
 				update(slices.Clone(addrs))
 				last, reported = addrs, true
+				settling = clock.Now().Add(interval)
+			}
+			if clock.Now().Before(settling) {
+				wait = min(interval, settlingRefresh)
 			}
 		}
 		if !sleep(ctx, clock, wait) {
@@ -198,9 +217,13 @@ func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 	}
 }
 
+// settlingRefresh is MemberList's refresh interval while the list is
+// settling.
+const settlingRefresh = time.Second
+
 // fetchMembers returns the member addresses from the first of urls that
 // answers.
-func fetchMembers(ctx context.Context, client *http.Client, urls []string, timeout time.Duration) ([]string, error) {
+func fetchMembers(ctx context.Context, client *apiClient, urls []string, timeout time.Duration) ([]string, error) {
 	var errs []error
 	for _, base := range slices.Compact(urls) {
 		addrs, err := fetchMembersFrom(ctx, client, base, timeout)
@@ -215,19 +238,21 @@ func fetchMembers(ctx context.Context, client *http.Client, urls []string, timeo
 	return nil, errors.Join(errs...)
 }
 
-func fetchMembersFrom(ctx context.Context, client *http.Client, base string, timeout time.Duration) ([]string, error) {
+func fetchMembersFrom(ctx context.Context, client *apiClient, base string, timeout time.Duration) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/cluster/members", nil)
+	req, err := client.newRequest(ctx, http.MethodGet, base+"/v1/cluster/members", nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("User-Agent", userAgent)
-	resp, err := client.Do(req)
+	resp, err := client.hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return nil, fmt.Errorf("GET %s/v1/cluster/members: %w", base, &CredentialError{Status: resp.StatusCode})
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s/v1/cluster/members: status %s", base, resp.Status)
 	}

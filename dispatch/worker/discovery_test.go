@@ -139,3 +139,30 @@ func TestEtcdDiscoveryValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestMembersListSettlesQuickly: after the list changed, a member that
+// registers next is found within a second, not a whole Interval.
+func TestMembersListSettlesQuickly(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	a, b := newFakeOrch(t, "a", nil), newFakeOrch(t, "b", nil)
+	a.setMembers(membership.Member{ID: "a", Addr: a.URL()})
+	d := worker.MembersFrom(a.URL())
+	d.Clock = clock
+	d.Interval = time.Minute
+	updates := make(chan []string, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Watch(ctx, func(addrs []string) { updates <- addrs }) }()
+	defer func() { cancel(); recv(t, done, "Watch to return") }()
+	if got := recv(t, updates, "first update"); !slices.Equal(got, []string{a.URL()}) {
+		t.Fatalf("update %q, want [%q]", got, a.URL())
+	}
+	a.setMembers(membership.Member{ID: "a", Addr: a.URL()}, membership.Member{ID: "b", Addr: b.URL()})
+	blockUntil(t, clock, 1)
+	clock.Advance(time.Second)
+	want := []string{a.URL(), b.URL()}
+	slices.Sort(want)
+	if got := recv(t, updates, "the second member"); !slices.Equal(got, want) {
+		t.Fatalf("update %q, want %q", got, want)
+	}
+}

@@ -47,6 +47,32 @@
 //     goroutine it started has exited.
 //   - Handlers: a panic in a handler is recovered and reported as a
 //     failure.
+//   - Least privilege for the "http" executor: every connection is checked
+//     against Config.HTTPPolicy when it is made, on the resolved address
+//     (deny list; the fleet's orchestrators, as discovery reports them,
+//     and etcd endpoints, always; allow list; default denial of loopback,
+//     link-local, unspecified, multicast and broadcast addresses). A
+//     refused destination fails the attempt with a *DestinationError and
+//     is sent nothing. No proxy from the environment unless
+//     HTTPPolicy.ProxyFromEnvironment. Redirects are followed only for
+//     executors with follow_redirects, within the policy, at most 5, never
+//     changing the method or dropping the body, and without the job's
+//     headers for another origin. URLs with user:password are refused.
+//   - Least privilege for the "shell" executor: a command's environment
+//     is PATH, HOME, LANG, its run's JOBFLEET_* variables and the
+//     variables Config.ShellEnv names, never the rest of the worker's
+//     environment.
+//   - Secret references ({"secret_env": "NAME"} in header values, the
+//     payload, the body) are resolved just before execution from the
+//     variables Config.SecretEnv allows; a missing one fails the attempt
+//     with an error naming it, never a value.
+//   - Credentials: every request to an orchestrator carries Config.Token
+//     as a bearer token, over Config.TLS for https; a refused credential
+//     (401, 403) is logged once per change and backed off, never spun on.
+//   - Reports are safe to print: outputs and errors are valid UTF-8 with
+//     control characters other than newline and tab escaped (\x1b), and
+//     over their cap (dispatch.MaxOutputBytes, 8 KiB for errors) keep
+//     their head and tail with a marker saying how many bytes were cut.
 //
 // # What it does not guarantee
 //
@@ -59,6 +85,11 @@
 // by shutdown or by the orchestrator leaving the members list may lose the
 // attempts an orchestrator was handing out in that instant; they are
 // retried after their lease.
+//
+// The destination policy knows the fleet's endpoints by the addresses the
+// worker knows them by; an orchestrator or etcd also listening on other
+// addresses must be kept out with HTTPPolicy.Deny. A resolved secret
+// reaches the job's receiver, which may echo it into the run's output.
 //
 // # Orchestrators
 //

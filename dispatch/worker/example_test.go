@@ -63,3 +63,22 @@ func ExampleFormatScheduledAt() {
 	fmt.Println(worker.FormatScheduledAt(t))
 	// Output: 2026-12-01T02:00:00.500Z
 }
+
+// A worker's least-privilege settings: its credential, where its HTTP jobs
+// may connect, which variables shell jobs and secret references may use.
+func ExampleHTTPPolicy() {
+	cfg := worker.DefaultConfig()
+	cfg.ID = "w1"
+	cfg.Orchestrators = worker.StaticOrchestrators("https://10.0.0.5:8080")
+	cfg.Token = "worker-token" // read it from a file or the environment
+	cfg.HTTPPolicy = worker.HTTPPolicy{
+		Allow: []string{"127.0.0.1:9000"},                         // a receiver on this host, that port only
+		Deny:  []string{"10.0.0.0/8", "*.internal"},               // internal networks and names
+		Fleet: []string{"https://10.0.0.9:2379", "10.0.0.9:2380"}, // etcd
+	}
+	cfg.SecretEnv = []string{"DEPLOY_HOOK_TOKEN"}
+	cfg.ShellEnv = []string{"JOBFLEET_TOKEN"}
+	err := cfg.Validate()
+	fmt.Println(errors.Is(err, worker.ErrInvalidConfig), err)
+	// Output: true worker: invalid config: shell environment: variable JOBFLEET_TOKEN is refused: JOBFLEET_* variables are the worker's own settings and secrets
+}

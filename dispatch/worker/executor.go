@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -40,11 +42,15 @@ type Run struct {
 	Attempt int
 	// ScheduledAt is the time the run was scheduled for.
 	ScheduledAt time.Time
-	// Payload is the job's payload (JSON), nil if it has none.
+	// Payload is the job's payload (JSON), nil if it has none, with its
+	// secret references resolved (see store.ResolveSecretRefs).
 	Payload json.RawMessage
 }
 
-// Header names set by the "http" executor (contract).
+// Header names set by the "http" executor (contract). Jobfleet-Job-Id
+// carries the job ID percent-encoded as store.EscapeID does (as in run
+// IDs), so that any job ID is a valid header value; decode it with
+// store.UnescapeID.
 const (
 	HeaderJobID       = "Jobfleet-Job-Id"
 	HeaderRunID       = "Jobfleet-Run-Id"
@@ -53,6 +59,7 @@ const (
 )
 
 // Environment variables set for the "shell" executor (contract).
+// JOBFLEET_JOB_ID is the raw job ID.
 const (
 	EnvJobID       = "JOBFLEET_JOB_ID"
 	EnvRunID       = "JOBFLEET_RUN_ID"
@@ -72,19 +79,26 @@ func FormatScheduledAt(t time.Time) string { return t.UTC().Format(scheduledAtLa
 type outcome struct {
 	// err is nil on success.
 	err error
-	// output is the start of the executor's output, raw.
-	output []byte
+	// output is the executor's output (nil for none).
+	output *outputBuffer
 }
 
-// execute runs attempt a with the executor it names, under ctx.
+// execute runs attempt a with the executor it names, under ctx. Secret
+// references in the payload are resolved first; the resolved payload
+// exists only here, for the executor.
 func (w *Worker) execute(ctx context.Context, a dispatch.Assignment, lg *zap.Logger) outcome {
+	if a.Executor.Type == store.ExecutorShell && !w.cfg.AllowShell {
+		return outcome{err: errors.New("shell executor refused: this worker was not started with shell allowed (--allow-shell)")}
+	}
+	payload, err := store.ResolveSecretRefs("payload", a.Payload, w.secret)
+	if err != nil {
+		return outcome{err: err}
+	}
+	a.Payload = payload
 	switch a.Executor.Type {
 	case store.ExecutorHTTP:
 		return w.executeHTTP(ctx, a)
 	case store.ExecutorShell:
-		if !w.cfg.AllowShell {
-			return outcome{err: errors.New("shell executor refused: this worker was not started with shell allowed (--allow-shell)")}
-		}
 		return w.executeShell(ctx, a)
 	default:
 		h := w.handler(a.Executor.Type)
@@ -93,6 +107,20 @@ func (w *Worker) execute(ctx context.Context, a dispatch.Assignment, lg *zap.Log
 		}
 		return runHandler(ctx, h, a, lg)
 	}
+}
+
+// secret returns the value of the worker's environment variable name for
+// a secret reference, if name is on the SecretEnv allow-list. Its errors
+// name the variable, never a value.
+func (w *Worker) secret(name string) (string, error) {
+	if !slices.Contains(w.cfg.SecretEnv, name) {
+		return "", fmt.Errorf("secret reference to %s: the variable is not on this worker's secret allow-list (--secret-env)", name)
+	}
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return "", fmt.Errorf("secret reference to %s: the variable is not set in this worker's environment", name)
+	}
+	return v, nil
 }
 
 // runHandler calls h, turning a panic into a failure.
@@ -113,17 +141,53 @@ func runHandler(ctx context.Context, h Handler, a dispatch.Assignment, lg *zap.L
 	return outcome{err: err}
 }
 
-// executeHTTP sends the attempt's request. Any 2xx is success; the start
-// of the response body is the output.
+// HTTP executor limits.
+const (
+	// maxExecRedirects is the most redirects an attempt follows (with
+	// follow_redirects).
+	maxExecRedirects = 5
+	// maxResponseRead is how much of a response body the executor reads
+	// (its head and tail become the output); it stops reading after that.
+	maxResponseRead = 16 << 20
+)
+
+// newExecTransport returns the "http" executor's transport: every
+// connection is dialed through policy, and none is kept alive, so that
+// each request is checked against the fleet's current endpoints.
+func newExecTransport(policy *destPolicy, proxyFromEnv bool) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = policy.dialContext
+	tr.Proxy = nil
+	if proxyFromEnv {
+		tr.Proxy = http.ProxyFromEnvironment
+	}
+	tr.DisableKeepAlives = true
+	return tr
+}
+
+// executeHTTP sends the attempt's request. Any 2xx is success; the head
+// and tail of the response body are the output. The destination, and
+// every redirect's, must pass the worker's HTTPPolicy; redirects are
+// followed only if the executor allows them.
 func (w *Worker) executeHTTP(ctx context.Context, a dispatch.Assignment) outcome {
 	e := a.Executor
 	method := strings.ToUpper(e.Method)
 	if method == "" {
 		method = store.DefaultMethod
 	}
+	u, err := url.Parse(e.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return outcome{err: errors.New("executor URL is not an absolute http or https URL")}
+	}
+	shown := u.Redacted()
+	if err := w.policy.checkURL(u); err != nil {
+		return outcome{err: fmt.Errorf("%s %s: %w", method, shown, err)}
+	}
 	body := []byte(e.Body)
 	if len(body) == 0 {
-		body = a.Payload
+		body = a.Payload // secret references already resolved
+	} else if body, err = store.ResolveSecretRefs("executor.body", e.Body, w.secret); err != nil {
+		return outcome{err: err}
 	}
 	var rd io.Reader
 	if len(body) > 0 {
@@ -133,7 +197,16 @@ func (w *Worker) executeHTTP(ctx context.Context, a dispatch.Assignment) outcome
 	if err != nil {
 		return outcome{err: fmt.Errorf("build request: %w", err)}
 	}
-	for k, v := range e.Headers {
+	for k, hv := range e.Headers {
+		v := hv.Value
+		if hv.IsSecret() {
+			if v, err = w.secret(hv.SecretEnv); err != nil {
+				return outcome{err: fmt.Errorf("header %s: %w", k, err)}
+			}
+			if strings.ContainsFunc(v, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+				return outcome{err: fmt.Errorf("header %s: secret %s holds a control character; not sent", k, hv.SecretEnv)}
+			}
+		}
 		req.Header.Set(k, v)
 	}
 	if len(body) > 0 && req.Header.Get("Content-Type") == "" {
@@ -142,20 +215,30 @@ func (w *Worker) executeHTTP(ctx context.Context, a dispatch.Assignment) outcome
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", userAgent)
 	}
-	// Set last: the Jobfleet-* names are reserved for these.
-	req.Header.Set(HeaderJobID, a.JobID)
+	// Set last: the Jobfleet-* names are reserved for these. A job ID may
+	// hold any UTF-8: it is percent-encoded as in run IDs.
+	req.Header.Set(HeaderJobID, store.EscapeID(a.JobID))
 	req.Header.Set(HeaderRunID, a.RunID)
 	req.Header.Set(HeaderScheduledAt, FormatScheduledAt(a.ScheduledAt))
 	req.Header.Set(HeaderAttempt, strconv.Itoa(a.Attempt))
 
-	resp, err := w.execClient.Do(req)
+	client := &http.Client{Transport: w.execTransport, CheckRedirect: w.redirectPolicy(e)}
+	resp, err := client.Do(req)
 	if err != nil {
 		return outcome{err: err}
 	}
 	defer resp.Body.Close()
-	out, rerr := io.ReadAll(io.LimitReader(resp.Body, dispatch.MaxOutputBytes))
+	out := newOutputBuffer(dispatch.MaxOutputBytes)
+	_, rerr := io.Copy(out, io.LimitReader(resp.Body, maxResponseRead))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return outcome{err: fmt.Errorf("%s %s: status %s", method, e.URL, resp.Status), output: out}
+		err := fmt.Errorf("%s %s: status %s", method, shown, resp.Status)
+		if loc := resp.Header.Get("Location"); loc != "" && isRedirect(resp.StatusCode) {
+			if lu, perr := resp.Request.URL.Parse(loc); perr == nil {
+				loc = lu.Redacted()
+			}
+			err = fmt.Errorf("%w: redirect to %s not followed (the job's executor does not set follow_redirects)", err, loc)
+		}
+		return outcome{err: err, output: out}
 	}
 	if rerr != nil && ctx.Err() != nil {
 		// Cancelled while reading the body: not a clean success.
@@ -164,59 +247,50 @@ func (w *Worker) executeHTTP(ctx context.Context, a dispatch.Assignment) outcome
 	return outcome{output: out}
 }
 
-// capWriter keeps the first max bytes written to it and discards the rest,
-// without failing the writer.
-type capWriter struct {
-	buf []byte
-	max int
+// isRedirect reports whether status is one the client would follow.
+func isRedirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
 }
 
-func (c *capWriter) Write(p []byte) (int, error) {
-	if room := c.max - len(c.buf); room > 0 {
-		c.buf = append(c.buf, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-// maxErrorBytes caps the error message a completion carries.
-const maxErrorBytes = 8 << 10
-
-// reportOutput turns raw output into what a completion may carry: valid
-// UTF-8 (invalid bytes replaced) of at most dispatch.MaxOutputBytes bytes,
-// cut at a rune boundary.
-func reportOutput(b []byte) string { return truncateUTF8(b, dispatch.MaxOutputBytes) }
-
-// reportError turns an error into a completion's message, at most
-// maxErrorBytes of valid UTF-8.
-func reportError(err error) string { return truncateUTF8([]byte(err.Error()), maxErrorBytes) }
-
-// truncateUTF8 returns the start of b as valid UTF-8 (invalid bytes
-// replaced) of at most limit bytes, cut at a rune boundary.
-func truncateUTF8(b []byte, limit int) string {
-	if len(b) > limit {
-		b = b[:limit]
-	}
-	s := string(b)
-	if !utf8.ValidString(s) {
-		// A rune cut by the byte limit at the end is dropped, not replaced.
-		if n := len(s); n == limit {
-			for i := n - 1; i >= 0 && i >= n-utf8.UTFMax; i-- {
-				if utf8.RuneStart(s[i]) {
-					if !utf8.FullRuneInString(s[i:]) {
-						s = s[:i]
-					}
-					break
-				}
+// redirectPolicy is the CheckRedirect of an attempt with executor e.
+// Without FollowRedirects the 3xx reply is the result (a failure). With
+// it, a redirect is followed if it keeps the method (and so the body: a
+// 301, 302 or 303 answering anything but GET or HEAD is refused), carries
+// no user:password, passes the destination policy (its connection is
+// checked as well), and is one of the first maxExecRedirects. The
+// executor's own headers are not sent to another origin (scheme, host or
+// port), nor is a Referer.
+func (w *Worker) redirectPolicy(e store.Executor) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if !e.FollowRedirects {
+			return http.ErrUseLastResponse
+		}
+		first := via[0]
+		to := req.URL.Redacted()
+		status := 0
+		if req.Response != nil {
+			status = req.Response.StatusCode
+		}
+		switch {
+		case len(via) > maxExecRedirects:
+			return fmt.Errorf("redirect to %s not followed: more than %d redirects", to, maxExecRedirects)
+		case req.Method != first.Method:
+			return fmt.Errorf("redirect (%d) to %s not followed: it would turn the %s into a %s without its body", status, to, first.Method, req.Method)
+		}
+		if err := w.policy.checkURL(req.URL); err != nil {
+			return fmt.Errorf("redirect to %s not followed: %w", to, err)
+		}
+		req.Header.Del("Referer")
+		if req.URL.Scheme != first.URL.Scheme || req.URL.Host != first.URL.Host {
+			for k := range e.Headers {
+				req.Header.Del(k)
 			}
 		}
-		s = strings.ToValidUTF8(s, "\uFFFD")
+		return nil
 	}
-	if len(s) > limit { // replacements made it longer
-		i := limit
-		for i > 0 && !utf8.RuneStart(s[i]) {
-			i--
-		}
-		s = s[:i]
-	}
-	return s
 }

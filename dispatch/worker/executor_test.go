@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 
@@ -94,12 +95,18 @@ func TestHTTPExecutor(t *testing.T) {
 			f := newFakeOrch(t, "a", nil)
 			recvSrv, reqs := newReceiver(t, tt.status, tt.respBody)
 			startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL())}, nil)
-			ex := store.Executor{Type: "http", URL: recvSrv.URL + "/hook", Method: tt.method, Headers: tt.headers}
+			ex := store.Executor{Type: "http", URL: recvSrv.URL + "/hook", Method: tt.method}
+			for k, v := range tt.headers {
+				if ex.Headers == nil {
+					ex.Headers = map[string]store.HeaderValue{}
+				}
+				ex.Headers[k] = store.Literal(v)
+			}
 			if tt.body != "" {
 				ex.Body = json.RawMessage(tt.body)
 			}
 			a := f.assignment("run-1", ex, tt.payload)
-			a.JobID = "nightly-report"
+			a.JobID = "reports/nightly ü" // percent-encoded in the header, as in run IDs
 			a.Attempt = 3
 			a.ScheduledAt = tt.scheduledAt
 			f.enqueue(a)
@@ -109,7 +116,7 @@ func TestHTTPExecutor(t *testing.T) {
 				t.Errorf("request %s %s body %q, want %s /hook body %q", got.method, got.path, got.body, tt.wantMethod, tt.wantBody)
 			}
 			wantHeaders := map[string]string{
-				"Jobfleet-Job-Id":       "nightly-report",
+				"Jobfleet-Job-Id":       "reports%2Fnightly%20%C3%BC",
 				"Jobfleet-Run-Id":       "run-1",
 				"Jobfleet-Scheduled-At": tt.wantScheduledAt,
 				"Jobfleet-Attempt":      "3",
@@ -141,15 +148,21 @@ func TestHTTPExecutor(t *testing.T) {
 	}
 }
 
-func TestHTTPExecutorOutputCapped(t *testing.T) {
+// TestHTTPExecutorOutputHeadAndTail: a response body over the cap is
+// reported as its head and its tail (where errors usually are), with a
+// marker saying how much was cut, in valid UTF-8 within the cap.
+func TestHTTPExecutorOutputHeadAndTail(t *testing.T) {
 	f := newFakeOrch(t, "a", nil)
-	big := strings.Repeat("é", dispatch.MaxOutputBytes) // 2 bytes each: twice the cap
-	recvSrv, _ := newReceiver(t, 200, big)
+	big := "BEGIN " + strings.Repeat("é", dispatch.MaxOutputBytes) + " error: the disk is full" // over twice the cap
+	recvSrv, _ := newReceiver(t, 500, big)
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL())}, nil)
 	f.enqueue(f.assignment("r1", store.Executor{Type: "http", URL: recvSrv.URL}, ""))
 	c := f.waitComplete(t, "r1")
-	if len(c.Output) != dispatch.MaxOutputBytes || c.Output != big[:dispatch.MaxOutputBytes] {
-		t.Errorf("output of %d bytes, want the first %d bytes of the body", len(c.Output), dispatch.MaxOutputBytes)
+	if len(c.Output) > dispatch.MaxOutputBytes || !utf8.ValidString(c.Output) {
+		t.Errorf("output of %d bytes, valid UTF-8 %v; want at most %d of valid UTF-8", len(c.Output), utf8.ValidString(c.Output), dispatch.MaxOutputBytes)
+	}
+	if !strings.HasPrefix(c.Output, "BEGIN éé") || !strings.HasSuffix(c.Output, "éé error: the disk is full") || !strings.Contains(c.Output, " bytes cut ...]") {
+		t.Errorf("output %.20q … %.40q, want the body's head, a marker and its tail", c.Output, c.Output[max(0, len(c.Output)-40):])
 	}
 }
 
@@ -183,7 +196,7 @@ func requireShell(t *testing.T) {
 
 func TestShellExecutor(t *testing.T) {
 	requireShell(t)
-	t.Setenv("JOBFLEET_TEST_INHERITED", "from-worker")
+	t.Setenv("TEST_INHERITED", "from-worker")
 	tests := []struct {
 		name       string
 		command    []string
@@ -192,8 +205,8 @@ func TestShellExecutor(t *testing.T) {
 		wantErr    string
 	}{
 		{
-			name:       "env vars, stdin payload, inherited environment",
-			command:    []string{"sh", "-c", `printf '%s|%s|%s|%s|%s|' "$JOBFLEET_JOB_ID" "$JOBFLEET_RUN_ID" "$JOBFLEET_SCHEDULED_AT" "$JOBFLEET_ATTEMPT" "$JOBFLEET_TEST_INHERITED"; cat; echo " to stderr" >&2`},
+			name:       "env vars, stdin payload, allowed variable",
+			command:    []string{"sh", "-c", `printf '%s|%s|%s|%s|%s|' "$JOBFLEET_JOB_ID" "$JOBFLEET_RUN_ID" "$JOBFLEET_SCHEDULED_AT" "$JOBFLEET_ATTEMPT" "$TEST_INHERITED"; cat; echo " to stderr" >&2`},
 			payload:    `{"x":1}`,
 			wantOutput: `job-r1|r1|2026-12-01T02:00:00.000Z|1|from-worker|{"x":1} to stderr` + "\n",
 		},
@@ -217,7 +230,7 @@ func TestShellExecutor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeOrch(t, "a", nil)
-			startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true}, nil)
+			startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, ShellEnv: []string{"TEST_INHERITED"}}, nil)
 			f.enqueue(f.assignment("r1", store.Executor{Type: "shell", Command: tt.command}, tt.payload))
 			c := f.waitComplete(t, "r1")
 			if tt.wantErr == "" && (!c.Success || c.Error != "") {
@@ -237,16 +250,85 @@ func TestShellOutputCappedAndValidUTF8(t *testing.T) {
 	requireShell(t)
 	f := newFakeOrch(t, "a", nil)
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true}, nil)
-	// A 3-byte rune straddles the cap, after an invalid byte; then much more.
-	script := fmt.Sprintf(`printf '\377'; head -c %d /dev/zero | tr '\0' a; printf '€'; head -c 100000 /dev/zero`, dispatch.MaxOutputBytes-2)
+	// An invalid byte, a 3-byte rune straddling the cap, NUL bytes, then
+	// the end of the output in colour.
+	script := fmt.Sprintf(`printf '\377'; head -c %d /dev/zero | tr '\0' a; printf '€'; head -c 100000 /dev/zero; printf '\033[31mfailed\033[0m\n'`, dispatch.MaxOutputBytes-2)
 	f.enqueue(f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", script}}, ""))
 	c := f.waitComplete(t, "r1")
 	if !c.Success {
 		t.Fatalf("completion %q, want success", c.Error)
 	}
-	want := "\uFFFD" + strings.Repeat("a", dispatch.MaxOutputBytes-3)
-	if c.Output != want {
-		t.Errorf("output of %d bytes (starts %q), want %d bytes: U+FFFD then a's, cut before the straddling rune", len(c.Output), c.Output[:8], len(want))
+	if len(c.Output) > dispatch.MaxOutputBytes || !utf8.ValidString(c.Output) {
+		t.Errorf("output of %d bytes, valid UTF-8 %v; want at most %d of valid UTF-8", len(c.Output), utf8.ValidString(c.Output), dispatch.MaxOutputBytes)
+	}
+	wantEnd := strings.Repeat(`\x00`, 100) + `\x1b[31mfailed\x1b[0m` + "\n"
+	if !strings.HasPrefix(c.Output, "\uFFFDaaaa") || !strings.HasSuffix(c.Output, wantEnd) || !strings.Contains(c.Output, " bytes cut ...]") {
+		t.Errorf("output %.20q … %.60q, want U+FFFD and a's, a marker, escaped NULs and the escaped coloured end", c.Output, c.Output[max(0, len(c.Output)-60):])
+	}
+}
+
+// TestShellMinimalEnvironment: a shell command sees PATH, HOME, LANG, its
+// run's JOBFLEET_* variables and the variables the worker allows, and
+// nothing else of the worker's environment: not its settings, not its
+// secrets.
+func TestShellMinimalEnvironment(t *testing.T) {
+	requireShell(t)
+	t.Setenv("JOBFLEET_ETCD_PASSWORD", "etcd-hunter2")
+	t.Setenv("JOBFLEET_TOKEN", "token-hunter2")
+	t.Setenv("UNLISTED_SECRET", "unlisted-hunter2")
+	t.Setenv("LISTED_VAR", "listed-value")
+	t.Setenv("HOME", "/home/jobfleet-test")
+	f := newFakeOrch(t, "a", nil)
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, ShellEnv: []string{"LISTED_VAR", "NOT_SET_ANYWHERE"}}, nil)
+	a := f.assignment("r1", store.Executor{Type: "shell", Command: []string{"env"}}, "")
+	a.JobID = "backup/nightly ü"
+	f.enqueue(a)
+	c := f.waitComplete(t, "r1")
+	if !c.Success {
+		t.Fatalf("completion %q, want success", c.Error)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(c.Output), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		got[k] = v
+	}
+	want := map[string]string{
+		"PATH":                  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME":                  "/home/jobfleet-test",
+		"LISTED_VAR":            "listed-value",
+		"JOBFLEET_JOB_ID":       "backup/nightly ü", // raw, not escaped
+		"JOBFLEET_RUN_ID":       "r1",
+		"JOBFLEET_SCHEDULED_AT": "2026-12-01T02:00:00.000Z",
+		"JOBFLEET_ATTEMPT":      "1",
+	}
+	if lang, ok := os.LookupEnv("LANG"); ok {
+		want["LANG"] = lang
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s=%q, want %q", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok && k != "PWD" && k != "SHLVL" && k != "_" {
+			t.Errorf("unexpected variable %s in the command's environment", k)
+		}
+	}
+	if strings.Contains(c.Output, "hunter2") {
+		t.Errorf("a secret of the worker's environment reached the command:\n%s", c.Output)
+	}
+}
+
+func TestShellEnvRefusesWorkerSettings(t *testing.T) {
+	for _, names := range [][]string{{"JOBFLEET_TOKEN"}, {"jobfleet_etcd_password"}, {"OK", "1BAD"}, {""}} {
+		_, err := worker.New(worker.Config{ID: "w", Orchestrators: worker.StaticOrchestrators("http://127.0.0.1:1"), ShellEnv: names})
+		if !errors.Is(err, worker.ErrInvalidConfig) {
+			t.Errorf("ShellEnv %q: New = %v, want ErrInvalidConfig", names, err)
+		}
+		_, err = worker.New(worker.Config{ID: "w", Orchestrators: worker.StaticOrchestrators("http://127.0.0.1:1"), SecretEnv: names})
+		if !errors.Is(err, worker.ErrInvalidConfig) {
+			t.Errorf("SecretEnv %q: New = %v, want ErrInvalidConfig", names, err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,8 @@ type fakeOrch struct {
 	clock clockwork.Clock
 
 	mu          sync.Mutex    // guards the fields below
+	auth        []string      // "METHOD PATH Authorization-value" of every request
+	drains      int           // requests to POST /v1/cluster/drain
 	changed     chan struct{} // closed and replaced on every change
 	queue       []queued
 	held        map[string]*heldAttempt // by runID/attempt
@@ -73,6 +76,13 @@ func heldKey(runID string, attempt int) string { return fmt.Sprintf("%s/%d", run
 
 func newFakeOrch(t testing.TB, id string, clock clockwork.Clock) *fakeOrch {
 	t.Helper()
+	return newFakeOrchTLS(t, id, clock, nil)
+}
+
+// newFakeOrchTLS is newFakeOrch serving HTTPS with tlsCfg (nil: plain
+// HTTP).
+func newFakeOrchTLS(t testing.TB, id string, clock clockwork.Clock, tlsCfg *tls.Config) *fakeOrch {
+	t.Helper()
 	if clock == nil {
 		clock = clockwork.NewRealClock()
 	}
@@ -82,7 +92,25 @@ func newFakeOrch(t testing.TB, id string, clock clockwork.Clock) *fakeOrch {
 	mux.HandleFunc("POST "+dispatch.PathHeartbeat, f.handleHeartbeat)
 	mux.HandleFunc("POST "+dispatch.PathComplete, f.handleComplete)
 	mux.HandleFunc("GET /v1/cluster/members", f.handleMembers)
-	f.srv = httptest.NewServer(mux)
+	mux.HandleFunc("POST /v1/cluster/drain", func(w http.ResponseWriter, _ *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.drains++
+		f.notifyLocked()
+		writeJSON(w, http.StatusAccepted, map[string]string{})
+	})
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.auth = append(f.auth, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		f.mu.Unlock()
+		mux.ServeHTTP(w, r)
+	}))
+	if tlsCfg != nil {
+		f.srv.TLS = tlsCfg
+		f.srv.StartTLS()
+	} else {
+		f.srv.Start()
+	}
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -469,6 +497,11 @@ func startWorker(t *testing.T, cfg worker.Config, setup func(*worker.Worker)) *t
 	}
 	if cfg.Logger == nil {
 		cfg.Logger, _ = newTestLogger(t)
+	}
+	if cfg.HTTPPolicy.Allow == nil {
+		// The test receivers listen on loopback, which is denied by
+		// default. A test of the default sets Allow to an empty slice.
+		cfg.HTTPPolicy.Allow = []string{"127.0.0.0/8"}
 	}
 	w, err := worker.New(cfg)
 	if err != nil {

@@ -30,15 +30,21 @@ var errShuttingDown = errors.New("worker shutting down")
 // results. Create it with New, register handlers with Handle, and run it
 // with Run.
 type Worker struct {
-	cfg        Config
-	lg         *zap.Logger
-	client     *http.Client // worker protocol
-	execClient *http.Client // "http" executor
-	ownClients bool         // client and execClient were made by New
+	cfg           Config
+	lg            *zap.Logger
+	client        *apiClient      // worker protocol and members list
+	ownClient     bool            // client.hc was made by New
+	execTransport *http.Transport // "http" executor; its dials go through policy
+	policy        *destPolicy     // "http" executor's destinations
+	creds         credentialLog
 
 	slots  *slots
 	ran    atomic.Bool
 	polled atomic.Int32 // number of orchestrators polled
+	// settling is when the set of orchestrators polled last changed plus
+	// PollWait, in the clock's UnixNano: until then polls are kept short
+	// (see pollWait).
+	settling atomic.Int64
 
 	hmu      sync.RWMutex // guards handlers
 	handlers map[string]Handler
@@ -60,22 +66,40 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	policy, err := newDestPolicy(cfg.HTTPPolicy)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	switch d := cfg.Orchestrators.(type) {
+	case *MemberList:
+		// The seeds are orchestrators too (or a load balancer in front of
+		// them): jobs must not reach them either.
+		for _, seed := range d.Seeds {
+			if e, err := parseEndpoint(seed, "orchestrator"); err == nil {
+				policy.fixed = append(policy.fixed, e)
+			}
+		}
+	case *EtcdMembers:
+		// So is the etcd the members are read from.
+		for _, ep := range d.client.Endpoints() {
+			if e, err := parseEndpoint(ep, "etcd endpoint"); err == nil {
+				policy.fixed = append(policy.fixed, e)
+			}
+		}
+	}
 	w := &Worker{
-		cfg:        cfg,
-		lg:         cfg.Logger.Named("worker").With(zap.String("worker", cfg.ID)),
-		client:     cfg.HTTPClient,
-		execClient: cfg.ExecutorHTTPClient,
-		slots:      newSlots(cfg.Concurrency),
-		handlers:   map[string]Handler{},
-		addrsNote:  make(chan struct{}, 1),
+		cfg:           cfg,
+		lg:            cfg.Logger.Named("worker").With(zap.String("worker", cfg.ID)),
+		client:        &apiClient{hc: cfg.HTTPClient, token: cfg.Token},
+		execTransport: newExecTransport(policy, cfg.HTTPPolicy.ProxyFromEnvironment),
+		policy:        policy,
+		slots:         newSlots(cfg.Concurrency),
+		handlers:      map[string]Handler{},
+		addrsNote:     make(chan struct{}, 1),
 	}
-	if w.client == nil {
-		w.client = defaultHTTPClient(min(cfg.Concurrency, 64) + 4)
-		w.ownClients = true
-	}
-	if w.execClient == nil {
-		w.execClient = defaultHTTPClient(min(cfg.Concurrency, 64))
-		w.ownClients = true
+	if w.client.hc == nil {
+		w.client.hc = defaultHTTPClient(min(cfg.Concurrency, 64)+4, cfg.TLS)
+		w.ownClient = true
 	}
 	return w, nil
 }
@@ -137,17 +161,28 @@ func (w *Worker) Run(ctx context.Context) error {
 	hardCtx, hardCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hardCancel(nil)
 	w.hardCtx = hardCtx
-	if w.ownClients {
-		defer w.client.CloseIdleConnections()
-		defer w.execClient.CloseIdleConnections()
+	if w.ownClient {
+		defer w.client.hc.CloseIdleConnections()
 	}
+	defer w.execTransport.CloseIdleConnections()
 
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	defer stopPolling()
 	w.lg.Info("worker starting", zap.Int("concurrency", w.cfg.Concurrency), zap.Strings("executors", w.executors()))
 
 	discDone := make(chan error, 1)
-	go func() { discDone <- w.cfg.Orchestrators.Watch(pollCtx, w.setAddrs) }()
+	go func() {
+		if ml, ok := w.cfg.Orchestrators.(*MemberList); ok {
+			// The members list is read with the worker's credentials.
+			c := w.client
+			if ml.HTTPClient != nil {
+				c = &apiClient{hc: ml.HTTPClient, token: w.cfg.Token}
+			}
+			discDone <- ml.watch(pollCtx, c, w.setAddrs)
+			return
+		}
+		discDone <- w.cfg.Orchestrators.Watch(pollCtx, w.setAddrs)
+	}()
 
 	type poller struct {
 		cancel context.CancelFunc
@@ -174,6 +209,10 @@ loop:
 			discDone = nil
 		case <-w.addrsNote:
 			addrs := w.currentAddrs()
+			if len(addrs) != len(pollers) || slices.ContainsFunc(addrs, func(a string) bool { return pollers[a] == nil }) {
+				// Before any new poller starts: see pollWait.
+				w.settling.Store(w.cfg.Clock.Now().Add(w.cfg.PollWait).UnixNano())
+			}
 			for addr, p := range pollers {
 				if !slices.Contains(addrs, addr) {
 					w.lg.Info("orchestrator removed; no longer polling it", zap.String("orchestrator", addr))
@@ -183,14 +222,20 @@ loop:
 					w.polled.Store(int32(len(pollers)))
 				}
 			}
+			// Count every poller before starting any, so that the first
+			// polls already size themselves for all orchestrators.
+			var added []string
 			for _, addr := range addrs {
-				if pollers[addr] != nil {
-					continue
+				if pollers[addr] == nil {
+					added = append(added, addr)
+					pollers[addr] = &poller{done: make(chan struct{})}
 				}
+			}
+			w.polled.Store(int32(len(pollers)))
+			for _, addr := range added {
+				p := pollers[addr]
 				pctx, cancel := context.WithCancel(pollCtx)
-				p := &poller{cancel: cancel, done: make(chan struct{})}
-				pollers[addr] = p
-				w.polled.Store(int32(len(pollers)))
+				p.cancel = cancel
 				w.lg.Info("polling orchestrator", zap.String("orchestrator", addr))
 				go func() {
 					defer close(p.done)
@@ -240,9 +285,11 @@ loop:
 	return runErr
 }
 
-// setAddrs is the Discovery's update callback.
+// setAddrs is the Discovery's update callback. The orchestrators'
+// addresses are denied to the "http" executor from now on.
 func (w *Worker) setAddrs(addrs []string) {
 	addrs = normalizeAddrs(addrs)
+	w.policy.setOrchestrators(addrs)
 	w.amu.Lock()
 	w.addrs = addrs
 	w.amu.Unlock()
@@ -280,10 +327,15 @@ func (w *Worker) pollLoop(ctx context.Context, addr string) {
 				return
 			}
 			w.cfg.Metrics.pollFailed()
-			if !failing {
+			var refused *CredentialError
+			switch {
+			case errors.As(err, &refused):
+				w.creds.refused(w.lg, addr, refused)
+				failing = true
+			case !failing:
 				lg.Warn("poll failed; backing off", zap.Error(err))
 				failing = true
-			} else {
+			default:
 				lg.Debug("poll failed", zap.Error(err))
 			}
 			if !sleep(ctx, w.cfg.Clock, bo.NextBackOff()) {
@@ -291,6 +343,7 @@ func (w *Worker) pollLoop(ctx context.Context, addr string) {
 			}
 			continue
 		}
+		w.creds.accepted(w.lg)
 		if failing {
 			lg.Info("poll succeeded again")
 			failing = false
@@ -343,15 +396,24 @@ func (w *Worker) nextWant(got int) int {
 }
 
 // shortPollWait is the long-poll wait used while the worker polls more
-// orchestrators than it has slots.
+// orchestrators than it has slots, or while the set it polls is settling.
 const shortPollWait = time.Second
 
 // pollWait returns how long the next long poll may be held. Each poll holds
-// at least one slot while it waits, so while there are more orchestrators
-// than slots, some pollers wait for a slot while idle polls hold them all:
-// then polls are kept short so that the orchestrators take turns quickly.
+// the slots it asked for while it waits, so:
+//
+//   - while there are more orchestrators than slots, some pollers wait for
+//     a slot while idle polls hold them all: polls are kept short so that
+//     the orchestrators take turns quickly;
+//   - for one PollWait after the set of orchestrators changed, polls are
+//     kept short too. A poller that started while the worker knew a single
+//     orchestrator asked for every slot; when more orchestrators appear
+//     (members registering one by one as a fleet starts) their pollers
+//     wait for slots until that poll returns. An idle long poll there,
+//     at a member that owns none of the waiting runs, would hold their
+//     runs back for a whole PollWait.
 func (w *Worker) pollWait() time.Duration {
-	if int(w.polled.Load()) > w.cfg.Concurrency {
+	if int(w.polled.Load()) > w.cfg.Concurrency || w.cfg.Clock.Now().UnixNano() < w.settling.Load() {
 		return min(w.cfg.PollWait, shortPollWait)
 	}
 	return w.cfg.PollWait
@@ -365,9 +427,12 @@ func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Durat
 		Max:       max,
 		Wait:      store.Duration(wait),
 	}
-	r, err := post(ctx, w.client, addr, dispatch.PathPoll, req, wait+w.cfg.RequestTimeout, maxPollReplyBytes)
+	r, err := w.client.post(ctx, addr, dispatch.PathPoll, req, wait+w.cfg.RequestTimeout, maxPollReplyBytes)
 	if err != nil {
 		return nil, err
+	}
+	if r.refused() {
+		return nil, r.credentialErr()
 	}
 	if r.status != http.StatusOK {
 		return nil, r.err()

@@ -149,7 +149,8 @@ func TestAdvertisedExecutors(t *testing.T) {
 	for _, allowShell := range []bool{false, true} {
 		t.Run(map[bool]string{false: "without shell", true: "with shell"}[allowShell], func(t *testing.T) {
 			f := newFakeOrch(t, "a", nil)
-			startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), Concurrency: 3, AllowShell: allowShell},
+			clock := clockwork.NewFakeClock() // drives the settling window of poll waits only
+			startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), Concurrency: 3, AllowShell: allowShell, Clock: clock},
 				func(w *worker.Worker) {
 					mustHandle(t, w, "zeta", func(context.Context, worker.Run) error { return nil })
 					mustHandle(t, w, "alpha", func(context.Context, worker.Run) error { return nil })
@@ -170,9 +171,13 @@ func TestAdvertisedExecutors(t *testing.T) {
 			if p.Max < 1 || p.Max > 3 {
 				t.Errorf("max = %d, want 1..3", p.Max)
 			}
-			if w := p.Wait.Std(); w < 10*time.Second || w > 20*time.Second {
-				t.Errorf("wait = %v, want 10s..20s", w)
+			// The set of orchestrators has just changed (from none): polls
+			// are short until it has settled for a PollWait, then long.
+			if w := p.Wait.Std(); w <= 0 || w > time.Second {
+				t.Errorf("first poll's wait = %v, want at most 1s while settling", w)
 			}
+			clock.Advance(worker.DefaultConfig().PollWait + time.Second)
+			f.waitFor(t, "a long poll", func() bool { return f.polls[len(f.polls)-1].Wait.Std() == worker.DefaultConfig().PollWait })
 		})
 	}
 }

@@ -187,6 +187,7 @@ func (f *fleet) startWorker(w *workerProc) error {
 		"--id=" + id,
 		"--concurrency=" + strconv.Itoa(f.cfg.WorkerConcurrency),
 		"--poll-wait=2s",
+		"--http-allow=127.0.0.1", // the recorder the jobs call listens on loopback
 		"--shutdown-timeout=" + (f.cfg.SlowFor + 2*time.Second).String(),
 		"--log-format=json",
 	})

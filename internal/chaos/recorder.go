@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 // Endpoints of the recorder, the "http" executors' target. The path says
@@ -96,7 +97,7 @@ func (r *recorder) serve(w http.ResponseWriter, req *http.Request) {
 	_, _ = io.Copy(io.Discard, req.Body)
 	attempt, _ := strconv.Atoi(req.Header.Get(worker.HeaderAttempt))
 	e := Execution{
-		Job:         req.Header.Get(worker.HeaderJobID),
+		Job:         unescapeJobID(req.Header.Get(worker.HeaderJobID)),
 		Run:         req.Header.Get(worker.HeaderRunID),
 		ScheduledAt: req.Header.Get(worker.HeaderScheduledAt),
 		Attempt:     attempt,
@@ -191,4 +192,13 @@ func writeJSONL[T any](path string, items []T) error {
 		}
 	}
 	return errors.Join(f.Close())
+}
+
+// unescapeJobID decodes the Jobfleet-Job-Id header (percent-encoded like
+// run IDs); a malformed one is kept as it came.
+func unescapeJobID(h string) string {
+	if id, err := store.UnescapeID(h); err == nil {
+		return id
+	}
+	return h
 }

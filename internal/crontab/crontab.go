@@ -2,12 +2,16 @@ package crontab
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"path"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/jobfleet/jobfleet/dispatch/schedule"
@@ -27,7 +31,7 @@ var (
 const (
 	// MaxLineBytes is the longest line Parse reads.
 	MaxLineBytes = 64 << 10
-	// DefaultIDPrefix starts generated job IDs.
+	// DefaultIDPrefix starts generated job IDs, followed by '/'.
 	DefaultIDPrefix = "crontab"
 	// DefaultShell runs commands unless the crontab sets SHELL.
 	DefaultShell = "/bin/sh"
@@ -41,9 +45,21 @@ const (
 // Options control Parse. The zero Options read a user crontab in UTC.
 type Options struct {
 	// SystemFormat reads /etc/crontab and /etc/cron.d files, whose job lines
-	// have a user name after the time fields. The format is not guessed:
-	// "0 * * * * root echo" is a valid line in both formats.
+	// have a user name after the time fields. The format is not guessed,
+	// but lines that look like the other format are refused with a hint:
+	// in a user crontab, a command starting with a user name such as
+	// "root"; in a system crontab, a user column that is a path, a script
+	// or a program followed by its options.
 	SystemFormat bool
+	// WorkerUser is the user that the workers which run shell jobs run as.
+	// jobfleet workers run commands as themselves, so a system crontab
+	// line is converted only if its user column names WorkerUser; other
+	// lines are refused, never run as someone else. Empty refuses every
+	// line of a system crontab.
+	WorkerUser string
+	// Timeout of the generated jobs; zero means store.NoTimeout, because
+	// cron does not limit how long a job runs.
+	Timeout store.Duration
 	// Timezone is the IANA zone of jobs before any CRON_TZ or TZ line: the
 	// zone of the machine the crontab came from. Default "UTC".
 	Timezone string
@@ -69,13 +85,26 @@ type Result struct {
 type Entry struct {
 	// Line is the 1-based line number in the crontab.
 	Line int
-	// User is the user column of a system crontab; empty for a user
-	// crontab. jobfleet workers run commands as themselves: the user is
-	// reported, not enforced.
+	// User is the user column of a system crontab, always
+	// Options.WorkerUser (lines of other users are not converted); empty
+	// for a user crontab.
 	User string
 	// Job is the converted job, normalized and valid under
 	// store.DefaultLimits.
 	Job store.Job
+}
+
+// idRest matches what follows "<prefix>/" in the IDs Parse makes: a slug,
+// the command's hash and, for a repeated command, its ordinal.
+var idRest = regexp.MustCompile(`^(?:[a-z0-9-]+-)?[0-9a-f]{8}(?:-[0-9]+)?$`)
+
+// Owns reports whether id has the form of the IDs Parse makes under
+// prefix: "<prefix>/<slug>-<hash>" (see Parse). Jobs of another prefix, or
+// with more path segments ("<prefix>/team/x"), are not matched, so that
+// pruning one import never touches another's jobs.
+func Owns(prefix, id string) bool {
+	rest, ok := strings.CutPrefix(id, prefix+"/")
+	return ok && idRest.MatchString(rest)
 }
 
 // Problem is a line Parse did not convert, or an assignment it ignored.
@@ -99,6 +128,7 @@ var special = map[string]bool{
 type parser struct {
 	opts   Options
 	result Result
+	ids    map[string]int // ID without ordinal -> jobs that have it
 
 	shell   string
 	env     []string          // names in order of first assignment
@@ -145,16 +175,22 @@ type zone struct {
 //     after it to the command's standard input.
 //
 // The command runs as ["/bin/sh", "-c", command] (or with SHELL). Each job
-// gets ID "<prefix>-<line>-<slug>", the slug being up to 40 characters of
-// a-z, 0-9 and '-' taken from the command, so IDs are readable and stay
-// the same as long as the line keeps its number and command. Jobs get
-// Options.MisfirePolicy and jobfleet's defaults otherwise (notably a 1h
-// timeout, which cron does not have).
+// gets ID "<prefix>/<slug>-<hash>": the slug is up to 40 characters of
+// a-z, 0-9 and '-' taken from the command, for people to read; the hash
+// is the first 8 hex digits of SHA-256 over the user column and the
+// command. So an ID depends on the line's own command only: editing,
+// adding or removing other lines, or this line's schedule, zone or
+// environment, keeps it (the job is updated, not duplicated). A command
+// that occurs more than once gets "-2", "-3", ... on its later lines, in
+// file order. Owns recognizes these IDs.
 //
-// Time fields are parsed by schedule.Parse (robfig/cron), so they follow
-// its rules rather than Vixie cron's where the two differ: day of week 7
-// is rejected (use 0 for Sunday), and at daylight saving time changes a
-// skipped wall time does not run that day and a repeated one runs twice.
+// Jobs get Options.MisfirePolicy, Options.Timeout (by default none: cron
+// has no timeout) and jobfleet's defaults otherwise.
+//
+// Time fields are read by schedule.Parse, whose dialect is cronie's: day
+// of week 7 is Sunday, a day field starting with '*' combines the two day
+// fields with AND, and daylight saving time changes are handled as cronie
+// does; so jobs fire when cron would have fired them.
 func Parse(r io.Reader, opts Options) (Result, error) {
 	if opts.IDPrefix == "" {
 		opts.IDPrefix = DefaultIDPrefix
@@ -172,8 +208,18 @@ func Parse(r io.Reader, opts Options) (Result, error) {
 	default:
 		return Result{}, fmt.Errorf("%w: unknown misfire policy %q", ErrInvalidOptions, string(opts.MisfirePolicy))
 	}
+	if opts.Timeout == 0 {
+		opts.Timeout = store.NoTimeout
+	}
+	probe := store.Job{ID: opts.IDPrefix + "/x", Executor: store.Executor{Type: store.ExecutorShell, Command: []string{"true"}}, Timeout: opts.Timeout}
+	if err := probe.Validate(store.DefaultLimits()); err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
+	}
+	if opts.WorkerUser != "" && !plausibleUser(opts.WorkerUser) {
+		return Result{}, fmt.Errorf("%w: worker user %q is not a user name", ErrInvalidOptions, opts.WorkerUser)
+	}
 
-	p := &parser{opts: opts, shell: DefaultShell, values: make(map[string]string)}
+	p := &parser{opts: opts, shell: DefaultShell, values: make(map[string]string), ids: make(map[string]int)}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), MaxLineBytes)
 	n := 0
@@ -196,10 +242,40 @@ func checkPrefix(prefix string) error {
 		return fmt.Errorf("%w: ID prefix is longer than %d bytes", ErrInvalidOptions, maxPrefixBytes)
 	case !utf8.ValidString(prefix):
 		return fmt.Errorf("%w: ID prefix is not valid UTF-8", ErrInvalidOptions)
-	case strings.IndexFunc(prefix, unicode.IsControl) >= 0:
-		return fmt.Errorf("%w: ID prefix contains a control character", ErrInvalidOptions)
+	case strings.HasSuffix(prefix, "/"):
+		return fmt.Errorf("%w: ID prefix %q ends with '/'; IDs are \"<prefix>/<name>\"", ErrInvalidOptions, prefix)
 	}
 	return nil
+}
+
+// userName is a plausible user name for a crontab's user column: letters,
+// digits, '_', '-' and '.', not starting with a digit, '-' or '.', at most
+// 32 bytes; Samba machine accounts end with '$'.
+var userName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?$`)
+
+func plausibleUser(s string) bool { return userName.MatchString(s) }
+
+// wellKnownUsers are account names that are not commands, so a user
+// crontab line whose command starts with one is a system crontab line.
+var wellKnownUsers = []string{"root", "daemon", "bin", "sys", "nobody", "www-data", "_www"}
+
+// scriptSuffixes end file names that are programs, not user names.
+var scriptSuffixes = []string{".sh", ".bash", ".py", ".pl", ".rb", ".php", ".js"}
+
+// mixUp returns why a system crontab line's user column looks like a
+// user crontab's command, or "".
+func mixUp(user, command string) string {
+	switch {
+	case !plausibleUser(user):
+		return fmt.Sprintf("%q is not a user name", user)
+	case slices.ContainsFunc(scriptSuffixes, func(s string) bool { return strings.HasSuffix(user, s) }):
+		return fmt.Sprintf("%q is a script, not a user name", user)
+	case strings.HasPrefix(command, "-"):
+		return fmt.Sprintf("%q is followed by %q, an option of a program", user, strings.Fields(command)[0])
+	case strings.HasPrefix(command, "http://"), strings.HasPrefix(command, "https://"):
+		return fmt.Sprintf("%q is followed by a URL, an argument of a program", user)
+	}
+	return ""
 }
 
 func (p *parser) skip(n int, text, format string, args ...any) {
@@ -337,8 +413,30 @@ func (p *parser) job(n int, text, body string) {
 		}
 	}
 	command := strings.Trim(rest, " \t")
+	if p.opts.SystemFormat {
+		if why := mixUp(user, command); why != "" {
+			p.skip(n, text, "%s: this looks like a user crontab, which has no user column; import it without --system", why)
+			return
+		}
+	} else if word, _ := cutField(command); slices.Contains(wellKnownUsers, word) && len(strings.Fields(command)) > 1 {
+		p.skip(n, text, "the command starts with %q, a user name: this looks like a system crontab (/etc/crontab, /etc/cron.d), which has a user column; import it with --system", word)
+		return
+	}
 	if command == "" {
-		p.skip(n, text, "missing command")
+		if p.opts.SystemFormat {
+			p.skip(n, text, "missing command (if %q is the command, this is a user crontab: import it without --system)", user)
+		} else {
+			p.skip(n, text, "missing command")
+		}
+		return
+	}
+	if p.opts.SystemFormat && user != p.opts.WorkerUser {
+		if p.opts.WorkerUser == "" {
+			p.skip(n, text, "runs as user %q, but jobfleet workers run commands as their own user; not converted unless --worker-user %s says the workers that run shell jobs are %s",
+				user, user, user)
+		} else {
+			p.skip(n, text, "runs as user %q, but the workers run commands as %q (--worker-user); not converted, so that it never runs as someone else", user, p.opts.WorkerUser)
+		}
 		return
 	}
 	command, ok := unescapePercent(command)
@@ -360,26 +458,36 @@ func (p *parser) job(n int, text, body string) {
 		break
 	}
 
+	id, base := p.id(user, command)
 	job := store.Job{
-		ID:            fmt.Sprintf("%s-%d", p.opts.IDPrefix, n),
+		ID:            id,
 		Schedule:      spec,
 		Timezone:      tz,
 		Executor:      store.Executor{Type: store.ExecutorShell, Command: p.argv(command)},
 		MisfirePolicy: p.opts.MisfirePolicy,
-	}
-	if s := slug(command); s != "" {
-		job.ID += "-" + s
+		Timeout:       p.opts.Timeout,
 	}
 	job.Normalize()
 	if err := job.Validate(store.DefaultLimits()); err != nil {
-		reason := err.Error()
-		if strings.Contains(reason, "above maximum (6)") {
-			reason += " (day of week runs 0-6; write 0 for Sunday)"
-		}
-		p.skip(n, text, "%s", reason)
+		p.skip(n, text, "%v", err)
 		return
 	}
+	p.ids[base]++
 	p.result.Jobs = append(p.result.Jobs, Entry{Line: n, User: user, Job: job})
+}
+
+// id returns the ID of a job running command as user (see Parse), and
+// that ID without the ordinal of a repeated command.
+func (p *parser) id(user, command string) (id, base string) {
+	sum := sha256.Sum256([]byte(user + "\x00" + command))
+	base = p.opts.IDPrefix + "/" + hex.EncodeToString(sum[:4])
+	if s := slug(command); s != "" {
+		base = p.opts.IDPrefix + "/" + s + "-" + hex.EncodeToString(sum[:4])
+	}
+	if n := p.ids[base]; n > 0 {
+		return base + "-" + strconv.Itoa(n+1), base
+	}
+	return base, base
 }
 
 // argv returns the command line of a job: the shell running command, with

@@ -1,11 +1,14 @@
 package crontab
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -58,19 +61,21 @@ func TestParseUserCrontab(t *testing.T) {
 		timezone string
 		command  []string
 	}{
-		{7, "crontab-7-healthcheck-sh-quiet-dev-null-2-1", "*/5 * * * *", "UTC",
+		{7, "crontab/healthcheck-sh-quiet-dev-null-2-1-a39866b2", "*/5 * * * *", "UTC",
 			withEnv("/bin/bash", "-c", "/usr/local/bin/healthcheck.sh --quiet >/dev/null 2>&1")},
-		{8, "crontab-8-cd-srv-app-backup-sh-full-nightly-backup", "0 2 * * *", "UTC",
+		{8, "crontab/cd-srv-app-backup-sh-full-nightly-backup-dda1c828", "0 2 * * *", "UTC",
 			withEnv("/bin/bash", "-c", "cd /srv/app && ./backup.sh --full # nightly backup")},
-		{9, "crontab-9-php-var-www-artisan-schedule-run", "@hourly", "UTC",
+		{9, "crontab/php-var-www-artisan-schedule-run-0d809021", "@hourly", "UTC",
 			withEnv("/bin/bash", "-c", "/usr/bin/php /var/www/artisan schedule:run")},
-		{11, "crontab-11-tar-czf-backups-home-date-y-m-d-tgz-home", "30 6 * * mon-fri", "UTC",
+		{11, "crontab/tar-czf-backups-home-date-y-m-d-tgz-home-70956c91", "30 6 * * mon-fri", "UTC",
 			withEnv("/bin/bash", "-c", "tar czf /backups/home-$(date +%Y%m%d).tgz /home")},
-		{21, "crontab-21-monthly-report", "0 9 1 * *", "Europe/Berlin",
+		{14, "crontab/echo-greeting-77b5d853", "0 12 * * 7", "UTC",
+			withEnv("GREETING=  hello world  ", "/bin/bash", "-c", `echo "$GREETING"`)},
+		{21, "crontab/monthly-report-ec5bb5a1", "0 9 1 * *", "Europe/Berlin",
 			withEnv("GREETING=  hello world  ", "/bin/bash", "-c", "/usr/local/bin/monthly-report")},
-		{26, "crontab-26-weekly", "15 3 * * 0", "America/New_York",
+		{26, "crontab/weekly-dc8b4024", "15 3 * * 0", "America/New_York",
 			withEnv("GREETING=  hello world  ", "TZ=America/New_York", "/bin/bash", "-c", "/usr/local/bin/weekly")},
-		{29, "crontab-29-echo-unterminated", "@daily", "America/New_York",
+		{29, "crontab/echo-unterminated-b22ec5a4", "@daily", "America/New_York",
 			withEnv("GREETING=  hello world  ", "TZ=America/New_York", "/bin/bash", "-c", "echo 'unterminated")},
 	}
 	wantSkipped := []struct {
@@ -80,7 +85,6 @@ func TestParseUserCrontab(t *testing.T) {
 		{2, "MAILTO ignored"},
 		{10, "@reboot is not supported"},
 		{12, "unescaped % in the command is not supported"},
-		{14, "above maximum (6): 7 (day of week runs 0-6; write 0 for Sunday)"},
 		{15, `schedule: "0 0 30 2 *" never fires`},
 		{16, `schedule: invalid cron expression "61 * * * *"`},
 		{17, `schedule: invalid cron expression "* * * * echo"`},
@@ -125,6 +129,9 @@ func TestParseUserCrontab(t *testing.T) {
 			if e.Job.MisfirePolicy != store.MisfireSkip {
 				t.Errorf("line %d MisfirePolicy: got %q, want %q", w.line, e.Job.MisfirePolicy, store.MisfireSkip)
 			}
+			if e.Job.Timeout != store.NoTimeout {
+				t.Errorf("line %d Timeout: got %v, want none (cron has no timeout)", w.line, e.Job.Timeout)
+			}
 			if err := e.Job.Validate(store.DefaultLimits()); err != nil {
 				t.Errorf("line %d Validate: %v", w.line, err)
 			}
@@ -163,24 +170,25 @@ const systemCrontab = "SHELL=/bin/sh\r\n" +
 	"25 6\t* * *\troot\ttest -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.daily )\r\n" +
 	"@weekly www-data /usr/bin/php /var/www/cron.php\r\n" +
 	"0 4 * * * root\r\n" +
-	"@daily\r\n"
+	"@daily\r\n" +
+	"47 6\t* * 7\troot\ttest -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.weekly )\r\n"
 
 func TestParseSystemCrontab(t *testing.T) {
-	res, err := Parse(strings.NewReader(systemCrontab), Options{SystemFormat: true, IDPrefix: "etc-crontab"})
+	res, err := Parse(strings.NewReader(systemCrontab), Options{SystemFormat: true, WorkerUser: "root", IDPrefix: "etc-crontab"})
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
 	env := []string{EnvProgram, "SHELL=/bin/sh", "PATH=/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin", "/bin/sh", "-c"}
 	wantJobs := []Entry{
-		{Line: 5, User: "root", Job: store.Job{ID: "etc-crontab-5-cd-run-parts-report-etc-cron-hourly", Schedule: "17 * * * *",
+		{Line: 5, User: "root", Job: store.Job{ID: "etc-crontab/cd-run-parts-report-etc-cron-hourly-" + hash8("root", "cd / && run-parts --report /etc/cron.hourly"), Schedule: "17 * * * *",
 			Executor: store.Executor{Command: append(slices.Clone(env), "cd / && run-parts --report /etc/cron.hourly")}}},
-		{Line: 6, User: "root", Job: store.Job{ID: "etc-crontab-6-test-x-usr-sbin-anacron-cd-run-parts-rep", Schedule: "25 6 * * *",
+		{Line: 6, User: "root", Job: store.Job{ID: "etc-crontab/test-x-usr-sbin-anacron-cd-run-parts-rep-" + hash8("root", "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.daily )"), Schedule: "25 6 * * *",
 			Executor: store.Executor{Command: append(slices.Clone(env), "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.daily )")}}},
-		{Line: 7, User: "www-data", Job: store.Job{ID: "etc-crontab-7-php-var-www-cron-php", Schedule: "@weekly",
-			Executor: store.Executor{Command: append(slices.Clone(env), "/usr/bin/php /var/www/cron.php")}}},
+		{Line: 10, User: "root", Job: store.Job{ID: "etc-crontab/test-x-usr-sbin-anacron-cd-run-parts-rep-" + hash8("root", "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.weekly )"), Schedule: "47 6 * * 7",
+			Executor: store.Executor{Command: append(slices.Clone(env), "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.weekly )")}}},
 	}
 	if len(res.Jobs) != len(wantJobs) {
-		t.Fatalf("len(Jobs): got %d, want %d: %+v", len(res.Jobs), len(wantJobs), res.Jobs)
+		t.Fatalf("len(Jobs): got %d, want %d: %+v (skipped %+v)", len(res.Jobs), len(wantJobs), res.Jobs, res.Skipped)
 	}
 	for i, w := range wantJobs {
 		t.Run(w.Job.ID, func(t *testing.T) {
@@ -200,11 +208,237 @@ func TestParseSystemCrontab(t *testing.T) {
 		})
 	}
 	wantSkipped := []Problem{
-		{Line: 8, Text: "0 4 * * * root", Reason: "missing command"},
+		{Line: 7, Text: "@weekly www-data /usr/bin/php /var/www/cron.php",
+			Reason: `runs as user "www-data", but the workers run commands as "root" (--worker-user); not converted, so that it never runs as someone else`},
+		{Line: 8, Text: "0 4 * * * root", Reason: `missing command (if "root" is the command, this is a user crontab: import it without --system)`},
 		{Line: 9, Text: "@daily", Reason: "missing user and command"},
 	}
 	if !slices.Equal(res.Skipped, wantSkipped) {
 		t.Errorf("Skipped:\n got %+v\nwant %+v", res.Skipped, wantSkipped)
+	}
+
+	// Debian's weekly line fires on Sundays (day of week 7).
+	s, err := res.Jobs[2].Job.ParseSchedule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC) // a Monday
+	if got, want := s.Next(from), time.Date(2026, 12, 6, 6, 47, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("next fire of %q after %v: got %v, want %v (a Sunday)", res.Jobs[2].Job.Schedule, from, got, want)
+	}
+}
+
+// hash8 is the hash part of the ID of a job running command as user.
+func hash8(user, command string) string {
+	sum := sha256.Sum256([]byte(user + "\x00" + command))
+	return hex.EncodeToString(sum[:4])
+}
+
+// TestParseUserColumn checks that a system crontab line runs only as the
+// workers' user: other users' lines are refused, never converted to run as
+// someone else.
+func TestParseUserColumn(t *testing.T) {
+	const tab = "* * * * * root id\n* * * * * nobody id\n* * * * * backup id\n"
+	tests := []struct {
+		name       string
+		workerUser string
+		wantUsers  []string
+		wantReason map[int]string
+	}{
+		{name: "no worker user", wantReason: map[int]string{
+			1: `runs as user "root", but jobfleet workers run commands as their own user; not converted unless --worker-user root says the workers that run shell jobs are root`,
+			2: `runs as user "nobody"`, 3: `runs as user "backup"`,
+		}},
+		{name: "workers run as root", workerUser: "root", wantUsers: []string{"root"}, wantReason: map[int]string{
+			2: `runs as user "nobody", but the workers run commands as "root" (--worker-user)`, 3: `runs as user "backup"`,
+		}},
+		{name: "workers run as nobody", workerUser: "nobody", wantUsers: []string{"nobody"}, wantReason: map[int]string{
+			1: `runs as user "root", but the workers run commands as "nobody"`, 3: `runs as user "backup"`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Parse(strings.NewReader(tab), Options{SystemFormat: true, WorkerUser: tt.workerUser})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var users []string
+			for _, e := range res.Jobs {
+				users = append(users, e.User)
+			}
+			if !slices.Equal(users, tt.wantUsers) {
+				t.Errorf("converted users: got %q, want %q", users, tt.wantUsers)
+			}
+			if len(res.Skipped) != len(tt.wantReason) {
+				t.Fatalf("skipped: got %+v, want lines %v", res.Skipped, tt.wantReason)
+			}
+			for _, p := range res.Skipped {
+				if want, ok := tt.wantReason[p.Line]; !ok || !strings.HasPrefix(p.Reason, want) {
+					t.Errorf("line %d: got reason %q, want it to start with %q", p.Line, p.Reason, want)
+				}
+			}
+		})
+	}
+}
+
+// TestParseFormatMixUp checks that a system crontab read as a user crontab,
+// and a user crontab read as a system crontab, are refused with a hint
+// instead of taking a user name for a command or a command for a user.
+func TestParseFormatMixUp(t *testing.T) {
+	tests := []struct {
+		name       string
+		line       string
+		system     bool
+		wantReason string // "": converted
+	}{
+		{name: "system line as user", line: "17 * * * * root cd / && run-parts --report /etc/cron.hourly",
+			wantReason: `the command starts with "root", a user name: this looks like a system crontab (/etc/crontab, /etc/cron.d), which has a user column; import it with --system`},
+		{name: "www-data line as user", line: "*/5 * * * * www-data php /var/www/cron.php", wantReason: `starts with "www-data", a user name`},
+		{name: "user program named like a word", line: "0 3 * * * backup --all"},
+		{name: "curl as user", line: "*/10 * * * * curl -fsS https://example.com/ping", system: true,
+			wantReason: `"curl" is followed by "-fsS", an option of a program: this looks like a user crontab, which has no user column; import it without --system`},
+		{name: "curl with a url as user", line: "*/10 * * * * curl https://example.com/ping", system: true, wantReason: `"curl" is followed by a URL`},
+		{name: "path as user", line: "0 1 * * * /usr/local/bin/sync.sh", system: true, wantReason: `"/usr/local/bin/sync.sh" is not a user name: this looks like a user crontab`},
+		{name: "script as user", line: "0 1 * * * sync.sh --now", system: true, wantReason: `"sync.sh" is a script, not a user name`},
+		{name: "user column as system", line: "0 1 * * * root /usr/local/bin/sync.sh", system: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Parse(strings.NewReader(tt.line+"\n"), Options{SystemFormat: tt.system, WorkerUser: "root"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantReason == "" {
+				if len(res.Jobs) != 1 {
+					t.Errorf("got jobs %+v, skipped %+v; want the line converted", res.Jobs, res.Skipped)
+				}
+				return
+			}
+			if len(res.Jobs) != 0 || len(res.Skipped) != 1 || !strings.Contains(res.Skipped[0].Reason, tt.wantReason) {
+				t.Errorf("got jobs %+v, skipped %+v; want the line refused with %q", res.Jobs, res.Skipped, tt.wantReason)
+			}
+		})
+	}
+}
+
+// TestParseIDsSurviveEdits checks that a job's ID depends on its own
+// command only: adding a comment at the top, removing a line, and changing
+// another line's schedule or environment keep every other ID, so a second
+// import updates jobs instead of duplicating them.
+func TestParseIDsSurviveEdits(t *testing.T) {
+	before, err := Parse(strings.NewReader(userCrontab), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := "# managed by ops; do not edit\n" +
+		strings.Replace(strings.Replace(userCrontab, "0 2 * * * cd /srv/app", "30 3 * * 1-5 cd /srv/app", 1),
+			"@hourly\t/usr/bin/php /var/www/artisan schedule:run\n", "", 1)
+	edited = strings.Replace(edited, "PATH = /usr/local/bin:/usr/bin:/bin", "PATH = /opt/bin:/usr/bin:/bin", 1)
+	after, err := Parse(strings.NewReader(edited), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(r Result) map[string]Entry {
+		m := make(map[string]Entry)
+		for _, e := range r.Jobs {
+			m[e.Job.ID] = e
+		}
+		return m
+	}
+	was, is := ids(before), ids(after)
+	if len(is) != len(was)-1 {
+		t.Fatalf("got %d jobs after removing one of %d", len(is), len(was))
+	}
+	for id, e := range is {
+		old, ok := was[id]
+		if !ok {
+			t.Errorf("job %q (line %d) is new after the edit; want every ID kept", id, e.Line)
+			continue
+		}
+		if e.Line != old.Line+1 && e.Line != old.Line {
+			t.Errorf("job %q: line %d, was %d", id, e.Line, old.Line)
+		}
+	}
+	backup := "crontab/cd-srv-app-backup-sh-full-nightly-backup-dda1c828"
+	if got := is[backup].Job.Schedule; got != "30 3 * * 1-5" {
+		t.Errorf("job %q after its schedule changed: got schedule %q, want the new one under the same ID", backup, got)
+	}
+}
+
+// TestParseRepeatedCommands checks that repeated commands get distinct
+// IDs, numbered in file order, and that the numbering does not depend on
+// other commands.
+func TestParseRepeatedCommands(t *testing.T) {
+	res, err := Parse(strings.NewReader("0 1 * * * run\n0 2 * * * other\n0 3 * * * run\n0 4 * * * run\n"), Options{IDPrefix: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, other := "p/run-"+hash8("", "run"), "p/other-"+hash8("", "other")
+	var got []string
+	for _, e := range res.Jobs {
+		got = append(got, e.Job.ID)
+	}
+	if want := []string{run, other, run + "-2", run + "-3"}; !slices.Equal(got, want) {
+		t.Errorf("IDs: got %q, want %q", got, want)
+	}
+	for _, id := range got {
+		if !Owns("p", id) {
+			t.Errorf("Owns(%q, %q): got false, want true", "p", id)
+		}
+	}
+}
+
+func TestOwns(t *testing.T) {
+	tests := []struct {
+		prefix, id string
+		want       bool
+	}{
+		{"crontab", "crontab/backup-sh-1a2b3c4d", true},
+		{"crontab", "crontab/1a2b3c4d", true},
+		{"crontab", "crontab/backup-sh-1a2b3c4d-2", true},
+		{"crontab", "crontab/backup-sh", false},
+		{"crontab", "crontab-web/backup-sh-1a2b3c4d", false},
+		{"crontab", "crontab/web/backup-sh-1a2b3c4d", false},
+		{"crontab", "crontab-7-backup-sh", false},
+		{"crontab", "other/backup-sh-1a2b3c4d", false},
+		{"team/a", "team/a/x-1a2b3c4d", true},
+		{"team", "team/a/x-1a2b3c4d", false},
+		{"crontab", "crontab/Backup-1a2b3c4d", false},
+	}
+	for _, tt := range tests {
+		if got := Owns(tt.prefix, tt.id); got != tt.want {
+			t.Errorf("Owns(%q, %q): got %v, want %v", tt.prefix, tt.id, got, tt.want)
+		}
+	}
+}
+
+// TestParseDayFieldsAsCron checks that a day-of-month step with a weekday
+// converts to a job that fires as cron fires it: on days that match both.
+func TestParseDayFieldsAsCron(t *testing.T) {
+	res, err := Parse(strings.NewReader("0 16 */2 * SAT /usr/local/bin/weekend-odd\n"), Options{})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("Parse: %v, %+v", err, res)
+	}
+	s, err := res.Jobs[0].Job.ParseSchedule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC) // a Monday
+	if got, want := s.Next(from), time.Date(2026, 12, 5, 16, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("next fire after %v: got %v, want %v (Saturday the 5th, an odd day)", from, got, want)
+	}
+}
+
+func TestParseTimeout(t *testing.T) {
+	res, err := Parse(strings.NewReader("@daily backup\n"), Options{Timeout: store.Duration(3 * time.Hour)})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("Parse: %v, %+v", err, res)
+	}
+	if got := res.Jobs[0].Job.Timeout; got != store.Duration(3*time.Hour) {
+		t.Errorf("Timeout: got %v, want 3h", got)
+	}
+	if _, err := Parse(strings.NewReader(""), Options{Timeout: store.Duration(48 * time.Hour)}); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("Parse with a 48h timeout: got %v, want %v", err, ErrInvalidOptions)
 	}
 }
 
@@ -285,6 +519,9 @@ func TestParseErrors(t *testing.T) {
 		{name: "local time zone", opts: Options{Timezone: "Local"}, want: ErrInvalidOptions},
 		{name: "long prefix", opts: Options{IDPrefix: strings.Repeat("p", 101)}, want: ErrInvalidOptions},
 		{name: "prefix with newline", opts: Options{IDPrefix: "a\nb"}, want: ErrInvalidOptions},
+		{name: "prefix with trailing slash", opts: Options{IDPrefix: "team/"}, want: ErrInvalidOptions},
+		{name: "prefix with zero-width space", opts: Options{IDPrefix: "cron\u200btab"}, want: ErrInvalidOptions},
+		{name: "worker user with a slash", opts: Options{WorkerUser: "/root"}, want: ErrInvalidOptions},
 		{name: "unknown misfire policy", opts: Options{MisfirePolicy: "later"}, want: ErrInvalidOptions},
 		{name: "line too long", in: "* * * * * echo " + strings.Repeat("x", MaxLineBytes), want: ErrLineTooLong},
 	}

@@ -14,21 +14,30 @@
 //     dropped silently.
 //   - Every converted job is normalized and passes store validation with
 //     the default limits, has a "shell" executor running the line's command
-//     with /bin/sh -c (or the crontab's SHELL), and an ID
-//     "crontab-<line>-<slug>" that is unique within one Parse and the same
-//     on every run over the same file.
-//   - Features without a jobfleet equivalent (@reboot, '%' as standard
-//     input) are reported, not approximated. The remaining differences
-//     from Vixie cron (daylight saving time, day of week 7, a default
-//     timeout) are listed on Parse.
+//     with /bin/sh -c (or the crontab's SHELL), no timeout (cron has none)
+//     unless Options.Timeout sets one, and an ID "<prefix>/<slug>-<hash>"
+//     that is unique within one Parse and depends only on the line's user
+//     and command: edits of other lines, and of the line's schedule, keep
+//     it. Owns tells such IDs apart from every other job's.
+//   - A system crontab line is converted only if its user column names
+//     the user the workers run as (Options.WorkerUser): a job never runs
+//     as another user than the crontab said. Lines that look like the
+//     other crontab format (a user name as a command, a command as a user
+//     name) are refused with a hint.
+//   - Schedules are read in cronie's dialect (day of week 7, the
+//     day-of-month/day-of-week rule, daylight saving time), so converted
+//     jobs fire when cron would have. Features without a jobfleet
+//     equivalent (@reboot, '%' as standard input) are reported, not
+//     approximated.
 //
 // # What it does not do
 //
 // It does not guess whether a file is a user or a system crontab (see
-// Options.SystemFormat), run commands as the user of a system crontab's
-// user column (the user is reported in Entry.User), expand variables in
-// assignments, mail output, or store the jobs: the caller submits
-// Result.Jobs through the API. Workers must be started with --allow-shell
+// Options.SystemFormat), switch users (lines of other users than the
+// workers' are refused), expand variables in assignments, mail output, or
+// store the jobs: the caller submits Result.Jobs through the API, and
+// decides what to do with jobs of an earlier import that are no longer in
+// the file (see Owns). Workers must be started with --allow-shell
 // to run them. Cron's default environment (PATH=/usr/bin:/bin, HOME,
 // LOGNAME) is not recreated; the worker's environment applies, plus the
 // crontab's own assignments.

@@ -48,11 +48,22 @@ type receiver struct {
 	fail func(execution) int
 }
 
+// unescapeJobID decodes the Jobfleet-Job-Id header (percent-encoded like
+// run IDs).
+func unescapeJobID(t *testing.T, h string) string {
+	id, err := store.UnescapeID(h)
+	if err != nil {
+		t.Errorf("Jobfleet-Job-Id %q: %v", h, err)
+		return h
+	}
+	return id
+}
+
 func newReceiver(t *testing.T) *receiver {
 	r := &receiver{}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		e := execution{
-			job:         req.Header.Get(worker.HeaderJobID),
+			job:         unescapeJobID(t, req.Header.Get(worker.HeaderJobID)),
 			run:         req.Header.Get(worker.HeaderRunID),
 			scheduledAt: req.Header.Get(worker.HeaderScheduledAt),
 			attempt:     req.Header.Get(worker.HeaderAttempt),
@@ -96,6 +107,7 @@ func startWorkers(t *testing.T, n int, urls []string, lg *zap.Logger) {
 			RetryInitial:    50 * time.Millisecond,
 			RetryMax:        500 * time.Millisecond,
 			Logger:          lg.Named(fmt.Sprintf("w%d", i+1)),
+			HTTPPolicy:      worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}, // the receiver
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -301,7 +313,7 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	doomed, err := worker.New(worker.Config{ID: "doomed", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second,
 		HTTPClient: &http.Client{Transport: transport}, ShutdownTimeout: time.Second, CancelGrace: 100 * time.Millisecond, ReportTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
-		RetryInitial: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+		RetryInitial: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond, HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,8 +58,14 @@ type Config struct {
 	// RunLease is how long a worker holds an attempt without heartbeat
 	// (dispatch.Config.RunLease). Default 30s.
 	RunLease time.Duration
-	// HistoryLimit is how many runs are kept per job. Default 100.
-	HistoryLimit int
+	// HistoryMaxRuns, HistoryMaxAge, HistoryBudget and DeleteAfter are
+	// the dispatcher's history bounds (dispatch.Config): 0 keeps the
+	// dispatcher's default; a negative DeleteAfter keeps finished one-off
+	// jobs, a negative HistoryMaxAge keeps runs whatever their age.
+	HistoryMaxRuns int
+	HistoryMaxAge  time.Duration
+	HistoryBudget  int64
+	DeleteAfter    time.Duration
 	// CommitsInFlight is dispatch.Config.CommitsInFlight: 0 keeps the
 	// dispatcher's default, a negative value sends every write on its own
 	// (no batching across partitions; for benchmarks).
@@ -206,8 +212,17 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if o.cfg.RunLease != 0 {
 		dcfg.RunLease = o.cfg.RunLease
 	}
-	if o.cfg.HistoryLimit != 0 {
-		dcfg.HistoryLimit = o.cfg.HistoryLimit
+	if o.cfg.HistoryMaxRuns != 0 {
+		dcfg.HistoryMaxRuns = o.cfg.HistoryMaxRuns
+	}
+	if o.cfg.HistoryMaxAge != 0 {
+		dcfg.HistoryMaxAge = max(o.cfg.HistoryMaxAge, 0)
+	}
+	if o.cfg.HistoryBudget != 0 {
+		dcfg.HistoryBudget = o.cfg.HistoryBudget
+	}
+	if o.cfg.DeleteAfter != 0 {
+		dcfg.DeleteAfter = o.cfg.DeleteAfter
 	}
 	if o.cfg.CommitsInFlight != 0 {
 		dcfg.CommitsInFlight = max(o.cfg.CommitsInFlight, 0)

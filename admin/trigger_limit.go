@@ -1,0 +1,117 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// Defaults of the per-job trigger limit (Config.TriggerRate, TriggerBurst).
+const (
+	// DefaultTriggerRate is one trigger a second per job on each member:
+	// triggers are for people and scripts running a job now, not a queue.
+	DefaultTriggerRate = 1.0
+	// DefaultTriggerBurst lets a job be triggered ten times at once.
+	DefaultTriggerBurst = 10
+	// maxTrackedJobs is how many jobs' limiters are kept before those at
+	// rest (full, so the same as new ones) are dropped.
+	maxTrackedJobs = 10000
+)
+
+// triggerLimiter limits the triggers of each job accepted by this member:
+// a token bucket per job ID (golang.org/x/time/rate). It is per member, not
+// per fleet: a client spreading triggers over n members gets up to n times
+// the rate. Whatever gets through, the job's active-run cap and history
+// retention bound what it stores. Safe for concurrent use.
+type triggerLimiter struct {
+	rate  rate.Limit
+	burst int
+	now   func() time.Time
+
+	mu   sync.Mutex // guards jobs
+	jobs map[string]*rate.Limiter
+}
+
+func newTriggerLimiter(perSecond float64, burst int, now func() time.Time) *triggerLimiter {
+	if perSecond == 0 {
+		perSecond = DefaultTriggerRate
+	}
+	if burst == 0 {
+		burst = DefaultTriggerBurst
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &triggerLimiter{rate: rate.Limit(perSecond), burst: burst, now: now, jobs: map[string]*rate.Limiter{}}
+}
+
+// allow takes a token of job id's bucket, or says how long until one is
+// available.
+func (l *triggerLimiter) allow(id string) (ok bool, retryAfter time.Duration) {
+	if l.rate < 0 {
+		return true, 0 // unlimited
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.jobs[id]
+	if lim == nil {
+		if len(l.jobs) >= maxTrackedJobs {
+			for k, v := range l.jobs {
+				if v.TokensAt(now) >= float64(l.burst) {
+					delete(l.jobs, k)
+				}
+			}
+		}
+		lim = rate.NewLimiter(l.rate, l.burst)
+		l.jobs[id] = lim
+	}
+	r := lim.ReserveN(now, 1)
+	if !r.OK() {
+		return false, time.Second
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// trigger serves POST /v1/jobs/{id}/trigger: 202 with the run's ID, or
+// 429 with Retry-After when the job was triggered too often here.
+func (a *jobsAPI) trigger(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	if ok, wait := a.triggers.allow(id); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		WriteError(w, http.StatusTooManyRequests, fmt.Sprintf("job %q is triggered more often than %v a second (bursts of %d) on this member; retry after %v",
+			id, float64(a.triggers.rate), a.triggers.burst, wait.Round(time.Millisecond)))
+		return
+	}
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	runID, err := s.Trigger(ctx, id)
+	if errors.Is(err, store.ErrTooManyTriggers) {
+		w.Header().Set("Retry-After", "1")
+		WriteError(w, http.StatusTooManyRequests, err.Error())
+		return
+	}
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	a.reply(w, r, http.StatusAccepted, triggered{RunID: runID})
+}

@@ -1,0 +1,91 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// scriptedProtocol answers every poll with resp and err.
+type scriptedProtocol struct {
+	resp dispatch.PollResponse
+	err  error
+}
+
+func (p scriptedProtocol) Poll(context.Context, dispatch.PollRequest) (dispatch.PollResponse, error) {
+	return p.resp, p.err
+}
+func (p scriptedProtocol) Heartbeat(context.Context, dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error) {
+	return dispatch.HeartbeatResponse{}, p.err
+}
+func (p scriptedProtocol) Complete(context.Context, dispatch.CompleteRequest) (dispatch.CompleteResponse, error) {
+	return dispatch.CompleteResponse{}, p.err
+}
+
+// TestWorkerProtocolReplies checks that a poll reply is either complete
+// JSON with 200 or an error, and that store failures reach workers without
+// etcd's or gRPC's text.
+func TestWorkerProtocolReplies(t *testing.T) {
+	tests := []struct {
+		name     string
+		p        scriptedProtocol
+		wantCode int
+		wantMsg  string
+	}{
+		{name: "attempt handed out", p: scriptedProtocol{resp: dispatch.PollResponse{Attempts: []dispatch.Assignment{{RunID: "a@1", Payload: json.RawMessage(`{"k":[1,2]}`)}}}},
+			wantCode: http.StatusOK},
+		{name: "payload that cannot be encoded", p: scriptedProtocol{resp: dispatch.PollResponse{Attempts: []dispatch.Assignment{{RunID: "a@1", Payload: json.RawMessage(`{"k":`)}}}},
+			wantCode: http.StatusInternalServerError, wantMsg: "internal error: the reply could not be encoded as JSON"},
+		{name: "etcd without leader", p: scriptedProtocol{err: store.Classify(rpctypes.ErrGRPCNoLeader)},
+			wantCode: http.StatusServiceUnavailable, wantMsg: "store unavailable: etcd did not answer in time or has no leader; retry later"},
+		{name: "grpc error", p: scriptedProtocol{err: status.Error(codes.ResourceExhausted, "grpc: received message larger than max")},
+			wantCode: http.StatusServiceUnavailable, wantMsg: "internal error: the store failed"},
+		{name: "own error", p: scriptedProtocol{err: errors.New("partition 3 is not loaded yet")},
+			wantCode: http.StatusServiceUnavailable, wantMsg: "partition 3 is not loaded yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := admin.Handler(idleMember{}, admin.Config{
+				Gatherer: prometheus.NewRegistry(),
+				Worker:   func() (admin.WorkerProtocol, error) { return tt.p, nil },
+			})
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			resp, err := srv.Client().Post(srv.URL+dispatch.PathPoll, "application/json", strings.NewReader(`{"worker":"w1","max":1}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body json.RawMessage
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatalf("got status %d with a body that is not JSON: %v", resp.StatusCode, err)
+			}
+			if resp.StatusCode != tt.wantCode {
+				t.Fatalf("got status %d %s, want %d", resp.StatusCode, body, tt.wantCode)
+			}
+			if tt.wantCode == http.StatusOK {
+				var pr dispatch.PollResponse
+				if err := json.Unmarshal(body, &pr); err != nil || len(pr.Attempts) != 1 || string(pr.Attempts[0].Payload) != `{"k":[1,2]}` {
+					t.Errorf("got %s (%v), want the attempt with its payload byte for byte", body, err)
+				}
+				return
+			}
+			if msg := errorMessage(t, body); msg != tt.wantMsg {
+				t.Errorf("got message %q, want %q", msg, tt.wantMsg)
+			}
+		})
+	}
+}

@@ -1,0 +1,276 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// expire ends attempts whose lease ran out or that ran past their timeout,
+// scheduling retries or marking runs dead. The caller holds wmu.
+func (pt *partition) expire(ctx context.Context, now time.Time) {
+	type lostAttempt struct {
+		ar        *activeRun
+		next      store.Run
+		notBefore time.Time
+		reason    string
+	}
+	var lost []lostAttempt
+	pt.mu.Lock()
+	for _, rid := range slices.Sorted(maps.Keys(pt.active)) {
+		ar := pt.active[rid]
+		e := pt.jobs[ar.run.JobID]
+		if e == nil {
+			continue
+		}
+		expired, reason := LeaseExpired(&e.spec, ar.run, ar.leaseUntil, now, pt.d.cfg.RunLease)
+		if !expired {
+			continue
+		}
+		r, notBefore := FinishAttempt(&e.spec, ar.run, Outcome{Error: reason}, now, jitter())
+		lost = append(lost, lostAttempt{ar: ar, next: r, notBefore: notBefore, reason: reason})
+	}
+	pt.mu.Unlock()
+	for _, l := range lost {
+		r, err := pt.writeRun(ctx, l.ar, l.next, l.notBefore)
+		if err != nil {
+			continue
+		}
+		pt.d.cfg.Metrics.attemptLost()
+		pt.d.cfg.Metrics.finishedRun(string(r.Status))
+		pt.lg.Warn("attempt lost", zap.String("job_id", r.JobID), zap.String("run_id", r.ID),
+			zap.Int("attempt", len(r.Attempts)), zap.String("reason", l.reason), zap.String("status", string(r.Status)))
+	}
+}
+
+// assign hands up to n dispatchable runs whose executor the worker runs to
+// worker, recording each attempt (fenced, compare-and-swap) first. It is a
+// writer.
+func (pt *partition) assign(ctx context.Context, worker string, executors map[string]bool, n int) []Assignment {
+	if pt.d.writesRefused() != nil {
+		return nil // etcd is full: no attempt could be recorded
+	}
+	pt.wmu.Lock()
+	defer pt.wmu.Unlock()
+	now := pt.now()
+	type pick struct {
+		ar *activeRun
+		w  runWrite
+	}
+	var picked []pick
+	var ops []clientv3.Op
+	pt.mu.Lock()
+	if pt.closed {
+		pt.mu.Unlock()
+		return nil
+	}
+	bytes := 0
+	for _, rid := range slices.Sorted(maps.Keys(pt.active)) {
+		if len(picked) >= n || bytes >= assignBatchBytes {
+			break
+		}
+		ar := pt.active[rid]
+		e := pt.jobs[ar.run.JobID]
+		if e == nil || !Dispatchable(ar.run, ar.notBefore, now) || !executors[e.spec.Executor.Type] {
+			continue
+		}
+		w, ok := pt.runWriteOp(ar, StartAttempt(ar.run, worker, now))
+		if !ok {
+			continue
+		}
+		picked = append(picked, pick{ar: ar, w: w})
+		ops = append(ops, w.op)
+		bytes += w.size
+	}
+	pt.mu.Unlock()
+	if len(picked) == 0 {
+		return nil
+	}
+	resp, err := pt.commit(ctx, ops)
+	if err != nil {
+		pt.lg.Warn("recording attempts failed", zap.Error(err))
+		return nil
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	var out []Assignment
+	for i, pk := range picked {
+		ar := pk.ar
+		if !resp.Responses[i].GetResponseTxn().Succeeded {
+			delete(pt.active, ar.run.ID)
+			continue
+		}
+		pt.updatedLocked(ar, pk.w, resp.Header.Revision, ar.notBefore)
+		ar.leaseUntil = now.Add(pt.d.cfg.RunLease)
+		e := pt.jobs[ar.run.JobID]
+		out = append(out, Assignment{
+			RunID:       ar.run.ID,
+			JobID:       ar.run.JobID,
+			Attempt:     len(ar.run.Attempts),
+			ScheduledAt: ar.run.ScheduledAt,
+			Executor:    e.spec.Executor,
+			Payload:     e.spec.Payload,
+			Timeout:     e.spec.Timeout,
+			Lease:       store.Duration(pt.d.cfg.RunLease),
+			Owner:       pt.own.Member,
+			OwnerAddr:   pt.d.cfg.MemberAddr,
+		})
+		pt.d.cfg.Metrics.attemptStarted()
+		pt.lg.Info("attempt started", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID),
+			zap.Int("attempt", len(ar.run.Attempts)), zap.String("worker", worker))
+	}
+	if len(out) > 0 {
+		pt.poke() // the loop's timer must cover the new leases
+	}
+	return out
+}
+
+// assignBatchBytes bounds the run documents one poll writes in one
+// transaction, well under etcd's request limit.
+const assignBatchBytes = 512 << 10
+
+// withoutOutputs returns r without its attempts' outputs and errors.
+func withoutOutputs(r store.Run) store.Run {
+	r.Attempts = slices.Clone(r.Attempts)
+	for i := range r.Attempts {
+		a := &r.Attempts[i]
+		a.DroppedBytes += len(a.Output) + len(a.Error)
+		a.Output, a.Error = "", ""
+	}
+	return r
+}
+
+// currentLocked returns the active run whose current attempt is (attempt,
+// worker), or ErrStaleAttempt.
+func (pt *partition) currentLocked(runID string, attempt int, worker string) (*activeRun, error) {
+	ar := pt.active[runID]
+	if ar == nil || ar.run.Status != store.RunRunning || len(ar.run.Attempts) != attempt || ar.run.Attempts[attempt-1].Worker != worker {
+		pt.d.cfg.Metrics.staleReport()
+		return nil, fmt.Errorf("%w: run %s attempt %d by %s", ErrStaleAttempt, runID, attempt, worker)
+	}
+	return ar, nil
+}
+
+// cancelledLocked reports whether (run, attempt, worker) is an attempt
+// cancelled by a replacement whose worker has not reported yet.
+func (pt *partition) cancelledLocked(runID string, attempt int, worker string) bool {
+	c, ok := pt.cancelled[runID]
+	return ok && c.attempt == attempt && c.worker == worker
+}
+
+func (pt *partition) notOwned() error {
+	owner, addr := pt.d.cfg.Lookup(pt.p)
+	if owner == pt.own.Member {
+		owner, addr = "", ""
+	}
+	return &NotOwnerError{Partition: pt.p, Owner: owner, OwnerAddr: addr}
+}
+
+// takeBack undoes the hand-out of attempt a, which its worker never
+// received: the run goes back to the state it had, without the attempt. It
+// is a writer.
+func (pt *partition) takeBack(ctx context.Context, a Assignment) {
+	pt.wmu.Lock()
+	defer pt.wmu.Unlock()
+	pt.mu.Lock()
+	ar := pt.active[a.RunID]
+	if pt.closed || ar == nil || ar.run.Status != store.RunRunning || len(ar.run.Attempts) != a.Attempt {
+		pt.mu.Unlock()
+		return
+	}
+	r := ar.run
+	notBefore := ar.notBefore
+	pt.mu.Unlock()
+	r.Attempts = r.Attempts[:len(r.Attempts)-1]
+	r.Status = store.RunPending
+	if n := len(r.Attempts); n > 0 {
+		r.Status = store.RunFailed
+	}
+	if _, err := pt.writeRun(ctx, ar, r, notBefore); err == nil {
+		pt.lg.Info("attempt taken back: its poll was cancelled before delivery", zap.String("run_id", a.RunID), zap.Int("attempt", a.Attempt))
+		pt.d.wakePollers()
+	}
+}
+
+// heartbeat extends a running attempt's lease. It is a reader: it takes
+// only mu, so it answers while a write of the partition waits for etcd.
+func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.closed {
+		return HeartbeatResponse{}, pt.notOwned()
+	}
+	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker) {
+		return HeartbeatResponse{Lease: store.Duration(pt.d.cfg.RunLease), Cancel: true}, nil
+	}
+	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker)
+	if err != nil {
+		return HeartbeatResponse{}, err
+	}
+	ar.leaseUntil = pt.now().Add(pt.d.cfg.RunLease)
+	return HeartbeatResponse{Lease: store.Duration(pt.d.cfg.RunLease)}, nil
+}
+
+// complete records an attempt's result. It is a writer.
+func (pt *partition) complete(ctx context.Context, req CompleteRequest) (CompleteResponse, error) {
+	pt.wmu.Lock()
+	defer pt.wmu.Unlock()
+	pt.mu.Lock()
+	if pt.closed {
+		pt.mu.Unlock()
+		return CompleteResponse{}, pt.notOwned()
+	}
+	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker) {
+		// The run records the cancellation already; the report only
+		// closes the matter for the worker.
+		delete(pt.cancelled, req.RunID)
+		pt.mu.Unlock()
+		pt.lg.Info("cancelled attempt reported", zap.String("run_id", req.RunID), zap.Int("attempt", req.Attempt), zap.String("worker", req.Worker))
+		return CompleteResponse{Status: store.RunDead}, nil
+	}
+	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker)
+	if err != nil {
+		pt.mu.Unlock()
+		return CompleteResponse{}, err
+	}
+	e := pt.jobs[ar.run.JobID]
+	if e == nil {
+		pt.mu.Unlock()
+		return CompleteResponse{}, fmt.Errorf("%w: job %q was deleted", ErrStaleAttempt, ar.run.JobID)
+	}
+	now := pt.now()
+	r, notBefore := FinishAttempt(&e.spec, ar.run, Outcome{Success: req.Success, Error: req.Error, Output: req.Output}, now, jitter())
+	pt.mu.Unlock()
+	_, err = pt.writeRun(ctx, ar, r, notBefore)
+	if errors.Is(err, store.ErrTooLarge) {
+		// Cannot happen with a sane run document budget; if it does, the
+		// result matters more than the outputs: record it without them,
+		// rather than have a succeeded attempt retried as lost.
+		pt.lg.Error("run document too large even within its budget; recording the result without outputs", zap.String("run_id", r.ID), zap.Error(err))
+		_, err = pt.writeRun(ctx, ar, withoutOutputs(r), notBefore)
+	}
+	if err != nil {
+		pt.mu.Lock()
+		closed := pt.closed
+		pt.mu.Unlock()
+		if closed {
+			return CompleteResponse{}, pt.notOwned()
+		}
+		return CompleteResponse{}, fmt.Errorf("recording the result of run %s failed; report it again", r.ID)
+	}
+	pt.d.cfg.Metrics.finishedRun(string(r.Status))
+	pt.lg.Info("attempt finished", zap.String("job_id", r.JobID), zap.String("run_id", r.ID), zap.Int("attempt", req.Attempt),
+		zap.String("worker", req.Worker), zap.String("status", string(r.Status)), zap.String("error", req.Error))
+	if !r.Status.Final() {
+		pt.poke() // a retry's backoff timer
+	}
+	return CompleteResponse{Status: r.Status}, nil
+}

@@ -1,0 +1,232 @@
+package dispatch
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// This file bounds what the partition keeps: data of deleted jobs, old
+// runs (history retention and budget), and finished one-off jobs.
+
+// trimLimit is the most runs one trimming write deletes; more are deleted
+// by the next tick.
+const trimLimit = 64
+
+// deleteJobData removes a deleted job's state, runs and queue entries, and
+// forgets it. The caller holds wmu.
+func (pt *partition) deleteJobData(ctx context.Context, id string) {
+	pt.removeJobData(ctx, id)
+	pt.forgetJob(id)
+}
+
+// forgetJob drops job id and its runs from memory.
+func (pt *partition) forgetJob(id string) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	delete(pt.jobs, id)
+	for _, rid := range pt.activeOfLocked(id) {
+		delete(pt.active, rid)
+	}
+	pt.hist.dropJob(id)
+}
+
+// removeJobData deletes job id's state, runs and queue entries from etcd
+// (not its spec, nor anything in memory). The caller holds wmu.
+func (pt *partition) removeJobData(ctx context.Context, id string) {
+	if _, err := pt.commit(ctx, pt.d.keys.DeleteJobDataOps(pt.p, id)); err != nil {
+		pt.lg.Warn("removing a deleted job's data failed; retried at the next load", zap.String("job_id", id), zap.Error(err))
+	}
+}
+
+// retentionLocked returns what job id keeps of its runs: its history
+// policy, or the fleet's defaults.
+func (pt *partition) retentionLocked(id string) retention {
+	r := retention{maxRuns: pt.d.cfg.HistoryMaxRuns, maxAge: pt.d.cfg.HistoryMaxAge}
+	if e := pt.jobs[id]; e != nil {
+		if h := e.spec.History; h.MaxRuns > 0 {
+			r.maxRuns = h.MaxRuns
+		}
+		if h := e.spec.History; h.MaxAge > 0 {
+			r.maxAge = h.MaxAge.Std()
+		}
+	}
+	return r
+}
+
+// budgetShare is the partition's share of the fleet's history budget.
+func (pt *partition) budgetShare() int64 {
+	return pt.d.cfg.HistoryBudget / int64(pt.d.cfg.Partitions)
+}
+
+// trimHistory deletes final runs beyond their jobs' count and age limits,
+// then the partition's oldest final runs while its run documents exceed
+// its share of the history budget (see history.planTrim). Each deletion
+// is conditional on the run having no queue entry, so an active run is
+// never deleted. The caller holds wmu.
+func (pt *partition) trimHistory(ctx context.Context, now time.Time) {
+	pt.mu.Lock()
+	plan := pt.hist.planTrim(now, pt.retentionLocked, pt.budgetShare(), trimLimit, nil, 0)
+	pt.mu.Unlock()
+	if len(plan) == 0 {
+		return
+	}
+	resp, err := pt.commit(ctx, pt.trimOps(plan))
+	if err != nil {
+		pt.lg.Warn("trimming history failed; will retry", zap.Error(err))
+		return
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.trimmedLocked(plan, resp, 0)
+	if len(plan) == trimLimit {
+		pt.poke() // more to trim
+	}
+}
+
+// trimOps returns the deletions of the runs of plan; each applies only if
+// the run has no queue entry.
+func (pt *partition) trimOps(plan []trim) []clientv3.Op {
+	ops := make([]clientv3.Op, len(plan))
+	for i, t := range plan {
+		ops[i] = pt.d.keys.DeleteRunOp(pt.p, t.job, t.at)
+	}
+	return ops
+}
+
+// trimmedLocked applies to memory the deletions of plan, written from
+// resp.Responses[at] on.
+func (pt *partition) trimmedLocked(plan []trim, resp *clientv3.TxnResponse, at int) {
+	reasons := map[string]int{}
+	for i, t := range plan {
+		if !resp.Responses[at+i].GetResponseTxn().Succeeded {
+			// Its queue entry exists: memory and etcd disagree. Keep it.
+			pt.lg.Error("not trimming a run that is still queued", zap.String("job_id", t.job), zap.Time("scheduled_at", t.at))
+			continue
+		}
+		pt.hist.removed(t.job, t.at)
+		reasons[t.reason]++
+	}
+	for reason, n := range reasons {
+		pt.d.cfg.Metrics.trimmed(reason, n)
+	}
+	if len(reasons) > 0 {
+		pt.lg.Debug("history trimmed", zap.Any("runs", reasons), zap.Int64("history_bytes", pt.hist.bytes))
+	}
+}
+
+// deletionDueLocked returns when job e, a finished one-off job, is to be
+// deleted: its retention after it finished or was last updated, whichever
+// is later (an edit keeps it longer). ok is false if it is not finished or
+// is kept.
+func (pt *partition) deletionDueLocked(e *jobEntry) (time.Time, bool) {
+	if !e.spec.IsOneOff() || e.state.FinishedAt.IsZero() {
+		return time.Time{}, false
+	}
+	d, keep, set := e.spec.DeleteAfter.Duration()
+	if !set {
+		d, keep = pt.d.cfg.DeleteAfter, pt.d.cfg.DeleteAfter < 0
+	}
+	if keep {
+		return time.Time{}, false
+	}
+	from := e.state.FinishedAt
+	if e.spec.UpdatedAt.After(from) {
+		from = e.spec.UpdatedAt
+	}
+	return from.Add(d), true
+}
+
+// finishedLocked reports whether job e is a one-off job that has finished:
+// its time fired and none of its runs or trigger requests is pending.
+func (pt *partition) finishedLocked(e *jobEntry, pendingTriggers map[string]bool) bool {
+	planned := e.state.SpecRevision == e.spec.Revision && !e.state.Last.IsZero() && !e.dirty && !e.stale
+	return e.spec.IsOneOff() && planned && e.state.Next.IsZero() &&
+		len(pt.activeOfLocked(e.spec.ID)) == 0 && !pendingTriggers[e.spec.ID]
+}
+
+// deleteFinished records when one-off jobs finish, and deletes those
+// whose retention has passed with their runs: fenced, and only if the
+// job's spec is still the version decided on and it has no pending trigger
+// request (store.Keys.DeleteJobOp), so a concurrent edit or trigger is
+// not lost. The caller holds wmu.
+func (pt *partition) deleteFinished(ctx context.Context, now time.Time) {
+	type stamp struct {
+		id    string
+		state store.JobState
+	}
+	var stamps []stamp
+	type doom struct {
+		e   *jobEntry
+		due time.Time
+	}
+	var doomed []doom
+	var ops []clientv3.Op
+	pt.mu.Lock()
+	pending := map[string]bool{}
+	for _, t := range pt.triggers {
+		pending[t.id] = true
+	}
+	for _, id := range slices.Sorted(maps.Keys(pt.jobs)) {
+		if len(ops) >= trimLimit {
+			break
+		}
+		e := pt.jobs[id]
+		if !pt.finishedLocked(e, pending) {
+			continue
+		}
+		if e.state.FinishedAt.IsZero() {
+			st := e.state
+			st.FinishedAt = now.UTC().Truncate(time.Millisecond)
+			op, err := pt.d.keys.PutStateOp(pt.p, id, st)
+			if err != nil {
+				pt.lg.Error("encoding a job state failed", zap.String("job_id", id), zap.Error(err))
+				continue
+			}
+			stamps = append(stamps, stamp{id: id, state: st})
+			ops = append(ops, op)
+			continue
+		}
+		if due, ok := pt.deletionDueLocked(e); ok && !now.Before(due) {
+			doomed = append(doomed, doom{e: e, due: due})
+			ops = append(ops, pt.d.keys.DeleteJobOp(pt.p, id, e.spec.Revision))
+		}
+	}
+	pt.mu.Unlock()
+	if len(ops) == 0 {
+		return
+	}
+	resp, err := pt.commit(ctx, ops)
+	if err != nil {
+		pt.lg.Warn("recording finished one-off jobs failed; will retry", zap.Error(err))
+		return
+	}
+	pt.mu.Lock()
+	for _, s := range stamps {
+		if e := pt.jobs[s.id]; e != nil {
+			e.state = s.state
+		}
+	}
+	pt.mu.Unlock()
+	for i, dm := range doomed {
+		e := dm.e
+		id := e.spec.ID
+		if !resp.Responses[len(stamps)+i].GetResponseTxn().Succeeded {
+			pt.lg.Info("finished one-off job changed or was triggered; not deleting it", zap.String("job_id", id))
+			pt.mu.Lock()
+			e.stale = true // until the watch brings the change
+			pt.mu.Unlock()
+			continue
+		}
+		pt.forgetJob(id)
+		pt.d.cfg.Metrics.jobDeleted()
+		pt.lg.Info("finished one-off job deleted after its retention", zap.String("job_id", id),
+			zap.Time("finished_at", e.state.FinishedAt), zap.Duration("kept", dm.due.Sub(e.state.FinishedAt)))
+	}
+}

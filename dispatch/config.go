@@ -1,0 +1,174 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// OwnerLookup returns the current owner of partition p and its address, ""
+// if none.
+type OwnerLookup func(p int) (member, addr string)
+
+// SpaceGate tells the scheduler whether etcd takes writes;
+// *storage.Monitor implements it. Its methods answer from memory and are
+// safe for concurrent use.
+type SpaceGate interface {
+	// WritesRefused returns why etcd refuses writes now (an error wrapping
+	// store.ErrNoSpace: its NOSPACE alarm is raised), nil if it takes them.
+	WritesRefused() error
+	// NoteWriteError is told of each failed write, classified by
+	// store.Classify, so that a refusal for lack of space stops the
+	// other partitions' writes at once.
+	NoteWriteError(err error)
+}
+
+// Config configures a Dispatcher. Start from DefaultConfig.
+type Config struct {
+	// Namespace is the cluster's etcd key prefix.
+	Namespace string
+	// Partitions is the cluster's partition count.
+	Partitions int
+	// MemberID and MemberAddr identify this member in runs and
+	// assignments.
+	MemberID   string
+	MemberAddr string
+	// FireBatch is the most runs one fenced transaction creates. Each run
+	// costs up to four operations and etcd allows 128 per transaction by
+	// default. Default 25.
+	FireBatch int
+	// CommitsInFlight is the most fenced writes this member sends to etcd
+	// at once; writes made while that many are in flight wait and go
+	// together in the next request, each fenced on its own partition's
+	// epoch (shard.CommitBatch). 0 sends every write on its own, as many
+	// at once as partitions make. Default 8.
+	CommitsInFlight int
+	// RunLease is how long a worker holds an attempt without heartbeat.
+	// Default 30s.
+	RunLease time.Duration
+	// HistoryMaxRuns is how many runs a job keeps, active ones included,
+	// unless its history.max_runs says otherwise; the oldest final ones
+	// are trimmed. Default 100.
+	HistoryMaxRuns int
+	// HistoryMaxAge is how long a final run is kept after its scheduled
+	// time unless its job's history.max_age says otherwise; 0 keeps runs
+	// whatever their age. Default DefaultHistoryMaxAge.
+	HistoryMaxAge time.Duration
+	// HistoryBudget bounds the bytes of run documents the fleet stores.
+	// Each partition's owner keeps its partition's within
+	// HistoryBudget/Partitions by trimming the oldest final runs across
+	// the partition's jobs; since every partition has one owner, the
+	// fleet's total stays within HistoryBudget (plus the documents of
+	// active runs, which are never trimmed) with no coordination between
+	// members. Default DefaultHistoryBudget.
+	HistoryBudget int64
+	// MaxRunBytes is the budget of one run document: outputs of attempts
+	// beyond it are cut (store.FitRun). At least store.MinMaxRunBytes and
+	// well under etcd's request limit (1.5 MiB by default). Default
+	// store.DefaultMaxRunBytes.
+	MaxRunBytes int
+	// DeleteAfter is how long a finished one-off job is kept, with its
+	// runs, unless its delete_after says otherwise; negative keeps them.
+	// Default DefaultDeleteAfter.
+	DeleteAfter time.Duration
+	// MaxActivePerJob is the most runs of one job that may be active
+	// (waiting for a worker, awaiting a retry, or running); fires beyond
+	// it are recorded as skipped with the reason (see CapActive). Default
+	// 100.
+	MaxActivePerJob int
+	// Misfire is the schedule policy's grace and cap (its Misfire field is
+	// taken from each job).
+	Misfire schedule.Policy
+	// RequestTimeout bounds each etcd request. Default 5s.
+	RequestTimeout time.Duration
+	// Lookup finds partition owners for redirects; nil answers "no owner".
+	Lookup OwnerLookup
+	// Space, if set, stops the scheduler while etcd refuses writes for
+	// lack of space: partitions neither fire nor hand out attempts, and
+	// look again every second (in memory; Space does the checking), so
+	// that a full etcd costs one log line instead of a retry per partition
+	// per second. Nil: writes are always tried.
+	Space SpaceGate
+	// Clock; nil is the real clock.
+	Clock clockwork.Clock
+	// Logger; nil means no logs.
+	Logger *zap.Logger
+	// Metrics; nil records nothing.
+	Metrics *Metrics
+}
+
+// Defaults of the history bounds.
+const (
+	// DefaultHistoryMaxAge keeps a month of runs: a daily job shows every
+	// run of the last month (its 100 runs reach further back, but a
+	// month is what an on-call review looks at), while a job firing every
+	// minute is bounded by its count first.
+	DefaultHistoryMaxAge = 30 * 24 * time.Hour
+	// DefaultHistoryBudget is half of etcd's default 2 GiB quota, leaving
+	// the rest to specs, states and the revisions between compactions.
+	DefaultHistoryBudget = 1 << 30
+	// DefaultDeleteAfter keeps finished one-off jobs for a week.
+	DefaultDeleteAfter = 7 * 24 * time.Hour
+	// minBudgetShare is the smallest share of the history budget a
+	// partition may have: a few dozen small runs.
+	minBudgetShare = 16 << 10
+	// maxRunBytes keeps a run document, with the other writes of its
+	// transaction, well under etcd's default 1.5 MiB request limit.
+	maxRunBytes = 1 << 20
+)
+
+// DefaultConfig returns the defaults.
+func DefaultConfig(ns string, partitions int, member, addr string) Config {
+	return Config{
+		Namespace:       ns,
+		Partitions:      partitions,
+		MemberID:        member,
+		MemberAddr:      addr,
+		FireBatch:       25,
+		CommitsInFlight: 8,
+		RunLease:        30 * time.Second,
+		HistoryMaxRuns:  100,
+		HistoryMaxAge:   DefaultHistoryMaxAge,
+		HistoryBudget:   DefaultHistoryBudget,
+		MaxRunBytes:     store.DefaultMaxRunBytes,
+		DeleteAfter:     DefaultDeleteAfter,
+		MaxActivePerJob: 100,
+		RequestTimeout:  5 * time.Second,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.Partitions < 1 || c.Partitions > shard.MaxPartitions:
+		return fmt.Errorf("dispatch: partitions %d outside 1..%d", c.Partitions, shard.MaxPartitions)
+	case c.MemberID == "":
+		return errors.New("dispatch: empty member ID")
+	case c.FireBatch < 1 || c.FireBatch > 30:
+		return fmt.Errorf("dispatch: fire batch %d outside 1..30", c.FireBatch)
+	case c.CommitsInFlight < 0:
+		return fmt.Errorf("dispatch: commits in flight %d below 0", c.CommitsInFlight)
+	case c.RunLease < time.Second:
+		return fmt.Errorf("dispatch: run lease %v below 1s", c.RunLease)
+	case c.MaxActivePerJob < 1:
+		return fmt.Errorf("dispatch: max active runs per job %d below 1", c.MaxActivePerJob)
+	case c.HistoryMaxRuns < 1 || c.HistoryMaxRuns > store.MaxHistoryRuns:
+		return fmt.Errorf("dispatch: history max runs %d outside 1..%d", c.HistoryMaxRuns, store.MaxHistoryRuns)
+	case c.HistoryMaxAge < 0:
+		return fmt.Errorf("dispatch: history max age %v is negative", c.HistoryMaxAge)
+	case c.HistoryBudget < int64(c.Partitions)*minBudgetShare:
+		return fmt.Errorf("dispatch: history budget %d bytes below %d bytes per partition (%d partitions)", c.HistoryBudget, minBudgetShare, c.Partitions)
+	case c.MaxRunBytes < store.MinMaxRunBytes || c.MaxRunBytes > maxRunBytes:
+		return fmt.Errorf("dispatch: run document budget %d bytes outside %d..%d", c.MaxRunBytes, store.MinMaxRunBytes, maxRunBytes)
+	case c.RequestTimeout <= 0:
+		return errors.New("dispatch: request timeout must be positive")
+	}
+	return nil
+}

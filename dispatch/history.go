@@ -1,0 +1,235 @@
+package dispatch
+
+import (
+	"container/heap"
+	"maps"
+	"slices"
+	"time"
+)
+
+// history accounts for the run documents one partition stores: how many
+// and how many bytes, per job and in all, and which are final (the only
+// ones that may be deleted), so that its owner can trim them without
+// reading etcd. The owner knows the size of every document it writes;
+// when it acquires the partition it reads them once (load). Not safe for
+// concurrent use: the partition's state lock guards it.
+type history struct {
+	runs  int   // stored runs, active and final
+	bytes int64 // their documents' bytes
+	jobs  map[string]*jobHistory
+}
+
+// jobHistory is one job's part of a history.
+type jobHistory struct {
+	runs  int
+	bytes int64
+	final []storedRun // final runs by scheduled time, oldest first
+}
+
+// storedRun is a stored final run.
+type storedRun struct {
+	at   time.Time
+	size int
+}
+
+func newHistory() *history { return &history{jobs: map[string]*jobHistory{}} }
+
+func (h *history) job(id string) *jobHistory {
+	jh := h.jobs[id]
+	if jh == nil {
+		jh = &jobHistory{}
+		h.jobs[id] = jh
+	}
+	return jh
+}
+
+// created records a new run document of job id for time at, of size
+// bytes, final or not.
+func (h *history) created(id string, at time.Time, size int, final bool) {
+	jh := h.job(id)
+	jh.runs++
+	jh.bytes += int64(size)
+	h.runs++
+	h.bytes += int64(size)
+	if final {
+		jh.insertFinal(storedRun{at: at, size: size})
+	}
+}
+
+// rewritten records that the document of job id's active run for time at
+// changed from old to size bytes, and whether the run is final now.
+func (h *history) rewritten(id string, at time.Time, old, size int, final bool) {
+	jh := h.job(id)
+	d := int64(size - old)
+	jh.bytes += d
+	h.bytes += d
+	if final {
+		jh.insertFinal(storedRun{at: at, size: size})
+	}
+}
+
+// removed records the deletion of job id's final run for time at.
+func (h *history) removed(id string, at time.Time) {
+	jh := h.jobs[id]
+	if jh == nil {
+		return
+	}
+	i, found := slices.BinarySearchFunc(jh.final, at, func(r storedRun, t time.Time) int { return r.at.Compare(t) })
+	if !found {
+		return
+	}
+	size := jh.final[i].size
+	jh.final = slices.Delete(jh.final, i, i+1)
+	jh.runs--
+	jh.bytes -= int64(size)
+	h.runs--
+	h.bytes -= int64(size)
+	if jh.runs == 0 {
+		delete(h.jobs, id)
+	}
+}
+
+// dropJob forgets job id's runs (the job and its data were deleted).
+func (h *history) dropJob(id string) {
+	jh := h.jobs[id]
+	if jh == nil {
+		return
+	}
+	h.runs -= jh.runs
+	h.bytes -= jh.bytes
+	delete(h.jobs, id)
+}
+
+func (jh *jobHistory) insertFinal(r storedRun) {
+	i, found := slices.BinarySearchFunc(jh.final, r.at, func(s storedRun, t time.Time) int { return s.at.Compare(t) })
+	if found {
+		jh.final[i] = r
+		return
+	}
+	jh.final = slices.Insert(jh.final, i, r)
+}
+
+// retention is what a job keeps of its runs: at most maxRuns (active ones
+// included), and final ones at most maxAge after their scheduled time.
+type retention struct {
+	maxRuns int
+	maxAge  time.Duration
+}
+
+// Reasons a run is trimmed, as in jobfleet_runs_trimmed_total{reason}.
+const (
+	trimMaxRuns = "max_runs"
+	trimMaxAge  = "max_age"
+	trimBudget  = "budget"
+)
+
+// trim is a final run to delete.
+type trim struct {
+	job    string
+	at     time.Time
+	reason string
+}
+
+// planTrim returns up to limit final runs to delete at now: first each
+// job's oldest final runs while the job has more than its maxRuns or they
+// are older than its maxAge; then, while the partition's documents exceed
+// budget bytes, the oldest final runs across its jobs. Active runs are
+// never chosen: they count toward maxRuns and the budget but stay. adding
+// counts the runs per job, and addingBytes their bytes, that the write the
+// deletions go with creates (counted as stored, never chosen). It changes
+// nothing; the caller applies removed for each run it deletes.
+func (h *history) planTrim(now time.Time, rule func(id string) retention, budget int64, limit int, adding map[string]int, addingBytes int64) []trim {
+	var out []trim
+	bytes := h.bytes + addingBytes
+	next := map[string]int{} // per job: its final runs planned so far
+	for _, id := range slices.Sorted(maps.Keys(h.jobs)) {
+		jh, r := h.jobs[id], rule(id)
+		runs, i := jh.runs+adding[id], 0
+		for ; i < len(jh.final) && len(out) < limit; i++ {
+			fr := jh.final[i]
+			var reason string
+			switch {
+			case runs > r.maxRuns:
+				reason = trimMaxRuns
+			case r.maxAge > 0 && now.Sub(fr.at) > r.maxAge:
+				reason = trimMaxAge
+			}
+			if reason == "" {
+				break
+			}
+			out = append(out, trim{job: id, at: fr.at, reason: reason})
+			runs--
+			bytes -= int64(fr.size)
+		}
+		next[id] = i
+	}
+	if bytes <= budget || len(out) >= limit {
+		return out
+	}
+	q := &oldestFirst{h: h, next: next}
+	for id, jh := range h.jobs {
+		if next[id] < len(jh.final) {
+			q.ids = append(q.ids, id)
+		}
+	}
+	heap.Init(q)
+	for bytes > budget && len(out) < limit && q.Len() > 0 {
+		id := q.ids[0]
+		jh := h.jobs[id]
+		fr := jh.final[next[id]]
+		out = append(out, trim{job: id, at: fr.at, reason: trimBudget})
+		bytes -= int64(fr.size)
+		next[id]++
+		if next[id] < len(jh.final) {
+			heap.Fix(q, 0)
+		} else {
+			heap.Pop(q)
+		}
+	}
+	return out
+}
+
+// nextExpiry returns when the oldest final run of some job passes its
+// maxAge, zero if none will.
+func (h *history) nextExpiry(rule func(id string) retention) time.Time {
+	var next time.Time
+	for id, jh := range h.jobs {
+		r := rule(id)
+		if len(jh.final) == 0 || r.maxAge <= 0 {
+			continue
+		}
+		t := jh.final[0].at.Add(r.maxAge)
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// oldestFirst orders jobs by their oldest final run not yet planned for
+// deletion (ties by job ID, so plans are deterministic).
+type oldestFirst struct {
+	h    *history
+	next map[string]int
+	ids  []string
+}
+
+func (q *oldestFirst) at(i int) time.Time {
+	id := q.ids[i]
+	return q.h.jobs[id].final[q.next[id]].at
+}
+
+func (q *oldestFirst) Len() int { return len(q.ids) }
+func (q *oldestFirst) Less(i, j int) bool {
+	if c := q.at(i).Compare(q.at(j)); c != 0 {
+		return c < 0
+	}
+	return q.ids[i] < q.ids[j]
+}
+func (q *oldestFirst) Swap(i, j int) { q.ids[i], q.ids[j] = q.ids[j], q.ids[i] }
+func (q *oldestFirst) Push(x any)    { q.ids = append(q.ids, x.(string)) }
+func (q *oldestFirst) Pop() any {
+	x := q.ids[len(q.ids)-1]
+	q.ids = q.ids[:len(q.ids)-1]
+	return x
+}

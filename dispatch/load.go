@@ -1,0 +1,188 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// load reads the partition's specs, triggers, states and active runs at one
+// revision and returns that revision. It is a writer (it replaces the
+// partition's memory and removes the data of deleted jobs): handlers of a
+// partition being reloaded wait for it.
+func (pt *partition) load(ctx context.Context) (int64, error) {
+	pt.wmu.Lock()
+	defer pt.wmu.Unlock()
+	k := pt.d.keys
+	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := pt.d.client.Txn(rctx).Then(
+		clientv3.OpGet(k.PartitionJobsPrefix(pt.p), clientv3.WithPrefix()),
+		clientv3.OpGet(k.StatePrefix(pt.p), clientv3.WithPrefix()),
+		clientv3.OpGet(k.QueuePrefix(pt.p), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("load partition %d: %w", pt.p, err)
+	}
+	rev := resp.Header.Revision
+	jobs := map[string]*jobEntry{}
+	var triggers []triggerReq
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		id, at, ok := k.ParseSpecKey(pt.p, string(kv.Key))
+		switch {
+		case !ok:
+			pt.lg.Warn("ignoring unexpected key", zap.ByteString("key", kv.Key))
+		case !at.IsZero():
+			triggers = append(triggers, triggerReq{id: id, at: at, key: string(kv.Key)})
+		default:
+			if e := pt.entryFromKV(kv); e != nil {
+				jobs[id] = e
+			}
+		}
+	}
+	var orphans []string   // states of deleted jobs
+	var recreated []string // jobs whose state is an earlier job's of the same ID
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		esc := string(kv.Key[len(k.StatePrefix(pt.p)):])
+		id, err := store.UnescapeID(esc)
+		if err != nil {
+			continue
+		}
+		e := jobs[id]
+		if e == nil {
+			orphans = append(orphans, id)
+			continue
+		}
+		if err := json.Unmarshal(kv.Value, &e.state); err != nil {
+			pt.lg.Warn("corrupt job state; starting afresh", zap.String("job_id", id), zap.Error(err))
+			e.state = store.JobState{}
+		}
+		if last := e.state.Last; !last.IsZero() && last.Before(e.spec.InitialLast()) {
+			// A state older than its job is that of an earlier job of the
+			// same ID, deleted and created again while the partition had
+			// no owner: the new job starts afresh, and the earlier job's
+			// runs go (the new job has none yet: every fire writes the
+			// state along with its runs).
+			e.state = store.JobState{}
+			recreated = append(recreated, id)
+		}
+	}
+	queued := map[string]bool{} // run keys with a queue entry: the active runs
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		id, at, ok := k.ParseQueueKey(pt.p, string(kv.Key))
+		if !ok {
+			continue
+		}
+		if jobs[id] == nil || slices.Contains(recreated, id) {
+			if jobs[id] == nil && !slices.Contains(orphans, id) {
+				orphans = append(orphans, id)
+			}
+			continue
+		}
+		queued[k.Run(pt.p, id, at)] = true
+	}
+	active, hist, err := pt.loadRuns(ctx, rev, func(id string) bool {
+		return jobs[id] != nil && !slices.Contains(recreated, id)
+	}, queued)
+	if err != nil {
+		return 0, err
+	}
+
+	pending := make(map[string]triggerReq, len(triggers))
+	for _, t := range triggers {
+		pending[t.key] = t
+	}
+	pt.mu.Lock()
+	pt.jobs, pt.active, pt.triggers, pt.closed = jobs, active, pending, false
+	pt.cancelled, pt.hist = map[string]cancelledAttempt{}, hist
+	pt.mu.Unlock()
+	lvl := zap.DebugLevel // most partitions of a small fleet are empty: keep the log readable
+	if len(jobs)+len(active)+len(triggers) > 0 {
+		lvl = zap.InfoLevel
+	}
+	pt.lg.Log(lvl, "partition loaded", zap.Int("jobs", len(jobs)), zap.Int("active_runs", len(active)), zap.Int("triggers", len(triggers)),
+		zap.Int("runs", hist.runs), zap.Int64("history_bytes", hist.bytes), zap.Int64("revision", rev))
+
+	for _, id := range orphans {
+		pt.deleteJobData(ctx, id)
+	}
+	for _, id := range recreated {
+		pt.lg.Info("job was deleted and created again while the partition had no owner; removing the earlier job's state and runs", zap.String("job_id", id))
+		pt.removeJobData(ctx, id)
+	}
+	return rev, nil
+}
+
+// loadRunsPage is how many run documents load reads per request: at most
+// a few MiB even if every document is at its budget.
+const loadRunsPage = 64
+
+// loadRuns reads the partition's run documents at revision rev, in pages:
+// it accounts every run of a job keep accepts in a history, and decodes
+// the runs with a queue entry (queued, by run key) into the active runs.
+// Runs of other jobs (deleted, or of an earlier job of the same ID) are
+// left for the removal of their job's data.
+func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id string) bool, queued map[string]bool) (map[string]*activeRun, *history, error) {
+	k := pt.d.keys
+	now := pt.now()
+	active := map[string]*activeRun{}
+	hist := newHistory()
+	prefix := k.PartitionRunsPrefix(pt.p)
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	for from := prefix; ; {
+		rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
+		resp, err := pt.d.client.Get(rctx, from, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithLimit(loadRunsPage))
+		cancel()
+		if err != nil {
+			return nil, nil, fmt.Errorf("load runs of partition %d: %w", pt.p, err)
+		}
+		for _, kv := range resp.Kvs {
+			id, at, ok := k.ParseRunKey(pt.p, string(kv.Key))
+			if !ok || !keep(id) {
+				continue
+			}
+			if !queued[string(kv.Key)] {
+				hist.created(id, at, len(kv.Value), true)
+				continue
+			}
+			var run store.Run
+			if err := json.Unmarshal(kv.Value, &run); err != nil {
+				pt.lg.Warn("ignoring corrupt run", zap.ByteString("key", kv.Key), zap.Error(err))
+				hist.created(id, at, len(kv.Value), true) // trimmed in time
+				continue
+			}
+			hist.created(id, at, len(kv.Value), run.Status.Final())
+			if run.Status.Final() {
+				continue
+			}
+			// Attempts in flight under the previous owner keep running: their
+			// workers heartbeat here once redirected. Give them a full lease.
+			active[run.ID] = &activeRun{run: run, modRev: kv.ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease), size: len(kv.Value)}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return active, hist, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+func (pt *partition) entryFromKV(kv *mvccpb.KeyValue) *jobEntry {
+	j, err := store.DecodeStoredJob(kv.Value, kv.ModRevision)
+	if err != nil {
+		pt.lg.Warn("ignoring corrupt job spec", zap.ByteString("key", kv.Key), zap.Error(err))
+		return nil
+	}
+	e := &jobEntry{spec: j}
+	e.sched, e.schedErr = j.ParseSchedule()
+	if e.schedErr != nil {
+		pt.lg.Warn("job schedule does not parse; not scheduling it", zap.String("job_id", j.ID), zap.Error(e.schedErr))
+	}
+	return e
+}

@@ -1,0 +1,192 @@
+package worker_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/membership"
+)
+
+// TestTokenSentWithEveryRequest: the worker's token goes with its polls,
+// heartbeats, completions and members-list reads, as a bearer token.
+func TestTokenSentWithEveryRequest(t *testing.T) {
+	const token = "jf_worker.s3cret-token"
+	clock := clockwork.NewFakeClock()
+	f := newFakeOrch(t, "a", clock)
+	f.setMembers(membership.Member{ID: "a", Addr: f.URL()})
+	d := worker.MembersFrom(f.URL())
+	d.Clock = clock
+	release := make(chan struct{})
+	startWorker(t, worker.Config{Orchestrators: d, Token: token, Clock: clock}, func(w *worker.Worker) {
+		mustHandle(t, w, "slow", func(ctx context.Context, _ worker.Run) error {
+			<-release
+			return nil
+		})
+	})
+	f.enqueue(f.assignment("r1", handlerExec("slow"), ""))
+	f.waitFor(t, "the attempt to be held", func() bool { return len(f.held) > 0 })
+	blockUntilHeartbeat(t, f, clock, "r1")
+	close(release)
+	f.waitComplete(t, "r1")
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seen := map[string]bool{}
+	for _, a := range f.auth {
+		method, rest, _ := strings.Cut(a, " ")
+		path, auth, _ := strings.Cut(rest, " ")
+		seen[method+" "+path] = true
+		if auth != "Bearer "+token {
+			t.Errorf("%s %s carried Authorization %q, want the bearer token", method, path, auth)
+		}
+	}
+	for _, want := range []string{"GET /v1/cluster/members", "POST /v1/worker/poll", "POST /v1/worker/heartbeat", "POST /v1/worker/complete"} {
+		if !seen[want] {
+			t.Errorf("no %s request seen (saw %v)", want, seen)
+		}
+	}
+}
+
+// blockUntilHeartbeat advances clock until the attempt runID has
+// heartbeated once.
+func blockUntilHeartbeat(t *testing.T, f *fakeOrch, clock *clockwork.FakeClock, runID string) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		f.mu.Lock()
+		n := f.heartbeatCount(runID)
+		f.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat for %s", runID)
+		}
+		clock.Advance(time.Second)
+		time.Sleep(time.Millisecond) // let the worker's goroutines see the new time
+	}
+}
+
+func TestTokenMustBePrintable(t *testing.T) {
+	for _, tok := range []string{"a b", "a\nb", "tok\x1b", "é"} {
+		_, err := worker.New(worker.Config{ID: "w", Orchestrators: worker.StaticOrchestrators("http://127.0.0.1:1"), Token: tok})
+		if err == nil || strings.Contains(err.Error(), tok) {
+			t.Errorf("Token %q: New = %v, want an error that does not repeat the token", tok, err)
+		}
+	}
+}
+
+// TestCredentialsRefused: polls answered 401 are logged once (not per
+// poll), backed off on the worker's clock (no spinning), and a change of
+// answer (403) is logged again; so is the recovery.
+func TestCredentialsRefused(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	f := newFakeOrch(t, "a", clock)
+	f.failPolls(401, 401, 401, 403)
+	lg, logs := newTestLogger(t)
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), Token: "wrong", Clock: clock, Logger: lg, PollWait: 50 * time.Millisecond,
+		RetryInitial: time.Second, RetryMax: 4 * time.Second}, nil)
+	pollCount := func() int {
+		polls, _, _, _ := f.snapshot()
+		return len(polls)
+	}
+	f.waitFor(t, "the first poll", func() bool { return len(f.polls) == 1 })
+	logs.wait(t, "refused the worker's credentials")
+	// Backing off: without the clock moving, no further poll.
+	blockUntil(t, clock, 1)
+	if n := pollCount(); n != 1 {
+		t.Fatalf("%d polls before the back-off elapsed, want 1", n)
+	}
+	for want := 2; want <= 5; want++ {
+		blockUntil(t, clock, 1)
+		clock.Advance(5 * time.Second)
+		f.waitFor(t, "the next poll", func() bool { return len(f.polls) >= want })
+	}
+	logs.wait(t, "accepts the worker's credentials again")
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	refusals := 0
+	for _, m := range logs.msgs {
+		if strings.Contains(m, "refused the worker's credentials") {
+			refusals++
+		}
+	}
+	if refusals != 2 {
+		t.Errorf("%d refusal lines for 3 refusals with 401 then one with 403, want 2 (once per change)", refusals)
+	}
+}
+
+// TestTLSWithClientCertificate: with Config.TLS the worker verifies the
+// orchestrator against the given CA and presents its client certificate.
+func TestTLSWithClientCertificate(t *testing.T) {
+	clientCert, clientPool := selfSigned(t, "worker-1")
+	serverTLS := &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientPool}
+	f := newFakeOrchTLS(t, "a", nil, serverTLS)
+	roots := x509.NewCertPool()
+	roots.AddCert(f.srv.Certificate())
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()),
+		TLS: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{clientCert}}}, func(w *worker.Worker) {
+		mustHandle(t, w, "ok", func(context.Context, worker.Run) error { return nil })
+	})
+	f.enqueue(f.assignment("r1", handlerExec("ok"), ""))
+	if c := f.waitComplete(t, "r1"); !c.Success {
+		t.Errorf("completion %+v, want success over TLS", c)
+	}
+}
+
+// TestTLSUnknownServerRefused: without the orchestrator's CA the worker
+// does not talk to it.
+func TestTLSUnknownServerRefused(t *testing.T) {
+	f := newFakeOrchTLS(t, "a", nil, &tls.Config{})
+	lg, logs := newTestLogger(t)
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), TLS: &tls.Config{RootCAs: x509.NewCertPool()}, Logger: lg}, nil)
+	logs.wait(t, "poll failed")
+	if polls, _, _, _ := f.snapshot(); len(polls) != 0 {
+		t.Errorf("%d polls reached an orchestrator whose certificate is not trusted", len(polls))
+	}
+}
+
+// selfSigned returns a self-signed client certificate and a pool holding
+// it.
+func selfSigned(t *testing.T, cn string) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		IsCA:         true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}, pool
+}
+
+var _ = http.StatusOK

@@ -1,0 +1,99 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// This file has the partition's writes of run documents and its fenced
+// commit: the writer's side of the locks described on partition.
+
+// runWrite is a write of an active run's document.
+type runWrite struct {
+	op   clientv3.Op
+	run  store.Run // as written: outputs cut to the document budget
+	size int
+}
+
+// runWriteOp returns the compare-and-swap write of ar's run as r: applied
+// only if the run key still has ar.modRev; the queue entry goes when r is
+// final. r is first cut to the run document budget (store.FitRun).
+func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (runWrite, bool) {
+	r, val, err := store.FitRun(r, pt.d.cfg.MaxRunBytes)
+	if err != nil {
+		pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
+		return runWrite{}, false
+	}
+	return runWrite{op: pt.d.keys.UpdateRunOp(r, val, ar.modRev), run: r, size: len(val)}, true
+}
+
+// updatedLocked applies a written runWrite w of ar to memory, at revision
+// rev: r, not dispatched before notBefore unless final.
+func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefore time.Time) {
+	r := w.run
+	pt.hist.rewritten(r.JobID, r.ScheduledAt, ar.size, w.size, r.Status.Final())
+	ar.run, ar.modRev, ar.notBefore, ar.size = r, rev, notBefore, w.size
+	if r.Status.Final() {
+		delete(pt.active, r.ID)
+		pt.poke() // a one-off job may have finished
+	}
+}
+
+// commit runs ops in one transaction fenced on the partition's epoch. The
+// caller holds wmu and not mu.
+func (pt *partition) commit(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := pt.d.commits.commit(rctx, pt.own, ops)
+	if err != nil && !errors.Is(err, shard.ErrFenced) {
+		err = store.Classify(err)
+	}
+	pt.d.recordWrite(err)
+	if err != nil {
+		pt.d.cfg.Metrics.commitError()
+		pt.failed = true
+		if errors.Is(err, shard.ErrFenced) {
+			pt.mu.Lock()
+			pt.closed = true
+			pt.mu.Unlock()
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+// writeRun replaces ar's run with r (compare-and-swap, fenced, cut to the
+// document budget) and updates memory: r, not dispatched before notBefore
+// unless final. It returns the run as written and whether the write
+// applied. The caller holds wmu and not mu.
+func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, notBefore time.Time) (store.Run, error) {
+	w, ok := pt.runWriteOp(ar, r)
+	if !ok {
+		return r, fmt.Errorf("run %s: %w", r.ID, store.ErrTooLarge)
+	}
+	resp, err := pt.commit(ctx, []clientv3.Op{w.op})
+	if err != nil {
+		pt.lg.Warn("recording run failed", zap.String("run_id", r.ID), zap.Error(err))
+		return r, err
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if !resp.Responses[0].GetResponseTxn().Succeeded {
+		pt.lg.Warn("run changed behind the owner's back; dropping it from memory", zap.String("run_id", r.ID))
+		delete(pt.active, r.ID)
+		return r, errChangedBehind
+	}
+	pt.updatedLocked(ar, w, resp.Header.Revision, notBefore)
+	return w.run, nil
+}
+
+// errChangedBehind: a compare-and-swap write of a run did not apply.
+var errChangedBehind = errors.New("run changed behind the owner's back")

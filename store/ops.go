@@ -1,0 +1,120 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// This file builds the etcd operations a partition's owner makes on the
+// documents it writes (run, queue entry, state), so that their encoding and
+// key layout live in one place. The operations are not fenced: the owner
+// wraps them in a transaction fenced on its epoch (shard.Ownership).
+
+// EncodeRun returns the stored form of r. Its length is what the run costs
+// in etcd (history accounting counts it).
+func EncodeRun(r Run) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode run %s: %w", r.ID, err)
+	}
+	return b, nil
+}
+
+// EncodeState returns the stored form of a job's scheduling state.
+func EncodeState(st JobState) ([]byte, error) {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("encode job state: %w", err)
+	}
+	return b, nil
+}
+
+// QueueJobPrefix is the prefix of job id's active-run index entries.
+func (k Keys) QueueJobPrefix(p int, id string) string {
+	return k.QueuePrefix(p) + EscapeID(id) + "/"
+}
+
+// CreateRunOp returns the write that creates run r, stored as val (from
+// EncodeRun or FitRun), only if its key is absent (so a (job, scheduled
+// time) is recorded at most once): a nested transaction
+// If(create_revision(run) == 0) Then(put run, put queue entry unless r is
+// final). Its response's Succeeded says whether the run was created.
+func (k Keys) CreateRunOp(r Run, val []byte) clientv3.Op {
+	key := k.Run(r.Partition, r.JobID, r.ScheduledAt)
+	then := []clientv3.Op{clientv3.OpPut(key, string(val))}
+	if !r.Status.Final() {
+		then = append(then, clientv3.OpPut(k.Queue(r.Partition, r.JobID, r.ScheduledAt), ""))
+	}
+	cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	return clientv3.OpTxn([]clientv3.Cmp{cmp}, then, nil)
+}
+
+// UpdateRunOp returns the compare-and-swap write of run r, stored as val,
+// over the version with mod revision modRev: a nested transaction
+// If(mod_revision(run) == modRev) Then(put run, delete queue entry if r is
+// final). Its response's Succeeded says whether it applied.
+func (k Keys) UpdateRunOp(r Run, val []byte, modRev int64) clientv3.Op {
+	key := k.Run(r.Partition, r.JobID, r.ScheduledAt)
+	then := []clientv3.Op{clientv3.OpPut(key, string(val))}
+	if r.Status.Final() {
+		then = append(then, clientv3.OpDelete(k.Queue(r.Partition, r.JobID, r.ScheduledAt)))
+	}
+	cmp := clientv3.Compare(clientv3.ModRevision(key), "=", modRev)
+	return clientv3.OpTxn([]clientv3.Cmp{cmp}, then, nil)
+}
+
+// PutStateOp returns the write of job id's scheduling state.
+func (k Keys) PutStateOp(p int, id string, st JobState) (clientv3.Op, error) {
+	val, err := EncodeState(st)
+	if err != nil {
+		return clientv3.Op{}, fmt.Errorf("job %q: %w", id, err)
+	}
+	return clientv3.OpPut(k.State(p, id), string(val)), nil
+}
+
+// DeleteRunOp returns the deletion of job id's final run for time at: a
+// nested transaction that deletes the run only if it has no queue entry,
+// so an active run is never deleted whatever the caller believes.
+func (k Keys) DeleteRunOp(p int, id string, at time.Time) clientv3.Op {
+	cmp := clientv3.Compare(clientv3.CreateRevision(k.Queue(p, id, at)), "=", 0)
+	return clientv3.OpTxn([]clientv3.Cmp{cmp}, []clientv3.Op{clientv3.OpDelete(k.Run(p, id, at))}, nil)
+}
+
+// DeleteJobDataOps returns the deletions of everything the owner stores for
+// job id: its state, runs and queue entries (not its spec).
+func (k Keys) DeleteJobDataOps(p int, id string) []clientv3.Op {
+	return []clientv3.Op{
+		clientv3.OpDelete(k.State(p, id)),
+		clientv3.OpDelete(k.RunPrefix(p, id), clientv3.WithPrefix()),
+		clientv3.OpDelete(k.QueueJobPrefix(p, id), clientv3.WithPrefix()),
+	}
+}
+
+// DeleteJobOp returns the deletion of job id with everything stored for it
+// (spec, state, runs, queue entries), applied only if its spec still has
+// mod revision rev (the version the caller decided on: an edit made since
+// is not lost) and no trigger request of the job is pending (an accepted
+// trigger is not lost): a nested transaction whose response's Succeeded
+// says whether it applied.
+func (k Keys) DeleteJobOp(p int, id string, rev int64) clientv3.Op {
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(k.Spec(p, id)), "=", rev),
+		clientv3.Compare(clientv3.CreateRevision(k.TriggerPrefix(p, id)), "=", 0).WithPrefix(),
+	}
+	ops := append([]clientv3.Op{clientv3.OpDelete(k.Spec(p, id))}, k.DeleteJobDataOps(p, id)...)
+	return clientv3.OpTxn(cmps, ops, nil)
+}
+
+// SpecGuardOp returns ops as one nested transaction applied only if job
+// id's spec still has mod revision rev: the writes a scheduler decided
+// from that version of the job (its runs, its state, the trigger requests
+// they consume) are refused together if the job was changed, deleted or
+// deleted and created again meanwhile. Its response's Succeeded says
+// whether they applied; Responses are those of ops.
+func (k Keys) SpecGuardOp(p int, id string, rev int64, ops []clientv3.Op) clientv3.Op {
+	cmp := clientv3.Compare(clientv3.ModRevision(k.Spec(p, id)), "=", rev)
+	return clientv3.OpTxn([]clientv3.Cmp{cmp}, ops, nil)
+}

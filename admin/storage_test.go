@@ -18,14 +18,13 @@ import (
 )
 
 func TestStorageEndpoint(t *testing.T) {
-	bytes := int64(123)
 	report := storage.Report{
 		DBSize: 4 << 20, DBSizeInUse: 1 << 20, Quota: 8 << 20, QuotaSource: storage.QuotaFromEtcd,
 		HighWater: 0.8, HighWaterBytes: 6710886, Revision: 900, CompactedRevision: 700,
 		Compaction:         &storage.Compaction{Member: "a", Revision: 700, At: started, Interval: store.Duration(5 * time.Minute)},
 		CompactionInterval: store.Duration(5 * time.Minute),
 		Keys:               storage.Counts{Jobs: 3, Runs: 10, ActiveRuns: 1, Total: 20},
-		HistoryBytes:       &bytes,
+		History:            &storage.History{Member: "a", Partitions: 4, Runs: 10, Bytes: 123, BudgetBytes: 4096},
 		Alarms:             []storage.Alarm{{Member: "8e9e05c52164694d", Alarm: "NOSPACE"}},
 		Endpoints:          []storage.Endpoint{{Endpoint: "http://127.0.0.1:2379", DBSize: 4 << 20, DBSizeInUse: 1 << 20}},
 		CheckedAt:          started,
@@ -43,7 +42,7 @@ func TestStorageEndpoint(t *testing.T) {
 			wantJSON: `{"db_size_bytes":4194304,"db_size_in_use_bytes":1048576,"quota_bytes":8388608,"quota_source":"etcd",
 				"high_water":0.8,"high_water_bytes":6710886,"above_high_water":false,"revision":900,"compacted_revision":700,
 				"compaction":{"member":"a","revision":700,"at":"2026-01-02T03:04:05Z","interval":"5m"},"compaction_interval":"5m",
-				"keys":{"jobs":3,"runs":10,"active_runs":1,"total":20},"history_bytes":123,
+				"keys":{"jobs":3,"runs":10,"active_runs":1,"total":20},"history":{"member":"a","partitions":4,"runs":10,"bytes":123,"budget_bytes":4096},
 				"alarms":[{"member":"8e9e05c52164694d","alarm":"NOSPACE"}],
 				"endpoints":[{"endpoint":"http://127.0.0.1:2379","db_size_bytes":4194304,"db_size_in_use_bytes":1048576}],
 				"checked_at":"2026-01-02T03:04:05Z"}`,

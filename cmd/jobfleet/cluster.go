@@ -279,8 +279,9 @@ func printStorage(w io.Writer, r storage.Report) error {
 		fmt.Fprintf(tw, "COMPACTION\tevery %v, keeping that much history\n", r.CompactionInterval)
 	}
 	fmt.Fprintf(tw, "KEYS\t%d jobs (with pending triggers), %d runs (%d active), %d in all\n", r.Keys.Jobs, r.Keys.Runs, r.Keys.ActiveRuns, r.Keys.Total)
-	if r.HistoryBytes != nil {
-		fmt.Fprintf(tw, "HISTORY\t%s\n", size(*r.HistoryBytes))
+	if h := r.History; h != nil {
+		fmt.Fprintf(tw, "HISTORY\t%s in %d runs on %s's %d partitions (their budget share %s); the fleet's is the sum over the members\n",
+			size(h.Bytes), h.Runs, h.Member, h.Partitions, size(h.BudgetBytes))
 	}
 	alarms := "none"
 	if len(r.Alarms) > 0 {

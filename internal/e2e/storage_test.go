@@ -286,6 +286,9 @@ func TestHighWaterRefusesNewWorkWhileFiringContinues(t *testing.T) {
 	if code := api(t, "GET", base, "/v1/cluster/storage", nil, &rep); code != http.StatusOK || !rep.AboveHighWater || rep.Quota != quota || rep.Keys.Jobs != 1 {
 		t.Errorf("storage report %d %+v", code, rep)
 	}
+	if h := rep.History; h == nil || h.Member != "m1" || h.Partitions != 4 || h.Runs < 2 || h.Bytes <= 0 {
+		t.Errorf("storage report's history %+v: want m1's 4 partitions with the steady job's runs", h)
+	}
 
 	makeRoom(t, f.Client, "/junk/")
 	waitFor(t, 10*time.Second, func() bool {

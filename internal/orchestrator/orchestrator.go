@@ -485,10 +485,19 @@ func (o *Orchestrator) Partitions() (PartitionTable, error) {
 }
 
 // Storage reads etcd's storage now: sizes, quota, high-water mark,
-// revisions, the fleet's last compaction, key counts and alarms. Errors
-// are classified by store.Classify.
+// revisions, the fleet's last compaction, key counts and alarms, with the
+// run history of the partitions this member owns. Errors are classified
+// by store.Classify.
 func (o *Orchestrator) Storage(ctx context.Context) (storage.Report, error) {
-	return o.space.Report(ctx)
+	rep, err := o.space.Report(ctx)
+	if err != nil {
+		return storage.Report{}, err
+	}
+	if d, err := o.Dispatcher(); err == nil {
+		st := d.Stats()
+		rep.History = &storage.History{Member: o.cfg.ID, Partitions: len(d.Owned()), Runs: st.HistoryRuns, Bytes: st.HistoryBytes, BudgetBytes: st.HistoryBudget}
+	}
+	return rep, nil
 }
 
 // Ready reports whether the member is registered and owns exactly the

@@ -42,9 +42,10 @@ type Report struct {
 	CompactionInterval store.Duration `json:"compaction_interval"`
 	// Keys counts the fleet's keys in etcd.
 	Keys Counts `json:"keys"`
-	// HistoryBytes is the size of the run history the fleet keeps, as its
-	// owners account it; null where this member cannot tell.
-	HistoryBytes *int64 `json:"history_bytes"`
+	// History is the run history of the partitions the answering member
+	// owns, as their scheduler accounts it; null before it schedules any.
+	// The fleet's is the sum over the members (jobfleet_history_bytes).
+	History *History `json:"history"`
 	// Alarms are the alarms raised in the etcd cluster (NOSPACE,
 	// CORRUPT); empty if none.
 	Alarms []Alarm `json:"alarms"`
@@ -52,6 +53,19 @@ type Report struct {
 	Endpoints []Endpoint `json:"endpoints"`
 	// CheckedAt is when this report was read.
 	CheckedAt time.Time `json:"checked_at"`
+}
+
+// History is the run history one member's partitions keep.
+type History struct {
+	// Member is the member, Partitions how many it owns.
+	Member     string `json:"member"`
+	Partitions int    `json:"partitions"`
+	// Runs and Bytes count the run documents kept and their bytes.
+	Runs  int   `json:"runs"`
+	Bytes int64 `json:"bytes"`
+	// BudgetBytes is these partitions' share of the fleet's history
+	// budget (--history-budget).
+	BudgetBytes int64 `json:"budget_bytes"`
 }
 
 // Counts are key counts of the fleet's namespace, read with count-only

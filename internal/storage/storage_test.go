@@ -482,7 +482,7 @@ func TestReportCountsKeysAndCompaction(t *testing.T) {
 	if r.Keys != want {
 		t.Errorf("counts %+v, want %+v", r.Keys, want)
 	}
-	if r.Compaction != nil || r.CompactedRevision != 0 || r.HistoryBytes != nil {
+	if r.Compaction != nil || r.CompactedRevision != 0 || r.History != nil {
 		t.Errorf("report before any compaction: %+v", r)
 	}
 	if r.DBSize == 0 || r.Quota == 0 || r.Revision == 0 || len(r.Endpoints) != 1 || r.Alarms == nil {

@@ -82,7 +82,7 @@ func TestWatchesAndMirrorsSurviveCompaction(t *testing.T) {
 	w, err := worker.New(worker.Config{ID: "w", Orchestrators: disc, Concurrency: 8, PollWait: time.Second,
 		RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
 		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}, // the receiver
-		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+		Logger:     zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
 	if err != nil {
 		t.Fatal(err)
 	}

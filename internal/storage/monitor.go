@@ -32,9 +32,12 @@ type Alarm struct {
 
 // Endpoint is one etcd endpoint's status at the last check.
 type Endpoint struct {
-	Endpoint    string `json:"endpoint"`
-	DBSize      int64  `json:"db_size_bytes"`
-	DBSizeInUse int64  `json:"db_size_in_use_bytes"`
+	// Endpoint is the client URL asked.
+	Endpoint string `json:"endpoint"`
+	// DBSize and DBSizeInUse are its database file size and the part of
+	// it in use, in bytes.
+	DBSize      int64 `json:"db_size_bytes"`
+	DBSizeInUse int64 `json:"db_size_in_use_bytes"`
 	// Quota is what the endpoint reports as its quota, 0 if nothing.
 	Quota int64 `json:"quota_bytes,omitempty"`
 	// Error is why the endpoint did not answer, "" if it did.

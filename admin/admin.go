@@ -81,6 +81,9 @@ type Config struct {
 	Limits Limits
 	// Clock times rate limits; nil means the real clock.
 	Clock clockwork.Clock
+	// Storage reads etcd's storage (GET /v1/cluster/storage); nil answers
+	// 503.
+	Storage StorageFunc
 	// TriggerRate and TriggerBurst limit the triggers of each job this
 	// member accepts (POST /v1/jobs/{id}/trigger): per second, and at once;
 	// beyond them it answers 429 with Retry-After. The limit is per member.

@@ -20,7 +20,8 @@ import (
 // JobStore is what the job endpoints need; *store.Etcd implements it.
 // Errors are those of store.Etcd: a *store.FieldError (matching
 // store.ErrInvalidJob) for invalid input, and store.ErrNotFound,
-// ErrExists, ErrConflict, ErrTooLarge, ErrNoSpace or ErrUnavailable.
+// ErrExists, ErrConflict, ErrTooLarge, ErrNoSpace, ErrHighWater or
+// ErrUnavailable.
 type JobStore interface {
 	Create(ctx context.Context, j store.Job) (store.Job, error)
 	Put(ctx context.Context, j store.Job) (stored store.Job, created bool, err error)
@@ -366,12 +367,14 @@ func (a *jobsAPI) fail(w http.ResponseWriter, r *http.Request, id string, err er
 //	a body the client did not send to its end                     400
 //	store.ErrNotFound                                             404
 //	store.ErrExists, ErrConflict, ErrStaleRevision                409
-//	store.ErrNoSpace                                              507
+//	store.ErrNoSpace, store.ErrHighWater                          507
 //	store.ErrUnavailable, context deadline                        503
 //	anything else                                                 500
 //
 // Messages of 5xx replies are fixed sentences: the error's own text may
 // hold etcd's or gRPC's wording, which is for the log, not for clients.
+// The exception is store.ErrHighWater, which only the fleet's space guard
+// returns, naming the database size, the mark and the quota.
 func status(err error) (code int, msg string) {
 	var maxErr *http.MaxBytesError
 	var fieldErr *store.FieldError
@@ -392,6 +395,9 @@ func status(err error) (code int, msg string) {
 		return http.StatusConflict, err.Error()
 	case errors.Is(err, store.ErrNoSpace):
 		return http.StatusInsufficientStorage, store.ErrNoSpace.Error() + "; writes resume once an operator frees space"
+	case errors.Is(err, store.ErrHighWater):
+		// The fleet's own words (size, mark, quota), not etcd's.
+		return http.StatusInsufficientStorage, err.Error()
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, store.ErrUnavailable.Error() + ": etcd did not answer in time or has no leader; retry later"
 	}

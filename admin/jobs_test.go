@@ -679,6 +679,7 @@ func TestJobsErrorStatus(t *testing.T) {
 		wantMsg  string
 	}{
 		{"etcd full", store.Classify(rpctypes.ErrGRPCNoSpace), http.StatusInsufficientStorage, "store full"},
+		{"above the high-water mark", fmt.Errorf("%w: 1.7 GiB of a 2.0 GiB quota", store.ErrHighWater), http.StatusInsufficientStorage, "store nearly full: etcd database above its high-water mark: 1.7 GiB"},
 		{"etcd request too large", store.Classify(rpctypes.ErrGRPCRequestTooLarge), http.StatusRequestEntityTooLarge, "invalid job: document too large: etcd refused"},
 		{"no leader", store.Classify(rpctypes.ErrGRPCNoLeader), http.StatusServiceUnavailable, "store unavailable"},
 		{"deadline", store.Classify(context.DeadlineExceeded), http.StatusServiceUnavailable, "store unavailable"},

@@ -55,6 +55,7 @@ func (a *api) routes() []route {
 		{pattern: "GET /v1/cluster/members", access: auth.AccessMembers, handler: hf(a.members)},
 		{pattern: "GET /v1/cluster/partitions", access: auth.AccessRead, handler: hf(a.partitions)},
 		{pattern: "POST /v1/cluster/drain", access: auth.AccessAdmin, handler: hf(a.drain)},
+		{pattern: "GET /v1/cluster/storage", access: auth.AccessRead, handler: storageHandler(a.cfg.Storage)},
 
 		{pattern: "GET /v1/jobs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.list)},
 		{pattern: "POST /v1/jobs", access: auth.AccessWrite, scope: scopeHandler, handler: hf(j.create)},

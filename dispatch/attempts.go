@@ -58,6 +58,9 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 // writer.
 func (pt *partition) assign(ctx context.Context, req PollRequest, executors map[string]bool, n int) []Assignment {
 	worker := req.Worker
+	if pt.d.writesRefused() != nil {
+		return nil // etcd is full: no attempt could be recorded
+	}
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
 	now := pt.now()

@@ -192,14 +192,26 @@ func (d *Dispatcher) Stats() Stats {
 	return st
 }
 
-// recordWrite notes the outcome of a fenced write for Health.
+// recordWrite notes the outcome of a fenced write for Health, and tells
+// the space gate of a failure.
 func (d *Dispatcher) recordWrite(err error) {
-	d.healthMu.Lock()
-	defer d.healthMu.Unlock()
 	if err != nil && errors.Is(err, shard.ErrFenced) {
 		return // ownership moved: the controller handles it; the store is fine
 	}
+	if err != nil && d.cfg.Space != nil {
+		d.cfg.Space.NoteWriteError(err)
+	}
+	d.healthMu.Lock()
+	defer d.healthMu.Unlock()
 	d.writeErr = err
+}
+
+// writesRefused returns the space gate's verdict, nil without a gate.
+func (d *Dispatcher) writesRefused() error {
+	if d.cfg.Space == nil {
+		return nil
+	}
+	return d.cfg.Space.WritesRefused()
 }
 
 // Health returns the latest failure of the scheduler's writes to etcd

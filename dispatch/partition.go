@@ -17,6 +17,10 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
+// spaceRecheck is how often a partition looks at the space gate again
+// while etcd refuses writes for lack of space.
+const spaceRecheck = time.Second
+
 // partition is the scheduler of one owned partition. The loop goroutine
 // (run) loads the partition, follows its specs, fires due jobs and expires
 // leases; protocol handlers (assign, heartbeat, complete, takeBack) run in
@@ -237,6 +241,9 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	}
 	if now.Before(pt.retryAt) {
 		return pt.retryAt // a write failed: etcd gets a moment
+	}
+	if pt.d.writesRefused() != nil {
+		return now.Add(spaceRecheck) // etcd is full: the gate logged it; no write would apply
 	}
 	pt.expire(ctx, now)
 	pt.fireDue(ctx, now)

@@ -12,11 +12,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
 )
 
@@ -304,6 +306,19 @@ func newClusterCmd() *cobra.Command {
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
+		Use: "storage", Short: "Show etcd's database size, quota, high-water mark, revisions, the fleet's last compaction, key counts and alarms", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var r storage.Report
+			if err := opts.do("GET", "/v1/cluster/storage", nil, &r); err != nil {
+				return err
+			}
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), r)
+			}
+			return printStorage(cmd.OutOrStdout(), r)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
 		Use: "drain --server URL", Short: "Ask the member at --server (which must be given) to hand its partitions over and leave", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Draining stops a member: it must be named, never taken from
@@ -323,4 +338,53 @@ func newClusterCmd() *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// printStorage writes the storage report as a two-column table, then one
+// row per etcd endpoint.
+func printStorage(w io.Writer, r storage.Report) error {
+	size := func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "DATABASE\t%s (in use %s)\n", size(r.DBSize), size(r.DBSizeInUse))
+	fmt.Fprintf(tw, "QUOTA\t%s (%s)\n", size(r.Quota), map[string]string{
+		storage.QuotaFromFlag: "from --etcd-quota-bytes", storage.QuotaFromEtcd: "as etcd reports it", storage.QuotaFromDefault: "etcd's default",
+	}[r.QuotaSource])
+	state := "below: accepting new work"
+	if r.AboveHighWater {
+		state = "ABOVE: new jobs, larger replacements and triggers are refused (507)"
+	}
+	fmt.Fprintf(tw, "HIGH WATER\t%s (%g%% of the quota), %s\n", size(r.HighWaterBytes), r.HighWater*100, state)
+	fmt.Fprintf(tw, "REVISION\t%d\n", r.Revision)
+	switch {
+	case r.Compaction != nil:
+		fmt.Fprintf(tw, "COMPACTED\t%d (%d revisions kept), by %s at %s\n", r.CompactedRevision, r.Revision-r.CompactedRevision,
+			r.Compaction.Member, r.Compaction.At.Format(time.RFC3339))
+	case r.CompactionInterval == 0:
+		fmt.Fprintf(tw, "COMPACTED\tunknown: compaction is left to etcd (--compaction-interval=0)\n")
+	default:
+		fmt.Fprintf(tw, "COMPACTED\tnot yet (the fleet compacts every %v)\n", r.CompactionInterval)
+	}
+	if r.CompactionInterval > 0 {
+		fmt.Fprintf(tw, "COMPACTION\tevery %v, keeping that much history\n", r.CompactionInterval)
+	}
+	fmt.Fprintf(tw, "KEYS\t%d jobs (with pending triggers), %d runs (%d active), %d in all\n", r.Keys.Jobs, r.Keys.Runs, r.Keys.ActiveRuns, r.Keys.Total)
+	if h := r.History; h != nil {
+		fmt.Fprintf(tw, "HISTORY\t%s in %d runs on %s's %d partitions (their budget share %s); the fleet's is the sum over the members\n",
+			size(h.Bytes), h.Runs, h.Member, h.Partitions, size(h.BudgetBytes))
+	}
+	alarms := "none"
+	if len(r.Alarms) > 0 {
+		var as []string
+		for _, a := range r.Alarms {
+			as = append(as, a.Alarm+" on etcd member "+a.Member)
+		}
+		alarms = strings.Join(as, ", ")
+	}
+	fmt.Fprintf(tw, "ALARMS\t%s\n", alarms)
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "ENDPOINT\tDATABASE\tIN USE\tERROR")
+	for _, e := range r.Endpoints {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Endpoint, size(e.DBSize), size(e.DBSizeInUse), e.Error)
+	}
+	return tw.Flush()
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/storage"
 )
 
 // etcdOptions are the flags that say how to reach etcd.
@@ -79,9 +80,13 @@ type memberOptions struct {
 	runLease   time.Duration
 	retention  retentionOptions
 
-	adminTokenFile string
-	insecureNoAuth bool
-	limits         admin.Limits
+	adminTokenFile     string
+	insecureNoAuth     bool
+	limits             admin.Limits
+	compactionInterval time.Duration
+	etcdQuota          byteSize
+	highWater          float64
+	storageCheck       time.Duration
 }
 
 func (o *memberOptions) register(cmd *cobra.Command) {
@@ -101,6 +106,10 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.IntVar(&o.limits.Burst, "api-burst", d.Burst, "burst of --api-rate")
 	fs.IntVar(&o.limits.MaxPolls, "max-polls", d.MaxPolls, "worker long polls this member holds at once")
 	fs.IntVar(&o.limits.MaxPollsPerCredential, "max-polls-per-credential", d.MaxPollsPerCredential, "worker long polls this member holds at once per credential")
+	fs.DurationVar(&o.compactionInterval, "compaction-interval", storage.DefaultCompactionInterval, "how often the fleet compacts etcd's history, keeping this much of it (at least 1s); 0 leaves compaction to etcd's own --auto-compaction-*")
+	fs.Var(&o.etcdQuota, "etcd-quota-bytes", "etcd's space quota: set it to etcd's --quota-backend-bytes (like 8GiB); 0 takes what etcd reports (v3.6+), else etcd's default 2GiB")
+	fs.Float64Var(&o.highWater, "storage-high-water", storage.DefaultHighWater, "fraction of the etcd quota above which new jobs, growing replacements and triggers are refused with 507 (0 < f <= 1)")
+	fs.DurationVar(&o.storageCheck, "storage-check-interval", storage.DefaultCheckInterval, "how often each member reads etcd's database size and alarms")
 }
 
 // loopbackListen reports whether listen address addr (HOST:PORT) binds
@@ -141,6 +150,28 @@ func (o *memberOptions) authConfig(lg *zap.Logger, listen, metricsListen string)
 		}
 	}
 	return secret, false, nil
+}
+
+// storageConfig is the storage part of the member's configuration.
+func (o *memberOptions) storageConfig() (storage.Config, error) {
+	switch {
+	case o.compactionInterval < 0:
+		return storage.Config{}, fmt.Errorf("--compaction-interval %v is negative; 0 turns the fleet's compaction off", o.compactionInterval)
+	case !(o.highWater > 0 && o.highWater <= 1):
+		return storage.Config{}, fmt.Errorf("--storage-high-water %v: want a fraction of the quota, above 0 and at most 1 (like 0.8)", o.highWater)
+	case o.storageCheck <= 0:
+		return storage.Config{}, fmt.Errorf("--storage-check-interval %v: want a positive duration", o.storageCheck)
+	}
+	c := storage.Config{
+		CompactionInterval: o.compactionInterval,
+		QuotaBytes:         int64(o.etcdQuota),
+		HighWater:          o.highWater,
+		CheckInterval:      o.storageCheck,
+	}
+	if c.CompactionInterval == 0 {
+		c.CompactionInterval = storage.CompactionOff
+	}
+	return c, nil // the rest is checked by orchestrator.New
 }
 
 // resolve fills the derived defaults (ID, advertise URL) for listen address
@@ -273,6 +304,10 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	if err != nil {
 		return nil, err
 	}
+	stc, err := o.storageConfig()
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	ocfg := orchestrator.Config{
@@ -283,6 +318,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		LeaseTTL:    o.leaseTTL,
 		RunLease:    o.runLease,
 		AdminSecret: secret,
+		Storage:     stc,
 		Logger:      lg,
 		Registry:    reg,
 	}
@@ -303,7 +339,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		return nil, err
 	}
 	mlg := acfg.Logger
-	acfg.Jobs, acfg.Worker, acfg.Auth = orchestratorJobs(orch), orchestratorWorker(orch), orch.Credentials()
+	acfg.Jobs, acfg.Worker, acfg.Auth, acfg.Storage = orchestratorJobs(orch), orchestratorWorker(orch), orch.Credentials(), orch.Storage
 	h := admin.Handler(orch, acfg)
 	srv, err := httpserver.Start(listen, h, serving.api)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
@@ -27,6 +28,7 @@ import (
 	"github.com/jobfleet/jobfleet/auth/authtest"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -50,6 +52,12 @@ type Options struct {
 	// APILimits are the members' API limits with Scheduler (zero:
 	// admin's defaults).
 	APILimits admin.Limits
+	// Storage is every member's storage configuration (compaction, quota
+	// watch); zero fields take the orchestrator's defaults.
+	Storage storage.Config
+	// Logs, if set, also receives every member's logs (at every level),
+	// so a test can assert on them with a zaptest/observer core.
+	Logs zapcore.Core
 }
 
 // Fleet is a set of in-process members sharing one etcd and namespace.
@@ -105,6 +113,9 @@ func New(t testing.TB, etcd *etcdtest.Server, opts Options) *Fleet {
 	lg := zaptest.NewLogger(t)
 	if opts.Quiet {
 		lg = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
+	if opts.Logs != nil {
+		lg = lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, opts.Logs) }))
 	}
 	f := &Fleet{
 		t:       t,
@@ -180,6 +191,7 @@ func (f *Fleet) Join(id string) *Member {
 		LeaveTimeout:   3 * time.Second,
 		Work:           work,
 		RunLease:       f.opts.RunLease,
+		Storage:        f.opts.Storage,
 		Logger:         f.lg.With(zap.String("test_member", id)),
 	})
 	if err != nil {
@@ -209,6 +221,7 @@ func (f *Fleet) Join(id string) *Member {
 			Loopback: true,
 			Limits:   f.opts.APILimits,
 			Logger:   f.lg.With(zap.String("test_member", id)),
+			Storage:  orch.Storage,
 		})}
 		go m.http.Serve(ln)
 	}

@@ -1,8 +1,9 @@
 // Package chaos is jobfleet's fault-injection suite: it runs a real fleet
 // as separate processes on loopback, injects faults into it while a
 // workload runs, and checks the recorded history for the product's
-// promises (DESIGN.md's invariants): every job has one owner at a time and
-// every scheduled fire happens once, whatever fails.
+// promises (the invariants of docs/ownership.md and docs/scheduling.md):
+// every job has one owner at a time and every scheduled fire happens once,
+// whatever fails.
 //
 // Run starts an etcd cluster (1 or 3 `jobfleet etcd` processes),
 // orchestrators and workers (`jobfleet orchestrator`, `jobfleet worker`),

@@ -71,7 +71,7 @@ func newRootCmd() *cobra.Command {
 			return bindEnv(cmd)
 		},
 	}
-	root.AddCommand(newOrchestratorCmd(), newDevCmd(), newClusterCmd(), newJobCmd(), newTokenCmd(), newContextCmd(), newBenchCmd(), newWorkerCmd(), newEtcdCmd(), newVersionCmd(), newFlagsCmd())
+	root.AddCommand(newOrchestratorCmd(), newDevCmd(), newClusterCmd(), newJobCmd(), newTokenCmd(), newContextCmd(), newBenchCmd(), newWorkerCmd(), newEtcdCmd(), newVersionCmd(), newFlagsCmd(), newCLIDocsCmd())
 	return root
 }
 

@@ -1,5 +1,11 @@
 // Command jobfleet is the jobfleet binary: fleet members (orchestrator),
 // the all-in-one quick start (dev), and client commands over the HTTP API.
+//
+// It runs on unix systems: it uses signals (SIGTERM, and SIGSTOP/SIGCONT
+// in the fault-injection suite), process groups, file locks and the
+// open-file limit. Linux is where it is tested; CI checks that it builds
+// for macOS. Programs on other platforms embed the worker library
+// (dispatch/worker) instead.
 package main
 
 import (

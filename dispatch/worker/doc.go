@@ -91,6 +91,12 @@
 // addresses must be kept out with HTTPPolicy.Deny. A resolved secret
 // reaches the job's receiver, which may echo it into the run's output.
 //
+// # Platforms
+//
+// The package builds for every platform Go supports; the shell executor
+// runs only on unix systems (it stops a command's whole process group),
+// and elsewhere fails its attempts saying so. CI vets it for Windows.
+//
 // # Orchestrators
 //
 // Discovery says which orchestrators to poll: StaticOrchestrators (a fixed

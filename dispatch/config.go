@@ -1,8 +1,8 @@
 package dispatch
 
 import (
-	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -144,31 +144,38 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 	}
 }
 
-// Validate checks the configuration.
+// Validate reports the first problem with c: a field out of its range or
+// fields that do not fit together. Errors wrap ErrInvalidConfig and start
+// with "dispatch: invalid config".
 func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
 	switch {
+	case c.Namespace == "" || !strings.HasSuffix(c.Namespace, "/"):
+		return bad("namespace %q must be non-empty and end in '/'", c.Namespace)
 	case c.Partitions < 1 || c.Partitions > shard.MaxPartitions:
-		return fmt.Errorf("dispatch: partitions %d outside 1..%d", c.Partitions, shard.MaxPartitions)
+		return bad("partitions %d outside 1..%d", c.Partitions, shard.MaxPartitions)
 	case c.MemberID == "":
-		return errors.New("dispatch: empty member ID")
+		return bad("empty member ID")
 	case c.FireBatch < 1 || c.FireBatch > 30:
-		return fmt.Errorf("dispatch: fire batch %d outside 1..30", c.FireBatch)
+		return bad("fire batch %d outside 1..30", c.FireBatch)
 	case c.CommitsInFlight < 0:
-		return fmt.Errorf("dispatch: commits in flight %d below 0", c.CommitsInFlight)
+		return bad("commits in flight %d below 0", c.CommitsInFlight)
 	case c.RunLease < time.Second:
-		return fmt.Errorf("dispatch: run lease %v below 1s", c.RunLease)
+		return bad("run lease %v below 1s", c.RunLease)
 	case c.MaxActivePerJob < 1:
-		return fmt.Errorf("dispatch: max active runs per job %d below 1", c.MaxActivePerJob)
+		return bad("max active runs per job %d below 1", c.MaxActivePerJob)
 	case c.HistoryMaxRuns < 1 || c.HistoryMaxRuns > store.MaxHistoryRuns:
-		return fmt.Errorf("dispatch: history max runs %d outside 1..%d", c.HistoryMaxRuns, store.MaxHistoryRuns)
+		return bad("history max runs %d outside 1..%d", c.HistoryMaxRuns, store.MaxHistoryRuns)
 	case c.HistoryMaxAge < 0:
-		return fmt.Errorf("dispatch: history max age %v is negative", c.HistoryMaxAge)
+		return bad("history max age %v is negative", c.HistoryMaxAge)
 	case c.HistoryBudget < int64(c.Partitions)*minBudgetShare:
-		return fmt.Errorf("dispatch: history budget %d bytes below %d bytes per partition (%d partitions)", c.HistoryBudget, minBudgetShare, c.Partitions)
+		return bad("history budget %d bytes below %d bytes per partition (%d partitions)", c.HistoryBudget, minBudgetShare, c.Partitions)
 	case c.MaxRunBytes < store.MinMaxRunBytes || c.MaxRunBytes > maxRunBytes:
-		return fmt.Errorf("dispatch: run document budget %d bytes outside %d..%d", c.MaxRunBytes, store.MinMaxRunBytes, maxRunBytes)
+		return bad("run document budget %d bytes outside %d..%d", c.MaxRunBytes, store.MinMaxRunBytes, maxRunBytes)
 	case c.RequestTimeout <= 0:
-		return errors.New("dispatch: request timeout must be positive")
+		return bad("request timeout %v must be positive", c.RequestTimeout)
 	}
 	return nil
 }

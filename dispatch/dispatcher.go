@@ -19,19 +19,6 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// Errors of the worker protocol. Callers compare with errors.Is or As.
-var (
-	// ErrStaleAttempt: the reported attempt is not the run's current one
-	// (its lease expired and it was retried, the run was replaced or
-	// deleted, or it completed already). HTTP 409.
-	ErrStaleAttempt = errors.New("stale attempt: the run has moved on")
-	// ErrBadRequest: a malformed protocol request. HTTP 400.
-	ErrBadRequest = errors.New("bad request")
-	// ErrForbidden: a heartbeat or completion of an attempt that was
-	// handed to another credential; it changes nothing. HTTP 403.
-	ErrForbidden = errors.New("forbidden: the attempt was handed to another credential")
-)
-
 // NotOwnerError says this member does not own the run's partition, and who
 // does (empty while nobody does). HTTP 421.
 type NotOwnerError struct {

@@ -146,8 +146,9 @@ type CompleteRequest struct {
 	Credential string `json:"-"`
 }
 
-// CompleteResponse answers a completion with the run's resulting status
-// (succeeded, pending for a retry, dead).
+// CompleteResponse answers a completion with the run's resulting status:
+// succeeded; failed (the attempt failed and a retry will follow, after its
+// backoff); or dead (no attempts left, or the run was replaced).
 type CompleteResponse struct {
 	Status store.RunStatus `json:"status"`
 }

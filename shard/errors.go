@@ -12,10 +12,4 @@ var (
 	// ErrFenced means a fenced transaction was refused because the owner
 	// key no longer has the epoch it was made under: ownership was lost.
 	ErrFenced = errors.New("shard: fenced: partition ownership lost")
-	// ErrNotOwned means an operation needs ownership of a partition this
-	// member does not own.
-	ErrNotOwned = errors.New("shard: partition not owned")
-	// ErrDraining means the controller is handing its partitions over and
-	// takes no new ones.
-	ErrDraining = errors.New("shard: draining")
 )

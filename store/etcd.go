@@ -24,8 +24,11 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrConflict: the document changed concurrently too often; retry.
 	ErrConflict = errors.New("concurrent update conflict")
-	// ErrUnavailable: etcd cannot serve the request now (no leader, timed
-	// out, unreachable). Nothing is known to have been written.
+	// ErrUnavailable: etcd did not answer the request in time (no leader,
+	// timed out, unreachable, the context ended). For a read nothing was
+	// returned; for a write the outcome is unknown: a request that timed
+	// out on the client may still have been applied by etcd, so read the
+	// keys again before deciding what to write next.
 	ErrUnavailable = errors.New("store unavailable")
 	// ErrTooManyTriggers: a job was triggered too often at once (every
 	// run ID a trigger could take now is taken); retry in a moment.

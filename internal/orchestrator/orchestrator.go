@@ -8,6 +8,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"strings"
 	"fmt"
 	"sync"
 	"time"
@@ -88,6 +89,49 @@ type Config struct {
 	Registry prometheus.Registerer
 }
 
+// DefaultConfig returns the defaults for member id advertised at
+// advertise: the zero fields New fills in, written out.
+func DefaultConfig(id, advertise string) Config {
+	c := Config{ID: id, Advertise: advertise}
+	c.setDefaults()
+	return c
+}
+
+// Validate reports the first problem with c, after New's defaults are
+// applied to its zero fields: a field out of its range or fields that do
+// not fit together. Errors wrap ErrInvalidConfig and start with
+// "orchestrator: invalid config".
+func (c Config) Validate() error {
+	c.setDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	if err := membership.ValidateID(c.ID); err != nil {
+		return bad("%v", err)
+	}
+	switch {
+	case !strings.HasSuffix(c.Namespace, "/"):
+		return bad("namespace %q must end in '/'", c.Namespace)
+	case c.Partitions < 0 || c.Partitions > shard.MaxPartitions:
+		return bad("partitions %d outside 0..%d", c.Partitions, shard.MaxPartitions)
+	case c.LeaseTTL < time.Second || c.LeaseTTL%time.Second != 0:
+		return bad("lease TTL %v must be a whole number of seconds, at least 1s", c.LeaseTTL)
+	case c.RebalanceDelay < 0:
+		return bad("rebalance delay %v is negative", c.RebalanceDelay)
+	case c.LeaveTimeout < 0:
+		return bad("leave timeout %v is negative", c.LeaveTimeout)
+	case c.RunLease != 0 && c.RunLease < time.Second:
+		return bad("run lease %v below 1s", c.RunLease)
+	case c.HistoryMaxRuns < 0:
+		return bad("history max runs %d is negative", c.HistoryMaxRuns)
+	case c.HistoryBudget < 0:
+		return bad("history budget %d bytes is negative", c.HistoryBudget)
+	case c.AdminSecret != "" && len(c.AdminSecret) < auth.MinBootstrapBytes:
+		return bad("admin secret of %d bytes; at least %d", len(c.AdminSecret), auth.MinBootstrapBytes)
+	}
+	return nil
+}
+
 func (c *Config) setDefaults() {
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
@@ -137,20 +181,17 @@ type Orchestrator struct {
 	session    *membership.Session
 	registered bool
 	startErr   error
+	changed    chan struct{} // closed and replaced when a field above changes
 }
 
-// New validates cfg and returns an orchestrator. It starts nothing.
+// New validates cfg (errors wrap ErrInvalidConfig) and returns an
+// orchestrator. Zero fields of cfg take DefaultConfig's values. It starts
+// nothing.
 func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
-	cfg.setDefaults()
-	if err := membership.ValidateID(cfg.ID); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Namespace[len(cfg.Namespace)-1] != '/' {
-		return nil, fmt.Errorf("orchestrator: namespace %q must end in '/'", cfg.Namespace)
-	}
-	if cfg.Partitions < 0 || cfg.Partitions > shard.MaxPartitions {
-		return nil, fmt.Errorf("orchestrator: partitions %d outside 0..%d", cfg.Partitions, shard.MaxPartitions)
-	}
+	cfg.setDefaults()
 	sc := membership.DefaultSessionConfig(cfg.LeaseTTL)
 	sc.Clock = cfg.Clock
 	sc.Logger = cfg.Logger.Named("lease").With(zap.String("member", cfg.ID))
@@ -194,6 +235,7 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 		space:     space,
 		creds:     creds,
 		drain:     make(chan struct{}),
+		changed:   make(chan struct{}),
 	}, nil
 }
 
@@ -223,6 +265,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if err != nil {
 		o.mu.Lock()
 		o.startErr = err
+		o.notifyLocked()
 		o.mu.Unlock()
 		return err
 	}
@@ -283,6 +326,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	}
 	o.mu.Lock()
 	o.partitions, o.controller, o.jobs, o.dispatcher = p, ctrl, jobs, disp
+	o.notifyLocked()
 	o.mu.Unlock()
 
 	// The member view, the owner table and the storage upkeep outlive
@@ -391,6 +435,14 @@ func (o *Orchestrator) setSession(s *membership.Session, registered bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.session, o.registered = s, registered
+	o.notifyLocked()
+}
+
+// notifyLocked wakes the waiters of WaitReady: a field Ready reads
+// changed. o.mu must be held.
+func (o *Orchestrator) notifyLocked() {
+	close(o.changed)
+	o.changed = make(chan struct{})
 }
 
 // ensurePartitions reads or creates the cluster's partition count,
@@ -475,17 +527,14 @@ type PartitionTable struct {
 	Assignments []Assignment `json:"assignments"`
 }
 
-// ErrNotStarted means the orchestrator does not know the cluster's
-// partition count yet.
-var ErrNotStarted = errors.New("orchestrator: not started")
-
 // Partitions returns who owns each partition (read from etcd now) and who
-// should (as the ring computed from this member's current view says).
+// should: the ring this member's controller works towards (computed from
+// its current member view only before the controller has one).
 func (o *Orchestrator) Partitions() (PartitionTable, error) {
 	o.mu.Lock()
-	p := o.partitions
+	p, ctrl := o.partitions, o.controller
 	o.mu.Unlock()
-	if p == 0 {
+	if p == 0 || ctrl == nil {
 		return PartitionTable{}, ErrNotStarted
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -494,10 +543,12 @@ func (o *Orchestrator) Partitions() (PartitionTable, error) {
 	if err != nil {
 		return PartitionTable{}, err
 	}
-	view := o.Members()
-	ring, err := shard.NewRing(view.IDs(), shard.DefaultRingConfig(p))
-	if err != nil {
-		return PartitionTable{}, err
+	st, _ := ctrl.Status()
+	ring := st.Ring
+	if ring == nil {
+		if ring, err = shard.NewRing(o.Members().IDs(), shard.DefaultRingConfig(p)); err != nil {
+			return PartitionTable{}, err
+		}
 	}
 	t := PartitionTable{Partitions: p, Revision: rev, Assignments: make([]Assignment, p)}
 	for i := range p {
@@ -551,12 +602,26 @@ func (o *Orchestrator) Ready() (bool, string) {
 	return true, ""
 }
 
+// readyRecheck is how often WaitReady looks again at the conditions of
+// Ready that announce no change (etcd's space, the dispatcher's write
+// health); the others wake it at once.
+const readyRecheck = time.Second
+
 // WaitReady blocks until Ready reports true, or returns ctx's error with
-// the last reason.
+// the last reason. It wakes when the member's state or its controller's
+// status changes, and looks again every readyRecheck for the conditions
+// that announce no change.
 func (o *Orchestrator) WaitReady(ctx context.Context) error {
-	t := o.cfg.Clock.NewTicker(20 * time.Millisecond)
+	t := o.cfg.Clock.NewTicker(readyRecheck)
 	defer t.Stop()
 	for {
+		o.mu.Lock()
+		changed, ctrl := o.changed, o.controller
+		o.mu.Unlock()
+		var status <-chan struct{}
+		if ctrl != nil {
+			_, status = ctrl.Status()
+		}
 		ok, reason := o.Ready()
 		if ok {
 			return nil
@@ -564,6 +629,8 @@ func (o *Orchestrator) WaitReady(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %s", ctx.Err(), reason)
+		case <-changed:
+		case <-status:
 		case <-t.Chan():
 		}
 	}

@@ -260,8 +260,9 @@ func newClusterCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	})
-	cmd.AddCommand(&cobra.Command{
-		Use: "partitions", Short: "Show each partition's owner, epoch and ring target, and a per-member summary", Args: cobra.NoArgs,
+	var allPartitions bool
+	partitionsCmd := &cobra.Command{
+		Use: "partitions", Short: "Show a per-member summary of partition ownership; with --all, each partition's owner, epoch and ring target", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var t orchestrator.PartitionTable
 			if err := opts.do("GET", "/v1/cluster/partitions", nil, &t); err != nil {
@@ -297,6 +298,17 @@ func newClusterCmd() *cobra.Command {
 			}
 			sort.Strings(sorted)
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			if allPartitions {
+				fmt.Fprintln(tw, "PARTITION\tOWNER\tEPOCH\tTARGET")
+				for _, a := range t.Assignments {
+					owner := cell(a.Owner)
+					if a.Owner == "" {
+						owner = "-"
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%d\t%s\n", a.Partition, owner, a.Epoch, cell(a.Target))
+				}
+				fmt.Fprintln(tw)
+			}
 			fmt.Fprintln(tw, "MEMBER\tOWNED\tTARGET")
 			for _, id := range sorted {
 				fmt.Fprintf(tw, "%s\t%d\t%d\n", cell(id), owned[id], targeted[id])
@@ -304,7 +316,9 @@ func newClusterCmd() *cobra.Command {
 			fmt.Fprintf(tw, "%d partitions, %d without owner, %d not yet on their target (revision %d)\n", t.Partitions, unowned, misplaced, t.Revision)
 			return tw.Flush()
 		},
-	})
+	}
+	partitionsCmd.Flags().BoolVarP(&allPartitions, "all", "a", false, "also list every partition: its owner (- for none), the owner's epoch and the member the ring targets")
+	cmd.AddCommand(partitionsCmd)
 	cmd.AddCommand(&cobra.Command{
 		Use: "storage", Short: "Show etcd's database size, quota, high-water mark, revisions, the fleet's last compaction, key counts and alarms", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

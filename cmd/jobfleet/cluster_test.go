@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -62,5 +63,51 @@ func TestClusterStorageCommand(t *testing.T) {
 	}
 	if r.Quota != 1<<30 || r.QuotaSource != storage.QuotaFromFlag || r.DBSize == 0 || r.Keys.Jobs != 2 || r.Revision == 0 || len(r.Endpoints) != 1 {
 		t.Errorf("-o json: %+v", r)
+	}
+}
+
+// tableMember serves a fixed partition table.
+type tableMember struct {
+	apiMember
+	table orchestrator.PartitionTable
+}
+
+func (m tableMember) Partitions() (orchestrator.PartitionTable, error) { return m.table, nil }
+
+// TestClusterPartitionsAll checks the per-partition view of `cluster
+// partitions --all` (every partition with its owner, epoch and target) and
+// that the summary alone lists no partition.
+func TestClusterPartitionsAll(t *testing.T) {
+	table := orchestrator.PartitionTable{Partitions: 3, Revision: 42, Assignments: []orchestrator.Assignment{
+		{Partition: 0, Owner: "m1", Epoch: 7, Target: "m1"},
+		{Partition: 1, Owner: "", Epoch: 0, Target: "m2"},
+		{Partition: 2, Owner: "m1", Epoch: 9, Target: "m2"},
+	}}
+	srv := httptest.NewServer(admin.Handler(tableMember{table: table}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Insecure: true}))
+	defer srv.Close()
+	run := func(args ...string) []string {
+		t.Helper()
+		root := newRootCmd()
+		var out bytes.Buffer
+		root.SetArgs(append([]string{"cluster", "partitions", "--server", srv.URL}, args...))
+		root.SetOut(&out)
+		if err := root.ExecuteContext(context.Background()); err != nil {
+			t.Fatalf("cluster partitions %v: %v", args, err)
+		}
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			lines = append(lines, strings.Join(strings.Fields(l), " "))
+		}
+		return lines
+	}
+	summary := []string{"MEMBER OWNED TARGET", "m1 2 1", "m2 0 2", "3 partitions, 1 without owner, 1 not yet on their target (revision 42)"}
+	if got := run(); strings.Join(got, "\n") != strings.Join(summary, "\n") {
+		t.Errorf("summary:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(summary, "\n"))
+	}
+	all := append([]string{"PARTITION OWNER EPOCH TARGET", "0 m1 7 m1", "1 - 0 m2", "2 m1 9 m2", ""}, summary...)
+	for _, flag := range []string{"--all", "-a"} {
+		if got := run(flag); strings.Join(got, "\n") != strings.Join(all, "\n") {
+			t.Errorf("%s:\n%s\nwant\n%s", flag, strings.Join(got, "\n"), strings.Join(all, "\n"))
+		}
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -104,17 +104,12 @@ func (pt *partition) now() time.Time { return pt.d.cfg.Clock.Now() }
 
 // run loads the partition and schedules it until ctx is cancelled.
 func (pt *partition) run(ctx context.Context) {
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 100 * time.Millisecond
-	bo.MaxInterval = 5 * time.Second
+	bo := retry.New(retry.Etcd)
 	for ctx.Err() == nil {
 		rev, err := pt.load(ctx)
 		if err != nil {
 			pt.lg.Warn("loading partition failed; retrying", zap.Error(err))
-			select {
-			case <-ctx.Done():
-			case <-pt.d.cfg.Clock.After(bo.NextBackOff()):
-			}
+			retry.Sleep(ctx, pt.d.cfg.Clock, bo.Next())
 			continue
 		}
 		bo.Reset()

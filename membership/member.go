@@ -95,7 +95,7 @@ func Register(ctx context.Context, client *clientv3.Client, s *Session, ns strin
 	logged := false
 	for {
 		if m.StartedAt.IsZero() {
-			m.StartedAt = time.Now().UTC()
+			m.StartedAt = s.cfg.Clock.Now().UTC()
 		}
 		val, err := json.Marshal(m)
 		if err != nil {

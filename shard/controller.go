@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/membership"
 )
 
@@ -287,18 +287,16 @@ func (r *run) loop(ctx context.Context) error {
 	debounce.Stop()
 	var debounceArmed bool
 	var firstChange time.Time
-	retry := clock.NewTimer(time.Hour)
-	retry.Stop()
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 50 * time.Millisecond
-	bo.MaxInterval = 2 * time.Second
+	retryTimer := clock.NewTimer(time.Hour)
+	retryTimer.Stop()
+	bo := retry.New(retry.Watch)
 
 	defer debounce.Stop()
-	defer retry.Stop()
+	defer retryTimer.Stop()
 
 	for {
 		if r.reconcile(ctx) {
-			retry.Reset(bo.NextBackOff())
+			retryTimer.Reset(bo.Next())
 		} else {
 			bo.Reset()
 		}
@@ -323,7 +321,7 @@ func (r *run) loop(ctx context.Context) error {
 		case <-ownersChanged:
 			_, _, ownersChanged = c.owners.Table(c.cfg.Ring.Partitions)
 		case <-r.poke:
-		case <-retry.Chan():
+		case <-retryTimer.Chan():
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -287,7 +288,7 @@ func (at *attempt) heartbeat(ctx context.Context, cancelExec context.CancelCause
 			} else {
 				at.lg.Debug("heartbeat failed; retrying", zap.Error(err))
 			}
-			next = min(bo.NextBackOff(), interval)
+			next = min(bo.Next(), interval)
 		default:
 			lastOK, warned = w.cfg.Clock.Now(), false
 			bo.Reset()
@@ -390,12 +391,12 @@ func (at *attempt) complete(req dispatch.CompleteRequest) (store.RunStatus, erro
 			}
 		}
 		redirects = 0
-		wait := bo.NextBackOff()
+		wait := bo.Next()
 		if w.cfg.Clock.Since(start)+wait >= w.cfg.ReportTimeout {
 			return "", fmt.Errorf("gave up after %v: %w", w.cfg.ReportTimeout, err)
 		}
 		at.lg.Debug("completion not delivered; retrying", zap.Error(err), zap.Duration("retry_in", wait))
-		if !sleep(ctx, w.cfg.Clock, wait) {
+		if !retry.Sleep(ctx, w.cfg.Clock, wait) {
 			return "", fmt.Errorf("gave up after %v: %w", w.cfg.ReportTimeout, err)
 		}
 	}

@@ -12,11 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
-	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/retry"
 )
 
 // Reply size limits: a poll reply carries up to 100 assignments with their
@@ -189,27 +188,8 @@ const userAgent = "jobfleet-worker"
 
 // newBackOff returns the exponential back-off (with jitter) used between
 // retries. It only computes intervals; waits use the worker's clock.
-func newBackOff(initial, maxInterval time.Duration) *backoff.ExponentialBackOff {
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = initial
-	bo.MaxInterval = maxInterval
-	bo.Reset()
-	return bo
-}
-
-// sleep waits d on clock; it returns false if ctx ends first.
-func sleep(ctx context.Context, clock clockwork.Clock, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.Chan():
-		return true
-	case <-ctx.Done():
-		return false
-	}
+func newBackOff(initial, maxInterval time.Duration) *retry.Backoff {
+	return retry.New(retry.Policy{Initial: initial, Max: maxInterval})
 }
 
 // defaultHTTPClient returns a client with its own transport, so that the

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/membership"
 )
 
@@ -194,7 +195,7 @@ func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]stri
 			} else {
 				lg.Debug("cannot read the members list", zap.Error(err))
 			}
-			wait = bo.NextBackOff()
+			wait = bo.Next()
 		default:
 			if failing {
 				lg.Info("members list readable again")
@@ -211,7 +212,7 @@ func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]stri
 				wait = min(interval, settlingRefresh)
 			}
 		}
-		if !sleep(ctx, clock, wait) {
+		if !retry.Sleep(ctx, clock, wait) {
 			return nil
 		}
 	}

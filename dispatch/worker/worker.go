@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -319,7 +320,7 @@ func (w *Worker) pollLoop(ctx context.Context, addr string) {
 		if err != nil {
 			return
 		}
-		start, wait := time.Now(), w.pollWait()
+		start, wait := w.cfg.Clock.Now(), w.pollWait()
 		got, err := w.poll(ctx, addr, n, wait)
 		if err != nil {
 			w.slots.put(n)
@@ -338,7 +339,7 @@ func (w *Worker) pollLoop(ctx context.Context, addr string) {
 			default:
 				lg.Debug("poll failed", zap.Error(err))
 			}
-			if !sleep(ctx, w.cfg.Clock, bo.NextBackOff()) {
+			if !retry.Sleep(ctx, w.cfg.Clock, bo.Next()) {
 				return
 			}
 			continue
@@ -365,8 +366,8 @@ func (w *Worker) pollLoop(ctx context.Context, addr string) {
 		want = w.nextWant(len(got))
 		// An orchestrator that answers an empty long poll at once (which the
 		// protocol does not do) must not make this loop spin.
-		if len(got) == 0 && time.Since(start) < wait/4 {
-			if !sleep(ctx, w.cfg.Clock, w.cfg.RetryInitial) {
+		if len(got) == 0 && w.cfg.Clock.Since(start) < wait/4 {
+			if !retry.Sleep(ctx, w.cfg.Clock, w.cfg.RetryInitial) {
 				return
 			}
 		}

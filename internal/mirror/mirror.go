@@ -18,13 +18,13 @@ import (
 	"maps"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/internal/retry"
 )
 
 // KV is one key of the mirrored prefix.
@@ -129,9 +129,7 @@ func (m *Mirror) WaitFor(ctx context.Context, cond func(Snapshot) bool) (Snapsho
 // Run keeps the mirror current until ctx is cancelled, and returns nil then.
 // Errors talking to etcd are retried with back-off, never returned.
 func (m *Mirror) Run(ctx context.Context) error {
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 50 * time.Millisecond
-	bo.MaxInterval = 2 * time.Second
+	bo := retry.New(retry.Watch)
 	for {
 		rev, err := m.list(ctx)
 		if err == nil {
@@ -141,11 +139,9 @@ func (m *Mirror) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := bo.NextBackOff()
+		wait := bo.Next()
 		m.lg.Info("re-listing after watch ended", zap.String("prefix", m.prefix), zap.Error(err), zap.Duration("after", wait))
-		select {
-		case <-m.clock.After(wait):
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, m.clock, wait) {
 			return nil
 		}
 	}

@@ -8,12 +8,11 @@ package orchestrator
 import (
 	"context"
 	"errors"
-	"strings"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -23,6 +22,7 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/schedule"
 	"github.com/jobfleet/jobfleet/internal/mirror"
+	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
@@ -341,9 +341,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 
 	stop := make(chan struct{})
 	defer context.AfterFunc(ctx, func() { close(stop) })()
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 100 * time.Millisecond
-	bo.MaxInterval = o.cfg.LeaseTTL
+	bo := retry.New(retry.Policy{Initial: 100 * time.Millisecond, Max: o.cfg.LeaseTTL})
 	for {
 		select {
 		case <-stop:
@@ -356,14 +354,10 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		if left {
 			return nil
 		}
-		wait := bo.NextBackOff()
+		wait := bo.Next()
 		o.lg.Warn("session ended; registering again with a new lease", zap.Error(err), zap.Duration("after", wait))
-		select {
-		case <-stop:
+		if !retry.SleepOrClosed(ctx, o.cfg.Clock, wait, o.drain) {
 			return nil
-		case <-o.drain:
-			return nil
-		case <-o.cfg.Clock.After(wait):
 		}
 	}
 }
@@ -448,8 +442,7 @@ func (o *Orchestrator) notifyLocked() {
 // ensurePartitions reads or creates the cluster's partition count,
 // retrying while etcd is unreachable. It returns 0 if stopped first.
 func (o *Orchestrator) ensurePartitions(ctx context.Context) (int, error) {
-	bo := backoff.NewExponentialBackOff()
-	bo.MaxInterval = 5 * time.Second
+	bo := retry.New(retry.Etcd)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		p, err := shard.EnsurePartitions(rctx, o.client, o.cfg.Namespace, o.cfg.Partitions)
@@ -461,12 +454,8 @@ func (o *Orchestrator) ensurePartitions(ctx context.Context) (int, error) {
 			return 0, err
 		}
 		o.lg.Warn("cannot read the cluster's partition count; retrying", zap.Error(err))
-		select {
-		case <-ctx.Done():
+		if !retry.SleepOrClosed(ctx, o.cfg.Clock, bo.Next(), o.drain) {
 			return 0, nil
-		case <-o.drain:
-			return 0, nil
-		case <-o.cfg.Clock.After(bo.NextBackOff()):
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -102,10 +103,8 @@ func (c *Compactor) Run(ctx context.Context) error {
 	var r round
 	for {
 		r = c.round(ctx, r)
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, c.cfg.Clock, c.cfg.CompactionInterval) {
 			return nil
-		case <-c.cfg.Clock.After(c.cfg.CompactionInterval):
 		}
 	}
 }

@@ -77,7 +77,7 @@ func TestFlagsListing(t *testing.T) {
 		t.Errorf("jobfleet flags lists --help")
 	}
 	for _, c := range cmds {
-		if (c.Command == "etcd" || c.Command == "flags") != c.Hidden {
+		if (c.Command == "etcd" || c.Command == "flags" || c.Command == "cli-docs") != c.Hidden {
 			t.Errorf("%s: hidden %v", c.Command, c.Hidden)
 		}
 	}

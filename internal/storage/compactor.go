@@ -65,7 +65,7 @@ type Compactor struct {
 // NewCompactor validates cfg and returns a compactor. It starts nothing.
 func NewCompactor(client *clientv3.Client, cfg Config) (*Compactor, error) {
 	if client == nil {
-		return nil, errors.New("storage: nil client")
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidConfig)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

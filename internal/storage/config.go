@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -97,24 +96,29 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate checks the configuration, defaults applied.
+// Validate reports the first problem with c, defaults applied: a field
+// out of its range. Errors wrap ErrInvalidConfig and start with
+// "storage: invalid config".
 func (c Config) Validate() error {
 	c.setDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
 	switch {
 	case c.Namespace == "" || c.Namespace[len(c.Namespace)-1] != '/':
-		return fmt.Errorf("storage: namespace %q must end in '/'", c.Namespace)
+		return bad("namespace %q must end in '/'", c.Namespace)
 	case c.Member == "":
-		return errors.New("storage: empty member ID")
+		return bad("empty member ID")
 	case c.CompactionInterval > 0 && c.CompactionInterval < time.Second:
-		return fmt.Errorf("storage: compaction interval %v below 1s: watchers need time to catch up", c.CompactionInterval)
+		return bad("compaction interval %v below 1s: watchers need time to catch up", c.CompactionInterval)
 	case c.QuotaBytes < 0:
-		return fmt.Errorf("storage: quota %d bytes is negative", c.QuotaBytes)
+		return bad("quota %d bytes is negative", c.QuotaBytes)
 	case !(c.HighWater > 0 && c.HighWater <= 1):
-		return fmt.Errorf("storage: high-water mark %v outside (0, 1]", c.HighWater)
+		return bad("high-water mark %v outside (0, 1]", c.HighWater)
 	case c.CheckInterval < 10*time.Millisecond:
-		return fmt.Errorf("storage: check interval %v below 10ms", c.CheckInterval)
+		return bad("check interval %v below 10ms", c.CheckInterval)
 	case c.RequestTimeout <= 0:
-		return errors.New("storage: request timeout must be positive")
+		return bad("request timeout %v must be positive", c.RequestTimeout)
 	}
 	return nil
 }

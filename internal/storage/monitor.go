@@ -92,7 +92,7 @@ type Monitor struct {
 // its first check it knows nothing and refuses nothing.
 func NewMonitor(client *clientv3.Client, cfg Config) (*Monitor, error) {
 	if client == nil {
-		return nil, errors.New("storage: nil client")
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidConfig)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -244,6 +244,8 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("got %v, want valid", err)
 			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 				t.Fatalf("got %v, want an error about %q", err, tt.want)
+			case tt.want != "" && (!errors.Is(err, storage.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "storage: invalid config: ")):
+				t.Fatalf("%v does not wrap storage.ErrInvalidConfig with the package's prefix", err)
 			}
 		})
 	}

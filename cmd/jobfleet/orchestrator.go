@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/skewclock"
 )
 
 // etcdOptions are the flags that say how to reach etcd.
@@ -76,6 +78,11 @@ type memberOptions struct {
 	leaseTTL   time.Duration
 	runLease   time.Duration
 	retention  retentionOptions
+	// clockOffsetFile, a hidden flag of the fault-injection suite: the
+	// member's clock is off by the duration this file holds (see
+	// internal/skewclock).
+	clockOffsetFile string
+	clock           clockwork.Clock // nil: the real clock
 }
 
 func (o *memberOptions) register(cmd *cobra.Command) {
@@ -88,6 +95,8 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
 	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
 	o.retention.register(cmd)
+	fs.StringVar(&o.clockOffsetFile, "test-clock-offset-file", "", "fault injection only: skew this member's clock by the Go duration this file holds, re-read every 100ms")
+	_ = fs.MarkHidden("test-clock-offset-file")
 }
 
 // resolve fills the derived defaults (ID, advertise URL) for listen address
@@ -176,11 +185,27 @@ func newOrchestratorCmd() *cobra.Command {
 				return err
 			}
 			defer client.Close()
+			ctx := cmd.Context()
+			if mem.clockOffsetFile != "" {
+				clock, err := skewclock.New()
+				if err != nil {
+					return fmt.Errorf("--test-clock-offset-file: %w", err)
+				}
+				fctx, stop := context.WithCancel(ctx)
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					skewclock.Follow(fctx, clock, mem.clockOffsetFile, 100*time.Millisecond, lg.Named("skewclock"))
+				}()
+				defer func() { stop(); <-done }()
+				mem.clock = clock
+				lg.Warn("this member's clock follows a test offset file: for fault injection only", zap.String("path", mem.clockOffsetFile))
+			}
 			m, err := startMember(lg, client, mem, mem.listen, serving)
 			if err != nil {
 				return err
 			}
-			return m.run(cmd.Context())
+			return m.run(ctx)
 		},
 	}
 	etcd.register(cmd)
@@ -224,6 +249,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		Partitions: o.partitions,
 		LeaseTTL:   o.leaseTTL,
 		RunLease:   o.runLease,
+		Clock:      o.clock,
 		Logger:     lg,
 		Registry:   reg,
 	}

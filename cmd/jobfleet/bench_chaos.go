@@ -32,6 +32,8 @@ func newBenchChaosCmd() *cobra.Command {
 		leaseTTL      time.Duration
 		runLease      time.Duration
 		recheck       string
+		hosts         bool
+		gap           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -76,6 +78,12 @@ See docs/reliability.md.`,
 			cfg.EtcdMembers, cfg.Orchestrators, cfg.Workers = etcdMembers, orchestrators, workers
 			cfg.LeaseTTL, cfg.RunLease = leaseTTL, runLease
 			cfg.Faults = kinds
+			cfg.Hosts = hosts
+			if cmd.Flags().Changed("gap") {
+				cfg.Gap = gap
+			} else if hosts {
+				cfg.Gap = chaos.HostsGap
+			}
 			cfg.Logger = lg
 			fmt.Fprintf(cmd.OutOrStdout(), "chaos: seed %d, duration %v, files in %s\n", seed, duration, dir)
 			rep, err := chaos.Run(cmd.Context(), cfg)
@@ -106,6 +114,8 @@ See docs/reliability.md.`,
 	fs.StringSliceVar(&faults, "faults", nil, "fault kinds to inject, comma separated (default all): "+fmt.Sprint(chaos.AllKinds))
 	fs.DurationVar(&leaseTTL, "lease-ttl", 2*time.Second, "orchestrators' --lease-ttl")
 	fs.DurationVar(&runLease, "run-lease", 4*time.Second, "orchestrators' --run-lease")
+	fs.BoolVar(&hosts, "hosts", false, "run every process on a host of its own (a Linux network namespace; needs root) and add the network faults: partitions, one-way cuts, slow and lossy links")
+	fs.DurationVar(&gap, "gap", 3*time.Second, "quiet time between two faults: a random duration from gap to twice gap (default 3s, 1s with --hosts)")
 	fs.StringVar(&recheck, "recheck", "", "check the saved history of the run in this directory again, without running a fleet")
 	_ = fs.MarkHidden("recheck")
 	return cmd

@@ -50,9 +50,16 @@ func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
 	cfg := clientv3.Config{
 		Endpoints:   o.endpoints,
 		DialTimeout: 5 * time.Second,
-		Username:    o.username,
-		Password:    o.password,
-		Logger:      lg.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
+		// A member that stops answering without closing its connections
+		// (a network partition, a host gone) would otherwise keep its
+		// share of the requests, each timing out, for as long as the
+		// partition lasts: pings on a silent connection close it, and
+		// requests go to the other members.
+		DialKeepAliveTime:    etcdKeepAliveTime,
+		DialKeepAliveTimeout: etcdKeepAliveTimeout,
+		Username:             o.username,
+		Password:             o.password,
+		Logger:               lg.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
 	}
 	if o.cert != "" || o.key != "" || o.ca != "" {
 		tc, err := clientTLS("--etcd-", o.ca, o.cert, o.key)
@@ -67,6 +74,14 @@ func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
 	}
 	return c, nil
 }
+
+// The etcd clients' connection keepalive: a ping after this long without
+// a word from the server (gRPC's shortest), and the connection closed if
+// the ping is not answered within the timeout.
+const (
+	etcdKeepAliveTime    = 10 * time.Second
+	etcdKeepAliveTimeout = 2 * time.Second
+)
 
 // memberOptions are the flags of one fleet member.
 type memberOptions struct {

@@ -331,9 +331,19 @@ func (c *checker) windows(p int) []Window {
 // skipped by a misfire policy: some fault window of p began before t
 // (less windowSlack) and ended more than the grace after t (plus
 // windowSlack). Only then can t have been more than the grace old when
-// the partition's next owner first looked at it.
+// the partition's next owner first looked at it. A window of a clock
+// offset (Skew) allows it for every time it holds if the offset is about
+// the grace or more: ahead, the owner's timers still wake at real time, when
+// its clock says the time is the offset old; behind, the times it had not
+// fired when its clock is set right are as old as the offset.
 func (c *checker) mayMiss(p int, t time.Time) bool {
 	for _, w := range c.windows(p) {
+		if w.Skew != 0 {
+			if within(t, w) && max(w.Skew, -w.Skew)+windowSlack >= c.in.Grace {
+				return true
+			}
+			continue
+		}
 		if !t.Before(w.Start.Add(-windowSlack)) && !t.Add(c.in.Grace).After(w.End.Add(windowSlack)) {
 			return true
 		}

@@ -742,3 +742,34 @@ func TestCheckCutOffReports(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckClockStepMisses: a member whose clock is set ahead by about
+// the grace or more sees the times its timers wake for as that old, and
+// its misfire policy may skip them; a smaller offset excuses nothing.
+func TestCheckClockStepMisses(t *testing.T) {
+	p := shard.Partition("a", testPartitions)
+	for _, tt := range []struct {
+		name    string
+		off     time.Duration
+		misfire store.MisfirePolicy
+		want    string
+	}{
+		{"ahead by more than the grace, skip", 6 * time.Second, store.MisfireSkip, ""},
+		{"behind by more than the grace, run_once", -6 * time.Second, store.MisfireRunOnce, ""},
+		{"ahead by less than the grace", 2 * time.Second, store.MisfireSkip, "missed×1"},
+		{"ahead by more than the grace, run_all", 6 * time.Second, store.MisfireRunAll, "missed×1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := healthy()
+			b.in.History.Specs["a"][0].Job.MisfirePolicy = tt.misfire
+			b.in.History.Specs["a"][1].Job.MisfirePolicy = tt.misfire
+			b.clock("m1", tt.off, 8, 13, []int{p})
+			b.drop("a", 9)
+			r := b.check(25)
+			if got := violations(r); got != tt.want {
+				dump(t, r)
+				t.Errorf("got violations %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -446,12 +446,20 @@ func (f *fleet) do(ctx context.Context, method, url string, payload []byte) (int
 // ownerTable reads every partition's owner key and every member's lease
 // from etcd (a linearizable read).
 func (f *fleet) ownerTable(ctx context.Context) (owners []shard.OwnerInfo, members map[string]int64, err error) {
-	rctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	resp, err := f.client.Txn(rctx).Then(
-		clientv3.OpGet(shard.OwnersPrefix(f.ns), clientv3.WithPrefix()),
-		clientv3.OpGet(f.ns+"members/", clientv3.WithPrefix()),
-	).Commit()
+	// A member cut off from the others fails the read (no leader, or no
+	// answer): the next try goes to another member.
+	var resp *clientv3.TxnResponse
+	for try := 0; try < len(f.etcd.members); try++ {
+		rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), time.Second)
+		resp, err = f.client.Txn(rctx).Then(
+			clientv3.OpGet(shard.OwnersPrefix(f.ns), clientv3.WithPrefix()),
+			clientv3.OpGet(f.ns+"members/", clientv3.WithPrefix()),
+		).Commit()
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, nil, err
 	}

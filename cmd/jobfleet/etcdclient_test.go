@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,4 +61,27 @@ func TestEtcdClientLeavesASilentMember(t *testing.T) {
 		t.Errorf("no request went to the silent endpoint: the test proves nothing")
 	}
 	t.Logf("requests avoided the silent endpoint %v after the cut, %d timed out before", time.Since(start).Round(100*time.Millisecond), failures)
+}
+
+// TestClockOffsetFlagIsHidden: the fault suite's clock offset flag works
+// but is not shown to users.
+func TestClockOffsetFlagIsHidden(t *testing.T) {
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"orchestrator", "--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "clock-offset") {
+		t.Errorf("orchestrator --help shows the clock offset flag:\n%s", out.String())
+	}
+	cmd, _, err := newRootCmd().Find([]string{"orchestrator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := cmd.Flags().Lookup("test-clock-offset-file"); f == nil || !f.Hidden {
+		t.Errorf("flag test-clock-offset-file: %+v, want a hidden flag", f)
+	}
 }

@@ -174,3 +174,29 @@ func TestChaosEtcdCluster(t *testing.T) {
 		t.Errorf("no etcd leader killed")
 	}
 }
+
+// TestChaosHosts is the short seeded run of the faults that need hosts:
+// every process on a host of its own (a network namespace), a 3-member
+// etcd, 3 orchestrators and 2 workers, and each network fault and a clock
+// offset injected at least once. It needs root and network namespaces,
+// and skips where they cannot be made (CI runs as root).
+// JOBFLEET_CHAOS_SEED and JOBFLEET_CHAOS_DURATION replay or lengthen it.
+func TestChaosHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a chaos run takes a minute or more")
+	}
+	if why := namespacesUsable(); why != "" {
+		t.Skipf("no hosts here: %s", why)
+	}
+	cfg := shortConfig(t, 10*time.Second)
+	cfg.Hosts = true
+	cfg.EtcdMembers = 3
+	cfg.Gap = HostsGap
+	cfg.Faults = append([]Kind{ClockOffset}, NetworkKinds...)
+	rep := runChaos(t, cfg)
+	for _, k := range cfg.Faults {
+		if rep.FaultCounts[k] == 0 {
+			t.Errorf("no %s injected; want each kind at least once", k)
+		}
+	}
+}

@@ -43,10 +43,15 @@ etcd cluster, orchestrators, workers) and a recorder the jobs' http
 executors post to. A workload creates every-second and one-off jobs and
 bursts of creates, updates and deletes, while a seeded nemesis kills,
 pauses, drains and restarts orchestrators, kills workers mid-attempt, kills
-the etcd leader and restarts etcd. Then it heals the fleet, lets every run
-finish and checks the etcd history and the recorder's log: no fire twice,
-no attempt executed twice, no fire missed outside the windows the misfire
-policy allows, no stale report accepted, no accepted job lost. It prints a
+the etcd leader, restarts etcd and skews an orchestrator's clock. With
+--hosts (root, Linux) every process runs on a host of its own, a network
+namespace, and the nemesis also partitions them: a host isolated, the fleet
+split in halves, an orchestrator cut from etcd, a worker cut from its
+orchestrator, the etcd leader cut from its followers, slow and lossy links.
+Then it heals the fleet, lets every run finish and checks the etcd history
+and the recorder's log: no fire twice, no attempt executed twice, no fire
+missed outside the windows the misfire policy allows, none earlier than a
+skewed clock allows, no stale report accepted, no accepted job lost. It prints a
 table per fault kind and writes report.json, executions.jsonl, ops.jsonl
 and one log per process into --dir. The exit status is 1 if a check failed.
 See docs/reliability.md.`,

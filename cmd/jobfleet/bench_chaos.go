@@ -120,7 +120,7 @@ See docs/reliability.md.`,
 	fs.DurationVar(&leaseTTL, "lease-ttl", 2*time.Second, "orchestrators' --lease-ttl")
 	fs.DurationVar(&runLease, "run-lease", 4*time.Second, "orchestrators' --run-lease")
 	fs.BoolVar(&hosts, "hosts", false, "run every process on a host of its own (a Linux network namespace; needs root) and add the network faults: partitions, one-way cuts, slow and lossy links")
-	fs.DurationVar(&gap, "gap", 3*time.Second, "quiet time between two faults: a random duration from gap to twice gap (default 3s, 1s with --hosts)")
+	fs.DurationVar(&gap, "gap", 3*time.Second, "quiet time between two faults: a random duration from gap to twice gap (default 3s, 500ms with --hosts)")
 	fs.StringVar(&recheck, "recheck", "", "check the saved history of the run in this directory again, without running a fleet")
 	_ = fs.MarkHidden("recheck")
 	return cmd

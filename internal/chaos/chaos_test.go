@@ -143,15 +143,15 @@ func shortConfig(t *testing.T, d time.Duration) Config {
 // single-member etcd, 3 orchestrators and 2 workers, every fault that
 // applies to them once (killed, paused, drained orchestrators, a worker
 // killed mid-attempt, a full etcd restart, a burst of job writes while
-// partitions move). JOBFLEET_CHAOS_SEED and JOBFLEET_CHAOS_DURATION
-// replay or lengthen it.
+// partitions move, a clock offset). JOBFLEET_CHAOS_SEED and
+// JOBFLEET_CHAOS_DURATION replay or lengthen it.
 func TestChaosSingleEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a chaos run takes a minute or more")
 	}
 	cfg := shortConfig(t, 30*time.Second)
 	cfg.EtcdMembers = 1
-	cfg.Faults = []Kind{OrchestratorKill, OrchestratorPause, OrchestratorDrain, WorkerKill, EtcdRestart, JobBurst}
+	cfg.Faults = []Kind{OrchestratorKill, OrchestratorPause, OrchestratorDrain, WorkerKill, EtcdRestart, JobBurst, ClockOffset}
 	rep := runChaos(t, cfg)
 	for _, k := range cfg.Faults {
 		if rep.FaultCounts[k] == 0 {

@@ -190,7 +190,7 @@ func DefaultConfig(binary, dir string, seed int64, d time.Duration) Config {
 
 // HostsGap is the default Gap of runs with hosts: their faults last longer
 // and are more varied, and a 10-minute run should still inject a hundred.
-const HostsGap = time.Second
+const HostsGap = 500 * time.Millisecond
 
 // MisfireGrace is the misfire grace of orchestrators with lease TTL ttl, as
 // internal/orchestrator sets it: longer than a crash failover.

@@ -52,7 +52,14 @@ type Fault struct {
 	// CutWorkers are the worker incarnations the fault cut off from some
 	// orchestrator from Start to Healed.
 	CutWorkers []string `json:"cut_workers,omitempty"`
-	Detail     string   `json:"detail,omitempty"`
+	// Settled is when the fleet had settled after the fault was healed.
+	Settled time.Time `json:"settled,omitzero"`
+	Detail  string    `json:"detail,omitempty"`
+	// etcdRejoin: healing the fault let an etcd member back that had
+	// been cut off; it serves slowly until it has caught up, and every
+	// member's client sends it a share of its requests at once, so the
+	// fault's window covers every partition until the fleet settled.
+	etcdRejoin bool
 	// Err is set if the fault could not be injected as intended.
 	Err string `json:"error,omitempty"`
 }
@@ -194,8 +201,14 @@ func (n *nemesis) inject(ctx context.Context, k Kind) {
 	if err := n.heal(ctx); err != nil {
 		ft.Err = joinMsg(ft.Err, err.Error())
 	}
-	if at, why := waitFor(ctx, recoveryTimeout, 100*time.Millisecond, func() (bool, string) { return n.f.settled(ctx) }); at.IsZero() {
+	at, why := waitFor(ctx, recoveryTimeout, 100*time.Millisecond, func() (bool, string) { return n.f.settled(ctx) })
+	if at.IsZero() {
 		ft.Detail = joinMsg(ft.Detail, "fleet not settled "+recoveryTimeout.String()+" after the fault: "+why)
+		at = time.Now()
+	}
+	ft.Settled = at
+	if ft.etcdRejoin && !ft.Healed.IsZero() {
+		ft.Windows = append(ft.Windows, Window{Start: ft.Healed, End: at})
 	}
 	n.lg.Info("fault done", zap.String("kind", string(k)), zap.String("target", ft.Target),
 		zap.Duration("failover", ft.Failover), zap.String("detail", ft.Detail), zap.String("error", ft.Err))

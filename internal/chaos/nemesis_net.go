@@ -35,7 +35,7 @@ func (n *nemesis) setOffset(o *orchProc, d time.Duration) error {
 }
 
 // clockOffset steps a random orchestrator's clock by 2 to 8 seconds,
-// forward or backward, holds it 3 to 6 seconds, and steps it back.
+// forward or backward, holds it 2 to 4 seconds, and steps it back.
 // Ahead, the member fires its partitions' times up to the offset early;
 // behind, late, and when it steps back the times it had not fired yet may
 // be older than the misfire grace. Its window covers its partitions until
@@ -56,7 +56,7 @@ func (n *nemesis) clockOffset(ctx context.Context) Fault {
 	if err := n.setOffset(o, off); err != nil {
 		return Fault{Target: o.id, Err: err.Error()}
 	}
-	hold := n.between(3*time.Second, 6*time.Second)
+	hold := n.between(2*time.Second, 4*time.Second)
 	sleepCtx(ctx, hold)
 	if err := n.setOffset(o, 0); err != nil {
 		ft.Err = err.Error()
@@ -164,11 +164,11 @@ func names(hs []*netHost) string {
 	return strings.Join(out, ",")
 }
 
-// awaitAfter waits for ch, then holds the fault for a random 0.5 to 2
-// seconds more; it returns what ch sent.
+// awaitAfter waits for ch, then holds the fault for a random 0.3 to 1
+// second more; it returns what ch sent.
 func (n *nemesis) awaitAfter(ctx context.Context, ch <-chan time.Time) time.Time {
 	at := <-ch
-	sleepCtx(ctx, n.between(500*time.Millisecond, 2*time.Second))
+	sleepCtx(ctx, n.between(300*time.Millisecond, time.Second))
 	return at
 }
 
@@ -189,15 +189,15 @@ func (n *nemesis) hostIsolate(ctx context.Context) Fault {
 		}
 	case 3:
 		m := n.f.etcd.members[n.intn(len(n.f.etcd.members))]
-		ft := Fault{Target: m.name, Start: time.Now()}
+		ft := Fault{Target: m.name, Start: time.Now(), etcdRejoin: true}
 		leader, _ := n.f.etcd.leader(ctx, n.f.client)
 		n.setLinks([]*netHost{m.host}, n.fleetHosts(), LinkRule{Down: true}, true)
 		healthy := n.awaitHealthy(ctx)
-		sleepCtx(ctx, n.between(2*time.Second, 4*time.Second))
+		sleepCtx(ctx, n.between(1500*time.Millisecond, 3*time.Second))
 		n.healNetwork()
 		ft.Healed = time.Now()
 		ft.Recovered = <-healthy
-		ft.Windows = []Window{{Start: ft.Start, End: ft.Recovered}}
+		ft.Windows = []Window{{Start: ft.Start, End: maxTime(ft.Recovered, ft.Healed)}}
 		ft.Detail = fmt.Sprintf("etcd member (leader: %v)", leader == m)
 		return ft
 	}
@@ -270,7 +270,7 @@ func (n *nemesis) partitionHalves(ctx context.Context) Fault {
 		cutWorkers = append(cutWorkers, w.incarnationID(w.Incarnation())) // every worker loses the other side's orchestrators
 	}
 	leader, _ := n.f.etcd.leader(ctx, n.f.client)
-	ft := Fault{Target: names(minor), Start: time.Now(), CutWorkers: cutWorkers}
+	ft := Fault{Target: names(minor), Start: time.Now(), CutWorkers: cutWorkers, etcdRejoin: true}
 	n.setLinks(major, minor, LinkRule{Down: true}, true)
 	ft.Recovered = n.awaitAfter(ctx, n.awaitHealthyWithout(ctx, cut))
 	n.healNetwork()
@@ -374,10 +374,10 @@ func (n *nemesis) etcdLeaderCut(ctx context.Context) Fault {
 		i := n.intn(len(followers))
 		followers = followers[i : i+1]
 	}
-	ft := Fault{Target: leader.name, Start: time.Now()}
+	ft := Fault{Target: leader.name, Start: time.Now(), etcdRejoin: true}
 	n.setLinks([]*netHost{leader.host}, followers, LinkRule{Down: true}, true)
 	healthy := n.awaitHealthy(ctx)
-	sleepCtx(ctx, n.between(2*time.Second, 4*time.Second))
+	sleepCtx(ctx, n.between(1500*time.Millisecond, 3*time.Second))
 	n.healNetwork()
 	ft.Healed = time.Now()
 	ft.Recovered = <-healthy
@@ -388,7 +388,7 @@ func (n *nemesis) etcdLeaderCut(ctx context.Context) Fault {
 
 // linkFault makes some links slow (LinkSlow: 50–400 ms each way, jitter up
 // to half that) or lossy (LinkLossy: 5–30% of packets dropped each way)
-// for 3 to 6 seconds: an orchestrator's links to etcd, the etcd leader's
+// for 2 to 4 seconds: an orchestrator's links to etcd, the etcd leader's
 // link to one follower, or a worker's links to the orchestrators.
 func (n *nemesis) linkFault(ctx context.Context, k Kind) Fault {
 	var r LinkRule
@@ -429,9 +429,9 @@ func (n *nemesis) linkFault(ctx context.Context, k Kind) Fault {
 		w := n.f.workers[n.intn(len(n.f.workers))]
 		as, bs, target = []*netHost{w.host}, n.orchHosts(), w.name+"-orchestrators"
 	}
-	ft := Fault{Target: target, Start: time.Now()}
+	ft := Fault{Target: target, Start: time.Now(), etcdRejoin: all}
 	n.setLinks(as, bs, r, true)
-	hold := n.between(3*time.Second, 6*time.Second)
+	hold := n.between(2*time.Second, 4*time.Second)
 	sleepCtx(ctx, hold)
 	n.healNetwork()
 	ft.Healed = time.Now()

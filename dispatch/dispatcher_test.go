@@ -676,6 +676,22 @@ func TestFullDatabaseIsReportedNotLost(t *testing.T) {
 	}
 }
 
+// TestAbandonedWriteKeepsMemberHealthy checks that a write cut short
+// because the partition's work ended (a release during a rebalance) is
+// not taken for a failing etcd: Health stays nil, so the member's /readyz
+// does not stay 503 until some later write succeeds (seen when a member
+// kept only partitions without jobs after a rebalance).
+func TestAbandonedWriteKeepsMemberHealthy(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	if err := h.disp.CommitAbandoned(0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned write: %v, want context.Canceled", err)
+	}
+	if err := h.disp.Health(); err != nil {
+		t.Errorf("Health() = %v after a write abandoned with its partition, want nil", err)
+	}
+}
+
 // TestTimeZoneAcrossDST fires a 01:30 New York job across the 2026 fall-back
 // transition with a controlled clock: 01:30 happens twice that night (EDT,
 // then EST) and robfig/cron fires both; the next day once, an hour later in

@@ -1,5 +1,10 @@
 package dispatch
 
+import (
+	"context"
+	"errors"
+)
+
 // WriterBusy reports whether partition p's writer lock is held here (a
 // write of the partition is in progress): for tests that must know a
 // write is waiting for etcd.
@@ -15,4 +20,22 @@ func (d *Dispatcher) WriterBusy(p int) bool {
 		return false
 	}
 	return true
+}
+
+// CommitAbandoned makes partition p write as its work does once that
+// work's context has ended (the partition released while a write was
+// due), and returns the write's error.
+func (d *Dispatcher) CommitAbandoned(p int) error {
+	d.mu.Lock()
+	pt := d.parts[p]
+	d.mu.Unlock()
+	if pt == nil {
+		return errors.New("partition not owned here")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	pt.wmu.Lock()
+	defer pt.wmu.Unlock()
+	_, err := pt.commit(ctx, nil)
+	return err
 }

@@ -58,7 +58,13 @@ func (pt *partition) commit(ctx context.Context, ops []clientv3.Op) (*clientv3.T
 	if err != nil && !errors.Is(err, shard.ErrFenced) {
 		err = store.Classify(err)
 	}
-	pt.d.recordWrite(err)
+	if ctx.Err() == nil {
+		// A write abandoned because the partition's work ended (released
+		// in a rebalance, the member stopping) says nothing about etcd:
+		// recorded, it would keep the member unready until some later
+		// write succeeded, which never comes if it owns no busy partition.
+		pt.d.recordWrite(err)
+	}
 	if err != nil {
 		pt.d.cfg.Metrics.commitError()
 		pt.failed = true

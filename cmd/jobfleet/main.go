@@ -71,7 +71,7 @@ func newRootCmd() *cobra.Command {
 			return bindEnv(cmd)
 		},
 	}
-	root.AddCommand(newOrchestratorCmd(), newDevCmd(), newClusterCmd(), newJobCmd(), newBenchCmd(), newWorkerCmd(), newEtcdCmd())
+	root.AddCommand(newOrchestratorCmd(), newDevCmd(), newClusterCmd(), newJobCmd(), newBenchCmd(), newWorkerCmd(), newEtcdCmd(), newVersionCmd(), newFlagsCmd())
 	return root
 }
 
@@ -84,7 +84,7 @@ func bindEnv(cmd *cobra.Command) error {
 		if err != nil || f.Changed {
 			return
 		}
-		name := "JOBFLEET_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v, ok := os.LookupEnv(name); ok {
 			if serr := cmd.Flags().Set(f.Name, v); serr != nil {
 				err = fmt.Errorf("%s=%q: %w", name, v, serr)
@@ -92,4 +92,10 @@ func bindEnv(cmd *cobra.Command) error {
 		}
 	})
 	return err
+}
+
+// envName is the environment variable of flag name: JOBFLEET_ and the
+// name in upper case with dashes as underscores.
+func envName(flag string) string {
+	return "JOBFLEET_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/skewclock"
@@ -173,6 +174,7 @@ func newOrchestratorCmd() *cobra.Command {
 				return err
 			}
 			defer lg.Sync()
+			lg.Info("jobfleet orchestrator starting", buildFields()...)
 			tc, err := srv.tls(lg)
 			if err != nil {
 				return err
@@ -256,7 +258,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	ocfg := orchestrator.Config{
 		ID:         id,
 		Advertise:  advertise,

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 )
@@ -79,6 +80,7 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 				return err
 			}
 			defer lg.Sync()
+			lg.Info("jobfleet worker starting", buildFields()...)
 			if id == "" {
 				hostname, _ := os.Hostname()
 				if hostname == "" {
@@ -144,7 +146,7 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 			fleet := slices.Clone(etcd.endpoints)
 
 			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 			w, err := worker.New(worker.Config{
 				ID:              id,
 				Orchestrators:   source,

@@ -94,8 +94,13 @@ func (p Pair) Write(t testing.TB, certFile, keyFile string) {
 // SANs, the rest DNS SANs) with a random serial number.
 func (ca *CA) Server(t testing.TB, hosts ...string) Pair {
 	t.Helper()
+	return ca.server(t, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, hosts)
+}
+
+func (ca *CA) server(t testing.TB, usage []x509.ExtKeyUsage, hosts []string) Pair {
+	t.Helper()
 	tmpl := ca.template(t, hosts[0])
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	tmpl.ExtKeyUsage = usage
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -104,6 +109,14 @@ func (ca *CA) Server(t testing.TB, hosts ...string) Pair {
 		}
 	}
 	return ca.sign(t, tmpl)
+}
+
+// Peer makes a certificate for hosts that serves and also authenticates
+// as a client, as etcd members use with each other (--peer-cert-file
+// with --peer-client-cert-auth).
+func (ca *CA) Peer(t testing.TB, hosts ...string) Pair {
+	t.Helper()
+	return ca.server(t, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, hosts)
 }
 
 // Client makes a client certificate whose Subject CommonName is cn.

@@ -98,7 +98,7 @@ var weights = map[Kind]int{
 // offsets are drawn more often, so that a 10-minute run has ten or more.
 func (n *nemesis) weight(k Kind) int {
 	if k == ClockOffset && n.cfg.Hosts {
-		return 5
+		return 7
 	}
 	return weights[k]
 }

@@ -1,7 +1,13 @@
 // Package admin serves jobfleet's HTTP API on an orchestrator: health,
-// readiness, metrics and the cluster and job endpoints listed in the
-// README. Every orchestrator serves all of it. Errors are JSON documents
-// {"error": "message"} with a fitting status code.
+// readiness, metrics, the cluster, job, run, credential and worker
+// protocol endpoints. Every orchestrator serves all of it. Errors are JSON
+// documents {"error": "message"} with a fitting status code.
+//
+// Every route is listed once, as data, in the route table (routes.go) with
+// the access it needs (auth.Access); one guard in front of the routes
+// authenticates the caller and enforces the table, the browser defences,
+// rate limits and long-poll caps, and writes the audit log. Only GET
+// /healthz and GET /readyz answer without a credential.
 package admin
 
 import (
@@ -14,12 +20,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
@@ -39,10 +47,13 @@ type Member interface {
 type Config struct {
 	// Gatherer serves /metrics; nil serves the default registry.
 	Gatherer prometheus.Gatherer
+	// Registry receives the API's own metrics
+	// (jobfleet_api_requests_total); nil means not registered.
+	Registry prometheus.Registerer
 	// HealthGrace is added to the lease TTL before /healthz fails for a
 	// member that owns partitions without renewing its lease. Default 2s.
 	HealthGrace time.Duration
-	// Logger; nil means no logs.
+	// Logger; nil means no logs. Audit lines go to its "audit" child.
 	Logger *zap.Logger
 	// Jobs returns the job store the /v1/jobs and /v1/runs endpoints use;
 	// nil, or an error from it, makes them answer 503.
@@ -50,6 +61,29 @@ type Config struct {
 	// Worker returns the worker protocol's server (POST /v1/worker/...);
 	// nil, or an error from it, answers 503.
 	Worker WorkerFunc
+	// Auth authenticates requests (an *auth.Cache). Required unless
+	// Insecure: without it every route but /healthz and /readyz answers
+	// 503.
+	Auth Authenticator
+	// Tokens serves /v1/tokens (an *auth.Store); nil answers 503.
+	Tokens TokenStore
+	// Insecure turns authentication off: every request acts as the admin
+	// auth.AnonymousID. The browser defences still apply. The caller must
+	// allow it only on loopback listeners.
+	Insecure bool
+	// Loopback says the API is served on loopback addresses only: the
+	// Host header of every request must then name a loopback address or
+	// "localhost", with the port the request arrived on, so that a web
+	// page cannot reach the API through a DNS name rebound to 127.0.0.1.
+	Loopback bool
+	// Limits are the rate limit and the long-poll caps; zero fields take
+	// their defaults (DefaultLimits).
+	Limits Limits
+	// Clock times rate limits; nil means the real clock.
+	Clock clockwork.Clock
+	// Storage reads etcd's storage (GET /v1/cluster/storage); nil answers
+	// 503.
+	Storage StorageFunc
 	// TriggerRate and TriggerBurst limit the triggers of each job this
 	// member accepts (POST /v1/jobs/{id}/trigger): per second, and at once;
 	// beyond them it answers 429 with Retry-After. The limit is per member.
@@ -57,32 +91,51 @@ type Config struct {
 	// rate, no limit.
 	TriggerRate  float64
 	TriggerBurst int
-	// Now is the clock of the trigger limit; nil is time.Now.
+	// Now is the clock of the trigger limit; nil is Clock.Now.
 	Now func() time.Time
+}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Gatherer == nil {
+		c.Gatherer = prometheus.DefaultGatherer
+	}
+	if c.HealthGrace == 0 {
+		c.HealthGrace = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
+	}
+	if c.Now == nil {
+		c.Now = c.Clock.Now
+	}
+	c.Limits = c.Limits.withDefaults()
+	return c
 }
 
 // Handler returns the API's handler for member m.
 func Handler(m Member, cfg Config) http.Handler {
-	if cfg.Gatherer == nil {
-		cfg.Gatherer = prometheus.DefaultGatherer
-	}
-	if cfg.HealthGrace == 0 {
-		cfg.HealthGrace = 2 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop()
-	}
+	cfg = cfg.withDefaults()
 	a := &api{m: m, cfg: cfg}
+	g := newGuard(cfg)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", a.healthz)
-	mux.HandleFunc("GET /readyz", a.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /v1/cluster/members", a.members)
-	mux.HandleFunc("GET /v1/cluster/partitions", a.partitions)
-	mux.HandleFunc("POST /v1/cluster/drain", a.drain)
-	registerJobRoutes(mux, cfg)
-	RegisterWorkerRoutes(mux, cfg.Worker)
-	return jsonErrors{mux}
+	for _, rt := range a.routes() {
+		mux.Handle(rt.pattern, g.route(rt))
+		if rt.access == auth.AccessAnonymous {
+			g.anon[rt.pattern] = true
+		}
+	}
+	g.next = jsonErrors{mux}
+	g.mux = mux
+	return g
+}
+
+// metricsHandler serves GET /metrics.
+func (a *api) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.cfg.Gatherer, promhttp.HandlerOpts{})
 }
 
 // jsonErrors serves mux, turning the replies the mux makes itself for
@@ -186,7 +239,8 @@ func (a *api) partitions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) drain(w http.ResponseWriter, r *http.Request) {
-	a.cfg.Logger.Info("drain requested over the API", zap.String("remote", r.RemoteAddr))
+	p, _ := auth.FromContext(r.Context())
+	a.cfg.Logger.Info("drain requested over the API", zap.String("credential", p.ID), zap.String("remote", r.RemoteAddr))
 	a.m.Drain()
 	WriteJSON(w, http.StatusAccepted, map[string]string{"status": "draining"})
 }

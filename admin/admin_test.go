@@ -195,9 +195,9 @@ func TestHandler(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := admin.Handler(tt.member, admin.Config{Gatherer: prometheus.NewRegistry()})
+			h := admin.Handler(tt.member, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: testAuth})
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+			h.ServeHTTP(rec, asAdmin(httptest.NewRequest(tt.method, tt.path, nil)))
 
 			if rec.Code != tt.wantCode {
 				t.Errorf("%s %s: got status %d, want %d (body %s)", tt.method, tt.path, rec.Code, tt.wantCode, rec.Body)
@@ -264,10 +264,10 @@ func TestHealthzPassesGrace(t *testing.T) {
 
 func TestDrainCalledOncePerRequest(t *testing.T) {
 	m := &fakeMember{}
-	h := admin.Handler(m, admin.Config{Gatherer: prometheus.NewRegistry()})
+	h := admin.Handler(m, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: testAuth})
 	for i := range 3 {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/cluster/drain", nil))
+		h.ServeHTTP(rec, asAdmin(httptest.NewRequest("POST", "/v1/cluster/drain", nil)))
 		if rec.Code != http.StatusAccepted {
 			t.Fatalf("request %d: got status %d, want 202", i, rec.Code)
 		}
@@ -287,9 +287,9 @@ func TestHeadIsServedLikeGet(t *testing.T) {
 }
 
 func TestNonCanonicalPathRedirects(t *testing.T) {
-	h := admin.Handler(&fakeMember{}, admin.Config{Gatherer: prometheus.NewRegistry()})
+	h := admin.Handler(&fakeMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: testAuth})
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("DELETE", "/v1//cluster/members", nil))
+	h.ServeHTTP(rec, asAdmin(httptest.NewRequest("DELETE", "/v1//cluster/members", nil)))
 	if rec.Code/100 != 3 {
 		t.Fatalf("got status %d, want a redirect", rec.Code)
 	}
@@ -303,10 +303,10 @@ func TestMetricsServesPrometheusText(t *testing.T) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "jobfleet_test_total", Help: "A test counter."})
 	reg.MustRegister(c)
 	c.Add(3)
-	srv := httptest.NewServer(admin.Handler(&fakeMember{}, admin.Config{Gatherer: reg}))
+	srv := httptest.NewServer(admin.Handler(&fakeMember{}, admin.Config{Gatherer: reg, Auth: testAuth}))
 	defer srv.Close()
 
-	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	resp, err := srv.Client().Do(asAdmin(httptest.NewRequest("GET", srv.URL+"/metrics", nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,18 +13,20 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // JobStore is what the job endpoints need; *store.Etcd implements it.
 // Errors are those of store.Etcd: a *store.FieldError (matching
 // store.ErrInvalidJob) for invalid input, and store.ErrNotFound,
-// ErrExists, ErrConflict, ErrTooLarge, ErrNoSpace or ErrUnavailable.
+// ErrExists, ErrConflict, ErrTooLarge, ErrNoSpace, ErrHighWater or
+// ErrUnavailable.
 type JobStore interface {
 	Create(ctx context.Context, j store.Job) (store.Job, error)
 	Put(ctx context.Context, j store.Job) (stored store.Job, created bool, err error)
 	Get(ctx context.Context, id string) (store.Job, error)
-	List(ctx context.Context, cursor string, limit int) ([]store.Job, string, error)
+	ListPrefix(ctx context.Context, prefix, cursor string, limit int) ([]store.Job, string, error)
 	Delete(ctx context.Context, id string) error
 	SetPaused(ctx context.Context, id string, paused bool) (store.Job, error)
 	Trigger(ctx context.Context, id string) (runID string, err error)
@@ -53,33 +55,18 @@ const (
 	storeTimeout = 10 * time.Second
 )
 
-// jobsAPI serves the job and run endpoints.
-type jobsAPI struct {
-	jobs     JobsFunc
-	lg       *zap.Logger
-	triggers *triggerLimiter
-}
-
-// registerJobRoutes adds the job and run endpoints of the HTTP API
-// to mux.
+// jobsAPI serves the job and run endpoints (their routes are in the
+// route table, routes.go).
 //
 // Job IDs are free-form, so an ID containing '/' must be sent
 // percent-encoded ("/v1/jobs/a%2Fb/runs" addresses job "a/b"). ServeMux
 // matches patterns against r.URL.EscapedPath() segment by segment and
 // unescapes each segment, so r.PathValue returns the ID exactly, '/',
 // '%', '?', '#', '+', spaces and non-ASCII characters included.
-func registerJobRoutes(mux *http.ServeMux, cfg Config) {
-	a := &jobsAPI{jobs: cfg.Jobs, lg: cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(cfg.TriggerRate, cfg.TriggerBurst, cfg.Now)}
-	mux.HandleFunc("POST /v1/jobs", a.create)
-	mux.HandleFunc("GET /v1/jobs", a.list)
-	mux.HandleFunc("GET /v1/jobs/{id}", a.byID(http.StatusOK, getJob))
-	mux.HandleFunc("PUT /v1/jobs/{id}", a.put)
-	mux.HandleFunc("DELETE /v1/jobs/{id}", a.byID(http.StatusNoContent, deleteJob))
-	mux.HandleFunc("POST /v1/jobs/{id}/pause", a.byID(http.StatusOK, pauseJob))
-	mux.HandleFunc("POST /v1/jobs/{id}/resume", a.byID(http.StatusOK, resumeJob))
-	mux.HandleFunc("POST /v1/jobs/{id}/trigger", a.trigger)
-	mux.HandleFunc("GET /v1/jobs/{id}/runs", a.runs)
-	mux.HandleFunc("GET /v1/runs/{run_id}", a.getRun)
+type jobsAPI struct {
+	jobs     JobsFunc
+	lg       *zap.Logger
+	triggers *triggerLimiter
 }
 
 // jobList is the document of GET /v1/jobs.
@@ -163,12 +150,18 @@ func (a *jobsAPI) create(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "", err)
 		return
 	}
+	setJobID(r.Context(), j.ID)
+	p, _ := auth.FromContext(r.Context())
+	if err := auth.Authorize(p, auth.AccessWrite, j.ID, true); err != nil {
+		WriteError(w, http.StatusForbidden, err.Error())
+		return
+	}
 	stored, err := s.Create(ctx, j)
 	if err != nil {
 		a.fail(w, r, j.ID, err)
 		return
 	}
-	a.reply(w, r, http.StatusCreated, stored)
+	a.reply(w, r, http.StatusCreated, jobFor(r, stored))
 }
 
 func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
@@ -203,7 +196,7 @@ func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
 	if created {
 		code = http.StatusCreated
 	}
-	a.reply(w, r, code, stored)
+	a.reply(w, r, code, jobFor(r, stored))
 }
 
 func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
@@ -217,13 +210,17 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	jobs, next, err := s.List(ctx, r.URL.Query().Get("cursor"), limit)
+	p, _ := auth.FromContext(r.Context())
+	jobs, next, err := s.ListPrefix(ctx, p.Prefix, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
 	}
 	if jobs == nil {
 		jobs = []store.Job{}
+	}
+	for i := range jobs {
+		jobs[i] = jobFor(r, jobs[i])
 	}
 	a.reply(w, r, http.StatusOK, jobList{Jobs: jobs, NextCursor: next})
 }
@@ -246,6 +243,9 @@ func (a *jobsAPI) byID(code int, call func(ctx context.Context, s JobStore, id s
 		if err != nil {
 			a.fail(w, r, id, err)
 			return
+		}
+		if j, ok := doc.(store.Job); ok {
+			doc = jobFor(r, j)
 		}
 		if doc == nil {
 			w.WriteHeader(code)
@@ -367,12 +367,14 @@ func (a *jobsAPI) fail(w http.ResponseWriter, r *http.Request, id string, err er
 //	a body the client did not send to its end                     400
 //	store.ErrNotFound                                             404
 //	store.ErrExists, ErrConflict, ErrStaleRevision                409
-//	store.ErrNoSpace                                              507
+//	store.ErrNoSpace, store.ErrHighWater                          507
 //	store.ErrUnavailable, context deadline                        503
 //	anything else                                                 500
 //
 // Messages of 5xx replies are fixed sentences: the error's own text may
 // hold etcd's or gRPC's wording, which is for the log, not for clients.
+// The exception is store.ErrHighWater, which only the fleet's space guard
+// returns, naming the database size, the mark and the quota.
 func status(err error) (code int, msg string) {
 	var maxErr *http.MaxBytesError
 	var fieldErr *store.FieldError
@@ -393,6 +395,9 @@ func status(err error) (code int, msg string) {
 		return http.StatusConflict, err.Error()
 	case errors.Is(err, store.ErrNoSpace):
 		return http.StatusInsufficientStorage, store.ErrNoSpace.Error() + "; writes resume once an operator frees space"
+	case errors.Is(err, store.ErrHighWater):
+		// The fleet's own words (size, mark, quota), not etcd's.
+		return http.StatusInsufficientStorage, err.Error()
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, store.ErrUnavailable.Error() + ": etcd did not answer in time or has no leader; retry later"
 	}
@@ -428,3 +433,16 @@ func quoteClip(s string) string {
 
 // The etcd store serves the endpoints.
 var _ JobStore = (*store.Etcd)(nil)
+
+// jobFor returns job j as the request's caller may see it: every job
+// document of a reply passes through here. Callers who may not change
+// jobs (viewers) get store.Job.Redacted: the literal values of the http
+// executor's headers (often credentials of the target) replaced by
+// store.RedactedValue; header names and secret references stay.
+func jobFor(r *http.Request, j store.Job) store.Job {
+	p, _ := auth.FromContext(r.Context())
+	if p.Role.Allows(auth.AccessWrite) {
+		return j
+	}
+	return j.Redacted()
+}

@@ -76,6 +76,8 @@ func newEnvWith(t *testing.T, client *clientv3.Client, ns string, s *store.Etcd,
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zaptest.NewLogger(t),
 		Jobs:     jobs,
+		Auth:     testAuth,
+		Limits:   admin.Limits{Rate: -1}, // these tests make many requests fast
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -93,6 +95,10 @@ func (e *jobsEnv) do(method, path string, body []byte) (int, []byte) {
 	req, err := http.NewRequest(method, e.srv.URL+path, rd)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
@@ -654,7 +660,7 @@ func (f failingStore) Put(context.Context, store.Job) (store.Job, bool, error) {
 	return store.Job{}, false, f.err
 }
 func (f failingStore) Get(context.Context, string) (store.Job, error) { return store.Job{}, f.err }
-func (f failingStore) List(context.Context, string, int) ([]store.Job, string, error) {
+func (f failingStore) ListPrefix(context.Context, string, string, int) ([]store.Job, string, error) {
 	return nil, "", f.err
 }
 func (f failingStore) Delete(context.Context, string) error { return f.err }
@@ -673,6 +679,7 @@ func TestJobsErrorStatus(t *testing.T) {
 		wantMsg  string
 	}{
 		{"etcd full", store.Classify(rpctypes.ErrGRPCNoSpace), http.StatusInsufficientStorage, "store full"},
+		{"above the high-water mark", fmt.Errorf("%w: 1.7 GiB of a 2.0 GiB quota", store.ErrHighWater), http.StatusInsufficientStorage, "store nearly full: etcd database above its high-water mark: 1.7 GiB"},
 		{"etcd request too large", store.Classify(rpctypes.ErrGRPCRequestTooLarge), http.StatusRequestEntityTooLarge, "invalid job: document too large: etcd refused"},
 		{"no leader", store.Classify(rpctypes.ErrGRPCNoLeader), http.StatusServiceUnavailable, "store unavailable"},
 		{"deadline", store.Classify(context.DeadlineExceeded), http.StatusServiceUnavailable, "store unavailable"},
@@ -805,7 +812,7 @@ func (unencodableStore) Get(context.Context, string) (store.Job, error) {
 	return store.Job{ID: "broken", Payload: json.RawMessage(`{"unterminated": [`)}, nil
 }
 
-func (unencodableStore) List(context.Context, string, int) ([]store.Job, string, error) {
+func (unencodableStore) ListPrefix(context.Context, string, string, int) ([]store.Job, string, error) {
 	return []store.Job{{ID: "broken", Payload: json.RawMessage(`{"unterminated": [`)}}, "", nil
 }
 
@@ -817,6 +824,7 @@ func TestJobsReplyEncodingFails(t *testing.T) {
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zap.New(core),
 		Jobs:     func() (admin.JobStore, error) { return unencodableStore{}, nil },
+		Auth:     testAuth,
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -882,9 +890,11 @@ func TestJobsClientGoneMidBody(t *testing.T) {
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zap.New(core),
 		Jobs:     func() (admin.JobStore, error) { return e.store, nil },
+		Auth:     testAuth,
 	})
 	for _, req := range []struct{ method, path string }{{"POST", "/v1/jobs"}, {"PUT", jobPath("half")}} {
-		r := httptest.NewRequest(req.method, req.path, &brokenBody{})
+		r := asAdmin(httptest.NewRequest(req.method, req.path, &brokenBody{}))
+		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		if w.Code != http.StatusBadRequest {
@@ -896,7 +906,8 @@ func TestJobsClientGoneMidBody(t *testing.T) {
 		}
 	}
 	for _, entry := range logs.All() {
-		if entry.Level > zapcore.DebugLevel {
+		// The audit line of each refused write is the one line above debug.
+		if entry.Level > zapcore.DebugLevel && entry.LoggerName != "audit" {
 			t.Errorf("got a %s log line %q, want debug at most", entry.Level, entry.Message)
 		}
 	}

@@ -32,6 +32,8 @@ func TestJobsTriggerRateLimit(t *testing.T) {
 		TriggerRate:  2,
 		TriggerBurst: 3,
 		Now:          clock.Now,
+		Auth:         testAuth,
+		Limits:       admin.Limits{Rate: -1},
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -43,6 +45,7 @@ func TestJobsTriggerRateLimit(t *testing.T) {
 		e.doJSON("POST", jobPath("hot", "trigger"), "", http.StatusAccepted, nil)
 	}
 	req, _ := http.NewRequest("POST", srv.URL+jobPath("hot", "trigger"), nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 )
 
@@ -26,24 +27,36 @@ type WorkerFunc func() (WorkerProtocol, error)
 // most MaxOutputBytes of output and as much error text.
 const maxProtocolBody = 2*dispatch.MaxOutputBytes + 64<<10
 
-// RegisterWorkerRoutes serves the worker protocol (dispatch/protocol.go) on
-// mux.
-func RegisterWorkerRoutes(mux *http.ServeMux, get WorkerFunc) {
-	mux.HandleFunc("POST "+dispatch.PathPoll, func(w http.ResponseWriter, r *http.Request) {
-		var req dispatch.PollRequest
-		serveProtocol(w, r, get, &req, func(p WorkerProtocol) (any, error) { return p.Poll(r.Context(), req) })
-	})
-	mux.HandleFunc("POST "+dispatch.PathHeartbeat, func(w http.ResponseWriter, r *http.Request) {
-		var req dispatch.HeartbeatRequest
-		serveProtocol(w, r, get, &req, func(p WorkerProtocol) (any, error) { return p.Heartbeat(r.Context(), req) })
-	})
-	mux.HandleFunc("POST "+dispatch.PathComplete, func(w http.ResponseWriter, r *http.Request) {
-		var req dispatch.CompleteRequest
-		serveProtocol(w, r, get, &req, func(p WorkerProtocol) (any, error) { return p.Complete(r.Context(), req) })
+// workerAPI serves the worker protocol (dispatch/protocol.go). The
+// request's credential, never its body, names the credential an attempt is
+// bound to and the prefix a poll is limited to.
+type workerAPI struct{ get WorkerFunc }
+
+func (a *workerAPI) poll(w http.ResponseWriter, r *http.Request) {
+	var req dispatch.PollRequest
+	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
+		req.Credential, req.Prefix = who.ID, who.Prefix
+		return p.Poll(r.Context(), req)
 	})
 }
 
-func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req any, call func(WorkerProtocol) (any, error)) {
+func (a *workerAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var req dispatch.HeartbeatRequest
+	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
+		req.Credential = who.ID
+		return p.Heartbeat(r.Context(), req)
+	})
+}
+
+func (a *workerAPI) complete(w http.ResponseWriter, r *http.Request) {
+	var req dispatch.CompleteRequest
+	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
+		req.Credential = who.ID
+		return p.Complete(r.Context(), req)
+	})
+}
+
+func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req any, call func(WorkerProtocol, auth.Principal) (any, error)) {
 	if get == nil {
 		WriteError(w, http.StatusServiceUnavailable, "this member does not serve workers")
 		return
@@ -64,7 +77,8 @@ func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req a
 		WriteError(w, http.StatusBadRequest, "malformed request: "+err.Error())
 		return
 	}
-	resp, err := call(p)
+	who, _ := auth.FromContext(r.Context())
+	resp, err := call(p, who)
 	var notOwner *dispatch.NotOwnerError
 	switch {
 	case err == nil:
@@ -82,6 +96,8 @@ func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req a
 		WriteJSON(w, http.StatusMisdirectedRequest, dispatch.NotOwner{Error: err.Error(), Owner: notOwner.Owner, OwnerAddr: notOwner.OwnerAddr})
 	case errors.Is(err, dispatch.ErrBadRequest):
 		WriteError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, dispatch.ErrForbidden):
+		WriteError(w, http.StatusForbidden, err.Error())
 	case errors.Is(err, dispatch.ErrStaleAttempt):
 		WriteError(w, http.StatusConflict, err.Error())
 	default:

@@ -61,10 +61,13 @@ func TestWorkerProtocolReplies(t *testing.T) {
 			h := admin.Handler(idleMember{}, admin.Config{
 				Gatherer: prometheus.NewRegistry(),
 				Worker:   func() (admin.WorkerProtocol, error) { return tt.p, nil },
+				Auth:     testAuth,
 			})
 			srv := httptest.NewServer(h)
 			defer srv.Close()
-			resp, err := srv.Client().Post(srv.URL+dispatch.PathPoll, "application/json", strings.NewReader(`{"worker":"w1","max":1}`))
+			req := asAdmin(httptest.NewRequest("POST", srv.URL+dispatch.PathPoll, strings.NewReader(`{"worker":"w1","max":1}`)))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := srv.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,14 +25,18 @@ type Etcd struct {
 
 // StartEtcd starts an embedded etcd in a fresh temporary directory; fsync
 // false skips fsync (faster, dishonest about the store: for CI only).
-func StartEtcd(fsync bool) (*Etcd, error) {
+func StartEtcd(fsync bool) (*Etcd, error) { return StartEtcdQuota(fsync, 0) }
+
+// StartEtcdQuota is StartEtcd with a space quota of quota bytes (etcd's
+// --quota-backend-bytes; 0 is its default, 2 GiB).
+func StartEtcdQuota(fsync bool, quota int64) (*Etcd, error) {
 	dir, err := os.MkdirTemp("", "jobfleet-bench-etcd-")
 	if err != nil {
 		return nil, err
 	}
 	var srv *etcdserver.Server
 	for range 5 { // a free port may be taken between probing and binding
-		srv, err = etcdserver.Start(etcdserver.Config{Dir: dir, NoFsync: !fsync})
+		srv, err = etcdserver.Start(etcdserver.Config{Dir: dir, NoFsync: !fsync, QuotaBackendBytes: quota})
 		if err == nil {
 			break
 		}

@@ -37,26 +37,6 @@ type flagInfo struct {
 	Usage string `json:"usage"`
 }
 
-// pending are flags the deployment files use that other work adds to
-// the binary (credentials, worker TLS and policies, storage limits). A
-// pending flag the binary lacks is logged, not failed; one it has is
-// checked like any other.
-var pending = map[string]string{
-	"orchestrator --admin-token-file":    "bootstrap admin credential",
-	"orchestrator --compaction-interval": "compaction by the fleet",
-	"orchestrator --etcd-quota-bytes":    "etcd quota safety",
-	"worker --token-file":                "worker credential",
-	"* --token-file":                     "client credentials",
-	"worker --ca":                        "worker TLS client",
-	"worker --http-allow":                "HTTP executor destination policy",
-}
-
-// pendingCommands are commands the deployment files use that other work
-// adds to the binary; their flags are checked once they exist.
-var pendingCommands = map[string]string{
-	"token create": "credentials",
-}
-
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "jobfleet-deploy-")
 	if err != nil {
@@ -185,12 +165,6 @@ func (inv invocation) check(t reporter) resolved {
 		}
 	}
 	if command == "" {
-		for pc, why := range pendingCommands {
-			if strings.HasPrefix(strings.Join(words, " ")+" ", pc+" ") {
-				t.Logf("%s: the binary has no command %q yet (%s: landing separately)", inv.where, pc, why)
-				return resolved{command: pc, flags: map[string]string{}}
-			}
-		}
 		t.Errorf("%s: %q is not a jobfleet command", inv.where, inv.args)
 		return resolved{}
 	}
@@ -202,15 +176,6 @@ func (inv invocation) check(t reporter) resolved {
 	set := func(name, value, how string) {
 		f, ok := known[name]
 		if !ok {
-			why, ok := pending[command+" --"+name]
-			if !ok {
-				why, ok = pending["* --"+name]
-			}
-			if ok {
-				t.Logf("%s: jobfleet %s has no --%s yet (%s: landing separately)", inv.where, command, name, why)
-				r.flags[name] = value
-				return
-			}
 			t.Errorf("%s: jobfleet %s has no flag --%s (%s)", inv.where, command, name, how)
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -51,10 +52,15 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 	}
 }
 
-// assign hands up to n dispatchable runs whose executor the worker runs to
-// worker, recording each attempt (fenced, compare-and-swap) first. It is a
+// assign hands up to n dispatchable runs whose executor the worker runs
+// (of jobs within req.Prefix) to req.Worker, recording each attempt with
+// its worker and credential (fenced, compare-and-swap) first. It is a
 // writer.
-func (pt *partition) assign(ctx context.Context, worker string, executors map[string]bool, n int) []Assignment {
+func (pt *partition) assign(ctx context.Context, req PollRequest, executors map[string]bool, n int) []Assignment {
+	worker := req.Worker
+	if pt.d.writesRefused() != nil {
+		return nil // etcd is full: no attempt could be recorded
+	}
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
 	now := pt.now()
@@ -76,10 +82,12 @@ func (pt *partition) assign(ctx context.Context, worker string, executors map[st
 		}
 		ar := pt.active[rid]
 		e := pt.jobs[ar.run.JobID]
-		if e == nil || !Dispatchable(ar.run, ar.notBefore, now) || !executors[e.spec.Executor.Type] {
+		if e == nil || !Dispatchable(ar.run, ar.notBefore, now) || !executors[e.spec.Executor.Type] || !strings.HasPrefix(ar.run.JobID, req.Prefix) {
 			continue
 		}
-		w, ok := pt.runWriteOp(ar, StartAttempt(ar.run, worker, now))
+		started := StartAttempt(ar.run, worker, now)
+		started.Attempts[len(started.Attempts)-1].Credential = req.Credential
+		w, ok := pt.runWriteOp(ar, started)
 		if !ok {
 			continue
 		}
@@ -125,7 +133,7 @@ func (pt *partition) assign(ctx context.Context, worker string, executors map[st
 		})
 		pt.d.cfg.Metrics.attemptStarted()
 		pt.lg.Info("attempt started", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID),
-			zap.Int("attempt", len(ar.run.Attempts)), zap.String("worker", worker))
+			zap.Int("attempt", len(ar.run.Attempts)), zap.String("worker", worker), zap.String("credential", req.Credential))
 	}
 	if len(out) > 0 {
 		pt.poke() // the loop's timer must cover the new leases
@@ -149,9 +157,17 @@ func withoutOutputs(r store.Run) store.Run {
 }
 
 // currentLocked returns the active run whose current attempt is (attempt,
-// worker), or ErrStaleAttempt.
-func (pt *partition) currentLocked(runID string, attempt int, worker string) (*activeRun, error) {
+// worker), taken by credential; ErrForbidden if the attempt is current but
+// was taken by another credential (whatever worker ID the report names),
+// else ErrStaleAttempt.
+func (pt *partition) currentLocked(runID string, attempt int, worker, credential string) (*activeRun, error) {
 	ar := pt.active[runID]
+	if ar != nil && ar.run.Status == store.RunRunning && len(ar.run.Attempts) == attempt && ar.run.Attempts[attempt-1].Credential != credential {
+		pt.d.cfg.Metrics.forbiddenReport()
+		pt.lg.Warn("report from another credential refused", zap.String("run_id", runID), zap.Int("attempt", attempt),
+			zap.String("credential", credential), zap.String("worker", worker))
+		return nil, fmt.Errorf("%w: run %s attempt %d", ErrForbidden, runID, attempt)
+	}
 	if ar == nil || ar.run.Status != store.RunRunning || len(ar.run.Attempts) != attempt || ar.run.Attempts[attempt-1].Worker != worker {
 		pt.d.cfg.Metrics.staleReport()
 		return nil, fmt.Errorf("%w: run %s attempt %d by %s", ErrStaleAttempt, runID, attempt, worker)
@@ -159,11 +175,11 @@ func (pt *partition) currentLocked(runID string, attempt int, worker string) (*a
 	return ar, nil
 }
 
-// cancelledLocked reports whether (run, attempt, worker) is an attempt
-// cancelled by a replacement whose worker has not reported yet.
-func (pt *partition) cancelledLocked(runID string, attempt int, worker string) bool {
+// cancelledLocked reports whether (run, attempt, worker, credential) is an
+// attempt cancelled by a replacement whose worker has not reported yet.
+func (pt *partition) cancelledLocked(runID string, attempt int, worker, credential string) bool {
 	c, ok := pt.cancelled[runID]
-	return ok && c.attempt == attempt && c.worker == worker
+	return ok && c.attempt == attempt && c.worker == worker && c.credential == credential
 }
 
 func (pt *partition) notOwned() error {
@@ -208,10 +224,10 @@ func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) 
 	if pt.closed {
 		return HeartbeatResponse{}, pt.notOwned()
 	}
-	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker) {
+	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker, req.Credential) {
 		return HeartbeatResponse{Lease: store.Duration(pt.d.cfg.RunLease), Cancel: true}, nil
 	}
-	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker)
+	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker, req.Credential)
 	if err != nil {
 		return HeartbeatResponse{}, err
 	}
@@ -228,7 +244,7 @@ func (pt *partition) complete(ctx context.Context, req CompleteRequest) (Complet
 		pt.mu.Unlock()
 		return CompleteResponse{}, pt.notOwned()
 	}
-	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker) {
+	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker, req.Credential) {
 		// The run records the cancellation already; the report only
 		// closes the matter for the worker.
 		delete(pt.cancelled, req.RunID)
@@ -236,7 +252,7 @@ func (pt *partition) complete(ctx context.Context, req CompleteRequest) (Complet
 		pt.lg.Info("cancelled attempt reported", zap.String("run_id", req.RunID), zap.Int("attempt", req.Attempt), zap.String("worker", req.Worker))
 		return CompleteResponse{Status: store.RunDead}, nil
 	}
-	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker)
+	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker, req.Credential)
 	if err != nil {
 		pt.mu.Unlock()
 		return CompleteResponse{}, err
@@ -268,7 +284,7 @@ func (pt *partition) complete(ctx context.Context, req CompleteRequest) (Complet
 	}
 	pt.d.cfg.Metrics.finishedRun(string(r.Status))
 	pt.lg.Info("attempt finished", zap.String("job_id", r.JobID), zap.String("run_id", r.ID), zap.Int("attempt", req.Attempt),
-		zap.String("worker", req.Worker), zap.String("status", string(r.Status)), zap.String("error", req.Error))
+		zap.String("worker", req.Worker), zap.String("credential", req.Credential), zap.String("status", string(r.Status)), zap.String("error", req.Error))
 	if !r.Status.Final() {
 		pt.poke() // a retry's backoff timer
 	}

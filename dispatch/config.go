@@ -17,6 +17,19 @@ import (
 // if none.
 type OwnerLookup func(p int) (member, addr string)
 
+// SpaceGate tells the scheduler whether etcd takes writes;
+// *storage.Monitor implements it. Its methods answer from memory and are
+// safe for concurrent use.
+type SpaceGate interface {
+	// WritesRefused returns why etcd refuses writes now (an error wrapping
+	// store.ErrNoSpace: its NOSPACE alarm is raised), nil if it takes them.
+	WritesRefused() error
+	// NoteWriteError is told of each failed write, classified by
+	// store.Classify, so that a refusal for lack of space stops the
+	// other partitions' writes at once.
+	NoteWriteError(err error)
+}
+
 // Config configures a Dispatcher. Start from DefaultConfig.
 type Config struct {
 	// Namespace is the cluster's etcd key prefix.
@@ -77,6 +90,12 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Lookup finds partition owners for redirects; nil answers "no owner".
 	Lookup OwnerLookup
+	// Space, if set, stops the scheduler while etcd refuses writes for
+	// lack of space: partitions neither fire nor hand out attempts, and
+	// look again every second (in memory; Space does the checking), so
+	// that a full etcd costs one log line instead of a retry per partition
+	// per second. Nil: writes are always tried.
+	Space SpaceGate
 	// Clock; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.

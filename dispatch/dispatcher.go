@@ -27,6 +27,9 @@ var (
 	ErrStaleAttempt = errors.New("stale attempt: the run has moved on")
 	// ErrBadRequest: a malformed protocol request. HTTP 400.
 	ErrBadRequest = errors.New("bad request")
+	// ErrForbidden: a heartbeat or completion of an attempt that was
+	// handed to another credential; it changes nothing. HTTP 403.
+	ErrForbidden = errors.New("forbidden: the attempt was handed to another credential")
 )
 
 // NotOwnerError says this member does not own the run's partition, and who
@@ -189,14 +192,26 @@ func (d *Dispatcher) Stats() Stats {
 	return st
 }
 
-// recordWrite notes the outcome of a fenced write for Health.
+// recordWrite notes the outcome of a fenced write for Health, and tells
+// the space gate of a failure.
 func (d *Dispatcher) recordWrite(err error) {
-	d.healthMu.Lock()
-	defer d.healthMu.Unlock()
 	if err != nil && errors.Is(err, shard.ErrFenced) {
 		return // ownership moved: the controller handles it; the store is fine
 	}
+	if err != nil && d.cfg.Space != nil {
+		d.cfg.Space.NoteWriteError(err)
+	}
+	d.healthMu.Lock()
+	defer d.healthMu.Unlock()
 	d.writeErr = err
+}
+
+// writesRefused returns the space gate's verdict, nil without a gate.
+func (d *Dispatcher) writesRefused() error {
+	if d.cfg.Space == nil {
+		return nil
+	}
+	return d.cfg.Space.WritesRefused()
 }
 
 // Health returns the latest failure of the scheduler's writes to etcd
@@ -216,9 +231,10 @@ func (d *Dispatcher) Owned() []int {
 	return slices.Sorted(maps.Keys(d.parts))
 }
 
-// Poll hands up to req.Max dispatchable runs of this member's partitions to
-// worker req.Worker, waiting up to req.Wait for some. Each attempt is
-// recorded in etcd before it is returned.
+// Poll hands up to req.Max dispatchable runs of this member's partitions
+// (of jobs starting with req.Prefix) to worker req.Worker, waiting up to
+// req.Wait for some. Each attempt is recorded in etcd, with req.Worker and
+// req.Credential, before it is returned.
 func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, error) {
 	if err := validatePoll(req); err != nil {
 		return PollResponse{}, err
@@ -239,7 +255,7 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 			if len(out) >= req.Max {
 				break
 			}
-			out = append(out, pt.assign(ctx, req.Worker, executors, req.Max-len(out))...)
+			out = append(out, pt.assign(ctx, req, executors, req.Max-len(out))...)
 		}
 		if len(out) > 0 && ctx.Err() != nil {
 			// The worker gave up on this poll (shutdown, timeout): it will
@@ -343,7 +359,8 @@ func (d *Dispatcher) takeBack(as []Assignment) {
 }
 
 // Heartbeat extends the lease of a running attempt. It returns
-// ErrStaleAttempt if the attempt is not current, or a *NotOwnerError.
+// ErrStaleAttempt if the attempt is not current, ErrForbidden if it was
+// handed to another credential than req.Credential, or a *NotOwnerError.
 func (d *Dispatcher) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatResponse, error) {
 	id, err := validateReport(req.Worker, req.RunID, req.Attempt)
 	if err != nil {
@@ -358,7 +375,8 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, req HeartbeatRequest) (Heart
 
 // Complete records an attempt's result. It returns the run's new status,
 // ErrStaleAttempt if the attempt is not current (the report is not
-// recorded), or a *NotOwnerError.
+// recorded), ErrForbidden if it was handed to another credential than
+// req.Credential (not recorded either), or a *NotOwnerError.
 func (d *Dispatcher) Complete(ctx context.Context, req CompleteRequest) (CompleteResponse, error) {
 	id, err := validateReport(req.Worker, req.RunID, req.Attempt)
 	if err != nil {

@@ -676,6 +676,110 @@ func TestFullDatabaseIsReportedNotLost(t *testing.T) {
 	}
 }
 
+// gate is a SpaceGate a test opens and closes; it counts how often the
+// scheduler consulted it.
+type gate struct {
+	refused atomic.Bool
+	asked   atomic.Int64
+	noted   atomic.Int64
+}
+
+func (g *gate) WritesRefused() error {
+	g.asked.Add(1)
+	if g.refused.Load() {
+		return fmt.Errorf("%w: test", store.ErrNoSpace)
+	}
+	return nil
+}
+
+func (g *gate) NoteWriteError(err error) {
+	if errors.Is(err, store.ErrNoSpace) {
+		g.noted.Add(1)
+	}
+}
+
+// TestClosedSpaceGateStopsFiringUntilOpen: while the space gate says etcd
+// refuses writes, the scheduler neither fires nor hands out attempts nor
+// writes anything; once it opens, the missed times go through the job's
+// misfire policy (run_once: one run for the outage) and firing goes on.
+func TestClosedSpaceGateStopsFiringUntilOpen(t *testing.T) {
+	h := newHarness(t)
+	g := &gate{}
+	h.configure = func(c *dispatch.Config) { c.Space = g }
+	h.start("m1")
+	h.create(store.Job{ID: "g", Schedule: "@every 1s", MisfirePolicy: store.MisfireRunOnce})
+	runs := func() []store.Run {
+		rs, err := h.store.Runs(context.Background(), "g", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	// advance moves the clock in small steps until cond holds: a single
+	// jump can be lost when the scheduler sets its timer while the clock
+	// moves.
+	advance := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10s", what)
+			}
+			h.clock.Advance(100 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	advance("the first fire", func() bool { return len(runs()) >= 1 })
+
+	g.refused.Store(true)
+	resp, err := h.client.Get(context.Background(), "rev-probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := resp.Header.Revision
+	closedAt, asked := h.clock.Now(), g.asked.Load()
+	advance("five seconds with the gate closed, the scheduler looking at it", func() bool {
+		return h.clock.Since(closedAt) >= 5*time.Second && g.asked.Load() >= asked+3
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	polled, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w", Executors: []string{"http"}, Max: 1, Wait: store.Duration(100 * time.Millisecond)})
+	cancel()
+	if err != nil || len(polled.Attempts) != 0 {
+		t.Fatalf("poll with the gate closed: %v, %v; want no attempt (a run is pending)", polled.Attempts, err)
+	}
+	if resp, err = h.client.Get(context.Background(), "rev-probe"); err != nil || resp.Header.Revision != before {
+		t.Fatalf("etcd's revision moved from %d to %d with the gate closed (%v): the scheduler wrote", before, resp.Header.Revision, err)
+	}
+	if n := len(runs()); n != 1 {
+		t.Fatalf("%d runs with the gate closed, want still 1", n)
+	}
+
+	g.refused.Store(false)
+	openedAt := h.clock.Now()
+	advance("a fire after the gate opened", func() bool { return len(runs()) >= 2 })
+	// run_once: the times missed while the gate was closed (late by more
+	// than the 400ms grace when it opened) make one run at most; the
+	// others are recorded as skipped in the job's state.
+	missedRuns := 0
+	for _, r := range runs() {
+		if r.ScheduledAt.After(closedAt) && r.ScheduledAt.Before(openedAt.Add(-time.Second)) {
+			missedRuns++
+		}
+	}
+	if missedRuns > 1 {
+		t.Errorf("%d runs for times missed while the gate was closed, want at most one (run_once)", missedRuns)
+	}
+	j, err := h.store.Get(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State == nil || j.State.Skipped < 3 {
+		t.Errorf("job state %+v: want the missed times recorded as skipped", j.State)
+	}
+	n := len(runs())
+	advance("firing going on", func() bool { return len(runs()) > n })
+}
+
 // TestAbandonedWriteKeepsMemberHealthy checks that a write cut short
 // because the partition's work ended (a release during a rebalance) is
 // not taken for a failing etcd: Health stays nil, so the member's /readyz

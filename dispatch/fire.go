@@ -330,7 +330,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			if n := len(ar.run.Attempts); running && n > 0 {
 				// Its worker learns it at its next heartbeat, and stops.
 				worker := ar.run.Attempts[n-1].Worker
-				pt.cancelled[ar.run.ID] = cancelledAttempt{attempt: n, worker: worker, until: now.Add(pt.d.cfg.RunLease)}
+				pt.cancelled[ar.run.ID] = cancelledAttempt{attempt: n, worker: worker, credential: ar.run.Attempts[n-1].Credential, until: now.Add(pt.d.cfg.RunLease)}
 				pt.lg.Info("attempt cancelled: its run was replaced", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID),
 					zap.Int("attempt", n), zap.String("worker", worker))
 			}

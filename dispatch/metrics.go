@@ -15,6 +15,7 @@ type Metrics struct {
 	attempts     prometheus.Counter
 	lost         prometheus.Counter
 	stale        prometheus.Counter
+	forbidden    prometheus.Counter
 	misfires     *prometheus.CounterVec
 	commitErrors prometheus.Counter
 	trims        *prometheus.CounterVec
@@ -48,6 +49,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		stale: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_stale_reports_total", Help: "Heartbeats and completions refused because their attempt was no longer current.",
 		}),
+		forbidden: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_protocol_forbidden_total", Help: "Heartbeats and completions refused because their attempt was handed to another credential.",
+		}),
 		misfires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_misfires_total", Help: "Scheduled times missed while their partition had no owner, by fate (fired, skipped, dropped).",
 		}, []string{"fate"}),
@@ -69,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		budget:  prometheus.NewDesc("jobfleet_history_budget_bytes", "The share of the fleet's history budget of the partitions owned here.", nil, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.misfires, m.commitErrors, m.trims, m.jobsDeleted, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.trims, m.jobsDeleted, state)
 	}
 	return m
 }
@@ -150,6 +154,12 @@ func (m *Metrics) attemptLost() {
 func (m *Metrics) staleReport() {
 	if m != nil {
 		m.stale.Inc()
+	}
+}
+
+func (m *Metrics) forbiddenReport() {
+	if m != nil {
+		m.forbidden.Inc()
 	}
 }
 

@@ -17,6 +17,10 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
+// spaceRecheck is how often a partition looks at the space gate again
+// while etcd refuses writes for lack of space.
+const spaceRecheck = time.Second
+
 // partition is the scheduler of one owned partition. The loop goroutine
 // (run) loads the partition, follows its specs, fires due jobs and expires
 // leases; protocol handlers (assign, heartbeat, complete, takeBack) run in
@@ -64,9 +68,10 @@ type partition struct {
 
 // cancelledAttempt is a running attempt whose run was replaced.
 type cancelledAttempt struct {
-	attempt int
-	worker  string
-	until   time.Time // forgotten after
+	attempt    int
+	worker     string
+	credential string    // that took the attempt: only it may report it
+	until      time.Time // forgotten after
 }
 
 type jobEntry struct {
@@ -236,6 +241,9 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	}
 	if now.Before(pt.retryAt) {
 		return pt.retryAt // a write failed: etcd gets a moment
+	}
+	if pt.d.writesRefused() != nil {
+		return now.Add(spaceRecheck) // etcd is full: the gate logged it; no write would apply
 	}
 	pt.expire(ctx, now)
 	pt.fireDue(ctx, now)

@@ -18,6 +18,8 @@ import (
 // Errors are {"error": "..."} documents:
 //
 //	400 the request is malformed (the message names the field)
+//	401 no valid credential; 403 the credential may not use the worker
+//	    protocol, or the attempt was handed to another credential
 //	409 the attempt is stale: the run moved on (its lease expired and a new
 //	    attempt was made, it was replaced, it completed); the worker must
 //	    drop it and not retry the report
@@ -57,6 +59,15 @@ type PollRequest struct {
 	// Wait is how long to hold the request when nothing is ready, at most
 	// MaxPollWait; 0 answers at once.
 	Wait store.Duration `json:"wait,omitzero"`
+
+	// Credential is the ID of the credential the poll was authenticated
+	// with, recorded in each attempt it takes: only that credential may
+	// heartbeat or complete the attempt. Prefix, if not empty, limits the
+	// poll to runs of jobs whose ID starts with it (the credential's
+	// scope). Both are set by the HTTP layer from the request's
+	// credential, never from the request body.
+	Credential string `json:"-"`
+	Prefix     string `json:"-"`
 }
 
 // PollResponse hands attempts to a worker. Each attempt is recorded in
@@ -92,6 +103,10 @@ type HeartbeatRequest struct {
 	Worker  string `json:"worker"`
 	RunID   string `json:"run_id"`
 	Attempt int    `json:"attempt"`
+	// Credential is the ID of the request's credential (set by the HTTP
+	// layer, never from the body); it must be the one that took the
+	// attempt.
+	Credential string `json:"-"`
 }
 
 // HeartbeatResponse answers a heartbeat.
@@ -125,6 +140,10 @@ type CompleteRequest struct {
 	// or its head and its tail with a marker in between saying how many
 	// bytes were cut.
 	Output string `json:"output,omitempty"`
+	// Credential is the ID of the request's credential (set by the HTTP
+	// layer, never from the body); it must be the one that took the
+	// attempt.
+	Credential string `json:"-"`
 }
 
 // CompleteResponse answers a completion with the run's resulting status

@@ -33,6 +33,10 @@ var (
 	// ErrNoSpace: etcd's database is full (its space quota alarm is raised);
 	// it accepts no writes until an operator compacts and defragments it.
 	ErrNoSpace = errors.New("store full: etcd database space exceeded")
+	// ErrHighWater: etcd's database is above the fleet's high-water mark,
+	// a fraction of its quota; writes that would grow it (new jobs, larger
+	// replacements, triggers) are refused so that firing can go on.
+	ErrHighWater = errors.New("store nearly full: etcd database above its high-water mark")
 )
 
 // JobState is the scheduling state the partition's owner keeps for a job,
@@ -68,6 +72,7 @@ type Etcd struct {
 	partitions int
 	limits     Limits
 	now        func() time.Time
+	admit      func() error // nil: every write is admitted
 }
 
 // NewEtcd returns the store of namespace ns with p partitions.
@@ -76,6 +81,27 @@ func NewEtcd(client *clientv3.Client, ns string, p int, limits Limits, now func(
 		now = time.Now
 	}
 	return &Etcd{client: client, keys: Keys{NS: ns}, partitions: p, limits: limits, now: now}
+}
+
+// WithGuard returns a copy of the store that asks admit before each write
+// that grows etcd's database: Create, Put of a new job or of a larger
+// document than the one it replaces, and Trigger. A non-nil error from
+// admit (wrapping ErrHighWater or ErrNoSpace) refuses the write, which
+// changes nothing. Deletes, pauses and resumes are always admitted: they
+// are how an operator makes room. admit must be fast and safe for
+// concurrent use (*storage.Monitor.Admit answers from memory).
+func (s *Etcd) WithGuard(admit func() error) *Etcd {
+	c := *s
+	c.admit = admit
+	return &c
+}
+
+// guard returns admit's verdict, nil without a guard.
+func (s *Etcd) guard() error {
+	if s.admit == nil {
+		return nil
+	}
+	return s.admit()
 }
 
 // Keys returns the store's key layout.
@@ -90,10 +116,14 @@ func (s *Etcd) Partition(id string) int { return shard.Partition(id, s.partition
 // Create stores a new job. The job is normalized and validated here; it
 // returns a *FieldError for invalid input, ErrExists if the ID is taken,
 // and the stored job (with partition, timestamps and revision) on success,
-// once it is durable in etcd.
+// once it is durable in etcd. A store WithGuard returns the guard's error
+// (ErrHighWater, ErrNoSpace) for valid input it refuses.
 func (s *Etcd) Create(ctx context.Context, j Job) (Job, error) {
 	j, p, err := s.prepare(j)
 	if err != nil {
+		return Job{}, err
+	}
+	if err := s.guard(); err != nil {
 		return Job{}, err
 	}
 	now := s.nowMillis()
@@ -118,7 +148,8 @@ func (s *Etcd) Create(ctx context.Context, j Job) (Job, error) {
 }
 
 // Put creates or replaces a job, keeping the creation time of a replaced
-// one. created tells which happened.
+// one. created tells which happened. A store WithGuard asks its guard
+// before creating, or before replacing with a larger document.
 //
 // A job that names a Revision (as one read with Get does) replaces only
 // the stored job of that revision: if the stored job has another, or is
@@ -133,7 +164,7 @@ func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err er
 	}
 	key := s.keys.Spec(p, j.ID)
 	for range 10 {
-		old, rev, err := s.get(ctx, key)
+		old, rev, size, err := s.getSized(ctx, key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return Job{}, false, err
 		}
@@ -154,6 +185,11 @@ func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err er
 		val, err := json.Marshal(j)
 		if err != nil {
 			return Job{}, false, err
+		}
+		if rev == 0 || len(val) > size {
+			if err := s.guard(); err != nil {
+				return Job{}, false, err
+			}
 		}
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
@@ -211,15 +247,21 @@ func (s *Etcd) Get(ctx context.Context, id string) (Job, error) {
 }
 
 func (s *Etcd) get(ctx context.Context, key string) (Job, int64, error) {
+	j, rev, _, err := s.getSized(ctx, key)
+	return j, rev, err
+}
+
+// getSized is get that also returns the stored document's size in bytes.
+func (s *Etcd) getSized(ctx context.Context, key string) (Job, int64, int, error) {
 	resp, err := s.client.Get(ctx, key)
 	if err != nil {
-		return Job{}, 0, Classify(err)
+		return Job{}, 0, 0, Classify(err)
 	}
 	if len(resp.Kvs) == 0 {
-		return Job{}, 0, ErrNotFound
+		return Job{}, 0, 0, ErrNotFound
 	}
 	j, err := DecodeStoredJob(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
-	return j, resp.Kvs[0].ModRevision, err
+	return j, resp.Kvs[0].ModRevision, len(resp.Kvs[0].Value), err
 }
 
 // DecodeStoredJob decodes a spec as stored in etcd, with its mod revision.
@@ -334,7 +376,8 @@ func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, erro
 // Trigger records a request to fire job id now and returns the ID the run
 // will have. The request is durable when Trigger returns; the partition's
 // owner fires it (once) and deletes it. ErrNotFound if there is no such
-// job. A paused job can be triggered.
+// job. A paused job can be triggered. A store WithGuard asks its guard
+// first.
 //
 // Every accepted trigger gets a run of its own: run IDs have millisecond
 // precision, so a trigger whose millisecond is taken (by another trigger
@@ -342,6 +385,9 @@ func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, erro
 // transaction: the candidates are nested, each tried only if the ones
 // before are taken. If all are, it returns ErrTooManyTriggers.
 func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
+	if err := s.guard(); err != nil {
+		return "", err
+	}
 	p := s.Partition(id)
 	at := s.nowMillis()
 	var chain []clientv3.Op // the candidates from slot i on

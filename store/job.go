@@ -306,6 +306,9 @@ type Attempt struct {
 	Attempt int `json:"attempt"`
 	// Worker is the ID of the worker that held the attempt.
 	Worker string `json:"worker"`
+	// Credential is the ID of the credential whose poll took the attempt;
+	// only that credential may heartbeat or complete it.
+	Credential string `json:"credential,omitempty"`
 	// StartedAt is when the worker took the attempt.
 	StartedAt time.Time `json:"started_at"`
 	// FinishedAt is when the attempt ended; zero (omitted) while running.

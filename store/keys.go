@@ -46,8 +46,17 @@ func (k Keys) Trigger(p int, id string, t time.Time) string {
 	return k.TriggerPrefix(p, id) + FormatTime(t)
 }
 
+// AllRunsPrefix is the prefix of every run document of the namespace.
+func (k Keys) AllRunsPrefix() string { return k.NS + "runs/" }
+
+// AllQueuePrefix is the prefix of every partition's active-run index.
+func (k Keys) AllQueuePrefix() string { return k.NS + "queue/" }
+
+// AllStatePrefix is the prefix of every partition's scheduling states.
+func (k Keys) AllStatePrefix() string { return k.NS + "state/" }
+
 // StatePrefix is the prefix of partition p's scheduling states.
-func (k Keys) StatePrefix(p int) string { return k.NS + "state/" + part(p) + "/" }
+func (k Keys) StatePrefix(p int) string { return k.AllStatePrefix() + part(p) + "/" }
 
 // State is job id's scheduling state key.
 func (k Keys) State(p int, id string) string { return k.StatePrefix(p) + EscapeID(id) }
@@ -61,7 +70,7 @@ func (k Keys) RunPrefix(p int, id string) string {
 func (k Keys) Run(p int, id string, t time.Time) string { return k.RunPrefix(p, id) + FormatTime(t) }
 
 // QueuePrefix is the prefix of partition p's active-run index.
-func (k Keys) QueuePrefix(p int) string { return k.NS + "queue/" + part(p) + "/" }
+func (k Keys) QueuePrefix(p int) string { return k.AllQueuePrefix() + part(p) + "/" }
 
 // Queue is the active-run index key of job id's run for time t.
 func (k Keys) Queue(p int, id string, t time.Time) string {
@@ -117,7 +126,7 @@ func (k Keys) ParseQueueKey(p int, key string) (id string, t time.Time, ok bool)
 }
 
 // PartitionRunsPrefix is the prefix of partition p's runs.
-func (k Keys) PartitionRunsPrefix(p int) string { return k.NS + "runs/" + part(p) + "/" }
+func (k Keys) PartitionRunsPrefix(p int) string { return k.AllRunsPrefix() + part(p) + "/" }
 
 // ParseRunKey splits a key under PartitionRunsPrefix(p) into job ID and
 // scheduled time.

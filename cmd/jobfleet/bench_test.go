@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestBenchCommands runs tiny versions of `jobfleet bench scaling` and
-// `jobfleet bench rebalance` as processes and checks their tables and
+// TestBenchCommands runs tiny versions of `jobfleet bench scaling`,
+// `jobfleet bench soak` and `jobfleet bench rebalance` as processes and checks their tables and
 // files, so the commands cannot rot.
 func TestBenchCommands(t *testing.T) {
 	out := t.TempDir()
@@ -24,6 +24,12 @@ func TestBenchCommands(t *testing.T) {
 			args:  []string{"bench", "scaling", "--members=1,2", "--strategies=global-lock,sharded", "--workloads=drain", "--drain-jobs=30", "--partitions=8", "--store-writers=2", "--store-duration=200ms", "--no-fsync"},
 			table: "sharded/global-lock",
 			files: []string{"scaling/scaling_summary.csv", "scaling/scaling.json", "scaling/scaling_drain.png"},
+		},
+		{
+			name:  "soak",
+			args:  []string{"bench", "soak", "--duration=2s", "--fires-per-second=10", "--partitions=8", "--sample-interval=500ms", "--compaction-interval=1s", "--etcd-quota-bytes=64MiB", "--no-fsync"},
+			table: "per kept run",
+			files: []string{"soak/soak_summary.csv", "soak/soak_samples.csv", "soak/soak.json", "soak/soak_size.png"},
 		},
 		{
 			name:  "rebalance",

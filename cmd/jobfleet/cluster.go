@@ -12,21 +12,39 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
 )
 
 // clientOptions are the flags of commands that talk to the HTTP API.
+// Where the API is and which credential to send are resolved once per
+// command by prepare, in this order: a flag, its JOBFLEET_* environment
+// variable, the context (--context, JOBFLEET_CONTEXT, or the current
+// one), the default; each setting on its own (a --server flag with the
+// context's token sends that token to the flag's server, as for kubectl).
 type clientOptions struct {
-	server  string
-	output  string
-	timeout time.Duration
+	server      string
+	output      string
+	timeout     time.Duration
+	token       string
+	tokenFile   string
+	contextName string
+
+	flags *pflag.FlagSet // to tell given flags from defaults
+
+	prepared bool
+	ctx      cliContext // the context in use (zero if none); its ca, cert and key are the TLS client settings
+	bearer   string     // the resolved token, "" for none
+	client   *http.Client
 	// TLS: ca verifies the server (empty: the system's CAs), cert and key
-	// are a client certificate. Set from --ca, --cert, --key (or JOBFLEET_CA,
-	// ...); a CLI context's "ca", "cert" and "key" fill the ones not given
-	// before httpClient is called (flag > environment > context).
+	// are a client certificate: --ca, --cert, --key (or JOBFLEET_CA, ...),
+	// else the context's "ca", "cert" and "key".
 	ca, cert, key string
 }
 
@@ -35,29 +53,98 @@ const defaultServer = "http://127.0.0.1:8080"
 
 func (o *clientOptions) register(cmd *cobra.Command) {
 	fs := cmd.PersistentFlags()
-	fs.StringVar(&o.server, "server", defaultServer, "URL of any orchestrator's HTTP API (http://HOST:PORT, https://..., or HOST:PORT for http)")
+	fs.StringVar(&o.server, "server", defaultServer, "URL of any orchestrator's HTTP API (http://HOST:PORT, https://..., or HOST:PORT for http; default: the context's, else "+defaultServer+")")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "request timeout")
-	fs.StringVar(&o.ca, "ca", "", "PEM file of the CAs to verify an https --server against (default: the system's)")
+	fs.StringVar(&o.token, "token", "", "bearer token of a credential (default: the context's)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token")
+	fs.StringVar(&o.contextName, "context", "", "named context to use (jobfleet context ls; default: the current one)")
+	fs.StringVar(&o.ca, "ca", "", "PEM file of the CAs to verify an https --server against (default: the context's, else the system's)")
 	fs.StringVar(&o.cert, "cert", "", "PEM client certificate file to present to the server (with --key)")
 	fs.StringVar(&o.key, "key", "", "PEM private key file of --cert")
+	o.flags = fs
+}
+
+// prepare resolves the server, the credential and the HTTP client.
+func (o *clientOptions) prepare() error {
+	if o.prepared {
+		return nil
+	}
+	if o.output != "table" && o.output != "json" {
+		return fmt.Errorf("--output must be table or json, got %q", o.output)
+	}
+	flag := func(name string) *pflag.Flag {
+		if o.flags == nil {
+			return nil
+		}
+		return o.flags.Lookup(name)
+	}
+	// The context: --context or JOBFLEET_CONTEXT, else the current one.
+	cfg, err := loadConfig()
+	name := o.contextName
+	if name == "" && err == nil {
+		name = cfg.CurrentContext
+	}
+	if name != "" {
+		if err != nil {
+			return err
+		}
+		c, ok := cfg.Contexts[name]
+		if !ok {
+			return fmt.Errorf("no context %q (jobfleet context ls lists them)", name)
+		}
+		o.ctx = c
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+		ctx  string
+	}{{"server", &o.server, o.ctx.Server}, {"ca", &o.ca, o.ctx.CA}, {"cert", &o.cert, o.ctx.Cert}, {"key", &o.key, o.ctx.Key}} {
+		if fl := flag(f.name); (fl == nil || !fl.Changed) && f.ctx != "" {
+			*f.dst = f.ctx
+		}
+	}
+	switch {
+	case fromFlag(flag("token")) && fromFlag(flag("token-file")):
+		return errors.New("give --token or --token-file, not both")
+	case fromFlag(flag("token")):
+		o.bearer = o.token
+	case fromFlag(flag("token-file")):
+		o.bearer, err = auth.ReadTokenFile(o.tokenFile)
+	case fromEnv(flag("token")):
+		o.bearer = o.token
+	case fromEnv(flag("token-file")):
+		o.bearer, err = auth.ReadTokenFile(o.tokenFile)
+	case o.ctx.Token != "":
+		o.bearer = o.ctx.Token
+	case o.ctx.TokenFile != "":
+		o.bearer, err = auth.ReadTokenFile(o.ctx.TokenFile)
+	case o.token != "": // set by code (tests), not by a flag
+		o.bearer = o.token
+	}
+	if err != nil {
+		return err
+	}
+	if o.client, err = o.httpClient(); err != nil {
+		return err
+	}
+	o.prepared = true
+	return nil
 }
 
 // httpClient returns the client of the API requests: the request timeout,
-// and TLS from the CA, certificate and key options.
+// TLS from the CA, certificate and key options, and the resolved bearer
+// token on every request.
 func (o *clientOptions) httpClient() (*http.Client, error) {
-	c := &http.Client{Timeout: o.timeout}
-	if o.ca == "" && o.cert == "" && o.key == "" {
-		return c, nil
-	}
-	tc, err := clientTLS("--", o.ca, o.cert, o.key)
-	if err != nil {
-		return nil, err
-	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.TLSClientConfig = tc
-	c.Transport = t
-	return c, nil
+	if o.ca != "" || o.cert != "" || o.key != "" {
+		tc, err := clientTLS("--", o.ca, o.cert, o.key)
+		if err != nil {
+			return nil, err
+		}
+		t.TLSClientConfig = tc
+	}
+	return &http.Client{Timeout: o.timeout, Transport: &auth.BearerTransport{Token: o.bearer, Base: t}}, nil
 }
 
 // baseURL returns --server as a URL: a bare "HOST:PORT" (or HOST) means
@@ -90,8 +177,8 @@ func (o *clientOptions) apiURL(path string) (string, error) {
 // do sends a request and decodes a 2xx JSON reply into out; a non-2xx reply
 // becomes an error carrying the server's message.
 func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
-	if o.output != "table" && o.output != "json" {
-		return fmt.Errorf("--output must be table or json, got %q", o.output)
+	if err := o.prepare(); err != nil {
+		return err
 	}
 	u, err := o.apiURL(path)
 	if err != nil {
@@ -104,12 +191,8 @@ func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	client, err := o.httpClient()
-	if err != nil {
-		return err
-	}
-	defer client.CloseIdleConnections() // no connection outlives its command
-	resp, err := client.Do(req)
+	defer o.client.CloseIdleConnections() // no connection outlives its command
+	resp, err := o.client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -124,9 +207,9 @@ func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
 			Reason string `json:"reason"`
 		}
 		if json.Unmarshal(data, &e) == nil && (e.Error != "" || e.Reason != "") {
-			return fmt.Errorf("%s: %s%s", resp.Status, e.Error, e.Reason)
+			return fmt.Errorf("%s: %s%s%s", resp.Status, e.Error, e.Reason, authHint(resp.StatusCode))
 		}
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+		return fmt.Errorf("%s: %s%s", resp.Status, strings.TrimSpace(string(data)), authHint(resp.StatusCode))
 	}
 	if out == nil {
 		return nil
@@ -136,6 +219,14 @@ func (o *clientOptions) do(method, path string, body io.Reader, out any) error {
 		return nil
 	}
 	return json.Unmarshal(data, out)
+}
+
+// authHint says how to give a credential, after a 401.
+func authHint(code int) string {
+	if code != http.StatusUnauthorized {
+		return ""
+	}
+	return " (give a credential: --token, --token-file or JOBFLEET_TOKEN, or a context: jobfleet context ls)"
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -215,6 +306,19 @@ func newClusterCmd() *cobra.Command {
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
+		Use: "storage", Short: "Show etcd's database size, quota, high-water mark, revisions, the fleet's last compaction, key counts and alarms", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var r storage.Report
+			if err := opts.do("GET", "/v1/cluster/storage", nil, &r); err != nil {
+				return err
+			}
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), r)
+			}
+			return printStorage(cmd.OutOrStdout(), r)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
 		Use: "drain --server URL", Short: "Ask the member at --server (which must be given) to hand its partitions over and leave", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Draining stops a member: it must be named, never taken from
@@ -234,4 +338,53 @@ func newClusterCmd() *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// printStorage writes the storage report as a two-column table, then one
+// row per etcd endpoint.
+func printStorage(w io.Writer, r storage.Report) error {
+	size := func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "DATABASE\t%s (in use %s)\n", size(r.DBSize), size(r.DBSizeInUse))
+	fmt.Fprintf(tw, "QUOTA\t%s (%s)\n", size(r.Quota), map[string]string{
+		storage.QuotaFromFlag: "from --etcd-quota-bytes", storage.QuotaFromEtcd: "as etcd reports it", storage.QuotaFromDefault: "etcd's default",
+	}[r.QuotaSource])
+	state := "below: accepting new work"
+	if r.AboveHighWater {
+		state = "ABOVE: new jobs, larger replacements and triggers are refused (507)"
+	}
+	fmt.Fprintf(tw, "HIGH WATER\t%s (%g%% of the quota), %s\n", size(r.HighWaterBytes), r.HighWater*100, state)
+	fmt.Fprintf(tw, "REVISION\t%d\n", r.Revision)
+	switch {
+	case r.Compaction != nil:
+		fmt.Fprintf(tw, "COMPACTED\t%d (%d revisions kept), by %s at %s\n", r.CompactedRevision, r.Revision-r.CompactedRevision,
+			r.Compaction.Member, r.Compaction.At.Format(time.RFC3339))
+	case r.CompactionInterval == 0:
+		fmt.Fprintf(tw, "COMPACTED\tunknown: compaction is left to etcd (--compaction-interval=0)\n")
+	default:
+		fmt.Fprintf(tw, "COMPACTED\tnot yet (the fleet compacts every %v)\n", r.CompactionInterval)
+	}
+	if r.CompactionInterval > 0 {
+		fmt.Fprintf(tw, "COMPACTION\tevery %v, keeping that much history\n", r.CompactionInterval)
+	}
+	fmt.Fprintf(tw, "KEYS\t%d jobs (with pending triggers), %d runs (%d active), %d in all\n", r.Keys.Jobs, r.Keys.Runs, r.Keys.ActiveRuns, r.Keys.Total)
+	if h := r.History; h != nil {
+		fmt.Fprintf(tw, "HISTORY\t%s in %d runs on %s's %d partitions (their budget share %s); the fleet's is the sum over the members\n",
+			size(h.Bytes), h.Runs, h.Member, h.Partitions, size(h.BudgetBytes))
+	}
+	alarms := "none"
+	if len(r.Alarms) > 0 {
+		var as []string
+		for _, a := range r.Alarms {
+			as = append(as, a.Alarm+" on etcd member "+a.Member)
+		}
+		alarms = strings.Join(as, ", ")
+	}
+	fmt.Fprintf(tw, "ALARMS\t%s\n", alarms)
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "ENDPOINT\tDATABASE\tIN USE\tERROR")
+	for _, e := range r.Endpoints {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Endpoint, size(e.DBSize), size(e.DBSizeInUse), e.Error)
+	}
+	return tw.Flush()
 }

@@ -45,8 +45,15 @@ then succeeds on its third attempt), created when absent (a restart on the
 same --data-dir keeps them as you left them). Stop it with Ctrl-C: the workers finish
 their attempts, the members hand their partitions over and leave.
 
+The API needs a credential. dev makes an admin and a worker credential,
+writes their tokens to <data-dir>/admin.token and worker.token (mode
+0600), and writes a "dev" CLI context (the first member, the admin token)
+and makes it current, so client commands need no flags. A restart with the
+same --data-dir reuses them.
+
 Other processes can join the same fleet:
-  jobfleet orchestrator --etcd-endpoints=http://127.0.0.1:2379 --listen=127.0.0.1:8090`,
+  jobfleet orchestrator --etcd-endpoints=http://127.0.0.1:2379 --listen=127.0.0.1:8090
+  jobfleet worker --etcd-endpoints=http://127.0.0.1:2379 --token-file=<data-dir>/worker.token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if orchestrators < 1 || orchestrators > 64 {
@@ -161,6 +168,17 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	}
 	defer client.Close()
 
+	urls := make([]string, cfg.n)
+	for i := range cfg.n {
+		urls[i] = "http://" + net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port+i))
+	}
+	workerToken := ""
+	if cfg.mem.insecureNoAuth {
+		writeDevContext(lg, urls[0], "")
+	} else if workerToken, err = devAuth(ctx, lg, client, cfg.mem.namespace, cfg.dataDir, urls[0]); err != nil {
+		return err
+	}
+
 	var members []*member
 	defer func() {
 		var wg sync.WaitGroup
@@ -205,7 +223,6 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 			m.shutdown() // drained or stopped: it no longer serves
 		}()
 	}
-	urls := make([]string, len(members))
 	for i, m := range members {
 		urls[i] = m.http.URL()
 	}
@@ -221,14 +238,14 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 		defer close(workersDone)
 		if cfg.workers > 0 {
 			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, worker.EtcdOrchestrators(client, cfg.mem.namespace),
-				append(etcd.Endpoints(), "http://"+etcd.PeerAddr()))
+				append(etcd.Endpoints(), "http://"+etcd.PeerAddr()), workerToken)
 		}
 		<-ctx.Done()
 		stopOrchs()
 	}()
 	api := urls[0]
 	lg.Info("jobfleet dev is up", zap.Strings("api", urls), zap.Int("workers", cfg.workers),
-		zap.String("try", "curl "+api+"/v1/cluster/partitions; jobfleet job ls; jobfleet job runs example-flaky"))
+		zap.String("try", "jobfleet cluster partitions; jobfleet job ls; jobfleet job runs example-flaky; curl -H \"Authorization: Bearer $(cat "+filepath.Join(cfg.dataDir, "admin.token")+")\" "+api+"/v1/jobs"))
 	wg.Wait()
 	stopOrchs()
 	<-workersDone

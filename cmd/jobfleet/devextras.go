@@ -154,8 +154,9 @@ func staleEchoURL(existing, example store.Executor) bool {
 //
 // Their http executor may call loopback (the echo endpoint, receivers a
 // developer runs on this machine), but never the fleet's orchestrators nor
-// etcd's client (found through src) and peer (fleet) endpoints.
-func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discovery, fleet []string) error {
+// etcd's client (found through src) and peer (fleet) endpoints. They share
+// dev's worker credential, token.
+func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discovery, fleet []string, token string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
@@ -166,6 +167,7 @@ func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discov
 			AllowShell:      true, // dev runs on the developer's own machine
 			ShutdownTimeout: 10 * time.Second,
 			HTTPPolicy:      worker.HTTPPolicy{Allow: []string{"127.0.0.0/8", "::1"}, Fleet: fleet},
+			Token:           token,
 			Logger:          lg.Named("worker"),
 		})
 		if err != nil {

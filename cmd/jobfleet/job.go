@@ -51,8 +51,8 @@ func orchestratorJobs(orch jobsSource) admin.JobsFunc {
 // Unlike do, it keeps the query out of the path, so IDs in path can be
 // escaped with url.PathEscape and limits and cursors passed as a query.
 func (o *clientOptions) send(method, path string, query url.Values, body []byte, out any) (int, error) {
-	if o.output != "table" && o.output != "json" {
-		return 0, fmt.Errorf("--output must be table or json, got %q", o.output)
+	if err := o.prepare(); err != nil {
+		return 0, err
 	}
 	u, err := o.apiURL(path)
 	if err != nil {
@@ -72,12 +72,8 @@ func (o *clientOptions) send(method, path string, query url.Values, body []byte,
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	client, err := o.httpClient()
-	if err != nil {
-		return 0, err
-	}
-	defer client.CloseIdleConnections() // no connection outlives its command
-	resp, err := client.Do(req)
+	defer o.client.CloseIdleConnections() // no connection outlives its command
+	resp, err := o.client.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -91,9 +87,9 @@ func (o *clientOptions) send(method, path string, query url.Values, body []byte,
 			Error string `json:"error"`
 		}
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return resp.StatusCode, fmt.Errorf("%s: %s", resp.Status, e.Error)
+			return resp.StatusCode, fmt.Errorf("%s: %s%s", resp.Status, e.Error, authHint(resp.StatusCode))
 		}
-		return resp.StatusCode, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+		return resp.StatusCode, fmt.Errorf("%s: %s%s", resp.Status, strings.TrimSpace(string(data)), authHint(resp.StatusCode))
 	}
 	if out == nil {
 		return resp.StatusCode, nil

@@ -19,9 +19,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/auth/authtest"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
@@ -43,32 +46,70 @@ func (apiMember) Drain()                      {}
 // cliEnv is the HTTP API over a real etcd store in a fresh namespace,
 // served in process, for running job commands against.
 type cliEnv struct {
-	t     *testing.T
-	url   string
-	store *store.Etcd
+	t      *testing.T
+	url    string
+	store  *store.Etcd
+	client *clientv3.Client
+	ns     string
+	cache  *auth.Cache
+	token  string // an admin's
 }
 
 func newCLIEnv(t *testing.T) *cliEnv {
 	t.Helper()
 	client := etcd.Client(t)
-	s := store.NewEtcd(client, etcdtest.Namespace(t), 16, store.DefaultLimits(), nil)
+	ns := etcdtest.Namespace(t)
+	s := store.NewEtcd(client, ns, 16, store.DefaultLimits(), nil)
+	cache, err := auth.NewCache(client, auth.CacheConfig{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cache.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c := &cliEnv{t: t, store: s, client: client, ns: ns, cache: cache}
+	c.token = c.credential(auth.CreateRequest{Role: auth.RoleAdmin}).Secret
 	h := admin.Handler(apiMember{}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zaptest.NewLogger(t),
 		Jobs:     func() (admin.JobStore, error) { return s, nil },
+		Auth:     cache,
+		Tokens:   auth.NewStore(client, ns, nil),
+		Limits:   admin.Limits{Rate: -1},
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &cliEnv{t: t, url: srv.URL, store: s}
+	c.url = srv.URL
+	return c
 }
 
-// run runs `jobfleet job --server URL args...` with stdin and returns its
-// standard output.
+// credential stores a credential and waits until the API knows it.
+func (c *cliEnv) credential(req auth.CreateRequest) auth.Created {
+	c.t.Helper()
+	cr, rev := authtest.Create(c.t, c.client, c.ns, req)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.cache.WaitRevision(ctx, rev); err != nil {
+		c.t.Fatal(err)
+	}
+	return cr
+}
+
+// run runs `jobfleet job --server URL --token TOKEN args...` with stdin and
+// returns its standard output.
 func (c *cliEnv) run(stdin string, args ...string) (string, error) {
+	c.t.Helper()
+	return c.runCmd(stdin, append([]string{"job", "--server", c.url, "--token", c.token}, args...)...)
+}
+
+// runCmd runs `jobfleet args...` in process with stdin and returns its
+// standard output.
+func (c *cliEnv) runCmd(stdin string, args ...string) (string, error) {
 	c.t.Helper()
 	root := newRootCmd()
 	var out, errOut bytes.Buffer
-	root.SetArgs(append([]string{"job", "--server", c.url}, args...))
+	root.SetArgs(args)
 	root.SetIn(strings.NewReader(stdin))
 	root.SetOut(&out)
 	root.SetErr(&errOut)
@@ -361,7 +402,7 @@ func TestServerFlag(t *testing.T) {
 	for _, server := range []string{hostPort, "http://" + hostPort, "http://" + hostPort + "/", " " + hostPort} {
 		root := newRootCmd()
 		var out bytes.Buffer
-		root.SetArgs([]string{"job", "--server", server, "ls"})
+		root.SetArgs([]string{"job", "--server", server, "--token", c.token, "ls"})
 		root.SetOut(&out)
 		if err := root.ExecuteContext(context.Background()); err != nil || !strings.Contains(out.String(), "x ") {
 			t.Errorf("--server %q: got %q, %v; want the job listed", server, out.String(), err)
@@ -383,7 +424,8 @@ func TestClusterDrainNeedsServer(t *testing.T) {
 	t.Setenv("JOBFLEET_SERVER", "") // restored after the test
 	os.Unsetenv("JOBFLEET_SERVER")
 	var drains atomic.Int32
-	srv := httptest.NewServer(admin.Handler(countingDrainMember{&drains}, admin.Config{Gatherer: prometheus.NewRegistry()}))
+	// Authentication is off: the test is about which member is named.
+	srv := httptest.NewServer(admin.Handler(countingDrainMember{&drains}, admin.Config{Gatherer: prometheus.NewRegistry(), Insecure: true}))
 	t.Cleanup(srv.Close)
 	run := func(env string, args ...string) (string, error) {
 		if env != "" {

@@ -71,13 +71,14 @@ func newRootCmd() *cobra.Command {
 			return bindEnv(cmd)
 		},
 	}
-	root.AddCommand(newOrchestratorCmd(), newDevCmd(), newClusterCmd(), newJobCmd(), newBenchCmd(), newWorkerCmd(), newEtcdCmd(), newVersionCmd(), newFlagsCmd())
+	root.AddCommand(newOrchestratorCmd(), newDevCmd(), newClusterCmd(), newJobCmd(), newTokenCmd(), newContextCmd(), newBenchCmd(), newWorkerCmd(), newEtcdCmd(), newVersionCmd(), newFlagsCmd())
 	return root
 }
 
 // bindEnv sets every flag the user did not give from the environment
 // variable JOBFLEET_<FLAG_NAME> (upper case, dashes as underscores), e.g.
-// --etcd-endpoints from JOBFLEET_ETCD_ENDPOINTS.
+// --etcd-endpoints from JOBFLEET_ETCD_ENDPOINTS, and marks it so that
+// fromFlag and fromEnv can tell the two apart.
 func bindEnv(cmd *cobra.Command) error {
 	var err error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
@@ -88,10 +89,28 @@ func bindEnv(cmd *cobra.Command) error {
 		if v, ok := os.LookupEnv(name); ok {
 			if serr := cmd.Flags().Set(f.Name, v); serr != nil {
 				err = fmt.Errorf("%s=%q: %w", name, v, serr)
+				return
 			}
+			if f.Annotations == nil {
+				f.Annotations = map[string][]string{}
+			}
+			f.Annotations[envAnnotation] = []string{name}
 		}
 	})
 	return err
+}
+
+// envAnnotation marks a flag that bindEnv set from the environment.
+const envAnnotation = "jobfleet-from-env"
+
+// fromFlag reports whether flag f was given on the command line.
+func fromFlag(f *pflag.Flag) bool {
+	return f != nil && f.Changed && f.Annotations[envAnnotation] == nil
+}
+
+// fromEnv reports whether flag f was set from its environment variable.
+func fromEnv(f *pflag.Flag) bool {
+	return f != nil && f.Changed && f.Annotations[envAnnotation] != nil
 }
 
 // envName is the environment variable of flag name: JOBFLEET_ and the

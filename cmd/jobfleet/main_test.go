@@ -19,13 +19,43 @@ var (
 	etcd *etcdtest.Server
 	// binary is the jobfleet binary built from this package.
 	binary string
+	// adminSecretFile holds the bootstrap admin secret the tests'
+	// orchestrator processes accept (--admin-token-file), adminSecret.
+	adminSecretFile string
+	// testConfigHome is the XDG_CONFIG_HOME of the tests' own process,
+	// and procConfigHome that of the processes they start (unless a test
+	// sets its own): a `jobfleet dev` process writes a current "dev"
+	// context there, which must not leak into the commands the tests run
+	// in process.
+	testConfigHome, procConfigHome string
 )
+
+// adminSecret is the tests' bootstrap admin secret.
+const adminSecret = "process-tests-bootstrap-admin-secret-0123456789"
 
 func TestMain(m *testing.M) {
 	leakOpts := goleak.IgnoreCurrent()
 	dir, err := os.MkdirTemp("", "jobfleet-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "temp dir:", err)
+		os.Exit(1)
+	}
+	// The tests, and the processes they start, never touch the real
+	// user's configuration: contexts go to a directory of their own.
+	home := filepath.Join(dir, "home")
+	testConfigHome, procConfigHome = filepath.Join(home, ".config"), filepath.Join(dir, "proc-config")
+	for _, kv := range [][2]string{{"HOME", home}, {"XDG_CONFIG_HOME", testConfigHome}, {"", procConfigHome}} {
+		if err := os.MkdirAll(kv[1], 0o700); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if kv[0] != "" {
+			os.Setenv(kv[0], kv[1])
+		}
+	}
+	adminSecretFile = filepath.Join(dir, "admin-secret")
+	if err := os.WriteFile(adminSecretFile, []byte(adminSecret+"\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "jobfleet")

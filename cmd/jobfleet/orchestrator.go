@@ -18,10 +18,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/skewclock"
+	"github.com/jobfleet/jobfleet/internal/storage"
 )
 
 // etcdOptions are the flags that say how to reach etcd.
@@ -99,6 +101,14 @@ type memberOptions struct {
 	// internal/skewclock).
 	clockOffsetFile string
 	clock           clockwork.Clock // nil: the real clock
+
+	adminTokenFile     string
+	insecureNoAuth     bool
+	limits             admin.Limits
+	compactionInterval time.Duration
+	etcdQuota          byteSize
+	highWater          float64
+	storageCheck       time.Duration
 }
 
 func (o *memberOptions) register(cmd *cobra.Command) {
@@ -110,9 +120,82 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 1024; must match an existing cluster's)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
 	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
+	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
+	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "turn authentication off: every caller is admin (only with a loopback --listen)")
 	o.retention.register(cmd)
 	fs.StringVar(&o.clockOffsetFile, "test-clock-offset-file", "", "fault injection only: skew this member's clock by the Go duration this file holds, re-read every 100ms")
 	_ = fs.MarkHidden("test-clock-offset-file")
+	d := admin.DefaultLimits()
+	fs.Float64Var(&o.limits.Rate, "api-rate", d.Rate, "requests per second each credential may make to the API, worker protocol excluded (negative: unlimited)")
+	fs.IntVar(&o.limits.Burst, "api-burst", d.Burst, "burst of --api-rate")
+	fs.IntVar(&o.limits.MaxPolls, "max-polls", d.MaxPolls, "worker long polls this member holds at once")
+	fs.IntVar(&o.limits.MaxPollsPerCredential, "max-polls-per-credential", d.MaxPollsPerCredential, "worker long polls this member holds at once per credential")
+	fs.DurationVar(&o.compactionInterval, "compaction-interval", storage.DefaultCompactionInterval, "how often the fleet compacts etcd's history, keeping this much of it (at least 1s); 0 leaves compaction to etcd's own --auto-compaction-*")
+	fs.Var(&o.etcdQuota, "etcd-quota-bytes", "etcd's space quota: set it to etcd's --quota-backend-bytes (like 8GiB); 0 takes what etcd reports (v3.6+), else etcd's default 2GiB")
+	fs.Float64Var(&o.highWater, "storage-high-water", storage.DefaultHighWater, "fraction of the etcd quota above which new jobs, growing replacements and triggers are refused with 507 (0 < f <= 1)")
+	fs.DurationVar(&o.storageCheck, "storage-check-interval", storage.DefaultCheckInterval, "how often each member reads etcd's database size and alarms")
+}
+
+// loopbackListen reports whether listen address addr (HOST:PORT) binds
+// only loopback: "localhost" or a loopback IP. A wildcard host is not.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authConfig returns the credential settings of a member listening on
+// listen (and metricsListen, "" for none): the bootstrap secret, and
+// whether authentication is off (only allowed when every listener is on
+// loopback, with a warning).
+func (o *memberOptions) authConfig(lg *zap.Logger, listen, metricsListen string) (secret string, insecure bool, err error) {
+	if err := o.limits.Validate(); err != nil {
+		return "", false, fmt.Errorf("--api-burst/--max-polls: %w", err)
+	}
+	if o.insecureNoAuth {
+		if !loopbackListen(listen) {
+			return "", false, fmt.Errorf("--insecure-no-auth is refused on --listen %q: authentication may be off only on a loopback address (127.0.0.1, ::1, localhost)", listen)
+		}
+		if metricsListen != "" && !loopbackListen(metricsListen) {
+			return "", false, fmt.Errorf("--insecure-no-auth is refused with --metrics-listen %q: every listener must be a loopback address", metricsListen)
+		}
+		lg.Warn("AUTHENTICATION IS OFF (--insecure-no-auth): every process and web page that can reach this loopback listener acts as admin", zap.String("listen", listen))
+		return "", true, nil
+	}
+	if o.adminTokenFile != "" {
+		if secret, err = auth.ReadBootstrapFile(o.adminTokenFile); err != nil {
+			return "", false, fmt.Errorf("--admin-token-file: %w", err)
+		}
+	}
+	return secret, false, nil
+}
+
+// storageConfig is the storage part of the member's configuration.
+func (o *memberOptions) storageConfig() (storage.Config, error) {
+	switch {
+	case o.compactionInterval < 0:
+		return storage.Config{}, fmt.Errorf("--compaction-interval %v is negative; 0 turns the fleet's compaction off", o.compactionInterval)
+	case !(o.highWater > 0 && o.highWater <= 1):
+		return storage.Config{}, fmt.Errorf("--storage-high-water %v: want a fraction of the quota, above 0 and at most 1 (like 0.8)", o.highWater)
+	case o.storageCheck <= 0:
+		return storage.Config{}, fmt.Errorf("--storage-check-interval %v: want a positive duration", o.storageCheck)
+	}
+	c := storage.Config{
+		CompactionInterval: o.compactionInterval,
+		QuotaBytes:         int64(o.etcdQuota),
+		HighWater:          o.highWater,
+		CheckInterval:      o.storageCheck,
+	}
+	if c.CompactionInterval == 0 {
+		c.CompactionInterval = storage.CompactionOff
+	}
+	return c, nil // the rest is checked by orchestrator.New
 }
 
 // resolve fills the derived defaults (ID, advertise URL) for listen address
@@ -257,20 +340,38 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	if err != nil {
 		return nil, err
 	}
+	secret, insecure, err := o.authConfig(lg, listen, serving.metricsListen)
+	if err != nil {
+		return nil, err
+	}
+	stc, err := o.storageConfig()
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	ocfg := orchestrator.Config{
-		ID:         id,
-		Advertise:  advertise,
-		Namespace:  o.namespace,
-		Partitions: o.partitions,
-		LeaseTTL:   o.leaseTTL,
-		RunLease:   o.runLease,
-		Clock:      o.clock,
-		Logger:     lg,
-		Registry:   reg,
+		ID:          id,
+		Advertise:   advertise,
+		Namespace:   o.namespace,
+		Partitions:  o.partitions,
+		LeaseTTL:    o.leaseTTL,
+		RunLease:    o.runLease,
+		AdminSecret: secret,
+		Storage:     stc,
+		Clock:       o.clock,
+		Logger:      lg,
+		Registry:    reg,
 	}
-	acfg := admin.Config{Gatherer: reg, Logger: lg.With(zap.String("member", id))}
+	acfg := admin.Config{
+		Gatherer: reg,
+		Registry: reg,
+		Logger:   lg.With(zap.String("member", id)),
+		Tokens:   auth.NewStore(client, o.namespace, nil),
+		Insecure: insecure,
+		Loopback: loopbackListen(listen),
+		Limits:   o.limits,
+	}
 	if err := o.retention.apply(&ocfg, &acfg); err != nil {
 		return nil, err
 	}
@@ -279,7 +380,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		return nil, err
 	}
 	mlg := acfg.Logger
-	acfg.Jobs, acfg.Worker = orchestratorJobs(orch), orchestratorWorker(orch)
+	acfg.Jobs, acfg.Worker, acfg.Auth, acfg.Storage = orchestratorJobs(orch), orchestratorWorker(orch), orch.Credentials(), orch.Storage
 	h := admin.Handler(orch, acfg)
 	srv, err := httpserver.Start(listen, h, serving.api)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
@@ -38,8 +40,13 @@ const (
 	pollInterval = 50 * time.Millisecond
 )
 
-// httpClient keeps no idle connections, so no goroutine outlives a request.
-var httpClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+// httpClient keeps no idle connections, so no goroutine outlives a
+// request; it authenticates with the tests' bootstrap admin secret, which
+// every orchestrator process started by startOrchestrator accepts.
+var httpClient = &http.Client{Timeout: 2 * time.Second, Transport: &auth.BearerTransport{Token: adminSecret, Base: &http.Transport{DisableKeepAlives: true}}}
+
+// anonClient sends no credential.
+var anonClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
 // syncBuffer is a bytes.Buffer safe for concurrent use: the process writes
 // through exec's copying goroutine while the test reads.
@@ -90,6 +97,9 @@ func startCommand(t *testing.T, name, path string, args ...string) *proc {
 		if !strings.HasPrefix(kv, "JOBFLEET_") {
 			p.cmd.Env = append(p.cmd.Env, kv)
 		}
+	}
+	if os.Getenv("XDG_CONFIG_HOME") == testConfigHome {
+		p.cmd.Env = append(p.cmd.Env, "XDG_CONFIG_HOME="+procConfigHome) // the last one counts
 	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -171,6 +181,7 @@ func startOrchestrator(t *testing.T, ns, id string, extra ...string) *orch {
 			"--namespace=" + ns,
 			"--lease-ttl=" + leaseTTL.String(),
 			"--partitions=" + strconv.Itoa(partitions),
+			"--admin-token-file=" + adminSecretFile,
 			"--log-format=json",
 		}, extra...)
 		o := &orch{proc: startProc(t, id, args...), id: id, url: "http://" + addr}
@@ -205,9 +216,13 @@ func startFleet(t *testing.T, ns string, ids ...string) []*orch {
 	return fleet
 }
 
-// getJSON GETs url and decodes a 200 reply into out (if not nil).
-func getJSON(url string, out any) (int, error) {
-	resp, err := httpClient.Get(url)
+// getJSON GETs url as the tests' admin and decodes a 200 reply into out
+// (if not nil).
+func getJSON(url string, out any) (int, error) { return getJSONWith(httpClient, url, out) }
+
+// getJSONWith is getJSON with client c.
+func getJSONWith(c *http.Client, url string, out any) (int, error) {
+	resp, err := c.Get(url)
 	if err != nil {
 		return 0, err
 	}
@@ -545,10 +560,30 @@ func freePortPair(t *testing.T) int {
 	return 0
 }
 
+// runCLIProc runs a jobfleet client command as a process (with the test's
+// XDG_CONFIG_HOME, no JOBFLEET_* variable) and returns its standard output
+// and error; it fails the test unless the command exits 0.
+func runCLIProc(t *testing.T, args ...string) (stdout, stderr string) {
+	t.Helper()
+	p := startProc(t, "jobfleet "+strings.Join(args, " "), args...)
+	if code := p.waitExit(t, 20*time.Second); code != 0 {
+		t.Fatalf("jobfleet %q: exit code %d\n%s%s", args, code, p.stdout.String(), p.stderr.String())
+	}
+	return p.stdout.String(), p.stderr.String()
+}
+
+// TestDevCommandStartsFleet runs the quick start: jobfleet dev, then the
+// README's client commands with no flags at all (dev made a credential
+// and a current CLI context for them), while an anonymous request is
+// refused.
 func TestDevCommandStartsFleet(t *testing.T) {
+	// dev writes its context into a configuration of this test's own
+	// (the processes inherit the variable).
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	var (
-		dev  *proc
-		urls []string
+		dev     *proc
+		urls    []string
+		dataDir string
 	)
 	for attempt := 1; ; attempt++ {
 		port := freePortPair(t)
@@ -562,12 +597,13 @@ func TestDevCommandStartsFleet(t *testing.T) {
 		}
 		urls = []string{fmt.Sprintf("http://127.0.0.1:%d", port), fmt.Sprintf("http://127.0.0.1:%d", port+1)}
 		startedAt := time.Now()
+		dataDir = t.TempDir()
 		dev = startProc(t, "dev", "dev",
 			"--orchestrators=2",
 			"--listen=127.0.0.1:"+strconv.Itoa(port),
 			"--etcd-listen="+etcdAddr,
 			"--etcd-peer-listen="+peerAddr,
-			"--data-dir="+t.TempDir(),
+			"--data-dir="+dataDir,
 		)
 		poll(t, 60*time.Second, "both orchestrators of jobfleet dev ready, or jobfleet dev exited", func() (bool, string) {
 			if dev.exited() {
@@ -592,13 +628,89 @@ func TestDevCommandStartsFleet(t *testing.T) {
 		t.Fatalf("jobfleet dev exited at start-up: %v", dev.cmd.ProcessState)
 	}
 
+	// dev's admin token, in a private file of its data directory.
+	tokenFile := filepath.Join(dataDir, "admin.token")
+	if fi, err := os.Stat(tokenFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("admin token file: %v, %v; want mode 0600", fi, err)
+	}
+	token, err := auth.ReadTokenFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devClient := &http.Client{Timeout: 2 * time.Second, Transport: &auth.BearerTransport{Token: token, Base: &http.Transport{DisableKeepAlives: true}}}
+
+	// Anonymous requests learn nothing (the README's curl needs the token).
+	resp, err := anonClient.Get(urls[0] + "/v1/jobs/example-echo/runs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != `Bearer realm="jobfleet"` {
+		t.Fatalf("anonymous GET /v1/jobs/example-echo/runs: %d %v, want 401", resp.StatusCode, resp.Header)
+	}
+
+	// The dev context, current, in the user's configuration (0600).
+	cfgPath := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "jobfleet", "config.json")
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(cfgPath); fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", cfgPath, fi.Mode().Perm())
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil || cfg["current_context"] != "dev" {
+		t.Fatalf("config %s: %v", raw, err)
+	}
+	devCtx, _ := cfg["contexts"].(map[string]any)["dev"].(map[string]any)
+	for _, k := range []string{"server", "token", "token_file", "ca", "cert", "key"} {
+		if _, ok := devCtx[k]; !ok {
+			t.Errorf("dev context lacks %q: %s", k, raw)
+		}
+	}
+	if devCtx["server"] != urls[0] || devCtx["token_file"] != tokenFile {
+		t.Errorf("dev context %v, want server %s and token file %s", devCtx, urls[0], tokenFile)
+	}
+
+	// The README's commands, with no flags.
+	out, _ := runCLIProc(t, "cluster", "partitions")
+	if !strings.Contains(out, "orchestrator-1") || !strings.Contains(out, "0 without owner") {
+		t.Errorf("jobfleet cluster partitions:\n%s", out)
+	}
+	poll(t, 20*time.Second, "the example jobs listed", func() (bool, string) {
+		out, _ = runCLIProc(t, "job", "ls")
+		return strings.Contains(out, "example-echo") && strings.Contains(out, "example-flaky") && strings.Contains(out, "example-shell"), out
+	})
+	runCLIProc(t, "job", "runs", "example-flaky")
+	runCLIProc(t, "job", "create", "--id", "hello", "--schedule", "@every 5s", "--http-url", "http://127.0.0.1:9/", "--max-attempts", "3")
+	if out, _ = runCLIProc(t, "job", "get", "hello"); !strings.Contains(out, "hello") {
+		t.Errorf("jobfleet job get hello:\n%s", out)
+	}
+	if out, _ = runCLIProc(t, "token", "ls"); !strings.Contains(out, "dev-admin") || !strings.Contains(out, "dev-worker") {
+		t.Errorf("jobfleet token ls:\n%s", out)
+	}
+	var runs struct {
+		Runs []struct {
+			Status string `json:"status"`
+		} `json:"runs"`
+	}
+	poll(t, 20*time.Second, "a succeeded run of example-echo (the in-process workers use dev's worker credential)", func() (bool, string) {
+		code, err := getJSONWith(devClient, urls[0]+"/v1/jobs/example-echo/runs", &runs)
+		for _, r := range runs.Runs {
+			if r.Status == "succeeded" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d %v %+v", code, err, runs)
+	})
+
 	var view struct {
 		Members []struct {
 			ID   string `json:"id"`
 			Addr string `json:"addr"`
 		} `json:"members"`
 	}
-	if code, err := getJSON(urls[1]+"/v1/cluster/members", &view); err != nil || code != http.StatusOK {
+	if code, err := getJSONWith(devClient, urls[1]+"/v1/cluster/members", &view); err != nil || code != http.StatusOK {
 		t.Fatalf("GET /v1/cluster/members: %d %v", code, err)
 	}
 	var ids []string
@@ -609,7 +721,7 @@ func TestDevCommandStartsFleet(t *testing.T) {
 		t.Errorf("members %v, want %v", ids, want)
 	}
 	var tbl partitionTable
-	if code, err := getJSON(urls[0]+"/v1/cluster/partitions", &tbl); err != nil || code != http.StatusOK {
+	if code, err := getJSONWith(devClient, urls[0]+"/v1/cluster/partitions", &tbl); err != nil || code != http.StatusOK {
 		t.Fatalf("GET /v1/cluster/partitions: %d %v", code, err)
 	}
 	if ok, why := settled(tbl, shard.DefaultPartitions, ids); !ok {
@@ -648,6 +760,19 @@ func TestPartitionMismatchExitsWithClearError(t *testing.T) {
 }
 
 func TestBadFlagsExitWithClearError(t *testing.T) {
+	dir := t.TempDir()
+	secretFile := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	readable := secretFile("readable", adminSecret, 0o644)
+	short := secretFile("short", "too-short", 0o600)
 	for _, tt := range []struct {
 		name string
 		flag string
@@ -659,9 +784,16 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 		{"log format", "--log-format=xml", []string{"--log-format", "xml"}},
 		{"negative partitions", "--partitions=-1", []string{"partitions", "-1"}},
 		{"bad member ID", "--id=a/b", []string{"member ID", "a/b"}},
+		{"high-water mark above 1", "--storage-high-water=80", []string{"--storage-high-water", "80", "at most 1"}},
+		{"quota not a size", "--etcd-quota-bytes=lots", []string{"etcd-quota-bytes", "lots", "2GiB"}},
+		{"negative compaction interval", "--compaction-interval=-5m", []string{"--compaction-interval", "negative"}},
+		{"compaction interval too short", "--compaction-interval=100ms", []string{"compaction interval", "100ms", "below 1s"}},
 		{"https advertised without TLS", "--advertise=https://node-1.example:8443", []string{"--advertise", "https://node-1.example:8443", "plain HTTP", "--tls-cert"}},
 		{"TLS certificate without key", "--tls-cert=server.crt", []string{"--tls-cert", "--tls-key"}},
 		{"connection cap of zero", "--max-connections=0", []string{"--max-connections", "at least 1"}},
+		{"admin token file readable by others", "--admin-token-file=" + readable, []string{"--admin-token-file", "mode 0644", "chmod 600"}},
+		{"admin token file too short", "--admin-token-file=" + short, []string{"--admin-token-file", "needs at least 32"}},
+		{"no auth on a wildcard listener", "--insecure-no-auth", []string{"--insecure-no-auth", "loopback"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -676,9 +808,13 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			listen := addr
+			if tt.flag == "--insecure-no-auth" {
+				listen = "0.0.0.0:" + addr[strings.LastIndex(addr, ":")+1:]
+			}
 			p := startProc(t, "orchestrator", "orchestrator",
 				"--etcd-endpoints=http://"+noEtcd,
-				"--listen="+addr,
+				"--listen="+listen,
 				tt.flag,
 			)
 			if code := p.waitExit(t, 10*time.Second); code == 0 || code == -1 {

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/tlstest"
@@ -69,6 +70,13 @@ func TestOrchestratorServesTLSWithClientCertificates(t *testing.T) {
 	authed := tlsClient(ca.Pool(), clientPair.TLS(t))
 
 	ns := etcdtest.Namespace(t)
+	// The client certificate's CommonName names a stored credential: the
+	// CLI, the worker and the test's client authenticate with it alone.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := auth.NewStore(etcd.Client(t), ns, nil).Issue(ctx, "ci-admin", auth.CreateRequest{Role: auth.RoleAdmin}, ""); err != nil {
+		t.Fatal(err)
+	}
 	var o *proc
 	var api, metrics string
 	for attempt := 1; ; attempt++ {

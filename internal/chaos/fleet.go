@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
@@ -72,6 +73,10 @@ type fleet struct {
 	orchs   []*orchProc
 	workers []*workerProc
 
+	// workerTokenFile holds the workers' credential (--token-file); the
+	// harness's own API calls (http) send an admin credential.
+	workerTokenFile string
+
 	mu      sync.Mutex // guards the fields below
 	lives   map[string]*WorkerLife
 	nextAPI int // round robin over orchestrators for API calls
@@ -107,6 +112,29 @@ func (f *fleet) setAvoid(id string, avoid bool) {
 }
 
 func (f *fleet) logPath(name string) string { return filepath.Join(f.cfg.Dir, "logs", name+".log") }
+
+// makeCredentials stores an admin credential, which the harness's API
+// calls send, and a worker credential, which the workers read from a file
+// (0600) of the run's directory.
+func (f *fleet) makeCredentials(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s := auth.NewStore(f.client, f.ns, nil)
+	adm, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleAdmin, Description: "chaos harness"}, "")
+	if err != nil {
+		return fmt.Errorf("admin credential: %w", err)
+	}
+	wrk, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleWorker, Description: "chaos workers"}, "")
+	if err != nil {
+		return fmt.Errorf("worker credential: %w", err)
+	}
+	f.workerTokenFile = filepath.Join(f.cfg.Dir, "worker.token")
+	if err := os.WriteFile(f.workerTokenFile, []byte(wrk.Secret+"\n"), 0o600); err != nil {
+		return err
+	}
+	f.http.Transport = &auth.BearerTransport{Token: adm.Secret, Base: f.http.Transport}
+	return nil
+}
 
 // orchArgs returns the command line of o listening on addr.
 func (f *fleet) orchArgs(o *orchProc) []string {
@@ -231,6 +259,7 @@ func (f *fleet) startWorker(w *workerProc) error {
 		"--namespace=" + f.ns,
 		"--id=" + id,
 		"--concurrency=" + strconv.Itoa(f.cfg.WorkerConcurrency),
+		"--token-file=" + f.workerTokenFile,
 		"--poll-wait=2s",
 		"--http-allow=" + f.recorderHost(), // the recorder the jobs call: on loopback, or on its host
 		"--shutdown-timeout=" + (f.cfg.SlowFor + 2*time.Second).String(),

@@ -121,6 +121,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	f := newFleet(cfg, namespace, etcd, client, hosts, lg.Named("fleet"))
 	defer f.killAll()
+	if err := f.makeCredentials(ctx); err != nil {
+		return nil, err
+	}
 	if err := f.startOrchestrators(); err != nil {
 		return nil, err
 	}

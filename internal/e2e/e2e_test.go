@@ -92,8 +92,9 @@ func (r *receiver) executions() []execution {
 	return slices.Clone(r.seen)
 }
 
-// startWorkers runs n workers polling urls until the test ends.
-func startWorkers(t *testing.T, n int, urls []string, lg *zap.Logger) {
+// startWorkers runs n workers polling urls with credential token until
+// the test ends.
+func startWorkers(t *testing.T, n int, urls []string, token string, lg *zap.Logger) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -101,6 +102,7 @@ func startWorkers(t *testing.T, n int, urls []string, lg *zap.Logger) {
 		w, err := worker.New(worker.Config{
 			ID:              fmt.Sprintf("w%d", i+1),
 			Orchestrators:   worker.StaticOrchestrators(urls...),
+			Token:           token,
 			Concurrency:     8,
 			PollWait:        2 * time.Second,
 			ShutdownTimeout: 5 * time.Second,
@@ -118,8 +120,8 @@ func startWorkers(t *testing.T, n int, urls []string, lg *zap.Logger) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
-// api calls a member's HTTP API.
-func api(t *testing.T, method, base, path string, body any, out any) int {
+// api calls a member's HTTP API with credential tok.
+func api(t *testing.T, tok, method, base, path string, body any, out any) int {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -127,6 +129,12 @@ func api(t *testing.T, method, base, path string, body any, out any) int {
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, base+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -138,21 +146,21 @@ func api(t *testing.T, method, base, path string, body any, out any) int {
 	return resp.StatusCode
 }
 
-func createEverySecond(t *testing.T, base, id, hook string, extra func(*store.Job)) {
+func createEverySecond(t *testing.T, tok, base, id, hook string, extra func(*store.Job)) {
 	t.Helper()
 	j := store.Job{ID: id, Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: hook}}
 	if extra != nil {
 		extra(&j)
 	}
-	if code := api(t, "POST", base, "/v1/jobs", j, nil); code != http.StatusCreated {
+	if code := api(t, tok, "POST", base, "/v1/jobs", j, nil); code != http.StatusCreated {
 		t.Fatalf("create %s: status %d", id, code)
 	}
 }
 
-func runsOf(t *testing.T, base, id string) []store.Run {
+func runsOf(t *testing.T, tok, base, id string) []store.Run {
 	t.Helper()
 	var out struct{ Runs []store.Run }
-	if code := api(t, "GET", base, "/v1/jobs/"+url.PathEscape(id)+"/runs?limit=1000", nil, &out); code != http.StatusOK {
+	if code := api(t, tok, "GET", base, "/v1/jobs/"+url.PathEscape(id)+"/runs?limit=1000", nil, &out); code != http.StatusOK {
 		t.Fatalf("runs of %s: status %d", id, code)
 	}
 	return out.Runs
@@ -164,7 +172,7 @@ func settleRuns(t *testing.T, f *fleettest.Fleet, ids []string) map[string][]sto
 	t.Helper()
 	base := f.URLs()[0]
 	for _, id := range ids {
-		if code := api(t, "POST", base, "/v1/jobs/"+url.PathEscape(id)+"/pause", nil, nil); code != http.StatusOK {
+		if code := api(t, f.AdminToken, "POST", base, "/v1/jobs/"+url.PathEscape(id)+"/pause", nil, nil); code != http.StatusOK {
 			t.Fatalf("pause %s: status %d", id, code)
 		}
 	}
@@ -173,7 +181,7 @@ func settleRuns(t *testing.T, f *fleettest.Fleet, ids []string) map[string][]sto
 		all := map[string][]store.Run{}
 		open := 0
 		for _, id := range ids {
-			runs := runsOf(t, base, id)
+			runs := runsOf(t, f.AdminToken, base, id)
 			slices.Reverse(runs)
 			all[id] = runs
 			for _, r := range runs {
@@ -230,10 +238,10 @@ func TestJobsEverySecondAcrossTheFleet(t *testing.T) {
 	}
 	f.WaitSettled(15 * time.Second)
 	rcv := newReceiver(t)
-	startWorkers(t, 2, f.URLs(), zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	startWorkers(t, 2, f.URLs(), f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ids := []string{"a", "b b", "c/c", "ü", "e"}
 	for i, id := range ids {
-		createEverySecond(t, f.URLs()[i%3], id, rcv.srv.URL, func(j *store.Job) {
+		createEverySecond(t, f.AdminToken, f.URLs()[i%3], id, rcv.srv.URL, func(j *store.Job) {
 			j.Payload = json.RawMessage(`{"job": "payload",  "n": [1, 2]}`)
 		})
 	}
@@ -258,7 +266,7 @@ func TestJobsEverySecondAcrossTheFleet(t *testing.T) {
 	// History is queryable through any member.
 	var one store.Run
 	r := all["c/c"][0]
-	if code := api(t, "GET", f.URLs()[2], "/v1/runs/"+url.PathEscape(r.ID), nil, &one); code != http.StatusOK || one.ID != r.ID || len(one.Attempts) != 1 {
+	if code := api(t, f.AdminToken, "GET", f.URLs()[2], "/v1/runs/"+url.PathEscape(r.ID), nil, &one); code != http.StatusOK || one.ID != r.ID || len(one.Attempts) != 1 {
 		t.Fatalf("GET /v1/runs/%s: %d %+v", r.ID, code, one)
 	}
 }
@@ -270,10 +278,10 @@ func TestJobsSurviveGracefulLeaveAndCrash(t *testing.T) {
 	}
 	f.WaitSettled(15 * time.Second)
 	rcv := newReceiver(t)
-	startWorkers(t, 2, f.URLs(), zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	startWorkers(t, 2, f.URLs(), f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ids := []string{"j1", "j2", "j3", "j4", "j5", "j6"}
 	for _, id := range ids {
-		createEverySecond(t, f.URLs()[0], id, rcv.srv.URL, func(j *store.Job) {
+		createEverySecond(t, f.AdminToken, f.URLs()[0], id, rcv.srv.URL, func(j *store.Job) {
 			j.Retry = store.RetryPolicy{MaxAttempts: 5, InitialBackoff: store.Duration(100 * time.Millisecond)}
 		})
 	}
@@ -312,7 +320,7 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 	transport := &killableTransport{dead: &dead, next: http.DefaultTransport}
 	ctx, cancel := context.WithCancel(context.Background())
 	doomed, err := worker.New(worker.Config{ID: "doomed", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second,
-		HTTPClient: &http.Client{Transport: transport}, ShutdownTimeout: time.Second, CancelGrace: 100 * time.Millisecond, ReportTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
+		HTTPClient: &http.Client{Transport: transport}, Token: f.WorkerToken, ShutdownTimeout: time.Second, CancelGrace: 100 * time.Millisecond, ReportTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
 		RetryInitial: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond, HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -321,14 +329,14 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 	go func() { defer close(doomedDone); doomed.Run(ctx) }()
 	defer func() { cancel(); <-doomedDone }()
 
-	if code := api(t, "POST", base, "/v1/jobs", store.Job{ID: "once", Executor: store.Executor{Type: "http", URL: hook.URL},
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: "once", Executor: store.Executor{Type: "http", URL: hook.URL},
 		Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(100 * time.Millisecond)}}, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
 	// Wait until the doomed worker holds attempt 1, then kill it.
 	var run store.Run
 	waitFor(t, 10*time.Second, func() bool {
-		runs := runsOf(t, base, "once")
+		runs := runsOf(t, f.AdminToken, base, "once")
 		if len(runs) == 1 && runs[0].Status == store.RunRunning {
 			run = runs[0]
 			return true
@@ -340,9 +348,9 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 	}
 	dead.Store(true)
 
-	startWorkers(t, 1, []string{base}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	startWorkers(t, 1, []string{base}, f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	waitFor(t, 20*time.Second, func() bool {
-		r := runsOf(t, base, "once")[0]
+		r := runsOf(t, f.AdminToken, base, "once")[0]
 		run = r
 		return r.Status == store.RunSucceeded
 	})
@@ -351,11 +359,11 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 	}
 	// The killed worker's late report is refused and changes nothing.
 	var e struct{ Error string }
-	code := api(t, "POST", base, dispatch.PathComplete, dispatch.CompleteRequest{Worker: "doomed", RunID: run.ID, Attempt: 1, Success: false, Error: "late"}, &e)
+	code := api(t, f.WorkerToken, "POST", base, dispatch.PathComplete, dispatch.CompleteRequest{Worker: "doomed", RunID: run.ID, Attempt: 1, Success: false, Error: "late"}, &e)
 	if code != http.StatusConflict {
 		t.Fatalf("late report: status %d (%s), want 409", code, e.Error)
 	}
-	if after := runsOf(t, base, "once")[0]; after.Status != store.RunSucceeded || len(after.Attempts) != 2 || after.Attempts[0].Error == "late" {
+	if after := runsOf(t, f.AdminToken, base, "once")[0]; after.Status != store.RunSucceeded || len(after.Attempts) != 2 || after.Attempts[0].Error == "late" {
 		t.Fatalf("late report changed the run: %+v", after)
 	}
 }

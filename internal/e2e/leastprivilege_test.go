@@ -59,7 +59,7 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := worker.New(worker.Config{
-		ID: "w1", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second,
+		ID: "w1", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second, Token: f.WorkerToken,
 		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.0/8"}, Fleet: etcd.Endpoints()},
 		SecretEnv:  []string{"E2E_HOOK_TOKEN", "E2E_API_KEY"},
 		Logger:     zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
@@ -83,14 +83,14 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 			Payload: json.RawMessage(`{"key":{"secret_env":"E2E_API_KEY"}}`)},
 	}
 	for _, j := range jobs {
-		if code := api(t, "POST", base, "/v1/jobs", j, nil); code != http.StatusCreated {
+		if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", j, nil); code != http.StatusCreated {
 			t.Fatalf("create %s: status %d", j.ID, code)
 		}
 	}
 	final := map[string]store.Run{}
 	waitFor(t, 20*time.Second, func() bool {
 		for _, j := range jobs {
-			if runs := runsOf(t, base, j.ID); len(runs) == 1 && runs[0].Status.Final() {
+			if runs := runsOf(t, f.AdminToken, base, j.ID); len(runs) == 1 && runs[0].Status.Final() {
 				final[j.ID] = runs[0]
 			}
 		}
@@ -110,7 +110,7 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 	if !slices.Contains(f.Live(), "m1") {
 		t.Errorf("live members %v: the member was drained", f.Live())
 	}
-	if code := api(t, "GET", base, "/readyz", nil, nil); code != http.StatusOK {
+	if code := api(t, f.AdminToken, "GET", base, "/readyz", nil, nil); code != http.StatusOK {
 		t.Errorf("GET /readyz: %d, want 200 (still serving)", code)
 	}
 	client := etcd.Client(t)
@@ -139,7 +139,7 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 	}
 	for _, path := range []string{"/v1/jobs/secret", "/v1/jobs/secret/runs", "/v1/jobs", "/v1/runs/" + url.PathEscape(final["secret"].ID)} {
 		var raw json.RawMessage
-		if code := api(t, "GET", base, path, nil, &raw); code != http.StatusOK {
+		if code := api(t, f.AdminToken, "GET", base, path, nil, &raw); code != http.StatusOK {
 			t.Fatalf("GET %s: %d", path, code)
 		}
 		if strings.Contains(string(raw), "s3cret") {
@@ -148,13 +148,13 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 	}
 	// An orchestrator refuses a worker ID with a control character.
 	var refusal struct{ Error string }
-	if code := api(t, "POST", base, dispatch.PathPoll, dispatch.PollRequest{Worker: "evil\x1b]0;title\x07", Executors: []string{"http"}, Max: 1}, &refusal); code != http.StatusBadRequest ||
+	if code := api(t, f.WorkerToken, "POST", base, dispatch.PathPoll, dispatch.PollRequest{Worker: "evil\x1b]0;title\x07", Executors: []string{"http"}, Max: 1}, &refusal); code != http.StatusBadRequest ||
 		!strings.Contains(refusal.Error, "worker: control character U+001B") {
 		t.Errorf("poll with ESC in the worker ID: %d %q, want 400 naming the field", code, refusal.Error)
 	}
 
 	var got store.Job
-	api(t, "GET", base, "/v1/jobs/secret", nil, &got)
+	api(t, f.AdminToken, "GET", base, "/v1/jobs/secret", nil, &got)
 	var payload bytes.Buffer
 	json.Compact(&payload, got.Payload)
 	if got.Executor.Headers["Authorization"] != store.SecretEnv("E2E_HOOK_TOKEN") || payload.String() != `{"key":{"secret_env":"E2E_API_KEY"}}` {

@@ -50,7 +50,7 @@ func TestReplacedRunIsCancelledOnItsWorker(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics := worker.NewMetrics(reg)
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(worker.Config{ID: "w1", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second,
+	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second,
 		ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 		Metrics: metrics, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}}) // the hook
@@ -63,14 +63,14 @@ func TestReplacedRunIsCancelledOnItsWorker(t *testing.T) {
 
 	job := store.Job{ID: "rep", RunAt: ptrTime(time.Now().Add(24 * time.Hour)), ConcurrencyPolicy: store.ConcurrencyReplace,
 		Executor: store.Executor{Type: "http", URL: hook.URL}}
-	if code := api(t, "POST", base, "/v1/jobs", job, nil); code != http.StatusCreated {
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", job, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
 	trigger := func() string {
 		var out struct {
 			RunID string `json:"run_id"`
 		}
-		if code := api(t, "POST", base, "/v1/jobs/rep/trigger", nil, &out); code != http.StatusAccepted {
+		if code := api(t, f.AdminToken, "POST", base, "/v1/jobs/rep/trigger", nil, &out); code != http.StatusAccepted {
 			t.Fatalf("trigger: %d", code)
 		}
 		return out.RunID
@@ -82,7 +82,7 @@ func TestReplacedRunIsCancelledOnItsWorker(t *testing.T) {
 
 	var old store.Run
 	waitFor(t, 10*time.Second, func() bool {
-		api(t, "GET", base, "/v1/runs/"+url.PathEscape(firstRun), nil, &old)
+		api(t, f.AdminToken, "GET", base, "/v1/runs/"+url.PathEscape(firstRun), nil, &old)
 		return old.Status == store.RunDead
 	})
 	if a := old.Attempts[0]; a.FinishedAt.IsZero() || !strings.Contains(a.Error, "cancelled") || !strings.Contains(old.Reason, secondRun) {
@@ -90,7 +90,7 @@ func TestReplacedRunIsCancelledOnItsWorker(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, func() bool {
 		var r store.Run
-		api(t, "GET", base, "/v1/runs/"+url.PathEscape(secondRun), nil, &r)
+		api(t, f.AdminToken, "GET", base, "/v1/runs/"+url.PathEscape(secondRun), nil, &r)
 		return r.Status == store.RunSucceeded
 	})
 	// The worker reported the cancelled attempt and was heard, rather than

@@ -41,16 +41,16 @@ func TestLargeOutputsKeepTheRunDocumentBounded(t *testing.T) {
 		w.Write([]byte(body))
 	}))
 	defer hook.Close()
-	startWorkers(t, 1, []string{base}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	startWorkers(t, 1, []string{base}, f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 
 	job := store.Job{ID: "noisy", Executor: store.Executor{Type: "http", URL: hook.URL},
 		Retry: store.RetryPolicy{MaxAttempts: attempts, InitialBackoff: store.Duration(time.Millisecond), MaxBackoff: store.Duration(time.Millisecond)}}
-	if code := api(t, "POST", base, "/v1/jobs", job, nil); code != http.StatusCreated {
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", job, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
 	var run store.Run
 	waitFor(t, 60*time.Second, func() bool {
-		runs := runsOf(t, base, "noisy")
+		runs := runsOf(t, f.AdminToken, base, "noisy")
 		if len(runs) == 1 {
 			run = runs[0]
 		}

@@ -31,7 +31,7 @@ func TestFirstRunsReachWorkersStartedAroundAcquisition(t *testing.T) {
 			f := fleettest.New(t, etcd, fleettest.Options{Partitions: 16, Scheduler: true, Quiet: true})
 			lg := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 			startWorker := func() {
-				w, err := worker.New(worker.Config{ID: "w-" + phase, Orchestrators: worker.EtcdOrchestrators(f.Client, f.NS),
+				w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w-" + phase, Orchestrators: worker.EtcdOrchestrators(f.Client, f.NS),
 					Concurrency: 4, PollWait: 30 * time.Second, ShutdownTimeout: time.Second,
 					RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, Logger: lg,
 					HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}}) // the hook
@@ -73,13 +73,13 @@ func TestFirstRunsReachWorkersStartedAroundAcquisition(t *testing.T) {
 			base := f.URLs()[0]
 			for _, id := range ids {
 				// Neither schedule nor run_at: it runs once, now.
-				if code := api(t, "POST", base, "/v1/jobs", store.Job{ID: id, Executor: store.Executor{Type: "http", URL: hook.URL}}, nil); code != http.StatusCreated {
+				if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: id, Executor: store.Executor{Type: "http", URL: hook.URL}}, nil); code != http.StatusCreated {
 					t.Fatalf("create %s: %d", id, code)
 				}
 			}
 			for _, id := range ids {
 				waitFor(t, 10*time.Second, func() bool {
-					runs := runsOf(t, base, id)
+					runs := runsOf(t, f.AdminToken, base, id)
 					return len(runs) == 1 && len(runs[0].Attempts) > 0
 				})
 			}

@@ -20,11 +20,15 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/auth/authtest"
 	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -45,6 +49,15 @@ type Options struct {
 	Scheduler bool
 	// RunLease is the run lease with Scheduler. Default 3s.
 	RunLease time.Duration
+	// APILimits are the members' API limits with Scheduler (zero:
+	// admin's defaults).
+	APILimits admin.Limits
+	// Storage is every member's storage configuration (compaction, quota
+	// watch); zero fields take the orchestrator's defaults.
+	Storage storage.Config
+	// Logs, if set, also receives every member's logs (at every level),
+	// so a test can assert on them with a zaptest/observer core.
+	Logs zapcore.Core
 }
 
 // Fleet is a set of in-process members sharing one etcd and namespace.
@@ -56,6 +69,12 @@ type Fleet struct {
 	opts    Options
 	Tracker *Tracker
 	lg      *zap.Logger
+
+	// AdminToken and WorkerToken are bearer tokens of an admin and a
+	// worker credential stored in the fleet's namespace (with Scheduler),
+	// made before any member starts so that every member knows them.
+	AdminToken  string
+	WorkerToken string
 
 	mu      sync.Mutex
 	members map[string]*Member
@@ -95,6 +114,9 @@ func New(t testing.TB, etcd *etcdtest.Server, opts Options) *Fleet {
 	if opts.Quiet {
 		lg = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	}
+	if opts.Logs != nil {
+		lg = lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, opts.Logs) }))
+	}
 	f := &Fleet{
 		t:       t,
 		etcd:    etcd,
@@ -106,8 +128,32 @@ func New(t testing.TB, etcd *etcdtest.Server, opts Options) *Fleet {
 		members: map[string]*Member{},
 	}
 	t.Cleanup(f.stopAll)
+	if opts.Scheduler {
+		f.AdminToken = authtest.Token(t, f.Client, f.NS, auth.RoleAdmin, "")
+		f.WorkerToken = authtest.Token(t, f.Client, f.NS, auth.RoleWorker, "")
+	}
 	return f
 }
+
+// Token stores a credential of role, limited to job IDs starting with
+// prefix ("" for all), and returns its bearer token once every live
+// member's credential cache has it.
+func (f *Fleet) Token(role auth.Role, prefix string) string {
+	f.t.Helper()
+	c, rev := authtest.Create(f.t, f.Client, f.NS, auth.CreateRequest{Role: role, Prefix: prefix, Description: "test " + f.t.Name()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range f.Live() {
+		if err := f.member(id).Orch.Credentials().WaitRevision(ctx, rev); err != nil {
+			f.t.Fatalf("fleettest: member %s did not load the new credential: %v", id, err)
+		}
+	}
+	return c.Secret
+}
+
+// HTTPClient returns a client that sends token (the fleet's AdminToken or
+// WorkerToken, or one of authtest's).
+func (f *Fleet) HTTPClient(token string) *http.Client { return authtest.Client(f.t, token) }
 
 // Partitions returns the fleet's partition count.
 func (f *Fleet) Partitions() int { return f.opts.Partitions }
@@ -145,6 +191,7 @@ func (f *Fleet) Join(id string) *Member {
 		LeaveTimeout:   3 * time.Second,
 		Work:           work,
 		RunLease:       f.opts.RunLease,
+		Storage:        f.opts.Storage,
 		Logger:         f.lg.With(zap.String("test_member", id)),
 	})
 	if err != nil {
@@ -169,6 +216,12 @@ func (f *Fleet) Join(id string) *Member {
 				}
 				return d, nil
 			},
+			Auth:     orch.Credentials(),
+			Tokens:   auth.NewStore(client, f.NS, nil),
+			Loopback: true,
+			Limits:   f.opts.APILimits,
+			Logger:   f.lg.With(zap.String("test_member", id)),
+			Storage:  orch.Storage,
 		})}
 		go m.http.Serve(ln)
 	}

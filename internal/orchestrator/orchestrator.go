@@ -18,9 +18,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/schedule"
 	"github.com/jobfleet/jobfleet/internal/mirror"
+	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -69,6 +71,15 @@ type Config struct {
 	// dispatcher's default, a negative value sends every write on its own
 	// (no batching across partitions; for benchmarks).
 	CommitsInFlight int
+	// AdminSecret, if not empty, is accepted as the admin credential
+	// auth.BootstrapID (the secret of --admin-token-file; at least
+	// auth.MinBootstrapBytes).
+	AdminSecret string
+	// Storage configures the member's part in compacting etcd and its
+	// watch of etcd's size, quota and alarms. Namespace, Member, Clock,
+	// Logger and Metrics are taken from this Config; zero fields take
+	// storage.DefaultConfig's values (compaction every 5 minutes).
+	Storage storage.Config
 	// Clock is given to the session and controller; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.
@@ -107,8 +118,11 @@ type Orchestrator struct {
 	sessCfg  membership.SessionConfig
 	shardMet *shard.Metrics
 
-	members *membership.Watcher
-	owners  *shard.Owners
+	members   *membership.Watcher
+	owners    *shard.Owners
+	creds     *auth.Cache
+	compactor *storage.Compactor
+	space     *storage.Monitor
 
 	dispMet *dispatch.Metrics
 
@@ -152,21 +166,43 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	stc := cfg.Storage
+	stc.Namespace, stc.Member, stc.Clock, stc.Logger = cfg.Namespace, cfg.ID, cfg.Clock, cfg.Logger
+	stc.Metrics = storage.NewMetrics(cfg.Registry)
+	compactor, err := storage.NewCompactor(client, stc)
+	if err != nil {
+		return nil, err
+	}
+	space, err := storage.NewMonitor(client, stc)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := auth.NewCache(client, auth.CacheConfig{Namespace: cfg.Namespace, Bootstrap: cfg.AdminSecret, Clock: cfg.Clock, Logger: cfg.Logger.Named("credentials")})
+	if err != nil {
+		return nil, err
+	}
 	return &Orchestrator{
-		client:   client,
-		cfg:      cfg,
-		lg:       cfg.Logger.With(zap.String("member", cfg.ID)),
-		sessCfg:  sc,
-		shardMet: shard.NewMetrics(cfg.Registry),
-		dispMet:  dispatch.NewMetrics(cfg.Registry),
-		members:  members,
-		owners:   owners,
-		drain:    make(chan struct{}),
+		client:    client,
+		cfg:       cfg,
+		lg:        cfg.Logger.With(zap.String("member", cfg.ID)),
+		sessCfg:   sc,
+		shardMet:  shard.NewMetrics(cfg.Registry),
+		dispMet:   dispatch.NewMetrics(cfg.Registry),
+		members:   members,
+		owners:    owners,
+		compactor: compactor,
+		space:     space,
+		creds:     creds,
+		drain:     make(chan struct{}),
 	}, nil
 }
 
 // ID returns the member ID.
 func (o *Orchestrator) ID() string { return o.cfg.ID }
+
+// Credentials returns the member's credential cache, which authenticates
+// API requests; Run keeps it current.
+func (o *Orchestrator) Credentials() *auth.Cache { return o.creds }
 
 // Drain asks Run to hand every partition over, leave the fleet and return.
 // It does not wait; Run's return says it is done.
@@ -176,6 +212,13 @@ func (o *Orchestrator) Drain() { o.drainOnce.Do(func() { close(o.drain) }) }
 // called; then it leaves gracefully and returns nil. It returns an error only
 // for a condition a retry cannot fix, such as shard.ErrPartitionMismatch.
 func (o *Orchestrator) Run(ctx context.Context) error {
+	// The credentials are followed from the start, so that the API can
+	// authenticate while the member joins.
+	credCtx, stopCreds := context.WithCancel(context.Background())
+	credsDone := make(chan struct{})
+	go func() { defer close(credsDone); o.creds.Run(credCtx) }()
+	defer func() { stopCreds(); <-credsDone }()
+
 	p, err := o.ensurePartitions(ctx)
 	if err != nil {
 		o.mu.Lock()
@@ -186,7 +229,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if p == 0 {
 		return nil // stopped before the cluster was reachable
 	}
-	jobs := store.NewEtcd(o.client, o.cfg.Namespace, p, store.DefaultLimits(), o.cfg.Clock.Now)
+	jobs := store.NewEtcd(o.client, o.cfg.Namespace, p, store.DefaultLimits(), o.cfg.Clock.Now).WithGuard(o.space.Admit)
 	dcfg := dispatch.DefaultConfig(o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise)
 	if o.cfg.RunLease != 0 {
 		dcfg.RunLease = o.cfg.RunLease
@@ -219,6 +262,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	dcfg.Clock = o.cfg.Clock
 	dcfg.Logger = o.cfg.Logger.Named("dispatch")
 	dcfg.Metrics = o.dispMet
+	dcfg.Space = o.space
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err
@@ -241,12 +285,14 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	o.partitions, o.controller, o.jobs, o.dispatcher = p, ctrl, jobs, disp
 	o.mu.Unlock()
 
-	// The member view and owner table outlive sessions.
+	// The member view, the owner table and the storage upkeep outlive
+	// sessions.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); o.members.Run(watchCtx) }()
-	go func() { defer wg.Done(); o.owners.Run(watchCtx) }()
+	wg.Go(func() { o.members.Run(watchCtx) })
+	wg.Go(func() { o.owners.Run(watchCtx) })
+	wg.Go(func() { o.compactor.Run(watchCtx) })
+	wg.Go(func() { o.space.Run(watchCtx) })
 	defer func() { stopWatch(); wg.Wait() }()
 
 	stop := make(chan struct{})
@@ -460,6 +506,22 @@ func (o *Orchestrator) Partitions() (PartitionTable, error) {
 	return t, nil
 }
 
+// Storage reads etcd's storage now: sizes, quota, high-water mark,
+// revisions, the fleet's last compaction, key counts and alarms, with the
+// run history of the partitions this member owns. Errors are classified
+// by store.Classify.
+func (o *Orchestrator) Storage(ctx context.Context) (storage.Report, error) {
+	rep, err := o.space.Report(ctx)
+	if err != nil {
+		return storage.Report{}, err
+	}
+	if d, err := o.Dispatcher(); err == nil {
+		st := d.Stats()
+		rep.History = &storage.History{Member: o.cfg.ID, Partitions: len(d.Owned()), Runs: st.HistoryRuns, Bytes: st.HistoryBytes, BudgetBytes: st.HistoryBudget}
+	}
+	return rep, nil
+}
+
 // Ready reports whether the member is registered and owns exactly the
 // partitions the ring assigns it; if not, it says why.
 func (o *Orchestrator) Ready() (bool, string) {
@@ -473,6 +535,9 @@ func (o *Orchestrator) Ready() (bool, string) {
 		return false, "starting: reading the cluster's partition count"
 	case !registered:
 		return false, "not registered"
+	}
+	if err := o.space.WritesRefused(); err != nil {
+		return false, "firing is stopped: " + err.Error()
 	}
 	st, _ := ctrl.Status()
 	if !st.Ready {

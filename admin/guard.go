@@ -1,0 +1,356 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// Authenticator authenticates requests; *auth.Cache implements it.
+type Authenticator interface {
+	// Authenticate returns the principal of a request with bearer token
+	// bearer and verified client certificate CommonName certID (either
+	// may be ""); errors match auth.ErrUnauthenticated or
+	// auth.ErrNotReady.
+	Authenticate(bearer, certID string) (auth.Principal, error)
+	// WaitRevision waits until credentials written at etcd revision rev
+	// are in effect here.
+	WaitRevision(ctx context.Context, rev int64) error
+}
+
+// realm is the WWW-Authenticate challenge of every 401.
+const realm = `Bearer realm="jobfleet"`
+
+// guard is the one middleware in front of the mux. For every request it
+// checks, in order (the first failure answers):
+//
+//	Host on a loopback listener      403 (DNS rebinding)
+//	Origin / Sec-Fetch-Site          403 (another site's page)
+//	credential, unless the route is anonymous
+//	                                 401 (none, unknown, revoked, expired), 503 (not loaded yet)
+//
+// and then, in the matched route's wrapper (route):
+//
+//	role and job-ID prefix           403
+//	Content-Type of a body           415
+//	rate limit per credential        429 (not the worker protocol)
+//	long-poll caps (poll only)       429
+//
+// It counts every request in jobfleet_api_requests_total{route,code} and
+// writes one audit line per request that may change something (any
+// method but GET and HEAD).
+type guard struct {
+	cfg      Config
+	audit    *zap.Logger
+	requests *prometheus.CounterVec
+	limiter  *rateLimiter
+	polls    *pollCaps
+	mux      *http.ServeMux
+	next     http.Handler    // the mux, with JSON replies for unknown routes
+	anon     map[string]bool // patterns of the routes that need no credential
+}
+
+func newGuard(cfg Config) *guard {
+	g := &guard{
+		cfg:   cfg,
+		audit: cfg.Logger.Named("audit"),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobfleet_api_requests_total",
+			Help: "HTTP API requests by route (the route pattern, \"unmatched\" for none) and status code.",
+		}, []string{"route", "code"}),
+		limiter: newRateLimiter(cfg.Limits, cfg.Clock),
+		polls:   newPollCaps(cfg.Limits),
+		anon:    map[string]bool{},
+	}
+	if cfg.Registry != nil {
+		if err := cfg.Registry.Register(g.requests); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+					g.requests = existing
+				}
+			}
+		}
+	}
+	return g
+}
+
+// requestInfo is what the guard learns about a request as it is served,
+// for the audit line.
+type requestInfo struct {
+	principal *auth.Principal
+	jobID     string
+}
+
+type infoKey struct{}
+
+// setJobID records the job a request concerns, for the audit line (the
+// create handler knows it only from the body).
+func setJobID(ctx context.Context, id string) {
+	if info, ok := ctx.Value(infoKey{}).(*requestInfo); ok {
+		info.jobID = id
+	}
+}
+
+// statusWriter remembers the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, pattern := g.mux.Handler(r)
+	label := pattern
+	if label == "" {
+		label = "unmatched"
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	info := &requestInfo{}
+	defer g.finish(sw, r, label, info)
+
+	if g.cfg.Loopback {
+		if err := checkLoopbackHost(r); err != nil {
+			WriteError(sw, http.StatusForbidden, err.Error())
+			return
+		}
+	}
+	if err := checkOrigin(r); err != nil {
+		WriteError(sw, http.StatusForbidden, err.Error())
+		return
+	}
+	ctx := context.WithValue(r.Context(), infoKey{}, info)
+	if !g.anonymous(pattern) {
+		p, code, err := g.authenticate(r)
+		if err != nil {
+			if code == http.StatusUnauthorized {
+				sw.Header().Set("WWW-Authenticate", realm)
+			} else {
+				sw.Header().Set("Retry-After", "1")
+			}
+			WriteError(sw, code, err.Error())
+			return
+		}
+		info.principal = &p
+		ctx = auth.NewContext(ctx, p)
+	}
+	g.next.ServeHTTP(sw, r.WithContext(ctx))
+}
+
+// anonymous reports whether the route of pattern needs no credential.
+func (g *guard) anonymous(pattern string) bool { return g.anon[pattern] }
+
+// authenticate returns the request's principal, or the status code and
+// error of the refusal.
+func (g *guard) authenticate(r *http.Request) (auth.Principal, int, error) {
+	if g.cfg.Insecure {
+		return auth.Principal{ID: auth.AnonymousID, Role: auth.RoleAdmin}, 0, nil
+	}
+	if g.cfg.Auth == nil {
+		return auth.Principal{}, http.StatusServiceUnavailable, errors.New("this member has no credential store; it serves only /healthz and /readyz")
+	}
+	bearer, err := auth.BearerToken(r)
+	if err != nil {
+		return auth.Principal{}, http.StatusUnauthorized, err
+	}
+	certID := ""
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		certID = r.TLS.VerifiedChains[0][0].Subject.CommonName
+		if certID == "" {
+			return auth.Principal{}, http.StatusUnauthorized, fmt.Errorf("%w: the client certificate has no Subject CommonName naming a credential", auth.ErrUnauthenticated)
+		}
+	}
+	p, err := g.cfg.Auth.Authenticate(bearer, certID)
+	switch {
+	case err == nil:
+		return p, 0, nil
+	case errors.Is(err, auth.ErrNotReady):
+		return auth.Principal{}, http.StatusServiceUnavailable, fmt.Errorf("cannot check credentials yet: %w", err)
+	default:
+		return auth.Principal{}, http.StatusUnauthorized, err
+	}
+}
+
+// route wraps rt's handler with its authorization, body type, rate limit
+// and poll caps.
+func (g *guard) route(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.access == auth.AccessAnonymous {
+			rt.handler.ServeHTTP(w, r)
+			return
+		}
+		p, ok := auth.FromContext(r.Context())
+		if !ok { // cannot happen: the guard authenticated every non-anonymous route
+			WriteError(w, http.StatusUnauthorized, "no credential")
+			return
+		}
+		jobID, hasJob := "", false
+		switch rt.scope {
+		case scopeJob:
+			jobID, hasJob = r.PathValue("id"), true
+		case scopeRun:
+			jobID, _, _ = store.ParseRunID(r.PathValue("run_id")) // an invalid run ID is in no scope
+			hasJob = true
+		}
+		setJobID(r.Context(), jobID)
+		if err := auth.Authorize(p, rt.access, jobID, hasJob); err != nil {
+			WriteError(w, http.StatusForbidden, err.Error())
+			return
+		}
+		if err := checkContentType(r); err != nil {
+			WriteError(w, http.StatusUnsupportedMediaType, err.Error())
+			return
+		}
+		if rt.longPoll {
+			release, err := g.polls.acquire(p.ID)
+			if err != nil {
+				w.Header().Set("Retry-After", "1")
+				WriteError(w, http.StatusTooManyRequests, err.Error())
+				return
+			}
+			defer release()
+		} else if rt.access != auth.AccessWork {
+			if wait, ok := g.limiter.allow(p.ID); !ok {
+				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+				WriteError(w, http.StatusTooManyRequests, fmt.Sprintf("rate limit of credential %q exceeded (%g requests/s, burst %d); retry in %v", p.ID, g.cfg.Limits.Rate, g.cfg.Limits.Burst, wait.Round(1e6)))
+				return
+			}
+		}
+		rt.handler.ServeHTTP(w, r)
+	})
+}
+
+// finish counts the request and writes its audit line.
+func (g *guard) finish(w *statusWriter, r *http.Request, route string, info *requestInfo) {
+	code := w.code
+	if code == 0 {
+		code = http.StatusOK
+	}
+	g.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return
+	}
+	lvl := zapcore.InfoLevel
+	refused := code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusTooManyRequests
+	if strings.HasPrefix(route, "POST /v1/worker/") && !refused {
+		// The fleet's own steady traffic, redirects (421) and stale
+		// reports (409) included: the dispatcher logs each attempt
+		// started and finished with its worker and credential.
+		lvl = zapcore.DebugLevel
+	}
+	ce := g.audit.Check(lvl, "request")
+	if ce == nil {
+		return
+	}
+	credential, role := "", ""
+	if info.principal != nil {
+		credential, role = info.principal.ID, string(info.principal.Role)
+	}
+	ce.Write(zap.String("credential", credential), zap.String("role", role), zap.String("method", r.Method),
+		zap.String("route", route), zap.String("job_id", info.jobID), zap.Int("status", code), zap.String("remote", r.RemoteAddr))
+}
+
+// checkLoopbackHost refuses a request to a loopback listener whose Host
+// header names anything but a loopback address or "localhost" with the
+// port the request arrived on: a web page that rebinds its own DNS name
+// to 127.0.0.1 sends its own name as Host.
+func checkLoopbackHost(r *http.Request) error {
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = r.Host, ""
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	ip := net.ParseIP(host)
+	if !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("Host %q is not a loopback address: this API listens on loopback and answers only requests addressed to 127.0.0.1, [::1] or localhost (DNS rebinding defence)", r.Host)
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		_, lport, err := net.SplitHostPort(la.String())
+		if port == "" {
+			port = "80"
+			if r.TLS != nil {
+				port = "443"
+			}
+		}
+		if err == nil && port != lport {
+			return fmt.Errorf("Host %q names port %s, but this listener is on port %s (DNS rebinding defence)", r.Host, port, lport)
+		}
+	}
+	return nil
+}
+
+// checkOrigin refuses a request that a browser sent on behalf of another
+// site: an Origin header naming another host than the request's Host, or
+// Sec-Fetch-Site: cross-site. The API never sends CORS headers, so a
+// browser also keeps other sites from reading replies.
+func checkOrigin(r *http.Request) error {
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if o == "null" || err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+			return fmt.Errorf("cross-origin request refused: Origin %q is not this server (%s)", o, r.Host)
+		}
+	}
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return errors.New("cross-site request refused (Sec-Fetch-Site: cross-site)")
+	}
+	return nil
+}
+
+// checkContentType refuses a request (other than GET and HEAD) whose body
+// is not declared application/json: a body without a Content-Type, or any
+// Content-Type but application/json (a charset parameter of utf-8
+// allowed), even on a request without a body. HTML forms and the simple
+// requests any web page may send cross-site carry only text/plain,
+// multipart/form-data or application/x-www-form-urlencoded.
+func checkContentType(r *http.Request) error {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return nil
+	}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		if r.ContentLength != 0 {
+			return errors.New("a request body needs Content-Type: application/json")
+		}
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return fmt.Errorf("Content-Type %q is not supported: send application/json", ct)
+	}
+	for k, v := range params {
+		if k != "charset" || !strings.EqualFold(v, "utf-8") {
+			return fmt.Errorf("Content-Type %q is not supported: send application/json (charset utf-8 at most)", ct)
+		}
+	}
+	return nil
+}

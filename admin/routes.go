@@ -1,0 +1,100 @@
+package admin
+
+import (
+	"net/http"
+
+	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/dispatch"
+)
+
+// route is one endpoint of the API: the mux pattern, what the caller
+// needs, where the job ID it concerns comes from, and the handler.
+type route struct {
+	pattern string
+	access  auth.Access
+	scope   scope
+	// longPoll marks the worker poll: counted against the long-poll caps,
+	// not the rate limit.
+	longPoll bool
+	handler  http.Handler
+}
+
+// scope says where a route finds the job whose ID a credential's prefix
+// must cover.
+type scope int
+
+const (
+	// scopeNone: the route concerns no job (cluster state, metrics,
+	// credentials, heartbeats and completions, which are bound to the
+	// credential that took the attempt).
+	scopeNone scope = iota
+	// scopeJob: the path's {id}.
+	scopeJob
+	// scopeRun: the job of the path's {run_id}.
+	scopeRun
+	// scopeHandler: the handler applies the prefix itself: POST /v1/jobs
+	// checks the body's ID, GET /v1/jobs lists only the prefix, a poll is
+	// handed only runs within it.
+	scopeHandler
+)
+
+// routes is the route table: every endpoint of the API, with the access
+// it needs. The mux is built from it and nothing else, so no endpoint can
+// exist without an entry; TestRouteMatrix checks every entry against
+// every role.
+func (a *api) routes() []route {
+	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now)}
+	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.cfg.Auth}
+	w := &workerAPI{get: a.cfg.Worker}
+	hf := func(f http.HandlerFunc) http.Handler { return f }
+	return []route{
+		{pattern: "GET /healthz", access: auth.AccessAnonymous, handler: hf(a.healthz)},
+		{pattern: "GET /readyz", access: auth.AccessAnonymous, handler: hf(a.readyz)},
+		{pattern: "GET /metrics", access: auth.AccessRead, handler: a.metricsHandler()},
+
+		{pattern: "GET /v1/cluster/members", access: auth.AccessMembers, handler: hf(a.members)},
+		{pattern: "GET /v1/cluster/partitions", access: auth.AccessRead, handler: hf(a.partitions)},
+		{pattern: "POST /v1/cluster/drain", access: auth.AccessAdmin, handler: hf(a.drain)},
+		{pattern: "GET /v1/cluster/storage", access: auth.AccessRead, handler: storageHandler(a.cfg.Storage)},
+
+		{pattern: "GET /v1/jobs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.list)},
+		{pattern: "POST /v1/jobs", access: auth.AccessWrite, scope: scopeHandler, handler: hf(j.create)},
+		{pattern: "GET /v1/jobs/{id}", access: auth.AccessRead, scope: scopeJob, handler: j.byID(http.StatusOK, getJob)},
+		{pattern: "PUT /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, handler: hf(j.put)},
+		{pattern: "DELETE /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusNoContent, deleteJob)},
+		{pattern: "POST /v1/jobs/{id}/pause", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusOK, pauseJob)},
+		{pattern: "POST /v1/jobs/{id}/resume", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusOK, resumeJob)},
+		{pattern: "POST /v1/jobs/{id}/trigger", access: auth.AccessWrite, scope: scopeJob, handler: hf(j.trigger)},
+		{pattern: "GET /v1/jobs/{id}/runs", access: auth.AccessRead, scope: scopeJob, handler: hf(j.runs)},
+		{pattern: "GET /v1/runs/{run_id}", access: auth.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
+
+		{pattern: "POST " + dispatch.PathPoll, access: auth.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},
+		{pattern: "POST " + dispatch.PathHeartbeat, access: auth.AccessWork, handler: hf(w.heartbeat)},
+		{pattern: "POST " + dispatch.PathComplete, access: auth.AccessWork, handler: hf(w.complete)},
+
+		{pattern: "POST /v1/tokens", access: auth.AccessAdmin, handler: hf(t.create)},
+		{pattern: "GET /v1/tokens", access: auth.AccessAdmin, handler: hf(t.list)},
+		{pattern: "DELETE /v1/tokens/{id}", access: auth.AccessAdmin, handler: hf(t.revoke)},
+	}
+}
+
+// Route describes one endpoint of the API for documentation and tests.
+type Route struct {
+	// Pattern is the mux pattern, "METHOD /path/{wildcard}"; it is also
+	// the route label of jobfleet_api_requests_total.
+	Pattern string
+	// Access is what the caller needs.
+	Access auth.Access
+	// Scoped says whether a credential's job-ID prefix limits the route.
+	Scoped bool
+}
+
+// Routes returns the route table, in the order the API documents it.
+func Routes() []Route {
+	a := &api{cfg: Config{}.withDefaults()}
+	var out []Route
+	for _, rt := range a.routes() {
+		out = append(out, Route{Pattern: rt.pattern, Access: rt.access, Scoped: rt.scope != scopeNone})
+	}
+	return out
+}

@@ -1,0 +1,131 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/jobfleet/jobfleet/auth"
+)
+
+// TokenStore keeps credentials; *auth.Store implements it.
+type TokenStore interface {
+	Create(ctx context.Context, req auth.CreateRequest, createdBy string) (auth.Created, int64, error)
+	List(ctx context.Context) ([]auth.Token, error)
+	Revoke(ctx context.Context, id string) (int64, error)
+}
+
+// maxTokenBody caps a POST /v1/tokens body.
+const maxTokenBody = 16 << 10
+
+// effectWait bounds how long a create or revoke waits for this member's
+// credential cache to apply it, so that the credential works (or stops
+// working) here as soon as the reply arrives.
+const effectWait = 2 * time.Second
+
+// tokensAPI serves /v1/tokens.
+type tokensAPI struct {
+	tokens TokenStore
+	auth   Authenticator
+}
+
+func (t *tokensAPI) store(w http.ResponseWriter) bool {
+	if t.tokens == nil {
+		WriteError(w, http.StatusServiceUnavailable, "this member does not manage credentials")
+		return false
+	}
+	return true
+}
+
+// inEffect waits (bounded) until this member's cache has applied the
+// write at rev.
+func (t *tokensAPI) inEffect(ctx context.Context, rev int64) {
+	if t.auth == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, effectWait)
+	defer cancel()
+	_ = t.auth.WaitRevision(ctx, rev) // other members apply it within a second anyway
+}
+
+func (t *tokensAPI) create(w http.ResponseWriter, r *http.Request) {
+	if !t.store(w) {
+		return
+	}
+	var req auth.CreateRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxTokenBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		WriteError(w, http.StatusBadRequest, "malformed credential request: "+err.Error())
+		return
+	}
+	if err := auth.ValidateRequest(req); err != nil {
+		WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	p, _ := auth.FromContext(r.Context())
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	defer cancel()
+	c, rev, err := t.tokens.Create(ctx, req, p.ID)
+	if err != nil {
+		tokenError(w, err)
+		return
+	}
+	t.inEffect(r.Context(), rev)
+	w.Header().Set("Cache-Control", "no-store")
+	WriteJSON(w, http.StatusCreated, c)
+}
+
+func (t *tokensAPI) list(w http.ResponseWriter, r *http.Request) {
+	if !t.store(w) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	defer cancel()
+	list, err := t.tokens.List(ctx)
+	if err != nil {
+		tokenError(w, err)
+		return
+	}
+	if list == nil {
+		list = []auth.Token{}
+	}
+	WriteJSON(w, http.StatusOK, auth.TokenList{Tokens: list})
+}
+
+func (t *tokensAPI) revoke(w http.ResponseWriter, r *http.Request) {
+	if !t.store(w) {
+		return
+	}
+	id := r.PathValue("id")
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	defer cancel()
+	rev, err := t.tokens.Revoke(ctx, id)
+	if err != nil {
+		tokenError(w, err)
+		return
+	}
+	t.inEffect(r.Context(), rev)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// tokenError answers a credential store error: 400 invalid, 404 unknown,
+// 503 otherwise (etcd).
+func tokenError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, auth.ErrInvalid):
+		WriteError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, auth.ErrNotFound):
+		WriteError(w, http.StatusNotFound, err.Error())
+	default:
+		WriteError(w, http.StatusServiceUnavailable, err.Error())
+	}
+}
+
+// The etcd credential store and the cache serve the endpoints.
+var (
+	_ TokenStore    = (*auth.Store)(nil)
+	_ Authenticator = (*auth.Cache)(nil)
+)

@@ -1,0 +1,165 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Errors of this package. Callers compare with errors.Is; messages add
+// what was wrong (never a secret).
+var (
+	// ErrUnauthenticated: no credential, or one that is malformed,
+	// unknown, revoked or expired. HTTP 401.
+	ErrUnauthenticated = errors.New("not authenticated")
+	// ErrForbidden: a valid credential whose role or job-ID prefix does
+	// not allow the request. HTTP 403.
+	ErrForbidden = errors.New("forbidden")
+	// ErrNotReady: the credential cache has not loaded the credentials
+	// from etcd yet, so a token cannot be checked. HTTP 503.
+	ErrNotReady = errors.New("credentials not loaded yet")
+	// ErrInvalid: a credential request or ID is malformed; the message
+	// names the field. HTTP 400.
+	ErrInvalid = errors.New("invalid credential request")
+	// ErrNotFound: no credential has the ID. HTTP 404.
+	ErrNotFound = errors.New("no such credential")
+)
+
+// Valid reports whether r is one of the four roles.
+func (r Role) Valid() bool {
+	switch r {
+	case RoleViewer, RoleWorker, RoleOperator, RoleAdmin:
+		return true
+	}
+	return false
+}
+
+// Roles lists the roles, least to most.
+func Roles() []Role { return []Role{RoleViewer, RoleWorker, RoleOperator, RoleAdmin} }
+
+// Access is what a route requires of its caller. Roles are not a strict
+// ladder (a worker may not read jobs, a viewer may not poll), so each
+// level lists the roles it admits:
+//
+//	AccessAnonymous  anyone, with or without a credential
+//	AccessRead       viewer, operator, admin
+//	AccessMembers    viewer, worker, operator, admin (the member list)
+//	AccessWrite      operator, admin
+//	AccessWork       worker, admin (the worker protocol)
+//	AccessAdmin      admin
+type Access int
+
+// The access levels.
+const (
+	AccessAnonymous Access = iota
+	AccessRead
+	AccessMembers
+	AccessWrite
+	AccessWork
+	AccessAdmin
+)
+
+// String names the level as the docs do.
+func (a Access) String() string {
+	switch a {
+	case AccessAnonymous:
+		return "anonymous"
+	case AccessRead:
+		return "read"
+	case AccessMembers:
+		return "members"
+	case AccessWrite:
+		return "write"
+	case AccessWork:
+		return "work"
+	case AccessAdmin:
+		return "admin"
+	}
+	return fmt.Sprintf("access(%d)", int(a))
+}
+
+// Allows reports whether role r may make requests that need access a. An
+// unknown role may make none but anonymous ones.
+func (r Role) Allows(a Access) bool {
+	if a == AccessAnonymous {
+		return true
+	}
+	switch r {
+	case RoleAdmin:
+		return a <= AccessAdmin
+	case RoleOperator:
+		return a == AccessRead || a == AccessMembers || a == AccessWrite
+	case RoleViewer:
+		return a == AccessRead || a == AccessMembers
+	case RoleWorker:
+		return a == AccessMembers || a == AccessWork
+	}
+	return false
+}
+
+// Principal is an authenticated caller: the credential a request carried
+// and what it may do.
+type Principal struct {
+	// ID is the credential's ID (BootstrapID for the bootstrap secret,
+	// AnonymousID when authentication is off).
+	ID string
+	// Role is the credential's role.
+	Role Role
+	// Prefix, if not empty, limits the caller to jobs whose ID starts
+	// with it.
+	Prefix string
+}
+
+// IDs of principals that are not stored credentials.
+const (
+	// BootstrapID is the principal of the secret in the orchestrator's
+	// --admin-token-file.
+	BootstrapID = "bootstrap"
+	// AnonymousID is the principal of every request when authentication
+	// is turned off (--insecure-no-auth): an admin.
+	AnonymousID = "anonymous"
+)
+
+// InScope reports whether job jobID is within p's prefix scope (every job
+// is, without a prefix).
+func (p Principal) InScope(jobID string) bool { return strings.HasPrefix(jobID, p.Prefix) }
+
+// Authorize decides whether p may make a request that needs access a on
+// job jobID (hasJob false for requests about no single job: lists,
+// cluster state). It returns nil or an error wrapping ErrForbidden whose
+// message says what is missing. A job outside p's scope is refused
+// whether it exists or not, so the refusal tells nothing about it.
+func Authorize(p Principal, a Access, jobID string, hasJob bool) error {
+	if !p.Role.Allows(a) {
+		return fmt.Errorf("%w: credential %q (role %s) may not do this (needs %s)", ErrForbidden, p.ID, p.Role, needs(a))
+	}
+	if hasJob && !p.InScope(jobID) {
+		return fmt.Errorf("%w: credential %q is limited to jobs whose ID starts with %q", ErrForbidden, p.ID, p.Prefix)
+	}
+	return nil
+}
+
+// needs describes the roles that have access a.
+func needs(a Access) string {
+	var rs []string
+	for _, r := range Roles() {
+		if r.Allows(a) {
+			rs = append(rs, string(r))
+		}
+	}
+	return "role " + strings.Join(rs, " or ")
+}
+
+type principalKey struct{}
+
+// NewContext returns ctx carrying p.
+func NewContext(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// FromContext returns the principal ctx carries, if any.
+func FromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/auth"
+)
+
+// The credentials `jobfleet dev` makes, by well-known ID, so that a
+// restart reuses (or replaces) them instead of piling up records.
+const (
+	devAdminID  = "dev-admin"
+	devWorkerID = "dev-worker"
+	// devContext is the CLI context dev writes and makes current.
+	devContext = "dev"
+)
+
+// devCredential returns the token of dev's credential id (role role),
+// kept in file path (0600): the file's token if it is still valid in
+// etcd, else a new one issued under the same ID (replacing the stored
+// record) and written to the file.
+func devCredential(ctx context.Context, lg *zap.Logger, s *auth.Store, path, id string, role auth.Role) (string, error) {
+	if tok, err := auth.ReadTokenFile(path); err == nil {
+		if t, err := s.Verify(ctx, tok); err == nil && t.ID == id && t.Role == role {
+			lg.Info("reusing the dev credential", zap.String("credential", id), zap.String("file", path))
+			return tok, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		lg.Warn("replacing an unreadable dev token file", zap.String("file", path), zap.Error(err))
+	}
+	c, _, err := s.Issue(ctx, id, auth.CreateRequest{Role: role, Description: "made by jobfleet dev"}, "")
+	if err != nil {
+		return "", fmt.Errorf("dev credential %s: %w", id, err)
+	}
+	if err := writeSecretFile(path, c.Secret); err != nil {
+		return "", fmt.Errorf("dev credential %s: %w", id, err)
+	}
+	lg.Info("dev credential issued", zap.String("credential", id), zap.String("role", string(role)), zap.String("file", path))
+	return c.Secret, nil
+}
+
+// writeSecretFile writes secret to path with mode 0600, replacing the
+// file atomically.
+func writeSecretFile(path, secret string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".token-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.WriteString(secret + "\n"); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// devAuth makes dev's admin and worker credentials in etcd (their tokens
+// in <data dir>/admin.token and worker.token) and writes the "dev" CLI
+// context, pointing at server with the admin token file, as the current
+// context. It returns the worker token for the in-process workers.
+func devAuth(ctx context.Context, lg *zap.Logger, client *clientv3.Client, ns, dataDir, server string) (workerToken string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s := auth.NewStore(client, ns, nil)
+	adminFile, err := filepath.Abs(filepath.Join(dataDir, "admin.token"))
+	if err != nil {
+		return "", err
+	}
+	if _, err := devCredential(ctx, lg, s, adminFile, devAdminID, auth.RoleAdmin); err != nil {
+		return "", err
+	}
+	workerToken, err = devCredential(ctx, lg, s, filepath.Join(dataDir, "worker.token"), devWorkerID, auth.RoleWorker)
+	if err != nil {
+		return "", err
+	}
+	writeDevContext(lg, server, adminFile)
+	return workerToken, nil
+}
+
+// writeDevContext makes the "dev" context (server, token file) current.
+// Failing to is not fatal: dev runs, and the CLI can be given --server and
+// --token-file instead.
+func writeDevContext(lg *zap.Logger, server, tokenFile string) {
+	cfg, err := loadConfig()
+	if err == nil {
+		c := cfg.Contexts[devContext]
+		c.Server, c.Token, c.TokenFile = server, "", tokenFile
+		cfg.Contexts[devContext] = c
+		cfg.CurrentContext = devContext
+		err = saveConfig(cfg)
+	}
+	if err != nil {
+		lg.Warn("could not write the dev CLI context; pass --server and --token-file to client commands", zap.Error(err),
+			zap.String("server", server), zap.String("token_file", tokenFile))
+		return
+	}
+	path, _ := configPath()
+	lg.Info("CLI context written: jobfleet job|cluster|token commands use it", zap.String("context", devContext),
+		zap.String("server", server), zap.String("token_file", tokenFile), zap.String("config", path))
+}

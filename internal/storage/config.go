@@ -1,0 +1,120 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap"
+)
+
+// Defaults of Config.
+const (
+	// DefaultCompactionInterval is how often the fleet compacts, and how
+	// much history it keeps: kube-apiserver's choice for its etcd.
+	DefaultCompactionInterval = 5 * time.Minute
+	// CompactionOff as Config.CompactionInterval leaves compaction to
+	// etcd's own --auto-compaction-mode and --auto-compaction-retention.
+	CompactionOff time.Duration = -1
+	// DefaultQuotaBytes is etcd's default --quota-backend-bytes, 2 GiB,
+	// assumed when neither Config.QuotaBytes nor etcd says otherwise.
+	DefaultQuotaBytes = 2 << 30
+	// DefaultHighWater is the fraction of the quota above which new work
+	// is refused.
+	DefaultHighWater = 0.8
+	// DefaultCheckInterval is how often the database size and the alarms
+	// are read.
+	DefaultCheckInterval = 10 * time.Second
+	// DefaultRequestTimeout bounds each etcd request.
+	DefaultRequestTimeout = 5 * time.Second
+)
+
+// Config configures a member's Compactor and Monitor. A zero field means
+// its default.
+type Config struct {
+	// Namespace is the fleet's etcd key prefix, ending in "/". The
+	// compaction record lives at <Namespace>compaction.
+	Namespace string
+	// Member is this member's ID, recorded with the compactions it makes.
+	Member string
+	// CompactionInterval is how often one member of the fleet compacts,
+	// and the age of the revision it compacts to (the history kept).
+	// Default DefaultCompactionInterval; CompactionOff (any negative
+	// value) turns the fleet's compaction off.
+	CompactionInterval time.Duration
+	// QuotaBytes is etcd's space quota (its --quota-backend-bytes). 0
+	// takes the quota etcd reports (etcd v3.6 and later report it in
+	// their status), or DefaultQuotaBytes from an etcd that does not; when
+	// both are known the smaller one counts.
+	QuotaBytes int64
+	// HighWater is the fraction of the quota, in (0, 1], above which
+	// writes that grow the database are refused. Default
+	// DefaultHighWater.
+	HighWater float64
+	// CheckInterval is how often the Monitor reads sizes and alarms.
+	// Default DefaultCheckInterval.
+	CheckInterval time.Duration
+	// RequestTimeout bounds each etcd request. Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// Clock drives both loops; nil is the real clock.
+	Clock clockwork.Clock
+	// Logger; nil means no logs.
+	Logger *zap.Logger
+	// Metrics; nil records nothing.
+	Metrics *Metrics
+}
+
+// DefaultConfig returns the defaults for member of namespace ns.
+func DefaultConfig(ns, member string) Config {
+	c := Config{Namespace: ns, Member: member}
+	c.setDefaults()
+	return c
+}
+
+func (c *Config) setDefaults() {
+	if c.CompactionInterval == 0 {
+		c.CompactionInterval = DefaultCompactionInterval
+	}
+	if c.CompactionInterval < 0 {
+		c.CompactionInterval = CompactionOff
+	}
+	if c.HighWater == 0 {
+		c.HighWater = DefaultHighWater
+	}
+	if c.CheckInterval == 0 {
+		c.CheckInterval = DefaultCheckInterval
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+// Validate checks the configuration, defaults applied.
+func (c Config) Validate() error {
+	c.setDefaults()
+	switch {
+	case c.Namespace == "" || c.Namespace[len(c.Namespace)-1] != '/':
+		return fmt.Errorf("storage: namespace %q must end in '/'", c.Namespace)
+	case c.Member == "":
+		return errors.New("storage: empty member ID")
+	case c.CompactionInterval > 0 && c.CompactionInterval < time.Second:
+		return fmt.Errorf("storage: compaction interval %v below 1s: watchers need time to catch up", c.CompactionInterval)
+	case c.QuotaBytes < 0:
+		return fmt.Errorf("storage: quota %d bytes is negative", c.QuotaBytes)
+	case !(c.HighWater > 0 && c.HighWater <= 1):
+		return fmt.Errorf("storage: high-water mark %v outside (0, 1]", c.HighWater)
+	case c.CheckInterval < 10*time.Millisecond:
+		return fmt.Errorf("storage: check interval %v below 10ms", c.CheckInterval)
+	case c.RequestTimeout <= 0:
+		return errors.New("storage: request timeout must be positive")
+	}
+	return nil
+}

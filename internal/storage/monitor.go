@@ -1,0 +1,310 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// Where State.Quota comes from.
+const (
+	QuotaFromFlag    = "flag"    // Config.QuotaBytes, smaller than what etcd reports or etcd reports none
+	QuotaFromEtcd    = "etcd"    // etcd's status (v3.6+)
+	QuotaFromDefault = "default" // neither: etcd's default, DefaultQuotaBytes
+)
+
+// Alarm is one alarm raised in the etcd cluster.
+type Alarm struct {
+	// Member is the etcd member's ID, in hex as etcdctl prints it.
+	Member string `json:"member"`
+	// Alarm is NOSPACE or CORRUPT.
+	Alarm string `json:"alarm"`
+}
+
+// Endpoint is one etcd endpoint's status at the last check.
+type Endpoint struct {
+	// Endpoint is the client URL asked.
+	Endpoint string `json:"endpoint"`
+	// DBSize and DBSizeInUse are its database file size and the part of
+	// it in use, in bytes.
+	DBSize      int64 `json:"db_size_bytes"`
+	DBSizeInUse int64 `json:"db_size_in_use_bytes"`
+	// Quota is what the endpoint reports as its quota, 0 if nothing.
+	Quota int64 `json:"quota_bytes,omitempty"`
+	// Error is why the endpoint did not answer, "" if it did.
+	Error string `json:"error,omitempty"`
+}
+
+// State is what the Monitor knows of etcd's storage.
+type State struct {
+	// CheckedAt is when the last successful check finished; zero before.
+	CheckedAt time.Time
+	// DBSize is the database file size, as etcd's quota counts it, and
+	// DBSizeInUse the part of it in use, the largest over the endpoints.
+	DBSize, DBSizeInUse int64
+	// Quota is the space quota in bytes, from QuotaSource.
+	Quota       int64
+	QuotaSource string
+	// HighWater is the fraction of the quota above which new work is
+	// refused, and HighWaterBytes that mark in bytes.
+	HighWater      float64
+	HighWaterBytes int64
+	// AboveHighWater is DBSize > HighWaterBytes.
+	AboveHighWater bool
+	// NoSpace is true while etcd's NOSPACE alarm is raised, or a write was
+	// refused for lack of space since the last check.
+	NoSpace bool
+	// Alarms are the alarms raised in the cluster.
+	Alarms []Alarm
+	// Revision is etcd's revision at the check.
+	Revision int64
+	// Endpoints are the endpoints' statuses.
+	Endpoints []Endpoint
+	// Err is why the latest check failed (nil if it did not); the other
+	// fields keep the last values read.
+	Err error
+}
+
+// Monitor keeps a State current by reading etcd every CheckInterval, and
+// answers the fleet's questions about space from memory. Create it with
+// NewMonitor and run it with Run; its methods are safe for concurrent use.
+type Monitor struct {
+	client  *clientv3.Client
+	cfg     Config
+	lg      *zap.Logger
+	recheck chan struct{} // buffer 1: check now
+
+	mu          sync.Mutex // guards st and warnedQuota
+	st          State
+	warnedQuota bool // a quota mismatch was logged
+}
+
+// NewMonitor validates cfg and returns a monitor. It starts nothing; until
+// its first check it knows nothing and refuses nothing.
+func NewMonitor(client *clientv3.Client, cfg Config) (*Monitor, error) {
+	if client == nil {
+		return nil, errors.New("storage: nil client")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	return &Monitor{
+		client:  client,
+		cfg:     cfg,
+		lg:      cfg.Logger.Named("storage").With(zap.String("member", cfg.Member)),
+		recheck: make(chan struct{}, 1),
+		st:      State{HighWater: cfg.HighWater},
+	}, nil
+}
+
+// Run checks every CheckInterval, and at once after NoteWriteError saw a
+// write refused for lack of space, until ctx is cancelled; it returns nil
+// then.
+func (m *Monitor) Run(ctx context.Context) error {
+	for {
+		m.Check(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.cfg.Clock.After(m.cfg.CheckInterval):
+		case <-m.recheck:
+		}
+	}
+}
+
+// State returns the latest state.
+func (m *Monitor) State() State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st
+}
+
+// Check reads the endpoints' statuses and the alarms now, publishes the
+// new state (logging transitions once) and returns it. It returns the
+// check's error in State.Err, the previous values kept, if no endpoint
+// answered or the alarms could not be read.
+func (m *Monitor) Check(ctx context.Context) State {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
+	defer cancel()
+	next := State{HighWater: m.cfg.HighWater}
+	// The endpoints are asked at once: one that hangs costs the check
+	// its timeout, not the others their answers.
+	eps := m.client.Endpoints()
+	next.Endpoints = make([]Endpoint, len(eps))
+	resps := make([]*clientv3.StatusResponse, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Go(func() {
+			next.Endpoints[i].Endpoint = ep
+			resp, err := m.client.Status(ctx, ep)
+			if err != nil {
+				next.Endpoints[i].Error = err.Error()
+				return
+			}
+			resps[i] = resp
+		})
+	}
+	wg.Wait()
+	var reported int64
+	answered := 0
+	for i, resp := range resps {
+		if resp == nil {
+			continue
+		}
+		answered++
+		e := &next.Endpoints[i]
+		e.DBSize, e.DBSizeInUse, e.Quota = resp.DbSize, resp.DbSizeInUse, resp.DbSizeQuota
+		next.DBSize = max(next.DBSize, resp.DbSize)
+		next.DBSizeInUse = max(next.DBSizeInUse, resp.DbSizeInUse)
+		if resp.DbSizeQuota > 0 && (reported == 0 || resp.DbSizeQuota < reported) {
+			reported = resp.DbSizeQuota
+		}
+		next.Revision = max(next.Revision, resp.Header.GetRevision())
+	}
+	var err error
+	if answered == 0 {
+		err = errors.New("no etcd endpoint answered a status request")
+		if len(next.Endpoints) > 0 {
+			err = fmt.Errorf("%w (%s: %s)", err, next.Endpoints[0].Endpoint, next.Endpoints[0].Error)
+		}
+	} else {
+		var alarms *clientv3.AlarmResponse
+		if alarms, err = m.client.AlarmList(ctx); err == nil {
+			for _, a := range alarms.Alarms {
+				next.Alarms = append(next.Alarms, Alarm{Member: fmt.Sprintf("%x", a.MemberID), Alarm: a.Alarm.String()})
+				if a.Alarm == pb.AlarmType_NOSPACE {
+					next.NoSpace = true
+				}
+			}
+		}
+	}
+	if err != nil {
+		err = store.Classify(fmt.Errorf("storage: check: %w", err))
+		return m.publish(func(prev State) State {
+			prev.Err = err
+			return prev
+		})
+	}
+	next.Quota, next.QuotaSource = m.quota(reported)
+	next.HighWaterBytes = int64(next.HighWater * float64(next.Quota))
+	next.AboveHighWater = next.DBSize > next.HighWaterBytes
+	next.CheckedAt = m.cfg.Clock.Now()
+	return m.publish(func(State) State { return next })
+}
+
+// quota picks the quota from the flag and what etcd reports.
+func (m *Monitor) quota(reported int64) (int64, string) {
+	flag := m.cfg.QuotaBytes
+	switch {
+	case flag == 0 && reported == 0:
+		return DefaultQuotaBytes, QuotaFromDefault
+	case flag == 0:
+		return reported, QuotaFromEtcd
+	case reported == 0 || flag <= reported:
+		return flag, QuotaFromFlag
+	}
+	m.mu.Lock()
+	warn := !m.warnedQuota
+	m.warnedQuota = true
+	m.mu.Unlock()
+	if warn {
+		m.lg.Warn("etcd reports a smaller space quota than --etcd-quota-bytes; counting etcd's",
+			zap.Int64("flag_bytes", flag), zap.Int64("etcd_bytes", reported))
+	}
+	return reported, QuotaFromEtcd
+}
+
+// publish replaces the state with update(the current state), sets the
+// metrics and logs transitions. Updates are applied in order, under the
+// lock, so none is lost.
+func (m *Monitor) publish(update func(prev State) State) State {
+	m.mu.Lock()
+	prev := m.st
+	next := update(prev)
+	m.st = next
+	m.mu.Unlock()
+	m.cfg.Metrics.setState(next)
+
+	switch {
+	case next.Err != nil && prev.Err == nil:
+		m.lg.Warn("reading etcd's database size and alarms failed; keeping the last values", zap.Error(next.Err))
+	case next.Err == nil && prev.Err != nil:
+		m.lg.Info("reading etcd's database size and alarms works again")
+	}
+	fields := []zap.Field{zap.String("db_size", humanize.IBytes(uint64(next.DBSize))), zap.String("quota", humanize.IBytes(uint64(next.Quota))),
+		zap.String("high_water", humanize.IBytes(uint64(next.HighWaterBytes)))}
+	switch {
+	case next.AboveHighWater && !prev.AboveHighWater:
+		m.lg.Warn("etcd's database is above the high-water mark: refusing new jobs, growing replacements and triggers (507) until it is compacted and defragmented; firing continues", fields...)
+	case !next.AboveHighWater && prev.AboveHighWater:
+		m.lg.Info("etcd's database is below the high-water mark again: accepting new work", fields...)
+	}
+	switch {
+	case next.NoSpace && !prev.NoSpace:
+		m.lg.Error("etcd's NOSPACE alarm is raised: etcd refuses writes; firing is stopped until an operator compacts, defragments and disarms it (docs/operations.md)", fields...)
+	case !next.NoSpace && prev.NoSpace:
+		m.lg.Info("etcd's NOSPACE alarm is cleared: firing resumes", fields...)
+	}
+	return next
+}
+
+// NoteWriteError tells the monitor that a write failed with err (as
+// classified by store.Classify). A write refused for lack of space marks
+// the state NoSpace at once and triggers a check, which keeps or clears it.
+func (m *Monitor) NoteWriteError(err error) {
+	if !errors.Is(err, store.ErrNoSpace) {
+		return
+	}
+	m.publish(func(prev State) State {
+		prev.NoSpace = true
+		return prev
+	})
+	select {
+	case m.recheck <- struct{}{}:
+	default:
+	}
+}
+
+// WritesRefused returns an error wrapping store.ErrNoSpace while etcd
+// refuses writes for lack of space (its NOSPACE alarm is raised), nil
+// otherwise. It answers from memory.
+func (m *Monitor) WritesRefused() error {
+	st := m.State()
+	if !st.NoSpace {
+		return nil
+	}
+	return fmt.Errorf("%w: etcd's NOSPACE alarm is raised (database %s, quota %s); an operator must compact, defragment and disarm it",
+		store.ErrNoSpace, humanize.IBytes(uint64(st.DBSize)), humanize.IBytes(uint64(st.Quota)))
+}
+
+// Admit says whether a write that grows the database (a new job, a larger
+// replacement, a trigger) may be made: nil, or an error wrapping
+// store.ErrNoSpace (NOSPACE alarm) or store.ErrHighWater (above the
+// high-water mark) that names the size, the quota and the mark. It answers
+// from memory.
+func (m *Monitor) Admit() error {
+	if err := m.WritesRefused(); err != nil {
+		return err
+	}
+	st := m.State()
+	if !st.AboveHighWater {
+		return nil
+	}
+	return fmt.Errorf("%w: etcd's database is %s, above the high-water mark of %s (%s of the %s quota); new jobs, larger replacements and triggers are refused until it is compacted and defragmented",
+		store.ErrHighWater, humanize.IBytes(uint64(st.DBSize)), humanize.IBytes(uint64(st.HighWaterBytes)),
+		percent(st.HighWater), humanize.IBytes(uint64(st.Quota)))
+}
+
+func percent(f float64) string {
+	return fmt.Sprintf("%g%%", float64(int(f*1000+0.5))/10)
+}

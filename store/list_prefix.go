@@ -1,0 +1,140 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// rangesPerTxn is how many partitions one ListPrefix transaction reads
+// (etcd allows 128 operations per transaction by default).
+const rangesPerTxn = 64
+
+// ListPrefix is List limited to jobs whose ID starts with prefix: up to
+// limit jobs (1..1000) in List's order after the cursor, and the cursor of
+// the next page ("" at the end). An empty prefix is List.
+//
+// Specs are keyed by partition first, so a prefix's jobs are spread over
+// every partition; each partition is read only in the key range of the
+// prefix (EscapeID keeps prefixes: the escaped ID of a job starts with the
+// escaped prefix), keys only, a transaction of rangesPerTxn partitions at
+// a time, and then only the page's documents are fetched, all at one
+// revision. A page costs a few requests however many jobs lie outside the
+// prefix.
+func (s *Etcd) ListPrefix(ctx context.Context, prefix, cursor string, limit int) ([]Job, string, error) {
+	if prefix == "" {
+		return s.List(ctx, cursor, limit)
+	}
+	if limit < 1 || limit > 1000 {
+		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
+	}
+	root := s.keys.JobsPrefix()
+	first, after := 0, ""
+	if cursor != "" {
+		ps, _, ok := strings.Cut(cursor, "/")
+		p, err := strconv.Atoi(ps)
+		if !ok || err != nil || p < 0 || p >= s.partitions {
+			return nil, "", fmt.Errorf("%w: cursor %q is not one this server made", ErrInvalidJob, cursor)
+		}
+		first, after = p, root+cursor+"\x00"
+	}
+	esc := EscapeID(prefix)
+	var (
+		keys []string // spec keys in order, up to limit+1
+		rev  int64    // the revision every read is made at
+	)
+	withRev := func(opts ...clientv3.OpOption) []clientv3.OpOption {
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		return opts
+	}
+	// addSpecKeys appends the spec keys (not trigger keys) of partition p
+	// among kvs' keys.
+	addSpecKeys := func(p int, got []string) {
+		pk := s.keys.PartitionJobsPrefix(p)
+		for _, k := range got {
+			if len(keys) > limit {
+				return
+			}
+			if !strings.Contains(k[len(pk):], "/") {
+				keys = append(keys, k)
+			}
+		}
+	}
+	for p := first; p < s.partitions && len(keys) <= limit; p += rangesPerTxn {
+		n := min(rangesPerTxn, s.partitions-p)
+		ops := make([]clientv3.Op, n)
+		ends := make([]string, n)
+		for i := range n {
+			from := s.keys.PartitionJobsPrefix(p+i) + esc
+			ends[i] = clientv3.GetPrefixRangeEnd(from)
+			if p+i == first && after > from {
+				from = min(after, ends[i])
+			}
+			ops[i] = clientv3.OpGet(from, withRev(clientv3.WithRange(ends[i]), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(limit+1)))...)
+		}
+		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, "", Classify(err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for i, r := range resp.Responses {
+			rr := r.GetResponseRange()
+			got := make([]string, len(rr.Kvs))
+			for j, kv := range rr.Kvs {
+				got[j] = string(kv.Key)
+			}
+			addSpecKeys(p+i, got)
+			// Trigger keys took part of the range's limit: read on.
+			for more := rr.More; more && len(keys) <= limit; {
+				from := got[len(got)-1] + "\x00"
+				gr, err := s.client.Get(ctx, from, withRev(clientv3.WithRange(ends[i]), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(limit+1)))...)
+				if err != nil {
+					return nil, "", Classify(err)
+				}
+				got = got[:0]
+				for _, kv := range gr.Kvs {
+					got = append(got, string(kv.Key))
+				}
+				addSpecKeys(p+i, got)
+				more = gr.More && len(got) > 0
+			}
+			if len(keys) > limit {
+				break
+			}
+		}
+	}
+	page := keys[:min(len(keys), limit)]
+	jobs := make([]Job, 0, len(page))
+	for start := 0; start < len(page); start += rangesPerTxn {
+		chunk := page[start:min(start+rangesPerTxn, len(page))]
+		ops := make([]clientv3.Op, len(chunk))
+		for i, k := range chunk {
+			ops[i] = clientv3.OpGet(k, clientv3.WithRev(rev))
+		}
+		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, "", Classify(err)
+		}
+		for _, r := range resp.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				j, err := DecodeStoredJob(kv.Value, kv.ModRevision)
+				if err != nil {
+					return nil, "", err
+				}
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	next := ""
+	if len(keys) > limit {
+		next = strings.TrimPrefix(page[len(page)-1], root)
+	}
+	return jobs, next, nil
+}

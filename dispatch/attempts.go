@@ -54,9 +54,11 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 
 // assign hands up to n dispatchable runs whose executor the worker runs
 // (of jobs within req.Prefix) to req.Worker, recording each attempt with
-// its worker and credential (fenced, compare-and-swap) first. It is a
+// its worker and credential (fenced, compare-and-swap) first. The write
+// runs under the partition's context: the poll ending meanwhile does not
+// cut it (the caller takes back what it then cannot deliver). It is a
 // writer.
-func (pt *partition) assign(ctx context.Context, req PollRequest, executors map[string]bool, n int) []Assignment {
+func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) []Assignment {
 	worker := req.Worker
 	if pt.d.writesRefused() != nil {
 		return nil // etcd is full: no attempt could be recorded
@@ -99,13 +101,13 @@ func (pt *partition) assign(ctx context.Context, req PollRequest, executors map[
 	if len(picked) == 0 {
 		return nil
 	}
-	resp, err := pt.commit(ctx, ops)
+	resp, err := pt.commit(pt.ctx, ops)
 	if err != nil {
 		pt.lg.Warn("recording attempts failed", zap.Error(err))
 		return nil
 	}
 	var lost []store.Run
-	defer func() { pt.readopt(ctx, lost) }() // after mu is released
+	defer func() { pt.readopt(pt.ctx, lost) }() // after mu is released
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	var out []Assignment
@@ -190,29 +192,76 @@ func (pt *partition) notOwned() error {
 	return &NotOwnerError{Partition: pt.p, Owner: owner, OwnerAddr: addr}
 }
 
-// takeBack undoes the hand-out of attempt a, which its worker never
-// received: the run goes back to the state it had, without the attempt. It
-// is a writer.
-func (pt *partition) takeBack(ctx context.Context, a Assignment) {
-	pt.wmu.Lock()
-	defer pt.wmu.Unlock()
+// queueTakeBack asks the loop to undo the hand-out of attempt a, which
+// its worker never received (its poll ended first). The loop writes the
+// run back without the attempt (takeBackQueued) under the partition's
+// context, fenced, and retries after a failed write; a take-back that
+// never applies (the partition is handed over meanwhile) leaves the
+// attempt to expire with its lease, and the run is retried. It is a reader.
+func (pt *partition) queueTakeBack(worker string, a Assignment) {
 	pt.mu.Lock()
-	ar := pt.active[a.RunID]
-	if pt.closed || ar == nil || ar.run.Status != store.RunRunning || len(ar.run.Attempts) != a.Attempt {
+	if pt.closed {
 		pt.mu.Unlock()
 		return
 	}
-	r := ar.run
-	notBefore := ar.notBefore
+	pt.takeBacks[a.RunID] = undelivered{attempt: a.Attempt, worker: worker}
 	pt.mu.Unlock()
-	r.Attempts = r.Attempts[:len(r.Attempts)-1]
-	r.Status = store.RunPending
-	if n := len(r.Attempts); n > 0 {
-		r.Status = store.RunFailed
+	pt.poke()
+}
+
+// undelivered is an attempt recorded for a poll that ended before its
+// worker got it.
+type undelivered struct {
+	attempt int
+	worker  string
+}
+
+// takeBackQueued writes back the runs of queued take-backs without their
+// undelivered attempts: pending, or failed with the attempts they had. A
+// take-back whose attempt is no longer the run's current one is moot; one
+// whose write fails stays queued for the next tick. The caller holds wmu.
+func (pt *partition) takeBackQueued(ctx context.Context) {
+	type back struct {
+		runID     string
+		u         undelivered
+		ar        *activeRun
+		r         store.Run
+		notBefore time.Time
 	}
-	if _, err := pt.writeRun(ctx, ar, r, notBefore); err == nil {
-		pt.lg.Info("attempt taken back: its poll was cancelled before delivery", zap.String("run_id", a.RunID), zap.Int("attempt", a.Attempt))
-		pt.d.wakePollers()
+	var todo []back
+	pt.mu.Lock()
+	for _, rid := range slices.Sorted(maps.Keys(pt.takeBacks)) {
+		u := pt.takeBacks[rid]
+		ar := pt.active[rid]
+		if ar == nil || ar.run.Status != store.RunRunning || len(ar.run.Attempts) != u.attempt ||
+			ar.run.Attempts[u.attempt-1].Worker != u.worker {
+			delete(pt.takeBacks, rid) // finished, expired or taken back already
+			continue
+		}
+		r := ar.run
+		r.Attempts = slices.Clone(r.Attempts[:len(r.Attempts)-1])
+		r.Status = store.RunPending
+		if len(r.Attempts) > 0 {
+			r.Status = store.RunFailed
+		}
+		todo = append(todo, back{runID: rid, u: u, ar: ar, r: r, notBefore: ar.notBefore})
+	}
+	pt.mu.Unlock()
+	for _, b := range todo {
+		_, err := pt.writeRun(ctx, b.ar, b.r, b.notBefore)
+		if err != nil && !errors.Is(err, errChangedBehind) {
+			continue // retried at the next tick
+		}
+		pt.mu.Lock()
+		if pt.takeBacks[b.runID] == b.u {
+			delete(pt.takeBacks, b.runID)
+		}
+		pt.mu.Unlock()
+		if err == nil {
+			pt.lg.Info("attempt taken back: its poll ended before delivery", zap.String("run_id", b.runID), zap.Int("attempt", b.u.attempt),
+				zap.String("worker", b.u.worker))
+			pt.d.wakePollers()
+		}
 	}
 }
 
@@ -235,8 +284,10 @@ func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) 
 	return HeartbeatResponse{Lease: store.Duration(pt.d.cfg.RunLease)}, nil
 }
 
-// complete records an attempt's result. It is a writer.
-func (pt *partition) complete(ctx context.Context, req CompleteRequest) (CompleteResponse, error) {
+// complete records an attempt's result. The write runs under the
+// partition's context: a worker that hangs up meanwhile does not cut it.
+// It is a writer.
+func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
 	pt.mu.Lock()
@@ -265,13 +316,13 @@ func (pt *partition) complete(ctx context.Context, req CompleteRequest) (Complet
 	now := pt.now()
 	r, notBefore := FinishAttempt(&e.spec, ar.run, Outcome{Success: req.Success, Error: req.Error, Output: req.Output}, now, jitter())
 	pt.mu.Unlock()
-	_, err = pt.writeRun(ctx, ar, r, notBefore)
+	_, err = pt.writeRun(pt.ctx, ar, r, notBefore)
 	if errors.Is(err, store.ErrTooLarge) {
 		// Cannot happen with a sane run document budget; if it does, the
 		// result matters more than the outputs: record it without them,
 		// rather than have a succeeded attempt retried as lost.
 		pt.lg.Error("run document too large even within its budget; recording the result without outputs", zap.String("run_id", r.ID), zap.Error(err))
-		_, err = pt.writeRun(ctx, ar, withoutOutputs(r), notBefore)
+		_, err = pt.writeRun(pt.ctx, ar, withoutOutputs(r), notBefore)
 	}
 	if err != nil {
 		pt.mu.Lock()

@@ -47,6 +47,12 @@ type partition struct {
 	p     int
 	lg    *zap.Logger
 	nudge chan struct{} // buffer 1: re-evaluate now
+	// ctx is the partition's work context, cancelled when its ownership
+	// ends. Writes made for a protocol request (an attempt handed out, a
+	// result, a take-back) run under it, not under the request's context:
+	// a worker that goes away mid-request must not cut a write whose
+	// outcome the partition then would not know.
+	ctx context.Context
 
 	wmu sync.Mutex // writer lock, see above; guards failed and retryAt
 	// failed is set when a write of this tick failed; retryAt is when the
@@ -63,6 +69,10 @@ type partition struct {
 	// yet been told: their heartbeats answer Cancel. By run ID; dropped
 	// once the worker reports, or a run lease after the replacement.
 	cancelled map[string]cancelledAttempt
+	// takeBacks are attempts recorded for polls that ended before the
+	// worker got them, by run ID: the loop writes the runs back without
+	// them (fenced), retrying until done or moot.
+	takeBacks map[string]undelivered
 	hist      *history // the partition's stored runs
 }
 
@@ -245,6 +255,7 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	if pt.d.writesRefused() != nil {
 		return now.Add(spaceRecheck) // etcd is full: the gate logged it; no write would apply
 	}
+	pt.takeBackQueued(ctx) // before expiry: an undelivered attempt is not lost
 	pt.expire(ctx, now)
 	pt.fireDue(ctx, now)
 	pt.trimHistory(ctx, now)

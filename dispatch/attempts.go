@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -104,6 +106,16 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 	resp, err := pt.commit(pt.ctx, ops)
 	if err != nil {
 		pt.lg.Warn("recording attempts failed", zap.Error(err))
+		if unknownOutcome(err) {
+			// The attempts may be recorded all the same, for a worker
+			// that gets none of them: take back those that are.
+			pt.mu.Lock()
+			for _, pk := range picked {
+				pt.takeBacks[pk.ar.run.ID] = undelivered{attempt: len(pk.w.run.Attempts), worker: worker, unsure: true}
+			}
+			pt.mu.Unlock()
+			pt.poke()
+		}
 		return nil
 	}
 	var lost []store.Run
@@ -214,6 +226,10 @@ func (pt *partition) queueTakeBack(worker string, a Assignment) {
 type undelivered struct {
 	attempt int
 	worker  string
+	// unsure: the attempt's write failed with an unknown outcome (a
+	// timeout, a lost connection), so memory may not show it although
+	// etcd does: the run is read again before it is taken back.
+	unsure bool
 }
 
 // takeBackQueued writes back the runs of queued take-backs without their
@@ -221,6 +237,7 @@ type undelivered struct {
 // take-back whose attempt is no longer the run's current one is moot; one
 // whose write fails stays queued for the next tick. The caller holds wmu.
 func (pt *partition) takeBackQueued(ctx context.Context) {
+	pt.resolveUnsure(ctx)
 	type back struct {
 		runID     string
 		u         undelivered
@@ -233,6 +250,9 @@ func (pt *partition) takeBackQueued(ctx context.Context) {
 	for _, rid := range slices.Sorted(maps.Keys(pt.takeBacks)) {
 		u := pt.takeBacks[rid]
 		ar := pt.active[rid]
+		if u.unsure {
+			continue // not read yet: resolveUnsure failed
+		}
 		if ar == nil || ar.run.Status != store.RunRunning || len(ar.run.Attempts) != u.attempt ||
 			ar.run.Attempts[u.attempt-1].Worker != u.worker {
 			delete(pt.takeBacks, rid) // finished, expired or taken back already
@@ -263,6 +283,75 @@ func (pt *partition) takeBackQueued(ctx context.Context) {
 			pt.d.wakePollers()
 		}
 	}
+}
+
+// resolveUnsure reads the runs of take-backs whose attempt's write had an
+// unknown outcome. A run that holds the attempt (the write applied) is
+// taken into memory as stored, to be taken back; a run unchanged since
+// memory's revision (it did not apply) needs no take-back; any other
+// change is left to the compare-and-swap of the run's next write. A failed
+// read leaves them for the next tick. The caller holds wmu.
+func (pt *partition) resolveUnsure(ctx context.Context) {
+	pt.mu.Lock()
+	var runs []store.Run
+	for _, rid := range slices.Sorted(maps.Keys(pt.takeBacks)) {
+		if ar := pt.active[rid]; pt.takeBacks[rid].unsure && ar != nil {
+			runs = append(runs, ar.run)
+		}
+	}
+	pt.mu.Unlock()
+	if len(runs) == 0 {
+		return
+	}
+	kvs, err := pt.readRuns(ctx, runs)
+	if err != nil {
+		pt.lg.Warn("reading runs whose attempt's write had an unknown outcome failed; retrying", zap.Int("runs", len(runs)), zap.Error(err))
+		pt.failed = true
+		return
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	for i, r := range runs {
+		u, ar := pt.takeBacks[r.ID], pt.active[r.ID]
+		delete(pt.takeBacks, r.ID)
+		kv := kvs[i]
+		if ar == nil || kv == nil || kv.ModRevision == ar.modRev {
+			continue // deleted with its job, or the write did not apply
+		}
+		var stored store.Run
+		if err := json.Unmarshal(kv.Value, &stored); err != nil || stored.Status != store.RunRunning ||
+			len(stored.Attempts) != u.attempt || stored.Attempts[u.attempt-1].Worker != u.worker {
+			continue
+		}
+		pt.hist.rewritten(stored.JobID, stored.ScheduledAt, ar.size, len(kv.Value), false)
+		ar.run, ar.modRev, ar.size = stored, kv.ModRevision, len(kv.Value)
+		u.unsure = false
+		pt.takeBacks[r.ID] = u
+		pt.lg.Info("attempt whose write had an unknown outcome found applied; taking it back", zap.String("run_id", r.ID),
+			zap.Int("attempt", u.attempt), zap.String("worker", u.worker))
+	}
+}
+
+// readRuns reads the stored documents of runs in one transaction; nil
+// for a run that is not stored. The caller holds neither lock or wmu only.
+func (pt *partition) readRuns(ctx context.Context, runs []store.Run) ([]*mvccpb.KeyValue, error) {
+	ops := make([]clientv3.Op, len(runs))
+	for i, r := range runs {
+		ops[i] = clientv3.OpGet(pt.d.keys.Run(pt.p, r.JobID, r.ScheduledAt))
+	}
+	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := pt.d.client.Txn(rctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*mvccpb.KeyValue, len(runs))
+	for i, rr := range resp.Responses {
+		if kvs := rr.GetResponseRange().Kvs; len(kvs) > 0 {
+			out[i] = kvs[0]
+		}
+	}
+	return out, nil
 }
 
 // heartbeat extends a running attempt's lease. It is a reader: it takes

@@ -86,3 +86,36 @@ func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
 		t.Fatalf("run = %s with attempts %+v; want succeeded by w2's attempt 1", r.Status, r.Attempts)
 	}
 }
+
+// TestAttemptWriteOfUnknownOutcomeIsTakenBack: the attempt's write times
+// out for the owner (etcd's answer is held) but applies in etcd. The poll
+// returns nothing, so no worker has the attempt: the owner reads the run
+// again once etcd answers, finds the attempt and takes it back, retrying
+// the read while etcd does not answer.
+func TestAttemptWriteOfUnknownOutcomeIsTakenBack(t *testing.T) {
+	h, bridge := lostAnswerHarness(t)
+	h.create(store.Job{ID: "a", Schedule: "@every 1m"}) // one attempt per run
+	h.clock.Advance(time.Minute)
+	runID := h.waitRuns("a", 1)[0].ID
+	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
+	bridge.CutReplies()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1})
+	if err != nil || len(resp.Attempts) != 0 {
+		t.Fatalf("poll while etcd's answers are held = %+v, %v; want no attempt", resp, err)
+	}
+	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunRunning && len(r.Attempts) == 1 })
+	// The owner's first read of the run times out too.
+	h.waitFor("the owner to try reading the run", func() bool { return h.disp.Health() != nil })
+	bridge.Restore()
+	h.waitFor("the attempt to be taken back", func() bool {
+		h.clock.Advance(200 * time.Millisecond) // to the loop's retry after a failed write
+		r, err := h.store.GetRun(context.Background(), runID)
+		return err == nil && r.Status == store.RunPending && len(r.Attempts) == 0
+	})
+	a := h.poll("w2", 1)[0]
+	if a.RunID != runID || a.Attempt != 1 {
+		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
+	}
+}

@@ -150,6 +150,12 @@ func (pt *partition) schedule(ctx context.Context, rev int64) error {
 	timer := clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		// The timer is stopped while the loop works and set again once it
+		// is about to wait: a controlled clock (tests) sees it as a waiter
+		// only then, so a test can wait for that before moving the clock,
+		// which it must not move between the timer's duration being
+		// computed and set.
+		timer.Stop()
 		next := pt.tick(ctx)
 		if next.IsZero() {
 			timer.Reset(time.Hour)

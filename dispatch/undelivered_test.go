@@ -62,7 +62,7 @@ func abandonPoll(t *testing.T, h *harness, bridge *etcdtest.Bridge, runID, worke
 func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
 	h, bridge := undeliveredHarness(t)
 	h.create(store.Job{ID: "a", Schedule: "@every 1m"}) // one attempt per run
-	h.clock.Advance(time.Minute)
+	h.advance(time.Minute)
 	runID := h.waitRuns("a", 1)[0].ID
 	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
 	abandonPoll(t, h, bridge, runID, "gone")
@@ -95,7 +95,7 @@ func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
 func TestAttemptWriteOfUnknownOutcomeIsTakenBack(t *testing.T) {
 	h, bridge := lostAnswerHarness(t)
 	h.create(store.Job{ID: "a", Schedule: "@every 1m"}) // one attempt per run
-	h.clock.Advance(time.Minute)
+	h.advance(time.Minute)
 	runID := h.waitRuns("a", 1)[0].ID
 	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
 	bridge.CutReplies()
@@ -110,7 +110,7 @@ func TestAttemptWriteOfUnknownOutcomeIsTakenBack(t *testing.T) {
 	h.waitFor("the owner to try reading the run", func() bool { return h.disp.Health() != nil })
 	bridge.Restore()
 	h.waitFor("the attempt to be taken back", func() bool {
-		h.clock.Advance(200 * time.Millisecond) // to the loop's retry after a failed write
+		h.advance(200 * time.Millisecond) // to the loop's retry after a failed write
 		r, err := h.store.GetRun(context.Background(), runID)
 		return err == nil && r.Status == store.RunPending && len(r.Attempts) == 0
 	})

@@ -43,16 +43,18 @@
 //     and retried.
 //   - Writes made for a worker's request (an attempt handed out, a result,
 //     a take-back) run under the partition's context, not the request's:
-//     a worker that goes away mid-request does not cut them. Attempts a
+//     a worker that goes away mid-request does not cut them. Nor does any
+//     caller cut a write batched with other partitions' (the committer
+//     sees a sent batch through under its own timeout). Attempts a
 //     poll recorded but could not deliver (its worker gone) are taken back
 //     by the partition's loop, fenced, and retried until done or moot.
 //
 // # Not guaranteed
 //
 //   - Execution is at least once: a worker whose report never arrives has
-//     its attempt retried. An attempt a worker got but whose write's
-//     answer the owner lost, or whose take-back never applied (ownership
-//     moved first), is lost with its lease and retried as a new attempt.
+//     its attempt retried. An attempt whose poll answer never reached its
+//     worker, or whose take-back never applied (ownership moved first), is
+//     lost with its lease and retried as a new attempt.
 //   - A write of unknown outcome may still apply after later writes of its
 //     partition. Run writes are compare-and-swap on the run's revision, so
 //     such a late write cannot overwrite a newer run; a late job state

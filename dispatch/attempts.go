@@ -285,17 +285,29 @@ func (pt *partition) takeBackQueued(ctx context.Context) {
 	}
 }
 
-// resolveUnsure reads the runs of take-backs whose attempt's write had an
-// unknown outcome. A run that holds the attempt (the write applied) is
-// taken into memory as stored, to be taken back; a run unchanged since
-// memory's revision (it did not apply) needs no take-back; any other
-// change is left to the compare-and-swap of the run's next write. A failed
-// read leaves them for the next tick. The caller holds wmu.
+// resolveUnsure settles take-backs whose attempt's write had an unknown
+// outcome: a run whose memory shows the attempt (read again meanwhile
+// after a refused write) is taken back; the others are read, and a run
+// stored with the attempt (the write applied) is taken into memory as
+// stored, to be taken back, while one stored without it (the write did
+// not apply) needs none. A failed read leaves them for the next tick. The
+// caller holds wmu.
 func (pt *partition) resolveUnsure(ctx context.Context) {
+	holds := func(r store.Run, u undelivered) bool {
+		return r.Status == store.RunRunning && len(r.Attempts) == u.attempt && r.Attempts[u.attempt-1].Worker == u.worker
+	}
 	pt.mu.Lock()
 	var runs []store.Run
 	for _, rid := range slices.Sorted(maps.Keys(pt.takeBacks)) {
-		if ar := pt.active[rid]; pt.takeBacks[rid].unsure && ar != nil {
+		u, ar := pt.takeBacks[rid], pt.active[rid]
+		switch {
+		case !u.unsure:
+		case ar == nil:
+			delete(pt.takeBacks, rid) // final, or deleted with its job
+		case holds(ar.run, u):
+			u.unsure = false
+			pt.takeBacks[rid] = u
+		default:
 			runs = append(runs, ar.run)
 		}
 	}
@@ -315,16 +327,17 @@ func (pt *partition) resolveUnsure(ctx context.Context) {
 		u, ar := pt.takeBacks[r.ID], pt.active[r.ID]
 		delete(pt.takeBacks, r.ID)
 		kv := kvs[i]
-		if ar == nil || kv == nil || kv.ModRevision == ar.modRev {
-			continue // deleted with its job, or the write did not apply
-		}
-		var stored store.Run
-		if err := json.Unmarshal(kv.Value, &stored); err != nil || stored.Status != store.RunRunning ||
-			len(stored.Attempts) != u.attempt || stored.Attempts[u.attempt-1].Worker != u.worker {
+		if ar == nil || kv == nil {
 			continue
 		}
-		pt.hist.rewritten(stored.JobID, stored.ScheduledAt, ar.size, len(kv.Value), false)
-		ar.run, ar.modRev, ar.size = stored, kv.ModRevision, len(kv.Value)
+		var stored store.Run
+		if err := json.Unmarshal(kv.Value, &stored); err != nil || !holds(stored, u) {
+			continue // the write did not apply (or the run moved on)
+		}
+		if kv.ModRevision != ar.modRev {
+			pt.hist.rewritten(stored.JobID, stored.ScheduledAt, ar.size, len(kv.Value), false)
+			ar.run, ar.modRev, ar.size = stored, kv.ModRevision, len(kv.Value)
+		}
 		u.unsure = false
 		pt.takeBacks[r.ID] = u
 		pt.lg.Info("attempt whose write had an unknown outcome found applied; taking it back", zap.String("run_id", r.ID),

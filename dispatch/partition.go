@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -152,15 +153,13 @@ func (pt *partition) schedule(ctx context.Context, rev int64) error {
 	for {
 		// The timer is stopped while the loop works and set again once it
 		// is about to wait: a controlled clock (tests) sees it as a waiter
-		// only then, so a test can wait for that before moving the clock,
-		// which it must not move between the timer's duration being
-		// computed and set.
+		// only then.
 		timer.Stop()
 		next := pt.tick(ctx)
 		if next.IsZero() {
 			timer.Reset(time.Hour)
 		} else {
-			timer.Reset(max(clock.Until(next), 0))
+			armAt(clock, timer, next)
 		}
 		select {
 		case <-ctx.Done():
@@ -175,6 +174,21 @@ func (pt *partition) schedule(ctx context.Context, rev int64) error {
 			pt.apply(ctx, wr.Events)
 		case <-timer.Chan():
 		case <-pt.nudge:
+		}
+	}
+}
+
+// armAt sets timer to fire at instant at of clock. A timer counts its
+// duration from when it is set, so a clock that jumps between reading it
+// and setting the timer (a controlled clock in tests; in production a
+// pause of the process) would make it fire late by the jump: it is set
+// again until the clock stood (within a millisecond) while it was set.
+func armAt(clock clockwork.Clock, timer clockwork.Timer, at time.Time) {
+	for {
+		before := clock.Now()
+		timer.Reset(max(at.Sub(before), 0))
+		if clock.Since(before) < time.Millisecond {
+			return
 		}
 	}
 }

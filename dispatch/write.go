@@ -154,8 +154,9 @@ func (pt *partition) readopt(ctx context.Context, runs []store.Run) {
 
 // unknownOutcome reports whether a failed write may have applied in etcd
 // all the same: anything but a refusal etcd answered (fenced, too large,
-// no space) or a write the committer never sent leaves the outcome unknown (a timeout, a
-// cancelled request, a lost connection, a leader change).
+// no space) or a write the committer never sent leaves the outcome
+// unknown (a timeout, a cancelled request, a lost connection, a leader
+// change).
 func unknownOutcome(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, errNotSent), errors.Is(err, shard.ErrFenced), errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrNoSpace):

@@ -358,7 +358,10 @@ func TestFireOfAChangedJobIsRefused(t *testing.T) {
 			bridge.Restore()
 		}
 	}()
-	h.advance(time.Second) // j@t0+1s is due: its write waits in the bridge
+	// j@t0+1s is due: its write waits in the bridge. The scheduler may be
+	// held in the bridge already (taking the job in), so the clock moves
+	// without waiting for it to park.
+	h.clock.Advance(time.Second)
 	h.waitFor("the fire's write to start", func() bool { return h.disp.WriterBusy(0) })
 	if err := h.store.Delete(context.Background(), "j"); err != nil {
 		t.Fatal(err)

@@ -27,8 +27,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
 )

@@ -29,8 +29,8 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
 )

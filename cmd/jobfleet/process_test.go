@@ -27,7 +27,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
 )
 

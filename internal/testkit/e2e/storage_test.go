@@ -19,10 +19,10 @@ import (
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
-	"github.com/jobfleet/jobfleet/internal/fleettest"
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/store"
 )
 

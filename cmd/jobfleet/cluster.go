@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
 )
@@ -263,7 +263,7 @@ func newClusterCmd() *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "partitions", Short: "Show each partition's owner, epoch and ring target, and a per-member summary", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var t orchestrator.PartitionTable
+			var t api.PartitionTable
 			if err := opts.do("GET", "/v1/cluster/partitions", nil, &t); err != nil {
 				return err
 			}
@@ -273,7 +273,7 @@ func newClusterCmd() *cobra.Command {
 			owned := map[string]int{}
 			targeted := map[string]int{}
 			unowned, misplaced := 0, 0
-			for _, a := range t.Assignments {
+			for _, a := range t.Rows {
 				owned[a.Owner]++
 				targeted[a.Target]++
 				if a.Owner == "" {

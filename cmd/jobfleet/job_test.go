@@ -23,8 +23,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/membership"
@@ -36,8 +36,8 @@ import (
 type apiMember struct{}
 
 func (apiMember) Members() membership.View { return membership.View{} }
-func (apiMember) Partitions() (orchestrator.PartitionTable, error) {
-	return orchestrator.PartitionTable{}, orchestrator.ErrNotStarted
+func (apiMember) Partitions() (api.PartitionTable, error) {
+	return api.PartitionTable{}, admin.ErrNotStarted
 }
 func (apiMember) Ready() (bool, string)       { return true, "" }
 func (apiMember) Healthy(time.Duration) error { return nil }
@@ -459,8 +459,8 @@ func TestClusterDrainNeedsServer(t *testing.T) {
 type countingDrainMember struct{ drains *atomic.Int32 }
 
 func (countingDrainMember) Members() membership.View { return membership.View{} }
-func (countingDrainMember) Partitions() (orchestrator.PartitionTable, error) {
-	return orchestrator.PartitionTable{}, orchestrator.ErrNotStarted
+func (countingDrainMember) Partitions() (api.PartitionTable, error) {
+	return api.PartitionTable{}, admin.ErrNotStarted
 }
 func (countingDrainMember) Ready() (bool, string)       { return true, "" }
 func (countingDrainMember) Healthy(time.Duration) error { return nil }
@@ -763,7 +763,7 @@ type fakeJobsSource struct {
 func (f *fakeJobsSource) Jobs() (*store.Etcd, error) { return f.s, f.err }
 
 func TestOrchestratorJobsWaitsForStart(t *testing.T) {
-	src := &fakeJobsSource{err: orchestrator.ErrNotStarted}
+	src := &fakeJobsSource{err: admin.ErrNotStarted}
 	jobs := orchestratorJobs(src)
 	s, err := jobs()
 	if err == nil || s != nil {

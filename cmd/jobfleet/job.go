@@ -2,13 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/client"
 	"github.com/jobfleet/jobfleet/internal/crontab"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/store"
@@ -43,68 +44,6 @@ func orchestratorJobs(orch jobsSource) admin.JobsFunc {
 		}
 		return s, nil
 	}
-}
-
-// send sends a request to the API with an optional query and JSON body and
-// decodes a 2xx JSON reply into out (if not nil); it returns the status
-// code. A non-2xx reply becomes an error carrying the server's message.
-// Unlike do, it keeps the query out of the path, so IDs in path can be
-// escaped with url.PathEscape and limits and cursors passed as a query.
-func (o *clientOptions) send(method, path string, query url.Values, body []byte, out any) (int, error) {
-	if err := o.prepare(); err != nil {
-		return 0, err
-	}
-	u, err := o.apiURL(path)
-	if err != nil {
-		return 0, err
-	}
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, u, rd)
-	if err != nil {
-		return 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	defer o.client.CloseIdleConnections() // no connection outlives its command
-	resp, err := o.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return resp.StatusCode, fmt.Errorf("%s: %s%s", resp.Status, e.Error, authHint(resp.StatusCode))
-		}
-		return resp.StatusCode, fmt.Errorf("%s: %s%s", resp.Status, strings.TrimSpace(string(data)), authHint(resp.StatusCode))
-	}
-	if out == nil {
-		return resp.StatusCode, nil
-	}
-	// An empty body is not an empty document: a server that failed after
-	// its status line would otherwise pass for one with nothing to show.
-	if err := json.Unmarshal(data, out); err != nil {
-		return resp.StatusCode, fmt.Errorf("%s %s: bad reply: %w", method, path, err)
-	}
-	return resp.StatusCode, nil
-}
-
-// jobPath is the API path of job id, with id escaped as one path segment.
-func jobPath(id string, sub ...string) string {
-	return strings.Join(append([]string{"/v1/jobs/" + url.PathEscape(id)}, sub...), "/")
 }
 
 func newJobCmd() *cobra.Command {
@@ -300,7 +239,10 @@ func newJobCreateCmd(opts *clientOptions) *cobra.Command {
 				return err
 			}
 			var j store.Job
-			if _, err := opts.send("POST", "/v1/jobs", nil, doc, &j); err != nil {
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				j, err = c.CreateJobJSON(ctx, doc)
+				return err
+			}); err != nil {
 				return err
 			}
 			return printJobResult(cmd, opts, "created", j)
@@ -334,16 +276,22 @@ func newJobApplyCmd(opts *clientOptions) *cobra.Command {
 			if head.ID == "" {
 				return fmt.Errorf("%s: the job document has no \"id\"", file)
 			}
-			var j store.Job
-			code, err := opts.send("PUT", jobPath(head.ID), nil, doc, &j)
-			if code == http.StatusConflict && strings.Contains(err.Error(), "stale revision") {
+			var (
+				j       store.Job
+				created bool
+			)
+			err = opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				j, created, err = c.PutJobJSON(ctx, head.ID, doc)
+				return err
+			})
+			if errors.Is(err, client.ErrConflict) && strings.Contains(err.Error(), "stale revision") {
 				return fmt.Errorf("%w\n(%s names the revision it was read at; see the current job with: jobfleet job get %q -o json)", err, file, head.ID)
 			}
 			if err != nil {
 				return err
 			}
 			verb := "replaced"
-			if code == http.StatusCreated {
+			if created {
 				verb = "created"
 			}
 			return printJobResult(cmd, opts, verb, j)
@@ -368,7 +316,10 @@ func newJobGetCmd(opts *clientOptions) *cobra.Command {
 		Use: "get ID", Short: "Show one job", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var j store.Job
-			if _, err := opts.send("GET", jobPath(args[0]), nil, nil, &j); err != nil {
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				j, err = c.GetJob(ctx, args[0])
+				return err
+			}); err != nil {
 				return err
 			}
 			if opts.output == "json" {
@@ -446,12 +397,6 @@ func clip(s string, n int) string {
 	return s
 }
 
-// jobPage is the document of GET /v1/jobs.
-type jobPage struct {
-	Jobs       []store.Job `json:"jobs"`
-	NextCursor string      `json:"next_cursor"`
-}
-
 func newJobListCmd(opts *clientOptions) *cobra.Command {
 	var (
 		limit, chunk int
@@ -470,25 +415,26 @@ jobs after --cursor are shown, sorted by ID; the API pages in its own order
 			if chunk < 1 || chunk > 1000 {
 				return fmt.Errorf("--chunk-size must be 1 to 1000, got %d", chunk)
 			}
-			all := jobPage{Jobs: []store.Job{}, NextCursor: cursor}
-			for {
-				n := chunk
-				if limit > 0 {
-					n = min(n, limit-len(all.Jobs))
+			all := api.JobList{Jobs: []store.Job{}, NextCursor: cursor}
+			err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
+				for {
+					n := chunk
+					if limit > 0 {
+						n = min(n, limit-len(all.Jobs))
+					}
+					page, err := c.ListJobs(ctx, client.ListOptions{Limit: n, Cursor: all.NextCursor})
+					if err != nil {
+						return err
+					}
+					all.Jobs = append(all.Jobs, page.Jobs...)
+					all.NextCursor = page.NextCursor
+					if page.NextCursor == "" || (limit > 0 && len(all.Jobs) >= limit) {
+						return nil
+					}
 				}
-				q := url.Values{"limit": {fmt.Sprint(n)}}
-				if all.NextCursor != "" {
-					q.Set("cursor", all.NextCursor)
-				}
-				var page jobPage
-				if _, err := opts.send("GET", "/v1/jobs", q, nil, &page); err != nil {
-					return err
-				}
-				all.Jobs = append(all.Jobs, page.Jobs...)
-				all.NextCursor = page.NextCursor
-				if page.NextCursor == "" || (limit > 0 && len(all.Jobs) >= limit) {
-					break
-				}
+			})
+			if err != nil {
+				return err
 			}
 			// The API pages in key order (partition, then ID), which keeps
 			// cursors stable; people look jobs up by ID.
@@ -525,7 +471,7 @@ func newJobRemoveCmd(opts *clientOptions) *cobra.Command {
 			var errs []error
 			doc := removed{Results: []importJobResult{}}
 			for _, id := range args {
-				if _, err := opts.send("DELETE", jobPath(id), nil, nil, nil); err != nil {
+				if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error { return c.DeleteJob(ctx, id) }); err != nil {
 					errs = append(errs, fmt.Errorf("job %q: %w", id, err))
 					doc.Results = append(doc.Results, importJobResult{ID: id, Result: "failed", Error: err.Error()})
 					continue
@@ -555,7 +501,14 @@ func newJobPauseCmd(opts *clientOptions, name string, pause bool) *cobra.Command
 		Use: name + " ID", Short: short, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var j store.Job
-			if _, err := opts.send("POST", jobPath(args[0], name), nil, nil, &j); err != nil {
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				if pause {
+					j, err = c.PauseJob(ctx, args[0])
+				} else {
+					j, err = c.ResumeJob(ctx, args[0])
+				}
+				return err
+			}); err != nil {
 				return err
 			}
 			if opts.output == "json" {
@@ -571,10 +524,11 @@ func newJobTriggerCmd(opts *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use: "trigger ID", Short: "Fire a job now, and print the ID its run will have", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var t struct {
-				RunID string `json:"run_id"`
-			}
-			if _, err := opts.send("POST", jobPath(args[0], "trigger"), nil, nil, &t); err != nil {
+			var t api.Triggered
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				t.RunID, err = c.TriggerJob(ctx, args[0])
+				return err
+			}); err != nil {
 				return err
 			}
 			if opts.output == "json" {
@@ -591,11 +545,14 @@ func newJobRunsCmd(opts *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "runs ID", Short: "List a job's runs, newest first", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var rl struct {
-				Runs []store.Run `json:"runs"`
+			if limit < 1 || limit > 1000 {
+				return fmt.Errorf("--limit must be 1 to 1000, got %d", limit)
 			}
-			q := url.Values{"limit": {fmt.Sprint(limit)}}
-			if _, err := opts.send("GET", jobPath(args[0], "runs"), q, nil, &rl); err != nil {
+			var rl api.RunList
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				rl.Runs, err = c.ListRuns(ctx, args[0], limit)
+				return err
+			}); err != nil {
 				return err
 			}
 			if opts.output == "json" {
@@ -730,7 +687,7 @@ timeout unless --job-timeout. Workers run shell jobs only when started with
 			for _, p := range res.Skipped {
 				rep.Skipped = append(rep.Skipped, crontabProblem{Line: p.Line, Text: p.Text, Reason: p.Reason})
 			}
-			if err := planImport(opts, &rep, prefix, prune); err != nil {
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error { return planImport(ctx, c, &rep, prefix, prune) }); err != nil {
 				if apply {
 					return fmt.Errorf("reading the jobs of earlier imports: %w", err)
 				}
@@ -738,7 +695,12 @@ timeout unless --job-timeout. Workers run shell jobs only when started with
 			}
 			var errs []error
 			if apply {
-				errs = applyImport(opts, &rep)
+				if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
+					errs = applyImport(ctx, c, &rep)
+					return nil
+				}); err != nil {
+					return err
+				}
 			}
 			if opts.output == "json" {
 				if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
@@ -768,25 +730,15 @@ timeout unless --job-timeout. Workers run shell jobs only when started with
 // planImport compares the converted jobs with those on the server and
 // sets each one's action, and lists the jobs of earlier imports under
 // prefix that the file no longer has.
-func planImport(opts *clientOptions, rep *importReport, prefix string, prune bool) error {
+func planImport(ctx context.Context, c *client.Client, rep *importReport, prefix string, prune bool) error {
 	existing := map[string]store.Job{}
-	cursor := ""
-	for {
-		q := url.Values{"limit": {"1000"}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var page jobPage
-		if _, err := opts.send("GET", "/v1/jobs", q, nil, &page); err != nil {
-			return err
-		}
-		for _, j := range page.Jobs {
-			if crontab.Owns(prefix, j.ID) {
-				existing[j.ID] = j
-			}
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			break
+	jobs, err := c.AllJobs(ctx, 1000)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if crontab.Owns(prefix, j.ID) {
+			existing[j.ID] = j
 		}
 	}
 	inFile := map[string]bool{}
@@ -831,7 +783,7 @@ func sameImport(stored, converted store.Job) bool {
 
 // applyImport makes the planned changes: creates, updates (only over the
 // revision compared, keeping the job's pause) and, with --prune, deletes.
-func applyImport(opts *clientOptions, rep *importReport) []error {
+func applyImport(ctx context.Context, c *client.Client, rep *importReport) []error {
 	var errs []error
 	record := func(id, result string, err error) {
 		out := importJobResult{ID: id, Result: result}
@@ -855,9 +807,9 @@ func applyImport(opts *clientOptions, rep *importReport) []error {
 			record(j.ID, "", err)
 			continue
 		}
-		code, err := opts.send("PUT", jobPath(j.ID), nil, doc, nil)
+		_, created, err := c.PutJobJSON(ctx, j.ID, doc)
 		result := "updated"
-		if code == http.StatusCreated {
+		if created {
 			result = "created"
 		}
 		record(j.ID, result, err)
@@ -866,7 +818,7 @@ func applyImport(opts *clientOptions, rep *importReport) []error {
 		if s.Action != actionDelete {
 			continue
 		}
-		_, err := opts.send("DELETE", jobPath(s.ID), nil, nil, nil)
+		err := c.DeleteJob(ctx, s.ID)
 		record(s.ID, "deleted", err)
 	}
 	return errs

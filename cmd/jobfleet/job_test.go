@@ -356,7 +356,7 @@ func TestJobCommands(t *testing.T) {
 		t.Errorf("runs with control characters in the error: got %q, want them escaped", out)
 	}
 	c.mustFail([]string{"runs", "nope"}, "404")
-	c.mustFail([]string{"runs", id, "--limit", "0"}, "400", "limit:")
+	c.mustFail([]string{"runs", id, "--limit", "0"}, "--limit must be 1 to 1000, got 0")
 
 	out = c.mustRun("rm", id, "job-a")
 	if !strings.Contains(out, `deleted job "`+id+`"`) || !strings.Contains(out, `deleted job "job-a"`) {

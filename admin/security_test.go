@@ -30,6 +30,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
@@ -137,6 +138,7 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 		Loopback: o.loopback,
 		Limits:   o.limits,
 		Clock:    e.clock,
+		Storage:  func(context.Context) (storage.Report, error) { return storage.Report{Revision: 1}, nil },
 	}
 	if o.limits == (admin.Limits{}) {
 		cfg.Limits = admin.Limits{Rate: -1}
@@ -330,6 +332,7 @@ func TestRouteMatrix(t *testing.T) {
 		{pattern: "GET /metrics", allowed: viewers, make: get("/metrics"), ok: 200},
 		{pattern: "GET /v1/cluster/members", allowed: members, make: get("/v1/cluster/members"), ok: 200},
 		{pattern: "GET /v1/cluster/partitions", allowed: viewers, make: get("/v1/cluster/partitions"), ok: 200},
+		{pattern: "GET /v1/cluster/storage", allowed: viewers, make: get("/v1/cluster/storage"), ok: 200},
 		{pattern: "POST /v1/cluster/drain", allowed: admins, make: func(string) request { return request{method: "POST", path: "/v1/cluster/drain"} }, ok: 202},
 		{pattern: "GET /v1/jobs", allowed: viewers, make: get("/v1/jobs"), ok: 200},
 		{pattern: "POST /v1/jobs", allowed: writers, job: true, ok: 201, make: func(id string) request {

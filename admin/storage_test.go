@@ -64,9 +64,9 @@ func TestStorageEndpoint(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(admin.Handler(&fakeMember{}, admin.Config{Storage: tt.get}))
+			srv := httptest.NewServer(admin.Handler(&fakeMember{}, admin.Config{Storage: tt.get, Auth: testAuth}))
 			defer srv.Close()
-			resp, err := http.Get(srv.URL + "/v1/cluster/storage")
+			resp, err := srv.Client().Do(asAdmin(httptest.NewRequest("GET", srv.URL+"/v1/cluster/storage", nil)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -34,13 +36,25 @@ func TestClusterStorageCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(admin.Handler(apiMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Storage: mon.Report}))
+	cache, err := auth.NewCache(client, auth.CacheConfig{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cache.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	viewer, rev := authtest.Create(t, client, ns, auth.CreateRequest{Role: auth.RoleViewer})
+	if err := cache.WaitRevision(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.Handler(apiMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Storage: mon.Report, Auth: cache}))
 	defer srv.Close()
 	run := func(args ...string) string {
 		t.Helper()
 		root := newRootCmd()
 		var out bytes.Buffer
-		root.SetArgs(append([]string{"cluster", "storage", "--server", srv.URL}, args...))
+		root.SetArgs(append([]string{"cluster", "storage", "--server", srv.URL, "--token", viewer.Secret}, args...))
 		root.SetOut(&out)
 		if err := root.ExecuteContext(context.Background()); err != nil {
 			t.Fatalf("cluster storage %v: %v", args, err)
@@ -48,10 +62,10 @@ func TestClusterStorageCommand(t *testing.T) {
 		return out.String()
 	}
 
-	out := run()
+	out := run()                                   // the namespace holds the two jobs and the viewer's credential
 	flat := strings.Join(strings.Fields(out), " ") // columns are aligned with spaces
 	for _, want := range []string{"DATABASE", "QUOTA 1.0 GiB (from --etcd-quota-bytes)", "HIGH WATER 819 MiB (80% of the quota), below", "REVISION",
-		"COMPACTED not yet (the fleet compacts every 5m", "KEYS 2 jobs (with pending triggers), 0 runs (0 active), 2 in all", "ALARMS none", "ENDPOINT", etcd.Endpoints()[0]} {
+		"COMPACTED not yet (the fleet compacts every 5m", "KEYS 2 jobs (with pending triggers), 0 runs (0 active), 3 in all", "ALARMS none", "ENDPOINT", etcd.Endpoints()[0]} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -50,7 +50,13 @@ func TestForgedReportsRefused(t *testing.T) {
 	}
 	startWorkers(t, 1, []string{base}, f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	var run store.Run
+	// The attempt is stored before the scheduler hands it out; once the
+	// hook sees the execution, the worker holds it and the scheduler knows
+	// it (a report before then is stale, not forged).
 	waitFor(t, 10*time.Second, func() bool {
+		if executions.Load() == 0 {
+			return false
+		}
 		runs := runsOf(t, f.AdminToken, base, "held")
 		if len(runs) == 1 && runs[0].Status == store.RunRunning {
 			run = runs[0]

@@ -30,10 +30,13 @@ func TestMain(m *testing.M) {
 	os.Exit(etcdtest.Main(m, &etcd, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")))
 }
 
-// fleet starts one member running the scheduler and serving the API.
+// fleet starts one member running the scheduler and serving the API, on
+// the orchestrator's default lease TTL (5s): etcd's 2s minimum leaves a
+// renew deadline that members miss on a loaded machine, and these tests
+// are about the API, not about losing leases.
 func fleet(t *testing.T) (*fleettest.Fleet, *fleettest.Member) {
 	t.Helper()
-	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 8, Scheduler: true, Quiet: true})
+	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 8, Scheduler: true, Quiet: true, LeaseTTL: 5 * time.Second})
 	m := f.Join("a")
 	f.WaitSettled(30 * time.Second)
 	return f, m

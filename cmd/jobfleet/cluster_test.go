@@ -12,11 +12,11 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/auth/authtest"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
-	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -83,16 +83,16 @@ func TestClusterStorageCommand(t *testing.T) {
 // tableMember serves a fixed partition table.
 type tableMember struct {
 	apiMember
-	table orchestrator.PartitionTable
+	table api.PartitionTable
 }
 
-func (m tableMember) Partitions() (orchestrator.PartitionTable, error) { return m.table, nil }
+func (m tableMember) Partitions() (api.PartitionTable, error) { return m.table, nil }
 
 // TestClusterPartitionsAll checks the per-partition view of `cluster
 // partitions --all` (every partition with its owner, epoch and target) and
 // that the summary alone lists no partition.
 func TestClusterPartitionsAll(t *testing.T) {
-	table := orchestrator.PartitionTable{Partitions: 3, Revision: 42, Assignments: []orchestrator.Assignment{
+	table := api.PartitionTable{Partitions: 3, Revision: 42, Rows: []api.PartitionRow{
 		{Partition: 0, Owner: "m1", Epoch: 7, Target: "m1"},
 		{Partition: 1, Owner: "", Epoch: 0, Target: "m2"},
 		{Partition: 2, Owner: "m1", Epoch: 9, Target: "m2"},

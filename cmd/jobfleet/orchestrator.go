@@ -330,6 +330,8 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		Insecure: insecure,
 		Loopback: loopbackListen(listen),
 		Limits:   o.limits,
+		// Workers deny these to "http" jobs, even those not told them.
+		EtcdEndpoints: client.Endpoints,
 	}
 	if err := o.retention.apply(&ocfg, &acfg); err != nil {
 		return nil, err

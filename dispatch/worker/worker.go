@@ -441,6 +441,11 @@ func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Durat
 	if err := json.Unmarshal(r.body, &resp); err != nil {
 		return nil, fmt.Errorf("decode poll reply: %w", err)
 	}
+	// Before any attempt of this reply runs: its "http" jobs must not
+	// reach the fleet's etcd, which this worker may not have been told of.
+	if n := w.policy.learnEtcd(resp.EtcdEndpoints); n > 0 {
+		w.lg.Info("etcd endpoints learned from an orchestrator; denied to http jobs", zap.String("orchestrator", addr), zap.Strings("etcd_endpoints", resp.EtcdEndpoints))
+	}
 	return resp.Attempts, nil
 }
 

@@ -158,6 +158,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
+	if w.cfg.AllowShell {
+		if err := protectFromShellJobs(); err != nil {
+			return fmt.Errorf("protect the worker from its shell jobs: %w", err)
+		}
+	}
 	hardCtx, hardCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hardCancel(nil)
 	w.hardCtx = hardCtx

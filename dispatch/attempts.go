@@ -104,6 +104,8 @@ func (pt *partition) assign(ctx context.Context, req PollRequest, executors map[
 		pt.lg.Warn("recording attempts failed", zap.Error(err))
 		return nil
 	}
+	var lost []store.Run
+	defer func() { pt.readopt(ctx, lost) }() // after mu is released
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	var out []Assignment
@@ -111,6 +113,7 @@ func (pt *partition) assign(ctx context.Context, req PollRequest, executors map[
 		ar := pk.ar
 		if !resp.Responses[i].GetResponseTxn().Succeeded {
 			delete(pt.active, ar.run.ID)
+			lost = append(lost, ar.run)
 			continue
 		}
 		pt.updatedLocked(ar, pk.w, resp.Header.Revision, ar.notBefore)

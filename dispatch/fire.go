@@ -32,8 +32,9 @@ func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 			return // the next tick plans again from the unchanged state
 		}
 		pt.mu.Lock()
-		pt.appliedLocked(b, resp, now)
+		lost := pt.appliedLocked(b, resp, now)
 		pt.mu.Unlock()
+		pt.readopt(ctx, lost)
 	}
 }
 
@@ -297,8 +298,9 @@ func newestPending(plan FirePlan) string {
 // appliedLocked updates memory after batch b was written with response
 // resp. A job whose guard refused its writes (its spec changed since the
 // plan) is left as it was: the watch brings the change, and the next tick
-// plans again.
-func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now time.Time) {
+// plans again. It returns the runs whose write did not apply (see
+// readopt).
+func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now time.Time) (lost []store.Run) {
 	rev := resp.Header.Revision
 	pt.trimmedLocked(b.trims, resp, len(b.jobs))
 	for _, key := range b.dropped {
@@ -318,8 +320,9 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 		for _, rr := range jp.replaced {
 			ar := rr.ar
 			if !guard.Responses[rr.op].GetResponseTxn().Succeeded {
-				pt.lg.Warn("run changed behind the owner's back; dropping it from memory", zap.String("run_id", ar.run.ID))
+				pt.lg.Warn("run changed behind the owner's back; reading it again", zap.String("run_id", ar.run.ID))
 				delete(pt.active, ar.run.ID)
+				lost = append(lost, ar.run)
 				continue
 			}
 			running := ar.run.Status == store.RunRunning
@@ -338,6 +341,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 		for _, c := range jp.created {
 			if !guard.Responses[c.op].GetResponseTxn().Succeeded {
 				pt.lg.Warn("run existed already; not fired again", zap.String("run_id", c.run.ID))
+				lost = append(lost, c.run)
 				continue
 			}
 			pt.hist.created(c.run.JobID, c.run.ScheduledAt, c.size, c.run.Status.Final())
@@ -370,4 +374,5 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 	}
 	pt.d.cfg.Metrics.fired(string(store.RunPending), pending)
 	pt.d.cfg.Metrics.fired(string(store.RunSkipped), skipped)
+	return lost
 }

@@ -2,8 +2,10 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -91,14 +93,63 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 		return r, err
 	}
 	pt.mu.Lock()
-	defer pt.mu.Unlock()
 	if !resp.Responses[0].GetResponseTxn().Succeeded {
-		pt.lg.Warn("run changed behind the owner's back; dropping it from memory", zap.String("run_id", r.ID))
+		pt.lg.Warn("run changed behind the owner's back; reading it again", zap.String("run_id", r.ID))
 		delete(pt.active, r.ID)
+		pt.mu.Unlock()
+		pt.readopt(ctx, []store.Run{ar.run})
 		return r, errChangedBehind
 	}
 	pt.updatedLocked(ar, w, resp.Header.Revision, notBefore)
+	pt.mu.Unlock()
 	return w.run, nil
+}
+
+// readopt reads the stored documents of runs whose compare-and-swap write
+// did not apply and takes those that are not final back into memory. Only
+// the owner writes its partition's runs (fenced on its epoch), so a run
+// that changed behind its back was changed by one of its own writes whose
+// answer it never had: a write that timed out in etcd and applied all the
+// same. Dropping such a run would leave it pending, or running an attempt
+// no worker got, for as long as the owner lasts. A run taken back gets a
+// full run lease, as on load: a running attempt whose worker does not
+// heartbeat is then lost and retried. Runs of jobs no longer known, and
+// final runs, are left. The caller holds wmu and not mu; a failed read
+// leaves the runs to the next owner's load.
+func (pt *partition) readopt(ctx context.Context, runs []store.Run) {
+	for chunk := range slices.Chunk(runs, 64) {
+		ops := make([]clientv3.Op, len(chunk))
+		for i, r := range chunk {
+			ops[i] = clientv3.OpGet(pt.d.keys.Run(pt.p, r.JobID, r.ScheduledAt))
+		}
+		rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
+		resp, err := pt.d.client.Txn(rctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			pt.lg.Warn("reading runs whose write did not apply failed; the next owner loads them", zap.Int("runs", len(chunk)), zap.Error(err))
+			return
+		}
+		now := pt.now()
+		pt.mu.Lock()
+		for _, rr := range resp.Responses {
+			kvs := rr.GetResponseRange().Kvs
+			if len(kvs) == 0 {
+				continue // deleted with its job
+			}
+			var run store.Run
+			if err := json.Unmarshal(kvs[0].Value, &run); err != nil || run.Status.Final() || pt.jobs[run.JobID] == nil {
+				continue
+			}
+			if ar := pt.active[run.ID]; ar != nil && ar.modRev >= kvs[0].ModRevision {
+				continue
+			}
+			pt.active[run.ID] = &activeRun{run: run, modRev: kvs[0].ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease), size: len(kvs[0].Value)}
+			pt.lg.Info("run taken back after a write whose answer was lost", zap.String("job_id", run.JobID), zap.String("run_id", run.ID),
+				zap.String("status", string(run.Status)), zap.Int("attempts", len(run.Attempts)))
+		}
+		pt.mu.Unlock()
+		pt.poke()
+	}
 }
 
 // errChangedBehind: a compare-and-swap write of a run did not apply.

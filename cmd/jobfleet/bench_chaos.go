@@ -32,6 +32,8 @@ func newBenchChaosCmd() *cobra.Command {
 		leaseTTL      time.Duration
 		runLease      time.Duration
 		recheck       string
+		hosts         bool
+		gap           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -41,10 +43,15 @@ etcd cluster, orchestrators, workers) and a recorder the jobs' http
 executors post to. A workload creates every-second and one-off jobs and
 bursts of creates, updates and deletes, while a seeded nemesis kills,
 pauses, drains and restarts orchestrators, kills workers mid-attempt, kills
-the etcd leader and restarts etcd. Then it heals the fleet, lets every run
-finish and checks the etcd history and the recorder's log: no fire twice,
-no attempt executed twice, no fire missed outside the windows the misfire
-policy allows, no stale report accepted, no accepted job lost. It prints a
+the etcd leader, restarts etcd and skews an orchestrator's clock. With
+--hosts (root, Linux) every process runs on a host of its own, a network
+namespace, and the nemesis also partitions them: a host isolated, the fleet
+split in halves, an orchestrator cut from etcd, a worker cut from its
+orchestrator, the etcd leader cut from its followers, slow and lossy links.
+Then it heals the fleet, lets every run finish and checks the etcd history
+and the recorder's log: no fire twice, no attempt executed twice, no fire
+missed outside the windows the misfire policy allows, none earlier than a
+skewed clock allows, no stale report accepted, no accepted job lost. It prints a
 table per fault kind and writes report.json, executions.jsonl, ops.jsonl
 and one log per process into --dir. The exit status is 1 if a check failed.
 See docs/reliability.md.`,
@@ -76,6 +83,12 @@ See docs/reliability.md.`,
 			cfg.EtcdMembers, cfg.Orchestrators, cfg.Workers = etcdMembers, orchestrators, workers
 			cfg.LeaseTTL, cfg.RunLease = leaseTTL, runLease
 			cfg.Faults = kinds
+			cfg.Hosts = hosts
+			if cmd.Flags().Changed("gap") {
+				cfg.Gap = gap
+			} else if hosts {
+				cfg.Gap = chaos.HostsGap
+			}
 			cfg.Logger = lg
 			fmt.Fprintf(cmd.OutOrStdout(), "chaos: seed %d, duration %v, files in %s\n", seed, duration, dir)
 			rep, err := chaos.Run(cmd.Context(), cfg)
@@ -106,6 +119,8 @@ See docs/reliability.md.`,
 	fs.StringSliceVar(&faults, "faults", nil, "fault kinds to inject, comma separated (default all): "+fmt.Sprint(chaos.AllKinds))
 	fs.DurationVar(&leaseTTL, "lease-ttl", 2*time.Second, "orchestrators' --lease-ttl")
 	fs.DurationVar(&runLease, "run-lease", 4*time.Second, "orchestrators' --run-lease")
+	fs.BoolVar(&hosts, "hosts", false, "run every process on a host of its own (a Linux network namespace; needs root) and add the network faults: partitions, one-way cuts, slow and lossy links")
+	fs.DurationVar(&gap, "gap", 3*time.Second, "quiet time between two faults: a random duration from gap to twice gap (default 3s, 500ms with --hosts)")
 	fs.StringVar(&recheck, "recheck", "", "check the saved history of the run in this directory again, without running a fleet")
 	_ = fs.MarkHidden("recheck")
 	return cmd

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -21,6 +22,7 @@ import (
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/skewclock"
 	"github.com/jobfleet/jobfleet/internal/storage"
 )
 
@@ -51,9 +53,16 @@ func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
 	cfg := clientv3.Config{
 		Endpoints:   o.endpoints,
 		DialTimeout: 5 * time.Second,
-		Username:    o.username,
-		Password:    o.password,
-		Logger:      lg.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
+		// A member that stops answering without closing its connections
+		// (a network partition, a host gone) would otherwise keep its
+		// share of the requests, each timing out, for as long as the
+		// partition lasts: pings on a silent connection close it, and
+		// requests go to the other members.
+		DialKeepAliveTime:    etcdKeepAliveTime,
+		DialKeepAliveTimeout: etcdKeepAliveTimeout,
+		Username:             o.username,
+		Password:             o.password,
+		Logger:               lg.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
 	}
 	if o.cert != "" || o.key != "" || o.ca != "" {
 		tc, err := clientTLS("--etcd-", o.ca, o.cert, o.key)
@@ -69,6 +78,14 @@ func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
 	return c, nil
 }
 
+// The etcd clients' connection keepalive: a ping after this long without
+// a word from the server (gRPC's shortest), and the connection closed if
+// the ping is not answered within the timeout.
+const (
+	etcdKeepAliveTime    = 10 * time.Second
+	etcdKeepAliveTimeout = 2 * time.Second
+)
+
 // memberOptions are the flags of one fleet member.
 type memberOptions struct {
 	id         string
@@ -79,6 +96,11 @@ type memberOptions struct {
 	leaseTTL   time.Duration
 	runLease   time.Duration
 	retention  retentionOptions
+	// clockOffsetFile, a hidden flag of the fault-injection suite: the
+	// member's clock is off by the duration this file holds (see
+	// internal/skewclock).
+	clockOffsetFile string
+	clock           clockwork.Clock // nil: the real clock
 
 	adminTokenFile     string
 	insecureNoAuth     bool
@@ -101,6 +123,8 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
 	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "turn authentication off: every caller is admin (only with a loopback --listen)")
 	o.retention.register(cmd)
+	fs.StringVar(&o.clockOffsetFile, "test-clock-offset-file", "", "fault injection only: skew this member's clock by the Go duration this file holds, re-read every 100ms")
+	_ = fs.MarkHidden("test-clock-offset-file")
 	d := admin.DefaultLimits()
 	fs.Float64Var(&o.limits.Rate, "api-rate", d.Rate, "requests per second each credential may make to the API, worker protocol excluded (negative: unlimited)")
 	fs.IntVar(&o.limits.Burst, "api-burst", d.Burst, "burst of --api-rate")
@@ -261,11 +285,27 @@ func newOrchestratorCmd() *cobra.Command {
 				return err
 			}
 			defer client.Close()
+			ctx := cmd.Context()
+			if mem.clockOffsetFile != "" {
+				clock, err := skewclock.New()
+				if err != nil {
+					return fmt.Errorf("--test-clock-offset-file: %w", err)
+				}
+				fctx, stop := context.WithCancel(ctx)
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					skewclock.Follow(fctx, clock, mem.clockOffsetFile, 100*time.Millisecond, lg.Named("skewclock"))
+				}()
+				defer func() { stop(); <-done }()
+				mem.clock = clock
+				lg.Warn("this member's clock follows a test offset file: for fault injection only", zap.String("path", mem.clockOffsetFile))
+			}
 			m, err := startMember(lg, client, mem, mem.listen, serving)
 			if err != nil {
 				return err
 			}
-			return m.run(cmd.Context())
+			return m.run(ctx)
 		},
 	}
 	etcd.register(cmd)
@@ -319,6 +359,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		RunLease:    o.runLease,
 		AdminSecret: secret,
 		Storage:     stc,
+		Clock:       o.clock,
 		Logger:      lg,
 		Registry:    reg,
 	}

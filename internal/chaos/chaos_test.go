@@ -143,15 +143,15 @@ func shortConfig(t *testing.T, d time.Duration) Config {
 // single-member etcd, 3 orchestrators and 2 workers, every fault that
 // applies to them once (killed, paused, drained orchestrators, a worker
 // killed mid-attempt, a full etcd restart, a burst of job writes while
-// partitions move). JOBFLEET_CHAOS_SEED and JOBFLEET_CHAOS_DURATION
-// replay or lengthen it.
+// partitions move, a clock offset). JOBFLEET_CHAOS_SEED and
+// JOBFLEET_CHAOS_DURATION replay or lengthen it.
 func TestChaosSingleEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a chaos run takes a minute or more")
 	}
 	cfg := shortConfig(t, 30*time.Second)
 	cfg.EtcdMembers = 1
-	cfg.Faults = []Kind{OrchestratorKill, OrchestratorPause, OrchestratorDrain, WorkerKill, EtcdRestart, JobBurst}
+	cfg.Faults = []Kind{OrchestratorKill, OrchestratorPause, OrchestratorDrain, WorkerKill, EtcdRestart, JobBurst, ClockOffset}
 	rep := runChaos(t, cfg)
 	for _, k := range cfg.Faults {
 		if rep.FaultCounts[k] == 0 {
@@ -172,5 +172,31 @@ func TestChaosEtcdCluster(t *testing.T) {
 	rep := runChaos(t, cfg)
 	if rep.FaultCounts[EtcdLeaderKill] == 0 {
 		t.Errorf("no etcd leader killed")
+	}
+}
+
+// TestChaosHosts is the short seeded run of the faults that need hosts:
+// every process on a host of its own (a network namespace), a 3-member
+// etcd, 3 orchestrators and 2 workers, and each network fault and a clock
+// offset injected at least once. It needs root and network namespaces,
+// and skips where they cannot be made (CI runs as root).
+// JOBFLEET_CHAOS_SEED and JOBFLEET_CHAOS_DURATION replay or lengthen it.
+func TestChaosHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a chaos run takes a minute or more")
+	}
+	if why := namespacesUsable(); why != "" {
+		t.Skipf("no hosts here: %s", why)
+	}
+	cfg := shortConfig(t, 10*time.Second)
+	cfg.Hosts = true
+	cfg.EtcdMembers = 3
+	cfg.Gap = HostsGap
+	cfg.Faults = append([]Kind{ClockOffset}, NetworkKinds...)
+	rep := runChaos(t, cfg)
+	for _, k := range cfg.Faults {
+		if rep.FaultCounts[k] == 0 {
+			t.Errorf("no %s injected; want each kind at least once", k)
+		}
 	}
 }

@@ -38,6 +38,15 @@ const (
 	// deadWorkerSlack: a worker's report accepted later than this after
 	// the worker's process ended is a report no live process sent.
 	deadWorkerSlack = 2 * time.Second
+	// earlySlack: a run created before its scheduled time by more than
+	// the clock offset of the member that fired it, plus this, was fired
+	// early. Every process reads one machine's clock, and the history
+	// sees a creation after it happened, so any margin is generous.
+	earlySlack = 50 * time.Millisecond
+	// skewSettle: a member's clock offset may still show in its fires
+	// this long after it was undone (the member reads its offset file
+	// every 100ms; a fire decided before may be committed later).
+	skewSettle = 2 * time.Second
 )
 
 // Input is everything the checker reads.
@@ -91,8 +100,16 @@ type KindStats struct {
 	DuplicateExecutions  int `json:"duplicate_executions"`
 	StaleReportsAccepted int `json:"stale_reports_accepted"`
 	UnexpectedFires      int `json:"unexpected_fires"`
-	// MaxLag is the longest fire lag (fired_at - scheduled_at).
+	// FiredEarly counts runs created before their scheduled time by more
+	// than the clock offset injected into the member that fired them.
+	FiredEarly int `json:"fired_early"`
+	// MaxLag is the longest fire lag: from the scheduled time to the
+	// run's creation, as the history saw it (real time, whatever the
+	// clock of the member that fired it said).
 	MaxLag time.Duration `json:"max_lag_ns"`
+	// MaxEarly is how early the earliest fire was (allowed by a clock
+	// offset or not), 0 if none was early.
+	MaxEarly time.Duration `json:"max_early_ns"`
 	// Failovers are the measured recoveries of the faults of this kind.
 	Failovers   int           `json:"failovers"`
 	FailoverP50 time.Duration `json:"failover_p50_ns"`
@@ -110,7 +127,9 @@ func (k *KindStats) add(o KindStats) {
 	k.DuplicateExecutions += o.DuplicateExecutions
 	k.StaleReportsAccepted += o.StaleReportsAccepted
 	k.UnexpectedFires += o.UnexpectedFires
+	k.FiredEarly += o.FiredEarly
 	k.MaxLag = max(k.MaxLag, o.MaxLag)
+	k.MaxEarly = max(k.MaxEarly, o.MaxEarly)
 }
 
 // Global are the checks that are not attributed to a fault kind.
@@ -133,10 +152,14 @@ type Global struct {
 	UnfencedFires       int `json:"unfenced_fires"`
 	UnknownRunsExecuted int `json:"unknown_runs_executed"`
 	UnrecordedAttempts  int `json:"unrecorded_attempts_executed"`
-	RunsLost            int `json:"runs_lost"`
-	RunsUnfinished      int `json:"runs_unfinished"`
-	CorruptRuns         int `json:"corrupt_runs"`
-	FaultsNotRecovered  int `json:"faults_not_recovered"`
+	// CutOffReportsAccepted counts reports of attempts whose worker a
+	// fault had cut off, accepted after a later attempt of the run was
+	// handed out (the attempt had been reassigned).
+	CutOffReportsAccepted int `json:"cut_off_reports_accepted"`
+	RunsLost              int `json:"runs_lost"`
+	RunsUnfinished        int `json:"runs_unfinished"`
+	CorruptRuns           int `json:"corrupt_runs"`
+	FaultsNotRecovered    int `json:"faults_not_recovered"`
 }
 
 // Violation is one broken rule, with enough detail to look it up in the
@@ -308,14 +331,30 @@ func (c *checker) windows(p int) []Window {
 // skipped by a misfire policy: some fault window of p began before t
 // (less windowSlack) and ended more than the grace after t (plus
 // windowSlack). Only then can t have been more than the grace old when
-// the partition's next owner first looked at it.
+// the partition's next owner first looked at it. A window of a clock
+// offset (Skew) allows it for every time it holds if the offset is about
+// the grace or more: ahead, the owner's timers still wake at real time, when
+// its clock says the time is the offset old; behind, the times it had not
+// fired when its clock is set right are as old as the offset.
 func (c *checker) mayMiss(p int, t time.Time) bool {
 	for _, w := range c.windows(p) {
+		if w.Skew != 0 {
+			if within(t, w) && max(w.Skew, -w.Skew)+windowSlack >= c.in.Grace {
+				return true
+			}
+			continue
+		}
 		if !t.Before(w.Start.Add(-windowSlack)) && !t.Add(c.in.Grace).After(w.End.Add(windowSlack)) {
 			return true
 		}
 	}
 	return false
+}
+
+// within reports whether instant t lies in window w, widened by
+// windowSlack.
+func within(t time.Time, w Window) bool {
+	return !t.Before(w.Start.Add(-windowSlack)) && !t.After(w.End.Add(windowSlack))
 }
 
 // inWindow returns the window of partition p that holds instant t
@@ -327,6 +366,44 @@ func (c *checker) inWindow(p int, t time.Time) (Window, bool) {
 		}
 	}
 	return Window{}, false
+}
+
+// skewAhead returns how far ahead the nemesis had set member's clock at
+// instant t (0 if not ahead): the most a fire of that member may be
+// early.
+func (c *checker) skewAhead(member string, t time.Time) time.Duration {
+	var ahead time.Duration
+	for _, f := range c.in.Faults {
+		if f.Kind != ClockOffset || f.Target != member || f.ClockOffset <= 0 {
+			continue
+		}
+		end := f.Healed
+		if end.IsZero() {
+			end = f.Start.Add(recoveryTimeout)
+		}
+		if !t.Before(f.Start) && !t.After(end.Add(skewSettle)) {
+			ahead = max(ahead, f.ClockOffset)
+		}
+	}
+	return ahead
+}
+
+// cutOff returns the fault that cut worker off from some orchestrator at
+// some instant in [from, to], if any.
+func (c *checker) cutOff(worker string, from, to time.Time) (Fault, bool) {
+	for _, f := range c.in.Faults {
+		if !slices.Contains(f.CutWorkers, worker) {
+			continue
+		}
+		end := f.Healed
+		if end.IsZero() {
+			end = f.Start.Add(recoveryTimeout)
+		}
+		if !f.Start.After(to) && !end.Before(from) {
+			return f, true
+		}
+	}
+	return Fault{}, false
 }
 
 // segment is a span of a job's life under one schedule.
@@ -446,6 +523,17 @@ func (c *checker) checkSchedules() {
 			alo, ahi := sg.from.Add(-allowedSlack), to.Add(allowedSlack)
 			if w, ok := c.inWindow(p, sg.from); ok && !sg.first {
 				alo = minTime(alo, w.Start.Add(-allowedSlack))
+			}
+			// A member whose clock is ahead fires a span's times up to
+			// its offset before the span ends, and one whose clock is
+			// behind plans a new span from its idea of now.
+			for _, w := range c.windows(p) {
+				if w.Skew > 0 && !sg.to.IsZero() && within(sg.to, w) {
+					ahi = maxTime(ahi, sg.to.Add(w.Skew+allowedSlack))
+				}
+				if w.Skew < 0 && !sg.first && within(sg.from, w) {
+					alo = minTime(alo, sg.from.Add(w.Skew-allowedSlack))
+				}
 			}
 			if sg.first {
 				alo = sg.initial.Add(time.Nanosecond)
@@ -614,9 +702,24 @@ func (c *checker) checkRuns(execs map[execKey][]Execution) {
 				c.violate("unfenced_fires", k, fmt.Sprintf("run %s created at revision %d by %s with epoch %d while the owner key said %q epoch %d", key, cr.Rev, cr.Owner, cr.Epoch, cr.KeyOwner, cr.KeyEpoch))
 			}
 		}
-		if len(h.Versions) > 0 {
-			first := h.Versions[0].Run
-			s.MaxLag = max(s.MaxLag, first.FiredAt.Sub(first.ScheduledAt))
+		for _, cr := range h.Creates {
+			if cr.Seen.IsZero() { // not recorded: the run document's own word
+				if len(h.Versions) > 0 {
+					first := h.Versions[0].Run
+					s.MaxLag = max(s.MaxLag, first.FiredAt.Sub(first.ScheduledAt))
+				}
+				continue
+			}
+			s.MaxLag = max(s.MaxLag, cr.Seen.Sub(h.At))
+			early := h.At.Sub(cr.Seen)
+			if early <= 0 {
+				continue
+			}
+			s.MaxEarly = max(s.MaxEarly, early)
+			if allowed := c.skewAhead(cr.Owner, cr.Seen); early > allowed+earlySlack {
+				s.FiredEarly++
+				c.violate("fired_early", k, fmt.Sprintf("run %s created by %s at %s, %v before its time (clock offset of %s then: %v)", key, cr.Owner, ts(cr.Seen), early.Round(time.Millisecond), cr.Owner, allowed))
+			}
 		}
 		runID := store.RunID(h.JobID, h.At)
 		c.checkAttempts(h, runID, k, execs)
@@ -690,6 +793,20 @@ func sameAttempt(a, b store.Attempt) bool {
 func (c *checker) checkAttempts(h *RunHistory, runID string, k Kind, execs map[execKey][]Execution) {
 	s := c.stat(k)
 	finished := map[int]store.Attempt{} // first finished form of each attempt
+	type seenAt struct {
+		rev  int64
+		seen time.Time
+	}
+	appeared := map[int]seenAt{} // first version listing each attempt
+	done := map[int]seenAt{}     // first version with each attempt finished
+	// Reports of attempts accepted after the next attempt was handed
+	// out: the first such form of each attempt, and where.
+	type lateReport struct {
+		a  store.Attempt
+		at seenAt
+	}
+	form := map[int]store.Attempt{} // each attempt's form in the previous version
+	late := map[int]lateReport{}
 	stale := func(detail string) {
 		s.StaleReportsAccepted++
 		c.violate("stale_reports_accepted", k, fmt.Sprintf("run %s: %s", runID, detail))
@@ -698,6 +815,17 @@ func (c *checker) checkAttempts(h *RunHistory, runID string, k Kind, execs map[e
 		as := v.Run.Attempts
 		for i, a := range as {
 			n := i + 1
+			if _, ok := appeared[n]; !ok {
+				appeared[n] = seenAt{v.Rev, v.Seen}
+			}
+			if prev, ok := form[n]; (!ok || !sameAttempt(prev, a)) && !a.FinishedAt.IsZero() && workerReported(a) {
+				if next, ok := appeared[n+1]; ok && next.rev < v.Rev {
+					if _, seen := late[n]; !seen {
+						late[n] = lateReport{a, seenAt{v.Rev, v.Seen}}
+					}
+				}
+			}
+			form[n] = a
 			if a.Attempt != n {
 				stale(fmt.Sprintf("revision %d lists attempt %d at position %d", v.Rev, a.Attempt, n))
 				continue
@@ -710,6 +838,7 @@ func (c *checker) checkAttempts(h *RunHistory, runID string, k Kind, execs map[e
 			}
 			if !a.FinishedAt.IsZero() {
 				finished[n] = a
+				done[n] = seenAt{v.Rev, v.Seen}
 			}
 			if a.FinishedAt.IsZero() && i < len(as)-1 {
 				stale(fmt.Sprintf("revision %d has attempt %d unfinished while attempt %d exists", v.Rev, n, len(as)))
@@ -736,8 +865,22 @@ func (c *checker) checkAttempts(h *RunHistory, runID string, k Kind, execs map[e
 		if !workerReported(a) {
 			continue
 		}
-		if life, ok := c.in.Workers[a.Worker]; ok && !life.Ended.IsZero() && a.FinishedAt.After(life.Ended.Add(deadWorkerSlack)) {
-			stale(fmt.Sprintf("attempt %d's report (%q) accepted at %s, %v after worker %s's process ended", n, a.Error, ts(a.FinishedAt), a.FinishedAt.Sub(life.Ended).Round(time.Millisecond), a.Worker))
+		// When the report was accepted: when the history saw it (the
+		// orchestrator's own clock may have been off).
+		at := done[n].seen
+		if at.IsZero() {
+			at = a.FinishedAt
+		}
+		if life, ok := c.in.Workers[a.Worker]; ok && !life.Ended.IsZero() && at.After(life.Ended.Add(deadWorkerSlack)) {
+			stale(fmt.Sprintf("attempt %d's report (%q) accepted at %s, %v after worker %s's process ended", n, a.Error, ts(at), at.Sub(life.Ended).Round(time.Millisecond), a.Worker))
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(late)) {
+		l := late[n]
+		if f, cut := c.cutOff(l.a.Worker, appeared[n].seen, l.at.seen); cut {
+			c.res.Global.CutOffReportsAccepted++
+			c.violate("cut_off_reports_accepted", f.Kind, fmt.Sprintf("run %s: attempt %d's report (%q) by %s, cut off by %s at %s, accepted at revision %d, after attempt %d was handed out at revision %d",
+				runID, n, l.a.Error, l.a.Worker, f.Kind, ts(f.Start), l.at.rev, n+1, appeared[n+1].rev))
 		}
 	}
 }

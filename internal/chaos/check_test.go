@@ -91,8 +91,8 @@ func (b *builder) fire(id string, sec float64) *RunHistory {
 	run := store.Run{ID: store.RunID(id, t), JobID: id, Partition: p, ScheduledAt: t, FiredAt: t.Add(5 * time.Millisecond),
 		Status: store.RunPending, Attempts: []store.Attempt{}, Owner: "m1", Epoch: 1}
 	rev := b.nextRev()
-	h.Creates = append(h.Creates, RunCreate{Rev: rev, Owner: "m1", Epoch: 1, KeyOwner: "m1", KeyEpoch: 1})
-	h.Versions = append(h.Versions, RunVersion{Rev: rev, Run: run})
+	h.Creates = append(h.Creates, RunCreate{Rev: rev, Seen: run.FiredAt, Owner: "m1", Epoch: 1, KeyOwner: "m1", KeyEpoch: 1})
+	h.Versions = append(h.Versions, RunVersion{Rev: rev, Seen: run.FiredAt, Run: run})
 	b.attempt(h, "w1.0", "", true)
 	return h
 }
@@ -103,7 +103,7 @@ func (b *builder) attempt(h *RunHistory, worker, errMsg string, executed bool) {
 	run := h.Last()
 	start := run.ScheduledAt.Add(10 * time.Millisecond * time.Duration(len(run.Attempts)+1))
 	run = startAttempt(run, worker, start)
-	h.Versions = append(h.Versions, RunVersion{Rev: b.nextRev(), Run: run})
+	h.Versions = append(h.Versions, RunVersion{Rev: b.nextRev(), Seen: start, Run: run})
 	n := len(run.Attempts)
 	fin := run
 	fin.Attempts = slices.Clone(run.Attempts)
@@ -113,7 +113,7 @@ func (b *builder) attempt(h *RunHistory, worker, errMsg string, executed bool) {
 	if errMsg != "" {
 		fin.Status = store.RunFailed
 	}
-	h.Versions = append(h.Versions, RunVersion{Rev: b.nextRev(), Run: fin})
+	h.Versions = append(h.Versions, RunVersion{Rev: b.nextRev(), Seen: fin.Attempts[n-1].FinishedAt, Run: fin})
 	if executed {
 		status := 200
 		if errMsg != "" {
@@ -576,6 +576,199 @@ func TestCheckCountsRepeatedExecutions(t *testing.T) {
 			}
 			if r.Global.RunsRepeated != 1 || r.Global.RunsRepeatedWorkerAlive != tt.wantAlive {
 				t.Errorf("runs repeated %d (%d with the worker alive), want 1 (%d)", r.Global.RunsRepeated, r.Global.RunsRepeatedWorkerAlive, tt.wantAlive)
+			}
+		})
+	}
+}
+
+// setCreated moves the creation of job id's run at second sec to second
+// seen (as the history saw it) and names the member that fired it.
+func (b *builder) setCreated(id string, sec, seen float64, owner string) {
+	h := b.run(id, sec)
+	h.Creates[0].Seen, h.Creates[0].Owner, h.Creates[0].KeyOwner = at(seen), owner, owner
+	h.Versions[0].Seen = at(seen)
+	for i := range h.Versions {
+		h.Versions[i].Run.Owner = owner
+	}
+}
+
+// clock records a clock-offset fault on member from start to healed.
+func (b *builder) clock(member string, off time.Duration, start, healed float64, partitions []int) {
+	end := at(healed)
+	if off < 0 {
+		end = end.Add(-off)
+	}
+	b.in.Faults = append(b.in.Faults, Fault{Kind: ClockOffset, Target: member, ClockOffset: off, Start: at(start),
+		Healed: at(healed), Recovered: at(healed + 1), Failover: time.Second,
+		Windows: []Window{{Start: at(start), End: end, Partitions: partitions, Skew: off}}})
+}
+
+// TestCheckFiredEarly: a run created before its scheduled time is a
+// violation unless the member that fired it had its clock set ahead by at
+// least that much at the time.
+func TestCheckFiredEarly(t *testing.T) {
+	p := shard.Partition("a", testPartitions)
+	for _, tt := range []struct {
+		name   string
+		mutate func(b *builder)
+		want   string
+	}{
+		{"no offset", func(b *builder) { b.setCreated("a", 10, 9.5, "m1") }, "fired_early×1"},
+		{"within the offset", func(b *builder) {
+			b.clock("m1", 3*time.Second, 8, 12, []int{p})
+			b.setCreated("a", 10, 7.2+0.8, "m1") // 2s early, 3s allowed
+		}, ""},
+		{"more than the offset", func(b *builder) {
+			b.clock("m1", time.Second, 8, 12, []int{p})
+			b.setCreated("a", 10, 8.5, "m1")
+		}, "fired_early×1"},
+		{"an offset of another member", func(b *builder) {
+			b.clock("m2", 3*time.Second, 8, 12, []int{p})
+			b.setCreated("a", 10, 8.5, "m1")
+		}, "fired_early×1"},
+		{"after the offset was undone", func(b *builder) {
+			b.clock("m1", 3*time.Second, 2, 5, []int{p})
+			b.setCreated("a", 10, 8.5, "m1")
+		}, "fired_early×1"},
+		{"an offset behind", func(b *builder) {
+			b.clock("m1", -3*time.Second, 8, 12, []int{p})
+			b.setCreated("a", 10, 9.5, "m1")
+		}, "fired_early×1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := healthy()
+			tt.mutate(b)
+			r := b.check(25)
+			if got := violations(r); got != tt.want {
+				dump(t, r)
+				t.Errorf("got violations %q, want %q", got, tt.want)
+			}
+			if r.Total.MaxEarly == 0 {
+				t.Errorf("max early 0, want the early fire's")
+			}
+		})
+	}
+}
+
+// TestCheckClockAheadBeforeAPause: a member whose clock is ahead fires a
+// job's times up to its offset before the job is paused; those fires are
+// allowed (and with no offset they are not).
+func TestCheckClockAheadBeforeAPause(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		off  time.Duration
+		want string
+	}{{"ahead", 5 * time.Second, ""}, {"no offset", 0, "fired_early×4 unexpected_fires×2"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuilder()
+			b.job("a", "@every 1s", 0, false)
+			b.fireEverySecond("a", 0, 20)
+			for s := 21; s <= 24; s++ { // fired before the pause at 20.5
+				b.fire("a", float64(s))
+				b.setCreated("a", float64(s), float64(s)-4.5, "m1")
+			}
+			b.job("a", "@every 1s", 20.5, true)
+			if tt.off != 0 {
+				b.clock("m1", tt.off, 15, 22, nil)
+			}
+			r := b.check(30)
+			if got := violations(r); got != tt.want {
+				dump(t, r)
+				t.Errorf("got violations %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCheckCutOffReports: a worker cut off from its orchestrator holds
+// attempt 1; the attempt is reassigned (its lease expired) and attempt 2
+// runs elsewhere; once the cut heals, the cut-off worker's report of
+// attempt 1 must not be accepted.
+func TestCheckCutOffReports(t *testing.T) {
+	build := func(lateReport bool, cut bool) Result {
+		b := healthy()
+		b.in.Workers["w2.0"] = WorkerLife{ID: "w2.0", Started: at(-100)}
+		h := b.run("a", 10)
+		r := h.Versions[0].Run
+		r1 := startAttempt(r, "w2.0", at(10.1))
+		expired := r1
+		expired.Attempts = slices.Clone(r1.Attempts)
+		expired.Attempts[0].FinishedAt, expired.Attempts[0].Error = at(14.2), "run lease expired"
+		r2 := startAttempt(expired, "w1.0", at(14.3))
+		done := r2
+		done.Attempts = slices.Clone(r2.Attempts)
+		done.Attempts[1].FinishedAt = at(14.4)
+		done.Status = store.RunSucceeded
+		h.Versions = []RunVersion{h.Versions[0],
+			{Rev: b.nextRev(), Seen: at(10.1), Run: r1}, {Rev: b.nextRev(), Seen: at(14.2), Run: expired},
+			{Rev: b.nextRev(), Seen: at(14.3), Run: r2}, {Rev: b.nextRev(), Seen: at(14.4), Run: done}}
+		b.in.Executions = slices.DeleteFunc(b.in.Executions, func(e Execution) bool { return e.Run == r.ID })
+		b.in.Executions = append(b.in.Executions,
+			Execution{Job: "a", Run: r.ID, ScheduledAt: store.FormatTime(at(10)), Attempt: 1, Start: at(10.1), End: at(12.6), Status: 200},
+			Execution{Job: "a", Run: r.ID, ScheduledAt: store.FormatTime(at(10)), Attempt: 2, Start: at(14.3), End: at(14.35), Status: 200})
+		if lateReport {
+			// The report of attempt 1, sent when the cut healed, accepted
+			// over the expiry.
+			stale := done
+			stale.Attempts = slices.Clone(done.Attempts)
+			stale.Attempts[0].FinishedAt, stale.Attempts[0].Error = at(15.5), ""
+			h.Versions = append(h.Versions, RunVersion{Rev: b.nextRev(), Seen: at(15.5), Run: stale})
+		}
+		if cut {
+			b.in.Faults = append(b.in.Faults, Fault{Kind: WorkerOrchestratorCut, Target: "w2.0-m1", Start: at(10.5),
+				Recovered: at(14.3), Failover: 3800 * time.Millisecond, Healed: at(15.4), CutWorkers: []string{"w2.0"}})
+		}
+		return b.check(25)
+	}
+	for _, tt := range []struct {
+		name        string
+		late, cut   bool
+		want        string
+		cutAccepted int
+	}{
+		{"refused", false, true, "", 0},
+		{"accepted", true, true, "cut_off_reports_accepted×1 stale_reports_accepted×1", 1},
+		{"accepted, no cut", true, false, "stale_reports_accepted×1", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := build(tt.late, tt.cut)
+			if got := violations(r); got != tt.want {
+				dump(t, r)
+				t.Errorf("got violations %q, want %q", got, tt.want)
+			}
+			if r.Global.CutOffReportsAccepted != tt.cutAccepted {
+				t.Errorf("cut-off reports accepted %d, want %d", r.Global.CutOffReportsAccepted, tt.cutAccepted)
+			}
+		})
+	}
+}
+
+// TestCheckClockStepMisses: a member whose clock is set ahead by about
+// the grace or more sees the times its timers wake for as that old, and
+// its misfire policy may skip them; a smaller offset excuses nothing.
+func TestCheckClockStepMisses(t *testing.T) {
+	p := shard.Partition("a", testPartitions)
+	for _, tt := range []struct {
+		name    string
+		off     time.Duration
+		misfire store.MisfirePolicy
+		want    string
+	}{
+		{"ahead by more than the grace, skip", 6 * time.Second, store.MisfireSkip, ""},
+		{"behind by more than the grace, run_once", -6 * time.Second, store.MisfireRunOnce, ""},
+		{"ahead by less than the grace", 2 * time.Second, store.MisfireSkip, "missed×1"},
+		{"ahead by more than the grace, run_all", 6 * time.Second, store.MisfireRunAll, "missed×1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := healthy()
+			b.in.History.Specs["a"][0].Job.MisfirePolicy = tt.misfire
+			b.in.History.Specs["a"][1].Job.MisfirePolicy = tt.misfire
+			b.clock("m1", tt.off, 8, 13, []int{p})
+			b.drop("a", 9)
+			r := b.check(25)
+			if got := violations(r); got != tt.want {
+				dump(t, r)
+				t.Errorf("got violations %q, want %q", got, tt.want)
 			}
 		})
 	}

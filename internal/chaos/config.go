@@ -41,6 +41,34 @@ const (
 	// deletes while an orchestrator is drained or killed and restarted, so
 	// that partitions move under the writes.
 	JobBurst Kind = "job-burst"
+	// ClockOffset: step one orchestrator's clock forward or backward by
+	// several seconds (through its hidden offset file), hold, step it back.
+	ClockOffset Kind = "clock-offset"
+
+	// The network faults need hosts (Config.Hosts).
+
+	// HostIsolate: cut one host (an orchestrator, a worker or an etcd
+	// member) off from every other host of the fleet, then heal.
+	HostIsolate Kind = "host-isolate"
+	// PartitionHalves: split the fleet's hosts into two halves, the etcd
+	// majority on one side, then heal.
+	PartitionHalves Kind = "partition-halves"
+	// OrchestratorEtcdCut: one orchestrator loses etcd (both ways, or one
+	// way) but still reaches its workers and the other orchestrators.
+	OrchestratorEtcdCut Kind = "orchestrator-etcd-cut"
+	// WorkerOrchestratorCut: a worker holding an attempt loses the
+	// orchestrator that handed it out, but still reaches etcd and the
+	// others; the attempt is reassigned before the cut heals.
+	WorkerOrchestratorCut Kind = "worker-orchestrator-cut"
+	// EtcdLeaderCut: the etcd leader loses its followers (all of them, or
+	// one) while clients still reach every member.
+	EtcdLeaderCut Kind = "etcd-leader-cut"
+	// LinkSlow: latency and jitter on the links of one host pair or group
+	// (an orchestrator and etcd, etcd's leader and a follower, a worker
+	// and the orchestrators).
+	LinkSlow Kind = "link-slow"
+	// LinkLossy: packet loss on such links.
+	LinkLossy Kind = "link-lossy"
 )
 
 // Pseudo-kinds of the report.
@@ -56,7 +84,11 @@ const (
 )
 
 // AllKinds lists every fault kind.
-var AllKinds = []Kind{OrchestratorKill, OrchestratorPause, OrchestratorDrain, RollingRestart, WorkerKill, EtcdLeaderKill, EtcdRestart, JobBurst}
+var AllKinds = []Kind{OrchestratorKill, OrchestratorPause, OrchestratorDrain, RollingRestart, WorkerKill, EtcdLeaderKill, EtcdRestart, JobBurst,
+	ClockOffset, HostIsolate, PartitionHalves, OrchestratorEtcdCut, WorkerOrchestratorCut, EtcdLeaderCut, LinkSlow, LinkLossy}
+
+// NetworkKinds are the kinds that need hosts.
+var NetworkKinds = []Kind{HostIsolate, PartitionHalves, OrchestratorEtcdCut, WorkerOrchestratorCut, EtcdLeaderCut, LinkSlow, LinkLossy}
 
 // ParseKinds parses fault kind names.
 func ParseKinds(names []string) ([]Kind, error) {
@@ -76,6 +108,12 @@ type Config struct {
 	// Binary is the jobfleet binary the fleet runs (its orchestrator,
 	// worker and etcd commands). Required.
 	Binary string
+	// Hosts runs every process on a host of its own: a Linux network
+	// namespace per etcd member, orchestrator and worker, one for the
+	// recorder and one for the harness, joined by a switch in the harness
+	// that the network faults program. It needs root. Without Hosts every
+	// process shares loopback and the network faults are left out.
+	Hosts bool
 	// Dir is the run's directory: etcd data, one log per process, the
 	// recorder's executions, the history and the report. Required.
 	Dir string
@@ -101,7 +139,8 @@ type Config struct {
 	// RunLease is the orchestrators' --run-lease.
 	RunLease time.Duration
 	// Faults are the kinds the nemesis injects; kinds that do not apply
-	// (EtcdLeaderKill with one etcd member) are left out. Empty means all.
+	// (EtcdLeaderKill with one etcd member, network faults without Hosts)
+	// are left out. Empty means all.
 	Faults []Kind
 	// Gap is the quiet time between two faults: a random duration in
 	// [Gap, 2·Gap).
@@ -148,6 +187,10 @@ func DefaultConfig(binary, dir string, seed int64, d time.Duration) Config {
 		OneOffEvery:       700 * time.Millisecond,
 	}
 }
+
+// HostsGap is the default Gap of runs with hosts: their faults last longer
+// and are more varied, and a 10-minute run should still inject a hundred.
+const HostsGap = 500 * time.Millisecond
 
 // MisfireGrace is the misfire grace of orchestrators with lease TTL ttl, as
 // internal/orchestrator sets it: longer than a crash failover.
@@ -209,7 +252,10 @@ func (c Config) kinds() []Kind {
 	}
 	var out []Kind
 	for _, k := range ks {
-		if k == EtcdLeaderKill && c.EtcdMembers < 3 {
+		if (k == EtcdLeaderKill || k == EtcdLeaderCut) && c.EtcdMembers < 3 {
+			continue
+		}
+		if slices.Contains(NetworkKinds, k) && !c.Hosts {
 			continue
 		}
 		if !slices.Contains(out, k) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 )
@@ -21,31 +23,45 @@ type etcdMember struct {
 	name       string
 	clientAddr string
 	peerAddr   string
+	host       *netHost // nil on loopback
 }
 
 // etcdCluster is the harness's etcd: one member or several, each a process.
 type etcdCluster struct {
 	binary  string
 	members []*etcdMember
+	// dial connects the harness's clients (nil: the default dialer); with
+	// hosts, from the harness's own host.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // startEtcd starts n members (in parallel: each waits for a quorum) and
-// waits until the cluster serves requests.
-func startEtcd(ctx context.Context, binary, dir string, n int, lg *zap.Logger) (*etcdCluster, error) {
+// waits until the cluster serves requests. With hosts (not nil) member i
+// runs on host "etcd-i" and the harness's clients dial from host "ctl".
+func startEtcd(ctx context.Context, binary, dir string, n int, hosts *hostNetwork, lg *zap.Logger) (*etcdCluster, error) {
 	c := &etcdCluster{binary: binary}
+	if hosts != nil {
+		ctl := hosts.host(hostCtl)
+		c.dial = func(ctx context.Context, addr string) (net.Conn, error) { return ctl.dial(ctx, "tcp", addr) }
+	}
 	var peers []string
 	for i := range n {
-		client, err := etcdserver.FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		peer, err := etcdserver.FreeAddr()
-		if err != nil {
-			return nil, err
-		}
 		name := fmt.Sprintf("etcd-%d", i+1)
-		c.members = append(c.members, &etcdMember{name: name, clientAddr: client, peerAddr: peer})
-		peers = append(peers, name+"=http://"+peer)
+		m := &etcdMember{name: name}
+		if hosts != nil {
+			m.host = hosts.host(name)
+			m.clientAddr, m.peerAddr = net.JoinHostPort(m.host.ip(), "2379"), net.JoinHostPort(m.host.ip(), "2380")
+		} else {
+			var err error
+			if m.clientAddr, err = etcdserver.FreeAddr(); err != nil {
+				return nil, err
+			}
+			if m.peerAddr, err = etcdserver.FreeAddr(); err != nil {
+				return nil, err
+			}
+		}
+		c.members = append(c.members, m)
+		peers = append(peers, name+"=http://"+m.peerAddr)
 	}
 	for _, m := range c.members {
 		args := []string{
@@ -59,6 +75,9 @@ func startEtcd(ctx context.Context, binary, dir string, n int, lg *zap.Logger) (
 			"--log-level=warn",
 		}
 		m.process = newProcess(m.name, filepath.Join(dir, "logs", m.name+".log"), args)
+		if m.host != nil {
+			m.wrap = m.host.wrap()
+		}
 		if err := m.start(binary); err != nil {
 			c.kill()
 			return nil, err
@@ -83,11 +102,19 @@ func (c *etcdCluster) endpoints() []string {
 
 // client returns a client of every member.
 func (c *etcdCluster) client() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:   c.endpoints(),
 		DialTimeout: 2 * time.Second,
-		Logger:      zap.NewNop(),
-	})
+		// A member cut off without a word (a host isolated) is noticed
+		// and left for the others.
+		DialKeepAliveTime:    time.Second,
+		DialKeepAliveTimeout: time.Second,
+		Logger:               zap.NewNop(),
+	}
+	if c.dial != nil {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithContextDialer(c.dial)}
+	}
+	return clientv3.New(cfg)
 }
 
 // waitServing waits until a linearizable read through a client of every

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,8 +30,10 @@ import (
 // and, when it is free, its port.
 type orchProc struct {
 	*process
-	id   string
-	addr string // host:port of its HTTP API
+	id         string
+	addr       string   // host:port of its HTTP API
+	host       *netHost // nil on loopback
+	offsetFile string   // its clock offset file (see internal/skewclock)
 }
 
 func (o *orchProc) url() string { return "http://" + o.addr }
@@ -41,6 +44,7 @@ func (o *orchProc) url() string { return "http://" + o.addr }
 type workerProc struct {
 	*process
 	index int
+	host  *netHost // nil on loopback
 }
 
 // incarnationID returns the worker ID of incarnation n.
@@ -63,6 +67,7 @@ type fleet struct {
 	etcd   *etcdCluster
 	client *clientv3.Client // the harness's etcd client
 	http   *http.Client
+	hosts  *hostNetwork // nil on loopback
 	lg     *zap.Logger
 
 	orchs   []*orchProc
@@ -75,13 +80,34 @@ type fleet struct {
 	mu      sync.Mutex // guards the fields below
 	lives   map[string]*WorkerLife
 	nextAPI int // round robin over orchestrators for API calls
+	// avoid are orchestrators the workload's API calls avoid while a
+	// fault impairs them (cut from etcd, clock skewed), by ID.
+	avoid map[string]bool
 }
 
-func newFleet(cfg Config, ns string, etcd *etcdCluster, client *clientv3.Client, lg *zap.Logger) *fleet {
+func newFleet(cfg Config, ns string, etcd *etcdCluster, client *clientv3.Client, hosts *hostNetwork, lg *zap.Logger) *fleet {
+	tr := &http.Transport{MaxIdleConnsPerHost: 8}
+	if hosts != nil {
+		ctl := hosts.host(hostCtl)
+		tr.DialContext = ctl.dial
+	}
 	return &fleet{
-		cfg: cfg, ns: ns, etcd: etcd, client: client, lg: lg,
-		http:  &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}},
+		cfg: cfg, ns: ns, etcd: etcd, client: client, hosts: hosts, lg: lg,
+		http:  &http.Client{Timeout: 3 * time.Second, Transport: tr},
 		lives: map[string]*WorkerLife{},
+		avoid: map[string]bool{},
+	}
+}
+
+// setAvoid marks orchestrator id as one the workload's API calls avoid
+// (or not).
+func (f *fleet) setAvoid(id string, avoid bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if avoid {
+		f.avoid[id] = true
+	} else {
+		delete(f.avoid, id)
 	}
 }
 
@@ -121,19 +147,33 @@ func (f *fleet) orchArgs(o *orchProc) []string {
 		"--lease-ttl=" + f.cfg.LeaseTTL.String(),
 		"--run-lease=" + f.cfg.RunLease.String(),
 		"--partitions=" + strconv.Itoa(f.cfg.Partitions),
+		"--test-clock-offset-file=" + o.offsetFile,
 		"--log-format=json",
 	}
 }
 
 // startOrchestrators starts the configured number of orchestrators.
 func (f *fleet) startOrchestrators() error {
+	if err := os.MkdirAll(filepath.Join(f.cfg.Dir, "clock"), 0o755); err != nil {
+		return err
+	}
 	for i := range f.cfg.Orchestrators {
-		addr, err := etcdserver.FreeAddr()
-		if err != nil {
-			return err
+		o := &orchProc{id: fmt.Sprintf("orch-%d", i+1)}
+		o.offsetFile = filepath.Join(f.cfg.Dir, "clock", o.id)
+		if f.hosts != nil {
+			o.host = f.hosts.host(o.id)
+			o.addr = net.JoinHostPort(o.host.ip(), "8080")
+		} else {
+			addr, err := etcdserver.FreeAddr()
+			if err != nil {
+				return err
+			}
+			o.addr = addr
 		}
-		o := &orchProc{id: fmt.Sprintf("orch-%d", i+1), addr: addr}
 		o.process = newProcess(o.id, f.logPath(o.id), nil)
+		if o.host != nil {
+			o.wrap = o.host.wrap()
+		}
 		f.orchs = append(f.orchs, o)
 		if err := f.startOrch(o); err != nil {
 			return err
@@ -160,7 +200,7 @@ func (f *fleet) startOrch(o *orchProc) error {
 		if o.running() {
 			return fmt.Errorf("%s: API not answering 20s after start", o.id)
 		}
-		if attempt < 3 && logTail(o.logPath, 4096, "address already in use") {
+		if attempt < 3 && o.host == nil && logTail(o.logPath, 4096, "address already in use") {
 			addr, err := etcdserver.FreeAddr()
 			if err != nil {
 				return err
@@ -196,7 +236,12 @@ func logTail(path string, n int64, s string) bool {
 func (f *fleet) startWorkers() error {
 	for i := range f.cfg.Workers {
 		w := &workerProc{index: i + 1}
-		w.process = newProcess(fmt.Sprintf("worker-%d", i+1), f.logPath(fmt.Sprintf("worker-%d", i+1)), nil)
+		name := fmt.Sprintf("worker-%d", i+1)
+		w.process = newProcess(name, f.logPath(name), nil)
+		if f.hosts != nil {
+			w.host = f.hosts.host(name)
+			w.wrap = w.host.wrap()
+		}
 		f.workers = append(f.workers, w)
 		if err := f.startWorker(w); err != nil {
 			return err
@@ -216,7 +261,7 @@ func (f *fleet) startWorker(w *workerProc) error {
 		"--concurrency=" + strconv.Itoa(f.cfg.WorkerConcurrency),
 		"--token-file=" + f.workerTokenFile,
 		"--poll-wait=2s",
-		"--http-allow=127.0.0.1", // the recorder the jobs call listens on loopback
+		"--http-allow=" + f.recorderHost(), // the recorder the jobs call: on loopback, or on its host
 		"--shutdown-timeout=" + (f.cfg.SlowFor + 2*time.Second).String(),
 		"--log-format=json",
 	})
@@ -235,6 +280,14 @@ func (f *fleet) startWorker(w *workerProc) error {
 		f.mu.Unlock()
 	}()
 	return nil
+}
+
+// recorderHost returns the address the recorder listens on.
+func (f *fleet) recorderHost() string {
+	if f.hosts != nil {
+		return f.hosts.host(hostRecorder).ip()
+	}
+	return "127.0.0.1"
 }
 
 // killWorker SIGKILLs w and records it.
@@ -277,6 +330,24 @@ func (f *fleet) liveOrchs() []*orchProc {
 		if o.live() {
 			out = append(out, o)
 		}
+	}
+	return out
+}
+
+// apiOrchs returns the live orchestrators the workload's API calls may
+// use: those no fault impairs, or every live one if none is left.
+func (f *fleet) apiOrchs() []*orchProc {
+	live := f.liveOrchs()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*orchProc
+	for _, o := range live {
+		if !f.avoid[o.id] {
+			out = append(out, o)
+		}
+	}
+	if len(out) == 0 {
+		return live
 	}
 	return out
 }
@@ -346,7 +417,7 @@ func (f *fleet) api(ctx context.Context, method, path string, body any) apiResul
 	}
 	var res apiResult
 	for try := 0; ; try++ {
-		orchs := f.liveOrchs()
+		orchs := f.apiOrchs()
 		if len(orchs) > 0 {
 			f.mu.Lock()
 			o := orchs[f.nextAPI%len(orchs)]
@@ -404,12 +475,20 @@ func (f *fleet) do(ctx context.Context, method, url string, payload []byte) (int
 // ownerTable reads every partition's owner key and every member's lease
 // from etcd (a linearizable read).
 func (f *fleet) ownerTable(ctx context.Context) (owners []shard.OwnerInfo, members map[string]int64, err error) {
-	rctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	resp, err := f.client.Txn(rctx).Then(
-		clientv3.OpGet(shard.OwnersPrefix(f.ns), clientv3.WithPrefix()),
-		clientv3.OpGet(f.ns+"members/", clientv3.WithPrefix()),
-	).Commit()
+	// A member cut off from the others fails the read (no leader, or no
+	// answer): the next try goes to another member.
+	var resp *clientv3.TxnResponse
+	for try := 0; try < len(f.etcd.members); try++ {
+		rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), time.Second)
+		resp, err = f.client.Txn(rctx).Then(
+			clientv3.OpGet(shard.OwnersPrefix(f.ns), clientv3.WithPrefix()),
+			clientv3.OpGet(f.ns+"members/", clientv3.WithPrefix()),
+		).Commit()
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -475,7 +554,12 @@ func movedOn(owners []shard.OwnerInfo, old map[int]int64) bool {
 // healthy reports whether the fleet works as a whole: etcd serves, every
 // partition is owned under its owner's current registration (its member
 // key's lease), and every live orchestrator is ready.
-func (f *fleet) healthy(ctx context.Context) (bool, string) {
+func (f *fleet) healthy(ctx context.Context) (bool, string) { return f.healthyWithout(ctx, nil) }
+
+// healthyWithout is healthy for the fleet without the orchestrators in
+// cut (on the losing side of a partition): they may neither own a
+// partition nor need to be ready.
+func (f *fleet) healthyWithout(ctx context.Context, cut map[string]bool) (bool, string) {
 	owners, members, err := f.ownerTable(ctx)
 	if err != nil {
 		return false, "etcd: " + err.Error()
@@ -484,11 +568,17 @@ func (f *fleet) healthy(ctx context.Context) (bool, string) {
 		if o.Member == "" {
 			return false, fmt.Sprintf("partition %d has no owner", p)
 		}
+		if cut[o.Member] {
+			return false, fmt.Sprintf("partition %d is still owned by %s, which is cut off", p, o.Member)
+		}
 		if lease, ok := members[o.Member]; !ok || lease != o.Lease {
 			return false, fmt.Sprintf("partition %d is owned by %s under a lease that is not its registration's", p, o.Member)
 		}
 	}
 	for _, o := range f.liveOrchs() {
+		if cut[o.id] {
+			continue
+		}
 		if code, err := f.get(o.url()+"/readyz", nil); code != http.StatusOK {
 			return false, fmt.Sprintf("%s not ready: %d %v", o.id, code, err)
 		}

@@ -22,6 +22,9 @@ type Window struct {
 	End   time.Time `json:"end"`
 	// Partitions are the partitions affected; nil means all.
 	Partitions []int `json:"partitions,omitempty"`
+	// Skew is the clock offset of the partitions' owner in the window
+	// (a clock-offset fault): positive, it may fire that much early.
+	Skew time.Duration `json:"skew_ns,omitempty"`
 }
 
 // Fault is one injected fault.
@@ -38,7 +41,25 @@ type Fault struct {
 	Failover time.Duration `json:"failover_ns"`
 	// Windows are where the fault took partitions away from their owners.
 	Windows []Window `json:"windows,omitempty"`
-	Detail  string   `json:"detail,omitempty"`
+	// Healed is when the nemesis undid the fault itself (removed its
+	// network rules, reset the clock offset); zero for the other kinds.
+	// For faults that degrade rather than break (slow or lossy links,
+	// clock offsets), Failover is measured from Healed.
+	Healed time.Time `json:"healed,omitzero"`
+	// ClockOffset is the offset a clock-offset fault gave Target's clock
+	// from Start to Healed (positive: ahead).
+	ClockOffset time.Duration `json:"clock_offset_ns,omitempty"`
+	// CutWorkers are the worker incarnations the fault cut off from some
+	// orchestrator from Start to Healed.
+	CutWorkers []string `json:"cut_workers,omitempty"`
+	// Settled is when the fleet had settled after the fault was healed.
+	Settled time.Time `json:"settled,omitzero"`
+	Detail  string    `json:"detail,omitempty"`
+	// etcdRejoin: healing the fault let an etcd member back that had
+	// been cut off; it serves slowly until it has caught up, and every
+	// member's client sends it a share of its requests at once, so the
+	// fault's window covers every partition until the fleet settled.
+	etcdRejoin bool
 	// Err is set if the fault could not be injected as intended.
 	Err string `json:"error,omitempty"`
 }
@@ -69,6 +90,17 @@ func newNemesis(f *fleet, w *workload, hist *historyWatch, rec *recorder, cfg Co
 var weights = map[Kind]int{
 	OrchestratorKill: 3, OrchestratorPause: 3, OrchestratorDrain: 2, RollingRestart: 1,
 	WorkerKill: 3, EtcdLeaderKill: 2, EtcdRestart: 1, JobBurst: 2,
+	ClockOffset: 2, HostIsolate: 2, PartitionHalves: 2, OrchestratorEtcdCut: 2, WorkerOrchestratorCut: 2,
+	EtcdLeaderCut: 2, LinkSlow: 2, LinkLossy: 2,
+}
+
+// weight returns the weight of kind k in this run: with hosts, clock
+// offsets are drawn more often, so that a 10-minute run has ten or more.
+func (n *nemesis) weight(k Kind) int {
+	if k == ClockOffset && n.cfg.Hosts {
+		return 7
+	}
+	return weights[k]
 }
 
 // between returns a random duration in [lo, hi).
@@ -113,14 +145,14 @@ func (n *nemesis) run(ctx context.Context, until time.Time) {
 func (n *nemesis) draw(kinds []Kind) Kind {
 	total := 0
 	for _, k := range kinds {
-		total += weights[k]
+		total += n.weight(k)
 	}
 	r := n.intn(total)
 	for _, k := range kinds {
-		if r < weights[k] {
+		if r < n.weight(k) {
 			return k
 		}
-		r -= weights[k]
+		r -= n.weight(k)
 	}
 	return kinds[0]
 }
@@ -147,6 +179,20 @@ func (n *nemesis) inject(ctx context.Context, k Kind) {
 		ft = n.etcdRestart(ctx)
 	case JobBurst:
 		ft = n.jobBurst(ctx)
+	case ClockOffset:
+		ft = n.clockOffset(ctx)
+	case HostIsolate:
+		ft = n.hostIsolate(ctx)
+	case PartitionHalves:
+		ft = n.partitionHalves(ctx)
+	case OrchestratorEtcdCut:
+		ft = n.orchestratorEtcdCut(ctx)
+	case WorkerOrchestratorCut:
+		ft = n.workerOrchestratorCut(ctx)
+	case EtcdLeaderCut:
+		ft = n.etcdLeaderCut(ctx)
+	case LinkSlow, LinkLossy:
+		ft = n.linkFault(ctx, k)
 	}
 	ft.Kind = k
 	if !ft.Recovered.IsZero() && ft.Failover == 0 {
@@ -155,8 +201,14 @@ func (n *nemesis) inject(ctx context.Context, k Kind) {
 	if err := n.heal(ctx); err != nil {
 		ft.Err = joinMsg(ft.Err, err.Error())
 	}
-	if at, why := waitFor(ctx, recoveryTimeout, 100*time.Millisecond, func() (bool, string) { return n.f.settled(ctx) }); at.IsZero() {
+	at, why := waitFor(ctx, recoveryTimeout, 100*time.Millisecond, func() (bool, string) { return n.f.settled(ctx) })
+	if at.IsZero() {
 		ft.Detail = joinMsg(ft.Detail, "fleet not settled "+recoveryTimeout.String()+" after the fault: "+why)
+		at = time.Now()
+	}
+	ft.Settled = at
+	if ft.etcdRejoin && !ft.Healed.IsZero() {
+		ft.Windows = append(ft.Windows, Window{Start: ft.Healed, End: at})
 	}
 	n.lg.Info("fault done", zap.String("kind", string(k)), zap.String("target", ft.Target),
 		zap.Duration("failover", ft.Failover), zap.String("detail", ft.Detail), zap.String("error", ft.Err))
@@ -172,9 +224,16 @@ func joinMsg(a, b string) string {
 	return a + "; " + b
 }
 
-// heal starts every process that is not running and continues every
-// paused one.
+// heal removes every network rule, resets every clock offset, starts
+// every process that is not running and continues every paused one.
 func (n *nemesis) heal(ctx context.Context) error {
+	n.healNetwork()
+	for _, o := range n.f.orchs {
+		if err := n.setOffset(o, 0); err != nil {
+			return err
+		}
+		n.f.setAvoid(o.id, false)
+	}
 	if err := n.f.etcd.startStopped(); err != nil {
 		return err
 	}
@@ -236,11 +295,17 @@ func (n *nemesis) awaitMoved(ctx context.Context, old map[int]int64) <-chan time
 // awaitHealthy polls until the fleet is healthy (see fleet.healthy) and has
 // stayed so for a second, and sends when it became so (zero on timeout).
 func (n *nemesis) awaitHealthy(ctx context.Context) <-chan time.Time {
+	return n.awaitHealthyWithout(ctx, nil)
+}
+
+// awaitHealthyWithout is awaitHealthy for the fleet less the orchestrators
+// in cut (see fleet.healthyWithout).
+func (n *nemesis) awaitHealthyWithout(ctx context.Context, cut map[string]bool) <-chan time.Time {
 	ch := make(chan time.Time, 1)
 	go func() {
 		var since time.Time
 		at, _ := waitFor(ctx, recoveryTimeout, 100*time.Millisecond, func() (bool, string) {
-			ok, why := n.f.healthy(ctx)
+			ok, why := n.f.healthyWithout(ctx, cut)
 			switch {
 			case !ok:
 				since = time.Time{}
@@ -398,6 +463,25 @@ func (n *nemesis) rollingRestart(ctx context.Context) Fault {
 // workerKill kills a worker that holds an attempt of a slow job in flight
 // (the recorder has not answered it), found through the run's attempts.
 func (n *nemesis) workerKill(ctx context.Context) Fault {
+	victim, held := n.slowHolder(ctx)
+	if victim == nil {
+		return Fault{Err: "no worker found holding a slow attempt"}
+	}
+	ft := Fault{Target: victim.incarnationID(victim.Incarnation()), Start: n.f.killWorker(victim)}
+	ft.Detail = fmt.Sprintf("held run %s attempt %d", held.Run, held.Attempt)
+	retried := n.awaitRetried(ctx, held)
+	sleepCtx(ctx, n.between(500*time.Millisecond, 2*time.Second))
+	if err := n.f.startWorker(victim); err != nil {
+		ft.Err = err.Error()
+	}
+	ft.Recovered = <-retried
+	return ft
+}
+
+// slowHolder finds a live worker holding an attempt of a slow job that
+// the recorder has not answered yet, through the run's attempts; it waits
+// up to 10s for one.
+func (n *nemesis) slowHolder(ctx context.Context) (*workerProc, Execution) {
 	var (
 		victim *workerProc
 		held   Execution
@@ -415,13 +499,13 @@ func (n *nemesis) workerKill(ctx context.Context) Fault {
 		}
 		return false, ""
 	})
-	if victim == nil {
-		return Fault{Err: "no worker found holding a slow attempt"}
-	}
-	ft := Fault{Target: victim.incarnationID(victim.Incarnation()), Start: n.f.killWorker(victim)}
-	ft.Detail = fmt.Sprintf("held run %s attempt %d", held.Run, held.Attempt)
-	// Recovered: the run moved past the killed attempt (its lease expired
-	// and another attempt started, or the run ended).
+	return victim, held
+}
+
+// awaitRetried sends when the run of held has moved past the attempt (its
+// lease expired and another attempt started, or the run ended), zero on
+// timeout.
+func (n *nemesis) awaitRetried(ctx context.Context, held Execution) <-chan time.Time {
 	retried := make(chan time.Time, 1)
 	go func() {
 		at, _ := waitFor(ctx, recoveryTimeout, 50*time.Millisecond, func() (bool, string) {
@@ -430,12 +514,7 @@ func (n *nemesis) workerKill(ctx context.Context) Fault {
 		})
 		retried <- at
 	}()
-	sleepCtx(ctx, n.between(500*time.Millisecond, 2*time.Second))
-	if err := n.f.startWorker(victim); err != nil {
-		ft.Err = err.Error()
-	}
-	ft.Recovered = <-retried
-	return ft
+	return retried
 }
 
 func (n *nemesis) etcdLeaderKill(ctx context.Context) Fault {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,9 @@ import (
 type process struct {
 	name    string
 	logPath string
+	// wrap runs the binary through another program: `ip netns exec NS`
+	// on a host of its own (Config.Hosts); nil runs it directly.
+	wrap []string
 
 	mu          sync.Mutex // guards the fields below
 	args        []string   // of the next start
@@ -47,7 +51,8 @@ func (p *process) start(binary string) error {
 	defer log.Close() // the child has its own descriptor
 	p.incarnation++
 	fmt.Fprintf(log, "===== %s incarnation %d started %s: %s %s\n", p.name, p.incarnation, time.Now().UTC().Format(time.RFC3339Nano), binary, strings.Join(p.args, " "))
-	cmd := exec.Command(binary, p.args...)
+	argv := slices.Concat(p.wrap, []string{binary}, p.args)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()
 	for _, kv := range os.Environ() {

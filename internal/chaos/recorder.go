@@ -67,11 +67,8 @@ type recorder struct {
 	seq   int
 }
 
-func startRecorder(seed int64, slowFor time.Duration) (*recorder, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("recorder: %w", err)
-	}
+// startRecorder serves the recorder on ln (which it closes at the end).
+func startRecorder(seed int64, slowFor time.Duration, ln net.Listener) (*recorder, error) {
 	r := &recorder{seed: seed, slowFor: slowFor, ln: ln, done: make(chan struct{}), open: map[int]Execution{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /exec/{endpoint}", r.serve)

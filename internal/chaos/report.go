@@ -22,7 +22,7 @@ func (r *Report) WriteTable(out io.Writer) {
 	fmt.Fprintf(out, "run took %v; files in %s\n\n", r.Ended.Sub(r.Started).Round(time.Second), r.Dir)
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "fault kind\tinjected\tfailover p50\tfailover max\texpected\tfired\texecuted\tmissed (allowed)\tmissed\tdup fires\tdup execs\tstale accepted\tunexpected\tmax lag\t")
+	fmt.Fprintln(tw, "fault kind\tinjected\tfailover p50\tfailover max\texpected\tfired\texecuted\tmissed (allowed)\tmissed\tdup fires\tdup execs\tstale accepted\tunexpected\tearly\tmax lag\tmax early\t")
 	row := func(s KindStats) {
 		fo50, fomax := "-", "-"
 		if s.Failovers > 0 {
@@ -32,9 +32,9 @@ func (r *Report) WriteTable(out io.Writer) {
 		if s.Kind == Steady {
 			inj = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", s.Kind, inj, fo50, fomax,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", s.Kind, inj, fo50, fomax,
 			s.FiresExpected, s.FiresRecorded, s.FiresExecuted, s.MissedAllowed, s.Missed, s.DuplicateFires,
-			s.DuplicateExecutions, s.StaleReportsAccepted, s.UnexpectedFires, dur(s.MaxLag))
+			s.DuplicateExecutions, s.StaleReportsAccepted, s.UnexpectedFires, s.FiredEarly, dur(s.MaxLag), dur(s.MaxEarly))
 	}
 	for _, s := range r.Kinds {
 		row(s)
@@ -56,6 +56,7 @@ func (r *Report) WriteTable(out io.Writer) {
 		{"fires not by the partition's owner", g.UnfencedFires},
 		{"runs executed that the store never fired", g.UnknownRunsExecuted},
 		{"attempts executed that the store never recorded", g.UnrecordedAttempts},
+		{"cut-off workers' reports accepted after reassignment", g.CutOffReportsAccepted},
 		{"runs fired but never executed", g.RunsLost},
 		{"runs not final at the end", g.RunsUnfinished},
 		{"corrupt run documents", g.CorruptRuns},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -41,6 +42,7 @@ type ReportConfig struct {
 	RunLease      time.Duration `json:"run_lease_ns"`
 	Grace         time.Duration `json:"misfire_grace_ns"`
 	Kinds         []Kind        `json:"kinds"`
+	Hosts         bool          `json:"hosts,omitempty"`
 }
 
 // Run starts a fleet as processes on loopback (an etcd cluster,
@@ -69,15 +71,36 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Seed: cfg.Seed, Dir: cfg.Dir, Started: time.Now(),
 		Config: ReportConfig{Duration: cfg.Duration, EtcdMembers: cfg.EtcdMembers, Orchestrators: cfg.Orchestrators,
 			Workers: cfg.Workers, Partitions: cfg.Partitions, LeaseTTL: cfg.LeaseTTL, RunLease: cfg.RunLease,
-			Grace: cfg.grace(), Kinds: cfg.kinds()},
+			Grace: cfg.grace(), Kinds: cfg.kinds(), Hosts: cfg.Hosts},
 	}
 
-	rec, err := startRecorder(cfg.Seed, cfg.SlowFor)
+	var (
+		hosts *hostNetwork
+		err   error
+	)
+	if cfg.Hosts {
+		hosts, err = newHostNetwork(hostPlan(cfg), cfg.Seed, lg.Named("hosts"))
+		if err != nil {
+			return nil, fmt.Errorf("hosts: %w", err)
+		}
+		defer hosts.close() // after every process is gone (defers run last to first)
+	}
+	var ln net.Listener
+	if hosts != nil {
+		rh := hosts.host(hostRecorder)
+		ln, err = rh.listen("tcp", net.JoinHostPort(rh.ip(), "9000"))
+	} else {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recorder: %w", err)
+	}
+	rec, err := startRecorder(cfg.Seed, cfg.SlowFor, ln)
 	if err != nil {
 		return nil, err
 	}
 	defer rec.close()
-	etcd, err := startEtcd(ctx, cfg.Binary, cfg.Dir, cfg.EtcdMembers, lg)
+	etcd, err := startEtcd(ctx, cfg.Binary, cfg.Dir, cfg.EtcdMembers, hosts, lg)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	hist := watchHistory(client, namespace, cfg.Partitions, probe.Header.Revision, lg.Named("history"))
 	defer hist.stop()
 
-	f := newFleet(cfg, namespace, etcd, client, lg.Named("fleet"))
+	f := newFleet(cfg, namespace, etcd, client, hosts, lg.Named("fleet"))
 	defer f.killAll()
 	if err := f.makeCredentials(ctx); err != nil {
 		return nil, err

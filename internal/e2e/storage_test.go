@@ -336,10 +336,19 @@ func TestNoSpaceStopsFiringAndFleetRecovers(t *testing.T) {
 	// delays count as on time), so that the misfire policies decide its
 	// fires.
 	const grace = 6 * time.Second
+	// Only writes refused for space count: on a loaded machine members
+	// also lose their leases now and then, and the writes their fencing
+	// cancels are logged as failed too.
+	noSpace := func(msg string) int {
+		return logs.FilterMessageSnippet(msg).Filter(func(e observer.LoggedEntry) bool {
+			err, _ := e.ContextMap()["error"].(string)
+			return strings.Contains(err, "space exceeded")
+		}).Len()
+	}
 	failedWrites := func() int {
 		n := 0
 		for _, msg := range []string{"recording fires failed", "recording run failed", "recording attempts failed", "firing trigger failed"} {
-			n += logs.FilterMessageSnippet(msg).Len()
+			n += noSpace(msg)
 		}
 		return n
 	}
@@ -354,7 +363,7 @@ func TestNoSpaceStopsFiringAndFleetRecovers(t *testing.T) {
 	if got := logs.FilterMessageSnippet("NOSPACE alarm is raised").Len(); got != 2 {
 		t.Errorf("%d log lines on the alarm, want one per member", got)
 	}
-	if got := logs.FilterMessageSnippet("recording fires failed").Len(); got > f.Partitions() {
+	if got := noSpace("recording fires failed"); got > f.Partitions() {
 		t.Errorf("%d failed fire writes logged during the outage, want at most one per partition (no retry storm)", got)
 	}
 

@@ -16,10 +16,13 @@ type Bridge struct {
 	target string
 	stop   chan struct{} // closed by Close
 
-	mu     sync.Mutex    // guards the fields below
-	gate   chan struct{} // non-nil while cut; closed by Restore
-	conns  map[net.Conn]struct{}
-	closed bool
+	mu   sync.Mutex    // guards the fields below
+	gate chan struct{} // non-nil while cut; closed by Restore
+	// replies is non-nil while only the server's bytes are held
+	// (CutReplies); closed by Restore.
+	replies chan struct{}
+	conns   map[net.Conn]struct{}
+	closed  bool
 
 	wg sync.WaitGroup
 }
@@ -60,6 +63,17 @@ func (b *Bridge) Cut() {
 	}
 }
 
+// CutReplies stalls what the server sends while requests still reach it:
+// writes apply, and their answers are held (lost, for a client whose
+// request times out meanwhile).
+func (b *Bridge) CutReplies() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.replies == nil {
+		b.replies = make(chan struct{})
+	}
+}
+
 // Restore lets stalled and new traffic flow again.
 func (b *Bridge) Restore() {
 	b.mu.Lock()
@@ -68,21 +82,30 @@ func (b *Bridge) Restore() {
 		close(b.gate)
 		b.gate = nil
 	}
+	if b.replies != nil {
+		close(b.replies)
+		b.replies = nil
+	}
 }
 
-// waitOpen blocks while the bridge is cut; false means it was closed.
-func (b *Bridge) waitOpen() bool {
-	b.mu.Lock()
-	g := b.gate
-	b.mu.Unlock()
-	if g == nil {
-		return true
-	}
-	select {
-	case <-g:
-		return true
-	case <-b.stop:
-		return false
+// waitOpen blocks while the bridge is cut (for the server's bytes, reply,
+// also while replies are cut); false means it was closed.
+func (b *Bridge) waitOpen(reply bool) bool {
+	for {
+		b.mu.Lock()
+		g := b.gate
+		if g == nil && reply {
+			g = b.replies
+		}
+		b.mu.Unlock()
+		if g == nil {
+			return true
+		}
+		select {
+		case <-g:
+		case <-b.stop:
+			return false
+		}
 	}
 }
 
@@ -137,7 +160,7 @@ func (b *Bridge) serve() {
 		if err != nil {
 			return
 		}
-		if !b.waitOpen() {
+		if !b.waitOpen(false) {
 			in.Close()
 			return
 		}
@@ -152,14 +175,15 @@ func (b *Bridge) serve() {
 			return
 		}
 		b.wg.Add(2)
-		go b.pipe(in, out)
-		go b.pipe(out, in)
+		go b.pipe(in, out, true)
+		go b.pipe(out, in, false)
 	}
 }
 
-// pipe copies src to dst, holding bytes while the bridge is cut, until
-// either side closes.
-func (b *Bridge) pipe(dst, src net.Conn) {
+// pipe copies src to dst, holding bytes while the bridge is cut (and,
+// for the server's bytes, reply, while replies are cut), until either side
+// closes.
+func (b *Bridge) pipe(dst, src net.Conn, reply bool) {
 	defer b.wg.Done()
 	defer b.untrack(dst)
 	defer b.untrack(src)
@@ -167,7 +191,7 @@ func (b *Bridge) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !b.waitOpen() {
+			if !b.waitOpen(reply) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -1,0 +1,93 @@
+package dispatch_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// Writes whose answer is lost: the owner's connection to etcd stalls while
+// a write is in flight, the write times out for the owner, and applies in
+// etcd once the connection flows again. Found by the chaos suite
+// (internal/chaos) on a lossy link: the owner's next write of the run did
+// not apply (the run was not as it remembered it), and it dropped the run
+// from memory, leaving it pending, or running an attempt no worker had,
+// for as long as it owned the partition.
+
+// lostAnswerHarness starts m1 with its dispatcher's etcd connection
+// behind a bridge and a short request timeout.
+func lostAnswerHarness(t *testing.T) (*harness, *etcdtest.Bridge) {
+	h := newHarness(t)
+	bridge := etcdtest.NewBridge(t, etcd.ClientAddr())
+	h.dispClient = etcdtest.NewClient(t, bridge.Endpoints())
+	h.configure = func(c *dispatch.Config) { c.RequestTimeout = 300 * time.Millisecond }
+	h.start("m1")
+	return h, bridge
+}
+
+// holdOneWrite holds etcd's answers, runs act (which makes the owner
+// write), waits until that write has timed out for the owner, and lets the
+// held answers through.
+func holdOneWrite(t *testing.T, h *harness, bridge *etcdtest.Bridge, act func()) {
+	t.Helper()
+	bridge.CutReplies()
+	act()
+	h.waitFor("the owner's write to time out", func() bool { return h.disp.Health() != nil })
+	bridge.Restore()
+}
+
+func TestFireWhoseAnswerWasLostIsDispatched(t *testing.T) {
+	h, bridge := lostAnswerHarness(t)
+	h.create(store.Job{ID: "a", Schedule: "@every 1m"})
+	runID := store.RunID("a", t0.Add(time.Minute))
+	holdOneWrite(t, h, bridge, func() { h.clock.Advance(time.Minute) })
+	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
+	// The owner fires again (once its retry is due), finds the run there,
+	// and must hand it out.
+	var got []dispatch.Assignment
+	h.waitFor("the run to be handed out", func() bool {
+		h.clock.Advance(100 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: store.Duration(50 * time.Millisecond)})
+		got = resp.Attempts
+		return err == nil && len(got) > 0
+	})
+	if got[0].RunID != runID || got[0].Attempt != 1 {
+		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", got[0].Attempt, got[0].RunID, runID)
+	}
+}
+
+func TestAttemptWhoseAnswerWasLostIsRetried(t *testing.T) {
+	h, bridge := lostAnswerHarness(t)
+	h.create(store.Job{ID: "a", Schedule: "@every 1m"})
+	h.clock.Advance(time.Minute)
+	runID := h.waitRuns("a", 1)[0].ID
+	holdOneWrite(t, h, bridge, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1})
+		if err != nil || len(resp.Attempts) != 0 {
+			t.Fatalf("poll while the write is held: %+v, %v; want no attempt", resp, err)
+		}
+	})
+	// The held write applied: attempt 1 runs for w1, which never got it.
+	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunRunning && len(r.Attempts) == 1 })
+	// The owner's next poll finds the run changed; it must keep it, and
+	// the attempt, whose worker never heartbeats, must expire.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w2", Executors: []string{"http"}, Max: 1}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the run to be known again", func() bool {
+		h.clock.Advance(runLease + time.Second)
+		r, err := h.store.GetRun(context.Background(), runID)
+		return err == nil && len(r.Attempts) >= 1 && strings.HasPrefix(r.Attempts[0].Error, "run lease expired")
+	})
+}

@@ -923,6 +923,25 @@ func TestInsecureAndUnconfigured(t *testing.T) {
 	if n := insecure.member.drains.Load(); n != 0 {
 		t.Fatalf("drained %d times", n)
 	}
+	// No credential can be minted, listed or revoked anonymously: one made
+	// here would be accepted by every member of the fleet.
+	before, err := insecure.tokens.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rq := range []request{
+		{method: "POST", path: "/v1/tokens", body: `{"name":"backdoor","role":"admin"}`},
+		{method: "GET", path: "/v1/tokens"},
+		{method: "DELETE", path: "/v1/tokens/0123456789ab"},
+	} {
+		code, _, body := insecure.send(rq, "")
+		if code != http.StatusForbidden || !strings.Contains(string(body), "--insecure-no-auth") {
+			t.Errorf("insecure %s %s: %d %s, want 403 naming --insecure-no-auth", rq.method, rq.path, code, body)
+		}
+	}
+	if after, err := insecure.tokens.List(context.Background()); err != nil || len(after) != len(before) {
+		t.Errorf("credentials %d before, %d after (%v); want unchanged", len(before), len(after), err)
+	}
 
 	none := newSecEnv(t, secOptions{noAuth: true})
 	if code, _, _ := none.send(request{method: "GET", path: "/v1/jobs"}, "anything"); code != http.StatusServiceUnavailable {

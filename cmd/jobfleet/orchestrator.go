@@ -50,6 +50,14 @@ func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
 	if len(o.endpoints) == 0 {
 		return nil, errors.New("--etcd-endpoints is required")
 	}
+	for _, ep := range o.endpoints {
+		// Endpoints are shown to viewers (GET /v1/cluster/storage) and
+		// sent to workers: credentials have flags of their own.
+		if u, err := url.Parse(ep); err == nil && u.User != nil {
+			u.User = nil
+			return nil, fmt.Errorf("--etcd-endpoints %s: a user name or password in the URL is refused; give them with --etcd-username and --etcd-password (or JOBFLEET_ETCD_PASSWORD)", u)
+		}
+	}
 	cfg := clientv3.Config{
 		Endpoints:   o.endpoints,
 		DialTimeout: 5 * time.Second,

@@ -173,7 +173,7 @@ func (o *memberOptions) authConfig(lg *zap.Logger, listen, metricsListen string)
 		if metricsListen != "" && !loopbackListen(metricsListen) {
 			return "", false, fmt.Errorf("--insecure-no-auth is refused with --metrics-listen %q: every listener must be a loopback address", metricsListen)
 		}
-		lg.Warn("AUTHENTICATION IS OFF (--insecure-no-auth): every process and web page that can reach this loopback listener acts as admin", zap.String("listen", listen))
+		lg.Warn("AUTHENTICATION IS OFF (--insecure-no-auth): every process on this machine can reach this loopback listener and acts as admin", zap.String("listen", listen))
 		return "", true, nil
 	}
 	if o.adminTokenFile != "" {

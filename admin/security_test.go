@@ -951,3 +951,35 @@ func TestInsecureAndUnconfigured(t *testing.T) {
 		t.Fatalf("no authenticator, healthz: %d", code)
 	}
 }
+
+// TestAnonymousRefusalsAuditedOncePerHost floods the API with requests
+// without a credential: one audit line per remote host and minute reaches
+// info level, the rest go to debug, and the metric counts them all.
+func TestAnonymousRefusalsAuditedOncePerHost(t *testing.T) {
+	e := newSecEnv(t, secOptions{})
+	const n = 200
+	for range n {
+		if code, _, _ := e.send(request{method: "POST", path: "/v1/cluster/drain"}, ""); code != http.StatusUnauthorized {
+			t.Fatalf("anonymous drain: %d, want 401", code)
+		}
+	}
+	info := func() int {
+		return e.logs.FilterLoggerName("audit").Filter(func(l observer.LoggedEntry) bool { return l.Level >= zap.InfoLevel }).Len()
+	}
+	if got, all := info(), e.logs.FilterLoggerName("audit").Len(); got != 1 || all != n {
+		t.Fatalf("%d audit lines at info and %d in all for %d anonymous requests, want 1 and %d", got, all, n, n)
+	}
+	// A wrong credential is refused the same way, from the same host.
+	e.send(request{method: "POST", path: "/v1/cluster/drain"}, "not-a-token")
+	if got := info(); got != 1 {
+		t.Fatalf("%d audit lines at info after a wrong token, want still 1", got)
+	}
+	e.clock.Advance(time.Minute)
+	e.send(request{method: "POST", path: "/v1/cluster/drain"}, "")
+	if got := info(); got != 2 {
+		t.Fatalf("%d audit lines at info a minute later, want 2", got)
+	}
+	if got := testutil.ToFloat64(counter(t, e.reg, "POST /v1/cluster/drain", "401")); got != n+2 {
+		t.Errorf("requests counted %v, want %d", got, n+2)
+	}
+}

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -92,7 +93,15 @@ func opsBytes(ops []clientv3.Op) int {
 	return n
 }
 
+// errNotSent: a write given up while it waited in the committer's queue;
+// it never reached etcd, so its outcome is known (not applied).
+var errNotSent = errors.New("given up before it was sent")
+
 // commit runs ops fenced on own, as own.Commit(ctx, nil, ops, nil) would.
+// A write still queued when ctx ends is dropped (errNotSent); one already
+// in a batch is seen through, under the committer's own timeout, since
+// the batch holds other partitions' writes: its caller's context never
+// cuts a request in flight.
 func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	if c.maxInFlight <= 0 {
 		return own.Commit(ctx, nil, ops, nil)
@@ -117,7 +126,7 @@ func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clie
 		if !r.taken {
 			c.queue = slices.DeleteFunc(c.queue, func(q *commitReq) bool { return q == r })
 			c.mu.Unlock()
-			return nil, fmt.Errorf("shard: fenced txn on partition %d: %w", own.Partition, ctx.Err())
+			return nil, fmt.Errorf("shard: fenced txn on partition %d: %w: %w", own.Partition, errNotSent, ctx.Err())
 		}
 		c.mu.Unlock()
 		// Already in a batch: others wait on it too; see it through.

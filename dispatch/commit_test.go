@@ -127,8 +127,8 @@ func TestCommitterQueuedWriteCancelled(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("err %v, want context.Canceled", err)
+	if err := <-done; !errors.Is(err, context.Canceled) || unknownOutcome(err) {
+		t.Errorf("err %v, want context.Canceled, known not to have applied", err)
 	}
 	c.release()
 	if c.inFlight != 0 || len(c.queue) != 0 {

@@ -35,7 +35,7 @@ func TestReportsBoundToCredential(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "bound", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(time.Second)}})
-	h.clock.Advance(time.Hour)
+	h.advance(time.Hour)
 	as := h.pollAs("w1", "cred-real", "", 1, dispatch.MaxPollWait)
 	if len(as) != 1 {
 		t.Fatalf("poll: %d attempts, want 1", len(as))
@@ -99,7 +99,7 @@ func TestPollPrefix(t *testing.T) {
 	h.start("m1")
 	h.create(store.Job{ID: "billing/a", Schedule: "@every 1h"})
 	h.create(store.Job{ID: "payroll/b", Schedule: "@every 1h"})
-	h.clock.Advance(time.Hour)
+	h.advance(time.Hour)
 	h.waitRuns("billing/a", 1)
 	h.waitRuns("payroll/b", 1)
 	got := h.pollAs("w-billing", "cred-billing", "billing/", 10, 0)

@@ -102,6 +102,7 @@ func (d *Dispatcher) Work(ctx context.Context, o *shard.Ownership) {
 		p:     o.Partition,
 		lg:    d.lg.With(zap.Int("partition", o.Partition), zap.Int64("epoch", o.Epoch)),
 		nudge: make(chan struct{}, 1),
+		ctx:   ctx,
 	}
 	pt.run(ctx)
 }
@@ -255,13 +256,13 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 			if len(out) >= req.Max {
 				break
 			}
-			out = append(out, pt.assign(ctx, req, executors, req.Max-len(out))...)
+			out = append(out, pt.assign(req, executors, req.Max-len(out))...)
 		}
 		if len(out) > 0 && ctx.Err() != nil {
 			// The worker gave up on this poll (shutdown, timeout): it will
 			// never see these attempts, so take them back rather than let
 			// them burn an attempt each when their leases expire.
-			d.takeBack(out)
+			d.takeBack(req.Worker, out)
 			return PollResponse{Attempts: []Assignment{}}, nil
 		}
 		if len(out) > 0 || wait <= 0 {
@@ -346,14 +347,13 @@ func validateReport(worker, runID string, attempt int) (string, error) {
 	return id, nil
 }
 
-// takeBack returns attempts that were recorded but never delivered to
-// pending.
-func (d *Dispatcher) takeBack(as []Assignment) {
-	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.RequestTimeout)
-	defer cancel()
+// takeBack hands attempts that were recorded but never delivered to
+// their partitions' loops, which return the runs to pending (see
+// partition.queueTakeBack).
+func (d *Dispatcher) takeBack(worker string, as []Assignment) {
 	for _, a := range as {
 		if pt, err := d.partitionFor(a.JobID); err == nil {
-			pt.takeBack(ctx, a)
+			pt.queueTakeBack(worker, a)
 		}
 	}
 }
@@ -398,5 +398,5 @@ func (d *Dispatcher) Complete(ctx context.Context, req CompleteRequest) (Complet
 	if err != nil {
 		return CompleteResponse{}, err
 	}
-	return pt.complete(ctx, req)
+	return pt.complete(req)
 }

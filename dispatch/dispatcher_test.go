@@ -111,6 +111,28 @@ func (h *harness) start(member string) {
 	h.waitOwned()
 }
 
+// parked waits until the scheduler waits on its timer (it stops the timer
+// while it works): a controlled clock's timer computes its expiry from the
+// time it is set, so the clock must not move between the scheduler
+// computing when to wake up and setting its timer, or the move is lost
+// for that wake-up.
+func (h *harness) parked() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+		h.t.Fatalf("the scheduler did not wait on its timer within 10s: %v", err)
+	}
+}
+
+// advance moves the controlled clock by d once the scheduler waits on its
+// timer (see parked).
+func (h *harness) advance(d time.Duration) {
+	h.t.Helper()
+	h.parked()
+	h.clock.Advance(d)
+}
+
 func (h *harness) waitOwned() {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -217,7 +239,7 @@ func TestEverySecondFiresEachTimeOnce(t *testing.T) {
 	h.start("m1")
 	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
 	for i := 1; i <= 3; i++ {
-		h.clock.Advance(time.Second)
+		h.advance(time.Second)
 		h.waitRuns("tick", i)
 	}
 	runs := h.waitRuns("tick", 3)
@@ -244,7 +266,7 @@ func TestAttemptSucceeds(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "job", Schedule: "@every 1m", Payload: []byte(`{"x":1}`)})
-	h.clock.Advance(time.Minute)
+	h.advance(time.Minute)
 	as := h.poll("w1", 5)
 	if len(as) != 1 {
 		t.Fatalf("got %d assignments, want 1", len(as))
@@ -275,7 +297,7 @@ func TestRetriesWithBackoffThenDead(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "flaky", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(10 * time.Second), MaxBackoff: store.Duration(time.Minute)}})
-	h.clock.Advance(time.Hour)
+	h.advance(time.Hour)
 	a := h.poll("w1", 1)[0]
 	resp, err := h.complete(a, "w1", false, "boom 1")
 	if err != nil || resp.Status != store.RunFailed {
@@ -288,7 +310,7 @@ func TestRetriesWithBackoffThenDead(t *testing.T) {
 	if len(early.Attempts) != 0 {
 		t.Fatalf("retry handed out before its backoff: %+v", early.Attempts)
 	}
-	h.clock.Advance(10 * time.Second)
+	h.advance(10 * time.Second)
 	a2 := h.poll("w2", 1)[0]
 	if a2.RunID != a.RunID || a2.Attempt != 2 {
 		t.Fatalf("retry = %+v, want attempt 2 of %s", a2, a.RunID)
@@ -296,7 +318,7 @@ func TestRetriesWithBackoffThenDead(t *testing.T) {
 	if _, err := h.complete(a2, "w2", false, "boom 2"); err != nil {
 		t.Fatal(err)
 	}
-	h.clock.Advance(20 * time.Second)
+	h.advance(20 * time.Second)
 	a3 := h.poll("w1", 1)[0]
 	resp, err = h.complete(a3, "w1", false, "boom 3")
 	if err != nil || resp.Status != store.RunDead {
@@ -312,18 +334,18 @@ func TestLostAttemptIsRetriedAndItsLateReportRejected(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "lost", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 2, InitialBackoff: store.Duration(time.Second)}})
-	h.clock.Advance(time.Hour)
+	h.advance(time.Hour)
 	a := h.poll("w-dies", 1)[0]
 	// The worker heartbeats once, then dies.
 	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w-dies", RunID: a.RunID, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
-	h.clock.Advance(runLease + time.Second)
+	h.advance(runLease + time.Second)
 	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunFailed })
 	if got := r.Attempts[0].Error; got == "" {
 		t.Fatalf("lost attempt has no error: %+v", r.Attempts[0])
 	}
-	h.clock.Advance(2 * time.Second)
+	h.advance(2 * time.Second)
 	a2 := h.poll("w-new", 1)[0]
 	if a2.Attempt != 2 {
 		t.Fatalf("retry attempt = %d, want 2", a2.Attempt)
@@ -348,10 +370,10 @@ func TestTimeoutEndsAttemptThatKeepsHeartbeating(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "slow", Schedule: "@every 1h", Timeout: store.Duration(30 * time.Second)})
-	h.clock.Advance(time.Hour)
+	h.advance(time.Hour)
 	a := h.poll("w1", 1)[0]
 	for range 5 { // 5×9s = 45s > timeout + lease
-		h.clock.Advance(9 * time.Second)
+		h.advance(9 * time.Second)
 		h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1})
 	}
 	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunDead })
@@ -364,10 +386,10 @@ func TestForbidSkipsAndRecordsFiresWhileRunning(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "single", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyForbid})
-	h.clock.Advance(10 * time.Second)
+	h.advance(10 * time.Second)
 	a := h.poll("w1", 1)[0]
 	for i := 2; i <= 3; i++ {
-		h.clock.Advance(10 * time.Second)
+		h.advance(10 * time.Second)
 		h.waitRuns("single", i)
 		if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1}); err != nil {
 			t.Fatal(err)
@@ -389,7 +411,7 @@ func TestForbidSkipsAndRecordsFiresWhileRunning(t *testing.T) {
 	if _, err := h.complete(a, "w1", true, ""); err != nil {
 		t.Fatal(err)
 	}
-	h.clock.Advance(10 * time.Second)
+	h.advance(10 * time.Second)
 	runs = h.waitRuns("single", 4)
 	if runs[0].Status != store.RunPending {
 		t.Fatalf("after the run finished, the next fire is %s, want pending", runs[0].Status)
@@ -400,9 +422,9 @@ func TestHandoffNeitherRefiresNorLosesRuns(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
-	h.clock.Advance(time.Second)
+	h.advance(time.Second)
 	h.waitRuns("tick", 1)
-	h.clock.Advance(time.Second)
+	h.advance(time.Second)
 	h.waitRuns("tick", 2)
 	a := h.poll("w1", 1)[0] // in flight across the handoff
 	oldEpoch := h.own.Epoch
@@ -420,7 +442,7 @@ func TestHandoffNeitherRefiresNorLosesRuns(t *testing.T) {
 	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != store.RunSucceeded {
 		t.Fatalf("complete after handoff = %+v, %v", resp, err)
 	}
-	h.clock.Advance(time.Second)
+	h.advance(time.Second)
 	runs := h.waitRuns("tick", 3)
 	seen := map[time.Time]bool{}
 	for _, r := range runs {
@@ -455,10 +477,10 @@ func TestMisfirePoliciesOnTakeover(t *testing.T) {
 			h := newHarness(t)
 			h.start("m1")
 			h.create(store.Job{ID: "m", Schedule: "@every 1s", MisfirePolicy: tt.policy})
-			h.clock.Advance(time.Second)
+			h.advance(time.Second)
 			h.waitRuns("m", 1)
-			h.stop() // the partition has no owner for 10s
-			h.clock.Advance(10*time.Second + 500*time.Millisecond)
+			h.stop()                                               // the partition has no owner for 10s
+			h.clock.Advance(10*time.Second + 500*time.Millisecond) // no scheduler runs
 			h.start("m2")
 			runs := h.waitRuns("m", tt.want)
 			// Let the new owner settle and make sure nothing more fires.
@@ -496,7 +518,7 @@ func TestDeletedJobStopsAndItsDataGoes(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "gone", Schedule: "@every 1s"})
-	h.clock.Advance(time.Second)
+	h.advance(time.Second)
 	h.waitRuns("gone", 1)
 	if err := h.store.Delete(context.Background(), "gone"); err != nil {
 		t.Fatal(err)
@@ -521,7 +543,7 @@ func TestDeletedJobStopsAndItsDataGoes(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	h.clock.Advance(time.Second)
+	h.advance(time.Second)
 	if runs, _ := h.store.Runs(context.Background(), "gone", 10); len(runs) != 0 {
 		t.Fatalf("deleted job fired: %+v", runs)
 	}
@@ -592,7 +614,7 @@ func TestAttemptsOfAnAbandonedPollAreTakenBack(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "job", Schedule: "@every 1m"})
-	h.clock.Advance(time.Minute)
+	h.advance(time.Minute)
 	runs := h.waitRuns("job", 1)
 	resp, err := h.disp.Poll(givenUpCtx{context.Background()}, dispatch.PollRequest{Worker: "gone", Executors: []string{"http"}, Max: 1})
 	if err != nil || len(resp.Attempts) != 0 {
@@ -715,18 +737,20 @@ func TestClosedSpaceGateStopsFiringUntilOpen(t *testing.T) {
 		}
 		return rs
 	}
-	// advance moves the clock in small steps until cond holds: a single
-	// jump can be lost when the scheduler sets its timer while the clock
-	// moves.
+	// advance moves the clock a second at a time (the gate is looked at
+	// again every second) until cond holds once the scheduler is done
+	// with the move.
 	advance := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10s", what)
+		for i := 0; ; i++ {
+			h.parked()
+			if cond() {
+				return
 			}
-			h.clock.Advance(100 * time.Millisecond)
-			time.Sleep(10 * time.Millisecond)
+			if i == 30 {
+				t.Fatalf("%s: not within 30 seconds of the controlled clock", what)
+			}
+			h.advance(time.Second)
 		}
 	}
 	advance("the first fire", func() bool { return len(runs()) >= 1 })
@@ -808,9 +832,9 @@ func TestTimeZoneAcrossDST(t *testing.T) {
 	// run_all: every scheduled time in a jump of the clock fires, so a
 	// second 01:30 on the fall-back night would show up as a run.
 	h.create(store.Job{ID: "ny", Schedule: "30 1 * * *", Timezone: "America/New_York", MisfirePolicy: store.MisfireRunAll})
-	h.clock.Advance(time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC).Sub(h.clock.Now())) // 01:30 EDT
+	h.advance(time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC).Sub(h.clock.Now())) // 01:30 EDT
 	h.waitRuns("ny", 1)
-	h.clock.Advance(time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC).Sub(h.clock.Now())) // past 01:30 EST (not a fire), to the next day's 01:30 EST
+	h.advance(time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC).Sub(h.clock.Now())) // past 01:30 EST (not a fire), to the next day's 01:30 EST
 	runs := h.waitRuns("ny", 2)
 	var got []time.Time
 	for _, r := range runs {
@@ -875,7 +899,7 @@ func TestConcurrentTriggersEachGetARunOrAreRefused(t *testing.T) {
 		}
 	}
 	// A moment later the job can be triggered again.
-	h.clock.Advance(time.Second)
+	h.advance(time.Second)
 	if _, err := h.store.Trigger(context.Background(), "trg"); err != nil {
 		t.Fatalf("trigger a second later: %v", err)
 	}
@@ -898,7 +922,7 @@ func TestReplaceCancelsTheRunningAttempt(t *testing.T) {
 	if a.RunID != first {
 		t.Fatalf("handed out %s, want the triggered run %s", a.RunID, first)
 	}
-	h.clock.Advance(time.Second)
+	h.advance(time.Second)
 	second, err := h.store.Trigger(context.Background(), "r")
 	if err != nil {
 		t.Fatal(err)

@@ -32,11 +32,34 @@
 //     retention. Active runs are never trimmed.
 //   - A replaced run's running attempt is recorded as cancelled and its
 //     worker told so at its next heartbeat.
+//   - A write whose outcome the scheduler does not know (the request timed
+//     out, was cut, lost its connection or its leader) is never taken as
+//     refused. Memory is not trusted for the keys it wrote: a run whose
+//     next compare-and-swap write finds it changed, or whose create finds
+//     it existing, is read again and kept if not final (only the owner
+//     writes its runs, so the change was its own write); an attempt whose
+//     write failed so is read again and, if recorded, taken back, since
+//     the worker never got it. Deletions and state writes are idempotent
+//     and retried.
+//   - Writes made for a worker's request (an attempt handed out, a result,
+//     a take-back) run under the partition's context, not the request's:
+//     a worker that goes away mid-request does not cut them. Nor does any
+//     caller cut a write batched with other partitions' (the committer
+//     sees a sent batch through under its own timeout). Attempts a
+//     poll recorded but could not deliver (its worker gone) are taken back
+//     by the partition's loop, fenced, and retried until done or moot.
 //
 // # Not guaranteed
 //
 //   - Execution is at least once: a worker whose report never arrives has
-//     its attempt retried.
+//     its attempt retried. An attempt whose poll answer never reached its
+//     worker, or whose take-back never applied (ownership moved first), is
+//     lost with its lease and retried as a new attempt.
+//   - A write of unknown outcome may still apply after later writes of its
+//     partition. Run writes are compare-and-swap on the run's revision, so
+//     such a late write cannot overwrite a newer run; a late job state
+//     write may set the state back, which costs no duplicate run (runs are
+//     created only if absent).
 //   - The history budget holds for final runs: active runs' documents count
 //     toward it but are never deleted to meet it.
 //   - A replacement's cancellation reaches the worker only from the member

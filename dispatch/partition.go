@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -47,6 +48,12 @@ type partition struct {
 	p     int
 	lg    *zap.Logger
 	nudge chan struct{} // buffer 1: re-evaluate now
+	// ctx is the partition's work context, cancelled when its ownership
+	// ends. Writes made for a protocol request (an attempt handed out, a
+	// result, a take-back) run under it, not under the request's context:
+	// a worker that goes away mid-request must not cut a write whose
+	// outcome the partition then would not know.
+	ctx context.Context
 
 	wmu sync.Mutex // writer lock, see above; guards failed and retryAt
 	// failed is set when a write of this tick failed; retryAt is when the
@@ -63,6 +70,10 @@ type partition struct {
 	// yet been told: their heartbeats answer Cancel. By run ID; dropped
 	// once the worker reports, or a run lease after the replacement.
 	cancelled map[string]cancelledAttempt
+	// takeBacks are attempts recorded for polls that ended before the
+	// worker got them, by run ID: the loop writes the runs back without
+	// them (fenced), retrying until done or moot.
+	takeBacks map[string]undelivered
 	hist      *history // the partition's stored runs
 }
 
@@ -140,11 +151,15 @@ func (pt *partition) schedule(ctx context.Context, rev int64) error {
 	timer := clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		// The timer is stopped while the loop works and set again once it
+		// is about to wait: a controlled clock (tests) sees it as a waiter
+		// only then.
+		timer.Stop()
 		next := pt.tick(ctx)
 		if next.IsZero() {
 			timer.Reset(time.Hour)
 		} else {
-			timer.Reset(max(clock.Until(next), 0))
+			armAt(clock, timer, next)
 		}
 		select {
 		case <-ctx.Done():
@@ -159,6 +174,21 @@ func (pt *partition) schedule(ctx context.Context, rev int64) error {
 			pt.apply(ctx, wr.Events)
 		case <-timer.Chan():
 		case <-pt.nudge:
+		}
+	}
+}
+
+// armAt sets timer to fire at instant at of clock. A timer counts its
+// duration from when it is set, so a clock that jumps between reading it
+// and setting the timer (a controlled clock in tests; in production a
+// pause of the process) would make it fire late by the jump: it is set
+// again until the clock stood (within a millisecond) while it was set.
+func armAt(clock clockwork.Clock, timer clockwork.Timer, at time.Time) {
+	for {
+		before := clock.Now()
+		timer.Reset(max(at.Sub(before), 0))
+		if clock.Since(before) < time.Millisecond {
+			return
 		}
 	}
 }
@@ -245,6 +275,7 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	if pt.d.writesRefused() != nil {
 		return now.Add(spaceRecheck) // etcd is full: the gate logged it; no write would apply
 	}
+	pt.takeBackQueued(ctx) // before expiry: an undelivered attempt is not lost
 	pt.expire(ctx, now)
 	pt.fireDue(ctx, now)
 	pt.trimHistory(ctx, now)

@@ -29,7 +29,7 @@ func TestReadsAnswerWhileAWriteWaitsForEtcd(t *testing.T) {
 	h.start("m1")
 	h.create(store.Job{ID: "a", Schedule: "@every 1m"})
 	h.create(store.Job{ID: "b", Schedule: "@every 1m"})
-	h.clock.Advance(time.Minute)
+	h.advance(time.Minute)
 	h.waitRuns("a", 1)
 	h.waitRuns("b", 1)
 	as := h.poll("w1", 2)

@@ -17,20 +17,20 @@ func TestRecreatedJobStartsAfresh(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	h.create(store.Job{ID: "re", Schedule: "@every 1s"})
-	h.clock.Advance(time.Second)
+	h.advance(time.Second)
 	old := h.waitRuns("re", 1) // pending: no worker takes it
 	h.stop()                   // the partition has no owner
 
 	if err := h.store.Delete(context.Background(), "re"); err != nil {
 		t.Fatal(err)
 	}
-	h.clock.Advance(2500 * time.Millisecond)
+	h.clock.Advance(2500 * time.Millisecond) // no scheduler runs
 	created, err := h.store.Create(context.Background(), store.Job{ID: "re", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.start("m2") // at t0+3.5s, the new job's creation
-	h.clock.Advance(time.Second)
+	h.advance(time.Second)
 	h.waitRun(store.RunID("re", t0.Add(4*time.Second)), func(store.Run) bool { return true })
 	runs, err := h.store.Runs(context.Background(), "re", 100)
 	if err != nil {

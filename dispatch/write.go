@@ -152,5 +152,18 @@ func (pt *partition) readopt(ctx context.Context, runs []store.Run) {
 	}
 }
 
+// unknownOutcome reports whether a failed write may have applied in etcd
+// all the same: anything but a refusal etcd answered (fenced, too large,
+// no space) or a write the committer never sent leaves the outcome
+// unknown (a timeout, a cancelled request, a lost connection, a leader
+// change).
+func unknownOutcome(err error) bool {
+	switch {
+	case err == nil, errors.Is(err, errNotSent), errors.Is(err, shard.ErrFenced), errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrNoSpace):
+		return false
+	}
+	return true
+}
+
 // errChangedBehind: a compare-and-swap write of a run did not apply.
 var errChangedBehind = errors.New("run changed behind the owner's back")

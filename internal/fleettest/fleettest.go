@@ -349,8 +349,10 @@ func (f *Fleet) Owners(ctx context.Context) ([]shard.OwnerInfo, int64, error) {
 }
 
 // WaitSettled waits until every partition is owned by the member the ring
-// of the live members assigns it to, and returns how long that took. It
-// fails the test after timeout.
+// of the live members assigns it to and, with the Tracker's Work, until
+// that member runs the partition's Work under the owner key's epoch (an
+// owner key is written before its Work starts); it returns how long that
+// took. It fails the test after timeout.
 func (f *Fleet) WaitSettled(timeout time.Duration) time.Duration {
 	f.t.Helper()
 	start := time.Now()
@@ -371,13 +373,18 @@ func (f *Fleet) WaitSettled(timeout time.Duration) time.Duration {
 					wrong++
 				}
 			}
-			if wrong == 0 {
+			idle := 0
+			if !f.opts.Scheduler {
+				idle = f.Tracker.notRunning(table)
+			}
+			if wrong == 0 && idle == 0 {
 				return time.Since(start)
 			}
-			last = fmt.Sprintf("%d of %d partitions not owned by their target among %v", wrong, len(table), f.Live())
+			last = fmt.Sprintf("%d of %d partitions not owned by their target among %v; %d owned but their Work not started", wrong, len(table), f.Live(), idle)
 		}
 		select {
 		case <-wch:
+		case <-time.After(20 * time.Millisecond): // Work starts without an etcd event
 		case <-ctx.Done():
 			f.t.Fatalf("fleettest: not settled after %v: %s", timeout, last)
 		}
@@ -531,6 +538,20 @@ func (tr *Tracker) stop(p int, member string) {
 	defer tr.mu.Unlock()
 	tr.stops++
 	delete(tr.active[p], member)
+}
+
+// notRunning counts the partitions of table whose owner does not run
+// their Work under the owner key's epoch.
+func (tr *Tracker) notRunning(table []shard.OwnerInfo) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	n := 0
+	for p, o := range table {
+		if e, ok := tr.active[p][o.Member]; !ok || e != o.Epoch {
+			n++
+		}
+	}
+	return n
 }
 
 // Overlaps returns every instant two members ran one partition's Work.

@@ -83,8 +83,12 @@ func TestSlowBodyIsCutAtReadTimeout(t *testing.T) {
 	// 1 byte every 2s of a 1000-byte body: each byte comes well within the
 	// read timeout of the one before, so only a deadline on the whole
 	// request cuts it (after 2 or 3 bytes instead of 2000 seconds).
-	c := dial(t, s)
+	// The server's deadline runs from when it starts reading the
+	// connection, which can be before dial returns here: start the clock
+	// before dialling, or the cut looks early by the time dial took to
+	// return (6ms once under load).
 	startedAt := time.Now()
+	c := dial(t, s)
 	if _, err := fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -197,8 +201,8 @@ func TestSlowHeadersAreCutAtReadHeaderTimeout(t *testing.T) {
 	var served atomic.Bool
 	s := start(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Store(true) }), cfg)
 
+	startedAt := time.Now() // before dialling: see TestSlowBodyIsCutAtReadTimeout
 	c := dial(t, s)
-	startedAt := time.Now()
 	if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n"); err != nil { // never finished
 		t.Fatal(err)
 	}

@@ -1,0 +1,121 @@
+package dispatch_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// A worker that goes away while its poll records an attempt: the write is
+// in etcd, its answer not yet back, when the poll's context ends. Found by
+// the chaos suite (a worker killed mid-poll): the write ran under the
+// poll's context, was cut there, and the owner never learnt that it had
+// applied; the run stayed running in etcd for an attempt no worker had
+// (and, with the default single attempt, would end dead).
+
+// undeliveredHarness starts m1 with its dispatcher's etcd connection
+// behind a bridge; requests time out after the default RequestTimeout,
+// far longer than the tests hold etcd's answers.
+func undeliveredHarness(t *testing.T) (*harness, *etcdtest.Bridge) {
+	h := newHarness(t)
+	bridge := etcdtest.NewBridge(t, etcd.ClientAddr())
+	h.dispClient = etcdtest.NewClient(t, bridge.Endpoints())
+	h.start("m1")
+	return h, bridge
+}
+
+// abandonPoll polls as worker while etcd's answers are held, waits until
+// the attempt is recorded in etcd, ends the poll's context, then lets the
+// answers through; the poll must return no attempt.
+func abandonPoll(t *testing.T, h *harness, bridge *etcdtest.Bridge, runID, worker string) {
+	t.Helper()
+	bridge.CutReplies()
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		resp dispatch.PollResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: worker, Executors: []string{"http"}, Max: 1})
+		done <- result{resp, err}
+	}()
+	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunRunning && len(r.Attempts) == 1 })
+	cancel()
+	bridge.Restore()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("abandoned poll did not return within 10s")
+	}
+	if res.err != nil || len(res.resp.Attempts) != 0 {
+		t.Fatalf("abandoned poll = %+v, %v; want no attempt", res.resp, res.err)
+	}
+
+}
+
+func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
+	h, bridge := undeliveredHarness(t)
+	h.create(store.Job{ID: "a", Schedule: "@every 1m"}) // one attempt per run
+	h.advance(time.Minute)
+	runID := h.waitRuns("a", 1)[0].ID
+	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
+	abandonPoll(t, h, bridge, runID, "gone")
+
+	// The owner knows the attempt applied and takes it back: the run is
+	// pending again without it.
+	r := h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
+	if len(r.Attempts) != 0 {
+		t.Fatalf("taken-back run still has attempts: %+v", r.Attempts)
+	}
+	// The next worker gets the run's first attempt and completes it.
+	a := h.poll("w2", 1)[0]
+	if a.RunID != runID || a.Attempt != 1 {
+		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
+	}
+	if resp, err := h.complete(a, "w2", true, ""); err != nil || resp.Status != store.RunSucceeded {
+		t.Fatalf("complete = %+v, %v; want succeeded", resp, err)
+	}
+	r = h.waitRun(runID, func(r store.Run) bool { return r.Status.Final() })
+	if r.Status != store.RunSucceeded || len(r.Attempts) != 1 || r.Attempts[0].Worker != "w2" {
+		t.Fatalf("run = %s with attempts %+v; want succeeded by w2's attempt 1", r.Status, r.Attempts)
+	}
+}
+
+// TestAttemptWriteOfUnknownOutcomeIsTakenBack: the attempt's write times
+// out for the owner (etcd's answer is held) but applies in etcd. The poll
+// returns nothing, so no worker has the attempt: the owner reads the run
+// again once etcd answers, finds the attempt and takes it back, retrying
+// the read while etcd does not answer.
+func TestAttemptWriteOfUnknownOutcomeIsTakenBack(t *testing.T) {
+	h, bridge := lostAnswerHarness(t)
+	h.create(store.Job{ID: "a", Schedule: "@every 1m"}) // one attempt per run
+	h.advance(time.Minute)
+	runID := h.waitRuns("a", 1)[0].ID
+	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
+	bridge.CutReplies()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1})
+	if err != nil || len(resp.Attempts) != 0 {
+		t.Fatalf("poll while etcd's answers are held = %+v, %v; want no attempt", resp, err)
+	}
+	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunRunning && len(r.Attempts) == 1 })
+	// The owner's first read of the run times out too.
+	h.waitFor("the owner to try reading the run", func() bool { return h.disp.Health() != nil })
+	bridge.Restore()
+	h.waitFor("the attempt to be taken back", func() bool {
+		h.advance(200 * time.Millisecond) // to the loop's retry after a failed write
+		r, err := h.store.GetRun(context.Background(), runID)
+		return err == nil && r.Status == store.RunPending && len(r.Attempts) == 0
+	})
+	a := h.poll("w2", 1)[0]
+	if a.RunID != runID || a.Attempt != 1 {
+		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
@@ -34,14 +35,20 @@ import (
 )
 
 // Member is what the API needs of the orchestrator it runs in;
-// *orchestrator.Orchestrator implements it.
+// *orchestrator.Orchestrator implements it. Partitions returns (or wraps)
+// ErrNotStarted while the member does not know the cluster's partition
+// count yet.
 type Member interface {
 	Members() membership.View
-	Partitions() (orchestrator.PartitionTable, error)
+	Partitions() (api.PartitionTable, error)
 	Ready() (bool, string)
 	Healthy(grace time.Duration) error
 	Drain()
 }
+
+// ErrNotStarted is what a Member's Partitions returns before the member
+// knows the cluster's partition count; the API answers 503.
+var ErrNotStarted = orchestrator.ErrNotStarted
 
 // Config configures the API.
 type Config struct {
@@ -124,7 +131,7 @@ func (c Config) withDefaults() Config {
 // Handler returns the API's handler for member m.
 func Handler(m Member, cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
-	a := &api{m: m, cfg: cfg}
+	a := &server{m: m, cfg: cfg}
 	g := newGuard(cfg)
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
@@ -139,7 +146,7 @@ func Handler(m Member, cfg Config) http.Handler {
 }
 
 // metricsHandler serves GET /metrics.
-func (a *api) metricsHandler() http.Handler {
+func (a *server) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(a.cfg.Gatherer, promhttp.HandlerOpts{})
 }
 
@@ -194,29 +201,29 @@ func (r *recorder) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-type api struct {
+type server struct {
 	m   Member
 	cfg Config
 }
 
-func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
+func (a *server) healthz(w http.ResponseWriter, r *http.Request) {
 	if err := a.m.Healthy(a.cfg.HealthGrace); err != nil {
 		WriteError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	WriteJSON(w, http.StatusOK, api.Status{Status: "ok"})
 }
 
-func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+func (a *server) readyz(w http.ResponseWriter, r *http.Request) {
 	ok, reason := a.m.Ready()
 	if !ok {
-		WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": reason})
+		WriteJSON(w, http.StatusServiceUnavailable, api.Status{Status: "not ready", Reason: reason})
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	WriteJSON(w, http.StatusOK, api.Status{Status: "ready"})
 }
 
-func (a *api) members(w http.ResponseWriter, r *http.Request) {
+func (a *server) members(w http.ResponseWriter, r *http.Request) {
 	v := a.m.Members()
 	if v.Members == nil {
 		v.Members = []membership.Member{}
@@ -224,9 +231,9 @@ func (a *api) members(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, v)
 }
 
-func (a *api) partitions(w http.ResponseWriter, r *http.Request) {
+func (a *server) partitions(w http.ResponseWriter, r *http.Request) {
 	t, err := a.m.Partitions()
-	if errors.Is(err, orchestrator.ErrNotStarted) {
+	if errors.Is(err, ErrNotStarted) {
 		WriteError(w, http.StatusServiceUnavailable, "this member has not joined the cluster yet")
 		return
 	}
@@ -243,11 +250,11 @@ func (a *api) partitions(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, t)
 }
 
-func (a *api) drain(w http.ResponseWriter, r *http.Request) {
+func (a *server) drain(w http.ResponseWriter, r *http.Request) {
 	p, _ := auth.FromContext(r.Context())
 	a.cfg.Logger.Info("drain requested over the API", zap.String("credential", p.ID), zap.String("remote", r.RemoteAddr))
 	a.m.Drain()
-	WriteJSON(w, http.StatusAccepted, map[string]string{"status": "draining"})
+	WriteJSON(w, http.StatusAccepted, api.Status{Status: "draining"})
 }
 
 // Indentation of replies: replies are indented for people reading them
@@ -306,5 +313,5 @@ func publicMessage(err error) string {
 
 // WriteError writes {"error": msg} with status code.
 func WriteError(w http.ResponseWriter, code int, msg string) {
-	_ = WriteJSON(w, code, map[string]string{"error": msg}) // a map of strings always encodes
+	_ = WriteJSON(w, code, api.Error{Message: msg}) // a string always encodes
 }

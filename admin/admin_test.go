@@ -14,14 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/membership"
 )
 
 // fakeMember is an admin.Member whose answers the test sets.
 type fakeMember struct {
 	view      membership.View
-	table     orchestrator.PartitionTable
+	table     api.PartitionTable
 	tableErr  error
 	ready     bool
 	reason    string
@@ -32,7 +32,7 @@ type fakeMember struct {
 
 func (f *fakeMember) Members() membership.View { return f.view }
 
-func (f *fakeMember) Partitions() (orchestrator.PartitionTable, error) {
+func (f *fakeMember) Partitions() (api.PartitionTable, error) {
 	return f.table, f.tableErr
 }
 
@@ -114,7 +114,7 @@ func TestHandler(t *testing.T) {
 		},
 		{
 			name: "partitions",
-			member: &fakeMember{table: orchestrator.PartitionTable{Partitions: 2, Revision: 9, Assignments: []orchestrator.Assignment{
+			member: &fakeMember{table: api.PartitionTable{Partitions: 2, Revision: 9, Rows: []api.PartitionRow{
 				{Partition: 0, Owner: "a", Epoch: 5, Target: "a"},
 				{Partition: 1, Owner: "", Epoch: 0, Target: "b"},
 			}}},
@@ -127,7 +127,7 @@ func TestHandler(t *testing.T) {
 		},
 		{
 			name:     "partitions before start",
-			member:   &fakeMember{tableErr: orchestrator.ErrNotStarted},
+			member:   &fakeMember{tableErr: admin.ErrNotStarted},
 			method:   "GET",
 			path:     "/v1/cluster/partitions",
 			wantCode: http.StatusServiceUnavailable,

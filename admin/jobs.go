@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -67,23 +68,6 @@ type jobsAPI struct {
 	jobs     JobsFunc
 	lg       *zap.Logger
 	triggers *triggerLimiter
-}
-
-// jobList is the document of GET /v1/jobs.
-type jobList struct {
-	Jobs []store.Job `json:"jobs"`
-	// NextCursor is the ?cursor of the next page; "" on the last page.
-	NextCursor string `json:"next_cursor"`
-}
-
-// runList is the document of GET /v1/jobs/{id}/runs.
-type runList struct {
-	Runs []store.Run `json:"runs"`
-}
-
-// triggered is the document of POST /v1/jobs/{id}/trigger.
-type triggered struct {
-	RunID string `json:"run_id"`
 }
 
 // store returns the job store and a context bounding the request's store
@@ -222,7 +206,7 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 	for i := range jobs {
 		jobs[i] = jobFor(r, jobs[i])
 	}
-	a.reply(w, r, http.StatusOK, jobList{Jobs: jobs, NextCursor: next})
+	a.reply(w, r, http.StatusOK, api.JobList{Jobs: jobs, NextCursor: next})
 }
 
 // byID serves an endpoint on the job named by the path's {id}: it supplies
@@ -299,7 +283,7 @@ func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {
 		}
 		runs = []store.Run{}
 	}
-	a.reply(w, r, http.StatusOK, runList{Runs: runs})
+	a.reply(w, r, http.StatusOK, api.RunList{Runs: runs})
 }
 
 func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {

@@ -27,8 +27,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
-	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -46,8 +46,8 @@ const testPartitions = 16
 type idleMember struct{}
 
 func (idleMember) Members() membership.View { return membership.View{} }
-func (idleMember) Partitions() (orchestrator.PartitionTable, error) {
-	return orchestrator.PartitionTable{}, orchestrator.ErrNotStarted
+func (idleMember) Partitions() (api.PartitionTable, error) {
+	return api.PartitionTable{}, admin.ErrNotStarted
 }
 func (idleMember) Ready() (bool, string)       { return true, "" }
 func (idleMember) Healthy(time.Duration) error { return nil }
@@ -725,7 +725,7 @@ func TestJobsErrorStatus(t *testing.T) {
 }
 
 func TestJobsUnavailableBeforeStart(t *testing.T) {
-	notStarted := func() (admin.JobStore, error) { return nil, orchestrator.ErrNotStarted }
+	notStarted := func() (admin.JobStore, error) { return nil, admin.ErrNotStarted }
 	for name, jobs := range map[string]admin.JobsFunc{"not started": notStarted, "not configured": nil} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnvWith(t, nil, "", nil, jobs)

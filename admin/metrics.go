@@ -19,7 +19,7 @@ func MetricsHandler(m Member, cfg Config) http.Handler {
 	if cfg.HealthGrace == 0 {
 		cfg.HealthGrace = 2 * time.Second
 	}
-	a := &api{m: m, cfg: cfg}
+	a := &server{m: m, cfg: cfg}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)

@@ -42,7 +42,7 @@ const (
 // it needs. The mux is built from it and nothing else, so no endpoint can
 // exist without an entry; TestRouteMatrix checks every entry against
 // every role.
-func (a *api) routes() []route {
+func (a *server) routes() []route {
 	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now)}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.cfg.Auth, insecure: a.cfg.Insecure}
 	w := &workerAPI{get: a.cfg.Worker, etcd: a.cfg.EtcdEndpoints}
@@ -91,7 +91,7 @@ type Route struct {
 
 // Routes returns the route table, in the order the API documents it.
 func Routes() []Route {
-	a := &api{cfg: Config{}.withDefaults()}
+	a := &server{cfg: Config{}.withDefaults()}
 	var out []Route
 	for _, rt := range a.routes() {
 		out = append(out, Route{Pattern: rt.pattern, Access: rt.access, Scoped: rt.scope != scopeNone})

@@ -27,11 +27,11 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
-	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -118,7 +118,7 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 	go func() { defer close(done); c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	e.member = &fakeMember{ready: true, view: membership.View{Revision: 1}, table: orchestrator.PartitionTable{Partitions: 1, Assignments: []orchestrator.Assignment{{Partition: 0}}}}
+	e.member = &fakeMember{ready: true, view: membership.View{Revision: 1}, table: api.PartitionTable{Partitions: 1, Rows: []api.PartitionRow{{Partition: 0}}}}
 	e.proto = &fakeProtocol{}
 	if o.block {
 		e.proto.block = make(chan struct{})

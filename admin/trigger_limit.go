@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -113,5 +114,5 @@ func (a *jobsAPI) trigger(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, id, err)
 		return
 	}
-	a.reply(w, r, http.StatusAccepted, triggered{RunID: runID})
+	a.reply(w, r, http.StatusAccepted, api.Triggered{RunID: runID})
 }

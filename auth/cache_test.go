@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 )
 
 var etcd *etcdtest.Server

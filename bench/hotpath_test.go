@@ -21,7 +21,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )

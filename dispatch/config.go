@@ -8,7 +8,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )

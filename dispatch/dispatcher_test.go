@@ -18,7 +18,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )

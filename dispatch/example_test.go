@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/store"
 )
 

@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/netfault"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -20,7 +21,7 @@ import (
 
 // lostAnswerHarness starts m1 with its dispatcher's etcd connection
 // behind a bridge and a short request timeout.
-func lostAnswerHarness(t *testing.T) (*harness, *etcdtest.Bridge) {
+func lostAnswerHarness(t *testing.T) (*harness, *netfault.Bridge) {
 	h := newHarness(t)
 	bridge := etcdtest.NewBridge(t, etcd.ClientAddr())
 	h.dispClient = etcdtest.NewClient(t, bridge.Endpoints())
@@ -32,7 +33,7 @@ func lostAnswerHarness(t *testing.T) (*harness, *etcdtest.Bridge) {
 // holdOneWrite holds etcd's answers, runs act (which makes the owner
 // write), waits until that write has timed out for the owner, and lets the
 // held answers through.
-func holdOneWrite(t *testing.T, h *harness, bridge *etcdtest.Bridge, act func()) {
+func holdOneWrite(t *testing.T, h *harness, bridge *netfault.Bridge, act func()) {
 	t.Helper()
 	bridge.CutReplies()
 	act()

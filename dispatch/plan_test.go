@@ -8,7 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/store"
 )
 

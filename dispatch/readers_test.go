@@ -9,7 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
 

@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/netfault"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -20,7 +21,7 @@ import (
 // undeliveredHarness starts m1 with its dispatcher's etcd connection
 // behind a bridge; requests time out after the default RequestTimeout,
 // far longer than the tests hold etcd's answers.
-func undeliveredHarness(t *testing.T) (*harness, *etcdtest.Bridge) {
+func undeliveredHarness(t *testing.T) (*harness, *netfault.Bridge) {
 	h := newHarness(t)
 	bridge := etcdtest.NewBridge(t, etcd.ClientAddr())
 	h.dispClient = etcdtest.NewClient(t, bridge.Endpoints())
@@ -31,7 +32,7 @@ func undeliveredHarness(t *testing.T) (*harness, *etcdtest.Bridge) {
 // abandonPoll polls as worker while etcd's answers are held, waits until
 // the attempt is recorded in etcd, ends the poll's context, then lets the
 // answers through; the poll must return no attempt.
-func abandonPoll(t *testing.T, h *harness, bridge *etcdtest.Bridge, runID, worker string) {
+func abandonPoll(t *testing.T, h *harness, bridge *netfault.Bridge, runID, worker string) {
 	t.Helper()
 	bridge.CutReplies()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -13,9 +13,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
-	"github.com/jobfleet/jobfleet/internal/fleettest"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/shard"
 )
 

@@ -13,7 +13,7 @@
 //     names are spelled exactly as in the document (no unknown, differently
 //     cased or repeated fields) and rejects trailing data.
 //   - Validate accepts a job only if every field is usable: the schedule
-//     parses and fires at least once (see package dispatch/schedule), the
+//     parses and fires at least once (see package schedule), the
 //     time zone exists, durations and attempts are within bounds, the
 //     executor is complete for its type and carries no fields of another
 //     type, and payloads are valid JSON within Limits. Every rejection is a

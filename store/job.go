@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/schedule"
 )
 
 // Job is a job definition: the "job document" of the HTTP API, stored as

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/schedule"
 )
 
 func TestDurationJSON(t *testing.T) {

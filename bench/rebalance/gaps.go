@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/bench"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/gapwatch"
+	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/shard"
 )
@@ -192,14 +192,14 @@ type fleet struct {
 }
 
 type member struct {
-	bridge *etcdtest.Bridge
+	bridge *netfault.Bridge
 	client *clientv3.Client
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 func (f *fleet) join(id string) error {
-	b, err := etcdtest.StartBridge(f.addr)
+	b, err := netfault.StartBridge(f.addr)
 	if err != nil {
 		return err
 	}

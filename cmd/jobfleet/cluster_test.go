@@ -13,9 +13,9 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/auth/authtest"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
 

@@ -6,11 +6,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/jobfleet/jobfleet/internal/binarytest"
+	"github.com/jobfleet/jobfleet/internal/testkit/binarytest"
 
 	"go.uber.org/goleak"
 
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 )
 
 var (

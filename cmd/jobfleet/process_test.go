@@ -25,9 +25,10 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -233,28 +234,16 @@ func getJSONWith(c *http.Client, url string, out any) (int, error) {
 	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
 }
 
-// partitionTable is the document of GET /v1/cluster/partitions.
-type partitionTable struct {
-	Partitions  int   `json:"partitions"`
-	Revision    int64 `json:"revision"`
-	Assignments []struct {
-		Partition int    `json:"partition"`
-		Owner     string `json:"owner"`
-		Epoch     int64  `json:"epoch"`
-		Target    string `json:"target"`
-	} `json:"assignments"`
-}
-
 // settled reports whether every one of want partitions is owned by its ring
 // target and owners and targets are exactly the members ids; if not, it
 // says why.
-func settled(tbl partitionTable, want int, ids []string) (bool, string) {
-	if tbl.Partitions != want || len(tbl.Assignments) != want {
-		return false, fmt.Sprintf("%d partitions with %d assignments, want %d", tbl.Partitions, len(tbl.Assignments), want)
+func settled(tbl api.PartitionTable, want int, ids []string) (bool, string) {
+	if tbl.Partitions != want || len(tbl.Rows) != want {
+		return false, fmt.Sprintf("%d partitions with %d assignments, want %d", tbl.Partitions, len(tbl.Rows), want)
 	}
 	owners, targets := map[string]int{}, map[string]int{}
 	unowned, misplaced := 0, 0
-	for _, a := range tbl.Assignments {
+	for _, a := range tbl.Rows {
 		owners[a.Owner]++
 		targets[a.Target]++
 		switch {
@@ -289,7 +278,7 @@ func waitSettled(t *testing.T, o *orch, ids []string, timeout time.Duration) tim
 }
 
 func settledNow(o *orch, ids []string) (bool, string) {
-	var tbl partitionTable
+	var tbl api.PartitionTable
 	code, err := getJSON(o.url+"/v1/cluster/partitions", &tbl)
 	if err != nil || code != http.StatusOK {
 		return false, fmt.Sprintf("GET /v1/cluster/partitions: %d %v", code, err)
@@ -393,12 +382,12 @@ func logLine(logs string, subs ...string) string {
 // ownedBy returns the partitions o's table shows owned by id, with epochs.
 func ownedBy(t *testing.T, o *orch, id string) map[int]int64 {
 	t.Helper()
-	var tbl partitionTable
+	var tbl api.PartitionTable
 	if code, err := getJSON(o.url+"/v1/cluster/partitions", &tbl); err != nil || code != http.StatusOK {
 		t.Fatalf("GET /v1/cluster/partitions: %d %v", code, err)
 	}
 	m := map[int]int64{}
-	for _, a := range tbl.Assignments {
+	for _, a := range tbl.Rows {
 		if a.Owner == id {
 			m[a.Partition] = a.Epoch
 		}
@@ -720,7 +709,7 @@ func TestDevCommandStartsFleet(t *testing.T) {
 	if want := []string{"orchestrator-1", "orchestrator-2"}; !slices.Equal(ids, want) {
 		t.Errorf("members %v, want %v", ids, want)
 	}
-	var tbl partitionTable
+	var tbl api.PartitionTable
 	if code, err := getJSONWith(devClient, urls[0]+"/v1/cluster/partitions", &tbl); err != nil || code != http.StatusOK {
 		t.Fatalf("GET /v1/cluster/partitions: %d %v", code, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/internal/tlstest"
+	"github.com/jobfleet/jobfleet/internal/testkit/tlstest"
 )
 
 func TestAPIWriteTimeoutOutlastsTheLongestLongPoll(t *testing.T) {

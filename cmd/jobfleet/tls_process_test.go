@@ -22,8 +22,8 @@ import (
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
-	"github.com/jobfleet/jobfleet/internal/tlstest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/tlstest"
 )
 
 // tlsClient returns a client trusting roots and presenting certs, with a

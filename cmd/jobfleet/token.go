@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/client"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 )
 
@@ -37,7 +36,10 @@ in when no admin credential is left.`,
 		Use: "ls", Short: "List the credentials (never their secrets)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var list auth.TokenList
-			if _, err := opts.send("GET", "/v1/tokens", nil, nil, &list); err != nil {
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				list.Tokens, err = c.ListTokens(ctx)
+				return err
+			}); err != nil {
 				return err
 			}
 			if opts.output == "json" {
@@ -66,7 +68,7 @@ in when no admin credential is left.`,
 	cmd.AddCommand(&cobra.Command{
 		Use: "revoke ID", Short: "Revoke credential ID; every member refuses it within a second", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := opts.send("DELETE", "/v1/tokens/"+url.PathEscape(args[0]), nil, nil, nil); err != nil {
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error { return c.DeleteToken(ctx, args[0]) }); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])
@@ -115,8 +117,10 @@ func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
 					return err
 				}
 			} else {
-				body, _ := json.Marshal(req)
-				if _, err := opts.send("POST", "/v1/tokens", nil, body, &c); err != nil {
+				if err := opts.call(cmd, func(ctx context.Context, ac *client.Client) (err error) {
+					c, err = ac.CreateToken(ctx, req)
+					return err
+				}); err != nil {
 					return err
 				}
 			}

@@ -10,7 +10,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/membership"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/internal/binarytest"
+	"github.com/jobfleet/jobfleet/internal/testkit/binarytest"
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap"

@@ -1,6 +1,6 @@
 // Package etcdserver runs an etcd member inside the current process.
 //
-// It backs `jobfleet dev` and the test harness in internal/etcdtest: a real
+// It backs `jobfleet dev` and the test harness in internal/testkit/etcdtest: a real
 // etcd server (go.etcd.io/etcd/server/v3/embed), not a mock, listening on
 // loopback. By default the server is a single-member cluster of its own;
 // with Config.Name and Config.InitialCluster it is one member of a

@@ -1,6 +1,6 @@
 // Package gapwatch measures ownership gaps as an observer of etcd sees
 // them: for each owner key, the time from its deletion to its next
-// creation. Tests (internal/fleettest) and benchmarks (bench/rebalance)
+// creation. Tests (internal/testkit/fleettest) and benchmarks (bench/rebalance)
 // share it.
 package gapwatch
 

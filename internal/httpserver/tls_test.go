@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/jobfleet/jobfleet/internal/tlstest"
+	"github.com/jobfleet/jobfleet/internal/testkit/tlstest"
 )
 
 // whoAmI is what the TLS tests' handler answers: what the request's TLS

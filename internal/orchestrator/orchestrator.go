@@ -18,12 +18,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/dispatch/schedule"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -460,48 +461,33 @@ func (o *Orchestrator) Members() membership.View {
 	return v
 }
 
-// Assignment is one row of the partition table.
-type Assignment struct {
-	Partition int    `json:"partition"`
-	Owner     string `json:"owner"`
-	Epoch     int64  `json:"epoch"`
-	Target    string `json:"target"`
-}
-
-// PartitionTable is the document of GET /v1/cluster/partitions.
-type PartitionTable struct {
-	Partitions  int          `json:"partitions"`
-	Revision    int64        `json:"revision"`
-	Assignments []Assignment `json:"assignments"`
-}
-
 // ErrNotStarted means the orchestrator does not know the cluster's
 // partition count yet.
 var ErrNotStarted = errors.New("orchestrator: not started")
 
 // Partitions returns who owns each partition (read from etcd now) and who
 // should (as the ring computed from this member's current view says).
-func (o *Orchestrator) Partitions() (PartitionTable, error) {
+func (o *Orchestrator) Partitions() (api.PartitionTable, error) {
 	o.mu.Lock()
 	p := o.partitions
 	o.mu.Unlock()
 	if p == 0 {
-		return PartitionTable{}, ErrNotStarted
+		return api.PartitionTable{}, ErrNotStarted
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	table, rev, err := shard.ReadOwners(ctx, o.client, o.cfg.Namespace, p)
 	if err != nil {
-		return PartitionTable{}, err
+		return api.PartitionTable{}, err
 	}
 	view := o.Members()
 	ring, err := shard.NewRing(view.IDs(), shard.DefaultRingConfig(p))
 	if err != nil {
-		return PartitionTable{}, err
+		return api.PartitionTable{}, err
 	}
-	t := PartitionTable{Partitions: p, Revision: rev, Assignments: make([]Assignment, p)}
+	t := api.PartitionTable{Partitions: p, Revision: rev, Rows: make([]api.PartitionRow, p)}
 	for i := range p {
-		t.Assignments[i] = Assignment{Partition: i, Owner: table[i].Member, Epoch: table[i].Epoch, Target: ring.Target(i)}
+		t.Rows[i] = api.PartitionRow{Partition: i, Owner: table[i].Member, Epoch: table[i].Epoch, Target: ring.Target(i)}
 	}
 	return t, nil
 }

@@ -5,28 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // Compaction is the fleet's compaction record, the JSON value of
-// <namespace>compaction, written by the member that claims a round.
-type Compaction struct {
-	// Member is the member that claimed the round.
-	Member string `json:"member"`
-	// Revision is the revision it compacted etcd to.
-	Revision int64 `json:"revision"`
-	// At is when it claimed the round.
-	At time.Time `json:"at"`
-	// Interval is its compaction interval: the revision was current at
-	// least this long before At.
-	Interval store.Duration `json:"interval"`
-}
+// <namespace>compaction, written by the member that claims a round (the
+// API's document).
+type Compaction = api.Compaction
 
 // CompactionKey is the key of namespace ns's compaction record.
 func CompactionKey(ns string) string { return ns + "compaction" }

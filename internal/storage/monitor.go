@@ -14,37 +14,24 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // Where State.Quota comes from.
 const (
-	QuotaFromFlag    = "flag"    // Config.QuotaBytes, smaller than what etcd reports or etcd reports none
-	QuotaFromEtcd    = "etcd"    // etcd's status (v3.6+)
-	QuotaFromDefault = "default" // neither: etcd's default, DefaultQuotaBytes
+	QuotaFromFlag    = api.QuotaFromFlag    // Config.QuotaBytes, smaller than what etcd reports or etcd reports none
+	QuotaFromEtcd    = api.QuotaFromEtcd    // etcd's status (v3.6+)
+	QuotaFromDefault = api.QuotaFromDefault // neither: etcd's default, DefaultQuotaBytes
 )
 
-// Alarm is one alarm raised in the etcd cluster.
-type Alarm struct {
-	// Member is the etcd member's ID, in hex as etcdctl prints it.
-	Member string `json:"member"`
-	// Alarm is NOSPACE or CORRUPT.
-	Alarm string `json:"alarm"`
-}
-
-// Endpoint is one etcd endpoint's status at the last check.
-type Endpoint struct {
-	// Endpoint is the client URL asked.
-	Endpoint string `json:"endpoint"`
-	// DBSize and DBSizeInUse are its database file size and the part of
-	// it in use, in bytes.
-	DBSize      int64 `json:"db_size_bytes"`
-	DBSizeInUse int64 `json:"db_size_in_use_bytes"`
-	// Quota is what the endpoint reports as its quota, 0 if nothing.
-	Quota int64 `json:"quota_bytes,omitempty"`
-	// Error is why the endpoint did not answer, "" if it did.
-	Error string `json:"error,omitempty"`
-}
+type (
+	// Alarm is one alarm raised in the etcd cluster (the API's document).
+	Alarm = api.Alarm
+	// Endpoint is one etcd endpoint's status at the last check (the API's
+	// document).
+	Endpoint = api.EtcdEndpoint
+)
 
 // State is what the Monitor knows of etcd's storage.
 type State struct {

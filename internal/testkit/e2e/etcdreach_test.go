@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/internal/fleettest"
+	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/store"
 )
 

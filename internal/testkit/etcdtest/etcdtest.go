@@ -1,5 +1,6 @@
-// Package etcdtest starts real, embedded etcd servers for tests, and a TCP
-// bridge that injects network faults between a client and the server.
+// Package etcdtest starts real, embedded etcd servers for tests, and TCP
+// bridges (package netfault) that inject network faults between a client
+// and the server and are closed when the test ends.
 //
 // Typical use, one server per package:
 //
@@ -31,6 +32,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
+	"github.com/jobfleet/jobfleet/internal/netfault"
 )
 
 // Server is an embedded etcd for tests. It can be stopped and restarted on
@@ -103,6 +105,18 @@ func New(t testing.TB) *Server {
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// NewBridge starts a bridge to target (host:port) that is closed when the
+// test ends.
+func NewBridge(t testing.TB, target string) *netfault.Bridge {
+	t.Helper()
+	b, err := netfault.StartBridge(target)
+	if err != nil {
+		t.Fatalf("etcdtest: bridge: %v", err)
+	}
+	t.Cleanup(b.Close)
+	return b
 }
 
 // Endpoints returns the client URLs of the server (valid across restarts).

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jobfleet/jobfleet/dispatch/schedule"
+	"github.com/jobfleet/jobfleet/schedule"
 )
 
 func ExampleParse() {

@@ -30,7 +30,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
-	"github.com/jobfleet/jobfleet/internal/tlstest"
+	"github.com/jobfleet/jobfleet/internal/testkit/tlstest"
 )
 
 func TestMain(m *testing.M) {
@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 
 const (
 	// repo is the repository's root, from this package's directory.
-	repo = "../.."
+	repo = "../../.."
 	// buildVersion is the version the walkthrough builds with.
 	buildVersion = "v0.0.0-walkthrough"
 	// installed is where the docs install the binary.

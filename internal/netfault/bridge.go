@@ -1,9 +1,8 @@
-package etcdtest
+package netfault
 
 import (
 	"net"
 	"sync"
-	"testing"
 )
 
 // Bridge is a TCP proxy between clients and one etcd server that can stall
@@ -38,17 +37,6 @@ func StartBridge(target string) (*Bridge, error) {
 	b.wg.Add(1)
 	go b.serve()
 	return b, nil
-}
-
-// NewBridge starts a bridge to target that is closed when the test ends.
-func NewBridge(t testing.TB, target string) *Bridge {
-	t.Helper()
-	b, err := StartBridge(target)
-	if err != nil {
-		t.Fatalf("etcdtest: bridge: %v", err)
-	}
-	t.Cleanup(b.Close)
-	return b
 }
 
 // Endpoints returns the bridge's client URLs.

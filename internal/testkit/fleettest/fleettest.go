@@ -25,10 +25,11 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/auth/authtest"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -84,7 +85,7 @@ type Fleet struct {
 type Member struct {
 	ID     string
 	Orch   *orchestrator.Orchestrator
-	Bridge *etcdtest.Bridge
+	Bridge *netfault.Bridge
 	client *clientv3.Client
 	// URL is the member's HTTP API, with Options.Scheduler.
 	URL    string
@@ -163,7 +164,7 @@ func (f *Fleet) Join(id string) *Member {
 	f.t.Helper()
 	// The bridge and client are closed by stopAll after the member
 	// returned, not by t.Cleanup, which would close them first.
-	bridge, err := etcdtest.StartBridge(f.etcd.ClientAddr())
+	bridge, err := netfault.StartBridge(f.etcd.ClientAddr())
 	if err != nil {
 		f.t.Fatalf("fleettest: bridge: %v", err)
 	}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/internal/fleettest"
+	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/store"
 )
 

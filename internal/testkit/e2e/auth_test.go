@@ -17,9 +17,9 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/auth/authtest"
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/internal/fleettest"
+	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/store"
 )
 

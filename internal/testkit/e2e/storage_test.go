@@ -19,9 +19,10 @@ import (
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
-	"github.com/jobfleet/jobfleet/internal/etcdtest"
-	"github.com/jobfleet/jobfleet/internal/fleettest"
+	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -96,7 +97,7 @@ func TestWatchesAndMirrorsSurviveCompaction(t *testing.T) {
 	})
 
 	// Cut off, change, compact past everyone, reconnect.
-	bridges := []*etcdtest.Bridge{f.Member("a").Bridge, f.Member("b").Bridge, wBridge}
+	bridges := []*netfault.Bridge{f.Member("a").Bridge, f.Member("b").Bridge, wBridge}
 	for _, b := range bridges {
 		b.Cut()
 	}

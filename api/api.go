@@ -1,0 +1,176 @@
+package api
+
+import (
+	"time"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// Error is the body of every error reply: {"error": "message"}. The
+// message is for people; the status code is what programs act on.
+type Error struct {
+	Message string `json:"error"`
+}
+
+// Status is the body of GET /healthz and GET /readyz, and of POST
+// /v1/cluster/drain (status "draining"). Reason says why a member is not
+// ready (503); it is empty otherwise.
+type Status struct {
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// JobList is the reply of GET /v1/jobs: one page of jobs, in the API's
+// order (by partition, then ID).
+type JobList struct {
+	Jobs []store.Job `json:"jobs"`
+	// NextCursor is the ?cursor of the next page; "" on the last page.
+	NextCursor string `json:"next_cursor"`
+}
+
+// RunList is the reply of GET /v1/jobs/{id}/runs, newest first.
+type RunList struct {
+	Runs []store.Run `json:"runs"`
+}
+
+// Triggered is the reply of POST /v1/jobs/{id}/trigger (202): the ID the
+// run of the trigger will have.
+type Triggered struct {
+	RunID string `json:"run_id"`
+}
+
+// PartitionTable is the reply of GET /v1/cluster/partitions: who owns each
+// partition (read from etcd at Revision) and who should (the ring target
+// of the answering member's current member view).
+type PartitionTable struct {
+	// Partitions is P, the cluster's partition count.
+	Partitions int   `json:"partitions"`
+	Revision   int64 `json:"revision"`
+	// Rows has one row per partition, in partition order.
+	Rows []PartitionRow `json:"assignments"`
+}
+
+// PartitionRow is one partition's placement: its owner and owner epoch as
+// etcd records them, and its ring target. Owner is "" while the partition
+// has no owner; Owner differs from Target while a handoff is due.
+type PartitionRow struct {
+	Partition int    `json:"partition"`
+	Owner     string `json:"owner"`
+	Epoch     int64  `json:"epoch"`
+	Target    string `json:"target"`
+}
+
+// Where StorageReport.QuotaSource comes from.
+const (
+	QuotaFromFlag    = "flag"    // the orchestrator's --etcd-quota-bytes, smaller than what etcd reports or etcd reports none
+	QuotaFromEtcd    = "etcd"    // etcd's status (v3.6+)
+	QuotaFromDefault = "default" // neither: etcd's default quota
+)
+
+// StorageReport is the reply of GET /v1/cluster/storage: etcd's storage as
+// one member sees it now.
+type StorageReport struct {
+	// DBSize is etcd's database file size (what its quota counts) and
+	// DBSizeInUse the part of it in use, the largest over the endpoints,
+	// in bytes.
+	DBSize      int64 `json:"db_size_bytes"`
+	DBSizeInUse int64 `json:"db_size_in_use_bytes"`
+	// Quota is etcd's space quota in bytes; QuotaSource says where it
+	// comes from: "flag" (--etcd-quota-bytes), "etcd" (its status) or
+	// "default" (2 GiB).
+	Quota       int64  `json:"quota_bytes"`
+	QuotaSource string `json:"quota_source"`
+	// HighWater is the high-water mark as a fraction of the quota, and
+	// HighWaterBytes in bytes; AboveHighWater tells whether DBSize is
+	// above it (new jobs and triggers are refused with 507).
+	HighWater      float64 `json:"high_water"`
+	HighWaterBytes int64   `json:"high_water_bytes"`
+	AboveHighWater bool    `json:"above_high_water"`
+	// Revision is etcd's current revision, CompactedRevision the one the
+	// fleet last compacted to (0 if it never did, or if compaction is
+	// left to etcd, which does not report it over its API).
+	Revision          int64 `json:"revision"`
+	CompactedRevision int64 `json:"compacted_revision"`
+	// Compaction is the fleet's last compaction record, null before the
+	// first.
+	Compaction *Compaction `json:"compaction"`
+	// CompactionInterval is this member's compaction interval, "0s" if
+	// compaction is left to etcd.
+	CompactionInterval store.Duration `json:"compaction_interval"`
+	// Keys counts the fleet's keys in etcd.
+	Keys KeyCounts `json:"keys"`
+	// History is the run history of the partitions the answering member
+	// owns, as their scheduler accounts it; null before it schedules any.
+	// The fleet's is the sum over the members (jobfleet_history_bytes).
+	History *History `json:"history"`
+	// Alarms are the alarms raised in the etcd cluster (NOSPACE,
+	// CORRUPT); empty if none.
+	Alarms []Alarm `json:"alarms"`
+	// Endpoints are the etcd endpoints' own sizes.
+	Endpoints []EtcdEndpoint `json:"endpoints"`
+	// CheckedAt is when this report was read.
+	CheckedAt time.Time `json:"checked_at"`
+}
+
+// Compaction is the fleet's compaction record: the JSON value of
+// <namespace>compaction in etcd, written by the member that claims a
+// round, and StorageReport.Compaction.
+type Compaction struct {
+	// Member is the member that claimed the round.
+	Member string `json:"member"`
+	// Revision is the revision it compacted etcd to.
+	Revision int64 `json:"revision"`
+	// At is when it claimed the round.
+	At time.Time `json:"at"`
+	// Interval is its compaction interval: the revision was current at
+	// least this long before At.
+	Interval store.Duration `json:"interval"`
+}
+
+// History is the run history one member's partitions keep.
+type History struct {
+	// Member is the member, Partitions how many it owns.
+	Member     string `json:"member"`
+	Partitions int    `json:"partitions"`
+	// Runs and Bytes count the run documents kept and their bytes.
+	Runs  int   `json:"runs"`
+	Bytes int64 `json:"bytes"`
+	// BudgetBytes is these partitions' share of the fleet's history
+	// budget (--history-budget).
+	BudgetBytes int64 `json:"budget_bytes"`
+}
+
+// KeyCounts are key counts of the fleet's namespace, read with count-only
+// ranges at one revision.
+type KeyCounts struct {
+	// Jobs counts job keys: specs and pending trigger requests.
+	Jobs int64 `json:"jobs"`
+	// Runs counts run documents (the history, active runs included).
+	Runs int64 `json:"runs"`
+	// ActiveRuns counts runs not yet final.
+	ActiveRuns int64 `json:"active_runs"`
+	// Total counts every key of the namespace.
+	Total int64 `json:"total"`
+}
+
+// Alarm is one alarm raised in the etcd cluster.
+type Alarm struct {
+	// Member is the etcd member's ID, in hex as etcdctl prints it.
+	Member string `json:"member"`
+	// Alarm is NOSPACE or CORRUPT.
+	Alarm string `json:"alarm"`
+}
+
+// EtcdEndpoint is one etcd endpoint's status at the last check.
+type EtcdEndpoint struct {
+	// Endpoint is the client URL asked.
+	Endpoint string `json:"endpoint"`
+	// DBSize and DBSizeInUse are its database file size and the part of
+	// it in use, in bytes.
+	DBSize      int64 `json:"db_size_bytes"`
+	DBSizeInUse int64 `json:"db_size_in_use_bytes"`
+	// Quota is what the endpoint reports as its quota, 0 if nothing.
+	Quota int64 `json:"quota_bytes,omitempty"`
+	// Error is why the endpoint did not answer, "" if it did.
+	Error string `json:"error,omitempty"`
+}

@@ -1,0 +1,47 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/membership"
+)
+
+// Members returns the live members as the answering orchestrator sees
+// them (GET /v1/cluster/members).
+func (c *Client) Members(ctx context.Context) (membership.View, error) {
+	var v membership.View
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/members", out: &v})
+	return v, err
+}
+
+// Partitions returns the partition table (GET /v1/cluster/partitions):
+// each partition's owner and epoch, and its ring target.
+func (c *Client) Partitions(ctx context.Context) (api.PartitionTable, error) {
+	var t api.PartitionTable
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/partitions", out: &t})
+	return t, err
+}
+
+// Storage returns etcd's storage report (GET /v1/cluster/storage).
+func (c *Client) Storage(ctx context.Context) (api.StorageReport, error) {
+	var r api.StorageReport
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/storage", out: &r})
+	return r, err
+}
+
+// Drain asks the orchestrator the client talks to (not any other) to hand
+// its partitions over and leave (POST /v1/cluster/drain). It returns when
+// the request is accepted, not when the member has left.
+func (c *Client) Drain(ctx context.Context) error {
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/cluster/drain"})
+	return err
+}
+
+// Ready returns the orchestrator's readiness (GET /readyz): nil if ready,
+// else an *Error with status 503 whose message is the reason.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/readyz"})
+	return err
+}

@@ -1,0 +1,162 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// jobPath is the API path of job id, with id escaped as one path segment
+// (IDs may hold '/'), and sub-resources after it.
+func jobPath(id string, sub ...string) string {
+	return strings.Join(append([]string{"/v1/jobs/" + url.PathEscape(id)}, sub...), "/")
+}
+
+// CreateJob creates job (POST /v1/jobs) and returns it as stored, with its
+// partition and revision. It fails with ErrConflict if the ID exists and
+// ErrBadRequest if the document is invalid.
+func (c *Client) CreateJob(ctx context.Context, job store.Job) (store.Job, error) {
+	return c.CreateJobJSON(ctx, mustJSON(job))
+}
+
+// CreateJobJSON is CreateJob with the job document as JSON, sent as it is
+// (so that the server, not a Go struct, judges unknown or misspelt
+// fields).
+func (c *Client) CreateJobJSON(ctx context.Context, doc []byte) (store.Job, error) {
+	var j store.Job
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/jobs", body: doc, out: &j})
+	return j, err
+}
+
+// PutJob creates or replaces job.ID (PUT /v1/jobs/{id}). With a non-zero
+// job.Revision it replaces only that revision, failing with ErrConflict
+// if the job changed since; created reports whether the job was new.
+func (c *Client) PutJob(ctx context.Context, job store.Job) (stored store.Job, created bool, err error) {
+	return c.PutJobJSON(ctx, job.ID, mustJSON(job))
+}
+
+// PutJobJSON is PutJob with the job document as JSON, sent as it is; id
+// must be the document's "id".
+func (c *Client) PutJobJSON(ctx context.Context, id string, doc []byte) (stored store.Job, created bool, err error) {
+	code, err := c.do(ctx, request{method: http.MethodPut, path: jobPath(id), body: doc, out: &stored})
+	return stored, code == http.StatusCreated, err
+}
+
+// GetJob returns job id (ErrNotFound if there is none).
+func (c *Client) GetJob(ctx context.Context, id string) (store.Job, error) {
+	var j store.Job
+	_, err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id), out: &j})
+	return j, err
+}
+
+// ListOptions select a page of a listing.
+type ListOptions struct {
+	// Limit is the page size, 1 to 1000; 0 is the server's default.
+	Limit int
+	// Cursor continues after the page whose NextCursor it is; "" starts
+	// at the beginning.
+	Cursor string
+}
+
+// ListJobs returns one page of jobs (GET /v1/jobs), in the API's order (by
+// partition, then ID); the page's NextCursor continues it ("" on the last
+// page). AllJobs reads every page.
+func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (api.JobList, error) {
+	q := url.Values{}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
+	}
+	var page api.JobList
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs", query: q, out: &page})
+	return page, err
+}
+
+// AllJobs reads every page of the job listing, pageSize jobs per request
+// (0: 1000), and returns the jobs in the API's order.
+func (c *Client) AllJobs(ctx context.Context, pageSize int) ([]store.Job, error) {
+	if pageSize <= 0 {
+		pageSize = 1000
+	}
+	jobs := []store.Job{}
+	opts := ListOptions{Limit: pageSize}
+	for {
+		page, err := c.ListJobs(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, page.Jobs...)
+		if page.NextCursor == "" {
+			return jobs, nil
+		}
+		opts.Cursor = page.NextCursor
+	}
+}
+
+// DeleteJob deletes job id; its runs are removed by its partition's owner.
+// It fails with ErrNotFound if there is no such job.
+func (c *Client) DeleteJob(ctx context.Context, id string) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: jobPath(id)})
+	return err
+}
+
+// PauseJob pauses job id: it does not fire until resumed (a trigger still
+// runs it). It returns the job as stored.
+func (c *Client) PauseJob(ctx context.Context, id string) (store.Job, error) {
+	var j store.Job
+	_, err := c.do(ctx, request{method: http.MethodPost, path: jobPath(id, "pause"), out: &j})
+	return j, err
+}
+
+// ResumeJob resumes job id; times scheduled while it was paused are not
+// made up. It returns the job as stored.
+func (c *Client) ResumeJob(ctx context.Context, id string) (store.Job, error) {
+	var j store.Job
+	_, err := c.do(ctx, request{method: http.MethodPost, path: jobPath(id, "resume"), out: &j})
+	return j, err
+}
+
+// TriggerJob fires job id now and returns the ID its run will have. Beyond
+// the member's trigger rate it fails with ErrTooManyRequests (see
+// Error.RetryAfter).
+func (c *Client) TriggerJob(ctx context.Context, id string) (runID string, err error) {
+	var t api.Triggered
+	_, err = c.do(ctx, request{method: http.MethodPost, path: jobPath(id, "trigger"), out: &t})
+	return t.RunID, err
+}
+
+// ListRuns returns job id's runs, newest first, at most limit of them (1
+// to 1000; 0 is the server's default).
+func (c *Client) ListRuns(ctx context.Context, id string, limit int) ([]store.Run, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var rl api.RunList
+	_, err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id, "runs"), query: q, out: &rl})
+	return rl.Runs, err
+}
+
+// GetRun returns run runID (ErrNotFound if there is none).
+func (c *Client) GetRun(ctx context.Context, runID string) (store.Run, error) {
+	var r store.Run
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/runs/" + url.PathEscape(runID), out: &r})
+	return r, err
+}
+
+// mustJSON encodes a document whose types always encode.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("client: encode " + err.Error()) // store.Job always encodes
+	}
+	return b
+}

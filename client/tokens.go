@@ -1,0 +1,31 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/jobfleet/jobfleet/auth"
+)
+
+// ListTokens returns every credential, without secrets (GET /v1/tokens;
+// admin role).
+func (c *Client) ListTokens(ctx context.Context) ([]auth.Token, error) {
+	var l auth.TokenList
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/tokens", out: &l})
+	return l.Tokens, err
+}
+
+// CreateToken makes a credential (POST /v1/tokens; admin role) and returns
+// it with its bearer token, which the server never shows again.
+func (c *Client) CreateToken(ctx context.Context, req auth.CreateRequest) (auth.Created, error) {
+	var created auth.Created
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/tokens", body: req, out: &created})
+	return created, err
+}
+
+// DeleteToken revokes credential id (DELETE /v1/tokens/{id}; admin role).
+func (c *Client) DeleteToken(ctx context.Context, id string) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/tokens/" + url.PathEscape(id)})
+	return err
+}

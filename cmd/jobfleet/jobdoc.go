@@ -1,0 +1,189 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// readDocument reads the file named by -f; "-" is standard input.
+func readDocument(cmd *cobra.Command, name string) ([]byte, error) {
+	var r io.Reader
+	if name == "-" {
+		r = cmd.InOrStdin()
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	// The server refuses documents over its limit with a clear message;
+	// read a little more than that so it can.
+	data, err := io.ReadAll(io.LimitReader(r, 2*store.DefaultMaxDocumentBytes))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return data, nil
+}
+
+// jobFlags are create's flags for writing a job without a file.
+type jobFlags struct {
+	id, schedule, timezone, runAt            string
+	httpURL, method, shell, handler, payload string
+	headers, secretHeaders, command          []string
+	maxAttempts                              int
+	backoff, maxBackoff                      time.Duration
+	timeout                                  store.Duration
+	concurrencyPolicy, misfirePolicy         string
+	paused, followRedirects                  bool
+}
+
+// Names of create's job flags: all of them, those choosing the executor,
+// and those only an http executor takes.
+var (
+	jobFlagNames = []string{"id", "schedule", "timezone", "run-at", "http-url", "method", "header", "secret-header", "follow-redirects", "shell", "command",
+		"handler", "payload", "max-attempts", "backoff", "max-backoff", "job-timeout", "concurrency-policy", "misfire-policy", "paused"}
+	executorFlagNames = []string{"http-url", "shell", "command", "handler"}
+	httpFlagNames     = []string{"method", "header", "secret-header", "follow-redirects"}
+)
+
+func (f *jobFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.id, "id", "", "job ID")
+	fs.StringVar(&f.schedule, "schedule", "", `cron expression (5 or 6 fields), "@hourly", "@every 30s", ...; neither --schedule nor --run-at runs the job once, now`)
+	fs.StringVar(&f.timezone, "timezone", "", "IANA time zone of --schedule (default UTC)")
+	fs.StringVar(&f.runAt, "run-at", "", "run once at this RFC 3339 time, e.g. 2026-12-01T00:00:00Z")
+	fs.StringVar(&f.httpURL, "http-url", "", "http executor: the URL to send the payload to")
+	fs.StringVar(&f.method, "method", "", "http executor: the HTTP method (default POST)")
+	fs.StringArrayVar(&f.headers, "header", nil, `http executor: an extra request header "Name: value" (repeatable)`)
+	fs.StringArrayVar(&f.secretHeaders, "secret-header", nil, `http executor: a header whose value the worker takes from its environment, "Name: VARIABLE" (repeatable; the worker needs --secret-env VARIABLE)`)
+	fs.BoolVar(&f.followRedirects, "follow-redirects", false, "http executor: follow redirects (within the worker's destination policy, never changing the method)")
+	fs.StringVar(&f.shell, "shell", "", `shell executor: a command line run with /bin/sh -c`)
+	fs.StringArrayVar(&f.command, "command", nil, "shell executor: the program, then its arguments, run without a shell (repeat the flag per word)")
+	fs.StringVar(&f.handler, "handler", "", "executor of a handler registered by Go code, by name")
+	fs.StringVar(&f.payload, "payload", "", "JSON payload handed to the executor")
+	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts per run including the first (default 1: no retry)")
+	fs.DurationVar(&f.backoff, "backoff", 0, "wait before the first retry (default 1s)")
+	fs.DurationVar(&f.maxBackoff, "max-backoff", 0, "longest wait between attempts (default 1m)")
+	fs.Var(&timeoutFlag{d: &f.timeout}, "job-timeout", `time limit of one attempt, up to 24h, or "none" (default 1h)`)
+	fs.StringVar(&f.concurrencyPolicy, "concurrency-policy", "", "allow, forbid or replace (default allow)")
+	fs.StringVar(&f.misfirePolicy, "misfire-policy", "", "run_once, skip or run_all (default run_once)")
+	fs.BoolVar(&f.paused, "paused", false, "create the job paused")
+}
+
+// changed returns the names among names the user gave.
+func changed(cmd *cobra.Command, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if cmd.Flags().Changed(n) {
+			out = append(out, "--"+n)
+		}
+	}
+	return out
+}
+
+// document builds the job document the flags describe. It checks what
+// only the client can (which flags go together, well-formed values); the
+// server validates the rest.
+func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
+	execs := changed(cmd, executorFlagNames)
+	if len(execs) != 1 {
+		return nil, fmt.Errorf("give -f FILE, or --id and exactly one of --http-url, --shell, --command or --handler (got %d)", len(execs))
+	}
+	if f.httpURL == "" && cmd.Flags().Changed("http-url") {
+		return nil, errors.New("--http-url must not be empty")
+	}
+	if f.httpURL == "" {
+		if given := changed(cmd, httpFlagNames); len(given) > 0 {
+			return nil, fmt.Errorf("%s apply only to --http-url", strings.Join(given, ", "))
+		}
+	}
+	j := store.Job{
+		ID:                f.id,
+		Schedule:          f.schedule,
+		Timezone:          f.timezone,
+		Retry:             store.RetryPolicy{MaxAttempts: f.maxAttempts, InitialBackoff: store.Duration(f.backoff), MaxBackoff: store.Duration(f.maxBackoff)},
+		Timeout:           f.timeout,
+		ConcurrencyPolicy: store.ConcurrencyPolicy(f.concurrencyPolicy),
+		MisfirePolicy:     store.MisfirePolicy(f.misfirePolicy),
+		Paused:            f.paused,
+	}
+	if f.runAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, f.runAt)
+		if err != nil {
+			return nil, fmt.Errorf("--run-at %q: want an RFC 3339 time such as 2026-12-01T00:00:00Z", f.runAt)
+		}
+		j.RunAt = &t
+	}
+	if f.payload != "" {
+		if !json.Valid([]byte(f.payload)) {
+			return nil, fmt.Errorf("--payload is not valid JSON: %s", f.payload)
+		}
+		j.Payload = json.RawMessage(f.payload)
+	}
+	switch {
+	case f.httpURL != "":
+		j.Executor = store.Executor{Type: store.ExecutorHTTP, URL: f.httpURL, Method: f.method, FollowRedirects: f.followRedirects}
+		for flag, list := range map[string][]string{"header": f.headers, "secret-header": f.secretHeaders} {
+			for _, h := range list {
+				name, value, ok := strings.Cut(h, ":")
+				if !ok {
+					return nil, fmt.Errorf("--%s %q: want \"Name: value\"", flag, h)
+				}
+				if j.Executor.Headers == nil {
+					j.Executor.Headers = map[string]store.HeaderValue{}
+				}
+				v := store.Literal(strings.TrimSpace(value))
+				if flag == "secret-header" {
+					v = store.SecretEnv(strings.TrimSpace(value))
+				}
+				j.Executor.Headers[strings.TrimSpace(name)] = v
+			}
+		}
+	case cmd.Flags().Changed("shell"):
+		j.Executor = store.Executor{Type: store.ExecutorShell, Command: []string{"/bin/sh", "-c", f.shell}}
+	case cmd.Flags().Changed("command"):
+		j.Executor = store.Executor{Type: store.ExecutorShell, Command: f.command}
+	default:
+		j.Executor = store.Executor{Type: f.handler}
+	}
+	return json.Marshal(j)
+}
+
+// timeoutFlag is a job timeout flag: a duration, or "none".
+type timeoutFlag struct {
+	d    *store.Duration
+	zero string // what an unset flag means, for its help
+}
+
+func (f *timeoutFlag) String() string {
+	if f.d == nil || *f.d == 0 {
+		return f.zero
+	}
+	return f.d.String()
+}
+
+func (f *timeoutFlag) Set(s string) error {
+	if s == "none" {
+		*f.d = store.NoTimeout
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("want a positive duration such as 90m or 2h, or none")
+	}
+	*f.d = store.Duration(d)
+	return nil
+}
+
+func (f *timeoutFlag) Type() string { return "duration" }

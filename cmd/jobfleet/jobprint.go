@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// printJobResult reports a stored job: the job document with -o json, a
+// line saying what happened otherwise.
+func printJobResult(cmd *cobra.Command, opts *clientOptions, verb string, j store.Job) error {
+	if opts.output == "json" {
+		return printJSON(cmd.OutOrStdout(), j)
+	}
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s job %q (partition %d, revision %d)\n", verb, j.ID, j.Partition, j.Revision)
+	return err
+}
+
+func printJobDetail(w io.Writer, j store.Job) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, cell(v)) }
+	row("ID", j.ID)
+	row("SCHEDULE", scheduleText(j))
+	row("EXECUTOR", executorText(j.Executor, 0))
+	if len(j.Payload) > 0 {
+		var b bytes.Buffer
+		if json.Compact(&b, j.Payload) != nil {
+			b.Reset()
+			b.Write(j.Payload)
+		}
+		row("PAYLOAD", clip(b.String(), 200))
+	}
+	row("RETRY", fmt.Sprintf("max_attempts %d, backoff %v to %v", j.Retry.MaxAttempts, j.Retry.InitialBackoff, j.Retry.MaxBackoff))
+	row("TIMEOUT", j.Timeout.String())
+	row("CONCURRENCY", string(j.ConcurrencyPolicy))
+	row("MISFIRE", string(j.MisfirePolicy))
+	row("PAUSED", fmt.Sprint(j.Paused))
+	row("PARTITION", fmt.Sprint(j.Partition))
+	row("CREATED", j.CreatedAt.Format(time.RFC3339))
+	row("UPDATED", j.UpdatedAt.Format(time.RFC3339))
+	row("REVISION", fmt.Sprint(j.Revision))
+	return tw.Flush()
+}
+
+// scheduleText describes when a job runs.
+func scheduleText(j store.Job) string {
+	switch {
+	case j.Schedule != "" && j.Timezone != "" && j.Timezone != store.DefaultTimezone && !strings.HasPrefix(j.Schedule, "@every"):
+		return j.Schedule + " (" + j.Timezone + ")"
+	case j.Schedule != "":
+		return j.Schedule
+	case j.RunAt != nil:
+		return "once at " + j.RunAt.Format(time.RFC3339)
+	default:
+		return "once, when created"
+	}
+}
+
+// executorText describes an executor in at most max characters (0: no
+// limit).
+func executorText(e store.Executor, max int) string {
+	var s string
+	switch e.Type {
+	case store.ExecutorHTTP:
+		s = "http " + e.Method + " " + e.URL
+	case store.ExecutorShell:
+		s = "shell " + strings.Join(e.Command, " ")
+	default:
+		s = "handler " + e.Type
+	}
+	if max > 0 {
+		s = clip(s, max)
+	}
+	return s
+}
+
+// clip shortens s to at most n runes, on one line.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// printRuns writes runs as a table: the last attempt's worker and error,
+// escaped (they come from workers).
+func printRuns(w io.Writer, runs []store.Run) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tATTEMPTS\tWORKER\tLAST ERROR")
+	for _, r := range runs {
+		lastWorker, lastErr := "", ""
+		if n := len(r.Attempts); n > 0 {
+			lastWorker = r.Attempts[n-1].Worker
+			lastErr = cell(clip(r.Attempts[n-1].Error, 60))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.ID), cell(string(r.Status)),
+			r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), len(r.Attempts), cell(lastWorker), lastErr)
+	}
+	return tw.Flush()
+}
+
+// plural returns "1 job", "2 jobs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

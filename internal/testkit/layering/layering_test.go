@@ -1,0 +1,182 @@
+package layering
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is the module's import path.
+const module = "github.com/jobfleet/jobfleet"
+
+// testkit is the folder of test-only packages (kits and suites).
+const testkit = "internal/testkit/"
+
+// levels places every package of the module (paths relative to module):
+// a package may import only packages of a lower level. Packages under
+// internal/testkit are above every level and are not listed.
+var levels = map[string]int{
+	// Leaves: nothing of the module.
+	"schedule":              0,
+	"internal/mirror":       0,
+	"internal/buildinfo":    0,
+	"internal/etcdserver":   0,
+	"internal/netfault":     0,
+	"internal/gapwatch":     0,
+	"internal/httpserver":   0,
+	"internal/skewclock":    0,
+	"bench/report":          0,
+	"bench":                 1,
+	"membership":            1,
+	"auth":                  1,
+	"shard":                 2,
+	"store":                 3,
+	"dispatch":              4,
+	"internal/crontab":      4,
+	"api":                   4,
+	"internal/storage":      5,
+	"client":                5,
+	"dispatch/worker":       5,
+	"internal/orchestrator": 6,
+	"admin":                 7,
+	"internal/chaos":        7,
+	"bench/rebalance":       7,
+	"bench/scaling":         7,
+	"bench/soak":            7,
+	"cmd/jobfleet":          8,
+}
+
+// pkg is one package as `go list` reports it.
+type pkg struct {
+	path    string   // relative to module
+	imports []string // production imports (not tests'), relative to module when in it
+}
+
+// list runs `go list` with format over args and returns its output lines.
+func list(t *testing.T, format string, args ...string) []string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goTool, append([]string{"list", "-f", format}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr.Bytes())
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// packages lists the module's packages with their production imports.
+func packages(t *testing.T) []pkg {
+	var pkgs []pkg
+	for _, l := range list(t, `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...") {
+		f := strings.Fields(l)
+		p := pkg{path: rel(f[0])}
+		for _, imp := range f[1:] {
+			if imp == module || strings.HasPrefix(imp, module+"/") {
+				p.imports = append(p.imports, rel(imp))
+			}
+		}
+		pkgs = append(pkgs, p)
+	}
+	if !slices.ContainsFunc(pkgs, func(p pkg) bool { return p.path == "store" && len(p.imports) > 0 }) {
+		t.Fatalf("go list did not report store and its imports among %d packages", len(pkgs))
+	}
+	return pkgs
+}
+
+func rel(path string) string { return strings.TrimPrefix(path, module+"/") }
+
+func isTestkit(path string) bool { return strings.HasPrefix(path, testkit) }
+
+// violations returns what breaks the layering in pkgs, one line each.
+func violations(pkgs []pkg, levels map[string]int) []string {
+	var bad []string
+	for _, p := range pkgs {
+		if isTestkit(p.path) {
+			continue // test kits may import anything of the module
+		}
+		lp, ok := levels[p.path]
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s has no level: add it to the table in internal/testkit/layering", p.path))
+			continue
+		}
+		for _, imp := range p.imports {
+			if isTestkit(imp) {
+				bad = append(bad, fmt.Sprintf("%s imports the test kit %s: only tests may", p.path, imp))
+				continue
+			}
+			li, ok := levels[imp]
+			if !ok {
+				continue // reported as a package of its own
+			}
+			if li >= lp {
+				bad = append(bad, fmt.Sprintf("%s (level %d) imports %s (level %d): a package may import only lower levels", p.path, lp, imp, li))
+			}
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// TestLayering fails when a package imports one of its level or above, or
+// production code imports a test kit.
+func TestLayering(t *testing.T) {
+	for _, v := range violations(packages(t), levels) {
+		t.Error(v)
+	}
+}
+
+// TestLayeringCatchesUpwardImports checks the checker on made-up graphs:
+// store importing dispatch, a leaf importing a leaf, admin importing a
+// test kit, and a package with no level.
+func TestLayeringCatchesUpwardImports(t *testing.T) {
+	pkgs := []pkg{
+		{path: "store", imports: []string{"schedule", "shard", "dispatch"}},
+		{path: "schedule", imports: []string{"internal/mirror"}},
+		{path: "admin", imports: []string{"store", testkit + "etcdtest"}},
+		{path: "newpkg", imports: []string{"store"}},
+		{path: testkit + "fleettest", imports: []string{"admin", testkit + "etcdtest"}},
+		{path: "dispatch", imports: []string{"store", "schedule"}},
+	}
+	got := violations(pkgs, levels)
+	want := []string{
+		"admin imports the test kit internal/testkit/etcdtest: only tests may",
+		"newpkg has no level: add it to the table in internal/testkit/layering",
+		"schedule (level 0) imports internal/mirror (level 0): a package may import only lower levels",
+		"store (level 3) imports dispatch (level 4): a package may import only lower levels",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("violations:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestBinaryLinksNoTestCode fails when the jobfleet binary depends on
+// package testing (or its subpackages), goleak, or a test kit.
+func TestBinaryLinksNoTestCode(t *testing.T) {
+	deps := list(t, `{{.ImportPath}}`, "-deps", module+"/cmd/jobfleet")
+	if !slices.Contains(deps, module+"/store") {
+		t.Fatalf("go list -deps of the binary does not list store; got %d packages", len(deps))
+	}
+	for _, d := range deps {
+		if d == "testing" || strings.HasPrefix(d, "testing/") || strings.HasPrefix(d, "go.uber.org/goleak") || isTestkit(rel(d)) && strings.HasPrefix(d, module+"/") {
+			t.Errorf("the jobfleet binary links %s", d)
+		}
+	}
+}

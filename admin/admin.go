@@ -100,6 +100,11 @@ type Config struct {
 	TriggerBurst int
 	// Now is the clock of the trigger limit; nil is Clock.Now.
 	Now func() time.Time
+	// EtcdEndpoints returns the etcd client URLs this member uses (such as
+	// (*clientv3.Client).Endpoints). Poll replies carry them, without any
+	// user information, so that workers deny them to "http" jobs; nil
+	// sends none.
+	EtcdEndpoints func() []string
 }
 
 // withDefaults returns c with its zero fields set to their defaults.

@@ -11,7 +11,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -62,6 +65,7 @@ type guard struct {
 	mux      *http.ServeMux
 	next     http.Handler    // the mux, with JSON replies for unknown routes
 	anon     map[string]bool // patterns of the routes that need no credential
+	anonLog  *anonLog        // which refused anonymous requests are audited at info
 }
 
 func newGuard(cfg Config) *guard {
@@ -73,6 +77,7 @@ func newGuard(cfg Config) *guard {
 			Help: "HTTP API requests by route (the route pattern, \"unmatched\" for none) and status code.",
 		}, []string{"route", "code"}),
 		limiter: newRateLimiter(cfg.Limits, cfg.Clock),
+		anonLog: &anonLog{clock: cfg.Clock, last: map[string]time.Time{}},
 		polls:   newPollCaps(cfg.Limits),
 		anon:    map[string]bool{},
 	}
@@ -268,6 +273,12 @@ func (g *guard) finish(w *statusWriter, r *http.Request, route string, info *req
 		// started and finished with its worker and credential.
 		lvl = zapcore.DebugLevel
 	}
+	if code == http.StatusUnauthorized && info.principal == nil && !g.anonLog.first(r.RemoteAddr) {
+		// Anyone can send these, as fast as they like: one line per
+		// remote host and minute at info, the rest at debug (the
+		// requests metric counts them all).
+		lvl = zapcore.DebugLevel
+	}
 	ce := g.audit.Check(lvl, "request")
 	if ce == nil {
 		return
@@ -353,4 +364,40 @@ func checkContentType(r *http.Request) error {
 		}
 	}
 	return nil
+}
+
+// anonLog decides which refused requests without a credential are audited
+// at info level: the first from a remote host in each anonLogInterval.
+// Safe for concurrent use.
+type anonLog struct {
+	clock clockwork.Clock
+	mu    sync.Mutex
+	last  map[string]time.Time // remote host: when a line was last written at info
+}
+
+// anonLogInterval is how often a remote host's refused anonymous requests
+// reach the audit log at info level; anonLogHosts bounds the hosts kept.
+const (
+	anonLogInterval = time.Minute
+	anonLogHosts    = 4096
+)
+
+// first reports whether a refused anonymous request from remote
+// ("host:port") is the first from its host in the interval, and records it.
+func (l *anonLog) first(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.last[host]; ok && now.Sub(t) < anonLogInterval {
+		return false
+	}
+	if len(l.last) >= anonLogHosts {
+		clear(l.last) // many hosts at once: start over rather than grow
+	}
+	l.last[host] = now
+	return true
 }

@@ -44,8 +44,8 @@ const (
 // every role.
 func (a *server) routes() []route {
 	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now)}
-	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.cfg.Auth}
-	w := &workerAPI{get: a.cfg.Worker}
+	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.cfg.Auth, insecure: a.cfg.Insecure}
+	w := &workerAPI{get: a.cfg.Worker, etcd: a.cfg.EtcdEndpoints}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{
 		{pattern: "GET /healthz", access: auth.AccessAnonymous, handler: hf(a.healthz)},

@@ -923,6 +923,25 @@ func TestInsecureAndUnconfigured(t *testing.T) {
 	if n := insecure.member.drains.Load(); n != 0 {
 		t.Fatalf("drained %d times", n)
 	}
+	// No credential can be minted, listed or revoked anonymously: one made
+	// here would be accepted by every member of the fleet.
+	before, err := insecure.tokens.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rq := range []request{
+		{method: "POST", path: "/v1/tokens", body: `{"name":"backdoor","role":"admin"}`},
+		{method: "GET", path: "/v1/tokens"},
+		{method: "DELETE", path: "/v1/tokens/0123456789ab"},
+	} {
+		code, _, body := insecure.send(rq, "")
+		if code != http.StatusForbidden || !strings.Contains(string(body), "--insecure-no-auth") {
+			t.Errorf("insecure %s %s: %d %s, want 403 naming --insecure-no-auth", rq.method, rq.path, code, body)
+		}
+	}
+	if after, err := insecure.tokens.List(context.Background()); err != nil || len(after) != len(before) {
+		t.Errorf("credentials %d before, %d after (%v); want unchanged", len(before), len(after), err)
+	}
 
 	none := newSecEnv(t, secOptions{noAuth: true})
 	if code, _, _ := none.send(request{method: "GET", path: "/v1/jobs"}, "anything"); code != http.StatusServiceUnavailable {
@@ -930,5 +949,37 @@ func TestInsecureAndUnconfigured(t *testing.T) {
 	}
 	if code, _, _ := none.send(request{method: "GET", path: "/healthz"}, ""); code != http.StatusOK {
 		t.Fatalf("no authenticator, healthz: %d", code)
+	}
+}
+
+// TestAnonymousRefusalsAuditedOncePerHost floods the API with requests
+// without a credential: one audit line per remote host and minute reaches
+// info level, the rest go to debug, and the metric counts them all.
+func TestAnonymousRefusalsAuditedOncePerHost(t *testing.T) {
+	e := newSecEnv(t, secOptions{})
+	const n = 200
+	for range n {
+		if code, _, _ := e.send(request{method: "POST", path: "/v1/cluster/drain"}, ""); code != http.StatusUnauthorized {
+			t.Fatalf("anonymous drain: %d, want 401", code)
+		}
+	}
+	info := func() int {
+		return e.logs.FilterLoggerName("audit").Filter(func(l observer.LoggedEntry) bool { return l.Level >= zap.InfoLevel }).Len()
+	}
+	if got, all := info(), e.logs.FilterLoggerName("audit").Len(); got != 1 || all != n {
+		t.Fatalf("%d audit lines at info and %d in all for %d anonymous requests, want 1 and %d", got, all, n, n)
+	}
+	// A wrong credential is refused the same way, from the same host.
+	e.send(request{method: "POST", path: "/v1/cluster/drain"}, "not-a-token")
+	if got := info(); got != 1 {
+		t.Fatalf("%d audit lines at info after a wrong token, want still 1", got)
+	}
+	e.clock.Advance(time.Minute)
+	e.send(request{method: "POST", path: "/v1/cluster/drain"}, "")
+	if got := info(); got != 2 {
+		t.Fatalf("%d audit lines at info a minute later, want 2", got)
+	}
+	if got := testutil.ToFloat64(counter(t, e.reg, "POST /v1/cluster/drain", "401")); got != n+2 {
+		t.Errorf("requests counted %v, want %d", got, n+2)
 	}
 }

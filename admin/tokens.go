@@ -27,11 +27,22 @@ const effectWait = 2 * time.Second
 
 // tokensAPI serves /v1/tokens.
 type tokensAPI struct {
-	tokens TokenStore
-	auth   Authenticator
+	tokens   TokenStore
+	auth     Authenticator
+	insecure bool // authentication is off: the routes are refused
 }
 
+// errTokensInsecure refuses the token routes of a member without
+// authentication: every request there is the anonymous admin, and a
+// credential it made would be accepted by every member of the fleet.
+const errTokensInsecure = "credentials cannot be managed on a member with authentication off (--insecure-no-auth): " +
+	"an anonymous request would mint a credential every member accepts; use a member with authentication, or jobfleet token create --etcd-endpoints"
+
 func (t *tokensAPI) store(w http.ResponseWriter) bool {
+	if t.insecure {
+		WriteError(w, http.StatusForbidden, errTokensInsecure)
+		return false
+	}
 	if t.tokens == nil {
 		WriteError(w, http.StatusServiceUnavailable, "this member does not manage credentials")
 		return false

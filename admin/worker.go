@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
@@ -30,14 +31,35 @@ const maxProtocolBody = 2*dispatch.MaxOutputBytes + 64<<10
 // workerAPI serves the worker protocol (dispatch/protocol.go). The
 // request's credential, never its body, names the credential an attempt is
 // bound to and the prefix a poll is limited to.
-type workerAPI struct{ get WorkerFunc }
+type workerAPI struct {
+	get  WorkerFunc
+	etcd func() []string // the etcd endpoints poll replies carry; may be nil
+}
 
 func (a *workerAPI) poll(w http.ResponseWriter, r *http.Request) {
 	var req dispatch.PollRequest
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
 		req.Credential, req.Prefix = who.ID, who.Prefix
-		return p.Poll(r.Context(), req)
+		resp, err := p.Poll(r.Context(), req)
+		if err == nil && a.etcd != nil {
+			resp.EtcdEndpoints = withoutUserinfo(a.etcd())
+		}
+		return resp, err
 	})
+}
+
+// withoutUserinfo returns the URLs of endpoints with any user name and
+// password removed; entries that are not URLs are kept as they are.
+func withoutUserinfo(endpoints []string) []string {
+	out := make([]string, 0, len(endpoints))
+	for _, e := range endpoints {
+		if u, err := url.Parse(e); err == nil && u.User != nil {
+			u.User = nil
+			e = u.String()
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 func (a *workerAPI) heartbeat(w http.ResponseWriter, r *http.Request) {

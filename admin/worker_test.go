@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,5 +91,33 @@ func TestWorkerProtocolReplies(t *testing.T) {
 				t.Errorf("got message %q, want %q", msg, tt.wantMsg)
 			}
 		})
+	}
+}
+
+// TestPollReplyNamesEtcdWithoutUserinfo checks that poll replies carry the
+// member's etcd endpoints, for workers to deny to http jobs, and never the
+// user name or password an endpoint URL may hold.
+func TestPollReplyNamesEtcdWithoutUserinfo(t *testing.T) {
+	h := admin.Handler(idleMember{}, admin.Config{
+		Gatherer:      prometheus.NewRegistry(),
+		Worker:        func() (admin.WorkerProtocol, error) { return scriptedProtocol{}, nil },
+		Auth:          testAuth,
+		EtcdEndpoints: func() []string { return []string{"http://10.0.0.1:2379", "https://root:hunter2@etcd.example:2379"} },
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req := asAdmin(httptest.NewRequest("POST", srv.URL+dispatch.PathPoll, strings.NewReader(`{"worker":"w1","max":1}`)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var pr dispatch.PollResponse
+	if err := json.NewDecoder(resp.Body).Decode(&pr); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("poll: %d, %v", resp.StatusCode, err)
+	}
+	if want := []string{"http://10.0.0.1:2379", "https://etcd.example:2379"}; !slices.Equal(pr.EtcdEndpoints, want) {
+		t.Errorf("etcd_endpoints = %q, want %q", pr.EtcdEndpoints, want)
 	}
 }

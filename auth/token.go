@@ -127,6 +127,18 @@ func ReadBootstrapFile(path string) (string, error) {
 	return secret, nil
 }
 
+// OpenToOthers reports whether the file at path may be read by its group
+// or by others (permission bits 0044), and its permission bits: a token
+// file should be its owner's alone (0600 or 0400). It reports false when
+// the file cannot be examined.
+func OpenToOthers(path string) (perm os.FileMode, open bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, false
+	}
+	return fi.Mode().Perm(), fi.Mode().Perm()&0o044 != 0
+}
+
 // ReadTokenFile reads a bearer token from path, without surrounding white
 // space (a trailing newline from `echo` or an editor). It refuses an empty
 // file.

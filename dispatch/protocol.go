@@ -74,6 +74,12 @@ type PollRequest struct {
 // etcd (fenced by the owner's epoch) before it is handed out.
 type PollResponse struct {
 	Attempts []Assignment `json:"attempts"`
+	// EtcdEndpoints are the client URLs of the fleet's etcd as the
+	// answering member knows them (without user information), so that a
+	// worker that was not given them, such as one started with
+	// --orchestrators, still refuses to let an "http" job reach etcd.
+	// Absent when the member does not say.
+	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
 }
 
 // Assignment is one attempt handed to a worker: everything needed to run

@@ -484,6 +484,14 @@ func validateURL(raw string) error {
 	return nil
 }
 
+// connectionHeaders are the header names a job may not set, in lower
+// case: those the HTTP client derives from the request (Host,
+// Content-Length) and the hop-by-hop ones (RFC 9110 section 7.6.1), which
+// would change how the request is framed or routed rather than what it
+// says.
+var connectionHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "keep-alive",
+	"proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer", "upgrade"}
+
 func validateHeader(name string, hv HeaderValue) error {
 	if len(name) > MaxHeaderNameBytes {
 		return fieldErr("executor.headers", "header name %s is longer than %d bytes", quoteClipped(name), MaxHeaderNameBytes)
@@ -497,6 +505,9 @@ func validateHeader(name string, hv HeaderValue) error {
 	}
 	if strings.HasPrefix(strings.ToLower(name), "jobfleet-") {
 		return fieldErr(field, "header names starting with \"Jobfleet-\" are reserved")
+	}
+	if slices.Contains(connectionHeaders, strings.ToLower(name)) {
+		return fieldErr(field, "%s is set by the HTTP client from the URL and body, or concerns one connection only; it cannot be set", name)
 	}
 	if hv.IsSecret() {
 		if !validSecretName(hv.SecretEnv) {

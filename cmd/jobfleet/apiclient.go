@@ -29,7 +29,8 @@ type clientOptions struct {
 	tokenFile   string
 	contextName string
 
-	flags *pflag.FlagSet // to tell given flags from defaults
+	flags  *pflag.FlagSet   // to tell given flags from defaults
+	stderr func() io.Writer // where warnings go; nil: none
 
 	prepared bool
 	ctx      cliContext // the context in use (zero if none); its ca, cert and key are the TLS client settings
@@ -56,6 +57,7 @@ func (o *clientOptions) register(cmd *cobra.Command) {
 	fs.StringVar(&o.cert, "cert", "", "PEM client certificate file to present to the server (with --key)")
 	fs.StringVar(&o.key, "key", "", "PEM private key file of --cert")
 	o.flags = fs
+	o.stderr = cmd.ErrOrStderr
 }
 
 // prepare resolves the server, the credential and the HTTP client.
@@ -111,12 +113,18 @@ func (o *clientOptions) prepare() error {
 	case o.ctx.Token != "":
 		o.bearer = o.ctx.Token
 	case o.ctx.TokenFile != "":
-		o.bearer, err = auth.ReadTokenFile(o.ctx.TokenFile)
+		o.tokenFile = o.ctx.TokenFile
+		o.bearer, err = auth.ReadTokenFile(o.tokenFile)
 	case o.token != "": // set by code (tests), not by a flag
 		o.bearer = o.token
 	}
 	if err != nil {
 		return err
+	}
+	if perm, open := auth.OpenToOthers(o.tokenFile); o.tokenFile != "" && o.bearer != "" && open && o.stderr != nil {
+		// Kubernetes mounts secrets 0644 unless told otherwise: warn,
+		// do not refuse.
+		fmt.Fprintf(o.stderr(), "warning: token file %s can be read by other users (mode %04o): chmod 600 %s\n", o.tokenFile, perm, o.tokenFile)
 	}
 	if o.api, err = o.newClient(); err != nil {
 		return err

@@ -142,8 +142,8 @@ func etcdStartHint(client, peer string) string {
 }
 
 func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
-	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
-		return fmt.Errorf("--data-dir: %w", err)
+	if err := ensurePrivateDir(cfg.dataDir); err != nil {
+		return err
 	}
 	unlock, err := lockDataDir(cfg.dataDir)
 	if err != nil {
@@ -255,6 +255,30 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 // lockDataDir takes an exclusive lock on dir for this process, so a second
 // `jobfleet dev` on the same data fails at once instead of blocking on
 // etcd's own database lock.
+// ensurePrivateDir creates dir (mode 0700) if missing, and refuses one
+// that is not this user's own: dev keeps its etcd data and its admin
+// token there, and the default lives in a shared temporary directory,
+// where another user could have created it first.
+func ensurePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--data-dir %s is not a directory (%s); give a directory of your own", dir, fi.Mode().Type())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("--data-dir %s is owned by uid %d, not by you (uid %d): another user may have created it to read or plant dev's data; remove it or choose another --data-dir", dir, st.Uid, os.Geteuid())
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("--data-dir %s can be written by other users (mode %04o): chmod 700 it, or choose another --data-dir", dir, perm)
+	}
+	return nil
+}
+
 func lockDataDir(dir string) (unlock func(), err error) {
 	f, err := os.OpenFile(filepath.Join(dir, "jobfleet-dev.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {

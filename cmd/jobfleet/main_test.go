@@ -40,6 +40,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "temp dir:", err)
 		os.Exit(1)
 	}
+	// Built before HOME moves: go would otherwise use a new, empty build
+	// cache and module cache under it, and compile (and download)
+	// everything again.
+	binary = filepath.Join(dir, "jobfleet")
+	if err := binarytest.Build(binary); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
 	// The tests, and the processes they start, never touch the real
 	// user's configuration: contexts go to a directory of their own.
 	home := filepath.Join(dir, "home")
@@ -56,12 +65,6 @@ func TestMain(m *testing.M) {
 	adminSecretFile = filepath.Join(dir, "admin-secret")
 	if err := os.WriteFile(adminSecretFile, []byte(adminSecret+"\n"), 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "jobfleet")
-	if err := binarytest.Build(binary); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	etcd = etcdtest.MustStart()

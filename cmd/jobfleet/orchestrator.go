@@ -50,6 +50,14 @@ func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
 	if len(o.endpoints) == 0 {
 		return nil, errors.New("--etcd-endpoints is required")
 	}
+	for _, ep := range o.endpoints {
+		// Endpoints are shown to viewers (GET /v1/cluster/storage) and
+		// sent to workers: credentials have flags of their own.
+		if u, err := url.Parse(ep); err == nil && u.User != nil {
+			u.User = nil
+			return nil, fmt.Errorf("--etcd-endpoints %s: a user name or password in the URL is refused; give them with --etcd-username and --etcd-password (or JOBFLEET_ETCD_PASSWORD)", u)
+		}
+	}
 	cfg := clientv3.Config{
 		Endpoints:   o.endpoints,
 		DialTimeout: 5 * time.Second,
@@ -165,7 +173,7 @@ func (o *memberOptions) authConfig(lg *zap.Logger, listen, metricsListen string)
 		if metricsListen != "" && !loopbackListen(metricsListen) {
 			return "", false, fmt.Errorf("--insecure-no-auth is refused with --metrics-listen %q: every listener must be a loopback address", metricsListen)
 		}
-		lg.Warn("AUTHENTICATION IS OFF (--insecure-no-auth): every process and web page that can reach this loopback listener acts as admin", zap.String("listen", listen))
+		lg.Warn("AUTHENTICATION IS OFF (--insecure-no-auth): every process on this machine can reach this loopback listener and acts as admin", zap.String("listen", listen))
 		return "", true, nil
 	}
 	if o.adminTokenFile != "" {
@@ -371,6 +379,8 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		Insecure: insecure,
 		Loopback: loopbackListen(listen),
 		Limits:   o.limits,
+		// Workers deny these to "http" jobs, even those not told them.
+		EtcdEndpoints: client.Endpoints,
 	}
 	if err := o.retention.apply(&ocfg, &acfg); err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
@@ -133,6 +134,9 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 				}
 				if token = strings.TrimSpace(string(b)); token == "" {
 					return fmt.Errorf("--token-file %s is empty", tokenFile)
+				}
+				if perm, open := auth.OpenToOthers(tokenFile); open {
+					lg.Warn("the token file can be read by other users: chmod 600 it", zap.String("token_file", tokenFile), zap.String("mode", fmt.Sprintf("%04o", perm)))
 				}
 			}
 			var tlsCfg *tls.Config // nil: Go's defaults

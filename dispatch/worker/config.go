@@ -55,7 +55,12 @@ type Config struct {
 	Concurrency int
 	// AllowShell enables the "shell" executor. Without it the worker does
 	// not advertise "shell" and reports any shell attempt it is handed as
-	// failed.
+	// failed. With it, on Linux, Run makes the whole process non-dumpable
+	// (prctl PR_SET_DUMPABLE 0) before it polls, so that commands, which
+	// run as the worker's user, cannot read the worker's environment
+	// (its token, its secrets) or memory through /proc; root still can.
+	// Commands can read whatever else the worker's user can, such as its
+	// token file.
 	AllowShell bool
 	// PollWait is how long each long poll may be held by an orchestrator
 	// when it has nothing to hand out; default 15s, at most

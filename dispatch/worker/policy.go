@@ -50,18 +50,23 @@ type Resolver interface {
 //
 //  1. Deny: a destination on the deny list is refused.
 //  2. The fleet: the orchestrators the worker polls (kept current as
-//     discovery reports them) and the Fleet endpoints (etcd) are refused,
+//     discovery reports them), the Fleet endpoints (etcd) and the etcd
+//     endpoints the orchestrators name in their poll replies are refused,
 //     by address and port; no allow rule overrides this.
-//  3. Allow: a destination on the allow list is permitted.
-//  4. Default denials: loopback (127.0.0.0/8, ::1), link-local
+//  3. etcd's ports: 2379 and 2380 (etcd's registered client and peer
+//     ports) are refused on every host, unless an Allow entry that names
+//     the port explicitly ("10.0.0.9:2379", "store.internal:2380")
+//     permits the destination; an entry without a port does not.
+//  4. Allow: a destination on the allow list is permitted.
+//  5. Default denials: loopback (127.0.0.0/8, ::1), link-local
 //     (169.254.0.0/16, fe80::/10, where cloud metadata services live),
 //     unspecified and "this network" addresses (0.0.0.0/8, ::), multicast
 //     and broadcast are refused.
-//  5. Anything else is permitted.
+//  6. Anything else is permitted.
 //
 // IPv4-mapped IPv6 addresses (::ffff:127.0.0.1) are checked as the IPv4
 // address they map. A host name permitted by an Allow entry is permitted
-// whatever it resolves to, except by rules 1 and 2.
+// whatever it resolves to, except by rules 1 to 3.
 //
 // Entries of Allow and Deny are, each optionally followed by ":PORT" to
 // match that port only: a CIDR ("10.0.0.0/8", "fd00::/8"), an address
@@ -70,8 +75,8 @@ type Resolver interface {
 // internal). Names match the URL's host as written, case-insensitively;
 // addresses and CIDRs match the address connected to.
 type HTTPPolicy struct {
-	// Allow lists destinations permitted although a default denial (rule
-	// 4) covers them, e.g. "127.0.0.1" for a receiver on the worker's own
+	// Allow lists destinations permitted although a default denial (rules
+	// 3 and 5) covers them, e.g. "127.0.0.1" for a receiver on the worker's own
 	// host.
 	Allow []string
 	// Deny lists destinations never connected to (rule 1).
@@ -259,9 +264,18 @@ type destPolicy struct {
 	fixed       []endpoint // HTTPPolicy.Fleet
 	resolver    Resolver
 
-	mu            sync.Mutex // guards orchestrators
+	mu            sync.Mutex // guards orchestrators and etcd
 	orchestrators []endpoint // from discovery
+	etcd          []endpoint // from poll replies; only grows, up to maxLearnedEtcd
 }
+
+// maxLearnedEtcd bounds the etcd endpoints a worker keeps from poll
+// replies.
+const maxLearnedEtcd = 64
+
+// etcdPorts are etcd's registered client and peer ports, denied on every
+// host unless allowed explicitly (rule 3).
+var etcdPorts = []uint16{2379, 2380}
 
 // newDestPolicy parses p; errors name the bad entry.
 func newDestPolicy(p HTTPPolicy) (*destPolicy, error) {
@@ -308,11 +322,38 @@ func (d *destPolicy) setOrchestrators(addrs []string) {
 	d.mu.Unlock()
 }
 
+// learnEtcd adds the etcd endpoints an orchestrator named (URLs) to the
+// denied fleet endpoints, and returns how many were new. They are never
+// removed: an endpoint the fleet stopped using is still etcd's.
+// Unparsable entries are skipped.
+func (d *destPolicy) learnEtcd(urls []string) int {
+	if len(urls) == 0 {
+		return 0
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	added := 0
+	for _, s := range urls {
+		e, err := parseEndpoint(strings.TrimSpace(s), "fleet etcd endpoint")
+		if err != nil || len(d.etcd) >= maxLearnedEtcd {
+			continue
+		}
+		if slices.ContainsFunc(d.etcd, func(o endpoint) bool { return o.host == e.host && o.port == e.port }) {
+			continue
+		}
+		d.etcd = append(d.etcd, e)
+		added++
+	}
+	return added
+}
+
 func (d *destPolicy) fleet() []endpoint {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append(slices.Clone(d.fixed), d.orchestrators...)
+	return slices.Concat(d.fixed, d.orchestrators, d.etcd)
 }
+
+const etcdPortRule = "etcd's port, denied on every host by default (allow it with an --http-allow entry naming the port, HOST:%d)"
 
 const fleetRule = "the fleet's own endpoint, always denied"
 
@@ -331,8 +372,9 @@ func (d *destPolicy) checkName(name string, port uint16) (allowed bool, err erro
 			return false, &DestinationError{Dest: dest, Rule: fmt.Sprintf("%s (%s)", e.what, fleetRule)}
 		}
 	}
+	etcdPort := slices.Contains(etcdPorts, port)
 	for _, r := range d.allow {
-		if r.matchName(name, port) {
+		if r.matchName(name, port) && (!etcdPort || r.port == port) {
 			return true, nil
 		}
 	}
@@ -374,8 +416,16 @@ func (d *destPolicy) checkAddr(ctx context.Context, ap netip.AddrPort, nameAllow
 			}
 		}
 	}
-	if nameAllowed {
+	if nameAllowed { // by an entry naming the port, if it is etcd's
 		return nil
+	}
+	if slices.Contains(etcdPorts, port) {
+		for _, r := range d.allow {
+			if r.port == port && r.matchAddr(a, port) {
+				return nil
+			}
+		}
+		return &DestinationError{Dest: dest, Rule: fmt.Sprintf(etcdPortRule, port)}
 	}
 	for _, r := range d.allow {
 		if r.matchAddr(a, port) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -105,5 +106,77 @@ func TestParseRule(t *testing.T) {
 		if (err != nil) != tt.wantError {
 			t.Errorf("parseRule(%q) = %v, want error %v", tt.in, err, tt.wantError)
 		}
+	}
+}
+
+// TestPolicyEtcdPorts checks the second line against a job reaching etcd:
+// etcd's registered ports are refused on every host unless an allow entry
+// names the port, and etcd endpoints an orchestrator reports are refused
+// like the fleet's own, whatever the allow list says.
+func TestPolicyEtcdPorts(t *testing.T) {
+	p, err := newDestPolicy(HTTPPolicy{
+		Allow: []string{"127.0.0.0/8", "10.0.0.0/8", "10.9.9.9:2379", "store.example:2380", "etcd-ok.example"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedBy := func(raw string) string {
+		t.Helper()
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.checkURL(u); err != nil {
+			return err.Error()
+		}
+		host := u.Hostname()
+		if _, perr := netip.ParseAddr(host); perr != nil { // a name: as dialContext does, with a made-up resolution
+			n, _ := strconv.Atoi(u.Port())
+			allowed, err := p.checkName(host, uint16(n))
+			if err != nil {
+				return err.Error()
+			}
+			if err := p.checkAddr(nil, netip.AddrPortFrom(netip.MustParseAddr("192.0.2.10"), uint16(n)), allowed); err != nil {
+				return err.Error()
+			}
+		}
+		return ""
+	}
+	for _, tt := range []struct{ url, want string }{
+		{"http://192.0.2.1:2379/v3/kv/put", "etcd's port"},
+		{"http://192.0.2.1:2380/", "etcd's port"},
+		{"http://127.0.0.1:2379/", "etcd's port"},       // loopback allowed, but not etcd's port
+		{"http://10.1.1.1:2379/", "etcd's port"},        // a CIDR without the port does not allow it
+		{"http://etcd-ok.example:2379/", "etcd's port"}, // nor a name without the port
+		{"http://10.9.9.9:2379/", ""},
+		{"http://10.9.9.9:2380/", "etcd's port"},
+		{"http://store.example:2380/", ""},
+		{"http://192.0.2.1:2378/", ""},
+		{"http://127.0.0.1:8080/", ""},
+	} {
+		got := refusedBy(tt.url)
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: %q, want refused by %q", tt.url, got, tt.want)
+		}
+	}
+
+	// Learned from a poll reply: refused by address and port, beyond the
+	// allow list (10.0.0.0/8 and 127.0.0.0/8), userinfo or not.
+	if n := p.learnEtcd([]string{"http://10.0.0.5:12379", "http://127.0.0.1:22379", "not a url", "http://10.0.0.5:12379"}); n != 2 {
+		t.Errorf("learnEtcd added %d endpoints, want 2", n)
+	}
+	for _, raw := range []string{"http://10.0.0.5:12379/v3/kv/put", "http://127.0.0.1:22379/health", "http://[::ffff:127.0.0.1]:22379/"} {
+		if got := refusedBy(raw); !strings.Contains(got, "fleet etcd endpoint") {
+			t.Errorf("%s: %q, want refused as a fleet etcd endpoint", raw, got)
+		}
+	}
+	if got := refusedBy("http://10.0.0.5:12380/"); got != "" {
+		t.Errorf("another port of an etcd host: %q, want permitted", got)
+	}
+	for i := range 2 * maxLearnedEtcd {
+		p.learnEtcd([]string{"http://10.0.1.1:" + strconv.Itoa(30000+i)})
+	}
+	if got := len(p.fleet()); got != maxLearnedEtcd {
+		t.Errorf("%d fleet endpoints after a flood of learned ones, want the cap %d", got, maxLearnedEtcd)
 	}
 }

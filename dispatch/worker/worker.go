@@ -159,6 +159,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
+	if w.cfg.AllowShell {
+		if err := protectFromShellJobs(); err != nil {
+			return fmt.Errorf("protect the worker from its shell jobs: %w", err)
+		}
+	}
 	hardCtx, hardCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hardCancel(nil)
 	w.hardCtx = hardCtx
@@ -441,6 +446,11 @@ func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Durat
 	var resp dispatch.PollResponse
 	if err := json.Unmarshal(r.body, &resp); err != nil {
 		return nil, fmt.Errorf("decode poll reply: %w", err)
+	}
+	// Before any attempt of this reply runs: its "http" jobs must not
+	// reach the fleet's etcd, which this worker may not have been told of.
+	if n := w.policy.learnEtcd(resp.EtcdEndpoints); n > 0 {
+		w.lg.Info("etcd endpoints learned from an orchestrator; denied to http jobs", zap.String("orchestrator", addr), zap.Strings("etcd_endpoints", resp.EtcdEndpoints))
 	}
 	return resp.Attempts, nil
 }

@@ -336,16 +336,35 @@ func (c *checker) windows(p int) []Window {
 // the grace or more: ahead, the owner's timers still wake at real time, when
 // its clock says the time is the offset old; behind, the times it had not
 // fired when its clock is set right are as old as the offset.
+//
+// Faults compound: a member whose clock is behind looks at a time of its
+// window only when its clock reaches it, the offset late (its timers run
+// on real time, so setting the clock right does not wake them sooner). If
+// another window of the partition holds that later instant, the time
+// counts as seen then, and the grace is still measured from the time
+// itself.
 func (c *checker) mayMiss(p int, t time.Time) bool {
-	for _, w := range c.windows(p) {
+	ws := c.windows(p)
+	seen := []time.Time{t}
+	for _, w := range ws {
+		if w.Skew < 0 && within(t, w) {
+			seen = append(seen, t.Add(-w.Skew))
+		}
+	}
+	for _, w := range ws {
 		if w.Skew != 0 {
 			if within(t, w) && max(w.Skew, -w.Skew)+windowSlack >= c.in.Grace {
 				return true
 			}
 			continue
 		}
-		if !t.Before(w.Start.Add(-windowSlack)) && !t.Add(c.in.Grace).After(w.End.Add(windowSlack)) {
-			return true
+		if t.Add(c.in.Grace).After(w.End.Add(windowSlack)) {
+			continue
+		}
+		for _, at := range seen {
+			if !at.Before(w.Start.Add(-windowSlack)) {
+				return true
+			}
 		}
 	}
 	return false

@@ -429,6 +429,7 @@ func TestLeaseLossesFromLogs(t *testing.T) {
 	lines := []string{
 		"===== orch-1 incarnation 0 started",
 		fmt.Sprintf(`{"level":"info","ts":%.6f,"msg":"partitions acquired","member":"orch-1","partitions":[1,2],"epoch":7}`, float64(at(1).UnixMicro())/1e6),
+		fmt.Sprintf(`{"level":"warn","ts":%.6f,"msg":"lease not renewed within the renew deadline; fencing","member":"orch-1","renew_deadline":1.2,"last_renewal":%.6f}`, float64(at(10).UnixMicro())/1e6, float64(at(8.8).UnixMicro())/1e6),
 		fmt.Sprintf(`{"level":"warn","ts":%.6f,"msg":"session ended; stopped acting as owner","member":"orch-1","partitions":[1,2],"error":"lease not renewed"}`, float64(at(10).UnixMicro())/1e6),
 		fmt.Sprintf(`{"level":"warn","ts":%.6f,"msg":"partition ownership lost","member":"orch-1","partitions":[3]}`, float64(at(20).UnixMicro())/1e6),
 		fmt.Sprintf(`{"level":"warn","ts":%.6f,"msg":"session ended; stopped acting as owner","member":"orch-1","partitions":[1]}`, float64(at(50).UnixMicro())/1e6),
@@ -441,8 +442,13 @@ func TestLeaseLossesFromLogs(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("got %d lease losses, want 2 (the third is after the end): %+v", len(got), got)
 	}
-	if f := got[0]; f.Target != "orch-1" || !f.Start.Equal(at(10)) || !f.Recovered.Equal(at(13.5)) || !slices.Equal(f.Windows[0].Partitions, []int{1, 2}) {
-		t.Errorf("first lease loss %+v, want orch-1's partitions 1 and 2 from 10s, owned again at 13.5s", f)
+	// The member fenced itself at 10s for a lease last renewed at 8.8s:
+	// it may have been unable to write from then on.
+	if f := got[0]; f.Target != "orch-1" || !f.Start.Equal(at(8.8)) || !f.Windows[0].Start.Equal(at(8.8)) || !f.Recovered.Equal(at(13.5)) || !slices.Equal(f.Windows[0].Partitions, []int{1, 2}) {
+		t.Errorf("first lease loss %+v, want orch-1's partitions 1 and 2 from its last renewal at 8.8s, owned again at 13.5s", f)
+	}
+	if f := got[1]; !f.Start.Equal(at(20)) {
+		t.Errorf("second lease loss from %v, want 20s (no fencing line of its own)", f.Start)
 	}
 	if f := got[1]; !f.Recovered.IsZero() {
 		t.Errorf("second lease loss recovered at %v, want never (partition 3 was not acquired again)", f.Recovered)
@@ -765,6 +771,39 @@ func TestCheckClockStepMisses(t *testing.T) {
 			b.in.History.Specs["a"][1].Job.MisfirePolicy = tt.misfire
 			b.clock("m1", tt.off, 8, 13, []int{p})
 			b.drop("a", 9)
+			r := b.check(25)
+			if got := violations(r); got != tt.want {
+				dump(t, r)
+				t.Errorf("got violations %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCheckClockBehindThenOutage: a member whose clock is behind looks at
+// a time only its offset late; if its partition then has no working
+// owner until more than the grace after the time, the misfire policy may
+// have skipped it. Faults compound.
+func TestCheckClockBehindThenOutage(t *testing.T) {
+	p := shard.Partition("a", testPartitions)
+	for _, tt := range []struct {
+		name   string
+		outage [2]float64 // no working owner, from and to (seconds)
+		off    time.Duration
+		want   string
+	}{
+		{"the outage holds the late look", [2]float64{11.5, 16}, -3 * time.Second, ""},
+		{"the outage begins after the late look", [2]float64{14, 18}, -3 * time.Second, "missed×1"},
+		{"no offset", [2]float64{11.5, 16}, 0, "missed×1"},
+		{"an offset ahead", [2]float64{11.5, 16}, 3 * time.Second, "missed×1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := healthy()
+			if tt.off != 0 {
+				b.clock("m1", tt.off, 8, 10, []int{p})
+			}
+			b.fault(OrchestratorKill, tt.outage[0], tt.outage[1], []int{p})
+			b.drop("a", 9) // looked at 12s with the offset; 9s + 5s grace < 16s
 			r := b.check(25)
 			if got := violations(r); got != tt.want {
 				dump(t, r)

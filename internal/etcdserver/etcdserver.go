@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,6 +111,15 @@ func Start(cfg Config) (*Server, error) {
 		ec.InitialCluster = cfg.InitialCluster
 		ec.InitialClusterToken = "jobfleet"
 	}
+	// The client port speaks gRPC to jobfleet and plain HTTP only for
+	// /health, /metrics and /version. etcd's defaults would also serve its
+	// JSON gateway (/v3/kv/put, ...) with CORS open to every origin and
+	// any Host header, so that any web page the user visits could read
+	// and write the namespace through a loopback dev server (by a direct
+	// request or by DNS rebinding). No part of jobfleet uses the gateway.
+	ec.EnableGRPCGateway = false
+	ec.CORS = map[string]struct{}{clientURL.String(): {}} // etcd's own origin, which serves no pages; empty would mean "all"
+	ec.HostWhitelist = hostWhitelist(cfg.ClientAddr)
 	ec.UnsafeNoFsync = cfg.NoFsync
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	ec.Logger = "zap"
@@ -131,6 +141,21 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("etcdserver: not ready after %v", cfg.StartTimeout)
 	}
 	return &Server{etcd: e, logLevel: level, clientAddr: cfg.ClientAddr, peerAddr: cfg.PeerAddr}, nil
+}
+
+// hostWhitelist returns the Host header names the client port answers
+// plain HTTP requests for: the loopback names and addresses, and the host
+// of clientAddr (the address clients are given). Any other Host, such as a
+// name an attacker rebinds to 127.0.0.1, is refused with 421.
+func hostWhitelist(clientAddr string) map[string]struct{} {
+	hosts := map[string]struct{}{"localhost": {}, "127.0.0.1": {}, "::1": {}, "[::1]": {}}
+	if host, _, err := net.SplitHostPort(clientAddr); err == nil && host != "" {
+		hosts[host] = struct{}{}
+		if strings.Contains(host, ":") {
+			hosts["["+host+"]"] = struct{}{}
+		}
+	}
+	return hosts
 }
 
 // Endpoints returns the client URLs, for clientv3.Config.Endpoints.

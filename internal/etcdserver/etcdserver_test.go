@@ -2,7 +2,10 @@ package etcdserver_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -126,4 +129,76 @@ func client(t *testing.T, endpoints []string) *clientv3.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// TestClientPortRefusesBrowsers replays what a web page can make a browser
+// send to a loopback etcd: a "simple" cross-origin POST to the JSON
+// gateway (text/plain, any Origin), and requests under a rebound Host
+// name. None may reach the data, and none may be answered with CORS
+// headers; the product's own gRPC client and plain health checks still
+// work.
+func TestClientPortRefusesBrowsers(t *testing.T) {
+	s, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir(), NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := s.Endpoints()[0]
+	hc := &http.Client{Timeout: 10 * time.Second}
+	do := func(method, path, host, body string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "text/plain")
+		req.Header.Set("Origin", "http://evil.example")
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return resp, string(b)
+	}
+	put := `{"key":"` + base64.StdEncoding.EncodeToString([]byte("attack")) + `","value":"` + base64.StdEncoding.EncodeToString([]byte("x")) + `"}`
+	for _, path := range []string{"/v3/kv/put", "/v3beta/kv/put", "/v3/kv/range"} {
+		resp, body := do(http.MethodPost, path, "", put)
+		if resp.StatusCode/100 == 2 {
+			t.Errorf("POST %s from a foreign origin = %d %q; want refused", path, resp.StatusCode, body)
+		}
+		if v := resp.Header.Get("Access-Control-Allow-Origin"); v != "" {
+			t.Errorf("POST %s: Access-Control-Allow-Origin = %q; want none", path, v)
+		}
+	}
+	resp, _ := do(http.MethodOptions, "/v3/kv/put", "", "")
+	if v := resp.Header.Get("Access-Control-Allow-Origin"); v != "" {
+		t.Errorf("preflight: Access-Control-Allow-Origin = %q; want none", v)
+	}
+	for _, path := range []string{"/health", "/metrics", "/version"} {
+		if resp, body := do(http.MethodGet, path, "rebound.evil.example:2379", ""); resp.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("GET %s with a rebound Host = %d %q; want 421", path, resp.StatusCode, body)
+		}
+	}
+	for _, host := range []string{"", "localhost", "127.0.0.1:1"} {
+		if resp, body := do(http.MethodGet, "/health", host, ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET /health with Host %q = %d %q; want 200", host, resp.StatusCode, body)
+		}
+	}
+	c := client(t, s.Endpoints())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := c.Get(ctx, "attack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Kvs) != 0 {
+		t.Fatalf("the cross-origin POST wrote %q", got.Kvs[0].Value)
+	}
+	if _, err := c.Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("gRPC put: %v", err)
+	}
 }

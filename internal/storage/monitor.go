@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,10 +134,11 @@ func (m *Monitor) Check(ctx context.Context) State {
 	var wg sync.WaitGroup
 	for i, ep := range eps {
 		wg.Go(func() {
-			next.Endpoints[i].Endpoint = ep
+			shown := withoutUserinfo(ep)
+			next.Endpoints[i].Endpoint = shown
 			resp, err := m.client.Status(ctx, ep)
 			if err != nil {
-				next.Endpoints[i].Error = err.Error()
+				next.Endpoints[i].Error = strings.ReplaceAll(err.Error(), ep, shown)
 				return
 			}
 			resps[i] = resp
@@ -294,4 +297,15 @@ func (m *Monitor) Admit() error {
 
 func percent(f float64) string {
 	return fmt.Sprintf("%g%%", float64(int(f*1000+0.5))/10)
+}
+
+// withoutUserinfo returns the endpoint URL ep without any user name and
+// password: reports are read by every viewer.
+func withoutUserinfo(ep string) string {
+	u, err := url.Parse(ep)
+	if err != nil || u.User == nil {
+		return ep
+	}
+	u.User = nil
+	return u.String()
 }

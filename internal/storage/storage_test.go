@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -533,5 +534,43 @@ func TestStoreGuardRefusesGrowthOnly(t *testing.T) {
 	}
 	if err := guarded.Delete(ctx, "j"); err != nil {
 		t.Errorf("delete: %v", err)
+	}
+}
+
+// TestMonitorReportsNoUserinfo checks that endpoints written with a user
+// name and password appear in the report, which every viewer reads,
+// without them: neither as the endpoint nor inside an error.
+func TestMonitorReportsNoUserinfo(t *testing.T) {
+	srv, _ := smallEtcd(t, 4<<20)
+	check := func(endpoint string) storage.State {
+		t.Helper()
+		client, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		cfg := storage.DefaultConfig("/u/", "m")
+		cfg.Clock = clockwork.NewFakeClock()
+		cfg.RequestTimeout = 2 * time.Second
+		m, err := storage.NewMonitor(client, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := m.Check(context.Background())
+		doc, err := json.Marshal(storage.Report{Endpoints: st.Endpoints})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(doc), "hunter2") || (st.Err != nil && strings.Contains(st.Err.Error(), "hunter2")) {
+			t.Errorf("report %s, error %v: the user information is shown", doc, st.Err)
+		}
+		return st
+	}
+	st := check(strings.Replace(srv.Endpoints()[0], "http://", "http://root:hunter2@", 1))
+	if st.Err != nil || len(st.Endpoints) != 1 || st.Endpoints[0].Endpoint != srv.Endpoints()[0] {
+		t.Errorf("state %+v, want the endpoint %s without user information", st, srv.Endpoints()[0])
+	}
+	if st := check("http://root:hunter2@127.0.0.1:1"); st.Err == nil || !strings.Contains(st.Err.Error(), "http://127.0.0.1:1") {
+		t.Errorf("unreachable endpoint: %v, want an error naming it without user information", st.Err)
 	}
 }

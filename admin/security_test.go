@@ -64,12 +64,12 @@ func (f *fakeProtocol) Poll(ctx context.Context, req dispatch.PollRequest) (disp
 		case <-ctx.Done():
 		}
 	}
-	return dispatch.PollResponse{Attempts: []dispatch.Assignment{}}, nil
+	return dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{}}, nil
 }
 
 func (f *fakeProtocol) Heartbeat(_ context.Context, req dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error) {
 	f.record(req)
-	return dispatch.HeartbeatResponse{Lease: store.Duration(time.Second)}, nil
+	return dispatch.HeartbeatResponse{RunLease: store.Duration(time.Second)}, nil
 }
 
 func (f *fakeProtocol) Complete(_ context.Context, req dispatch.CompleteRequest) (dispatch.CompleteResponse, error) {

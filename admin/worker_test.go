@@ -46,9 +46,9 @@ func TestWorkerProtocolReplies(t *testing.T) {
 		wantCode int
 		wantMsg  string
 	}{
-		{name: "attempt handed out", p: scriptedProtocol{resp: dispatch.PollResponse{Attempts: []dispatch.Assignment{{RunID: "a@1", Payload: json.RawMessage(`{"k":[1,2]}`)}}}},
+		{name: "attempt handed out", p: scriptedProtocol{resp: dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{{RunID: "a@1", Payload: json.RawMessage(`{"k":[1,2]}`)}}}},
 			wantCode: http.StatusOK},
-		{name: "payload that cannot be encoded", p: scriptedProtocol{resp: dispatch.PollResponse{Attempts: []dispatch.Assignment{{RunID: "a@1", Payload: json.RawMessage(`{"k":`)}}}},
+		{name: "payload that cannot be encoded", p: scriptedProtocol{resp: dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{{RunID: "a@1", Payload: json.RawMessage(`{"k":`)}}}},
 			wantCode: http.StatusInternalServerError, wantMsg: "internal error: the reply could not be encoded as JSON"},
 		{name: "etcd without leader", p: scriptedProtocol{err: store.Classify(rpctypes.ErrGRPCNoLeader)},
 			wantCode: http.StatusServiceUnavailable, wantMsg: "store unavailable: etcd did not answer in time or has no leader; retry later"},

@@ -254,7 +254,7 @@ func TestWorkerProtocol(t *testing.T) {
 	if _, err := adm.CreateJob(ctx, job); err != nil { // runs once, now
 		t.Fatal(err)
 	}
-	var a dispatch.Assignment
+	var a dispatch.AttemptGrant
 	waitFor(t, func() bool {
 		resp, err := w.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: store.Duration(time.Second)})
 		if err != nil {
@@ -269,7 +269,7 @@ func TestWorkerProtocol(t *testing.T) {
 		t.Fatalf("attempt %+v", a)
 	}
 	hb, err := w.Heartbeat(ctx, dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt})
-	if err != nil || hb.Lease <= 0 {
+	if err != nil || hb.RunLease <= 0 {
 		t.Fatalf("heartbeat: %+v, %v", hb, err)
 	}
 	// Another worker credential may not report the attempt.

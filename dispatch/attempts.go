@@ -60,7 +60,7 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 // runs under the partition's context: the poll ending meanwhile does not
 // cut it (the caller takes back what it then cannot deliver). It is a
 // writer.
-func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) []Assignment {
+func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) []AttemptGrant {
 	worker := req.Worker
 	if pt.d.writesRefused() != nil {
 		return nil // etcd is full: no attempt could be recorded
@@ -122,7 +122,7 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 	defer func() { pt.readopt(pt.ctx, lost) }() // after mu is released
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	var out []Assignment
+	var out []AttemptGrant
 	for i, pk := range picked {
 		ar := pk.ar
 		if !resp.Responses[i].GetResponseTxn().Succeeded {
@@ -133,7 +133,7 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 		pt.updatedLocked(ar, pk.w, resp.Header.Revision, ar.notBefore)
 		ar.leaseUntil = now.Add(pt.d.cfg.RunLease)
 		e := pt.jobs[ar.run.JobID]
-		out = append(out, Assignment{
+		out = append(out, AttemptGrant{
 			RunID:       ar.run.ID,
 			JobID:       ar.run.JobID,
 			Attempt:     len(ar.run.Attempts),
@@ -141,7 +141,7 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 			Executor:    e.spec.Executor,
 			Payload:     e.spec.Payload,
 			Timeout:     e.spec.Timeout,
-			Lease:       store.Duration(pt.d.cfg.RunLease),
+			RunLease:    store.Duration(pt.d.cfg.RunLease),
 			Owner:       pt.own.Member,
 			OwnerAddr:   pt.d.cfg.MemberAddr,
 		})
@@ -210,7 +210,7 @@ func (pt *partition) notOwned() error {
 // context, fenced, and retries after a failed write; a take-back that
 // never applies (the partition is handed over meanwhile) leaves the
 // attempt to expire with its lease, and the run is retried. It is a reader.
-func (pt *partition) queueTakeBack(worker string, a Assignment) {
+func (pt *partition) queueTakeBack(worker string, a AttemptGrant) {
 	pt.mu.Lock()
 	if pt.closed {
 		pt.mu.Unlock()
@@ -376,14 +376,14 @@ func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) 
 		return HeartbeatResponse{}, pt.notOwned()
 	}
 	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker, req.Credential) {
-		return HeartbeatResponse{Lease: store.Duration(pt.d.cfg.RunLease), Cancel: true}, nil
+		return HeartbeatResponse{RunLease: store.Duration(pt.d.cfg.RunLease), Cancel: true}, nil
 	}
 	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker, req.Credential)
 	if err != nil {
 		return HeartbeatResponse{}, err
 	}
 	ar.leaseUntil = pt.now().Add(pt.d.cfg.RunLease)
-	return HeartbeatResponse{Lease: store.Duration(pt.d.cfg.RunLease)}, nil
+	return HeartbeatResponse{RunLease: store.Duration(pt.d.cfg.RunLease)}, nil
 }
 
 // complete records an attempt's result. The write runs under the

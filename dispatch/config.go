@@ -37,7 +37,7 @@ type Config struct {
 	// Partitions is the cluster's partition count.
 	Partitions int
 	// MemberID and MemberAddr identify this member in runs and
-	// assignments.
+	// attempt grants.
 	MemberID   string
 	MemberAddr string
 	// FireBatch is the most runs one fenced transaction creates. Each run

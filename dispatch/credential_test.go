@@ -14,7 +14,7 @@ import (
 
 // pollAs takes up to max attempts for worker with credential cred and
 // scope prefix, waiting at most wait.
-func (h *harness) pollAs(worker, cred, prefix string, max int, wait time.Duration) []dispatch.Assignment {
+func (h *harness) pollAs(worker, cred, prefix string, max int, wait time.Duration) []dispatch.AttemptGrant {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -115,7 +115,7 @@ func TestPollPrefix(t *testing.T) {
 	}
 }
 
-func ids(as []dispatch.Assignment) []string {
+func ids(as []dispatch.AttemptGrant) []string {
 	var out []string
 	for _, a := range as {
 		out = append(out, a.JobID)

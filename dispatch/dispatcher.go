@@ -238,7 +238,7 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 	for {
 		parts, avail := d.snapshot()
 		rand.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
-		var out []Assignment
+		var out []AttemptGrant
 		for _, pt := range parts {
 			if len(out) >= req.Max {
 				break
@@ -250,7 +250,7 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 			// never see these attempts, so take them back rather than let
 			// them burn an attempt each when their leases expire.
 			d.takeBack(req.Worker, out)
-			return PollResponse{Attempts: []Assignment{}}, nil
+			return PollResponse{Attempts: []AttemptGrant{}}, nil
 		}
 		if len(out) > 0 || wait <= 0 {
 			return PollResponse{Attempts: nonNil(out)}, nil
@@ -258,16 +258,16 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 		select {
 		case <-avail:
 		case <-timer.Chan():
-			return PollResponse{Attempts: []Assignment{}}, nil
+			return PollResponse{Attempts: []AttemptGrant{}}, nil
 		case <-ctx.Done():
-			return PollResponse{Attempts: []Assignment{}}, nil
+			return PollResponse{Attempts: []AttemptGrant{}}, nil
 		}
 	}
 }
 
-func nonNil(a []Assignment) []Assignment {
+func nonNil(a []AttemptGrant) []AttemptGrant {
 	if a == nil {
-		return []Assignment{}
+		return []AttemptGrant{}
 	}
 	return a
 }
@@ -337,7 +337,7 @@ func validateReport(worker, runID string, attempt int) (string, error) {
 // takeBack hands attempts that were recorded but never delivered to
 // their partitions' loops, which return the runs to pending (see
 // partition.queueTakeBack).
-func (d *Dispatcher) takeBack(worker string, as []Assignment) {
+func (d *Dispatcher) takeBack(worker string, as []AttemptGrant) {
 	for _, a := range as {
 		if pt, err := d.partitionFor(a.JobID); err == nil {
 			pt.queueTakeBack(worker, a)

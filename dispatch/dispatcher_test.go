@@ -216,7 +216,7 @@ func (h *harness) waitRun(runID string, cond func(store.Run) bool) store.Run {
 
 // poll takes up to max attempts as worker, waiting (in real time, at most
 // 10s) for at least one.
-func (h *harness) poll(worker string, max int) []dispatch.Assignment {
+func (h *harness) poll(worker string, max int) []dispatch.AttemptGrant {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -230,7 +230,7 @@ func (h *harness) poll(worker string, max int) []dispatch.Assignment {
 	return resp.Attempts
 }
 
-func (h *harness) complete(a dispatch.Assignment, worker string, success bool, msg string) (dispatch.CompleteResponse, error) {
+func (h *harness) complete(a dispatch.AttemptGrant, worker string, success bool, msg string) (dispatch.CompleteResponse, error) {
 	return h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt, Success: success, Error: msg})
 }
 
@@ -272,7 +272,7 @@ func TestAttemptSucceeds(t *testing.T) {
 		t.Fatalf("got %d assignments, want 1", len(as))
 	}
 	a := as[0]
-	if a.JobID != "job" || a.Attempt != 1 || string(a.Payload) != `{"x":1}` || a.Owner != "m1" || a.Lease.Std() != runLease {
+	if a.JobID != "job" || a.Attempt != 1 || string(a.Payload) != `{"x":1}` || a.Owner != "m1" || a.RunLease.Std() != runLease {
 		t.Fatalf("assignment = %+v", a)
 	}
 	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunRunning })

@@ -49,7 +49,7 @@ func TestFireWhoseAnswerWasLostIsDispatched(t *testing.T) {
 	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
 	// The owner fires again (once its retry is due), finds the run there,
 	// and must hand it out.
-	var got []dispatch.Assignment
+	var got []dispatch.AttemptGrant
 	h.waitFor("the run to be handed out", func() bool {
 		h.clock.Advance(100 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -73,7 +73,7 @@ type PollRequest struct {
 // PollResponse hands attempts to a worker. Each attempt is recorded in
 // etcd (fenced by the owner's epoch) before it is handed out.
 type PollResponse struct {
-	Attempts []Assignment `json:"attempts"`
+	Attempts []AttemptGrant `json:"attempts"`
 	// EtcdEndpoints are the client URLs of the fleet's etcd as the
 	// answering member knows them (without user information), so that a
 	// worker that was not given them, such as one started with
@@ -82,9 +82,11 @@ type PollResponse struct {
 	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
 }
 
-// Assignment is one attempt handed to a worker: everything needed to run
-// it, and the lease under which it is held.
-type Assignment struct {
+// AttemptGrant is one attempt handed to a worker: everything needed to run
+// it, and the run lease under which it is held. (Not to be confused with a
+// member's etcd lease, which keeps the member registered; or with
+// api.PartitionRow, a partition's owner.)
+type AttemptGrant struct {
 	RunID       string          `json:"run_id"`
 	JobID       string          `json:"job_id"`
 	Attempt     int             `json:"attempt"`
@@ -94,10 +96,10 @@ type Assignment struct {
 	// Timeout bounds this attempt's execution; the worker cancels it then
 	// and reports failure.
 	Timeout store.Duration `json:"timeout"`
-	// Lease is how long the worker holds the attempt without a heartbeat;
-	// it heartbeats every Lease/3. After Lease without one the attempt is
+	// RunLease is how long the worker holds the attempt without a heartbeat;
+	// it heartbeats every RunLease/3. After RunLease without one the attempt is
 	// lost and retried.
-	Lease store.Duration `json:"lease"`
+	RunLease store.Duration `json:"lease"`
 	// Owner and OwnerAddr identify the orchestrator that handed the
 	// attempt out, where heartbeats and the completion go.
 	Owner     string `json:"owner"`
@@ -117,8 +119,8 @@ type HeartbeatRequest struct {
 
 // HeartbeatResponse answers a heartbeat.
 type HeartbeatResponse struct {
-	// Lease is the new lease, counted from now.
-	Lease store.Duration `json:"lease"`
+	// RunLease is the new lease, counted from now.
+	RunLease store.Duration `json:"lease"`
 	// Cancel asks the worker to stop the attempt: its run was replaced by a
 	// newer one under concurrency_policy "replace" and is recorded dead
 	// with the attempt cancelled. The worker stops the executor and

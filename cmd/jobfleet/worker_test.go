@@ -31,7 +31,7 @@ func runWorkerCmd(t *testing.T, args ...string) (auth string, err error) {
 		default:
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(dispatch.PollResponse{Attempts: []dispatch.Assignment{}})
+		json.NewEncoder(w).Encode(dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{}})
 	}))
 	defer orch.Close()
 	ctx, cancel := context.WithCancel(context.Background())

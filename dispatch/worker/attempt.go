@@ -29,7 +29,7 @@ var (
 
 // Heartbeat timing bounds.
 const (
-	// defaultLease is assumed when an assignment carries none.
+	// defaultLease is assumed when a grant carries no run lease.
 	defaultLease = 30 * time.Second
 	// minHeartbeatInterval keeps a tiny lease from making a busy loop.
 	minHeartbeatInterval = 50 * time.Millisecond
@@ -37,10 +37,10 @@ const (
 	maxRedirects = 5
 )
 
-// attempt is one held attempt: its assignment and where its reports go.
+// attempt is one held attempt: its grant and where its reports go.
 type attempt struct {
 	w  *Worker
-	a  dispatch.Assignment
+	a  dispatch.AttemptGrant
 	lg *zap.Logger
 
 	mu    sync.Mutex // guards owner
@@ -86,7 +86,7 @@ func (at *attempt) rotate(addr string) {
 	at.lg.Info("attempt's orchestrator unreachable; asking another", zap.String("from", addr), zap.String("to", next))
 }
 
-func (w *Worker) newAttempt(a dispatch.Assignment, from string) *attempt {
+func (w *Worker) newAttempt(a dispatch.AttemptGrant, from string) *attempt {
 	owner := a.OwnerAddr
 	if owner == "" {
 		owner = from
@@ -102,7 +102,7 @@ func (w *Worker) newAttempt(a dispatch.Assignment, from string) *attempt {
 
 // startAttempt runs a in a goroutine that holds one slot (already taken)
 // until the attempt is reported or dropped.
-func (w *Worker) startAttempt(a dispatch.Assignment, from string) {
+func (w *Worker) startAttempt(a dispatch.AttemptGrant, from string) {
 	at := w.newAttempt(a, from)
 	w.cfg.Metrics.attemptStarted()
 	w.attempts.Add(1)
@@ -116,7 +116,7 @@ func (w *Worker) startAttempt(a dispatch.Assignment, from string) {
 }
 
 // startRefused reports a failed without running it (it holds no slot).
-func (w *Worker) startRefused(a dispatch.Assignment, from string) {
+func (w *Worker) startRefused(a dispatch.AttemptGrant, from string) {
 	at := w.newAttempt(a, from)
 	w.cfg.Metrics.attemptStarted()
 	w.attempts.Add(1)
@@ -254,7 +254,7 @@ func heartbeatInterval(lease time.Duration) time.Duration {
 // resends. Failed heartbeats are retried sooner, with back-off.
 func (at *attempt) heartbeat(ctx context.Context, cancelExec context.CancelCauseFunc) {
 	w := at.w
-	lease := at.a.Lease.Std()
+	lease := at.a.RunLease.Std()
 	if lease <= 0 {
 		lease = defaultLease
 	}
@@ -297,7 +297,7 @@ func (at *attempt) heartbeat(ctx context.Context, cancelExec context.CancelCause
 				cancelExec(errCancelledByOrchestrator)
 				return
 			}
-			if l := resp.Lease.Std(); l > 0 {
+			if l := resp.RunLease.Std(); l > 0 {
 				lease = l
 				interval = heartbeatInterval(l)
 				next = interval

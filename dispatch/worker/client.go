@@ -18,7 +18,7 @@ import (
 	"github.com/jobfleet/jobfleet/internal/retry"
 )
 
-// Reply size limits: a poll reply carries up to 100 assignments with their
+// Reply size limits: a poll reply carries up to 100 attempt grants with their
 // payloads; the other replies are small.
 const (
 	maxPollReplyBytes  = 64 << 20

@@ -33,7 +33,7 @@
 //     as stale (409), or a logged failure to deliver after which the
 //     orchestrator retries the run when the attempt's lease expires. None
 //     is held silently.
-//   - Timeouts: each attempt runs under its assignment's Timeout; after it
+//   - Timeouts: each attempt runs under its grant's Timeout; after it
 //     the execution is cancelled and the attempt reported failed ("timed
 //     out after …"). A shell command's whole process group is signalled
 //     (SIGTERM, then SIGKILL after Config.KillGrace), and whatever remains

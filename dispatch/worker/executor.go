@@ -86,7 +86,7 @@ type outcome struct {
 // execute runs attempt a with the executor it names, under ctx. Secret
 // references in the payload are resolved first; the resolved payload
 // exists only here, for the executor.
-func (w *Worker) execute(ctx context.Context, a dispatch.Assignment, lg *zap.Logger) outcome {
+func (w *Worker) execute(ctx context.Context, a dispatch.AttemptGrant, lg *zap.Logger) outcome {
 	if a.Executor.Type == store.ExecutorShell && !w.cfg.AllowShell {
 		return outcome{err: errors.New("shell executor refused: this worker was not started with shell allowed (--allow-shell)")}
 	}
@@ -124,7 +124,7 @@ func (w *Worker) secret(name string) (string, error) {
 }
 
 // runHandler calls h, turning a panic into a failure.
-func runHandler(ctx context.Context, h Handler, a dispatch.Assignment, lg *zap.Logger) (out outcome) {
+func runHandler(ctx context.Context, h Handler, a dispatch.AttemptGrant, lg *zap.Logger) (out outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			lg.Error("handler panicked", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
@@ -169,7 +169,7 @@ func newExecTransport(policy *destPolicy, proxyFromEnv bool) *http.Transport {
 // and tail of the response body are the output. The destination, and
 // every redirect's, must pass the worker's HTTPPolicy; redirects are
 // followed only if the executor allows them.
-func (w *Worker) executeHTTP(ctx context.Context, a dispatch.Assignment) outcome {
+func (w *Worker) executeHTTP(ctx context.Context, a dispatch.AttemptGrant) outcome {
 	e := a.Executor
 	method := strings.ToUpper(e.Method)
 	if method == "" {

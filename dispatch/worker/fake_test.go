@@ -62,12 +62,12 @@ type fakeOrch struct {
 }
 
 type queued struct {
-	a     dispatch.Assignment
+	a     dispatch.AttemptGrant
 	force bool // hand out even if the worker does not advertise the type
 }
 
 type heldAttempt struct {
-	a        dispatch.Assignment
+	a        dispatch.AttemptGrant
 	worker   string
 	deadline time.Time
 }
@@ -124,15 +124,15 @@ func (f *fakeOrch) notifyLocked() {
 }
 
 // assignment returns an attempt of this orchestrator with test defaults.
-func (f *fakeOrch) assignment(runID string, ex store.Executor, payload string) dispatch.Assignment {
-	a := dispatch.Assignment{
+func (f *fakeOrch) assignment(runID string, ex store.Executor, payload string) dispatch.AttemptGrant {
+	a := dispatch.AttemptGrant{
 		RunID:       runID,
 		JobID:       "job-" + runID,
 		Attempt:     1,
 		ScheduledAt: time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC),
 		Executor:    ex,
 		Timeout:     store.Duration(time.Hour),
-		Lease:       store.Duration(30 * time.Second),
+		RunLease:    store.Duration(30 * time.Second),
 		Owner:       f.id,
 		OwnerAddr:   f.URL(),
 	}
@@ -143,7 +143,7 @@ func (f *fakeOrch) assignment(runID string, ex store.Executor, payload string) d
 }
 
 // enqueue makes attempts available to the next polls.
-func (f *fakeOrch) enqueue(as ...dispatch.Assignment) {
+func (f *fakeOrch) enqueue(as ...dispatch.AttemptGrant) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, a := range as {
@@ -154,7 +154,7 @@ func (f *fakeOrch) enqueue(as ...dispatch.Assignment) {
 
 // enqueueForced makes an attempt available even to workers that do not
 // advertise its executor type (a misbehaving orchestrator).
-func (f *fakeOrch) enqueueForced(a dispatch.Assignment) {
+func (f *fakeOrch) enqueueForced(a dispatch.AttemptGrant) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queue = append(f.queue, queued{a: a, force: true})
@@ -163,10 +163,10 @@ func (f *fakeOrch) enqueueForced(a dispatch.Assignment) {
 
 // adopt records a as held by worker, as a new owner finds it in etcd after
 // a handoff.
-func (f *fakeOrch) adopt(a dispatch.Assignment, worker string) {
+func (f *fakeOrch) adopt(a dispatch.AttemptGrant, worker string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.held[heldKey(a.RunID, a.Attempt)] = &heldAttempt{a: a, worker: worker, deadline: f.clock.Now().Add(a.Lease.Std())}
+	f.held[heldKey(a.RunID, a.Attempt)] = &heldAttempt{a: a, worker: worker, deadline: f.clock.Now().Add(a.RunLease.Std())}
 	f.notifyLocked()
 }
 
@@ -238,12 +238,12 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 			f.mu.Unlock()
 			return
 		}
-		var out []dispatch.Assignment
+		var out []dispatch.AttemptGrant
 		rest := f.queue[:0]
 		for _, q := range f.queue {
 			if (len(out) < req.Max || f.ignoreMax) && (q.force || slices.Contains(req.Executors, q.a.Executor.Type)) {
 				out = append(out, q.a)
-				f.held[heldKey(q.a.RunID, q.a.Attempt)] = &heldAttempt{a: q.a, worker: req.Worker, deadline: f.clock.Now().Add(q.a.Lease.Std())}
+				f.held[heldKey(q.a.RunID, q.a.Attempt)] = &heldAttempt{a: q.a, worker: req.Worker, deadline: f.clock.Now().Add(q.a.RunLease.Std())}
 				continue
 			}
 			rest = append(rest, q)
@@ -263,7 +263,7 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-wait.C:
-			writeJSON(w, http.StatusOK, dispatch.PollResponse{Attempts: []dispatch.Assignment{}})
+			writeJSON(w, http.StatusOK, dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{}})
 			return
 		}
 	}
@@ -295,8 +295,8 @@ func (f *fakeOrch) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, errorDoc("lease expired"))
 		return
 	}
-	h.deadline = f.clock.Now().Add(h.a.Lease.Std())
-	writeJSON(w, http.StatusOK, dispatch.HeartbeatResponse{Lease: h.a.Lease})
+	h.deadline = f.clock.Now().Add(h.a.RunLease.Std())
+	writeJSON(w, http.StatusOK, dispatch.HeartbeatResponse{RunLease: h.a.RunLease})
 }
 
 func (f *fakeOrch) handleComplete(w http.ResponseWriter, r *http.Request) {

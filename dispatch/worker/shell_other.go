@@ -11,6 +11,6 @@ import (
 
 // executeShell is not supported on this platform: process groups are
 // needed to stop a command's children.
-func (w *Worker) executeShell(context.Context, dispatch.Assignment) outcome {
+func (w *Worker) executeShell(context.Context, dispatch.AttemptGrant) outcome {
 	return outcome{err: errors.New("shell executor not supported on this platform")}
 }

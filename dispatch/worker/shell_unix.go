@@ -34,7 +34,7 @@ const shellPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // command has exited (background children, or children that ignored
 // SIGTERM) is killed with SIGKILL, so no process of the attempt outlives it
 // unless it left the process group itself.
-func (w *Worker) executeShell(ctx context.Context, a dispatch.Assignment) outcome {
+func (w *Worker) executeShell(ctx context.Context, a dispatch.AttemptGrant) outcome {
 	argv := a.Executor.Command
 	if len(argv) == 0 || argv[0] == "" {
 		return outcome{err: errors.New("shell executor without a command")}
@@ -77,7 +77,7 @@ func (w *Worker) executeShell(ctx context.Context, a dispatch.Assignment) outcom
 // (the worker's values, if set; PATH among them replaces shellPath), and
 // the run's JOBFLEET_* variables, with the raw job ID. Nothing else of the
 // worker's environment: not its settings, not its secrets.
-func (w *Worker) shellEnv(a dispatch.Assignment) []string {
+func (w *Worker) shellEnv(a dispatch.AttemptGrant) []string {
 	vars := map[string]string{"PATH": shellPath}
 	for _, name := range append([]string{"HOME", "LANG"}, w.cfg.ShellEnv...) {
 		if v, ok := os.LookupEnv(name); ok {

@@ -426,7 +426,7 @@ func (w *Worker) pollWait() time.Duration {
 }
 
 // poll asks addr for up to max attempts, to be held up to wait.
-func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Duration) ([]dispatch.Assignment, error) {
+func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Duration) ([]dispatch.AttemptGrant, error) {
 	req := dispatch.PollRequest{
 		Worker:    w.cfg.ID,
 		Executors: w.executors(),

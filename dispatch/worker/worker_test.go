@@ -39,8 +39,8 @@ func TestMain(m *testing.M) {
 
 func handlerExec(name string) store.Executor { return store.Executor{Type: name} }
 
-func withLease(a dispatch.Assignment, lease time.Duration) dispatch.Assignment {
-	a.Lease = store.Duration(lease)
+func withLease(a dispatch.AttemptGrant, lease time.Duration) dispatch.AttemptGrant {
+	a.RunLease = store.Duration(lease)
 	return a
 }
 
@@ -312,7 +312,7 @@ func TestHeartbeatCancelRequested(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	f := newFakeOrch(t, "a", clock)
 	f.onHeartbeat = func(dispatch.HeartbeatRequest) (int, any) {
-		return http.StatusOK, dispatch.HeartbeatResponse{Lease: store.Duration(30 * time.Second), Cancel: true}
+		return http.StatusOK, dispatch.HeartbeatResponse{RunLease: store.Duration(30 * time.Second), Cancel: true}
 	}
 	_, ended := heartbeatOnce(t, []*fakeOrch{f}, clock, nil)
 	recv(t, ended, "handler end")

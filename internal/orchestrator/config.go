@@ -1,0 +1,140 @@
+package orchestrator
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/shard"
+)
+
+// DefaultNamespace is the etcd key prefix used when none is given.
+const DefaultNamespace = "/jobfleet/"
+
+// Config configures an Orchestrator.
+type Config struct {
+	// ID is the stable member ID (see membership.ValidateID).
+	ID string
+	// Advertise is the URL others and workers use to reach this member.
+	Advertise string
+	// Namespace is the etcd key prefix; it must end in "/". Default
+	// DefaultNamespace.
+	Namespace string
+	// Partitions is the partition count to create the cluster with; 0
+	// adopts the cluster's (or shard.DefaultPartitions for a new cluster).
+	// A different non-zero count than the cluster's is refused.
+	Partitions int
+	// LeaseTTL is the member lease's TTL; whole seconds. Default 5s.
+	LeaseTTL time.Duration
+	// RebalanceDelay debounces membership changes (shard.Config). Default
+	// 200ms.
+	RebalanceDelay time.Duration
+	// LeaveTimeout bounds the graceful handoff when leaving: the time to
+	// wait, after deregistering, for the others to take the partitions.
+	// Default 10s.
+	LeaveTimeout time.Duration
+	// Work runs for each owned partition; nil runs the job scheduler
+	// (dispatch.Dispatcher.Work). Tests of ownership alone set their own.
+	Work shard.Work
+	// RunLease is how long a worker holds an attempt without heartbeat
+	// (dispatch.Config.RunLease). Default 30s.
+	RunLease time.Duration
+	// HistoryMaxRuns, HistoryMaxAge, HistoryBudget and DeleteAfter are
+	// the dispatcher's history bounds (dispatch.Config): 0 keeps the
+	// dispatcher's default; a negative DeleteAfter keeps finished one-off
+	// jobs, a negative HistoryMaxAge keeps runs whatever their age.
+	HistoryMaxRuns int
+	HistoryMaxAge  time.Duration
+	HistoryBudget  int64
+	DeleteAfter    time.Duration
+	// CommitsInFlight is dispatch.Config.CommitsInFlight: 0 keeps the
+	// dispatcher's default, a negative value sends every write on its own
+	// (no batching across partitions; for benchmarks).
+	CommitsInFlight int
+	// AdminSecret, if not empty, is accepted as the admin credential
+	// auth.BootstrapID (the secret of --admin-token-file; at least
+	// auth.MinBootstrapBytes).
+	AdminSecret string
+	// Storage configures the member's part in compacting etcd and its
+	// watch of etcd's size, quota and alarms. Namespace, Member, Clock,
+	// Logger and Metrics are taken from this Config; zero fields take
+	// storage.DefaultConfig's values (compaction every 5 minutes).
+	Storage storage.Config
+	// Clock is given to the session and controller; nil is the real clock.
+	Clock clockwork.Clock
+	// Logger; nil means no logs.
+	Logger *zap.Logger
+	// Registry receives the member's metrics; nil means not registered.
+	Registry prometheus.Registerer
+}
+
+// DefaultConfig returns the defaults for member id advertised at
+// advertise: the zero fields New fills in, written out.
+func DefaultConfig(id, advertise string) Config {
+	c := Config{ID: id, Advertise: advertise}
+	c.setDefaults()
+	return c
+}
+
+// Validate reports the first problem with c, after New's defaults are
+// applied to its zero fields: a field out of its range or fields that do
+// not fit together. Errors wrap ErrInvalidConfig and start with
+// "orchestrator: invalid config".
+func (c Config) Validate() error {
+	c.setDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	if err := membership.ValidateID(c.ID); err != nil {
+		return bad("%v", err)
+	}
+	switch {
+	case !strings.HasSuffix(c.Namespace, "/"):
+		return bad("namespace %q must end in '/'", c.Namespace)
+	case c.Partitions < 0 || c.Partitions > shard.MaxPartitions:
+		return bad("partitions %d outside 0..%d", c.Partitions, shard.MaxPartitions)
+	case c.LeaseTTL < time.Second || c.LeaseTTL%time.Second != 0:
+		return bad("lease TTL %v must be a whole number of seconds, at least 1s", c.LeaseTTL)
+	case c.RebalanceDelay < 0:
+		return bad("rebalance delay %v is negative", c.RebalanceDelay)
+	case c.LeaveTimeout < 0:
+		return bad("leave timeout %v is negative", c.LeaveTimeout)
+	case c.RunLease != 0 && c.RunLease < time.Second:
+		return bad("run lease %v below 1s", c.RunLease)
+	case c.HistoryMaxRuns < 0:
+		return bad("history max runs %d is negative", c.HistoryMaxRuns)
+	case c.HistoryBudget < 0:
+		return bad("history budget %d bytes is negative", c.HistoryBudget)
+	case c.AdminSecret != "" && len(c.AdminSecret) < auth.MinBootstrapBytes:
+		return bad("admin secret of %d bytes; at least %d", len(c.AdminSecret), auth.MinBootstrapBytes)
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 5 * time.Second
+	}
+	if c.RebalanceDelay == 0 {
+		c.RebalanceDelay = 200 * time.Millisecond
+	}
+	if c.LeaveTimeout == 0 {
+		c.LeaveTimeout = 10 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}

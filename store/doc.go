@@ -1,7 +1,7 @@
 // Package store holds jobfleet's job and run documents and their storage.
 //
 // This file documents the job model (job.go, job_decode.go,
-// job_validate.go, job_id.go):
+// job_normalize.go, job_validate.go, job_validate_executor.go, job_id.go):
 // the Job, Executor, RetryPolicy, Run and Attempt types that are the JSON
 // contract of the HTTP API and the values stored in etcd, and the pure
 // functions that decode, default and validate them. The model does no I/O

@@ -1,0 +1,152 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Get returns job id with its scheduling state, or ErrNotFound.
+func (s *Etcd) Get(ctx context.Context, id string) (Job, error) {
+	p := s.Partition(id)
+	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(s.keys.Spec(p, id)), clientv3.OpGet(s.keys.State(p, id))).Commit()
+	if err != nil {
+		return Job{}, Classify(err)
+	}
+	spec := resp.Responses[0].GetResponseRange().Kvs
+	if len(spec) == 0 {
+		return Job{}, ErrNotFound
+	}
+	j, err := DecodeStoredJob(spec[0].Value, spec[0].ModRevision)
+	if err != nil {
+		return Job{}, err
+	}
+	if st := resp.Responses[1].GetResponseRange().Kvs; len(st) == 1 {
+		var state JobState
+		if json.Unmarshal(st[0].Value, &state) == nil {
+			j.State = &state
+		}
+	}
+	return j, nil
+}
+
+func (s *Etcd) get(ctx context.Context, key string) (Job, int64, error) {
+	j, rev, _, err := s.getSized(ctx, key)
+	return j, rev, err
+}
+
+// getSized is get that also returns the stored document's size in bytes.
+func (s *Etcd) getSized(ctx context.Context, key string) (Job, int64, int, error) {
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return Job{}, 0, 0, Classify(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Job{}, 0, 0, ErrNotFound
+	}
+	j, err := DecodeStoredJob(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	return j, resp.Kvs[0].ModRevision, len(resp.Kvs[0].Value), err
+}
+
+// DecodeStoredJob decodes a spec as stored in etcd, with its mod revision.
+func DecodeStoredJob(val []byte, rev int64) (Job, error) {
+	var j Job
+	if err := json.Unmarshal(val, &j); err != nil {
+		return Job{}, fmt.Errorf("stored job is corrupt: %w", err)
+	}
+	j.Revision = rev
+	j.State = nil
+	return j, nil
+}
+
+// List returns up to limit jobs (1..1000) in key order (partition, then
+// escaped ID) after the cursor, and the cursor of the next page ("" at the
+// end). The cursor is opaque, at most MaxCursorBytes long.
+func (s *Etcd) List(ctx context.Context, cursor string, limit int) ([]Job, string, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
+	}
+	if len(cursor) > MaxCursorBytes {
+		return nil, "", fieldErr("cursor", "%d bytes long; no cursor is longer than %d", len(cursor), MaxCursorBytes)
+	}
+	prefix := s.keys.JobsPrefix()
+	from := prefix
+	if cursor != "" {
+		from = prefix + cursor + "\x00"
+	}
+	jobs := make([]Job, 0, limit)
+	for {
+		resp, err := s.client.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(int64(limit+1)))
+		if err != nil {
+			return nil, "", Classify(err)
+		}
+		for _, kv := range resp.Kvs {
+			rest := strings.TrimPrefix(string(kv.Key), prefix)
+			if strings.Count(rest, "/") != 1 { // a trigger key
+				continue
+			}
+			if len(jobs) == limit {
+				return jobs, strings.TrimPrefix(s.lastKey(jobs), prefix), nil
+			}
+			j, err := DecodeStoredJob(kv.Value, kv.ModRevision)
+			if err != nil {
+				return nil, "", err
+			}
+			jobs = append(jobs, j)
+		}
+		if !resp.More {
+			return jobs, "", nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+func (s *Etcd) lastKey(jobs []Job) string {
+	j := jobs[len(jobs)-1]
+	return s.keys.Spec(j.Partition, j.ID)
+}
+
+// Runs returns up to limit (1..1000) of job id's runs, newest first.
+func (s *Etcd) Runs(ctx context.Context, id string, limit int) ([]Run, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
+	}
+	prefix := s.keys.RunPrefix(s.Partition(id), id)
+	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(limit)))
+	if err != nil {
+		return nil, Classify(err)
+	}
+	runs := make([]Run, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var r Run
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			return nil, fmt.Errorf("stored run %s is corrupt: %w", kv.Key, err)
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+// GetRun returns one run, or ErrNotFound.
+func (s *Etcd) GetRun(ctx context.Context, runID string) (Run, error) {
+	id, t, err := ParseRunID(runID)
+	if err != nil {
+		return Run{}, err
+	}
+	resp, err := s.client.Get(ctx, s.keys.Run(s.Partition(id), id, t))
+	if err != nil {
+		return Run{}, Classify(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Run{}, ErrNotFound
+	}
+	var r Run
+	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
+		return Run{}, fmt.Errorf("stored run is corrupt: %w", err)
+	}
+	return r, nil
+}

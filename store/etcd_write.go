@@ -1,0 +1,227 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Create stores a new job. The job is normalized and validated here; it
+// returns a *FieldError for invalid input, ErrExists if the ID is taken,
+// and the stored job (with partition, timestamps and revision) on success,
+// once it is durable in etcd. A store WithGuard returns the guard's error
+// (ErrHighWater, ErrNoSpace) for valid input it refuses.
+func (s *Etcd) Create(ctx context.Context, j Job) (Job, error) {
+	j, p, err := s.prepare(j)
+	if err != nil {
+		return Job{}, err
+	}
+	if err := s.guard(); err != nil {
+		return Job{}, err
+	}
+	now := s.nowMillis()
+	j.CreatedAt, j.UpdatedAt = now, now
+	val, err := json.Marshal(j)
+	if err != nil {
+		return Job{}, err
+	}
+	key := s.keys.Spec(p, j.ID)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val))).
+		Commit()
+	if err != nil {
+		return Job{}, Classify(err)
+	}
+	if !resp.Succeeded {
+		return Job{}, fmt.Errorf("job %q: %w", j.ID, ErrExists)
+	}
+	j.Revision = resp.Header.Revision
+	return j, nil
+}
+
+// Put creates or replaces a job, keeping the creation time of a replaced
+// one. created tells which happened. A store WithGuard asks its guard
+// before creating, or before replacing with a larger document.
+//
+// A job that names a Revision (as one read with Get does) replaces only
+// the stored job of that revision: if the stored job has another, or is
+// gone, Put changes nothing and returns an error matching
+// ErrStaleRevision, so that two people editing the same job cannot lose
+// one edit silently. A job without a Revision replaces whatever is stored.
+func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err error) {
+	want := j.Revision
+	j, p, err := s.prepare(j)
+	if err != nil {
+		return Job{}, false, err
+	}
+	key := s.keys.Spec(p, j.ID)
+	for range 10 {
+		old, rev, size, err := s.getSized(ctx, key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Job{}, false, err
+		}
+		switch {
+		case want == 0 || rev == want:
+		case rev == 0:
+			return Job{}, false, fmt.Errorf("job %s: %w: the document names revision %d, but the job no longer exists; leave \"revision\" out to create it again",
+				quoteClipped(j.ID), ErrStaleRevision, want)
+		default:
+			return Job{}, false, fmt.Errorf("job %s: %w: the document names revision %d, but the job is at revision %d: it changed since the document was read; read it again, redo the change and apply that",
+				quoteClipped(j.ID), ErrStaleRevision, want, rev)
+		}
+		now := s.nowMillis()
+		j.CreatedAt, j.UpdatedAt = now, now
+		if rev != 0 {
+			j.CreatedAt = old.CreatedAt
+		}
+		val, err := json.Marshal(j)
+		if err != nil {
+			return Job{}, false, err
+		}
+		if rev == 0 || len(val) > size {
+			if err := s.guard(); err != nil {
+				return Job{}, false, err
+			}
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, string(val))).
+			Commit()
+		if err != nil {
+			return Job{}, false, Classify(err)
+		}
+		if resp.Succeeded {
+			j.Revision = resp.Header.Revision
+			return j, rev == 0, nil
+		}
+	}
+	return Job{}, false, fmt.Errorf("job %q: %w", j.ID, ErrConflict)
+}
+
+// nowMillis is the store's time in UTC at millisecond precision, the
+// precision of run IDs: a job with neither schedule nor run_at runs at
+// its creation time, and its run's scheduled_at must match its run ID.
+func (s *Etcd) nowMillis() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
+
+func (s *Etcd) prepare(j Job) (Job, int, error) {
+	j.State = nil // server-set, read-only
+	j.Normalize()
+	if err := j.ValidateAt(s.limits, s.now()); err != nil {
+		return Job{}, 0, err
+	}
+	j.Partition = s.Partition(j.ID)
+	j.Revision = 0
+	return j, j.Partition, nil
+}
+
+// Delete removes job id and its pending trigger requests. The owner then
+// stops scheduling it and removes its state, runs and queue entries.
+// ErrNotFound if there is no such job.
+func (s *Etcd) Delete(ctx context.Context, id string) error {
+	p := s.Partition(id)
+	key := s.keys.Spec(p, id)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(s.keys.TriggerPrefix(p, id), clientv3.WithPrefix())).
+		Commit()
+	if err != nil {
+		return Classify(err)
+	}
+	if !resp.Succeeded {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// SetPaused pauses or resumes job id and returns the stored job.
+func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, error) {
+	key := s.keys.Spec(s.Partition(id), id)
+	for range 10 {
+		j, rev, err := s.get(ctx, key)
+		if err != nil {
+			return Job{}, err
+		}
+		if j.Paused == paused {
+			return j, nil
+		}
+		j.Paused, j.UpdatedAt = paused, s.nowMillis()
+		j.Revision = 0
+		val, err := json.Marshal(j)
+		if err != nil {
+			return Job{}, err
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, string(val))).
+			Commit()
+		if err != nil {
+			return Job{}, Classify(err)
+		}
+		if resp.Succeeded {
+			j.Revision = resp.Header.Revision
+			return j, nil
+		}
+	}
+	return Job{}, ErrConflict
+}
+
+// Trigger records a request to fire job id now and returns the ID the run
+// will have. The request is durable when Trigger returns; the partition's
+// owner fires it (once) and deletes it. ErrNotFound if there is no such
+// job. A paused job can be triggered. A store WithGuard asks its guard
+// first.
+//
+// Every accepted trigger gets a run of its own: run IDs have millisecond
+// precision, so a trigger whose millisecond is taken (by another trigger
+// or an existing run) takes the next free one of TriggerSlots. It is one
+// transaction: the candidates are nested, each tried only if the ones
+// before are taken. If all are, it returns ErrTooManyTriggers.
+func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
+	if err := s.guard(); err != nil {
+		return "", err
+	}
+	p := s.Partition(id)
+	at := s.nowMillis()
+	var chain []clientv3.Op // the candidates from slot i on
+	for i := TriggerSlots - 1; i >= 0; i-- {
+		t := at.Add(time.Duration(i) * time.Millisecond)
+		trig, run := s.keys.Trigger(p, id, t), s.keys.Run(p, id, t)
+		chain = []clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{
+				clientv3.Compare(clientv3.CreateRevision(trig), "=", 0),
+				clientv3.Compare(clientv3.CreateRevision(run), "=", 0),
+			},
+			[]clientv3.Op{clientv3.OpPut(trig, "")},
+			chain)}
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(s.keys.Spec(p, id)), ">", 0)).
+		Then(chain...).
+		Commit()
+	if err != nil {
+		return "", Classify(err)
+	}
+	if !resp.Succeeded {
+		return "", ErrNotFound
+	}
+	level := resp.Responses[0].GetResponseTxn()
+	for i := 0; level != nil; i++ {
+		if level.Succeeded {
+			return RunID(id, at.Add(time.Duration(i)*time.Millisecond)), nil
+		}
+		if len(level.Responses) == 0 {
+			break
+		}
+		level = level.Responses[0].GetResponseTxn()
+	}
+	return "", fmt.Errorf("job %q: %w: %d milliseconds from %s are taken", id, ErrTooManyTriggers, TriggerSlots, FormatTime(at))
+}
+
+// TriggerSlots is how many consecutive milliseconds Trigger tries for a
+// trigger's run.
+const TriggerSlots = 16

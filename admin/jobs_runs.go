@@ -1,0 +1,81 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {
+	limit, err := limitParam(r)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	runs, err := s.Runs(ctx, id, limit)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	if len(runs) == 0 {
+		// No runs: an existing job has none yet, but an ID that names no
+		// job is a 404. (A deleted job's runs stay readable until its
+		// former owner removes them.)
+		if _, err := s.Get(ctx, id); err != nil {
+			a.fail(w, r, id, err)
+			return
+		}
+		runs = []store.Run{}
+	}
+	a.reply(w, r, http.StatusOK, api.RunList{Runs: runs})
+}
+
+func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	runID := r.PathValue("run_id")
+	if len(runID) > store.MaxRunIDBytes {
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("run_id: %d bytes long; no run ID is longer than %d", len(runID), store.MaxRunIDBytes))
+		return
+	}
+	run, err := s.GetRun(ctx, runID)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			WriteError(w, http.StatusNotFound, fmt.Sprintf("run %s not found", quoteClip(runID)))
+			return
+		}
+		a.fail(w, r, "", err)
+		return
+	}
+	a.reply(w, r, http.StatusOK, run)
+}
+
+// limitParam returns ?limit: defaultListLimit if absent, else an integer
+// in 1..maxListLimit.
+func limitParam(r *http.Request) (int, error) {
+	q := r.URL.Query()
+	if !q.Has("limit") {
+		return defaultListLimit, nil
+	}
+	n, err := strconv.Atoi(q.Get("limit"))
+	if err != nil || n < 1 || n > maxListLimit {
+		return 0, fmt.Errorf("limit: %q is not an integer from 1 to %d", q.Get("limit"), maxListLimit)
+	}
+	return n, nil
+}

@@ -5,19 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"mime"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/store"
@@ -253,151 +246,4 @@ func (g *guard) route(rt route) http.Handler {
 		}
 		rt.handler.ServeHTTP(w, r)
 	})
-}
-
-// finish counts the request and writes its audit line.
-func (g *guard) finish(w *statusWriter, r *http.Request, route string, info *requestInfo) {
-	code := w.code
-	if code == 0 {
-		code = http.StatusOK
-	}
-	g.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return
-	}
-	lvl := zapcore.InfoLevel
-	refused := code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusTooManyRequests
-	if strings.HasPrefix(route, "POST /v1/worker/") && !refused {
-		// The fleet's own steady traffic, redirects (421) and stale
-		// reports (409) included: the dispatcher logs each attempt
-		// started and finished with its worker and credential.
-		lvl = zapcore.DebugLevel
-	}
-	if code == http.StatusUnauthorized && info.principal == nil && !g.anonLog.first(r.RemoteAddr) {
-		// Anyone can send these, as fast as they like: one line per
-		// remote host and minute at info, the rest at debug (the
-		// requests metric counts them all).
-		lvl = zapcore.DebugLevel
-	}
-	ce := g.audit.Check(lvl, "request")
-	if ce == nil {
-		return
-	}
-	credential, role := "", ""
-	if info.principal != nil {
-		credential, role = info.principal.ID, string(info.principal.Role)
-	}
-	ce.Write(zap.String("credential", credential), zap.String("role", role), zap.String("method", r.Method),
-		zap.String("route", route), zap.String("job_id", info.jobID), zap.Int("status", code), zap.String("remote", r.RemoteAddr))
-}
-
-// checkLoopbackHost refuses a request to a loopback listener whose Host
-// header names anything but a loopback address or "localhost" with the
-// port the request arrived on: a web page that rebinds its own DNS name
-// to 127.0.0.1 sends its own name as Host.
-func checkLoopbackHost(r *http.Request) error {
-	host, port, err := net.SplitHostPort(r.Host)
-	if err != nil {
-		host, port = r.Host, ""
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	ip := net.ParseIP(host)
-	if !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("Host %q is not a loopback address: this API listens on loopback and answers only requests addressed to 127.0.0.1, [::1] or localhost (DNS rebinding defence)", r.Host)
-	}
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		_, lport, err := net.SplitHostPort(la.String())
-		if port == "" {
-			port = "80"
-			if r.TLS != nil {
-				port = "443"
-			}
-		}
-		if err == nil && port != lport {
-			return fmt.Errorf("Host %q names port %s, but this listener is on port %s (DNS rebinding defence)", r.Host, port, lport)
-		}
-	}
-	return nil
-}
-
-// checkOrigin refuses a request that a browser sent on behalf of another
-// site: an Origin header naming another host than the request's Host, or
-// Sec-Fetch-Site: cross-site. The API never sends CORS headers, so a
-// browser also keeps other sites from reading replies.
-func checkOrigin(r *http.Request) error {
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		if o == "null" || err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
-			return fmt.Errorf("cross-origin request refused: Origin %q is not this server (%s)", o, r.Host)
-		}
-	}
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		return errors.New("cross-site request refused (Sec-Fetch-Site: cross-site)")
-	}
-	return nil
-}
-
-// checkContentType refuses a request (other than GET and HEAD) whose body
-// is not declared application/json: a body without a Content-Type, or any
-// Content-Type but application/json (a charset parameter of utf-8
-// allowed), even on a request without a body. HTML forms and the simple
-// requests any web page may send cross-site carry only text/plain,
-// multipart/form-data or application/x-www-form-urlencoded.
-func checkContentType(r *http.Request) error {
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return nil
-	}
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		if r.ContentLength != 0 {
-			return errors.New("a request body needs Content-Type: application/json")
-		}
-		return nil
-	}
-	mt, params, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
-		return fmt.Errorf("Content-Type %q is not supported: send application/json", ct)
-	}
-	for k, v := range params {
-		if k != "charset" || !strings.EqualFold(v, "utf-8") {
-			return fmt.Errorf("Content-Type %q is not supported: send application/json (charset utf-8 at most)", ct)
-		}
-	}
-	return nil
-}
-
-// anonLog decides which refused requests without a credential are audited
-// at info level: the first from a remote host in each anonLogInterval.
-// Safe for concurrent use.
-type anonLog struct {
-	clock clockwork.Clock
-	mu    sync.Mutex
-	last  map[string]time.Time // remote host: when a line was last written at info
-}
-
-// anonLogInterval is how often a remote host's refused anonymous requests
-// reach the audit log at info level; anonLogHosts bounds the hosts kept.
-const (
-	anonLogInterval = time.Minute
-	anonLogHosts    = 4096
-)
-
-// first reports whether a refused anonymous request from remote
-// ("host:port") is the first from its host in the interval, and records it.
-func (l *anonLog) first(remote string) bool {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		host = remote
-	}
-	now := l.clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if t, ok := l.last[host]; ok && now.Sub(t) < anonLogInterval {
-		return false
-	}
-	if len(l.last) >= anonLogHosts {
-		clear(l.last) // many hosts at once: start over rather than grow
-	}
-	l.last[host] = now
-	return true
 }

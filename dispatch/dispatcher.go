@@ -84,12 +84,13 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 // shard.Work of the member's controller.
 func (d *Dispatcher) Work(ctx context.Context, o *shard.Ownership) {
 	pt := &partition{
-		d:     d,
-		own:   o,
-		p:     o.Partition,
-		lg:    d.lg.With(zap.Int("partition", o.Partition), zap.Int64("epoch", o.Epoch)),
-		nudge: make(chan struct{}, 1),
-		ctx:   ctx,
+		d:      d,
+		own:    o,
+		p:      o.Partition,
+		lg:     d.lg.With(zap.Int("partition", o.Partition), zap.Int64("epoch", o.Epoch)),
+		nudge:  make(chan struct{}, 1),
+		ctx:    ctx,
+		unread: map[string]store.Run{},
 	}
 	pt.run(ctx)
 }

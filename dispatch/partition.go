@@ -74,7 +74,11 @@ type partition struct {
 	// worker got them, by run ID: the loop writes the runs back without
 	// them (fenced), retrying until done or moot.
 	takeBacks map[string]undelivered
-	hist      *history // the partition's stored runs
+	// unread are runs whose compare-and-swap write did not apply and whose
+	// reading again failed, by run ID: out of memory until the loop has
+	// read them (readopt), retrying at every tick.
+	unread map[string]store.Run
+	hist   *history // the partition's stored runs
 }
 
 // cancelledAttempt is a running attempt whose run was replaced.
@@ -270,6 +274,7 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	if pt.d.writesRefused() != nil {
 		return now.Add(spaceRecheck) // etcd is full: the gate logged it; no write would apply
 	}
+	pt.readoptUnread(ctx)
 	pt.takeBackQueued(ctx) // before expiry: an undelivered attempt is not lost
 	pt.expire(ctx, now)
 	pt.fireDue(ctx, now)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -114,10 +115,12 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 // no worker got, for as long as the owner lasts. A run taken back gets a
 // full run lease, as on load: a running attempt whose worker does not
 // heartbeat is then lost and retried. Runs of jobs no longer known, and
-// final runs, are left. The caller holds wmu and not mu; a failed read
-// leaves the runs to the next owner's load.
+// final runs, are left. The caller holds wmu and not mu; runs whose read
+// fails are kept in unread, and the loop reads them again at its next
+// tick (readoptUnread) for as long as it owns the partition.
 func (pt *partition) readopt(ctx context.Context, runs []store.Run) {
-	for chunk := range slices.Chunk(runs, 64) {
+	for i := 0; i < len(runs); i += 64 {
+		chunk := runs[i:min(i+64, len(runs))]
 		ops := make([]clientv3.Op, len(chunk))
 		for i, r := range chunk {
 			ops[i] = clientv3.OpGet(pt.d.keys.Run(pt.p, r.JobID, r.ScheduledAt))
@@ -126,11 +129,20 @@ func (pt *partition) readopt(ctx context.Context, runs []store.Run) {
 		resp, err := pt.d.client.Txn(rctx).Then(ops...).Commit()
 		cancel()
 		if err != nil {
-			pt.lg.Warn("reading runs whose write did not apply failed; the next owner loads them", zap.Int("runs", len(chunk)), zap.Error(err))
+			pt.lg.Warn("reading runs whose write did not apply failed; retrying", zap.Int("runs", len(runs)-i), zap.Error(err))
+			pt.mu.Lock()
+			for _, r := range runs[i:] {
+				pt.unread[r.ID] = r
+			}
+			pt.mu.Unlock()
+			pt.failed = true
 			return
 		}
 		now := pt.now()
 		pt.mu.Lock()
+		for _, r := range chunk {
+			delete(pt.unread, r.ID)
+		}
 		for _, rr := range resp.Responses {
 			kvs := rr.GetResponseRange().Kvs
 			if len(kvs) == 0 {
@@ -149,6 +161,17 @@ func (pt *partition) readopt(ctx context.Context, runs []store.Run) {
 		}
 		pt.mu.Unlock()
 		pt.poke()
+	}
+}
+
+// readoptUnread reads again the runs a failed readopt left out of
+// memory. The caller holds wmu and not mu.
+func (pt *partition) readoptUnread(ctx context.Context) {
+	pt.mu.Lock()
+	runs := slices.Collect(maps.Values(pt.unread))
+	pt.mu.Unlock()
+	if len(runs) > 0 {
+		pt.readopt(ctx, runs)
 	}
 }
 

@@ -263,53 +263,6 @@ func smallEtcd(t *testing.T, quota int64) (*etcdtest.Server, *clientv3.Client) {
 	return srv, srv.Client(t)
 }
 
-// fill writes 256 KiB values under ns until etcd's database file is
-// above size bytes or etcd refuses writes for lack of space; it returns
-// whether it was refused.
-func fill(t *testing.T, c *clientv3.Client, ns string, size int64) (refused bool) {
-	t.Helper()
-	blob := strings.Repeat("x", 256<<10)
-	for i := 0; i < 1000; i++ {
-		st, err := c.Status(context.Background(), c.Endpoints()[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.DbSize > size {
-			return false
-		}
-		if _, err := c.Put(context.Background(), fmt.Sprintf("%sfill/%d", ns, i), blob); err != nil {
-			if errors.Is(store.Classify(err), store.ErrNoSpace) {
-				return true
-			}
-			t.Fatal(err)
-		}
-	}
-	t.Fatal("fill: 250 MiB written without reaching the size")
-	return false
-}
-
-// recover runs the NOSPACE runbook through the client: delete what
-// filled it, compact, defragment every endpoint, disarm the alarms.
-func recoverSpace(t *testing.T, c *clientv3.Client, ns string) {
-	t.Helper()
-	ctx := context.Background()
-	resp, err := c.Delete(ctx, ns+"fill/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
-	for _, ep := range c.Endpoints() {
-		if _, err := c.Defragment(ctx, ep); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := c.AlarmDisarm(ctx, &clientv3.AlarmMember{}); err != nil { // all alarms
-		t.Fatal(err)
-	}
-}
-
 // TestMonitorHighWaterAndNoSpace walks a monitor through the states of a
 // small etcd: below the mark, above it (Admit refuses, naming size, quota
 // and mark; writes go on), NOSPACE (everything refused), and back after
@@ -339,7 +292,7 @@ func TestMonitorHighWaterAndNoSpace(t *testing.T) {
 		t.Fatalf("fresh etcd (%d bytes): %+v, admit %v", st.DBSize, st, m.Admit())
 	}
 
-	fill(t, client, ns, quota/2)
+	etcdtest.Fill(t, client, ns+"fill/", quota/2)
 	for range 2 { // the second check logs nothing new
 		st = m.Check(ctx)
 	}
@@ -359,7 +312,7 @@ func TestMonitorHighWaterAndNoSpace(t *testing.T) {
 		t.Errorf("jobfleet_storage_high_water = %v, want 1", got)
 	}
 
-	if !fill(t, client, ns, quota*2) {
+	if !etcdtest.Fill(t, client, ns+"fill/", quota*2) {
 		t.Fatal("etcd did not refuse writes past its quota")
 	}
 	st = m.Check(ctx)
@@ -373,7 +326,7 @@ func TestMonitorHighWaterAndNoSpace(t *testing.T) {
 		t.Fatalf("Admit = %v, want ErrNoSpace", err)
 	}
 
-	recoverSpace(t, client, ns)
+	etcdtest.MakeRoom(t, client, ns+"fill/")
 	st = m.Check(ctx)
 	if st.NoSpace || st.AboveHighWater || m.Admit() != nil {
 		t.Fatalf("after the runbook: %+v, admit %v", st, m.Admit())
@@ -412,7 +365,7 @@ func TestNoteWriteErrorStopsWritesAtOnce(t *testing.T) {
 	if m.WritesRefused() != nil {
 		t.Fatal("a failure other than NOSPACE stopped writes")
 	}
-	if !fill(t, client, ns, 1<<30) {
+	if !etcdtest.Fill(t, client, ns+"fill/", 1<<30) {
 		t.Fatal("etcd did not refuse writes past its quota")
 	}
 	m.NoteWriteError(fmt.Errorf("fire: %w", store.ErrNoSpace))

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -161,53 +160,6 @@ func TestWatchesAndMirrorsSurviveCompaction(t *testing.T) {
 	}
 }
 
-// fill writes 256 KiB values under prefix until etcd's database file is
-// above size bytes, or etcd refuses writes for lack of space; it returns
-// whether it was refused.
-func fill(t *testing.T, c *clientv3.Client, prefix string, size int64) (refused bool) {
-	t.Helper()
-	blob := strings.Repeat("x", 256<<10)
-	for i := 0; i < 1000; i++ {
-		st, err := c.Status(context.Background(), c.Endpoints()[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.DbSize > size {
-			return false
-		}
-		if _, err := c.Put(context.Background(), fmt.Sprintf("%s%d", prefix, i), blob); err != nil {
-			if errors.Is(store.Classify(err), store.ErrNoSpace) {
-				return true
-			}
-			t.Fatal(err)
-		}
-	}
-	t.Fatal("fill: 250 MiB written without reaching the size")
-	return false
-}
-
-// makeRoom is the NOSPACE runbook, done through the client: delete what
-// filled the database, compact, defragment every endpoint, disarm.
-func makeRoom(t *testing.T, c *clientv3.Client, prefix string) {
-	t.Helper()
-	ctx := context.Background()
-	resp, err := c.Delete(ctx, prefix, clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
-	for _, ep := range c.Endpoints() {
-		if _, err := c.Defragment(ctx, ep); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := c.AlarmDisarm(ctx, &clientv3.AlarmMember{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // get returns the status and the body of GET base+path.
 func get(t *testing.T, base, path string) (int, string) {
 	t.Helper()
@@ -247,7 +199,7 @@ func TestHighWaterRefusesNewWorkWhileFiringContinues(t *testing.T) {
 	startWorkers(t, 1, f.URLs(), f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	createEverySecond(t, f.AdminToken, base, "steady", rcv.srv.URL, nil)
 
-	fill(t, f.Client, "/junk/", quota/2)
+	etcdtest.Fill(t, f.Client, "/junk/", quota/2)
 	waitFor(t, 10*time.Second, func() bool {
 		var rep storage.Report
 		return api(t, f.AdminToken, "GET", base, "/v1/cluster/storage", nil, &rep) == http.StatusOK && rep.AboveHighWater
@@ -291,7 +243,7 @@ func TestHighWaterRefusesNewWorkWhileFiringContinues(t *testing.T) {
 		t.Errorf("storage report's history %+v: want m1's 4 partitions with the steady job's runs", h)
 	}
 
-	makeRoom(t, f.Client, "/junk/")
+	etcdtest.MakeRoom(t, f.Client, "/junk/")
 	waitFor(t, 10*time.Second, func() bool {
 		return api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: "new", Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: rcv.srv.URL}}, nil) == http.StatusCreated
 	})
@@ -322,7 +274,7 @@ func TestNoSpaceStopsFiringAndFleetRecovers(t *testing.T) {
 		waitFor(t, 10*time.Second, func() bool { return len(runsOf(t, f.AdminToken, base, id)) >= 2 })
 	}
 
-	if !fill(t, f.Client, "/junk/", 1<<40) {
+	if !etcdtest.Fill(t, f.Client, "/junk/", 1<<40) {
 		t.Fatal("etcd did not refuse writes past its quota")
 	}
 	outage := time.Now()
@@ -368,7 +320,7 @@ func TestNoSpaceStopsFiringAndFleetRecovers(t *testing.T) {
 		t.Errorf("%d failed fire writes logged during the outage, want at most one per partition (no retry storm)", got)
 	}
 
-	makeRoom(t, f.Client, "/junk/")
+	etcdtest.MakeRoom(t, f.Client, "/junk/")
 	recovered := time.Now()
 	for _, u := range f.URLs() {
 		waitFor(t, 20*time.Second, func() bool { code, _ := get(t, u, "/readyz"); return code == http.StatusOK })

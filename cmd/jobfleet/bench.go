@@ -2,8 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/bench/report"
 )
 
 // benchCommands builds the subcommands of `jobfleet bench`; each benchmark
@@ -34,4 +39,21 @@ func requireSubcommand(cmd *cobra.Command) {
 		}
 		return fmt.Errorf("unknown command %q for %q; see %s --help", args[0], cmd.CommandPath(), cmd.CommandPath())
 	}
+}
+
+// writeBenchResult prints res's tables to w and writes them, res as JSON
+// and the charts that charts draws into dir (report.WriteAll), then a
+// line naming how long the run took and every file written.
+func writeBenchResult(w io.Writer, dir, name string, res any, tables []*report.Table, charts func(dir string) ([]string, error), took time.Duration) error {
+	files, err := report.WriteAll(w, dir, name, res, tables)
+	if err != nil {
+		return err
+	}
+	drawn, err := charts(dir)
+	if err != nil {
+		return err
+	}
+	files = append(files, drawn...)
+	fmt.Fprintf(w, "took %v; wrote %s\n", took.Round(time.Second), strings.Join(files, ", "))
+	return nil
 }

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/bench/rebalance"
-	"github.com/jobfleet/jobfleet/bench/report"
 )
 
 func init() { benchCommands = append(benchCommands, newBenchRebalanceCmd) }
@@ -57,17 +54,7 @@ JSON and PNG charts to --out. See docs/benchmarks.md.`,
 			}
 			w := cmd.OutOrStdout()
 			dir := out + "/rebalance"
-			files, err := report.WriteAll(w, dir, "rebalance", res, res.Tables())
-			if err != nil {
-				return err
-			}
-			charts, err := res.Charts(dir)
-			if err != nil {
-				return err
-			}
-			files = append(files, charts...)
-			fmt.Fprintf(w, "took %v; wrote %s\n", time.Since(start).Round(time.Second), strings.Join(files, ", "))
-			return nil
+			return writeBenchResult(w, dir, "rebalance", res, res.Tables(), res.Charts, time.Since(start))
 		},
 	}
 	fs := cmd.Flags()

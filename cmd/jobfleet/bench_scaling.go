@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobfleet/jobfleet/bench"
-	"github.com/jobfleet/jobfleet/bench/report"
 	"github.com/jobfleet/jobfleet/bench/scaling"
 )
 
@@ -87,16 +86,11 @@ charts to --out. See docs/benchmarks.md.`,
 					name = "scaling-delay-" + d.String()
 				}
 				dir := out + "/" + name
-				files, err := report.WriteAll(w, dir, "scaling", res, res.Tables())
-				if err != nil {
+				charts := func(dir string) ([]string, error) { return res.Charts(dir, "scaling_") }
+				if err := writeBenchResult(w, dir, "scaling", res, res.Tables(), charts, res.Took); err != nil {
 					return err
 				}
-				charts, err := res.Charts(dir, "scaling_")
-				if err != nil {
-					return err
-				}
-				files = append(files, charts...)
-				fmt.Fprintf(w, "took %v; wrote %s\n\n", res.Took.Round(time.Second), strings.Join(files, ", "))
+				fmt.Fprintln(w)
 			}
 			return nil
 		},

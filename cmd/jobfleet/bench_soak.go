@@ -3,14 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/bench"
-	"github.com/jobfleet/jobfleet/bench/report"
 	"github.com/jobfleet/jobfleet/bench/soak"
 )
 
@@ -68,17 +66,7 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 			res.Fsync = !noFsync
 			w := cmd.OutOrStdout()
 			dir := out + "/soak"
-			files, err := report.WriteAll(w, dir, "soak", res, res.Tables())
-			if err != nil {
-				return err
-			}
-			charts, err := res.Charts(dir)
-			if err != nil {
-				return err
-			}
-			files = append(files, charts...)
-			fmt.Fprintf(w, "took %v; wrote %s\n", time.Since(start).Round(time.Second), strings.Join(files, ", "))
-			return nil
+			return writeBenchResult(w, dir, "soak", res, res.Tables(), res.Charts, time.Since(start))
 		},
 	}
 	quota = 8 << 30

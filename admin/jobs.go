@@ -66,6 +66,9 @@ type jobsAPI struct {
 	jobs     JobsFunc
 	lg       *zap.Logger
 	triggers *triggerLimiter
+	// whyPending returns what fills in the reasons of waiting runs
+	// (workerAPI.whyPending), nil without a worker registry.
+	whyPending func() func(runs []store.Run, executor func() (string, bool))
 }
 
 // store returns the job store and a context bounding the request's store

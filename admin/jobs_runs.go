@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,6 +41,7 @@ func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {
 		}
 		runs = []store.Run{}
 	}
+	a.explainPending(ctx, s, id, runs)
 	a.reply(w, r, http.StatusOK, api.RunList{Runs: runs})
 }
 
@@ -63,7 +65,32 @@ func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "", err)
 		return
 	}
-	a.reply(w, r, http.StatusOK, run)
+	runs := []store.Run{run}
+	a.explainPending(ctx, s, run.JobID, runs)
+	a.reply(w, r, http.StatusOK, runs[0])
+}
+
+// explainPending fills in the reason of job id's waiting runs that no
+// live worker can take. It reads the job (for its executor type) only if
+// some run waits; a job that cannot be read leaves the runs as they are.
+func (a *jobsAPI) explainPending(ctx context.Context, s JobStore, id string, runs []store.Run) {
+	if a.whyPending == nil {
+		return
+	}
+	explain := a.whyPending()
+	if explain == nil {
+		return
+	}
+	read, ex, ok := false, "", false
+	explain(runs, func() (string, bool) {
+		if !read {
+			read = true
+			if j, err := s.Get(ctx, id); err == nil {
+				ex, ok = j.Executor.Type, true
+			}
+		}
+		return ex, ok
+	})
 }
 
 // limitParam returns ?limit: defaultListLimit if absent, else an integer

@@ -43,9 +43,9 @@ const (
 // exist without an entry; TestRouteMatrix checks every entry against
 // every role.
 func (a *server) routes() []route {
-	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now)}
-	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.cfg.Auth, insecure: a.cfg.Insecure}
 	w := &workerAPI{get: a.cfg.Worker, etcd: a.cfg.EtcdEndpoints}
+	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), whyPending: w.whyPending}
+	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.cfg.Auth, insecure: a.cfg.Insecure}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{
 		{pattern: "GET /healthz", access: auth.AccessAnonymous, handler: hf(a.healthz)},
@@ -56,6 +56,7 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/cluster/partitions", access: auth.AccessRead, handler: hf(a.partitions)},
 		{pattern: "POST /v1/cluster/drain", access: auth.AccessAdmin, handler: hf(a.drain)},
 		{pattern: "GET /v1/cluster/storage", access: auth.AccessRead, handler: storageHandler(a.cfg.Storage)},
+		{pattern: "GET /v1/cluster/workers", access: auth.AccessRead, handler: hf(w.workers)},
 
 		{pattern: "GET /v1/jobs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.list)},
 		{pattern: "POST /v1/jobs", access: auth.AccessWrite, scope: scopeHandler, handler: hf(j.create)},
@@ -71,6 +72,8 @@ func (a *server) routes() []route {
 		{pattern: "POST " + dispatch.PathPoll, access: auth.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},
 		{pattern: "POST " + dispatch.PathHeartbeat, access: auth.AccessWork, handler: hf(w.heartbeat)},
 		{pattern: "POST " + dispatch.PathComplete, access: auth.AccessWork, handler: hf(w.complete)},
+		{pattern: "POST " + dispatch.PathRegister, access: auth.AccessWork, handler: hf(w.register)},
+		{pattern: "POST " + dispatch.PathDeregister, access: auth.AccessWork, handler: hf(w.deregister)},
 
 		{pattern: "POST /v1/tokens", access: auth.AccessAdmin, handler: hf(t.create)},
 		{pattern: "GET /v1/tokens", access: auth.AccessAdmin, handler: hf(t.list)},

@@ -77,6 +77,20 @@ func (f *fakeProtocol) Complete(_ context.Context, req dispatch.CompleteRequest)
 	return dispatch.CompleteResponse{Status: store.RunSucceeded}, nil
 }
 
+func (f *fakeProtocol) Register(_ context.Context, req dispatch.RegisterRequest) (dispatch.RegisterResponse, error) {
+	f.record(req)
+	return dispatch.RegisterResponse{TTL: store.Duration(6 * time.Second), Orchestrator: "m1"}, nil
+}
+
+func (f *fakeProtocol) Deregister(_ context.Context, req dispatch.DeregisterRequest) error {
+	f.record(req)
+	return nil
+}
+
+func (f *fakeProtocol) Workers() ([]store.Worker, error) { return []store.Worker{}, nil }
+
+func (f *fakeProtocol) WhyPending(string, string) string { return "" }
+
 // secEnv is the API over a real etcd: job store, credential store and
 // the credential cache kept current by its watch, on a fake clock.
 type secEnv struct {
@@ -333,6 +347,7 @@ func TestRouteMatrix(t *testing.T) {
 		{pattern: "GET /v1/cluster/members", allowed: members, make: get("/v1/cluster/members"), ok: 200},
 		{pattern: "GET /v1/cluster/partitions", allowed: viewers, make: get("/v1/cluster/partitions"), ok: 200},
 		{pattern: "GET /v1/cluster/storage", allowed: viewers, make: get("/v1/cluster/storage"), ok: 200},
+		{pattern: "GET /v1/cluster/workers", allowed: viewers, make: get("/v1/cluster/workers"), ok: 200},
 		{pattern: "POST /v1/cluster/drain", allowed: admins, make: func(string) request { return request{method: "POST", path: "/v1/cluster/drain"} }, ok: 202},
 		{pattern: "GET /v1/jobs", allowed: viewers, make: get("/v1/jobs"), ok: 200},
 		{pattern: "POST /v1/jobs", allowed: writers, job: true, ok: 201, make: func(id string) request {
@@ -378,6 +393,12 @@ func TestRouteMatrix(t *testing.T) {
 		}},
 		{pattern: "POST /v1/worker/complete", allowed: workers, ok: 200, make: func(string) request {
 			return request{method: "POST", path: dispatch.PathComplete, body: `{"worker":"w","run_id":"` + store.RunID("team/a", time.Now()) + `","attempt":1,"success":true}`}
+		}},
+		{pattern: "POST /v1/worker/register", allowed: workers, ok: 200, make: func(string) request {
+			return request{method: "POST", path: dispatch.PathRegister, body: `{"worker":"w","executors":["http"],"concurrency":4,"active":0}`}
+		}},
+		{pattern: "POST /v1/worker/deregister", allowed: workers, ok: 200, make: func(string) request {
+			return request{method: "POST", path: dispatch.PathDeregister, body: `{"worker":"w"}`}
 		}},
 		{pattern: "POST /v1/tokens", allowed: admins, ok: 201, make: func(string) request {
 			return request{method: "POST", path: "/v1/tokens", body: `{"role":"viewer","description":"made in the matrix"}`}

@@ -118,7 +118,7 @@ func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req a
 		WriteJSON(w, http.StatusMisdirectedRequest, dispatch.NotOwner{Error: err.Error(), Owner: notOwner.Owner, OwnerAddr: notOwner.OwnerAddr})
 	case errors.Is(err, dispatch.ErrBadRequest):
 		WriteError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, dispatch.ErrForbidden):
+	case errors.Is(err, dispatch.ErrForbidden), errors.Is(err, dispatch.ErrWorkerIDTaken):
 		WriteError(w, http.StatusForbidden, err.Error())
 	case errors.Is(err, dispatch.ErrStaleAttempt):
 		WriteError(w, http.StatusConflict, err.Error())

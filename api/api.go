@@ -174,3 +174,9 @@ type EtcdEndpoint struct {
 	// Error is why the endpoint did not answer, "" if it did.
 	Error string `json:"error,omitempty"`
 }
+
+// WorkerList is the reply of GET /v1/cluster/workers: the live worker
+// registrations, by ID.
+type WorkerList struct {
+	Workers []store.Worker `json:"workers"`
+}

@@ -15,8 +15,9 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// expire ends attempts whose lease ran out or that ran past their timeout,
-// scheduling retries or marking runs dead. The caller holds wmu.
+// expire ends attempts whose lease ran out, that ran past their timeout,
+// or whose worker's registration ended (workerLostLocked), scheduling
+// retries or marking runs dead. The caller holds wmu.
 func (pt *partition) expire(ctx context.Context, now time.Time) {
 	type lostAttempt struct {
 		ar        *activeRun
@@ -33,6 +34,9 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 			continue
 		}
 		expired, reason := LeaseExpired(&e.spec, ar.run, ar.leaseUntil, now, pt.d.cfg.RunLease)
+		if !expired {
+			expired, reason = pt.workerLostLocked(ar)
+		}
 		if !expired {
 			continue
 		}

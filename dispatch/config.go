@@ -96,6 +96,12 @@ type Config struct {
 	// that a full etcd costs one log line instead of a retry per partition
 	// per second. Nil: writes are always tried.
 	Space SpaceGate
+	// Workers, if set, is the worker registry: attempts of a worker whose
+	// registration ends are lost at once (not a run lease later), polls
+	// under a worker ID registered to another credential are refused, and
+	// WhyPending and the unservable gauge can say which waiting runs no
+	// live worker serves. Nil: run leases alone detect lost workers.
+	Workers *Registry
 	// Clock; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.

@@ -77,6 +77,9 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 		avail:   make(chan struct{}),
 	}
 	cfg.Metrics.setSource(d.Stats)
+	if cfg.Workers != nil {
+		cfg.Workers.subscribe(d.workersGone)
+	}
 	return d, nil
 }
 
@@ -161,6 +164,9 @@ type Stats struct {
 	// budget. Final runs are trimmed, oldest first, to keep HistoryBytes
 	// within it; active runs are not.
 	HistoryBudget int64
+	// Unservable counts the waiting runs no live worker can take (see
+	// WhyPending), by executor type; nil without a worker registry.
+	Unservable map[string]int
 }
 
 // Stats returns the state of the partitions owned here. It takes each
@@ -178,6 +184,7 @@ func (d *Dispatcher) Stats() Stats {
 		st.HistoryBytes += ps.HistoryBytes
 		st.HistoryBudget += pt.budgetShare()
 	}
+	st.Unservable = d.unservable(parts)
 	return st
 }
 
@@ -226,6 +233,9 @@ func (d *Dispatcher) Owned() []int {
 // req.Credential, before it is returned.
 func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, error) {
 	if err := validatePoll(req); err != nil {
+		return PollResponse{}, err
+	}
+	if err := d.checkWorkerID(req.Worker, req.Credential); err != nil {
 		return PollResponse{}, err
 	}
 	clock := d.cfg.Clock

@@ -16,4 +16,8 @@ var (
 	// ErrForbidden: a heartbeat or completion of an attempt that was
 	// handed to another credential; it changes nothing. HTTP 403.
 	ErrForbidden = errors.New("forbidden: the attempt was handed to another credential")
+	// ErrWorkerIDTaken: a registration, deregistration or poll under a
+	// worker ID that is registered to another credential; it changes
+	// nothing. HTTP 403.
+	ErrWorkerIDTaken = errors.New("forbidden: the worker ID is registered to another credential")
 )

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"maps"
+	"slices"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "jobfleet_attempts_started_total", Help: "Attempts handed to workers.",
 		}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "jobfleet_attempts_lost_total", Help: "Attempts whose run lease expired or that ran past their timeout.",
+			Name: "jobfleet_attempts_lost_total", Help: "Attempts lost: their run lease expired, they ran past their timeout, or their worker's registration expired.",
 		}),
 		stale: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_stale_reports_total", Help: "Heartbeats and completions refused because their attempt was no longer current.",
@@ -66,11 +68,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	state := &stateCollector{m: m,
-		waiting: prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
-		running: prometheus.NewDesc("jobfleet_runs_running", "Runs of the partitions owned here with an attempt held by a worker.", nil, nil),
-		runs:    prometheus.NewDesc("jobfleet_history_runs", "Run documents stored for the partitions owned here (active and final).", nil, nil),
-		bytes:   prometheus.NewDesc("jobfleet_history_bytes", "Bytes of the run documents stored for the partitions owned here; the fleet's sum stays within --history-budget plus the active runs' documents.", nil, nil),
-		budget:  prometheus.NewDesc("jobfleet_history_budget_bytes", "The share of the fleet's history budget of the partitions owned here.", nil, nil),
+		waiting:    prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
+		running:    prometheus.NewDesc("jobfleet_runs_running", "Runs of the partitions owned here with an attempt held by a worker.", nil, nil),
+		runs:       prometheus.NewDesc("jobfleet_history_runs", "Run documents stored for the partitions owned here (active and final).", nil, nil),
+		bytes:      prometheus.NewDesc("jobfleet_history_bytes", "Bytes of the run documents stored for the partitions owned here; the fleet's sum stays within --history-budget plus the active runs' documents.", nil, nil),
+		budget:     prometheus.NewDesc("jobfleet_history_budget_bytes", "The share of the fleet's history budget of the partitions owned here.", nil, nil),
+		unservable: prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
 		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.trims, m.jobsDeleted, state)
@@ -81,12 +84,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // stateCollector reports the gauges of the partitions owned here from one
 // Stats per scrape.
 type stateCollector struct {
-	m                                     *Metrics
-	waiting, running, runs, bytes, budget *prometheus.Desc
+	m                                                 *Metrics
+	waiting, running, runs, bytes, budget, unservable *prometheus.Desc
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.runs, c.bytes, c.budget} {
+	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.runs, c.bytes, c.budget, c.unservable} {
 		ch <- d
 	}
 }
@@ -101,6 +104,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.runs, prometheus.GaugeValue, float64(st.HistoryRuns))
 	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.HistoryBytes))
 	ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(st.HistoryBudget))
+	for _, ex := range slices.Sorted(maps.Keys(st.Unservable)) {
+		ch <- prometheus.MustNewConstMetric(c.unservable, prometheus.GaugeValue, float64(st.Unservable[ex]), ex)
+	}
 }
 
 func (m *Metrics) setSource(f func() Stats) {

@@ -107,6 +107,7 @@ type activeRun struct {
 	notBefore  time.Time // pending/failed: not dispatched before
 	leaseUntil time.Time // running: lost after; extended by heartbeats (under mu only)
 	size       int       // bytes of the stored document
+	worker     workerReg // running: the registration its worker held (workers.go)
 }
 
 type triggerReq struct {

@@ -14,6 +14,8 @@ import (
 //	POST /v1/worker/poll       PollRequest      → 200 PollResponse (long poll; empty Attempts after Wait)
 //	POST /v1/worker/heartbeat  HeartbeatRequest → 200 HeartbeatResponse
 //	POST /v1/worker/complete   CompleteRequest  → 200 CompleteResponse
+//	POST /v1/worker/register   RegisterRequest  → 200 RegisterResponse
+//	POST /v1/worker/deregister DeregisterRequest → 200 {}
 //
 // Errors are {"error": "..."} documents:
 //
@@ -23,6 +25,7 @@ import (
 //	409 the attempt is stale: the run moved on (its lease expired and a new
 //	    attempt was made, it was replaced, it completed); the worker must
 //	    drop it and not retry the report
+//	    or the worker ID is registered to another credential
 //	421 this orchestrator does not own the run's partition: NotOwner says
 //	    who does; the worker resends the request there
 //	503 the orchestrator cannot decide now (starting, etcd unreachable); retry
@@ -32,10 +35,17 @@ import (
 // of its own partitions. Heartbeats and completions go to the orchestrator
 // that handed the attempt out; after a handoff, that one answers 421 with
 // the new owner.
+//
+// A worker also registers, with one orchestrator at a time, every third
+// of the TTL the reply names (see Registry): its registration is what
+// GET /v1/cluster/workers lists and what tells the owners at once, not a
+// run lease later, that a worker's attempts are lost.
 const (
-	PathPoll      = "/v1/worker/poll"
-	PathHeartbeat = "/v1/worker/heartbeat"
-	PathComplete  = "/v1/worker/complete"
+	PathPoll       = "/v1/worker/poll"
+	PathHeartbeat  = "/v1/worker/heartbeat"
+	PathComplete   = "/v1/worker/complete"
+	PathRegister   = "/v1/worker/register"
+	PathDeregister = "/v1/worker/deregister"
 )
 
 // MaxPollWait is the longest long-poll an orchestrator honours.
@@ -168,4 +178,47 @@ type NotOwner struct {
 	// has none right now (retry later).
 	Owner     string `json:"owner,omitempty"`
 	OwnerAddr string `json:"owner_addr,omitempty"`
+}
+
+// RegisterRequest registers a worker, or refreshes its registration. The
+// worker sends it before its first poll and then every third of the
+// RegisterResponse's TTL, to one orchestrator (moving to another when
+// that one does not answer).
+type RegisterRequest struct {
+	// Worker is the worker's ID, as in polls.
+	Worker string `json:"worker"`
+	// Executors are the executor types the worker runs, as in polls.
+	Executors []string `json:"executors"`
+	// Concurrency is the most attempts the worker holds, 1..1024.
+	Concurrency int `json:"concurrency"`
+	// Active is the number of attempts it holds now, 0..Concurrency.
+	Active int `json:"active"`
+	// Orchestrators are the orchestrator URLs the worker polls (at most
+	// 64, each at most 512 bytes); optional, shown by GET
+	// /v1/cluster/workers.
+	Orchestrators []string `json:"orchestrators,omitempty"`
+
+	// Credential and Prefix are the request's credential's ID and scope,
+	// set by the HTTP layer, never from the body: the registration binds
+	// the worker ID to the credential.
+	Credential string `json:"-"`
+	Prefix     string `json:"-"`
+}
+
+// RegisterResponse answers a registration.
+type RegisterResponse struct {
+	// TTL is how long the registration lives without a refresh; the
+	// worker refreshes it every TTL/3.
+	TTL store.Duration `json:"ttl"`
+	// Orchestrator is the ID of the member holding the registration.
+	Orchestrator string `json:"orchestrator"`
+}
+
+// DeregisterRequest removes a worker's registration: the worker sends it
+// when it stops gracefully, after its attempts have ended.
+type DeregisterRequest struct {
+	Worker string `json:"worker"`
+	// Credential is set by the HTTP layer; only the credential the worker
+	// is registered with may remove it.
+	Credential string `json:"-"`
 }

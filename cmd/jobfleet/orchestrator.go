@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
@@ -103,6 +104,7 @@ type memberOptions struct {
 	partitions int
 	leaseTTL   time.Duration
 	runLease   time.Duration
+	workerTTL  time.Duration
 	retention  retentionOptions
 	// clockOffsetFile, a hidden flag of the fault-injection suite: the
 	// member's clock is off by the duration this file holds (see
@@ -128,6 +130,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 1024; must match an existing cluster's)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
 	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
+	fs.DurationVar(&o.workerTTL, "worker-ttl", dispatch.DefaultWorkerTTL, "how long a worker's registration lives without a refresh (whole seconds, 2s to 5m); the attempts of a worker silent that long are retried at once")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
 	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "turn authentication off: every caller is admin (only with a loopback --listen)")
 	o.retention.register(cmd)
@@ -365,6 +368,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		Partitions:  o.partitions,
 		LeaseTTL:    o.leaseTTL,
 		RunLease:    o.runLease,
+		WorkerTTL:   o.workerTTL,
 		AdminSecret: secret,
 		Storage:     stc,
 		Clock:       o.clock,

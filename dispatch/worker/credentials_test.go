@@ -105,13 +105,14 @@ func TestCredentialsRefused(t *testing.T) {
 	}
 	f.waitFor(t, "the first poll", func() bool { return len(f.polls) == 1 })
 	logs.wait(t, "refused the worker's credentials")
-	// Backing off: without the clock moving, no further poll.
-	blockUntil(t, clock, 1)
+	// Backing off: without the clock moving, no further poll. (The other
+	// waiter is the registration's: this orchestrator keeps no registry.)
+	blockUntil(t, clock, 2)
 	if n := pollCount(); n != 1 {
 		t.Fatalf("%d polls before the back-off elapsed, want 1", n)
 	}
 	for want := 2; want <= 5; want++ {
-		blockUntil(t, clock, 1)
+		blockUntil(t, clock, 2)
 		clock.Advance(5 * time.Second)
 		f.waitFor(t, "the next poll", func() bool { return len(f.polls) >= want })
 	}

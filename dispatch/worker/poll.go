@@ -27,6 +27,11 @@ func (w *Worker) pollLoop(ctx context.Context, addr string) {
 	lg := w.lg.With(zap.String("orchestrator", addr))
 	bo := newBackOff(w.cfg.RetryInitial, w.cfg.RetryMax)
 	want, failing := w.initialWant(), false
+	select {
+	case <-w.firstRegister:
+	case <-ctx.Done():
+		return
+	}
 	for {
 		n, err := w.slots.take(ctx, min(want, maxPollMax))
 		if err != nil {

@@ -48,6 +48,11 @@ type Worker struct {
 	attempts sync.WaitGroup  // one per held attempt
 	inFlight atomic.Int64    // attempts started and not yet ended
 
+	// firstRegister is closed once the first registration was tried
+	// with an orchestrator; polls wait for it.
+	firstRegister chan struct{}
+	regNote       chan struct{} // buffer 1: addrs changed (for registerLoop)
+
 	amu       sync.Mutex    // guards addrs
 	addrs     []string      // latest from discovery, normalized
 	addrsNote chan struct{} // buffer 1: addrs changed
@@ -90,6 +95,8 @@ func New(cfg Config) (*Worker, error) {
 		slots:         newSlots(cfg.Concurrency),
 		handlers:      map[string]Handler{},
 		addrsNote:     make(chan struct{}, 1),
+		firstRegister: make(chan struct{}),
+		regNote:       make(chan struct{}, 1),
 	}
 	if w.client.hc == nil {
 		w.client.hc = defaultHTTPClient(min(cfg.Concurrency, 64)+4, cfg.TLS)
@@ -164,6 +171,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer w.client.hc.CloseIdleConnections()
 	}
 	defer w.execTransport.CloseIdleConnections()
+
+	// The registration outlives polling: attempts still running while the
+	// worker stops must not be taken for lost.
+	regCtx, stopRegistering := context.WithCancel(context.WithoutCancel(ctx))
+	regDone := make(chan struct{})
+	var reg registrar
+	go func() {
+		defer close(regDone)
+		w.registerLoop(regCtx, &reg)
+	}()
+	defer func() { stopRegistering(); <-regDone }()
 
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	defer stopPolling()
@@ -280,6 +298,9 @@ loop:
 		timer.Stop()
 	}
 	<-idle
+	stopRegistering()
+	<-regDone
+	w.deregister(&reg)
 	w.lg.Info("worker stopped")
 	return runErr
 }
@@ -295,6 +316,10 @@ func (w *Worker) setAddrs(addrs []string) {
 	select {
 	case w.addrsNote <- struct{}{}:
 	default: // a notification is pending; it will read the latest addrs
+	}
+	select {
+	case w.regNote <- struct{}{}:
+	default:
 	}
 }
 

@@ -241,7 +241,7 @@ func TestHeartbeatKeepsLongAttemptAlive(t *testing.T) {
 	f.enqueue(f.assignment("r1", handlerExec("long"), "")) // lease 30s: a heartbeat every 10s
 	recv(t, started, "attempt start")
 	for i := 1; i <= 12; i++ {
-		blockUntil(t, clock, 2) // the attempt's timeout and its heartbeat timer
+		blockUntil(t, clock, 3) // the attempt's timeout, its heartbeat timer and the registration's retry
 		clock.Advance(10 * time.Second)
 		f.waitFor(t, "heartbeat", func() bool { return f.heartbeatCount("r1") == i })
 	}
@@ -285,7 +285,7 @@ func heartbeatOnce(t *testing.T, fakes []*fakeOrch, clock *clockwork.FakeClock, 
 		})
 	fakes[0].enqueue(fakes[0].assignment("r1", handlerExec("wait"), ""))
 	recv(t, started, "attempt start")
-	blockUntil(t, clock, 2)
+	blockUntil(t, clock, 3) // the attempt's timeout, its heartbeat timer and the registration's retry
 	clock.Advance(10 * time.Second)
 	return tw, ended
 }
@@ -336,7 +336,7 @@ func TestHeartbeatRedirect(t *testing.T) {
 	_, ended := heartbeatOnce(t, []*fakeOrch{a, b}, clock, release)
 	b.waitFor(t, "heartbeat at the new owner", func() bool { return b.heartbeatCount("r1") == 1 })
 	// The next heartbeat goes straight to the new owner.
-	blockUntil(t, clock, 2)
+	blockUntil(t, clock, 3)
 	clock.Advance(10 * time.Second)
 	b.waitFor(t, "second heartbeat at the new owner", func() bool { return b.heartbeatCount("r1") == 2 })
 	close(release)

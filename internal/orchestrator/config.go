@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
@@ -46,6 +47,11 @@ type Config struct {
 	// RunLease is how long a worker holds an attempt without heartbeat
 	// (dispatch.Config.RunLease). Default 30s.
 	RunLease time.Duration
+	// WorkerTTL is how long a worker's registration lives without a
+	// refresh (dispatch.RegistryConfig.TTL): the attempts of a worker
+	// silent that long are retried at once. Whole seconds, 2s to 5m.
+	// Default dispatch.DefaultWorkerTTL.
+	WorkerTTL time.Duration
 	// HistoryMaxRuns, HistoryMaxAge, HistoryBudget and DeleteAfter are
 	// the dispatcher's history bounds (dispatch.Config): 0 keeps the
 	// dispatcher's default; a negative DeleteAfter keeps finished one-off
@@ -108,6 +114,8 @@ func (c Config) Validate() error {
 		return bad("leave timeout %v is negative", c.LeaveTimeout)
 	case c.RunLease != 0 && c.RunLease < time.Second:
 		return bad("run lease %v below 1s", c.RunLease)
+	case c.WorkerTTL < 2*time.Second || c.WorkerTTL > 5*time.Minute || c.WorkerTTL%time.Second != 0:
+		return bad("worker TTL %v must be whole seconds from 2s to 5m", c.WorkerTTL)
 	case c.HistoryMaxRuns < 0:
 		return bad("history max runs %d is negative", c.HistoryMaxRuns)
 	case c.HistoryBudget < 0:
@@ -124,6 +132,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = 5 * time.Second
+	}
+	if c.WorkerTTL == 0 {
+		c.WorkerTTL = dispatch.DefaultWorkerTTL
 	}
 	if c.RebalanceDelay == 0 {
 		c.RebalanceDelay = 200 * time.Millisecond

@@ -179,6 +179,14 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	dcfg.Logger = o.cfg.Logger.Named("dispatch")
 	dcfg.Metrics = o.dispMet
 	dcfg.Space = o.space
+	workers, err := dispatch.NewRegistry(o.client, dispatch.RegistryConfig{
+		Namespace: o.cfg.Namespace, Member: o.cfg.ID, TTL: o.cfg.WorkerTTL,
+		RequestTimeout: dcfg.RequestTimeout, Clock: o.cfg.Clock, Logger: o.cfg.Logger.Named("dispatch"),
+	})
+	if err != nil {
+		return err
+	}
+	dcfg.Workers = workers
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err
@@ -210,6 +218,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.owners.Run(watchCtx) })
 	wg.Go(func() { o.compactor.Run(watchCtx) })
 	wg.Go(func() { o.space.Run(watchCtx) })
+	wg.Go(func() { workers.Run(watchCtx) })
 	defer func() { stopWatch(); wg.Wait() }()
 
 	stop := make(chan struct{})

@@ -1,0 +1,113 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// WorkerRegistry is the worker registry as the API serves it;
+// *dispatch.Dispatcher implements it. The API finds it by asserting the
+// WorkerProtocol that Config.Worker returns to it; a protocol that does
+// not implement it answers 503 for the registry's routes, and runs carry
+// no pending reasons.
+type WorkerRegistry interface {
+	// Register creates or refreshes a worker's registration
+	// (dispatch.Registry.Register).
+	Register(ctx context.Context, req dispatch.RegisterRequest) (dispatch.RegisterResponse, error)
+	// Deregister removes it (dispatch.Registry.Deregister).
+	Deregister(ctx context.Context, req dispatch.DeregisterRequest) error
+	// Workers lists the live registrations, by ID.
+	Workers() ([]store.Worker, error)
+	// WhyPending says why no live worker can take a waiting run of job
+	// jobID with executor type executor, "" if some can.
+	WhyPending(jobID, executor string) string
+}
+
+// registry returns the worker registry, or an error saying why there is
+// none now.
+func (a *workerAPI) registry() (WorkerRegistry, error) {
+	if a.get == nil {
+		return nil, errors.New("this member does not serve workers")
+	}
+	p, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	reg, ok := p.(WorkerRegistry)
+	if !ok {
+		return nil, dispatch.ErrNoRegistry
+	}
+	return reg, nil
+}
+
+// registryProtocol adapts the registry to serveProtocol.
+func (a *workerAPI) registryProtocol() (WorkerProtocol, error) {
+	reg, err := a.registry()
+	if err != nil {
+		return nil, err
+	}
+	return reg.(WorkerProtocol), nil
+}
+
+func (a *workerAPI) register(w http.ResponseWriter, r *http.Request) {
+	var req dispatch.RegisterRequest
+	serveProtocol(w, r, a.registryProtocol, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
+		req.Credential, req.Prefix = who.ID, who.Prefix
+		return p.(WorkerRegistry).Register(r.Context(), req)
+	})
+}
+
+func (a *workerAPI) deregister(w http.ResponseWriter, r *http.Request) {
+	var req dispatch.DeregisterRequest
+	serveProtocol(w, r, a.registryProtocol, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
+		req.Credential = who.ID
+		return struct{}{}, p.(WorkerRegistry).Deregister(r.Context(), req)
+	})
+}
+
+// workers serves GET /v1/cluster/workers.
+func (a *workerAPI) workers(w http.ResponseWriter, r *http.Request) {
+	reg, err := a.registry()
+	if err != nil {
+		WriteError(w, http.StatusServiceUnavailable, publicMessage(err))
+		return
+	}
+	ws, err := reg.Workers()
+	if err != nil {
+		WriteError(w, http.StatusServiceUnavailable, publicMessage(err))
+		return
+	}
+	if ws == nil {
+		ws = []store.Worker{}
+	}
+	WriteJSON(w, http.StatusOK, api.WorkerList{Workers: ws})
+}
+
+// whyPending returns a function that fills in the reason of waiting runs
+// that no live worker can take, for a job whose executor type the
+// function reads at most once; nil without a registry.
+func (a *workerAPI) whyPending() func(runs []store.Run, executor func() (string, bool)) {
+	reg, err := a.registry()
+	if err != nil {
+		return nil
+	}
+	return func(runs []store.Run, executor func() (string, bool)) {
+		for i := range runs {
+			r := &runs[i]
+			if r.Status.Final() || r.Status == store.RunRunning || r.Reason != "" {
+				continue
+			}
+			ex, ok := executor()
+			if !ok {
+				return
+			}
+			r.Reason = reg.WhyPending(r.JobID, ex)
+		}
+	}
+}

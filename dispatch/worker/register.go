@@ -1,0 +1,169 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+)
+
+// Registration timing. Until an orchestrator names the TTL, the worker
+// refreshes as for dispatch.DefaultWorkerTTL; after a failure it tries the
+// next orchestrator soon, so that its registration moves before it
+// expires.
+const (
+	minRegisterInterval   = 500 * time.Millisecond
+	maxRegisterInterval   = 30 * time.Second
+	registerRetryInterval = 500 * time.Millisecond
+	// noRegistryInterval is how often an orchestrator without the
+	// registry (404: an older version) is asked again.
+	noRegistryInterval = 30 * time.Second
+)
+
+// errNoRegistry: the orchestrator does not serve the registry (404).
+var errNoRegistry = errors.New("orchestrator keeps no worker registry")
+
+// registrar keeps the worker registered with one orchestrator at a time.
+// Only registerLoop's goroutine and, after it returned, Run use it.
+type registrar struct {
+	addr     string        // the orchestrator registered with last; "" before the first success
+	interval time.Duration // between refreshes
+	failing  bool          // the last attempt failed (logged once)
+}
+
+// registerLoop registers the worker before its first poll (pollers wait
+// for the first try, successful or not: an attempt taken before the
+// registration existed is left to its run lease) and refreshes the registration every third of
+// the TTL the orchestrator names, with the orchestrator that answered
+// last; when that one fails it moves to the next orchestrator it knows.
+// It returns when ctx ends.
+func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
+	reg.interval = registerInterval(dispatch.DefaultWorkerTTL)
+	next := 0 // index of the orchestrator to try when reg.addr fails
+	first := true
+	for {
+		addrs := w.currentAddrs()
+		wait := registerRetryInterval // no orchestrator known yet
+		if len(addrs) > 0 {
+			addr := reg.addr
+			if addr == "" || !slices.Contains(addrs, addr) {
+				addr = addrs[next%len(addrs)]
+			}
+			ttl, err := w.register(ctx, addr)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err == nil:
+				if reg.failing || reg.addr != addr {
+					w.lg.Info("worker registered", zap.String("orchestrator", addr), zap.Duration("ttl", ttl))
+				}
+				reg.addr, reg.failing = addr, false
+				reg.interval = registerInterval(ttl)
+				wait = reg.interval
+			default:
+				var refused *CredentialError
+				switch {
+				case errors.As(err, &refused):
+					w.creds.refused(w.lg, addr, refused)
+				case errors.Is(err, errNoRegistry):
+					if !reg.failing {
+						w.lg.Info("orchestrator keeps no worker registry; the worker runs unregistered there", zap.String("orchestrator", addr))
+					}
+					wait = noRegistryInterval
+				case !reg.failing:
+					w.lg.Warn("registering the worker failed; trying the next orchestrator", zap.String("orchestrator", addr), zap.Error(err))
+				}
+				reg.failing = true
+				reg.addr = ""
+				next++
+				if wait != noRegistryInterval {
+					wait = min(reg.interval, registerRetryInterval)
+				}
+			}
+			if first {
+				close(w.firstRegister)
+				first = false
+			}
+		}
+		if !w.registerWait(ctx, wait) {
+			return
+		}
+	}
+}
+
+// registerWait waits d, or until the orchestrators known change; false if
+// ctx ended.
+func (w *Worker) registerWait(ctx context.Context, d time.Duration) bool {
+	t := w.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.Chan():
+	case <-w.regNote:
+	}
+	return true
+}
+
+// registerInterval is a third of ttl, within bounds.
+func registerInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/3, minRegisterInterval), maxRegisterInterval)
+}
+
+// register sends one registration to addr and returns the TTL it names.
+func (w *Worker) register(ctx context.Context, addr string) (time.Duration, error) {
+	addrs := w.currentAddrs()
+	if len(addrs) > 64 {
+		addrs = addrs[:64]
+	}
+	req := dispatch.RegisterRequest{
+		Worker:        w.cfg.ID,
+		Executors:     w.executors(),
+		Concurrency:   w.cfg.Concurrency,
+		Active:        min(int(w.inFlight.Load()), w.cfg.Concurrency),
+		Orchestrators: addrs,
+	}
+	r, err := w.client.post(ctx, addr, dispatch.PathRegister, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
+	switch {
+	case err != nil:
+		return 0, err
+	case r.refused():
+		return 0, r.credentialErr()
+	case r.status == http.StatusNotFound:
+		return 0, errNoRegistry
+	case r.status != http.StatusOK:
+		return 0, r.err()
+	}
+	var resp dispatch.RegisterResponse
+	if err := json.Unmarshal(r.body, &resp); err != nil {
+		return 0, fmt.Errorf("decode registration reply: %w", err)
+	}
+	return resp.TTL.Std(), nil
+}
+
+// deregister removes the worker's registration, with the orchestrator it
+// registered with last, at the end of a graceful stop (its attempts have
+// ended). Failing, the registration expires after its TTL.
+func (w *Worker) deregister(reg *registrar) {
+	if reg.addr == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.RequestTimeout)
+	defer cancel()
+	r, err := w.client.post(ctx, reg.addr, dispatch.PathDeregister, dispatch.DeregisterRequest{Worker: w.cfg.ID}, w.cfg.RequestTimeout, maxOtherReplyBytes)
+	if err == nil && r.status != http.StatusOK {
+		err = r.err()
+	}
+	if err != nil {
+		w.lg.Warn("deregistering the worker failed; its registration expires by itself", zap.String("orchestrator", reg.addr), zap.Error(err))
+		return
+	}
+	w.lg.Info("worker deregistered", zap.String("orchestrator", reg.addr))
+}

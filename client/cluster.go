@@ -45,3 +45,11 @@ func (c *Client) Ready(ctx context.Context) error {
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/readyz"})
 	return err
 }
+
+// Workers returns the live worker registrations (GET
+// /v1/cluster/workers), by ID.
+func (c *Client) Workers(ctx context.Context) (api.WorkerList, error) {
+	var l api.WorkerList
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/workers", out: &l})
+	return l, err
+}

@@ -292,4 +292,21 @@ func TestWhyPending(t *testing.T) {
 	if got, want := h.disp.WhyPending("ops/x", "shell"), `no live worker serves executor "shell" (start a worker with --allow-shell)`; got != want {
 		t.Fatalf("after the shell worker left: %q, want %q", got, want)
 	}
+
+	// The gauge counts the waiting runs nobody can take, by executor type.
+	h.create(store.Job{ID: "ops/x", Schedule: "@every 1h", Executor: store.Executor{Type: "shell", Command: []string{"true"}}})
+	h.create(store.Job{ID: "ops/y", Schedule: "@every 1h"})
+	h.advance(time.Hour)
+	h.waitRuns("ops/x", 1)
+	h.waitRuns("ops/y", 1)
+	if got := h.disp.Stats().Unservable; len(got) != 1 || got["shell"] != 1 {
+		t.Fatalf("unservable runs %v, want shell: 1", got)
+	}
+	if _, err := reg.Register(context.Background(), dispatch.RegisterRequest{Worker: "w-shell", Executors: []string{"shell"}, Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitWorkers(t, reg, "w-all", "w-shell")
+	if got := h.disp.Stats().Unservable; len(got) != 0 {
+		t.Fatalf("unservable runs %v once a shell worker registered, want none", got)
+	}
 }

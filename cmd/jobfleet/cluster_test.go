@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
@@ -123,5 +125,63 @@ func TestClusterPartitionsAll(t *testing.T) {
 		if got := run(flag); strings.Join(got, "\n") != strings.Join(all, "\n") {
 			t.Errorf("%s:\n%s\nwant\n%s", flag, strings.Join(got, "\n"), strings.Join(all, "\n"))
 		}
+	}
+}
+
+// workersProtocol serves a fixed worker registry (the protocol itself
+// is not used).
+type workersProtocol struct {
+	admin.WorkerProtocol
+	workers []store.Worker
+}
+
+func (p workersProtocol) Register(context.Context, dispatch.RegisterRequest) (dispatch.RegisterResponse, error) {
+	return dispatch.RegisterResponse{}, nil
+}
+func (p workersProtocol) Deregister(context.Context, dispatch.DeregisterRequest) error { return nil }
+func (p workersProtocol) Workers() ([]store.Worker, error)                             { return p.workers, nil }
+func (p workersProtocol) WhyPending(string, string) string                             { return "" }
+
+// TestClusterWorkersCommand checks the table and JSON of `cluster
+// workers`, including a scoped credential's prefix and an escaped ID.
+func TestClusterWorkersCommand(t *testing.T) {
+	now := time.Now().UTC()
+	ws := []store.Worker{
+		{ID: "w1", Credential: "dev-worker", Executors: []string{"http", "shell"}, Concurrency: 8, Active: 3, RegisteredAt: now.Add(-time.Hour), LastContact: now.Add(-2 * time.Second), Orchestrator: "orch-1"},
+		{ID: "evil\x1b[2J", Credential: "billing-w", Prefix: "billing/", Executors: []string{"http"}, Concurrency: 1, RegisteredAt: now, LastContact: now, Orchestrator: "orch-2"},
+	}
+	srv := httptest.NewServer(admin.Handler(apiMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Insecure: true,
+		Worker: func() (admin.WorkerProtocol, error) { return workersProtocol{workers: ws}, nil }}))
+	defer srv.Close()
+	run := func(args ...string) string {
+		t.Helper()
+		root := newRootCmd()
+		var out bytes.Buffer
+		root.SetArgs(append([]string{"cluster", "workers", "--server", srv.URL}, args...))
+		root.SetOut(&out)
+		if err := root.ExecuteContext(context.Background()); err != nil {
+			t.Fatalf("cluster workers %v: %v", args, err)
+		}
+		return out.String()
+	}
+	out := run()
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	if len(lines) != 4 || lines[0] != "ID EXECUTORS ACTIVE CREDENTIAL REGISTERED LAST CONTACT ORCHESTRATOR" ||
+		!strings.HasPrefix(lines[1], "w1 http,shell 3/8 dev-worker ") || !strings.HasSuffix(lines[1], " 2s ago orch-1") ||
+		!strings.HasPrefix(lines[2], `evil\x1b[2J http 0/1 billing-w (billing/*) `) || lines[3] != "2 workers" {
+		t.Fatalf("table:\n%s", out)
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Fatalf("the table carries an escape character: %q", out)
+	}
+	var l api.WorkerList
+	if err := json.Unmarshal([]byte(run("-o", "json")), &l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Workers) != 2 || l.Workers[0].ID != "w1" || l.Workers[1].Prefix != "billing/" || l.Workers[0].Active != 3 {
+		t.Fatalf("-o json: %+v", l)
 	}
 }

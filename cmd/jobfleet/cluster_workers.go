@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/client"
+)
+
+// newClusterWorkersCmd is `jobfleet cluster workers`.
+func newClusterWorkersCmd(opts *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "workers",
+		Short: "List the live workers: executor types, concurrency, attempts held, credential, last contact and the orchestrator holding each registration",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var l api.WorkerList
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				l, err = c.Workers(ctx)
+				return err
+			}); err != nil {
+				return err
+			}
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), l)
+			}
+			now := time.Now()
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tEXECUTORS\tACTIVE\tCREDENTIAL\tREGISTERED\tLAST CONTACT\tORCHESTRATOR")
+			for _, w := range l.Workers {
+				ex := make([]string, len(w.Executors))
+				for i, e := range w.Executors {
+					ex[i] = cell(e)
+				}
+				cred := cell(w.Credential)
+				if w.Prefix != "" {
+					cred += " (" + cell(w.Prefix) + "*)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s ago\t%s\n", cell(w.ID), strings.Join(ex, ","), w.Active, w.Concurrency, cred,
+					w.RegisteredAt.Format(time.RFC3339), now.Sub(w.LastContact).Round(time.Second), cell(w.Orchestrator))
+			}
+			fmt.Fprintf(tw, "%d workers\n", len(l.Workers))
+			return tw.Flush()
+		},
+	}
+}

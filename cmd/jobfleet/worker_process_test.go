@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// TestKilledWorkerProcessIsReplacedAtOnce: a `jobfleet worker` process
+// holding an attempt is killed (SIGKILL); once its registration expires
+// (--worker-ttl, 6s by default), the orchestrator retries the run on
+// another worker process, long before the run lease (30s) would have
+// ended the attempt. The run document records why, and each attempt
+// reached the receiver once.
+func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
+	ns := etcdtest.Namespace(t)
+	o := startOrchestrator(t, ns, "orch-w")
+	if o.exited() {
+		t.Fatalf("orchestrator exited at start-up: %v", o.cmd.ProcessState)
+	}
+	waitSettled(t, o, []string{"orch-w"}, 20*time.Second)
+
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	hang := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := r.Header.Get("Jobfleet-Attempt")
+		mu.Lock()
+		attempts[a]++
+		mu.Unlock()
+		if a == "1" {
+			<-hang // attempt 1 runs until its worker dies
+		}
+	}))
+	defer hook.Close()
+	defer close(hang) // first: Close waits for the handlers
+
+	startWorker := func(id string) *proc {
+		return startProc(t, id, "worker", "--orchestrators="+o.url, "--token-file="+adminSecretFile, "--id="+id,
+			"--concurrency=1", "--http-allow=127.0.0.1", "--poll-wait=1s", "--log-format=json")
+	}
+	doomed := startWorker("doomed")
+	var ws api.WorkerList
+	poll(t, 15*time.Second, "the worker registered", func() (bool, string) {
+		code, err := getJSON(o.url+"/v1/cluster/workers", &ws)
+		return err == nil && code == http.StatusOK && len(ws.Workers) == 1, fmt.Sprintf("GET /v1/cluster/workers: %d %v %+v", code, err, ws)
+	})
+	if w := ws.Workers[0]; w.ID != "doomed" || w.Concurrency != 1 || w.Orchestrator != "orch-w" || !strings.Contains(strings.Join(w.Executors, ","), "http") {
+		t.Fatalf("registration %+v, want doomed, concurrency 1, held by orch-w, serving http", w)
+	}
+
+	job := store.Job{ID: "survives-its-worker", Executor: store.Executor{Type: "http", URL: hook.URL},
+		Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(100 * time.Millisecond)}}
+	body, _ := json.Marshal(job)
+	resp, err := httpClient.Post(o.url+"/v1/jobs", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create job: %d", resp.StatusCode)
+	}
+	runs := func() []store.Run {
+		var l api.RunList
+		if code, err := getJSON(o.url+"/v1/jobs/"+url.PathEscape(job.ID)+"/runs", &l); err != nil || code != http.StatusOK {
+			return nil
+		}
+		return l.Runs
+	}
+	poll(t, 15*time.Second, "attempt 1 running on the doomed worker", func() (bool, string) {
+		rs := runs()
+		return len(rs) == 1 && rs[0].Status == store.RunRunning && rs[0].Attempts[0].Worker == "doomed", fmt.Sprintf("runs %+v", rs)
+	})
+
+	killedAt := time.Now()
+	doomed.signal(t, syscall.SIGKILL)
+	doomed.waitExit(t, 5*time.Second)
+	startWorker("rescuer")
+	var run store.Run
+	poll(t, 25*time.Second, "the run succeeded on another worker", func() (bool, string) {
+		rs := runs()
+		if len(rs) == 1 {
+			run = rs[0]
+		}
+		return run.Status == store.RunSucceeded, fmt.Sprintf("run %+v", run)
+	})
+	t.Logf("run retried and succeeded %v after its worker was killed (worker TTL 6s, run lease 30s)", time.Since(killedAt).Round(time.Millisecond))
+	if len(run.Attempts) != 2 || run.Attempts[1].Worker != "rescuer" || !strings.Contains(run.Attempts[0].Error, `worker "doomed" lost: its registration expired`) {
+		t.Fatalf("attempts %+v, want attempt 1 lost with the doomed worker's registration, attempt 2 by the rescuer", run.Attempts)
+	}
+	if lost := run.Attempts[0].FinishedAt.Sub(run.Attempts[0].StartedAt); lost >= 20*time.Second {
+		t.Errorf("attempt 1 ended %v after it started, want well within the 30s run lease", lost)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if attempts["1"] != 1 || attempts["2"] != 1 || len(attempts) != 2 {
+		t.Fatalf("executions by attempt %v, want attempt 1 and attempt 2 once each", attempts)
+	}
+}

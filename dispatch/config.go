@@ -96,6 +96,9 @@ type Config struct {
 	// that a full etcd costs one log line instead of a retry per partition
 	// per second. Nil: writes are always tried.
 	Space SpaceGate
+	// Notify configures run notifications (the job document's "notify");
+	// its zero value sends none.
+	Notify NotifyConfig
 	// Workers, if set, is the worker registry: attempts of a worker whose
 	// registration ends are lost at once (not a run lease later), polls
 	// under a worker ID registered to another credential are refused, and

@@ -64,6 +64,7 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	cfg.Notify.setDefaults()
 	if cfg.Lookup == nil {
 		cfg.Lookup = func(int) (string, string) { return "", "" }
 	}
@@ -94,6 +95,12 @@ func (d *Dispatcher) Work(ctx context.Context, o *shard.Ownership) {
 		nudge:  make(chan struct{}, 1),
 		ctx:    ctx,
 		unread: map[string]store.Run{},
+	}
+	if d.cfg.Notify.Sender != nil {
+		pt.notes = newNotifier(pt)
+		var wg sync.WaitGroup
+		wg.Go(func() { pt.notes.run(ctx) })
+		defer wg.Wait()
 	}
 	pt.run(ctx)
 }

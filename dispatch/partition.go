@@ -79,6 +79,8 @@ type partition struct {
 	// read them (readopt), retrying at every tick.
 	unread map[string]store.Run
 	hist   *history // the partition's stored runs
+
+	notes *notifier // delivers the partition's notifications; nil without a Sender (notify.go)
 }
 
 // cancelledAttempt is a running attempt whose run was replaced.

@@ -23,6 +23,7 @@ import (
 type runWrite struct {
 	op   clientv3.Op
 	run  store.Run // as written: outputs cut to the document budget
+	val  []byte    // run, encoded
 	size int
 }
 
@@ -35,7 +36,7 @@ func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (runWrite, bool) {
 		pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
 		return runWrite{}, false
 	}
-	return runWrite{op: pt.d.keys.UpdateRunOp(r, val, ar.modRev), run: r, size: len(val)}, true
+	return runWrite{op: pt.d.keys.UpdateRunOp(r, val, ar.modRev), run: r, val: val, size: len(val)}, true
 }
 
 // updatedLocked applies a written runWrite w of ar to memory, at revision
@@ -88,6 +89,19 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 	if !ok {
 		return r, fmt.Errorf("run %s: %w", r.ID, store.ErrTooLarge)
 	}
+	// Notifications of the new status are written with it, in the same
+	// compare-and-swap (notify.go).
+	pt.mu.Lock()
+	e := pt.jobs[r.JobID]
+	prev := ar.run
+	pt.mu.Unlock()
+	var notes []outboxEntry
+	if e != nil {
+		var also []clientv3.Op
+		if also, notes = pt.notificationsFor(&e.spec, prev, w.run, w.val, pt.now()); len(also) > 0 {
+			w.op = pt.d.keys.UpdateRunOp(w.run, w.val, ar.modRev, also...)
+		}
+	}
 	resp, err := pt.commit(ctx, []clientv3.Op{w.op})
 	if err != nil {
 		pt.lg.Warn("recording run failed", zap.String("run_id", r.ID), zap.Error(err))
@@ -103,6 +117,7 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 	}
 	pt.updatedLocked(ar, w, resp.Header.Revision, notBefore)
 	pt.mu.Unlock()
+	pt.notes.add(notes)
 	return w.run, nil
 }
 

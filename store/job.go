@@ -83,6 +83,9 @@ type Job struct {
 	// (fired, and its run final) before it is deleted with its runs; see
 	// Retention. Refused on jobs with a schedule.
 	DeleteAfter Retention `json:"delete_after,omitempty"`
+	// Notify are the URLs told of the job's run outcomes (see
+	// Notification); none uses the fleet's default (--notify-url).
+	Notify []Notification `json:"notify,omitempty"`
 
 	// Partition is the job's partition, xxhash64(ID) mod P. Server-set.
 	Partition int `json:"partition"`

@@ -168,10 +168,15 @@ var connectionHeaders = []string{"host", "content-length", "transfer-encoding", 
 	"proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer", "upgrade"}
 
 func validateHeader(name string, hv HeaderValue) error {
+	return validateHeaderIn("executor.headers", name, hv)
+}
+
+// validateHeaderIn checks header name: value of the headers at field.
+func validateHeaderIn(headers, name string, hv HeaderValue) error {
 	if len(name) > MaxHeaderNameBytes {
-		return fieldErr("executor.headers", "header name %s is longer than %d bytes", quoteClipped(name), MaxHeaderNameBytes)
+		return fieldErr(headers, "header name %s is longer than %d bytes", quoteClipped(name), MaxHeaderNameBytes)
 	}
-	field := fmt.Sprintf("executor.headers[%s]", name)
+	field := fmt.Sprintf("%s[%s]", headers, name)
 	if len(hv.Value) > MaxHeaderValueBytes {
 		return fieldErr(field, "value of %d bytes; want at most %d", len(hv.Value), MaxHeaderValueBytes)
 	}

@@ -55,13 +55,15 @@ func (k Keys) CreateRunOp(r Run, val []byte) clientv3.Op {
 // UpdateRunOp returns the compare-and-swap write of run r, stored as val,
 // over the version with mod revision modRev: a nested transaction
 // If(mod_revision(run) == modRev) Then(put run, delete queue entry if r is
-// final). Its response's Succeeded says whether it applied.
-func (k Keys) UpdateRunOp(r Run, val []byte, modRev int64) clientv3.Op {
+// final, the operations also). Its response's Succeeded says whether it
+// applied.
+func (k Keys) UpdateRunOp(r Run, val []byte, modRev int64, also ...clientv3.Op) clientv3.Op {
 	key := k.Run(r.Partition, r.JobID, r.ScheduledAt)
 	then := []clientv3.Op{clientv3.OpPut(key, string(val))}
 	if r.Status.Final() {
 		then = append(then, clientv3.OpDelete(k.Queue(r.Partition, r.JobID, r.ScheduledAt)))
 	}
+	then = append(then, also...)
 	cmp := clientv3.Compare(clientv3.ModRevision(key), "=", modRev)
 	return clientv3.OpTxn([]clientv3.Cmp{cmp}, then, nil)
 }

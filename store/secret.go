@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 )
 
@@ -315,21 +316,34 @@ func (w *refWalker) replace(start, end int, path, name string) error {
 }
 
 // Redacted returns a copy of j for readers who may not see secrets: every
-// literal header value of its executor is replaced by RedactedValue, while
+// literal header value of its executor and of its notify entries is
+// replaced by RedactedValue, while
 // secret references are kept (they name a variable on the workers, not its
 // value). Values in the payload and body are returned as they are: keep
 // secrets out of them with references. The copy's Headers map is its own;
 // j is not modified.
 func (j Job) Redacted() Job {
-	if len(j.Executor.Headers) == 0 {
-		return j
+	j.Executor.Headers = redactHeaders(j.Executor.Headers)
+	if len(j.Notify) > 0 {
+		j.Notify = slices.Clone(j.Notify)
+		for i := range j.Notify {
+			j.Notify[i].Headers = redactHeaders(j.Notify[i].Headers)
+		}
 	}
-	h := maps.Clone(j.Executor.Headers)
+	return j
+}
+
+// redactHeaders returns a copy of h with literal values replaced by
+// RedactedValue (h itself if it is empty).
+func redactHeaders(h map[string]HeaderValue) map[string]HeaderValue {
+	if len(h) == 0 {
+		return h
+	}
+	h = maps.Clone(h)
 	for k, v := range h {
 		if !v.IsSecret() {
 			h[k] = Literal(RedactedValue)
 		}
 	}
-	j.Executor.Headers = h
-	return j
+	return h
 }

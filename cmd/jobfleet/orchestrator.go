@@ -105,6 +105,7 @@ type memberOptions struct {
 	leaseTTL   time.Duration
 	runLease   time.Duration
 	workerTTL  time.Duration
+	notify     notifyOptions
 	retention  retentionOptions
 	// clockOffsetFile, a hidden flag of the fault-injection suite: the
 	// member's clock is off by the duration this file holds (see
@@ -134,6 +135,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
 	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "turn authentication off: every caller is admin (only with a loopback --listen)")
 	o.retention.register(cmd)
+	o.notify.register(cmd)
 	fs.StringVar(&o.clockOffsetFile, "test-clock-offset-file", "", "fault injection only: skew this member's clock by the Go duration this file holds, re-read every 100ms")
 	_ = fs.MarkHidden("test-clock-offset-file")
 	d := admin.DefaultLimits()
@@ -369,6 +371,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		LeaseTTL:    o.leaseTTL,
 		RunLease:    o.runLease,
 		WorkerTTL:   o.workerTTL,
+		Notify:      o.notify.config(),
 		AdminSecret: secret,
 		Storage:     stc,
 		Clock:       o.clock,

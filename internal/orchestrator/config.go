@@ -52,6 +52,8 @@ type Config struct {
 	// silent that long are retried at once. Whole seconds, 2s to 5m.
 	// Default dispatch.DefaultWorkerTTL.
 	WorkerTTL time.Duration
+	// Notify configures the run notifications this member delivers.
+	Notify NotifyConfig
 	// HistoryMaxRuns, HistoryMaxAge, HistoryBudget and DeleteAfter are
 	// the dispatcher's history bounds (dispatch.Config): 0 keeps the
 	// dispatcher's default; a negative DeleteAfter keeps finished one-off
@@ -101,6 +103,9 @@ func (c Config) Validate() error {
 	if err := membership.ValidateID(c.ID); err != nil {
 		return bad("%v", err)
 	}
+	if _, err := c.Notify.defaults(); err != nil {
+		return bad("%v", err)
+	}
 	switch {
 	case !strings.HasSuffix(c.Namespace, "/"):
 		return bad("namespace %q must end in '/'", c.Namespace)
@@ -116,6 +121,8 @@ func (c Config) Validate() error {
 		return bad("run lease %v below 1s", c.RunLease)
 	case c.WorkerTTL < 2*time.Second || c.WorkerTTL > 5*time.Minute || c.WorkerTTL%time.Second != 0:
 		return bad("worker TTL %v must be whole seconds from 2s to 5m", c.WorkerTTL)
+	case c.Notify.MaxAge < 0:
+		return bad("notify max age %v is negative", c.Notify.MaxAge)
 	case c.HistoryMaxRuns < 0:
 		return bad("history max runs %d is negative", c.HistoryMaxRuns)
 	case c.HistoryBudget < 0:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestConfigValidate checks that the defaults pass and that each field out
@@ -28,6 +29,11 @@ func TestConfigValidate(t *testing.T) {
 		"run lease under 1s":       func(c *orchestrator.Config) { c.RunLease = time.Millisecond },
 		"negative history runs":    func(c *orchestrator.Config) { c.HistoryMaxRuns = -1 },
 		"negative history budget":  func(c *orchestrator.Config) { c.HistoryBudget = -1 },
+		"worker TTL under 2s":      func(c *orchestrator.Config) { c.WorkerTTL = time.Second },
+		"worker TTL not whole":     func(c *orchestrator.Config) { c.WorkerTTL = 2500 * time.Millisecond },
+		"notify URL not http":      func(c *orchestrator.Config) { c.Notify.URL = "ftp://x/" },
+		"notify on unknown status": func(c *orchestrator.Config) { c.Notify.URL, c.Notify.On = "https://x/", []store.RunStatus{"running"} },
+		"negative notify max age":  func(c *orchestrator.Config) { c.Notify.MaxAge = -time.Second },
 		"admin secret too short":   func(c *orchestrator.Config) { c.AdminSecret = "short" },
 	}
 	for name, change := range cases {

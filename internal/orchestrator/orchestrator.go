@@ -187,6 +187,13 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		return err
 	}
 	dcfg.Workers = workers
+	send, err := newSender(o.cfg.Notify, o.client.Endpoints(), o.memberAddrs)
+	if err != nil {
+		return err
+	}
+	dcfg.Notify.Sender = send
+	dcfg.Notify.Default, _ = o.cfg.Notify.defaults() // validated by New
+	dcfg.Notify.MaxAge = o.cfg.Notify.MaxAge
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err

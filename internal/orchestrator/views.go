@@ -47,6 +47,15 @@ func (o *Orchestrator) owner(p int) (string, string) {
 	return id, m.Addr
 }
 
+// memberAddrs returns the current members' addresses.
+func (o *Orchestrator) memberAddrs() []string {
+	var addrs []string
+	for _, m := range o.Members().Members {
+		addrs = append(addrs, m.Addr)
+	}
+	return addrs
+}
+
 // Members returns the current member view.
 func (o *Orchestrator) Members() membership.View {
 	v, _ := o.members.View()

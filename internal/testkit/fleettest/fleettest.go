@@ -56,6 +56,9 @@ type Options struct {
 	// Storage is every member's storage configuration (compaction, quota
 	// watch); zero fields take the orchestrator's defaults.
 	Storage storage.Config
+	// Notify is every member's run notification configuration (with
+	// Scheduler).
+	Notify orchestrator.NotifyConfig
 	// Logs, if set, also receives every member's logs (at every level),
 	// so a test can assert on them with a zaptest/observer core.
 	Logs zapcore.Core
@@ -192,6 +195,7 @@ func (f *Fleet) Join(id string) *Member {
 		LeaveTimeout:   3 * time.Second,
 		Work:           work,
 		RunLease:       f.opts.RunLease,
+		Notify:         f.opts.Notify,
 		Storage:        f.opts.Storage,
 		Logger:         f.lg.With(zap.String("test_member", id)),
 	})

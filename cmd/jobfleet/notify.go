@@ -1,0 +1,42 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// notifyOptions are an orchestrator's run notification flags.
+type notifyOptions struct {
+	url       string
+	on        []string
+	allow     []string
+	deny      []string
+	secretEnv []string
+	maxAge    time.Duration
+}
+
+func (n *notifyOptions) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&n.url, "notify-url", "", "URL told of the runs of jobs without notify entries of their own (POST of the run document)")
+	fs.StringSliceVar(&n.on, "notify-on", []string{"dead"}, "outcomes --notify-url is told of: failed, dead, succeeded (comma separated)")
+	fs.StringSliceVar(&n.allow, "notify-allow", nil, "destinations notifications may reach although denied by default, as the worker's --http-allow")
+	fs.StringSliceVar(&n.deny, "notify-deny", nil, "destinations notifications must never reach, as the worker's --http-deny")
+	fs.StringSliceVar(&n.secretEnv, "notify-secret-env", nil, "variables of this process's environment that notify headers' secret references may name (NAME,...)")
+	fs.DurationVar(&n.maxAge, "notify-max-age", 24*time.Hour, "how long an undelivered notification is retried before it is given up (counted in jobfleet_notifications_total{result=\"given_up\"})")
+}
+
+func (n *notifyOptions) config() orchestrator.NotifyConfig {
+	on := make([]store.RunStatus, len(n.on))
+	for i, s := range n.on {
+		on[i] = store.RunStatus(s)
+	}
+	return orchestrator.NotifyConfig{
+		URL: n.url, On: on, SecretEnv: n.secretEnv, MaxAge: n.maxAge,
+		Policy: worker.HTTPPolicy{Allow: n.allow, Deny: n.deny},
+	}
+}

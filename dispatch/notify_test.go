@@ -1,0 +1,221 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/retry"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// recordingSender records every try and fails while fail says so.
+type recordingSender struct {
+	mu    sync.Mutex
+	tries []store.Outbox
+	fail  func(n int) bool // try n (from 1) fails
+}
+
+func (s *recordingSender) Send(_ context.Context, o store.Outbox) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tries = append(s.tries, o)
+	if s.fail != nil && s.fail(len(s.tries)) {
+		return errors.New("receiver answered 503")
+	}
+	return nil
+}
+
+func (s *recordingSender) snapshot() []store.Outbox {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]store.Outbox(nil), s.tries...)
+}
+
+// withSender makes the harness's next start deliver notifications
+// through s, retrying every second.
+func (h *harness) withSender(s dispatch.Sender) {
+	h.configure = func(c *dispatch.Config) {
+		c.Notify.Sender = s
+		c.Notify.Backoff = retry.Policy{Initial: time.Second, Max: time.Second}
+	}
+}
+
+// parkedBoth waits until the scheduler and the notifier both wait on
+// their timers.
+func (h *harness) parkedBoth() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(ctx, 2); err != nil {
+		h.t.Fatalf("the scheduler and the notifier did not both wait within 10s: %v", err)
+	}
+}
+
+func (h *harness) outbox() int {
+	h.t.Helper()
+	resp, err := h.client.Get(context.Background(), h.store.Keys().OutboxPrefix(0), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return int(resp.Count)
+}
+
+func waitTries(t *testing.T, s *recordingSender, n int) []store.Outbox {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := s.snapshot()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d notification tries after 10s, want %d", len(got), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) waitOutboxEmpty() {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.outbox() != 0 {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%d notifications left in the outbox after 10s", h.outbox())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// failAttempt takes the run's next attempt and fails it.
+func (h *harness) failAttempt(worker string) dispatch.AttemptGrant {
+	h.t.Helper()
+	a := h.poll(worker, 1)[0]
+	if _, err := h.complete(a, worker, false, "exit status 1"); err != nil {
+		h.t.Fatal(err)
+	}
+	return a
+}
+
+// TestNotifiesSucceededOnceAfterRetries: a run that fails twice and then
+// succeeds notifies its succeeded subscriber once, and its failed
+// subscriber once per failed attempt; the outbox is empty afterwards.
+func TestNotifiesSucceededOnceAfterRetries(t *testing.T) {
+	h := newHarness(t)
+	s := &recordingSender{}
+	h.withSender(s)
+	h.start("m1")
+	h.create(store.Job{ID: "flaky", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(time.Second)},
+		Notify: []store.Notification{{On: []store.RunStatus{store.RunSucceeded}, URL: "https://hooks.example/ok"}, {On: []store.RunStatus{store.RunFailed}, URL: "https://hooks.example/failed"}}})
+	h.advance(time.Hour)
+	h.failAttempt("w1")
+	waitTries(t, s, 1)
+	h.parkedBoth()
+	h.clock.Advance(2 * time.Second)
+	h.failAttempt("w1")
+	waitTries(t, s, 2)
+	h.parkedBoth()
+	h.clock.Advance(2 * time.Second)
+	a := h.poll("w1", 1)[0]
+	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != store.RunSucceeded {
+		t.Fatalf("complete: %+v %v", resp, err)
+	}
+	got := waitTries(t, s, 3)
+	h.waitOutboxEmpty()
+	want := []struct {
+		url     string
+		event   store.RunStatus
+		attempt int
+	}{{"https://hooks.example/failed", store.RunFailed, 1}, {"https://hooks.example/failed", store.RunFailed, 2}, {"https://hooks.example/ok", store.RunSucceeded, 3}}
+	if len(got) != len(want) {
+		t.Fatalf("tries %+v, want %d", got, len(want))
+	}
+	for i, w := range want {
+		var r store.Run
+		if err := json.Unmarshal(got[i].Run, &r); err != nil {
+			t.Fatal(err)
+		}
+		if got[i].URL != w.url || got[i].Event != w.event || got[i].Attempt != w.attempt || got[i].RunID != a.RunID || r.Status != w.event || len(r.Attempts) != w.attempt {
+			t.Errorf("notification %d: %s %s attempt %d of %s (run %s, %d attempts), want %s %s attempt %d", i, got[i].URL, got[i].Event, got[i].Attempt, got[i].RunID, r.Status, len(r.Attempts), w.url, w.event, w.attempt)
+		}
+	}
+	// Nothing more comes.
+	h.parkedBoth()
+	h.clock.Advance(time.Minute)
+	h.parkedBoth()
+	if n := len(s.snapshot()); n != 3 {
+		t.Fatalf("%d tries after the run ended, want 3", n)
+	}
+}
+
+// TestNotifiesDeadOnceAndRetriesAFailingReceiver: a dead run notifies its
+// dead subscriber once, through a receiver that fails twice first: it is
+// tried again with backoff until it answers.
+func TestNotifiesDeadOnceAndRetriesAFailingReceiver(t *testing.T) {
+	h := newHarness(t)
+	s := &recordingSender{fail: func(n int) bool { return n <= 2 }}
+	h.withSender(s)
+	h.start("m1")
+	h.create(store.Job{ID: "doomed", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 2, InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(time.Second)},
+		Notify: []store.Notification{{On: []store.RunStatus{store.RunDead, store.RunSucceeded}, URL: "https://hooks.example/dead"}}})
+	h.advance(time.Hour)
+	h.failAttempt("w1")
+	h.parked()
+	h.clock.Advance(2 * time.Second)
+	a := h.failAttempt("w1")
+	waitTries(t, s, 1) // fails
+	for try := 2; try <= 3; try++ {
+		h.parkedBoth()
+		h.clock.Advance(2 * time.Second) // the backoff, 1s with jitter
+		waitTries(t, s, try)
+	}
+	h.waitOutboxEmpty()
+	got := s.snapshot()
+	for _, o := range got {
+		if o.Event != store.RunDead || o.RunID != a.RunID || o.Attempt != 2 {
+			t.Fatalf("try %+v, want the dead event of %s", o, a.RunID)
+		}
+	}
+	h.parkedBoth()
+	h.clock.Advance(time.Minute)
+	h.parkedBoth()
+	if n := len(s.snapshot()); n != 3 {
+		t.Fatalf("%d tries, want 3 (two failed, one delivered)", n)
+	}
+}
+
+// TestNotificationSurvivesHandoff: the owner records a notification but
+// cannot deliver it (its receiver fails) before it hands the partition
+// over; the next owner delivers it from the outbox.
+func TestNotificationSurvivesHandoff(t *testing.T) {
+	h := newHarness(t)
+	down := &recordingSender{fail: func(int) bool { return true }}
+	h.withSender(down)
+	h.start("m1")
+	h.create(store.Job{ID: "handed", Schedule: "@every 1h", Notify: []store.Notification{{On: []store.RunStatus{store.RunSucceeded}, URL: "https://hooks.example/x"}}})
+	h.advance(time.Hour)
+	a := h.poll("w1", 1)[0]
+	if _, err := h.complete(a, "w1", true, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitTries(t, down, 1)
+	if n := h.outbox(); n != 1 {
+		t.Fatalf("outbox holds %d notifications, want 1", n)
+	}
+	h.stop()
+
+	up := &recordingSender{}
+	h.withSender(up)
+	h.start("m2")
+	got := waitTries(t, up, 1)
+	h.waitOutboxEmpty()
+	if got[0].RunID != a.RunID || got[0].Event != store.RunSucceeded {
+		t.Fatalf("delivered %+v, want the succeeded event of %s", got[0], a.RunID)
+	}
+}

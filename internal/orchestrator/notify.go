@@ -1,0 +1,123 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// NotifyConfig configures the run notifications this member delivers for
+// the partitions it owns.
+type NotifyConfig struct {
+	// URL and On are the fleet's default subscription, for jobs without
+	// notify entries of their own: URL is told of their runs reaching a
+	// status of On. Empty URL: no default.
+	URL string
+	On  []store.RunStatus
+	// Policy is the destination policy of the deliveries, as the http
+	// executor's (worker.HTTPPolicy); the fleet's members and etcd
+	// endpoints are always refused.
+	Policy worker.HTTPPolicy
+	// SecretEnv lists the variables of this process's environment that
+	// notify headers' secret references may name.
+	SecretEnv []string
+	// MaxAge is how long a notification is retried before it is given
+	// up; 0 means dispatch's default (24h).
+	MaxAge time.Duration
+}
+
+// defaults returns the default subscription as notify entries (nil
+// without a URL); an error names the bad field.
+func (c NotifyConfig) defaults() ([]store.Notification, error) {
+	if c.URL == "" {
+		return nil, nil
+	}
+	on := c.On
+	if len(on) == 0 {
+		on = []store.RunStatus{store.RunDead}
+	}
+	ns := []store.Notification{{URL: c.URL, On: on}}
+	if err := store.ValidateNotifications("notify-default", ns); err != nil {
+		return nil, err
+	}
+	return ns, nil
+}
+
+// Headers of a notification request, besides the notify entry's own.
+const (
+	HeaderNotifyEvent = "Jobfleet-Notify-Event"
+)
+
+// sender delivers notifications over HTTP through the destination
+// policy.
+type sender struct {
+	client    *http.Client
+	transport *worker.PolicyTransport
+	members   func() []string
+	secretEnv []string
+}
+
+func newSender(c NotifyConfig, etcdEndpoints []string, members func() []string) (*sender, error) {
+	p := c.Policy
+	p.Fleet = append(slices.Clone(p.Fleet), etcdEndpoints...)
+	tr, err := worker.NewPolicyTransport(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: notify policy: %v", ErrInvalidConfig, err)
+	}
+	return &sender{
+		transport: tr,
+		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // a redirect is not a delivery
+		}},
+		members:   members,
+		secretEnv: c.SecretEnv,
+	}, nil
+}
+
+// Send POSTs the run document to the notification's URL; nil on 2xx.
+func (s *sender) Send(ctx context.Context, o store.Outbox) error {
+	s.transport.SetOrchestrators(s.members())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.URL, bytes.NewReader(o.Run))
+	if err != nil {
+		return err
+	}
+	for name, v := range o.Headers {
+		val := v.Value
+		if v.IsSecret() {
+			if !slices.Contains(s.secretEnv, v.SecretEnv) {
+				return fmt.Errorf("header %s: secret reference %s is not on --notify-secret-env", name, v.SecretEnv)
+			}
+			var ok bool
+			if val, ok = os.LookupEnv(v.SecretEnv); !ok {
+				return fmt.Errorf("header %s: variable %s is not set", name, v.SecretEnv)
+			}
+		}
+		req.Header.Set(name, val)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "jobfleet-notify")
+	req.Header.Set(worker.HeaderRunID, o.RunID)
+	req.Header.Set(worker.HeaderJobID, store.EscapeID(o.JobID))
+	req.Header.Set(worker.HeaderAttempt, strconv.Itoa(o.Attempt))
+	req.Header.Set(HeaderNotifyEvent, string(o.Event))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return errors.New("answered " + resp.Status)
+	}
+	return nil
+}

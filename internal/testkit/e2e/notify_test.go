@@ -1,0 +1,139 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// notice is one notification a receiver got.
+type notice struct{ job, event, attempt string }
+
+// notifyReceiver records notifications; it answers 503 while down.
+type notifyReceiver struct {
+	srv  *httptest.Server
+	down atomic.Bool
+	mu   sync.Mutex
+	got  []notice
+}
+
+func newNotifyReceiver(t *testing.T) *notifyReceiver {
+	r := &notifyReceiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.got = append(r.got, notice{unescapeJobID(t, req.Header.Get(worker.HeaderJobID)), req.Header.Get("Jobfleet-Notify-Event"), req.Header.Get(worker.HeaderAttempt)})
+		r.mu.Unlock()
+		if r.down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *notifyReceiver) of(job string) []notice {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []notice
+	for _, n := range r.got {
+		if n.job == job {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func outboxLen(t *testing.T, f *fleettest.Fleet) int64 {
+	t.Helper()
+	resp, err := f.Client.Get(context.Background(), f.NS+"outbox/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
+}
+
+// TestNotificationsAreDeliveredOnceThroughRetriesAndCrashes: on a
+// two-member fleet with a worker, a run that fails twice and then
+// succeeds notifies its succeeded subscriber once; a dead run notifies
+// its dead subscriber once; and a notification whose receiver is down
+// when its run succeeds is delivered by the next owner after the owner
+// crashes.
+func TestNotificationsAreDeliveredOnceThroughRetriesAndCrashes(t *testing.T) {
+	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true,
+		Notify: orchestrator.NotifyConfig{Policy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}}})
+	f.Join("m1")
+	f.Join("m2")
+	f.WaitSettled(15 * time.Second)
+	base := f.URLs()[0]
+	rcv := newNotifyReceiver(t)
+	var hookTries sync.Map // job ID → *atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := unescapeJobID(t, r.Header.Get(worker.HeaderJobID))
+		n, _ := hookTries.LoadOrStore(id, new(atomic.Int32))
+		try := n.(*atomic.Int32).Add(1)
+		if id == "notify/dead" || (id == "notify/flaky" && try <= 2) {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer hook.Close()
+	startWorkers(t, 1, f.URLs(), f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+
+	sub := func(on ...store.RunStatus) []store.Notification {
+		return []store.Notification{{On: on, URL: rcv.srv.URL + "/notify"}}
+	}
+	retry := store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(100 * time.Millisecond), MaxBackoff: store.Duration(100 * time.Millisecond)}
+	for _, j := range []store.Job{
+		{ID: "notify/flaky", Executor: store.Executor{Type: "http", URL: hook.URL}, Retry: retry, Notify: sub(store.RunSucceeded, store.RunDead)},
+		{ID: "notify/dead", Executor: store.Executor{Type: "http", URL: hook.URL}, Retry: retry, Notify: sub(store.RunDead)},
+	} {
+		if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", j, nil); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", j.ID, code)
+		}
+	}
+	waitFor(t, 20*time.Second, func() bool {
+		return len(rcv.of("notify/flaky")) >= 1 && len(rcv.of("notify/dead")) >= 1 && outboxLen(t, f) == 0
+	})
+	if got := rcv.of("notify/flaky"); len(got) != 1 || got[0] != (notice{"notify/flaky", "succeeded", "3"}) {
+		t.Errorf("notify/flaky notified %+v, want succeeded at attempt 3 once", got)
+	}
+	if got := rcv.of("notify/dead"); len(got) != 1 || got[0] != (notice{"notify/dead", "dead", "3"}) {
+		t.Errorf("notify/dead notified %+v, want dead at attempt 3 once", got)
+	}
+
+	// The receiver is down when the run succeeds; the owner crashes
+	// before it comes back.
+	rcv.down.Store(true)
+	id := "notify/handoff"
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: id, Executor: store.Executor{Type: "http", URL: hook.URL}, Notify: sub(store.RunSucceeded)}, nil); code != http.StatusCreated {
+		t.Fatalf("create %s: %d", id, code)
+	}
+	waitFor(t, 20*time.Second, func() bool { return len(rcv.of(id)) >= 1 })
+	table, _, err := f.Owners(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := table[shard.Partition(id, f.Partitions())].Member
+	survivor := map[string]string{"m1": "m2", "m2": "m1"}[owner]
+	f.Crash(owner)
+	rcv.down.Store(false)
+	waitFor(t, 30*time.Second, func() bool { return outboxLen(t, f) == 0 })
+	got := rcv.of(id)
+	if last := got[len(got)-1]; last != (notice{id, "succeeded", "1"}) {
+		t.Fatalf("%s notified %+v, want succeeded at attempt 1 last", id, got)
+	}
+	t.Logf("the notification of %s was tried %d times; delivered after %s crashed (by %s)", id, len(got), owner, survivor)
+}

@@ -33,6 +33,8 @@ const healthyFleet = `
   jobfleet_runs_finished_total{namespace="jobfleet",instance="a",status="succeeded"} 0+60x30
   jobfleet_runs_finished_total{namespace="jobfleet",instance="a",status="dead"} 0+0x30
   jobfleet_runs_waiting{namespace="jobfleet",instance="a"} 3+0x30
+  jobfleet_runs_unservable{namespace="jobfleet",instance="a",executor="shell"} 0+0x30
+  jobfleet_notifications_total{namespace="jobfleet",instance="a",result="delivered"} 0+5x30
   jobfleet_attempts_started_total{namespace="jobfleet",instance="a"} 0+60x30
   jobfleet_etcd_db_size_bytes{namespace="jobfleet",instance="a"} 1e9+0x30
   jobfleet_etcd_quota_bytes{namespace="jobfleet",instance="a"} 8e9+0x30
@@ -103,6 +105,8 @@ func TestRulesFire(t *testing.T) {
 		"JobfleetStorageHighWater":      {`high_water{namespace="jobfleet",instance="a"} 0+0x30`, `high_water{namespace="jobfleet",instance="a"} 1+0x30`},
 		"JobfleetEtcdNoSpace":           {`nospace_alarm{namespace="jobfleet",instance="a"} 0+0x30`, `nospace_alarm{namespace="jobfleet",instance="a"} 1+0x30`},
 		"JobfleetEtcdCompactionFailing": {`result="ok"} 0+1x30`, `result="failed"} 0+1x30`},
+		"JobfleetRunsUnservable":        {`executor="shell"} 0+0x30`, `executor="shell"} 2+0x30`},
+		"JobfleetNotificationsGivenUp":  {`result="delivered"} 0+5x30`, `result="given_up"} 0+1x30`},
 	}
 	for _, name := range sortedKeys(exprs) {
 		t.Run(name, func(t *testing.T) {

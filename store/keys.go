@@ -15,6 +15,7 @@ import (
 //	state/<p>/<id>                   scheduling state (owner)
 //	runs/<p>/<id>/<time>             run document (owner)
 //	queue/<p>/<id>/<time>            index of runs not yet final (owner)
+//	outbox/<p>/<run id>/<event>-<attempt>-<i>  notification to deliver (owner, with the run's status)
 //	workers/<id>                     worker registration (an orchestrator, under a lease per worker)
 //
 // <p> is the partition, five digits; <id> is EscapeID(job ID); <time> is

@@ -34,6 +34,7 @@ var errNoRegistry = errors.New("orchestrator keeps no worker registry")
 // Only registerLoop's goroutine and, after it returned, Run use it.
 type registrar struct {
 	addr     string        // the orchestrator registered with last; "" before the first success
+	ttl      time.Duration // the TTL named last
 	interval time.Duration // between refreshes
 	failing  bool          // the last attempt failed (logged once)
 }
@@ -45,7 +46,8 @@ type registrar struct {
 // last; when that one fails it moves to the next orchestrator it knows.
 // It returns when ctx ends.
 func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
-	reg.interval = registerInterval(dispatch.DefaultWorkerTTL)
+	reg.ttl = dispatch.DefaultWorkerTTL
+	reg.interval = registerInterval(reg.ttl)
 	next := 0 // index of the orchestrator to try when reg.addr fails
 	first := true
 	for {
@@ -56,7 +58,7 @@ func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
 			if addr == "" || !slices.Contains(addrs, addr) {
 				addr = addrs[next%len(addrs)]
 			}
-			ttl, err := w.register(ctx, addr)
+			ttl, err := w.register(ctx, addr, reg.ttl)
 			switch {
 			case ctx.Err() != nil:
 				return
@@ -65,7 +67,10 @@ func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
 					w.lg.Info("worker registered", zap.String("orchestrator", addr), zap.Duration("ttl", ttl))
 				}
 				reg.addr, reg.failing = addr, false
-				reg.interval = registerInterval(ttl)
+				if ttl > 0 {
+					reg.ttl = ttl
+				}
+				reg.interval = registerInterval(reg.ttl)
 				wait = reg.interval
 			default:
 				var refused *CredentialError
@@ -117,8 +122,13 @@ func registerInterval(ttl time.Duration) time.Duration {
 	return min(max(ttl/3, minRegisterInterval), maxRegisterInterval)
 }
 
-// register sends one registration to addr and returns the TTL it names.
-func (w *Worker) register(ctx context.Context, addr string) (time.Duration, error) {
+// minRegisterTimeout is the shortest time a registration request is given.
+const minRegisterTimeout = 2 * time.Second
+
+// register sends one registration to addr, bounded by half the current
+// TTL (ttl: the last one named, or the default), and returns the TTL the
+// orchestrator names.
+func (w *Worker) register(ctx context.Context, addr string, ttl time.Duration) (time.Duration, error) {
 	addrs := w.currentAddrs()
 	if len(addrs) > 64 {
 		addrs = addrs[:64]
@@ -130,7 +140,10 @@ func (w *Worker) register(ctx context.Context, addr string) (time.Duration, erro
 		Active:        min(int(w.inFlight.Load()), w.cfg.Concurrency),
 		Orchestrators: addrs,
 	}
-	r, err := w.client.post(ctx, addr, dispatch.PathRegister, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
+	// An orchestrator slower than half the TTL is given up for the next
+	// one, before the registration can expire.
+	timeout := min(w.cfg.RequestTimeout, max(ttl/2, minRegisterTimeout))
+	r, err := w.client.post(ctx, addr, dispatch.PathRegister, req, timeout, maxOtherReplyBytes)
 	switch {
 	case err != nil:
 		return 0, err

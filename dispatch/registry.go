@@ -118,9 +118,16 @@ type Registry struct {
 
 	view atomic.Pointer[registryView] // decoded from the mirror
 
-	mu   sync.Mutex                  // guards held and subs
-	held map[string]clientv3.LeaseID // leases this member keeps, by worker ID
+	mu   sync.Mutex           // guards held and subs
+	held map[string]heldLease // leases this member keeps, by worker ID
 	subs []func(gone []string)
+}
+
+// heldLease is the lease of a registration this member keeps, and the
+// revision at which it bound the registration to it.
+type heldLease struct {
+	id  clientv3.LeaseID
+	rev int64
 }
 
 // registryView is the registrations as of one etcd revision.
@@ -153,7 +160,7 @@ func NewRegistry(client *clientv3.Client, cfg RegistryConfig) (*Registry, error)
 		keys:   keys,
 		lg:     cfg.Logger.Named("workers").With(zap.String("member", cfg.Member)),
 		mirror: m,
-		held:   map[string]clientv3.LeaseID{},
+		held:   map[string]heldLease{},
 	}
 	r.view.Store(&registryView{workers: map[string]registration{}})
 	return r, nil
@@ -203,8 +210,11 @@ func (r *Registry) apply(s mirror.Snapshot) {
 		}
 	}
 	r.mu.Lock()
-	for id, lease := range r.held {
-		if w, ok := next.workers[id]; !ok || w.lease != int64(lease) {
+	for id, h := range r.held {
+		if h.rev > s.Revision {
+			continue // bound after this snapshot
+		}
+		if w, ok := next.workers[id]; !ok || w.lease != int64(h.id) {
 			delete(r.held, id) // expired, removed, or moved to another member: no longer ours to keep
 		}
 	}
@@ -305,7 +315,8 @@ func (r *Registry) refresh(ctx context.Context, key string, req RegisterRequest,
 	if !changed(cur, next) && now.Sub(cur.LastContact) < r.cfg.TTL/2 {
 		return true, nil
 	}
-	return r.put(ctx, key, next, clientv3.Compare(clientv3.ModRevision(key), "=", modRev), lease)
+	done, _, err = r.put(ctx, key, next, clientv3.Compare(clientv3.ModRevision(key), "=", modRev), lease)
+	return done, err
 }
 
 // bind writes the registration under a new lease of ours: a new
@@ -324,17 +335,17 @@ func (r *Registry) bind(ctx context.Context, key string, req RegisterRequest, cu
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
 		next = r.document(req, cur, now) // the same registration, held here from now on
 	}
-	done, err = r.put(ctx, key, next, cmp, g.ID)
+	done, rev, err := r.put(ctx, key, next, cmp, g.ID)
 	if err != nil || !done {
 		r.revoke(g.ID)
 		return done, err
 	}
 	r.mu.Lock()
 	old := r.held[req.Worker]
-	r.held[req.Worker] = g.ID
+	r.held[req.Worker] = heldLease{id: g.ID, rev: rev}
 	r.mu.Unlock()
-	if old != 0 {
-		r.revoke(old) // holds no key any more
+	if old.id != 0 {
+		r.revoke(old.id) // holds no key any more
 	}
 	if kv == nil {
 		r.lg.Info("worker registered", zap.String("worker", req.Worker), zap.String("credential", req.Credential),
@@ -345,19 +356,20 @@ func (r *Registry) bind(ctx context.Context, key string, req RegisterRequest, cu
 	return true, nil
 }
 
-// put writes doc at key under lease if cmp holds.
-func (r *Registry) put(ctx context.Context, key string, doc store.Worker, cmp clientv3.Cmp, lease clientv3.LeaseID) (bool, error) {
+// put writes doc at key under lease if cmp holds, and returns whether it
+// did and the revision of the write.
+func (r *Registry) put(ctx context.Context, key string, doc store.Worker, cmp clientv3.Cmp, lease clientv3.LeaseID) (bool, int64, error) {
 	val, err := json.Marshal(doc)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := r.client.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
 	if err != nil {
-		return false, fmt.Errorf("write worker registration: %w", err)
+		return false, 0, fmt.Errorf("write worker registration: %w", err)
 	}
-	return resp.Succeeded, nil
+	return resp.Succeeded, resp.Header.Revision, nil
 }
 
 // registeredKV is what Register needs of the stored key.
@@ -449,13 +461,13 @@ func (r *Registry) Deregister(ctx context.Context, req DeregisterRequest) error 
 func (r *Registry) heldLease(id string) clientv3.LeaseID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.held[id]
+	return r.held[id].id
 }
 
 func (r *Registry) dropHeld(id string, lease clientv3.LeaseID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.held[id] == lease {
+	if r.held[id].id == lease {
 		delete(r.held, id)
 	}
 }

@@ -316,7 +316,15 @@ func (r *Registry) refresh(ctx context.Context, key string, req RegisterRequest,
 		return true, nil
 	}
 	done, _, err = r.put(ctx, key, next, clientv3.Compare(clientv3.ModRevision(key), "=", modRev), lease)
-	return done, err
+	if err != nil {
+		// The registration lives (its lease was renewed); only its
+		// document is stale. etcd refusing writes (its space quota) must
+		// not make the worker look for another orchestrator, where a new
+		// lease would be refused too.
+		r.lg.Debug("updating a worker registration failed; kept as it was", zap.String("worker", req.Worker), zap.Error(err))
+		return true, nil
+	}
+	return done, nil
 }
 
 // bind writes the registration under a new lease of ours: a new

@@ -124,7 +124,7 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 	for i, pk := range picked {
 		ar := pk.ar
 		if !resp.Responses[i].GetResponseTxn().Succeeded {
-			delete(pt.active, ar.run.ID)
+			pt.dropActiveLocked(ar.run.ID)
 			lost = append(lost, ar.run)
 			continue
 		}

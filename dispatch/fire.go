@@ -56,11 +56,8 @@ func (pt *partition) planBatchesLocked(now time.Time) []*fireBatch {
 		byJob[t.id] = append(byJob[t.id], t)
 	}
 	var out []*fireBatch
-	for _, id := range slices.Sorted(maps.Keys(pt.jobs)) {
+	for _, id := range pt.dueJobsLocked(now, byJob) {
 		e := pt.jobs[id]
-		if e.stale {
-			continue
-		}
 		trigs := byJob[id]
 		active := pt.activeOfLocked(id)
 		plan, ok := pt.planFiresLocked(e, active, now)
@@ -314,6 +311,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			pt.lg.Info("job changed while its fires were being written; not recorded, planning again", zap.String("job_id", jp.id))
 			if e != nil {
 				e.stale = true
+				pt.indexLocked(jp.id)
 			}
 			continue
 		}
@@ -321,7 +319,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			ar := rr.ar
 			if !guard.Responses[rr.op].GetResponseTxn().Succeeded {
 				pt.lg.Warn("run changed behind the owner's back; reading it again", zap.String("run_id", ar.run.ID))
-				delete(pt.active, ar.run.ID)
+				pt.dropActiveLocked(ar.run.ID)
 				lost = append(lost, ar.run)
 				continue
 			}
@@ -347,7 +345,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			pt.hist.created(c.run.JobID, c.run.ScheduledAt, c.size, c.run.Status.Final())
 			if c.run.Status == store.RunPending {
 				pending++
-				pt.active[c.run.ID] = &activeRun{run: c.run, modRev: rev, notBefore: now, size: c.size}
+				pt.addActiveLocked(&activeRun{run: c.run, modRev: rev, notBefore: now, size: c.size})
 				if lag := now.Sub(c.run.ScheduledAt); !c.manual && (lag <= pt.d.cfg.Misfire.Grace || lag <= schedule.DefaultGrace) {
 					pt.d.cfg.Metrics.observeLag(lag.Seconds()) // on time; misfires are counted apart
 				}
@@ -371,6 +369,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			pt.d.cfg.Metrics.misfire("dropped", d.Dropped)
 		}
 		e.state, e.dirty = jp.plan.State, false
+		pt.indexLocked(jp.id)
 	}
 	pt.d.cfg.Metrics.fired(string(store.RunPending), pending)
 	pt.d.cfg.Metrics.fired(string(store.RunSkipped), skipped)

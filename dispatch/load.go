@@ -102,6 +102,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	pt.mu.Lock()
 	pt.jobs, pt.active, pt.triggers, pt.closed = jobs, active, pending, false
 	pt.cancelled, pt.takeBacks, pt.unread, pt.hist = map[string]cancelledAttempt{}, map[string]undelivered{}, map[string]store.Run{}, hist
+	pt.reindexLocked()
 	pt.mu.Unlock()
 	lvl := zap.DebugLevel // most partitions of a small fleet are empty: keep the log readable
 	if len(jobs)+len(active)+len(triggers) > 0 {

@@ -75,7 +75,7 @@ func (pt *partition) budgetShare() int64 {
 // never deleted. The caller holds wmu.
 func (pt *partition) trimHistory(ctx context.Context, now time.Time) {
 	pt.mu.Lock()
-	plan := pt.hist.planTrim(now, pt.retentionLocked, pt.budgetShare(), trimLimit, nil, 0)
+	plan := pt.hist.planTrim(now, pt.budgetShare(), trimLimit, nil, 0)
 	pt.mu.Unlock()
 	if len(plan) == 0 {
 		return

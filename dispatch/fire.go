@@ -113,7 +113,7 @@ func (pt *partition) addTrimsLocked(batches []*fireBatch, now time.Time) {
 	}
 	last := batches[len(batches)-1]
 	if room := min(trimLimit, maxWriteCost-last.cost()); room > 0 {
-		last.trims = pt.hist.planTrim(now, pt.retentionLocked, pt.budgetShare(), room, adding, addingBytes)
+		last.trims = pt.hist.planTrim(now, pt.budgetShare(), room, adding, addingBytes)
 	}
 	for _, b := range batches {
 		b.build(pt)

@@ -13,10 +13,21 @@ import (
 // reading etcd. The owner knows the size of every document it writes;
 // when it acquires the partition it reads them once (load). Not safe for
 // concurrent use: the partition's state lock guards it.
+//
+// It keeps the jobs that may have runs to trim for their count or age
+// (over, aging) current as runs come and go, so that planning a trim
+// looks only at those, not at every job; the owner calls touch when a
+// job's retention changes.
 type history struct {
 	runs  int   // stored runs, active and final
 	bytes int64 // their documents' bytes
 	jobs  map[string]*jobHistory
+	rule  func(id string) retention // each job's retention
+	// over are the jobs with final runs and more runs than their max_runs.
+	over map[string]struct{}
+	// aging holds the jobs with final runs and a max age by when their
+	// oldest final run passes it.
+	aging *timerHeap
 }
 
 // jobHistory is one job's part of a history.
@@ -32,7 +43,39 @@ type storedRun struct {
 	size int
 }
 
-func newHistory() *history { return &history{jobs: map[string]*jobHistory{}} }
+// newHistory returns an empty history whose jobs keep what rule says.
+func newHistory(rule func(id string) retention) *history {
+	return &history{jobs: map[string]*jobHistory{}, rule: rule, over: map[string]struct{}{}, aging: newTimerHeap()}
+}
+
+// touch brings over and aging up to date for job id, after its runs or
+// its retention changed.
+func (h *history) touch(id string) {
+	jh := h.jobs[id]
+	if jh == nil || len(jh.final) == 0 {
+		delete(h.over, id)
+		h.aging.remove(id)
+		return
+	}
+	r := h.rule(id)
+	if jh.runs > r.maxRuns {
+		h.over[id] = struct{}{}
+	} else {
+		delete(h.over, id)
+	}
+	if r.maxAge > 0 {
+		h.aging.set(id, jh.final[0].at.Add(r.maxAge))
+	} else {
+		h.aging.remove(id)
+	}
+}
+
+// touchAll is touch for every job.
+func (h *history) touchAll() {
+	for id := range h.jobs {
+		h.touch(id)
+	}
+}
 
 func (h *history) job(id string) *jobHistory {
 	jh := h.jobs[id]
@@ -54,6 +97,7 @@ func (h *history) created(id string, at time.Time, size int, final bool) {
 	if final {
 		jh.insertFinal(storedRun{at: at, size: size})
 	}
+	h.touch(id)
 }
 
 // rewritten records that the document of job id's active run for time at
@@ -66,6 +110,7 @@ func (h *history) rewritten(id string, at time.Time, old, size int, final bool) 
 	if final {
 		jh.insertFinal(storedRun{at: at, size: size})
 	}
+	h.touch(id)
 }
 
 // removed records the deletion of job id's final run for time at.
@@ -87,6 +132,7 @@ func (h *history) removed(id string, at time.Time) {
 	if jh.runs == 0 {
 		delete(h.jobs, id)
 	}
+	h.touch(id)
 }
 
 // dropJob forgets job id's runs (the job and its data were deleted).
@@ -98,6 +144,7 @@ func (h *history) dropJob(id string) {
 	h.runs -= jh.runs
 	h.bytes -= jh.bytes
 	delete(h.jobs, id)
+	h.touch(id)
 }
 
 func (jh *jobHistory) insertFinal(r storedRun) {
@@ -138,12 +185,26 @@ type trim struct {
 // counts the runs per job, and addingBytes their bytes, that the write the
 // deletions go with creates (counted as stored, never chosen). It changes
 // nothing; the caller applies removed for each run it deletes.
-func (h *history) planTrim(now time.Time, rule func(id string) retention, budget int64, limit int, adding map[string]int, addingBytes int64) []trim {
+//
+// Only the jobs in over, in adding, or in aging due at now can have runs
+// to trim for their count or age; the budget, when exceeded, looks at
+// every job with final runs.
+func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[string]int, addingBytes int64) []trim {
 	var out []trim
 	bytes := h.bytes + addingBytes
 	next := map[string]int{} // per job: its final runs planned so far
-	for _, id := range slices.Sorted(maps.Keys(h.jobs)) {
-		jh, r := h.jobs[id], rule(id)
+	candidates := map[string]struct{}{}
+	for id := range h.over {
+		candidates[id] = struct{}{}
+	}
+	for id := range adding {
+		if h.jobs[id] != nil {
+			candidates[id] = struct{}{}
+		}
+	}
+	h.aging.due(now, func(id string, _ time.Time) { candidates[id] = struct{}{} })
+	for _, id := range slices.Sorted(maps.Keys(candidates)) {
+		jh, r := h.jobs[id], h.rule(id)
 		runs, i := jh.runs+adding[id], 0
 		for ; i < len(jh.final) && len(out) < limit; i++ {
 			fr := jh.final[i]
@@ -191,19 +252,9 @@ func (h *history) planTrim(now time.Time, rule func(id string) retention, budget
 
 // nextExpiry returns when the oldest final run of some job passes its
 // maxAge, zero if none will.
-func (h *history) nextExpiry(rule func(id string) retention) time.Time {
-	var next time.Time
-	for id, jh := range h.jobs {
-		r := rule(id)
-		if len(jh.final) == 0 || r.maxAge <= 0 {
-			continue
-		}
-		t := jh.final[0].at.Add(r.maxAge)
-		if next.IsZero() || t.Before(next) {
-			next = t
-		}
-	}
-	return next
+func (h *history) nextExpiry() time.Time {
+	t, _ := h.aging.min()
+	return t
 }
 
 // oldestFirst orders jobs by their oldest final run not yet planned for

@@ -53,6 +53,7 @@ func plannedLocked(e *jobEntry) bool {
 func (pt *partition) indexLocked(id string) {
 	x := pt.idx
 	e := pt.jobs[id]
+	pt.hist.touch(id) // its retention may have changed
 	if e == nil || e.stale {
 		// A stale job waits for the watch to bring its change.
 		x.fires.remove(id)
@@ -96,9 +97,11 @@ func (pt *partition) indexLocked(id string) {
 	}
 }
 
-// reindexLocked rebuilds the index from pt.jobs and pt.active (after a
-// load).
+// reindexLocked rebuilds the index from pt.jobs and pt.active, and the
+// history's, after a load.
 func (pt *partition) reindexLocked() {
+	pt.hist.rule = pt.retentionLocked
+	pt.hist.touchAll()
 	pt.idx = newJobIndex()
 	for id := range pt.jobs {
 		pt.indexLocked(id)

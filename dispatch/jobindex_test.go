@@ -38,12 +38,14 @@ func memPartition(clock clockwork.Clock) *partition {
 	cfg.MaxActivePerJob = 3
 	cfg.DeleteAfter = 20 * time.Second
 	d := &Dispatcher{cfg: cfg, keys: store.Keys{NS: cfg.Namespace}, lg: cfg.Logger, parts: map[int]*partition{}}
-	return &partition{
+	pt := &partition{
 		d: d, own: &shard.Ownership{Partition: 0, Epoch: 7, Member: "m1"}, p: 0, lg: cfg.Logger,
 		nudge: make(chan struct{}, 1), jobs: map[string]*jobEntry{}, active: map[string]*activeRun{},
 		triggers: map[string]triggerReq{}, cancelled: map[string]cancelledAttempt{}, takeBacks: map[string]undelivered{},
-		unread: map[string]store.Run{}, hist: newHistory(), idx: newJobIndex(),
+		unread: map[string]store.Run{}, idx: newJobIndex(),
 	}
+	pt.hist = newHistory(pt.retentionLocked)
+	return pt
 }
 
 // fakeResponse makes up etcd's answer to a transaction of ops: every
@@ -150,10 +152,26 @@ func scanNextEvent(pt *partition, now time.Time) (next time.Time, dispatchable b
 			earlier(due)
 		}
 	}
-	if t := pt.hist.nextExpiry(pt.retentionLocked); !t.IsZero() {
+	if t := scanNextExpiry(pt); !t.IsZero() {
 		earlier(t.Add(time.Millisecond))
 	}
 	return next, dispatchable
+}
+
+// scanNextExpiry returns when the oldest final run of some job passes its
+// max age, by brute force.
+func scanNextExpiry(pt *partition) time.Time {
+	var next time.Time
+	for id, jh := range pt.hist.jobs {
+		r := pt.retentionLocked(id)
+		if len(jh.final) == 0 || r.maxAge <= 0 {
+			continue
+		}
+		if t := jh.final[0].at.Add(r.maxAge); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
 }
 
 // scanFinish is the brute-force choice of deleteFinished: the job IDs it
@@ -187,8 +205,39 @@ func triggersByJob(pt *partition) map[string][]triggerReq {
 	return byJob
 }
 
+// scanPlanTrim is history.planTrim's count and age rules by brute force:
+// every job with runs, by ID.
+func scanPlanTrim(pt *partition, now time.Time, limit int) []trim {
+	var out []trim
+	h := pt.hist
+	for _, id := range slices.Sorted(maps.Keys(h.jobs)) {
+		jh, r := h.jobs[id], pt.retentionLocked(id)
+		runs := jh.runs
+		for i := 0; i < len(jh.final) && len(out) < limit; i++ {
+			fr := jh.final[i]
+			var reason string
+			switch {
+			case runs > r.maxRuns:
+				reason = trimMaxRuns
+			case r.maxAge > 0 && now.Sub(fr.at) > r.maxAge:
+				reason = trimMaxAge
+			}
+			if reason == "" {
+				break
+			}
+			out = append(out, trim{job: id, at: fr.at, reason: reason})
+			runs--
+		}
+	}
+	return out
+}
+
 // checkIndex compares the index's answers with the scans'.
 func checkIndex(t *rapid.T, pt *partition, now time.Time) {
+	budget := int64(1 << 40) // the count and age rules only
+	if got, want := pt.hist.planTrim(now, budget, trimLimit, nil, 0), scanPlanTrim(pt, now, trimLimit); !slices.Equal(got, want) {
+		t.Fatalf("at %v the history trims %v, a scan of every job %v", now.Sub(indexT0), got, want)
+	}
 	for id := range pt.jobs {
 		if got, want := pt.activeOfLocked(id), scanActiveOf(pt, id); !slices.Equal(got, want) {
 			t.Fatalf("active runs of %s: got %v, want %v", id, got, want)
@@ -251,6 +300,10 @@ func TestJobIndexAgreesWithScan(t *testing.T) {
 				j.MisfirePolicy = rapid.SampledFrom([]store.MisfirePolicy{"", store.MisfireSkip, store.MisfireRunAll}).Draw(t, "misfire")
 				if j.IsOneOff() && rapid.Bool().Draw(t, "keepForever") {
 					j.DeleteAfter = store.RetentionNever
+				}
+				if rapid.Bool().Draw(t, "ownHistory") {
+					j.History.MaxRuns = rapid.IntRange(1, 5).Draw(t, "maxRuns")
+					j.History.MaxAge = store.Duration(time.Duration(rapid.IntRange(1, 120).Draw(t, "maxAge")) * time.Second)
 				}
 				if rapid.Bool().Draw(t, "recreated") {
 					j.CreatedAt = now

@@ -134,7 +134,7 @@ func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id strin
 	k := pt.d.keys
 	now := pt.now()
 	active := map[string]*activeRun{}
-	hist := newHistory()
+	hist := newHistory(pt.retentionLocked) // touched again once pt.jobs is the loaded jobs (reindexLocked)
 	prefix := k.PartitionRunsPrefix(pt.p)
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	for from := prefix; ; {

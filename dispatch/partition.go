@@ -341,7 +341,7 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 			earlier(due)
 		}
 	}))
-	if t := pt.hist.nextExpiry(pt.retentionLocked); !t.IsZero() {
+	if t := pt.hist.nextExpiry(); !t.IsZero() {
 		earlier(t.Add(time.Millisecond)) // strictly older than the max age
 	}
 	return next, dispatchable

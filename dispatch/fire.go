@@ -71,10 +71,11 @@ func (pt *partition) planBatchesLocked(now time.Time) []*fireBatch {
 			trigs = trigs[:room]
 			pt.poke() // the others next
 		}
+		j := e.spec.job()
 		for _, t := range trigs {
 			after := ActiveAfter(active, plan)
-			tp := PlanTrigger(&e.spec, plan.State, after, t.at, now, pt.own.Member, pt.own.Epoch)
-			CapActive(&e.spec, &tp, len(after), pt.d.cfg.MaxActivePerJob)
+			tp := PlanTrigger(&j, plan.State, after, t.at, now, pt.own.Member, pt.own.Epoch)
+			CapActive(&j, &tp, len(after), pt.d.cfg.MaxActivePerJob)
 			plan = MergePlans(plan, tp)
 		}
 		if len(plan.Runs) == 0 && len(plan.Replace) == 0 && plan.State == e.state && !e.dirty && len(trigs) == 0 {
@@ -130,12 +131,13 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 	if planned && (e.state.Next.IsZero() || now.Before(e.state.Next)) {
 		return FirePlan{}, false // not due, or its schedule is exhausted
 	}
-	plan, err := PlanFires(&e.spec, e.sched, e.state, active, now, pt.d.cfg.Misfire, pt.own.Member, pt.own.Epoch)
+	j := e.spec.job()
+	plan, err := PlanFires(&j, e.sched, e.state, active, now, pt.d.cfg.Misfire, pt.own.Member, pt.own.Epoch)
 	if err != nil {
 		pt.lg.Error("planning fires failed", zap.String("job_id", e.spec.ID), zap.Error(err))
 		return FirePlan{}, false
 	}
-	CapActive(&e.spec, &plan, len(active), pt.d.cfg.MaxActivePerJob)
+	CapActive(&j, &plan, len(active), pt.d.cfg.MaxActivePerJob)
 	return plan, true
 }
 

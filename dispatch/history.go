@@ -1,8 +1,10 @@
 package dispatch
 
 import (
+	"cmp"
 	"container/heap"
 	"maps"
+	"math"
 	"slices"
 	"time"
 )
@@ -37,11 +39,20 @@ type jobHistory struct {
 	final []storedRun // final runs by scheduled time, oldest first
 }
 
-// storedRun is a stored final run.
+// storedRun is a stored final run: its scheduled time in nanoseconds
+// since the Unix epoch and its document's size, in 16 bytes (a job keeps
+// up to store.MaxHistoryRuns of them resident).
 type storedRun struct {
-	at   time.Time
-	size int
+	at   int64
+	size int32
 }
+
+func newStoredRun(at time.Time, size int) storedRun {
+	return storedRun{at: at.UnixNano(), size: int32(min(size, math.MaxInt32))}
+}
+
+// time returns the run's scheduled time, in UTC.
+func (r storedRun) time() time.Time { return time.Unix(0, r.at).UTC() }
 
 // newHistory returns an empty history whose jobs keep what rule says.
 func newHistory(rule func(id string) retention) *history {
@@ -64,7 +75,7 @@ func (h *history) touch(id string) {
 		delete(h.over, id)
 	}
 	if r.maxAge > 0 {
-		h.aging.set(id, jh.final[0].at.Add(r.maxAge))
+		h.aging.set(id, jh.final[0].time().Add(r.maxAge))
 	} else {
 		h.aging.remove(id)
 	}
@@ -95,7 +106,7 @@ func (h *history) created(id string, at time.Time, size int, final bool) {
 	h.runs++
 	h.bytes += int64(size)
 	if final {
-		jh.insertFinal(storedRun{at: at, size: size})
+		jh.insertFinal(newStoredRun(at, size))
 	}
 	h.touch(id)
 }
@@ -108,7 +119,7 @@ func (h *history) rewritten(id string, at time.Time, old, size int, final bool) 
 	jh.bytes += d
 	h.bytes += d
 	if final {
-		jh.insertFinal(storedRun{at: at, size: size})
+		jh.insertFinal(newStoredRun(at, size))
 	}
 	h.touch(id)
 }
@@ -119,7 +130,7 @@ func (h *history) removed(id string, at time.Time) {
 	if jh == nil {
 		return
 	}
-	i, found := slices.BinarySearchFunc(jh.final, at, func(r storedRun, t time.Time) int { return r.at.Compare(t) })
+	i, found := slices.BinarySearchFunc(jh.final, at.UnixNano(), func(r storedRun, t int64) int { return cmp.Compare(r.at, t) })
 	if !found {
 		return
 	}
@@ -148,10 +159,15 @@ func (h *history) dropJob(id string) {
 }
 
 func (jh *jobHistory) insertFinal(r storedRun) {
-	i, found := slices.BinarySearchFunc(jh.final, r.at, func(s storedRun, t time.Time) int { return s.at.Compare(t) })
+	i, found := slices.BinarySearchFunc(jh.final, r.at, func(s storedRun, t int64) int { return cmp.Compare(s.at, t) })
 	if found {
 		jh.final[i] = r
 		return
+	}
+	if len(jh.final) == cap(jh.final) {
+		// Grow by a quarter, not double: every job keeps its list
+		// resident, most near their max_runs for good.
+		jh.final = slices.Grow(jh.final, max(2, len(jh.final)/4))
 	}
 	jh.final = slices.Insert(jh.final, i, r)
 }
@@ -212,13 +228,13 @@ func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[st
 			switch {
 			case runs > r.maxRuns:
 				reason = trimMaxRuns
-			case r.maxAge > 0 && now.Sub(fr.at) > r.maxAge:
+			case r.maxAge > 0 && now.Sub(fr.time()) > r.maxAge:
 				reason = trimMaxAge
 			}
 			if reason == "" {
 				break
 			}
-			out = append(out, trim{job: id, at: fr.at, reason: reason})
+			out = append(out, trim{job: id, at: fr.time(), reason: reason})
 			runs--
 			bytes -= int64(fr.size)
 		}
@@ -238,7 +254,7 @@ func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[st
 		id := q.ids[0]
 		jh := h.jobs[id]
 		fr := jh.final[next[id]]
-		out = append(out, trim{job: id, at: fr.at, reason: trimBudget})
+		out = append(out, trim{job: id, at: fr.time(), reason: trimBudget})
 		bytes -= int64(fr.size)
 		next[id]++
 		if next[id] < len(jh.final) {
@@ -267,7 +283,7 @@ type oldestFirst struct {
 
 func (q *oldestFirst) at(i int) time.Time {
 	id := q.ids[i]
-	return q.h.jobs[id].final[q.next[id]].at
+	return q.h.jobs[id].final[q.next[id]].time()
 }
 
 func (q *oldestFirst) Len() int { return len(q.ids) }

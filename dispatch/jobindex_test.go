@@ -167,7 +167,7 @@ func scanNextExpiry(pt *partition) time.Time {
 		if len(jh.final) == 0 || r.maxAge <= 0 {
 			continue
 		}
-		if t := jh.final[0].at.Add(r.maxAge); next.IsZero() || t.Before(next) {
+		if t := jh.final[0].time().Add(r.maxAge); next.IsZero() || t.Before(next) {
 			next = t
 		}
 	}
@@ -219,13 +219,13 @@ func scanPlanTrim(pt *partition, now time.Time, limit int) []trim {
 			switch {
 			case runs > r.maxRuns:
 				reason = trimMaxRuns
-			case r.maxAge > 0 && now.Sub(fr.at) > r.maxAge:
+			case r.maxAge > 0 && now.Sub(fr.time()) > r.maxAge:
 				reason = trimMaxAge
 			}
 			if reason == "" {
 				break
 			}
-			out = append(out, trim{job: id, at: fr.at, reason: reason})
+			out = append(out, trim{job: id, at: fr.time(), reason: reason})
 			runs--
 		}
 	}

@@ -33,7 +33,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 			triggers = append(triggers, triggerReq{id: id, at: at, key: string(kv.Key)})
 		default:
 			if e := pt.entryFromKV(kv); e != nil {
-				jobs[id] = e
+				jobs[e.internID(id)] = e
 			}
 		}
 	})
@@ -90,8 +90,11 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	active, hist, err := pt.loadRuns(ctx, rev, func(id string) bool {
-		return jobs[id] != nil && !recreated[id]
+	active, hist, err := pt.loadRuns(ctx, rev, func(id string) (string, bool) {
+		if e := jobs[id]; e != nil && !recreated[id] {
+			return e.spec.ID, true
+		}
+		return "", false
 	}, queued)
 	if err != nil {
 		return 0, err
@@ -162,18 +165,23 @@ func (pt *partition) rangePages(ctx context.Context, prefix string, rev int64, p
 var loadRunsPage int64 = 64
 
 // loadRuns reads the partition's run documents at revision rev, in pages:
-// it accounts every run of a job keep accepts in a history, and decodes
+// it accounts every run of a job keep accepts in a history (under the
+// job ID keep returns, so that the partition holds one copy of each ID),
+// and decodes
 // the runs with a queue entry (queued, by run key) into the active runs.
 // Runs of other jobs (deleted, or of an earlier job of the same ID) are
 // left for the removal of their job's data.
-func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id string) bool, queued map[string]bool) (map[string]*activeRun, *history, error) {
+func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id string) (string, bool), queued map[string]bool) (map[string]*activeRun, *history, error) {
 	k := pt.d.keys
 	now := pt.now()
 	active := map[string]*activeRun{}
 	hist := newHistory(pt.retentionLocked) // touched again once pt.jobs is the loaded jobs (reindexLocked)
 	_, err := pt.rangePages(ctx, k.PartitionRunsPrefix(pt.p), rev, loadRunsPage, func(kv *mvccpb.KeyValue) {
 		id, at, ok := k.ParseRunKey(pt.p, string(kv.Key))
-		if !ok || !keep(id) {
+		if !ok {
+			return
+		}
+		if id, ok = keep(id); !ok {
 			return
 		}
 		if !queued[string(kv.Key)] {
@@ -200,13 +208,27 @@ func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id strin
 	return active, hist, nil
 }
 
+// internID makes the entry's ID the string id, equal to it, so that the
+// maps keyed by id and the entry share one copy; it returns id.
+func (e *jobEntry) internID(id string) string {
+	if e.spec.ID == id {
+		e.spec.ID = id
+	}
+	return id
+}
+
 func (pt *partition) entryFromKV(kv *mvccpb.KeyValue) *jobEntry {
 	j, err := store.DecodeStoredJob(kv.Value, kv.ModRevision)
 	if err != nil {
 		pt.lg.Warn("ignoring corrupt job spec", zap.ByteString("key", kv.Key), zap.Error(err))
 		return nil
 	}
-	e := &jobEntry{spec: j}
+	work, err := compactWork(&j)
+	if err != nil {
+		pt.lg.Warn("ignoring job spec whose executor does not encode", zap.ByteString("key", kv.Key), zap.Error(err))
+		return nil
+	}
+	e := &jobEntry{spec: specOf(&j), work: work}
 	e.sched, e.schedErr = j.ParseSchedule()
 	if e.schedErr != nil {
 		pt.lg.Warn("job schedule does not parse; not scheduling it", zap.String("job_id", j.ID), zap.Error(e.schedErr))

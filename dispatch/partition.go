@@ -89,8 +89,12 @@ type cancelledAttempt struct {
 	until      time.Time // forgotten after
 }
 
+// jobEntry is a job as its partition's scheduler holds it.
 type jobEntry struct {
-	spec     store.Job
+	// spec is what the scheduler keeps of the job's spec; work the rest a
+	// worker needs, encoded.
+	spec     jobSpec
+	work     compactedWork
 	sched    schedule.Schedule
 	schedErr error // the spec's schedule does not parse (should not happen: validated)
 	state    store.JobState
@@ -250,7 +254,7 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 					e.state = store.JobState{}
 				}
 			}
-			pt.jobs[id] = e
+			pt.jobs[e.internID(id)] = e
 			pt.indexLocked(id)
 			pt.mu.Unlock()
 		}

@@ -53,7 +53,9 @@ func plannedLocked(e *jobEntry) bool {
 func (pt *partition) indexLocked(id string) {
 	x := pt.idx
 	e := pt.jobs[id]
-	pt.hist.touch(id) // its retention may have changed
+	if pt.hist != nil {
+		pt.hist.touch(id) // its retention may have changed
+	}
 	if e == nil || e.stale {
 		// A stale job waits for the watch to bring its change.
 		x.fires.remove(id)

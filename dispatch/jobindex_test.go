@@ -36,7 +36,7 @@ func memPartition(clock clockwork.Clock) *partition {
 	cfg.Clock = clock
 	cfg.Logger = zap.NewNop()
 	cfg.MaxActivePerJob = 3
-	cfg.DeleteAfter = 20 * time.Second
+	cfg.DeleteAfter = 5 * time.Second
 	d := &Dispatcher{cfg: cfg, keys: store.Keys{NS: cfg.Namespace}, lg: cfg.Logger, parts: map[int]*partition{}}
 	pt := &partition{
 		d: d, own: &shard.Ownership{Partition: 0, Epoch: 7, Member: "m1"}, p: 0, lg: cfg.Logger,

@@ -95,6 +95,7 @@ func (d *Dispatcher) Work(ctx context.Context, o *shard.Ownership) {
 		nudge:  make(chan struct{}, 1),
 		ctx:    ctx,
 		unread: map[string]store.Run{},
+		idx:    newJobIndex(),
 	}
 	if d.cfg.Notify.Sender != nil {
 		pt.notes = newNotifier(pt)

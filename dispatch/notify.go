@@ -59,10 +59,11 @@ func (c *NotifyConfig) setDefaults() {
 const outboxBudget = 256 << 10
 
 // notificationsFor returns the outbox writes for run r, written as val
-// over prev, of job j: one per notify entry (the job's, else the fleet's
-// default) subscribed to r's new status. Nothing unless r reached failed
-// (a new failed attempt), dead or succeeded.
-func (pt *partition) notificationsFor(j *store.Job, prev, r store.Run, val []byte, now time.Time) ([]clientv3.Op, []outboxEntry) {
+// over prev, of the job whose compacted work is work: one per notify entry
+// (the job's, else the fleet's default) subscribed to r's new status.
+// Nothing unless r reached failed (a new failed attempt), dead or
+// succeeded.
+func (pt *partition) notificationsFor(work compactedWork, prev, r store.Run, val []byte, now time.Time) ([]clientv3.Op, []outboxEntry) {
 	cfg := pt.d.cfg.Notify
 	if cfg.Sender == nil {
 		return nil, nil
@@ -75,7 +76,11 @@ func (pt *partition) notificationsFor(j *store.Job, prev, r store.Run, val []byt
 	if r.Status == prev.Status && len(r.Attempts) == len(prev.Attempts) {
 		return nil, nil
 	}
-	subs := j.Notify
+	w, err := work.decode()
+	if err != nil {
+		pt.lg.Error("decoding a job's notify entries failed; the fleet's default applies", zap.String("job_id", r.JobID), zap.Error(err))
+	}
+	subs := w.Notify
 	if len(subs) == 0 {
 		subs = cfg.Default
 	}

@@ -120,6 +120,8 @@ func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req a
 		WriteError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, dispatch.ErrForbidden), errors.Is(err, dispatch.ErrWorkerIDTaken):
 		WriteError(w, http.StatusForbidden, err.Error())
+	case errors.Is(err, dispatch.ErrTooManyWorkers):
+		WriteError(w, http.StatusTooManyRequests, err.Error())
 	case errors.Is(err, dispatch.ErrStaleAttempt):
 		WriteError(w, http.StatusConflict, err.Error())
 	default:

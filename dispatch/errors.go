@@ -20,4 +20,8 @@ var (
 	// worker ID that is registered to another credential; it changes
 	// nothing. HTTP 403.
 	ErrWorkerIDTaken = errors.New("forbidden: the worker ID is registered to another credential")
+	// ErrTooManyWorkers: a registration of a new worker ID by a credential
+	// that has RegistryConfig.MaxPerCredential registered already. HTTP
+	// 429.
+	ErrTooManyWorkers = errors.New("too many workers registered with this credential")
 )

@@ -30,6 +30,10 @@ const DefaultWorkerTTL = 6 * time.Second
 
 // Registration limits.
 const (
+	// DefaultMaxWorkersPerCredential is RegistryConfig.MaxPerCredential's
+	// default.
+	DefaultMaxWorkersPerCredential = 1024
+
 	maxRegisterOrchestrators = 64
 	maxOrchestratorURLBytes  = 512
 	maxWorkerConcurrency     = 1024
@@ -47,6 +51,11 @@ type RegistryConfig struct {
 	TTL time.Duration
 	// RequestTimeout bounds each etcd request. Default 5s.
 	RequestTimeout time.Duration
+	// MaxPerCredential bounds the live registrations of one credential,
+	// so that what the registry keeps in etcd is bounded by the
+	// credentials an admin issues, not by what their holders do. Default
+	// DefaultMaxWorkersPerCredential.
+	MaxPerCredential int
 	// Clock stamps registrations; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.
@@ -59,6 +68,9 @@ func (c *RegistryConfig) setDefaults() {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 5 * time.Second
+	}
+	if c.MaxPerCredential == 0 {
+		c.MaxPerCredential = DefaultMaxWorkersPerCredential
 	}
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
@@ -79,6 +91,8 @@ func (c RegistryConfig) Validate() error {
 		return fmt.Errorf("%w: registry member ID is empty", ErrInvalidConfig)
 	case c.TTL < 2*time.Second || c.TTL > 5*time.Minute || c.TTL%time.Second != 0:
 		return fmt.Errorf("%w: worker TTL %v must be whole seconds from 2s to 5m", ErrInvalidConfig, c.TTL)
+	case c.MaxPerCredential < 1:
+		return fmt.Errorf("%w: registry max workers per credential %d must be at least 1", ErrInvalidConfig, c.MaxPerCredential)
 	case c.RequestTimeout <= 0:
 		return fmt.Errorf("%w: registry request timeout %v must be positive", ErrInvalidConfig, c.RequestTimeout)
 	}
@@ -265,6 +279,9 @@ func (r *Registry) Register(ctx context.Context, req RegisterRequest) (RegisterR
 	if err := validateRegister(req); err != nil {
 		return RegisterResponse{}, err
 	}
+	if err := r.checkQuota(req.Worker, req.Credential); err != nil {
+		return RegisterResponse{}, err
+	}
 	key := r.keys.Worker(req.Worker)
 	resp := RegisterResponse{TTL: store.Duration(r.cfg.TTL), Orchestrator: r.cfg.Member}
 	for range 3 {
@@ -296,6 +313,26 @@ func (r *Registry) Register(ctx context.Context, req RegisterRequest) (RegisterR
 		}
 	}
 	return RegisterResponse{}, fmt.Errorf("registration of worker %q changed under three tries; retry", req.Worker)
+}
+
+// checkQuota refuses a new worker ID of a credential that has
+// MaxPerCredential live registrations (as this member's mirror
+// shows them).
+func (r *Registry) checkQuota(worker, credential string) error {
+	v := r.view.Load()
+	if _, ok := v.workers[worker]; ok {
+		return nil
+	}
+	n := 0
+	for _, w := range v.workers {
+		if w.doc.Credential == credential {
+			n++
+		}
+	}
+	if n >= r.cfg.MaxPerCredential {
+		return fmt.Errorf("%w: credential %q has %d live workers, at most %d; give workers stable IDs (--id) or wait for stopped ones to expire", ErrTooManyWorkers, credential, n, r.cfg.MaxPerCredential)
+	}
+	return nil
 }
 
 // refresh keeps our lease on key alive and rewrites the document if it

@@ -310,3 +310,29 @@ func TestWhyPending(t *testing.T) {
 		t.Fatalf("unservable runs %v once a shell worker registered, want none", got)
 	}
 }
+
+// TestRegistrationsPerCredentialAreBounded: a credential cannot register
+// more worker IDs than the limit (what the registry stores is bounded by
+// the credentials issued), while its registered workers still refresh and
+// other credentials register.
+func TestRegistrationsPerCredentialAreBounded(t *testing.T) {
+	h := newHarness(t)
+	reg, err := dispatch.NewRegistry(h.client, dispatch.RegistryConfig{Namespace: h.ns, Member: "m1", MaxPerCredential: 2, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); reg.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	register(t, reg, "w1", "cred-a")
+	register(t, reg, "w2", "cred-a")
+	waitWorkers(t, reg, "w1", "w2")
+	_, err = reg.Register(context.Background(), dispatch.RegisterRequest{Worker: "w3", Credential: "cred-a", Executors: []string{"http"}, Concurrency: 1})
+	if !errors.Is(err, dispatch.ErrTooManyWorkers) {
+		t.Fatalf("a third worker of cred-a: %v, want ErrTooManyWorkers", err)
+	}
+	register(t, reg, "w1", "cred-a") // a refresh
+	register(t, reg, "w3", "cred-b")
+	waitWorkers(t, reg, "w1", "w2", "w3")
+}

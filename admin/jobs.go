@@ -24,6 +24,7 @@ import (
 type JobStore interface {
 	Create(ctx context.Context, j store.Job) (store.Job, error)
 	Put(ctx context.Context, j store.Job) (stored store.Job, created bool, err error)
+	WriteBatch(ctx context.Context, items []store.BatchItem, mode store.BatchMode) ([]store.BatchResult, error)
 	Get(ctx context.Context, id string) (store.Job, error)
 	ListPrefix(ctx context.Context, prefix, cursor string, limit int) ([]store.Job, string, error)
 	Delete(ctx context.Context, id string) error

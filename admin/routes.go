@@ -33,8 +33,9 @@ const (
 	// scopeRun: the job of the path's {run_id}.
 	scopeRun
 	// scopeHandler: the handler applies the prefix itself: POST /v1/jobs
-	// checks the body's ID, GET /v1/jobs lists only the prefix, a poll is
-	// handed only runs within it.
+	// checks the body's ID, POST /v1/jobs:batch every item's ID, GET
+	// /v1/jobs lists only the prefix, a poll is handed only runs within
+	// it.
 	scopeHandler
 )
 
@@ -59,6 +60,7 @@ func (a *server) routes() []route {
 
 		{pattern: "GET /v1/jobs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.list)},
 		{pattern: "POST /v1/jobs", access: auth.AccessWrite, scope: scopeHandler, handler: hf(j.create)},
+		{pattern: "POST /v1/jobs:batch", access: auth.AccessWrite, scope: scopeHandler, handler: hf(j.batch)},
 		{pattern: "GET /v1/jobs/{id}", access: auth.AccessRead, scope: scopeJob, handler: j.byID(http.StatusOK, getJob)},
 		{pattern: "PUT /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, handler: hf(j.put)},
 		{pattern: "DELETE /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusNoContent, deleteJob)},

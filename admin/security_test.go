@@ -339,6 +339,10 @@ func TestRouteMatrix(t *testing.T) {
 			n++
 			return request{method: "POST", path: "/v1/jobs", body: httpJob(fmt.Sprintf("%snew-%d", id, n), "")}
 		}},
+		{pattern: "POST /v1/jobs:batch", allowed: writers, job: true, ok: 200, make: func(id string) request {
+			n++
+			return request{method: "POST", path: "/v1/jobs:batch", body: `{"jobs": [` + httpJob(fmt.Sprintf("%snew-%d", id, n), "") + `]}`}
+		}},
 		{pattern: "GET /v1/jobs/{id}", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			e.ensureJob(id)
 			return request{method: "GET", path: jobPath(id)}

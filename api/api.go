@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/jobfleet/jobfleet/store"
@@ -173,4 +174,35 @@ type EtcdEndpoint struct {
 	Quota int64 `json:"quota_bytes,omitempty"`
 	// Error is why the endpoint did not answer, "" if it did.
 	Error string `json:"error,omitempty"`
+}
+
+// BatchRequest is the body of POST /v1/jobs:batch: up to
+// store.MaxBatchJobs job documents written in one transaction, all or
+// none. Mode is "create" (the default: an existing ID fails its item with
+// 409) or "apply" (create or replace; an item naming a "revision"
+// replaces only that revision).
+type BatchRequest struct {
+	Jobs []json.RawMessage `json:"jobs"`
+	Mode string            `json:"mode,omitempty"`
+}
+
+// BatchReply is the reply of POST /v1/jobs:batch: one result per item of
+// the request, in order. Error is set (and the status code is not 200)
+// when any item failed, in which case nothing was written.
+type BatchReply struct {
+	Error   string        `json:"error,omitempty"`
+	Results []BatchResult `json:"results"`
+}
+
+// BatchResult is the outcome of one item of a batch. Status is 201
+// (created), 200 (replaced), 400 (invalid: Error names the field), 409
+// (the ID exists in create mode, or
+// the item's revision is stale) or 424 (valid, but not written because
+// another item failed). ID is the item's ID as far as it could be read;
+// Revision is the stored job's revision on success.
+type BatchResult struct {
+	ID       string `json:"id"`
+	Status   int    `json:"status"`
+	Error    string `json:"error,omitempty"`
+	Revision int64  `json:"revision,omitempty"`
 }

@@ -160,3 +160,30 @@ func mustJSON(v any) []byte {
 	}
 	return b
 }
+
+// Batch modes of WriteBatch.
+const (
+	// BatchCreate creates every job of a batch; an existing ID fails its
+	// item with 409.
+	BatchCreate = "create"
+	// BatchApply creates or replaces every job of a batch; an item naming
+	// a "revision" replaces only that revision.
+	BatchApply = "apply"
+)
+
+// MaxBatchJobs is the most job documents one WriteBatch may send.
+const MaxBatchJobs = store.MaxBatchJobs
+
+// WriteBatch writes up to MaxBatchJobs job documents (JSON, sent as they
+// are) in one request (POST /v1/jobs:batch), all or none, with mode
+// BatchCreate or BatchApply. The reply has one result per document, in
+// order. If any item failed, nothing was written: the error is an *Error
+// with the status code of the failures (400, 403 or 409) and the reply
+// still holds every item's result. Errors of the batch as a whole (413
+// too large, 507 store nearly full, 503) come with an empty reply.
+func (c *Client) WriteBatch(ctx context.Context, mode string, docs []json.RawMessage) (api.BatchReply, error) {
+	var reply api.BatchReply
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/jobs:batch",
+		body: api.BatchRequest{Jobs: docs, Mode: mode}, out: &reply, errOut: &reply})
+	return reply, err
+}

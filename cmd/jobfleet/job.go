@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -77,54 +76,6 @@ func newJobCreateCmd(opts *clientOptions) *cobra.Command {
 	return cmd
 }
 
-func newJobApplyCmd(opts *clientOptions) *cobra.Command {
-	var file string
-	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Create or replace the job a job document describes (its \"id\" names it; a \"revision\" makes it replace only that revision)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return errors.New("-f FILE is required (- reads standard input)")
-			}
-			doc, err := readDocument(cmd, file)
-			if err != nil {
-				return err
-			}
-			var head struct {
-				ID string `json:"id"`
-			}
-			if err := json.Unmarshal(doc, &head); err != nil {
-				return fmt.Errorf("%s: not a JSON job document: %w", file, err)
-			}
-			if head.ID == "" {
-				return fmt.Errorf("%s: the job document has no \"id\"", file)
-			}
-			var (
-				j       store.Job
-				created bool
-			)
-			err = opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				j, created, err = c.PutJobJSON(ctx, head.ID, doc)
-				return err
-			})
-			if errors.Is(err, client.ErrConflict) && strings.Contains(err.Error(), "stale revision") {
-				return fmt.Errorf("%w\n(%s names the revision it was read at; see the current job with: jobfleet job get %q -o json)", err, file, head.ID)
-			}
-			if err != nil {
-				return err
-			}
-			verb := "replaced"
-			if created {
-				verb = "created"
-			}
-			return printJobResult(cmd, opts, verb, j)
-		},
-	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "job document (JSON); - reads standard input")
-	return cmd
-}
-
 func newJobGetCmd(opts *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use: "get ID", Short: "Show one job", Args: cobra.ExactArgs(1),
@@ -136,8 +87,8 @@ func newJobGetCmd(opts *clientOptions) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), j)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, j)
 			}
 			return printJobDetail(cmd.OutOrStdout(), j)
 		},
@@ -186,8 +137,8 @@ jobs after --cursor are shown, sorted by ID; the API pages in its own order
 			// The API pages in key order (partition, then ID), which keeps
 			// cursors stable; people look jobs up by ID.
 			slices.SortFunc(all.Jobs, func(a, b store.Job) int { return strings.Compare(a.ID, b.ID) })
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), all)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, all)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSCHEDULE\tEXECUTOR\tPAUSED\tPARTITION")
@@ -224,12 +175,12 @@ func newJobRemoveCmd(opts *clientOptions) *cobra.Command {
 					continue
 				}
 				doc.Results = append(doc.Results, importJobResult{ID: id, Result: "deleted"})
-				if opts.output != "json" {
+				if !opts.structured() {
 					fmt.Fprintf(cmd.OutOrStdout(), "deleted job %q\n", id)
 				}
 			}
-			if opts.output == "json" {
-				if err := printJSON(cmd.OutOrStdout(), doc); err != nil {
+			if opts.structured() {
+				if err := printDoc(cmd.OutOrStdout(), opts.output, doc); err != nil {
 					return err
 				}
 			}
@@ -258,8 +209,8 @@ func newJobPauseCmd(opts *clientOptions, name string, pause bool) *cobra.Command
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), j)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, j)
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%sd job %q\n", name, j.ID)
 			return err
@@ -278,8 +229,8 @@ func newJobTriggerCmd(opts *clientOptions) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), t)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, t)
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "triggered job %q: run %s\n", args[0], cell(t.RunID))
 			return err
@@ -302,8 +253,8 @@ func newJobRunsCmd(opts *clientOptions) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), rl)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, rl)
 			}
 			return printRuns(cmd.OutOrStdout(), rl.Runs)
 		},

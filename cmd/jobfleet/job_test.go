@@ -242,7 +242,7 @@ func TestJobCreateCommand(t *testing.T) {
 	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--payload", "{nope"}, "--payload is not valid JSON")
 	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--run-at", "tomorrow"}, "--run-at")
 	c.mustFail([]string{"create", "-f", filepath.Join(t.TempDir(), "missing.json")}, "no such file")
-	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "-o", "yaml"}, "--output must be table or json")
+	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "-o", "xml"}, "--output must be table, wide, json or yaml")
 	if after := c.ids(); !slices.Equal(after, before) {
 		t.Errorf("failed creates changed the jobs: got %q, want %q", after, before)
 	}

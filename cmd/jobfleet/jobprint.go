@@ -17,8 +17,8 @@ import (
 // printJobResult reports a stored job: the job document with -o json, a
 // line saying what happened otherwise.
 func printJobResult(cmd *cobra.Command, opts *clientOptions, verb string, j store.Job) error {
-	if opts.output == "json" {
-		return printJSON(cmd.OutOrStdout(), j)
+	if opts.structured() {
+		return printDoc(cmd.OutOrStdout(), opts.output, j)
 	}
 	_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s job %q (partition %d, revision %d)\n", verb, j.ID, j.Partition, j.Revision)
 	return err

@@ -67,6 +67,7 @@ type jobsAPI struct {
 	jobs     JobsFunc
 	lg       *zap.Logger
 	triggers *triggerLimiter
+	now      func() time.Time // the clock of next fire times
 }
 
 // store returns the job store and a context bounding the request's store

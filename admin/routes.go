@@ -44,7 +44,7 @@ const (
 // exist without an entry; TestRouteMatrix checks every entry against
 // every role.
 func (a *server) routes() []route {
-	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now)}
+	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.cfg.Auth, insecure: a.cfg.Insecure}
 	w := &workerAPI{get: a.cfg.Worker, etcd: a.cfg.EtcdEndpoints}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
@@ -67,6 +67,8 @@ func (a *server) routes() []route {
 		{pattern: "POST /v1/jobs/{id}/pause", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusOK, pauseJob)},
 		{pattern: "POST /v1/jobs/{id}/resume", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusOK, resumeJob)},
 		{pattern: "POST /v1/jobs/{id}/trigger", access: auth.AccessWrite, scope: scopeJob, handler: hf(j.trigger)},
+		{pattern: "GET /v1/jobs/{id}/next", access: auth.AccessRead, scope: scopeJob, handler: hf(j.next)},
+		{pattern: "POST /v1/schedule:preview", access: auth.AccessRead, handler: hf(j.preview)},
 		{pattern: "GET /v1/jobs/{id}/runs", access: auth.AccessRead, scope: scopeJob, handler: hf(j.runs)},
 		{pattern: "GET /v1/runs/{run_id}", access: auth.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
 

@@ -367,6 +367,13 @@ func TestRouteMatrix(t *testing.T) {
 			e.ensureJob(id)
 			return request{method: "POST", path: jobPath(id, "trigger")}
 		}},
+		{pattern: "GET /v1/jobs/{id}/next", allowed: viewers, job: true, ok: 200, make: func(id string) request {
+			e.ensureJob(id)
+			return request{method: "GET", path: jobPath(id, "next")}
+		}},
+		{pattern: "POST /v1/schedule:preview", allowed: viewers, ok: 200, make: func(string) request {
+			return request{method: "POST", path: "/v1/schedule:preview", body: `{"schedule": "@daily", "count": 3}`}
+		}},
 		{pattern: "GET /v1/jobs/{id}/runs", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			e.ensureJob(id)
 			return request{method: "GET", path: jobPath(id, "runs")}

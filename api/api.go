@@ -206,3 +206,33 @@ type BatchResult struct {
 	Error    string `json:"error,omitempty"`
 	Revision int64  `json:"revision,omitempty"`
 }
+
+// NextFires is the reply of GET /v1/jobs/{id}/next and of POST
+// /v1/schedule:preview (without JobID): the next scheduled times of a
+// job, in order, as its partition's owner will fire them. Timezone is the
+// job's zone ("UTC" by default), in which Local is written. Paused says
+// the job is paused: it fires these times only if resumed before them.
+type NextFires struct {
+	JobID    string `json:"job_id,omitempty"`
+	Timezone string `json:"timezone"`
+	Paused   bool   `json:"paused,omitempty"`
+	Fires    []Fire `json:"fires"`
+}
+
+// Fire is one scheduled time: Local in RFC 3339 with the offset of the
+// job's zone at that instant, UTC in RFC 3339 with "Z". Both name the same
+// instant (fractions of a second appear only when the time has them).
+type Fire struct {
+	Local string `json:"local"`
+	UTC   string `json:"utc"`
+}
+
+// PreviewRequest is the body of POST /v1/schedule:preview: a schedule (a
+// cron expression, descriptor or "@every D") in Timezone, or a one-off
+// RunAt, and how many times to list (1 to 100, default 10).
+type PreviewRequest struct {
+	Schedule string     `json:"schedule,omitempty"`
+	Timezone string     `json:"timezone,omitempty"`
+	RunAt    *time.Time `json:"run_at,omitempty"`
+	Count    int        `json:"count,omitempty"`
+}

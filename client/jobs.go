@@ -187,3 +187,24 @@ func (c *Client) WriteBatch(ctx context.Context, mode string, docs []json.RawMes
 		body: api.BatchRequest{Jobs: docs, Mode: mode}, out: &reply, errOut: &reply})
 	return reply, err
 }
+
+// NextFires returns job id's next count scheduled times (1 to 100; 0 is
+// the server's default, 10), as its partition's owner will fire them.
+func (c *Client) NextFires(ctx context.Context, id string, count int) (api.NextFires, error) {
+	q := url.Values{}
+	if count > 0 {
+		q.Set("count", strconv.Itoa(count))
+	}
+	var nf api.NextFires
+	_, err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id, "next"), query: q, out: &nf})
+	return nf, err
+}
+
+// PreviewSchedule returns the times a job with req's schedule (or run_at)
+// would fire, without storing anything (POST /v1/schedule:preview). An
+// invalid request fails with ErrBadRequest, naming the field.
+func (c *Client) PreviewSchedule(ctx context.Context, req api.PreviewRequest) (api.NextFires, error) {
+	var nf api.NextFires
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/schedule:preview", body: req, out: &nf})
+	return nf, err
+}

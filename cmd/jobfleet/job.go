@@ -30,6 +30,8 @@ func newJobCmd() *cobra.Command {
 		newJobPauseCmd(&opts, "resume", false),
 		newJobTriggerCmd(&opts),
 		newJobRunsCmd(&opts),
+		newJobNextCmd(&opts),
+		newJobPreviewCmd(&opts),
 		newImportCrontabCmd(&opts),
 	)
 	return cmd

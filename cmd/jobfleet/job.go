@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -258,7 +259,7 @@ func newJobRunsCmd(opts *clientOptions) *cobra.Command {
 			if opts.structured() {
 				return printDoc(cmd.OutOrStdout(), opts.output, rl)
 			}
-			return printRuns(cmd.OutOrStdout(), rl.Runs)
+			return printRuns(cmd.OutOrStdout(), rl.Runs, opts.output == "wide", time.Now())
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many runs, 1 to 1000")

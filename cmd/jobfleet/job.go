@@ -32,6 +32,7 @@ func newJobCmd() *cobra.Command {
 		newJobTriggerCmd(&opts),
 		newJobRunsCmd(&opts),
 		newJobNextCmd(&opts),
+		newJobDescribeCmd(&opts),
 		newJobPreviewCmd(&opts),
 		newImportCrontabCmd(&opts),
 	)

@@ -33,6 +33,7 @@ func newJobCmd() *cobra.Command {
 		newJobRunsCmd(&opts),
 		newJobNextCmd(&opts),
 		newJobDescribeCmd(&opts),
+		newJobEditCmd(&opts),
 		newJobPreviewCmd(&opts),
 		newImportCrontabCmd(&opts),
 	)

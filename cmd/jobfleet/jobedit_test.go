@@ -63,7 +63,9 @@ func TestJobEditCommand(t *testing.T) {
 	}
 
 	// Only white space changed: nothing to save.
-	withEditor(t, func(path string) error { return replaceInFile(path, `"schedule": "@hourly"`, `"schedule":    "@hourly"`) })
+	withEditor(t, func(path string) error {
+		return replaceInFile(path, `"schedule": "@hourly"`, `"schedule":    "@hourly"`)
+	})
 	if out := c.mustRun("edit", "e/1"); !strings.Contains(out, "unchanged") {
 		t.Errorf("edit of white space: got %q", out)
 	}

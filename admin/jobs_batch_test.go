@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -181,5 +183,58 @@ func TestJobsBatchHighWater(t *testing.T) {
 	}
 	if n := e.keys(); n != 0 {
 		t.Fatalf("got %d keys, want none", n)
+	}
+}
+
+func TestJobsListPrefix(t *testing.T) {
+	e := newJobsEnv(t)
+	var docs []string
+	for _, id := range []string{"a/1", "a/2", "ab", "b/1", "billing/x", "billing/y"} {
+		docs = append(docs, httpJob(id, ""))
+	}
+	e.doJSON("POST", "/v1/jobs:batch", batchBody("create", docs...), http.StatusOK, nil)
+	for _, tc := range []struct {
+		token, query string
+		want         []string
+	}{
+		{adminToken, "?prefix=a/", []string{"a/1", "a/2"}},
+		{adminToken, "?prefix=a", []string{"a/1", "a/2", "ab"}},
+		{adminToken, "?prefix=zzz", []string{}},
+		{billingToken, "?prefix=billing/x", []string{"billing/x"}},
+		{billingToken, "?prefix=bil", []string{"billing/x", "billing/y"}},
+		{billingToken, "?prefix=a/", []string{}},
+		{billingToken, "", []string{"billing/x", "billing/y"}},
+	} {
+		code, data := e.doAs(tc.token, "GET", "/v1/jobs"+tc.query+"&limit=1", "")
+		if tc.query == "" {
+			code, data = e.doAs(tc.token, "GET", "/v1/jobs?limit=1", "")
+		}
+		var got []string
+		for {
+			if code != http.StatusOK {
+				t.Fatalf("%s: got %d %s", tc.query, code, data)
+			}
+			var page api.JobList
+			if err := json.Unmarshal(data, &page); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, jobIDs(page.Jobs)...)
+			if page.NextCursor == "" {
+				break
+			}
+			q := "?limit=1&cursor=" + url.QueryEscape(page.NextCursor)
+			if tc.query != "" {
+				q += "&" + tc.query[1:]
+			}
+			code, data = e.doAs(tc.token, "GET", "/v1/jobs"+q, "")
+		}
+		slices.Sort(got)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("list %s as %s: got %q, want %q", tc.query, tc.token, got, tc.want)
+		}
+	}
+	code, data := e.do("GET", "/v1/jobs?prefix="+strings.Repeat("x", store.MaxIDBytes+1), nil)
+	if msg := errorMessage(t, data); code != http.StatusBadRequest || !strings.HasPrefix(msg, "prefix:") {
+		t.Errorf("a prefix longer than any ID: got %d %q", code, msg)
 	}
 }

@@ -62,6 +62,9 @@ type ListOptions struct {
 	// Cursor continues after the page whose NextCursor it is; "" starts
 	// at the beginning.
 	Cursor string
+	// Prefix lists only jobs whose ID starts with it; "" lists all (within
+	// the credential's prefix).
+	Prefix string
 }
 
 // ListJobs returns one page of jobs (GET /v1/jobs), in the API's order (by
@@ -74,6 +77,9 @@ func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (api.JobList, e
 	}
 	if opts.Cursor != "" {
 		q.Set("cursor", opts.Cursor)
+	}
+	if opts.Prefix != "" {
+		q.Set("prefix", opts.Prefix)
 	}
 	var page api.JobList
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs", query: q, out: &page})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -102,8 +101,8 @@ func newJobGetCmd(opts *clientOptions) *cobra.Command {
 
 func newJobListCmd(opts *clientOptions) *cobra.Command {
 	var (
-		limit, chunk int
-		cursor       string
+		limit, chunk   int
+		cursor, prefix string
 	)
 	cmd := &cobra.Command{
 		Use: "ls", Aliases: []string{"list"}, Short: "List jobs, sorted by ID (all of them unless --limit)", Args: cobra.NoArgs,
@@ -125,7 +124,7 @@ jobs after --cursor are shown, sorted by ID; the API pages in its own order
 					if limit > 0 {
 						n = min(n, limit-len(all.Jobs))
 					}
-					page, err := c.ListJobs(ctx, client.ListOptions{Limit: n, Cursor: all.NextCursor})
+					page, err := c.ListJobs(ctx, client.ListOptions{Limit: n, Cursor: all.NextCursor, Prefix: prefix})
 					if err != nil {
 						return err
 					}
@@ -159,39 +158,8 @@ jobs after --cursor are shown, sorted by ID; the API pages in its own order
 	cmd.Flags().IntVar(&limit, "limit", 0, "list at most this many jobs (0: all)")
 	cmd.Flags().StringVar(&cursor, "cursor", "", "start after this cursor (from a previous --limit listing)")
 	cmd.Flags().IntVar(&chunk, "chunk-size", 500, "jobs fetched per request, 1 to 1000")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "list only jobs whose ID starts with this")
 	return cmd
-}
-
-// removed is the -o json document of job rm.
-type removed struct {
-	Results []importJobResult `json:"results"` // per ID: deleted or failed
-}
-
-func newJobRemoveCmd(opts *clientOptions) *cobra.Command {
-	return &cobra.Command{
-		Use: "rm ID...", Aliases: []string{"delete"}, Short: "Delete jobs (their runs are removed by the partition's owner)", Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var errs []error
-			doc := removed{Results: []importJobResult{}}
-			for _, id := range args {
-				if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error { return c.DeleteJob(ctx, id) }); err != nil {
-					errs = append(errs, fmt.Errorf("job %q: %w", id, err))
-					doc.Results = append(doc.Results, importJobResult{ID: id, Result: "failed", Error: err.Error()})
-					continue
-				}
-				doc.Results = append(doc.Results, importJobResult{ID: id, Result: "deleted"})
-				if !opts.structured() {
-					fmt.Fprintf(cmd.OutOrStdout(), "deleted job %q\n", id)
-				}
-			}
-			if opts.structured() {
-				if err := printDoc(cmd.OutOrStdout(), opts.output, doc); err != nil {
-					return err
-				}
-			}
-			return errors.Join(errs...)
-		},
-	}
 }
 
 // newJobPauseCmd returns the pause command (pause true) or resume.

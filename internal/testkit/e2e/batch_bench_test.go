@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,14 +13,18 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/client"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 // BenchmarkCreateJobs measures job creation through the API of a
 // 3-member fleet (in process, on the test's embedded etcd, which runs
 // without fsync): batches (POST /v1/jobs:batch, 128 jobs each, 8 in
 // flight) against one request per job (POST /v1/jobs, 32 in flight), in
-// the same run, and reports both rates and their ratio. Requests go to
-// the members in turn; the API's rate limit is off. Run it with
+// the same run, and reports both rates and their ratio; and, to tell the
+// store's share from the API's, the rate of the same batches written
+// straight to the store (store.WriteBatch, decoding and validating each
+// job as the API does, 8 in flight). Requests go to the members in turn;
+// the API's rate limit is off. Run it with
 //
 //	go test -run '^$' -bench BenchmarkCreateJobs -benchtime 1x ./internal/testkit/e2e
 func BenchmarkCreateJobs(b *testing.B) {
@@ -91,6 +96,20 @@ func BenchmarkCreateJobs(b *testing.B) {
 			_, err := c.CreateJobJSON(ctx, doc(fmt.Sprintf("single-%d/%06d", round, k)))
 			return err
 		})
+		st := store.NewEtcd(f.Client, f.NS, 64, store.DefaultLimits(), nil)
+		storeTook := run(batches, 8, func(_ *client.Client, k int) error {
+			items := make([]store.BatchItem, 0, 128)
+			for i := k * 128; i < min((k+1)*128, batchJobs); i++ {
+				j, err := store.DecodeJob(bytes.NewReader(doc(fmt.Sprintf("store-%d/%06d", round, i))), 0)
+				if err != nil {
+					return err
+				}
+				items = append(items, store.BatchItem{Job: j})
+			}
+			_, err := st.WriteBatch(ctx, items, store.BatchCreate)
+			return err
+		})
+		b.ReportMetric(float64(batchJobs)/storeTook.Seconds(), "store-batch-jobs/s")
 		batchRate := float64(batchJobs) / batchTook.Seconds()
 		singleRate := float64(singleJobs) / singleTook.Seconds()
 		b.ReportMetric(batchRate, "batch-jobs/s")

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jobfleet/jobfleet/admin"
@@ -236,5 +237,74 @@ func TestJobsListPrefix(t *testing.T) {
 	code, data := e.do("GET", "/v1/jobs?prefix="+strings.Repeat("x", store.MaxIDBytes+1), nil)
 	if msg := errorMessage(t, data); code != http.StatusBadRequest || !strings.HasPrefix(msg, "prefix:") {
 		t.Errorf("a prefix longer than any ID: got %d %q", code, msg)
+	}
+}
+
+// TestJobsBatchRaces: batches with overlapping IDs sent at once each
+// write whole or not at all, and every ID is created once, by one batch.
+func TestJobsBatchRaces(t *testing.T) {
+	e := newJobsEnv(t)
+	const senders, ids = 8, 40
+	type outcome struct {
+		ids     []string
+		written bool
+	}
+	outcomes := make(chan outcome, senders*4)
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 4 {
+				// Each batch takes 10 IDs from a window that overlaps the
+				// other senders'.
+				var docs, names []string
+				for i := range 10 {
+					id := fmt.Sprintf("race/%02d", (s*7+round*13+i*3)%ids)
+					if slices.Contains(names, id) {
+						continue
+					}
+					names = append(names, id)
+					docs = append(docs, httpJob(id, ""))
+				}
+				code, data := e.doAs(adminToken, "POST", "/v1/jobs:batch", batchBody("create", docs...))
+				var reply api.BatchReply
+				if err := json.Unmarshal(data, &reply); err != nil || len(reply.Results) != len(docs) {
+					t.Errorf("batch: %d %s", code, data)
+					return
+				}
+				ok := 0
+				for _, r := range reply.Results {
+					if r.Status == http.StatusCreated {
+						ok++
+					}
+				}
+				if ok != 0 && ok != len(docs) {
+					t.Errorf("a batch was written in part: %s", data)
+				}
+				outcomes <- outcome{ids: names, written: code == http.StatusOK}
+			}
+		}()
+	}
+	wg.Wait()
+	close(outcomes)
+	creator := map[string]int{}
+	for o := range outcomes {
+		if !o.written {
+			continue
+		}
+		for _, id := range o.ids {
+			creator[id]++
+		}
+	}
+	var stored api.JobList
+	e.doJSON("GET", "/v1/jobs?prefix=race/&limit=1000", "", http.StatusOK, &stored)
+	if len(stored.Jobs) != len(creator) {
+		t.Errorf("%d jobs stored, %d created by successful batches", len(stored.Jobs), len(creator))
+	}
+	for id, n := range creator {
+		if n != 1 {
+			t.Errorf("job %s created by %d batches", id, n)
+		}
 	}
 }

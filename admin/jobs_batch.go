@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
@@ -63,8 +64,11 @@ func (a *jobsAPI) batch(w http.ResponseWriter, r *http.Request) {
 		}
 		ids[i], items[i].Job = j.ID, j
 	}
+	// The audit line names the batch's jobs, as many as fit its field.
 	if len(ids) == 1 {
 		setJobID(r.Context(), ids[0])
+	} else {
+		setJobID(r.Context(), clip(fmt.Sprintf("%d jobs: %s", len(ids), strings.Join(ids, ", "))))
 	}
 	// A scoped credential writes within its prefix or not at all.
 	p, _ := auth.FromContext(r.Context())

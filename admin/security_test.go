@@ -716,15 +716,17 @@ func TestAuditAndRequestMetrics(t *testing.T) {
 	e.send(request{method: "POST", path: "/v1/jobs", body: httpJob("team/audited", "")}, op.Secret)
 	e.send(request{method: "DELETE", path: jobPath("other/x")}, op.Secret)
 	e.send(request{method: "POST", path: "/v1/cluster/drain"}, "")
+	e.send(request{method: "POST", path: "/v1/jobs:batch", body: `{"jobs": [` + httpJob("team/b1", "") + `, ` + httpJob("team/b2", "") + `]}`}, op.Secret)
 
 	lines := e.logs.FilterLoggerName("audit").AllUntimed()
-	if len(lines) != 3 {
-		t.Fatalf("got %d audit lines, want 3 (the GET is not audited): %v", len(lines), lines)
+	if len(lines) != 4 {
+		t.Fatalf("got %d audit lines, want 4 (the GET is not audited): %v", len(lines), lines)
 	}
 	want := []map[string]any{
 		{"credential": op.ID, "role": "operator", "method": "POST", "route": "POST /v1/jobs", "job_id": "team/audited", "status": int64(201)},
 		{"credential": op.ID, "role": "operator", "method": "DELETE", "route": "DELETE /v1/jobs/{id}", "job_id": "other/x", "status": int64(403)},
 		{"credential": "", "role": "", "method": "POST", "route": "POST /v1/cluster/drain", "job_id": "", "status": int64(401)},
+		{"credential": op.ID, "role": "operator", "method": "POST", "route": "POST /v1/jobs:batch", "job_id": "2 jobs: team/b1, team/b2", "status": int64(200)},
 	}
 	for i, l := range lines {
 		fields := l.ContextMap()

@@ -27,8 +27,8 @@ func newClusterWorkersCmd(opts *clientOptions) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), l)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, l)
 			}
 			now := time.Now()
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)

@@ -157,6 +157,9 @@ func (n *notifier) run(ctx context.Context) {
 	bo := retry.New(retry.Etcd)
 	for ctx.Err() == nil {
 		if err := n.load(ctx); err != nil {
+			if ctx.Err() != nil {
+				return // ownership ended
+			}
 			pt.lg.Warn("loading the partition's notifications failed; retrying", zap.Error(err))
 			retry.Sleep(ctx, clock, bo.Next())
 			continue

@@ -51,6 +51,7 @@ var levels = map[string]int{
 	"bench/rebalance":       8,
 	"bench/scaling":         8,
 	"bench/soak":            8,
+	"bench/scale":           8,
 	"cmd/jobfleet":          9,
 }
 

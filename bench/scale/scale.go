@@ -1,0 +1,226 @@
+// Package scale measures what grows with the number of resident jobs: for
+// each job count N and member count M it starts one etcd and M real
+// `jobfleet orchestrator` processes, creates N jobs through the HTTP API,
+// and measures the create rate, what a job and a run cost in etcd, the
+// members' resident memory, the listing rate, a crashed member's takeover,
+// a rolling restart of every member, N jobs due in the same second (the
+// herd) and N jobs spread over a period. Figures against N go to tables,
+// CSV and log-log charts, where a straight line of slope 1 is linear
+// growth.
+//
+// The etcd is embedded in the bench's process (one node, fsync on unless
+// told otherwise, data in a temporary directory); the members are
+// separate processes of the jobfleet binary on loopback. No worker runs:
+// a fire is measured until its run document is durable in etcd.
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jobfleet/jobfleet/bench"
+	"github.com/jobfleet/jobfleet/shard"
+)
+
+// Config configures a run.
+type Config struct {
+	// Jobs are the job counts N measured, Members the member counts M;
+	// every pair is one measurement, on a fresh etcd.
+	Jobs    []int `json:"jobs"`
+	Members []int `json:"members"`
+	// Binary is the jobfleet binary the members run.
+	Binary string `json:"-"`
+	// Partitions is P (0: the orchestrator's default).
+	Partitions int `json:"partitions"`
+	// LeaseTTL is the members' --lease-ttl (0: their default).
+	LeaseTTL time.Duration `json:"lease_ttl_ns"`
+	// Fsync tells whether etcd syncs its WAL (it does in production).
+	Fsync bool `json:"fsync"`
+	// Quota is etcd's space quota in bytes.
+	Quota int64 `json:"quota_bytes"`
+	// CreateConcurrency is the requests in flight while creating
+	// (batches, or single creates without the batch endpoint).
+	CreateConcurrency int `json:"create_concurrency"`
+	// BatchSize is the jobs per batch request.
+	BatchSize int `json:"batch_size"`
+	// ListMax caps the jobs listed for the listing rate (0: all).
+	ListMax int `json:"list_max"`
+	// Probes is the number of "@every 1s" jobs that show when partitions
+	// fire again after a takeover and count misfires in a rolling
+	// restart.
+	Probes int `json:"probes"`
+	// SpreadRate is the fire rate of the spread workload: N jobs spread
+	// over N/SpreadRate seconds (at least MinSpread).
+	SpreadRate float64       `json:"spread_rate"`
+	MinSpread  time.Duration `json:"min_spread_ns"`
+	// Phases lists the phases to run (see AllPhases); empty runs all.
+	Phases []string `json:"phases"`
+	// Dir holds etcd's data and the members' logs (a temporary directory
+	// if empty; removed at the end unless KeepDir).
+	Dir     string `json:"-"`
+	KeepDir bool   `json:"-"`
+	// PortBase, when positive, puts etcd on PortBase and PortBase+1 and
+	// member i on PortBase+10+i; 0 takes free ports.
+	PortBase int `json:"-"`
+	// Progress shows what the run does; nil shows nothing.
+	Progress *bench.Progress `json:"-"`
+}
+
+// Phases of a measurement, in the order they run. create always runs.
+const (
+	PhaseList     = "list"
+	PhaseTakeover = "takeover"
+	PhaseRestart  = "restart"
+	PhaseHerd     = "herd"
+	PhaseSpread   = "spread"
+)
+
+// AllPhases are the optional phases.
+var AllPhases = []string{PhaseList, PhaseTakeover, PhaseRestart, PhaseHerd, PhaseSpread}
+
+// DefaultConfig measures 10k and 100k jobs on 3 members with fsync.
+func DefaultConfig() Config {
+	return Config{
+		Jobs:              []int{10_000, 100_000},
+		Members:           []int{3},
+		Fsync:             true,
+		Quota:             8 << 30,
+		CreateConcurrency: 32,
+		BatchSize:         100,
+		ListMax:           200_000,
+		Probes:            64,
+		SpreadRate:        5_000,
+		MinSpread:         20 * time.Second,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if len(c.Jobs) == 0 || len(c.Members) == 0 {
+		return errors.New("scale: at least one job count and one member count")
+	}
+	for _, n := range c.Jobs {
+		if n < 1 || n > 10_000_000 {
+			return fmt.Errorf("scale: jobs %d outside 1..10000000", n)
+		}
+	}
+	for _, m := range c.Members {
+		if m < 2 || m > 16 {
+			return fmt.Errorf("scale: members %d outside 2..16 (a takeover needs a survivor)", m)
+		}
+	}
+	for _, p := range c.Phases {
+		if !c.known(p) {
+			return fmt.Errorf("scale: unknown phase %q (want some of %v)", p, AllPhases)
+		}
+	}
+	switch {
+	case c.Binary == "":
+		return errors.New("scale: no jobfleet binary")
+	case c.Partitions < 0 || c.Partitions > shard.MaxPartitions:
+		return fmt.Errorf("scale: partitions %d outside 0..%d", c.Partitions, shard.MaxPartitions)
+	case c.LeaseTTL < 0 || c.LeaseTTL%time.Second != 0:
+		return fmt.Errorf("scale: lease TTL %v: want whole seconds", c.LeaseTTL)
+	case c.CreateConcurrency < 1 || c.CreateConcurrency > 1024:
+		return fmt.Errorf("scale: create concurrency %d outside 1..1024", c.CreateConcurrency)
+	case c.BatchSize < 1 || c.BatchSize > 10_000:
+		return fmt.Errorf("scale: batch size %d outside 1..10000", c.BatchSize)
+	case c.ListMax < 0:
+		return errors.New("scale: list max must not be negative")
+	case c.Probes < 1 || c.Probes > 10_000:
+		return fmt.Errorf("scale: probes %d outside 1..10000", c.Probes)
+	case c.SpreadRate <= 0:
+		return errors.New("scale: spread rate must be positive")
+	case c.MinSpread < time.Second:
+		return fmt.Errorf("scale: minimum spread %v below 1s", c.MinSpread)
+	case c.PortBase < 0 || c.PortBase > 65_000:
+		return fmt.Errorf("scale: port base %d outside 0..65000", c.PortBase)
+	}
+	return nil
+}
+
+func (c Config) known(p string) bool {
+	for _, q := range AllPhases {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+// runs reports whether phase p is to run.
+func (c Config) runs(p string) bool {
+	if len(c.Phases) == 0 {
+		return true
+	}
+	for _, q := range c.Phases {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+// Result is a whole run: one point per (N, M).
+type Result struct {
+	Config Config        `json:"config"`
+	Points []*Point      `json:"points"`
+	Took   time.Duration `json:"took_ns"`
+}
+
+// Run measures every (N, M) of cfg in turn and returns the points.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	res := &Result{Config: cfg}
+	for _, n := range cfg.Jobs {
+		for _, m := range cfg.Members {
+			cfg.Progress.Step("scale: %d jobs on %d members", n, m)
+			p, err := measure(ctx, cfg, n, m)
+			if err != nil {
+				return res, fmt.Errorf("scale: %d jobs on %d members: %w", n, m, err)
+			}
+			res.Points = append(res.Points, p)
+		}
+	}
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+// measure is one point: a fresh etcd and fleet, the phases, and the fleet
+// stopped.
+func measure(ctx context.Context, cfg Config, n, members int) (*Point, error) {
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "jobfleet-bench-scale-")
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	} else {
+		dir = fmt.Sprintf("%s/n%d-m%d-%d", dir, n, members, time.Now().Unix())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	f, err := startFleet(ctx, cfg, dir, members)
+	if err != nil {
+		err = fmt.Errorf("%w (logs in %s)", err, dir)
+		return nil, err
+	}
+	p := &Point{Jobs: n, Members: members}
+	err = p.run(ctx, f)
+	f.stop()
+	if err != nil {
+		return p, fmt.Errorf("%w (logs in %s)", err, dir)
+	}
+	if !cfg.KeepDir {
+		os.RemoveAll(dir)
+	}
+	return p, nil
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/bench"
+	"github.com/jobfleet/jobfleet/bench/scale"
+)
+
+func init() { benchCommands = append(benchCommands, newBenchScaleCmd) }
+
+func newBenchScaleCmd() *cobra.Command {
+	cfg := scale.DefaultConfig()
+	var (
+		jobs, members, phases, out string
+		quota                      byteSize
+		noFsync, quiet             bool
+	)
+	cmd := &cobra.Command{
+		Use:   "scale",
+		Short: "Measure what grows with the number of jobs: create, bytes, memory, listing, takeover, restart, herd and spread fires",
+		Long: `For each job count N of --jobs and member count M of --members, starts one
+embedded etcd in this process (fsync on, a fresh temporary directory each
+time) and M orchestrator processes of this binary on loopback, creates N
+one-off jobs through the API (POST /v1/jobs:batch when the members have it,
+else one POST /v1/jobs each, --create-concurrency in flight; the report
+says which), and measures: the create rate; bytes per job and per run in
+etcd; the members' resident memory; the rate of listing every job (GET
+/v1/jobs); a member SIGKILLed (time until its partitions are owned with
+every survivor ready, and until they fire again, seen on @every 1s probe
+jobs); a rolling restart of every member (misfires of the probes, want 0);
+N jobs due in the same second (time until every run is durable, lag p50 and
+p99 from fired_at and from visibility); N jobs spread over N/--spread-rate
+seconds (lag). No worker runs: runs stay pending once durable. Tables go to
+stdout, progress to stderr, CSV, JSON and one PNG chart per figure against
+N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if cfg.Jobs, err = parseCounts(jobs); err != nil {
+				return fmt.Errorf("--jobs: %w", err)
+			}
+			if cfg.Members, err = parseInts(members); err != nil {
+				return fmt.Errorf("--members: %w", err)
+			}
+			cfg.Phases = splitList(phases)
+			cfg.Fsync = !noFsync
+			cfg.Quota = int64(quota)
+			if cfg.Binary, err = os.Executable(); err != nil {
+				return fmt.Errorf("finding this binary: %w", err)
+			}
+			if !quiet {
+				cfg.Progress = bench.NewProgress(os.Stderr)
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			res, err := scale.Run(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			return writeBenchResult(cmd.OutOrStdout(), out+"/scale", "scale", res, res.Tables(), res.Charts, res.Took)
+		},
+	}
+	quota = byteSize(cfg.Quota)
+	fs := cmd.Flags()
+	fs.StringVar(&jobs, "jobs", "10k,100k", "job counts N, comma-separated (k and M suffixes: 10k, 1M)")
+	fs.StringVar(&members, "members", "3", "orchestrator counts, comma-separated (at least 2: a takeover needs a survivor)")
+	fs.StringVar(&phases, "phases", strings.Join(scale.AllPhases, ","), "phases run after creating the jobs: "+strings.Join(scale.AllPhases, ", "))
+	fs.IntVar(&cfg.Partitions, "partitions", 0, "P (0: the orchestrator's default)")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 0, "the members' --lease-ttl (0: their default)")
+	fs.IntVar(&cfg.CreateConcurrency, "create-concurrency", cfg.CreateConcurrency, "create requests in flight without the batch endpoint (with it, one batch per 8 of these)")
+	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "jobs per batch request")
+	fs.IntVar(&cfg.ListMax, "list-max", cfg.ListMax, "jobs listed for the listing rate (0: all)")
+	fs.IntVar(&cfg.Probes, "probes", cfg.Probes, "@every 1s probe jobs for the takeover and the restart")
+	fs.Float64Var(&cfg.SpreadRate, "spread-rate", cfg.SpreadRate, "fires per second of the spread workload (N jobs over N/rate seconds)")
+	fs.DurationVar(&cfg.MinSpread, "min-spread", cfg.MinSpread, "shortest period of the spread workload")
+	fs.Var(&quota, "etcd-quota-bytes", "the embedded etcd's space quota")
+	fs.BoolVar(&noFsync, "no-fsync", false, "run etcd without fsync (faster, not honest about the store)")
+	fs.IntVar(&cfg.PortBase, "port-base", 0, "etcd on this port and the next, member i on port-base+10+i (0: free ports)")
+	fs.StringVar(&cfg.Dir, "dir", "", "directory for etcd's data and the members' logs (default: a temporary one)")
+	fs.BoolVar(&cfg.KeepDir, "keep", false, "keep etcd's data and the logs after a successful measurement")
+	fs.StringVar(&out, "out", "bench/results", "directory for CSV, JSON and PNG files")
+	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	return cmd
+}
+
+// parseCounts parses comma-separated counts with optional k (thousand) and
+// M (million) suffixes: "10k,100k,1M".
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		mult := 1
+		switch {
+		case strings.HasSuffix(f, "k"), strings.HasSuffix(f, "K"):
+			mult, f = 1_000, f[:len(f)-1]
+		case strings.HasSuffix(f, "M"), strings.HasSuffix(f, "m"):
+			mult, f = 1_000_000, f[:len(f)-1]
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive count (like 10k or 1M)", f)
+		}
+		out = append(out, n*mult)
+	}
+	return out, nil
+}

@@ -189,14 +189,9 @@ func startFleet(ctx context.Context, cfg Config, dir string, members int) (f *fl
 	return f, nil
 }
 
-// stop stops the members (SIGTERM, then SIGKILL after 10 s), the client
-// and etcd. Idempotent.
+// stop stops the members, the client and etcd. Idempotent.
 func (f *fleet) stop() {
-	var wg sync.WaitGroup
-	for _, m := range f.members {
-		wg.Go(func() { m.signal(syscall.SIGTERM, 10*time.Second) })
-	}
-	wg.Wait()
+	f.stopMembers()
 	if f.client != nil {
 		f.client.Close()
 		f.client = nil
@@ -205,6 +200,15 @@ func (f *fleet) stop() {
 		f.etcd.Close()
 		f.etcd = nil
 	}
+}
+
+// stopMembers stops the members: SIGTERM, then SIGKILL after 10 s.
+func (f *fleet) stopMembers() {
+	var wg sync.WaitGroup
+	for _, m := range f.members {
+		wg.Go(func() { m.signal(syscall.SIGTERM, 10*time.Second) })
+	}
+	wg.Wait()
 }
 
 // live returns the members whose process runs.
@@ -383,4 +387,42 @@ func (m *member) rss() int64 {
 		}
 	}
 	return 0
+}
+
+// cpuSeconds returns the CPU time (user + system) process pid has used
+// ("self" for this process), from /proc (Linux; 0 elsewhere). Clock ticks
+// are taken as 100 per second, Linux's USER_HZ.
+func cpuSeconds(pid string) float64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// fields are counted after its closing one.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return (utime + stime) / 100
+}
+
+// cpu returns the CPU seconds used so far by the running members together
+// and by this process (the embedded etcd, and the bench's own clients).
+func (f *fleet) cpu() (members, self float64) {
+	for _, m := range f.members {
+		if pid := m.pid(); pid != 0 {
+			members += cpuSeconds(strconv.Itoa(pid))
+		}
+	}
+	return members, cpuSeconds("self")
 }

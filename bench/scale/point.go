@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/bench"
+	"github.com/jobfleet/jobfleet/bench/scaling"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -44,6 +45,11 @@ type Point struct {
 	// over a period.
 	Herd       Workload `json:"herd"`
 	SpreadLoad Workload `json:"spread"`
+	// StoreLimit is the store's limit in runs/s, measured on the filled
+	// etcd with the members stopped (the best of StoreLevels); see
+	// package scaling.
+	StoreLimit  float64              `json:"store_limit_runs_per_sec"`
+	StoreLevels []scaling.StoreLevel `json:"store_levels,omitempty"`
 }
 
 // Create is the creation of the resident jobs.
@@ -140,6 +146,12 @@ type Workload struct {
 	// scheduled time until then.
 	Durable time.Duration `json:"durable_ns"`
 	Rate    float64       `json:"runs_per_second"`
+	// MemberCPU is the CPU time the members used together from the end of
+	// the writes until the last run was durable, per run; SelfCPU the
+	// same for the bench's process (the embedded etcd with the bench's
+	// watch and clients). Seconds per run.
+	MemberCPU float64 `json:"member_cpu_seconds_per_run"`
+	SelfCPU   float64 `json:"self_cpu_seconds_per_run"`
 	FireStats
 }
 
@@ -204,6 +216,35 @@ func (p *Point) run(ctx context.Context, f *fleet) error {
 	if fired {
 		p.RSSAfterFires = rss(f)
 	}
+	if cfg.runs(PhaseStoreLimit) {
+		if err := p.storeLimit(ctx, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storeLimit stops the members and measures the store's limit on the
+// filled etcd: fenced transactions of the scheduler's shape, batched
+// across 8 partitions per request, from each count of StoreWriters
+// writers. A level that fails (etcd timing out under the load) is
+// reported and leaves the limit unmeasured rather than losing the point.
+func (p *Point) storeLimit(ctx context.Context, f *fleet) error {
+	f.stopMembers()
+	sc := scaling.DefaultConfig()
+	sc.StoreLimitConcurrency = f.cfg.StoreWriters
+	sc.StoreLimitShares = []int{8}
+	sc.StoreLimitDuration = f.cfg.StoreLimitDuration
+	sc.Progress = f.cfg.Progress
+	levels, best, err := scaling.StoreLimitOn(ctx, f.etcd.Endpoints(), sc)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		f.cfg.Progress.Step("  store limit not measured: %v", err)
+		return nil
+	}
+	p.StoreLevels, p.StoreLimit = levels, best
 	return nil
 }
 
@@ -501,6 +542,13 @@ func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, wh
 		return w, err
 	}
 	f.cfg.Progress.Step("  %s: %d jobs written in %v (%s), first due at %s", what, p.Jobs, st.took.Round(time.Millisecond), st.method, first.Format(time.TimeOnly))
+	// CPU is counted from the first due second: before it the fleet idles.
+	select {
+	case <-ctx.Done():
+		return w, ctx.Err()
+	case <-time.After(time.Until(first)):
+	}
+	cpuM0, cpuS0 := f.cpu()
 	last := at(p.Jobs - 1)
 	timeout := time.Until(last) + 2*time.Minute + time.Duration(p.Jobs/2000)*time.Second
 	if err := watch.wait(ctx, timeout, f.cfg.Progress, what); err != nil {
@@ -510,6 +558,8 @@ func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, wh
 	lastVisible := watch.lastVisible
 	watch.mu.Unlock()
 	w.FireStats = watch.fireStats()
+	cpuM1, cpuS1 := f.cpu()
+	w.MemberCPU, w.SelfCPU = (cpuM1-cpuM0)/float64(p.Jobs), (cpuS1-cpuS0)/float64(p.Jobs)
 	w.Durable = lastVisible.Sub(last)
 	w.Rate = float64(p.Jobs) / lastVisible.Sub(first).Seconds()
 	if period == 0 {

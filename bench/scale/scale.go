@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/jobfleet/jobfleet/bench"
@@ -56,6 +57,12 @@ type Config struct {
 	// over N/SpreadRate seconds (at least MinSpread).
 	SpreadRate float64       `json:"spread_rate"`
 	MinSpread  time.Duration `json:"min_spread_ns"`
+	// StoreLimitDuration is how long each level of the store-limit
+	// measurement runs.
+	StoreLimitDuration time.Duration `json:"store_limit_duration_ns"`
+	// StoreWriters are the writer counts of the store-limit measurement;
+	// the limit is the best of them.
+	StoreWriters []int `json:"store_writers"`
 	// Phases lists the phases to run (see AllPhases); empty runs all.
 	Phases []string `json:"phases"`
 	// Dir holds etcd's data and the members' logs (a temporary directory
@@ -76,24 +83,29 @@ const (
 	PhaseRestart  = "restart"
 	PhaseHerd     = "herd"
 	PhaseSpread   = "spread"
+	// PhaseStoreLimit stops the members and measures the store's limit
+	// on the filled etcd; it runs last.
+	PhaseStoreLimit = "storelimit"
 )
 
 // AllPhases are the optional phases.
-var AllPhases = []string{PhaseList, PhaseTakeover, PhaseRestart, PhaseHerd, PhaseSpread}
+var AllPhases = []string{PhaseList, PhaseTakeover, PhaseRestart, PhaseHerd, PhaseSpread, PhaseStoreLimit}
 
 // DefaultConfig measures 10k and 100k jobs on 3 members with fsync.
 func DefaultConfig() Config {
 	return Config{
-		Jobs:              []int{10_000, 100_000},
-		Members:           []int{3},
-		Fsync:             true,
-		Quota:             8 << 30,
-		CreateConcurrency: 32,
-		BatchSize:         100,
-		ListMax:           200_000,
-		Probes:            64,
-		SpreadRate:        5_000,
-		MinSpread:         20 * time.Second,
+		Jobs:               []int{10_000, 100_000},
+		Members:            []int{3},
+		Fsync:              true,
+		Quota:              8 << 30,
+		CreateConcurrency:  32,
+		BatchSize:          100,
+		ListMax:            200_000,
+		Probes:             64,
+		SpreadRate:         5_000,
+		MinSpread:          20 * time.Second,
+		StoreLimitDuration: 3 * time.Second,
+		StoreWriters:       []int{8, 32, 128},
 	}
 }
 
@@ -134,6 +146,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scale: probes %d outside 1..10000", c.Probes)
 	case c.SpreadRate <= 0:
 		return errors.New("scale: spread rate must be positive")
+	case c.runs(PhaseStoreLimit) && (len(c.StoreWriters) == 0 || slices.Min(c.StoreWriters) < 1):
+		return errors.New("scale: store writers must list counts ≥ 1")
+	case c.StoreLimitDuration < 100*time.Millisecond:
+		return fmt.Errorf("scale: store-limit duration %v below 100ms", c.StoreLimitDuration)
 	case c.MinSpread < time.Second:
 		return fmt.Errorf("scale: minimum spread %v below 1s", c.MinSpread)
 	case c.PortBase < 0 || c.PortBase > 65_000:

@@ -42,6 +42,8 @@ func TestTinyScale(t *testing.T) {
 	cfg.Quota = 256 << 20
 	cfg.Probes = 8
 	cfg.MinSpread = 2 * time.Second
+	cfg.StoreLimitDuration = 200 * time.Millisecond
+	cfg.StoreWriters = []int{1, 2}
 	cfg.Dir = t.TempDir()
 	if testing.Verbose() {
 		cfg.Progress = bench.NewProgress(os.Stderr)
@@ -106,6 +108,12 @@ func TestTinyScale(t *testing.T) {
 				t.Errorf("N=%d: %s visible p99 %v before the fired p50 %v", n, name, l.P99, w.LagFired.P50)
 			}
 		}
+		if p.StoreLimit <= 0 || len(p.StoreLevels) != 2 {
+			t.Errorf("N=%d: store limit %v from %d levels, want a limit from 2", n, p.StoreLimit, len(p.StoreLevels))
+		}
+		if m, ok := scale.ModelOf(p, cfg.Quota); !ok || m.MemberCPU <= 0 || m.StoreCPU <= 0 {
+			t.Errorf("N=%d: model %+v (%v): want the CPU per run of the members and of the store", n, m, ok)
+		}
 		if p.SpreadLoad.Period != cfg.MinSpread || p.Herd.Period != 0 {
 			t.Errorf("N=%d: periods herd %v spread %v, want 0 and %v", n, p.Herd.Period, p.SpreadLoad.Period, cfg.MinSpread)
 		}
@@ -125,7 +133,7 @@ func TestTinyScale(t *testing.T) {
 	if len(charts) != len(scale.Figures) {
 		t.Errorf("%d charts, want one per figure (%d)", len(charts), len(scale.Figures))
 	}
-	for _, want := range []string{"scale.json", "scale_load.csv", "scale_failover.csv", "scale_fires.csv", "scale_growth.csv", "scale_figures.csv", "scale_herd_durable.png"} {
+	for _, want := range []string{"scale.json", "scale_load.csv", "scale_failover.csv", "scale_fires.csv", "scale_growth.csv", "scale_figures.csv", "scale_model_check.csv", "scale_model.csv", "scale_herd_durable.png"} {
 		if fi, err := os.Stat(filepath.Join(dir, want)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s not written: %v", want, err)
 		}
@@ -167,6 +175,34 @@ func TestSlopes(t *testing.T) {
 	}
 }
 
+// TestModel checks the store-shard model's arithmetic: the store bound
+// grows with K, the member bound with M, the smaller one holds, job
+// capacity grows with K past the history budget, and the K=1 point of one
+// shared machine adds the CPU of the store and of the members.
+func TestModel(t *testing.T) {
+	m := scale.Model{StoreLimit: 40_000, MemberCPU: 100e-6, StoreCPU: 50e-6, Cores: 2,
+		JobBytes: 1_000, Quota: 8 << 30, HighWater: 0.8, HistoryBudget: 1 << 30}
+	p := m.Predict(1, 3, 2)
+	if p.StoreBound != 40_000 || p.MemberBound != 60_000 || p.FiresPerSec != 40_000 || p.Bound != "store" {
+		t.Errorf("K=1 M=3: %+v, want store-bound 40000 (members 60000)", p)
+	}
+	p = m.Predict(4, 3, 2)
+	if p.StoreBound != 160_000 || p.FiresPerSec != 60_000 || p.Bound != "members" {
+		t.Errorf("K=4 M=3: %+v, want member-bound 60000", p)
+	}
+	wantJobs := (4*0.8*float64(8<<30) - float64(1<<30)) / 1_000
+	if math.Abs(p.Jobs-wantJobs) > 1 {
+		t.Errorf("K=4 jobs %.0f, want %.0f", p.Jobs, wantJobs)
+	}
+	if got, bound := m.Here(); math.Abs(got-2/150e-6) > 1e-6 || bound != "cpu" {
+		t.Errorf("here: %v %s, want %v cpu", got, bound, 2/150e-6)
+	}
+	m.StoreLimit = 10_000
+	if got, bound := m.Here(); got != 10_000 || bound != "store" {
+		t.Errorf("here with a slow store: %v %s, want 10000 store", got, bound)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	ok := scale.DefaultConfig()
 	ok.Binary = "/bin/jobfleet"
@@ -186,6 +222,7 @@ func TestConfigValidate(t *testing.T) {
 		"zero batch":         func(c *scale.Config) { c.BatchSize = 0 },
 		"port out of range":  func(c *scale.Config) { c.PortBase = 70_000 },
 		"tiny spread period": func(c *scale.Config) { c.MinSpread = time.Millisecond },
+		"no store writers":   func(c *scale.Config) { c.StoreWriters = nil },
 	} {
 		c := ok
 		modify(&c)

@@ -112,7 +112,7 @@ func (r *Result) Tables() []*report.Table {
 		}
 		all.Add(row...)
 	}
-	return []*report.Table{load, fail, fire, r.growth(), all}
+	return append([]*report.Table{load, fail, fire, r.growth()}, append(r.ModelTables(), all)...)
 }
 
 func partitions(r *Result) string {

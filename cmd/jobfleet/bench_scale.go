@@ -18,6 +18,7 @@ func newBenchScaleCmd() *cobra.Command {
 	cfg := scale.DefaultConfig()
 	var (
 		jobs, members, phases, out string
+		storeWriters               string
 		quota                      byteSize
 		noFsync, quiet             bool
 	)
@@ -36,7 +37,9 @@ every survivor ready, and until they fire again, seen on @every 1s probe
 jobs); a rolling restart of every member (misfires of the probes, want 0);
 N jobs due in the same second (time until every run is durable, lag p50 and
 p99 from fired_at and from visibility); N jobs spread over N/--spread-rate
-seconds (lag). No worker runs: runs stay pending once durable. Tables go to
+seconds (lag); and, the members stopped, the store's limit on the filled
+etcd (as bench scaling measures it), from which a store-shard model
+predicts K etcd clusters. No worker runs: runs stay pending once durable. Tables go to
 stdout, progress to stderr, CSV, JSON and one PNG chart per figure against
 N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 		Args: cobra.NoArgs,
@@ -47,6 +50,9 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 			}
 			if cfg.Members, err = parseInts(members); err != nil {
 				return fmt.Errorf("--members: %w", err)
+			}
+			if cfg.StoreWriters, err = parseInts(storeWriters); err != nil {
+				return fmt.Errorf("--store-writers: %w", err)
 			}
 			cfg.Phases = splitList(phases)
 			cfg.Fsync = !noFsync
@@ -80,6 +86,8 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 	fs.IntVar(&cfg.Probes, "probes", cfg.Probes, "@every 1s probe jobs for the takeover and the restart")
 	fs.Float64Var(&cfg.SpreadRate, "spread-rate", cfg.SpreadRate, "fires per second of the spread workload (N jobs over N/rate seconds)")
 	fs.DurationVar(&cfg.MinSpread, "min-spread", cfg.MinSpread, "shortest period of the spread workload")
+	fs.StringVar(&storeWriters, "store-writers", joinInts(cfg.StoreWriters), "writer counts of the store-limit phase (the limit is the best)")
+	fs.DurationVar(&cfg.StoreLimitDuration, "store-duration", cfg.StoreLimitDuration, "duration of each store-limit level")
 	fs.Var(&quota, "etcd-quota-bytes", "the embedded etcd's space quota")
 	fs.BoolVar(&noFsync, "no-fsync", false, "run etcd without fsync (faster, not honest about the store)")
 	fs.IntVar(&cfg.PortBase, "port-base", 0, "etcd on this port and the next, member i on port-base+10+i (0: free ports)")

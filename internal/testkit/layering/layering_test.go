@@ -51,8 +51,8 @@ var levels = map[string]int{
 	"bench/rebalance":       8,
 	"bench/scaling":         8,
 	"bench/soak":            8,
-	"bench/scale":           8,
-	"cmd/jobfleet":          9,
+	"bench/scale":           9,
+	"cmd/jobfleet":          10,
 }
 
 // pkg is one package as `go list` reports it.

@@ -45,6 +45,9 @@ type Point struct {
 	// over a period.
 	Herd       Workload `json:"herd"`
 	SpreadLoad Workload `json:"spread"`
+	// Errors are the phases that failed, with why; their figures are
+	// partial or missing.
+	Errors []string `json:"errors,omitempty"`
 	// StoreLimit is the store's limit in runs/s, measured on the filled
 	// etcd with the members stopped (the best of StoreLevels); see
 	// package scaling.
@@ -146,6 +149,11 @@ type Workload struct {
 	// scheduled time until then.
 	Durable time.Duration `json:"durable_ns"`
 	Rate    float64       `json:"runs_per_second"`
+	// Counted is the time from the last scheduled time until a count of
+	// the runs in etcd (every 250 ms) first showed them all: durability
+	// without the watch's delivery; it may be above Durable when the
+	// watch was faster than the counts.
+	Counted time.Duration `json:"counted_ns"`
 	// MemberCPU is the CPU time the members used together from the end of
 	// the writes until the last run was durable, per run; SelfCPU the
 	// same for the bench's process (the embedded etcd with the bench's
@@ -164,7 +172,10 @@ type FireStats struct {
 	LagVisible bench.Summary `json:"lag_visible"`
 }
 
-// run runs the point's phases on f.
+// run runs the point's phases on f. A phase that fails (the fleet
+// overloaded, a timeout) is recorded in Errors and the next phases run;
+// run returns an error only when the jobs could not be created, or ctx
+// ended.
 func (p *Point) run(ctx context.Context, f *fleet) error {
 	cfg := f.cfg
 	owners, err := f.owners(ctx)
@@ -175,60 +186,58 @@ func (p *Point) run(ctx context.Context, f *fleet) error {
 	if err := p.create(ctx, f); err != nil {
 		return err
 	}
-	if cfg.runs(PhaseList) {
-		if err := p.list(ctx, f); err != nil {
-			return err
+	phase := func(name string, fn func() error) {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := fn(); err != nil {
+			p.Errors = append(p.Errors, name+": "+err.Error())
+			f.cfg.Progress.Step("  %s failed: %v", name, err)
+			// Let the fleet settle before the next phase.
+			if _, err := f.waitReady(ctx, "", 5*time.Minute); err != nil {
+				p.Errors = append(p.Errors, name+": fleet not settled after: "+err.Error())
+			}
 		}
 	}
+	if cfg.runs(PhaseList) {
+		phase(PhaseList, func() error { return p.list(ctx, f) })
+	}
 	if cfg.runs(PhaseTakeover) || cfg.runs(PhaseRestart) {
-		pr, err := newProbes(ctx, f, p.Partitions)
-		if err != nil {
-			return err
-		}
-		if cfg.runs(PhaseTakeover) {
-			if err := p.takeover(ctx, f, pr); err != nil {
-				return err
+		var pr *probes
+		phase("probes", func() (err error) { pr, err = newProbes(ctx, f, p.Partitions); return err })
+		if pr != nil {
+			if cfg.runs(PhaseTakeover) {
+				phase(PhaseTakeover, func() error { return p.takeover(ctx, f, pr) })
 			}
-		}
-		if cfg.runs(PhaseRestart) {
-			if err := p.restart(ctx, f, pr); err != nil {
-				return err
+			if cfg.runs(PhaseRestart) {
+				phase(PhaseRestart, func() error { return p.restart(ctx, f, pr) })
 			}
-		}
-		if err := pr.remove(ctx, f); err != nil {
-			return err
+			phase("probes removed", func() error { return pr.remove(ctx, f) })
 		}
 	}
 	fired := false
 	if cfg.runs(PhaseHerd) {
-		if p.Herd, err = p.workload(ctx, f, 0, "herd"); err != nil {
-			return err
-		}
+		phase(PhaseHerd, func() (err error) { p.Herd, err = p.workload(ctx, f, 0, "herd"); return err })
 		fired = true
 	}
 	if cfg.runs(PhaseSpread) {
 		period := max(cfg.MinSpread, time.Duration(float64(p.Jobs)/cfg.SpreadRate*float64(time.Second))).Round(time.Second)
-		if p.SpreadLoad, err = p.workload(ctx, f, period, "spread"); err != nil {
-			return err
-		}
+		phase(PhaseSpread, func() (err error) { p.SpreadLoad, err = p.workload(ctx, f, period, "spread"); return err })
 		fired = true
 	}
 	if fired {
 		p.RSSAfterFires = rss(f)
 	}
 	if cfg.runs(PhaseStoreLimit) {
-		if err := p.storeLimit(ctx, f); err != nil {
-			return err
-		}
+		phase(PhaseStoreLimit, func() error { return p.storeLimit(ctx, f) })
 	}
-	return nil
+	return ctx.Err()
 }
 
 // storeLimit stops the members and measures the store's limit on the
 // filled etcd: fenced transactions of the scheduler's shape, batched
 // across 8 partitions per request, from each count of StoreWriters
-// writers. A level that fails (etcd timing out under the load) is
-// reported and leaves the limit unmeasured rather than losing the point.
+// writers.
 func (p *Point) storeLimit(ctx context.Context, f *fleet) error {
 	f.stopMembers()
 	sc := scaling.DefaultConfig()
@@ -238,11 +247,7 @@ func (p *Point) storeLimit(ctx context.Context, f *fleet) error {
 	sc.Progress = f.cfg.Progress
 	levels, best, err := scaling.StoreLimitOn(ctx, f.etcd.Endpoints(), sc)
 	if err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
-		f.cfg.Progress.Step("  store limit not measured: %v", err)
-		return nil
+		return err
 	}
 	p.StoreLevels, p.StoreLimit = levels, best
 	return nil
@@ -521,7 +526,7 @@ func (p *Point) restart(ctx context.Context, f *fleet, pr *probes) error {
 // spread evenly over period — and measures their fires.
 func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, what string) (Workload, error) {
 	w := Workload{Period: period}
-	ahead := time.Duration(1.5*float64(p.Jobs)/p.Create.Rate*float64(time.Second)) + 3*time.Second
+	ahead := time.Duration(2*float64(p.Jobs)/p.Create.Rate*float64(time.Second)) + 5*time.Second
 	first := time.Now().Add(ahead).Truncate(time.Second).Add(time.Second)
 	at := func(i int) time.Time {
 		return first.Add(time.Duration(float64(period) * float64(i) / float64(p.Jobs)))
@@ -542,6 +547,17 @@ func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, wh
 		return w, err
 	}
 	f.cfg.Progress.Step("  %s: %d jobs written in %v (%s), first due at %s", what, p.Jobs, st.took.Round(time.Millisecond), st.method, first.Format(time.TimeOnly))
+	count := func() (int64, error) {
+		resp, err := f.client.Get(ctx, f.keys().AllRunsPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return 0, err
+		}
+		return resp.Count, nil
+	}
+	runs0, err := count() // before the first due second: none of them yet
+	if err != nil {
+		return w, fmt.Errorf("%s: count runs: %w", what, err)
+	}
 	// CPU is counted from the first due second: before it the fleet idles.
 	select {
 	case <-ctx.Done():
@@ -551,8 +567,14 @@ func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, wh
 	cpuM0, cpuS0 := f.cpu()
 	last := at(p.Jobs - 1)
 	timeout := time.Until(last) + 2*time.Minute + time.Duration(p.Jobs/2000)*time.Second
-	if err := watch.wait(ctx, timeout, f.cfg.Progress, what); err != nil {
-		return w, err
+	counted, waitErr := watch.wait(ctx, timeout, f.cfg.Progress, what, count, runs0+int64(p.Jobs))
+	if waitErr != nil {
+		// Keep what was seen: the lags of the runs that were made.
+		w.FireStats = watch.fireStats()
+		return w, waitErr
+	}
+	if !counted.IsZero() {
+		w.Counted = counted.Sub(last)
 	}
 	watch.mu.Lock()
 	lastVisible := watch.lastVisible
@@ -572,8 +594,8 @@ func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, wh
 			return w, err
 		}
 	}
-	f.cfg.Progress.Step("  %s: %d runs durable %v after the last was due (%.0f runs/s); lag p50/p99 %v/%v from fired_at, %v/%v from visibility",
-		what, w.Runs, w.Durable.Round(time.Millisecond), w.Rate, w.LagFired.P50.Round(time.Millisecond), w.LagFired.P99.Round(time.Millisecond),
+	f.cfg.Progress.Step("  %s: %d runs durable %v after the last was due (%v by counting; %.0f runs/s); lag p50/p99 %v/%v from fired_at, %v/%v from visibility",
+		what, w.Runs, w.Durable.Round(time.Millisecond), w.Counted.Round(time.Millisecond), w.Rate, w.LagFired.P50.Round(time.Millisecond), w.LagFired.P99.Round(time.Millisecond),
 		w.LagVisible.P50.Round(time.Millisecond), w.LagVisible.P99.Round(time.Millisecond))
 	return w, nil
 }

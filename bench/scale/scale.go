@@ -187,7 +187,12 @@ type Result struct {
 	Took   time.Duration `json:"took_ns"`
 }
 
-// Run measures every (N, M) of cfg in turn and returns the points.
+// Run measures every (N, M) of cfg in turn and returns the points. A
+// point whose fleet could not start, or whose jobs could not be created,
+// or one of whose phases failed, is kept with its Errors and the next
+// points run; Run returns an error only for a bad configuration or ctx
+// ending (with the points so far). Failed reports whether any point has
+// errors.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -198,14 +203,29 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		for _, m := range cfg.Members {
 			cfg.Progress.Step("scale: %d jobs on %d members", n, m)
 			p, err := measure(ctx, cfg, n, m)
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
 			if err != nil {
-				return res, fmt.Errorf("scale: %d jobs on %d members: %w", n, m, err)
+				// The point is kept with its error; the next ones run.
+				p.Errors = append(p.Errors, err.Error())
+				cfg.Progress.Step("scale: %d jobs on %d members failed: %v", n, m, err)
 			}
 			res.Points = append(res.Points, p)
 		}
 	}
 	res.Took = time.Since(start)
 	return res, nil
+}
+
+// Failed reports whether any point has errors.
+func (r *Result) Failed() bool {
+	for _, p := range r.Points {
+		if len(p.Errors) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // measure is one point: a fresh etcd and fleet, the phases, and the fleet
@@ -224,16 +244,17 @@ func measure(ctx context.Context, cfg Config, n, members int) (*Point, error) {
 			return nil, err
 		}
 	}
+	p := &Point{Jobs: n, Members: members}
 	f, err := startFleet(ctx, cfg, dir, members)
 	if err != nil {
-		err = fmt.Errorf("%w (logs in %s)", err, dir)
-		return nil, err
+		return p, fmt.Errorf("%w (logs in %s)", err, dir)
 	}
-	p := &Point{Jobs: n, Members: members}
 	err = p.run(ctx, f)
 	f.stop()
-	if err != nil {
-		return p, fmt.Errorf("%w (logs in %s)", err, dir)
+	if err != nil || len(p.Errors) > 0 {
+		// Keep the logs of a failed point.
+		p.Errors = append(p.Errors, "logs in "+dir)
+		return p, err
 	}
 	if !cfg.KeepDir {
 		os.RemoveAll(dir)

@@ -58,6 +58,14 @@ func TestTinyScale(t *testing.T) {
 		t.Fatalf("%d points, want 2", len(res.Points))
 	}
 	for _, p := range res.Points {
+		if len(p.Errors) > 0 {
+			t.Errorf("N=%d: failed phases: %v", p.Jobs, p.Errors)
+		}
+	}
+	if res.Failed() {
+		t.Error("Failed: true")
+	}
+	for _, p := range res.Points {
 		n := p.Jobs
 		if p.Partitions != 64 || p.Members != 2 {
 			t.Errorf("N=%d: P=%d on %d members, want 64 on 2", n, p.Partitions, p.Members)
@@ -98,8 +106,8 @@ func TestTinyScale(t *testing.T) {
 			t.Errorf("N=%d: probes fired %d times in a rolling restart, about %d due", n, r.Fires, r.Expected)
 		}
 		for name, w := range map[string]scale.Workload{"herd": p.Herd, "spread": p.SpreadLoad} {
-			if w.Runs != n || w.Rate <= 0 || w.Durable > time.Minute {
-				t.Errorf("N=%d: %s %+v: want every job fired once, durable within a minute", n, name, w)
+			if w.Runs != n || w.Rate <= 0 || w.Durable > time.Minute || w.Counted <= 0 || w.Counted > time.Minute {
+				t.Errorf("N=%d: %s %+v: want every job fired once, durable (watched and counted) within a minute", n, name, w)
 			}
 			if l := w.LagFired; l.Count != n || l.P50 > l.P99 || l.P99 > l.Max || l.Max > time.Minute {
 				t.Errorf("N=%d: %s lag to fired_at %+v: want N ordered lags under a minute", n, name, l)

@@ -86,8 +86,11 @@ func (w *runWatch) add(scheduled, fired, seen time.Time) {
 }
 
 // wait waits until want runs were seen, the watch failed, or timeout; it
-// reports progress meanwhile.
-func (w *runWatch) wait(ctx context.Context, timeout time.Duration, p *bench.Progress, what string) error {
+// reports progress meanwhile. Every 250 ms it also counts the runs in etcd
+// (count, a range with no values) and returns when the count first reached
+// target, which does not depend on how fast the watch delivers (zero if
+// the watch saw every run first).
+func (w *runWatch) wait(ctx context.Context, timeout time.Duration, p *bench.Progress, what string, count func() (int64, error), target int64) (counted time.Time, err error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -95,19 +98,29 @@ func (w *runWatch) wait(ctx context.Context, timeout time.Duration, p *bench.Pro
 	for {
 		select {
 		case <-w.full:
-			return nil
+			if counted.IsZero() {
+				if n, err := count(); err == nil && n >= target {
+					counted = time.Now()
+				}
+			}
+			return counted, nil
 		case <-ctx.Done():
-			return ctx.Err()
+			return counted, ctx.Err()
 		case <-t.C:
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			return fmt.Errorf("%s: %d of %d runs after %v", what, w.count, w.want, timeout)
+			return counted, fmt.Errorf("%s: %d of %d runs after %v", what, w.count, w.want, timeout)
 		case <-tick.C:
 			w.mu.Lock()
 			n, err := w.count, w.err
 			w.mu.Unlock()
 			if err != nil {
-				return fmt.Errorf("%s: watch: %w", what, err)
+				return counted, fmt.Errorf("%s: watch: %w", what, err)
+			}
+			if counted.IsZero() {
+				if c, err := count(); err == nil && c >= target {
+					counted = time.Now()
+				}
 			}
 			p.Update("  %s: %d of %d runs durable", what, n, w.want)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -70,7 +71,13 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 			if err != nil {
 				return err
 			}
-			return writeBenchResult(cmd.OutOrStdout(), out+"/scale", "scale", res, res.Tables(), res.Charts, res.Took)
+			if err := writeBenchResult(cmd.OutOrStdout(), out+"/scale", "scale", res, res.Tables(), res.Charts, res.Took); err != nil {
+				return err
+			}
+			if res.Failed() {
+				return errors.New("bench scale: some measurements failed (see FAILED in the notes above)")
+			}
+			return nil
 		},
 	}
 	quota = byteSize(cfg.Quota)

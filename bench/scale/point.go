@@ -193,7 +193,11 @@ func (p *Point) run(ctx context.Context, f *fleet) error {
 		if err := fn(); err != nil {
 			p.Errors = append(p.Errors, name+": "+err.Error())
 			f.cfg.Progress.Step("  %s failed: %v", name, err)
-			// Let the fleet settle before the next phase.
+			// Let the fleet (if it still runs) settle before the next
+			// phase.
+			if len(f.live()) == 0 {
+				return
+			}
 			if _, err := f.waitReady(ctx, "", 5*time.Minute); err != nil {
 				p.Errors = append(p.Errors, name+": fleet not settled after: "+err.Error())
 			}
@@ -237,19 +241,28 @@ func (p *Point) run(ctx context.Context, f *fleet) error {
 // storeLimit stops the members and measures the store's limit on the
 // filled etcd: fenced transactions of the scheduler's shape, batched
 // across 8 partitions per request, from each count of StoreWriters
-// writers.
+// writers. A level that fails (requests timing out: etcd cannot keep up
+// with that many writers) ends the measurement with the levels before
+// it; it fails only if none was measured.
 func (p *Point) storeLimit(ctx context.Context, f *fleet) error {
 	f.stopMembers()
 	sc := scaling.DefaultConfig()
-	sc.StoreLimitConcurrency = f.cfg.StoreWriters
 	sc.StoreLimitShares = []int{8}
 	sc.StoreLimitDuration = f.cfg.StoreLimitDuration
 	sc.Progress = f.cfg.Progress
-	levels, best, err := scaling.StoreLimitOn(ctx, f.etcd.Endpoints(), sc)
-	if err != nil {
-		return err
+	for _, w := range f.cfg.StoreWriters {
+		sc.StoreLimitConcurrency = []int{w}
+		levels, best, err := scaling.StoreLimitOn(ctx, f.etcd.Endpoints(), sc)
+		if err != nil {
+			if len(p.StoreLevels) == 0 || ctx.Err() != nil {
+				return err
+			}
+			f.cfg.Progress.Step("  store limit: %d writers: %v; the limit is that of fewer writers", w, err)
+			return nil
+		}
+		p.StoreLevels = append(p.StoreLevels, levels...)
+		p.StoreLimit = max(p.StoreLimit, best)
 	}
-	p.StoreLevels, p.StoreLimit = levels, best
 	return nil
 }
 
@@ -526,7 +539,15 @@ func (p *Point) restart(ctx context.Context, f *fleet, pr *probes) error {
 // spread evenly over period — and measures their fires.
 func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, what string) (Workload, error) {
 	w := Workload{Period: period}
-	ahead := time.Duration(2*float64(p.Jobs)/p.Create.Rate*float64(time.Second)) + 5*time.Second
+	// The new run_at must come after the writes end: 1.3 times the
+	// time the last pass of writes took, and a margin of 3 s and 50 µs a
+	// job (at most 10 s).
+	rate := p.Create.Rate
+	if p.Herd.Write > 0 {
+		rate = float64(p.Jobs) / p.Herd.Write.Seconds()
+	}
+	margin := min(10*time.Second, 3*time.Second+time.Duration(p.Jobs)*50*time.Microsecond)
+	ahead := time.Duration(1.3*float64(p.Jobs)/rate*float64(time.Second)) + margin
 	first := time.Now().Add(ahead).Truncate(time.Second).Add(time.Second)
 	at := func(i int) time.Time {
 		return first.Add(time.Duration(float64(period) * float64(i) / float64(p.Jobs)))

@@ -19,7 +19,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestTinyScale is the CI miniature of `jobfleet bench scale`: 100 and 200
+// TestTinyScale is the CI miniature of `jobfleet bench scale`: 60 and 120
 // jobs on 2 real orchestrator processes with every phase, checking the
 // output's structure and that the figures are plausible (not fixed
 // values): every job created, listed and fired once in the herd and once
@@ -34,7 +34,7 @@ func TestTinyScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := scale.DefaultConfig()
-	cfg.Jobs, cfg.Members = []int{100, 200}, []int{2}
+	cfg.Jobs, cfg.Members = []int{60, 120}, []int{2}
 	cfg.Binary = binary
 	cfg.Partitions = 64
 	cfg.LeaseTTL = time.Second

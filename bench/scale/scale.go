@@ -204,6 +204,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.Progress.Step("scale: %d jobs on %d members", n, m)
 			p, err := measure(ctx, cfg, n, m)
 			if ctx.Err() != nil {
+				// Interrupted: the point is kept with what it measured.
+				p.Errors = append(p.Errors, "interrupted: "+ctx.Err().Error())
+				res.Points = append(res.Points, p)
+				res.Took = time.Since(start)
 				return res, ctx.Err()
 			}
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -67,11 +68,20 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
+			started := time.Now()
 			res, err := scale.Run(cmd.Context(), cfg)
-			if err != nil {
+			if err != nil && (res == nil || len(res.Points) == 0) {
 				return err
 			}
+			if err != nil {
+				// Interrupted: the points measured so far are written.
+				defer fmt.Fprintf(cmd.ErrOrStderr(), "bench scale: %v; wrote the %d points measured before\n", err, len(res.Points))
+				res.Took = time.Since(started)
+			}
 			if err := writeBenchResult(cmd.OutOrStdout(), out+"/scale", "scale", res, res.Tables(), res.Charts, res.Took); err != nil {
+				return err
+			}
+			if err != nil {
 				return err
 			}
 			if res.Failed() {

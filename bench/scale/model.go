@@ -35,6 +35,13 @@ type Model struct {
 	Quota         float64 `json:"quota_bytes"`
 	HighWater     float64 `json:"high_water"`
 	HistoryBudget float64 `json:"history_budget_bytes"`
+	// FireBytes is etcd's in-use growth per run fired (measured in the
+	// herd: the run, its queue entry and the job's state, in the
+	// revisions that wrote them); the store keeps up to two compaction
+	// intervals of such revisions (CompactionInterval, the fleet's
+	// default 5 minutes).
+	FireBytes          float64 `json:"fire_bytes"`
+	CompactionInterval float64 `json:"compaction_interval_seconds"`
 }
 
 // Prediction is the model's answer for K shards and M members.
@@ -51,11 +58,17 @@ type Prediction struct {
 	// Jobs is how many jobs the K stores hold below their high-water
 	// mark, the history budget kept.
 	Jobs float64 `json:"jobs"`
+	// QuotaBound is the fires/s the K stores sustain with Resident jobs
+	// without their revisions between compactions reaching the
+	// high-water mark: (K × quota × high water − jobs − history) / (2 ×
+	// compaction interval × FireBytes). 0 when not modelled.
+	Resident   float64 `json:"resident_jobs"`
+	QuotaBound float64 `json:"quota_bound_fires_per_sec"`
 }
 
 // Predict returns the model's prediction for K shards, each on machines
-// of its own, and M members of coresPerMember cores each.
-func (m Model) Predict(k, members int, coresPerMember float64) Prediction {
+// of its own, M members of coresPerMember cores each, and resident jobs.
+func (m Model) Predict(k, members int, coresPerMember, resident float64) Prediction {
 	p := Prediction{Shards: k, Members: members, StoreBound: float64(k) * m.StoreLimit}
 	if m.MemberCPU > 0 {
 		// MemberCPU is all the members' CPU per run: the work of a fire
@@ -68,6 +81,11 @@ func (m Model) Predict(k, members int, coresPerMember float64) Prediction {
 	}
 	if m.JobBytes > 0 {
 		p.Jobs = max(0, float64(k)*m.Quota*m.HighWater-m.HistoryBudget) / m.JobBytes
+	}
+	p.Resident = resident
+	if m.FireBytes > 0 && m.CompactionInterval > 0 {
+		room := float64(k)*m.Quota*m.HighWater - resident*m.JobBytes - m.HistoryBudget
+		p.QuotaBound = max(0, room) / (2 * m.CompactionInterval * m.FireBytes)
 	}
 	return p
 }
@@ -103,6 +121,9 @@ func ModelOf(p *Point, quota int64) (Model, bool) {
 		Quota:         float64(quota),
 		HighWater:     0.8,
 		HistoryBudget: DefaultHistoryBudget,
+		FireBytes:     p.Size.RunInUseBytes,
+		// The orchestrator's default --compaction-interval.
+		CompactionInterval: 300,
 	}, true
 }
 
@@ -139,15 +160,16 @@ func (r *Result) ModelTables() []*report.Table {
 		Name: "scale_model",
 		Title: fmt.Sprintf("Store-shard model from %d jobs on %d members: K etcd clusters (own machines), M members of 2 cores; quota %.0f GiB per store",
 			last.Jobs, last.Members, model.Quota/(1<<30)),
-		Columns: []string{"shards K", "members M", "store bound runs/s", "member bound runs/s", "fires/s", "bound", "jobs held (millions)"},
+		Columns: []string{"shards K", "members M", "store bound runs/s", "member bound runs/s", "fires/s", "bound", "jobs held (millions)", "quota-bound fires/s with 1M jobs"},
 		Notes: []string{
 			"store bound = K × the measured store limit; member bound = M × 2 cores / the members' CPU per run; jobs = (K × quota × 0.8 − history budget 1 GiB) / in-use bytes per job",
+			"quota bound: sustained fires/s whose revisions, kept up to two compaction intervals (5 min), fit under the high-water mark with 1M jobs and the history budget",
 		},
 	}
 	for _, k := range []int{1, 2, 4, 8, 16} {
 		for _, m := range []int{3, 8, 32} {
-			x := model.Predict(k, m, 2)
-			pred.Add(k, m, x.StoreBound, x.MemberBound, x.FiresPerSec, x.Bound, x.Jobs/1e6)
+			x := model.Predict(k, m, 2, 1e6)
+			pred.Add(k, m, x.StoreBound, x.MemberBound, x.FiresPerSec, x.Bound, x.Jobs/1e6, x.QuotaBound)
 		}
 	}
 	return []*report.Table{check, pred}

@@ -189,12 +189,17 @@ func TestSlopes(t *testing.T) {
 // shared machine adds the CPU of the store and of the members.
 func TestModel(t *testing.T) {
 	m := scale.Model{StoreLimit: 40_000, MemberCPU: 100e-6, StoreCPU: 50e-6, Cores: 2,
-		JobBytes: 1_000, Quota: 8 << 30, HighWater: 0.8, HistoryBudget: 1 << 30}
-	p := m.Predict(1, 3, 2)
+		JobBytes: 1_000, Quota: 8 << 30, HighWater: 0.8, HistoryBudget: 1 << 30,
+		FireBytes: 1_000, CompactionInterval: 300}
+	p := m.Predict(1, 3, 2, 1e6)
 	if p.StoreBound != 40_000 || p.MemberBound != 60_000 || p.FiresPerSec != 40_000 || p.Bound != "store" {
 		t.Errorf("K=1 M=3: %+v, want store-bound 40000 (members 60000)", p)
 	}
-	p = m.Predict(4, 3, 2)
+	wantQuota := (0.8*float64(8<<30) - 1e6*1_000 - float64(1<<30)) / (2 * 300 * 1_000)
+	if math.Abs(p.QuotaBound-wantQuota) > 1e-6 {
+		t.Errorf("K=1 quota bound %.1f fires/s, want %.1f", p.QuotaBound, wantQuota)
+	}
+	p = m.Predict(4, 3, 2, 1e6)
 	if p.StoreBound != 160_000 || p.FiresPerSec != 60_000 || p.Bound != "members" {
 		t.Errorf("K=4 M=3: %+v, want member-bound 60000", p)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -20,7 +21,7 @@ func newBenchScaleCmd() *cobra.Command {
 	cfg := scale.DefaultConfig()
 	var (
 		jobs, members, phases, out string
-		storeWriters               string
+		storeWriters, from         string
 		quota                      byteSize
 		noFsync, quiet             bool
 	)
@@ -46,6 +47,13 @@ stdout, progress to stderr, CSV, JSON and one PNG chart per figure against
 N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if from != "" {
+				res, err := loadScaleResults(splitList(from))
+				if err != nil {
+					return err
+				}
+				return writeBenchResult(cmd.OutOrStdout(), out+"/scale", "scale", res, res.Tables(), res.Charts, res.Took)
+			}
 			var err error
 			if cfg.Jobs, err = parseCounts(jobs); err != nil {
 				return fmt.Errorf("--jobs: %w", err)
@@ -112,7 +120,42 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 	fs.BoolVar(&cfg.KeepDir, "keep", false, "keep etcd's data and the logs after a successful measurement")
 	fs.StringVar(&out, "out", "bench/results", "directory for CSV, JSON and PNG files")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	fs.StringVar(&from, "from", "", "measure nothing: print the tables and draw the charts of the points of these scale.json files of earlier runs, comma-separated (the first one's settings)")
 	return cmd
+}
+
+// loadScaleResults reads scale.json files of earlier runs into one
+// result: the first one's configuration, every file's points, the member
+// counts of them all.
+func loadScaleResults(files []string) (*scale.Result, error) {
+	var res *scale.Result
+	members := map[int]bool{}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("--from: %w", err)
+		}
+		var r scale.Result
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("--from %s: %w", name, err)
+		}
+		if res == nil {
+			res = &scale.Result{Config: r.Config}
+			res.Config.Members = nil
+		}
+		res.Took += r.Took
+		for _, p := range r.Points {
+			res.Points = append(res.Points, p)
+			if !members[p.Members] {
+				members[p.Members] = true
+				res.Config.Members = append(res.Config.Members, p.Members)
+			}
+		}
+	}
+	if res == nil || len(res.Points) == 0 {
+		return nil, errors.New("--from: no points")
+	}
+	return res, nil
 }
 
 // parseCounts parses comma-separated counts with optional k (thousand) and

@@ -40,6 +40,12 @@ func TestBenchCommands(t *testing.T) {
 			files: []string{"scale/scale_load.csv", "scale/scale_growth.csv", "scale/scale.json", "scale/scale_create_rate.png", "scale/scale_list_rate.png"},
 		},
 		{
+			name:  "scale from a saved run",
+			args:  []string{"bench", "scale", "--from=" + filepath.Join(out, "scale", "scale.json")},
+			table: "create jobs/s",
+			files: []string{"scale/scale_load.csv", "scale/scale_growth.csv", "scale/scale_create_rate.png"},
+		},
+		{
 			name:  "rebalance",
 			args:  []string{"bench", "rebalance", "--no-gaps", "--partitions=32", "--max-members=4", "--leave-samples=1"},
 			table: "join mean",

@@ -121,7 +121,10 @@ func ModelOf(p *Point, quota int64) (Model, bool) {
 		Quota:         float64(quota),
 		HighWater:     0.8,
 		HistoryBudget: DefaultHistoryBudget,
-		FireBytes:     p.Size.RunInUseBytes,
+		// A run costs at least its own document: the in-use growth
+		// measured over the herd is less when compaction freed pages
+		// meanwhile that the herd's writes reused.
+		FireBytes: max(p.Size.RunInUseBytes, p.Size.RunBytes),
 		// The orchestrator's default --compaction-interval.
 		CompactionInterval: 300,
 	}, true

@@ -29,6 +29,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/console"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
@@ -100,6 +101,12 @@ type Config struct {
 	TriggerBurst int
 	// Now is the clock of the trigger limit; nil is Clock.Now.
 	Now func() time.Time
+	// Cluster serves the placement, overview and partition-stream
+	// endpoints (an *orchestrator.Orchestrator); nil answers 503.
+	Cluster Cluster
+	// Console serves the web console's static files under /ui/; nil
+	// serves the console embedded in package console.
+	Console http.Handler
 	// EtcdEndpoints returns the etcd client URLs this member uses (such as
 	// (*clientv3.Client).Endpoints). Poll replies carry them, without any
 	// user information, so that workers deny them to "http" jobs; nil
@@ -124,6 +131,9 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = c.Clock.Now
 	}
+	if c.Console == nil {
+		c.Console = console.Handler()
+	}
 	c.Limits = c.Limits.withDefaults()
 	return c
 }
@@ -131,12 +141,12 @@ func (c Config) withDefaults() Config {
 // Handler returns the API's handler for member m.
 func Handler(m Member, cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
-	a := &server{m: m, cfg: cfg}
+	a := &server{m: m, cfg: cfg, streams: newStreamCap(cfg.Limits.MaxStreams)}
 	g := newGuard(cfg)
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
 		mux.Handle(rt.pattern, g.route(rt))
-		if rt.access == auth.AccessAnonymous {
+		if rt.access.Anonymous() {
 			g.anon[rt.pattern] = true
 		}
 	}
@@ -202,8 +212,9 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 type server struct {
-	m   Member
-	cfg Config
+	m       Member
+	cfg     Config
+	streams *streamCap // the partition streams served at once
 }
 
 func (a *server) healthz(w http.ResponseWriter, r *http.Request) {

@@ -203,7 +203,7 @@ func (g *guard) authenticate(r *http.Request) (auth.Principal, int, error) {
 // and poll caps.
 func (g *guard) route(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rt.access == auth.AccessAnonymous {
+		if rt.access.Anonymous() {
 			rt.handler.ServeHTTP(w, r)
 			return
 		}
@@ -216,6 +216,8 @@ func (g *guard) route(rt route) http.Handler {
 		switch rt.scope {
 		case scopeJob:
 			jobID, hasJob = r.PathValue("id"), true
+		case scopeQueryJob:
+			jobID, hasJob = r.URL.Query().Get("job"), true
 		case scopeRun:
 			jobID, _, _ = store.ParseRunID(r.PathValue("run_id")) // an invalid run ID is in no scope
 			hasJob = true

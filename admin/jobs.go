@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -193,7 +194,12 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cancel()
 	p, _ := auth.FromContext(r.Context())
-	jobs, next, err := s.ListPrefix(ctx, p.Prefix, r.URL.Query().Get("cursor"), limit)
+	prefix, err := listPrefix(p, r.URL.Query().Get("prefix"))
+	if err != nil {
+		WriteError(w, http.StatusForbidden, err.Error())
+		return
+	}
+	jobs, next, err := s.ListPrefix(ctx, prefix, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
@@ -265,4 +271,18 @@ func jobFor(r *http.Request, j store.Job) store.Job {
 		return j
 	}
 	return j.Redacted()
+}
+
+// listPrefix returns the prefix GET /v1/jobs lists for caller p asking
+// for ?prefix=want: the longer of the two when one extends the other; an
+// error wrapping auth.ErrForbidden when they diverge (no job could be in
+// both).
+func listPrefix(p auth.Principal, want string) (string, error) {
+	switch {
+	case strings.HasPrefix(want, p.Prefix):
+		return want, nil
+	case strings.HasPrefix(p.Prefix, want):
+		return p.Prefix, nil
+	}
+	return "", fmt.Errorf("%w: credential %q is limited to jobs whose ID starts with %q; prefix %q is outside it", auth.ErrForbidden, p.ID, p.Prefix, want)
 }

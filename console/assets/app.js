@@ -204,7 +204,7 @@
       }
       last = ov;
       const card = (label, value, cls) => el('div', { class: 'card' }, el('div', { class: 'muted', text: label }), el('div', { class: 'v ' + (cls || ''), text: value }));
-      body.replaceChildren(
+      body.replaceChildren(...[
         el('div', { class: 'cards' },
           card('Members', ov.members.length),
           card('Partitions', ov.partitions),
@@ -230,7 +230,7 @@
         ),
         ov.ready ? null : el('p', { class: 'warn', text: 'Not ready: ' + (ov.ready_reason || '') }),
         el('p', { class: 'muted', text: 'Fires/s, lag and runs are this member’s own (the one serving this page), since it started; waiting and running count the runs of the partitions it owns. Updated every 5 s.' }),
-      );
+      ].filter(Boolean));
     }
     load();
     const t = setInterval(load, 5000);
@@ -290,6 +290,7 @@
         c.addEventListener('mouseenter', () => show(rows[r.partition]));
         return c;
       });
+      map.dataset.size = rows.length <= 256 ? 'l' : (rows.length <= 2048 ? 'm' : 's');
       map.replaceChildren(...cells);
       rows.forEach(paint);
       drawLegend();
@@ -353,6 +354,14 @@
     return null;
   }
 
+  // nextFire formats a listed job's next fire with fmt, or says why there
+  // is none.
+  function nextFire(j, fmt) {
+    if (!j.state) return 'not scheduled yet';
+    if (j.paused) return 'paused';
+    return j.state.next ? fmt(j.state.next) : 'none';
+  }
+
   function jobs(view, arg) {
     const q = new URLSearchParams(arg || '');
     const prefix = el('input', { id: 'jobs-prefix', value: q.get('prefix') || me.prefix || '', spellcheck: 'false' });
@@ -387,8 +396,8 @@
           el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(j.id), text: j.id })),
           el('td', { text: j.schedule || (j.run_at ? 'once at ' + fmtUTC(j.run_at) : '') }),
           el('td', { text: j.paused ? 'paused' : 'active' }),
-          el('td', { text: j.state && j.state.next ? fmtZone(j.state.next, j.timezone) : '' }),
-          el('td', { text: j.state && j.state.next ? fmtUTC(j.state.next) : '' }),
+          el('td', { text: nextFire(j, (t) => fmtZone(t, j.timezone)) }),
+          el('td', { text: nextFire(j, fmtUTC) }),
           lastCell);
         api('GET', jobPath(j.id, 'runs') + '?limit=1').then((r) => {
           const s = r.runs.length ? r.runs[0].status : 'none';
@@ -464,7 +473,9 @@
         msg.className = 'ok';
         msg.textContent = what + ': done.';
         if (method === 'DELETE') { location.hash = '#/jobs'; return; }
-        load();
+        fastUntil = Date.now() + 10000; // the run of a trigger appears in a moment
+        clearTimeout(timer);
+        tick();
       } catch (e) {
         msg.className = 'error';
         msg.textContent = what + ' failed: ' + e.message;
@@ -522,13 +533,23 @@
       try {
         const r = await api('GET', jobPath(id, 'runs') + '?limit=20');
         runs.replaceChildren(r.runs.length ? runsTable(r.runs) : el('p', { class: 'muted', text: 'No runs stored.' }));
+        active = r.runs.some((run) => run.status === 'pending' || run.status === 'running');
       } catch (e) {
         runs.replaceChildren(errorBox(e));
       }
     }
-    load();
-    const t = setInterval(load, 10000);
-    return () => clearInterval(t);
+    // Reloaded every 10 s, or every second while a run is pending or
+    // running and for 10 s after an action.
+    let active = false;
+    let fastUntil = 0;
+    let timer = null;
+    let stopped = false;
+    const tick = async () => {
+      await load();
+      if (!stopped) timer = setTimeout(tick, active || Date.now() < fastUntil ? 1000 : 10000);
+    };
+    tick();
+    return () => { stopped = true; clearTimeout(timer); };
   }
 
   function failing(view) {

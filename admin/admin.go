@@ -149,6 +149,9 @@ func Handler(m Member, cfg Config) http.Handler {
 		if rt.access.Anonymous() {
 			g.anon[rt.pattern] = true
 		}
+		if rt.access == auth.AccessStatic {
+			g.static[rt.pattern] = true
+		}
 	}
 	g.next = jsonErrors{mux}
 	g.mux = mux

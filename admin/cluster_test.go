@@ -399,3 +399,24 @@ func TestPartitionStreamOutlivesTheWriteTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleOpensFromALinkButTheAPIDoesNot: a link from another site to
+// the console is followed (its files hold no data); the API requests of
+// any page of another site are refused.
+func TestConsoleOpensFromALinkButTheAPIDoesNot(t *testing.T) {
+	e := newSecEnv(t, secOptions{})
+	tok := e.cred(auth.CreateRequest{Role: auth.RoleViewer}).Secret
+	cross := map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+	if code, _, _ := e.send(request{method: "GET", path: "/ui/", header: cross}, ""); code != http.StatusOK {
+		t.Errorf("a cross-site navigation to /ui/: %d, want 200", code)
+	}
+	for _, r := range []request{
+		{method: "GET", path: "/v1/whoami", header: cross},
+		{method: "GET", path: "/v1/jobs", header: map[string]string{"Origin": "https://evil.example"}},
+		{method: "POST", path: "/ui/", header: map[string]string{"Origin": "https://evil.example"}},
+	} {
+		if code, _, _ := e.send(r, tok); code != http.StatusForbidden {
+			t.Errorf("%s %s from another site: %d, want 403", r.method, r.path, code)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -133,10 +134,9 @@ func (a *server) watchPartitions(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no") // a proxy that buffers would hold the events
 	w.WriteHeader(http.StatusOK)
 	send := func(chunk []byte) bool {
-		// Socket deadlines are wall-clock times, whatever clock the
-		// server runs on. An error means the connection does not support
-		// deadlines (a test recorder): then there is no timeout to push.
-		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteWindow))
+		// An error means the connection does not support deadlines (a
+		// test recorder): then there is no timeout to push.
+		_ = httpserver.ExtendWriteDeadline(w, streamWriteWindow)
 		if _, err := w.Write(chunk); err != nil {
 			return false
 		}

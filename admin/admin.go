@@ -274,9 +274,22 @@ const (
 func WriteJSON(w http.ResponseWriter, code int, v any) error {
 	body, err := json.Marshal(v)
 	if err != nil {
-		writeBody(w, http.StatusInternalServerError, []byte(`{"error":"internal error: the reply could not be encoded as JSON (logged by the server)"}`))
+		writeEncodeFailure(w)
 		return fmt.Errorf("encode the reply: %w", err)
 	}
+	writeJSONBody(w, code, body)
+	return nil
+}
+
+// writeEncodeFailure writes the 500 reply for a document that could not be
+// encoded as JSON.
+func writeEncodeFailure(w http.ResponseWriter) {
+	writeBody(w, http.StatusInternalServerError, []byte(`{"error":"internal error: the reply could not be encoded as JSON (logged by the server)"}`))
+}
+
+// writeJSONBody writes body, compact JSON, as WriteJSON writes an encoded
+// reply (indented within the limits above).
+func writeJSONBody(w http.ResponseWriter, code int, body []byte) {
 	if len(body) <= indentMaxBytes {
 		var indented bytes.Buffer
 		if json.Indent(&indented, body, "", "  ") == nil && indented.Len() <= indentGrowth*len(body)+1024 {
@@ -284,7 +297,6 @@ func WriteJSON(w http.ResponseWriter, code int, v any) error {
 		}
 	}
 	writeBody(w, code, body)
-	return nil
 }
 
 func writeBody(w http.ResponseWriter, code int, body []byte) {

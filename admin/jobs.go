@@ -192,6 +192,10 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
+	if dl, ok := s.(docLister); ok {
+		a.listDocs(ctx, w, r, dl, limit)
+		return
+	}
 	p, _ := auth.FromContext(r.Context())
 	jobs, next, err := s.ListPrefix(ctx, p.Prefix, r.URL.Query().Get("cursor"), limit)
 	if err != nil {

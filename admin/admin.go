@@ -11,7 +11,6 @@
 package admin
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -291,9 +290,8 @@ func writeEncodeFailure(w http.ResponseWriter) {
 // reply (indented within the limits above).
 func writeJSONBody(w http.ResponseWriter, code int, body []byte) {
 	if len(body) <= indentMaxBytes {
-		var indented bytes.Buffer
-		if json.Indent(&indented, body, "", "  ") == nil && indented.Len() <= indentGrowth*len(body)+1024 {
-			body = indented.Bytes()
+		if indented := indentReply(body, indentGrowth*len(body)+1024); indented != nil {
+			body = indented
 		}
 	}
 	writeBody(w, code, body)

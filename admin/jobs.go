@@ -199,14 +199,14 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	if dl, ok := s.(docLister); ok {
-		a.listDocs(ctx, w, r, dl, limit)
-		return
-	}
 	p, _ := auth.FromContext(r.Context())
 	prefix, ok := listPrefix(p.Prefix, r.URL.Query().Get("prefix"))
 	if !ok {
 		a.reply(w, r, http.StatusOK, api.JobList{Jobs: []store.Job{}})
+		return
+	}
+	if dl, ok := s.(docLister); ok {
+		a.listDocs(ctx, w, r, dl, prefix, limit)
 		return
 	}
 	jobs, next, err := s.ListPrefix(ctx, prefix, r.URL.Query().Get("cursor"), limit)

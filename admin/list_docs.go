@@ -27,11 +27,12 @@ type docLister interface {
 
 var _ docLister = (*store.Etcd)(nil)
 
-// listDocs serves GET /v1/jobs from s's stored documents: the reply is the
-// api.JobList that list would write, up to the order of fields.
-func (a *jobsAPI) listDocs(ctx context.Context, w http.ResponseWriter, r *http.Request, s docLister, limit int) {
+// listDocs serves GET /v1/jobs from s's stored documents of the jobs
+// under prefix (the caller's, already combined with ?prefix): the reply is
+// the api.JobList that list would write, up to the order of fields.
+func (a *jobsAPI) listDocs(ctx context.Context, w http.ResponseWriter, r *http.Request, s docLister, prefix string, limit int) {
 	p, _ := auth.FromContext(r.Context())
-	docs, next, err := s.ListPrefixDocs(ctx, p.Prefix, r.URL.Query().Get("cursor"), limit)
+	docs, next, err := s.ListPrefixDocs(ctx, prefix, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return

@@ -11,7 +11,6 @@
 package admin
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,7 +98,8 @@ type Config struct {
 	// rate, no limit.
 	TriggerRate  float64
 	TriggerBurst int
-	// Now is the clock of the trigger limit; nil is Clock.Now.
+	// Now is the clock of the trigger limit and of next fire times (GET
+	// /v1/jobs/{id}/next, POST /v1/schedule:preview); nil is Clock.Now.
 	Now func() time.Time
 	// Cluster serves the placement, overview and partition-stream
 	// endpoints (an *orchestrator.Orchestrator); nil answers 503.
@@ -288,17 +288,28 @@ const (
 func WriteJSON(w http.ResponseWriter, code int, v any) error {
 	body, err := json.Marshal(v)
 	if err != nil {
-		writeBody(w, http.StatusInternalServerError, []byte(`{"error":"internal error: the reply could not be encoded as JSON (logged by the server)"}`))
+		writeEncodeFailure(w)
 		return fmt.Errorf("encode the reply: %w", err)
 	}
+	writeJSONBody(w, code, body)
+	return nil
+}
+
+// writeEncodeFailure writes the 500 reply for a document that could not be
+// encoded as JSON.
+func writeEncodeFailure(w http.ResponseWriter) {
+	writeBody(w, http.StatusInternalServerError, []byte(`{"error":"internal error: the reply could not be encoded as JSON (logged by the server)"}`))
+}
+
+// writeJSONBody writes body, compact JSON, as WriteJSON writes an encoded
+// reply (indented within the limits above).
+func writeJSONBody(w http.ResponseWriter, code int, body []byte) {
 	if len(body) <= indentMaxBytes {
-		var indented bytes.Buffer
-		if json.Indent(&indented, body, "", "  ") == nil && indented.Len() <= indentGrowth*len(body)+1024 {
-			body = indented.Bytes()
+		if indented := indentReply(body, indentGrowth*len(body)+1024); indented != nil {
+			body = indented
 		}
 	}
 	writeBody(w, code, body)
-	return nil
 }
 
 func writeBody(w http.ResponseWriter, code int, body []byte) {

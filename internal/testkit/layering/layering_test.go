@@ -33,6 +33,7 @@ var levels = map[string]int{
 	"internal/skewclock":    0,
 	"bench/report":          0,
 	"docs":                  0, // only the docs' tests
+	"console":               0,
 	"internal/mirror":       1,
 	"bench":                 2,
 	"membership":            2,

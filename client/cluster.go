@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/membership"
@@ -52,4 +53,20 @@ func (c *Client) Workers(ctx context.Context) (api.WorkerList, error) {
 	var l api.WorkerList
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/workers", out: &l})
 	return l, err
+}
+
+// Placement returns where job ID id lands and who schedules it (GET
+// /v1/cluster/placement?job=id); the job need not exist.
+func (c *Client) Placement(ctx context.Context, id string) (api.Placement, error) {
+	var p api.Placement
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/placement", query: url.Values{"job": {id}}, out: &p})
+	return p, err
+}
+
+// Whoami returns the credential the client uses, its role and prefix (GET
+// /v1/whoami).
+func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
+	var w api.Whoami
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/whoami", out: &w})
+	return w, err
 }

@@ -70,7 +70,12 @@ func TestTinyFailover(t *testing.T) {
 	if !strings.Contains(out.String(), "failover p50 ms") {
 		t.Errorf("table lacks its columns:\n%s", out.String())
 	}
-	if _, err := os.Stat(filepath.Join(dir, "out", "failover.csv")); err != nil {
-		t.Error(err)
+	if _, err := res.Charts(filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"failover.csv", "failover_time.png", "failover_spurious.png"} {
+		if fi, err := os.Stat(filepath.Join(dir, "out", f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s not written: %v", f, err)
+		}
 	}
 }

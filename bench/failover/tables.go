@@ -29,5 +29,50 @@ func (r *Result) Tables() []*report.Table {
 	return []*report.Table{t}
 }
 
-// Charts draws nothing: the table says it all.
-func (r *Result) Charts(string) ([]string, error) { return nil, nil }
+// Charts draws, per TTL, the crash failover time next to the longest
+// write outage of the etcd elections and the renew deadline
+// (failover_time.png), and the spurious handoffs (failover_spurious.png).
+func (r *Result) Charts(dir string) ([]string, error) {
+	if len(r.TTLs) == 0 {
+		return nil, nil
+	}
+	var cats []string
+	p50 := report.Series{Name: "crash failover p50"}
+	worst := report.Series{Name: "crash failover max"}
+	election := report.Series{Name: "etcd election: writes again, max"}
+	deadline := report.Series{Name: "renew deadline (members fence after)"}
+	handoffs := report.Series{Name: "partitions handed over for nothing"}
+	for _, x := range r.TTLs {
+		cats = append(cats, x.TTL.String())
+		p50.Y = append(p50.Y, x.Failover.P50.Seconds())
+		worst.Y = append(worst.Y, x.Failover.Max.Seconds())
+		election.Y = append(election.Y, x.Election.Max.Seconds())
+		deadline.Y = append(deadline.Y, x.RenewDeadline.Seconds())
+		handoffs.Y = append(handoffs.Y, float64(x.SpuriousHandoffs))
+	}
+	c := r.Config
+	times := report.Chart{
+		Title:  fmt.Sprintf("Crash failover and etcd elections per lease TTL (%d members, P=%d)", c.Members, c.Partitions),
+		XLabel: "lease TTL", YLabel: "seconds",
+		Bars: true, Categories: cats,
+		Series: []report.Series{p50, worst, election, deadline},
+	}
+	spurious := report.Chart{
+		Title:  fmt.Sprintf("Spurious handoffs in %d etcd leader kills per lease TTL", c.LeaderKills),
+		XLabel: "lease TTL", YLabel: "count",
+		Bars: true, Categories: cats,
+		Series: []report.Series{handoffs},
+	}
+	var files []string
+	for _, ch := range []struct {
+		c    report.Chart
+		name string
+	}{{times, "failover_time.png"}, {spurious, "failover_spurious.png"}} {
+		f, err := ch.c.WritePNG(dir, ch.name)
+		if err != nil {
+			return files, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}

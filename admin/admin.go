@@ -98,7 +98,8 @@ type Config struct {
 	// rate, no limit.
 	TriggerRate  float64
 	TriggerBurst int
-	// Now is the clock of the trigger limit; nil is Clock.Now.
+	// Now is the clock of the trigger limit and of next fire times (GET
+	// /v1/jobs/{id}/next, POST /v1/schedule:preview); nil is Clock.Now.
 	Now func() time.Time
 	// EtcdEndpoints returns the etcd client URLs this member uses (such as
 	// (*clientv3.Client).Endpoints). Poll replies carry them, without any

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,6 +25,7 @@ import (
 type JobStore interface {
 	Create(ctx context.Context, j store.Job) (store.Job, error)
 	Put(ctx context.Context, j store.Job) (stored store.Job, created bool, err error)
+	WriteBatch(ctx context.Context, items []store.BatchItem, mode store.BatchMode) ([]store.BatchResult, error)
 	Get(ctx context.Context, id string) (store.Job, error)
 	ListPrefix(ctx context.Context, prefix, cursor string, limit int) ([]store.Job, string, error)
 	Delete(ctx context.Context, id string) error
@@ -66,6 +68,7 @@ type jobsAPI struct {
 	jobs     JobsFunc
 	lg       *zap.Logger
 	triggers *triggerLimiter
+	now      func() time.Time // the clock of next fire times
 }
 
 // store returns the job store and a context bounding the request's store
@@ -187,13 +190,22 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if q := r.URL.Query().Get("prefix"); len(q) > store.MaxIDBytes {
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("prefix: %d bytes long; no job ID is longer than %d", len(q), store.MaxIDBytes))
+		return
+	}
 	s, ctx, cancel, ok := a.store(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
 	p, _ := auth.FromContext(r.Context())
-	jobs, next, err := s.ListPrefix(ctx, p.Prefix, r.URL.Query().Get("cursor"), limit)
+	prefix, ok := listPrefix(p.Prefix, r.URL.Query().Get("prefix"))
+	if !ok {
+		a.reply(w, r, http.StatusOK, api.JobList{Jobs: []store.Job{}})
+		return
+	}
+	jobs, next, err := s.ListPrefix(ctx, prefix, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
@@ -205,6 +217,19 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		jobs[i] = jobFor(r, jobs[i])
 	}
 	a.reply(w, r, http.StatusOK, api.JobList{Jobs: jobs, NextCursor: next})
+}
+
+// listPrefix returns the prefix a listing reads: the narrower of the
+// credential's prefix (cred, "" for all) and the one asked (?prefix=,
+// "" for all). ok is false when they are disjoint: no job is within both.
+func listPrefix(cred, asked string) (prefix string, ok bool) {
+	switch {
+	case strings.HasPrefix(asked, cred):
+		return asked, true
+	case strings.HasPrefix(cred, asked):
+		return cred, true
+	}
+	return "", false
 }
 
 // byID serves an endpoint on the job named by the path's {id}: it supplies

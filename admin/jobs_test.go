@@ -659,6 +659,9 @@ func (f failingStore) Create(context.Context, store.Job) (store.Job, error) {
 func (f failingStore) Put(context.Context, store.Job) (store.Job, bool, error) {
 	return store.Job{}, false, f.err
 }
+func (f failingStore) WriteBatch(context.Context, []store.BatchItem, store.BatchMode) ([]store.BatchResult, error) {
+	return nil, f.err
+}
 func (f failingStore) Get(context.Context, string) (store.Job, error) { return store.Job{}, f.err }
 func (f failingStore) ListPrefix(context.Context, string, string, int) ([]store.Job, string, error) {
 	return nil, "", f.err

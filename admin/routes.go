@@ -33,8 +33,9 @@ const (
 	// scopeRun: the job of the path's {run_id}.
 	scopeRun
 	// scopeHandler: the handler applies the prefix itself: POST /v1/jobs
-	// checks the body's ID, GET /v1/jobs lists only the prefix, a poll is
-	// handed only runs within it.
+	// checks the body's ID, POST /v1/jobs:batch every item's ID, GET
+	// /v1/jobs lists only the prefix, a poll is handed only runs within
+	// it.
 	scopeHandler
 )
 
@@ -43,7 +44,7 @@ const (
 // exist without an entry; TestRouteMatrix checks every entry against
 // every role.
 func (a *server) routes() []route {
-	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now)}
+	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.cfg.Auth, insecure: a.cfg.Insecure}
 	w := &workerAPI{get: a.cfg.Worker, etcd: a.cfg.EtcdEndpoints}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
@@ -59,12 +60,15 @@ func (a *server) routes() []route {
 
 		{pattern: "GET /v1/jobs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.list)},
 		{pattern: "POST /v1/jobs", access: auth.AccessWrite, scope: scopeHandler, handler: hf(j.create)},
+		{pattern: "POST /v1/jobs:batch", access: auth.AccessWrite, scope: scopeHandler, handler: hf(j.batch)},
 		{pattern: "GET /v1/jobs/{id}", access: auth.AccessRead, scope: scopeJob, handler: j.byID(http.StatusOK, getJob)},
 		{pattern: "PUT /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, handler: hf(j.put)},
 		{pattern: "DELETE /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusNoContent, deleteJob)},
 		{pattern: "POST /v1/jobs/{id}/pause", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusOK, pauseJob)},
 		{pattern: "POST /v1/jobs/{id}/resume", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusOK, resumeJob)},
 		{pattern: "POST /v1/jobs/{id}/trigger", access: auth.AccessWrite, scope: scopeJob, handler: hf(j.trigger)},
+		{pattern: "GET /v1/jobs/{id}/next", access: auth.AccessRead, scope: scopeJob, handler: hf(j.next)},
+		{pattern: "POST /v1/schedule:preview", access: auth.AccessRead, handler: hf(j.preview)},
 		{pattern: "GET /v1/jobs/{id}/runs", access: auth.AccessRead, scope: scopeJob, handler: hf(j.runs)},
 		{pattern: "GET /v1/runs/{run_id}", access: auth.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
 

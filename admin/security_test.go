@@ -339,6 +339,10 @@ func TestRouteMatrix(t *testing.T) {
 			n++
 			return request{method: "POST", path: "/v1/jobs", body: httpJob(fmt.Sprintf("%snew-%d", id, n), "")}
 		}},
+		{pattern: "POST /v1/jobs:batch", allowed: writers, job: true, ok: 200, make: func(id string) request {
+			n++
+			return request{method: "POST", path: "/v1/jobs:batch", body: `{"jobs": [` + httpJob(fmt.Sprintf("%snew-%d", id, n), "") + `]}`}
+		}},
 		{pattern: "GET /v1/jobs/{id}", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			e.ensureJob(id)
 			return request{method: "GET", path: jobPath(id)}
@@ -362,6 +366,13 @@ func TestRouteMatrix(t *testing.T) {
 		{pattern: "POST /v1/jobs/{id}/trigger", allowed: writers, job: true, ok: 202, make: func(id string) request {
 			e.ensureJob(id)
 			return request{method: "POST", path: jobPath(id, "trigger")}
+		}},
+		{pattern: "GET /v1/jobs/{id}/next", allowed: viewers, job: true, ok: 200, make: func(id string) request {
+			e.ensureJob(id)
+			return request{method: "GET", path: jobPath(id, "next")}
+		}},
+		{pattern: "POST /v1/schedule:preview", allowed: viewers, ok: 200, make: func(string) request {
+			return request{method: "POST", path: "/v1/schedule:preview", body: `{"schedule": "@daily", "count": 3}`}
 		}},
 		{pattern: "GET /v1/jobs/{id}/runs", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			e.ensureJob(id)
@@ -705,15 +716,17 @@ func TestAuditAndRequestMetrics(t *testing.T) {
 	e.send(request{method: "POST", path: "/v1/jobs", body: httpJob("team/audited", "")}, op.Secret)
 	e.send(request{method: "DELETE", path: jobPath("other/x")}, op.Secret)
 	e.send(request{method: "POST", path: "/v1/cluster/drain"}, "")
+	e.send(request{method: "POST", path: "/v1/jobs:batch", body: `{"jobs": [` + httpJob("team/b1", "") + `, ` + httpJob("team/b2", "") + `]}`}, op.Secret)
 
 	lines := e.logs.FilterLoggerName("audit").AllUntimed()
-	if len(lines) != 3 {
-		t.Fatalf("got %d audit lines, want 3 (the GET is not audited): %v", len(lines), lines)
+	if len(lines) != 4 {
+		t.Fatalf("got %d audit lines, want 4 (the GET is not audited): %v", len(lines), lines)
 	}
 	want := []map[string]any{
 		{"credential": op.ID, "role": "operator", "method": "POST", "route": "POST /v1/jobs", "job_id": "team/audited", "status": int64(201)},
 		{"credential": op.ID, "role": "operator", "method": "DELETE", "route": "DELETE /v1/jobs/{id}", "job_id": "other/x", "status": int64(403)},
 		{"credential": "", "role": "", "method": "POST", "route": "POST /v1/cluster/drain", "job_id": "", "status": int64(401)},
+		{"credential": op.ID, "role": "operator", "method": "POST", "route": "POST /v1/jobs:batch", "job_id": "2 jobs: team/b1, team/b2", "status": int64(200)},
 	}
 	for i, l := range lines {
 		fields := l.ContextMap()

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/jobfleet/jobfleet/store"
@@ -173,4 +174,65 @@ type EtcdEndpoint struct {
 	Quota int64 `json:"quota_bytes,omitempty"`
 	// Error is why the endpoint did not answer, "" if it did.
 	Error string `json:"error,omitempty"`
+}
+
+// BatchRequest is the body of POST /v1/jobs:batch: up to
+// store.MaxBatchJobs job documents written in one transaction, all or
+// none. Mode is "create" (the default: an existing ID fails its item with
+// 409) or "apply" (create or replace; an item naming a "revision"
+// replaces only that revision).
+type BatchRequest struct {
+	Jobs []json.RawMessage `json:"jobs"`
+	Mode string            `json:"mode,omitempty"`
+}
+
+// BatchReply is the reply of POST /v1/jobs:batch: one result per item of
+// the request, in order. Error is set (and the status code is not 200)
+// when any item failed, in which case nothing was written.
+type BatchReply struct {
+	Error   string        `json:"error,omitempty"`
+	Results []BatchResult `json:"results"`
+}
+
+// BatchResult is the outcome of one item of a batch. Status is 201
+// (created), 200 (replaced), 400 (invalid: Error names the field), 409
+// (the ID exists in create mode, or
+// the item's revision is stale) or 424 (valid, but not written because
+// another item failed). ID is the item's ID as far as it could be read;
+// Revision is the stored job's revision on success.
+type BatchResult struct {
+	ID       string `json:"id"`
+	Status   int    `json:"status"`
+	Error    string `json:"error,omitempty"`
+	Revision int64  `json:"revision,omitempty"`
+}
+
+// NextFires is the reply of GET /v1/jobs/{id}/next and of POST
+// /v1/schedule:preview (without JobID): the next scheduled times of a
+// job, in order, as its partition's owner will fire them. Timezone is the
+// job's zone ("UTC" by default), in which Local is written. Paused says
+// the job is paused: it fires these times only if resumed before them.
+type NextFires struct {
+	JobID    string `json:"job_id,omitempty"`
+	Timezone string `json:"timezone"`
+	Paused   bool   `json:"paused,omitempty"`
+	Fires    []Fire `json:"fires"`
+}
+
+// Fire is one scheduled time: Local in RFC 3339 with the offset of the
+// job's zone at that instant, UTC in RFC 3339 with "Z". Both name the same
+// instant (fractions of a second appear only when the time has them).
+type Fire struct {
+	Local string `json:"local"`
+	UTC   string `json:"utc"`
+}
+
+// PreviewRequest is the body of POST /v1/schedule:preview: a schedule (a
+// cron expression, descriptor or "@every D") in Timezone, or a one-off
+// RunAt, and how many times to list (1 to 100, default 10).
+type PreviewRequest struct {
+	Schedule string     `json:"schedule,omitempty"`
+	Timezone string     `json:"timezone,omitempty"`
+	RunAt    *time.Time `json:"run_at,omitempty"`
+	Count    int        `json:"count,omitempty"`
 }

@@ -156,6 +156,7 @@ type request struct {
 	query  url.Values // nil for none
 	body   any        // encoded as JSON; []byte is sent as is; nil for none
 	out    any        // decoded from a 2xx reply; nil ignores the body
+	errOut any        // if set, decoded (best effort) from a non-2xx reply too
 }
 
 // do sends r and decodes its reply; it returns the status code (0 if no
@@ -203,6 +204,9 @@ func (c *Client) do(ctx context.Context, r request) (int, error) {
 		return resp.StatusCode, fmt.Errorf("%s %s: the reply is over %d bytes", r.method, r.path, MaxReplyBytes)
 	}
 	if resp.StatusCode/100 != 2 {
+		if r.errOut != nil {
+			_ = json.Unmarshal(data, r.errOut) // the error reply is what callers act on
+		}
 		return resp.StatusCode, replyError(resp, data)
 	}
 	if r.out == nil {

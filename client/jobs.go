@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -62,6 +63,9 @@ type ListOptions struct {
 	// Cursor continues after the page whose NextCursor it is; "" starts
 	// at the beginning.
 	Cursor string
+	// Prefix lists only jobs whose ID starts with it; "" lists all (within
+	// the credential's prefix).
+	Prefix string
 }
 
 // ListJobs returns one page of jobs (GET /v1/jobs), in the API's order (by
@@ -74,6 +78,9 @@ func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (api.JobList, e
 	}
 	if opts.Cursor != "" {
 		q.Set("cursor", opts.Cursor)
+	}
+	if opts.Prefix != "" {
+		q.Set("prefix", opts.Prefix)
 	}
 	var page api.JobList
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs", query: q, out: &page})
@@ -159,4 +166,67 @@ func mustJSON(v any) []byte {
 		panic("client: encode " + err.Error()) // store.Job always encodes
 	}
 	return b
+}
+
+// Batch modes of WriteBatch.
+const (
+	// BatchCreate creates every job of a batch; an existing ID fails its
+	// item with 409.
+	BatchCreate = "create"
+	// BatchApply creates or replaces every job of a batch; an item naming
+	// a "revision" replaces only that revision.
+	BatchApply = "apply"
+)
+
+// MaxBatchJobs is the most job documents one WriteBatch may send.
+const MaxBatchJobs = store.MaxBatchJobs
+
+// WriteBatch writes up to MaxBatchJobs job documents (JSON, sent as they
+// are) in one request (POST /v1/jobs:batch), all or none, with mode
+// BatchCreate or BatchApply. The reply has one result per document, in
+// order. If any item failed, nothing was written: the error is an *Error
+// with the status code of the failures (400, 403 or 409) and the reply
+// still holds every item's result. Errors of the batch as a whole (413
+// too large, 507 store nearly full, 503) come with an empty reply.
+//
+// Each document must be JSON (the server refuses the whole batch
+// otherwise); the documents are sent as they are, not re-encoded.
+func (c *Client) WriteBatch(ctx context.Context, mode string, docs []json.RawMessage) (api.BatchReply, error) {
+	// The body by hand: json.Marshal would scan and compact every
+	// document again, which costs as much as sending it.
+	var body bytes.Buffer
+	body.WriteString(`{"mode":`)
+	body.Write(mustJSON(mode))
+	body.WriteString(`,"jobs":[`)
+	for i, d := range docs {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.Write(d)
+	}
+	body.WriteString("]}")
+	var reply api.BatchReply
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/jobs:batch", body: body.Bytes(), out: &reply, errOut: &reply})
+	return reply, err
+}
+
+// NextFires returns job id's next count scheduled times (1 to 100; 0 is
+// the server's default, 10), as its partition's owner will fire them.
+func (c *Client) NextFires(ctx context.Context, id string, count int) (api.NextFires, error) {
+	q := url.Values{}
+	if count > 0 {
+		q.Set("count", strconv.Itoa(count))
+	}
+	var nf api.NextFires
+	_, err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id, "next"), query: q, out: &nf})
+	return nf, err
+}
+
+// PreviewSchedule returns the times a job with req's schedule (or run_at)
+// would fire, without storing anything (POST /v1/schedule:preview). An
+// invalid request fails with ErrBadRequest, naming the field.
+func (c *Client) PreviewSchedule(ctx context.Context, req api.PreviewRequest) (api.NextFires, error) {
+	var nf api.NextFires
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/schedule:preview", body: req, out: &nf})
+	return nf, err
 }

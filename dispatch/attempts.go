@@ -32,11 +32,12 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 		if e == nil {
 			continue
 		}
-		expired, reason := LeaseExpired(&e.spec, ar.run, ar.leaseUntil, now, pt.d.cfg.RunLease)
+		j := e.spec.job()
+		expired, reason := LeaseExpired(&j, ar.run, ar.leaseUntil, now, pt.d.cfg.RunLease)
 		if !expired {
 			continue
 		}
-		r, notBefore := FinishAttempt(&e.spec, ar.run, Outcome{Error: reason}, now, jitter())
+		r, notBefore := FinishAttempt(&j, ar.run, Outcome{Error: reason}, now, jitter())
 		lost = append(lost, lostAttempt{ar: ar, next: r, notBefore: notBefore, reason: reason})
 	}
 	pt.mu.Unlock()
@@ -67,8 +68,9 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 	defer pt.wmu.Unlock()
 	now := pt.now()
 	type pick struct {
-		ar *activeRun
-		w  runWrite
+		ar   *activeRun
+		w    runWrite
+		work jobWork
 	}
 	var picked []pick
 	var ops []clientv3.Op
@@ -87,13 +89,18 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 		if e == nil || !Dispatchable(ar.run, ar.notBefore, now) || !executors[e.spec.Executor.Type] || !strings.HasPrefix(ar.run.JobID, req.Prefix) {
 			continue
 		}
+		work, err := e.work.decode()
+		if err != nil {
+			pt.lg.Error("decoding a job's executor failed; not dispatching its run", zap.String("run_id", rid), zap.Error(err))
+			continue
+		}
 		started := StartAttempt(ar.run, worker, now)
 		started.Attempts[len(started.Attempts)-1].Credential = req.Credential
 		w, ok := pt.runWriteOp(ar, started)
 		if !ok {
 			continue
 		}
-		picked = append(picked, pick{ar: ar, w: w})
+		picked = append(picked, pick{ar: ar, w: w, work: work})
 		ops = append(ops, w.op)
 		bytes += w.size
 	}
@@ -124,7 +131,7 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 	for i, pk := range picked {
 		ar := pk.ar
 		if !resp.Responses[i].GetResponseTxn().Succeeded {
-			delete(pt.active, ar.run.ID)
+			pt.dropActiveLocked(ar.run.ID)
 			lost = append(lost, ar.run)
 			continue
 		}
@@ -136,8 +143,8 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 			JobID:       ar.run.JobID,
 			Attempt:     len(ar.run.Attempts),
 			ScheduledAt: ar.run.ScheduledAt,
-			Executor:    e.spec.Executor,
-			Payload:     e.spec.Payload,
+			Executor:    pk.work.Executor,
+			Payload:     pk.work.Payload,
 			Timeout:     e.spec.Timeout,
 			RunLease:    store.Duration(pt.d.cfg.RunLease),
 			Owner:       pt.own.Member,
@@ -251,7 +258,8 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 		return CompleteResponse{}, fmt.Errorf("%w: job %q was deleted", ErrStaleAttempt, ar.run.JobID)
 	}
 	now := pt.now()
-	r, notBefore := FinishAttempt(&e.spec, ar.run, Outcome{Success: req.Success, Error: req.Error, Output: req.Output}, now, jitter())
+	j := e.spec.job()
+	r, notBefore := FinishAttempt(&j, ar.run, Outcome{Success: req.Success, Error: req.Error, Output: req.Output}, now, jitter())
 	pt.mu.Unlock()
 	_, err = pt.writeRun(pt.ctx, ar, r, notBefore)
 	if errors.Is(err, store.ErrTooLarge) {

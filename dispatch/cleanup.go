@@ -2,8 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,9 +28,14 @@ func (pt *partition) deleteJobData(ctx context.Context, id string) {
 func (pt *partition) forgetJob(id string) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
+	pt.forgetJobLocked(id)
+}
+
+func (pt *partition) forgetJobLocked(id string) {
 	delete(pt.jobs, id)
+	pt.indexLocked(id)
 	for _, rid := range pt.activeOfLocked(id) {
-		delete(pt.active, rid)
+		pt.dropActiveLocked(rid)
 	}
 	pt.hist.dropJob(id)
 }
@@ -72,7 +75,7 @@ func (pt *partition) budgetShare() int64 {
 // never deleted. The caller holds wmu.
 func (pt *partition) trimHistory(ctx context.Context, now time.Time) {
 	pt.mu.Lock()
-	plan := pt.hist.planTrim(now, pt.retentionLocked, pt.budgetShare(), trimLimit, nil, 0)
+	plan := pt.hist.planTrim(now, pt.budgetShare(), trimLimit, nil, 0)
 	pt.mu.Unlock()
 	if len(plan) == 0 {
 		return
@@ -157,24 +160,49 @@ func (pt *partition) finishedLocked(e *jobEntry, pendingTriggers map[string]bool
 // request (store.Keys.DeleteJobOp), so a concurrent edit or trigger is
 // not lost. The caller holds wmu.
 func (pt *partition) deleteFinished(ctx context.Context, now time.Time) {
-	type stamp struct {
-		id    string
-		state store.JobState
-	}
-	var stamps []stamp
-	type doom struct {
-		e   *jobEntry
-		due time.Time
-	}
-	var doomed []doom
-	var ops []clientv3.Op
 	pt.mu.Lock()
-	pending := map[string]bool{}
-	for _, t := range pt.triggers {
-		pending[t.id] = true
+	fp := pt.planFinishLocked(now)
+	pt.mu.Unlock()
+	if len(fp.ops) == 0 {
+		return
 	}
-	for _, id := range slices.Sorted(maps.Keys(pt.jobs)) {
-		if len(ops) >= trimLimit {
+	resp, err := pt.commit(ctx, fp.ops)
+	if err != nil {
+		pt.lg.Warn("recording finished one-off jobs failed; will retry", zap.Error(err))
+		return
+	}
+	pt.mu.Lock()
+	pt.finishAppliedLocked(fp, resp)
+	pt.mu.Unlock()
+}
+
+// finishPlan is one write of deleteFinished: the finish times it
+// records, then the jobs it deletes.
+type finishPlan struct {
+	stamps []finishStamp
+	doomed []finishDoom
+	ops    []clientv3.Op // the stamps' writes, then the deletions
+}
+
+type finishStamp struct {
+	id    string
+	state store.JobState
+}
+
+type finishDoom struct {
+	e   *jobEntry
+	due time.Time
+}
+
+// planFinishLocked plans deleteFinished's write at now: at most trimLimit
+// one-off jobs, by ID, among those the index says may have finished or
+// be due for deletion.
+func (pt *partition) planFinishLocked(now time.Time) finishPlan {
+	var fp finishPlan
+	var dels []clientv3.Op
+	pending := pt.pendingTriggersLocked()
+	for _, id := range pt.cleanupCandidatesLocked(now) {
+		if len(fp.stamps)+len(fp.doomed) >= trimLimit {
 			break
 		}
 		e := pt.jobs[id]
@@ -189,42 +217,38 @@ func (pt *partition) deleteFinished(ctx context.Context, now time.Time) {
 				pt.lg.Error("encoding a job state failed", zap.String("job_id", id), zap.Error(err))
 				continue
 			}
-			stamps = append(stamps, stamp{id: id, state: st})
-			ops = append(ops, op)
+			fp.stamps = append(fp.stamps, finishStamp{id: id, state: st})
+			fp.ops = append(fp.ops, op)
 			continue
 		}
 		if due, ok := pt.deletionDueLocked(e); ok && !now.Before(due) {
-			doomed = append(doomed, doom{e: e, due: due})
-			ops = append(ops, pt.d.keys.DeleteJobOp(pt.p, id, e.spec.Revision))
+			fp.doomed = append(fp.doomed, finishDoom{e: e, due: due})
+			dels = append(dels, pt.d.keys.DeleteJobOp(pt.p, id, e.spec.Revision))
 		}
 	}
-	pt.mu.Unlock()
-	if len(ops) == 0 {
-		return
-	}
-	resp, err := pt.commit(ctx, ops)
-	if err != nil {
-		pt.lg.Warn("recording finished one-off jobs failed; will retry", zap.Error(err))
-		return
-	}
-	pt.mu.Lock()
-	for _, s := range stamps {
+	fp.ops = append(fp.ops, dels...)
+	return fp
+}
+
+// finishAppliedLocked updates memory after fp was written with response
+// resp.
+func (pt *partition) finishAppliedLocked(fp finishPlan, resp *clientv3.TxnResponse) {
+	for _, s := range fp.stamps {
 		if e := pt.jobs[s.id]; e != nil {
 			e.state = s.state
+			pt.indexLocked(s.id)
 		}
 	}
-	pt.mu.Unlock()
-	for i, dm := range doomed {
+	for i, dm := range fp.doomed {
 		e := dm.e
 		id := e.spec.ID
-		if !resp.Responses[len(stamps)+i].GetResponseTxn().Succeeded {
+		if !resp.Responses[len(fp.stamps)+i].GetResponseTxn().Succeeded {
 			pt.lg.Info("finished one-off job changed or was triggered; not deleting it", zap.String("job_id", id))
-			pt.mu.Lock()
 			e.stale = true // until the watch brings the change
-			pt.mu.Unlock()
+			pt.indexLocked(id)
 			continue
 		}
-		pt.forgetJob(id)
+		pt.forgetJobLocked(id)
 		pt.d.cfg.Metrics.jobDeleted()
 		pt.lg.Info("finished one-off job deleted after its retention", zap.String("job_id", id),
 			zap.Time("finished_at", e.state.FinishedAt), zap.Duration("kept", dm.due.Sub(e.state.FinishedAt)))

@@ -91,6 +91,7 @@ func (d *Dispatcher) Work(ctx context.Context, o *shard.Ownership) {
 		nudge:  make(chan struct{}, 1),
 		ctx:    ctx,
 		unread: map[string]store.Run{},
+		idx:    newJobIndex(),
 	}
 	pt.run(ctx)
 }

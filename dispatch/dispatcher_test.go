@@ -970,3 +970,48 @@ func TestReplaceCancelsTheRunningAttempt(t *testing.T) {
 		t.Fatalf("next hand-out %s, want the replacing run %s", b.RunID, second)
 	}
 }
+
+// A new owner reads the partition in pages at one revision: with pages of
+// two keys, every job, its state and its in-flight attempts are taken in,
+// and nothing fires twice.
+func TestHandoffLoadsThePartitionInPages(t *testing.T) {
+	t.Cleanup(dispatch.SetLoadPages(2))
+	h := newHarness(t)
+	h.start("m1")
+	ids := []string{"p1", "p2", "p3", "p4", "p5"}
+	for _, id := range ids {
+		h.create(store.Job{ID: id, Schedule: "@every 1s"})
+	}
+	for i := 1; i <= 2; i++ {
+		h.advance(time.Second)
+		for _, id := range ids {
+			h.waitRuns(id, i)
+		}
+	}
+	inFlight := h.poll("w1", 3)
+	for len(inFlight) < 3 {
+		inFlight = append(inFlight, h.poll("w1", 3-len(inFlight))...)
+	}
+
+	h.stop()
+	h.start("m2")
+	for _, a := range inFlight {
+		if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err != nil {
+			t.Fatalf("heartbeat of %s after a paged load: %v", a.RunID, err)
+		}
+	}
+	h.advance(time.Second)
+	for _, id := range ids {
+		runs := h.waitRuns(id, 3)
+		seen := map[time.Time]bool{}
+		for _, r := range runs {
+			if seen[r.ScheduledAt] {
+				t.Fatalf("job %s: %v fired twice", id, r.ScheduledAt)
+			}
+			seen[r.ScheduledAt] = true
+		}
+		if len(runs) != 3 {
+			t.Fatalf("job %s: %d runs after the handoff, want 3", id, len(runs))
+		}
+	}
+}

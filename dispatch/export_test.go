@@ -39,3 +39,12 @@ func (d *Dispatcher) CommitAbandoned(p int) error {
 	_, err := pt.commit(ctx, nil)
 	return err
 }
+
+// SetLoadPages makes a partition's load read n keys per request (specs,
+// states, queue entries and runs), and returns what restores the
+// defaults. Tests that call it must not run in parallel.
+func SetLoadPages(n int64) (restore func()) {
+	keys, runs := loadPage, loadRunsPage
+	loadPage, loadRunsPage = n, n
+	return func() { loadPage, loadRunsPage = keys, runs }
+}

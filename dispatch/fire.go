@@ -56,11 +56,8 @@ func (pt *partition) planBatchesLocked(now time.Time) []*fireBatch {
 		byJob[t.id] = append(byJob[t.id], t)
 	}
 	var out []*fireBatch
-	for _, id := range slices.Sorted(maps.Keys(pt.jobs)) {
+	for _, id := range pt.dueJobsLocked(now, byJob) {
 		e := pt.jobs[id]
-		if e.stale {
-			continue
-		}
 		trigs := byJob[id]
 		active := pt.activeOfLocked(id)
 		plan, ok := pt.planFiresLocked(e, active, now)
@@ -74,10 +71,11 @@ func (pt *partition) planBatchesLocked(now time.Time) []*fireBatch {
 			trigs = trigs[:room]
 			pt.poke() // the others next
 		}
+		j := e.spec.job()
 		for _, t := range trigs {
 			after := ActiveAfter(active, plan)
-			tp := PlanTrigger(&e.spec, plan.State, after, t.at, now, pt.own.Member, pt.own.Epoch)
-			CapActive(&e.spec, &tp, len(after), pt.d.cfg.MaxActivePerJob)
+			tp := PlanTrigger(&j, plan.State, after, t.at, now, pt.own.Member, pt.own.Epoch)
+			CapActive(&j, &tp, len(after), pt.d.cfg.MaxActivePerJob)
 			plan = MergePlans(plan, tp)
 		}
 		if len(plan.Runs) == 0 && len(plan.Replace) == 0 && plan.State == e.state && !e.dirty && len(trigs) == 0 {
@@ -116,7 +114,7 @@ func (pt *partition) addTrimsLocked(batches []*fireBatch, now time.Time) {
 	}
 	last := batches[len(batches)-1]
 	if room := min(trimLimit, maxWriteCost-last.cost()); room > 0 {
-		last.trims = pt.hist.planTrim(now, pt.retentionLocked, pt.budgetShare(), room, adding, addingBytes)
+		last.trims = pt.hist.planTrim(now, pt.budgetShare(), room, adding, addingBytes)
 	}
 	for _, b := range batches {
 		b.build(pt)
@@ -133,12 +131,13 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 	if planned && (e.state.Next.IsZero() || now.Before(e.state.Next)) {
 		return FirePlan{}, false // not due, or its schedule is exhausted
 	}
-	plan, err := PlanFires(&e.spec, e.sched, e.state, active, now, pt.d.cfg.Misfire, pt.own.Member, pt.own.Epoch)
+	j := e.spec.job()
+	plan, err := PlanFires(&j, e.sched, e.state, active, now, pt.d.cfg.Misfire, pt.own.Member, pt.own.Epoch)
 	if err != nil {
 		pt.lg.Error("planning fires failed", zap.String("job_id", e.spec.ID), zap.Error(err))
 		return FirePlan{}, false
 	}
-	CapActive(&e.spec, &plan, len(active), pt.d.cfg.MaxActivePerJob)
+	CapActive(&j, &plan, len(active), pt.d.cfg.MaxActivePerJob)
 	return plan, true
 }
 
@@ -314,6 +313,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			pt.lg.Info("job changed while its fires were being written; not recorded, planning again", zap.String("job_id", jp.id))
 			if e != nil {
 				e.stale = true
+				pt.indexLocked(jp.id)
 			}
 			continue
 		}
@@ -321,7 +321,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			ar := rr.ar
 			if !guard.Responses[rr.op].GetResponseTxn().Succeeded {
 				pt.lg.Warn("run changed behind the owner's back; reading it again", zap.String("run_id", ar.run.ID))
-				delete(pt.active, ar.run.ID)
+				pt.dropActiveLocked(ar.run.ID)
 				lost = append(lost, ar.run)
 				continue
 			}
@@ -347,7 +347,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			pt.hist.created(c.run.JobID, c.run.ScheduledAt, c.size, c.run.Status.Final())
 			if c.run.Status == store.RunPending {
 				pending++
-				pt.active[c.run.ID] = &activeRun{run: c.run, modRev: rev, notBefore: now, size: c.size}
+				pt.addActiveLocked(&activeRun{run: c.run, modRev: rev, notBefore: now, size: c.size})
 				if lag := now.Sub(c.run.ScheduledAt); !c.manual && (lag <= pt.d.cfg.Misfire.Grace || lag <= schedule.DefaultGrace) {
 					pt.d.cfg.Metrics.observeLag(lag.Seconds()) // on time; misfires are counted apart
 				}
@@ -371,6 +371,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			pt.d.cfg.Metrics.misfire("dropped", d.Dropped)
 		}
 		e.state, e.dirty = jp.plan.State, false
+		pt.indexLocked(jp.id)
 	}
 	pt.d.cfg.Metrics.fired(string(store.RunPending), pending)
 	pt.d.cfg.Metrics.fired(string(store.RunSkipped), skipped)

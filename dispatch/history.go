@@ -1,8 +1,10 @@
 package dispatch
 
 import (
+	"cmp"
 	"container/heap"
 	"maps"
+	"math"
 	"slices"
 	"time"
 )
@@ -13,10 +15,21 @@ import (
 // reading etcd. The owner knows the size of every document it writes;
 // when it acquires the partition it reads them once (load). Not safe for
 // concurrent use: the partition's state lock guards it.
+//
+// It keeps the jobs that may have runs to trim for their count or age
+// (over, aging) current as runs come and go, so that planning a trim
+// looks only at those, not at every job; the owner calls touch when a
+// job's retention changes.
 type history struct {
 	runs  int   // stored runs, active and final
 	bytes int64 // their documents' bytes
 	jobs  map[string]*jobHistory
+	rule  func(id string) retention // each job's retention
+	// over are the jobs with final runs and more runs than their max_runs.
+	over map[string]struct{}
+	// aging holds the jobs with final runs and a max age by when their
+	// oldest final run passes it.
+	aging *timerHeap
 }
 
 // jobHistory is one job's part of a history.
@@ -26,13 +39,54 @@ type jobHistory struct {
 	final []storedRun // final runs by scheduled time, oldest first
 }
 
-// storedRun is a stored final run.
+// storedRun is a stored final run: its scheduled time in nanoseconds
+// since the Unix epoch and its document's size, in 16 bytes (a job keeps
+// up to store.MaxHistoryRuns of them resident).
 type storedRun struct {
-	at   time.Time
-	size int
+	at   int64
+	size int32
 }
 
-func newHistory() *history { return &history{jobs: map[string]*jobHistory{}} }
+func newStoredRun(at time.Time, size int) storedRun {
+	return storedRun{at: at.UnixNano(), size: int32(min(size, math.MaxInt32))}
+}
+
+// time returns the run's scheduled time, in UTC.
+func (r storedRun) time() time.Time { return time.Unix(0, r.at).UTC() }
+
+// newHistory returns an empty history whose jobs keep what rule says.
+func newHistory(rule func(id string) retention) *history {
+	return &history{jobs: map[string]*jobHistory{}, rule: rule, over: map[string]struct{}{}, aging: newTimerHeap()}
+}
+
+// touch brings over and aging up to date for job id, after its runs or
+// its retention changed.
+func (h *history) touch(id string) {
+	jh := h.jobs[id]
+	if jh == nil || len(jh.final) == 0 {
+		delete(h.over, id)
+		h.aging.remove(id)
+		return
+	}
+	r := h.rule(id)
+	if jh.runs > r.maxRuns {
+		h.over[id] = struct{}{}
+	} else {
+		delete(h.over, id)
+	}
+	if r.maxAge > 0 {
+		h.aging.set(id, jh.final[0].time().Add(r.maxAge))
+	} else {
+		h.aging.remove(id)
+	}
+}
+
+// touchAll is touch for every job.
+func (h *history) touchAll() {
+	for id := range h.jobs {
+		h.touch(id)
+	}
+}
 
 func (h *history) job(id string) *jobHistory {
 	jh := h.jobs[id]
@@ -52,8 +106,9 @@ func (h *history) created(id string, at time.Time, size int, final bool) {
 	h.runs++
 	h.bytes += int64(size)
 	if final {
-		jh.insertFinal(storedRun{at: at, size: size})
+		jh.insertFinal(newStoredRun(at, size))
 	}
+	h.touch(id)
 }
 
 // rewritten records that the document of job id's active run for time at
@@ -64,8 +119,9 @@ func (h *history) rewritten(id string, at time.Time, old, size int, final bool) 
 	jh.bytes += d
 	h.bytes += d
 	if final {
-		jh.insertFinal(storedRun{at: at, size: size})
+		jh.insertFinal(newStoredRun(at, size))
 	}
+	h.touch(id)
 }
 
 // removed records the deletion of job id's final run for time at.
@@ -74,7 +130,7 @@ func (h *history) removed(id string, at time.Time) {
 	if jh == nil {
 		return
 	}
-	i, found := slices.BinarySearchFunc(jh.final, at, func(r storedRun, t time.Time) int { return r.at.Compare(t) })
+	i, found := slices.BinarySearchFunc(jh.final, at.UnixNano(), func(r storedRun, t int64) int { return cmp.Compare(r.at, t) })
 	if !found {
 		return
 	}
@@ -87,6 +143,7 @@ func (h *history) removed(id string, at time.Time) {
 	if jh.runs == 0 {
 		delete(h.jobs, id)
 	}
+	h.touch(id)
 }
 
 // dropJob forgets job id's runs (the job and its data were deleted).
@@ -98,13 +155,19 @@ func (h *history) dropJob(id string) {
 	h.runs -= jh.runs
 	h.bytes -= jh.bytes
 	delete(h.jobs, id)
+	h.touch(id)
 }
 
 func (jh *jobHistory) insertFinal(r storedRun) {
-	i, found := slices.BinarySearchFunc(jh.final, r.at, func(s storedRun, t time.Time) int { return s.at.Compare(t) })
+	i, found := slices.BinarySearchFunc(jh.final, r.at, func(s storedRun, t int64) int { return cmp.Compare(s.at, t) })
 	if found {
 		jh.final[i] = r
 		return
+	}
+	if len(jh.final) == cap(jh.final) {
+		// Grow by a quarter, not double: every job keeps its list
+		// resident, most near their max_runs for good.
+		jh.final = slices.Grow(jh.final, max(2, len(jh.final)/4))
 	}
 	jh.final = slices.Insert(jh.final, i, r)
 }
@@ -138,12 +201,26 @@ type trim struct {
 // counts the runs per job, and addingBytes their bytes, that the write the
 // deletions go with creates (counted as stored, never chosen). It changes
 // nothing; the caller applies removed for each run it deletes.
-func (h *history) planTrim(now time.Time, rule func(id string) retention, budget int64, limit int, adding map[string]int, addingBytes int64) []trim {
+//
+// Only the jobs in over, in adding, or in aging due at now can have runs
+// to trim for their count or age; the budget, when exceeded, looks at
+// every job with final runs.
+func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[string]int, addingBytes int64) []trim {
 	var out []trim
 	bytes := h.bytes + addingBytes
 	next := map[string]int{} // per job: its final runs planned so far
-	for _, id := range slices.Sorted(maps.Keys(h.jobs)) {
-		jh, r := h.jobs[id], rule(id)
+	candidates := map[string]struct{}{}
+	for id := range h.over {
+		candidates[id] = struct{}{}
+	}
+	for id := range adding {
+		if h.jobs[id] != nil {
+			candidates[id] = struct{}{}
+		}
+	}
+	h.aging.due(now, func(id string, _ time.Time) { candidates[id] = struct{}{} })
+	for _, id := range slices.Sorted(maps.Keys(candidates)) {
+		jh, r := h.jobs[id], h.rule(id)
 		runs, i := jh.runs+adding[id], 0
 		for ; i < len(jh.final) && len(out) < limit; i++ {
 			fr := jh.final[i]
@@ -151,13 +228,13 @@ func (h *history) planTrim(now time.Time, rule func(id string) retention, budget
 			switch {
 			case runs > r.maxRuns:
 				reason = trimMaxRuns
-			case r.maxAge > 0 && now.Sub(fr.at) > r.maxAge:
+			case r.maxAge > 0 && now.Sub(fr.time()) > r.maxAge:
 				reason = trimMaxAge
 			}
 			if reason == "" {
 				break
 			}
-			out = append(out, trim{job: id, at: fr.at, reason: reason})
+			out = append(out, trim{job: id, at: fr.time(), reason: reason})
 			runs--
 			bytes -= int64(fr.size)
 		}
@@ -177,7 +254,7 @@ func (h *history) planTrim(now time.Time, rule func(id string) retention, budget
 		id := q.ids[0]
 		jh := h.jobs[id]
 		fr := jh.final[next[id]]
-		out = append(out, trim{job: id, at: fr.at, reason: trimBudget})
+		out = append(out, trim{job: id, at: fr.time(), reason: trimBudget})
 		bytes -= int64(fr.size)
 		next[id]++
 		if next[id] < len(jh.final) {
@@ -191,19 +268,9 @@ func (h *history) planTrim(now time.Time, rule func(id string) retention, budget
 
 // nextExpiry returns when the oldest final run of some job passes its
 // maxAge, zero if none will.
-func (h *history) nextExpiry(rule func(id string) retention) time.Time {
-	var next time.Time
-	for id, jh := range h.jobs {
-		r := rule(id)
-		if len(jh.final) == 0 || r.maxAge <= 0 {
-			continue
-		}
-		t := jh.final[0].at.Add(r.maxAge)
-		if next.IsZero() || t.Before(next) {
-			next = t
-		}
-	}
-	return next
+func (h *history) nextExpiry() time.Time {
+	t, _ := h.aging.min()
+	return t
 }
 
 // oldestFirst orders jobs by their oldest final run not yet planned for
@@ -216,7 +283,7 @@ type oldestFirst struct {
 
 func (q *oldestFirst) at(i int) time.Time {
 	id := q.ids[i]
-	return q.h.jobs[id].final[q.next[id]].at
+	return q.h.jobs[id].final[q.next[id]].time()
 }
 
 func (q *oldestFirst) Len() int { return len(q.ids) }

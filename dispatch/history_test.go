@@ -13,8 +13,8 @@ var h0 = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 func TestPlanTrim(t *testing.T) {
 	// Job a: 4 final runs at 0..3s, an active one at 4s. Job b: 3 final
 	// runs at 10..12s. 100 bytes each.
-	build := func() *history {
-		h := newHistory()
+	build := func(rule func(string) retention) *history {
+		h := newHistory(rule)
 		for i := range 4 {
 			h.created("a", h0.Add(time.Duration(i)*time.Second), 100, true)
 		}
@@ -48,8 +48,8 @@ func TestPlanTrim(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := build()
-			plan := h.planTrim(h0.Add(tt.now), func(id string) retention { return tt.rule[id] }, tt.budget, 100, nil, 0)
+			h := build(func(id string) retention { return tt.rule[id] })
+			plan := h.planTrim(h0.Add(tt.now), tt.budget, 100, nil, 0)
 			var got []string
 			for _, tr := range plan {
 				got = append(got, fmt.Sprintf("%s@%d:%s", tr.job, int(tr.at.Sub(h0).Seconds()), tr.reason))
@@ -60,15 +60,15 @@ func TestPlanTrim(t *testing.T) {
 		})
 	}
 	// Runs a write is about to create count toward max_runs and the budget.
-	adding := build().planTrim(h0.Add(20*time.Second), func(string) retention { return loose }, 1<<20, 100, map[string]int{"b": 98}, 0)
+	adding := build(func(string) retention { return loose }).planTrim(h0.Add(20*time.Second), 1<<20, 100, map[string]int{"b": 98}, 0)
 	if len(adding) != 1 || adding[0].job != "b" || adding[0].reason != trimMaxRuns {
 		t.Fatalf("plan with 98 runs of b being added = %+v, want b's oldest for max_runs", adding)
 	}
-	if got := build().planTrim(h0.Add(20*time.Second), func(string) retention { return loose }, 800, 100, nil, 100); len(got) != 1 || got[0].reason != trimBudget {
+	if got := build(func(string) retention { return loose }).planTrim(h0.Add(20*time.Second), 800, 100, nil, 100); len(got) != 1 || got[0].reason != trimBudget {
 		t.Fatalf("plan with 100 bytes being added over a budget of 800 = %+v, want one run for the budget", got)
 	}
 	// limit bounds a plan.
-	if got := build().planTrim(h0, func(string) retention { return retention{maxRuns: 1} }, 0, 2, nil, 0); len(got) != 2 {
+	if got := build(func(string) retention { return retention{maxRuns: 1} }).planTrim(h0, 0, 2, nil, 0); len(got) != 2 {
 		t.Fatalf("plan with limit 2 has %d runs", len(got))
 	}
 }
@@ -81,7 +81,8 @@ func TestPlanTrim(t *testing.T) {
 // the oldest final runs first.
 func TestHistoryTrimBounds(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		h := newHistory()
+		rules := map[string]retention{}
+		h := newHistory(func(id string) retention { return rules[id] })
 		jobs := []string{"a", "b", "c"}
 		type key struct {
 			job string
@@ -89,7 +90,6 @@ func TestHistoryTrimBounds(t *testing.T) {
 		}
 		active := map[key]int{} // size
 		final := map[key]int{}
-		rules := map[string]retention{}
 		for _, j := range jobs {
 			rules[j] = retention{maxRuns: rapid.IntRange(1, 10).Draw(rt, "max_runs"), maxAge: time.Duration(rapid.IntRange(0, 60).Draw(rt, "max_age_s")) * time.Second}
 		}
@@ -128,7 +128,7 @@ func TestHistoryTrimBounds(t *testing.T) {
 					break
 				}
 			case 3: // trim
-				plan := h.planTrim(now, func(id string) retention { return rules[id] }, budget, 1000, nil, 0)
+				plan := h.planTrim(now, budget, 1000, nil, 0)
 				var lastBudget time.Time
 				for _, tr := range plan {
 					k := key{tr.job, tr.at}

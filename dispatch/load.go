@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -21,20 +22,9 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
 	k := pt.d.keys
-	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
-	defer cancel()
-	resp, err := pt.d.client.Txn(rctx).Then(
-		clientv3.OpGet(k.PartitionJobsPrefix(pt.p), clientv3.WithPrefix()),
-		clientv3.OpGet(k.StatePrefix(pt.p), clientv3.WithPrefix()),
-		clientv3.OpGet(k.QueuePrefix(pt.p), clientv3.WithPrefix()),
-	).Commit()
-	if err != nil {
-		return 0, fmt.Errorf("load partition %d: %w", pt.p, err)
-	}
-	rev := resp.Header.Revision
 	jobs := map[string]*jobEntry{}
 	var triggers []triggerReq
-	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+	rev, err := pt.rangePages(ctx, k.PartitionJobsPrefix(pt.p), 0, loadPage, func(kv *mvccpb.KeyValue) {
 		id, at, ok := k.ParseSpecKey(pt.p, string(kv.Key))
 		switch {
 		case !ok:
@@ -43,22 +33,27 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 			triggers = append(triggers, triggerReq{id: id, at: at, key: string(kv.Key)})
 		default:
 			if e := pt.entryFromKV(kv); e != nil {
-				jobs[id] = e
+				jobs[e.internID(id)] = e
 			}
 		}
+	})
+	if err != nil {
+		return 0, err
 	}
-	var orphans []string   // states of deleted jobs
-	var recreated []string // jobs whose state is an earlier job's of the same ID
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+	var orphans []string           // deleted jobs whose state or queue entries remain
+	orphaned := map[string]bool{}  // the same, as a set
+	recreated := map[string]bool{} // jobs whose state is an earlier job's of the same ID
+	_, err = pt.rangePages(ctx, k.StatePrefix(pt.p), rev, loadPage, func(kv *mvccpb.KeyValue) {
 		esc := string(kv.Key[len(k.StatePrefix(pt.p)):])
 		id, err := store.UnescapeID(esc)
 		if err != nil {
-			continue
+			return
 		}
 		e := jobs[id]
 		if e == nil {
+			orphaned[id] = true
 			orphans = append(orphans, id)
-			continue
+			return
 		}
 		if err := json.Unmarshal(kv.Value, &e.state); err != nil {
 			pt.lg.Warn("corrupt job state; starting afresh", zap.String("job_id", id), zap.Error(err))
@@ -71,25 +66,35 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 			// runs go (the new job has none yet: every fire writes the
 			// state along with its runs).
 			e.state = store.JobState{}
-			recreated = append(recreated, id)
+			recreated[id] = true
 		}
+	})
+	if err != nil {
+		return 0, err
 	}
 	queued := map[string]bool{} // run keys with a queue entry: the active runs
-	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+	_, err = pt.rangePages(ctx, k.QueuePrefix(pt.p), rev, loadPage, func(kv *mvccpb.KeyValue) {
 		id, at, ok := k.ParseQueueKey(pt.p, string(kv.Key))
 		if !ok {
-			continue
+			return
 		}
-		if jobs[id] == nil || slices.Contains(recreated, id) {
-			if jobs[id] == nil && !slices.Contains(orphans, id) {
+		if jobs[id] == nil || recreated[id] {
+			if jobs[id] == nil && !orphaned[id] {
+				orphaned[id] = true
 				orphans = append(orphans, id)
 			}
-			continue
+			return
 		}
 		queued[k.Run(pt.p, id, at)] = true
+	})
+	if err != nil {
+		return 0, err
 	}
-	active, hist, err := pt.loadRuns(ctx, rev, func(id string) bool {
-		return jobs[id] != nil && !slices.Contains(recreated, id)
+	active, hist, err := pt.loadRuns(ctx, rev, func(id string) (string, bool) {
+		if e := jobs[id]; e != nil && !recreated[id] {
+			return e.spec.ID, true
+		}
+		return "", false
 	}, queued)
 	if err != nil {
 		return 0, err
@@ -102,6 +107,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	pt.mu.Lock()
 	pt.jobs, pt.active, pt.triggers, pt.closed = jobs, active, pending, false
 	pt.cancelled, pt.takeBacks, pt.unread, pt.hist = map[string]cancelledAttempt{}, map[string]undelivered{}, map[string]store.Run{}, hist
+	pt.reindexLocked()
 	pt.mu.Unlock()
 	lvl := zap.DebugLevel // most partitions of a small fleet are empty: keep the log readable
 	if len(jobs)+len(active)+len(triggers) > 0 {
@@ -113,64 +119,102 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	for _, id := range orphans {
 		pt.deleteJobData(ctx, id)
 	}
-	for _, id := range recreated {
+	for _, id := range slices.Sorted(maps.Keys(recreated)) {
 		pt.lg.Info("job was deleted and created again while the partition had no owner; removing the earlier job's state and runs", zap.String("job_id", id))
 		pt.removeJobData(ctx, id)
 	}
 	return rev, nil
 }
 
-// loadRunsPage is how many run documents load reads per request: at most
-// a few MiB even if every document is at its budget.
-const loadRunsPage = 64
+// loadPage is how many specs, states or queue entries load reads per
+// request: a partition of any size is read in requests of bounded size,
+// all at the revision of the first. A variable for tests.
+var loadPage int64 = 1000
 
-// loadRuns reads the partition's run documents at revision rev, in pages:
-// it accounts every run of a job keep accepts in a history, and decodes
-// the runs with a queue entry (queued, by run key) into the active runs.
-// Runs of other jobs (deleted, or of an earlier job of the same ID) are
-// left for the removal of their job's data.
-func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id string) bool, queued map[string]bool) (map[string]*activeRun, *history, error) {
-	k := pt.d.keys
-	now := pt.now()
-	active := map[string]*activeRun{}
-	hist := newHistory()
-	prefix := k.PartitionRunsPrefix(pt.p)
+// rangePages calls fn for every key under prefix, in key order, read in
+// pages of at most page keys at revision rev, or, if rev is 0, at the
+// revision of the first page, which it returns.
+func (pt *partition) rangePages(ctx context.Context, prefix string, rev int64, page int64, fn func(kv *mvccpb.KeyValue)) (int64, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	for from := prefix; ; {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
 		rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
-		resp, err := pt.d.client.Get(rctx, from, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithLimit(loadRunsPage))
+		resp, err := pt.d.client.Get(rctx, from, opts...)
 		cancel()
 		if err != nil {
-			return nil, nil, fmt.Errorf("load runs of partition %d: %w", pt.p, err)
+			return 0, fmt.Errorf("load partition %d: %w", pt.p, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			id, at, ok := k.ParseRunKey(pt.p, string(kv.Key))
-			if !ok || !keep(id) {
-				continue
-			}
-			if !queued[string(kv.Key)] {
-				hist.created(id, at, len(kv.Value), true)
-				continue
-			}
-			var run store.Run
-			if err := json.Unmarshal(kv.Value, &run); err != nil {
-				pt.lg.Warn("ignoring corrupt run", zap.ByteString("key", kv.Key), zap.Error(err))
-				hist.created(id, at, len(kv.Value), true) // trimmed in time
-				continue
-			}
-			hist.created(id, at, len(kv.Value), run.Status.Final())
-			if run.Status.Final() {
-				continue
-			}
-			// Attempts in flight under the previous owner keep running: their
-			// workers heartbeat here once redirected. Give them a full lease.
-			active[run.ID] = &activeRun{run: run, modRev: kv.ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease), size: len(kv.Value)}
+			fn(kv)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			return active, hist, nil
+			return rev, nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// loadRunsPage is how many run documents load reads per request: at most
+// a few MiB even if every document is at its budget.
+var loadRunsPage int64 = 64
+
+// loadRuns reads the partition's run documents at revision rev, in pages:
+// it accounts every run of a job keep accepts in a history (under the
+// job ID keep returns, so that the partition holds one copy of each ID),
+// and decodes
+// the runs with a queue entry (queued, by run key) into the active runs.
+// Runs of other jobs (deleted, or of an earlier job of the same ID) are
+// left for the removal of their job's data.
+func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id string) (string, bool), queued map[string]bool) (map[string]*activeRun, *history, error) {
+	k := pt.d.keys
+	now := pt.now()
+	active := map[string]*activeRun{}
+	hist := newHistory(pt.retentionLocked) // touched again once pt.jobs is the loaded jobs (reindexLocked)
+	_, err := pt.rangePages(ctx, k.PartitionRunsPrefix(pt.p), rev, loadRunsPage, func(kv *mvccpb.KeyValue) {
+		id, at, ok := k.ParseRunKey(pt.p, string(kv.Key))
+		if !ok {
+			return
+		}
+		if id, ok = keep(id); !ok {
+			return
+		}
+		if !queued[string(kv.Key)] {
+			hist.created(id, at, len(kv.Value), true)
+			return
+		}
+		var run store.Run
+		if err := json.Unmarshal(kv.Value, &run); err != nil {
+			pt.lg.Warn("ignoring corrupt run", zap.ByteString("key", kv.Key), zap.Error(err))
+			hist.created(id, at, len(kv.Value), true) // trimmed in time
+			return
+		}
+		hist.created(id, at, len(kv.Value), run.Status.Final())
+		if run.Status.Final() {
+			return
+		}
+		// Attempts in flight under the previous owner keep running: their
+		// workers heartbeat here once redirected. Give them a full lease.
+		active[run.ID] = &activeRun{run: run, modRev: kv.ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease), size: len(kv.Value)}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return active, hist, nil
+}
+
+// internID makes the entry's ID the string id, equal to it, so that the
+// maps keyed by id and the entry share one copy; it returns id.
+func (e *jobEntry) internID(id string) string {
+	if e.spec.ID == id {
+		e.spec.ID = id
+	}
+	return id
 }
 
 func (pt *partition) entryFromKV(kv *mvccpb.KeyValue) *jobEntry {
@@ -179,7 +223,12 @@ func (pt *partition) entryFromKV(kv *mvccpb.KeyValue) *jobEntry {
 		pt.lg.Warn("ignoring corrupt job spec", zap.ByteString("key", kv.Key), zap.Error(err))
 		return nil
 	}
-	e := &jobEntry{spec: j}
+	work, err := compactWork(&j)
+	if err != nil {
+		pt.lg.Warn("ignoring job spec whose executor does not encode", zap.ByteString("key", kv.Key), zap.Error(err))
+		return nil
+	}
+	e := &jobEntry{spec: specOf(&j), work: work}
 	e.sched, e.schedErr = j.ParseSchedule()
 	if e.schedErr != nil {
 		pt.lg.Warn("job schedule does not parse; not scheduling it", zap.String("job_id", j.ID), zap.Error(e.schedErr))

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -78,7 +77,8 @@ type partition struct {
 	// reading again failed, by run ID: out of memory until the loop has
 	// read them (readopt), retrying at every tick.
 	unread map[string]store.Run
-	hist   *history // the partition's stored runs
+	hist   *history  // the partition's stored runs
+	idx    *jobIndex // what the loop looks at; see jobIndex
 }
 
 // cancelledAttempt is a running attempt whose run was replaced.
@@ -89,8 +89,12 @@ type cancelledAttempt struct {
 	until      time.Time // forgotten after
 }
 
+// jobEntry is a job as its partition's scheduler holds it.
 type jobEntry struct {
-	spec     store.Job
+	// spec is what the scheduler keeps of the job's spec; work the rest a
+	// worker needs, encoded.
+	spec     jobSpec
+	work     compactedWork
 	sched    schedule.Schedule
 	schedErr error // the spec's schedule does not parse (should not happen: validated)
 	state    store.JobState
@@ -216,6 +220,7 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 			pt.triggers[string(ev.Kv.Key)] = triggerReq{id: id, at: at, key: string(ev.Kv.Key)}
 			if e := pt.jobs[id]; e != nil {
 				e.stale = false
+				pt.indexLocked(id)
 			}
 			pt.mu.Unlock()
 		case !at.IsZero():
@@ -249,7 +254,8 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 					e.state = store.JobState{}
 				}
 			}
-			pt.jobs[id] = e
+			pt.jobs[e.internID(id)] = e
+			pt.indexLocked(id)
 			pt.mu.Unlock()
 		}
 	}
@@ -321,42 +327,38 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 			dispatchable = true
 		}
 	}
-	pending := map[string]bool{}
-	for _, t := range pt.triggers {
-		pending[t.id] = true
+	if t, ok := pt.idx.fires.min(); ok {
+		earlier(t)
 	}
-	for _, e := range pt.jobs {
-		if e.stale {
-			continue
-		}
-		if !e.spec.Paused && e.schedErr == nil {
-			earlier(e.state.Next)
-		}
-		if !pt.finishedLocked(e, pending) {
-			continue
-		}
-		if e.state.FinishedAt.IsZero() {
+	pending := pt.pendingTriggersLocked()
+	for id := range pt.idx.finishing {
+		if pt.finishedLocked(pt.jobs[id], pending) {
 			earlier(now) // to be recorded as finished
-		} else if due, ok := pt.deletionDueLocked(e); ok {
+			break
+		}
+	}
+	// Finished one-off jobs whose deletion is due now are looked at (one
+	// that is kept, e.g. for a pending trigger, does not wake the loop
+	// again); those due later wake it when they are due.
+	earlier(pt.idx.expiry.due(now, func(id string, due time.Time) {
+		if pt.finishedLocked(pt.jobs[id], pending) {
 			earlier(due)
 		}
-	}
-	if t := pt.hist.nextExpiry(pt.retentionLocked); !t.IsZero() {
+	}))
+	if t := pt.hist.nextExpiry(); !t.IsZero() {
 		earlier(t.Add(time.Millisecond)) // strictly older than the max age
 	}
 	return next, dispatchable
 }
 
-// activeOfLocked returns the IDs of job id's active runs.
-func (pt *partition) activeOfLocked(id string) []string {
-	var ids []string
-	for rid, ar := range pt.active {
-		if ar.run.JobID == id {
-			ids = append(ids, rid)
-		}
+// pendingTriggersLocked returns the jobs with trigger requests not yet
+// fired.
+func (pt *partition) pendingTriggersLocked() map[string]bool {
+	pending := make(map[string]bool, len(pt.triggers))
+	for _, t := range pt.triggers {
+		pending[t.id] = true
 	}
-	slices.Sort(ids)
-	return ids
+	return pending
 }
 
 // stats counts the partition's active runs by state and its stored runs:

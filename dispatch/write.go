@@ -45,7 +45,7 @@ func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefo
 	pt.hist.rewritten(r.JobID, r.ScheduledAt, ar.size, w.size, r.Status.Final())
 	ar.run, ar.modRev, ar.notBefore, ar.size = r, rev, notBefore, w.size
 	if r.Status.Final() {
-		delete(pt.active, r.ID)
+		pt.dropActiveLocked(r.ID)
 		pt.poke() // a one-off job may have finished
 	}
 }
@@ -96,7 +96,7 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 	pt.mu.Lock()
 	if !resp.Responses[0].GetResponseTxn().Succeeded {
 		pt.lg.Warn("run changed behind the owner's back; reading it again", zap.String("run_id", r.ID))
-		delete(pt.active, r.ID)
+		pt.dropActiveLocked(r.ID)
 		pt.mu.Unlock()
 		pt.readopt(ctx, []store.Run{ar.run})
 		return r, errChangedBehind
@@ -155,7 +155,8 @@ func (pt *partition) readopt(ctx context.Context, runs []store.Run) {
 			if ar := pt.active[run.ID]; ar != nil && ar.modRev >= kvs[0].ModRevision {
 				continue
 			}
-			pt.active[run.ID] = &activeRun{run: run, modRev: kvs[0].ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease), size: len(kvs[0].Value)}
+			pt.dropActiveLocked(run.ID)
+			pt.addActiveLocked(&activeRun{run: run, modRev: kvs[0].ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease), size: len(kvs[0].Value)})
 			pt.lg.Info("run taken back after a write whose answer was lost", zap.String("job_id", run.JobID), zap.String("run_id", run.ID),
 				zap.String("status", string(run.Status)), zap.Int("attempts", len(run.Attempts)))
 		}

@@ -198,6 +198,21 @@ func (w *Watcher) View() (View, <-chan struct{}) {
 	return viewOf(s), s.Changed()
 }
 
+// Member returns member id as the current view has it, looking up and
+// decoding that one registration only; false if it is not registered.
+func (w *Watcher) Member(id string) (Member, bool) {
+	kv, ok := w.m.Snapshot().KVs[id]
+	if !ok {
+		return Member{}, false
+	}
+	var m Member
+	if err := json.Unmarshal(kv.Value, &m); err != nil || m.ID != kv.Key {
+		return Member{}, false
+	}
+	m.LeaseID = kv.Lease
+	return m, true
+}
+
 // WaitFor blocks until cond holds for the current view and returns it.
 func (w *Watcher) WaitFor(ctx context.Context, cond func(View) bool) (View, error) {
 	s, err := w.m.WaitFor(ctx, func(s mirror.Snapshot) bool { return cond(viewOf(s)) })

@@ -416,3 +416,27 @@ func TestWatcherSkipsUndecodableEntries(t *testing.T) {
 	putMember(t, client, ns, "z")
 	waitView(t, w, "good,z")
 }
+
+// Watcher.Member answers as the view does for registered, absent and
+// corrupt registrations.
+func TestWatcherMemberLooksUpOne(t *testing.T) {
+	c := etcd.Client(t)
+	ns := etcdtest.Namespace(t)
+	w := startWatcher(t, c, ns, zap.NewNop())
+	putMember(t, c, ns, "a")
+	putMember(t, c, ns, "b")
+	if _, err := c.Put(context.Background(), membership.Key(ns, "c"), `{"id":"not-c"}`); err != nil {
+		t.Fatal(err)
+	}
+	v := waitView(t, w, "a,b")
+	for _, id := range []string{"a", "b", "c", "zz"} {
+		got, gotOK := w.Member(id)
+		want, wantOK := v.Get(id)
+		if gotOK != wantOK || got != want {
+			t.Errorf("Member(%q) = %+v, %v; the view has %+v, %v", id, got, gotOK, want, wantOK)
+		}
+	}
+	if m, ok := w.Member("a"); !ok || m.Addr != "http://a" {
+		t.Errorf("Member(a) = %+v, %v, want its address", m, ok)
+	}
+}

@@ -65,14 +65,8 @@ func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err er
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return Job{}, false, err
 		}
-		switch {
-		case want == 0 || rev == want:
-		case rev == 0:
-			return Job{}, false, fmt.Errorf("job %s: %w: the document names revision %d, but the job no longer exists; leave \"revision\" out to create it again",
-				quoteClipped(j.ID), ErrStaleRevision, want)
-		default:
-			return Job{}, false, fmt.Errorf("job %s: %w: the document names revision %d, but the job is at revision %d: it changed since the document was read; read it again, redo the change and apply that",
-				quoteClipped(j.ID), ErrStaleRevision, want, rev)
+		if err := staleRevision(j.ID, want, rev); err != nil {
+			return Job{}, false, err
 		}
 		now := s.nowMillis()
 		j.CreatedAt, j.UpdatedAt = now, now

@@ -144,27 +144,7 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 	if err := validateID(j.ID); err != nil {
 		return err
 	}
-	if len(j.Schedule) > MaxScheduleBytes {
-		return fieldErr("schedule", "%d bytes long; want at most %d", len(j.Schedule), MaxScheduleBytes)
-	}
-	if len(j.Timezone) > MaxTimezoneBytes {
-		return fieldErr("timezone", "%d bytes long; want at most %d", len(j.Timezone), MaxTimezoneBytes)
-	}
-	if _, err := schedule.LoadLocation(j.Timezone); err != nil {
-		return fieldErr("timezone", "%v", err)
-	}
-	if j.Schedule != "" {
-		if j.RunAt != nil {
-			return fieldErr("run_at", "must not be set together with schedule")
-		}
-		if _, err := schedule.Parse(j.Schedule, j.Timezone); err != nil {
-			if errors.Is(err, schedule.ErrNeverFires) {
-				return fieldErr("schedule", "%q never fires: it names no existing date", j.Schedule)
-			}
-			return fieldErr("schedule", "%v", err)
-		}
-	}
-	if err := validateRunAt(j.RunAt, now); err != nil {
+	if err := ValidateTiming(j.Schedule, j.Timezone, j.RunAt, now); err != nil {
 		return err
 	}
 	if err := j.Executor.validate(limits); err != nil {
@@ -197,6 +177,38 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 			string(j.MisfirePolicy), MisfireRunOnce, MisfireSkip, MisfireRunAll)
 	}
 	return j.validateRetention()
+}
+
+// ValidateTiming checks when a job runs, as Validate does: its schedule
+// spec, its time zone and its run_at (runAt, nil if none; refused beside
+// a schedule, and more than MaxRunAtAhead after now unless now is zero).
+// It returns the first problem as a *FieldError naming "schedule",
+// "timezone" or "run_at".
+func ValidateTiming(spec, timezone string, runAt *time.Time, now time.Time) error {
+	if len(spec) > MaxScheduleBytes {
+		return fieldErr("schedule", "%d bytes long; want at most %d", len(spec), MaxScheduleBytes)
+	}
+	if len(timezone) > MaxTimezoneBytes {
+		return fieldErr("timezone", "%d bytes long; want at most %d", len(timezone), MaxTimezoneBytes)
+	}
+	if _, err := schedule.LoadLocation(timezone); err != nil {
+		return fieldErr("timezone", "%v", err)
+	}
+	if spec != "" {
+		if runAt != nil {
+			return fieldErr("run_at", "must not be set together with schedule")
+		}
+		if _, err := schedule.Parse(spec, timezone); err != nil {
+			if errors.Is(err, schedule.ErrNeverFires) {
+				return fieldErr("schedule", "%q never fires: it names no existing date", spec)
+			}
+			return fieldErr("schedule", "%v", err)
+		}
+	}
+	if err := validateRunAt(runAt, now); err != nil {
+		return err
+	}
+	return nil
 }
 
 // validateRunAt checks a one-off's time: not the zero time, not before

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/client"
@@ -48,7 +49,7 @@ const defaultServer = "http://127.0.0.1:8080"
 func (o *clientOptions) register(cmd *cobra.Command) {
 	fs := cmd.PersistentFlags()
 	fs.StringVar(&o.server, "server", defaultServer, "URL of any orchestrator's HTTP API (http://HOST:PORT, https://..., or HOST:PORT for http; default: the context's, else "+defaultServer+")")
-	fs.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	fs.StringVarP(&o.output, "output", "o", "table", "output format: table, wide (a table with every column and whole texts), json or yaml (the JSON document's fields, as YAML)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "request timeout")
 	fs.StringVar(&o.token, "token", "", "bearer token of a credential (default: the context's)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token")
@@ -65,8 +66,8 @@ func (o *clientOptions) prepare() error {
 	if o.prepared {
 		return nil
 	}
-	if o.output != "table" && o.output != "json" {
-		return fmt.Errorf("--output must be table or json, got %q", o.output)
+	if err := o.checkOutput(); err != nil {
+		return err
 	}
 	flag := func(name string) *pflag.Flag {
 		if o.flags == nil {
@@ -181,6 +182,38 @@ func (o *clientOptions) call(cmd *cobra.Command, fn func(ctx context.Context, c 
 
 // authHint says how to give a credential, after a 401.
 const authHint = " (give a credential: --token, --token-file or JOBFLEET_TOKEN, or a context: jobfleet context ls)"
+
+// checkOutput checks --output.
+func (o *clientOptions) checkOutput() error {
+	switch o.output {
+	case "table", "wide", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("--output must be table, wide, json or yaml, got %q", o.output)
+}
+
+// structured reports whether --output asks for the document (json or
+// yaml) rather than a table.
+func (o *clientOptions) structured() bool { return o.output == "json" || o.output == "yaml" }
+
+// printDoc writes v as format asks: YAML for "yaml" (the JSON document
+// converted, so field names and values are the JSON ones), else indented
+// JSON.
+func printDoc(w io.Writer, format string, v any) error {
+	if format != "yaml" {
+		return printJSON(w, v)
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	y, err := yaml.JSONToYAML(data)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(y)
+	return err
+}
 
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

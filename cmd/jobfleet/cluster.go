@@ -34,8 +34,8 @@ func newClusterCmd() *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), v)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, v)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tADDR\tLEASE\tSTARTED")
@@ -57,8 +57,8 @@ func newClusterCmd() *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), t)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, t)
 			}
 			owned := map[string]int{}
 			targeted := map[string]int{}
@@ -118,8 +118,8 @@ func newClusterCmd() *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), r)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, r)
 			}
 			return printStorage(cmd.OutOrStdout(), r)
 		},
@@ -136,8 +136,8 @@ func newClusterCmd() *cobra.Command {
 				return err
 			}
 			base, _ := opts.baseURL() // call checked it
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), map[string]string{"status": "draining", "server": base})
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, map[string]string{"status": "draining", "server": base})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "draining", base)
 			return nil

@@ -94,8 +94,8 @@ timeout unless --job-timeout. Workers run shell jobs only when started with
 --allow-shell.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.output != "table" && opts.output != "json" {
-				return fmt.Errorf("--output must be table or json, got %q", opts.output)
+			if err := opts.checkOutput(); err != nil {
+				return err
 			}
 			if prune && !apply {
 				return errors.New("--prune deletes jobs: give --apply too (without both, import-crontab only shows what it would do)")
@@ -139,8 +139,8 @@ timeout unless --job-timeout. Workers run shell jobs only when started with
 					return err
 				}
 			}
-			if opts.output == "json" {
-				if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
+			if opts.structured() {
+				if err := printDoc(cmd.OutOrStdout(), opts.output, rep); err != nil {
 					return err
 				}
 			} else if err := printImportReport(cmd.OutOrStdout(), args[0], rep); err != nil {

@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +30,10 @@ func newJobCmd() *cobra.Command {
 		newJobPauseCmd(&opts, "resume", false),
 		newJobTriggerCmd(&opts),
 		newJobRunsCmd(&opts),
+		newJobNextCmd(&opts),
+		newJobDescribeCmd(&opts),
+		newJobEditCmd(&opts),
+		newJobPreviewCmd(&opts),
 		newImportCrontabCmd(&opts),
 	)
 	return cmd
@@ -77,54 +80,6 @@ func newJobCreateCmd(opts *clientOptions) *cobra.Command {
 	return cmd
 }
 
-func newJobApplyCmd(opts *clientOptions) *cobra.Command {
-	var file string
-	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Create or replace the job a job document describes (its \"id\" names it; a \"revision\" makes it replace only that revision)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return errors.New("-f FILE is required (- reads standard input)")
-			}
-			doc, err := readDocument(cmd, file)
-			if err != nil {
-				return err
-			}
-			var head struct {
-				ID string `json:"id"`
-			}
-			if err := json.Unmarshal(doc, &head); err != nil {
-				return fmt.Errorf("%s: not a JSON job document: %w", file, err)
-			}
-			if head.ID == "" {
-				return fmt.Errorf("%s: the job document has no \"id\"", file)
-			}
-			var (
-				j       store.Job
-				created bool
-			)
-			err = opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				j, created, err = c.PutJobJSON(ctx, head.ID, doc)
-				return err
-			})
-			if errors.Is(err, client.ErrConflict) && strings.Contains(err.Error(), "stale revision") {
-				return fmt.Errorf("%w\n(%s names the revision it was read at; see the current job with: jobfleet job get %q -o json)", err, file, head.ID)
-			}
-			if err != nil {
-				return err
-			}
-			verb := "replaced"
-			if created {
-				verb = "created"
-			}
-			return printJobResult(cmd, opts, verb, j)
-		},
-	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "job document (JSON); - reads standard input")
-	return cmd
-}
-
 func newJobGetCmd(opts *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use: "get ID", Short: "Show one job", Args: cobra.ExactArgs(1),
@@ -136,8 +91,8 @@ func newJobGetCmd(opts *clientOptions) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), j)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, j)
 			}
 			return printJobDetail(cmd.OutOrStdout(), j)
 		},
@@ -146,8 +101,8 @@ func newJobGetCmd(opts *clientOptions) *cobra.Command {
 
 func newJobListCmd(opts *clientOptions) *cobra.Command {
 	var (
-		limit, chunk int
-		cursor       string
+		limit, chunk   int
+		cursor, prefix string
 	)
 	cmd := &cobra.Command{
 		Use: "ls", Aliases: []string{"list"}, Short: "List jobs, sorted by ID (all of them unless --limit)", Args: cobra.NoArgs,
@@ -169,7 +124,7 @@ jobs after --cursor are shown, sorted by ID; the API pages in its own order
 					if limit > 0 {
 						n = min(n, limit-len(all.Jobs))
 					}
-					page, err := c.ListJobs(ctx, client.ListOptions{Limit: n, Cursor: all.NextCursor})
+					page, err := c.ListJobs(ctx, client.ListOptions{Limit: n, Cursor: all.NextCursor, Prefix: prefix})
 					if err != nil {
 						return err
 					}
@@ -186,8 +141,8 @@ jobs after --cursor are shown, sorted by ID; the API pages in its own order
 			// The API pages in key order (partition, then ID), which keeps
 			// cursors stable; people look jobs up by ID.
 			slices.SortFunc(all.Jobs, func(a, b store.Job) int { return strings.Compare(a.ID, b.ID) })
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), all)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, all)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSCHEDULE\tEXECUTOR\tPAUSED\tPARTITION")
@@ -203,39 +158,8 @@ jobs after --cursor are shown, sorted by ID; the API pages in its own order
 	cmd.Flags().IntVar(&limit, "limit", 0, "list at most this many jobs (0: all)")
 	cmd.Flags().StringVar(&cursor, "cursor", "", "start after this cursor (from a previous --limit listing)")
 	cmd.Flags().IntVar(&chunk, "chunk-size", 500, "jobs fetched per request, 1 to 1000")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "list only jobs whose ID starts with this")
 	return cmd
-}
-
-// removed is the -o json document of job rm.
-type removed struct {
-	Results []importJobResult `json:"results"` // per ID: deleted or failed
-}
-
-func newJobRemoveCmd(opts *clientOptions) *cobra.Command {
-	return &cobra.Command{
-		Use: "rm ID...", Aliases: []string{"delete"}, Short: "Delete jobs (their runs are removed by the partition's owner)", Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var errs []error
-			doc := removed{Results: []importJobResult{}}
-			for _, id := range args {
-				if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error { return c.DeleteJob(ctx, id) }); err != nil {
-					errs = append(errs, fmt.Errorf("job %q: %w", id, err))
-					doc.Results = append(doc.Results, importJobResult{ID: id, Result: "failed", Error: err.Error()})
-					continue
-				}
-				doc.Results = append(doc.Results, importJobResult{ID: id, Result: "deleted"})
-				if opts.output != "json" {
-					fmt.Fprintf(cmd.OutOrStdout(), "deleted job %q\n", id)
-				}
-			}
-			if opts.output == "json" {
-				if err := printJSON(cmd.OutOrStdout(), doc); err != nil {
-					return err
-				}
-			}
-			return errors.Join(errs...)
-		},
-	}
 }
 
 // newJobPauseCmd returns the pause command (pause true) or resume.
@@ -258,8 +182,8 @@ func newJobPauseCmd(opts *clientOptions, name string, pause bool) *cobra.Command
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), j)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, j)
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%sd job %q\n", name, j.ID)
 			return err
@@ -278,8 +202,8 @@ func newJobTriggerCmd(opts *clientOptions) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), t)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, t)
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "triggered job %q: run %s\n", args[0], cell(t.RunID))
 			return err
@@ -302,10 +226,10 @@ func newJobRunsCmd(opts *clientOptions) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), rl)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, rl)
 			}
-			return printRuns(cmd.OutOrStdout(), rl.Runs)
+			return printRuns(cmd.OutOrStdout(), rl.Runs, opts.output == "wide", time.Now())
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many runs, 1 to 1000")

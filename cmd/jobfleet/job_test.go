@@ -242,7 +242,7 @@ func TestJobCreateCommand(t *testing.T) {
 	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--payload", "{nope"}, "--payload is not valid JSON")
 	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--run-at", "tomorrow"}, "--run-at")
 	c.mustFail([]string{"create", "-f", filepath.Join(t.TempDir(), "missing.json")}, "no such file")
-	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "-o", "yaml"}, "--output must be table or json")
+	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "-o", "xml"}, "--output must be table, wide, json or yaml")
 	if after := c.ids(); !slices.Equal(after, before) {
 		t.Errorf("failed creates changed the jobs: got %q, want %q", after, before)
 	}
@@ -330,7 +330,7 @@ func TestJobCommands(t *testing.T) {
 	}
 
 	out = c.mustRun("runs", id)
-	if strings.TrimSpace(out) != "RUN ID  STATUS  SCHEDULED  FIRED  ATTEMPTS  WORKER  LAST ERROR" {
+	if strings.TrimSpace(out) != "RUN ID  STATUS  SCHEDULED  ATTEMPTS  WORKER  DURATION  REASON  LAST ERROR" {
 		t.Errorf("runs of a job without runs: got %q, want the header only", out)
 	}
 	putCLIRun(t, c, id, time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC), store.RunSucceeded, "")
@@ -573,7 +573,7 @@ func TestEscapedTableCells(t *testing.T) {
 	var b bytes.Buffer
 	at := time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC)
 	err := printRuns(&b, []store.Run{{ID: store.RunID("j", at), Status: store.RunDead, ScheduledAt: at, FiredAt: at,
-		Attempts: []store.Attempt{{Attempt: 1, Worker: "evil\x1b[8m", Error: "failed\x1b[2K"}}}})
+		Attempts: []store.Attempt{{Attempt: 1, Worker: "evil\x1b[8m", Error: "failed\x1b[2K"}}}}, false, at)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 // printJobResult reports a stored job: the job document with -o json, a
 // line saying what happened otherwise.
 func printJobResult(cmd *cobra.Command, opts *clientOptions, verb string, j store.Job) error {
-	if opts.output == "json" {
-		return printJSON(cmd.OutOrStdout(), j)
+	if opts.structured() {
+		return printDoc(cmd.OutOrStdout(), opts.output, j)
 	}
 	_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s job %q (partition %d, revision %d)\n", verb, j.ID, j.Partition, j.Revision)
 	return err
@@ -91,21 +91,54 @@ func clip(s string, n int) string {
 	return s
 }
 
-// printRuns writes runs as a table: the last attempt's worker and error,
-// escaped (they come from workers).
-func printRuns(w io.Writer, runs []store.Run) error {
+// printRuns writes runs as a table: per run its status, scheduled time,
+// attempts, the last attempt's worker, how long it took, its reason and
+// the last attempt's error. Texts from workers are escaped; long ones are
+// cut in the middle, keeping the end, where Go errors put their cause.
+// wide adds the fire time and owner, and prints texts whole.
+func printRuns(w io.Writer, runs []store.Run, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tATTEMPTS\tWORKER\tLAST ERROR")
+	if wide {
+		fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tOWNER\tEPOCH\tATTEMPTS\tWORKER\tDURATION\tREASON\tLAST ERROR")
+	} else {
+		fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tATTEMPTS\tWORKER\tDURATION\tREASON\tLAST ERROR")
+	}
 	for _, r := range runs {
-		lastWorker, lastErr := "", ""
+		lastWorker, lastErr, reason := "", "", r.Reason
 		if n := len(r.Attempts); n > 0 {
 			lastWorker = r.Attempts[n-1].Worker
-			lastErr = cell(clip(r.Attempts[n-1].Error, 60))
+			lastErr = r.Attempts[n-1].Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.ID), cell(string(r.Status)),
-			r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), len(r.Attempts), cell(lastWorker), lastErr)
+		if !wide {
+			reason, lastErr = clipMiddle(reason, 48), clipMiddle(lastErr, 80)
+		}
+		dur := runDuration(r, now)
+		if dur == "" {
+			dur = "-"
+		}
+		if wide {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", cell(r.ID), cell(string(r.Status)),
+				r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), cell(r.Owner), r.Epoch, len(r.Attempts), cell(lastWorker), dur, cell(reason), cell(lastErr))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(r.ID), cell(string(r.Status)),
+			r.ScheduledAt.Format(time.RFC3339), len(r.Attempts), cell(lastWorker), dur, cell(reason), cell(lastErr))
 	}
 	return tw.Flush()
+}
+
+// clipMiddle shortens s to at most n runes on one line by cutting out its
+// middle: the start says what failed, the end (where Go errors put the
+// cause, "...: connection refused") why.
+func clipMiddle(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	head := n / 3
+	tail := n - head - 1
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
 }
 
 // plural returns "1 job", "2 jobs".

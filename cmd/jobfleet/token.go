@@ -42,8 +42,8 @@ in when no admin credential is left.`,
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), list)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, list)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tROLE\tPREFIX\tEXPIRES\tCREATED BY\tDESCRIPTION")
@@ -99,8 +99,8 @@ func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
 			}
 			var c auth.Created
 			if cmd.Flags().Changed("etcd-endpoints") {
-				if opts.output != "table" && opts.output != "json" {
-					return fmt.Errorf("--output must be table or json, got %q", opts.output)
+				if err := opts.checkOutput(); err != nil {
+					return err
 				}
 				if !strings.HasSuffix(namespace, "/") {
 					return fmt.Errorf("--namespace %q must end in '/'", namespace)
@@ -124,8 +124,8 @@ func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
 					return err
 				}
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), c)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, c)
 			}
 			return printCreated(cmd.OutOrStdout(), cmd.ErrOrStderr(), c)
 		},

@@ -23,8 +23,8 @@ func newVersionCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info := buildinfo.Get()
 			switch output {
-			case "json":
-				return printJSON(cmd.OutOrStdout(), info)
+			case "json", "yaml":
+				return printDoc(cmd.OutOrStdout(), output, info)
 			case "table":
 				commit := info.Commit
 				if info.Modified {
@@ -33,11 +33,11 @@ func newVersionCmd() *cobra.Command {
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "version  %s\ncommit   %s\ngo       %s %s\n", info.Version, commit, info.GoVersion, info.Platform)
 				return err
 			default:
-				return fmt.Errorf("--output must be table or json, got %q", output)
+				return fmt.Errorf("--output must be table, json or yaml, got %q", output)
 			}
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
 	return cmd
 }
 

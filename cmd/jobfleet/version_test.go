@@ -31,8 +31,11 @@ func TestVersionCommand(t *testing.T) {
 	if got != info {
 		t.Errorf("jobfleet version -o json: got %+v, want %+v", got, info)
 	}
-	if _, err := runCLI("version", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "--output") {
-		t.Errorf("jobfleet version -o yaml: got error %v, want one naming --output", err)
+	if out, err := runCLI("version", "-o", "yaml"); err != nil || !strings.Contains(out, "version: "+info.Version) {
+		t.Errorf("jobfleet version -o yaml: got %q, %v", out, err)
+	}
+	if _, err := runCLI("version", "-o", "xml"); err == nil || !strings.Contains(err.Error(), "--output") {
+		t.Errorf("jobfleet version -o xml: got error %v, want one naming --output", err)
 	}
 }
 

@@ -41,9 +41,13 @@ func (o *Orchestrator) owner(p int) (string, string) {
 	if p < 0 || p >= n {
 		return "", ""
 	}
-	table, _, _ := o.owners.Table(n)
-	id := table[p].Member
-	m, _ := o.Members().Get(id)
+	// One key of each mirror, not the whole owner table and member view:
+	// this answers every redirect (421) of the worker protocol.
+	id := o.owners.Owner(p).Member
+	if id == "" {
+		return "", ""
+	}
+	m, _ := o.members.Member(id)
 	return id, m.Addr
 }
 

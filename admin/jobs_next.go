@@ -1,0 +1,113 @@
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/schedule"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// defaultNextCount is how many times GET /v1/jobs/{id}/next and POST
+// /v1/schedule:preview list without a count.
+const defaultNextCount = 10
+
+// maxPreviewBodyBytes caps the body of POST /v1/schedule:preview.
+const maxPreviewBodyBytes = 16 << 10
+
+// countParam returns ?count: defaultNextCount if absent, an error naming
+// it unless 1 to store.MaxNextFires.
+func countParam(r *http.Request) (int, error) {
+	s := r.URL.Query().Get("count")
+	if s == "" {
+		return defaultNextCount, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > store.MaxNextFires {
+		return 0, fmt.Errorf("count: %q: want a number from 1 to %d", clip(s), store.MaxNextFires)
+	}
+	return n, nil
+}
+
+// next serves GET /v1/jobs/{id}/next.
+func (a *jobsAPI) next(w http.ResponseWriter, r *http.Request) {
+	n, err := countParam(r)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	j, err := s.Get(ctx, id)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	fires, err := j.NextFires(a.now(), n)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	doc, err := nextFires(j.Timezone, fires)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	doc.JobID, doc.Paused = j.ID, j.Paused
+	a.reply(w, r, http.StatusOK, doc)
+}
+
+// preview serves POST /v1/schedule:preview: it writes nothing.
+func (a *jobsAPI) preview(w http.ResponseWriter, r *http.Request) {
+	var req api.PreviewRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPreviewBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		a.fail(w, r, "", fmt.Errorf("%w: the body must be {\"schedule\" or \"run_at\", \"timezone\", \"count\"}: %w", store.ErrInvalidJob, err))
+		return
+	}
+	if req.Count == 0 {
+		req.Count = defaultNextCount
+	}
+	if req.Timezone == "" {
+		req.Timezone = store.DefaultTimezone
+	}
+	fires, err := store.PreviewFires(req.Schedule, req.Timezone, req.RunAt, a.now(), req.Count)
+	if err != nil {
+		a.fail(w, r, "", err)
+		return
+	}
+	doc, err := nextFires(req.Timezone, fires)
+	if err != nil {
+		a.fail(w, r, "", err)
+		return
+	}
+	a.reply(w, r, http.StatusOK, doc)
+}
+
+// nextFires writes fires in zone (a valid IANA name) and in UTC.
+func nextFires(zone string, fires []time.Time) (api.NextFires, error) {
+	loc, err := schedule.LoadLocation(zone)
+	if err != nil {
+		return api.NextFires{}, err
+	}
+	doc := api.NextFires{Timezone: zone, Fires: make([]api.Fire, len(fires))}
+	if doc.Timezone == "" {
+		doc.Timezone = store.DefaultTimezone
+	}
+	for i, t := range fires {
+		doc.Fires[i] = api.Fire{Local: t.In(loc).Format(time.RFC3339Nano), UTC: t.UTC().Format(time.RFC3339Nano)}
+	}
+	return doc, nil
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/client"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// described is job describe's -o json document.
+type described struct {
+	Job  store.Job     `json:"job"`
+	Next api.NextFires `json:"next"`
+	Runs []store.Run   `json:"runs"`
+}
+
+func newJobDescribeCmd(opts *clientOptions) *cobra.Command {
+	var fires, runs int
+	cmd := &cobra.Command{
+		Use:   "describe ID",
+		Short: "Show what an operator reads first about a job: its definition, scheduling state, next fire times and last runs",
+		Long: `Show one job on one screen: its definition, the scheduling state its
+partition's owner records (last and next scheduled times, counts of fired,
+skipped and dropped times), its next fire times in its zone and in UTC,
+and its last runs with their durations, reasons and errors (cut in the
+middle; jobfleet run get RUN_ID shows one whole). -o json or -o yaml print
+{"job", "next", "runs"}.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if fires < 1 || fires > 100 {
+				return fmt.Errorf("--fires must be 1 to 100, got %d", fires)
+			}
+			if runs < 1 || runs > 1000 {
+				return fmt.Errorf("--runs must be 1 to 1000, got %d", runs)
+			}
+			var d described
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				if d.Job, err = c.GetJob(ctx, args[0]); err != nil {
+					return err
+				}
+				if d.Next, err = c.NextFires(ctx, args[0], fires); err != nil {
+					return err
+				}
+				d.Runs, err = c.ListRuns(ctx, args[0], runs)
+				if errors.Is(err, client.ErrNotFound) { // deleted meanwhile
+					d.Runs, err = []store.Run{}, nil
+				}
+				return err
+			}); err != nil {
+				return err
+			}
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, d)
+			}
+			return printDescribed(cmd.OutOrStdout(), d, opts.output == "wide", time.Now())
+		},
+	}
+	cmd.Flags().IntVar(&fires, "fires", 5, "next fire times to show, 1 to 100")
+	cmd.Flags().IntVar(&runs, "runs", 5, "last runs to show, 1 to 1000")
+	return cmd
+}
+
+// printDescribed writes a described job in sections.
+func printDescribed(w io.Writer, d described, wide bool, now time.Time) error {
+	if err := printJobDetail(w, d.Job); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nSTATE")
+	if st := d.Job.State; st == nil {
+		fmt.Fprintln(w, "  not yet taken in by its partition's owner")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "  last scheduled\t%s\n", timeText(st.Last))
+		fmt.Fprintf(tw, "  next scheduled\t%s\n", timeText(st.Next))
+		fmt.Fprintf(tw, "  fired / skipped / dropped\t%d / %d / %d\n", st.Fired, st.Skipped, st.Dropped)
+		fmt.Fprintf(tw, "  runs stored\t%d\n", st.Runs)
+		if !st.FinishedAt.IsZero() {
+			fmt.Fprintf(tw, "  finished\t%s\n", timeText(st.FinishedAt))
+		}
+		if st.SpecRevision != 0 && st.SpecRevision != d.Job.Revision {
+			fmt.Fprintf(tw, "  note\tthe state is of revision %d; the owner has not taken in revision %d yet\n", st.SpecRevision, d.Job.Revision)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w, "\nNEXT FIRES")
+	if err := printNextFires(&indent{w: w}, d.Next, now); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nLAST RUNS")
+	if len(d.Runs) == 0 {
+		fmt.Fprintln(w, "  none")
+		return nil
+	}
+	return printRuns(&indent{w: w}, d.Runs, wide, now)
+}
+
+// indent writes every line written to it two spaces in.
+type indent struct {
+	w   io.Writer
+	mid bool // within a line
+}
+
+func (i *indent) Write(p []byte) (int, error) {
+	var out []byte
+	for _, b := range p {
+		if !i.mid {
+			out = append(out, ' ', ' ')
+		}
+		out = append(out, b)
+		i.mid = b != '\n'
+	}
+	if _, err := i.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

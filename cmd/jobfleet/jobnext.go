@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/client"
+)
+
+func newJobNextCmd(opts *clientOptions) *cobra.Command {
+	var count int
+	cmd := &cobra.Command{
+		Use:   "next ID",
+		Short: "Show a job's next fire times, in its time zone and in UTC, as its partition's owner will fire them",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var nf api.NextFires
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				nf, err = c.NextFires(ctx, args[0], count)
+				return err
+			}); err != nil {
+				return err
+			}
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, nf)
+			}
+			return printNextFires(cmd.OutOrStdout(), nf, time.Now())
+		},
+	}
+	cmd.Flags().IntVar(&count, "count", 10, "how many fire times, 1 to 100")
+	return cmd
+}
+
+func newJobPreviewCmd(opts *clientOptions) *cobra.Command {
+	var (
+		req   api.PreviewRequest
+		runAt string
+	)
+	cmd := &cobra.Command{
+		Use:   "preview SCHEDULE | --run-at TIME",
+		Short: "Show when a schedule would fire, before saving a job with it (the server computes it as it will fire it)",
+		Example: `  jobfleet job preview '30 2 * * *' --timezone America/New_York --count 5
+  jobfleet job preview '@every 90m'
+  jobfleet job preview --run-at 2026-12-01T00:00:00Z`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				req.Schedule = args[0]
+			}
+			if runAt != "" {
+				t, err := time.Parse(time.RFC3339Nano, runAt)
+				if err != nil {
+					return fmt.Errorf("--run-at %q: want an RFC 3339 time such as 2026-12-01T00:00:00Z", runAt)
+				}
+				req.RunAt = &t
+			}
+			if (req.Schedule == "") == (req.RunAt == nil) {
+				return fmt.Errorf("give a SCHEDULE argument or --run-at, one of them")
+			}
+			var nf api.NextFires
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				nf, err = c.PreviewSchedule(ctx, req)
+				return err
+			}); err != nil {
+				return err
+			}
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, nf)
+			}
+			return printNextFires(cmd.OutOrStdout(), nf, time.Now())
+		},
+	}
+	cmd.Flags().StringVar(&req.Timezone, "timezone", "", "IANA time zone of the schedule (default UTC)")
+	cmd.Flags().IntVar(&req.Count, "count", 10, "how many fire times, 1 to 100")
+	cmd.Flags().StringVar(&runAt, "run-at", "", "a one-off time instead of a schedule (RFC 3339)")
+	return cmd
+}
+
+// printNextFires writes fire times as a table: the local time with its
+// weekday and zone abbreviation, UTC, and how far from now.
+func printNextFires(w io.Writer, nf api.NextFires, now time.Time) error {
+	switch {
+	case nf.JobID != "" && nf.Paused:
+		fmt.Fprintf(w, "job %s is paused: it fires these times only if resumed before them\n", cell(fmt.Sprintf("%q", nf.JobID)))
+	case nf.JobID != "" && len(nf.Fires) == 0:
+		fmt.Fprintf(w, "job %s fires no more\n", cell(fmt.Sprintf("%q", nf.JobID)))
+		return nil
+	case len(nf.Fires) == 0:
+		fmt.Fprintln(w, "no fire times")
+		return nil
+	}
+	loc, err := time.LoadLocation(nf.Timezone)
+	if err != nil {
+		loc = nil // the server knows zones this machine does not: show its offsets only
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "LOCAL (%s)\tUTC\tIN\n", cell(nf.Timezone))
+	for _, f := range nf.Fires {
+		t, err := time.Parse(time.RFC3339Nano, f.Local)
+		if err != nil {
+			fmt.Fprintf(tw, "%s\t%s\t\n", cell(f.Local), cell(f.UTC))
+			continue
+		}
+		local := t.Format("Mon 2006-01-02 15:04:05 -07:00")
+		if loc != nil {
+			local = t.In(loc).Format("Mon 2006-01-02 15:04:05 MST")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", local, cell(f.UTC), untilText(t.Sub(now)))
+	}
+	return tw.Flush()
+}
+
+// untilText says how far ahead d is, roughly: "in 3h20m", "2d4h ago".
+func untilText(d time.Duration) string {
+	ago := d < 0
+	if ago {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < time.Minute:
+		s = d.Truncate(time.Second).String()
+	case d < 24*time.Hour:
+		s = d.Truncate(time.Minute).String()
+		s = s[:len(s)-2] // "3h20m0s" -> "3h20m"
+	default:
+		days := d / (24 * time.Hour)
+		s = fmt.Sprintf("%dd%dh", days, (d-days*24*time.Hour)/time.Hour)
+	}
+	if ago {
+		return s + " ago"
+	}
+	return "in " + s
+}

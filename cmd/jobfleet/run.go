@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/client"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+func newRunCmd() *cobra.Command {
+	var opts clientOptions
+	cmd := &cobra.Command{Use: "run", Short: "Inspect runs over the HTTP API"}
+	requireSubcommand(cmd)
+	opts.register(cmd)
+	cmd.AddCommand(newRunGetCmd(&opts))
+	return cmd
+}
+
+func newRunGetCmd(opts *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get RUN_ID",
+		Short: "Show one run with its attempts: worker, start, end, duration, whole error and output",
+		Long: `Show one run: its status and reason, when it was scheduled and fired, by
+which owner, and every attempt with its worker, start, end, duration, and
+its whole error and output (escaped, so that they cannot drive the
+terminal). -o json or -o yaml print the run document. Run IDs are listed
+by jobfleet job runs.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r store.Run
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				r, err = c.GetRun(ctx, args[0])
+				return err
+			}); err != nil {
+				return err
+			}
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, r)
+			}
+			return printRunDetail(cmd.OutOrStdout(), r, time.Now())
+		},
+	}
+}
+
+// printRunDetail writes run r for people: a block of fields, then each
+// attempt with its error and output in full.
+func printRunDetail(w io.Writer, r store.Run, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("RUN", cell(r.ID))
+	row("JOB", cell(r.JobID))
+	row("STATUS", cell(string(r.Status)))
+	if r.Reason != "" {
+		row("REASON", cell(r.Reason))
+	}
+	row("SCHEDULED", timeText(r.ScheduledAt))
+	row("FIRED", fmt.Sprintf("%s (%s after its time)", timeText(r.FiredAt), r.FiredAt.Sub(r.ScheduledAt).Round(time.Millisecond)))
+	if d := runDuration(r, now); d != "" {
+		row("DURATION", d)
+	}
+	row("OWNER", fmt.Sprintf("%s (epoch %d, partition %d)", cell(r.Owner), r.Epoch, r.Partition))
+	row("ATTEMPTS", fmt.Sprint(len(r.Attempts)))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, a := range r.Attempts {
+		fmt.Fprintf(w, "\nattempt %d on worker %s\n", a.Attempt, cell(a.Worker))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "  started\t%s\n", timeText(a.StartedAt))
+		if a.FinishedAt.IsZero() {
+			fmt.Fprintf(tw, "  finished\t(running for %s)\n", now.Sub(a.StartedAt).Round(time.Millisecond))
+		} else {
+			fmt.Fprintf(tw, "  finished\t%s (took %s)\n", timeText(a.FinishedAt), a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond))
+		}
+		if a.DroppedBytes > 0 {
+			fmt.Fprintf(tw, "  dropped\t%d bytes of output and error (over the run's budget)\n", a.DroppedBytes)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, part := range []struct{ name, text string }{{"error", a.Error}, {"output", a.Output}} {
+			if part.text == "" {
+				continue
+			}
+			fmt.Fprintf(w, "  %s:\n", part.name)
+			for _, line := range strings.Split(strings.TrimRight(text(part.text), "\n"), "\n") {
+				fmt.Fprintf(w, "    %s\n", line)
+			}
+		}
+	}
+	return nil
+}
+
+// timeText writes t in UTC with milliseconds, "-" for the zero time.
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// runDuration is how long run r took: from its first attempt's start to
+// its last one's end (to now while one runs), "" before any attempt.
+func runDuration(r store.Run, now time.Time) string {
+	if len(r.Attempts) == 0 {
+		return ""
+	}
+	start, last := r.Attempts[0].StartedAt, r.Attempts[len(r.Attempts)-1]
+	if last.FinishedAt.IsZero() {
+		return now.Sub(start).Round(time.Millisecond).String() + " so far"
+	}
+	return last.FinishedAt.Sub(start).Round(time.Millisecond).String()
+}

@@ -1,0 +1,145 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// This file measures what a resident job costs the member holding it:
+// the heap a partition keeps per job once loaded (spec as the scheduler
+// holds it, parsed schedule, state, index entries, run history), through
+// the load's own decoding. Run with
+//
+//	go test -run '^$' -bench ResidentJob -benchtime 1x ./dispatch
+//
+// It reports bytes per job at 10 000 and 100 000 jobs; the two agree when
+// the cost is linear.
+
+// benchJob returns a job as the API stores it: an HTTP executor with a
+// header and a small JSON payload, a cron schedule in a zone.
+func benchJob(i int) store.Job {
+	j := store.Job{
+		ID:       fmt.Sprintf("tenant-%03d/report-%07d", i%1000, i),
+		Schedule: "*/5 * * * *",
+		Timezone: "Europe/Berlin",
+		Executor: store.Executor{
+			Type:    "http",
+			URL:     fmt.Sprintf("https://reports.example.com/hooks/%d", i),
+			Method:  "POST",
+			Headers: map[string]store.HeaderValue{"X-Tenant": {Value: fmt.Sprintf("tenant-%03d", i%1000)}},
+		},
+		Payload:   json.RawMessage(fmt.Sprintf(`{"report":"daily-usage","tenant":%d,"format":"csv","recipients":["ops@example.com"]}`, i%1000)),
+		CreatedAt: indexT0,
+		UpdatedAt: indexT0,
+	}
+	j.Normalize()
+	return j
+}
+
+// residentBytes loads n jobs, each with a state and runs final runs, into
+// a partition in memory and returns the heap it holds per job.
+func residentBytes(tb testing.TB, n, runs int) float64 {
+	clock := clockwork.NewFakeClockAt(indexT0)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	pt := memPartition(clock)
+	for i := range n {
+		j := benchJob(i)
+		val, err := json.Marshal(j)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		e := pt.entryFromKV(&mvccpb.KeyValue{Key: []byte(pt.d.keys.Spec(0, j.ID)), Value: val, ModRevision: int64(100 + i)})
+		if e == nil {
+			tb.Fatalf("job %s did not load", j.ID)
+		}
+		st, _ := json.Marshal(store.JobState{Last: indexT0, Next: indexT0.Add(5 * time.Minute), SpecRevision: int64(100 + i), Fired: 12, Runs: runs})
+		if err := json.Unmarshal(st, &e.state); err != nil {
+			tb.Fatal(err)
+		}
+		pt.jobs[e.internID(j.ID)] = e
+		for r := range runs {
+			pt.hist.created(j.ID, indexT0.Add(-time.Duration(r+1)*5*time.Minute), 600, true)
+		}
+	}
+	pt.mu.Lock()
+	pt.reindexLocked()
+	pt.mu.Unlock()
+
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(pt)
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+}
+
+// BenchmarkResidentJob reports the heap per resident job without runs
+// and with 10 and 100 final runs in its history (the default max_runs is
+// 100), at 10 000 and 100 000 jobs.
+func BenchmarkResidentJob(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		for _, runs := range []int{0, 10, 100} {
+			b.Run(fmt.Sprintf("jobs=%d/runs=%d", n, runs), func(b *testing.B) {
+				var per float64
+				for range b.N {
+					per = residentBytes(b, n, runs)
+				}
+				b.ReportMetric(per, "B/job")
+			})
+		}
+	}
+}
+
+// TestResidentJobMemory keeps what a resident job costs within 1 KiB,
+// plus at most 20 bytes per final run in its history (measured between 10
+// and 50 runs; a job's first run also costs the history's per-job entry).
+func TestResidentJobMemory(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("loads 10 000 jobs three times and measures the heap: run without -short and without -race")
+	}
+	const n = 10_000
+	bare := residentBytes(t, n, 0)
+	r10 := residentBytes(t, n, 10)
+	r50 := residentBytes(t, n, 50)
+	perRun := (r50 - r10) / 40
+	t.Logf("%.0f bytes per resident job; %.0f for its history's entry; %.1f per final run", bare, r10-bare-10*perRun, perRun)
+	if bare > 1024 || perRun > 20 {
+		t.Fatalf("a resident job costs %.0f bytes and %.1f per final run, over the budget of 1024 and 20", bare, perRun)
+	}
+}
+
+// A job's executor and payload, kept encoded while it is resident, come
+// back as stored when a run is handed out, whatever they hold.
+func TestCompactedWorkRoundTrips(t *testing.T) {
+	j := benchJob(7)
+	j.Executor.Headers["Authorization"] = store.HeaderValue{SecretEnv: "HOOK_TOKEN"}
+	j.Executor.Body = json.RawMessage(`{"html":"<b>&amp;</b>","n":[1,2.50,"\u00e9"]}`)
+	j.Payload = json.RawMessage(`{"q":"<a href=\"x\">&</a>","unicode":"\u2028 é"}`)
+	want := j
+	want.Executor.Headers = map[string]store.HeaderValue{"X-Tenant": j.Executor.Headers["X-Tenant"], "Authorization": j.Executor.Headers["Authorization"]}
+	work, err := compactWork(&j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Executor.URL != "" || j.Executor.Headers != nil || j.Payload != nil || j.Executor.Type != "http" {
+		t.Fatalf("compacted spec keeps %+v and payload %q, want only the executor's type", j.Executor, j.Payload)
+	}
+	got, err := work.decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotJSON, _ := json.Marshal(got.Executor)
+	wantJSON, _ := json.Marshal(want.Executor)
+	if string(gotJSON) != string(wantJSON) || string(got.Payload) != string(want.Payload) || string(got.Executor.Body) != string(want.Executor.Body) {
+		t.Fatalf("decoded %s with payload %s, want %s with %s", gotJSON, got.Payload, wantJSON, want.Payload)
+	}
+}

@@ -1,0 +1,100 @@
+package dispatch
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// compactedWork is what a worker needs of a job (its executor and
+// payload), encoded: the scheduler decodes it only when it hands a run
+// out, so a resident job does not keep its URL, headers, command, body and
+// payload as Go values (a map, strings and slices) between its fires.
+type compactedWork []byte
+
+// jobWork is a compactedWork decoded.
+type jobWork struct {
+	Executor store.Executor  `json:"executor"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
+}
+
+// compactWork moves j's executor (all but its type) and payload into a
+// compactedWork.
+func compactWork(j *store.Job) (compactedWork, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the payload and body keep the bytes they were stored with
+	if err := enc.Encode(jobWork{Executor: j.Executor, Payload: j.Payload}); err != nil {
+		return nil, fmt.Errorf("job %q: encode executor and payload: %w", j.ID, err)
+	}
+	j.Executor = store.Executor{Type: j.Executor.Type}
+	j.Payload = nil
+	return bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
+}
+
+// decode returns the executor and payload.
+func (c compactedWork) decode() (jobWork, error) {
+	var w jobWork
+	if err := json.Unmarshal(c, &w); err != nil {
+		return jobWork{}, fmt.Errorf("decode executor and payload: %w", err)
+	}
+	return w, nil
+}
+
+// jobSpec is what the scheduler keeps of a job's spec between its fires:
+// the fields its decisions read, under their store.Job names. The zone is
+// in the parsed schedule; the executor's details and the payload, which
+// only a worker needs, are in the job's compactedWork.
+type jobSpec struct {
+	ID                string
+	Schedule          string
+	RunAt             *time.Time
+	Executor          struct{ Type string }
+	Retry             store.RetryPolicy
+	Timeout           store.Duration
+	ConcurrencyPolicy store.ConcurrencyPolicy
+	MisfirePolicy     store.MisfirePolicy
+	Paused            bool
+	History           store.HistoryPolicy
+	DeleteAfter       store.Retention
+	Partition         int
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	Revision          int64
+}
+
+// specOf returns what the scheduler keeps of j.
+func specOf(j *store.Job) jobSpec {
+	s := jobSpec{
+		ID: j.ID, Schedule: j.Schedule, RunAt: j.RunAt, Retry: j.Retry, Timeout: j.Timeout,
+		ConcurrencyPolicy: j.ConcurrencyPolicy, MisfirePolicy: j.MisfirePolicy, Paused: j.Paused,
+		History: j.History, DeleteAfter: j.DeleteAfter, Partition: j.Partition,
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, Revision: j.Revision,
+	}
+	s.Executor.Type = j.Executor.Type
+	return s
+}
+
+// job returns the spec as a store.Job for the decision functions
+// (PlanFires, FinishAttempt, …): every field they read is set; the
+// executor has only its type, and there is no payload.
+func (s *jobSpec) job() store.Job {
+	return store.Job{
+		ID: s.ID, Schedule: s.Schedule, RunAt: s.RunAt, Executor: store.Executor{Type: s.Executor.Type},
+		Retry: s.Retry, Timeout: s.Timeout, ConcurrencyPolicy: s.ConcurrencyPolicy, MisfirePolicy: s.MisfirePolicy,
+		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: s.Partition,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Revision: s.Revision,
+	}
+}
+
+// IsOneOff is store.Job.IsOneOff.
+func (s *jobSpec) IsOneOff() bool { return s.Schedule == "" }
+
+// InitialLast is store.Job.InitialLast.
+func (s *jobSpec) InitialLast() time.Time {
+	j := s.job()
+	return j.InitialLast()
+}

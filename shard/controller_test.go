@@ -12,8 +12,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
@@ -443,61 +441,4 @@ func waitRing(t *testing.T, f *fleettest.Fleet, id string, want *shard.Ring) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// TestFencedMemberRevokesItsOldLeaseWhenBack: a member cut off from etcd
-// fences itself; when it reaches etcd again it revokes its old lease at
-// once (its Work has all returned) instead of waiting for the lease to
-// expire, so it registers again and owns its partitions again (under new
-// epochs) before the old lease's TTL has run out.
-func TestFencedMemberRevokesItsOldLeaseWhenBack(t *testing.T) {
-	// m1 fences itself 12s after its last renewal, fails to revoke for 5s
-	// (the request timeout), and its lease lives 3s more.
-	const ttl = 20 * time.Second
-	core, logs := observer.New(zap.InfoLevel)
-	f := fleettest.New(t, etcd, fleettest.Options{LeaseTTL: ttl, Logs: core})
-	f.Join("m1")
-	f.Join("m2")
-	f.WaitSettled(30 * time.Second)
-	from := revision(t, f)
-	old, ok := f.Member("m1").Orch.Members().Get("m1")
-	if !ok {
-		t.Fatal("m1 not in its own view")
-	}
-
-	f.Pause("m1")
-	deadline := time.Now().Add(ttl)
-	for len(f.Tracker.Active("m1")) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("m1 still runs partitions %v a TTL after being cut off", f.Tracker.Active("m1"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	// Back once closing the session has failed to revoke the lease, with
-	// the stalled requests dropped (the cut bridge holds them, and would
-	// deliver that revoke late).
-	deadline = time.Now().Add(ttl)
-	for logs.FilterMessage("could not revoke the ended session's lease; revoking it when the next session starts").Len() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("m1's ended session never failed to revoke its lease")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.Member("m1").Bridge.DropConnections()
-	f.Resume("m1")
-	if _, err := waitView(f, "m1", func(lease int64) bool { return lease != 0 && lease != old.LeaseID }); err != nil {
-		t.Fatalf("m1 did not register again: %v", err)
-	}
-	if n := logs.FilterMessage("revoked the previous session's lease").Len(); n != 1 {
-		t.Errorf("m1 logged revoking its previous lease %d times, want 1 (it waited for the lease to expire instead)", n)
-	}
-	ttlResp, err := f.Client.TimeToLive(context.Background(), clientv3.LeaseID(old.LeaseID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ttlResp.TTL != -1 {
-		t.Errorf("old lease still has %ds to live after m1 registered again", ttlResp.TTL)
-	}
-	f.WaitSettled(30 * time.Second)
-	checkFleet(t, f, from, false)
 }

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -46,12 +45,6 @@ type Orchestrator struct {
 
 	drainOnce sync.Once
 	drain     chan struct{} // closed by Drain
-
-	// staleLease is the lease of the previous session if closing it could
-	// not revoke it (etcd unreachable: the session fenced itself), to be
-	// revoked when the next session starts. Only Run's goroutine touches
-	// it.
-	staleLease clientv3.LeaseID
 
 	mu         sync.Mutex // guards the fields below
 	partitions int        // 0 until the cluster's count is known
@@ -259,13 +252,7 @@ func (o *Orchestrator) runSession(stop <-chan struct{}) (left bool, err error) {
 	if err != nil {
 		return ctx.Err() != nil, err
 	}
-	defer func() {
-		if err := s.Close(); err != nil {
-			o.lg.Warn("could not revoke the ended session's lease; revoking it when the next session starts", zap.Error(err))
-			o.staleLease = s.Lease()
-		}
-	}()
-	o.revokeStale(ctx)
+	defer s.Close()
 	m, err := membership.Register(ctx, o.client, s, o.cfg.Namespace, membership.Member{ID: o.cfg.ID, Addr: o.cfg.Advertise, Ring: shard.RingVersion}, o.lg)
 	if err != nil {
 		return ctx.Err() != nil, err
@@ -285,35 +272,6 @@ func (o *Orchestrator) runSession(stop <-chan struct{}) (left bool, err error) {
 	}
 	o.leave(s, stopRun, errc)
 	return true, nil
-}
-
-// revokeStale revokes the previous session's lease, which its Close could
-// not (etcd was unreachable, which is why a session fences itself). That
-// session is over: every partition's Work returned before the controller
-// did, and the controller before the session was closed, so nothing acts
-// under the lease any more and it may go now, as Close would have made it
-// go, rather than at its expiry. Its registration and owner keys go with
-// it, so Register need not wait for them and the partitions are acquired
-// again at once (with new epochs, which fence anything of the old session
-// still in flight). If etcd refuses, Register waits for the expiry as
-// before and the next session tries again.
-func (o *Orchestrator) revokeStale(ctx context.Context) {
-	if o.staleLease == 0 {
-		return
-	}
-	rctx, cancel := context.WithTimeout(ctx, o.sessCfg.RequestTimeout)
-	defer cancel()
-	_, err := o.client.Revoke(rctx, o.staleLease)
-	switch {
-	case err == nil:
-		o.lg.Info("revoked the previous session's lease", zap.String("lease", fmt.Sprintf("%x", o.staleLease)))
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		// Expired meanwhile.
-	default:
-		o.lg.Warn("revoking the previous session's lease failed; its registration goes when it expires", zap.Error(err))
-		return
-	}
-	o.staleLease = 0
 }
 
 // leave hands the partitions over: deregister so the others rebalance and

@@ -11,7 +11,6 @@
 package admin
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/console"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
@@ -101,6 +101,12 @@ type Config struct {
 	// Now is the clock of the trigger limit and of next fire times (GET
 	// /v1/jobs/{id}/next, POST /v1/schedule:preview); nil is Clock.Now.
 	Now func() time.Time
+	// Cluster serves the placement, overview and partition-stream
+	// endpoints (an *orchestrator.Orchestrator); nil answers 503.
+	Cluster Cluster
+	// Console serves the web console's static files under /ui/; nil
+	// serves the console embedded in package console.
+	Console http.Handler
 	// EtcdEndpoints returns the etcd client URLs this member uses (such as
 	// (*clientv3.Client).Endpoints). Poll replies carry them, without any
 	// user information, so that workers deny them to "http" jobs; nil
@@ -125,6 +131,9 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = c.Clock.Now
 	}
+	if c.Console == nil {
+		c.Console = console.Handler()
+	}
 	c.Limits = c.Limits.withDefaults()
 	return c
 }
@@ -132,13 +141,16 @@ func (c Config) withDefaults() Config {
 // Handler returns the API's handler for member m.
 func Handler(m Member, cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
-	a := &server{m: m, cfg: cfg}
+	a := &server{m: m, cfg: cfg, streams: newStreamCap(cfg.Limits.MaxStreams)}
 	g := newGuard(cfg)
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
 		mux.Handle(rt.pattern, g.route(rt))
-		if rt.access == auth.AccessAnonymous {
+		if rt.access.Anonymous() {
 			g.anon[rt.pattern] = true
+		}
+		if rt.access == auth.AccessStatic {
+			g.static[rt.pattern] = true
 		}
 	}
 	g.next = jsonErrors{mux}
@@ -203,8 +215,9 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 type server struct {
-	m   Member
-	cfg Config
+	m       Member
+	cfg     Config
+	streams *streamCap // the partition streams served at once
 }
 
 func (a *server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -275,17 +288,28 @@ const (
 func WriteJSON(w http.ResponseWriter, code int, v any) error {
 	body, err := json.Marshal(v)
 	if err != nil {
-		writeBody(w, http.StatusInternalServerError, []byte(`{"error":"internal error: the reply could not be encoded as JSON (logged by the server)"}`))
+		writeEncodeFailure(w)
 		return fmt.Errorf("encode the reply: %w", err)
 	}
+	writeJSONBody(w, code, body)
+	return nil
+}
+
+// writeEncodeFailure writes the 500 reply for a document that could not be
+// encoded as JSON.
+func writeEncodeFailure(w http.ResponseWriter) {
+	writeBody(w, http.StatusInternalServerError, []byte(`{"error":"internal error: the reply could not be encoded as JSON (logged by the server)"}`))
+}
+
+// writeJSONBody writes body, compact JSON, as WriteJSON writes an encoded
+// reply (indented within the limits above).
+func writeJSONBody(w http.ResponseWriter, code int, body []byte) {
 	if len(body) <= indentMaxBytes {
-		var indented bytes.Buffer
-		if json.Indent(&indented, body, "", "  ") == nil && indented.Len() <= indentGrowth*len(body)+1024 {
-			body = indented.Bytes()
+		if indented := indentReply(body, indentGrowth*len(body)+1024); indented != nil {
+			body = indented
 		}
 	}
 	writeBody(w, code, body)
-	return nil
 }
 
 func writeBody(w http.ResponseWriter, code int, body []byte) {

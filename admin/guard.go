@@ -58,6 +58,7 @@ type guard struct {
 	mux      *http.ServeMux
 	next     http.Handler    // the mux, with JSON replies for unknown routes
 	anon     map[string]bool // patterns of the routes that need no credential
+	static   map[string]bool // patterns of the console's static files (AccessStatic)
 	anonLog  *anonLog        // which refused anonymous requests are audited at info
 }
 
@@ -73,6 +74,7 @@ func newGuard(cfg Config) *guard {
 		anonLog: &anonLog{clock: cfg.Clock, last: map[string]time.Time{}},
 		polls:   newPollCaps(cfg.Limits),
 		anon:    map[string]bool{},
+		static:  map[string]bool{},
 	}
 	if cfg.Registry != nil {
 		if err := cfg.Registry.Register(g.requests); err != nil {
@@ -143,9 +145,14 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := checkOrigin(r); err != nil {
-		WriteError(sw, http.StatusForbidden, err.Error())
-		return
+	// A link from another site to the console's page is a navigation
+	// like any other: its static files hold no data and change nothing,
+	// so the origin check is left to the API requests the page makes.
+	if !(g.static[pattern] && (r.Method == http.MethodGet || r.Method == http.MethodHead)) {
+		if err := checkOrigin(r); err != nil {
+			WriteError(sw, http.StatusForbidden, err.Error())
+			return
+		}
 	}
 	ctx := context.WithValue(r.Context(), infoKey{}, info)
 	if !g.anonymous(pattern) {
@@ -203,7 +210,7 @@ func (g *guard) authenticate(r *http.Request) (auth.Principal, int, error) {
 // and poll caps.
 func (g *guard) route(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rt.access == auth.AccessAnonymous {
+		if rt.access.Anonymous() {
 			rt.handler.ServeHTTP(w, r)
 			return
 		}
@@ -216,6 +223,8 @@ func (g *guard) route(rt route) http.Handler {
 		switch rt.scope {
 		case scopeJob:
 			jobID, hasJob = r.PathValue("id"), true
+		case scopeQueryJob:
+			jobID, hasJob = r.URL.Query().Get("job"), true
 		case scopeRun:
 			jobID, _, _ = store.ParseRunID(r.PathValue("run_id")) // an invalid run ID is in no scope
 			hasJob = true

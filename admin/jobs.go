@@ -205,6 +205,10 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		a.reply(w, r, http.StatusOK, api.JobList{Jobs: []store.Job{}})
 		return
 	}
+	if dl, ok := s.(docLister); ok {
+		a.listDocs(ctx, w, r, dl, prefix, limit)
+		return
+	}
 	jobs, next, err := s.ListPrefix(ctx, prefix, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		a.fail(w, r, "", err)

@@ -25,11 +25,16 @@ type Limits struct {
 	// poll gets 429 with Retry-After. Defaults 1024 and 256.
 	MaxPolls              int
 	MaxPollsPerCredential int
+	// MaxStreams is the most partition streams (GET
+	// /v1/cluster/partitions/watch, which the console holds open) this
+	// member serves at once; beyond it a stream gets 429 with
+	// Retry-After. Default 64.
+	MaxStreams int
 }
 
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
-	return Limits{Rate: 100, Burst: 500, MaxPolls: 1024, MaxPollsPerCredential: 256}
+	return Limits{Rate: 100, Burst: 500, MaxPolls: 1024, MaxPollsPerCredential: 256, MaxStreams: 64}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -46,6 +51,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxPollsPerCredential <= 0 {
 		l.MaxPollsPerCredential = min(d.MaxPollsPerCredential, l.MaxPolls)
 	}
+	if l.MaxStreams <= 0 {
+		l.MaxStreams = d.MaxStreams
+	}
 	return l
 }
 
@@ -54,6 +62,8 @@ func (l Limits) Validate() error {
 	switch {
 	case l.Burst < 0:
 		return fmt.Errorf("rate burst %d below 0", l.Burst)
+	case l.MaxStreams < 0:
+		return fmt.Errorf("stream cap %d: must not be negative", l.MaxStreams)
 	case l.MaxPolls < 0 || l.MaxPollsPerCredential < 0:
 		return fmt.Errorf("poll caps %d and %d: must not be negative", l.MaxPolls, l.MaxPollsPerCredential)
 	case l.MaxPolls > 0 && l.MaxPollsPerCredential > l.MaxPolls:

@@ -32,6 +32,8 @@ const (
 	scopeJob
 	// scopeRun: the job of the path's {run_id}.
 	scopeRun
+	// scopeQueryJob: the query parameter "job".
+	scopeQueryJob
 	// scopeHandler: the handler applies the prefix itself: POST /v1/jobs
 	// checks the body's ID, POST /v1/jobs:batch every item's ID, GET
 	// /v1/jobs lists only the prefix, a poll is handed only runs within
@@ -57,6 +59,10 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/cluster/partitions", access: auth.AccessRead, handler: hf(a.partitions)},
 		{pattern: "POST /v1/cluster/drain", access: auth.AccessAdmin, handler: hf(a.drain)},
 		{pattern: "GET /v1/cluster/storage", access: auth.AccessRead, handler: storageHandler(a.cfg.Storage)},
+		{pattern: "GET /v1/cluster/placement", access: auth.AccessRead, scope: scopeQueryJob, handler: hf(a.placement)},
+		{pattern: "GET /v1/cluster/overview", access: auth.AccessRead, handler: hf(a.overview)},
+		{pattern: "GET /v1/cluster/partitions/watch", access: auth.AccessRead, handler: hf(a.watchPartitions)},
+		{pattern: "GET /v1/whoami", access: auth.AccessMembers, handler: hf(a.whoami)},
 
 		{pattern: "GET /v1/jobs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.list)},
 		{pattern: "POST /v1/jobs", access: auth.AccessWrite, scope: scopeHandler, handler: hf(j.create)},
@@ -79,6 +85,9 @@ func (a *server) routes() []route {
 		{pattern: "POST /v1/tokens", access: auth.AccessAdmin, handler: hf(t.create)},
 		{pattern: "GET /v1/tokens", access: auth.AccessAdmin, handler: hf(t.list)},
 		{pattern: "DELETE /v1/tokens/{id}", access: auth.AccessAdmin, handler: hf(t.revoke)},
+
+		{pattern: "GET /ui/", access: auth.AccessStatic, handler: a.cfg.Console},
+		{pattern: "GET /{$}", access: auth.AccessStatic, handler: http.RedirectHandler("/ui/", http.StatusFound)},
 	}
 }
 

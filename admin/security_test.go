@@ -139,6 +139,7 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 		Limits:   o.limits,
 		Clock:    e.clock,
 		Storage:  func(context.Context) (storage.Report, error) { return storage.Report{Revision: 1}, nil },
+		Cluster:  newFakeCluster(1),
 	}
 	if o.limits == (admin.Limits{}) {
 		cfg.Limits = admin.Limits{Rate: -1}
@@ -182,6 +183,9 @@ type request struct {
 	method, path string
 	body         string
 	header       map[string]string
+	// stream: the reply does not end (an event stream); send reads its
+	// status and headers and closes it.
+	stream bool
 }
 
 // send makes r with bearer token tok ("" for none); a body is sent as
@@ -211,9 +215,12 @@ func (e *secEnv) send(r request, tok string) (int, http.Header, []byte) {
 	}
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		e.t.Fatalf("%s with token %q: %v", r.path, tok, err)
 	}
 	defer resp.Body.Close()
+	if r.stream && resp.StatusCode == http.StatusOK {
+		return resp.StatusCode, resp.Header, nil
+	}
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, b
 }
@@ -333,6 +340,16 @@ func TestRouteMatrix(t *testing.T) {
 		{pattern: "GET /v1/cluster/members", allowed: members, make: get("/v1/cluster/members"), ok: 200},
 		{pattern: "GET /v1/cluster/partitions", allowed: viewers, make: get("/v1/cluster/partitions"), ok: 200},
 		{pattern: "GET /v1/cluster/storage", allowed: viewers, make: get("/v1/cluster/storage"), ok: 200},
+		{pattern: "GET /v1/cluster/overview", allowed: viewers, make: get("/v1/cluster/overview"), ok: 200},
+		{pattern: "GET /v1/cluster/placement", allowed: viewers, job: true, ok: 200, make: func(id string) request {
+			return request{method: "GET", path: "/v1/cluster/placement?job=" + url.QueryEscape(id)}
+		}},
+		{pattern: "GET /v1/cluster/partitions/watch", allowed: viewers, ok: 200, make: func(string) request {
+			return request{method: "GET", path: "/v1/cluster/partitions/watch", stream: true}
+		}},
+		{pattern: "GET /v1/whoami", allowed: members, make: get("/v1/whoami"), ok: 200},
+		{pattern: "GET /ui/", anyone: true, make: get("/ui/"), ok: 200},
+		{pattern: "GET /{$}", anyone: true, make: get("/"), ok: 200}, // redirected to /ui/
 		{pattern: "POST /v1/cluster/drain", allowed: admins, make: func(string) request { return request{method: "POST", path: "/v1/cluster/drain"} }, ok: 202},
 		{pattern: "GET /v1/jobs", allowed: viewers, make: get("/v1/jobs"), ok: 200},
 		{pattern: "POST /v1/jobs", allowed: writers, job: true, ok: 201, make: func(id string) request {

@@ -48,6 +48,7 @@ func Roles() []Role { return []Role{RoleViewer, RoleWorker, RoleOperator, RoleAd
 //	AccessWrite      operator, admin
 //	AccessWork       worker, admin (the worker protocol)
 //	AccessAdmin      admin
+//	AccessStatic     anyone: static files that hold no data (the console)
 type Access int
 
 // The access levels.
@@ -58,6 +59,10 @@ const (
 	AccessWrite
 	AccessWork
 	AccessAdmin
+	// AccessStatic is anonymous too, for static files that hold no data
+	// (the console's HTML, script and style): its own level so that the
+	// route table and the docs say what these routes serve.
+	AccessStatic
 )
 
 // String names the level as the docs do.
@@ -75,14 +80,20 @@ func (a Access) String() string {
 		return "work"
 	case AccessAdmin:
 		return "admin"
+	case AccessStatic:
+		return "static"
 	}
 	return fmt.Sprintf("access(%d)", int(a))
 }
 
+// Anonymous reports whether a admits requests without a credential
+// (AccessAnonymous and AccessStatic).
+func (a Access) Anonymous() bool { return a == AccessAnonymous || a == AccessStatic }
+
 // Allows reports whether role r may make requests that need access a. An
 // unknown role may make none but anonymous ones.
 func (r Role) Allows(a Access) bool {
-	if a == AccessAnonymous {
+	if a.Anonymous() {
 		return true
 	}
 	switch r {

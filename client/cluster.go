@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/membership"
@@ -44,4 +45,20 @@ func (c *Client) Drain(ctx context.Context) error {
 func (c *Client) Ready(ctx context.Context) error {
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/readyz"})
 	return err
+}
+
+// Placement returns where job ID id lands and who schedules it (GET
+// /v1/cluster/placement?job=id); the job need not exist.
+func (c *Client) Placement(ctx context.Context, id string) (api.Placement, error) {
+	var p api.Placement
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/placement", query: url.Values{"job": {id}}, out: &p})
+	return p, err
+}
+
+// Whoami returns the credential the client uses, its role and prefix (GET
+// /v1/whoami).
+func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
+	var w api.Whoami
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/whoami", out: &w})
+	return w, err
 }

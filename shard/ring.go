@@ -20,10 +20,14 @@ const MaxPartitions = 65536
 const DefaultPartitions = 1024
 
 // Partition returns the partition of jobID among p partitions:
-// xxhash64(jobID) mod p. p must be positive.
+// Hash(jobID) mod p. p must be positive.
 func Partition(jobID string, p int) int {
-	return int(xxhash.Sum64String(jobID) % uint64(p))
+	return int(Hash(jobID) % uint64(p))
 }
+
+// Hash returns the hash that places jobID in a partition: xxhash64 of its
+// bytes.
+func Hash(jobID string) uint64 { return xxhash.Sum64String(jobID) }
 
 // RingConfig configures the assignment ring.
 type RingConfig struct {

@@ -66,6 +66,38 @@ func DecodeStoredJob(val []byte, rev int64) (Job, error) {
 // escaped ID) after the cursor, and the cursor of the next page ("" at the
 // end). The cursor is opaque, at most MaxCursorBytes long.
 func (s *Etcd) List(ctx context.Context, cursor string, limit int) ([]Job, string, error) {
+	docs, next, err := s.listDocs(ctx, cursor, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	jobs, err := decodeDocs(docs)
+	return jobs, next, err
+}
+
+// StoredDoc is a job document as it is stored in etcd, not decoded: Value
+// is the JSON of a Job without its Revision and State (the store never
+// stores them), and Revision is the stored document's mod revision.
+// DecodeStoredJob(Value, Revision) is the Job it stands for.
+type StoredDoc struct {
+	Value    []byte
+	Revision int64
+}
+
+// decodeDocs decodes docs with DecodeStoredJob, in order.
+func decodeDocs(docs []StoredDoc) ([]Job, error) {
+	jobs := make([]Job, 0, len(docs))
+	for _, d := range docs {
+		j, err := DecodeStoredJob(d.Value, d.Revision)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// listDocs is List without decoding the documents.
+func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]StoredDoc, string, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
 	}
@@ -77,7 +109,8 @@ func (s *Etcd) List(ctx context.Context, cursor string, limit int) ([]Job, strin
 	if cursor != "" {
 		from = prefix + cursor + "\x00"
 	}
-	jobs := make([]Job, 0, limit)
+	docs := make([]StoredDoc, 0, limit)
+	last := "" // the spec key of docs' last document
 	for {
 		resp, err := s.client.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(int64(limit+1)))
 		if err != nil {
@@ -88,25 +121,17 @@ func (s *Etcd) List(ctx context.Context, cursor string, limit int) ([]Job, strin
 			if strings.Count(rest, "/") != 1 { // a trigger key
 				continue
 			}
-			if len(jobs) == limit {
-				return jobs, strings.TrimPrefix(s.lastKey(jobs), prefix), nil
+			if len(docs) == limit {
+				return docs, strings.TrimPrefix(last, prefix), nil
 			}
-			j, err := DecodeStoredJob(kv.Value, kv.ModRevision)
-			if err != nil {
-				return nil, "", err
-			}
-			jobs = append(jobs, j)
+			docs = append(docs, StoredDoc{Value: kv.Value, Revision: kv.ModRevision})
+			last = string(kv.Key)
 		}
 		if !resp.More {
-			return jobs, "", nil
+			return docs, "", nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-}
-
-func (s *Etcd) lastKey(jobs []Job) string {
-	j := jobs[len(jobs)-1]
-	return s.keys.Spec(j.Partition, j.ID)
 }
 
 // Runs returns up to limit (1..1000) of job id's runs, newest first.

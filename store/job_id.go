@@ -37,3 +37,7 @@ func UnescapeID(s string) (string, error) {
 	}
 	return id, nil
 }
+
+// ValidateID checks that id is a valid job ID (see Job.ID for the rules);
+// the error matches ErrInvalidJob and names the field "id".
+func ValidateID(id string) error { return validateID(id) }

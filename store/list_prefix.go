@@ -25,8 +25,20 @@ const rangesPerTxn = 64
 // revision. A page costs a few requests however many jobs lie outside the
 // prefix.
 func (s *Etcd) ListPrefix(ctx context.Context, prefix, cursor string, limit int) ([]Job, string, error) {
+	docs, next, err := s.ListPrefixDocs(ctx, prefix, cursor, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	jobs, err := decodeDocs(docs)
+	return jobs, next, err
+}
+
+// ListPrefixDocs is ListPrefix without decoding the documents: the same
+// page, as the documents are stored. It lets a caller that only passes
+// the documents on (the API's listing) skip decoding and encoding them.
+func (s *Etcd) ListPrefixDocs(ctx context.Context, prefix, cursor string, limit int) ([]StoredDoc, string, error) {
 	if prefix == "" {
-		return s.List(ctx, cursor, limit)
+		return s.listDocs(ctx, cursor, limit)
 	}
 	if limit < 1 || limit > 1000 {
 		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
@@ -111,7 +123,7 @@ func (s *Etcd) ListPrefix(ctx context.Context, prefix, cursor string, limit int)
 		}
 	}
 	page := keys[:min(len(keys), limit)]
-	jobs := make([]Job, 0, len(page))
+	docs := make([]StoredDoc, 0, len(page))
 	for start := 0; start < len(page); start += rangesPerTxn {
 		chunk := page[start:min(start+rangesPerTxn, len(page))]
 		ops := make([]clientv3.Op, len(chunk))
@@ -124,11 +136,7 @@ func (s *Etcd) ListPrefix(ctx context.Context, prefix, cursor string, limit int)
 		}
 		for _, r := range resp.Responses {
 			for _, kv := range r.GetResponseRange().Kvs {
-				j, err := DecodeStoredJob(kv.Value, kv.ModRevision)
-				if err != nil {
-					return nil, "", err
-				}
-				jobs = append(jobs, j)
+				docs = append(docs, StoredDoc{Value: kv.Value, Revision: kv.ModRevision})
 			}
 		}
 	}
@@ -136,5 +144,5 @@ func (s *Etcd) ListPrefix(ctx context.Context, prefix, cursor string, limit int)
 	if len(keys) > limit {
 		next = strings.TrimPrefix(page[len(page)-1], root)
 	}
-	return jobs, next, nil
+	return docs, next, nil
 }

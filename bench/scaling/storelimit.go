@@ -139,3 +139,28 @@ func (e *env) storeLevel(ctx context.Context, writers, shares int) (StoreLevel, 
 		TxnP99Ms:   bench.Ms(s.P99),
 	}, nil
 }
+
+// StoreLimitOn measures only the store limit, as RunOn does before and
+// after its trials (cfg's StoreLimitConcurrency, StoreLimitShares,
+// StoreLimitDuration, FireBatch and Delay), against the etcd at endpoints,
+// and returns every level and the best runs/s. Other commands use it to
+// measure the limit of a store they have filled.
+func StoreLimitOn(ctx context.Context, endpoints []string, cfg Config) ([]StoreLevel, float64, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, 0, err
+	}
+	env, err := newEnv(endpoints, cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer env.close()
+	levels, err := env.storeLimit(ctx, "alone")
+	if err != nil {
+		return nil, 0, fmt.Errorf("store limit: %w", err)
+	}
+	best := 0.0
+	for _, l := range levels {
+		best = max(best, l.RunsPerSec)
+	}
+	return levels, best, nil
+}

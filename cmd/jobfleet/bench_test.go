@@ -4,12 +4,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // TestBenchCommands runs tiny versions of `jobfleet bench scaling`,
-// `jobfleet bench soak` and `jobfleet bench rebalance` as processes and checks their tables and
+// `jobfleet bench soak`, `jobfleet bench scale` and `jobfleet bench
+// rebalance` as processes and checks their tables and
 // files, so the commands cannot rot.
 func TestBenchCommands(t *testing.T) {
 	out := t.TempDir()
@@ -30,6 +32,18 @@ func TestBenchCommands(t *testing.T) {
 			args:  []string{"bench", "soak", "--duration=2s", "--fires-per-second=10", "--partitions=8", "--sample-interval=500ms", "--compaction-interval=1s", "--etcd-quota-bytes=64MiB", "--no-fsync"},
 			table: "per kept run",
 			files: []string{"soak/soak_summary.csv", "soak/soak_samples.csv", "soak/soak.json", "soak/soak_size.png"},
+		},
+		{
+			name:  "scale",
+			args:  []string{"bench", "scale", "--jobs=40,80", "--members=2", "--phases=list", "--partitions=8", "--etcd-quota-bytes=64MiB", "--no-fsync"},
+			table: "create jobs/s",
+			files: []string{"scale/scale_load.csv", "scale/scale_growth.csv", "scale/scale.json", "scale/scale_create_rate.png", "scale/scale_list_rate.png"},
+		},
+		{
+			name:  "scale from a saved run",
+			args:  []string{"bench", "scale", "--from=" + filepath.Join(out, "scale", "scale.json")},
+			table: "create jobs/s",
+			files: []string{"scale/scale_load.csv", "scale/scale_growth.csv", "scale/scale_create_rate.png"},
 		},
 		{
 			name:  "rebalance",
@@ -62,5 +76,17 @@ func TestBenchCommands(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestParseCounts(t *testing.T) {
+	got, err := parseCounts("10k, 100K,1M,7")
+	if err != nil || !slices.Equal(got, []int{10_000, 100_000, 1_000_000, 7}) {
+		t.Errorf("parseCounts = %v, %v; want [10000 100000 1000000 7]", got, err)
+	}
+	for _, bad := range []string{"0", "-5k", "1G", "k", "ten"} {
+		if got, err := parseCounts(bad); err == nil {
+			t.Errorf("parseCounts(%q) = %v, want an error", bad, got)
+		}
 	}
 }

@@ -109,6 +109,22 @@ func newClusterCmd() *cobra.Command {
 	partitionsCmd.Flags().BoolVarP(&allPartitions, "all", "a", false, "also list every partition: its owner (- for none), the owner's epoch and the member the ring targets")
 	cmd.AddCommand(partitionsCmd)
 	cmd.AddCommand(&cobra.Command{
+		Use: "where JOB_ID", Short: "Show where a job ID lands: its hash, partition, ring target, owner, epoch and why (the job need not exist)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var p api.Placement
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				p, err = c.Placement(ctx, args[0])
+				return err
+			}); err != nil {
+				return err
+			}
+			if opts.output == "json" {
+				return printJSON(cmd.OutOrStdout(), p)
+			}
+			return printPlacement(cmd.OutOrStdout(), p)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
 		Use: "storage", Short: "Show etcd's database size, quota, high-water mark, revisions, the fleet's last compaction, key counts and alarms", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var r api.StorageReport
@@ -191,6 +207,39 @@ func printStorage(w io.Writer, r api.StorageReport) error {
 	fmt.Fprintln(tw, "ENDPOINT\tDATABASE\tIN USE\tERROR")
 	for _, e := range r.Endpoints {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Endpoint, size(e.DBSize), size(e.DBSizeInUse), e.Error)
+	}
+	return tw.Flush()
+}
+
+// printPlacement writes a placement as a two-column table.
+func printPlacement(w io.Writer, p api.Placement) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return cell(s)
+	}
+	exists := "yes"
+	if !p.Exists {
+		exists = "no (no job with this ID is stored)"
+	}
+	since := "-"
+	if p.OwnerSince != nil {
+		since = p.OwnerSince.Format(time.RFC3339)
+	}
+	for _, row := range [][2]string{
+		{"JOB", cell(p.Job)},
+		{"EXISTS", exists},
+		{"HASH", p.Hash},
+		{"PARTITION", fmt.Sprintf("%d of %d", p.Partition, p.Partitions)},
+		{"TARGET", dash(p.Target)},
+		{"OWNER", dash(p.Owner)},
+		{"EPOCH", fmt.Sprint(p.Epoch)},
+		{"OWNER SINCE", since},
+		{"REASON", cell(p.Reason)},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 	}
 	return tw.Flush()
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -123,5 +126,61 @@ func TestClusterPartitionsAll(t *testing.T) {
 		if got := run(flag); strings.Join(got, "\n") != strings.Join(all, "\n") {
 			t.Errorf("%s:\n%s\nwant\n%s", flag, strings.Join(got, "\n"), strings.Join(all, "\n"))
 		}
+	}
+}
+
+// placementCluster answers every placement with its job's hash and
+// partition computed as the fleet does, owned by m1.
+type placementCluster struct{ partitions int }
+
+func (c placementCluster) Placement(_ context.Context, id string) (api.Placement, error) {
+	return api.Placement{Job: id, Hash: fmt.Sprintf("%016x", shard.Hash(id)), Partitions: c.partitions, Partition: shard.Partition(id, c.partitions),
+		Owner: "m1", Target: "m2", Epoch: 7, Reason: "handoff in progress from m1 to m2"}, nil
+}
+
+func (placementCluster) Overview() (api.Overview, error) { return api.Overview{}, nil }
+
+func (placementCluster) PartitionState() (api.PartitionStreamSnapshot, <-chan struct{}, error) {
+	return api.PartitionStreamSnapshot{}, nil, admin.ErrNotStarted
+}
+
+func TestClusterWhere(t *testing.T) {
+	srv := httptest.NewServer(admin.Handler(tableMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Insecure: true, Cluster: placementCluster{partitions: 64}}))
+	defer srv.Close()
+	run := func(args ...string) (string, error) {
+		root := newRootCmd()
+		var out bytes.Buffer
+		root.SetArgs(append([]string{"cluster", "where", "--server", srv.URL}, args...))
+		root.SetOut(&out)
+		root.SetErr(io.Discard)
+		err := root.ExecuteContext(context.Background())
+		return out.String(), err
+	}
+	const id = "billing/invoice 7"
+	out, err := run(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"JOB  " + id, "EXISTS  no", "HASH  " + fmt.Sprintf("%016x", shard.Hash(id)),
+		fmt.Sprintf("PARTITION  %d of 64", shard.Partition(id, 64)), "TARGET  m2", "OWNER  m1", "EPOCH  7", "OWNER SINCE  -", "REASON  handoff in progress from m1 to m2",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run(id, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pl api.Placement
+	if err := json.Unmarshal([]byte(out), &pl); err != nil || pl.Job != id || pl.Partition != shard.Partition(id, 64) {
+		t.Errorf("-o json: %v, %+v", err, pl)
+	}
+	if _, err := run(" bad id"); err == nil || !strings.Contains(err.Error(), "job") {
+		t.Errorf("an invalid ID: %v, want an error naming job", err)
+	}
+	if _, err := run(); err == nil {
+		t.Error("no ID: no error")
 	}
 }

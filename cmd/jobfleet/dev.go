@@ -246,6 +246,9 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	api := urls[0]
 	lg.Info("jobfleet dev is up", zap.Strings("api", urls), zap.Int("workers", cfg.workers),
 		zap.String("try", "jobfleet cluster partitions; jobfleet job ls; jobfleet job runs example-flaky; curl -H \"Authorization: Bearer $(cat "+filepath.Join(cfg.dataDir, "admin.token")+")\" "+api+"/v1/jobs"))
+	tokenFile := filepath.Join(cfg.dataDir, "admin.token")
+	lg.Info("the console: open "+api+"/ui/ and sign in with the dev admin token (print it: cat "+tokenFile+")",
+		zap.String("console", api+"/ui/"), zap.String("token_file", tokenFile))
 	wg.Wait()
 	stopOrchs()
 	<-workersDone

@@ -138,6 +138,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.IntVar(&o.limits.Burst, "api-burst", d.Burst, "burst of --api-rate")
 	fs.IntVar(&o.limits.MaxPolls, "max-polls", d.MaxPolls, "worker long polls this member holds at once")
 	fs.IntVar(&o.limits.MaxPollsPerCredential, "max-polls-per-credential", d.MaxPollsPerCredential, "worker long polls this member holds at once per credential")
+	fs.IntVar(&o.limits.MaxStreams, "max-streams", d.MaxStreams, "partition streams (the console's live map) this member serves at once")
 	fs.DurationVar(&o.compactionInterval, "compaction-interval", storage.DefaultCompactionInterval, "how often the fleet compacts etcd's history, keeping this much of it (at least 1s); 0 leaves compaction to etcd's own --auto-compaction-*")
 	fs.Var(&o.etcdQuota, "etcd-quota-bytes", "etcd's space quota: set it to etcd's --quota-backend-bytes (like 8GiB); 0 takes what etcd reports (v3.6+), else etcd's default 2GiB")
 	fs.Float64Var(&o.highWater, "storage-high-water", storage.DefaultHighWater, "fraction of the etcd quota above which new jobs, growing replacements and triggers are refused with 507 (0 < f <= 1)")
@@ -391,6 +392,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	}
 	mlg := acfg.Logger
 	acfg.Jobs, acfg.Worker, acfg.Auth, acfg.Storage = orchestratorJobs(orch), orchestratorWorker(orch), orch.Credentials(), orch.Storage
+	acfg.Cluster = orch
 	h := admin.Handler(orch, acfg)
 	srv, err := httpserver.Start(listen, h, serving.api)
 	if err != nil {

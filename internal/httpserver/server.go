@@ -225,3 +225,13 @@ func (w errorLogWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// ExtendWriteDeadline lets a reply that goes on for long, such as an
+// event stream, outlive the listener's WriteTimeout: it sets the
+// connection's write deadline to d from now. Socket deadlines are
+// wall-clock times, whatever clock the caller runs on. It returns
+// http.ErrNotSupported (wrapped) for a writer without deadlines, such as
+// a test recorder.
+func ExtendWriteDeadline(w http.ResponseWriter, d time.Duration) error {
+	return http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+}

@@ -51,6 +51,7 @@ type Orchestrator struct {
 	controller *shard.Controller
 	jobs       *store.Etcd
 	dispatcher *dispatch.Dispatcher
+	feed       *partitionFeed
 	session    *membership.Session
 	registered bool
 	startErr   error
@@ -198,7 +199,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		return err
 	}
 	o.mu.Lock()
-	o.partitions, o.controller, o.jobs, o.dispatcher = p, ctrl, jobs, disp
+	feed := newPartitionFeed(p, o.cfg.Clock.Now)
+	o.partitions, o.controller, o.jobs, o.dispatcher, o.feed = p, ctrl, jobs, disp, feed
 	o.notifyLocked()
 	o.mu.Unlock()
 
@@ -210,6 +212,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.owners.Run(watchCtx) })
 	wg.Go(func() { o.compactor.Run(watchCtx) })
 	wg.Go(func() { o.space.Run(watchCtx) })
+	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
 	defer func() { stopWatch(); wg.Wait() }()
 
 	stop := make(chan struct{})

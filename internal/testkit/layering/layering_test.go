@@ -33,6 +33,7 @@ var levels = map[string]int{
 	"internal/skewclock":    0,
 	"bench/report":          0,
 	"docs":                  0, // only the docs' tests
+	"console":               0,
 	"internal/mirror":       1,
 	"bench":                 2,
 	"membership":            2,
@@ -52,7 +53,8 @@ var levels = map[string]int{
 	"bench/rebalance":       8,
 	"bench/scaling":         8,
 	"bench/soak":            8,
-	"cmd/jobfleet":          9,
+	"bench/scale":           9,
+	"cmd/jobfleet":          10,
 }
 
 // pkg is one package as `go list` reports it.

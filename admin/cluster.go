@@ -1,0 +1,213 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// Cluster is what the placement, overview and partition-stream endpoints
+// read; *orchestrator.Orchestrator implements it. Its methods return (or
+// wrap) ErrNotStarted while the member does not know the partition count.
+type Cluster interface {
+	// Placement returns where the valid job ID id lands and who owns it.
+	Placement(ctx context.Context, id string) (api.Placement, error)
+	// Overview returns the fleet as the member sees it.
+	Overview() (api.Overview, error)
+	// PartitionState returns every partition's placement and the member
+	// view, and a channel closed when they change. Rows must not be
+	// modified.
+	PartitionState() (api.PartitionStreamSnapshot, <-chan struct{}, error)
+}
+
+// StreamPing is how often a partition stream sends a comment line when
+// nothing changes, so that proxies and the client see the stream alive.
+const StreamPing = 15 * time.Second
+
+// streamWriteWindow is how long one write of a stream may take: the
+// server's write timeout is pushed this far ahead before every write, so
+// that it does not cut the stream, yet a client that stops reading is
+// dropped.
+const streamWriteWindow = 30 * time.Second
+
+// cluster returns the Cluster, or answers 503 and false.
+func (a *server) cluster(w http.ResponseWriter) (Cluster, bool) {
+	if a.cfg.Cluster == nil {
+		WriteError(w, http.StatusServiceUnavailable, "this member serves no cluster view")
+		return nil, false
+	}
+	return a.cfg.Cluster, true
+}
+
+// clusterFailed answers an error of a Cluster method.
+func (a *server) clusterFailed(w http.ResponseWriter, what string, err error) {
+	switch {
+	case errors.Is(err, ErrNotStarted):
+		WriteError(w, http.StatusServiceUnavailable, "this member has not joined the cluster yet")
+	case errors.Is(store.Classify(err), store.ErrUnavailable):
+		a.cfg.Logger.Warn(what+" failed", zap.Error(err))
+		WriteError(w, http.StatusServiceUnavailable, publicMessage(err))
+	default:
+		a.cfg.Logger.Error(what+" failed", zap.Error(err))
+		WriteError(w, http.StatusInternalServerError, publicMessage(err))
+	}
+}
+
+func (a *server) placement(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("job")
+	if err := store.ValidateID(id); err != nil {
+		WriteError(w, http.StatusBadRequest, "query parameter job: "+err.Error())
+		return
+	}
+	c, ok := a.cluster(w)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	pl, err := c.Placement(ctx, id)
+	if err != nil {
+		a.clusterFailed(w, "placement", err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, pl)
+}
+
+func (a *server) overview(w http.ResponseWriter, r *http.Request) {
+	c, ok := a.cluster(w)
+	if !ok {
+		return
+	}
+	ov, err := c.Overview()
+	if err != nil {
+		a.clusterFailed(w, "overview", err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, ov)
+}
+
+func (a *server) whoami(w http.ResponseWriter, r *http.Request) {
+	p, _ := auth.FromContext(r.Context())
+	WriteJSON(w, http.StatusOK, api.Whoami{Credential: p.ID, Role: string(p.Role), Prefix: p.Prefix})
+}
+
+// watchPartitions serves GET /v1/cluster/partitions/watch: an event
+// stream (text/event-stream) of the partition table. It sends "snapshot"
+// first, then "change" per partition whose owner, epoch or target
+// changed, "members" when the member view changed, and a ": ping" comment
+// every StreamPing. It reads the member's own watches (Cluster's
+// PartitionState), never etcd, so streams cost no etcd watch each. It
+// ends when the client goes or the server stops (the request's context).
+func (a *server) watchPartitions(w http.ResponseWriter, r *http.Request) {
+	c, ok := a.cluster(w)
+	if !ok {
+		return
+	}
+	st, changed, err := c.PartitionState()
+	if err != nil {
+		a.clusterFailed(w, "partition stream", err)
+		return
+	}
+	release, err := a.streams.acquire()
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		WriteError(w, http.StatusTooManyRequests, err.Error())
+		return
+	}
+	defer release()
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // a proxy that buffers would hold the events
+	w.WriteHeader(http.StatusOK)
+	send := func(chunk []byte) bool {
+		// An error means the connection does not support deadlines (a
+		// test recorder): then there is no timeout to push.
+		_ = httpserver.ExtendWriteDeadline(w, streamWriteWindow)
+		if _, err := w.Write(chunk); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send(streamEvent("snapshot", st)) {
+		return
+	}
+	ping := a.cfg.Clock.NewTicker(StreamPing)
+	defer ping.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-ping.Chan():
+			if !send([]byte(": ping\n\n")) {
+				return
+			}
+		case <-changed:
+			next, ch, err := c.PartitionState()
+			if err != nil {
+				return
+			}
+			if !send(streamDiff(st, next)) {
+				return
+			}
+			st, changed = next, ch
+		}
+	}
+}
+
+// streamDiff returns the events that take a stream's client from old to
+// next: "members" if the member view changed, then one "change" per
+// partition whose owner, epoch or target changed.
+func streamDiff(old, next api.PartitionStreamSnapshot) []byte {
+	var b bytes.Buffer
+	if !bytes.Equal(old.Members, next.Members) {
+		b.Write(streamEvent("members", next.Members))
+	}
+	for i, row := range next.Rows {
+		if i < len(old.Rows) && old.Rows[i].Owner == row.Owner && old.Rows[i].Epoch == row.Epoch && old.Rows[i].Target == row.Target {
+			continue
+		}
+		b.Write(streamEvent("change", row))
+	}
+	return b.Bytes()
+}
+
+// streamEvent formats one server-sent event with data v as one line of
+// compact JSON (which holds no newline).
+func streamEvent(name string, v any) []byte {
+	data, err := json.Marshal(v)
+	if err != nil { // cannot happen: plain documents
+		data = []byte(`{}`)
+	}
+	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", name, data)
+}
+
+// streamCap bounds the partition streams served at once.
+type streamCap struct {
+	slots chan struct{}
+}
+
+func newStreamCap(n int) *streamCap { return &streamCap{slots: make(chan struct{}, n)} }
+
+// acquire takes a slot, or says the cap is reached; release gives it back.
+func (s *streamCap) acquire() (release func(), err error) {
+	select {
+	case s.slots <- struct{}{}:
+		return func() { <-s.slots }, nil
+	default:
+		return nil, fmt.Errorf("this member serves %d partition streams already (its --max-streams); retry later or on another member", cap(s.slots))
+	}
+}

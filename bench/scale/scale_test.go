@@ -1,0 +1,246 @@
+package scale_test
+
+import (
+	"context"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/jobfleet/jobfleet/bench"
+	"github.com/jobfleet/jobfleet/bench/report"
+	"github.com/jobfleet/jobfleet/bench/scale"
+	"github.com/jobfleet/jobfleet/internal/testkit/binarytest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestTinyScale is the CI miniature of `jobfleet bench scale`: 60 and 120
+// jobs on 2 real orchestrator processes with every phase, checking the
+// output's structure and that the figures are plausible (not fixed
+// values): every job created, listed and fired once in the herd and once
+// in the spread, a takeover and a rolling restart with no misfire, sizes
+// and memory within sane bounds, and a table, CSV and chart per figure.
+func TestTinyScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts orchestrator processes")
+	}
+	binary := filepath.Join(t.TempDir(), "jobfleet")
+	if err := binarytest.Build(binary); err != nil {
+		t.Fatal(err)
+	}
+	cfg := scale.DefaultConfig()
+	cfg.Jobs, cfg.Members = []int{60, 120}, []int{2}
+	cfg.Binary = binary
+	cfg.Partitions = 64
+	cfg.LeaseTTL = time.Second
+	cfg.Fsync = false
+	cfg.Quota = 256 << 20
+	cfg.Probes = 8
+	cfg.MinSpread = 2 * time.Second
+	cfg.StoreLimitDuration = 200 * time.Millisecond
+	cfg.StoreWriters = []int{1, 2}
+	cfg.Dir = t.TempDir()
+	if testing.Verbose() {
+		cfg.Progress = bench.NewProgress(os.Stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := scale.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Points) != 2 {
+		t.Fatalf("%d points, want 2", len(res.Points))
+	}
+	for _, p := range res.Points {
+		if len(p.Errors) > 0 {
+			t.Errorf("N=%d: failed phases: %v", p.Jobs, p.Errors)
+		}
+	}
+	if res.Failed() {
+		t.Error("Failed: true")
+	}
+	for _, p := range res.Points {
+		n := p.Jobs
+		if p.Partitions != 64 || p.Members != 2 {
+			t.Errorf("N=%d: P=%d on %d members, want 64 on 2", n, p.Partitions, p.Members)
+		}
+		if c := p.Create; c.Rate <= 0 || (c.Method != scale.MethodBatch && c.Method != scale.MethodSingle) || c.TakenIn < 0 {
+			t.Errorf("N=%d: create %+v: want a rate, a method and a take-in time", n, c)
+		}
+		z := p.Size
+		for name, b := range map[string]float64{"job": z.JobBytes, "run": z.RunBytes} {
+			if b < 100 || b > 10_000 {
+				t.Errorf("N=%d: %d bytes per %s, want a few hundred", n, int(b), name)
+			}
+		}
+		if z.JobInUseBytes < 0 || z.RunInUseBytes < 0 {
+			t.Errorf("N=%d: in-use growth %+v negative", n, z)
+		}
+		if p.RSS.Min < 5<<20 || p.RSS.Max > 2<<30 || p.RSS.Min > p.RSS.Max {
+			t.Errorf("N=%d: members' RSS %+v, want between 5 MiB and 2 GiB", n, p.RSS)
+		}
+		if p.List.Jobs != n || p.List.Rate <= 0 {
+			t.Errorf("N=%d: listed %+v, want every job", n, p.List)
+		}
+		k := p.Takeover
+		if k.Partitions < 1 || k.Owned <= 0 || k.Owned > time.Minute || k.Rejoin <= 0 {
+			t.Errorf("N=%d: takeover %+v: want the victim's partitions owned again within a minute and a rejoin", n, k)
+		}
+		if k.Probes > 0 && (k.FiresAgain <= 0 || k.FiresAgain > time.Minute) {
+			t.Errorf("N=%d: takeover %+v: want the victim's probes firing again within a minute", n, k)
+		}
+		r := p.Restart
+		if len(r.Each) != 2 || r.Total < r.Max || r.Max <= 0 {
+			t.Errorf("N=%d: restart %+v: want one time per member", n, r)
+		}
+		if r.Misfires != 0 {
+			t.Errorf("N=%d: %d misfires in a rolling restart, want 0", n, r.Misfires)
+		}
+		if r.Fires < r.Expected/2 {
+			t.Errorf("N=%d: probes fired %d times in a rolling restart, about %d due", n, r.Fires, r.Expected)
+		}
+		for name, w := range map[string]scale.Workload{"herd": p.Herd, "spread": p.SpreadLoad} {
+			if w.Runs != n || w.Rate <= 0 || w.Durable > time.Minute || w.Counted <= 0 || w.Counted > time.Minute {
+				t.Errorf("N=%d: %s %+v: want every job fired once, durable (watched and counted) within a minute", n, name, w)
+			}
+			if l := w.LagFired; l.Count != n || l.P50 > l.P99 || l.P99 > l.Max || l.Max > time.Minute {
+				t.Errorf("N=%d: %s lag to fired_at %+v: want N ordered lags under a minute", n, name, l)
+			}
+			if l := w.LagVisible; l.P99 < w.LagFired.P50 {
+				t.Errorf("N=%d: %s visible p99 %v before the fired p50 %v", n, name, l.P99, w.LagFired.P50)
+			}
+		}
+		if p.StoreLimit <= 0 || len(p.StoreLevels) != 2 {
+			t.Errorf("N=%d: store limit %v from %d levels, want a limit from 2", n, p.StoreLimit, len(p.StoreLevels))
+		}
+		if m, ok := scale.ModelOf(p, cfg.Quota); !ok || m.MemberCPU <= 0 || m.StoreCPU <= 0 {
+			t.Errorf("N=%d: model %+v (%v): want the CPU per run of the members and of the store", n, m, ok)
+		}
+		if p.SpreadLoad.Period != cfg.MinSpread || p.Herd.Period != 0 {
+			t.Errorf("N=%d: periods herd %v spread %v, want 0 and %v", n, p.Herd.Period, p.SpreadLoad.Period, cfg.MinSpread)
+		}
+	}
+	if got := len(res.Slopes()); got < len(scale.Figures)-2 {
+		t.Errorf("%d growth slopes, want about one per figure (%d)", got, len(scale.Figures))
+	}
+
+	dir := t.TempDir()
+	if _, err := report.WriteAll(io.Discard, dir, "scale", res, res.Tables()); err != nil {
+		t.Fatal(err)
+	}
+	charts, err := res.Charts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(charts) != len(scale.Figures) {
+		t.Errorf("%d charts, want one per figure (%d)", len(charts), len(scale.Figures))
+	}
+	for _, want := range []string{"scale.json", "scale_load.csv", "scale_failover.csv", "scale_fires.csv", "scale_growth.csv", "scale_figures.csv", "scale_model_check.csv", "scale_model.csv", "scale_herd_durable.png"} {
+		if fi, err := os.Stat(filepath.Join(dir, want)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s not written: %v", want, err)
+		}
+	}
+}
+
+// TestSlopes checks the growth exponents on made-up points: a figure
+// proportional to N has slope 1, a constant one slope 0, one that is not
+// measured none.
+func TestSlopes(t *testing.T) {
+	res := &scale.Result{Config: scale.Config{Members: []int{3}}}
+	for _, n := range []int{1_000, 100_000, 10_000} {
+		res.Points = append(res.Points, &scale.Point{Jobs: n, Members: 3,
+			Create: scale.Create{Rate: 2_000},
+			Size:   scale.Size{JobBytes: 800},
+			List:   scale.List{Rate: float64(n)},
+		})
+	}
+	got := map[string]scale.Slope{}
+	for _, s := range res.Slopes() {
+		got[s.Figure] = s
+	}
+	want := map[string]float64{"create_rate": 0, "job_bytes": 0, "list_rate": 1}
+	if len(got) != len(want) {
+		t.Errorf("slopes %v, want exactly %v", got, want)
+	}
+	for f, slope := range want {
+		s, ok := got[f]
+		if !ok || math.Abs(s.Slope-slope) > 1e-9 || s.FromN != 1_000 || s.ToN != 100_000 {
+			t.Errorf("%s: %+v, want slope %v from 1000 to 100000", f, s, slope)
+		}
+	}
+	files, err := res.Charts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 {
+		t.Errorf("charts %v, want one per measured figure (3)", files)
+	}
+}
+
+// TestModel checks the store-shard model's arithmetic: the store bound
+// grows with K, the member bound with M, the smaller one holds, job
+// capacity grows with K past the history budget, and the K=1 point of one
+// shared machine adds the CPU of the store and of the members.
+func TestModel(t *testing.T) {
+	m := scale.Model{StoreLimit: 40_000, MemberCPU: 100e-6, StoreCPU: 50e-6, Cores: 2,
+		JobBytes: 1_000, Quota: 8 << 30, HighWater: 0.8, HistoryBudget: 1 << 30,
+		FireBytes: 1_000, CompactionInterval: 300}
+	p := m.Predict(1, 3, 2, 1e6)
+	if p.StoreBound != 40_000 || p.MemberBound != 60_000 || p.FiresPerSec != 40_000 || p.Bound != "store" {
+		t.Errorf("K=1 M=3: %+v, want store-bound 40000 (members 60000)", p)
+	}
+	wantQuota := (0.8*float64(8<<30) - 1e6*1_000 - float64(1<<30)) / (2 * 300 * 1_000)
+	if math.Abs(p.QuotaBound-wantQuota) > 1e-6 {
+		t.Errorf("K=1 quota bound %.1f fires/s, want %.1f", p.QuotaBound, wantQuota)
+	}
+	p = m.Predict(4, 3, 2, 1e6)
+	if p.StoreBound != 160_000 || p.FiresPerSec != 60_000 || p.Bound != "members" {
+		t.Errorf("K=4 M=3: %+v, want member-bound 60000", p)
+	}
+	wantJobs := (4*0.8*float64(8<<30) - float64(1<<30)) / 1_000
+	if math.Abs(p.Jobs-wantJobs) > 1 {
+		t.Errorf("K=4 jobs %.0f, want %.0f", p.Jobs, wantJobs)
+	}
+	if got, bound := m.Here(); math.Abs(got-2/150e-6) > 1e-6 || bound != "cpu" {
+		t.Errorf("here: %v %s, want %v cpu", got, bound, 2/150e-6)
+	}
+	m.StoreLimit = 10_000
+	if got, bound := m.Here(); got != 10_000 || bound != "store" {
+		t.Errorf("here with a slow store: %v %s, want 10000 store", got, bound)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := scale.DefaultConfig()
+	ok.Binary = "/bin/jobfleet"
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	for name, modify := range map[string]func(*scale.Config){
+		"no binary":          func(c *scale.Config) { c.Binary = "" },
+		"no jobs":            func(c *scale.Config) { c.Jobs = nil },
+		"zero jobs":          func(c *scale.Config) { c.Jobs = []int{0} },
+		"one member":         func(c *scale.Config) { c.Members = []int{1} },
+		"unknown phase":      func(c *scale.Config) { c.Phases = []string{"herd", "stampede"} },
+		"fractional TTL":     func(c *scale.Config) { c.LeaseTTL = 1500 * time.Millisecond },
+		"no probes":          func(c *scale.Config) { c.Probes = 0 },
+		"no spread rate":     func(c *scale.Config) { c.SpreadRate = 0 },
+		"partitions beyond":  func(c *scale.Config) { c.Partitions = 1 << 20 },
+		"zero batch":         func(c *scale.Config) { c.BatchSize = 0 },
+		"port out of range":  func(c *scale.Config) { c.PortBase = 70_000 },
+		"tiny spread period": func(c *scale.Config) { c.MinSpread = time.Millisecond },
+		"no store writers":   func(c *scale.Config) { c.StoreWriters = nil },
+	} {
+		c := ok
+		modify(&c)
+		if c.Validate() == nil {
+			t.Errorf("%s: valid, want an error", name)
+		}
+	}
+}

@@ -1,0 +1,631 @@
+// jobfleet console: a hash-routed single page over the HTTP API.
+//
+// Rules this file keeps (the page's Content-Security-Policy enforces the
+// first two): no inline script and no eval; text from the API is inserted
+// with textContent only (el() below), never as HTML; the token lives in
+// sessionStorage and travels only in the Authorization header.
+'use strict';
+
+(function () {
+  const TOKEN_KEY = 'jobfleet.token';
+  const PAGE_SIZE = 25;
+  let token = sessionStorage.getItem(TOKEN_KEY) || '';
+  let me = null; // GET /v1/whoami
+  let cleanup = null; // stops the current view's timers and streams
+
+  const $ = (id) => document.getElementById(id);
+
+  // el builds an element. attrs: "text" sets textContent, "class" the
+  // class, "on<event>" a listener, anything else an attribute. Children
+  // are nodes or strings (inserted as text).
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'text') e.textContent = String(v);
+      else if (k === 'class') e.className = v;
+      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === undefined || c === null || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  function status(msg) {
+    $('status').textContent = msg || '';
+  }
+
+  class APIError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  async function api(method, path, body) {
+    const opts = { method, headers: { Authorization: 'Bearer ' + token }, cache: 'no-store', credentials: 'omit' };
+    if (body !== undefined) {
+      opts.headers['Content-Type'] = 'application/json';
+      opts.body = JSON.stringify(body);
+    }
+    const r = await fetch(path, opts);
+    const text = await r.text();
+    let doc = null;
+    try { doc = text ? JSON.parse(text) : null; } catch (e) { doc = null; }
+    if (!r.ok) {
+      const msg = (doc && doc.error) || (r.status + ' ' + r.statusText);
+      if (r.status === 401) signOut('The server refused the token: ' + msg);
+      throw new APIError(r.status, msg);
+    }
+    return doc;
+  }
+
+  const jobPath = (id, sub) => '/v1/jobs/' + encodeURIComponent(id) + (sub ? '/' + sub : '');
+  const canWrite = (id) => me && (me.role === 'operator' || me.role === 'admin') && (id === undefined || id.startsWith(me.prefix || ''));
+
+  // stream reads a server-sent event stream with fetch (EventSource cannot
+  // send the Authorization header) and calls onEvent(name, data) per
+  // event. It returns when the stream ends; it throws on errors.
+  async function stream(path, signal, onEvent) {
+    const r = await fetch(path, { headers: { Authorization: 'Bearer ' + token }, signal, cache: 'no-store', credentials: 'omit' });
+    if (!r.ok) {
+      let msg = r.status + ' ' + r.statusText;
+      try { msg = (await r.json()).error || msg; } catch (e) { /* not JSON */ }
+      if (r.status === 401) signOut('The server refused the token: ' + msg);
+      throw new APIError(r.status, msg);
+    }
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += value;
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        let name = 'message';
+        const data = [];
+        for (const line of block.split('\n')) {
+          if (line === '' || line.startsWith(':')) continue;
+          const c = line.indexOf(':');
+          const field = c < 0 ? line : line.slice(0, c);
+          let v = c < 0 ? '' : line.slice(c + 1);
+          if (v.startsWith(' ')) v = v.slice(1);
+          if (field === 'event') name = v;
+          else if (field === 'data') data.push(v);
+        }
+        if (data.length) onEvent(name, JSON.parse(data.join('\n')));
+      }
+    }
+  }
+
+  // ---- time formatting -------------------------------------------------
+
+  function fmtUTC(iso) {
+    if (!iso) return '';
+    const d = new Date(iso);
+    return isNaN(d) ? String(iso) : d.toISOString().replace('.000Z', 'Z');
+  }
+
+  function fmtZone(iso, zone) {
+    if (!iso) return '';
+    const d = new Date(iso);
+    if (isNaN(d)) return String(iso);
+    try {
+      return new Intl.DateTimeFormat('sv-SE', {
+        timeZone: zone || 'UTC', year: 'numeric', month: '2-digit', day: '2-digit',
+        hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short',
+      }).format(d);
+    } catch (e) {
+      return fmtUTC(iso);
+    }
+  }
+
+  function fmtDuration(seconds) {
+    if (seconds === null || seconds === undefined || isNaN(seconds)) return '';
+    if (seconds < 1) return Math.round(seconds * 1000) + ' ms';
+    if (seconds < 120) return seconds.toFixed(1) + ' s';
+    if (seconds < 7200) return Math.round(seconds / 60) + ' min';
+    if (seconds < 172800) return (seconds / 3600).toFixed(1) + ' h';
+    return (seconds / 86400).toFixed(1) + ' d';
+  }
+
+  const between = (a, b) => (a && b ? (new Date(b) - new Date(a)) / 1000 : null);
+
+  // ---- colours of owners ----------------------------------------------
+
+  const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac', '#2f4b7c', '#a05195'];
+  const colours = new Map(); // owner ID -> colour, stable for the page's life
+  function colourOf(id) {
+    if (!colours.has(id)) colours.set(id, PALETTE[colours.size % PALETTE.length]);
+    return colours.get(id);
+  }
+
+  // ---- sign in ---------------------------------------------------------
+
+  function signOut(msg) {
+    token = '';
+    me = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    if (cleanup) { cleanup(); cleanup = null; }
+    $('view').replaceChildren();
+    $('nav').hidden = true;
+    $('signout').hidden = true;
+    $('who').textContent = '';
+    $('signin').hidden = false;
+    $('signin-error').textContent = msg || '';
+    $('token').focus();
+  }
+
+  async function signIn() {
+    try {
+      me = await api('GET', '/v1/whoami');
+    } catch (e) {
+      if (e.status !== 401) signOut('Cannot sign in: ' + e.message);
+      return false;
+    }
+    $('signin').hidden = true;
+    $('nav').hidden = false;
+    $('signout').hidden = false;
+    $('who').textContent = me.credential + ' (' + me.role + (me.prefix ? ', jobs under ' + me.prefix : '') + ')';
+    return true;
+  }
+
+  // ---- views -----------------------------------------------------------
+
+  function heading(text) {
+    return el('h1', { text, tabindex: '-1' });
+  }
+
+  function errorBox(e) {
+    return el('p', { class: 'error', role: 'alert', text: e.message || String(e) });
+  }
+
+  function overview(view) {
+    let last = null; // previous overview, for the fire rate
+    const body = el('div');
+    view.append(heading('Overview'), body);
+    async function load() {
+      let ov;
+      try {
+        ov = await api('GET', '/v1/cluster/overview');
+      } catch (e) {
+        body.replaceChildren(errorBox(e));
+        return;
+      }
+      let rate = 'measuring…';
+      if (last && last.member === ov.member) {
+        const dt = (new Date(ov.now) - new Date(last.now)) / 1000;
+        if (dt > 0) rate = ((ov.activity.fires_total - last.activity.fires_total) / dt).toFixed(1);
+      }
+      last = ov;
+      const card = (label, value, cls) => el('div', { class: 'card' }, el('div', { class: 'muted', text: label }), el('div', { class: 'v ' + (cls || ''), text: value }));
+      body.replaceChildren(...[
+        el('div', { class: 'cards' },
+          card('Members', ov.members.length),
+          card('Partitions', ov.partitions),
+          card('Unowned', ov.unowned, ov.unowned ? 'warn' : 'ok'),
+          card('Moving', ov.moving, ov.moving ? 'warn' : 'ok'),
+        ),
+        el('h2', { text: 'Members' }),
+        el('table', {},
+          el('thead', {}, el('tr', {}, ['Member', 'Address', 'Registered', 'Lease age', 'Owned', 'Ring target'].map((h) => el('th', { scope: 'col', text: h })))),
+          el('tbody', {}, ov.members.map((m) => el('tr', {},
+            el('td', { text: m.id }), el('td', { text: m.addr }), el('td', { text: fmtUTC(m.registered_at) }),
+            el('td', { class: 'num', text: fmtDuration(m.lease_age_seconds) }),
+            el('td', { class: 'num', text: m.owned }), el('td', { class: 'num', text: m.targeted }))))),
+        el('h2', { text: 'This member: ' + ov.member }),
+        el('div', { class: 'cards' },
+          card('Readiness', ov.ready ? 'ready' : 'not ready', ov.ready ? 'ok' : 'bad'),
+          card('Fires/s', rate),
+          card('Lag p99', fmtDuration(ov.activity.lag_p99_seconds) || '0 ms'),
+          card('Runs waiting', ov.activity.runs_waiting),
+          card('Runs running', ov.activity.runs_running),
+          card('Failed since start', ov.activity.runs_failed_total),
+          card('Dead since start', ov.activity.runs_dead_total),
+        ),
+        ov.ready ? null : el('p', { class: 'warn', text: 'Not ready: ' + (ov.ready_reason || '') }),
+        el('p', { class: 'muted', text: 'Fires/s, lag and runs are this member’s own (the one serving this page), since it started; waiting and running count the runs of the partitions it owns. Updated every 5 s.' }),
+      ].filter(Boolean));
+    }
+    load();
+    const t = setInterval(load, 5000);
+    return () => clearInterval(t);
+  }
+
+  function partitions(view) {
+    const ctrl = new AbortController();
+    const map = el('div', { class: 'map', role: 'group', 'aria-label': 'Partitions, coloured by owner' });
+    const legend = el('div', { class: 'legend', 'aria-label': 'Owners' });
+    const detail = el('div', { class: 'detail', 'aria-live': 'polite', text: 'Hover or focus a partition for its owner, epoch, target and since when.' });
+    const note = el('p', { class: 'muted', 'aria-live': 'polite' });
+    view.append(heading('Partition map'), note, legend, map, detail);
+    let rows = [];
+    let cells = [];
+
+    function label(r) {
+      return 'partition ' + r.partition + ', owner ' + (r.owner || 'none') + ', epoch ' + r.epoch +
+        ', target ' + (r.target || 'none') + (r.since ? ', since ' + fmtUTC(r.since) : '');
+    }
+    function paint(r) {
+      const c = cells[r.partition];
+      if (!c) return;
+      c.className = 'cell' + (r.owner ? '' : ' none') + (r.owner !== r.target ? ' moving' : '');
+      c.style.background = r.owner ? colourOf(r.owner) : '';
+      c.dataset.owner = r.owner || '';
+      c.setAttribute('aria-label', label(r));
+      c.title = label(r);
+    }
+    function show(r) {
+      detail.replaceChildren(el('dl', { class: 'kv' },
+        el('dt', { text: 'Partition' }), el('dd', { text: r.partition }),
+        el('dt', { text: 'Owner' }), el('dd', { text: r.owner || 'none (being acquired)' }),
+        el('dt', { text: 'Epoch' }), el('dd', { text: r.epoch }),
+        el('dt', { text: 'Target' }), el('dd', { text: r.target || 'none' }),
+        el('dt', { text: 'Since' }), el('dd', { text: r.since ? fmtUTC(r.since) : 'before this member started watching' })));
+    }
+    function drawLegend() {
+      const counts = new Map();
+      for (const r of rows) counts.set(r.owner, (counts.get(r.owner) || 0) + 1);
+      const owners = [...counts.keys()].sort();
+      legend.replaceChildren(...owners.map((o) => {
+        // Colours are set through the style property: the policy refuses
+        // style attributes.
+        const sw = el('span', { class: 'swatch' + (o ? '' : ' none'), 'aria-hidden': 'true' });
+        if (o) sw.style.background = colourOf(o);
+        return el('span', { class: 'legend-item', 'data-owner': o }, sw, (o || 'no owner') + ': ' + counts.get(o));
+      }));
+    }
+    function snapshot(s) {
+      const ids = [...new Set([...s.members.members.map((m) => m.id), ...s.assignments.map((r) => r.owner).filter(Boolean)])].sort();
+      ids.forEach(colourOf);
+      rows = s.assignments;
+      cells = rows.map((r) => {
+        const c = el('button', { type: 'button', class: 'cell', 'data-partition': r.partition });
+        c.addEventListener('focus', () => show(rows[r.partition]));
+        c.addEventListener('mouseenter', () => show(rows[r.partition]));
+        return c;
+      });
+      map.dataset.size = rows.length <= 256 ? 'l' : (rows.length <= 2048 ? 'm' : 's');
+      map.replaceChildren(...cells);
+      rows.forEach(paint);
+      drawLegend();
+      note.textContent = s.partitions + ' partitions, ' + s.members.members.length + ' members; live.';
+    }
+    let changes = 0;
+    async function follow() {
+      let wait = 500;
+      while (!ctrl.signal.aborted) {
+        try {
+          await stream('/v1/cluster/partitions/watch', ctrl.signal, (name, data) => {
+            wait = 500;
+            if (name === 'snapshot') snapshot(data);
+            else if (name === 'change') {
+              rows[data.partition] = data;
+              paint(data);
+              changes++;
+              drawLegend();
+              note.textContent = rows.length + ' partitions; live, ' + changes + ' changes seen.';
+            } else if (name === 'members') {
+              data.members.forEach((m) => colourOf(m.id));
+            }
+          });
+        } catch (e) {
+          if (ctrl.signal.aborted) return;
+          note.textContent = 'Stream interrupted (' + e.message + '); reconnecting…';
+        }
+        if (ctrl.signal.aborted) return;
+        await new Promise((res) => setTimeout(res, wait));
+        wait = Math.min(wait * 2, 10000);
+      }
+    }
+    follow();
+    return () => ctrl.abort();
+  }
+
+  function where(view, arg) {
+    const input = el('input', { id: 'where-id', required: true, spellcheck: 'false', size: '40', value: arg || '' });
+    const out = el('div', { id: 'where-result', 'aria-live': 'polite' });
+    async function look(id) {
+      out.replaceChildren(el('p', { class: 'muted', text: 'Looking…' }));
+      try {
+        const p = await api('GET', '/v1/cluster/placement?job=' + encodeURIComponent(id));
+        out.replaceChildren(el('dl', { class: 'kv' },
+          el('dt', { text: 'Job' }), el('dd', {}, p.exists ? el('a', { href: '#/job/' + encodeURIComponent(p.job), text: p.job }) : p.job + ' (no such job stored)'),
+          el('dt', { text: 'Hash (xxhash64)' }), el('dd', { text: p.hash, 'data-field': 'hash' }),
+          el('dt', { text: 'Partition' }), el('dd', { text: p.partition + ' of ' + p.partitions, 'data-field': 'partition' }),
+          el('dt', { text: 'Ring target' }), el('dd', { text: p.target || 'none', 'data-field': 'target' }),
+          el('dt', { text: 'Owner' }), el('dd', { text: p.owner || 'none', 'data-field': 'owner' }),
+          el('dt', { text: 'Epoch' }), el('dd', { text: p.epoch, 'data-field': 'epoch' }),
+          el('dt', { text: 'Owner since' }), el('dd', { text: p.owner_since ? fmtUTC(p.owner_since) : 'unknown (before this member started watching)' }),
+          el('dt', { text: 'Why' }), el('dd', { text: p.reason, 'data-field': 'reason' })));
+      } catch (e) {
+        out.replaceChildren(errorBox(e));
+      }
+    }
+    const form = el('form', { class: 'inline', onsubmit: (ev) => { ev.preventDefault(); location.hash = '#/where/' + encodeURIComponent(input.value); } },
+      el('label', { for: 'where-id', text: 'Job ID' }), input, el('button', { type: 'submit', id: 'where-submit', text: 'Where is it?' }));
+    view.append(heading('Where is job X'), el('p', { class: 'muted', text: 'Hash → partition → ring target → owner and epoch, as this member sees them.' }), form, out);
+    if (arg) look(arg);
+    return null;
+  }
+
+  // nextFire formats a listed job's next fire with fmt, or says why there
+  // is none.
+  function nextFire(j, fmt) {
+    if (!j.state) return 'not scheduled yet';
+    if (j.paused) return 'paused';
+    return j.state.next ? fmt(j.state.next) : 'none';
+  }
+
+  function jobs(view, arg) {
+    const q = new URLSearchParams(arg || '');
+    const prefix = el('input', { id: 'jobs-prefix', value: q.get('prefix') || me.prefix || '', spellcheck: 'false' });
+    const paused = el('select', { id: 'jobs-paused' },
+      el('option', { value: '', text: 'all' }), el('option', { value: 'active', text: 'active' }), el('option', { value: 'paused', text: 'paused' }));
+    paused.value = q.get('paused') || '';
+    const last = el('select', { id: 'jobs-last' },
+      ['', 'succeeded', 'failed', 'dead', 'running', 'pending', 'skipped', 'none'].map((s) => el('option', { value: s, text: s || 'any' })));
+    last.value = q.get('last') || '';
+    const table = el('tbody');
+    const pager = el('div', { class: 'actions' });
+    const note = el('p', { class: 'muted', 'aria-live': 'polite' });
+    const cursors = ['']; // cursors of the pages seen, for Previous
+    let page = 0;
+    const ctrl = new AbortController();
+
+    async function load() {
+      note.textContent = 'Loading…';
+      let list;
+      try {
+        list = await api('GET', '/v1/jobs?limit=' + PAGE_SIZE + '&prefix=' + encodeURIComponent(prefix.value) + (cursors[page] ? '&cursor=' + encodeURIComponent(cursors[page]) : ''));
+      } catch (e) {
+        note.replaceChildren(errorBox(e));
+        return;
+      }
+      if (ctrl.signal.aborted) return;
+      cursors[page + 1] = list.next_cursor;
+      const rows = list.jobs.filter((j) => !paused.value || (paused.value === 'paused') === j.paused);
+      const trs = rows.map((j) => {
+        const lastCell = el('td', { text: '…' });
+        const tr = el('tr', { 'data-job': j.id },
+          el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(j.id), text: j.id })),
+          el('td', { text: j.schedule || (j.run_at ? 'once at ' + fmtUTC(j.run_at) : '') }),
+          el('td', { text: j.paused ? 'paused' : 'active' }),
+          el('td', { text: nextFire(j, (t) => fmtZone(t, j.timezone)) }),
+          el('td', { text: nextFire(j, fmtUTC) }),
+          lastCell);
+        api('GET', jobPath(j.id, 'runs') + '?limit=1').then((r) => {
+          const s = r.runs.length ? r.runs[0].status : 'none';
+          lastCell.textContent = s;
+          lastCell.className = s === 'dead' || s === 'failed' ? 'error' : (s === 'succeeded' ? 'ok' : '');
+          if (last.value && s !== last.value) tr.hidden = true;
+        }, () => { lastCell.textContent = '?'; });
+        return tr;
+      });
+      table.replaceChildren(...trs);
+      note.textContent = 'Page ' + (page + 1) + ': ' + list.jobs.length + ' jobs' + (rows.length !== list.jobs.length ? ', ' + rows.length + ' shown by the filter' : '') +
+        '. Filters apply to the page loaded; the prefix is searched on the server.';
+      pager.replaceChildren(
+        el('button', { type: 'button', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
+        el('button', { type: 'button', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));
+    }
+    const form = el('form', { class: 'inline', onsubmit: (ev) => { ev.preventDefault(); cursors.length = 1; page = 0; load(); } },
+      el('label', { for: 'jobs-prefix' }, 'ID prefix', prefix),
+      el('label', { for: 'jobs-paused' }, 'State', paused),
+      el('label', { for: 'jobs-last' }, 'Last run', last),
+      el('button', { type: 'submit', id: 'jobs-search', text: 'Search' }));
+    view.append(heading('Jobs'), form, note,
+      el('table', { id: 'jobs-table' },
+        el('thead', {}, el('tr', {}, ['Job', 'Schedule', 'State', 'Next fire (job’s zone)', 'Next fire (UTC)', 'Last run'].map((h) => el('th', { scope: 'col', text: h })))),
+        table),
+      pager);
+    load();
+    return () => ctrl.abort();
+  }
+
+  function runRow(r) {
+    const atts = r.attempts || [];
+    const first = atts.length ? atts[0].started_at : null;
+    const lastAtt = atts.length ? atts[atts.length - 1] : null;
+    const details = el('details', {},
+      el('summary', { text: atts.length + ' attempt' + (atts.length === 1 ? '' : 's') }),
+      atts.map((a) => el('div', {},
+        el('dl', { class: 'kv' },
+          el('dt', { text: 'Attempt' }), el('dd', { text: a.attempt }),
+          el('dt', { text: 'Worker' }), el('dd', { text: a.worker || '' }),
+          el('dt', { text: 'Started' }), el('dd', { text: fmtUTC(a.started_at) }),
+          el('dt', { text: 'Finished' }), el('dd', { text: fmtUTC(a.finished_at) }),
+          el('dt', { text: 'Duration' }), el('dd', { text: fmtDuration(between(a.started_at, a.finished_at)) })),
+        a.error ? el('pre', { class: 'error', text: a.error }) : null,
+        a.output ? el('pre', { text: a.output }) : null)));
+    return el('tr', { 'data-run': r.run_id },
+      el('td', { text: fmtUTC(r.scheduled_at) }),
+      el('td', { class: r.status === 'dead' || r.status === 'failed' ? 'error' : (r.status === 'succeeded' ? 'ok' : ''), text: r.status }),
+      el('td', { text: fmtDuration(between(first, lastAtt && lastAtt.finished_at)) }),
+      el('td', { text: r.reason || (lastAtt && lastAtt.error) || '' }),
+      el('td', {}, atts.length ? details : el('span', { class: 'muted', text: 'none yet' })));
+  }
+
+  function runsTable(runs) {
+    return el('table', {},
+      el('thead', {}, el('tr', {}, ['Scheduled', 'Status', 'Duration', 'Reason / last error', 'Attempts'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', {}, runs.map(runRow)));
+  }
+
+  function job(view, id) {
+    const info = el('div');
+    const actions = el('div', { class: 'actions', role: 'group', 'aria-label': 'Actions' });
+    const fires = el('div');
+    const runs = el('div');
+    const msg = el('p', { 'aria-live': 'polite' });
+    view.append(heading('Job ' + id), msg, actions, info, el('h2', { text: 'Next fires' }), fires, el('h2', { text: 'Runs' }), runs);
+
+    async function act(what, method, path) {
+      msg.className = '';
+      msg.textContent = what + '…';
+      try {
+        await api(method, path);
+        msg.className = 'ok';
+        msg.textContent = what + ': done.';
+        if (method === 'DELETE') { location.hash = '#/jobs'; return; }
+        fastUntil = Date.now() + 10000; // the run of a trigger appears in a moment
+        clearTimeout(timer);
+        tick();
+      } catch (e) {
+        msg.className = 'error';
+        msg.textContent = what + ' failed: ' + e.message;
+      }
+    }
+
+    function drawActions(j) {
+      if (!canWrite(id)) {
+        actions.replaceChildren(el('span', { class: 'muted', text: 'Your credential may read this job, not change it.' }));
+        return;
+      }
+      const confirmBox = el('span', { hidden: true },
+        el('span', { text: 'Delete job ' + id + ' and its runs? ' }),
+        el('button', { type: 'button', class: 'danger', id: 'confirm-delete', text: 'Yes, delete', onclick: () => act('Delete', 'DELETE', jobPath(id)) }),
+        el('button', { type: 'button', text: 'Cancel', onclick: () => { confirmBox.hidden = true; } }));
+      actions.replaceChildren(
+        j.paused
+          ? el('button', { type: 'button', id: 'resume', text: 'Resume', onclick: () => act('Resume', 'POST', jobPath(id, 'resume')) })
+          : el('button', { type: 'button', id: 'pause', text: 'Pause', onclick: () => act('Pause', 'POST', jobPath(id, 'pause')) }),
+        el('button', { type: 'button', id: 'trigger', text: 'Trigger now', onclick: () => act('Trigger', 'POST', jobPath(id, 'trigger')) }),
+        el('button', { type: 'button', id: 'delete', class: 'danger', text: 'Delete…', onclick: () => { confirmBox.hidden = false; $('confirm-delete').focus(); } }),
+        confirmBox);
+    }
+
+    async function load() {
+      let j;
+      try {
+        j = await api('GET', jobPath(id));
+      } catch (e) {
+        info.replaceChildren(errorBox(e));
+        actions.replaceChildren();
+        return;
+      }
+      drawActions(j);
+      const st = j.state || {};
+      info.replaceChildren(
+        el('dl', { class: 'kv' },
+          el('dt', { text: 'State' }), el('dd', { id: 'job-state', text: j.paused ? 'paused' : 'active' }),
+          el('dt', { text: 'Schedule' }), el('dd', { text: j.schedule || (j.run_at ? 'once at ' + fmtUTC(j.run_at) : '') }),
+          el('dt', { text: 'Time zone' }), el('dd', { text: j.timezone || 'UTC' }),
+          el('dt', { text: 'Partition' }), el('dd', {}, el('a', { href: '#/where/' + encodeURIComponent(id), text: String(j.partition) })),
+          el('dt', { text: 'Fired / skipped / dropped' }), el('dd', { text: (st.fired || 0) + ' / ' + (st.skipped || 0) + ' / ' + (st.dropped || 0) })),
+        el('details', {}, el('summary', { text: 'Document' }), el('pre', { text: JSON.stringify(j, null, 2) })));
+      try {
+        const n = await api('GET', jobPath(id, 'next') + '?count=10');
+        const list = n.fires || [];
+        fires.replaceChildren(list.length
+          ? el('table', {}, el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'In ' + (n.timezone || 'UTC') }), el('th', { scope: 'col', text: 'UTC' }))),
+            el('tbody', {}, list.map((f) => el('tr', {}, el('td', { text: f.local }), el('td', { text: f.utc })))))
+          : el('p', { class: 'muted', text: n.paused ? 'Paused: no fires until resumed.' : 'No further fires.' }));
+      } catch (e) {
+        fires.replaceChildren(el('p', { class: 'muted', text: (st.next ? 'Next fire: ' + fmtZone(st.next, j.timezone) + ' (' + fmtUTC(st.next) + '). ' : '') +
+          (e.status === 404 ? 'This server does not list further fires.' : 'Cannot list further fires: ' + e.message) }));
+      }
+      try {
+        const r = await api('GET', jobPath(id, 'runs') + '?limit=20');
+        runs.replaceChildren(r.runs.length ? runsTable(r.runs) : el('p', { class: 'muted', text: 'No runs stored.' }));
+        active = r.runs.some((run) => run.status === 'pending' || run.status === 'running');
+      } catch (e) {
+        runs.replaceChildren(errorBox(e));
+      }
+    }
+    // Reloaded every 10 s, or every second while a run is pending or
+    // running and for 10 s after an action.
+    let active = false;
+    let fastUntil = 0;
+    let timer = null;
+    let stopped = false;
+    const tick = async () => {
+      await load();
+      if (!stopped) timer = setTimeout(tick, active || Date.now() < fastUntil ? 1000 : 10000);
+    };
+    tick();
+    return () => { stopped = true; clearTimeout(timer); };
+  }
+
+  function failing(view) {
+    const out = el('div');
+    view.append(heading('Failing runs'), out);
+    (async () => {
+      try {
+        const r = await api('GET', '/v1/runs?status=dead,failed&since=24h');
+        out.replaceChildren(r.runs.length ? runsTable(r.runs) : el('p', { class: 'ok', text: 'No dead or failed runs in the last 24 hours.' }));
+      } catch (e) {
+        out.replaceChildren(el('p', { class: 'muted', text: e.status === 404
+          ? 'This server has no fleet-wide run search. Open a job (Jobs, Last run column: dead or failed) to see its runs.'
+          : 'Cannot list failing runs: ' + e.message }));
+      }
+    })();
+    return null;
+  }
+
+  function workers(view) {
+    const out = el('div');
+    view.append(heading('Workers'), out);
+    async function load() {
+      try {
+        const r = await api('GET', '/v1/cluster/workers');
+        const ws = r.workers || [];
+        out.replaceChildren(ws.length
+          ? el('table', {},
+            el('thead', {}, el('tr', {}, ['Worker', 'Credential', 'Executors', 'Active / concurrency', 'Registered', 'Last contact', 'Orchestrator'].map((h) => el('th', { scope: 'col', text: h })))),
+            el('tbody', {}, ws.map((w) => el('tr', {},
+              el('td', { text: w.id }), el('td', { text: w.credential }), el('td', { text: (w.executors || []).join(', ') }),
+              el('td', { class: 'num', text: w.active + ' / ' + w.concurrency }), el('td', { text: fmtUTC(w.registered_at) }),
+              el('td', { text: fmtUTC(w.last_contact) }), el('td', { text: w.orchestrator || '' })))))
+          : el('p', { class: 'muted', text: 'No worker is registered.' }));
+      } catch (e) {
+        out.replaceChildren(el('p', { class: 'muted', text: e.status === 404 ? 'This server has no worker registry.' : 'Cannot list workers: ' + e.message }));
+      }
+    }
+    load();
+    const t = setInterval(load, 5000);
+    return () => clearInterval(t);
+  }
+
+  const VIEWS = { overview, partitions, where, jobs, job, failing, workers };
+
+  async function route() {
+    if (!token) { signOut(''); return; }
+    if (!me && !(await signIn())) return;
+    if (cleanup) { cleanup(); cleanup = null; }
+    const h = location.hash.replace(/^#\/?/, '');
+    const slash = h.indexOf('/');
+    const name = slash < 0 ? h : h.slice(0, slash);
+    let arg = slash < 0 ? '' : h.slice(slash + 1);
+    try { arg = decodeURIComponent(arg); } catch (e) { /* keep it raw */ }
+    const v = VIEWS[name] ? name : 'overview';
+    for (const a of $('nav').querySelectorAll('a')) {
+      if (a.getAttribute('href') === '#/' + (v === 'job' ? 'jobs' : v)) a.setAttribute('aria-current', 'page');
+      else a.removeAttribute('aria-current');
+    }
+    const view = $('view');
+    view.replaceChildren();
+    view.dataset.view = v;
+    cleanup = VIEWS[v](view, arg);
+    const h1 = view.querySelector('h1');
+    if (h1) h1.focus();
+  }
+
+  document.addEventListener('DOMContentLoaded', () => {
+    $('signin-form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      token = $('token').value.trim();
+      $('token').value = '';
+      sessionStorage.setItem(TOKEN_KEY, token);
+      route();
+    });
+    $('signout').addEventListener('click', () => signOut('Signed out.'));
+    window.addEventListener('hashchange', route);
+    route();
+  });
+})();

@@ -1,0 +1,416 @@
+package browser_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// Environment variables of these tests.
+const (
+	// envRequire, set to 1 (CI sets it), makes a missing browser a failure
+	// instead of a skip.
+	envRequire = "JOBFLEET_BROWSER_TESTS"
+	// envBrowser names the browser binary; default: the first of
+	// browserNames found on the PATH.
+	envBrowser = "JOBFLEET_CHROMIUM"
+	// envScreenshots names a directory (such as docs/img, relative to the
+	// repository's root) to write the screenshots to; default: the test's
+	// temporary directory.
+	envScreenshots = "JOBFLEET_SCREENSHOTS"
+)
+
+var browserNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+
+var etcd *etcdtest.Server
+
+func TestMain(m *testing.M) {
+	os.Exit(etcdtest.Main(m, &etcd,
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")))
+}
+
+// browser returns the path of a Chromium, or skips the test (fails it if
+// envRequire is 1).
+func browser(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv(envBrowser); p != "" {
+		return p
+	}
+	for _, name := range browserNames {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := fmt.Sprintf("no browser found (looked for %v on the PATH, or set %s): install Debian's chromium (apt-get install chromium) to run the console's browser tests", browserNames, envBrowser)
+	if os.Getenv(envRequire) == "1" {
+		t.Fatal(msg + "; " + envRequire + "=1 requires them")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// screenshotDir returns where screenshots go.
+func screenshotDir(t *testing.T) string {
+	dir := os.Getenv(envScreenshots)
+	if dir == "" {
+		return t.TempDir()
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join("..", "..", "..", dir) // from internal/testkit/browser to the root
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// page drives one browser tab at one member's console.
+type page struct {
+	t    *testing.T
+	ctx  context.Context
+	base string
+	shot string // screenshot directory
+}
+
+// do runs steps with a timeout, failing the test on error.
+func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression (awaiting a promise) and
+// returns its value.
+func eval[T any](p *page, js string) T {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		p.t.Fatalf("evaluate %s: %v", js, err)
+	}
+	return v
+}
+
+// script is a step that evaluates js and ignores its value.
+func script(js string) chromedp.Action[chromedp.Void] { return chromedp.Evaluate[chromedp.Void](js) }
+
+// waitJS waits until the expression is true.
+func (p *page) waitJS(what, js string, within time.Duration) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, within+5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(within), chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		p.t.Fatalf("waiting for %s (%s): %v", what, js, err)
+	}
+}
+
+func (p *page) screenshot(name string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		p.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(p.shot, name), png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// colourScheme makes the page prefer a dark or light colour scheme.
+func colourScheme(scheme string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+		return err
+	})
+}
+
+func (p *page) signIn(token string) {
+	p.t.Helper()
+	p.do("open the console", chromedp.Navigate(p.base+"/ui/"))
+	p.do("forget the token", script(`sessionStorage.clear(); history.replaceState(null, '', '#/overview')`), chromedp.Reload())
+	p.do("the sign-in form", chromedp.WaitVisible(chromedp.ID("token")))
+	p.do("sign in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin-submit")))
+	p.waitJS("signed in", `!document.getElementById('nav').hidden`, 10*time.Second)
+}
+
+// open shows the view of hash, as a user following a link.
+func (p *page) open(hash string) {
+	p.t.Helper()
+	p.do("open "+hash, script(fmt.Sprintf("location.hash = %q", hash)))
+}
+
+// call makes an API request with token and decodes the reply into out.
+func call(t *testing.T, token, method, u string, body, out any) int {
+	t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, u, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
+
+// TestConsole drives the console of a three-member fleet in one headless
+// browser.
+func TestConsole(t *testing.T) {
+	exe := browser(t)
+	const partitions = 32
+	f := fleettest.New(t, etcd, fleettest.Options{Partitions: partitions, Scheduler: true, Quiet: true})
+	for _, id := range []string{"m1", "m2", "m3"} {
+		f.Join(id)
+	}
+	f.WaitSettled(30 * time.Second)
+	m1 := f.Member("m1").URL
+	viewer := f.Token(auth.RoleViewer, "")
+
+	// The jobs call hook: its first call of each run fails, the second
+	// succeeds, so that a run shows two attempts with an error and an
+	// output.
+	var calls atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1)%2 == 1 {
+			http.Error(w, "the ledger is locked; try again", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "invoice 2026-11 sent to 3 customers")
+	}))
+	defer hook.Close()
+	startWorker(t, f.URLs(), f.WorkerToken)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.NoSandbox, // tests run as root in CI
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)...)
+	defer cancelAlloc()
+	ctx, cancelTab := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
+	defer cancelTab()
+	p := &page{t: t, ctx: ctx, base: m1, shot: screenshotDir(t)}
+	// The first action starts the browser, which lives as long as the
+	// context of that action: no timeout here.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start the browser: %v", err)
+	}
+	p.signIn(f.AdminToken)
+	const job = "team/console-a"
+
+	t.Run("map shows every partition in three owner colours", func(t *testing.T) {
+		p.t = t
+		p.open("#/partitions")
+		p.waitJS("the map", fmt.Sprintf(`document.querySelectorAll('.cell[data-owner]').length === %d && [...document.querySelectorAll('.cell')].every(c => c.dataset.owner)`, partitions), 10*time.Second)
+		type ownersAndColours struct {
+			Owners  []string `json:"owners"`
+			Colours []string `json:"colours"`
+		}
+		got := eval[ownersAndColours](p, `(() => {
+			const cells = [...document.querySelectorAll('.cell')];
+			return {owners: [...new Set(cells.map(c => c.dataset.owner))].sort(),
+			        colours: [...new Set(cells.map(c => getComputedStyle(c).backgroundColor))]};
+		})()`)
+		if !slices.Equal(got.Owners, []string{"m1", "m2", "m3"}) || len(got.Colours) != 3 {
+			t.Errorf("owners %v in colours %v, want m1, m2, m3 in three colours", got.Owners, got.Colours)
+		}
+		// A cell is focusable and says what it is.
+		label := eval[string](p, `(() => { const c = document.querySelector('.cell'); c.focus(); return document.activeElement.getAttribute('aria-label') + ' | ' + document.querySelector('.detail').textContent; })()`)
+		if !strings.HasPrefix(label, "partition 0, owner m") || !strings.Contains(label, "Epoch") {
+			t.Errorf("the first cell, focused: %q", label)
+		}
+		p.screenshot("console-map.png")
+		p.do("dark", colourScheme("dark"))
+		p.screenshot("console-map-dark.png")
+		p.do("light", colourScheme("light"))
+	})
+
+	t.Run("a job created through the API appears in the list", func(t *testing.T) {
+		p.t = t
+		for i, id := range []string{job, "team/console-b", "other/console-c"} {
+			j := store.Job{ID: id, Schedule: fmt.Sprintf("%d * * * *", 10+i), Timezone: "Europe/Paris", Executor: store.Executor{Type: "http", URL: hook.URL + "/invoice"},
+				Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(100 * time.Millisecond)}}
+			if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
+				t.Fatalf("create %s: %d", id, code)
+			}
+		}
+		p.open("#/jobs")
+		p.do("search team/",
+			chromedp.WaitVisible(chromedp.ID("jobs-prefix")),
+			chromedp.SetValue(chromedp.ID("jobs-prefix"), "team/"),
+			chromedp.Click(chromedp.ID("jobs-search")))
+		p.waitJS("the job in the list", fmt.Sprintf(`!!document.querySelector('tr[data-job=%q]') && document.querySelectorAll('#jobs-table tbody tr').length === 2`, job), 10*time.Second)
+		p.waitJS("last run column", `[...document.querySelectorAll('#jobs-table tbody tr td:last-child')].every(td => td.textContent !== '…')`, 10*time.Second)
+		p.screenshot("console-jobs.png")
+	})
+
+	t.Run("the trigger button runs the job", func(t *testing.T) {
+		p.t = t
+		p.open("#/job/" + url.PathEscape(job))
+		p.do("trigger", chromedp.WaitVisible(chromedp.ID("trigger")), chromedp.Click(chromedp.ID("trigger")))
+		// The page reloads the runs after the action and every 10 s.
+		p.waitJS("a run that succeeded on its second attempt",
+			`[...document.querySelectorAll('tr[data-run]')].some(tr => tr.textContent.includes('succeeded') && tr.textContent.includes('2 attempts'))`, 20*time.Second)
+	})
+
+	t.Run("the pause button pauses the job", func(t *testing.T) {
+		p.t = t
+		p.open("#/job/" + url.PathEscape(job))
+		p.do("pause", chromedp.WaitVisible(chromedp.ID("pause")), chromedp.Click(chromedp.ID("pause")))
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var j store.Job
+			if code := call(t, f.AdminToken, "GET", m1+"/v1/jobs/"+url.PathEscape(job), nil, &j); code == 200 && j.Paused {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the job is not paused 10 s after the click")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		p.waitJS("the page shows it", `document.getElementById('job-state')?.textContent === 'paused' && !!document.getElementById('resume')`, 10*time.Second)
+		p.waitJS("the runs", `document.querySelectorAll('tr[data-run]').length > 0`, 10*time.Second)
+		p.do("open the run's attempts", script(`document.querySelector('tr[data-run] details').open = true`))
+		p.screenshot("console-job.png")
+	})
+
+	t.Run("where is job X agrees with the API", func(t *testing.T) {
+		p.t = t
+		p.open("#/where/" + url.PathEscape(job))
+		p.waitJS("the placement", `!!document.querySelector('[data-field=owner]')`, 10*time.Second)
+		shown := eval[map[string]string](p, `Object.fromEntries([...document.querySelectorAll('[data-field]')].map(e => [e.dataset.field, e.textContent]))`)
+		var want api.Placement
+		if code := call(t, f.AdminToken, "GET", m1+"/v1/cluster/placement?job="+url.QueryEscape(job), nil, &want); code != 200 {
+			t.Fatalf("placement: %d", code)
+		}
+		if shown["hash"] != want.Hash || shown["partition"] != fmt.Sprintf("%d of %d", want.Partition, want.Partitions) ||
+			shown["owner"] != want.Owner || shown["target"] != want.Target || shown["epoch"] != fmt.Sprint(want.Epoch) || shown["reason"] != want.Reason {
+			t.Errorf("the console shows %v, the API answers %+v", shown, want)
+		}
+		p.screenshot("console-where.png")
+	})
+
+	t.Run("a viewer sees no actions and is refused them", func(t *testing.T) {
+		p.t = t
+		p.signIn(viewer)
+		p.open("#/job/" + url.PathEscape(job))
+		p.waitJS("the job page", `document.getElementById('job-state')?.textContent === 'paused'`, 10*time.Second)
+		buttons := eval[int](p, `document.querySelectorAll('#view .actions button').length`)
+		if buttons != 0 {
+			t.Errorf("a viewer sees %d action buttons", buttons)
+		}
+		code := eval[int](p, fmt.Sprintf(`fetch('/v1/jobs/%s/resume', {method: 'POST', headers: {Authorization: 'Bearer ' + sessionStorage.getItem('jobfleet.token')}}).then(r => r.status)`, url.PathEscape(job)))
+		if code != http.StatusForbidden {
+			t.Errorf("a viewer's resume from the page: %d, want 403", code)
+		}
+		var j store.Job
+		if call(t, f.AdminToken, "GET", m1+"/v1/jobs/"+url.PathEscape(job), nil, &j); !j.Paused {
+			t.Error("the viewer's refused resume changed the job")
+		}
+		p.signIn(f.AdminToken)
+	})
+
+	t.Run("draining a member recolours its cells without a reload", func(t *testing.T) {
+		p.t = t
+		p.open("#/partitions")
+		p.waitJS("the map", fmt.Sprintf(`document.querySelectorAll('.cell[data-owner=m3]').length > 0 && document.querySelectorAll('.cell').length === %d`, partitions), 10*time.Second)
+		p.do("mark the page", script(`window.notReloaded = true`))
+		left := make(chan struct{})
+		go func() { defer close(left); f.Leave("m3") }()
+		// When etcd no longer records m3 as an owner, the map has 2 s.
+		var moved time.Time
+		for moved.IsZero() {
+			owners, _, err := f.Owners(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(owners, func(o shard.OwnerInfo) bool { return o.Member == "m3" }) {
+				moved = time.Now()
+			} else {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		p.waitJS("no m3 cell", `document.querySelectorAll('.cell[data-owner=m3]').length === 0 && window.notReloaded === true`, 2*time.Second)
+		t.Logf("the map dropped m3 %v after etcd did", time.Since(moved).Round(time.Millisecond))
+		<-left
+		p.waitJS("settled", `[...document.querySelectorAll('.cell')].every(c => c.dataset.owner === 'm1' || c.dataset.owner === 'm2')`, 10*time.Second)
+	})
+
+	t.Run("overview", func(t *testing.T) {
+		p.t = t
+		p.open("#/overview")
+		p.waitJS("members", `document.querySelectorAll('#view table tbody tr').length === 2`, 10*time.Second)
+		p.screenshot("console-overview.png")
+	})
+}
+
+// startWorker runs a worker of the fleet's orchestrators until the test
+// ends.
+func startWorker(t *testing.T, urls []string, token string) {
+	t.Helper()
+	w, err := worker.New(worker.Config{
+		ID:              "console-worker",
+		Orchestrators:   worker.StaticOrchestrators(urls...),
+		Token:           token,
+		Concurrency:     4,
+		PollWait:        2 * time.Second,
+		ShutdownTimeout: 5 * time.Second,
+		RetryInitial:    50 * time.Millisecond,
+		RetryMax:        500 * time.Millisecond,
+		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		HTTPPolicy:      worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}, // the hook
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}

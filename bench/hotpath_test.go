@@ -2,8 +2,9 @@ package bench_test
 
 // Benchmarks of the hot paths, for `go test -bench . ./bench`:
 //
-//   - BenchmarkRing: computing the assignment ring (every member does it
-//     on every membership change);
+//   - BenchmarkRing: computing the assignment ring afresh (every member
+//     does it when it starts) and updating it by one member (every member
+//     does it on a membership change);
 //   - BenchmarkPlanFires: the scheduler's pure decision for one job;
 //   - BenchmarkFencedCommit: one fenced transaction of 25 runs of the
 //     scheduler's shape through shard.Ownership.Commit, on an embedded
@@ -27,20 +28,38 @@ import (
 )
 
 func BenchmarkRing(b *testing.B) {
+	ids := make([]string, 64)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("orchestrator-%d", i+1)
+	}
+	cfg := shard.DefaultRingConfig(1024)
 	for _, n := range []int{3, 8, 64} {
-		b.Run(fmt.Sprintf("P=1024/n=%d", n), func(b *testing.B) {
-			ids := make([]string, n)
-			for i := range ids {
-				ids[i] = fmt.Sprintf("orchestrator-%d", i+1)
-			}
-			cfg := shard.DefaultRingConfig(1024)
+		b.Run(fmt.Sprintf("P=1024/fresh/n=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := shard.NewRing(ids, cfg); err != nil {
+				if _, err := shard.NewRing(ids[:n], cfg); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
+	// What a member computes on a join or leave: the Assigner updates the
+	// previous ring by one member (alternately 63 → 64 and 64 → 63).
+	b.Run("P=1024/update/n=64", func(b *testing.B) {
+		a, err := shard.NewAssigner(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := a.Ring(ids[:63]); err != nil {
+			b.Fatal(err)
+		}
+		n := 63
+		for b.Loop() {
+			n = 63 + 64 - n
+			if _, err := a.Ring(ids[:n]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 func BenchmarkPlanFires(b *testing.B) {

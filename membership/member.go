@@ -27,6 +27,11 @@ type Member struct {
 	LeaseID int64 `json:"lease_id,string"`
 	// StartedAt is when this registration was made.
 	StartedAt time.Time `json:"started_at"`
+	// Ring is the version of the partition assignment the member computes
+	// (shard.RingVersion); 0 for members of builds that did not say. The
+	// fleet computes the oldest version any member registered with, so
+	// members of two builds agree during a rolling upgrade.
+	Ring int `json:"ring,omitempty"`
 }
 
 // View is the set of live members at one etcd revision.

@@ -16,6 +16,7 @@ import (
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -387,4 +388,57 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: %v", name, s, err)
 	}
 	return n
+}
+
+// TestFleetComputesTheOldestRingVersionRegistered registers a member as a
+// build from before ring versions would (no "ring" field) next to two
+// current members: both must switch to ring version 1, the assignment the
+// old member computes, and back to the current one once it is gone, so a
+// fleet in the middle of a rolling upgrade agrees on one assignment.
+func TestFleetComputesTheOldestRingVersionRegistered(t *testing.T) {
+	const p = 64
+	f := fleettest.New(t, etcd, fleettest.Options{LeaseTTL: steadyTTL, Partitions: p})
+	f.Join("m1")
+	f.Join("m2")
+	f.WaitSettled(15 * time.Second)
+
+	ctx := context.Background()
+	lease, err := f.Client.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := fmt.Sprintf(`{"id":"old","addr":"http://127.0.0.1:1","lease_id":"%d","started_at":"2026-01-01T00:00:00Z"}`, lease.ID)
+	if _, err := f.Client.Put(ctx, membership.Key(f.NS, "old"), old, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"m1", "m2", "old"}
+	want, _ := shard.NewRing(ids, shard.EffectiveRingConfig(shard.DefaultRingConfig(p), []int{shard.RingVersion, 0}))
+	current, _ := shard.NewRing(ids, shard.DefaultRingConfig(p))
+	if shard.Moved(want, current) == 0 {
+		t.Fatal("ring versions 1 and 2 agree on this member set; the test cannot tell them apart")
+	}
+	for _, id := range []string{"m1", "m2"} {
+		waitRing(t, f, id, want)
+	}
+
+	if _, err := f.Client.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitSettled(15 * time.Second) // the current ring of m1 and m2
+}
+
+// waitRing waits until member id's controller works towards want.
+func waitRing(t *testing.T, f *fleettest.Fleet, id string, want *shard.Ring) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, ok := f.Member(id).Orch.Status()
+		if ok && st.Ring != nil && slices.Equal(st.Ring.Members(), want.Members()) && shard.Moved(st.Ring, want) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member %s: ring not the expected one after 15s (status ok=%v)", id, ok)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -5,7 +5,10 @@
 // fixed when the cluster is created (EnsurePartitions). A Ring computes,
 // from a member set, which member should own each partition (consistent
 // hashing with bounded loads); every member computes the same Ring from the
-// same set.
+// same set. An Assigner computes the Rings of successive member sets by
+// updating the previous one, with the same result. Members register the
+// ring version they compute and the fleet computes the oldest registered
+// (EffectiveRingConfig), so members of two builds agree during an upgrade.
 //
 // A Controller, one per member, acquires the partitions the ring assigns to
 // it and releases the others, running a Work function per owned partition.

@@ -26,3 +26,17 @@ func ExampleNewRing() {
 	// [orchestrator-1 orchestrator-2 orchestrator-3] 16
 	// true
 }
+
+func ExampleAssigner() {
+	a, err := shard.NewAssigner(shard.DefaultRingConfig(64))
+	if err != nil {
+		panic(err)
+	}
+	three, _ := a.Ring([]string{"orchestrator-1", "orchestrator-2", "orchestrator-3"})
+	// A join updates the previous ring instead of building a new one; the
+	// result is the ring NewRing computes for the same members.
+	four, _ := a.Ring([]string{"orchestrator-1", "orchestrator-2", "orchestrator-3", "orchestrator-4"})
+	fresh, _ := shard.NewRing([]string{"orchestrator-4", "orchestrator-3", "orchestrator-2", "orchestrator-1"}, shard.DefaultRingConfig(64))
+	fmt.Println(shard.Moved(four, fresh), len(four.Targets("orchestrator-4")) == shard.Moved(three, four))
+	// Output: 0 true
+}

@@ -28,6 +28,7 @@ type run struct {
 	s *membership.Session
 
 	ring          *Ring
+	assigner      *Assigner // computes ring from successive views; nil before the first
 	viewRev       int64
 	targets       map[int]bool
 	slots         map[int]*slot     // owned partitions
@@ -97,10 +98,24 @@ func (r *run) loop(ctx context.Context) error {
 	}
 }
 
-// recompute rebuilds the ring from view.
+// recompute rebuilds the ring from view, with the ring version every
+// member of the view computes (EffectiveRingConfig).
 func (r *run) recompute(view membership.View) {
-	ring, err := NewRing(view.IDs(), r.c.cfg.Ring)
-	if err != nil { // the config was validated; cannot happen
+	versions := make([]int, len(view.Members))
+	for i, m := range view.Members {
+		versions[i] = m.Ring
+	}
+	cfg := EffectiveRingConfig(r.c.cfg.Ring, versions)
+	if r.assigner == nil || r.assigner.Config() != cfg {
+		a, err := NewAssigner(cfg)
+		if err != nil { // the config was validated; cannot happen
+			r.c.lg.Error("ring computation failed", zap.Error(err))
+			return
+		}
+		r.assigner = a
+	}
+	ring, err := r.assigner.Ring(view.IDs())
+	if err != nil {
 		r.c.lg.Error("ring computation failed", zap.Error(err))
 		return
 	}
@@ -126,7 +141,7 @@ func (r *run) recompute(view membership.View) {
 	r.c.cfg.Metrics.rebalanced()
 	r.c.lg.Info("ring recomputed",
 		zap.Int64("view_revision", view.Revision), zap.Strings("members", ring.Members()),
-		zap.Int("targets", len(targets)), zap.Int("moved", moved))
+		zap.Int("ring_version", cfg.version()), zap.Int("targets", len(targets)), zap.Int("moved", moved))
 }
 
 // reconcile moves every partition one step towards the ring's assignment.

@@ -17,7 +17,7 @@ func TestAnalyzeRings(t *testing.T) {
 	cfg := rebalance.RingConfig{
 		Partitions:   128,
 		MaxMembers:   10,
-		Settings:     []rebalance.Setting{{ReplicationFactor: 50, Load: 1.25}, {ReplicationFactor: 20, Load: 1.5}},
+		Settings:     []rebalance.Setting{{ReplicationFactor: 100, Load: 1.25}, {ReplicationFactor: 20, Load: 1.5}, {ReplicationFactor: 50, Load: 1.25, Version: 1}},
 		LeaveSamples: 2,
 		Seed:         1,
 	}
@@ -25,7 +25,7 @@ func TestAnalyzeRings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(res.Points), 2*(cfg.MaxMembers-1); got != want {
+	if got, want := len(res.Points), len(cfg.Settings)*(cfg.MaxMembers-1); got != want {
 		t.Fatalf("got %d points, want %d", got, want)
 	}
 	for _, p := range res.Points {
@@ -41,8 +41,15 @@ func TestAnalyzeRings(t *testing.T) {
 			t.Errorf("%v n=%d: max/avg %.3f above the bound %.3f", p.Setting, p.N, p.MaxOverAvg, bound)
 		}
 	}
-	if !res.Settings[0].Shipped || res.Settings[1].Shipped {
-		t.Errorf("shipped marks %v, %v; want the first only", res.Settings[0].Shipped, res.Settings[1].Shipped)
+	if !res.Settings[0].Shipped || res.Settings[1].Shipped || res.Settings[2].Shipped {
+		t.Errorf("shipped marks %v, %v, %v; want the first only", res.Settings[0].Shipped, res.Settings[1].Shipped, res.Settings[2].Shipped)
+	}
+	for _, s := range res.Settings {
+		// Both are timed, and a fresh ring of the most members costs
+		// more CPU than updating the previous one by a member.
+		if s.Update <= 0 || s.UpdateLast <= 0 || s.Fresh <= 0 {
+			t.Errorf("%v: update %v, last %v, fresh %v; want all measured", s.Setting, s.Update, s.UpdateLast, s.Fresh)
+		}
 	}
 }
 
@@ -74,7 +81,7 @@ func TestTinyGaps(t *testing.T) {
 		}
 	}
 
-	rings, err := rebalance.AnalyzeRings(rebalance.RingConfig{Partitions: 16, MaxMembers: 4, Settings: []rebalance.Setting{{50, 1.25}}, LeaveSamples: 1}, nil)
+	rings, err := rebalance.AnalyzeRings(rebalance.RingConfig{Partitions: 16, MaxMembers: 4, Settings: []rebalance.Setting{{ReplicationFactor: 50, Load: 1.25}}, LeaveSamples: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,18 +26,24 @@ func (r *Result) Tables() []*report.Table {
 	settings := &report.Table{
 		Name:    "rebalance_settings",
 		Title:   fmt.Sprintf("Ring settings, P=%d, n = 1..%d members: partitions moved / ideal P/(n+1), and max/avg load", rc.Partitions, rc.MaxMembers),
-		Columns: []string{"replication factor", "load bound", "shipped", "join mean", "join max", "leave mean", "leave max", "max/avg load (worst)", "ring ms"},
+		Columns: []string{"ring", "replication factor", "load bound", "shipped", "join mean", "join max", "leave mean", "leave max", "max/avg load (worst)", "update ms (mean)", fmt.Sprintf("update ms (%d)", rc.MaxMembers), fmt.Sprintf("fresh ms (%d)", rc.MaxMembers)},
 	}
 	for _, s := range r.Rings.Settings {
 		mark := ""
 		if s.Shipped {
 			mark = "yes"
 		}
-		settings.Add(s.Setting.ReplicationFactor, s.Setting.Load, mark, s.JoinMean, s.JoinMax, s.LeaveMean, s.LeaveMax, s.MaxOverAvg, bench.Ms(s.RingTime))
+		version := s.Setting.Version
+		if version == 0 {
+			version = shard.RingVersion
+		}
+		settings.Add(fmt.Sprintf("v%d", version), s.Setting.ReplicationFactor, s.Setting.Load, mark, s.JoinMean, s.JoinMax, s.LeaveMean, s.LeaveMax, s.MaxOverAvg,
+			bench.Ms(s.Update), bench.Ms(s.UpdateLast), bench.Ms(s.Fresh))
 	}
 	settings.Notes = []string{
 		"join: n → n+1 members; leave: a random one of n+1 leaves (mean of samples); 1.00 is the ideal of a balanced assignment (below it: the newcomer got less than an average share)",
-		fmt.Sprintf("ring ms: mean time to compute one ring, over 2..%d members", rc.MaxMembers),
+		"ring v1: the consistent library's own bounded loads (shipped before ring version 2); v2: the library's ring without a bound, then the bound as a stable matching (shard.Ring)",
+		fmt.Sprintf("update ms: CPU time of one join's ring update through shard.Assigner, mean over 1 → 2 … %d → %d and for the last join alone; fresh ms: CPU time of shard.NewRing for %d members (a member starting)", rc.MaxMembers-1, rc.MaxMembers, rc.MaxMembers),
 	}
 	ts = append(ts, settings)
 
@@ -98,12 +104,25 @@ func (r *Result) Charts(dir string) ([]string, error) {
 		Title:  fmt.Sprintf("Largest load / average load, P=%d", rc.Partitions),
 		XLabel: "members", YLabel: "max / avg",
 	}
+	// One replication factor keeps the chart readable: the shipped one if
+	// it was measured, else the first measured.
+	chartRF := 0
 	for _, s := range r.Rings.Settings {
-		if s.Setting.ReplicationFactor != shipped.ReplicationFactor {
+		if s.Setting.ReplicationFactor == shipped.ReplicationFactor || chartRF == 0 {
+			chartRF = s.Setting.ReplicationFactor
+		}
+	}
+	for _, s := range r.Rings.Settings {
+		legacy := s.Setting.Version != 0 && s.Setting.Version != shard.RingVersion
+		if s.Setting.ReplicationFactor != chartRF && !legacy {
 			continue // the load bound matters most; one RF keeps the chart readable
 		}
 		join := report.Series{Name: fmt.Sprintf("join, load %.2f", s.Setting.Load)}
 		ld := report.Series{Name: fmt.Sprintf("load bound %.2f", s.Setting.Load)}
+		if legacy {
+			join.Name = fmt.Sprintf("join, ring v%d (RF %d, load %.2f)", s.Setting.Version, s.Setting.ReplicationFactor, s.Setting.Load)
+			ld.Name = fmt.Sprintf("ring v%d (RF %d, load %.2f)", s.Setting.Version, s.Setting.ReplicationFactor, s.Setting.Load)
+		}
 		for _, p := range r.Rings.Points {
 			if p.Setting == s.Setting {
 				join.X, join.Y = append(join.X, float64(p.N)), append(join.Y, float64(p.JoinMoved)/p.Ideal)

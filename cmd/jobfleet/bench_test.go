@@ -51,6 +51,12 @@ func TestBenchCommands(t *testing.T) {
 			table: "join mean",
 			files: []string{"rebalance/rebalance_settings.csv", "rebalance/rebalance.json", "rebalance/rebalance_movement.png"},
 		},
+		{
+			name:  "failover",
+			args:  []string{"bench", "failover", "--ttl=2s", "--members=1", "--partitions=8", "--leader-kills=1", "--etcd-down=500ms", "--crashes=1", "--stress=0", "--no-fsync"},
+			table: "failover p50 ms",
+			files: []string{"failover/failover.csv", "failover/failover.json", "failover/failover_time.png"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -272,7 +272,7 @@ func (o *Orchestrator) runSession(stop <-chan struct{}) (left bool, err error) {
 		return ctx.Err() != nil, err
 	}
 	defer s.Close()
-	m, err := membership.Register(ctx, o.client, s, o.cfg.Namespace, membership.Member{ID: o.cfg.ID, Addr: o.cfg.Advertise}, o.lg)
+	m, err := membership.Register(ctx, o.client, s, o.cfg.Namespace, membership.Member{ID: o.cfg.ID, Addr: o.cfg.Advertise, Ring: shard.RingVersion}, o.lg)
 	if err != nil {
 		return ctx.Err() != nil, err
 	}

@@ -49,6 +49,7 @@ var levels = map[string]int{
 	"internal/orchestrator": 7,
 	"admin":                 8,
 	"internal/chaos":        8,
+	"bench/failover":        8,
 	"bench/rebalance":       8,
 	"bench/scaling":         8,
 	"bench/soak":            8,

@@ -1,0 +1,427 @@
+// Package failover measures, for a grid of member lease TTLs, how fast a
+// fleet takes over a crashed member's partitions and how often a live
+// member loses its partitions for nothing (a spurious handoff) while the
+// etcd cluster under it elects a new leader, on a machine whose CPU is
+// busy.
+//
+// For each TTL it runs real orchestrators (internal/orchestrator, in this
+// process, each reaching etcd through TCP bridges so that a crash can cut
+// it off) on a three-member etcd cluster of `jobfleet etcd` processes,
+// and an observer that watches the owner and member keys:
+//
+//   - leader kills: SIGKILL the raft leader, keep it down EtcdDown,
+//     start it again, wait until the cluster serves and a lease's time has
+//     passed; with Stress busy processes spinning meanwhile. Nothing asks
+//     any partition to move, so every owner key handed over (deleted and
+//     created again) is spurious, and every member key created again is a
+//     member that fenced itself and registered anew;
+//   - crashes: a member joins, the fleet settles, the member is cut off
+//     from etcd for good and stopped (as a SIGKILL or a network partition
+//     would); the failover time is from the crash until every partition is
+//     owned by the ring target of the survivors.
+//
+// It also checks that nothing is lost: every partition has an owner at
+// the end of each step.
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/bench"
+	"github.com/jobfleet/jobfleet/internal/gapwatch"
+	"github.com/jobfleet/jobfleet/internal/netfault"
+	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/shard"
+)
+
+// Config configures a run.
+type Config struct {
+	// TTLs are the member lease TTLs measured, whole seconds each.
+	TTLs []time.Duration `json:"ttls_ns"`
+	// Members is the fleet's size (a crashing member joins it).
+	Members int `json:"members"`
+	// Partitions is P.
+	Partitions int `json:"partitions"`
+	// LeaderKills is how many times, per TTL, the etcd leader is killed.
+	LeaderKills int `json:"leader_kills"`
+	// EtcdDown is how long a killed leader stays down.
+	EtcdDown time.Duration `json:"etcd_down_ns"`
+	// Crashes is how many members crash, per TTL.
+	Crashes int `json:"crashes"`
+	// Stress is how many busy processes spin during the leader kills.
+	Stress int `json:"stress"`
+	// Fsync runs etcd with fsync, as in production.
+	Fsync bool `json:"fsync"`
+	// Timeout bounds each wait for the fleet to settle.
+	Timeout time.Duration `json:"timeout_ns"`
+	// Binary is the jobfleet binary whose `etcd` command runs the etcd
+	// members.
+	Binary string `json:"-"`
+	// Dir holds the etcd data and logs.
+	Dir string `json:"-"`
+	// PortBase, if not 0, puts etcd member i's client and peer listeners
+	// on 127.0.0.1 ports PortBase+2i and PortBase+2i+1; 0 picks free
+	// ports.
+	PortBase int `json:"-"`
+	// Progress shows what is running; nil shows nothing.
+	Progress *bench.Progress `json:"-"`
+}
+
+// DefaultConfig measures TTLs 1, 2, 3 and 5 s on 3 members and P=1024,
+// with 5 leader kills (2 s down) under 2 busy processes and 5 crashes per
+// TTL.
+func DefaultConfig() Config {
+	return Config{
+		TTLs:        []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second},
+		Members:     3,
+		Partitions:  shard.DefaultPartitions,
+		LeaderKills: 5,
+		EtcdDown:    2 * time.Second,
+		Crashes:     5,
+		Stress:      2,
+		Fsync:       true,
+		Timeout:     time.Minute,
+	}
+}
+
+// TTLResult is the measurement of one TTL.
+type TTLResult struct {
+	TTL time.Duration `json:"ttl_ns"`
+	// RenewDeadline is when a member fences itself after the send time of
+	// its last successful keepalive (membership.DefaultSessionConfig).
+	RenewDeadline time.Duration `json:"renew_deadline_ns"`
+	// LeaderKills is how many leader kills were made.
+	LeaderKills int `json:"leader_kills"`
+	// Election is, per kill, the time until the cluster served a write
+	// again.
+	Election bench.Summary `json:"election"`
+	// SpuriousHandoffs is how many owner keys were handed over during the
+	// kills (none had to be), and SpuriousKills after how many kills any
+	// was.
+	SpuriousHandoffs int `json:"spurious_handoffs"`
+	SpuriousKills    int `json:"spurious_kills"`
+	// Fences is how many times a member registered anew during the kills
+	// (it had fenced itself or lost its lease).
+	Fences int `json:"fences"`
+	// SpuriousGap is the distribution of the ownership gaps of the
+	// spurious handoffs.
+	SpuriousGap bench.Summary `json:"spurious_gap"`
+	// Crashes is how many members crashed.
+	Crashes int `json:"crashes"`
+	// Failover is, per crash, the time from the crash until every
+	// partition is owned by the survivors' ring target.
+	Failover bench.Summary `json:"failover"`
+	// Unowned is the number of partitions without an owner at the end of
+	// any step (nothing may be lost: always 0).
+	Unowned int `json:"unowned"`
+	// Unsettled, if not empty, says why the measurement of this TTL
+	// stopped: the fleet did not settle within the timeout after a step
+	// (members fencing themselves over and over), so the later steps
+	// were not run.
+	Unsettled string `json:"unsettled,omitempty"`
+}
+
+// Result is a whole run.
+type Result struct {
+	Config Config      `json:"config"`
+	TTLs   []TTLResult `json:"ttls"`
+}
+
+// Run measures every TTL of cfg.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if len(cfg.TTLs) == 0 || cfg.Members < 1 || cfg.Partitions < 1 || cfg.Timeout <= 0 || cfg.Binary == "" || cfg.Dir == "" {
+		return nil, errors.New("failover: need TTLs, members ≥ 1, partitions ≥ 1, a timeout, the jobfleet binary and a directory")
+	}
+	for _, ttl := range cfg.TTLs {
+		if err := membership.DefaultSessionConfig(ttl).Validate(); err != nil {
+			return nil, fmt.Errorf("failover: TTL %v: %w", ttl, err)
+		}
+	}
+	cfg.Progress.Step("failover: starting a 3-member etcd cluster in %s", cfg.Dir)
+	etcd, err := startCluster(ctx, cfg.Binary, cfg.Dir, 3, cfg.Fsync, cfg.PortBase)
+	if err != nil {
+		return nil, err
+	}
+	defer etcd.kill()
+	obs, err := bench.NewClient(etcd.endpoints(), 0)
+	if err != nil {
+		return nil, err
+	}
+	defer obs.Close()
+	res := &Result{Config: cfg}
+	for _, ttl := range cfg.TTLs {
+		r, err := measureTTL(ctx, cfg, etcd, obs, ttl)
+		if err != nil {
+			return nil, fmt.Errorf("failover: TTL %v: %w", ttl, err)
+		}
+		res.TTLs = append(res.TTLs, *r)
+	}
+	return res, nil
+}
+
+func measureTTL(ctx context.Context, cfg Config, etcd *cluster, obs *clientv3.Client, ttl time.Duration) (*TTLResult, error) {
+	res := &TTLResult{TTL: ttl, RenewDeadline: membership.DefaultSessionConfig(ttl).RenewDeadline}
+	f := &fleet{cfg: cfg, ttl: ttl, etcd: etcd, obs: obs, ns: fmt.Sprintf("/jobfleet-bench/failover-%d/", time.Now().UnixNano()), members: map[string]*member{}}
+	defer f.stopAll()
+	for i := range cfg.Members {
+		if err := f.join(fmt.Sprintf("orchestrator-%d", i+1)); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := f.settle(ctx, time.Now()); err != nil {
+		res.Unsettled = fmt.Sprintf("start: %v", err)
+		return res, nil
+	}
+
+	// Leader kills, under stress.
+	stop, err := startStress(cfg.Stress)
+	if err != nil {
+		return nil, err
+	}
+	var elections, spurious []time.Duration
+	for k := range cfg.LeaderKills {
+		owners, err := gapwatch.Start(ctx, obs, shard.OwnersPrefix(f.ns))
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		members, err := gapwatch.Start(ctx, obs, membership.Prefix(f.ns))
+		if err != nil {
+			owners.Stop()
+			stop()
+			return nil, err
+		}
+		elected, err := etcd.killLeader(ctx, obs, cfg.EtcdDown)
+		if err == nil {
+			// Let whatever the election caused play out: a member that
+			// fenced itself waits for its old lease to expire.
+			sleep(ctx, 2*ttl+time.Second)
+			_, err = f.settle(ctx, time.Now())
+		}
+		or, mr := owners.Stop(), members.Stop()
+		if err != nil {
+			stop()
+			res.Unsettled = fmt.Sprintf("leader kill %d: %v", k+1, err)
+			res.SpuriousHandoffs += len(or.Created)
+			res.SpuriousKills++
+			res.Fences += len(mr.Created)
+			res.LeaderKills++
+			cfg.Progress.Step("failover: TTL %v: %s; %d partitions handed over, %d members registered anew; next TTL",
+				ttl, res.Unsettled, len(or.Created), len(mr.Created))
+			res.Election, res.SpuriousGap = bench.Summarize(elections), bench.Summarize(append(spurious, or.Gaps...))
+			return res, nil
+		}
+		elections = append(elections, elected)
+		res.LeaderKills++
+		res.SpuriousHandoffs += len(or.Created)
+		res.Unowned += or.Open
+		if len(or.Created) > 0 || or.Open > 0 {
+			res.SpuriousKills++
+		}
+		res.Fences += len(mr.Created)
+		spurious = append(spurious, or.Gaps...)
+		cfg.Progress.Step("failover: TTL %v: leader kill %d: served again after %v; %d partitions handed over, %d members registered anew",
+			ttl, k+1, elected.Round(time.Millisecond), len(or.Created), len(mr.Created))
+	}
+	stop()
+	res.Election, res.SpuriousGap = bench.Summarize(elections), bench.Summarize(spurious)
+
+	// Crashes.
+	var failovers []time.Duration
+	for c := range cfg.Crashes {
+		id := fmt.Sprintf("crasher-%d", c+1)
+		if err := f.join(id); err != nil {
+			return nil, err
+		}
+		if _, err := f.settle(ctx, time.Now()); err != nil {
+			res.Unsettled = fmt.Sprintf("join before crash %d: %v", c+1, err)
+			break
+		}
+		start := time.Now()
+		f.crash(id)
+		took, err := f.settle(ctx, start)
+		if err != nil {
+			res.Unsettled = fmt.Sprintf("crash %d: %v", c+1, err)
+			break
+		}
+		failovers = append(failovers, took)
+		res.Crashes++
+		cfg.Progress.Step("failover: TTL %v: crash %d: every partition owned again after %v", ttl, c+1, took.Round(time.Millisecond))
+	}
+	res.Failover = bench.Summarize(failovers)
+	return res, nil
+}
+
+// fleet is a set of real orchestrators in this process.
+type fleet struct {
+	cfg  Config
+	ttl  time.Duration
+	etcd *cluster
+	obs  *clientv3.Client
+	ns   string
+
+	members map[string]*member // joined, not yet stopped
+	stopped []*member          // crashed, to wait for at the end
+}
+
+type member struct {
+	bridges []*netfault.Bridge // one per etcd member
+	client  *clientv3.Client
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func (f *fleet) join(id string) error {
+	m := &member{done: make(chan struct{})}
+	var eps []string
+	for _, addr := range f.etcd.clientAddrs() {
+		b, err := netfault.StartBridge(addr)
+		if err != nil {
+			m.close()
+			return err
+		}
+		m.bridges = append(m.bridges, b)
+		eps = append(eps, b.Endpoints()...)
+	}
+	c, err := bench.NewClient(eps, 0)
+	if err != nil {
+		m.close()
+		return err
+	}
+	m.client = c
+	o, err := orchestrator.New(c, orchestrator.Config{
+		ID:         id,
+		Advertise:  "http://" + id + ".invalid",
+		Namespace:  f.ns,
+		Partitions: f.cfg.Partitions,
+		LeaseTTL:   f.ttl,
+	})
+	if err != nil {
+		m.close()
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	go func() {
+		defer close(m.done)
+		o.Run(ctx)
+	}()
+	f.members[id] = m
+	return nil
+}
+
+// close releases what join made; the member's Run must have returned or
+// never started.
+func (m *member) close() {
+	if m.client != nil {
+		m.client.Close()
+	}
+	for _, b := range m.bridges {
+		b.Close()
+	}
+}
+
+// crash cuts member id off from etcd for good and stops it: from the
+// fleet's point of view it died; its lease expires after the TTL.
+func (f *fleet) crash(id string) {
+	m := f.members[id]
+	delete(f.members, id)
+	for _, b := range m.bridges {
+		b.Cut()
+	}
+	m.cancel()
+	f.stopped = append(f.stopped, m)
+}
+
+func (f *fleet) stopAll() {
+	for _, m := range f.members {
+		m.cancel()
+		<-m.done
+		f.stopped = append(f.stopped, m)
+	}
+	f.members = map[string]*member{}
+	for _, m := range f.stopped {
+		for _, b := range m.bridges {
+			b.Close() // lets a crashed member's stalled requests fail
+		}
+		m.cancel()
+		select {
+		case <-m.done:
+		case <-time.After(30 * time.Second):
+		}
+		m.close()
+	}
+	f.stopped = nil
+}
+
+func (f *fleet) live() []string {
+	ids := make([]string, 0, len(f.members))
+	for id := range f.members {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// settle waits until every partition is owned by the ring target of the
+// live members and returns the time since start.
+func (f *fleet) settle(ctx context.Context, start time.Time) (time.Duration, error) {
+	p := f.cfg.Partitions
+	ring, err := shard.NewRing(f.live(), shard.DefaultRingConfig(p))
+	if err != nil {
+		return 0, err
+	}
+	deadline := start.Add(f.cfg.Timeout)
+	prefix := shard.OwnersPrefix(f.ns)
+	last := "no answer from etcd"
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := f.obs.Get(rctx, prefix, clientv3.WithPrefix())
+		cancel()
+		if err == nil {
+			right := 0
+			for _, kv := range resp.Kvs {
+				part, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefix))
+				if err == nil && part < p && ring.Target(part) == string(kv.Value) {
+					right++
+				}
+			}
+			if right == p {
+				return time.Since(start), nil
+			}
+			last = fmt.Sprintf("%d of %d partitions owned by their target", right, p)
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("not settled after %v: %s", f.cfg.Timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// logDir returns dir/logs, created.
+func logDir(dir string) (string, error) {
+	d := filepath.Join(dir, "logs")
+	return d, os.MkdirAll(d, 0o755)
+}

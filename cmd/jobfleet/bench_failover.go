@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/bench"
+	"github.com/jobfleet/jobfleet/bench/failover"
+)
+
+func init() { benchCommands = append(benchCommands, newBenchFailoverCmd) }
+
+func newBenchFailoverCmd() *cobra.Command {
+	cfg := failover.DefaultConfig()
+	var out, dir string
+	var noFsync, quiet bool
+	cmd := &cobra.Command{
+		Use:   "failover",
+		Short: "Crash failover time and spurious handoffs under etcd leader kills, per lease TTL",
+		Long: `For each --ttl, runs --members orchestrators in this process on a
+3-member etcd cluster (three "jobfleet etcd" processes of this binary, on
+free loopback ports, data in --dir), then: kills the etcd leader
+--leader-kills times (SIGKILL, down --etcd-down, started again) while
+--stress busy processes spin, counting the partitions handed over and the
+members that fenced themselves although nothing had to move; then crashes
+a member --crashes times (cut off from etcd and stopped) and measures the
+time until the survivors own every partition. Tables go to stdout,
+progress to stderr, CSV and JSON to --out. See docs/benchmarks.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !quiet {
+				cfg.Progress = bench.NewProgress(os.Stderr)
+			}
+			cfg.Fsync = !noFsync
+			bin, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("bench failover: the jobfleet binary: %w", err)
+			}
+			cfg.Binary = bin
+			if dir == "" {
+				if dir, err = os.MkdirTemp("", "jobfleet-bench-failover-"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+			}
+			cfg.Dir = dir
+			start := time.Now()
+			res, err := failover.Run(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			return writeBenchResult(cmd.OutOrStdout(), out+"/failover", "failover", res, res.Tables(), res.Charts, time.Since(start))
+		},
+	}
+	fs := cmd.Flags()
+	fs.DurationSliceVar(&cfg.TTLs, "ttl", cfg.TTLs, "member lease TTLs to measure, whole seconds, comma separated")
+	fs.IntVar(&cfg.Members, "members", cfg.Members, "orchestrators")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "P")
+	fs.IntVar(&cfg.LeaderKills, "leader-kills", cfg.LeaderKills, "etcd leader kills per TTL")
+	fs.DurationVar(&cfg.EtcdDown, "etcd-down", cfg.EtcdDown, "how long a killed etcd leader stays down")
+	fs.IntVar(&cfg.Crashes, "crashes", cfg.Crashes, "member crashes per TTL")
+	fs.IntVar(&cfg.Stress, "stress", cfg.Stress, "busy processes spinning during the leader kills")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each wait for the fleet to settle")
+	fs.IntVar(&cfg.PortBase, "port-base", 0, "first of 6 loopback ports for the etcd members (0: free ports)")
+	fs.BoolVar(&noFsync, "no-fsync", false, "run etcd without fsync")
+	fs.StringVar(&dir, "dir", "", "directory for etcd data and logs (default: a temporary one, removed at the end)")
+	fs.StringVar(&out, "out", "bench/results", "directory for CSV and JSON files")
+	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	return cmd
+}

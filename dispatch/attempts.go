@@ -265,6 +265,12 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 	j := e.spec.job()
 	r, notBefore := FinishAttempt(&j, ar.run, Outcome{Success: req.Success, Error: req.Error, Output: req.Output}, now, jitter())
 	pt.mu.Unlock()
+	if err := pt.d.writesRefused(); err != nil {
+		// etcd is full (NOSPACE): the write would be refused. Nothing is
+		// tried; the worker reports again later (503) and the attempt
+		// stays as it is, its lease running, until space is freed.
+		return CompleteResponse{}, fmt.Errorf("recording the result of run %s: %w; report it again", r.ID, err)
+	}
 	_, err = pt.writeRun(pt.ctx, ar, r, notBefore)
 	if errors.Is(err, store.ErrTooLarge) {
 		// Cannot happen with a sane run document budget; if it does, the

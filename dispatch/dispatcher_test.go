@@ -720,6 +720,43 @@ func (g *gate) NoteWriteError(err error) {
 	}
 }
 
+// TestClosedSpaceGateDefersCompletions: a worker's report that arrives
+// while the space gate says etcd refuses writes is answered with an error
+// wrapping store.ErrNoSpace (the worker reports again) and writes nothing,
+// instead of trying a write etcd would refuse at every report; once the
+// gate opens, the same report is recorded.
+func TestClosedSpaceGateDefersCompletions(t *testing.T) {
+	h := newHarness(t)
+	g := &gate{}
+	h.configure = func(c *dispatch.Config) { c.Space = g }
+	h.start("m1")
+	h.create(store.Job{ID: "job", Schedule: "@every 1m"})
+	h.advance(time.Minute)
+	a := h.poll("w1", 1)[0]
+	h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunRunning })
+
+	g.refused.Store(true)
+	resp, err := h.client.Get(context.Background(), "rev-probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := resp.Header.Revision
+	for range 3 {
+		if _, err := h.complete(a, "w1", true, ""); !errors.Is(err, store.ErrNoSpace) {
+			t.Fatalf("complete with the gate closed: %v, want an error wrapping store.ErrNoSpace", err)
+		}
+	}
+	if resp, err = h.client.Get(context.Background(), "rev-probe"); err != nil || resp.Header.Revision != before {
+		t.Fatalf("etcd's revision moved from %d to %d with the gate closed (%v): the report was written", before, resp.Header.Revision, err)
+	}
+
+	g.refused.Store(false)
+	if got, err := h.complete(a, "w1", true, ""); err != nil || got.Status != store.RunSucceeded {
+		t.Fatalf("complete with the gate open: %+v, %v; want succeeded", got, err)
+	}
+	h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunSucceeded })
+}
+
 // TestClosedSpaceGateStopsFiringUntilOpen: while the space gate says etcd
 // refuses writes, the scheduler neither fires nor hands out attempts nor
 // writes anything; once it opens, the missed times go through the job's

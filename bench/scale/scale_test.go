@@ -79,9 +79,10 @@ func TestTinyScale(t *testing.T) {
 				t.Errorf("N=%d: %d bytes per %s, want a few hundred", n, int(b), name)
 			}
 		}
-		if z.JobInUseBytes < 0 || z.RunInUseBytes < 0 {
-			t.Errorf("N=%d: in-use growth %+v negative", n, z)
-		}
+		// etcd's in-use size also moves with the fleet's compactions
+		// (freed pages reused, or given back by a defragmentation), so
+		// at this size its growth per job or run may be anything near
+		// zero: only the logical sizes above are checked.
 		if p.RSS.Min < 5<<20 || p.RSS.Max > 2<<30 || p.RSS.Min > p.RSS.Max {
 			t.Errorf("N=%d: members' RSS %+v, want between 5 MiB and 2 GiB", n, p.RSS)
 		}
@@ -138,8 +139,16 @@ func TestTinyScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(charts) != len(scale.Figures) {
-		t.Errorf("%d charts, want one per figure (%d)", len(charts), len(scale.Figures))
+	// A chart per figure measured at both N: log axes take only positive
+	// values, and the in-use growths may be zero or negative here.
+	wantCharts := 0
+	for _, f := range scale.Figures {
+		if f.Get(res.Points[0]) > 0 && f.Get(res.Points[1]) > 0 {
+			wantCharts++
+		}
+	}
+	if len(charts) != wantCharts || wantCharts < len(scale.Figures)-2 {
+		t.Errorf("%d charts, want one per figure measured at both N (%d of %d figures)", len(charts), wantCharts, len(scale.Figures))
 	}
 	for _, want := range []string{"scale.json", "scale_load.csv", "scale_failover.csv", "scale_fires.csv", "scale_growth.csv", "scale_figures.csv", "scale_model_check.csv", "scale_model.csv", "scale_herd_durable.png"} {
 		if fi, err := os.Stat(filepath.Join(dir, want)); err != nil || fi.Size() == 0 {

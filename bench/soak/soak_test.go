@@ -46,7 +46,10 @@ func TestTinySoak(t *testing.T) {
 		t.Errorf("quota %d, want etcd's 64 MiB", res.Quota)
 	}
 	z := res.Sizing
-	if z.JobBytes <= 0 || z.JobInUseBytes <= 0 || z.RunBytes <= 0 || z.MemberBytes <= 0 {
+	// etcd's in-use growth per job (JobInUseBytes) is not checked: pages
+	// freed by the fleet's compactions are reused, so at this size it
+	// can be zero.
+	if z.JobBytes <= 0 || z.RunBytes <= 0 || z.MemberBytes <= 0 {
 		t.Errorf("sizing %+v: want every logical figure measured", z)
 	}
 	if z.Measured && (z.RevisionBytes <= 0 || z.FireBytes <= 0 || z.RevisionsPerFire <= 0) {

@@ -98,7 +98,14 @@ func TestFollowReadsTheFile(t *testing.T) {
 		content string
 		want    time.Duration
 	}{{"3s", 3 * time.Second}, {"nonsense", 3 * time.Second}, {"-4s", -4 * time.Second}, {"", 0}} {
-		if err := os.WriteFile(path, []byte(step.content), 0o644); err != nil {
+		// Written whole, by rename: os.WriteFile truncates first, and a
+		// read between the truncation and the write sees an empty file
+		// (offset 0).
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(step.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
 			t.Fatal(err)
 		}
 		if step.content == "nonsense" {

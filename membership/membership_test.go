@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -438,5 +439,49 @@ func TestWatcherMemberLooksUpOne(t *testing.T) {
 	}
 	if m, ok := w.Member("a"); !ok || m.Addr != "http://a" {
 		t.Errorf("Member(a) = %+v, %v, want its address", m, ok)
+	}
+}
+
+// TestSessionRecordsKeepaliveRoundTrips: every keepalive request is
+// observed in jobfleet_lease_keepalive_seconds, with its round trip.
+func TestSessionRecordsKeepaliveRoundTrips(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cfg := membership.DefaultSessionConfig(2 * time.Second)
+	cfg.Metrics = membership.NewMetrics(reg)
+	s, err := membership.NewSession(context.Background(), etcd.Client(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	observed := func() (uint64, float64) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "jobfleet_lease_keepalive_seconds" {
+				h := mf.Metric[0].GetHistogram()
+				return h.GetSampleCount(), h.GetSampleSum()
+			}
+		}
+		t.Fatal("jobfleet_lease_keepalive_seconds not registered")
+		return 0, 0
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, sum := observed()
+		if n >= 2 {
+			if sum <= 0 || sum/float64(n) > cfg.RequestTimeout.Seconds() {
+				t.Fatalf("%d keepalives took %vs in all, want each more than 0 and at most the request timeout %v", n, sum, cfg.RequestTimeout)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keepalives observed after 10s, want 2 (renew interval %v)", n, cfg.RenewInterval)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if isDone(s) {
+		t.Fatalf("session ended: %v", s.Err())
 	}
 }

@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // nothing. Create one per registry with NewMetrics.
 type Metrics struct {
 	keepaliveFailures prometheus.Counter
+	keepaliveSeconds  prometheus.Histogram
 	sessionsEnded     *prometheus.CounterVec
 	lastRenewal       prometheus.Gauge
 }
@@ -17,6 +18,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		keepaliveFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_lease_keepalive_failures_total", Help: "Lease keepalive requests that failed.",
 		}),
+		keepaliveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "jobfleet_lease_keepalive_seconds", Help: "Round trip of each lease keepalive request, from its send to its answer or failure; the session fences itself when none succeeds within the renew deadline (3/5 of the lease TTL).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
 		sessionsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_lease_sessions_ended_total", Help: "Lease sessions that ended, by reason (lost, renew_deadline, closed).",
 		}, []string{"reason"}),
@@ -25,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.keepaliveFailures, m.sessionsEnded, m.lastRenewal)
+		reg.MustRegister(m.keepaliveFailures, m.keepaliveSeconds, m.sessionsEnded, m.lastRenewal)
 	}
 	return m
 }
@@ -33,6 +38,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) keepaliveFailed() {
 	if m != nil {
 		m.keepaliveFailures.Inc()
+	}
+}
+
+func (m *Metrics) keepaliveTook(seconds float64) {
+	if m != nil {
+		m.keepaliveSeconds.Observe(seconds)
 	}
 }
 

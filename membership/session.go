@@ -236,6 +236,7 @@ func (s *Session) keepAlive() {
 		ctx, cancel := clockwork.WithDeadline(s.ctx, clock, minTime(sent.Add(s.cfg.RequestTimeout), fenceAt))
 		resp, err := s.client.KeepAliveOnce(ctx, s.lease)
 		cancel()
+		s.cfg.Metrics.keepaliveTook(clock.Since(sent).Seconds())
 		switch {
 		case err == nil && resp.TTL > 0:
 			s.mu.Lock()

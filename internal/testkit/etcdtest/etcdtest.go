@@ -107,6 +107,22 @@ func New(t testing.TB) *Server {
 	return s
 }
 
+// NewDurable starts a server in t.TempDir() that syncs its log to disk
+// as a production etcd does (the others skip fsync), for tests whose
+// subject is how the fleet behaves when the store's writes cost what they
+// cost in production; it is stopped when the test ends.
+func NewDurable(t testing.TB) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	srv, err := etcdserver.Start(etcdserver.Config{Dir: dir})
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	s := &Server{dir: dir, srv: srv, cfg: etcdserver.Config{Dir: dir, ClientAddr: srv.ClientAddr(), PeerAddr: srv.PeerAddr()}}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // NewBridge starts a bridge to target (host:port) that is closed when the
 // test ends.
 func NewBridge(t testing.TB, target string) *netfault.Bridge {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -91,11 +92,13 @@ type Member struct {
 	Bridge *netfault.Bridge
 	client *clientv3.Client
 	// URL is the member's HTTP API, with Options.Scheduler.
-	URL    string
-	http   *http.Server
-	cancel context.CancelFunc
-	done   chan error // receives Run's result
-	live   bool       // joined and neither left nor crashed
+	URL string
+	// Metrics holds the member's metrics.
+	Metrics *prometheus.Registry
+	http    *http.Server
+	cancel  context.CancelFunc
+	done    chan error // receives Run's result
+	live    bool       // joined and neither left nor crashed
 }
 
 // New returns an empty fleet on etcd in a fresh namespace. Members still
@@ -185,6 +188,7 @@ func (f *Fleet) Join(id string) *Member {
 		}
 		advertise, work = "http://"+ln.Addr().String(), nil
 	}
+	reg := prometheus.NewRegistry()
 	orch, err := orchestrator.New(client, orchestrator.Config{
 		ID:             id,
 		Advertise:      advertise,
@@ -198,12 +202,13 @@ func (f *Fleet) Join(id string) *Member {
 		Notify:         f.opts.Notify,
 		Storage:        f.opts.Storage,
 		Logger:         f.lg.With(zap.String("test_member", id)),
+		Registry:       reg,
 	})
 	if err != nil {
 		f.t.Fatalf("fleettest: new member %s: %v", id, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Member{ID: id, Orch: orch, Bridge: bridge, client: client, cancel: cancel, done: make(chan error, 1), live: true}
+	m := &Member{ID: id, Orch: orch, Bridge: bridge, client: client, Metrics: reg, cancel: cancel, done: make(chan error, 1), live: true}
 	if ln != nil {
 		m.URL = advertise
 		m.http = &http.Server{Handler: admin.Handler(orch, admin.Config{

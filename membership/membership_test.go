@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -483,5 +484,93 @@ func TestSessionRecordsKeepaliveRoundTrips(t *testing.T) {
 	}
 	if isDone(s) {
 		t.Fatalf("session ended: %v", s.Err())
+	}
+}
+
+// slowLease answers keepalives delay after they were sent, on a fake
+// clock, without asking etcd, as a server behind a backlog of writes to
+// apply would.
+type slowLease struct {
+	clientv3.Lease
+	clock *clockwork.FakeClock
+
+	mu         sync.Mutex
+	delay      time.Duration
+	inProgress int
+}
+
+func (l *slowLease) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
+	l.mu.Lock()
+	l.inProgress++
+	answer := l.clock.After(l.delay)
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.inProgress--
+		l.mu.Unlock()
+	}()
+	select {
+	case <-answer:
+		return &clientv3.LeaseKeepAliveResponse{ID: id, TTL: 5}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestSessionRenewsThroughSlowKeepalives: keepalives that each take half
+// the renew deadline (longer than the renew interval) keep the session
+// alive, since requests overlap and each may take until the deadline;
+// keepalives slower than the deadline end it at the deadline.
+func TestSessionRenewsThroughSlowKeepalives(t *testing.T) {
+	client := etcdtest.NewClient(t, etcd.Endpoints())
+	fc := clockwork.NewFakeClock()
+	lease := &slowLease{Lease: client.Lease, clock: fc, delay: 1500 * time.Millisecond}
+	client.Lease = lease
+	cfg := membership.DefaultSessionConfig(5 * time.Second)
+	cfg.Clock = fc
+	cfg.Logger = zaptest.NewLogger(t)
+	s, err := membership.NewSession(context.Background(), client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Orphan()
+	// step advances the clock by d in small steps, each once the session
+	// waits on its timers and every keepalive in progress on its answer.
+	step := func(d time.Duration) {
+		t.Helper()
+		for end := fc.Now().Add(d); fc.Now().Before(end) && !isDone(s); {
+			lease.mu.Lock()
+			waiters := 1 + 2*lease.inProgress // the fence; each request's deadline and answer
+			lease.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := fc.BlockUntilContext(ctx, waiters)
+			cancel()
+			if err != nil {
+				t.Fatalf("session not waiting on its timers: %v", err)
+			}
+			fc.Advance(10 * time.Millisecond)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	start := fc.Now()
+	step(20 * time.Second)
+	if isDone(s) {
+		t.Fatalf("keepalives answered in %v (renew deadline %v): session ended: %v", lease.delay, cfg.RenewDeadline, s.Err())
+	}
+	if got := s.LastRenewal().Sub(start); got < 17*time.Second {
+		t.Fatalf("after 20s of keepalives answered in %v, the last renewal was sent at %v, want after 17s", lease.delay, got)
+	}
+	lease.mu.Lock()
+	lease.delay = cfg.RenewDeadline + time.Second
+	lease.mu.Unlock()
+	for !isDone(s) && fc.Since(s.LastRenewal()) < cfg.TTL {
+		step(10 * time.Millisecond)
+	}
+	waitDone(t, s, 10*time.Second)
+	if !errors.Is(s.Err(), membership.ErrRenewDeadline) {
+		t.Fatalf("Err() = %v, want ErrRenewDeadline", s.Err())
+	}
+	if ended := fc.Since(s.LastRenewal()); ended > cfg.RenewDeadline+50*time.Millisecond {
+		t.Fatalf("fenced %v after the last renewal was sent, want at the renew deadline %v", ended, cfg.RenewDeadline)
 	}
 }

@@ -31,7 +31,11 @@ type SessionConfig struct {
 	// instant, so TTL-RenewDeadline is the margin in which owners stop
 	// working before anyone else may take over. Default TTL*3/5.
 	RenewDeadline time.Duration
-	// RequestTimeout bounds one keepalive request. Default RenewInterval.
+	// RequestTimeout bounds one keepalive request; a request never
+	// outlives the renew deadline either. Requests overlap: the next one
+	// is sent RenewInterval after the previous one was sent, answered or
+	// not. Default RenewDeadline: a keepalive the server is slow to answer
+	// still counts if it succeeds before the session would fence itself.
 	RequestTimeout time.Duration
 	// Clock measures the deadlines; nil means the real clock.
 	Clock clockwork.Clock
@@ -53,7 +57,7 @@ func DefaultSessionConfig(ttl time.Duration) SessionConfig {
 		RenewInterval:  renew,
 		RetryInterval:  renew / 4,
 		RenewDeadline:  ttl * 3 / 5,
-		RequestTimeout: renew,
+		RequestTimeout: ttl * 3 / 5,
 	}
 }
 
@@ -206,17 +210,33 @@ func (s *Session) end(err error) {
 	s.cancel()
 }
 
-// keepAlive renews the lease every RenewInterval (RetryInterval after a
-// failure) with single keepalive requests, and ends the session when the
-// server says the lease is gone or RenewDeadline passes without a success.
-// It owns no other goroutine.
+// renewal is the outcome of one keepalive request sent at sent.
+type renewal struct {
+	sent time.Time
+	resp *clientv3.LeaseKeepAliveResponse
+	err  error
+}
+
+// keepAlive sends a keepalive request every RenewInterval after the
+// previous one was sent (RetryInterval after one failed), whether or not
+// earlier ones have answered, and ends the session when the server says
+// the lease is gone or RenewDeadline passes since the send of the latest
+// successful one. Requests overlap: a request the store is slow to answer
+// (behind a backlog of writes to apply) still counts if it succeeds
+// before the deadline, while later ones go out on schedule in case it
+// never does. A request is cancelled when the session ends, so none can
+// delay self-fencing. It owns the requests' goroutines and waits
+// for them.
 func (s *Session) keepAlive() {
 	defer close(s.done)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	clock := s.cfg.Clock
 	renew := clock.NewTimer(s.cfg.RenewInterval)
 	defer renew.Stop()
 	fence := clock.NewTimer(s.cfg.RenewDeadline)
 	defer fence.Stop()
+	results := make(chan renewal)
 	failing := false
 	for {
 		select {
@@ -228,45 +248,54 @@ func (s *Session) keepAlive() {
 			s.end(ErrRenewDeadline)
 			return
 		case <-renew.Chan():
-		}
-		sent := clock.Now()
-		// A request never outlives the fence deadline, so a hung request
-		// cannot delay self-fencing.
-		fenceAt := s.LastRenewal().Add(s.cfg.RenewDeadline)
-		ctx, cancel := clockwork.WithDeadline(s.ctx, clock, minTime(sent.Add(s.cfg.RequestTimeout), fenceAt))
-		resp, err := s.client.KeepAliveOnce(ctx, s.lease)
-		cancel()
-		s.cfg.Metrics.keepaliveTook(clock.Since(sent).Seconds())
-		switch {
-		case err == nil && resp.TTL > 0:
-			s.mu.Lock()
-			s.lastRenew = sent
-			s.mu.Unlock()
-			s.cfg.Metrics.renewed(float64(sent.UnixNano()) / 1e9)
-			if failing {
-				s.lg.Info("lease renewal recovered")
-				failing = false
-			}
-			fence.Reset(s.cfg.RenewDeadline - clock.Since(sent))
+			sent := clock.Now()
+			// Under the session's context: if the session fences itself,
+			// every request in flight ends with it.
+			ctx, cancel := clockwork.WithDeadline(s.ctx, clock, sent.Add(s.cfg.RequestTimeout))
+			wg.Go(func() {
+				defer cancel()
+				resp, err := s.client.KeepAliveOnce(ctx, s.lease)
+				s.cfg.Metrics.keepaliveTook(clock.Since(sent).Seconds())
+				select {
+				case results <- renewal{sent: sent, resp: resp, err: err}:
+				case <-s.ctx.Done():
+				}
+			})
 			renew.Reset(s.cfg.RenewInterval)
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
-			s.lg.Warn("lease expired or revoked on the server")
-			s.end(ErrLeaseLost)
-			return
-		default:
-			s.cfg.Metrics.keepaliveFailed()
-			if !failing {
-				s.lg.Warn("lease renewal failing", zap.Error(err))
-				failing = true
+		case r := <-results:
+			switch {
+			case r.err == nil && r.resp.TTL > 0:
+				s.mu.Lock()
+				newer := r.sent.After(s.lastRenew)
+				if newer {
+					s.lastRenew = r.sent
+				}
+				s.mu.Unlock()
+				if !newer {
+					continue // a later request already renewed
+				}
+				s.cfg.Metrics.renewed(float64(r.sent.UnixNano()) / 1e9)
+				if failing {
+					s.lg.Info("lease renewal recovered")
+					failing = false
+					renew.Reset(s.cfg.RenewInterval - clock.Since(r.sent))
+				}
+				fence.Reset(s.cfg.RenewDeadline - clock.Since(r.sent))
+			case errors.Is(r.err, rpctypes.ErrLeaseNotFound) || (r.err == nil && r.resp.TTL <= 0):
+				s.lg.Warn("lease expired or revoked on the server")
+				s.end(ErrLeaseLost)
+				return
+			case !r.sent.After(s.LastRenewal()):
+				// A later request already renewed: this one's failure
+				// (its deadline, most likely) says nothing now.
+			default:
+				s.cfg.Metrics.keepaliveFailed()
+				if !failing {
+					s.lg.Warn("lease renewal failing", zap.Error(r.err))
+					failing = true
+				}
+				renew.Reset(s.cfg.RetryInterval)
 			}
-			renew.Reset(s.cfg.RetryInterval)
 		}
 	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -4,24 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/shard"
 )
 
 // committer sends the fenced writes of this member's partitions to etcd
-// with at most maxInFlight requests in flight. A write that arrives while
-// all are busy waits in a queue; when a request returns, the queued writes
-// go together in the next one (shard.CommitBatch), each still fenced on its
-// own partition's epoch and applied or refused independently of the
-// others. Under a backlog that turns many small transactions (a few runs
-// of each of many partitions) into few large ones: fewer round trips and
-// raft entries. A partition makes one write at a time (its mutex is held
-// across it), so its own writes still apply in the order it made them.
+// with at most maxInFlight requests in flight and, with a latency target,
+// at most its window's operations (commitWindow). A write that arrives
+// while there is no room waits in a queue; when a request returns, the
+// queued writes go together in the next ones (shard.CommitBatch), each
+// still fenced on its own partition's epoch and applied or refused
+// independently of the others. Under a backlog that turns many small
+// transactions (a few runs of each of many partitions) into few large
+// ones: fewer round trips and raft entries. A partition makes one write at
+// a time (its mutex is held across it), so its own writes still apply in
+// the order it made them. A write is always sent when nothing is in
+// flight, however large.
 //
 // It starts no goroutine: the writer whose request returns hands its
 // in-flight slot, with the next batch, to the goroutine of the batch's
@@ -30,16 +35,33 @@ type committer struct {
 	kv          clientv3.KV
 	timeout     time.Duration
 	maxInFlight int
+	clock       clockwork.Clock // nil: the real clock
+	metrics     *Metrics        // nil records nothing
 
-	mu       sync.Mutex // guards inFlight, queue and commitReq.taken
-	inFlight int
-	queue    []*commitReq
+	mu          sync.Mutex    // guards the fields below and commitReq.taken
+	inFlight    int           // requests
+	opsInFlight int           // their operations (countOps)
+	window      *commitWindow // nil: no latency target, no bound on operations
+	queue       []*commitReq
+}
+
+// newCommitter returns a committer of at most maxInFlight requests in
+// flight (0: every write on its own, unbatched) and, if target > 0, a
+// window of operations steered by target.
+func newCommitter(kv clientv3.KV, timeout time.Duration, maxInFlight int, target time.Duration, clock clockwork.Clock, m *Metrics) *committer {
+	c := &committer{kv: kv, timeout: timeout, maxInFlight: maxInFlight, clock: clock, metrics: m}
+	if target > 0 && maxInFlight > 0 {
+		c.window = newCommitWindow(target, maxInFlight*maxBatchOps)
+		m.commitWindow(c.window.size)
+	}
+	return c
 }
 
 type commitReq struct {
 	txn   shard.FencedTxn
 	bytes int // of its keys and values
 	cost  int // txnCost of its operations
+	ops   int // countOps of its operations
 	res   shard.FencedResult
 	done  chan struct{}     // closed once res is set
 	lead  chan []*commitReq // buffer 1: the batch this request's goroutine is to send
@@ -104,17 +126,23 @@ var errNotSent = errors.New("given up before it was sent")
 // cuts a request in flight.
 func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	if c.maxInFlight <= 0 {
-		return own.Commit(ctx, nil, ops, nil)
-	}
-	c.mu.Lock()
-	if c.inFlight < c.maxInFlight {
-		c.inFlight++
-		c.mu.Unlock()
+		done := c.sent(0, false)
 		resp, err := own.Commit(ctx, nil, ops, nil)
-		c.release()
+		done()
 		return resp, err
 	}
-	r := &commitReq{txn: shard.FencedTxn{Own: own, Then: ops}, bytes: opsBytes(ops), cost: txnCost(0, ops, nil), done: make(chan struct{}), lead: make(chan []*commitReq, 1)}
+	weight := countOps(ops)
+	c.mu.Lock()
+	if len(c.queue) == 0 && c.roomLocked(weight) {
+		c.inFlight++
+		c.opsInFlight += weight
+		c.mu.Unlock()
+		done := c.sent(weight, false)
+		resp, err := own.Commit(ctx, nil, ops, nil)
+		done()
+		return resp, err
+	}
+	r := &commitReq{txn: shard.FencedTxn{Own: own, Then: ops}, bytes: opsBytes(ops), cost: txnCost(0, ops, nil), ops: weight, done: make(chan struct{}), lead: make(chan []*commitReq, 1)}
 	c.queue = append(c.queue, r)
 	c.mu.Unlock()
 	select {
@@ -139,10 +167,25 @@ func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clie
 	return r.res.Resp, r.res.Err
 }
 
-// send sends a batch taken from the queue in the caller's in-flight slot,
-// delivers every result and releases the slot.
+// roomLocked reports whether a request of weight operations may be sent
+// now: a slot is free and, with a window, the operations fit in it or
+// nothing is in flight.
+func (c *committer) roomLocked(weight int) bool {
+	if c.inFlight >= c.maxInFlight {
+		return false
+	}
+	return c.window == nil || c.inFlight == 0 || weight <= c.window.room(c.opsInFlight)
+}
+
+// send sends a batch taken from the queue in the in-flight slot it was
+// given, delivers every result and releases the slot.
 func (c *committer) send(batch []*commitReq) {
+	weight := 0
+	for _, r := range batch {
+		weight += r.ops
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	done := c.sent(weight, true)
 	if len(batch) == 1 {
 		r := batch[0]
 		r.res.Resp, r.res.Err = r.txn.Own.Commit(ctx, nil, r.txn.Then, nil)
@@ -159,34 +202,79 @@ func (c *committer) send(batch []*commitReq) {
 	for _, r := range batch {
 		close(r.done)
 	}
-	c.release()
+	done()
 }
 
-// release frees an in-flight slot, or hands it with the next batch to the
-// goroutine of that batch's first write.
-func (c *committer) release() {
+// sent is called as a request of weight operations is sent, in a slot
+// taken for it; limited says whether its writes had waited in the queue.
+// It returns the function to call once the request returned, which
+// records its round trip, adjusts the window to it and frees the slot,
+// handing it on to the queued writes that now have room.
+func (c *committer) sent(weight int, limited bool) func() {
+	clock := c.clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	start := clock.Now()
+	record := c.metrics.commitSent()
+	return func() {
+		now := clock.Now()
+		record(now.Sub(start).Seconds())
+		if c.maxInFlight <= 0 {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.inFlight--
+		c.opsInFlight -= weight
+		if c.window != nil {
+			c.window.answered(start, now, weight, limited)
+			c.metrics.commitWindow(c.window.size)
+		}
+		c.dispatchLocked()
+	}
+}
+
+// release frees a slot of a request of weight operations that was not
+// sent through sent (for tests), handing it on as sent's function does.
+func (c *committer) release(weight int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.queue) == 0 {
-		c.inFlight--
-		return
+	c.inFlight--
+	c.opsInFlight -= weight
+	c.dispatchLocked()
+}
+
+// dispatchLocked hands batches of queued writes to their first write's
+// goroutine while there is room for them, taking their slots.
+func (c *committer) dispatchLocked() {
+	for len(c.queue) > 0 && c.roomLocked(c.queue[0].ops) {
+		budget := math.MaxInt
+		if c.window != nil {
+			budget = c.window.room(c.opsInFlight) // takeLocked takes one write at least
+		}
+		batch := c.takeLocked(budget)
+		c.inFlight++
+		for _, r := range batch {
+			c.opsInFlight += r.ops
+		}
+		batch[0].lead <- batch // buffered and sent once: never blocks
 	}
-	batch := c.takeLocked()
-	batch[0].lead <- batch // buffered and sent once: never blocks
 }
 
 // takeLocked removes the next batch from the queue: as many writes, in
-// order, as fit etcd's limits. With k shares in one request (each a
-// fenced transaction holding the write's), the costliest write must fit in
-// what k + 1 leave of the limit (see txnCost and shard.CommitBatch).
-func (c *committer) takeLocked() []*commitReq {
-	n, costliest, total, bytes := 0, 0, 0, 0
+// order, as fit etcd's limits and budget operations (countOps), and at
+// least one. With k shares in one request (each a fenced transaction
+// holding the write's), the costliest write must fit in what k + 1 leave
+// of the limit (see txnCost and shard.CommitBatch).
+func (c *committer) takeLocked(budget int) []*commitReq {
+	n, costliest, total, bytes, weight := 0, 0, 0, 0, 0
 	for _, r := range c.queue {
 		w := len(r.txn.Then)
-		if n > 0 && ((n+1)+1+max(costliest, r.cost) > maxTxnOps || total+w > maxBatchOps || bytes+r.bytes > maxBatchBytes) {
+		if n > 0 && ((n+1)+1+max(costliest, r.cost) > maxTxnOps || total+w > maxBatchOps || bytes+r.bytes > maxBatchBytes || weight+r.ops > budget) {
 			break
 		}
-		n, costliest, total, bytes = n+1, max(costliest, r.cost), total+w, bytes+r.bytes
+		n, costliest, total, bytes, weight = n+1, max(costliest, r.cost), total+w, bytes+r.bytes, weight+r.ops
 	}
 	batch := slices.Clone(c.queue[:n])
 	c.queue = slices.Delete(c.queue, 0, n)

@@ -130,7 +130,7 @@ func TestCommitterQueuedWriteCancelled(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) || unknownOutcome(err) {
 		t.Errorf("err %v, want context.Canceled, known not to have applied", err)
 	}
-	c.release()
+	c.release(0)
 	if c.inFlight != 0 || len(c.queue) != 0 {
 		t.Errorf("committer left %d in flight, %d queued", c.inFlight, len(c.queue))
 	}

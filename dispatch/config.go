@@ -50,6 +50,17 @@ type Config struct {
 	// epoch (shard.CommitBatch). 0 sends every write on its own, as many
 	// at once as partitions make. Default 8.
 	CommitsInFlight int
+	// CommitLatencyTarget steers how much of its writes this member keeps
+	// in flight: a request whose round trip exceeds it halves the
+	// operations that may be in flight, answers within it let them grow
+	// back, up to CommitsInFlight requests of the largest batch. It
+	// bounds the member's share of etcd's backlog of transactions to
+	// apply, behind which etcd's linearizable reads and, on a busy server,
+	// lease keepalives wait: well below the lease's renew deadline, so
+	// that a herd of due jobs slows down rather than starving the
+	// member's lease renewal. 0 keeps CommitsInFlight requests in flight
+	// whatever their round trip. Default 250ms.
+	CommitLatencyTarget time.Duration
 	// RunLease is how long a worker holds an attempt without heartbeat.
 	// Default 30s.
 	RunLease time.Duration
@@ -136,20 +147,21 @@ const (
 // DefaultConfig returns the defaults.
 func DefaultConfig(ns string, partitions int, member, addr string) Config {
 	return Config{
-		Namespace:       ns,
-		Partitions:      partitions,
-		MemberID:        member,
-		MemberAddr:      addr,
-		FireBatch:       25,
-		CommitsInFlight: 8,
-		RunLease:        30 * time.Second,
-		HistoryMaxRuns:  100,
-		HistoryMaxAge:   DefaultHistoryMaxAge,
-		HistoryBudget:   DefaultHistoryBudget,
-		MaxRunBytes:     store.DefaultMaxRunBytes,
-		DeleteAfter:     DefaultDeleteAfter,
-		MaxActivePerJob: 100,
-		RequestTimeout:  5 * time.Second,
+		Namespace:           ns,
+		Partitions:          partitions,
+		MemberID:            member,
+		MemberAddr:          addr,
+		FireBatch:           25,
+		CommitsInFlight:     8,
+		CommitLatencyTarget: 250 * time.Millisecond,
+		RunLease:            30 * time.Second,
+		HistoryMaxRuns:      100,
+		HistoryMaxAge:       DefaultHistoryMaxAge,
+		HistoryBudget:       DefaultHistoryBudget,
+		MaxRunBytes:         store.DefaultMaxRunBytes,
+		DeleteAfter:         DefaultDeleteAfter,
+		MaxActivePerJob:     100,
+		RequestTimeout:      5 * time.Second,
 	}
 }
 
@@ -185,6 +197,8 @@ func (c Config) Validate() error {
 		return bad("run document budget %d bytes outside %d..%d", c.MaxRunBytes, store.MinMaxRunBytes, maxRunBytes)
 	case c.RequestTimeout <= 0:
 		return bad("request timeout %v must be positive", c.RequestTimeout)
+	case c.CommitLatencyTarget < 0 || c.CommitLatencyTarget >= c.RequestTimeout:
+		return bad("commit latency target %v must be at least 0 and below the request timeout %v", c.CommitLatencyTarget, c.RequestTimeout)
 	}
 	return nil
 }

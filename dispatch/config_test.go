@@ -36,6 +36,10 @@ func TestConfigValidate(t *testing.T) {
 		"run budget over etcd's":   func(c *dispatch.Config) { c.MaxRunBytes = 2 << 20 },
 		"no request timeout":       func(c *dispatch.Config) { c.RequestTimeout = 0 },
 		"negative request timeout": func(c *dispatch.Config) { c.RequestTimeout = -time.Second },
+		"negative latency target":  func(c *dispatch.Config) { c.CommitLatencyTarget = -time.Millisecond },
+		"latency target at the request timeout": func(c *dispatch.Config) {
+			c.CommitLatencyTarget = c.RequestTimeout
+		},
 	}
 	for name, change := range cases {
 		c := dispatch.DefaultConfig("/jf/", 64, "m1", "http://m1")

@@ -73,7 +73,7 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 		cfg:     cfg,
 		keys:    store.Keys{NS: cfg.Namespace},
 		lg:      cfg.Logger.With(zap.String("member", cfg.MemberID)),
-		commits: &committer{kv: client, timeout: cfg.RequestTimeout, maxInFlight: cfg.CommitsInFlight},
+		commits: newCommitter(client, cfg.RequestTimeout, cfg.CommitsInFlight, cfg.CommitLatencyTarget, cfg.Clock, cfg.Metrics),
 		parts:   map[int]*partition{},
 		avail:   make(chan struct{}),
 	}

@@ -20,6 +20,9 @@ type Metrics struct {
 	forbidden    prometheus.Counter
 	misfires     *prometheus.CounterVec
 	commitErrors prometheus.Counter
+	commitTook   prometheus.Histogram
+	inFlight     prometheus.Gauge
+	window       prometheus.Gauge
 	trims        *prometheus.CounterVec
 	jobsDeleted  prometheus.Counter
 	notified     *prometheus.CounterVec
@@ -61,6 +64,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_dispatch_commit_errors_total", Help: "Fenced writes of the scheduler that failed (etcd errors or fencing).",
 		}),
+		commitTook: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "jobfleet_dispatch_commit_seconds", Help: "Round trip of each fenced write request the scheduler sends to etcd (one write, or a batch of queued writes of several partitions).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobfleet_dispatch_commits_in_flight", Help: "Fenced write requests of the scheduler in flight to etcd now.",
+		}),
+		window: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobfleet_dispatch_commit_window_ops", Help: "Operations of fenced writes the scheduler may have in flight to etcd now; halved when a request's round trip exceeds the commit latency target, grown while round trips stay within it.",
+		}),
 		trims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_runs_trimmed_total", Help: "Final runs deleted from the history, by reason (max_runs, max_age, budget).",
 		}, []string{"reason"}),
@@ -80,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unservable: prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.trims, m.jobsDeleted, m.notified, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.trims, m.jobsDeleted, m.notified, state)
 	}
 	return m
 }
@@ -182,6 +195,25 @@ func (m *Metrics) misfire(fate string, n int) {
 func (m *Metrics) commitError() {
 	if m != nil {
 		m.commitErrors.Inc()
+	}
+}
+
+// commitSent is told of each request the committer sends, and returns
+// the function to call with its round trip when it returns.
+func (m *Metrics) commitSent() func(seconds float64) {
+	if m == nil {
+		return func(float64) {}
+	}
+	m.inFlight.Inc()
+	return func(seconds float64) {
+		m.inFlight.Dec()
+		m.commitTook.Observe(seconds)
+	}
+}
+
+func (m *Metrics) commitWindow(ops float64) {
+	if m != nil {
+		m.window.Set(ops)
 	}
 }
 

@@ -33,6 +33,7 @@ type JobStore interface {
 	Trigger(ctx context.Context, id string) (runID string, err error)
 	Runs(ctx context.Context, id string, limit int) ([]store.Run, error)
 	GetRun(ctx context.Context, runID string) (store.Run, error)
+	ListFailing(ctx context.Context, q store.FailingQuery) ([]store.FailingRun, string, error)
 }
 
 // JobsFunc returns the member's job store. It returns an error while the

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/jobfleet/jobfleet/store"
 )
 
 // history accounts for the run documents one partition stores: how many
@@ -30,6 +32,10 @@ type history struct {
 	// aging holds the jobs with final runs and a max age by when their
 	// oldest final run passes it.
 	aging *timerHeap
+	// dead holds the dead runs with a failing-runs index entry (by run
+	// ID) by when they died: the entry goes store.FailingWindow later
+	// (see failingExpired), or with the run.
+	dead *timerHeap
 }
 
 // jobHistory is one job's part of a history.
@@ -56,7 +62,7 @@ func (r storedRun) time() time.Time { return time.Unix(0, r.at).UTC() }
 
 // newHistory returns an empty history whose jobs keep what rule says.
 func newHistory(rule func(id string) retention) *history {
-	return &history{jobs: map[string]*jobHistory{}, rule: rule, over: map[string]struct{}{}, aging: newTimerHeap()}
+	return &history{jobs: map[string]*jobHistory{}, rule: rule, over: map[string]struct{}{}, aging: newTimerHeap(), dead: newTimerHeap()}
 }
 
 // touch brings over and aging up to date for job id, after its runs or
@@ -136,6 +142,7 @@ func (h *history) removed(id string, at time.Time) {
 	}
 	size := jh.final[i].size
 	jh.final = slices.Delete(jh.final, i, i+1)
+	h.dead.remove(store.RunID(id, at))
 	jh.runs--
 	jh.bytes -= int64(size)
 	h.runs--
@@ -154,6 +161,9 @@ func (h *history) dropJob(id string) {
 	}
 	h.runs -= jh.runs
 	h.bytes -= jh.bytes
+	for _, r := range jh.final {
+		h.dead.remove(store.RunID(id, r.time()))
+	}
 	delete(h.jobs, id)
 	h.touch(id)
 }
@@ -266,10 +276,44 @@ func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[st
 	return out
 }
 
+// died records that job id's run for time at, which has a failing-runs
+// index entry, died at when.
+func (h *history) died(id string, at, when time.Time) {
+	h.dead.set(store.RunID(id, at), when)
+}
+
+// failingExpired returns up to limit dead runs, as (job, scheduled time),
+// whose failing-runs index entries are older than store.FailingWindow at
+// now. It changes nothing; the caller applies entryRemoved for each entry
+// it deletes.
+func (h *history) failingExpired(now time.Time, limit int) []trim {
+	var out []trim
+	h.dead.due(now.Add(-store.FailingWindow), func(runID string, _ time.Time) {
+		if len(out) >= limit {
+			return
+		}
+		if id, at, err := store.ParseRunID(runID); err == nil {
+			out = append(out, trim{job: id, at: at})
+		}
+	})
+	slices.SortFunc(out, func(a, b trim) int { return cmp.Or(cmp.Compare(a.job, b.job), a.at.Compare(b.at)) })
+	return out
+}
+
+// entryRemoved records that the failing-runs index entry of job id's run
+// for time at was deleted.
+func (h *history) entryRemoved(id string, at time.Time) { h.dead.remove(store.RunID(id, at)) }
+
 // nextExpiry returns when the oldest final run of some job passes its
-// maxAge, zero if none will.
+// maxAge, or the oldest failing-runs index entry of a dead run passes
+// store.FailingWindow, zero if none will.
 func (h *history) nextExpiry() time.Time {
 	t, _ := h.aging.min()
+	if d, ok := h.dead.min(); ok {
+		if d = d.Add(store.FailingWindow); t.IsZero() || d.Before(t) {
+			t = d
+		}
+	}
 	return t
 }
 

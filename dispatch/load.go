@@ -14,8 +14,8 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// load reads the partition's specs, triggers, states and active runs at one
-// revision and returns that revision. It is a writer (it replaces the
+// load reads the partition's specs, triggers, states, active runs and
+// failing-runs index entries at one revision and returns that revision. It is a writer (it replaces the
 // partition's memory and removes the data of deleted jobs): handlers of a
 // partition being reloaded wait for it.
 func (pt *partition) load(ctx context.Context) (int64, error) {
@@ -96,6 +96,24 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 		}
 		return "", false
 	}, queued)
+	if err != nil {
+		return 0, err
+	}
+	// The failing-runs index entries of dead runs: each goes a day after
+	// its run died (trimHistory). Those of other jobs go with their data.
+	_, err = pt.rangePages(ctx, k.FailingPrefix(pt.p), rev, loadPage, func(kv *mvccpb.KeyValue) {
+		id, at, ok := k.ParseFailingKey(pt.p, string(kv.Key))
+		if !ok {
+			return
+		}
+		if e := jobs[id]; e == nil || recreated[id] {
+			return
+		}
+		var f store.FailingRun
+		if err := json.Unmarshal(kv.Value, &f); err != nil || f.Status == store.RunDead {
+			hist.died(id, at, f.At) // a corrupt entry goes as if it died long ago
+		}
+	})
 	if err != nil {
 		return 0, err
 	}

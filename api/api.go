@@ -159,6 +159,9 @@ type KeyCounts struct {
 	Runs int64 `json:"runs"`
 	// ActiveRuns counts runs not yet final.
 	ActiveRuns int64 `json:"active_runs"`
+	// FailingRuns counts entries of the failing-runs index: runs failed,
+	// or dead within the last day.
+	FailingRuns int64 `json:"failing_runs"`
 	// Total counts every key of the namespace.
 	Total int64 `json:"total"`
 }

@@ -50,6 +50,35 @@ func describe(idx map[string]store.FailingRun) string {
 	return strings.Join(out, " ")
 }
 
+// storedBytes is what the history accounts as stored: the run documents'
+// bytes and the failing-runs entries' keys and values.
+func (h *harness) storedBytes() int64 {
+	h.t.Helper()
+	var n int64
+	for _, prefix := range []string{h.store.Keys().AllRunsPrefix(), h.store.Keys().AllFailingPrefix()} {
+		resp, err := h.client.Get(context.Background(), prefix, clientv3.WithPrefix())
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		for _, kv := range resp.Kvs {
+			n += int64(len(kv.Value))
+			if prefix == h.store.Keys().AllFailingPrefix() {
+				n += int64(len(kv.Key))
+			}
+		}
+	}
+	return n
+}
+
+// checkAccounted checks that the owner's history accounts exactly the
+// bytes stored.
+func (h *harness) checkAccounted(when string) {
+	h.t.Helper()
+	if got, want := h.disp.Stats().HistoryBytes, h.storedBytes(); got != want {
+		h.t.Errorf("%s: history accounts %d bytes, %d stored (runs and failing-runs entries)", when, got, want)
+	}
+}
+
 // waitIndex waits until the index, described, is want.
 func (h *harness) waitIndex(want string) map[string]store.FailingRun {
 	h.t.Helper()
@@ -90,6 +119,7 @@ func TestFailingIndexFollowsRunStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	idx := h.waitIndex(fmt.Sprintf("%s:failed:1:%s", run, long[:store.FailingErrorBytes]))
+	h.checkAccounted("a failed run")
 	if f := idx[run]; !f.At.Equal(failedAt) {
 		t.Errorf("entry at %v, want %v (when the attempt failed)", f.At, failedAt)
 	}
@@ -107,6 +137,7 @@ func TestFailingIndexFollowsRunStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitIndex(run + ":dead:3:boom 3")
+	h.checkAccounted("a dead run")
 
 	// A run that fails, then succeeds, leaves no entry.
 	h.create(store.Job{ID: "recovers", Schedule: "@every 1h", Retry: retry, Executor: store.Executor{Type: "other"}})
@@ -151,12 +182,15 @@ func TestFailingIndexFollowsRunStatus(t *testing.T) {
 
 	// Another owner loads the partition; a day after each run died, its
 	// entry goes (the runs stay, for their history retention).
+	h.checkAccounted("before the handoff")
 	h.stop()
 	h.start("m2")
+	h.checkAccounted("after the handoff")
 	h.pause("flaky", "recovers", "brief")
 	diedFlaky := idx[run].At.Add(20 * time.Second) // its third attempt
 	h.advance(diedFlaky.Add(store.FailingWindow).Sub(h.clock.Now()) + time.Second)
 	h.waitIndex(second + ":dead:1:no again")
+	h.checkAccounted("an entry aged out")
 	if r, err := h.store.GetRun(context.Background(), run); err != nil || r.Status != store.RunDead {
 		t.Fatalf("flaky's dead run = %+v, %v; want it kept", r, err)
 	}

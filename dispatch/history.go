@@ -36,6 +36,9 @@ type history struct {
 	// ID) by when they died: the entry goes store.FailingWindow later
 	// (see failingExpired), or with the run.
 	dead *timerHeap
+	// deadBytes are the bytes of each entry in dead, counted in its run's
+	// size until the entry goes.
+	deadBytes map[string]int
 }
 
 // jobHistory is one job's part of a history.
@@ -62,7 +65,7 @@ func (r storedRun) time() time.Time { return time.Unix(0, r.at).UTC() }
 
 // newHistory returns an empty history whose jobs keep what rule says.
 func newHistory(rule func(id string) retention) *history {
-	return &history{jobs: map[string]*jobHistory{}, rule: rule, over: map[string]struct{}{}, aging: newTimerHeap(), dead: newTimerHeap()}
+	return &history{jobs: map[string]*jobHistory{}, rule: rule, over: map[string]struct{}{}, aging: newTimerHeap(), dead: newTimerHeap(), deadBytes: map[string]int{}}
 }
 
 // touch brings over and aging up to date for job id, after its runs or
@@ -142,7 +145,7 @@ func (h *history) removed(id string, at time.Time) {
 	}
 	size := jh.final[i].size
 	jh.final = slices.Delete(jh.final, i, i+1)
-	h.dead.remove(store.RunID(id, at))
+	h.forgetEntry(store.RunID(id, at))
 	jh.runs--
 	jh.bytes -= int64(size)
 	h.runs--
@@ -162,7 +165,7 @@ func (h *history) dropJob(id string) {
 	h.runs -= jh.runs
 	h.bytes -= jh.bytes
 	for _, r := range jh.final {
-		h.dead.remove(store.RunID(id, r.time()))
+		h.forgetEntry(store.RunID(id, r.time()))
 	}
 	delete(h.jobs, id)
 	h.touch(id)
@@ -277,9 +280,18 @@ func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[st
 }
 
 // died records that job id's run for time at, which has a failing-runs
-// index entry, died at when.
-func (h *history) died(id string, at, when time.Time) {
-	h.dead.set(store.RunID(id, at), when)
+// index entry of size bytes (counted in the run's size), died at when.
+func (h *history) died(id string, at, when time.Time, size int) {
+	rid := store.RunID(id, at)
+	h.dead.set(rid, when)
+	h.deadBytes[rid] = size
+}
+
+// forgetEntry forgets the failing-runs entry of run runID, gone with its
+// run.
+func (h *history) forgetEntry(runID string) {
+	h.dead.remove(runID)
+	delete(h.deadBytes, runID)
 }
 
 // failingExpired returns up to limit dead runs, as (job, scheduled time),
@@ -300,9 +312,25 @@ func (h *history) failingExpired(now time.Time, limit int) []trim {
 	return out
 }
 
-// entryRemoved records that the failing-runs index entry of job id's run
-// for time at was deleted.
-func (h *history) entryRemoved(id string, at time.Time) { h.dead.remove(store.RunID(id, at)) }
+// entryRemoved records that the failing-runs index entry of job id's
+// final run for time at was deleted: the run's size no longer counts it.
+func (h *history) entryRemoved(id string, at time.Time) {
+	rid := store.RunID(id, at)
+	size := h.deadBytes[rid]
+	h.forgetEntry(rid)
+	jh := h.jobs[id]
+	if jh == nil || size == 0 {
+		return
+	}
+	i, found := slices.BinarySearchFunc(jh.final, at.UnixNano(), func(r storedRun, t int64) int { return cmp.Compare(r.at, t) })
+	if !found {
+		return
+	}
+	size = min(size, int(jh.final[i].size))
+	jh.final[i].size -= int32(size)
+	jh.bytes -= int64(size)
+	h.bytes -= int64(size)
+}
 
 // nextExpiry returns when the oldest final run of some job passes its
 // maxAge, or the oldest failing-runs index entry of a dead run passes

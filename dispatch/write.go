@@ -24,8 +24,9 @@ type runWrite struct {
 	op      clientv3.Op
 	run     store.Run     // as written: outputs cut to the document budget
 	val     []byte        // run, encoded
-	size    int           // of val
+	size    int           // of val and of the failing-runs entry it puts: what history accounts
 	failing []clientv3.Op // the failing-runs index's writes, in op
+	entry   int           // bytes (key and value) of the failing-runs entry it puts, 0 if none
 	at      time.Time     // when the write was made: the index entry's time
 }
 
@@ -33,7 +34,8 @@ type runWrite struct {
 // only if the run key still has ar.modRev; the queue entry goes when r is
 // final, and the run's failing-runs index entry is put or deleted with it
 // (store.Keys.FailingOps: the entry says failed or dead as the run does).
-// r is first cut to the run document budget (store.FitRun).
+// r is first cut to the run document budget (store.FitRun). The entry's
+// bytes count as the run's in the history's accounting.
 func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (runWrite, bool) {
 	r, val, err := store.FitRun(r, pt.d.cfg.MaxRunBytes)
 	if err != nil {
@@ -46,7 +48,13 @@ func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (runWrite, bool) {
 		pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
 		return runWrite{}, false
 	}
-	return runWrite{op: pt.d.keys.UpdateRunOp(r, val, ar.modRev, failing...), run: r, val: val, size: len(val), failing: failing, at: at}, true
+	entry := 0
+	for _, op := range failing {
+		if op.IsPut() {
+			entry += len(op.KeyBytes()) + len(op.ValueBytes())
+		}
+	}
+	return runWrite{op: pt.d.keys.UpdateRunOp(r, val, ar.modRev, failing...), run: r, val: val, size: len(val) + entry, failing: failing, entry: entry, at: at}, true
 }
 
 // updatedLocked applies a written runWrite w of ar to memory, at revision
@@ -55,7 +63,7 @@ func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefo
 	r := w.run
 	pt.hist.rewritten(r.JobID, r.ScheduledAt, ar.size, w.size, r.Status.Final())
 	if r.Status == store.RunDead {
-		pt.hist.died(r.JobID, r.ScheduledAt, w.at)
+		pt.hist.died(r.JobID, r.ScheduledAt, w.at, w.entry)
 	}
 	ar.run, ar.modRev, ar.notBefore, ar.size = r, rev, notBefore, w.size
 	if r.Status.Final() {

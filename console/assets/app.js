@@ -382,15 +382,15 @@
       note.textContent = 'Loading…';
       let list;
       try {
-        list = await api('GET', '/v1/jobs?limit=' + PAGE_SIZE + '&prefix=' + encodeURIComponent(prefix.value) + (cursors[page] ? '&cursor=' + encodeURIComponent(cursors[page]) : ''));
+        list = await api('GET', '/v1/jobs?limit=' + PAGE_SIZE + '&prefix=' + encodeURIComponent(prefix.value) +
+          (paused.value ? '&paused=' + (paused.value === 'paused') : '') + (cursors[page] ? '&cursor=' + encodeURIComponent(cursors[page]) : ''));
       } catch (e) {
         note.replaceChildren(errorBox(e));
         return;
       }
       if (ctrl.signal.aborted) return;
       cursors[page + 1] = list.next_cursor;
-      const rows = list.jobs.filter((j) => !paused.value || (paused.value === 'paused') === j.paused);
-      const trs = rows.map((j) => {
+      const trs = list.jobs.map((j) => {
         const lastCell = el('td', { text: '…' });
         const tr = el('tr', { 'data-job': j.id },
           el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(j.id), text: j.id })),
@@ -403,13 +403,26 @@
           const s = r.runs.length ? r.runs[0].status : 'none';
           lastCell.textContent = s;
           lastCell.className = s === 'dead' || s === 'failed' ? 'error' : (s === 'succeeded' ? 'ok' : '');
-          if (last.value && s !== last.value) tr.hidden = true;
+          if (last.value) {
+            tr.hidden = s !== last.value;
+            countShown();
+          }
         }, () => { lastCell.textContent = '?'; });
         return tr;
       });
       table.replaceChildren(...trs);
-      note.textContent = 'Page ' + (page + 1) + ': ' + list.jobs.length + ' jobs' + (rows.length !== list.jobs.length ? ', ' + rows.length + ' shown by the filter' : '') +
-        '. Filters apply to the page loaded; the prefix is searched on the server.';
+      // The prefix and the state are filtered on the server; the last
+      // run's status is known only per row (one request each), so that
+      // filter hides rows of the page loaded.
+      function countShown() {
+        const shown = trs.filter((tr) => !tr.hidden).length;
+        note.replaceChildren(
+          'Page ' + (page + 1) + ': ' + list.jobs.length + ' jobs' + (paused.value ? ' ' + paused.value : '') +
+            (last.value ? ', ' + shown + ' of them with a last run ' + last.value + ' (the last-run filter looks at this page only)' : '') +
+            (!list.jobs.length && list.next_cursor ? ' (none among the jobs searched so far: Next page searches on)' : '') + '.',
+          (last.value === 'dead' || last.value === 'failed') ? el('span', {}, ' Runs failing across the fleet: ', el('a', { href: '#/failing', text: 'Failing runs' }), '.') : null);
+      }
+      countShown();
       pager.replaceChildren(
         el('button', { type: 'button', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
         el('button', { type: 'button', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));

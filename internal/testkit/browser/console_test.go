@@ -319,6 +319,16 @@ func TestConsole(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		p.waitJS("the page shows it", `document.getElementById('job-state')?.textContent === 'paused' && !!document.getElementById('resume')`, 10*time.Second)
+		// The jobs view's state filter, applied by the server, finds it
+		// alone among team/'s jobs.
+		p.open("#/jobs")
+		p.do("search team/'s paused jobs",
+			chromedp.WaitVisible(chromedp.ID("jobs-prefix")),
+			chromedp.SetValue(chromedp.ID("jobs-prefix"), "team/"),
+			chromedp.SetValue(chromedp.ID("jobs-paused"), "paused"),
+			chromedp.Click(chromedp.ID("jobs-search")))
+		p.waitJS("only the paused job", fmt.Sprintf(`document.querySelectorAll('#jobs-table tbody tr').length === 1 && !!document.querySelector('tr[data-job=%q]')`, job), 10*time.Second)
+		p.open("#/job/" + url.PathEscape(job))
 		p.waitJS("the runs", `document.querySelectorAll('tr[data-run]').length > 0`, 10*time.Second)
 		p.do("open the run's attempts", script(`document.querySelector('tr[data-run] details').open = true`))
 		p.screenshot("console-job.png")

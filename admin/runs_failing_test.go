@@ -146,6 +146,50 @@ func TestFailingRunsListing(t *testing.T) {
 	}
 }
 
+// TestFailingRunsScanBound: a page reads at most its scan of entries;
+// a filter that keeps few of them gives short pages whose cursors go on,
+// and the listing still finds each selected entry once.
+func TestFailingRunsScanBound(t *testing.T) {
+	e := newSecEnv(t, secOptions{})
+	at := time.Date(2026, 4, 30, 0, 0, 0, 0, time.UTC)
+	var failed []string
+	for i := range 40 {
+		st := store.RunDead
+		if i%7 == 0 {
+			st = store.RunFailed
+		}
+		f := e.putFailing(fmt.Sprintf("job-%02d", i), at, st, time.Minute)
+		if st == store.RunFailed {
+			failed = append(failed, f.RunID)
+		}
+	}
+	var got []string
+	cursor, short := "", 0
+	for pages := 0; ; pages++ {
+		if pages > 40 {
+			t.Fatal("the listing does not end")
+		}
+		runs, next, err := e.jobs.ListFailing(context.Background(), store.FailingQuery{Statuses: []store.RunStatus{store.RunFailed}, Cursor: cursor, Limit: 3, Scan: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) < 3 && next != "" {
+			short++
+		}
+		for _, r := range runs {
+			got = append(got, r.RunID)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	slices.Sort(got)
+	if want := slices.Sorted(slices.Values(failed)); !slices.Equal(got, want) || short == 0 {
+		t.Fatalf("listed %q (%d short pages), want %q", got, short, want)
+	}
+}
+
 func TestFailingRunsBadParameters(t *testing.T) {
 	e := newSecEnv(t, secOptions{})
 	viewer := e.cred(auth.CreateRequest{Role: auth.RoleViewer})

@@ -155,7 +155,14 @@ type FailingQuery struct {
 	Cursor string
 	// Limit is the page size, 1..1000.
 	Limit int
+	// Scan is the most entries a page reads (0: DefaultFailingScan).
+	Scan int
 }
+
+// DefaultFailingScan is how many index entries ListFailing reads at most
+// for one page: a filter (status, since) that keeps few entries costs a
+// request that much, not the whole index.
+const DefaultFailingScan = 10000
 
 // failingRangeLimit is how many entries each partition's range of a
 // ListFailing transaction reads at first (rangesPerTxn of them per
@@ -164,7 +171,9 @@ const failingRangeLimit = 32
 
 // ListFailing returns up to q.Limit entries of the failing-runs index
 // that q selects, and the cursor of the next page ("" at the end), all
-// read at one revision.
+// read at one revision. It reads at most q.Scan entries: when they hold
+// fewer than q.Limit selected ones, the page is short (maybe empty) and
+// the cursor continues after the last entry read.
 //
 // The order is that of the keys: by partition, then job ID (escaped),
 // then scheduled time, oldest first: the index is laid out by partition
@@ -206,16 +215,23 @@ func (s *Etcd) ListFailing(ctx context.Context, q FailingQuery) ([]FailingRun, s
 		}
 		return opts
 	}
+	scan := q.Scan
+	if scan <= 0 {
+		scan = DefaultFailingScan
+	}
+	scanned, seen := 0, "" // entries read, and the last one's key
 	full := func() bool { return len(out) > q.Limit }
+	done := func() bool { return full() || scanned >= scan }
 	// take adds the selected entries among kvs; it returns the key of the
 	// last one it looked at.
 	take := func(kvs []*mvccpb.KeyValue) string {
 		last := ""
 		for _, kv := range kvs {
-			if full() {
+			if done() {
 				break
 			}
 			last = string(kv.Key)
+			scanned, seen = scanned+1, last
 			var f FailingRun
 			if err := json.Unmarshal(kv.Value, &f); err != nil {
 				continue // not ours to judge: the owner rewrites or deletes it
@@ -228,7 +244,7 @@ func (s *Etcd) ListFailing(ctx context.Context, q FailingQuery) ([]FailingRun, s
 		}
 		return last
 	}
-	for p := first; p < s.partitions && !full(); p += rangesPerTxn {
+	for p := first; p < s.partitions && !done(); p += rangesPerTxn {
 		n := min(rangesPerTxn, s.partitions-p)
 		ops := make([]clientv3.Op, n)
 		ends := make([]string, n)
@@ -248,12 +264,12 @@ func (s *Etcd) ListFailing(ctx context.Context, q FailingQuery) ([]FailingRun, s
 			rev = resp.Header.Revision
 		}
 		for i, r := range resp.Responses {
-			if full() {
+			if done() {
 				break
 			}
 			rr := r.GetResponseRange()
 			last := take(rr.Kvs)
-			for more := rr.More; more && !full(); {
+			for more := rr.More; more && !done(); {
 				gr, err := s.client.Get(ctx, last+"\x00", withRev(clientv3.WithRange(ends[i]), clientv3.WithLimit(int64(min(q.Limit+1, 256))))...)
 				if err != nil {
 					return nil, "", Classify(err)
@@ -264,9 +280,12 @@ func (s *Etcd) ListFailing(ctx context.Context, q FailingQuery) ([]FailingRun, s
 		}
 	}
 	next := ""
-	if full() {
+	switch {
+	case full():
 		out = out[:q.Limit]
 		next = strings.TrimPrefix(keys[q.Limit-1], root)
+	case scanned >= scan:
+		next = strings.TrimPrefix(seen, root)
 	}
 	if out == nil {
 		out = []FailingRun{}

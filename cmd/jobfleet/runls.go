@@ -17,9 +17,14 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// runLsMaxRead is the most failing runs run ls reads (ten pages) before
-// it sorts them: beyond it, it says the list is incomplete.
-const runLsMaxRead = 10000
+// runLsMaxRead is the most failing runs run ls reads before it sorts
+// them, and runLsMaxPages the most requests it makes (a filtered page may
+// be short: the server reads at most store.DefaultFailingScan entries per
+// page): beyond either, it says the list is incomplete.
+const (
+	runLsMaxRead  = 10000
+	runLsMaxPages = 20
+)
 
 func newRunLsCmd(opts *clientOptions) *cobra.Command {
 	var (
@@ -39,9 +44,9 @@ jobfleet run get), the status, the number of attempts, when the run got
 its status and the start of the last attempt's error, cut in the middle
 (-o wide prints it as stored: its first 200 bytes).
 
-Rows are newest first. The command reads up to 10000 failing runs (the
-API lists them by partition and job, not by time) and shows the newest
---limit of them; it says so when it leaves some out. -o json or -o yaml
+Rows are newest first. The command reads up to 10000 failing runs in at
+most 20 requests (the API lists them by partition and job, not by time)
+and shows the newest --limit of them; it says so when it leaves some out. -o json or -o yaml
 print the entries read, as the API returns them, in its order.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -61,7 +66,7 @@ print the entries read, as the API returns them, in its order.`,
 			)
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
 				o := client.FailingOptions{ListOptions: client.ListOptions{Limit: 1000, Prefix: prefix}, Statuses: statuses, Since: since}
-				for {
+				for pages := 1; ; pages++ {
 					page, err := c.ListFailingRuns(ctx, o)
 					if err != nil {
 						return err
@@ -70,7 +75,7 @@ print the entries read, as the API returns them, in its order.`,
 					if page.NextCursor == "" {
 						return nil
 					}
-					if len(list.Runs) >= runLsMaxRead {
+					if len(list.Runs) >= runLsMaxRead || pages >= runLsMaxPages {
 						truncated = true
 						return nil
 					}
@@ -92,7 +97,7 @@ print the entries read, as the API returns them, in its order.`,
 			}
 			switch {
 			case truncated:
-				fmt.Fprintf(cmd.ErrOrStderr(), "more than %d failing runs: these are the newest of the first %d read; narrow with --prefix, --status or --since\n", len(runs), len(runs))
+				fmt.Fprintf(cmd.ErrOrStderr(), "not every failing run was read: these are the newest of the %d read; narrow with --prefix, --status or --since\n", len(runs))
 			case len(shown) < len(runs):
 				fmt.Fprintf(cmd.ErrOrStderr(), "showing the newest %d of %d failing runs; raise --limit or narrow with --prefix, --status or --since\n", len(shown), len(runs))
 			case len(runs) == 0:

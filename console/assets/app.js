@@ -615,11 +615,12 @@
         el('td', { text: fmtUTC(r.at) }),
         el('td', {}, r.error ? el('span', { class: 'error', text: r.error }) : el('span', { class: 'muted', text: 'no error recorded' })),
         el('td', { class: 'muted', text: r.run_id }))));
-      if (!runs.length && page === 0) {
+      if (!runs.length && page === 0 && !list.next_cursor) {
         say('No ' + statusSel.selectedOptions[0].text + ' runs in the ' + since.selectedOptions[0].text + (prefix.value ? ' under ' + prefix.value : '') + '.', 'ok');
       } else {
         say('Page ' + (page + 1) + ': ' + runs.length + ' run' + (runs.length === 1 ? '' : 's') +
-          ', newest first within the page (the server pages by partition and job, not by time). Refreshed every 30 s.');
+          ', newest first within the page (the server pages by partition and job, not by time)' +
+          (runs.length < PAGE_SIZE && list.next_cursor ? '; the server stops a page after reading 10 000 entries, Next page searches on' : '') + '. Refreshed every 30 s.');
       }
       pager.replaceChildren(
         el('button', { type: 'button', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),

@@ -67,6 +67,11 @@ type ListOptions struct {
 	// Prefix lists only jobs whose ID starts with it; "" lists all (within
 	// the credential's prefix).
 	Prefix string
+	// Paused, if set, lists only the jobs paused (true) or not (false)
+	// (ListJobs only). Such a page may hold fewer than Limit jobs, or none,
+	// before the last: the server reads a bounded number of jobs per
+	// request; continue while NextCursor is not "".
+	Paused *bool
 }
 
 // ListJobs returns one page of jobs (GET /v1/jobs), in the API's order (by
@@ -82,6 +87,9 @@ func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (api.JobList, e
 	}
 	if opts.Prefix != "" {
 		q.Set("prefix", opts.Prefix)
+	}
+	if opts.Paused != nil {
+		q.Set("paused", strconv.FormatBool(*opts.Paused))
 	}
 	var page api.JobList
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs", query: q, out: &page})

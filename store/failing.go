@@ -27,7 +27,7 @@ import (
 // runs by prefix and a listing reads them by job-ID prefix per partition.
 
 // FailingWindow is how long an entry of a dead run is kept after the run
-// died; the listing reads no further back.
+// died, and how far back GET /v1/runs looks at most (its since).
 const FailingWindow = 24 * time.Hour
 
 // FailingErrorBytes caps FailingRun.Error: the start of the error.

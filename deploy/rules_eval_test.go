@@ -25,6 +25,10 @@ const healthyFleet = `
   jobfleet_partitions_owned{namespace="jobfleet",instance="b"} 512+0x30
   jobfleet_lease_keepalive_failures_total{namespace="jobfleet",instance="a"} 0+0x30
   jobfleet_lease_sessions_ended_total{namespace="jobfleet",instance="a",reason="closed"} 0+1x30
+  jobfleet_lease_keepalive_seconds_bucket{namespace="jobfleet",instance="a",le="0.016"} 0+48x30
+  jobfleet_lease_keepalive_seconds_bucket{namespace="jobfleet",instance="a",le="1.024"} 0+48x30
+  jobfleet_lease_keepalive_seconds_bucket{namespace="jobfleet",instance="a",le="2.048"} 0+48x30
+  jobfleet_lease_keepalive_seconds_bucket{namespace="jobfleet",instance="a",le="+Inf"} 0+48x30
   jobfleet_fencing_failures_total{namespace="jobfleet",instance="a"} 0+0x30
   jobfleet_schedule_lag_seconds_bucket{namespace="jobfleet",instance="a",le="0.064"} 0+600x30
   jobfleet_schedule_lag_seconds_bucket{namespace="jobfleet",instance="a",le="0.128"} 0+600x30
@@ -92,8 +96,13 @@ func TestRulesFire(t *testing.T) {
 		"JobfleetPartitionsWithoutOwner": {`owned{namespace="jobfleet",instance="b"} 512+0x30`, `owned{namespace="jobfleet",instance="b"} 500+0x30`},
 		"JobfleetPartitionsNotReleased":  {`owned{namespace="jobfleet",instance="b"} 512+0x30`, `owned{namespace="jobfleet",instance="b"} 520+0x30`},
 		"JobfleetLeaseKeepaliveFailing":  {`keepalive_failures_total{namespace="jobfleet",instance="a"} 0+0x30`, `keepalive_failures_total{namespace="jobfleet",instance="a"} 0+2x30`},
-		"JobfleetMemberFencedItself":     {`reason="closed"} 0+1x30`, `reason="renew_deadline"} 0+1x30`},
-		"JobfleetFencingFailures":        {`fencing_failures_total{namespace="jobfleet",instance="a"} 0+0x30`, `fencing_failures_total{namespace="jobfleet",instance="a"} 0+1x30`},
+		"JobfleetLeaseKeepaliveSlow": {
+			`le="0.016"} 0+48x30
+  jobfleet_lease_keepalive_seconds_bucket{namespace="jobfleet",instance="a",le="1.024"} 0+48x30`,
+			`le="0.016"} 0+1x30
+  jobfleet_lease_keepalive_seconds_bucket{namespace="jobfleet",instance="a",le="1.024"} 0+2x30`},
+		"JobfleetMemberFencedItself": {`reason="closed"} 0+1x30`, `reason="renew_deadline"} 0+1x30`},
+		"JobfleetFencingFailures":    {`fencing_failures_total{namespace="jobfleet",instance="a"} 0+0x30`, `fencing_failures_total{namespace="jobfleet",instance="a"} 0+1x30`},
 		"JobfleetScheduleLagHigh": {
 			`le="0.064"} 0+600x30
   jobfleet_schedule_lag_seconds_bucket{namespace="jobfleet",instance="a",le="0.128"} 0+600x30`,

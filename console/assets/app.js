@@ -349,17 +349,21 @@
     }
     const form = el('form', { class: 'inline', onsubmit: (ev) => { ev.preventDefault(); location.hash = '#/where/' + encodeURIComponent(input.value); } },
       el('label', { for: 'where-id', text: 'Job ID' }), input, el('button', { type: 'submit', id: 'where-submit', text: 'Where is it?' }));
-    view.append(heading('Where is job X'), el('p', { class: 'muted', text: 'Hash → partition → ring target → owner and epoch, as this member sees them.' }), form, out);
+    view.append(heading('Where is a job'), el('p', { class: 'muted', text: 'Hash → partition → ring target → owner and epoch, as this member sees them.' }), form, out);
     if (arg) look(arg);
     return null;
   }
 
-  // nextFire formats a listed job's next fire with fmt, or says why there
-  // is none.
-  function nextFire(j, fmt) {
-    if (!j.state) return 'not scheduled yet';
-    if (j.paused) return 'paused';
-    return j.state.next ? fmt(j.state.next) : 'none';
+  // nextFireCells fills a listed job's next-fire cells, in its zone and
+  // in UTC. A listing carries no job's state, so they are read from
+  // /next, as its owner will fire them.
+  function nextFireCells(j, local, utc) {
+    api('GET', jobPath(j.id, 'next') + '?count=1').then((n) => {
+      const f = (n.fires || [])[0];
+      const text = (show) => (j.paused ? 'paused' : (f ? show(f.utc) : 'none'));
+      local.textContent = text((t) => fmtZone(t, j.timezone));
+      utc.textContent = text(fmtUTC);
+    }, () => { local.textContent = '?'; utc.textContent = '?'; });
   }
 
   function jobs(view, arg) {
@@ -392,13 +396,16 @@
       const rows = list.jobs.filter((j) => !paused.value || (paused.value === 'paused') === j.paused);
       const trs = rows.map((j) => {
         const lastCell = el('td', { text: '…' });
+        const localCell = el('td', { text: '…', 'data-field': 'next-local' });
+        const utcCell = el('td', { text: '…', 'data-field': 'next-utc' });
         const tr = el('tr', { 'data-job': j.id },
           el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(j.id), text: j.id })),
           el('td', { text: j.schedule || (j.run_at ? 'once at ' + fmtUTC(j.run_at) : '') }),
           el('td', { text: j.paused ? 'paused' : 'active' }),
-          el('td', { text: nextFire(j, (t) => fmtZone(t, j.timezone)) }),
-          el('td', { text: nextFire(j, fmtUTC) }),
+          localCell,
+          utcCell,
           lastCell);
+        nextFireCells(j, localCell, utcCell);
         api('GET', jobPath(j.id, 'runs') + '?limit=1').then((r) => {
           const s = r.runs.length ? r.runs[0].status : 'none';
           lastCell.textContent = s;

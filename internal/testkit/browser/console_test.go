@@ -287,6 +287,14 @@ func TestConsole(t *testing.T) {
 			chromedp.Click(chromedp.ID("jobs-search")))
 		p.waitJS("the job in the list", fmt.Sprintf(`!!document.querySelector('tr[data-job=%q]') && document.querySelectorAll('#jobs-table tbody tr').length === 2`, job), 10*time.Second)
 		p.waitJS("last run column", `[...document.querySelectorAll('#jobs-table tbody tr td:last-child')].every(td => td.textContent !== '…')`, 10*time.Second)
+		// The next fire columns show the job's next fire as the API
+		// computes it (a listing carries no state).
+		var next api.NextFires
+		if code := call(t, f.AdminToken, "GET", m1+"/v1/jobs/"+url.PathEscape(job)+"/next?count=1", nil, &next); code != http.StatusOK || len(next.Fires) != 1 {
+			t.Fatalf("next fire of %s: %d %+v", job, code, next)
+		}
+		p.waitJS("the next fire columns", fmt.Sprintf(`(() => { const tds = document.querySelectorAll('tr[data-job=%q] td');
+			return tds[4].textContent === %q && !['…', '?', '', 'none', 'not scheduled yet'].includes(tds[3].textContent); })()`, job, next.Fires[0].UTC), 10*time.Second)
 		p.screenshot("console-jobs.png")
 	})
 

@@ -216,6 +216,11 @@ func parseDocs(file string, data []byte) (docs []sourceDoc, single bool, err err
 			return fmt.Errorf("%s: the job document has no \"id\"", d.where())
 		}
 		d.id = head.ID
+		if len(raw) > store.DefaultMaxDocumentBytes {
+			// The server would refuse the whole request (413) without
+			// saying which of its jobs is too large.
+			return fmt.Errorf("%s: job %q: the document is %d bytes; a job document takes at most %d", d.where(), d.id, len(raw), store.DefaultMaxDocumentBytes)
+		}
 		docs = append(docs, d)
 		return nil
 	}

@@ -353,6 +353,28 @@ func TestConsoleIsServedWithItsSecurityHeaders(t *testing.T) {
 			}
 		}
 	}
+	// Redirects to the page, the mux's included, carry the headers too.
+	noFollow := &http.Client{Transport: e.srv.Client().Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/", "/ui", "/ui/./index.html", "/ui//index.html"} {
+		resp, err := noFollow.Get(e.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 300 || resp.StatusCode > 399 || resp.Header.Get("Location") == "" {
+			t.Errorf("%s: got %d (Location %q), want a redirect", path, resp.StatusCode, resp.Header.Get("Location"))
+		}
+		for k, want := range map[string]string{
+			"Content-Security-Policy": console.ContentSecurityPolicy,
+			"X-Frame-Options":         "DENY",
+			"X-Content-Type-Options":  "nosniff",
+			"Referrer-Policy":         "no-referrer",
+		} {
+			if got := resp.Header.Get(k); got != want {
+				t.Errorf("%s: the redirect's %s is %q, want %q", path, k, got, want)
+			}
+		}
+	}
 	if code, _, _ := e.send(request{method: "GET", path: "/ui/../v1/jobs"}, ""); code == 200 {
 		t.Errorf("a path out of /ui/ answered 200 without a credential")
 	}

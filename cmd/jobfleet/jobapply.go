@@ -231,6 +231,9 @@ func parseDocs(file string, data []byte) (docs []sourceDoc, single bool, err err
 		if err := dec.Decode(&raw); err == io.EOF {
 			break
 		} else if err != nil {
+			if values == 0 && looksLikeYAML(data) {
+				return nil, false, fmt.Errorf("%s: %s", file, yamlNotJSON)
+			}
 			return nil, false, fmt.Errorf("%s:%d: not JSON: %w", file, lines.at(skipToValue(data, off)), err)
 		}
 		values++

@@ -168,6 +168,12 @@
       if (e.status !== 401) signOut('Cannot sign in: ' + e.message);
       return false;
     }
+    if (me.role === 'worker') {
+      // A worker credential may run the worker protocol only: every view
+      // would answer 403.
+      signOut('Credential ' + me.credential + ' is a worker credential: it may run the worker protocol only. Sign in with a viewer, operator or admin token.');
+      return false;
+    }
     $('signin').hidden = true;
     $('nav').hidden = false;
     $('signout').hidden = false;

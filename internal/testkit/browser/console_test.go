@@ -344,6 +344,15 @@ func TestConsole(t *testing.T) {
 		p.screenshot("console-where.png")
 	})
 
+	t.Run("a worker token is turned away at sign-in", func(t *testing.T) {
+		p.t = t
+		p.do("open the console", chromedp.Navigate(p.base+"/ui/"))
+		p.do("forget the token", script(`sessionStorage.clear(); history.replaceState(null, '', '#/overview')`), chromedp.Reload())
+		p.do("sign in", chromedp.WaitVisible(chromedp.ID("token")), chromedp.SendKeys(chromedp.ID("token"), f.WorkerToken), chromedp.Click(chromedp.ID("signin-submit")))
+		p.waitJS("the refusal", `document.getElementById('signin-error').textContent.includes('is a worker credential') && document.getElementById('nav').hidden && !sessionStorage.getItem('jobfleet.token')`, 10*time.Second)
+		p.signIn(f.AdminToken)
+	})
+
 	t.Run("a viewer sees no actions and is refused them", func(t *testing.T) {
 		p.t = t
 		p.signIn(viewer)

@@ -199,6 +199,7 @@ func (f *fleet) waitStates(ctx context.Context, n int, timeout time.Duration) er
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
+		start := time.Now()
 		resp, err := f.client.Get(ctx, f.keys().AllStatePrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err == nil && resp.Count >= int64(n) {
 			return nil
@@ -209,9 +210,18 @@ func (f *fleet) waitStates(ctx context.Context, n int, timeout time.Duration) er
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("jobs not taken in after %v: %w", timeout, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(countPause(50*time.Millisecond, time.Since(start))):
 		}
 	}
+}
+
+// countPause is the pause after a count of keys that took took before the
+// next one: at least least, and at least four times took. A count walks
+// etcd's index of every key under its prefix, so at a million keys it
+// costs the store a noticeable fraction of a second; counted every
+// least, it would take the CPU the measured fleet needs.
+func countPause(least, took time.Duration) time.Duration {
+	return max(least, 4*took)
 }
 
 // inUse returns etcd's database size in use.

@@ -150,9 +150,10 @@ type Workload struct {
 	Durable time.Duration `json:"durable_ns"`
 	Rate    float64       `json:"runs_per_second"`
 	// Counted is the time from the last scheduled time until a count of
-	// the runs in etcd (every 250 ms) first showed them all: durability
-	// without the watch's delivery; it may be above Durable when the
-	// watch was faster than the counts.
+	// the runs in etcd (every 250 ms, or four times as long as a count
+	// takes) first showed them all: durability without the watch's
+	// delivery; it may be above Durable when the watch was faster than
+	// the counts.
 	Counted time.Duration `json:"counted_ns"`
 	// MemberCPU is the CPU time the members used together from the end of
 	// the writes until the last run was durable, per run; SelfCPU the

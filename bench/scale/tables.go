@@ -87,7 +87,7 @@ func (r *Result) Tables() []*report.Table {
 		Title:   "N jobs due in the same second (herd) and spread over a period",
 		Columns: []string{"jobs", "members", "herd durable s", "herd counted s", "herd runs/s", "herd p50 ms", "herd p99 ms", "herd visible p50 ms", "herd visible p99 ms", "spread period s", "spread p50 ms", "spread p99 ms", "spread visible p99 ms", "late"},
 		Notes: []string{
-			"durable: from the (last) due second until the bench's watch saw the last run; counted: until a count of the runs in etcd (every 250 ms) first showed them all (durability without the watch's delivery, to 250 ms); p50/p99: lag of fired_at (the owner's clock) or of the bench seeing the run (an etcd watch) after scheduled_at",
+			"durable: from the (last) due second until the bench's watch saw the last run; counted: until a count of the runs in etcd (every 250 ms, or four times as long as a count takes) first showed them all (durability without the watch's delivery, to that precision); p50/p99: lag of fired_at (the owner's clock) or of the bench seeing the run (an etcd watch) after scheduled_at",
 			"late: the jobs' new run_at were still being written when the first was due (figures pessimistic)",
 		},
 	}

@@ -540,15 +540,21 @@ func (p *Point) restart(ctx context.Context, f *fleet, pr *probes) error {
 // spread evenly over period — and measures their fires.
 func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, what string) (Workload, error) {
 	w := Workload{Period: period}
-	// The new run_at must come after the writes end: 1.3 times the
-	// time the last pass of writes took, and a margin of 3 s and 50 µs a
-	// job (at most 10 s).
-	rate := p.Create.Rate
-	if p.Herd.Write > 0 {
-		rate = float64(p.Jobs) / p.Herd.Write.Seconds()
+	// The new run_at must come after the writes end: 1.5 times the
+	// time the writes are expected to take, and a margin of 3 s and 50 µs
+	// a job (at most 10 s). Rewriting a job is slower than creating it
+	// (its owner takes the change in), so the rate is that of a pilot: the
+	// first 1 % of the jobs (at least 8 batches) rewritten to a time
+	// still far ahead, which the full pass then rewrites again.
+	pilot := min(p.Jobs, max(8*f.cfg.BatchSize, p.Jobs/100))
+	later := time.Now().Add(366 * 24 * time.Hour).Truncate(time.Second)
+	pst, err := f.writeJobs(ctx, pilot, "apply", what+": pilot", func(i int) jobDoc { return oneOff(i, later) })
+	if err != nil {
+		return w, fmt.Errorf("%s: pilot: %w", what, err)
 	}
+	rate := float64(pilot) / pst.took.Seconds()
 	margin := min(10*time.Second, 3*time.Second+time.Duration(p.Jobs)*50*time.Microsecond)
-	ahead := time.Duration(1.3*float64(p.Jobs)/rate*float64(time.Second)) + margin
+	ahead := time.Duration(1.5*float64(p.Jobs)/rate*float64(time.Second)) + margin
 	first := time.Now().Add(ahead).Truncate(time.Second).Add(time.Second)
 	at := func(i int) time.Time {
 		return first.Add(time.Duration(float64(period) * float64(i) / float64(p.Jobs)))

@@ -35,6 +35,11 @@ type Point struct {
 	// the herd), RSSAfterFires after the herd and spread fired 2N runs.
 	RSS           Spread `json:"rss_bytes"`
 	RSSAfterFires Spread `json:"rss_after_fires_bytes"`
+	// HeapLive is the members' Go heap live at their last garbage
+	// collection with the N jobs loaded (from their /metrics: the heap
+	// goal over 1 + GOGC/100), in bytes: what the jobs hold, without the
+	// room the collector leaves for garbage.
+	HeapLive Spread `json:"heap_live_bytes"`
 	// List is listing the jobs through GET /v1/jobs pages.
 	List List `json:"list"`
 	// Takeover is a member SIGKILLed and its partitions taken over.
@@ -310,6 +315,14 @@ func (p *Point) create(ctx context.Context, f *fleet) error {
 	p.Size.JobBytes = spec + state
 	p.Size.JobInUseBytes = float64(after-before) / float64(p.Jobs)
 	p.RSS = rss(f)
+	p.HeapLive = Spread{Min: math.Inf(1)}
+	for _, m := range f.members {
+		h, err := f.heapLive(ctx, m)
+		if err != nil {
+			return err
+		}
+		p.HeapLive.Min, p.HeapLive.Max = min(p.HeapLive.Min, h), max(p.HeapLive.Max, h)
+	}
 	return nil
 }
 

@@ -90,7 +90,8 @@ func discovered(logs *observer.ObservedLogs) [][]string {
 // discovery (it polls the newcomer).
 func TestWatchesAndMirrorsSurviveCompaction(t *testing.T) {
 	own := etcdtest.New(t) // compacted: not the package's shared server
-	core, logs := observer.New(zap.DebugLevel) // "partition loaded" is at debug for an empty partition
+	// "partition loaded" is logged at debug for an empty partition.
+	core, logs := observer.New(zap.DebugLevel)
 	f := fleettest.New(t, own, fleettest.Options{Partitions: 4, Scheduler: true, LeaseTTL: 5 * time.Second, Quiet: true, Logs: core})
 	f.Join("a")
 	f.Join("b")

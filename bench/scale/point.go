@@ -225,12 +225,12 @@ func (p *Point) run(ctx context.Context, f *fleet) error {
 			phase("probes removed", func() error { return pr.remove(ctx, f) })
 		}
 	}
-	fired := false
-	if cfg.runs(PhaseHerd) {
+	fired := false // RSS after fires is measured only if a workload ran
+	if cfg.runs(PhaseHerd) && ctx.Err() == nil {
 		phase(PhaseHerd, func() (err error) { p.Herd, err = p.workload(ctx, f, 0, "herd"); return err })
 		fired = true
 	}
-	if cfg.runs(PhaseSpread) {
+	if cfg.runs(PhaseSpread) && ctx.Err() == nil {
 		period := max(cfg.MinSpread, time.Duration(float64(p.Jobs)/cfg.SpreadRate*float64(time.Second))).Round(time.Second)
 		phase(PhaseSpread, func() (err error) { p.SpreadLoad, err = p.workload(ctx, f, period, "spread"); return err })
 		fired = true

@@ -28,11 +28,13 @@ type JobStore interface {
 	WriteBatch(ctx context.Context, items []store.BatchItem, mode store.BatchMode) ([]store.BatchResult, error)
 	Get(ctx context.Context, id string) (store.Job, error)
 	ListPrefix(ctx context.Context, prefix, cursor string, limit int) ([]store.Job, string, error)
+	ListPrefixWhere(ctx context.Context, prefix, cursor string, limit, scan int, keep func(store.Job) bool) ([]store.Job, string, error)
 	Delete(ctx context.Context, id string) error
 	SetPaused(ctx context.Context, id string, paused bool) (store.Job, error)
 	Trigger(ctx context.Context, id string) (runID string, err error)
 	Runs(ctx context.Context, id string, limit int) ([]store.Run, error)
 	GetRun(ctx context.Context, runID string) (store.Run, error)
+	ListFailing(ctx context.Context, q store.FailingQuery) ([]store.FailingRun, string, error)
 }
 
 // JobsFunc returns the member's job store. It returns an error while the
@@ -51,6 +53,10 @@ const (
 	defaultListLimit = 100
 	// maxListLimit is the largest ?limit.
 	maxListLimit = 1000
+	// filterScan is how many jobs a filtered listing (GET
+	// /v1/jobs?paused=) reads at most per request: a page may hold fewer
+	// jobs than its limit, and the cursor continues the scan.
+	filterScan = 5000
 	// storeTimeout bounds each request's store calls, so that an
 	// unreachable etcd answers 503 instead of hanging the client.
 	storeTimeout = 10 * time.Second
@@ -197,6 +203,11 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, fmt.Sprintf("prefix: %d bytes long; no job ID is longer than %d", len(q), store.MaxIDBytes))
 		return
 	}
+	paused, filtered, err := pausedParam(r)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	s, ctx, cancel, ok := a.store(w, r)
 	if !ok {
 		return
@@ -208,11 +219,19 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		a.reply(w, r, http.StatusOK, api.JobList{Jobs: []store.Job{}})
 		return
 	}
-	if dl, ok := s.(docLister); ok {
+	var (
+		jobs []store.Job
+		next string
+	)
+	switch dl, isDL := s.(docLister); {
+	case filtered:
+		jobs, next, err = s.ListPrefixWhere(ctx, prefix, r.URL.Query().Get("cursor"), limit, filterScan, func(j store.Job) bool { return j.Paused == paused })
+	case isDL:
 		a.listDocs(ctx, w, r, dl, prefix, limit)
 		return
+	default:
+		jobs, next, err = s.ListPrefix(ctx, prefix, r.URL.Query().Get("cursor"), limit)
 	}
-	jobs, next, err := s.ListPrefix(ctx, prefix, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
@@ -224,6 +243,21 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		jobs[i] = jobFor(r, jobs[i])
 	}
 	a.reply(w, r, http.StatusOK, api.JobList{Jobs: jobs, NextCursor: next})
+}
+
+// pausedParam returns ?paused: filtered is false if absent; else it must
+// be true or false.
+func pausedParam(r *http.Request) (paused, filtered bool, err error) {
+	q := r.URL.Query()
+	if !q.Has("paused") {
+		return false, false, nil
+	}
+	switch v := q.Get("paused"); v {
+	case "true", "false":
+		return v == "true", true, nil
+	default:
+		return false, false, fmt.Errorf("paused: %s is not true or false", quoteClip(v))
+	}
 }
 
 // listPrefix returns the prefix a listing reads: the narrower of the

@@ -673,6 +673,12 @@ func (f failingStore) SetPaused(context.Context, string, bool) (store.Job, error
 func (f failingStore) Trigger(context.Context, string) (string, error)        { return "", f.err }
 func (f failingStore) Runs(context.Context, string, int) ([]store.Run, error) { return nil, f.err }
 func (f failingStore) GetRun(context.Context, string) (store.Run, error)      { return store.Run{}, f.err }
+func (f failingStore) ListPrefixWhere(context.Context, string, string, int, int, func(store.Job) bool) ([]store.Job, string, error) {
+	return nil, "", f.err
+}
+func (f failingStore) ListFailing(context.Context, store.FailingQuery) ([]store.FailingRun, string, error) {
+	return nil, "", f.err
+}
 
 func TestJobsErrorStatus(t *testing.T) {
 	tests := []struct {
@@ -703,6 +709,8 @@ func TestJobsErrorStatus(t *testing.T) {
 		{"POST", jobPath("j", "trigger"), ""},
 		{"GET", jobPath("j", "runs"), ""},
 		{"GET", "/v1/runs/" + url.PathEscape(store.RunID("j", time.Now())), ""},
+		{"GET", "/v1/runs", ""},
+		{"GET", "/v1/jobs?paused=true", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

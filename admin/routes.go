@@ -36,8 +36,8 @@ const (
 	scopeQueryJob
 	// scopeHandler: the handler applies the prefix itself: POST /v1/jobs
 	// checks the body's ID, POST /v1/jobs:batch every item's ID, GET
-	// /v1/jobs lists only the prefix, a poll is handed only runs within
-	// it.
+	// /v1/jobs and GET /v1/runs list only the prefix, a poll is handed
+	// only runs within it.
 	scopeHandler
 )
 
@@ -77,6 +77,7 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/jobs/{id}/next", access: auth.AccessRead, scope: scopeJob, handler: hf(j.next)},
 		{pattern: "POST /v1/schedule:preview", access: auth.AccessRead, handler: hf(j.preview)},
 		{pattern: "GET /v1/jobs/{id}/runs", access: auth.AccessRead, scope: scopeJob, handler: hf(j.runs)},
+		{pattern: "GET /v1/runs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.failing)},
 		{pattern: "GET /v1/runs/{run_id}", access: auth.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
 
 		{pattern: "POST " + dispatch.PathPoll, access: auth.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},

@@ -410,6 +410,7 @@ func TestRouteMatrix(t *testing.T) {
 			e.ensureJob(id)
 			return request{method: "GET", path: jobPath(id, "runs")}
 		}},
+		{pattern: "GET /v1/runs", allowed: viewers, make: get("/v1/runs"), ok: 200},
 		{pattern: "GET /v1/runs/{run_id}", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			return request{method: "GET", path: "/v1/runs/" + url.PathEscape(e.putRun(id))}
 		}},

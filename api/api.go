@@ -34,6 +34,15 @@ type RunList struct {
 	Runs []store.Run `json:"runs"`
 }
 
+// FailingRunList is the reply of GET /v1/runs: entries of the
+// failing-runs index (runs failed or dead), in the index's order (by
+// partition, job and scheduled time; see store.Etcd.ListFailing).
+type FailingRunList struct {
+	Runs []store.FailingRun `json:"runs"`
+	// NextCursor is the ?cursor of the next page; "" on the last page.
+	NextCursor string `json:"next_cursor"`
+}
+
 // Triggered is the reply of POST /v1/jobs/{id}/trigger (202): the ID the
 // run of the trigger will have.
 type Triggered struct {
@@ -150,6 +159,9 @@ type KeyCounts struct {
 	Runs int64 `json:"runs"`
 	// ActiveRuns counts runs not yet final.
 	ActiveRuns int64 `json:"active_runs"`
+	// FailingRuns counts entries of the failing-runs index: runs failed,
+	// or dead within the last day.
+	FailingRuns int64 `json:"failing_runs"`
 	// Total counts every key of the namespace.
 	Total int64 `json:"total"`
 }

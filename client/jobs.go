@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
@@ -66,6 +67,11 @@ type ListOptions struct {
 	// Prefix lists only jobs whose ID starts with it; "" lists all (within
 	// the credential's prefix).
 	Prefix string
+	// Paused, if set, lists only the jobs paused (true) or not (false)
+	// (ListJobs only). Such a page may hold fewer than Limit jobs, or none,
+	// before the last: the server reads a bounded number of jobs per
+	// request; continue while NextCursor is not "".
+	Paused *bool
 }
 
 // ListJobs returns one page of jobs (GET /v1/jobs), in the API's order (by
@@ -81,6 +87,9 @@ func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (api.JobList, e
 	}
 	if opts.Prefix != "" {
 		q.Set("prefix", opts.Prefix)
+	}
+	if opts.Paused != nil {
+		q.Set("paused", strconv.FormatBool(*opts.Paused))
 	}
 	var page api.JobList
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs", query: q, out: &page})
@@ -150,6 +159,47 @@ func (c *Client) ListRuns(ctx context.Context, id string, limit int) ([]store.Ru
 	var rl api.RunList
 	_, err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id, "runs"), query: q, out: &rl})
 	return rl.Runs, err
+}
+
+// FailingOptions select a page of failing runs (GET /v1/runs).
+type FailingOptions struct {
+	ListOptions
+	// Statuses are the statuses wanted, some of store.RunDead and
+	// store.RunFailed; empty for both.
+	Statuses []store.RunStatus
+	// Since lists only runs that got their status within it, up to
+	// store.FailingWindow; 0 is the server's default (the whole window).
+	Since time.Duration
+}
+
+// ListFailingRuns returns one page of the runs failed or dead across the
+// fleet (GET /v1/runs), within the credential's prefix, in the API's
+// order (by partition, job and scheduled time); the page's NextCursor
+// continues it ("" on the last page).
+func (c *Client) ListFailingRuns(ctx context.Context, opts FailingOptions) (api.FailingRunList, error) {
+	q := url.Values{}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
+	}
+	if opts.Prefix != "" {
+		q.Set("prefix", opts.Prefix)
+	}
+	if len(opts.Statuses) > 0 {
+		ss := make([]string, len(opts.Statuses))
+		for i, s := range opts.Statuses {
+			ss[i] = string(s)
+		}
+		q.Set("status", strings.Join(ss, ","))
+	}
+	if opts.Since > 0 {
+		q.Set("since", opts.Since.String())
+	}
+	var page api.FailingRunList
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/runs", query: q, out: &page})
+	return page, err
 }
 
 // GetRun returns run runID (ErrNotFound if there is none).

@@ -72,15 +72,22 @@ func (pt *partition) budgetShare() int64 {
 // then the partition's oldest final runs while its run documents exceed
 // its share of the history budget (see history.planTrim). Each deletion
 // is conditional on the run having no queue entry, so an active run is
-// never deleted. The caller holds wmu.
+// never deleted. The same write deletes the failing-runs index entries of
+// dead runs that died more than store.FailingWindow ago (the runs stay,
+// for their history retention). The caller holds wmu.
 func (pt *partition) trimHistory(ctx context.Context, now time.Time) {
 	pt.mu.Lock()
 	plan := pt.hist.planTrim(now, pt.budgetShare(), trimLimit, nil, 0)
+	expired := pt.hist.failingExpired(now, trimLimit)
 	pt.mu.Unlock()
-	if len(plan) == 0 {
+	if len(plan)+len(expired) == 0 {
 		return
 	}
-	resp, err := pt.commit(ctx, pt.trimOps(plan))
+	ops := pt.trimOps(plan)
+	for _, t := range expired {
+		ops = append(ops, clientv3.OpDelete(pt.d.keys.Failing(pt.p, t.job, t.at)))
+	}
+	resp, err := pt.commit(ctx, ops)
 	if err != nil {
 		pt.lg.Warn("trimming history failed; will retry", zap.Error(err))
 		return
@@ -88,7 +95,13 @@ func (pt *partition) trimHistory(ctx context.Context, now time.Time) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	pt.trimmedLocked(plan, resp, 0)
-	if len(plan) == trimLimit {
+	for _, t := range expired {
+		pt.hist.entryRemoved(t.job, t.at)
+	}
+	if len(expired) > 0 {
+		pt.lg.Debug("failing-runs index entries of runs dead for a day deleted", zap.Int("entries", len(expired)))
+	}
+	if len(plan) == trimLimit || len(expired) == trimLimit {
 		pt.poke() // more to trim
 	}
 }

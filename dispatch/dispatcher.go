@@ -165,7 +165,8 @@ type Stats struct {
 	// (pending, or failed with a retry due) and held by one.
 	Waiting, Running int
 	// HistoryRuns and HistoryBytes count the stored run documents (active
-	// and final) and their bytes.
+	// and final) and their bytes, with those (key and value) of their
+	// failing-runs index entries.
 	HistoryRuns  int
 	HistoryBytes int64
 	// HistoryBudget is these partitions' share of the fleet's history

@@ -48,3 +48,16 @@ func SetLoadPages(n int64) (restore func()) {
 	loadPage, loadRunsPage = n, n
 	return func() { loadPage, loadRunsPage = keys, runs }
 }
+
+// JobPaused reports whether job id's owner here has taken in its spec
+// as paused (false if no partition here knows the job).
+func (d *Dispatcher) JobPaused(id string) bool {
+	pt, err := d.partitionFor(id)
+	if err != nil {
+		return false
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	e := pt.jobs[id]
+	return e != nil && e.spec.Paused
+}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/jobfleet/jobfleet/store"
 )
 
 // history accounts for the run documents one partition stores: how many
@@ -30,6 +32,13 @@ type history struct {
 	// aging holds the jobs with final runs and a max age by when their
 	// oldest final run passes it.
 	aging *timerHeap
+	// dead holds the dead runs with a failing-runs index entry (by run
+	// ID) by when they died: the entry goes store.FailingWindow later
+	// (see failingExpired), or with the run.
+	dead *timerHeap
+	// deadBytes are the bytes of each entry in dead, counted in its run's
+	// size until the entry goes.
+	deadBytes map[string]int
 }
 
 // jobHistory is one job's part of a history.
@@ -56,7 +65,7 @@ func (r storedRun) time() time.Time { return time.Unix(0, r.at).UTC() }
 
 // newHistory returns an empty history whose jobs keep what rule says.
 func newHistory(rule func(id string) retention) *history {
-	return &history{jobs: map[string]*jobHistory{}, rule: rule, over: map[string]struct{}{}, aging: newTimerHeap()}
+	return &history{jobs: map[string]*jobHistory{}, rule: rule, over: map[string]struct{}{}, aging: newTimerHeap(), dead: newTimerHeap(), deadBytes: map[string]int{}}
 }
 
 // touch brings over and aging up to date for job id, after its runs or
@@ -136,6 +145,7 @@ func (h *history) removed(id string, at time.Time) {
 	}
 	size := jh.final[i].size
 	jh.final = slices.Delete(jh.final, i, i+1)
+	h.forgetEntry(store.RunID(id, at))
 	jh.runs--
 	jh.bytes -= int64(size)
 	h.runs--
@@ -154,6 +164,9 @@ func (h *history) dropJob(id string) {
 	}
 	h.runs -= jh.runs
 	h.bytes -= jh.bytes
+	for _, r := range jh.final {
+		h.forgetEntry(store.RunID(id, r.time()))
+	}
 	delete(h.jobs, id)
 	h.touch(id)
 }
@@ -266,10 +279,69 @@ func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[st
 	return out
 }
 
+// died records that job id's run for time at, which has a failing-runs
+// index entry of size bytes (counted in the run's size), died at when.
+func (h *history) died(id string, at, when time.Time, size int) {
+	rid := store.RunID(id, at)
+	h.dead.set(rid, when)
+	h.deadBytes[rid] = size
+}
+
+// forgetEntry forgets the failing-runs entry of run runID, gone with its
+// run.
+func (h *history) forgetEntry(runID string) {
+	h.dead.remove(runID)
+	delete(h.deadBytes, runID)
+}
+
+// failingExpired returns up to limit dead runs, as (job, scheduled time),
+// whose failing-runs index entries are older than store.FailingWindow at
+// now. It changes nothing; the caller applies entryRemoved for each entry
+// it deletes.
+func (h *history) failingExpired(now time.Time, limit int) []trim {
+	var out []trim
+	h.dead.due(now.Add(-store.FailingWindow), func(runID string, _ time.Time) {
+		if len(out) >= limit {
+			return
+		}
+		if id, at, err := store.ParseRunID(runID); err == nil {
+			out = append(out, trim{job: id, at: at})
+		}
+	})
+	slices.SortFunc(out, func(a, b trim) int { return cmp.Or(cmp.Compare(a.job, b.job), a.at.Compare(b.at)) })
+	return out
+}
+
+// entryRemoved records that the failing-runs index entry of job id's
+// final run for time at was deleted: the run's size no longer counts it.
+func (h *history) entryRemoved(id string, at time.Time) {
+	rid := store.RunID(id, at)
+	size := h.deadBytes[rid]
+	h.forgetEntry(rid)
+	jh := h.jobs[id]
+	if jh == nil || size == 0 {
+		return
+	}
+	i, found := slices.BinarySearchFunc(jh.final, at.UnixNano(), func(r storedRun, t int64) int { return cmp.Compare(r.at, t) })
+	if !found {
+		return
+	}
+	size = min(size, int(jh.final[i].size))
+	jh.final[i].size -= int32(size)
+	jh.bytes -= int64(size)
+	h.bytes -= int64(size)
+}
+
 // nextExpiry returns when the oldest final run of some job passes its
-// maxAge, zero if none will.
+// maxAge, or the oldest failing-runs index entry of a dead run passes
+// store.FailingWindow, zero if none will.
 func (h *history) nextExpiry() time.Time {
 	t, _ := h.aging.min()
+	if d, ok := h.dead.min(); ok {
+		if d = d.Add(store.FailingWindow); t.IsZero() || d.Before(t) {
+			t = d
+		}
+	}
 	return t
 }
 

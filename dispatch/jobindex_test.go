@@ -159,7 +159,8 @@ func scanNextEvent(pt *partition, now time.Time) (next time.Time, dispatchable b
 }
 
 // scanNextExpiry returns when the oldest final run of some job passes its
-// max age, by brute force.
+// max age, or the failing-runs entry of a dead run its window, by brute
+// force.
 func scanNextExpiry(pt *partition) time.Time {
 	var next time.Time
 	for id, jh := range pt.hist.jobs {
@@ -168,6 +169,11 @@ func scanNextExpiry(pt *partition) time.Time {
 			continue
 		}
 		if t := jh.final[0].time().Add(r.maxAge); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, it := range pt.hist.dead.items { // failing-runs entries of dead runs
+		if t := it.at.Add(store.FailingWindow); next.IsZero() || t.Before(next) {
 			next = t
 		}
 	}
@@ -363,7 +369,7 @@ func TestJobIndexAgreesWithScan(t *testing.T) {
 				r := ar.run
 				r.Status = rapid.SampledFrom([]store.RunStatus{store.RunSucceeded, store.RunDead, store.RunFailed}).Draw(t, "status")
 				rev++
-				pt.updatedLocked(ar, runWrite{run: r, size: 200}, rev, clock.Now().Add(time.Second))
+				pt.updatedLocked(ar, runWrite{run: r, size: 200, at: clock.Now()}, rev, clock.Now().Add(time.Second))
 			},
 			"finish": func(t *rapid.T) {
 				now := clock.Now()

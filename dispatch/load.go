@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -14,8 +15,8 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// load reads the partition's specs, triggers, states and active runs at one
-// revision and returns that revision. It is a writer (it replaces the
+// load reads the partition's specs, triggers, states, active runs and
+// failing-runs index entries at one revision and returns that revision. It is a writer (it replaces the
 // partition's memory and removes the data of deleted jobs): handlers of a
 // partition being reloaded wait for it.
 func (pt *partition) load(ctx context.Context) (int64, error) {
@@ -90,14 +91,38 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The failing-runs index entries, whose bytes count as their runs'.
+	// Those of other jobs go with their data.
+	entries := map[string]failingEntry{} // by run key
+	_, err = pt.rangePages(ctx, k.FailingPrefix(pt.p), rev, loadPage, func(kv *mvccpb.KeyValue) {
+		id, at, ok := k.ParseFailingKey(pt.p, string(kv.Key))
+		if !ok {
+			return
+		}
+		if e := jobs[id]; e == nil || recreated[id] {
+			return
+		}
+		var f store.FailingRun
+		err := json.Unmarshal(kv.Value, &f)
+		entries[k.Run(pt.p, id, at)] = failingEntry{job: jobs[id].spec.ID, at: at, when: f.At, size: len(kv.Key) + len(kv.Value),
+			dead: err != nil || f.Status == store.RunDead} // a corrupt entry goes as if its run died long ago
+	})
+	if err != nil {
+		return 0, err
+	}
 	active, hist, err := pt.loadRuns(ctx, rev, func(id string) (string, bool) {
 		if e := jobs[id]; e != nil && !recreated[id] {
 			return e.spec.ID, true
 		}
 		return "", false
-	}, queued)
+	}, queued, entries)
 	if err != nil {
 		return 0, err
+	}
+	for _, e := range entries {
+		if e.dead {
+			hist.died(e.job, e.at, e.when, e.size) // a day after it died, it goes (trimHistory)
+		}
 	}
 
 	pending := make(map[string]triggerReq, len(triggers))
@@ -124,6 +149,14 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 		pt.removeJobData(ctx, id)
 	}
 	return rev, nil
+}
+
+// failingEntry is a failing-runs index entry read by load.
+type failingEntry struct {
+	job      string
+	at, when time.Time // the run's scheduled time; when it got its status
+	size     int       // bytes of key and value
+	dead     bool
 }
 
 // loadPage is how many specs, states or queue entries load reads per
@@ -167,11 +200,12 @@ var loadRunsPage int64 = 64
 // loadRuns reads the partition's run documents at revision rev, in pages:
 // it accounts every run of a job keep accepts in a history (under the
 // job ID keep returns, so that the partition holds one copy of each ID),
-// and decodes
-// the runs with a queue entry (queued, by run key) into the active runs.
+// with the bytes of its failing-runs entry if it has one (entries, by run
+// key), and decodes the runs with a queue entry (queued, by run key) into
+// the active runs.
 // Runs of other jobs (deleted, or of an earlier job of the same ID) are
 // left for the removal of their job's data.
-func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id string) (string, bool), queued map[string]bool) (map[string]*activeRun, *history, error) {
+func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id string) (string, bool), queued map[string]bool, entries map[string]failingEntry) (map[string]*activeRun, *history, error) {
 	k := pt.d.keys
 	now := pt.now()
 	active := map[string]*activeRun{}
@@ -184,23 +218,24 @@ func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id strin
 		if id, ok = keep(id); !ok {
 			return
 		}
+		size := len(kv.Value) + entries[string(kv.Key)].size
 		if !queued[string(kv.Key)] {
-			hist.created(id, at, len(kv.Value), true)
+			hist.created(id, at, size, true)
 			return
 		}
 		var run store.Run
 		if err := json.Unmarshal(kv.Value, &run); err != nil {
 			pt.lg.Warn("ignoring corrupt run", zap.ByteString("key", kv.Key), zap.Error(err))
-			hist.created(id, at, len(kv.Value), true) // trimmed in time
+			hist.created(id, at, size, true) // trimmed in time
 			return
 		}
-		hist.created(id, at, len(kv.Value), run.Status.Final())
+		hist.created(id, at, size, run.Status.Final())
 		if run.Status.Final() {
 			return
 		}
 		// Attempts in flight under the previous owner keep running: their
 		// workers heartbeat here once redirected. Give them a full lease.
-		active[run.ID] = &activeRun{run: run, modRev: kv.ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease), size: len(kv.Value)}
+		active[run.ID] = &activeRun{run: run, modRev: kv.ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease), size: size}
 	})
 	if err != nil {
 		return nil, nil, err

@@ -21,22 +21,40 @@ import (
 
 // runWrite is a write of an active run's document.
 type runWrite struct {
-	op   clientv3.Op
-	run  store.Run // as written: outputs cut to the document budget
-	val  []byte    // run, encoded
-	size int
+	op      clientv3.Op
+	run     store.Run     // as written: outputs cut to the document budget
+	val     []byte        // run, encoded
+	size    int           // of val and of the failing-runs entry it puts: what history accounts
+	failing []clientv3.Op // the failing-runs index's writes, in op
+	entry   int           // bytes (key and value) of the failing-runs entry it puts, 0 if none
+	at      time.Time     // when the write was made: the index entry's time
 }
 
 // runWriteOp returns the compare-and-swap write of ar's run as r: applied
 // only if the run key still has ar.modRev; the queue entry goes when r is
-// final. r is first cut to the run document budget (store.FitRun).
+// final, and the run's failing-runs index entry is put or deleted with it
+// (store.Keys.FailingOps: the entry says failed or dead as the run does).
+// r is first cut to the run document budget (store.FitRun). The entry's
+// bytes count as the run's in the history's accounting.
 func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (runWrite, bool) {
 	r, val, err := store.FitRun(r, pt.d.cfg.MaxRunBytes)
 	if err != nil {
 		pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
 		return runWrite{}, false
 	}
-	return runWrite{op: pt.d.keys.UpdateRunOp(r, val, ar.modRev), run: r, val: val, size: len(val)}, true
+	at := pt.now()
+	failing, err := pt.d.keys.FailingOps(ar.run.Status, r, at)
+	if err != nil {
+		pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
+		return runWrite{}, false
+	}
+	entry := 0
+	for _, op := range failing {
+		if op.IsPut() {
+			entry += len(op.KeyBytes()) + len(op.ValueBytes())
+		}
+	}
+	return runWrite{op: pt.d.keys.UpdateRunOp(r, val, ar.modRev, failing...), run: r, val: val, size: len(val) + entry, failing: failing, entry: entry, at: at}, true
 }
 
 // updatedLocked applies a written runWrite w of ar to memory, at revision
@@ -44,6 +62,9 @@ func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (runWrite, bool) {
 func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefore time.Time) {
 	r := w.run
 	pt.hist.rewritten(r.JobID, r.ScheduledAt, ar.size, w.size, r.Status.Final())
+	if r.Status == store.RunDead {
+		pt.hist.died(r.JobID, r.ScheduledAt, w.at, w.entry)
+	}
 	ar.run, ar.modRev, ar.notBefore, ar.size = r, rev, notBefore, w.size
 	if r.Status.Final() {
 		pt.dropActiveLocked(r.ID)
@@ -99,7 +120,7 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 	if e != nil && e.work != nil {
 		var also []clientv3.Op
 		if also, notes = pt.notificationsFor(e.work, prev, w.run, w.val, pt.now()); len(also) > 0 {
-			w.op = pt.d.keys.UpdateRunOp(w.run, w.val, ar.modRev, also...)
+			w.op = pt.d.keys.UpdateRunOp(w.run, w.val, ar.modRev, append(slices.Clip(w.failing), also...)...)
 		}
 	}
 	resp, err := pt.commit(ctx, []clientv3.Op{w.op})

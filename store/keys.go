@@ -8,13 +8,15 @@ import (
 
 // Keys lays out jobfleet's documents in etcd under a namespace. Inputs,
 // written by the API, live under jobs/; what the partition's owner writes
-// (fenced on its epoch) lives under state/, runs/ and queue/:
+// (fenced on its epoch) lives under state/, runs/, queue/, outbox/ and
+// failing/:
 //
 //	jobs/<p>/<id>                    job spec (API)
 //	jobs/<p>/<id>/trigger/<time>     manual trigger request (API; the owner fires and deletes it)
 //	state/<p>/<id>                   scheduling state (owner)
 //	runs/<p>/<id>/<time>             run document (owner)
 //	queue/<p>/<id>/<time>            index of runs not yet final (owner)
+//	failing/<p>/<id>/<time>          index of runs failed or dead (owner, with the run's status; failing.go)
 //	outbox/<p>/<run id>/<event>-<attempt>-<i>  notification to deliver (owner, with the run's status)
 //	workers/<id>                     worker registration (an orchestrator, under a lease per worker)
 //

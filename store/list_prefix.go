@@ -146,3 +146,42 @@ func (s *Etcd) ListPrefixDocs(ctx context.Context, prefix, cursor string, limit 
 	}
 	return docs, next, nil
 }
+
+// ListPrefixWhere is ListPrefix keeping only the jobs keep accepts: up to
+// limit (1..1000) of them, in ListPrefix's order, found among at most
+// scan jobs read after the cursor (in pages of up to 1000). The cursor it
+// returns continues after the last job kept, or after the last job read
+// when the scan ran out first ("" at the end): a page may then hold fewer
+// than limit jobs, or none, and the listing is not over until the cursor
+// is "". A filter that keeps few jobs thus costs each request at most
+// scan jobs read, however many there are.
+func (s *Etcd) ListPrefixWhere(ctx context.Context, prefix, cursor string, limit, scan int, keep func(Job) bool) ([]Job, string, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
+	}
+	scan = max(scan, 1)
+	out := []Job{}
+	for read := 0; ; {
+		jobs, next, err := s.ListPrefix(ctx, prefix, cursor, min(1000, scan-read))
+		if err != nil {
+			return nil, "", err
+		}
+		for i, j := range jobs {
+			if !keep(j) {
+				continue
+			}
+			out = append(out, j)
+			if len(out) == limit {
+				if i == len(jobs)-1 && next == "" {
+					return out, "", nil
+				}
+				return out, strings.TrimPrefix(s.keys.Spec(s.Partition(j.ID), j.ID), s.keys.JobsPrefix()), nil
+			}
+		}
+		read += len(jobs)
+		if next == "" || read >= scan {
+			return out, next, nil
+		}
+		cursor = next
+	}
+}

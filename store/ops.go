@@ -77,26 +77,29 @@ func (k Keys) PutStateOp(p int, id string, st JobState) (clientv3.Op, error) {
 	return clientv3.OpPut(k.State(p, id), string(val)), nil
 }
 
-// DeleteRunOp returns the deletion of job id's final run for time at: a
-// nested transaction that deletes the run only if it has no queue entry,
-// so an active run is never deleted whatever the caller believes.
+// DeleteRunOp returns the deletion of job id's final run for time at, with
+// its failing-runs index entry: a nested transaction that deletes them
+// only if the run has no queue entry, so an active run is never deleted
+// whatever the caller believes.
 func (k Keys) DeleteRunOp(p int, id string, at time.Time) clientv3.Op {
 	cmp := clientv3.Compare(clientv3.CreateRevision(k.Queue(p, id, at)), "=", 0)
-	return clientv3.OpTxn([]clientv3.Cmp{cmp}, []clientv3.Op{clientv3.OpDelete(k.Run(p, id, at))}, nil)
+	return clientv3.OpTxn([]clientv3.Cmp{cmp}, []clientv3.Op{clientv3.OpDelete(k.Run(p, id, at)), clientv3.OpDelete(k.Failing(p, id, at))}, nil)
 }
 
 // DeleteJobDataOps returns the deletions of everything the owner stores for
-// job id: its state, runs and queue entries (not its spec).
+// job id: its state, runs, queue entries and failing-runs index entries
+// (not its spec).
 func (k Keys) DeleteJobDataOps(p int, id string) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpDelete(k.State(p, id)),
 		clientv3.OpDelete(k.RunPrefix(p, id), clientv3.WithPrefix()),
 		clientv3.OpDelete(k.QueueJobPrefix(p, id), clientv3.WithPrefix()),
+		clientv3.OpDelete(k.FailingJobPrefix(p, id), clientv3.WithPrefix()),
 	}
 }
 
 // DeleteJobOp returns the deletion of job id with everything stored for it
-// (spec, state, runs, queue entries), applied only if its spec still has
+// (spec, state, runs, queue and failing-runs index entries), applied only if its spec still has
 // mod revision rev (the version the caller decided on: an edit made since
 // is not lost) and no trigger request of the job is pending (an accepted
 // trigger is not lost): a nested transaction whose response's Succeeded

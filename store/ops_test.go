@@ -81,8 +81,9 @@ func TestRunOps(t *testing.T) {
 			}
 		})
 	}
-	if got := opKeys(t, k.DeleteRunOp(3, "a/b", at)); len(got) != 1 || got[0] != "del "+runKey {
-		t.Errorf("DeleteRunOp = %v, want the run's deletion only", got)
+	failingKey := "/ns/failing/00003/a%2Fb/" + store.FormatTime(at)
+	if got := opKeys(t, k.DeleteRunOp(3, "a/b", at)); len(got) != 2 || got[0] != "del "+runKey || got[1] != "del "+failingKey {
+		t.Errorf("DeleteRunOp = %v, want the run's deletion and its failing-runs entry's", got)
 	}
 	cmps, _, _ := k.DeleteRunOp(3, "a/b", at).Txn()
 	if len(cmps) != 1 || string(cmps[0].KeyBytes()) != queueKey {

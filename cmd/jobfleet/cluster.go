@@ -190,7 +190,7 @@ func printStorage(w io.Writer, r api.StorageReport) error {
 	if r.CompactionInterval > 0 {
 		fmt.Fprintf(tw, "COMPACTION\tevery %v, keeping that much history\n", r.CompactionInterval)
 	}
-	fmt.Fprintf(tw, "KEYS\t%d jobs (with pending triggers), %d runs (%d active), %d in all\n", r.Keys.Jobs, r.Keys.Runs, r.Keys.ActiveRuns, r.Keys.Total)
+	fmt.Fprintf(tw, "KEYS\t%d jobs (with pending triggers), %d runs (%d active, %d failing), %d in all\n", r.Keys.Jobs, r.Keys.Runs, r.Keys.ActiveRuns, r.Keys.FailingRuns, r.Keys.Total)
 	if h := r.History; h != nil {
 		fmt.Fprintf(tw, "HISTORY\t%s in %d runs on %s's %d partitions (their budget share %s); the fleet's is the sum over the members\n",
 			size(h.Bytes), h.Runs, h.Member, h.Partitions, size(h.BudgetBytes))

@@ -71,7 +71,7 @@ func TestClusterStorageCommand(t *testing.T) {
 	out := run()                                   // the namespace holds the two jobs and the viewer's credential
 	flat := strings.Join(strings.Fields(out), " ") // columns are aligned with spaces
 	for _, want := range []string{"DATABASE", "QUOTA 1.0 GiB (from --etcd-quota-bytes)", "HIGH WATER 819 MiB (80% of the quota), below", "REVISION",
-		"COMPACTED not yet (the fleet compacts every 5m", "KEYS 2 jobs (with pending triggers), 0 runs (0 active), 3 in all", "ALARMS none", "ENDPOINT", etcd.Endpoints()[0]} {
+		"COMPACTED not yet (the fleet compacts every 5m", "KEYS 2 jobs (with pending triggers), 0 runs (0 active, 0 failing), 3 in all", "ALARMS none", "ENDPOINT", etcd.Endpoints()[0]} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -103,13 +103,16 @@ func newJobListCmd(opts *clientOptions) *cobra.Command {
 	var (
 		limit, chunk   int
 		cursor, prefix string
+		paused         bool
 	)
 	cmd := &cobra.Command{
 		Use: "ls", Aliases: []string{"list"}, Short: "List jobs, sorted by ID (all of them unless --limit)", Args: cobra.NoArgs,
 		Long: `List jobs sorted by ID. Without --limit every job is fetched (in pages of
 --chunk-size) and the whole list is sorted. With --limit N the API's first N
 jobs after --cursor are shown, sorted by ID; the API pages in its own order
-(by partition, then ID), so such a page is not the first N IDs.`,
+(by partition, then ID), so such a page is not the first N IDs. --paused
+lists only paused jobs, --paused=false only the others (filtered by the
+server).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 {
 				return fmt.Errorf("--limit must not be negative, got %d", limit)
@@ -118,13 +121,17 @@ jobs after --cursor are shown, sorted by ID; the API pages in its own order
 				return fmt.Errorf("--chunk-size must be 1 to 1000, got %d", chunk)
 			}
 			all := api.JobList{Jobs: []store.Job{}, NextCursor: cursor}
+			var only *bool
+			if cmd.Flags().Changed("paused") {
+				only = &paused
+			}
 			err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
 				for {
 					n := chunk
 					if limit > 0 {
 						n = min(n, limit-len(all.Jobs))
 					}
-					page, err := c.ListJobs(ctx, client.ListOptions{Limit: n, Cursor: all.NextCursor, Prefix: prefix})
+					page, err := c.ListJobs(ctx, client.ListOptions{Limit: n, Cursor: all.NextCursor, Prefix: prefix, Paused: only})
 					if err != nil {
 						return err
 					}
@@ -159,6 +166,7 @@ jobs after --cursor are shown, sorted by ID; the API pages in its own order
 	cmd.Flags().StringVar(&cursor, "cursor", "", "start after this cursor (from a previous --limit listing)")
 	cmd.Flags().IntVar(&chunk, "chunk-size", 500, "jobs fetched per request, 1 to 1000")
 	cmd.Flags().StringVar(&prefix, "prefix", "", "list only jobs whose ID starts with this")
+	cmd.Flags().BoolVar(&paused, "paused", false, "list only paused jobs (--paused=false: only jobs not paused)")
 	return cmd
 }
 

@@ -315,6 +315,19 @@ func TestJobCommands(t *testing.T) {
 	if j, _ := c.get(id); !j.Paused {
 		t.Errorf("after pause: job not paused")
 	}
+	// ls --paused lists only it, --paused=false the others.
+	c.mustRun("pause", "job-b")
+	for flag, want := range map[string]string{"--paused": "job-b reports/daily", "--paused=false": "job-a job-c job-d"} {
+		out := c.mustRun("ls", flag, "--chunk-size", "1")
+		var rows []string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+			rows = append(rows, strings.Fields(line)[0])
+		}
+		if strings.Join(rows, " ") != want {
+			t.Errorf("ls %s: rows %q, want %s\n%s", flag, rows, want, out)
+		}
+	}
+	c.mustRun("resume", "job-b")
 	c.mustRun("resume", id)
 	if j, _ := c.get(id); j.Paused {
 		t.Errorf("after resume: job paused")

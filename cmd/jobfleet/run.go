@@ -19,7 +19,7 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "run", Short: "Inspect runs over the HTTP API"}
 	requireSubcommand(cmd)
 	opts.register(cmd)
-	cmd.AddCommand(newRunGetCmd(&opts))
+	cmd.AddCommand(newRunGetCmd(&opts), newRunLsCmd(&opts))
 	return cmd
 }
 

@@ -83,6 +83,14 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 		rs := runs()
 		return len(rs) == 1 && rs[0].Status == store.RunRunning && rs[0].Attempts[0].Worker == "doomed", fmt.Sprintf("runs %+v", rs)
 	})
+	// The run says running once the attempt is granted, before the worker
+	// has called the hook: kill it only once the call arrived, or attempt 1
+	// would never reach the hook.
+	poll(t, 15*time.Second, "attempt 1 reached the hook", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return attempts["1"] == 1, fmt.Sprintf("executions by attempt %v", attempts)
+	})
 
 	killedAt := time.Now()
 	doomed.signal(t, syscall.SIGKILL)

@@ -382,15 +382,15 @@
       note.textContent = 'Loading…';
       let list;
       try {
-        list = await api('GET', '/v1/jobs?limit=' + PAGE_SIZE + '&prefix=' + encodeURIComponent(prefix.value) + (cursors[page] ? '&cursor=' + encodeURIComponent(cursors[page]) : ''));
+        list = await api('GET', '/v1/jobs?limit=' + PAGE_SIZE + '&prefix=' + encodeURIComponent(prefix.value) +
+          (paused.value ? '&paused=' + (paused.value === 'paused') : '') + (cursors[page] ? '&cursor=' + encodeURIComponent(cursors[page]) : ''));
       } catch (e) {
         note.replaceChildren(errorBox(e));
         return;
       }
       if (ctrl.signal.aborted) return;
       cursors[page + 1] = list.next_cursor;
-      const rows = list.jobs.filter((j) => !paused.value || (paused.value === 'paused') === j.paused);
-      const trs = rows.map((j) => {
+      const trs = list.jobs.map((j) => {
         const lastCell = el('td', { text: '…' });
         const tr = el('tr', { 'data-job': j.id },
           el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(j.id), text: j.id })),
@@ -403,13 +403,26 @@
           const s = r.runs.length ? r.runs[0].status : 'none';
           lastCell.textContent = s;
           lastCell.className = s === 'dead' || s === 'failed' ? 'error' : (s === 'succeeded' ? 'ok' : '');
-          if (last.value && s !== last.value) tr.hidden = true;
+          if (last.value) {
+            tr.hidden = s !== last.value;
+            countShown();
+          }
         }, () => { lastCell.textContent = '?'; });
         return tr;
       });
       table.replaceChildren(...trs);
-      note.textContent = 'Page ' + (page + 1) + ': ' + list.jobs.length + ' jobs' + (rows.length !== list.jobs.length ? ', ' + rows.length + ' shown by the filter' : '') +
-        '. Filters apply to the page loaded; the prefix is searched on the server.';
+      // The prefix and the state are filtered on the server; the last
+      // run's status is known only per row (one request each), so that
+      // filter hides rows of the page loaded.
+      function countShown() {
+        const shown = trs.filter((tr) => !tr.hidden).length;
+        note.replaceChildren(
+          'Page ' + (page + 1) + ': ' + list.jobs.length + ' jobs' + (paused.value ? ' ' + paused.value : '') +
+            (last.value ? ', ' + shown + ' of them with a last run ' + last.value + ' (the last-run filter looks at this page only)' : '') +
+            (!list.jobs.length && list.next_cursor ? ' (none among the jobs searched so far: Next page searches on)' : '') + '.',
+          (last.value === 'dead' || last.value === 'failed') ? el('span', {}, ' Runs failing across the fleet: ', el('a', { href: '#/failing', text: 'Failing runs' }), '.') : null);
+      }
+      countShown();
       pager.replaceChildren(
         el('button', { type: 'button', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
         el('button', { type: 'button', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));
@@ -552,20 +565,82 @@
     return () => { stopped = true; clearTimeout(timer); };
   }
 
-  function failing(view) {
-    const out = el('div');
-    view.append(heading('Failing runs'), out);
-    (async () => {
+  // failing lists the runs failed or dead across the fleet (GET /v1/runs),
+  // a page at a time. The server lists them by partition and job, not by
+  // time: each page is sorted newest first, and the note says so.
+  function failing(view, arg) {
+    const q = new URLSearchParams(arg || '');
+    const prefix = el('input', { id: 'failing-prefix', value: q.get('prefix') || me.prefix || '', spellcheck: 'false' });
+    const statusSel = el('select', { id: 'failing-status' },
+      el('option', { value: 'dead,failed', text: 'dead or failed' }), el('option', { value: 'dead', text: 'dead' }), el('option', { value: 'failed', text: 'failed (retry due)' }));
+    statusSel.value = q.get('status') || 'dead,failed';
+    const since = el('select', { id: 'failing-since' },
+      [['1h', 'last hour'], ['6h', 'last 6 hours'], ['24h', 'last 24 hours']].map(([v, t]) => el('option', { value: v, text: t })));
+    since.value = q.get('since') || '24h';
+    const table = el('tbody');
+    const pager = el('div', { class: 'actions' });
+    const note = el('p', { class: 'muted', id: 'failing-note', 'aria-live': 'polite' });
+    const cursors = ['']; // cursors of the pages seen, for Previous
+    let page = 0;
+    let stopped = false;
+
+    // say changes the note only if its text changes: it is a live region,
+    // and the 30 s refresh must not repeat it to a screen reader.
+    function say(text, cls) {
+      if (note.textContent === text && note.className === (cls || 'muted')) return;
+      note.className = cls || 'muted';
+      note.textContent = text;
+    }
+    async function load(refresh) {
+      if (!refresh) say('Loading…');
+      let list;
       try {
-        const r = await api('GET', '/v1/runs?status=dead,failed&since=24h');
-        out.replaceChildren(r.runs.length ? runsTable(r.runs) : el('p', { class: 'ok', text: 'No dead or failed runs in the last 24 hours.' }));
+        list = await api('GET', '/v1/runs?limit=' + PAGE_SIZE + '&status=' + encodeURIComponent(statusSel.value) + '&since=' + encodeURIComponent(since.value) +
+          '&prefix=' + encodeURIComponent(prefix.value) + (cursors[page] ? '&cursor=' + encodeURIComponent(cursors[page]) : ''));
       } catch (e) {
-        out.replaceChildren(el('p', { class: 'muted', text: e.status === 404
-          ? 'This server has no fleet-wide run search. Open a job (Jobs, Last run column: dead or failed) to see its runs.'
-          : 'Cannot list failing runs: ' + e.message }));
+        if (stopped) return;
+        table.replaceChildren();
+        pager.replaceChildren();
+        if (e.status === 404) say('This server has no fleet-wide list of failing runs. Open a job (Jobs, Last run column) to see its runs.');
+        else say('Cannot list failing runs: ' + e.message, 'error');
+        return;
       }
-    })();
-    return null;
+      if (stopped) return;
+      cursors[page + 1] = list.next_cursor;
+      const runs = list.runs.slice().sort((a, b) => (a.at < b.at ? 1 : (a.at > b.at ? -1 : 0)));
+      table.replaceChildren(...runs.map((r) => el('tr', { 'data-run': r.run_id, 'data-status': r.status },
+        el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(r.job_id), text: r.job_id })),
+        el('td', { class: 'error', text: r.status }),
+        el('td', { class: 'num', text: r.attempt }),
+        el('td', { text: fmtUTC(r.at) }),
+        el('td', {}, r.error ? el('span', { class: 'error', text: r.error }) : el('span', { class: 'muted', text: 'no error recorded' })),
+        el('td', { class: 'muted', text: r.run_id }))));
+      if (!runs.length && page === 0 && !list.next_cursor) {
+        say('No ' + statusSel.selectedOptions[0].text + ' runs in the ' + since.selectedOptions[0].text + (prefix.value ? ' under ' + prefix.value : '') + '.', 'ok');
+      } else {
+        say('Page ' + (page + 1) + ': ' + runs.length + ' run' + (runs.length === 1 ? '' : 's') +
+          ', newest first within the page (the server pages by partition and job, not by time)' +
+          (runs.length < PAGE_SIZE && list.next_cursor ? '; the server stops a page after reading 10 000 entries, Next page searches on' : '') + '. Refreshed every 30 s.');
+      }
+      pager.replaceChildren(
+        el('button', { type: 'button', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
+        el('button', { type: 'button', id: 'failing-next', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));
+    }
+    const form = el('form', { class: 'inline', onsubmit: (ev) => { ev.preventDefault(); cursors.length = 1; page = 0; load(); } },
+      el('label', { for: 'failing-prefix' }, 'Job ID prefix', prefix),
+      el('label', { for: 'failing-status' }, 'Status', statusSel),
+      el('label', { for: 'failing-since' }, 'Within the', since),
+      el('button', { type: 'submit', id: 'failing-search', text: 'Search' }));
+    view.append(heading('Failing runs'),
+      el('p', { class: 'muted', text: 'Runs dead (no attempt left) or failed (a retry is due) across the fleet, with when they got that status and the start of their last error. Open a job for the whole run.' }),
+      form, note,
+      el('table', { id: 'failing-table' },
+        el('thead', {}, el('tr', {}, ['Job', 'Status', 'Attempts', 'At (UTC)', 'Error (start)', 'Run ID'].map((h) => el('th', { scope: 'col', text: h })))),
+        table),
+      pager);
+    load();
+    const t = setInterval(() => load(true), 30000);
+    return () => { stopped = true; clearInterval(t); };
   }
 
   function workers(view) {

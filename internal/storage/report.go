@@ -37,7 +37,7 @@ func (m *Monitor) Report(ctx context.Context) (Report, error) {
 	}
 	resp, err := m.client.Txn(ctx).Then(
 		count(keys.JobsPrefix()), count(keys.AllRunsPrefix()), count(keys.AllQueuePrefix()), count(keys.NS),
-		clientv3.OpGet(CompactionKey(keys.NS)),
+		clientv3.OpGet(CompactionKey(keys.NS)), count(keys.AllFailingPrefix()),
 	).Commit()
 	if err != nil {
 		return Report{}, store.Classify(fmt.Errorf("storage: count keys: %w", err))
@@ -49,7 +49,7 @@ func (m *Monitor) Report(ctx context.Context) (Report, error) {
 		HighWater: st.HighWater, HighWaterBytes: st.HighWaterBytes, AboveHighWater: st.AboveHighWater,
 		Revision:           max(st.Revision, resp.Header.Revision),
 		CompactionInterval: store.Duration(max(m.cfg.CompactionInterval, 0)),
-		Keys:               Counts{Jobs: n(0), Runs: n(1), ActiveRuns: n(2), Total: n(3)},
+		Keys:               Counts{Jobs: n(0), Runs: n(1), ActiveRuns: n(2), FailingRuns: n(5), Total: n(3)},
 		Alarms:             st.Alarms,
 		Endpoints:          st.Endpoints,
 		CheckedAt:          st.CheckedAt,

@@ -426,6 +426,9 @@ func TestReportCountsKeysAndCompaction(t *testing.T) {
 	if _, err := client.Put(ctx, keys.Queue(0, "j", time.Unix(0, 0)), ""); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := client.Put(ctx, keys.Failing(0, "j", time.Unix(0, 0)), "{}"); err != nil {
+		t.Fatal(err)
+	}
 	m, err := storage.NewMonitor(client, storage.DefaultConfig(ns, "m"))
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +437,7 @@ func TestReportCountsKeysAndCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := storage.Counts{Jobs: 3, Runs: 3, ActiveRuns: 1, Total: 7}
+	want := storage.Counts{Jobs: 3, Runs: 3, ActiveRuns: 1, FailingRuns: 1, Total: 8}
 	if r.Keys != want {
 		t.Errorf("counts %+v, want %+v", r.Keys, want)
 	}

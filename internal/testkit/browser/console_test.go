@@ -216,6 +216,10 @@ func TestConsole(t *testing.T) {
 	// output.
 	var calls atomic.Int32
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/broken" { // every call fails
+			http.Error(w, "the printer is on fire", http.StatusInternalServerError)
+			return
+		}
 		if calls.Add(1)%2 == 1 {
 			http.Error(w, "the ledger is locked; try again", http.StatusServiceUnavailable)
 			return
@@ -315,6 +319,16 @@ func TestConsole(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		p.waitJS("the page shows it", `document.getElementById('job-state')?.textContent === 'paused' && !!document.getElementById('resume')`, 10*time.Second)
+		// The jobs view's state filter, applied by the server, finds it
+		// alone among team/'s jobs.
+		p.open("#/jobs")
+		p.do("search team/'s paused jobs",
+			chromedp.WaitVisible(chromedp.ID("jobs-prefix")),
+			chromedp.SetValue(chromedp.ID("jobs-prefix"), "team/"),
+			chromedp.SetValue(chromedp.ID("jobs-paused"), "paused"),
+			chromedp.Click(chromedp.ID("jobs-search")))
+		p.waitJS("only the paused job", fmt.Sprintf(`document.querySelectorAll('#jobs-table tbody tr').length === 1 && !!document.querySelector('tr[data-job=%q]')`, job), 10*time.Second)
+		p.open("#/job/" + url.PathEscape(job))
 		p.waitJS("the runs", `document.querySelectorAll('tr[data-run]').length > 0`, 10*time.Second)
 		p.do("open the run's attempts", script(`document.querySelector('tr[data-run] details').open = true`))
 		p.screenshot("console-job.png")
@@ -334,6 +348,63 @@ func TestConsole(t *testing.T) {
 			t.Errorf("the console shows %v, the API answers %+v", shown, want)
 		}
 		p.screenshot("console-where.png")
+	})
+
+	t.Run("a job whose executor fails shows in the failing runs, to viewers too", func(t *testing.T) {
+		p.t = t
+		const broken = "team/console-broken"
+		j := store.Job{ID: broken, Schedule: "0 0 1 1 *", Executor: store.Executor{Type: "http", URL: hook.URL + "/broken"},
+			Retry: store.RetryPolicy{MaxAttempts: 2, InitialBackoff: store.Duration(100 * time.Millisecond)}}
+		if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", broken, code)
+		}
+		var trig api.Triggered
+		if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs/"+url.PathEscape(broken)+"/trigger", nil, &trig); code != http.StatusAccepted {
+			t.Fatalf("trigger %s: %d", broken, code)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var r store.Run
+			if code := call(t, f.AdminToken, "GET", m1+"/v1/runs/"+url.PathEscape(trig.RunID), nil, &r); code == 200 && r.Status == store.RunDead {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the broken job's run is not dead after 20 s")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		row := fmt.Sprintf(`document.querySelector('#failing-table tr[data-run=%q]')`, trig.RunID)
+		check := func(who string) {
+			t.Helper()
+			p.open("#/failing")
+			p.waitJS(who+": the dead run in the view", row+`?.dataset.status === 'dead'`, 10*time.Second)
+			got := eval[map[string]string](p, `(() => { const tr = `+row+`; return {text: tr.textContent, href: tr.querySelector('a').getAttribute('href'), note: document.getElementById('failing-note').textContent}; })()`)
+			if want := "#/job/" + url.PathEscape(broken); got["href"] != want {
+				t.Errorf("%s: the row links to %q, want %q", who, got["href"], want)
+			}
+			for _, want := range []string{broken, "dead", "/broken: status 500"} {
+				if !strings.Contains(got["text"], want) {
+					t.Errorf("%s: the row %q does not say %q", who, got["text"], want)
+				}
+			}
+			if !strings.Contains(got["note"], "newest first") {
+				t.Errorf("%s: the note says %q, not in which order the rows are", who, got["note"])
+			}
+		}
+		check("admin")
+		p.screenshot("console-failing.png")
+		p.signIn(viewer)
+		check("viewer")
+		p.do("follow the link to the job", script(row+`.querySelector('a').click()`))
+		p.waitJS("the job page", `document.querySelector('#view h1')?.textContent === 'Job `+broken+`'`, 10*time.Second)
+		// A viewer of another prefix does not see it.
+		p.signIn(f.Token(auth.RoleViewer, "other/"))
+		p.open("#/failing")
+		p.waitJS("the view answered", `/No dead or failed runs/.test(document.getElementById('failing-note').textContent)`, 10*time.Second)
+		if n := eval[int](p, `document.querySelectorAll('#failing-table tr[data-run]').length`); n != 0 {
+			t.Errorf("a viewer of other/ sees %d failing runs", n)
+		}
+		p.signIn(f.AdminToken)
 	})
 
 	t.Run("a viewer sees no actions and is refused them", func(t *testing.T) {

@@ -1,0 +1,79 @@
+package admin
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// failingQuery returns the store query of GET /v1/runs's parameters at
+// now: status (a comma-separated list of dead and failed, default both),
+// since (a Go duration from 1ms to store.FailingWindow, default the
+// window), prefix, cursor (checked by the store) and limit (see
+// limitParam). The prefix is the one asked, not yet combined with the
+// credential's. Errors name the parameter.
+func failingQuery(r *http.Request, now time.Time) (store.FailingQuery, error) {
+	q := r.URL.Query()
+	limit, err := limitParam(r)
+	if err != nil {
+		return store.FailingQuery{}, err
+	}
+	statuses := []store.RunStatus{store.RunDead, store.RunFailed}
+	if q.Has("status") {
+		statuses = nil
+		for s := range strings.SplitSeq(q.Get("status"), ",") {
+			st := store.RunStatus(strings.TrimSpace(s))
+			if !st.Failing() {
+				return store.FailingQuery{}, fmt.Errorf("status: %s is not %q or %q (a comma-separated list of them)", quoteClip(string(st)), store.RunDead, store.RunFailed)
+			}
+			if !slices.Contains(statuses, st) {
+				statuses = append(statuses, st)
+			}
+		}
+	}
+	since := store.FailingWindow
+	if q.Has("since") {
+		d, err := time.ParseDuration(q.Get("since"))
+		if err != nil || d < time.Millisecond || d > store.FailingWindow {
+			return store.FailingQuery{}, fmt.Errorf("since: %s is not a duration from 1ms to %s (e.g. 1h30m)", quoteClip(q.Get("since")), store.FailingWindow)
+		}
+		since = d
+	}
+	prefix := q.Get("prefix")
+	if len(prefix) > store.MaxIDBytes {
+		return store.FailingQuery{}, fmt.Errorf("prefix: %d bytes long; no job ID is longer than %d", len(prefix), store.MaxIDBytes)
+	}
+	return store.FailingQuery{Prefix: prefix, Statuses: statuses, Since: now.Add(-since), Cursor: q.Get("cursor"), Limit: limit}, nil
+}
+
+// failing serves GET /v1/runs: the runs failed or dead across the fleet,
+// from the failing-runs index, within the credential's job prefix.
+func (a *jobsAPI) failing(w http.ResponseWriter, r *http.Request) {
+	fq, err := failingQuery(r, a.now())
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s, ctx, cancel, ok := a.store(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	p, _ := auth.FromContext(r.Context())
+	if fq.Prefix, ok = listPrefix(p.Prefix, fq.Prefix); !ok {
+		a.reply(w, r, http.StatusOK, api.FailingRunList{Runs: []store.FailingRun{}})
+		return
+	}
+	runs, next, err := s.ListFailing(ctx, fq)
+	if err != nil {
+		a.fail(w, r, "", err)
+		return
+	}
+	a.reply(w, r, http.StatusOK, api.FailingRunList{Runs: runs, NextCursor: next})
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/client"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// runLsMaxRead is the most failing runs run ls reads before it sorts
+// them, and runLsMaxPages the most requests it makes (a filtered page may
+// be short: the server reads at most store.DefaultFailingScan entries per
+// page): beyond either, it says the list is incomplete.
+const (
+	runLsMaxRead  = 10000
+	runLsMaxPages = 20
+)
+
+func newRunLsCmd(opts *clientOptions) *cobra.Command {
+	var (
+		status string
+		since  time.Duration
+		prefix string
+		limit  int
+	)
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the runs failing across the fleet (failed or dead in the last 24 hours), newest first",
+		Long: `List the runs that are failing across the fleet: failed (an attempt failed
+and a retry is due) or dead (the last allowed attempt failed or was lost,
+or the run was replaced), within the last 24 hours at most, and within the
+credential's job-ID prefix. Each row shows the job, the run ID (for
+jobfleet run get), the status, the number of attempts, when the run got
+its status and the start of the last attempt's error, cut in the middle
+(-o wide prints it as stored: its first 200 bytes).
+
+Rows are newest first. The command reads up to 10000 failing runs in at
+most 20 requests (the API lists them by partition and job, not by time)
+and shows the newest --limit of them; it says so when it leaves some out. -o json or -o yaml
+print the entries read, as the API returns them, in its order.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 1 || limit > runLsMaxRead {
+				return fmt.Errorf("--limit must be 1 to %d, got %d", runLsMaxRead, limit)
+			}
+			if since <= 0 || since > store.FailingWindow {
+				return fmt.Errorf("--since must be more than 0 and at most %s, got %s", store.FailingWindow, since)
+			}
+			statuses, err := parseFailingStatuses(status)
+			if err != nil {
+				return err
+			}
+			var (
+				list      = api.FailingRunList{Runs: []store.FailingRun{}}
+				truncated bool
+			)
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
+				o := client.FailingOptions{ListOptions: client.ListOptions{Limit: 1000, Prefix: prefix}, Statuses: statuses, Since: since}
+				for pages := 1; ; pages++ {
+					page, err := c.ListFailingRuns(ctx, o)
+					if err != nil {
+						return err
+					}
+					list.Runs = append(list.Runs, page.Runs...)
+					if page.NextCursor == "" {
+						return nil
+					}
+					if len(list.Runs) >= runLsMaxRead || pages >= runLsMaxPages {
+						truncated = true
+						return nil
+					}
+					o.Cursor = page.NextCursor
+				}
+			}); err != nil {
+				return err
+			}
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, list)
+			}
+			runs := list.Runs
+			slices.SortStableFunc(runs, func(a, b store.FailingRun) int {
+				return cmp.Or(b.At.Compare(a.At), cmp.Compare(a.RunID, b.RunID))
+			})
+			shown := runs[:min(limit, len(runs))]
+			if err := printFailingRuns(cmd.OutOrStdout(), shown, opts.output == "wide"); err != nil {
+				return err
+			}
+			switch {
+			case truncated:
+				fmt.Fprintf(cmd.ErrOrStderr(), "not every failing run was read: these are the newest of the %d read; narrow with --prefix, --status or --since\n", len(runs))
+			case len(shown) < len(runs):
+				fmt.Fprintf(cmd.ErrOrStderr(), "showing the newest %d of %d failing runs; raise --limit or narrow with --prefix, --status or --since\n", len(shown), len(runs))
+			case len(runs) == 0:
+				fmt.Fprintf(cmd.ErrOrStderr(), "no failing runs in the last %s\n", since)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&status, "status", "dead,failed", "the statuses to list: dead, failed, or both comma-separated")
+	cmd.Flags().DurationVar(&since, "since", store.FailingWindow, "list runs that got their status within this duration, at most 24h")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "list only runs of jobs whose ID starts with this prefix")
+	cmd.Flags().IntVar(&limit, "limit", 50, fmt.Sprintf("show at most this many runs, the newest, 1 to %d", runLsMaxRead))
+	return cmd
+}
+
+// parseFailingStatuses parses --status: dead, failed, or both
+// comma-separated.
+func parseFailingStatuses(s string) ([]store.RunStatus, error) {
+	var out []store.RunStatus
+	for part := range strings.SplitSeq(s, ",") {
+		st := store.RunStatus(strings.TrimSpace(part))
+		if !st.Failing() {
+			return nil, fmt.Errorf("--status: %q is not %q or %q (a comma-separated list of them)", string(st), store.RunDead, store.RunFailed)
+		}
+		if !slices.Contains(out, st) {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// printFailingRuns writes failing runs as a table: job, run ID, status,
+// attempts, when the run got its status, and the error, escaped and cut
+// in the middle (whole if wide).
+func printFailingRuns(w io.Writer, runs []store.FailingRun, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tRUN\tSTATUS\tATTEMPT\tAT\tERROR")
+	for _, r := range runs {
+		msg := r.Error
+		if !wide {
+			msg = clipMiddle(msg, 80)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.JobID), cell(r.RunID), cell(string(r.Status)), r.Attempt, r.At.UTC().Format(time.RFC3339), cell(msg))
+	}
+	return tw.Flush()
+}

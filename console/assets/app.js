@@ -681,6 +681,7 @@
   }
 
   const VIEWS = { overview, partitions, where, jobs, job, failing, workers };
+  const QUERY_VIEWS = new Set(['jobs', 'failing']);
 
   async function route() {
     if (!token) { signOut(''); return; }
@@ -690,7 +691,12 @@
     const slash = h.indexOf('/');
     const name = slash < 0 ? h : h.slice(0, slash);
     let arg = slash < 0 ? '' : h.slice(slash + 1);
-    try { arg = decodeURIComponent(arg); } catch (e) { /* keep it raw */ }
+    // The jobs and failing views take a query string (prefix=a%26b), which
+    // URLSearchParams decodes: decoding it first would split a prefix
+    // holding '&' or '%'. The others take one ID, encoded whole.
+    if (!QUERY_VIEWS.has(name)) {
+      try { arg = decodeURIComponent(arg); } catch (e) { /* keep it raw */ }
+    }
     const v = VIEWS[name] ? name : 'overview';
     for (const a of $('nav').querySelectorAll('a')) {
       if (a.getAttribute('href') === '#/' + (v === 'job' ? 'jobs' : v)) a.setAttribute('aria-current', 'page');

@@ -284,6 +284,10 @@ func TestConsole(t *testing.T) {
 				t.Fatalf("create %s: %d", id, code)
 			}
 		}
+		// A link's query is decoded once: a prefix holding '&' and '%'
+		// arrives whole.
+		p.open("#/jobs/prefix=a%26b%25c&paused=paused")
+		p.waitJS("the prefix of the link", `document.getElementById('jobs-prefix') && document.getElementById('jobs-prefix').value === 'a&b%c' && document.getElementById('jobs-paused').value === 'paused'`, 10*time.Second)
 		p.open("#/jobs")
 		p.do("search team/",
 			chromedp.WaitVisible(chromedp.ID("jobs-prefix")),

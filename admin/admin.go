@@ -141,7 +141,7 @@ func (c Config) withDefaults() Config {
 // Handler returns the API's handler for member m.
 func Handler(m Member, cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
-	a := &server{m: m, cfg: cfg, streams: newStreamCap(cfg.Limits.MaxStreams)}
+	a := &server{m: m, cfg: cfg, streams: newStreamCap(cfg.Limits)}
 	g := newGuard(cfg)
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -119,7 +120,8 @@ func (a *server) watchPartitions(w http.ResponseWriter, r *http.Request) {
 		a.clusterFailed(w, "partition stream", err)
 		return
 	}
-	release, err := a.streams.acquire()
+	p, _ := auth.FromContext(r.Context())
+	release, err := a.streams.acquire(p.ID)
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
 		WriteError(w, http.StatusTooManyRequests, err.Error())
@@ -195,19 +197,39 @@ func streamEvent(name string, v any) []byte {
 	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", name, data)
 }
 
-// streamCap bounds the partition streams served at once.
+// streamCap bounds the partition streams served at once, in all and per
+// credential. Safe for concurrent use.
 type streamCap struct {
-	slots chan struct{}
+	max, perCredential int
+
+	mu    sync.Mutex // guards total and by
+	total int
+	by    map[string]int // streams by credential ID
 }
 
-func newStreamCap(n int) *streamCap { return &streamCap{slots: make(chan struct{}, n)} }
+func newStreamCap(l Limits) *streamCap {
+	return &streamCap{max: l.MaxStreams, perCredential: min(l.MaxStreamsPerCredential, l.MaxStreams), by: map[string]int{}}
+}
 
-// acquire takes a slot, or says the cap is reached; release gives it back.
-func (s *streamCap) acquire() (release func(), err error) {
-	select {
-	case s.slots <- struct{}{}:
-		return func() { <-s.slots }, nil
-	default:
-		return nil, fmt.Errorf("this member serves %d partition streams already (its --max-streams); retry later or on another member", cap(s.slots))
+// acquire takes a slot for a stream of credential id, or says which cap
+// is reached; release gives it back.
+func (s *streamCap) acquire(id string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.by[id] >= s.perCredential:
+		return nil, fmt.Errorf("credential %q holds %d partition streams on this member already (its --max-streams-per-credential); close a console tab or retry later", id, s.by[id])
+	case s.total >= s.max:
+		return nil, fmt.Errorf("this member serves %d partition streams already (its --max-streams); retry later or on another member", s.total)
 	}
+	s.total++
+	s.by[id]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.total--
+		if s.by[id]--; s.by[id] == 0 {
+			delete(s.by, id)
+		}
+	}, nil
 }

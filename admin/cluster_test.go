@@ -178,6 +178,52 @@ func TestPartitionStream(t *testing.T) {
 	}
 }
 
+// TestPartitionStreamsAreCappedPerCredential: one credential cannot take
+// every stream slot of a member; another still gets one.
+func TestPartitionStreamsAreCappedPerCredential(t *testing.T) {
+	const greedy, other = "greedy-viewer-token", "other-viewer-token"
+	a := staticAuth{greedy: {ID: "greedy", Role: auth.RoleViewer}, other: {ID: "other", Role: auth.RoleViewer}}
+	srv := httptest.NewServer(admin.Handler(&fakeMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: a, Cluster: newFakeCluster(2), Clock: clockwork.NewFakeClock(),
+		Limits: admin.Limits{Rate: -1, MaxStreams: 4, MaxStreamsPerCredential: 2}}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open := func(token string) (*http.Response, *bufio.Reader) {
+		req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/cluster/partitions/watch", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp, bufio.NewReader(resp.Body)
+	}
+	for i := range 2 {
+		resp, r := open(greedy)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("greedy's stream %d, within its cap: %d", i+1, resp.StatusCode)
+		}
+		readEvent(t, r) // the snapshot: the stream holds its slot
+	}
+	resp, _ := open(greedy)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("greedy's third stream: %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), "--max-streams-per-credential") {
+		t.Errorf("greedy's third stream: %s; want the reply to name --max-streams-per-credential", body)
+	}
+	for i := range 2 {
+		resp, r := open(other)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("another credential's stream %d, with slots left: %d", i+1, resp.StatusCode)
+		}
+		readEvent(t, r)
+	}
+}
+
 func TestPartitionStreamsAreCapped(t *testing.T) {
 	srv := streamServer(t, newFakeCluster(2), clockwork.NewFakeClock(), admin.Limits{MaxStreams: 2})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -350,6 +396,28 @@ func TestConsoleIsServedWithItsSecurityHeaders(t *testing.T) {
 			code, hdr, _ := e.send(request{method: "GET", path: "/ui/" + asset}, "")
 			if code != 200 || hdr.Get("Content-Security-Policy") != console.ContentSecurityPolicy || hdr.Get("X-Content-Type-Options") != "nosniff" {
 				t.Errorf("/ui/%s: got %d, headers %v", asset, code, hdr)
+			}
+		}
+	}
+	// Redirects to the page, the mux's included, carry the headers too.
+	noFollow := &http.Client{Transport: e.srv.Client().Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/", "/ui", "/ui/./index.html", "/ui//index.html"} {
+		resp, err := noFollow.Get(e.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 300 || resp.StatusCode > 399 || resp.Header.Get("Location") == "" {
+			t.Errorf("%s: got %d (Location %q), want a redirect", path, resp.StatusCode, resp.Header.Get("Location"))
+		}
+		for k, want := range map[string]string{
+			"Content-Security-Policy": console.ContentSecurityPolicy,
+			"X-Frame-Options":         "DENY",
+			"X-Content-Type-Options":  "nosniff",
+			"Referrer-Policy":         "no-referrer",
+		} {
+			if got := resp.Header.Get(k); got != want {
+				t.Errorf("%s: the redirect's %s is %q, want %q", path, k, got, want)
 			}
 		}
 	}

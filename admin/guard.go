@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/console"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -138,6 +139,12 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	info := &requestInfo{}
 	defer g.finish(sw, r, label, info)
+	if g.static[pattern] {
+		// Every reply of the console's routes carries its headers: also
+		// the redirects of / and /ui to /ui/ and of the paths the mux
+		// cleans, and refusals.
+		console.SetSecurityHeaders(sw.Header())
+	}
 
 	if g.cfg.Loopback {
 		if err := checkLoopbackHost(r); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
@@ -56,6 +57,10 @@ func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, fmt.Sprintf("run_id: %d bytes long; no run ID is longer than %d", len(runID), store.MaxRunIDBytes))
 		return
 	}
+	if _, _, err := store.ParseRunID(runID); err != nil {
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("run_id: %s is not a run ID: want <escaped job ID>@<scheduled time>, as the job's runs list them (%s)", quoteClip(runID), runIDFlaw(runID)))
+		return
+	}
 	run, err := s.GetRun(ctx, runID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -68,6 +73,18 @@ func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {
 	runs := []store.Run{run}
 	a.explainPending(ctx, s, run.JobID, runs)
 	a.reply(w, r, http.StatusOK, runs[0])
+}
+
+// runIDFlaw says what is wrong with runID, which store.ParseRunID refuses.
+func runIDFlaw(runID string) string {
+	i := strings.LastIndexByte(runID, '@')
+	switch {
+	case i < 0:
+		return "no '@'"
+	case i == 0:
+		return "no job ID before the '@'"
+	}
+	return fmt.Sprintf("%s after the '@' is not a time like 2026-01-02T15:04:05.000Z", quoteClip(runID[i+1:]))
 }
 
 // explainPending fills in the reason of job id's waiting runs that no

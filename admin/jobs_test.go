@@ -251,6 +251,9 @@ func TestJobsRejectBadInput(t *testing.T) {
 		{"oversized path ID on DELETE", "DELETE", jobPath(strings.Repeat("i", 300<<10)), "", 400, "id: 307200 bytes long"},
 		{"oversized path ID on trigger", "POST", jobPath(strings.Repeat("i", 300<<10), "trigger"), "", 400, "id: 307200 bytes long"},
 		{"oversized path ID on runs", "GET", jobPath(strings.Repeat("i", 300<<10), "runs"), "", 400, "id: 307200 bytes long"},
+		{"run ID without @", "GET", "/v1/runs/nosuch", "", 400, `run_id: "nosuch" is not a run ID: want <escaped job ID>@<scheduled time>, as the job's runs list them (no '@')`},
+		{"run ID without a job", "GET", "/v1/runs/@2026-01-01T00:00:00.000Z", "", 400, `run_id: "@2026-01-01T00:00:00.000Z" is not a run ID: want <escaped job ID>@<scheduled time>, as the job's runs list them (no job ID before the '@')`},
+		{"run ID with a bad time", "GET", "/v1/runs/j@yesterday", "", 400, `run_id: "j@yesterday" is not a run ID: want <escaped job ID>@<scheduled time>, as the job's runs list them ("yesterday" after the '@' is not a time like 2026-01-02T15:04:05.000Z)`},
 		{"oversized run ID", "GET", "/v1/runs/" + strings.Repeat("r", 300<<10) + "@2026-01-01T00:00:00.000Z", "", 400, "run_id: 307225 bytes long; no run ID is longer than 625"},
 		{"oversized cursor", "GET", "/v1/jobs?cursor=" + strings.Repeat("c", 300<<10), "", 400, "cursor: 307200 bytes long"},
 		{"stale revision", "PUT", jobPath("existing"), httpJob("existing", `"paused": true, "revision": 1`), 409, `job "existing": stale revision: the document names revision 1, but the job is at revision`},
@@ -491,9 +494,7 @@ func TestJobsRuns(t *testing.T) {
 		t.Errorf("got run %+v, want %+v", run, newer)
 	}
 	for _, runID := range []string{
-		store.RunID(id, t0.Add(2*time.Hour)), // well-formed, not stored
-		"no-at-sign",
-		"x@not-a-time",
+		store.RunID(id, t0.Add(2*time.Hour)), // well-formed, not stored; malformed ones get 400 (TestJobsAPIErrors)
 	} {
 		code, data := e.do("GET", "/v1/runs/"+url.PathEscape(runID), nil)
 		if code != http.StatusNotFound {

@@ -27,14 +27,17 @@ type Limits struct {
 	MaxPollsPerCredential int
 	// MaxStreams is the most partition streams (GET
 	// /v1/cluster/partitions/watch, which the console holds open) this
-	// member serves at once; beyond it a stream gets 429 with
-	// Retry-After. Default 64.
-	MaxStreams int
+	// member serves at once, and MaxStreamsPerCredential the most per
+	// credential, so that one credential cannot take them all; beyond
+	// either a stream gets 429 with Retry-After. Defaults 64 and 16; a
+	// per-credential cap above the total is the total.
+	MaxStreams              int
+	MaxStreamsPerCredential int
 }
 
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
-	return Limits{Rate: 100, Burst: 500, MaxPolls: 1024, MaxPollsPerCredential: 256, MaxStreams: 64}
+	return Limits{Rate: 100, Burst: 500, MaxPolls: 1024, MaxPollsPerCredential: 256, MaxStreams: 64, MaxStreamsPerCredential: 16}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -54,6 +57,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxStreams <= 0 {
 		l.MaxStreams = d.MaxStreams
 	}
+	if l.MaxStreamsPerCredential <= 0 {
+		l.MaxStreamsPerCredential = min(d.MaxStreamsPerCredential, l.MaxStreams)
+	}
 	return l
 }
 
@@ -62,8 +68,8 @@ func (l Limits) Validate() error {
 	switch {
 	case l.Burst < 0:
 		return fmt.Errorf("rate burst %d below 0", l.Burst)
-	case l.MaxStreams < 0:
-		return fmt.Errorf("stream cap %d: must not be negative", l.MaxStreams)
+	case l.MaxStreams < 0 || l.MaxStreamsPerCredential < 0:
+		return fmt.Errorf("stream caps %d and %d: must not be negative", l.MaxStreams, l.MaxStreamsPerCredential)
 	case l.MaxPolls < 0 || l.MaxPollsPerCredential < 0:
 		return fmt.Errorf("poll caps %d and %d: must not be negative", l.MaxPolls, l.MaxPollsPerCredential)
 	case l.MaxPolls > 0 && l.MaxPollsPerCredential > l.MaxPolls:

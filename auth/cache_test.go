@@ -147,6 +147,8 @@ func TestCreateInvalid(t *testing.T) {
 		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "soon"}, "ttl"},
 		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "-1h"}, "ttl"},
 		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "0s"}, "ttl"},
+		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "1ns"}, "ttl"},
+		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "59s"}, "ttl"},
 	}
 	for _, tt := range tests {
 		_, _, err := e.store.Create(context.Background(), tt.req, "")

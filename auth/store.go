@@ -20,6 +20,9 @@ const (
 	MaxPrefixBytes = 256
 	// MaxDescriptionBytes is the longest description.
 	MaxDescriptionBytes = 256
+	// MinTTL is the shortest lifetime a credential may be created with: a
+	// shorter one would expire before it could be handed over and used.
+	MinTTL = time.Minute
 )
 
 // record is a credential as stored in etcd: the token document and the
@@ -80,6 +83,9 @@ func expiry(req CreateRequest, now time.Time) (time.Time, error) {
 	ttl, err := time.ParseDuration(req.TTL)
 	if err != nil || ttl <= 0 {
 		return time.Time{}, fmt.Errorf("%w: ttl: %q is not a positive duration such as \"720h\"", ErrInvalid, req.TTL)
+	}
+	if ttl < MinTTL {
+		return time.Time{}, fmt.Errorf("%w: ttl: %q is shorter than the shortest lifetime, %s", ErrInvalid, req.TTL, MinTTL)
 	}
 	return now.Add(ttl).UTC(), nil
 }

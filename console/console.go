@@ -55,7 +55,7 @@ func Handler() http.Handler {
 	index := file{body: shell.Bytes(), typ: "text/html; charset=utf-8"}
 	files[""], files["index.html"] = index, index
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		setSecurityHeaders(w.Header())
+		SetSecurityHeaders(w.Header())
 		name, ok := strings.CutPrefix(r.URL.Path, Prefix)
 		f, found := files[name]
 		if !ok || !found {
@@ -95,8 +95,12 @@ func contentType(ext string) string {
 	return "application/octet-stream"
 }
 
-// setSecurityHeaders sets the headers every console reply carries.
-func setSecurityHeaders(h http.Header) {
+// SetSecurityHeaders sets the headers every console reply carries: the
+// ContentSecurityPolicy, no framing, no content sniffing, no Referer,
+// same-origin opener and resource policies. The server calls it for the
+// replies of the console's routes that Handler does not write itself,
+// such as redirects to Prefix.
+func SetSecurityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", ContentSecurityPolicy)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -24,4 +24,9 @@ var (
 	// that has RegistryConfig.MaxPerCredential registered already. HTTP
 	// 429.
 	ErrTooManyWorkers = errors.New("too many workers registered with this credential")
+	// ErrNotificationRefused: wrapped by a Sender's error when no later
+	// try can succeed, because the destination policy refused the URL.
+	// The notification is given up at once instead of being retried until
+	// NotifyConfig.MaxAge.
+	ErrNotificationRefused = errors.New("notification refused by the destination policy")
 )

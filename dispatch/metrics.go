@@ -82,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	m.notified = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "jobfleet_notifications_total", Help: "Run notifications by result: delivered (2xx), failed (a try failed; retried with backoff), given_up (not delivered within the notify max age).",
+		Name: "jobfleet_notifications_total", Help: "Run notifications by result: delivered (2xx), failed (a try failed; retried with backoff), given_up (not delivered within the notify max age, or its destination refused by the policy).",
 	}, []string{"result"})
 	state := &stateCollector{m: m,
 		waiting:    prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),

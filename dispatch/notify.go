@@ -19,7 +19,9 @@ import (
 
 // Sender delivers one notification: it POSTs o.Run to o.URL with o's
 // headers and the Jobfleet-* ones, and returns nil only on a 2xx answer.
-// It must obey the fleet's destination policy. Safe for concurrent use.
+// It must obey the fleet's destination policy; an error wrapping
+// ErrNotificationRefused says the policy refused the destination, and the
+// notification is given up without another try. Safe for concurrent use.
 type Sender interface {
 	Send(ctx context.Context, o store.Outbox) error
 }
@@ -246,6 +248,15 @@ func (n *notifier) deliverDue(ctx context.Context) time.Time {
 				continue
 			}
 			err = errors.New("delivered, but deleting it failed; it will be delivered again")
+		} else if errors.Is(err, ErrNotificationRefused) {
+			// No later try can succeed: retrying until MaxAge would only
+			// repeat the refusal.
+			if n.remove(ctx, e.key) {
+				pt.d.cfg.Metrics.notification("given_up")
+				lg.Error("notification given up: its destination is refused", zap.String("url", redactedURL(e.o.URL)), zap.Error(err))
+				continue
+			}
+			pt.d.cfg.Metrics.notification("failed")
 		} else {
 			pt.d.cfg.Metrics.notification("failed")
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,8 @@ type recordingSender struct {
 	mu    sync.Mutex
 	tries []store.Outbox
 	fail  func(n int) bool // try n (from 1) fails
+	// refuse makes a failing try a refusal by the destination policy.
+	refuse bool
 }
 
 func (s *recordingSender) Send(_ context.Context, o store.Outbox) error {
@@ -27,6 +30,9 @@ func (s *recordingSender) Send(_ context.Context, o store.Outbox) error {
 	defer s.mu.Unlock()
 	s.tries = append(s.tries, o)
 	if s.fail != nil && s.fail(len(s.tries)) {
+		if s.refuse {
+			return fmt.Errorf("%w: destination 127.0.0.1:80 refused: loopback", dispatch.ErrNotificationRefused)
+		}
 		return errors.New("receiver answered 503")
 	}
 	return nil
@@ -187,6 +193,30 @@ func TestNotifiesDeadOnceAndRetriesAFailingReceiver(t *testing.T) {
 	h.parkedBoth()
 	if n := len(s.snapshot()); n != 3 {
 		t.Fatalf("%d tries, want 3 (two failed, one delivered)", n)
+	}
+}
+
+// TestRefusedNotificationIsGivenUpAtOnce: a notification whose
+// destination the policy refuses is tried once and given up, not retried
+// with backoff until the max age: no later try could succeed.
+func TestRefusedNotificationIsGivenUpAtOnce(t *testing.T) {
+	h := newHarness(t)
+	s := &recordingSender{fail: func(int) bool { return true }, refuse: true}
+	h.withSender(s)
+	h.start("m1")
+	h.create(store.Job{ID: "to-loopback", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 1},
+		Notify: []store.Notification{{On: []store.RunStatus{store.RunDead}, URL: "http://127.0.0.1/hook"}}})
+	h.advance(time.Hour)
+	h.failAttempt("w1")
+	waitTries(t, s, 1)
+	h.waitOutboxEmpty()
+	for range 3 {
+		h.parkedBoth()
+		h.clock.Advance(time.Minute)
+	}
+	h.parkedBoth()
+	if n := len(s.snapshot()); n != 1 {
+		t.Fatalf("%d tries of a refused notification, want 1", n)
 	}
 }
 

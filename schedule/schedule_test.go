@@ -732,6 +732,61 @@ func bruteForce(s Schedule, from, until time.Time) []time.Time {
 	return out
 }
 
+// TestNextPastZoneTable walks schedules across the ends of leap years
+// after the last transition of their zone's table, where zones follow
+// their yearly rule: the time package reports the year's last segment as
+// ending a day early there, and Next once looped on that bound for ever.
+// Every walk must finish (a deadline turns a hang into a failure) and
+// agree with the minute-by-minute oracle.
+func TestNextPastZoneTable(t *testing.T) {
+	specs := []string{"0 0 * * *", "30 2 * * *", "59 23 * * *", "0 0 1 1 *", "*/20 * * * *", "0 12 * * SUN"}
+	zones := []string{"Europe/Berlin", "America/New_York", "America/Santiago", "Australia/Lord_Howe"}
+	for _, year := range []int{2040, 2044, 2096} {
+		for _, zone := range zones {
+			for _, spec := range specs {
+				s := mustParse(t, spec, zone)
+				from := time.Date(year, time.December, 29, 12, 0, 0, 0, time.UTC)
+				until := from.Add(4 * 24 * time.Hour)
+				got := walkWithin(t, s, from, until)
+				if want := bruteForce(s, from, until); !equalTimes(got, want) {
+					t.Errorf("%q in %s, fires in (%v, %v]:\n got %s\nwant %s", spec, zone, from, until, formatTimes(got), formatTimes(want))
+				}
+			}
+		}
+	}
+	// February 29th, from a December that ends a leap year, to the next one.
+	for _, zone := range zones {
+		s := mustParse(t, "0 0 29 2 *", zone)
+		got := walkWithin(t, s, time.Date(2040, time.December, 24, 0, 0, 0, 0, time.UTC), time.Date(2048, time.March, 1, 0, 0, 0, 0, time.UTC))
+		loc := mustZone(t, zone)
+		want := []time.Time{time.Date(2044, time.February, 29, 0, 0, 0, 0, loc), time.Date(2048, time.February, 29, 0, 0, 0, 0, loc)}
+		if !equalTimes(got, want) {
+			t.Errorf("\"0 0 29 2 *\" in %s: got %s, want %s", zone, formatTimes(got), formatTimes(want))
+		}
+	}
+}
+
+// walkWithin lists s's fires in (from, until], failing the test if the
+// walk takes more than a generous deadline (microseconds are expected).
+func walkWithin(t *testing.T, s Schedule, from, until time.Time) []time.Time {
+	t.Helper()
+	done := make(chan []time.Time, 1)
+	go func() {
+		var got []time.Time
+		for at := s.Next(from); !at.IsZero() && !at.After(until); at = s.Next(at) {
+			got = append(got, at.UTC())
+		}
+		done <- got
+	}()
+	select {
+	case got := <-done:
+		return got
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%q in %s: Next did not return within 30s walking (%v, %v]", s, s.Location(), from, until)
+		return nil
+	}
+}
+
 func TestNextLocation(t *testing.T) {
 	tokyo := mustZone(t, "Asia/Tokyo")
 	from := time.Date(2026, 5, 1, 9, 0, 0, 0, tokyo)

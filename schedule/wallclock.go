@@ -37,7 +37,8 @@ type segment struct {
 	prevOffset int64 // the offset just before start; offset if unbounded
 }
 
-// segmentAt returns the segment of loc holding instant sec.
+// segmentAt returns the segment of loc holding instant sec; its end is
+// after sec, so that walking from segment to segment always advances.
 func segmentAt(loc *time.Location, sec int64) segment {
 	t := time.Unix(sec, 0).In(loc)
 	_, off := t.Zone()
@@ -51,8 +52,20 @@ func segmentAt(loc *time.Location, sec int64) segment {
 	if !end.IsZero() {
 		s.end = end.Unix()
 	}
+	// Past the last transition of its table a zone follows its yearly
+	// rule, and the time package then ends the year's last segment at
+	// January 1st plus 365 days (in UTC): a day early in a leap year, so
+	// that the instants of December 31st name a bound that is not ahead
+	// of them. The offset holds to the year's true end, a day later,
+	// where the next year's first segment starts.
+	for s.end <= sec {
+		s.end += secondsPerDay
+	}
 	return s
 }
+
+// secondsPerDay is the length of a day in Unix seconds.
+const secondsPerDay = 24 * 60 * 60
 
 // wall returns the wall-clock time of instant sec (plus nsec) in a segment
 // with offset off.

@@ -158,11 +158,14 @@ func (r *run) deletePending(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		r.deletedRev = max(r.deletedRev, resp.Header.Revision)
 		if !resp.Succeeded { // some key already gone or re-created: one by one
 			for i := range chunk {
-				if _, err := r.txnFresh(ctx, cmps[i:i+1], dels[i:i+1]); err != nil {
+				one, err := r.txnFresh(ctx, cmps[i:i+1], dels[i:i+1])
+				if err != nil {
 					return err
 				}
+				r.deletedRev = max(r.deletedRev, one.Header.Revision)
 			}
 		}
 		for _, part := range chunk {

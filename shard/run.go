@@ -33,6 +33,7 @@ type run struct {
 	targets       map[int]bool
 	slots         map[int]*slot     // owned partitions
 	pendingDelete map[int]int64     // released partitions whose owner key still needs deleting, with epoch
+	deletedRev    int64             // the revision of the last owner key deletion this member made
 	targetedAt    map[int]time.Time // when each target not yet owned was first assigned
 	draining      bool              // releasing everything; acquiring nothing
 	wg            sync.WaitGroup    // Work goroutines
@@ -189,6 +190,29 @@ func (r *run) reconcile(ctx context.Context) (retry bool) {
 			reason = "shutdown"
 		}
 		r.stop(moved, reason, true)
+	}
+	// Keys of our current lease for partitions we neither own nor are
+	// deleting, which the ring does not give us: an acquire that timed out
+	// but committed after the ring moved the partition away. Nobody else
+	// may delete them before our lease ends, so the partition would have
+	// an owner that does not run it; delete them (under their epoch, as a
+	// release does).
+	// A table older than our last deletion may still show keys we
+	// released: only a table that saw it is looked at.
+	if lease := int64(r.s.Lease()); lease != 0 && rev >= r.deletedRev {
+		var stray []int
+		for part, o := range table {
+			if o.Member != c.cfg.MemberID || o.Lease != lease || r.slots[part] != nil || (r.targets[part] && !r.draining) {
+				continue
+			}
+			if _, pending := r.pendingDelete[part]; !pending {
+				r.pendingDelete[part] = o.Epoch
+				stray = append(stray, part)
+			}
+		}
+		if len(stray) > 0 {
+			c.lg.Warn("owner keys of this member's lease for partitions it does not run; deleting them", zap.Ints("partitions", stray))
+		}
 	}
 	if err := r.deletePending(ctx); err != nil {
 		c.lg.Warn("releasing owner keys failed; will retry", zap.Error(err))

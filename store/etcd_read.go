@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -97,6 +98,13 @@ func decodeDocs(docs []StoredDoc) ([]Job, error) {
 }
 
 // listDocs is List without decoding the documents.
+//
+// etcd counts every key of the range it is asked for, even with a limit:
+// one range from the cursor to the end of the jobs would cost the store
+// every job after the cursor for each page, and listing N jobs would cost
+// it about N²/(2 × limit) keys. The page is read instead in windows of
+// whole partitions, each sized from the keys per partition seen so far,
+// so that a page costs the store about the keys it returns.
 func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]StoredDoc, string, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
@@ -105,17 +113,32 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 		return nil, "", fieldErr("cursor", "%d bytes long; no cursor is longer than %d", len(cursor), MaxCursorBytes)
 	}
 	prefix := s.keys.JobsPrefix()
-	from := prefix
+	from, p, span := prefix, 0, 1
 	if cursor != "" {
 		from = prefix + cursor + "\x00"
+		if p = s.cursorPartition(cursor); p < 0 {
+			// Not a cursor this store made: one window to the end.
+			p, span = 0, s.partitions
+		}
 	}
 	docs := make([]StoredDoc, 0, limit)
 	last := "" // the spec key of docs' last document
-	for {
-		resp, err := s.client.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(int64(limit+1)))
+	// seen counts the spec keys of the windows read from their first
+	// partition's start and covered their partitions: the density the
+	// next window is sized from. The cursor's window, read from the
+	// cursor, would make the jobs look sparser than they are.
+	seen, covered, whole := 0, 0, cursor == ""
+	for p < s.partitions {
+		hi := min(s.partitions, p+span)
+		end := clientv3.GetPrefixRangeEnd(prefix)
+		if hi < s.partitions {
+			end = s.keys.PartitionJobsPrefix(hi)
+		}
+		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(limit+1)))
 		if err != nil {
 			return nil, "", Classify(err)
 		}
+		specs := 0
 		for _, kv := range resp.Kvs {
 			rest := strings.TrimPrefix(string(kv.Key), prefix)
 			if strings.Count(rest, "/") != 1 { // a trigger key
@@ -126,12 +149,51 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 			}
 			docs = append(docs, StoredDoc{Value: kv.Value, Revision: kv.ModRevision})
 			last = string(kv.Key)
+			specs++
 		}
-		if !resp.More {
-			return docs, "", nil
+		if whole {
+			seen += specs
 		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		if resp.More {
+			from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+			continue
+		}
+		if whole {
+			covered += hi - p
+		}
+		p, whole = hi, true
+		if p < s.partitions {
+			from = s.keys.PartitionJobsPrefix(p)
+		}
+		span = nextSpan(span, limit+1-len(docs), seen, covered, s.partitions)
 	}
+	return docs, "", nil
+}
+
+// nextSpan is the number of partitions of listDocs' next window: enough,
+// at the seen keys per covered partitions, for need more keys and a
+// quarter more; twice the last span when no key was seen yet; between 1
+// and partitions.
+func nextSpan(last, need, seen, covered, partitions int) int {
+	span := 2 * last
+	if seen > 0 {
+		span = (need*covered*5 + 4*seen - 1) / (4 * seen)
+	}
+	return max(1, min(span, partitions))
+}
+
+// cursorPartition is the partition of a cursor List made (the partition's
+// key segment, then "/"), or -1 for any other string.
+func (s *Etcd) cursorPartition(cursor string) int {
+	ps, _, ok := strings.Cut(cursor, "/")
+	if !ok {
+		return -1
+	}
+	p, err := strconv.Atoi(ps)
+	if err != nil || p < 0 || p >= s.partitions || s.keys.PartitionJobsPrefix(p) != s.keys.JobsPrefix()+ps+"/" {
+		return -1
+	}
+	return p
 }
 
 // Runs returns up to limit (1..1000) of job id's runs, newest first.

@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -365,6 +366,52 @@ func (f *fleet) owners(ctx context.Context) ([]string, error) {
 		out[i] = r.Owner
 	}
 	return out, nil
+}
+
+// heapLive returns m's Go heap live at its last garbage collection, in
+// bytes, from its /metrics: the heap goal (go_memstats_next_gc_bytes)
+// over 1 + GOGC/100. Unlike the resident set it does not count the
+// garbage a collection leaves room for (GOGC=100 lets the heap grow to
+// twice what is live before collecting), nor memory the runtime has not
+// given back.
+func (f *fleet) heapLive(ctx context.Context, m *member) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url()+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := f.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s /metrics: HTTP %d", m.id, resp.StatusCode)
+	}
+	goal, gogc := -1.0, -1.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || (name != "go_memstats_next_gc_bytes" && name != "go_gc_gogc_percent") {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s /metrics: %s: %w", m.id, name, err)
+		}
+		if name == "go_gc_gogc_percent" {
+			gogc = v
+		} else {
+			goal = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("%s /metrics: %w", m.id, err)
+	}
+	if goal < 0 || gogc <= 0 {
+		return 0, fmt.Errorf("%s /metrics: no heap goal or GOGC", m.id)
+	}
+	return goal / (1 + gogc/100), nil
 }
 
 // rss returns the resident set size of m's process in bytes (Linux; 0

@@ -194,24 +194,64 @@ func (f *fleet) single(ctx context.Context, from, to int, mode string, doc func(
 func (f *fleet) keys() store.Keys { return store.Keys{NS: f.ns} }
 
 // waitStates waits until at least n jobs have a scheduling state (their
-// owners took them in).
+// owners took them in). It counts the states, then follows the states
+// created and deleted after that count with a watch, and counts again
+// when the watch says n (or fails). A count walks etcd's index of every
+// state under a read lock that holds back the writes; at a million jobs,
+// counting over and over would slow the fleet being measured.
 func (f *fleet) waitStates(ctx context.Context, n int, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	prefix := f.keys().AllStatePrefix()
 	for {
-		resp, err := f.client.Get(ctx, f.keys().AllStatePrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		start := time.Now()
+		resp, err := f.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err == nil && resp.Count >= int64(n) {
 			return nil
 		}
 		if err == nil {
 			f.cfg.Progress.Update("  %d of %d jobs taken in by their owners", resp.Count, n)
+			f.followStates(ctx, prefix, resp.Header.Revision, resp.Count, int64(n))
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("jobs not taken in after %v: %w", timeout, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(countPause(50*time.Millisecond, time.Since(start))):
 		}
 	}
+}
+
+// followStates watches the states under prefix after revision rev, of
+// which there were have, until have + created − deleted reaches n, the
+// watch fails or ctx ends.
+func (f *fleet) followStates(ctx context.Context, prefix string, rev, have, n int64) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := f.client.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	for have < n {
+		wr, ok := <-ch
+		if !ok || wr.Err() != nil {
+			return
+		}
+		for _, ev := range wr.Events {
+			switch {
+			case ev.Type == clientv3.EventTypePut && ev.IsCreate():
+				have++
+			case ev.Type == clientv3.EventTypeDelete:
+				have--
+			}
+		}
+		f.cfg.Progress.Update("  %d of %d jobs taken in by their owners", have, n)
+	}
+}
+
+// countPause is the pause after a count of keys that took took before the
+// next one: at least least, and at least four times took. A count walks
+// etcd's index of every key under its prefix, so at a million keys it
+// costs the store a noticeable fraction of a second; counted every
+// least, it would take the CPU the measured fleet needs.
+func countPause(least, took time.Duration) time.Duration {
+	return max(least, 4*took)
 }
 
 // inUse returns etcd's database size in use.

@@ -35,6 +35,11 @@ type Point struct {
 	// the herd), RSSAfterFires after the herd and spread fired 2N runs.
 	RSS           Spread `json:"rss_bytes"`
 	RSSAfterFires Spread `json:"rss_after_fires_bytes"`
+	// HeapLive is the members' Go heap live at their last garbage
+	// collection with the N jobs loaded (from their /metrics: the heap
+	// goal over 1 + GOGC/100), in bytes: what the jobs hold, without the
+	// room the collector leaves for garbage.
+	HeapLive Spread `json:"heap_live_bytes"`
 	// List is listing the jobs through GET /v1/jobs pages.
 	List List `json:"list"`
 	// Takeover is a member SIGKILLed and its partitions taken over.
@@ -150,9 +155,10 @@ type Workload struct {
 	Durable time.Duration `json:"durable_ns"`
 	Rate    float64       `json:"runs_per_second"`
 	// Counted is the time from the last scheduled time until a count of
-	// the runs in etcd (every 250 ms) first showed them all: durability
-	// without the watch's delivery; it may be above Durable when the
-	// watch was faster than the counts.
+	// the runs in etcd (every 250 ms, or four times as long as a count
+	// takes) first showed them all: durability without the watch's
+	// delivery; it may be above Durable when the watch was faster than
+	// the counts.
 	Counted time.Duration `json:"counted_ns"`
 	// MemberCPU is the CPU time the members used together from the end of
 	// the writes until the last run was durable, per run; SelfCPU the
@@ -219,12 +225,12 @@ func (p *Point) run(ctx context.Context, f *fleet) error {
 			phase("probes removed", func() error { return pr.remove(ctx, f) })
 		}
 	}
-	fired := false
-	if cfg.runs(PhaseHerd) {
+	fired := false // RSS after fires is measured only if a workload ran
+	if cfg.runs(PhaseHerd) && ctx.Err() == nil {
 		phase(PhaseHerd, func() (err error) { p.Herd, err = p.workload(ctx, f, 0, "herd"); return err })
 		fired = true
 	}
-	if cfg.runs(PhaseSpread) {
+	if cfg.runs(PhaseSpread) && ctx.Err() == nil {
 		period := max(cfg.MinSpread, time.Duration(float64(p.Jobs)/cfg.SpreadRate*float64(time.Second))).Round(time.Second)
 		phase(PhaseSpread, func() (err error) { p.SpreadLoad, err = p.workload(ctx, f, period, "spread"); return err })
 		fired = true
@@ -309,6 +315,14 @@ func (p *Point) create(ctx context.Context, f *fleet) error {
 	p.Size.JobBytes = spec + state
 	p.Size.JobInUseBytes = float64(after-before) / float64(p.Jobs)
 	p.RSS = rss(f)
+	p.HeapLive = Spread{Min: math.Inf(1)}
+	for _, m := range f.members {
+		h, err := f.heapLive(ctx, m)
+		if err != nil {
+			return err
+		}
+		p.HeapLive.Min, p.HeapLive.Max = min(p.HeapLive.Min, h), max(p.HeapLive.Max, h)
+	}
 	return nil
 }
 
@@ -539,15 +553,21 @@ func (p *Point) restart(ctx context.Context, f *fleet, pr *probes) error {
 // spread evenly over period — and measures their fires.
 func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, what string) (Workload, error) {
 	w := Workload{Period: period}
-	// The new run_at must come after the writes end: 1.3 times the
-	// time the last pass of writes took, and a margin of 3 s and 50 µs a
-	// job (at most 10 s).
-	rate := p.Create.Rate
-	if p.Herd.Write > 0 {
-		rate = float64(p.Jobs) / p.Herd.Write.Seconds()
+	// The new run_at must come after the writes end: 1.5 times the
+	// time the writes are expected to take, and a margin of 3 s and 50 µs
+	// a job (at most 10 s). Rewriting a job is slower than creating it
+	// (its owner takes the change in), so the rate is that of a pilot: the
+	// first 1 % of the jobs (at least 8 batches) rewritten to a time
+	// still far ahead, which the full pass then rewrites again.
+	pilot := min(p.Jobs, max(8*f.cfg.BatchSize, p.Jobs/100))
+	later := time.Now().Add(366 * 24 * time.Hour).Truncate(time.Second)
+	pst, err := f.writeJobs(ctx, pilot, "apply", what+": pilot", func(i int) jobDoc { return oneOff(i, later) })
+	if err != nil {
+		return w, fmt.Errorf("%s: pilot: %w", what, err)
 	}
+	rate := float64(pilot) / pst.took.Seconds()
 	margin := min(10*time.Second, 3*time.Second+time.Duration(p.Jobs)*50*time.Microsecond)
-	ahead := time.Duration(1.3*float64(p.Jobs)/rate*float64(time.Second)) + margin
+	ahead := time.Duration(1.5*float64(p.Jobs)/rate*float64(time.Second)) + margin
 	first := time.Now().Add(ahead).Truncate(time.Second).Add(time.Second)
 	at := func(i int) time.Time {
 		return first.Add(time.Duration(float64(period) * float64(i) / float64(p.Jobs)))

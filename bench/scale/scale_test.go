@@ -86,6 +86,9 @@ func TestTinyScale(t *testing.T) {
 		if p.RSS.Min < 5<<20 || p.RSS.Max > 2<<30 || p.RSS.Min > p.RSS.Max {
 			t.Errorf("N=%d: members' RSS %+v, want between 5 MiB and 2 GiB", n, p.RSS)
 		}
+		if h := p.HeapLive; h.Min < 1<<20 || h.Min > h.Max || h.Max > p.RSS.Max {
+			t.Errorf("N=%d: members' live heap %+v, want between 1 MiB and the largest RSS %v", n, h, p.RSS.Max)
+		}
 		if p.List.Jobs != n || p.List.Rate <= 0 {
 			t.Errorf("N=%d: listed %+v, want every job", n, p.List)
 		}

@@ -36,6 +36,7 @@ var Figures = []Figure{
 	{"run_bytes", "bytes per run in etcd (keys + values)", "bytes", func(p *Point) float64 { return p.Size.RunBytes }},
 	{"run_in_use_bytes", "etcd in-use growth per run fired (herd)", "bytes", func(p *Point) float64 { return p.Size.RunInUseBytes }},
 	{"rss", "largest member's resident memory with the jobs loaded", "MiB", func(p *Point) float64 { return p.RSS.Max / (1 << 20) }},
+	{"heap_live", "largest member's Go heap live at its last collection with the jobs loaded", "MiB", func(p *Point) float64 { return p.HeapLive.Max / (1 << 20) }},
 	{"rss_after_fires", "largest member's resident memory after the herd and spread", "MiB", func(p *Point) float64 { return p.RSSAfterFires.Max / (1 << 20) }},
 	{"list_rate", "jobs listed per second (GET /v1/jobs, pages of 1000)", "jobs/s", func(p *Point) float64 { return p.List.Rate }},
 	{"takeover_owned", "seconds from a SIGKILL until its partitions are owned and every survivor ready", "s", func(p *Point) float64 { return secs(p.Takeover.Owned) }},
@@ -66,11 +67,12 @@ func (r *Result) Tables() []*report.Table {
 	load := &report.Table{
 		Name:    "scale_load",
 		Title:   "Creating, storing, holding and listing N jobs — " + head,
-		Columns: []string{"jobs", "members", "create jobs/s", "method", "taken in s", "bytes/job", "in-use bytes/job", "bytes/run", "in-use bytes/run", "RSS MiB min", "RSS MiB max", "RSS MiB after fires", "list jobs/s"},
+		Columns: []string{"jobs", "members", "create jobs/s", "method", "taken in s", "bytes/job", "in-use bytes/job", "bytes/run", "in-use bytes/run", "RSS MiB min", "RSS MiB max", "heap live MiB max", "RSS MiB after fires", "list jobs/s"},
 		Notes: []string{
 			"create: one-off jobs due in a year; batch = POST /v1/jobs:batch, single = one POST /v1/jobs per job; taken in: from the last create until every job has a scheduling state",
 			"bytes: keys + values (means of 2000 documents); in-use: growth of etcd's in-use size per document, with the revisions that wrote it (before compaction)",
 			"RSS: the members' resident memory (/proc) with the jobs loaded, and the largest after the herd and spread fired 2N runs (kept, pending: no worker runs them)",
+			"heap live: the largest member's Go heap live at its last garbage collection with the jobs loaded (heap goal / (1 + GOGC/100), from /metrics): RSS without the room GOGC leaves for garbage",
 		},
 	}
 	fail := &report.Table{
@@ -87,7 +89,7 @@ func (r *Result) Tables() []*report.Table {
 		Title:   "N jobs due in the same second (herd) and spread over a period",
 		Columns: []string{"jobs", "members", "herd durable s", "herd counted s", "herd runs/s", "herd p50 ms", "herd p99 ms", "herd visible p50 ms", "herd visible p99 ms", "spread period s", "spread p50 ms", "spread p99 ms", "spread visible p99 ms", "late"},
 		Notes: []string{
-			"durable: from the (last) due second until the bench's watch saw the last run; counted: until a count of the runs in etcd (every 250 ms) first showed them all (durability without the watch's delivery, to 250 ms); p50/p99: lag of fired_at (the owner's clock) or of the bench seeing the run (an etcd watch) after scheduled_at",
+			"durable: from the (last) due second until the bench's watch saw the last run; counted: until a count of the runs in etcd (every 250 ms, or four times as long as a count takes) first showed them all (durability without the watch's delivery, to that precision); p50/p99: lag of fired_at (the owner's clock) or of the bench seeing the run (an etcd watch) after scheduled_at",
 			"late: the jobs' new run_at were still being written when the first was due (figures pessimistic)",
 		},
 	}
@@ -97,7 +99,7 @@ func (r *Result) Tables() []*report.Table {
 	}
 	for _, p := range r.Points {
 		load.Add(p.Jobs, p.Members, p.Create.Rate, p.Create.Method, secs(p.Create.TakenIn), p.Size.JobBytes, p.Size.JobInUseBytes,
-			p.Size.RunBytes, p.Size.RunInUseBytes, mib(p.RSS.Min), mib(p.RSS.Max), mib(p.RSSAfterFires.Max), p.List.Rate)
+			p.Size.RunBytes, p.Size.RunInUseBytes, mib(p.RSS.Min), mib(p.RSS.Max), mib(p.HeapLive.Max), mib(p.RSSAfterFires.Max), p.List.Rate)
 		t, s := p.Takeover, p.Restart
 		fail.Add(p.Jobs, p.Members, t.Partitions, secs(t.Owned), secs(t.FiresAgain), secs(t.Rejoin), secs(s.Max), secs(s.Total), s.Misfires, s.Fires, s.Expected, ms(s.LagMax))
 		h, sp := p.Herd, p.SpreadLoad

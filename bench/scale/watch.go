@@ -89,12 +89,26 @@ func (w *runWatch) add(scheduled, fired, seen time.Time) {
 // reports progress meanwhile. Every 250 ms it also counts the runs in etcd
 // (count, a range with no values) and returns when the count first reached
 // target, which does not depend on how fast the watch delivers (zero if
-// the watch saw every run first).
+// the watch saw every run first). A count that takes long (a million
+// runs) is made less often: see countPause.
 func (w *runWatch) wait(ctx context.Context, timeout time.Duration, p *bench.Progress, what string, count func() (int64, error), target int64) (counted time.Time, err error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	var nextCount time.Time // counts are paced by their cost (countPause)
+	tryCount := func() {
+		if !counted.IsZero() || time.Now().Before(nextCount) {
+			return
+		}
+		start := time.Now()
+		c, err := count()
+		if err == nil && c >= target {
+			counted = time.Now()
+		}
+		// The ticker's 250 ms is the least pause.
+		nextCount = time.Now().Add(countPause(0, time.Since(start)))
+	}
 	for {
 		select {
 		case <-w.full:
@@ -117,11 +131,7 @@ func (w *runWatch) wait(ctx context.Context, timeout time.Duration, p *bench.Pro
 			if err != nil {
 				return counted, fmt.Errorf("%s: watch: %w", what, err)
 			}
-			if counted.IsZero() {
-				if c, err := count(); err == nil && c >= target {
-					counted = time.Now()
-				}
-			}
+			tryCount()
 			p.Update("  %s: %d of %d runs durable", what, n, w.want)
 		}
 	}

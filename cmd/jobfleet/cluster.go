@@ -119,8 +119,8 @@ func newClusterCmd() *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if opts.output == "json" {
-				return printJSON(cmd.OutOrStdout(), p)
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, p)
 			}
 			return printPlacement(cmd.OutOrStdout(), p)
 		},

@@ -237,6 +237,13 @@ func TestClusterWhere(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &pl); err != nil || pl.Job != id || pl.Partition != shard.Partition(id, 64) {
 		t.Errorf("-o json: %v, %+v", err, pl)
 	}
+	out, err = run(id, "-o", "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "job: billing/invoice 7\n") || !strings.Contains(out, fmt.Sprintf("partition: %d\n", shard.Partition(id, 64))) {
+		t.Errorf("-o yaml: got\n%s", out)
+	}
 	if _, err := run(" bad id"); err == nil || !strings.Contains(err.Error(), "job") {
 		t.Errorf("an invalid ID: %v, want an error naming job", err)
 	}

@@ -242,6 +242,8 @@ func TestJobCreateCommand(t *testing.T) {
 	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--payload", "{nope"}, "--payload is not valid JSON")
 	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--run-at", "tomorrow"}, "--run-at")
 	c.mustFail([]string{"create", "-f", filepath.Join(t.TempDir(), "missing.json")}, "no such file")
+	// A job saved with "get -o yaml" is refused with a word on what to use.
+	c.mustFail([]string{"create", "-f", writeFile(t, "job.yaml", "id: from-yaml\nexecutor:\n  type: shell\n  command: [\"true\"]\n")}, "job.yaml: this looks like YAML; job documents are JSON (jobfleet job get ID -o json writes one)")
 	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "-o", "xml"}, "--output must be table, wide, json or yaml")
 	if after := c.ids(); !slices.Equal(after, before) {
 		t.Errorf("failed creates changed the jobs: got %q, want %q", after, before)

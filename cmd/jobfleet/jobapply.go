@@ -216,6 +216,11 @@ func parseDocs(file string, data []byte) (docs []sourceDoc, single bool, err err
 			return fmt.Errorf("%s: the job document has no \"id\"", d.where())
 		}
 		d.id = head.ID
+		if len(raw) > store.DefaultMaxDocumentBytes {
+			// The server would refuse the whole request (413) without
+			// saying which of its jobs is too large.
+			return fmt.Errorf("%s: job %q: the document is %d bytes; a job document takes at most %d", d.where(), d.id, len(raw), store.DefaultMaxDocumentBytes)
+		}
 		docs = append(docs, d)
 		return nil
 	}
@@ -226,6 +231,9 @@ func parseDocs(file string, data []byte) (docs []sourceDoc, single bool, err err
 		if err := dec.Decode(&raw); err == io.EOF {
 			break
 		} else if err != nil {
+			if values == 0 && looksLikeYAML(data) {
+				return nil, false, fmt.Errorf("%s: %s", file, yamlNotJSON)
+			}
 			return nil, false, fmt.Errorf("%s:%d: not JSON: %w", file, lines.at(skipToValue(data, off)), err)
 		}
 		values++

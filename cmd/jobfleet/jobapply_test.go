@@ -92,6 +92,8 @@ func TestJobApplyBatches(t *testing.T) {
 		{"not an object", "[1]", ":1: not a job document"},
 		{"duplicate", shellJobLine("x", "") + "\n" + shellJobLine("x", ""), `:2: job "x" is also at`},
 		{"empty", "\n", "no job documents"},
+		{"yaml", "id: x\nschedule: '@hourly'\nexecutor:\n  type: shell\n  command: [\"true\"]\n", "this looks like YAML; job documents are JSON"},
+		{"too large", shellJobLine("small", "") + "\n" + shellJobLine("big", `, "payload": {"x": "`+strings.Repeat("A", 1<<20)+`"}`), `:2: job "big": the document is 1048686 bytes; a job document takes at most 1048576`},
 	} {
 		before := len(c.ids())
 		c.mustFail([]string{"apply", "-f", writeFile(t, "bad.jsonl", tc.content)}, tc.want)

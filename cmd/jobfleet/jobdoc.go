@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -33,7 +34,20 @@ func readDocument(cmd *cobra.Command, name string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
+	if !json.Valid(data) && looksLikeYAML(data) {
+		return nil, fmt.Errorf("%s: %s", name, yamlNotJSON)
+	}
 	return data, nil
+}
+
+// yamlNotJSON says why a YAML job document is refused and what to use.
+const yamlNotJSON = "this looks like YAML; job documents are JSON (jobfleet job get ID -o json writes one)"
+
+// looksLikeYAML reports whether data, which is not JSON, is a YAML
+// mapping: a job written as "jobfleet job get -o yaml" shows it.
+func looksLikeYAML(data []byte) bool {
+	var m map[string]any
+	return yaml.Unmarshal(data, &m) == nil && len(m) > 0
 }
 
 // jobFlags are create's flags for writing a job without a file.

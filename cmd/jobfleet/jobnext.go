@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 func newJobNextCmd(opts *clientOptions) *cobra.Command {
@@ -20,6 +21,9 @@ func newJobNextCmd(opts *clientOptions) *cobra.Command {
 		Short: "Show a job's next fire times, in its time zone and in UTC, as its partition's owner will fire them",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkCount(count); err != nil {
+				return err
+			}
 			var nf api.NextFires
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 				nf, err = c.NextFires(ctx, args[0], count)
@@ -63,6 +67,9 @@ func newJobPreviewCmd(opts *clientOptions) *cobra.Command {
 			if (req.Schedule == "") == (req.RunAt == nil) {
 				return fmt.Errorf("give a SCHEDULE argument or --run-at, one of them")
 			}
+			if err := checkCount(req.Count); err != nil {
+				return err
+			}
 			var nf api.NextFires
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 				nf, err = c.PreviewSchedule(ctx, req)
@@ -80,6 +87,16 @@ func newJobPreviewCmd(opts *clientOptions) *cobra.Command {
 	cmd.Flags().IntVar(&req.Count, "count", 10, "how many fire times, 1 to 100")
 	cmd.Flags().StringVar(&runAt, "run-at", "", "a one-off time instead of a schedule (RFC 3339)")
 	return cmd
+}
+
+// checkCount refuses a --count outside 1 to store.MaxNextFires. The API
+// reads a count of 0 as "not given" and lists the default number, so
+// --count 0 must be refused here rather than answered with ten times.
+func checkCount(n int) error {
+	if n < 1 || n > store.MaxNextFires {
+		return fmt.Errorf("--count %d: want 1 to %d", n, store.MaxNextFires)
+	}
+	return nil
 }
 
 // printNextFires writes fire times as a table: the local time with its

@@ -36,6 +36,8 @@ func TestJobNextAndPreviewCommands(t *testing.T) {
 		t.Errorf("next of a paused job does not say so:\n%s", out)
 	}
 	c.mustFail([]string{"next", "every", "--count", "101"}, "count")
+	c.mustFail([]string{"next", "every", "--count", "0"}, "--count 0: want 1 to 100")
+	c.mustFail([]string{"next", "every", "--count", "-3"}, "--count -3: want 1 to 100")
 	c.mustFail([]string{"next", "missing"}, "not found")
 
 	out = c.mustRun("preview", "--run-at", "2031-01-01T00:00:00Z", "-o", "yaml")
@@ -49,4 +51,6 @@ func TestJobNextAndPreviewCommands(t *testing.T) {
 	c.mustFail([]string{"preview", "61 * * * *"}, "400", "schedule:")
 	c.mustFail([]string{"preview", "@daily", "--timezone", "Mars/Olympus"}, "timezone:")
 	c.mustFail([]string{"preview"}, "give a SCHEDULE argument or --run-at")
+	c.mustFail([]string{"preview", "@daily", "--count", "0"}, "--count 0: want 1 to 100")
+	c.mustFail([]string{"preview", "@daily", "--count", "101"}, "--count 101: want 1 to 100")
 }

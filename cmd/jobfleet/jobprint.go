@@ -110,7 +110,13 @@ func printRuns(w io.Writer, runs []store.Run, wide bool, now time.Time) error {
 			lastErr = r.Attempts[n-1].Error
 		}
 		if !wide {
-			reason, lastErr = clipMiddle(reason, 48), clipMiddle(lastErr, 80)
+			// A waiting run has a reason and no error yet: its reason,
+			// which names what is missing, gets the error's room too.
+			room := 48
+			if lastErr == "" {
+				room += 80
+			}
+			reason, lastErr = clipMiddle(reason, room), clipMiddle(lastErr, 80)
 		}
 		dur := runDuration(r, now)
 		if dur == "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/client"
 )
 
@@ -106,6 +107,17 @@ func removePrefix(cmd *cobra.Command, opts *clientOptions, prefix string, yes, d
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	var ids []string
 	if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
+		if !dryRun {
+			// Every deletion would be refused alike: say so once, before
+			// asking, rather than once per job after.
+			me, err := c.Whoami(ctx)
+			switch {
+			case err == nil && me.Role != string(auth.RoleOperator) && me.Role != string(auth.RoleAdmin):
+				return fmt.Errorf("credential %q (role %s) may not delete jobs (an operator or admin may); nothing deleted", me.Credential, me.Role)
+			case err != nil && !errors.Is(err, client.ErrNotFound): // a server without whoami lets the deletions say it
+				return err
+			}
+		}
 		o := client.ListOptions{Limit: 1000, Prefix: prefix}
 		for {
 			page, err := c.ListJobs(ctx, o)

@@ -53,6 +53,17 @@ func TestJobRemovePrefix(t *testing.T) {
 		t.Errorf("after rm --prefix tmp/: got %q, want %q", left, want)
 	}
 
+	// A viewer is told at once that it may not delete, before any
+	// question and any request per job.
+	viewer := c.credential(auth.CreateRequest{Role: auth.RoleViewer}).Secret
+	if _, err := c.runCmd("yes\n", "job", "--server", c.url, "--token", viewer, "rm", "--prefix", "billing/", "--yes"); err == nil ||
+		!strings.Contains(err.Error(), "(role viewer) may not delete jobs (an operator or admin may); nothing deleted") {
+		t.Errorf("a viewer's rm --prefix: got %v, want it refused at once", err)
+	}
+	if n := len(c.ids()); n != len(left) {
+		t.Errorf("a viewer's rm --prefix deleted %d jobs", len(left)-n)
+	}
+
 	// A scoped credential deletes within its prefix only.
 	billing := c.credential(auth.CreateRequest{Role: auth.RoleOperator, Prefix: "billing/"}).Secret
 	out, err := c.runCmd("", "job", "--server", c.url, "--token", billing, "rm", "--prefix", "b", "--yes")

@@ -144,6 +144,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.IntVar(&o.limits.MaxPolls, "max-polls", d.MaxPolls, "worker long polls this member holds at once")
 	fs.IntVar(&o.limits.MaxPollsPerCredential, "max-polls-per-credential", d.MaxPollsPerCredential, "worker long polls this member holds at once per credential")
 	fs.IntVar(&o.limits.MaxStreams, "max-streams", d.MaxStreams, "partition streams (the console's live map) this member serves at once")
+	fs.IntVar(&o.limits.MaxStreamsPerCredential, "max-streams-per-credential", d.MaxStreamsPerCredential, "partition streams this member serves at once per credential")
 	fs.DurationVar(&o.compactionInterval, "compaction-interval", storage.DefaultCompactionInterval, "how often the fleet compacts etcd's history, keeping this much of it (at least 1s); 0 leaves compaction to etcd's own --auto-compaction-*")
 	fs.Var(&o.etcdQuota, "etcd-quota-bytes", "etcd's space quota: set it to etcd's --quota-backend-bytes (like 8GiB); 0 takes what etcd reports (v3.6+), else etcd's default 2GiB")
 	fs.Float64Var(&o.highWater, "storage-high-water", storage.DefaultHighWater, "fraction of the etcd quota above which new jobs, growing replacements and triggers are refused with 507 (0 < f <= 1)")
@@ -170,7 +171,7 @@ func loopbackListen(addr string) bool {
 // loopback, with a warning).
 func (o *memberOptions) authConfig(lg *zap.Logger, listen, metricsListen string) (secret string, insecure bool, err error) {
 	if err := o.limits.Validate(); err != nil {
-		return "", false, fmt.Errorf("--api-burst/--max-polls: %w", err)
+		return "", false, fmt.Errorf("--api-burst/--max-polls/--max-streams: %w", err)
 	}
 	if o.insecureNoAuth {
 		if !loopbackListen(listen) {

@@ -41,6 +41,21 @@ func TestRunsTableKeepsTheCause(t *testing.T) {
 	}
 }
 
+// TestRunsTableShowsAWaitingRunsReason: the reason a run waits names what
+// is missing (a handler, a worker with --allow-shell, a scope) in its
+// middle; without an error to show, the table prints it whole.
+func TestRunsTableShowsAWaitingRunsReason(t *testing.T) {
+	at := time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC)
+	const reason = `no live worker serves handler "send-invoice" (run a program that registers it with the worker library's Handle)`
+	var b bytes.Buffer
+	if err := printRuns(&b, []store.Run{{ID: store.RunID("j", at), Status: store.RunPending, ScheduledAt: at, FiredAt: at, Reason: reason}}, false, at); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), reason) {
+		t.Errorf("table: got\n%s\nwant the whole reason %q", b.String(), reason)
+	}
+}
+
 func TestRunGetCommand(t *testing.T) {
 	c := newCLIEnv(t)
 	c.mustRun("create", "--id", "r/1", "--schedule", "@hourly", "--shell", "true")

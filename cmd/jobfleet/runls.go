@@ -100,8 +100,10 @@ print the entries read, as the API returns them, in its order.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "not every failing run was read: these are the newest of the %d read; narrow with --prefix, --status or --since\n", len(runs))
 			case len(shown) < len(runs):
 				fmt.Fprintf(cmd.ErrOrStderr(), "showing the newest %d of %d failing runs; raise --limit or narrow with --prefix, --status or --since\n", len(shown), len(runs))
+			case len(runs) == 0 && prefix != "":
+				fmt.Fprintf(cmd.ErrOrStderr(), "no failing runs of jobs under %q in the last %s (a credential scoped to a prefix sees only its own jobs' runs)\n", prefix, shortDuration(since))
 			case len(runs) == 0:
-				fmt.Fprintf(cmd.ErrOrStderr(), "no failing runs in the last %s\n", since)
+				fmt.Fprintf(cmd.ErrOrStderr(), "no failing runs in the last %s\n", shortDuration(since))
 			}
 			return nil
 		},
@@ -111,6 +113,19 @@ print the entries read, as the API returns them, in its order.`,
 	cmd.Flags().StringVar(&prefix, "prefix", "", "list only runs of jobs whose ID starts with this prefix")
 	cmd.Flags().IntVar(&limit, "limit", 50, fmt.Sprintf("show at most this many runs, the newest, 1 to %d", runLsMaxRead))
 	return cmd
+}
+
+// shortDuration writes d without zero trailing units: "24h", "1h30m",
+// "90s", "1.5s".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // parseFailingStatuses parses --status: dead, failed, or both

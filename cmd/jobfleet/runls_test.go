@@ -117,3 +117,19 @@ func TestRunLsCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		24 * time.Hour:               "24h",
+		90 * time.Minute:             "1h30m",
+		90 * time.Second:             "1m30s",
+		2 * time.Minute:              "2m",
+		time.Hour + time.Second:      "1h0m1s",
+		1500 * time.Millisecond:      "1.5s",
+		3*time.Hour + 20*time.Minute: "3h20m",
+	} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

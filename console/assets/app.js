@@ -168,6 +168,12 @@
       if (e.status !== 401) signOut('Cannot sign in: ' + e.message);
       return false;
     }
+    if (me.role === 'worker') {
+      // A worker credential may run the worker protocol only: every view
+      // would answer 403.
+      signOut('Credential ' + me.credential + ' is a worker credential: it may run the worker protocol only. Sign in with a viewer, operator or admin token.');
+      return false;
+    }
     $('signin').hidden = true;
     $('nav').hidden = false;
     $('signout').hidden = false;
@@ -349,17 +355,21 @@
     }
     const form = el('form', { class: 'inline', onsubmit: (ev) => { ev.preventDefault(); location.hash = '#/where/' + encodeURIComponent(input.value); } },
       el('label', { for: 'where-id', text: 'Job ID' }), input, el('button', { type: 'submit', id: 'where-submit', text: 'Where is it?' }));
-    view.append(heading('Where is job X'), el('p', { class: 'muted', text: 'Hash → partition → ring target → owner and epoch, as this member sees them.' }), form, out);
+    view.append(heading('Where is a job'), el('p', { class: 'muted', text: 'Hash → partition → ring target → owner and epoch, as this member sees them.' }), form, out);
     if (arg) look(arg);
     return null;
   }
 
-  // nextFire formats a listed job's next fire with fmt, or says why there
-  // is none.
-  function nextFire(j, fmt) {
-    if (!j.state) return 'not scheduled yet';
-    if (j.paused) return 'paused';
-    return j.state.next ? fmt(j.state.next) : 'none';
+  // nextFireCells fills a listed job's next-fire cells, in its zone and
+  // in UTC. A listing carries no job's state, so they are read from
+  // /next, as its owner will fire them.
+  function nextFireCells(j, local, utc) {
+    api('GET', jobPath(j.id, 'next') + '?count=1').then((n) => {
+      const f = (n.fires || [])[0];
+      const text = (show) => (j.paused ? 'paused' : (f ? show(f.utc) : 'none'));
+      local.textContent = text((t) => fmtZone(t, j.timezone));
+      utc.textContent = text(fmtUTC);
+    }, () => { local.textContent = '?'; utc.textContent = '?'; });
   }
 
   function jobs(view, arg) {
@@ -392,13 +402,16 @@
       cursors[page + 1] = list.next_cursor;
       const trs = list.jobs.map((j) => {
         const lastCell = el('td', { text: '…' });
+        const localCell = el('td', { text: '…', 'data-field': 'next-local' });
+        const utcCell = el('td', { text: '…', 'data-field': 'next-utc' });
         const tr = el('tr', { 'data-job': j.id },
           el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(j.id), text: j.id })),
           el('td', { text: j.schedule || (j.run_at ? 'once at ' + fmtUTC(j.run_at) : '') }),
           el('td', { text: j.paused ? 'paused' : 'active' }),
-          el('td', { text: nextFire(j, (t) => fmtZone(t, j.timezone)) }),
-          el('td', { text: nextFire(j, fmtUTC) }),
+          localCell,
+          utcCell,
           lastCell);
+        nextFireCells(j, localCell, utcCell);
         api('GET', jobPath(j.id, 'runs') + '?limit=1').then((r) => {
           const s = r.runs.length ? r.runs[0].status : 'none';
           lastCell.textContent = s;
@@ -668,6 +681,7 @@
   }
 
   const VIEWS = { overview, partitions, where, jobs, job, failing, workers };
+  const QUERY_VIEWS = new Set(['jobs', 'failing']);
 
   async function route() {
     if (!token) { signOut(''); return; }
@@ -677,7 +691,12 @@
     const slash = h.indexOf('/');
     const name = slash < 0 ? h : h.slice(0, slash);
     let arg = slash < 0 ? '' : h.slice(slash + 1);
-    try { arg = decodeURIComponent(arg); } catch (e) { /* keep it raw */ }
+    // The jobs and failing views take a query string (prefix=a%26b), which
+    // URLSearchParams decodes: decoding it first would split a prefix
+    // holding '&' or '%'. The others take one ID, encoded whole.
+    if (!QUERY_VIEWS.has(name)) {
+      try { arg = decodeURIComponent(arg); } catch (e) { /* keep it raw */ }
+    }
     const v = VIEWS[name] ? name : 'overview';
     for (const a of $('nav').querySelectorAll('a')) {
       if (a.getAttribute('href') === '#/' + (v === 'job' ? 'jobs' : v)) a.setAttribute('aria-current', 'page');

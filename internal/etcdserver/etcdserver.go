@@ -21,6 +21,7 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Config describes one embedded etcd server.
@@ -67,6 +68,19 @@ type Server struct {
 	clientAddr string
 	peerAddr   string
 }
+
+// etcdLogger returns the logger etcd logs to: lg's "etcd" logger at
+// level, keeping at most etcdLogBurst lines of one message a second. On a
+// busy machine etcd warns of every slow request ("apply request took too
+// long", thousands a minute), which would bury everything else logged.
+func etcdLogger(lg *zap.Logger, level zap.AtomicLevel) *zap.Logger {
+	return lg.Named("etcd").WithOptions(zap.IncreaseLevel(level), zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, etcdLogBurst, 0)
+	}))
+}
+
+// etcdLogBurst is how many lines of one message etcdLogger keeps a second.
+const etcdLogBurst = 5
 
 // Start starts a server and waits until it serves clients. It returns an
 // error if the data directory cannot be used, a port is taken, or the server
@@ -124,7 +138,7 @@ func Start(cfg Config) (*Server, error) {
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	ec.Logger = "zap"
 	level := zap.NewAtomicLevelAt(zap.WarnLevel)
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg.Named("etcd").WithOptions(zap.IncreaseLevel(level)))
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger(lg, level))
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {

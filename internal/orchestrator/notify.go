@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -111,6 +112,9 @@ func (s *sender) Send(ctx context.Context, o store.Outbox) error {
 	req.Header.Set(worker.HeaderAttempt, strconv.Itoa(o.Attempt))
 	req.Header.Set(HeaderNotifyEvent, string(o.Event))
 	resp, err := s.client.Do(req)
+	if errors.Is(err, worker.ErrDestinationDenied) {
+		return fmt.Errorf("%w: %w", dispatch.ErrNotificationRefused, err)
+	}
 	if err != nil {
 		return err
 	}

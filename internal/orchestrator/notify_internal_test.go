@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -49,8 +50,8 @@ func TestSenderDeliversThroughThePolicy(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	if err := newS(nil, []string{"HOOK_TOKEN"}).Send(ctx, o); !errors.Is(err, worker.ErrDestinationDenied) {
-		t.Fatalf("loopback receiver without --notify-allow: %v, want refused", err)
+	if err := newS(nil, []string{"HOOK_TOKEN"}).Send(ctx, o); !errors.Is(err, worker.ErrDestinationDenied) || !errors.Is(err, dispatch.ErrNotificationRefused) {
+		t.Fatalf("loopback receiver without --notify-allow: %v, want refused (given up at once)", err)
 	}
 	s := newS([]string{"127.0.0.1"}, []string{"HOOK_TOKEN"})
 	if err := s.Send(ctx, o); err != nil {
@@ -82,8 +83,8 @@ func TestSenderDeliversThroughThePolicy(t *testing.T) {
 	}
 	for _, code := range []int{http.StatusServiceUnavailable, http.StatusFound} {
 		status = code
-		if err := s.Send(ctx, o); err == nil {
-			t.Fatalf("answer %d: delivered, want a failure", code)
+		if err := s.Send(ctx, o); err == nil || errors.Is(err, dispatch.ErrNotificationRefused) {
+			t.Fatalf("answer %d: %v, want a failure to retry", code, err)
 		}
 		<-seen
 	}

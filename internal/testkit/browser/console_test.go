@@ -284,6 +284,10 @@ func TestConsole(t *testing.T) {
 				t.Fatalf("create %s: %d", id, code)
 			}
 		}
+		// A link's query is decoded once: a prefix holding '&' and '%'
+		// arrives whole.
+		p.open("#/jobs/prefix=a%26b%25c&paused=paused")
+		p.waitJS("the prefix of the link", `document.getElementById('jobs-prefix') && document.getElementById('jobs-prefix').value === 'a&b%c' && document.getElementById('jobs-paused').value === 'paused'`, 10*time.Second)
 		p.open("#/jobs")
 		p.do("search team/",
 			chromedp.WaitVisible(chromedp.ID("jobs-prefix")),
@@ -291,6 +295,14 @@ func TestConsole(t *testing.T) {
 			chromedp.Click(chromedp.ID("jobs-search")))
 		p.waitJS("the job in the list", fmt.Sprintf(`!!document.querySelector('tr[data-job=%q]') && document.querySelectorAll('#jobs-table tbody tr').length === 2`, job), 10*time.Second)
 		p.waitJS("last run column", `[...document.querySelectorAll('#jobs-table tbody tr td:last-child')].every(td => td.textContent !== '…')`, 10*time.Second)
+		// The next fire columns show the job's next fire as the API
+		// computes it (a listing carries no state).
+		var next api.NextFires
+		if code := call(t, f.AdminToken, "GET", m1+"/v1/jobs/"+url.PathEscape(job)+"/next?count=1", nil, &next); code != http.StatusOK || len(next.Fires) != 1 {
+			t.Fatalf("next fire of %s: %d %+v", job, code, next)
+		}
+		p.waitJS("the next fire columns", fmt.Sprintf(`(() => { const tds = document.querySelectorAll('tr[data-job=%q] td');
+			return tds[4].textContent === %q && !['…', '?', '', 'none', 'not scheduled yet'].includes(tds[3].textContent); })()`, job, next.Fires[0].UTC), 10*time.Second)
 		p.screenshot("console-jobs.png")
 	})
 
@@ -348,6 +360,15 @@ func TestConsole(t *testing.T) {
 			t.Errorf("the console shows %v, the API answers %+v", shown, want)
 		}
 		p.screenshot("console-where.png")
+	})
+
+	t.Run("a worker token is turned away at sign-in", func(t *testing.T) {
+		p.t = t
+		p.do("open the console", chromedp.Navigate(p.base+"/ui/"))
+		p.do("forget the token", script(`sessionStorage.clear(); history.replaceState(null, '', '#/overview')`), chromedp.Reload())
+		p.do("sign in", chromedp.WaitVisible(chromedp.ID("token")), chromedp.SendKeys(chromedp.ID("token"), f.WorkerToken), chromedp.Click(chromedp.ID("signin-submit")))
+		p.waitJS("the refusal", `document.getElementById('signin-error').textContent.includes('is a worker credential') && document.getElementById('nav').hidden && !sessionStorage.getItem('jobfleet.token')`, 10*time.Second)
+		p.signIn(f.AdminToken)
 	})
 
 	t.Run("a job whose executor fails shows in the failing runs, to viewers too", func(t *testing.T) {

@@ -1,0 +1,205 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// rangeCounter records the Count etcd reported for each range read: the
+// keys of the whole range asked for, which etcd walks even when a limit
+// returns fewer.
+type rangeCounter struct {
+	mu     sync.Mutex
+	counts []int64
+}
+
+func (rc *rangeCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if r, ok := reply.(*etcdserverpb.RangeResponse); ok && err == nil {
+		rc.mu.Lock()
+		rc.counts = append(rc.counts, r.Count)
+		rc.mu.Unlock()
+	}
+	return err
+}
+
+func (rc *rangeCounter) reset() (largest int64, ranges int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	largest, ranges = slices.Max(append(rc.counts, 0)), len(rc.counts)
+	rc.counts = nil
+	return largest, ranges
+}
+
+// TestListPagesReadBoundedRanges lists jobs page by page and checks the
+// pages against the keys in etcd (every job once, in key order, whatever
+// the page size, with trigger keys among the specs and partitions with no
+// job), cursors that List did not make, and that no range read for a page
+// covers many more keys than the page needs: etcd counts every key of a
+// range, so a page read from one range to the end of the jobs would cost
+// the store every job after the cursor.
+func TestListPagesReadBoundedRanges(t *testing.T) {
+	const partitions = 64
+	srv := etcdtest.New(t)
+	var rc rangeCounter
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   srv.Endpoints(),
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rc.intercept)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+
+	type fill struct {
+		name string
+		ids  []string
+	}
+	many := make([]string, 1500)
+	for i := range many {
+		many[i] = fmt.Sprintf("job-%05d", i)
+	}
+	// Jobs in only two partitions: windows over empty partitions.
+	var sparse []string
+	for i := 0; len(sparse) < 150; i++ {
+		id := fmt.Sprintf("sparse-%d", i)
+		if p := shard.Partition(id, partitions); p == 5 || p == 40 {
+			sparse = append(sparse, id)
+		}
+	}
+	for _, fl := range []fill{{"empty", nil}, {"sparse", sparse}, {"many", many}} {
+		t.Run(fl.name, func(t *testing.T) {
+			ns := etcdtest.Namespace(t)
+			s := store.NewEtcd(client, ns, partitions, store.DefaultLimits(), nil)
+			keys := s.Keys()
+			perPartition := map[int]int64{}
+			var ops []clientv3.Op
+			flush := func() {
+				if len(ops) > 0 {
+					if _, err := client.Txn(ctx).Then(ops...).Commit(); err != nil {
+						t.Fatal(err)
+					}
+					ops = ops[:0]
+				}
+			}
+			for i, id := range fl.ids {
+				p := shard.Partition(id, partitions)
+				val, err := json.Marshal(store.Job{ID: id, Partition: p, Executor: store.Executor{Type: "x"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ops = append(ops, clientv3.OpPut(keys.Spec(p, id), string(val)))
+				perPartition[p]++
+				if i%5 == 0 { // trigger keys sort right after their job's spec
+					for k := range 3 {
+						ops = append(ops, clientv3.OpPut(keys.Trigger(p, id, time.Unix(int64(k), 0)), "{}"))
+						perPartition[p]++
+					}
+				}
+				if len(ops) >= 100 {
+					flush()
+				}
+			}
+			flush()
+			// The expected order: spec keys in key order.
+			resp, err := client.Get(ctx, keys.JobsPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string // spec keys without the jobs prefix
+			for _, kv := range resp.Kvs {
+				if rest := strings.TrimPrefix(string(kv.Key), keys.JobsPrefix()); strings.Count(rest, "/") == 1 {
+					want = append(want, rest)
+				}
+			}
+			if len(want) != len(fl.ids) {
+				t.Fatalf("%d spec keys in etcd, want %d", len(want), len(fl.ids))
+			}
+			var densest int64
+			for _, n := range perPartition {
+				densest = max(densest, n)
+			}
+			rc.reset()
+			for _, limit := range []int{1, 7, 100, 1000} {
+				if limit == 1 && len(want) > 200 {
+					continue // a page per job: slow, and no different
+				}
+				var got []string
+				cursor, pages := "", 0
+				var largest int64
+				for {
+					jobs, next, err := s.List(ctx, cursor, limit)
+					if err != nil {
+						t.Fatalf("limit %d, page %d: %v", limit, pages+1, err)
+					}
+					pages++
+					l, _ := rc.reset()
+					largest = max(largest, l)
+					if len(jobs) > limit || (next != "" && len(jobs) != limit) {
+						t.Fatalf("limit %d, page %d: %d jobs and next cursor %q", limit, pages, len(jobs), next)
+					}
+					for _, j := range jobs {
+						got = append(got, fmt.Sprintf("%05d/%s", j.Partition, store.EscapeID(j.ID)))
+					}
+					if next == "" {
+						break
+					}
+					if next != got[len(got)-1] {
+						t.Fatalf("limit %d, page %d: next cursor %q, want the last job's key %q", limit, pages, next, got[len(got)-1])
+					}
+					cursor = next
+					if pages > len(want)+1 {
+						t.Fatalf("limit %d: pagination does not end", limit)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("limit %d: listed %d jobs over %d pages, not the %d spec keys in key order", limit, len(got), pages, len(want))
+				}
+				// A window is sized for a page and a quarter at the density
+				// seen, and the first is one partition.
+				if bound := 4*int64(limit+1) + 2*densest; largest > bound {
+					t.Errorf("limit %d: a range of %d keys was read for a page (want at most %d; %d jobs)", limit, largest, bound, len(want))
+				}
+			}
+			// Cursors List did not make list the jobs after them in key
+			// order, as a range from them would.
+			for _, c := range []string{"00003", "00005/", "00005/zzz", "00040/sparse-", "00063/~", "zzz", "9/x", "-1/x", "00064/x", "0005/x"} {
+				jobs, _, err := s.List(ctx, c, 1000)
+				if err != nil {
+					t.Fatalf("cursor %q: %v", c, err)
+				}
+				var after []string
+				for _, k := range want {
+					if k > c+"\x00" && len(after) < 1000 {
+						after = append(after, k)
+					}
+				}
+				var got []string
+				for _, j := range jobs {
+					got = append(got, fmt.Sprintf("%05d/%s", j.Partition, store.EscapeID(j.ID)))
+				}
+				if !slices.Equal(got, after) {
+					t.Errorf("cursor %q: listed %d jobs, want the %d after it in key order", c, len(got), len(after))
+				}
+			}
+		})
+	}
+}

@@ -76,7 +76,7 @@ type jobsAPI struct {
 	triggers *triggerLimiter
 	// whyPending returns what fills in the reasons of waiting runs
 	// (workerAPI.whyPending), nil without a worker registry.
-	whyPending func() func(runs []store.Run, executor func() (string, bool))
+	whyPending func(readerPrefix string) func(runs []store.Run, executor func() (string, bool))
 	now        func() time.Time // the clock of next fire times
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -94,7 +95,8 @@ func (a *jobsAPI) explainPending(ctx context.Context, s JobStore, id string, run
 	if a.whyPending == nil {
 		return
 	}
-	explain := a.whyPending()
+	who, _ := auth.FromContext(ctx)
+	explain := a.whyPending(who.Prefix)
 	if explain == nil {
 		return
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
@@ -25,8 +27,9 @@ type WorkerRegistry interface {
 	// Workers lists the live registrations, by ID.
 	Workers() ([]store.Worker, error)
 	// WhyPending says why no live worker can take a waiting run of job
-	// jobID with executor type executor, "" if some can.
-	WhyPending(jobID, executor string) string
+	// jobID with executor type executor, "" if some can, as told to a
+	// reader scoped to readerPrefix (dispatch.Dispatcher.WhyPending).
+	WhyPending(jobID, executor, readerPrefix string) string
 }
 
 // registry returns the worker registry, or an error saying why there is
@@ -83,6 +86,14 @@ func (a *workerAPI) workers(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusServiceUnavailable, publicMessage(err))
 		return
 	}
+	// A credential scoped to a prefix sees the workers that may serve its
+	// jobs (unscoped ones, and those whose scope overlaps its own), not
+	// other teams' workers and credentials.
+	if p, _ := auth.FromContext(r.Context()); p.Prefix != "" {
+		ws = slices.DeleteFunc(slices.Clone(ws), func(w store.Worker) bool {
+			return !strings.HasPrefix(p.Prefix, w.Prefix) && !strings.HasPrefix(w.Prefix, p.Prefix)
+		})
+	}
 	if ws == nil {
 		ws = []store.Worker{}
 	}
@@ -91,8 +102,9 @@ func (a *workerAPI) workers(w http.ResponseWriter, r *http.Request) {
 
 // whyPending returns a function that fills in the reason of waiting runs
 // that no live worker can take, for a job whose executor type the
-// function reads at most once; nil without a registry.
-func (a *workerAPI) whyPending() func(runs []store.Run, executor func() (string, bool)) {
+// function reads at most once, as told to a reader scoped to
+// readerPrefix; nil without a registry.
+func (a *workerAPI) whyPending(readerPrefix string) func(runs []store.Run, executor func() (string, bool)) {
 	reg, err := a.registry()
 	if err != nil {
 		return nil
@@ -107,7 +119,7 @@ func (a *workerAPI) whyPending() func(runs []store.Run, executor func() (string,
 			if !ok {
 				return
 			}
-			r.Reason = reg.WhyPending(r.JobID, ex)
+			r.Reason = reg.WhyPending(r.JobID, ex, readerPrefix)
 		}
 	}
 }

@@ -128,8 +128,11 @@ func (d *Dispatcher) Workers() ([]store.Worker, error) {
 // executor type, or none that does may take jobs with that ID (their
 // credentials are scoped to other prefixes). It returns "" when some live
 // worker could take it (it then waits for a free slot or its backoff),
-// and when the member keeps no registry or has not listed it yet.
-func (d *Dispatcher) WhyPending(jobID, executor string) string {
+// and when the member keeps no registry or has not listed it yet. The
+// reason names the other prefixes only for a reader with no scope
+// (readerPrefix ""): a credential scoped to a prefix is not told of other
+// teams' prefixes.
+func (d *Dispatcher) WhyPending(jobID, executor, readerPrefix string) string {
 	if d.cfg.Workers == nil {
 		return ""
 	}
@@ -137,11 +140,12 @@ func (d *Dispatcher) WhyPending(jobID, executor string) string {
 	if rev == 0 {
 		return ""
 	}
-	return whyPending(ws, jobID, executor)
+	return whyPending(ws, jobID, executor, readerPrefix == "")
 }
 
-// whyPending is WhyPending's decision over the registrations ws.
-func whyPending(ws []store.Worker, jobID, executor string) string {
+// whyPending is WhyPending's decision over the registrations ws; names
+// says whether the reason may name the workers' prefixes.
+func whyPending(ws []store.Worker, jobID, executor string, names bool) string {
 	if len(ws) == 0 {
 		return "no live worker is registered (start one: jobfleet worker)"
 	}
@@ -166,6 +170,9 @@ func whyPending(ws []store.Worker, jobID, executor string) string {
 		default:
 			return fmt.Sprintf("no live worker serves handler %s (run a program that registers it with the worker library's Handle)", strconv.Quote(executor))
 		}
+	}
+	if !names {
+		return fmt.Sprintf("no live worker serving executor %s accepts jobs under this ID: their credentials are limited to other prefixes", strconv.Quote(executor))
 	}
 	var ps []string
 	for _, p := range slices.Sorted(maps.Keys(prefixes)) {
@@ -192,7 +199,7 @@ func (d *Dispatcher) unservable(parts []*partition) map[string]int {
 			if e == nil || ar.run.Status == store.RunRunning {
 				continue
 			}
-			if whyPending(ws, ar.run.JobID, e.spec.Executor.Type) != "" {
+			if whyPending(ws, ar.run.JobID, e.spec.Executor.Type, false) != "" {
 				out[e.spec.Executor.Type]++
 			}
 		}

@@ -92,6 +92,36 @@ func TestWorkerRegistryListsWorkersAndExplainsWaitingRuns(t *testing.T) {
 	want = `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to the prefixes "billing/"`
 	waitFor(t, 10*time.Second, func() bool { _, r := reason(); return r == want })
 
+	// A viewer scoped to ops/ is told the same without billing's prefix,
+	// and lists the workers that may serve its jobs, not billing's.
+	opsViewer := authtest.Token(t, f.Client, f.NS, auth.RoleViewer, "ops/")
+	var scopedRuns jfapi.RunList
+	if code := api(t, opsViewer, "GET", base, "/v1/jobs/"+url.PathEscape(job.ID)+"/runs", nil, &scopedRuns); code != http.StatusOK || len(scopedRuns.Runs) != 1 ||
+		scopedRuns.Runs[0].Reason != `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to other prefixes` {
+		t.Fatalf("runs as a viewer scoped to ops/: %d %+v", code, scopedRuns.Runs)
+	}
+	listed := func(token string) string {
+		var l jfapi.WorkerList
+		if code := api(t, token, "GET", base, "/v1/cluster/workers", nil, &l); code != http.StatusOK {
+			t.Fatalf("GET /v1/cluster/workers: %d", code)
+		}
+		var ids []string
+		for _, w := range l.Workers {
+			ids = append(ids, w.ID)
+		}
+		return strings.Join(ids, " ")
+	}
+	billingViewer := authtest.Token(t, f.Client, f.NS, auth.RoleViewer, "billing/eu/")
+	for _, tt := range []struct{ who, token, want string }{
+		{"admin", f.AdminToken, "w-billing w-http"},
+		{"viewer of ops/", opsViewer, "w-http"},
+		{"viewer of billing/eu/", billingViewer, "w-billing w-http"},
+	} {
+		if got := listed(tt.token); got != tt.want {
+			t.Errorf("workers listed to the %s: %q, want %q", tt.who, got, tt.want)
+		}
+	}
+
 	// Another credential cannot take the ID over.
 	var e struct{ Error string }
 	if code := api(t, scoped, "POST", base, dispatch.PathRegister, dispatch.RegisterRequest{Worker: "w-http", Executors: []string{"shell"}, Concurrency: 1}, &e); code != http.StatusForbidden ||

@@ -61,6 +61,19 @@ type Config struct {
 	// member's lease renewal. 0 keeps CommitsInFlight requests in flight
 	// whatever their round trip. Default 250ms.
 	CommitLatencyTarget time.Duration
+	// LoadsInFlight is the most partitions this member loads from etcd at
+	// once; the others it owns wait for a slot, in the order they asked,
+	// before they are served. A member that acquires hundreds of
+	// partitions (a takeover, a start) would otherwise read and decode
+	// all of them at once: every load's reads and their decoding compete
+	// for the member's CPU and heap with its lease keepalives, and for
+	// etcd with everyone's requests, and at hundreds of thousands of jobs
+	// the member missed its renew deadline while loading. A load is a
+	// few milliseconds per thousand jobs, so a bound of a few loses
+	// little: the loads end in about the same total time, one after the
+	// other instead of all at the end. 0 loads every partition at once.
+	// Default 2.
+	LoadsInFlight int
 	// RunLease is how long a worker holds an attempt without heartbeat.
 	// Default 30s.
 	RunLease time.Duration
@@ -154,6 +167,7 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 		FireBatch:           25,
 		CommitsInFlight:     8,
 		CommitLatencyTarget: 250 * time.Millisecond,
+		LoadsInFlight:       2,
 		RunLease:            30 * time.Second,
 		HistoryMaxRuns:      100,
 		HistoryMaxAge:       DefaultHistoryMaxAge,
@@ -183,6 +197,8 @@ func (c Config) Validate() error {
 		return bad("fire batch %d outside 1..30", c.FireBatch)
 	case c.CommitsInFlight < 0:
 		return bad("commits in flight %d below 0", c.CommitsInFlight)
+	case c.LoadsInFlight < 0:
+		return bad("loads in flight %d below 0", c.LoadsInFlight)
 	case c.RunLease < time.Second:
 		return bad("run lease %v below 1s", c.RunLease)
 	case c.MaxActivePerJob < 1:

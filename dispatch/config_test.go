@@ -25,6 +25,7 @@ func TestConfigValidate(t *testing.T) {
 		"fire batch 0":                  func(c *dispatch.Config) { c.FireBatch = 0 },
 		"fire batch over a transaction": func(c *dispatch.Config) { c.FireBatch = 31 },
 		"negative commits in flight":    func(c *dispatch.Config) { c.CommitsInFlight = -1 },
+		"negative loads in flight":      func(c *dispatch.Config) { c.LoadsInFlight = -1 },
 		"run lease under 1s":            func(c *dispatch.Config) { c.RunLease = 999 * time.Millisecond },
 		"no active runs":                func(c *dispatch.Config) { c.MaxActivePerJob = 0 },
 		"no history":                    func(c *dispatch.Config) { c.HistoryMaxRuns = 0 },

@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -44,6 +45,13 @@ type Dispatcher struct {
 	lg     *zap.Logger
 
 	commits *committer
+	// loads bounds the partitions loading at once (Config.LoadsInFlight);
+	// nil: no bound. Its waiters are served in the order they came.
+	loads *semaphore.Weighted
+	// loadHook, if set (tests), is called when a load has its slot, before
+	// it reads etcd, and what it returns when the load ends, before the
+	// slot is given back.
+	loadHook func(p int) func()
 
 	mu    sync.Mutex         // guards parts and avail
 	parts map[int]*partition // running schedulers by partition
@@ -76,6 +84,9 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 		commits: newCommitter(client, cfg.RequestTimeout, cfg.CommitsInFlight, cfg.CommitLatencyTarget, cfg.Clock, cfg.Metrics),
 		parts:   map[int]*partition{},
 		avail:   make(chan struct{}),
+	}
+	if cfg.LoadsInFlight > 0 {
+		d.loads = semaphore.NewWeighted(int64(cfg.LoadsInFlight))
 	}
 	cfg.Metrics.setSource(d.Stats)
 	if cfg.Workers != nil {

@@ -3,12 +3,14 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -167,6 +169,15 @@ var loadPage int64 = 1000
 // rangePages calls fn for every key under prefix, in key order, read in
 // pages of at most page keys at revision rev, or, if rev is 0, at the
 // revision of the first page, which it returns.
+//
+// Only a read at revision 0 must be linearizable (it fixes what the load
+// sees as the partition's present). A read at a given revision returns
+// the same keys from any etcd member that has applied that revision, so
+// those are serializable: etcd answers them without confirming its
+// leadership and waiting to apply what it committed, which under a
+// backlog of writes is the wait a lease keepalive shares. A member that
+// has not applied rev yet refuses with ErrFutureRev, and the page is read
+// again linearizably.
 func (pt *partition) rangePages(ctx context.Context, prefix string, rev int64, page int64, fn func(kv *mvccpb.KeyValue)) (int64, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	for from := prefix; ; {
@@ -175,7 +186,14 @@ func (pt *partition) rangePages(ctx context.Context, prefix string, rev int64, p
 			opts = append(opts, clientv3.WithRev(rev))
 		}
 		rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
-		resp, err := pt.d.client.Get(rctx, from, opts...)
+		var resp *clientv3.GetResponse
+		var err error
+		if rev > 0 {
+			resp, err = pt.d.client.Get(rctx, from, append(opts, clientv3.WithSerializable())...)
+		}
+		if rev == 0 || errors.Is(err, rpctypes.ErrFutureRev) {
+			resp, err = pt.d.client.Get(rctx, from, opts...)
+		}
 		cancel()
 		if err != nil {
 			return 0, fmt.Errorf("load partition %d: %w", pt.p, err)

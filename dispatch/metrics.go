@@ -23,6 +23,9 @@ type Metrics struct {
 	commitTook   prometheus.Histogram
 	inFlight     prometheus.Gauge
 	window       prometheus.Gauge
+	loading      prometheus.Gauge
+	loadWaiting  prometheus.Gauge
+	loadTook     prometheus.Histogram
 	trims        *prometheus.CounterVec
 	jobsDeleted  prometheus.Counter
 	notified     *prometheus.CounterVec
@@ -74,6 +77,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		window: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jobfleet_dispatch_commit_window_ops", Help: "Operations of fenced writes the scheduler may have in flight to etcd now; halved when a request's round trip exceeds the commit latency target, grown while round trips stay within it.",
 		}),
+		loading: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobfleet_dispatch_loads_in_flight", Help: "Partitions this member is loading from etcd now (at most dispatch.Config.LoadsInFlight).",
+		}),
+		loadWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobfleet_dispatch_loads_waiting", Help: "Partitions owned here that wait for a load slot: not served until loaded.",
+		}),
+		loadTook: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "jobfleet_dispatch_load_seconds", Help: "Time to load one partition from etcd (its reads and their decoding), once it has a load slot.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
 		trims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_runs_trimmed_total", Help: "Final runs deleted from the history, by reason (max_runs, max_age, budget).",
 		}, []string{"reason"}),
@@ -93,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unservable: prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.trims, m.jobsDeleted, m.notified, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadWaiting, m.loadTook, m.trims, m.jobsDeleted, m.notified, state)
 	}
 	return m
 }
@@ -214,6 +227,29 @@ func (m *Metrics) commitSent() func(seconds float64) {
 func (m *Metrics) commitWindow(ops float64) {
 	if m != nil {
 		m.window.Set(ops)
+	}
+}
+
+// loadWaits is told of a partition waiting for a load slot, and returns
+// the function to call when it has one (or gave up).
+func (m *Metrics) loadWaits() func() {
+	if m == nil {
+		return func() {}
+	}
+	m.loadWaiting.Inc()
+	return m.loadWaiting.Dec
+}
+
+// loadStarts is told of a partition starting its load, and returns the
+// function to call with the load's duration when it ends.
+func (m *Metrics) loadStarts() func(seconds float64) {
+	if m == nil {
+		return func(float64) {}
+	}
+	m.loading.Inc()
+	return func(seconds float64) {
+		m.loading.Dec()
+		m.loadTook.Observe(seconds)
 	}
 }
 

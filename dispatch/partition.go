@@ -128,7 +128,10 @@ func (pt *partition) now() time.Time { return pt.d.cfg.Clock.Now() }
 func (pt *partition) run(ctx context.Context) {
 	bo := retry.New(retry.Etcd)
 	for ctx.Err() == nil {
-		rev, err := pt.load(ctx)
+		rev, err := pt.loadInTurn(ctx)
+		if ctx.Err() != nil {
+			break // released while waiting or loading
+		}
 		if err != nil {
 			pt.lg.Warn("loading partition failed; retrying", zap.Error(err))
 			retry.Sleep(ctx, pt.d.cfg.Clock, bo.Next())
@@ -145,6 +148,31 @@ func (pt *partition) run(ctx context.Context) {
 	pt.closed = true
 	pt.mu.Unlock()
 	pt.d.unregister(pt)
+}
+
+// loadInTurn waits for one of the member's load slots (Config.LoadsInFlight),
+// in the order the partitions asked, then loads the partition. It returns
+// ctx's error if ctx ends first.
+func (pt *partition) loadInTurn(ctx context.Context) (int64, error) {
+	d := pt.d
+	if d.loads != nil {
+		waited := d.cfg.Metrics.loadWaits()
+		err := d.loads.Acquire(ctx, 1)
+		waited()
+		if err != nil {
+			return 0, err
+		}
+		defer d.loads.Release(1)
+	}
+	clock := d.cfg.Clock
+	start := clock.Now()
+	took := d.cfg.Metrics.loadStarts()
+	if d.loadHook != nil {
+		defer d.loadHook(pt.p)()
+	}
+	rev, err := pt.load(ctx)
+	took(clock.Since(start).Seconds())
+	return rev, err
 }
 
 // schedule watches the partition's specs from rev and fires due jobs until

@@ -1,0 +1,169 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// gauge returns the value of the gauge name in reg (0 if absent).
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.Metric) > 0 {
+			return mf.Metric[0].GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s, or
+// at once if bad returns a complaint.
+func waitUntil(t *testing.T, what string, cond func() bool, bad func() string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if msg := bad(); msg != "" {
+			t.Fatal(msg)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10s: %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestLoadsInFlightAreBounded gives a member many partitions at once, as
+// a takeover or a start does: at most LoadsInFlight of them load at a
+// time while the others wait their turn, a partition released while it
+// waits leaves without loading, and every other partition is loaded and
+// served in the end.
+func TestLoadsInFlightAreBounded(t *testing.T) {
+	client := etcdtest.New(t).Client(t)
+	ctx := context.Background()
+	ns := "/loads-bounded/"
+	const parts, bound = 16, 2
+	st := store.NewEtcd(client, ns, parts, store.DefaultLimits(), nil)
+	for i := range 4 * parts {
+		if _, err := st.Create(ctx, store.Job{ID: fmt.Sprintf("job-%03d", i), Schedule: "@every 1h", Executor: store.Executor{Type: "noop"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	cfg := DefaultConfig(ns, parts, "m", "http://m.invalid")
+	cfg.LoadsInFlight = bound
+	cfg.Metrics = NewMetrics(reg)
+	cfg.Logger = zaptest.NewLogger(t)
+	d, err := New(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	loading, most := 0, 0
+	started := map[int]bool{}
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	open := func() { releaseOnce.Do(func() { close(release) }) }
+	d.loadHook = func(p int) func() {
+		mu.Lock()
+		loading++
+		most = max(most, loading)
+		started[p] = true
+		mu.Unlock()
+		<-release
+		return func() {
+			mu.Lock()
+			loading--
+			mu.Unlock()
+		}
+	}
+	tooMany := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if most > bound {
+			return fmt.Sprintf("%d partitions loading at once, want at most %d", most, bound)
+		}
+		return ""
+	}
+
+	cancels := make([]context.CancelFunc, parts)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer func() {
+		open() // loads the test holds end
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	for p := range parts {
+		resp, err := client.Put(ctx, shard.OwnerKey(ns, p), "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		own := shard.NewOwnership(client, ns, "m", p, resp.Header.Revision)
+		wctx, cancel := context.WithCancel(ctx)
+		cancels[p] = cancel
+		wg.Go(func() { d.Work(wctx, own) })
+	}
+
+	waitUntil(t, fmt.Sprintf("%d partitions loading and %d waiting", bound, parts-bound), func() bool {
+		mu.Lock()
+		n := loading
+		mu.Unlock()
+		return n == bound && gauge(t, reg, "jobfleet_dispatch_loads_waiting") == parts-bound
+	}, tooMany)
+	if got := gauge(t, reg, "jobfleet_dispatch_loads_in_flight"); got != bound {
+		t.Errorf("loads in flight gauge %v, want %d", got, bound)
+	}
+
+	// A partition released while it waits for its turn leaves the queue.
+	gone := -1
+	mu.Lock()
+	for p := range parts {
+		if !started[p] {
+			gone = p
+			break
+		}
+	}
+	mu.Unlock()
+	cancels[gone]()
+	waitUntil(t, "the released partition to leave the queue", func() bool {
+		return gauge(t, reg, "jobfleet_dispatch_loads_waiting") == parts-bound-1
+	}, tooMany)
+
+	open()
+	waitUntil(t, "every partition but the released one loaded", func() bool { return len(d.Owned()) == parts-1 }, tooMany)
+	if msg := tooMany(); msg != "" {
+		t.Fatal(msg)
+	}
+	for _, p := range d.Owned() {
+		if p == gone {
+			t.Errorf("partition %d was loaded after it was released", gone)
+		}
+	}
+	if got := gauge(t, reg, "jobfleet_dispatch_loads_waiting"); got != 0 {
+		t.Errorf("loads waiting gauge %v after every load, want 0", got)
+	}
+	for i := range 4 * parts {
+		id := fmt.Sprintf("job-%03d", i)
+		if p := shard.Partition(id, parts); p != gone {
+			if _, err := d.partitionFor(id); err != nil {
+				t.Errorf("job %s of loaded partition %d: %v", id, p, err)
+			}
+		}
+	}
+}

@@ -284,6 +284,16 @@ func rss(f *fleet) Spread {
 // create creates the N resident jobs (one-offs due in a year) and
 // measures the rate, the take-in, the sizes and the members' memory.
 func (p *Point) create(ctx context.Context, f *fleet) error {
+	if f.cfg.Reuse != "" {
+		// The jobs are there: wait until their owners hold them.
+		start := time.Now()
+		if err := f.waitStates(ctx, p.Jobs, 2*time.Minute+time.Duration(p.Jobs)*time.Millisecond); err != nil {
+			return err
+		}
+		f.cfg.Progress.Step("  reusing %d jobs in %s, taken in %v after the start", p.Jobs, f.cfg.Reuse, time.Since(start).Round(time.Millisecond))
+		p.RSS = rss(f)
+		return nil
+	}
 	before, err := f.inUse(ctx)
 	if err != nil {
 		return err

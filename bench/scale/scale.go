@@ -69,6 +69,13 @@ type Config struct {
 	// if empty; removed at the end unless KeepDir).
 	Dir     string `json:"-"`
 	KeepDir bool   `json:"-"`
+	// Reuse, if set, is the directory of an earlier point kept with
+	// KeepDir (the n…-m… directory under Dir), whose etcd holds the
+	// point's N jobs: the fleet starts on it and the jobs are not created
+	// again (the create and size figures stay empty). It serves phases
+	// that leave the jobs as they were (list, takeover, restart) and
+	// needs a single N and M; the directory is never removed.
+	Reuse string `json:"-"`
 	// PortBase, when positive, puts etcd on PortBase and PortBase+1 and
 	// member i on PortBase+10+i; 0 takes free ports.
 	PortBase int `json:"-"`
@@ -148,6 +155,10 @@ func (c Config) Validate() error {
 		return errors.New("scale: spread rate must be positive")
 	case c.runs(PhaseStoreLimit) && (len(c.StoreWriters) == 0 || slices.Min(c.StoreWriters) < 1):
 		return errors.New("scale: store writers must list counts ≥ 1")
+	case c.Reuse != "" && (len(c.Jobs) != 1 || len(c.Members) != 1):
+		return errors.New("scale: reusing a directory measures one job count on one member count")
+	case c.Reuse != "" && (c.runs(PhaseHerd) || c.runs(PhaseSpread) || c.runs(PhaseStoreLimit)):
+		return errors.New("scale: reusing a directory serves only the list, takeover and restart phases (the others change the jobs)")
 	case c.StoreLimitDuration < 100*time.Millisecond:
 		return fmt.Errorf("scale: store-limit duration %v below 100ms", c.StoreLimitDuration)
 	case c.MinSpread < time.Second:
@@ -236,6 +247,16 @@ func (r *Result) Failed() bool {
 // stopped.
 func measure(ctx context.Context, cfg Config, n, members int) (*Point, error) {
 	dir := cfg.Dir
+	if cfg.Reuse != "" {
+		p := &Point{Jobs: n, Members: members}
+		f, err := startFleet(ctx, cfg, cfg.Reuse, members)
+		if err != nil {
+			return p, fmt.Errorf("%w (logs in %s)", err, cfg.Reuse)
+		}
+		err = p.run(ctx, f)
+		f.stop()
+		return p, err
+	}
 	if dir == "" {
 		d, err := os.MkdirTemp("", "jobfleet-bench-scale-")
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -412,6 +413,68 @@ func (f *fleet) heapLive(ctx context.Context, m *member) (float64, error) {
 		return 0, fmt.Errorf("%s /metrics: no heap goal or GOGC", m.id)
 	}
 	return goal / (1 + gogc/100), nil
+}
+
+// metrics returns the values of the unlabelled metrics names in m's
+// /metrics (absent ones are missing from the map).
+func (f *fleet) metrics(ctx context.Context, m *member, names ...string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url()+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := f.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s /metrics: HTTP %d", m.id, resp.StatusCode)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(names, name) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s /metrics: %s: %w", m.id, name, err)
+		}
+		out[name] = v
+	}
+	return out, sc.Err()
+}
+
+// waitLoaded waits until no member has a partition waiting for its load
+// or loading (jobfleet_dispatch_loads_waiting and _in_flight are 0, or
+// absent on members that do not report them).
+func (f *fleet) waitLoaded(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		pending := 0.0
+		var err error
+		for _, m := range f.live() {
+			var v map[string]float64
+			if v, err = f.metrics(ctx, m, "jobfleet_dispatch_loads_waiting", "jobfleet_dispatch_loads_in_flight"); err != nil {
+				break
+			}
+			pending += v["jobfleet_dispatch_loads_waiting"] + v["jobfleet_dispatch_loads_in_flight"]
+		}
+		if err == nil && pending == 0 {
+			return nil
+		}
+		if err == nil {
+			f.cfg.Progress.Update("  %v partitions waiting to load or loading", pending)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("partitions not loaded after %v: %w", timeout, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // rss returns the resident set size of m's process in bytes (Linux; 0

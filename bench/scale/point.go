@@ -290,7 +290,10 @@ func (p *Point) create(ctx context.Context, f *fleet) error {
 		if err := f.waitStates(ctx, p.Jobs, 2*time.Minute+time.Duration(p.Jobs)*time.Millisecond); err != nil {
 			return err
 		}
-		f.cfg.Progress.Step("  reusing %d jobs in %s, taken in %v after the start", p.Jobs, f.cfg.Reuse, time.Since(start).Round(time.Millisecond))
+		if err := f.waitLoaded(ctx, 5*time.Minute); err != nil {
+			return err
+		}
+		f.cfg.Progress.Step("  reusing %d jobs in %s, every partition loaded %v after the fleet was ready", p.Jobs, f.cfg.Reuse, time.Since(start).Round(time.Millisecond))
 		p.RSS = rss(f)
 		return nil
 	}

@@ -163,6 +163,48 @@ func TestTinyScale(t *testing.T) {
 // TestSlopes checks the growth exponents on made-up points: a figure
 // proportional to N has slope 1, a constant one slope 0, one that is not
 // measured none.
+// TestTinyScaleReuse keeps a point's directory and starts a fleet on it
+// again: the jobs are not created again, and the phases see them all.
+func TestTinyScaleReuse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts orchestrator processes")
+	}
+	binary := filepath.Join(t.TempDir(), "jobfleet")
+	if err := binarytest.Build(binary); err != nil {
+		t.Fatal(err)
+	}
+	cfg := scale.DefaultConfig()
+	cfg.Jobs, cfg.Members, cfg.Phases = []int{50}, []int{2}, []string{scale.PhaseList}
+	cfg.Binary = binary
+	cfg.Partitions = 16
+	cfg.LeaseTTL = time.Second
+	cfg.Fsync = false
+	cfg.Quota = 256 << 20
+	cfg.Dir, cfg.KeepDir = t.TempDir(), true
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := scale.Run(ctx, cfg)
+	if err != nil || res.Failed() {
+		t.Fatalf("first run: %v %+v", err, res)
+	}
+	kept, err := filepath.Glob(filepath.Join(cfg.Dir, "n50-m2-*"))
+	if err != nil || len(kept) != 1 {
+		t.Fatalf("kept directories %v (%v), want one", kept, err)
+	}
+	cfg.Reuse = kept[0]
+	res, err = scale.Run(ctx, cfg)
+	if err != nil || res.Failed() {
+		t.Fatalf("run on the kept directory: %v %+v", err, res)
+	}
+	p := res.Points[0]
+	if p.Create.Rate != 0 {
+		t.Errorf("create %+v on a reused directory, want none", p.Create)
+	}
+	if p.List.Jobs != 50 || p.List.Rate <= 0 {
+		t.Errorf("listed %+v on a reused directory, want the 50 jobs created before", p.List)
+	}
+}
+
 func TestSlopes(t *testing.T) {
 	res := &scale.Result{Config: scale.Config{Members: []int{3}}}
 	for _, n := range []int{1_000, 100_000, 10_000} {
@@ -248,6 +290,12 @@ func TestConfigValidate(t *testing.T) {
 		"port out of range":  func(c *scale.Config) { c.PortBase = 70_000 },
 		"tiny spread period": func(c *scale.Config) { c.MinSpread = time.Millisecond },
 		"no store writers":   func(c *scale.Config) { c.StoreWriters = nil },
+		"reuse for two N": func(c *scale.Config) {
+			c.Reuse, c.Jobs, c.Members, c.Phases = "/tmp/d", []int{10, 20}, []int{3}, []string{"list"}
+		},
+		"reuse for a herd": func(c *scale.Config) {
+			c.Reuse, c.Jobs, c.Members, c.Phases = "/tmp/d", []int{10}, []int{3}, []string{"takeover", "herd"}
+		},
 	} {
 		c := ok
 		modify(&c)

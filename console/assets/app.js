@@ -136,6 +136,16 @@
 
   const between = (a, b) => (a && b ? (new Date(b) - new Date(a)) / 1000 : null);
 
+  // keepQuery writes a view's search into the address (#/name/k=v&…)
+  // without reloading the view, so that Back from a job, a reload or a
+  // copied link shows the same search. Empty values are left out.
+  function keepQuery(name, params) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
+    const s = q.toString();
+    history.replaceState(null, '', '#/' + name + (s ? '/' + s : ''));
+  }
+
   // ---- colours of owners ----------------------------------------------
 
   const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac', '#2f4b7c', '#a05195'];
@@ -247,11 +257,40 @@
     const ctrl = new AbortController();
     const map = el('div', { class: 'map', role: 'group', 'aria-label': 'Partitions, coloured by owner' });
     const legend = el('div', { class: 'legend', 'aria-label': 'Owners' });
-    const detail = el('div', { class: 'detail', 'aria-live': 'polite', text: 'Hover or focus a partition for its owner, epoch, target and since when.' });
+    const detail = el('div', { class: 'detail', 'aria-live': 'polite', text: 'Hover or focus a partition for its owner, epoch, target and since when (Tab to the map, then the arrow keys, Home and End).' });
     const note = el('p', { class: 'muted', 'aria-live': 'polite' });
     view.append(heading('Partition map'), note, legend, map, detail);
     let rows = [];
     let cells = [];
+    // The map is one stop in the Tab order (a thousand cells would be a
+    // thousand stops): only the current cell is tabbable, and the arrow
+    // keys, Home and End move between cells.
+    let current = 0;
+    function focusCell(i) {
+      if (!cells.length) return;
+      i = Math.max(0, Math.min(cells.length - 1, i));
+      cells[current].tabIndex = -1;
+      current = i;
+      cells[i].tabIndex = 0;
+      cells[i].focus();
+    }
+    // columns counts the cells of the map's first row as laid out.
+    function columns() {
+      const top = cells[0].offsetTop;
+      let n = 0;
+      while (n < cells.length && cells[n].offsetTop === top) n++;
+      return Math.max(1, n);
+    }
+    map.addEventListener('keydown', (ev) => {
+      if (ev.key === 'ArrowRight') focusCell(current + 1);
+      else if (ev.key === 'ArrowLeft') focusCell(current - 1);
+      else if (ev.key === 'ArrowDown') focusCell(current + columns());
+      else if (ev.key === 'ArrowUp') focusCell(current - columns());
+      else if (ev.key === 'Home') focusCell(0);
+      else if (ev.key === 'End') focusCell(cells.length - 1);
+      else return;
+      ev.preventDefault();
+    });
 
     function label(r) {
       return 'partition ' + r.partition + ', owner ' + (r.owner || 'none') + ', epoch ' + r.epoch +
@@ -290,9 +329,15 @@
       const ids = [...new Set([...s.members.members.map((m) => m.id), ...s.assignments.map((r) => r.owner).filter(Boolean)])].sort();
       ids.forEach(colourOf);
       rows = s.assignments;
+      if (current >= rows.length) current = 0;
       cells = rows.map((r) => {
-        const c = el('button', { type: 'button', class: 'cell', 'data-partition': r.partition });
-        c.addEventListener('focus', () => show(rows[r.partition]));
+        const c = el('button', { type: 'button', class: 'cell', 'data-partition': r.partition, tabindex: r.partition === current ? '0' : '-1' });
+        c.addEventListener('focus', () => {
+          if (current !== r.partition && cells[current]) cells[current].tabIndex = -1;
+          current = r.partition;
+          c.tabIndex = 0;
+          show(rows[r.partition]);
+        });
         c.addEventListener('mouseenter', () => show(rows[r.partition]));
         return c;
       });
@@ -383,7 +428,7 @@
     last.value = q.get('last') || '';
     const table = el('tbody');
     const pager = el('div', { class: 'actions' });
-    const note = el('p', { class: 'muted', 'aria-live': 'polite' });
+    const note = el('p', { class: 'muted', id: 'jobs-note', 'aria-live': 'polite' });
     const cursors = ['']; // cursors of the pages seen, for Previous
     let page = 0;
     const ctrl = new AbortController();
@@ -429,18 +474,24 @@
       // filter hides rows of the page loaded.
       function countShown() {
         const shown = trs.filter((tr) => !tr.hidden).length;
-        note.replaceChildren(
+        // replaceChildren inserts null as the text "null": leave it out.
+        note.replaceChildren(...[
           'Page ' + (page + 1) + ': ' + list.jobs.length + ' jobs' + (paused.value ? ' ' + paused.value : '') +
             (last.value ? ', ' + shown + ' of them with a last run ' + last.value + ' (the last-run filter looks at this page only)' : '') +
             (!list.jobs.length && list.next_cursor ? ' (none among the jobs searched so far: Next page searches on)' : '') + '.',
-          (last.value === 'dead' || last.value === 'failed') ? el('span', {}, ' Runs failing across the fleet: ', el('a', { href: '#/failing', text: 'Failing runs' }), '.') : null);
+          (last.value === 'dead' || last.value === 'failed') ? el('span', {}, ' Runs failing across the fleet: ', el('a', { href: '#/failing', text: 'Failing runs' }), '.') : null,
+        ].filter(Boolean));
       }
       countShown();
       pager.replaceChildren(
         el('button', { type: 'button', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
         el('button', { type: 'button', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));
     }
-    const form = el('form', { class: 'inline', onsubmit: (ev) => { ev.preventDefault(); cursors.length = 1; page = 0; load(); } },
+    const form = el('form', { class: 'inline', onsubmit: (ev) => {
+      ev.preventDefault();
+      keepQuery('jobs', { prefix: prefix.value, paused: paused.value, last: last.value });
+      cursors.length = 1; page = 0; load();
+    } },
       el('label', { for: 'jobs-prefix' }, 'ID prefix', prefix),
       el('label', { for: 'jobs-paused' }, 'State', paused),
       el('label', { for: 'jobs-last' }, 'Last run', last),
@@ -639,7 +690,11 @@
         el('button', { type: 'button', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
         el('button', { type: 'button', id: 'failing-next', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));
     }
-    const form = el('form', { class: 'inline', onsubmit: (ev) => { ev.preventDefault(); cursors.length = 1; page = 0; load(); } },
+    const form = el('form', { class: 'inline', onsubmit: (ev) => {
+      ev.preventDefault();
+      keepQuery('failing', { prefix: prefix.value, status: statusSel.value === 'dead,failed' ? '' : statusSel.value, since: since.value === '24h' ? '' : since.value });
+      cursors.length = 1; page = 0; load();
+    } },
       el('label', { for: 'failing-prefix' }, 'Job ID prefix', prefix),
       el('label', { for: 'failing-status' }, 'Status', statusSel),
       el('label', { for: 'failing-since' }, 'Within the', since),

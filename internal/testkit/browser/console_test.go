@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -269,6 +270,47 @@ func TestConsole(t *testing.T) {
 		if !strings.HasPrefix(label, "partition 0, owner m") || !strings.Contains(label, "Epoch") {
 			t.Errorf("the first cell, focused: %q", label)
 		}
+		// The map is one Tab stop; the arrow keys, Home and End move
+		// within it, and Tab leaves it.
+		focused := func() string {
+			return eval[string](p, `(() => { const a = document.activeElement; return a.classList.contains('cell') ? 'cell ' + a.dataset.partition : a.tagName; })()`)
+		}
+		if n := eval[int](p, `document.querySelectorAll('.cell:not([tabindex="-1"])').length`); n != 1 {
+			t.Errorf("%d cells are in the Tab order, want 1", n)
+		}
+		// Down moves one row: by the cells in the first row as laid out,
+		// to the last cell if there is no row below.
+		// A narrow map, so that it has rows.
+		p.do("narrow the map", script(`document.querySelector('.map').style.width = '200px'`))
+		perRow := eval[int](p, `[...document.querySelectorAll('.cell')].filter(c => c.offsetTop === document.querySelector('.cell').offsetTop).length`)
+		if perRow < 2 || perRow >= partitions {
+			t.Fatalf("the narrowed map shows %d cells per row", perRow)
+		}
+		for _, step := range []struct{ name, key, want string }{
+			{"right", kb.ArrowRight, "cell 1"},
+			{"right", kb.ArrowRight, "cell 2"},
+			{"left", kb.ArrowLeft, "cell 1"},
+			{"End", kb.End, fmt.Sprintf("cell %d", partitions-1)},
+			{"right at the end", kb.ArrowRight, fmt.Sprintf("cell %d", partitions-1)},
+			{"Home", kb.Home, "cell 0"},
+			{"down", kb.ArrowDown, fmt.Sprintf("cell %d", perRow)},
+			{"right", kb.ArrowRight, fmt.Sprintf("cell %d", perRow+1)},
+			{"up", kb.ArrowUp, "cell 1"},
+		} {
+			p.do("press "+step.name, chromedp.KeyEvent(step.key))
+			if got := focused(); got != step.want {
+				t.Errorf("after %s focus is on %s, want %s", step.name, got, step.want)
+			}
+		}
+		p.do("widen the map", script(`document.querySelector('.map').style.width = ''`))
+		p.do("press Tab", chromedp.KeyEvent(kb.Tab))
+		if got := focused(); strings.HasPrefix(got, "cell") {
+			t.Errorf("Tab from the map focused %s, want the map left", got)
+		}
+		p.do("press Shift+Tab", chromedp.KeyEvent(kb.Tab, chromedp.KeyModifiers(chromedp.ModifierShift)))
+		if got := focused(); got != "cell 1" {
+			t.Errorf("Shift+Tab back into the map focused %s, want the cell last focused, cell 1", got)
+		}
 		p.screenshot("console-map.png")
 		p.do("dark", colourScheme("dark"))
 		p.screenshot("console-map-dark.png")
@@ -303,7 +345,19 @@ func TestConsole(t *testing.T) {
 		}
 		p.waitJS("the next fire columns", fmt.Sprintf(`(() => { const tds = document.querySelectorAll('tr[data-job=%q] td');
 			return tds[4].textContent === %q && !['…', '?', '', 'none', 'not scheduled yet'].includes(tds[3].textContent); })()`, job, next.Fires[0].UTC), 10*time.Second)
+		if note := eval[string](p, `document.getElementById('jobs-note').textContent`); note != "Page 1: 2 jobs." {
+			t.Errorf("the note under the search says %q, want %q", note, "Page 1: 2 jobs.")
+		}
 		p.screenshot("console-jobs.png")
+		// The search is kept in the address: Back from a job shows it
+		// again.
+		if h := eval[string](p, `location.hash`); h != "#/jobs/prefix=team%2F" {
+			t.Errorf("after the search the address is %q, want #/jobs/prefix=team%%2F", h)
+		}
+		p.do("open the job", script(fmt.Sprintf(`document.querySelector('tr[data-job=%q] a').click()`, job)))
+		p.waitJS("the job page", fmt.Sprintf(`document.querySelector('#view h1')?.textContent === 'Job %s'`, job), 10*time.Second)
+		p.do("back", chromedp.NavigateBack())
+		p.waitJS("the search again", fmt.Sprintf(`document.getElementById('jobs-prefix')?.value === 'team/' && !!document.querySelector('tr[data-job=%q]') && document.querySelectorAll('#jobs-table tbody tr').length === 2`, job), 10*time.Second)
 	})
 
 	t.Run("the trigger button runs the job", func(t *testing.T) {
@@ -414,6 +468,15 @@ func TestConsole(t *testing.T) {
 		}
 		check("admin")
 		p.screenshot("console-failing.png")
+		// Its search is kept in the address, as the jobs view's.
+		p.do("search dead runs of team/",
+			chromedp.SetValue(chromedp.ID("failing-prefix"), "team/"),
+			chromedp.SetValue(chromedp.ID("failing-status"), "dead"),
+			chromedp.Click(chromedp.ID("failing-search")))
+		p.waitJS("the dead run", row+`?.dataset.status === 'dead'`, 10*time.Second)
+		if h := eval[string](p, `location.hash`); h != "#/failing/prefix=team%2F&status=dead" {
+			t.Errorf("after the search the address is %q, want #/failing/prefix=team%%2F&status=dead", h)
+		}
 		p.signIn(viewer)
 		check("viewer")
 		p.do("follow the link to the job", script(row+`.querySelector('a').click()`))

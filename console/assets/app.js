@@ -599,10 +599,13 @@
       try {
         const n = await api('GET', jobPath(id, 'next') + '?count=10');
         const list = n.fires || [];
-        fires.replaceChildren(list.length
-          ? el('table', {}, el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'In ' + (n.timezone || 'UTC') }), el('th', { scope: 'col', text: 'UTC' }))),
-            el('tbody', {}, list.map((f) => el('tr', {}, el('td', { text: f.local }), el('td', { text: f.utc })))))
-          : el('p', { class: 'muted', text: n.paused ? 'Paused: no fires until resumed.' : 'No further fires.' }));
+        // A paused job's times are those it would fire if resumed: say
+        // so above them, as jobfleet job next does.
+        fires.replaceChildren(...(list.length
+          ? [n.paused ? el('p', { class: 'warn', id: 'fires-note', text: 'Paused: it fires these times only if resumed before them.' }) : null,
+            el('table', {}, el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'In ' + (n.timezone || 'UTC') }), el('th', { scope: 'col', text: 'UTC' }))),
+              el('tbody', {}, list.map((f) => el('tr', {}, el('td', { text: f.local }), el('td', { text: f.utc })))))]
+          : [el('p', { class: 'muted', text: n.paused ? 'Paused: no fires until resumed.' : 'No further fires.' })]).filter(Boolean));
       } catch (e) {
         fires.replaceChildren(el('p', { class: 'muted', text: (st.next ? 'Next fire: ' + fmtZone(st.next, j.timezone) + ' (' + fmtUTC(st.next) + '). ' : '') +
           (e.status === 404 ? 'This server does not list further fires.' : 'Cannot list further fires: ' + e.message) }));

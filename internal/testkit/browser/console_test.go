@@ -385,6 +385,9 @@ func TestConsole(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		p.waitJS("the page shows it", `document.getElementById('job-state')?.textContent === 'paused' && !!document.getElementById('resume')`, 10*time.Second)
+		// Its next fires are those it would fire if resumed, and the page
+		// says so.
+		p.waitJS("the note above the next fires", `document.getElementById('fires-note')?.textContent.includes('only if resumed') && document.querySelectorAll('#fires-note + table tbody tr').length === 10`, 10*time.Second)
 		// The jobs view's state filter, applied by the server, finds it
 		// alone among team/'s jobs.
 		p.open("#/jobs")

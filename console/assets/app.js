@@ -551,7 +551,6 @@
         msg.textContent = what + ': done.';
         if (method === 'DELETE') { location.hash = '#/jobs'; return; }
         fastUntil = Date.now() + 10000; // the run of a trigger appears in a moment
-        clearTimeout(timer);
         tick();
       } catch (e) {
         msg.className = 'error';
@@ -620,13 +619,19 @@
     }
     // Reloaded every 10 s, or every second while a run is pending or
     // running and for 10 s after an action.
+    // An action reloads at once (tick): a reload still in flight then
+    // sets no timer when it ends, or each action made while one loads
+    // would start one more reload loop.
     let active = false;
     let fastUntil = 0;
     let timer = null;
     let stopped = false;
+    let latest = 0; // the number of the latest tick
     const tick = async () => {
+      const mine = ++latest;
+      clearTimeout(timer);
       await load();
-      if (!stopped) timer = setTimeout(tick, active || Date.now() < fastUntil ? 1000 : 10000);
+      if (!stopped && mine === latest) timer = setTimeout(tick, active || Date.now() < fastUntil ? 1000 : 10000);
     };
     tick();
     return () => { stopped = true; clearTimeout(timer); };

@@ -369,6 +369,38 @@ func TestConsole(t *testing.T) {
 			`[...document.querySelectorAll('tr[data-run]')].some(tr => tr.textContent.includes('succeeded') && tr.textContent.includes('2 attempts'))`, 20*time.Second)
 	})
 
+	t.Run("actions while the page loads do not multiply its reloads", func(t *testing.T) {
+		p.t = t
+		p.open("#/job/" + url.PathEscape(job))
+		p.waitJS("the page loaded", `!!document.getElementById('trigger') && (!!document.querySelector('tr[data-run]') || [...document.querySelectorAll('#view p')].some((e) => e.textContent === 'No runs stored.'))`, 10*time.Second)
+		// Count the page's reload timers, and hold its runs requests
+		// while the gate is shut, so that two triggers land while a
+		// reload is in flight.
+		p.do("instrument the page", script(`(() => {
+			window.ticks = 0; window.held = []; window.gate = false;
+			const st = window.setTimeout.bind(window);
+			window.setTimeout = (fn, ms, ...a) => { if (fn && fn.name === 'tick') window.ticks++; return st(fn, ms, ...a); };
+			const f = window.fetch.bind(window);
+			window.fetch = (u, o) => (window.gate && String(u).includes('/runs?limit=20'))
+				? new Promise((res) => window.held.push(() => res(f(u, o))))
+				: f(u, o);
+			window.gate = true;
+		})()`))
+		p.do("trigger", chromedp.Click(chromedp.ID("trigger")))
+		p.waitJS("a reload held", `window.held.length === 1`, 10*time.Second)
+		p.do("trigger again", chromedp.Click(chromedp.ID("trigger")))
+		p.waitJS("a second reload held", `window.held.length === 2`, 10*time.Second)
+		p.do("let both finish", script(`window.ticks = 0; window.held.splice(0).forEach((go) => go())`))
+		// Both reloads end within moments of each other; the next one
+		// starts a second later (fast reloads after an action) and is
+		// held: by then every reload timer of this round is set.
+		p.waitJS("the next reload", `window.held.length >= 1`, 10*time.Second)
+		if n := eval[int](p, `window.ticks`); n != 1 {
+			t.Errorf("after two overlapping reloads the page set %d reload timers, want 1 (each extra one is a reload loop for as long as the page is open)", n)
+		}
+		p.do("release", script(`window.gate = false; window.held.splice(0).forEach((go) => go())`))
+	})
+
 	t.Run("the pause button pauses the job", func(t *testing.T) {
 		p.t = t
 		p.open("#/job/" + url.PathEscape(job))

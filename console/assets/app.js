@@ -558,15 +558,25 @@
       }
     }
 
+    // The buttons are redrawn only when what they offer changes (read
+    // only, pause or resume), not on every reload: a redraw would take
+    // the keyboard focus away and close an open delete question.
+    let drawn = null;
     function drawActions(j) {
-      if (!canWrite(id)) {
+      const offer = !canWrite(id) ? 'read' : (j.paused ? 'resume' : 'pause');
+      if (offer === drawn) return;
+      const refocus = document.activeElement && (document.activeElement.id === 'pause' || document.activeElement.id === 'resume');
+      drawn = offer;
+      if (offer === 'read') {
         actions.replaceChildren(el('span', { class: 'muted', text: 'Your credential may read this job, not change it.' }));
         return;
       }
       const confirmBox = el('span', { hidden: true },
         el('span', { text: 'Delete job ' + id + ' and its runs? ' }),
         el('button', { type: 'button', class: 'danger', id: 'confirm-delete', text: 'Yes, delete', onclick: () => act('Delete', 'DELETE', jobPath(id)) }),
-        el('button', { type: 'button', text: 'Cancel', onclick: () => { confirmBox.hidden = true; } }));
+        // Cancel hides the question and gives focus back to Delete…,
+        // not to the page's start.
+        el('button', { type: 'button', id: 'cancel-delete', text: 'Cancel', onclick: () => { confirmBox.hidden = true; $('delete').focus(); } }));
       actions.replaceChildren(
         j.paused
           ? el('button', { type: 'button', id: 'resume', text: 'Resume', onclick: () => act('Resume', 'POST', jobPath(id, 'resume')) })
@@ -574,6 +584,7 @@
         el('button', { type: 'button', id: 'trigger', text: 'Trigger now', onclick: () => act('Trigger', 'POST', jobPath(id, 'trigger')) }),
         el('button', { type: 'button', id: 'delete', class: 'danger', text: 'Delete…', onclick: () => { confirmBox.hidden = false; $('confirm-delete').focus(); } }),
         confirmBox);
+      if (refocus) $(offer).focus(); // Pause became Resume, or back
     }
 
     async function load() {
@@ -583,6 +594,7 @@
       } catch (e) {
         info.replaceChildren(errorBox(e));
         actions.replaceChildren();
+        drawn = null;
         return;
       }
       drawActions(j);

@@ -399,6 +399,19 @@ func TestConsole(t *testing.T) {
 			t.Errorf("after two overlapping reloads the page set %d reload timers, want 1 (each extra one is a reload loop for as long as the page is open)", n)
 		}
 		p.do("release", script(`window.gate = false; window.held.splice(0).forEach((go) => go())`))
+		// Delete asks first; the page's reloads (every second after an
+		// action) leave the question open and focused; Cancel gives focus
+		// back to Delete.
+		p.do("count reloads", script(`window.reloads = 0; { const f = window.fetch; window.fetch = (u, o) => { if (String(u).includes('/runs?limit=20')) window.reloads++; return f(u, o); }; }`))
+		p.do("trigger, then delete", chromedp.Click(chromedp.ID("trigger")), chromedp.Click(chromedp.ID("delete")))
+		p.waitJS("two reloads", `window.reloads >= 3`, 10*time.Second)
+		if got := eval[string](p, `document.activeElement.id + ' ' + document.getElementById('confirm-delete').closest('span').hidden`); got != "confirm-delete false" {
+			t.Errorf("two reloads after Delete…: focus on and question hidden %q, want %q", got, "confirm-delete false")
+		}
+		p.do("cancel", chromedp.Click(chromedp.ID("cancel-delete")))
+		if got := eval[string](p, `document.activeElement.id + ' ' + document.getElementById('confirm-delete').closest('span').hidden`); got != "delete true" {
+			t.Errorf("after Cancel: focus on and question hidden %q, want %q", got, "delete true")
+		}
 	})
 
 	t.Run("the pause button pauses the job", func(t *testing.T) {

@@ -623,7 +623,17 @@
       }
       try {
         const r = await api('GET', jobPath(id, 'runs') + '?limit=20');
+        // The reload keeps the runs whose attempts are open open, and the
+        // focus on the run it was on.
+        const rowOf = (e) => (e && e.closest ? e.closest('tr[data-run]') : null);
+        const opened = new Set([...runs.querySelectorAll('tr[data-run] details[open]')].map((d) => rowOf(d).dataset.run));
+        const focused = runs.contains(document.activeElement) ? rowOf(document.activeElement) : null;
         runs.replaceChildren(r.runs.length ? runsTable(r.runs) : el('p', { class: 'muted', text: 'No runs stored.' }));
+        for (const tr of runs.querySelectorAll('tr[data-run]')) {
+          const d = tr.querySelector('details');
+          if (d && opened.has(tr.dataset.run)) d.open = true;
+          if (focused && tr.dataset.run === focused.dataset.run) (tr.querySelector('summary') || tr).focus();
+        }
         active = r.runs.some((run) => run.status === 'pending' || run.status === 'running');
       } catch (e) {
         runs.replaceChildren(errorBox(e));

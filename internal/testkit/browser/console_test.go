@@ -369,7 +369,7 @@ func TestConsole(t *testing.T) {
 			`[...document.querySelectorAll('tr[data-run]')].some(tr => tr.textContent.includes('succeeded') && tr.textContent.includes('2 attempts'))`, 20*time.Second)
 	})
 
-	t.Run("actions while the page loads do not multiply its reloads", func(t *testing.T) {
+	t.Run("the job page reloads in one loop, keeping focus, the delete question and open runs", func(t *testing.T) {
 		p.t = t
 		p.open("#/job/" + url.PathEscape(job))
 		p.waitJS("the page loaded", `!!document.getElementById('trigger') && (!!document.querySelector('tr[data-run]') || [...document.querySelectorAll('#view p')].some((e) => e.textContent === 'No runs stored.'))`, 10*time.Second)
@@ -407,6 +407,16 @@ func TestConsole(t *testing.T) {
 		p.waitJS("two reloads", `window.reloads >= 3`, 10*time.Second)
 		if got := eval[string](p, `document.activeElement.id + ' ' + document.getElementById('confirm-delete').closest('span').hidden`); got != "confirm-delete false" {
 			t.Errorf("two reloads after Delete…: focus on and question hidden %q, want %q", got, "confirm-delete false")
+		}
+		// Reloads keep a run's attempts open, and the focus on it.
+		p.waitJS("a run with attempts", `!!document.querySelector('tr[data-run] summary')`, 10*time.Second)
+		p.do("open a run's attempts", script(`(() => { const s = document.querySelector('tr[data-run] summary'); s.click(); s.focus(); window.openRun = s.closest('tr').dataset.run; })()`))
+		n := eval[int](p, `window.reloads`)
+		p.do("trigger (reloads every second)", script(`document.getElementById('trigger').click()`))
+		p.waitJS("two more reloads", fmt.Sprintf(`window.reloads >= %d`, n+2), 10*time.Second)
+		if got := eval[string](p, `(() => { const tr = [...document.querySelectorAll('tr[data-run]')].find((tr) => tr.dataset.run === window.openRun);
+			return (tr.querySelector('details').open ? 'open' : 'closed') + ' ' + (tr.contains(document.activeElement) ? 'focused' : 'not focused'); })()`); got != "open focused" {
+			t.Errorf("a run's attempts, opened, after two reloads: %s, want open focused", got)
 		}
 		p.do("cancel", chromedp.Click(chromedp.ID("cancel-delete")))
 		if got := eval[string](p, `document.activeElement.id + ' ' + document.getElementById('confirm-delete').closest('span').hidden`); got != "delete true" {

@@ -599,14 +599,19 @@
       }
       drawActions(j);
       const st = j.state || {};
+      // As for the runs below: the document stays open, and the focus
+      // stays on what it was on (the partition link, the summary).
+      const docWasOpen = !!info.querySelector('details[open]');
+      const focusedId = info.contains(document.activeElement) ? document.activeElement.id : '';
       info.replaceChildren(
         el('dl', { class: 'kv' },
           el('dt', { text: 'State' }), el('dd', { id: 'job-state', text: j.paused ? 'paused' : 'active' }),
           el('dt', { text: 'Schedule' }), el('dd', { text: j.schedule || (j.run_at ? 'once at ' + fmtUTC(j.run_at) : '') }),
           el('dt', { text: 'Time zone' }), el('dd', { text: j.timezone || 'UTC' }),
-          el('dt', { text: 'Partition' }), el('dd', {}, el('a', { href: '#/where/' + encodeURIComponent(id), text: String(j.partition) })),
+          el('dt', { text: 'Partition' }), el('dd', {}, el('a', { id: 'job-partition', href: '#/where/' + encodeURIComponent(id), text: String(j.partition) })),
           el('dt', { text: 'Fired / skipped / dropped' }), el('dd', { text: (st.fired || 0) + ' / ' + (st.skipped || 0) + ' / ' + (st.dropped || 0) })),
-        el('details', {}, el('summary', { text: 'Document' }), el('pre', { text: JSON.stringify(j, null, 2) })));
+        el('details', { id: 'job-document', open: docWasOpen }, el('summary', { id: 'job-document-summary', text: 'Document' }), el('pre', { text: JSON.stringify(j, null, 2) })));
+      if (focusedId && $(focusedId)) $(focusedId).focus();
       try {
         const n = await api('GET', jobPath(id, 'next') + '?count=10');
         const list = n.fires || [];

@@ -410,13 +410,16 @@ func TestConsole(t *testing.T) {
 		}
 		// Reloads keep a run's attempts open, and the focus on it.
 		p.waitJS("a run with attempts", `!!document.querySelector('tr[data-run] summary')`, 10*time.Second)
-		p.do("open a run's attempts", script(`(() => { const s = document.querySelector('tr[data-run] summary'); s.click(); s.focus(); window.openRun = s.closest('tr').dataset.run; })()`))
+		p.do("open a run's attempts and the document", script(`(() => { document.getElementById('job-document').open = true; const s = document.querySelector('tr[data-run] summary'); s.click(); s.focus(); window.openRun = s.closest('tr').dataset.run; })()`))
 		n := eval[int](p, `window.reloads`)
 		p.do("trigger (reloads every second)", script(`document.getElementById('trigger').click()`))
 		p.waitJS("two more reloads", fmt.Sprintf(`window.reloads >= %d`, n+2), 10*time.Second)
 		if got := eval[string](p, `(() => { const tr = [...document.querySelectorAll('tr[data-run]')].find((tr) => tr.dataset.run === window.openRun);
 			return (tr.querySelector('details').open ? 'open' : 'closed') + ' ' + (tr.contains(document.activeElement) ? 'focused' : 'not focused'); })()`); got != "open focused" {
 			t.Errorf("a run's attempts, opened, after two reloads: %s, want open focused", got)
+		}
+		if !eval[bool](p, `document.getElementById('job-document').open`) {
+			t.Error("the job's document, opened, is closed after two reloads")
 		}
 		p.do("cancel", chromedp.Click(chromedp.ID("cancel-delete")))
 		if got := eval[string](p, `document.activeElement.id + ' ' + document.getElementById('confirm-delete').closest('span').hidden`); got != "delete true" {

@@ -136,6 +136,32 @@
 
   const between = (a, b) => (a && b ? (new Date(b) - new Date(a)) / 1000 : null);
 
+  // keepFocus runs redraw, which replaces elements within box, and gives
+  // the focus back to what replaced the element it was on: in the same
+  // table row (data-run, data-job) the element of the same kind, or the
+  // element with the same id (a pager's button). Refreshes and page
+  // turns so leave a keyboard user where they were.
+  function keepFocus(box, redraw) {
+    const a = document.activeElement;
+    if (!a || !box.contains(a) || a === box) { redraw(); return; }
+    const row = a.closest('tr[data-run], tr[data-job]');
+    const key = row ? (row.dataset.run !== undefined ? ['run', row.dataset.run] : ['job', row.dataset.job]) : null;
+    const id = a.id;
+    const tag = a.tagName;
+    redraw();
+    let next = null;
+    if (key) {
+      const tr = [...box.querySelectorAll('tr[data-' + key[0] + ']')].find((r) => r.dataset[key[0]] === key[1]);
+      if (tr) next = [...tr.querySelectorAll(tag)][0] || tr;
+    } else if (id) {
+      next = document.getElementById(id);
+    }
+    // A pager's button that became disabled (the last page) passes the
+    // focus to its enabled neighbour.
+    if (next && next.disabled) next = [...next.parentElement.querySelectorAll('button')].find((b) => !b.disabled) || null;
+    if (next) next.focus();
+  }
+
   // keepQuery writes a view's search into the address (#/name/k=v&…)
   // without reloading the view, so that Back from a job, a reload or a
   // copied link shows the same search. Empty values are left out.
@@ -468,7 +494,7 @@
         }, () => { lastCell.textContent = '?'; });
         return tr;
       });
-      table.replaceChildren(...trs);
+      keepFocus(view, () => table.replaceChildren(...trs));
       // The prefix and the state are filtered on the server; the last
       // run's status is known only per row (one request each), so that
       // filter hides rows of the page loaded.
@@ -476,16 +502,16 @@
         const shown = trs.filter((tr) => !tr.hidden).length;
         // replaceChildren inserts null as the text "null": leave it out.
         note.replaceChildren(...[
-          'Page ' + (page + 1) + ': ' + list.jobs.length + ' jobs' + (paused.value ? ' ' + paused.value : '') +
+          'Page ' + (page + 1) + ': ' + list.jobs.length + (list.jobs.length === 1 ? ' job' : ' jobs') + (paused.value ? ' ' + paused.value : '') +
             (last.value ? ', ' + shown + ' of them with a last run ' + last.value + ' (the last-run filter looks at this page only)' : '') +
             (!list.jobs.length && list.next_cursor ? ' (none among the jobs searched so far: Next page searches on)' : '') + '.',
           (last.value === 'dead' || last.value === 'failed') ? el('span', {}, ' Runs failing across the fleet: ', el('a', { href: '#/failing', text: 'Failing runs' }), '.') : null,
         ].filter(Boolean));
       }
       countShown();
-      pager.replaceChildren(
-        el('button', { type: 'button', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
-        el('button', { type: 'button', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));
+      keepFocus(view, () => pager.replaceChildren(
+        el('button', { type: 'button', id: 'jobs-prev', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
+        el('button', { type: 'button', id: 'jobs-next', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } })));
     }
     const form = el('form', { class: 'inline', onsubmit: (ev) => {
       ev.preventDefault();
@@ -707,23 +733,25 @@
       if (stopped) return;
       cursors[page + 1] = list.next_cursor;
       const runs = list.runs.slice().sort((a, b) => (a.at < b.at ? 1 : (a.at > b.at ? -1 : 0)));
-      table.replaceChildren(...runs.map((r) => el('tr', { 'data-run': r.run_id, 'data-status': r.status },
-        el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(r.job_id), text: r.job_id })),
-        el('td', { class: 'error', text: r.status }),
-        el('td', { class: 'num', text: r.attempt }),
-        el('td', { text: fmtUTC(r.at) }),
-        el('td', {}, r.error ? el('span', { class: 'error', text: r.error }) : el('span', { class: 'muted', text: 'no error recorded' })),
-        el('td', { class: 'muted', text: r.run_id }))));
-      if (!runs.length && page === 0 && !list.next_cursor) {
-        say('No ' + statusSel.selectedOptions[0].text + ' runs in the ' + since.selectedOptions[0].text + (prefix.value ? ' under ' + prefix.value : '') + '.', 'ok');
-      } else {
-        say('Page ' + (page + 1) + ': ' + runs.length + ' run' + (runs.length === 1 ? '' : 's') +
-          ', newest first within the page (the server pages by partition and job, not by time)' +
-          (runs.length < PAGE_SIZE && list.next_cursor ? '; the server stops a page after reading 10 000 entries, Next page searches on' : '') + '. Refreshed every 30 s.');
-      }
-      pager.replaceChildren(
-        el('button', { type: 'button', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
-        el('button', { type: 'button', id: 'failing-next', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));
+      keepFocus(view, () => {
+        table.replaceChildren(...runs.map((r) => el('tr', { 'data-run': r.run_id, 'data-status': r.status },
+          el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(r.job_id), text: r.job_id })),
+          el('td', { class: 'error', text: r.status }),
+          el('td', { class: 'num', text: r.attempt }),
+          el('td', { text: fmtUTC(r.at) }),
+          el('td', {}, r.error ? el('span', { class: 'error', text: r.error }) : el('span', { class: 'muted', text: 'no error recorded' })),
+          el('td', { class: 'muted', text: r.run_id }))));
+        if (!runs.length && page === 0 && !list.next_cursor) {
+          say('No ' + statusSel.selectedOptions[0].text + ' runs in the ' + since.selectedOptions[0].text + (prefix.value ? ' under ' + prefix.value : '') + '.', 'ok');
+        } else {
+          say('Page ' + (page + 1) + ': ' + runs.length + ' run' + (runs.length === 1 ? '' : 's') +
+            ', newest first within the page (the server pages by partition and job, not by time)' +
+            (runs.length < PAGE_SIZE && list.next_cursor ? '; the server stops a page after reading 10 000 entries, Next page searches on' : '') + '. Refreshed every 30 s.');
+        }
+        pager.replaceChildren(
+          el('button', { type: 'button', id: 'failing-prev', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
+          el('button', { type: 'button', id: 'failing-next', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));
+      });
     }
     const form = el('form', { class: 'inline', onsubmit: (ev) => {
       ev.preventDefault();

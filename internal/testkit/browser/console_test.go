@@ -358,6 +358,25 @@ func TestConsole(t *testing.T) {
 		p.waitJS("the job page", fmt.Sprintf(`document.querySelector('#view h1')?.textContent === 'Job %s'`, job), 10*time.Second)
 		p.do("back", chromedp.NavigateBack())
 		p.waitJS("the search again", fmt.Sprintf(`document.getElementById('jobs-prefix')?.value === 'team/' && !!document.querySelector('tr[data-job=%q]') && document.querySelectorAll('#jobs-table tbody tr').length === 2`, job), 10*time.Second)
+		// Pages: the focus stays on the pager's buttons as they turn.
+		for i := range 26 {
+			j := store.Job{ID: fmt.Sprintf("pages/%02d", i), Schedule: "0 0 1 1 *", Executor: store.Executor{Type: "http", URL: hook.URL + "/invoice"}}
+			if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
+				t.Fatalf("create %s: %d", j.ID, code)
+			}
+		}
+		p.open("#/jobs/prefix=pages%2F")
+		p.waitJS("a full first page", `document.querySelectorAll('#jobs-table tbody tr').length === 25 && !document.getElementById('jobs-next').disabled`, 10*time.Second)
+		p.do("next page by keyboard", script(`document.getElementById('jobs-next').focus()`), chromedp.KeyEvent("\r"))
+		p.waitJS("the second page", `document.getElementById('jobs-note').textContent.startsWith('Page 2: 1 job.')`, 10*time.Second)
+		if got := eval[string](p, `document.activeElement.id`); got != "jobs-prev" {
+			t.Errorf("on the last page the focus is on %q, want jobs-prev (Next page is disabled)", got)
+		}
+		p.do("previous page by keyboard", chromedp.KeyEvent("\r"))
+		p.waitJS("the first page", `document.getElementById('jobs-note').textContent.startsWith('Page 1: 25 jobs')`, 10*time.Second)
+		if got := eval[string](p, `document.activeElement.id`); got != "jobs-next" {
+			t.Errorf("back on the first page the focus is on %q, want jobs-next (Previous page is disabled)", got)
+		}
 	})
 
 	t.Run("the trigger button runs the job", func(t *testing.T) {
@@ -537,6 +556,16 @@ func TestConsole(t *testing.T) {
 		p.waitJS("the dead run", row+`?.dataset.status === 'dead'`, 10*time.Second)
 		if h := eval[string](p, `location.hash`); h != "#/failing/prefix=team%2F&status=dead" {
 			t.Errorf("after the search the address is %q, want #/failing/prefix=team%%2F&status=dead", h)
+		}
+		// The 30 s refresh keeps the focus on the run's link: catch the
+		// view's refresh to run it now.
+		p.do("catch the refresh", script(`(() => { const si = window.setInterval; window.setInterval = (fn, ms) => { if (ms === 30000) { window.refreshFailing = fn; return 0; } return si(fn, ms); }; window.restoreInterval = () => { window.setInterval = si; }; })()`))
+		p.open("#/failing")
+		p.waitJS("the view with its refresh caught", row+`?.dataset.status === 'dead' && typeof window.refreshFailing === 'function'`, 10*time.Second)
+		p.do("focus the run's link, refresh", script(`window.restoreInterval(); window.before = `+row+`; window.before.querySelector('a').focus(); window.refreshFailing()`))
+		p.waitJS("the refreshed row", row+` && `+row+` !== window.before`, 10*time.Second)
+		if got := eval[string](p, `document.activeElement.closest('tr[data-run]')?.dataset.run + ' ' + document.activeElement.tagName`); got != trig.RunID+" A" {
+			t.Errorf("after the refresh the focus is on %q, want the link of %s", got, trig.RunID)
 		}
 		p.signIn(viewer)
 		check("viewer")

@@ -84,7 +84,7 @@ func TestKilledWorkerProcessTakesItsShellCommandWithIt(t *testing.T) {
 
 	doomed.signal(t, syscall.SIGKILL)
 	doomed.waitExit(t, 5*time.Second)
-	poll(t, 5*time.Second, "every process of the command gone after its worker was killed", func() (bool, string) {
+	poll(t, 10*time.Second, "every process of the command gone after its worker was killed", func() (bool, string) {
 		var left []int
 		for _, pid := range pids {
 			if running(pid) {

@@ -223,6 +223,17 @@ func TestShellExecutor(t *testing.T) {
 			command: []string{"/nonexistent/jobfleet-test-program"},
 			wantErr: "no such file or directory",
 		},
+		{
+			name:       "killed by a signal",
+			command:    []string{"sh", "-c", "echo before; kill -TERM $$"},
+			wantOutput: "before\n",
+			wantErr:    "signal: terminated",
+		},
+		{
+			name:    "program not executable",
+			command: []string{"/etc/passwd"},
+			wantErr: `start "/etc/passwd": fork/exec /etc/passwd: permission denied`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -230,6 +230,11 @@ func TestShellExecutor(t *testing.T) {
 			wantErr:    "signal: terminated",
 		},
 		{
+			name:       "signals to the group reach the command, not its guard",
+			command:    []string{"sh", "-c", `trap 'echo got HUP' HUP; trap 'echo got QUIT' QUIT; kill -HUP 0; kill -QUIT 0; echo done`},
+			wantOutput: "got HUP\ngot QUIT\ndone\n",
+		},
+		{
 			name:    "program not executable",
 			command: []string{"/etc/passwd"},
 			wantErr: `start "/etc/passwd": fork/exec /etc/passwd: permission denied`,

@@ -31,7 +31,8 @@ import (
 // command did not start ("error <message>"), or the signal that ended it
 // ("signal <number>"); otherwise it exits with the command's exit code.
 // It ignores SIGTERM, which the worker sends to the whole group to stop
-// the command, and waits for the command to end.
+// the command, and the other signals a group may be sent (guardCaught),
+// and waits for the command to end.
 
 const (
 	// guardEnv, set to guardOn in its environment, makes a process of this
@@ -78,6 +79,11 @@ func guardCommand(ctx context.Context, self, prog string, argv, env []string) *e
 	return cmd
 }
 
+// guardCaught are the signals the guard does not act on, when they are
+// sent to its process group: those that would end it (SIGQUIT with a
+// goroutine dump in the command's output).
+var guardCaught = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
 // runShellGuard is the guard's main: it runs prog with argv and returns
 // the exit code for the guard.
 func runShellGuard(prog string, argv []string) int {
@@ -89,10 +95,15 @@ func runShellGuard(prog string, argv []string) int {
 	if lifeline == nil || status == nil {
 		return 127
 	}
-	// SIGTERM is for the command (the worker signals the group); the
-	// guard waits for the command to end. A caught signal is reset for the
-	// command when it is executed.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM)
+	// Signals sent to the group are for the command (the worker sends
+	// SIGTERM to stop it); the guard waits for the command to end. A
+	// caught signal is reset for the command when it is executed; one
+	// the guard was started ignoring stays ignored, for the command too.
+	for _, sig := range guardCaught {
+		if !signal.Ignored(sig) {
+			signal.Notify(make(chan os.Signal, 1), sig)
+		}
+	}
 	go func() {
 		// Returns at end of file: the worker is gone (or has finished
 		// with this attempt, and kills the group anyway).

@@ -90,11 +90,10 @@ func runShellGuard(prog string, argv []string) int {
 	// Neither descriptor may reach the command.
 	syscall.CloseOnExec(guardLifeline)
 	syscall.CloseOnExec(guardStatus)
+	// Were descriptor 3 not open, reading it would fail at once and the
+	// guard kill itself before starting anything.
 	lifeline := os.NewFile(guardLifeline, "lifeline")
 	status := os.NewFile(guardStatus, "status")
-	if lifeline == nil || status == nil {
-		return 127
-	}
 	// Signals sent to the group are for the command (the worker sends
 	// SIGTERM to stop it); the guard waits for the command to end. A
 	// caught signal is reset for the command when it is executed; one
@@ -129,8 +128,9 @@ func runShellGuard(prog string, argv []string) int {
 	return cmd.ProcessState.ExitCode()
 }
 
-// guardStatusError returns the error the guard's status message reports,
-// or nil if there is none. cmdName is the command's argv[0].
+// guardStatusError reads the guard's status message msg: whether the
+// command started, and the error the message reports (nil for none, the
+// empty message). cmdName is the command's argv[0].
 func guardStatusError(msg, cmdName string) (started bool, err error) {
 	kind, rest, _ := strings.Cut(msg, " ")
 	switch kind {

@@ -35,6 +35,7 @@ var levels = map[string]int{
 	"docs":                  0, // only the docs' tests
 	"console":               0,
 	"internal/mirror":       1,
+	"internal/etcdcluster":  1,
 	"bench":                 2,
 	"membership":            2,
 	"auth":                  2,

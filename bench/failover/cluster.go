@@ -124,29 +124,14 @@ func (c *cluster) kill() {
 	}
 }
 
-// leader returns the running member that is the raft leader.
-func (c *cluster) leader(ctx context.Context, cl *clientv3.Client) (*etcdMember, error) {
-	i, err := etcdcluster.Leader(ctx, cl, c.layout, func(i int) bool { return c.members[i].running() })
-	if err != nil {
-		return nil, err
-	}
-	return c.members[i], nil
-}
-
 // killLeader SIGKILLs the leader, keeps it down for down, starts it again
 // and returns the time from the kill until the cluster served a write.
 func (c *cluster) killLeader(ctx context.Context, cl *clientv3.Client, down time.Duration) (time.Duration, error) {
-	var leader *etcdMember
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if leader, err = c.leader(ctx, cl); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, err
-		}
-		sleep(ctx, 100*time.Millisecond)
+	i, err := etcdcluster.AwaitLeader(ctx, cl, c.layout, func(i int) bool { return c.members[i].running() }, 10*time.Second)
+	if err != nil {
+		return 0, err
 	}
+	leader := c.members[i]
 	killed := time.Now()
 	leader.kill()
 	served := make(chan time.Duration, 1)

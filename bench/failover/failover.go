@@ -172,6 +172,7 @@ func measureTTL(ctx context.Context, cfg Config, etcd *cluster, obs *clientv3.Cl
 	f, err := inprocfleet.New(obs, inprocfleet.Config{
 		EtcdAddrs:     etcd.clientAddrs(),
 		Namespace:     ns,
+		Members:       cfg.Members,
 		Partitions:    cfg.Partitions,
 		LeaseTTL:      ttl,
 		SettleTimeout: cfg.Timeout,
@@ -181,11 +182,6 @@ func measureTTL(ctx context.Context, cfg Config, etcd *cluster, obs *clientv3.Cl
 		return nil, err
 	}
 	defer f.StopAll()
-	for i := range cfg.Members {
-		if err := f.Join(fmt.Sprintf("orchestrator-%d", i+1)); err != nil {
-			return nil, err
-		}
-	}
 	if _, err := f.Settle(ctx, time.Now()); err != nil {
 		res.Unsettled = fmt.Sprintf("start: %v", err)
 		return res, nil

@@ -37,6 +37,9 @@ type Config struct {
 	EtcdAddrs []string
 	// Namespace is the fleet's key prefix (the orchestrators' --namespace).
 	Namespace string
+	// Members is how many members New joins: orchestrator-1 …
+	// orchestrator-<Members>.
+	Members int
 	// Partitions is P.
 	Partitions int
 	// LeaseTTL is every member's lease TTL.
@@ -68,14 +71,23 @@ type member struct {
 	done    chan struct{} // closed when Run has returned
 }
 
-// New returns an empty fleet; obs is the observer's client, which Settle
-// reads the owner keys with (straight to etcd, not through a bridge). The
-// caller keeps obs open until StopAll has returned and closes it.
+// New returns a fleet of cfg.Members members, joined without waiting for
+// them to own anything (Settle does); obs is the observer's client, which
+// Settle reads the owner keys with (straight to etcd, not through a
+// bridge). The caller calls StopAll when done, and keeps obs open until
+// then. On an error nothing is left running.
 func New(obs *clientv3.Client, cfg Config) (*Fleet, error) {
-	if len(cfg.EtcdAddrs) == 0 || cfg.Namespace == "" || cfg.Partitions < 1 || cfg.LeaseTTL <= 0 || cfg.SettleTimeout <= 0 {
-		return nil, errors.New("inprocfleet: need etcd addresses, a namespace, partitions ≥ 1, a lease TTL and a settle timeout")
+	if len(cfg.EtcdAddrs) == 0 || cfg.Namespace == "" || cfg.Members < 0 || cfg.Partitions < 1 || cfg.LeaseTTL <= 0 || cfg.SettleTimeout <= 0 {
+		return nil, errors.New("inprocfleet: need etcd addresses, a namespace, members ≥ 0, partitions ≥ 1, a lease TTL and a settle timeout")
 	}
-	return &Fleet{cfg: cfg, obs: obs, members: map[string]*member{}}, nil
+	f := &Fleet{cfg: cfg, obs: obs, members: map[string]*member{}}
+	for i := range cfg.Members {
+		if err := f.Join(fmt.Sprintf("orchestrator-%d", i+1)); err != nil {
+			f.StopAll()
+			return nil, err
+		}
+	}
+	return f, nil
 }
 
 // Join starts a member with the given ID, which must not be live; it does

@@ -88,6 +88,7 @@ func Gaps(ctx context.Context, endpoints []string, etcdAddr string, cfg GapConfi
 	f, err := inprocfleet.New(obs, inprocfleet.Config{
 		EtcdAddrs:     []string{etcdAddr},
 		Namespace:     ns,
+		Members:       cfg.Members,
 		Partitions:    cfg.Partitions,
 		LeaseTTL:      cfg.LeaseTTL,
 		SettleTimeout: cfg.Timeout,
@@ -96,11 +97,6 @@ func Gaps(ctx context.Context, endpoints []string, etcdAddr string, cfg GapConfi
 		return nil, err
 	}
 	defer f.StopAll()
-	for i := range cfg.Members {
-		if err := f.Join(fmt.Sprintf("orchestrator-%d", i+1)); err != nil {
-			return nil, err
-		}
-	}
 	if _, err := f.Settle(ctx, time.Now()); err != nil {
 		return nil, err
 	}

@@ -131,6 +131,16 @@ func (c *etcdCluster) leader(ctx context.Context, cl *clientv3.Client) (*etcdMem
 	return c.members[i], nil
 }
 
+// awaitLeader returns the raft leader, asking every 100 ms for up to 10 s;
+// nil if none was found.
+func (c *etcdCluster) awaitLeader(ctx context.Context, cl *clientv3.Client) *etcdMember {
+	i, err := etcdcluster.AwaitLeader(ctx, cl, c.layout, func(i int) bool { return c.members[i].live() }, 10*time.Second)
+	if err != nil {
+		return nil
+	}
+	return c.members[i]
+}
+
 // kill kills every member.
 func (c *etcdCluster) kill() {
 	var wg sync.WaitGroup

@@ -129,3 +129,25 @@ func Leader(ctx context.Context, cl *clientv3.Client, members []Member, live fun
 	}
 	return -1, fmt.Errorf("no etcd leader found: %w", errors.Join(errs...))
 }
+
+// AwaitLeader asks as Leader does every 100 ms until it finds the leader;
+// it fails with Leader's last error once timeout has passed or ctx has
+// ended.
+func AwaitLeader(ctx context.Context, cl *clientv3.Client, members []Member, live func(i int) bool, timeout time.Duration) (int, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		i, err := Leader(ctx, cl, members, live)
+		if err == nil {
+			return i, nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return -1, err
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}

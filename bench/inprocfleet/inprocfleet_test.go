@@ -96,12 +96,8 @@ func TestSettleReadErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	if _, err := f.Settle(context.Background(), start); err == nil || strings.Contains(err.Error(), "not settled") {
+	if _, err := f.Settle(context.Background(), time.Now()); err == nil || strings.Contains(err.Error(), "not settled") {
 		t.Errorf("ReadTimeout 0: Settle = %v, want the read's error", err)
-	}
-	if waited := time.Since(start); waited >= cfg.SettleTimeout {
-		t.Errorf("ReadTimeout 0: Settle waited %v for a failed read", waited)
 	}
 
 	cfg.ReadTimeout = 100 * time.Millisecond

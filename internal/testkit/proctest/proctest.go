@@ -8,7 +8,9 @@
 // (internal/testkit/walkthrough) use it.
 //
 // What it does not promise: a Process signals its own process only, not
-// a process group; children it forked are not killed with it.
+// a process group; children it forked are not killed with it, and one
+// that still holds the output keeps Wait (and the end of the test)
+// waiting until it exits.
 package proctest
 
 import (

@@ -37,7 +37,7 @@ func TestOutputAndExit(t *testing.T) {
 // TestSignals checks Signal, Stop on a running and on an exited process,
 // and the exit code of a process a signal killed.
 func TestSignals(t *testing.T) {
-	p := Start(t, "sleep", "/bin/sh", []string{"-c", "sleep 60"}, Options{})
+	p := Start(t, "sleep", "/bin/sh", []string{"-c", "exec sleep 60"}, Options{})
 	p.Signal(t, syscall.SIGKILL)
 	if code := p.Wait(t, 10*time.Second); code != -1 {
 		t.Errorf("SIGKILLed: exit code %d, want -1", code)
@@ -48,7 +48,7 @@ func TestSignals(t *testing.T) {
 	if code := p.Stop(t, syscall.SIGTERM, time.Second); code != -1 {
 		t.Errorf("Stop of an exited process: exit code %d, want -1", code)
 	}
-	q := Start(t, "sleep", "/bin/sh", []string{"-c", "sleep 60"}, Options{})
+	q := Start(t, "sleep", "/bin/sh", []string{"-c", "exec sleep 60"}, Options{})
 	if code := q.Stop(t, syscall.SIGTERM, 10*time.Second); code != -1 {
 		t.Errorf("Stop with SIGTERM: exit code %d, want -1", code)
 	}
@@ -80,7 +80,7 @@ func (r *recorder) end() {
 // the test failed, its last LogLines lines or all of it, stdout and
 // stderr apart or combined.
 func TestEnd(t *testing.T) {
-	script := []string{"-c", `echo a; echo b; echo c; echo e >&2; sleep 60`}
+	script := []string{"-c", `echo a; echo b; echo c; echo e >&2; exec sleep 60`}
 	for _, tc := range []struct {
 		name   string
 		opts   Options

@@ -32,8 +32,8 @@ func TestKilledWorkerProcessTakesItsShellCommandWithIt(t *testing.T) {
 	}
 	ns := etcdtest.Namespace(t)
 	o := startOrchestrator(t, ns, "orch-s")
-	if o.exited() {
-		t.Fatalf("orchestrator exited at start-up: %v", o.cmd.ProcessState)
+	if o.Exited() {
+		t.Fatalf("orchestrator exited at start-up: %v", o.Cmd.ProcessState)
 	}
 	waitSettled(t, o, []string{"orch-s"}, 20*time.Second)
 	doomed := startProc(t, "doomed", "worker", "--orchestrators="+o.url, "--token-file="+adminSecretFile, "--id=doomed",
@@ -82,8 +82,8 @@ func TestKilledWorkerProcessTakesItsShellCommandWithIt(t *testing.T) {
 		}
 	}
 
-	doomed.signal(t, syscall.SIGKILL)
-	doomed.waitExit(t, 5*time.Second)
+	doomed.Signal(t, syscall.SIGKILL)
+	doomed.Wait(t, 5*time.Second)
 	poll(t, 10*time.Second, "every process of the command gone after its worker was killed", func() (bool, string) {
 		var left []int
 		for _, pid := range pids {

@@ -51,7 +51,8 @@ writes their tokens to <data-dir>/admin.token and worker.token (mode
 and makes it current, so client commands need no flags. A restart with the
 same --data-dir reuses them.
 
-Other processes can join the same fleet:
+Other processes can join the same fleet through the embedded etcd's
+client address (--etcd-listen, 127.0.0.1:2379 unless changed):
   jobfleet orchestrator --etcd-endpoints=http://127.0.0.1:2379 --listen=127.0.0.1:8090
   jobfleet worker --etcd-endpoints=http://127.0.0.1:2379 --token-file=<data-dir>/worker.token`,
 		Args: cobra.NoArgs,

@@ -104,7 +104,9 @@ func decodeDocs(docs []StoredDoc) ([]Job, error) {
 // every job after the cursor for each page, and listing N jobs would cost
 // it about N²/(2 × limit) keys. The page is read instead in windows of
 // whole partitions, each sized from the keys per partition seen so far,
-// so that a page costs the store about the keys it returns.
+// so that a page costs the store about the keys it returns; the first
+// window is sized from the last full page's jobs per partition (the
+// store's, shared by every listing), so that a page is usually one read.
 func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]StoredDoc, string, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)

@@ -6,7 +6,9 @@
 // The benchmarks themselves live in the sub-packages: bench/scaling (the
 // sharded fleet against a global-lock and an uncoordinated design, and
 // the store's own limit), bench/rebalance (ring movement and balance, and
-// measured ownership gaps), with their output written by bench/report.
+// measured ownership gaps), with their output written by bench/report;
+// bench/inprocfleet runs the in-process fleet of real orchestrators whose
+// ownership bench/failover and bench/rebalance measure.
 // `jobfleet bench scaling` and `jobfleet bench rebalance` run them; see
 // docs/benchmarks.md.
 //

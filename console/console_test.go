@@ -92,3 +92,14 @@ func TestScriptInsertsTextOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestSignInSaysWhereTokensComeFrom: a new user at the sign-in form is
+// told how to get a token, for a fleet and under jobfleet dev.
+func TestSignInSaysWhereTokensComeFrom(t *testing.T) {
+	_, page := get(t, console.Handler(), "/ui/")
+	for _, want := range []string{"jobfleet token create --role viewer", "jobfleet-dev/admin.token"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the sign-in page does not say %q", want)
+		}
+	}
+}

@@ -7,26 +7,26 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/internal/etcdserver"
+	"github.com/jobfleet/jobfleet/internal/etcdcluster"
 )
 
 // cluster is a multi-member etcd, each member a `jobfleet etcd` process.
 type cluster struct {
 	binary  string
-	members []*etcdMember
+	layout  []etcdcluster.Member
+	members []*etcdMember // members[i] runs layout[i]
 }
 
 type etcdMember struct {
-	name, clientAddr, peerAddr string
-	args                       []string
-	log                        string
+	etcdcluster.Member
+	args []string
+	log  string
 
 	mu   sync.Mutex // guards cmd and done
 	cmd  *exec.Cmd  // nil while stopped
@@ -40,28 +40,20 @@ func startCluster(ctx context.Context, binary, dir string, n int, fsync bool, po
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{binary: binary}
-	var peers []string
-	for i := range n {
-		m := &etcdMember{name: fmt.Sprintf("etcd-%d", i+1)}
-		if portBase > 0 {
-			m.clientAddr = fmt.Sprintf("127.0.0.1:%d", portBase+2*i)
-			m.peerAddr = fmt.Sprintf("127.0.0.1:%d", portBase+2*i+1)
-		} else if m.clientAddr, err = etcdserver.FreeAddr(); err != nil {
-			return nil, err
-		} else if m.peerAddr, err = etcdserver.FreeAddr(); err != nil {
-			return nil, err
-		}
-		m.log = filepath.Join(logs, m.name+".log")
-		c.members = append(c.members, m)
-		peers = append(peers, m.name+"=http://"+m.peerAddr)
+	addrs := etcdcluster.FreeAddrs
+	if portBase > 0 {
+		addrs = etcdcluster.PortAddrs(portBase)
 	}
-	for _, m := range c.members {
-		m.args = []string{"etcd", "--name=" + m.name, "--data-dir=" + filepath.Join(dir, "data", m.name),
-			"--listen-client=" + m.clientAddr, "--listen-peer=" + m.peerAddr, "--initial-cluster=" + strings.Join(peers, ",")}
+	c := &cluster{binary: binary}
+	if c.layout, err = etcdcluster.Layout(n, addrs); err != nil {
+		return nil, err
+	}
+	for _, lm := range c.layout {
+		m := &etcdMember{Member: lm, args: lm.Args(dir, c.layout), log: filepath.Join(logs, lm.Name+".log")}
 		if !fsync {
 			m.args = append(m.args, "--unsafe-no-fsync")
 		}
+		c.members = append(c.members, m)
 		if err := m.start(binary); err != nil {
 			c.kill()
 			return nil, err
@@ -84,7 +76,7 @@ func (m *etcdMember) start(binary string) error {
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", m.name, err)
+		return fmt.Errorf("start %s: %w", m.Name, err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -116,18 +108,12 @@ func (m *etcdMember) running() bool {
 	return m.cmd != nil
 }
 
-func (c *cluster) endpoints() []string {
-	var out []string
-	for _, m := range c.members {
-		out = append(out, "http://"+m.clientAddr)
-	}
-	return out
-}
+func (c *cluster) endpoints() []string { return etcdcluster.Endpoints(c.layout) }
 
 func (c *cluster) clientAddrs() []string {
 	var out []string
-	for _, m := range c.members {
-		out = append(out, m.clientAddr)
+	for _, m := range c.layout {
+		out = append(out, m.ClientAddr)
 	}
 	return out
 }
@@ -138,41 +124,14 @@ func (c *cluster) kill() {
 	}
 }
 
-// leader returns the running member that is the raft leader.
-func (c *cluster) leader(ctx context.Context, cl *clientv3.Client) (*etcdMember, error) {
-	var errs []error
-	for _, m := range c.members {
-		if !m.running() {
-			continue
-		}
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		st, err := cl.Status(sctx, "http://"+m.clientAddr)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
-			continue
-		}
-		if st.Leader != 0 && st.Leader == st.Header.MemberId {
-			return m, nil
-		}
-	}
-	return nil, fmt.Errorf("no etcd leader found: %w", errors.Join(errs...))
-}
-
 // killLeader SIGKILLs the leader, keeps it down for down, starts it again
 // and returns the time from the kill until the cluster served a write.
 func (c *cluster) killLeader(ctx context.Context, cl *clientv3.Client, down time.Duration) (time.Duration, error) {
-	var leader *etcdMember
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if leader, err = c.leader(ctx, cl); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, err
-		}
-		sleep(ctx, 100*time.Millisecond)
+	i, err := etcdcluster.AwaitLeader(ctx, cl, c.layout, func(i int) bool { return c.members[i].running() }, 10*time.Second)
+	if err != nil {
+		return 0, err
 	}
+	leader := c.members[i]
 	killed := time.Now()
 	leader.kill()
 	served := make(chan time.Duration, 1)
@@ -201,7 +160,7 @@ func (c *cluster) waitServing(ctx context.Context, start time.Time, timeout time
 	var eps []string
 	for _, m := range c.members {
 		if m.running() {
-			eps = append(eps, "http://"+m.clientAddr)
+			eps = append(eps, m.URL())
 		}
 	}
 	var lastErr error

@@ -30,16 +30,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/bench"
+	"github.com/jobfleet/jobfleet/bench/inprocfleet"
 	"github.com/jobfleet/jobfleet/internal/gapwatch"
-	"github.com/jobfleet/jobfleet/internal/netfault"
-	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
 )
@@ -171,14 +168,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 func measureTTL(ctx context.Context, cfg Config, etcd *cluster, obs *clientv3.Client, ttl time.Duration) (*TTLResult, error) {
 	res := &TTLResult{TTL: ttl, RenewDeadline: membership.DefaultSessionConfig(ttl).RenewDeadline}
-	f := &fleet{cfg: cfg, ttl: ttl, etcd: etcd, obs: obs, ns: fmt.Sprintf("/jobfleet-bench/failover-%d/", time.Now().UnixNano()), members: map[string]*member{}}
-	defer f.stopAll()
-	for i := range cfg.Members {
-		if err := f.join(fmt.Sprintf("orchestrator-%d", i+1)); err != nil {
-			return nil, err
-		}
+	ns := fmt.Sprintf("/jobfleet-bench/failover-%d/", time.Now().UnixNano())
+	f, err := inprocfleet.New(obs, inprocfleet.Config{
+		EtcdAddrs:     etcd.clientAddrs(),
+		Namespace:     ns,
+		Members:       cfg.Members,
+		Partitions:    cfg.Partitions,
+		LeaseTTL:      ttl,
+		SettleTimeout: cfg.Timeout,
+		ReadTimeout:   time.Second, // the etcd leader is killed meanwhile
+	})
+	if err != nil {
+		return nil, err
 	}
-	if _, err := f.settle(ctx, time.Now()); err != nil {
+	defer f.StopAll()
+	if _, err := f.Settle(ctx, time.Now()); err != nil {
 		res.Unsettled = fmt.Sprintf("start: %v", err)
 		return res, nil
 	}
@@ -190,12 +194,12 @@ func measureTTL(ctx context.Context, cfg Config, etcd *cluster, obs *clientv3.Cl
 	}
 	var elections, spurious []time.Duration
 	for k := range cfg.LeaderKills {
-		owners, err := gapwatch.Start(ctx, obs, shard.OwnersPrefix(f.ns))
+		owners, err := gapwatch.Start(ctx, obs, shard.OwnersPrefix(ns))
 		if err != nil {
 			stop()
 			return nil, err
 		}
-		members, err := gapwatch.Start(ctx, obs, membership.Prefix(f.ns))
+		members, err := gapwatch.Start(ctx, obs, membership.Prefix(ns))
 		if err != nil {
 			owners.Stop()
 			stop()
@@ -206,7 +210,7 @@ func measureTTL(ctx context.Context, cfg Config, etcd *cluster, obs *clientv3.Cl
 			// Let whatever the election caused play out: a member that
 			// fenced itself waits for its old lease to expire.
 			sleep(ctx, 2*ttl+time.Second)
-			_, err = f.settle(ctx, time.Now())
+			_, err = f.Settle(ctx, time.Now())
 		}
 		or, mr := owners.Stop(), members.Stop()
 		if err != nil {
@@ -240,16 +244,16 @@ func measureTTL(ctx context.Context, cfg Config, etcd *cluster, obs *clientv3.Cl
 	var failovers []time.Duration
 	for c := range cfg.Crashes {
 		id := fmt.Sprintf("crasher-%d", c+1)
-		if err := f.join(id); err != nil {
+		if err := f.Join(id); err != nil {
 			return nil, err
 		}
-		if _, err := f.settle(ctx, time.Now()); err != nil {
+		if _, err := f.Settle(ctx, time.Now()); err != nil {
 			res.Unsettled = fmt.Sprintf("join before crash %d: %v", c+1, err)
 			break
 		}
 		start := time.Now()
-		f.crash(id)
-		took, err := f.settle(ctx, start)
+		f.Crash(id)
+		took, err := f.Settle(ctx, start)
 		if err != nil {
 			res.Unsettled = fmt.Sprintf("crash %d: %v", c+1, err)
 			break
@@ -260,155 +264,6 @@ func measureTTL(ctx context.Context, cfg Config, etcd *cluster, obs *clientv3.Cl
 	}
 	res.Failover = bench.Summarize(failovers)
 	return res, nil
-}
-
-// fleet is a set of real orchestrators in this process.
-type fleet struct {
-	cfg  Config
-	ttl  time.Duration
-	etcd *cluster
-	obs  *clientv3.Client
-	ns   string
-
-	members map[string]*member // joined, not yet stopped
-	stopped []*member          // crashed, to wait for at the end
-}
-
-type member struct {
-	bridges []*netfault.Bridge // one per etcd member
-	client  *clientv3.Client
-	cancel  context.CancelFunc
-	done    chan struct{}
-}
-
-func (f *fleet) join(id string) error {
-	m := &member{done: make(chan struct{})}
-	var eps []string
-	for _, addr := range f.etcd.clientAddrs() {
-		b, err := netfault.StartBridge(addr)
-		if err != nil {
-			m.close()
-			return err
-		}
-		m.bridges = append(m.bridges, b)
-		eps = append(eps, b.Endpoints()...)
-	}
-	c, err := bench.NewClient(eps, 0)
-	if err != nil {
-		m.close()
-		return err
-	}
-	m.client = c
-	o, err := orchestrator.New(c, orchestrator.Config{
-		ID:         id,
-		Advertise:  "http://" + id + ".invalid",
-		Namespace:  f.ns,
-		Partitions: f.cfg.Partitions,
-		LeaseTTL:   f.ttl,
-	})
-	if err != nil {
-		m.close()
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	go func() {
-		defer close(m.done)
-		o.Run(ctx)
-	}()
-	f.members[id] = m
-	return nil
-}
-
-// close releases what join made; the member's Run must have returned or
-// never started.
-func (m *member) close() {
-	if m.client != nil {
-		m.client.Close()
-	}
-	for _, b := range m.bridges {
-		b.Close()
-	}
-}
-
-// crash cuts member id off from etcd for good and stops it: from the
-// fleet's point of view it died; its lease expires after the TTL.
-func (f *fleet) crash(id string) {
-	m := f.members[id]
-	delete(f.members, id)
-	for _, b := range m.bridges {
-		b.Cut()
-	}
-	m.cancel()
-	f.stopped = append(f.stopped, m)
-}
-
-func (f *fleet) stopAll() {
-	for _, m := range f.members {
-		m.cancel()
-		<-m.done
-		f.stopped = append(f.stopped, m)
-	}
-	f.members = map[string]*member{}
-	for _, m := range f.stopped {
-		for _, b := range m.bridges {
-			b.Close() // lets a crashed member's stalled requests fail
-		}
-		m.cancel()
-		select {
-		case <-m.done:
-		case <-time.After(30 * time.Second):
-		}
-		m.close()
-	}
-	f.stopped = nil
-}
-
-func (f *fleet) live() []string {
-	ids := make([]string, 0, len(f.members))
-	for id := range f.members {
-		ids = append(ids, id)
-	}
-	return ids
-}
-
-// settle waits until every partition is owned by the ring target of the
-// live members and returns the time since start.
-func (f *fleet) settle(ctx context.Context, start time.Time) (time.Duration, error) {
-	p := f.cfg.Partitions
-	ring, err := shard.NewRing(f.live(), shard.DefaultRingConfig(p))
-	if err != nil {
-		return 0, err
-	}
-	deadline := start.Add(f.cfg.Timeout)
-	prefix := shard.OwnersPrefix(f.ns)
-	last := "no answer from etcd"
-	for {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := f.obs.Get(rctx, prefix, clientv3.WithPrefix())
-		cancel()
-		if err == nil {
-			right := 0
-			for _, kv := range resp.Kvs {
-				part, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefix))
-				if err == nil && part < p && ring.Target(part) == string(kv.Value) {
-					right++
-				}
-			}
-			if right == p {
-				return time.Since(start), nil
-			}
-			last = fmt.Sprintf("%d of %d partitions owned by their target", right, p)
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("not settled after %v: %s", f.cfg.Timeout, last)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 func sleep(ctx context.Context, d time.Duration) {

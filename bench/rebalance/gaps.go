@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/jobfleet/jobfleet/bench"
+	"github.com/jobfleet/jobfleet/bench/inprocfleet"
 	"github.com/jobfleet/jobfleet/internal/gapwatch"
-	"github.com/jobfleet/jobfleet/internal/netfault"
-	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -89,19 +84,25 @@ func Gaps(ctx context.Context, endpoints []string, etcdAddr string, cfg GapConfi
 		return nil, err
 	}
 	defer obs.Close()
-	f := &fleet{cfg: cfg, obs: obs, addr: etcdAddr, ns: fmt.Sprintf("/jobfleet-bench/gaps-%d/", time.Now().UnixNano()), members: map[string]*member{}}
-	defer f.stopAll()
-	for i := range cfg.Members {
-		if err := f.join(fmt.Sprintf("orchestrator-%d", i+1)); err != nil {
-			return nil, err
-		}
+	ns := fmt.Sprintf("/jobfleet-bench/gaps-%d/", time.Now().UnixNano())
+	f, err := inprocfleet.New(obs, inprocfleet.Config{
+		EtcdAddrs:     []string{etcdAddr},
+		Namespace:     ns,
+		Members:       cfg.Members,
+		Partitions:    cfg.Partitions,
+		LeaseTTL:      cfg.LeaseTTL,
+		SettleTimeout: cfg.Timeout,
+	})
+	if err != nil {
+		return nil, err
 	}
-	if _, err := f.settle(ctx, time.Now()); err != nil {
+	defer f.StopAll()
+	if _, err := f.Settle(ctx, time.Now()); err != nil {
 		return nil, err
 	}
 	stats := map[string]*samples{Join: {}, Leave: {}, Crash: {}}
 	measure := func(event string, act func() error) error {
-		rec, err := f.record(ctx)
+		rec, err := gapwatch.Start(ctx, obs, shard.OwnersPrefix(ns))
 		if err != nil {
 			return err
 		}
@@ -110,7 +111,7 @@ func Gaps(ctx context.Context, endpoints []string, etcdAddr string, cfg GapConfi
 			rec.Stop()
 			return err
 		}
-		settle, err := f.settle(ctx, start)
+		settle, err := f.Settle(ctx, start)
 		res := rec.Stop()
 		gaps, created, open := res.Gaps, res.Created, res.Open
 		if err != nil {
@@ -132,22 +133,22 @@ func Gaps(ctx context.Context, endpoints []string, etcdAddr string, cfg GapConfi
 	}
 	for rep := range cfg.JoinLeaveReps {
 		id := fmt.Sprintf("joiner-%d", rep+1)
-		if err := measure(Join, func() error { return f.join(id) }); err != nil {
+		if err := measure(Join, func() error { return f.Join(id) }); err != nil {
 			return nil, err
 		}
-		if err := measure(Leave, func() error { return f.leave(id) }); err != nil {
+		if err := measure(Leave, func() error { f.Leave(id); return nil }); err != nil {
 			return nil, err
 		}
 	}
 	for rep := range cfg.CrashReps {
 		id := fmt.Sprintf("crasher-%d", rep+1)
-		if err := f.join(id); err != nil {
+		if err := f.Join(id); err != nil {
 			return nil, err
 		}
-		if _, err := f.settle(ctx, time.Now()); err != nil {
+		if _, err := f.Settle(ctx, time.Now()); err != nil {
 			return nil, err
 		}
-		if err := measure(Crash, func() error { return f.crash(id) }); err != nil {
+		if err := measure(Crash, func() error { f.Crash(id); return nil }); err != nil {
 			return nil, err
 		}
 	}
@@ -178,140 +179,4 @@ func maxDur(ds []time.Duration) time.Duration {
 		m = max(m, d)
 	}
 	return m
-}
-
-// fleet is a set of real orchestrators in this process.
-type fleet struct {
-	cfg  GapConfig
-	obs  *clientv3.Client
-	addr string
-	ns   string
-
-	members map[string]*member // joined, not yet stopped
-	stopped []*member          // left or crashed, to wait for at the end
-}
-
-type member struct {
-	bridge *netfault.Bridge
-	client *clientv3.Client
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (f *fleet) join(id string) error {
-	b, err := netfault.StartBridge(f.addr)
-	if err != nil {
-		return err
-	}
-	c, err := bench.NewClient(b.Endpoints(), 0)
-	if err != nil {
-		b.Close()
-		return err
-	}
-	o, err := orchestrator.New(c, orchestrator.Config{
-		ID:         id,
-		Advertise:  "http://" + id + ".invalid",
-		Namespace:  f.ns,
-		Partitions: f.cfg.Partitions,
-		LeaseTTL:   f.cfg.LeaseTTL,
-	})
-	if err != nil {
-		c.Close()
-		b.Close()
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &member{bridge: b, client: c, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(m.done)
-		o.Run(ctx)
-	}()
-	f.members[id] = m
-	return nil
-}
-
-// leave stops member id gracefully and waits until it has left.
-func (f *fleet) leave(id string) error {
-	m := f.members[id]
-	delete(f.members, id)
-	m.cancel()
-	<-m.done
-	f.stopped = append(f.stopped, m)
-	return nil
-}
-
-// crash cuts member id off from etcd for good: from the fleet's point of
-// view it died; its lease expires after the TTL.
-func (f *fleet) crash(id string) error {
-	m := f.members[id]
-	delete(f.members, id)
-	m.bridge.Cut()
-	m.cancel()
-	f.stopped = append(f.stopped, m)
-	return nil
-}
-
-func (f *fleet) stopAll() {
-	for _, m := range f.members {
-		m.cancel()
-		<-m.done
-		f.stopped = append(f.stopped, m)
-	}
-	for _, m := range f.stopped {
-		m.bridge.Close() // lets a crashed member's stalled requests fail
-		m.cancel()
-		select {
-		case <-m.done:
-		case <-time.After(30 * time.Second):
-		}
-		m.client.Close()
-	}
-}
-
-func (f *fleet) live() []string {
-	ids := make([]string, 0, len(f.members))
-	for id := range f.members {
-		ids = append(ids, id)
-	}
-	return ids
-}
-
-// settle waits until every partition is owned by the ring target of the
-// live members and returns the time since start.
-func (f *fleet) settle(ctx context.Context, start time.Time) (time.Duration, error) {
-	p := f.cfg.Partitions
-	ring, err := shard.NewRing(f.live(), shard.DefaultRingConfig(p))
-	if err != nil {
-		return 0, err
-	}
-	deadline := start.Add(f.cfg.Timeout)
-	prefix := shard.OwnersPrefix(f.ns)
-	for {
-		resp, err := f.obs.Get(ctx, prefix, clientv3.WithPrefix())
-		if err != nil {
-			return 0, err
-		}
-		right := 0
-		for _, kv := range resp.Kvs {
-			part, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefix))
-			if err == nil && part < p && ring.Target(part) == string(kv.Value) {
-				right++
-			}
-		}
-		if right == p {
-			return time.Since(start), nil
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("not settled after %v: %d of %d partitions owned by their target", f.cfg.Timeout, right, p)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}
-
-func (f *fleet) record(ctx context.Context) (*gapwatch.Recorder, error) {
-	return gapwatch.Start(ctx, f.obs, shard.OwnersPrefix(f.ns))
 }

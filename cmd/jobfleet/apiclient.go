@@ -43,12 +43,14 @@ type clientOptions struct {
 	ca, cert, key string
 }
 
-// defaultServer is --server when none is given.
+// defaultServer is the server when neither --server (JOBFLEET_SERVER)
+// nor the context names one. It is not the flag's default, which would
+// show in the help as a second, contradicting default.
 const defaultServer = "http://127.0.0.1:8080"
 
 func (o *clientOptions) register(cmd *cobra.Command) {
 	fs := cmd.PersistentFlags()
-	fs.StringVar(&o.server, "server", defaultServer, "URL of any orchestrator's HTTP API (http://HOST:PORT, https://..., or HOST:PORT for http; default: the context's, else "+defaultServer+")")
+	fs.StringVar(&o.server, "server", "", "URL of any orchestrator's HTTP API (http://HOST:PORT, https://..., or HOST:PORT for http; default: the context's, else "+defaultServer+")")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table, wide (a table with every column and whole texts), json or yaml (the JSON document's fields, as YAML)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "request timeout")
 	fs.StringVar(&o.token, "token", "", "bearer token of a credential (default: the context's)")
@@ -99,6 +101,9 @@ func (o *clientOptions) prepare() error {
 		if fl := flag(f.name); (fl == nil || !fl.Changed) && f.ctx != "" {
 			*f.dst = f.ctx
 		}
+	}
+	if o.server == "" {
+		o.server = defaultServer
 	}
 	switch {
 	case fromFlag(flag("token")) && fromFlag(flag("token-file")):

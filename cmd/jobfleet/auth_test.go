@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/auth"
@@ -237,4 +238,32 @@ func keyCount(t *testing.T, c *clientv3.Client, ns string) int64 {
 		t.Fatal(err)
 	}
 	return resp.Count
+}
+
+// TestServerDefault: without --server and without a context the client
+// commands talk to defaultServer, and the help says so once, not with a
+// second "(default ...)" that contradicts "default: the context's".
+func TestServerDefault(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	help, err := cli(t, "job", "ls", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := ""
+	for l := range strings.Lines(help) {
+		if strings.Contains(l, "--server string") {
+			line = strings.TrimSpace(l)
+		}
+	}
+	if !strings.Contains(line, "default: the context's, else "+defaultServer+")") || strings.Contains(line, `(default "`) {
+		t.Errorf("--server's help: %q, want one default, the context's, else %s", line, defaultServer)
+	}
+	o := &clientOptions{}
+	o.register(&cobra.Command{Use: "x"})
+	if err := o.prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if o.server != defaultServer {
+		t.Errorf("no --server, no context: server %q, want %q", o.server, defaultServer)
+	}
 }

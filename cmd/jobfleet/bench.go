@@ -3,11 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/bench/report"
 )
 
@@ -56,4 +59,29 @@ func writeBenchResult(w io.Writer, dir, name string, res any, tables []*report.T
 	files = append(files, drawn...)
 	fmt.Fprintf(w, "took %v; wrote %s\n", took.Round(time.Second), strings.Join(files, ", "))
 	return nil
+}
+
+// benchFlags are the flags the measuring `jobfleet bench` commands share:
+// where the results go (--out), whether progress shows (--quiet) and
+// whether etcd fsyncs (--no-fsync).
+type benchFlags struct {
+	out     string
+	quiet   bool
+	noFsync bool
+}
+
+// add registers the flags on fs; files says what --out receives and
+// noFsync is --no-fsync's help.
+func (b *benchFlags) add(fs *pflag.FlagSet, files, noFsync string) {
+	fs.BoolVar(&b.noFsync, "no-fsync", false, noFsync)
+	fs.StringVar(&b.out, "out", "bench/results", "directory for "+files)
+	fs.BoolVar(&b.quiet, "quiet", false, "no progress on stderr")
+}
+
+// progress returns the progress display on stderr, nil with --quiet.
+func (b *benchFlags) progress() *bench.Progress {
+	if b.quiet {
+		return nil
+	}
+	return bench.NewProgress(os.Stderr)
 }

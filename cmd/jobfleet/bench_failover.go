@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/bench/failover"
 )
 
@@ -15,8 +14,8 @@ func init() { benchCommands = append(benchCommands, newBenchFailoverCmd) }
 
 func newBenchFailoverCmd() *cobra.Command {
 	cfg := failover.DefaultConfig()
-	var out, dir string
-	var noFsync, quiet bool
+	var dir string
+	var bf benchFlags
 	cmd := &cobra.Command{
 		Use:   "failover",
 		Short: "Crash failover time and spurious handoffs under etcd leader kills, per lease TTL",
@@ -31,10 +30,8 @@ time until the survivors own every partition. Tables go to stdout,
 progress to stderr, CSV and JSON to --out. See docs/benchmarks.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !quiet {
-				cfg.Progress = bench.NewProgress(os.Stderr)
-			}
-			cfg.Fsync = !noFsync
+			cfg.Progress = bf.progress()
+			cfg.Fsync = !bf.noFsync
 			bin, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("bench failover: the jobfleet binary: %w", err)
@@ -52,7 +49,7 @@ progress to stderr, CSV and JSON to --out. See docs/benchmarks.md.`,
 			if err != nil {
 				return err
 			}
-			return writeBenchResult(cmd.OutOrStdout(), out+"/failover", "failover", res, res.Tables(), res.Charts, time.Since(start))
+			return writeBenchResult(cmd.OutOrStdout(), bf.out+"/failover", "failover", res, res.Tables(), res.Charts, time.Since(start))
 		},
 	}
 	fs := cmd.Flags()
@@ -65,9 +62,7 @@ progress to stderr, CSV and JSON to --out. See docs/benchmarks.md.`,
 	fs.IntVar(&cfg.Stress, "stress", cfg.Stress, "busy processes spinning during the leader kills")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each wait for the fleet to settle")
 	fs.IntVar(&cfg.PortBase, "port-base", 0, "first of 6 loopback ports for the etcd members (0: free ports)")
-	fs.BoolVar(&noFsync, "no-fsync", false, "run etcd without fsync")
 	fs.StringVar(&dir, "dir", "", "directory for etcd data and logs (default: a temporary one, removed at the end)")
-	fs.StringVar(&out, "out", "bench/results", "directory for CSV and JSON files")
-	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	bf.add(fs, "CSV and JSON files", "run etcd without fsync")
 	return cmd
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,8 +14,8 @@ func init() { benchCommands = append(benchCommands, newBenchRebalanceCmd) }
 func newBenchRebalanceCmd() *cobra.Command {
 	rc := rebalance.DefaultRingConfig()
 	gc := rebalance.DefaultGapConfig()
-	var out string
-	var noGaps, noFsync, quiet bool
+	var noGaps bool
+	var bf benchFlags
 	cmd := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Ring movement and balance for several settings, and measured ownership gaps on join, leave and crash",
@@ -30,10 +29,7 @@ graceful leaves and crashes. Tables go to stdout, progress to stderr, CSV,
 JSON and PNG charts to --out. See docs/benchmarks.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var progress *bench.Progress
-			if !quiet {
-				progress = bench.NewProgress(os.Stderr)
-			}
+			progress := bf.progress()
 			gc.Partitions = rc.Partitions
 			gc.Progress = progress
 			start := time.Now()
@@ -43,7 +39,7 @@ JSON and PNG charts to --out. See docs/benchmarks.md.`,
 			}
 			res := &rebalance.Result{Rings: rings}
 			if !noGaps {
-				etcd, err := bench.StartEtcd(!noFsync)
+				etcd, err := bench.StartEtcd(!bf.noFsync)
 				if err != nil {
 					return err
 				}
@@ -53,7 +49,7 @@ JSON and PNG charts to --out. See docs/benchmarks.md.`,
 				}
 			}
 			w := cmd.OutOrStdout()
-			dir := out + "/rebalance"
+			dir := bf.out + "/rebalance"
 			return writeBenchResult(w, dir, "rebalance", res, res.Tables(), res.Charts, time.Since(start))
 		},
 	}
@@ -66,8 +62,6 @@ JSON and PNG charts to --out. See docs/benchmarks.md.`,
 	fs.IntVar(&gc.CrashReps, "crash-reps", gc.CrashReps, "crash repetitions (each waits for a lease to expire)")
 	fs.DurationVar(&gc.LeaseTTL, "lease-ttl", gc.LeaseTTL, "lease TTL of the measured fleet (the orchestrator's default is 5s)")
 	fs.BoolVar(&noGaps, "no-gaps", false, "skip the measured part (pure ring analysis only)")
-	fs.BoolVar(&noFsync, "no-fsync", false, "run etcd without fsync")
-	fs.StringVar(&out, "out", "bench/results", "directory for CSV, JSON and PNG files")
-	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	bf.add(fs, "CSV, JSON and PNG files", "run etcd without fsync")
 	return cmd
 }

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/bench/scale"
 )
 
@@ -20,10 +18,9 @@ func init() { benchCommands = append(benchCommands, newBenchScaleCmd) }
 func newBenchScaleCmd() *cobra.Command {
 	cfg := scale.DefaultConfig()
 	var (
-		jobs, members, phases, out string
-		storeWriters, from         string
-		quota                      byteSize
-		noFsync, quiet             bool
+		jobs, members, phases, storeWriters, from string
+		quota                                     byteSize
+		bf                                        benchFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "scale",
@@ -52,7 +49,7 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 				if err != nil {
 					return err
 				}
-				return writeBenchResult(cmd.OutOrStdout(), out+"/scale", "scale", res, res.Tables(), res.Charts, res.Took)
+				return writeBenchResult(cmd.OutOrStdout(), bf.out+"/scale", "scale", res, res.Tables(), res.Charts, res.Took)
 			}
 			var err error
 			if cfg.Jobs, err = parseCounts(jobs); err != nil {
@@ -65,14 +62,12 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 				return fmt.Errorf("--store-writers: %w", err)
 			}
 			cfg.Phases = splitList(phases)
-			cfg.Fsync = !noFsync
+			cfg.Fsync = !bf.noFsync
 			cfg.Quota = int64(quota)
 			if cfg.Binary, err = os.Executable(); err != nil {
 				return fmt.Errorf("finding this binary: %w", err)
 			}
-			if !quiet {
-				cfg.Progress = bench.NewProgress(os.Stderr)
-			}
+			cfg.Progress = bf.progress()
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
@@ -86,7 +81,7 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 				defer fmt.Fprintf(cmd.ErrOrStderr(), "bench scale: %v; wrote the %d points measured before\n", err, len(res.Points))
 				res.Took = time.Since(started)
 			}
-			if err := writeBenchResult(cmd.OutOrStdout(), out+"/scale", "scale", res, res.Tables(), res.Charts, res.Took); err != nil {
+			if err := writeBenchResult(cmd.OutOrStdout(), bf.out+"/scale", "scale", res, res.Tables(), res.Charts, res.Took); err != nil {
 				return err
 			}
 			if err != nil {
@@ -114,12 +109,10 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 	fs.StringVar(&storeWriters, "store-writers", joinInts(cfg.StoreWriters), "writer counts of the store-limit phase (the limit is the best)")
 	fs.DurationVar(&cfg.StoreLimitDuration, "store-duration", cfg.StoreLimitDuration, "duration of each store-limit level")
 	fs.Var(&quota, "etcd-quota-bytes", "the embedded etcd's space quota")
-	fs.BoolVar(&noFsync, "no-fsync", false, "run etcd without fsync (faster, not honest about the store)")
 	fs.IntVar(&cfg.PortBase, "port-base", 0, "etcd on this port and the next, member i on port-base+10+i (0: free ports)")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory for etcd's data and the members' logs (default: a temporary one)")
 	fs.BoolVar(&cfg.KeepDir, "keep", false, "keep etcd's data and the logs after a successful measurement")
-	fs.StringVar(&out, "out", "bench/results", "directory for CSV, JSON and PNG files")
-	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	bf.add(fs, "CSV, JSON and PNG files", "run etcd without fsync (faster, not honest about the store)")
 	fs.StringVar(&from, "from", "", "measure nothing: print the tables and draw the charts of the points of these scale.json files of earlier runs, comma-separated (the first one's settings)")
 	return cmd
 }
@@ -156,25 +149,4 @@ func loadScaleResults(files []string) (*scale.Result, error) {
 		return nil, errors.New("--from: no points")
 	}
 	return res, nil
-}
-
-// parseCounts parses comma-separated counts with optional k (thousand) and
-// M (million) suffixes: "10k,100k,1M".
-func parseCounts(s string) ([]int, error) {
-	var out []int
-	for _, f := range splitList(s) {
-		mult := 1
-		switch {
-		case strings.HasSuffix(f, "k"), strings.HasSuffix(f, "K"):
-			mult, f = 1_000, f[:len(f)-1]
-		case strings.HasSuffix(f, "M"), strings.HasSuffix(f, "m"):
-			mult, f = 1_000_000, f[:len(f)-1]
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%q is not a positive count (like 10k or 1M)", f)
-		}
-		out = append(out, n*mult)
-	}
-	return out, nil
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,8 +16,7 @@ func init() { benchCommands = append(benchCommands, newBenchScalingCmd) }
 func newBenchScalingCmd() *cobra.Command {
 	cfg := scaling.DefaultConfig()
 	var members, strategies, workloads, storeLevels, storeShares, delays string
-	var out string
-	var noFsync, quiet bool
+	var bf benchFlags
 	cmd := &cobra.Command{
 		Use:   "scaling",
 		Short: "Sharded fleet vs global lock vs no coordination, and the store's own limit, on one embedded etcd",
@@ -49,7 +46,7 @@ charts to --out. See docs/benchmarks.md.`,
 			}
 			cfg.Strategies = splitList(strategies)
 			cfg.Workloads = splitList(workloads)
-			cfg.Fsync = !noFsync
+			cfg.Fsync = !bf.noFsync
 			var ds []time.Duration
 			for _, s := range splitList(delays) {
 				d, err := time.ParseDuration(s)
@@ -61,9 +58,7 @@ charts to --out. See docs/benchmarks.md.`,
 			if len(ds) == 0 {
 				ds = []time.Duration{0}
 			}
-			if !quiet {
-				cfg.Progress = bench.NewProgress(os.Stderr)
-			}
+			cfg.Progress = bf.progress()
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
@@ -85,7 +80,7 @@ charts to --out. See docs/benchmarks.md.`,
 				if len(ds) > 1 || d > 0 {
 					name = "scaling-delay-" + d.String()
 				}
-				dir := out + "/" + name
+				dir := bf.out + "/" + name
 				charts := func(dir string) ([]string, error) { return res.Charts(dir, "scaling_") }
 				if err := writeBenchResult(w, dir, "scaling", res, res.Tables(), charts, res.Took); err != nil {
 					return err
@@ -111,38 +106,6 @@ charts to --out. See docs/benchmarks.md.`,
 	fs.DurationVar(&cfg.StoreLimitDuration, "store-duration", cfg.StoreLimitDuration, "duration of each store-limit level")
 	fs.IntVar(&cfg.CommitsInFlight, "commits-in-flight", 0, "sharded members' fenced writes in flight before they are batched across partitions (0: the shipped default; -1: no batching, the scheduler before it)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "lease TTL of the orchestrators")
-	fs.BoolVar(&noFsync, "no-fsync", false, "run etcd without fsync (faster, not honest about the store)")
-	fs.StringVar(&out, "out", "bench/results", "directory for CSV, JSON and PNG files")
-	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	bf.add(fs, "CSV, JSON and PNG files", "run etcd without fsync (faster, not honest about the store)")
 	return cmd
-}
-
-func parseInts(s string) ([]int, error) {
-	var xs []int
-	for _, f := range splitList(s) {
-		x, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, err
-		}
-		xs = append(xs, x)
-	}
-	return xs, nil
-}
-
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ",")
-}
-
-func splitList(s string) []string {
-	var out []string
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

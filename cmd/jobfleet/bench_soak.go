@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,10 +16,10 @@ func init() { benchCommands = append(benchCommands, newBenchSoakCmd) }
 func newBenchSoakCmd() *cobra.Command {
 	cfg := soak.DefaultConfig()
 	var (
-		out, logFile   string
-		quota          byteSize
-		historyBudget  byteSize
-		noFsync, quiet bool
+		logFile       string
+		quota         byteSize
+		historyBudget byteSize
+		bf            benchFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "soak",
@@ -35,9 +34,7 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 --out. See docs/benchmarks.md and docs/operations.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !quiet {
-				cfg.Progress = bench.NewProgress(os.Stderr)
-			}
+			cfg.Progress = bf.progress()
 			cfg.HistoryBudget = int64(historyBudget)
 			if err := cfg.Validate(); err != nil {
 				return err
@@ -54,7 +51,7 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 				cfg.Logger = lg
 			}
 			start := time.Now()
-			etcd, err := bench.StartEtcdQuota(!noFsync, int64(quota))
+			etcd, err := bench.StartEtcdQuota(!bf.noFsync, int64(quota))
 			if err != nil {
 				return err
 			}
@@ -63,9 +60,9 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 			if err != nil {
 				return err
 			}
-			res.Fsync = !noFsync
+			res.Fsync = !bf.noFsync
 			w := cmd.OutOrStdout()
-			dir := out + "/soak"
+			dir := bf.out + "/soak"
 			return writeBenchResult(w, dir, "soak", res, res.Tables(), res.Charts, time.Since(start))
 		},
 	}
@@ -81,9 +78,7 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 	fs.DurationVar(&cfg.SampleInterval, "sample-interval", cfg.SampleInterval, "how often etcd's figures are recorded")
 	fs.IntVar(&cfg.Pollers, "pollers", cfg.Pollers, "no-op pollers per member")
 	fs.Var(&quota, "etcd-quota-bytes", "the embedded etcd's space quota")
-	fs.BoolVar(&noFsync, "no-fsync", false, "run etcd without fsync")
-	fs.StringVar(&out, "out", "bench/results", "directory for CSV, JSON and PNG files")
-	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	bf.add(fs, "CSV, JSON and PNG files", "run etcd without fsync")
 	fs.StringVar(&logFile, "log-file", "", "write the members' warnings and errors to this file (JSON lines)")
 	return cmd
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
+	"github.com/jobfleet/jobfleet/internal/testkit/proctest"
 )
 
 // Flood sockets are bound to local addresses in 127.42.0.0/16 with ports
@@ -160,7 +161,7 @@ func TestConnectionFloodSparesEtcdAndOtherMembers(t *testing.T) {
 	n := floodSize(t)
 
 	var (
-		dev  *proc
+		dev  *proctest.Process
 		urls []string
 		etcd string
 	)
@@ -183,7 +184,7 @@ func TestConnectionFloodSparesEtcdAndOtherMembers(t *testing.T) {
 			"--data-dir="+t.TempDir(), "--log-format=json",
 		)
 		poll(t, 60*time.Second, "both members of jobfleet dev ready, or jobfleet dev exited", func() (bool, string) {
-			if dev.exited() {
+			if dev.Exited() {
 				return true, ""
 			}
 			for _, u := range urls {
@@ -193,17 +194,17 @@ func TestConnectionFloodSparesEtcdAndOtherMembers(t *testing.T) {
 			}
 			return true, ""
 		})
-		if !dev.exited() {
+		if !dev.Exited() {
 			break
 		}
-		if strings.Contains(dev.stderr.String(), "address already in use") && attempt < 3 {
+		if strings.Contains(dev.Stderr.String(), "address already in use") && attempt < 3 {
 			t.Logf("a port was taken meanwhile; retrying on others")
 			continue
 		}
-		t.Fatalf("jobfleet dev exited at start-up: %v", dev.cmd.ProcessState)
+		t.Fatalf("jobfleet dev exited at start-up: %v", dev.Cmd.ProcessState)
 	}
-	pid := dev.cmd.Process.Pid
-	if l := logLine(dev.stderr.String(), "open-file limit"); !strings.Contains(l, `"soft":1024`) {
+	pid := dev.Cmd.Process.Pid
+	if l := logLine(dev.Stderr.String(), "open-file limit"); !strings.Contains(l, `"soft":1024`) {
 		t.Fatalf("jobfleet dev does not run with the open-file limit %d: %s", devFileLimit, l)
 	}
 
@@ -233,8 +234,8 @@ func TestConnectionFloodSparesEtcdAndOtherMembers(t *testing.T) {
 	// budget, etcd answers, the other member answers.
 	maxFiles, checks := 0, 0
 	for time.Since(floodedAt) < floodHold {
-		if dev.exited() {
-			t.Fatalf("jobfleet dev exited during the flood: %v", dev.cmd.ProcessState)
+		if dev.Exited() {
+			t.Fatalf("jobfleet dev exited during the flood: %v", dev.Cmd.ProcessState)
 		}
 		files := openFiles(t, pid)
 		maxFiles = max(maxFiles, files)
@@ -265,13 +266,13 @@ func TestConnectionFloodSparesEtcdAndOtherMembers(t *testing.T) {
 		t.Errorf("etcd after the flood: %v", err)
 	}
 	for _, bad := range []string{"too many open files", "FATAL", "panic"} {
-		if l := logLine(dev.stderr.String(), bad); l != "" {
+		if l := logLine(dev.Stderr.String(), bad); l != "" {
 			t.Errorf("jobfleet dev logged %q: %s", bad, l)
 		}
 	}
 
-	dev.signal(t, os.Interrupt)
-	if code := dev.waitExit(t, 15*time.Second); code != 0 {
+	dev.Signal(t, os.Interrupt)
+	if code := dev.Wait(t, 15*time.Second); code != 0 {
 		t.Errorf("jobfleet dev exit code %d after SIGINT, want 0", code)
 	}
 }

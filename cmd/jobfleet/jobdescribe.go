@@ -78,7 +78,13 @@ func printDescribed(w io.Writer, d described, wide bool, now time.Time) error {
 		fmt.Fprintln(w, "  not yet taken in by its partition's owner")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "  last scheduled\t%s\n", timeText(st.Last))
+		// Before its first time the owner records the creation (or the
+		// edit) as the time accounted up to: not a time it fired.
+		last := timeText(st.Last)
+		if st.Fired+st.Skipped+st.Dropped == 0 {
+			last = "none yet (times after " + last + " are due)"
+		}
+		fmt.Fprintf(tw, "  last scheduled\t%s\n", last)
 		fmt.Fprintf(tw, "  next scheduled\t%s\n", timeText(st.Next))
 		fmt.Fprintf(tw, "  fired / skipped / dropped\t%d / %d / %d\n", st.Fired, st.Skipped, st.Dropped)
 		fmt.Fprintf(tw, "  runs stored\t%d\n", st.Runs)

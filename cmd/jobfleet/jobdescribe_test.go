@@ -32,3 +32,30 @@ func TestJobDescribeCommand(t *testing.T) {
 	}
 	c.mustFail([]string{"describe", "missing"}, "not found")
 }
+
+// TestDescribeStateBeforeFirstFire: a job that has not fired shows no
+// "last scheduled" time, though its state records the time accounted up
+// to (its creation), which read as a fire.
+func TestDescribeStateBeforeFirstFire(t *testing.T) {
+	created := time.Date(2026, 11, 30, 22, 32, 10, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		state store.JobState
+		want  string
+	}{
+		{"not fired", store.JobState{Last: created, Next: created.Add(time.Hour)}, "last scheduled             none yet (times after 2026-11-30T22:32:10.000Z are due)"},
+		{"fired", store.JobState{Last: created.Add(time.Hour), Fired: 1}, "last scheduled             2026-11-30T23:32:10.000Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.state
+			var b strings.Builder
+			d := described{Job: store.Job{ID: "once", CreatedAt: created, Revision: 1, State: &st}}
+			if err := printDescribed(&b, d, false, created); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), tc.want) {
+				t.Errorf("got\n%s\nwant a line %q", b.String(), tc.want)
+			}
+		})
+	}
+}

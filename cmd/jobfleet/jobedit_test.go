@@ -139,6 +139,8 @@ func TestJobEditCommand(t *testing.T) {
 
 // TestJobEditRunsTheEditor: $VISUAL, with its arguments, edits the file.
 func TestJobEditRunsTheEditor(t *testing.T) {
+	// The edit a failed editor leaves is kept in $TMPDIR: the test's own.
+	t.Setenv("TMPDIR", t.TempDir())
 	c := newCLIEnv(t)
 	c.mustRun("create", "--id", "e/2", "--schedule", "@hourly", "--shell", "true")
 	t.Setenv("VISUAL", `sed -i 's/@hourly/@weekly/'`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -133,7 +134,9 @@ func printNextFires(w io.Writer, nf api.NextFires, now time.Time) error {
 	return tw.Flush()
 }
 
-// untilText says how far ahead d is, roughly: "in 3h20m", "2d4h ago".
+// untilText says how far ahead d is, to the second within the hour
+// (fires a few seconds apart must not read the same): "in 1m23s",
+// "in 3h20m", "2d4h ago".
 func untilText(d time.Duration) string {
 	ago := d < 0
 	if ago {
@@ -141,8 +144,11 @@ func untilText(d time.Duration) string {
 	}
 	var s string
 	switch {
-	case d < time.Minute:
+	case d < time.Hour:
 		s = d.Truncate(time.Second).String()
+		if strings.HasSuffix(s, "m0s") {
+			s = s[:len(s)-2] // "5m0s" -> "5m"
+		}
 	case d < 24*time.Hour:
 		s = d.Truncate(time.Minute).String()
 		s = s[:len(s)-2] // "3h20m0s" -> "3h20m"

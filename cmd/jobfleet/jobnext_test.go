@@ -54,3 +54,27 @@ func TestJobNextAndPreviewCommands(t *testing.T) {
 	c.mustFail([]string{"preview", "@daily", "--count", "0"}, "--count 0: want 1 to 100")
 	c.mustFail([]string{"preview", "@daily", "--count", "101"}, "--count 101: want 1 to 100")
 }
+
+// TestUntilText: within the hour the IN column counts seconds, so that
+// fires 30 s apart do not read "in 1m", "in 1m".
+func TestUntilText(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "in 0s"},
+		{23*time.Second + 400*time.Millisecond, "in 23s"},
+		{time.Minute, "in 1m"},
+		{83 * time.Second, "in 1m23s"},
+		{113 * time.Second, "in 1m53s"},
+		{59*time.Minute + 59*time.Second, "in 59m59s"},
+		{time.Hour + 90*time.Second, "in 1h1m"},
+		{9*time.Hour + 7*time.Minute + 30*time.Second, "in 9h7m"},
+		{-(2*24*time.Hour + 4*time.Hour + 5*time.Minute), "2d4h ago"},
+		{-90 * time.Second, "1m30s ago"},
+	} {
+		if got := untilText(tc.d); got != tc.want {
+			t.Errorf("untilText(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}

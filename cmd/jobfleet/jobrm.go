@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/client"
@@ -252,12 +253,10 @@ func sampleIDs(ids []string) string {
 	return strings.Join(q, ", ")
 }
 
-// isTerminal reports whether r is a terminal (a character device).
+// isTerminal reports whether r is a terminal. A character device is not
+// enough: /dev/null, the standard input of cron jobs and CI steps, is
+// one too.
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }

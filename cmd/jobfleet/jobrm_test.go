@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -76,5 +78,36 @@ func TestJobRemovePrefix(t *testing.T) {
 	}
 	if got, want := c.ids(), []string{"bar/tmp/1", "keep/1", "tmp", "tmpx"}; !slices.Equal(got, want) {
 		t.Errorf("after the scoped removals: got %q, want %q", got, want)
+	}
+}
+
+// TestIsTerminal: rm --prefix asks only on a terminal. /dev/null (the
+// standard input of cron jobs and CI steps) is a character device but
+// no terminal: there it must refuse without --yes, not ask.
+func TestIsTerminal(t *testing.T) {
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for _, tc := range []struct {
+		name string
+		in   io.Reader
+	}{
+		{"/dev/null", devNull},
+		{"a pipe", r},
+		{"a reader", strings.NewReader("yes\n")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if isTerminal(tc.in) {
+				t.Errorf("isTerminal(%s) = true, want false", tc.name)
+			}
+		})
 	}
 }

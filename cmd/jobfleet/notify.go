@@ -37,6 +37,6 @@ func (n *notifyOptions) config() orchestrator.NotifyConfig {
 	}
 	return orchestrator.NotifyConfig{
 		URL: n.url, On: on, SecretEnv: n.secretEnv, MaxAge: n.maxAge,
-		Policy: worker.HTTPPolicy{Allow: n.allow, Deny: n.deny},
+		Policy: worker.HTTPPolicy{Allow: n.allow, Deny: n.deny, AllowFlag: "--notify-allow"},
 	}
 }

@@ -5,19 +5,16 @@ package main
 // drain), the dev quick start, and start-up errors.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +26,7 @@ import (
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/proctest"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -49,115 +47,42 @@ var httpClient = &http.Client{Timeout: 2 * time.Second, Transport: &auth.BearerT
 // anonClient sends no credential.
 var anonClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
-// syncBuffer is a bytes.Buffer safe for concurrent use: the process writes
-// through exec's copying goroutine while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// proc is one jobfleet process started by a test. It is killed when the
-// test ends if it is still running, and its output is logged if the test
-// failed.
-type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	stdout syncBuffer
-	stderr syncBuffer
-	done   chan struct{} // closed when the process has exited and been reaped
-}
-
 // startProc starts the jobfleet binary with args, without any JOBFLEET_*
 // variable of the test's environment.
-func startProc(t *testing.T, name string, args ...string) *proc {
+func startProc(t *testing.T, name string, args ...string) *proctest.Process {
 	t.Helper()
 	return startCommand(t, name, binary, args...)
 }
 
 // startCommand is startProc for program path (a shell that executes the
-// binary, for instance).
-func startCommand(t *testing.T, name, path string, args ...string) *proc {
+// binary, for instance). The process is killed when the test ends if it is
+// still running, and its output is logged if the test failed.
+func startCommand(t *testing.T, name, path string, args ...string) *proctest.Process {
 	t.Helper()
-	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(path, args...)
-	p.cmd.Stdout = &p.stdout
-	p.cmd.Stderr = &p.stderr
+	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "JOBFLEET_") {
-			p.cmd.Env = append(p.cmd.Env, kv)
+			env = append(env, kv)
 		}
 	}
 	if os.Getenv("XDG_CONFIG_HOME") == testConfigHome {
-		p.cmd.Env = append(p.cmd.Env, "XDG_CONFIG_HOME="+procConfigHome) // the last one counts
+		env = append(env, "XDG_CONFIG_HOME="+procConfigHome) // the last one counts
 	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		_ = p.cmd.Wait() // the exit status is read from ProcessState
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = p.cmd.Process.Kill() // also ends a stopped process
-			<-p.done
-		}
+	return proctest.Start(t, name, path, args, proctest.Options{
+		Env: env,
 		// A binary built with -race reports races on stderr (and exits
 		// 66, unless it was killed first).
-		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
-			t.Errorf("%s: the race detector reported a data race", name)
-		}
-		if t.Failed() {
-			t.Logf("----- %s %v: %s\n----- stdout:\n%s\n----- stderr:\n%s", name, args, p.cmd.ProcessState, p.stdout.String(), p.stderr.String())
-		}
+		AtEnd: func(p *proctest.Process) {
+			if strings.Contains(p.Stderr.String(), "WARNING: DATA RACE") {
+				t.Errorf("%s: the race detector reported a data race", name)
+			}
+		},
 	})
-	return p
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *proc) signal(t *testing.T, sig os.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %v to %s: %v", sig, p.name, err)
-	}
-}
-
-// waitExit waits for the process to exit and returns its exit code (-1 if
-// a signal killed it).
-func (p *proc) waitExit(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(timeout):
-		t.Fatalf("%s has not exited %v after it was asked to", p.name, timeout)
-		return 0
-	}
 }
 
 // orch is one `jobfleet orchestrator` process.
 type orch struct {
-	*proc
+	*proctest.Process
 	id  string
 	url string // of its HTTP API
 }
@@ -185,15 +110,15 @@ func startOrchestrator(t *testing.T, ns, id string, extra ...string) *orch {
 			"--admin-token-file=" + adminSecretFile,
 			"--log-format=json",
 		}, extra...)
-		o := &orch{proc: startProc(t, id, args...), id: id, url: "http://" + addr}
+		o := &orch{Process: startProc(t, id, args...), id: id, url: "http://" + addr}
 		poll(t, 15*time.Second, id+" serving its API or exited", func() (bool, string) {
-			if o.exited() {
+			if o.Exited() {
 				return true, ""
 			}
 			code, err := getJSON(o.url+"/healthz", nil)
 			return err == nil && code == http.StatusOK, fmt.Sprintf("GET /healthz: %d %v", code, err)
 		})
-		if o.exited() && strings.Contains(o.stderr.String(), "address already in use") && attempt < 3 {
+		if o.Exited() && strings.Contains(o.Stderr.String(), "address already in use") && attempt < 3 {
 			t.Logf("%s: port %s taken meanwhile; retrying on another", id, addr)
 			continue
 		}
@@ -208,8 +133,8 @@ func startFleet(t *testing.T, ns string, ids ...string) []*orch {
 	fleet := make([]*orch, len(ids))
 	for i, id := range ids {
 		fleet[i] = startOrchestrator(t, ns, id)
-		if fleet[i].exited() {
-			t.Fatalf("%s exited at start-up with %v", id, fleet[i].cmd.ProcessState)
+		if fleet[i].Exited() {
+			t.Fatalf("%s exited at start-up with %v", id, fleet[i].Cmd.ProcessState)
 		}
 	}
 	took := waitSettled(t, fleet[0], ids, 20*time.Second)
@@ -290,17 +215,7 @@ func settledNow(o *orch, ids []string) (bool, string) {
 // that took; after timeout it fails the test with cond's last reason.
 func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for {
-		ok, why := cond()
-		if ok {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("%s: not within %v: %s", what, timeout, why)
-		}
-		time.Sleep(pollInterval)
-	}
+	return proctest.Poll(t, timeout, pollInterval, what, cond)
 }
 
 // revision returns etcd's current revision.
@@ -407,7 +322,7 @@ func TestKilledOrchestratorProcessFailsOver(t *testing.T) {
 	}
 
 	killedAt := time.Now()
-	victim.signal(t, syscall.SIGKILL)
+	victim.Signal(t, syscall.SIGKILL)
 	waitSettled(t, survivor, []string{"orch-a", "orch-b"}, 15*time.Second)
 	took := time.Since(killedAt)
 	t.Logf("failover after SIGKILL: all %d partitions (%d of them %s's) owned by their targets among the survivors %v after the kill (lease TTL %v)",
@@ -415,7 +330,7 @@ func TestKilledOrchestratorProcessFailsOver(t *testing.T) {
 	if limit := leaseTTL + 3*time.Second; took > limit {
 		t.Errorf("failover took %v, want at most lease TTL + 3s = %v", took, limit)
 	}
-	if code := victim.waitExit(t, 5*time.Second); code != -1 {
+	if code := victim.Wait(t, 5*time.Second); code != -1 {
 		t.Errorf("%s exit code %d after SIGKILL, want -1 (killed by a signal)", victim.id, code)
 	}
 
@@ -445,7 +360,7 @@ func TestPausedOrchestratorProcessFencesItself(t *testing.T) {
 	survivors := ids[:2]
 
 	stoppedAt := time.Now()
-	victim.signal(t, syscall.SIGSTOP)
+	victim.Signal(t, syscall.SIGSTOP)
 	waitSettled(t, survivor, survivors, 15*time.Second)
 	took := time.Since(stoppedAt)
 	t.Logf("%s paused: its partitions owned by the survivors %v after SIGSTOP (lease TTL %v)", victim.id, took.Round(time.Millisecond), leaseTTL)
@@ -455,22 +370,22 @@ func TestPausedOrchestratorProcessFencesItself(t *testing.T) {
 	if ok, why := settledNow(survivor, survivors); !ok {
 		t.Fatalf("after a pause of %v, the survivors do not own every partition: %s", time.Since(stoppedAt).Round(time.Millisecond), why)
 	}
-	if victim.exited() {
-		t.Fatalf("%s exited while stopped: %v", victim.id, victim.cmd.ProcessState)
+	if victim.Exited() {
+		t.Fatalf("%s exited while stopped: %v", victim.id, victim.Cmd.ProcessState)
 	}
 
-	victim.signal(t, syscall.SIGCONT)
+	victim.Signal(t, syscall.SIGCONT)
 	resumedAt := time.Now()
 	var fenced string
 	poll(t, 10*time.Second, victim.id+" logs that its session ended", func() (bool, string) {
-		fenced = logLine(victim.stderr.String(), "lease not renewed within the renew deadline", "session ended")
+		fenced = logLine(victim.Stderr.String(), "lease not renewed within the renew deadline", "session ended")
 		return fenced != "", "no such log line yet"
 	})
 	t.Logf("%s after SIGCONT logged: %s", victim.id, fenced)
 	waitSettled(t, survivor, ids, 20*time.Second)
 	t.Logf("%s rejoined: all 3 own their targets %v after SIGCONT", victim.id, time.Since(resumedAt).Round(time.Millisecond))
-	if victim.exited() {
-		t.Errorf("%s exited after SIGCONT: %v", victim.id, victim.cmd.ProcessState)
+	if victim.Exited() {
+		t.Errorf("%s exited after SIGCONT: %v", victim.id, victim.Cmd.ProcessState)
 	}
 
 	events := checkOwnerHistory(t, client, ns, start)
@@ -485,17 +400,17 @@ func TestGracefulStopHandsOver(t *testing.T) {
 	survivor, leaver := fleet[0], fleet[2]
 
 	stoppedAt := time.Now()
-	leaver.signal(t, syscall.SIGTERM)
+	leaver.Signal(t, syscall.SIGTERM)
 	waitSettled(t, survivor, []string{"orch-a", "orch-b"}, 10*time.Second)
 	took := time.Since(stoppedAt)
 	t.Logf("graceful stop: every partition owned by its target among the others %v after SIGTERM", took.Round(time.Millisecond))
 	if took > 3*time.Second {
 		t.Errorf("handoff after SIGTERM took %v, want under 3s", took)
 	}
-	if code := leaver.waitExit(t, 10*time.Second); code != 0 {
+	if code := leaver.Wait(t, 10*time.Second); code != 0 {
 		t.Errorf("%s exit code %d after SIGTERM, want 0", leaver.id, code)
 	}
-	if logs := leaver.stderr.String(); !strings.Contains(logs, "left the fleet") {
+	if logs := leaver.Stderr.String(); !strings.Contains(logs, "left the fleet") {
 		t.Errorf("%s did not log that it left the fleet", leaver.id)
 	}
 	checkOwnerHistory(t, client, ns, start)
@@ -519,10 +434,10 @@ func TestDrainEndpoint(t *testing.T) {
 	}
 	waitSettled(t, survivor, []string{"orch-a", "orch-b"}, 10*time.Second)
 	t.Logf("drain: every partition owned by its target among the others %v after the request", time.Since(drainedAt).Round(time.Millisecond))
-	if code := leaver.waitExit(t, 10*time.Second); code != 0 {
+	if code := leaver.Wait(t, 10*time.Second); code != 0 {
 		t.Errorf("%s exit code %d after drain, want 0", leaver.id, code)
 	}
-	if logs := leaver.stderr.String(); !strings.Contains(logs, "drain requested over the API") || !strings.Contains(logs, "left the fleet") {
+	if logs := leaver.Stderr.String(); !strings.Contains(logs, "drain requested over the API") || !strings.Contains(logs, "left the fleet") {
 		t.Errorf("%s did not log the drain request and leaving the fleet", leaver.id)
 	}
 	checkOwnerHistory(t, client, ns, start)
@@ -555,10 +470,10 @@ func freePortPair(t *testing.T) int {
 func runCLIProc(t *testing.T, args ...string) (stdout, stderr string) {
 	t.Helper()
 	p := startProc(t, "jobfleet "+strings.Join(args, " "), args...)
-	if code := p.waitExit(t, 20*time.Second); code != 0 {
-		t.Fatalf("jobfleet %q: exit code %d\n%s%s", args, code, p.stdout.String(), p.stderr.String())
+	if code := p.Wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("jobfleet %q: exit code %d\n%s%s", args, code, p.Stdout.String(), p.Stderr.String())
 	}
-	return p.stdout.String(), p.stderr.String()
+	return p.Stdout.String(), p.Stderr.String()
 }
 
 // TestDevCommandStartsFleet runs the quick start: jobfleet dev, then the
@@ -570,7 +485,7 @@ func TestDevCommandStartsFleet(t *testing.T) {
 	// (the processes inherit the variable).
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	var (
-		dev     *proc
+		dev     *proctest.Process
 		urls    []string
 		dataDir string
 	)
@@ -595,7 +510,7 @@ func TestDevCommandStartsFleet(t *testing.T) {
 			"--data-dir="+dataDir,
 		)
 		poll(t, 60*time.Second, "both orchestrators of jobfleet dev ready, or jobfleet dev exited", func() (bool, string) {
-			if dev.exited() {
+			if dev.Exited() {
 				return true, ""
 			}
 			for _, u := range urls {
@@ -606,15 +521,15 @@ func TestDevCommandStartsFleet(t *testing.T) {
 			}
 			return true, ""
 		})
-		if !dev.exited() {
+		if !dev.Exited() {
 			t.Logf("jobfleet dev: both orchestrators ready %v after start", time.Since(startedAt).Round(time.Millisecond))
 			break
 		}
-		if strings.Contains(dev.stderr.String(), "address already in use") && attempt < 3 {
+		if strings.Contains(dev.Stderr.String(), "address already in use") && attempt < 3 {
 			t.Logf("a port was taken meanwhile; retrying on others")
 			continue
 		}
-		t.Fatalf("jobfleet dev exited at start-up: %v", dev.cmd.ProcessState)
+		t.Fatalf("jobfleet dev exited at start-up: %v", dev.Cmd.ProcessState)
 	}
 
 	// dev's admin token, in a private file of its data directory.
@@ -718,8 +633,8 @@ func TestDevCommandStartsFleet(t *testing.T) {
 	}
 
 	interruptedAt := time.Now()
-	dev.signal(t, os.Interrupt)
-	if code := dev.waitExit(t, 10*time.Second); code != 0 {
+	dev.Signal(t, os.Interrupt)
+	if code := dev.Wait(t, 10*time.Second); code != 0 {
 		t.Errorf("jobfleet dev exit code %d after SIGINT, want 0", code)
 	}
 	t.Logf("jobfleet dev exited %v after SIGINT", time.Since(interruptedAt).Round(time.Millisecond))
@@ -734,17 +649,17 @@ func TestPartitionMismatchExitsWithClearError(t *testing.T) {
 	})
 
 	second := startOrchestrator(t, ns, "orch-b", "--partitions=128")
-	if code := second.waitExit(t, 15*time.Second); code == 0 {
+	if code := second.Wait(t, 15*time.Second); code == 0 {
 		t.Fatalf("orchestrator with --partitions=128 in a 64-partition cluster exited 0, want an error")
 	}
-	stderr := second.stderr.String()
+	stderr := second.Stderr.String()
 	for _, want := range []string{"partition count mismatch", "64"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
 	}
-	if first.exited() {
-		t.Errorf("the first orchestrator exited: %v", first.cmd.ProcessState)
+	if first.Exited() {
+		t.Errorf("the first orchestrator exited: %v", first.Cmd.ProcessState)
 	}
 }
 
@@ -806,10 +721,10 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 				"--listen="+listen,
 				tt.flag,
 			)
-			if code := p.waitExit(t, 10*time.Second); code == 0 || code == -1 {
+			if code := p.Wait(t, 10*time.Second); code == 0 || code == -1 {
 				t.Fatalf("%s: exit code %d, want an error exit", tt.flag, code)
 			}
-			stderr := p.stderr.String()
+			stderr := p.Stderr.String()
 			for _, want := range tt.want {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("%s: stderr lacks %q:\n%s", tt.flag, want, stderr)

@@ -23,6 +23,7 @@ import (
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/proctest"
 	"github.com/jobfleet/jobfleet/internal/testkit/tlstest"
 )
 
@@ -77,7 +78,7 @@ func TestOrchestratorServesTLSWithClientCertificates(t *testing.T) {
 	if _, _, err := auth.NewStore(etcd.Client(t), ns, nil).Issue(ctx, "ci-admin", auth.CreateRequest{Role: auth.RoleAdmin}, ""); err != nil {
 		t.Fatal(err)
 	}
-	var o *proc
+	var o *proctest.Process
 	var api, metrics string
 	for attempt := 1; ; attempt++ {
 		addr, err := etcdserver.FreeAddr()
@@ -96,7 +97,7 @@ func TestOrchestratorServesTLSWithClientCertificates(t *testing.T) {
 			"--metrics-listen="+metricsAddr,
 		)
 		poll(t, 20*time.Second, "orch-tls ready over TLS, or exited", func() (bool, string) {
-			if o.exited() {
+			if o.Exited() {
 				return true, ""
 			}
 			resp, err := authed.Get(api + "/readyz")
@@ -106,13 +107,13 @@ func TestOrchestratorServesTLSWithClientCertificates(t *testing.T) {
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusOK, resp.Status
 		})
-		if !o.exited() {
+		if !o.Exited() {
 			break
 		}
-		if strings.Contains(o.stderr.String(), "address already in use") && attempt < 3 {
+		if strings.Contains(o.Stderr.String(), "address already in use") && attempt < 3 {
 			continue
 		}
-		t.Fatalf("orch-tls exited at start-up: %v", o.cmd.ProcessState)
+		t.Fatalf("orch-tls exited at start-up: %v", o.Cmd.ProcessState)
 	}
 
 	t.Run("the member advertises its https URL", func(t *testing.T) {
@@ -200,7 +201,7 @@ func TestOrchestratorServesTLSWithClientCertificates(t *testing.T) {
 				t.Errorf("receiver got run %q", run)
 			}
 		case <-time.After(20 * time.Second):
-			t.Fatalf("the job did not run through a worker over TLS; worker log:\n%s", w.stderr.String())
+			t.Fatalf("the job did not run through a worker over TLS; worker log:\n%s", w.Stderr.String())
 		}
 	})
 
@@ -215,7 +216,7 @@ func TestOrchestratorServesTLSWithClientCertificates(t *testing.T) {
 		return got == want, fmt.Sprintf("serial %s (%v), want %s", got, err, want)
 	})
 	t.Logf("replaced certificate served %v after the files changed", time.Since(replacedAt).Round(time.Millisecond))
-	if l, hex := logLine(o.stderr.String(), "TLS certificate reloaded"), fmt.Sprintf("%X", second.Cert.SerialNumber); !strings.Contains(l, hex) {
+	if l, hex := logLine(o.Stderr.String(), "TLS certificate reloaded"), fmt.Sprintf("%X", second.Cert.SerialNumber); !strings.Contains(l, hex) {
 		t.Errorf("no reload log line naming serial %s: %q", hex, l)
 	}
 	// ... and a pair that does not load keeps it. (The files are checked
@@ -225,9 +226,9 @@ func TestOrchestratorServesTLSWithClientCertificates(t *testing.T) {
 		if got, err := servedSerial(authed, api); err != nil || got != want {
 			t.Fatalf("after a mismatched pair: serial %s (%v), want the previous %s", got, err, want)
 		}
-		return logLine(o.stderr.String(), "do not load") != "", "no such log line yet"
+		return logLine(o.Stderr.String(), "do not load") != "", "no such log line yet"
 	})
-	if o.exited() {
-		t.Fatalf("orch-tls exited: %v", o.cmd.ProcessState)
+	if o.Exited() {
+		t.Fatalf("orch-tls exited: %v", o.Cmd.ProcessState)
 	}
 }

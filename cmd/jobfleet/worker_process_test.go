@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/proctest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -27,8 +28,8 @@ import (
 func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 	ns := etcdtest.Namespace(t)
 	o := startOrchestrator(t, ns, "orch-w")
-	if o.exited() {
-		t.Fatalf("orchestrator exited at start-up: %v", o.cmd.ProcessState)
+	if o.Exited() {
+		t.Fatalf("orchestrator exited at start-up: %v", o.Cmd.ProcessState)
 	}
 	waitSettled(t, o, []string{"orch-w"}, 20*time.Second)
 
@@ -47,7 +48,7 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 	defer hook.Close()
 	defer close(hang) // first: Close waits for the handlers
 
-	startWorker := func(id string) *proc {
+	startWorker := func(id string) *proctest.Process {
 		return startProc(t, id, "worker", "--orchestrators="+o.url, "--token-file="+adminSecretFile, "--id="+id,
 			"--concurrency=1", "--http-allow=127.0.0.1", "--poll-wait=1s", "--log-format=json")
 	}
@@ -93,8 +94,8 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 	})
 
 	killedAt := time.Now()
-	doomed.signal(t, syscall.SIGKILL)
-	doomed.waitExit(t, 5*time.Second)
+	doomed.Signal(t, syscall.SIGKILL)
+	doomed.Wait(t, 5*time.Second)
 	startWorker("rescuer")
 	var run store.Run
 	poll(t, 25*time.Second, "the run succeeded on another worker", func() (bool, string) {

@@ -136,6 +136,42 @@
 
   const between = (a, b) => (a && b ? (new Date(b) - new Date(a)) / 1000 : null);
 
+  // keepFocus runs redraw, which replaces elements within box, and gives
+  // the focus back to what replaced the element it was on: in the same
+  // table row (data-run, data-job) the element of the same kind, or the
+  // element with the same id (a pager's button). Refreshes and page
+  // turns so leave a keyboard user where they were.
+  function keepFocus(box, redraw) {
+    const a = document.activeElement;
+    if (!a || !box.contains(a) || a === box) { redraw(); return; }
+    const row = a.closest('tr[data-run], tr[data-job]');
+    const key = row ? (row.dataset.run !== undefined ? ['run', row.dataset.run] : ['job', row.dataset.job]) : null;
+    const id = a.id;
+    const tag = a.tagName;
+    redraw();
+    let next = null;
+    if (key) {
+      const tr = [...box.querySelectorAll('tr[data-' + key[0] + ']')].find((r) => r.dataset[key[0]] === key[1]);
+      if (tr) next = [...tr.querySelectorAll(tag)][0] || tr;
+    } else if (id) {
+      next = document.getElementById(id);
+    }
+    // A pager's button that became disabled (the last page) passes the
+    // focus to its enabled neighbour.
+    if (next && next.disabled) next = [...next.parentElement.querySelectorAll('button')].find((b) => !b.disabled) || null;
+    if (next) next.focus();
+  }
+
+  // keepQuery writes a view's search into the address (#/name/k=v&…)
+  // without reloading the view, so that Back from a job, a reload or a
+  // copied link shows the same search. Empty values are left out.
+  function keepQuery(name, params) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
+    const s = q.toString();
+    history.replaceState(null, '', '#/' + name + (s ? '/' + s : ''));
+  }
+
   // ---- colours of owners ----------------------------------------------
 
   const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac', '#2f4b7c', '#a05195'];
@@ -247,11 +283,40 @@
     const ctrl = new AbortController();
     const map = el('div', { class: 'map', role: 'group', 'aria-label': 'Partitions, coloured by owner' });
     const legend = el('div', { class: 'legend', 'aria-label': 'Owners' });
-    const detail = el('div', { class: 'detail', 'aria-live': 'polite', text: 'Hover or focus a partition for its owner, epoch, target and since when.' });
+    const detail = el('div', { class: 'detail', 'aria-live': 'polite', text: 'Hover or focus a partition for its owner, epoch, target and since when (Tab to the map, then the arrow keys, Home and End).' });
     const note = el('p', { class: 'muted', 'aria-live': 'polite' });
     view.append(heading('Partition map'), note, legend, map, detail);
     let rows = [];
     let cells = [];
+    // The map is one stop in the Tab order (a thousand cells would be a
+    // thousand stops): only the current cell is tabbable, and the arrow
+    // keys, Home and End move between cells.
+    let current = 0;
+    function focusCell(i) {
+      if (!cells.length) return;
+      i = Math.max(0, Math.min(cells.length - 1, i));
+      cells[current].tabIndex = -1;
+      current = i;
+      cells[i].tabIndex = 0;
+      cells[i].focus();
+    }
+    // columns counts the cells of the map's first row as laid out.
+    function columns() {
+      const top = cells[0].offsetTop;
+      let n = 0;
+      while (n < cells.length && cells[n].offsetTop === top) n++;
+      return Math.max(1, n);
+    }
+    map.addEventListener('keydown', (ev) => {
+      if (ev.key === 'ArrowRight') focusCell(current + 1);
+      else if (ev.key === 'ArrowLeft') focusCell(current - 1);
+      else if (ev.key === 'ArrowDown') focusCell(current + columns());
+      else if (ev.key === 'ArrowUp') focusCell(current - columns());
+      else if (ev.key === 'Home') focusCell(0);
+      else if (ev.key === 'End') focusCell(cells.length - 1);
+      else return;
+      ev.preventDefault();
+    });
 
     function label(r) {
       return 'partition ' + r.partition + ', owner ' + (r.owner || 'none') + ', epoch ' + r.epoch +
@@ -290,9 +355,15 @@
       const ids = [...new Set([...s.members.members.map((m) => m.id), ...s.assignments.map((r) => r.owner).filter(Boolean)])].sort();
       ids.forEach(colourOf);
       rows = s.assignments;
+      if (current >= rows.length) current = 0;
       cells = rows.map((r) => {
-        const c = el('button', { type: 'button', class: 'cell', 'data-partition': r.partition });
-        c.addEventListener('focus', () => show(rows[r.partition]));
+        const c = el('button', { type: 'button', class: 'cell', 'data-partition': r.partition, tabindex: r.partition === current ? '0' : '-1' });
+        c.addEventListener('focus', () => {
+          if (current !== r.partition && cells[current]) cells[current].tabIndex = -1;
+          current = r.partition;
+          c.tabIndex = 0;
+          show(rows[r.partition]);
+        });
         c.addEventListener('mouseenter', () => show(rows[r.partition]));
         return c;
       });
@@ -383,7 +454,7 @@
     last.value = q.get('last') || '';
     const table = el('tbody');
     const pager = el('div', { class: 'actions' });
-    const note = el('p', { class: 'muted', 'aria-live': 'polite' });
+    const note = el('p', { class: 'muted', id: 'jobs-note', 'aria-live': 'polite' });
     const cursors = ['']; // cursors of the pages seen, for Previous
     let page = 0;
     const ctrl = new AbortController();
@@ -423,24 +494,30 @@
         }, () => { lastCell.textContent = '?'; });
         return tr;
       });
-      table.replaceChildren(...trs);
+      keepFocus(view, () => table.replaceChildren(...trs));
       // The prefix and the state are filtered on the server; the last
       // run's status is known only per row (one request each), so that
       // filter hides rows of the page loaded.
       function countShown() {
         const shown = trs.filter((tr) => !tr.hidden).length;
-        note.replaceChildren(
-          'Page ' + (page + 1) + ': ' + list.jobs.length + ' jobs' + (paused.value ? ' ' + paused.value : '') +
+        // replaceChildren inserts null as the text "null": leave it out.
+        note.replaceChildren(...[
+          'Page ' + (page + 1) + ': ' + list.jobs.length + (list.jobs.length === 1 ? ' job' : ' jobs') + (paused.value ? ' ' + paused.value : '') +
             (last.value ? ', ' + shown + ' of them with a last run ' + last.value + ' (the last-run filter looks at this page only)' : '') +
             (!list.jobs.length && list.next_cursor ? ' (none among the jobs searched so far: Next page searches on)' : '') + '.',
-          (last.value === 'dead' || last.value === 'failed') ? el('span', {}, ' Runs failing across the fleet: ', el('a', { href: '#/failing', text: 'Failing runs' }), '.') : null);
+          (last.value === 'dead' || last.value === 'failed') ? el('span', {}, ' Runs failing across the fleet: ', el('a', { href: '#/failing', text: 'Failing runs' }), '.') : null,
+        ].filter(Boolean));
       }
       countShown();
-      pager.replaceChildren(
-        el('button', { type: 'button', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
-        el('button', { type: 'button', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));
+      keepFocus(view, () => pager.replaceChildren(
+        el('button', { type: 'button', id: 'jobs-prev', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
+        el('button', { type: 'button', id: 'jobs-next', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } })));
     }
-    const form = el('form', { class: 'inline', onsubmit: (ev) => { ev.preventDefault(); cursors.length = 1; page = 0; load(); } },
+    const form = el('form', { class: 'inline', onsubmit: (ev) => {
+      ev.preventDefault();
+      keepQuery('jobs', { prefix: prefix.value, paused: paused.value, last: last.value });
+      cursors.length = 1; page = 0; load();
+    } },
       el('label', { for: 'jobs-prefix' }, 'ID prefix', prefix),
       el('label', { for: 'jobs-paused' }, 'State', paused),
       el('label', { for: 'jobs-last' }, 'Last run', last),
@@ -500,7 +577,6 @@
         msg.textContent = what + ': done.';
         if (method === 'DELETE') { location.hash = '#/jobs'; return; }
         fastUntil = Date.now() + 10000; // the run of a trigger appears in a moment
-        clearTimeout(timer);
         tick();
       } catch (e) {
         msg.className = 'error';
@@ -508,15 +584,25 @@
       }
     }
 
+    // The buttons are redrawn only when what they offer changes (read
+    // only, pause or resume), not on every reload: a redraw would take
+    // the keyboard focus away and close an open delete question.
+    let drawn = null;
     function drawActions(j) {
-      if (!canWrite(id)) {
+      const offer = !canWrite(id) ? 'read' : (j.paused ? 'resume' : 'pause');
+      if (offer === drawn) return;
+      const refocus = document.activeElement && (document.activeElement.id === 'pause' || document.activeElement.id === 'resume');
+      drawn = offer;
+      if (offer === 'read') {
         actions.replaceChildren(el('span', { class: 'muted', text: 'Your credential may read this job, not change it.' }));
         return;
       }
       const confirmBox = el('span', { hidden: true },
         el('span', { text: 'Delete job ' + id + ' and its runs? ' }),
         el('button', { type: 'button', class: 'danger', id: 'confirm-delete', text: 'Yes, delete', onclick: () => act('Delete', 'DELETE', jobPath(id)) }),
-        el('button', { type: 'button', text: 'Cancel', onclick: () => { confirmBox.hidden = true; } }));
+        // Cancel hides the question and gives focus back to Delete…,
+        // not to the page's start.
+        el('button', { type: 'button', id: 'cancel-delete', text: 'Cancel', onclick: () => { confirmBox.hidden = true; $('delete').focus(); } }));
       actions.replaceChildren(
         j.paused
           ? el('button', { type: 'button', id: 'resume', text: 'Resume', onclick: () => act('Resume', 'POST', jobPath(id, 'resume')) })
@@ -524,6 +610,7 @@
         el('button', { type: 'button', id: 'trigger', text: 'Trigger now', onclick: () => act('Trigger', 'POST', jobPath(id, 'trigger')) }),
         el('button', { type: 'button', id: 'delete', class: 'danger', text: 'Delete…', onclick: () => { confirmBox.hidden = false; $('confirm-delete').focus(); } }),
         confirmBox);
+      if (refocus) $(offer).focus(); // Pause became Resume, or back
     }
 
     async function load() {
@@ -533,32 +620,51 @@
       } catch (e) {
         info.replaceChildren(errorBox(e));
         actions.replaceChildren();
+        drawn = null;
         return;
       }
       drawActions(j);
       const st = j.state || {};
+      // As for the runs below: the document stays open, and the focus
+      // stays on what it was on (the partition link, the summary).
+      const docWasOpen = !!info.querySelector('details[open]');
+      const focusedId = info.contains(document.activeElement) ? document.activeElement.id : '';
       info.replaceChildren(
         el('dl', { class: 'kv' },
           el('dt', { text: 'State' }), el('dd', { id: 'job-state', text: j.paused ? 'paused' : 'active' }),
           el('dt', { text: 'Schedule' }), el('dd', { text: j.schedule || (j.run_at ? 'once at ' + fmtUTC(j.run_at) : '') }),
           el('dt', { text: 'Time zone' }), el('dd', { text: j.timezone || 'UTC' }),
-          el('dt', { text: 'Partition' }), el('dd', {}, el('a', { href: '#/where/' + encodeURIComponent(id), text: String(j.partition) })),
+          el('dt', { text: 'Partition' }), el('dd', {}, el('a', { id: 'job-partition', href: '#/where/' + encodeURIComponent(id), text: String(j.partition) })),
           el('dt', { text: 'Fired / skipped / dropped' }), el('dd', { text: (st.fired || 0) + ' / ' + (st.skipped || 0) + ' / ' + (st.dropped || 0) })),
-        el('details', {}, el('summary', { text: 'Document' }), el('pre', { text: JSON.stringify(j, null, 2) })));
+        el('details', { id: 'job-document', open: docWasOpen }, el('summary', { id: 'job-document-summary', text: 'Document' }), el('pre', { text: JSON.stringify(j, null, 2) })));
+      if (focusedId && $(focusedId)) $(focusedId).focus();
       try {
         const n = await api('GET', jobPath(id, 'next') + '?count=10');
         const list = n.fires || [];
-        fires.replaceChildren(list.length
-          ? el('table', {}, el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'In ' + (n.timezone || 'UTC') }), el('th', { scope: 'col', text: 'UTC' }))),
-            el('tbody', {}, list.map((f) => el('tr', {}, el('td', { text: f.local }), el('td', { text: f.utc })))))
-          : el('p', { class: 'muted', text: n.paused ? 'Paused: no fires until resumed.' : 'No further fires.' }));
+        // A paused job's times are those it would fire if resumed: say
+        // so above them, as jobfleet job next does.
+        fires.replaceChildren(...(list.length
+          ? [n.paused ? el('p', { class: 'warn', id: 'fires-note', text: 'Paused: it fires these times only if resumed before them.' }) : null,
+            el('table', {}, el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'In ' + (n.timezone || 'UTC') }), el('th', { scope: 'col', text: 'UTC' }))),
+              el('tbody', {}, list.map((f) => el('tr', {}, el('td', { text: f.local }), el('td', { text: f.utc })))))]
+          : [el('p', { class: 'muted', text: n.paused ? 'Paused: no fires until resumed.' : 'No further fires.' })]).filter(Boolean));
       } catch (e) {
         fires.replaceChildren(el('p', { class: 'muted', text: (st.next ? 'Next fire: ' + fmtZone(st.next, j.timezone) + ' (' + fmtUTC(st.next) + '). ' : '') +
           (e.status === 404 ? 'This server does not list further fires.' : 'Cannot list further fires: ' + e.message) }));
       }
       try {
         const r = await api('GET', jobPath(id, 'runs') + '?limit=20');
+        // The reload keeps the runs whose attempts are open open, and the
+        // focus on the run it was on.
+        const rowOf = (e) => (e && e.closest ? e.closest('tr[data-run]') : null);
+        const opened = new Set([...runs.querySelectorAll('tr[data-run] details[open]')].map((d) => rowOf(d).dataset.run));
+        const focused = runs.contains(document.activeElement) ? rowOf(document.activeElement) : null;
         runs.replaceChildren(r.runs.length ? runsTable(r.runs) : el('p', { class: 'muted', text: 'No runs stored.' }));
+        for (const tr of runs.querySelectorAll('tr[data-run]')) {
+          const d = tr.querySelector('details');
+          if (d && opened.has(tr.dataset.run)) d.open = true;
+          if (focused && tr.dataset.run === focused.dataset.run) (tr.querySelector('summary') || tr).focus();
+        }
         active = r.runs.some((run) => run.status === 'pending' || run.status === 'running');
       } catch (e) {
         runs.replaceChildren(errorBox(e));
@@ -566,13 +672,19 @@
     }
     // Reloaded every 10 s, or every second while a run is pending or
     // running and for 10 s after an action.
+    // An action reloads at once (tick): a reload still in flight then
+    // sets no timer when it ends, or each action made while one loads
+    // would start one more reload loop.
     let active = false;
     let fastUntil = 0;
     let timer = null;
     let stopped = false;
+    let latest = 0; // the number of the latest tick
     const tick = async () => {
+      const mine = ++latest;
+      clearTimeout(timer);
       await load();
-      if (!stopped) timer = setTimeout(tick, active || Date.now() < fastUntil ? 1000 : 10000);
+      if (!stopped && mine === latest) timer = setTimeout(tick, active || Date.now() < fastUntil ? 1000 : 10000);
     };
     tick();
     return () => { stopped = true; clearTimeout(timer); };
@@ -621,25 +733,31 @@
       if (stopped) return;
       cursors[page + 1] = list.next_cursor;
       const runs = list.runs.slice().sort((a, b) => (a.at < b.at ? 1 : (a.at > b.at ? -1 : 0)));
-      table.replaceChildren(...runs.map((r) => el('tr', { 'data-run': r.run_id, 'data-status': r.status },
-        el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(r.job_id), text: r.job_id })),
-        el('td', { class: 'error', text: r.status }),
-        el('td', { class: 'num', text: r.attempt }),
-        el('td', { text: fmtUTC(r.at) }),
-        el('td', {}, r.error ? el('span', { class: 'error', text: r.error }) : el('span', { class: 'muted', text: 'no error recorded' })),
-        el('td', { class: 'muted', text: r.run_id }))));
-      if (!runs.length && page === 0 && !list.next_cursor) {
-        say('No ' + statusSel.selectedOptions[0].text + ' runs in the ' + since.selectedOptions[0].text + (prefix.value ? ' under ' + prefix.value : '') + '.', 'ok');
-      } else {
-        say('Page ' + (page + 1) + ': ' + runs.length + ' run' + (runs.length === 1 ? '' : 's') +
-          ', newest first within the page (the server pages by partition and job, not by time)' +
-          (runs.length < PAGE_SIZE && list.next_cursor ? '; the server stops a page after reading 10 000 entries, Next page searches on' : '') + '. Refreshed every 30 s.');
-      }
-      pager.replaceChildren(
-        el('button', { type: 'button', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
-        el('button', { type: 'button', id: 'failing-next', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));
+      keepFocus(view, () => {
+        table.replaceChildren(...runs.map((r) => el('tr', { 'data-run': r.run_id, 'data-status': r.status },
+          el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(r.job_id), text: r.job_id })),
+          el('td', { class: 'error', text: r.status }),
+          el('td', { class: 'num', text: r.attempt }),
+          el('td', { text: fmtUTC(r.at) }),
+          el('td', {}, r.error ? el('span', { class: 'error', text: r.error }) : el('span', { class: 'muted', text: 'no error recorded' })),
+          el('td', { class: 'muted', text: r.run_id }))));
+        if (!runs.length && page === 0 && !list.next_cursor) {
+          say('No ' + statusSel.selectedOptions[0].text + ' runs in the ' + since.selectedOptions[0].text + (prefix.value ? ' under ' + prefix.value : '') + '.', 'ok');
+        } else {
+          say('Page ' + (page + 1) + ': ' + runs.length + ' run' + (runs.length === 1 ? '' : 's') +
+            ', newest first within the page (the server pages by partition and job, not by time)' +
+            (runs.length < PAGE_SIZE && list.next_cursor ? '; the server stops a page after reading 10 000 entries, Next page searches on' : '') + '. Refreshed every 30 s.');
+        }
+        pager.replaceChildren(
+          el('button', { type: 'button', id: 'failing-prev', text: 'Previous page', disabled: page === 0, onclick: () => { page--; load(); } }),
+          el('button', { type: 'button', id: 'failing-next', text: 'Next page', disabled: !list.next_cursor, onclick: () => { page++; load(); } }));
+      });
     }
-    const form = el('form', { class: 'inline', onsubmit: (ev) => { ev.preventDefault(); cursors.length = 1; page = 0; load(); } },
+    const form = el('form', { class: 'inline', onsubmit: (ev) => {
+      ev.preventDefault();
+      keepQuery('failing', { prefix: prefix.value, status: statusSel.value === 'dead,failed' ? '' : statusSel.value, since: since.value === '24h' ? '' : since.value });
+      cursors.length = 1; page = 0; load();
+    } },
       el('label', { for: 'failing-prefix' }, 'Job ID prefix', prefix),
       el('label', { for: 'failing-status' }, 'Status', statusSel),
       el('label', { for: 'failing-since' }, 'Within the', since),

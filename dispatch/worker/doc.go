@@ -38,7 +38,12 @@
 //     out after …"). A shell command's whole process group is signalled
 //     (SIGTERM, then SIGKILL after Config.KillGrace), and whatever remains
 //     of the group when the command exits is killed, so no child outlives
-//     its attempt unless it left the group.
+//     its attempt unless it left the group. The group dies with the worker
+//     too, however the worker dies (SIGKILL included): a guard process,
+//     started from the worker's own executable, leads it and kills it
+//     when the worker's end of a pipe closes. A program embedding the
+//     worker that runs shell commands is therefore run again as that guard;
+//     this package's initialisation takes such a run over before main.
 //   - Graceful shutdown: when Run's context is cancelled the worker stops
 //     polling, lets in-flight attempts finish for up to
 //     Config.ShutdownTimeout, then cancels the rest and reports them failed

@@ -26,7 +26,7 @@ const snoopCanary = "canary-5ecret-7f3a"
 // unprivileged user (root may read any process's memory, so the test runs
 // a copy of this test binary as nobody), with a token and a secret in its
 // environment, and a shell job that reads the worker's
-// /proc/<pid>/environ: the job, running as the same user, must not see
+// /proc/<pid>/environ (the parent of its guard's): the job, running as the same user, must not see
 // them.
 func TestShellJobCannotReadWorkerEnvironment(t *testing.T) {
 	requireShell(t)
@@ -86,12 +86,13 @@ func shellSnoop(t *testing.T) {
 	}
 	f := newFakeOrch(t, "a", nil)
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true}, nil)
-	script := `echo "ppid=$PPID"; tr "\0" "\n" < /proc/$PPID/environ; echo "read=$?"`
+	// The job's parent is the shell guard; the worker is the guard's.
+	script := `w=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$PPID/status); echo "worker=$w"; tr "\0" "\n" < /proc/$w/environ; echo "read=$?"`
 	f.enqueue(f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", script}}, ""))
 	c := f.waitComplete(t, "r1")
 	t.Logf("job output: %q", c.Output)
-	if !strings.Contains(c.Output, "ppid="+strconv.Itoa(os.Getpid())+"\n") {
-		t.Fatalf("the job's parent is not this worker (pid %d)", os.Getpid())
+	if !strings.Contains(c.Output, "worker="+strconv.Itoa(os.Getpid())+"\n") {
+		t.Fatalf("the job's guard's parent is not this worker (pid %d)", os.Getpid())
 	}
 	if strings.Contains(c.Output, snoopCanary) || strings.Contains(c.Output, "read=0") {
 		t.Errorf("a shell job read the worker's environment")

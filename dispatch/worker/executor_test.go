@@ -223,6 +223,22 @@ func TestShellExecutor(t *testing.T) {
 			command: []string{"/nonexistent/jobfleet-test-program"},
 			wantErr: "no such file or directory",
 		},
+		{
+			name:       "killed by a signal",
+			command:    []string{"sh", "-c", "echo before; kill -TERM $$"},
+			wantOutput: "before\n",
+			wantErr:    "signal: terminated",
+		},
+		{
+			name:       "signals to the group reach the command, not its guard",
+			command:    []string{"sh", "-c", `trap 'echo got HUP' HUP; trap 'echo got QUIT' QUIT; kill -HUP 0; kill -QUIT 0; echo done`},
+			wantOutput: "got HUP\ngot QUIT\ndone\n",
+		},
+		{
+			name:    "program not executable",
+			command: []string{"/etc/passwd"},
+			wantErr: `start "/etc/passwd": fork/exec /etc/passwd: permission denied`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -91,6 +91,10 @@ type HTTPPolicy struct {
 	ProxyFromEnvironment bool
 	// Resolver resolves host names; nil means net.DefaultResolver.
 	Resolver Resolver
+	// AllowFlag names, in refusals, the setting that lists Allow entries:
+	// "--http-allow" (the worker's flag) if empty. An orchestrator
+	// applying the policy to notifications gives "--notify-allow".
+	AllowFlag string
 }
 
 // destPolicy enforces an HTTPPolicy. Safe for concurrent use.
@@ -98,6 +102,7 @@ type destPolicy struct {
 	allow, deny []rule
 	fixed       []endpoint // HTTPPolicy.Fleet
 	resolver    Resolver
+	allowFlag   string // HTTPPolicy.AllowFlag, named in refusals
 
 	mu            sync.Mutex // guards orchestrators and etcd
 	orchestrators []endpoint // from discovery
@@ -114,7 +119,10 @@ var etcdPorts = []uint16{2379, 2380}
 
 // newDestPolicy parses p; errors name the bad entry.
 func newDestPolicy(p HTTPPolicy) (*destPolicy, error) {
-	d := &destPolicy{resolver: p.Resolver}
+	d := &destPolicy{resolver: p.Resolver, allowFlag: p.AllowFlag}
+	if d.allowFlag == "" {
+		d.allowFlag = "--http-allow"
+	}
 	if d.resolver == nil {
 		d.resolver = net.DefaultResolver
 	}

@@ -14,7 +14,9 @@ import (
 	"time"
 )
 
-const etcdPortRule = "etcd's port, denied on every host by default (allow it with an --http-allow entry naming the port, HOST:%d)"
+// etcdPortRule is the refusal of etcd's port: give the allow flag and
+// the port.
+const etcdPortRule = "etcd's port, denied on every host by default (allow it with an %s entry naming the port, HOST:%d)"
 
 const fleetRule = "the fleet's own endpoint, always denied"
 
@@ -86,7 +88,7 @@ func (d *destPolicy) checkAddr(ctx context.Context, ap netip.AddrPort, nameAllow
 				return nil
 			}
 		}
-		return &DestinationError{Dest: dest, Rule: fmt.Sprintf(etcdPortRule, port)}
+		return &DestinationError{Dest: dest, Rule: fmt.Sprintf(etcdPortRule, d.allowFlag, port)}
 	}
 	for _, r := range d.allow {
 		if r.matchAddr(a, port) {
@@ -95,7 +97,7 @@ func (d *destPolicy) checkAddr(ctx context.Context, ap netip.AddrPort, nameAllow
 	}
 	for _, dd := range defaultDenials {
 		if dd.prefix.Contains(a) {
-			return &DestinationError{Dest: dest, Rule: fmt.Sprintf("%s (%s), denied by default (allow it with --http-allow)", dd.what, dd.prefix)}
+			return &DestinationError{Dest: dest, Rule: fmt.Sprintf("%s (%s), denied by default (allow it with %s)", dd.what, dd.prefix, d.allowFlag)}
 		}
 	}
 	return nil

@@ -180,3 +180,22 @@ func TestPolicyEtcdPorts(t *testing.T) {
 		t.Errorf("%d fleet endpoints after a flood of learned ones, want the cap %d", got, maxLearnedEtcd)
 	}
 }
+
+// TestPolicyRefusalNamesAllowFlag: a refusal that an allow entry could
+// lift names the setting that takes it, --http-allow unless the policy's
+// user gives its own (an orchestrator's --notify-allow).
+func TestPolicyRefusalNamesAllowFlag(t *testing.T) {
+	for _, tc := range []struct{ flag, want string }{{"", "--http-allow"}, {"--notify-allow", "--notify-allow"}} {
+		p, err := newDestPolicy(HTTPPolicy{AllowFlag: tc.flag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range []string{"http://127.0.0.1:8080/", "http://10.0.0.1:2379/"} {
+			u, _ := url.Parse(raw)
+			err := p.checkURL(u)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.want != "--http-allow" && strings.Contains(err.Error(), "--http-allow")) {
+				t.Errorf("AllowFlag %q, %s: %v, want a refusal naming %s only", tc.flag, raw, err, tc.want)
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -29,9 +30,14 @@ const shellPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // environment's PATH. Exit status 0 is success; standard output and error,
 // interleaved, are the output (their head and tail).
 //
-// When ctx ends the group gets SIGTERM, and KillGrace later the process
+// The group is led by a guard (see shell_guard_unix.go), which kills it
+// with SIGKILL if this process dies before the command ends: a worker
+// killed outright leaves none of the attempt's processes running beside
+// the retry, unless one left the process group itself.
+//
+// When ctx ends the group gets SIGTERM, and KillGrace later the guard
 // SIGKILL and its pipes are closed. Whatever is left of the group when the
-// command has exited (background children, or children that ignored
+// guard has exited (background children, or children that ignored
 // SIGTERM) is killed with SIGKILL, so no process of the attempt outlives it
 // unless it left the process group itself.
 func (w *Worker) executeShell(ctx context.Context, a dispatch.AttemptGrant) outcome {
@@ -44,28 +50,57 @@ func (w *Worker) executeShell(ctx context.Context, a dispatch.AttemptGrant) outc
 	if err != nil {
 		return outcome{err: fmt.Errorf("start %q: %w", argv[0], err)}
 	}
+	self, err := guardExecutable()
+	if err != nil {
+		return outcome{err: fmt.Errorf("start %q: find the worker's executable for the shell guard: %w", argv[0], err)}
+	}
+	// os.Pipe's descriptors are close-on-exec: only the guard gets the
+	// lifeline's read end, and no other process its write end.
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return outcome{err: fmt.Errorf("start %q: %w", argv[0], err)}
+	}
+	defer lifeW.Close() // after the group is killed below
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		lifeR.Close()
+		return outcome{err: fmt.Errorf("start %q: %w", argv[0], err)}
+	}
+	defer statusR.Close()
+
 	out := newOutputBuffer(dispatch.MaxOutputBytes)
-	cmd := exec.CommandContext(ctx, prog, argv[1:]...)
-	cmd.Args[0] = argv[0]
-	cmd.Env = env
+	cmd := guardCommand(ctx, self, prog, argv, env)
 	cmd.Stdin = bytes.NewReader(a.Payload)
 	cmd.Stdout = out
 	cmd.Stderr = out // the same pointer: exec serialises the writes
+	cmd.ExtraFiles = []*os.File{lifeR, statusW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
-		// The child is its own group leader: its PID is the group ID.
+		// The guard is its own group leader: its PID is the group ID.
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	}
 	cmd.WaitDelay = w.cfg.KillGrace
 
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	lifeR.Close()
+	statusW.Close()
+	if err != nil {
 		return outcome{err: fmt.Errorf("start %q: %w", argv[0], err)}
 	}
 	err = cmd.Wait()
 	// Kill what is left of the group. The group ID cannot have been reused
 	// while any member remains; if none does, this finds nothing.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	if errors.Is(err, exec.ErrWaitDelay) {
+	// The guard has exited and no other process holds the status pipe's
+	// write end: this does not block.
+	msg, _ := io.ReadAll(io.LimitReader(statusR, 4096))
+	started, serr := guardStatusError(string(msg), argv[0])
+	switch {
+	case !started:
+		return outcome{err: serr}
+	case serr != nil:
+		err = serr
+	case errors.Is(err, exec.ErrWaitDelay):
 		// Exited 0 but left its output pipes open (a background child).
 		err = nil
 	}

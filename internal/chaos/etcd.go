@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,22 +13,21 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	"github.com/jobfleet/jobfleet/internal/etcdserver"
+	"github.com/jobfleet/jobfleet/internal/etcdcluster"
 )
 
 // etcdMember is one `jobfleet etcd` process of the cluster.
 type etcdMember struct {
 	*process
-	name       string
-	clientAddr string
-	peerAddr   string
-	host       *netHost // nil on loopback
+	etcdcluster.Member
+	host *netHost // nil on loopback
 }
 
 // etcdCluster is the harness's etcd: one member or several, each a process.
 type etcdCluster struct {
 	binary  string
-	members []*etcdMember
+	layout  []etcdcluster.Member
+	members []*etcdMember // members[i] runs layout[i]
 	// dial connects the harness's clients (nil: the default dialer); with
 	// hosts, from the harness's own host.
 	dial func(ctx context.Context, addr string) (net.Conn, error)
@@ -44,38 +42,24 @@ func startEtcd(ctx context.Context, binary, dir string, n int, hosts *hostNetwor
 		ctl := hosts.host(hostCtl)
 		c.dial = func(ctx context.Context, addr string) (net.Conn, error) { return ctl.dial(ctx, "tcp", addr) }
 	}
-	var peers []string
-	for i := range n {
-		name := fmt.Sprintf("etcd-%d", i+1)
-		m := &etcdMember{name: name}
-		if hosts != nil {
-			m.host = hosts.host(name)
-			m.clientAddr, m.peerAddr = net.JoinHostPort(m.host.ip(), "2379"), net.JoinHostPort(m.host.ip(), "2380")
-		} else {
-			var err error
-			if m.clientAddr, err = etcdserver.FreeAddr(); err != nil {
-				return nil, err
-			}
-			if m.peerAddr, err = etcdserver.FreeAddr(); err != nil {
-				return nil, err
-			}
+	addrs := etcdcluster.FreeAddrs
+	if hosts != nil {
+		addrs = func(_ int, name string) (string, string, error) {
+			ip := hosts.host(name).ip()
+			return net.JoinHostPort(ip, "2379"), net.JoinHostPort(ip, "2380"), nil
 		}
-		c.members = append(c.members, m)
-		peers = append(peers, name+"=http://"+m.peerAddr)
 	}
-	for _, m := range c.members {
-		args := []string{
-			"etcd",
-			"--name=" + m.name,
-			"--data-dir=" + filepath.Join(dir, "data", m.name),
-			"--listen-client=" + m.clientAddr,
-			"--listen-peer=" + m.peerAddr,
-			"--initial-cluster=" + strings.Join(peers, ","),
-			"--unsafe-no-fsync",
-			"--log-level=warn",
-		}
-		m.process = newProcess(m.name, filepath.Join(dir, "logs", m.name+".log"), args)
-		if m.host != nil {
+	var err error
+	if c.layout, err = etcdcluster.Layout(n, addrs); err != nil {
+		return nil, err
+	}
+	for _, lm := range c.layout {
+		m := &etcdMember{Member: lm}
+		c.members = append(c.members, m)
+		args := append(lm.Args(dir, c.layout), "--unsafe-no-fsync", "--log-level=warn")
+		m.process = newProcess(m.Name, filepath.Join(dir, "logs", m.Name+".log"), args)
+		if hosts != nil {
+			m.host = hosts.host(m.Name)
 			m.wrap = m.host.wrap()
 		}
 		if err := m.start(binary); err != nil {
@@ -92,13 +76,7 @@ func startEtcd(ctx context.Context, binary, dir string, n int, hosts *hostNetwor
 }
 
 // endpoints returns every member's client URL.
-func (c *etcdCluster) endpoints() []string {
-	var out []string
-	for _, m := range c.members {
-		out = append(out, "http://"+m.clientAddr)
-	}
-	return out
-}
+func (c *etcdCluster) endpoints() []string { return etcdcluster.Endpoints(c.layout) }
 
 // client returns a client of every member.
 func (c *etcdCluster) client() (*clientv3.Client, error) {
@@ -143,26 +121,24 @@ func (c *etcdCluster) waitServing(ctx context.Context, timeout time.Duration) er
 	}
 }
 
-// leader returns the member that is the raft leader, asking each running
+// leader returns the member that is the raft leader, asking each live
 // member for its status (the maintenance Status API).
 func (c *etcdCluster) leader(ctx context.Context, cl *clientv3.Client) (*etcdMember, error) {
-	var errs []error
-	for _, m := range c.members {
-		if !m.live() {
-			continue
-		}
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		st, err := cl.Status(sctx, "http://"+m.clientAddr)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
-			continue
-		}
-		if st.Leader != 0 && st.Leader == st.Header.MemberId {
-			return m, nil
-		}
+	i, err := etcdcluster.Leader(ctx, cl, c.layout, func(i int) bool { return c.members[i].live() })
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("no leader found: %w", errors.Join(errs...))
+	return c.members[i], nil
+}
+
+// awaitLeader returns the raft leader, asking every 100 ms for up to 10 s;
+// nil if none was found.
+func (c *etcdCluster) awaitLeader(ctx context.Context, cl *clientv3.Client) *etcdMember {
+	i, err := etcdcluster.AwaitLeader(ctx, cl, c.layout, func(i int) bool { return c.members[i].live() }, 10*time.Second)
+	if err != nil {
+		return nil
+	}
+	return c.members[i]
 }
 
 // kill kills every member.

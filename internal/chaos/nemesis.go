@@ -518,12 +518,7 @@ func (n *nemesis) awaitRetried(ctx context.Context, held Execution) <-chan time.
 }
 
 func (n *nemesis) etcdLeaderKill(ctx context.Context) Fault {
-	var leader *etcdMember
-	waitFor(ctx, 10*time.Second, 100*time.Millisecond, func() (bool, string) {
-		m, err := n.f.etcd.leader(ctx, n.f.client)
-		leader = m
-		return err == nil, ""
-	})
+	leader := n.f.etcd.awaitLeader(ctx, n.f.client)
 	if leader == nil {
 		return Fault{Err: "no etcd leader found"}
 	}

@@ -355,12 +355,7 @@ func (n *nemesis) workerOrchestratorCut(ctx context.Context) Fault {
 // etcdLeaderCut cuts the etcd leader from its followers (all, or one)
 // while every member still reaches, and is reached by, the clients.
 func (n *nemesis) etcdLeaderCut(ctx context.Context) Fault {
-	var leader *etcdMember
-	waitFor(ctx, 10*time.Second, 100*time.Millisecond, func() (bool, string) {
-		m, err := n.f.etcd.leader(ctx, n.f.client)
-		leader = m
-		return err == nil, ""
-	})
+	leader := n.f.etcd.awaitLeader(ctx, n.f.client)
 	if leader == nil {
 		return Fault{Err: "no etcd leader found"}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -269,6 +270,47 @@ func TestConsole(t *testing.T) {
 		if !strings.HasPrefix(label, "partition 0, owner m") || !strings.Contains(label, "Epoch") {
 			t.Errorf("the first cell, focused: %q", label)
 		}
+		// The map is one Tab stop; the arrow keys, Home and End move
+		// within it, and Tab leaves it.
+		focused := func() string {
+			return eval[string](p, `(() => { const a = document.activeElement; return a.classList.contains('cell') ? 'cell ' + a.dataset.partition : a.tagName; })()`)
+		}
+		if n := eval[int](p, `document.querySelectorAll('.cell:not([tabindex="-1"])').length`); n != 1 {
+			t.Errorf("%d cells are in the Tab order, want 1", n)
+		}
+		// Down moves one row: by the cells in the first row as laid out,
+		// to the last cell if there is no row below.
+		// A narrow map, so that it has rows.
+		p.do("narrow the map", script(`document.querySelector('.map').style.width = '200px'`))
+		perRow := eval[int](p, `[...document.querySelectorAll('.cell')].filter(c => c.offsetTop === document.querySelector('.cell').offsetTop).length`)
+		if perRow < 2 || perRow >= partitions {
+			t.Fatalf("the narrowed map shows %d cells per row", perRow)
+		}
+		for _, step := range []struct{ name, key, want string }{
+			{"right", kb.ArrowRight, "cell 1"},
+			{"right", kb.ArrowRight, "cell 2"},
+			{"left", kb.ArrowLeft, "cell 1"},
+			{"End", kb.End, fmt.Sprintf("cell %d", partitions-1)},
+			{"right at the end", kb.ArrowRight, fmt.Sprintf("cell %d", partitions-1)},
+			{"Home", kb.Home, "cell 0"},
+			{"down", kb.ArrowDown, fmt.Sprintf("cell %d", perRow)},
+			{"right", kb.ArrowRight, fmt.Sprintf("cell %d", perRow+1)},
+			{"up", kb.ArrowUp, "cell 1"},
+		} {
+			p.do("press "+step.name, chromedp.KeyEvent(step.key))
+			if got := focused(); got != step.want {
+				t.Errorf("after %s focus is on %s, want %s", step.name, got, step.want)
+			}
+		}
+		p.do("widen the map", script(`document.querySelector('.map').style.width = ''`))
+		p.do("press Tab", chromedp.KeyEvent(kb.Tab))
+		if got := focused(); strings.HasPrefix(got, "cell") {
+			t.Errorf("Tab from the map focused %s, want the map left", got)
+		}
+		p.do("press Shift+Tab", chromedp.KeyEvent(kb.Tab, chromedp.KeyModifiers(chromedp.ModifierShift)))
+		if got := focused(); got != "cell 1" {
+			t.Errorf("Shift+Tab back into the map focused %s, want the cell last focused, cell 1", got)
+		}
 		p.screenshot("console-map.png")
 		p.do("dark", colourScheme("dark"))
 		p.screenshot("console-map-dark.png")
@@ -303,7 +345,38 @@ func TestConsole(t *testing.T) {
 		}
 		p.waitJS("the next fire columns", fmt.Sprintf(`(() => { const tds = document.querySelectorAll('tr[data-job=%q] td');
 			return tds[4].textContent === %q && !['…', '?', '', 'none', 'not scheduled yet'].includes(tds[3].textContent); })()`, job, next.Fires[0].UTC), 10*time.Second)
+		if note := eval[string](p, `document.getElementById('jobs-note').textContent`); note != "Page 1: 2 jobs." {
+			t.Errorf("the note under the search says %q, want %q", note, "Page 1: 2 jobs.")
+		}
 		p.screenshot("console-jobs.png")
+		// The search is kept in the address: Back from a job shows it
+		// again.
+		if h := eval[string](p, `location.hash`); h != "#/jobs/prefix=team%2F" {
+			t.Errorf("after the search the address is %q, want #/jobs/prefix=team%%2F", h)
+		}
+		p.do("open the job", script(fmt.Sprintf(`document.querySelector('tr[data-job=%q] a').click()`, job)))
+		p.waitJS("the job page", fmt.Sprintf(`document.querySelector('#view h1')?.textContent === 'Job %s'`, job), 10*time.Second)
+		p.do("back", chromedp.NavigateBack())
+		p.waitJS("the search again", fmt.Sprintf(`document.getElementById('jobs-prefix')?.value === 'team/' && !!document.querySelector('tr[data-job=%q]') && document.querySelectorAll('#jobs-table tbody tr').length === 2`, job), 10*time.Second)
+		// Pages: the focus stays on the pager's buttons as they turn.
+		for i := range 26 {
+			j := store.Job{ID: fmt.Sprintf("pages/%02d", i), Schedule: "0 0 1 1 *", Executor: store.Executor{Type: "http", URL: hook.URL + "/invoice"}}
+			if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
+				t.Fatalf("create %s: %d", j.ID, code)
+			}
+		}
+		p.open("#/jobs/prefix=pages%2F")
+		p.waitJS("a full first page", `document.querySelectorAll('#jobs-table tbody tr').length === 25 && !document.getElementById('jobs-next').disabled`, 10*time.Second)
+		p.do("next page by keyboard", script(`document.getElementById('jobs-next').focus()`), chromedp.KeyEvent("\r"))
+		p.waitJS("the second page", `document.getElementById('jobs-note').textContent.startsWith('Page 2: 1 job.')`, 10*time.Second)
+		if got := eval[string](p, `document.activeElement.id`); got != "jobs-prev" {
+			t.Errorf("on the last page the focus is on %q, want jobs-prev (Next page is disabled)", got)
+		}
+		p.do("previous page by keyboard", chromedp.KeyEvent("\r"))
+		p.waitJS("the first page", `document.getElementById('jobs-note').textContent.startsWith('Page 1: 25 jobs')`, 10*time.Second)
+		if got := eval[string](p, `document.activeElement.id`); got != "jobs-next" {
+			t.Errorf("back on the first page the focus is on %q, want jobs-next (Previous page is disabled)", got)
+		}
 	})
 
 	t.Run("the trigger button runs the job", func(t *testing.T) {
@@ -313,6 +386,64 @@ func TestConsole(t *testing.T) {
 		// The page reloads the runs after the action and every 10 s.
 		p.waitJS("a run that succeeded on its second attempt",
 			`[...document.querySelectorAll('tr[data-run]')].some(tr => tr.textContent.includes('succeeded') && tr.textContent.includes('2 attempts'))`, 20*time.Second)
+	})
+
+	t.Run("the job page reloads in one loop, keeping focus, the delete question and open runs", func(t *testing.T) {
+		p.t = t
+		p.open("#/job/" + url.PathEscape(job))
+		p.waitJS("the page loaded", `!!document.getElementById('trigger') && (!!document.querySelector('tr[data-run]') || [...document.querySelectorAll('#view p')].some((e) => e.textContent === 'No runs stored.'))`, 10*time.Second)
+		// Count the page's reload timers, and hold its runs requests
+		// while the gate is shut, so that two triggers land while a
+		// reload is in flight.
+		p.do("instrument the page", script(`(() => {
+			window.ticks = 0; window.held = []; window.gate = false;
+			const st = window.setTimeout.bind(window);
+			window.setTimeout = (fn, ms, ...a) => { if (fn && fn.name === 'tick') window.ticks++; return st(fn, ms, ...a); };
+			const f = window.fetch.bind(window);
+			window.fetch = (u, o) => (window.gate && String(u).includes('/runs?limit=20'))
+				? new Promise((res) => window.held.push(() => res(f(u, o))))
+				: f(u, o);
+			window.gate = true;
+		})()`))
+		p.do("trigger", chromedp.Click(chromedp.ID("trigger")))
+		p.waitJS("a reload held", `window.held.length === 1`, 10*time.Second)
+		p.do("trigger again", chromedp.Click(chromedp.ID("trigger")))
+		p.waitJS("a second reload held", `window.held.length === 2`, 10*time.Second)
+		p.do("let both finish", script(`window.ticks = 0; window.held.splice(0).forEach((go) => go())`))
+		// Both reloads end within moments of each other; the next one
+		// starts a second later (fast reloads after an action) and is
+		// held: by then every reload timer of this round is set.
+		p.waitJS("the next reload", `window.held.length >= 1`, 10*time.Second)
+		if n := eval[int](p, `window.ticks`); n != 1 {
+			t.Errorf("after two overlapping reloads the page set %d reload timers, want 1 (each extra one is a reload loop for as long as the page is open)", n)
+		}
+		p.do("release", script(`window.gate = false; window.held.splice(0).forEach((go) => go())`))
+		// Delete asks first; the page's reloads (every second after an
+		// action) leave the question open and focused; Cancel gives focus
+		// back to Delete.
+		p.do("count reloads", script(`window.reloads = 0; { const f = window.fetch; window.fetch = (u, o) => { if (String(u).includes('/runs?limit=20')) window.reloads++; return f(u, o); }; }`))
+		p.do("trigger, then delete", chromedp.Click(chromedp.ID("trigger")), chromedp.Click(chromedp.ID("delete")))
+		p.waitJS("two reloads", `window.reloads >= 3`, 10*time.Second)
+		if got := eval[string](p, `document.activeElement.id + ' ' + document.getElementById('confirm-delete').closest('span').hidden`); got != "confirm-delete false" {
+			t.Errorf("two reloads after Delete…: focus on and question hidden %q, want %q", got, "confirm-delete false")
+		}
+		// Reloads keep a run's attempts open, and the focus on it.
+		p.waitJS("a run with attempts", `!!document.querySelector('tr[data-run] summary')`, 10*time.Second)
+		p.do("open a run's attempts and the document", script(`(() => { document.getElementById('job-document').open = true; const s = document.querySelector('tr[data-run] summary'); s.click(); s.focus(); window.openRun = s.closest('tr').dataset.run; })()`))
+		n := eval[int](p, `window.reloads`)
+		p.do("trigger (reloads every second)", script(`document.getElementById('trigger').click()`))
+		p.waitJS("two more reloads", fmt.Sprintf(`window.reloads >= %d`, n+2), 10*time.Second)
+		if got := eval[string](p, `(() => { const tr = [...document.querySelectorAll('tr[data-run]')].find((tr) => tr.dataset.run === window.openRun);
+			return (tr.querySelector('details').open ? 'open' : 'closed') + ' ' + (tr.contains(document.activeElement) ? 'focused' : 'not focused'); })()`); got != "open focused" {
+			t.Errorf("a run's attempts, opened, after two reloads: %s, want open focused", got)
+		}
+		if !eval[bool](p, `document.getElementById('job-document').open`) {
+			t.Error("the job's document, opened, is closed after two reloads")
+		}
+		p.do("cancel", chromedp.Click(chromedp.ID("cancel-delete")))
+		if got := eval[string](p, `document.activeElement.id + ' ' + document.getElementById('confirm-delete').closest('span').hidden`); got != "delete true" {
+			t.Errorf("after Cancel: focus on and question hidden %q, want %q", got, "delete true")
+		}
 	})
 
 	t.Run("the pause button pauses the job", func(t *testing.T) {
@@ -331,6 +462,9 @@ func TestConsole(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		p.waitJS("the page shows it", `document.getElementById('job-state')?.textContent === 'paused' && !!document.getElementById('resume')`, 10*time.Second)
+		// Its next fires are those it would fire if resumed, and the page
+		// says so.
+		p.waitJS("the note above the next fires", `document.getElementById('fires-note')?.textContent.includes('only if resumed') && document.querySelectorAll('#fires-note + table tbody tr').length === 10`, 10*time.Second)
 		// The jobs view's state filter, applied by the server, finds it
 		// alone among team/'s jobs.
 		p.open("#/jobs")
@@ -414,6 +548,25 @@ func TestConsole(t *testing.T) {
 		}
 		check("admin")
 		p.screenshot("console-failing.png")
+		// Its search is kept in the address, as the jobs view's.
+		p.do("search dead runs of team/",
+			chromedp.SetValue(chromedp.ID("failing-prefix"), "team/"),
+			chromedp.SetValue(chromedp.ID("failing-status"), "dead"),
+			chromedp.Click(chromedp.ID("failing-search")))
+		p.waitJS("the dead run", row+`?.dataset.status === 'dead'`, 10*time.Second)
+		if h := eval[string](p, `location.hash`); h != "#/failing/prefix=team%2F&status=dead" {
+			t.Errorf("after the search the address is %q, want #/failing/prefix=team%%2F&status=dead", h)
+		}
+		// The 30 s refresh keeps the focus on the run's link: catch the
+		// view's refresh to run it now.
+		p.do("catch the refresh", script(`(() => { const si = window.setInterval; window.setInterval = (fn, ms) => { if (ms === 30000) { window.refreshFailing = fn; return 0; } return si(fn, ms); }; window.restoreInterval = () => { window.setInterval = si; }; })()`))
+		p.open("#/failing")
+		p.waitJS("the view with its refresh caught", row+`?.dataset.status === 'dead' && typeof window.refreshFailing === 'function'`, 10*time.Second)
+		p.do("focus the run's link, refresh", script(`window.restoreInterval(); window.before = `+row+`; window.before.querySelector('a').focus(); window.refreshFailing()`))
+		p.waitJS("the refreshed row", row+` && `+row+` !== window.before`, 10*time.Second)
+		if got := eval[string](p, `document.activeElement.closest('tr[data-run]')?.dataset.run + ' ' + document.activeElement.tagName`); got != trig.RunID+" A" {
+			t.Errorf("after the refresh the focus is on %q, want the link of %s", got, trig.RunID)
+		}
 		p.signIn(viewer)
 		check("viewer")
 		p.do("follow the link to the job", script(row+`.querySelector('a').click()`))

@@ -30,6 +30,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
+	"github.com/jobfleet/jobfleet/internal/testkit/proctest"
 	"github.com/jobfleet/jobfleet/internal/testkit/tlstest"
 )
 
@@ -46,111 +47,19 @@ const (
 	installed = "/usr/local/bin/jobfleet"
 )
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// proc is a process the test started; it is killed when the test ends,
-// and its output logged if the test failed.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	out  syncBuffer
-	done chan struct{}
-}
-
-func startProc(t *testing.T, name, path string, args, env []string, dir string) *proc {
+// startProc starts path with args, env and working directory dir (""
+// for the test's); its output, stdout and stderr together, is logged (the
+// last 60 lines) if the test failed.
+func startProc(t *testing.T, name, path string, args, env []string, dir string) *proctest.Process {
 	t.Helper()
-	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(path, args...)
-	p.cmd.Env = env
-	p.cmd.Dir = dir
-	p.cmd.Stdout = &p.out
-	p.cmd.Stderr = &p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		_ = p.cmd.Wait() // the exit status is read from ProcessState
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("----- %s %v: %v\n%s", name, args, p.cmd.ProcessState, tail(p.out.String(), 60))
-		}
-	})
-	return p
-}
-
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends sig and waits up to timeout for the process to exit; it
-// returns the exit code.
-func (p *proc) stop(t *testing.T, sig syscall.Signal, timeout time.Duration) int {
-	t.Helper()
-	if !p.exited() {
-		if err := p.cmd.Process.Signal(sig); err != nil {
-			t.Fatalf("signal %s: %v", p.name, err)
-		}
-	}
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(timeout):
-		t.Fatalf("%s has not exited %v after %v", p.name, timeout, sig)
-		return 0
-	}
+	return proctest.Start(t, name, path, args, proctest.Options{Env: env, Dir: dir, Combined: true, LogLines: 60})
 }
 
 // poll calls cond until it holds or timeout passes (then the test fails
 // with cond's last reason), and returns the time it took.
 func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for {
-		ok, why := cond()
-		if ok {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("%s: not within %v: %s", what, timeout, why)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return proctest.Poll(t, timeout, 100*time.Millisecond, what, cond)
 }
 
 // freeAddr returns a free loopback HOST:PORT.
@@ -312,7 +221,7 @@ type service struct {
 	h    host
 	u    unitFile
 	env  map[string]string // from the installed environment file
-	proc *proc
+	proc *proctest.Process
 	runs int
 }
 
@@ -359,14 +268,14 @@ func (s *service) start(t *testing.T) {
 // code.
 func (s *service) stop(t *testing.T) int {
 	t.Helper()
-	return s.proc.stop(t, s.u.killSignal, s.u.stopTimeout)
+	return s.proc.Stop(t, s.u.killSignal, s.u.stopTimeout)
 }
 
 // etcdMember is one member of a real etcd cluster.
 type etcdMember struct {
 	name, client, peer string // addresses
 	dataDir            string
-	proc               *proc
+	proc               *proctest.Process
 }
 
 // etcdFiles are the certificate files of the etcd cluster.
@@ -609,8 +518,8 @@ func TestWalkthrough(t *testing.T) {
 	waitReady := func(i int, timeout time.Duration) time.Duration {
 		t.Helper()
 		return poll(t, timeout, orchs[i].h.name+" ready", func() (bool, string) {
-			if orchs[i].proc.exited() {
-				t.Fatalf("%s exited: %v", orchs[i].h.name, orchs[i].proc.cmd.ProcessState)
+			if orchs[i].proc.Exited() {
+				t.Fatalf("%s exited: %v", orchs[i].h.name, orchs[i].proc.Cmd.ProcessState)
 			}
 			code, err := a.get(apiURLs[i]+"/readyz", nil)
 			if code == http.StatusOK {
@@ -760,7 +669,7 @@ func TestWalkthrough(t *testing.T) {
 		}
 	}
 	for _, m := range members {
-		m.proc.stop(t, syscall.SIGTERM, 30*time.Second)
+		m.proc.Stop(t, syscall.SIGTERM, 30*time.Second)
 	}
 
 	// Restore into a new cluster: new members, new addresses, new data
@@ -835,7 +744,7 @@ func TestWalkthrough(t *testing.T) {
 		s.stop(t)
 	}
 	for _, m := range restored {
-		m.proc.stop(t, syscall.SIGTERM, 30*time.Second)
+		m.proc.Stop(t, syscall.SIGTERM, 30*time.Second)
 	}
 }
 

@@ -28,8 +28,8 @@ import (
 // 1 000 at a time, as an admin and as a viewer (whose jobs are redacted,
 // so they are decoded since they have headers), each from a store that
 // passes the stored documents through and from one that does not
-// (-decoding),
-// and reports jobs per second and the CPU time per job of the whole
+// (-decoding), and as an admin whose client decodes only the IDs (-ids, as
+// jobfleet bench scale does), and reports jobs per second and the CPU time per job of the whole
 // process (server, embedded etcd and the client decoding the pages): on a
 // loaded machine the CPU time is the figure to compare. Run with
 //
@@ -60,16 +60,18 @@ func BenchmarkListAllJobs(b *testing.B) {
 	for _, who := range []struct {
 		name, token string
 		srv         *httptest.Server
+		idsOnly     bool
 	}{
-		{"admin", adminToken, stored}, {"admin-decoding", adminToken, decoded},
-		{"viewer", "viewer-token", stored}, {"viewer-decoding", "viewer-token", decoded},
+		{"admin", adminToken, stored, false}, {"admin-decoding", adminToken, decoded, false},
+		{"viewer", "viewer-token", stored, false}, {"viewer-decoding", "viewer-token", decoded, false},
+		{"admin-ids", adminToken, stored, true},
 	} {
 		srv := who.srv
 		b.Run(who.name, func(b *testing.B) {
 			start, cpu0 := time.Now(), cpuTime(b)
 			listed := 0
 			for range b.N {
-				listed += listAll(b, srv, who.token)
+				listed += listAll(b, srv, who.token, who.idsOnly)
 			}
 			if listed != n*b.N {
 				b.Fatalf("listed %d jobs, want %d", listed, n*b.N)
@@ -90,7 +92,9 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 // listAll pages through GET /v1/jobs and returns how many jobs it saw.
-func listAll(b *testing.B, srv *httptest.Server, token string) int {
+// It decodes every job into a store.Job, or, if idsOnly, only the IDs,
+// as the list phase of jobfleet bench scale does.
+func listAll(b *testing.B, srv *httptest.Server, token string, idsOnly bool) int {
 	b.Helper()
 	seen, cursor := 0, ""
 	for {
@@ -105,15 +109,30 @@ func listAll(b *testing.B, srv *httptest.Server, token string) int {
 		if err != nil || resp.StatusCode != http.StatusOK {
 			b.Fatalf("list: %d %s %v", resp.StatusCode, data, err)
 		}
-		var page api.JobList
-		if err := json.Unmarshal(data, &page); err != nil {
+		var (
+			page api.JobList
+			ids  struct {
+				Jobs []struct {
+					ID string `json:"id"`
+				} `json:"jobs"`
+				NextCursor string `json:"next_cursor"`
+			}
+			n    int
+			next string
+		)
+		if idsOnly {
+			err, n, next = json.Unmarshal(data, &ids), len(ids.Jobs), ids.NextCursor
+		} else {
+			err, n, next = json.Unmarshal(data, &page), len(page.Jobs), page.NextCursor
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
-		seen += len(page.Jobs)
-		if page.NextCursor == "" {
+		seen += n
+		if next == "" {
 			return seen
 		}
-		cursor = page.NextCursor
+		cursor = next
 	}
 }
 

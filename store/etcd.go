@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -75,6 +76,11 @@ type Etcd struct {
 	limits     Limits
 	now        func() time.Time
 	admit      func() error // nil: every write is admitted
+	// listDensity is the spec keys per partition, in thousandths, that
+	// the last listing page saw over the whole partitions it read (0:
+	// none yet); shared by the copies WithGuard makes. It sizes the first
+	// window of the next page (listDocs).
+	listDensity *atomic.Int64
 }
 
 // NewEtcd returns the store of namespace ns with p partitions.
@@ -82,7 +88,7 @@ func NewEtcd(client *clientv3.Client, ns string, p int, limits Limits, now func(
 	if now == nil {
 		now = time.Now
 	}
-	return &Etcd{client: client, keys: Keys{NS: ns}, partitions: p, limits: limits, now: now}
+	return &Etcd{client: client, keys: Keys{NS: ns}, partitions: p, limits: limits, now: now, listDensity: new(atomic.Int64)}
 }
 
 // WithGuard returns a copy of the store that asks admit before each write

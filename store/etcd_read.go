@@ -104,7 +104,9 @@ func decodeDocs(docs []StoredDoc) ([]Job, error) {
 // every job after the cursor for each page, and listing N jobs would cost
 // it about N²/(2 × limit) keys. The page is read instead in windows of
 // whole partitions, each sized from the keys per partition seen so far,
-// so that a page costs the store about the keys it returns.
+// so that a page costs the store about the keys it returns; the first
+// window is sized from the last full page's jobs per partition (the
+// store's, shared by every listing), so that a page is usually one read.
 func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]StoredDoc, string, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
@@ -119,6 +121,17 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 		if p = s.cursorPartition(cursor); p < 0 {
 			// Not a cursor this store made: one window to the end.
 			p, span = 0, s.partitions
+		}
+	}
+	first := p
+	if d := s.density(); d > 0 && span == 1 {
+		// The first window: the cursor's partition and as many more as the
+		// jobs per partition of the last full page need for a page and a
+		// quarter, so that a page is usually one range read instead of
+		// three (one partition, then two, then the rest).
+		span = nextSpan(1, limit+1, int(d), 1000, s.partitions)
+		if cursor != "" {
+			span = min(span+1, s.partitions)
 		}
 	}
 	docs := make([]StoredDoc, 0, limit)
@@ -145,7 +158,9 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 				continue
 			}
 			if len(docs) == limit {
-				return docs, strings.TrimPrefix(last, prefix), nil
+				next := strings.TrimPrefix(last, prefix)
+				s.learnDensity(first, s.cursorPartition(next), limit)
+				return docs, next, nil
 			}
 			docs = append(docs, StoredDoc{Value: kv.Value, Revision: kv.ModRevision})
 			last = string(kv.Key)
@@ -168,6 +183,26 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 		span = nextSpan(span, limit+1-len(docs), seen, covered, s.partitions)
 	}
 	return docs, "", nil
+}
+
+// density returns the spec keys per partition, in thousandths, that the
+// last full listing page saw (0: none yet).
+func (s *Etcd) density() int64 {
+	if s.listDensity == nil {
+		return 0
+	}
+	return s.listDensity.Load()
+}
+
+// learnDensity records the density of a full page of n jobs read from
+// partition from to partition to (its last job's): n over the partitions
+// it spanned, counting the first and the last as half each, since the
+// page started and ended within them (on average in their middle).
+func (s *Etcd) learnDensity(from, to, n int) {
+	if s.listDensity == nil || to < from {
+		return
+	}
+	s.listDensity.Store(max(1, int64(n)*1_000_000/int64(max(500, (to-from)*1000))))
 }
 
 // nextSpan is the number of partitions of listDocs' next window: enough,

@@ -203,3 +203,61 @@ func TestListPagesReadBoundedRanges(t *testing.T) {
 		})
 	}
 }
+
+// TestListPageIsMostlyOneRangeRead lists jobs spread evenly over the
+// partitions and checks that after the first page, whose windows learn
+// the jobs per partition, a page costs about one range read: the first
+// window of each page is sized from the last full page, where growing
+// windows (one partition, then two, then the rest) took three.
+func TestListPageIsMostlyOneRangeRead(t *testing.T) {
+	const partitions, n, limit = 64, 3000, 200
+	srv := etcdtest.New(t)
+	var rc rangeCounter
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   srv.Endpoints(),
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rc.intercept)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	s := store.NewEtcd(client, etcdtest.Namespace(t), partitions, store.DefaultLimits(), nil)
+	var ops []clientv3.Op
+	for i := range n {
+		id := fmt.Sprintf("job-%05d", i)
+		p := shard.Partition(id, partitions)
+		ops = append(ops, clientv3.OpPut(s.Keys().Spec(p, id), fmt.Sprintf(`{"id":%q,"partition":%d}`, id, p)))
+		if len(ops) == 100 || i == n-1 {
+			if _, err := client.Txn(ctx).Then(ops...).Commit(); err != nil {
+				t.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	rc.reset()
+	cursor, pages, ranges, listed := "", 0, 0, 0
+	for {
+		jobs, next, err := s.List(ctx, cursor, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed += len(jobs)
+		_, r := rc.reset()
+		if pages++; pages > 1 && next != "" {
+			ranges += r
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if listed != n {
+		t.Fatalf("listed %d jobs, want %d", listed, n)
+	}
+	if full := pages - 2; float64(ranges) > 1.25*float64(full) {
+		t.Errorf("%d range reads for %d full pages after the first, want about one each", ranges, full)
+	}
+}

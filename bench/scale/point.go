@@ -98,6 +98,12 @@ type List struct {
 	Pages int           `json:"pages"`
 	Took  time.Duration `json:"took_ns"`
 	Rate  float64       `json:"jobs_per_second"`
+	// CPU time per job listed (µs, user + system, Linux; 0 elsewhere) of
+	// the members together (one serves the listing, the others idle) and
+	// of the bench's process (the embedded etcd, and the client decoding
+	// the pages): on a loaded machine, the figures to compare.
+	MembersCPU float64 `json:"members_cpu_us_per_job"`
+	SelfCPU    float64 `json:"etcd_client_cpu_us_per_job"`
 }
 
 // Takeover is a member SIGKILLed: times from the kill.
@@ -347,6 +353,7 @@ func (p *Point) list(ctx context.Context, f *fleet) error {
 	}
 	m := f.members[0]
 	start := time.Now()
+	members0, self0 := f.cpu()
 	cursor := ""
 	for p.List.Jobs < limit {
 		var page struct {
@@ -374,7 +381,12 @@ func (p *Point) list(ctx context.Context, f *fleet) error {
 	if p.List.Jobs < limit {
 		return fmt.Errorf("list: %d jobs listed, want %d", p.List.Jobs, limit)
 	}
-	f.cfg.Progress.Step("  listed %d jobs in %v (%.0f/s)", p.List.Jobs, p.List.Took.Round(time.Millisecond), p.List.Rate)
+	if members1, self1 := f.cpu(); p.List.Jobs > 0 {
+		p.List.MembersCPU = (members1 - members0) * 1e6 / float64(p.List.Jobs)
+		p.List.SelfCPU = (self1 - self0) * 1e6 / float64(p.List.Jobs)
+	}
+	f.cfg.Progress.Step("  listed %d jobs in %v (%.0f/s; CPU per job: members %.1f µs, etcd and client %.1f µs)",
+		p.List.Jobs, p.List.Took.Round(time.Millisecond), p.List.Rate, p.List.MembersCPU, p.List.SelfCPU)
 	return nil
 }
 

@@ -111,10 +111,19 @@ func TestCredentialsRefused(t *testing.T) {
 	if n := pollCount(); n != 1 {
 		t.Fatalf("%d polls before the back-off elapsed, want 1", n)
 	}
+	// Each later poll comes once the clock passes its back-off. The clock
+	// moves a second at a time until it does: one jump of the back-off's
+	// length could come before the worker set its timer (the waiters
+	// counted may be others, such as a poll's own timer not yet stopped).
 	for want := 2; want <= 5; want++ {
-		blockUntil(t, clock, 2)
-		clock.Advance(5 * time.Second)
-		f.waitFor(t, "the next poll", func() bool { return len(f.polls) >= want })
+		deadline := time.Now().Add(waitTimeout)
+		for pollCount() < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("poll %d: none came within %v of moving the clock", want, waitTimeout)
+			}
+			clock.Advance(time.Second)
+			time.Sleep(time.Millisecond) // let the worker's goroutines see the new time
+		}
 	}
 	logs.wait(t, "accepts the worker's credentials again")
 	logs.mu.Lock()

@@ -66,6 +66,10 @@ type Config struct {
 	// dispatcher's default, a negative value sends every write on its own
 	// (no batching across partitions; for benchmarks).
 	CommitsInFlight int
+	// LoadsInFlight is dispatch.Config.LoadsInFlight, the partitions the
+	// member loads from etcd at once: 0 keeps the dispatcher's default
+	// (2), a negative value loads every acquired partition at once.
+	LoadsInFlight int
 	// AdminSecret, if not empty, is accepted as the admin credential
 	// auth.BootstrapID (the secret of --admin-token-file; at least
 	// auth.MinBootstrapBytes).

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // Progress shows what a long run is doing, on one line rewritten in place
@@ -24,12 +26,10 @@ func NewProgress(w io.Writer) *Progress {
 	if w == nil {
 		return nil
 	}
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
+	// A terminal gets one line rewritten in place; anything else (a file,
+	// a pipe, /dev/null, which is a character device too) whole lines.
+	f, ok := w.(*os.File)
+	tty := ok && term.IsTerminal(int(f.Fd()))
 	return &Progress{w: w, tty: tty}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/term"
 )
 
 func main() {
@@ -57,7 +58,7 @@ func (o *logOptions) build() (*zap.Logger, error) {
 		cfg.Development = false
 		cfg.DisableStacktrace = true
 		cfg.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
-		if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
+		if !term.IsTerminal(int(os.Stderr.Fd())) { // colours only for a terminal (not /dev/null, a file or a pipe)
 			cfg.EncoderConfig.EncodeLevel = zapcore.CapitalLevelEncoder
 		}
 	default:

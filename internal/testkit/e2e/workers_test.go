@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -88,14 +86,14 @@ func TestWorkerRegistryListsWorkersAndExplainsWaitingRuns(t *testing.T) {
 
 	// A shell worker limited to another prefix does not help, and the
 	// reason says so.
-	scoped := authtest.Token(t, f.Client, f.NS, auth.RoleWorker, "billing/")
+	scoped := f.Token(auth.RoleWorker, "billing/")
 	runWorker(t, worker.Config{ID: "w-billing", Orchestrators: worker.StaticOrchestrators(urls...), Token: scoped, AllowShell: true})
 	want = `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to the prefixes "billing/"`
 	waitFor(t, 10*time.Second, func() bool { _, r := reason(); return r == want })
 
 	// A viewer scoped to ops/ is told the same without billing's prefix,
 	// and lists the workers that may serve its jobs, not billing's.
-	opsViewer := acceptedToken(t, f.Client, f.NS, auth.RoleViewer, "ops/", base)
+	opsViewer := f.Token(auth.RoleViewer, "ops/")
 	var scopedRuns jfapi.RunList
 	if code := api(t, opsViewer, "GET", base, "/v1/jobs/"+url.PathEscape(job.ID)+"/runs", nil, &scopedRuns); code != http.StatusOK || len(scopedRuns.Runs) != 1 ||
 		scopedRuns.Runs[0].Reason != `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to other prefixes` {
@@ -112,7 +110,7 @@ func TestWorkerRegistryListsWorkersAndExplainsWaitingRuns(t *testing.T) {
 		}
 		return strings.Join(ids, " ")
 	}
-	billingViewer := acceptedToken(t, f.Client, f.NS, auth.RoleViewer, "billing/eu/", base)
+	billingViewer := f.Token(auth.RoleViewer, "billing/eu/")
 	for _, tt := range []struct{ who, token, want string }{
 		{"admin", f.AdminToken, "w-billing w-http"},
 		{"viewer of ops/", opsViewer, "w-http"},
@@ -140,17 +138,4 @@ func TestWorkerRegistryListsWorkersAndExplainsWaitingRuns(t *testing.T) {
 	if r, why := reason(); why != "" || r.Reason != "" || r.Attempts[0].Worker != "w-shell" {
 		t.Fatalf("succeeded run: reason %q, attempts %+v", why, r.Attempts)
 	}
-}
-
-// acceptedToken stores a credential of role limited to prefix and waits
-// until the member at base accepts it: a member learns of credentials
-// through a watch of etcd, so one used at once may still be unknown to it
-// (401).
-func acceptedToken(t *testing.T, client *clientv3.Client, ns string, role auth.Role, prefix, base string) string {
-	t.Helper()
-	tok := authtest.Token(t, client, ns, role, prefix)
-	waitFor(t, 10*time.Second, func() bool {
-		return api(t, tok, "GET", base, "/v1/cluster/workers", nil, nil) != http.StatusUnauthorized
-	})
-	return tok
 }

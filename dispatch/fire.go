@@ -29,6 +29,22 @@ func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 		resp, err := pt.commit(ctx, b.ops)
 		if err != nil {
 			pt.lg.Warn("recording fires failed; will retry", zap.Strings("job_ids", b.ids()), zap.Error(err))
+			if unknownOutcome(err) {
+				// The write may have applied all the same, its runs
+				// pending in etcd. The next tick plans again from the
+				// unchanged state, later: a time then past the misfire
+				// grace may not be planned again, and its run would stay
+				// pending, unknown to its owner. The next tick reads the
+				// runs back first (readoptUnread), taking in those that
+				// exist.
+				pt.mu.Lock()
+				for _, jp := range b.jobs {
+					for _, c := range jp.created {
+						pt.unread[c.run.ID] = c.run
+					}
+				}
+				pt.mu.Unlock()
+			}
 			return // the next tick plans again from the unchanged state
 		}
 		pt.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -49,6 +50,34 @@ func TestFireWhoseAnswerWasLostIsDispatched(t *testing.T) {
 	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
 	// The owner fires again (once its retry is due), finds the run there,
 	// and must hand it out.
+	var got []dispatch.AttemptGrant
+	h.waitFor("the run to be handed out", func() bool {
+		h.clock.Advance(100 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: store.Duration(50 * time.Millisecond)})
+		got = resp.Attempts
+		return err == nil && len(got) > 0
+	})
+	if got[0].RunID != runID || got[0].Attempt != 1 {
+		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", got[0].Attempt, got[0].RunID, runID)
+	}
+}
+
+// TestFireWhoseAnswerWasLostPastTheGraceIsDispatched: the owner's
+// retry of a fire whose answer was lost comes after the misfire grace, so
+// it no longer plans that time (the job skips missed times), yet the lost
+// write applied and the run is in etcd, pending. The owner must read it
+// back rather than leave it pending for as long as it owns the partition.
+// Found by the chaos suite: a clock offset and an etcd leader cut delayed
+// a member's retry past the grace, and two runs stayed pending to the end.
+func TestFireWhoseAnswerWasLostPastTheGraceIsDispatched(t *testing.T) {
+	h, bridge := lostAnswerHarness(t)
+	h.create(store.Job{ID: "a", Schedule: "@every 1m", MisfirePolicy: store.MisfireSkip})
+	runID := store.RunID("a", t0.Add(time.Minute))
+	holdOneWrite(t, h, bridge, func() { h.clock.Advance(time.Minute) })
+	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
+	h.clock.Advance(schedule.DefaultGrace + 10*time.Second) // the retry plans past the grace
 	var got []dispatch.AttemptGrant
 	h.waitFor("the run to be handed out", func() bool {
 		h.clock.Advance(100 * time.Millisecond)

@@ -46,17 +46,11 @@ func (rc *rangeCounter) reset() (largest int64, ranges int) {
 	return largest, ranges
 }
 
-// TestListPagesReadBoundedRanges lists jobs page by page and checks the
-// pages against the keys in etcd (every job once, in key order, whatever
-// the page size, with trigger keys among the specs and partitions with no
-// job), cursors that List did not make, and that no range read for a page
-// covers many more keys than the page needs: etcd counts every key of a
-// range, so a page read from one range to the end of the jobs would cost
-// the store every job after the cursor.
-func TestListPagesReadBoundedRanges(t *testing.T) {
-	const partitions = 64
+// client returns a client of a fresh etcd whose range reads rc counts; it
+// is closed when the test ends.
+func (rc *rangeCounter) client(t *testing.T) *clientv3.Client {
+	t.Helper()
 	srv := etcdtest.New(t)
-	var rc rangeCounter
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   srv.Endpoints(),
 		DialTimeout: 5 * time.Second,
@@ -67,6 +61,20 @@ func TestListPagesReadBoundedRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// TestListPagesReadBoundedRanges lists jobs page by page and checks the
+// pages against the keys in etcd (every job once, in key order, whatever
+// the page size, with trigger keys among the specs and partitions with no
+// job), cursors that List did not make, and that no range read for a page
+// covers many more keys than the page needs: etcd counts every key of a
+// range, so a page read from one range to the end of the jobs would cost
+// the store every job after the cursor.
+func TestListPagesReadBoundedRanges(t *testing.T) {
+	const partitions = 64
+	rc := &rangeCounter{}
+	client := rc.client(t)
 	ctx := context.Background()
 
 	type fill struct {
@@ -211,18 +219,8 @@ func TestListPagesReadBoundedRanges(t *testing.T) {
 // windows (one partition, then two, then the rest) took three.
 func TestListPageIsMostlyOneRangeRead(t *testing.T) {
 	const partitions, n, limit = 64, 3000, 200
-	srv := etcdtest.New(t)
-	var rc rangeCounter
-	client, err := clientv3.New(clientv3.Config{
-		Endpoints:   srv.Endpoints(),
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rc.intercept)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	rc := &rangeCounter{}
+	client := rc.client(t)
 	ctx := context.Background()
 	s := store.NewEtcd(client, etcdtest.Namespace(t), partitions, store.DefaultLimits(), nil)
 	var ops []clientv3.Op

@@ -217,11 +217,7 @@ func (m *Metrics) commitSent() func(seconds float64) {
 	if m == nil {
 		return func(float64) {}
 	}
-	m.inFlight.Inc()
-	return func(seconds float64) {
-		m.inFlight.Dec()
-		m.commitTook.Observe(seconds)
-	}
+	return inFlight(m.inFlight, m.commitTook)
 }
 
 func (m *Metrics) commitWindow(ops float64) {
@@ -246,10 +242,17 @@ func (m *Metrics) loadStarts() func(seconds float64) {
 	if m == nil {
 		return func(float64) {}
 	}
-	m.loading.Inc()
+	return inFlight(m.loading, m.loadTook)
+}
+
+// inFlight counts one more operation in gauge and returns the function
+// that, given the operation's duration in seconds, counts it out and
+// records the duration in took.
+func inFlight(gauge prometheus.Gauge, took prometheus.Observer) func(seconds float64) {
+	gauge.Inc()
 	return func(seconds float64) {
-		m.loading.Dec()
-		m.loadTook.Observe(seconds)
+		gauge.Dec()
+		took.Observe(seconds)
 	}
 }
 

@@ -42,14 +42,10 @@ func holdOneWrite(t *testing.T, h *harness, bridge *netfault.Bridge, act func())
 	bridge.Restore()
 }
 
-func TestFireWhoseAnswerWasLostIsDispatched(t *testing.T) {
-	h, bridge := lostAnswerHarness(t)
-	h.create(store.Job{ID: "a", Schedule: "@every 1m"})
-	runID := store.RunID("a", t0.Add(time.Minute))
-	holdOneWrite(t, h, bridge, func() { h.clock.Advance(time.Minute) })
-	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
-	// The owner fires again (once its retry is due), finds the run there,
-	// and must hand it out.
+// waitFirstAttempt moves the clock on until the owner hands an attempt
+// out, and checks that it is attempt 1 of runID.
+func waitFirstAttempt(t *testing.T, h *harness, runID string) {
+	t.Helper()
 	var got []dispatch.AttemptGrant
 	h.waitFor("the run to be handed out", func() bool {
 		h.clock.Advance(100 * time.Millisecond)
@@ -62,6 +58,17 @@ func TestFireWhoseAnswerWasLostIsDispatched(t *testing.T) {
 	if got[0].RunID != runID || got[0].Attempt != 1 {
 		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", got[0].Attempt, got[0].RunID, runID)
 	}
+}
+
+func TestFireWhoseAnswerWasLostIsDispatched(t *testing.T) {
+	h, bridge := lostAnswerHarness(t)
+	h.create(store.Job{ID: "a", Schedule: "@every 1m"})
+	runID := store.RunID("a", t0.Add(time.Minute))
+	holdOneWrite(t, h, bridge, func() { h.clock.Advance(time.Minute) })
+	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
+	// The owner fires again (once its retry is due), finds the run there,
+	// and must hand it out.
+	waitFirstAttempt(t, h, runID)
 }
 
 // TestFireWhoseAnswerWasLostPastTheGraceIsDispatched: the owner's
@@ -78,18 +85,7 @@ func TestFireWhoseAnswerWasLostPastTheGraceIsDispatched(t *testing.T) {
 	holdOneWrite(t, h, bridge, func() { h.clock.Advance(time.Minute) })
 	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
 	h.clock.Advance(schedule.DefaultGrace + 10*time.Second) // the retry plans past the grace
-	var got []dispatch.AttemptGrant
-	h.waitFor("the run to be handed out", func() bool {
-		h.clock.Advance(100 * time.Millisecond)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: store.Duration(50 * time.Millisecond)})
-		got = resp.Attempts
-		return err == nil && len(got) > 0
-	})
-	if got[0].RunID != runID || got[0].Attempt != 1 {
-		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", got[0].Attempt, got[0].RunID, runID)
-	}
+	waitFirstAttempt(t, h, runID)
 }
 
 func TestAttemptWhoseAnswerWasLostIsTakenBack(t *testing.T) {

@@ -52,6 +52,8 @@ type Dispatcher struct {
 	// it reads etcd, and what it returns when the load ends, before the
 	// slot is given back.
 	loadHook func(p int) func()
+	// standby is the member's warm standby (NewStandby), nil without one.
+	standby standbyPtr
 
 	mu    sync.Mutex         // guards parts and avail
 	parts map[int]*partition // running schedulers by partition

@@ -108,8 +108,11 @@ type memberOptions struct {
 	// loadsInFlight is --loads-in-flight: partitions loaded at once, 0
 	// for no bound.
 	loadsInFlight int
-	notify        notifyOptions
-	retention     retentionOptions
+	// warmStandby is --warm-standby: keep copies of the partitions this
+	// member is the heir of.
+	warmStandby bool
+	notify      notifyOptions
+	retention   retentionOptions
 	// clockOffsetFile, a hidden flag of the fault-injection suite: the
 	// member's clock is off by the duration this file holds (see
 	// internal/skewclock).
@@ -138,6 +141,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
 	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "turn authentication off: every caller is admin (only with a loopback --listen)")
 	fs.IntVar(&o.loadsInFlight, "loads-in-flight", 2, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn; 0: all at once. Raise it for small partitions on a fast etcd; a member loading hundreds of thousands of jobs at once can miss its lease renewal")
+	fs.BoolVar(&o.warmStandby, "warm-standby", defaultWarmStandby, "keep a warm copy of the partitions this member would be given if their owner went away (their heir), followed by one watch, so that a takeover builds them from memory instead of reading them from etcd; costs memory for the copies and a watch of every partition's writes")
 	o.retention.register(cmd)
 	o.notify.register(cmd)
 	fs.StringVar(&o.clockOffsetFile, "test-clock-offset-file", "", "fault injection only: skew this member's clock by the Go duration this file holds, re-read every 100ms")
@@ -194,6 +198,10 @@ func (o *memberOptions) authConfig(lg *zap.Logger, listen, metricsListen string)
 	}
 	return secret, false, nil
 }
+
+// defaultWarmStandby is --warm-standby's default (docs/operations.md says
+// why).
+const defaultWarmStandby = false
 
 // loadsConfig returns orchestrator.Config.LoadsInFlight for
 // --loads-in-flight: the bound, or -1 for none (the flag's 0); a negative
@@ -396,6 +404,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		RunLease:      o.runLease,
 		WorkerTTL:     o.workerTTL,
 		LoadsInFlight: loads,
+		WarmStandby:   o.warmStandby,
 		Notify:        o.notify.config(),
 		AdminSecret:   secret,
 		Storage:       stc,

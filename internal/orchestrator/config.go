@@ -70,6 +70,10 @@ type Config struct {
 	// member loads from etcd at once: 0 keeps the dispatcher's default
 	// (2), a negative value loads every acquired partition at once.
 	LoadsInFlight int
+	// WarmStandby makes the member keep warm copies of the partitions it
+	// is the heir of (dispatch.Standby): a takeover then builds them from
+	// memory instead of reading them from etcd.
+	WarmStandby bool
 	// AdminSecret, if not empty, is accepted as the admin credential
 	// auth.BootstrapID (the secret of --admin-token-file; at least
 	// auth.MinBootstrapBytes).

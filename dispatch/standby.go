@@ -94,9 +94,9 @@ type Standby struct {
 	want  chan struct{} // buffer 1: an acquisition waits for the progress
 	read  chan struct{} // buffer 1: copies are waiting to be read
 
-	// applyHook, if set (tests), is called by the watch loop before it
-	// applies a watch response.
-	applyHook func()
+	// applyHook, if set (tests), is called by the watch loop with each
+	// watch response before it looks at it.
+	applyHook func(*clientv3.WatchResponse)
 
 	mu       sync.Mutex // guards the fields below
 	copies   map[int]*standbyCopy
@@ -221,11 +221,11 @@ func (s *Standby) follow(ctx context.Context) (followed bool, err error) {
 			if !ok {
 				return true, errors.New("watch closed")
 			}
+			if s.applyHook != nil {
+				s.applyHook(&wr)
+			}
 			if err := wr.Err(); err != nil {
 				return true, err
-			}
-			if s.applyHook != nil {
-				s.applyHook()
 			}
 			s.apply(&wr)
 		}

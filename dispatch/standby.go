@@ -104,6 +104,7 @@ type Standby struct {
 	live     bool  // the watch runs: copies are followed
 	progress int64 // every change up to this revision is applied to the copies
 	bytes    int64 // of every copy
+	reading  int   // copies not read yet
 	changed  chan struct{}
 }
 
@@ -175,14 +176,14 @@ func (s *Standby) drop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.live = false
-	s.copies, s.queue, s.bytes = map[int]*standbyCopy{}, nil, 0
+	s.copies, s.queue, s.bytes, s.reading = map[int]*standbyCopy{}, nil, 0, 0
 	s.changedLocked()
 }
 
 func (s *Standby) changedLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
-	s.cfg.Metrics.held(len(s.copies), s.bytes)
+	s.cfg.Metrics.held(len(s.copies), s.reading, s.bytes)
 }
 
 // follow watches the copies' keys from the present until ctx ends or the
@@ -241,6 +242,9 @@ func (s *Standby) setHeirs(heirs map[int]bool) {
 	for p, c := range s.copies {
 		if !heirs[p] {
 			s.bytes -= c.bytes
+			if c.reading {
+				s.reading--
+			}
 			delete(s.copies, p)
 		}
 	}
@@ -248,6 +252,7 @@ func (s *Standby) setHeirs(heirs map[int]bool) {
 		if s.copies[p] == nil {
 			s.copies[p] = &standbyCopy{reading: true, kvs: map[string]*mvccpb.KeyValue{}}
 			s.queue = append(s.queue, p)
+			s.reading++
 		}
 	}
 	s.changedLocked()
@@ -410,6 +415,7 @@ func (s *Standby) readCopy(ctx context.Context, p int, c *standbyCopy) error {
 	}
 	c.kvs, c.rev, c.bytes, c.reading = kvs, rev, size, false
 	s.bytes += size
+	s.reading--
 	for _, ev := range c.buffered {
 		s.bytes += c.apply(ev)
 	}

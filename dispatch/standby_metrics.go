@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // records nothing.
 type StandbyMetrics struct {
 	partitions prometheus.Gauge
+	reading    prometheus.Gauge
 	bytes      prometheus.Gauge
 	catchUp    prometheus.Histogram
 	loads      *prometheus.CounterVec
@@ -17,6 +18,9 @@ func NewStandbyMetrics(reg prometheus.Registerer) *StandbyMetrics {
 	m := &StandbyMetrics{
 		partitions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jobfleet_standby_partitions", Help: "Partitions of other members this member keeps a warm standby copy of (it is their heir).",
+		}),
+		reading: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobfleet_standby_reading", Help: "Standby copies waiting for their first read or being read (each read holds one of the member's load slots).",
 		}),
 		bytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jobfleet_standby_bytes", Help: "Bytes of keys and values in this member's standby copies.",
@@ -30,17 +34,19 @@ func NewStandbyMetrics(reg prometheus.Registerer) *StandbyMetrics {
 		}, []string{"source"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.partitions, m.bytes, m.catchUp, m.loads)
+		reg.MustRegister(m.partitions, m.reading, m.bytes, m.catchUp, m.loads)
 	}
 	return m
 }
 
-// held records the copies held: how many partitions, how many bytes.
-func (m *StandbyMetrics) held(partitions int, bytes int64) {
+// held records the copies held: how many partitions, how many of them
+// not read yet, how many bytes.
+func (m *StandbyMetrics) held(partitions, reading int, bytes int64) {
 	if m == nil {
 		return
 	}
 	m.partitions.Set(float64(partitions))
+	m.reading.Set(float64(reading))
 	m.bytes.Set(float64(bytes))
 }
 

@@ -448,8 +448,10 @@ func (f *fleet) metrics(ctx context.Context, m *member, names ...string) (map[st
 }
 
 // waitLoaded waits until no member has a partition waiting for its load
-// or loading (jobfleet_dispatch_loads_waiting and _in_flight are 0, or
-// absent on members that do not report them).
+// or loading, nor a standby copy waiting for its first read or being read
+// (jobfleet_dispatch_loads_waiting, _in_flight and
+// jobfleet_standby_reading are 0, or absent on members that do not report
+// them).
 func (f *fleet) waitLoaded(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -458,10 +460,10 @@ func (f *fleet) waitLoaded(ctx context.Context, timeout time.Duration) error {
 		var err error
 		for _, m := range f.live() {
 			var v map[string]float64
-			if v, err = f.metrics(ctx, m, "jobfleet_dispatch_loads_waiting", "jobfleet_dispatch_loads_in_flight"); err != nil {
+			if v, err = f.metrics(ctx, m, "jobfleet_dispatch_loads_waiting", "jobfleet_dispatch_loads_in_flight", "jobfleet_standby_reading"); err != nil {
 				break
 			}
-			pending += v["jobfleet_dispatch_loads_waiting"] + v["jobfleet_dispatch_loads_in_flight"]
+			pending += v["jobfleet_dispatch_loads_waiting"] + v["jobfleet_dispatch_loads_in_flight"] + v["jobfleet_standby_reading"]
 		}
 		if err == nil && pending == 0 {
 			return nil

@@ -54,6 +54,9 @@ type Dispatcher struct {
 	loadHook func(p int) func()
 	// standby is the member's warm standby (NewStandby), nil without one.
 	standby standbyPtr
+	// pending counts the partitions waiting for their load or loading:
+	// standby copies are read only while there are none.
+	pending loadGate
 
 	mu    sync.Mutex         // guards parts and avail
 	parts map[int]*partition // running schedulers by partition

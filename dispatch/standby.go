@@ -340,7 +340,8 @@ func (s *Standby) partitionOf(key []byte) (int, bool) {
 }
 
 // readLoop reads the copies queued by setHeirs, one at a time, each while
-// holding a load slot of the member.
+// holding a load slot of the member, and only when none of the member's
+// partitions waits for its load.
 func (s *Standby) readLoop(ctx context.Context) {
 	bo := retry.New(retry.Etcd)
 	for {
@@ -383,6 +384,9 @@ func (s *Standby) readLoop(ctx context.Context) {
 // readCopy reads partition p's keys into c, then applies the events
 // buffered meanwhile that came after the read.
 func (s *Standby) readCopy(ctx context.Context, p int, c *standbyCopy) error {
+	if err := s.d.pending.wait(ctx); err != nil {
+		return err // the member's own loads go first
+	}
 	if s.d.loads != nil {
 		if err := s.d.loads.Acquire(ctx, 1); err != nil {
 			return err
@@ -507,3 +511,40 @@ func (c *copySnapshot) scan(ctx context.Context, prefix string, rev int64, _ int
 
 // standbyPtr is the Dispatcher's reference to its standby, set once.
 type standbyPtr = atomic.Pointer[Standby]
+
+// loadGate counts the partitions waiting for their load or loading.
+type loadGate struct {
+	mu   sync.Mutex // guards n and idle
+	n    int
+	idle chan struct{} // closed when n is 0; nil: never made (n is 0)
+}
+
+func (g *loadGate) add(d int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n += d
+	switch {
+	case g.n == 0 && g.idle != nil:
+		close(g.idle)
+	case g.n == d && d > 0: // from 0
+		g.idle = make(chan struct{})
+	}
+}
+
+// wait returns once no partition waits for its load or loads, or ctx's
+// error.
+func (g *loadGate) wait(ctx context.Context) error {
+	g.mu.Lock()
+	idle := g.idle
+	n := g.n
+	g.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -22,11 +22,21 @@ import (
 	"github.com/jobfleet/jobfleet/shard"
 )
 
-// HeirSource returns the partitions this member is the heir of (see
-// shard.Ring.Heirs: the member that would be given the partition if its
-// owner went away) and a channel closed when they may have changed. A
-// Standby calls it from one goroutine only.
-type HeirSource func() (map[int]bool, <-chan struct{})
+// Heirs says which standby copies a member keeps.
+type Heirs struct {
+	// Of are the partitions the member is the heir of (see
+	// shard.Ring.Heirs: it would be given each if its owner went away):
+	// their copies are made and followed.
+	Of map[int]bool
+	// Given are the partitions the ring gives the member: the copy of one
+	// it was the heir of is kept, for its acquisition to take, but none
+	// is made.
+	Given map[int]bool
+}
+
+// HeirSource returns the member's Heirs and a channel closed when they may
+// have changed. A Standby calls it from one goroutine only.
+type HeirSource func() (Heirs, <-chan struct{})
 
 // ControllerHeirs is the HeirSource of member id following ctrl's ring:
 // the heirs are computed again each time the ring changes (not on every
@@ -34,18 +44,21 @@ type HeirSource func() (map[int]bool, <-chan struct{})
 // it).
 func ControllerHeirs(ctrl *shard.Controller, id string, lg *zap.Logger) HeirSource {
 	var ring *shard.Ring
-	heirs := map[int]bool{}
-	return func() (map[int]bool, <-chan struct{}) {
+	heirs := Heirs{Of: map[int]bool{}, Given: map[int]bool{}}
+	return func() (Heirs, <-chan struct{}) {
 		st, changed := ctrl.Status()
-		if st.Ring != ring {
+		if st.Ring != ring && st.Ring != nil {
 			ring = st.Ring
 			h, err := ring.Heirs(id)
 			if err != nil {
 				lg.Warn("cannot compute the partitions this member is heir of; keeping no standby copies", zap.Error(err))
 			}
-			heirs = make(map[int]bool, len(h))
+			heirs = Heirs{Of: make(map[int]bool, len(h)), Given: map[int]bool{}}
 			for p := range h {
-				heirs[p] = true
+				heirs.Of[p] = true
+			}
+			for _, p := range ring.Targets(id) {
+				heirs.Given[p] = true
 			}
 		}
 		return heirs, changed
@@ -234,13 +247,13 @@ func (s *Standby) follow(ctx context.Context) (followed bool, err error) {
 }
 
 // setHeirs starts a copy of each new heir partition and drops those of
-// partitions this member no longer inherits.
-func (s *Standby) setHeirs(heirs map[int]bool) {
+// partitions this member neither inherits nor is given.
+func (s *Standby) setHeirs(heirs Heirs) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(s.queue)
 	for p, c := range s.copies {
-		if !heirs[p] {
+		if !heirs.Of[p] && !heirs.Given[p] {
 			s.bytes -= c.bytes
 			if c.reading {
 				s.reading--
@@ -248,7 +261,7 @@ func (s *Standby) setHeirs(heirs map[int]bool) {
 			delete(s.copies, p)
 		}
 	}
-	for _, p := range slices.Sorted(maps.Keys(heirs)) {
+	for _, p := range slices.Sorted(maps.Keys(heirs.Of)) {
 		if s.copies[p] == nil {
 			s.copies[p] = &standbyCopy{reading: true, kvs: map[string]*mvccpb.KeyValue{}}
 			s.queue = append(s.queue, p)
@@ -430,9 +443,10 @@ func (s *Standby) readCopy(ctx context.Context, p int, c *standbyCopy) error {
 
 // take hands over partition p's copy for an ownership with epoch epoch:
 // it waits (at most CatchUp) until the copy has seen every change up to
-// epoch, then removes the copy from the standby and returns it as of the
-// progress. It returns nil if the standby has no usable copy: then the
-// partition is read from etcd. A nil *Standby has none.
+// epoch, then returns it as of the progress. It returns nil if the
+// standby has no usable copy: then the partition is read from etcd. The
+// copy leaves the standby either way (the partition is owned here now).
+// A nil *Standby has none.
 func (s *Standby) take(ctx context.Context, p int, epoch int64) *copySnapshot {
 	if s == nil {
 		return nil
@@ -446,13 +460,12 @@ func (s *Standby) take(ctx context.Context, p int, epoch int64) *copySnapshot {
 	for {
 		c := s.copies[p]
 		if !s.live || c == nil || c.reading {
+			s.forgetLocked(p)
 			s.cfg.Metrics.took(false, 0)
 			return nil
 		}
 		if s.progress >= max(epoch, c.rev) {
-			delete(s.copies, p)
-			s.bytes -= c.bytes
-			s.changedLocked()
+			s.forgetLocked(p)
 			waited := clock.Since(start)
 			s.cfg.Metrics.took(true, waited.Seconds())
 			return newCopySnapshot(c, s.progress)
@@ -475,10 +488,25 @@ func (s *Standby) take(ctx context.Context, p int, epoch int64) *copySnapshot {
 		if timedOut {
 			s.lg.Info("standby copy did not catch up in time; reading the partition from etcd",
 				zap.Int("partition", p), zap.Int64("epoch", epoch), zap.Int64("progress", s.progress), zap.Duration("catch_up", s.cfg.CatchUp))
+			s.forgetLocked(p)
 			s.cfg.Metrics.took(false, 0)
 			return nil
 		}
 	}
+}
+
+// forgetLocked drops partition p's copy, if any.
+func (s *Standby) forgetLocked(p int) {
+	c := s.copies[p]
+	if c == nil {
+		return
+	}
+	delete(s.copies, p)
+	s.bytes -= c.bytes
+	if c.reading {
+		s.reading--
+	}
+	s.changedLocked()
 }
 
 // copySnapshot is a copy handed over to a load: its keys in key order, as

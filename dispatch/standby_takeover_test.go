@@ -19,7 +19,7 @@ func (h *harness) heir(member string, hook func(*clientv3.WatchResponse)) *dispa
 	h.t.Helper()
 	d := h.newDispatcher(member)
 	met := dispatch.NewStandbyMetrics(nil)
-	sb, err := d.NewStandby(func() (map[int]bool, <-chan struct{}) { return map[int]bool{0: true}, nil },
+	sb, err := d.NewStandby(func() (dispatch.Heirs, <-chan struct{}) { return dispatch.Heirs{Of: map[int]bool{0: true}}, nil },
 		dispatch.StandbyConfig{CatchUp: time.Hour, Metrics: met}) // the fake clock never reaches it
 	if err != nil {
 		h.t.Fatal(err)

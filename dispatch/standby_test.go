@@ -59,7 +59,7 @@ func TestStandbyCopyIsARead(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		s, err := d.NewStandby(func() (map[int]bool, <-chan struct{}) { return map[int]bool{0: true}, nil }, StandbyConfig{CatchUp: time.Hour})
+		s, err := d.NewStandby(func() (Heirs, <-chan struct{}) { return Heirs{Of: map[int]bool{0: true}}, nil }, StandbyConfig{CatchUp: time.Hour})
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -241,4 +241,65 @@ func loadedFrom(d *Dispatcher, epoch int64, src loadSource) string {
 		fmt.Fprintf(&b, "history %s %+v\n", id, *h.jobs[id])
 	}
 	return b.String()
+}
+
+// TestStandbyKeepsTheCopyOfAPartitionItIsGiven: when the ring gives the
+// heir the partition (its owner went away), the copy stays for the
+// acquisition to take, though the heir no longer inherits it; it goes
+// when the ring gives the partition to neither.
+func TestStandbyKeepsTheCopyOfAPartitionItIsGiven(t *testing.T) {
+	client := etcdtest.New(t).Client(t)
+	cfg := DefaultConfig("/standby-given/", 4, "heir", "http://heir.invalid")
+	cfg.Logger = zap.NewNop()
+	d, err := New(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan struct{})
+	var mu sync.Mutex
+	heirs := Heirs{Of: map[int]bool{1: true, 2: true}}
+	s, err := d.NewStandby(func() (Heirs, <-chan struct{}) {
+		mu.Lock()
+		defer mu.Unlock()
+		return heirs, changed
+	}, StandbyConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { s.Run(ctx) })
+	waitHeld(t, s, 1)
+	waitHeld(t, s, 2)
+	set := func(h Heirs) {
+		mu.Lock()
+		heirs = h
+		close(changed)
+		changed = make(chan struct{})
+		mu.Unlock()
+	}
+	set(Heirs{Of: map[int]bool{3: true}, Given: map[int]bool{1: true, 0: true}})
+	waitHeld(t, s, 3)
+	s.mu.Lock()
+	c1, c2, c0 := s.copies[1], s.copies[2], s.copies[0]
+	s.mu.Unlock()
+	if c1 == nil || c2 != nil || c0 != nil {
+		t.Fatalf("copies of 1, 2, 0 after the ring gave 1 and 0: %v, %v, %v; want 1's only", c1 != nil, c2 != nil, c0 != nil)
+	}
+	set(Heirs{Of: map[int]bool{3: true}})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		c1 = s.copies[1]
+		s.mu.Unlock()
+		if c1 == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the copy of a partition neither inherited nor given stayed")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -447,6 +447,21 @@ func (f *fleet) metrics(ctx context.Context, m *member, names ...string) (map[st
 	return out, sc.Err()
 }
 
+// standbyLoads returns the partition loads the live members with a warm
+// standby served from their copies (warm) and from etcd (cold) since they
+// started; 0 and 0 without a standby or if a member does not answer.
+func (f *fleet) standbyLoads(ctx context.Context) (warm, cold float64) {
+	const w, c = `jobfleet_standby_loads_total{source="warm"}`, `jobfleet_standby_loads_total{source="cold"}`
+	for _, m := range f.live() {
+		v, err := f.metrics(ctx, m, w, c)
+		if err != nil {
+			return 0, 0
+		}
+		warm, cold = warm+v[w], cold+v[c]
+	}
+	return warm, cold
+}
+
 // waitLoaded waits until no member has a partition waiting for its load
 // or loading, nor a standby copy waiting for its first read or being read
 // (jobfleet_dispatch_loads_waiting, _in_flight and

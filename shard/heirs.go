@@ -11,14 +11,20 @@ import "slices"
 // target, ascending by partition; it is empty if id takes no part in r or
 // r has fewer than two members.
 //
-// It computes one ring per other member (NewRing; a few milliseconds for
-// the default settings): call it when the ring changes, not per request.
+// It computes one ring per other member, each an update of the one before
+// (Assigner): call it when the ring changes, not per request.
 // It returns ErrInvalidConfig only for a ring whose settings do not
 // validate.
 func (r *Ring) Heirs(id string) (map[int]string, error) {
 	heirs := map[int]string{}
 	if len(r.members) < 2 || !slices.Contains(r.members, id) {
 		return heirs, nil
+	}
+	// One assigner: each ring without a member differs from the one
+	// before by two members, an update rather than a fresh build.
+	a, err := NewAssigner(r.cfg)
+	if err != nil {
+		return nil, err
 	}
 	for _, x := range r.members {
 		if x == id {
@@ -30,7 +36,7 @@ func (r *Ring) Heirs(id string) (map[int]string, error) {
 				rest = append(rest, m)
 			}
 		}
-		without, err := NewRing(rest, r.cfg)
+		without, err := a.Ring(rest)
 		if err != nil {
 			return nil, err
 		}

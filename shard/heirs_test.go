@@ -59,3 +59,24 @@ func TestHeirsAreTheNextOwners(t *testing.T) {
 		t.Fatalf("empty ring: heirs %v", h)
 	}
 }
+
+// BenchmarkHeirs: the heirs of one member of 8 and of 64, default ring.
+func BenchmarkHeirs(b *testing.B) {
+	for _, n := range []int{3, 8, 64} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			var ids []string
+			for i := range n {
+				ids = append(ids, fmt.Sprintf("m-%d", i))
+			}
+			r, err := NewRing(ids, DefaultRingConfig(DefaultPartitions))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := r.Heirs(ids[0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -27,14 +27,14 @@ import (
 // else from etcd; both go through loadFrom, which builds the memory.
 func (pt *partition) load(ctx context.Context) (int64, error) {
 	if c := pt.d.standby.Load().take(ctx, pt.p, pt.own.Epoch); c != nil {
-		rev, err := pt.loadFrom(ctx, c.scan)
+		rev, err := pt.loadFrom(ctx, c.scan, c.decoded)
 		if err == nil {
 			pt.lg.Debug("partition loaded from the standby copy", zap.Int64("revision", rev))
 			return rev, nil
 		}
 		pt.lg.Warn("loading the standby copy failed; reading etcd", zap.Error(err))
 	}
-	return pt.loadFrom(ctx, pt.rangePages)
+	return pt.loadFrom(ctx, pt.rangePages, nil)
 }
 
 // loadSource is where load reads a partition's keys: it calls fn for
@@ -46,8 +46,10 @@ type loadSource func(ctx context.Context, prefix string, rev int64, page int64, 
 
 // loadFrom is load from src: every rule of what the memory holds (orphans,
 // jobs deleted and created again, failing entries, history) is here, for
-// both sources.
-func (pt *partition) loadFrom(ctx context.Context, src loadSource) (int64, error) {
+// both sources. decoded, if not nil, returns a spec key's job entry
+// decoded already (a standby copy decodes specs as they come), or nil:
+// then loadFrom decodes it.
+func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(kv *mvccpb.KeyValue) *jobEntry) (int64, error) {
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
 	k := pt.d.keys
@@ -61,7 +63,14 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource) (int64, error
 		case !at.IsZero():
 			triggers = append(triggers, triggerReq{id: id, at: at, key: string(kv.Key)})
 		default:
-			if e := pt.entryFromKV(kv); e != nil {
+			var e *jobEntry
+			if decoded != nil {
+				e = decoded(kv)
+			}
+			if e == nil {
+				e = pt.entryFromKV(kv)
+			}
+			if e != nil {
 				jobs[e.internID(id)] = e
 			}
 		}
@@ -307,20 +316,35 @@ func (e *jobEntry) internID(id string) string {
 }
 
 func (pt *partition) entryFromKV(kv *mvccpb.KeyValue) *jobEntry {
-	j, err := store.DecodeStoredJob(kv.Value, kv.ModRevision)
-	if err != nil {
+	e, err := decodeEntry(kv)
+	switch {
+	case e == nil:
 		pt.lg.Warn("ignoring corrupt job spec", zap.ByteString("key", kv.Key), zap.Error(err))
 		return nil
+	case err != nil:
+		pt.lg.Warn("ignoring job spec whose executor does not encode", zap.ByteString("key", kv.Key), zap.Error(err))
+		return nil
+	case e.schedErr != nil:
+		pt.lg.Warn("job schedule does not parse; not scheduling it", zap.String("job_id", e.spec.ID), zap.Error(e.schedErr))
+	}
+	return e
+}
+
+// decodeEntry decodes a spec key's value into a job entry, without its
+// state. It returns nil and the error for a value that does not decode,
+// an entry without work and the error for an executor that does not
+// encode, and an entry with schedErr set for a schedule that does not
+// parse.
+func decodeEntry(kv *mvccpb.KeyValue) (*jobEntry, error) {
+	j, err := store.DecodeStoredJob(kv.Value, kv.ModRevision)
+	if err != nil {
+		return nil, err
 	}
 	work, err := compactWork(&j)
 	if err != nil {
-		pt.lg.Warn("ignoring job spec whose executor does not encode", zap.ByteString("key", kv.Key), zap.Error(err))
-		return nil
+		return &jobEntry{spec: specOf(&j)}, err
 	}
 	e := &jobEntry{spec: specOf(&j), work: work}
 	e.sched, e.schedErr = j.ParseSchedule()
-	if e.schedErr != nil {
-		pt.lg.Warn("job schedule does not parse; not scheduling it", zap.String("job_id", j.ID), zap.Error(e.schedErr))
-	}
-	return e
+	return e, nil
 }

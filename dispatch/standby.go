@@ -129,7 +129,10 @@ type standbyCopy struct {
 	buffered []*clientv3.Event
 	rev      int64 // of the first read: events up to it are in it
 	kvs      map[string]*mvccpb.KeyValue
-	bytes    int64
+	// jobs are the specs of kvs decoded, by their key-value; those are
+	// held without their value.
+	jobs  map[*mvccpb.KeyValue]*jobEntry
+	bytes int64
 }
 
 // NewStandby returns the standby of d following heirs. It starts nothing;
@@ -263,7 +266,7 @@ func (s *Standby) setHeirs(heirs Heirs) {
 	}
 	for _, p := range slices.Sorted(maps.Keys(heirs.Of)) {
 		if s.copies[p] == nil {
-			s.copies[p] = &standbyCopy{reading: true, kvs: map[string]*mvccpb.KeyValue{}}
+			s.copies[p] = &standbyCopy{reading: true, kvs: map[string]*mvccpb.KeyValue{}, jobs: map[*mvccpb.KeyValue]*jobEntry{}}
 			s.queue = append(s.queue, p)
 			s.reading++
 		}
@@ -278,8 +281,25 @@ func (s *Standby) setHeirs(heirs Heirs) {
 }
 
 // apply applies a watch response to the copies and advances the
-// progress.
+// progress. The specs of partitions held are decoded first, without the
+// lock.
 func (s *Standby) apply(wr *clientv3.WatchResponse) {
+	var specs map[*clientv3.Event]*jobEntry
+	if !wr.IsProgressNotify() {
+		s.mu.Lock()
+		for _, ev := range wr.Events {
+			if p, ok := s.specOf(ev); ok && s.copies[p] != nil {
+				if specs == nil {
+					specs = map[*clientv3.Event]*jobEntry{}
+				}
+				specs[ev] = nil
+			}
+		}
+		s.mu.Unlock()
+		for ev := range specs {
+			specs[ev] = cacheable(ev.Kv)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rev := wr.Header.Revision // a progress notification: everything up to it was sent
@@ -292,7 +312,7 @@ func (s *Standby) apply(wr *clientv3.WatchResponse) {
 				continue
 			}
 			if c := s.copies[p]; c != nil {
-				s.bytes += c.apply(ev)
+				s.bytes += c.apply(ev, specs[ev])
 			}
 		}
 	}
@@ -302,9 +322,10 @@ func (s *Standby) apply(wr *clientv3.WatchResponse) {
 	}
 }
 
-// apply applies ev to the copy (buffering it while the copy is read) and
-// returns by how many bytes the copy grew.
-func (c *standbyCopy) apply(ev *clientv3.Event) int64 {
+// apply applies ev to the copy (buffering it while the copy is read),
+// with e its spec decoded (nil: held as it is), and returns by how many
+// bytes the copy grew.
+func (c *standbyCopy) apply(ev *clientv3.Event, e *jobEntry) int64 {
 	if c.reading {
 		c.buffered = append(c.buffered, ev)
 		return 0
@@ -316,14 +337,47 @@ func (c *standbyCopy) apply(ev *clientv3.Event) int64 {
 	k := string(ev.Kv.Key)
 	if old := c.kvs[k]; old != nil {
 		c.bytes -= kvBytes(old)
+		delete(c.jobs, old)
 	}
 	if ev.Type == mvccpb.DELETE {
 		delete(c.kvs, k)
 	} else {
-		c.kvs[k] = ev.Kv
-		c.bytes += kvBytes(ev.Kv)
+		c.put(ev.Kv, e)
 	}
 	return c.bytes - before
+}
+
+// put holds kv, without its value if e is its spec decoded.
+func (c *standbyCopy) put(kv *mvccpb.KeyValue, e *jobEntry) {
+	if e != nil {
+		kv = &mvccpb.KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
+		c.jobs[kv] = e
+	}
+	c.kvs[string(kv.Key)] = kv
+	c.bytes += kvBytes(kv)
+}
+
+// cacheable returns the spec kv decoded, or nil if it does not decode
+// cleanly: a load decodes it again then, and logs why.
+func cacheable(kv *mvccpb.KeyValue) *jobEntry {
+	e, err := decodeEntry(kv)
+	if err != nil || e == nil || e.schedErr != nil {
+		return nil
+	}
+	return e
+}
+
+// specOf returns the partition of ev if it puts a job's spec.
+func (s *Standby) specOf(ev *clientv3.Event) (int, bool) {
+	if ev.Type != mvccpb.PUT {
+		return 0, false
+	}
+	p, ok := s.partitionOf(ev.Kv.Key)
+	if !ok {
+		return 0, false
+	}
+	_, at, ok := s.d.keys.ParseSpecKey(p, string(ev.Kv.Key))
+	return p, ok && at.IsZero()
 }
 
 func kvBytes(kv *mvccpb.KeyValue) int64 { return int64(len(kv.Key) + len(kv.Value)) }
@@ -407,13 +461,15 @@ func (s *Standby) readCopy(ctx context.Context, p int, c *standbyCopy) error {
 		defer s.d.loads.Release(1)
 	}
 	k := s.d.keys
-	kvs := map[string]*mvccpb.KeyValue{}
-	var size int64
-	keep := func(kv *mvccpb.KeyValue) {
-		kvs[string(kv.Key)] = kv
-		size += kvBytes(kv)
-	}
-	rev, err := s.d.rangePages(ctx, k.PartitionJobsPrefix(p), 0, loadPage, keep)
+	read := &standbyCopy{kvs: map[string]*mvccpb.KeyValue{}, jobs: map[*mvccpb.KeyValue]*jobEntry{}}
+	keep := func(kv *mvccpb.KeyValue) { read.put(kv, nil) }
+	rev, err := s.d.rangePages(ctx, k.PartitionJobsPrefix(p), 0, loadPage, func(kv *mvccpb.KeyValue) {
+		var e *jobEntry
+		if _, at, ok := k.ParseSpecKey(p, string(kv.Key)); ok && at.IsZero() {
+			e = cacheable(kv)
+		}
+		read.put(kv, e)
+	})
 	if err != nil {
 		return err
 	}
@@ -430,11 +486,15 @@ func (s *Standby) readCopy(ctx context.Context, p int, c *standbyCopy) error {
 	if s.copies[p] != c {
 		return nil // dropped meanwhile
 	}
-	c.kvs, c.rev, c.bytes, c.reading = kvs, rev, size, false
-	s.bytes += size
+	c.kvs, c.jobs, c.rev, c.bytes, c.reading = read.kvs, read.jobs, rev, read.bytes, false
+	s.bytes += read.bytes
 	s.reading--
 	for _, ev := range c.buffered {
-		s.bytes += c.apply(ev)
+		var e *jobEntry
+		if _, ok := s.specOf(ev); ok && ev.Kv.ModRevision > rev {
+			e = cacheable(ev.Kv) // under the lock: only what came during the read
+		}
+		s.bytes += c.apply(ev, e)
 	}
 	c.buffered = nil
 	s.changedLocked()
@@ -512,14 +572,27 @@ func (s *Standby) forgetLocked(p int) {
 // copySnapshot is a copy handed over to a load: its keys in key order, as
 // of revision rev.
 type copySnapshot struct {
-	rev int64
-	kvs []*mvccpb.KeyValue
+	rev  int64
+	kvs  []*mvccpb.KeyValue
+	jobs map[*mvccpb.KeyValue]*jobEntry // specs decoded, held without their value
 }
 
 func newCopySnapshot(c *standbyCopy, rev int64) *copySnapshot {
 	kvs := slices.Collect(maps.Values(c.kvs))
 	slices.SortFunc(kvs, func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) })
-	return &copySnapshot{rev: rev, kvs: kvs}
+	return &copySnapshot{rev: rev, kvs: kvs, jobs: c.jobs}
+}
+
+// decoded returns a spec's job entry as the copy decoded it, a copy of
+// its own (loadFrom's decoded), or nil if the copy holds the spec's
+// value instead.
+func (c *copySnapshot) decoded(kv *mvccpb.KeyValue) *jobEntry {
+	e := c.jobs[kv]
+	if e == nil {
+		return nil
+	}
+	cp := *e
+	return &cp
 }
 
 // scan is the snapshot as a loadSource.

@@ -93,10 +93,14 @@ type StandbyConfig struct {
 // watch that failed (compaction, cancellation: every copy is dropped and
 // read again), a progress that does not reach E within CatchUp.
 //
+// Copies hold specs decoded (decoded as they come, outside the watch
+// loop's lock), other keys as etcd returned them.
+//
 // The standby never writes to etcd. It reads each new copy while holding
-// one of the member's load slots (Config.LoadsInFlight), like a load.
-// Create it with Dispatcher.NewStandby before the partitions run, then
-// Run it.
+// one of the member's load slots (Config.LoadsInFlight), like a load, and
+// only while none of the member's partitions waits for its load. Create
+// it with Dispatcher.NewStandby before the partitions run, then Run it
+// once; the partitions' loads call it from their goroutines.
 type Standby struct {
 	d     *Dispatcher
 	heirs HeirSource
@@ -113,12 +117,12 @@ type Standby struct {
 
 	mu       sync.Mutex // guards the fields below
 	copies   map[int]*standbyCopy
-	queue    []int // partitions whose copy is to be read, in order
-	live     bool  // the watch runs: copies are followed
-	progress int64 // every change up to this revision is applied to the copies
-	bytes    int64 // of every copy
-	reading  int   // copies not read yet
-	changed  chan struct{}
+	queue    []int         // partitions whose copy is to be read, in order
+	live     bool          // the watch runs: copies are followed
+	progress int64         // every change up to this revision is applied to the copies
+	bytes    int64         // of every copy
+	reading  int           // copies not read yet
+	changed  chan struct{} // closed and replaced when any of the above changes
 }
 
 // standbyCopy is one partition's copy.

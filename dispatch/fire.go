@@ -474,13 +474,15 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			} else {
 				skipped++
 			}
-			fields := []zap.Field{zap.String("job_id", c.run.JobID), zap.String("run_id", c.run.ID),
-				zap.Time("scheduled_at", c.run.ScheduledAt), zap.Duration("lag", now.Sub(c.run.ScheduledAt)),
-				zap.String("status", string(c.run.Status))}
-			if c.manual {
-				fields = append(fields, zap.String("reason", "trigger"))
+			if ce := pt.lg.Check(zap.InfoLevel, "fired"); ce != nil { // a herd fires hundreds of thousands: no fields unless logged
+				fields := []zap.Field{zap.String("job_id", c.run.JobID), zap.String("run_id", c.run.ID),
+					zap.Time("scheduled_at", c.run.ScheduledAt), zap.Duration("lag", now.Sub(c.run.ScheduledAt)),
+					zap.String("status", string(c.run.Status))}
+				if c.manual {
+					fields = append(fields, zap.String("reason", "trigger"))
+				}
+				ce.Write(fields...)
 			}
-			pt.lg.Info("fired", fields...)
 		}
 		d := jp.plan.Decision
 		if d.Missed > 0 {

@@ -159,3 +159,69 @@ func TestHerdFiresInFlightAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuedWriteOutlastsTheRequestTimeout: a fenced write that waits in
+// the committer's queue for longer than RequestTimeout (a herd's writes
+// of every partition waiting for the commit window) is not given up: the
+// timeout bounds the request once sent, and the write applies when room
+// comes.
+func TestQueuedWriteOutlastsTheRequestTimeout(t *testing.T) {
+	client := etcdtest.New(t).Client(t)
+	ctx := context.Background()
+	ns := "/queued-timeout/"
+	const timeout = 50 * time.Millisecond
+	cfg := DefaultConfig(ns, 1, "m", "http://m.invalid")
+	cfg.CommitsInFlight = 1
+	cfg.RequestTimeout = timeout
+	cfg.CommitLatencyTarget = timeout / 2
+	cfg.Logger = zaptest.NewLogger(t)
+	d, err := New(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Put(ctx, shard.OwnerKey(ns, 0), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := shard.NewOwnership(client, ns, "m", 0, resp.Header.Revision)
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { d.Work(wctx, own) })
+	waitUntil(t, "the partition loaded", func() bool { return len(d.Owned()) == 1 }, func() string { return "" })
+	d.mu.Lock()
+	pt := d.parts[0]
+	d.mu.Unlock()
+
+	d.commits.mu.Lock()
+	d.commits.inFlight = 1 // the only slot is busy
+	d.commits.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		pt.wmu.Lock()
+		defer pt.wmu.Unlock()
+		_, err := pt.commit(wctx, []clientv3.Op{clientv3.OpPut(ns+"data", "v")})
+		done <- err
+	}()
+	waitUntil(t, "the write queued", func() bool {
+		d.commits.mu.Lock()
+		defer d.commits.mu.Unlock()
+		return len(d.commits.queue) == 1
+	}, func() string { return "" })
+	// Several timeouts pass while it waits: it is still queued.
+	waited := time.After(6 * timeout)
+	select {
+	case err := <-done:
+		t.Fatalf("the queued write returned %v before room came, want it to wait", err)
+	case <-waited:
+	}
+	d.commits.release(0)
+	if err := <-done; err != nil {
+		t.Fatalf("the queued write failed once sent: %v", err)
+	}
+	got, err := client.Get(ctx, ns+"data")
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("the write did not apply: %v %v", got, err)
+	}
+}

@@ -32,7 +32,7 @@ func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 	q := pt.dueLocked(now)
 	pt.mu.Unlock()
 	for !q.empty() {
-		turn, err := pt.d.fireTurn(ctx)
+		turn, err := pt.d.waitFireTurn(ctx)
 		if err != nil {
 			return // released while waiting: the next owner fires them
 		}
@@ -90,9 +90,9 @@ type fireTurn struct {
 	held int64 // runs of the budget held
 }
 
-// fireTurn waits for room for one write of fires, in the order the
+// waitFireTurn waits for room for one write of fires, in the order the
 // partitions asked. It returns ctx's error if ctx ends first.
-func (d *Dispatcher) fireTurn(ctx context.Context) (*fireTurn, error) {
+func (d *Dispatcher) waitFireTurn(ctx context.Context) (*fireTurn, error) {
 	t := &fireTurn{d: d}
 	if d.fires == nil {
 		return t, nil

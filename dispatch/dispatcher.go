@@ -48,10 +48,17 @@ type Dispatcher struct {
 	// loads bounds the partitions loading at once (Config.LoadsInFlight);
 	// nil: no bound. Its waiters are served in the order they came.
 	loads *semaphore.Weighted
+	// fires bounds the runs of fire writes planned and not yet answered
+	// (Config.FiresInFlight); nil: no bound. Served in the order asked.
+	fires *semaphore.Weighted
 	// loadHook, if set (tests), is called when a load has its slot, before
 	// it reads etcd, and what it returns when the load ends, before the
 	// slot is given back.
 	loadHook func(p int) func()
+	// fireHook, if set (tests), is called when partition p has planned a
+	// write of fires holding runs runs, and what it returns when the
+	// write's answer is in, before its room in the budget is given back.
+	fireHook func(p, runs int) func()
 	// standby is the member's warm standby (NewStandby), nil without one.
 	standby standbyPtr
 	// pending counts the partitions waiting for their load or loading:
@@ -92,6 +99,9 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 	}
 	if cfg.LoadsInFlight > 0 {
 		d.loads = semaphore.NewWeighted(int64(cfg.LoadsInFlight))
+	}
+	if cfg.FiresInFlight > 0 {
+		d.fires = semaphore.NewWeighted(int64(cfg.FiresInFlight))
 	}
 	cfg.Metrics.setSource(d.Stats)
 	if cfg.Workers != nil {

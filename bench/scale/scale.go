@@ -72,9 +72,10 @@ type Config struct {
 	// Reuse, if set, is the directory of an earlier point kept with
 	// KeepDir (the n…-m… directory under Dir), whose etcd holds the
 	// point's N jobs: the fleet starts on it and the jobs are not created
-	// again (the create and size figures stay empty). It serves phases
-	// that leave the jobs as they were (list, takeover, restart) and
-	// needs a single N and M; the directory is never removed.
+	// again (the create and size figures stay empty). It needs a single N
+	// and M; the directory is never removed. The herd and the store limit
+	// change it (the jobs' run_at, their runs, the store limit's keys):
+	// reuse a copy for them, one copy per run.
 	Reuse string `json:"-"`
 	// PortBase, when positive, puts etcd on PortBase and PortBase+1 and
 	// member i on PortBase+10+i; 0 takes free ports.
@@ -157,8 +158,8 @@ func (c Config) Validate() error {
 		return errors.New("scale: store writers must list counts ≥ 1")
 	case c.Reuse != "" && (len(c.Jobs) != 1 || len(c.Members) != 1):
 		return errors.New("scale: reusing a directory measures one job count on one member count")
-	case c.Reuse != "" && (c.runs(PhaseHerd) || c.runs(PhaseSpread) || c.runs(PhaseStoreLimit)):
-		return errors.New("scale: reusing a directory serves only the list, takeover and restart phases (the others change the jobs)")
+	case c.Reuse != "" && c.runs(PhaseSpread):
+		return errors.New("scale: reusing a directory serves the list, takeover, restart, herd and storelimit phases, not the spread")
 	case c.StoreLimitDuration < 100*time.Millisecond:
 		return fmt.Errorf("scale: store-limit duration %v below 100ms", c.StoreLimitDuration)
 	case c.MinSpread < time.Second:

@@ -164,7 +164,8 @@ func TestTinyScale(t *testing.T) {
 // proportional to N has slope 1, a constant one slope 0, one that is not
 // measured none.
 // TestTinyScaleReuse keeps a point's directory and starts a fleet on it
-// again: the jobs are not created again, and the phases see them all.
+// again: the jobs are not created again, and the phases see them all, the
+// herd's included.
 func TestTinyScaleReuse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts orchestrator processes")
@@ -192,6 +193,7 @@ func TestTinyScaleReuse(t *testing.T) {
 		t.Fatalf("kept directories %v (%v), want one", kept, err)
 	}
 	cfg.Reuse = kept[0]
+	cfg.Phases = []string{scale.PhaseList, scale.PhaseHerd}
 	res, err = scale.Run(ctx, cfg)
 	if err != nil || res.Failed() {
 		t.Fatalf("run on the kept directory: %v %+v", err, res)
@@ -202,6 +204,9 @@ func TestTinyScaleReuse(t *testing.T) {
 	}
 	if p.List.Jobs != 50 || p.List.Rate <= 0 {
 		t.Errorf("listed %+v on a reused directory, want the 50 jobs created before", p.List)
+	}
+	if p.Herd.Runs != 50 || p.Herd.Rate <= 0 {
+		t.Errorf("herd %+v on a reused directory, want the 50 jobs fired", p.Herd)
 	}
 }
 
@@ -293,8 +298,8 @@ func TestConfigValidate(t *testing.T) {
 		"reuse for two N": func(c *scale.Config) {
 			c.Reuse, c.Jobs, c.Members, c.Phases = "/tmp/d", []int{10, 20}, []int{3}, []string{"list"}
 		},
-		"reuse for a herd": func(c *scale.Config) {
-			c.Reuse, c.Jobs, c.Members, c.Phases = "/tmp/d", []int{10}, []int{3}, []string{"takeover", "herd"}
+		"reuse for a spread": func(c *scale.Config) {
+			c.Reuse, c.Jobs, c.Members, c.Phases = "/tmp/d", []int{10}, []int{3}, []string{"takeover", "spread"}
 		},
 	} {
 		c := ok

@@ -112,7 +112,7 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 	fs.IntVar(&cfg.PortBase, "port-base", 0, "etcd on this port and the next, member i on port-base+10+i (0: free ports)")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory for etcd's data and the members' logs (default: a temporary one)")
 	fs.BoolVar(&cfg.KeepDir, "keep", false, "keep etcd's data and the logs after a successful measurement")
-	fs.StringVar(&cfg.Reuse, "reuse", "", "start on the directory of a point kept with --keep (its etcd holds the jobs) instead of creating them; for list, takeover and restart, one --jobs and --members")
+	fs.StringVar(&cfg.Reuse, "reuse", "", "start on the directory of a point kept with --keep (its etcd holds the jobs) instead of creating them; one --jobs and --members; not for the spread. The herd and storelimit phases change it: reuse a copy")
 	bf.add(fs, "CSV, JSON and PNG files", "run etcd without fsync (faster, not honest about the store)")
 	fs.StringVar(&from, "from", "", "measure nothing: print the tables and draw the charts of the points of these scale.json files of earlier runs, comma-separated (the first one's settings)")
 	return cmd

@@ -307,8 +307,7 @@ func (p *Point) create(ctx context.Context, f *fleet) error {
 			return err
 		}
 		f.cfg.Progress.Step("  reusing %d jobs in %s, every partition loaded %v after the fleet was ready", p.Jobs, f.cfg.Reuse, time.Since(start).Round(time.Millisecond))
-		p.RSS = rss(f)
-		return nil
+		return p.memory(ctx, f)
 	}
 	before, err := f.inUse(ctx)
 	if err != nil {
@@ -340,6 +339,11 @@ func (p *Point) create(ctx context.Context, f *fleet) error {
 	}
 	p.Size.JobBytes = spec + state
 	p.Size.JobInUseBytes = float64(after-before) / float64(p.Jobs)
+	return p.memory(ctx, f)
+}
+
+// memory measures the members' RSS and Go heap live with the jobs loaded.
+func (p *Point) memory(ctx context.Context, f *fleet) error {
 	p.RSS = rss(f)
 	p.HeapLive = Spread{Min: math.Inf(1)}
 	for _, m := range f.members {

@@ -205,6 +205,9 @@ func TestTinyScaleReuse(t *testing.T) {
 	if p.List.Jobs != 50 || p.List.Rate <= 0 {
 		t.Errorf("listed %+v on a reused directory, want the 50 jobs created before", p.List)
 	}
+	if p.RSS.Min <= 0 || p.HeapLive.Min <= 0 || p.HeapLive.Max > p.RSS.Max {
+		t.Errorf("members' RSS %+v and live heap %+v on a reused directory, want both measured", p.RSS, p.HeapLive)
+	}
 
 	cfg.Members, cfg.Phases = []int{3}, []string{scale.PhaseSpread}
 	cfg.SpreadJobs, cfg.MinSpread = 20, 2*time.Second

@@ -297,3 +297,64 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 		t.Errorf("load jobs in flight gauge %v after every load, want 0", got)
 	}
 }
+
+// BenchmarkLoadSmallPartitions is a member starting on a small fleet's
+// share: 340 partitions of about 10 jobs each, acquired at once. It
+// reports the time until every one is loaded and served, by load bound:
+// two partitions at a time (the bound before loads were weighed by
+// their jobs), the defaults, and no bound.
+//
+//	go test -run '^$' -bench LoadSmallPartitions -benchtime 5x ./dispatch
+func BenchmarkLoadSmallPartitions(b *testing.B) {
+	client := etcdtest.New(b).Client(b)
+	ctx := context.Background()
+	ns := "/loads-small/"
+	const parts, jobs = 340, 3400
+	st := store.NewEtcd(client, ns, parts, store.DefaultLimits(), nil)
+	for i := range jobs {
+		if _, err := st.Create(ctx, store.Job{ID: fmt.Sprintf("job-%05d", i), Schedule: "@every 1h", Executor: store.Executor{Type: "noop"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	owns := make([]*shard.Ownership, parts)
+	for p := range parts {
+		resp, err := client.Put(ctx, shard.OwnerKey(ns, p), "m")
+		if err != nil {
+			b.Fatal(err)
+		}
+		owns[p] = shard.NewOwnership(client, ns, "m", p, resp.Header.Revision)
+	}
+	for _, bc := range []struct {
+		name        string
+		loads, jobs int
+	}{
+		{"partitions=2", 2, 0},
+		{"defaults", DefaultConfig(ns, parts, "m", "").LoadsInFlight, DefaultConfig(ns, parts, "m", "").LoadJobsInFlight},
+		{"unbounded", 0, 0},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := DefaultConfig(ns, parts, "m", "http://m.invalid")
+			cfg.LoadsInFlight, cfg.LoadJobsInFlight = bc.loads, bc.jobs
+			var took time.Duration
+			for range b.N {
+				d, err := New(client, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				wctx, cancel := context.WithCancel(ctx)
+				var wg sync.WaitGroup
+				start := time.Now()
+				for _, own := range owns {
+					wg.Go(func() { d.Work(wctx, own) })
+				}
+				for len(d.Owned()) < parts {
+					time.Sleep(time.Millisecond)
+				}
+				took += time.Since(start)
+				cancel()
+				wg.Wait()
+			}
+			b.ReportMetric(took.Seconds()*1e3/float64(b.N), "ms/start")
+		})
+	}
+}

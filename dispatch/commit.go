@@ -119,7 +119,12 @@ func opsBytes(ops []clientv3.Op) int {
 // it never reached etcd, so its outcome is known (not applied).
 var errNotSent = errors.New("given up before it was sent")
 
-// commit runs ops fenced on own, as own.Commit(ctx, nil, ops, nil) would.
+// commit runs ops fenced on own, as own.Commit(ctx, nil, ops, nil) would,
+// the request bounded by the committer's timeout from when it is sent:
+// the time a write waits in the queue for room is the member's own
+// pacing, not etcd's answer, and under a herd it can exceed the timeout
+// while every request in flight is answered in time (a write given up
+// there would be planned and queued again, at the end of the queue).
 // A write still queued when ctx ends is dropped (errNotSent); one already
 // in a batch is seen through, under the committer's own timeout, since
 // the batch holds other partitions' writes: its caller's context never
@@ -127,7 +132,7 @@ var errNotSent = errors.New("given up before it was sent")
 func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	if c.maxInFlight <= 0 {
 		done := c.sent(0, false)
-		resp, err := own.Commit(ctx, nil, ops, nil)
+		resp, err := c.commitNow(ctx, own, ops)
 		done()
 		return resp, err
 	}
@@ -138,7 +143,7 @@ func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clie
 		c.opsInFlight += weight
 		c.mu.Unlock()
 		done := c.sent(weight, false)
-		resp, err := own.Commit(ctx, nil, ops, nil)
+		resp, err := c.commitNow(ctx, own, ops)
 		done()
 		return resp, err
 	}
@@ -165,6 +170,17 @@ func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clie
 		}
 	}
 	return r.res.Resp, r.res.Err
+}
+
+// commitNow sends ops fenced on own at once, within the committer's
+// timeout.
+func (c *committer) commitNow(ctx context.Context, own *shard.Ownership, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	return own.Commit(ctx, nil, ops, nil)
 }
 
 // roomLocked reports whether a request of weight operations may be sent

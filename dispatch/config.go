@@ -84,6 +84,21 @@ type Config struct {
 	// partitions (about a thousand each) load about two at a time. 0: no
 	// bound on the jobs, and no count read. Default 2048.
 	LoadJobsInFlight int
+	// FiresInFlight is the most runs this member has planned and not yet
+	// written at once, over all its partitions: a partition plans its due
+	// jobs one write at a time (at most FireBatch runs), each once there
+	// is room for FireBatch runs, in the order the partitions asked, and
+	// gives the room back when the write's answer is in. Under a herd
+	// (every job of every partition due in the same second) planning all
+	// of them at once made hundreds of thousands of runs and their writes
+	// in one burst: the member's CPU and heap went to them and to writes
+	// waiting for etcd, and its lease keepalives waited behind. The
+	// default is above what the commit window lets into etcd at most
+	// (CommitsInFlight requests of 512 operations, about 800 runs), so
+	// that the window, not this bound, paces the writes. 0: no bound (each
+	// partition still plans one write at a time). At least FireBatch.
+	// Default 2048.
+	FiresInFlight int
 	// RunLease is how long a worker holds an attempt without heartbeat.
 	// Default 30s.
 	RunLease time.Duration
@@ -179,6 +194,7 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 		CommitLatencyTarget: 250 * time.Millisecond,
 		LoadsInFlight:       16,
 		LoadJobsInFlight:    2048,
+		FiresInFlight:       2048,
 		RunLease:            30 * time.Second,
 		HistoryMaxRuns:      100,
 		HistoryMaxAge:       DefaultHistoryMaxAge,
@@ -212,6 +228,8 @@ func (c Config) Validate() error {
 		return bad("loads in flight %d below 0", c.LoadsInFlight)
 	case c.LoadJobsInFlight < 0:
 		return bad("load jobs in flight %d below 0", c.LoadJobsInFlight)
+	case c.FiresInFlight != 0 && c.FiresInFlight < c.FireBatch:
+		return bad("fires in flight %d neither 0 nor at least the fire batch %d", c.FiresInFlight, c.FireBatch)
 	case c.RunLease < time.Second:
 		return bad("run lease %v below 1s", c.RunLease)
 	case c.MaxActivePerJob < 1:

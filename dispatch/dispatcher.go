@@ -51,10 +51,17 @@ type Dispatcher struct {
 	// served in the order they came; a load takes loads, then loadJobs.
 	loads    *semaphore.Weighted
 	loadJobs *semaphore.Weighted
+	// fires bounds the runs of fire writes planned and not yet answered
+	// (Config.FiresInFlight); nil: no bound. Served in the order asked.
+	fires *semaphore.Weighted
 	// loadHook, if set (tests), is called when a load has its slot, before
 	// it reads etcd, and what it returns when the load ends, before the
 	// slot is given back.
 	loadHook func(p int) func()
+	// fireHook, if set (tests), is called when partition p has planned a
+	// write of fires holding runs runs, and what it returns when the
+	// write's answer is in, before its room in the budget is given back.
+	fireHook func(p, runs int) func()
 
 	mu    sync.Mutex         // guards parts and avail
 	parts map[int]*partition // running schedulers by partition
@@ -93,6 +100,9 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 	}
 	if cfg.LoadJobsInFlight > 0 {
 		d.loadJobs = semaphore.NewWeighted(int64(cfg.LoadJobsInFlight))
+	}
+	if cfg.FiresInFlight > 0 {
+		d.fires = semaphore.NewWeighted(int64(cfg.FiresInFlight))
 	}
 	cfg.Metrics.setSource(d.Stats)
 	if cfg.Workers != nil {

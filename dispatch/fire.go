@@ -18,15 +18,42 @@ import (
 // then PlanTrigger for each of its requests in time order, each capped by
 // CapActive, merged into one plan (MergePlans) so that a job's runs,
 // replacements and state go in one write. The caller holds wmu.
+//
+// It plans one write at a time, in the order of the jobs' IDs, all at now,
+// and plans the next once the previous one's answer is in memory: a
+// partition holds at most one write of planned fires, however many of its
+// jobs are due (a herd: thousands per partition), so the runs planned and
+// not yet written stay few and planning does not come in one burst of the
+// whole partition. Each write also waits for room in the member's budget
+// of runs in flight (Config.FiresInFlight), in the order the partitions
+// asked, taken before it is planned and given back when its answer is in.
 func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 	pt.mu.Lock()
-	batches := pt.planBatchesLocked(now)
-	if len(batches) > 0 {
-		pt.addTrimsLocked(batches, now)
-	}
+	q := pt.dueLocked(now)
 	pt.mu.Unlock()
-	for _, b := range batches {
+	for !q.empty() {
+		turn, err := pt.d.waitFireTurn(ctx)
+		if err != nil {
+			return // released while waiting: the next owner fires them
+		}
+		pt.mu.Lock()
+		b := pt.nextBatchLocked(q, now)
+		if b != nil {
+			pt.addTrimsLocked([]*fireBatch{b}, now)
+		}
+		pt.mu.Unlock()
+		if b == nil {
+			turn.done()
+			return
+		}
+		turn.planned(b.runs)
+		answered := func() {}
+		if hook := pt.d.fireHook; hook != nil {
+			answered = hook(pt.p, b.runs)
+		}
 		resp, err := pt.commit(ctx, b.ops)
+		answered()
+		turn.done()
 		if err != nil {
 			pt.lg.Warn("recording fires failed; will retry", zap.Strings("job_ids", b.ids()), zap.Error(err))
 			if unknownOutcome(err) {
@@ -54,30 +81,107 @@ func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 	}
 }
 
-// planBatchesLocked plans the fires and triggers due at now and returns
-// them as writes of at most FireBatch runs each (a single job's plan may
-// exceed it). A job takes at most FireBatch of its trigger requests per
-// tick, fewer if its scheduled fires already make that many runs; the rest
-// wait for the next tick, so that a backlog of requests makes several
-// writes rather than one too large for etcd.
-func (pt *partition) planBatchesLocked(now time.Time) []*fireBatch {
-	byJob := map[string][]triggerReq{}
-	b := &fireBatch{}
+// fireTurn is a partition's room in the member's budget of fires in
+// flight (Config.FiresInFlight) for one write: taken for FireBatch runs
+// before the write is planned, cut to the runs it plans (at least one),
+// given back when its answer is in.
+type fireTurn struct {
+	d    *Dispatcher
+	held int64 // runs of the budget held
+}
+
+// waitFireTurn waits for room for one write of fires, in the order the
+// partitions asked. It returns ctx's error if ctx ends first.
+func (d *Dispatcher) waitFireTurn(ctx context.Context) (*fireTurn, error) {
+	t := &fireTurn{d: d}
+	if d.fires == nil {
+		return t, nil
+	}
+	waited := d.cfg.Metrics.fireWaits()
+	err := d.fires.Acquire(ctx, int64(d.cfg.FireBatch))
+	waited()
+	if err != nil {
+		return nil, err
+	}
+	t.held = int64(d.cfg.FireBatch)
+	d.cfg.Metrics.firesInFlight(float64(t.held))
+	return t, nil
+}
+
+// planned gives back the room the write does not use: it holds runs
+// (at least one, at most what was taken).
+func (t *fireTurn) planned(runs int) {
+	keep := min(max(int64(runs), 1), t.held)
+	if t.d.fires == nil || keep == t.held {
+		return
+	}
+	t.d.fires.Release(t.held - keep)
+	t.d.cfg.Metrics.firesInFlight(float64(keep - t.held))
+	t.held = keep
+}
+
+// done gives back the room the write holds.
+func (t *fireTurn) done() {
+	if t.d.fires == nil || t.held == 0 {
+		return
+	}
+	t.d.fires.Release(t.held)
+	t.d.cfg.Metrics.firesInFlight(float64(-t.held))
+	t.held = 0
+}
+
+// dueQueue is what fireDue has left to plan at one instant: the due jobs,
+// by ID in order, with their trigger requests, and the trigger requests of
+// jobs that are gone, to drop with the first write.
+type dueQueue struct {
+	ids     []string
+	byJob   map[string][]triggerReq
+	dropped []string
+}
+
+func (q *dueQueue) empty() bool { return len(q.ids) == 0 && len(q.dropped) == 0 }
+
+// dueLocked returns the jobs due at now and the trigger requests pending.
+func (pt *partition) dueLocked(now time.Time) *dueQueue {
+	q := &dueQueue{byJob: map[string][]triggerReq{}}
 	for _, key := range slices.Sorted(maps.Keys(pt.triggers)) {
 		t := pt.triggers[key]
 		if pt.jobs[t.id] == nil {
-			b.dropped = append(b.dropped, t.key) // the job is gone
+			q.dropped = append(q.dropped, t.key) // the job is gone
 			continue
 		}
-		byJob[t.id] = append(byJob[t.id], t)
+		q.byJob[t.id] = append(q.byJob[t.id], t)
 	}
-	var out []*fireBatch
-	for _, id := range pt.dueJobsLocked(now, byJob) {
+	q.ids = pt.dueJobsLocked(now, q.byJob)
+	return q
+}
+
+// nextBatchLocked plans the next write of q at now: the jobs taken from
+// the front of q until the write holds FireBatch runs (a single job's plan
+// may exceed it), fireBatchJobs jobs or fireBatchBytes, and q's dropped
+// trigger requests if it is the first. It returns nil when q holds nothing
+// more to write. A job takes at most FireBatch of its trigger requests per
+// tick, fewer if its scheduled fires already make that many runs; the rest
+// wait for the next tick, so that a backlog of requests makes several
+// writes rather than one too large for etcd. Planning is a function of the
+// job's memory and now, and writes of q's other jobs leave that memory as
+// it was: a job planned into one write is planned as it would have been
+// with every write of q planned at once.
+func (pt *partition) nextBatchLocked(q *dueQueue, now time.Time) *fireBatch {
+	b := &fireBatch{dropped: q.dropped}
+	q.dropped = nil
+	for len(q.ids) > 0 {
+		id := q.ids[0]
 		e := pt.jobs[id]
-		trigs := byJob[id]
+		if e == nil {
+			q.ids = q.ids[1:]
+			continue
+		}
+		trigs := q.byJob[id]
 		active := pt.activeOfLocked(id)
 		plan, ok := pt.planFiresLocked(e, active, now)
 		if !ok && len(trigs) == 0 {
+			q.ids = q.ids[1:]
 			continue
 		}
 		if !ok {
@@ -95,22 +199,22 @@ func (pt *partition) planBatchesLocked(now time.Time) []*fireBatch {
 			plan = MergePlans(plan, tp)
 		}
 		if len(plan.Runs) == 0 && len(plan.Replace) == 0 && plan.State == e.state && !e.dirty && len(trigs) == 0 {
+			q.ids = q.ids[1:]
 			continue
 		}
 		if len(b.jobs) > 0 && b.runs+len(plan.Runs) > pt.d.cfg.FireBatch {
-			out = append(out, b)
-			b = &fireBatch{}
+			break // the job opens the next write
 		}
+		q.ids = q.ids[1:]
 		pt.addLocked(b, e, plan, trigs, now)
 		if b.bytes >= fireBatchBytes || len(b.jobs) >= fireBatchJobs {
-			out = append(out, b)
-			b = &fireBatch{}
+			break
 		}
 	}
-	if len(b.jobs) > 0 || len(b.dropped) > 0 {
-		out = append(out, b)
+	if len(b.jobs) == 0 && len(b.dropped) == 0 {
+		return nil
 	}
-	return out
+	return b
 }
 
 // addTrimsLocked adds to the last of batches the history trimming that
@@ -370,13 +474,15 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			} else {
 				skipped++
 			}
-			fields := []zap.Field{zap.String("job_id", c.run.JobID), zap.String("run_id", c.run.ID),
-				zap.Time("scheduled_at", c.run.ScheduledAt), zap.Duration("lag", now.Sub(c.run.ScheduledAt)),
-				zap.String("status", string(c.run.Status))}
-			if c.manual {
-				fields = append(fields, zap.String("reason", "trigger"))
+			if ce := pt.lg.Check(zap.InfoLevel, "fired"); ce != nil { // a herd fires hundreds of thousands: no fields unless logged
+				fields := []zap.Field{zap.String("job_id", c.run.JobID), zap.String("run_id", c.run.ID),
+					zap.Time("scheduled_at", c.run.ScheduledAt), zap.Duration("lag", now.Sub(c.run.ScheduledAt)),
+					zap.String("status", string(c.run.Status))}
+				if c.manual {
+					fields = append(fields, zap.String("reason", "trigger"))
+				}
+				ce.Write(fields...)
 			}
-			pt.lg.Info("fired", fields...)
 		}
 		d := jp.plan.Decision
 		if d.Missed > 0 {

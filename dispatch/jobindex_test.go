@@ -343,7 +343,14 @@ func TestJobIndexAgreesWithScan(t *testing.T) {
 				now := clock.Now()
 				pt.mu.Lock()
 				defer pt.mu.Unlock()
-				batches := pt.planBatchesLocked(now)
+				var batches []*fireBatch
+				for q := pt.dueLocked(now); ; {
+					b := pt.nextBatchLocked(q, now)
+					if b == nil {
+						break
+					}
+					batches = append(batches, b)
+				}
 				if len(batches) > 0 {
 					pt.addTrimsLocked(batches, now)
 				}

@@ -27,6 +27,8 @@ type Metrics struct {
 	loadingJobs  prometheus.Gauge
 	loadWaiting  prometheus.Gauge
 	loadTook     prometheus.Histogram
+	fireWaiting  prometheus.Gauge
+	firesHeld    prometheus.Gauge
 	trims        *prometheus.CounterVec
 	jobsDeleted  prometheus.Counter
 	notified     *prometheus.CounterVec
@@ -91,6 +93,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "jobfleet_dispatch_load_seconds", Help: "Time to load one partition from etcd (its reads and their decoding), once it has a load slot.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 		}),
+		fireWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobfleet_dispatch_fires_waiting", Help: "Partitions owned here with due jobs that wait for room in the member's budget of fires in flight (dispatch.Config.FiresInFlight) before planning their next write.",
+		}),
+		firesHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobfleet_dispatch_fires_in_flight", Help: "Runs of fire writes this member has planned and not yet had answered (at most dispatch.Config.FiresInFlight).",
+		}),
 		trims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_runs_trimmed_total", Help: "Final runs deleted from the history, by reason (max_runs, max_age, budget).",
 		}, []string{"reason"}),
@@ -110,7 +118,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unservable: prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.trims, m.jobsDeleted, m.notified, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.notified, state)
 	}
 	return m
 }
@@ -252,6 +260,24 @@ func (m *Metrics) loadStarts(jobs int64) func(seconds float64) {
 	return func(seconds float64) {
 		m.loadingJobs.Sub(float64(jobs))
 		done(seconds)
+	}
+}
+
+// fireWaits is told of a partition waiting for room to plan a write of
+// fires, and returns the function to call when it has it (or gave up).
+func (m *Metrics) fireWaits() func() {
+	if m == nil {
+		return func() {}
+	}
+	m.fireWaiting.Inc()
+	return m.fireWaiting.Dec
+}
+
+// firesInFlight adds runs (negative: removes them) to the runs of fire
+// writes planned and not yet answered.
+func (m *Metrics) firesInFlight(runs float64) {
+	if m != nil {
+		m.firesHeld.Add(runs)
 	}
 }
 

@@ -75,9 +75,7 @@ func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefo
 // commit runs ops in one transaction fenced on the partition's epoch. The
 // caller holds wmu and not mu.
 func (pt *partition) commit(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
-	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
-	defer cancel()
-	resp, err := pt.d.commits.commit(rctx, pt.own, ops)
+	resp, err := pt.d.commits.commit(ctx, pt.own, ops) // RequestTimeout from its sending
 	if err != nil && !errors.Is(err, shard.ErrFenced) {
 		err = store.Classify(err)
 	}

@@ -164,9 +164,9 @@ func TestTinyScale(t *testing.T) {
 // proportional to N has slope 1, a constant one slope 0, one that is not
 // measured none.
 // TestTinyScaleReuse keeps a point's directory and starts a fleet on it
-// again: the jobs are not created again, and the phases see them all;
-// then once more on more members, spreading a slice of the jobs
-// (--spread-jobs): only those fire.
+// again: the jobs are not created again, and the phases see them all, the
+// herd's included; then once more on more members, spreading a slice of
+// the jobs (--spread-jobs): only those fire.
 func TestTinyScaleReuse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts orchestrator processes")
@@ -194,6 +194,7 @@ func TestTinyScaleReuse(t *testing.T) {
 		t.Fatalf("kept directories %v (%v), want one", kept, err)
 	}
 	cfg.Reuse = kept[0]
+	cfg.Phases = []string{scale.PhaseList, scale.PhaseHerd}
 	res, err = scale.Run(ctx, cfg)
 	if err != nil || res.Failed() {
 		t.Fatalf("run on the kept directory: %v %+v", err, res)
@@ -204,6 +205,9 @@ func TestTinyScaleReuse(t *testing.T) {
 	}
 	if p.List.Jobs != 50 || p.List.Rate <= 0 {
 		t.Errorf("listed %+v on a reused directory, want the 50 jobs created before", p.List)
+	}
+	if p.Herd.Runs != 50 || p.Herd.Rate <= 0 {
+		t.Errorf("herd %+v on a reused directory, want the 50 jobs fired", p.Herd)
 	}
 	if p.RSS.Min <= 0 || p.HeapLive.Min <= 0 || p.HeapLive.Max > p.RSS.Max {
 		t.Errorf("members' RSS %+v and live heap %+v on a reused directory, want both measured", p.RSS, p.HeapLive)

@@ -63,17 +63,27 @@ type Config struct {
 	CommitLatencyTarget time.Duration
 	// LoadsInFlight is the most partitions this member loads from etcd at
 	// once; the others it owns wait for a slot, in the order they asked,
-	// before they are served. A member that acquires hundreds of
-	// partitions (a takeover, a start) would otherwise read and decode
-	// all of them at once: every load's reads and their decoding compete
-	// for the member's CPU and heap with its lease keepalives, and for
-	// etcd with everyone's requests, and at hundreds of thousands of jobs
-	// the member missed its renew deadline while loading. A load is a
-	// few milliseconds per thousand jobs, so a bound of a few loses
-	// little: the loads end in about the same total time, one after the
-	// other instead of all at the end. 0 loads every partition at once.
-	// Default 2.
+	// before they are served. It bounds the requests and goroutines of
+	// loads; LoadJobsInFlight bounds their work. 0: no bound on the
+	// partitions. Default 16.
 	LoadsInFlight int
+	// LoadJobsInFlight is the most jobs (spec and trigger keys) this
+	// member loads from etcd at once, summed over the partitions loading.
+	// A load with a partition slot counts its partition's keys (a
+	// count-only serializable read, answered from etcd's index) and waits,
+	// in the order the loads asked, until that many jobs fit (at least 1;
+	// a partition larger than the whole budget takes all of it and loads
+	// alone). A member that acquires hundreds of partitions (a takeover, a
+	// start) would otherwise read and decode all of them at once: their
+	// reads, JSON decoding and heap grow with their jobs and compete for
+	// the member's CPU with its lease keepalives, and for etcd with
+	// everyone's requests, and at hundreds of thousands of jobs the
+	// member missed its renew deadline while loading. Weighing loads by
+	// their jobs lets a small fleet's partitions (a few jobs each) load
+	// many at once, up to LoadsInFlight, while a million jobs over 1 024
+	// partitions (about a thousand each) load about two at a time. 0: no
+	// bound on the jobs, and no count read. Default 2048.
+	LoadJobsInFlight int
 	// FiresInFlight is the most runs this member has planned and not yet
 	// written at once, over all its partitions: a partition plans its due
 	// jobs one write at a time (at most FireBatch runs), each once there
@@ -182,7 +192,8 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 		FireBatch:           25,
 		CommitsInFlight:     8,
 		CommitLatencyTarget: 250 * time.Millisecond,
-		LoadsInFlight:       2,
+		LoadsInFlight:       16,
+		LoadJobsInFlight:    2048,
 		FiresInFlight:       2048,
 		RunLease:            30 * time.Second,
 		HistoryMaxRuns:      100,
@@ -215,6 +226,8 @@ func (c Config) Validate() error {
 		return bad("commits in flight %d below 0", c.CommitsInFlight)
 	case c.LoadsInFlight < 0:
 		return bad("loads in flight %d below 0", c.LoadsInFlight)
+	case c.LoadJobsInFlight < 0:
+		return bad("load jobs in flight %d below 0", c.LoadJobsInFlight)
 	case c.FiresInFlight != 0 && c.FiresInFlight < c.FireBatch:
 		return bad("fires in flight %d neither 0 nor at least the fire batch %d", c.FiresInFlight, c.FireBatch)
 	case c.RunLease < time.Second:

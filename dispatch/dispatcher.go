@@ -45,9 +45,12 @@ type Dispatcher struct {
 	lg     *zap.Logger
 
 	commits *committer
-	// loads bounds the partitions loading at once (Config.LoadsInFlight);
-	// nil: no bound. Its waiters are served in the order they came.
-	loads *semaphore.Weighted
+	// loads bounds the partitions loading at once (Config.LoadsInFlight),
+	// loadJobs the jobs they load (Config.LoadJobsInFlight, each load
+	// weighing its partition's keys); nil: no bound. Their waiters are
+	// served in the order they came; a load takes loads, then loadJobs.
+	loads    *semaphore.Weighted
+	loadJobs *semaphore.Weighted
 	// fires bounds the runs of fire writes planned and not yet answered
 	// (Config.FiresInFlight); nil: no bound. Served in the order asked.
 	fires *semaphore.Weighted
@@ -99,6 +102,9 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 	}
 	if cfg.LoadsInFlight > 0 {
 		d.loads = semaphore.NewWeighted(int64(cfg.LoadsInFlight))
+	}
+	if cfg.LoadJobsInFlight > 0 {
+		d.loadJobs = semaphore.NewWeighted(int64(cfg.LoadJobsInFlight))
 	}
 	if cfg.FiresInFlight > 0 {
 		d.fires = semaphore.NewWeighted(int64(cfg.FiresInFlight))

@@ -167,3 +167,194 @@ func TestLoadsInFlightAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadsAreBoundedByJobs weighs each load by its partition's jobs:
+// with a budget of 8 jobs, partitions of 2 jobs load 4 at once (not one
+// per slot, nor all at once), and partitions larger than the budget load
+// one at a time, each taking the whole budget; the jobs of the loads in
+// flight never exceed the budget but for one larger partition alone.
+func TestLoadsAreBoundedByJobs(t *testing.T) {
+	client := etcdtest.New(t).Client(t)
+	ctx := context.Background()
+	ns := "/loads-by-jobs/"
+	const parts, budget, small, big = 16, 8, 2, 12
+	st := store.NewEtcd(client, ns, parts, store.DefaultLimits(), nil)
+	size := func(p int) int { // small partitions 0..11, big ones 12..15
+		if p < 12 {
+			return small
+		}
+		return big
+	}
+	have := make([]int, parts)
+	for i, left := 0, 12*small+4*big; left > 0; i++ {
+		id := fmt.Sprintf("job-%04d", i)
+		if p := shard.Partition(id, parts); have[p] < size(p) {
+			if _, err := st.Create(ctx, store.Job{ID: id, Schedule: "@every 1h", Executor: store.Executor{Type: "noop"}}); err != nil {
+				t.Fatal(err)
+			}
+			have[p]++
+			left--
+		}
+	}
+	reg := prometheus.NewRegistry()
+	cfg := DefaultConfig(ns, parts, "m", "http://m.invalid")
+	cfg.LoadsInFlight = 0 // only the jobs bound
+	cfg.LoadJobsInFlight = budget
+	cfg.Metrics = NewMetrics(reg)
+	cfg.Logger = zaptest.NewLogger(t)
+	d, err := New(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	loading, jobs, complaint := 0, 0, ""
+	release := make(chan struct{})
+	d.loadHook = func(p int) func() {
+		mu.Lock()
+		loading++
+		jobs += size(p)
+		if loading > 1 && jobs > budget && complaint == "" {
+			complaint = fmt.Sprintf("%d partitions of %d jobs loading at once, want at most %d jobs (or one partition)", loading, jobs, budget)
+		}
+		wait := release // nil: not held
+		mu.Unlock()
+		if wait != nil {
+			<-wait
+		}
+		return func() {
+			mu.Lock()
+			loading--
+			jobs -= size(p)
+			mu.Unlock()
+		}
+	}
+	bad := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return complaint
+	}
+	inFlight := func(n, waiting int) func() bool {
+		return func() bool {
+			mu.Lock()
+			l := loading
+			mu.Unlock()
+			return l == n && gauge(t, reg, "jobfleet_dispatch_loads_waiting") == float64(waiting)
+		}
+	}
+
+	var cancels []context.CancelFunc
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	openAll := func() { // lets the held loads, and every later one, go
+		mu.Lock()
+		defer mu.Unlock()
+		if release != nil {
+			close(release)
+			release = nil
+		}
+	}
+	defer func() {
+		openAll()
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	start := func(from, to int) {
+		for p := from; p < to; p++ {
+			resp, err := client.Put(ctx, shard.OwnerKey(ns, p), "m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			own := shard.NewOwnership(client, ns, "m", p, resp.Header.Revision)
+			wctx, cancel := context.WithCancel(ctx)
+			cancels = append(cancels, cancel)
+			wg.Go(func() { d.Work(wctx, own) })
+		}
+	}
+	start(0, 12)
+	waitUntil(t, "4 partitions of 2 jobs loading and 8 waiting", inFlight(budget/small, 12-budget/small), bad)
+	if got := gauge(t, reg, "jobfleet_dispatch_load_jobs_in_flight"); got != budget {
+		t.Errorf("load jobs in flight gauge %v, want %d", got, budget)
+	}
+	openAll()
+	waitUntil(t, "the small partitions loaded", func() bool { return len(d.Owned()) == 12 }, bad)
+
+	mu.Lock()
+	release = make(chan struct{}) // hold loads again
+	mu.Unlock()
+	start(12, 16)
+	waitUntil(t, "1 partition larger than the budget loading and 3 waiting", inFlight(1, 3), bad)
+	if got := gauge(t, reg, "jobfleet_dispatch_load_jobs_in_flight"); got != budget {
+		t.Errorf("load jobs in flight gauge %v with a partition larger than the budget, want %d", got, budget)
+	}
+	openAll()
+	waitUntil(t, "every partition loaded", func() bool { return len(d.Owned()) == parts }, bad)
+	if msg := bad(); msg != "" {
+		t.Fatal(msg)
+	}
+	if got := gauge(t, reg, "jobfleet_dispatch_load_jobs_in_flight"); got != 0 {
+		t.Errorf("load jobs in flight gauge %v after every load, want 0", got)
+	}
+}
+
+// BenchmarkLoadSmallPartitions is a member starting on a small fleet's
+// share: 340 partitions of about 10 jobs each, acquired at once. It
+// reports the time until every one is loaded and served, by load bound:
+// two partitions at a time (the bound before loads were weighed by
+// their jobs), the defaults, and no bound.
+//
+//	go test -run '^$' -bench LoadSmallPartitions -benchtime 5x ./dispatch
+func BenchmarkLoadSmallPartitions(b *testing.B) {
+	client := etcdtest.New(b).Client(b)
+	ctx := context.Background()
+	ns := "/loads-small/"
+	const parts, jobs = 340, 3400
+	st := store.NewEtcd(client, ns, parts, store.DefaultLimits(), nil)
+	for i := range jobs {
+		if _, err := st.Create(ctx, store.Job{ID: fmt.Sprintf("job-%05d", i), Schedule: "@every 1h", Executor: store.Executor{Type: "noop"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	owns := make([]*shard.Ownership, parts)
+	for p := range parts {
+		resp, err := client.Put(ctx, shard.OwnerKey(ns, p), "m")
+		if err != nil {
+			b.Fatal(err)
+		}
+		owns[p] = shard.NewOwnership(client, ns, "m", p, resp.Header.Revision)
+	}
+	for _, bc := range []struct {
+		name        string
+		loads, jobs int
+	}{
+		{"partitions=2", 2, 0},
+		{"defaults", DefaultConfig(ns, parts, "m", "").LoadsInFlight, DefaultConfig(ns, parts, "m", "").LoadJobsInFlight},
+		{"unbounded", 0, 0},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := DefaultConfig(ns, parts, "m", "http://m.invalid")
+			cfg.LoadsInFlight, cfg.LoadJobsInFlight = bc.loads, bc.jobs
+			var took time.Duration
+			for range b.N {
+				d, err := New(client, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				wctx, cancel := context.WithCancel(ctx)
+				var wg sync.WaitGroup
+				start := time.Now()
+				for _, own := range owns {
+					wg.Go(func() { d.Work(wctx, own) })
+				}
+				for len(d.Owned()) < parts {
+					time.Sleep(time.Millisecond)
+				}
+				took += time.Since(start)
+				cancel()
+				wg.Wait()
+			}
+			b.ReportMetric(took.Seconds()*1e3/float64(b.N), "ms/start")
+		})
+	}
+}

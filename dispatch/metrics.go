@@ -24,6 +24,7 @@ type Metrics struct {
 	inFlight     prometheus.Gauge
 	window       prometheus.Gauge
 	loading      prometheus.Gauge
+	loadingJobs  prometheus.Gauge
 	loadWaiting  prometheus.Gauge
 	loadTook     prometheus.Histogram
 	fireWaiting  prometheus.Gauge
@@ -82,8 +83,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		loading: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jobfleet_dispatch_loads_in_flight", Help: "Partitions this member is loading from etcd now (at most dispatch.Config.LoadsInFlight).",
 		}),
+		loadingJobs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobfleet_dispatch_load_jobs_in_flight", Help: "Jobs (spec and trigger keys, counted before each load) of the partitions this member is loading now (at most dispatch.Config.LoadJobsInFlight, or one partition's when it alone is larger).",
+		}),
 		loadWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "jobfleet_dispatch_loads_waiting", Help: "Partitions owned here that wait for a load slot: not served until loaded.",
+			Name: "jobfleet_dispatch_loads_waiting", Help: "Partitions owned here that wait for their turn to load (a load slot and room in the jobs budget): not served until loaded.",
 		}),
 		loadTook: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "jobfleet_dispatch_load_seconds", Help: "Time to load one partition from etcd (its reads and their decoding), once it has a load slot.",
@@ -114,7 +118,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unservable: prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.notified, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.notified, state)
 	}
 	return m
 }
@@ -244,13 +248,19 @@ func (m *Metrics) loadWaits() func() {
 	return m.loadWaiting.Dec
 }
 
-// loadStarts is told of a partition starting its load, and returns the
-// function to call with the load's duration when it ends.
-func (m *Metrics) loadStarts() func(seconds float64) {
+// loadStarts is told of a partition starting its load, of jobs of the
+// load budget (0 without one), and returns the function to call with the
+// load's duration when it ends.
+func (m *Metrics) loadStarts(jobs int64) func(seconds float64) {
 	if m == nil {
 		return func(float64) {}
 	}
-	return inFlight(m.loading, m.loadTook)
+	m.loadingJobs.Add(float64(jobs))
+	done := inFlight(m.loading, m.loadTook)
+	return func(seconds float64) {
+		m.loadingJobs.Sub(float64(jobs))
+		done(seconds)
+	}
 }
 
 // fireWaits is told of a partition waiting for room to plan a write of

@@ -142,9 +142,12 @@ type Restart struct {
 	LagMax time.Duration `json:"lag_max_ns"`
 }
 
-// Workload is N one-off jobs firing: all due in one second (herd) or
-// spread over Period.
+// Workload is one-off jobs firing: all N due in one second (herd), or
+// Jobs of them (N, or Config.SpreadJobs) spread over Period.
 type Workload struct {
+	// Jobs is how many of the resident jobs were given a new run_at and
+	// fired; the others stayed resident.
+	Jobs int `json:"jobs"`
 	// Method wrote the jobs' new run_at (create or replace), taking
 	// Write.
 	Method string        `json:"method"`
@@ -233,12 +236,16 @@ func (p *Point) run(ctx context.Context, f *fleet) error {
 	}
 	fired := false // RSS after fires is measured only if a workload ran
 	if cfg.runs(PhaseHerd) && ctx.Err() == nil {
-		phase(PhaseHerd, func() (err error) { p.Herd, err = p.workload(ctx, f, 0, "herd"); return err })
+		phase(PhaseHerd, func() (err error) { p.Herd, err = p.workload(ctx, f, p.Jobs, 0, "herd"); return err })
 		fired = true
 	}
 	if cfg.runs(PhaseSpread) && ctx.Err() == nil {
-		period := max(cfg.MinSpread, time.Duration(float64(p.Jobs)/cfg.SpreadRate*float64(time.Second))).Round(time.Second)
-		phase(PhaseSpread, func() (err error) { p.SpreadLoad, err = p.workload(ctx, f, period, "spread"); return err })
+		k := p.Jobs
+		if cfg.SpreadJobs > 0 {
+			k = min(k, cfg.SpreadJobs)
+		}
+		period := max(cfg.MinSpread, time.Duration(float64(k)/cfg.SpreadRate*float64(time.Second))).Round(time.Second)
+		phase(PhaseSpread, func() (err error) { p.SpreadLoad, err = p.workload(ctx, f, k, period, "spread"); return err })
 		fired = true
 	}
 	if fired {
@@ -300,8 +307,7 @@ func (p *Point) create(ctx context.Context, f *fleet) error {
 			return err
 		}
 		f.cfg.Progress.Step("  reusing %d jobs in %s, every partition loaded %v after the fleet was ready", p.Jobs, f.cfg.Reuse, time.Since(start).Round(time.Millisecond))
-		p.RSS = rss(f)
-		return nil
+		return p.memory(ctx, f)
 	}
 	before, err := f.inUse(ctx)
 	if err != nil {
@@ -333,6 +339,11 @@ func (p *Point) create(ctx context.Context, f *fleet) error {
 	}
 	p.Size.JobBytes = spec + state
 	p.Size.JobInUseBytes = float64(after-before) / float64(p.Jobs)
+	return p.memory(ctx, f)
+}
+
+// memory measures the members' RSS and Go heap live with the jobs loaded.
+func (p *Point) memory(ctx context.Context, f *fleet) error {
 	p.RSS = rss(f)
 	p.HeapLive = Spread{Min: math.Inf(1)}
 	for _, m := range f.members {
@@ -580,36 +591,37 @@ func (p *Point) restart(ctx context.Context, f *fleet, pr *probes) error {
 	return nil
 }
 
-// workload gives the N jobs new run_at times from a moment far enough
-// ahead for the writes to end before it — all that moment (period 0) or
-// spread evenly over period — and measures their fires.
-func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, what string) (Workload, error) {
-	w := Workload{Period: period}
+// workload gives the first k of the N jobs new run_at times from a moment
+// far enough ahead for the writes to end before it — all that moment
+// (period 0) or spread evenly over period — and measures their fires; the
+// other jobs stay as they are.
+func (p *Point) workload(ctx context.Context, f *fleet, k int, period time.Duration, what string) (Workload, error) {
+	w := Workload{Jobs: k, Period: period}
 	// The new run_at must come after the writes end: 1.5 times the
 	// time the writes are expected to take, and a margin of 3 s and 50 µs
 	// a job (at most 10 s). Rewriting a job is slower than creating it
 	// (its owner takes the change in), so the rate is that of a pilot: the
 	// first 1 % of the jobs (at least 8 batches) rewritten to a time
 	// still far ahead, which the full pass then rewrites again.
-	pilot := min(p.Jobs, max(8*f.cfg.BatchSize, p.Jobs/100))
+	pilot := min(k, max(8*f.cfg.BatchSize, k/100))
 	later := time.Now().Add(366 * 24 * time.Hour).Truncate(time.Second)
 	pst, err := f.writeJobs(ctx, pilot, "apply", what+": pilot", func(i int) jobDoc { return oneOff(i, later) })
 	if err != nil {
 		return w, fmt.Errorf("%s: pilot: %w", what, err)
 	}
 	rate := float64(pilot) / pst.took.Seconds()
-	margin := min(10*time.Second, 3*time.Second+time.Duration(p.Jobs)*50*time.Microsecond)
-	ahead := time.Duration(1.5*float64(p.Jobs)/rate*float64(time.Second)) + margin
+	margin := min(10*time.Second, 3*time.Second+time.Duration(k)*50*time.Microsecond)
+	ahead := time.Duration(1.5*float64(k)/rate*float64(time.Second)) + margin
 	first := time.Now().Add(ahead).Truncate(time.Second).Add(time.Second)
 	at := func(i int) time.Time {
-		return first.Add(time.Duration(float64(period) * float64(i) / float64(p.Jobs)))
+		return first.Add(time.Duration(float64(period) * float64(i) / float64(k)))
 	}
-	watch, err := f.watchRuns(ctx, p.Jobs)
+	watch, err := f.watchRuns(ctx, k)
 	if err != nil {
 		return w, err
 	}
 	defer watch.stop()
-	st, err := f.writeJobs(ctx, p.Jobs, "apply", what+": write run_at", func(i int) jobDoc { return oneOff(i, at(i)) })
+	st, err := f.writeJobs(ctx, k, "apply", what+": write run_at", func(i int) jobDoc { return oneOff(i, at(i)) })
 	if err != nil {
 		return w, fmt.Errorf("%s: %w", what, err)
 	}
@@ -619,7 +631,7 @@ func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, wh
 	if err != nil {
 		return w, err
 	}
-	f.cfg.Progress.Step("  %s: %d jobs written in %v (%s), first due at %s", what, p.Jobs, st.took.Round(time.Millisecond), st.method, first.Format(time.TimeOnly))
+	f.cfg.Progress.Step("  %s: %d jobs written in %v (%s), first due at %s", what, k, st.took.Round(time.Millisecond), st.method, first.Format(time.TimeOnly))
 	count := func() (int64, error) {
 		resp, err := f.client.Get(ctx, f.keys().AllRunsPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
@@ -638,9 +650,9 @@ func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, wh
 	case <-time.After(time.Until(first)):
 	}
 	cpuM0, cpuS0 := f.cpu()
-	last := at(p.Jobs - 1)
-	timeout := time.Until(last) + 2*time.Minute + time.Duration(p.Jobs/2000)*time.Second
-	counted, waitErr := watch.wait(ctx, timeout, f.cfg.Progress, what, count, runs0+int64(p.Jobs))
+	last := at(k - 1)
+	timeout := time.Until(last) + 2*time.Minute + time.Duration(k/2000)*time.Second
+	counted, waitErr := watch.wait(ctx, timeout, f.cfg.Progress, what, count, runs0+int64(k))
 	if waitErr != nil {
 		// Keep what was seen: the lags of the runs that were made.
 		w.FireStats = watch.fireStats()
@@ -654,15 +666,15 @@ func (p *Point) workload(ctx context.Context, f *fleet, period time.Duration, wh
 	watch.mu.Unlock()
 	w.FireStats = watch.fireStats()
 	cpuM1, cpuS1 := f.cpu()
-	w.MemberCPU, w.SelfCPU = (cpuM1-cpuM0)/float64(p.Jobs), (cpuS1-cpuS0)/float64(p.Jobs)
+	w.MemberCPU, w.SelfCPU = (cpuM1-cpuM0)/float64(k), (cpuS1-cpuS0)/float64(k)
 	w.Durable = lastVisible.Sub(last)
-	w.Rate = float64(p.Jobs) / lastVisible.Sub(first).Seconds()
+	w.Rate = float64(k) / lastVisible.Sub(first).Seconds()
 	if period == 0 {
 		after, err := f.inUse(ctx)
 		if err != nil {
 			return w, err
 		}
-		p.Size.RunInUseBytes = float64(after-before) / float64(p.Jobs)
+		p.Size.RunInUseBytes = float64(after-before) / float64(k)
 		if p.Size.RunBytes, err = f.meanBytes(ctx, f.keys().AllRunsPrefix(), jobPrefix); err != nil {
 			return w, err
 		}

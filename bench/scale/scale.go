@@ -57,6 +57,11 @@ type Config struct {
 	// over N/SpreadRate seconds (at least MinSpread).
 	SpreadRate float64       `json:"spread_rate"`
 	MinSpread  time.Duration `json:"min_spread_ns"`
+	// SpreadJobs, if positive and below N, spreads only the first
+	// SpreadJobs of the N resident jobs (over SpreadJobs/SpreadRate
+	// seconds), the others staying resident: a slice of a longer spread
+	// of all N at the same rate, measured in minutes instead of hours.
+	SpreadJobs int `json:"spread_jobs,omitempty"`
 	// StoreLimitDuration is how long each level of the store-limit
 	// measurement runs.
 	StoreLimitDuration time.Duration `json:"store_limit_duration_ns"`
@@ -71,11 +76,12 @@ type Config struct {
 	KeepDir bool   `json:"-"`
 	// Reuse, if set, is the directory of an earlier point kept with
 	// KeepDir (the n…-m… directory under Dir), whose etcd holds the
-	// point's N jobs: the fleet starts on it and the jobs are not created
-	// again (the create and size figures stay empty). It needs a single N
-	// and M; the directory is never removed. The herd and the store limit
-	// change it (the jobs' run_at, their runs, the store limit's keys):
-	// reuse a copy for them, one copy per run.
+	// point's N jobs: the fleet starts on it, with M members whatever the
+	// kept point's member count, and the jobs are not created again (the
+	// create and job size figures stay empty). It needs a single N and M;
+	// the directory is never removed. The herd, spread and store-limit
+	// phases rewrite the jobs and write runs into it: reuse a copy for
+	// them (list, takeover and restart leave the jobs as they were).
 	Reuse string `json:"-"`
 	// PortBase, when positive, puts etcd on PortBase and PortBase+1 and
 	// member i on PortBase+10+i; 0 takes free ports.
@@ -154,12 +160,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scale: probes %d outside 1..10000", c.Probes)
 	case c.SpreadRate <= 0:
 		return errors.New("scale: spread rate must be positive")
+	case c.SpreadJobs < 0:
+		return fmt.Errorf("scale: spread jobs %d below 0", c.SpreadJobs)
 	case c.runs(PhaseStoreLimit) && (len(c.StoreWriters) == 0 || slices.Min(c.StoreWriters) < 1):
 		return errors.New("scale: store writers must list counts ≥ 1")
 	case c.Reuse != "" && (len(c.Jobs) != 1 || len(c.Members) != 1):
 		return errors.New("scale: reusing a directory measures one job count on one member count")
-	case c.Reuse != "" && c.runs(PhaseSpread):
-		return errors.New("scale: reusing a directory serves the list, takeover, restart, herd and storelimit phases, not the spread")
 	case c.StoreLimitDuration < 100*time.Millisecond:
 		return fmt.Errorf("scale: store-limit duration %v below 100ms", c.StoreLimitDuration)
 	case c.MinSpread < time.Second:

@@ -165,7 +165,8 @@ func TestTinyScale(t *testing.T) {
 // measured none.
 // TestTinyScaleReuse keeps a point's directory and starts a fleet on it
 // again: the jobs are not created again, and the phases see them all, the
-// herd's included.
+// herd's included; then once more on more members, spreading a slice of
+// the jobs (--spread-jobs): only those fire.
 func TestTinyScaleReuse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts orchestrator processes")
@@ -207,6 +208,23 @@ func TestTinyScaleReuse(t *testing.T) {
 	}
 	if p.Herd.Runs != 50 || p.Herd.Rate <= 0 {
 		t.Errorf("herd %+v on a reused directory, want the 50 jobs fired", p.Herd)
+	}
+	if p.RSS.Min <= 0 || p.HeapLive.Min <= 0 || p.HeapLive.Max > p.RSS.Max {
+		t.Errorf("members' RSS %+v and live heap %+v on a reused directory, want both measured", p.RSS, p.HeapLive)
+	}
+
+	cfg.Members, cfg.Phases = []int{3}, []string{scale.PhaseSpread}
+	cfg.SpreadJobs, cfg.MinSpread = 20, 2*time.Second
+	res, err = scale.Run(ctx, cfg)
+	if err != nil || res.Failed() {
+		t.Fatalf("spread of 20 jobs on 3 members on the kept directory: %v %+v", err, res)
+	}
+	p = res.Points[0]
+	if w := p.SpreadLoad; w.Jobs != 20 || w.Runs != 20 || w.LagFired.Count != 20 || w.Period != cfg.MinSpread || w.Counted <= 0 {
+		t.Errorf("spread %+v, want the first 20 of the 50 jobs fired once over %v", w, cfg.MinSpread)
+	}
+	if p.Members != 3 {
+		t.Errorf("%d members, want 3 on a directory kept with 2", p.Members)
 	}
 }
 
@@ -281,6 +299,11 @@ func TestConfigValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
+	reuse := ok
+	reuse.Reuse, reuse.Jobs, reuse.Members, reuse.SpreadJobs = "/tmp/d", []int{10}, []int{8}, 5
+	if err := reuse.Validate(); err != nil {
+		t.Errorf("reusing a directory for every phase, a slice spread: %v", err)
+	}
 	for name, modify := range map[string]func(*scale.Config){
 		"no binary":          func(c *scale.Config) { c.Binary = "" },
 		"no jobs":            func(c *scale.Config) { c.Jobs = nil },
@@ -298,9 +321,7 @@ func TestConfigValidate(t *testing.T) {
 		"reuse for two N": func(c *scale.Config) {
 			c.Reuse, c.Jobs, c.Members, c.Phases = "/tmp/d", []int{10, 20}, []int{3}, []string{"list"}
 		},
-		"reuse for a spread": func(c *scale.Config) {
-			c.Reuse, c.Jobs, c.Members, c.Phases = "/tmp/d", []int{10}, []int{3}, []string{"takeover", "spread"}
-		},
+		"negative spread jobs": func(c *scale.Config) { c.SpreadJobs = -1 },
 	} {
 		c := ok
 		modify(&c)

@@ -87,10 +87,11 @@ func (r *Result) Tables() []*report.Table {
 	fire := &report.Table{
 		Name:    "scale_fires",
 		Title:   "N jobs due in the same second (herd) and spread over a period",
-		Columns: []string{"jobs", "members", "herd durable s", "herd counted s", "herd runs/s", "herd p50 ms", "herd p99 ms", "herd visible p50 ms", "herd visible p99 ms", "spread period s", "spread p50 ms", "spread p99 ms", "spread visible p99 ms", "late"},
+		Columns: []string{"jobs", "members", "herd durable s", "herd counted s", "herd runs/s", "herd p50 ms", "herd p99 ms", "herd visible p50 ms", "herd visible p99 ms", "spread jobs", "spread period s", "spread p50 ms", "spread p99 ms", "spread visible p99 ms", "late"},
 		Notes: []string{
 			"durable: from the (last) due second until the bench's watch saw the last run; counted: until a count of the runs in etcd (every 250 ms, or four times as long as a count takes) first showed them all (durability without the watch's delivery, to that precision); p50/p99: lag of fired_at (the owner's clock) or of the bench seeing the run (an etcd watch) after scheduled_at",
 			"late: the jobs' new run_at were still being written when the first was due (figures pessimistic)",
+			"spread jobs: the jobs spread over the period (all N, or the first --spread-jobs of them, the others staying resident)",
 		},
 	}
 	all := &report.Table{Name: "scale_figures", Columns: []string{"jobs", "members"}, FileOnly: true}
@@ -108,7 +109,7 @@ func (r *Result) Tables() []*report.Table {
 			late = "yes"
 		}
 		fire.Add(p.Jobs, p.Members, secs(h.Durable), secs(h.Counted), h.Rate, ms(h.LagFired.P50), ms(h.LagFired.P99), ms(h.LagVisible.P50), ms(h.LagVisible.P99),
-			secs(sp.Period), ms(sp.LagFired.P50), ms(sp.LagFired.P99), ms(sp.LagVisible.P99), late)
+			sp.Jobs, secs(sp.Period), ms(sp.LagFired.P50), ms(sp.LagFired.P99), ms(sp.LagVisible.P99), late)
 		row := []any{p.Jobs, p.Members}
 		for _, f := range Figures {
 			row = append(row, f.Get(p))

@@ -37,7 +37,7 @@ every survivor ready, and until they fire again, seen on @every 1s probe
 jobs); a rolling restart of every member (misfires of the probes, want 0);
 N jobs due in the same second (time until every run is durable, lag p50 and
 p99 from fired_at and from visibility); N jobs spread over N/--spread-rate
-seconds (lag); and, the members stopped, the store's limit on the filled
+seconds, or the first --spread-jobs of them (lag); and, the members stopped, the store's limit on the filled
 etcd (as bench scaling measures it), from which a store-shard model
 predicts K etcd clusters. No worker runs: runs stay pending once durable. Tables go to
 stdout, progress to stderr, CSV, JSON and one PNG chart per figure against
@@ -106,13 +106,14 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 	fs.IntVar(&cfg.Probes, "probes", cfg.Probes, "@every 1s probe jobs for the takeover and the restart")
 	fs.Float64Var(&cfg.SpreadRate, "spread-rate", cfg.SpreadRate, "fires per second of the spread workload (N jobs over N/rate seconds)")
 	fs.DurationVar(&cfg.MinSpread, "min-spread", cfg.MinSpread, "shortest period of the spread workload")
+	fs.IntVar(&cfg.SpreadJobs, "spread-jobs", 0, "spread only the first this many of the N jobs (over this many / --spread-rate seconds), the others staying resident: a slice of a longer spread (0: all N)")
 	fs.StringVar(&storeWriters, "store-writers", joinInts(cfg.StoreWriters), "writer counts of the store-limit phase (the limit is the best)")
 	fs.DurationVar(&cfg.StoreLimitDuration, "store-duration", cfg.StoreLimitDuration, "duration of each store-limit level")
 	fs.Var(&quota, "etcd-quota-bytes", "the embedded etcd's space quota")
 	fs.IntVar(&cfg.PortBase, "port-base", 0, "etcd on this port and the next, member i on port-base+10+i (0: free ports)")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory for etcd's data and the members' logs (default: a temporary one)")
 	fs.BoolVar(&cfg.KeepDir, "keep", false, "keep etcd's data and the logs after a successful measurement")
-	fs.StringVar(&cfg.Reuse, "reuse", "", "start on the directory of a point kept with --keep (its etcd holds the jobs) instead of creating them; one --jobs and --members; not for the spread. The herd and storelimit phases change it: reuse a copy")
+	fs.StringVar(&cfg.Reuse, "reuse", "", "start on the directory of a point kept with --keep (its etcd holds the jobs) instead of creating them, with one --jobs and --members (any member count); herd, spread and storelimit write into it: reuse a copy")
 	bf.add(fs, "CSV, JSON and PNG files", "run etcd without fsync (faster, not honest about the store)")
 	fs.StringVar(&from, "from", "", "measure nothing: print the tables and draw the charts of the points of these scale.json files of earlier runs, comma-separated (the first one's settings)")
 	return cmd

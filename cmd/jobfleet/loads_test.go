@@ -5,26 +5,29 @@ import (
 	"testing"
 )
 
-// TestLoadsInFlightFlag: --loads-in-flight 0 means no bound (-1 for the
-// orchestrator, whose 0 is its default), a positive value is the bound,
-// and a negative one is refused with the flag's name.
+// TestLoadsInFlightFlag: --loads-in-flight and --load-jobs-in-flight 0
+// mean no bound (-1 for the orchestrator, whose 0 is its default), a
+// positive value is the bound, and a negative one is refused with the
+// flag's name.
 func TestLoadsInFlightFlag(t *testing.T) {
 	for _, tt := range []struct {
-		flag, want int
-		err        string
+		loads, jobs         int
+		wantLoads, wantJobs int
+		err                 string
 	}{
-		{flag: 2, want: 2},
-		{flag: 16, want: 16},
-		{flag: 0, want: -1},
-		{flag: -1, err: "--loads-in-flight -1"},
+		{loads: 2, jobs: 2048, wantLoads: 2, wantJobs: 2048},
+		{loads: 16, jobs: 1, wantLoads: 16, wantJobs: 1},
+		{loads: 0, jobs: 0, wantLoads: -1, wantJobs: -1},
+		{loads: -1, jobs: 2048, err: "--loads-in-flight -1"},
+		{loads: 2, jobs: -1, err: "--load-jobs-in-flight -1"},
 	} {
-		o := memberOptions{loadsInFlight: tt.flag}
-		got, err := o.loadsConfig()
+		o := memberOptions{loadsInFlight: tt.loads, loadJobsInFlight: tt.jobs}
+		loads, jobs, err := o.loadsConfig()
 		switch {
 		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
-			t.Errorf("--loads-in-flight %d: error %v, want one naming %q", tt.flag, err, tt.err)
-		case tt.err == "" && (err != nil || got != tt.want):
-			t.Errorf("--loads-in-flight %d: %d, %v; want %d", tt.flag, got, err, tt.want)
+			t.Errorf("--loads-in-flight %d --load-jobs-in-flight %d: error %v, want one naming %q", tt.loads, tt.jobs, err, tt.err)
+		case tt.err == "" && (err != nil || loads != tt.wantLoads || jobs != tt.wantJobs):
+			t.Errorf("--loads-in-flight %d --load-jobs-in-flight %d: %d, %d, %v; want %d, %d", tt.loads, tt.jobs, loads, jobs, err, tt.wantLoads, tt.wantJobs)
 		}
 	}
 }

@@ -106,8 +106,10 @@ type memberOptions struct {
 	runLease   time.Duration
 	workerTTL  time.Duration
 	// loadsInFlight is --loads-in-flight: partitions loaded at once, 0
-	// for no bound.
-	loadsInFlight int
+	// for no bound; loadJobsInFlight is --load-jobs-in-flight: their jobs,
+	// 0 for no bound.
+	loadsInFlight    int
+	loadJobsInFlight int
 	// warmStandby is --warm-standby: keep copies of the partitions this
 	// member is the heir of.
 	warmStandby bool
@@ -140,7 +142,8 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.DurationVar(&o.workerTTL, "worker-ttl", dispatch.DefaultWorkerTTL, "how long a worker's registration lives without a refresh (whole seconds, 2s to 5m); the attempts of a worker silent that long are retried at once")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
 	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "turn authentication off: every caller is admin (only with a loopback --listen)")
-	fs.IntVar(&o.loadsInFlight, "loads-in-flight", 2, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn; 0: all at once. Raise it for small partitions on a fast etcd; a member loading hundreds of thousands of jobs at once can miss its lease renewal")
+	fs.IntVar(&o.loadsInFlight, "loads-in-flight", 16, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn; 0: no bound on the partitions (--load-jobs-in-flight still bounds their jobs)")
+	fs.IntVar(&o.loadJobsInFlight, "load-jobs-in-flight", 2048, "jobs this member loads from etcd at once, summed over the partitions loading: each load first counts its partition's jobs and waits its turn until they fit (a partition larger than this loads alone); 0: no bound. A member loading hundreds of thousands of jobs at once can miss its lease renewal")
 	fs.BoolVar(&o.warmStandby, "warm-standby", defaultWarmStandby, "keep a warm copy of the partitions this member would be given if their owner went away (their heir), followed by one watch, so that a takeover builds them from memory instead of reading them from etcd; costs memory for the copies and a watch of every partition's writes")
 	o.retention.register(cmd)
 	o.notify.register(cmd)
@@ -203,18 +206,27 @@ func (o *memberOptions) authConfig(lg *zap.Logger, listen, metricsListen string)
 // why).
 const defaultWarmStandby = false
 
-// loadsConfig returns orchestrator.Config.LoadsInFlight for
-// --loads-in-flight: the bound, or -1 for none (the flag's 0); a negative
-// flag is an error.
-func (o *memberOptions) loadsConfig() (int, error) {
-	switch n := o.loadsInFlight; {
-	case n < 0:
-		return 0, fmt.Errorf("--loads-in-flight %d: want 0 (no bound) or more", n)
-	case n == 0:
-		return -1, nil // 0 in orchestrator.Config would mean the default
-	default:
-		return n, nil
+// loadsConfig returns orchestrator.Config.LoadsInFlight and
+// LoadJobsInFlight for --loads-in-flight and --load-jobs-in-flight: each
+// the bound, or -1 for none (the flag's 0); a negative flag is an error.
+func (o *memberOptions) loadsConfig() (loads, jobs int, err error) {
+	bound := func(flag string, n int) (int, error) {
+		switch {
+		case n < 0:
+			return 0, fmt.Errorf("--%s %d: want 0 (no bound) or more", flag, n)
+		case n == 0:
+			return -1, nil // 0 in orchestrator.Config would mean the default
+		default:
+			return n, nil
+		}
 	}
+	if loads, err = bound("loads-in-flight", o.loadsInFlight); err != nil {
+		return 0, 0, err
+	}
+	if jobs, err = bound("load-jobs-in-flight", o.loadJobsInFlight); err != nil {
+		return 0, 0, err
+	}
+	return loads, jobs, nil
 }
 
 // storageConfig is the storage part of the member's configuration.
@@ -389,28 +401,29 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	if err != nil {
 		return nil, err
 	}
-	loads, err := o.loadsConfig()
+	loads, loadJobs, err := o.loadsConfig()
 	if err != nil {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	ocfg := orchestrator.Config{
-		ID:            id,
-		Advertise:     advertise,
-		Namespace:     o.namespace,
-		Partitions:    o.partitions,
-		LeaseTTL:      o.leaseTTL,
-		RunLease:      o.runLease,
-		WorkerTTL:     o.workerTTL,
-		LoadsInFlight: loads,
-		WarmStandby:   o.warmStandby,
-		Notify:        o.notify.config(),
-		AdminSecret:   secret,
-		Storage:       stc,
-		Clock:         o.clock,
-		Logger:        lg,
-		Registry:      reg,
+		ID:               id,
+		Advertise:        advertise,
+		Namespace:        o.namespace,
+		Partitions:       o.partitions,
+		LeaseTTL:         o.leaseTTL,
+		RunLease:         o.runLease,
+		WorkerTTL:        o.workerTTL,
+		LoadsInFlight:    loads,
+		LoadJobsInFlight: loadJobs,
+		WarmStandby:      o.warmStandby,
+		Notify:           o.notify.config(),
+		AdminSecret:      secret,
+		Storage:          stc,
+		Clock:            o.clock,
+		Logger:           lg,
+		Registry:         reg,
 	}
 	acfg := admin.Config{
 		Gatherer: reg,

@@ -68,8 +68,13 @@ type Config struct {
 	CommitsInFlight int
 	// LoadsInFlight is dispatch.Config.LoadsInFlight, the partitions the
 	// member loads from etcd at once: 0 keeps the dispatcher's default
-	// (2), a negative value loads every acquired partition at once.
+	// (16), a negative value sets no bound on the partitions.
 	LoadsInFlight int
+	// LoadJobsInFlight is dispatch.Config.LoadJobsInFlight, the jobs the
+	// member loads from etcd at once over the partitions loading: 0 keeps
+	// the dispatcher's default (2048), a negative value sets no bound on
+	// the jobs.
+	LoadJobsInFlight int
 	// WarmStandby makes the member keep warm copies of the partitions it
 	// is the heir of (dispatch.Standby): a takeover then builds them from
 	// memory instead of reading them from etcd.

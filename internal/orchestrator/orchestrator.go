@@ -171,6 +171,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if o.cfg.LoadsInFlight != 0 {
 		dcfg.LoadsInFlight = max(o.cfg.LoadsInFlight, 0)
 	}
+	if o.cfg.LoadJobsInFlight != 0 {
+		dcfg.LoadJobsInFlight = max(o.cfg.LoadJobsInFlight, 0)
+	}
 	// Times late by less than a crash failover (lease TTL, then a
 	// rebalance and a load) are on time, not misfires: a failover loses no
 	// fire whatever the job's misfire policy.

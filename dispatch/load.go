@@ -22,19 +22,33 @@ import (
 // partition's memory and removes the data of deleted jobs): handlers of a
 // partition being reloaded wait for it.
 //
-// It reads them from this member's warm standby copy of the partition if
-// it holds one that has caught up with the ownership's epoch (standby.go),
-// else from etcd; both go through loadFrom, which builds the memory.
+// The first load of an ownership reads them from this member's warm
+// standby copy of the partition if it holds one that has caught up with
+// the ownership's epoch (standby.go), else from etcd; both go through
+// loadFrom, which builds the memory. A later load of the same ownership
+// (its spec watch ended) always reads etcd: this member has written the
+// partition since the epoch, and a copy that caught up with the epoch
+// may not have seen those writes yet (a member can hold a copy of a
+// partition it owns: the ring made it the heir while the handoff is
+// pending, or gave the partition back before it).
 func (pt *partition) load(ctx context.Context) (int64, error) {
-	if c := pt.d.standby.Load().take(ctx, pt.p, pt.own.Epoch); c != nil {
+	sb := pt.d.standby.Load()
+	if pt.loaded {
+		sb.skip(pt.p)
+	} else if c := sb.take(ctx, pt.p, pt.own.Epoch); c != nil {
 		rev, err := pt.loadFrom(ctx, c.scan, c.decoded)
 		if err == nil {
+			pt.loaded = true
 			pt.lg.Debug("partition loaded from the standby copy", zap.Int64("revision", rev))
 			return rev, nil
 		}
 		pt.lg.Warn("loading the standby copy failed; reading etcd", zap.Error(err))
 	}
-	return pt.loadFrom(ctx, pt.rangePages, nil)
+	rev, err := pt.loadFrom(ctx, pt.rangePages, nil)
+	if err == nil {
+		pt.loaded = true
+	}
+	return rev, err
 }
 
 // loadSource is where load reads a partition's keys: it calls fn for

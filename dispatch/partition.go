@@ -54,6 +54,10 @@ type partition struct {
 	// a worker that goes away mid-request must not cut a write whose
 	// outcome the partition then would not know.
 	ctx context.Context
+	// loaded is set once a load of this ownership succeeded: later loads
+	// (after the spec watch ended) read etcd, not a standby copy (see
+	// load). Only the partition's run goroutine uses it.
+	loaded bool
 
 	wmu sync.Mutex // writer lock, see above; guards failed and retryAt
 	// failed is set when a write of this tick failed; retryAt is when the

@@ -559,6 +559,19 @@ func (s *Standby) take(ctx context.Context, p int, epoch int64) *copySnapshot {
 	}
 }
 
+// skip drops partition p's copy, if any, for a load that reads etcd
+// whatever the copy (a reload of an ownership, see partition.load), and
+// counts that load as one from etcd. A nil *Standby has no copies.
+func (s *Standby) skip(p int) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgetLocked(p)
+	s.cfg.Metrics.took(false, 0)
+}
+
 // forgetLocked drops partition p's copy, if any.
 func (s *Standby) forgetLocked(p int) {
 	c := s.copies[p]

@@ -90,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "jobfleet_dispatch_loads_waiting", Help: "Partitions owned here that wait for their turn to load (a load slot and room in the jobs budget): not served until loaded.",
 		}),
 		loadTook: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "jobfleet_dispatch_load_seconds", Help: "Time to load one partition from etcd (its reads and their decoding), once it has a load slot.",
+			Name: "jobfleet_dispatch_load_seconds", Help: "Time to load one partition (its reads from etcd or from a standby copy, the wait for the copy to catch up, and their decoding), once it has a load slot.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 		}),
 		fireWaiting: prometheus.NewGauge(prometheus.GaugeOpts{

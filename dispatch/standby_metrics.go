@@ -17,7 +17,7 @@ type StandbyMetrics struct {
 func NewStandbyMetrics(reg prometheus.Registerer) *StandbyMetrics {
 	m := &StandbyMetrics{
 		partitions: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "jobfleet_standby_partitions", Help: "Partitions of other members this member keeps a warm standby copy of (it is their heir).",
+			Name: "jobfleet_standby_partitions", Help: "Partitions this member keeps a warm standby copy of: those it is the heir of, and those the ring gave it whose copy its acquisition has not taken yet.",
 		}),
 		reading: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jobfleet_standby_reading", Help: "Standby copies waiting for their first read or being read (each read holds one of the member's load slots).",

@@ -115,6 +115,9 @@ func TestReloadDoesNotTakeAStaleCopy(t *testing.T) {
 		t.Fatalf("after the reload: %+v, want the completed run in the history and none active (loads warm %v, cold %v)",
 			st, met.Loads("warm"), met.Loads("cold"))
 	}
+	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err == nil {
+		t.Fatal("the owner accepted a heartbeat for an attempt completed before the reload")
+	}
 	if got := met.Loads("warm"); got != 0 {
 		t.Fatalf("loads from the copy %v, want 0: a reload reads etcd", got)
 	}

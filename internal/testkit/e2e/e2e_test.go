@@ -96,11 +96,17 @@ func (r *receiver) executions() []execution {
 // the test ends.
 func startWorkers(t *testing.T, n int, urls []string, token string, lg *zap.Logger) {
 	t.Helper()
+	startWorkersNamed(t, "w", n, urls, token, lg)
+}
+
+// startWorkersNamed is startWorkers of workers named prefix1…prefixN.
+func startWorkersNamed(t *testing.T, prefix string, n int, urls []string, token string, lg *zap.Logger) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := range n {
 		w, err := worker.New(worker.Config{
-			ID:              fmt.Sprintf("w%d", i+1),
+			ID:              fmt.Sprintf("%s%d", prefix, i+1),
 			Orchestrators:   worker.StaticOrchestrators(urls...),
 			Token:           token,
 			Concurrency:     8,
@@ -108,7 +114,7 @@ func startWorkers(t *testing.T, n int, urls []string, token string, lg *zap.Logg
 			ShutdownTimeout: 5 * time.Second,
 			RetryInitial:    50 * time.Millisecond,
 			RetryMax:        500 * time.Millisecond,
-			Logger:          lg.Named(fmt.Sprintf("w%d", i+1)),
+			Logger:          lg.Named(fmt.Sprintf("%s%d", prefix, i+1)),
 			HTTPPolicy:      worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}, // the receiver
 		})
 		if err != nil {
@@ -410,4 +416,53 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestWarmStandbyTwoCrashesAndAJoin: a member crashes, then, before its
+// lease expired, a second one (with standby copies, often the heir of
+// some of the first one's partitions: the heir of the heir takes those
+// over, its copy made only on the ring change), and a member joins while
+// their partitions move. Every fire still happens once, with and without
+// standby copies.
+func TestWarmStandbyTwoCrashesAndAJoin(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		t.Run(fmt.Sprintf("warm=%v", warm), func(t *testing.T) { twoCrashesAndAJoin(t, warm) })
+	}
+}
+
+func twoCrashesAndAJoin(t *testing.T, warm bool) {
+	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 16, Scheduler: true, Quiet: true, WarmStandby: warm})
+	for i := 1; i <= 4; i++ {
+		f.Join(fmt.Sprintf("m%d", i))
+	}
+	f.WaitSettled(15 * time.Second)
+	rcv := newReceiver(t)
+	startWorkers(t, 2, f.URLs(), f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	ids := []string{"j1", "j2", "j3", "j4", "j5", "j6"}
+	for _, id := range ids {
+		createEverySecond(t, f.AdminToken, f.URLs()[0], id, rcv.srv.URL, func(j *store.Job) {
+			j.Retry = store.RetryPolicy{MaxAttempts: 5, InitialBackoff: store.Duration(100 * time.Millisecond)}
+		})
+	}
+	time.Sleep(2 * time.Second)
+	f.Crash("m2")
+	time.Sleep(time.Second) // within the 2s lease TTL
+	f.Crash("m3")
+	time.Sleep(1500 * time.Millisecond) // m2's partitions are moving
+	f.Join("m5")
+	f.WaitSettled(15 * time.Second)
+	startWorkersNamed(t, "v", 1, f.URLs(), f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))) // the workers above do not know m5
+	time.Sleep(2 * time.Second)
+	all := settleRuns(t, f, ids)
+	checkExactlyOnce(t, all, rcv, 5)
+	if !warm {
+		return
+	}
+	loads := map[string]float64{}
+	for _, id := range []string{"m1", "m4", "m5"} {
+		for _, src := range []string{"warm", "cold"} {
+			loads[id+" "+src] = counter(t, f.Member(id).Metrics, "jobfleet_standby_loads_total", map[string]string{"source": src})
+		}
+	}
+	t.Logf("survivors' loads: %v", loads)
 }

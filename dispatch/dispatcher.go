@@ -62,6 +62,11 @@ type Dispatcher struct {
 	// write of fires holding runs runs, and what it returns when the
 	// write's answer is in, before its room in the budget is given back.
 	fireHook func(p, runs int) func()
+	// standby is the member's warm standby (NewStandby), nil without one.
+	standby standbyPtr
+	// pending counts the partitions waiting for their load or loading:
+	// standby copies are read only while there are none.
+	pending loadGate
 
 	mu    sync.Mutex         // guards parts and avail
 	parts map[int]*partition // running schedulers by partition

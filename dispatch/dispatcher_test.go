@@ -52,6 +52,9 @@ type harness struct {
 	// changes to its configuration.
 	dispClient *clientv3.Client
 	configure  func(*dispatch.Config)
+	// next, if set, is the dispatcher the next start runs (made with
+	// newDispatcher), instead of a new one.
+	next *dispatch.Dispatcher
 }
 
 const runLease = 10 * time.Second
@@ -93,6 +96,25 @@ func (h *harness) start(member string) {
 		client = h.dispClient
 	}
 	h.own = shard.NewOwnership(client, h.ns, member, 0, resp.Header.Revision)
+	d := h.next
+	if d == nil {
+		d = h.newDispatcher(member)
+	}
+	h.next = nil
+	ctx, cancel := context.WithCancel(context.Background())
+	h.disp, h.cancel, h.done = d, cancel, make(chan struct{})
+	go func() { defer close(h.done); d.Work(ctx, h.own) }()
+	h.waitOwned()
+}
+
+// newDispatcher returns the dispatcher of member, configured as start
+// configures it.
+func (h *harness) newDispatcher(member string) *dispatch.Dispatcher {
+	h.t.Helper()
+	client := h.client
+	if h.dispClient != nil {
+		client = h.dispClient
+	}
 	cfg := dispatch.DefaultConfig(h.ns, 1, member, "http://"+member+".invalid")
 	cfg.RunLease = runLease
 	cfg.Misfire.Grace = 400 * time.Millisecond
@@ -105,10 +127,7 @@ func (h *harness) start(member string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h.disp, h.cancel, h.done = d, cancel, make(chan struct{})
-	go func() { defer close(h.done); d.Work(ctx, h.own) }()
-	h.waitOwned()
+	return d
 }
 
 // parked waits until the scheduler waits on its timer (it stops the timer

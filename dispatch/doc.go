@@ -41,6 +41,11 @@
 //     write failed so is read again and, if recorded, taken back, since
 //     the worker never got it. Deletions and state writes are idempotent
 //     and retried.
+//   - A partition built from a warm standby copy (Standby) is the
+//     partition a load from etcd would build at the copy's revision: the
+//     copy is taken only once its watch has delivered every change up to
+//     the ownership's epoch, and both go through one load function; any
+//     doubt loads from etcd.
 //   - Writes made for a worker's request (an attempt handed out, a result,
 //     a take-back) run under the partition's context, not the request's:
 //     a worker that goes away mid-request does not cut them. Nor does any

@@ -21,13 +21,41 @@ import (
 // failing-runs index entries at one revision and returns that revision. It is a writer (it replaces the
 // partition's memory and removes the data of deleted jobs): handlers of a
 // partition being reloaded wait for it.
+//
+// It reads them from this member's warm standby copy of the partition if
+// it holds one that has caught up with the ownership's epoch (standby.go),
+// else from etcd; both go through loadFrom, which builds the memory.
 func (pt *partition) load(ctx context.Context) (int64, error) {
+	if c := pt.d.standby.Load().take(ctx, pt.p, pt.own.Epoch); c != nil {
+		rev, err := pt.loadFrom(ctx, c.scan, c.decoded)
+		if err == nil {
+			pt.lg.Debug("partition loaded from the standby copy", zap.Int64("revision", rev))
+			return rev, nil
+		}
+		pt.lg.Warn("loading the standby copy failed; reading etcd", zap.Error(err))
+	}
+	return pt.loadFrom(ctx, pt.rangePages, nil)
+}
+
+// loadSource is where load reads a partition's keys: it calls fn for
+// every key under prefix, in key order, as of revision rev, or, if rev is
+// 0, as of a revision it chooses and returns. A source that reads etcd
+// reads at most page keys per request. pt.rangePages reads etcd; a
+// standby copy (copySnapshot.scan) reads memory.
+type loadSource func(ctx context.Context, prefix string, rev int64, page int64, fn func(kv *mvccpb.KeyValue)) (int64, error)
+
+// loadFrom is load from src: every rule of what the memory holds (orphans,
+// jobs deleted and created again, failing entries, history) is here, for
+// both sources. decoded, if not nil, returns a spec key's job entry
+// decoded already (a standby copy decodes specs as they come), or nil:
+// then loadFrom decodes it.
+func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(kv *mvccpb.KeyValue) *jobEntry) (int64, error) {
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
 	k := pt.d.keys
 	jobs := map[string]*jobEntry{}
 	var triggers []triggerReq
-	rev, err := pt.rangePages(ctx, k.PartitionJobsPrefix(pt.p), 0, loadPage, func(kv *mvccpb.KeyValue) {
+	rev, err := src(ctx, k.PartitionJobsPrefix(pt.p), 0, loadPage, func(kv *mvccpb.KeyValue) {
 		id, at, ok := k.ParseSpecKey(pt.p, string(kv.Key))
 		switch {
 		case !ok:
@@ -35,7 +63,14 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 		case !at.IsZero():
 			triggers = append(triggers, triggerReq{id: id, at: at, key: string(kv.Key)})
 		default:
-			if e := pt.entryFromKV(kv); e != nil {
+			var e *jobEntry
+			if decoded != nil {
+				e = decoded(kv)
+			}
+			if e == nil {
+				e = pt.entryFromKV(kv)
+			}
+			if e != nil {
 				jobs[e.internID(id)] = e
 			}
 		}
@@ -46,7 +81,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	var orphans []string           // deleted jobs whose state or queue entries remain
 	orphaned := map[string]bool{}  // the same, as a set
 	recreated := map[string]bool{} // jobs whose state is an earlier job's of the same ID
-	_, err = pt.rangePages(ctx, k.StatePrefix(pt.p), rev, loadPage, func(kv *mvccpb.KeyValue) {
+	_, err = src(ctx, k.StatePrefix(pt.p), rev, loadPage, func(kv *mvccpb.KeyValue) {
 		esc := string(kv.Key[len(k.StatePrefix(pt.p)):])
 		id, err := store.UnescapeID(esc)
 		if err != nil {
@@ -76,7 +111,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	queued := map[string]bool{} // run keys with a queue entry: the active runs
-	_, err = pt.rangePages(ctx, k.QueuePrefix(pt.p), rev, loadPage, func(kv *mvccpb.KeyValue) {
+	_, err = src(ctx, k.QueuePrefix(pt.p), rev, loadPage, func(kv *mvccpb.KeyValue) {
 		id, at, ok := k.ParseQueueKey(pt.p, string(kv.Key))
 		if !ok {
 			return
@@ -96,7 +131,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	// The failing-runs index entries, whose bytes count as their runs'.
 	// Those of other jobs go with their data.
 	entries := map[string]failingEntry{} // by run key
-	_, err = pt.rangePages(ctx, k.FailingPrefix(pt.p), rev, loadPage, func(kv *mvccpb.KeyValue) {
+	_, err = src(ctx, k.FailingPrefix(pt.p), rev, loadPage, func(kv *mvccpb.KeyValue) {
 		id, at, ok := k.ParseFailingKey(pt.p, string(kv.Key))
 		if !ok {
 			return
@@ -112,7 +147,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	active, hist, err := pt.loadRuns(ctx, rev, func(id string) (string, bool) {
+	active, hist, err := pt.loadRuns(ctx, src, rev, func(id string) (string, bool) {
 		if e := jobs[id]; e != nil && !recreated[id] {
 			return e.spec.ID, true
 		}
@@ -179,24 +214,34 @@ var loadPage int64 = 1000
 // has not applied rev yet refuses with ErrFutureRev, and the page is read
 // again linearizably.
 func (pt *partition) rangePages(ctx context.Context, prefix string, rev int64, page int64, fn func(kv *mvccpb.KeyValue)) (int64, error) {
+	rev, err := pt.d.rangePages(ctx, prefix, rev, page, fn)
+	if err != nil {
+		return 0, fmt.Errorf("load partition %d: %w", pt.p, err)
+	}
+	return rev, nil
+}
+
+// rangePages is partition.rangePages for any prefix (standby copies read
+// with it too); its errors are etcd's.
+func (d *Dispatcher) rangePages(ctx context.Context, prefix string, rev int64, page int64, fn func(kv *mvccpb.KeyValue)) (int64, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	for from := prefix; ; {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page)}
 		if rev > 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
+		rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 		var resp *clientv3.GetResponse
 		var err error
 		if rev > 0 {
-			resp, err = pt.d.client.Get(rctx, from, append(opts, clientv3.WithSerializable())...)
+			resp, err = d.client.Get(rctx, from, append(opts, clientv3.WithSerializable())...)
 		}
 		if rev == 0 || errors.Is(err, rpctypes.ErrFutureRev) {
-			resp, err = pt.d.client.Get(rctx, from, opts...)
+			resp, err = d.client.Get(rctx, from, opts...)
 		}
 		cancel()
 		if err != nil {
-			return 0, fmt.Errorf("load partition %d: %w", pt.p, err)
+			return 0, err
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
@@ -215,7 +260,7 @@ func (pt *partition) rangePages(ctx context.Context, prefix string, rev int64, p
 // a few MiB even if every document is at its budget.
 var loadRunsPage int64 = 64
 
-// loadRuns reads the partition's run documents at revision rev, in pages:
+// loadRuns reads the partition's run documents at revision rev from src, in pages:
 // it accounts every run of a job keep accepts in a history (under the
 // job ID keep returns, so that the partition holds one copy of each ID),
 // with the bytes of its failing-runs entry if it has one (entries, by run
@@ -223,12 +268,12 @@ var loadRunsPage int64 = 64
 // the active runs.
 // Runs of other jobs (deleted, or of an earlier job of the same ID) are
 // left for the removal of their job's data.
-func (pt *partition) loadRuns(ctx context.Context, rev int64, keep func(id string) (string, bool), queued map[string]bool, entries map[string]failingEntry) (map[string]*activeRun, *history, error) {
+func (pt *partition) loadRuns(ctx context.Context, src loadSource, rev int64, keep func(id string) (string, bool), queued map[string]bool, entries map[string]failingEntry) (map[string]*activeRun, *history, error) {
 	k := pt.d.keys
 	now := pt.now()
 	active := map[string]*activeRun{}
 	hist := newHistory(pt.retentionLocked) // touched again once pt.jobs is the loaded jobs (reindexLocked)
-	_, err := pt.rangePages(ctx, k.PartitionRunsPrefix(pt.p), rev, loadRunsPage, func(kv *mvccpb.KeyValue) {
+	_, err := src(ctx, k.PartitionRunsPrefix(pt.p), rev, loadRunsPage, func(kv *mvccpb.KeyValue) {
 		id, at, ok := k.ParseRunKey(pt.p, string(kv.Key))
 		if !ok {
 			return
@@ -271,20 +316,35 @@ func (e *jobEntry) internID(id string) string {
 }
 
 func (pt *partition) entryFromKV(kv *mvccpb.KeyValue) *jobEntry {
-	j, err := store.DecodeStoredJob(kv.Value, kv.ModRevision)
-	if err != nil {
+	e, err := decodeEntry(kv)
+	switch {
+	case e == nil:
 		pt.lg.Warn("ignoring corrupt job spec", zap.ByteString("key", kv.Key), zap.Error(err))
 		return nil
+	case err != nil:
+		pt.lg.Warn("ignoring job spec whose executor does not encode", zap.ByteString("key", kv.Key), zap.Error(err))
+		return nil
+	case e.schedErr != nil:
+		pt.lg.Warn("job schedule does not parse; not scheduling it", zap.String("job_id", e.spec.ID), zap.Error(e.schedErr))
+	}
+	return e
+}
+
+// decodeEntry decodes a spec key's value into a job entry, without its
+// state. It returns nil and the error for a value that does not decode,
+// an entry without work and the error for an executor that does not
+// encode, and an entry with schedErr set for a schedule that does not
+// parse.
+func decodeEntry(kv *mvccpb.KeyValue) (*jobEntry, error) {
+	j, err := store.DecodeStoredJob(kv.Value, kv.ModRevision)
+	if err != nil {
+		return nil, err
 	}
 	work, err := compactWork(&j)
 	if err != nil {
-		pt.lg.Warn("ignoring job spec whose executor does not encode", zap.ByteString("key", kv.Key), zap.Error(err))
-		return nil
+		return &jobEntry{spec: specOf(&j)}, err
 	}
 	e := &jobEntry{spec: specOf(&j), work: work}
 	e.sched, e.schedErr = j.ParseSchedule()
-	if e.schedErr != nil {
-		pt.lg.Warn("job schedule does not parse; not scheduling it", zap.String("job_id", j.ID), zap.Error(e.schedErr))
-	}
-	return e
+	return e, nil
 }

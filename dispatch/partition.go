@@ -129,7 +129,9 @@ func (pt *partition) now() time.Time { return pt.d.cfg.Clock.Now() }
 func (pt *partition) run(ctx context.Context) {
 	bo := retry.New(retry.Etcd)
 	for ctx.Err() == nil {
+		pt.d.pending.add(1)
 		rev, err := pt.loadInTurn(ctx)
+		pt.d.pending.add(-1)
 		if ctx.Err() != nil {
 			break // released while waiting or loading
 		}

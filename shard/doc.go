@@ -9,6 +9,8 @@
 // updating the previous one, with the same result. Members register the
 // ring version they compute and the fleet computes the oldest registered
 // (EffectiveRingConfig), so members of two builds agree during an upgrade.
+// Ring.Heirs names, for each partition, the one other member the ring
+// without its target would give it to (a warm standby keeps a copy there).
 //
 // A Controller, one per member, acquires the partitions the ring assigns to
 // it and releases the others, running a Work function per owned partition.

@@ -447,9 +447,26 @@ func (f *fleet) metrics(ctx context.Context, m *member, names ...string) (map[st
 	return out, sc.Err()
 }
 
+// standbyLoads returns the partition loads the live members with a warm
+// standby served from their copies (warm) and from etcd (cold) since they
+// started; 0 and 0 without a standby or if a member does not answer.
+func (f *fleet) standbyLoads(ctx context.Context) (warm, cold float64) {
+	const w, c = `jobfleet_standby_loads_total{source="warm"}`, `jobfleet_standby_loads_total{source="cold"}`
+	for _, m := range f.live() {
+		v, err := f.metrics(ctx, m, w, c)
+		if err != nil {
+			return 0, 0
+		}
+		warm, cold = warm+v[w], cold+v[c]
+	}
+	return warm, cold
+}
+
 // waitLoaded waits until no member has a partition waiting for its load
-// or loading (jobfleet_dispatch_loads_waiting and _in_flight are 0, or
-// absent on members that do not report them).
+// or loading, nor a standby copy waiting for its first read or being read
+// (jobfleet_dispatch_loads_waiting, _in_flight and
+// jobfleet_standby_reading are 0, or absent on members that do not report
+// them).
 func (f *fleet) waitLoaded(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -458,10 +475,10 @@ func (f *fleet) waitLoaded(ctx context.Context, timeout time.Duration) error {
 		var err error
 		for _, m := range f.live() {
 			var v map[string]float64
-			if v, err = f.metrics(ctx, m, "jobfleet_dispatch_loads_waiting", "jobfleet_dispatch_loads_in_flight"); err != nil {
+			if v, err = f.metrics(ctx, m, "jobfleet_dispatch_loads_waiting", "jobfleet_dispatch_loads_in_flight", "jobfleet_standby_reading"); err != nil {
 				break
 			}
-			pending += v["jobfleet_dispatch_loads_waiting"] + v["jobfleet_dispatch_loads_in_flight"]
+			pending += v["jobfleet_dispatch_loads_waiting"] + v["jobfleet_dispatch_loads_in_flight"] + v["jobfleet_standby_reading"]
 		}
 		if err == nil && pending == 0 {
 			return nil

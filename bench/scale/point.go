@@ -514,6 +514,10 @@ func (p *Point) takeover(ctx context.Context, f *fleet, pr *probes) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	warm, cold := f.standbyLoads(ctx)
+	if warm+cold > 0 {
+		f.cfg.Progress.Step("  takeover: survivors' loads with a warm standby: %v from their copies, %v from etcd", warm, cold)
+	}
 	start := time.Now()
 	if err := victim.start(f.cfg.Binary); err != nil {
 		return err
@@ -553,6 +557,9 @@ func (p *Point) restart(ctx context.Context, f *fleet, pr *probes) error {
 	}
 	r.Total = time.Since(start)
 	r.Max = slices.Max(r.Each)
+	if warm, cold := f.standbyLoads(ctx); warm+cold > 0 {
+		f.cfg.Progress.Step("  restart: members' loads since they started, with a warm standby: %v from their copies, %v from etcd", warm, cold)
+	}
 	// Let the fires due at the end be made before counting.
 	time.Sleep(2 * time.Second)
 	end := time.Now()

@@ -110,8 +110,11 @@ type memberOptions struct {
 	// 0 for no bound.
 	loadsInFlight    int
 	loadJobsInFlight int
-	notify           notifyOptions
-	retention        retentionOptions
+	// warmStandby is --warm-standby: keep copies of the partitions this
+	// member is the heir of.
+	warmStandby bool
+	notify      notifyOptions
+	retention   retentionOptions
 	// clockOffsetFile, a hidden flag of the fault-injection suite: the
 	// member's clock is off by the duration this file holds (see
 	// internal/skewclock).
@@ -141,6 +144,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "turn authentication off: every caller is admin (only with a loopback --listen)")
 	fs.IntVar(&o.loadsInFlight, "loads-in-flight", 16, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn; 0: no bound on the partitions (--load-jobs-in-flight still bounds their jobs)")
 	fs.IntVar(&o.loadJobsInFlight, "load-jobs-in-flight", 2048, "jobs this member loads from etcd at once, summed over the partitions loading: each load first counts its partition's jobs and waits its turn until they fit (a partition larger than this loads alone); 0: no bound. A member loading hundreds of thousands of jobs at once can miss its lease renewal")
+	fs.BoolVar(&o.warmStandby, "warm-standby", defaultWarmStandby, "keep a warm copy of the partitions this member would be given if their owner went away (their heir), followed by one watch, so that a takeover builds them from memory instead of reading them from etcd; costs memory for the copies and a watch of every partition's writes")
 	o.retention.register(cmd)
 	o.notify.register(cmd)
 	fs.StringVar(&o.clockOffsetFile, "test-clock-offset-file", "", "fault injection only: skew this member's clock by the Go duration this file holds, re-read every 100ms")
@@ -197,6 +201,10 @@ func (o *memberOptions) authConfig(lg *zap.Logger, listen, metricsListen string)
 	}
 	return secret, false, nil
 }
+
+// defaultWarmStandby is --warm-standby's default (docs/operations.md says
+// why).
+const defaultWarmStandby = false
 
 // loadsConfig returns orchestrator.Config.LoadsInFlight and
 // LoadJobsInFlight for --loads-in-flight and --load-jobs-in-flight: each
@@ -409,6 +417,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		WorkerTTL:        o.workerTTL,
 		LoadsInFlight:    loads,
 		LoadJobsInFlight: loadJobs,
+		WarmStandby:      o.warmStandby,
 		Notify:           o.notify.config(),
 		AdminSecret:      secret,
 		Storage:          stc,

@@ -75,6 +75,10 @@ type Config struct {
 	// the dispatcher's default (2048), a negative value sets no bound on
 	// the jobs.
 	LoadJobsInFlight int
+	// WarmStandby makes the member keep warm copies of the partitions it
+	// is the heir of (dispatch.Standby): a takeover then builds them from
+	// memory instead of reading them from etcd.
+	WarmStandby bool
 	// AdminSecret, if not empty, is accepted as the admin credential
 	// auth.BootstrapID (the secret of --admin-token-file; at least
 	// auth.MinBootstrapBytes).

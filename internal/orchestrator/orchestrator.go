@@ -42,6 +42,7 @@ type Orchestrator struct {
 	space     *storage.Monitor
 
 	dispMet *dispatch.Metrics
+	sbMet   *dispatch.StandbyMetrics
 
 	drainOnce sync.Once
 	drain     chan struct{} // closed by Drain
@@ -103,6 +104,7 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 		sessCfg:   sc,
 		shardMet:  shard.NewMetrics(cfg.Registry),
 		dispMet:   dispatch.NewMetrics(cfg.Registry),
+		sbMet:     dispatch.NewStandbyMetrics(cfg.Registry),
 		members:   members,
 		owners:    owners,
 		compactor: compactor,
@@ -219,6 +221,13 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var standby *dispatch.Standby
+	if o.cfg.WarmStandby {
+		heirs := dispatch.ControllerHeirs(ctrl, o.cfg.ID, o.lg)
+		if standby, err = disp.NewStandby(heirs, dispatch.StandbyConfig{Metrics: o.sbMet}); err != nil {
+			return err
+		}
+	}
 	o.mu.Lock()
 	feed := newPartitionFeed(p, o.cfg.Clock.Now)
 	o.partitions, o.controller, o.jobs, o.dispatcher, o.feed = p, ctrl, jobs, disp, feed
@@ -235,6 +244,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.space.Run(watchCtx) })
 	wg.Go(func() { workers.Run(watchCtx) })
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
+	if standby != nil {
+		wg.Go(func() { standby.Run(watchCtx) })
+	}
 	defer func() { stopWatch(); wg.Wait() }()
 
 	stop := make(chan struct{})

@@ -272,7 +272,18 @@ func TestJobsEverySecondAcrossTheFleet(t *testing.T) {
 }
 
 func TestJobsSurviveGracefulLeaveAndCrash(t *testing.T) {
-	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 16, Scheduler: true, Quiet: true})
+	jobsSurviveGracefulLeaveAndCrash(t, false)
+}
+
+// TestJobsSurviveGracefulLeaveAndCrashWithWarmStandby: the same with
+// every member keeping standby copies; the members that take the
+// partitions over build some of them from their copies.
+func TestJobsSurviveGracefulLeaveAndCrashWithWarmStandby(t *testing.T) {
+	jobsSurviveGracefulLeaveAndCrash(t, true)
+}
+
+func jobsSurviveGracefulLeaveAndCrash(t *testing.T, warm bool) {
+	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 16, Scheduler: true, Quiet: true, WarmStandby: warm})
 	for i := 1; i <= 4; i++ {
 		f.Join(fmt.Sprintf("m%d", i))
 	}
@@ -293,6 +304,16 @@ func TestJobsSurviveGracefulLeaveAndCrash(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	all := settleRuns(t, f, ids)
 	checkExactlyOnce(t, all, rcv, 5)
+	if warm {
+		loads := 0.0
+		for _, id := range []string{"m1", "m4"} {
+			loads += counter(t, f.Member(id).Metrics, "jobfleet_standby_loads_total", map[string]string{"source": "warm"})
+		}
+		if loads == 0 {
+			t.Fatal("no partition was built from a standby copy after a leave and a crash")
+		}
+		t.Logf("survivors' loads from standby copies: %v", loads)
+	}
 }
 
 // TestKilledWorkerAttemptIsRetriedAndLateReportRejected kills a worker

@@ -60,6 +60,9 @@ type Options struct {
 	// Notify is every member's run notification configuration (with
 	// Scheduler).
 	Notify orchestrator.NotifyConfig
+	// WarmStandby makes every member keep standby copies of the
+	// partitions it is the heir of (with Scheduler).
+	WarmStandby bool
 	// Logs, if set, also receives every member's logs (at every level),
 	// so a test can assert on them with a zaptest/observer core.
 	Logs zapcore.Core
@@ -201,6 +204,7 @@ func (f *Fleet) Join(id string) *Member {
 		RunLease:       f.opts.RunLease,
 		Notify:         f.opts.Notify,
 		Storage:        f.opts.Storage,
+		WarmStandby:    f.opts.WarmStandby,
 		Logger:         f.lg.With(zap.String("test_member", id)),
 		Registry:       reg,
 	})

@@ -1,0 +1,147 @@
+package dispatch_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// heir starts member's dispatcher with a standby following partition 0,
+// to be the next start's (h.next), and waits until it holds its copy.
+// hook, if not nil, sees every response of the standby's watch first.
+func (h *harness) heir(member string, hook func(*clientv3.WatchResponse)) *dispatch.StandbyMetrics {
+	h.t.Helper()
+	d := h.newDispatcher(member)
+	met := dispatch.NewStandbyMetrics(nil)
+	sb, err := d.NewStandby(func() (dispatch.Heirs, <-chan struct{}) { return dispatch.Heirs{Of: map[int]bool{0: true}}, nil },
+		dispatch.StandbyConfig{CatchUp: time.Hour, Metrics: met}) // the fake clock never reaches it
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if hook != nil {
+		sb.SetWatchHook(hook)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { sb.Run(ctx) })
+	h.t.Cleanup(func() { cancel(); wg.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for !sb.Held(0) {
+		if time.Now().After(deadline) {
+			h.t.Fatal("the standby did not read its copy within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.next = d
+	return met
+}
+
+// TestWarmTakeoverWaitsForItsCopy: the owner completes an attempt and
+// fires again right before it goes; the heir takes the partition over
+// from its standby copy. When the copy's watch lags behind those last
+// writes at the acquisition, the heir waits for it: in both cases it
+// serves the partition as a load from etcd would (the completed run is
+// final, the new one waiting, the history counts both), warm, and fires
+// every time once. Without the wait, a lagging copy has the completed
+// run still running and the last fire missing.
+func TestWarmTakeoverWaitsForItsCopy(t *testing.T) {
+	for _, lag := range []bool{false, true} {
+		name := "current"
+		if lag {
+			name = "lagging"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.start("m1")
+			var mu sync.Mutex
+			var gate chan struct{} // while set, the heir's watch waits on it
+			met := h.heir("m2", func(*clientv3.WatchResponse) {
+				mu.Lock()
+				g := gate
+				mu.Unlock()
+				if g != nil {
+					<-g
+				}
+			})
+			h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
+			h.advance(time.Second)
+			h.waitRuns("tick", 1)
+			a := h.poll("w1", 1)[0]
+			if lag {
+				mu.Lock()
+				gate = make(chan struct{})
+				g := gate
+				mu.Unlock()
+				time.AfterFunc(300*time.Millisecond, func() { close(g) })
+			}
+			if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != store.RunSucceeded {
+				t.Fatalf("complete = %+v, %v", resp, err)
+			}
+			h.advance(time.Second)
+			h.waitRuns("tick", 2)
+			h.stop()
+			h.start("m2")
+
+			if got := met.Loads("warm"); got != 1 {
+				t.Fatalf("loads from the copy %v, want 1 (cold: %v)", got, met.Loads("cold"))
+			}
+			if st := h.disp.Stats(); st.HistoryRuns != 2 || st.Waiting != 1 || st.Running != 0 {
+				t.Fatalf("after the takeover: %+v, want 2 runs in the history, 1 waiting, none running", st)
+			}
+			if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err == nil {
+				t.Fatal("the heir accepted a heartbeat for an attempt completed before the takeover")
+			}
+			h.advance(time.Second)
+			runs := h.waitRuns("tick", 3)
+			seen := map[time.Time]bool{}
+			for _, r := range runs {
+				if seen[r.ScheduledAt] {
+					t.Fatalf("scheduled time %v fired twice", r.ScheduledAt)
+				}
+				seen[r.ScheduledAt] = true
+			}
+		})
+	}
+}
+
+// TestFailedStandbyWatchFallsBackToEtcd: a standby whose watch fails
+// (here a response reporting a compaction) drops its copies; a takeover
+// meanwhile reads the partition from etcd, and is right.
+func TestFailedStandbyWatchFallsBackToEtcd(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	var mu sync.Mutex
+	compacted := false
+	met := h.heir("m2", func(wr *clientv3.WatchResponse) {
+		mu.Lock()
+		defer mu.Unlock()
+		if compacted {
+			wr.CompactRevision = 1
+			wr.Canceled = true
+		}
+	})
+	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
+	mu.Lock()
+	compacted = true
+	mu.Unlock()
+	h.advance(time.Second)
+	h.waitRuns("tick", 1)
+	h.stop()
+	h.start("m2")
+	if warm, cold := met.Loads("warm"), met.Loads("cold"); warm != 0 || cold != 1 {
+		t.Fatalf("loads warm %v, cold %v; want 0 and 1", warm, cold)
+	}
+	if st := h.disp.Stats(); st.HistoryRuns != 1 || st.Waiting != 1 {
+		t.Fatalf("after the takeover: %+v, want 1 run waiting", st)
+	}
+	h.advance(time.Second)
+	if runs := h.waitRuns("tick", 2); len(runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(runs))
+	}
+}

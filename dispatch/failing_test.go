@@ -71,11 +71,23 @@ func (h *harness) storedBytes() int64 {
 }
 
 // checkAccounted checks that the owner's history accounts exactly the
-// bytes stored.
+// bytes stored. The owner applies a write to its memory after etcd
+// acknowledges it, so a test that has just seen the write in etcd may
+// read the accounting before it follows: checkAccounted waits (up to 10 s)
+// for the two to agree, and fails if they never do.
 func (h *harness) checkAccounted(when string) {
 	h.t.Helper()
-	if got, want := h.disp.Stats().HistoryBytes, h.storedBytes(); got != want {
-		h.t.Errorf("%s: history accounts %d bytes, %d stored (runs and failing-runs entries)", when, got, want)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, want := h.disp.Stats().HistoryBytes, h.storedBytes()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Errorf("%s: history accounts %d bytes, %d stored (runs and failing-runs entries)", when, got, want)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -3,6 +3,7 @@ package netfault
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Bridge is a TCP proxy between clients and one etcd server that can stall
@@ -22,6 +23,8 @@ type Bridge struct {
 	replies chan struct{}
 	conns   map[net.Conn]struct{}
 	closed  bool
+
+	replied atomic.Int64 // bytes delivered from the server to clients
 
 	wg sync.WaitGroup
 }
@@ -96,6 +99,12 @@ func (b *Bridge) waitOpen(reply bool) bool {
 		}
 	}
 }
+
+// Replied returns how many bytes the bridge has delivered from the server
+// to its clients so far: a client whose connection through the bridge has
+// received the server's bytes has finished its handshake (for gRPC, the
+// connection is ready and takes its share of requests).
+func (b *Bridge) Replied() int64 { return b.replied.Load() }
 
 // DropConnections closes every open connection; clients reconnect.
 func (b *Bridge) DropConnections() {
@@ -182,7 +191,11 @@ func (b *Bridge) pipe(dst, src net.Conn, reply bool) {
 			if !b.waitOpen(reply) {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			w, werr := dst.Write(buf[:n])
+			if reply {
+				b.replied.Add(int64(w))
+			}
+			if werr != nil {
 				return
 			}
 		}

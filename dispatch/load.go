@@ -39,11 +39,13 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 		rev, err := pt.loadFrom(ctx, c.scan, c.decoded)
 		if err == nil {
 			pt.loaded = true
+			sb.counted(true)
 			pt.lg.Debug("partition loaded from the standby copy", zap.Int64("revision", rev))
 			return rev, nil
 		}
 		pt.lg.Warn("loading the standby copy failed; reading etcd", zap.Error(err))
 	}
+	sb.counted(false)
 	rev, err := pt.loadFrom(ctx, pt.rangePages, nil)
 	if err == nil {
 		pt.loaded = true

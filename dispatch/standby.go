@@ -525,13 +525,11 @@ func (s *Standby) take(ctx context.Context, p int, epoch int64) *copySnapshot {
 		c := s.copies[p]
 		if !s.live || c == nil || c.reading {
 			s.forgetLocked(p)
-			s.cfg.Metrics.took(false, 0)
 			return nil
 		}
 		if s.progress >= max(epoch, c.rev) {
 			s.forgetLocked(p)
-			waited := clock.Since(start)
-			s.cfg.Metrics.took(true, waited.Seconds())
+			s.cfg.Metrics.caughtUp(clock.Since(start).Seconds(), true)
 			return newCopySnapshot(c, s.progress)
 		}
 		changed := s.changed
@@ -540,28 +538,30 @@ func (s *Standby) take(ctx context.Context, p int, epoch int64) *copySnapshot {
 		case s.want <- struct{}{}:
 		default:
 		}
-		var timedOut bool
+		var timedOut, released bool
 		select {
 		case <-changed:
 		case <-deadline.Chan():
 			timedOut = true
 		case <-ctx.Done():
-			timedOut = true
+			released = true
 		}
 		s.mu.Lock()
 		if timedOut {
 			s.lg.Info("standby copy did not catch up in time; reading the partition from etcd",
 				zap.Int("partition", p), zap.Int64("epoch", epoch), zap.Int64("progress", s.progress), zap.Duration("catch_up", s.cfg.CatchUp))
+			s.cfg.Metrics.caughtUp(clock.Since(start).Seconds(), false)
+		}
+		if timedOut || released {
 			s.forgetLocked(p)
-			s.cfg.Metrics.took(false, 0)
 			return nil
 		}
 	}
 }
 
 // skip drops partition p's copy, if any, for a load that reads etcd
-// whatever the copy (a reload of an ownership, see partition.load), and
-// counts that load as one from etcd. A nil *Standby has no copies.
+// whatever the copy (a reload of an ownership, see partition.load). A nil
+// *Standby has no copies.
 func (s *Standby) skip(p int) {
 	if s == nil {
 		return
@@ -569,7 +569,14 @@ func (s *Standby) skip(p int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.forgetLocked(p)
-	s.cfg.Metrics.took(false, 0)
+}
+
+// counted records a load of this member: built from a copy (warm) or read
+// from etcd. A nil *Standby records nothing.
+func (s *Standby) counted(warm bool) {
+	if s != nil {
+		s.cfg.Metrics.loaded(warm)
+	}
 }
 
 // forgetLocked drops partition p's copy, if any.

@@ -23,3 +23,7 @@ func (s *Standby) Held(p int) bool {
 func (m *StandbyMetrics) Loads(source string) float64 {
 	return testutil.ToFloat64(m.loads.WithLabelValues(source))
 }
+
+// CatchUpTimeouts returns how many acquisitions found their copy behind
+// past the catch-up bound.
+func (m *StandbyMetrics) CatchUpTimeouts() float64 { return testutil.ToFloat64(m.timeouts) }

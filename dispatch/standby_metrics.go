@@ -9,6 +9,7 @@ type StandbyMetrics struct {
 	reading    prometheus.Gauge
 	bytes      prometheus.Gauge
 	catchUp    prometheus.Histogram
+	timeouts   prometheus.Counter
 	loads      *prometheus.CounterVec
 }
 
@@ -26,15 +27,18 @@ func NewStandbyMetrics(reg prometheus.Registerer) *StandbyMetrics {
 			Name: "jobfleet_standby_bytes", Help: "Bytes of keys and values in this member's standby copies.",
 		}),
 		catchUp: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "jobfleet_standby_catch_up_seconds", Help: "Wait of an acquisition served from a standby copy for the copy to see every change up to the ownership's epoch.",
+			Name: "jobfleet_standby_catch_up_seconds", Help: "Wait of an acquisition for its standby copy to see every change up to the ownership's epoch, whether the copy was then used or, past the bound, the partition read from etcd (jobfleet_standby_catch_up_timeouts_total).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
+		timeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_standby_catch_up_timeouts_total", Help: "Acquisitions whose standby copy did not see every change up to the ownership's epoch within the catch-up bound: the partition was read from etcd after that wait.",
 		}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_standby_loads_total", Help: "Partition loads of a member with a standby, by source: warm (built from a standby copy) or cold (read from etcd).",
 		}, []string{"source"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.partitions, m.reading, m.bytes, m.catchUp, m.loads)
+		reg.MustRegister(m.partitions, m.reading, m.bytes, m.catchUp, m.timeouts, m.loads)
 	}
 	return m
 }
@@ -50,16 +54,26 @@ func (m *StandbyMetrics) held(partitions, reading int, bytes int64) {
 	m.bytes.Set(float64(bytes))
 }
 
-// took records a load: from a copy after waiting waited seconds for it to
-// catch up (warm), or from etcd.
-func (m *StandbyMetrics) took(warm bool, waited float64) {
+// caughtUp records an acquisition's wait of waited seconds for its copy:
+// in time (the copy is used) or not (the partition is read from etcd).
+func (m *StandbyMetrics) caughtUp(waited float64, inTime bool) {
 	if m == nil {
 		return
 	}
-	if warm {
-		m.loads.WithLabelValues("warm").Inc()
-		m.catchUp.Observe(waited)
-	} else {
-		m.loads.WithLabelValues("cold").Inc()
+	m.catchUp.Observe(waited)
+	if !inTime {
+		m.timeouts.Inc()
 	}
+}
+
+// loaded records a load: built from a copy (warm) or read from etcd.
+func (m *StandbyMetrics) loaded(warm bool) {
+	if m == nil {
+		return
+	}
+	source := "cold"
+	if warm {
+		source = "warm"
+	}
+	m.loads.WithLabelValues(source).Inc()
 }

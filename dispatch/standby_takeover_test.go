@@ -17,10 +17,16 @@ import (
 // hook, if not nil, sees every response of the standby's watch first.
 func (h *harness) heir(member string, hook func(*clientv3.WatchResponse)) *dispatch.StandbyMetrics {
 	h.t.Helper()
+	return h.heirWithin(member, hook, time.Hour) // the fake clock never reaches it
+}
+
+// heirWithin is heir with a catch-up bound of catchUp on the fake clock.
+func (h *harness) heirWithin(member string, hook func(*clientv3.WatchResponse), catchUp time.Duration) *dispatch.StandbyMetrics {
+	h.t.Helper()
 	d := h.newDispatcher(member)
 	met := dispatch.NewStandbyMetrics(nil)
 	sb, err := d.NewStandby(func() (dispatch.Heirs, <-chan struct{}) { return dispatch.Heirs{Of: map[int]bool{0: true}}, nil },
-		dispatch.StandbyConfig{CatchUp: time.Hour, Metrics: met}) // the fake clock never reaches it
+		dispatch.StandbyConfig{CatchUp: catchUp, Metrics: met})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -143,5 +149,63 @@ func TestFailedStandbyWatchFallsBackToEtcd(t *testing.T) {
 	h.advance(time.Second)
 	if runs := h.waitRuns("tick", 2); len(runs) != 2 {
 		t.Fatalf("%d runs, want 2", len(runs))
+	}
+}
+
+// TestStandbyCopyTooLateFallsBackToEtcd: an heir whose copy cannot catch
+// up with the acquisition (its watch held back) waits for the catch-up
+// bound, then reads the partition from etcd; the wait counts as a
+// timeout and the load as cold, not warm, and every time fires once.
+func TestStandbyCopyTooLateFallsBackToEtcd(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	var mu sync.Mutex
+	var gate chan struct{} // while set, the heir's watch waits on it
+	met := h.heirWithin("m2", func(*clientv3.WatchResponse) {
+		mu.Lock()
+		g := gate
+		mu.Unlock()
+		if g != nil {
+			<-g
+		}
+	}, 2*time.Second)
+	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
+	h.advance(time.Second)
+	h.waitRuns("tick", 1)
+	g := make(chan struct{})
+	mu.Lock()
+	gate = g
+	mu.Unlock()
+	defer close(g) // the watch loop must end with the test
+	h.stop()
+
+	// The clock moves, a step at a time, until the heir gave up on its
+	// copy and loaded the partition.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				h.clock.Advance(100 * time.Millisecond)
+			}
+		}
+	})
+	h.start("m2")
+	close(stop)
+	wg.Wait()
+
+	if warm, cold, late := met.Loads("warm"), met.Loads("cold"), met.CatchUpTimeouts(); warm != 0 || cold != 1 || late != 1 {
+		t.Fatalf("loads warm %v, cold %v, catch-up timeouts %v; want 0, 1 and 1", warm, cold, late)
+	}
+	runs := h.waitRuns("tick", 2)
+	seen := map[time.Time]bool{}
+	for _, r := range runs {
+		if seen[r.ScheduledAt] {
+			t.Fatalf("scheduled time %v fired twice", r.ScheduledAt)
+		}
+		seen[r.ScheduledAt] = true
 	}
 }

@@ -92,25 +92,10 @@ func TestHerdFiresInFlightAreBounded(t *testing.T) {
 		return ""
 	}
 
-	var wg sync.WaitGroup
-	cancels := make([]context.CancelFunc, parts)
-	defer wg.Wait()
-	defer func() {
-		open()
-		for _, c := range cancels {
-			c()
-		}
-	}()
-	for p := range parts {
-		resp, err := client.Put(ctx, shard.OwnerKey(ns, p), "m")
-		if err != nil {
-			t.Fatal(err)
-		}
-		own := shard.NewOwnership(client, ns, "m", p, resp.Header.Revision)
-		wctx, cancel := context.WithCancel(ctx)
-		cancels[p] = cancel
-		wg.Go(func() { d.Work(wctx, own) })
-	}
+	work := newOwnedParts(ctx, t, client, ns, d)
+	defer work.stop()
+	defer open()
+	work.own(0, parts)
 	waitUntil(t, "every partition loaded", func() bool { return len(d.Owned()) == parts }, tooMany)
 
 	clock.Advance(due.Sub(start))

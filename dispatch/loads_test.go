@@ -8,12 +8,55 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
+
+// ownedParts runs d.Work, as member "m", on partitions a test acquires
+// for it (owner keys put without a lease), until the test releases them.
+type ownedParts struct {
+	t       *testing.T
+	ctx     context.Context
+	client  *clientv3.Client
+	ns      string
+	d       *Dispatcher
+	cancels map[int]context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+func newOwnedParts(ctx context.Context, t *testing.T, client *clientv3.Client, ns string, d *Dispatcher) *ownedParts {
+	return &ownedParts{t: t, ctx: ctx, client: client, ns: ns, d: d, cancels: map[int]context.CancelFunc{}}
+}
+
+// own acquires partitions from to to-1 and works them.
+func (o *ownedParts) own(from, to int) {
+	o.t.Helper()
+	for p := from; p < to; p++ {
+		resp, err := o.client.Put(o.ctx, shard.OwnerKey(o.ns, p), "m")
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		own := shard.NewOwnership(o.client, o.ns, "m", p, resp.Header.Revision)
+		wctx, cancel := context.WithCancel(o.ctx)
+		o.cancels[p] = cancel
+		o.wg.Go(func() { o.d.Work(wctx, own) })
+	}
+}
+
+// release ends partition p's work.
+func (o *ownedParts) release(p int) { o.cancels[p]() }
+
+// stop ends every partition's work and waits for it.
+func (o *ownedParts) stop() {
+	for _, c := range o.cancels {
+		c()
+	}
+	o.wg.Wait()
+}
 
 // gauge returns the value of the gauge name in reg (0 if absent).
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
@@ -100,25 +143,10 @@ func TestLoadsInFlightAreBounded(t *testing.T) {
 		return ""
 	}
 
-	cancels := make([]context.CancelFunc, parts)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer func() {
-		open() // loads the test holds end
-		for _, c := range cancels {
-			c()
-		}
-	}()
-	for p := range parts {
-		resp, err := client.Put(ctx, shard.OwnerKey(ns, p), "m")
-		if err != nil {
-			t.Fatal(err)
-		}
-		own := shard.NewOwnership(client, ns, "m", p, resp.Header.Revision)
-		wctx, cancel := context.WithCancel(ctx)
-		cancels[p] = cancel
-		wg.Go(func() { d.Work(wctx, own) })
-	}
+	work := newOwnedParts(ctx, t, client, ns, d)
+	defer work.stop()
+	defer open() // loads the test holds end
+	work.own(0, parts)
 
 	waitUntil(t, fmt.Sprintf("%d partitions loading and %d waiting", bound, parts-bound), func() bool {
 		mu.Lock()
@@ -140,7 +168,7 @@ func TestLoadsInFlightAreBounded(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	cancels[gone]()
+	work.release(gone)
 	waitUntil(t, "the released partition to leave the queue", func() bool {
 		return gauge(t, reg, "jobfleet_dispatch_loads_waiting") == parts-bound-1
 	}, tooMany)
@@ -243,9 +271,6 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 		}
 	}
 
-	var cancels []context.CancelFunc
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	openAll := func() { // lets the held loads, and every later one, go
 		mu.Lock()
 		defer mu.Unlock()
@@ -254,25 +279,10 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 			release = nil
 		}
 	}
-	defer func() {
-		openAll()
-		for _, c := range cancels {
-			c()
-		}
-	}()
-	start := func(from, to int) {
-		for p := from; p < to; p++ {
-			resp, err := client.Put(ctx, shard.OwnerKey(ns, p), "m")
-			if err != nil {
-				t.Fatal(err)
-			}
-			own := shard.NewOwnership(client, ns, "m", p, resp.Header.Revision)
-			wctx, cancel := context.WithCancel(ctx)
-			cancels = append(cancels, cancel)
-			wg.Go(func() { d.Work(wctx, own) })
-		}
-	}
-	start(0, 12)
+	work := newOwnedParts(ctx, t, client, ns, d)
+	defer work.stop()
+	defer openAll()
+	work.own(0, 12)
 	waitUntil(t, "4 partitions of 2 jobs loading and 8 waiting", inFlight(budget/small, 12-budget/small), bad)
 	if got := gauge(t, reg, "jobfleet_dispatch_load_jobs_in_flight"); got != budget {
 		t.Errorf("load jobs in flight gauge %v, want %d", got, budget)
@@ -283,7 +293,7 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 	mu.Lock()
 	release = make(chan struct{}) // hold loads again
 	mu.Unlock()
-	start(12, 16)
+	work.own(12, 16)
 	waitUntil(t, "1 partition larger than the budget loading and 3 waiting", inFlight(1, 3), bad)
 	if got := gauge(t, reg, "jobfleet_dispatch_load_jobs_in_flight"); got != budget {
 		t.Errorf("load jobs in flight gauge %v with a partition larger than the budget, want %d", got, budget)

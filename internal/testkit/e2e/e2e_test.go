@@ -288,7 +288,11 @@ func TestJobsSurviveGracefulLeaveAndCrashWithWarmStandby(t *testing.T) {
 	jobsSurviveGracefulLeaveAndCrash(t, true)
 }
 
-func jobsSurviveGracefulLeaveAndCrash(t *testing.T, warm bool) {
+// fourMembersSixJobs starts a fleet of four members (16 partitions,
+// standby copies if warm) with two workers, and six jobs due every second
+// reporting to rcv; it returns once they have fired for 2 s.
+func fourMembersSixJobs(t *testing.T, warm bool) (*fleettest.Fleet, *receiver, []string) {
+	t.Helper()
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 16, Scheduler: true, Quiet: true, WarmStandby: warm})
 	for i := 1; i <= 4; i++ {
 		f.Join(fmt.Sprintf("m%d", i))
@@ -303,6 +307,11 @@ func jobsSurviveGracefulLeaveAndCrash(t *testing.T, warm bool) {
 		})
 	}
 	time.Sleep(2 * time.Second)
+	return f, rcv, ids
+}
+
+func jobsSurviveGracefulLeaveAndCrash(t *testing.T, warm bool) {
+	f, rcv, ids := fourMembersSixJobs(t, warm)
 	f.Leave("m2")
 	time.Sleep(2 * time.Second)
 	f.Crash("m3") // its partitions move after the 2s lease TTL: within the 5s misfire grace
@@ -431,20 +440,7 @@ func TestWarmStandbyTwoCrashesAndAJoin(t *testing.T) {
 }
 
 func twoCrashesAndAJoin(t *testing.T, warm bool) {
-	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 16, Scheduler: true, Quiet: true, WarmStandby: warm})
-	for i := 1; i <= 4; i++ {
-		f.Join(fmt.Sprintf("m%d", i))
-	}
-	f.WaitSettled(15 * time.Second)
-	rcv := newReceiver(t)
-	startWorkers(t, 2, f.URLs(), f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	ids := []string{"j1", "j2", "j3", "j4", "j5", "j6"}
-	for _, id := range ids {
-		createEverySecond(t, f.AdminToken, f.URLs()[0], id, rcv.srv.URL, func(j *store.Job) {
-			j.Retry = store.RetryPolicy{MaxAttempts: 5, InitialBackoff: store.Duration(100 * time.Millisecond)}
-		})
-	}
-	time.Sleep(2 * time.Second)
+	f, rcv, ids := fourMembersSixJobs(t, warm)
 	f.Crash("m2")
 	time.Sleep(time.Second) // within the 2s lease TTL
 	f.Crash("m3")

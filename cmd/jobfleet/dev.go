@@ -74,6 +74,9 @@ client address (--etcd-listen, 127.0.0.1:2379 unless changed):
 			if mem.id != "" && orchestrators > 1 {
 				return errors.New("--id names one member; with several orchestrators the IDs are derived (orchestrator-1, …)")
 			}
+			if err := mem.checkFlags(); err != nil {
+				return err
+			}
 			lg, err := logs.build()
 			if err != nil {
 				return err

@@ -229,6 +229,22 @@ func (o *memberOptions) loadsConfig() (loads, jobs int, err error) {
 	return loads, jobs, nil
 }
 
+// checkFlags reports the first member setting that startMember would
+// refuse (--api-burst and the other limits, the storage flags,
+// --loads-in-flight, --load-jobs-in-flight), so that a command refuses it
+// before it starts anything: dev's embedded etcd, credentials and CLI
+// context, a member's connection to etcd.
+func (o *memberOptions) checkFlags() error {
+	if err := o.limits.Validate(); err != nil {
+		return fmt.Errorf("--api-burst/--max-polls/--max-streams: %w", err)
+	}
+	if _, err := o.storageConfig(); err != nil {
+		return err
+	}
+	_, _, err := o.loadsConfig()
+	return err
+}
+
 // storageConfig is the storage part of the member's configuration.
 func (o *memberOptions) storageConfig() (storage.Config, error) {
 	switch {
@@ -305,6 +321,9 @@ func newOrchestratorCmd() *cobra.Command {
 		Short: "Run one orchestrator: a fleet member that owns partitions and fires their jobs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := mem.checkFlags(); err != nil {
+				return err
+			}
 			lg, err := logs.build()
 			if err != nil {
 				return err

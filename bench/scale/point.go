@@ -298,8 +298,17 @@ func rss(f *fleet) Spread {
 // measures the rate, the take-in, the sizes and the members' memory.
 func (p *Point) create(ctx context.Context, f *fleet) error {
 	if f.cfg.Reuse != "" {
-		// The jobs are there: wait until their owners hold them.
+		// The jobs are there: wait until their owners hold them. A
+		// --jobs above what the directory holds would wait out the
+		// whole timeout: refuse it at once.
 		start := time.Now()
+		resp, err := f.client.Get(ctx, f.keys().JobsPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return err
+		}
+		if resp.Count < int64(p.Jobs) {
+			return fmt.Errorf("--reuse %s holds %d jobs, fewer than --jobs %d: give the job count of the point kept there", f.cfg.Reuse, resp.Count, p.Jobs)
+		}
 		if err := f.waitStates(ctx, p.Jobs, 2*time.Minute+time.Duration(p.Jobs)*time.Millisecond); err != nil {
 			return err
 		}

@@ -290,6 +290,8 @@ func measure(ctx context.Context, cfg Config, n, members int) (*Point, error) {
 	}
 	if !cfg.KeepDir {
 		os.RemoveAll(dir)
+		return p, nil
 	}
+	cfg.Progress.Step("scale: %d jobs on %d members kept in %s (start a fleet on a copy of it with --reuse)", n, members, dir)
 	return p, nil
 }

@@ -1,11 +1,14 @@
 package scale_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,7 +60,7 @@ func TestTinyScale(t *testing.T) {
 	if len(res.Points) != 2 {
 		t.Fatalf("%d points, want 2", len(res.Points))
 	}
-	for _, p := range res.Points {
+	for _, p := range pointsOf(res) {
 		if len(p.Errors) > 0 {
 			t.Errorf("N=%d: failed phases: %v", p.Jobs, p.Errors)
 		}
@@ -65,7 +68,7 @@ func TestTinyScale(t *testing.T) {
 	if res.Failed() {
 		t.Error("Failed: true")
 	}
-	for _, p := range res.Points {
+	for _, p := range pointsOf(res) {
 		n := p.Jobs
 		if p.Partitions != 64 || p.Members != 2 {
 			t.Errorf("N=%d: P=%d on %d members, want 64 on 2", n, p.Partitions, p.Members)
@@ -183,6 +186,8 @@ func TestTinyScaleReuse(t *testing.T) {
 	cfg.Fsync = false
 	cfg.Quota = 256 << 20
 	cfg.Dir, cfg.KeepDir = t.TempDir(), true
+	var progress bytes.Buffer
+	cfg.Progress = bench.NewProgress(&progress)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := scale.Run(ctx, cfg)
@@ -193,6 +198,10 @@ func TestTinyScaleReuse(t *testing.T) {
 	if err != nil || len(kept) != 1 {
 		t.Fatalf("kept directories %v (%v), want one", kept, err)
 	}
+	if !strings.Contains(progress.String(), "kept in "+kept[0]) {
+		t.Errorf("progress %q does not say where the point was kept (%s)", progress.String(), kept[0])
+	}
+	cfg.Progress = nil
 	cfg.Reuse = kept[0]
 	cfg.Phases = []string{scale.PhaseList, scale.PhaseHerd}
 	res, err = scale.Run(ctx, cfg)
@@ -212,6 +221,17 @@ func TestTinyScaleReuse(t *testing.T) {
 	if p.RSS.Min <= 0 || p.HeapLive.Min <= 0 || p.HeapLive.Max > p.RSS.Max {
 		t.Errorf("members' RSS %+v and live heap %+v on a reused directory, want both measured", p.RSS, p.HeapLive)
 	}
+
+	cfg.Jobs, cfg.Phases = []int{100}, []string{scale.PhaseList}
+	res, err = scale.Run(ctx, cfg)
+	msg := fmt.Sprint(err)
+	for _, p := range pointsOf(res) {
+		msg += fmt.Sprint(p.Errors)
+	}
+	if !strings.Contains(msg, "holds 50 jobs, fewer than --jobs 100") {
+		t.Errorf("--jobs 100 on a directory kept with 50: %s, want it refused", msg)
+	}
+	cfg.Jobs = []int{50}
 
 	cfg.Members, cfg.Phases = []int{3}, []string{scale.PhaseSpread}
 	cfg.SpreadJobs, cfg.MinSpread = 20, 2*time.Second
@@ -329,4 +349,12 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: valid, want an error", name)
 		}
 	}
+}
+
+// pointsOf returns res's points, none for a nil res.
+func pointsOf(res *scale.Result) []*scale.Point {
+	if res == nil {
+		return nil
+	}
+	return res.Points
 }

@@ -40,7 +40,6 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 		if err == nil {
 			pt.loaded = true
 			sb.counted(true)
-			pt.lg.Debug("partition loaded from the standby copy", zap.Int64("revision", rev))
 			return rev, nil
 		}
 		pt.lg.Warn("loading the standby copy failed; reading etcd", zap.Error(err))
@@ -191,7 +190,11 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	if len(jobs)+len(active)+len(triggers) > 0 {
 		lvl = zap.InfoLevel
 	}
-	pt.lg.Log(lvl, "partition loaded", zap.Int("jobs", len(jobs)), zap.Int("active_runs", len(active)), zap.Int("triggers", len(triggers)),
+	source := "etcd"
+	if decoded != nil {
+		source = "standby copy"
+	}
+	pt.lg.Log(lvl, "partition loaded", zap.String("from", source), zap.Int("jobs", len(jobs)), zap.Int("active_runs", len(active)), zap.Int("triggers", len(triggers)),
 		zap.Int("runs", hist.runs), zap.Int64("history_bytes", hist.bytes), zap.Int64("revision", rev))
 
 	for _, id := range orphans {

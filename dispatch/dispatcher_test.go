@@ -201,6 +201,18 @@ func (h *harness) create(j store.Job) store.Job {
 	}
 }
 
+// firedOnce fails t if two of runs have the same scheduled time.
+func firedOnce(t *testing.T, runs []store.Run) {
+	t.Helper()
+	seen := map[time.Time]bool{}
+	for _, r := range runs {
+		if seen[r.ScheduledAt] {
+			t.Fatalf("scheduled time %v fired twice", r.ScheduledAt)
+		}
+		seen[r.ScheduledAt] = true
+	}
+}
+
 // waitRuns waits until job id has n runs and returns them, newest first.
 func (h *harness) waitRuns(id string, n int) []store.Run {
 	h.t.Helper()
@@ -463,13 +475,7 @@ func TestHandoffNeitherRefiresNorLosesRuns(t *testing.T) {
 	}
 	h.advance(time.Second)
 	runs := h.waitRuns("tick", 3)
-	seen := map[time.Time]bool{}
-	for _, r := range runs {
-		if seen[r.ScheduledAt] {
-			t.Fatalf("scheduled time %v fired twice", r.ScheduledAt)
-		}
-		seen[r.ScheduledAt] = true
-	}
+	firedOnce(t, runs)
 	if len(runs) != 3 {
 		t.Fatalf("got %d runs, want 3", len(runs))
 	}

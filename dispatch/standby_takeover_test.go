@@ -48,6 +48,31 @@ func (h *harness) heirWithin(member string, hook func(*clientv3.WatchResponse), 
 	return met
 }
 
+// watchGate holds back a standby's watch: its hook, given as the
+// standby's watch hook, waits while the gate is held.
+type watchGate struct {
+	mu   sync.Mutex
+	gate chan struct{}
+}
+
+func (w *watchGate) hook(*clientv3.WatchResponse) {
+	w.mu.Lock()
+	g := w.gate
+	w.mu.Unlock()
+	if g != nil {
+		<-g
+	}
+}
+
+// hold makes the watch wait from its next response until the returned
+// channel is closed.
+func (w *watchGate) hold() chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gate = make(chan struct{})
+	return w.gate
+}
+
 // TestWarmTakeoverWaitsForItsCopy: the owner completes an attempt and
 // fires again right before it goes; the heir takes the partition over
 // from its standby copy. When the copy's watch lags behind those last
@@ -65,25 +90,14 @@ func TestWarmTakeoverWaitsForItsCopy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
 			h.start("m1")
-			var mu sync.Mutex
-			var gate chan struct{} // while set, the heir's watch waits on it
-			met := h.heir("m2", func(*clientv3.WatchResponse) {
-				mu.Lock()
-				g := gate
-				mu.Unlock()
-				if g != nil {
-					<-g
-				}
-			})
+			var gate watchGate
+			met := h.heir("m2", gate.hook)
 			h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
 			h.advance(time.Second)
 			h.waitRuns("tick", 1)
 			a := h.poll("w1", 1)[0]
 			if lag {
-				mu.Lock()
-				gate = make(chan struct{})
-				g := gate
-				mu.Unlock()
+				g := gate.hold()
 				time.AfterFunc(300*time.Millisecond, func() { close(g) })
 			}
 			if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != store.RunSucceeded {
@@ -104,14 +118,7 @@ func TestWarmTakeoverWaitsForItsCopy(t *testing.T) {
 				t.Fatal("the heir accepted a heartbeat for an attempt completed before the takeover")
 			}
 			h.advance(time.Second)
-			runs := h.waitRuns("tick", 3)
-			seen := map[time.Time]bool{}
-			for _, r := range runs {
-				if seen[r.ScheduledAt] {
-					t.Fatalf("scheduled time %v fired twice", r.ScheduledAt)
-				}
-				seen[r.ScheduledAt] = true
-			}
+			firedOnce(t, h.waitRuns("tick", 3))
 		})
 	}
 }
@@ -159,24 +166,12 @@ func TestFailedStandbyWatchFallsBackToEtcd(t *testing.T) {
 func TestStandbyCopyTooLateFallsBackToEtcd(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	var mu sync.Mutex
-	var gate chan struct{} // while set, the heir's watch waits on it
-	met := h.heirWithin("m2", func(*clientv3.WatchResponse) {
-		mu.Lock()
-		g := gate
-		mu.Unlock()
-		if g != nil {
-			<-g
-		}
-	}, 2*time.Second)
+	var gate watchGate
+	met := h.heirWithin("m2", gate.hook, 2*time.Second)
 	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
 	h.advance(time.Second)
 	h.waitRuns("tick", 1)
-	g := make(chan struct{})
-	mu.Lock()
-	gate = g
-	mu.Unlock()
-	defer close(g) // the watch loop must end with the test
+	defer close(gate.hold()) // the watch loop must end with the test
 	h.stop()
 
 	// The clock moves, a step at a time, until the heir gave up on its
@@ -200,12 +195,5 @@ func TestStandbyCopyTooLateFallsBackToEtcd(t *testing.T) {
 	if warm, cold, late := met.Loads("warm"), met.Loads("cold"), met.CatchUpTimeouts(); warm != 0 || cold != 1 || late != 1 {
 		t.Fatalf("loads warm %v, cold %v, catch-up timeouts %v; want 0, 1 and 1", warm, cold, late)
 	}
-	runs := h.waitRuns("tick", 2)
-	seen := map[time.Time]bool{}
-	for _, r := range runs {
-		if seen[r.ScheduledAt] {
-			t.Fatalf("scheduled time %v fired twice", r.ScheduledAt)
-		}
-		seen[r.ScheduledAt] = true
-	}
+	firedOnce(t, h.waitRuns("tick", 2))
 }

@@ -70,7 +70,12 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	k := pt.d.keys
 	jobs := map[string]*jobEntry{}
 	var triggers []triggerReq
+	pauses := map[string]*mvccpb.KeyValue{}
 	rev, err := src(ctx, k.PartitionJobsPrefix(pt.p), 0, loadPage, func(kv *mvccpb.KeyValue) {
+		if id, ok := k.ParsePauseKey(pt.p, string(kv.Key)); ok {
+			pauses[id] = kv
+			return
+		}
 		id, at, ok := k.ParseSpecKey(pt.p, string(kv.Key))
 		switch {
 		case !ok:
@@ -92,6 +97,11 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	})
 	if err != nil {
 		return 0, err
+	}
+	for id, kv := range pauses {
+		if e := jobs[id]; e != nil {
+			e.setPauseKey(kv)
+		}
 	}
 	var orphans []string           // deleted jobs whose state or queue entries remain
 	orphaned := map[string]bool{}  // the same, as a set
@@ -361,9 +371,9 @@ func decodeEntry(kv *mvccpb.KeyValue) (*jobEntry, error) {
 	}
 	work, err := compactWork(&j)
 	if err != nil {
-		return &jobEntry{spec: specOf(&j)}, err
+		return &jobEntry{spec: specOf(&j), docPaused: j.Paused}, err
 	}
-	e := &jobEntry{spec: specOf(&j), work: work}
+	e := &jobEntry{spec: specOf(&j), work: work, docPaused: j.Paused}
 	e.sched, e.schedErr = j.ParseSchedule()
 	return e, nil
 }

@@ -107,6 +107,12 @@ type Config struct {
 	// Console serves the web console's static files under /ui/; nil
 	// serves the console embedded in package console.
 	Console http.Handler
+	// Wrote, if set, is told the bytes every request was charged to its
+	// credential's write budgets (Limits.WriteBytes): etcd history written
+	// through this member, which compacting by history size counts
+	// (*storage.Monitor.NoteWritten). It must be fast and safe for
+	// concurrent use.
+	Wrote func(bytes int64)
 	// EtcdEndpoints returns the etcd client URLs this member uses (such as
 	// (*clientv3.Client).Endpoints). Poll replies carry them, without any
 	// user information, so that workers deny them to "http" jobs; nil
@@ -141,8 +147,8 @@ func (c Config) withDefaults() Config {
 // Handler returns the API's handler for member m.
 func Handler(m Member, cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
-	a := &server{m: m, cfg: cfg, streams: newStreamCap(cfg.Limits)}
-	g := newGuard(cfg)
+	a := &server{m: m, cfg: cfg, streams: newStreamCap(cfg.Limits), throttled: newThrottleCounter(cfg.Registry)}
+	g := newGuard(cfg, a.throttled)
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
 		mux.Handle(rt.pattern, g.route(rt))
@@ -215,9 +221,10 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 type server struct {
-	m       Member
-	cfg     Config
-	streams *streamCap // the partition streams served at once
+	m         Member
+	cfg       Config
+	streams   *streamCap      // the partition streams served at once
+	throttled throttleCounter // 429s by reason
 }
 
 func (a *server) healthz(w http.ResponseWriter, r *http.Request) {

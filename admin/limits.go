@@ -10,16 +10,33 @@ import (
 )
 
 // Limits bound what one credential, and all of them together, may ask of
-// a member.
+// a member. Every limit is per member: a client spreading its requests
+// over n members gets up to n times as much.
 type Limits struct {
 	// Rate is the sustained number of requests per second each credential
 	// may make, with bursts of Burst; beyond it requests get 429 with
-	// Retry-After. The worker protocol is not counted (polls are capped
+	// Retry-After. It is a high ceiling on what a request costs the
+	// member's CPU; what requests make etcd store is bounded by the write
+	// budgets below. The worker protocol is not counted (polls are capped
 	// below; heartbeats and completions follow the attempts a worker
-	// holds). Default 100/s, burst 500; a negative Rate turns the
-	// limit off.
+	// holds). Default DefaultRate/s, burst DefaultBurst; a negative Rate
+	// turns the limit off.
 	Rate  float64
 	Burst int
+	// WriteBytes is the sustained bytes per second of etcd writes each
+	// credential may cause, worker protocol included, with bursts of
+	// WriteBytesBurst; WriteRevisions and WriteRevisionsBurst are the same
+	// for key versions written (etcd keeps every version until it is
+	// compacted, and its quota counts them). A request is charged what it
+	// may write before it is served (budget.go) and refused with 429 and
+	// Retry-After if its credential's budgets cannot pay it. Defaults
+	// DefaultWriteBytes/s (burst DefaultWriteBytesBurst) and
+	// DefaultWriteRevisions/s (burst DefaultWriteRevisionsBurst); a
+	// negative rate turns its budget off.
+	WriteBytes          float64
+	WriteBytesBurst     int
+	WriteRevisions      float64
+	WriteRevisionsBurst int
 	// MaxPolls is the most worker long polls this member holds at once,
 	// and MaxPollsPerCredential the most per credential; beyond either a
 	// poll gets 429 with Retry-After. Defaults 1024 and 256.
@@ -35,9 +52,37 @@ type Limits struct {
 	MaxStreamsPerCredential int
 }
 
+// Defaults of Limits' request rate and write budgets.
+const (
+	// DefaultRate and DefaultBurst make the request rate a ceiling that
+	// a client writing one job per request at etcd's speed stays under:
+	// 16 clients of one credential creating jobs one request each at
+	// some 2 500/s on a two-core machine (the store's speed) are not
+	// slowed down.
+	DefaultRate  = 5000
+	DefaultBurst = 10000
+	// DefaultWriteBytes lets a credential write 2 MiB a second: about
+	// 5 000 jobs of 400 bytes, two full batches (1 MiB of documents
+	// each), or two rewrites of the largest job document; bursts of
+	// DefaultWriteBytesBurst, 8 MiB. On etcd's 2 GiB default quota, one
+	// credential at its budget takes minutes to fill the room above the
+	// high-water mark even without compaction; the fleet compacts by
+	// history size well before (internal/storage).
+	DefaultWriteBytes      = 2 << 20
+	DefaultWriteBytesBurst = 8 << 20
+	// DefaultWriteRevisions lets a credential write 2 000 key versions a
+	// second, in bursts of DefaultWriteRevisionsBurst, 10 000: a create
+	// of 5 000 jobs one request each runs at the store's speed.
+	DefaultWriteRevisions      = 2000
+	DefaultWriteRevisionsBurst = 10000
+)
+
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
-	return Limits{Rate: 100, Burst: 500, MaxPolls: 1024, MaxPollsPerCredential: 256, MaxStreams: 64, MaxStreamsPerCredential: 16}
+	return Limits{Rate: DefaultRate, Burst: DefaultBurst,
+		WriteBytes: DefaultWriteBytes, WriteBytesBurst: DefaultWriteBytesBurst,
+		WriteRevisions: DefaultWriteRevisions, WriteRevisionsBurst: DefaultWriteRevisionsBurst,
+		MaxPolls: 1024, MaxPollsPerCredential: 256, MaxStreams: 64, MaxStreamsPerCredential: 16}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -47,6 +92,18 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.Burst <= 0 {
 		l.Burst = max(d.Burst, int(l.Rate))
+	}
+	if l.WriteBytes == 0 {
+		l.WriteBytes = d.WriteBytes
+	}
+	if l.WriteBytesBurst <= 0 {
+		l.WriteBytesBurst = max(d.WriteBytesBurst, int(l.WriteBytes))
+	}
+	if l.WriteRevisions == 0 {
+		l.WriteRevisions = d.WriteRevisions
+	}
+	if l.WriteRevisionsBurst <= 0 {
+		l.WriteRevisionsBurst = max(d.WriteRevisionsBurst, int(l.WriteRevisions))
 	}
 	if l.MaxPolls <= 0 {
 		l.MaxPolls = d.MaxPolls
@@ -68,6 +125,10 @@ func (l Limits) Validate() error {
 	switch {
 	case l.Burst < 0:
 		return fmt.Errorf("rate burst %d below 0", l.Burst)
+	case l.WriteBytesBurst < 0 || l.WriteRevisionsBurst < 0:
+		return fmt.Errorf("write budget bursts %d bytes and %d revisions: must not be negative", l.WriteBytesBurst, l.WriteRevisionsBurst)
+	case l.WriteBytes > 0 && l.WriteBytes < 1<<10:
+		return fmt.Errorf("write budget %g bytes/s below 1 KiB/s: no job could be written", l.WriteBytes)
 	case l.MaxStreams < 0 || l.MaxStreamsPerCredential < 0:
 		return fmt.Errorf("stream caps %d and %d: must not be negative", l.MaxStreams, l.MaxStreamsPerCredential)
 	case l.MaxPolls < 0 || l.MaxPollsPerCredential < 0:

@@ -115,6 +115,7 @@ type secOptions struct {
 	insecure bool
 	noAuth   bool
 	block    bool // polls block until the test ends
+	wrote    func(int64)
 }
 
 func newSecEnv(t *testing.T, o secOptions) *secEnv {
@@ -154,6 +155,7 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 		Clock:    e.clock,
 		Storage:  func(context.Context) (storage.Report, error) { return storage.Report{Revision: 1}, nil },
 		Cluster:  newFakeCluster(1),
+		Wrote:    o.wrote,
 	}
 	if o.limits == (admin.Limits{}) {
 		cfg.Limits = admin.Limits{Rate: -1}

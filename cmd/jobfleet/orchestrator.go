@@ -125,6 +125,7 @@ type memberOptions struct {
 	insecureNoAuth     bool
 	limits             admin.Limits
 	compactionInterval time.Duration
+	compactionBytes    byteSize
 	etcdQuota          byteSize
 	highWater          float64
 	storageCheck       time.Duration
@@ -150,15 +151,20 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.StringVar(&o.clockOffsetFile, "test-clock-offset-file", "", "fault injection only: skew this member's clock by the Go duration this file holds, re-read every 100ms")
 	_ = fs.MarkHidden("test-clock-offset-file")
 	d := admin.DefaultLimits()
-	fs.Float64Var(&o.limits.Rate, "api-rate", d.Rate, "requests per second each credential may make to the API, worker protocol excluded (negative: unlimited)")
+	fs.Float64Var(&o.limits.Rate, "api-rate", d.Rate, "requests per second each credential may make to the API, worker protocol excluded: a ceiling; the write budgets bound what requests store (negative: unlimited)")
 	fs.IntVar(&o.limits.Burst, "api-burst", d.Burst, "burst of --api-rate")
+	fs.Float64Var(&o.limits.WriteBytes, "api-write-bytes", d.WriteBytes, "bytes per second of etcd writes each credential may cause through this member, worker protocol included; beyond, 429 (negative: unlimited)")
+	fs.IntVar(&o.limits.WriteBytesBurst, "api-write-bytes-burst", d.WriteBytesBurst, "burst of --api-write-bytes, in bytes")
+	fs.Float64Var(&o.limits.WriteRevisions, "api-write-revisions", d.WriteRevisions, "key versions per second each credential may write through this member; beyond, 429 (negative: unlimited)")
+	fs.IntVar(&o.limits.WriteRevisionsBurst, "api-write-revisions-burst", d.WriteRevisionsBurst, "burst of --api-write-revisions")
 	fs.IntVar(&o.limits.MaxPolls, "max-polls", d.MaxPolls, "worker long polls this member holds at once")
 	fs.IntVar(&o.limits.MaxPollsPerCredential, "max-polls-per-credential", d.MaxPollsPerCredential, "worker long polls this member holds at once per credential")
 	fs.IntVar(&o.limits.MaxStreams, "max-streams", d.MaxStreams, "partition streams (the console's live map) this member serves at once")
 	fs.IntVar(&o.limits.MaxStreamsPerCredential, "max-streams-per-credential", d.MaxStreamsPerCredential, "partition streams this member serves at once per credential")
 	fs.DurationVar(&o.compactionInterval, "compaction-interval", storage.DefaultCompactionInterval, "how often the fleet compacts etcd's history, keeping this much of it (at least 1s); 0 leaves compaction to etcd's own --auto-compaction-*")
 	fs.Var(&o.etcdQuota, "etcd-quota-bytes", "etcd's space quota: set it to etcd's --quota-backend-bytes (like 8GiB); 0 takes what etcd reports (v3.6+), else etcd's default 2GiB")
-	fs.Float64Var(&o.highWater, "storage-high-water", storage.DefaultHighWater, "fraction of the etcd quota above which new jobs, growing replacements and triggers are refused with 507 (0 < f <= 1)")
+	fs.Var(&o.compactionBytes, "compaction-bytes", "etcd history written since the last compaction above which a member compacts at once, at most every second (like 64MiB); 0: a quarter of the room above the high-water mark")
+	fs.Float64Var(&o.highWater, "storage-high-water", storage.DefaultHighWater, "fraction of the etcd quota above which new jobs, replacements that do not shrink their job, and triggers are refused with 507 (0 < f <= 1)")
 	fs.DurationVar(&o.storageCheck, "storage-check-interval", storage.DefaultCheckInterval, "how often each member reads etcd's database size and alarms")
 }
 
@@ -257,6 +263,7 @@ func (o *memberOptions) storageConfig() (storage.Config, error) {
 	}
 	c := storage.Config{
 		CompactionInterval: o.compactionInterval,
+		CompactionBytes:    int64(o.compactionBytes),
 		QuotaBytes:         int64(o.etcdQuota),
 		HighWater:          o.highWater,
 		CheckInterval:      o.storageCheck,
@@ -464,6 +471,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	}
 	mlg := acfg.Logger
 	acfg.Jobs, acfg.Worker, acfg.Auth, acfg.Storage = orchestratorJobs(orch), orchestratorWorker(orch), orch.Credentials(), orch.Storage
+	acfg.Wrote = orch.NoteWritten
 	acfg.Cluster = orch
 	h := admin.Handler(orch, acfg)
 	srv, err := httpserver.Start(listen, h, serving.api)

@@ -96,6 +96,11 @@ func (o *Orchestrator) Partitions() (api.PartitionTable, error) {
 	return t, nil
 }
 
+// NoteWritten tells the member's storage monitor that n bytes were written
+// to etcd through its API (admin.Config.Wrote): etcd history that
+// compacting by history size counts (storage.Monitor.NoteWritten).
+func (o *Orchestrator) NoteWritten(n int64) { o.space.NoteWritten(n) }
+
 // Storage reads etcd's storage now: sizes, quota, high-water mark,
 // revisions, the fleet's last compaction, key counts and alarms, with the
 // run history of the partitions this member owns. Errors are classified

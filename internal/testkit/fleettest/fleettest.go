@@ -236,6 +236,8 @@ func (f *Fleet) Join(id string) *Member {
 			Limits:   f.opts.APILimits,
 			Logger:   f.lg.With(zap.String("test_member", id)),
 			Storage:  orch.Storage,
+			Wrote:    orch.NoteWritten,
+			Registry: reg,
 			Cluster:  orch,
 			// As a real member does: workers deny etcd to http jobs (here
 			// both the bridge the member uses and etcd behind it).

@@ -107,6 +107,12 @@ type Config struct {
 	// Console serves the web console's static files under /ui/; nil
 	// serves the console embedded in package console.
 	Console http.Handler
+	// StorageRoom returns the bytes between etcd's high-water mark and its
+	// quota as the member knows them now ((*storage.Monitor).Room): write
+	// budgets left at 0 are sized from it (WriteBytesFor). Nil: the room
+	// of etcd's default quota, 409.6 MiB. It must be fast and safe for
+	// concurrent use.
+	StorageRoom func() int64
 	// Wrote, if set, is told the bytes every request was charged to its
 	// credential's write budgets (Limits.WriteBytes): etcd history written
 	// through this member, which compacting by history size counts

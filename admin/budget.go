@@ -63,7 +63,7 @@ const (
 )
 
 var (
-	costJobWrite   = writeCost{body: true, maxBody: maxJobBodyBytes, bytes: 2 * keyOverhead, revisions: 2} // spec, pause key removed
+	costJobWrite   = writeCost{body: true, maxBody: maxJobBodyBytes, bytes: keyOverhead, revisions: 1} // the spec (a pause key removed with it is a tombstone of a few bytes)
 	costBatch      = writeCost{body: true, maxBody: maxBatchBodyBytes, bytes: keyOverhead, revisions: 1}   // and a revision per item, once decoded
 	costJobDelete  = writeCost{bytes: 8 * keyOverhead, revisions: 8}                                       // spec, pause key, state, queue, the runs' tombstones
 	costPause      = writeCost{bytes: keyOverhead, revisions: 1}                                           // the pause key
@@ -79,13 +79,19 @@ var (
 // up again are forgotten when the map grows, so it stays bounded by the
 // credentials active recently. Safe for concurrent use.
 type budgets struct {
-	bytes, revisions       rate.Limit
-	bytesBurst, revsBurst  int
+	revisions              rate.Limit
+	revsBurst              int
 	offBytes, offRevisions bool
 	clock                  clockwork.Clock
+	// room, if not nil, sizes the bytes budget (WriteBytesFor) from the
+	// room above the high-water mark, read at every charge.
+	room func() int64
 
-	mu      sync.Mutex // guards buckets
-	buckets map[string]*budget
+	mu         sync.Mutex // guards the fields below
+	bytes      rate.Limit
+	bytesBurst int
+	sizedFor   int64 // the room bytes and bytesBurst were sized for
+	buckets    map[string]*budget
 }
 
 // budget is one credential's buckets.
@@ -93,19 +99,56 @@ type budget struct {
 	bytes, revisions *rate.Limiter
 }
 
-func newBudgets(l Limits, clock clockwork.Clock) *budgets {
-	return &budgets{
+func newBudgets(l Limits, room func() int64, clock clockwork.Clock) *budgets {
+	b := &budgets{
 		bytes: rate.Limit(l.WriteBytes), revisions: rate.Limit(l.WriteRevisions),
 		bytesBurst: l.WriteBytesBurst, revsBurst: l.WriteRevisionsBurst,
 		offBytes: l.WriteBytes < 0, offRevisions: l.WriteRevisions < 0,
 		clock: clock, buckets: map[string]*budget{},
 	}
+	if l.WriteBytes == 0 {
+		b.room = room
+		if b.room == nil {
+			b.room = func() int64 { return defaultRoom }
+		}
+		b.resizeLocked(clock.Now())
+	}
+	return b
 }
 
-// of returns credential id's buckets.
-func (b *budgets) of(id string, now time.Time) *budget {
+// resizeLocked sizes the bytes budget from the room, if it is sized so
+// and the room changed, every bucket with it.
+func (b *budgets) resizeLocked(now time.Time) {
+	if b.room == nil {
+		return
+	}
+	room := b.room()
+	if room <= 0 {
+		room = defaultRoom
+	}
+	if room == b.sizedFor {
+		return
+	}
+	perSecond, burst := WriteBytesFor(room)
+	b.bytes, b.bytesBurst, b.sizedFor = rate.Limit(perSecond), burst, room
+	for _, bg := range b.buckets {
+		bg.bytes.SetLimitAt(now, b.bytes)
+		bg.bytes.SetBurstAt(now, b.bytesBurst)
+	}
+}
+
+// bytesBudget returns the bytes budget now: per second, and its burst.
+func (b *budgets) bytesBudget() (float64, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return float64(b.bytes), b.bytesBurst
+}
+
+// of returns credential id's buckets, and the bytes burst.
+func (b *budgets) of(id string, now time.Time) (*budget, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.resizeLocked(now)
 	bg := b.buckets[id]
 	if bg == nil {
 		if len(b.buckets) >= maxIdleBuckets {
@@ -118,7 +161,7 @@ func (b *budgets) of(id string, now time.Time) *budget {
 		bg = &budget{bytes: rate.NewLimiter(b.bytes, b.bytesBurst), revisions: rate.NewLimiter(b.revisions, b.revsBurst)}
 		b.buckets[id] = bg
 	}
-	return bg
+	return bg, b.bytesBurst
 }
 
 // Reasons of a 429 (jobfleet_api_throttled_total).
@@ -156,7 +199,7 @@ func (b *budgets) take(id string, nbytes, nrevs int) (wait time.Duration, reason
 		return 0, "", true
 	}
 	now := b.clock.Now()
-	bg := b.of(id, now)
+	bg, bytesBurst := b.of(id, now)
 	var held []*rate.Reservation
 	refuse := func(d time.Duration, why string) (time.Duration, string, bool) {
 		for _, r := range held {
@@ -170,7 +213,7 @@ func (b *budgets) take(id string, nbytes, nrevs int) (wait time.Duration, reason
 		burst  int
 		off    bool
 		reason string
-	}{{bg.bytes, nbytes, b.bytesBurst, b.offBytes, reasonBytes}, {bg.revisions, nrevs, b.revsBurst, b.offRevisions, reasonRevisions}} {
+	}{{bg.bytes, nbytes, bytesBurst, b.offBytes, reasonBytes}, {bg.revisions, nrevs, b.revsBurst, b.offRevisions, reasonRevisions}} {
 		if c.off || c.n == 0 {
 			continue
 		}
@@ -183,7 +226,7 @@ func (b *budgets) take(id string, nbytes, nrevs int) (wait time.Duration, reason
 			return refuse(d, c.reason)
 		}
 	}
-	b.owe(bg.bytes, nbytes-b.bytesBurst, b.bytesBurst, b.offBytes, now)
+	b.owe(bg.bytes, nbytes-bytesBurst, bytesBurst, b.offBytes, now)
 	b.owe(bg.revisions, nrevs-b.revsBurst, b.revsBurst, b.offRevisions, now)
 	return 0, "", true
 }
@@ -192,8 +235,8 @@ func (b *budgets) take(id string, nbytes, nrevs int) (wait time.Duration, reason
 // buckets hold: what a request wrote beyond what it was charged before.
 func (b *budgets) charge(id string, nbytes, nrevs int) {
 	now := b.clock.Now()
-	bg := b.of(id, now)
-	b.owe(bg.bytes, nbytes, b.bytesBurst, b.offBytes, now)
+	bg, bytesBurst := b.of(id, now)
+	b.owe(bg.bytes, nbytes, bytesBurst, b.offBytes, now)
 	b.owe(bg.revisions, nrevs, b.revsBurst, b.offRevisions, now)
 }
 

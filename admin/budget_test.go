@@ -192,3 +192,48 @@ func TestWorkerProtocolBudgets(t *testing.T) {
 		t.Errorf("bytes charged to the scoped worker: %v, want its %d registrations' at least", got, accepted)
 	}
 }
+
+func TestWriteBytesFor(t *testing.T) {
+	const defaultRoom = (2 << 30) / 5 // etcd's default quota, 80%: 409.6 MiB of room
+	for _, tt := range []struct {
+		room      int64
+		perSecond float64
+		burst     int
+	}{
+		{defaultRoom, defaultRoom / 16, defaultRoom / 4},
+		{(64 << 20) / 5, (64 << 20) / 5 / 16, (64 << 20) / 5 / 4}, // a 64 MiB quota: 0.8 MiB/s, bursts of 3.2 MiB
+		{1 << 20, 256 << 10, 1 << 20},                             // the floors
+		{64 << 30, 64 << 20, 256 << 20},                           // the ceilings
+	} {
+		if perSecond, burst := admin.WriteBytesFor(tt.room); perSecond != tt.perSecond || burst != tt.burst {
+			t.Errorf("WriteBytesFor(%d) = %v/s, burst %d; want %v/s, burst %d", tt.room, perSecond, burst, tt.perSecond, tt.burst)
+		}
+	}
+}
+
+// TestWriteBudgetFollowsTheRoom: a bytes budget left at 0 is sized from
+// the room above the high-water mark as the member knows it now, and
+// follows it when it changes (the quota is learned at the first check).
+func TestWriteBudgetFollowsTheRoom(t *testing.T) {
+	var room atomic.Int64
+	room.Store(4 << 20) // WriteBytesFor: 256 KiB/s, bursts of 1 MiB
+	e := newSecEnv(t, secOptions{limits: admin.Limits{Rate: -1}, room: room.Load})
+	op := e.cred(auth.CreateRequest{Role: auth.RoleOperator})
+	put := request{method: "PUT", path: "/v1/jobs/j", body: bigJob("j", 240<<10)}
+	for i := range 4 {
+		if code, _, body := e.send(put, op.Secret); code >= 300 {
+			t.Fatalf("write %d of 240 KiB on a 1 MiB burst: %d %s", i+1, code, body)
+		}
+	}
+	if code, _, body := e.send(put, op.Secret); code != http.StatusTooManyRequests || !strings.Contains(errorMessage(t, body), "256 KiB a second (bursts of 1.0 MiB)") {
+		t.Fatalf("fifth write: %d %s, want 429 naming the budget sized from the room", code, body)
+	}
+	room.Store(64 << 20) // 4 MiB/s, bursts of 16 MiB, from the next request on
+	e.send(put, op.Secret)
+	e.clock.Advance(time.Second)
+	for i := range 10 {
+		if code, _, body := e.send(put, op.Secret); code >= 300 {
+			t.Fatalf("write %d a second after the room grew: %d %s", i+1, code, body)
+		}
+	}
+}

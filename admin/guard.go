@@ -79,7 +79,7 @@ func newGuard(cfg Config, throttled throttleCounter) *guard {
 		}, []string{"route", "code"}),
 		throttled: throttled,
 		limiter:   newRateLimiter(cfg.Limits, cfg.Clock),
-		budgets:   newBudgets(cfg.Limits, cfg.Clock),
+		budgets:   newBudgets(cfg.Limits, cfg.StorageRoom, cfg.Clock),
 		spent:     newBudgetMetrics(cfg.Registry),
 		anonLog:   &anonLog{clock: cfg.Clock, last: map[string]time.Time{}},
 		polls:     newPollCaps(cfg.Limits),
@@ -300,12 +300,13 @@ func (g *guard) pay(w http.ResponseWriter, r *http.Request, rt route, p auth.Pri
 	}
 	wait, reason, ok := g.budgets.take(p.ID, nbytes, nrevs)
 	if !ok {
-		what := fmt.Sprintf("%s of etcd writes a second (bursts of %s)", humanize.IBytes(uint64(g.cfg.Limits.WriteBytes)), humanize.IBytes(uint64(g.cfg.Limits.WriteBytesBurst)))
+		perSecond, burst := g.budgets.bytesBudget()
+		what := fmt.Sprintf("%s a second (bursts of %s)", humanize.IBytes(uint64(perSecond)), humanize.IBytes(uint64(burst)))
 		if reason == reasonRevisions {
-			what = fmt.Sprintf("%g key versions written a second (bursts of %d)", g.cfg.Limits.WriteRevisions, g.cfg.Limits.WriteRevisionsBurst)
+			what = fmt.Sprintf("%g key versions a second (bursts of %d)", g.cfg.Limits.WriteRevisions, g.cfg.Limits.WriteRevisionsBurst)
 		}
-		g.tooMany(w, reason, wait, fmt.Sprintf("write budget of credential %q exceeded: this request may write %s in %d key versions, and the credential may write %s on this member; retry in %v",
-			p.ID, humanize.IBytes(uint64(nbytes)), nrevs, what, wait.Round(time.Millisecond)))
+		g.tooMany(w, reason, wait, fmt.Sprintf("write budget of credential %q exceeded: it may write %s to etcd through this member, and this request may write %s (%d key versions); retry in %v",
+			p.ID, what, humanize.IBytes(uint64(nbytes)), nrevs, wait.Round(time.Millisecond)))
 		return false
 	}
 	g.charged(p, nbytes, nrevs)

@@ -29,10 +29,13 @@ type Limits struct {
 	// for key versions written (etcd keeps every version until it is
 	// compacted, and its quota counts them). A request is charged what it
 	// may write before it is served (budget.go) and refused with 429 and
-	// Retry-After if its credential's budgets cannot pay it. Defaults
-	// DefaultWriteBytes/s (burst DefaultWriteBytesBurst) and
-	// DefaultWriteRevisions/s (burst DefaultWriteRevisionsBurst); a
-	// negative rate turns its budget off.
+	// Retry-After if its credential's budgets cannot pay it. WriteBytes 0
+	// sizes the bytes budget from etcd's quota (WriteBytesFor, with
+	// Config.StorageRoom): a sixteenth a second, in bursts of a quarter,
+	// of the room between the high-water mark and the quota; WriteBytesBurst
+	// 0 with a WriteBytes set is max(WriteBytes, 4 MiB). WriteRevisions
+	// defaults to DefaultWriteRevisions/s (burst
+	// DefaultWriteRevisionsBurst). A negative rate turns its budget off.
 	WriteBytes          float64
 	WriteBytesBurst     int
 	WriteRevisions      float64
@@ -61,15 +64,6 @@ const (
 	// slowed down.
 	DefaultRate  = 5000
 	DefaultBurst = 10000
-	// DefaultWriteBytes lets a credential write 2 MiB a second: about
-	// 5 000 jobs of 400 bytes, two full batches (1 MiB of documents
-	// each), or two rewrites of the largest job document; bursts of
-	// DefaultWriteBytesBurst, 8 MiB. On etcd's 2 GiB default quota, one
-	// credential at its budget takes minutes to fill the room above the
-	// high-water mark even without compaction; the fleet compacts by
-	// history size well before (internal/storage).
-	DefaultWriteBytes      = 2 << 20
-	DefaultWriteBytesBurst = 8 << 20
 	// DefaultWriteRevisions lets a credential write 2 000 key versions a
 	// second, in bursts of DefaultWriteRevisionsBurst, 10 000: a create
 	// of 5 000 jobs one request each runs at the store's speed.
@@ -77,10 +71,30 @@ const (
 	DefaultWriteRevisionsBurst = 10000
 )
 
+// WriteBytesFor returns the bytes budget of a credential (Limits.WriteBytes
+// and WriteBytesBurst left at 0) when room bytes lie between etcd's
+// high-water mark and its quota: a sixteenth of the room a second
+// (between 256 KiB/s and 64 MiB/s), in bursts of a quarter (between
+// 1 MiB and 256 MiB). On etcd's default 2 GiB quota with the default mark
+// (409.6 MiB of room) that is 25.6 MiB/s in bursts of 102.4 MiB, more
+// than etcd writes on a small machine: ordinary work runs at the store's
+// speed. On a 64 MiB quota it is 0.8 MiB/s in bursts of 3.2 MiB: between
+// two compactions by history size (a quarter of the room written, at
+// least a second apart; internal/storage), one credential fills a
+// fraction of the room.
+func WriteBytesFor(room int64) (perSecond float64, burst int) {
+	perSecond = float64(min(max(room/16, 256<<10), 64<<20))
+	burst = int(min(max(room/4, 1<<20), 256<<20))
+	return perSecond, burst
+}
+
+// defaultRoom is the room above the high-water mark of etcd's default
+// quota (2 GiB) with the default mark (80%).
+const defaultRoom = (2 << 30) / 5
+
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
 	return Limits{Rate: DefaultRate, Burst: DefaultBurst,
-		WriteBytes: DefaultWriteBytes, WriteBytesBurst: DefaultWriteBytesBurst,
 		WriteRevisions: DefaultWriteRevisions, WriteRevisionsBurst: DefaultWriteRevisionsBurst,
 		MaxPolls: 1024, MaxPollsPerCredential: 256, MaxStreams: 64, MaxStreamsPerCredential: 16}
 }
@@ -93,11 +107,8 @@ func (l Limits) withDefaults() Limits {
 	if l.Burst <= 0 {
 		l.Burst = max(d.Burst, int(l.Rate))
 	}
-	if l.WriteBytes == 0 {
-		l.WriteBytes = d.WriteBytes
-	}
-	if l.WriteBytesBurst <= 0 {
-		l.WriteBytesBurst = max(d.WriteBytesBurst, int(l.WriteBytes))
+	if l.WriteBytes > 0 && l.WriteBytesBurst <= 0 {
+		l.WriteBytesBurst = max(4<<20, int(l.WriteBytes))
 	}
 	if l.WriteRevisions == 0 {
 		l.WriteRevisions = d.WriteRevisions

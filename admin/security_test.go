@@ -116,6 +116,7 @@ type secOptions struct {
 	noAuth   bool
 	block    bool // polls block until the test ends
 	wrote    func(int64)
+	room     func() int64
 }
 
 func newSecEnv(t *testing.T, o secOptions) *secEnv {
@@ -142,20 +143,21 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 	e.logs = logs
 	e.reg = prometheus.NewRegistry()
 	cfg := admin.Config{
-		Gatherer: e.reg,
-		Registry: e.reg,
-		Logger:   zap.New(core),
-		Jobs:     func() (admin.JobStore, error) { return e.jobs, nil },
-		Worker:   func() (admin.WorkerProtocol, error) { return e.proto, nil },
-		Auth:     e.cache,
-		Tokens:   e.tokens,
-		Insecure: o.insecure,
-		Loopback: o.loopback,
-		Limits:   o.limits,
-		Clock:    e.clock,
-		Storage:  func(context.Context) (storage.Report, error) { return storage.Report{Revision: 1}, nil },
-		Cluster:  newFakeCluster(1),
-		Wrote:    o.wrote,
+		Gatherer:    e.reg,
+		Registry:    e.reg,
+		Logger:      zap.New(core),
+		Jobs:        func() (admin.JobStore, error) { return e.jobs, nil },
+		Worker:      func() (admin.WorkerProtocol, error) { return e.proto, nil },
+		Auth:        e.cache,
+		Tokens:      e.tokens,
+		Insecure:    o.insecure,
+		Loopback:    o.loopback,
+		Limits:      o.limits,
+		Clock:       e.clock,
+		Storage:     func(context.Context) (storage.Report, error) { return storage.Report{Revision: 1}, nil },
+		Cluster:     newFakeCluster(1),
+		Wrote:       o.wrote,
+		StorageRoom: o.room,
 	}
 	if o.limits == (admin.Limits{}) {
 		cfg.Limits = admin.Limits{Rate: -1}

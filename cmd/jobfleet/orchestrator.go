@@ -153,8 +153,8 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	d := admin.DefaultLimits()
 	fs.Float64Var(&o.limits.Rate, "api-rate", d.Rate, "requests per second each credential may make to the API, worker protocol excluded: a ceiling; the write budgets bound what requests store (negative: unlimited)")
 	fs.IntVar(&o.limits.Burst, "api-burst", d.Burst, "burst of --api-rate")
-	fs.Float64Var(&o.limits.WriteBytes, "api-write-bytes", d.WriteBytes, "bytes per second of etcd writes each credential may cause through this member, worker protocol included; beyond, 429 (negative: unlimited)")
-	fs.IntVar(&o.limits.WriteBytesBurst, "api-write-bytes-burst", d.WriteBytesBurst, "burst of --api-write-bytes, in bytes")
+	fs.Float64Var(&o.limits.WriteBytes, "api-write-bytes", d.WriteBytes, "bytes per second of etcd writes each credential may cause through this member, worker protocol included; beyond, 429; 0: a sixteenth of the room between the etcd quota's high-water mark and the quota (25.6 MiB/s on 2 GiB), bursts of a quarter (negative: unlimited)")
+	fs.IntVar(&o.limits.WriteBytesBurst, "api-write-bytes-burst", d.WriteBytesBurst, "burst of a --api-write-bytes set, in bytes (0: the larger of it and 4 MiB)")
 	fs.Float64Var(&o.limits.WriteRevisions, "api-write-revisions", d.WriteRevisions, "key versions per second each credential may write through this member; beyond, 429 (negative: unlimited)")
 	fs.IntVar(&o.limits.WriteRevisionsBurst, "api-write-revisions-burst", d.WriteRevisionsBurst, "burst of --api-write-revisions")
 	fs.IntVar(&o.limits.MaxPolls, "max-polls", d.MaxPolls, "worker long polls this member holds at once")
@@ -471,7 +471,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	}
 	mlg := acfg.Logger
 	acfg.Jobs, acfg.Worker, acfg.Auth, acfg.Storage = orchestratorJobs(orch), orchestratorWorker(orch), orch.Credentials(), orch.Storage
-	acfg.Wrote = orch.NoteWritten
+	acfg.Wrote, acfg.StorageRoom = orch.NoteWritten, orch.StorageRoom
 	acfg.Cluster = orch
 	h := admin.Handler(orch, acfg)
 	srv, err := httpserver.Start(listen, h, serving.api)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -56,6 +57,7 @@ type Compactor struct {
 	// round. Nil: rounds on the clock only.
 	due     <-chan struct{}
 	rounded func()
+	checked func() (rev int64, at time.Time)
 }
 
 // NewCompactor validates cfg and returns a compactor. It starts nothing.
@@ -94,7 +96,7 @@ type round struct {
 // Monitor.Check). Call it before Run, with the monitor of the same member
 // (run too).
 func (c *Compactor) CompactOnHistory(m *Monitor) {
-	c.due, c.rounded = m.due, m.rounded
+	c.due, c.rounded, c.checked = m.due, m.rounded, m.checked
 }
 
 // Run takes part in a round every interval, and earlier when history
@@ -174,7 +176,16 @@ func (c *Compactor) round(ctx context.Context, r round, trigger string) round {
 		r.rev, r.failing = resp.Header.Revision, false
 		return r
 	}
-	rec := Compaction{Member: c.cfg.Member, Revision: r.rev, At: c.cfg.Clock.Now().UTC(), Interval: store.Duration(c.cfg.CompactionInterval)}
+	target := r.rev
+	if trigger == triggerHistory && c.checked != nil {
+		// The revision of the monitor's last check, if newer and at
+		// least MinCompactionGap old: after a quiet interval the
+		// previous round's is from long before the writes.
+		if rev, at := c.checked(); rev > target && !at.IsZero() && c.cfg.Clock.Since(at) >= MinCompactionGap {
+			target = rev
+		}
+	}
+	rec := Compaction{Member: c.cfg.Member, Revision: target, At: c.cfg.Clock.Now().UTC(), Interval: store.Duration(c.cfg.CompactionInterval)}
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return c.failed(ctx, r, "encoding the compaction record failed", err)
@@ -189,7 +200,7 @@ func (c *Compactor) round(ctx context.Context, r round, trigger string) round {
 			// The claim is a write, refused under the NOSPACE alarm;
 			// compaction is not. Compact unclaimed: other members may
 			// do the same, which is harmless.
-			c.compact(rctx, r.rev, trigger, "unclaimed, etcd's NOSPACE alarm is raised")
+			c.compact(rctx, target, trigger, "unclaimed, etcd's NOSPACE alarm is raised")
 			return r // the same revision again next round: only older
 		}
 		return c.failed(ctx, r, "claiming a compaction round failed", err)

@@ -81,6 +81,10 @@ type Monitor struct {
 	// less since (0: not read yet), which its growth is counted from.
 	written int64
 	base    int64
+	// sinceCheck is the bytes noted since the last check: under a flood
+	// of writes the monitor checks again every half compaction size, so
+	// that the high-water mark is seen within a compaction's worth.
+	sinceCheck int64
 }
 
 // NewMonitor validates cfg and returns a monitor. It starts nothing; until
@@ -112,8 +116,43 @@ func NewMonitor(client *clientv3.Client, cfg Config) (*Monitor, error) {
 func (m *Monitor) NoteWritten(n int64) {
 	m.mu.Lock()
 	m.written += n
+	m.sinceCheck += n
+	recheck := m.sinceCheck >= m.compactionBytes(m.st.Quota)/2
+	if recheck {
+		m.sinceCheck = 0
+	}
 	m.mu.Unlock()
+	if recheck {
+		select {
+		case m.recheck <- struct{}{}:
+		default:
+		}
+	}
 	m.checkHistory()
+}
+
+// Room returns the bytes between the high-water mark and the quota, as
+// of the last check; before the first, those of Config.QuotaBytes, else
+// of DefaultQuotaBytes. The API sizes its write budgets from it. It
+// answers from memory.
+func (m *Monitor) Room() int64 {
+	st := m.State()
+	if st.Quota > 0 {
+		return st.Quota - st.HighWaterBytes
+	}
+	quota := m.cfg.QuotaBytes
+	if quota <= 0 {
+		quota = DefaultQuotaBytes
+	}
+	return quota - int64(m.cfg.HighWater*float64(quota))
+}
+
+// checked returns the revision etcd had at the last successful check, and
+// when that was (zero before the first): a compaction by history size may
+// compact to it once it is MinCompactionGap old.
+func (m *Monitor) checked() (int64, time.Time) {
+	st := m.State()
+	return st.Revision, st.CheckedAt
 }
 
 // rounded is told by the compactor that it made a round: the history
@@ -162,7 +201,8 @@ func (m *Monitor) checkHistory() {
 }
 
 // Run checks every CheckInterval, and at once after NoteWriteError saw a
-// write refused for lack of space, until ctx is cancelled; it returns nil
+// write refused for lack of space or NoteWritten half the compaction size
+// written since the last check, until ctx is cancelled; it returns nil
 // then.
 func (m *Monitor) Run(ctx context.Context) error {
 	for {
@@ -256,6 +296,7 @@ func (m *Monitor) Check(ctx context.Context) State {
 	next.CheckedAt = m.cfg.Clock.Now()
 	st := m.publish(func(State) State { return next })
 	m.mu.Lock()
+	m.sinceCheck = 0
 	if m.base == 0 || next.DBSizeInUse < m.base {
 		// The first check, or the database shrank (a compaction, or
 		// keys deleted): count from here.

@@ -230,15 +230,16 @@ func (f *Fleet) Join(id string) *Member {
 				}
 				return d, nil
 			},
-			Auth:     orch.Credentials(),
-			Tokens:   auth.NewStore(client, f.NS, nil),
-			Loopback: true,
-			Limits:   f.opts.APILimits,
-			Logger:   f.lg.With(zap.String("test_member", id)),
-			Storage:  orch.Storage,
-			Wrote:    orch.NoteWritten,
-			Registry: reg,
-			Cluster:  orch,
+			Auth:        orch.Credentials(),
+			Tokens:      auth.NewStore(client, f.NS, nil),
+			Loopback:    true,
+			Limits:      f.opts.APILimits,
+			Logger:      f.lg.With(zap.String("test_member", id)),
+			Storage:     orch.Storage,
+			Wrote:       orch.NoteWritten,
+			StorageRoom: orch.StorageRoom,
+			Registry:    reg,
+			Cluster:     orch,
 			// As a real member does: workers deny etcd to http jobs (here
 			// both the bridge the member uses and etcd behind it).
 			EtcdEndpoints: func() []string { return append(client.Endpoints(), f.etcd.Endpoints()...) },

@@ -63,11 +63,11 @@ const (
 )
 
 var (
-	costJobWrite   = writeCost{body: true, maxBody: maxJobBodyBytes, bytes: keyOverhead, revisions: 1} // the spec (a pause key removed with it is a tombstone of a few bytes)
-	costBatch      = writeCost{body: true, maxBody: maxBatchBodyBytes, bytes: keyOverhead, revisions: 1}   // and a revision per item, once decoded
-	costJobDelete  = writeCost{bytes: 8 * keyOverhead, revisions: 8}                                       // spec, pause key, state, queue, the runs' tombstones
-	costPause      = writeCost{bytes: keyOverhead, revisions: 1}                                           // the pause key
-	costTrigger    = writeCost{bytes: runWrite + 4*keyOverhead, revisions: 5}                              // request, run, queue entry, state, request deleted
+	costJobWrite   = writeCost{body: true, maxBody: maxJobBodyBytes, bytes: keyOverhead, revisions: 1}   // the spec (a pause key removed with it is a tombstone of a few bytes)
+	costBatch      = writeCost{body: true, maxBody: maxBatchBodyBytes, bytes: keyOverhead, revisions: 1} // and a revision per item, once decoded
+	costJobDelete  = writeCost{bytes: 8 * keyOverhead, revisions: 8}                                     // spec, pause key, state, queue, the runs' tombstones
+	costPause      = writeCost{bytes: keyOverhead, revisions: 1}                                         // the pause key
+	costTrigger    = writeCost{bytes: runWrite + 4*keyOverhead, revisions: 5}                            // request, run, queue entry, state, request deleted
 	costComplete   = writeCost{body: true, maxBody: maxProtocolBody, bytes: runWrite + 2*keyOverhead, revisions: 3}
 	costRegister   = writeCost{body: true, maxBody: maxProtocolBody, bytes: 2 * keyOverhead, revisions: 2} // registration, its lease
 	costDeregister = writeCost{bytes: keyOverhead, revisions: 1}

@@ -6,8 +6,10 @@
 // Every route is listed once, as data, in the route table (routes.go) with
 // the access it needs (auth.Access); one guard in front of the routes
 // authenticates the caller and enforces the table, the browser defences,
-// rate limits and long-poll caps, and writes the audit log. Only GET
-// /healthz and GET /readyz answer without a credential.
+// the request-rate ceiling, each credential's write budgets (budget.go:
+// the bytes and key versions a request may make etcd store) and long-poll
+// caps, and writes the audit log. Only GET /healthz and GET /readyz answer
+// without a credential.
 package admin
 
 import (

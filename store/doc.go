@@ -38,6 +38,13 @@
 //     Documents keep each value's form exactly (string or reference).
 //     Job.Redacted hides literal header values from readers without write
 //     access. URLs carrying user:password are refused.
+//   - Pausing and resuming a job (Etcd.SetPaused) write its pause key, a
+//     few dozen bytes beside its spec (pause.go), never its document;
+//     every read shows the job's Paused, UpdatedAt and Revision with the
+//     key applied while it is newer than the document, so a document read
+//     before a pause is stale for a conditional Put. Above the high-water
+//     mark (Etcd.WithGuard) a replacement is written only if it shrinks
+//     the job's document.
 //
 // # Defaults
 //

@@ -3,8 +3,6 @@ package api
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // Error is the body of every error reply: {"error": "message"}. The
@@ -24,21 +22,21 @@ type Status struct {
 // JobList is the reply of GET /v1/jobs: one page of jobs, in the API's
 // order (by partition, then ID).
 type JobList struct {
-	Jobs []store.Job `json:"jobs"`
+	Jobs []Job `json:"jobs"`
 	// NextCursor is the ?cursor of the next page; "" on the last page.
 	NextCursor string `json:"next_cursor"`
 }
 
 // RunList is the reply of GET /v1/jobs/{id}/runs, newest first.
 type RunList struct {
-	Runs []store.Run `json:"runs"`
+	Runs []Run `json:"runs"`
 }
 
 // FailingRunList is the reply of GET /v1/runs: entries of the
 // failing-runs index (runs failed or dead), in the index's order (by
 // partition, job and scheduled time; see store.Etcd.ListFailing).
 type FailingRunList struct {
-	Runs []store.FailingRun `json:"runs"`
+	Runs []FailingRun `json:"runs"`
 	// NextCursor is the ?cursor of the next page; "" on the last page.
 	NextCursor string `json:"next_cursor"`
 }
@@ -106,7 +104,7 @@ type StorageReport struct {
 	Compaction *Compaction `json:"compaction"`
 	// CompactionInterval is this member's compaction interval, "0s" if
 	// compaction is left to etcd.
-	CompactionInterval store.Duration `json:"compaction_interval"`
+	CompactionInterval Duration `json:"compaction_interval"`
 	// Keys counts the fleet's keys in etcd.
 	Keys KeyCounts `json:"keys"`
 	// History is the run history of the partitions the answering member
@@ -134,7 +132,7 @@ type Compaction struct {
 	At time.Time `json:"at"`
 	// Interval is its compaction interval: the revision was current at
 	// least this long before At.
-	Interval store.Duration `json:"interval"`
+	Interval Duration `json:"interval"`
 }
 
 // History is the run history one member's partitions keep.
@@ -252,5 +250,5 @@ type PreviewRequest struct {
 // WorkerList is the reply of GET /v1/cluster/workers: the live worker
 // registrations, by ID.
 type WorkerList struct {
-	Workers []store.Worker `json:"workers"`
+	Workers []Worker `json:"workers"`
 }

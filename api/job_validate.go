@@ -1,4 +1,4 @@
-package store
+package api
 
 import (
 	"encoding/json"
@@ -122,6 +122,13 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 func (e *FieldError) Unwrap() error { return ErrInvalidJob }
 
 func fieldErr(field, format string, args ...any) *FieldError {
+	return FieldErrorf(field, format, args...)
+}
+
+// FieldErrorf returns the *FieldError of field with the message
+// fmt.Sprintf(format, args...): how every package that checks part of a
+// document names the field it refuses.
+func FieldErrorf(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
@@ -265,7 +272,12 @@ func (r RetryPolicy) validate() error {
 
 // quoteClipped quotes s for an error message, cut to its first 64 bytes
 // (on a character boundary) so that no value can make a message long.
-func quoteClipped(s string) string {
+func quoteClipped(s string) string { return QuoteClipped(s) }
+
+// QuoteClipped returns s quoted as Go does, cut to its first 64 bytes (on
+// a character boundary) with its length appended when longer: how error
+// messages quote what a caller sent without echoing all of it.
+func QuoteClipped(s string) string {
 	const max = 64
 	if len(s) <= max {
 		return strconv.Quote(s)

@@ -1,4 +1,4 @@
-package store_test
+package api_test
 
 import (
 	"errors"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/schedule"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 func utc(s string) time.Time {
@@ -32,26 +32,26 @@ func TestNextFires(t *testing.T) {
 	past := utc("2026-03-01T00:00:00Z")
 	for _, tc := range []struct {
 		name string
-		job  store.Job
+		job  api.Job
 		n    int
 		want string
 	}{
-		{"cron in UTC", store.Job{Schedule: "0 2 * * *", CreatedAt: past}, 3,
+		{"cron in UTC", api.Job{Schedule: "0 2 * * *", CreatedAt: past}, 3,
 			"2026-03-08T02:00:00Z 2026-03-09T02:00:00Z 2026-03-10T02:00:00Z"},
 		// Spring forward in New York on 2026-03-08: 02:30 does not exist
 		// that day and fires at the jump, 03:00 EDT (07:00Z).
-		{"spring forward", store.Job{Schedule: "30 2 * * *", Timezone: "America/New_York", CreatedAt: past}, 3,
+		{"spring forward", api.Job{Schedule: "30 2 * * *", Timezone: "America/New_York", CreatedAt: past}, 3,
 			"2026-03-08T07:00:00Z 2026-03-09T06:30:00Z 2026-03-10T06:30:00Z"},
-		{"every", store.Job{Schedule: "@every 90m", CreatedAt: past}, 2, "2026-03-07T13:30:00Z 2026-03-07T15:00:00Z"},
-		{"after the owner's last time", store.Job{Schedule: "@hourly", CreatedAt: past, State: &store.JobState{Last: utc("2026-03-07T14:00:00Z")}}, 1,
+		{"every", api.Job{Schedule: "@every 90m", CreatedAt: past}, 2, "2026-03-07T13:30:00Z 2026-03-07T15:00:00Z"},
+		{"after the owner's last time", api.Job{Schedule: "@hourly", CreatedAt: past, State: &api.JobState{Last: utc("2026-03-07T14:00:00Z")}}, 1,
 			"2026-03-07T15:00:00Z"},
-		{"created later than now", store.Job{Schedule: "@hourly", CreatedAt: utc("2026-03-07T12:30:00Z")}, 1, "2026-03-07T13:00:00Z"},
-		{"paused: as if resumed", store.Job{Schedule: "@daily", Paused: true, CreatedAt: past}, 1, "2026-03-08T00:00:00Z"},
-		{"one-off ahead", store.Job{RunAt: &runAt, CreatedAt: past}, 5, "2026-03-10T08:30:00.25Z"},
-		{"one-off past, not fired yet", store.Job{RunAt: &past, CreatedAt: now}, 5, "2026-03-01T00:00:00Z"},
-		{"one-off fired", store.Job{RunAt: &runAt, CreatedAt: past, State: &store.JobState{Last: runAt}}, 5, ""},
-		{"one-off finished", store.Job{RunAt: &runAt, CreatedAt: past, State: &store.JobState{FinishedAt: now}}, 5, ""},
-		{"run once when created", store.Job{CreatedAt: now}, 5, "2026-03-07T12:00:00Z"},
+		{"created later than now", api.Job{Schedule: "@hourly", CreatedAt: utc("2026-03-07T12:30:00Z")}, 1, "2026-03-07T13:00:00Z"},
+		{"paused: as if resumed", api.Job{Schedule: "@daily", Paused: true, CreatedAt: past}, 1, "2026-03-08T00:00:00Z"},
+		{"one-off ahead", api.Job{RunAt: &runAt, CreatedAt: past}, 5, "2026-03-10T08:30:00.25Z"},
+		{"one-off past, not fired yet", api.Job{RunAt: &past, CreatedAt: now}, 5, "2026-03-01T00:00:00Z"},
+		{"one-off fired", api.Job{RunAt: &runAt, CreatedAt: past, State: &api.JobState{Last: runAt}}, 5, ""},
+		{"one-off finished", api.Job{RunAt: &runAt, CreatedAt: past, State: &api.JobState{FinishedAt: now}}, 5, ""},
+		{"run once when created", api.Job{CreatedAt: now}, 5, "2026-03-07T12:00:00Z"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.job.ID = "j"
@@ -65,7 +65,7 @@ func TestNextFires(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (&store.Job{Schedule: "@daily"}).NextFires(now, 101); !errors.Is(err, store.ErrInvalidJob) {
+	if _, err := (&api.Job{Schedule: "@daily"}).NextFires(now, 101); !errors.Is(err, api.ErrInvalidJob) {
 		t.Errorf("count 101: got %v, want ErrInvalidJob", err)
 	}
 }
@@ -86,7 +86,7 @@ func TestNextFiresAsTheSchedulerFires(t *testing.T) {
 		{"15 10 29 2 *", "UTC"},
 	} {
 		t.Run(tc.spec+" "+tc.zone, func(t *testing.T) {
-			j := store.Job{ID: "j", Schedule: tc.spec, Timezone: tc.zone, CreatedAt: created}
+			j := api.Job{ID: "j", Schedule: tc.spec, Timezone: tc.zone, CreatedAt: created}
 			fires, err := j.NextFires(created, 100)
 			if err != nil {
 				t.Fatal(err)
@@ -119,7 +119,7 @@ func TestNextFiresAsTheSchedulerFires(t *testing.T) {
 
 func TestPreviewFires(t *testing.T) {
 	now := utc("2026-10-31T12:00:00Z")
-	got, err := store.PreviewFires("30 1 * * *", "America/New_York", nil, now, 2)
+	got, err := api.PreviewFires("30 1 * * *", "America/New_York", nil, now, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +142,8 @@ func TestPreviewFires(t *testing.T) {
 		{"@daily", "", nil, 0, "count"},
 		{"@daily", "", nil, 101, "count"},
 	} {
-		_, err := store.PreviewFires(tc.spec, tc.zone, tc.runAt, now, tc.n)
-		var fe *store.FieldError
+		_, err := api.PreviewFires(tc.spec, tc.zone, tc.runAt, now, tc.n)
+		var fe *api.FieldError
 		if !errors.As(err, &fe) || fe.Field != tc.field {
 			t.Errorf("PreviewFires(%q, %q, %v, %d): got %v, want an error about %s", tc.spec, tc.zone, tc.runAt, tc.n, err, tc.field)
 		}

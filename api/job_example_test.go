@@ -1,4 +1,4 @@
-package store_test
+package api_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/jobfleet/jobfleet/store"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 func ExampleDecodeJob() {
@@ -18,13 +18,13 @@ func ExampleDecodeJob() {
 	  "executor": {"type": "http", "url": "http://127.0.0.1:9000/hook"},
 	  "payload": {"report": "sales"}
 	}`
-	job, err := store.DecodeJob(strings.NewReader(doc), 0)
+	job, err := api.DecodeJob(strings.NewReader(doc), 0)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	job.Normalize()
-	if err := job.Validate(store.DefaultLimits()); err != nil {
+	if err := job.Validate(api.DefaultLimits()); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -58,19 +58,19 @@ func ExampleDecodeJob() {
 }
 
 func ExampleJob_Validate() {
-	job := store.Job{
+	job := api.Job{
 		ID:       "cleanup",
 		Schedule: "0 0 30 2 *",
-		Executor: store.Executor{Type: store.ExecutorShell, Command: []string{"rm", "-rf", "/tmp/cache"}},
+		Executor: api.Executor{Type: api.ExecutorShell, Command: []string{"rm", "-rf", "/tmp/cache"}},
 	}
-	err := job.Validate(store.DefaultLimits())
+	err := job.Validate(api.DefaultLimits())
 	fmt.Println(err)
 
-	var fe *store.FieldError
+	var fe *api.FieldError
 	if errors.As(err, &fe) {
 		fmt.Println("field:", fe.Field)
 	}
-	fmt.Println("invalid job:", errors.Is(err, store.ErrInvalidJob))
+	fmt.Println("invalid job:", errors.Is(err, api.ErrInvalidJob))
 	// Output:
 	// schedule: "0 0 30 2 *" never fires: it names no existing date
 	// field: schedule
@@ -79,10 +79,10 @@ func ExampleJob_Validate() {
 
 func ExampleEscapeID() {
 	id := "team a/report 100%"
-	key := "/jobfleet/jobs/" + store.EscapeID(id)
+	key := "/jobfleet/jobs/" + api.EscapeID(id)
 	fmt.Println(key)
 
-	back, err := store.UnescapeID(strings.TrimPrefix(key, "/jobfleet/jobs/"))
+	back, err := api.UnescapeID(strings.TrimPrefix(key, "/jobfleet/jobs/"))
 	fmt.Println(back, err)
 	// Output:
 	// /jobfleet/jobs/team%20a%2Freport%20100%25
@@ -93,11 +93,11 @@ func ExampleEscapeID() {
 // document holds only the variables' names; a worker resolves them.
 func ExampleResolveSecretRefs() {
 	payload := json.RawMessage(`{"repo":"shop","api_key":{"secret_env":"SHOP_API_KEY"}}`)
-	names, _ := store.SecretRefs("payload", payload)
+	names, _ := api.SecretRefs("payload", payload)
 	fmt.Println(names)
 
 	env := map[string]string{"SHOP_API_KEY": "k-123"} // the worker's allowed variables
-	resolved, err := store.ResolveSecretRefs("payload", payload, func(name string) (string, error) {
+	resolved, err := api.ResolveSecretRefs("payload", payload, func(name string) (string, error) {
 		v, ok := env[name]
 		if !ok {
 			return "", fmt.Errorf("variable %s is not set", name)
@@ -113,10 +113,10 @@ func ExampleResolveSecretRefs() {
 // Readers without write access see literal header values redacted, and
 // references as they are.
 func ExampleJob_Redacted() {
-	j := store.Job{ID: "deploy", Executor: store.Executor{Type: store.ExecutorHTTP, URL: "https://hooks.example.com/deploy",
-		Headers: map[string]store.HeaderValue{
-			"Authorization": store.Literal("Bearer abc123"),
-			"X-Api-Key":     store.SecretEnv("DEPLOY_KEY"),
+	j := api.Job{ID: "deploy", Executor: api.Executor{Type: api.ExecutorHTTP, URL: "https://hooks.example.com/deploy",
+		Headers: map[string]api.HeaderValue{
+			"Authorization": api.Literal("Bearer abc123"),
+			"X-Api-Key":     api.SecretEnv("DEPLOY_KEY"),
 		}}}
 	b, _ := json.Marshal(j.Redacted().Executor.Headers)
 	fmt.Println(string(b))

@@ -1,4 +1,4 @@
-package store
+package api
 
 import (
 	"bytes"
@@ -299,7 +299,7 @@ func TestPoliciesMatchSchedule(t *testing.T) {
 			if string(tt.got) != string(tt.want) {
 				t.Errorf("got %q, want %q", tt.got, tt.want)
 			}
-			// The schedule package accepts every store policy.
+			// The schedule package accepts every job policy.
 			s, _ := schedule.Every(time.Minute)
 			last := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			if _, err := schedule.Due(s, last, last.Add(time.Hour), schedule.Policy{Misfire: schedule.MisfirePolicy(tt.got)}); err != nil {

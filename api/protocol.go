@@ -1,10 +1,8 @@
-package dispatch
+package api
 
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // The worker protocol: HTTP/JSON between workers and orchestrators. Every
@@ -37,9 +35,9 @@ import (
 // the new owner.
 //
 // A worker also registers, with one orchestrator at a time, every third
-// of the TTL the reply names (see Registry): its registration is what
-// GET /v1/cluster/workers lists and what tells the owners at once, not a
-// run lease later, that a worker's attempts are lost.
+// of the TTL the reply names: its registration is what GET
+// /v1/cluster/workers lists and what tells the owners at once, not a run
+// lease later, that a worker's attempts are lost.
 const (
 	PathPoll       = "/v1/worker/poll"
 	PathHeartbeat  = "/v1/worker/heartbeat"
@@ -47,6 +45,13 @@ const (
 	PathRegister   = "/v1/worker/register"
 	PathDeregister = "/v1/worker/deregister"
 )
+
+// DefaultWorkerTTL is how long a worker's registration lives without a
+// refresh when the orchestrator is not told otherwise (RegisterResponse
+// names the TTL it keeps). Workers refresh every third of it, so a worker
+// is taken for dead after about two missed refreshes; its attempts are
+// then retried at once instead of a run lease (30 s) later.
+const DefaultWorkerTTL = 6 * time.Second
 
 // MaxPollWait is the longest long-poll an orchestrator honours.
 const MaxPollWait = 30 * time.Second
@@ -68,7 +73,7 @@ type PollRequest struct {
 	Max int `json:"max"`
 	// Wait is how long to hold the request when nothing is ready, at most
 	// MaxPollWait; 0 answers at once.
-	Wait store.Duration `json:"wait,omitzero"`
+	Wait Duration `json:"wait,omitzero"`
 
 	// Credential is the ID of the credential the poll was authenticated
 	// with, recorded in each attempt it takes: only that credential may
@@ -101,15 +106,15 @@ type AttemptGrant struct {
 	JobID       string          `json:"job_id"`
 	Attempt     int             `json:"attempt"`
 	ScheduledAt time.Time       `json:"scheduled_at"`
-	Executor    store.Executor  `json:"executor"`
+	Executor    Executor        `json:"executor"`
 	Payload     json.RawMessage `json:"payload,omitempty"`
 	// Timeout bounds this attempt's execution; the worker cancels it then
 	// and reports failure.
-	Timeout store.Duration `json:"timeout"`
+	Timeout Duration `json:"timeout"`
 	// RunLease is how long the worker holds the attempt without a heartbeat;
 	// it heartbeats every RunLease/3. After RunLease without one the attempt is
 	// lost and retried.
-	RunLease store.Duration `json:"lease"`
+	RunLease Duration `json:"lease"`
 	// Owner and OwnerAddr identify the orchestrator that handed the
 	// attempt out, where heartbeats and the completion go.
 	Owner     string `json:"owner"`
@@ -130,7 +135,7 @@ type HeartbeatRequest struct {
 // HeartbeatResponse answers a heartbeat.
 type HeartbeatResponse struct {
 	// RunLease is the new lease, counted from now.
-	RunLease store.Duration `json:"lease"`
+	RunLease Duration `json:"lease"`
 	// Cancel asks the worker to stop the attempt: its run was replaced by a
 	// newer one under concurrency_policy "replace" and is recorded dead
 	// with the attempt cancelled. The worker stops the executor and
@@ -168,7 +173,7 @@ type CompleteRequest struct {
 // succeeded; failed (the attempt failed and a retry will follow, after its
 // backoff); or dead (no attempts left, or the run was replaced).
 type CompleteResponse struct {
-	Status store.RunStatus `json:"status"`
+	Status RunStatus `json:"status"`
 }
 
 // NotOwner is the body of a 421 reply.
@@ -209,7 +214,7 @@ type RegisterRequest struct {
 type RegisterResponse struct {
 	// TTL is how long the registration lives without a refresh; the
 	// worker refreshes it every TTL/3.
-	TTL store.Duration `json:"ttl"`
+	TTL Duration `json:"ttl"`
 	// Orchestrator is the ID of the member holding the registration.
 	Orchestrator string `json:"orchestrator"`
 }

@@ -34,7 +34,7 @@ type RunList struct {
 
 // FailingRunList is the reply of GET /v1/runs: entries of the
 // failing-runs index (runs failed or dead), in the index's order (by
-// partition, job and scheduled time; see store.Etcd.ListFailing).
+// partition, job and scheduled time; as the orchestrator's store lists them).
 type FailingRunList struct {
 	Runs []FailingRun `json:"runs"`
 	// NextCursor is the ?cursor of the next page; "" on the last page.
@@ -186,8 +186,21 @@ type EtcdEndpoint struct {
 	Error string `json:"error,omitempty"`
 }
 
+// Limits of a batch write (POST /v1/jobs:batch).
+const (
+	// MaxBatchJobs is the most jobs one batch may hold. A batch is one
+	// etcd transaction with one compare and one put per job, and etcd
+	// refuses transactions with more than --max-txn-ops operations in any
+	// of their lists, 128 by default: the fleet assumes the default.
+	MaxBatchJobs = 128
+	// MaxBatchBytes bounds the stored documents of one batch, keys and
+	// values, in bytes, which keeps its transaction well under etcd's
+	// request limit (--max-request-bytes, 1.5 MiB by default).
+	MaxBatchBytes = 1 << 20
+)
+
 // BatchRequest is the body of POST /v1/jobs:batch: up to
-// store.MaxBatchJobs job documents written in one transaction, all or
+// MaxBatchJobs job documents written in one transaction, all or
 // none. Mode is "create" (the default: an existing ID fails its item with
 // 409) or "apply" (create or replace; an item naming a "revision"
 // replaces only that revision).

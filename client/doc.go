@@ -11,8 +11,8 @@
 // with the system's or the given CAs and may present a client
 // certificate. A Client is safe for concurrent use.
 //
-// Documents are the API's: store.Job and store.Run, membership.View,
-// auth.Token and its requests, dispatch's worker protocol, and package
+// Documents are the API's: api.Job and api.Run, api.View,
+// api.Token and its requests, dispatch's worker protocol, and package
 // api's lists, partition table and storage report.
 //
 // Errors: a reply other than 2xx is an *Error carrying the status code,

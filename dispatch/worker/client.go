@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/retry"
 )
 
@@ -56,8 +56,8 @@ func (r reply) err() error {
 }
 
 // notOwner decodes a 421 reply.
-func (r reply) notOwner() dispatch.NotOwner {
-	var n dispatch.NotOwner
+func (r reply) notOwner() api.NotOwner {
+	var n api.NotOwner
 	_ = json.Unmarshal(r.body, &n)
 	return n
 }

@@ -13,7 +13,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/egress"
 )
 
 // Errors returned by this package. Callers compare with errors.Is.
@@ -64,7 +65,7 @@ type Config struct {
 	AllowShell bool
 	// PollWait is how long each long poll may be held by an orchestrator
 	// when it has nothing to hand out; default 15s, at most
-	// dispatch.MaxPollWait. Every poll holds at least one slot while it
+	// api.MaxPollWait. Every poll holds at least one slot while it
 	// waits, so while the worker polls more orchestrators than it has
 	// slots, polls are held at most 1s and the orchestrators take turns;
 	// give a worker at least as many slots as there are orchestrators.
@@ -111,8 +112,8 @@ type Config struct {
 	HTTPClient *http.Client
 	// HTTPPolicy says where the "http" executor may connect: by default
 	// anywhere but loopback, link-local, unspecified, multicast and
-	// broadcast addresses and the fleet's own endpoints. See HTTPPolicy.
-	HTTPPolicy HTTPPolicy
+	// broadcast addresses and the fleet's own endpoints. See egress.Policy.
+	HTTPPolicy egress.Policy
 	// ShellEnv names variables of the worker's environment that shell
 	// commands get as well. Without them a command's environment is PATH
 	// (a fixed default, unless ShellEnv lists PATH), HOME and LANG (the
@@ -204,8 +205,8 @@ func (c *Config) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
 		return bad("concurrency must be 1 to %d, got %d", MaxConcurrency, c.Concurrency)
 	}
-	if c.PollWait <= 0 || c.PollWait > dispatch.MaxPollWait {
-		return bad("poll wait must be in (0, %v], got %v", dispatch.MaxPollWait, c.PollWait)
+	if c.PollWait <= 0 || c.PollWait > api.MaxPollWait {
+		return bad("poll wait must be in (0, %v], got %v", api.MaxPollWait, c.PollWait)
 	}
 	for _, d := range []struct {
 		name string
@@ -234,7 +235,7 @@ func (c *Config) Validate() error {
 			return bad("token: character %d is not printable ASCII (a space, a newline, a control character?)", i)
 		}
 	}
-	if _, err := newDestPolicy(c.HTTPPolicy); err != nil {
+	if _, err := egress.NewGuard(c.HTTPPolicy); err != nil {
 		return bad("%v", err)
 	}
 	for _, list := range []struct {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/membership"
 )
 
 // TestTokenSentWithEveryRequest: the worker's token goes with its polls,
@@ -26,7 +26,7 @@ func TestTokenSentWithEveryRequest(t *testing.T) {
 	const token = "jf_worker.s3cret-token"
 	clock := clockwork.NewFakeClock()
 	f := newFakeOrch(t, "a", clock)
-	f.setMembers(membership.Member{ID: "a", Addr: f.URL()})
+	f.setMembers(api.Member{ID: "a", Addr: f.URL()})
 	d := worker.MembersFrom(f.URL())
 	d.Clock = clock
 	release := make(chan struct{})

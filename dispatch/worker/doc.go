@@ -14,7 +14,7 @@
 // # What it guarantees
 //
 //   - Bounded concurrency: the worker never holds more attempts than
-//     Config.Concurrency. Each long poll (dispatch.PollRequest) reserves
+//     Config.Concurrency. Each long poll (api.PollRequest) reserves
 //     the slots it asks for (Max), across all orchestrators, and gives back
 //     those the reply does not fill; an attempt keeps its slot until its
 //     result is reported or it is dropped. An idle long poll holds one
@@ -76,7 +76,7 @@
 //     (401, 403) is logged once per change and backed off, never spun on.
 //   - Reports are safe to print: outputs and errors are valid UTF-8 with
 //     control characters other than newline and tab escaped (\x1b), and
-//     over their cap (dispatch.MaxOutputBytes, 8 KiB for errors) keep
+//     over their cap (api.MaxOutputBytes, 8 KiB for errors) keep
 //     their head and tail with a marker saying how many bytes were cut.
 //
 // # What it does not guarantee

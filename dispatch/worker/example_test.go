@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 )
 
 // A worker embedded in a Go program: it runs "send-invoice" jobs with a Go
@@ -71,7 +72,7 @@ func ExampleHTTPPolicy() {
 	cfg.ID = "w1"
 	cfg.Orchestrators = worker.StaticOrchestrators("https://10.0.0.5:8080")
 	cfg.Token = "worker-token" // read it from a file or the environment
-	cfg.HTTPPolicy = worker.HTTPPolicy{
+	cfg.HTTPPolicy = egress.Policy{
 		Allow: []string{"127.0.0.1:9000"},                         // a receiver on this host, that port only
 		Deny:  []string{"10.0.0.0/8", "*.internal"},               // internal networks and names
 		Fleet: []string{"https://10.0.0.9:2379", "10.0.0.9:2380"}, // etcd

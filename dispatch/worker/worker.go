@@ -12,7 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/store"
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/egress"
 )
 
 // errShuttingDown is the cause given to in-flight attempts that are
@@ -29,7 +30,7 @@ type Worker struct {
 	client        *apiClient      // worker protocol and members list
 	ownClient     bool            // client.hc was made by New
 	execTransport *http.Transport // "http" executor; its dials go through policy
-	policy        *destPolicy     // "http" executor's destinations
+	policy        *egress.Guard   // "http" executor's destinations
 	creds         credentialLog
 
 	slots  *slots
@@ -65,7 +66,7 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	policy, err := newDestPolicy(cfg.HTTPPolicy)
+	policy, err := egress.NewGuard(cfg.HTTPPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
@@ -73,24 +74,16 @@ func New(cfg Config) (*Worker, error) {
 	case *MemberList:
 		// The seeds are orchestrators too (or a load balancer in front of
 		// them): jobs must not reach them either.
-		for _, seed := range d.Seeds {
-			if e, err := parseEndpoint(seed, "orchestrator"); err == nil {
-				policy.fixed = append(policy.fixed, e)
-			}
-		}
-	case *EtcdMembers:
+		policy.AddFleet("orchestrator", d.Seeds...)
+	case EtcdEndpointer:
 		// So is the etcd the members are read from.
-		for _, ep := range d.client.Endpoints() {
-			if e, err := parseEndpoint(ep, "etcd endpoint"); err == nil {
-				policy.fixed = append(policy.fixed, e)
-			}
-		}
+		policy.AddFleet("etcd endpoint", d.EtcdEndpoints()...)
 	}
 	w := &Worker{
 		cfg:           cfg,
 		lg:            cfg.Logger.Named("worker").With(zap.String("worker", cfg.ID)),
 		client:        &apiClient{hc: cfg.HTTPClient, token: cfg.Token},
-		execTransport: newExecTransport(policy, cfg.HTTPPolicy.ProxyFromEnvironment),
+		execTransport: policy.HTTPTransport(cfg.HTTPPolicy.ProxyFromEnvironment),
 		policy:        policy,
 		slots:         newSlots(cfg.Concurrency),
 		handlers:      map[string]Handler{},
@@ -141,9 +134,9 @@ func (w *Worker) executors() []string {
 	w.hmu.RLock()
 	names := slices.Sorted(maps.Keys(w.handlers))
 	w.hmu.RUnlock()
-	ex := []string{store.ExecutorHTTP}
+	ex := []string{api.ExecutorHTTP}
 	if w.cfg.AllowShell {
-		ex = append(ex, store.ExecutorShell)
+		ex = append(ex, api.ExecutorShell)
 	}
 	return append(ex, names...)
 }
@@ -309,7 +302,7 @@ loop:
 // addresses are denied to the "http" executor from now on.
 func (w *Worker) setAddrs(addrs []string) {
 	addrs = normalizeAddrs(addrs)
-	w.policy.setOrchestrators(addrs)
+	w.policy.SetOrchestrators(addrs)
 	w.amu.Lock()
 	w.addrs = addrs
 	w.amu.Unlock()

@@ -34,6 +34,7 @@ var levels = map[string]int{
 	"bench/report":          0,
 	"docs":                  0, // only the docs' tests
 	"console":               0,
+	"egress":                0, // the HTTP destination policy
 	"internal/mirror":       1,
 	"api":                   1, // the wire documents: imports only schedule
 	"internal/etcdcluster":  1,
@@ -57,6 +58,9 @@ var levels = map[string]int{
 	"bench/soak":            8,
 	"bench/scale":           9,
 	"cmd/jobfleet":          10,
+
+	// Opted into by programs whose workers find the orchestrators in etcd.
+	"dispatch/worker/etcddiscovery": 7,
 }
 
 // pkg is one package as `go list` reports it.

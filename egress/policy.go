@@ -1,4 +1,4 @@
-package worker
+package egress
 
 import (
 	"context"
@@ -11,12 +11,19 @@ import (
 	"sync"
 )
 
-// ErrDestinationDenied is matched (errors.Is) by every *DestinationError:
-// the "http" executor refused to connect to a destination.
-var ErrDestinationDenied = errors.New("destination denied by the worker's HTTP policy")
+// Errors of this package. Callers compare with errors.Is.
+var (
+	// ErrDestinationDenied is matched by every *DestinationError: a
+	// destination was refused by the policy.
+	ErrDestinationDenied = errors.New("destination denied by the worker's HTTP policy")
+	// ErrInvalidPolicy is matched by the errors of NewGuard and
+	// NewTransport: an entry of a Policy's lists is malformed.
+	ErrInvalidPolicy = errors.New("invalid HTTP destination policy")
+)
 
-// DestinationError says that the "http" executor refused a destination,
-// and by which rule. Nothing was sent to it.
+// DestinationError says that a destination was refused (by the worker's
+// "http" executor, or an orchestrator's notification delivery), and by
+// which rule. Nothing was sent to it.
 type DestinationError struct {
 	// Dest is the destination as checked: "169.254.169.254:80", or a host
 	// name and port before resolution ("metadata.internal:80").
@@ -38,7 +45,8 @@ type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
-// HTTPPolicy says where the "http" executor may connect. Every connection
+// Policy says where the worker's "http" executor, and an orchestrator's
+// notification delivery, may connect. Every connection
 // is checked when it is made, on the address a host name resolved to (so
 // that a name cannot be re-pointed, DNS rebinding, past the check), and
 // host names are checked as written in the URL before that. The rules, in
@@ -70,7 +78,7 @@ type Resolver interface {
 // ("metadata.google.internal"; "*.internal" matches every name under
 // internal). Names match the URL's host as written, case-insensitively;
 // addresses and CIDRs match the address connected to.
-type HTTPPolicy struct {
+type Policy struct {
 	// Allow lists destinations permitted although a default denial (rules
 	// 3 and 5) covers them, e.g. "127.0.0.1" for a receiver on the worker's own
 	// host.
@@ -97,12 +105,16 @@ type HTTPPolicy struct {
 	AllowFlag string
 }
 
-// destPolicy enforces an HTTPPolicy. Safe for concurrent use.
-type destPolicy struct {
+// Guard enforces a Policy: it checks URLs before a request is sent
+// (CheckURL) and connections when they are made (DialContext, or the
+// transport of HTTPTransport). The fleet's endpoints it refuses change as
+// the fleet does (SetOrchestrators, LearnEtcd, AddFleet). Create it with
+// NewGuard. Safe for concurrent use.
+type Guard struct {
 	allow, deny []rule
-	fixed       []endpoint // HTTPPolicy.Fleet
+	fixed       []endpoint // Policy.Fleet
 	resolver    Resolver
-	allowFlag   string // HTTPPolicy.AllowFlag, named in refusals
+	allowFlag   string // Policy.AllowFlag, named in refusals
 
 	mu            sync.Mutex // guards orchestrators and etcd
 	orchestrators []endpoint // from discovery
@@ -117,9 +129,18 @@ const maxLearnedEtcd = 64
 // host unless allowed explicitly (rule 3).
 var etcdPorts = []uint16{2379, 2380}
 
-// newDestPolicy parses p; errors name the bad entry.
-func newDestPolicy(p HTTPPolicy) (*destPolicy, error) {
-	d := &destPolicy{resolver: p.Resolver, allowFlag: p.AllowFlag}
+// NewGuard parses p and returns its Guard; an error wraps
+// ErrInvalidPolicy and names the bad entry.
+func NewGuard(p Policy) (*Guard, error) {
+	d, err := newGuard(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPolicy, err)
+	}
+	return d, nil
+}
+
+func newGuard(p Policy) (*Guard, error) {
+	d := &Guard{resolver: p.Resolver, allowFlag: p.AllowFlag}
 	if d.allowFlag == "" {
 		d.allowFlag = "--http-allow"
 	}
@@ -150,12 +171,16 @@ func newDestPolicy(p HTTPPolicy) (*destPolicy, error) {
 	return d, nil
 }
 
-// setOrchestrators replaces the orchestrators' endpoints with those of
-// the base URLs addrs; unparsable ones are skipped (discovery validated
-// them).
-func (d *destPolicy) setOrchestrators(addrs []string) {
+// SetOrchestrators replaces the orchestrators' endpoints refused with
+// those of the base URLs addrs (surrounding spaces and trailing slashes
+// removed); unparsable ones are skipped (discovery validated them).
+func (d *Guard) SetOrchestrators(addrs []string) {
 	eps := make([]endpoint, 0, len(addrs))
 	for _, a := range addrs {
+		a = strings.TrimRight(strings.TrimSpace(a), "/")
+		if a == "" {
+			continue
+		}
 		if e, err := parseEndpoint(a, "orchestrator"); err == nil {
 			eps = append(eps, e)
 		}
@@ -165,11 +190,24 @@ func (d *destPolicy) setOrchestrators(addrs []string) {
 	d.mu.Unlock()
 }
 
-// learnEtcd adds the etcd endpoints an orchestrator named (URLs) to the
+// AddFleet adds endpoints (URLs or HOST:PORT) to the fleet endpoints
+// refused for good, as Policy.Fleet does; what names them in refusals
+// ("orchestrator", "etcd endpoint"). Unparsable entries are skipped.
+// Call it before the Guard is used: it is not safe for concurrent use
+// with the checks.
+func (d *Guard) AddFleet(what string, endpoints ...string) {
+	for _, s := range endpoints {
+		if e, err := parseEndpoint(s, what); err == nil {
+			d.fixed = append(d.fixed, e)
+		}
+	}
+}
+
+// LearnEtcd adds the etcd endpoints an orchestrator named (URLs) to the
 // denied fleet endpoints, and returns how many were new. They are never
 // removed: an endpoint the fleet stopped using is still etcd's.
 // Unparsable entries are skipped.
-func (d *destPolicy) learnEtcd(urls []string) int {
+func (d *Guard) LearnEtcd(urls []string) int {
 	if len(urls) == 0 {
 		return 0
 	}
@@ -190,7 +228,7 @@ func (d *destPolicy) learnEtcd(urls []string) int {
 	return added
 }
 
-func (d *destPolicy) fleet() []endpoint {
+func (d *Guard) fleet() []endpoint {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return slices.Concat(d.fixed, d.orchestrators, d.etcd)

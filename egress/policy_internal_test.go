@@ -1,4 +1,4 @@
-package worker
+package egress
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 // TestPolicyDecisions checks the rules on addresses without connecting
 // anywhere (some of these addresses are not on this machine).
 func TestPolicyDecisions(t *testing.T) {
-	p, err := newDestPolicy(HTTPPolicy{
+	p, err := NewGuard(Policy{
 		Allow: []string{"127.0.0.0/8", "fd00::/8", "::ffff:10.1.0.0/112", "ok.example"},
 		Deny:  []string{"10.1.2.3", "[fd00::5]:443", "*.internal", "127.0.0.9"},
 		Fleet: []string{"http://127.0.0.1:2379", "127.0.0.1:2380", "https://[fd00::1]"},
@@ -20,7 +20,7 @@ func TestPolicyDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.setOrchestrators([]string{"http://127.0.0.1:8080", "http://10.0.0.7:8080"})
+	p.SetOrchestrators([]string{"http://127.0.0.1:8080", "http://10.0.0.7:8080"})
 	tests := []struct {
 		url      string
 		wantRule string // "" for permitted
@@ -55,7 +55,7 @@ func TestPolicyDecisions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.url, err)
 		}
-		err = p.checkURL(u)
+		err = p.CheckURL(u)
 		switch {
 		case tt.wantRule == "" && err != nil:
 			t.Errorf("%s: %v, want permitted", tt.url, err)
@@ -87,7 +87,7 @@ func TestPolicyDecisions(t *testing.T) {
 
 	// Orchestrators follow discovery: a member that left is no longer
 	// denied as one.
-	p.setOrchestrators([]string{"http://10.0.0.7:8080"})
+	p.SetOrchestrators([]string{"http://10.0.0.7:8080"})
 	if err := p.checkAddr(nil, netip.MustParseAddrPort("127.0.0.1:8080"), false); err != nil {
 		t.Errorf("127.0.0.1:8080 after its member left: %v, want permitted (loopback is allowed here)", err)
 	}
@@ -114,7 +114,7 @@ func TestParseRule(t *testing.T) {
 // names the port, and etcd endpoints an orchestrator reports are refused
 // like the fleet's own, whatever the allow list says.
 func TestPolicyEtcdPorts(t *testing.T) {
-	p, err := newDestPolicy(HTTPPolicy{
+	p, err := NewGuard(Policy{
 		Allow: []string{"127.0.0.0/8", "10.0.0.0/8", "10.9.9.9:2379", "store.example:2380", "etcd-ok.example"},
 	})
 	if err != nil {
@@ -126,7 +126,7 @@ func TestPolicyEtcdPorts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.checkURL(u); err != nil {
+		if err := p.CheckURL(u); err != nil {
 			return err.Error()
 		}
 		host := u.Hostname()
@@ -162,7 +162,7 @@ func TestPolicyEtcdPorts(t *testing.T) {
 
 	// Learned from a poll reply: refused by address and port, beyond the
 	// allow list (10.0.0.0/8 and 127.0.0.0/8), userinfo or not.
-	if n := p.learnEtcd([]string{"http://10.0.0.5:12379", "http://127.0.0.1:22379", "not a url", "http://10.0.0.5:12379"}); n != 2 {
+	if n := p.LearnEtcd([]string{"http://10.0.0.5:12379", "http://127.0.0.1:22379", "not a url", "http://10.0.0.5:12379"}); n != 2 {
 		t.Errorf("learnEtcd added %d endpoints, want 2", n)
 	}
 	for _, raw := range []string{"http://10.0.0.5:12379/v3/kv/put", "http://127.0.0.1:22379/health", "http://[::ffff:127.0.0.1]:22379/"} {
@@ -174,7 +174,7 @@ func TestPolicyEtcdPorts(t *testing.T) {
 		t.Errorf("another port of an etcd host: %q, want permitted", got)
 	}
 	for i := range 2 * maxLearnedEtcd {
-		p.learnEtcd([]string{"http://10.0.1.1:" + strconv.Itoa(30000+i)})
+		p.LearnEtcd([]string{"http://10.0.1.1:" + strconv.Itoa(30000+i)})
 	}
 	if got := len(p.fleet()); got != maxLearnedEtcd {
 		t.Errorf("%d fleet endpoints after a flood of learned ones, want the cap %d", got, maxLearnedEtcd)
@@ -186,13 +186,13 @@ func TestPolicyEtcdPorts(t *testing.T) {
 // user gives its own (an orchestrator's --notify-allow).
 func TestPolicyRefusalNamesAllowFlag(t *testing.T) {
 	for _, tc := range []struct{ flag, want string }{{"", "--http-allow"}, {"--notify-allow", "--notify-allow"}} {
-		p, err := newDestPolicy(HTTPPolicy{AllowFlag: tc.flag})
+		p, err := NewGuard(Policy{AllowFlag: tc.flag})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, raw := range []string{"http://127.0.0.1:8080/", "http://10.0.0.1:2379/"} {
 			u, _ := url.Parse(raw)
-			err := p.checkURL(u)
+			err := p.CheckURL(u)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.want != "--http-allow" && strings.Contains(err.Error(), "--http-allow")) {
 				t.Errorf("AllowFlag %q, %s: %v, want a refusal naming %s only", tc.flag, raw, err, tc.want)
 			}

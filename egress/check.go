@@ -1,4 +1,4 @@
-package worker
+package egress
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const fleetRule = "the fleet's own endpoint, always denied"
 
 // checkName applies the rules that look at a host name as written (rules
 // 1 to 3 for names); it reports whether an allow rule permits the name.
-func (d *destPolicy) checkName(name string, port uint16) (allowed bool, err error) {
+func (d *Guard) checkName(name string, port uint16) (allowed bool, err error) {
 	name = strings.TrimSuffix(strings.ToLower(name), ".")
 	dest := net.JoinHostPort(name, strconv.Itoa(int(port)))
 	for _, r := range d.deny {
@@ -48,7 +48,7 @@ func (d *destPolicy) checkName(name string, port uint16) (allowed bool, err erro
 // nameAllowed says an allow rule permitted the host name it was resolved
 // from. With ctx non-nil, fleet endpoints given by name are resolved to
 // compare their addresses; without, only literal ones are compared.
-func (d *destPolicy) checkAddr(ctx context.Context, ap netip.AddrPort, nameAllowed bool) error {
+func (d *Guard) checkAddr(ctx context.Context, ap netip.AddrPort, nameAllowed bool) error {
 	a := ap.Addr().WithZone("").Unmap()
 	port := ap.Port()
 	dest := netip.AddrPortFrom(a, port).String()
@@ -103,10 +103,10 @@ func (d *destPolicy) checkAddr(ctx context.Context, ap netip.AddrPort, nameAllow
 	return nil
 }
 
-// checkURL checks a request's URL before it is sent: its host as written
+// CheckURL checks a request's URL before it is sent: its host as written
 // (a name against the name rules, an address against all rules). It does
 // not resolve names: connections are checked when they are made.
-func (d *destPolicy) checkURL(u *url.URL) error {
+func (d *Guard) CheckURL(u *url.URL) error {
 	if u.User != nil {
 		return errors.New("the URL carries a user name or password; refused (send credentials in a header)")
 	}
@@ -130,12 +130,12 @@ func (d *destPolicy) checkURL(u *url.URL) error {
 	return err
 }
 
-// dialContext connects to addr ("host:port") for the executor's transport
-// if the policy permits: a host name is checked, resolved, and each of its
-// addresses checked; the connection itself is checked again by the
+// DialContext connects to addr ("host:port") if the policy permits, for
+// an http.Transport's DialContext: a host name is checked, resolved, and
+// each of its addresses checked; the connection itself is checked again by the
 // dialer's Control hook, on the address actually connected to. A refusal
 // is a *DestinationError; nothing is sent.
-func (d *destPolicy) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+func (d *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err

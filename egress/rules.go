@@ -1,4 +1,4 @@
-package worker
+package egress
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ type rule struct {
 	port   uint16       // 0: any port
 }
 
-// parseRule parses one entry of HTTPPolicy.Allow or Deny.
+// parseRule parses one entry of Policy.Allow or Deny.
 func parseRule(s string) (rule, error) {
 	s = strings.TrimSpace(s)
 	r := rule{text: s}
@@ -111,7 +111,7 @@ func (r rule) matchName(name string, port uint16) bool {
 	return name == r.name
 }
 
-// defaultDenials are rule 4 of HTTPPolicy, with their names.
+// defaultDenials are rule 4 of Policy, with their names.
 var defaultDenials = []struct {
 	what   string
 	prefix netip.Prefix

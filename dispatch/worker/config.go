@@ -26,6 +26,16 @@ var (
 	ErrInvalidHandler = errors.New("worker: invalid handler")
 	// ErrAlreadyRun means Run was called more than once on a Worker.
 	ErrAlreadyRun = errors.New("worker: Run called twice")
+	// ErrCredentialRefused is what Run returns when the orchestrators
+	// refuse the worker's credentials (401 or 403 to its registration,
+	// polls or members-list reads) from its start on, for 5 seconds,
+	// without ever accepting them: a worker started without a valid
+	// credential stops, saying so, instead of retrying forever. The error
+	// names the orchestrator and wraps its *CredentialError. A worker whose
+	// credentials were accepted once logs later refusals and keeps
+	// retrying (the credential may be restored; a revoked one is refused
+	// everywhere, so the worker takes no new attempt).
+	ErrCredentialRefused = errors.New("worker: credentials refused")
 )
 
 // Limits of the configuration.

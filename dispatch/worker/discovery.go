@@ -156,12 +156,13 @@ func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return d.watch(ctx, &apiClient{hc: client}, update)
+	return d.watch(ctx, &apiClient{hc: client}, update, nil)
 }
 
 // watch is Watch with requests sent by c: a Worker running a MemberList
-// reads the members with its own client, TLS settings and token.
-func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]string)) error {
+// reads the members with its own client, TLS settings and token, and
+// tells creds (if not nil) whether its credentials were refused.
+func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]string), creds *credentialLog) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
@@ -191,6 +192,15 @@ func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]stri
 		// Ask the members first (most likely current), then the seeds.
 		try := append(slices.Clone(last), seeds...)
 		addrs, err := fetchMembers(ctx, c, try, reqTimeout)
+		if creds != nil && ctx.Err() == nil {
+			var refused *CredentialError
+			switch {
+			case err == nil:
+				creds.accepted(lg)
+			case errors.As(err, &refused):
+				creds.refused(lg, refusedBy(err), refused)
+			}
+		}
 		wait := interval
 		switch {
 		case ctx.Err() != nil:
@@ -229,6 +239,29 @@ func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]stri
 // settling.
 const settlingRefresh = time.Second
 
+// refusedBy returns the orchestrator named by fetchMembers' error about a
+// refused credential.
+func refusedBy(err error) string {
+	var r *membersRefused
+	if errors.As(err, &r) {
+		return r.base
+	}
+	return ""
+}
+
+// membersRefused is fetchMembersFrom's error when base refused the
+// worker's credentials.
+type membersRefused struct {
+	base string
+	err  *CredentialError
+}
+
+func (e *membersRefused) Error() string {
+	return fmt.Sprintf("GET %s/v1/cluster/members: %v", e.base, e.err)
+}
+
+func (e *membersRefused) Unwrap() error { return e.err }
+
 // fetchMembers returns the member addresses from the first of urls that
 // answers.
 func fetchMembers(ctx context.Context, client *apiClient, urls []string, timeout time.Duration) ([]string, error) {
@@ -259,7 +292,7 @@ func fetchMembersFrom(ctx context.Context, client *apiClient, base string, timeo
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		return nil, fmt.Errorf("GET %s/v1/cluster/members: %w", base, &CredentialError{Status: resp.StatusCode})
+		return nil, &membersRefused{base: base, err: &CredentialError{Status: resp.StatusCode}}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s/v1/cluster/members: status %s", base, resp.Status)

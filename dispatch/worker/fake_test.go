@@ -175,7 +175,7 @@ func (f *fakeOrch) setMembers(ms ...api.Member) {
 	f.notifyLocked()
 }
 
-// failPolls makes the next polls answer these statuses.
+// failPolls makes the next polls answer these statuses (0: as usual).
 func (f *fakeOrch) failPolls(statuses ...int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -212,10 +212,12 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 	if len(f.pollStatus) > 0 {
 		status := f.pollStatus[0]
 		f.pollStatus = f.pollStatus[1:]
-		f.notifyLocked()
-		f.mu.Unlock()
-		writeJSON(w, status, errorDoc("injected failure"))
-		return
+		if status != 0 { // 0: this poll is answered as usual
+			f.notifyLocked()
+			f.mu.Unlock()
+			writeJSON(w, status, errorDoc("injected failure"))
+			return
+		}
 	}
 	f.pollsActive++
 	f.notifyLocked()

@@ -63,6 +63,7 @@ func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
 			case ctx.Err() != nil:
 				return
 			case err == nil:
+				w.creds.accepted(w.lg)
 				if reg.failing || reg.addr != addr {
 					w.lg.Info("worker registered", zap.String("orchestrator", addr), zap.Duration("ttl", ttl))
 				}

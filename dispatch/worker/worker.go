@@ -31,7 +31,7 @@ type Worker struct {
 	ownClient     bool            // client.hc was made by New
 	execTransport *http.Transport // "http" executor; its dials go through policy
 	policy        *egress.Guard   // "http" executor's destinations
-	creds         credentialLog
+	creds         *credentialLog
 
 	slots  *slots
 	ran    atomic.Bool
@@ -86,6 +86,7 @@ func New(cfg Config) (*Worker, error) {
 		execTransport: policy.HTTPTransport(cfg.HTTPPolicy.ProxyFromEnvironment),
 		policy:        policy,
 		slots:         newSlots(cfg.Concurrency),
+		creds:         newCredentialLog(cfg.Clock),
 		handlers:      map[string]Handler{},
 		addrsNote:     make(chan struct{}, 1),
 		firstRegister: make(chan struct{}),
@@ -146,8 +147,10 @@ func (w *Worker) executors() []string {
 // finish for up to ShutdownTimeout, cancels the rest and reports them
 // failed ("worker shutting down"), and returns once every goroutine it
 // started has exited and every attempt has been reported or dropped as
-// stale. It returns nil after a shutdown caused by ctx, or the error that
-// ended the Discovery. Run may be called once.
+// stale. It returns nil after a shutdown caused by ctx, the error that
+// ended the Discovery, or an error wrapping ErrCredentialRefused when no
+// orchestrator accepted the worker's credentials in its first 5 seconds
+// of refusals. Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
@@ -188,7 +191,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			if ml.HTTPClient != nil {
 				c = &apiClient{hc: ml.HTTPClient, token: w.cfg.Token}
 			}
-			discDone <- ml.watch(pollCtx, c, w.setAddrs)
+			discDone <- ml.watch(pollCtx, c, w.setAddrs, w.creds)
 			return
 		}
 		discDone <- w.cfg.Orchestrators.Watch(pollCtx, w.setAddrs)
@@ -207,6 +210,9 @@ loop:
 	for {
 		select {
 		case <-pollCtx.Done():
+			break loop
+		case err := <-w.creds.fatal:
+			runErr = err
 			break loop
 		case err := <-discDone:
 			discovering = false

@@ -160,7 +160,7 @@ func (c *apiClient) post(ctx context.Context, base, path string, req any, timeou
 const credentialStartGrace = 5 * time.Second
 
 // credentialFix is what a refusal's log line and Run's error say to do.
-const credentialFix = "give the worker a credential of role worker: Config.Token (jobfleet worker: --token, --token-file or JOBFLEET_TOKEN)"
+const credentialFix = "give the worker a credential of role worker (Config.Token; jobfleet worker: --token, --token-file or JOBFLEET_TOKEN)"
 
 // credentialLog logs refusals of the worker's credentials once per
 // change, across all the worker's requests, instead of once per request;
@@ -205,15 +205,15 @@ func (c *credentialLog) refused(lg *zap.Logger, orchestrator string, err *Creden
 	c.mu.Unlock()
 	switch {
 	case fatal != nil:
-		lg.Error("no orchestrator accepts the worker's credentials; stopping ("+credentialFix+")",
+		lg.Error("no orchestrator accepts the worker's credentials; stopping: "+credentialFix,
 			zap.String("orchestrator", orchestrator), zap.Int("status", err.Status), zap.String("reason", err.Message),
 			zap.Duration("refused_for", credentialStartGrace))
 		c.fatal <- fatal // buffer 1, sent once
 	case changed && !accepted:
-		lg.Error("orchestrator refused the worker's credentials; the worker stops if no orchestrator accepts them within "+credentialStartGrace.String()+" ("+credentialFix+")",
+		lg.Error("orchestrator refused the worker's credentials; the worker stops if no orchestrator accepts them within "+credentialStartGrace.String()+": "+credentialFix,
 			zap.String("orchestrator", orchestrator), zap.Int("status", err.Status), zap.String("reason", err.Message))
 	case changed:
-		lg.Error("orchestrator refused the worker's credentials; backing off ("+credentialFix+")",
+		lg.Error("orchestrator refused the worker's credentials; backing off: "+credentialFix,
 			zap.String("orchestrator", orchestrator), zap.Int("status", err.Status), zap.String("reason", err.Message))
 	default:
 		lg.Debug("credentials refused again", zap.String("orchestrator", orchestrator), zap.Int("status", err.Status))

@@ -57,7 +57,7 @@ type Config struct {
 	// something stable and unique per process, such as host name and PID.
 	ID string
 	// Orchestrators says which orchestrators to poll: StaticOrchestrators,
-	// MembersFrom (follows GET /v1/cluster/members), EtcdOrchestrators, or
+	// MembersFrom (follows GET /v1/cluster/members), etcddiscovery.New, or
 	// any other Discovery. Required.
 	Orchestrators Discovery
 	// Concurrency is the number of attempts the worker holds at once, 1 to
@@ -205,7 +205,7 @@ func (c *Config) Validate() error {
 		return bad("%v", err)
 	}
 	if c.Orchestrators == nil {
-		return bad("no orchestrator source: set Orchestrators (StaticOrchestrators, MembersFrom or EtcdOrchestrators)")
+		return bad("no orchestrator source: set Orchestrators (StaticOrchestrators, MembersFrom or etcddiscovery.New)")
 	}
 	if v, ok := c.Orchestrators.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {

@@ -17,12 +17,14 @@ import (
 
 // A worker embedded in a Go program: it runs "send-invoice" jobs with a Go
 // function, and "http" jobs, for the fleet found through one orchestrator,
-// until interrupted.
+// until interrupted. Its credential is a token of role worker; without a
+// valid one, Run logs why and returns ErrCredentialRefused.
 func Example() {
 	lg, _ := zap.NewProduction()
 	w, err := worker.New(worker.Config{
 		ID:            "billing-1",
 		Orchestrators: worker.MembersFrom("http://127.0.0.1:8080"),
+		Token:         os.Getenv("JOBFLEET_TOKEN"),
 		Concurrency:   8,
 		Logger:        lg,
 	})
@@ -40,7 +42,9 @@ func Example() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := w.Run(ctx); err != nil { // returns after a graceful shutdown
+	// Run returns nil after a graceful shutdown; an error wrapping
+	// worker.ErrCredentialRefused if no orchestrator accepts the token.
+	if err := w.Run(ctx); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -67,7 +71,7 @@ func ExampleFormatScheduledAt() {
 
 // A worker's least-privilege settings: its credential, where its HTTP jobs
 // may connect, which variables shell jobs and secret references may use.
-func ExampleHTTPPolicy() {
+func ExampleConfig_leastPrivilege() {
 	cfg := worker.DefaultConfig()
 	cfg.ID = "w1"
 	cfg.Orchestrators = worker.StaticOrchestrators("https://10.0.0.5:8080")

@@ -71,5 +71,8 @@
 //     that made it; after a handoff the new owner answers the worker's
 //     heartbeat 409, on which it stops too.
 //
-// protocol.go defines the worker protocol's HTTP/JSON documents.
+// The worker protocol's HTTP/JSON documents are package api's
+// (api/protocol.go); the names this package used to declare for them
+// (PollRequest, AttemptGrant, MaxOutputBytes, …) are deprecated aliases,
+// kept for one release (aliases.go).
 package dispatch

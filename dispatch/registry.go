@@ -18,15 +18,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// DefaultWorkerTTL is how long a worker's registration lives without a
-// refresh. Workers refresh every third of it, so a worker is taken for
-// dead after about two missed refreshes; its attempts are then retried
-// at once instead of a run lease (30 s) later.
-const DefaultWorkerTTL = 6 * time.Second
+// DefaultWorkerTTL is api.DefaultWorkerTTL.
+//
+// Deprecated: use api.DefaultWorkerTTL; kept for one release.
+const DefaultWorkerTTL = api.DefaultWorkerTTL
 
 // Registration limits.
 const (

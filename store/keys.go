@@ -27,10 +27,6 @@ type Keys struct {
 	NS string
 }
 
-// TimeFormat is the fixed-width UTC form of scheduled times in keys and
-// run IDs, with millisecond precision.
-const TimeFormat = "2006-01-02T15:04:05.000Z"
-
 func part(p int) string { return fmt.Sprintf("%05d", p) }
 
 // JobsPrefix is the prefix of all job specs and triggers.
@@ -80,9 +76,6 @@ func (k Keys) QueuePrefix(p int) string { return k.AllQueuePrefix() + part(p) + 
 func (k Keys) Queue(p int, id string, t time.Time) string {
 	return k.QueuePrefix(p) + EscapeID(id) + "/" + FormatTime(t)
 }
-
-// FormatTime formats t for keys and run IDs (UTC, milliseconds).
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
 
 // ParseSpecKey splits a key under PartitionJobsPrefix(p) into the job ID
 // and, for a trigger key, the trigger's time. ok is false for keys of

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -37,6 +37,6 @@ func (n *notifyOptions) config() orchestrator.NotifyConfig {
 	}
 	return orchestrator.NotifyConfig{
 		URL: n.url, On: on, SecretEnv: n.secretEnv, MaxAge: n.maxAge,
-		Policy: worker.HTTPPolicy{Allow: n.allow, Deny: n.deny, AllowFlag: "--notify-allow"},
+		Policy: egress.Policy{Allow: n.allow, Deny: n.deny, AllowFlag: "--notify-allow"},
 	}
 }

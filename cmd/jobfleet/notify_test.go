@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 )
 
 // TestNotifyRefusalNamesNotifyAllow: a notification refused by the
@@ -13,7 +13,7 @@ import (
 // orchestrator's flag, --notify-allow, not the worker's --http-allow.
 func TestNotifyRefusalNamesNotifyAllow(t *testing.T) {
 	var n notifyOptions
-	tr, err := worker.NewPolicyTransport(n.config().Policy)
+	tr, err := egress.NewTransport(n.config().Policy)
 	if err != nil {
 		t.Fatal(err)
 	}

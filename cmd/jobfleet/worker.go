@@ -18,6 +18,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/dispatch/worker/etcddiscovery"
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
@@ -119,7 +120,7 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 					return err
 				}
 				defer client.Close()
-				d := worker.EtcdOrchestrators(client, namespace)
+				d := etcddiscovery.New(client, namespace)
 				d.Logger = lg.Named("discovery").With(zap.String("worker", id))
 				source = d
 			}

@@ -13,7 +13,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/egress"
 )
 
 // Errors returned by this package. Callers compare with errors.Is.
@@ -25,6 +26,16 @@ var (
 	ErrInvalidHandler = errors.New("worker: invalid handler")
 	// ErrAlreadyRun means Run was called more than once on a Worker.
 	ErrAlreadyRun = errors.New("worker: Run called twice")
+	// ErrCredentialRefused is what Run returns when the orchestrators
+	// refuse the worker's credentials (401 or 403 to its registration,
+	// polls or members-list reads) from its start on, for 5 seconds,
+	// without ever accepting them: a worker started without a valid
+	// credential stops, saying so, instead of retrying forever. The error
+	// names the orchestrator and wraps its *CredentialError. A worker whose
+	// credentials were accepted once logs later refusals and keeps
+	// retrying (the credential may be restored; a revoked one is refused
+	// everywhere, so the worker takes no new attempt).
+	ErrCredentialRefused = errors.New("worker: credentials refused")
 )
 
 // Limits of the configuration.
@@ -46,7 +57,7 @@ type Config struct {
 	// something stable and unique per process, such as host name and PID.
 	ID string
 	// Orchestrators says which orchestrators to poll: StaticOrchestrators,
-	// MembersFrom (follows GET /v1/cluster/members), EtcdOrchestrators, or
+	// MembersFrom (follows GET /v1/cluster/members), etcddiscovery.New, or
 	// any other Discovery. Required.
 	Orchestrators Discovery
 	// Concurrency is the number of attempts the worker holds at once, 1 to
@@ -64,7 +75,7 @@ type Config struct {
 	AllowShell bool
 	// PollWait is how long each long poll may be held by an orchestrator
 	// when it has nothing to hand out; default 15s, at most
-	// dispatch.MaxPollWait. Every poll holds at least one slot while it
+	// api.MaxPollWait. Every poll holds at least one slot while it
 	// waits, so while the worker polls more orchestrators than it has
 	// slots, polls are held at most 1s and the orchestrators take turns;
 	// give a worker at least as many slots as there are orchestrators.
@@ -111,8 +122,8 @@ type Config struct {
 	HTTPClient *http.Client
 	// HTTPPolicy says where the "http" executor may connect: by default
 	// anywhere but loopback, link-local, unspecified, multicast and
-	// broadcast addresses and the fleet's own endpoints. See HTTPPolicy.
-	HTTPPolicy HTTPPolicy
+	// broadcast addresses and the fleet's own endpoints. See egress.Policy.
+	HTTPPolicy egress.Policy
 	// ShellEnv names variables of the worker's environment that shell
 	// commands get as well. Without them a command's environment is PATH
 	// (a fixed default, unless ShellEnv lists PATH), HOME and LANG (the
@@ -194,7 +205,7 @@ func (c *Config) Validate() error {
 		return bad("%v", err)
 	}
 	if c.Orchestrators == nil {
-		return bad("no orchestrator source: set Orchestrators (StaticOrchestrators, MembersFrom or EtcdOrchestrators)")
+		return bad("no orchestrator source: set Orchestrators (StaticOrchestrators, MembersFrom or etcddiscovery.New)")
 	}
 	if v, ok := c.Orchestrators.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
@@ -204,8 +215,8 @@ func (c *Config) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
 		return bad("concurrency must be 1 to %d, got %d", MaxConcurrency, c.Concurrency)
 	}
-	if c.PollWait <= 0 || c.PollWait > dispatch.MaxPollWait {
-		return bad("poll wait must be in (0, %v], got %v", dispatch.MaxPollWait, c.PollWait)
+	if c.PollWait <= 0 || c.PollWait > api.MaxPollWait {
+		return bad("poll wait must be in (0, %v], got %v", api.MaxPollWait, c.PollWait)
 	}
 	for _, d := range []struct {
 		name string
@@ -234,7 +245,7 @@ func (c *Config) Validate() error {
 			return bad("token: character %d is not printable ASCII (a space, a newline, a control character?)", i)
 		}
 	}
-	if _, err := newDestPolicy(c.HTTPPolicy); err != nil {
+	if _, err := egress.NewGuard(c.HTTPPolicy); err != nil {
 		return bad("%v", err)
 	}
 	for _, list := range []struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -26,9 +27,9 @@ type NotifyConfig struct {
 	URL string
 	On  []store.RunStatus
 	// Policy is the destination policy of the deliveries, as the http
-	// executor's (worker.HTTPPolicy); the fleet's members and etcd
+	// executor's (egress.Policy); the fleet's members and etcd
 	// endpoints are always refused.
-	Policy worker.HTTPPolicy
+	Policy egress.Policy
 	// SecretEnv lists the variables of this process's environment that
 	// notify headers' secret references may name.
 	SecretEnv []string
@@ -63,7 +64,7 @@ const (
 // policy.
 type sender struct {
 	client    *http.Client
-	transport *worker.PolicyTransport
+	transport *egress.Transport
 	members   func() []string
 	secretEnv []string
 }
@@ -71,7 +72,7 @@ type sender struct {
 func newSender(c NotifyConfig, etcdEndpoints []string, members func() []string) (*sender, error) {
 	p := c.Policy
 	p.Fleet = append(slices.Clone(p.Fleet), etcdEndpoints...)
-	tr, err := worker.NewPolicyTransport(p)
+	tr, err := egress.NewTransport(p)
 	if err != nil {
 		return nil, fmt.Errorf("%w: notify policy: %v", ErrInvalidConfig, err)
 	}
@@ -112,7 +113,7 @@ func (s *sender) Send(ctx context.Context, o store.Outbox) error {
 	req.Header.Set(worker.HeaderAttempt, strconv.Itoa(o.Attempt))
 	req.Header.Set(HeaderNotifyEvent, string(o.Event))
 	resp, err := s.client.Do(req)
-	if errors.Is(err, worker.ErrDestinationDenied) {
+	if errors.Is(err, egress.ErrDestinationDenied) {
 		return fmt.Errorf("%w: %w", dispatch.ErrNotificationRefused, err)
 	}
 	if err != nil {

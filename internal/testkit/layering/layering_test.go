@@ -34,7 +34,9 @@ var levels = map[string]int{
 	"bench/report":          0,
 	"docs":                  0, // only the docs' tests
 	"console":               0,
+	"egress":                0, // the HTTP destination policy
 	"internal/mirror":       1,
+	"api":                   1, // the wire documents: imports only schedule
 	"internal/etcdcluster":  1,
 	"bench":                 2,
 	"membership":            2,
@@ -43,7 +45,6 @@ var levels = map[string]int{
 	"store":                 4,
 	"dispatch":              5,
 	"internal/crontab":      5,
-	"api":                   5,
 	"internal/storage":      6,
 	"client":                6,
 	"dispatch/worker":       6,
@@ -57,6 +58,9 @@ var levels = map[string]int{
 	"bench/soak":            8,
 	"bench/scale":           9,
 	"cmd/jobfleet":          10,
+
+	// Opted into by programs whose workers find the orchestrators in etcd.
+	"dispatch/worker/etcddiscovery": 7,
 }
 
 // pkg is one package as `go list` reports it.

@@ -38,6 +38,9 @@ func (pt *partition) forgetJobLocked(id string) {
 		pt.dropActiveLocked(rid)
 	}
 	pt.hist.dropJob(id)
+	if pt.notes != nil {
+		pt.notes.DropJob(id) // its notifications went with its data
+	}
 }
 
 // removeJobData deletes job id's state, runs and queue entries from etcd

@@ -87,7 +87,6 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	cfg.Notify.setDefaults()
 	if cfg.Lookup == nil {
 		cfg.Lookup = func(int) (string, string) { return "", "" }
 	}
@@ -129,11 +128,10 @@ func (d *Dispatcher) Work(ctx context.Context, o *shard.Ownership) {
 		unread: map[string]store.Run{},
 		idx:    newJobIndex(),
 	}
-	if d.cfg.Notify.Sender != nil {
-		pt.notes = newNotifier(pt)
-		var wg sync.WaitGroup
-		wg.Go(func() { pt.notes.run(ctx) })
-		defer wg.Wait()
+	if n := d.cfg.Notify.Notifier; n != nil {
+		ob := n.Open(ctx, o.Partition, outboxStore{pt})
+		defer ob.Close()
+		pt.notes = ob
 	}
 	pt.run(ctx)
 }

@@ -82,14 +82,17 @@ func (h *harness) parkedBoth() {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for h.deliverer != nil && h.deliverer.InFlight() > 0 {
+	for {
+		if err := h.clock.BlockUntilContext(ctx, 2); err != nil {
+			h.t.Fatalf("the scheduler and the notifier did not both wait within 10s: %v", err)
+		}
+		if h.deliverer == nil || h.deliverer.InFlight() == 0 {
+			return
+		}
 		if ctx.Err() != nil {
 			h.t.Fatalf("%d notification tries still in flight after 10s", h.deliverer.InFlight())
 		}
 		time.Sleep(time.Millisecond)
-	}
-	if err := h.clock.BlockUntilContext(ctx, 2); err != nil {
-		h.t.Fatalf("the scheduler and the notifier did not both wait within 10s: %v", err)
 	}
 }
 

@@ -216,7 +216,7 @@ func (d *Deliverer) pickLocked(dest *destination, now time.Time) (_ *entry, wait
 					wait = e.next
 				}
 			default:
-				dest.turn = (dest.turn + i + 1) % n
+				dest.turn = (dest.turn+i)%n + 1 // the next lane's turn, also if lanes are added
 				return e, time.Time{}
 			}
 		}

@@ -1,8 +1,10 @@
 package dispatch
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
+	"encoding/json"
 	"maps"
 	"math"
 	"slices"
@@ -46,14 +48,18 @@ type jobHistory struct {
 	runs  int
 	bytes int64
 	final []storedRun // final runs by scheduled time, oldest first
+	// lastDead is the scheduled time (Unix nanoseconds) of the newest
+	// final run in final that is dead, 0 if none: part of the job's floor.
+	lastDead int64
 }
 
 // storedRun is a stored final run: its scheduled time in nanoseconds
-// since the Unix epoch and its document's size, in 16 bytes (a job keeps
-// up to store.MaxHistoryRuns of them resident).
+// since the Unix epoch, its document's size and whether it is dead, in
+// 16 bytes (a job keeps up to store.MaxHistoryRuns of them resident).
 type storedRun struct {
 	at   int64
 	size int32
+	dead bool
 }
 
 func newStoredRun(at time.Time, size int) storedRun {
@@ -145,6 +151,15 @@ func (h *history) removed(id string, at time.Time) {
 	}
 	size := jh.final[i].size
 	jh.final = slices.Delete(jh.final, i, i+1)
+	if jh.lastDead == at.UnixNano() {
+		jh.lastDead = 0
+		for j := len(jh.final) - 1; j >= 0; j-- {
+			if jh.final[j].dead {
+				jh.lastDead = jh.final[j].at
+				break
+			}
+		}
+	}
 	h.forgetEntry(store.RunID(id, at))
 	jh.runs--
 	jh.bytes -= int64(size)
@@ -172,8 +187,9 @@ func (h *history) dropJob(id string) {
 }
 
 func (jh *jobHistory) insertFinal(r storedRun) {
-	i, found := slices.BinarySearchFunc(jh.final, r.at, func(s storedRun, t int64) int { return cmp.Compare(s.at, t) })
+	i, found := jh.find(r.at)
 	if found {
+		r.dead = r.dead || jh.final[i].dead
 		jh.final[i] = r
 		return
 	}
@@ -185,11 +201,45 @@ func (jh *jobHistory) insertFinal(r storedRun) {
 	jh.final = slices.Insert(jh.final, i, r)
 }
 
+// find returns the index in final of the run at (Unix nanoseconds), or
+// where it would be.
+func (jh *jobHistory) find(at int64) (int, bool) {
+	return slices.BinarySearchFunc(jh.final, at, func(s storedRun, t int64) int { return cmp.Compare(s.at, t) })
+}
+
+// markDead records that job id's final run for time at is dead.
+func (h *history) markDead(id string, at time.Time) {
+	jh := h.jobs[id]
+	if jh == nil {
+		return
+	}
+	if i, found := jh.find(at.UnixNano()); found {
+		jh.final[i].dead = true
+		jh.lastDead = max(jh.lastDead, jh.final[i].at)
+	}
+}
+
+// floorOf returns the index in jh.final from which its runs are its
+// floor (its newest floor final runs), and the index of its newest dead
+// run if that run is older (else -1): the runs the budget never trims.
+func (jh *jobHistory) floorOf(floor int) (from, dead int) {
+	from, dead = max(len(jh.final)-floor, 0), -1
+	if jh.lastDead != 0 {
+		if i, found := jh.find(jh.lastDead); found && i < from {
+			dead = i
+		}
+	}
+	return from, dead
+}
+
 // retention is what a job keeps of its runs: at most maxRuns (active ones
-// included), and final ones at most maxAge after their scheduled time.
+// included), and final ones at most maxAge after their scheduled time;
+// floor of its newest final runs (with its newest dead run) are never
+// trimmed for the budget, whatever the other jobs of the partition store.
 type retention struct {
 	maxRuns int
 	maxAge  time.Duration
+	floor   int
 }
 
 // Reasons a run is trimmed, as in jobfleet_runs_trimmed_total{reason}.
@@ -209,19 +259,28 @@ type trim struct {
 // planTrim returns up to limit final runs to delete at now: first each
 // job's oldest final runs while the job has more than its maxRuns or they
 // are older than its maxAge; then, while the partition's documents exceed
-// budget bytes, the oldest final runs across its jobs. Active runs are
-// never chosen: they count toward maxRuns and the budget but stay. adding
-// counts the runs per job, and addingBytes their bytes, that the write the
-// deletions go with creates (counted as stored, never chosen). It changes
-// nothing; the caller applies removed for each run it deletes.
+// budget bytes, final runs of the job that stores the most beyond its
+// floor, its oldest first. A job's floor (its newest floor final runs and
+// its newest dead run) is never chosen for the budget, nor is an active
+// run: they count toward maxRuns and the budget but stay. So the budget
+// trims within the job that exceeds its share first, and takes a job's
+// runs only down to what the jobs storing more keep beyond their floors:
+// a job's history is not the price of a neighbour's large outputs.
+// adding counts the runs per job, and addingBytes their bytes, that the
+// write the deletions go with creates (counted as stored, never chosen).
+// It changes nothing; the caller applies removed for each run it deletes.
 //
 // Only the jobs in over, in adding, or in aging due at now can have runs
 // to trim for their count or age; the budget, when exceeded, looks at
 // every job with final runs.
-func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[string]int, addingBytes int64) []trim {
+func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[string]int, addingBytes map[string]int64) []trim {
 	var out []trim
-	bytes := h.bytes + addingBytes
-	next := map[string]int{} // per job: its final runs planned so far
+	bytes := h.bytes
+	for _, b := range addingBytes {
+		bytes += b
+	}
+	next := map[string]int{}      // per job: its final runs planned so far
+	trimmed := map[string]int64{} // per job: their bytes
 	candidates := map[string]struct{}{}
 	for id := range h.over {
 		candidates[id] = struct{}{}
@@ -250,27 +309,41 @@ func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[st
 			out = append(out, trim{job: id, at: fr.time(), reason: reason})
 			runs--
 			bytes -= int64(fr.size)
+			trimmed[id] += int64(fr.size)
 		}
 		next[id] = i
 	}
 	if bytes <= budget || len(out) >= limit {
 		return out
 	}
-	q := &oldestFirst{h: h, next: next}
+	q := &largestFirst{}
 	for id, jh := range h.jobs {
-		if next[id] < len(jh.final) {
-			q.ids = append(q.ids, id)
+		from, dead := jh.floorOf(h.rule(id).floor)
+		c := &budgetCandidate{id: id, jh: jh, i: next[id], end: from, skip: dead}
+		c.settle()
+		if c.i >= c.end {
+			continue
 		}
+		floorBytes := int64(0)
+		for _, fr := range jh.final[max(from, next[id]):] {
+			floorBytes += int64(fr.size)
+		}
+		if dead >= next[id] {
+			floorBytes += int64(jh.final[dead].size)
+		}
+		c.above = jh.bytes + addingBytes[id] - trimmed[id] - floorBytes
+		q.items = append(q.items, c)
 	}
 	heap.Init(q)
 	for bytes > budget && len(out) < limit && q.Len() > 0 {
-		id := q.ids[0]
-		jh := h.jobs[id]
-		fr := jh.final[next[id]]
-		out = append(out, trim{job: id, at: fr.time(), reason: trimBudget})
+		c := q.items[0]
+		fr := c.jh.final[c.i]
+		out = append(out, trim{job: c.id, at: fr.time(), reason: trimBudget})
 		bytes -= int64(fr.size)
-		next[id]++
-		if next[id] < len(jh.final) {
+		c.above -= int64(fr.size)
+		c.i++
+		c.settle()
+		if c.i < c.end {
 			heap.Fix(q, 0)
 		} else {
 			heap.Pop(q)
@@ -279,9 +352,48 @@ func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[st
 	return out
 }
 
-// died records that job id's run for time at, which has a failing-runs
-// index entry of size bytes (counted in the run's size), died at when.
+// budgetCandidate is a job whose final runs the budget may trim:
+// jh.final[i:end] without the one at skip.
+type budgetCandidate struct {
+	id     string
+	jh     *jobHistory
+	i, end int
+	skip   int   // index of the job's newest dead run, kept; -1 if none to skip
+	above  int64 // bytes the job stores beyond its floor
+}
+
+// settle moves i past the run to skip.
+func (c *budgetCandidate) settle() {
+	if c.i == c.skip {
+		c.i++
+	}
+}
+
+// largestFirst orders budget candidates by the bytes they store beyond
+// their floor, largest first (ties by job ID, so plans are
+// deterministic).
+type largestFirst struct{ items []*budgetCandidate }
+
+func (q *largestFirst) Len() int { return len(q.items) }
+func (q *largestFirst) Less(i, j int) bool {
+	if a, b := q.items[i].above, q.items[j].above; a != b {
+		return a > b
+	}
+	return q.items[i].id < q.items[j].id
+}
+func (q *largestFirst) Swap(i, j int) { q.items[i], q.items[j] = q.items[j], q.items[i] }
+func (q *largestFirst) Push(x any)    { q.items = append(q.items, x.(*budgetCandidate)) }
+func (q *largestFirst) Pop() any {
+	x := q.items[len(q.items)-1]
+	q.items = q.items[:len(q.items)-1]
+	return x
+}
+
+// died records that job id's final run for time at, which has a
+// failing-runs index entry of size bytes (counted in the run's size),
+// died at when.
 func (h *history) died(id string, at, when time.Time, size int) {
+	h.markDead(id, at)
 	rid := store.RunID(id, at)
 	h.dead.set(rid, when)
 	h.deadBytes[rid] = size
@@ -345,30 +457,28 @@ func (h *history) nextExpiry() time.Time {
 	return t
 }
 
-// oldestFirst orders jobs by their oldest final run not yet planned for
-// deletion (ties by job ID, so plans are deterministic).
-type oldestFirst struct {
-	h    *history
-	next map[string]int
-	ids  []string
-}
-
-func (q *oldestFirst) at(i int) time.Time {
-	id := q.ids[i]
-	return q.h.jobs[id].final[q.next[id]].time()
-}
-
-func (q *oldestFirst) Len() int { return len(q.ids) }
-func (q *oldestFirst) Less(i, j int) bool {
-	if c := q.at(i).Compare(q.at(j)); c != 0 {
-		return c < 0
+// runIsDead reports whether the run document doc says the run is dead.
+// It reads the document's top-level fields only up to "status" (the
+// sixth), not the attempts after it: a partition's load tells its dead
+// runs without decoding every final run.
+func runIsDead(doc []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
 	}
-	return q.ids[i] < q.ids[j]
-}
-func (q *oldestFirst) Swap(i, j int) { q.ids[i], q.ids[j] = q.ids[j], q.ids[i] }
-func (q *oldestFirst) Push(x any)    { q.ids = append(q.ids, x.(string)) }
-func (q *oldestFirst) Pop() any {
-	x := q.ids[len(q.ids)-1]
-	q.ids = q.ids[:len(q.ids)-1]
-	return x
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return false
+		}
+		if k == "status" {
+			var st store.RunStatus
+			return json.Unmarshal(v, &st) == nil && st == store.RunDead
+		}
+	}
+	return false
 }

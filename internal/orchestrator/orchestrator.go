@@ -165,6 +165,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if o.cfg.HistoryBudget != 0 {
 		dcfg.HistoryBudget = o.cfg.HistoryBudget
 	}
+	if o.cfg.HistoryFloor != 0 {
+		dcfg.HistoryFloor = o.cfg.HistoryFloor
+	}
 	if o.cfg.DeleteAfter != 0 {
 		dcfg.DeleteAfter = o.cfg.DeleteAfter
 	}

@@ -200,8 +200,9 @@ type Stats struct {
 	HistoryRuns  int
 	HistoryBytes int64
 	// HistoryBudget is these partitions' share of the fleet's history
-	// budget. Final runs are trimmed, oldest first, to keep HistoryBytes
-	// within it; active runs are not.
+	// budget. Final runs are trimmed (the job storing the most beyond its
+	// floor first) to keep HistoryBytes within it; active runs and the
+	// jobs' floors are not.
 	HistoryBudget int64
 	// Unservable counts the waiting runs no live worker can take (see
 	// WhyPending), by executor type; nil without a worker registry.

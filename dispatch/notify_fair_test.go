@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -420,5 +421,67 @@ func TestDeletingAJobRemovesItsNotifications(t *testing.T) {
 	}
 	if n := s.count("down.example"); n != tried {
 		t.Fatalf("%d tries of a deleted job's notifications, want none", n-tried)
+	}
+}
+
+// TestOutboxReadAtTakeover: a new owner delivers what it finds in the
+// outbox, a notification of an earlier version (the run document in the
+// notification itself) included, and deletes what no notification needs:
+// a run document without notifications, a notification of a job that is
+// gone.
+func TestOutboxReadAtTakeover(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "known", Schedule: "@every 1h"})
+	h.stop()
+
+	k := h.store.Keys()
+	at := t0.Add(time.Hour)
+	put := func(key string, v any) {
+		t.Helper()
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.client.Put(context.Background(), key, string(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := store.Run{ID: store.RunID("known", at), JobID: "known", ScheduledAt: at, Status: store.RunDead}
+	note := func(id string) store.Outbox {
+		return store.Outbox{RunID: store.RunID(id, at), JobID: id, Event: store.RunDead, Attempt: 1, URL: "https://up.example/" + id, CreatedAt: t0}
+	}
+	put(k.OutboxRun(0, "known", at, store.RunDead, 1), run)
+	put(k.Outbox(0, "known", at, store.RunDead, 1, 0), note("known"))
+	legacy := note("known")
+	legacy.Attempt, legacy.Run = 2, json.RawMessage(`{"status":"dead"}`)
+	legacyKey := k.OutboxPrefix(0) + store.RunID("known", at) + "/dead-2-0"
+	put(legacyKey, legacy)
+	put(k.Outbox(0, "gone", at, store.RunDead, 1, 0), note("gone"))
+	put(k.OutboxRun(0, "gone", at, store.RunDead, 1), run)
+	put(k.OutboxRun(0, "known", at, store.RunSucceeded, 1), run) // no notification needs it
+
+	s := &recordingSender{}
+	h.withSender(s)
+	h.start("m2")
+	got := waitTries(t, s, 2)
+	h.waitOutboxEmpty()
+	bodies := map[int]string{}
+	for _, o := range got {
+		if o.JobID != "known" {
+			t.Fatalf("delivered %+v, want only job known's", o)
+		}
+		bodies[o.Attempt] = string(o.Run)
+	}
+	var r store.Run
+	if err := json.Unmarshal([]byte(bodies[1]), &r); err != nil || r.ID != run.ID {
+		t.Fatalf("notification of attempt 1 delivered %q, want its stored run document", bodies[1])
+	}
+	if bodies[2] != `{"status":"dead"}` {
+		t.Fatalf("earlier version's notification delivered %q, want the document it holds", bodies[2])
+	}
+	h.parkedBoth()
+	if n := len(s.snapshot()); n != 2 {
+		t.Fatalf("%d tries, want 2", n)
 	}
 }

@@ -45,6 +45,7 @@ type destination struct {
 	queued   bool    // in Deliverer.order
 	lanes    []*lane // one per job with notifications here, in turn
 	turn     int     // index in lanes of the next job's turn
+	byJob    map[*jobQueue]*lane
 }
 
 // lane is one job's pending notifications to one destination.
@@ -344,7 +345,7 @@ func (d *Deliverer) destLocked(url string) *destination {
 	name := destinationOf(url)
 	dest := d.dests[name]
 	if dest == nil {
-		dest = &destination{name: name}
+		dest = &destination{name: name, byJob: map[*jobQueue]*lane{}}
 		d.dests[name] = dest
 	}
 	if !dest.queued {
@@ -356,13 +357,12 @@ func (d *Deliverer) destLocked(url string) *destination {
 
 // laneLocked returns job's lane at dest.
 func (dest *destination) laneLocked(o *Outbox, job *jobQueue) *lane {
-	for _, l := range dest.lanes {
-		if l.o == o && l.job == job {
-			return l
-		}
+	if l := dest.byJob[job]; l != nil {
+		return l
 	}
 	l := &lane{o: o, job: job}
 	dest.lanes = append(dest.lanes, l)
+	dest.byJob[job] = l
 	return l
 }
 
@@ -371,6 +371,7 @@ func (dest *destination) dropLaneLocked(l *lane) {
 	if i < 0 {
 		return
 	}
+	delete(dest.byJob, l.job)
 	dest.lanes = slices.Delete(dest.lanes, i, i+1)
 	if i < dest.turn {
 		dest.turn--

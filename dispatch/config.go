@@ -112,12 +112,19 @@ type Config struct {
 	HistoryMaxAge time.Duration
 	// HistoryBudget bounds the bytes of run documents the fleet stores.
 	// Each partition's owner keeps its partition's within
-	// HistoryBudget/Partitions by trimming the oldest final runs across
-	// the partition's jobs; since every partition has one owner, the
-	// fleet's total stays within HistoryBudget (plus the documents of
-	// active runs, which are never trimmed) with no coordination between
+	// HistoryBudget/Partitions by trimming final runs of the job that
+	// stores the most beyond its floor (HistoryFloor), oldest first;
+	// since every partition has one owner, the fleet's total stays within
+	// HistoryBudget (plus the documents of active runs and the floors,
+	// which are never trimmed for it) with no coordination between
 	// members. Default DefaultHistoryBudget.
 	HistoryBudget int64
+	// HistoryFloor is how many of each job's newest final runs the
+	// history budget never trims, with the job's newest dead run,
+	// whatever the other jobs of its partition store: at most the job's
+	// own max_runs (its count and age limits still apply). 1 to
+	// store.MaxHistoryRuns; default DefaultHistoryFloor.
+	HistoryFloor int
 	// MaxRunBytes is the budget of one run document: outputs of attempts
 	// beyond it are cut (store.FitRun). At least store.MinMaxRunBytes and
 	// well under etcd's request limit (1.5 MiB by default). Default
@@ -172,6 +179,11 @@ const (
 	// DefaultHistoryBudget is half of etcd's default 2 GiB quota, leaving
 	// the rest to specs, states and the revisions between compactions.
 	DefaultHistoryBudget = 1 << 30
+	// DefaultHistoryFloor keeps each job's last three runs (and its last
+	// dead run) whatever its neighbours store: enough to see what a job
+	// did lately, cheap enough that a million jobs' floors (about 2 GB
+	// at 700 bytes a run) are not a fleet's whole store.
+	DefaultHistoryFloor = 3
 	// DefaultDeleteAfter keeps finished one-off jobs for a week.
 	DefaultDeleteAfter = 7 * 24 * time.Hour
 	// minBudgetShare is the smallest share of the history budget a
@@ -199,6 +211,7 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 		HistoryMaxRuns:      100,
 		HistoryMaxAge:       DefaultHistoryMaxAge,
 		HistoryBudget:       DefaultHistoryBudget,
+		HistoryFloor:        DefaultHistoryFloor,
 		MaxRunBytes:         store.DefaultMaxRunBytes,
 		DeleteAfter:         DefaultDeleteAfter,
 		MaxActivePerJob:     100,
@@ -238,6 +251,8 @@ func (c Config) Validate() error {
 		return bad("history max runs %d outside 1..%d", c.HistoryMaxRuns, store.MaxHistoryRuns)
 	case c.HistoryMaxAge < 0:
 		return bad("history max age %v is negative", c.HistoryMaxAge)
+	case c.HistoryFloor < 1 || c.HistoryFloor > store.MaxHistoryRuns:
+		return bad("history floor %d outside 1..%d", c.HistoryFloor, store.MaxHistoryRuns)
 	case c.HistoryBudget < int64(c.Partitions)*minBudgetShare:
 		return bad("history budget %d bytes below %d bytes per partition (%d partitions)", c.HistoryBudget, minBudgetShare, c.Partitions)
 	case c.MaxRunBytes < store.MinMaxRunBytes || c.MaxRunBytes > maxRunBytes:

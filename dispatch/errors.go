@@ -1,6 +1,10 @@
 package dispatch
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/jobfleet/jobfleet/dispatch/notify"
+)
 
 // Errors returned by this package. Callers compare with errors.Is (and
 // errors.As for *NotOwnerError).
@@ -24,9 +28,9 @@ var (
 	// that has RegistryConfig.MaxPerCredential registered already. HTTP
 	// 429.
 	ErrTooManyWorkers = errors.New("too many workers registered with this credential")
-	// ErrNotificationRefused: wrapped by a Sender's error when no later
-	// try can succeed, because the destination policy refused the URL.
-	// The notification is given up at once instead of being retried until
-	// NotifyConfig.MaxAge.
-	ErrNotificationRefused = errors.New("notification refused by the destination policy")
+	// ErrNotificationRefused is notify.ErrRefused, kept here for the
+	// callers that name it so: wrapped by a notify.Sender's error when no
+	// later try can succeed, because the destination policy refuses the
+	// URL.
+	ErrNotificationRefused = notify.ErrRefused
 )

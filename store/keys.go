@@ -17,7 +17,8 @@ import (
 //	runs/<p>/<id>/<time>             run document (owner)
 //	queue/<p>/<id>/<time>            index of runs not yet final (owner)
 //	failing/<p>/<id>/<time>          index of runs failed or dead (owner, with the run's status; failing.go)
-//	outbox/<p>/<run id>/<event>-<attempt>-<i>  notification to deliver (owner, with the run's status)
+//	outbox/<p>/<id>/<time>/<event>-<attempt>     run document its notifications deliver (owner, with the run's status)
+//	outbox/<p>/<id>/<time>/<event>-<attempt>/<i> notification to deliver to the job's i-th notify entry (owner, likewise)
 //	workers/<id>                     worker registration (an orchestrator, under a lease per worker)
 //
 // <p> is the partition, five digits; <id> is EscapeID(job ID); <time> is

@@ -19,6 +19,7 @@ type retentionOptions struct {
 	historyMaxRuns int
 	historyMaxAge  time.Duration
 	historyBudget  string
+	historyFloor   int
 	deleteAfter    string
 	triggerRate    float64
 	triggerBurst   int
@@ -28,7 +29,8 @@ func (o *retentionOptions) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.IntVar(&o.historyMaxRuns, "history-max-runs", 100, "runs kept per job (active ones included) unless the job's history.max_runs says otherwise")
 	fs.DurationVar(&o.historyMaxAge, "history-max-age", dispatch.DefaultHistoryMaxAge, "how long final runs are kept after their scheduled time unless the job's history.max_age says otherwise; 0 keeps them whatever their age")
-	fs.StringVar(&o.historyBudget, "history-budget", "1GiB", "bytes of run documents the whole fleet keeps (each partition's owner keeps its share, trimming the oldest final runs first); every member must be given the same value")
+	fs.StringVar(&o.historyBudget, "history-budget", "1GiB", "bytes of run documents the whole fleet keeps (each partition's owner keeps its share, trimming the job that stores the most first, its oldest final runs first); every member must be given the same value")
+	fs.IntVar(&o.historyFloor, "history-floor", dispatch.DefaultHistoryFloor, "newest final runs of each job (with its newest dead run) the history budget never trims, whatever the job's neighbours store")
 	fs.StringVar(&o.deleteAfter, "delete-after", "168h", `how long a finished one-off job is kept, with its runs, unless its delete_after says otherwise; "never" keeps them`)
 	fs.Float64Var(&o.triggerRate, "trigger-rate", admin.DefaultTriggerRate, "manual triggers accepted per second per job on this member (beyond: 429); negative: no limit")
 	fs.IntVar(&o.triggerBurst, "trigger-burst", admin.DefaultTriggerBurst, "manual triggers of one job this member accepts at once")
@@ -42,6 +44,10 @@ func (o *retentionOptions) apply(oc *orchestrator.Config, ac *admin.Config) erro
 	if o.historyMaxAge < 0 {
 		return fmt.Errorf("--history-max-age %v is negative", o.historyMaxAge)
 	}
+	if o.historyFloor < 1 {
+		return fmt.Errorf("--history-floor %d: want at least 1", o.historyFloor)
+	}
+	oc.HistoryFloor = o.historyFloor
 	budget, err := humanize.ParseBytes(o.historyBudget)
 	if err != nil || budget == 0 || budget > 1<<50 {
 		return fmt.Errorf("--history-budget %q: want a size such as 1GiB or 500MB", o.historyBudget)

@@ -62,6 +62,10 @@ type Config struct {
 	HistoryMaxAge  time.Duration
 	HistoryBudget  int64
 	DeleteAfter    time.Duration
+	// HistoryFloor is dispatch.Config.HistoryFloor, the newest final runs
+	// of each job the history budget never trims: 0 keeps the
+	// dispatcher's default (3).
+	HistoryFloor int
 	// CommitsInFlight is dispatch.Config.CommitsInFlight: 0 keeps the
 	// dispatcher's default, a negative value sends every write on its own
 	// (no batching across partitions; for benchmarks).
@@ -136,6 +140,8 @@ func (c Config) Validate() error {
 		return bad("worker TTL %v must be whole seconds from 2s to 5m", c.WorkerTTL)
 	case c.Notify.MaxAge < 0:
 		return bad("notify max age %v is negative", c.Notify.MaxAge)
+	case c.HistoryFloor < 0:
+		return bad("history floor %d is negative", c.HistoryFloor)
 	case c.HistoryMaxRuns < 0:
 		return bad("history max runs %d is negative", c.HistoryMaxRuns)
 	case c.HistoryBudget < 0:

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/store"
@@ -34,8 +34,16 @@ type NotifyConfig struct {
 	// notify headers' secret references may name.
 	SecretEnv []string
 	// MaxAge is how long a notification is retried before it is given
-	// up; 0 means dispatch's default (24h).
+	// up; 0 means the default (notify.DefaultMaxAge, 24h).
 	MaxAge time.Duration
+	// MaxPendingPerJob bounds each job's pending notifications (the
+	// oldest beyond it are dropped and counted), Concurrency the
+	// deliveries in flight on this member and PerDestination those to
+	// one destination (notify.Config): 0 means the default (64, 32, 4),
+	// a negative value no bound.
+	MaxPendingPerJob int
+	Concurrency      int
+	PerDestination   int
 }
 
 // defaults returns the default subscription as notify entries (nil
@@ -114,7 +122,7 @@ func (s *sender) Send(ctx context.Context, o store.Outbox) error {
 	req.Header.Set(HeaderNotifyEvent, string(o.Event))
 	resp, err := s.client.Do(req)
 	if errors.Is(err, egress.ErrDestinationDenied) {
-		return fmt.Errorf("%w: %w", dispatch.ErrNotificationRefused, err)
+		return fmt.Errorf("%w: %w", notify.ErrRefused, err)
 	}
 	if err != nil {
 		return err

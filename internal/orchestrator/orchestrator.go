@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/internal/storage"
@@ -41,8 +42,9 @@ type Orchestrator struct {
 	compactor *storage.Compactor
 	space     *storage.Monitor
 
-	dispMet *dispatch.Metrics
-	sbMet   *dispatch.StandbyMetrics
+	dispMet   *dispatch.Metrics
+	sbMet     *dispatch.StandbyMetrics
+	notifyMet *notify.Metrics
 
 	drainOnce sync.Once
 	drain     chan struct{} // closed by Drain
@@ -105,6 +107,7 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 		shardMet:  shard.NewMetrics(cfg.Registry),
 		dispMet:   dispatch.NewMetrics(cfg.Registry),
 		sbMet:     dispatch.NewStandbyMetrics(cfg.Registry),
+		notifyMet: notify.NewMetrics(cfg.Registry),
 		members:   members,
 		owners:    owners,
 		compactor: compactor,
@@ -162,6 +165,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if o.cfg.HistoryBudget != 0 {
 		dcfg.HistoryBudget = o.cfg.HistoryBudget
 	}
+	if o.cfg.HistoryFloor != 0 {
+		dcfg.HistoryFloor = o.cfg.HistoryFloor
+	}
 	if o.cfg.DeleteAfter != 0 {
 		dcfg.DeleteAfter = o.cfg.DeleteAfter
 	}
@@ -200,9 +206,16 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	dcfg.Notify.Sender = send
-	dcfg.Notify.Default, _ = o.cfg.Notify.defaults() // validated by New
-	dcfg.Notify.MaxAge = o.cfg.Notify.MaxAge
+	nc := o.cfg.Notify
+	deliverer, err := notify.New(notify.Config{
+		Sender: send, MaxAge: nc.MaxAge, MaxPendingPerJob: nc.MaxPendingPerJob, Concurrency: nc.Concurrency, PerDestination: nc.PerDestination,
+		Clock: o.cfg.Clock, Logger: o.cfg.Logger.Named("notify").With(zap.String("member", o.cfg.ID)), Metrics: o.notifyMet,
+	})
+	if err != nil {
+		return err
+	}
+	dcfg.Notify.Notifier = deliverer
+	dcfg.Notify.Default, _ = nc.defaults() // validated by New
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err
@@ -243,6 +256,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.compactor.Run(watchCtx) })
 	wg.Go(func() { o.space.Run(watchCtx) })
 	wg.Go(func() { workers.Run(watchCtx) })
+	wg.Go(func() { deliverer.Run(watchCtx) })
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
 	if standby != nil {
 		wg.Go(func() { standby.Run(watchCtx) })

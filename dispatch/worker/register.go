@@ -130,8 +130,8 @@ const minRegisterTimeout = 2 * time.Second
 // orchestrator names.
 func (w *Worker) register(ctx context.Context, addr string, ttl time.Duration) (time.Duration, error) {
 	addrs := w.currentAddrs()
-	if len(addrs) > 64 {
-		addrs = addrs[:64]
+	if len(addrs) > dispatch.MaxRegisterOrchestrators {
+		addrs = addrs[:dispatch.MaxRegisterOrchestrators] // the registration is bounded; these are shown, not used
 	}
 	req := dispatch.RegisterRequest{
 		Worker:        w.cfg.ID,

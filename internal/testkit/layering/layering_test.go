@@ -47,6 +47,7 @@ var levels = map[string]int{
 	"internal/storage":      6,
 	"client":                6,
 	"dispatch/worker":       6,
+	"dispatch/workers":      6,
 	"internal/orchestrator": 7,
 	"admin":                 8,
 	"internal/chaos":        8,

@@ -187,7 +187,7 @@ func TestPollUnderAnotherCredentialsWorkerID(t *testing.T) {
 	h.advance(time.Hour)
 	h.waitRuns("bound", 1)
 	_, err := h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w1", Credential: "cred-b", Executors: []string{"http"}, Max: 1})
-	if !errors.Is(err, workers.ErrIDTaken) || !strings.Contains(err.Error(), `worker ID "w1" is bound to another credential`) {
+	if !errors.Is(err, workers.ErrIDTaken) || !strings.Contains(err.Error(), `worker ID held by another credential: "w1" is bound to another credential`) {
 		t.Fatalf("poll under another credential: %v, want ErrIDTaken naming the ID", err)
 	}
 	if a := h.takeAs("w1", "cred-a"); a.JobID != "bound" {

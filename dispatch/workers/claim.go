@@ -100,7 +100,7 @@ func (r *Registry) checkHolder(ctx context.Context, id, credential string, st st
 	r.cfg.Metrics.refuse("id_taken")
 	q := strconv.Quote(id)
 	if st.reg != nil || st.claim == nil {
-		return fmt.Errorf("%w: worker ID %s is registered by another credential; it stays bound to it while that registration lives and for %v after it ends; give this worker another ID",
+		return fmt.Errorf("%w: %s is registered with another credential, and stays bound to it while that registration lives and for %v after it ends; give this worker another ID",
 			ErrIDTaken, q, r.cfg.IDGrace)
 	}
 	until := "for up to " + r.cfg.claimTTL().String()
@@ -109,7 +109,7 @@ func (r *Registry) checkHolder(ctx context.Context, id, credential string, st st
 	if ttl, err := r.client.TimeToLive(tctx, st.claim.lease); err == nil && ttl.TTL >= 0 {
 		until = "until " + r.cfg.Clock.Now().Add(time.Duration(ttl.TTL)*time.Second).UTC().Format(time.RFC3339)
 	}
-	return fmt.Errorf("%w: worker ID %s was registered by another credential, whose registration ended less than %v ago; it stays bound to that credential %s; give this worker another ID",
+	return fmt.Errorf("%w: %s was registered with another credential, whose registration ended less than %v ago; it stays bound to that credential %s; give this worker another ID",
 		ErrIDTaken, q, r.cfg.IDGrace, until)
 }
 

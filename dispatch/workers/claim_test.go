@@ -22,7 +22,7 @@ func TestWorkerIDBoundWhileLive(t *testing.T) {
 	before := e.revision()
 
 	_, err := r.Register(context.Background(), req("w1", "cred-b"))
-	if !errors.Is(err, workers.ErrIDTaken) || !strings.Contains(err.Error(), `worker ID "w1" is registered by another credential`) ||
+	if !errors.Is(err, workers.ErrIDTaken) || !strings.Contains(err.Error(), `worker ID held by another credential: "w1" is registered with another credential`) ||
 		!strings.Contains(err.Error(), "for 15m0s after it ends") || strings.Contains(err.Error(), "token") {
 		t.Fatalf("register under another credential: %v, want ErrIDTaken saying the ID is held, until when", err)
 	}
@@ -64,7 +64,7 @@ func TestLapsedWorkerIDKeptForItsCredential(t *testing.T) {
 	if err != nil {
 		msg = err.Error()
 	}
-	if !errors.Is(err, workers.ErrIDTaken) || !strings.Contains(msg, `worker ID "w1" was registered by another credential, whose registration ended less than 1h0m0s ago`) ||
+	if !errors.Is(err, workers.ErrIDTaken) || !strings.Contains(msg, `worker ID held by another credential: "w1" was registered with another credential, whose registration ended less than 1h0m0s ago`) ||
 		!strings.Contains(msg, "stays bound to that credential until "+t0.Add(time.Hour).Format("2006-01-02T15")) {
 		t.Fatalf("another credential taking the lapsed ID: %v, want ErrIDTaken saying until when", err)
 	}
@@ -108,7 +108,7 @@ func TestWorkerIDFreeAfterTheGrace(t *testing.T) {
 	e.register(r, req("w1", "cred-b"))
 	waitListed(t, r, "w1")
 	_, err := r.Register(context.Background(), req("w1", "cred-a"))
-	if !errors.Is(err, workers.ErrIDTaken) || !strings.Contains(err.Error(), "registered by another credential") ||
+	if !errors.Is(err, workers.ErrIDTaken) || !strings.Contains(err.Error(), `"w1" is registered with another credential`) ||
 		!strings.Contains(err.Error(), "give this worker another ID") {
 		t.Fatalf("the former holder: %v, want ErrIDTaken saying another credential holds the ID", err)
 	}

@@ -200,7 +200,7 @@ func (r *Registry) CheckID(worker, credential string) error {
 		holder, ok = e.doc.Credential, live
 	}
 	if ok && holder != credential {
-		return fmt.Errorf("%w: worker ID %s is bound to another credential while its registration lives and for %v after it ends; give this worker another ID",
+		return fmt.Errorf("%w: %s is bound to another credential while its registration lives and for %v after it ends; give this worker another ID",
 			ErrIDTaken, strconv.Quote(worker), r.cfg.IDGrace)
 	}
 	return nil

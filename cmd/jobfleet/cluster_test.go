@@ -131,10 +131,8 @@ func TestClusterPartitionsAll(t *testing.T) {
 	}
 }
 
-// workersProtocol serves a fixed worker registry (the protocol itself
-// is not used).
+// workersProtocol serves a fixed worker registry.
 type workersProtocol struct {
-	admin.WorkerProtocol
 	workers []store.Worker
 }
 
@@ -154,7 +152,7 @@ func TestClusterWorkersCommand(t *testing.T) {
 		{ID: "evil\x1b[2J", Credential: "billing-w", Prefix: "billing/", Executors: []string{"http"}, Concurrency: 1, RegisteredAt: now, LastContact: now, Orchestrator: "orch-2"},
 	}
 	srv := httptest.NewServer(admin.Handler(apiMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Insecure: true,
-		Worker: func() (admin.WorkerProtocol, error) { return workersProtocol{workers: ws}, nil }}))
+		Workers: workersProtocol{workers: ws}}))
 	defer srv.Close()
 	run := func(args ...string) string {
 		t.Helper()

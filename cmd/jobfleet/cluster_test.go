@@ -170,7 +170,7 @@ func TestClusterWorkersCommand(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		lines = append(lines, strings.Join(strings.Fields(l), " "))
 	}
-	if len(lines) != 4 || lines[0] != "ID EXECUTORS ACTIVE CREDENTIAL REGISTERED LAST CONTACT ORCHESTRATOR" ||
+	if len(lines) != 4 || lines[0] != "ID EXECUTORS ACTIVE CREDENTIAL REGISTERED UPDATED ORCHESTRATOR" ||
 		!strings.HasPrefix(lines[1], "w1 http,shell 3/8 dev-worker ") || !strings.HasSuffix(lines[1], " 2s ago orch-1") ||
 		!strings.HasPrefix(lines[2], `evil\x1b[2J http 0/1 billing-w (billing/*) `) || lines[3] != "2 workers" {
 		t.Fatalf("table:\n%s", out)

@@ -52,15 +52,12 @@ type state struct {
 	claim *stored[claim]
 }
 
-// holder returns the credential the ID is bound to, "" if none.
-func (s state) holder() string {
-	switch {
-	case s.claim != nil && s.claim.valid:
-		return s.claim.doc.Credential
-	case s.reg != nil && s.reg.valid:
-		return s.reg.doc.Credential // a registration made before bindings existed
-	}
-	return ""
+// heldBy reports whether the ID is bound to a credential other than
+// credential: by its binding, or by its registration (one made before
+// bindings existed, or by a member of an older version).
+func (s state) heldBy(credential string) bool {
+	return s.claim != nil && s.claim.valid && s.claim.doc.Credential != credential ||
+		s.reg != nil && s.reg.valid && s.reg.doc.Credential != credential
 }
 
 // read reads worker id's registration and binding in one request.
@@ -69,6 +66,7 @@ func (r *Registry) read(ctx context.Context, id string) (state, error) {
 	defer cancel()
 	resp, err := r.client.Txn(ctx).Then(clientv3.OpGet(r.keys.Worker(id)), clientv3.OpGet(claimKey(r.keys, id))).Commit()
 	if err != nil {
+		r.cfg.Metrics.refuse("store")
 		return state{}, fmt.Errorf("read worker registration: %w", store.Classify(err))
 	}
 	var st state
@@ -93,13 +91,12 @@ func decode[T any](val []byte, mod, lease int64) *stored[T] {
 // checkHolder returns an error wrapping ErrIDTaken if st binds the ID to
 // a credential other than credential; the error says until when.
 func (r *Registry) checkHolder(ctx context.Context, id, credential string, st state) error {
-	h := st.holder()
-	if h == "" || h == credential {
+	if !st.heldBy(credential) {
 		return nil
 	}
 	r.cfg.Metrics.refuse("id_taken")
 	q := strconv.Quote(id)
-	if st.reg != nil || st.claim == nil {
+	if st.reg != nil || st.claim == nil || !st.claim.valid {
 		return fmt.Errorf("%w: %s is registered with another credential, and stays bound to it while that registration lives and for %v after it ends; give this worker another ID",
 			ErrIDTaken, q, r.cfg.IDGrace)
 	}

@@ -13,7 +13,8 @@
 //
 // A worker ID is bound to the credential that registered it by a second
 // key, <namespace>workerids/<id>, under a lease Config.IDGrace longer than
-// the registration's (renewed every quarter of the grace while it lives).
+// the registration's (renewed every quarter of the grace, at most every 5
+// minutes, while it lives).
 // Until that binding lapses, another credential cannot register,
 // deregister or poll (dispatch.Registry.CheckID) under the ID, and is told
 // so with ErrIDTaken: the ID is held by another credential, until when.
@@ -53,7 +54,7 @@
 //   - What one credential writes through one member is bounded by
 //     Config.WriteBurst plus Config.WriteRate KiB a second; what it keeps
 //     stored, by MaxPerCredential registrations of at most about 7 KiB
-//     and four times as many bindings of under 200 bytes.
+//     and four times as many bindings of a few hundred bytes at most.
 //
 // # Not guaranteed
 //
@@ -62,8 +63,8 @@
 //     refreshed) are samples and may lag: a listed registration is alive,
 //     its worker in contact within the last TTL.
 //   - A registration outlives its worker by up to a TTL; a binding
-//     outlives the registration by up to a quarter of the grace more
-//     than the grace.
+//     outlives the registration's end by the grace and up to a quarter
+//     of it (at most 5 minutes) more.
 //   - The rate limits are per member: a credential spreading its requests
 //     over n members gets n times the rates. The counts per credential
 //     are checked against this member's copies, which may lag a write

@@ -1,8 +1,8 @@
 package workers_test
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -76,6 +76,35 @@ func (e *env) revision() int64 {
 		e.t.Fatal(err)
 	}
 	return resp.Header.Revision
+}
+
+// writesSince returns the writes (puts and deletes) under the test's
+// namespace after etcd revision rev, as etcd's history records them:
+// other tests' leases expiring in the same etcd do not count. It writes a
+// marker key after them (a revision of its own, not counted) and reads
+// the namespace's history up to it.
+func (e *env) writesSince(rev int64) int {
+	e.t.Helper()
+	marker := e.ns + "~writes-marker"
+	if _, err := e.client.Put(context.Background(), marker, ""); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 0
+	for wr := range e.client.Watch(ctx, e.ns, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		if err := wr.Err(); err != nil {
+			e.t.Fatal(err)
+		}
+		for _, ev := range wr.Events {
+			if string(ev.Kv.Key) == marker {
+				return n
+			}
+			n++
+		}
+	}
+	e.t.Fatal("the marker did not come through the watch")
+	return 0
 }
 
 // stored returns worker id's registration in etcd, and its key's

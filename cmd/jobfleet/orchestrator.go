@@ -236,16 +236,21 @@ func (o *memberOptions) loadsConfig() (loads, jobs int, err error) {
 }
 
 // checkFlags reports the first member setting that startMember would
-// refuse (--api-burst and the other limits, the storage flags,
-// --loads-in-flight, --load-jobs-in-flight), so that a command refuses it
-// before it starts anything: dev's embedded etcd, credentials and CLI
-// context, a member's connection to etcd.
+// refuse (--api-burst and the other limits, the storage flags, the
+// worker registry's flags, --loads-in-flight, --load-jobs-in-flight), so
+// that a command refuses it before it starts anything: dev's embedded
+// etcd, credentials and CLI context, a member's connection to etcd.
 func (o *memberOptions) checkFlags() error {
 	if err := o.limits.Validate(); err != nil {
 		return fmt.Errorf("--api-burst/--max-polls/--max-streams: %w", err)
 	}
 	if _, err := o.storageConfig(); err != nil {
 		return err
+	}
+	wc := o.workers
+	wc.Namespace, wc.Member = "/", "check" // the member's own, checked with the rest of its configuration
+	if err := wc.Validate(); err != nil {
+		return fmt.Errorf("--worker-ttl/--worker-id-grace/--worker-register-rate/--worker-register-writes: %w", err)
 	}
 	_, _, err := o.loadsConfig()
 	return err

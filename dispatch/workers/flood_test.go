@@ -134,8 +134,11 @@ func TestScopedWorkerFloodIsBounded(t *testing.T) {
 	if changes.ok > budget || changes.limited < 900 {
 		t.Errorf("changes: %+v, want at most %d accepted and the rest refused for the rate", changes, budget)
 	}
-	if grown := size1 - size0; grown > int64(budget)*16<<10 {
-		t.Errorf("etcd's database grew by %d bytes, want at most 16 KiB per write allowed (%d)", grown, int64(budget)*16<<10)
+	// Each write of about 6.5 KiB takes a few pages of etcd's database
+	// (the measured growth is near 12 KiB a write); without the bounds the
+	// same flood stores some 7 MiB.
+	if grown := size1 - size0; grown > int64(budget)*32<<10 {
+		t.Errorf("etcd's database grew by %d bytes, want at most 32 KiB per write allowed (%d)", grown, int64(budget)*32<<10)
 	}
 
 	// etcd fills up (another tenant); the space guard sees it.

@@ -124,8 +124,9 @@ func TestWorkerLockedOutOfItsIDIsToldWhy(t *testing.T) {
 		"tok-real":  {ID: "team-worker", Role: auth.RoleWorker},
 		"tok-other": {ID: "other-worker", Role: auth.RoleWorker, Prefix: "other/"},
 	}
+	auditCore, audit := observer.New(zap.InfoLevel)
 	srv := httptest.NewServer(admin.Handler(idleMember{}, admin.Config{
-		Gatherer: prometheus.NewRegistry(), Auth: tokens, Workers: reg,
+		Gatherer: prometheus.NewRegistry(), Auth: tokens, Workers: reg, Logger: zap.New(auditCore),
 		Worker: func() (admin.WorkerProtocol, error) { return idChecking{reg}, nil },
 	}))
 	defer srv.Close()
@@ -172,6 +173,12 @@ func TestWorkerLockedOutOfItsIDIsToldWhy(t *testing.T) {
 		if strings.Contains(e.Message, "token") || strings.Contains(e.Message, "refused the worker's credentials") {
 			t.Errorf("the worker logged %q %v: its credentials are fine", e.Message, e.Context)
 		}
+	}
+	// The orchestrator's audit log shows each refused registration (the
+	// accepted ones are at debug level).
+	refused := audit.FilterMessage("request").FilterField(zap.String("route", "POST "+dispatch.PathRegister)).FilterField(zap.Int("status", http.StatusConflict))
+	if refused.FilterField(zap.String("credential", "team-worker")).Len() == 0 {
+		t.Errorf("no audit line at info for the refused registrations: %v", audit.All())
 	}
 	if err := reg.CheckID("billing-1", "other-worker"); err != nil {
 		t.Errorf("the ID's holder lost it: %v", err)

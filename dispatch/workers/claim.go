@@ -111,8 +111,8 @@ func (r *Registry) checkHolder(ctx context.Context, id, credential string, st st
 }
 
 // claimOps returns what binds id to credential in a transaction: the
-// compare and the put, under a new lease of claimTTL (nil, 0 when st
-// holds a valid binding already). The caller revokes the lease if the
+// compare (no binding, or the undecodable one st read) and the put, under
+// a new lease of claimTTL. The caller revokes the lease if the
 // transaction does not apply.
 func (r *Registry) claimOps(ctx context.Context, id, credential string, st state, now time.Time) (clientv3.Cmp, clientv3.Op, clientv3.LeaseID, error) {
 	key := claimKey(r.keys, id)
@@ -136,6 +136,9 @@ func (r *Registry) claimOps(ctx context.Context, id, credential string, st state
 // its own while it lives.
 func (r *Registry) keepClaim(ctx context.Context, id, credential string, st state) {
 	if st.claim == nil || !st.claim.valid {
+		if r.cfg.Space != nil && r.cfg.Space.Admit() != nil {
+			return // bound once the store takes writes again; the registration is checked meanwhile
+		}
 		cmp, put, lease, err := r.claimOps(ctx, id, credential, st, r.cfg.Clock.Now())
 		if err == nil {
 			err = r.commit(ctx, lease, []clientv3.Cmp{cmp}, put)

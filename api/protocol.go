@@ -22,11 +22,16 @@ import (
 //	    protocol, or the attempt was handed to another credential
 //	409 the attempt is stale: the run moved on (its lease expired and a new
 //	    attempt was made, it was replaced, it completed); the worker must
-//	    drop it and not retry the report
-//	    or the worker ID is registered to another credential
+//	    drop it and not retry the report. Also a registration, poll or
+//	    deregistration under a worker ID bound to another credential (the
+//	    message says until when); the worker needs another ID
 //	421 this orchestrator does not own the run's partition: NotOwner says
 //	    who does; the worker resends the request there
+//	429 a registration beyond the credential's rate or worker count, with
+//	    Retry-After
 //	503 the orchestrator cannot decide now (starting, etcd unreachable); retry
+//	507 etcd's database is full or above the fleet's high-water mark: a
+//	    registration that needs storing is refused; retry later
 //
 // A worker polls every orchestrator it knows (from the members list, GET
 // /v1/cluster/members, or a static list), since each hands out only the runs
@@ -35,9 +40,10 @@ import (
 // the new owner.
 //
 // A worker also registers, with one orchestrator at a time, every third
-// of the TTL the reply names: its registration is what GET
-// /v1/cluster/workers lists and what tells the owners at once, not a run
-// lease later, that a worker's attempts are lost.
+// of the TTL the reply names (see package dispatch/workers): its
+// registration is what GET /v1/cluster/workers lists and what tells the
+// owners at once, not a run lease later, that a worker's attempts are
+// lost.
 const (
 	PathPoll       = "/v1/worker/poll"
 	PathHeartbeat  = "/v1/worker/heartbeat"
@@ -55,6 +61,21 @@ const DefaultWorkerTTL = 6 * time.Second
 
 // MaxPollWait is the longest long-poll an orchestrator honours.
 const MaxPollWait = 30 * time.Second
+
+// Bounds of a RegisterRequest: what a registration stores is bounded by
+// these, whoever sends it.
+const (
+	// MaxRegisterExecutors is the most executor types a registration
+	// lists, and MaxExecutorBytes the longest executor type name.
+	MaxRegisterExecutors = 64
+	MaxExecutorBytes     = 64
+	// MaxRegisterOrchestrators is the most orchestrator URLs a
+	// registration lists, and MaxOrchestratorURLBytes the longest one.
+	MaxRegisterOrchestrators = 8
+	MaxOrchestratorURLBytes  = 256
+	// MaxWorkerConcurrency is the largest concurrency a worker registers.
+	MaxWorkerConcurrency = 1024
+)
 
 // MaxOutputBytes caps the output a worker reports per attempt; longer output
 // is cut by the worker, which keeps its head and tail (and refused beyond
@@ -192,15 +213,20 @@ type NotOwner struct {
 type RegisterRequest struct {
 	// Worker is the worker's ID, as in polls.
 	Worker string `json:"worker"`
-	// Executors are the executor types the worker runs, as in polls.
+	// Executors are the executor types the worker runs, as in polls: 1 to
+	// MaxRegisterExecutors distinct names of 1 to MaxExecutorBytes bytes
+	// each.
 	Executors []string `json:"executors"`
-	// Concurrency is the most attempts the worker holds, 1..1024.
+	// Concurrency is the most attempts the worker holds, 1 to
+	// MaxWorkerConcurrency.
 	Concurrency int `json:"concurrency"`
-	// Active is the number of attempts it holds now, 0..Concurrency.
+	// Active is the number of attempts it holds now, 0..Concurrency. It is
+	// a sample: the registry stores it at most every so often (see package
+	// dispatch/workers), not at every refresh.
 	Active int `json:"active"`
 	// Orchestrators are the orchestrator URLs the worker polls (at most
-	// 64, each at most 512 bytes); optional, shown by GET
-	// /v1/cluster/workers.
+	// MaxRegisterOrchestrators, each at most MaxOrchestratorURLBytes
+	// bytes); optional, shown by GET /v1/cluster/workers.
 	Orchestrators []string `json:"orchestrators,omitempty"`
 
 	// Credential and Prefix are the request's credential's ID and scope,

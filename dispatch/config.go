@@ -155,12 +155,13 @@ type Config struct {
 	// Notify configures run notifications (the job document's "notify");
 	// its zero value sends none.
 	Notify NotifyConfig
-	// Workers, if set, is the worker registry: attempts of a worker whose
-	// registration ends are lost at once (not a run lease later), polls
-	// under a worker ID registered to another credential are refused, and
-	// WhyPending and the unservable gauge can say which waiting runs no
-	// live worker serves. Nil: run leases alone detect lost workers.
-	Workers *Registry
+	// Workers, if set, is the worker registry (package dispatch/workers):
+	// attempts of a worker whose registration ends are lost at once (not a
+	// run lease later), polls under a worker ID bound to another
+	// credential are refused, and the unservable gauge counts the waiting
+	// runs no live worker serves. Nil: run leases alone detect lost
+	// workers.
+	Workers Registry
 	// Clock; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.

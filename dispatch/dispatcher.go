@@ -110,7 +110,7 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 	}
 	cfg.Metrics.setSource(d.Stats)
 	if cfg.Workers != nil {
-		cfg.Workers.subscribe(d.workersGone)
+		cfg.Workers.Subscribe(d.workersGone)
 	}
 	return d, nil
 }
@@ -205,7 +205,8 @@ type Stats struct {
 	// jobs' floors are not.
 	HistoryBudget int64
 	// Unservable counts the waiting runs no live worker can take (see
-	// WhyPending), by executor type; nil without a worker registry.
+	// Registry.WhyPending), by executor type; nil without a worker
+	// registry.
 	Unservable map[string]int
 }
 

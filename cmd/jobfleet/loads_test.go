@@ -47,6 +47,8 @@ func TestDevRefusesBadFlagsBeforeStarting(t *testing.T) {
 		{"--loads-in-flight=-1"},
 		{"--load-jobs-in-flight=-1"},
 		{"--storage-high-water=2"},
+		{"--worker-ttl=1s"},
+		{"--worker-id-grace=500ms"},
 	} {
 		dir := filepath.Join(t.TempDir(), "dev")
 		root := newRootCmd()

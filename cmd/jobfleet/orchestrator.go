@@ -20,6 +20,7 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
@@ -104,7 +105,9 @@ type memberOptions struct {
 	partitions int
 	leaseTTL   time.Duration
 	runLease   time.Duration
-	workerTTL  time.Duration
+	// workers is the worker registry's configuration, the flags bound
+	// into it.
+	workers workers.Config
 	// loadsInFlight is --loads-in-flight: partitions loaded at once, 0
 	// for no bound; loadJobsInFlight is --load-jobs-in-flight: their jobs,
 	// 0 for no bound.
@@ -139,7 +142,10 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 1024; must match an existing cluster's)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
 	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
-	fs.DurationVar(&o.workerTTL, "worker-ttl", dispatch.DefaultWorkerTTL, "how long a worker's registration lives without a refresh (whole seconds, 2s to 5m); the attempts of a worker silent that long are retried at once")
+	fs.DurationVar(&o.workers.TTL, "worker-ttl", dispatch.DefaultWorkerTTL, "how long a worker's registration lives without a refresh (whole seconds, 2s to 5m); the attempts of a worker silent that long are retried at once")
+	fs.DurationVar(&o.workers.IDGrace, "worker-id-grace", workers.DefaultIDGrace, "how long a worker ID stays bound to the credential that registered it after its registration ended (whole seconds, 1s to 24h); until then another credential cannot use the ID")
+	fs.Float64Var(&o.workers.RequestRate, "worker-register-rate", workers.DefaultRequestRate, "worker registration requests (refreshes included) each credential may send this member per second, with bursts of twice as many (negative: unlimited)")
+	fs.Float64Var(&o.workers.WriteRate, "worker-register-writes", workers.DefaultWriteRate, "KiB of worker registrations (new, changed, updated) each credential may make this member write per second, with bursts of 64 (or a second's worth); a new or changed registration beyond it gets 429, an update of its active count is skipped (negative: unlimited)")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
 	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "turn authentication off: every caller is admin (only with a loopback --listen)")
 	fs.IntVar(&o.loadsInFlight, "loads-in-flight", 16, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn; 0: no bound on the partitions (--load-jobs-in-flight still bounds their jobs)")
@@ -230,16 +236,21 @@ func (o *memberOptions) loadsConfig() (loads, jobs int, err error) {
 }
 
 // checkFlags reports the first member setting that startMember would
-// refuse (--api-burst and the other limits, the storage flags,
-// --loads-in-flight, --load-jobs-in-flight), so that a command refuses it
-// before it starts anything: dev's embedded etcd, credentials and CLI
-// context, a member's connection to etcd.
+// refuse (--api-burst and the other limits, the storage flags, the
+// worker registry's flags, --loads-in-flight, --load-jobs-in-flight), so
+// that a command refuses it before it starts anything: dev's embedded
+// etcd, credentials and CLI context, a member's connection to etcd.
 func (o *memberOptions) checkFlags() error {
 	if err := o.limits.Validate(); err != nil {
 		return fmt.Errorf("--api-burst/--max-polls/--max-streams: %w", err)
 	}
 	if _, err := o.storageConfig(); err != nil {
 		return err
+	}
+	wc := o.workers
+	wc.Namespace, wc.Member = "/", "check" // the member's own, checked with the rest of its configuration
+	if err := wc.Validate(); err != nil {
+		return fmt.Errorf("--worker-ttl/--worker-id-grace/--worker-register-rate/--worker-register-writes: %w", err)
 	}
 	_, _, err := o.loadsConfig()
 	return err
@@ -433,7 +444,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		Partitions:       o.partitions,
 		LeaseTTL:         o.leaseTTL,
 		RunLease:         o.runLease,
-		WorkerTTL:        o.workerTTL,
+		Workers:          o.workers,
 		LoadsInFlight:    loads,
 		LoadJobsInFlight: loadJobs,
 		WarmStandby:      o.warmStandby,
@@ -464,6 +475,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	}
 	mlg := acfg.Logger
 	acfg.Jobs, acfg.Worker, acfg.Auth, acfg.Storage = orchestratorJobs(orch), orchestratorWorker(orch), orch.Credentials(), orch.Storage
+	acfg.Workers = orch.Workers()
 	acfg.Cluster = orch
 	h := admin.Handler(orch, acfg)
 	srv, err := httpserver.Start(listen, h, serving.api)

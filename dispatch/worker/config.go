@@ -47,6 +47,9 @@ const (
 	// maxHandlerBytes is the longest handler name (as for job executor
 	// types).
 	maxHandlerBytes = 64
+	// maxHandlers is the most handlers a worker registers: with "http"
+	// and "shell", what a registration may list.
+	maxHandlers = api.MaxRegisterExecutors - 2
 )
 
 // Config configures a Worker. New fills every zero field from

@@ -131,8 +131,8 @@ const minRegisterTimeout = 2 * time.Second
 // orchestrator names.
 func (w *Worker) register(ctx context.Context, addr string, ttl time.Duration) (time.Duration, error) {
 	addrs := w.currentAddrs()
-	if len(addrs) > 64 {
-		addrs = addrs[:64]
+	if len(addrs) > api.MaxRegisterOrchestrators {
+		addrs = addrs[:api.MaxRegisterOrchestrators] // the registration is bounded; these are shown, not used
 	}
 	req := api.RegisterRequest{
 		Worker:        w.cfg.ID,

@@ -106,7 +106,8 @@ func (w *Worker) ID() string { return w.cfg.ID }
 // digits, '-', '_', '.' and ':', starting with a letter, at most 64 bytes,
 // and neither "http" nor "shell". The worker advertises the name from its
 // next poll on. It returns an error wrapping ErrInvalidHandler for a bad
-// name, a nil handler or a name already registered.
+// name, a nil handler, a name already registered, or a 63rd handler (a
+// registration lists at most 64 executor types).
 func (w *Worker) Handle(name string, h Handler) error {
 	if !validHandlerName(name) {
 		return fmt.Errorf("%w: bad name %q: want letters, digits, '-', '_', '.' and ':', starting with a letter, at most %d bytes, not \"http\" or \"shell\"", ErrInvalidHandler, name, maxHandlerBytes)
@@ -118,6 +119,9 @@ func (w *Worker) Handle(name string, h Handler) error {
 	defer w.hmu.Unlock()
 	if _, ok := w.handlers[name]; ok {
 		return fmt.Errorf("%w: %q is already registered", ErrInvalidHandler, name)
+	}
+	if len(w.handlers) >= maxHandlers {
+		return fmt.Errorf("%w: %q: a worker registers at most %d handlers (its registration lists at most %d executor types)", ErrInvalidHandler, name, maxHandlers, maxHandlers+2)
 	}
 	w.handlers[name] = h
 	return nil

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
@@ -47,11 +47,12 @@ type Config struct {
 	// RunLease is how long a worker holds an attempt without heartbeat
 	// (dispatch.Config.RunLease). Default 30s.
 	RunLease time.Duration
-	// WorkerTTL is how long a worker's registration lives without a
-	// refresh (dispatch.RegistryConfig.TTL): the attempts of a worker
-	// silent that long are retried at once. Whole seconds, 2s to 5m.
-	// Default dispatch.DefaultWorkerTTL.
-	WorkerTTL time.Duration
+	// Workers configures the worker registry (package dispatch/workers):
+	// the registrations' TTL (the attempts of a worker silent that long
+	// are retried at once), how long a worker ID stays bound to its
+	// credential, the registrations' bounds and rates. Its Namespace,
+	// Member, Space, Metrics, Clock and Logger are the member's own.
+	Workers workers.Config
 	// Notify configures the run notifications this member delivers.
 	Notify NotifyConfig
 	// HistoryMaxRuns, HistoryMaxAge, HistoryBudget and DeleteAfter are
@@ -123,6 +124,9 @@ func (c Config) Validate() error {
 	if _, err := c.Notify.defaults(); err != nil {
 		return bad("%v", err)
 	}
+	if err := c.workersConfig().Validate(); err != nil {
+		return bad("%s", strings.TrimPrefix(err.Error(), workers.ErrInvalidConfig.Error()+": "))
+	}
 	switch {
 	case !strings.HasSuffix(c.Namespace, "/"):
 		return bad("namespace %q must end in '/'", c.Namespace)
@@ -136,8 +140,6 @@ func (c Config) Validate() error {
 		return bad("leave timeout %v is negative", c.LeaveTimeout)
 	case c.RunLease != 0 && c.RunLease < time.Second:
 		return bad("run lease %v below 1s", c.RunLease)
-	case c.WorkerTTL < 2*time.Second || c.WorkerTTL > 5*time.Minute || c.WorkerTTL%time.Second != 0:
-		return bad("worker TTL %v must be whole seconds from 2s to 5m", c.WorkerTTL)
 	case c.Notify.MaxAge < 0:
 		return bad("notify max age %v is negative", c.Notify.MaxAge)
 	case c.HistoryFloor < 0:
@@ -159,9 +161,6 @@ func (c *Config) setDefaults() {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = 5 * time.Second
 	}
-	if c.WorkerTTL == 0 {
-		c.WorkerTTL = dispatch.DefaultWorkerTTL
-	}
 	if c.RebalanceDelay == 0 {
 		c.RebalanceDelay = 200 * time.Millisecond
 	}
@@ -174,4 +173,12 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+}
+
+// workersConfig is the worker registry's configuration: c.Workers with
+// the member's namespace, ID, clock and logger.
+func (c Config) workersConfig() workers.Config {
+	wc := c.Workers
+	wc.Namespace, wc.Member, wc.Clock, wc.Logger = c.Namespace, c.ID, c.Clock, c.Logger
+	return wc
 }

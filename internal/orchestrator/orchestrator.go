@@ -18,6 +18,7 @@ import (
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
+	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/internal/storage"
@@ -41,6 +42,7 @@ type Orchestrator struct {
 	creds     *auth.Cache
 	compactor *storage.Compactor
 	space     *storage.Monitor
+	workers   *workers.Registry
 
 	dispMet   *dispatch.Metrics
 	sbMet     *dispatch.StandbyMetrics
@@ -99,6 +101,19 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	wc := cfg.workersConfig()
+	wc.Logger = cfg.Logger.Named("dispatch")
+	wc.Space = space
+	wc.Metrics = workers.NewMetrics(cfg.Registry)
+	if wc.RequestTimeout == 0 {
+		// As the dispatcher's: given up before the session's renew
+		// deadline.
+		wc.RequestTimeout = min(5*time.Second, sc.RenewDeadline)
+	}
+	registry, err := workers.New(client, wc)
+	if err != nil {
+		return nil, err
+	}
 	return &Orchestrator{
 		client:    client,
 		cfg:       cfg,
@@ -112,6 +127,7 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 		owners:    owners,
 		compactor: compactor,
 		space:     space,
+		workers:   registry,
 		creds:     creds,
 		drain:     make(chan struct{}),
 		changed:   make(chan struct{}),
@@ -120,6 +136,11 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 
 // ID returns the member ID.
 func (o *Orchestrator) ID() string { return o.cfg.ID }
+
+// Workers returns the member's worker registry, which serves the
+// registration routes of the worker protocol; Run keeps its copy of the
+// registrations current.
+func (o *Orchestrator) Workers() *workers.Registry { return o.workers }
 
 // Credentials returns the member's credential cache, which authenticates
 // API requests; Run keeps it current.
@@ -194,14 +215,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	dcfg.Logger = o.cfg.Logger.Named("dispatch")
 	dcfg.Metrics = o.dispMet
 	dcfg.Space = o.space
-	workers, err := dispatch.NewRegistry(o.client, dispatch.RegistryConfig{
-		Namespace: o.cfg.Namespace, Member: o.cfg.ID, TTL: o.cfg.WorkerTTL,
-		RequestTimeout: dcfg.RequestTimeout, Clock: o.cfg.Clock, Logger: o.cfg.Logger.Named("dispatch"),
-	})
-	if err != nil {
-		return err
-	}
-	dcfg.Workers = workers
+	dcfg.Workers = o.workers
 	send, err := newSender(o.cfg.Notify, o.client.Endpoints(), o.memberAddrs)
 	if err != nil {
 		return err
@@ -255,7 +269,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.owners.Run(watchCtx) })
 	wg.Go(func() { o.compactor.Run(watchCtx) })
 	wg.Go(func() { o.space.Run(watchCtx) })
-	wg.Go(func() { workers.Run(watchCtx) })
+	wg.Go(func() { o.workers.Run(watchCtx) })
 	wg.Go(func() { deliverer.Run(watchCtx) })
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
 	if standby != nil {

@@ -48,6 +48,7 @@ var levels = map[string]int{
 	"internal/crontab":      5,
 	"internal/storage":      6,
 	"client":                7,
+	"dispatch/workers":      7,
 	"dispatch/worker":       7,
 	"internal/orchestrator": 8,
 	"admin":                 9,

@@ -2,31 +2,30 @@ package dispatch_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // withRegistry gives the harness's dispatcher a worker registry as member
 // member (TTL 2s, etcd's real time), running until the test ends.
-func (h *harness) withRegistry(member string) *dispatch.Registry {
+func (h *harness) withRegistry(member string) *workers.Registry {
 	h.t.Helper()
 	reg := h.newRegistry(member)
 	h.configure = func(c *dispatch.Config) { c.Workers = reg }
 	return reg
 }
 
-func (h *harness) newRegistry(member string) *dispatch.Registry {
+func (h *harness) newRegistry(member string) *workers.Registry {
 	h.t.Helper()
-	reg, err := dispatch.NewRegistry(h.client, dispatch.RegistryConfig{Namespace: h.ns, Member: member, TTL: 2 * time.Second, Clock: h.clock, Logger: zaptest.NewLogger(h.t)})
+	reg, err := workers.New(h.client, workers.Config{Namespace: h.ns, Member: member, TTL: 2 * time.Second, Clock: h.clock, Logger: zaptest.NewLogger(h.t)})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -37,7 +36,7 @@ func (h *harness) newRegistry(member string) *dispatch.Registry {
 	return reg
 }
 
-func register(t *testing.T, reg *dispatch.Registry, worker, credential string) {
+func register(t *testing.T, reg *workers.Registry, worker, credential string) {
 	t.Helper()
 	if _, err := reg.Register(context.Background(), dispatch.RegisterRequest{Worker: worker, Credential: credential, Executors: []string{"http"}, Concurrency: 2}); err != nil {
 		t.Fatalf("register %s: %v", worker, err)
@@ -45,16 +44,16 @@ func register(t *testing.T, reg *dispatch.Registry, worker, credential string) {
 }
 
 // waitWorkers waits until reg lists exactly the workers ids.
-func waitWorkers(t *testing.T, reg *dispatch.Registry, ids ...string) []store.Worker {
+func waitWorkers(t *testing.T, reg *workers.Registry, ids ...string) []store.Worker {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		ws, rev := reg.Workers()
+		ws, err := reg.Workers()
 		var got []string
 		for _, w := range ws {
 			got = append(got, w.ID)
 		}
-		if rev > 0 && strings.Join(got, ",") == strings.Join(ids, ",") {
+		if err == nil && strings.Join(got, ",") == strings.Join(ids, ",") {
 			return ws
 		}
 		if time.Now().After(deadline) {
@@ -175,83 +174,24 @@ func TestLiveAndMovedRegistrationsKeepAttempts(t *testing.T) {
 	}
 }
 
-// TestWorkerIDBoundToCredential: while a registration lives, another
-// credential can neither register, poll nor deregister under its ID, and
-// nothing changes in etcd.
-func TestWorkerIDBoundToCredential(t *testing.T) {
+// TestPollUnderAnotherCredentialsWorkerID: while a worker ID is bound to
+// a credential, a poll under it with another credential is refused with
+// the registry's error, and hands nothing out.
+func TestPollUnderAnotherCredentialsWorkerID(t *testing.T) {
 	h := newHarness(t)
 	reg := h.withRegistry("m1")
 	h.start("m1")
+	h.create(store.Job{ID: "bound", Schedule: "@every 1h"})
 	register(t, reg, "w1", "cred-a")
 	waitWorkers(t, reg, "w1")
-	key := h.store.Keys().Worker("w1")
-	before, err := h.client.Get(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
+	h.advance(time.Hour)
+	h.waitRuns("bound", 1)
+	_, err := h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w1", Credential: "cred-b", Executors: []string{"http"}, Max: 1})
+	if !errors.Is(err, workers.ErrIDTaken) || !strings.Contains(err.Error(), `worker ID held by another credential: "w1" is bound to another credential`) {
+		t.Fatalf("poll under another credential: %v, want ErrIDTaken naming the ID", err)
 	}
-
-	_, err = reg.Register(context.Background(), dispatch.RegisterRequest{Worker: "w1", Credential: "cred-b", Executors: []string{"http"}, Concurrency: 1})
-	if !errors.Is(err, dispatch.ErrWorkerIDTaken) {
-		t.Fatalf("register under another credential: %v, want ErrWorkerIDTaken", err)
-	}
-	if err := reg.Deregister(context.Background(), dispatch.DeregisterRequest{Worker: "w1", Credential: "cred-b"}); !errors.Is(err, dispatch.ErrWorkerIDTaken) {
-		t.Fatalf("deregister under another credential: %v, want ErrWorkerIDTaken", err)
-	}
-	_, err = h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w1", Credential: "cred-b", Executors: []string{"http"}, Max: 1})
-	if !errors.Is(err, dispatch.ErrWorkerIDTaken) {
-		t.Fatalf("poll under another credential: %v, want ErrWorkerIDTaken", err)
-	}
-	after, err := h.client.Get(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(after.Kvs) != 1 || after.Kvs[0].ModRevision != before.Kvs[0].ModRevision {
-		t.Fatalf("the registration changed: %v → %v", before.Kvs, after.Kvs)
-	}
-	var doc store.Worker
-	if err := json.Unmarshal(after.Kvs[0].Value, &doc); err != nil || doc.Credential != "cred-a" {
-		t.Fatalf("registration %s (%v), want credential cred-a", after.Kvs[0].Value, err)
-	}
-
-	// The owner of the ID deregisters; then the ID is free.
-	if err := reg.Deregister(context.Background(), dispatch.DeregisterRequest{Worker: "w1", Credential: "cred-a"}); err != nil {
-		t.Fatal(err)
-	}
-	waitWorkers(t, reg)
-	register(t, reg, "w1", "cred-b")
-}
-
-func TestRegisterRefusesBadRequests(t *testing.T) {
-	h := newHarness(t)
-	reg := h.newRegistry("m1")
-	ok := dispatch.RegisterRequest{Worker: "w1", Executors: []string{"http"}, Concurrency: 4, Active: 1}
-	for _, tt := range []struct {
-		name  string
-		edit  func(*dispatch.RegisterRequest)
-		field string
-	}{
-		{"no worker", func(r *dispatch.RegisterRequest) { r.Worker = "" }, "worker"},
-		{"control character", func(r *dispatch.RegisterRequest) { r.Worker = "w\x1b" }, "worker"},
-		{"no executors", func(r *dispatch.RegisterRequest) { r.Executors = nil }, "executors"},
-		{"executor with a space", func(r *dispatch.RegisterRequest) { r.Executors = []string{"a b"} }, "executors[0]"},
-		{"zero concurrency", func(r *dispatch.RegisterRequest) { r.Concurrency = 0 }, "concurrency"},
-		{"too much concurrency", func(r *dispatch.RegisterRequest) { r.Concurrency = 5000 }, "concurrency"},
-		{"active above concurrency", func(r *dispatch.RegisterRequest) { r.Active = 5 }, "active"},
-		{"negative active", func(r *dispatch.RegisterRequest) { r.Active = -1 }, "active"},
-		{"long orchestrator URL", func(r *dispatch.RegisterRequest) { r.Orchestrators = []string{"http://" + strings.Repeat("a", 600)} }, "orchestrators[0]"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			req := ok
-			tt.edit(&req)
-			_, err := reg.Register(context.Background(), req)
-			if !errors.Is(err, dispatch.ErrBadRequest) || !strings.Contains(err.Error(), tt.field) {
-				t.Fatalf("Register: %v, want a bad request naming %s", err, tt.field)
-			}
-		})
-	}
-	resp, err := h.client.Get(context.Background(), h.store.Keys().WorkersPrefix(), clientv3.WithPrefix())
-	if err != nil || len(resp.Kvs) != 0 {
-		t.Fatalf("registrations after bad requests: %v (%v), want none", resp.Kvs, err)
+	if a := h.takeAs("w1", "cred-a"); a.JobID != "bound" {
+		t.Fatalf("the ID's own credential took %+v, want the run of bound", a)
 	}
 }
 
@@ -262,7 +202,7 @@ func TestWhyPending(t *testing.T) {
 	h := newHarness(t)
 	reg := h.withRegistry("m1")
 	h.start("m1")
-	if got := h.disp.WhyPending("a/job", "http", ""); got != "no live worker is registered (start one: jobfleet worker)" {
+	if got := reg.WhyPending("a/job", "http", ""); got != "no live worker is registered (start one: jobfleet worker)" {
 		t.Fatalf("no workers: %q", got)
 	}
 	for _, w := range []dispatch.RegisterRequest{
@@ -281,19 +221,19 @@ func TestWhyPending(t *testing.T) {
 		{"a/job", "shell", `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to the prefixes "ops/"`},
 		{"ops/x", "thumbnail", `no live worker serves handler "thumbnail" (run a program that registers it with the worker library's Handle)`},
 	} {
-		if got := h.disp.WhyPending(tt.job, tt.executor, ""); got != tt.want {
+		if got := reg.WhyPending(tt.job, tt.executor, ""); got != tt.want {
 			t.Errorf("WhyPending(%q, %q) = %q, want %q", tt.job, tt.executor, got, tt.want)
 		}
 	}
 	// A reader scoped to a prefix is not told the other prefixes.
-	if got, want := h.disp.WhyPending("a/job", "shell", "a/"), `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to other prefixes`; got != want {
+	if got, want := reg.WhyPending("a/job", "shell", "a/"), `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to other prefixes`; got != want {
 		t.Errorf("WhyPending for a reader scoped to a/ = %q, want %q", got, want)
 	}
 	if err := reg.Deregister(context.Background(), dispatch.DeregisterRequest{Worker: "w-ops", Credential: "ops"}); err != nil {
 		t.Fatal(err)
 	}
 	waitWorkers(t, reg, "w-all")
-	if got, want := h.disp.WhyPending("ops/x", "shell", ""), `no live worker serves executor "shell" (start a worker with --allow-shell)`; got != want {
+	if got, want := reg.WhyPending("ops/x", "shell", ""), `no live worker serves executor "shell" (start a worker with --allow-shell)`; got != want {
 		t.Fatalf("after the shell worker left: %q, want %q", got, want)
 	}
 
@@ -313,30 +253,4 @@ func TestWhyPending(t *testing.T) {
 	if got := h.disp.Stats().Unservable; len(got) != 0 {
 		t.Fatalf("unservable runs %v once a shell worker registered, want none", got)
 	}
-}
-
-// TestRegistrationsPerCredentialAreBounded: a credential cannot register
-// more worker IDs than the limit (what the registry stores is bounded by
-// the credentials issued), while its registered workers still refresh and
-// other credentials register.
-func TestRegistrationsPerCredentialAreBounded(t *testing.T) {
-	h := newHarness(t)
-	reg, err := dispatch.NewRegistry(h.client, dispatch.RegistryConfig{Namespace: h.ns, Member: "m1", MaxPerCredential: 2, Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); reg.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	register(t, reg, "w1", "cred-a")
-	register(t, reg, "w2", "cred-a")
-	waitWorkers(t, reg, "w1", "w2")
-	_, err = reg.Register(context.Background(), dispatch.RegisterRequest{Worker: "w3", Credential: "cred-a", Executors: []string{"http"}, Concurrency: 1})
-	if !errors.Is(err, dispatch.ErrTooManyWorkers) {
-		t.Fatalf("a third worker of cred-a: %v, want ErrTooManyWorkers", err)
-	}
-	register(t, reg, "w1", "cred-a") // a refresh
-	register(t, reg, "w3", "cred-b")
-	waitWorkers(t, reg, "w1", "w2", "w3")
 }

@@ -8,13 +8,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -45,15 +45,10 @@ type Dispatcher struct {
 	lg     *zap.Logger
 
 	commits *committer
-	// loads bounds the partitions loading at once (Config.LoadsInFlight),
-	// loadJobs the jobs they load (Config.LoadJobsInFlight, each load
-	// weighing its partition's keys); nil: no bound. Their waiters are
-	// served in the order they came; a load takes loads, then loadJobs.
-	loads    *semaphore.Weighted
-	loadJobs *semaphore.Weighted
-	// fires bounds the runs of fire writes planned and not yet answered
-	// (Config.FiresInFlight); nil: no bound. Served in the order asked.
-	fires *semaphore.Weighted
+	// loads bounds the member's loads (Config.LoadsInFlight and
+	// LoadJobsInFlight), fires its fires in flight (Config.FiresInFlight).
+	loads *loadBudget
+	fires *fireBudget
 	// loadHook, if set (tests), is called when a load has its slot, before
 	// it reads etcd, and what it returns when the load ends, before the
 	// slot is given back.
@@ -63,10 +58,7 @@ type Dispatcher struct {
 	// write's answer is in, before its room in the budget is given back.
 	fireHook func(p, runs int) func()
 	// standby is the member's warm standby (NewStandby), nil without one.
-	standby standbyPtr
-	// pending counts the partitions waiting for their load or loading:
-	// standby copies are read only while there are none.
-	pending loadGate
+	standby atomic.Pointer[Standby]
 
 	mu    sync.Mutex         // guards parts and avail
 	parts map[int]*partition // running schedulers by partition
@@ -96,17 +88,10 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 		keys:    store.Keys{NS: cfg.Namespace},
 		lg:      cfg.Logger.With(zap.String("member", cfg.MemberID)),
 		commits: newCommitter(client, cfg.RequestTimeout, cfg.CommitsInFlight, cfg.CommitLatencyTarget, cfg.Clock, cfg.Metrics),
+		loads:   newLoadBudget(cfg),
+		fires:   newFireBudget(cfg),
 		parts:   map[int]*partition{},
 		avail:   make(chan struct{}),
-	}
-	if cfg.LoadsInFlight > 0 {
-		d.loads = semaphore.NewWeighted(int64(cfg.LoadsInFlight))
-	}
-	if cfg.LoadJobsInFlight > 0 {
-		d.loadJobs = semaphore.NewWeighted(int64(cfg.LoadJobsInFlight))
-	}
-	if cfg.FiresInFlight > 0 {
-		d.fires = semaphore.NewWeighted(int64(cfg.FiresInFlight))
 	}
 	cfg.Metrics.setSource(d.Stats)
 	if cfg.Workers != nil {

@@ -32,7 +32,7 @@ func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 	q := pt.dueLocked(now)
 	pt.mu.Unlock()
 	for !q.empty() {
-		turn, err := pt.d.waitFireTurn(ctx)
+		turn, err := pt.d.fires.turn(ctx)
 		if err != nil {
 			return // released while waiting: the next owner fires them
 		}
@@ -79,55 +79,6 @@ func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 		pt.mu.Unlock()
 		pt.readopt(ctx, lost)
 	}
-}
-
-// fireTurn is a partition's room in the member's budget of fires in
-// flight (Config.FiresInFlight) for one write: taken for FireBatch runs
-// before the write is planned, cut to the runs it plans (at least one),
-// given back when its answer is in.
-type fireTurn struct {
-	d    *Dispatcher
-	held int64 // runs of the budget held
-}
-
-// waitFireTurn waits for room for one write of fires, in the order the
-// partitions asked. It returns ctx's error if ctx ends first.
-func (d *Dispatcher) waitFireTurn(ctx context.Context) (*fireTurn, error) {
-	t := &fireTurn{d: d}
-	if d.fires == nil {
-		return t, nil
-	}
-	waited := d.cfg.Metrics.fireWaits()
-	err := d.fires.Acquire(ctx, int64(d.cfg.FireBatch))
-	waited()
-	if err != nil {
-		return nil, err
-	}
-	t.held = int64(d.cfg.FireBatch)
-	d.cfg.Metrics.firesInFlight(float64(t.held))
-	return t, nil
-}
-
-// planned gives back the room the write does not use: it holds runs
-// (at least one, at most what was taken).
-func (t *fireTurn) planned(runs int) {
-	keep := min(max(int64(runs), 1), t.held)
-	if t.d.fires == nil || keep == t.held {
-		return
-	}
-	t.d.fires.Release(t.held - keep)
-	t.d.cfg.Metrics.firesInFlight(float64(keep - t.held))
-	t.held = keep
-}
-
-// done gives back the room the write holds.
-func (t *fireTurn) done() {
-	if t.d.fires == nil || t.held == 0 {
-		return
-	}
-	t.d.fires.Release(t.held)
-	t.d.cfg.Metrics.firesInFlight(float64(-t.held))
-	t.held = 0
 }
 
 // dueQueue is what fireDue has left to plan at one instant: the due jobs,

@@ -24,7 +24,7 @@ import (
 //
 // The first load of an ownership reads them from this member's warm
 // standby copy of the partition if it holds one that has caught up with
-// the ownership's epoch (standby.go), else from etcd; both go through
+// the ownership's epoch (package dispatch/standby), else from etcd; both go through
 // loadFrom, which builds the memory. A later load of the same ownership
 // (its spec watch ended) always reads etcd: this member has written the
 // partition since the epoch, and a copy that caught up with the epoch
@@ -32,19 +32,19 @@ import (
 // partition it owns: the ring made it the heir while the handoff is
 // pending, or gave the partition back before it).
 func (pt *partition) load(ctx context.Context) (int64, error) {
-	sb := pt.d.standby.Load()
+	sb := pt.d.warm()
 	if pt.loaded {
-		sb.skip(pt.p)
-	} else if c := sb.take(ctx, pt.p, pt.own.Epoch); c != nil {
-		rev, err := pt.loadFrom(ctx, c.scan, c.decoded)
+		sb.Skip(pt.p)
+	} else if c := sb.Take(ctx, pt.p, pt.own.Epoch); c != nil {
+		rev, err := pt.loadFrom(ctx, c.Scan, c.Decoded)
 		if err == nil {
 			pt.loaded = true
-			sb.counted(true)
+			sb.Loaded(true)
 			return rev, nil
 		}
 		pt.lg.Warn("loading the standby copy failed; reading etcd", zap.Error(err))
 	}
-	sb.counted(false)
+	sb.Loaded(false)
 	rev, err := pt.loadFrom(ctx, pt.rangePages, nil)
 	if err == nil {
 		pt.loaded = true
@@ -56,7 +56,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 // every key under prefix, in key order, as of revision rev, or, if rev is
 // 0, as of a revision it chooses and returns. A source that reads etcd
 // reads at most page keys per request. pt.rangePages reads etcd; a
-// standby copy (copySnapshot.scan) reads memory.
+// standby copy (standby.Snapshot.Scan) reads memory.
 type loadSource func(ctx context.Context, prefix string, rev int64, page int64, fn func(kv *mvccpb.KeyValue)) (int64, error)
 
 // loadFrom is load from src: every rule of what the memory holds (orphans,

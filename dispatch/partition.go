@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -137,9 +136,9 @@ func (pt *partition) now() time.Time { return pt.d.cfg.Clock.Now() }
 func (pt *partition) run(ctx context.Context) {
 	bo := retry.New(retry.Etcd)
 	for ctx.Err() == nil {
-		pt.d.pending.add(1)
+		pt.d.loads.pending.add(1)
 		rev, err := pt.loadInTurn(ctx)
-		pt.d.pending.add(-1)
+		pt.d.loads.pending.add(-1)
 		if ctx.Err() != nil {
 			break // released while waiting or loading
 		}
@@ -159,75 +158,6 @@ func (pt *partition) run(ctx context.Context) {
 	pt.closed = true
 	pt.mu.Unlock()
 	pt.d.unregister(pt)
-}
-
-// loadInTurn waits for one of the member's load slots
-// (Config.LoadsInFlight), then for room for the partition's jobs in the
-// member's load budget (Config.LoadJobsInFlight), each in the order the
-// partitions asked, then loads the partition. It returns ctx's error if
-// ctx ends first, or the error of counting the partition's jobs.
-func (pt *partition) loadInTurn(ctx context.Context) (int64, error) {
-	d := pt.d
-	waited := d.cfg.Metrics.loadWaits()
-	weight, err := pt.awaitLoadTurn(ctx)
-	waited()
-	if err != nil {
-		return 0, err
-	}
-	defer pt.endLoadTurn(weight)
-	clock := d.cfg.Clock
-	start := clock.Now()
-	took := d.cfg.Metrics.loadStarts(weight)
-	if d.loadHook != nil {
-		defer d.loadHook(pt.p)()
-	}
-	rev, err := pt.load(ctx)
-	took(clock.Since(start).Seconds())
-	return rev, err
-}
-
-// awaitLoadTurn acquires a load slot and the partition's weight in jobs
-// of the load budget (see loadInTurn), and returns that weight (0 without
-// a budget). On an error it holds nothing.
-func (pt *partition) awaitLoadTurn(ctx context.Context) (int64, error) {
-	d := pt.d
-	if d.loads != nil {
-		if err := d.loads.Acquire(ctx, 1); err != nil {
-			return 0, err
-		}
-	}
-	if d.loadJobs == nil {
-		return 0, nil
-	}
-	// The count is a weight, not part of the load: serializable, it needs
-	// neither a read index nor the revision the load will read at.
-	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
-	resp, err := d.client.Get(rctx, d.keys.PartitionJobsPrefix(pt.p), clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
-	cancel()
-	weight := int64(0)
-	if err == nil {
-		weight = min(max(resp.Count, 1), int64(d.cfg.LoadJobsInFlight))
-		err = d.loadJobs.Acquire(ctx, weight)
-	} else {
-		err = fmt.Errorf("count the jobs of partition %d before loading it: %w", pt.p, err)
-	}
-	if err != nil {
-		if d.loads != nil {
-			d.loads.Release(1)
-		}
-		return 0, err
-	}
-	return weight, nil
-}
-
-// endLoadTurn gives back what awaitLoadTurn acquired.
-func (pt *partition) endLoadTurn(weight int64) {
-	if weight > 0 {
-		pt.d.loadJobs.Release(weight)
-	}
-	if pt.d.loads != nil {
-		pt.d.loads.Release(1)
-	}
 }
 
 // schedule watches the partition's specs from rev and fires due jobs until

@@ -8,25 +8,28 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // heir starts member's dispatcher with a standby following partition 0,
 // to be the next start's (h.next), and waits until it holds its copy.
 // hook, if not nil, sees every response of the standby's watch first.
-func (h *harness) heir(member string, hook func(*clientv3.WatchResponse)) *dispatch.StandbyMetrics {
+func (h *harness) heir(member string, hook func(*clientv3.WatchResponse)) standbyMetrics {
 	h.t.Helper()
 	return h.heirWithin(member, hook, time.Hour) // the fake clock never reaches it
 }
 
 // heirWithin is heir with a catch-up bound of catchUp on the fake clock.
-func (h *harness) heirWithin(member string, hook func(*clientv3.WatchResponse), catchUp time.Duration) *dispatch.StandbyMetrics {
+func (h *harness) heirWithin(member string, hook func(*clientv3.WatchResponse), catchUp time.Duration) standbyMetrics {
 	h.t.Helper()
 	d := h.newDispatcher(member)
-	met := dispatch.NewStandbyMetrics(nil)
-	sb, err := d.NewStandby(func() (dispatch.Heirs, <-chan struct{}) { return dispatch.Heirs{Of: map[int]bool{0: true}}, nil },
-		dispatch.StandbyConfig{CatchUp: catchUp, Metrics: met})
+	met := newStandbyMetrics(h.t)
+	sb, err := d.NewStandby(func() (standby.Heirs, <-chan struct{}) { return standby.Heirs{Of: map[int]bool{0: true}}, nil },
+		standby.Config{CatchUp: catchUp, Metrics: met.m})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -46,6 +49,30 @@ func (h *harness) heirWithin(member string, hook func(*clientv3.WatchResponse), 
 	}
 	h.next = d
 	return met
+}
+
+// standbyMetrics are a standby's metrics and their registry.
+type standbyMetrics struct {
+	t   *testing.T
+	m   *standby.Metrics
+	reg *prometheus.Registry
+}
+
+func newStandbyMetrics(t *testing.T) standbyMetrics {
+	reg := prometheus.NewRegistry()
+	return standbyMetrics{t: t, m: standby.NewMetrics(reg), reg: reg}
+}
+
+// Loads returns how many loads were served from a copy (source "warm")
+// or from etcd ("cold").
+func (m standbyMetrics) Loads(source string) float64 {
+	return metricValue(m.t, m.reg, "jobfleet_standby_loads_total", "source", source)
+}
+
+// CatchUpTimeouts returns how many acquisitions found their copy behind
+// past the catch-up bound.
+func (m standbyMetrics) CatchUpTimeouts() float64 {
+	return metricValue(m.t, m.reg, "jobfleet_standby_catch_up_timeouts_total")
 }
 
 // watchGate holds back a standby's watch: its hook, given as the

@@ -6,6 +6,7 @@ package docs
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -308,4 +309,55 @@ func anchors(doc string) []string {
 		seen[a]++
 	}
 	return out
+}
+
+// TestEmbedSnippet fails when the program workers.md shows for embedding
+// a worker differs from Example_embedWorker (embed_example_test.go), which
+// the compiler checks against the worker library: the document must hold
+// the example's import block and its body, verbatim.
+func TestEmbedSnippet(t *testing.T) {
+	src, err := os.ReadFile("embed_example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example := string(src)
+	imports, err := between(example, "import (\n", "\n)\n")
+	if err != nil {
+		t.Fatalf("embed_example_test.go: the import block: %v", err)
+	}
+	body, err := between(example, "func Example_embedWorker() {\n", "\n}\n")
+	if err != nil {
+		t.Fatalf("embed_example_test.go: Example_embedWorker: %v", err)
+	}
+	doc, err := os.ReadFile("workers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, err := between(string(doc), "\n## Embedding a worker\n", "\n## ")
+	if err != nil {
+		t.Fatalf("workers.md: the section \"Embedding a worker\": %v", err)
+	}
+	block, err := between(section, "```go\n", "```\n")
+	if err != nil {
+		t.Fatalf("workers.md, Embedding a worker: no go code block: %v", err)
+	}
+	for what, want := range map[string]string{"import block": "import (\n" + imports + "\n)\n", "body": body} {
+		if !strings.Contains(block, want) {
+			t.Errorf("workers.md's embedding program lacks the example's %s, verbatim:\n%s", what, want)
+		}
+	}
+}
+
+// between returns the text of s after the first from and before the next
+// to.
+func between(s, from, to string) (string, error) {
+	_, after, ok := strings.Cut(s, from)
+	if !ok {
+		return "", fmt.Errorf("no %q", from)
+	}
+	in, _, ok := strings.Cut(after, to)
+	if !ok {
+		return "", fmt.Errorf("no %q after %q", to, from)
+	}
+	return in, nil
 }

@@ -193,11 +193,11 @@ func TestDocsStandAlone(t *testing.T) {
 // mdLink matches a markdown link's target: ](target).
 var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
-// TestDocLinks checks every link of README.md and docs/ (generated CLI
-// reference included) that is not a web address: its file exists in the
+// TestDocLinks checks every link of README.md, CHANGELOG.md and docs/
+// (generated CLI reference included) that is not a web address: its file exists in the
 // repository, and its #anchor names a heading of that file.
 func TestDocLinks(t *testing.T) {
-	docs := []string{filepath.Join(repoRoot, "README.md")}
+	docs := []string{filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "CHANGELOG.md")}
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
 			docs = append(docs, path)
@@ -360,4 +360,32 @@ func between(s, from, to string) (string, error) {
 		return "", fmt.Errorf("no %q after %q", to, from)
 	}
 	return in, nil
+}
+
+// TestFrontPage keeps README.md a front page: at most 200 lines, and its
+// first code block the two commands, run it and test it (the deploy
+// module's TestTestCommandInStep checks that CI runs the same test.sh).
+func TestFrontPage(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(readme), "\n"); n > 200 {
+		t.Errorf("README.md has %d lines, want at most 200: move reference material into docs/", n)
+	}
+	block, err := between(string(readme), "```sh\n", "```\n")
+	if err != nil {
+		t.Fatalf("README.md has no sh code block: %v", err)
+	}
+	var cmds []string
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		cmd, _, _ := strings.Cut(line, "#")
+		cmds = append(cmds, strings.TrimSpace(cmd))
+	}
+	if want := []string{"go run ./cmd/jobfleet dev", "./test.sh"}; !slices.Equal(cmds, want) {
+		t.Errorf("README.md's first code block runs %q, want %q", cmds, want)
+	}
+	if st, err := os.Stat(filepath.Join(repoRoot, "test.sh")); err != nil || st.Mode().Perm()&0o100 == 0 {
+		t.Errorf("test.sh is missing or not executable: %v", err)
+	}
 }

@@ -39,7 +39,9 @@ func newDevCmd() *cobra.Command {
 		Long: `dev starts a single-node etcd in --data-dir, --orchestrators fleet members
 (each serving the HTTP API on its own port: the first on --listen, the
 others on the following ports), --workers workers (with the shell executor
-enabled), a built-in echo endpoint, and three example jobs: example-echo
+enabled), a built-in echo endpoint (POST /echo on the port after the
+members': http://127.0.0.1:8083/echo by default, another port if that one
+is taken), and three example jobs: example-echo
 (HTTP, every 5s), example-shell (every 10s) and example-flaky (fails twice,
 then succeeds on its third attempt), created when absent (a restart on the
 same --data-dir keeps them as you left them). Stop it with Ctrl-C: the workers finish
@@ -207,7 +209,8 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 
 	var echo *httpserver.Server
 	if cfg.examples {
-		if echo, err = startEchoServer(lg, cfg.host, cfg.server); err != nil {
+		// The port after the members': 8083 by default.
+		if echo, err = startEchoServer(lg, cfg.host, cfg.port+cfg.n, cfg.server); err != nil {
 			return err
 		}
 		defer echo.Shutdown()

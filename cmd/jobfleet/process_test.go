@@ -576,6 +576,14 @@ func TestDevCommandStartsFleet(t *testing.T) {
 		t.Errorf("dev context %v, want server %s and token file %s", devCtx, urls[0], tokenFile)
 	}
 
+	// The README's curl takes the address and the token from the context.
+	if out, _ := runCLIProc(t, "context", "show", "--field", "server"); out != urls[0]+"\n" {
+		t.Errorf("jobfleet context show --field server printed %q, want %q", out, urls[0]+"\n")
+	}
+	if out, _ := runCLIProc(t, "context", "show", "--field", "token"); out != token+"\n" {
+		t.Errorf("jobfleet context show --field token printed %d bytes, not dev's admin token", len(out))
+	}
+
 	// The README's commands, with no flags.
 	out, _ := runCLIProc(t, "cluster", "partitions")
 	if !strings.Contains(out, "orchestrator-1") || !strings.Contains(out, "0 without owner") {

@@ -35,7 +35,8 @@ type NotifyConfig struct {
 	// --notify-url and --notify-on).
 	Default []store.Notification
 	// MaxAge is how long a notification is retried, from the status it
-	// reports, before it is given up (counted and logged). Default 24h.
+	// reports, before it is given up (counted and logged). Default
+	// DefaultNotifyMaxAge.
 	MaxAge time.Duration
 	// Backoff bounds the waits between tries. Default 1s doubling to 5m.
 	Backoff retry.Policy
@@ -45,7 +46,7 @@ type NotifyConfig struct {
 
 func (c *NotifyConfig) setDefaults() {
 	if c.MaxAge == 0 {
-		c.MaxAge = 24 * time.Hour
+		c.MaxAge = DefaultNotifyMaxAge
 	}
 	if c.Backoff.Initial == 0 {
 		c.Backoff = retry.Policy{Initial: time.Second, Max: 5 * time.Minute}

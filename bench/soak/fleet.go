@@ -57,14 +57,13 @@ func startFleet(ctx context.Context, endpoints []string, ns string, cfg Config) 
 		f.clients = append(f.clients, c)
 		id := fmt.Sprintf("orchestrator-%d", i+1)
 		o, err := orchestrator.New(c, orchestrator.Config{
-			ID:             id,
-			Advertise:      "http://" + id + ".invalid",
-			Namespace:      ns,
-			Partitions:     cfg.Partitions,
-			HistoryMaxRuns: cfg.HistoryMaxRuns,
-			HistoryBudget:  cfg.HistoryBudget,
-			Storage:        storage.Config{CompactionInterval: compaction, CheckInterval: min(cfg.SampleInterval, storage.DefaultCheckInterval)},
-			Logger:         lg.With(zap.String("soak_member", id)),
+			ID:         id,
+			Advertise:  "http://" + id + ".invalid",
+			Namespace:  ns,
+			Partitions: cfg.Partitions,
+			Dispatch:   dispatch.Config{HistoryMaxRuns: cfg.HistoryMaxRuns, HistoryBudget: cfg.HistoryBudget},
+			Storage:    storage.Config{CompactionInterval: compaction, CheckInterval: min(cfg.SampleInterval, storage.DefaultCheckInterval)},
+			Logger:     lg.With(zap.String("soak_member", id)),
 		})
 		if err != nil {
 			f.stop()

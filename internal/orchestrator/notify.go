@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
@@ -22,7 +21,7 @@ import (
 type NotifyConfig struct {
 	// URL and On are the fleet's default subscription, for jobs without
 	// notify entries of their own: URL is told of their runs reaching a
-	// status of On. Empty URL: no default.
+	// status of On (empty: dead runs). Empty URL: no default.
 	URL string
 	On  []store.RunStatus
 	// Policy is the destination policy of the deliveries, as the http
@@ -32,9 +31,6 @@ type NotifyConfig struct {
 	// SecretEnv lists the variables of this process's environment that
 	// notify headers' secret references may name.
 	SecretEnv []string
-	// MaxAge is how long a notification is retried before it is given
-	// up; 0 means dispatch's default (24h).
-	MaxAge time.Duration
 }
 
 // defaults returns the default subscription as notify entries (nil
@@ -71,6 +67,9 @@ type sender struct {
 func newSender(c NotifyConfig, etcdEndpoints []string, members func() []string) (*sender, error) {
 	p := c.Policy
 	p.Fleet = append(slices.Clone(p.Fleet), etcdEndpoints...)
+	if p.AllowFlag == "" {
+		p.AllowFlag = "--notify-allow"
+	}
 	tr, err := worker.NewPolicyTransport(p)
 	if err != nil {
 		return nil, fmt.Errorf("%w: notify policy: %v", ErrInvalidConfig, err)

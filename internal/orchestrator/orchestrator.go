@@ -149,31 +149,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		return nil // stopped before the cluster was reachable
 	}
 	jobs := store.NewEtcd(o.client, o.cfg.Namespace, p, store.DefaultLimits(), o.cfg.Clock.Now).WithGuard(o.space.Admit)
-	dcfg := dispatch.DefaultConfig(o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise)
-	if o.cfg.RunLease != 0 {
-		dcfg.RunLease = o.cfg.RunLease
-	}
-	if o.cfg.HistoryMaxRuns != 0 {
-		dcfg.HistoryMaxRuns = o.cfg.HistoryMaxRuns
-	}
-	if o.cfg.HistoryMaxAge != 0 {
-		dcfg.HistoryMaxAge = max(o.cfg.HistoryMaxAge, 0)
-	}
-	if o.cfg.HistoryBudget != 0 {
-		dcfg.HistoryBudget = o.cfg.HistoryBudget
-	}
-	if o.cfg.DeleteAfter != 0 {
-		dcfg.DeleteAfter = o.cfg.DeleteAfter
-	}
-	if o.cfg.CommitsInFlight != 0 {
-		dcfg.CommitsInFlight = max(o.cfg.CommitsInFlight, 0)
-	}
-	if o.cfg.LoadsInFlight != 0 {
-		dcfg.LoadsInFlight = max(o.cfg.LoadsInFlight, 0)
-	}
-	if o.cfg.LoadJobsInFlight != 0 {
-		dcfg.LoadJobsInFlight = max(o.cfg.LoadJobsInFlight, 0)
-	}
+	dcfg := o.cfg.Dispatch
+	dcfg.Namespace, dcfg.Partitions, dcfg.MemberID, dcfg.MemberAddr = o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise
+	dcfg = dcfg.WithDefaults()
 	// Times late by less than a crash failover (lease TTL, then a
 	// rebalance and a load) are on time, not misfires: a failover loses no
 	// fire whatever the job's misfire policy.
@@ -202,7 +180,6 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	}
 	dcfg.Notify.Sender = send
 	dcfg.Notify.Default, _ = o.cfg.Notify.defaults() // validated by New
-	dcfg.Notify.MaxAge = o.cfg.Notify.MaxAge
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err

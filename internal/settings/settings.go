@@ -176,3 +176,11 @@ func FormatBytes(n int64) string {
 	}
 	return strconv.FormatInt(n, 10)
 }
+
+// Redacted stands for a secret's value in an Error: it prints as
+// "(secret, not shown)".
+var Redacted fmt.Stringer = redacted{}
+
+type redacted struct{}
+
+func (redacted) String() string { return "(secret, not shown)" }

@@ -19,6 +19,19 @@ func DefaultConfig() Config {
 	return Config{Limits: DefaultLimits(), TriggerRate: DefaultTriggerRate, TriggerBurst: DefaultTriggerBurst}
 }
 
+// WithDefaults returns c with its zero settings (Limits, TriggerRate,
+// TriggerBurst) replaced by their defaults; the other fields as they are.
+func (c Config) WithDefaults() Config {
+	c.Limits = c.Limits.withDefaults()
+	if c.TriggerRate == 0 {
+		c.TriggerRate = DefaultTriggerRate
+	}
+	if c.TriggerBurst == 0 {
+		c.TriggerBurst = DefaultTriggerBurst
+	}
+	return c
+}
+
 // AddFlags defines the flags of c's settings in fs, each bound to its
 // field with the field's current value as its default (call it on
 // DefaultConfig): --api-rate, --api-burst, --max-polls,

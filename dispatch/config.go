@@ -267,7 +267,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RunLease, "run-lease", c.RunLease, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
 	fs.IntVar(&c.LoadsInFlight, "loads-in-flight", c.LoadsInFlight, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn (--load-jobs-in-flight still bounds their jobs)")
 	settings.Unbounded(fs, "loads-in-flight", "no bound on the partitions")
-	fs.IntVar(&c.LoadJobsInFlight, "load-jobs-in-flight", c.LoadJobsInFlight, "jobs this member loads from etcd at once, summed over the partitions loading: each load first counts its partition's jobs and waits its turn until they fit (a partition larger than this loads alone). A member loading hundreds of thousands of jobs at once can miss its lease renewal")
+	fs.IntVar(&c.LoadJobsInFlight, "load-jobs-in-flight", c.LoadJobsInFlight, "jobs this member loads from etcd at once, summed over the partitions loading: each load first counts its partition's jobs and waits its turn until they fit (a partition larger than this loads alone; a member loading hundreds of thousands of jobs at once can miss its lease renewal)")
 	settings.Unbounded(fs, "load-jobs-in-flight", "no bound on the jobs")
 	fs.IntVar(&c.HistoryMaxRuns, "history-max-runs", c.HistoryMaxRuns, fmt.Sprintf("runs kept per job (active ones included) unless the job's history.max_runs says otherwise (1 to %d)", store.MaxHistoryRuns))
 	fs.DurationVar(&c.HistoryMaxAge, "history-max-age", c.HistoryMaxAge, "how long final runs are kept after their scheduled time unless the job's history.max_age says otherwise")

@@ -157,6 +157,15 @@ func DefaultConfig() Config {
 	}
 }
 
+// WithDefaults returns c with its zero settings filled from
+// DefaultConfig (the clock and the logger as they are).
+func (c Config) WithDefaults() Config {
+	clock, lg := c.Clock, c.Logger
+	c.setDefaults()
+	c.Clock, c.Logger = clock, lg
+	return c
+}
+
 // setDefaults fills the zero fields of c from DefaultConfig.
 func (c *Config) setDefaults() {
 	d := DefaultConfig()

@@ -151,7 +151,7 @@ func ParseBytes(s string) (int64, error) {
 	}
 	unit, ok := units[strings.ToLower(strings.TrimSpace(t[i:]))]
 	if i == 0 || !ok {
-		return 0, fmt.Errorf("%q is not a size: want a whole number of bytes, optionally with a unit (like 1GiB, 512MB or 8589934592)", s)
+		return 0, fmt.Errorf("%q is not a size: want a whole number of bytes, optionally with a unit (like 2GiB, 512MB or 8589934592)", s)
 	}
 	n, err := strconv.ParseInt(t[:i], 10, 64)
 	if err != nil || n > math.MaxInt64/unit {

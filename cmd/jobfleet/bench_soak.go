@@ -72,7 +72,7 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 	fs.IntVar(&cfg.FiresPerSecond, "fires-per-second", cfg.FiresPerSecond, "fire rate: this many jobs, each every second")
 	fs.IntVar(&cfg.Members, "members", cfg.Members, "orchestrators")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "P")
-	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", cfg.CompactionInterval, "the fleet's compaction interval (0: none)")
+	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", cfg.CompactionInterval, "the fleet's compaction interval (negative: none)")
 	fs.IntVar(&cfg.HistoryMaxRuns, "history-max-runs", cfg.HistoryMaxRuns, "runs kept per job (0: the orchestrator's default)")
 	fs.Var(&historyBudget, "history-budget", "bytes of run documents the fleet keeps (0: the orchestrator's default)")
 	fs.DurationVar(&cfg.SampleInterval, "sample-interval", cfg.SampleInterval, "how often etcd's figures are recorded")

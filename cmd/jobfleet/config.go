@@ -120,14 +120,14 @@ func loadConfigFile(fs *pflag.FlagSet, path string) error {
 		if f == nil || !fileKey(f) {
 			return bad("key %s: unknown setting: the keys are the names of this command's flags (see --help)", key)
 		}
-		values, err := fileValues(doc[key], f)
+		values, list, err := fileValues(doc[key], f)
 		if err != nil {
 			return bad("key %s: %v", key, err)
 		}
 		if f.Changed {
 			continue // the environment or the command line gave it: they win
 		}
-		if err := setFlag(f, values); err != nil {
+		if err := setFlag(f, values, list); err != nil {
 			return bad("key %s: %q is not a %s: %v", key, strings.Join(values, ","), f.Value.Type(), err)
 		}
 		f.Changed = true
@@ -139,15 +139,15 @@ func loadConfigFile(fs *pflag.FlagSet, path string) error {
 	return nil
 }
 
-// fileValues reads a config file's value for flag f: a scalar, or a list
-// for a list flag.
-func fileValues(raw json.RawMessage, f *pflag.Flag) ([]string, error) {
+// fileValues reads a config file's value for flag f: a scalar, or (list)
+// a YAML list for a list flag.
+func fileValues(raw json.RawMessage, f *pflag.Flag) (values []string, list bool, err error) {
 	_, isList := f.Value.(pflag.SliceValue)
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	scalar := func(v any) (string, error) {
 		switch v := v.(type) {
@@ -163,25 +163,25 @@ func fileValues(raw json.RawMessage, f *pflag.Flag) ([]string, error) {
 			return "", fmt.Errorf("want a single value, not %s", kindOf(v))
 		}
 	}
-	if list, ok := v.([]any); ok {
+	if entries, ok := v.([]any); ok {
 		if !isList {
-			return nil, fmt.Errorf("want a single %s, not a list", f.Value.Type())
+			return nil, false, fmt.Errorf("want a single %s, not a list", f.Value.Type())
 		}
-		out := make([]string, 0, len(list))
-		for _, e := range list {
+		out := make([]string, 0, len(entries))
+		for _, e := range entries {
 			s, err := scalar(e)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			out = append(out, s)
 		}
-		return out, nil
+		return out, true, nil
 	}
 	s, err := scalar(v)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return []string{s}, nil
+	return []string{s}, false, nil
 }
 
 func kindOf(v any) string {
@@ -195,9 +195,10 @@ func kindOf(v any) string {
 }
 
 // setFlag gives flag f the values of a config file's key: a list flag
-// takes them as its list, any other flag the one value.
-func setFlag(f *pflag.Flag, values []string) error {
-	if sv, ok := f.Value.(pflag.SliceValue); ok {
+// takes a YAML list as its list, and reads a single value as the flag
+// does (comma separated); any other flag takes the one value.
+func setFlag(f *pflag.Flag, values []string, list bool) error {
+	if sv, ok := f.Value.(pflag.SliceValue); ok && list {
 		for _, v := range values {
 			if strings.TrimSpace(v) != v || v == "" {
 				return fmt.Errorf("list entry %q: empty, or with surrounding spaces", v)

@@ -510,3 +510,77 @@ func TestBadConfigFileRefusedBeforeStarting(t *testing.T) {
 		t.Errorf("dev made its data directory (%v) although its configuration was refused", err)
 	}
 }
+
+// TestConfigFileShapes: what loadConfigFile accepts besides a plain
+// mapping of values, and what it refuses, naming the file and the key.
+func TestConfigFileShapes(t *testing.T) {
+	u := workerUnderTest()
+	for _, tt := range []struct {
+		name, file string
+		want       string // in the error; "" for accepted
+		check      func(*workerOptions) bool
+	}{
+		{"empty", "", "", nil},
+		{"comments only", "# nothing yet\n", "", nil},
+		{"list as one comma separated value", "http-allow: 10.0.0.0/8,127.0.0.1\n", "", func(c *workerOptions) bool { return len(c.w.HTTPPolicy.Allow) == 2 }},
+		{"list as a YAML list", "http-allow:\n  - 10.0.0.0/8\n  - 127.0.0.1\n", "", func(c *workerOptions) bool { return len(c.w.HTTPPolicy.Allow) == 2 }},
+		{"empty list", "http-allow: []\n", "", func(c *workerOptions) bool { return len(c.w.HTTPPolicy.Allow) == 0 }},
+		{"number as a string", "concurrency: \"8\"\n", "", func(c *workerOptions) bool { return c.w.Concurrency == 8 }},
+		{"boolean", "allow-shell: true\n", "", func(c *workerOptions) bool { return c.w.AllowShell }},
+		{"not a mapping", "- concurrency\n", "want a mapping of settings", nil},
+		{"nested mapping", "worker:\n  concurrency: 8\n", "key worker: unknown setting", nil},
+		{"mapping as a value", "concurrency: {n: 8}\n", "key concurrency: want a single value, not a mapping", nil},
+		{"no value", "concurrency:\n", "key concurrency: no value", nil},
+		{"duplicate key", "concurrency: 8\nconcurrency: 9\n", "already set", nil},
+		{"the config flag itself", "config: other.yaml\n", "key config: unknown setting", nil},
+		{"print-config", "print-config: true\n", "key print-config: unknown setting", nil},
+		{"a hidden flag", "help: true\n", "key help: unknown setting", nil},
+		{"list entry with spaces", "http-allow: [' 10.0.0.0/8']\n", "surrounding spaces", nil},
+		{"not YAML", "concurrency: [8\n", "not YAML", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, out, err := u.run(t, tt.file)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v\n%s", err, out)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "config file ")):
+				t.Fatalf("error %v, want one naming the file and containing %q", err, tt.want)
+			case tt.check != nil && !tt.check(c):
+				t.Errorf("loaded %+v", c.w)
+			}
+		})
+	}
+}
+
+// TestPrintConfigMasksSecrets: --print-config never shows a secret's
+// value (etcd's password, the worker's token), wherever it came from, and
+// what it prints reads back with --config to the same settings.
+func TestPrintConfigMasksSecrets(t *testing.T) {
+	t.Setenv("JOBFLEET_ETCD_PASSWORD", "etcd-hunter2")
+	u := workerUnderTest()
+	_, out, err := u.run(t, "token: file-token-hunter2\nconcurrency: 7\n", "--etcd-username=root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"etcd-hunter2", "file-token-hunter2"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("--print-config shows the secret %q:\n%s", secret, out)
+		}
+	}
+	for _, want := range []string{"# etcd-password: not shown", "# token: not shown", "concurrency: 7", `etcd-username: "root"  # from --etcd-username`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--print-config lacks %q:\n%s", want, out)
+		}
+	}
+	os.Unsetenv("JOBFLEET_ETCD_PASSWORD")
+	again, out2, err := u.run(t, out)
+	if err != nil {
+		t.Fatalf("--config refuses what --print-config printed: %v\n%s", err, out)
+	}
+	if again.w.Concurrency != 7 || again.etcd.username != "root" || again.w.Token != "" || again.etcd.password != "" {
+		t.Errorf("read back: concurrency %d, user %q, token %q, password %q; want 7, root and no secrets", again.w.Concurrency, again.etcd.username, again.w.Token, again.etcd.password)
+	}
+	if strings.Count(out2, "\n") != strings.Count(out, "\n") || !strings.Contains(out2, "\ntoken: \"\"\n") || !strings.Contains(out2, "\netcd-password: \"\"\n") {
+		t.Errorf("printed again: want the same keys, the secrets unset:\n%s", out2)
+	}
+}

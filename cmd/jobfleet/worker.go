@@ -184,11 +184,16 @@ result. A number or duration of 0 is its default; a negative one is
 refused. docs/configuration.md describes the file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			printed, err := settle(cmd, cfg)
+			if err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("orchestrators") && len(cfg.orchestrators) == 0 {
+				// Given, from a flag, a variable or the config file, but empty.
 				return errors.New("--orchestrators is empty: give orchestrator URLs, or leave it out to find them in etcd")
 			}
-			if printed, err := settle(cmd, cfg); err != nil || printed {
-				return err
+			if printed {
+				return nil
 			}
 			lg, err := cfg.logs.build()
 			if err != nil {

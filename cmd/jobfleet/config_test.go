@@ -584,3 +584,68 @@ func TestPrintConfigMasksSecrets(t *testing.T) {
 		t.Errorf("printed again: want the same keys, the secrets unset:\n%s", out2)
 	}
 }
+
+// TestPrintConfigReadsBack: for dev, orchestrator and worker, what
+// --print-config prints (with settings from every source) is a config
+// file that --config reads back to the same settings.
+func TestPrintConfigReadsBack(t *testing.T) {
+	t.Setenv("JOBFLEET_LEASE_TTL", "7s")
+	t.Setenv("JOBFLEET_CONCURRENCY", "0") // 0: printed as the default it stands for
+	settingsOnly := func(out string) []string {
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if l == "" || strings.HasPrefix(l, "#") {
+				continue
+			}
+			v, _, _ := strings.Cut(l, "  # from ")
+			lines = append(lines, v)
+		}
+		return lines
+	}
+	check := func(t *testing.T, first, second string) {
+		t.Helper()
+		a, b := settingsOnly(first), settingsOnly(second)
+		if len(a) < 20 || !slices.Equal(a, b) {
+			t.Errorf("read back differently:\nfirst  %q\nsecond %q", a, b)
+		}
+	}
+	t.Run("orchestrator", func(t *testing.T) {
+		u := orchestratorUnderTest()
+		_, out, err := u.run(t, "history-max-runs: 7\nnotify-on: [failed, dead]\netcd-quota-bytes: 8GiB\n", "--loads-in-flight=-1", "--delete-after=0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, again, err := u.run(t, out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		check(t, out, again)
+	})
+	t.Run("dev", func(t *testing.T) {
+		u := devUnderTest()
+		_, out, err := u.run(t, "workers: 0\nexamples: false\n", "--history-budget=2GiB")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, again, err := u.run(t, out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		check(t, out, again)
+	})
+	t.Run("worker", func(t *testing.T) {
+		u := workerUnderTest()
+		_, out, err := u.run(t, "http-allow: [10.0.0.0/8, '*.internal']\n", "--orchestrators=http://a:1,http://b:2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "\nconcurrency: 4  # from JOBFLEET_CONCURRENCY\n") {
+			t.Errorf("JOBFLEET_CONCURRENCY=0 is not printed as the default, 4:\n%s", out)
+		}
+		_, again, err := u.run(t, out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		check(t, out, again)
+	})
+}

@@ -188,8 +188,10 @@ refused. docs/configuration.md describes the file.`,
 			if err != nil {
 				return err
 			}
-			if cmd.Flags().Changed("orchestrators") && len(cfg.orchestrators) == 0 {
-				// Given, from a flag, a variable or the config file, but empty.
+			if f := cmd.Flags().Lookup("orchestrators"); f.Changed && fromFile(f) == "" && len(cfg.orchestrators) == 0 {
+				// Given as a flag or a variable, but empty (an empty list
+				// in a config file, as --print-config writes it, is the
+				// default: etcd).
 				return errors.New("--orchestrators is empty: give orchestrator URLs, or leave it out to find them in etcd")
 			}
 			if printed {

@@ -25,16 +25,9 @@ import (
 // DefaultNamespace is the etcd key prefix used when none is given.
 const DefaultNamespace = "/jobfleet/"
 
-// Defaults of Config.
-const (
-	// DefaultLeaseTTL is the member lease's TTL: a crashed member's
-	// partitions move after it (docs/operations.md, "Tuning the lease
-	// TTL").
-	DefaultLeaseTTL = 5 * time.Second
-	// DefaultWarmStandby is WarmStandby's default: off, since the copies
-	// cost memory and a watch of every partition's writes.
-	DefaultWarmStandby = false
-)
+// DefaultLeaseTTL is the member lease's TTL: a crashed member's
+// partitions move after it (docs/operations.md, "Tuning the lease TTL").
+const DefaultLeaseTTL = 5 * time.Second
 
 // Config configures an Orchestrator. Its settings follow the zero
 // convention of package settings: a zero setting is its default (New and
@@ -84,7 +77,9 @@ type Config struct {
 	Dispatch dispatch.Config
 	// WarmStandby makes the member keep warm copies of the partitions it
 	// is the heir of (dispatch.Standby): a takeover then builds them from
-	// memory instead of reading them from etcd (--warm-standby).
+	// memory instead of reading them from etcd (--warm-standby). Off by
+	// default: the copies cost memory and a watch of every partition's
+	// writes.
 	WarmStandby bool
 	// AdminSecret, if not empty, is accepted as the admin credential
 	// auth.BootstrapID (the secret of --admin-token-file; at least

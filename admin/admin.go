@@ -65,9 +65,14 @@ type Config struct {
 	// Jobs returns the job store the /v1/jobs and /v1/runs endpoints use;
 	// nil, or an error from it, makes them answer 503.
 	Jobs JobsFunc
-	// Worker returns the worker protocol's server (POST /v1/worker/...);
-	// nil, or an error from it, answers 503.
+	// Worker returns the worker protocol's server (POST /v1/worker/poll,
+	// heartbeat, complete); nil, or an error from it, answers 503.
 	Worker WorkerFunc
+	// Workers is the worker registry (a *workers.Registry): POST
+	// /v1/worker/register and deregister, GET /v1/cluster/workers, and the
+	// reasons waiting runs give. Nil answers 503 for its routes, and runs
+	// carry no pending reasons.
+	Workers WorkerRegistry
 	// Auth authenticates requests (an *auth.Cache). Required unless
 	// Insecure: without it every route but /healthz and /readyz answers
 	// 503.

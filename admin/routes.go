@@ -46,7 +46,7 @@ const (
 // exist without an entry; TestRouteMatrix checks every entry against
 // every role.
 func (a *server) routes() []route {
-	w := &workerAPI{get: a.cfg.Worker, etcd: a.cfg.EtcdEndpoints}
+	w := &workerAPI{get: a.cfg.Worker, reg: a.cfg.Workers, etcd: a.cfg.EtcdEndpoints}
 	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.cfg.Auth, insecure: a.cfg.Insecure}
 	hf := func(f http.HandlerFunc) http.Handler { return f }

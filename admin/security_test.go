@@ -36,8 +36,8 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// fakeProtocol is a WorkerProtocol that answers at once and records the
-// requests it served.
+// fakeProtocol is a WorkerProtocol and a WorkerRegistry that answers at
+// once and records the requests it served.
 type fakeProtocol struct {
 	mu    sync.Mutex
 	calls []any
@@ -146,6 +146,7 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 		Logger:   zap.New(core),
 		Jobs:     func() (admin.JobStore, error) { return e.jobs, nil },
 		Worker:   func() (admin.WorkerProtocol, error) { return e.proto, nil },
+		Workers:  e.proto,
 		Auth:     e.cache,
 		Tokens:   e.tokens,
 		Insecure: o.insecure,

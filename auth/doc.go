@@ -17,6 +17,12 @@
 //   - Authorize is the pure decision: a principal's role against a
 //     route's Access, and its prefix against a job ID.
 //
+// The credential documents (Token, CreateRequest, Created, TokenList),
+// the roles (Role and its constants) and the access levels (Access) are
+// package api's, which the Go client shares without linking etcd; the
+// names of this package are deprecated aliases of them, kept for one
+// release (aliases.go).
+//
 // Guarantees: a secret is never stored, logged or put in an error
 // message; hashes are compared in constant time; an unknown, revoked or
 // expired credential is refused with ErrUnauthenticated, and a valid one

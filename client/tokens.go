@@ -5,21 +5,21 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // ListTokens returns every credential, without secrets (GET /v1/tokens;
 // admin role).
-func (c *Client) ListTokens(ctx context.Context) ([]auth.Token, error) {
-	var l auth.TokenList
+func (c *Client) ListTokens(ctx context.Context) ([]api.Token, error) {
+	var l api.TokenList
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/tokens", out: &l})
 	return l.Tokens, err
 }
 
 // CreateToken makes a credential (POST /v1/tokens; admin role) and returns
 // it with its bearer token, which the server never shows again.
-func (c *Client) CreateToken(ctx context.Context, req auth.CreateRequest) (auth.Created, error) {
-	var created auth.Created
+func (c *Client) CreateToken(ctx context.Context, req api.CreateRequest) (api.Created, error) {
+	var created api.Created
 	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/tokens", body: req, out: &created})
 	return created, err
 }

@@ -122,13 +122,20 @@ type Config struct {
 	HistoryMaxAge time.Duration
 	// HistoryBudget bounds the bytes of run documents the fleet stores.
 	// Each partition's owner keeps its partition's within
-	// HistoryBudget/Partitions by trimming the oldest final runs across
-	// the partition's jobs; since every partition has one owner, the
-	// fleet's total stays within HistoryBudget (plus the documents of
-	// active runs, which are never trimmed) with no coordination between
+	// HistoryBudget/Partitions by trimming final runs of the job that
+	// stores the most beyond its floor (HistoryFloor), oldest first;
+	// since every partition has one owner, the fleet's total stays within
+	// HistoryBudget (plus the documents of active runs and the floors,
+	// which are never trimmed for it) with no coordination between
 	// members. At least 16 KiB per partition; default
 	// DefaultHistoryBudget (--history-budget).
 	HistoryBudget int64
+	// HistoryFloor is how many of each job's newest final runs the
+	// history budget never trims, with the job's newest dead run,
+	// whatever the other jobs of its partition store: at most the job's
+	// own max_runs (its count and age limits still apply). 1 to
+	// store.MaxHistoryRuns; default DefaultHistoryFloor (--history-floor).
+	HistoryFloor int
 	// MaxRunBytes is the budget of one run document: outputs of attempts
 	// beyond it are cut (store.FitRun). At least store.MinMaxRunBytes and
 	// well under etcd's request limit (1.5 MiB by default). Default
@@ -157,14 +164,15 @@ type Config struct {
 	// per second. Nil: writes are always tried.
 	Space SpaceGate
 	// Notify configures run notifications (the job document's "notify");
-	// its zero value sends none. Its MaxAge is --notify-max-age.
+	// its zero value sends none.
 	Notify NotifyConfig
-	// Workers, if set, is the worker registry: attempts of a worker whose
-	// registration ends are lost at once (not a run lease later), polls
-	// under a worker ID registered to another credential are refused, and
-	// WhyPending and the unservable gauge can say which waiting runs no
-	// live worker serves. Nil: run leases alone detect lost workers.
-	Workers *Registry
+	// Workers, if set, is the worker registry (package dispatch/workers):
+	// attempts of a worker whose registration ends are lost at once (not a
+	// run lease later), polls under a worker ID bound to another
+	// credential are refused, and the unservable gauge counts the waiting
+	// runs no live worker serves. Nil: run leases alone detect lost
+	// workers.
+	Workers Registry
 	// Clock; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.
@@ -183,6 +191,11 @@ const (
 	// DefaultHistoryBudget is half of etcd's default 2 GiB quota, leaving
 	// the rest to specs, states and the revisions between compactions.
 	DefaultHistoryBudget = 1 << 30
+	// DefaultHistoryFloor keeps each job's last three runs (and its last
+	// dead run) whatever its neighbours store: enough to see what a job
+	// did lately, cheap enough that a million jobs' floors (about 2 GB
+	// at 700 bytes a run) are not a fleet's whole store.
+	DefaultHistoryFloor = 3
 	// DefaultDeleteAfter keeps finished one-off jobs for a week.
 	DefaultDeleteAfter = 7 * 24 * time.Hour
 	// minBudgetShare is the smallest share of the history budget a
@@ -211,16 +224,13 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 		HistoryMaxRuns:      100,
 		HistoryMaxAge:       DefaultHistoryMaxAge,
 		HistoryBudget:       DefaultHistoryBudget,
+		HistoryFloor:        DefaultHistoryFloor,
 		MaxRunBytes:         store.DefaultMaxRunBytes,
 		DeleteAfter:         DefaultDeleteAfter,
 		MaxActivePerJob:     100,
 		RequestTimeout:      5 * time.Second,
-		Notify:              NotifyConfig{MaxAge: DefaultNotifyMaxAge},
 	}
 }
-
-// DefaultNotifyMaxAge is NotifyConfig.MaxAge's default: a day of retries.
-const DefaultNotifyMaxAge = 24 * time.Hour
 
 // WithDefaults returns c with its zero settings replaced by
 // DefaultConfig's (the identity fields, the hooks and the logger as they
@@ -245,6 +255,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.FiresInFlight, d.FiresInFlight)
 	defDur(&c.RunLease, d.RunLease)
 	def(&c.HistoryMaxRuns, d.HistoryMaxRuns)
+	def(&c.HistoryFloor, d.HistoryFloor)
 	defDur(&c.HistoryMaxAge, d.HistoryMaxAge)
 	if c.HistoryBudget == 0 {
 		c.HistoryBudget = d.HistoryBudget
@@ -253,7 +264,6 @@ func (c Config) WithDefaults() Config {
 	defDur(&c.DeleteAfter, d.DeleteAfter)
 	def(&c.MaxActivePerJob, d.MaxActivePerJob)
 	defDur(&c.RequestTimeout, d.RequestTimeout)
-	defDur(&c.Notify.MaxAge, d.Notify.MaxAge)
 	return c
 }
 
@@ -262,7 +272,7 @@ func (c Config) WithDefaults() Config {
 // DefaultConfig, or on a Config whose values the flags are to show):
 // --run-lease, --loads-in-flight, --load-jobs-in-flight,
 // --history-max-runs, --history-max-age, --history-budget,
-// --delete-after and --notify-max-age.
+// --history-floor and --delete-after.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RunLease, "run-lease", c.RunLease, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
 	fs.IntVar(&c.LoadsInFlight, "loads-in-flight", c.LoadsInFlight, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn (--load-jobs-in-flight still bounds their jobs)")
@@ -272,10 +282,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.HistoryMaxRuns, "history-max-runs", c.HistoryMaxRuns, fmt.Sprintf("runs kept per job (active ones included) unless the job's history.max_runs says otherwise (1 to %d)", store.MaxHistoryRuns))
 	fs.DurationVar(&c.HistoryMaxAge, "history-max-age", c.HistoryMaxAge, "how long final runs are kept after their scheduled time unless the job's history.max_age says otherwise")
 	settings.Unbounded(fs, "history-max-age", "kept whatever their age")
-	settings.BytesVar(fs, &c.HistoryBudget, "history-budget", c.HistoryBudget, "bytes of run documents the whole fleet keeps, like 1GiB or 500MB (each partition's owner keeps its share, trimming the oldest final runs first); every member must be given the same value")
+	settings.BytesVar(fs, &c.HistoryBudget, "history-budget", c.HistoryBudget, "bytes of run documents the whole fleet keeps, like 1GiB or 500MB (each partition's owner keeps its share, trimming the job that stores the most first, its oldest final runs first); every member must be given the same value")
+	fs.IntVar(&c.HistoryFloor, "history-floor", c.HistoryFloor, fmt.Sprintf("newest final runs of each job (with its newest dead run) the history budget never trims, whatever the job's neighbours store (1 to %d)", store.MaxHistoryRuns))
 	fs.DurationVar(&c.DeleteAfter, "delete-after", c.DeleteAfter, "how long a finished one-off job is kept, with its runs, unless its delete_after says otherwise")
 	settings.Unbounded(fs, "delete-after", "kept forever")
-	fs.DurationVar(&c.Notify.MaxAge, "notify-max-age", c.Notify.MaxAge, "how long an undelivered notification is retried before it is given up (counted in jobfleet_notifications_total{result=\"given_up\"})")
 }
 
 // Validate reports the first problem with c, after WithDefaults: a field
@@ -307,6 +317,8 @@ func (c Config) Validate() error {
 		return bad("max active runs per job %d below 1", c.MaxActivePerJob)
 	case c.HistoryMaxRuns < 1 || c.HistoryMaxRuns > store.MaxHistoryRuns:
 		return invalid("history-max-runs", c.HistoryMaxRuns, "want 1 to %d (0: the default, 100)", store.MaxHistoryRuns)
+	case c.HistoryFloor < 1 || c.HistoryFloor > store.MaxHistoryRuns:
+		return invalid("history-floor", c.HistoryFloor, "want 1 to %d (0: the default, %d)", store.MaxHistoryRuns, DefaultHistoryFloor)
 	case c.HistoryBudget < int64(c.Partitions)*minBudgetShare:
 		return invalid("history-budget", settings.FormatBytes(c.HistoryBudget), "want at least %s per partition, %s for %d partitions", settings.FormatBytes(minBudgetShare), settings.FormatBytes(int64(c.Partitions)*minBudgetShare), c.Partitions)
 	case c.MaxRunBytes < store.MinMaxRunBytes || c.MaxRunBytes > maxRunBytes:
@@ -315,8 +327,6 @@ func (c Config) Validate() error {
 		return bad("request timeout %v is negative", c.RequestTimeout)
 	case c.CommitLatencyTarget >= c.RequestTimeout:
 		return bad("commit latency target %v must be below the request timeout %v (negative: none)", c.CommitLatencyTarget, c.RequestTimeout)
-	case c.Notify.MaxAge < 0:
-		return invalid("notify-max-age", c.Notify.MaxAge, "want a positive duration (0: the default, 24h): notifications are not retried forever")
 	}
 	return nil
 }

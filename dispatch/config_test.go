@@ -46,7 +46,8 @@ func TestConfigValidate(t *testing.T) {
 		"latency target at the request timeout": {func(c *dispatch.Config) {
 			c.CommitLatencyTarget = c.RequestTimeout
 		}, ""},
-		"negative notify max age": {func(c *dispatch.Config) { c.Notify.MaxAge = -time.Second }, "notify-max-age"},
+		"negative history floor": {func(c *dispatch.Config) { c.HistoryFloor = -1 }, "history-floor"},
+		"history floor over max": {func(c *dispatch.Config) { c.HistoryFloor = 100001 }, "history-floor"},
 	}
 	for name, tt := range cases {
 		c := dispatch.DefaultConfig("/jf/", 64, "m1", "http://m1")
@@ -78,7 +79,7 @@ func TestConfigZeroConvention(t *testing.T) {
 	}
 	got, want := zero.WithDefaults(), dispatch.DefaultConfig("/jf/", 64, "m1", "http://m1")
 	if got.FireBatch != want.FireBatch || got.LoadsInFlight != want.LoadsInFlight || got.LoadJobsInFlight != want.LoadJobsInFlight ||
-		got.HistoryMaxAge != want.HistoryMaxAge || got.DeleteAfter != want.DeleteAfter || got.Notify.MaxAge != want.Notify.MaxAge ||
+		got.HistoryMaxAge != want.HistoryMaxAge || got.DeleteAfter != want.DeleteAfter || got.HistoryFloor != want.HistoryFloor ||
 		got.RunLease != want.RunLease || got.HistoryBudget != want.HistoryBudget || got.CommitLatencyTarget != want.CommitLatencyTarget {
 		t.Errorf("WithDefaults of zero settings = %+v, want DefaultConfig's %+v", got, want)
 	}
@@ -107,7 +108,7 @@ func TestConfigFlags(t *testing.T) {
 	c.AddFlags(fs)
 	for name, want := range map[string]string{
 		"run-lease": "30s", "loads-in-flight": "16", "load-jobs-in-flight": "2048", "history-max-runs": "100",
-		"history-max-age": "720h0m0s", "history-budget": "1GiB", "delete-after": "168h0m0s", "notify-max-age": "24h0m0s",
+		"history-max-age": "720h0m0s", "history-budget": "1GiB", "delete-after": "168h0m0s", "history-floor": "3",
 	} {
 		f := fs.Lookup(name)
 		if f == nil || f.DefValue != want {

@@ -90,7 +90,6 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	cfg.Notify.setDefaults()
 	if cfg.Lookup == nil {
 		cfg.Lookup = func(int) (string, string) { return "", "" }
 	}
@@ -114,7 +113,7 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 	}
 	cfg.Metrics.setSource(d.Stats)
 	if cfg.Workers != nil {
-		cfg.Workers.subscribe(d.workersGone)
+		cfg.Workers.Subscribe(d.workersGone)
 	}
 	return d, nil
 }
@@ -132,11 +131,10 @@ func (d *Dispatcher) Work(ctx context.Context, o *shard.Ownership) {
 		unread: map[string]store.Run{},
 		idx:    newJobIndex(),
 	}
-	if d.cfg.Notify.Sender != nil {
-		pt.notes = newNotifier(pt)
-		var wg sync.WaitGroup
-		wg.Go(func() { pt.notes.run(ctx) })
-		defer wg.Wait()
+	if n := d.cfg.Notify.Notifier; n != nil {
+		ob := n.Open(ctx, o.Partition, outboxStore{pt})
+		defer ob.Close()
+		pt.notes = ob
 	}
 	pt.run(ctx)
 }
@@ -205,11 +203,13 @@ type Stats struct {
 	HistoryRuns  int
 	HistoryBytes int64
 	// HistoryBudget is these partitions' share of the fleet's history
-	// budget. Final runs are trimmed, oldest first, to keep HistoryBytes
-	// within it; active runs are not.
+	// budget. Final runs are trimmed (the job storing the most beyond its
+	// floor first) to keep HistoryBytes within it; active runs and the
+	// jobs' floors are not.
 	HistoryBudget int64
 	// Unservable counts the waiting runs no live worker can take (see
-	// WhyPending), by executor type; nil without a worker registry.
+	// Registry.WhyPending), by executor type; nil without a worker
+	// registry.
 	Unservable map[string]int
 }
 

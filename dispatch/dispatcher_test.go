@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
@@ -55,6 +56,12 @@ type harness struct {
 	// next, if set, is the dispatcher the next start runs (made with
 	// newDispatcher), instead of a new one.
 	next *dispatch.Dispatcher
+	// stops are run, and cleared, when the dispatcher stops (what
+	// configure started for it).
+	stops []func()
+	// deliverer is the notifications' deliverer of the running
+	// dispatcher, nil without one (withNotify).
+	deliverer *notify.Deliverer
 }
 
 const runLease = 10 * time.Second
@@ -171,6 +178,10 @@ func (h *harness) stop() {
 	h.cancel()
 	<-h.done
 	h.cancel = nil
+	for _, stop := range h.stops {
+		stop()
+	}
+	h.stops = nil
 	h.client.Txn(context.Background()).
 		If(h.own.Fence()).
 		Then(clientv3.OpDelete(h.own.Key)).

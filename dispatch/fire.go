@@ -222,13 +222,12 @@ func (pt *partition) nextBatchLocked(q *dueQueue, now time.Time) *fireBatch {
 // room, so that a job at its max_runs costs one write per fire, not two.
 // Then it builds each batch's operations.
 func (pt *partition) addTrimsLocked(batches []*fireBatch, now time.Time) {
-	adding := map[string]int{}
-	var addingBytes int64
+	adding, addingBytes := map[string]int{}, map[string]int64{}
 	for _, b := range batches {
 		for _, jp := range b.jobs {
 			for _, c := range jp.created {
 				adding[c.run.JobID]++
-				addingBytes += int64(c.size)
+				addingBytes[c.run.JobID] += int64(c.size)
 			}
 		}
 	}

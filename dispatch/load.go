@@ -303,6 +303,9 @@ func (pt *partition) loadRuns(ctx context.Context, src loadSource, rev int64, ke
 		size := len(kv.Value) + entries[string(kv.Key)].size
 		if !queued[string(kv.Key)] {
 			hist.created(id, at, size, true)
+			if runIsDead(kv.Value) {
+				hist.markDead(id, at) // its job's floor may keep it
+			}
 			return
 		}
 		var run store.Run
@@ -312,6 +315,9 @@ func (pt *partition) loadRuns(ctx context.Context, src loadSource, rev int64, ke
 			return
 		}
 		hist.created(id, at, size, run.Status.Final())
+		if run.Status == store.RunDead {
+			hist.markDead(id, at)
+		}
 		if run.Status.Final() {
 			return
 		}

@@ -85,7 +85,11 @@ type partition struct {
 	hist   *history  // the partition's stored runs
 	idx    *jobIndex // what the loop looks at; see jobIndex
 
-	notes *notifier // delivers the partition's notifications; nil without a Sender (notify.go)
+	// notes delivers the partition's notifications; nil without a
+	// Notifier (notify.go). outboxRead is set once the outbox was read
+	// into it; wmu guards it.
+	notes      outbox
+	outboxRead bool
 }
 
 // cancelledAttempt is a running attempt whose run was replaced.
@@ -362,6 +366,7 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	if pt.d.writesRefused() != nil {
 		return now.Add(spaceRecheck) // etcd is full: the gate logged it; no write would apply
 	}
+	pt.readOutbox(ctx)
 	pt.readoptUnread(ctx)
 	pt.takeBackQueued(ctx) // before expiry: an undelivered attempt is not lost
 	pt.expire(ctx, now)

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -114,7 +115,7 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 	e := pt.jobs[r.JobID]
 	prev := ar.run
 	pt.mu.Unlock()
-	var notes []outboxEntry
+	var notes []notify.Entry
 	if e != nil && e.work != nil {
 		var also []clientv3.Op
 		if also, notes = pt.notificationsFor(e.work, prev, w.run, w.val, pt.now()); len(also) > 0 {
@@ -136,7 +137,9 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 	}
 	pt.updatedLocked(ar, w, resp.Header.Revision, notBefore)
 	pt.mu.Unlock()
-	pt.notes.add(notes)
+	if len(notes) > 0 {
+		pt.notes.Add(notes...)
+	}
 	return w.run, nil
 }
 

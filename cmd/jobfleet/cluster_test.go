@@ -131,10 +131,8 @@ func TestClusterPartitionsAll(t *testing.T) {
 	}
 }
 
-// workersProtocol serves a fixed worker registry (the protocol itself
-// is not used).
+// workersProtocol serves a fixed worker registry.
 type workersProtocol struct {
-	admin.WorkerProtocol
 	workers []store.Worker
 }
 
@@ -154,7 +152,7 @@ func TestClusterWorkersCommand(t *testing.T) {
 		{ID: "evil\x1b[2J", Credential: "billing-w", Prefix: "billing/", Executors: []string{"http"}, Concurrency: 1, RegisteredAt: now, LastContact: now, Orchestrator: "orch-2"},
 	}
 	srv := httptest.NewServer(admin.Handler(apiMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Insecure: true,
-		Worker: func() (admin.WorkerProtocol, error) { return workersProtocol{workers: ws}, nil }}))
+		Workers: workersProtocol{workers: ws}}))
 	defer srv.Close()
 	run := func(args ...string) string {
 		t.Helper()
@@ -172,7 +170,7 @@ func TestClusterWorkersCommand(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		lines = append(lines, strings.Join(strings.Fields(l), " "))
 	}
-	if len(lines) != 4 || lines[0] != "ID EXECUTORS ACTIVE CREDENTIAL REGISTERED LAST CONTACT ORCHESTRATOR" ||
+	if len(lines) != 4 || lines[0] != "ID EXECUTORS ACTIVE CREDENTIAL REGISTERED UPDATED ORCHESTRATOR" ||
 		!strings.HasPrefix(lines[1], "w1 http,shell 3/8 dev-worker ") || !strings.HasSuffix(lines[1], " 2s ago orch-1") ||
 		!strings.HasPrefix(lines[2], `evil\x1b[2J http 0/1 billing-w (billing/*) `) || lines[3] != "2 workers" {
 		t.Fatalf("table:\n%s", out)

@@ -47,6 +47,7 @@ func memberSettings() map[string]setting[memberOptions] {
 		"delete-after":               m("7h", "-1s", func(c *memberOptions) any { return c.orch.Dispatch.DeleteAfter }),
 		"etcd-quota-bytes":           m("7GiB", "9000000000", func(c *memberOptions) any { return c.orch.Storage.QuotaBytes }),
 		"history-budget":             m("7GiB", "900MB", func(c *memberOptions) any { return c.orch.Dispatch.HistoryBudget }),
+		"history-floor":              m("7", "9", func(c *memberOptions) any { return c.orch.Dispatch.HistoryFloor }),
 		"history-max-age":            m("7h", "-1s", func(c *memberOptions) any { return c.orch.Dispatch.HistoryMaxAge }),
 		"history-max-runs":           m("7", "9", func(c *memberOptions) any { return c.orch.Dispatch.HistoryMaxRuns }),
 		"insecure-no-auth":           m("true", "false", func(c *memberOptions) any { return c.insecureNoAuth }),
@@ -61,7 +62,9 @@ func memberSettings() map[string]setting[memberOptions] {
 		"namespace":                  m("/a/", "/b/", func(c *memberOptions) any { return c.orch.Namespace }),
 		"notify-allow":               m("10.0.0.0/8,127.0.0.1:9000", "192.168.0.0/16", func(c *memberOptions) any { return c.orch.Notify.Policy.Allow }),
 		"notify-deny":                m("10.0.0.0/8,*.internal", "192.168.0.0/16", func(c *memberOptions) any { return c.orch.Notify.Policy.Deny }),
-		"notify-max-age":             m("7h", "9h", func(c *memberOptions) any { return c.orch.Dispatch.Notify.MaxAge }),
+		"notify-in-flight":           m("7", "-1", func(c *memberOptions) any { return c.orch.Notify.Delivery.Concurrency }),
+		"notify-max-age":             m("7h", "9h", func(c *memberOptions) any { return c.orch.Notify.Delivery.MaxAge }),
+		"notify-max-pending":         m("7", "-1", func(c *memberOptions) any { return c.orch.Notify.Delivery.MaxPendingPerJob }),
 		"notify-on":                  m("failed,succeeded", "dead", func(c *memberOptions) any { return c.orch.Notify.On }),
 		"notify-secret-env":          m("A_TOKEN,B_TOKEN", "C_TOKEN", func(c *memberOptions) any { return c.orch.Notify.SecretEnv }),
 		"notify-url":                 m("https://a.example/hook", "https://b.example/hook", func(c *memberOptions) any { return c.orch.Notify.URL }),
@@ -72,7 +75,10 @@ func memberSettings() map[string]setting[memberOptions] {
 		"trigger-burst":              m("7", "9", func(c *memberOptions) any { return c.api.TriggerBurst }),
 		"trigger-rate":               m("7.5", "-1", func(c *memberOptions) any { return c.api.TriggerRate }),
 		"warm-standby":               m("true", "false", func(c *memberOptions) any { return c.orch.WarmStandby }),
-		"worker-ttl":                 m("7s", "9s", func(c *memberOptions) any { return c.orch.WorkerTTL }),
+		"worker-id-grace":            m("7s", "9m", func(c *memberOptions) any { return c.orch.Workers.IDGrace }),
+		"worker-register-rate":       m("7.5", "-1", func(c *memberOptions) any { return c.orch.Workers.RequestRate }),
+		"worker-register-writes":     m("7.5", "-1", func(c *memberOptions) any { return c.orch.Workers.WriteRate }),
+		"worker-ttl":                 m("7s", "9s", func(c *memberOptions) any { return c.orch.Workers.TTL }),
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/dispatch/worker/etcddiscovery"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/settings"
@@ -312,7 +312,7 @@ func runDev(ctx context.Context, lg *zap.Logger, plan devPlan) error {
 	go func() {
 		defer close(workersDone)
 		if cfg.workers > 0 {
-			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, worker.EtcdOrchestrators(client, cfg.mem.orch.Namespace),
+			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, etcddiscovery.New(client, cfg.mem.orch.Namespace),
 				append(etcd.Endpoints(), "http://"+etcd.PeerAddr()), workerToken)
 		}
 		<-ctx.Done()

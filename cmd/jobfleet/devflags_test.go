@@ -21,6 +21,10 @@ func TestDevRefusesBadFlagsBeforeStarting(t *testing.T) {
 		{"--lease-ttl=-5s"},
 		{"--storage-high-water=2"},
 		{"--api-burst=-1"},
+		{"--worker-ttl=1s"},
+		{"--worker-id-grace=500ms"},
+		{"--history-floor=-1"},
+		{"--notify-max-age=-1h"},
 	} {
 		dir := filepath.Join(t.TempDir(), "dev")
 		root := newRootCmd()

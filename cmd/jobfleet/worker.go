@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/dispatch/worker/etcddiscovery"
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
@@ -88,7 +89,7 @@ func (c *workerOptions) source(client *clientv3.Client, lg *zap.Logger) worker.D
 	case len(c.orchestrators) > 0:
 		return worker.StaticOrchestrators(c.orchestrators...)
 	default:
-		d := worker.EtcdOrchestrators(client, c.namespace)
+		d := etcddiscovery.New(client, c.namespace)
 		d.Logger = lg
 		return d
 	}

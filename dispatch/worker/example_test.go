@@ -12,16 +12,19 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 )
 
 // A worker embedded in a Go program: it runs "send-invoice" jobs with a Go
 // function, and "http" jobs, for the fleet found through one orchestrator,
-// until interrupted.
+// until interrupted. Its credential is a token of role worker; without a
+// valid one, Run logs why and returns ErrCredentialRefused.
 func Example() {
 	lg, _ := zap.NewProduction()
 	w, err := worker.New(worker.Config{
 		ID:            "billing-1",
 		Orchestrators: worker.MembersFrom("http://127.0.0.1:8080"),
+		Token:         os.Getenv("JOBFLEET_TOKEN"),
 		Concurrency:   8,
 		Logger:        lg,
 	})
@@ -39,7 +42,9 @@ func Example() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := w.Run(ctx); err != nil { // returns after a graceful shutdown
+	// Run returns nil after a graceful shutdown; an error wrapping
+	// worker.ErrCredentialRefused if no orchestrator accepts the token.
+	if err := w.Run(ctx); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -70,12 +75,12 @@ func ExampleFormatScheduledAt() {
 
 // A worker's least-privilege settings: its credential, where its HTTP jobs
 // may connect, which variables shell jobs and secret references may use.
-func ExampleHTTPPolicy() {
+func ExampleConfig_leastPrivilege() {
 	cfg := worker.DefaultConfig()
 	cfg.ID = "w1"
 	cfg.Orchestrators = worker.StaticOrchestrators("https://10.0.0.5:8080")
 	cfg.Token = "worker-token" // read it from a file or the environment
-	cfg.HTTPPolicy = worker.HTTPPolicy{
+	cfg.HTTPPolicy = egress.Policy{
 		Allow: []string{"127.0.0.1:9000"},                         // a receiver on this host, that port only
 		Deny:  []string{"10.0.0.0/8", "*.internal"},               // internal networks and names
 		Fleet: []string{"https://10.0.0.9:2379", "10.0.0.9:2380"}, // etcd

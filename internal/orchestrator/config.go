@@ -14,7 +14,9 @@ import (
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
+	"github.com/jobfleet/jobfleet/dispatch/workers"
+	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/internal/settings"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
@@ -60,20 +62,24 @@ type Config struct {
 	// Work runs for each owned partition; nil runs the job scheduler
 	// (dispatch.Dispatcher.Work). Tests of ownership alone set their own.
 	Work shard.Work
-	// WorkerTTL is how long a worker's registration lives without a
-	// refresh (dispatch.RegistryConfig.TTL): the attempts of a worker
-	// silent that long are retried at once. Whole seconds, 2s to 5m.
-	// Default dispatch.DefaultWorkerTTL (--worker-ttl).
-	WorkerTTL time.Duration
-	// Notify configures the run notifications this member delivers; how
-	// long they are retried is Dispatch.Notify.MaxAge.
+	// Workers configures the worker registry (package dispatch/workers):
+	// the registrations' TTL (the attempts of a worker silent that long
+	// are retried at once), how long a worker ID stays bound to its
+	// credential, the registrations' bounds and rates (--worker-ttl,
+	// --worker-id-grace, --worker-register-rate, --worker-register-writes).
+	// Its Namespace, Member, Space, Metrics, Clock and Logger are the
+	// member's own, and its RequestTimeout is fitted to the lease.
+	Workers workers.Config
+	// Notify configures the run notifications this member delivers: the
+	// fleet's default subscription, the destination policy, and their
+	// delivery's bounds (Notify.Delivery).
 	Notify NotifyConfig
 	// Dispatch holds the job scheduler's settings (run lease, loads,
 	// history, commits; see dispatch.Config). The member sets its
-	// identity, hooks and notification sender itself: Namespace,
-	// Partitions, MemberID, MemberAddr, Lookup, Space, Workers, Clock,
-	// Logger, Metrics and Notify.Sender and Default are ignored here, and
-	// RequestTimeout and Misfire.Grace are fitted to the lease.
+	// identity, hooks and notifications itself: Namespace, Partitions,
+	// MemberID, MemberAddr, Lookup, Space, Workers, Clock, Logger, Metrics
+	// and Notify are ignored here, and RequestTimeout and Misfire.Grace
+	// are fitted to the lease.
 	Dispatch dispatch.Config
 	// WarmStandby makes the member keep warm copies of the partitions it
 	// is the heir of (dispatch.Standby): a takeover then builds them from
@@ -103,9 +109,9 @@ func DefaultConfig(id, advertise string) Config {
 	return Config{ID: id, Advertise: advertise, Notify: DefaultNotifyConfig()}.WithDefaults()
 }
 
-// WithDefaults returns c with its zero settings, and those of Dispatch
-// and Storage, replaced by their defaults (the clock, logger and
-// registry as they are).
+// WithDefaults returns c with its zero settings, and those of Workers,
+// Notify.Delivery, Dispatch and Storage, replaced by their defaults (the
+// clock, logger and registry as they are).
 func (c Config) WithDefaults() Config {
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
@@ -113,15 +119,14 @@ func (c Config) WithDefaults() Config {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
 	}
-	if c.WorkerTTL == 0 {
-		c.WorkerTTL = dispatch.DefaultWorkerTTL
-	}
 	if c.RebalanceDelay == 0 {
 		c.RebalanceDelay = 200 * time.Millisecond
 	}
 	if c.LeaveTimeout == 0 {
 		c.LeaveTimeout = 10 * time.Second
 	}
+	c.Workers = c.Workers.WithDefaults()
+	c.Notify.Delivery = c.Notify.Delivery.WithDefaults()
 	c.Dispatch = c.Dispatch.WithDefaults()
 	c.Storage = c.Storage.WithDefaults()
 	return c
@@ -130,23 +135,23 @@ func (c Config) WithDefaults() Config {
 // AddFlags defines the flags of c's settings in fs, each bound to its
 // field with the field's current value as its default (call it on
 // DefaultConfig): the member's (--namespace, --partitions, --lease-ttl,
-// --worker-ttl, --warm-standby), the notifications' (--notify-*), and
-// those of Dispatch and Storage. ID, Advertise and AdminSecret are the
+// --warm-standby), the notifications' (--notify-*), and those of
+// Workers, Dispatch and Storage. ID, Advertise and AdminSecret are the
 // command's: their defaults are derived from other flags.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "etcd key prefix of the cluster (ends in '/')")
 	fs.IntVar(&c.Partitions, "partitions", c.Partitions, fmt.Sprintf("partition count, used when the cluster is created (0: the cluster's, or %d for a new cluster; must match an existing cluster's; at most %d)", shard.DefaultPartitions, shard.MaxPartitions))
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "member lease TTL, whole seconds; a crashed member's partitions move after it")
-	fs.DurationVar(&c.WorkerTTL, "worker-ttl", c.WorkerTTL, "how long a worker's registration lives without a refresh (whole seconds, 2s to 5m); the attempts of a worker silent that long are retried at once")
 	fs.BoolVar(&c.WarmStandby, "warm-standby", c.WarmStandby, "keep a warm copy of the partitions this member would be given if their owner went away (their heir), followed by one watch, so that a takeover builds them from memory instead of reading them from etcd; costs memory for the copies and a watch of every partition's writes")
 	c.Notify.addFlags(fs)
+	c.Workers.AddFlags(fs)
 	c.Dispatch.AddFlags(fs)
 	c.Storage.AddFlags(fs)
 }
 
 // Validate reports the first problem with c, after WithDefaults: a field
 // out of its range or fields that do not fit together, its own or those
-// of Dispatch and Storage. Errors wrap ErrInvalidConfig and start with
+// of Workers, Notify.Delivery, Dispatch and Storage. Errors wrap ErrInvalidConfig and start with
 // "orchestrator: invalid config"; a setting with a flag is reported as a
 // *settings.Error naming it.
 func (c Config) Validate() error {
@@ -172,6 +177,9 @@ func (c Config) Validate() error {
 	if err := c.Notify.validate(); err != nil {
 		return of(err)
 	}
+	if err := c.workersConfig().Validate(); err != nil {
+		return of(err)
+	}
 	switch {
 	case !strings.HasSuffix(c.Namespace, "/"):
 		return invalid("namespace", c.Namespace, "must end in '/'")
@@ -183,8 +191,6 @@ func (c Config) Validate() error {
 		return bad("rebalance delay %v is negative", c.RebalanceDelay)
 	case c.LeaveTimeout < 0:
 		return bad("leave timeout %v is negative", c.LeaveTimeout)
-	case c.WorkerTTL < 2*time.Second || c.WorkerTTL > 5*time.Minute || c.WorkerTTL%time.Second != 0:
-		return invalid("worker-ttl", c.WorkerTTL, "want whole seconds from 2s to 5m (0: the default, %v)", dispatch.DefaultWorkerTTL)
 	case c.AdminSecret != "" && len(c.AdminSecret) < auth.MinBootstrapBytes:
 		return bad("admin secret of %d bytes; at least %d", len(c.AdminSecret), auth.MinBootstrapBytes)
 	}
@@ -217,24 +223,28 @@ func (c *Config) setDefaults() {
 }
 
 // DefaultNotifyConfig returns the defaults of the notification settings:
-// no default subscription; a --notify-url is told of dead runs.
+// no default subscription; a --notify-url is told of dead runs; the
+// delivery's defaults (notify.DefaultConfig).
 func DefaultNotifyConfig() NotifyConfig {
-	return NotifyConfig{On: []store.RunStatus{store.RunDead}}
+	return NotifyConfig{On: []store.RunStatus{store.RunDead}, Delivery: notify.DefaultConfig()}
 }
 
 // notifyStatuses are the statuses a subscription may name.
 var notifyStatuses = []store.RunStatus{store.RunFailed, store.RunDead, store.RunSucceeded}
 
-// addFlags defines the --notify-* flags, bound to c's fields.
+// addFlags defines the --notify-* flags, bound to c's fields (those of
+// the delivery by notify.Config.AddFlags).
 func (c *NotifyConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.URL, "notify-url", c.URL, "URL told of the runs of jobs without notify entries of their own (POST of the run document)")
 	settings.StringsVar(fs, &c.On, "notify-on", c.On, "outcomes --notify-url is told of: failed, dead, succeeded (comma separated)")
 	fs.StringSliceVar(&c.Policy.Allow, "notify-allow", c.Policy.Allow, "destinations notifications may reach although denied by default, as the worker's --http-allow")
 	fs.StringSliceVar(&c.Policy.Deny, "notify-deny", c.Policy.Deny, "destinations notifications must never reach, as the worker's --http-deny")
 	fs.StringSliceVar(&c.SecretEnv, "notify-secret-env", c.SecretEnv, "variables of this process's environment that notify headers' secret references may name (NAME,...)")
+	c.Delivery.AddFlags(fs)
 }
 
-// validate checks the default subscription and the destination policy.
+// validate checks the default subscription, the destination policy and
+// the delivery's settings.
 func (c NotifyConfig) validate() error {
 	for _, s := range c.On {
 		if !slices.Contains(notifyStatuses, s) {
@@ -244,13 +254,13 @@ func (c NotifyConfig) validate() error {
 	if _, err := c.defaults(); err != nil {
 		return settings.Invalid("notify-url", c.URL, "%v", err)
 	}
-	if _, err := worker.NewPolicyTransport(worker.HTTPPolicy{Allow: c.Policy.Allow}); err != nil {
+	if _, err := egress.NewTransport(egress.Policy{Allow: c.Policy.Allow}); err != nil {
 		return settings.Invalid("notify-allow", c.Policy.Allow, "%v", err)
 	}
-	if _, err := worker.NewPolicyTransport(worker.HTTPPolicy{Deny: c.Policy.Deny}); err != nil {
+	if _, err := egress.NewTransport(egress.Policy{Deny: c.Policy.Deny}); err != nil {
 		return settings.Invalid("notify-deny", c.Policy.Deny, "%v", err)
 	}
-	return nil
+	return c.Delivery.Validate()
 }
 
 func statusStrings(ss []store.RunStatus) []string {
@@ -259,4 +269,12 @@ func statusStrings(ss []store.RunStatus) []string {
 		out[i] = string(s)
 	}
 	return out
+}
+
+// workersConfig is the worker registry's configuration: c.Workers with
+// the member's namespace, ID, clock and logger.
+func (c Config) workersConfig() workers.Config {
+	wc := c.Workers
+	wc.Namespace, wc.Member, wc.Clock, wc.Logger = c.Namespace, c.ID, c.Clock, c.Logger
+	return wc
 }

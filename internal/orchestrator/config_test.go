@@ -41,12 +41,18 @@ func TestConfigValidate(t *testing.T) {
 		"negative history runs":    {func(c *orchestrator.Config) { c.Dispatch.HistoryMaxRuns = -1 }, "history-max-runs"},
 		"negative history budget":  {func(c *orchestrator.Config) { c.Dispatch.HistoryBudget = -1 }, "history-budget"},
 		"budget below 1024 shares": {func(c *orchestrator.Config) { c.Dispatch.HistoryBudget = 1 << 20 }, "history-budget"},
-		"worker TTL under 2s":      {func(c *orchestrator.Config) { c.WorkerTTL = time.Second }, "worker-ttl"},
-		"worker TTL not whole":     {func(c *orchestrator.Config) { c.WorkerTTL = 2500 * time.Millisecond }, "worker-ttl"},
+		"worker TTL under 2s":      {func(c *orchestrator.Config) { c.Workers.TTL = time.Second }, "worker-ttl"},
+		"worker TTL not whole":     {func(c *orchestrator.Config) { c.Workers.TTL = 2500 * time.Millisecond }, "worker-ttl"},
+		"worker ID grace under 1s": {func(c *orchestrator.Config) { c.Workers.IDGrace = time.Millisecond }, "worker-id-grace"},
+		"negative worker ID grace": {func(c *orchestrator.Config) { c.Workers.IDGrace = -time.Second }, "worker-id-grace"},
+		"worker write burst 1":     {func(c *orchestrator.Config) { c.Workers.WriteBurst = 1 }, ""},
+		"negative history floor":   {func(c *orchestrator.Config) { c.Dispatch.HistoryFloor = -1 }, "history-floor"},
+		"history floor over max":   {func(c *orchestrator.Config) { c.Dispatch.HistoryFloor = 100001 }, "history-floor"},
 		"notify URL not http":      {func(c *orchestrator.Config) { c.Notify.URL = "ftp://x/" }, "notify-url"},
 		"notify on unknown status": {func(c *orchestrator.Config) { c.Notify.URL, c.Notify.On = "https://x/", []store.RunStatus{"running"} }, "notify-on"},
 		"notify allow not a rule":  {func(c *orchestrator.Config) { c.Notify.Policy.Allow = []string{"10.0.0.0/99"} }, "notify-allow"},
-		"negative notify max age":  {func(c *orchestrator.Config) { c.Dispatch.Notify.MaxAge = -time.Second }, "notify-max-age"},
+		"negative notify max age":  {func(c *orchestrator.Config) { c.Notify.Delivery.MaxAge = -time.Second }, "notify-max-age"},
+		"negative send timeout":    {func(c *orchestrator.Config) { c.Notify.Delivery.SendTimeout = -time.Second }, ""},
 		"high water above 1":       {func(c *orchestrator.Config) { c.Storage.HighWater = 1.5 }, "storage-high-water"},
 		"admin secret too short":   {func(c *orchestrator.Config) { c.AdminSecret = "short" }, ""},
 	}
@@ -83,15 +89,24 @@ func TestConfigFlags(t *testing.T) {
 	for name, want := range map[string]string{
 		"namespace": orchestrator.DefaultNamespace, "partitions": "0", "lease-ttl": "5s", "worker-ttl": "6s",
 		"warm-standby": "false", "notify-on": "[dead]", "load-jobs-in-flight": "2048", "compaction-interval": "5m0s",
+		"worker-id-grace": "15m0s", "worker-register-rate": "1000", "worker-register-writes": "10", "history-floor": "3",
+		"notify-max-pending": "64", "notify-in-flight": "32", "notify-max-age": "24h0m0s",
 	} {
 		if f := fs.Lookup(name); f == nil || f.DefValue != want {
 			t.Errorf("--%s: %+v, want the default %s", name, f, want)
 		}
 	}
-	if err := fs.Parse([]string{"--lease-ttl=10s", "--notify-on=failed,dead", "--loads-in-flight=-1", "--storage-high-water=0.5"}); err != nil {
+	if err := fs.Parse([]string{"--lease-ttl=10s", "--notify-on=failed,dead", "--loads-in-flight=-1", "--storage-high-water=0.5",
+		"--worker-register-rate=-1", "--notify-in-flight=-1", "--history-floor=5"}); err != nil {
 		t.Fatal(err)
 	}
 	if c.LeaseTTL != 10*time.Second || len(c.Notify.On) != 2 || c.Notify.On[0] != store.RunFailed || c.Dispatch.LoadsInFlight != -1 || c.Storage.HighWater != 0.5 {
 		t.Errorf("flags set %v, %v, %d, %v", c.LeaseTTL, c.Notify.On, c.Dispatch.LoadsInFlight, c.Storage.HighWater)
+	}
+	if c.Workers.RequestRate != -1 || c.Notify.Delivery.Concurrency != -1 || c.Dispatch.HistoryFloor != 5 {
+		t.Errorf("flags set %v, %d, %d; want -1, -1, 5", c.Workers.RequestRate, c.Notify.Delivery.Concurrency, c.Dispatch.HistoryFloor)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("unbounded registrations and deliveries are refused: %v", err)
 	}
 }

@@ -11,8 +11,9 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -25,12 +26,17 @@ type NotifyConfig struct {
 	URL string
 	On  []store.RunStatus
 	// Policy is the destination policy of the deliveries, as the http
-	// executor's (worker.HTTPPolicy); the fleet's members and etcd
+	// executor's (egress.Policy); the fleet's members and etcd
 	// endpoints are always refused.
-	Policy worker.HTTPPolicy
+	Policy egress.Policy
 	// SecretEnv lists the variables of this process's environment that
 	// notify headers' secret references may name.
 	SecretEnv []string
+	// Delivery bounds and paces the deliveries (notify.Config: pending
+	// notifications per job, deliveries in flight on this member, to one
+	// destination and for one job, how long one is retried). Its Sender,
+	// Clock, Logger and Metrics are the member's own.
+	Delivery notify.Config
 }
 
 // defaults returns the default subscription as notify entries (nil
@@ -59,7 +65,7 @@ const (
 // policy.
 type sender struct {
 	client    *http.Client
-	transport *worker.PolicyTransport
+	transport *egress.Transport
 	members   func() []string
 	secretEnv []string
 }
@@ -70,7 +76,7 @@ func newSender(c NotifyConfig, etcdEndpoints []string, members func() []string) 
 	if p.AllowFlag == "" {
 		p.AllowFlag = "--notify-allow"
 	}
-	tr, err := worker.NewPolicyTransport(p)
+	tr, err := egress.NewTransport(p)
 	if err != nil {
 		return nil, fmt.Errorf("%w: notify policy: %v", ErrInvalidConfig, err)
 	}
@@ -111,8 +117,8 @@ func (s *sender) Send(ctx context.Context, o store.Outbox) error {
 	req.Header.Set(worker.HeaderAttempt, strconv.Itoa(o.Attempt))
 	req.Header.Set(HeaderNotifyEvent, string(o.Event))
 	resp, err := s.client.Do(req)
-	if errors.Is(err, worker.ErrDestinationDenied) {
-		return fmt.Errorf("%w: %w", dispatch.ErrNotificationRefused, err)
+	if errors.Is(err, egress.ErrDestinationDenied) {
+		return fmt.Errorf("%w: %w", notify.ErrRefused, err)
 	}
 	if err != nil {
 		return err

@@ -17,6 +17,8 @@ import (
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
+	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/internal/storage"
@@ -40,9 +42,11 @@ type Orchestrator struct {
 	creds     *auth.Cache
 	compactor *storage.Compactor
 	space     *storage.Monitor
+	workers   *workers.Registry
 
-	dispMet *dispatch.Metrics
-	sbMet   *dispatch.StandbyMetrics
+	dispMet   *dispatch.Metrics
+	sbMet     *dispatch.StandbyMetrics
+	notifyMet *notify.Metrics
 
 	drainOnce sync.Once
 	drain     chan struct{} // closed by Drain
@@ -97,6 +101,16 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	wc := cfg.workersConfig()
+	wc.Logger = cfg.Logger.Named("dispatch")
+	wc.Space = space
+	wc.Metrics = workers.NewMetrics(cfg.Registry)
+	// As the dispatcher's: given up before the session's renew deadline.
+	wc.RequestTimeout = min(wc.RequestTimeout, sc.RenewDeadline)
+	registry, err := workers.New(client, wc)
+	if err != nil {
+		return nil, err
+	}
 	return &Orchestrator{
 		client:    client,
 		cfg:       cfg,
@@ -105,10 +119,12 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 		shardMet:  shard.NewMetrics(cfg.Registry),
 		dispMet:   dispatch.NewMetrics(cfg.Registry),
 		sbMet:     dispatch.NewStandbyMetrics(cfg.Registry),
+		notifyMet: notify.NewMetrics(cfg.Registry),
 		members:   members,
 		owners:    owners,
 		compactor: compactor,
 		space:     space,
+		workers:   registry,
 		creds:     creds,
 		drain:     make(chan struct{}),
 		changed:   make(chan struct{}),
@@ -117,6 +133,11 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 
 // ID returns the member ID.
 func (o *Orchestrator) ID() string { return o.cfg.ID }
+
+// Workers returns the member's worker registry, which serves the
+// registration routes of the worker protocol; Run keeps its copy of the
+// registrations current.
+func (o *Orchestrator) Workers() *workers.Registry { return o.workers }
 
 // Credentials returns the member's credential cache, which authenticates
 // API requests; Run keeps it current.
@@ -166,19 +187,19 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	dcfg.Logger = o.cfg.Logger.Named("dispatch")
 	dcfg.Metrics = o.dispMet
 	dcfg.Space = o.space
-	workers, err := dispatch.NewRegistry(o.client, dispatch.RegistryConfig{
-		Namespace: o.cfg.Namespace, Member: o.cfg.ID, TTL: o.cfg.WorkerTTL,
-		RequestTimeout: dcfg.RequestTimeout, Clock: o.cfg.Clock, Logger: o.cfg.Logger.Named("dispatch"),
-	})
-	if err != nil {
-		return err
-	}
-	dcfg.Workers = workers
+	dcfg.Workers = o.workers
 	send, err := newSender(o.cfg.Notify, o.client.Endpoints(), o.memberAddrs)
 	if err != nil {
 		return err
 	}
-	dcfg.Notify.Sender = send
+	deliver := o.cfg.Notify.Delivery
+	deliver.Sender, deliver.Clock, deliver.Metrics = send, o.cfg.Clock, o.notifyMet
+	deliver.Logger = o.cfg.Logger.Named("notify").With(zap.String("member", o.cfg.ID))
+	deliverer, err := notify.New(deliver)
+	if err != nil {
+		return err
+	}
+	dcfg.Notify.Notifier = deliverer
 	dcfg.Notify.Default, _ = o.cfg.Notify.defaults() // validated by New
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
@@ -219,7 +240,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.owners.Run(watchCtx) })
 	wg.Go(func() { o.compactor.Run(watchCtx) })
 	wg.Go(func() { o.space.Run(watchCtx) })
-	wg.Go(func() { workers.Run(watchCtx) })
+	wg.Go(func() { o.workers.Run(watchCtx) })
+	wg.Go(func() { deliverer.Run(watchCtx) })
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
 	if standby != nil {
 		wg.Go(func() { standby.Run(watchCtx) })

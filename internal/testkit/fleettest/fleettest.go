@@ -231,6 +231,7 @@ func (f *Fleet) Join(id string) *Member {
 				}
 				return d, nil
 			},
+			Workers:  orch.Workers(),
 			Auth:     orch.Credentials(),
 			Tokens:   auth.NewStore(client, f.NS, nil),
 			Loopback: true,

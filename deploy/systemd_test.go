@@ -300,3 +300,55 @@ func TestSystemdAnalyze(t *testing.T) {
 		t.Logf("%s: %s", filepath.Base(p), lines[len(lines)-1])
 	}
 }
+
+// commentedSetting matches a config file line that shows a setting
+// commented out: "#key: value".
+var commentedSetting = regexp.MustCompile(`(?m)^#([a-z][a-z0-9-]*: .*)$`)
+
+// TestSystemdCommentedSettings: the settings the units' config files show
+// commented out are settings the command accepts, and those the
+// orchestrator's file shows are its defaults (its comments say so):
+// uncommenting them changes nothing --print-config prints but where the
+// values came from.
+func TestSystemdCommentedSettings(t *testing.T) {
+	needBinary(t)
+	settingsOnly := func(out string) []string {
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if l == "" || strings.HasPrefix(l, "#") {
+				continue
+			}
+			v, _, _ := strings.Cut(l, "  # from ")
+			lines = append(lines, v)
+		}
+		return lines
+	}
+	for _, name := range units {
+		t.Run(name, func(t *testing.T) {
+			s, err := parseUnit(filepath.Join("systemd", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv := invocation{where: "systemd/" + name, args: s.args, env: s.env, files: s.files}
+			uncommented := invocation{where: inv.where + " (commented settings set)", args: s.args, env: s.env, files: map[string]string{}}
+			shown := 0
+			for path, data := range s.files {
+				shown += len(commentedSetting.FindAllString(data, -1))
+				uncommented.files[path] = commentedSetting.ReplaceAllString(data, "$1")
+			}
+			if shown == 0 {
+				t.Skip("no setting shown commented out")
+			}
+			before, after := settingsOnly(inv.accepted(t, t.TempDir())), settingsOnly(uncommented.accepted(t, t.TempDir()))
+			if len(before) < 20 || len(after) != len(before) {
+				t.Fatalf("--print-config printed %d settings, then %d", len(before), len(after))
+			}
+			if name != "jobfleet-orchestrator.service" {
+				return // examples of values, not defaults
+			}
+			if strings.Join(before, "\n") != strings.Join(after, "\n") {
+				t.Errorf("uncommenting the %d settings shown changes the configuration:\nbefore %q\nafter  %q", shown, before, after)
+			}
+		})
+	}
+}

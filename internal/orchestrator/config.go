@@ -177,9 +177,6 @@ func (c Config) Validate() error {
 	if err := c.Notify.validate(); err != nil {
 		return of(err)
 	}
-	if err := c.workersConfig().Validate(); err != nil {
-		return of(err)
-	}
 	switch {
 	case !strings.HasSuffix(c.Namespace, "/"):
 		return invalid("namespace", c.Namespace, "must end in '/'")
@@ -193,6 +190,9 @@ func (c Config) Validate() error {
 		return bad("leave timeout %v is negative", c.LeaveTimeout)
 	case c.AdminSecret != "" && len(c.AdminSecret) < auth.MinBootstrapBytes:
 		return bad("admin secret of %d bytes; at least %d", len(c.AdminSecret), auth.MinBootstrapBytes)
+	}
+	if err := c.workersConfig().Validate(); err != nil {
+		return of(err)
 	}
 	d := c.Dispatch
 	d.Namespace, d.MemberID, d.MemberAddr, d.Partitions = c.Namespace, c.ID, c.Advertise, c.Partitions

@@ -106,6 +106,7 @@ func TestConfigFlags(t *testing.T) {
 	if c.Workers.RequestRate != -1 || c.Notify.Delivery.Concurrency != -1 || c.Dispatch.HistoryFloor != 5 {
 		t.Errorf("flags set %v, %d, %d; want -1, -1, 5", c.Workers.RequestRate, c.Notify.Delivery.Concurrency, c.Dispatch.HistoryFloor)
 	}
+	c.ID = "m1"
 	if err := c.Validate(); err != nil {
 		t.Errorf("unbounded registrations and deliveries are refused: %v", err)
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"golang.org/x/time/rate"
+
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
 // Limits bound what one credential, and all of them together, may ask of
@@ -63,17 +65,25 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Validate reports a limit that makes no sense.
+// Validate reports a limit that makes no sense, as a *settings.Error
+// naming its flag. Zero limits are their defaults.
 func (l Limits) Validate() error {
+	neg := func(key string, v int) error {
+		return settings.Invalid(key, v, "want at least 1 (0: the default)")
+	}
 	switch {
 	case l.Burst < 0:
-		return fmt.Errorf("rate burst %d below 0", l.Burst)
-	case l.MaxStreams < 0 || l.MaxStreamsPerCredential < 0:
-		return fmt.Errorf("stream caps %d and %d: must not be negative", l.MaxStreams, l.MaxStreamsPerCredential)
-	case l.MaxPolls < 0 || l.MaxPollsPerCredential < 0:
-		return fmt.Errorf("poll caps %d and %d: must not be negative", l.MaxPolls, l.MaxPollsPerCredential)
+		return neg("api-burst", l.Burst)
+	case l.MaxStreams < 0:
+		return neg("max-streams", l.MaxStreams)
+	case l.MaxStreamsPerCredential < 0:
+		return neg("max-streams-per-credential", l.MaxStreamsPerCredential)
+	case l.MaxPolls < 0:
+		return neg("max-polls", l.MaxPolls)
+	case l.MaxPollsPerCredential < 0:
+		return neg("max-polls-per-credential", l.MaxPollsPerCredential)
 	case l.MaxPolls > 0 && l.MaxPollsPerCredential > l.MaxPolls:
-		return fmt.Errorf("per-credential poll cap %d above the total %d", l.MaxPollsPerCredential, l.MaxPolls)
+		return settings.Invalid("max-polls-per-credential", l.MaxPollsPerCredential, "want at most --max-polls, %d", l.MaxPolls)
 	}
 	return nil
 }

@@ -68,11 +68,14 @@ type Dispatcher struct {
 	writeErr error      // the latest write failure, nil once a write succeeds again
 }
 
-// New returns a dispatcher. It starts nothing.
+// New validates cfg (errors wrap ErrInvalidConfig) and returns a
+// dispatcher; zero settings of cfg take DefaultConfig's values. It starts
+// nothing.
 func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	if cfg.Clock == nil {
 		cfg.Clock = clockwork.NewRealClock()
 	}

@@ -19,7 +19,7 @@ import (
 // production.
 func newEtcdCmd() *cobra.Command {
 	var (
-		logs           logOptions
+		logs           = defaultLogOptions("json")
 		name           string
 		dataDir        string
 		clientListen   string
@@ -68,7 +68,7 @@ func newEtcdCmd() *cobra.Command {
 			}
 		},
 	}
-	logs.register(cmd.Flags(), "json")
+	logs.register(cmd.Flags())
 	fs := cmd.Flags()
 	fs.StringVar(&name, "name", "jobfleet-dev", "member name")
 	fs.StringVar(&dataDir, "data-dir", "", "data directory (kept across restarts)")

@@ -5,19 +5,22 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/httpserver"
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
 // metricsConnections caps the connections of a metrics listener (scrapers
 // and probes: a handful at a time).
 const metricsConnections = 64
 
-// serverOptions are the flags of a command's HTTP listeners.
+// serverOptions are the settings of a command's HTTP listeners.
 type serverOptions struct {
 	maxConnections int
 	tlsCert        string
@@ -28,17 +31,50 @@ type serverOptions struct {
 
 // register adds --max-connections, and the TLS and metrics listener flags
 // when withTLS.
-func (o *serverOptions) register(cmd *cobra.Command, withTLS bool) {
-	fs := cmd.Flags()
-	fs.IntVar(&o.maxConnections, "max-connections", httpserver.DefaultMaxConnections,
-		"open connections per HTTP API listener at most; further ones wait (the default is lowered to fit the open-file limit)")
+func (o *serverOptions) register(fs *pflag.FlagSet, withTLS bool) {
+	fs.IntVar(&o.maxConnections, "max-connections", o.maxConnections,
+		"open connections per HTTP API listener at most; further ones wait (the default is lowered to fit the open-file limit, a value given is not)")
 	if !withTLS {
 		return
 	}
-	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the HTTP API over TLS with this PEM certificate (chain) file; re-read when it changes")
-	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file of --tls-cert; re-read when it changes")
-	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "require every client of the HTTP API to present a certificate signed by a CA of this PEM file")
-	fs.StringVar(&o.metricsListen, "metrics-listen", "", "HOST:PORT of a separate plain-HTTP listener serving only GET /metrics, /healthz and /readyz, without credentials (default: off)")
+	fs.StringVar(&o.tlsCert, "tls-cert", o.tlsCert, "serve the HTTP API over TLS with this PEM certificate (chain) file; re-read when it changes")
+	fs.StringVar(&o.tlsKey, "tls-key", o.tlsKey, "PEM private key file of --tls-cert; re-read when it changes")
+	fs.StringVar(&o.tlsClientCA, "tls-client-ca", o.tlsClientCA, "require every client of the HTTP API to present a certificate signed by a CA of this PEM file")
+	fs.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HOST:PORT of a separate plain-HTTP listener serving only GET /metrics, /healthz and /readyz, without credentials (default: off)")
+}
+
+// defaultServerOptions returns the listeners' defaults.
+func defaultServerOptions() serverOptions {
+	return serverOptions{maxConnections: httpserver.DefaultMaxConnections}
+}
+
+// withDefaults returns o with a zero --max-connections replaced by its
+// default.
+func (o serverOptions) withDefaults() serverOptions {
+	if o.maxConnections == 0 {
+		o.maxConnections = httpserver.DefaultMaxConnections
+	}
+	return o
+}
+
+// validate checks the settings without reading any file.
+func (o serverOptions) validate() error {
+	switch {
+	case o.maxConnections < 0:
+		return settings.Invalid("max-connections", o.maxConnections, "want at least 1 (0: the default, %d, lowered to fit the open-file limit)", httpserver.DefaultMaxConnections)
+	case o.tlsCert == "" && o.tlsKey == "" && o.tlsClientCA != "":
+		return settings.Invalid("tls-client-ca", o.tlsClientCA, "needs --tls-cert and --tls-key")
+	case o.tlsCert != "" && o.tlsKey == "":
+		return settings.Invalid("tls-key", o.tlsKey, "--tls-cert and --tls-key go together")
+	case o.tlsCert == "" && o.tlsKey != "":
+		return settings.Invalid("tls-cert", o.tlsCert, "--tls-cert and --tls-key go together")
+	}
+	if o.metricsListen != "" {
+		if _, _, err := net.SplitHostPort(o.metricsListen); err != nil {
+			return settings.Invalid("metrics-listen", o.metricsListen, "want HOST:PORT: %v", err)
+		}
+	}
+	return nil
 }
 
 // tls returns the API's TLS configuration from the flags, or nil for
@@ -89,11 +125,13 @@ func fileBudget(lg *zap.Logger, r reserve) (httpserver.Budget, error) {
 }
 
 // connectionCap returns the per-listener cap of n API listeners from
-// --max-connections (an explicit value must fit, the default is lowered
-// to fit), besides fixed connections of other listeners.
+// --max-connections (a value given must fit, the default is lowered to
+// fit), besides fixed connections of other listeners. A value is given
+// when a flag, variable or config file set it to anything but 0 (the
+// default).
 func (o *serverOptions) connectionCap(cmd *cobra.Command, lg *zap.Logger, b httpserver.Budget, n, fixed int) (int, error) {
-	explicit := cmd.Flags().Changed("max-connections")
-	c, lowered, err := httpserver.ConnectionCap(b, n, fixed, o.maxConnections, explicit)
+	explicit := cmd.Flags().Changed("max-connections") && o.maxConnections != 0
+	c, lowered, err := httpserver.ConnectionCap(b, n, fixed, o.withDefaults().maxConnections, explicit)
 	if err != nil {
 		return 0, fmt.Errorf("--max-connections: %w", err)
 	}

@@ -106,11 +106,8 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	wc.Logger = cfg.Logger.Named("dispatch")
 	wc.Space = space
 	wc.Metrics = workers.NewMetrics(cfg.Registry)
-	if wc.RequestTimeout == 0 {
-		// As the dispatcher's: given up before the session's renew
-		// deadline.
-		wc.RequestTimeout = min(5*time.Second, sc.RenewDeadline)
-	}
+	// As the dispatcher's: given up before the session's renew deadline.
+	wc.RequestTimeout = min(wc.RequestTimeout, sc.RenewDeadline)
 	registry, err := workers.New(client, wc)
 	if err != nil {
 		return nil, err
@@ -174,34 +171,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		return nil // stopped before the cluster was reachable
 	}
 	jobs := store.NewEtcd(o.client, o.cfg.Namespace, p, store.DefaultLimits(), o.cfg.Clock.Now).WithGuard(o.space.Admit)
-	dcfg := dispatch.DefaultConfig(o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise)
-	if o.cfg.RunLease != 0 {
-		dcfg.RunLease = o.cfg.RunLease
-	}
-	if o.cfg.HistoryMaxRuns != 0 {
-		dcfg.HistoryMaxRuns = o.cfg.HistoryMaxRuns
-	}
-	if o.cfg.HistoryMaxAge != 0 {
-		dcfg.HistoryMaxAge = max(o.cfg.HistoryMaxAge, 0)
-	}
-	if o.cfg.HistoryBudget != 0 {
-		dcfg.HistoryBudget = o.cfg.HistoryBudget
-	}
-	if o.cfg.HistoryFloor != 0 {
-		dcfg.HistoryFloor = o.cfg.HistoryFloor
-	}
-	if o.cfg.DeleteAfter != 0 {
-		dcfg.DeleteAfter = o.cfg.DeleteAfter
-	}
-	if o.cfg.CommitsInFlight != 0 {
-		dcfg.CommitsInFlight = max(o.cfg.CommitsInFlight, 0)
-	}
-	if o.cfg.LoadsInFlight != 0 {
-		dcfg.LoadsInFlight = max(o.cfg.LoadsInFlight, 0)
-	}
-	if o.cfg.LoadJobsInFlight != 0 {
-		dcfg.LoadJobsInFlight = max(o.cfg.LoadJobsInFlight, 0)
-	}
+	dcfg := o.cfg.Dispatch
+	dcfg.Namespace, dcfg.Partitions, dcfg.MemberID, dcfg.MemberAddr = o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise
+	dcfg = dcfg.WithDefaults()
 	// Times late by less than a crash failover (lease TTL, then a
 	// rebalance and a load) are on time, not misfires: a failover loses no
 	// fire whatever the job's misfire policy.
@@ -221,16 +193,15 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nc := o.cfg.Notify
-	deliverer, err := notify.New(notify.Config{
-		Sender: send, MaxAge: nc.MaxAge, MaxPendingPerJob: nc.MaxPendingPerJob, Concurrency: nc.Concurrency, PerDestination: nc.PerDestination,
-		Clock: o.cfg.Clock, Logger: o.cfg.Logger.Named("notify").With(zap.String("member", o.cfg.ID)), Metrics: o.notifyMet,
-	})
+	deliver := o.cfg.Notify.Delivery
+	deliver.Sender, deliver.Clock, deliver.Metrics = send, o.cfg.Clock, o.notifyMet
+	deliver.Logger = o.cfg.Logger.Named("notify").With(zap.String("member", o.cfg.ID))
+	deliverer, err := notify.New(deliver)
 	if err != nil {
 		return err
 	}
 	dcfg.Notify.Notifier = deliverer
-	dcfg.Notify.Default, _ = nc.defaults() // validated by New
+	dcfg.Notify.Default, _ = o.cfg.Notify.defaults() // validated by New
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err

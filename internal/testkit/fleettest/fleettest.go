@@ -26,6 +26,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/storage"
@@ -201,7 +202,7 @@ func (f *Fleet) Join(id string) *Member {
 		RebalanceDelay: 100 * time.Millisecond,
 		LeaveTimeout:   3 * time.Second,
 		Work:           work,
-		RunLease:       f.opts.RunLease,
+		Dispatch:       dispatch.Config{RunLease: f.opts.RunLease},
 		Notify:         f.opts.Notify,
 		Storage:        f.opts.Storage,
 		WarmStandby:    f.opts.WarmStandby,

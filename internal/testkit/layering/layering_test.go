@@ -30,6 +30,7 @@ var levels = map[string]int{
 	"internal/netfault":     0,
 	"internal/gapwatch":     0,
 	"internal/httpserver":   0,
+	"internal/settings":     0,
 	"internal/skewclock":    0,
 	"bench/report":          0,
 	"docs":                  0, // only the docs' tests

@@ -7,12 +7,10 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/retry"
-	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -99,22 +97,6 @@ type cancelledAttempt struct {
 	until      time.Time // forgotten after
 }
 
-// jobEntry is a job as its partition's scheduler holds it.
-type jobEntry struct {
-	// spec is what the scheduler keeps of the job's spec; work the rest a
-	// worker needs, encoded.
-	spec     jobSpec
-	work     compactedWork
-	sched    schedule.Schedule
-	schedErr error // the spec's schedule does not parse (should not happen: validated)
-	state    store.JobState
-	dirty    bool // state changed in memory without a fire; persist with the next write
-	// stale is set when a write guarded on the spec's revision was refused
-	// (the job changed in etcd, or got a trigger request, meanwhile):
-	// nothing is planned for the job until the watch brings the change.
-	stale bool
-}
-
 type activeRun struct {
 	run        store.Run
 	modRev     int64     // the run key's mod revision, for compare-and-swap
@@ -122,12 +104,6 @@ type activeRun struct {
 	leaseUntil time.Time // running: lost after; extended by heartbeats (under mu only)
 	size       int       // bytes of the stored document
 	worker     workerReg // running: the registration its worker held (workers.go)
-}
-
-type triggerReq struct {
-	id  string
-	at  time.Time
-	key string
 }
 
 func (pt *partition) now() time.Time { return pt.d.cfg.Clock.Now() }
@@ -216,64 +192,6 @@ func (pt *partition) poke() {
 	select {
 	case pt.nudge <- struct{}{}:
 	default:
-	}
-}
-
-// apply handles spec and trigger changes. Trigger requests are queued for
-// the next tick, which fires them with the scheduled fires.
-func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
-	pt.wmu.Lock()
-	defer pt.wmu.Unlock()
-	k := pt.d.keys
-	for _, ev := range events {
-		id, at, ok := k.ParseSpecKey(pt.p, string(ev.Kv.Key))
-		if !ok {
-			continue
-		}
-		switch {
-		case !at.IsZero() && ev.Type == mvccpb.PUT:
-			pt.mu.Lock()
-			pt.triggers[string(ev.Kv.Key)] = triggerReq{id: id, at: at, key: string(ev.Kv.Key)}
-			if e := pt.jobs[id]; e != nil {
-				e.stale = false
-				pt.indexLocked(id)
-			}
-			pt.mu.Unlock()
-		case !at.IsZero():
-			// our own deletion of a consumed trigger, or the API's along
-			// with the job's
-			pt.mu.Lock()
-			delete(pt.triggers, string(ev.Kv.Key))
-			pt.mu.Unlock()
-		case ev.Type == mvccpb.DELETE:
-			pt.mu.Lock()
-			known := pt.jobs[id] != nil || pt.hist.jobs[id] != nil
-			pt.mu.Unlock()
-			if !known {
-				continue // deleted by this owner (a finished one-off job), or never loaded
-			}
-			pt.lg.Info("job deleted; removing its state and runs", zap.String("job_id", id))
-			pt.deleteJobData(ctx, id)
-		default:
-			e := pt.entryFromKV(ev.Kv)
-			if e == nil {
-				continue
-			}
-			pt.mu.Lock()
-			if old := pt.jobs[id]; old != nil {
-				e.state = old.state
-				if old.spec.Paused && !e.spec.Paused {
-					e.state = Resumed(e.state, pt.now())
-					e.dirty = true
-				}
-				if !old.spec.CreatedAt.Equal(e.spec.CreatedAt) { // deleted and created again
-					e.state = store.JobState{}
-				}
-			}
-			pt.jobs[e.internID(id)] = e
-			pt.indexLocked(id)
-			pt.mu.Unlock()
-		}
 	}
 }
 

@@ -100,7 +100,7 @@ client address (--etcd-listen, 127.0.0.1:2379 unless changed):
 				mem: mem, host: host, port: port, n: orchestrators,
 				dataDir: dataDir, etcdListen: etcdListen, etcdPeer: etcdPeer,
 				workers: workers, examples: examples,
-				server: serverConfig(lg, maxConns, nil),
+				server: srv.apiConfig(lg, "api", maxConns, nil),
 			})
 		},
 	}
@@ -113,7 +113,7 @@ client address (--etcd-listen, 127.0.0.1:2379 unless changed):
 	fs.BoolVar(&examples, "examples", true, "load the example jobs and serve their built-in echo endpoint")
 	fs.StringVar(&dataDir, "data-dir", filepath.Join(os.TempDir(), "jobfleet-dev"), "embedded etcd's data directory (kept across runs)")
 	fs.StringVar(&etcdListen, "etcd-listen", "127.0.0.1:2379", "HOST:PORT for the embedded etcd's clients")
-	fs.StringVar(&etcdPeer, "etcd-peer-listen", "127.0.0.1:2380", "HOST:PORT for the embedded etcd's peer listener")
+	fs.StringVar(&etcdPeer, "etcd-peer-listen", "127.0.0.1:2380", "HOST:PORT recorded as the embedded etcd's peer URL (a single member: nothing listens on it)")
 	return cmd
 }
 
@@ -130,18 +130,14 @@ type devConfig struct {
 }
 
 // etcdStartHint names the flag to change when the embedded etcd could not
-// start because one of its addresses is taken: it tries to listen on each.
-func etcdStartHint(client, peer string) string {
-	for _, l := range []struct{ addr, flag, what string }{
-		{client, "--etcd-listen", "client"},
-		{peer, "--etcd-peer-listen", "peer"},
-	} {
-		ln, err := net.Listen("tcp", l.addr)
-		if err != nil {
-			return fmt.Sprintf(" (its %s address %s is taken: is another etcd running? choose another with %s)", l.what, l.addr, l.flag)
-		}
-		ln.Close()
+// start because its client address is taken: it tries to listen on it.
+// (A single-member etcd has no peer listener.)
+func etcdStartHint(client string) string {
+	ln, err := net.Listen("tcp", client)
+	if err != nil {
+		return fmt.Sprintf(" (its client address %s is taken: is another etcd running? choose another with --etcd-listen)", client)
 	}
+	ln.Close()
 	return ""
 }
 
@@ -158,7 +154,7 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 		Dir: cfg.dataDir, ClientAddr: cfg.etcdListen, PeerAddr: cfg.etcdPeer, Logger: lg,
 	})
 	if err != nil {
-		return fmt.Errorf("embedded etcd%s: %w", etcdStartHint(cfg.etcdListen, cfg.etcdPeer), err)
+		return fmt.Errorf("embedded etcd%s: %w", etcdStartHint(cfg.etcdListen), err)
 	}
 	defer etcd.Close()
 	lg.Info("embedded etcd ready", zap.Strings("endpoints", etcd.Endpoints()), zap.String("data_dir", cfg.dataDir))
@@ -242,7 +238,7 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 		defer close(workersDone)
 		if cfg.workers > 0 {
 			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, worker.EtcdOrchestrators(client, cfg.mem.namespace),
-				append(etcd.Endpoints(), "http://"+etcd.PeerAddr()), workerToken)
+				append(etcd.Endpoints(), "http://"+cfg.etcdPeer), workerToken)
 		}
 		<-ctx.Done()
 		stopOrchs()

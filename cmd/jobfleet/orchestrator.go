@@ -346,12 +346,13 @@ func newOrchestratorCmd() *cobra.Command {
 			if serving.metricsListen != "" {
 				fixed = metricsConnections
 				serving.metrics = serverConfig(lg, metricsConnections, nil)
+				serving.metrics.Name = "metrics"
 			}
 			maxConns, err := srv.connectionCap(cmd, lg, budget, 1, fixed)
 			if err != nil {
 				return err
 			}
-			serving.api = serverConfig(lg, maxConns, tc)
+			serving.api = srv.apiConfig(lg, "api", maxConns, tc)
 			client, err := etcd.client(lg)
 			if err != nil {
 				return err
@@ -466,6 +467,12 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	acfg.Jobs, acfg.Worker, acfg.Auth, acfg.Storage = orchestratorJobs(orch), orchestratorWorker(orch), orch.Credentials(), orch.Storage
 	acfg.Cluster = orch
 	h := admin.Handler(orch, acfg)
+	serving.api.Registry, serving.metrics.Registry = reg, reg
+	if insecure {
+		// Every request is an admin without a credential: none is
+		// anonymous in the sense of the limit.
+		serving.api.AnonymousRate = -1
+	}
 	srv, err := httpserver.Start(listen, h, serving.api)
 	if err != nil {
 		return nil, err

@@ -20,10 +20,13 @@ const metricsConnections = 64
 // serverOptions are the flags of a command's HTTP listeners.
 type serverOptions struct {
 	maxConnections int
-	tlsCert        string
-	tlsKey         string
-	tlsClientCA    string
-	metricsListen  string
+	// fair holds the fairness limits of the API listeners (their
+	// defaults: httpserver's).
+	fair          httpserver.Config
+	tlsCert       string
+	tlsKey        string
+	tlsClientCA   string
+	metricsListen string
 }
 
 // register adds --max-connections, and the TLS and metrics listener flags
@@ -31,7 +34,12 @@ type serverOptions struct {
 func (o *serverOptions) register(cmd *cobra.Command, withTLS bool) {
 	fs := cmd.Flags()
 	fs.IntVar(&o.maxConnections, "max-connections", httpserver.DefaultMaxConnections,
-		"open connections per HTTP API listener at most; further ones wait (the default is lowered to fit the open-file limit)")
+		"open connections per HTTP API listener at most; at the cap a new connection closes the one idle the longest, or waits if none is idle (the default is lowered to fit the open-file limit)")
+	fs.IntVar(&o.fair.MaxConnectionsPerAddress, "max-connections-per-address", httpserver.DefaultMaxConnectionsPerAddress,
+		"open connections per HTTP API listener from one client address (IPv4 address or IPv6 /64) at most; further ones are closed at once (negative: no limit, e.g. behind a proxy)")
+	fs.Float64Var(&o.fair.AnonymousRate, "anonymous-rate", httpserver.DefaultAnonymousRate,
+		"requests per second one client address may make without a valid credential (probes, refused credentials); beyond it 429 (negative: no limit)")
+	fs.IntVar(&o.fair.AnonymousBurst, "anonymous-burst", httpserver.DefaultAnonymousBurst, "bursts of --anonymous-rate")
 	if !withTLS {
 		return
 	}
@@ -102,6 +110,16 @@ func (o *serverOptions) connectionCap(cmd *cobra.Command, lg *zap.Logger, b http
 			zap.Int("max_connections", c), zap.Int("listeners", n), zap.Uint64("open_file_limit", b.OpenFiles))
 	}
 	return c, nil
+}
+
+// apiConfig returns the limits of an API listener named name: those of
+// serverConfig with the fairness flags.
+func (o *serverOptions) apiConfig(lg *zap.Logger, name string, maxConnections int, tc *tls.Config) httpserver.Config {
+	cfg := serverConfig(lg, maxConnections, tc)
+	cfg.Name = name
+	cfg.MaxConnectionsPerAddress = o.fair.MaxConnectionsPerAddress
+	cfg.AnonymousRate, cfg.AnonymousBurst = o.fair.AnonymousRate, o.fair.AnonymousBurst
+	return cfg
 }
 
 // serverConfig returns the limits of one listener: the defaults with a

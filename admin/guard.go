@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/console"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -190,6 +191,9 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		info.principal = &p
 		ctx = auth.NewContext(ctx, p)
+		// Not counted as a request without a valid credential by the
+		// listener's per-address limit.
+		httpserver.MarkAuthenticated(ctx)
 	}
 	g.next.ServeHTTP(sw, r.WithContext(ctx))
 }

@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -37,14 +38,20 @@ func fairConfig(reg *prometheus.Registry) Config {
 	cfg.Name = "api"
 	cfg.Registry = reg
 	cfg.AnonymousRate = -1
+	cfg.anonHold = -1 // TestRefusalsAreHeld holds them
 	return cfg
 }
 
-// authHandler answers 200 "ok" to a request without a credential (a
-// probe) or with "Bearer good", and 401 to any other credential.
+// authHandler serves GET /healthz to anyone without looking at
+// credentials (as the API's anonymous routes do), and every other path
+// to "Bearer good" only, which it marks authenticated, answering 401 to
+// any other credential or none.
 var authHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	switch r.Header.Get("Authorization") {
-	case "", "Bearer good":
+	switch {
+	case r.URL.Path == "/healthz":
+		fmt.Fprintln(w, "ok")
+	case r.Header.Get("Authorization") == "Bearer good":
+		MarkAuthenticated(r.Context())
 		fmt.Fprintln(w, "ok")
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="test"`)
@@ -370,9 +377,10 @@ func TestIdleTLSConnectionsAreClosedFirst(t *testing.T) {
 }
 
 // TestAnonymousRequestsAreRateLimitedPerAddress: requests without a
-// credential, and those whose credential is refused, share a budget per
-// address; a valid credential is served from the same address whatever
-// the budget says.
+// credential, those whose credential is refused and those whose
+// credential the handler never checked share a budget per address; a
+// valid credential is served from the same address whatever the budget
+// says.
 func TestAnonymousRequestsAreRateLimitedPerAddress(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	reg := prometheus.NewRegistry()
@@ -382,25 +390,26 @@ func TestAnonymousRequestsAreRateLimitedPerAddress(t *testing.T) {
 	flood := newConn(dialFrom(t, s, "127.0.0.1"))
 	other := newConn(dialFrom(t, s, "127.0.0.2"))
 
-	want := func(c *conn, step, bearer string, code int) {
+	want := func(c *conn, step, path, bearer string, code int) {
 		t.Helper()
-		got, body, err := c.get("/healthz", bearer)
+		got, body, err := c.get(path, bearer)
 		if err != nil || got != code {
 			t.Fatalf("%s: %d %q %v, want %d", step, got, body, err, code)
 		}
 	}
-	want(flood, "anonymous 1", "", http.StatusOK)
-	want(flood, "bad credential (takes a token)", "bad", http.StatusUnauthorized)
-	want(flood, "anonymous 2", "", http.StatusOK)
-	want(flood, "anonymous 3: the burst is spent", "", http.StatusTooManyRequests)
-	want(flood, "bad credential, the burst spent", "bad", http.StatusTooManyRequests)
+	want(flood, "anonymous probe", "/healthz", "", http.StatusOK)
+	want(flood, "bad credential (takes a token)", "/v1/jobs", "bad", http.StatusUnauthorized)
+	want(flood, "probe with a made-up token (not authenticated: takes a token)", "/healthz", "made-up", http.StatusOK)
+	want(flood, "anonymous probe, the burst spent", "/healthz", "", http.StatusTooManyRequests)
+	want(flood, "bad credential, the burst spent", "/v1/jobs", "bad", http.StatusTooManyRequests)
+	want(flood, "probe with a made-up token, the burst spent", "/healthz", "made-up", http.StatusTooManyRequests)
 	for i := range 5 {
-		want(flood, fmt.Sprintf("valid credential %d from the flooding address", i), "good", http.StatusOK)
+		want(flood, fmt.Sprintf("valid credential %d from the flooding address", i), "/v1/jobs", "good", http.StatusOK)
 	}
-	want(other, "anonymous from another address", "", http.StatusOK)
+	want(other, "anonymous probe from another address", "/healthz", "", http.StatusOK)
 
 	// The 429 says when to come back and why, as JSON.
-	if _, err := io.WriteString(flood, "GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(flood, "GET /v1/jobs HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer bad\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.ReadResponse(flood.br, nil)
@@ -411,15 +420,15 @@ func TestAnonymousRequestsAreRateLimitedPerAddress(t *testing.T) {
 	err = json.NewDecoder(resp.Body).Decode(&doc)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" ||
-		resp.Header.Get("WWW-Authenticate") != "" || !strings.Contains(doc.Error, "127.0.0.1") {
-		t.Errorf("refusal: %d Retry-After=%q WWW-Authenticate=%q %+v %v; want 429, Retry-After 1, no challenge, an error naming the address",
+		resp.Header.Get("WWW-Authenticate") != "" || resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(doc.Error, "127.0.0.1") {
+		t.Errorf("refusal of a bad credential: %d Retry-After=%q WWW-Authenticate=%q %+v %v; want 429, Retry-After 1, none of the handler's headers, a JSON error naming the address",
 			resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("WWW-Authenticate"), doc, err)
 	}
 
 	clock.Advance(time.Second)
-	want(flood, "anonymous a second later", "", http.StatusOK)
-	want(flood, "anonymous again", "", http.StatusTooManyRequests)
-	if got, want := testutil.ToFloat64(s.conns.metrics.anonRefused), 4.0; got != want {
+	want(flood, "anonymous probe a second later", "/healthz", "", http.StatusOK)
+	want(flood, "anonymous probe again", "/healthz", "", http.StatusTooManyRequests)
+	if got, want := testutil.ToFloat64(s.conns.metrics.anonRefused), 5.0; got != want {
 		t.Errorf("anonymous_refused_total = %v, want %v", got, want)
 	}
 }
@@ -460,5 +469,40 @@ func TestFairnessDefaults(t *testing.T) {
 	c = Config{AnonymousRate: 500}.withDefaults()
 	if c.AnonymousBurst != 500 {
 		t.Errorf("burst of a rate of 500 = %d, want 500 (at least the rate)", c.AnonymousBurst)
+	}
+}
+
+// TestRefusalsAreHeld: a 429 of the anonymous limit is answered only after
+// its hold (a fake second here), and a valid credential from the same
+// address is served meanwhile.
+func TestRefusalsAreHeld(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	cfg := fairConfig(prometheus.NewRegistry())
+	cfg.AnonymousRate, cfg.AnonymousBurst, cfg.Clock, cfg.anonHold = 1, 1, clock, 0
+	s := start(t, authHandler, cfg)
+	flood := newConn(dialFrom(t, s, "127.0.0.1"))
+	if code, _, err := flood.get("/healthz", ""); err != nil || code != http.StatusOK {
+		t.Fatalf("first probe: %d %v", code, err)
+	}
+	held := make(chan int, 1)
+	go func() {
+		code, _, _ := flood.get("/healthz", "")
+		held <- code
+	}()
+	if err := clock.BlockUntilContext(context.Background(), 1); err != nil { // the hold's timer
+		t.Fatal(err)
+	}
+	caller := newConn(dialFrom(t, s, "127.0.0.1"))
+	if code, _, err := caller.get("/v1/jobs", "good"); err != nil || code != http.StatusOK {
+		t.Fatalf("valid credential from the address while a refusal is held: %d %v", code, err)
+	}
+	select {
+	case code := <-held:
+		t.Fatalf("the refusal was answered (%d) before its hold", code)
+	default:
+	}
+	clock.Advance(anonHold)
+	if code := <-held; code != http.StatusTooManyRequests {
+		t.Errorf("held probe: %d, want 429", code)
 	}
 }

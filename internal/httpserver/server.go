@@ -91,11 +91,15 @@ type Config struct {
 	// credential: a request that presents none (no Authorization header,
 	// no TLS client certificate) takes a token of its address's bucket
 	// before the handler runs, or is answered 429 with Retry-After; a
-	// request that presents one always reaches the handler, and takes a
-	// token if the handler answers it 401 (which becomes a 429 if there is
-	// none). So a flood without valid credentials from one address is
-	// held to the rate, and callers with valid ones are served whatever
-	// their address sends. Zero means DefaultAnonymousRate (and a zero
+	// request that presents one always reaches the handler, and unless
+	// the handler marks it authenticated (MarkAuthenticated) its reply
+	// takes a token, becoming a 429 if there is none (a refused
+	// credential's 401, a probe sent with a made-up token). A 429 is
+	// answered after a hold of a second, so that a connection that floods
+	// gets one refusal a second. So a flood without valid credentials
+	// from one address is held to the rate (and to a refusal a second per
+	// connection it holds), and callers with valid ones are served
+	// whatever their address sends. Zero means DefaultAnonymousRate (and a zero
 	// burst DefaultAnonymousBurst, at least the rate); a negative rate, no
 	// limit (a listener whose handler needs no credentials at all).
 	AnonymousRate  float64
@@ -110,6 +114,10 @@ type Config struct {
 	Registry prometheus.Registerer
 	// Clock times the anonymous rate limit; nil means the real clock.
 	Clock clockwork.Clock
+
+	// anonHold is how long a 429 of the anonymous limit is held; 0 means
+	// anonHold, negative none (for tests of the limit itself).
+	anonHold time.Duration
 	// TLS, if not nil, serves HTTPS with this configuration (see
 	// TLSFiles.Config); nil serves plain HTTP.
 	TLS *tls.Config
@@ -145,6 +153,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Name == "" {
 		c.Name = "http"
+	}
+	if c.anonHold == 0 {
+		c.anonHold = anonHold
 	}
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
@@ -224,7 +235,7 @@ func Start(addr string, h http.Handler, cfg Config) (*Server, error) {
 	lg := cfg.Logger
 	m := newMetrics(cfg.Name, cfg.Registry)
 	if cfg.AnonymousRate > 0 {
-		h = newAnonLimiter(cfg.AnonymousRate, cfg.AnonymousBurst, cfg.Clock, m).wrap(h)
+		h = newAnonLimiter(cfg.AnonymousRate, cfg.AnonymousBurst, cfg.anonHold, cfg.Clock, m).wrap(h)
 	}
 	// One refusal line a second at most: a flood makes thousands, the
 	// metric counts them all.

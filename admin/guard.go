@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/console"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -27,6 +28,18 @@ type Authenticator interface {
 	// WaitRevision waits until credentials written at etcd revision rev
 	// are in effect here.
 	WaitRevision(ctx context.Context, rev int64) error
+}
+
+// CredentialFollower is an Authenticator that can tell when a credential
+// it authenticated stops being valid; *auth.Cache is one. With one, the
+// API's long-lived responses (the partition stream, worker long polls)
+// run under Follow's context and end as soon as their credential is
+// revoked, replaced or expires; without one they end with their request.
+type CredentialFollower interface {
+	// Follow returns a context derived from ctx that ends when p's
+	// credential stops being valid, and a stop function that releases it
+	// (see auth.Cache.Follow).
+	Follow(ctx context.Context, p auth.Principal) (context.Context, func())
 }
 
 // realm is the WWW-Authenticate challenge of every 401.
@@ -46,6 +59,9 @@ const realm = `Bearer realm="jobfleet"`
 //	Content-Type of a body           415
 //	rate limit per credential        429 (not the worker protocol)
 //	long-poll caps (poll only)       429
+//
+// Long-lived responses (long polls, streams) run under a context that
+// ends when their credential is revoked or expires (follow).
 //
 // It counts every request in jobfleet_api_requests_total{route,code} and
 // writes one audit line per request that may change something (any
@@ -177,6 +193,9 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		info.principal = &p
 		ctx = auth.NewContext(ctx, p)
+		// Not counted as a request without a valid credential by the
+		// listener's per-address limit.
+		httpserver.MarkAuthenticated(ctx)
 	}
 	g.next.ServeHTTP(sw, r.WithContext(ctx))
 }
@@ -262,6 +281,21 @@ func (g *guard) route(rt route) http.Handler {
 				return
 			}
 		}
+		if rt.longPoll || rt.stream {
+			ctx, stop := g.follow(r.Context(), p)
+			defer stop()
+			r = r.WithContext(ctx)
+		}
 		rt.handler.ServeHTTP(w, r)
 	})
+}
+
+// follow returns the context a long-lived response of p runs under: one
+// that ends when p's credential stops being valid, if the Authenticator
+// can tell (CredentialFollower).
+func (g *guard) follow(ctx context.Context, p auth.Principal) (context.Context, func()) {
+	if f, ok := g.authn.(CredentialFollower); ok && !g.cfg.Insecure {
+		return f.Follow(ctx, p)
+	}
+	return ctx, func() {}
 }

@@ -18,7 +18,10 @@ type route struct {
 	// longPoll marks the worker poll: counted against the long-poll caps,
 	// not the rate limit.
 	longPoll bool
-	handler  http.Handler
+	// stream marks a response that lasts (an event stream): it ends when
+	// its credential is revoked or expires, as a long poll does.
+	stream  bool
+	handler http.Handler
 }
 
 // scope says where a route finds the job whose ID a credential's prefix
@@ -66,7 +69,7 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/cluster/workers", access: auth.AccessRead, handler: hf(w.workers)},
 		{pattern: "GET /v1/cluster/placement", access: auth.AccessRead, scope: scopeQueryJob, handler: hf(a.placement)},
 		{pattern: "GET /v1/cluster/overview", access: auth.AccessRead, handler: hf(a.overview)},
-		{pattern: "GET /v1/cluster/partitions/watch", access: auth.AccessRead, handler: hf(a.watchPartitions)},
+		{pattern: "GET /v1/cluster/partitions/watch", access: auth.AccessRead, stream: true, handler: hf(a.watchPartitions)},
 		{pattern: "GET /v1/whoami", access: auth.AccessMembers, handler: hf(a.whoami)},
 
 		{pattern: "GET /v1/jobs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.list)},

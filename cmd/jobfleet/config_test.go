@@ -113,12 +113,15 @@ func lift[C, P any](dst map[string]setting[C], src map[string]setting[P], part f
 // settingsTable returns, for each long-running command, a row per flag.
 func orchestratorSettings() map[string]setting[orchestratorOptions] {
 	t := map[string]setting[orchestratorOptions]{
-		"id":              {a: "a", b: "b", get: func(c *orchestratorOptions) any { return c.mem.orch.ID }},
-		"max-connections": {a: "7", b: "9", get: func(c *orchestratorOptions) any { return c.srv.maxConnections }},
-		"metrics-listen":  {a: "127.0.0.1:7001", b: "localhost:9001", get: func(c *orchestratorOptions) any { return c.srv.metricsListen }},
-		"tls-cert":        {a: "/a/api.crt", b: "/b/api.crt", with: []string{"--tls-key=/k", "--advertise=https://m:1"}, get: func(c *orchestratorOptions) any { return c.srv.tlsCert }},
-		"tls-key":         {a: "/a/api.key", b: "/b/api.key", with: []string{"--tls-cert=/c", "--advertise=https://m:1"}, get: func(c *orchestratorOptions) any { return c.srv.tlsKey }},
-		"tls-client-ca":   {a: "/a/ca.crt", b: "/b/ca.crt", with: []string{"--tls-cert=/c", "--tls-key=/k"}, get: func(c *orchestratorOptions) any { return c.srv.tlsClientCA }},
+		"id":                          {a: "a", b: "b", get: func(c *orchestratorOptions) any { return c.mem.orch.ID }},
+		"max-connections":             {a: "7", b: "9", get: func(c *orchestratorOptions) any { return c.srv.maxConnections }},
+		"max-connections-per-address": {a: "7", b: "9", get: func(c *orchestratorOptions) any { return c.srv.fair.MaxConnectionsPerAddress }},
+		"anonymous-rate":              {a: "7", b: "9.5", get: func(c *orchestratorOptions) any { return c.srv.fair.AnonymousRate }},
+		"anonymous-burst":             {a: "7", b: "9", get: func(c *orchestratorOptions) any { return c.srv.fair.AnonymousBurst }},
+		"metrics-listen":              {a: "127.0.0.1:7001", b: "localhost:9001", get: func(c *orchestratorOptions) any { return c.srv.metricsListen }},
+		"tls-cert":                    {a: "/a/api.crt", b: "/b/api.crt", with: []string{"--tls-key=/k", "--advertise=https://m:1"}, get: func(c *orchestratorOptions) any { return c.srv.tlsCert }},
+		"tls-key":                     {a: "/a/api.key", b: "/b/api.key", with: []string{"--tls-cert=/c", "--advertise=https://m:1"}, get: func(c *orchestratorOptions) any { return c.srv.tlsKey }},
+		"tls-client-ca":               {a: "/a/ca.crt", b: "/b/ca.crt", with: []string{"--tls-cert=/c", "--tls-key=/k"}, get: func(c *orchestratorOptions) any { return c.srv.tlsClientCA }},
 	}
 	lift(t, memberSettings(), func(c *orchestratorOptions) *memberOptions { return &c.mem })
 	lift(t, etcdSettings(), func(c *orchestratorOptions) *etcdOptions { return &c.etcd })
@@ -128,14 +131,17 @@ func orchestratorSettings() map[string]setting[orchestratorOptions] {
 
 func devSettings() map[string]setting[devOptions] {
 	t := map[string]setting[devOptions]{
-		"id":               {a: "a", b: "b", with: []string{"--orchestrators=1"}, get: func(c *devOptions) any { return c.mem.orch.ID }},
-		"max-connections":  {a: "7", b: "9", get: func(c *devOptions) any { return c.srv.maxConnections }},
-		"orchestrators":    {a: "1", b: "5", get: func(c *devOptions) any { return c.orchestrators }},
-		"workers":          {a: "0", b: "5", get: func(c *devOptions) any { return c.workers }},
-		"examples":         {a: "false", b: "true", get: func(c *devOptions) any { return c.examples }},
-		"data-dir":         {a: "/a/dev", b: "/b/dev", get: func(c *devOptions) any { return c.dataDir }},
-		"etcd-listen":      {a: "127.0.0.1:7379", b: "127.0.0.1:9379", get: func(c *devOptions) any { return c.etcdListen }},
-		"etcd-peer-listen": {a: "127.0.0.1:7380", b: "127.0.0.1:9380", get: func(c *devOptions) any { return c.etcdPeer }},
+		"id":                          {a: "a", b: "b", with: []string{"--orchestrators=1"}, get: func(c *devOptions) any { return c.mem.orch.ID }},
+		"max-connections":             {a: "7", b: "9", get: func(c *devOptions) any { return c.srv.maxConnections }},
+		"max-connections-per-address": {a: "7", b: "9", get: func(c *devOptions) any { return c.srv.fair.MaxConnectionsPerAddress }},
+		"anonymous-rate":              {a: "7", b: "9.5", get: func(c *devOptions) any { return c.srv.fair.AnonymousRate }},
+		"anonymous-burst":             {a: "7", b: "9", get: func(c *devOptions) any { return c.srv.fair.AnonymousBurst }},
+		"orchestrators":               {a: "1", b: "5", get: func(c *devOptions) any { return c.orchestrators }},
+		"workers":                     {a: "0", b: "5", get: func(c *devOptions) any { return c.workers }},
+		"examples":                    {a: "false", b: "true", get: func(c *devOptions) any { return c.examples }},
+		"data-dir":                    {a: "/a/dev", b: "/b/dev", get: func(c *devOptions) any { return c.dataDir }},
+		"etcd-listen":                 {a: "127.0.0.1:7379", b: "127.0.0.1:9379", get: func(c *devOptions) any { return c.etcdListen }},
+		"etcd-peer-listen":            {a: "127.0.0.1:7380", b: "127.0.0.1:9380", get: func(c *devOptions) any { return c.etcdPeer }},
 	}
 	lift(t, memberSettings(), func(c *devOptions) *memberOptions { return &c.mem })
 	lift(t, logSettings(), func(c *devOptions) *logOptions { return &c.logs })

@@ -60,7 +60,7 @@ func (c *devOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.examples, "examples", c.examples, "load the example jobs and serve their built-in echo endpoint")
 	fs.StringVar(&c.dataDir, "data-dir", c.dataDir, "embedded etcd's data directory (kept across runs)")
 	fs.StringVar(&c.etcdListen, "etcd-listen", c.etcdListen, "HOST:PORT for the embedded etcd's clients")
-	fs.StringVar(&c.etcdPeer, "etcd-peer-listen", c.etcdPeer, "HOST:PORT for the embedded etcd's peer listener")
+	fs.StringVar(&c.etcdPeer, "etcd-peer-listen", c.etcdPeer, "HOST:PORT recorded as the embedded etcd's peer URL (a single member: nothing listens on it)")
 }
 
 // ports returns the host and first port of --listen, checking that the
@@ -185,7 +185,7 @@ its help says what it means.`,
 			}
 			return runDev(cmd.Context(), lg, devPlan{
 				opts: cfg, host: host, port: port,
-				server: serverConfig(lg, maxConns, nil),
+				server: cfg.srv.apiConfig(lg, "api", maxConns, nil),
 			})
 		},
 	}
@@ -204,18 +204,14 @@ type devPlan struct {
 }
 
 // etcdStartHint names the flag to change when the embedded etcd could not
-// start because one of its addresses is taken: it tries to listen on each.
-func etcdStartHint(client, peer string) string {
-	for _, l := range []struct{ addr, flag, what string }{
-		{client, "--etcd-listen", "client"},
-		{peer, "--etcd-peer-listen", "peer"},
-	} {
-		ln, err := net.Listen("tcp", l.addr)
-		if err != nil {
-			return fmt.Sprintf(" (its %s address %s is taken: is another etcd running? choose another with %s)", l.what, l.addr, l.flag)
-		}
-		ln.Close()
+// start because its client address is taken: it tries to listen on it.
+// (A single-member etcd has no peer listener.)
+func etcdStartHint(client string) string {
+	ln, err := net.Listen("tcp", client)
+	if err != nil {
+		return fmt.Sprintf(" (its client address %s is taken: is another etcd running? choose another with --etcd-listen)", client)
 	}
+	ln.Close()
 	return ""
 }
 
@@ -233,7 +229,7 @@ func runDev(ctx context.Context, lg *zap.Logger, plan devPlan) error {
 		Dir: cfg.dataDir, ClientAddr: cfg.etcdListen, PeerAddr: cfg.etcdPeer, Logger: lg,
 	})
 	if err != nil {
-		return fmt.Errorf("embedded etcd%s: %w", etcdStartHint(cfg.etcdListen, cfg.etcdPeer), err)
+		return fmt.Errorf("embedded etcd%s: %w", etcdStartHint(cfg.etcdListen), err)
 	}
 	defer etcd.Close()
 	lg.Info("embedded etcd ready", zap.Strings("endpoints", etcd.Endpoints()), zap.String("data_dir", cfg.dataDir))

@@ -74,7 +74,7 @@ func newEtcdCmd() *cobra.Command {
 	fs.StringVar(&dataDir, "data-dir", "", "data directory (kept across restarts)")
 	fs.StringVar(&clientListen, "listen-client", "127.0.0.1:2379", "HOST:PORT for clients")
 	fs.StringVar(&peerListen, "listen-peer", "127.0.0.1:2380", "HOST:PORT for the other members")
-	fs.StringVar(&initialCluster, "initial-cluster", "", "name=http://HOST:PORT peer URLs of a new cluster's members, comma separated (default: a single-member cluster)")
+	fs.StringVar(&initialCluster, "initial-cluster", "", "name=https://HOST:PORT peer URLs of a new cluster's members, comma separated (https: the members speak TLS with self-made certificates, so no web page reaches their peer ports; default: a single-member cluster, which has no peer listener)")
 	fs.BoolVar(&noFsync, "unsafe-no-fsync", false, "skip fsync (tests only: a process crash keeps the data, a power loss may not)")
 	return cmd
 }

@@ -354,12 +354,13 @@ docs/configuration.md describes the file.`,
 			if serving.metricsListen != "" {
 				fixed = metricsConnections
 				serving.metrics = serverConfig(lg, metricsConnections, nil)
+				serving.metrics.Name = "metrics"
 			}
 			maxConns, err := srv.connectionCap(cmd, lg, budget, 1, fixed)
 			if err != nil {
 				return err
 			}
-			serving.api = serverConfig(lg, maxConns, tc)
+			serving.api = srv.apiConfig(lg, "api", maxConns, tc)
 			client, err := cfg.etcd.client(lg)
 			if err != nil {
 				return err
@@ -441,6 +442,12 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	mlg := acfg.Logger
 	am := admin.MemberOf(orch)
 	h := admin.Handler(am, acfg)
+	serving.api.Registry, serving.metrics.Registry = reg, reg
+	if o.insecureNoAuth {
+		// Every request is an admin without a credential: none is
+		// anonymous in the sense of the limit.
+		serving.api.AnonymousRate = -1
+	}
 	srv, err := httpserver.Start(listen, h, serving.api)
 	if err != nil {
 		return nil, err

@@ -23,17 +23,27 @@ const metricsConnections = 64
 // serverOptions are the settings of a command's HTTP listeners.
 type serverOptions struct {
 	maxConnections int
-	tlsCert        string
-	tlsKey         string
-	tlsClientCA    string
-	metricsListen  string
+	// fair holds the fairness limits of the API listeners (their
+	// defaults: httpserver's).
+	fair          httpserver.Config
+	tlsCert       string
+	tlsKey        string
+	tlsClientCA   string
+	metricsListen string
 }
 
 // register adds --max-connections, and the TLS and metrics listener flags
 // when withTLS.
 func (o *serverOptions) register(fs *pflag.FlagSet, withTLS bool) {
 	fs.IntVar(&o.maxConnections, "max-connections", o.maxConnections,
-		"open connections per HTTP API listener at most; further ones wait (the default is lowered to fit the open-file limit, a value given is not)")
+		"open connections per HTTP API listener at most; at the cap a new connection closes the one idle the longest, or waits if none is idle (the default is lowered to fit the open-file limit, a value given is not)")
+	fs.IntVar(&o.fair.MaxConnectionsPerAddress, "max-connections-per-address", o.fair.MaxConnectionsPerAddress,
+		"open connections per HTTP API listener from one client address (IPv4 address or IPv6 /64) at most; further ones are closed at once (e.g. -1 behind a proxy)")
+	settings.Unbounded(fs, "max-connections-per-address", "no limit")
+	fs.Float64Var(&o.fair.AnonymousRate, "anonymous-rate", o.fair.AnonymousRate,
+		"requests per second one client address may make without a valid credential (probes, refused credentials); beyond it 429")
+	settings.Unbounded(fs, "anonymous-rate", "no limit")
+	fs.IntVar(&o.fair.AnonymousBurst, "anonymous-burst", o.fair.AnonymousBurst, "bursts of --anonymous-rate")
 	if !withTLS {
 		return
 	}
@@ -45,7 +55,11 @@ func (o *serverOptions) register(fs *pflag.FlagSet, withTLS bool) {
 
 // defaultServerOptions returns the listeners' defaults.
 func defaultServerOptions() serverOptions {
-	return serverOptions{maxConnections: httpserver.DefaultMaxConnections}
+	return serverOptions{maxConnections: httpserver.DefaultMaxConnections, fair: httpserver.Config{
+		MaxConnectionsPerAddress: httpserver.DefaultMaxConnectionsPerAddress,
+		AnonymousRate:            httpserver.DefaultAnonymousRate,
+		AnonymousBurst:           httpserver.DefaultAnonymousBurst,
+	}}
 }
 
 // withDefaults returns o with a zero --max-connections replaced by its
@@ -54,12 +68,23 @@ func (o serverOptions) withDefaults() serverOptions {
 	if o.maxConnections == 0 {
 		o.maxConnections = httpserver.DefaultMaxConnections
 	}
+	if o.fair.MaxConnectionsPerAddress == 0 {
+		o.fair.MaxConnectionsPerAddress = httpserver.DefaultMaxConnectionsPerAddress
+	}
+	if o.fair.AnonymousRate == 0 {
+		o.fair.AnonymousRate = httpserver.DefaultAnonymousRate
+	}
+	if o.fair.AnonymousBurst == 0 {
+		o.fair.AnonymousBurst = httpserver.DefaultAnonymousBurst
+	}
 	return o
 }
 
 // validate checks the settings without reading any file.
 func (o serverOptions) validate() error {
 	switch {
+	case o.fair.AnonymousBurst < 0:
+		return settings.Invalid("anonymous-burst", o.fair.AnonymousBurst, "want at least 1 (0: the default, %d)", httpserver.DefaultAnonymousBurst)
 	case o.maxConnections < 0:
 		return settings.Invalid("max-connections", o.maxConnections, "want at least 1 (0: the default, %d, lowered to fit the open-file limit)", httpserver.DefaultMaxConnections)
 	case o.tlsCert == "" && o.tlsKey == "" && o.tlsClientCA != "":
@@ -140,6 +165,16 @@ func (o *serverOptions) connectionCap(cmd *cobra.Command, lg *zap.Logger, b http
 			zap.Int("max_connections", c), zap.Int("listeners", n), zap.Uint64("open_file_limit", b.OpenFiles))
 	}
 	return c, nil
+}
+
+// apiConfig returns the limits of an API listener named name: those of
+// serverConfig with the fairness flags.
+func (o *serverOptions) apiConfig(lg *zap.Logger, name string, maxConnections int, tc *tls.Config) httpserver.Config {
+	cfg := serverConfig(lg, maxConnections, tc)
+	cfg.Name = name
+	cfg.MaxConnectionsPerAddress = o.fair.MaxConnectionsPerAddress
+	cfg.AnonymousRate, cfg.AnonymousBurst = o.fair.AnonymousRate, o.fair.AnonymousBurst
+	return cfg
 }
 
 // serverConfig returns the limits of one listener: the defaults with a

@@ -139,3 +139,27 @@ func loadsDone(t *testing.T, reg *prometheus.Registry) uint64 {
 	}
 	return 0
 }
+
+// standbyMetrics are a standby's metrics and their registry.
+type standbyMetrics struct {
+	t   *testing.T
+	m   *standby.Metrics
+	reg *prometheus.Registry
+}
+
+func newStandbyMetrics(t *testing.T) standbyMetrics {
+	reg := prometheus.NewRegistry()
+	return standbyMetrics{t: t, m: standby.NewMetrics(reg), reg: reg}
+}
+
+// Loads returns how many loads were served from a copy (source "warm")
+// or from etcd ("cold").
+func (m standbyMetrics) Loads(source string) float64 {
+	return metricValue(m.t, m.reg, "jobfleet_standby_loads_total", "source", source)
+}
+
+// CatchUpTimeouts returns how many acquisitions found their copy behind
+// past the catch-up bound.
+func (m standbyMetrics) CatchUpTimeouts() float64 {
+	return metricValue(m.t, m.reg, "jobfleet_standby_catch_up_timeouts_total")
+}

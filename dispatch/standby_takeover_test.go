@@ -8,8 +8,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/store"
@@ -49,30 +47,6 @@ func (h *harness) heirWithin(member string, hook func(*clientv3.WatchResponse), 
 	}
 	h.next = d
 	return met
-}
-
-// standbyMetrics are a standby's metrics and their registry.
-type standbyMetrics struct {
-	t   *testing.T
-	m   *standby.Metrics
-	reg *prometheus.Registry
-}
-
-func newStandbyMetrics(t *testing.T) standbyMetrics {
-	reg := prometheus.NewRegistry()
-	return standbyMetrics{t: t, m: standby.NewMetrics(reg), reg: reg}
-}
-
-// Loads returns how many loads were served from a copy (source "warm")
-// or from etcd ("cold").
-func (m standbyMetrics) Loads(source string) float64 {
-	return metricValue(m.t, m.reg, "jobfleet_standby_loads_total", "source", source)
-}
-
-// CatchUpTimeouts returns how many acquisitions found their copy behind
-// past the catch-up bound.
-func (m standbyMetrics) CatchUpTimeouts() float64 {
-	return metricValue(m.t, m.reg, "jobfleet_standby_catch_up_timeouts_total")
 }
 
 // watchGate holds back a standby's watch: its hook, given as the

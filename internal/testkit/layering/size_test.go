@@ -2,10 +2,10 @@ package layering
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -41,7 +41,7 @@ func oversized(lines map[string]int, limit int) []string {
 	})
 	out := make([]string, len(paths))
 	for i, p := range paths {
-		out[i] = fmt.Sprintf("%s: %d lines (at most %d)", p, lines[p], limit)
+		out[i] = p + ": " + strconv.Itoa(lines[p]) + " lines (at most " + strconv.Itoa(limit) + ")"
 	}
 	return out
 }

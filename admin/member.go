@@ -7,7 +7,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
-	"github.com/jobfleet/jobfleet/membership"
 )
 
 // Member is what the API needs of the orchestrator it runs in, and the
@@ -18,7 +17,7 @@ import (
 // know the partition count yet): their routes answer 503.
 type Member interface {
 	// Members returns the member view (GET /v1/cluster/members).
-	Members() membership.View
+	Members() api.View
 	// Partitions returns the partition table (GET
 	// /v1/cluster/partitions).
 	Partitions() (api.PartitionTable, error)

@@ -68,6 +68,7 @@ const realm = `Bearer realm="jobfleet"`
 // method but GET and HEAD).
 type guard struct {
 	cfg      Config
+	authn    Authenticator // nil: none (503 unless cfg.Insecure)
 	audit    *zap.Logger
 	requests *prometheus.CounterVec
 	limiter  *rateLimiter
@@ -79,9 +80,10 @@ type guard struct {
 	anonLog  *anonLog        // which refused anonymous requests are audited at info
 }
 
-func newGuard(cfg Config) *guard {
+func newGuard(cfg Config, authn Authenticator) *guard {
 	g := &guard{
 		cfg:   cfg,
+		authn: authn,
 		audit: cfg.Logger.Named("audit"),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_api_requests_total",
@@ -207,7 +209,7 @@ func (g *guard) authenticate(r *http.Request) (auth.Principal, int, error) {
 	if g.cfg.Insecure {
 		return auth.Principal{ID: auth.AnonymousID, Role: auth.RoleAdmin}, 0, nil
 	}
-	if g.cfg.Auth == nil {
+	if g.authn == nil {
 		return auth.Principal{}, http.StatusServiceUnavailable, errors.New("this member has no credential store; it serves only /healthz and /readyz")
 	}
 	bearer, err := auth.BearerToken(r)
@@ -221,7 +223,7 @@ func (g *guard) authenticate(r *http.Request) (auth.Principal, int, error) {
 			return auth.Principal{}, http.StatusUnauthorized, fmt.Errorf("%w: the client certificate has no Subject CommonName naming a credential", auth.ErrUnauthenticated)
 		}
 	}
-	p, err := g.cfg.Auth.Authenticate(bearer, certID)
+	p, err := g.authn.Authenticate(bearer, certID)
 	switch {
 	case err == nil:
 		return p, 0, nil
@@ -292,7 +294,7 @@ func (g *guard) route(rt route) http.Handler {
 // that ends when p's credential stops being valid, if the Authenticator
 // can tell (CredentialFollower).
 func (g *guard) follow(ctx context.Context, p auth.Principal) (context.Context, func()) {
-	if f, ok := g.cfg.Auth.(CredentialFollower); ok && !g.cfg.Insecure {
+	if f, ok := g.authn.(CredentialFollower); ok && !g.cfg.Insecure {
 		return f.Follow(ctx, p)
 	}
 	return ctx, func() {}

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
@@ -177,7 +176,7 @@ func TestJobsBatchHighWater(t *testing.T) {
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
 	s := store.NewEtcd(client, ns, testPartitions, store.DefaultLimits(), nil).WithGuard(func() error { return store.ErrHighWater })
-	e := newEnvWith(t, client, ns, s, func() (admin.JobStore, error) { return s, nil })
+	e := newEnvWith(t, client, ns, s, s)
 	code, data := e.do("POST", "/v1/jobs:batch", []byte(batchBody("create", httpJob("a", ""))))
 	if code != http.StatusInsufficientStorage {
 		t.Fatalf("got %d %s, want 507", code, data)

@@ -27,9 +27,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -40,18 +39,6 @@ func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m, &etcd)) }
 
 // testPartitions is P of the tests' stores.
 const testPartitions = 16
-
-// idleMember is an admin.Member for tests of the job endpoints, which do
-// not use it.
-type idleMember struct{}
-
-func (idleMember) Members() membership.View { return membership.View{} }
-func (idleMember) Partitions() (api.PartitionTable, error) {
-	return api.PartitionTable{}, admin.ErrNotStarted
-}
-func (idleMember) Ready() (bool, string)       { return true, "" }
-func (idleMember) Healthy(time.Duration) error { return nil }
-func (idleMember) Drain()                      {}
 
 // jobsEnv is an API server over a real etcd store in a fresh namespace.
 type jobsEnv struct {
@@ -67,16 +54,16 @@ func newJobsEnv(t *testing.T) *jobsEnv {
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
 	s := store.NewEtcd(client, ns, testPartitions, store.DefaultLimits(), nil)
-	return newEnvWith(t, client, ns, s, func() (admin.JobStore, error) { return s, nil })
+	return newEnvWith(t, client, ns, s, s)
 }
 
-func newEnvWith(t *testing.T, client *clientv3.Client, ns string, s *store.Etcd, jobs admin.JobsFunc) *jobsEnv {
+// newEnvWith is newJobsEnv serving jobs (nil: a member that has not
+// joined the cluster yet).
+func newEnvWith(t *testing.T, client *clientv3.Client, ns string, s *store.Etcd, jobs admin.JobStore) *jobsEnv {
 	t.Helper()
-	h := admin.Handler(idleMember{}, admin.Config{
+	h := admin.Handler(admintest.Member{Jobs: jobs, Auth: testAuth}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zaptest.NewLogger(t),
-		Jobs:     jobs,
-		Auth:     testAuth,
 		Limits:   admin.Limits{Rate: -1}, // these tests make many requests fast
 	})
 	srv := httptest.NewServer(h)
@@ -715,7 +702,7 @@ func TestJobsErrorStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnvWith(t, nil, "", nil, func() (admin.JobStore, error) { return failingStore{tt.err}, nil })
+			e := newEnvWith(t, nil, "", nil, failingStore{tt.err})
 			for _, req := range requests {
 				code, data := e.do(req.method, req.path, []byte(req.body))
 				if code != tt.wantCode {
@@ -737,23 +724,20 @@ func TestJobsErrorStatus(t *testing.T) {
 }
 
 func TestJobsUnavailableBeforeStart(t *testing.T) {
-	notStarted := func() (admin.JobStore, error) { return nil, admin.ErrNotStarted }
-	for name, jobs := range map[string]admin.JobsFunc{"not started": notStarted, "not configured": nil} {
-		t.Run(name, func(t *testing.T) {
-			e := newEnvWith(t, nil, "", nil, jobs)
-			for _, path := range []string{"/v1/jobs", jobPath("j"), jobPath("j", "runs"), "/v1/runs/x@y"} {
-				code, data := e.do("GET", path, nil)
-				if code != http.StatusServiceUnavailable {
-					t.Errorf("GET %s: got %d %s, want 503", path, code, data)
-					continue
-				}
-				errorMessage(t, data)
-			}
-			code, data := e.do("POST", "/v1/jobs", []byte(httpJob("j", "")))
-			if code != http.StatusServiceUnavailable {
-				t.Errorf("POST /v1/jobs: got %d %s, want 503", code, data)
-			}
-		})
+	e := newEnvWith(t, nil, "", nil, nil)
+	for _, path := range []string{"/v1/jobs", jobPath("j"), jobPath("j", "runs"), "/v1/runs/x@y"} {
+		code, data := e.do("GET", path, nil)
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("GET %s: got %d %s, want 503", path, code, data)
+			continue
+		}
+		if got, want := errorMessage(t, data), "jobs are not available on this member yet: it has not joined the cluster yet"; got != want {
+			t.Errorf("GET %s: message %q, want %q", path, got, want)
+		}
+	}
+	code, data := e.do("POST", "/v1/jobs", []byte(httpJob("j", "")))
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("POST /v1/jobs: got %d %s, want 503", code, data)
 	}
 }
 
@@ -832,11 +816,9 @@ func (unencodableStore) ListPrefix(context.Context, string, string, int) ([]stor
 // a 500 with a JSON error, never a 200 with an empty or cut body.
 func TestJobsReplyEncodingFails(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	h := admin.Handler(idleMember{}, admin.Config{
+	h := admin.Handler(admintest.Member{Jobs: unencodableStore{}, Auth: testAuth}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zap.New(core),
-		Jobs:     func() (admin.JobStore, error) { return unencodableStore{}, nil },
-		Auth:     testAuth,
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -898,11 +880,9 @@ func (b *brokenBody) Close() error { return nil }
 func TestJobsClientGoneMidBody(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	e := newJobsEnv(t)
-	h := admin.Handler(idleMember{}, admin.Config{
+	h := admin.Handler(admintest.Member{Jobs: e.store, Auth: testAuth}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zap.New(core),
-		Jobs:     func() (admin.JobStore, error) { return e.store, nil },
-		Auth:     testAuth,
 	})
 	for _, req := range []struct{ method, path string }{{"POST", "/v1/jobs"}, {"PUT", jobPath("half")}} {
 		r := asAdmin(httptest.NewRequest(req.method, req.path, &brokenBody{}))

@@ -19,6 +19,7 @@ import (
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 )
 
@@ -51,12 +52,9 @@ func newRevocationEnv(t *testing.T) *revocationEnv {
 	t.Cleanup(func() { cancel(); <-done })
 
 	proto := &fakeProtocol{block: make(chan struct{})}
-	h := admin.Handler(&fakeMember{ready: true}, admin.Config{
+	h := admin.Handler(&fakeMember{Member: admintest.Member{Auth: e.cache, Cluster: e.cluster, Protocol: proto}, ready: true}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
-		Auth:     e.cache,
 		Tokens:   e.tokens,
-		Cluster:  e.cluster,
-		Worker:   func() (admin.WorkerProtocol, error) { return proto, nil },
 		Clock:    e.clock,
 		Limits:   admin.Limits{Rate: -1},
 	})

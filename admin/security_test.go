@@ -31,6 +31,7 @@ import (
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
@@ -140,27 +141,29 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 	core, logs := observer.New(zap.DebugLevel)
 	e.logs = logs
 	e.reg = prometheus.NewRegistry()
+	e.member.Member = admintest.Member{
+		Jobs:          e.jobs,
+		Protocol:      e.proto,
+		Registry:      e.proto,
+		Auth:          e.cache,
+		StorageReport: func(context.Context) (storage.Report, error) { return storage.Report{Revision: 1}, nil },
+		Cluster:       newFakeCluster(1),
+	}
 	cfg := admin.Config{
 		Gatherer: e.reg,
 		Registry: e.reg,
 		Logger:   zap.New(core),
-		Jobs:     func() (admin.JobStore, error) { return e.jobs, nil },
-		Worker:   func() (admin.WorkerProtocol, error) { return e.proto, nil },
-		Workers:  e.proto,
-		Auth:     e.cache,
 		Tokens:   e.tokens,
 		Insecure: o.insecure,
 		Loopback: o.loopback,
 		Limits:   o.limits,
 		Clock:    e.clock,
-		Storage:  func(context.Context) (storage.Report, error) { return storage.Report{Revision: 1}, nil },
-		Cluster:  newFakeCluster(1),
 	}
 	if o.limits == (admin.Limits{}) {
 		cfg.Limits = admin.Limits{Rate: -1}
 	}
 	if o.noAuth {
-		cfg.Auth = nil
+		e.member.Auth = nil
 	}
 	e.h = admin.Handler(e.member, cfg)
 	e.srv = httptest.NewServer(e.h)

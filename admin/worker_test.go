@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -59,10 +60,8 @@ func TestWorkerProtocolReplies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := admin.Handler(idleMember{}, admin.Config{
+			h := admin.Handler(admintest.Member{Protocol: tt.p, Auth: testAuth}, admin.Config{
 				Gatherer: prometheus.NewRegistry(),
-				Worker:   func() (admin.WorkerProtocol, error) { return tt.p, nil },
-				Auth:     testAuth,
 			})
 			srv := httptest.NewServer(h)
 			defer srv.Close()
@@ -98,10 +97,8 @@ func TestWorkerProtocolReplies(t *testing.T) {
 // member's etcd endpoints, for workers to deny to http jobs, and never the
 // user name or password an endpoint URL may hold.
 func TestPollReplyNamesEtcdWithoutUserinfo(t *testing.T) {
-	h := admin.Handler(idleMember{}, admin.Config{
+	h := admin.Handler(admintest.Member{Protocol: scriptedProtocol{}, Auth: testAuth}, admin.Config{
 		Gatherer:      prometheus.NewRegistry(),
-		Worker:        func() (admin.WorkerProtocol, error) { return scriptedProtocol{}, nil },
-		Auth:          testAuth,
 		EtcdEndpoints: func() []string { return []string{"http://10.0.0.1:2379", "https://root:hunter2@etcd.example:2379"} },
 	})
 	srv := httptest.NewServer(h)

@@ -53,7 +53,8 @@
 //     write failed so is read again and, if recorded, taken back, since
 //     the worker never got it. Deletions and state writes are idempotent
 //     and retried.
-//   - A partition built from a warm standby copy (Standby) is the
+//   - A partition built from a warm standby copy (package
+//     dispatch/standby, wired by Dispatcher.NewStandby) is the
 //     partition a load from etcd would build at the copy's revision: the
 //     copy is taken only once its watch has delivered every change up to
 //     the ownership's epoch, and both go through one load function; any

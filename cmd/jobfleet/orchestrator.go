@@ -440,10 +440,8 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		return nil, err
 	}
 	mlg := acfg.Logger
-	acfg.Jobs, acfg.Worker, acfg.Auth, acfg.Storage = orchestratorJobs(orch), orchestratorWorker(orch), orch.Credentials(), orch.Storage
-	acfg.Workers = orch.Workers()
-	acfg.Cluster = orch
-	h := admin.Handler(orch, acfg)
+	am := admin.MemberOf(orch)
+	h := admin.Handler(am, acfg)
 	serving.api.Registry, serving.metrics.Registry = reg, reg
 	if o.insecureNoAuth {
 		// Every request is an admin without a credential: none is
@@ -459,7 +457,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		zap.Bool("tls", serving.api.TLS != nil), zap.Bool("client_certificates", serving.api.TLS != nil && serving.api.TLS.ClientCAs != nil),
 		zap.Int("max_connections", serving.api.MaxConnections))
 	if serving.metricsListen != "" {
-		mh := admin.MetricsHandler(orch, admin.Config{Gatherer: reg, Logger: mlg})
+		mh := admin.MetricsHandler(am, admin.Config{Gatherer: reg, Logger: mlg})
 		if m.metrics, err = httpserver.Start(serving.metricsListen, mh, serving.metrics); err != nil {
 			srv.Shutdown()
 			return nil, fmt.Errorf("--metrics-listen: %w", err)
@@ -490,16 +488,4 @@ func (m *member) run(ctx context.Context) error {
 		err = herr
 	}
 	return err
-}
-
-// orchestratorWorker returns the admin.WorkerFunc of a member: its
-// dispatcher, once it has joined the cluster.
-func orchestratorWorker(orch *orchestrator.Orchestrator) admin.WorkerFunc {
-	return func() (admin.WorkerProtocol, error) {
-		d, err := orch.Dispatcher()
-		if err != nil {
-			return nil, errors.New("this member has not joined the cluster yet")
-		}
-		return d, nil
-	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
+	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/internal/retry"
@@ -45,7 +46,7 @@ type Orchestrator struct {
 	workers   *workers.Registry
 
 	dispMet   *dispatch.Metrics
-	sbMet     *dispatch.StandbyMetrics
+	sbMet     *standby.Metrics
 	notifyMet *notify.Metrics
 
 	drainOnce sync.Once
@@ -118,7 +119,7 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 		sessCfg:   sc,
 		shardMet:  shard.NewMetrics(cfg.Registry),
 		dispMet:   dispatch.NewMetrics(cfg.Registry),
-		sbMet:     dispatch.NewStandbyMetrics(cfg.Registry),
+		sbMet:     standby.NewMetrics(cfg.Registry),
 		notifyMet: notify.NewMetrics(cfg.Registry),
 		members:   members,
 		owners:    owners,
@@ -219,10 +220,10 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var standby *dispatch.Standby
+	var sb *dispatch.Standby
 	if o.cfg.WarmStandby {
-		heirs := dispatch.ControllerHeirs(ctrl, o.cfg.ID, o.lg)
-		if standby, err = disp.NewStandby(heirs, dispatch.StandbyConfig{Metrics: o.sbMet}); err != nil {
+		heirs := standby.ControllerHeirs(ctrl, o.cfg.ID, o.lg)
+		if sb, err = disp.NewStandby(heirs, standby.Config{Metrics: o.sbMet}); err != nil {
 			return err
 		}
 	}
@@ -243,8 +244,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.workers.Run(watchCtx) })
 	wg.Go(func() { deliverer.Run(watchCtx) })
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
-	if standby != nil {
-		wg.Go(func() { standby.Run(watchCtx) })
+	if sb != nil {
+		wg.Go(func() { sb.Run(watchCtx) })
 	}
 	defer func() { stopWatch(); wg.Wait() }()
 

@@ -216,29 +216,11 @@ func (f *Fleet) Join(id string) *Member {
 	m := &Member{ID: id, Orch: orch, Bridge: bridge, client: client, Metrics: reg, cancel: cancel, done: make(chan error, 1), live: true}
 	if ln != nil {
 		m.URL = advertise
-		m.http = &http.Server{Handler: admin.Handler(orch, admin.Config{
-			Jobs: func() (admin.JobStore, error) {
-				s, err := orch.Jobs()
-				if err != nil {
-					return nil, err
-				}
-				return s, nil
-			},
-			Worker: func() (admin.WorkerProtocol, error) {
-				d, err := orch.Dispatcher()
-				if err != nil {
-					return nil, err
-				}
-				return d, nil
-			},
-			Workers:  orch.Workers(),
-			Auth:     orch.Credentials(),
+		m.http = &http.Server{Handler: admin.Handler(admin.MemberOf(orch), admin.Config{
 			Tokens:   auth.NewStore(client, f.NS, nil),
 			Loopback: true,
 			Limits:   f.opts.APILimits,
 			Logger:   f.lg.With(zap.String("test_member", id)),
-			Storage:  orch.Storage,
-			Cluster:  orch,
 			// As a real member does: workers deny etcd to http jobs (here
 			// both the bridge the member uses and etcd behind it).
 			EtcdEndpoints: func() []string { return append(client.Endpoints(), f.etcd.Endpoints()...) },

@@ -45,6 +45,7 @@ var levels = map[string]int{
 	"shard":                 3,
 	"store":                 4,
 	"dispatch/notify":       5,
+	"dispatch/standby":      5, // the warm standby: imports shard and store
 	"dispatch":              6,
 	"internal/crontab":      5,
 	"internal/storage":      6,

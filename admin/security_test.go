@@ -737,6 +737,10 @@ func TestTokenEndpoints(t *testing.T) {
 		{`{"role":"admin","prefix":"x/"}`, "prefix"},
 		{`{"role":"viewer","ttl":"forever"}`, "ttl"},
 		{`{"role":"viewer","token":"chosen"}`, "unknown field"},
+		{`{"role":"viewer"} {"role":"admin"}`, "unexpected data after the document"},
+		{`{"role":"viewer","role":"admin"}`, `duplicate key "role"`},
+		{`{"role":"viewer","Prefix":"x/"}`, `Prefix: unknown field; did you mean "prefix"?`},
+		{``, "empty document"},
 	} {
 		code, _, body := e.send(request{method: "POST", path: "/v1/tokens", body: bad.body}, adm.Secret)
 		if code != http.StatusBadRequest || !strings.Contains(errorMessage(t, body), bad.field) {

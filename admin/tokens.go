@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -66,10 +65,8 @@ func (t *tokensAPI) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req auth.CreateRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxTokenBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		WriteError(w, http.StatusBadRequest, "malformed credential request: "+err.Error())
+	if err := decodeBody(w, r, maxTokenBody, &req); err != nil {
+		WriteError(w, bodyStatus(err), "malformed credential request: "+bodyMessage(err))
 		return
 	}
 	if err := auth.ValidateRequest(req); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -88,15 +87,8 @@ func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req a
 		WriteError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxProtocolBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
-			return
-		}
-		WriteError(w, http.StatusBadRequest, "malformed request: "+err.Error())
+	if err := decodeBody(w, r, maxProtocolBody, req); err != nil {
+		WriteError(w, bodyStatus(err), "malformed request: "+bodyMessage(err))
 		return
 	}
 	who, _ := auth.FromContext(r.Context())

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -204,95 +202,4 @@ func hexRune(s []byte) (rune, bool) {
 	}
 	n, err := strconv.ParseUint(string(s[2:6]), 16, 32)
 	return rune(n), err == nil
-}
-
-// fieldAt names the field of a job document whose text holds byte offset
-// off: the top-level key, one level further inside "executor" and "retry",
-// and the header name or argument index inside executor.headers and
-// executor.command. Within payloads it names the payload. It returns ""
-// if the offset is outside every field.
-func fieldAt(data []byte, off int) string {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	type frame struct {
-		object bool
-		key    string // object: the current key
-		index  int    // array: the index of the next element
-	}
-	var stack []frame
-	path := func(isKey bool) string {
-		var parts []string
-		for i, f := range stack {
-			last := i == len(stack)-1
-			switch {
-			case f.object && last && isKey:
-				parts = append(parts, f.key+" (a key)")
-			case f.object:
-				parts = append(parts, f.key)
-			default:
-				parts = append(parts, strconv.Itoa(f.index))
-			}
-		}
-		return fieldName(parts)
-	}
-	expectKey := false
-	for {
-		before := dec.InputOffset()
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		after := dec.InputOffset()
-		key, isKey := tok.(string)
-		isKey = isKey && expectKey && len(stack) > 0
-		if isKey {
-			stack[len(stack)-1].key = key
-		}
-		if int64(off) >= before && int64(off) < after && len(stack) > 0 {
-			return path(isKey)
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{object: true})
-			expectKey = true
-			continue
-		case json.Delim('['):
-			stack = append(stack, frame{})
-			expectKey = false
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		default:
-			if isKey {
-				expectKey = false
-				continue
-			}
-		}
-		// A value ended: the enclosing object expects a key, the array its
-		// next element.
-		if n := len(stack); n > 0 {
-			if stack[n-1].object {
-				expectKey = true
-			} else {
-				stack[n-1].index++
-			}
-		}
-	}
-}
-
-// fieldName joins the path of a value in the document as FieldError.Field
-// does ("id", "executor.url", "executor.headers[X-Trace]",
-// "executor.command[2]", "payload").
-func fieldName(parts []string) string {
-	if len(parts) == 0 {
-		return ""
-	}
-	name := parts[0]
-	if (name == "executor" || name == "retry") && len(parts) > 1 {
-		name += "." + parts[1]
-		if (parts[1] == "headers" || parts[1] == "command") && len(parts) > 2 {
-			name += "[" + parts[2] + "]"
-		}
-	}
-	return name
 }

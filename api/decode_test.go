@@ -133,7 +133,6 @@ func TestDecodeJobGivenZeros(t *testing.T) {
 		"retry.max_backoff":     `{"id":"a","retry":{"max_backoff":"0s"}}`,
 		"history.max_runs":      `{"id":"a","history":{"max_runs":0}}`,
 		"history.max_age":       `{"id":"a","history":{"max_age":"0h"}}`,
-		"delete_after":          `{"id":"a","delete_after":"0s"}`,
 	} {
 		_, err := DecodeJob(strings.NewReader(doc), 0)
 		var fe *FieldError

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"time"
 )
 
 // DecodeJob reads one job document, a JSON object, from r. It reads at
@@ -72,14 +71,16 @@ type givenZeros struct {
 		MaxRuns *int      `json:"max_runs"`
 		MaxAge  *Duration `json:"max_age"`
 	} `json:"history"`
-	DeleteAfter *Retention `json:"delete_after"`
 }
 
 // checkGivenZeros refuses a zero given explicitly in a field where leaving
 // the field out means its default: today "timeout": "0s" would silently
-// mean one hour. Every duration and count of the job document is either
-// left out (or null), taking its default, or at least its minimum; none
-// takes zero. data has been decoded by Unmarshal.
+// mean one hour. Every duration and count of the job document whose
+// absence means a default is either left out (or null), taking the
+// default, or at least its minimum; none takes zero. (delete_after is a
+// string whose empty value is the default: "0s" there is a value of its
+// own, deleting a finished job at once.) data has been decoded by
+// Unmarshal.
 func checkGivenZeros(data []byte) error {
 	var g givenZeros
 	if err := json.Unmarshal(data, &g); err != nil {
@@ -103,10 +104,6 @@ func checkGivenZeros(data []byte) error {
 		return leaveOut("history.max_runs", fmt.Sprintf("0 runs is not a history; want 1 to %d", MaxHistoryRuns), "the fleet's --history-max-runs")
 	case g.History != nil && zeroDuration(g.History.MaxAge):
 		return leaveOut("history.max_age", "0s is not an age: give at least 1s", "the fleet's --history-max-age")
-	case g.DeleteAfter != nil && *g.DeleteAfter != "" && *g.DeleteAfter != RetentionNever:
-		if d, err := time.ParseDuration(string(*g.DeleteAfter)); err == nil && d == 0 {
-			return leaveOut("delete_after", "0s is not a retention: give at least 1s, or \"never\"", "the fleet's --delete-after")
-		}
 	}
 	return nil
 }

@@ -19,35 +19,111 @@ import (
 
 // validateID checks a job ID; see Job.ID for the rules.
 func validateID(id string) error {
-	switch {
-	case id == "":
-		return fieldErr("id", "required")
-	case len(id) > MaxIDBytes:
-		return fieldErr("id", "%d bytes long; want at most %d", len(id), MaxIDBytes)
-	case !utf8.ValidString(id):
-		return fieldErr("id", "not valid UTF-8")
-	case id == "." || id == "..":
+	if id == "." || id == ".." {
 		return fieldErr("id", "%q is reserved: it cannot be addressed in a URL path", id)
 	}
-	for i, r := range id {
-		switch {
-		case unicode.IsControl(r):
-			return fieldErr("id", "control character %U at byte %d", r, i)
-		case unicode.Is(unicode.Cf, r):
-			return fieldErr("id", "invisible format character %U at byte %d; IDs must look like what they are", r, i)
-		case r != ' ' && (unicode.IsSpace(r) || unicode.In(r, unicode.Z)):
-			return fieldErr("id", "white space %U at byte %d; only the plain space U+0020 is allowed", r, i)
-		case !assigned(r):
-			return fieldErr("id", "%U at byte %d is not an assigned Unicode character", r, i)
+	return ValidateName("id", id, MaxIDBytes)
+}
+
+// ValidateName checks s against the rules every name of the API shares
+// (job IDs, worker IDs): 1 to maxBytes bytes of UTF-8 that looks like what
+// it is, so that two names that look alike are the same name. It applies
+// ValidateNameText, and refuses a leading or trailing space and a word
+// mixing scripts (see Job.ID). Errors are *FieldError naming field.
+func ValidateName(field, s string, maxBytes int) error {
+	switch {
+	case s == "":
+		return fieldErr(field, "required")
+	case len(s) > maxBytes:
+		return fieldErr(field, "%d bytes long; want at most %d", len(s), maxBytes)
+	}
+	if err := ValidateNameText(field, s); err != nil {
+		return err
+	}
+	if s[0] == ' ' || s[len(s)-1] == ' ' {
+		return fieldErr(field, "%s has leading or trailing white space", quoteClipped(s))
+	}
+	return checkScripts(field, s)
+}
+
+// ValidateNameText checks the characters of s, a name or part of one (a
+// credential's job-ID prefix): valid UTF-8, each character visible and
+// meaning one thing, and the whole in Unicode normalization form NFKC.
+// It refuses, naming the first offending character and its byte offset:
+//
+//   - control characters (Cc), format characters (Cf: zero-width
+//     spaces and joiners, bidirectional controls such as U+202E, the byte
+//     order mark, tags), private-use (Co) and unassigned (Cn) code
+//     points, noncharacters included;
+//   - variation selectors (U+FE00–U+FE0F, U+E0100–U+E01EF, the Mongolian
+//     ones), which change only how the character before them is drawn;
+//   - the other default-ignorable characters, which render as nothing
+//     (U+3164 HANGUL FILLER, U+115F, U+1160, U+FFA0, U+034F COMBINING
+//     GRAPHEME JOINER, ...), and characters drawn blank though they are
+//     neither white space nor ignorable (U+2800 BRAILLE PATTERN BLANK,
+//     U+1D159 MUSICAL SYMBOL NULL NOTEHEAD);
+//   - white space other than the plain space U+0020;
+//   - a combining mark (M) that follows no letter, digit or other mark:
+//     at the start, or after a space, punctuation or a symbol;
+//   - text not in NFKC: compatibility characters that look like others
+//     (fullwidth "ｂ", mathematical "𝐛", ligatures "ﬁ", "ſ", superscripts,
+//     circled letters) and decomposed accents; the message gives the
+//     NFKC form, which looks the same or nearly.
+//
+// Errors are *FieldError naming field.
+func ValidateNameText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return fieldErr(field, "not valid UTF-8")
+	}
+	prev := rune(-1) // the character before, -1 at the start
+	for i, r := range s {
+		if msg := charProblem(r, i, prev); msg != "" {
+			return fieldErr(field, "%s", msg)
 		}
+		prev = r
 	}
-	if id[0] == ' ' || id[len(id)-1] == ' ' {
-		return fieldErr("id", "%q has leading or trailing white space", id)
+	if !norm.NFC.IsNormalString(s) {
+		return fieldErr(field, "%s is not in Unicode normalization form C (NFC); send it as %s, which looks the same", quoteClipped(s), quoteClipped(norm.NFC.String(s)))
 	}
-	if !norm.NFC.IsNormalString(id) {
-		return fieldErr("id", "%q is not in Unicode normalization form C (NFC); send it as %q, which looks the same", id, norm.NFC.String(id))
+	if !norm.NFKC.IsNormalString(s) {
+		return fieldErr(field, "%s holds compatibility characters (fullwidth or mathematical letters, ligatures, superscripts, ...) that look like other characters; send it as %s",
+			quoteClipped(s), quoteClipped(norm.NFKC.String(s)))
 	}
-	return checkScripts(id)
+	return nil
+}
+
+// blankChars are characters drawn as blank space that are neither white
+// space (Z) nor default-ignorable, so no property of package unicode
+// names them.
+var blankChars = []rune{
+	0x2800,  // BRAILLE PATTERN BLANK
+	0x1D159, // MUSICAL SYMBOL NULL NOTEHEAD
+}
+
+// charProblem says what is wrong with character r at byte i after prev
+// (-1 at the start) in a name, or "".
+func charProblem(r rune, i int, prev rune) string {
+	switch {
+	case unicode.IsControl(r):
+		return fmt.Sprintf("control character %U at byte %d", r, i)
+	case unicode.Is(unicode.Cf, r):
+		return fmt.Sprintf("invisible format character %U at byte %d; names must look like what they are", r, i)
+	case unicode.Is(unicode.Co, r):
+		return fmt.Sprintf("private-use character %U at byte %d: it has no agreed meaning or look", r, i)
+	case !assigned(r):
+		return fmt.Sprintf("%U at byte %d is not an assigned Unicode character", r, i)
+	case unicode.Is(unicode.Variation_Selector, r):
+		return fmt.Sprintf("variation selector %U at byte %d: it changes only how the character before it is drawn", r, i)
+	case unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r), slices.Contains(blankChars, r):
+		return fmt.Sprintf("invisible character %U at byte %d: it is drawn as nothing, or as blank space", r, i)
+	case r != ' ' && (unicode.IsSpace(r) || unicode.In(r, unicode.Z)):
+		return fmt.Sprintf("white space %U at byte %d; only the plain space U+0020 is allowed", r, i)
+	case unicode.Is(unicode.M, r) && prev < 0:
+		return fmt.Sprintf("combining mark %U at the start: it has no letter to combine with", r)
+	case unicode.Is(unicode.M, r) && !unicode.In(prev, unicode.L, unicode.N, unicode.M):
+		return fmt.Sprintf("combining mark %U at byte %d follows %U, which is not a letter or digit", r, i, prev)
+	}
+	return ""
 }
 
 // assigned reports whether r is an assigned character (not in general
@@ -71,13 +147,13 @@ var scriptSets = [][]string{
 // than in the combinations of scriptSets. Words in different scripts
 // ("отчёт-daily") are fine. Whole-script look-alikes ("рау" in Cyrillic
 // against "pay" in Latin) are distinct IDs: see Job.ID.
-func checkScripts(id string) error {
+func checkScripts(field, id string) error {
 	word := 0 // byte offset of the current word's start
 	var scripts []string
 	for i, r := range id + " " {
 		if !unicode.In(r, unicode.L, unicode.M, unicode.N) {
 			if !allowedMix(scripts) {
-				return fieldErr("id", "the word %q mixes the %s scripts; letters that look alike across scripts would make look-alike IDs",
+				return fieldErr(field, "the word %q mixes the %s scripts; letters that look alike across scripts would make look-alike IDs",
 					id[word:i], strings.Join(scripts, " and "))
 			}
 			word, scripts = i+utf8.RuneLen(r), scripts[:0]

@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // Limits of credential documents.
@@ -73,6 +75,14 @@ func expiry(req CreateRequest, now time.Time) (time.Time, error) {
 	}
 	if err := checkText("prefix", req.Prefix, MaxPrefixBytes); err != nil {
 		return time.Time{}, err
+	}
+	if req.Prefix != "" {
+		// A prefix is the start of job IDs: a character no ID may hold
+		// would make a credential that matches no job, or one that looks
+		// like another team's.
+		if err := api.ValidateNameText("prefix", req.Prefix); err != nil {
+			return time.Time{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
 	}
 	if err := checkText("description", req.Description, MaxDescriptionBytes); err != nil {
 		return time.Time{}, err

@@ -336,7 +336,7 @@ func TestErrorReplies(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	for _, bad := range []string{"", "ftp://h:1", "http://user@h:1", "http://h:1/?q=1", "http://"} {
+	for _, bad := range []string{"", "ftp://h:1", "http://user@h:1", "http://h:1/?q=1", "http://", "http://h:0", "h:99999", "http://h:65536/", "https://[::1]:0"} {
 		if _, err := client.New(client.Config{Server: bad}); err == nil {
 			t.Errorf("server %q accepted", bad)
 		}

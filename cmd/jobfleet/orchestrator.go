@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
@@ -288,6 +289,9 @@ func (o *memberOptions) resolve(addr string, withTLS bool) (id, advertise string
 		u, err := url.Parse(advertise)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return "", "", fmt.Errorf("--advertise %q: want an absolute http(s) URL that other members and workers can reach, like http://host:8080", advertise)
+		}
+		if err := api.CheckPort(u); err != nil {
+			return "", "", fmt.Errorf("--advertise %q: %w", advertise, err)
 		}
 		if u.Scheme == "https" && !withTLS {
 			return "", "", fmt.Errorf("--advertise %q is an https URL, but this member serves plain HTTP: give --tls-cert and --tls-key, or advertise an http:// URL", advertise)

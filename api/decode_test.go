@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -144,6 +145,21 @@ func TestDecodeJobGivenZeros(t *testing.T) {
 	for _, doc := range []string{`{"id":"a"}`, `{"id":"a","timeout":null,"retry":{"max_attempts":null},"history":{}}`} {
 		if _, err := DecodeJob(strings.NewReader(doc), 0); err != nil {
 			t.Errorf("DecodeJob(%s): %v", doc, err)
+		}
+	}
+}
+
+// BenchmarkDecodeJob decodes the design document's job, with a small
+// payload and headers: the cost of strict decoding per job.
+func BenchmarkDecodeJob(b *testing.B) {
+	doc := []byte(`{"id":"team/nightly-report","schedule":"0 2 * * *","timezone":"Europe/Berlin",` +
+		`"executor":{"type":"http","url":"http://127.0.0.1:9000/hook","method":"POST","headers":{"X-A":"1","Authorization":{"secret_env":"TOKEN"}}},` +
+		`"payload":{"report":"daily","recipients":["a@example.com","b@example.com"],"options":{"format":"pdf","pages":12}},` +
+		`"retry":{"max_attempts":3,"initial_backoff":"1s","max_backoff":"1m"},"timeout":"5m","concurrency_policy":"forbid"}`)
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if _, err := DecodeJob(bytes.NewReader(doc), 0); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -107,6 +107,8 @@ func TestJobsBatch(t *testing.T) {
 			code: 200, statuses: []int{200, 201}, written: []string{"existing", "m"}},
 		{name: "apply with a stale revision", body: batchBody("apply", httpJob("existing", fmt.Sprintf(`"revision": %d`, existing.Revision)), httpJob("n", "")),
 			code: 409, statuses: []int{409, 424}, inError: "stale revision"},
+		{name: "negative revision", body: batchBody("apply", httpJob("existing", `"revision": -3`)),
+			code: 400, statuses: []int{400}, inError: "revision: -3 is negative"},
 		{name: "bad mode", body: batchBody("upsert", httpJob("o", "")), code: 400, inError: "mode"},
 		{name: "empty", body: batchBody("create"), code: 400, inError: "jobs"},
 		{name: "too many", body: batchBody("create", many...), code: 400, inError: "at most 128"},

@@ -1047,7 +1047,7 @@ func TestAnonymousRefusalsAuditedOncePerHost(t *testing.T) {
 // credential is removed from etcd by the member that lists it.
 func TestTokenCapPagesAndExpiry(t *testing.T) {
 	e := newSecEnv(t, secOptions{tokens: auth.StoreConfig{MaxPerCreator: 3}})
-	adm := e.cred(auth.CreateRequest{Role: auth.RoleAdmin})
+	adm := e.cred(api.CreateRequest{Role: api.RoleAdmin})
 	var made []string
 	for i := range 3 {
 		ttl := ""
@@ -1058,7 +1058,7 @@ func TestTokenCapPagesAndExpiry(t *testing.T) {
 		if code != http.StatusCreated {
 			t.Fatalf("create %d: %d %s", i, code, body)
 		}
-		var c auth.Created
+		var c api.Created
 		if err := json.Unmarshal(body, &c); err != nil {
 			t.Fatal(err)
 		}

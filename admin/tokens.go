@@ -13,7 +13,7 @@ import (
 // TokenStore keeps credentials; *auth.Store implements it.
 type TokenStore interface {
 	Create(ctx context.Context, req auth.CreateRequest, createdBy string) (auth.Created, int64, error)
-	ListPage(ctx context.Context, cursor string, limit int) ([]auth.Token, string, error)
+	ListPage(ctx context.Context, cursor string, limit int) ([]api.Token, string, error)
 	Revoke(ctx context.Context, id string) (int64, error)
 }
 
@@ -104,7 +104,7 @@ func (t *tokensAPI) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if list == nil {
-		list = []auth.Token{}
+		list = []api.Token{}
 	}
 	WriteJSON(w, http.StatusOK, api.TokenList{Tokens: list, NextCursor: next})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 )
@@ -30,7 +31,7 @@ func TestCreateCapHoldsUnderConcurrency(t *testing.T) {
 	)
 	for range 12 {
 		wg.Go(func() {
-			_, _, err := s.Create(context.Background(), auth.CreateRequest{Role: auth.RoleViewer}, "team-admin")
+			_, _, err := s.Create(context.Background(), api.CreateRequest{Role: api.RoleViewer}, "team-admin")
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -50,11 +51,11 @@ func TestCreateCapHoldsUnderConcurrency(t *testing.T) {
 	if made != 3 || refuse != 9 {
 		t.Fatalf("got %d made and %d refused, want 3 and 9", made, refuse)
 	}
-	if _, _, err := s.Create(context.Background(), auth.CreateRequest{Role: auth.RoleViewer}, "other-admin"); err != nil {
+	if _, _, err := s.Create(context.Background(), api.CreateRequest{Role: api.RoleViewer}, "other-admin"); err != nil {
 		t.Fatalf("another creator refused: %v", err)
 	}
 	// Issue replaces a fixed ID and is not counted.
-	if _, _, err := s.Issue(context.Background(), "dev-admin", auth.CreateRequest{Role: auth.RoleAdmin}, "team-admin"); err != nil {
+	if _, _, err := s.Issue(context.Background(), "dev-admin", api.CreateRequest{Role: api.RoleAdmin}, "team-admin"); err != nil {
 		t.Fatalf("Issue refused: %v", err)
 	}
 }
@@ -69,17 +70,17 @@ func TestExpiredCredentialsAreRemoved(t *testing.T) {
 	s := auth.NewStoreConfig(client, ns, clock.Now, auth.StoreConfig{MaxPerCreator: 2, Sweep: 3})
 	ctx := context.Background()
 	for range 2 {
-		if _, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleViewer, TTL: "1h"}, "a"); err != nil {
+		if _, _, err := s.Create(ctx, api.CreateRequest{Role: api.RoleViewer, TTL: "1h"}, "a"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for range 3 {
-		if _, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleViewer, TTL: "1h"}, fmt.Sprint("b", clock.Now().UnixNano())); err != nil {
+		if _, _, err := s.Create(ctx, api.CreateRequest{Role: api.RoleViewer, TTL: "1h"}, fmt.Sprint("b", clock.Now().UnixNano())); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Millisecond)
 	}
-	if _, _, err := s.Issue(ctx, "fixed", auth.CreateRequest{Role: auth.RoleViewer, TTL: "1h"}, ""); err != nil {
+	if _, _, err := s.Issue(ctx, "fixed", api.CreateRequest{Role: api.RoleViewer, TTL: "1h"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	count := func() int64 {
@@ -89,16 +90,16 @@ func TestExpiredCredentialsAreRemoved(t *testing.T) {
 		}
 		return resp.Count
 	}
-	if _, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleViewer}, "a"); !errors.Is(err, auth.ErrTooMany) {
+	if _, _, err := s.Create(ctx, api.CreateRequest{Role: api.RoleViewer}, "a"); !errors.Is(err, auth.ErrTooMany) {
 		t.Fatalf("third create of a: %v, want ErrTooMany", err)
 	}
 	clock.Advance(2 * time.Hour) // all six expire
-	if _, _, err := s.Issue(ctx, "fixed", auth.CreateRequest{Role: auth.RoleViewer}, ""); err != nil {
+	if _, _, err := s.Issue(ctx, "fixed", api.CreateRequest{Role: api.RoleViewer}, ""); err != nil {
 		t.Fatal(err) // issued again: no longer expired
 	}
 	// One create deletes at most Sweep (3) of the 5 expired ones, and no
 	// longer counts a's expired credentials.
-	if _, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleViewer}, "a"); err != nil {
+	if _, _, err := s.Create(ctx, api.CreateRequest{Role: api.RoleViewer}, "a"); err != nil {
 		t.Fatalf("create after a's credentials expired: %v", err)
 	}
 	if got := count(); got != 1+5-3+1 {
@@ -108,7 +109,7 @@ func TestExpiredCredentialsAreRemoved(t *testing.T) {
 	if err != nil || next != "" {
 		t.Fatalf("ListPage: %v, next %q", err, next)
 	}
-	if got := count(); got != 2 || len(page) != 2 || !slices.ContainsFunc(page, func(tok auth.Token) bool { return tok.ID == "fixed" }) {
+	if got := count(); got != 2 || len(page) != 2 || !slices.ContainsFunc(page, func(tok api.Token) bool { return tok.ID == "fixed" }) {
 		t.Fatalf("after listing: %d credentials stored, page %v; want the new one and fixed", got, page)
 	}
 }
@@ -122,7 +123,7 @@ func TestListPage(t *testing.T) {
 	var want []string
 	for i := range 7 {
 		id := fmt.Sprintf("c%d", i)
-		if _, _, err := s.Issue(ctx, id, auth.CreateRequest{Role: auth.RoleViewer}, ""); err != nil {
+		if _, _, err := s.Issue(ctx, id, api.CreateRequest{Role: api.RoleViewer}, ""); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, id)

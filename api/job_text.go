@@ -12,8 +12,8 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// This file holds the text rules of the job document: which strings make
-// a job ID, and how JSON text is checked for what encoding/json accepts
+// This file holds the text rules of the API: which strings make a name
+// (job IDs, worker IDs, credential prefixes), and how JSON text is checked for what encoding/json accepts
 // silently (invalid UTF-8, which it turns into U+FFFD; unpaired surrogate
 // escapes; nesting up to its own limit of 10 000 levels).
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -98,15 +97,8 @@ func serveProtocol[P any](w http.ResponseWriter, r *http.Request, get func() (P,
 		WriteError(w, http.StatusServiceUnavailable, unavailable(err, "this member"))
 		return
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxProtocolBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
-			return
-		}
-		WriteError(w, http.StatusBadRequest, "malformed request: "+err.Error())
+	if err := decodeBody(w, r, maxProtocolBody, req); err != nil {
+		WriteError(w, bodyStatus(err), "malformed request: "+bodyMessage(err))
 		return
 	}
 	who, _ := auth.FromContext(r.Context())

@@ -31,26 +31,9 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/console"
-	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
 )
-
-// Member is what the API needs of the orchestrator it runs in;
-// *orchestrator.Orchestrator implements it. Partitions returns (or wraps)
-// ErrNotStarted while the member does not know the cluster's partition
-// count yet.
-type Member interface {
-	Members() membership.View
-	Partitions() (api.PartitionTable, error)
-	Ready() (bool, string)
-	Healthy(grace time.Duration) error
-	Drain()
-}
-
-// ErrNotStarted is what a Member's Partitions returns before the member
-// knows the cluster's partition count; the API answers 503.
-var ErrNotStarted = orchestrator.ErrNotStarted
 
 // Config configures the API.
 type Config struct {
@@ -64,16 +47,6 @@ type Config struct {
 	HealthGrace time.Duration
 	// Logger; nil means no logs. Audit lines go to its "audit" child.
 	Logger *zap.Logger
-	// Jobs returns the job store the /v1/jobs and /v1/runs endpoints use;
-	// nil, or an error from it, makes them answer 503.
-	Jobs JobsFunc
-	// Worker returns the worker protocol's server (POST /v1/worker/...);
-	// nil, or an error from it, answers 503.
-	Worker WorkerFunc
-	// Auth authenticates requests (an *auth.Cache). Required unless
-	// Insecure: without it every route but /healthz and /readyz answers
-	// 503.
-	Auth Authenticator
 	// Tokens serves /v1/tokens (an *auth.Store); nil answers 503.
 	Tokens TokenStore
 	// Insecure turns authentication off: every request acts as the admin
@@ -90,9 +63,6 @@ type Config struct {
 	Limits Limits
 	// Clock times rate limits; nil means the real clock.
 	Clock clockwork.Clock
-	// Storage reads etcd's storage (GET /v1/cluster/storage); nil answers
-	// 503.
-	Storage StorageFunc
 	// TriggerRate and TriggerBurst limit the triggers of each job this
 	// member accepts (POST /v1/jobs/{id}/trigger): per second, and at once;
 	// beyond them it answers 429 with Retry-After. The limit is per member.
@@ -103,24 +73,9 @@ type Config struct {
 	// Now is the clock of the trigger limit and of next fire times (GET
 	// /v1/jobs/{id}/next, POST /v1/schedule:preview); nil is Clock.Now.
 	Now func() time.Time
-	// Cluster serves the placement, overview and partition-stream
-	// endpoints (an *orchestrator.Orchestrator); nil answers 503.
-	Cluster Cluster
 	// Console serves the web console's static files under /ui/; nil
 	// serves the console embedded in package console.
 	Console http.Handler
-	// StorageRoom returns the bytes between etcd's high-water mark and its
-	// quota as the member knows them now ((*storage.Monitor).Room): write
-	// budgets left at 0 are sized from it (WriteBytesFor). Nil: the room
-	// of etcd's default quota, 409.6 MiB. It must be fast and safe for
-	// concurrent use.
-	StorageRoom func() int64
-	// Wrote, if set, is told the bytes every request was charged to its
-	// credential's write budgets (Limits.WriteBytes): etcd history written
-	// through this member, which compacting by history size counts
-	// (*storage.Monitor.NoteWritten). It must be fast and safe for
-	// concurrent use.
-	Wrote func(bytes int64)
 	// EtcdEndpoints returns the etcd client URLs this member uses (such as
 	// (*clientv3.Client).Endpoints). Poll replies carry them, without any
 	// user information, so that workers deny them to "http" jobs; nil
@@ -155,8 +110,9 @@ func (c Config) withDefaults() Config {
 // Handler returns the API's handler for member m.
 func Handler(m Member, cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
-	a := &server{m: m, cfg: cfg, streams: newStreamCap(cfg.Limits), throttled: newThrottleCounter(cfg.Registry)}
-	g := newGuard(cfg, a.throttled)
+	authn := m.Authenticator()
+	a := &server{m: m, authn: authn, reg: m.WorkerRegistry(), cfg: cfg, streams: newStreamCap(cfg.Limits), throttled: newThrottleCounter(cfg.Registry)}
+	g := newGuard(cfg, m, authn, a.throttled)
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
 		mux.Handle(rt.pattern, g.route(rt))
@@ -230,6 +186,8 @@ func (r *recorder) Write(p []byte) (int, error) {
 
 type server struct {
 	m         Member
+	authn     Authenticator  // m's, nil without one
+	reg       WorkerRegistry // m's, nil without one
 	cfg       Config
 	streams   *streamCap      // the partition streams served at once
 	throttled throttleCounter // 429s by reason

@@ -57,7 +57,7 @@ func bigJob(id string, n int) string {
 // 429, Retry-After and a message naming the budget, and changes nothing;
 // another team's operator writes on; a second later the first may write
 // again. What was charged is counted by role and scope, never by
-// credential, and told to Config.Wrote.
+// credential, and told to Member.NoteWritten.
 func TestWriteBudgets(t *testing.T) {
 	var wrote atomic.Int64
 	e := newSecEnv(t, secOptions{wrote: func(n int64) { wrote.Add(n) },
@@ -124,7 +124,7 @@ func TestWriteBudgets(t *testing.T) {
 	labels := map[string]string{"role": "operator", "scope": "prefix"}
 	spent := sample(t, e.reg, "jobfleet_api_write_bytes_total", labels)
 	if min := float64(3 * 60 << 10); spent < min || float64(wrote.Load()) != spent {
-		t.Errorf("jobfleet_api_write_bytes_total%v = %v, Config.Wrote told %d; want both the same, over %v", labels, spent, wrote.Load(), min)
+		t.Errorf("jobfleet_api_write_bytes_total%v = %v, Member.NoteWritten told %d; want both the same, over %v", labels, spent, wrote.Load(), min)
 	}
 	if revs := sample(t, e.reg, "jobfleet_api_write_revisions_total", labels); revs < 20 {
 		t.Errorf("jobfleet_api_write_revisions_total%v = %v, want the 20 pauses at least", labels, revs)

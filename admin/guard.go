@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/console"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -28,6 +29,18 @@ type Authenticator interface {
 	// WaitRevision waits until credentials written at etcd revision rev
 	// are in effect here.
 	WaitRevision(ctx context.Context, rev int64) error
+}
+
+// CredentialFollower is an Authenticator that can tell when a credential
+// it authenticated stops being valid; *auth.Cache is one. With one, the
+// API's long-lived responses (the partition stream, worker long polls)
+// run under Follow's context and end as soon as their credential is
+// revoked, replaced or expires; without one they end with their request.
+type CredentialFollower interface {
+	// Follow returns a context derived from ctx that ends when p's
+	// credential stops being valid, and a stop function that releases it
+	// (see auth.Cache.Follow).
+	Follow(ctx context.Context, p auth.Principal) (context.Context, func())
 }
 
 // realm is the WWW-Authenticate challenge of every 401.
@@ -49,12 +62,17 @@ const realm = `Bearer realm="jobfleet"`
 //	long-poll caps (poll only)       429
 //	write budgets per credential     429 (what the request may write, budget.go)
 //
+// Long-lived responses (long polls, streams) run under a context that
+// ends when their credential is revoked or expires (follow).
+//
 // It counts every request in jobfleet_api_requests_total{route,code},
 // every refusal for a limit in jobfleet_api_throttled_total{reason}, and
 // writes one audit line per request that may change something (any
 // method but GET and HEAD).
 type guard struct {
 	cfg       Config
+	m         Member        // sizes the write budgets, is told what they charged
+	authn     Authenticator // nil: none (503 unless cfg.Insecure)
 	audit     *zap.Logger
 	requests  *prometheus.CounterVec
 	throttled throttleCounter
@@ -69,9 +87,11 @@ type guard struct {
 	anonLog   *anonLog        // which refused anonymous requests are audited at info
 }
 
-func newGuard(cfg Config, throttled throttleCounter) *guard {
+func newGuard(cfg Config, m Member, authn Authenticator, throttled throttleCounter) *guard {
 	g := &guard{
 		cfg:   cfg,
+		m:     m,
+		authn: authn,
 		audit: cfg.Logger.Named("audit"),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_api_requests_total",
@@ -79,7 +99,7 @@ func newGuard(cfg Config, throttled throttleCounter) *guard {
 		}, []string{"route", "code"}),
 		throttled: throttled,
 		limiter:   newRateLimiter(cfg.Limits, cfg.Clock),
-		budgets:   newBudgets(cfg.Limits, cfg.StorageRoom, cfg.Clock),
+		budgets:   newBudgets(cfg.Limits, m.StorageRoom, cfg.Clock),
 		spent:     newBudgetMetrics(cfg.Registry),
 		anonLog:   &anonLog{clock: cfg.Clock, last: map[string]time.Time{}},
 		polls:     newPollCaps(cfg.Limits),
@@ -91,11 +111,11 @@ func newGuard(cfg Config, throttled throttleCounter) *guard {
 }
 
 // charged records what credential p was charged: in the metrics, and as
-// etcd history written since the last compaction (Config.Wrote).
+// etcd history written since the last compaction (Member.NoteWritten).
 func (g *guard) charged(p auth.Principal, nbytes, nrevs int) {
 	g.spent.add(p, nbytes, nrevs)
-	if g.cfg.Wrote != nil && nbytes > 0 {
-		g.cfg.Wrote(int64(nbytes))
+	if nbytes > 0 {
+		g.m.NoteWritten(int64(nbytes))
 	}
 }
 
@@ -192,6 +212,9 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		info.principal = &p
 		ctx = auth.NewContext(ctx, p)
+		// Not counted as a request without a valid credential by the
+		// listener's per-address limit.
+		httpserver.MarkAuthenticated(ctx)
 	}
 	g.next.ServeHTTP(sw, r.WithContext(ctx))
 }
@@ -205,7 +228,7 @@ func (g *guard) authenticate(r *http.Request) (auth.Principal, int, error) {
 	if g.cfg.Insecure {
 		return auth.Principal{ID: auth.AnonymousID, Role: auth.RoleAdmin}, 0, nil
 	}
-	if g.cfg.Auth == nil {
+	if g.authn == nil {
 		return auth.Principal{}, http.StatusServiceUnavailable, errors.New("this member has no credential store; it serves only /healthz and /readyz")
 	}
 	bearer, err := auth.BearerToken(r)
@@ -219,7 +242,7 @@ func (g *guard) authenticate(r *http.Request) (auth.Principal, int, error) {
 			return auth.Principal{}, http.StatusUnauthorized, fmt.Errorf("%w: the client certificate has no Subject CommonName naming a credential", auth.ErrUnauthenticated)
 		}
 	}
-	p, err := g.cfg.Auth.Authenticate(bearer, certID)
+	p, err := g.authn.Authenticate(bearer, certID)
 	switch {
 	case err == nil:
 		return p, 0, nil
@@ -278,11 +301,26 @@ func (g *guard) route(rt route) http.Handler {
 		if !g.pay(w, r, rt, p) {
 			return
 		}
+		if rt.longPoll || rt.stream {
+			ctx, stop := g.follow(r.Context(), p)
+			defer stop()
+			r = r.WithContext(ctx)
+		}
 		rt.handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chargeKey{}, func(nbytes, nrevs int) {
 			g.budgets.charge(p.ID, nbytes, nrevs)
 			g.charged(p, nbytes, nrevs)
 		})))
 	})
+}
+
+// follow returns the context a long-lived response of p runs under: one
+// that ends when p's credential stops being valid, if the Authenticator
+// can tell (CredentialFollower).
+func (g *guard) follow(ctx context.Context, p auth.Principal) (context.Context, func()) {
+	if f, ok := g.authn.(CredentialFollower); ok && !g.cfg.Insecure {
+		return f.Follow(ctx, p)
+	}
+	return ctx, func() {}
 }
 
 // pay charges the request's credential its route's cost (a poll: one

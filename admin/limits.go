@@ -7,6 +7,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"golang.org/x/time/rate"
+
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
 // Limits bound what one credential, and all of them together, may ask of
@@ -31,7 +33,7 @@ type Limits struct {
 	// may write before it is served (budget.go) and refused with 429 and
 	// Retry-After if its credential's budgets cannot pay it. WriteBytes 0
 	// sizes the bytes budget from etcd's quota (WriteBytesFor, with
-	// Config.StorageRoom): a sixteenth a second, in bursts of a quarter,
+	// Member.StorageRoom): a sixteenth a second, in bursts of a quarter,
 	// of the room between the high-water mark and the quota; WriteBytesBurst
 	// 0 with a WriteBytes set is max(WriteBytes, 4 MiB). WriteRevisions
 	// defaults to DefaultWriteRevisions/s (burst
@@ -133,21 +135,31 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Validate reports a limit that makes no sense.
+// Validate reports a limit that makes no sense, as a *settings.Error
+// naming its flag. Zero limits are their defaults.
 func (l Limits) Validate() error {
+	neg := func(key string, v int) error {
+		return settings.Invalid(key, v, "want at least 1 (0: the default)")
+	}
 	switch {
 	case l.Burst < 0:
-		return fmt.Errorf("rate burst %d below 0", l.Burst)
-	case l.WriteBytesBurst < 0 || l.WriteRevisionsBurst < 0:
-		return fmt.Errorf("write budget bursts %d bytes and %d revisions: must not be negative", l.WriteBytesBurst, l.WriteRevisionsBurst)
+		return neg("api-burst", l.Burst)
+	case l.WriteBytesBurst < 0:
+		return neg("api-write-bytes-burst", l.WriteBytesBurst)
+	case l.WriteRevisionsBurst < 0:
+		return neg("api-write-revisions-burst", l.WriteRevisionsBurst)
 	case l.WriteBytes > 0 && l.WriteBytes < 1<<10:
-		return fmt.Errorf("write budget %g bytes/s below 1 KiB/s: no job could be written", l.WriteBytes)
-	case l.MaxStreams < 0 || l.MaxStreamsPerCredential < 0:
-		return fmt.Errorf("stream caps %d and %d: must not be negative", l.MaxStreams, l.MaxStreamsPerCredential)
-	case l.MaxPolls < 0 || l.MaxPollsPerCredential < 0:
-		return fmt.Errorf("poll caps %d and %d: must not be negative", l.MaxPolls, l.MaxPollsPerCredential)
+		return settings.Invalid("api-write-bytes", l.WriteBytes, "want at least 1 KiB/s, or no job could be written (0: sized from etcd's quota; negative: no budget)")
+	case l.MaxStreams < 0:
+		return neg("max-streams", l.MaxStreams)
+	case l.MaxStreamsPerCredential < 0:
+		return neg("max-streams-per-credential", l.MaxStreamsPerCredential)
+	case l.MaxPolls < 0:
+		return neg("max-polls", l.MaxPolls)
+	case l.MaxPollsPerCredential < 0:
+		return neg("max-polls-per-credential", l.MaxPollsPerCredential)
 	case l.MaxPolls > 0 && l.MaxPollsPerCredential > l.MaxPolls:
-		return fmt.Errorf("per-credential poll cap %d above the total %d", l.MaxPollsPerCredential, l.MaxPolls)
+		return settings.Invalid("max-polls-per-credential", l.MaxPollsPerCredential, "want at most --max-polls, %d", l.MaxPolls)
 	}
 	return nil
 }

@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"context"
 	"net/http"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 )
@@ -16,6 +18,9 @@ type route struct {
 	// longPoll marks the worker poll: counted against the long-poll caps,
 	// not the rate limit.
 	longPoll bool
+	// stream marks a response that lasts (an event stream): it ends when
+	// its credential is revoked or expires, as a long poll does.
+	stream bool
 	// cost is what a request may make etcd store, charged to its
 	// credential's write budgets before it is served (budget.go).
 	cost    writeCost
@@ -49,9 +54,11 @@ const (
 // exist without an entry; TestRouteMatrix checks every entry against
 // every role.
 func (a *server) routes() []route {
-	w := &workerAPI{get: a.cfg.Worker, etcd: a.cfg.EtcdEndpoints}
-	j := &jobsAPI{jobs: a.cfg.Jobs, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending, throttled: a.throttled}
-	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.cfg.Auth, insecure: a.cfg.Insecure}
+	// The member is asked for its parts per request (Routes lists the
+	// table without a member).
+	w := &workerAPI{get: func() (WorkerProtocol, error) { return a.m.WorkerProtocol() }, reg: a.reg, etcd: a.cfg.EtcdEndpoints}
+	j := &jobsAPI{jobs: func() (JobStore, error) { return a.m.JobStore() }, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending, throttled: a.throttled}
+	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.authn, insecure: a.cfg.Insecure}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{
 		{pattern: "GET /healthz", access: auth.AccessAnonymous, handler: hf(a.healthz)},
@@ -61,11 +68,11 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/cluster/members", access: auth.AccessMembers, handler: hf(a.members)},
 		{pattern: "GET /v1/cluster/partitions", access: auth.AccessRead, handler: hf(a.partitions)},
 		{pattern: "POST /v1/cluster/drain", access: auth.AccessAdmin, cost: costAdminWrite, handler: hf(a.drain)},
-		{pattern: "GET /v1/cluster/storage", access: auth.AccessRead, handler: storageHandler(a.cfg.Storage)},
+		{pattern: "GET /v1/cluster/storage", access: auth.AccessRead, handler: storageHandler(func(ctx context.Context) (api.StorageReport, error) { return a.m.Storage(ctx) })},
 		{pattern: "GET /v1/cluster/workers", access: auth.AccessRead, handler: hf(w.workers)},
 		{pattern: "GET /v1/cluster/placement", access: auth.AccessRead, scope: scopeQueryJob, handler: hf(a.placement)},
 		{pattern: "GET /v1/cluster/overview", access: auth.AccessRead, handler: hf(a.overview)},
-		{pattern: "GET /v1/cluster/partitions/watch", access: auth.AccessRead, handler: hf(a.watchPartitions)},
+		{pattern: "GET /v1/cluster/partitions/watch", access: auth.AccessRead, stream: true, handler: hf(a.watchPartitions)},
 		{pattern: "GET /v1/whoami", access: auth.AccessMembers, handler: hf(a.whoami)},
 
 		{pattern: "GET /v1/jobs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.list)},

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/workers"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 // WorkerProtocol is the orchestrator side of the worker protocol;
@@ -20,20 +23,18 @@ type WorkerProtocol interface {
 	Complete(ctx context.Context, req dispatch.CompleteRequest) (dispatch.CompleteResponse, error)
 }
 
-// WorkerFunc returns the worker protocol once the member can serve it, or
-// an error saying why not yet (answered 503).
-type WorkerFunc func() (WorkerProtocol, error)
-
 // maxProtocolBody caps worker protocol requests: a completion carries at
 // most MaxOutputBytes of output and as much error text.
 const maxProtocolBody = 2*dispatch.MaxOutputBytes + 64<<10
 
 // workerAPI serves the worker protocol (dispatch/protocol.go). The
 // request's credential, never its body, names the credential an attempt is
-// bound to and the prefix a poll is limited to.
+// bound to, the prefix a poll is limited to, and the credential a worker
+// ID is bound to.
 type workerAPI struct {
-	get  WorkerFunc
-	etcd func() []string // the etcd endpoints poll replies carry; may be nil
+	get  func() (WorkerProtocol, error) // Member.WorkerProtocol
+	reg  WorkerRegistry                 // nil: none
+	etcd func() []string                // the etcd endpoints poll replies carry; may be nil
 }
 
 func (a *workerAPI) poll(w http.ResponseWriter, r *http.Request) {
@@ -83,30 +84,32 @@ func (a *workerAPI) complete(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req any, call func(WorkerProtocol, auth.Principal) (any, error)) {
-	if get == nil {
-		WriteError(w, http.StatusServiceUnavailable, "this member does not serve workers")
-		return
-	}
+// serveProtocol serves one request of the worker protocol: get returns
+// its server (an error answers 503 before the body is read), req is
+// decoded from the body, and call's reply or error is written out, the
+// error with its status code:
+//
+//	dispatch.ErrBadRequest                                   400
+//	dispatch.ErrForbidden                                    403
+//	dispatch.ErrStaleAttempt, workers.ErrIDTaken             409
+//	*dispatch.NotOwnerError                                  421
+//	workers.ErrRateLimited (Retry-After), ErrTooManyWorkers  429
+//	store.ErrNoSpace, store.ErrHighWater                     507
+//	anything else (store.ErrUnavailable, not ready)          503
+func serveProtocol[P any](w http.ResponseWriter, r *http.Request, get func() (P, error), req any, call func(P, auth.Principal) (any, error)) {
 	p, err := get()
 	if err != nil {
-		WriteError(w, http.StatusServiceUnavailable, err.Error())
+		WriteError(w, http.StatusServiceUnavailable, unavailable(err, "this member"))
 		return
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxProtocolBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
-			return
-		}
-		WriteError(w, http.StatusBadRequest, "malformed request: "+err.Error())
+	if err := decodeBody(w, r, maxProtocolBody, req); err != nil {
+		WriteError(w, bodyStatus(err), "malformed request: "+bodyMessage(err))
 		return
 	}
 	who, _ := auth.FromContext(r.Context())
 	resp, err := call(p, who)
 	var notOwner *dispatch.NotOwnerError
+	var limited *workers.RateError
 	switch {
 	case err == nil:
 		// Compact, unlike the human-facing API: payloads travel inside
@@ -123,12 +126,19 @@ func serveProtocol(w http.ResponseWriter, r *http.Request, get WorkerFunc, req a
 		WriteJSON(w, http.StatusMisdirectedRequest, dispatch.NotOwner{Error: err.Error(), Owner: notOwner.Owner, OwnerAddr: notOwner.OwnerAddr})
 	case errors.Is(err, dispatch.ErrBadRequest):
 		WriteError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, dispatch.ErrForbidden), errors.Is(err, dispatch.ErrWorkerIDTaken):
+	case errors.Is(err, dispatch.ErrForbidden):
 		WriteError(w, http.StatusForbidden, err.Error())
-	case errors.Is(err, dispatch.ErrTooManyWorkers):
-		WriteError(w, http.StatusTooManyRequests, err.Error())
-	case errors.Is(err, dispatch.ErrStaleAttempt):
+	case errors.Is(err, dispatch.ErrStaleAttempt), errors.Is(err, workers.ErrIDTaken):
 		WriteError(w, http.StatusConflict, err.Error())
+	case errors.As(err, &limited):
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(limited.RetryAfter.Seconds()))))
+		WriteError(w, http.StatusTooManyRequests, err.Error())
+	case errors.Is(err, workers.ErrTooManyWorkers):
+		WriteError(w, http.StatusTooManyRequests, err.Error())
+	case errors.Is(err, store.ErrNoSpace):
+		WriteError(w, http.StatusInsufficientStorage, store.ErrNoSpace.Error()+"; writes resume once an operator frees space")
+	case errors.Is(err, store.ErrHighWater):
+		WriteError(w, http.StatusInsufficientStorage, err.Error()) // the fleet's own words: size, mark, quota
 	default:
 		WriteError(w, http.StatusServiceUnavailable, publicMessage(err))
 	}

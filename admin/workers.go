@@ -14,63 +14,47 @@ import (
 )
 
 // WorkerRegistry is the worker registry as the API serves it;
-// *dispatch.Dispatcher implements it. The API finds it by asserting the
-// WorkerProtocol that Config.Worker returns to it; a protocol that does
-// not implement it answers 503 for the registry's routes, and runs carry
-// no pending reasons.
+// *workers.Registry implements it.
 type WorkerRegistry interface {
 	// Register creates or refreshes a worker's registration
-	// (dispatch.Registry.Register).
+	// (workers.Registry.Register).
 	Register(ctx context.Context, req dispatch.RegisterRequest) (dispatch.RegisterResponse, error)
-	// Deregister removes it (dispatch.Registry.Deregister).
+	// Deregister removes it (workers.Registry.Deregister).
 	Deregister(ctx context.Context, req dispatch.DeregisterRequest) error
 	// Workers lists the live registrations, by ID.
 	Workers() ([]store.Worker, error)
 	// WhyPending says why no live worker can take a waiting run of job
 	// jobID with executor type executor, "" if some can, as told to a
-	// reader scoped to readerPrefix (dispatch.Dispatcher.WhyPending).
+	// reader scoped to readerPrefix (workers.Registry.WhyPending).
 	WhyPending(jobID, executor, readerPrefix string) string
 }
 
-// registry returns the worker registry, or an error saying why there is
-// none now.
+// registry returns the worker registry, or an error saying there is none.
 func (a *workerAPI) registry() (WorkerRegistry, error) {
-	if a.get == nil {
-		return nil, errors.New("this member does not serve workers")
+	if a.reg == nil {
+		return nil, errNoRegistry
 	}
-	p, err := a.get()
-	if err != nil {
-		return nil, err
-	}
-	reg, ok := p.(WorkerRegistry)
-	if !ok {
-		return nil, dispatch.ErrNoRegistry
-	}
-	return reg, nil
+	return a.reg, nil
 }
 
-// registryProtocol adapts the registry to serveProtocol.
-func (a *workerAPI) registryProtocol() (WorkerProtocol, error) {
-	reg, err := a.registry()
-	if err != nil {
-		return nil, err
-	}
-	return reg.(WorkerProtocol), nil
-}
+// errNoRegistry: the API was configured without a worker registry.
+var errNoRegistry = errors.New("this member keeps no worker registry")
 
+// register serves POST /v1/worker/register: the registration is bound
+// to the request's credential and scope, never to what the body says.
 func (a *workerAPI) register(w http.ResponseWriter, r *http.Request) {
 	var req dispatch.RegisterRequest
-	serveProtocol(w, r, a.registryProtocol, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
+	serveProtocol(w, r, a.registry, &req, func(reg WorkerRegistry, who auth.Principal) (any, error) {
 		req.Credential, req.Prefix = who.ID, who.Prefix
-		return p.(WorkerRegistry).Register(r.Context(), req)
+		return reg.Register(r.Context(), req)
 	})
 }
 
 func (a *workerAPI) deregister(w http.ResponseWriter, r *http.Request) {
 	var req dispatch.DeregisterRequest
-	serveProtocol(w, r, a.registryProtocol, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
+	serveProtocol(w, r, a.registry, &req, func(reg WorkerRegistry, who auth.Principal) (any, error) {
 		req.Credential = who.ID
-		return struct{}{}, p.(WorkerRegistry).Deregister(r.Context(), req)
+		return struct{}{}, reg.Deregister(r.Context(), req)
 	})
 }
 

@@ -3,8 +3,6 @@ package api
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // Error is the body of every error reply: {"error": "message"}. The
@@ -24,21 +22,21 @@ type Status struct {
 // JobList is the reply of GET /v1/jobs: one page of jobs, in the API's
 // order (by partition, then ID).
 type JobList struct {
-	Jobs []store.Job `json:"jobs"`
+	Jobs []Job `json:"jobs"`
 	// NextCursor is the ?cursor of the next page; "" on the last page.
 	NextCursor string `json:"next_cursor"`
 }
 
 // RunList is the reply of GET /v1/jobs/{id}/runs, newest first.
 type RunList struct {
-	Runs []store.Run `json:"runs"`
+	Runs []Run `json:"runs"`
 }
 
 // FailingRunList is the reply of GET /v1/runs: entries of the
 // failing-runs index (runs failed or dead), in the index's order (by
-// partition, job and scheduled time; see store.Etcd.ListFailing).
+// partition, job and scheduled time; as the orchestrator's store lists them).
 type FailingRunList struct {
-	Runs []store.FailingRun `json:"runs"`
+	Runs []FailingRun `json:"runs"`
 	// NextCursor is the ?cursor of the next page; "" on the last page.
 	NextCursor string `json:"next_cursor"`
 }
@@ -106,7 +104,7 @@ type StorageReport struct {
 	Compaction *Compaction `json:"compaction"`
 	// CompactionInterval is this member's compaction interval, "0s" if
 	// compaction is left to etcd.
-	CompactionInterval store.Duration `json:"compaction_interval"`
+	CompactionInterval Duration `json:"compaction_interval"`
 	// Keys counts the fleet's keys in etcd.
 	Keys KeyCounts `json:"keys"`
 	// History is the run history of the partitions the answering member
@@ -134,7 +132,7 @@ type Compaction struct {
 	At time.Time `json:"at"`
 	// Interval is its compaction interval: the revision was current at
 	// least this long before At.
-	Interval store.Duration `json:"interval"`
+	Interval Duration `json:"interval"`
 }
 
 // History is the run history one member's partitions keep.
@@ -189,8 +187,21 @@ type EtcdEndpoint struct {
 	Error string `json:"error,omitempty"`
 }
 
+// Limits of a batch write (POST /v1/jobs:batch).
+const (
+	// MaxBatchJobs is the most jobs one batch may hold. A batch is one
+	// etcd transaction with one compare and one put per job, and etcd
+	// refuses transactions with more than --max-txn-ops operations in any
+	// of their lists, 128 by default: the fleet assumes the default.
+	MaxBatchJobs = 128
+	// MaxBatchBytes bounds the stored documents of one batch, keys and
+	// values, in bytes, which keeps its transaction well under etcd's
+	// request limit (--max-request-bytes, 1.5 MiB by default).
+	MaxBatchBytes = 1 << 20
+)
+
 // BatchRequest is the body of POST /v1/jobs:batch: up to
-// store.MaxBatchJobs job documents written in one transaction, all or
+// MaxBatchJobs job documents written in one transaction, all or
 // none. Mode is "create" (the default: an existing ID fails its item with
 // 409) or "apply" (create or replace; an item naming a "revision"
 // replaces only that revision).
@@ -253,5 +264,5 @@ type PreviewRequest struct {
 // WorkerList is the reply of GET /v1/cluster/workers: the live worker
 // registrations, by ID.
 type WorkerList struct {
-	Workers []store.Worker `json:"workers"`
+	Workers []Worker `json:"workers"`
 }

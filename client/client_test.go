@@ -15,13 +15,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/internal/testkit/tlstest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 var etcd *etcdtest.Server
@@ -59,8 +57,8 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func httpJob(id string) store.Job {
-	return store.Job{ID: id, Schedule: "@every 1h", Executor: store.Executor{Type: store.ExecutorHTTP, URL: "http://127.0.0.1:9/hook"}}
+func httpJob(id string) api.Job {
+	return api.Job{ID: id, Schedule: "@every 1h", Executor: api.Executor{Type: api.ExecutorHTTP, URL: "http://127.0.0.1:9/hook"}}
 }
 
 func TestJobs(t *testing.T) {
@@ -160,7 +158,7 @@ func TestJobs(t *testing.T) {
 	}
 	waitFor(t, func() bool {
 		runs, err := c.ListRuns(ctx, id, 10)
-		return err == nil && slices.ContainsFunc(runs, func(r store.Run) bool { return r.ID == runID })
+		return err == nil && slices.ContainsFunc(runs, func(r api.Run) bool { return r.ID == runID })
 	})
 	if r, err := c.GetRun(ctx, runID); err != nil || r.ID != runID || r.JobID != id {
 		t.Fatalf("get run: %+v, %v", r, err)
@@ -188,13 +186,29 @@ func TestCredentialsAndTokens(t *testing.T) {
 	}
 
 	c := newClient(t, m.URL, f.AdminToken)
-	cr, err := c.CreateToken(ctx, auth.CreateRequest{Role: auth.RoleViewer, Description: "client test"})
-	if err != nil || cr.Secret == "" || cr.Role != auth.RoleViewer {
+	cr, err := c.CreateToken(ctx, api.CreateRequest{Role: api.RoleViewer, Description: "client test"})
+	if err != nil || cr.Secret == "" || cr.Role != api.RoleViewer {
 		t.Fatalf("create token: %+v, %v", cr, err)
 	}
 	list, err := c.ListTokens(ctx)
-	if err != nil || !slices.ContainsFunc(list, func(tok auth.Token) bool { return tok.ID == cr.ID }) {
+	if err != nil || !slices.ContainsFunc(list, func(tok api.Token) bool { return tok.ID == cr.ID }) {
 		t.Fatalf("list tokens: %+v, %v", list, err)
+	}
+	// Page by page, one a page: the same credentials, in ID order.
+	var paged []api.Token
+	opts := client.ListOptions{Limit: 1}
+	for range len(list) + 1 {
+		page, err := c.ListTokensPage(ctx, opts)
+		if err != nil || len(page.Tokens) > 1 {
+			t.Fatalf("page after %q: %+v, %v", opts.Cursor, page, err)
+		}
+		paged = append(paged, page.Tokens...)
+		if opts.Cursor = page.NextCursor; opts.Cursor == "" {
+			break
+		}
+	}
+	if !slices.EqualFunc(paged, list, func(a, b api.Token) bool { return a.ID == b.ID }) || len(list) < 2 {
+		t.Fatalf("paged %v, want %v (at least two)", paged, list)
 	}
 	viewer := newClient(t, m.URL, cr.Secret)
 	waitFor(t, func() bool { _, err := viewer.Members(ctx); return err == nil })
@@ -254,9 +268,9 @@ func TestWorkerProtocol(t *testing.T) {
 	if _, err := adm.CreateJob(ctx, job); err != nil { // runs once, now
 		t.Fatal(err)
 	}
-	var a dispatch.AttemptGrant
+	var a api.AttemptGrant
 	waitFor(t, func() bool {
-		resp, err := w.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: store.Duration(time.Second)})
+		resp, err := w.Poll(ctx, api.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: api.Duration(time.Second)})
 		if err != nil {
 			t.Fatalf("poll: %v", err)
 		}
@@ -268,23 +282,23 @@ func TestWorkerProtocol(t *testing.T) {
 	if a.JobID != "proto" || a.Owner != "a" {
 		t.Fatalf("attempt %+v", a)
 	}
-	hb, err := w.Heartbeat(ctx, dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt})
+	hb, err := w.Heartbeat(ctx, api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt})
 	if err != nil || hb.RunLease <= 0 {
 		t.Fatalf("heartbeat: %+v, %v", hb, err)
 	}
 	// Another worker credential may not report the attempt.
-	other := newClient(t, m.URL, f.Token(auth.RoleWorker, ""))
-	if _, err := other.Complete(ctx, dispatch.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt, Success: true}); !errors.Is(err, client.ErrForbidden) {
+	other := newClient(t, m.URL, f.Token(api.RoleWorker, ""))
+	if _, err := other.Complete(ctx, api.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt, Success: true}); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("complete with another credential: %v, want ErrForbidden", err)
 	}
-	done, err := w.Complete(ctx, dispatch.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt, Success: true})
-	if err != nil || done.Status != store.RunSucceeded {
+	done, err := w.Complete(ctx, api.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt, Success: true})
+	if err != nil || done.Status != api.RunSucceeded {
 		t.Fatalf("complete: %+v, %v", done, err)
 	}
-	if _, err := w.Heartbeat(ctx, dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, client.ErrConflict) {
+	if _, err := w.Heartbeat(ctx, api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, client.ErrConflict) {
 		t.Fatalf("heartbeat after completion: %v, want ErrConflict", err)
 	}
-	if r, err := adm.GetRun(ctx, a.RunID); err != nil || r.Status != store.RunSucceeded {
+	if r, err := adm.GetRun(ctx, a.RunID); err != nil || r.Status != api.RunSucceeded {
 		t.Fatalf("run: %+v, %v", r, err)
 	}
 }
@@ -299,7 +313,7 @@ func TestErrorReplies(t *testing.T) {
 			w.Header().Set("Retry-After", "7")
 			w.WriteHeader(http.StatusTooManyRequests)
 			w.Write([]byte(`{"error":"job \"slow\" is triggered too often"}`))
-		case dispatch.PathComplete:
+		case api.PathComplete:
 			w.WriteHeader(http.StatusMisdirectedRequest)
 			w.Write([]byte(`{"error":"not the owner","owner":"b","owner_addr":"http://b:8080"}`))
 		case "/v1/jobs/empty":
@@ -321,7 +335,7 @@ func TestErrorReplies(t *testing.T) {
 	if got := err.Error(); got != `429 Too Many Requests: job "slow" is triggered too often` {
 		t.Errorf("message %q", got)
 	}
-	_, err = c.Complete(ctx, dispatch.CompleteRequest{Worker: "w", RunID: "r", Attempt: 1})
+	_, err = c.Complete(ctx, api.CompleteRequest{Worker: "w", RunID: "r", Attempt: 1})
 	if !errors.Is(err, client.ErrNotOwner) || !errors.As(err, &e) || e.Owner != "b" || e.OwnerAddr != "http://b:8080" {
 		t.Fatalf("421: %v (%+v)", err, e)
 	}
@@ -338,7 +352,7 @@ func TestErrorReplies(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	for _, bad := range []string{"", "ftp://h:1", "http://user@h:1", "http://h:1/?q=1", "http://"} {
+	for _, bad := range []string{"", "ftp://h:1", "http://user@h:1", "http://h:1/?q=1", "http://", "http://h:0", "h:99999", "http://h:65536/", "https://[::1]:0"} {
 		if _, err := client.New(client.Config{Server: bad}); err == nil {
 			t.Errorf("server %q accepted", bad)
 		}

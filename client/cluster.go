@@ -6,13 +6,12 @@ import (
 	"net/url"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/membership"
 )
 
 // Members returns the live members as the answering orchestrator sees
 // them (GET /v1/cluster/members).
-func (c *Client) Members(ctx context.Context) (membership.View, error) {
-	var v membership.View
+func (c *Client) Members(ctx context.Context) (api.View, error) {
+	var v api.View
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/members", out: &v})
 	return v, err
 }

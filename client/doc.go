@@ -11,9 +11,10 @@
 // with the system's or the given CAs and may present a client
 // certificate. A Client is safe for concurrent use.
 //
-// Documents are the API's: store.Job and store.Run, membership.View,
-// auth.Token and its requests, dispatch's worker protocol, and package
-// api's lists, partition table and storage report.
+// Documents are package api's: api.Job and api.Run, api.View, api.Token
+// and its requests, the worker protocol's requests and replies, the
+// lists, the partition table and the storage report. The package imports
+// nothing else of the module and links neither etcd nor gRPC.
 //
 // Errors: a reply other than 2xx is an *Error carrying the status code,
 // the server's message and, with 429, the Retry-After delay; errors.Is

@@ -14,21 +14,9 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
-	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/store"
 )
-
-// exampleMember is the admin.Member of the examples' API, which serves
-// jobs only.
-type exampleMember struct{}
-
-func (exampleMember) Members() membership.View { return membership.View{} }
-func (exampleMember) Partitions() (api.PartitionTable, error) {
-	return api.PartitionTable{}, admin.ErrNotStarted
-}
-func (exampleMember) Ready() (bool, string)       { return true, "" }
-func (exampleMember) Healthy(time.Duration) error { return nil }
-func (exampleMember) Drain()                      {}
 
 var exampleNS int
 
@@ -41,10 +29,9 @@ func startExampleAPI() (string, func()) {
 		panic(err)
 	}
 	exampleNS++
-	jobs := store.NewEtcd(ec, fmt.Sprintf("/example-%d/", exampleNS), 16, store.DefaultLimits(), nil)
-	srv := httptest.NewServer(admin.Handler(exampleMember{}, admin.Config{
+	jobs := store.NewEtcd(ec, fmt.Sprintf("/example-%d/", exampleNS), 16, api.DefaultLimits(), nil)
+	srv := httptest.NewServer(admin.Handler(admintest.Member{Jobs: jobs}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
-		Jobs:     func() (admin.JobStore, error) { return jobs, nil },
 		Insecure: true,
 	}))
 	return srv.URL, func() { srv.Close(); ec.Close() }
@@ -62,11 +49,11 @@ func Example() {
 	}
 	defer c.Close()
 
-	job, err := c.CreateJob(ctx, store.Job{
+	job, err := c.CreateJob(ctx, api.Job{
 		ID:       "billing/nightly-report",
 		Schedule: "0 2 * * *",
 		Timezone: "Europe/Berlin",
-		Executor: store.Executor{Type: store.ExecutorHTTP, URL: "http://127.0.0.1:9000/report"},
+		Executor: api.Executor{Type: api.ExecutorHTTP, URL: "http://127.0.0.1:9000/report"},
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -116,11 +103,11 @@ func ExampleError() {
 	}
 
 	// A stale revision is a conflict: read the job again and retry.
-	if _, err := c.CreateJob(ctx, store.Job{ID: "j", Executor: store.Executor{Type: "reindex"}, Schedule: "@every 1h"}); err != nil {
+	if _, err := c.CreateJob(ctx, api.Job{ID: "j", Executor: api.Executor{Type: "reindex"}, Schedule: "@every 1h"}); err != nil {
 		fmt.Println(err)
 		return
 	}
-	_, _, err = c.PutJob(ctx, store.Job{ID: "j", Revision: 1, Executor: store.Executor{Type: "reindex"}, Schedule: "@every 2h"})
+	_, _, err = c.PutJob(ctx, api.Job{ID: "j", Revision: 1, Executor: api.Executor{Type: "reindex"}, Schedule: "@every 2h"})
 	fmt.Println("conflict:", errors.Is(err, client.ErrConflict))
 	// Output:
 	// not found: 404

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // jobPath is the API path of job id, with id escaped as one path segment
@@ -23,15 +22,15 @@ func jobPath(id string, sub ...string) string {
 // CreateJob creates job (POST /v1/jobs) and returns it as stored, with its
 // partition and revision. It fails with ErrConflict if the ID exists and
 // ErrBadRequest if the document is invalid.
-func (c *Client) CreateJob(ctx context.Context, job store.Job) (store.Job, error) {
+func (c *Client) CreateJob(ctx context.Context, job api.Job) (api.Job, error) {
 	return c.CreateJobJSON(ctx, mustJSON(job))
 }
 
 // CreateJobJSON is CreateJob with the job document as JSON, sent as it is
 // (so that the server, not a Go struct, judges unknown or misspelt
 // fields).
-func (c *Client) CreateJobJSON(ctx context.Context, doc []byte) (store.Job, error) {
-	var j store.Job
+func (c *Client) CreateJobJSON(ctx context.Context, doc []byte) (api.Job, error) {
+	var j api.Job
 	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/jobs", body: doc, out: &j})
 	return j, err
 }
@@ -39,20 +38,20 @@ func (c *Client) CreateJobJSON(ctx context.Context, doc []byte) (store.Job, erro
 // PutJob creates or replaces job.ID (PUT /v1/jobs/{id}). With a non-zero
 // job.Revision it replaces only that revision, failing with ErrConflict
 // if the job changed since; created reports whether the job was new.
-func (c *Client) PutJob(ctx context.Context, job store.Job) (stored store.Job, created bool, err error) {
+func (c *Client) PutJob(ctx context.Context, job api.Job) (stored api.Job, created bool, err error) {
 	return c.PutJobJSON(ctx, job.ID, mustJSON(job))
 }
 
 // PutJobJSON is PutJob with the job document as JSON, sent as it is; id
 // must be the document's "id".
-func (c *Client) PutJobJSON(ctx context.Context, id string, doc []byte) (stored store.Job, created bool, err error) {
+func (c *Client) PutJobJSON(ctx context.Context, id string, doc []byte) (stored api.Job, created bool, err error) {
 	code, err := c.do(ctx, request{method: http.MethodPut, path: jobPath(id), body: doc, out: &stored})
 	return stored, code == http.StatusCreated, err
 }
 
 // GetJob returns job id (ErrNotFound if there is none).
-func (c *Client) GetJob(ctx context.Context, id string) (store.Job, error) {
-	var j store.Job
+func (c *Client) GetJob(ctx context.Context, id string) (api.Job, error) {
+	var j api.Job
 	_, err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id), out: &j})
 	return j, err
 }
@@ -98,11 +97,11 @@ func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (api.JobList, e
 
 // AllJobs reads every page of the job listing, pageSize jobs per request
 // (0: 1000), and returns the jobs in the API's order.
-func (c *Client) AllJobs(ctx context.Context, pageSize int) ([]store.Job, error) {
+func (c *Client) AllJobs(ctx context.Context, pageSize int) ([]api.Job, error) {
 	if pageSize <= 0 {
 		pageSize = 1000
 	}
-	jobs := []store.Job{}
+	jobs := []api.Job{}
 	opts := ListOptions{Limit: pageSize}
 	for {
 		page, err := c.ListJobs(ctx, opts)
@@ -126,16 +125,16 @@ func (c *Client) DeleteJob(ctx context.Context, id string) error {
 
 // PauseJob pauses job id: it does not fire until resumed (a trigger still
 // runs it). It returns the job as stored.
-func (c *Client) PauseJob(ctx context.Context, id string) (store.Job, error) {
-	var j store.Job
+func (c *Client) PauseJob(ctx context.Context, id string) (api.Job, error) {
+	var j api.Job
 	_, err := c.do(ctx, request{method: http.MethodPost, path: jobPath(id, "pause"), out: &j})
 	return j, err
 }
 
 // ResumeJob resumes job id; times scheduled while it was paused are not
 // made up. It returns the job as stored.
-func (c *Client) ResumeJob(ctx context.Context, id string) (store.Job, error) {
-	var j store.Job
+func (c *Client) ResumeJob(ctx context.Context, id string) (api.Job, error) {
+	var j api.Job
 	_, err := c.do(ctx, request{method: http.MethodPost, path: jobPath(id, "resume"), out: &j})
 	return j, err
 }
@@ -151,7 +150,7 @@ func (c *Client) TriggerJob(ctx context.Context, id string) (runID string, err e
 
 // ListRuns returns job id's runs, newest first, at most limit of them (1
 // to 1000; 0 is the server's default).
-func (c *Client) ListRuns(ctx context.Context, id string, limit int) ([]store.Run, error) {
+func (c *Client) ListRuns(ctx context.Context, id string, limit int) ([]api.Run, error) {
 	q := url.Values{}
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
@@ -164,11 +163,11 @@ func (c *Client) ListRuns(ctx context.Context, id string, limit int) ([]store.Ru
 // FailingOptions select a page of failing runs (GET /v1/runs).
 type FailingOptions struct {
 	ListOptions
-	// Statuses are the statuses wanted, some of store.RunDead and
-	// store.RunFailed; empty for both.
-	Statuses []store.RunStatus
+	// Statuses are the statuses wanted, some of api.RunDead and
+	// api.RunFailed; empty for both.
+	Statuses []api.RunStatus
 	// Since lists only runs that got their status within it, up to
-	// store.FailingWindow; 0 is the server's default (the whole window).
+	// api.FailingWindow; 0 is the server's default (the whole window).
 	Since time.Duration
 }
 
@@ -203,8 +202,8 @@ func (c *Client) ListFailingRuns(ctx context.Context, opts FailingOptions) (api.
 }
 
 // GetRun returns run runID (ErrNotFound if there is none).
-func (c *Client) GetRun(ctx context.Context, runID string) (store.Run, error) {
-	var r store.Run
+func (c *Client) GetRun(ctx context.Context, runID string) (api.Run, error) {
+	var r api.Run
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/runs/" + url.PathEscape(runID), out: &r})
 	return r, err
 }
@@ -213,7 +212,7 @@ func (c *Client) GetRun(ctx context.Context, runID string) (store.Run, error) {
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic("client: encode " + err.Error()) // store.Job always encodes
+		panic("client: encode " + err.Error()) // api.Job always encodes
 	}
 	return b
 }
@@ -229,7 +228,7 @@ const (
 )
 
 // MaxBatchJobs is the most job documents one WriteBatch may send.
-const MaxBatchJobs = store.MaxBatchJobs
+const MaxBatchJobs = api.MaxBatchJobs
 
 // WriteBatch writes up to MaxBatchJobs job documents (JSON, sent as they
 // are) in one request (POST /v1/jobs:batch), all or none, with mode

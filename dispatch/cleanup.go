@@ -38,6 +38,9 @@ func (pt *partition) forgetJobLocked(id string) {
 		pt.dropActiveLocked(rid)
 	}
 	pt.hist.dropJob(id)
+	if pt.notes != nil {
+		pt.notes.DropJob(id) // its notifications went with its data
+	}
 }
 
 // removeJobData deletes job id's state, runs and queue entries from etcd
@@ -49,7 +52,8 @@ func (pt *partition) removeJobData(ctx context.Context, id string) {
 }
 
 // retentionLocked returns what job id keeps of its runs: its history
-// policy, or the fleet's defaults.
+// policy, or the fleet's defaults, and the fleet's floor (at most its
+// max_runs).
 func (pt *partition) retentionLocked(id string) retention {
 	r := retention{maxRuns: pt.d.cfg.HistoryMaxRuns, maxAge: pt.d.cfg.HistoryMaxAge}
 	if e := pt.jobs[id]; e != nil {
@@ -60,6 +64,7 @@ func (pt *partition) retentionLocked(id string) retention {
 			r.maxAge = h.MaxAge.Std()
 		}
 	}
+	r.floor = min(pt.d.cfg.HistoryFloor, r.maxRuns)
 	return r
 }
 
@@ -77,7 +82,7 @@ func (pt *partition) budgetShare() int64 {
 // for their history retention). The caller holds wmu.
 func (pt *partition) trimHistory(ctx context.Context, now time.Time) {
 	pt.mu.Lock()
-	plan := pt.hist.planTrim(now, pt.budgetShare(), trimLimit, nil, 0)
+	plan := pt.hist.planTrim(now, pt.budgetShare(), trimLimit, nil, nil)
 	expired := pt.hist.failingExpired(now, trimLimit)
 	pt.mu.Unlock()
 	if len(plan)+len(expired) == 0 {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
@@ -55,6 +56,12 @@ type harness struct {
 	// next, if set, is the dispatcher the next start runs (made with
 	// newDispatcher), instead of a new one.
 	next *dispatch.Dispatcher
+	// stops are run, and cleared, when the dispatcher stops (what
+	// configure started for it).
+	stops []func()
+	// deliverer is the notifications' deliverer of the running
+	// dispatcher, nil without one (withNotify).
+	deliverer *notify.Deliverer
 }
 
 const runLease = 10 * time.Second
@@ -171,6 +178,10 @@ func (h *harness) stop() {
 	h.cancel()
 	<-h.done
 	h.cancel = nil
+	for _, stop := range h.stops {
+		stop()
+	}
+	h.stops = nil
 	h.client.Txn(context.Background()).
 		If(h.own.Fence()).
 		Then(clientv3.OpDelete(h.own.Key)).
@@ -599,6 +610,9 @@ func TestNotOwnerAndBadRequests(t *testing.T) {
 	}{
 		{dispatch.CompleteRequest{Worker: "w\x1b]0;pwned\x07", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+001B"},
 		{dispatch.CompleteRequest{Worker: "w\u009b", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+009B"},
+		{dispatch.CompleteRequest{Worker: "w\u3164", RunID: store.RunID("x", t0), Attempt: 1}, "worker: invisible character U+3164"},
+		{dispatch.CompleteRequest{Worker: "w\u200b", RunID: store.RunID("x", t0), Attempt: 1}, "worker: invisible format character U+200B"},
+		{dispatch.CompleteRequest{Worker: "\uff57", RunID: store.RunID("x", t0), Attempt: 1}, `worker: "ｗ" holds compatibility characters`},
 		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Error: "boom \x1b[2J"}, "error: control character U+001B"},
 		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "line\r\n"}, "output: control character U+000D"},
 		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "bad \xff"}, "output: not valid UTF-8"},

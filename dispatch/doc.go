@@ -29,10 +29,22 @@
 //     etcd, even while a write of the partition does.
 //   - What a partition stores is bounded: at most Config.MaxActivePerJob
 //     active runs per job (fires and triggers beyond are recorded skipped);
-//     final runs trimmed to each job's count and age and, oldest first, to
-//     the partition's share of Config.HistoryBudget; each run document
+//     final runs trimmed to each job's count and age and to the
+//     partition's share of Config.HistoryBudget (the job storing the most
+//     beyond its floor first, its oldest runs first); each run document
 //     within Config.MaxRunBytes; finished one-off jobs deleted after their
-//     retention. Active runs are never trimmed.
+//     retention; each job's pending notifications bounded (package
+//     notify), its run document stored once per status, and deleted with
+//     the job's data. Active runs are never trimmed.
+//   - Each job keeps its floor whatever the other jobs of its partition
+//     store: its newest Config.HistoryFloor final runs and its newest dead
+//     run (with its failing-runs index entry, for as long as that entry is
+//     kept) are never trimmed for the budget; only its own count and age
+//     limits take them.
+//   - A run's notifications are written in the fenced transaction that
+//     gives the run its status, delivered by package notify from the
+//     partition's outbox, and deleted fenced on the owner's epoch; the
+//     next owner delivers what is left.
 //   - A replaced run's running attempt is recorded as cancelled and its
 //     worker told so at its next heartbeat.
 //   - A write whose outcome the scheduler does not know (the request timed
@@ -44,7 +56,8 @@
 //     write failed so is read again and, if recorded, taken back, since
 //     the worker never got it. Deletions and state writes are idempotent
 //     and retried.
-//   - A partition built from a warm standby copy (Standby) is the
+//   - A partition built from a warm standby copy (package
+//     dispatch/standby, wired by Dispatcher.NewStandby) is the
 //     partition a load from etcd would build at the copy's revision: the
 //     copy is taken only once its watch has delivered every change up to
 //     the ownership's epoch, and both go through one load function; any
@@ -68,11 +81,17 @@
 //     such a late write cannot overwrite a newer run; a late job state
 //     write may set the state back, which costs no duplicate run (runs are
 //     created only if absent).
-//   - The history budget holds for final runs: active runs' documents count
-//     toward it but are never deleted to meet it.
+//   - The history budget holds for final runs beyond the floors: active
+//     runs' documents and the floors count toward it but are never deleted
+//     to meet it, so a partition whose jobs' floors alone exceed its share
+//     stays above it (by at most its jobs × (HistoryFloor + 1) run
+//     documents).
 //   - A replacement's cancellation reaches the worker only from the member
 //     that made it; after a handoff the new owner answers the worker's
 //     heartbeat 409, on which it stops too.
 //
-// protocol.go defines the worker protocol's HTTP/JSON documents.
+// The worker protocol's HTTP/JSON documents are package api's
+// (api/protocol.go); the names this package used to declare for them
+// (PollRequest, AttemptGrant, MaxOutputBytes, …) are deprecated aliases,
+// kept for one release (aliases.go).
 package dispatch

@@ -1,6 +1,10 @@
 package dispatch
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/jobfleet/jobfleet/dispatch/notify"
+)
 
 // Errors returned by this package. Callers compare with errors.Is (and
 // errors.As for *NotOwnerError).
@@ -16,17 +20,9 @@ var (
 	// ErrForbidden: a heartbeat or completion of an attempt that was
 	// handed to another credential; it changes nothing. HTTP 403.
 	ErrForbidden = errors.New("forbidden: the attempt was handed to another credential")
-	// ErrWorkerIDTaken: a registration, deregistration or poll under a
-	// worker ID that is registered to another credential; it changes
-	// nothing. HTTP 403.
-	ErrWorkerIDTaken = errors.New("forbidden: the worker ID is registered to another credential")
-	// ErrTooManyWorkers: a registration of a new worker ID by a credential
-	// that has RegistryConfig.MaxPerCredential registered already. HTTP
-	// 429.
-	ErrTooManyWorkers = errors.New("too many workers registered with this credential")
-	// ErrNotificationRefused: wrapped by a Sender's error when no later
-	// try can succeed, because the destination policy refused the URL.
-	// The notification is given up at once instead of being retried until
-	// NotifyConfig.MaxAge.
-	ErrNotificationRefused = errors.New("notification refused by the destination policy")
+	// ErrNotificationRefused is notify.ErrRefused, kept here for the
+	// callers that name it so: wrapped by a notify.Sender's error when no
+	// later try can succeed, because the destination policy refuses the
+	// URL.
+	ErrNotificationRefused = notify.ErrRefused
 )

@@ -2,8 +2,6 @@ package dispatch
 
 import (
 	"cmp"
-	"container/heap"
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -46,14 +44,18 @@ type jobHistory struct {
 	runs  int
 	bytes int64
 	final []storedRun // final runs by scheduled time, oldest first
+	// lastDead is the scheduled time (Unix nanoseconds) of the newest
+	// final run in final that is dead, 0 if none: part of the job's floor.
+	lastDead int64
 }
 
 // storedRun is a stored final run: its scheduled time in nanoseconds
-// since the Unix epoch and its document's size, in 16 bytes (a job keeps
-// up to store.MaxHistoryRuns of them resident).
+// since the Unix epoch, its document's size and whether it is dead, in
+// 16 bytes (a job keeps up to store.MaxHistoryRuns of them resident).
 type storedRun struct {
 	at   int64
 	size int32
+	dead bool
 }
 
 func newStoredRun(at time.Time, size int) storedRun {
@@ -145,6 +147,15 @@ func (h *history) removed(id string, at time.Time) {
 	}
 	size := jh.final[i].size
 	jh.final = slices.Delete(jh.final, i, i+1)
+	if jh.lastDead == at.UnixNano() {
+		jh.lastDead = 0
+		for j := len(jh.final) - 1; j >= 0; j-- {
+			if jh.final[j].dead {
+				jh.lastDead = jh.final[j].at
+				break
+			}
+		}
+	}
 	h.forgetEntry(store.RunID(id, at))
 	jh.runs--
 	jh.bytes -= int64(size)
@@ -172,8 +183,9 @@ func (h *history) dropJob(id string) {
 }
 
 func (jh *jobHistory) insertFinal(r storedRun) {
-	i, found := slices.BinarySearchFunc(jh.final, r.at, func(s storedRun, t int64) int { return cmp.Compare(s.at, t) })
+	i, found := jh.find(r.at)
 	if found {
+		r.dead = r.dead || jh.final[i].dead
 		jh.final[i] = r
 		return
 	}
@@ -185,103 +197,52 @@ func (jh *jobHistory) insertFinal(r storedRun) {
 	jh.final = slices.Insert(jh.final, i, r)
 }
 
+// find returns the index in final of the run at (Unix nanoseconds), or
+// where it would be.
+func (jh *jobHistory) find(at int64) (int, bool) {
+	return slices.BinarySearchFunc(jh.final, at, func(s storedRun, t int64) int { return cmp.Compare(s.at, t) })
+}
+
+// markDead records that job id's final run for time at is dead.
+func (h *history) markDead(id string, at time.Time) {
+	jh := h.jobs[id]
+	if jh == nil {
+		return
+	}
+	if i, found := jh.find(at.UnixNano()); found {
+		jh.final[i].dead = true
+		jh.lastDead = max(jh.lastDead, jh.final[i].at)
+	}
+}
+
+// floorOf returns the index in jh.final from which its runs are its
+// floor (its newest floor final runs), and the index of its newest dead
+// run if that run is older (else -1): the runs the budget never trims.
+func (jh *jobHistory) floorOf(floor int) (from, dead int) {
+	from, dead = max(len(jh.final)-floor, 0), -1
+	if jh.lastDead != 0 {
+		if i, found := jh.find(jh.lastDead); found && i < from {
+			dead = i
+		}
+	}
+	return from, dead
+}
+
 // retention is what a job keeps of its runs: at most maxRuns (active ones
-// included), and final ones at most maxAge after their scheduled time.
+// included), and final ones at most maxAge after their scheduled time;
+// floor of its newest final runs (with its newest dead run) are never
+// trimmed for the budget, whatever the other jobs of the partition store.
 type retention struct {
 	maxRuns int
 	maxAge  time.Duration
+	floor   int
 }
 
-// Reasons a run is trimmed, as in jobfleet_runs_trimmed_total{reason}.
-const (
-	trimMaxRuns = "max_runs"
-	trimMaxAge  = "max_age"
-	trimBudget  = "budget"
-)
-
-// trim is a final run to delete.
-type trim struct {
-	job    string
-	at     time.Time
-	reason string
-}
-
-// planTrim returns up to limit final runs to delete at now: first each
-// job's oldest final runs while the job has more than its maxRuns or they
-// are older than its maxAge; then, while the partition's documents exceed
-// budget bytes, the oldest final runs across its jobs. Active runs are
-// never chosen: they count toward maxRuns and the budget but stay. adding
-// counts the runs per job, and addingBytes their bytes, that the write the
-// deletions go with creates (counted as stored, never chosen). It changes
-// nothing; the caller applies removed for each run it deletes.
-//
-// Only the jobs in over, in adding, or in aging due at now can have runs
-// to trim for their count or age; the budget, when exceeded, looks at
-// every job with final runs.
-func (h *history) planTrim(now time.Time, budget int64, limit int, adding map[string]int, addingBytes int64) []trim {
-	var out []trim
-	bytes := h.bytes + addingBytes
-	next := map[string]int{} // per job: its final runs planned so far
-	candidates := map[string]struct{}{}
-	for id := range h.over {
-		candidates[id] = struct{}{}
-	}
-	for id := range adding {
-		if h.jobs[id] != nil {
-			candidates[id] = struct{}{}
-		}
-	}
-	h.aging.due(now, func(id string, _ time.Time) { candidates[id] = struct{}{} })
-	for _, id := range slices.Sorted(maps.Keys(candidates)) {
-		jh, r := h.jobs[id], h.rule(id)
-		runs, i := jh.runs+adding[id], 0
-		for ; i < len(jh.final) && len(out) < limit; i++ {
-			fr := jh.final[i]
-			var reason string
-			switch {
-			case runs > r.maxRuns:
-				reason = trimMaxRuns
-			case r.maxAge > 0 && now.Sub(fr.time()) > r.maxAge:
-				reason = trimMaxAge
-			}
-			if reason == "" {
-				break
-			}
-			out = append(out, trim{job: id, at: fr.time(), reason: reason})
-			runs--
-			bytes -= int64(fr.size)
-		}
-		next[id] = i
-	}
-	if bytes <= budget || len(out) >= limit {
-		return out
-	}
-	q := &oldestFirst{h: h, next: next}
-	for id, jh := range h.jobs {
-		if next[id] < len(jh.final) {
-			q.ids = append(q.ids, id)
-		}
-	}
-	heap.Init(q)
-	for bytes > budget && len(out) < limit && q.Len() > 0 {
-		id := q.ids[0]
-		jh := h.jobs[id]
-		fr := jh.final[next[id]]
-		out = append(out, trim{job: id, at: fr.time(), reason: trimBudget})
-		bytes -= int64(fr.size)
-		next[id]++
-		if next[id] < len(jh.final) {
-			heap.Fix(q, 0)
-		} else {
-			heap.Pop(q)
-		}
-	}
-	return out
-}
-
-// died records that job id's run for time at, which has a failing-runs
-// index entry of size bytes (counted in the run's size), died at when.
+// died records that job id's final run for time at, which has a
+// failing-runs index entry of size bytes (counted in the run's size),
+// died at when.
 func (h *history) died(id string, at, when time.Time, size int) {
+	h.markDead(id, at)
 	rid := store.RunID(id, at)
 	h.dead.set(rid, when)
 	h.deadBytes[rid] = size
@@ -343,32 +304,4 @@ func (h *history) nextExpiry() time.Time {
 		}
 	}
 	return t
-}
-
-// oldestFirst orders jobs by their oldest final run not yet planned for
-// deletion (ties by job ID, so plans are deterministic).
-type oldestFirst struct {
-	h    *history
-	next map[string]int
-	ids  []string
-}
-
-func (q *oldestFirst) at(i int) time.Time {
-	id := q.ids[i]
-	return q.h.jobs[id].final[q.next[id]].time()
-}
-
-func (q *oldestFirst) Len() int { return len(q.ids) }
-func (q *oldestFirst) Less(i, j int) bool {
-	if c := q.at(i).Compare(q.at(j)); c != 0 {
-		return c < 0
-	}
-	return q.ids[i] < q.ids[j]
-}
-func (q *oldestFirst) Swap(i, j int) { q.ids[i], q.ids[j] = q.ids[j], q.ids[i] }
-func (q *oldestFirst) Push(x any)    { q.ids = append(q.ids, x.(string)) }
-func (q *oldestFirst) Pop() any {
-	x := q.ids[len(q.ids)-1]
-	q.ids = q.ids[:len(q.ids)-1]
-	return x
 }

@@ -31,7 +31,6 @@ type Metrics struct {
 	firesHeld    prometheus.Gauge
 	trims        *prometheus.CounterVec
 	jobsDeleted  prometheus.Counter
-	notified     *prometheus.CounterVec
 
 	// source reports the state of the partitions owned here; set by the
 	// Dispatcher, read at scrape time.
@@ -106,19 +105,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "jobfleet_finished_jobs_deleted_total", Help: "Finished one-off jobs deleted after their retention (delete_after).",
 		}),
 	}
-	m.notified = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "jobfleet_notifications_total", Help: "Run notifications by result: delivered (2xx), failed (a try failed; retried with backoff), given_up (not delivered within the notify max age, or its destination refused by the policy).",
-	}, []string{"result"})
 	state := &stateCollector{m: m,
 		waiting:    prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
 		running:    prometheus.NewDesc("jobfleet_runs_running", "Runs of the partitions owned here with an attempt held by a worker.", nil, nil),
 		runs:       prometheus.NewDesc("jobfleet_history_runs", "Run documents stored for the partitions owned here (active and final).", nil, nil),
-		bytes:      prometheus.NewDesc("jobfleet_history_bytes", "Bytes of the run documents stored for the partitions owned here; the fleet's sum stays within --history-budget plus the active runs' documents.", nil, nil),
+		bytes:      prometheus.NewDesc("jobfleet_history_bytes", "Bytes of the run documents stored for the partitions owned here; the fleet's sum stays within --history-budget plus the active runs' documents and the jobs' floors (--history-floor).", nil, nil),
 		budget:     prometheus.NewDesc("jobfleet_history_budget_bytes", "The share of the fleet's history budget of the partitions owned here.", nil, nil),
 		unservable: prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.notified, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, state)
 	}
 	return m
 }
@@ -289,11 +285,5 @@ func inFlight(gauge prometheus.Gauge, took prometheus.Observer) func(seconds flo
 	return func(seconds float64) {
 		gauge.Dec()
 		took.Observe(seconds)
-	}
-}
-
-func (m *Metrics) notification(result string) {
-	if m != nil {
-		m.notified.WithLabelValues(result).Inc()
 	}
 }

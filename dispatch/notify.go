@@ -3,71 +3,61 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"maps"
-	"slices"
-	"sync"
+	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/internal/retry"
-	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// Sender delivers one notification: it POSTs o.Run to o.URL with o's
-// headers and the Jobfleet-* ones, and returns nil only on a 2xx answer.
-// It must obey the fleet's destination policy; an error wrapping
-// ErrNotificationRefused says the policy refused the destination, and the
-// notification is given up without another try. Safe for concurrent use.
-type Sender interface {
-	Send(ctx context.Context, o store.Outbox) error
+// This file has the partition's side of run notifications: the outbox
+// writes that go with a run's status, reading the outbox when the
+// partition is taken, and the notify.Store the delivery deletes through.
+// Delivery itself is package notify's.
+
+// Notifier delivers run notifications: it opens the outbox of each
+// partition the member owns (notify.Deliverer does).
+type Notifier interface {
+	Open(ctx context.Context, p int, st notify.Store) *notify.Outbox
+}
+
+// outbox is what a partition needs of its notifications' delivery
+// (*notify.Outbox).
+type outbox interface {
+	Add(es ...notify.Entry)
+	DropJob(id string)
+	Discard(keys ...string)
+	Close()
 }
 
 // NotifyConfig configures run notifications.
 type NotifyConfig struct {
-	// Sender delivers them; nil turns notifications off (no outbox is
+	// Notifier delivers them; nil turns notifications off (no outbox is
 	// written, none delivered).
-	Sender Sender
+	Notifier Notifier
 	// Default are the notify entries of jobs that have none (the fleet's
 	// --notify-url and --notify-on).
 	Default []store.Notification
-	// MaxAge is how long a notification is retried, from the status it
-	// reports, before it is given up (counted and logged). Default 24h.
-	MaxAge time.Duration
-	// Backoff bounds the waits between tries. Default 1s doubling to 5m.
-	Backoff retry.Policy
-	// SendTimeout bounds one try. Default 10s.
-	SendTimeout time.Duration
 }
 
-func (c *NotifyConfig) setDefaults() {
-	if c.MaxAge == 0 {
-		c.MaxAge = 24 * time.Hour
-	}
-	if c.Backoff.Initial == 0 {
-		c.Backoff = retry.Policy{Initial: time.Second, Max: 5 * time.Minute}
-	}
-	if c.SendTimeout == 0 {
-		c.SendTimeout = 10 * time.Second
-	}
-}
-
-// outboxBudget bounds the run documents a status write copies into
-// notifications: beyond it they are copied without attempt outputs, so
-// that the write stays well within etcd's request limit.
-const outboxBudget = 256 << 10
+// outboxBodyBudget bounds the run document a status write stores for
+// its notifications: beyond it the document is stored without attempt
+// outputs, so that the write (the run, this copy, the notifications)
+// stays well within etcd's request limit.
+const outboxBodyBudget = 128 << 10
 
 // notificationsFor returns the outbox writes for run r, written as val
-// over prev, of the job whose compacted work is work: one per notify entry
-// (the job's, else the fleet's default) subscribed to r's new status.
-// Nothing unless r reached failed (a new failed attempt), dead or
-// succeeded.
-func (pt *partition) notificationsFor(work compactedWork, prev, r store.Run, val []byte, now time.Time) ([]clientv3.Op, []outboxEntry) {
+// over prev, of the job whose compacted work is work: the run document
+// once, and one notification per notify entry (the job's, else the
+// fleet's default) subscribed to r's new status. Nothing unless r reached
+// failed (a new failed attempt), dead or succeeded.
+func (pt *partition) notificationsFor(work compactedWork, prev, r store.Run, val []byte, now time.Time) ([]clientv3.Op, []notify.Entry) {
 	cfg := pt.d.cfg.Notify
-	if cfg.Sender == nil {
+	if cfg.Notifier == nil || pt.notes == nil {
 		return nil, nil
 	}
 	switch r.Status {
@@ -87,226 +77,135 @@ func (pt *partition) notificationsFor(work compactedWork, prev, r store.Run, val
 		subs = cfg.Default
 	}
 	var ops []clientv3.Op
-	var out []outboxEntry
+	var out []notify.Entry
+	k, attempt := pt.d.keys, len(r.Attempts)
+	body := k.OutboxRun(pt.p, r.JobID, r.ScheduledAt, r.Status, attempt)
 	for i, n := range subs {
 		if !n.Notifies(r.Status) {
 			continue
 		}
-		if len(val)*(len(subs)+1) > outboxBudget {
-			if b, err := json.Marshal(withoutOutputs(r)); err == nil {
-				val = b
-			}
-		}
-		o := store.Outbox{RunID: r.ID, JobID: r.JobID, Event: r.Status, Attempt: len(r.Attempts), URL: n.URL, Headers: n.Headers, Run: val, CreatedAt: now.UTC()}
+		o := store.Outbox{RunID: r.ID, JobID: r.JobID, Event: r.Status, Attempt: attempt, URL: n.URL, Headers: n.Headers, CreatedAt: now.UTC()}
 		b, err := json.Marshal(o)
 		if err != nil {
 			continue
 		}
-		key := pt.d.keys.Outbox(pt.p, r.ID, r.Status, len(r.Attempts), i)
+		key := k.Outbox(pt.p, r.JobID, r.ScheduledAt, r.Status, attempt, i)
 		ops = append(ops, clientv3.OpPut(key, string(b)))
-		out = append(out, outboxEntry{key: key, o: o})
+		out = append(out, notify.Entry{Key: key, Body: body, Outbox: o})
 	}
-	return ops, out
-}
-
-// outboxEntry is a notification the partition's notifier delivers.
-type outboxEntry struct {
-	key  string
-	o    store.Outbox
-	next time.Time      // not tried before
-	bo   *retry.Backoff // nil until the first failure
-}
-
-// notifier delivers a partition's notifications: those found in etcd
-// when the partition is taken (a former owner's, whether it crashed or
-// handed over mid-delivery) and those its own writes add. Each is deleted
-// (fenced) after a 2xx answer, or given up after MaxAge.
-type notifier struct {
-	pt *partition
-
-	mu      sync.Mutex // guards pending
-	pending map[string]*outboxEntry
-	wake    chan struct{} // buffer 1
-}
-
-func newNotifier(pt *partition) *notifier {
-	return &notifier{pt: pt, pending: map[string]*outboxEntry{}, wake: make(chan struct{}, 1)}
-}
-
-// add queues entries for delivery now.
-func (n *notifier) add(es []outboxEntry) {
-	if n == nil || len(es) == 0 {
-		return
+	if len(ops) == 0 {
+		return nil, nil
 	}
-	n.mu.Lock()
-	for _, e := range es {
-		if n.pending[e.key] == nil {
-			e := e
-			n.pending[e.key] = &e
+	if len(val) > outboxBodyBudget {
+		if b, err := json.Marshal(withoutOutputs(r)); err == nil {
+			val = b
 		}
 	}
-	n.mu.Unlock()
-	select {
-	case n.wake <- struct{}{}:
-	default:
-	}
+	return append(ops, clientv3.OpPut(body, string(val))), out
 }
 
-// run loads the partition's outbox and delivers until ctx ends.
-func (n *notifier) run(ctx context.Context) {
-	pt := n.pt
-	clock := pt.d.cfg.Clock
-	bo := retry.New(retry.Etcd)
-	for ctx.Err() == nil {
-		if err := n.load(ctx); err != nil {
-			if ctx.Err() != nil {
-				return // ownership ended
+// loadOutbox reads the partition's outbox and hands its notifications
+// to the delivery: those a former owner left (it crashed or handed over
+// mid-delivery) and those of this ownership's writes made before (the
+// outbox ignores keys it holds). Notifications of jobs the partition
+// does not know, run documents no notification needs and keys that do
+// not decode are deleted. The caller holds wmu, so no job's data is
+// deleted meanwhile.
+func (pt *partition) loadOutbox(ctx context.Context) error {
+	k := pt.d.keys
+	var (
+		entries []notify.Entry
+		bodies  = map[string]bool{} // run document keys, true once a notification needs one
+		discard []string
+	)
+	_, err := pt.d.rangePages(ctx, k.OutboxPrefix(pt.p), 0, loadPage, func(kv *mvccpb.KeyValue) {
+		key := string(kv.Key)
+		ok, parsed := k.ParseOutboxKey(pt.p, key)
+		if parsed && ok.Index < 0 {
+			if _, seen := bodies[key]; !seen {
+				bodies[key] = false
 			}
-			pt.lg.Warn("loading the partition's notifications failed; retrying", zap.Error(err))
-			retry.Sleep(ctx, clock, bo.Next())
-			continue
-		}
-		break
-	}
-	timer := clock.NewTimer(time.Hour)
-	defer timer.Stop()
-	for ctx.Err() == nil {
-		timer.Stop()
-		next := n.deliverDue(ctx)
-		if ctx.Err() != nil {
 			return
 		}
-		if next.IsZero() {
-			timer.Reset(time.Hour)
-		} else {
-			armAt(clock, timer, next)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.wake:
-		case <-timer.Chan():
-		}
-	}
-}
-
-func (n *notifier) load(ctx context.Context) error {
-	pt := n.pt
-	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
-	defer cancel()
-	resp, err := pt.d.client.Get(rctx, pt.d.keys.OutboxPrefix(pt.p), clientv3.WithPrefix())
-	if err != nil {
-		return err
-	}
-	var es []outboxEntry
-	for _, kv := range resp.Kvs {
 		var o store.Outbox
-		if err := json.Unmarshal(kv.Value, &o); err != nil {
-			pt.lg.Error("undecodable notification; deleting it", zap.String("key", string(kv.Key)), zap.Error(err))
-			n.remove(ctx, string(kv.Key))
-			continue
+		if err := json.Unmarshal(kv.Value, &o); err != nil || (!parsed && len(o.Run) == 0) {
+			pt.lg.Error("undecodable notification; deleting it", zap.String("key", key), zap.Error(err))
+			discard = append(discard, key)
+			return
 		}
-		es = append(es, outboxEntry{key: string(kv.Key), o: o})
+		pt.mu.Lock()
+		known := pt.jobs[o.JobID] != nil
+		pt.mu.Unlock()
+		if !known || (parsed && ok.JobID != o.JobID) {
+			discard = append(discard, key)
+			return
+		}
+		e := notify.Entry{Key: key, Outbox: o}
+		if parsed {
+			e.Body = k.OutboxRun(pt.p, ok.JobID, ok.At, ok.Event, ok.Attempt)
+			e.Outbox.Run = nil
+			bodies[e.Body] = true
+		}
+		entries = append(entries, e)
+	})
+	if err != nil {
+		return fmt.Errorf("read the outbox of partition %d: %w", pt.p, err)
 	}
-	n.add(es)
+	for key, needed := range bodies {
+		if !needed {
+			discard = append(discard, key)
+		}
+	}
+	pt.notes.Add(entries...)
+	pt.notes.Discard(discard...)
 	return nil
 }
 
-// deliverDue tries every due notification once and returns when the next
-// one is due (zero: none pending).
-func (n *notifier) deliverDue(ctx context.Context) time.Time {
-	pt := n.pt
-	cfg := pt.d.cfg.Notify
-	now := pt.now()
-	n.mu.Lock()
-	var due []*outboxEntry
-	for _, k := range slices.Sorted(maps.Keys(n.pending)) {
-		if e := n.pending[k]; !now.Before(e.next) {
-			due = append(due, e)
-		}
+// readOutbox reads the partition's outbox once per ownership, after its
+// load (loadOutbox); a failed read is retried with the loop's next tick.
+// The caller holds wmu.
+func (pt *partition) readOutbox(ctx context.Context) {
+	if pt.notes == nil || pt.outboxRead {
+		return
 	}
-	n.mu.Unlock()
-	for _, e := range due {
-		if ctx.Err() != nil {
-			return time.Time{}
+	if err := pt.loadOutbox(ctx); err != nil {
+		if ctx.Err() == nil {
+			pt.lg.Warn("reading the partition's notifications failed; retrying", zap.Error(err))
 		}
-		lg := pt.lg.With(zap.String("run_id", e.o.RunID), zap.String("event", string(e.o.Event)), zap.Int("attempt", e.o.Attempt))
-		if now.Sub(e.o.CreatedAt) > cfg.MaxAge {
-			if n.remove(ctx, e.key) {
-				pt.d.cfg.Metrics.notification("given_up")
-				lg.Error("notification given up: not delivered within the notify max age", zap.Duration("max_age", cfg.MaxAge), zap.String("url", redactedURL(e.o.URL)))
-			}
-			continue
-		}
-		sctx, cancel := context.WithTimeout(ctx, cfg.SendTimeout)
-		err := cfg.Sender.Send(sctx, e.o)
-		cancel()
-		if err == nil {
-			pt.d.cfg.Metrics.notification("delivered")
-			lg.Info("notification delivered")
-			if n.remove(ctx, e.key) {
-				continue
-			}
-			err = errors.New("delivered, but deleting it failed; it will be delivered again")
-		} else if errors.Is(err, ErrNotificationRefused) {
-			// No later try can succeed: retrying until MaxAge would only
-			// repeat the refusal.
-			if n.remove(ctx, e.key) {
-				pt.d.cfg.Metrics.notification("given_up")
-				lg.Error("notification given up: its destination is refused", zap.String("url", redactedURL(e.o.URL)), zap.Error(err))
-				continue
-			}
-			pt.d.cfg.Metrics.notification("failed")
-		} else {
-			pt.d.cfg.Metrics.notification("failed")
-		}
-		if ctx.Err() != nil {
-			return time.Time{}
-		}
-		n.mu.Lock()
-		if e.bo == nil {
-			e.bo = retry.New(cfg.Backoff)
-			lg.Warn("notification not delivered; retrying with backoff", zap.Error(err))
-		}
-		e.next = pt.now().Add(e.bo.Next())
-		n.mu.Unlock()
+		pt.failed = true
+		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var next time.Time
-	for _, e := range n.pending {
-		if next.IsZero() || e.next.Before(next) {
-			next = e.next
-		}
-	}
-	return next
+	pt.outboxRead = true
 }
 
-// remove deletes a notification from etcd (fenced on the partition's
-// epoch) and from memory; false if the delete failed (it is tried again
-// with the next delivery).
-func (n *notifier) remove(ctx context.Context, key string) bool {
-	pt := n.pt
+// outboxStore is the partition's outbox in etcd as its notifications'
+// delivery reads and deletes it (notify.Store).
+type outboxStore struct{ pt *partition }
+
+// Body reads the run document at key.
+func (s outboxStore) Body(ctx context.Context, key string) ([]byte, error) {
+	pt := s.pt
 	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
 	defer cancel()
-	if _, err := pt.d.commits.commit(rctx, pt.own, []clientv3.Op{clientv3.OpDelete(key)}); err != nil {
-		if !errors.Is(err, shard.ErrFenced) && ctx.Err() == nil {
-			pt.lg.Warn("deleting a delivered notification failed; it may be delivered again", zap.String("key", key), zap.Error(err))
-		}
-		return false
+	resp, err := pt.d.client.Get(rctx, key)
+	if err != nil {
+		return nil, store.Classify(err)
 	}
-	n.mu.Lock()
-	delete(n.pending, key)
-	n.mu.Unlock()
-	return true
+	if len(resp.Kvs) == 0 {
+		return nil, fmt.Errorf("%w: %s", notify.ErrGone, key)
+	}
+	return resp.Kvs[0].Value, nil
 }
 
-// redactedURL returns raw without user information or query (for logs).
-func redactedURL(raw string) string {
-	for i, c := range raw {
-		if c == '?' {
-			return raw[:i] + "?…"
-		}
+// Delete deletes keys in one write fenced on the partition's epoch.
+func (s outboxStore) Delete(ctx context.Context, keys []string) error {
+	pt := s.pt
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
 	}
-	return raw
+	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
+	defer cancel()
+	_, err := pt.d.commits.commit(rctx, pt.own, ops)
+	return err
 }

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -46,31 +48,79 @@ func (s *recordingSender) snapshot() []store.Outbox {
 
 // withSender makes the harness's next start deliver notifications
 // through s, retrying every second.
-func (h *harness) withSender(s dispatch.Sender) {
-	h.configure = func(c *dispatch.Config) {
-		c.Notify.Sender = s
-		c.Notify.Backoff = retry.Policy{Initial: time.Second, Max: time.Second}
+func (h *harness) withSender(s notify.Sender) {
+	h.withNotify(notify.Config{Sender: s})
+}
+
+// withNotify makes the harness's next start deliver notifications with
+// a deliverer configured as c (on the harness's clock; its notifications
+// retried every second unless c says otherwise), run until the
+// dispatcher stops. h.deliverer is that deliverer once started.
+func (h *harness) withNotify(c notify.Config) {
+	h.configure = func(dc *dispatch.Config) {
+		if c.Backoff == (retry.Policy{}) {
+			c.Backoff = retry.Policy{Initial: time.Second, Max: time.Second}
+		}
+		c.Clock = h.clock
+		c.Logger = zaptest.NewLogger(h.t).Named("notify")
+		d, err := notify.New(c)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); d.Run(ctx) }()
+		h.stops = append(h.stops, func() { cancel(); <-done })
+		h.deliverer = d
+		dc.Notify.Notifier = d
 	}
 }
 
 // parkedBoth waits until the scheduler and the notifier both wait on
-// their timers.
+// their timers, with no delivery in flight.
 func (h *harness) parkedBoth() {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := h.clock.BlockUntilContext(ctx, 2); err != nil {
-		h.t.Fatalf("the scheduler and the notifier did not both wait within 10s: %v", err)
+	for {
+		if err := h.clock.BlockUntilContext(ctx, 2); err != nil {
+			h.t.Fatalf("the scheduler and the notifier did not both wait within 10s: %v", err)
+		}
+		if h.deliverer == nil || h.deliverer.InFlight() == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			h.t.Fatalf("%d notification tries still in flight after 10s", h.deliverer.InFlight())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
+// outbox returns the notifications in partition 0's outbox.
 func (h *harness) outbox() int {
 	h.t.Helper()
-	resp, err := h.client.Get(context.Background(), h.store.Keys().OutboxPrefix(0), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	n := 0
+	for _, k := range h.outboxKeys() {
+		if ok, parsed := h.store.Keys().ParseOutboxKey(0, k); parsed && ok.Index >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// outboxKeys returns every key of partition 0's outbox: notifications and
+// the run documents they deliver.
+func (h *harness) outboxKeys() []string {
+	h.t.Helper()
+	resp, err := h.client.Get(context.Background(), h.store.Keys().OutboxPrefix(0), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return int(resp.Count)
+	var keys []string
+	for _, kv := range resp.Kvs {
+		keys = append(keys, string(kv.Key))
+	}
+	return keys
 }
 
 func waitTries(t *testing.T, s *recordingSender, n int) []store.Outbox {
@@ -91,9 +141,9 @@ func waitTries(t *testing.T, s *recordingSender, n int) []store.Outbox {
 func (h *harness) waitOutboxEmpty() {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for h.outbox() != 0 {
+	for len(h.outboxKeys()) != 0 {
 		if time.Now().After(deadline) {
-			h.t.Fatalf("%d notifications left in the outbox after 10s", h.outbox())
+			h.t.Fatalf("outbox keys left after 10s: %q", h.outboxKeys())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

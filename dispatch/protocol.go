@@ -1,224 +1,177 @@
 package dispatch
 
 import (
-	"encoding/json"
-	"time"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// The worker protocol: HTTP/JSON between workers and orchestrators. Every
-// orchestrator serves these endpoints, but only for runs of partitions it
-// owns.
-//
-//	POST /v1/worker/poll       PollRequest      → 200 PollResponse (long poll; empty Attempts after Wait)
-//	POST /v1/worker/heartbeat  HeartbeatRequest → 200 HeartbeatResponse
-//	POST /v1/worker/complete   CompleteRequest  → 200 CompleteResponse
-//	POST /v1/worker/register   RegisterRequest  → 200 RegisterResponse
-//	POST /v1/worker/deregister DeregisterRequest → 200 {}
-//
-// Errors are {"error": "..."} documents:
-//
-//	400 the request is malformed (the message names the field)
-//	401 no valid credential; 403 the credential may not use the worker
-//	    protocol, or the attempt was handed to another credential
-//	409 the attempt is stale: the run moved on (its lease expired and a new
-//	    attempt was made, it was replaced, it completed); the worker must
-//	    drop it and not retry the report
-//	    or the worker ID is registered to another credential
-//	421 this orchestrator does not own the run's partition: NotOwner says
-//	    who does; the worker resends the request there
-//	503 the orchestrator cannot decide now (starting, etcd unreachable); retry
-//
-// A worker polls every orchestrator it knows (from the members list, GET
-// /v1/cluster/members, or a static list), since each hands out only the runs
-// of its own partitions. Heartbeats and completions go to the orchestrator
-// that handed the attempt out; after a handoff, that one answers 421 with
-// the new owner.
-//
-// A worker also registers, with one orchestrator at a time, every third
-// of the TTL the reply names (see Registry): its registration is what
-// GET /v1/cluster/workers lists and what tells the owners at once, not a
-// run lease later, that a worker's attempts are lost.
-const (
-	PathPoll       = "/v1/worker/poll"
-	PathHeartbeat  = "/v1/worker/heartbeat"
-	PathComplete   = "/v1/worker/complete"
-	PathRegister   = "/v1/worker/register"
-	PathDeregister = "/v1/worker/deregister"
-)
-
-// MaxPollWait is the longest long-poll an orchestrator honours.
-const MaxPollWait = 30 * time.Second
-
-// MaxOutputBytes caps the output a worker reports per attempt; longer output
-// is cut by the worker, which keeps its head and tail (and refused beyond
-// it by the orchestrator).
-const MaxOutputBytes = 64 << 10
-
-// PollRequest asks for attempts to run.
-type PollRequest struct {
-	// Worker is the worker's ID (1..128 bytes of UTF-8 without control
-	// characters), recorded in each attempt.
-	Worker string `json:"worker"`
-	// Executors are the executor types this worker runs: "http", "shell"
-	// (only if started with --allow-shell), and handler names.
-	Executors []string `json:"executors"`
-	// Max is the number of attempts the worker can take now, 1..100.
-	Max int `json:"max"`
-	// Wait is how long to hold the request when nothing is ready, at most
-	// MaxPollWait; 0 answers at once.
-	Wait store.Duration `json:"wait,omitzero"`
-
-	// Credential is the ID of the credential the poll was authenticated
-	// with, recorded in each attempt it takes: only that credential may
-	// heartbeat or complete the attempt. Prefix, if not empty, limits the
-	// poll to runs of jobs whose ID starts with it (the credential's
-	// scope). Both are set by the HTTP layer from the request's
-	// credential, never from the request body.
-	Credential string `json:"-"`
-	Prefix     string `json:"-"`
+// Poll hands up to req.Max dispatchable runs of this member's partitions
+// (of jobs starting with req.Prefix) to worker req.Worker, waiting up to
+// req.Wait for some. Each attempt is recorded in etcd, with req.Worker and
+// req.Credential, before it is returned.
+func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, error) {
+	if err := validatePoll(req); err != nil {
+		return PollResponse{}, err
+	}
+	if err := d.checkWorkerID(req.Worker, req.Credential); err != nil {
+		return PollResponse{}, err
+	}
+	clock := d.cfg.Clock
+	wait := min(req.Wait.Std(), MaxPollWait)
+	timer := clock.NewTimer(wait)
+	defer timer.Stop()
+	executors := make(map[string]bool, len(req.Executors))
+	for _, e := range req.Executors {
+		executors[e] = true
+	}
+	for {
+		parts, avail := d.snapshot()
+		rand.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+		var out []AttemptGrant
+		for _, pt := range parts {
+			if len(out) >= req.Max {
+				break
+			}
+			out = append(out, pt.assign(req, executors, req.Max-len(out))...)
+		}
+		if len(out) > 0 && ctx.Err() != nil {
+			// The worker gave up on this poll (shutdown, timeout): it will
+			// never see these attempts, so take them back rather than let
+			// them burn an attempt each when their leases expire.
+			d.takeBack(req.Worker, out)
+			return PollResponse{Attempts: []AttemptGrant{}}, nil
+		}
+		if len(out) > 0 || wait <= 0 {
+			return PollResponse{Attempts: nonNil(out)}, nil
+		}
+		select {
+		case <-avail:
+		case <-timer.Chan():
+			return PollResponse{Attempts: []AttemptGrant{}}, nil
+		case <-ctx.Done():
+			return PollResponse{Attempts: []AttemptGrant{}}, nil
+		}
+	}
 }
 
-// PollResponse hands attempts to a worker. Each attempt is recorded in
-// etcd (fenced by the owner's epoch) before it is handed out.
-type PollResponse struct {
-	Attempts []AttemptGrant `json:"attempts"`
-	// EtcdEndpoints are the client URLs of the fleet's etcd as the
-	// answering member knows them (without user information), so that a
-	// worker that was not given them, such as one started with
-	// --orchestrators, still refuses to let an "http" job reach etcd.
-	// Absent when the member does not say.
-	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
+func nonNil(a []AttemptGrant) []AttemptGrant {
+	if a == nil {
+		return []AttemptGrant{}
+	}
+	return a
 }
 
-// AttemptGrant is one attempt handed to a worker: everything needed to run
-// it, and the run lease under which it is held. (Not to be confused with a
-// member's etcd lease, which keeps the member registered; or with
-// api.PartitionRow, a partition's owner.)
-type AttemptGrant struct {
-	RunID       string          `json:"run_id"`
-	JobID       string          `json:"job_id"`
-	Attempt     int             `json:"attempt"`
-	ScheduledAt time.Time       `json:"scheduled_at"`
-	Executor    store.Executor  `json:"executor"`
-	Payload     json.RawMessage `json:"payload,omitempty"`
-	// Timeout bounds this attempt's execution; the worker cancels it then
-	// and reports failure.
-	Timeout store.Duration `json:"timeout"`
-	// RunLease is how long the worker holds the attempt without a heartbeat;
-	// it heartbeats every RunLease/3. After RunLease without one the attempt is
-	// lost and retried.
-	RunLease store.Duration `json:"lease"`
-	// Owner and OwnerAddr identify the orchestrator that handed the
-	// attempt out, where heartbeats and the completion go.
-	Owner     string `json:"owner"`
-	OwnerAddr string `json:"owner_addr"`
+func validatePoll(req PollRequest) error {
+	if err := validateWorkerID(req.Worker); err != nil {
+		return err
+	}
+	switch {
+	case len(req.Executors) == 0 || len(req.Executors) > 1000:
+		return fmt.Errorf("%w: executors: must list 1 to 1000 executor types", ErrBadRequest)
+	case req.Max < 1 || req.Max > 100:
+		return fmt.Errorf("%w: max: must be 1 to 100, got %d", ErrBadRequest, req.Max)
+	case req.Wait < 0 || req.Wait.Std() > MaxPollWait:
+		return fmt.Errorf("%w: wait: must be 0 to %v", ErrBadRequest, MaxPollWait)
+	}
+	return nil
 }
 
-// HeartbeatRequest extends an attempt's lease.
-type HeartbeatRequest struct {
-	Worker  string `json:"worker"`
-	RunID   string `json:"run_id"`
-	Attempt int    `json:"attempt"`
-	// Credential is the ID of the request's credential (set by the HTTP
-	// layer, never from the body); it must be the one that took the
-	// attempt.
-	Credential string `json:"-"`
+// validateWorkerID checks a protocol request's worker ID: 1 to 128 bytes
+// under the rules of every name of the API (api.ValidateName: no control,
+// invisible or look-alike characters), since it is recorded in attempts,
+// listed by GET /v1/cluster/workers and printed by clients.
+func validateWorkerID(worker string) error {
+	if err := api.ValidateName("worker", worker, 128); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return nil
 }
 
-// HeartbeatResponse answers a heartbeat.
-type HeartbeatResponse struct {
-	// RunLease is the new lease, counted from now.
-	RunLease store.Duration `json:"lease"`
-	// Cancel asks the worker to stop the attempt: its run was replaced by a
-	// newer one under concurrency_policy "replace" and is recorded dead
-	// with the attempt cancelled. The worker stops the executor and
-	// reports the attempt as failed; that report is answered 200 with
-	// status "dead" and changes nothing. An owner that took the partition
-	// over after the replacement does not know of it and answers 409
-	// instead, on which the worker stops too.
-	Cancel bool `json:"cancel,omitempty"`
+// validateText checks a completion's error or output: valid UTF-8 without
+// control characters other than newline and tab (workers escape the
+// others), so that what is recorded cannot drive a reader's terminal.
+func validateText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s: not valid UTF-8", ErrBadRequest, field)
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			return fmt.Errorf("%w: %s: control character %U at byte %d (escape it)", ErrBadRequest, field, r, i)
+		}
+	}
+	return nil
 }
 
-// CompleteRequest reports an attempt's result.
-type CompleteRequest struct {
-	Worker  string `json:"worker"`
-	RunID   string `json:"run_id"`
-	Attempt int    `json:"attempt"`
-	// Success is true if the executor succeeded (2xx, exit status 0, nil
-	// error from a handler).
-	Success bool `json:"success"`
-	// Error describes a failure. Like Output, it must be valid UTF-8
-	// without control characters other than newline and tab (400
-	// otherwise): workers escape the others (ESC as the four characters
-	// \x1b).
-	Error string `json:"error,omitempty"`
-	// Output is the executor's output, at most MaxOutputBytes: all of it,
-	// or its head and its tail with a marker in between saying how many
-	// bytes were cut.
-	Output string `json:"output,omitempty"`
-	// Credential is the ID of the request's credential (set by the HTTP
-	// layer, never from the body); it must be the one that took the
-	// attempt.
-	Credential string `json:"-"`
+func validateReport(worker, runID string, attempt int) (string, error) {
+	if err := validateWorkerID(worker); err != nil {
+		return "", err
+	}
+	if attempt < 1 {
+		return "", fmt.Errorf("%w: attempt: must be at least 1", ErrBadRequest)
+	}
+	id, _, err := store.ParseRunID(runID)
+	if err != nil {
+		return "", fmt.Errorf("%w: run_id: %q is not a run ID", ErrBadRequest, runID)
+	}
+	return id, nil
 }
 
-// CompleteResponse answers a completion with the run's resulting status:
-// succeeded; failed (the attempt failed and a retry will follow, after its
-// backoff); or dead (no attempts left, or the run was replaced).
-type CompleteResponse struct {
-	Status store.RunStatus `json:"status"`
+// takeBack hands attempts that were recorded but never delivered to
+// their partitions' loops, which return the runs to pending (see
+// partition.queueTakeBack).
+func (d *Dispatcher) takeBack(worker string, as []AttemptGrant) {
+	for _, a := range as {
+		if pt, err := d.partitionFor(a.JobID); err == nil {
+			pt.queueTakeBack(worker, a)
+		}
+	}
 }
 
-// NotOwner is the body of a 421 reply.
-type NotOwner struct {
-	Error string `json:"error"`
-	// Owner and OwnerAddr name the partition's current owner, empty if it
-	// has none right now (retry later).
-	Owner     string `json:"owner,omitempty"`
-	OwnerAddr string `json:"owner_addr,omitempty"`
+// Heartbeat extends the lease of a running attempt. It returns
+// ErrStaleAttempt if the attempt is not current, ErrForbidden if it was
+// handed to another credential than req.Credential, or a *NotOwnerError.
+func (d *Dispatcher) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatResponse, error) {
+	id, err := validateReport(req.Worker, req.RunID, req.Attempt)
+	if err != nil {
+		return HeartbeatResponse{}, err
+	}
+	pt, err := d.partitionFor(id)
+	if err != nil {
+		return HeartbeatResponse{}, err
+	}
+	return pt.heartbeat(req)
 }
 
-// RegisterRequest registers a worker, or refreshes its registration. The
-// worker sends it before its first poll and then every third of the
-// RegisterResponse's TTL, to one orchestrator (moving to another when
-// that one does not answer).
-type RegisterRequest struct {
-	// Worker is the worker's ID, as in polls.
-	Worker string `json:"worker"`
-	// Executors are the executor types the worker runs, as in polls.
-	Executors []string `json:"executors"`
-	// Concurrency is the most attempts the worker holds, 1..1024.
-	Concurrency int `json:"concurrency"`
-	// Active is the number of attempts it holds now, 0..Concurrency.
-	Active int `json:"active"`
-	// Orchestrators are the orchestrator URLs the worker polls (at most
-	// 64, each at most 512 bytes); optional, shown by GET
-	// /v1/cluster/workers.
-	Orchestrators []string `json:"orchestrators,omitempty"`
-
-	// Credential and Prefix are the request's credential's ID and scope,
-	// set by the HTTP layer, never from the body: the registration binds
-	// the worker ID to the credential.
-	Credential string `json:"-"`
-	Prefix     string `json:"-"`
-}
-
-// RegisterResponse answers a registration.
-type RegisterResponse struct {
-	// TTL is how long the registration lives without a refresh; the
-	// worker refreshes it every TTL/3.
-	TTL store.Duration `json:"ttl"`
-	// Orchestrator is the ID of the member holding the registration.
-	Orchestrator string `json:"orchestrator"`
-}
-
-// DeregisterRequest removes a worker's registration: the worker sends it
-// when it stops gracefully, after its attempts have ended.
-type DeregisterRequest struct {
-	Worker string `json:"worker"`
-	// Credential is set by the HTTP layer; only the credential the worker
-	// is registered with may remove it.
-	Credential string `json:"-"`
+// Complete records an attempt's result. It returns the run's new status,
+// ErrStaleAttempt if the attempt is not current (the report is not
+// recorded), ErrForbidden if it was handed to another credential than
+// req.Credential (not recorded either), or a *NotOwnerError.
+func (d *Dispatcher) Complete(ctx context.Context, req CompleteRequest) (CompleteResponse, error) {
+	id, err := validateReport(req.Worker, req.RunID, req.Attempt)
+	if err != nil {
+		return CompleteResponse{}, err
+	}
+	if len(req.Output) > MaxOutputBytes {
+		return CompleteResponse{}, fmt.Errorf("%w: output: longer than %d bytes", ErrBadRequest, MaxOutputBytes)
+	}
+	if len(req.Error) > MaxOutputBytes {
+		return CompleteResponse{}, fmt.Errorf("%w: error: longer than %d bytes", ErrBadRequest, MaxOutputBytes)
+	}
+	if err := validateText("output", req.Output); err != nil {
+		return CompleteResponse{}, err
+	}
+	if err := validateText("error", req.Error); err != nil {
+		return CompleteResponse{}, err
+	}
+	pt, err := d.partitionFor(id)
+	if err != nil {
+		return CompleteResponse{}, err
+	}
+	return pt.complete(req)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,69 +173,98 @@ func TestHistoryMaxRunsAndMaxAge(t *testing.T) {
 	h.waitFor("aged's runs all past their age", func() bool { return len(h.storedRuns("aged")) == 0 })
 }
 
-// TestHistoryBudgetTrimsOldestFirstAcrossJobs: with a history budget, the
-// partition's oldest final runs go first, whichever job they belong to,
-// and an active run is kept however old.
-func TestHistoryBudgetTrimsOldestFirstAcrossJobs(t *testing.T) {
-	const budget = 16 << 10
+// largeOutputs runs job "loud" (8 KB of output a run) beside job
+// "quiet" (small runs, the first of which dies) for n seconds, one fire of
+// each a second, and returns the scheduled times of quiet's runs, oldest
+// first.
+func (h *harness) largeOutputs(n int) []time.Time {
+	h.t.Helper()
+	var quiet []time.Time
+	for i := 1; i <= n; i++ {
+		h.advance(time.Second)
+		at := t0.Add(time.Duration(i) * time.Second)
+		quiet = append(quiet, at)
+		got := map[string]dispatch.AttemptGrant{}
+		for len(got) < 2 {
+			for _, a := range h.poll("w1", 2) {
+				got[a.JobID] = a
+			}
+		}
+		loud := got["loud"]
+		if _, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: "w1", RunID: loud.RunID, Attempt: loud.Attempt, Success: true, Output: strings.Repeat("x", 8000)}); err != nil {
+			h.t.Fatal(err)
+		}
+		if _, err := h.complete(got["quiet"], "w1", i > 1, "boom"); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return quiet
+}
+
+// TestHistoryBudgetTrimsTheLargestJobFirst: a job with large outputs
+// fills the partition's history budget; it is trimmed, its oldest runs
+// first, while a neighbour with small runs keeps every one of its runs,
+// its dead run and that run's failing-runs index entry: the budget trims
+// within the job that exceeds its share.
+func TestHistoryBudgetTrimsTheLargestJobFirst(t *testing.T) {
+	const budget = 64 << 10
 	h := newHarness(t)
 	h.configure = func(c *dispatch.Config) { c.HistoryBudget = budget }
 	h.start("m1")
-	h.create(store.Job{ID: "a", Schedule: "@every 1s", ConcurrencyPolicy: store.ConcurrencyForbid})
-	h.create(store.Job{ID: "b", Schedule: "@every 2s"})
-	h.advance(time.Second)
-	held := h.poll("w1", 1)[0] // a's first run stays active throughout
-	fired := map[string][]time.Time{"a": {t0.Add(time.Second)}}
-	for i := 2; i <= 80; i++ {
-		h.advance(time.Second)
-		at := t0.Add(time.Duration(i) * time.Second)
-		fired["a"] = append(fired["a"], at)
-		if i%2 == 0 {
-			fired["b"] = append(fired["b"], at)
-		}
-		if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: held.RunID, Attempt: 1}); err != nil {
-			t.Fatal(err)
-		}
-		h.waitRun(store.RunID("a", at), func(store.Run) bool { return true })
-		if i%2 == 0 {
-			a := h.poll("w2", 1)[0]
-			if _, err := h.complete(a, "w2", true, ""); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	h.waitFor("the history within its budget", func() bool {
-		st := h.disp.Stats()
-		return st.HistoryBytes <= budget
-	})
+	h.create(store.Job{ID: "loud", Schedule: "@every 1s"})
+	h.create(store.Job{ID: "quiet", Schedule: "@every 1s", Retry: store.RetryPolicy{MaxAttempts: 1}})
+	quiet := h.largeOutputs(30) // loud stores about 250 KB, quiet about 20 KB
+	h.waitFor("the history within its budget", func() bool { return h.disp.Stats().HistoryBytes <= budget })
 	if st := h.disp.Stats(); st.HistoryBudget != budget {
 		t.Fatalf("stats budget %d, want %d", st.HistoryBudget, budget)
 	}
-	// What was trimmed is not newer than any final run kept.
-	var newestTrimmed, oldestKept time.Time
-	for _, id := range []string{"a", "b"} {
-		kept := map[time.Time]store.Run{}
-		for _, r := range h.storedRuns(id) {
-			kept[r.ScheduledAt] = r
-		}
-		for _, at := range fired[id] {
-			r, ok := kept[at]
-			switch {
-			case !ok && at.After(newestTrimmed):
-				newestTrimmed = at
-			case ok && r.Status.Final() && (oldestKept.IsZero() || at.Before(oldestKept)):
-				oldestKept = at
-			}
-		}
+	var kept []time.Time
+	for _, r := range h.storedRuns("quiet") {
+		kept = append(kept, r.ScheduledAt)
 	}
-	if newestTrimmed.IsZero() {
-		t.Fatal("nothing was trimmed: the test filled less than the budget")
+	if !slices.Equal(kept, quiet) {
+		t.Fatalf("quiet keeps runs of %v, want all %d of them", kept, len(quiet))
 	}
-	if newestTrimmed.After(oldestKept) { // runs of one time may go either way
-		t.Fatalf("trimmed a run of %v but kept an older final run of %v", newestTrimmed, oldestKept)
+	dead := store.RunID("quiet", quiet[0])
+	if f, ok := h.failingIndex()[dead]; !ok || f.Status != store.RunDead {
+		t.Fatalf("the failing-runs index has %+v for quiet's dead run, want its entry", f)
 	}
-	if r := h.waitRun(held.RunID, func(store.Run) bool { return true }); r.Status != store.RunRunning {
-		t.Fatalf("the active run is %s, want still running", r.Status)
+	loud := h.storedRuns("loud")
+	if len(loud) < dispatch.DefaultHistoryFloor || len(loud) > 10 {
+		t.Fatalf("loud keeps %d runs, want trimmed to a few, at least its floor of %d", len(loud), dispatch.DefaultHistoryFloor)
+	}
+	if newest := loud[len(loud)-1].ScheduledAt; !newest.Equal(quiet[len(quiet)-1]) {
+		t.Fatalf("loud's newest run kept is of %v, want its last (%v): oldest are trimmed first", newest, quiet[len(quiet)-1])
+	}
+}
+
+// TestHistoryFloorSurvivesALargeOutputNeighbour: with a budget the
+// neighbour's floor alone exceeds, a job still keeps its floor (its
+// newest three runs) and its newest dead run, with its failing-runs
+// index entry; nothing is kept in the index of a run trimmed.
+func TestHistoryFloorSurvivesALargeOutputNeighbour(t *testing.T) {
+	const budget = 16 << 10 // the least share: loud's floor alone is 24 KB
+	h := newHarness(t)
+	h.configure = func(c *dispatch.Config) { c.HistoryBudget = budget }
+	h.start("m1")
+	h.create(store.Job{ID: "loud", Schedule: "@every 1s"})
+	h.create(store.Job{ID: "quiet", Schedule: "@every 1s", Retry: store.RetryPolicy{MaxAttempts: 1}})
+	quiet := h.largeOutputs(30)
+	want := append([]time.Time{quiet[0]}, quiet[len(quiet)-dispatch.DefaultHistoryFloor:]...)
+	h.waitFor("quiet trimmed to its floor", func() bool { return len(h.storedRuns("quiet")) <= len(want) })
+	var kept []time.Time
+	for _, r := range h.storedRuns("quiet") {
+		kept = append(kept, r.ScheduledAt)
+	}
+	if !slices.Equal(kept, want) {
+		t.Fatalf("quiet keeps runs of %v, want its dead run and its newest %d: %v", kept, dispatch.DefaultHistoryFloor, want)
+	}
+	if n := len(h.storedRuns("loud")); n != dispatch.DefaultHistoryFloor {
+		t.Fatalf("loud keeps %d runs, want its floor of %d", n, dispatch.DefaultHistoryFloor)
+	}
+	idx := h.failingIndex()
+	if len(idx) != 1 || idx[store.RunID("quiet", quiet[0])].Status != store.RunDead {
+		t.Fatalf("failing-runs index %s, want only quiet's dead run", describe(idx))
 	}
 }
 

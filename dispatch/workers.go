@@ -1,15 +1,47 @@
 package dispatch
 
 import (
-	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
-	"strings"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
+
+// DefaultWorkerTTL is api.DefaultWorkerTTL.
+//
+// Deprecated: use api.DefaultWorkerTTL; kept for one release.
+const DefaultWorkerTTL = api.DefaultWorkerTTL
+
+// Registry is the worker registry as the scheduler consults it; package
+// dispatch/workers provides the fleet's. Its methods answer from memory
+// and are safe for concurrent use.
+type Registry interface {
+	// Registration returns worker's live registration as the registry's
+	// copy shows it: the credential it is bound to and its etcd create
+	// revision (0: none; a worker that expired and registered again has a
+	// new one), and whether the copy has been listed from etcd yet.
+	Registration(worker string) (credential string, rev int64, synced bool)
+	// CheckID returns an error if worker is bound to a credential other
+	// than credential (the error says so; the HTTP layer maps it), nil if
+	// the ID is free or bound to credential.
+	CheckID(worker, credential string) error
+	// Subscribe has gone called, from the registry's own goroutine, with
+	// the IDs of workers whose registration ended (expired, removed, or
+	// replaced by a new one). gone must not block.
+	Subscribe(gone func(workers []string))
+	// WhyPending says why no live worker may take a waiting run of job
+	// jobID whose executor type is executor, as told to a reader scoped to
+	// readerPrefix; "" when some live worker could, and before the
+	// registry has been listed.
+	WhyPending(jobID, executor, readerPrefix string) string
+}
+
+// ValidateWorkerID checks a protocol request's worker ID: 1 to 128 bytes
+// of UTF-8 without control characters. Its error wraps ErrBadRequest and
+// names the field.
+func ValidateWorkerID(worker string) error { return validateWorkerID(worker) }
 
 // workerReg is the registration an attempt's worker held when the
 // attempt was recorded, as far as the owner knows: the registration's
@@ -35,7 +67,7 @@ func (pt *partition) workerLostLocked(ar *activeRun) (bool, string) {
 	}
 	n := len(ar.run.Attempts)
 	a := ar.run.Attempts[n-1]
-	cur, ok, synced := reg.lookup(a.Worker)
+	cred, rev, synced := reg.Registration(a.Worker)
 	if !synced {
 		return false, ""
 	}
@@ -44,12 +76,12 @@ func (pt *partition) workerLostLocked(ar *activeRun) (bool, string) {
 		// recorded (the run's write came after it) and is the same
 		// credential's.
 		ar.worker = workerReg{}
-		if ok && cur.doc.Credential == a.Credential && cur.createRev <= ar.modRev {
-			ar.worker = workerReg{attempt: n, rev: cur.createRev}
+		if rev != 0 && cred == a.Credential && rev <= ar.modRev {
+			ar.worker = workerReg{attempt: n, rev: rev}
 		}
 		return false, ""
 	}
-	if ok && cur.createRev == ar.worker.rev {
+	if rev == ar.worker.rev {
 		return false, ""
 	}
 	return true, fmt.Sprintf("worker %s lost: its registration expired (crashed, stopped without deregistering, or cut off from the fleet)", strconv.Quote(a.Worker))
@@ -77,118 +109,19 @@ func (d *Dispatcher) workersGone(ids []string) {
 	}
 }
 
-// checkWorkerID refuses a poll under a worker ID registered to another
+// checkWorkerID refuses a poll under a worker ID bound to another
 // credential.
 func (d *Dispatcher) checkWorkerID(worker, credential string) error {
 	if d.cfg.Workers == nil {
 		return nil
 	}
-	if reg, ok, _ := d.cfg.Workers.lookup(worker); ok && reg.doc.Credential != credential {
-		return fmt.Errorf("%w: worker %q", ErrWorkerIDTaken, worker)
-	}
-	return nil
-}
-
-// ErrNoRegistry: the dispatcher was configured without a worker registry.
-var ErrNoRegistry = fmt.Errorf("this member keeps no worker registry")
-
-// Register creates or refreshes a worker's registration (see Registry).
-func (d *Dispatcher) Register(ctx context.Context, req RegisterRequest) (RegisterResponse, error) {
-	if d.cfg.Workers == nil {
-		return RegisterResponse{}, ErrNoRegistry
-	}
-	return d.cfg.Workers.Register(ctx, req)
-}
-
-// Deregister removes a worker's registration (see Registry).
-func (d *Dispatcher) Deregister(ctx context.Context, req DeregisterRequest) error {
-	if d.cfg.Workers == nil {
-		return ErrNoRegistry
-	}
-	return d.cfg.Workers.Deregister(ctx, req)
-}
-
-// Workers returns the live worker registrations, by ID, as this member's
-// mirror of them shows them (Active is what each worker reported at its
-// latest refresh). It returns ErrNoRegistry without a registry, or an
-// error while the registry has not listed etcd yet.
-func (d *Dispatcher) Workers() ([]store.Worker, error) {
-	if d.cfg.Workers == nil {
-		return nil, ErrNoRegistry
-	}
-	ws, rev := d.cfg.Workers.Workers()
-	if rev == 0 {
-		return nil, fmt.Errorf("the worker registry is not loaded yet; retry")
-	}
-	return ws, nil
-}
-
-// WhyPending says why a waiting run of job jobID, whose executor type is
-// executor, may not be taken by any worker: no live worker serves the
-// executor type, or none that does may take jobs with that ID (their
-// credentials are scoped to other prefixes). It returns "" when some live
-// worker could take it (it then waits for a free slot or its backoff),
-// and when the member keeps no registry or has not listed it yet. The
-// reason names the other prefixes only for a reader with no scope
-// (readerPrefix ""): a credential scoped to a prefix is not told of other
-// teams' prefixes.
-func (d *Dispatcher) WhyPending(jobID, executor, readerPrefix string) string {
-	if d.cfg.Workers == nil {
-		return ""
-	}
-	ws, rev := d.cfg.Workers.Workers()
-	if rev == 0 {
-		return ""
-	}
-	return whyPending(ws, jobID, executor, readerPrefix == "")
-}
-
-// whyPending is WhyPending's decision over the registrations ws; names
-// says whether the reason may name the workers' prefixes.
-func whyPending(ws []store.Worker, jobID, executor string, names bool) string {
-	if len(ws) == 0 {
-		return "no live worker is registered (start one: jobfleet worker)"
-	}
-	prefixes := map[string]bool{}
-	serving := 0
-	for _, w := range ws {
-		if !slices.Contains(w.Executors, executor) {
-			continue
-		}
-		serving++
-		if strings.HasPrefix(jobID, w.Prefix) {
-			return ""
-		}
-		prefixes[w.Prefix] = true
-	}
-	if serving == 0 {
-		switch executor {
-		case store.ExecutorShell:
-			return `no live worker serves executor "shell" (start a worker with --allow-shell)`
-		case store.ExecutorHTTP:
-			return `no live worker serves executor "http"`
-		default:
-			return fmt.Sprintf("no live worker serves handler %s (run a program that registers it with the worker library's Handle)", strconv.Quote(executor))
-		}
-	}
-	if !names {
-		return fmt.Sprintf("no live worker serving executor %s accepts jobs under this ID: their credentials are limited to other prefixes", strconv.Quote(executor))
-	}
-	var ps []string
-	for _, p := range slices.Sorted(maps.Keys(prefixes)) {
-		ps = append(ps, strconv.Quote(p))
-	}
-	return fmt.Sprintf("no live worker serving executor %s accepts jobs under this ID: their credentials are limited to the prefixes %s", strconv.Quote(executor), strings.Join(ps, ", "))
+	return d.cfg.Workers.CheckID(worker, credential)
 }
 
 // unservable counts the waiting runs of parts (not running) that no live
-// worker can take, by executor type; nil without a loaded registry.
+// worker can take, by executor type; nil without a registry.
 func (d *Dispatcher) unservable(parts []*partition) map[string]int {
 	if d.cfg.Workers == nil {
-		return nil
-	}
-	ws, rev := d.cfg.Workers.Workers()
-	if rev == 0 {
 		return nil
 	}
 	out := map[string]int{}
@@ -199,7 +132,7 @@ func (d *Dispatcher) unservable(parts []*partition) map[string]int {
 			if e == nil || ar.run.Status == store.RunRunning {
 				continue
 			}
-			if whyPending(ws, ar.run.JobID, e.spec.Executor.Type, false) != "" {
+			if d.cfg.Workers.WhyPending(ar.run.JobID, e.spec.Executor.Type, "") != "" {
 				out[e.spec.Executor.Type]++
 			}
 		}

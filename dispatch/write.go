@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -66,6 +67,16 @@ func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefo
 		pt.hist.died(r.JobID, r.ScheduledAt, w.at, w.entry)
 	}
 	ar.run, ar.modRev, ar.notBefore, ar.size = r, rev, notBefore, w.size
+	if u, ok := pt.takeBacks[r.ID]; ok && u.unsure {
+		// An attempt's write of unknown outcome compared the revision this
+		// write compared too (memory did not move on from it), so one of
+		// them failed its compare: this one applied, that one did not,
+		// and there is nothing to take back. Left queued, the take-back
+		// would match the attempt this write recorded when it has the same
+		// number and worker (the worker's next poll got the run again) and
+		// take back an attempt that was delivered: it would run twice.
+		delete(pt.takeBacks, r.ID)
+	}
 	if r.Status.Final() {
 		pt.dropActiveLocked(r.ID)
 		pt.poke() // a one-off job may have finished
@@ -114,7 +125,7 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 	e := pt.jobs[r.JobID]
 	prev := ar.run
 	pt.mu.Unlock()
-	var notes []outboxEntry
+	var notes []notify.Entry
 	if e != nil && e.work != nil {
 		var also []clientv3.Op
 		if also, notes = pt.notificationsFor(e.work, prev, w.run, w.val, pt.now()); len(also) > 0 {
@@ -136,7 +147,9 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 	}
 	pt.updatedLocked(ar, w, resp.Header.Revision, notBefore)
 	pt.mu.Unlock()
-	pt.notes.add(notes)
+	if len(notes) > 0 {
+		pt.notes.Add(notes...)
+	}
 	return w.run, nil
 }
 

@@ -6,6 +6,7 @@ package docs
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -192,11 +193,11 @@ func TestDocsStandAlone(t *testing.T) {
 // mdLink matches a markdown link's target: ](target).
 var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
-// TestDocLinks checks every link of README.md and docs/ (generated CLI
-// reference included) that is not a web address: its file exists in the
+// TestDocLinks checks every link of README.md, CHANGELOG.md and docs/
+// (generated CLI reference included) that is not a web address: its file exists in the
 // repository, and its #anchor names a heading of that file.
 func TestDocLinks(t *testing.T) {
-	docs := []string{filepath.Join(repoRoot, "README.md")}
+	docs := []string{filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "CHANGELOG.md")}
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
 			docs = append(docs, path)
@@ -308,4 +309,83 @@ func anchors(doc string) []string {
 		seen[a]++
 	}
 	return out
+}
+
+// TestEmbedSnippet fails when the program workers.md shows for embedding
+// a worker differs from Example_embedWorker (embed_example_test.go), which
+// the compiler checks against the worker library: the document must hold
+// the example's import block and its body, verbatim.
+func TestEmbedSnippet(t *testing.T) {
+	src, err := os.ReadFile("embed_example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example := string(src)
+	imports, err := between(example, "import (\n", "\n)\n")
+	if err != nil {
+		t.Fatalf("embed_example_test.go: the import block: %v", err)
+	}
+	body, err := between(example, "func Example_embedWorker() {\n", "\n}\n")
+	if err != nil {
+		t.Fatalf("embed_example_test.go: Example_embedWorker: %v", err)
+	}
+	doc, err := os.ReadFile("workers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, err := between(string(doc), "\n## Embedding a worker\n", "\n## ")
+	if err != nil {
+		t.Fatalf("workers.md: the section \"Embedding a worker\": %v", err)
+	}
+	block, err := between(section, "```go\n", "```\n")
+	if err != nil {
+		t.Fatalf("workers.md, Embedding a worker: no go code block: %v", err)
+	}
+	for what, want := range map[string]string{"import block": "import (\n" + imports + "\n)\n", "body": body} {
+		if !strings.Contains(block, want) {
+			t.Errorf("workers.md's embedding program lacks the example's %s, verbatim:\n%s", what, want)
+		}
+	}
+}
+
+// between returns the text of s after the first from and before the next
+// to.
+func between(s, from, to string) (string, error) {
+	_, after, ok := strings.Cut(s, from)
+	if !ok {
+		return "", fmt.Errorf("no %q", from)
+	}
+	in, _, ok := strings.Cut(after, to)
+	if !ok {
+		return "", fmt.Errorf("no %q after %q", to, from)
+	}
+	return in, nil
+}
+
+// TestFrontPage keeps README.md a front page: at most 200 lines, and its
+// first code block the two commands, run it and test it (the deploy
+// module's TestTestCommandInStep checks that CI runs the same test.sh).
+func TestFrontPage(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(readme), "\n"); n > 200 {
+		t.Errorf("README.md has %d lines, want at most 200: move reference material into docs/", n)
+	}
+	block, err := between(string(readme), "```sh\n", "```\n")
+	if err != nil {
+		t.Fatalf("README.md has no sh code block: %v", err)
+	}
+	var cmds []string
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		cmd, _, _ := strings.Cut(line, "#")
+		cmds = append(cmds, strings.TrimSpace(cmd))
+	}
+	if want := []string{"go run ./cmd/jobfleet dev", "./test.sh"}; !slices.Equal(cmds, want) {
+		t.Errorf("README.md's first code block runs %q, want %q", cmds, want)
+	}
+	if st, err := os.Stat(filepath.Join(repoRoot, "test.sh")); err != nil || st.Mode().Perm()&0o100 == 0 {
+		t.Errorf("test.sh is missing or not executable: %v", err)
+	}
 }

@@ -17,4 +17,9 @@
 // etcd's state and no change is lost, though several changes may be seen
 // as one. It does not promise that every member sees every intermediate
 // view, nor that all members see a change at the same instant.
+//
+// The member view's documents, View and Member, are package api's (GET
+// /v1/cluster/members serves them to clients and workers that must not
+// link etcd); membership.View and membership.Member are deprecated
+// aliases of them, kept for one release.
 package membership

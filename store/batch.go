@@ -7,19 +7,18 @@ import (
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/api"
 )
 
-// Limits of a batch write (WriteBatch).
+// Limits of a batch write (WriteBatch): api.MaxBatchJobs and
+// api.MaxBatchBytes.
+//
+// Deprecated: use api.MaxBatchJobs and api.MaxBatchBytes; kept for one
+// release.
 const (
-	// MaxBatchJobs is the most jobs one batch may hold. A batch is one
-	// etcd transaction with one compare and one put per job, and etcd
-	// refuses transactions with more than --max-txn-ops operations in any
-	// of their lists, 128 by default: the fleet assumes the default.
-	MaxBatchJobs = 128
-	// MaxBatchBytes bounds the stored documents of one batch, keys and
-	// values, in bytes, which keeps its transaction well under etcd's
-	// request limit (--max-request-bytes, 1.5 MiB by default).
-	MaxBatchBytes = 1 << 20
+	MaxBatchJobs  = api.MaxBatchJobs
+	MaxBatchBytes = api.MaxBatchBytes
 )
 
 // BatchMode says what a batch write does with IDs that exist.

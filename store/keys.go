@@ -18,7 +18,8 @@ import (
 //	runs/<p>/<id>/<time>             run document (owner)
 //	queue/<p>/<id>/<time>            index of runs not yet final (owner)
 //	failing/<p>/<id>/<time>          index of runs failed or dead (owner, with the run's status; failing.go)
-//	outbox/<p>/<run id>/<event>-<attempt>-<i>  notification to deliver (owner, with the run's status)
+//	outbox/<p>/<id>/<time>/<event>-<attempt>     run document its notifications deliver (owner, with the run's status)
+//	outbox/<p>/<id>/<time>/<event>-<attempt>/<i> notification to deliver to the job's i-th notify entry (owner, likewise)
 //	workers/<id>                     worker registration (an orchestrator, under a lease per worker)
 //
 // <p> is the partition, five digits; <id> is EscapeID(job ID); <time> is
@@ -27,10 +28,6 @@ type Keys struct {
 	// NS is the namespace prefix, ending in "/".
 	NS string
 }
-
-// TimeFormat is the fixed-width UTC form of scheduled times in keys and
-// run IDs, with millisecond precision.
-const TimeFormat = "2006-01-02T15:04:05.000Z"
 
 func part(p int) string { return fmt.Sprintf("%05d", p) }
 
@@ -81,9 +78,6 @@ func (k Keys) QueuePrefix(p int) string { return k.AllQueuePrefix() + part(p) + 
 func (k Keys) Queue(p int, id string, t time.Time) string {
 	return k.QueuePrefix(p) + EscapeID(id) + "/" + FormatTime(t)
 }
-
-// FormatTime formats t for keys and run IDs (UTC, milliseconds).
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
 
 // ParseSpecKey splits a key under PartitionJobsPrefix(p) into the job ID
 // and, for a trigger key, the trigger's time. ok is false for keys of

@@ -87,24 +87,25 @@ func (k Keys) DeleteRunOp(p int, id string, at time.Time) clientv3.Op {
 }
 
 // DeleteJobDataOps returns the deletions of everything the owner stores for
-// job id: its state, runs, queue entries and failing-runs index entries
-// (not its spec).
+// job id: its state, runs, queue entries, failing-runs index entries and
+// pending notifications (not its spec).
 func (k Keys) DeleteJobDataOps(p int, id string) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpDelete(k.State(p, id)),
 		clientv3.OpDelete(k.RunPrefix(p, id), clientv3.WithPrefix()),
 		clientv3.OpDelete(k.QueueJobPrefix(p, id), clientv3.WithPrefix()),
 		clientv3.OpDelete(k.FailingJobPrefix(p, id), clientv3.WithPrefix()),
+		clientv3.OpDelete(k.OutboxJobPrefix(p, id), clientv3.WithPrefix()),
 	}
 }
 
 // DeleteJobOp returns the deletion of job id with everything stored for it
-// (spec, pause key, state, runs, queue and failing-runs index entries),
-// applied only if its spec still has mod revision rev and its pause key
-// pauseRev (0: none; the version the caller decided on: an edit, pause or
-// resume made since is not lost) and no trigger request of the job is
-// pending (an accepted trigger is not lost): a nested transaction whose
-// response's Succeeded says whether it applied.
+// (spec, pause key, state, runs, queue and failing-runs index entries,
+// pending notifications), applied only if its spec still has mod revision
+// rev and its pause key pauseRev (0: none; the version the caller decided
+// on: an edit, pause or resume made since is not lost) and no trigger
+// request of the job is pending (an accepted trigger is not lost): a
+// nested transaction whose response's Succeeded says whether it applied.
 func (k Keys) DeleteJobOp(p int, id string, rev, pauseRev int64) clientv3.Op {
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(k.Spec(p, id)), "=", rev),

@@ -1,45 +1,5 @@
 package store
 
-import "time"
-
-// Worker is a worker's registration, stored at Keys.Worker(ID) under a
-// lease that the orchestrator the worker last registered with keeps alive
-// while the worker keeps registering (POST /v1/worker/register): the key
-// disappears one TTL after the worker's last contact, or at once when it
-// deregisters on a graceful stop. It is also the document GET
-// /v1/cluster/workers lists.
-type Worker struct {
-	// ID is the worker's ID, as it names itself in the worker protocol.
-	ID string `json:"id"`
-	// Credential is the ID of the credential the worker registered with:
-	// the ID is bound to it (another credential may neither register nor
-	// poll under this ID while the registration lives).
-	Credential string `json:"credential"`
-	// Prefix is that credential's job-ID scope, "" for all jobs: the
-	// worker is handed only runs of jobs under it.
-	Prefix string `json:"prefix,omitempty"`
-	// Executors are the executor types the worker runs: "http", "shell"
-	// and handler names.
-	Executors []string `json:"executors"`
-	// Concurrency is the number of attempts the worker holds at most.
-	Concurrency int `json:"concurrency"`
-	// Active is the number of attempts it held at its latest refresh.
-	Active int `json:"active"`
-	// RegisteredAt is when this registration was created (a worker that
-	// expired and registers again gets a new one).
-	RegisteredAt time.Time `json:"registered_at"`
-	// LastContact is when the worker last registered, refreshed in etcd
-	// at most every half TTL (and whenever Active, Executors or
-	// Concurrency change), so it may lag by that much.
-	LastContact time.Time `json:"last_contact"`
-	// Orchestrator is the ID of the member that holds the registration's
-	// lease.
-	Orchestrator string `json:"orchestrator"`
-	// Orchestrators are the orchestrator URLs the worker says it polls;
-	// omitted if it does not say.
-	Orchestrators []string `json:"orchestrators,omitempty"`
-}
-
 // WorkersPrefix is the prefix of every worker registration.
 func (k Keys) WorkersPrefix() string { return k.NS + "workers/" }
 

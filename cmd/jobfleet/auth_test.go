@@ -158,6 +158,55 @@ func TestContextsAndCredentialPrecedence(t *testing.T) {
 	}
 }
 
+// TestContextShow checks what scripts read from a context: --field
+// server and token print the value alone (the token from the context's
+// file, as jobfleet dev writes it), the plain form never prints a token,
+// and unknown contexts and fields are refused.
+func TestContextShow(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	tokenFile := writeFile(t, "tok", "tok-from-file\n")
+	if _, err := cli(t, "context", "show"); err == nil || !strings.Contains(err.Error(), "no current context") {
+		t.Errorf("context show without contexts: %v", err)
+	}
+	if out, err := cli(t, "context", "set", "dev", "--server", "http://127.0.0.1:8080", "--token-file", tokenFile); err != nil {
+		t.Fatalf("context set: %v %s", err, out)
+	}
+	if out, err := cli(t, "context", "set", "prod", "--server", "https://jobfleet.example:8443", "--token", "tok-inline", "--ca", "/etc/ca.pem"); err != nil {
+		t.Fatalf("context set: %v %s", err, out)
+	}
+	// Variables of client flags with the same names change nothing here.
+	t.Setenv("JOBFLEET_SERVER", "http://elsewhere:1")
+	t.Setenv("JOBFLEET_TOKEN", "tok-env")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--field", "server"}, "http://127.0.0.1:8080\n"},
+		{[]string{"--field", "token"}, "tok-from-file\n"},
+		{[]string{"prod", "--field", "server"}, "https://jobfleet.example:8443\n"},
+		{[]string{"prod", "--field", "token"}, "tok-inline\n"},
+	} {
+		out, err := cli(t, append([]string{"context", "show"}, tt.args...)...)
+		if err != nil || out != tt.want {
+			t.Errorf("context show %v: got %q (%v), want %q", tt.args, out, err, tt.want)
+		}
+	}
+	out, err := cli(t, "context", "show", "prod")
+	if err != nil || strings.Contains(out, "tok-inline") || !strings.Contains(out, "https://jobfleet.example:8443") || !strings.Contains(out, "/etc/ca.pem") {
+		t.Errorf("context show prod: %v\n%s", err, out)
+	}
+	out, err = cli(t, "context", "show")
+	if err != nil || !strings.Contains(out, "dev (current)") || !strings.Contains(out, "token file "+tokenFile) || strings.Contains(out, "tok-from-file") {
+		t.Errorf("context show: %v\n%s", err, out)
+	}
+	if _, err := cli(t, "context", "show", "nope"); err == nil || !strings.Contains(err.Error(), `no context "nope"`) {
+		t.Errorf("context show nope: %v", err)
+	}
+	if _, err := cli(t, "context", "show", "--field", "password"); err == nil || !strings.Contains(err.Error(), "--field") {
+		t.Errorf("context show --field password: %v", err)
+	}
+}
+
 func TestTokenCommands(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	c := newCLIEnv(t)

@@ -21,7 +21,7 @@ var errChecksFailed = errors.New("chaos: the checker found violations (see the r
 
 func newBenchChaosCmd() *cobra.Command {
 	var (
-		logs          logOptions
+		logs          = defaultLogOptions("console")
 		seed          int64
 		duration      time.Duration
 		dir           string
@@ -112,7 +112,7 @@ See docs/reliability.md.`,
 			return nil
 		},
 	}
-	logs.register(cmd.Flags(), "console")
+	logs.register(cmd.Flags())
 	fs := cmd.Flags()
 	fs.Int64Var(&seed, "seed", 0, "seed of the nemesis, the workload and the recorder's failures (default: random, printed)")
 	fs.DurationVar(&duration, "duration", 10*time.Minute, "how long faults are injected (the run takes about a minute more)")

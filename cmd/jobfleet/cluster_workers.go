@@ -17,7 +17,7 @@ import (
 func newClusterWorkersCmd(opts *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "workers",
-		Short: "List the live workers: executor types, concurrency, attempts held, credential, last contact and the orchestrator holding each registration",
+		Short: "List the live workers: executor types, concurrency, attempts held (a sample), credential, when each registration was created and last written, and the orchestrator it was written by",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var l api.WorkerList
@@ -32,7 +32,7 @@ func newClusterWorkersCmd(opts *clientOptions) *cobra.Command {
 			}
 			now := time.Now()
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tEXECUTORS\tACTIVE\tCREDENTIAL\tREGISTERED\tLAST CONTACT\tORCHESTRATOR")
+			fmt.Fprintln(tw, "ID\tEXECUTORS\tACTIVE\tCREDENTIAL\tREGISTERED\tUPDATED\tORCHESTRATOR")
 			for _, w := range l.Workers {
 				ex := make([]string, len(w.Executors))
 				for i, e := range w.Executors {

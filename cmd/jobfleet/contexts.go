@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/auth"
 )
 
 // cliConfig is the client configuration file,
@@ -187,6 +189,7 @@ makes it current.`,
 		},
 	})
 	cmd.AddCommand(newContextSetCmd())
+	cmd.AddCommand(newContextShowCmd())
 	cmd.AddCommand(&cobra.Command{
 		Use: "rm NAME", Short: "Remove context NAME", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -279,5 +282,84 @@ func newContextSetCmd() *cobra.Command {
 	fs.StringVar(&c.Cert, "cert", "", "TLS client certificate file")
 	fs.StringVar(&c.Key, "key", "", "TLS client key file")
 	fs.BoolVar(&use, "use", false, "make it the current context")
+	return cmd
+}
+
+// newContextShowCmd is `jobfleet context show`: one context's settings,
+// or with --field one value alone, for scripts that call the API without
+// the CLI (curl).
+func newContextShowCmd() *cobra.Command {
+	var field string
+	cmd := &cobra.Command{
+		Use:   "show [NAME]",
+		Short: "Print context NAME (default: the current one); --field server or token prints that value alone",
+		Long: `show prints a context's server, where its credential is, and its TLS
+files, never the token itself. --field prints one value and nothing else,
+for scripts that call the API themselves: server (the API's URL) or token
+(the token, read from the context's token file if it names one).`,
+		Example: `  curl -H "Authorization: Bearer $(jobfleet context show --field token)" "$(jobfleet context show --field server)/v1/jobs"`,
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if field != "" && field != "server" && field != "token" {
+				return fmt.Errorf("--field must be server or token, got %q", field)
+			}
+			cfg, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			name := cfg.CurrentContext
+			if len(args) == 1 {
+				name = args[0]
+			}
+			if name == "" {
+				return errors.New("no current context (jobfleet dev writes one; jobfleet context ls lists them)")
+			}
+			c, ok := cfg.Contexts[name]
+			if !ok {
+				return fmt.Errorf("no context %q (jobfleet context ls lists them)", name)
+			}
+			out := cmd.OutOrStdout()
+			switch field {
+			case "server":
+				if c.Server == "" {
+					return fmt.Errorf("context %s names no server", name)
+				}
+				_, err := fmt.Fprintln(out, c.Server)
+				return err
+			case "token":
+				t := c.Token
+				if t == "" && c.TokenFile != "" {
+					if t, err = auth.ReadTokenFile(c.TokenFile); err != nil {
+						return err
+					}
+				}
+				if t == "" {
+					return fmt.Errorf("context %s names no credential", name)
+				}
+				_, err := fmt.Fprintln(out, t)
+				return err
+			}
+			cred := "none"
+			switch {
+			case c.Token != "":
+				cred = "a token, in the configuration file"
+			case c.TokenFile != "":
+				cred = "token file " + c.TokenFile
+			}
+			current := ""
+			if name == cfg.CurrentContext {
+				current = " (current)"
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "name\t%s%s\nserver\t%s\ncredential\t%s\n", name, current, c.Server, cred)
+			for _, f := range []struct{ key, v string }{{"ca", c.CA}, {"cert", c.Cert}, {"key", c.Key}} {
+				if f.v != "" {
+					fmt.Fprintf(tw, "%s\t%s\n", f.key, f.v)
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&field, "field", "", "print one value alone: server or token")
 	return cmd
 }

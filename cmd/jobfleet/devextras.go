@@ -21,11 +21,14 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// echoServer is `jobfleet dev`'s built-in job receiver: POST /echo answers
-// 200 with the body it got; POST /flaky fails attempts 1 and 2 and lets the
-// third succeed, so a retrying job is visible in the log and the run
-// history.
-func startEchoServer(lg *zap.Logger, host string, cfg httpserver.Config) (*httpserver.Server, error) {
+// startEchoServer starts `jobfleet dev`'s built-in job receiver: POST
+// /echo answers 200 with the body it got; POST /flaky fails attempts 1 and
+// 2 and lets the third succeed, so a retrying job is visible in the log
+// and the run history. It listens on host:port, the same address on
+// every start so that jobs a user aims at it keep working across
+// restarts, or on a port of the system's choosing (logged) when that one
+// is taken or out of range.
+func startEchoServer(lg *zap.Logger, host string, port int, cfg httpserver.Config) (*httpserver.Server, error) {
 	lg = lg.Named("echo")
 	mux := http.NewServeMux()
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
@@ -45,6 +48,16 @@ func startEchoServer(lg *zap.Logger, host string, cfg httpserver.Config) (*https
 		}
 		fmt.Fprintf(w, "succeeded at attempt %d\n", attempt)
 	})
+	// The workers call it without credentials, as fast as jobs fire.
+	cfg.Name, cfg.Registry, cfg.AnonymousRate = "echo", nil, -1
+	if port > 0 && port <= 65535 {
+		srv, err := httpserver.Start(net.JoinHostPort(host, strconv.Itoa(port)), mux, cfg)
+		if err == nil {
+			return srv, nil
+		}
+		lg.Warn("the echo endpoint's port is taken: listening on another one; jobs aimed at the usual URL fail until it is free at a restart",
+			zap.Int("port", port), zap.Error(err))
+	}
 	return httpserver.Start(net.JoinHostPort(host, "0"), mux, cfg)
 }
 

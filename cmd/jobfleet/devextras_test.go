@@ -2,6 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
@@ -68,5 +73,47 @@ func TestStoreExamplesKeepsUserChanges(t *testing.T) {
 	storeExamples(ctx, lg, s, "http://127.0.0.1:41003")
 	if j, _ := s.Get(ctx, "example-echo"); j.Executor.URL != "https://hooks.example.com/echo" || !j.Paused {
 		t.Errorf("example-echo aimed elsewhere: got url %q paused %v, want the user's URL, paused", j.Executor.URL, j.Paused)
+	}
+}
+
+// TestEchoServerPort checks that dev's echo endpoint listens on the port
+// it is given, so that a job aimed at it works again after a restart, and
+// on another port, still answering, when that one is taken.
+func TestEchoServerPort(t *testing.T) {
+	lg := zaptest.NewLogger(t)
+	cfg := serverConfig(lg, 10, nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	first, err := startEchoServer(lg, "127.0.0.1", port, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Shutdown()
+	want := "http://127.0.0.1:" + strconv.Itoa(port)
+	if first.URL() != want {
+		t.Errorf("echo endpoint at %s, want %s", first.URL(), want)
+	}
+	second, err := startEchoServer(lg, "127.0.0.1", port, cfg) // the port is taken now
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Shutdown()
+	if second.URL() == want {
+		t.Fatalf("two echo endpoints at %s", want)
+	}
+	for _, srv := range []string{first.URL(), second.URL()} {
+		resp, err := http.Post(srv+"/echo", "application/json", strings.NewReader(`{"hello":"echo"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != `{"hello":"echo"}` {
+			t.Errorf("POST %s/echo: %s %q, want 200 with the body sent", srv, resp.Status, body)
+		}
 	}
 }

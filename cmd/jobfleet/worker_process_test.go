@@ -118,3 +118,39 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 		t.Fatalf("executions by attempt %v, want attempt 1 and attempt 2 once each", attempts)
 	}
 }
+
+// TestWorkerProcessWithoutCredentialExits: `jobfleet worker` started
+// without a credential against a fleet that requires one says so at once
+// in an error line naming the orchestrator and the flags that fix it,
+// and exits non-zero after the start grace instead of retrying forever.
+func TestWorkerProcessWithoutCredentialExits(t *testing.T) {
+	ns := etcdtest.Namespace(t)
+	o := startOrchestrator(t, ns, "orch-cred")
+	if o.Exited() {
+		t.Fatalf("orchestrator exited at start-up: %v", o.Cmd.ProcessState)
+	}
+	w := startProc(t, "anonymous-worker", "worker", "--orchestrators="+o.url, "--id=anonymous", "--poll-wait=1s", "--log-format=json")
+	if code := w.Wait(t, time.Minute); code == 0 {
+		t.Fatal("jobfleet worker without a credential exited 0, want an error")
+	}
+	stderr := w.Stderr.String()
+	line := logLine(stderr, "refused the worker's credentials")
+	if line == "" {
+		t.Fatalf("no log line about the refused credentials:\n%s", stderr)
+	}
+	var entry struct {
+		Level        string `json:"level"`
+		Msg          string `json:"msg"`
+		Orchestrator string `json:"orchestrator"`
+		Status       int    `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(line), &entry); err != nil {
+		t.Fatalf("log line %q: %v", line, err)
+	}
+	if entry.Level != "error" || entry.Orchestrator != o.url || entry.Status != http.StatusUnauthorized || !strings.Contains(entry.Msg, "--token-file") {
+		t.Errorf("log line %+v, want an error naming the orchestrator %s, status 401 and the fix (--token, --token-file)", entry, o.url)
+	}
+	if !strings.Contains(stderr, "credentials refused") || !strings.Contains(stderr, "JOBFLEET_TOKEN") {
+		t.Errorf("stderr lacks the command's error (credentials refused, and the fix):\n%s", stderr)
+	}
+}

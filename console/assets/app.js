@@ -783,7 +783,7 @@
         const ws = r.workers || [];
         out.replaceChildren(ws.length
           ? el('table', {},
-            el('thead', {}, el('tr', {}, ['Worker', 'Credential', 'Executors', 'Active / concurrency', 'Registered', 'Last contact', 'Orchestrator'].map((h) => el('th', { scope: 'col', text: h })))),
+            el('thead', {}, el('tr', {}, ['Worker', 'Credential', 'Executors', 'Active / concurrency', 'Registered', 'Updated', 'Orchestrator'].map((h) => el('th', { scope: 'col', text: h })))),
             el('tbody', {}, ws.map((w) => el('tr', {},
               el('td', { text: w.id }), el('td', { text: w.credential }), el('td', { text: (w.executors || []).join(', ') }),
               el('td', { class: 'num', text: w.active + ' / ' + w.concurrency }), el('td', { text: fmtUTC(w.registered_at) }),

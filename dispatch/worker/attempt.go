@@ -12,9 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/retry"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // Causes of an attempt's cancellation other than errShuttingDown. Their
@@ -40,7 +39,7 @@ const (
 // attempt is one held attempt: its grant and where its reports go.
 type attempt struct {
 	w  *Worker
-	a  dispatch.AttemptGrant
+	a  api.AttemptGrant
 	lg *zap.Logger
 
 	mu    sync.Mutex // guards owner
@@ -55,7 +54,7 @@ func (at *attempt) ownerAddr() string {
 
 // redirect makes addr the attempt's owner after a 421; it reports false if
 // the reply named no (new) owner.
-func (at *attempt) redirect(n dispatch.NotOwner, from string) bool {
+func (at *attempt) redirect(n api.NotOwner, from string) bool {
 	at.mu.Lock()
 	defer at.mu.Unlock()
 	if n.OwnerAddr == "" || n.OwnerAddr == at.owner {
@@ -86,7 +85,7 @@ func (at *attempt) rotate(addr string) {
 	at.lg.Info("attempt's orchestrator unreachable; asking another", zap.String("from", addr), zap.String("to", next))
 }
 
-func (w *Worker) newAttempt(a dispatch.AttemptGrant, from string) *attempt {
+func (w *Worker) newAttempt(a api.AttemptGrant, from string) *attempt {
 	owner := a.OwnerAddr
 	if owner == "" {
 		owner = from
@@ -102,7 +101,7 @@ func (w *Worker) newAttempt(a dispatch.AttemptGrant, from string) *attempt {
 
 // startAttempt runs a in a goroutine that holds one slot (already taken)
 // until the attempt is reported or dropped.
-func (w *Worker) startAttempt(a dispatch.AttemptGrant, from string) {
+func (w *Worker) startAttempt(a api.AttemptGrant, from string) {
 	at := w.newAttempt(a, from)
 	w.cfg.Metrics.attemptStarted()
 	w.attempts.Add(1)
@@ -116,7 +115,7 @@ func (w *Worker) startAttempt(a dispatch.AttemptGrant, from string) {
 }
 
 // startRefused reports a failed without running it (it holds no slot).
-func (w *Worker) startRefused(a dispatch.AttemptGrant, from string) {
+func (w *Worker) startRefused(a api.AttemptGrant, from string) {
 	at := w.newAttempt(a, from)
 	w.cfg.Metrics.attemptStarted()
 	w.attempts.Add(1)
@@ -136,9 +135,9 @@ func (at *attempt) run() {
 	start := w.cfg.Clock.Now()
 	timeout := a.Timeout.Std()
 	if timeout <= 0 {
-		timeout = store.DefaultTimeout.Std()
+		timeout = api.DefaultTimeout.Std()
 	}
-	at.lg.Info("attempt started", zap.Stringer("timeout", store.Duration(timeout)), zap.String("owner", at.ownerAddr()))
+	at.lg.Info("attempt started", zap.Stringer("timeout", api.Duration(timeout)), zap.String("owner", at.ownerAddr()))
 
 	// The execution context ends on timeout, on the orchestrator's
 	// cancellation or staleness (heartbeat), and at the end of the shutdown
@@ -146,7 +145,7 @@ func (at *attempt) run() {
 	ctx, cancel := context.WithCancelCause(w.hardCtx)
 	defer cancel(nil)
 	timer := w.cfg.Clock.AfterFunc(timeout, func() {
-		cancel(fmt.Errorf("timed out after %v", store.Duration(timeout)))
+		cancel(fmt.Errorf("timed out after %v", api.Duration(timeout)))
 	})
 	defer timer.Stop()
 
@@ -208,12 +207,12 @@ func (at *attempt) run() {
 // finish reports out and logs the attempt's result.
 func (at *attempt) finish(out outcome, start time.Time) {
 	w := at.w
-	req := dispatch.CompleteRequest{
+	req := api.CompleteRequest{
 		Worker:  w.cfg.ID,
 		RunID:   at.a.RunID,
 		Attempt: at.a.Attempt,
 		Success: out.err == nil,
-		Output:  out.output.text(dispatch.MaxOutputBytes),
+		Output:  out.output.text(api.MaxOutputBytes),
 	}
 	result := "succeeded"
 	if out.err != nil {
@@ -244,7 +243,7 @@ func (at *attempt) finish(out outcome, start time.Time) {
 // retries network errors and 5xx with back-off for up to ReportTimeout,
 // and returns errStale on 409. It uses a fresh context: completions are
 // sent even while the worker shuts down.
-func (at *attempt) complete(req dispatch.CompleteRequest) (store.RunStatus, error) {
+func (at *attempt) complete(req api.CompleteRequest) (api.RunStatus, error) {
 	w := at.w
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ReportTimeout)
 	defer cancel()
@@ -253,14 +252,14 @@ func (at *attempt) complete(req dispatch.CompleteRequest) (store.RunStatus, erro
 	redirects := 0
 	for {
 		addr := at.ownerAddr()
-		r, err := w.client.post(ctx, addr, dispatch.PathComplete, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
+		r, err := w.client.post(ctx, addr, api.PathComplete, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
 		if err != nil && ctx.Err() == nil {
 			at.rotate(addr)
 		}
 		if err == nil {
 			switch {
 			case r.status == http.StatusOK:
-				var resp dispatch.CompleteResponse
+				var resp api.CompleteResponse
 				_ = json.Unmarshal(r.body, &resp) // the status is informational
 				return resp.Status, nil
 			case r.status == http.StatusConflict:

@@ -12,9 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/retry"
 )
 
@@ -56,8 +57,8 @@ func (r reply) err() error {
 }
 
 // notOwner decodes a 421 reply.
-func (r reply) notOwner() dispatch.NotOwner {
-	var n dispatch.NotOwner
+func (r reply) notOwner() api.NotOwner {
+	var n api.NotOwner
 	_ = json.Unmarshal(r.body, &n)
 	return n
 }
@@ -150,34 +151,82 @@ func (c *apiClient) post(ctx context.Context, base, path string, req any, timeou
 	return reply{status: resp.StatusCode, body: b}, nil
 }
 
+// credentialStartGrace is how long the orchestrators may refuse a worker
+// whose credential none has accepted yet before Run gives up with
+// ErrCredentialRefused: long enough for a credential created a moment
+// before the worker started to reach every orchestrator's cache (within
+// a second), short enough that a worker started without a valid
+// credential stops at once, saying why.
+const credentialStartGrace = 5 * time.Second
+
+// credentialFix is what a refusal's log line and Run's error say to do.
+const credentialFix = "give the worker a credential of role worker (Config.Token; jobfleet worker: --token, --token-file or JOBFLEET_TOKEN)"
+
 // credentialLog logs refusals of the worker's credentials once per
-// change, across all the worker's requests, instead of once per request.
-// Safe for concurrent use.
+// change, across all the worker's requests, instead of once per request;
+// and, while no orchestrator has ever accepted the credential, ends Run
+// (through fatal) once refusals have lasted credentialStartGrace. Safe for
+// concurrent use.
 type credentialLog struct {
-	mu   sync.Mutex // guards last
-	last string     // the refusal logged last; "" after an accepted request
+	clock clockwork.Clock
+	fatal chan error // buffer 1: the error that ends Run; sent at most once
+
+	mu          sync.Mutex // guards the fields below
+	last        string     // the refusal logged last; "" after an accepted request
+	wasAccepted bool       // an orchestrator accepted the credential once
+	since       time.Time  // the first refusal, while none was accepted
+	ended       bool       // fatal was sent
+}
+
+func newCredentialLog(clock clockwork.Clock) *credentialLog {
+	return &credentialLog{clock: clock, fatal: make(chan error, 1)}
 }
 
 // refused logs err at error level unless it is the refusal logged last.
+// Before any orchestrator accepted the credential, it also ends Run with
+// ErrCredentialRefused once refusals have lasted credentialStartGrace.
 func (c *credentialLog) refused(lg *zap.Logger, orchestrator string, err *CredentialError) {
 	msg := err.Error()
+	now := c.clock.Now()
 	c.mu.Lock()
 	changed := c.last != msg
 	c.last = msg
+	var fatal error
+	if !c.wasAccepted && !c.ended {
+		if c.since.IsZero() {
+			c.since = now
+		}
+		if now.Sub(c.since) >= credentialStartGrace {
+			c.ended = true
+			fatal = fmt.Errorf("%w: orchestrator %s: %w; %s", ErrCredentialRefused, orchestrator, err, credentialFix)
+		}
+	}
+	accepted := c.wasAccepted
 	c.mu.Unlock()
-	if changed {
-		lg.Error("orchestrator refused the worker's credentials; backing off (check --token or --token-file, and that the credential has the worker role)",
+	switch {
+	case fatal != nil:
+		lg.Error("no orchestrator accepts the worker's credentials; stopping: "+credentialFix,
+			zap.String("orchestrator", orchestrator), zap.Int("status", err.Status), zap.String("reason", err.Message),
+			zap.Duration("refused_for", credentialStartGrace))
+		c.fatal <- fatal // buffer 1, sent once
+	case changed && !accepted:
+		lg.Error("orchestrator refused the worker's credentials; the worker stops if no orchestrator accepts them within "+credentialStartGrace.String()+": "+credentialFix,
 			zap.String("orchestrator", orchestrator), zap.Int("status", err.Status), zap.String("reason", err.Message))
-	} else {
+	case changed:
+		lg.Error("orchestrator refused the worker's credentials; backing off: "+credentialFix,
+			zap.String("orchestrator", orchestrator), zap.Int("status", err.Status), zap.String("reason", err.Message))
+	default:
 		lg.Debug("credentials refused again", zap.String("orchestrator", orchestrator), zap.Int("status", err.Status))
 	}
 }
 
-// accepted notes a request the orchestrator accepted.
+// accepted notes a request the orchestrator accepted: from now on,
+// refusals are logged and backed off, never fatal.
 func (c *credentialLog) accepted(lg *zap.Logger) {
 	c.mu.Lock()
 	was := c.last
 	c.last = ""
+	c.wasAccepted = true
 	c.mu.Unlock()
 	if was != "" {
 		lg.Info("orchestrator accepts the worker's credentials again")

@@ -12,11 +12,10 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/retry"
-	"github.com/jobfleet/jobfleet/membership"
 )
 
 // Discovery tells a worker which orchestrators to poll. The worker polls
@@ -30,6 +29,14 @@ type Discovery interface {
 	// worker: Run shuts down and returns it. Watch must retry transient
 	// failures itself.
 	Watch(ctx context.Context, update func(addrs []string)) error
+}
+
+// EtcdEndpointer is implemented by a Discovery that reads the fleet from
+// etcd, such as etcddiscovery.Members: the worker refuses those endpoints
+// to "http" jobs, as it refuses the orchestrators.
+type EtcdEndpointer interface {
+	// EtcdEndpoints returns etcd's client URLs as the Discovery uses them.
+	EtcdEndpoints() []string
 }
 
 // normalizeAddrs returns the distinct non-empty addresses of addrs, without
@@ -53,6 +60,9 @@ func validateBaseURL(raw string) error {
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("orchestrator URL %q is not an absolute http or https URL", raw)
+	}
+	if err := api.CheckPort(u); err != nil {
+		return fmt.Errorf("orchestrator URL %q: %w", raw, err)
 	}
 	return nil
 }
@@ -149,12 +159,13 @@ func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return d.watch(ctx, &apiClient{hc: client}, update)
+	return d.watch(ctx, &apiClient{hc: client}, update, nil)
 }
 
 // watch is Watch with requests sent by c: a Worker running a MemberList
-// reads the members with its own client, TLS settings and token.
-func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]string)) error {
+// reads the members with its own client, TLS settings and token, and
+// tells creds (if not nil) whether its credentials were refused.
+func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]string), creds *credentialLog) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
@@ -184,6 +195,15 @@ func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]stri
 		// Ask the members first (most likely current), then the seeds.
 		try := append(slices.Clone(last), seeds...)
 		addrs, err := fetchMembers(ctx, c, try, reqTimeout)
+		if creds != nil && ctx.Err() == nil {
+			var refused *CredentialError
+			switch {
+			case err == nil:
+				creds.accepted(lg)
+			case errors.As(err, &refused):
+				creds.refused(lg, refusedBy(err), refused)
+			}
+		}
 		wait := interval
 		switch {
 		case ctx.Err() != nil:
@@ -222,6 +242,29 @@ func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]stri
 // settling.
 const settlingRefresh = time.Second
 
+// refusedBy returns the orchestrator named by fetchMembers' error about a
+// refused credential.
+func refusedBy(err error) string {
+	var r *membersRefused
+	if errors.As(err, &r) {
+		return r.base
+	}
+	return ""
+}
+
+// membersRefused is fetchMembersFrom's error when base refused the
+// worker's credentials.
+type membersRefused struct {
+	base string
+	err  *CredentialError
+}
+
+func (e *membersRefused) Error() string {
+	return fmt.Sprintf("GET %s/v1/cluster/members: %v", e.base, e.err)
+}
+
+func (e *membersRefused) Unwrap() error { return e.err }
+
 // fetchMembers returns the member addresses from the first of urls that
 // answers.
 func fetchMembers(ctx context.Context, client *apiClient, urls []string, timeout time.Duration) ([]string, error) {
@@ -252,98 +295,22 @@ func fetchMembersFrom(ctx context.Context, client *apiClient, base string, timeo
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		return nil, fmt.Errorf("GET %s/v1/cluster/members: %w", base, &CredentialError{Status: resp.StatusCode})
+		return nil, &membersRefused{base: base, err: &CredentialError{Status: resp.StatusCode}}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s/v1/cluster/members: status %s", base, resp.Status)
 	}
-	var v membership.View
+	var v api.View
 	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, maxOtherReplyBytes)).Decode(&v); err != nil {
 		return nil, fmt.Errorf("GET %s/v1/cluster/members: %w", base, err)
 	}
 	return memberAddrs(v), nil
 }
 
-func memberAddrs(v membership.View) []string {
+func memberAddrs(v api.View) []string {
 	addrs := make([]string, 0, len(v.Members))
 	for _, m := range v.Members {
 		addrs = append(addrs, m.Addr)
 	}
 	return normalizeAddrs(addrs)
-}
-
-// EtcdMembers discovers orchestrators from their registrations in etcd
-// (<namespace>members/<id>), following changes with a watch. Create it
-// with EtcdOrchestrators.
-type EtcdMembers struct {
-	client    *clientv3.Client
-	namespace string
-	// Logger; nil means no logs. Set before the worker runs.
-	Logger *zap.Logger
-}
-
-// EtcdOrchestrators returns a Discovery that reads the members of the fleet
-// in namespace (for example "/jobfleet/") from etcd and follows changes.
-func EtcdOrchestrators(client *clientv3.Client, namespace string) *EtcdMembers {
-	return &EtcdMembers{client: client, namespace: namespace}
-}
-
-// Validate reports whether the client and namespace are usable.
-func (d *EtcdMembers) Validate() error {
-	if d.client == nil {
-		return errors.New("nil etcd client")
-	}
-	if d.namespace == "" || !strings.HasSuffix(d.namespace, "/") {
-		return fmt.Errorf("etcd namespace %q must end in '/'", d.namespace)
-	}
-	return nil
-}
-
-// Watch mirrors the members prefix and reports the members' addresses
-// whenever they change. Connection trouble is retried by the mirror; the
-// last list stays in force meanwhile.
-func (d *EtcdMembers) Watch(ctx context.Context, update func([]string)) error {
-	if err := d.Validate(); err != nil {
-		return err
-	}
-	lg := d.Logger
-	if lg == nil {
-		lg = zap.NewNop()
-	}
-	mw, err := membership.NewWatcher(d.client, d.namespace, lg)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	runErr := make(chan error, 1)
-	go func() { runErr <- mw.Run(ctx) }()
-	var (
-		last     []string
-		reported bool
-	)
-	for {
-		v, changed := mw.View()
-		if v.Revision > 0 {
-			addrs := memberAddrs(v)
-			if !reported || !slices.Equal(addrs, last) {
-				lg.Info("orchestrators discovered", zap.Strings("orchestrators", addrs), zap.Int64("revision", v.Revision))
-				update(slices.Clone(addrs))
-				last, reported = addrs, true
-			}
-		}
-		select {
-		case <-changed:
-		case err := <-runErr:
-			// The mirror stops only when ctx ends, or on a bug.
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("watch members: stopped: %v", err)
-		case <-ctx.Done():
-			cancel()
-			<-runErr
-			return nil
-		}
-	}
 }

@@ -2,16 +2,14 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/membership"
 )
 
 func okHandler(w *worker.Worker, t *testing.T) {
@@ -24,7 +22,7 @@ func okHandler(w *worker.Worker, t *testing.T) {
 func TestMembersListDiscovery(t *testing.T) {
 	clock := clockwork.NewFakeClock() // drives the refreshes only
 	a, b := newFakeOrch(t, "a", nil), newFakeOrch(t, "b", nil)
-	both := []membership.Member{{ID: "a", Addr: a.URL()}, {ID: "b", Addr: b.URL()}}
+	both := []api.Member{{ID: "a", Addr: a.URL()}, {ID: "b", Addr: b.URL()}}
 	a.setMembers(both...)
 	b.setMembers(both...)
 	d := worker.MembersFrom(a.URL())
@@ -58,7 +56,7 @@ func TestMembersListDiscovery(t *testing.T) {
 func TestMembersListFallback(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	a := newFakeOrch(t, "a", nil)
-	a.setMembers(membership.Member{ID: "a", Addr: a.URL()})
+	a.setMembers(api.Member{ID: "a", Addr: a.URL()})
 	d := worker.MembersFrom("http://127.0.0.1:1", a.URL())
 	d.Clock = clock
 	updates := make(chan []string, 10)
@@ -74,78 +72,12 @@ func TestMembersListFallback(t *testing.T) {
 	}
 }
 
-func putMember(t *testing.T, ctx context.Context, ns string, m membership.Member) {
-	t.Helper()
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := etcd.Client(t).Put(ctx, membership.Key(ns, m.ID), string(b)); err != nil {
-		t.Fatalf("put member: %v", err)
-	}
-}
-
-func TestEtcdDiscovery(t *testing.T) {
-	client := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	d := worker.EtcdOrchestrators(client, ns)
-	updates := make(chan []string, 100)
-	done := make(chan error, 1)
-	go func() { done <- d.Watch(ctx, func(addrs []string) { updates <- addrs }) }()
-	waitUpdate := func(want ...string) {
-		t.Helper()
-		for {
-			got := recv(t, updates, "an update")
-			if slices.Equal(got, want) {
-				return
-			}
-		}
-	}
-	waitUpdate()
-	putMember(t, ctx, ns, membership.Member{ID: "a", Addr: "http://a.example:8080/"})
-	waitUpdate("http://a.example:8080")
-	putMember(t, ctx, ns, membership.Member{ID: "b", Addr: "http://b.example:8080"})
-	waitUpdate("http://a.example:8080", "http://b.example:8080")
-	if _, err := client.Delete(ctx, membership.Key(ns, "a")); err != nil {
-		t.Fatal(err)
-	}
-	waitUpdate("http://b.example:8080")
-	cancel()
-	if err := recv(t, done, "Watch to return"); err != nil {
-		t.Errorf("Watch = %v, want nil", err)
-	}
-}
-
-// TestEtcdDiscoveryEndToEnd: a worker finds an orchestrator registered in
-// etcd and runs its attempt.
-func TestEtcdDiscoveryEndToEnd(t *testing.T) {
-	ns := etcdtest.Namespace(t)
-	f := newFakeOrch(t, "a", nil)
-	putMember(t, context.Background(), ns, membership.Member{ID: "a", Addr: f.URL()})
-	startWorker(t, worker.Config{Orchestrators: worker.EtcdOrchestrators(etcd.Client(t), ns)}, func(w *worker.Worker) { okHandler(w, t) })
-	f.enqueue(f.assignment("r1", handlerExec("ok"), ""))
-	if c := f.waitComplete(t, "r1"); !c.Success {
-		t.Fatalf("completion %+v, want success", c)
-	}
-}
-
-func TestEtcdDiscoveryValidate(t *testing.T) {
-	for _, ns := range []string{"", "/jobfleet"} {
-		if err := worker.EtcdOrchestrators(etcd.Client(t), ns).Validate(); err == nil {
-			t.Errorf("namespace %q: Validate() = nil, want an error", ns)
-		}
-	}
-}
-
 // TestMembersListSettlesQuickly: after the list changed, a member that
 // registers next is found within a second, not a whole Interval.
 func TestMembersListSettlesQuickly(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	a, b := newFakeOrch(t, "a", nil), newFakeOrch(t, "b", nil)
-	a.setMembers(membership.Member{ID: "a", Addr: a.URL()})
+	a.setMembers(api.Member{ID: "a", Addr: a.URL()})
 	d := worker.MembersFrom(a.URL())
 	d.Clock = clock
 	d.Interval = time.Minute
@@ -157,7 +89,7 @@ func TestMembersListSettlesQuickly(t *testing.T) {
 	if got := recv(t, updates, "first update"); !slices.Equal(got, []string{a.URL()}) {
 		t.Fatalf("update %q, want [%q]", got, a.URL())
 	}
-	a.setMembers(membership.Member{ID: "a", Addr: a.URL()}, membership.Member{ID: "b", Addr: b.URL()})
+	a.setMembers(api.Member{ID: "a", Addr: a.URL()}, api.Member{ID: "b", Addr: b.URL()})
 	blockUntil(t, clock, 1)
 	clock.Advance(time.Second)
 	want := []string{a.URL(), b.URL()}

@@ -6,15 +6,22 @@
 //	w, err := worker.New(worker.Config{
 //		ID:            "billing-1",
 //		Orchestrators: worker.MembersFrom("http://orchestrator:8080"),
+//		Token:         os.Getenv("JOBFLEET_TOKEN"), // a credential of role worker
+//		Logger:        logger,
 //		Concurrency:   8,
 //	})
 //	w.Handle("send-invoice", func(ctx context.Context, run worker.Run) error { … })
 //	err = w.Run(ctx) // until ctx is cancelled, then a graceful shutdown
 //
+// It links neither etcd nor gRPC: its documents are package api's, its
+// HTTP destination policy is package egress, and the discovery of the
+// orchestrators from etcd is a package a program opts into
+// (dispatch/worker/etcddiscovery).
+//
 // # What it guarantees
 //
 //   - Bounded concurrency: the worker never holds more attempts than
-//     Config.Concurrency. Each long poll (dispatch.PollRequest) reserves
+//     Config.Concurrency. Each long poll (api.PollRequest) reserves
 //     the slots it asks for (Max), across all orchestrators, and gives back
 //     those the reply does not fill; an attempt keeps its slot until its
 //     result is reported or it is dropped. An idle long poll holds one
@@ -53,13 +60,14 @@
 //   - Handlers: a panic in a handler is recovered and reported as a
 //     failure.
 //   - Least privilege for the "http" executor: every connection is checked
-//     against Config.HTTPPolicy when it is made, on the resolved address
-//     (deny list; the fleet's orchestrators, as discovery reports them,
-//     and etcd endpoints, always; allow list; default denial of loopback,
-//     link-local, unspecified, multicast and broadcast addresses). A
-//     refused destination fails the attempt with a *DestinationError and
-//     is sent nothing. No proxy from the environment unless
-//     HTTPPolicy.ProxyFromEnvironment. Redirects are followed only for
+//     against Config.HTTPPolicy (an egress.Policy) when it is made, on the
+//     resolved address (deny list; the fleet's orchestrators, as discovery
+//     reports them, and etcd endpoints, always; allow list; default denial
+//     of loopback, link-local, unspecified, multicast and broadcast
+//     addresses). A refused destination fails the attempt with an
+//     *egress.DestinationError and is sent nothing. No proxy from the
+//     environment unless Config.HTTPPolicy.ProxyFromEnvironment.
+//     Redirects are followed only for
 //     executors with follow_redirects, within the policy, at most 5, never
 //     changing the method or dropping the body, and without the job's
 //     headers for another origin. URLs with user:password are refused.
@@ -72,11 +80,21 @@
 //     variables Config.SecretEnv allows; a missing one fails the attempt
 //     with an error naming it, never a value.
 //   - Credentials: every request to an orchestrator carries Config.Token
-//     as a bearer token, over Config.TLS for https; a refused credential
-//     (401, 403) is logged once per change and backed off, never spun on.
+//     as a bearer token, over Config.TLS for https. A refused credential
+//     (401, 403) is logged at once at error level, naming the orchestrator
+//     and the fix, then once per change, and backed off, never spun on.
+//     While no orchestrator has ever accepted the credential (the worker
+//     was started without a valid one), Run stops once the refusals have
+//     lasted 5 seconds and returns an error wrapping ErrCredentialRefused
+//     and the orchestrator's *CredentialError: a program embedding a
+//     worker learns of it from Run, as it would from a failed connect,
+//     rather than from a worker that polls in vain forever; the 5 seconds
+//     let a credential made just before reach every orchestrator. Once
+//     accepted, later refusals (a revoked credential, one orchestrator
+//     misconfigured) are logged and retried, never fatal.
 //   - Reports are safe to print: outputs and errors are valid UTF-8 with
 //     control characters other than newline and tab escaped (\x1b), and
-//     over their cap (dispatch.MaxOutputBytes, 8 KiB for errors) keep
+//     over their cap (api.MaxOutputBytes, 8 KiB for errors) keep
 //     their head and tail with a marker saying how many bytes were cut.
 //
 // # What it does not guarantee
@@ -93,7 +111,7 @@
 //
 // The destination policy knows the fleet's endpoints by the addresses the
 // worker knows them by; an orchestrator or etcd also listening on other
-// addresses must be kept out with HTTPPolicy.Deny. A resolved secret
+// addresses must be kept out with Config.HTTPPolicy.Deny. A resolved secret
 // reaches the job's receiver, which may echo it into the run's output.
 //
 // # Platforms
@@ -106,8 +124,10 @@
 //
 // Discovery says which orchestrators to poll: StaticOrchestrators (a fixed
 // list), MembersFrom (GET /v1/cluster/members from any known orchestrator,
-// refreshed periodically) or EtcdOrchestrators (the members' registrations
-// in etcd, watched). Orchestrators that appear are polled at once; those
+// refreshed periodically), etcddiscovery.New (the members' registrations
+// in etcd, watched; a Discovery that reads etcd implements EtcdEndpointer,
+// and the worker refuses those endpoints to "http" jobs) or any other
+// Discovery. Orchestrators that appear are polled at once; those
 // that disappear stop being polled, while attempts they handed out are
 // still heartbeated and reported to their owner.
 package worker

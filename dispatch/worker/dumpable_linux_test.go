@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // shellSnoopChild marks the copy of this test binary that
@@ -88,7 +88,7 @@ func shellSnoop(t *testing.T) {
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true}, nil)
 	// The job's parent is the shell guard; the worker is the guard's.
 	script := `w=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$PPID/status); echo "worker=$w"; tr "\0" "\n" < /proc/$w/environ; echo "read=$?"`
-	f.enqueue(f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", script}}, ""))
+	f.enqueue(f.assignment("r1", api.Executor{Type: "shell", Command: []string{"sh", "-c", script}}, ""))
 	c := f.waitComplete(t, "r1")
 	t.Logf("job output: %q", c.Output)
 	if !strings.Contains(c.Output, "worker="+strconv.Itoa(os.Getpid())+"\n") {

@@ -12,16 +12,19 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 )
 
 // A worker embedded in a Go program: it runs "send-invoice" jobs with a Go
 // function, and "http" jobs, for the fleet found through one orchestrator,
-// until interrupted.
+// until interrupted. Its credential is a token of role worker; without a
+// valid one, Run logs why and returns ErrCredentialRefused.
 func Example() {
 	lg, _ := zap.NewProduction()
 	w, err := worker.New(worker.Config{
 		ID:            "billing-1",
 		Orchestrators: worker.MembersFrom("http://127.0.0.1:8080"),
+		Token:         os.Getenv("JOBFLEET_TOKEN"),
 		Concurrency:   8,
 		Logger:        lg,
 	})
@@ -39,7 +42,9 @@ func Example() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := w.Run(ctx); err != nil { // returns after a graceful shutdown
+	// Run returns nil after a graceful shutdown; an error wrapping
+	// worker.ErrCredentialRefused if no orchestrator accepts the token.
+	if err := w.Run(ctx); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -50,12 +55,16 @@ func ExampleConfig_Validate() {
 	cfg.Orchestrators = worker.StaticOrchestrators("http://10.0.0.5:8080", "http://10.0.0.6:8080")
 	fmt.Println(cfg.Validate())
 
-	cfg.Concurrency = 0
+	cfg.Concurrency = 0 // the default
+	fmt.Println(cfg.Validate())
+
+	cfg.Concurrency = -1
 	err := cfg.Validate()
 	fmt.Println(errors.Is(err, worker.ErrInvalidConfig), err)
 	// Output:
 	// <nil>
-	// true worker: invalid config: concurrency must be 1 to 1024, got 0
+	// <nil>
+	// true worker: invalid config: concurrency -1: want 1 to 1024 (0: the default, 4)
 }
 
 func ExampleFormatScheduledAt() {
@@ -66,12 +75,12 @@ func ExampleFormatScheduledAt() {
 
 // A worker's least-privilege settings: its credential, where its HTTP jobs
 // may connect, which variables shell jobs and secret references may use.
-func ExampleHTTPPolicy() {
+func ExampleConfig_leastPrivilege() {
 	cfg := worker.DefaultConfig()
 	cfg.ID = "w1"
 	cfg.Orchestrators = worker.StaticOrchestrators("https://10.0.0.5:8080")
 	cfg.Token = "worker-token" // read it from a file or the environment
-	cfg.HTTPPolicy = worker.HTTPPolicy{
+	cfg.HTTPPolicy = egress.Policy{
 		Allow: []string{"127.0.0.1:9000"},                         // a receiver on this host, that port only
 		Deny:  []string{"10.0.0.0/8", "*.internal"},               // internal networks and names
 		Fleet: []string{"https://10.0.0.9:2379", "10.0.0.9:2380"}, // etcd
@@ -80,5 +89,5 @@ func ExampleHTTPPolicy() {
 	cfg.ShellEnv = []string{"JOBFLEET_TOKEN"}
 	err := cfg.Validate()
 	fmt.Println(errors.Is(err, worker.ErrInvalidConfig), err)
-	// Output: true worker: invalid config: shell environment: variable JOBFLEET_TOKEN is refused: JOBFLEET_* variables are the worker's own settings and secrets
+	// Output: true worker: invalid config: shell-env "JOBFLEET_TOKEN": variable JOBFLEET_TOKEN is refused: JOBFLEET_* variables are the worker's own settings and secrets
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,8 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/store"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // Handler runs one attempt of a job whose executor type is the handler's
@@ -43,14 +43,14 @@ type Run struct {
 	// ScheduledAt is the time the run was scheduled for.
 	ScheduledAt time.Time
 	// Payload is the job's payload (JSON), nil if it has none, with its
-	// secret references resolved (see store.ResolveSecretRefs).
+	// secret references resolved (see api.ResolveSecretRefs).
 	Payload json.RawMessage
 }
 
 // Header names set by the "http" executor (contract). Jobfleet-Job-Id
-// carries the job ID percent-encoded as store.EscapeID does (as in run
+// carries the job ID percent-encoded as api.EscapeID does (as in run
 // IDs), so that any job ID is a valid header value; decode it with
-// store.UnescapeID.
+// api.UnescapeID.
 const (
 	HeaderJobID       = "Jobfleet-Job-Id"
 	HeaderRunID       = "Jobfleet-Run-Id"
@@ -86,19 +86,19 @@ type outcome struct {
 // execute runs attempt a with the executor it names, under ctx. Secret
 // references in the payload are resolved first; the resolved payload
 // exists only here, for the executor.
-func (w *Worker) execute(ctx context.Context, a dispatch.AttemptGrant, lg *zap.Logger) outcome {
-	if a.Executor.Type == store.ExecutorShell && !w.cfg.AllowShell {
+func (w *Worker) execute(ctx context.Context, a api.AttemptGrant, lg *zap.Logger) outcome {
+	if a.Executor.Type == api.ExecutorShell && !w.cfg.AllowShell {
 		return outcome{err: errors.New("shell executor refused: this worker was not started with shell allowed (--allow-shell)")}
 	}
-	payload, err := store.ResolveSecretRefs("payload", a.Payload, w.secret)
+	payload, err := api.ResolveSecretRefs("payload", a.Payload, w.secret)
 	if err != nil {
 		return outcome{err: err}
 	}
 	a.Payload = payload
 	switch a.Executor.Type {
-	case store.ExecutorHTTP:
+	case api.ExecutorHTTP:
 		return w.executeHTTP(ctx, a)
-	case store.ExecutorShell:
+	case api.ExecutorShell:
 		return w.executeShell(ctx, a)
 	default:
 		h := w.handler(a.Executor.Type)
@@ -124,7 +124,7 @@ func (w *Worker) secret(name string) (string, error) {
 }
 
 // runHandler calls h, turning a panic into a failure.
-func runHandler(ctx context.Context, h Handler, a dispatch.AttemptGrant, lg *zap.Logger) (out outcome) {
+func runHandler(ctx context.Context, h Handler, a api.AttemptGrant, lg *zap.Logger) (out outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			lg.Error("handler panicked", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
@@ -151,42 +151,28 @@ const (
 	maxResponseRead = 16 << 20
 )
 
-// newExecTransport returns the "http" executor's transport: every
-// connection is dialed through policy, and none is kept alive, so that
-// each request is checked against the fleet's current endpoints.
-func newExecTransport(policy *destPolicy, proxyFromEnv bool) *http.Transport {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = policy.dialContext
-	tr.Proxy = nil
-	if proxyFromEnv {
-		tr.Proxy = http.ProxyFromEnvironment
-	}
-	tr.DisableKeepAlives = true
-	return tr
-}
-
 // executeHTTP sends the attempt's request. Any 2xx is success; the head
 // and tail of the response body are the output. The destination, and
 // every redirect's, must pass the worker's HTTPPolicy; redirects are
 // followed only if the executor allows them.
-func (w *Worker) executeHTTP(ctx context.Context, a dispatch.AttemptGrant) outcome {
+func (w *Worker) executeHTTP(ctx context.Context, a api.AttemptGrant) outcome {
 	e := a.Executor
 	method := strings.ToUpper(e.Method)
 	if method == "" {
-		method = store.DefaultMethod
+		method = api.DefaultMethod
 	}
 	u, err := url.Parse(e.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return outcome{err: errors.New("executor URL is not an absolute http or https URL")}
 	}
 	shown := u.Redacted()
-	if err := w.policy.checkURL(u); err != nil {
+	if err := w.policy.CheckURL(u); err != nil {
 		return outcome{err: fmt.Errorf("%s %s: %w", method, shown, err)}
 	}
 	body := []byte(e.Body)
 	if len(body) == 0 {
 		body = a.Payload // secret references already resolved
-	} else if body, err = store.ResolveSecretRefs("executor.body", e.Body, w.secret); err != nil {
+	} else if body, err = api.ResolveSecretRefs("executor.body", e.Body, w.secret); err != nil {
 		return outcome{err: err}
 	}
 	var rd io.Reader
@@ -197,7 +183,10 @@ func (w *Worker) executeHTTP(ctx context.Context, a dispatch.AttemptGrant) outco
 	if err != nil {
 		return outcome{err: fmt.Errorf("build request: %w", err)}
 	}
-	for k, hv := range e.Headers {
+	// In name order, so that a job stored before names differing only in
+	// case were refused sends the same value every time (the last name).
+	for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
+		hv := e.Headers[k]
 		v := hv.Value
 		if hv.IsSecret() {
 			if v, err = w.secret(hv.SecretEnv); err != nil {
@@ -217,7 +206,7 @@ func (w *Worker) executeHTTP(ctx context.Context, a dispatch.AttemptGrant) outco
 	}
 	// Set last: the Jobfleet-* names are reserved for these. A job ID may
 	// hold any UTF-8: it is percent-encoded as in run IDs.
-	req.Header.Set(HeaderJobID, store.EscapeID(a.JobID))
+	req.Header.Set(HeaderJobID, api.EscapeID(a.JobID))
 	req.Header.Set(HeaderRunID, a.RunID)
 	req.Header.Set(HeaderScheduledAt, FormatScheduledAt(a.ScheduledAt))
 	req.Header.Set(HeaderAttempt, strconv.Itoa(a.Attempt))
@@ -228,7 +217,7 @@ func (w *Worker) executeHTTP(ctx context.Context, a dispatch.AttemptGrant) outco
 		return outcome{err: err}
 	}
 	defer resp.Body.Close()
-	out := newOutputBuffer(dispatch.MaxOutputBytes)
+	out := newOutputBuffer(api.MaxOutputBytes)
 	_, rerr := io.Copy(out, io.LimitReader(resp.Body, maxResponseRead))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		err := fmt.Errorf("%s %s: status %s", method, shown, resp.Status)
@@ -265,7 +254,7 @@ func isRedirect(status int) bool {
 // checked as well), and is one of the first maxExecRedirects. The
 // executor's own headers are not sent to another origin (scheme, host or
 // port), nor is a Referer.
-func (w *Worker) redirectPolicy(e store.Executor) func(*http.Request, []*http.Request) error {
+func (w *Worker) redirectPolicy(e api.Executor) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
 		if !e.FollowRedirects {
 			return http.ErrUseLastResponse
@@ -282,7 +271,7 @@ func (w *Worker) redirectPolicy(e store.Executor) func(*http.Request, []*http.Re
 		case req.Method != first.Method:
 			return fmt.Errorf("redirect (%d) to %s not followed: it would turn the %s into a %s without its body", status, to, first.Method, req.Method)
 		}
-		if err := w.policy.checkURL(req.URL); err != nil {
+		if err := w.policy.CheckURL(req.URL); err != nil {
 			return fmt.Errorf("redirect to %s not followed: %w", to, err)
 		}
 		req.Header.Del("Referer")

@@ -18,9 +18,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // received is one request seen by a test receiver.
@@ -92,12 +91,12 @@ func TestHTTPExecutor(t *testing.T) {
 			f := newFakeOrch(t, "a", nil)
 			recvSrv, reqs := newReceiver(t, tt.status, tt.respBody)
 			startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL())}, nil)
-			ex := store.Executor{Type: "http", URL: recvSrv.URL + "/hook", Method: tt.method}
+			ex := api.Executor{Type: "http", URL: recvSrv.URL + "/hook", Method: tt.method}
 			for k, v := range tt.headers {
 				if ex.Headers == nil {
-					ex.Headers = map[string]store.HeaderValue{}
+					ex.Headers = map[string]api.HeaderValue{}
 				}
-				ex.Headers[k] = store.Literal(v)
+				ex.Headers[k] = api.Literal(v)
 			}
 			if tt.body != "" {
 				ex.Body = json.RawMessage(tt.body)
@@ -150,13 +149,13 @@ func TestHTTPExecutor(t *testing.T) {
 // marker saying how much was cut, in valid UTF-8 within the cap.
 func TestHTTPExecutorOutputHeadAndTail(t *testing.T) {
 	f := newFakeOrch(t, "a", nil)
-	big := "BEGIN " + strings.Repeat("é", dispatch.MaxOutputBytes) + " error: the disk is full" // over twice the cap
+	big := "BEGIN " + strings.Repeat("é", api.MaxOutputBytes) + " error: the disk is full" // over twice the cap
 	recvSrv, _ := newReceiver(t, 500, big)
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL())}, nil)
-	f.enqueue(f.assignment("r1", store.Executor{Type: "http", URL: recvSrv.URL}, ""))
+	f.enqueue(f.assignment("r1", api.Executor{Type: "http", URL: recvSrv.URL}, ""))
 	c := f.waitComplete(t, "r1")
-	if len(c.Output) > dispatch.MaxOutputBytes || !utf8.ValidString(c.Output) {
-		t.Errorf("output of %d bytes, valid UTF-8 %v; want at most %d of valid UTF-8", len(c.Output), utf8.ValidString(c.Output), dispatch.MaxOutputBytes)
+	if len(c.Output) > api.MaxOutputBytes || !utf8.ValidString(c.Output) {
+		t.Errorf("output of %d bytes, valid UTF-8 %v; want at most %d of valid UTF-8", len(c.Output), utf8.ValidString(c.Output), api.MaxOutputBytes)
 	}
 	if !strings.HasPrefix(c.Output, "BEGIN éé") || !strings.HasSuffix(c.Output, "éé error: the disk is full") || !strings.Contains(c.Output, " bytes cut ...]") {
 		t.Errorf("output %.20q … %.40q, want the body's head, a marker and its tail", c.Output, c.Output[max(0, len(c.Output)-40):])
@@ -173,8 +172,8 @@ func TestHTTPExecutorTimeout(t *testing.T) {
 	}))
 	t.Cleanup(recvSrv.Close)
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), Clock: clock}, nil)
-	a := f.assignment("r1", store.Executor{Type: "http", URL: recvSrv.URL}, "")
-	a.Timeout = store.Duration(5 * time.Second)
+	a := f.assignment("r1", api.Executor{Type: "http", URL: recvSrv.URL}, "")
+	a.Timeout = api.Duration(5 * time.Second)
 	f.enqueue(a)
 	recv(t, arrived, "the request")
 	clock.Advance(5 * time.Second) // the timeout was set before the request went out
@@ -244,7 +243,7 @@ func TestShellExecutor(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeOrch(t, "a", nil)
 			startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, ShellEnv: []string{"TEST_INHERITED"}}, nil)
-			f.enqueue(f.assignment("r1", store.Executor{Type: "shell", Command: tt.command}, tt.payload))
+			f.enqueue(f.assignment("r1", api.Executor{Type: "shell", Command: tt.command}, tt.payload))
 			c := f.waitComplete(t, "r1")
 			if tt.wantErr == "" && (!c.Success || c.Error != "") {
 				t.Errorf("completion success=%v error=%q, want success", c.Success, c.Error)
@@ -265,14 +264,14 @@ func TestShellOutputCappedAndValidUTF8(t *testing.T) {
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true}, nil)
 	// An invalid byte, a 3-byte rune straddling the cap, NUL bytes, then
 	// the end of the output in colour.
-	script := fmt.Sprintf(`printf '\377'; head -c %d /dev/zero | tr '\0' a; printf '€'; head -c 100000 /dev/zero; printf '\033[31mfailed\033[0m\n'`, dispatch.MaxOutputBytes-2)
-	f.enqueue(f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", script}}, ""))
+	script := fmt.Sprintf(`printf '\377'; head -c %d /dev/zero | tr '\0' a; printf '€'; head -c 100000 /dev/zero; printf '\033[31mfailed\033[0m\n'`, api.MaxOutputBytes-2)
+	f.enqueue(f.assignment("r1", api.Executor{Type: "shell", Command: []string{"sh", "-c", script}}, ""))
 	c := f.waitComplete(t, "r1")
 	if !c.Success {
 		t.Fatalf("completion %q, want success", c.Error)
 	}
-	if len(c.Output) > dispatch.MaxOutputBytes || !utf8.ValidString(c.Output) {
-		t.Errorf("output of %d bytes, valid UTF-8 %v; want at most %d of valid UTF-8", len(c.Output), utf8.ValidString(c.Output), dispatch.MaxOutputBytes)
+	if len(c.Output) > api.MaxOutputBytes || !utf8.ValidString(c.Output) {
+		t.Errorf("output of %d bytes, valid UTF-8 %v; want at most %d of valid UTF-8", len(c.Output), utf8.ValidString(c.Output), api.MaxOutputBytes)
 	}
 	wantEnd := strings.Repeat(`\x00`, 100) + `\x1b[31mfailed\x1b[0m` + "\n"
 	if !strings.HasPrefix(c.Output, "\uFFFDaaaa") || !strings.HasSuffix(c.Output, wantEnd) || !strings.Contains(c.Output, " bytes cut ...]") {
@@ -293,7 +292,7 @@ func TestShellMinimalEnvironment(t *testing.T) {
 	t.Setenv("HOME", "/home/jobfleet-test")
 	f := newFakeOrch(t, "a", nil)
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, ShellEnv: []string{"LISTED_VAR", "NOT_SET_ANYWHERE"}}, nil)
-	a := f.assignment("r1", store.Executor{Type: "shell", Command: []string{"env"}}, "")
+	a := f.assignment("r1", api.Executor{Type: "shell", Command: []string{"env"}}, "")
 	a.JobID = "backup/nightly ü"
 	f.enqueue(a)
 	c := f.waitComplete(t, "r1")
@@ -351,7 +350,7 @@ func TestShellRefusedWithoutAllowShell(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL())}, nil)
-	f.enqueueForced(f.assignment("r1", store.Executor{Type: "shell", Command: []string{"touch", marker}}, ""))
+	f.enqueueForced(f.assignment("r1", api.Executor{Type: "shell", Command: []string{"touch", marker}}, ""))
 	c := f.waitComplete(t, "r1")
 	if c.Success || !strings.Contains(c.Error, "shell executor refused") {
 		t.Errorf("completion success=%v error=%q, want a refusal", c.Success, c.Error)

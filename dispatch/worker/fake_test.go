@@ -19,10 +19,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/membership"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // waitTimeout bounds every wait for an event in these tests. Waits return
@@ -45,29 +43,29 @@ type fakeOrch struct {
 	changed     chan struct{} // closed and replaced on every change
 	queue       []queued
 	held        map[string]*heldAttempt // by runID/attempt
-	polls       []dispatch.PollRequest
+	polls       []api.PollRequest
 	pollsActive int
-	heartbeats  []dispatch.HeartbeatRequest
-	completes   []dispatch.CompleteRequest // accepted (200) completions
-	completeReq []dispatch.CompleteRequest // every completion received
+	heartbeats  []api.HeartbeatRequest
+	completes   []api.CompleteRequest // accepted (200) completions
+	completeReq []api.CompleteRequest // every completion received
 	maxHeld     int
-	members     []membership.Member
+	members     []api.Member
 	pollStatus  []int // statuses to answer the next polls with, in order
 	ignoreMax   bool  // hand out more than the poll's Max (a protocol violation)
 
 	// Hooks, set before the worker runs. A hook that returns status 0
 	// leaves the request to the default handling.
-	onHeartbeat func(dispatch.HeartbeatRequest) (int, any)
-	onComplete  func(dispatch.CompleteRequest) (int, any)
+	onHeartbeat func(api.HeartbeatRequest) (int, any)
+	onComplete  func(api.CompleteRequest) (int, any)
 }
 
 type queued struct {
-	a     dispatch.AttemptGrant
+	a     api.AttemptGrant
 	force bool // hand out even if the worker does not advertise the type
 }
 
 type heldAttempt struct {
-	a        dispatch.AttemptGrant
+	a        api.AttemptGrant
 	worker   string
 	deadline time.Time
 }
@@ -88,9 +86,9 @@ func newFakeOrchTLS(t testing.TB, id string, clock clockwork.Clock, tlsCfg *tls.
 	}
 	f := &fakeOrch{t: t, id: id, clock: clock, changed: make(chan struct{}), held: map[string]*heldAttempt{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+dispatch.PathPoll, f.handlePoll)
-	mux.HandleFunc("POST "+dispatch.PathHeartbeat, f.handleHeartbeat)
-	mux.HandleFunc("POST "+dispatch.PathComplete, f.handleComplete)
+	mux.HandleFunc("POST "+api.PathPoll, f.handlePoll)
+	mux.HandleFunc("POST "+api.PathHeartbeat, f.handleHeartbeat)
+	mux.HandleFunc("POST "+api.PathComplete, f.handleComplete)
 	mux.HandleFunc("GET /v1/cluster/members", f.handleMembers)
 	mux.HandleFunc("POST /v1/cluster/drain", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
@@ -124,15 +122,15 @@ func (f *fakeOrch) notifyLocked() {
 }
 
 // assignment returns an attempt of this orchestrator with test defaults.
-func (f *fakeOrch) assignment(runID string, ex store.Executor, payload string) dispatch.AttemptGrant {
-	a := dispatch.AttemptGrant{
+func (f *fakeOrch) assignment(runID string, ex api.Executor, payload string) api.AttemptGrant {
+	a := api.AttemptGrant{
 		RunID:       runID,
 		JobID:       "job-" + runID,
 		Attempt:     1,
 		ScheduledAt: time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC),
 		Executor:    ex,
-		Timeout:     store.Duration(time.Hour),
-		RunLease:    store.Duration(30 * time.Second),
+		Timeout:     api.Duration(time.Hour),
+		RunLease:    api.Duration(30 * time.Second),
 		Owner:       f.id,
 		OwnerAddr:   f.URL(),
 	}
@@ -143,7 +141,7 @@ func (f *fakeOrch) assignment(runID string, ex store.Executor, payload string) d
 }
 
 // enqueue makes attempts available to the next polls.
-func (f *fakeOrch) enqueue(as ...dispatch.AttemptGrant) {
+func (f *fakeOrch) enqueue(as ...api.AttemptGrant) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, a := range as {
@@ -154,7 +152,7 @@ func (f *fakeOrch) enqueue(as ...dispatch.AttemptGrant) {
 
 // enqueueForced makes an attempt available even to workers that do not
 // advertise its executor type (a misbehaving orchestrator).
-func (f *fakeOrch) enqueueForced(a dispatch.AttemptGrant) {
+func (f *fakeOrch) enqueueForced(a api.AttemptGrant) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queue = append(f.queue, queued{a: a, force: true})
@@ -163,21 +161,21 @@ func (f *fakeOrch) enqueueForced(a dispatch.AttemptGrant) {
 
 // adopt records a as held by worker, as a new owner finds it in etcd after
 // a handoff.
-func (f *fakeOrch) adopt(a dispatch.AttemptGrant, worker string) {
+func (f *fakeOrch) adopt(a api.AttemptGrant, worker string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.held[heldKey(a.RunID, a.Attempt)] = &heldAttempt{a: a, worker: worker, deadline: f.clock.Now().Add(a.RunLease.Std())}
 	f.notifyLocked()
 }
 
-func (f *fakeOrch) setMembers(ms ...membership.Member) {
+func (f *fakeOrch) setMembers(ms ...api.Member) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.members = ms
 	f.notifyLocked()
 }
 
-// failPolls makes the next polls answer these statuses.
+// failPolls makes the next polls answer these statuses (0: as usual).
 func (f *fakeOrch) failPolls(statuses ...int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -193,7 +191,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func errorDoc(msg string) map[string]string { return map[string]string{"error": msg} }
 
 func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
-	var req dispatch.PollRequest
+	var req api.PollRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeJSON(w, http.StatusBadRequest, errorDoc(err.Error()))
 		return
@@ -205,7 +203,7 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 	case req.Max < 1 || req.Max > 100:
 		writeJSON(w, http.StatusBadRequest, errorDoc("max: 1..100"))
 		return
-	case req.Wait.Std() < 0 || req.Wait.Std() > dispatch.MaxPollWait:
+	case req.Wait.Std() < 0 || req.Wait.Std() > api.MaxPollWait:
 		writeJSON(w, http.StatusBadRequest, errorDoc("wait: at most 30s"))
 		return
 	}
@@ -214,10 +212,12 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 	if len(f.pollStatus) > 0 {
 		status := f.pollStatus[0]
 		f.pollStatus = f.pollStatus[1:]
-		f.notifyLocked()
-		f.mu.Unlock()
-		writeJSON(w, status, errorDoc("injected failure"))
-		return
+		if status != 0 { // 0: this poll is answered as usual
+			f.notifyLocked()
+			f.mu.Unlock()
+			writeJSON(w, status, errorDoc("injected failure"))
+			return
+		}
 	}
 	f.pollsActive++
 	f.notifyLocked()
@@ -238,7 +238,7 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 			f.mu.Unlock()
 			return
 		}
-		var out []dispatch.AttemptGrant
+		var out []api.AttemptGrant
 		rest := f.queue[:0]
 		for _, q := range f.queue {
 			if (len(out) < req.Max || f.ignoreMax) && (q.force || slices.Contains(req.Executors, q.a.Executor.Type)) {
@@ -253,7 +253,7 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 			f.maxHeld = max(f.maxHeld, len(f.held))
 			f.notifyLocked()
 			f.mu.Unlock()
-			writeJSON(w, http.StatusOK, dispatch.PollResponse{Attempts: out})
+			writeJSON(w, http.StatusOK, api.PollResponse{Attempts: out})
 			return
 		}
 		changed := f.changed
@@ -263,14 +263,14 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-wait.C:
-			writeJSON(w, http.StatusOK, dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{}})
+			writeJSON(w, http.StatusOK, api.PollResponse{Attempts: []api.AttemptGrant{}})
 			return
 		}
 	}
 }
 
 func (f *fakeOrch) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
-	var req dispatch.HeartbeatRequest
+	var req api.HeartbeatRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeJSON(w, http.StatusBadRequest, errorDoc(err.Error()))
 		return
@@ -296,16 +296,16 @@ func (f *fakeOrch) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.deadline = f.clock.Now().Add(h.a.RunLease.Std())
-	writeJSON(w, http.StatusOK, dispatch.HeartbeatResponse{RunLease: h.a.RunLease})
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{RunLease: h.a.RunLease})
 }
 
 func (f *fakeOrch) handleComplete(w http.ResponseWriter, r *http.Request) {
-	var req dispatch.CompleteRequest
+	var req api.CompleteRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeJSON(w, http.StatusBadRequest, errorDoc(err.Error()))
 		return
 	}
-	if len(req.Output) > dispatch.MaxOutputBytes {
+	if len(req.Output) > api.MaxOutputBytes {
 		writeJSON(w, http.StatusBadRequest, errorDoc("output too long"))
 		return
 	}
@@ -331,17 +331,17 @@ func (f *fakeOrch) handleComplete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.completes = append(f.completes, req)
-	status := store.RunSucceeded
+	status := api.RunSucceeded
 	if !req.Success {
-		status = store.RunDead
+		status = api.RunDead
 	}
-	writeJSON(w, http.StatusOK, dispatch.CompleteResponse{Status: status})
+	writeJSON(w, http.StatusOK, api.CompleteResponse{Status: status})
 }
 
 func (f *fakeOrch) handleMembers(w http.ResponseWriter, _ *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	writeJSON(w, http.StatusOK, membership.View{Revision: int64(len(f.members)) + 1, Members: f.members})
+	writeJSON(w, http.StatusOK, api.View{Revision: int64(len(f.members)) + 1, Members: f.members})
 }
 
 // waitFor blocks until cond holds for the orchestrator's state (checked
@@ -367,9 +367,9 @@ func (f *fakeOrch) waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // waitComplete waits for the accepted completion of runID and returns it.
-func (f *fakeOrch) waitComplete(t testing.TB, runID string) dispatch.CompleteRequest {
+func (f *fakeOrch) waitComplete(t testing.TB, runID string) api.CompleteRequest {
 	t.Helper()
-	var got dispatch.CompleteRequest
+	var got api.CompleteRequest
 	f.waitFor(t, "completion of "+runID, func() bool {
 		for _, c := range f.completes {
 			if c.RunID == runID {
@@ -382,7 +382,7 @@ func (f *fakeOrch) waitComplete(t testing.TB, runID string) dispatch.CompleteReq
 	return got
 }
 
-func (f *fakeOrch) snapshot() (polls []dispatch.PollRequest, heartbeats []dispatch.HeartbeatRequest, completes, completeReqs []dispatch.CompleteRequest) {
+func (f *fakeOrch) snapshot() (polls []api.PollRequest, heartbeats []api.HeartbeatRequest, completes, completeReqs []api.CompleteRequest) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.polls), slices.Clone(f.heartbeats), slices.Clone(f.completes), slices.Clone(f.completeReq)

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // heartbeatInterval is a third of lease, within bounds.
@@ -37,7 +37,7 @@ func (at *attempt) heartbeat(ctx context.Context, cancelExec context.CancelCause
 	warned := false
 	t := w.cfg.Clock.NewTimer(interval)
 	defer t.Stop()
-	req := dispatch.HeartbeatRequest{Worker: w.cfg.ID, RunID: at.a.RunID, Attempt: at.a.Attempt}
+	req := api.HeartbeatRequest{Worker: w.cfg.ID, RunID: at.a.RunID, Attempt: at.a.Attempt}
 	for {
 		select {
 		case <-ctx.Done():
@@ -82,42 +82,42 @@ func (at *attempt) heartbeat(ctx context.Context, cancelExec context.CancelCause
 
 // sendHeartbeat sends one heartbeat, following 421 redirects. It returns
 // errStale on 409.
-func (at *attempt) sendHeartbeat(ctx context.Context, req dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error) {
+func (at *attempt) sendHeartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
 	w := at.w
 	for range maxRedirects + 1 {
 		addr := at.ownerAddr()
-		r, err := w.client.post(ctx, addr, dispatch.PathHeartbeat, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
+		r, err := w.client.post(ctx, addr, api.PathHeartbeat, req, w.cfg.RequestTimeout, maxOtherReplyBytes)
 		if err != nil {
 			if ctx.Err() == nil {
 				at.rotate(addr) // the next heartbeat asks another orchestrator
 			}
-			return dispatch.HeartbeatResponse{}, err
+			return api.HeartbeatResponse{}, err
 		}
 		switch r.status {
 		case http.StatusOK:
-			var resp dispatch.HeartbeatResponse
+			var resp api.HeartbeatResponse
 			if err := json.Unmarshal(r.body, &resp); err != nil {
 				return resp, fmt.Errorf("decode heartbeat reply: %w", err)
 			}
 			return resp, nil
 		case http.StatusConflict:
-			return dispatch.HeartbeatResponse{}, errStale
+			return api.HeartbeatResponse{}, errStale
 		case http.StatusMisdirectedRequest:
 			if at.redirect(r.notOwner(), addr) {
 				continue
 			}
-			return dispatch.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: no owner now: %w", addr, r.err())
+			return api.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: no owner now: %w", addr, r.err())
 		default:
 			if r.refused() {
 				err := r.credentialErr()
 				w.creds.refused(w.lg, addr, err)
-				return dispatch.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: %w", addr, err)
+				return api.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: %w", addr, err)
 			}
 			if !r.retryable() {
 				at.lg.Error("heartbeat rejected", zap.String("orchestrator", addr), zap.Error(r.err()))
 			}
-			return dispatch.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: %w", addr, r.err())
+			return api.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: %w", addr, r.err())
 		}
 	}
-	return dispatch.HeartbeatResponse{}, errors.New("heartbeat: too many redirects")
+	return api.HeartbeatResponse{}, errors.New("heartbeat: too many redirects")
 }

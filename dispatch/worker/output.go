@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // maxErrorBytes caps the error message a completion carries.
@@ -79,11 +79,11 @@ func (b *outputBuffer) text(limit int) string {
 }
 
 // reportOutput turns an executor's raw output into a completion's output:
-// see outputBuffer.text, with dispatch.MaxOutputBytes.
+// see outputBuffer.text, with api.MaxOutputBytes.
 func reportOutput(b []byte) string {
-	ob := newOutputBuffer(dispatch.MaxOutputBytes)
+	ob := newOutputBuffer(api.MaxOutputBytes)
 	ob.Write(b)
-	return ob.text(dispatch.MaxOutputBytes)
+	return ob.text(api.MaxOutputBytes)
 }
 
 // reportError turns an error into a completion's message, at most

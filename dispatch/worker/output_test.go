@@ -9,11 +9,11 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 func TestReportOutput(t *testing.T) {
-	const max = dispatch.MaxOutputBytes
+	const max = api.MaxOutputBytes
 	tests := []struct {
 		name string
 		in   string

@@ -12,8 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/store"
+	"github.com/jobfleet/jobfleet/egress"
 )
 
 // target is a loopback HTTP server that counts the connections it
@@ -90,7 +91,7 @@ var loopback4 = netip.MustParseAddr("127.0.0.1")
 
 // runHTTPJob runs one attempt of an http executor on a worker with policy
 // and returns its completion.
-func runHTTPJob(t *testing.T, policy worker.HTTPPolicy, ex store.Executor, payload string) (dispatchComplete, *fakeOrch) {
+func runHTTPJob(t *testing.T, policy egress.Policy, ex api.Executor, payload string) (dispatchComplete, *fakeOrch) {
 	t.Helper()
 	f := newFakeOrch(t, "a", nil)
 	if policy.Allow == nil {
@@ -114,7 +115,7 @@ type dispatchComplete struct {
 func TestHTTPPolicyRefuses(t *testing.T) {
 	tests := []struct {
 		name    string
-		policy  func(tg *target) worker.HTTPPolicy
+		policy  func(tg *target) egress.Policy
 		url     func(tg *target) string
 		wantErr string
 	}{
@@ -140,48 +141,48 @@ func TestHTTPPolicyRefuses(t *testing.T) {
 		},
 		{
 			name: "a denied port beats an allowed range",
-			policy: func(tg *target) worker.HTTPPolicy {
-				return worker.HTTPPolicy{Allow: []string{"127.0.0.0/8"}, Deny: []string{fmt.Sprintf("127.0.0.1:%d", tg.port())}}
+			policy: func(tg *target) egress.Policy {
+				return egress.Policy{Allow: []string{"127.0.0.0/8"}, Deny: []string{fmt.Sprintf("127.0.0.1:%d", tg.port())}}
 			},
 			url:     func(tg *target) string { return tg.url("127.0.0.1", "/") },
 			wantErr: "on the deny list (127.0.0.1:",
 		},
 		{
 			name: "an etcd endpoint, even with loopback allowed",
-			policy: func(tg *target) worker.HTTPPolicy {
-				return worker.HTTPPolicy{Allow: []string{"127.0.0.0/8"}, Fleet: []string{tg.url("127.0.0.1", "")}}
+			policy: func(tg *target) egress.Policy {
+				return egress.Policy{Allow: []string{"127.0.0.0/8"}, Fleet: []string{tg.url("127.0.0.1", "")}}
 			},
 			url:     func(tg *target) string { return tg.url("127.0.0.1", "/v3/kv/range") },
 			wantErr: "fleet endpoint http://127.0.0.1:",
 		},
 		{
 			name: "a host name resolving to a denied address (checked at dial time)",
-			policy: func(*target) worker.HTTPPolicy {
-				return worker.HTTPPolicy{Resolver: mapResolver{"rebound.example": {loopback4}}}
+			policy: func(*target) egress.Policy {
+				return egress.Policy{Resolver: mapResolver{"rebound.example": {loopback4}}}
 			},
 			url:     func(tg *target) string { return tg.url("rebound.example", "/") },
 			wantErr: "destination rebound.example (127.0.0.1:",
 		},
 		{
 			name: "a host name on the deny list",
-			policy: func(*target) worker.HTTPPolicy {
-				return worker.HTTPPolicy{Allow: []string{"127.0.0.1"}, Deny: []string{"*.internal"}, Resolver: mapResolver{"metadata.internal": {loopback4}}}
+			policy: func(*target) egress.Policy {
+				return egress.Policy{Allow: []string{"127.0.0.1"}, Deny: []string{"*.internal"}, Resolver: mapResolver{"metadata.internal": {loopback4}}}
 			},
 			url:     func(tg *target) string { return tg.url("metadata.internal", "/") },
 			wantErr: "on the deny list (*.internal)",
 		},
 		{
 			name: "an etcd endpoint known by name, reached by address",
-			policy: func(tg *target) worker.HTTPPolicy {
-				return worker.HTTPPolicy{Allow: []string{"127.0.0.0/8"}, Fleet: []string{tg.url("etcd.example", "")}, Resolver: mapResolver{"etcd.example": {loopback4}}}
+			policy: func(tg *target) egress.Policy {
+				return egress.Policy{Allow: []string{"127.0.0.0/8"}, Fleet: []string{tg.url("etcd.example", "")}, Resolver: mapResolver{"etcd.example": {loopback4}}}
 			},
 			url:     func(tg *target) string { return tg.url("127.0.0.1", "/v3/kv/put") },
 			wantErr: "fleet endpoint http://etcd.example:",
 		},
 		{
 			name: "user and password in the URL",
-			policy: func(*target) worker.HTTPPolicy {
-				return worker.HTTPPolicy{Allow: []string{"127.0.0.0/8"}}
+			policy: func(*target) egress.Policy {
+				return egress.Policy{Allow: []string{"127.0.0.0/8"}}
 			},
 			url: func(tg *target) string {
 				return strings.Replace(tg.url("127.0.0.1", "/"), "://", "://admin:hunter2@", 1)
@@ -192,11 +193,11 @@ func TestHTTPPolicyRefuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tg := newTarget(t)
-			var policy worker.HTTPPolicy
+			var policy egress.Policy
 			if tt.policy != nil {
 				policy = tt.policy(tg)
 			}
-			c, _ := runHTTPJob(t, policy, store.Executor{URL: tt.url(tg), Method: "POST"}, `{"a":1}`)
+			c, _ := runHTTPJob(t, policy, api.Executor{URL: tt.url(tg), Method: "POST"}, `{"a":1}`)
 			if c.Success || !strings.Contains(c.Error, tt.wantErr) {
 				t.Errorf("completion success=%v error=%q, want a failure containing %q", c.Success, c.Error, tt.wantErr)
 			}
@@ -215,8 +216,8 @@ func TestHTTPPolicyRefuses(t *testing.T) {
 // the orchestrator never sees the request.
 func TestHTTPPolicyOrchestratorDrain(t *testing.T) {
 	f := newFakeOrch(t, "a", nil)
-	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.0/8"}}}, nil)
-	f.enqueue(f.assignment("r1", store.Executor{Type: "http", URL: f.URL() + "/v1/cluster/drain", Method: "POST"}, ""))
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.0/8"}}}, nil)
+	f.enqueue(f.assignment("r1", api.Executor{Type: "http", URL: f.URL() + "/v1/cluster/drain", Method: "POST"}, ""))
 	c := f.waitComplete(t, "r1")
 	if c.Success || !strings.Contains(c.Error, "orchestrator "+f.URL()) || !strings.Contains(c.Error, "always denied") {
 		t.Errorf("completion success=%v error=%q, want refused as the fleet's orchestrator", c.Success, c.Error)
@@ -234,21 +235,21 @@ func TestHTTPPolicyOrchestratorDrain(t *testing.T) {
 func TestHTTPPolicyAllows(t *testing.T) {
 	tests := []struct {
 		name   string
-		policy func(tg *target) worker.HTTPPolicy
+		policy func(tg *target) egress.Policy
 		host   string
 	}{
-		{name: "CIDR", policy: func(*target) worker.HTTPPolicy { return worker.HTTPPolicy{Allow: []string{"127.0.0.0/8"}} }, host: "127.0.0.1"},
-		{name: "address and port", policy: func(tg *target) worker.HTTPPolicy {
-			return worker.HTTPPolicy{Allow: []string{fmt.Sprintf("127.0.0.1:%d", tg.port())}}
+		{name: "CIDR", policy: func(*target) egress.Policy { return egress.Policy{Allow: []string{"127.0.0.0/8"}} }, host: "127.0.0.1"},
+		{name: "address and port", policy: func(tg *target) egress.Policy {
+			return egress.Policy{Allow: []string{fmt.Sprintf("127.0.0.1:%d", tg.port())}}
 		}, host: "127.0.0.1"},
-		{name: "host name", policy: func(*target) worker.HTTPPolicy {
-			return worker.HTTPPolicy{Allow: []string{"Echo.Example"}, Resolver: mapResolver{"echo.example": {loopback4}}}
+		{name: "host name", policy: func(*target) egress.Policy {
+			return egress.Policy{Allow: []string{"Echo.Example"}, Resolver: mapResolver{"echo.example": {loopback4}}}
 		}, host: "echo.example"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tg := newTarget(t)
-			c, _ := runHTTPJob(t, tt.policy(tg), store.Executor{URL: tg.url(tt.host, "/hook"), Method: "POST"}, `{"a":1}`)
+			c, _ := runHTTPJob(t, tt.policy(tg), api.Executor{URL: tg.url(tt.host, "/hook"), Method: "POST"}, `{"a":1}`)
 			if !c.Success || c.Output != "hit" {
 				t.Errorf("completion success=%v error=%q output=%q, want success", c.Success, c.Error, c.Output)
 			}
@@ -291,10 +292,10 @@ func TestHTTPRedirects(t *testing.T) {
 			if tt.allowTarget {
 				allow = append(allow, fmt.Sprintf("127.0.0.1:%d", tg.port()))
 			}
-			ex := store.Executor{URL: from.url("127.0.0.1", "/start"), Method: tt.method, FollowRedirects: tt.follow,
-				Headers: map[string]store.HeaderValue{"Authorization": store.Literal("Bearer for-the-first-host-only"), "X-Trace": store.Literal("1")}}
+			ex := api.Executor{URL: from.url("127.0.0.1", "/start"), Method: tt.method, FollowRedirects: tt.follow,
+				Headers: map[string]api.HeaderValue{"Authorization": api.Literal("Bearer for-the-first-host-only"), "X-Trace": api.Literal("1")}}
 			payload := `{"keep":"me"}`
-			c, _ := runHTTPJob(t, worker.HTTPPolicy{Allow: allow}, ex, payload)
+			c, _ := runHTTPJob(t, egress.Policy{Allow: allow}, ex, payload)
 			if tt.wantErr == "" && !c.Success {
 				t.Errorf("completion error %q, want success", c.Error)
 			}
@@ -336,7 +337,7 @@ func TestHTTPRedirectLoopStops(t *testing.T) {
 	loop.handler = func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, loop.url("127.0.0.1", "/again"), http.StatusTemporaryRedirect)
 	}
-	c, _ := runHTTPJob(t, worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}, store.Executor{URL: loop.url("127.0.0.1", "/"), Method: "POST", FollowRedirects: true}, "")
+	c, _ := runHTTPJob(t, egress.Policy{Allow: []string{"127.0.0.1"}}, api.Executor{URL: loop.url("127.0.0.1", "/"), Method: "POST", FollowRedirects: true}, "")
 	if c.Success || !strings.Contains(c.Error, "more than 5 redirects") {
 		t.Errorf("completion success=%v error=%q, want a failure after 5 redirects", c.Success, c.Error)
 	}
@@ -346,7 +347,7 @@ func TestHTTPRedirectLoopStops(t *testing.T) {
 }
 
 func TestHTTPPolicyConfigErrors(t *testing.T) {
-	for _, p := range []worker.HTTPPolicy{
+	for _, p := range []egress.Policy{
 		{Allow: []string{"not a host!"}},
 		{Deny: []string{"10.0.0.0/33"}},
 		{Deny: []string{"example.com:http"}},

@@ -10,9 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/retry"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // maxPollMax is the largest PollRequest.Max the protocol allows.
@@ -138,14 +137,14 @@ func (w *Worker) pollWait() time.Duration {
 }
 
 // poll asks addr for up to max attempts, to be held up to wait.
-func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Duration) ([]dispatch.AttemptGrant, error) {
-	req := dispatch.PollRequest{
+func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Duration) ([]api.AttemptGrant, error) {
+	req := api.PollRequest{
 		Worker:    w.cfg.ID,
 		Executors: w.executors(),
 		Max:       max,
-		Wait:      store.Duration(wait),
+		Wait:      api.Duration(wait),
 	}
-	r, err := w.client.post(ctx, addr, dispatch.PathPoll, req, wait+w.cfg.RequestTimeout, maxPollReplyBytes)
+	r, err := w.client.post(ctx, addr, api.PathPoll, req, wait+w.cfg.RequestTimeout, maxPollReplyBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -155,13 +154,13 @@ func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Durat
 	if r.status != http.StatusOK {
 		return nil, r.err()
 	}
-	var resp dispatch.PollResponse
+	var resp api.PollResponse
 	if err := json.Unmarshal(r.body, &resp); err != nil {
 		return nil, fmt.Errorf("decode poll reply: %w", err)
 	}
 	// Before any attempt of this reply runs: its "http" jobs must not
 	// reach the fleet's etcd, which this worker may not have been told of.
-	if n := w.policy.learnEtcd(resp.EtcdEndpoints); n > 0 {
+	if n := w.policy.LearnEtcd(resp.EtcdEndpoints); n > 0 {
 		w.lg.Info("etcd endpoints learned from an orchestrator; denied to http jobs", zap.String("orchestrator", addr), zap.Strings("etcd_endpoints", resp.EtcdEndpoints))
 	}
 	return resp.Attempts, nil

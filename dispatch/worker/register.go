@@ -11,11 +11,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // Registration timing. Until an orchestrator names the TTL, the worker
-// refreshes as for dispatch.DefaultWorkerTTL; after a failure it tries the
+// refreshes as for api.DefaultWorkerTTL; after a failure it tries the
 // next orchestrator soon, so that its registration moves before it
 // expires.
 const (
@@ -46,7 +46,7 @@ type registrar struct {
 // last; when that one fails it moves to the next orchestrator it knows.
 // It returns when ctx ends.
 func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
-	reg.ttl = dispatch.DefaultWorkerTTL
+	reg.ttl = api.DefaultWorkerTTL
 	reg.interval = registerInterval(reg.ttl)
 	next := 0 // index of the orchestrator to try when reg.addr fails
 	first := true
@@ -63,6 +63,7 @@ func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
 			case ctx.Err() != nil:
 				return
 			case err == nil:
+				w.creds.accepted(w.lg)
 				if reg.failing || reg.addr != addr {
 					w.lg.Info("worker registered", zap.String("orchestrator", addr), zap.Duration("ttl", ttl))
 				}
@@ -130,10 +131,10 @@ const minRegisterTimeout = 2 * time.Second
 // orchestrator names.
 func (w *Worker) register(ctx context.Context, addr string, ttl time.Duration) (time.Duration, error) {
 	addrs := w.currentAddrs()
-	if len(addrs) > 64 {
-		addrs = addrs[:64]
+	if len(addrs) > api.MaxRegisterOrchestrators {
+		addrs = addrs[:api.MaxRegisterOrchestrators] // the registration is bounded; these are shown, not used
 	}
-	req := dispatch.RegisterRequest{
+	req := api.RegisterRequest{
 		Worker:        w.cfg.ID,
 		Executors:     w.executors(),
 		Concurrency:   w.cfg.Concurrency,
@@ -143,7 +144,7 @@ func (w *Worker) register(ctx context.Context, addr string, ttl time.Duration) (
 	// An orchestrator slower than half the TTL is given up for the next
 	// one, before the registration can expire.
 	timeout := min(w.cfg.RequestTimeout, max(ttl/2, minRegisterTimeout))
-	r, err := w.client.post(ctx, addr, dispatch.PathRegister, req, timeout, maxOtherReplyBytes)
+	r, err := w.client.post(ctx, addr, api.PathRegister, req, timeout, maxOtherReplyBytes)
 	switch {
 	case err != nil:
 		return 0, err
@@ -154,7 +155,7 @@ func (w *Worker) register(ctx context.Context, addr string, ttl time.Duration) (
 	case r.status != http.StatusOK:
 		return 0, r.err()
 	}
-	var resp dispatch.RegisterResponse
+	var resp api.RegisterResponse
 	if err := json.Unmarshal(r.body, &resp); err != nil {
 		return 0, fmt.Errorf("decode registration reply: %w", err)
 	}
@@ -170,7 +171,7 @@ func (w *Worker) deregister(reg *registrar) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.RequestTimeout)
 	defer cancel()
-	r, err := w.client.post(ctx, reg.addr, dispatch.PathDeregister, dispatch.DeregisterRequest{Worker: w.cfg.ID}, w.cfg.RequestTimeout, maxOtherReplyBytes)
+	r, err := w.client.post(ctx, reg.addr, api.PathDeregister, api.DeregisterRequest{Worker: w.cfg.ID}, w.cfg.RequestTimeout, maxOtherReplyBytes)
 	if err == nil && r.status != http.StatusOK {
 		err = r.err()
 	}

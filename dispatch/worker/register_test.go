@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // registrarOrch is an orchestrator that answers registrations with
@@ -19,15 +18,15 @@ type registrarOrch struct {
 	srv    *httptest.Server
 	status int
 	mu     sync.Mutex
-	regs   []dispatch.RegisterRequest
-	deregs []dispatch.DeregisterRequest
+	regs   []api.RegisterRequest
+	deregs []api.DeregisterRequest
 }
 
 func newRegistrarOrch(t *testing.T, status int) *registrarOrch {
 	o := &registrarOrch{status: status}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+dispatch.PathRegister, func(w http.ResponseWriter, r *http.Request) {
-		var req dispatch.RegisterRequest
+	mux.HandleFunc("POST "+api.PathRegister, func(w http.ResponseWriter, r *http.Request) {
+		var req api.RegisterRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		o.mu.Lock()
 		o.regs = append(o.regs, req)
@@ -36,29 +35,29 @@ func newRegistrarOrch(t *testing.T, status int) *registrarOrch {
 			writeJSON(w, o.status, errorDoc("etcd does not answer"))
 			return
 		}
-		writeJSON(w, http.StatusOK, dispatch.RegisterResponse{TTL: store.Duration(6 * time.Second), Orchestrator: "b"})
+		writeJSON(w, http.StatusOK, api.RegisterResponse{TTL: api.Duration(6 * time.Second), Orchestrator: "b"})
 	})
-	mux.HandleFunc("POST "+dispatch.PathDeregister, func(w http.ResponseWriter, r *http.Request) {
-		var req dispatch.DeregisterRequest
+	mux.HandleFunc("POST "+api.PathDeregister, func(w http.ResponseWriter, r *http.Request) {
+		var req api.DeregisterRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		o.mu.Lock()
 		o.deregs = append(o.deregs, req)
 		o.mu.Unlock()
 		writeJSON(w, http.StatusOK, struct{}{})
 	})
-	mux.HandleFunc("POST "+dispatch.PathPoll, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+api.PathPoll, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-time.After(100 * time.Millisecond):
 		}
-		writeJSON(w, http.StatusOK, dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{}})
+		writeJSON(w, http.StatusOK, api.PollResponse{Attempts: []api.AttemptGrant{}})
 	})
 	o.srv = httptest.NewServer(mux)
 	t.Cleanup(o.srv.Close)
 	return o
 }
 
-func (o *registrarOrch) counts() (regs, deregs int, last dispatch.RegisterRequest) {
+func (o *registrarOrch) counts() (regs, deregs int, last api.RegisterRequest) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.regs) > 0 {
@@ -85,7 +84,7 @@ func TestWorkerRegistersWithAnOrchestratorThatAnswers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	_, _, req := up.counts()
-	if req.Worker != "w-reg" || req.Concurrency != 3 || len(req.Executors) != 2 || req.Executors[1] != store.ExecutorShell || len(req.Orchestrators) != 2 {
+	if req.Worker != "w-reg" || req.Concurrency != 3 || len(req.Executors) != 2 || req.Executors[1] != api.ExecutorShell || len(req.Orchestrators) != 2 {
 		t.Fatalf("registration %+v", req)
 	}
 	tw.cancel()

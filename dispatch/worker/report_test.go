@@ -9,7 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 )
 
@@ -24,7 +24,7 @@ func TestReportingKeepsTheAttemptAlive(t *testing.T) {
 	f := newFakeOrch(t, "a", clock)
 	var failing atomic.Bool
 	failing.Store(true)
-	f.onComplete = func(dispatch.CompleteRequest) (int, any) {
+	f.onComplete = func(api.CompleteRequest) (int, any) {
 		if failing.Load() {
 			return http.StatusServiceUnavailable, errorDoc("etcd unreachable")
 		}

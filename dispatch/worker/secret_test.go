@@ -3,11 +3,13 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/store"
+	"github.com/jobfleet/jobfleet/egress"
 )
 
 // TestSecretReferences: references in header values, the payload and the
@@ -18,15 +20,15 @@ func TestSecretReferences(t *testing.T) {
 	t.Setenv("API_KEY", `key"with<quotes>`)
 	t.Setenv("NOT_LISTED", "unlisted-s3cret")
 	t.Setenv("BAD_VALUE", "a\r\nX-Injected: 1")
-	policy := worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}
+	policy := egress.Policy{Allow: []string{"127.0.0.1"}}
 	secrets := []string{"HOOK_TOKEN", "API_KEY", "BAD_VALUE", "UNSET_VAR"}
 
 	t.Run("resolved in headers and payload", func(t *testing.T) {
 		tg := newTarget(t)
 		f := newFakeOrch(t, "a", nil)
 		startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), HTTPPolicy: policy, SecretEnv: secrets}, nil)
-		ex := store.Executor{Type: "http", URL: tg.url("127.0.0.1", "/"), Headers: map[string]store.HeaderValue{
-			"Authorization": store.SecretEnv("HOOK_TOKEN"), "X-Plain": store.Literal("plain")}}
+		ex := api.Executor{Type: "http", URL: tg.url("127.0.0.1", "/"), Headers: map[string]api.HeaderValue{
+			"Authorization": api.SecretEnv("HOOK_TOKEN"), "X-Plain": api.Literal("plain")}}
 		f.enqueue(f.assignment("r1", ex, `{"key":{"secret_env":"API_KEY"},"n":1.50}`))
 		if c := f.waitComplete(t, "r1"); !c.Success {
 			t.Fatalf("completion %q, want success", c.Error)
@@ -49,7 +51,7 @@ func TestSecretReferences(t *testing.T) {
 	t.Run("unlisted in the body", func(t *testing.T) {
 		tg := newTarget(t)
 		// runHTTPJob's worker allows no secret variable.
-		c, _ := runHTTPJob(t, policy, store.Executor{URL: tg.url("127.0.0.1", "/"), Body: json.RawMessage(`[{"secret_env":"HOOK_TOKEN"}]`)}, "")
+		c, _ := runHTTPJob(t, policy, api.Executor{URL: tg.url("127.0.0.1", "/"), Body: json.RawMessage(`[{"secret_env":"HOOK_TOKEN"}]`)}, "")
 		if n := tg.ln.accepted.Load(); n != 0 {
 			t.Errorf("the receiver accepted %d connections, want none", n)
 		}
@@ -60,15 +62,15 @@ func TestSecretReferences(t *testing.T) {
 
 	for _, tt := range []struct {
 		name    string
-		ex      store.Executor
+		ex      api.Executor
 		payload string
 		wantErr string
 	}{
-		{name: "unlisted variable in a header", ex: store.Executor{Headers: map[string]store.HeaderValue{"X-A": store.SecretEnv("NOT_LISTED")}},
+		{name: "unlisted variable in a header", ex: api.Executor{Headers: map[string]api.HeaderValue{"X-A": api.SecretEnv("NOT_LISTED")}},
 			wantErr: "header X-A: secret reference to NOT_LISTED: the variable is not on this worker's secret allow-list (--secret-env)"},
 		{name: "unset variable in the payload", payload: `{"a":{"secret_env":"UNSET_VAR"}}`,
 			wantErr: "payload.a: secret reference to UNSET_VAR: the variable is not set in this worker's environment"},
-		{name: "value with a control character", ex: store.Executor{Headers: map[string]store.HeaderValue{"X-A": store.SecretEnv("BAD_VALUE")}},
+		{name: "value with a control character", ex: api.Executor{Headers: map[string]api.HeaderValue{"X-A": api.SecretEnv("BAD_VALUE")}},
 			wantErr: "header X-A: secret BAD_VALUE holds a control character; not sent"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,4 +100,30 @@ func TestSecretReferences(t *testing.T) {
 			t.Errorf("payload %s, want the resolved secret", p)
 		}
 	})
+}
+
+// TestHeadersDifferingInCaseAreSentInNameOrder: a job stored before such
+// headers were refused sends the value of the last name in byte order,
+// every time, not one chosen by map order.
+func TestHeadersDifferingInCaseAreSentInNameOrder(t *testing.T) {
+	policy := egress.Policy{Allow: []string{"127.0.0.1"}}
+	tg := newTarget(t)
+	f := newFakeOrch(t, "a", nil)
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), HTTPPolicy: policy}, nil)
+	ex := api.Executor{Type: "http", URL: tg.url("127.0.0.1", "/"), Headers: map[string]api.HeaderValue{
+		"X-A": api.Literal("upper"), "x-a": api.Literal("lower"), "X-a": api.Literal("mixed")}}
+	const runs = 20
+	for i := range runs {
+		f.enqueue(f.assignment(fmt.Sprint("r", i), ex, ""))
+	}
+	for i := range runs {
+		if c := f.waitComplete(t, fmt.Sprint("r", i)); !c.Success {
+			t.Fatalf("completion %q, want success", c.Error)
+		}
+	}
+	for i, r := range tg.got() {
+		if v := r.header.Values("X-A"); len(v) != 1 || v[0] != "lower" {
+			t.Fatalf("request %d: X-A %q, want only \"lower\" (the last of X-A, X-a, x-a)", i, v)
+		}
+	}
 }

@@ -6,11 +6,11 @@ import (
 	"context"
 	"errors"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // executeShell is not supported on this platform: process groups are
 // needed to stop a command's children.
-func (w *Worker) executeShell(context.Context, dispatch.AttemptGrant) outcome {
+func (w *Worker) executeShell(context.Context, api.AttemptGrant) outcome {
 	return outcome{err: errors.New("shell executor not supported on this platform")}
 }

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // shellPath is the PATH of shell commands, unless Config.ShellEnv passes
@@ -40,7 +40,7 @@ const shellPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // guard has exited (background children, or children that ignored
 // SIGTERM) is killed with SIGKILL, so no process of the attempt outlives it
 // unless it left the process group itself.
-func (w *Worker) executeShell(ctx context.Context, a dispatch.AttemptGrant) outcome {
+func (w *Worker) executeShell(ctx context.Context, a api.AttemptGrant) outcome {
 	argv := a.Executor.Command
 	if len(argv) == 0 || argv[0] == "" {
 		return outcome{err: errors.New("shell executor without a command")}
@@ -68,7 +68,7 @@ func (w *Worker) executeShell(ctx context.Context, a dispatch.AttemptGrant) outc
 	}
 	defer statusR.Close()
 
-	out := newOutputBuffer(dispatch.MaxOutputBytes)
+	out := newOutputBuffer(api.MaxOutputBytes)
 	cmd := guardCommand(ctx, self, prog, argv, env)
 	cmd.Stdin = bytes.NewReader(a.Payload)
 	cmd.Stdout = out
@@ -112,7 +112,7 @@ func (w *Worker) executeShell(ctx context.Context, a dispatch.AttemptGrant) outc
 // (the worker's values, if set; PATH among them replaces shellPath), and
 // the run's JOBFLEET_* variables, with the raw job ID. Nothing else of the
 // worker's environment: not its settings, not its secrets.
-func (w *Worker) shellEnv(a dispatch.AttemptGrant) []string {
+func (w *Worker) shellEnv(a api.AttemptGrant) []string {
 	vars := map[string]string{"PATH": shellPath}
 	for _, name := range append([]string{"HOME", "LANG"}, w.cfg.ShellEnv...) {
 		if v, ok := os.LookupEnv(name); ok {

@@ -19,8 +19,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // readPIDs creates a FIFO, returns its path, and a function that reads the
@@ -85,8 +85,8 @@ func TestShellTimeoutKillsProcessGroup(t *testing.T) {
 	f := newFakeOrch(t, "a", clock)
 	fifo, readPIDs := pidFIFO(t)
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, Clock: clock, KillGrace: 100 * time.Millisecond}, nil)
-	a := f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", `sleep 30 & echo $$ $! > "$0"; sleep 30`, fifo}}, "")
-	a.Timeout = store.Duration(10 * time.Second)
+	a := f.assignment("r1", api.Executor{Type: "shell", Command: []string{"sh", "-c", `sleep 30 & echo $$ $! > "$0"; sleep 30`, fifo}}, "")
+	a.Timeout = api.Duration(10 * time.Second)
 	f.enqueue(a)
 	pids := readPIDs()
 	if len(pids) != 2 {
@@ -110,8 +110,8 @@ func TestShellTimeoutEscalatesToSIGKILL(t *testing.T) {
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, Clock: clock, KillGrace: 100 * time.Millisecond}, nil)
 	// Both the shell and its child ignore SIGTERM.
 	script := `trap '' TERM; sh -c 'trap "" TERM; sleep 30' & echo $$ $! > "$0"; while :; do sleep 1; done`
-	a := f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", script, fifo}}, "")
-	a.Timeout = store.Duration(10 * time.Second)
+	a := f.assignment("r1", api.Executor{Type: "shell", Command: []string{"sh", "-c", script, fifo}}, "")
+	a.Timeout = api.Duration(10 * time.Second)
 	f.enqueue(a)
 	pids := readPIDs()
 	clock.Advance(10 * time.Second)
@@ -129,7 +129,7 @@ func TestShellLeftoverChildrenKilledAfterExit(t *testing.T) {
 	f := newFakeOrch(t, "a", nil)
 	fifo, readPIDs := pidFIFO(t)
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, KillGrace: 100 * time.Millisecond}, nil)
-	f.enqueue(f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", `sleep 30 & echo $! > "$0"; echo done`, fifo}}, ""))
+	f.enqueue(f.assignment("r1", api.Executor{Type: "shell", Command: []string{"sh", "-c", `sleep 30 & echo $! > "$0"; echo done`, fifo}}, ""))
 	pids := readPIDs()
 	c := f.waitComplete(t, "r1")
 	if !c.Success || c.Output != "done\n" {
@@ -150,7 +150,7 @@ func TestShellCancelledAtShutdown(t *testing.T) {
 	fifo, readPIDs := pidFIFO(t)
 	tw := startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, Clock: clock, Logger: lg,
 		KillGrace: 100 * time.Millisecond, ShutdownTimeout: time.Minute}, nil)
-	f.enqueue(withLease(f.assignment("r1", store.Executor{Type: "shell", Command: []string{"sh", "-c", `sleep 30 & echo $$ $! > "$0"; wait`, fifo}}, ""), time.Hour))
+	f.enqueue(withLease(f.assignment("r1", api.Executor{Type: "shell", Command: []string{"sh", "-c", `sleep 30 & echo $$ $! > "$0"; wait`, fifo}}, ""), time.Hour))
 	pids := readPIDs()
 	tw.cancel()
 	logs.wait(t, "waiting for in-flight attempts")

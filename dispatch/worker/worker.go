@@ -12,7 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jobfleet/jobfleet/store"
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/egress"
 )
 
 // errShuttingDown is the cause given to in-flight attempts that are
@@ -29,8 +30,8 @@ type Worker struct {
 	client        *apiClient      // worker protocol and members list
 	ownClient     bool            // client.hc was made by New
 	execTransport *http.Transport // "http" executor; its dials go through policy
-	policy        *destPolicy     // "http" executor's destinations
-	creds         credentialLog
+	policy        *egress.Guard   // "http" executor's destinations
+	creds         *credentialLog
 
 	slots  *slots
 	ran    atomic.Bool
@@ -65,7 +66,7 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	policy, err := newDestPolicy(cfg.HTTPPolicy)
+	policy, err := egress.NewGuard(cfg.HTTPPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
@@ -73,26 +74,19 @@ func New(cfg Config) (*Worker, error) {
 	case *MemberList:
 		// The seeds are orchestrators too (or a load balancer in front of
 		// them): jobs must not reach them either.
-		for _, seed := range d.Seeds {
-			if e, err := parseEndpoint(seed, "orchestrator"); err == nil {
-				policy.fixed = append(policy.fixed, e)
-			}
-		}
-	case *EtcdMembers:
+		policy.AddFleet("orchestrator", d.Seeds...)
+	case EtcdEndpointer:
 		// So is the etcd the members are read from.
-		for _, ep := range d.client.Endpoints() {
-			if e, err := parseEndpoint(ep, "etcd endpoint"); err == nil {
-				policy.fixed = append(policy.fixed, e)
-			}
-		}
+		policy.AddFleet("etcd endpoint", d.EtcdEndpoints()...)
 	}
 	w := &Worker{
 		cfg:           cfg,
 		lg:            cfg.Logger.Named("worker").With(zap.String("worker", cfg.ID)),
 		client:        &apiClient{hc: cfg.HTTPClient, token: cfg.Token},
-		execTransport: newExecTransport(policy, cfg.HTTPPolicy.ProxyFromEnvironment),
+		execTransport: policy.HTTPTransport(cfg.HTTPPolicy.ProxyFromEnvironment),
 		policy:        policy,
 		slots:         newSlots(cfg.Concurrency),
+		creds:         newCredentialLog(cfg.Clock),
 		handlers:      map[string]Handler{},
 		addrsNote:     make(chan struct{}, 1),
 		firstRegister: make(chan struct{}),
@@ -112,7 +106,8 @@ func (w *Worker) ID() string { return w.cfg.ID }
 // digits, '-', '_', '.' and ':', starting with a letter, at most 64 bytes,
 // and neither "http" nor "shell". The worker advertises the name from its
 // next poll on. It returns an error wrapping ErrInvalidHandler for a bad
-// name, a nil handler or a name already registered.
+// name, a nil handler, a name already registered, or a 63rd handler (a
+// registration lists at most 64 executor types).
 func (w *Worker) Handle(name string, h Handler) error {
 	if !validHandlerName(name) {
 		return fmt.Errorf("%w: bad name %q: want letters, digits, '-', '_', '.' and ':', starting with a letter, at most %d bytes, not \"http\" or \"shell\"", ErrInvalidHandler, name, maxHandlerBytes)
@@ -124,6 +119,9 @@ func (w *Worker) Handle(name string, h Handler) error {
 	defer w.hmu.Unlock()
 	if _, ok := w.handlers[name]; ok {
 		return fmt.Errorf("%w: %q is already registered", ErrInvalidHandler, name)
+	}
+	if len(w.handlers) >= maxHandlers {
+		return fmt.Errorf("%w: %q: a worker registers at most %d handlers (its registration lists at most %d executor types)", ErrInvalidHandler, name, maxHandlers, maxHandlers+2)
 	}
 	w.handlers[name] = h
 	return nil
@@ -141,9 +139,9 @@ func (w *Worker) executors() []string {
 	w.hmu.RLock()
 	names := slices.Sorted(maps.Keys(w.handlers))
 	w.hmu.RUnlock()
-	ex := []string{store.ExecutorHTTP}
+	ex := []string{api.ExecutorHTTP}
 	if w.cfg.AllowShell {
-		ex = append(ex, store.ExecutorShell)
+		ex = append(ex, api.ExecutorShell)
 	}
 	return append(ex, names...)
 }
@@ -153,8 +151,10 @@ func (w *Worker) executors() []string {
 // finish for up to ShutdownTimeout, cancels the rest and reports them
 // failed ("worker shutting down"), and returns once every goroutine it
 // started has exited and every attempt has been reported or dropped as
-// stale. It returns nil after a shutdown caused by ctx, or the error that
-// ended the Discovery. Run may be called once.
+// stale. It returns nil after a shutdown caused by ctx, the error that
+// ended the Discovery, or an error wrapping ErrCredentialRefused when no
+// orchestrator accepted the worker's credentials in its first 5 seconds
+// of refusals. Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
@@ -195,7 +195,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			if ml.HTTPClient != nil {
 				c = &apiClient{hc: ml.HTTPClient, token: w.cfg.Token}
 			}
-			discDone <- ml.watch(pollCtx, c, w.setAddrs)
+			discDone <- ml.watch(pollCtx, c, w.setAddrs, w.creds)
 			return
 		}
 		discDone <- w.cfg.Orchestrators.Watch(pollCtx, w.setAddrs)
@@ -214,6 +214,9 @@ loop:
 	for {
 		select {
 		case <-pollCtx.Done():
+			break loop
+		case err := <-w.creds.fatal:
+			runErr = err
 			break loop
 		case err := <-discDone:
 			discovering = false
@@ -309,7 +312,7 @@ loop:
 // addresses are denied to the "http" executor from now on.
 func (w *Worker) setAddrs(addrs []string) {
 	addrs = normalizeAddrs(addrs)
-	w.policy.setOrchestrators(addrs)
+	w.policy.SetOrchestrators(addrs)
 	w.amu.Lock()
 	w.addrs = addrs
 	w.amu.Unlock()

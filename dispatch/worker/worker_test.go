@@ -15,19 +15,12 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
-// etcd is the embedded etcd of the etcd discovery tests.
-var etcd *etcdtest.Server
-
 func TestMain(m *testing.M) {
-	etcd = etcdtest.MustStart()
 	code := m.Run()
-	etcd.Close()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -37,10 +30,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func handlerExec(name string) store.Executor { return store.Executor{Type: name} }
+func handlerExec(name string) api.Executor { return api.Executor{Type: name} }
 
-func withLease(a dispatch.AttemptGrant, lease time.Duration) dispatch.AttemptGrant {
-	a.RunLease = store.Duration(lease)
+func withLease(a api.AttemptGrant, lease time.Duration) api.AttemptGrant {
+	a.RunLease = api.Duration(lease)
 	return a
 }
 
@@ -63,11 +56,12 @@ func TestConfigValidate(t *testing.T) {
 		{"relative URL", func(c *worker.Config) { c.Orchestrators = worker.StaticOrchestrators("127.0.0.1:8080") }, false},
 		{"members list", func(c *worker.Config) { c.Orchestrators = worker.MembersFrom("https://fleet.example") }, true},
 		{"members list without seed", func(c *worker.Config) { c.Orchestrators = worker.MembersFrom() }, false},
-		{"etcd without client", func(c *worker.Config) { c.Orchestrators = worker.EtcdOrchestrators(nil, "/jobfleet/") }, false},
-		{"zero concurrency", func(c *worker.Config) { c.Concurrency = 0 }, false},
+		{"zero concurrency (the default)", func(c *worker.Config) { c.Concurrency = 0 }, true},
+		{"negative concurrency", func(c *worker.Config) { c.Concurrency = -1 }, false},
+		{"negative poll wait", func(c *worker.Config) { c.PollWait = -time.Second }, false},
 		{"concurrency 1024", func(c *worker.Config) { c.Concurrency = 1024 }, true},
 		{"concurrency 1025", func(c *worker.Config) { c.Concurrency = 1025 }, false},
-		{"poll wait above max", func(c *worker.Config) { c.PollWait = dispatch.MaxPollWait + time.Second }, false},
+		{"poll wait above max", func(c *worker.Config) { c.PollWait = api.MaxPollWait + time.Second }, false},
 		{"negative shutdown timeout", func(c *worker.Config) { c.ShutdownTimeout = -time.Second }, false},
 		{"retry max below initial", func(c *worker.Config) { c.RetryMax = c.RetryInitial / 2 }, false},
 		{"report timeout below request timeout", func(c *worker.Config) { c.ReportTimeout = c.RequestTimeout / 2 }, false},
@@ -293,7 +287,7 @@ func heartbeatOnce(t *testing.T, fakes []*fakeOrch, clock *clockwork.FakeClock, 
 func TestHeartbeatConflictCancelsWithoutReport(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	f := newFakeOrch(t, "a", clock)
-	f.onHeartbeat = func(dispatch.HeartbeatRequest) (int, any) {
+	f.onHeartbeat = func(api.HeartbeatRequest) (int, any) {
 		return http.StatusConflict, errorDoc("attempt superseded")
 	}
 	tw, ended := heartbeatOnce(t, []*fakeOrch{f}, clock, nil)
@@ -311,8 +305,8 @@ func TestHeartbeatConflictCancelsWithoutReport(t *testing.T) {
 func TestHeartbeatCancelRequested(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	f := newFakeOrch(t, "a", clock)
-	f.onHeartbeat = func(dispatch.HeartbeatRequest) (int, any) {
-		return http.StatusOK, dispatch.HeartbeatResponse{RunLease: store.Duration(30 * time.Second), Cancel: true}
+	f.onHeartbeat = func(api.HeartbeatRequest) (int, any) {
+		return http.StatusOK, api.HeartbeatResponse{RunLease: api.Duration(30 * time.Second), Cancel: true}
 	}
 	_, ended := heartbeatOnce(t, []*fakeOrch{f}, clock, nil)
 	recv(t, ended, "handler end")
@@ -325,11 +319,11 @@ func TestHeartbeatCancelRequested(t *testing.T) {
 func TestHeartbeatRedirect(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	a, b := newFakeOrch(t, "a", clock), newFakeOrch(t, "b", clock)
-	a.onHeartbeat = func(req dispatch.HeartbeatRequest) (int, any) {
-		return http.StatusMisdirectedRequest, dispatch.NotOwner{Error: "not the owner", Owner: "b", OwnerAddr: b.URL()}
+	a.onHeartbeat = func(req api.HeartbeatRequest) (int, any) {
+		return http.StatusMisdirectedRequest, api.NotOwner{Error: "not the owner", Owner: "b", OwnerAddr: b.URL()}
 	}
-	a.onComplete = func(dispatch.CompleteRequest) (int, any) {
-		return http.StatusMisdirectedRequest, dispatch.NotOwner{Error: "not the owner", Owner: "b", OwnerAddr: b.URL()}
+	a.onComplete = func(api.CompleteRequest) (int, any) {
+		return http.StatusMisdirectedRequest, api.NotOwner{Error: "not the owner", Owner: "b", OwnerAddr: b.URL()}
 	}
 	release := make(chan struct{})
 	b.adopt(a.assignment("r1", handlerExec("wait"), ""), "w1")
@@ -352,8 +346,8 @@ func TestHeartbeatRedirect(t *testing.T) {
 
 func TestCompleteRedirect(t *testing.T) {
 	a, b := newFakeOrch(t, "a", nil), newFakeOrch(t, "b", nil)
-	a.onComplete = func(dispatch.CompleteRequest) (int, any) {
-		return http.StatusMisdirectedRequest, dispatch.NotOwner{Error: "not the owner", Owner: "b", OwnerAddr: b.URL()}
+	a.onComplete = func(api.CompleteRequest) (int, any) {
+		return http.StatusMisdirectedRequest, api.NotOwner{Error: "not the owner", Owner: "b", OwnerAddr: b.URL()}
 	}
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(a.URL())}, func(w *worker.Worker) {
 		mustHandle(t, w, "ok", func(context.Context, worker.Run) error { return nil })
@@ -372,7 +366,7 @@ func TestCompleteRedirect(t *testing.T) {
 func TestCompleteRetriesUnavailable(t *testing.T) {
 	f := newFakeOrch(t, "a", nil)
 	var calls atomic.Int32
-	f.onComplete = func(dispatch.CompleteRequest) (int, any) {
+	f.onComplete = func(api.CompleteRequest) (int, any) {
 		if calls.Add(1) <= 2 {
 			return http.StatusServiceUnavailable, errorDoc("etcd unreachable")
 		}
@@ -391,7 +385,7 @@ func TestCompleteRetriesUnavailable(t *testing.T) {
 
 func TestCompleteConflictIsDropped(t *testing.T) {
 	f := newFakeOrch(t, "a", nil)
-	f.onComplete = func(dispatch.CompleteRequest) (int, any) { return http.StatusConflict, errorDoc("stale") }
+	f.onComplete = func(api.CompleteRequest) (int, any) { return http.StatusConflict, errorDoc("stale") }
 	lg, logs := newTestLogger(t)
 	tw := startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), Logger: lg}, func(w *worker.Worker) {
 		mustHandle(t, w, "ok", func(context.Context, worker.Run) error { return nil })

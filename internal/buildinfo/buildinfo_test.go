@@ -20,6 +20,24 @@ func TestFrom(t *testing.T) {
 		},
 	}
 	installed := &debug.BuildInfo{Main: debug.Module{Path: "github.com/jobfleet/jobfleet", Version: "v1.2.3"}}
+	// go build in a checkout of tag v1.2.3 with an edited file: the go
+	// command's version and its record of the change.
+	taggedDirty := &debug.BuildInfo{
+		Main: debug.Module{Path: "github.com/jobfleet/jobfleet", Version: "v1.2.3+dirty"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs", Value: "git"},
+			{Key: "vcs.revision", Value: "0123456789abcdef"},
+			{Key: "vcs.modified", Value: "true"},
+		},
+	}
+	afterTag := &debug.BuildInfo{
+		Main: debug.Module{Path: "github.com/jobfleet/jobfleet", Version: "v1.2.4-0.20261201093000-0123456789ab"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs", Value: "git"},
+			{Key: "vcs.revision", Value: "0123456789abcdef"},
+			{Key: "vcs.modified", Value: "false"},
+		},
+	}
 	for _, tt := range []struct {
 		name           string
 		version        string
@@ -36,6 +54,14 @@ func TestFrom(t *testing.T) {
 			want: Info{Version: "v2.0.0", Commit: "0123456789abcdef", Modified: true}},
 		{name: "go install of a tag", read: installed,
 			want: Info{Version: "v1.2.3", Commit: Unknown}},
+		{name: "go build of a tagged checkout with changes", read: taggedDirty,
+			want: Info{Version: "v1.2.3+dirty", Commit: "0123456789abcdef", Modified: true}},
+		{name: "go build after a tag", read: afterTag,
+			want: Info{Version: "v1.2.4-0.20261201093000-0123456789ab", Commit: "0123456789abcdef"}},
+		{name: "build.sh of a work tree with changes", version: "v1.2.3-2-g0123abc-dirty", commit: "0123456789abcdef", read: afterTag,
+			want: Info{Version: "v1.2.3-2-g0123abc-dirty", Commit: "0123456789abcdef", Modified: true}},
+		{name: "dirty version without a commit", version: "v1.2.3-dirty", read: nil,
+			want: Info{Version: "v1.2.3-dirty", Commit: Unknown, Modified: true}},
 		{name: "no build information", read: nil,
 			want: Info{Version: Unknown, Commit: Unknown}},
 	} {

@@ -5,16 +5,24 @@
 //
 // Guarantees:
 //
-//   - A release build sets the version and commit at link time
-//     (deploy/build.sh passes -ldflags "-X <this package>.version=…
-//     -X <this package>.commit=…"); those values win.
-//   - Without them (go build, go install, go run) the version is the
-//     module version that the go command recorded ("(devel)" for a build
-//     from a work tree) and the commit is the VCS revision it stamped,
-//     marked modified when the work tree had uncommitted changes.
+//   - The version comes from git tags. deploy/build.sh reads them with
+//     git describe and links the result in (-ldflags "-X <this
+//     package>.version=… -X <this package>.commit=…"): "v1.4.0" for
+//     the tagged commit, "v1.4.0-3-g0123abc" three commits after it,
+//     "-dirty" appended for a work tree with uncommitted changes. Link
+//     flags win, so a build outside git (a source archive, a container
+//     build without .git) sets them from build.sh's VERSION and COMMIT.
+//   - Without link flags (go build, go install) the version is the one
+//     the go command recorded: the tag of a tagged checkout, a
+//     pseudo-version after it ("v1.4.1-0.20261201093000-0123456789ab"),
+//     "+dirty" for uncommitted changes, the module version for go
+//     install of a module version; the commit is the VCS revision it
+//     stamped.
 //   - The Go version is always the runtime's.
 //
 // Not guaranteed: that a version names a tag (it is whatever the builder
-// passed), or a commit at all: a build without VCS information and
-// without link flags reports "unknown".
+// passed), or a commit at all: the go command records nothing in a
+// linked git worktree, for go run, or with -buildvcs=false; such a
+// build reports "(devel)" and commit "unknown" unless link flags set
+// them.
 package buildinfo

@@ -6,14 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
-	"time"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -22,19 +23,21 @@ import (
 type NotifyConfig struct {
 	// URL and On are the fleet's default subscription, for jobs without
 	// notify entries of their own: URL is told of their runs reaching a
-	// status of On. Empty URL: no default.
+	// status of On (empty: dead runs). Empty URL: no default.
 	URL string
 	On  []store.RunStatus
 	// Policy is the destination policy of the deliveries, as the http
-	// executor's (worker.HTTPPolicy); the fleet's members and etcd
+	// executor's (egress.Policy); the fleet's members and etcd
 	// endpoints are always refused.
-	Policy worker.HTTPPolicy
+	Policy egress.Policy
 	// SecretEnv lists the variables of this process's environment that
 	// notify headers' secret references may name.
 	SecretEnv []string
-	// MaxAge is how long a notification is retried before it is given
-	// up; 0 means dispatch's default (24h).
-	MaxAge time.Duration
+	// Delivery bounds and paces the deliveries (notify.Config: pending
+	// notifications per job, deliveries in flight on this member, to one
+	// destination and for one job, how long one is retried). Its Sender,
+	// Clock, Logger and Metrics are the member's own.
+	Delivery notify.Config
 }
 
 // defaults returns the default subscription as notify entries (nil
@@ -63,7 +66,7 @@ const (
 // policy.
 type sender struct {
 	client    *http.Client
-	transport *worker.PolicyTransport
+	transport *egress.Transport
 	members   func() []string
 	secretEnv []string
 }
@@ -71,7 +74,10 @@ type sender struct {
 func newSender(c NotifyConfig, etcdEndpoints []string, members func() []string) (*sender, error) {
 	p := c.Policy
 	p.Fleet = append(slices.Clone(p.Fleet), etcdEndpoints...)
-	tr, err := worker.NewPolicyTransport(p)
+	if p.AllowFlag == "" {
+		p.AllowFlag = "--notify-allow"
+	}
+	tr, err := egress.NewTransport(p)
 	if err != nil {
 		return nil, fmt.Errorf("%w: notify policy: %v", ErrInvalidConfig, err)
 	}
@@ -92,7 +98,9 @@ func (s *sender) Send(ctx context.Context, o store.Outbox) error {
 	if err != nil {
 		return err
 	}
-	for name, v := range o.Headers {
+	// In name order: see the worker's http executor.
+	for _, name := range slices.Sorted(maps.Keys(o.Headers)) {
+		v := o.Headers[name]
 		val := v.Value
 		if v.IsSecret() {
 			if !slices.Contains(s.secretEnv, v.SecretEnv) {
@@ -112,8 +120,8 @@ func (s *sender) Send(ctx context.Context, o store.Outbox) error {
 	req.Header.Set(worker.HeaderAttempt, strconv.Itoa(o.Attempt))
 	req.Header.Set(HeaderNotifyEvent, string(o.Event))
 	resp, err := s.client.Do(req)
-	if errors.Is(err, worker.ErrDestinationDenied) {
-		return fmt.Errorf("%w: %w", dispatch.ErrNotificationRefused, err)
+	if errors.Is(err, egress.ErrDestinationDenied) {
+		return fmt.Errorf("%w: %w", notify.ErrRefused, err)
 	}
 	if err != nil {
 		return err

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -42,7 +42,7 @@ func TestSenderDeliversThroughThePolicy(t *testing.T) {
 		Headers: map[string]store.HeaderValue{"X-Team": store.Literal("a"), "Authorization": store.SecretEnv("HOOK_TOKEN")}}
 	members := []string{}
 	newS := func(allow []string, secretEnv []string) *sender {
-		s, err := newSender(NotifyConfig{Policy: worker.HTTPPolicy{Allow: allow}, SecretEnv: secretEnv}, []string{"http://127.0.0.1:2379"}, func() []string { return members })
+		s, err := newSender(NotifyConfig{Policy: egress.Policy{Allow: allow}, SecretEnv: secretEnv}, []string{"http://127.0.0.1:2379"}, func() []string { return members })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,8 +50,12 @@ func TestSenderDeliversThroughThePolicy(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	if err := newS(nil, []string{"HOOK_TOKEN"}).Send(ctx, o); !errors.Is(err, worker.ErrDestinationDenied) || !errors.Is(err, dispatch.ErrNotificationRefused) {
+	if err := newS(nil, []string{"HOOK_TOKEN"}).Send(ctx, o); !errors.Is(err, egress.ErrDestinationDenied) || !errors.Is(err, dispatch.ErrNotificationRefused) {
 		t.Fatalf("loopback receiver without --notify-allow: %v, want refused (given up at once)", err)
+	} else if msg := err.Error(); !strings.Contains(msg, "allow it with --notify-allow") || strings.Contains(msg, "--http-allow") {
+		// The operator is told of the orchestrator's flag, not the
+		// worker's.
+		t.Fatalf("refusal %q, want it to name --notify-allow only", msg)
 	}
 	s := newS([]string{"127.0.0.1"}, []string{"HOOK_TOKEN"})
 	if err := s.Send(ctx, o); err != nil {
@@ -72,13 +76,13 @@ func TestSenderDeliversThroughThePolicy(t *testing.T) {
 		t.Fatalf("secret not allowed: %v", err)
 	}
 	members = []string{rcv.URL}
-	if err := s.Send(ctx, o); !errors.Is(err, worker.ErrDestinationDenied) {
+	if err := s.Send(ctx, o); !errors.Is(err, egress.ErrDestinationDenied) {
 		t.Fatalf("a member's address: %v, want refused", err)
 	}
 	members = nil
 	etcdLike := o
 	etcdLike.URL = "http://127.0.0.1:2379/v3/kv/range"
-	if err := s.Send(ctx, etcdLike); !errors.Is(err, worker.ErrDestinationDenied) {
+	if err := s.Send(ctx, etcdLike); !errors.Is(err, egress.ErrDestinationDenied) {
 		t.Fatalf("etcd's endpoint: %v, want refused", err)
 	}
 	for _, code := range []int{http.StatusServiceUnavailable, http.StatusFound} {

@@ -17,6 +17,9 @@ import (
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
+	"github.com/jobfleet/jobfleet/dispatch/standby"
+	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/internal/storage"
@@ -40,9 +43,11 @@ type Orchestrator struct {
 	creds     *auth.Cache
 	compactor *storage.Compactor
 	space     *storage.Monitor
+	workers   *workers.Registry
 
-	dispMet *dispatch.Metrics
-	sbMet   *dispatch.StandbyMetrics
+	dispMet   *dispatch.Metrics
+	sbMet     *standby.Metrics
+	notifyMet *notify.Metrics
 
 	drainOnce sync.Once
 	drain     chan struct{} // closed by Drain
@@ -98,6 +103,16 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	wc := cfg.workersConfig()
+	wc.Logger = cfg.Logger.Named("dispatch")
+	wc.Space = space
+	wc.Metrics = workers.NewMetrics(cfg.Registry)
+	// As the dispatcher's: given up before the session's renew deadline.
+	wc.RequestTimeout = min(wc.RequestTimeout, sc.RenewDeadline)
+	registry, err := workers.New(client, wc)
+	if err != nil {
+		return nil, err
+	}
 	return &Orchestrator{
 		client:    client,
 		cfg:       cfg,
@@ -105,11 +120,13 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 		sessCfg:   sc,
 		shardMet:  shard.NewMetrics(cfg.Registry),
 		dispMet:   dispatch.NewMetrics(cfg.Registry),
-		sbMet:     dispatch.NewStandbyMetrics(cfg.Registry),
+		sbMet:     standby.NewMetrics(cfg.Registry),
+		notifyMet: notify.NewMetrics(cfg.Registry),
 		members:   members,
 		owners:    owners,
 		compactor: compactor,
 		space:     space,
+		workers:   registry,
 		creds:     creds,
 		drain:     make(chan struct{}),
 		changed:   make(chan struct{}),
@@ -118,6 +135,11 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 
 // ID returns the member ID.
 func (o *Orchestrator) ID() string { return o.cfg.ID }
+
+// Workers returns the member's worker registry, which serves the
+// registration routes of the worker protocol; Run keeps its copy of the
+// registrations current.
+func (o *Orchestrator) Workers() *workers.Registry { return o.workers }
 
 // Credentials returns the member's credential cache, which authenticates
 // API requests; Run keeps it current.
@@ -150,31 +172,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		return nil // stopped before the cluster was reachable
 	}
 	jobs := store.NewEtcd(o.client, o.cfg.Namespace, p, store.DefaultLimits(), o.cfg.Clock.Now).WithGuard(o.space.Admit)
-	dcfg := dispatch.DefaultConfig(o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise)
-	if o.cfg.RunLease != 0 {
-		dcfg.RunLease = o.cfg.RunLease
-	}
-	if o.cfg.HistoryMaxRuns != 0 {
-		dcfg.HistoryMaxRuns = o.cfg.HistoryMaxRuns
-	}
-	if o.cfg.HistoryMaxAge != 0 {
-		dcfg.HistoryMaxAge = max(o.cfg.HistoryMaxAge, 0)
-	}
-	if o.cfg.HistoryBudget != 0 {
-		dcfg.HistoryBudget = o.cfg.HistoryBudget
-	}
-	if o.cfg.DeleteAfter != 0 {
-		dcfg.DeleteAfter = o.cfg.DeleteAfter
-	}
-	if o.cfg.CommitsInFlight != 0 {
-		dcfg.CommitsInFlight = max(o.cfg.CommitsInFlight, 0)
-	}
-	if o.cfg.LoadsInFlight != 0 {
-		dcfg.LoadsInFlight = max(o.cfg.LoadsInFlight, 0)
-	}
-	if o.cfg.LoadJobsInFlight != 0 {
-		dcfg.LoadJobsInFlight = max(o.cfg.LoadJobsInFlight, 0)
-	}
+	dcfg := o.cfg.Dispatch
+	dcfg.Namespace, dcfg.Partitions, dcfg.MemberID, dcfg.MemberAddr = o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise
+	dcfg = dcfg.WithDefaults()
 	// Times late by less than a crash failover (lease TTL, then a
 	// rebalance and a load) are on time, not misfires: a failover loses no
 	// fire whatever the job's misfire policy.
@@ -189,21 +189,20 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	dcfg.Logger = o.cfg.Logger.Named("dispatch")
 	dcfg.Metrics = o.dispMet
 	dcfg.Space = o.space
-	workers, err := dispatch.NewRegistry(o.client, dispatch.RegistryConfig{
-		Namespace: o.cfg.Namespace, Member: o.cfg.ID, TTL: o.cfg.WorkerTTL,
-		RequestTimeout: dcfg.RequestTimeout, Clock: o.cfg.Clock, Logger: o.cfg.Logger.Named("dispatch"),
-	})
-	if err != nil {
-		return err
-	}
-	dcfg.Workers = workers
+	dcfg.Workers = o.workers
 	send, err := newSender(o.cfg.Notify, o.client.Endpoints(), o.memberAddrs)
 	if err != nil {
 		return err
 	}
-	dcfg.Notify.Sender = send
+	deliver := o.cfg.Notify.Delivery
+	deliver.Sender, deliver.Clock, deliver.Metrics = send, o.cfg.Clock, o.notifyMet
+	deliver.Logger = o.cfg.Logger.Named("notify").With(zap.String("member", o.cfg.ID))
+	deliverer, err := notify.New(deliver)
+	if err != nil {
+		return err
+	}
+	dcfg.Notify.Notifier = deliverer
 	dcfg.Notify.Default, _ = o.cfg.Notify.defaults() // validated by New
-	dcfg.Notify.MaxAge = o.cfg.Notify.MaxAge
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err
@@ -222,10 +221,10 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var standby *dispatch.Standby
+	var sb *dispatch.Standby
 	if o.cfg.WarmStandby {
-		heirs := dispatch.ControllerHeirs(ctrl, o.cfg.ID, o.lg)
-		if standby, err = disp.NewStandby(heirs, dispatch.StandbyConfig{Metrics: o.sbMet}); err != nil {
+		heirs := standby.ControllerHeirs(ctrl, o.cfg.ID, o.lg)
+		if sb, err = disp.NewStandby(heirs, standby.Config{Metrics: o.sbMet}); err != nil {
 			return err
 		}
 	}
@@ -243,10 +242,11 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.owners.Run(watchCtx) })
 	wg.Go(func() { o.compactor.Run(watchCtx) })
 	wg.Go(func() { o.space.Run(watchCtx) })
-	wg.Go(func() { workers.Run(watchCtx) })
+	wg.Go(func() { o.workers.Run(watchCtx) })
+	wg.Go(func() { deliverer.Run(watchCtx) })
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
-	if standby != nil {
-		wg.Go(func() { standby.Run(watchCtx) })
+	if sb != nil {
+		wg.Go(func() { sb.Run(watchCtx) })
 	}
 	defer func() { stopWatch(); wg.Wait() }()
 

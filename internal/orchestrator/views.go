@@ -97,14 +97,14 @@ func (o *Orchestrator) Partitions() (api.PartitionTable, error) {
 }
 
 // NoteWritten tells the member's storage monitor that n bytes were written
-// to etcd through its API (admin.Config.Wrote): etcd history that
+// to etcd through its API (admin.Member.NoteWritten): etcd history that
 // compacting by history size counts (storage.Monitor.NoteWritten).
 func (o *Orchestrator) NoteWritten(n int64) { o.space.NoteWritten(n) }
 
 // StorageRoom returns the bytes between etcd's high-water mark and its
 // quota as the member's storage monitor knows them
 // (storage.Monitor.Room); the API sizes its write budgets from it
-// (admin.Config.StorageRoom).
+// (admin.Member.StorageRoom).
 func (o *Orchestrator) StorageRoom() int64 { return o.space.Room() }
 
 // Storage reads etcd's storage now: sizes, quota, high-water mark,

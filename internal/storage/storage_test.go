@@ -229,11 +229,12 @@ func TestConfigValidate(t *testing.T) {
 		{"compaction off", func(c *storage.Config) { c.CompactionInterval = -1 }, ""},
 		{"namespace without slash", func(c *storage.Config) { c.Namespace = "/x" }, "namespace"},
 		{"no member", func(c *storage.Config) { c.Member = "" }, "member"},
-		{"interval too short", func(c *storage.Config) { c.CompactionInterval = time.Millisecond }, "compaction interval"},
-		{"negative quota", func(c *storage.Config) { c.QuotaBytes = -1 }, "quota"},
-		{"high water above 1", func(c *storage.Config) { c.HighWater = 1.5 }, "high-water"},
-		{"high water negative", func(c *storage.Config) { c.HighWater = -0.1 }, "high-water"},
-		{"check interval tiny", func(c *storage.Config) { c.CheckInterval = time.Microsecond }, "check interval"},
+		{"interval too short", func(c *storage.Config) { c.CompactionInterval = time.Millisecond }, "compaction-interval"},
+		{"negative quota", func(c *storage.Config) { c.QuotaBytes = -1 }, "etcd-quota-bytes"},
+		{"high water above 1", func(c *storage.Config) { c.HighWater = 1.5 }, "storage-high-water"},
+		{"high water negative", func(c *storage.Config) { c.HighWater = -0.1 }, "storage-high-water"},
+		{"check interval tiny", func(c *storage.Config) { c.CheckInterval = time.Microsecond }, "storage-check-interval"},
+		{"negative check interval", func(c *storage.Config) { c.CheckInterval = -time.Second }, "storage-check-interval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/dispatch/worker/etcddiscovery"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/storage"
@@ -106,7 +107,7 @@ func TestWatchesAndMirrorsSurviveCompaction(t *testing.T) {
 	wBridge := etcdtest.NewBridge(t, own.ClientAddr())
 	wClient := etcdtest.NewClient(t, wBridge.Endpoints())
 	wCore, wLogs := observer.New(zap.InfoLevel)
-	disc := worker.EtcdOrchestrators(wClient, f.NS)
+	disc := etcddiscovery.New(wClient, f.NS)
 	disc.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, wCore) }))
 	w, err := worker.New(worker.Config{ID: "w", Orchestrators: disc, Token: f.WorkerToken, Concurrency: 8, PollWait: time.Second,
 		RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, ShutdownTimeout: 5 * time.Second,

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/dispatch/worker/etcddiscovery"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -31,7 +32,7 @@ func TestFirstRunsReachWorkersStartedAroundAcquisition(t *testing.T) {
 			f := fleettest.New(t, etcd, fleettest.Options{Partitions: 16, Scheduler: true, Quiet: true})
 			lg := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 			startWorker := func() {
-				w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w-" + phase, Orchestrators: worker.EtcdOrchestrators(f.Client, f.NS),
+				w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w-" + phase, Orchestrators: etcddiscovery.New(f.Client, f.NS),
 					Concurrency: 4, PollWait: 30 * time.Second, ShutdownTimeout: time.Second,
 					RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, Logger: lg,
 					HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}}) // the hook

@@ -123,12 +123,12 @@ func TestWorkerRegistryListsWorkersAndExplainsWaitingRuns(t *testing.T) {
 
 	// Another credential cannot take the ID over.
 	var e struct{ Error string }
-	if code := api(t, scoped, "POST", base, dispatch.PathRegister, dispatch.RegisterRequest{Worker: "w-http", Executors: []string{"shell"}, Concurrency: 1}, &e); code != http.StatusForbidden ||
-		!strings.Contains(e.Error, "registered to another credential") {
-		t.Fatalf("register w-http under another credential: %d %q, want 403", code, e.Error)
+	if code := api(t, scoped, "POST", base, dispatch.PathRegister, dispatch.RegisterRequest{Worker: "w-http", Executors: []string{"shell"}, Concurrency: 1}, &e); code != http.StatusConflict ||
+		!strings.Contains(e.Error, `worker ID held by another credential: "w-http" is registered with another credential`) {
+		t.Fatalf("register w-http under another credential: %d %q, want 409", code, e.Error)
 	}
-	if code := api(t, scoped, "POST", base, dispatch.PathPoll, dispatch.PollRequest{Worker: "w-http", Executors: []string{"shell"}, Max: 1}, &e); code != http.StatusForbidden {
-		t.Fatalf("poll as w-http under another credential: %d %q, want 403", code, e.Error)
+	if code := api(t, scoped, "POST", base, dispatch.PathPoll, dispatch.PollRequest{Worker: "w-http", Executors: []string{"shell"}, Max: 1}, &e); code != http.StatusConflict {
+		t.Fatalf("poll as w-http under another credential: %d %q, want 409", code, e.Error)
 	}
 
 	// A worker that can take it does, and the run no longer carries a

@@ -1,0 +1,75 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// Normalize fills defaults and canonical forms in place; it never fails
+// and does not validate. Defaults: Timezone "UTC"; Retry.MaxAttempts 1;
+// Retry.InitialBackoff 1s; Retry.MaxBackoff the larger of 1m and
+// InitialBackoff; Timeout 1h; ConcurrencyPolicy "allow"; MisfirePolicy
+// "run_once"; and for an "http" executor, Method "POST". It also trims
+// blanks around Schedule, upper-cases Method, turns a JSON null payload or
+// body into none, and converts RunAt to UTC.
+func (j *Job) Normalize() {
+	j.Schedule = strings.TrimSpace(j.Schedule)
+	if j.Timezone == "" {
+		j.Timezone = DefaultTimezone
+	}
+	if j.RunAt != nil {
+		at := j.RunAt.UTC()
+		j.RunAt = &at
+	}
+	if isNull(j.Payload) {
+		j.Payload = nil
+	}
+	j.Payload = compactJSON(j.Payload)
+	if j.Executor.Type == ExecutorHTTP {
+		j.Executor.Method = strings.ToUpper(j.Executor.Method)
+		if j.Executor.Method == "" {
+			j.Executor.Method = DefaultMethod
+		}
+	}
+	if isNull(j.Executor.Body) {
+		j.Executor.Body = nil
+	}
+	j.Executor.Body = compactJSON(j.Executor.Body)
+	if j.Retry.MaxAttempts == 0 {
+		j.Retry.MaxAttempts = DefaultMaxAttempts
+	}
+	if j.Retry.InitialBackoff == 0 {
+		j.Retry.InitialBackoff = DefaultInitialBackoff
+	}
+	if j.Retry.MaxBackoff == 0 {
+		j.Retry.MaxBackoff = max(DefaultMaxBackoff, j.Retry.InitialBackoff)
+	}
+	if j.Timeout == 0 {
+		j.Timeout = DefaultTimeout
+	}
+	if j.ConcurrencyPolicy == "" {
+		j.ConcurrencyPolicy = ConcurrencyAllow
+	}
+	if j.MisfirePolicy == "" {
+		j.MisfirePolicy = MisfireRunOnce
+	}
+}
+
+// compactJSON returns raw without insignificant white space, so receivers
+// get the payload as data, not as it was indented in a job file. Invalid
+// JSON is returned unchanged for Validate to report.
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	if raw == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return json.RawMessage(b.Bytes())
+}
+
+func isNull(raw json.RawMessage) bool {
+	return string(bytes.TrimSpace(raw)) == "null"
+}

@@ -1,0 +1,255 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The worker protocol: HTTP/JSON between workers and orchestrators. Every
+// orchestrator serves these endpoints, but only for runs of partitions it
+// owns.
+//
+//	POST /v1/worker/poll       PollRequest      → 200 PollResponse (long poll; empty Attempts after Wait)
+//	POST /v1/worker/heartbeat  HeartbeatRequest → 200 HeartbeatResponse
+//	POST /v1/worker/complete   CompleteRequest  → 200 CompleteResponse
+//	POST /v1/worker/register   RegisterRequest  → 200 RegisterResponse
+//	POST /v1/worker/deregister DeregisterRequest → 200 {}
+//
+// Errors are {"error": "..."} documents:
+//
+//	400 the request is malformed (the message names the field)
+//	401 no valid credential; 403 the credential may not use the worker
+//	    protocol, or the attempt was handed to another credential
+//	409 the attempt is stale: the run moved on (its lease expired and a new
+//	    attempt was made, it was replaced, it completed); the worker must
+//	    drop it and not retry the report. Also a registration, poll or
+//	    deregistration under a worker ID bound to another credential (the
+//	    message says until when); the worker needs another ID
+//	421 this orchestrator does not own the run's partition: NotOwner says
+//	    who does; the worker resends the request there
+//	429 a registration beyond the credential's rate or worker count, with
+//	    Retry-After
+//	503 the orchestrator cannot decide now (starting, etcd unreachable); retry
+//	507 etcd's database is full or above the fleet's high-water mark: a
+//	    registration that needs storing is refused; retry later
+//
+// A worker polls every orchestrator it knows (from the members list, GET
+// /v1/cluster/members, or a static list), since each hands out only the runs
+// of its own partitions. Heartbeats and completions go to the orchestrator
+// that handed the attempt out; after a handoff, that one answers 421 with
+// the new owner.
+//
+// A worker also registers, with one orchestrator at a time, every third
+// of the TTL the reply names (see package dispatch/workers): its
+// registration is what GET /v1/cluster/workers lists and what tells the
+// owners at once, not a run lease later, that a worker's attempts are
+// lost.
+const (
+	PathPoll       = "/v1/worker/poll"
+	PathHeartbeat  = "/v1/worker/heartbeat"
+	PathComplete   = "/v1/worker/complete"
+	PathRegister   = "/v1/worker/register"
+	PathDeregister = "/v1/worker/deregister"
+)
+
+// DefaultWorkerTTL is how long a worker's registration lives without a
+// refresh when the orchestrator is not told otherwise (RegisterResponse
+// names the TTL it keeps). Workers refresh every third of it, so a worker
+// is taken for dead after about two missed refreshes; its attempts are
+// then retried at once instead of a run lease (30 s) later.
+const DefaultWorkerTTL = 6 * time.Second
+
+// MaxPollWait is the longest long-poll an orchestrator honours.
+const MaxPollWait = 30 * time.Second
+
+// Bounds of a RegisterRequest: what a registration stores is bounded by
+// these, whoever sends it.
+const (
+	// MaxRegisterExecutors is the most executor types a registration
+	// lists, and MaxExecutorBytes the longest executor type name.
+	MaxRegisterExecutors = 64
+	MaxExecutorBytes     = 64
+	// MaxRegisterOrchestrators is the most orchestrator URLs a
+	// registration lists, and MaxOrchestratorURLBytes the longest one.
+	MaxRegisterOrchestrators = 8
+	MaxOrchestratorURLBytes  = 256
+	// MaxWorkerConcurrency is the largest concurrency a worker registers.
+	MaxWorkerConcurrency = 1024
+)
+
+// MaxOutputBytes caps the output a worker reports per attempt; longer output
+// is cut by the worker, which keeps its head and tail (and refused beyond
+// it by the orchestrator).
+const MaxOutputBytes = 64 << 10
+
+// PollRequest asks for attempts to run.
+type PollRequest struct {
+	// Worker is the worker's ID (1..128 bytes of UTF-8 without control
+	// characters), recorded in each attempt.
+	Worker string `json:"worker"`
+	// Executors are the executor types this worker runs: "http", "shell"
+	// (only if started with --allow-shell), and handler names.
+	Executors []string `json:"executors"`
+	// Max is the number of attempts the worker can take now, 1..100.
+	Max int `json:"max"`
+	// Wait is how long to hold the request when nothing is ready, at most
+	// MaxPollWait; 0 answers at once.
+	Wait Duration `json:"wait,omitzero"`
+
+	// Credential is the ID of the credential the poll was authenticated
+	// with, recorded in each attempt it takes: only that credential may
+	// heartbeat or complete the attempt. Prefix, if not empty, limits the
+	// poll to runs of jobs whose ID starts with it (the credential's
+	// scope). Both are set by the HTTP layer from the request's
+	// credential, never from the request body.
+	Credential string `json:"-"`
+	Prefix     string `json:"-"`
+}
+
+// PollResponse hands attempts to a worker. Each attempt is recorded in
+// etcd (fenced by the owner's epoch) before it is handed out.
+type PollResponse struct {
+	Attempts []AttemptGrant `json:"attempts"`
+	// EtcdEndpoints are the client URLs of the fleet's etcd as the
+	// answering member knows them (without user information), so that a
+	// worker that was not given them, such as one started with
+	// --orchestrators, still refuses to let an "http" job reach etcd.
+	// Absent when the member does not say.
+	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
+}
+
+// AttemptGrant is one attempt handed to a worker: everything needed to run
+// it, and the run lease under which it is held. (Not to be confused with a
+// member's etcd lease, which keeps the member registered; or with
+// api.PartitionRow, a partition's owner.)
+type AttemptGrant struct {
+	RunID       string          `json:"run_id"`
+	JobID       string          `json:"job_id"`
+	Attempt     int             `json:"attempt"`
+	ScheduledAt time.Time       `json:"scheduled_at"`
+	Executor    Executor        `json:"executor"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	// Timeout bounds this attempt's execution; the worker cancels it then
+	// and reports failure.
+	Timeout Duration `json:"timeout"`
+	// RunLease is how long the worker holds the attempt without a heartbeat;
+	// it heartbeats every RunLease/3. After RunLease without one the attempt is
+	// lost and retried.
+	RunLease Duration `json:"lease"`
+	// Owner and OwnerAddr identify the orchestrator that handed the
+	// attempt out, where heartbeats and the completion go.
+	Owner     string `json:"owner"`
+	OwnerAddr string `json:"owner_addr"`
+}
+
+// HeartbeatRequest extends an attempt's lease.
+type HeartbeatRequest struct {
+	Worker  string `json:"worker"`
+	RunID   string `json:"run_id"`
+	Attempt int    `json:"attempt"`
+	// Credential is the ID of the request's credential (set by the HTTP
+	// layer, never from the body); it must be the one that took the
+	// attempt.
+	Credential string `json:"-"`
+}
+
+// HeartbeatResponse answers a heartbeat.
+type HeartbeatResponse struct {
+	// RunLease is the new lease, counted from now.
+	RunLease Duration `json:"lease"`
+	// Cancel asks the worker to stop the attempt: its run was replaced by a
+	// newer one under concurrency_policy "replace" and is recorded dead
+	// with the attempt cancelled. The worker stops the executor and
+	// reports the attempt as failed; that report is answered 200 with
+	// status "dead" and changes nothing. An owner that took the partition
+	// over after the replacement does not know of it and answers 409
+	// instead, on which the worker stops too.
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+// CompleteRequest reports an attempt's result.
+type CompleteRequest struct {
+	Worker  string `json:"worker"`
+	RunID   string `json:"run_id"`
+	Attempt int    `json:"attempt"`
+	// Success is true if the executor succeeded (2xx, exit status 0, nil
+	// error from a handler).
+	Success bool `json:"success"`
+	// Error describes a failure. Like Output, it must be valid UTF-8
+	// without control characters other than newline and tab (400
+	// otherwise): workers escape the others (ESC as the four characters
+	// \x1b).
+	Error string `json:"error,omitempty"`
+	// Output is the executor's output, at most MaxOutputBytes: all of it,
+	// or its head and its tail with a marker in between saying how many
+	// bytes were cut.
+	Output string `json:"output,omitempty"`
+	// Credential is the ID of the request's credential (set by the HTTP
+	// layer, never from the body); it must be the one that took the
+	// attempt.
+	Credential string `json:"-"`
+}
+
+// CompleteResponse answers a completion with the run's resulting status:
+// succeeded; failed (the attempt failed and a retry will follow, after its
+// backoff); or dead (no attempts left, or the run was replaced).
+type CompleteResponse struct {
+	Status RunStatus `json:"status"`
+}
+
+// NotOwner is the body of a 421 reply.
+type NotOwner struct {
+	Error string `json:"error"`
+	// Owner and OwnerAddr name the partition's current owner, empty if it
+	// has none right now (retry later).
+	Owner     string `json:"owner,omitempty"`
+	OwnerAddr string `json:"owner_addr,omitempty"`
+}
+
+// RegisterRequest registers a worker, or refreshes its registration. The
+// worker sends it before its first poll and then every third of the
+// RegisterResponse's TTL, to one orchestrator (moving to another when
+// that one does not answer).
+type RegisterRequest struct {
+	// Worker is the worker's ID, as in polls.
+	Worker string `json:"worker"`
+	// Executors are the executor types the worker runs, as in polls: 1 to
+	// MaxRegisterExecutors distinct names of 1 to MaxExecutorBytes bytes
+	// each.
+	Executors []string `json:"executors"`
+	// Concurrency is the most attempts the worker holds, 1 to
+	// MaxWorkerConcurrency.
+	Concurrency int `json:"concurrency"`
+	// Active is the number of attempts it holds now, 0..Concurrency. It is
+	// a sample: the registry stores it at most every so often (see package
+	// dispatch/workers), not at every refresh.
+	Active int `json:"active"`
+	// Orchestrators are the orchestrator URLs the worker polls (at most
+	// MaxRegisterOrchestrators, each at most MaxOrchestratorURLBytes
+	// bytes); optional, shown by GET /v1/cluster/workers.
+	Orchestrators []string `json:"orchestrators,omitempty"`
+
+	// Credential and Prefix are the request's credential's ID and scope,
+	// set by the HTTP layer, never from the body: the registration binds
+	// the worker ID to the credential.
+	Credential string `json:"-"`
+	Prefix     string `json:"-"`
+}
+
+// RegisterResponse answers a registration.
+type RegisterResponse struct {
+	// TTL is how long the registration lives without a refresh; the
+	// worker refreshes it every TTL/3.
+	TTL Duration `json:"ttl"`
+	// Orchestrator is the ID of the member holding the registration.
+	Orchestrator string `json:"orchestrator"`
+}
+
+// DeregisterRequest removes a worker's registration: the worker sends it
+// when it stops gracefully, after its attempts have ended.
+type DeregisterRequest struct {
+	Worker string `json:"worker"`
+	// Credential is set by the HTTP layer; only the credential the worker
+	// is registered with may remove it.
+	Credential string `json:"-"`
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# jobfleet's test command: everything CI runs, in the order CI runs it
+# (.ci/run installs the tools some tests need, then runs this script).
+# Needs Go; most tests start embedded etcd servers themselves on loopback
+# ports. What else a test needs, and where it skips without it:
+#
+#   etcd, etcdctl  the deployment walkthrough (internal/testkit/walkthrough)
+#   openssl        the deploy module's compose test
+#   ip (root)      the fault suite's hosts in network namespaces (internal/chaos)
+#   chromium       the console's browser tests; JOBFLEET_BROWSER_TESTS=1 fails without
+#   podman         the container image test (deploy); JOBFLEET_IMAGE_TESTS=1 fails without
+set -euo pipefail
+cd "$(dirname "$0")"
+go version
+# Formatting, over the files git tracks or would track (all of them
+# outside git).
+if git rev-parse --git-dir >/dev/null 2>&1; then
+  unformatted=$(git ls-files -z --cached --others --exclude-standard '*.go' | xargs -0 -r gofmt -l)
+else
+  unformatted=$(gofmt -l .)
+fi
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+# The main module, and its portability: everything for macOS, the worker
+# library for Windows.
+go vet ./...
+GOOS=darwin go vet ./...
+GOOS=windows go vet ./dispatch/worker/...
+go test -race -count=1 -timeout 60m ./...
+# The deploy module: the build and release scripts, the container image
+# and the deployment files, checked against the binary.
+(cd deploy && go vet ./... && go test -count=1 -timeout 20m ./...)

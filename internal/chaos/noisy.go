@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -27,7 +28,7 @@ import (
 //   - an operator alternates pauses, resumes and same-size replacements
 //     of its job of about a megabyte (noisyJob);
 //   - a worker registers with the largest registration the protocol
-//     allows (1 000 executor names, 64 orchestrator URLs), toggling
+//     allows (64 executor names, 8 orchestrator URLs), toggling
 //     "active" so that each is a change.
 //
 // Each flooder sends to one live orchestrator, the next on an error. The
@@ -93,13 +94,15 @@ func noisyJob(hook string, n int) store.Job {
 
 // noisyRegistration returns the largest registration, active or not.
 func noisyRegistration(active int) []byte {
-	executors := make([]string, 1000)
+	executors := make([]string, api.MaxRegisterExecutors)
 	for i := range executors {
-		executors[i] = fmt.Sprintf("noisy-%04d-%s", i, strings.Repeat("e", 53))
+		name := fmt.Sprintf("noisy-%04d-", i)
+		executors[i] = name + strings.Repeat("e", api.MaxExecutorBytes-len(name))
 	}
-	orchestrators := make([]string, 64)
+	orchestrators := make([]string, api.MaxRegisterOrchestrators)
 	for i := range orchestrators {
-		orchestrators[i] = fmt.Sprintf("http://noisy-%02d.invalid/%s", i, strings.Repeat("o", 480))
+		u := fmt.Sprintf("http://noisy-%02d.invalid/", i)
+		orchestrators[i] = u + strings.Repeat("o", api.MaxOrchestratorURLBytes-len(u))
 	}
 	b, _ := json.Marshal(dispatch.RegisterRequest{Worker: "noisy-worker", Executors: executors, Concurrency: 8, Active: active, Orchestrators: orchestrators})
 	return b

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
@@ -99,6 +100,19 @@ func (nf *noisyFleet) fillBelowHighWater(t *testing.T) {
 		t.Fatalf("etcd's database is %d bytes, at or above the high-water mark %d, before the flood", db, mark)
 	} else {
 		t.Logf("before the flood: etcd's database is %.1f MiB, the high-water mark %.1f MiB", float64(db)/(1<<20), float64(mark)/(1<<20))
+	}
+	// The member's storage monitor may have seen the database above the
+	// mark while it was filled (before the defragmentation): a report
+	// checks again now, so that the flood starts from what etcd holds,
+	// not from a check up to an interval old.
+	for _, id := range nf.f.Live() {
+		rep, err := nf.f.Member(id).Orch.Storage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.AboveHighWater {
+			t.Fatalf("member %s sees etcd's database above the high-water mark before the flood: %+v", id, rep)
+		}
 	}
 }
 
@@ -314,7 +328,7 @@ func TestNoisyOperatorCannotFillEtcd(t *testing.T) {
 
 // TestNoisyWorkerCannotFillEtcd: a worker credential scoped to its team's
 // prefix registers, from four goroutines, with the largest registration
-// the protocol allows (1 000 executor names, 64 orchestrator URLs),
+// the protocol allows (64 executor names, 8 orchestrator URLs),
 // toggling "active" so that each is a change, on an etcd filled to just
 // below its high-water mark. Registrations are charged to the
 // credential's write budget like any write, and the fleet compacts by
@@ -324,13 +338,15 @@ func TestNoisyWorkerCannotFillEtcd(t *testing.T) {
 	nf := newNoisyFleet(t)
 	tok := nf.f.Token(auth.RoleWorker, "noisy/")
 	nf.fillBelowHighWater(t)
-	executors := make([]string, 1000)
+	executors := make([]string, jfapi.MaxRegisterExecutors)
 	for i := range executors {
-		executors[i] = fmt.Sprintf("executor-%04d-%s", i, strings.Repeat("e", 50))
+		name := fmt.Sprintf("executor-%04d-", i)
+		executors[i] = name + strings.Repeat("e", jfapi.MaxExecutorBytes-len(name))
 	}
-	orchestrators := make([]string, 64)
+	orchestrators := make([]string, jfapi.MaxRegisterOrchestrators)
 	for i := range orchestrators {
-		orchestrators[i] = fmt.Sprintf("http://orchestrator-%02d.example/%s", i, strings.Repeat("o", 470))
+		u := fmt.Sprintf("http://orchestrator-%02d.example/", i)
+		orchestrators[i] = u + strings.Repeat("o", jfapi.MaxOrchestratorURLBytes-len(u))
 	}
 	bodies := [2][]byte{}
 	for active := range bodies {

@@ -154,7 +154,10 @@ func TestQueuedWriteOutlastsTheRequestTimeout(t *testing.T) {
 	client := etcdtest.New(t).Client(t)
 	ctx := context.Background()
 	ns := "/queued-timeout/"
-	const timeout = 50 * time.Millisecond
+	// Long enough for one fenced write on a slow disk under -race (the
+	// test must not depend on the machine being fast); the wait below is
+	// longer than it.
+	const timeout = time.Second
 	cfg := DefaultConfig(ns, 1, "m", "http://m.invalid")
 	cfg.CommitsInFlight = 1
 	cfg.RequestTimeout = timeout
@@ -194,8 +197,8 @@ func TestQueuedWriteOutlastsTheRequestTimeout(t *testing.T) {
 		defer d.commits.mu.Unlock()
 		return len(d.commits.queue) == 1
 	}, func() string { return "" })
-	// Several timeouts pass while it waits: it is still queued.
-	waited := time.After(6 * timeout)
+	// More than a timeout passes while it waits: it is still queued.
+	waited := time.After(3 * timeout / 2)
 	select {
 	case err := <-done:
 		t.Fatalf("the queued write returned %v before room came, want it to wait", err)

@@ -252,3 +252,14 @@ func (d *Dispatcher) Owned() []int {
 	defer d.mu.Unlock()
 	return slices.Sorted(maps.Keys(d.parts))
 }
+
+// Loaded reports whether partition p's scheduler runs here: its state was
+// read (from etcd or a warm copy) after its ownership was acquired, so it
+// fires and dispatches. changed is closed the next time a partition
+// loads (it may be closed for other reasons too: look again).
+func (d *Dispatcher) Loaded(p int) (loaded bool, changed <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, loaded = d.parts[p]
+	return loaded, d.avail
+}

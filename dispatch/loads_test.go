@@ -368,3 +368,52 @@ func BenchmarkLoadSmallPartitions(b *testing.B) {
 		})
 	}
 }
+
+// TestLoadedAnnouncesALoad: a partition acquired but still loading is not
+// Loaded (a member waiting for its load is not ready); the channel Loaded
+// returns is closed when it loads, and it is Loaded from then on.
+func TestLoadedAnnouncesALoad(t *testing.T) {
+	client := etcdtest.New(t).Client(t)
+	ctx := context.Background()
+	ns := "/loaded/"
+	cfg := DefaultConfig(ns, 2, "m", "http://m.invalid")
+	cfg.Logger = zaptest.NewLogger(t)
+	d, err := New(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan struct{})
+	entered := make(chan int, 1)
+	d.loadHook = func(p int) func() {
+		entered <- p
+		<-held
+		return func() {}
+	}
+	o := newOwnedParts(ctx, t, client, ns, d)
+	defer o.stop()
+	o.own(1, 2)
+	if p := <-entered; p != 1 {
+		t.Fatalf("partition %d loading, want 1", p)
+	}
+	loaded, changed := d.Loaded(1)
+	if loaded {
+		t.Fatal("partition 1 is Loaded while its load is held")
+	}
+	select {
+	case <-changed:
+		t.Fatal("the change channel closed while nothing loaded")
+	default:
+	}
+	close(held)
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the change channel did not close when the partition loaded")
+	}
+	if loaded, _ := d.Loaded(1); !loaded {
+		t.Fatal("partition 1 is not Loaded after its load")
+	}
+	if loaded, _ := d.Loaded(0); loaded {
+		t.Fatal("partition 0, never acquired, is Loaded")
+	}
+}

@@ -57,6 +57,9 @@ type Orchestrator struct {
 	controller *shard.Controller
 	jobs       *store.Etcd
 	dispatcher *dispatch.Dispatcher
+	// scheduling: the controller's Work is the dispatcher's, so an owned
+	// partition is ready once the dispatcher loaded it.
+	scheduling bool
 	feed       *partitionFeed
 	session    *membership.Session
 	registered bool
@@ -231,6 +234,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	o.mu.Lock()
 	feed := newPartitionFeed(p, o.cfg.Clock.Now)
 	o.partitions, o.controller, o.jobs, o.dispatcher, o.feed = p, ctrl, jobs, disp, feed
+	o.scheduling = o.cfg.Work == nil
 	o.notifyLocked()
 	o.mu.Unlock()
 

@@ -3,38 +3,65 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jobfleet/jobfleet/shard"
 )
 
-// Ready reports whether the member is registered and owns exactly the
-// partitions the ring assigns it; if not, it says why.
+// Ready reports whether the member is registered, owns exactly the
+// partitions the ring assigns it and has loaded each of them (it fires
+// their due jobs); if not, it says why.
 func (o *Orchestrator) Ready() (bool, string) {
+	ok, reason, _ := o.ready()
+	return ok, reason
+}
+
+// ready is Ready with, when the member waits for partitions to load, a
+// channel closed when one loads.
+func (o *Orchestrator) ready() (bool, string, <-chan struct{}) {
 	o.mu.Lock()
-	ctrl, registered, startErr := o.controller, o.registered, o.startErr
+	ctrl, registered, startErr, scheduling := o.controller, o.registered, o.startErr, o.scheduling
 	o.mu.Unlock()
 	switch {
 	case startErr != nil:
-		return false, startErr.Error()
+		return false, startErr.Error(), nil
 	case ctrl == nil:
-		return false, "starting: reading the cluster's partition count"
+		return false, "starting: reading the cluster's partition count", nil
 	case !registered:
-		return false, "not registered"
+		return false, "not registered", nil
 	}
 	if err := o.space.WritesRefused(); err != nil {
-		return false, "firing is stopped: " + err.Error()
+		return false, "firing is stopped: " + err.Error(), nil
 	}
 	st, _ := ctrl.Status()
 	if !st.Ready {
-		return false, st.Reason
+		return false, st.Reason, nil
 	}
-	if d, err := o.Dispatcher(); err == nil {
-		if err := d.Health(); err != nil {
-			return false, "writes to etcd are failing: " + err.Error()
+	d, err := o.Dispatcher()
+	if err != nil {
+		return true, "", nil // no scheduler here: nothing to load
+	}
+	if err := d.Health(); err != nil {
+		return false, "writes to etcd are failing: " + err.Error(), nil
+	}
+	if !scheduling {
+		return true, "", nil // the controller runs another Work (tests of ownership alone)
+	}
+	loading := 0
+	var changed <-chan struct{}
+	for _, p := range slices.Sorted(maps.Keys(st.Owned)) {
+		loaded, ch := d.Loaded(p)
+		if !loaded {
+			loading++
+			changed = ch
 		}
 	}
-	return true, ""
+	if loading > 0 {
+		return false, fmt.Sprintf("loading %d of its %d partitions", loading, len(st.Owned)), changed
+	}
+	return true, "", nil
 }
 
 // readyRecheck is how often WaitReady looks again at the conditions of
@@ -57,7 +84,7 @@ func (o *Orchestrator) WaitReady(ctx context.Context) error {
 		if ctrl != nil {
 			_, status = ctrl.Status()
 		}
-		ok, reason := o.Ready()
+		ok, reason, loaded := o.ready()
 		if ok {
 			return nil
 		}
@@ -66,6 +93,7 @@ func (o *Orchestrator) WaitReady(ctx context.Context) error {
 			return fmt.Errorf("%w: %s", ctx.Err(), reason)
 		case <-changed:
 		case <-status:
+		case <-loaded:
 		case <-t.Chan():
 		}
 	}

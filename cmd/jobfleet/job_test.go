@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
@@ -574,4 +575,63 @@ func TestEscapedTableCells(t *testing.T) {
 	if out := b.String(); strings.Contains(out, "\x1b") || !strings.Contains(out, `evil\x1b[8m`) || !strings.Contains(out, `failed\x1b[2K`) {
 		t.Errorf("printRuns: got %q, want the worker ID and the error escaped", out)
 	}
+}
+
+// TestRequestTimeoutFlag: every command that talks to the API takes
+// --request-timeout, refuses a negative one naming it, and refuses
+// --timeout (once the request's limit, which a job-defining command's
+// reader takes for the job's) naming both --request-timeout and
+// --job-timeout, before it sends anything; the job's limit is
+// --job-timeout alone.
+func TestRequestTimeoutFlag(t *testing.T) {
+	c := newCLIEnv(t)
+	var walk func(cmd *cobra.Command)
+	seen := 0
+	walk = func(cmd *cobra.Command) {
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+		if !cmd.Runnable() || cmd.Flag("request-timeout") == nil {
+			return
+		}
+		seen++
+		path := strings.Fields(cmd.CommandPath())[1:]
+		t.Run(strings.Join(path, " "), func(t *testing.T) {
+			for _, tc := range []struct {
+				args  []string
+				wants []string
+			}{
+				{[]string{"--timeout", "5m"}, []string{"--request-timeout", "--job-timeout"}},
+				{[]string{"--timeout=-1s"}, []string{"--request-timeout", "--job-timeout"}},
+				{[]string{"--request-timeout", "-1s"}, []string{`"-1s" for "--request-timeout"`}},
+			} {
+				args := append(append(slices.Clone(path), "--server", c.url, "--token", c.token), tc.args...)
+				if path[0] == "job" && len(path) > 1 && path[1] == "create" {
+					args = append(args, "--id", "refused", "--http-url", "http://127.0.0.1:9/")
+				}
+				out, err := c.runCmd("", args...)
+				if err == nil {
+					t.Errorf("jobfleet %q: got success, want an error\n%s", args, out)
+					continue
+				}
+				for _, w := range tc.wants {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("jobfleet %q: got %q, want it to name %s", args, err, w)
+					}
+				}
+			}
+		})
+	}
+	walk(newRootCmd())
+	if seen < 10 {
+		t.Fatalf("%d commands take --request-timeout, want every API command", seen)
+	}
+	if ids := c.ids(); len(ids) != 0 {
+		t.Fatalf("refused commands created %q", ids)
+	}
+	c.mustRun("create", "--id", "limited", "--schedule", "@every 1h", "--http-url", "http://127.0.0.1:9/", "--request-timeout", "30s", "--job-timeout", "5m")
+	if j, err := c.get("limited"); err != nil || j.Timeout != store.Duration(5*time.Minute) {
+		t.Fatalf("create --request-timeout 30s --job-timeout 5m: got %+v, %v; want the job's timeout 5m", j, err)
+	}
+	c.mustRun("ls", "--request-timeout", "0") // 0: the default
 }

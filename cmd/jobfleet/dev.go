@@ -169,6 +169,7 @@ its help says what it means.`,
 				return err
 			}
 			defer lg.Sync()
+			warnStrayVariables(cmd, os.Environ(), lg)
 			// The members and the echo endpoint share what the embedded
 			// etcd and the workers leave of the open-file limit.
 			budget, err := fileBudget(lg, devReserve)

@@ -14,7 +14,7 @@
 //   - the input rules every document shares: the strict decoder of every
 //     request body (Unmarshal, CheckJSON, DecodeError), the rule of names
 //     (ValidateName, ValidateNameText) and of URLs (ValidateURL,
-//     CheckPort);
+//     CheckPort, ParsePort);
 //   - the worker protocol (protocol.go): its paths, PollRequest,
 //     PollResponse, AttemptGrant, HeartbeatRequest, CompleteRequest,
 //     RegisterRequest and their responses, NotOwner, MaxPollWait,
@@ -75,7 +75,8 @@
 //     mark without a letter, NFKC, no word mixing scripts; "." and ".."
 //     are refused because they cannot be addressed in a URL path.
 //   - Time zones are saved only under names of the IANA database as Go
-//     ships it (schedule.CheckZoneName); URLs only with ports 1 to 65535.
+//     ships it (schedule.CheckZoneName); URLs only with ports 1 to 65535,
+//     written without leading zeros (ParsePort).
 //     EscapeID maps every string to a key segment without '/', and
 //     UnescapeID(EscapeID(id)) == id for every string.
 //   - Secrets need not be stored: an "http" executor's header value

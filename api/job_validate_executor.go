@@ -145,7 +145,8 @@ func (e *Executor) only(allowed ...string) error {
 // ValidateURL checks raw as every URL field of the API takes it
 // (executor.url, notify[i].url, a worker registration's orchestrators):
 // at most MaxURLBytes, an absolute http or https URL with a host, a port
-// from 1 to 65535 if it names one (CheckPort), and no user information.
+// from 1 to 65535 without leading zeros if it names one (CheckPort), and
+// no user information.
 // Errors are *FieldError naming field, and quote the URL only when it
 // holds no password.
 func ValidateURL(field, raw string) error {
@@ -175,10 +176,10 @@ func ValidateURL(field, raw string) error {
 	return nil
 }
 
-// CheckPort checks the port of u, if it names one: a decimal number from
-// 1 to 65535. A host ending in ':' with no port is refused too, so that
-// what was meant is never guessed. (net/url accepts any digits: port 0,
-// which no server listens on, and 99999, which does not exist.)
+// CheckPort checks the port of u, if it names one, by ParsePort's rule.
+// A host ending in ':' with no port is refused too, so that what was
+// meant is never guessed. (net/url accepts any digits: port 0, which no
+// server listens on, 99999, which does not exist, and 000080.)
 func CheckPort(u *url.URL) error {
 	host := u.Host
 	if i := strings.LastIndexByte(host, ']'); i >= 0 {
@@ -187,15 +188,29 @@ func CheckPort(u *url.URL) error {
 	if !strings.Contains(host, ":") {
 		return nil
 	}
-	p := u.Port()
-	n, err := strconv.Atoi(p)
-	switch {
-	case p == "":
+	if u.Port() == "" {
 		return errors.New("the host ends with ':' but names no port; give a port from 1 to 65535, or none")
-	case err != nil || n < 1 || n > 65535:
-		return fmt.Errorf("port %s is out of range; want 1 to 65535", p)
 	}
-	return nil
+	_, err := ParsePort(u.Port())
+	return err
+}
+
+// ParsePort reads a port the one way every URL of the API names one: a
+// decimal number from 1 to 65535, written without leading zeros ("80",
+// not "080" or "000080", which would name the same port in a form that
+// compares differently). Its errors quote the port and the rule.
+func ParsePort(s string) (int, error) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, fmt.Errorf("port %q is not a number; want 1 to 65535", s)
+	}
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil || n < 1 || n > 65535:
+		return 0, fmt.Errorf("port %s is out of range; want 1 to 65535", s)
+	case strconv.Itoa(n) != s:
+		return 0, fmt.Errorf("port %s has leading zeros; write it as %d", s, n)
+	}
+	return n, nil
 }
 
 // connectionHeaders are the header names a job may not set, in lower

@@ -148,6 +148,11 @@ func TestValidate(t *testing.T) {
 		{name: "http url port 99999", edit: func(j *Job) { j.Executor.URL = "http://h:99999/" }, wantField: "executor.url", wantMsg: "port 99999 is out of range"},
 		{name: "http url port 65536", edit: func(j *Job) { j.Executor.URL = "http://h:65536/" }, wantField: "executor.url", wantMsg: "port 65536 is out of range"},
 		{name: "http url port 65535", edit: func(j *Job) { j.Executor.URL = "http://h:65535/" }},
+		{name: "http url port with leading zeros", edit: func(j *Job) { j.Executor.URL = "http://example.com:000080/" }, wantField: "executor.url", wantMsg: "port 000080 has leading zeros; write it as 80"},
+		{name: "http url port 080", edit: func(j *Job) { j.Executor.URL = "http://h:080/" }, wantField: "executor.url", wantMsg: "port 080 has leading zeros"},
+		{name: "http url port 00", edit: func(j *Job) { j.Executor.URL = "http://h:00/" }, wantField: "executor.url", wantMsg: "port 00 is out of range"},
+		{name: "http url port of many digits", edit: func(j *Job) { j.Executor.URL = "http://h:99999999999999999999/" }, wantField: "executor.url", wantMsg: "out of range"},
+		{name: "notify url port with leading zeros", edit: func(j *Job) { j.Notify = []Notification{{URL: "http://h:0443/", On: []RunStatus{RunDead}}} }, wantField: "notify[0].url", wantMsg: "leading zeros"},
 		{name: "http url port 1", edit: func(j *Job) { j.Executor.URL = "http://h:1/" }},
 		{name: "http url empty port", edit: func(j *Job) { j.Executor.URL = "http://h:/" }, wantField: "executor.url", wantMsg: "names no port"},
 		{name: "http ipv6 url port 0", edit: func(j *Job) { j.Executor.URL = "http://[::1]:0/" }, wantField: "executor.url", wantMsg: "port 0"},
@@ -468,5 +473,28 @@ func TestNormalize(t *testing.T) {
 				t.Errorf("Normalize twice:\n got %s\nwant %s", g, w)
 			}
 		})
+	}
+}
+
+// TestParsePort: one rule for every port of the API's URLs: decimal
+// digits only, 1 to 65535, no leading zeros.
+func TestParsePort(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int
+		msg  string // of the error; "" for accepted
+	}{
+		{"1", 1, ""}, {"80", 80, ""}, {"65535", 65535, ""},
+		{"0", 0, "out of range"}, {"00", 0, "out of range"}, {"65536", 0, "out of range"}, {"99999999999999999999", 0, "out of range"},
+		{"080", 0, "port 080 has leading zeros; write it as 80"}, {"000080", 0, "write it as 80"},
+		{"", 0, "not a number"}, {"+80", 0, "not a number"}, {"-1", 0, "not a number"}, {"8a", 0, "not a number"}, {" 80", 0, "not a number"},
+	} {
+		n, err := ParsePort(tt.in)
+		switch {
+		case tt.msg == "" && (err != nil || n != tt.want):
+			t.Errorf("ParsePort(%q) = %d, %v; want %d", tt.in, n, err, tt.want)
+		case tt.msg != "" && (err == nil || !strings.Contains(err.Error(), tt.msg)):
+			t.Errorf("ParsePort(%q) = %d, %v; want an error containing %q", tt.in, n, err, tt.msg)
+		}
 	}
 }

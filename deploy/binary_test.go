@@ -220,8 +220,8 @@ func (inv invocation) check(t reporter) resolved {
 	for key, value := range inv.env {
 		name, ok := byEnv[key]
 		if !ok {
-			// The binary ignores a variable it has no flag for: a typo
-			// would silently drop a setting.
+			// The binary ignores a variable it has no flag for (with a
+			// warning at start): a typo would drop a setting.
 			name = strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(key, "JOBFLEET_"), "_", "-"))
 		}
 		if _, dup := r.flags[name]; dup && ok {

@@ -389,3 +389,91 @@ func TestFrontPage(t *testing.T) {
 		t.Errorf("test.sh is missing or not executable: %v", err)
 	}
 }
+
+// TestFrontPageReachesEveryPage: README.md links every page of docs/
+// (the generated CLI reference through cli/jobfleet.md), so that no page
+// is found only by chance.
+func TestFrontPageReachesEveryPage(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, m := range mdLink.FindAllStringSubmatch(withoutCode(string(readme)), -1) {
+		file, _, _ := strings.Cut(m[1], "#")
+		linked[strings.TrimPrefix(file, "docs/")] = true
+	}
+	pages, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range append(pages, "cli/jobfleet.md") {
+		if !linked[page] {
+			t.Errorf("README.md does not link docs/%s", page)
+		}
+	}
+}
+
+// figure matches a figure of a sentence: a number with groups of
+// thousands (1 000 000), a decimal (5.3), or three digits or more.
+var figure = regexp.MustCompile(`\b\d{1,3}(?: \d{3})+\b|\b\d+\.\d+\b|\b\d{3,}\b`)
+
+// TestFrontPageFigures: a README.md paragraph that cites current-figure
+// tables (links to #current-figures) quotes only figures those tables
+// hold, and every table it cites holds one of them: a link to a table
+// without the figure sends the reader to the wrong page.
+func TestFrontPageFigures(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cited := 0
+	for _, para := range strings.Split(withoutCode(string(readme)), "\n\n") {
+		var tables []string // the cited tables' text
+		var names []string
+		for _, m := range mdLink.FindAllStringSubmatch(para, -1) {
+			file, anchor, _ := strings.Cut(m[1], "#")
+			if anchor != "current-figures" {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(repoRoot, file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			section, err := between(string(b), "## Current figures\n", "\n## ")
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			tables, names = append(tables, section), append(names, file)
+		}
+		if len(tables) == 0 {
+			continue
+		}
+		cited++
+		text := mdLink.ReplaceAllString(para, "]")
+		figures := figure.FindAllString(strings.ReplaceAll(text, "\n", " "), -1)
+		if len(figures) == 0 {
+			t.Errorf("README.md cites %v without quoting a figure:\n%s", names, para)
+		}
+		used := make([]bool, len(tables))
+		for _, f := range figures {
+			found := false
+			for i, table := range tables {
+				if strings.Contains(table, f) {
+					found, used[i] = true, true
+				}
+			}
+			if !found {
+				t.Errorf("README.md quotes %q, which no cited table (%v) holds", f, names)
+			}
+		}
+		for i, u := range used {
+			if !u {
+				t.Errorf("README.md cites %s#current-figures, which holds none of the figures it quotes (%q)", names[i], figures)
+			}
+		}
+	}
+	if cited == 0 {
+		t.Error("README.md cites no current-figure table")
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // TestPolicyDecisions checks the rules on addresses without connecting
@@ -105,6 +107,14 @@ func TestParseRule(t *testing.T) {
 		_, err := parseRule(tt.in)
 		if (err != nil) != tt.wantError {
 			t.Errorf("parseRule(%q) = %v, want error %v", tt.in, err, tt.wantError)
+		}
+	}
+	// A rule's port follows the one rule of the API's URLs.
+	for _, port := range []string{"1", "80", "8080", "65535", "0", "00", "080", "000080", "65536", "99999999999999999999", "+80", "-1", "8a"} {
+		_, ruleErr := parseRule("example.com:" + port)
+		_, apiErr := api.ParsePort(port)
+		if (ruleErr == nil) != (apiErr == nil) {
+			t.Errorf("port %q: parseRule says %v, api.ParsePort %v", port, ruleErr, apiErr)
 		}
 	}
 }

@@ -40,9 +40,10 @@ func parseRule(s string) (rule, error) {
 			return r, fmt.Errorf("%q is not a CIDR, an address or a host name, with an optional :PORT", s)
 		}
 		host, port = h, p
+		// The rule of api.ParsePort (which this level may not import).
 		n, err := strconv.ParseUint(port, 10, 16)
-		if err != nil || n == 0 {
-			return r, fmt.Errorf("%q: bad port %q", s, port)
+		if err != nil || n == 0 || strconv.FormatUint(n, 10) != port {
+			return r, fmt.Errorf("%q: bad port %q: want 1 to 65535, without leading zeros", s, port)
 		}
 		r.port = uint16(n)
 	}

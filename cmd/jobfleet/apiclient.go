@@ -25,7 +25,7 @@ import (
 type clientOptions struct {
 	server      string
 	output      string
-	timeout     time.Duration
+	timeout     time.Duration // --request-timeout
 	token       string
 	tokenFile   string
 	contextName string
@@ -43,6 +43,37 @@ type clientOptions struct {
 	ca, cert, key string
 }
 
+// defaultRequestTimeout is --request-timeout's default.
+const defaultRequestTimeout = 10 * time.Second
+
+// requestTimeout is --request-timeout: a duration, 0 for the default,
+// never negative.
+type requestTimeout time.Duration
+
+func (d *requestTimeout) String() string { return time.Duration(*d).String() }
+func (d *requestTimeout) Type() string   { return "duration" }
+func (d *requestTimeout) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	switch {
+	case err != nil || v < 0:
+		return fmt.Errorf("want a positive duration such as 30s, or 0 for the default (%v)", defaultRequestTimeout)
+	case v == 0:
+		v = defaultRequestTimeout
+	}
+	*d = requestTimeout(v)
+	return nil
+}
+
+// ambiguousFlag is --timeout, which no client command takes: it refuses
+// any value, saying which flag to give instead.
+type ambiguousFlag struct{}
+
+func (ambiguousFlag) String() string { return "" }
+func (ambiguousFlag) Type() string   { return "duration" }
+func (ambiguousFlag) Set(string) error {
+	return errors.New("the client commands take no --timeout: --request-timeout is the time limit of this command's requests, --job-timeout a job's time limit of one attempt (job create, job import-crontab)")
+}
+
 // defaultServer is the server when neither --server (JOBFLEET_SERVER)
 // nor the context names one. It is not the flag's default, which would
 // show in the help as a second, contradicting default.
@@ -52,7 +83,12 @@ func (o *clientOptions) register(cmd *cobra.Command) {
 	fs := cmd.PersistentFlags()
 	fs.StringVar(&o.server, "server", "", "URL of any orchestrator's HTTP API (http://HOST:PORT, https://..., or HOST:PORT for http; default: the context's, else "+defaultServer+")")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table, wide (a table with every column and whole texts), json or yaml (the JSON document's fields, as YAML)")
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "request timeout")
+	o.timeout = defaultRequestTimeout
+	fs.Var((*requestTimeout)(&o.timeout), "request-timeout", "time limit of each request this command sends to the API, e.g. 30s (0: the default)")
+	// --timeout was the request's time limit, which a job-defining
+	// command's reader takes for the job's: it is refused, naming both.
+	fs.Var(ambiguousFlag{}, "timeout", "")
+	_ = fs.MarkHidden("timeout")
 	fs.StringVar(&o.token, "token", "", "bearer token of a credential (default: the context's)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token")
 	fs.StringVar(&o.contextName, "context", "", "named context to use (jobfleet context ls; default: the current one)")

@@ -10,9 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/jobfleet/jobfleet/internal/settings"
@@ -43,6 +45,7 @@ const (
 func addSettings(cmd *cobra.Command, cfg settingsOf) {
 	fs := cmd.Flags()
 	cfg.addFlags(fs)
+	settings.Decimal(fs) // 0x10, 010 and 1e3 are refused, not read as 16, 8 and 1000
 	fs.String(configFlag, "", "read settings from this YAML file, keyed by flag name (docs/configuration.md); JOBFLEET_* variables and flags override it")
 	fs.Bool(printConfigFlag, false, "print the effective settings as YAML (loadable with --config; secrets masked) and exit without starting anything")
 }
@@ -110,6 +113,10 @@ func loadConfigFile(fs *pflag.FlagSet, path string) error {
 	if err := json.Unmarshal(js, &doc); err != nil {
 		return bad("want a mapping of settings (flag names) to values, like lease-ttl: 5s")
 	}
+	written, err := writtenValues(data)
+	if err != nil {
+		return bad("not YAML: %v", err)
+	}
 	keys := make([]string, 0, len(doc))
 	for k := range doc {
 		keys = append(keys, k)
@@ -120,7 +127,7 @@ func loadConfigFile(fs *pflag.FlagSet, path string) error {
 		if f == nil || !fileKey(f) {
 			return bad("key %s: unknown setting: the keys are the names of this command's flags (see --help)", key)
 		}
-		values, list, err := fileValues(doc[key], f)
+		values, list, err := fileValues(doc[key], written[key], f)
 		if err != nil {
 			return bad("key %s: %v", key, err)
 		}
@@ -128,7 +135,7 @@ func loadConfigFile(fs *pflag.FlagSet, path string) error {
 			continue // the environment or the command line gave it: they win
 		}
 		if err := setFlag(f, values, list); err != nil {
-			return bad("key %s: %q is not a %s: %v", key, strings.Join(values, ","), f.Value.Type(), err)
+			return bad("key %s: %q is not %s%s", key, strings.Join(values, ","), settings.Kind(f), reason(err))
 		}
 		f.Changed = true
 		if f.Annotations == nil {
@@ -140,8 +147,10 @@ func loadConfigFile(fs *pflag.FlagSet, path string) error {
 }
 
 // fileValues reads a config file's value for flag f: a scalar, or (list)
-// a YAML list for a list flag.
-func fileValues(raw json.RawMessage, f *pflag.Flag) (values []string, list bool, err error) {
+// a YAML list for a list flag. raw is the value as YAML 1.1 reads it,
+// node as it is written (nil if unknown): a boolean or a number must be
+// written as the file's documentation says (see literal).
+func fileValues(raw json.RawMessage, node *yamlv3.Node, f *pflag.Flag) (values []string, list bool, err error) {
 	_, isList := f.Value.(pflag.SliceValue)
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
@@ -149,11 +158,23 @@ func fileValues(raw json.RawMessage, f *pflag.Flag) (values []string, list bool,
 	if err := d.Decode(&v); err != nil {
 		return nil, false, err
 	}
-	scalar := func(v any) (string, error) {
+	entry := func(i int) *yamlv3.Node { // node's list entry i, nil if unknown
+		if node == nil || node.Kind != yamlv3.SequenceNode || i >= len(node.Content) {
+			return nil
+		}
+		return node.Content[i]
+	}
+	scalar := func(v any, n *yamlv3.Node) (string, error) {
+		if err := literal(v, n, f); err != nil {
+			return "", err
+		}
 		switch v := v.(type) {
 		case string:
 			return v, nil
 		case json.Number:
+			if n != nil {
+				return n.Value, nil // as written: 0.80, 1.0
+			}
 			return v.String(), nil
 		case bool:
 			return strconv.FormatBool(v), nil
@@ -165,11 +186,11 @@ func fileValues(raw json.RawMessage, f *pflag.Flag) (values []string, list bool,
 	}
 	if entries, ok := v.([]any); ok {
 		if !isList {
-			return nil, false, fmt.Errorf("want a single %s, not a list", f.Value.Type())
+			return nil, false, fmt.Errorf("want a single value (%s), not a list", settings.Kind(f))
 		}
 		out := make([]string, 0, len(entries))
-		for _, e := range entries {
-			s, err := scalar(e)
+		for i, e := range entries {
+			s, err := scalar(e, entry(i))
 			if err != nil {
 				return nil, false, err
 			}
@@ -177,7 +198,10 @@ func fileValues(raw json.RawMessage, f *pflag.Flag) (values []string, list bool,
 		}
 		return out, true, nil
 	}
-	s, err := scalar(v)
+	if node != nil && node.Kind != yamlv3.ScalarNode {
+		node = nil
+	}
+	s, err := scalar(v, node)
 	if err != nil {
 		return nil, false, err
 	}
@@ -266,23 +290,43 @@ func printConfig(w io.Writer, cmd *cobra.Command, fs *pflag.FlagSet, cfg setting
 			fmt.Fprintf(&b, "# %s: not shown: a secret (give it with %s, not in a file others may read)%s\n", name, envName(name), source)
 			continue
 		}
-		v, err := yamlValue(f)
+		shown := f
+		if _, unbounded := settings.NegativeMeaning(orig); unbounded && strings.HasPrefix(orig.Value.String(), "-") {
+			// As given: a default may stand for "unbounded" with a
+			// value of its own (compaction off is -1ns).
+			shown = orig
+		}
+		v, err := yamlValue(shown)
 		if err != nil {
 			return fmt.Errorf("--print-config: --%s: %w", name, err)
 		}
 		fmt.Fprintf(&b, "%s: %s%s\n", name, v, source)
+	}
+	for _, v := range strayVariables(cmd, os.Environ()) {
+		if len(v.of) > 0 {
+			fmt.Fprintf(&b, "# %s: a setting of jobfleet %s, not of this command; ignored\n", v.name, strings.Join(v.of, ", "))
+			continue
+		}
+		fmt.Fprintf(&b, "# %s: matches no setting of this command (the nearest: %s); ignored\n", v.name, v.nearest)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 // yamlValue writes f's value as YAML: numbers and booleans as they are,
+// durations as settings.FormatDuration writes them (24h, not 24h0m0s),
 // lists as flow sequences, everything else as a quoted string.
 func yamlValue(f *pflag.Flag) (string, error) {
 	var v any
 	switch f.Value.Type() {
 	case "bool", "int", "int64", "uint", "uint64", "float64":
 		return f.Value.String(), nil
+	case "duration":
+		d, err := time.ParseDuration(f.Value.String())
+		if err != nil {
+			return "", err
+		}
+		v = settings.FormatDuration(d)
 	default:
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
 			list := sv.GetSlice()

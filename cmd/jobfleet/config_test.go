@@ -20,6 +20,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/jobfleet/jobfleet/internal/settings"
 )
@@ -554,6 +557,25 @@ func TestConfigFileShapes(t *testing.T) {
 		{"a hidden flag", "help: true\n", "key help: unknown setting", nil},
 		{"list entry with spaces", "http-allow: [' 10.0.0.0/8']\n", "surrounding spaces", nil},
 		{"not YAML", "concurrency: [8\n", "not YAML", nil},
+		// YAML 1.1 reads these as booleans and numbers; the file's
+		// documentation says true, false and decimal.
+		{"yes for a boolean", "allow-shell: yes\n", "key allow-shell: yes is read by YAML as the boolean true: write true or false", nil},
+		{"on for a boolean", "allow-shell: on\n", "key allow-shell: on is read by YAML as the boolean true: write true or false", nil},
+		{"True for a boolean", "allow-shell: True\n", "write true or false", nil},
+		{"quoted yes for a boolean", "allow-shell: \"yes\"\n", `key allow-shell: "yes" is not true or false`, nil},
+		{"false", "allow-shell: false\n", "", func(c *workerOptions) bool { return !c.w.AllowShell }},
+		{"no for a string", "namespace: no\n", `key namespace: no is read by YAML as the boolean false: quote it ("no") for the text`, nil},
+		{"quoted no for a string", "namespace: \"no/\"\n", "", func(c *workerOptions) bool { return c.namespace == "no/" }},
+		{"hexadecimal", "concurrency: 0x10\n", "key concurrency: 0x10 is read by YAML as the number 16: write numbers in decimal (16)", nil},
+		{"octal", "concurrency: 010\n", "key concurrency: 010 is read by YAML as the number 8: write numbers in decimal (8)", nil},
+		{"exponent", "concurrency: 1e1\n", "write numbers in decimal (10)", nil},
+		{"underscores", "concurrency: 1_0\n", "write numbers in decimal (10)", nil},
+		{"quoted hexadecimal", "concurrency: \"0x10\"\n", `key concurrency: "0x10" is not an integer: write the number in decimal`, nil},
+		{"number for a string", "id: 010\n", `key id: 010 is read by YAML as the number 8: quote it ("010") for the text`, nil},
+		{"yes in a list", "http-allow: [127.0.0.1, on]\n", `key http-allow: on is read by YAML as the boolean true: quote it ("on") for the text`, nil},
+		{"not an integer", "concurrency: lots\n", `key concurrency: "lots" is not an integer`, nil},
+		{"not a duration", "poll-wait: soon\n", `key poll-wait: "soon" is not a duration such as 30s`, nil},
+		{"list for a number", "concurrency: [8]\n", "key concurrency: want a single value (an integer), not a list", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, out, err := u.run(t, tt.file)
@@ -665,4 +687,99 @@ func TestPrintConfigReadsBack(t *testing.T) {
 		}
 		check(t, out, again)
 	})
+}
+
+// checkFileValues checks, for every number, size, duration and boolean
+// setting of the command: a config file value the flag does not take is
+// refused saying what the flag takes, in words ("is not an integer", "is
+// not a size such as 64MiB"), never the flag's type name ("is not a
+// int"); a number not written in decimal is refused, in the file as
+// given to the flag; and a negative value of a flag marked unbounded is
+// printed by --print-config as given (-1s, not -1ns), durations without
+// the zero units Go adds (24h, not 24h0m0s).
+func (u commandUnderTest[C]) checkFileValues(t *testing.T) {
+	u.command(u.defaults()).Flags().VisitAll(func(f *pflag.Flag) {
+		typ := f.Value.Type()
+		if !fileKey(f) || !slices.Contains([]string{"int", "float64", "duration", "bytes", "bool"}, typ) {
+			return
+		}
+		row := u.rows[f.Name]
+		t.Run(f.Name, func(t *testing.T) {
+			_, _, err := u.run(t, f.Name+": lots\n", row.with...)
+			if err == nil || !strings.Contains(err.Error(), `key `+f.Name+`: "lots" is not `+settings.Kind(f)) || regexp.MustCompile(`is not an? (int|float64|bytes)\b`).MatchString(err.Error()) {
+				t.Errorf("%s: lots: got %v, want it refused as not %s", f.Name, err, settings.Kind(f))
+			}
+			if typ == "int" || typ == "float64" {
+				for _, args := range [][]string{{"--" + f.Name + "=0x10"}} {
+					if _, _, err := u.run(t, "", append(slices.Clone(row.with), args...)...); err == nil || !strings.Contains(err.Error(), "decimal") {
+						t.Errorf("%s: got %v, want it refused as not decimal", args, err)
+					}
+				}
+			}
+			if _, unbounded := settings.NegativeMeaning(f); unbounded {
+				given := map[string]string{"int": "-1", "float64": "-1", "duration": `"-90m"`, "bytes": `"-1"`}[typ]
+				want := map[string]string{"int": "-1", "float64": "-1", "duration": `"-1h30m"`, "bytes": `"-1"`}[typ]
+				_, out, err := u.run(t, f.Name+": "+given+"\n", row.with...)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", f.Name, given, err)
+				}
+				if line := f.Name + ": " + want + "  # from "; !strings.Contains(out, "\n"+line) {
+					t.Errorf("--print-config of %s: %s lacks %q:\n%s", f.Name, given, line, out)
+				}
+			}
+		})
+	})
+	_, out, err := u.run(t, "", u.rows["id"].with...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if zeros := regexp.MustCompile(`(?m)^[a-z-]+: "-?[0-9.hms]*(h0m|m0s)"`).FindAllString(out, -1); len(zeros) > 0 {
+		t.Errorf("--print-config writes durations with zero units: %q", zeros)
+	}
+}
+
+// TestConfigFileValues: see checkFileValues.
+func TestConfigFileValues(t *testing.T) {
+	t.Run("orchestrator", orchestratorUnderTest().checkFileValues)
+	t.Run("dev", devUnderTest().checkFileValues)
+	t.Run("worker", workerUnderTest().checkFileValues)
+}
+
+// TestStrayVariables: a JOBFLEET_* variable that no setting of the
+// command reads (a misspelt one, one of another command) is reported, in
+// one warning line at start and in --print-config, with the nearest
+// variable the command reads; the client commands' variables and those a
+// worker gives its shell jobs are not, as are the command's own.
+func TestStrayVariables(t *testing.T) {
+	for k, v := range map[string]string{"JOBFLEET_HISTROY_MAX_RUNS": "5", "JOBFLEET_CONCURRENCY": "3", "JOBFLEET_SERVER": "http://x:1", "JOBFLEET_TOKEN": "t",
+		"JOBFLEET_CONTEXT": "dev", "JOBFLEET_REQUEST_TIMEOUT": "3s", "JOBFLEET_RUN_ID": "r1", "JOBFLEET_JOB_ID": "j", "JOBFLEET_LEASE_TTL": "7s"} {
+		t.Setenv(k, v)
+	}
+	_, out, err := orchestratorUnderTest().run(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var comments []string
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "# JOBFLEET_") {
+			comments = append(comments, strings.TrimSpace(line))
+		}
+	}
+	want := []string{
+		"# JOBFLEET_CONCURRENCY: a setting of jobfleet worker, not of this command; ignored",
+		"# JOBFLEET_HISTROY_MAX_RUNS: matches no setting of this command (the nearest: JOBFLEET_HISTORY_MAX_RUNS); ignored",
+	}
+	if !slices.Equal(comments, want) {
+		t.Errorf("--print-config reports the variables %q, want %q", comments, want)
+	}
+
+	core, logs := observer.New(zapcore.DebugLevel)
+	warnStrayVariables(orchestratorCommand(defaultOrchestratorOptions()), os.Environ(), zap.New(core))
+	entries := logs.AllUntimed()
+	if len(entries) != 2 {
+		t.Fatalf("logged %v, want two warnings", entries)
+	}
+	if e := entries[1]; e.Level != zapcore.WarnLevel || e.ContextMap()["variable"] != "JOBFLEET_HISTROY_MAX_RUNS" || e.ContextMap()["nearest"] != "JOBFLEET_HISTORY_MAX_RUNS" {
+		t.Errorf("logged %+v, want a warning naming JOBFLEET_HISTROY_MAX_RUNS and JOBFLEET_HISTORY_MAX_RUNS", e)
+	}
 }

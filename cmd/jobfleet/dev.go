@@ -169,6 +169,7 @@ its help says what it means.`,
 				return err
 			}
 			defer lg.Sync()
+			warnStrayVariables(cmd, os.Environ(), lg)
 			// The members and the echo endpoint share what the embedded
 			// etcd and the workers leave of the open-file limit.
 			budget, err := fileBudget(lg, devReserve)
@@ -318,7 +319,11 @@ func runDev(ctx context.Context, lg *zap.Logger, plan devPlan) error {
 		stopOrchs()
 	}()
 	api := urls[0]
-	lg.Info("jobfleet dev is up", zap.Strings("api", urls), zap.Int("workers", cfg.workers),
+	echoField := zap.Skip()
+	if echo != nil {
+		echoField = zap.String("echo", echo.URL()) // where a user's own HTTP jobs can aim: URL/echo
+	}
+	lg.Info("jobfleet dev is up", zap.Strings("api", urls), echoField, zap.Int("workers", cfg.workers),
 		zap.String("try", "jobfleet cluster partitions; jobfleet job ls; jobfleet job runs example-flaky; curl -H \"Authorization: Bearer $(cat "+filepath.Join(cfg.dataDir, "admin.token")+")\" "+api+"/v1/jobs"))
 	tokenFile := filepath.Join(cfg.dataDir, "admin.token")
 	lg.Info("the console: open "+api+"/ui/ and sign in with the dev admin token (print it: cat "+tokenFile+")",

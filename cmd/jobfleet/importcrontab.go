@@ -155,7 +155,7 @@ timeout unless --job-timeout. Workers run shell jobs only when started with
 	fs := cmd.Flags()
 	fs.BoolVar(&copts.SystemFormat, "system", false, "system crontab format (/etc/crontab, /etc/cron.d): a user column after the time fields")
 	fs.StringVar(&copts.WorkerUser, "worker-user", "", "with --system: the user the workers that run shell jobs run as; only lines for that user are converted (workers never switch users)")
-	fs.Var(&timeoutFlag{d: &copts.Timeout}, "job-timeout", `time limit of each attempt of the jobs, e.g. 2h, up to 24h (default none: cron has no timeout)`)
+	fs.Var(&timeoutFlag{d: &copts.Timeout}, "job-timeout", `time limit of each attempt of the jobs, e.g. 2h, 1s to 24h (default none: cron has no timeout; 0s is refused: leave the flag out)`)
 	fs.StringVar(&copts.Timezone, "timezone", "", "IANA time zone of the machine the crontab comes from, used until a CRON_TZ or TZ line (default UTC)")
 	fs.StringVar(&copts.IDPrefix, "prefix", crontab.DefaultIDPrefix, "start of every job ID (IDs are PREFIX/...); use distinct prefixes for several crontabs")
 	fs.StringVar((*string)(&copts.MisfirePolicy), "misfire-policy", string(store.MisfireSkip), "misfire policy of the jobs: skip (like cron), run_once or run_all")

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
@@ -217,7 +219,8 @@ func TestJobCreateCommand(t *testing.T) {
 
 	before := c.ids()
 	c.mustFail([]string{"create", "--id", "never", "--schedule", "0 0 30 2 *", "--shell", "true"}, "400", "schedule:", "never fires")
-	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--max-attempts", "-1"}, "400", "retry.max_attempts:")
+	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--max-attempts", "-1"}, "--max-attempts -1: want at least 1")
+	c.mustFail([]string{"create", "--id", "x", "--shell", "true", "--max-attempts", "100000"}, "400", "retry.max_attempts:")
 	c.mustFail([]string{"create", "-f", writeFile(t, "bad.json", `{"id": "bad", "executor": {"type": "http", "url": "http://h/"}, "colour": 1}`)}, "400", "colour: unknown field")
 	c.mustFail([]string{"create", "--id", "ping", "--http-url", "http://h/"}, "409", "already exists")
 	c.mustFail([]string{"create", "--id", "x"}, "exactly one of --http-url, --shell, --command or --handler")
@@ -573,5 +576,110 @@ func TestEscapedTableCells(t *testing.T) {
 	}
 	if out := b.String(); strings.Contains(out, "\x1b") || !strings.Contains(out, `evil\x1b[8m`) || !strings.Contains(out, `failed\x1b[2K`) {
 		t.Errorf("printRuns: got %q, want the worker ID and the error escaped", out)
+	}
+}
+
+// TestRequestTimeoutFlag: every command that talks to the API takes
+// --request-timeout, refuses a negative one naming it, and refuses
+// --timeout (once the request's limit, which a job-defining command's
+// reader takes for the job's) naming both --request-timeout and
+// --job-timeout, before it sends anything; the job's limit is
+// --job-timeout alone.
+func TestRequestTimeoutFlag(t *testing.T) {
+	c := newCLIEnv(t)
+	var walk func(cmd *cobra.Command)
+	seen := 0
+	walk = func(cmd *cobra.Command) {
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+		if !cmd.Runnable() || cmd.Flag("request-timeout") == nil {
+			return
+		}
+		seen++
+		path := strings.Fields(cmd.CommandPath())[1:]
+		t.Run(strings.Join(path, " "), func(t *testing.T) {
+			for _, tc := range []struct {
+				args  []string
+				wants []string
+			}{
+				{[]string{"--timeout", "5m"}, []string{"--request-timeout", "--job-timeout"}},
+				{[]string{"--timeout=-1s"}, []string{"--request-timeout", "--job-timeout"}},
+				{[]string{"--request-timeout", "-1s"}, []string{`"-1s" for "--request-timeout"`}},
+			} {
+				args := append(append(slices.Clone(path), "--server", c.url, "--token", c.token), tc.args...)
+				if path[0] == "job" && len(path) > 1 && path[1] == "create" {
+					args = append(args, "--id", "refused", "--http-url", "http://127.0.0.1:9/")
+				}
+				out, err := c.runCmd("", args...)
+				if err == nil {
+					t.Errorf("jobfleet %q: got success, want an error\n%s", args, out)
+					continue
+				}
+				for _, w := range tc.wants {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("jobfleet %q: got %q, want it to name %s", args, err, w)
+					}
+				}
+			}
+		})
+	}
+	walk(newRootCmd())
+	if seen < 10 {
+		t.Fatalf("%d commands take --request-timeout, want every API command", seen)
+	}
+	if ids := c.ids(); len(ids) != 0 {
+		t.Fatalf("refused commands created %q", ids)
+	}
+	c.mustRun("create", "--id", "limited", "--schedule", "@every 1h", "--http-url", "http://127.0.0.1:9/", "--request-timeout", "30s", "--job-timeout", "5m")
+	if j, err := c.get("limited"); err != nil || j.Timeout != store.Duration(5*time.Minute) {
+		t.Fatalf("create --request-timeout 30s --job-timeout 5m: got %+v, %v; want the job's timeout 5m", j, err)
+	}
+	c.mustRun("ls", "--request-timeout", "0") // 0: the default
+}
+
+// TestJobFlagsRefuseExplicitZeros: every number and duration flag of the
+// commands that define jobs (job create, job import-crontab) refuses an
+// explicit 0, as the API refuses a field given as 0, naming the flag and
+// saying to leave it out for the default; none is turned into the default
+// silently, and nothing is written. Each flag's help says so.
+func TestJobFlagsRefuseExplicitZeros(t *testing.T) {
+	c := newCLIEnv(t)
+	crontab := writeFile(t, "crontab", "0 2 * * * /srv/backup.sh\n")
+	for _, tc := range []struct {
+		path []string
+		with []string // what the command needs besides the flag
+	}{
+		{[]string{"job", "create"}, []string{"--id", "zero", "--http-url", "http://127.0.0.1:9/"}},
+		{[]string{"job", "import-crontab"}, []string{crontab, "--apply"}},
+	} {
+		cmd, _, err := newRootCmd().Find(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked := 0
+		cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			zero := map[string]string{"int": "0", "duration": "0s"}[f.Value.Type()]
+			if zero == "" {
+				return
+			}
+			checked++
+			t.Run(strings.Join(tc.path, " ")+" --"+f.Name, func(t *testing.T) {
+				if !strings.Contains(f.Usage, "refused") {
+					t.Errorf("help %q does not say that 0 is refused", f.Usage)
+				}
+				args := append(append(slices.Clone(tc.path), "--server", c.url, "--token", c.token), tc.with...)
+				out, err := c.runCmd("", append(args, "--"+f.Name+"="+zero)...)
+				if err == nil || !strings.Contains(err.Error(), "--"+f.Name) || !strings.Contains(err.Error(), "leave the flag out for the default") {
+					t.Errorf("--%s=%s: got %v\n%s; want it refused naming the flag, saying to leave it out", f.Name, zero, err, out)
+				}
+			})
+		})
+		if checked == 0 {
+			t.Errorf("%q: no number or duration flag found", tc.path)
+		}
+	}
+	if ids := c.ids(); len(ids) != 0 {
+		t.Fatalf("refused commands created %q", ids)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -86,10 +87,10 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.StringArrayVar(&f.command, "command", nil, "shell executor: the program, then its arguments, run without a shell (repeat the flag per word)")
 	fs.StringVar(&f.handler, "handler", "", "executor of a handler registered by Go code, by name")
 	fs.StringVar(&f.payload, "payload", "", "JSON payload handed to the executor")
-	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts per run including the first (default 1: no retry)")
-	fs.DurationVar(&f.backoff, "backoff", 0, "wait before the first retry (default 1s)")
-	fs.DurationVar(&f.maxBackoff, "max-backoff", 0, "longest wait between attempts (default 1m)")
-	fs.Var(&timeoutFlag{d: &f.timeout}, "job-timeout", `time limit of one attempt, up to 24h, or "none" (default 1h)`)
+	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts per run including the first, at least 1 (default 1: no retry; 0 is refused, as by the API: leave the flag out)")
+	fs.DurationVar(&f.backoff, "backoff", 0, "wait before the first retry, at least 1ms (default 1s; 0s is refused, as by the API: leave the flag out)")
+	fs.DurationVar(&f.maxBackoff, "max-backoff", 0, "longest wait between attempts, at least 1ms (default the larger of 1m and --backoff; 0s is refused, as by the API: leave the flag out)")
+	fs.Var(&timeoutFlag{d: &f.timeout}, "job-timeout", `time limit of one attempt, 1s to 24h, or "none" (default 1h; 0s is refused, as by the API: leave the flag out)`)
 	fs.StringVar(&f.concurrencyPolicy, "concurrency-policy", "", "allow, forbid or replace (default allow)")
 	fs.StringVar(&f.misfirePolicy, "misfire-policy", "", "run_once, skip or run_all (default run_once)")
 	fs.BoolVar(&f.paused, "paused", false, "create the job paused")
@@ -120,6 +121,22 @@ func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
 	if f.httpURL == "" {
 		if given := changed(cmd, httpFlagNames); len(given) > 0 {
 			return nil, fmt.Errorf("%s apply only to --http-url", strings.Join(given, ", "))
+		}
+	}
+	// A number given explicitly is at least its minimum: 0 would be
+	// dropped from the document and silently mean the default, which the
+	// API refuses for a field given as 0.
+	for _, n := range []struct {
+		flag   string
+		value  int64
+		accept string
+	}{
+		{"max-attempts", int64(f.maxAttempts), "want at least 1 attempt (1: no retry)"},
+		{"backoff", int64(f.backoff), "want a wait of at least 1ms, such as 500ms or 10s"},
+		{"max-backoff", int64(f.maxBackoff), "want a wait of at least 1ms, such as 30s or 5m"},
+	} {
+		if fl := cmd.Flags().Lookup(n.flag); fl != nil && fl.Changed && n.value <= 0 {
+			return nil, fmt.Errorf("--%s %s: %s; leave the flag out for the default", n.flag, fl.Value, n.accept)
 		}
 	}
 	j := store.Job{
@@ -193,8 +210,8 @@ func (f *timeoutFlag) Set(s string) error {
 		return nil
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return fmt.Errorf("want a positive duration such as 90m or 2h, or none")
+	if err != nil || d < time.Duration(api.MinTimeout) {
+		return fmt.Errorf("want a duration of at least 1s such as 90m or 2h, or none for no time limit; leave the flag out for the default")
 	}
 	*f.d = store.Duration(d)
 	return nil

@@ -345,6 +345,7 @@ docs/configuration.md describes the file.`,
 			}
 			defer lg.Sync()
 			lg.Info("jobfleet orchestrator starting", buildFields()...)
+			warnStrayVariables(cmd, os.Environ(), lg)
 			tc, err := srv.tls(lg)
 			if err != nil {
 				return err

@@ -8,10 +8,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -488,9 +490,10 @@ func TestDevCommandStartsFleet(t *testing.T) {
 		dev     *proctest.Process
 		urls    []string
 		dataDir string
+		port    int
 	)
 	for attempt := 1; ; attempt++ {
-		port := freePortPair(t)
+		port = freePortPair(t)
 		etcdAddr, err := etcdserver.FreeAddr()
 		if err != nil {
 			t.Fatal(err)
@@ -530,6 +533,30 @@ func TestDevCommandStartsFleet(t *testing.T) {
 			continue
 		}
 		t.Fatalf("jobfleet dev exited at start-up: %v", dev.Cmd.ProcessState)
+	}
+
+	// The log names the echo endpoint (the tutorial's job.json aims at
+	// it), which answers with the body it got; on the port after the
+	// members' unless that one was taken.
+	poll(t, 20*time.Second, "the log line saying dev is up", func() (bool, string) {
+		return logLine(dev.Stderr.String(), "jobfleet dev is up") != "", dev.Stderr.String()
+	})
+	line := logLine(dev.Stderr.String(), "jobfleet dev is up")
+	m := regexp.MustCompile(`"echo":\s*"(http://127\.0\.0\.1:[0-9]+)"`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("the log line saying dev is up does not name the echo endpoint: %s", line)
+	}
+	if want := fmt.Sprintf("http://127.0.0.1:%d", port+2); m[1] != want && !strings.Contains(dev.Stderr.String(), "the echo endpoint's port is taken") {
+		t.Errorf("echo endpoint %s, want %s (the port after the members')", m[1], want)
+	}
+	if resp, err := anonClient.Post(m[1]+"/echo", "application/json", strings.NewReader(`{"ping":1}`)); err != nil {
+		t.Errorf("POST %s/echo: %v", m[1], err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != `{"ping":1}` {
+			t.Errorf("POST %s/echo: %d %q, want the body back", m[1], resp.StatusCode, body)
+		}
 	}
 
 	// dev's admin token, in a private file of its data directory.

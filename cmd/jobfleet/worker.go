@@ -204,6 +204,7 @@ refused. docs/configuration.md describes the file.`,
 			}
 			defer lg.Sync()
 			lg.Info("jobfleet worker starting", buildFields()...)
+			warnStrayVariables(cmd, os.Environ(), lg)
 			id := cfg.id()
 			if len(cfg.orchestrators) > 0 && cmd.Flags().Changed("etcd-endpoints") {
 				// Perhaps from JOBFLEET_ETCD_ENDPOINTS: the explicit list wins.

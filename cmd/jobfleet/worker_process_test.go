@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/proctest"
 	"github.com/jobfleet/jobfleet/store"
@@ -152,5 +156,54 @@ func TestWorkerProcessWithoutCredentialExits(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "credentials refused") || !strings.Contains(stderr, "JOBFLEET_TOKEN") {
 		t.Errorf("stderr lacks the command's error (credentials refused, and the fix):\n%s", stderr)
+	}
+}
+
+// TestWorkerProcessWithReaderCredentialExits: `jobfleet worker --discover`
+// with a viewer's or an operator's credential reads the members list (any
+// role may), but no orchestrator accepts its registration or polls: it
+// logs the refusal (403) and exits non-zero after the start grace, as a
+// worker without a credential does, instead of backing off forever.
+func TestWorkerProcessWithReaderCredentialExits(t *testing.T) {
+	ns := etcdtest.Namespace(t)
+	o := startOrchestrator(t, ns, "orch-reader")
+	if o.Exited() {
+		t.Fatalf("orchestrator exited at start-up: %v", o.Cmd.ProcessState)
+	}
+	client := etcd.Client(t)
+	workers := map[auth.Role]*proctest.Process{}
+	for _, role := range []auth.Role{auth.RoleViewer, auth.RoleOperator} {
+		file := filepath.Join(t.TempDir(), string(role)+".token")
+		if err := os.WriteFile(file, []byte(authtest.Token(t, client, ns, role, "")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		workers[role] = startProc(t, string(role)+"-worker", "worker", "--orchestrators="+o.url, "--discover", "--token-file="+file,
+			"--id="+string(role), "--poll-wait=1s", "--log-format=json")
+	}
+	for role, w := range workers {
+		if code := w.Wait(t, time.Minute); code == 0 {
+			t.Errorf("jobfleet worker --discover with a %s credential exited 0, want an error", role)
+		}
+		// The first refusal may be a 401, should the orchestrator not
+		// have seen the new credential yet: look for the 403.
+		stderr := w.Stderr.String()
+		forbidden := false
+		for line := range strings.Lines(stderr) {
+			var entry struct {
+				Level  string `json:"level"`
+				Msg    string `json:"msg"`
+				Status int    `json:"status"`
+			}
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Level == "error" && entry.Status == http.StatusForbidden &&
+				strings.Contains(entry.Msg, "refused the worker's credentials") {
+				forbidden = true
+			}
+		}
+		if !forbidden {
+			t.Errorf("%s: no error line saying the credentials were refused with 403:\n%s", role, stderr)
+		}
+		if !strings.Contains(stderr, "credentials refused") {
+			t.Errorf("%s: stderr lacks the command's error (credentials refused):\n%s", role, stderr)
+		}
 	}
 }

@@ -274,7 +274,7 @@ func (at *attempt) complete(req api.CompleteRequest) (api.RunStatus, error) {
 				err = fmt.Errorf("complete to %s: %w", addr, r.err())
 			case r.refused():
 				err := r.credentialErr()
-				w.creds.refused(w.lg, addr, err)
+				w.creds.refused(addr, err)
 				return "", fmt.Errorf("complete to %s: %w", addr, err)
 			default:
 				return "", fmt.Errorf("complete to %s: rejected: %w", addr, r.err())

@@ -163,13 +163,18 @@ const credentialStartGrace = 5 * time.Second
 const credentialFix = "give the worker a credential of role worker (Config.Token; jobfleet worker: --token, --token-file or JOBFLEET_TOKEN)"
 
 // credentialLog logs refusals of the worker's credentials once per
-// change, across all the worker's requests, instead of once per request;
-// and, while no orchestrator has ever accepted the credential, ends Run
-// (through fatal) once refusals have lasted credentialStartGrace. Safe for
-// concurrent use.
+// change, across all the worker's requests, instead of once per request,
+// always with the worker's logger (whichever request was refused: a
+// members-list read logs there too); and, while no orchestrator has ever
+// accepted the credential, ends Run (through fatal) once refusals have
+// lasted credentialStartGrace. Only an accepted registration or poll
+// counts as accepting the credential: a viewer's or operator's may read
+// the members list, yet no worker can run with it. Safe for concurrent
+// use.
 type credentialLog struct {
 	clock clockwork.Clock
-	fatal chan error // buffer 1: the error that ends Run; sent at most once
+	lg    *zap.Logger // the worker's
+	fatal chan error  // buffer 1: the error that ends Run; sent at most once
 
 	mu          sync.Mutex // guards the fields below
 	last        string     // the refusal logged last; "" after an accepted request
@@ -178,14 +183,15 @@ type credentialLog struct {
 	ended       bool       // fatal was sent
 }
 
-func newCredentialLog(clock clockwork.Clock) *credentialLog {
-	return &credentialLog{clock: clock, fatal: make(chan error, 1)}
+func newCredentialLog(clock clockwork.Clock, lg *zap.Logger) *credentialLog {
+	return &credentialLog{clock: clock, lg: lg, fatal: make(chan error, 1)}
 }
 
 // refused logs err at error level unless it is the refusal logged last.
 // Before any orchestrator accepted the credential, it also ends Run with
 // ErrCredentialRefused once refusals have lasted credentialStartGrace.
-func (c *credentialLog) refused(lg *zap.Logger, orchestrator string, err *CredentialError) {
+func (c *credentialLog) refused(orchestrator string, err *CredentialError) {
+	lg := c.lg
 	msg := err.Error()
 	now := c.clock.Now()
 	c.mu.Lock()
@@ -220,16 +226,17 @@ func (c *credentialLog) refused(lg *zap.Logger, orchestrator string, err *Creden
 	}
 }
 
-// accepted notes a request the orchestrator accepted: from now on,
-// refusals are logged and backed off, never fatal.
-func (c *credentialLog) accepted(lg *zap.Logger) {
+// accepted notes a registration or poll the orchestrator accepted (not a
+// members-list read, which a credential of any role may make): from now
+// on, refusals are logged and backed off, never fatal.
+func (c *credentialLog) accepted() {
 	c.mu.Lock()
 	was := c.last
 	c.last = ""
 	c.wasAccepted = true
 	c.mu.Unlock()
 	if was != "" {
-		lg.Info("orchestrator accepts the worker's credentials again")
+		c.lg.Info("orchestrator accepts the worker's credentials again")
 	}
 }
 

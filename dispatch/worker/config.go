@@ -31,7 +31,8 @@ var (
 	// ErrCredentialRefused is what Run returns when the orchestrators
 	// refuse the worker's credentials (401 or 403 to its registration,
 	// polls or members-list reads) from its start on, for 5 seconds,
-	// without ever accepting them: a worker started without a valid
+	// without ever accepting its registration or a poll (a members-list
+	// read that succeeds does not count: a viewer may make one): a worker started without a valid
 	// credential stops, saying so, instead of retrying forever. The error
 	// names the orchestrator and wraps its *CredentialError. A worker whose
 	// credentials were accepted once logs later refusals and keeps

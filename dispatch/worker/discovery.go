@@ -121,7 +121,9 @@ type MemberList struct {
 	RequestTimeout time.Duration
 	// Clock times the refreshes; nil means the real clock.
 	Clock clockwork.Clock
-	// Logger; nil means no logs.
+	// Logger; nil means, when a Worker runs the MemberList, the worker's
+	// own logger, and no logs otherwise. Refusals of the worker's
+	// credentials are always logged with the worker's logger.
 	Logger *zap.Logger
 }
 
@@ -159,13 +161,15 @@ func (d *MemberList) Watch(ctx context.Context, update func([]string)) error {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return d.watch(ctx, &apiClient{hc: client}, update, nil)
+	return d.watch(ctx, &apiClient{hc: client}, update, nil, nil)
 }
 
 // watch is Watch with requests sent by c: a Worker running a MemberList
-// reads the members with its own client, TLS settings and token, and
-// tells creds (if not nil) whether its credentials were refused.
-func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]string), creds *credentialLog) error {
+// reads the members with its own client, TLS settings and token, tells
+// creds (if not nil) when its credentials were refused, and logs with
+// fallback (if not nil) when d has no Logger. A members list read is
+// never taken for an accepted credential: every role may read it.
+func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]string), creds *credentialLog, fallback *zap.Logger) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
@@ -179,6 +183,9 @@ func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]stri
 	clock, lg := d.Clock, d.Logger
 	if clock == nil {
 		clock = clockwork.NewRealClock()
+	}
+	if lg == nil {
+		lg = fallback
 	}
 	if lg == nil {
 		lg = zap.NewNop()
@@ -195,14 +202,9 @@ func (d *MemberList) watch(ctx context.Context, c *apiClient, update func([]stri
 		// Ask the members first (most likely current), then the seeds.
 		try := append(slices.Clone(last), seeds...)
 		addrs, err := fetchMembers(ctx, c, try, reqTimeout)
-		if creds != nil && ctx.Err() == nil {
-			var refused *CredentialError
-			switch {
-			case err == nil:
-				creds.accepted(lg)
-			case errors.As(err, &refused):
-				creds.refused(lg, refusedBy(err), refused)
-			}
+		var refused *CredentialError
+		if creds != nil && ctx.Err() == nil && errors.As(err, &refused) {
+			creds.refused(refusedBy(err), refused)
 		}
 		wait := interval
 		switch {

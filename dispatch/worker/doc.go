@@ -84,7 +84,9 @@
 //     (401, 403) is logged at once at error level, naming the orchestrator
 //     and the fix, then once per change, and backed off, never spun on.
 //     While no orchestrator has ever accepted the credential (the worker
-//     was started without a valid one), Run stops once the refusals have
+//     was started without a valid one; only an accepted registration or
+//     poll counts, not a members-list read, which a viewer's credential
+//     may make), Run stops once the refusals have
 //     lasted 5 seconds and returns an error wrapping ErrCredentialRefused
 //     and the orchestrator's *CredentialError: a program embedding a
 //     worker learns of it from Run, as it would from a failed connect,

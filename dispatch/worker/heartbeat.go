@@ -110,7 +110,7 @@ func (at *attempt) sendHeartbeat(ctx context.Context, req api.HeartbeatRequest) 
 		default:
 			if r.refused() {
 				err := r.credentialErr()
-				w.creds.refused(w.lg, addr, err)
+				w.creds.refused(addr, err)
 				return api.HeartbeatResponse{}, fmt.Errorf("heartbeat to %s: %w", addr, err)
 			}
 			if !r.retryable() {

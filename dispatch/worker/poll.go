@@ -47,7 +47,7 @@ func (w *Worker) pollLoop(ctx context.Context, addr string) {
 			var refused *CredentialError
 			switch {
 			case errors.As(err, &refused):
-				w.creds.refused(w.lg, addr, refused)
+				w.creds.refused(addr, refused)
 				failing = true
 			case !failing:
 				lg.Warn("poll failed; backing off", zap.Error(err))
@@ -60,7 +60,7 @@ func (w *Worker) pollLoop(ctx context.Context, addr string) {
 			}
 			continue
 		}
-		w.creds.accepted(w.lg)
+		w.creds.accepted()
 		if failing {
 			lg.Info("poll succeeded again")
 			failing = false

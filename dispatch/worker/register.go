@@ -63,7 +63,7 @@ func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
 			case ctx.Err() != nil:
 				return
 			case err == nil:
-				w.creds.accepted(w.lg)
+				w.creds.accepted()
 				if reg.failing || reg.addr != addr {
 					w.lg.Info("worker registered", zap.String("orchestrator", addr), zap.Duration("ttl", ttl))
 				}
@@ -77,7 +77,7 @@ func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
 				var refused *CredentialError
 				switch {
 				case errors.As(err, &refused):
-					w.creds.refused(w.lg, addr, refused)
+					w.creds.refused(addr, refused)
 				case errors.Is(err, errNoRegistry):
 					if !reg.failing {
 						w.lg.Info("orchestrator keeps no worker registry; the worker runs unregistered there", zap.String("orchestrator", addr))

@@ -79,14 +79,15 @@ func New(cfg Config) (*Worker, error) {
 		// So is the etcd the members are read from.
 		policy.AddFleet("etcd endpoint", d.EtcdEndpoints()...)
 	}
+	lg := cfg.Logger.Named("worker").With(zap.String("worker", cfg.ID))
 	w := &Worker{
 		cfg:           cfg,
-		lg:            cfg.Logger.Named("worker").With(zap.String("worker", cfg.ID)),
+		lg:            lg,
 		client:        &apiClient{hc: cfg.HTTPClient, token: cfg.Token},
 		execTransport: policy.HTTPTransport(cfg.HTTPPolicy.ProxyFromEnvironment),
 		policy:        policy,
 		slots:         newSlots(cfg.Concurrency),
-		creds:         newCredentialLog(cfg.Clock),
+		creds:         newCredentialLog(cfg.Clock, lg),
 		handlers:      map[string]Handler{},
 		addrsNote:     make(chan struct{}, 1),
 		firstRegister: make(chan struct{}),
@@ -190,12 +191,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	discDone := make(chan error, 1)
 	go func() {
 		if ml, ok := w.cfg.Orchestrators.(*MemberList); ok {
-			// The members list is read with the worker's credentials.
+			// The members list is read with the worker's credentials,
+			// and logged with the worker's logger unless it has its own.
 			c := w.client
 			if ml.HTTPClient != nil {
 				c = &apiClient{hc: ml.HTTPClient, token: w.cfg.Token}
 			}
-			discDone <- ml.watch(pollCtx, c, w.setAddrs, w.creds)
+			discDone <- ml.watch(pollCtx, c, w.setAddrs, w.creds, w.lg.Named("discovery"))
 			return
 		}
 		discDone <- w.cfg.Orchestrators.Watch(pollCtx, w.setAddrs)

@@ -21,7 +21,10 @@
 //     it breaks, so that the command line can say where the value came
 //     from (a flag, a variable, a config file) without parsing messages.
 //   - A flag defined with BytesVar prints its value exactly (1GiB, not
-//     1.0 GiB), so that what the command line prints reads back the same.
+//     1.0 GiB), so that what the command line prints reads back the same;
+//     FormatDuration writes a duration that reads back the same (24h).
+//   - After Decimal, a number flag takes only numbers written in decimal
+//     (16, -1, 0.8), never 0x10 or 010 (which strconv reads as 16 and 8).
 //
 // Not guaranteed: that a flag's help repeats the zero convention (it says
 // only what a negative value means, when it is allowed); the command

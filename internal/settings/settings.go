@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -121,6 +122,9 @@ func (b *bytesValue) String() string { return FormatBytes(int64(*b)) }
 
 func (b *bytesValue) Set(s string) error {
 	n, err := ParseBytes(s)
+	if errors.Is(err, errSize) {
+		return errSize // the flag's message quotes the value already
+	}
 	if err != nil {
 		return err
 	}
@@ -139,6 +143,9 @@ var units = map[string]int64{
 	"ki": 1 << 10, "kib": 1 << 10, "mi": 1 << 20, "mib": 1 << 20, "gi": 1 << 30, "gib": 1 << 30, "ti": 1 << 40, "tib": 1 << 40,
 }
 
+// errSize is the rule of a size that ParseBytes refuses.
+var errSize = errors.New("want a whole number of bytes, optionally with a unit (like 2GiB, 512MB or 8589934592)")
+
 // ParseBytes reads a size: a whole number of bytes, optionally followed
 // by a unit (KiB, MiB, GiB, TiB; KB, MB, GB, TB; case does not matter,
 // spaces are allowed before it). Negative sizes and fractions are
@@ -151,7 +158,7 @@ func ParseBytes(s string) (int64, error) {
 	}
 	unit, ok := units[strings.ToLower(strings.TrimSpace(t[i:]))]
 	if i == 0 || !ok {
-		return 0, fmt.Errorf("%q is not a size: want a whole number of bytes, optionally with a unit (like 2GiB, 512MB or 8589934592)", s)
+		return 0, fmt.Errorf("%q is not a size: %w", s, errSize)
 	}
 	n, err := strconv.ParseInt(t[:i], 10, 64)
 	if err != nil || n > math.MaxInt64/unit {

@@ -137,3 +137,72 @@ func Example() {
 	// -1 512KiB
 	// history-budget "512KiB": want at least 1MiB
 }
+
+// TestDecimal: after Decimal, number flags take decimal numbers only,
+// whatever strconv would read, and keep their type; other flags are left
+// as they are.
+func TestDecimal(t *testing.T) {
+	var (
+		n    int
+		n64  int64
+		frac float64
+		d    time.Duration
+	)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	fs.IntVar(&n, "n", 0, "")
+	fs.Int64Var(&n64, "n64", 0, "")
+	fs.Float64Var(&frac, "frac", 0, "")
+	fs.DurationVar(&d, "d", 0, "")
+	settings.Decimal(fs)
+	settings.Decimal(fs) // twice: still one check
+	for _, tt := range []struct{ flag, value string }{{"n", "16"}, {"n", "-1"}, {"n", "0"}, {"n64", "8589934592"}, {"frac", "0.8"}, {"frac", "-1"}, {"frac", "100"}} {
+		if err := fs.Set(tt.flag, tt.value); err != nil {
+			t.Errorf("--%s=%s: %v", tt.flag, tt.value, err)
+		}
+	}
+	if n != 0 || n64 != 8589934592 || frac != 100 {
+		t.Errorf("set %d, %d, %v", n, n64, frac)
+	}
+	for _, tt := range []struct{ flag, value string }{{"n", "0x10"}, {"n", "010"}, {"n", "0o10"}, {"n", "0b11"}, {"n", "+5"}, {"n", "1_000"},
+		{"frac", "1e3"}, {"frac", "inf"}, {"frac", "NaN"}, {"frac", ".5"}, {"frac", "0x1p-2"}, {"n64", "0x10"}} {
+		if err := fs.Set(tt.flag, tt.value); err == nil || !strings.Contains(err.Error(), "decimal") {
+			t.Errorf("--%s=%s: got %v, want it refused as not decimal", tt.flag, tt.value, err)
+		}
+	}
+	if err := fs.Set("n", "lots"); err == nil || strings.Contains(err.Error(), "decimal") {
+		t.Errorf("--n=lots: got %v, want the flag's own refusal", err)
+	}
+	if err := fs.Set("d", "1h"); err != nil {
+		t.Errorf("--d=1h: %v", err)
+	}
+	for _, name := range []string{"n", "n64", "frac", "d"} {
+		if got, want := fs.Lookup(name).Value.Type(), map[string]string{"n": "int", "n64": "int64", "frac": "float64", "d": "duration"}[name]; got != want {
+			t.Errorf("--%s has type %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestKindAndFormatDuration(t *testing.T) {
+	var b int64
+	var l []string
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	fs.Int("n", 0, "")
+	fs.Float64("f", 0, "")
+	fs.Duration("d", 0, "")
+	fs.Bool("b", false, "")
+	settings.BytesVar(fs, &b, "size", 0, "")
+	settings.StringsVar(fs, &l, "list", nil, "")
+	settings.Decimal(fs)
+	for name, want := range map[string]string{"n": "an integer", "f": "a number", "d": "a duration such as 30s", "b": "true or false", "size": "a size such as 64MiB", "list": "a list"} {
+		if got := settings.Kind(fs.Lookup(name)); got != want {
+			t.Errorf("Kind(--%s) = %q, want %q", name, got, want)
+		}
+	}
+	for d, want := range map[time.Duration]string{-1: "-1ns", -time.Second: "-1s", 24 * time.Hour: "24h", 15 * time.Minute: "15m", 90 * time.Minute: "1h30m",
+		time.Hour + time.Second: "1h0m1s", 1500 * time.Millisecond: "1.5s", 0: "0s", -2 * time.Hour: "-2h"} {
+		got := settings.FormatDuration(d)
+		if back, err := time.ParseDuration(got); got != want || err != nil || back != d {
+			t.Errorf("FormatDuration(%v) = %q (reads back as %v, %v), want %q", int64(d), got, back, err, want)
+		}
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/skewclock"
 	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/membership/deathwatch"
 )
 
 // etcdOptions are the flags that say how to reach etcd.
@@ -108,6 +109,9 @@ type memberOptions struct {
 	// workers is the worker registry's configuration, the flags bound
 	// into it.
 	workers workers.Config
+	// deadMembers is the dead member detector's configuration, the flags
+	// bound into it.
+	deadMembers deathwatch.Config
 	// loadsInFlight is --loads-in-flight: partitions loaded at once, 0
 	// for no bound; loadJobsInFlight is --load-jobs-in-flight: their jobs,
 	// 0 for no bound.
@@ -144,6 +148,8 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
 	fs.DurationVar(&o.workers.TTL, "worker-ttl", dispatch.DefaultWorkerTTL, "how long a worker's registration lives without a refresh (whole seconds, 2s to 5m); the attempts of a worker silent that long are retried at once")
 	fs.DurationVar(&o.workers.IDGrace, "worker-id-grace", workers.DefaultIDGrace, "how long a worker ID stays bound to the credential that registered it after its registration ended (whole seconds, 1s to 24h); until then another credential cannot use the ID")
+	fs.DurationVar(&o.deadMembers.Interval, "dead-member-probe-interval", deathwatch.DefaultInterval, "how often this member probes each other member's advertised address; two refused connections (nothing listens there: its process died) --dead-member-confirm apart revoke that member's lease, so its partitions move at once instead of after its lease TTL (negative: off)")
+	fs.DurationVar(&o.deadMembers.Confirm, "dead-member-confirm", deathwatch.DefaultConfirm, "the least time between the two refused probes that confirm a member's death (below --dead-member-probe-interval)")
 	fs.Float64Var(&o.workers.RequestRate, "worker-register-rate", workers.DefaultRequestRate, "worker registration requests (refreshes included) each credential may send this member per second, with bursts of twice as many (negative: unlimited)")
 	fs.Float64Var(&o.workers.WriteRate, "worker-register-writes", workers.DefaultWriteRate, "KiB of worker registrations (new, changed, updated) each credential may make this member write per second, with bursts of 64 (or a second's worth); a new or changed registration beyond it gets 429, an update of its active count is skipped (negative: unlimited)")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
@@ -251,6 +257,11 @@ func (o *memberOptions) checkFlags() error {
 	wc.Namespace, wc.Member = "/", "check" // the member's own, checked with the rest of its configuration
 	if err := wc.Validate(); err != nil {
 		return fmt.Errorf("--worker-ttl/--worker-id-grace/--worker-register-rate/--worker-register-writes: %w", err)
+	}
+	dc := o.deadMembers
+	dc.Namespace, dc.Self = "/", "check"
+	if err := dc.Validate(); err != nil {
+		return fmt.Errorf("--dead-member-probe-interval/--dead-member-confirm: %w", err)
 	}
 	_, _, err := o.loadsConfig()
 	return err
@@ -445,6 +456,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		LeaseTTL:         o.leaseTTL,
 		RunLease:         o.runLease,
 		Workers:          o.workers,
+		DeadMembers:      o.deadMembers,
 		LoadsInFlight:    loads,
 		LoadJobsInFlight: loadJobs,
 		WarmStandby:      o.warmStandby,

@@ -13,6 +13,7 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/membership/deathwatch"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -53,6 +54,15 @@ type Config struct {
 	// credential, the registrations' bounds and rates. Its Namespace,
 	// Member, Space, Metrics, Clock and Logger are the member's own.
 	Workers workers.Config
+	// DeadMembers configures the detector of dead members (package
+	// membership/deathwatch): how often this member probes the others'
+	// advertised addresses, and how far apart two refusals must be to
+	// confirm a death, after which it revokes the dead member's lease so
+	// its partitions move at once instead of after the lease's TTL. Zero
+	// fields take the detector's defaults (probes every 200ms, refusals
+	// 50ms apart); a negative Interval turns it off. Its Namespace, Self,
+	// Clock, Logger and Metrics are the member's own.
+	DeadMembers deathwatch.Config
 	// Notify configures the run notifications this member delivers.
 	Notify NotifyConfig
 	// HistoryMaxRuns, HistoryMaxAge, HistoryBudget and DeleteAfter are
@@ -124,6 +134,9 @@ func (c Config) Validate() error {
 	if _, err := c.Notify.defaults(); err != nil {
 		return bad("%v", err)
 	}
+	if err := c.deadMembersConfig().Validate(); err != nil {
+		return bad("%s", strings.TrimPrefix(err.Error(), deathwatch.ErrInvalidConfig.Error()+": "))
+	}
 	if err := c.workersConfig().Validate(); err != nil {
 		return bad("%s", strings.TrimPrefix(err.Error(), workers.ErrInvalidConfig.Error()+": "))
 	}
@@ -173,6 +186,14 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+}
+
+// deadMembersConfig is the dead member detector's configuration:
+// c.DeadMembers with the member's namespace, ID, clock and logger.
+func (c Config) deadMembersConfig() deathwatch.Config {
+	dc := c.DeadMembers
+	dc.Namespace, dc.Self, dc.Clock, dc.Logger = c.Namespace, c.ID, c.Clock, c.Logger.Named("deathwatch")
+	return dc
 }
 
 // workersConfig is the worker registry's configuration: c.Workers with

@@ -3,6 +3,7 @@ package admin
 import (
 	"net/http"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 )
@@ -85,6 +86,7 @@ func (a *server) routes() []route {
 		{pattern: "POST " + dispatch.PathComplete, access: auth.AccessWork, handler: hf(w.complete)},
 		{pattern: "POST " + dispatch.PathRegister, access: auth.AccessWork, handler: hf(w.register)},
 		{pattern: "POST " + dispatch.PathDeregister, access: auth.AccessWork, handler: hf(w.deregister)},
+		{pattern: "POST " + api.PathPresence, access: auth.AccessWork, handler: hf(w.presence)},
 
 		{pattern: "POST /v1/tokens", access: auth.AccessAdmin, handler: hf(t.create)},
 		{pattern: "GET /v1/tokens", access: auth.AccessAdmin, handler: hf(t.list)},

@@ -150,6 +150,7 @@ func (o *memberOptions) register(cmd *cobra.Command) {
 	fs.DurationVar(&o.workers.IDGrace, "worker-id-grace", workers.DefaultIDGrace, "how long a worker ID stays bound to the credential that registered it after its registration ended (whole seconds, 1s to 24h); until then another credential cannot use the ID")
 	fs.DurationVar(&o.deadMembers.Interval, "dead-member-probe-interval", deathwatch.DefaultInterval, "how often this member probes each other member's advertised address; two refused connections (nothing listens there: its process died) --dead-member-confirm apart revoke that member's lease, so its partitions move at once instead of after its lease TTL (negative: off)")
 	fs.DurationVar(&o.deadMembers.Confirm, "dead-member-confirm", deathwatch.DefaultConfirm, "the least time between the two refused probes that confirm a member's death (below --dead-member-probe-interval)")
+	fs.DurationVar(&o.workers.PresenceGrace, "worker-presence-grace", workers.DefaultPresenceGrace, "how long a worker whose presence stream with this member broke without its end (its connection closed or reset, as when its process dies) has to open a new one before its registration is revoked and its attempts retried at once (at most half --worker-ttl; negative: wait for the registration's TTL)")
 	fs.Float64Var(&o.workers.RequestRate, "worker-register-rate", workers.DefaultRequestRate, "worker registration requests (refreshes included) each credential may send this member per second, with bursts of twice as many (negative: unlimited)")
 	fs.Float64Var(&o.workers.WriteRate, "worker-register-writes", workers.DefaultWriteRate, "KiB of worker registrations (new, changed, updated) each credential may make this member write per second, with bursts of 64 (or a second's worth); a new or changed registration beyond it gets 429, an update of its active count is skipped (negative: unlimited)")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
@@ -256,7 +257,7 @@ func (o *memberOptions) checkFlags() error {
 	wc := o.workers
 	wc.Namespace, wc.Member = "/", "check" // the member's own, checked with the rest of its configuration
 	if err := wc.Validate(); err != nil {
-		return fmt.Errorf("--worker-ttl/--worker-id-grace/--worker-register-rate/--worker-register-writes: %w", err)
+		return fmt.Errorf("--worker-ttl/--worker-id-grace/--worker-presence-grace/--worker-register-rate/--worker-register-writes: %w", err)
 	}
 	dc := o.deadMembers
 	dc.Namespace, dc.Self = "/", "check"

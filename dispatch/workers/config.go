@@ -80,6 +80,13 @@ type Config struct {
 	// second's worth, if more).
 	WriteRate  float64
 	WriteBurst int
+	// PresenceGrace is how long a worker whose presence stream
+	// (api.PathPresence) ended without its end (its connection closed or
+	// reset, as when its process dies) has to open a new one with this
+	// member before its registration is revoked, so that its attempts are
+	// retried at once instead of one TTL later. Default
+	// DefaultPresenceGrace; negative: broken streams are not acted on.
+	PresenceGrace time.Duration
 	// RequestTimeout bounds each etcd request. Default 5s.
 	RequestTimeout time.Duration
 	// Space, if set, is the fleet's guard of etcd's space: registrations
@@ -136,6 +143,9 @@ func (c *Config) setDefaults() {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 5 * time.Second
 	}
+	if c.PresenceGrace == 0 {
+		c.PresenceGrace = DefaultPresenceGrace
+	}
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
 	}
@@ -166,6 +176,8 @@ func (c Config) Validate() error {
 		return bad("request burst %d must be at least 1", c.RequestBurst)
 	case c.WriteRate > 0 && c.WriteBurst < maxWriteCost:
 		return bad("write burst %d must be at least %d (what the largest registration costs)", c.WriteBurst, maxWriteCost)
+	case c.PresenceGrace > c.TTL/2:
+		return bad("presence grace %v must be at most half the worker TTL %v (negative: off)", c.PresenceGrace, c.TTL)
 	case c.RequestTimeout <= 0:
 		return bad("request timeout %v must be positive", c.RequestTimeout)
 	}

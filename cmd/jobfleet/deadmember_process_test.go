@@ -3,7 +3,8 @@ package main
 // Process tests of the dead member detector (membership/deathwatch): a
 // killed member's lease is revoked by a peer before it could expire; a
 // paused one keeps it; a member restarted on the same address, or whose
-// port another process took, is never revoked.
+// port another process took, is never revoked. And of the workers'
+// presence streams: a killed worker's registration is revoked at once.
 
 import (
 	"bufio"
@@ -14,8 +15,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +29,8 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/chaos"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/proctest"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 // failoverKills is how many times TestKilledOrchestratorIsRevokedAtOnce
@@ -401,4 +407,99 @@ func revokedBy(fleet []*orch, lease int64) string {
 		}
 	}
 	return ""
+}
+
+// TestKilledWorkerProcessIsRevokedAtOnce: a `jobfleet worker` process
+// holding an attempt is killed (SIGKILL). Its presence stream breaks
+// without its end, it does not come back, and the orchestrator revokes
+// its registration: the attempt is handed to another worker although
+// neither the registration's 60 s TTL nor the 60 s run lease could have
+// ended it yet.
+func TestKilledWorkerProcessIsRevokedAtOnce(t *testing.T) {
+	ns := etcdtest.Namespace(t)
+	o := startOrchestrator(t, ns, "orch-w", "--worker-ttl=60s", "--run-lease=60s")
+	if o.Exited() {
+		t.Fatalf("orchestrator exited at start-up: %v", o.Cmd.ProcessState)
+	}
+	waitSettled(t, o, []string{"orch-w"}, 20*time.Second)
+
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	hang := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := r.Header.Get("Jobfleet-Attempt")
+		mu.Lock()
+		attempts[a]++
+		mu.Unlock()
+		if a == "1" {
+			<-hang // attempt 1 runs until its worker dies
+		}
+	}))
+	defer hook.Close()
+	defer close(hang) // first: Close waits for the handlers
+
+	startWorker := func(id string) *proctest.Process {
+		return startProc(t, id, "worker", "--orchestrators="+o.url, "--token-file="+adminSecretFile, "--id="+id,
+			"--concurrency=1", "--http-allow=127.0.0.1", "--poll-wait=1s", "--log-format=json")
+	}
+	doomed := startWorker("doomed")
+	poll(t, 15*time.Second, "the worker's presence stream open", func() (bool, string) {
+		n := metricValue(t, o, "jobfleet_worker_presence_streams")
+		return n == 1, fmt.Sprintf("%v presence streams", n)
+	})
+	job := store.Job{ID: "survives-its-worker", Executor: store.Executor{Type: "http", URL: hook.URL},
+		Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(10 * time.Millisecond)}}
+	body, _ := json.Marshal(job)
+	resp, err := httpClient.Post(o.url+"/v1/jobs", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create job: %d", resp.StatusCode)
+	}
+	runs := func() []store.Run {
+		var l api.RunList
+		if code, err := getJSON(o.url+"/v1/jobs/"+url.PathEscape(job.ID)+"/runs", &l); err != nil || code != http.StatusOK {
+			return nil
+		}
+		return l.Runs
+	}
+	poll(t, 15*time.Second, "attempt 1 reached the hook", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return attempts["1"] == 1, fmt.Sprintf("executions by attempt %v", attempts)
+	})
+	startWorker("rescuer")
+	poll(t, 15*time.Second, "the rescuer registered", func() (bool, string) {
+		var ws api.WorkerList
+		code, err := getJSON(o.url+"/v1/cluster/workers", &ws)
+		return err == nil && code == http.StatusOK && len(ws.Workers) == 2, fmt.Sprintf("GET /v1/cluster/workers: %d %v %+v", code, err, ws)
+	})
+
+	killedAt := time.Now()
+	doomed.Signal(t, syscall.SIGKILL)
+	doomed.Wait(t, 5*time.Second)
+	var run store.Run
+	// Within 30 s: the registration, refreshed every 20 s, had at least
+	// 40 s to live, the run lease 60 s.
+	poll(t, 30*time.Second, "the run succeeded on the rescuer", func() (bool, string) {
+		if rs := runs(); len(rs) == 1 {
+			run = rs[0]
+		}
+		return run.Status == store.RunSucceeded, fmt.Sprintf("run %+v", run)
+	})
+	if len(run.Attempts) != 2 || run.Attempts[1].Worker != "rescuer" || !strings.Contains(run.Attempts[0].Error, `worker "doomed" lost`) {
+		t.Fatalf("attempts %+v, want attempt 1 lost with the doomed worker, attempt 2 by the rescuer", run.Attempts)
+	}
+	if l := logLine(o.Stderr.String(), "revoked a dead worker's registration"); !strings.Contains(l, `"worker":"doomed"`) {
+		t.Fatalf("the orchestrator did not log revoking the doomed worker's registration (got %q)", l)
+	}
+	t.Logf("attempt 2 handed out %v after the worker was killed (worker TTL 60s, run lease 60s, presence grace 500ms)",
+		run.Attempts[1].StartedAt.Sub(killedAt).Round(time.Millisecond))
+	mu.Lock()
+	defer mu.Unlock()
+	if attempts["1"] != 1 || attempts["2"] != 1 || len(attempts) != 2 {
+		t.Fatalf("executions by attempt %v, want attempt 1 and attempt 2 once each", attempts)
+	}
 }

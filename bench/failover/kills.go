@@ -454,7 +454,7 @@ func watchFires(obs *clientv3.Client, ns string, from int64) *fireWatch {
 					if ev.Type != clientv3.EventTypePut || ev.Kv.CreateRevision != ev.Kv.ModRevision {
 						continue
 					}
-					var r store.Run
+					var r api.Run
 					if json.Unmarshal(ev.Kv.Value, &r) == nil {
 						w.created[r.ID] = now
 					}

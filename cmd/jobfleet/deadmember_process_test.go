@@ -30,7 +30,6 @@ import (
 	"github.com/jobfleet/jobfleet/internal/chaos"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/proctest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // failoverKills is how many times TestKilledOrchestratorIsRevokedAtOnce
@@ -447,8 +446,8 @@ func TestKilledWorkerProcessIsRevokedAtOnce(t *testing.T) {
 		n := metricValue(t, o, "jobfleet_worker_presence_streams")
 		return n == 1, fmt.Sprintf("%v presence streams", n)
 	})
-	job := store.Job{ID: "survives-its-worker", Executor: store.Executor{Type: "http", URL: hook.URL},
-		Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(10 * time.Millisecond)}}
+	job := api.Job{ID: "survives-its-worker", Executor: api.Executor{Type: "http", URL: hook.URL},
+		Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(10 * time.Millisecond)}}
 	body, _ := json.Marshal(job)
 	resp, err := httpClient.Post(o.url+"/v1/jobs", "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -458,7 +457,7 @@ func TestKilledWorkerProcessIsRevokedAtOnce(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create job: %d", resp.StatusCode)
 	}
-	runs := func() []store.Run {
+	runs := func() []api.Run {
 		var l api.RunList
 		if code, err := getJSON(o.url+"/v1/jobs/"+url.PathEscape(job.ID)+"/runs", &l); err != nil || code != http.StatusOK {
 			return nil
@@ -480,14 +479,14 @@ func TestKilledWorkerProcessIsRevokedAtOnce(t *testing.T) {
 	killedAt := time.Now()
 	doomed.Signal(t, syscall.SIGKILL)
 	doomed.Wait(t, 5*time.Second)
-	var run store.Run
+	var run api.Run
 	// Within 30 s: the registration, refreshed every 20 s, had at least
 	// 40 s to live, the run lease 60 s.
 	poll(t, 30*time.Second, "the run succeeded on the rescuer", func() (bool, string) {
 		if rs := runs(); len(rs) == 1 {
 			run = rs[0]
 		}
-		return run.Status == store.RunSucceeded, fmt.Sprintf("run %+v", run)
+		return run.Status == api.RunSucceeded, fmt.Sprintf("run %+v", run)
 	})
 	if len(run.Attempts) != 2 || run.Attempts[1].Worker != "rescuer" || !strings.Contains(run.Attempts[0].Error, `worker "doomed" lost`) {
 		t.Fatalf("attempts %+v, want attempt 1 lost with the doomed worker, attempt 2 by the rescuer", run.Attempts)

@@ -137,7 +137,7 @@ func (r *Registry) liveRegistration(ctx context.Context, worker, credential stri
 		return nil, ErrNotRegistered
 	}
 	kv := resp.Kvs[0]
-	var doc store.Worker
+	var doc api.Worker
 	if json.Unmarshal(kv.Value, &doc) != nil || doc.Credential != credential || kv.Lease == 0 {
 		return nil, ErrNotRegistered
 	}

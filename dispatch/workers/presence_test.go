@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
 )
@@ -132,7 +133,7 @@ func TestPresenceRegistrationChanged(t *testing.T) {
 	s.next <- result{err: syscall.ECONNRESET}
 	e.clock.BlockUntilContext(context.Background(), 1)
 	// The worker deregisters and registers again: a new registration.
-	if err := r.Deregister(context.Background(), dispatch.DeregisterRequest{Worker: "w1", Credential: "cred"}); err != nil {
+	if err := r.Deregister(context.Background(), api.DeregisterRequest{Worker: "w1", Credential: "cred"}); err != nil {
 		t.Fatal(err)
 	}
 	e.register(r, req("w1", "cred"))

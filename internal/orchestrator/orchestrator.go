@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
@@ -367,13 +368,13 @@ func (o *Orchestrator) runSession(stop <-chan struct{}) (left bool, err error) {
 // session makes the member register again under a new lease now. It
 // returns when ctx ends or after ending the session.
 func (o *Orchestrator) watchRegistration(ctx context.Context, s *membership.Session, lease int64) {
-	has := func(v membership.View) bool {
-		return slices.ContainsFunc(v.Members, func(m membership.Member) bool { return m.ID == o.cfg.ID && m.LeaseID == lease })
+	has := func(v api.View) bool {
+		return slices.ContainsFunc(v.Members, func(m api.Member) bool { return m.ID == o.cfg.ID && m.LeaseID == lease })
 	}
 	if _, err := o.members.WaitFor(ctx, has); err != nil {
 		return
 	}
-	if _, err := o.members.WaitFor(ctx, func(v membership.View) bool { return !has(v) }); err != nil || ctx.Err() != nil {
+	if _, err := o.members.WaitFor(ctx, func(v api.View) bool { return !has(v) }); err != nil || ctx.Err() != nil {
 		return
 	}
 	o.lg.Warn("this member's registration is gone though it did not leave: its lease was revoked (a peer judged it dead) or the key deleted; fencing now and registering again",

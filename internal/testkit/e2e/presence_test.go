@@ -16,9 +16,9 @@ import (
 
 	jfapi "github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // presenceWorker runs a worker whose connections to the fleet's first
@@ -43,9 +43,9 @@ func presenceWorker(t *testing.T, f *fleettest.Fleet, id string) *netfault.Bridg
 	w, err := worker.New(worker.Config{
 		ID: id, Orchestrators: worker.StaticOrchestrators(f.URLs()[0]), Token: f.WorkerToken, Concurrency: 1,
 		HTTPClient: &http.Client{Transport: tr},
-		PollWait: time.Second, ShutdownTimeout: time.Second, ReportTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
+		PollWait:   time.Second, ShutdownTimeout: time.Second, ReportTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
 		RetryInitial: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond,
-		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}},
+		HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}},
 		Logger:     zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(id),
 	})
 	if err != nil {
@@ -102,13 +102,13 @@ func TestDeadWorkerIsRevokedAtOnce(t *testing.T) {
 	})
 	m1 := f.Member("m1").Metrics
 	waitFor(t, 10*time.Second, func() bool { return counter(t, m1, "jobfleet_worker_presence_streams", nil) == 1 })
-	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: "survives", Executor: store.Executor{Type: "http", URL: hook.URL},
-		Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(10 * time.Millisecond)}}, nil); code != http.StatusCreated {
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", jfapi.Job{ID: "survives", Executor: jfapi.Executor{Type: "http", URL: hook.URL},
+		Retry: jfapi.RetryPolicy{MaxAttempts: 3, InitialBackoff: jfapi.Duration(10 * time.Millisecond)}}, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
 	waitFor(t, 10*time.Second, func() bool {
 		runs := runsOf(t, f.AdminToken, base, "survives")
-		return len(runs) == 1 && runs[0].Status == store.RunRunning && first.Load()
+		return len(runs) == 1 && runs[0].Status == jfapi.RunRunning && first.Load()
 	})
 
 	killedAt := time.Now()
@@ -122,10 +122,10 @@ func TestDeadWorkerIsRevokedAtOnce(t *testing.T) {
 		t.Fatalf("dead worker revocations = %v, want 1: the registration went some other way", got)
 	}
 	startWorkers(t, 1, []string{base}, f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	var run store.Run
+	var run jfapi.Run
 	waitFor(t, 20*time.Second, func() bool {
 		run = runsOf(t, f.AdminToken, base, "survives")[0]
-		return run.Status == store.RunSucceeded
+		return run.Status == jfapi.RunSucceeded
 	})
 	if len(run.Attempts) != 2 || run.Attempts[1].Worker != "w1" || !strings.Contains(run.Attempts[0].Error, `worker "doomed" lost`) {
 		t.Fatalf("attempts = %+v, want attempt 1 lost with the doomed worker, attempt 2 by w1", run.Attempts)

@@ -1,8 +1,10 @@
 // Package orchestrator assembles one fleet member: its lease session and
-// registration, the member view, the owner table and the shard controller,
-// re-registering with a new lease whenever the old one is lost, and leaving
-// the fleet gracefully (deregister, hand partitions over, revoke the lease)
-// when stopped or drained.
+// registration, the member view, the owner table, the shard controller
+// and the dead member detector (membership/deathwatch), re-registering
+// with a new lease whenever the old one is lost (at once when its own
+// registration vanishes: a peer revoked the lease), and leaving the fleet
+// gracefully (deregister, hand partitions over, revoke the lease) when
+// stopped or drained.
 package orchestrator
 
 import (

@@ -123,16 +123,23 @@ func (w *Worker) presenceWait(ctx context.Context, addr string, d time.Duration)
 	}
 }
 
+// presenceAnswerTimeout bounds the wait for the orchestrator's answer to
+// a stream's hello. An orchestrator that does not read the stream (one of
+// an older version, whose 404 comes only once the body has ended) or is
+// too slow to check the registration is answered by the body's end.
+const presenceAnswerTimeout = 3 * time.Second
+
 // holdPresence holds one presence stream with addr until ctx ends or the
 // target moves (then it ends the body properly and waits for the reply's
 // end), or the orchestrator ends it, refuses it, or the connection fails.
 // It returns the reply's status (0 without one) and the error that ended
 // the stream, if any.
 //
-// The orchestrator accepts a stream with 200 at once and keeps the reply
-// open until the body ends, so a connection that dies is noticed at once
-// here too (reading the reply fails) and the stream is opened again well
-// within the orchestrator's grace.
+// The body's first line is the hello; the ticks follow only once the
+// orchestrator accepted the stream, with 200 at once, keeping the reply
+// open until the body ends: a connection that dies is then noticed at
+// once here too (reading the reply fails), and the stream is opened again
+// well within the orchestrator's grace.
 func (w *Worker) holdPresence(ctx context.Context, addr string) (int, error) {
 	pr, pw := io.Pipe()
 	// Not under ctx: cancelling the request would cut the connection,
@@ -144,9 +151,10 @@ func (w *Worker) holdPresence(ctx context.Context, addr string) (int, error) {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	accepted := make(chan struct{})
 	writerDone := make(chan error, 1)
 	stopWriter := make(chan struct{})
-	go func() { writerDone <- w.presenceWriter(pw, stopWriter) }() // ends when stopped or a write fails
+	go func() { writerDone <- w.presenceWriter(pw, accepted, stopWriter) }() // ends when stopped or a write fails
 	writerExited := false
 	waitWriter := func() { // only this goroutine calls it
 		if !writerExited {
@@ -159,48 +167,71 @@ func (w *Worker) holdPresence(ctx context.Context, addr string) (int, error) {
 		pw.CloseWithError(errPresenceOver) // a no-op after a proper end; unblocks a write
 		waitWriter()
 	}()
-
-	resp, err := w.client.hc.Do(req) // returns with the reply's status: at once
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxOtherReplyBytes))
-		return resp.StatusCode, nil
-	}
-	replyDone := make(chan error, 1)
-	go func() { // ends when the reply does: the orchestrator ended it, or the connection failed
-		_, err := io.Copy(io.Discard, io.LimitReader(resp.Body, maxOtherReplyBytes))
-		replyDone <- err
-	}()
-	end := func() (int, error) {
+	// endBody ends the body properly and waits for what follows (the
+	// reply, or its end) up to RequestTimeout, then gives up on it.
+	endBody := func(wait <-chan struct{}) {
 		waitWriter()
-		pw.Close() // the body's proper end; the orchestrator ends the reply
+		pw.Close()
 		t := w.cfg.Clock.NewTimer(w.cfg.RequestTimeout)
 		defer t.Stop()
 		select {
-		case err := <-replyDone:
-			return http.StatusOK, err
+		case <-wait:
 		case <-t.Chan():
 			cancel()
-			return http.StatusOK, <-replyDone
+			<-wait
 		}
 	}
+
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	answered := make(chan struct{})
+	var ans answer
+	go func() { // ends when Do does: with the answer, or when rctx is cancelled
+		defer close(answered)
+		ans.resp, ans.err = w.client.hc.Do(req)
+	}()
+	t := w.cfg.Clock.NewTimer(presenceAnswerTimeout)
+	select {
+	case <-answered:
+	case <-t.Chan():
+		endBody(answered)
+	case <-ctx.Done():
+		endBody(answered)
+	}
+	t.Stop()
+	if ans.err != nil {
+		return 0, ans.err
+	}
+	resp := ans.resp
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || writerExited {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxOtherReplyBytes))
+		return resp.StatusCode, nil
+	}
+	close(accepted)
+	replyDone := make(chan struct{})
+	var replyErr error
+	go func() { // ends when the reply does: the orchestrator ended it, or the connection failed
+		defer close(replyDone)
+		_, replyErr = io.Copy(io.Discard, io.LimitReader(resp.Body, maxOtherReplyBytes))
+	}()
 	for {
 		select {
 		case <-ctx.Done():
-			return end()
+			endBody(replyDone)
+			return http.StatusOK, replyErr
 		case <-w.presenceNote:
 			if w.presenceTarget() != addr {
-				return end()
+				endBody(replyDone)
+				return http.StatusOK, replyErr
 			}
-		case err := <-replyDone: // the orchestrator ended the stream, or the connection failed
-			if err == nil {
-				err = errPresenceEnded
+		case <-replyDone: // the orchestrator ended the stream, or the connection failed
+			if replyErr == nil {
+				replyErr = errPresenceEnded
 			}
-			cancel()
-			return http.StatusOK, err
+			return http.StatusOK, replyErr
 		case err := <-writerDone: // the connection failed under a write
 			writerExited = true
 			cancel()
@@ -217,15 +248,20 @@ var (
 	errPresenceEnded = errors.New("the orchestrator ended the presence stream")
 )
 
-// presenceWriter writes the hello, then a line every tick, until stop
-// closes or a write fails (its request failed).
-func (w *Worker) presenceWriter(pw *io.PipeWriter, stop <-chan struct{}) error {
+// presenceWriter writes the hello, then, once accepted closes, a line
+// every tick, until stop closes or a write fails (its request failed).
+func (w *Worker) presenceWriter(pw *io.PipeWriter, accepted, stop <-chan struct{}) error {
 	hello, err := json.Marshal(api.PresenceHello{Worker: w.cfg.ID})
 	if err != nil {
 		return err
 	}
 	if _, err := pw.Write(append(hello, '\n')); err != nil {
 		return err
+	}
+	select {
+	case <-stop:
+		return nil
+	case <-accepted:
 	}
 	tick := w.cfg.Clock.NewTicker(api.PresenceTick)
 	defer tick.Stop()

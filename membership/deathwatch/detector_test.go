@@ -340,6 +340,9 @@ func TestDeadMemberIsRevoked(t *testing.T) {
 	if n := d.count(victim.addr(), "refused"); n < 2 {
 		t.Errorf("revoked after %d refused probes, want at least 2", n)
 	}
+	// The detector counts the revocation once etcd answered it, which
+	// may be after the deletion reached the test's watch.
+	eventually(t, "the revocation counted", func() bool { return metric(t, reg, "jobfleet_dead_member_revocations_total") > 0 })
 	for name, want := range map[string]float64{
 		"jobfleet_dead_member_detections_total":   1,
 		"jobfleet_dead_member_revocations_total":  1,

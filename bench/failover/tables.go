@@ -39,7 +39,7 @@ func (r *Result) killTable() *report.Table {
 	t.Notes = []string{
 		"kill → owned: from the SIGKILL until every partition the killed member owned is owned by a live member (owner keys read every 5 ms)",
 		"kill → firing again: from the SIGKILL until every job of those partitions, triggered through a survivor right after the kill, has fired under its new owner (its run created, as a watch sees it)",
-		"detector on: the survivors probe each member's address every 200 ms and hold a connection open; two refusals 50 ms apart revoke the dead member's lease. Off: its partitions wait for the lease to expire",
+		"detector on: the survivors hold a connection open to each member's address (whose end brings a probe forward) and probe it every 200 ms without one, 2 s with; two refusals 50 ms apart revoke the dead member's lease. Off: its partitions wait for the lease to expire",
 		"duplicate or unfenced fires, two owners: the fault suite's checks over the recorded history of the whole measurement; must be 0",
 	}
 	if len(r.Kills) == 2 && r.Kills[0].Owned.P99 > 0 && r.Kills[1].Owned.P99 > 0 {

@@ -40,9 +40,11 @@ type Config struct {
 	Namespace string
 	// Self is this member's ID; it is never probed.
 	Self string
-	// Interval is the time between two probes of one member. Default
-	// DefaultInterval; negative turns the detector off (Run returns at
-	// once and the fleet relies on lease expiry alone).
+	// Interval is the time between two probes of one member while no
+	// connection to it is held open (ten times that while one is: its end
+	// brings the next probe forward). Default DefaultInterval; negative
+	// turns the detector off (Run returns at once and the fleet relies on
+	// lease expiry alone).
 	Interval time.Duration
 	// Confirm is the least time between the first refusal and the one
 	// that confirms it; below Interval. Default DefaultConfirm.

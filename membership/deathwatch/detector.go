@@ -220,6 +220,11 @@ func (d *Detector) watch(runCtx, ctx context.Context, m api.Member) {
 			return
 		}
 		wait := d.cfg.Interval
+		if held != nil {
+			// The held connection reveals a death at once; the probes
+			// only check on it meanwhile (and cost a name lookup each).
+			wait = heldProbeFactor * d.cfg.Interval
+		}
 		switch res {
 		case connected:
 			if !reached {
@@ -229,6 +234,7 @@ func (d *Detector) watch(runCtx, ctx context.Context, m api.Member) {
 			if held == nil && holdOK {
 				held = hold(conn, clock.Now())
 				closed = held.done
+				wait = heldProbeFactor * d.cfg.Interval
 			} else {
 				conn.Close()
 			}
@@ -315,6 +321,10 @@ func (d *Detector) revokeOnce(ctx context.Context, key string, lease clientv3.Le
 	_, err = d.client.Revoke(rctx, lease)
 	return err
 }
+
+// heldProbeFactor stretches the probe interval while a connection to the
+// member is held open: its end brings the next probe forward anyway.
+const heldProbeFactor = 10
 
 // heldConn is a connection kept open to a member between probes, with
 // the goroutine that reads it until it ends.

@@ -383,8 +383,8 @@ func TestPausedMemberIsNotRevoked(t *testing.T) {
 	paused := listen(t, "127.0.0.1:0", false)
 	paused.register(t, client, ns, "paused")
 	d := newDialer()
-	reg := detector(t, client, ns, deathwatch.Config{Dial: d.Dial, Interval: 20 * time.Millisecond, Confirm: 5 * time.Millisecond})
-	d.waitFor(t, paused.addr(), "connected", 20)
+	reg := detector(t, client, ns, deathwatch.Config{Dial: d.Dial, Interval: 10 * time.Millisecond, Confirm: 5 * time.Millisecond})
+	d.waitFor(t, paused.addr(), "connected", 10)
 	if !leaseAlive(t, client, paused.lease) {
 		t.Fatal("a paused member's lease was revoked")
 	}
@@ -446,7 +446,7 @@ func TestOnlyRefusalsInARowConfirm(t *testing.T) {
 					return between
 				}
 			}
-			reg := detector(t, client, ns, deathwatch.Config{Dial: d.Dial, Interval: 20 * time.Millisecond, Confirm: 5 * time.Millisecond})
+			reg := detector(t, client, ns, deathwatch.Config{Dial: d.Dial, Interval: 4 * time.Millisecond, Confirm: 2 * time.Millisecond})
 			d.waitFor(t, m.addr(), "refused", 15)
 			if !leaseAlive(t, client, m.lease) {
 				t.Fatal("revoked on refusals that were not in a row")

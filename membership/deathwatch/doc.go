@@ -7,7 +7,8 @@
 // with a TCP connect every Config.Interval, and holds the last connection
 // that succeeded open in between: when the member's process dies, its
 // kernel closes that connection (a FIN or a reset arrives at once) and
-// the detector probes again without waiting for the interval. The
+// the detector probes again without waiting. While it holds one, it
+// probes ten times less often. The
 // evidence rule:
 //
 //   - a probe refused (ECONNREFUSED: the host answered that nothing

@@ -104,6 +104,11 @@ func (r *Registry) Presence(ctx context.Context, credential string, s PresenceSt
 		_, err := s.Next(3 * api.PresenceTick)
 		switch {
 		case err == nil:
+			select {
+			case <-p.superseded:
+				return nil // the worker opened another stream here: this one is over
+			default:
+			}
 			continue
 		case errors.Is(err, io.EOF):
 			return nil

@@ -180,3 +180,28 @@ func TestPresenceRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestPresenceSuperseded: a stream whose worker opened another one here
+// ends at its next line, so one worker holds one stream.
+func TestPresenceSuperseded(t *testing.T) {
+	e := newEnv(t)
+	r := e.registry("m1", workers.Config{})
+	e.register(r, req("w1", "cred"))
+	first := newStream("w1")
+	firstDone := serve(r, "cred", first)
+	<-first.accepted
+	second := newStream("w1")
+	secondDone := serve(r, "cred", second)
+	<-second.accepted
+	first.next <- result{line: []byte("{}\n")}
+	if err := <-firstDone; err != nil {
+		t.Fatalf("superseded stream: %v", err)
+	}
+	second.next <- result{err: io.EOF}
+	if err := <-secondDone; err != nil {
+		t.Fatalf("second stream: %v", err)
+	}
+	if _, _, ok := e.stored("w1"); !ok {
+		t.Fatal("registration gone")
+	}
+}

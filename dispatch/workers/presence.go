@@ -94,11 +94,11 @@ func (r *Registry) Presence(ctx context.Context, credential string, s PresenceSt
 	if err != nil {
 		return err
 	}
+	p := r.openPresence(worker)
+	defer r.closePresence(worker, p)
 	if err := s.Accept(); err != nil {
 		return nil // the connection is gone already
 	}
-	p := r.openPresence(worker)
-	defer r.closePresence(worker, p)
 	lg := r.lg.With(zap.String("worker", worker), zap.String("credential", credential))
 	for {
 		_, err := s.Next(3 * api.PresenceTick)

@@ -343,45 +343,66 @@ func TestPortTakenByAnotherProcessIsNotRevoked(t *testing.T) {
 // it at once on the same address under the same ID: its predecessor's
 // lease goes (revoked if a survivor saw the address refuse twice before
 // the restart listened, else expired), the new incarnation registers
-// under a new lease, and that lease is never revoked.
+// under a new lease, and no lease of the new incarnation is ever revoked.
+// (A loaded machine may make it fence itself and register again: each of
+// its leases is checked.)
 func TestRestartedOnTheSameAddressIsNotRevoked(t *testing.T) {
 	ns := etcdtest.Namespace(t)
 	client := etcd.Client(t)
 	ids := []string{"orch-a", "orch-b", "orch-c"}
-	fleet := startFleet(t, ns, ids...)
+	flags := []string{"--lease-ttl=5s"}
+	fleet := startFleetWith(t, ns, ids, flags...)
 	survivor, victim := fleet[0], fleet[2]
 	old := memberLease(t, survivor, victim.id)
 	addr := strings.TrimPrefix(victim.url, "http://")
 
 	victim.Signal(t, syscall.SIGKILL)
 	victim.Wait(t, 5*time.Second)
-	next := startOrchestratorAt(t, ns, victim.id, addr)
+	next := startOrchestratorAt(t, ns, victim.id, addr, flags...)
 	var lease int64
-	poll(t, 20*time.Second, victim.id+" registered again under a new lease", func() (bool, string) {
+	poll(t, 30*time.Second, victim.id+" registered again under a new lease", func() (bool, string) {
 		lease = memberLease(t, survivor, victim.id)
 		return lease != 0 && lease != old, fmt.Sprintf("lease %x", lease)
 	})
-	waitSettled(t, survivor, ids, 20*time.Second)
+	waitSettled(t, survivor, ids, 30*time.Second)
 	// A few probe rounds of both survivors at the new incarnation: the
 	// fault's length, not a synchronisation.
 	time.Sleep(10 * 200 * time.Millisecond)
-	if got := memberLease(t, survivor, victim.id); got != lease {
-		t.Fatalf("%s's registration holds lease %x, want the new incarnation's %x", victim.id, got, lease)
+	leases := registeredLeases(next.Stderr.String())
+	if len(leases) == 0 {
+		t.Fatalf("the new incarnation logged no registration")
 	}
-	if ttl := leaseTTLLeft(t, client, lease); ttl <= 0 {
-		t.Fatalf("the new incarnation's lease %x is gone", lease)
+	for _, l := range leases {
+		if by := revokedBy(fleet[:2], l); by != "" {
+			t.Errorf("%s revoked the new incarnation's lease %x", by, l)
+		}
 	}
-	if l := logLine(next.Stderr.String(), "registration is gone though it did not leave"); l != "" {
-		t.Errorf("the new incarnation was fenced: %s", l)
-	}
-	if by := revokedBy(fleet[:2], lease); by != "" {
-		t.Errorf("%s revoked the new incarnation's lease %x", by, lease)
+	if now := memberLease(t, survivor, victim.id); leaseTTLLeft(t, client, now) <= 0 {
+		t.Errorf("%s's current lease %x is gone", victim.id, now)
 	}
 	how := "expired"
 	if by := revokedBy(fleet[:2], old); by != "" {
 		how = "revoked by " + by
 	}
-	t.Logf("restart on %s: old lease %x %s, new lease %x live", addr, old, how, lease)
+	t.Logf("restart on %s: old lease %x %s; the new incarnation's leases %x, none revoked", addr, old, how, leases)
+}
+
+// registeredLeases returns the leases a member's logs say it registered
+// under, in order.
+func registeredLeases(logs string) []int64 {
+	var out []int64
+	for _, l := range logLines(logs, `"msg":"registered"`) {
+		var line struct {
+			Lease string `json:"lease"`
+		}
+		if json.Unmarshal([]byte(l), &line) != nil {
+			continue
+		}
+		if v, err := strconv.ParseInt(line.Lease, 16, 64); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // logLines returns the lines of logs that contain sub.

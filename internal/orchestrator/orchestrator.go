@@ -362,8 +362,9 @@ func (o *Orchestrator) runSession(stop <-chan struct{}) (left bool, err error) {
 // watchRegistration ends session s at once if this member's registration
 // under lease vanishes from the member view while the member has not
 // begun to leave: a peer revoked the lease (its dead member detector
-// judged this member dead, wrongly since it runs) or someone deleted the
-// key. The keepalive would find out within a renew interval; the view
+// judged this member dead, wrongly since it runs), the lease expired
+// before the session's own deadline fired (a process starved of CPU), or
+// someone deleted the key. The keepalive would find out within a renew interval; the view
 // shows it one watch notification after the deletion. The owner keys
 // went with the lease, so the controller has already stopped the
 // partitions' work (and their writes are fenced regardless); ending the
@@ -379,7 +380,7 @@ func (o *Orchestrator) watchRegistration(ctx context.Context, s *membership.Sess
 	if _, err := o.members.WaitFor(ctx, func(v api.View) bool { return !has(v) }); err != nil || ctx.Err() != nil {
 		return
 	}
-	o.lg.Warn("this member's registration is gone though it did not leave: its lease was revoked (a peer judged it dead) or the key deleted; fencing now and registering again",
+	o.lg.Warn("this member's registration is gone though it did not leave: its lease was revoked (a peer judged it dead), expired before the session noticed, or the key was deleted; fencing now and registering again",
 		zap.String("lease", fmt.Sprintf("%x", lease)))
 	s.Lost()
 }

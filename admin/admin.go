@@ -6,8 +6,10 @@
 // Every route is listed once, as data, in the route table (routes.go) with
 // the access it needs (auth.Access); one guard in front of the routes
 // authenticates the caller and enforces the table, the browser defences,
-// rate limits and long-poll caps, and writes the audit log. Only GET
-// /healthz and GET /readyz answer without a credential.
+// the request-rate ceiling, each credential's write budgets (budget.go:
+// the bytes and key versions a request may make etcd store) and long-poll
+// caps, and writes the audit log. Only GET /healthz and GET /readyz answer
+// without a credential.
 package admin
 
 import (
@@ -29,26 +31,9 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/console"
-	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
 )
-
-// Member is what the API needs of the orchestrator it runs in;
-// *orchestrator.Orchestrator implements it. Partitions returns (or wraps)
-// ErrNotStarted while the member does not know the cluster's partition
-// count yet.
-type Member interface {
-	Members() membership.View
-	Partitions() (api.PartitionTable, error)
-	Ready() (bool, string)
-	Healthy(grace time.Duration) error
-	Drain()
-}
-
-// ErrNotStarted is what a Member's Partitions returns before the member
-// knows the cluster's partition count; the API answers 503.
-var ErrNotStarted = orchestrator.ErrNotStarted
 
 // Config configures the API.
 type Config struct {
@@ -62,21 +47,6 @@ type Config struct {
 	HealthGrace time.Duration
 	// Logger; nil means no logs. Audit lines go to its "audit" child.
 	Logger *zap.Logger
-	// Jobs returns the job store the /v1/jobs and /v1/runs endpoints use;
-	// nil, or an error from it, makes them answer 503.
-	Jobs JobsFunc
-	// Worker returns the worker protocol's server (POST /v1/worker/poll,
-	// heartbeat, complete); nil, or an error from it, answers 503.
-	Worker WorkerFunc
-	// Workers is the worker registry (a *workers.Registry): POST
-	// /v1/worker/register and deregister, GET /v1/cluster/workers, and the
-	// reasons waiting runs give. Nil answers 503 for its routes, and runs
-	// carry no pending reasons.
-	Workers WorkerRegistry
-	// Auth authenticates requests (an *auth.Cache). Required unless
-	// Insecure: without it every route but /healthz and /readyz answers
-	// 503.
-	Auth Authenticator
 	// Tokens serves /v1/tokens (an *auth.Store); nil answers 503.
 	Tokens TokenStore
 	// Insecure turns authentication off: every request acts as the admin
@@ -93,9 +63,6 @@ type Config struct {
 	Limits Limits
 	// Clock times rate limits; nil means the real clock.
 	Clock clockwork.Clock
-	// Storage reads etcd's storage (GET /v1/cluster/storage); nil answers
-	// 503.
-	Storage StorageFunc
 	// TriggerRate and TriggerBurst limit the triggers of each job this
 	// member accepts (POST /v1/jobs/{id}/trigger): per second, and at once;
 	// beyond them it answers 429 with Retry-After. The limit is per member.
@@ -106,9 +73,6 @@ type Config struct {
 	// Now is the clock of the trigger limit and of next fire times (GET
 	// /v1/jobs/{id}/next, POST /v1/schedule:preview); nil is Clock.Now.
 	Now func() time.Time
-	// Cluster serves the placement, overview and partition-stream
-	// endpoints (an *orchestrator.Orchestrator); nil answers 503.
-	Cluster Cluster
 	// Console serves the web console's static files under /ui/; nil
 	// serves the console embedded in package console.
 	Console http.Handler
@@ -146,8 +110,9 @@ func (c Config) withDefaults() Config {
 // Handler returns the API's handler for member m.
 func Handler(m Member, cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
-	a := &server{m: m, cfg: cfg, streams: newStreamCap(cfg.Limits)}
-	g := newGuard(cfg)
+	authn := m.Authenticator()
+	a := &server{m: m, authn: authn, reg: m.WorkerRegistry(), cfg: cfg, streams: newStreamCap(cfg.Limits), throttled: newThrottleCounter(cfg.Registry)}
+	g := newGuard(cfg, m, authn, a.throttled)
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
 		mux.Handle(rt.pattern, g.route(rt))
@@ -220,9 +185,12 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 type server struct {
-	m       Member
-	cfg     Config
-	streams *streamCap // the partition streams served at once
+	m         Member
+	authn     Authenticator  // m's, nil without one
+	reg       WorkerRegistry // m's, nil without one
+	cfg       Config
+	streams   *streamCap      // the partition streams served at once
+	throttled throttleCounter // 429s by reason
 }
 
 func (a *server) healthz(w http.ResponseWriter, r *http.Request) {

@@ -15,11 +15,14 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/membership"
 )
 
-// fakeMember is an admin.Member whose answers the test sets.
+// fakeMember is an admin.Member whose answers the test sets; its parts
+// are those of its admintest.Member.
 type fakeMember struct {
+	admintest.Member
 	view      membership.View
 	table     api.PartitionTable
 	tableErr  error
@@ -195,7 +198,8 @@ func TestHandler(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := admin.Handler(tt.member, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: testAuth})
+			tt.member.Auth = testAuth
+			h := admin.Handler(tt.member, admin.Config{Gatherer: prometheus.NewRegistry()})
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, asAdmin(httptest.NewRequest(tt.method, tt.path, nil)))
 
@@ -264,7 +268,8 @@ func TestHealthzPassesGrace(t *testing.T) {
 
 func TestDrainCalledOncePerRequest(t *testing.T) {
 	m := &fakeMember{}
-	h := admin.Handler(m, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: testAuth})
+	m.Auth = testAuth
+	h := admin.Handler(m, admin.Config{Gatherer: prometheus.NewRegistry()})
 	for i := range 3 {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, asAdmin(httptest.NewRequest("POST", "/v1/cluster/drain", nil)))
@@ -287,7 +292,7 @@ func TestHeadIsServedLikeGet(t *testing.T) {
 }
 
 func TestNonCanonicalPathRedirects(t *testing.T) {
-	h := admin.Handler(&fakeMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: testAuth})
+	h := admin.Handler(&fakeMember{Member: admintest.Member{Auth: testAuth}}, admin.Config{Gatherer: prometheus.NewRegistry()})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, asAdmin(httptest.NewRequest("DELETE", "/v1//cluster/members", nil)))
 	if rec.Code/100 != 3 {
@@ -303,7 +308,7 @@ func TestMetricsServesPrometheusText(t *testing.T) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "jobfleet_test_total", Help: "A test counter."})
 	reg.MustRegister(c)
 	c.Add(3)
-	srv := httptest.NewServer(admin.Handler(&fakeMember{}, admin.Config{Gatherer: reg, Auth: testAuth}))
+	srv := httptest.NewServer(admin.Handler(&fakeMember{Member: admintest.Member{Auth: testAuth}}, admin.Config{Gatherer: reg}))
 	defer srv.Close()
 
 	resp, err := srv.Client().Do(asAdmin(httptest.NewRequest("GET", srv.URL+"/metrics", nil)))

@@ -19,8 +19,9 @@ import (
 )
 
 // Cluster is what the placement, overview and partition-stream endpoints
-// read; *orchestrator.Orchestrator implements it. Its methods return (or
-// wrap) ErrNotStarted while the member does not know the partition count.
+// read of the Member; *orchestrator.Orchestrator implements it. Its
+// methods return (or wrap) ErrNotStarted while the member does not know
+// the partition count.
 type Cluster interface {
 	// Placement returns where the valid job ID id lands and who owns it.
 	Placement(ctx context.Context, id string) (api.Placement, error)
@@ -42,15 +43,6 @@ const StreamPing = 15 * time.Second
 // dropped.
 const streamWriteWindow = 30 * time.Second
 
-// cluster returns the Cluster, or answers 503 and false.
-func (a *server) cluster(w http.ResponseWriter) (Cluster, bool) {
-	if a.cfg.Cluster == nil {
-		WriteError(w, http.StatusServiceUnavailable, "this member serves no cluster view")
-		return nil, false
-	}
-	return a.cfg.Cluster, true
-}
-
 // clusterFailed answers an error of a Cluster method.
 func (a *server) clusterFailed(w http.ResponseWriter, what string, err error) {
 	switch {
@@ -71,10 +63,7 @@ func (a *server) placement(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "query parameter job: "+err.Error())
 		return
 	}
-	c, ok := a.cluster(w)
-	if !ok {
-		return
-	}
+	c := a.m
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	pl, err := c.Placement(ctx, id)
@@ -86,10 +75,7 @@ func (a *server) placement(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *server) overview(w http.ResponseWriter, r *http.Request) {
-	c, ok := a.cluster(w)
-	if !ok {
-		return
-	}
+	c := a.m
 	ov, err := c.Overview()
 	if err != nil {
 		a.clusterFailed(w, "overview", err)
@@ -111,10 +97,7 @@ func (a *server) whoami(w http.ResponseWriter, r *http.Request) {
 // PartitionState), never etcd, so streams cost no etcd watch each. It
 // ends when the client goes or the server stops (the request's context).
 func (a *server) watchPartitions(w http.ResponseWriter, r *http.Request) {
-	c, ok := a.cluster(w)
-	if !ok {
-		return
-	}
+	c := a.m
 	st, changed, err := c.PartitionState()
 	if err != nil {
 		a.clusterFailed(w, "partition stream", err)

@@ -22,6 +22,7 @@ import (
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/console"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 )
 
 // fakeCluster is an admin.Cluster whose partition state the test sets.
@@ -108,7 +109,7 @@ func readEvent(t *testing.T, r *bufio.Reader) event {
 func streamServer(t *testing.T, c admin.Cluster, clock clockwork.Clock, limits admin.Limits) *httptest.Server {
 	t.Helper()
 	limits.Rate = -1
-	srv := httptest.NewServer(admin.Handler(&fakeMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: testAuth, Cluster: c, Clock: clock, Limits: limits}))
+	srv := httptest.NewServer(admin.Handler(&fakeMember{Member: admintest.Member{Auth: testAuth, Cluster: c}}, admin.Config{Gatherer: prometheus.NewRegistry(), Clock: clock, Limits: limits}))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -183,7 +184,7 @@ func TestPartitionStream(t *testing.T) {
 func TestPartitionStreamsAreCappedPerCredential(t *testing.T) {
 	const greedy, other = "greedy-viewer-token", "other-viewer-token"
 	a := staticAuth{greedy: {ID: "greedy", Role: auth.RoleViewer}, other: {ID: "other", Role: auth.RoleViewer}}
-	srv := httptest.NewServer(admin.Handler(&fakeMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: a, Cluster: newFakeCluster(2), Clock: clockwork.NewFakeClock(),
+	srv := httptest.NewServer(admin.Handler(&fakeMember{Member: admintest.Member{Auth: a, Cluster: newFakeCluster(2)}}, admin.Config{Gatherer: prometheus.NewRegistry(), Clock: clockwork.NewFakeClock(),
 		Limits: admin.Limits{Rate: -1, MaxStreams: 4, MaxStreamsPerCredential: 2}}))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -293,7 +294,7 @@ func TestPlacementValidatesTheID(t *testing.T) {
 
 func TestWhoami(t *testing.T) {
 	auths := staticAuth{"v": {ID: "team-viewer", Role: auth.RoleViewer, Prefix: "team/"}}
-	srv := httptest.NewServer(admin.Handler(&fakeMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: auths}))
+	srv := httptest.NewServer(admin.Handler(&fakeMember{Member: admintest.Member{Auth: auths}}, admin.Config{Gatherer: prometheus.NewRegistry()}))
 	defer srv.Close()
 	req, _ := http.NewRequest("GET", srv.URL+"/v1/whoami", nil)
 	req.Header.Set("Authorization", "Bearer v")
@@ -442,7 +443,7 @@ func TestPartitionStreamOutlivesTheWriteTimeout(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	cfg := httpserver.DefaultConfig()
 	cfg.WriteTimeout = writeTimeout
-	srv, err := httpserver.Start("127.0.0.1:0", admin.Handler(&fakeMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: testAuth, Cluster: c, Clock: clock, Limits: admin.Limits{Rate: -1}}), cfg)
+	srv, err := httpserver.Start("127.0.0.1:0", admin.Handler(&fakeMember{Member: admintest.Member{Auth: testAuth, Cluster: c}}, admin.Config{Gatherer: prometheus.NewRegistry(), Clock: clock, Limits: admin.Limits{Rate: -1}}), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -37,12 +36,6 @@ type JobStore interface {
 	ListFailing(ctx context.Context, q store.FailingQuery) ([]store.FailingRun, string, error)
 }
 
-// JobsFunc returns the member's job store. It returns an error while the
-// member cannot serve jobs yet (it does not know the cluster's partition
-// count before it has started); the job endpoints then answer 503 with the
-// error's message.
-type JobsFunc func() (JobStore, error)
-
 // Limits of the job endpoints.
 const (
 	// maxJobBodyBytes caps a job document in a request body; larger bodies
@@ -71,25 +64,22 @@ const (
 // unescapes each segment, so r.PathValue returns the ID exactly, '/',
 // '%', '?', '#', '+', spaces and non-ASCII characters included.
 type jobsAPI struct {
-	jobs     JobsFunc
+	jobs     func() (JobStore, error) // Member.JobStore
 	lg       *zap.Logger
 	triggers *triggerLimiter
 	// whyPending returns what fills in the reasons of waiting runs
 	// (workerAPI.whyPending), nil without a worker registry.
 	whyPending func(readerPrefix string) func(runs []store.Run, executor func() (string, bool))
 	now        func() time.Time // the clock of next fire times
+	throttled  throttleCounter  // 429s by reason
 }
 
 // store returns the job store and a context bounding the request's store
 // calls, or writes 503 and returns ok false.
 func (a *jobsAPI) store(w http.ResponseWriter, r *http.Request) (s JobStore, ctx context.Context, cancel context.CancelFunc, ok bool) {
-	if a.jobs == nil {
-		WriteError(w, http.StatusServiceUnavailable, "this member does not serve jobs")
-		return nil, nil, nil, false
-	}
 	s, err := a.jobs()
 	if err != nil {
-		WriteError(w, http.StatusServiceUnavailable, "jobs are not available on this member yet: "+err.Error())
+		WriteError(w, http.StatusServiceUnavailable, "jobs are not available on this member yet: "+unavailable(err, "it"))
 		return nil, nil, nil, false
 	}
 	ctx, cancel = context.WithTimeout(r.Context(), storeTimeout)
@@ -103,15 +93,11 @@ var errBodyRead = errors.New("reading the request body failed")
 
 // decode reads the request's job document, capped at maxJobBodyBytes.
 func decode(w http.ResponseWriter, r *http.Request) (store.Job, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJobBodyBytes))
+	body, err := readBody(w, r, maxJobBodyBytes)
 	if err != nil {
-		var maxErr *http.MaxBytesError
-		if errors.As(err, &maxErr) {
-			return store.Job{}, err
-		}
-		return store.Job{}, fmt.Errorf("%w: %w", errBodyRead, err)
+		return store.Job{}, err
 	}
-	return store.DecodeJob(bytes.NewReader(body), maxJobBodyBytes)
+	return api.DecodeJob(bytes.NewReader(body), maxJobBodyBytes)
 }
 
 // pathID returns the request's {id}, or writes 400 and returns false if it

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -24,11 +25,9 @@ func newClockedEnv(t *testing.T, now time.Time) *jobsEnv {
 	ns := etcdtest.Namespace(t)
 	clock := func() time.Time { return now }
 	s := store.NewEtcd(client, ns, testPartitions, store.DefaultLimits(), clock)
-	h := admin.Handler(idleMember{}, admin.Config{
+	h := admin.Handler(admintest.Member{Jobs: s, Auth: testAuth}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zaptest.NewLogger(t),
-		Jobs:     func() (admin.JobStore, error) { return s, nil },
-		Auth:     testAuth,
 		Limits:   admin.Limits{Rate: -1},
 		Now:      clock,
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -42,11 +43,9 @@ func BenchmarkListAllJobs(b *testing.B) {
 	putJobs(b, client, s, n)
 	tokens := staticAuth{adminToken: {ID: "test-admin", Role: auth.RoleAdmin}, "viewer-token": {ID: "viewer", Role: auth.RoleViewer}}
 	server := func(js admin.JobStore) *httptest.Server {
-		h := admin.Handler(idleMember{}, admin.Config{
+		h := admin.Handler(admintest.Member{Jobs: js, Auth: tokens}, admin.Config{
 			Gatherer: prometheus.NewRegistry(),
 			Logger:   zap.NewNop(),
-			Jobs:     func() (admin.JobStore, error) { return js, nil },
-			Auth:     tokens,
 			Limits:   admin.Limits{Rate: -1},
 		})
 		srv := httptest.NewServer(h)

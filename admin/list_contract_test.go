@@ -20,6 +20,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -47,11 +48,9 @@ func newListEnv(t *testing.T, partitions int) *listEnv {
 	t.Helper()
 	client := etcd.Client(t)
 	s := store.NewEtcd(client, etcdtest.Namespace(t), partitions, store.DefaultLimits(), nil)
-	h := admin.Handler(idleMember{}, admin.Config{
+	h := admin.Handler(admintest.Member{Jobs: s, Auth: listTokens}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zaptest.NewLogger(t),
-		Jobs:     func() (admin.JobStore, error) { return s, nil },
-		Auth:     listTokens,
 		Limits:   admin.Limits{Rate: -1},
 	})
 	srv := httptest.NewServer(h)

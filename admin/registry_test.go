@@ -21,6 +21,7 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -56,7 +57,7 @@ func TestRegisterReplies(t *testing.T) {
 		{"not loaded", workers.ErrNotLoaded, 503, "not loaded yet", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(admin.Handler(idleMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Auth: testAuth, Workers: scriptedRegistry{tt.err}}))
+			srv := httptest.NewServer(admin.Handler(admintest.Member{Auth: testAuth, Registry: scriptedRegistry{tt.err}}, admin.Config{Gatherer: prometheus.NewRegistry()}))
 			defer srv.Close()
 			code, msg, h := postRegister(t, srv.URL, adminToken, `{"worker":"w1","executors":["http"],"concurrency":1}`)
 			if code != tt.code || !strings.Contains(msg, tt.msg) {
@@ -125,9 +126,8 @@ func TestWorkerLockedOutOfItsIDIsToldWhy(t *testing.T) {
 		"tok-other": {ID: "other-worker", Role: auth.RoleWorker, Prefix: "other/"},
 	}
 	auditCore, audit := observer.New(zap.InfoLevel)
-	srv := httptest.NewServer(admin.Handler(idleMember{}, admin.Config{
-		Gatherer: prometheus.NewRegistry(), Auth: tokens, Workers: reg, Logger: zap.New(auditCore),
-		Worker: func() (admin.WorkerProtocol, error) { return idChecking{reg}, nil },
+	srv := httptest.NewServer(admin.Handler(admintest.Member{Auth: tokens, Registry: reg, Protocol: idChecking{reg}}, admin.Config{
+		Gatherer: prometheus.NewRegistry(), Logger: zap.New(auditCore),
 	}))
 	defer srv.Close()
 

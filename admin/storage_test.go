@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -31,7 +32,7 @@ func TestStorageEndpoint(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
-		get      admin.StorageFunc
+		get      func(context.Context) (storage.Report, error)
 		wantCode int
 		wantJSON string
 	}{
@@ -64,7 +65,7 @@ func TestStorageEndpoint(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(admin.Handler(&fakeMember{}, admin.Config{Storage: tt.get, Auth: testAuth}))
+			srv := httptest.NewServer(admin.Handler(&fakeMember{Member: admintest.Member{StorageReport: tt.get, Auth: testAuth}}, admin.Config{}))
 			defer srv.Close()
 			resp, err := srv.Client().Do(asAdmin(httptest.NewRequest("GET", srv.URL+"/v1/cluster/storage", nil)))
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -25,14 +26,12 @@ func TestJobsTriggerRateLimit(t *testing.T) {
 	ns := etcdtest.Namespace(t)
 	clock := clockwork.NewFakeClock()
 	s := store.NewEtcd(client, ns, testPartitions, store.DefaultLimits(), clock.Now)
-	h := admin.Handler(idleMember{}, admin.Config{
+	h := admin.Handler(admintest.Member{Jobs: s, Auth: testAuth}, admin.Config{
 		Gatherer:     prometheus.NewRegistry(),
 		Logger:       zaptest.NewLogger(t),
-		Jobs:         func() (admin.JobStore, error) { return s, nil },
 		TriggerRate:  2,
 		TriggerBurst: 3,
 		Now:          clock.Now,
-		Auth:         testAuth,
 		Limits:       admin.Limits{Rate: -1},
 	})
 	srv := httptest.NewServer(h)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -24,10 +23,6 @@ type WorkerProtocol interface {
 	Complete(ctx context.Context, req dispatch.CompleteRequest) (dispatch.CompleteResponse, error)
 }
 
-// WorkerFunc returns the worker protocol once the member can serve it, or
-// an error saying why not yet (answered 503).
-type WorkerFunc func() (WorkerProtocol, error)
-
 // maxProtocolBody caps worker protocol requests: a completion carries at
 // most MaxOutputBytes of output and as much error text.
 const maxProtocolBody = 2*dispatch.MaxOutputBytes + 64<<10
@@ -37,9 +32,9 @@ const maxProtocolBody = 2*dispatch.MaxOutputBytes + 64<<10
 // bound to, the prefix a poll is limited to, and the credential a worker
 // ID is bound to.
 type workerAPI struct {
-	get  WorkerFunc
-	reg  WorkerRegistry  // nil: none
-	etcd func() []string // the etcd endpoints poll replies carry; may be nil
+	get  func() (WorkerProtocol, error) // Member.WorkerProtocol
+	reg  WorkerRegistry                 // nil: none
+	etcd func() []string                // the etcd endpoints poll replies carry; may be nil
 }
 
 func (a *workerAPI) poll(w http.ResponseWriter, r *http.Request) {
@@ -47,6 +42,11 @@ func (a *workerAPI) poll(w http.ResponseWriter, r *http.Request) {
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
 		req.Credential, req.Prefix = who.ID, who.Prefix
 		resp, err := p.Poll(r.Context(), req)
+		if n := len(resp.Attempts); n > 1 {
+			// Every attempt handed out rewrote its run: the guard
+			// charged one before the poll, the others are owed.
+			chargeMore(r.Context(), (n-1)*grantBytes, (n-1)*grantRevisions)
+		}
 		if err == nil && a.etcd != nil {
 			resp.EtcdEndpoints = withoutUserinfo(a.etcd())
 		}
@@ -97,24 +97,13 @@ func (a *workerAPI) complete(w http.ResponseWriter, r *http.Request) {
 //	store.ErrNoSpace, store.ErrHighWater                     507
 //	anything else (store.ErrUnavailable, not ready)          503
 func serveProtocol[P any](w http.ResponseWriter, r *http.Request, get func() (P, error), req any, call func(P, auth.Principal) (any, error)) {
-	if get == nil {
-		WriteError(w, http.StatusServiceUnavailable, "this member does not serve workers")
-		return
-	}
 	p, err := get()
 	if err != nil {
-		WriteError(w, http.StatusServiceUnavailable, err.Error())
+		WriteError(w, http.StatusServiceUnavailable, unavailable(err, "this member"))
 		return
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxProtocolBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
-			return
-		}
-		WriteError(w, http.StatusBadRequest, "malformed request: "+err.Error())
+	if err := decodeBody(w, r, maxProtocolBody, req); err != nil {
+		WriteError(w, bodyStatus(err), "malformed request: "+bodyMessage(err))
 		return
 	}
 	who, _ := auth.FromContext(r.Context())

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -59,10 +60,8 @@ func TestWorkerProtocolReplies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := admin.Handler(idleMember{}, admin.Config{
+			h := admin.Handler(admintest.Member{Protocol: tt.p, Auth: testAuth}, admin.Config{
 				Gatherer: prometheus.NewRegistry(),
-				Worker:   func() (admin.WorkerProtocol, error) { return tt.p, nil },
-				Auth:     testAuth,
 			})
 			srv := httptest.NewServer(h)
 			defer srv.Close()
@@ -98,10 +97,8 @@ func TestWorkerProtocolReplies(t *testing.T) {
 // member's etcd endpoints, for workers to deny to http jobs, and never the
 // user name or password an endpoint URL may hold.
 func TestPollReplyNamesEtcdWithoutUserinfo(t *testing.T) {
-	h := admin.Handler(idleMember{}, admin.Config{
+	h := admin.Handler(admintest.Member{Protocol: scriptedProtocol{}, Auth: testAuth}, admin.Config{
 		Gatherer:      prometheus.NewRegistry(),
-		Worker:        func() (admin.WorkerProtocol, error) { return scriptedProtocol{}, nil },
-		Auth:          testAuth,
 		EtcdEndpoints: func() []string { return []string{"http://10.0.0.1:2379", "https://root:hunter2@etcd.example:2379"} },
 	})
 	srv := httptest.NewServer(h)
@@ -119,5 +116,63 @@ func TestPollReplyNamesEtcdWithoutUserinfo(t *testing.T) {
 	}
 	if want := []string{"http://10.0.0.1:2379", "https://etcd.example:2379"}; !slices.Equal(pr.EtcdEndpoints, want) {
 		t.Errorf("etcd_endpoints = %q, want %q", pr.EtcdEndpoints, want)
+	}
+}
+
+// calledProtocol records whether any of its methods was called.
+type calledProtocol struct{ called *bool }
+
+func (p calledProtocol) Poll(context.Context, dispatch.PollRequest) (dispatch.PollResponse, error) {
+	*p.called = true
+	return dispatch.PollResponse{}, nil
+}
+func (p calledProtocol) Heartbeat(context.Context, dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error) {
+	*p.called = true
+	return dispatch.HeartbeatResponse{}, nil
+}
+func (p calledProtocol) Complete(context.Context, dispatch.CompleteRequest) (dispatch.CompleteResponse, error) {
+	*p.called = true
+	return dispatch.CompleteResponse{}, nil
+}
+
+// TestWorkerProtocolStrictBodies checks that every worker-protocol body
+// is one strict JSON document: trailing data, a key given twice and an
+// unknown field are refused with 400 naming them, before the protocol
+// sees the request.
+func TestWorkerProtocolStrictBodies(t *testing.T) {
+	var called bool
+	h := admin.Handler(admintest.Member{Protocol: calledProtocol{called: &called}, Auth: testAuth}, admin.Config{
+		Gatherer: prometheus.NewRegistry(),
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	tests := []struct {
+		path, body, wantMsg string
+	}{
+		{dispatch.PathPoll, `{"worker":"w1","max":1} {"worker":"w2","max":1}`, "malformed request: unexpected data after the document"},
+		{dispatch.PathPoll, `{"worker":"w1","worker":"w2","max":1}`, `malformed request: duplicate key "worker"`},
+		{dispatch.PathPoll, `{"worker":"w1","max":1,"Wait":"1s"}`, `malformed request: Wait: unknown field; did you mean "wait"?`},
+		{dispatch.PathPoll, `{"worker":"w1","executors":["http",1]}`, "malformed request: executors[1]: cannot use JSON number as a string"},
+		{dispatch.PathHeartbeat, `{"worker":"w1","run_id":"a@1","attempt":1}x`, "malformed request: unexpected data after the document"},
+		{dispatch.PathHeartbeat, `{"worker":"w1","run_id":"a@1","attempt":1.5}`, "malformed request: attempt: cannot use JSON number 1.5 as an integer"},
+		{dispatch.PathComplete, `{"worker":"w1","run_id":"a@1","attempt":1,"success":true,"success":false}`, `malformed request: duplicate key "success"`},
+		{dispatch.PathComplete, ``, "malformed request: empty document"},
+	}
+	for _, tt := range tests {
+		req := asAdmin(httptest.NewRequest("POST", srv.URL+tt.path, strings.NewReader(tt.body)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body json.RawMessage
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(errorMessage(t, body), tt.wantMsg) {
+			t.Errorf("POST %s %s: got %d %s, want 400 starting %q", tt.path, tt.body, resp.StatusCode, body, tt.wantMsg)
+		}
+	}
+	if called {
+		t.Error("the protocol was called for a refused body")
 	}
 }

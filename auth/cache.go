@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -99,8 +100,8 @@ func (c *Cache) current() (map[string]record, bool) {
 	if snap.Revision != c.rev {
 		creds := make(map[string]record, len(snap.KVs))
 		for key, kv := range snap.KVs {
-			var rec record
-			if err := json.Unmarshal(kv.Value, &rec); err != nil || rec.ID != key || !rec.Role.Valid() || rec.Hash == "" {
+			rec, err := decodeRecord(key, kv)
+			if err != nil {
 				c.lg.Warn("ignoring a corrupt credential record", zap.String("credential", key), zap.Error(err))
 				continue
 			}
@@ -109,6 +110,89 @@ func (c *Cache) current() (map[string]record, bool) {
 		c.rev, c.creds = snap.Revision, creds
 	}
 	return c.creds, true
+}
+
+// decodeRecord decodes the stored credential kv of ID key.
+func decodeRecord(key string, kv mirror.KV) (record, error) {
+	var rec record
+	if err := json.Unmarshal(kv.Value, &rec); err != nil {
+		return record{}, err
+	}
+	if rec.ID != key || !rec.Role.Valid() || rec.Hash == "" {
+		return record{}, errors.New("the record's ID, role or hash is missing or wrong")
+	}
+	return rec, nil
+}
+
+// Follow returns a context derived from ctx that is cancelled as soon as
+// the credential of p, a principal this cache authenticated, stops being
+// what it was: revoked (its record deleted), replaced (another secret,
+// role, prefix or expiry under its ID), or expired by the cache's clock.
+// The context's cause (context.Cause) then wraps ErrUnauthenticated and
+// says which. It is for responses that outlive the authentication of
+// their request: event streams and long polls run under it, so that they
+// end within moments of a revocation, as every new request does.
+//
+// Each call starts one goroutine, woken by changes of the stored
+// credentials and by the expiry, never by polling; stop cancels the
+// context and returns once that goroutine has exited, and must be called
+// when the response ends. The bootstrap and anonymous principals, which
+// no record backs, end only with ctx.
+func (c *Cache) Follow(ctx context.Context, p Principal) (_ context.Context, stop func()) {
+	fctx, cancel := context.WithCancelCause(ctx)
+	if p.ID == BootstrapID || p.ID == AnonymousID {
+		return fctx, func() { cancel(context.Canceled) }
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.follow(fctx, p); err != nil {
+			cancel(err)
+		}
+	}()
+	return fctx, func() { cancel(context.Canceled); <-done }
+}
+
+// follow waits until p's credential changes, is revoked or expires, and
+// returns why, or returns nil when ctx ends.
+func (c *Cache) follow(ctx context.Context, p Principal) error {
+	var (
+		want   *record
+		expiry <-chan time.Time
+	)
+	for {
+		snap := c.m.Snapshot()
+		kv, ok := snap.KVs[p.ID]
+		if !ok {
+			return fmt.Errorf("%w: credential %q was revoked", ErrUnauthenticated, p.ID)
+		}
+		rec, err := decodeRecord(p.ID, kv)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: credential %q was replaced by a corrupt record", ErrUnauthenticated, p.ID)
+		case want == nil && (rec.Role != p.Role || rec.Prefix != p.Prefix):
+			return fmt.Errorf("%w: credential %q was replaced", ErrUnauthenticated, p.ID)
+		case want == nil:
+			want = &rec
+			if !rec.ExpiresAt.IsZero() {
+				t := c.clock.NewTimer(rec.ExpiresAt.Sub(c.clock.Now()))
+				defer t.Stop()
+				expiry = t.Chan()
+			}
+		case rec.Hash != want.Hash || rec.Role != want.Role || rec.Prefix != want.Prefix || !rec.ExpiresAt.Equal(want.ExpiresAt):
+			return fmt.Errorf("%w: credential %q was replaced", ErrUnauthenticated, p.ID)
+		}
+		if rec.expired(c.clock.Now()) {
+			return fmt.Errorf("%w: credential %q expired at %s", ErrUnauthenticated, p.ID, rec.ExpiresAt.Format(time.RFC3339))
+		}
+		select {
+		case <-snap.Changed():
+		case <-expiry:
+			return fmt.Errorf("%w: credential %q expired at %s", ErrUnauthenticated, p.ID, want.ExpiresAt.Format(time.RFC3339))
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 // Authenticate returns the principal of a request that carried bearer

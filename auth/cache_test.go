@@ -142,6 +142,9 @@ func TestCreateInvalid(t *testing.T) {
 		{auth.CreateRequest{}, "role"},
 		{auth.CreateRequest{Role: auth.RoleAdmin, Prefix: "x/"}, "prefix"},
 		{auth.CreateRequest{Role: auth.RoleViewer, Prefix: strings.Repeat("p", auth.MaxPrefixBytes+1)}, "prefix"},
+		{auth.CreateRequest{Role: auth.RoleOperator, Prefix: "billing\u3164/"}, "prefix"},
+		{auth.CreateRequest{Role: auth.RoleOperator, Prefix: "\uff42illing/"}, "prefix"},
+		{auth.CreateRequest{Role: auth.RoleOperator, Prefix: "billing\u200b/"}, "prefix"},
 		{auth.CreateRequest{Role: auth.RoleViewer, Description: "a\x1b[31m"}, "description"},
 		{auth.CreateRequest{Role: auth.RoleViewer, Description: "\xff"}, "description"},
 		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "soon"}, "ttl"},
@@ -360,4 +363,96 @@ func BenchmarkAuthenticate(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// followed authenticates token and follows its principal until the test
+// ends.
+func (e *env) followed(t *testing.T, token string) context.Context {
+	t.Helper()
+	p, err := e.cache.Authenticate(token, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := e.cache.Follow(context.Background(), p)
+	t.Cleanup(stop)
+	return ctx
+}
+
+// ended waits for ctx to end (within the bound of a broken cache, not a
+// timing) and checks that its cause wraps ErrUnauthenticated and says
+// msg.
+func ended(t *testing.T, ctx context.Context, msg string) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the followed context did not end (want %q)", msg)
+	}
+	if cause := context.Cause(ctx); !errors.Is(cause, auth.ErrUnauthenticated) || !strings.Contains(cause.Error(), msg) {
+		t.Errorf("cause %v; want ErrUnauthenticated saying %q", cause, msg)
+	}
+}
+
+func TestFollowEndsOnRevocation(t *testing.T) {
+	e := newEnv(t, "")
+	victim := e.create(t, auth.CreateRequest{Role: auth.RoleViewer})
+	other := e.create(t, auth.CreateRequest{Role: auth.RoleViewer})
+	vctx, octx := e.followed(t, victim.Secret), e.followed(t, other.Secret)
+
+	// Changes of other credentials wake the follower but do not end it.
+	e.create(t, auth.CreateRequest{Role: auth.RoleOperator})
+	rev, err := e.store.Revoke(context.Background(), victim.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended(t, vctx, "revoked")
+	e.wait(t, rev)
+	if octx.Err() != nil {
+		t.Errorf("revoking %s ended the follower of %s: %v", victim.ID, other.ID, context.Cause(octx))
+	}
+}
+
+func TestFollowEndsOnReplacement(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := context.Background()
+	first, rev, err := e.store.Issue(ctx, "dev-admin", auth.CreateRequest{Role: auth.RoleAdmin}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait(t, rev)
+	fctx := e.followed(t, first.Secret)
+	if _, _, err := e.store.Issue(ctx, "dev-admin", auth.CreateRequest{Role: auth.RoleAdmin}, ""); err != nil {
+		t.Fatal(err)
+	}
+	ended(t, fctx, "replaced")
+}
+
+func TestFollowEndsAtExpiry(t *testing.T) {
+	e := newEnv(t, "")
+	c := e.create(t, auth.CreateRequest{Role: auth.RoleViewer, TTL: "1h"})
+	fctx := e.followed(t, c.Secret)
+	e.clock.BlockUntilContext(context.Background(), 1) // the follower's expiry timer
+	e.clock.Advance(time.Hour - time.Millisecond)
+	if fctx.Err() != nil {
+		t.Fatalf("ended before the expiry: %v", context.Cause(fctx))
+	}
+	e.clock.Advance(time.Millisecond)
+	ended(t, fctx, "expired")
+}
+
+func TestFollowOfTheBootstrapEndsWithItsContext(t *testing.T) {
+	e := newEnv(t, strings.Repeat("b", auth.MinBootstrapBytes))
+	p, err := e.cache.Authenticate(strings.Repeat("b", auth.MinBootstrapBytes), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, cancel := context.WithCancel(context.Background())
+	fctx, stop := e.cache.Follow(parent, p)
+	defer stop()
+	e.create(t, auth.CreateRequest{Role: auth.RoleViewer})
+	if fctx.Err() != nil {
+		t.Fatalf("the bootstrap's follower ended: %v", context.Cause(fctx))
+	}
+	cancel()
+	<-fctx.Done()
 }

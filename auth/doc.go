@@ -27,11 +27,19 @@
 // message; hashes are compared in constant time; an unknown, revoked or
 // expired credential is refused with ErrUnauthenticated, and a valid one
 // without the role or scope with ErrForbidden; a job outside a
-// credential's scope is refused whether it exists or not.
+// credential's scope is refused whether it exists or not; one creator
+// holds at most StoreConfig.MaxPerCreator unexpired credentials, even
+// under concurrent creates on several members; expired credentials are
+// deleted by the Create or List that meets them (bounded per call, each
+// conditional on its revision).
 //
-// Not guaranteed: a revocation does not end requests already in
-// progress (a long poll runs to its end); the cache refuses stored
-// tokens (ErrNotReady) until its first list from etcd succeeds; roles are
-// fixed (no custom roles), and a prefix is a plain string prefix of the
-// job ID.
+// Cache.Follow gives long-lived responses (event streams, long polls) a
+// context that ends as soon as their credential is revoked, replaced or
+// expires, woken by the same watch.
+//
+// Not guaranteed: a revocation does not end ordinary requests already
+// in progress, nor responses that do not run under Follow; the cache
+// refuses stored tokens (ErrNotReady) until its first list from etcd
+// succeeds; roles are fixed (no custom roles), and a prefix is a plain
+// string prefix of the job ID.
 package auth

@@ -14,20 +14,9 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/store"
 )
-
-// exampleMember is the admin.Member of the examples' API, which serves
-// jobs only.
-type exampleMember struct{}
-
-func (exampleMember) Members() api.View { return api.View{} }
-func (exampleMember) Partitions() (api.PartitionTable, error) {
-	return api.PartitionTable{}, admin.ErrNotStarted
-}
-func (exampleMember) Ready() (bool, string)       { return true, "" }
-func (exampleMember) Healthy(time.Duration) error { return nil }
-func (exampleMember) Drain()                      {}
 
 var exampleNS int
 
@@ -41,9 +30,8 @@ func startExampleAPI() (string, func()) {
 	}
 	exampleNS++
 	jobs := store.NewEtcd(ec, fmt.Sprintf("/example-%d/", exampleNS), 16, api.DefaultLimits(), nil)
-	srv := httptest.NewServer(admin.Handler(exampleMember{}, admin.Config{
+	srv := httptest.NewServer(admin.Handler(admintest.Member{Jobs: jobs}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
-		Jobs:     func() (admin.JobStore, error) { return jobs, nil },
 		Insecure: true,
 	}))
 	return srv.URL, func() { srv.Close(); ec.Close() }

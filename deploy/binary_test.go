@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // The build the tests check the deployment files against.
@@ -119,6 +122,9 @@ type invocation struct {
 	env map[string]string
 	// positional allows arguments after the command (a job ID).
 	positional bool
+	// files holds the contents of the files the invocation may name with
+	// --config, by the path the binary sees.
+	files map[string]string
 }
 
 // placeholders replaces the references a runner expands before the
@@ -204,6 +210,9 @@ func (inv invocation) check(t reporter) resolved {
 		}
 		set(name, value, "argument")
 	}
+	if path, ok := r.flags["config"]; ok {
+		inv.configFile(t, r, path)
+	}
 	byEnv := map[string]string{}
 	for name, f := range known {
 		byEnv[f.Env] = name
@@ -220,7 +229,116 @@ func (inv invocation) check(t reporter) resolved {
 		}
 		set(name, value, "environment variable "+key)
 	}
+	if _, ok := known["print-config"]; ok {
+		dir, err := os.MkdirTemp("", "jobfleet-deploy-run-")
+		if err != nil {
+			t.Errorf("%s: %v", inv.where, err)
+			return r
+		}
+		defer os.RemoveAll(dir)
+		inv.accepted(t, dir)
+	}
 	return r
+}
+
+// configFile checks the settings of the config file at path (as the
+// binary sees it): every key a flag of r's command, every value of the
+// flag's type, no setting also given as an argument; and adds them to
+// r's flags.
+func (inv invocation) configFile(t reporter, r resolved, path string) {
+	t.Helper()
+	data, ok := inv.files[path]
+	if !ok {
+		t.Errorf("%s: --config=%s names no file the deployment ships", inv.where, path)
+		return
+	}
+	var settings map[string]any
+	if err := yaml.UnmarshalStrict([]byte(data), &settings); err != nil {
+		t.Errorf("%s: config file %s: %v", inv.where, path, err)
+		return
+	}
+	known := commands[r.command]
+	for _, key := range sortedKeys(settings) {
+		how := "key of config file " + path
+		f, ok := known[key]
+		if !ok || key == "config" || key == "print-config" {
+			t.Errorf("%s: jobfleet %s has no setting %s (%s)", inv.where, r.command, key, how)
+			continue
+		}
+		if _, dup := r.flags[key]; dup {
+			t.Errorf("%s: %s given both as an argument and in config file %s (the argument wins)", inv.where, key, path)
+		}
+		var values []string
+		switch v := settings[key].(type) {
+		case []any:
+			if f.Type != "stringSlice" {
+				t.Errorf("%s: %s: a list for --%s, of type %s", inv.where, how, key, f.Type)
+			}
+			for _, e := range v {
+				values = append(values, fmt.Sprint(e))
+			}
+		case map[string]any, nil:
+			t.Errorf("%s: %s: --%s wants a value, not %v", inv.where, how, key, v)
+		default:
+			values = []string{fmt.Sprint(v)}
+		}
+		for _, v := range values {
+			if err := checkValue(f.Type, v); err != nil {
+				t.Errorf("%s: jobfleet %s %s=%q (%s): %v", inv.where, r.command, key, v, how, err)
+			}
+		}
+		r.flags[key] = strings.Join(values, ",")
+	}
+}
+
+// runnable replaces the references a runner expands (placeholders) with
+// values of the kind they stand for, so that the binary can check them.
+func runnable(v string) string {
+	return placeholders.ReplaceAllStringFunc(v, func(ref string) string {
+		switch {
+		case strings.HasPrefix(ref, "%"):
+			return "/run/credentials/jobfleet" // systemd's %d
+		case strings.Contains(ref, "NAMESPACE"):
+			return "jobfleet"
+		default:
+			return "pod-0"
+		}
+	})
+}
+
+// accepted runs the binary on inv with --print-config, its files written
+// where --config finds them: the binary must accept every setting (and
+// start nothing). It returns what it printed.
+func (inv invocation) accepted(t reporter, dir string) string {
+	t.Helper()
+	if buildErr != nil {
+		t.Errorf("%s: %v", inv.where, buildErr)
+		return ""
+	}
+	args := make([]string, 0, len(inv.args)+1)
+	for _, a := range inv.args {
+		if name, path, ok := strings.Cut(a, "="); ok && name == "--config" {
+			local := filepath.Join(dir, strings.ReplaceAll(strings.Trim(path, "/"), "/", "_"))
+			if err := os.WriteFile(local, []byte(runnable(inv.files[path])), 0o600); err != nil {
+				t.Errorf("%s: %v", inv.where, err)
+				return ""
+			}
+			a = "--config=" + local
+		}
+		args = append(args, runnable(a))
+	}
+	cmd := exec.Command(binary, append(args, "--print-config")...)
+	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	for k, v := range inv.env {
+		cmd.Env = append(cmd.Env, k+"="+runnable(v))
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Errorf("%s: jobfleet %s --print-config refuses the settings: %v: %s", inv.where, strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return string(out)
 }
 
 // checkValue reports whether value parses as a flag of pflag type typ.
@@ -279,6 +397,12 @@ func TestInvocationCheckFails(t *testing.T) {
 		{"unknown variable", invocation{args: []string{"worker"}, env: map[string]string{"JOBFLEET_CONCURENCY": "4"}}},
 		{"variable of another command", invocation{args: []string{"worker"}, env: map[string]string{"JOBFLEET_LEASE_TTL": "5s"}}},
 		{"positional argument", invocation{args: []string{"orchestrator", "extra"}}},
+		{"config file not shipped", invocation{args: []string{"orchestrator", "--config=/etc/jobfleet/o.yaml"}}},
+		{"unknown config key", invocation{args: []string{"worker", "--config=/c.yaml"}, files: map[string]string{"/c.yaml": "concurency: 4\n"}}},
+		{"config value of the wrong type", invocation{args: []string{"worker", "--config=/c.yaml"}, files: map[string]string{"/c.yaml": "concurrency: lots\n"}}},
+		{"config value the binary refuses", invocation{args: []string{"worker", "--config=/c.yaml"}, files: map[string]string{"/c.yaml": "concurrency: -4\n"}}},
+		{"settings that do not fit together", invocation{args: []string{"orchestrator", "--config=/c.yaml"}, files: map[string]string{"/c.yaml": "tls-cert: /a.crt\n"}}},
+		{"a setting in the file and as an argument", invocation{args: []string{"worker", "--config=/c.yaml", "--concurrency=4"}, files: map[string]string{"/c.yaml": "concurrency: 8\n"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{}
@@ -289,9 +413,10 @@ func TestInvocationCheckFails(t *testing.T) {
 			}
 		})
 	}
-	good := invocation{where: "good", args: []string{"orchestrator", "--lease-ttl=5s", "--id=$(POD_NAME)"}, env: map[string]string{"JOBFLEET_PARTITIONS": "1024"}}
+	good := invocation{where: "good", args: []string{"orchestrator", "--lease-ttl=5s", "--id=$(POD_NAME)", "--config=/c.yaml"}, env: map[string]string{"JOBFLEET_PARTITIONS": "1024"},
+		files: map[string]string{"/c.yaml": "etcd-endpoints: [http://a:2379, http://b:2379]\nhistory-max-runs: 50\n"}}
 	r := good.check(t)
-	if r.flags["lease-ttl"] != "5s" || r.flags["partitions"] != "1024" {
+	if r.flags["lease-ttl"] != "5s" || r.flags["partitions"] != "1024" || r.flags["history-max-runs"] != "50" || r.flags["etcd-endpoints"] != "http://a:2379,http://b:2379" {
 		t.Errorf("resolved %v", r.flags)
 	}
 }

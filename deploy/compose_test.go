@@ -78,7 +78,7 @@ func TestCompose(t *testing.T) {
 			}
 			args = line
 		}
-		r := invocation{where: where, args: args, env: s.Environment}.check(t)
+		r := invocation{where: where, args: args, env: s.Environment, files: mountedFiles(t, s.Volumes)}.check(t)
 		counts[r.command]++
 		for _, v := range r.flags {
 			for _, part := range strings.Split(v, ",") {
@@ -160,4 +160,28 @@ func TestCompose(t *testing.T) {
 	if env, err := os.ReadFile(filepath.Join(dir, ".env")); err != nil || !strings.Contains(string(env), "JOBFLEET_UID=") {
 		t.Errorf(".env: %v %q", err, env)
 	}
+}
+
+// mountedFiles returns the contents of the files of the compose directory
+// that volumes mount one by one ("./NAME:/PATH[:ro]"), by the path the
+// container sees.
+func mountedFiles(t *testing.T, volumes []string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	for _, v := range volumes {
+		parts := strings.Split(v, ":")
+		if len(parts) < 2 || !strings.HasPrefix(parts[0], "./") {
+			continue
+		}
+		local := filepath.Join("compose", parts[0])
+		if fi, err := os.Stat(local); err != nil || fi.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[parts[1]] = string(data)
+	}
+	return files
 }

@@ -10,9 +10,12 @@
 //
 // Guarantees (what the tests check): every manifest and every rendering
 // of the chart decodes strictly into the Kubernetes API types (an unknown
-// or misspelt field fails); every flag and JOBFLEET_* variable given to
-// the binary in any of these files is one the binary has, for the command
-// it is given to, with a value of the flag's type; probes, container ports
+// or misspelt field fails); every flag, JOBFLEET_* variable and config
+// file key given to the binary in any of these files is one the binary
+// has, for the command it is given to, with a value of the flag's type,
+// and the binary accepts the settings together (`jobfleet orchestrator
+// --config=FILE ... --print-config` and the worker's exit 0, with the
+// placeholders a runner expands replaced); probes, container ports
 // and Service ports agree with the --listen and --metrics-listen flags,
 // and probe schemes with TLS; alert rules parse and name only metrics the
 // binary defines; unit files pass systemd-analyze verify where it exists.

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -92,6 +93,9 @@ func TestChartRenders(t *testing.T) {
 		{name: "no network policies", values: map[string]any{"networkPolicy": map[string]any{"enabled": false}}},
 		{name: "extra flags",
 			values: map[string]any{"orchestrator": map[string]any{"extraArgs": []any{"--run-lease=1m"}}, "worker": map[string]any{"extraArgs": []any{"--poll-wait=10s"}}}},
+		{name: "extra settings, over the chart's",
+			values: map[string]any{"orchestrator": map[string]any{"config": map[string]any{"history-max-runs": 50, "lease-ttl": "10s", "warm-standby": true}},
+				"worker": map[string]any{"config": map[string]any{"secret-env": []any{"BILLING_TOKEN"}, "concurrency": 16}}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			objs, _ := renderChart(t, tt.values)
@@ -124,6 +128,14 @@ func TestChartMatchesManifests(t *testing.T) {
 	}
 	if a, b := sorted(chartShape.workerArgs), sorted(plain.workerArgs); !slices.Equal(a, b) {
 		t.Errorf("worker arguments differ:\nchart     %q\nmanifests %q", a, b)
+	}
+	for _, c := range []struct {
+		what          string
+		chart, manual map[string]string
+	}{{"orchestrator", chartShape.orchestratorFlags, plain.orchestratorFlags}, {"worker", chartShape.workerFlags, plain.workerFlags}} {
+		if !maps.Equal(c.chart, c.manual) || len(c.chart) < 5 {
+			t.Errorf("%s settings differ:\nchart     %v\nmanifests %v", c.what, c.chart, c.manual)
+		}
 	}
 }
 
@@ -171,14 +183,41 @@ func TestChartRulesAreTheRules(t *testing.T) {
 	}
 }
 
-// TestChartExtraArgsChecked checks that the flags a user adds through
-// extraArgs go through the same checks (a misspelt one fails).
+// TestChartExtraArgsChecked checks that the flags and settings a user
+// adds through extraArgs and config go through the same checks (a
+// misspelt one fails, and so does one the binary refuses).
 func TestChartExtraArgsChecked(t *testing.T) {
 	needBinary(t)
-	objs, _ := renderChart(t, map[string]any{"orchestrator": map[string]any{"extraArgs": []any{"--run-leas=1m"}}})
-	rec := &recorder{}
-	checkFleet(rec, "chart", objs, chartSecrets(t))
-	if !rec.failed {
-		t.Errorf("a chart rendered with extraArgs --run-leas=1m passes the checks")
+	for _, values := range []map[string]any{
+		{"orchestrator": map[string]any{"extraArgs": []any{"--run-leas=1m"}}},
+		{"orchestrator": map[string]any{"config": map[string]any{"run-leas": "1m"}}},
+		{"orchestrator": map[string]any{"config": map[string]any{"history-max-runs": -1}}},
+		{"worker": map[string]any{"config": map[string]any{"poll-wait": "1m"}}},
+	} {
+		objs, _ := renderChart(t, values)
+		rec := &recorder{}
+		checkFleet(rec, "chart", objs, chartSecrets(t))
+		if !rec.failed {
+			t.Errorf("a chart rendered with %v passes the checks", values)
+		}
+	}
+}
+
+// TestChartSettingsOverride: orchestrator.config and worker.config reach
+// the binary over what the chart derives from its other values.
+func TestChartSettingsOverride(t *testing.T) {
+	needBinary(t)
+	objs, _ := renderChart(t, map[string]any{
+		"orchestrator": map[string]any{"config": map[string]any{"lease-ttl": "10s", "log-format": "console"}},
+		"worker":       map[string]any{"config": map[string]any{"concurrency": 16, "discover": false}},
+	})
+	shape := checkFleet(t, "chart", objs, chartSecrets(t))
+	for _, c := range []struct{ got, want string }{
+		{shape.orchestratorFlags["lease-ttl"], "10s"}, {shape.orchestratorFlags["log-format"], "console"},
+		{shape.workerFlags["concurrency"], "16"}, {shape.workerFlags["discover"], "false"},
+	} {
+		if c.got != c.want {
+			t.Errorf("setting %q, want %q (orchestrator %v, worker %v)", c.got, c.want, shape.orchestratorFlags, shape.workerFlags)
+		}
 	}
 }

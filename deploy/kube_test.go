@@ -122,7 +122,11 @@ func secretKeys(objs []runtime.Object) map[string]map[string]bool {
 type fleetShape struct {
 	orchestratorArgs []string
 	workerArgs       []string
-	kinds            map[string]int
+	// orchestratorFlags and workerFlags are the settings each sets, from
+	// its arguments, variables and config file.
+	orchestratorFlags map[string]string
+	workerFlags       map[string]string
+	kinds             map[string]int
 }
 
 // checkFleet checks the objects of one way of deploying a fleet on
@@ -138,6 +142,7 @@ func checkFleet(t reporter, where string, objs []runtime.Object, secrets map[str
 		services []*corev1.Service
 		pdbs     []*policyv1.PodDisruptionBudget
 		policies []*networkingv1.NetworkPolicy
+		configs  = map[string]map[string]string{} // ConfigMaps' data, by name
 	)
 	for _, o := range objs {
 		switch v := o.(type) {
@@ -159,6 +164,9 @@ func checkFleet(t reporter, where string, objs []runtime.Object, secrets map[str
 		case *networkingv1.NetworkPolicy:
 			shape.kinds["NetworkPolicy"]++
 			policies = append(policies, v)
+		case *corev1.ConfigMap:
+			shape.kinds["ConfigMap"]++
+			configs[v.Name] = v.Data
 		case *monitoringv1.ServiceMonitor:
 			shape.kinds["ServiceMonitor"]++
 		case *monitoringv1.PrometheusRule:
@@ -168,17 +176,17 @@ func checkFleet(t reporter, where string, objs []runtime.Object, secrets map[str
 		}
 	}
 	for _, p := range pods {
-		r, args := p.check(t, secrets)
+		r, args := p.check(t, secrets, configs)
 		switch r.command {
 		case "orchestrator":
-			shape.orchestratorArgs = args
+			shape.orchestratorArgs, shape.orchestratorFlags = args, r.flags
 			if p.kind != "StatefulSet" {
 				t.Errorf("%s: orchestrators run as a %s, want a StatefulSet (stable IDs)", p.where, p.kind)
 			}
 			checkPDB(t, p, pdbs)
 			checkOrchestratorService(t, p, r, services)
 		case "worker":
-			shape.workerArgs = args
+			shape.workerArgs, shape.workerFlags = args, r.flags
 			if p.kind != "Deployment" {
 				t.Errorf("%s: workers run as a %s, want a Deployment", p.where, p.kind)
 			}
@@ -229,8 +237,9 @@ func (p podOf) namespace() string { return "jobfleet" }
 var k8sRef = regexp.MustCompile(`\$\(([A-Z_][A-Z0-9_]*)\)`)
 
 // check checks the pod's one jobfleet container and returns the flags it
-// sets and its arguments.
-func (p podOf) check(t reporter, secrets map[string]map[string]bool) (resolved, []string) {
+// sets and its arguments. configs holds the data of the ConfigMaps the
+// pod may mount, by name.
+func (p podOf) check(t reporter, secrets map[string]map[string]bool, configs map[string]map[string]string) (resolved, []string) {
 	t.Helper()
 	if !labels.SelectorFromSet(p.selector).Matches(labels.Set(p.labels)) {
 		t.Errorf("%s: selector %v does not match the template's labels %v", p.where, p.selector, p.labels)
@@ -284,7 +293,22 @@ func (p podOf) check(t reporter, secrets map[string]map[string]bool) (resolved, 
 			}
 		}
 	}
-	r := invocation{where: p.where, args: c.Args, env: env}.check(t)
+	files := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		v, ok := volumes[m.Name]
+		if !ok || v.ConfigMap == nil {
+			continue
+		}
+		data, ok := configs[v.ConfigMap.Name]
+		if !ok {
+			t.Errorf("%s: volume %s mounts ConfigMap %s, which is not deployed", p.where, m.Name, v.ConfigMap.Name)
+			continue
+		}
+		for key, content := range data {
+			files[filepath.Join(m.MountPath, key)] = content
+		}
+	}
+	r := invocation{where: p.where, args: c.Args, env: env, files: files}.check(t)
 
 	// Every file a flag names is in a mounted volume (a Secret with
 	// that key, or a volume the pod writes).
@@ -554,13 +578,16 @@ func TestManifestChecksFail(t *testing.T) {
 	secrets := secretKeys(decodeFiles(t, filepath.Join("kubernetes", "secrets")))
 	for _, tt := range []struct{ name, old, new string }{
 		{"unknown field", "podManagementPolicy: Parallel", "podManagementPolicy: Parallel\n  podManagmentPolicy: Parallel"},
-		{"misspelt flag", "--lease-ttl=5s", "--lease-tll=5s"},
+		{"misspelt flag", "--id=$(POD_NAME)", "--idd=$(POD_NAME)"},
+		{"misspelt setting", "    lease-ttl: 5s", "    lease-tll: 5s"},
+		{"setting refused", "    lease-ttl: 5s", "    lease-ttl: 5500ms"},
+		{"config file not mounted", "            - name: config\n              mountPath: /etc/jobfleet/config", "            - name: config\n              mountPath: /etc/jobfleet/settings"},
 		{"probe without TLS", "scheme: HTTPS", "scheme: HTTP"},
 		{"probe on a missing port", "path: /readyz\n              port: api", "path: /readyz\n              port: admin"},
-		{"missing secret key", "--etcd-ca=/etc/jobfleet/etcd/ca.crt", "--etcd-ca=/etc/jobfleet/etcd/ca.pem"},
+		{"missing secret key", "etcd-ca: /etc/jobfleet/etcd/ca.crt", "etcd-ca: /etc/jobfleet/etcd/ca.pem"},
 		{"short grace", "terminationGracePeriodSeconds: 30", "terminationGracePeriodSeconds: 5"},
 		{"minority budget", "minAvailable: 2", "minAvailable: 1"},
-		{"client certificates with probes on the API", "--tls-key=/etc/jobfleet/tls/tls.key", "--tls-key=/etc/jobfleet/tls/tls.key\n            - --tls-client-ca=/etc/jobfleet/tls/ca.crt"},
+		{"client certificates with probes on the API", "    tls-key: /etc/jobfleet/tls/tls.key", "    tls-key: /etc/jobfleet/tls/tls.key\n    tls-client-ca: /etc/jobfleet/tls/ca.crt"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			bad := strings.Replace(string(data), tt.old, tt.new, 1)

@@ -27,11 +27,15 @@ type service struct {
 	env map[string]string
 	// credentials are LoadCredential= sources, by credential name.
 	credentials map[string]string
+	// files are the config files ExecStart names (--config), read from
+	// the unit's directory by base name, by installed path.
+	files map[string]string
 }
 
-// parseUnit reads unit file path and its environment file (found in the
-// unit's directory by base name).
+// parseUnit reads unit file path, its environment file and its config
+// files (found in the unit's directory by base name).
 func parseUnit(path string) (service, error) {
+	unitPath := path
 	f, err := os.Open(path)
 	if err != nil {
 		return service{}, err
@@ -41,7 +45,7 @@ func parseUnit(path string) (service, error) {
 	if err != nil {
 		return service{}, fmt.Errorf("%s: %w", path, err)
 	}
-	s := service{directives: map[string][]string{}, env: map[string]string{}, credentials: map[string]string{}}
+	s := service{directives: map[string][]string{}, env: map[string]string{}, credentials: map[string]string{}, files: map[string]string{}}
 	for _, o := range opts {
 		if o.Section != "Service" {
 			continue
@@ -57,6 +61,15 @@ func parseUnit(path string) (service, error) {
 				return s, fmt.Errorf("%s: ExecStart=%s does not run %s", path, o.Value, installedBinary)
 			}
 			s.args = words[1:]
+			for _, w := range s.args {
+				if path, ok := strings.CutPrefix(w, "--config="); ok {
+					data, err := os.ReadFile(filepath.Join(filepath.Dir(unitPath), filepath.Base(path)))
+					if err != nil {
+						return s, fmt.Errorf("%s: ExecStart names %s: %w", unitPath, path, err)
+					}
+					s.files[path] = string(data)
+				}
+			}
 		case "Environment":
 			k, v, ok := strings.Cut(o.Value, "=")
 			if !ok || strings.ContainsAny(o.Value, `"' `) {
@@ -115,7 +128,7 @@ var credentialRef = regexp.MustCompile(`%d/([A-Za-z0-9_.-]+)`)
 // hardening.
 func checkUnit(t reporter, where string, s service) resolved {
 	t.Helper()
-	r := invocation{where: where, args: s.args, env: s.env}.check(t)
+	r := invocation{where: where, args: s.args, env: s.env, files: s.files}.check(t)
 	one := func(name string) string {
 		v := s.directives[name]
 		if len(v) == 0 {
@@ -205,7 +218,10 @@ func TestSystemdUnits(t *testing.T) {
 func TestSystemdUnitChecksFail(t *testing.T) {
 	needBinary(t)
 	for _, tt := range []struct{ name, unit, old, new string }{
-		{"misspelt variable", "orchestrator.env", "JOBFLEET_LEASE_TTL=5s", "JOBFLEET_LEASE_TIME=5s"},
+		{"misspelt setting", "orchestrator.yaml", "lease-ttl: 5s", "lease-time: 5s"},
+		{"bad setting", "worker.yaml", "concurrency: 8", "concurrency: -8"},
+		{"relation refused", "orchestrator.yaml", "tls-key: /etc/jobfleet/tls/api.key", "#tls-key: /etc/jobfleet/tls/api.key"},
+		{"misspelt variable", "jobfleet-orchestrator.service", "Environment=JOBFLEET_ETCD_KEY=", "Environment=JOBFLEET_ETCD_KEYFILE="},
 		{"credential not loaded", "jobfleet-orchestrator.service", "LoadCredential=admin-token:", "LoadCredential=admin:"},
 		{"short stop timeout", "jobfleet-worker.service", "TimeoutStopSec=45s", "TimeoutStopSec=10s"},
 		{"no hardening", "jobfleet-orchestrator.service", "ProtectSystem=strict", "ProtectSystem=full"},
@@ -213,7 +229,7 @@ func TestSystemdUnitChecksFail(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			for _, f := range []string{"jobfleet-orchestrator.service", "jobfleet-worker.service", "orchestrator.env", "worker.env"} {
+			for _, f := range []string{"jobfleet-orchestrator.service", "jobfleet-worker.service", "orchestrator.yaml", "worker.yaml"} {
 				data, err := os.ReadFile(filepath.Join("systemd", f))
 				if err != nil {
 					t.Fatal(err)
@@ -282,5 +298,57 @@ func TestSystemdAnalyze(t *testing.T) {
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		t.Logf("%s: %s", filepath.Base(p), lines[len(lines)-1])
+	}
+}
+
+// commentedSetting matches a config file line that shows a setting
+// commented out: "#key: value".
+var commentedSetting = regexp.MustCompile(`(?m)^#([a-z][a-z0-9-]*: .*)$`)
+
+// TestSystemdCommentedSettings: the settings the units' config files show
+// commented out are settings the command accepts, and those the
+// orchestrator's file shows are its defaults (its comments say so):
+// uncommenting them changes nothing --print-config prints but where the
+// values came from.
+func TestSystemdCommentedSettings(t *testing.T) {
+	needBinary(t)
+	settingsOnly := func(out string) []string {
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if l == "" || strings.HasPrefix(l, "#") {
+				continue
+			}
+			v, _, _ := strings.Cut(l, "  # from ")
+			lines = append(lines, v)
+		}
+		return lines
+	}
+	for _, name := range units {
+		t.Run(name, func(t *testing.T) {
+			s, err := parseUnit(filepath.Join("systemd", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv := invocation{where: "systemd/" + name, args: s.args, env: s.env, files: s.files}
+			uncommented := invocation{where: inv.where + " (commented settings set)", args: s.args, env: s.env, files: map[string]string{}}
+			shown := 0
+			for path, data := range s.files {
+				shown += len(commentedSetting.FindAllString(data, -1))
+				uncommented.files[path] = commentedSetting.ReplaceAllString(data, "$1")
+			}
+			if shown == 0 {
+				t.Skip("no setting shown commented out")
+			}
+			before, after := settingsOnly(inv.accepted(t, t.TempDir())), settingsOnly(uncommented.accepted(t, t.TempDir()))
+			if len(before) < 20 || len(after) != len(before) {
+				t.Fatalf("--print-config printed %d settings, then %d", len(before), len(after))
+			}
+			if name != "jobfleet-orchestrator.service" {
+				return // examples of values, not defaults
+			}
+			if strings.Join(before, "\n") != strings.Join(after, "\n") {
+				t.Errorf("uncommenting the %d settings shown changes the configuration:\nbefore %q\nafter  %q", shown, before, after)
+			}
+		})
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/internal/settings"
 	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -30,7 +32,10 @@ type SpaceGate interface {
 	NoteWriteError(err error)
 }
 
-// Config configures a Dispatcher. Start from DefaultConfig.
+// Config configures a Dispatcher. Its numbers and durations follow the
+// zero convention of package settings: 0 is the default (DefaultConfig's
+// value), a negative value is unbounded where the field says so and
+// refused elsewhere. New and Validate apply the defaults to zero fields.
 type Config struct {
 	// Namespace is the cluster's etcd key prefix.
 	Namespace string
@@ -42,13 +47,14 @@ type Config struct {
 	MemberAddr string
 	// FireBatch is the most runs one fenced transaction creates. Each run
 	// costs up to four operations and etcd allows 128 per transaction by
-	// default. Default 25.
+	// default. 1 to 30; default 25.
 	FireBatch int
 	// CommitsInFlight is the most fenced writes this member sends to etcd
 	// at once; writes made while that many are in flight wait and go
 	// together in the next request, each fenced on its own partition's
-	// epoch (shard.CommitBatch). 0 sends every write on its own, as many
-	// at once as partitions make. Default 8.
+	// epoch (shard.CommitBatch). Negative: no bound, and no batching
+	// across partitions (every write goes on its own, as many at once as
+	// partitions make; for benchmarks). Default 8.
 	CommitsInFlight int
 	// CommitLatencyTarget steers how much of its writes this member keeps
 	// in flight: a request whose round trip exceeds it halves the
@@ -58,14 +64,15 @@ type Config struct {
 	// apply, behind which etcd's linearizable reads and, on a busy server,
 	// lease keepalives wait: well below the lease's renew deadline, so
 	// that a herd of due jobs slows down rather than starving the
-	// member's lease renewal. 0 keeps CommitsInFlight requests in flight
-	// whatever their round trip. Default 250ms.
+	// member's lease renewal. Negative: no target, CommitsInFlight
+	// requests in flight whatever their round trip. Below RequestTimeout.
+	// Default 250ms.
 	CommitLatencyTarget time.Duration
 	// LoadsInFlight is the most partitions this member loads from etcd at
 	// once; the others it owns wait for a slot, in the order they asked,
 	// before they are served. It bounds the requests and goroutines of
-	// loads; LoadJobsInFlight bounds their work. 0: no bound on the
-	// partitions. Default 16.
+	// loads; LoadJobsInFlight bounds their work. Negative: no bound on
+	// the partitions. Default 16 (--loads-in-flight).
 	LoadsInFlight int
 	// LoadJobsInFlight is the most jobs (spec and trigger keys) this
 	// member loads from etcd at once, summed over the partitions loading.
@@ -81,8 +88,9 @@ type Config struct {
 	// member missed its renew deadline while loading. Weighing loads by
 	// their jobs lets a small fleet's partitions (a few jobs each) load
 	// many at once, up to LoadsInFlight, while a million jobs over 1 024
-	// partitions (about a thousand each) load about two at a time. 0: no
-	// bound on the jobs, and no count read. Default 2048.
+	// partitions (about a thousand each) load about two at a time.
+	// Negative: no bound on the jobs, and no count read. Default 2048
+	// (--load-jobs-in-flight).
 	LoadJobsInFlight int
 	// FiresInFlight is the most runs this member has planned and not yet
 	// written at once, over all its partitions: a partition plans its due
@@ -95,20 +103,22 @@ type Config struct {
 	// waiting for etcd, and its lease keepalives waited behind. The
 	// default is above what the commit window lets into etcd at most
 	// (CommitsInFlight requests of 512 operations, about 800 runs), so
-	// that the window, not this bound, paces the writes. 0: no bound (each
-	// partition still plans one write at a time). At least FireBatch.
-	// Default 2048.
+	// that the window, not this bound, paces the writes. Negative: no
+	// bound (each partition still plans one write at a time). Otherwise at
+	// least FireBatch. Default 2048.
 	FiresInFlight int
 	// RunLease is how long a worker holds an attempt without heartbeat.
-	// Default 30s.
+	// At least 1s; default 30s (--run-lease).
 	RunLease time.Duration
 	// HistoryMaxRuns is how many runs a job keeps, active ones included,
 	// unless its history.max_runs says otherwise; the oldest final ones
-	// are trimmed. Default 100.
+	// are trimmed. 1 to store.MaxHistoryRuns; default 100
+	// (--history-max-runs).
 	HistoryMaxRuns int
 	// HistoryMaxAge is how long a final run is kept after its scheduled
-	// time unless its job's history.max_age says otherwise; 0 keeps runs
-	// whatever their age. Default DefaultHistoryMaxAge.
+	// time unless its job's history.max_age says otherwise. Negative:
+	// runs are kept whatever their age. Default DefaultHistoryMaxAge
+	// (--history-max-age).
 	HistoryMaxAge time.Duration
 	// HistoryBudget bounds the bytes of run documents the fleet stores.
 	// Each partition's owner keeps its partition's within
@@ -117,13 +127,14 @@ type Config struct {
 	// since every partition has one owner, the fleet's total stays within
 	// HistoryBudget (plus the documents of active runs and the floors,
 	// which are never trimmed for it) with no coordination between
-	// members. Default DefaultHistoryBudget.
+	// members. At least 16 KiB per partition; default
+	// DefaultHistoryBudget (--history-budget).
 	HistoryBudget int64
 	// HistoryFloor is how many of each job's newest final runs the
 	// history budget never trims, with the job's newest dead run,
 	// whatever the other jobs of its partition store: at most the job's
 	// own max_runs (its count and age limits still apply). 1 to
-	// store.MaxHistoryRuns; default DefaultHistoryFloor.
+	// store.MaxHistoryRuns; default DefaultHistoryFloor (--history-floor).
 	HistoryFloor int
 	// MaxRunBytes is the budget of one run document: outputs of attempts
 	// beyond it are cut (store.FitRun). At least store.MinMaxRunBytes and
@@ -131,13 +142,13 @@ type Config struct {
 	// store.DefaultMaxRunBytes.
 	MaxRunBytes int
 	// DeleteAfter is how long a finished one-off job is kept, with its
-	// runs, unless its delete_after says otherwise; negative keeps them.
-	// Default DefaultDeleteAfter.
+	// runs, unless its delete_after says otherwise. Negative: they are
+	// kept forever. Default DefaultDeleteAfter (--delete-after).
 	DeleteAfter time.Duration
 	// MaxActivePerJob is the most runs of one job that may be active
 	// (waiting for a worker, awaiting a retry, or running); fires beyond
-	// it are recorded as skipped with the reason (see CapActive). Default
-	// 100.
+	// it are recorded as skipped with the reason (see CapActive). At least
+	// 1; default 100.
 	MaxActivePerJob int
 	// Misfire is the schedule policy's grace and cap (its Misfire field is
 	// taken from each job).
@@ -195,7 +206,8 @@ const (
 	maxRunBytes = 1 << 20
 )
 
-// DefaultConfig returns the defaults.
+// DefaultConfig returns the defaults for member (reached at addr) of a
+// cluster of partitions partitions under namespace ns.
 func DefaultConfig(ns string, partitions int, member, addr string) Config {
 	return Config{
 		Namespace:           ns,
@@ -220,12 +232,73 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 	}
 }
 
-// Validate reports the first problem with c: a field out of its range or
-// fields that do not fit together. Errors wrap ErrInvalidConfig and start
-// with "dispatch: invalid config".
+// WithDefaults returns c with its zero settings replaced by
+// DefaultConfig's (the identity fields, the hooks and the logger as they
+// are).
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig(c.Namespace, c.Partitions, c.MemberID, c.MemberAddr)
+	def := func(v *int, dv int) {
+		if *v == 0 {
+			*v = dv
+		}
+	}
+	defDur := func(v *time.Duration, dv time.Duration) {
+		if *v == 0 {
+			*v = dv
+		}
+	}
+	def(&c.FireBatch, d.FireBatch)
+	def(&c.CommitsInFlight, d.CommitsInFlight)
+	defDur(&c.CommitLatencyTarget, d.CommitLatencyTarget)
+	def(&c.LoadsInFlight, d.LoadsInFlight)
+	def(&c.LoadJobsInFlight, d.LoadJobsInFlight)
+	def(&c.FiresInFlight, d.FiresInFlight)
+	defDur(&c.RunLease, d.RunLease)
+	def(&c.HistoryMaxRuns, d.HistoryMaxRuns)
+	def(&c.HistoryFloor, d.HistoryFloor)
+	defDur(&c.HistoryMaxAge, d.HistoryMaxAge)
+	if c.HistoryBudget == 0 {
+		c.HistoryBudget = d.HistoryBudget
+	}
+	def(&c.MaxRunBytes, d.MaxRunBytes)
+	defDur(&c.DeleteAfter, d.DeleteAfter)
+	def(&c.MaxActivePerJob, d.MaxActivePerJob)
+	defDur(&c.RequestTimeout, d.RequestTimeout)
+	return c
+}
+
+// AddFlags defines the flags of c's settings in fs, each bound to its
+// field with the field's current value as its default (call it on
+// DefaultConfig, or on a Config whose values the flags are to show):
+// --run-lease, --loads-in-flight, --load-jobs-in-flight,
+// --history-max-runs, --history-max-age, --history-budget,
+// --history-floor and --delete-after.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&c.RunLease, "run-lease", c.RunLease, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
+	fs.IntVar(&c.LoadsInFlight, "loads-in-flight", c.LoadsInFlight, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn (--load-jobs-in-flight still bounds their jobs)")
+	settings.Unbounded(fs, "loads-in-flight", "no bound on the partitions")
+	fs.IntVar(&c.LoadJobsInFlight, "load-jobs-in-flight", c.LoadJobsInFlight, "jobs this member loads from etcd at once, summed over the partitions loading: each load first counts its partition's jobs and waits its turn until they fit (a partition larger than this loads alone; a member loading hundreds of thousands of jobs at once can miss its lease renewal)")
+	settings.Unbounded(fs, "load-jobs-in-flight", "no bound on the jobs")
+	fs.IntVar(&c.HistoryMaxRuns, "history-max-runs", c.HistoryMaxRuns, fmt.Sprintf("runs kept per job (active ones included) unless the job's history.max_runs says otherwise (1 to %d)", store.MaxHistoryRuns))
+	fs.DurationVar(&c.HistoryMaxAge, "history-max-age", c.HistoryMaxAge, "how long final runs are kept after their scheduled time unless the job's history.max_age says otherwise")
+	settings.Unbounded(fs, "history-max-age", "kept whatever their age")
+	settings.BytesVar(fs, &c.HistoryBudget, "history-budget", c.HistoryBudget, "bytes of run documents the whole fleet keeps, like 1GiB or 500MB (each partition's owner keeps its share, trimming the job that stores the most first, its oldest final runs first); every member must be given the same value")
+	fs.IntVar(&c.HistoryFloor, "history-floor", c.HistoryFloor, fmt.Sprintf("newest final runs of each job (with its newest dead run) the history budget never trims, whatever the job's neighbours store (1 to %d)", store.MaxHistoryRuns))
+	fs.DurationVar(&c.DeleteAfter, "delete-after", c.DeleteAfter, "how long a finished one-off job is kept, with its runs, unless its delete_after says otherwise")
+	settings.Unbounded(fs, "delete-after", "kept forever")
+}
+
+// Validate reports the first problem with c, after WithDefaults: a field
+// out of its range or fields that do not fit together. Errors wrap
+// ErrInvalidConfig and start with "dispatch: invalid config"; a setting
+// with a flag is reported as a *settings.Error naming it.
 func (c Config) Validate() error {
+	c = c.WithDefaults()
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	invalid := func(key string, v any, format string, args ...any) error {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid(key, v, format, args...))
 	}
 	switch {
 	case c.Namespace == "" || !strings.HasSuffix(c.Namespace, "/"):
@@ -236,32 +309,24 @@ func (c Config) Validate() error {
 		return bad("empty member ID")
 	case c.FireBatch < 1 || c.FireBatch > 30:
 		return bad("fire batch %d outside 1..30", c.FireBatch)
-	case c.CommitsInFlight < 0:
-		return bad("commits in flight %d below 0", c.CommitsInFlight)
-	case c.LoadsInFlight < 0:
-		return bad("loads in flight %d below 0", c.LoadsInFlight)
-	case c.LoadJobsInFlight < 0:
-		return bad("load jobs in flight %d below 0", c.LoadJobsInFlight)
-	case c.FiresInFlight != 0 && c.FiresInFlight < c.FireBatch:
-		return bad("fires in flight %d neither 0 nor at least the fire batch %d", c.FiresInFlight, c.FireBatch)
+	case c.FiresInFlight > 0 && c.FiresInFlight < c.FireBatch:
+		return bad("fires in flight %d below the fire batch %d (negative: no bound)", c.FiresInFlight, c.FireBatch)
 	case c.RunLease < time.Second:
-		return bad("run lease %v below 1s", c.RunLease)
+		return invalid("run-lease", c.RunLease, "want at least 1s (0: the default, 30s)")
 	case c.MaxActivePerJob < 1:
 		return bad("max active runs per job %d below 1", c.MaxActivePerJob)
 	case c.HistoryMaxRuns < 1 || c.HistoryMaxRuns > store.MaxHistoryRuns:
-		return bad("history max runs %d outside 1..%d", c.HistoryMaxRuns, store.MaxHistoryRuns)
-	case c.HistoryMaxAge < 0:
-		return bad("history max age %v is negative", c.HistoryMaxAge)
+		return invalid("history-max-runs", c.HistoryMaxRuns, "want 1 to %d (0: the default, 100)", store.MaxHistoryRuns)
 	case c.HistoryFloor < 1 || c.HistoryFloor > store.MaxHistoryRuns:
-		return bad("history floor %d outside 1..%d", c.HistoryFloor, store.MaxHistoryRuns)
+		return invalid("history-floor", c.HistoryFloor, "want 1 to %d (0: the default, %d)", store.MaxHistoryRuns, DefaultHistoryFloor)
 	case c.HistoryBudget < int64(c.Partitions)*minBudgetShare:
-		return bad("history budget %d bytes below %d bytes per partition (%d partitions)", c.HistoryBudget, minBudgetShare, c.Partitions)
+		return invalid("history-budget", settings.FormatBytes(c.HistoryBudget), "want at least %s per partition, %s for %d partitions", settings.FormatBytes(minBudgetShare), settings.FormatBytes(int64(c.Partitions)*minBudgetShare), c.Partitions)
 	case c.MaxRunBytes < store.MinMaxRunBytes || c.MaxRunBytes > maxRunBytes:
 		return bad("run document budget %d bytes outside %d..%d", c.MaxRunBytes, store.MinMaxRunBytes, maxRunBytes)
-	case c.RequestTimeout <= 0:
-		return bad("request timeout %v must be positive", c.RequestTimeout)
-	case c.CommitLatencyTarget < 0 || c.CommitLatencyTarget >= c.RequestTimeout:
-		return bad("commit latency target %v must be at least 0 and below the request timeout %v", c.CommitLatencyTarget, c.RequestTimeout)
+	case c.RequestTimeout < 0:
+		return bad("request timeout %v is negative", c.RequestTimeout)
+	case c.CommitLatencyTarget >= c.RequestTimeout:
+		return bad("commit latency target %v must be below the request timeout %v (negative: none)", c.CommitLatencyTarget, c.RequestTimeout)
 	}
 	return nil
 }

@@ -21,7 +21,10 @@
 //
 //   - Every write of a partition's scheduler is fenced on its epoch and
 //     applies in the order it was decided (one writer at a time per
-//     partition).
+//     partition). Writes decided from a version of a job (its fires, its
+//     state, its deletion) apply only while its spec and its pause key
+//     (store.PauseKey) are still at the revisions they were decided from:
+//     a fire decided before a pause or resume that lands first is refused.
 //   - Heartbeats and metrics are answered from memory: they never wait for
 //     etcd, even while a write of the partition does.
 //   - What a partition stores is bounded: at most Config.MaxActivePerJob
@@ -53,7 +56,8 @@
 //     write failed so is read again and, if recorded, taken back, since
 //     the worker never got it. Deletions and state writes are idempotent
 //     and retried.
-//   - A partition built from a warm standby copy (Standby) is the
+//   - A partition built from a warm standby copy (package
+//     dispatch/standby, wired by Dispatcher.NewStandby) is the
 //     partition a load from etcd would build at the copy's revision: the
 //     copy is taken only once its watch has delivered every change up to
 //     the ownership's epoch, and both go through one load function; any

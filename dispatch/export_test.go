@@ -61,3 +61,15 @@ func (d *Dispatcher) JobPaused(id string) bool {
 	e := pt.jobs[id]
 	return e != nil && e.spec.Paused
 }
+
+// QueueUnsureTakeBack records, for partition p's run runID, what an
+// attempt's write of unknown outcome leaves behind (assign's error path):
+// an unsure take-back of attempt by worker, without waking the loop.
+func (d *Dispatcher) QueueUnsureTakeBack(p int, runID, worker string, attempt int) {
+	d.mu.Lock()
+	pt := d.parts[p]
+	d.mu.Unlock()
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.takeBacks[runID] = undelivered{attempt: attempt, worker: worker, unsure: true}
+}

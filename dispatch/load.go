@@ -3,48 +3,44 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // load reads the partition's specs, triggers, states, active runs and
-// failing-runs index entries at one revision and returns that revision. It is a writer (it replaces the
-// partition's memory and removes the data of deleted jobs): handlers of a
-// partition being reloaded wait for it.
+// failing-runs index entries at one revision and returns that revision.
+// It is a writer (it replaces the partition's memory and removes the data
+// of deleted jobs): handlers of a partition being reloaded wait for it.
 //
 // The first load of an ownership reads them from this member's warm
 // standby copy of the partition if it holds one that has caught up with
-// the ownership's epoch (standby.go), else from etcd; both go through
-// loadFrom, which builds the memory. A later load of the same ownership
+// the ownership's epoch (package dispatch/standby), else from etcd (paged
+// reads, pages.go); both go through loadFrom, which builds the memory. A later load of the same ownership
 // (its spec watch ended) always reads etcd: this member has written the
 // partition since the epoch, and a copy that caught up with the epoch
 // may not have seen those writes yet (a member can hold a copy of a
 // partition it owns: the ring made it the heir while the handoff is
 // pending, or gave the partition back before it).
 func (pt *partition) load(ctx context.Context) (int64, error) {
-	sb := pt.d.standby.Load()
+	sb := pt.d.warm()
 	if pt.loaded {
-		sb.skip(pt.p)
-	} else if c := sb.take(ctx, pt.p, pt.own.Epoch); c != nil {
-		rev, err := pt.loadFrom(ctx, c.scan, c.decoded)
+		sb.Skip(pt.p)
+	} else if c := sb.Take(ctx, pt.p, pt.own.Epoch); c != nil {
+		rev, err := pt.loadFrom(ctx, c.Scan, c.Decoded)
 		if err == nil {
 			pt.loaded = true
-			sb.counted(true)
+			sb.Loaded(true)
 			return rev, nil
 		}
 		pt.lg.Warn("loading the standby copy failed; reading etcd", zap.Error(err))
 	}
-	sb.counted(false)
+	sb.Loaded(false)
 	rev, err := pt.loadFrom(ctx, pt.rangePages, nil)
 	if err == nil {
 		pt.loaded = true
@@ -56,7 +52,7 @@ func (pt *partition) load(ctx context.Context) (int64, error) {
 // every key under prefix, in key order, as of revision rev, or, if rev is
 // 0, as of a revision it chooses and returns. A source that reads etcd
 // reads at most page keys per request. pt.rangePages reads etcd; a
-// standby copy (copySnapshot.scan) reads memory.
+// standby copy (standby.Snapshot.Scan) reads memory.
 type loadSource func(ctx context.Context, prefix string, rev int64, page int64, fn func(kv *mvccpb.KeyValue)) (int64, error)
 
 // loadFrom is load from src: every rule of what the memory holds (orphans,
@@ -70,7 +66,12 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	k := pt.d.keys
 	jobs := map[string]*jobEntry{}
 	var triggers []triggerReq
+	pauses := map[string]*mvccpb.KeyValue{}
 	rev, err := src(ctx, k.PartitionJobsPrefix(pt.p), 0, loadPage, func(kv *mvccpb.KeyValue) {
+		if id, ok := k.ParsePauseKey(pt.p, string(kv.Key)); ok {
+			pauses[id] = kv
+			return
+		}
 		id, at, ok := k.ParseSpecKey(pt.p, string(kv.Key))
 		switch {
 		case !ok:
@@ -92,6 +93,11 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	})
 	if err != nil {
 		return 0, err
+	}
+	for id, kv := range pauses {
+		if e := jobs[id]; e != nil {
+			e.setPauseKey(kv)
+		}
 	}
 	var orphans []string           // deleted jobs whose state or queue entries remain
 	orphaned := map[string]bool{}  // the same, as a set
@@ -215,70 +221,6 @@ type failingEntry struct {
 	dead     bool
 }
 
-// loadPage is how many specs, states or queue entries load reads per
-// request: a partition of any size is read in requests of bounded size,
-// all at the revision of the first. A variable for tests.
-var loadPage int64 = 1000
-
-// rangePages calls fn for every key under prefix, in key order, read in
-// pages of at most page keys at revision rev, or, if rev is 0, at the
-// revision of the first page, which it returns.
-//
-// Only a read at revision 0 must be linearizable (it fixes what the load
-// sees as the partition's present). A read at a given revision returns
-// the same keys from any etcd member that has applied that revision, so
-// those are serializable: etcd answers them without confirming its
-// leadership and waiting to apply what it committed, which under a
-// backlog of writes is the wait a lease keepalive shares. A member that
-// has not applied rev yet refuses with ErrFutureRev, and the page is read
-// again linearizably.
-func (pt *partition) rangePages(ctx context.Context, prefix string, rev int64, page int64, fn func(kv *mvccpb.KeyValue)) (int64, error) {
-	rev, err := pt.d.rangePages(ctx, prefix, rev, page, fn)
-	if err != nil {
-		return 0, fmt.Errorf("load partition %d: %w", pt.p, err)
-	}
-	return rev, nil
-}
-
-// rangePages is partition.rangePages for any prefix (standby copies read
-// with it too); its errors are etcd's.
-func (d *Dispatcher) rangePages(ctx context.Context, prefix string, rev int64, page int64, fn func(kv *mvccpb.KeyValue)) (int64, error) {
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	for from := prefix; ; {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page)}
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
-		var resp *clientv3.GetResponse
-		var err error
-		if rev > 0 {
-			resp, err = d.client.Get(rctx, from, append(opts, clientv3.WithSerializable())...)
-		}
-		if rev == 0 || errors.Is(err, rpctypes.ErrFutureRev) {
-			resp, err = d.client.Get(rctx, from, opts...)
-		}
-		cancel()
-		if err != nil {
-			return 0, err
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			fn(kv)
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return rev, nil
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
-}
-
-// loadRunsPage is how many run documents load reads per request: at most
-// a few MiB even if every document is at its budget.
-var loadRunsPage int64 = 64
-
 // loadRuns reads the partition's run documents at revision rev from src, in pages:
 // it accounts every run of a job keep accepts in a history (under the
 // job ID keep returns, so that the partition holds one copy of each ID),
@@ -329,47 +271,4 @@ func (pt *partition) loadRuns(ctx context.Context, src loadSource, rev int64, ke
 		return nil, nil, err
 	}
 	return active, hist, nil
-}
-
-// internID makes the entry's ID the string id, equal to it, so that the
-// maps keyed by id and the entry share one copy; it returns id.
-func (e *jobEntry) internID(id string) string {
-	if e.spec.ID == id {
-		e.spec.ID = id
-	}
-	return id
-}
-
-func (pt *partition) entryFromKV(kv *mvccpb.KeyValue) *jobEntry {
-	e, err := decodeEntry(kv)
-	switch {
-	case e == nil:
-		pt.lg.Warn("ignoring corrupt job spec", zap.ByteString("key", kv.Key), zap.Error(err))
-		return nil
-	case err != nil:
-		pt.lg.Warn("ignoring job spec whose executor does not encode", zap.ByteString("key", kv.Key), zap.Error(err))
-		return nil
-	case e.schedErr != nil:
-		pt.lg.Warn("job schedule does not parse; not scheduling it", zap.String("job_id", e.spec.ID), zap.Error(e.schedErr))
-	}
-	return e
-}
-
-// decodeEntry decodes a spec key's value into a job entry, without its
-// state. It returns nil and the error for a value that does not decode,
-// an entry without work and the error for an executor that does not
-// encode, and an entry with schedErr set for a schedule that does not
-// parse.
-func decodeEntry(kv *mvccpb.KeyValue) (*jobEntry, error) {
-	j, err := store.DecodeStoredJob(kv.Value, kv.ModRevision)
-	if err != nil {
-		return nil, err
-	}
-	work, err := compactWork(&j)
-	if err != nil {
-		return &jobEntry{spec: specOf(&j)}, err
-	}
-	e := &jobEntry{spec: specOf(&j), work: work}
-	e.sched, e.schedErr = j.ParseSchedule()
-	return e, nil
 }

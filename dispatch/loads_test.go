@@ -226,7 +226,7 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	cfg := DefaultConfig(ns, parts, "m", "http://m.invalid")
-	cfg.LoadsInFlight = 0 // only the jobs bound
+	cfg.LoadsInFlight = -1 // only the jobs bound
 	cfg.LoadJobsInFlight = budget
 	cfg.Metrics = NewMetrics(reg)
 	cfg.Logger = zaptest.NewLogger(t)
@@ -338,9 +338,9 @@ func BenchmarkLoadSmallPartitions(b *testing.B) {
 		name        string
 		loads, jobs int
 	}{
-		{"partitions=2", 2, 0},
+		{"partitions=2", 2, -1},
 		{"defaults", DefaultConfig(ns, parts, "m", "").LoadsInFlight, DefaultConfig(ns, parts, "m", "").LoadJobsInFlight},
-		{"unbounded", 0, 0},
+		{"unbounded", -1, -1},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := DefaultConfig(ns, parts, "m", "http://m.invalid")

@@ -3,17 +3,14 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/retry"
-	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -100,22 +97,6 @@ type cancelledAttempt struct {
 	until      time.Time // forgotten after
 }
 
-// jobEntry is a job as its partition's scheduler holds it.
-type jobEntry struct {
-	// spec is what the scheduler keeps of the job's spec; work the rest a
-	// worker needs, encoded.
-	spec     jobSpec
-	work     compactedWork
-	sched    schedule.Schedule
-	schedErr error // the spec's schedule does not parse (should not happen: validated)
-	state    store.JobState
-	dirty    bool // state changed in memory without a fire; persist with the next write
-	// stale is set when a write guarded on the spec's revision was refused
-	// (the job changed in etcd, or got a trigger request, meanwhile):
-	// nothing is planned for the job until the watch brings the change.
-	stale bool
-}
-
 type activeRun struct {
 	run        store.Run
 	modRev     int64     // the run key's mod revision, for compare-and-swap
@@ -125,21 +106,15 @@ type activeRun struct {
 	worker     workerReg // running: the registration its worker held (workers.go)
 }
 
-type triggerReq struct {
-	id  string
-	at  time.Time
-	key string
-}
-
 func (pt *partition) now() time.Time { return pt.d.cfg.Clock.Now() }
 
 // run loads the partition and schedules it until ctx is cancelled.
 func (pt *partition) run(ctx context.Context) {
 	bo := retry.New(retry.Etcd)
 	for ctx.Err() == nil {
-		pt.d.pending.add(1)
+		pt.d.loads.pending.add(1)
 		rev, err := pt.loadInTurn(ctx)
-		pt.d.pending.add(-1)
+		pt.d.loads.pending.add(-1)
 		if ctx.Err() != nil {
 			break // released while waiting or loading
 		}
@@ -159,75 +134,6 @@ func (pt *partition) run(ctx context.Context) {
 	pt.closed = true
 	pt.mu.Unlock()
 	pt.d.unregister(pt)
-}
-
-// loadInTurn waits for one of the member's load slots
-// (Config.LoadsInFlight), then for room for the partition's jobs in the
-// member's load budget (Config.LoadJobsInFlight), each in the order the
-// partitions asked, then loads the partition. It returns ctx's error if
-// ctx ends first, or the error of counting the partition's jobs.
-func (pt *partition) loadInTurn(ctx context.Context) (int64, error) {
-	d := pt.d
-	waited := d.cfg.Metrics.loadWaits()
-	weight, err := pt.awaitLoadTurn(ctx)
-	waited()
-	if err != nil {
-		return 0, err
-	}
-	defer pt.endLoadTurn(weight)
-	clock := d.cfg.Clock
-	start := clock.Now()
-	took := d.cfg.Metrics.loadStarts(weight)
-	if d.loadHook != nil {
-		defer d.loadHook(pt.p)()
-	}
-	rev, err := pt.load(ctx)
-	took(clock.Since(start).Seconds())
-	return rev, err
-}
-
-// awaitLoadTurn acquires a load slot and the partition's weight in jobs
-// of the load budget (see loadInTurn), and returns that weight (0 without
-// a budget). On an error it holds nothing.
-func (pt *partition) awaitLoadTurn(ctx context.Context) (int64, error) {
-	d := pt.d
-	if d.loads != nil {
-		if err := d.loads.Acquire(ctx, 1); err != nil {
-			return 0, err
-		}
-	}
-	if d.loadJobs == nil {
-		return 0, nil
-	}
-	// The count is a weight, not part of the load: serializable, it needs
-	// neither a read index nor the revision the load will read at.
-	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
-	resp, err := d.client.Get(rctx, d.keys.PartitionJobsPrefix(pt.p), clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
-	cancel()
-	weight := int64(0)
-	if err == nil {
-		weight = min(max(resp.Count, 1), int64(d.cfg.LoadJobsInFlight))
-		err = d.loadJobs.Acquire(ctx, weight)
-	} else {
-		err = fmt.Errorf("count the jobs of partition %d before loading it: %w", pt.p, err)
-	}
-	if err != nil {
-		if d.loads != nil {
-			d.loads.Release(1)
-		}
-		return 0, err
-	}
-	return weight, nil
-}
-
-// endLoadTurn gives back what awaitLoadTurn acquired.
-func (pt *partition) endLoadTurn(weight int64) {
-	if weight > 0 {
-		pt.d.loadJobs.Release(weight)
-	}
-	if pt.d.loads != nil {
-		pt.d.loads.Release(1)
-	}
 }
 
 // schedule watches the partition's specs from rev and fires due jobs until
@@ -286,64 +192,6 @@ func (pt *partition) poke() {
 	select {
 	case pt.nudge <- struct{}{}:
 	default:
-	}
-}
-
-// apply handles spec and trigger changes. Trigger requests are queued for
-// the next tick, which fires them with the scheduled fires.
-func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
-	pt.wmu.Lock()
-	defer pt.wmu.Unlock()
-	k := pt.d.keys
-	for _, ev := range events {
-		id, at, ok := k.ParseSpecKey(pt.p, string(ev.Kv.Key))
-		if !ok {
-			continue
-		}
-		switch {
-		case !at.IsZero() && ev.Type == mvccpb.PUT:
-			pt.mu.Lock()
-			pt.triggers[string(ev.Kv.Key)] = triggerReq{id: id, at: at, key: string(ev.Kv.Key)}
-			if e := pt.jobs[id]; e != nil {
-				e.stale = false
-				pt.indexLocked(id)
-			}
-			pt.mu.Unlock()
-		case !at.IsZero():
-			// our own deletion of a consumed trigger, or the API's along
-			// with the job's
-			pt.mu.Lock()
-			delete(pt.triggers, string(ev.Kv.Key))
-			pt.mu.Unlock()
-		case ev.Type == mvccpb.DELETE:
-			pt.mu.Lock()
-			known := pt.jobs[id] != nil || pt.hist.jobs[id] != nil
-			pt.mu.Unlock()
-			if !known {
-				continue // deleted by this owner (a finished one-off job), or never loaded
-			}
-			pt.lg.Info("job deleted; removing its state and runs", zap.String("job_id", id))
-			pt.deleteJobData(ctx, id)
-		default:
-			e := pt.entryFromKV(ev.Kv)
-			if e == nil {
-				continue
-			}
-			pt.mu.Lock()
-			if old := pt.jobs[id]; old != nil {
-				e.state = old.state
-				if old.spec.Paused && !e.spec.Paused {
-					e.state = Resumed(e.state, pt.now())
-					e.dirty = true
-				}
-				if !old.spec.CreatedAt.Equal(e.spec.CreatedAt) { // deleted and created again
-					e.state = store.JobState{}
-				}
-			}
-			pt.jobs[e.internID(id)] = e
-			pt.indexLocked(id)
-			pt.mu.Unlock()
-		}
 	}
 }
 

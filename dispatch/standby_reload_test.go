@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -35,15 +36,15 @@ func TestReloadDoesNotTakeAStaleCopy(t *testing.T) {
 	d := h.newDispatcher("m1")
 
 	var mu sync.Mutex
-	heirs := dispatch.Heirs{Of: map[int]bool{}}
+	heirs := standby.Heirs{Of: map[int]bool{}}
 	changed := make(chan struct{})
 	var gate chan struct{} // while set, the standby's watch waits on it
-	met := dispatch.NewStandbyMetrics(nil)
-	sb, err := d.NewStandby(func() (dispatch.Heirs, <-chan struct{}) {
+	met := newStandbyMetrics(t)
+	sb, err := d.NewStandby(func() (standby.Heirs, <-chan struct{}) {
 		mu.Lock()
 		defer mu.Unlock()
 		return heirs, changed
-	}, dispatch.StandbyConfig{CatchUp: time.Hour, Metrics: met})
+	}, standby.Config{CatchUp: time.Hour, Metrics: met.m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestReloadDoesNotTakeAStaleCopy(t *testing.T) {
 
 	// The ring makes m1 the heir of the partition it still owns.
 	mu.Lock()
-	heirs = dispatch.Heirs{Of: map[int]bool{0: true}}
+	heirs = standby.Heirs{Of: map[int]bool{0: true}}
 	close(changed)
 	changed = make(chan struct{})
 	mu.Unlock()
@@ -137,4 +138,28 @@ func loadsDone(t *testing.T, reg *prometheus.Registry) uint64 {
 		}
 	}
 	return 0
+}
+
+// standbyMetrics are a standby's metrics and their registry.
+type standbyMetrics struct {
+	t   *testing.T
+	m   *standby.Metrics
+	reg *prometheus.Registry
+}
+
+func newStandbyMetrics(t *testing.T) standbyMetrics {
+	reg := prometheus.NewRegistry()
+	return standbyMetrics{t: t, m: standby.NewMetrics(reg), reg: reg}
+}
+
+// Loads returns how many loads were served from a copy (source "warm")
+// or from etcd ("cold").
+func (m standbyMetrics) Loads(source string) float64 {
+	return metricValue(m.t, m.reg, "jobfleet_standby_loads_total", "source", source)
+}
+
+// CatchUpTimeouts returns how many acquisitions found their copy behind
+// past the catch-up bound.
+func (m standbyMetrics) CatchUpTimeouts() float64 {
+	return metricValue(m.t, m.reg, "jobfleet_standby_catch_up_timeouts_total")
 }

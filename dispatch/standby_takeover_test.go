@@ -9,24 +9,25 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // heir starts member's dispatcher with a standby following partition 0,
 // to be the next start's (h.next), and waits until it holds its copy.
 // hook, if not nil, sees every response of the standby's watch first.
-func (h *harness) heir(member string, hook func(*clientv3.WatchResponse)) *dispatch.StandbyMetrics {
+func (h *harness) heir(member string, hook func(*clientv3.WatchResponse)) standbyMetrics {
 	h.t.Helper()
 	return h.heirWithin(member, hook, time.Hour) // the fake clock never reaches it
 }
 
 // heirWithin is heir with a catch-up bound of catchUp on the fake clock.
-func (h *harness) heirWithin(member string, hook func(*clientv3.WatchResponse), catchUp time.Duration) *dispatch.StandbyMetrics {
+func (h *harness) heirWithin(member string, hook func(*clientv3.WatchResponse), catchUp time.Duration) standbyMetrics {
 	h.t.Helper()
 	d := h.newDispatcher(member)
-	met := dispatch.NewStandbyMetrics(nil)
-	sb, err := d.NewStandby(func() (dispatch.Heirs, <-chan struct{}) { return dispatch.Heirs{Of: map[int]bool{0: true}}, nil },
-		dispatch.StandbyConfig{CatchUp: catchUp, Metrics: met})
+	met := newStandbyMetrics(h.t)
+	sb, err := d.NewStandby(func() (standby.Heirs, <-chan struct{}) { return standby.Heirs{Of: map[int]bool{0: true}}, nil },
+		standby.Config{CatchUp: catchUp, Metrics: met.m})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"pgregory.net/rapid"
 
+	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -59,7 +60,7 @@ func TestStandbyCopyIsARead(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		s, err := d.NewStandby(func() (Heirs, <-chan struct{}) { return Heirs{Of: map[int]bool{0: true}}, nil }, StandbyConfig{CatchUp: time.Hour})
+		s, err := d.NewStandby(func() (standby.Heirs, <-chan struct{}) { return standby.Heirs{Of: map[int]bool{0: true}}, nil }, standby.Config{CatchUp: time.Hour})
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -145,34 +146,36 @@ func TestStandbyCopyIsARead(t *testing.T) {
 		epoch := resp.Header.Revision
 		tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer tcancel()
-		snap := s.take(tctx, 0, epoch)
+		snap := s.Take(tctx, 0, epoch)
 		if snap == nil {
 			rt.Fatal("no copy to take")
 		}
-		if snap.rev < epoch {
-			rt.Fatalf("copy at revision %d, before the epoch %d", snap.rev, epoch)
+		if snap.Rev() < epoch {
+			rt.Fatalf("copy at revision %d, before the epoch %d", snap.Rev(), epoch)
 		}
 
 		// The copy is a read at its revision.
 		var want []*mvccpb.KeyValue
 		for _, prefix := range []string{k.FailingPrefix(0), k.PartitionJobsPrefix(0), k.QueuePrefix(0), k.PartitionRunsPrefix(0), k.StatePrefix(0)} {
-			r, err := client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(snap.rev))
+			r, err := client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(snap.Rev()))
 			must(err)
 			want = append(want, r.Kvs...)
 		}
 		slices.SortFunc(want, func(a, b *mvccpb.KeyValue) int { return strings.Compare(string(a.Key), string(b.Key)) })
 		decoded := map[string]bool{} // specs the copy holds decoded, without their value
-		for kv := range snap.jobs {
-			decoded[string(kv.Key)] = true
+		for _, kv := range snap.KVs() {
+			if snap.Decoded(kv) != nil {
+				decoded[string(kv.Key)] = true
+			}
 		}
-		if got, want := kvsText(snap.kvs, decoded), kvsText(want, decoded); got != want {
-			rt.Fatalf("copy at revision %d:\n%s\nread at that revision:\n%s", snap.rev, got, want)
+		if got, want := kvsText(snap.KVs(), decoded), kvsText(want, decoded); got != want {
+			rt.Fatalf("copy at revision %d:\n%s\nread at that revision:\n%s", snap.Rev(), got, want)
 		}
 
 		// A load builds the same memory from it as from etcd.
-		warm, cold := loadedFrom(d, epoch, snap.scan, snap.decoded), loadedFrom(d, epoch, func(ctx context.Context, prefix string, rev, page int64, fn func(*mvccpb.KeyValue)) (int64, error) {
+		warm, cold := loadedFrom(d, epoch, snap.Scan, snap.Decoded), loadedFrom(d, epoch, func(ctx context.Context, prefix string, rev, page int64, fn func(*mvccpb.KeyValue)) (int64, error) {
 			if rev == 0 {
-				rev = snap.rev
+				rev = snap.Rev()
 			}
 			return d.rangePages(ctx, prefix, rev, page, fn)
 		}, nil)
@@ -189,11 +192,7 @@ var standbyT0 = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 func waitHeld(t interface{ Fatal(...any) }, s *Standby, p int) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.mu.Lock()
-		c := s.copies[p]
-		held := s.live && c != nil && !c.reading
-		s.mu.Unlock()
-		if held {
+		if s.Held(p) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -258,67 +257,6 @@ func loadedFrom(d *Dispatcher, epoch int64, src loadSource, decoded func(*mvccpb
 	return b.String()
 }
 
-// TestStandbyKeepsTheCopyOfAPartitionItIsGiven: when the ring gives the
-// heir the partition (its owner went away), the copy stays for the
-// acquisition to take, though the heir no longer inherits it; it goes
-// when the ring gives the partition to neither.
-func TestStandbyKeepsTheCopyOfAPartitionItIsGiven(t *testing.T) {
-	client := etcdtest.New(t).Client(t)
-	cfg := DefaultConfig("/standby-given/", 4, "heir", "http://heir.invalid")
-	cfg.Logger = zap.NewNop()
-	d, err := New(client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	changed := make(chan struct{})
-	var mu sync.Mutex
-	heirs := Heirs{Of: map[int]bool{1: true, 2: true}}
-	s, err := d.NewStandby(func() (Heirs, <-chan struct{}) {
-		mu.Lock()
-		defer mu.Unlock()
-		return heirs, changed
-	}, StandbyConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	wg.Go(func() { s.Run(ctx) })
-	waitHeld(t, s, 1)
-	waitHeld(t, s, 2)
-	set := func(h Heirs) {
-		mu.Lock()
-		heirs = h
-		close(changed)
-		changed = make(chan struct{})
-		mu.Unlock()
-	}
-	set(Heirs{Of: map[int]bool{3: true}, Given: map[int]bool{1: true, 0: true}})
-	waitHeld(t, s, 3)
-	s.mu.Lock()
-	c1, c2, c0 := s.copies[1], s.copies[2], s.copies[0]
-	s.mu.Unlock()
-	if c1 == nil || c2 != nil || c0 != nil {
-		t.Fatalf("copies of 1, 2, 0 after the ring gave 1 and 0: %v, %v, %v; want 1's only", c1 != nil, c2 != nil, c0 != nil)
-	}
-	set(Heirs{Of: map[int]bool{3: true}})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s.mu.Lock()
-		c1 = s.copies[1]
-		s.mu.Unlock()
-		if c1 == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the copy of a partition neither inherited nor given stayed")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // BenchmarkLoadFromCopy times building a partition of 1 000 jobs (spec
 // and state each) from a standby copy and from etcd: the work a warm
 // takeover saves is the difference.
@@ -349,23 +287,27 @@ func BenchmarkLoadFromCopy(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := &standbyCopy{kvs: map[string]*mvccpb.KeyValue{}, jobs: map[*mvccpb.KeyValue]*jobEntry{}}
-	var rev int64
-	for _, prefix := range []string{k.PartitionJobsPrefix(0), k.StatePrefix(0), k.QueuePrefix(0), k.FailingPrefix(0), k.PartitionRunsPrefix(0)} {
-		if rev, err = d.rangePages(ctx, prefix, rev, loadPage, func(kv *mvccpb.KeyValue) {
-			var e *jobEntry
-			if _, at, ok := k.ParseSpecKey(0, string(kv.Key)); ok && at.IsZero() {
-				e = cacheable(kv)
-			}
-			c.put(kv, e)
-		}); err != nil {
-			b.Fatal(err)
-		}
+	s, err := d.NewStandby(func() (standby.Heirs, <-chan struct{}) { return standby.Heirs{Of: map[int]bool{0: true}}, nil }, standby.Config{CatchUp: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Run(sctx) })
+	waitHeld(b, s, 0)
+	resp, err := client.Put(ctx, shard.OwnerKey(ns, 0), "heir")
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap := s.Take(ctx, 0, resp.Header.Revision)
+	stop()
+	wg.Wait()
+	if snap == nil {
+		b.Fatal("no copy to take")
 	}
 	b.Run("copy", func(b *testing.B) {
 		for b.Loop() {
-			snap := newCopySnapshot(c, rev)
-			if _, err := unownedPartition(d, 1).loadFrom(ctx, snap.scan, snap.decoded); err != nil {
+			if _, err := unownedPartition(d, 1).loadFrom(ctx, snap.Scan, snap.Decoded); err != nil {
 				b.Fatal(err)
 			}
 		}

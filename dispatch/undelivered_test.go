@@ -120,3 +120,40 @@ func TestAttemptWriteOfUnknownOutcomeIsTakenBack(t *testing.T) {
 		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
 	}
 }
+
+// TestAttemptWriteThatDidNotApplyLeavesItsNextGrant: an attempt's write
+// timed out for the owner and never applied in etcd (lost with its
+// connection), so the owner has an unsure take-back queued; before the
+// owner settles it, the same worker polls again and gets the run's
+// attempt 1, delivered this time. The take-back must not then take that
+// attempt back: the run would go back to pending and its attempt 1 would
+// be handed out, and run, a second time. Found by the chaos suite (a
+// network partition healing while a worker's polls were in flight).
+func TestAttemptWriteThatDidNotApplyLeavesItsNextGrant(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(store.Job{ID: "a", Schedule: "@every 1m"})
+	h.advance(time.Minute)
+	runID := h.waitRuns("a", 1)[0].ID
+	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
+	// What the lost write left: etcd has the run pending, the owner an
+	// unsure take-back of w1's attempt 1.
+	h.disp.QueueUnsureTakeBack(0, runID, "w1", 1)
+
+	a := h.poll("w1", 1)[0] // wakes the loop, which settles take-backs
+	if a.RunID != runID || a.Attempt != 1 {
+		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
+	}
+	// The loop settles its take-backs before it fires: once job b's run
+	// is fired, a take-back of a's attempt would have been written.
+	at := h.clock.Now().Add(time.Second)
+	h.create(store.Job{ID: "b", RunAt: &at})
+	h.advance(2 * time.Second)
+	h.waitRuns("b", 1)
+	if r, err := h.store.GetRun(context.Background(), runID); err != nil || r.Status != store.RunRunning || len(r.Attempts) != 1 || r.Attempts[0].Worker != "w1" {
+		t.Fatalf("run after the owner's loop = %s with %+v, %v; want running w1's attempt 1", r.Status, r.Attempts, err)
+	}
+	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != store.RunSucceeded {
+		t.Fatalf("complete of the delivered attempt = %+v, %v; want succeeded", resp, err)
+	}
+}

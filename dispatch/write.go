@@ -67,6 +67,16 @@ func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefo
 		pt.hist.died(r.JobID, r.ScheduledAt, w.at, w.entry)
 	}
 	ar.run, ar.modRev, ar.notBefore, ar.size = r, rev, notBefore, w.size
+	if u, ok := pt.takeBacks[r.ID]; ok && u.unsure {
+		// An attempt's write of unknown outcome compared the revision this
+		// write compared too (memory did not move on from it), so one of
+		// them failed its compare: this one applied, that one did not,
+		// and there is nothing to take back. Left queued, the take-back
+		// would match the attempt this write recorded when it has the same
+		// number and worker (the worker's next poll got the run again) and
+		// take back an attempt that was delivered: it would run twice.
+		delete(pt.takeBacks, r.ID)
+	}
 	if r.Status.Final() {
 		pt.dropActiveLocked(r.ID)
 		pt.poke() // a one-off job may have finished

@@ -50,7 +50,7 @@ const (
 	NoCoordination = "no-coordination"
 	Sharded        = "sharded"
 	// ShardedUnbatched is Sharded with every fenced write sent on its
-	// own (dispatch.Config.CommitsInFlight 0): the scheduler before
+	// own (dispatch.Config.CommitsInFlight negative): the scheduler before
 	// writes were batched across partitions, for before/after figures
 	// measured in the same run.
 	ShardedUnbatched = "sharded-unbatched"

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/shard"
 )
@@ -61,14 +62,14 @@ func (e *env) startSharded(ctx context.Context, ns string, n, commitsInFlight in
 	for i := range n {
 		id := fmt.Sprintf("orchestrator-%d", i+1)
 		o, err := orchestrator.New(e.clients[i], orchestrator.Config{
-			ID:              id,
-			Advertise:       "http://" + id + ".invalid",
-			Namespace:       ns,
-			Partitions:      e.cfg.Partitions,
-			LeaseTTL:        e.cfg.LeaseTTL,
-			RebalanceDelay:  100 * time.Millisecond,
-			CommitsInFlight: commitsInFlight,
-			Logger:          lg,
+			ID:             id,
+			Advertise:      "http://" + id + ".invalid",
+			Namespace:      ns,
+			Partitions:     e.cfg.Partitions,
+			LeaseTTL:       e.cfg.LeaseTTL,
+			RebalanceDelay: 100 * time.Millisecond,
+			Dispatch:       dispatch.Config{CommitsInFlight: commitsInFlight},
+			Logger:         lg,
 		})
 		if err != nil {
 			s.stop()

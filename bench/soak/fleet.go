@@ -44,10 +44,6 @@ func startFleet(ctx context.Context, endpoints []string, ns string, cfg Config) 
 		discard := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.WarnLevel)
 		return zapcore.NewTee(c, zapcore.RegisterHooks(discard, f.count))
 	}))
-	compaction := cfg.CompactionInterval
-	if compaction == 0 {
-		compaction = storage.CompactionOff
-	}
 	for i := range cfg.Members {
 		c, err := bench.NewClient(endpoints, 0)
 		if err != nil {
@@ -57,14 +53,13 @@ func startFleet(ctx context.Context, endpoints []string, ns string, cfg Config) 
 		f.clients = append(f.clients, c)
 		id := fmt.Sprintf("orchestrator-%d", i+1)
 		o, err := orchestrator.New(c, orchestrator.Config{
-			ID:             id,
-			Advertise:      "http://" + id + ".invalid",
-			Namespace:      ns,
-			Partitions:     cfg.Partitions,
-			HistoryMaxRuns: cfg.HistoryMaxRuns,
-			HistoryBudget:  cfg.HistoryBudget,
-			Storage:        storage.Config{CompactionInterval: compaction, CheckInterval: min(cfg.SampleInterval, storage.DefaultCheckInterval)},
-			Logger:         lg.With(zap.String("soak_member", id)),
+			ID:         id,
+			Advertise:  "http://" + id + ".invalid",
+			Namespace:  ns,
+			Partitions: cfg.Partitions,
+			Dispatch:   dispatch.Config{HistoryMaxRuns: cfg.HistoryMaxRuns, HistoryBudget: cfg.HistoryBudget},
+			Storage:    storage.Config{CompactionInterval: cfg.CompactionInterval, CheckInterval: min(cfg.SampleInterval, storage.DefaultCheckInterval)},
+			Logger:     lg.With(zap.String("soak_member", id)),
 		})
 		if err != nil {
 			f.stop()

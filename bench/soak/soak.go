@@ -43,7 +43,8 @@ type Config struct {
 	Members int `json:"members"`
 	// Partitions is P.
 	Partitions int `json:"partitions"`
-	// CompactionInterval is the fleet's --compaction-interval.
+	// CompactionInterval is the fleet's --compaction-interval: 0 the
+	// default, negative none.
 	CompactionInterval time.Duration `json:"compaction_interval_ns"`
 	// HistoryMaxRuns is how many runs are kept per job, and HistoryBudget
 	// the bytes of run documents the fleet keeps (0: the orchestrator's
@@ -88,7 +89,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("soak: members %d outside 1..16", c.Members)
 	case c.Partitions < 1 || c.Partitions > shard.MaxPartitions:
 		return fmt.Errorf("soak: partitions %d outside 1..%d", c.Partitions, shard.MaxPartitions)
-	case c.CompactionInterval != 0 && c.CompactionInterval < time.Second:
+	case c.CompactionInterval > 0 && c.CompactionInterval < time.Second:
 		return fmt.Errorf("soak: compaction interval %v below 1s", c.CompactionInterval)
 	case c.SampleInterval < 10*time.Millisecond:
 		return fmt.Errorf("soak: sample interval %v below 10ms", c.SampleInterval)

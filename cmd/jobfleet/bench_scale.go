@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobfleet/jobfleet/bench/scale"
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
 func init() { benchCommands = append(benchCommands, newBenchScaleCmd) }
@@ -19,7 +20,7 @@ func newBenchScaleCmd() *cobra.Command {
 	cfg := scale.DefaultConfig()
 	var (
 		jobs, members, phases, storeWriters, from string
-		quota                                     byteSize
+		quota                                     int64
 		bf                                        benchFlags
 	)
 	cmd := &cobra.Command{
@@ -63,7 +64,7 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 			}
 			cfg.Phases = splitList(phases)
 			cfg.Fsync = !bf.noFsync
-			cfg.Quota = int64(quota)
+			cfg.Quota = quota
 			if cfg.Binary, err = os.Executable(); err != nil {
 				return fmt.Errorf("finding this binary: %w", err)
 			}
@@ -93,7 +94,6 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 			return nil
 		},
 	}
-	quota = byteSize(cfg.Quota)
 	fs := cmd.Flags()
 	fs.StringVar(&jobs, "jobs", "10k,100k", "job counts N, comma-separated (k and M suffixes: 10k, 1M)")
 	fs.StringVar(&members, "members", "3", "orchestrator counts, comma-separated (at least 2: a takeover needs a survivor)")
@@ -109,7 +109,7 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 	fs.IntVar(&cfg.SpreadJobs, "spread-jobs", 0, "spread only the first this many of the N jobs (over this many / --spread-rate seconds), the others staying resident: a slice of a longer spread (0: all N)")
 	fs.StringVar(&storeWriters, "store-writers", joinInts(cfg.StoreWriters), "writer counts of the store-limit phase (the limit is the best)")
 	fs.DurationVar(&cfg.StoreLimitDuration, "store-duration", cfg.StoreLimitDuration, "duration of each store-limit level")
-	fs.Var(&quota, "etcd-quota-bytes", "the embedded etcd's space quota")
+	settings.BytesVar(fs, &quota, "etcd-quota-bytes", cfg.Quota, "the embedded etcd's space quota")
 	fs.IntVar(&cfg.PortBase, "port-base", 0, "etcd on this port and the next, member i on port-base+10+i (0: free ports)")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory for etcd's data and the members' logs (default: a temporary one)")
 	fs.BoolVar(&cfg.KeepDir, "keep", false, "keep etcd's data and the logs after a successful measurement")

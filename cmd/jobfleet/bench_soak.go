@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/bench/soak"
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
 func init() { benchCommands = append(benchCommands, newBenchSoakCmd) }
@@ -17,8 +18,8 @@ func newBenchSoakCmd() *cobra.Command {
 	cfg := soak.DefaultConfig()
 	var (
 		logFile       string
-		quota         byteSize
-		historyBudget byteSize
+		quota         int64
+		historyBudget int64
 		bf            benchFlags
 	)
 	cmd := &cobra.Command{
@@ -35,7 +36,7 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Progress = bf.progress()
-			cfg.HistoryBudget = int64(historyBudget)
+			cfg.HistoryBudget = historyBudget
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
@@ -51,7 +52,7 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 				cfg.Logger = lg
 			}
 			start := time.Now()
-			etcd, err := bench.StartEtcdQuota(!bf.noFsync, int64(quota))
+			etcd, err := bench.StartEtcdQuota(!bf.noFsync, quota)
 			if err != nil {
 				return err
 			}
@@ -66,18 +67,17 @@ etcd. Tables go to stdout, progress to stderr, CSV, JSON and PNG charts to
 			return writeBenchResult(w, dir, "soak", res, res.Tables(), res.Charts, time.Since(start))
 		},
 	}
-	quota = 8 << 30
 	fs := cmd.Flags()
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the fleet fires")
 	fs.IntVar(&cfg.FiresPerSecond, "fires-per-second", cfg.FiresPerSecond, "fire rate: this many jobs, each every second")
 	fs.IntVar(&cfg.Members, "members", cfg.Members, "orchestrators")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "P")
-	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", cfg.CompactionInterval, "the fleet's compaction interval (0: none)")
+	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", cfg.CompactionInterval, "the fleet's compaction interval (negative: none)")
 	fs.IntVar(&cfg.HistoryMaxRuns, "history-max-runs", cfg.HistoryMaxRuns, "runs kept per job (0: the orchestrator's default)")
-	fs.Var(&historyBudget, "history-budget", "bytes of run documents the fleet keeps (0: the orchestrator's default)")
+	settings.BytesVar(fs, &historyBudget, "history-budget", 0, "bytes of run documents the fleet keeps (0: the orchestrator's default)")
 	fs.DurationVar(&cfg.SampleInterval, "sample-interval", cfg.SampleInterval, "how often etcd's figures are recorded")
 	fs.IntVar(&cfg.Pollers, "pollers", cfg.Pollers, "no-op pollers per member")
-	fs.Var(&quota, "etcd-quota-bytes", "the embedded etcd's space quota")
+	settings.BytesVar(fs, &quota, "etcd-quota-bytes", 8<<30, "the embedded etcd's space quota")
 	bf.add(fs, "CSV, JSON and PNG files", "run etcd without fsync")
 	fs.StringVar(&logFile, "log-file", "", "write the members' warnings and errors to this file (JSON lines)")
 	return cmd

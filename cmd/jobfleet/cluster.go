@@ -183,7 +183,7 @@ func printStorage(w io.Writer, r api.StorageReport) error {
 		fmt.Fprintf(tw, "COMPACTED\t%d (%d revisions kept), by %s at %s\n", r.CompactedRevision, r.Revision-r.CompactedRevision,
 			r.Compaction.Member, r.Compaction.At.Format(time.RFC3339))
 	case r.CompactionInterval == 0:
-		fmt.Fprintf(tw, "COMPACTED\tunknown: compaction is left to etcd (--compaction-interval=0)\n")
+		fmt.Fprintf(tw, "COMPACTED\tunknown: compaction is left to etcd (a negative --compaction-interval)\n")
 	default:
 		fmt.Fprintf(tw, "COMPACTED\tnot yet (the fleet compacts every %v)\n", r.CompactionInterval)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/storage"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
@@ -54,7 +55,7 @@ func TestClusterStorageCommand(t *testing.T) {
 	if err := cache.WaitRevision(ctx, rev); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(admin.Handler(apiMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Storage: mon.Report, Auth: cache}))
+	srv := httptest.NewServer(admin.Handler(admintest.Member{StorageReport: mon.Report, Auth: cache}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t)}))
 	defer srv.Close()
 	run := func(args ...string) string {
 		t.Helper()
@@ -87,7 +88,7 @@ func TestClusterStorageCommand(t *testing.T) {
 
 // tableMember serves a fixed partition table.
 type tableMember struct {
-	apiMember
+	admintest.Member
 	table api.PartitionTable
 }
 
@@ -151,8 +152,7 @@ func TestClusterWorkersCommand(t *testing.T) {
 		{ID: "w1", Credential: "dev-worker", Executors: []string{"http", "shell"}, Concurrency: 8, Active: 3, RegisteredAt: now.Add(-time.Hour), LastContact: now.Add(-2 * time.Second), Orchestrator: "orch-1"},
 		{ID: "evil\x1b[2J", Credential: "billing-w", Prefix: "billing/", Executors: []string{"http"}, Concurrency: 1, RegisteredAt: now, LastContact: now, Orchestrator: "orch-2"},
 	}
-	srv := httptest.NewServer(admin.Handler(apiMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Insecure: true,
-		Workers: workersProtocol{workers: ws}}))
+	srv := httptest.NewServer(admin.Handler(admintest.Member{Registry: workersProtocol{workers: ws}}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Insecure: true}))
 	defer srv.Close()
 	run := func(args ...string) string {
 		t.Helper()
@@ -203,7 +203,7 @@ func (placementCluster) PartitionState() (api.PartitionStreamSnapshot, <-chan st
 }
 
 func TestClusterWhere(t *testing.T) {
-	srv := httptest.NewServer(admin.Handler(tableMember{}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Insecure: true, Cluster: placementCluster{partitions: 64}}))
+	srv := httptest.NewServer(admin.Handler(tableMember{Member: admintest.Member{Cluster: placementCluster{partitions: 64}}}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Insecure: true}))
 	defer srv.Close()
 	run := func(args ...string) (string, error) {
 		root := newRootCmd()

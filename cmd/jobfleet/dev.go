@@ -13,26 +13,118 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker/etcddiscovery"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
-func newDevCmd() *cobra.Command {
-	var (
-		mem           memberOptions
-		srv           serverOptions
-		logs          logOptions
-		orchestrators int
-		dataDir       string
-		etcdListen    string
-		etcdPeer      string
-		workers       int
-		examples      bool
-	)
+// devOptions is the configuration of `jobfleet dev`: every flag binds
+// into one of its fields.
+type devOptions struct {
+	// mem configures each member; the IDs are orchestrator-1, ... (or
+	// --id, with a single orchestrator) and the first listens on
+	// --listen, the others on the following ports.
+	mem  memberOptions
+	srv  serverOptions
+	logs logOptions
+	// orchestrators and workers are the members and workers to run
+	// (counts of processes, not bounds: --workers=0 runs none).
+	orchestrators int
+	workers       int
+	examples      bool
+	dataDir       string
+	etcdListen    string
+	etcdPeer      string
+}
+
+func defaultDevOptions() *devOptions {
+	return &devOptions{
+		mem: defaultMemberOptions(), srv: defaultServerOptions(), logs: defaultLogOptions("console"),
+		orchestrators: 3, workers: 2, examples: true,
+		dataDir:    filepath.Join(os.TempDir(), "jobfleet-dev"),
+		etcdListen: "127.0.0.1:2379", etcdPeer: "127.0.0.1:2380",
+	}
+}
+
+func (c *devOptions) addFlags(fs *pflag.FlagSet) {
+	c.mem.register(fs)
+	c.srv.register(fs, false)
+	c.logs.register(fs)
+	fs.IntVar(&c.orchestrators, "orchestrators", c.orchestrators, "number of orchestrators to run (1 to 64)")
+	fs.IntVar(&c.workers, "workers", c.workers, "number of workers to run, with the shell executor enabled (0 to 64; 0 runs none)")
+	fs.BoolVar(&c.examples, "examples", c.examples, "load the example jobs and serve their built-in echo endpoint")
+	fs.StringVar(&c.dataDir, "data-dir", c.dataDir, "embedded etcd's data directory (kept across runs)")
+	fs.StringVar(&c.etcdListen, "etcd-listen", c.etcdListen, "HOST:PORT for the embedded etcd's clients")
+	fs.StringVar(&c.etcdPeer, "etcd-peer-listen", c.etcdPeer, "HOST:PORT recorded as the embedded etcd's peer URL (a single member: nothing listens on it)")
+}
+
+// ports returns the host and first port of --listen, checking that the
+// orchestrators' consecutive ports exist.
+func (c *devOptions) ports() (host string, port int, err error) {
+	host, portStr, err := net.SplitHostPort(c.mem.listen)
+	if err != nil {
+		return "", 0, settings.Invalid("listen", c.mem.listen, "want HOST:PORT: %v", err)
+	}
+	port, err = strconv.Atoi(portStr)
+	if err != nil || port < 1 || port+c.orchestrators-1 > 65535 {
+		return "", 0, settings.Invalid("listen", c.mem.listen, "need %d consecutive ports from a port in 1..65535", c.orchestrators)
+	}
+	return host, port, nil
+}
+
+// memberID is the ID of the i-th member (from 0).
+func (c *devOptions) memberID(i int) string {
+	if c.orchestrators > 1 || c.mem.orch.ID == "" {
+		return fmt.Sprintf("orchestrator-%d", i+1)
+	}
+	return c.mem.orch.ID
+}
+
+func (c *devOptions) validate() error {
+	if err := c.logs.validate(); err != nil {
+		return err
+	}
+	if err := c.srv.validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.orchestrators < 1 || c.orchestrators > 64:
+		return settings.Invalid("orchestrators", c.orchestrators, "want 1 to 64")
+	case c.workers < 0 || c.workers > 64:
+		return settings.Invalid("workers", c.workers, "want 0 to 64")
+	case c.mem.orch.ID != "" && c.orchestrators > 1:
+		return settings.Invalid("id", c.mem.orch.ID, "names one member; with several orchestrators the IDs are derived (orchestrator-1, …)")
+	case c.dataDir == "":
+		return settings.Invalid("data-dir", c.dataDir, "want a directory")
+	}
+	for _, l := range []struct{ key, addr string }{{"etcd-listen", c.etcdListen}, {"etcd-peer-listen", c.etcdPeer}} {
+		if _, _, err := net.SplitHostPort(l.addr); err != nil {
+			return settings.Invalid(l.key, l.addr, "want HOST:PORT: %v", err)
+		}
+	}
+	if _, _, err := c.ports(); err != nil {
+		return err
+	}
+	m := c.mem
+	m.orch.ID = c.memberID(0)
+	return m.validate(c.mem.listen, false, "")
+}
+
+func (c *devOptions) withDefaults() settingsOf {
+	d := *c
+	d.mem, d.srv = c.mem.withDefaults(), c.srv.withDefaults()
+	return &d
+}
+
+func newDevCmd() *cobra.Command { return devCommand(defaultDevOptions()) }
+
+// devCommand is `jobfleet dev` configured by cfg.
+func devCommand(cfg *devOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Quick start: an embedded etcd, orchestrators, workers and example jobs in one process",
@@ -56,30 +148,23 @@ same --data-dir reuses them.
 Other processes can join the same fleet through the embedded etcd's
 client address (--etcd-listen, 127.0.0.1:2379 unless changed):
   jobfleet orchestrator --etcd-endpoints=http://127.0.0.1:2379 --listen=127.0.0.1:8090
-  jobfleet worker --etcd-endpoints=http://127.0.0.1:2379 --token-file=<data-dir>/worker.token`,
+  jobfleet worker --etcd-endpoints=http://127.0.0.1:2379 --token-file=<data-dir>/worker.token
+
+Its settings come from flags, JOBFLEET_* environment variables and a YAML
+file (--config), as orchestrator's do; every one is checked before the
+embedded etcd starts. A number or duration of 0 is its default (but
+--workers counts workers: 0 runs none); a negative one is refused, unless
+its help says what it means.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if orchestrators < 1 || orchestrators > 64 {
-				return fmt.Errorf("--orchestrators must be 1..64, got %d", orchestrators)
-			}
-			host, portStr, err := net.SplitHostPort(mem.listen)
-			if err != nil {
-				return fmt.Errorf("--listen %q: %w", mem.listen, err)
-			}
-			port, err := strconv.Atoi(portStr)
-			if err != nil || port < 1 || port+orchestrators-1 > 65535 {
-				return fmt.Errorf("--listen %q: need %d consecutive ports from a port in 1..65535", mem.listen, orchestrators)
-			}
-			if workers < 0 || workers > 64 {
-				return fmt.Errorf("--workers must be 0..64, got %d", workers)
-			}
-			if mem.id != "" && orchestrators > 1 {
-				return errors.New("--id names one member; with several orchestrators the IDs are derived (orchestrator-1, …)")
-			}
-			if err := mem.checkFlags(); err != nil {
+			if printed, err := settle(cmd, cfg); err != nil || printed {
 				return err
 			}
-			lg, err := logs.build()
+			if err := cfg.mem.readAdminSecret(); err != nil {
+				return err
+			}
+			host, port, _ := cfg.ports() // validated
+			lg, err := cfg.logs.build()
 			if err != nil {
 				return err
 			}
@@ -90,64 +175,48 @@ client address (--etcd-listen, 127.0.0.1:2379 unless changed):
 			if err != nil {
 				return err
 			}
-			listeners := orchestrators
-			if examples {
+			listeners := cfg.orchestrators
+			if cfg.examples {
 				listeners++
 			}
-			maxConns, err := srv.connectionCap(cmd, lg, budget, listeners, 0)
+			maxConns, err := cfg.srv.connectionCap(cmd, lg, budget, listeners, 0)
 			if err != nil {
 				return err
 			}
-			return runDev(cmd.Context(), lg, devConfig{
-				mem: mem, host: host, port: port, n: orchestrators,
-				dataDir: dataDir, etcdListen: etcdListen, etcdPeer: etcdPeer,
-				workers: workers, examples: examples,
-				server: serverConfig(lg, maxConns, nil),
+			return runDev(cmd.Context(), lg, devPlan{
+				opts: cfg, host: host, port: port,
+				server: cfg.srv.apiConfig(lg, "api", maxConns, nil),
 			})
 		},
 	}
-	mem.register(cmd)
-	srv.register(cmd, false)
-	logs.register(cmd.Flags(), "console")
-	fs := cmd.Flags()
-	fs.IntVar(&orchestrators, "orchestrators", 3, "number of orchestrators to run")
-	fs.IntVar(&workers, "workers", 2, "number of workers to run (with the shell executor enabled)")
-	fs.BoolVar(&examples, "examples", true, "load the example jobs and serve their built-in echo endpoint")
-	fs.StringVar(&dataDir, "data-dir", filepath.Join(os.TempDir(), "jobfleet-dev"), "embedded etcd's data directory (kept across runs)")
-	fs.StringVar(&etcdListen, "etcd-listen", "127.0.0.1:2379", "HOST:PORT for the embedded etcd's clients")
-	fs.StringVar(&etcdPeer, "etcd-peer-listen", "127.0.0.1:2380", "HOST:PORT for the embedded etcd's peer listener")
+	addSettings(cmd, cfg)
 	return cmd
 }
 
-type devConfig struct {
-	mem                           memberOptions
-	host                          string
-	port, n                       int
-	dataDir, etcdListen, etcdPeer string
-	workers                       int
-	examples                      bool
+// devPlan is what runDev starts.
+type devPlan struct {
+	opts *devOptions
+	host string
+	port int
 	// server configures each member's API listener and the echo
 	// endpoint's.
 	server httpserver.Config
 }
 
 // etcdStartHint names the flag to change when the embedded etcd could not
-// start because one of its addresses is taken: it tries to listen on each.
-func etcdStartHint(client, peer string) string {
-	for _, l := range []struct{ addr, flag, what string }{
-		{client, "--etcd-listen", "client"},
-		{peer, "--etcd-peer-listen", "peer"},
-	} {
-		ln, err := net.Listen("tcp", l.addr)
-		if err != nil {
-			return fmt.Sprintf(" (its %s address %s is taken: is another etcd running? choose another with %s)", l.what, l.addr, l.flag)
-		}
-		ln.Close()
+// start because its client address is taken: it tries to listen on it.
+// (A single-member etcd has no peer listener.)
+func etcdStartHint(client string) string {
+	ln, err := net.Listen("tcp", client)
+	if err != nil {
+		return fmt.Sprintf(" (its client address %s is taken: is another etcd running? choose another with --etcd-listen)", client)
 	}
+	ln.Close()
 	return ""
 }
 
-func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
+func runDev(ctx context.Context, lg *zap.Logger, plan devPlan) error {
+	cfg := plan.opts
 	if err := ensurePrivateDir(cfg.dataDir); err != nil {
 		return err
 	}
@@ -160,7 +229,7 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 		Dir: cfg.dataDir, ClientAddr: cfg.etcdListen, PeerAddr: cfg.etcdPeer, Logger: lg,
 	})
 	if err != nil {
-		return fmt.Errorf("embedded etcd%s: %w", etcdStartHint(cfg.etcdListen, cfg.etcdPeer), err)
+		return fmt.Errorf("embedded etcd%s: %w", etcdStartHint(cfg.etcdListen), err)
 	}
 	defer etcd.Close()
 	lg.Info("embedded etcd ready", zap.Strings("endpoints", etcd.Endpoints()), zap.String("data_dir", cfg.dataDir))
@@ -174,14 +243,14 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	}
 	defer client.Close()
 
-	urls := make([]string, cfg.n)
-	for i := range cfg.n {
-		urls[i] = "http://" + net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port+i))
+	urls := make([]string, cfg.orchestrators)
+	for i := range cfg.orchestrators {
+		urls[i] = "http://" + net.JoinHostPort(plan.host, strconv.Itoa(plan.port+i))
 	}
 	workerToken := ""
 	if cfg.mem.insecureNoAuth {
 		writeDevContext(lg, urls[0], "")
-	} else if workerToken, err = devAuth(ctx, lg, client, cfg.mem.namespace, cfg.dataDir, urls[0]); err != nil {
+	} else if workerToken, err = devAuth(ctx, lg, client, cfg.mem.orch.Namespace, cfg.dataDir, urls[0]); err != nil {
 		return err
 	}
 
@@ -194,13 +263,11 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 		}
 		wg.Wait()
 	}()
-	for i := range cfg.n {
+	for i := range cfg.orchestrators {
 		opts := cfg.mem
-		if cfg.n > 1 || opts.id == "" {
-			opts.id = fmt.Sprintf("orchestrator-%d", i+1)
-		}
-		listen := net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port+i))
-		m, err := startMember(lg, client, opts, listen, memberServing{api: cfg.server})
+		opts.orch.ID = cfg.memberID(i)
+		listen := net.JoinHostPort(plan.host, strconv.Itoa(plan.port+i))
+		m, err := startMember(lg, client, opts, listen, memberServing{api: plan.server})
 		if err != nil {
 			return err
 		}
@@ -210,7 +277,7 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	var echo *httpserver.Server
 	if cfg.examples {
 		// The port after the members': 8083 by default.
-		if echo, err = startEchoServer(lg, cfg.host, cfg.port+cfg.n, cfg.server); err != nil {
+		if echo, err = startEchoServer(lg, plan.host, plan.port+cfg.orchestrators, plan.server); err != nil {
 			return err
 		}
 		defer echo.Shutdown()
@@ -244,7 +311,7 @@ func runDev(ctx context.Context, lg *zap.Logger, cfg devConfig) error {
 	go func() {
 		defer close(workersDone)
 		if cfg.workers > 0 {
-			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, etcddiscovery.New(client, cfg.mem.namespace),
+			errs[len(members)] = runDevWorkers(ctx, lg, cfg.workers, etcddiscovery.New(client, cfg.mem.orch.Namespace),
 				append(etcd.Endpoints(), "http://"+etcd.PeerAddr()), workerToken)
 		}
 		<-ctx.Done()

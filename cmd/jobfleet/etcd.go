@@ -19,7 +19,7 @@ import (
 // production.
 func newEtcdCmd() *cobra.Command {
 	var (
-		logs           logOptions
+		logs           = defaultLogOptions("json")
 		name           string
 		dataDir        string
 		clientListen   string
@@ -68,13 +68,13 @@ func newEtcdCmd() *cobra.Command {
 			}
 		},
 	}
-	logs.register(cmd.Flags(), "json")
+	logs.register(cmd.Flags())
 	fs := cmd.Flags()
 	fs.StringVar(&name, "name", "jobfleet-dev", "member name")
 	fs.StringVar(&dataDir, "data-dir", "", "data directory (kept across restarts)")
 	fs.StringVar(&clientListen, "listen-client", "127.0.0.1:2379", "HOST:PORT for clients")
 	fs.StringVar(&peerListen, "listen-peer", "127.0.0.1:2380", "HOST:PORT for the other members")
-	fs.StringVar(&initialCluster, "initial-cluster", "", "name=http://HOST:PORT peer URLs of a new cluster's members, comma separated (default: a single-member cluster)")
+	fs.StringVar(&initialCluster, "initial-cluster", "", "name=https://HOST:PORT peer URLs of a new cluster's members, comma separated (https: the members speak TLS with self-made certificates, so no web page reaches their peer ports; default: a single-member cluster, which has no peer listener)")
 	fs.BoolVar(&noFsync, "unsafe-no-fsync", false, "skip fsync (tests only: a process crash keeps the data, a power loss may not)")
 	return cmd
 }

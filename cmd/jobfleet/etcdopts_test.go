@@ -17,7 +17,7 @@ func TestEtcdEndpointsRefuseUserinfo(t *testing.T) {
 		c.Close()
 		t.Fatal("an endpoint with a password was accepted")
 	}
-	if msg := err.Error(); !strings.Contains(msg, "--etcd-endpoints https://etcd.example:2379") || !strings.Contains(msg, "--etcd-password") || strings.Contains(msg, "hunter2") {
+	if msg := err.Error(); !strings.Contains(msg, `--etcd-endpoints "https://etcd.example:2379"`) || !strings.Contains(msg, "--etcd-password") || strings.Contains(msg, "hunter2") {
 		t.Errorf("error %q: want it to name the endpoint without its password and point at --etcd-username/--etcd-password", msg)
 	}
 }

@@ -23,25 +23,12 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
 )
-
-// apiMember is an admin.Member for CLI tests of the job commands, which do
-// not use it.
-type apiMember struct{}
-
-func (apiMember) Members() membership.View { return membership.View{} }
-func (apiMember) Partitions() (api.PartitionTable, error) {
-	return api.PartitionTable{}, admin.ErrNotStarted
-}
-func (apiMember) Ready() (bool, string)       { return true, "" }
-func (apiMember) Healthy(time.Duration) error { return nil }
-func (apiMember) Drain()                      {}
 
 // cliEnv is the HTTP API over a real etcd store in a fresh namespace,
 // served in process, for running job commands against.
@@ -70,11 +57,9 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	t.Cleanup(func() { cancel(); <-done })
 	c := &cliEnv{t: t, store: s, client: client, ns: ns, cache: cache}
 	c.token = c.credential(auth.CreateRequest{Role: auth.RoleAdmin}).Secret
-	h := admin.Handler(apiMember{}, admin.Config{
+	h := admin.Handler(admintest.Member{Jobs: s, Auth: cache}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zaptest.NewLogger(t),
-		Jobs:     func() (admin.JobStore, error) { return s, nil },
-		Auth:     cache,
 		Tokens:   auth.NewStore(client, ns, nil),
 		Limits:   admin.Limits{Rate: -1},
 	})
@@ -440,7 +425,7 @@ func TestClusterDrainNeedsServer(t *testing.T) {
 	os.Unsetenv("JOBFLEET_SERVER")
 	var drains atomic.Int32
 	// Authentication is off: the test is about which member is named.
-	srv := httptest.NewServer(admin.Handler(countingDrainMember{&drains}, admin.Config{Gatherer: prometheus.NewRegistry(), Insecure: true}))
+	srv := httptest.NewServer(admin.Handler(countingDrainMember{drains: &drains}, admin.Config{Gatherer: prometheus.NewRegistry(), Insecure: true}))
 	t.Cleanup(srv.Close)
 	run := func(env string, args ...string) (string, error) {
 		if env != "" {
@@ -470,16 +455,13 @@ func TestClusterDrainNeedsServer(t *testing.T) {
 	}
 }
 
-// countingDrainMember is an apiMember that counts drain requests.
-type countingDrainMember struct{ drains *atomic.Int32 }
-
-func (countingDrainMember) Members() membership.View { return membership.View{} }
-func (countingDrainMember) Partitions() (api.PartitionTable, error) {
-	return api.PartitionTable{}, admin.ErrNotStarted
+// countingDrainMember is an admin.Member that counts drain requests.
+type countingDrainMember struct {
+	admintest.Member
+	drains *atomic.Int32
 }
-func (countingDrainMember) Ready() (bool, string)       { return true, "" }
-func (countingDrainMember) Healthy(time.Duration) error { return nil }
-func (m countingDrainMember) Drain()                    { m.drains.Add(1) }
+
+func (m countingDrainMember) Drain() { m.drains.Add(1) }
 
 // TestEtcdStartHint checks that a taken etcd address is blamed on the flag
 // that sets it.
@@ -498,13 +480,10 @@ func TestEtcdStartHint(t *testing.T) {
 		return l.Addr().String()
 	}
 	taken := busy.Addr().String()
-	if got := etcdStartHint(free(), taken); !strings.Contains(got, "peer address "+taken) || !strings.Contains(got, "--etcd-peer-listen") {
-		t.Errorf("peer port taken: got hint %q, want --etcd-peer-listen", got)
-	}
-	if got := etcdStartHint(taken, free()); !strings.Contains(got, "client address "+taken) || !strings.Contains(got, "--etcd-listen") {
+	if got := etcdStartHint(taken); !strings.Contains(got, "client address "+taken) || !strings.Contains(got, "--etcd-listen") {
 		t.Errorf("client port taken: got hint %q, want --etcd-listen", got)
 	}
-	if got := etcdStartHint(free(), free()); got != "" {
+	if got := etcdStartHint(free()); got != "" {
 		t.Errorf("nothing taken: got hint %q, want none", got)
 	}
 }

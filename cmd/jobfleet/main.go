@@ -21,6 +21,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/term"
+
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
 func main() {
@@ -33,15 +35,33 @@ func main() {
 	}
 }
 
-// logOptions are the logging flags every long-running command has.
+// logOptions are the logging settings every long-running command has.
 type logOptions struct {
 	level  string
 	format string
 }
 
-func (o *logOptions) register(fs *pflag.FlagSet, defaultFormat string) {
-	fs.StringVar(&o.level, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&o.format, "log-format", defaultFormat, "log format: console or json")
+// defaultLogOptions returns the defaults: level info, and format.
+func defaultLogOptions(format string) logOptions {
+	return logOptions{level: "info", format: format}
+}
+
+// register defines --log-level and --log-format, bound to o's fields.
+func (o *logOptions) register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.level, "log-level", o.level, "log level: debug, info, warn or error")
+	fs.StringVar(&o.format, "log-format", o.format, "log format: console or json")
+}
+
+// validate checks the level and the format.
+func (o logOptions) validate() error {
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(o.level)); err != nil {
+		return settings.Invalid("log-level", o.level, "want debug, info, warn or error")
+	}
+	if o.format != "json" && o.format != "console" {
+		return settings.Invalid("log-format", o.format, "want console or json")
+	}
+	return nil
 }
 
 func (o *logOptions) build() (*zap.Logger, error) {
@@ -112,7 +132,7 @@ const envAnnotation = "jobfleet-from-env"
 
 // fromFlag reports whether flag f was given on the command line.
 func fromFlag(f *pflag.Flag) bool {
-	return f != nil && f.Changed && f.Annotations[envAnnotation] == nil
+	return f != nil && f.Changed && f.Annotations[envAnnotation] == nil && f.Annotations[fileAnnotation] == nil
 }
 
 // fromEnv reports whether flag f was set from its environment variable.

@@ -14,22 +14,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/settings"
 	"github.com/jobfleet/jobfleet/internal/skewclock"
-	"github.com/jobfleet/jobfleet/internal/storage"
-	"github.com/jobfleet/jobfleet/membership/deathwatch"
 )
 
-// etcdOptions are the flags that say how to reach etcd.
+// etcdOptions are the settings that say how to reach etcd.
 type etcdOptions struct {
 	endpoints []string
 	cert      string
@@ -39,27 +38,56 @@ type etcdOptions struct {
 	password  string
 }
 
-func (o *etcdOptions) register(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	fs.StringSliceVar(&o.endpoints, "etcd-endpoints", []string{"http://127.0.0.1:2379"}, "etcd client URLs, comma separated")
-	fs.StringVar(&o.cert, "etcd-cert", "", "TLS client certificate file for etcd")
-	fs.StringVar(&o.key, "etcd-key", "", "TLS client key file for etcd")
-	fs.StringVar(&o.ca, "etcd-ca", "", "CA bundle to verify etcd's server certificate")
-	fs.StringVar(&o.username, "etcd-username", "", "etcd user name (etcd auth)")
-	fs.StringVar(&o.password, "etcd-password", "", "etcd password (etcd auth)")
+// defaultEtcdOptions returns the defaults: an etcd on this machine.
+func defaultEtcdOptions() etcdOptions {
+	return etcdOptions{endpoints: []string{"http://127.0.0.1:2379"}}
 }
 
-func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
+// register defines the --etcd-* flags, bound to o's fields (--etcd-password
+// a secret).
+func (o *etcdOptions) register(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&o.endpoints, "etcd-endpoints", o.endpoints, "etcd client URLs, comma separated")
+	fs.StringVar(&o.cert, "etcd-cert", o.cert, "TLS client certificate file for etcd")
+	fs.StringVar(&o.key, "etcd-key", o.key, "TLS client key file for etcd")
+	fs.StringVar(&o.ca, "etcd-ca", o.ca, "CA bundle to verify etcd's server certificate")
+	fs.StringVar(&o.username, "etcd-username", o.username, "etcd user name (etcd auth)")
+	fs.StringVar(&o.password, "etcd-password", o.password, "etcd password (etcd auth; prefer JOBFLEET_ETCD_PASSWORD: arguments are visible to other users)")
+	settings.Secret(fs, "etcd-password")
+}
+
+// validate checks the settings without connecting or reading files.
+func (o etcdOptions) validate() error {
 	if len(o.endpoints) == 0 {
-		return nil, errors.New("--etcd-endpoints is required")
+		return settings.Invalid("etcd-endpoints", o.endpoints, "want at least one etcd client URL")
 	}
 	for _, ep := range o.endpoints {
 		// Endpoints are shown to viewers (GET /v1/cluster/storage) and
 		// sent to workers: credentials have flags of their own.
-		if u, err := url.Parse(ep); err == nil && u.User != nil {
-			u.User = nil
-			return nil, fmt.Errorf("--etcd-endpoints %s: a user name or password in the URL is refused; give them with --etcd-username and --etcd-password (or JOBFLEET_ETCD_PASSWORD)", u)
+		u, err := url.Parse(ep)
+		if err != nil || u.Host == "" {
+			return settings.Invalid("etcd-endpoints", o.endpoints, "%q is not a URL like https://etcd-1:2379", ep)
 		}
+		if u.User != nil {
+			u.User = nil
+			return settings.Invalid("etcd-endpoints", u.String(), "a user name or password in the URL is refused; give them with --etcd-username and --etcd-password (or JOBFLEET_ETCD_PASSWORD)")
+		}
+	}
+	switch {
+	case o.cert != "" && o.key == "":
+		return settings.Invalid("etcd-key", o.key, "--etcd-cert and --etcd-key go together")
+	case o.cert == "" && o.key != "":
+		return settings.Invalid("etcd-cert", o.cert, "--etcd-cert and --etcd-key go together")
+	}
+	return nil
+}
+
+func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
+	if err := o.validate(); err != nil {
+		var se *settings.Error
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("--%s", se)
+		}
+		return nil, err
 	}
 	cfg := clientv3.Config{
 		Endpoints:   o.endpoints,
@@ -97,82 +125,86 @@ const (
 	etcdKeepAliveTimeout = 2 * time.Second
 )
 
-// memberOptions are the flags of one fleet member.
+// memberOptions are the settings of one fleet member, of `jobfleet
+// orchestrator` and `jobfleet dev`: every flag binds into a field here,
+// most of them into the member's own configuration (orch, whose
+// AddFlags defines them) and its API's (api).
 type memberOptions struct {
-	id         string
-	listen     string
-	advertise  string
-	namespace  string
-	partitions int
-	leaseTTL   time.Duration
-	runLease   time.Duration
-	// workers is the worker registry's configuration, the flags bound
-	// into it.
-	workers workers.Config
-	// deadMembers is the dead member detector's configuration, the flags
-	// bound into it.
-	deadMembers deathwatch.Config
-	// loadsInFlight is --loads-in-flight: partitions loaded at once, 0
-	// for no bound; loadJobsInFlight is --load-jobs-in-flight: their jobs,
-	// 0 for no bound.
-	loadsInFlight    int
-	loadJobsInFlight int
-	// warmStandby is --warm-standby: keep copies of the partitions this
-	// member is the heir of.
-	warmStandby bool
-	notify      notifyOptions
-	retention   retentionOptions
+	// orch configures the member, its scheduler (orch.Dispatch) and its
+	// part in etcd's upkeep (orch.Storage). Its ID is --id (default
+	// <hostname>-<port>) and its Advertise --advertise (default derived
+	// from --listen).
+	orch orchestrator.Config
+	// api configures the HTTP API's limits (--api-rate, --max-polls,
+	// --trigger-rate, ...).
+	api admin.Config
+	// listen is --listen, the API's HOST:PORT.
+	listen string
+	// adminTokenFile is --admin-token-file; insecureNoAuth
+	// --insecure-no-auth.
+	adminTokenFile string
+	insecureNoAuth bool
 	// clockOffsetFile, a hidden flag of the fault-injection suite: the
 	// member's clock is off by the duration this file holds (see
 	// internal/skewclock).
 	clockOffsetFile string
 	clock           clockwork.Clock // nil: the real clock
-
-	adminTokenFile     string
-	insecureNoAuth     bool
-	limits             admin.Limits
-	compactionInterval time.Duration
-	etcdQuota          byteSize
-	highWater          float64
-	storageCheck       time.Duration
 }
 
-func (o *memberOptions) register(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	fs.StringVar(&o.id, "id", "", "stable member ID (default: <hostname>-<port>)")
-	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HOST:PORT of the HTTP API")
-	fs.StringVar(&o.advertise, "advertise", "", "URL others and workers use to reach this member (default: http://<listen>, https:// with --tls-cert, with the host name for a wildcard host)")
-	fs.StringVar(&o.namespace, "namespace", orchestrator.DefaultNamespace, "etcd key prefix of the cluster")
-	fs.IntVar(&o.partitions, "partitions", 0, "partition count, used when the cluster is created (default 1024; must match an existing cluster's)")
-	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "member lease TTL, whole seconds; a crashed member's partitions move after it")
-	fs.DurationVar(&o.runLease, "run-lease", 30*time.Second, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
-	fs.DurationVar(&o.workers.TTL, "worker-ttl", dispatch.DefaultWorkerTTL, "how long a worker's registration lives without a refresh (whole seconds, 2s to 5m); the attempts of a worker silent that long are retried at once")
-	fs.DurationVar(&o.workers.IDGrace, "worker-id-grace", workers.DefaultIDGrace, "how long a worker ID stays bound to the credential that registered it after its registration ended (whole seconds, 1s to 24h); until then another credential cannot use the ID")
-	fs.DurationVar(&o.deadMembers.Interval, "dead-member-probe-interval", deathwatch.DefaultInterval, "how often this member probes each other member's advertised address (ten times less often while it holds a connection to it open, whose end brings the next probe forward); two refused connections (nothing listens there: its process died) --dead-member-confirm apart revoke that member's lease, so its partitions move at once instead of after its lease TTL (negative: off)")
-	fs.DurationVar(&o.deadMembers.Confirm, "dead-member-confirm", deathwatch.DefaultConfirm, "the least time between the two refused probes that confirm a member's death (below --dead-member-probe-interval)")
-	fs.DurationVar(&o.workers.PresenceGrace, "worker-presence-grace", workers.DefaultPresenceGrace, "how long a worker whose presence stream with this member broke without its end (its connection closed or reset, as when its process dies) has to open a new one before its registration is revoked and its attempts retried at once (at most half --worker-ttl; negative: wait for the registration's TTL)")
-	fs.Float64Var(&o.workers.RequestRate, "worker-register-rate", workers.DefaultRequestRate, "worker registration requests (refreshes included) each credential may send this member per second, with bursts of twice as many (negative: unlimited)")
-	fs.Float64Var(&o.workers.WriteRate, "worker-register-writes", workers.DefaultWriteRate, "KiB of worker registrations (new, changed, updated) each credential may make this member write per second, with bursts of 64 (or a second's worth); a new or changed registration beyond it gets 429, an update of its active count is skipped (negative: unlimited)")
-	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
-	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "turn authentication off: every caller is admin (only with a loopback --listen)")
-	fs.IntVar(&o.loadsInFlight, "loads-in-flight", 16, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn; 0: no bound on the partitions (--load-jobs-in-flight still bounds their jobs)")
-	fs.IntVar(&o.loadJobsInFlight, "load-jobs-in-flight", 2048, "jobs this member loads from etcd at once, summed over the partitions loading: each load first counts its partition's jobs and waits its turn until they fit (a partition larger than this loads alone); 0: no bound. A member loading hundreds of thousands of jobs at once can miss its lease renewal")
-	fs.BoolVar(&o.warmStandby, "warm-standby", defaultWarmStandby, "keep a warm copy of the partitions this member would be given if their owner went away (their heir), followed by one watch, so that a takeover builds them from memory instead of reading them from etcd; costs memory for the copies and a watch of every partition's writes")
-	o.retention.register(cmd)
-	o.notify.register(cmd)
-	fs.StringVar(&o.clockOffsetFile, "test-clock-offset-file", "", "fault injection only: skew this member's clock by the Go duration this file holds, re-read every 100ms")
+// defaultMemberOptions returns a member's defaults.
+func defaultMemberOptions() memberOptions {
+	return memberOptions{
+		orch:   orchestrator.DefaultConfig("", ""),
+		api:    admin.DefaultConfig(),
+		listen: "127.0.0.1:8080",
+	}
+}
+
+// withDefaults returns o with its zero settings replaced by their
+// defaults.
+func (o memberOptions) withDefaults() memberOptions {
+	o.orch, o.api = o.orch.WithDefaults(), o.api.WithDefaults()
+	return o
+}
+
+// register defines the member's flags, bound to o's fields.
+func (o *memberOptions) register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.orch.ID, "id", o.orch.ID, "stable member ID (default: <hostname>-<port>)")
+	fs.StringVar(&o.listen, "listen", o.listen, "HOST:PORT of the HTTP API")
+	fs.StringVar(&o.orch.Advertise, "advertise", o.orch.Advertise, "URL others and workers use to reach this member (default: http://<listen>, https:// with --tls-cert, with the host name for a wildcard host)")
+	fs.StringVar(&o.adminTokenFile, "admin-token-file", o.adminTokenFile, "file holding a secret (at least 32 bytes, mode 0600) accepted as the admin credential \"bootstrap\"")
+	fs.BoolVar(&o.insecureNoAuth, "insecure-no-auth", o.insecureNoAuth, "turn authentication off: every caller is admin (only with a loopback --listen)")
+	fs.StringVar(&o.clockOffsetFile, "test-clock-offset-file", o.clockOffsetFile, "fault injection only: skew this member's clock by the Go duration this file holds, re-read every 100ms")
 	_ = fs.MarkHidden("test-clock-offset-file")
-	d := admin.DefaultLimits()
-	fs.Float64Var(&o.limits.Rate, "api-rate", d.Rate, "requests per second each credential may make to the API, worker protocol excluded (negative: unlimited)")
-	fs.IntVar(&o.limits.Burst, "api-burst", d.Burst, "burst of --api-rate")
-	fs.IntVar(&o.limits.MaxPolls, "max-polls", d.MaxPolls, "worker long polls this member holds at once")
-	fs.IntVar(&o.limits.MaxPollsPerCredential, "max-polls-per-credential", d.MaxPollsPerCredential, "worker long polls this member holds at once per credential")
-	fs.IntVar(&o.limits.MaxStreams, "max-streams", d.MaxStreams, "partition streams (the console's live map) this member serves at once")
-	fs.IntVar(&o.limits.MaxStreamsPerCredential, "max-streams-per-credential", d.MaxStreamsPerCredential, "partition streams this member serves at once per credential")
-	fs.DurationVar(&o.compactionInterval, "compaction-interval", storage.DefaultCompactionInterval, "how often the fleet compacts etcd's history, keeping this much of it (at least 1s); 0 leaves compaction to etcd's own --auto-compaction-*")
-	fs.Var(&o.etcdQuota, "etcd-quota-bytes", "etcd's space quota: set it to etcd's --quota-backend-bytes (like 8GiB); 0 takes what etcd reports (v3.6+), else etcd's default 2GiB")
-	fs.Float64Var(&o.highWater, "storage-high-water", storage.DefaultHighWater, "fraction of the etcd quota above which new jobs, growing replacements and triggers are refused with 507 (0 < f <= 1)")
-	fs.DurationVar(&o.storageCheck, "storage-check-interval", storage.DefaultCheckInterval, "how often each member reads etcd's database size and alarms")
+	o.orch.AddFlags(fs)
+	o.api.AddFlags(fs)
+}
+
+// validate checks the settings of the member listening on listen (and
+// metricsListen, "" for none), over TLS if withTLS: every one that
+// startMember would refuse, without starting anything or reading a file.
+func (o memberOptions) validate(listen string, withTLS bool, metricsListen string) error {
+	id, advertise, err := o.resolve(listen, withTLS)
+	if err != nil {
+		return err
+	}
+	c := o.orch
+	c.ID, c.Advertise = id, advertise
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := o.api.Validate(); err != nil {
+		return err
+	}
+	if o.insecureNoAuth {
+		if !loopbackListen(listen) {
+			return settings.Invalid("insecure-no-auth", true, "refused on --listen %q: authentication may be off only on a loopback address (127.0.0.1, ::1, localhost)", listen)
+		}
+		if metricsListen != "" && !loopbackListen(metricsListen) {
+			return settings.Invalid("insecure-no-auth", true, "refused with --metrics-listen %q: every listener must be a loopback address", metricsListen)
+		}
+	}
+	return nil
 }
 
 // loopbackListen reports whether listen address addr (HOST:PORT) binds
@@ -189,105 +221,19 @@ func loopbackListen(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// authConfig returns the credential settings of a member listening on
-// listen (and metricsListen, "" for none): the bootstrap secret, and
-// whether authentication is off (only allowed when every listener is on
-// loopback, with a warning).
-func (o *memberOptions) authConfig(lg *zap.Logger, listen, metricsListen string) (secret string, insecure bool, err error) {
-	if err := o.limits.Validate(); err != nil {
-		return "", false, fmt.Errorf("--api-burst/--max-polls/--max-streams: %w", err)
+// readAdminSecret reads --admin-token-file into orch.AdminSecret. It is
+// the member's one file read before it starts: a command calls it after
+// validate and before it connects to etcd.
+func (o *memberOptions) readAdminSecret() error {
+	if o.adminTokenFile == "" || o.insecureNoAuth {
+		return nil
 	}
-	if o.insecureNoAuth {
-		if !loopbackListen(listen) {
-			return "", false, fmt.Errorf("--insecure-no-auth is refused on --listen %q: authentication may be off only on a loopback address (127.0.0.1, ::1, localhost)", listen)
-		}
-		if metricsListen != "" && !loopbackListen(metricsListen) {
-			return "", false, fmt.Errorf("--insecure-no-auth is refused with --metrics-listen %q: every listener must be a loopback address", metricsListen)
-		}
-		lg.Warn("AUTHENTICATION IS OFF (--insecure-no-auth): every process on this machine can reach this loopback listener and acts as admin", zap.String("listen", listen))
-		return "", true, nil
+	secret, err := auth.ReadBootstrapFile(o.adminTokenFile)
+	if err != nil {
+		return fmt.Errorf("--admin-token-file: %w", err)
 	}
-	if o.adminTokenFile != "" {
-		if secret, err = auth.ReadBootstrapFile(o.adminTokenFile); err != nil {
-			return "", false, fmt.Errorf("--admin-token-file: %w", err)
-		}
-	}
-	return secret, false, nil
-}
-
-// defaultWarmStandby is --warm-standby's default (docs/operations.md says
-// why).
-const defaultWarmStandby = false
-
-// loadsConfig returns orchestrator.Config.LoadsInFlight and
-// LoadJobsInFlight for --loads-in-flight and --load-jobs-in-flight: each
-// the bound, or -1 for none (the flag's 0); a negative flag is an error.
-func (o *memberOptions) loadsConfig() (loads, jobs int, err error) {
-	bound := func(flag string, n int) (int, error) {
-		switch {
-		case n < 0:
-			return 0, fmt.Errorf("--%s %d: want 0 (no bound) or more", flag, n)
-		case n == 0:
-			return -1, nil // 0 in orchestrator.Config would mean the default
-		default:
-			return n, nil
-		}
-	}
-	if loads, err = bound("loads-in-flight", o.loadsInFlight); err != nil {
-		return 0, 0, err
-	}
-	if jobs, err = bound("load-jobs-in-flight", o.loadJobsInFlight); err != nil {
-		return 0, 0, err
-	}
-	return loads, jobs, nil
-}
-
-// checkFlags reports the first member setting that startMember would
-// refuse (--api-burst and the other limits, the storage flags, the
-// worker registry's flags, --loads-in-flight, --load-jobs-in-flight), so
-// that a command refuses it before it starts anything: dev's embedded
-// etcd, credentials and CLI context, a member's connection to etcd.
-func (o *memberOptions) checkFlags() error {
-	if err := o.limits.Validate(); err != nil {
-		return fmt.Errorf("--api-burst/--max-polls/--max-streams: %w", err)
-	}
-	if _, err := o.storageConfig(); err != nil {
-		return err
-	}
-	wc := o.workers
-	wc.Namespace, wc.Member = "/", "check" // the member's own, checked with the rest of its configuration
-	if err := wc.Validate(); err != nil {
-		return fmt.Errorf("--worker-ttl/--worker-id-grace/--worker-presence-grace/--worker-register-rate/--worker-register-writes: %w", err)
-	}
-	dc := o.deadMembers
-	dc.Namespace, dc.Self = "/", "check"
-	if err := dc.Validate(); err != nil {
-		return fmt.Errorf("--dead-member-probe-interval/--dead-member-confirm: %w", err)
-	}
-	_, _, err := o.loadsConfig()
-	return err
-}
-
-// storageConfig is the storage part of the member's configuration.
-func (o *memberOptions) storageConfig() (storage.Config, error) {
-	switch {
-	case o.compactionInterval < 0:
-		return storage.Config{}, fmt.Errorf("--compaction-interval %v is negative; 0 turns the fleet's compaction off", o.compactionInterval)
-	case !(o.highWater > 0 && o.highWater <= 1):
-		return storage.Config{}, fmt.Errorf("--storage-high-water %v: want a fraction of the quota, above 0 and at most 1 (like 0.8)", o.highWater)
-	case o.storageCheck <= 0:
-		return storage.Config{}, fmt.Errorf("--storage-check-interval %v: want a positive duration", o.storageCheck)
-	}
-	c := storage.Config{
-		CompactionInterval: o.compactionInterval,
-		QuotaBytes:         int64(o.etcdQuota),
-		HighWater:          o.highWater,
-		CheckInterval:      o.storageCheck,
-	}
-	if c.CompactionInterval == 0 {
-		c.CompactionInterval = storage.CompactionOff
-	}
-	return c, nil // the rest is checked by orchestrator.New
+	o.orch.AdminSecret = secret
+	return nil
 }
 
 // resolve fills the derived defaults (ID, advertise URL) for listen address
@@ -296,27 +242,30 @@ func (o *memberOptions) storageConfig() (storage.Config, error) {
 func (o *memberOptions) resolve(addr string, withTLS bool) (id, advertise string, err error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", "", fmt.Errorf("--listen %q: %w", addr, err)
+		return "", "", settings.Invalid("listen", addr, "want HOST:PORT: %v", err)
 	}
 	hostname, _ := os.Hostname()
 	if hostname == "" {
 		hostname = "localhost"
 	}
-	id = o.id
+	id = o.orch.ID
 	if id == "" {
 		id = strings.ReplaceAll(hostname, "_", "-") + "-" + port
 	}
-	advertise = o.advertise
+	advertise = o.orch.Advertise
 	if advertise != "" {
 		u, err := url.Parse(advertise)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return "", "", fmt.Errorf("--advertise %q: want an absolute http(s) URL that other members and workers can reach, like http://host:8080", advertise)
+			return "", "", settings.Invalid("advertise", advertise, "want an absolute http(s) URL that other members and workers can reach, like http://host:8080")
+		}
+		if err := api.CheckPort(u); err != nil {
+			return "", "", fmt.Errorf("--advertise %q: %w", advertise, err)
 		}
 		if u.Scheme == "https" && !withTLS {
-			return "", "", fmt.Errorf("--advertise %q is an https URL, but this member serves plain HTTP: give --tls-cert and --tls-key, or advertise an http:// URL", advertise)
+			return "", "", settings.Invalid("advertise", advertise, "an https URL, but this member serves plain HTTP: give --tls-cert and --tls-key, or advertise an http:// URL")
 		}
 		if u.Scheme == "http" && withTLS {
-			return "", "", fmt.Errorf("--advertise %q is an http URL, but this member serves HTTPS (--tls-cert): advertise an https:// URL", advertise)
+			return "", "", settings.Invalid("advertise", advertise, "an http URL, but this member serves HTTPS (--tls-cert): advertise an https:// URL")
 		}
 	}
 	if advertise == "" {
@@ -332,22 +281,65 @@ func (o *memberOptions) resolve(addr string, withTLS bool) (id, advertise string
 	return id, advertise, nil
 }
 
-func newOrchestratorCmd() *cobra.Command {
-	var (
-		etcd etcdOptions
-		mem  memberOptions
-		srv  serverOptions
-		logs logOptions
-	)
+// orchestratorOptions is the configuration of `jobfleet orchestrator`:
+// every flag binds into one of its fields.
+type orchestratorOptions struct {
+	etcd etcdOptions
+	mem  memberOptions
+	srv  serverOptions
+	logs logOptions
+}
+
+func defaultOrchestratorOptions() *orchestratorOptions {
+	return &orchestratorOptions{etcd: defaultEtcdOptions(), mem: defaultMemberOptions(), srv: defaultServerOptions(), logs: defaultLogOptions("json")}
+}
+
+func (c *orchestratorOptions) addFlags(fs *pflag.FlagSet) {
+	c.etcd.register(fs)
+	c.mem.register(fs)
+	c.srv.register(fs, true)
+	c.logs.register(fs)
+}
+
+func (c *orchestratorOptions) validate() error {
+	for _, err := range []error{c.logs.validate(), c.etcd.validate(), c.srv.validate()} {
+		if err != nil {
+			return err
+		}
+	}
+	return c.mem.validate(c.mem.listen, c.srv.tlsCert != "", c.srv.metricsListen)
+}
+
+func (c *orchestratorOptions) withDefaults() settingsOf {
+	d := *c
+	d.mem, d.srv = c.mem.withDefaults(), c.srv.withDefaults()
+	return &d
+}
+
+func newOrchestratorCmd() *cobra.Command { return orchestratorCommand(defaultOrchestratorOptions()) }
+
+// orchestratorCommand is `jobfleet orchestrator` configured by cfg.
+func orchestratorCommand(cfg *orchestratorOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "orchestrator",
 		Short: "Run one orchestrator: a fleet member that owns partitions and fires their jobs",
-		Args:  cobra.NoArgs,
+		Long: `orchestrator runs one fleet member. Its settings come from flags,
+JOBFLEET_* environment variables (--flag-name is JOBFLEET_FLAG_NAME) and a
+YAML file (--config), in that order of precedence over the defaults; every
+setting is checked before anything starts, and --print-config prints the
+result. A number or duration of 0 is its default; a negative one is
+refused, unless its help says what it means (such as no bound).
+docs/configuration.md describes the file.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := mem.checkFlags(); err != nil {
+			if printed, err := settle(cmd, cfg); err != nil || printed {
 				return err
 			}
-			lg, err := logs.build()
+			if err := cfg.mem.readAdminSecret(); err != nil {
+				return err
+			}
+			mem, srv := cfg.mem, cfg.srv
+			lg, err := cfg.logs.build()
 			if err != nil {
 				return err
 			}
@@ -355,9 +347,6 @@ func newOrchestratorCmd() *cobra.Command {
 			lg.Info("jobfleet orchestrator starting", buildFields()...)
 			tc, err := srv.tls(lg)
 			if err != nil {
-				return err
-			}
-			if _, _, err := mem.resolve(mem.listen, tc != nil); err != nil {
 				return err
 			}
 			budget, err := fileBudget(lg, memberReserve)
@@ -369,13 +358,14 @@ func newOrchestratorCmd() *cobra.Command {
 			if serving.metricsListen != "" {
 				fixed = metricsConnections
 				serving.metrics = serverConfig(lg, metricsConnections, nil)
+				serving.metrics.Name = "metrics"
 			}
 			maxConns, err := srv.connectionCap(cmd, lg, budget, 1, fixed)
 			if err != nil {
 				return err
 			}
-			serving.api = serverConfig(lg, maxConns, tc)
-			client, err := etcd.client(lg)
+			serving.api = srv.apiConfig(lg, "api", maxConns, tc)
+			client, err := cfg.etcd.client(lg)
 			if err != nil {
 				return err
 			}
@@ -403,10 +393,7 @@ func newOrchestratorCmd() *cobra.Command {
 			return m.run(ctx)
 		},
 	}
-	etcd.register(cmd)
-	mem.register(cmd)
-	srv.register(cmd, true)
-	logs.register(cmd.Flags(), "json")
+	addSettings(cmd, cfg)
 	return cmd
 }
 
@@ -430,67 +417,41 @@ type member struct {
 	lg      *zap.Logger
 }
 
+// startMember starts the member o (validated, its admin secret read)
+// listening on listen.
 func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, listen string, serving memberServing) (*member, error) {
 	id, advertise, err := o.resolve(listen, serving.api.TLS != nil)
 	if err != nil {
 		return nil, err
 	}
-	secret, insecure, err := o.authConfig(lg, listen, serving.metricsListen)
-	if err != nil {
-		return nil, err
-	}
-	stc, err := o.storageConfig()
-	if err != nil {
-		return nil, err
-	}
-	loads, loadJobs, err := o.loadsConfig()
-	if err != nil {
-		return nil, err
+	if o.insecureNoAuth {
+		lg.Warn("AUTHENTICATION IS OFF (--insecure-no-auth): every process on this machine can reach this loopback listener and acts as admin", zap.String("listen", listen))
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
-	ocfg := orchestrator.Config{
-		ID:               id,
-		Advertise:        advertise,
-		Namespace:        o.namespace,
-		Partitions:       o.partitions,
-		LeaseTTL:         o.leaseTTL,
-		RunLease:         o.runLease,
-		Workers:          o.workers,
-		DeadMembers:      o.deadMembers,
-		LoadsInFlight:    loads,
-		LoadJobsInFlight: loadJobs,
-		WarmStandby:      o.warmStandby,
-		Notify:           o.notify.config(),
-		AdminSecret:      secret,
-		Storage:          stc,
-		Clock:            o.clock,
-		Logger:           lg,
-		Registry:         reg,
-	}
-	acfg := admin.Config{
-		Gatherer: reg,
-		Registry: reg,
-		Logger:   lg.With(zap.String("member", id)),
-		Tokens:   auth.NewStore(client, o.namespace, nil),
-		Insecure: insecure,
-		Loopback: loopbackListen(listen),
-		Limits:   o.limits,
-		// Workers deny these to "http" jobs, even those not told them.
-		EtcdEndpoints: client.Endpoints,
-	}
-	if err := o.retention.apply(&ocfg, &acfg); err != nil {
-		return nil, err
-	}
+	ocfg := o.orch
+	ocfg.ID, ocfg.Advertise = id, advertise
+	ocfg.Clock, ocfg.Logger, ocfg.Registry = o.clock, lg, reg
+	acfg := o.api
+	acfg.Gatherer, acfg.Registry = reg, reg
+	acfg.Logger = lg.With(zap.String("member", id))
+	acfg.Tokens = auth.NewStore(client, ocfg.Namespace, nil)
+	acfg.Insecure, acfg.Loopback = o.insecureNoAuth, loopbackListen(listen)
+	// Workers deny these to "http" jobs, even those not told them.
+	acfg.EtcdEndpoints = client.Endpoints
 	orch, err := orchestrator.New(client, ocfg)
 	if err != nil {
 		return nil, err
 	}
 	mlg := acfg.Logger
-	acfg.Jobs, acfg.Worker, acfg.Auth, acfg.Storage = orchestratorJobs(orch), orchestratorWorker(orch), orch.Credentials(), orch.Storage
-	acfg.Workers = orch.Workers()
-	acfg.Cluster = orch
-	h := admin.Handler(orch, acfg)
+	am := admin.MemberOf(orch)
+	h := admin.Handler(am, acfg)
+	serving.api.Registry, serving.metrics.Registry = reg, reg
+	if o.insecureNoAuth {
+		// Every request is an admin without a credential: none is
+		// anonymous in the sense of the limit.
+		serving.api.AnonymousRate = -1
+	}
 	srv, err := httpserver.Start(listen, h, serving.api)
 	if err != nil {
 		return nil, err
@@ -500,7 +461,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 		zap.Bool("tls", serving.api.TLS != nil), zap.Bool("client_certificates", serving.api.TLS != nil && serving.api.TLS.ClientCAs != nil),
 		zap.Int("max_connections", serving.api.MaxConnections))
 	if serving.metricsListen != "" {
-		mh := admin.MetricsHandler(orch, admin.Config{Gatherer: reg, Logger: mlg})
+		mh := admin.MetricsHandler(am, admin.Config{Gatherer: reg, Logger: mlg})
 		if m.metrics, err = httpserver.Start(serving.metricsListen, mh, serving.metrics); err != nil {
 			srv.Shutdown()
 			return nil, fmt.Errorf("--metrics-listen: %w", err)
@@ -531,16 +492,4 @@ func (m *member) run(ctx context.Context) error {
 		err = herr
 	}
 	return err
-}
-
-// orchestratorWorker returns the admin.WorkerFunc of a member: its
-// dispatcher, once it has joined the cluster.
-func orchestratorWorker(orch *orchestrator.Orchestrator) admin.WorkerFunc {
-	return func() (admin.WorkerProtocol, error) {
-		d, err := orch.Dispatcher()
-		if err != nil {
-			return nil, errors.New("this member has not joined the cluster yet")
-		}
-		return d, nil
-	}
 }

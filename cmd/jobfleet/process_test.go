@@ -690,7 +690,7 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 		flag string
 		want []string
 	}{
-		{"lease TTL not whole seconds", "--lease-ttl=1500ms", []string{"lease TTL", "whole number of seconds"}},
+		{"lease TTL not whole seconds", "--lease-ttl=1500ms", []string{"--lease-ttl 1.5s", "whole number of seconds"}},
 		{"lease TTL not a duration", "--lease-ttl=soon", []string{"lease-ttl", "soon"}},
 		{"listen without port", "--listen=nonsense", []string{"--listen", "nonsense"}},
 		{"log format", "--log-format=xml", []string{"--log-format", "xml"}},
@@ -698,11 +698,12 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 		{"bad member ID", "--id=a/b", []string{"member ID", "a/b"}},
 		{"high-water mark above 1", "--storage-high-water=80", []string{"--storage-high-water", "80", "at most 1"}},
 		{"quota not a size", "--etcd-quota-bytes=lots", []string{"etcd-quota-bytes", "lots", "2GiB"}},
-		{"negative compaction interval", "--compaction-interval=-5m", []string{"--compaction-interval", "negative"}},
-		{"compaction interval too short", "--compaction-interval=100ms", []string{"compaction interval", "100ms", "below 1s"}},
+		{"negative check interval", "--storage-check-interval=-5m", []string{"--storage-check-interval", "-5m", "at least 10ms"}},
+		{"compaction interval too short", "--compaction-interval=100ms", []string{"--compaction-interval", "100ms", "at least 1s"}},
 		{"https advertised without TLS", "--advertise=https://node-1.example:8443", []string{"--advertise", "https://node-1.example:8443", "plain HTTP", "--tls-cert"}},
 		{"TLS certificate without key", "--tls-cert=server.crt", []string{"--tls-cert", "--tls-key"}},
-		{"connection cap of zero", "--max-connections=0", []string{"--max-connections", "at least 1"}},
+		{"negative connection cap", "--max-connections=-1", []string{"--max-connections", "at least 1"}},
+		{"negative history", "--history-max-runs=-1", []string{"--history-max-runs -1", "want 1 to"}},
 		{"admin token file readable by others", "--admin-token-file=" + readable, []string{"--admin-token-file", "mode 0644", "chmod 600"}},
 		{"admin token file too short", "--admin-token-file=" + short, []string{"--admin-token-file", "needs at least 32"}},
 		{"no auth on a wildcard listener", "--insecure-no-auth", []string{"--insecure-no-auth", "loopback"}},

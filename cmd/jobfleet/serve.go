@@ -5,40 +5,101 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/httpserver"
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
 // metricsConnections caps the connections of a metrics listener (scrapers
 // and probes: a handful at a time).
 const metricsConnections = 64
 
-// serverOptions are the flags of a command's HTTP listeners.
+// serverOptions are the settings of a command's HTTP listeners.
 type serverOptions struct {
 	maxConnections int
-	tlsCert        string
-	tlsKey         string
-	tlsClientCA    string
-	metricsListen  string
+	// fair holds the fairness limits of the API listeners (their
+	// defaults: httpserver's).
+	fair          httpserver.Config
+	tlsCert       string
+	tlsKey        string
+	tlsClientCA   string
+	metricsListen string
 }
 
 // register adds --max-connections, and the TLS and metrics listener flags
 // when withTLS.
-func (o *serverOptions) register(cmd *cobra.Command, withTLS bool) {
-	fs := cmd.Flags()
-	fs.IntVar(&o.maxConnections, "max-connections", httpserver.DefaultMaxConnections,
-		"open connections per HTTP API listener at most; further ones wait (the default is lowered to fit the open-file limit)")
+func (o *serverOptions) register(fs *pflag.FlagSet, withTLS bool) {
+	fs.IntVar(&o.maxConnections, "max-connections", o.maxConnections,
+		"open connections per HTTP API listener at most; at the cap a new connection closes the one idle the longest, or waits if none is idle (the default is lowered to fit the open-file limit, a value given is not)")
+	fs.IntVar(&o.fair.MaxConnectionsPerAddress, "max-connections-per-address", o.fair.MaxConnectionsPerAddress,
+		"open connections per HTTP API listener from one client address (IPv4 address or IPv6 /64) at most; further ones are closed at once (e.g. -1 behind a proxy)")
+	settings.Unbounded(fs, "max-connections-per-address", "no limit")
+	fs.Float64Var(&o.fair.AnonymousRate, "anonymous-rate", o.fair.AnonymousRate,
+		"requests per second one client address may make without a valid credential (probes, refused credentials); beyond it 429")
+	settings.Unbounded(fs, "anonymous-rate", "no limit")
+	fs.IntVar(&o.fair.AnonymousBurst, "anonymous-burst", o.fair.AnonymousBurst, "bursts of --anonymous-rate")
 	if !withTLS {
 		return
 	}
-	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the HTTP API over TLS with this PEM certificate (chain) file; re-read when it changes")
-	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file of --tls-cert; re-read when it changes")
-	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "require every client of the HTTP API to present a certificate signed by a CA of this PEM file")
-	fs.StringVar(&o.metricsListen, "metrics-listen", "", "HOST:PORT of a separate plain-HTTP listener serving only GET /metrics, /healthz and /readyz, without credentials (default: off)")
+	fs.StringVar(&o.tlsCert, "tls-cert", o.tlsCert, "serve the HTTP API over TLS with this PEM certificate (chain) file; re-read when it changes")
+	fs.StringVar(&o.tlsKey, "tls-key", o.tlsKey, "PEM private key file of --tls-cert; re-read when it changes")
+	fs.StringVar(&o.tlsClientCA, "tls-client-ca", o.tlsClientCA, "require every client of the HTTP API to present a certificate signed by a CA of this PEM file")
+	fs.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HOST:PORT of a separate plain-HTTP listener serving only GET /metrics, /healthz and /readyz, without credentials (default: off)")
+}
+
+// defaultServerOptions returns the listeners' defaults.
+func defaultServerOptions() serverOptions {
+	return serverOptions{maxConnections: httpserver.DefaultMaxConnections, fair: httpserver.Config{
+		MaxConnectionsPerAddress: httpserver.DefaultMaxConnectionsPerAddress,
+		AnonymousRate:            httpserver.DefaultAnonymousRate,
+		AnonymousBurst:           httpserver.DefaultAnonymousBurst,
+	}}
+}
+
+// withDefaults returns o with a zero --max-connections replaced by its
+// default.
+func (o serverOptions) withDefaults() serverOptions {
+	if o.maxConnections == 0 {
+		o.maxConnections = httpserver.DefaultMaxConnections
+	}
+	if o.fair.MaxConnectionsPerAddress == 0 {
+		o.fair.MaxConnectionsPerAddress = httpserver.DefaultMaxConnectionsPerAddress
+	}
+	if o.fair.AnonymousRate == 0 {
+		o.fair.AnonymousRate = httpserver.DefaultAnonymousRate
+	}
+	if o.fair.AnonymousBurst == 0 {
+		o.fair.AnonymousBurst = httpserver.DefaultAnonymousBurst
+	}
+	return o
+}
+
+// validate checks the settings without reading any file.
+func (o serverOptions) validate() error {
+	switch {
+	case o.fair.AnonymousBurst < 0:
+		return settings.Invalid("anonymous-burst", o.fair.AnonymousBurst, "want at least 1 (0: the default, %d)", httpserver.DefaultAnonymousBurst)
+	case o.maxConnections < 0:
+		return settings.Invalid("max-connections", o.maxConnections, "want at least 1 (0: the default, %d, lowered to fit the open-file limit)", httpserver.DefaultMaxConnections)
+	case o.tlsCert == "" && o.tlsKey == "" && o.tlsClientCA != "":
+		return settings.Invalid("tls-client-ca", o.tlsClientCA, "needs --tls-cert and --tls-key")
+	case o.tlsCert != "" && o.tlsKey == "":
+		return settings.Invalid("tls-key", o.tlsKey, "--tls-cert and --tls-key go together")
+	case o.tlsCert == "" && o.tlsKey != "":
+		return settings.Invalid("tls-cert", o.tlsCert, "--tls-cert and --tls-key go together")
+	}
+	if o.metricsListen != "" {
+		if _, _, err := net.SplitHostPort(o.metricsListen); err != nil {
+			return settings.Invalid("metrics-listen", o.metricsListen, "want HOST:PORT: %v", err)
+		}
+	}
+	return nil
 }
 
 // tls returns the API's TLS configuration from the flags, or nil for
@@ -89,11 +150,13 @@ func fileBudget(lg *zap.Logger, r reserve) (httpserver.Budget, error) {
 }
 
 // connectionCap returns the per-listener cap of n API listeners from
-// --max-connections (an explicit value must fit, the default is lowered
-// to fit), besides fixed connections of other listeners.
+// --max-connections (a value given must fit, the default is lowered to
+// fit), besides fixed connections of other listeners. A value is given
+// when a flag, variable or config file set it to anything but 0 (the
+// default).
 func (o *serverOptions) connectionCap(cmd *cobra.Command, lg *zap.Logger, b httpserver.Budget, n, fixed int) (int, error) {
-	explicit := cmd.Flags().Changed("max-connections")
-	c, lowered, err := httpserver.ConnectionCap(b, n, fixed, o.maxConnections, explicit)
+	explicit := cmd.Flags().Changed("max-connections") && o.maxConnections != 0
+	c, lowered, err := httpserver.ConnectionCap(b, n, fixed, o.withDefaults().maxConnections, explicit)
 	if err != nil {
 		return 0, fmt.Errorf("--max-connections: %w", err)
 	}
@@ -102,6 +165,16 @@ func (o *serverOptions) connectionCap(cmd *cobra.Command, lg *zap.Logger, b http
 			zap.Int("max_connections", c), zap.Int("listeners", n), zap.Uint64("open_file_limit", b.OpenFiles))
 	}
 	return c, nil
+}
+
+// apiConfig returns the limits of an API listener named name: those of
+// serverConfig with the fairness flags.
+func (o *serverOptions) apiConfig(lg *zap.Logger, name string, maxConnections int, tc *tls.Config) httpserver.Config {
+	cfg := serverConfig(lg, maxConnections, tc)
+	cfg.Name = name
+	cfg.MaxConnectionsPerAddress = o.fair.MaxConnectionsPerAddress
+	cfg.AnonymousRate, cfg.AnonymousBurst = o.fair.AnonymousRate, o.fair.AnonymousBurst
+	return cfg
 }
 
 // serverConfig returns the limits of one listener: the defaults with a

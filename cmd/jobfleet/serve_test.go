@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/testkit/tlstest"
 )
 
@@ -41,7 +42,7 @@ func TestAdvertiseFollowsTLS(t *testing.T) {
 		{"http with TLS", "http://node-1.example:8080", true, "serves HTTPS (--tls-cert): advertise an https:// URL", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			o := memberOptions{id: "m", advertise: tt.advertise}
+			o := memberOptions{orch: orchestrator.Config{ID: "m", Advertise: tt.advertise}}
 			_, got, err := o.resolve("127.0.0.1:8080", tt.tls)
 			switch {
 			case tt.wantErr && (err == nil || !strings.Contains(err.Error(), tt.want)):

@@ -82,7 +82,7 @@ func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
 	var (
 		req       auth.CreateRequest
 		role      string
-		etcd      etcdOptions
+		etcd      = defaultEtcdOptions()
 		namespace string
 	)
 	cmd := &cobra.Command{
@@ -135,7 +135,7 @@ func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
 	fs.StringVar(&req.Prefix, "prefix", "", "limit the credential to jobs whose ID starts with this (not for admin)")
 	fs.StringVar(&req.TTL, "ttl", "", `lifetime, e.g. "720h" (default: no expiry)`)
 	fs.StringVar(&req.Description, "description", "", "what the credential is for")
-	etcd.register(cmd)
+	etcd.register(fs)
 	fs.StringVar(&namespace, "namespace", orchestrator.DefaultNamespace, "etcd key prefix of the cluster (with --etcd-endpoints)")
 	for _, name := range []string{"etcd-endpoints", "etcd-cert", "etcd-key", "etcd-ca", "etcd-username", "etcd-password"} {
 		f := fs.Lookup(name)

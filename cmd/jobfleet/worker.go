@@ -1,19 +1,20 @@
 package main
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/auth"
@@ -22,32 +23,133 @@ import (
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
-func newWorkerCmd() *cobra.Command {
-	var (
-		etcd            etcdOptions
-		logs            logOptions
-		orchestrators   []string
-		discover        bool
-		namespace       string
-		id              string
-		concurrency     int
-		allowShell      bool
-		shutdownTimeout time.Duration
-		pollWait        time.Duration
-		metricsListen   string
-		token           string
-		tokenFile       string
-		caFile          string
-		certFile        string
-		keyFile         string
-		httpAllow       []string
-		httpDeny        []string
-		proxyFromEnv    bool
-		shellEnv        []string
-		secretEnv       []string
-	)
+// workerOptions is the configuration of `jobfleet worker`: every flag
+// binds into one of its fields, most into the worker library's own
+// configuration (w, whose AddFlags defines them).
+type workerOptions struct {
+	// w configures the worker; its ID is --id (default
+	// <hostname>-<pid>), its Orchestrators come from --orchestrators,
+	// --discover or etcd, its TLS from --ca, --cert and --key, and
+	// HTTPPolicy.Fleet from --etcd-endpoints.
+	w             worker.Config
+	etcd          etcdOptions
+	logs          logOptions
+	orchestrators []string
+	discover      bool
+	namespace     string
+	tokenFile     string
+	caFile        string
+	certFile      string
+	keyFile       string
+	metricsListen string
+}
+
+func defaultWorkerOptions() *workerOptions {
+	return &workerOptions{w: worker.DefaultConfig(), etcd: defaultEtcdOptions(), logs: defaultLogOptions("json"), namespace: orchestrator.DefaultNamespace}
+}
+
+func (c *workerOptions) addFlags(fs *pflag.FlagSet) {
+	c.etcd.register(fs)
+	c.logs.register(fs)
+	fs.StringVar(&c.w.ID, "id", c.w.ID, "worker ID recorded in each attempt (default: <hostname>-<pid>)")
+	c.w.AddFlags(fs)
+	fs.StringSliceVar(&c.orchestrators, "orchestrators", c.orchestrators, "orchestrator URLs to poll, comma separated, instead of finding them in etcd")
+	fs.BoolVar(&c.discover, "discover", c.discover, "treat --orchestrators as seeds: poll the members listed by GET /v1/cluster/members, refreshed every 10s")
+	fs.StringVar(&c.namespace, "namespace", c.namespace, "etcd key prefix of the cluster (with --etcd-endpoints; ends in '/')")
+	fs.StringVar(&c.metricsListen, "metrics-listen", c.metricsListen, "HOST:PORT to serve GET /metrics and /healthz on (default: off)")
+	fs.StringVar(&c.tokenFile, "token-file", c.tokenFile, "file holding the worker's bearer token")
+	fs.StringVar(&c.caFile, "ca", c.caFile, "CA bundle (PEM) to verify the orchestrators' certificates (https URLs); default: the system's roots")
+	fs.StringVar(&c.certFile, "cert", c.certFile, "client certificate (PEM) presented to the orchestrators")
+	fs.StringVar(&c.keyFile, "key", c.keyFile, "key (PEM) of --cert")
+}
+
+// id returns the worker's ID: --id, or <hostname>-<pid>.
+func (c *workerOptions) id() string {
+	if c.w.ID != "" {
+		return c.w.ID
+	}
+	hostname, _ := os.Hostname()
+	if hostname == "" {
+		hostname = "localhost"
+	}
+	return fmt.Sprintf("%s-%d", hostname, os.Getpid())
+}
+
+// source returns where the worker finds the orchestrators, without
+// connecting (client is nil until the command connects to etcd).
+func (c *workerOptions) source(client *clientv3.Client, lg *zap.Logger) worker.Discovery {
+	switch {
+	case len(c.orchestrators) > 0 && c.discover:
+		d := worker.MembersFrom(c.orchestrators...)
+		d.Logger = lg
+		return d
+	case len(c.orchestrators) > 0:
+		return worker.StaticOrchestrators(c.orchestrators...)
+	default:
+		d := etcddiscovery.New(client, c.namespace)
+		d.Logger = lg
+		return d
+	}
+}
+
+func (c *workerOptions) validate() error {
+	for _, err := range []error{c.logs.validate(), c.etcd.validate()} {
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case c.discover && len(c.orchestrators) == 0:
+		return settings.Invalid("discover", true, "needs --orchestrators (the seed URLs)")
+	case len(c.orchestrators) == 0 && !strings.HasSuffix(c.namespace, "/"):
+		return settings.Invalid("namespace", c.namespace, "must end in '/'")
+	case c.w.Token != "" && c.tokenFile != "":
+		return settings.Invalid("token-file", c.tokenFile, "--token and --token-file both given (perhaps one from JOBFLEET_TOKEN or JOBFLEET_TOKEN_FILE): give one")
+	case (c.certFile == "") != (c.keyFile == ""):
+		return settings.Invalid("key", c.keyFile, "--cert and --key go together")
+	}
+	if c.metricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.metricsListen); err != nil {
+			return settings.Invalid("metrics-listen", c.metricsListen, "want HOST:PORT: %v", err)
+		}
+	}
+	w := c.w
+	w.ID = c.id()
+	if len(c.orchestrators) > 0 {
+		w.Orchestrators = c.source(nil, zap.NewNop())
+	} else {
+		// Discovery through etcd needs a client, and connecting is
+		// starting something: its namespace is checked above, and a
+		// stand-in source lets the rest of the worker's settings be
+		// checked.
+		w.Orchestrators = worker.StaticOrchestrators("http://etcd-discovery.invalid")
+	}
+	if err := w.Validate(); err != nil {
+		var se *settings.Error
+		if errors.As(err, &se) {
+			return se
+		}
+		if msg, ok := strings.CutPrefix(err.Error(), worker.ErrInvalidConfig.Error()+": orchestrators: "); ok {
+			return settings.Invalid("orchestrators", c.orchestrators, "%s", msg)
+		}
+		return err
+	}
+	return nil
+}
+
+func (c *workerOptions) withDefaults() settingsOf {
+	d := *c
+	d.w = c.w.WithDefaults()
+	return &d
+}
+
+func newWorkerCmd() *cobra.Command { return workerCommand(defaultWorkerOptions()) }
+
+// workerCommand is `jobfleet worker` configured by cfg.
+func workerCommand(cfg *workerOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker: pull runs from the orchestrators, execute them, report the results",
@@ -74,108 +176,78 @@ only to the variables --secret-env names. See docs/workers.md.
 
 On SIGINT or SIGTERM it stops polling, lets in-flight attempts finish for up
 to --shutdown-timeout, then cancels the rest and reports them failed
-("worker shutting down") so they are retried.`,
+("worker shutting down") so they are retried.
+
+Its settings come from flags, JOBFLEET_* environment variables and a YAML
+file (--config), in that order of precedence over the defaults; every
+setting is checked before anything starts, and --print-config prints the
+result. A number or duration of 0 is its default; a negative one is
+refused. docs/configuration.md describes the file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			lg, err := logs.build()
+			printed, err := settle(cmd, cfg)
+			if err != nil {
+				return err
+			}
+			if f := cmd.Flags().Lookup("orchestrators"); f.Changed && fromFile(f) == "" && len(cfg.orchestrators) == 0 {
+				// Given as a flag or a variable, but empty (an empty list
+				// in a config file, as --print-config writes it, is the
+				// default: etcd).
+				return errors.New("--orchestrators is empty: give orchestrator URLs, or leave it out to find them in etcd")
+			}
+			if printed {
+				return nil
+			}
+			lg, err := cfg.logs.build()
 			if err != nil {
 				return err
 			}
 			defer lg.Sync()
 			lg.Info("jobfleet worker starting", buildFields()...)
-			if id == "" {
-				hostname, _ := os.Hostname()
-				if hostname == "" {
-					hostname = "localhost"
-				}
-				id = fmt.Sprintf("%s-%d", hostname, os.Getpid())
-			}
-
-			if concurrency < 1 || concurrency > worker.MaxConcurrency {
-				return fmt.Errorf("--concurrency must be 1..%d, got %d", worker.MaxConcurrency, concurrency)
-			}
-			if cmd.Flags().Changed("orchestrators") && len(orchestrators) == 0 {
-				return errors.New("--orchestrators is empty: give orchestrator URLs, or leave it out to find them in etcd")
-			}
-			if len(orchestrators) > 0 && cmd.Flags().Changed("etcd-endpoints") {
+			id := cfg.id()
+			if len(cfg.orchestrators) > 0 && cmd.Flags().Changed("etcd-endpoints") {
 				// Perhaps from JOBFLEET_ETCD_ENDPOINTS: the explicit list wins.
 				lg.Info("--orchestrators given: not reading the members from etcd")
 			}
-			var source worker.Discovery
-			switch {
-			case len(orchestrators) > 0 && discover:
-				d := worker.MembersFrom(orchestrators...)
-				d.Logger = lg.Named("discovery").With(zap.String("worker", id))
-				source = d
-			case len(orchestrators) > 0:
-				source = worker.StaticOrchestrators(orchestrators...)
-			case discover:
-				return errors.New("--discover needs --orchestrators (the seed URLs)")
-			default:
-				if !strings.HasSuffix(namespace, "/") {
-					return fmt.Errorf("--namespace %q must end in '/'", namespace)
-				}
-				client, err := etcd.client(lg)
-				if err != nil {
+			var client *clientv3.Client
+			if len(cfg.orchestrators) == 0 {
+				if client, err = cfg.etcd.client(lg); err != nil {
 					return err
 				}
 				defer client.Close()
-				d := etcddiscovery.New(client, namespace)
-				d.Logger = lg.Named("discovery").With(zap.String("worker", id))
-				source = d
 			}
-
-			if token != "" && tokenFile != "" {
-				return errors.New("--token and --token-file both given (perhaps one from JOBFLEET_TOKEN or JOBFLEET_TOKEN_FILE): give one")
-			}
-			if tokenFile != "" {
-				b, err := os.ReadFile(tokenFile)
+			wc := cfg.w
+			wc.ID = id
+			wc.Orchestrators = cfg.source(client, lg.Named("discovery").With(zap.String("worker", id)))
+			if cfg.tokenFile != "" {
+				b, err := os.ReadFile(cfg.tokenFile)
 				if err != nil {
 					return fmt.Errorf("--token-file: %w", err)
 				}
-				if token = strings.TrimSpace(string(b)); token == "" {
-					return fmt.Errorf("--token-file %s is empty", tokenFile)
+				if wc.Token = strings.TrimSpace(string(b)); wc.Token == "" {
+					return fmt.Errorf("--token-file %s is empty", cfg.tokenFile)
 				}
-				if perm, open := auth.OpenToOthers(tokenFile); open {
-					lg.Warn("the token file can be read by other users: chmod 600 it", zap.String("token_file", tokenFile), zap.String("mode", fmt.Sprintf("%04o", perm)))
+				if perm, open := auth.OpenToOthers(cfg.tokenFile); open {
+					lg.Warn("the token file can be read by other users: chmod 600 it", zap.String("token_file", cfg.tokenFile), zap.String("mode", fmt.Sprintf("%04o", perm)))
 				}
 			}
-			var tlsCfg *tls.Config // nil: Go's defaults
-			if caFile != "" || certFile != "" || keyFile != "" {
-				if tlsCfg, err = clientTLS("--", caFile, certFile, keyFile); err != nil {
+			if cfg.caFile != "" || cfg.certFile != "" || cfg.keyFile != "" {
+				if wc.TLS, err = clientTLS("--", cfg.caFile, cfg.certFile, cfg.keyFile); err != nil {
 					return err
 				}
 			}
 			// The fleet's etcd is never a job's destination, whether or not
 			// the orchestrators are found through it.
-			fleet := slices.Clone(etcd.endpoints)
+			wc.HTTPPolicy.Fleet = slices.Clone(cfg.etcd.endpoints)
 
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
-			w, err := worker.New(worker.Config{
-				ID:              id,
-				Orchestrators:   source,
-				Concurrency:     concurrency,
-				AllowShell:      allowShell,
-				ShutdownTimeout: shutdownTimeout,
-				PollWait:        pollWait,
-				Token:           token,
-				TLS:             tlsCfg,
-				HTTPPolicy: worker.HTTPPolicy{
-					Allow:                httpAllow,
-					Deny:                 httpDeny,
-					Fleet:                fleet,
-					ProxyFromEnvironment: proxyFromEnv,
-				},
-				ShellEnv:  shellEnv,
-				SecretEnv: secretEnv,
-				Logger:    lg,
-				Metrics:   worker.NewMetrics(reg),
-			})
+			wc.Logger, wc.Metrics = lg, worker.NewMetrics(reg)
+			w, err := worker.New(wc)
 			if err != nil {
 				return err
 			}
-			if metricsListen != "" {
+			if cfg.metricsListen != "" {
 				mux := http.NewServeMux()
 				mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 				mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -187,7 +259,7 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 				if err != nil {
 					return fmt.Errorf("--metrics-listen: %w", err)
 				}
-				srv, err := httpserver.Start(metricsListen, mux, serverConfig(lg, maxConns, nil))
+				srv, err := httpserver.Start(cfg.metricsListen, mux, serverConfig(lg, maxConns, nil))
 				if err != nil {
 					return fmt.Errorf("--metrics-listen: %w", err)
 				}
@@ -197,27 +269,6 @@ to --shutdown-timeout, then cancels the rest and reports them failed
 			return w.Run(cmd.Context())
 		},
 	}
-	etcd.register(cmd)
-	logs.register(cmd.Flags(), "json")
-	fs := cmd.Flags()
-	fs.StringSliceVar(&orchestrators, "orchestrators", nil, "orchestrator URLs to poll, comma separated, instead of finding them in etcd")
-	fs.BoolVar(&discover, "discover", false, "treat --orchestrators as seeds: poll the members listed by GET /v1/cluster/members, refreshed every 10s")
-	fs.StringVar(&namespace, "namespace", orchestrator.DefaultNamespace, "etcd key prefix of the cluster (with --etcd-endpoints)")
-	fs.StringVar(&id, "id", "", "worker ID recorded in each attempt (default: <hostname>-<pid>)")
-	fs.IntVar(&concurrency, "concurrency", 4, "attempts held at once (1..1024); use at least the number of orchestrators")
-	fs.BoolVar(&allowShell, "allow-shell", false, `run jobs with the "shell" executor (commands run as this process's user)`)
-	fs.DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight attempts may finish before they are cancelled and reported failed")
-	fs.DurationVar(&pollWait, "poll-wait", 15*time.Second, "how long an orchestrator may hold a long poll (at most 30s)")
-	fs.StringVar(&metricsListen, "metrics-listen", "", "HOST:PORT to serve GET /metrics and /healthz on (default: off)")
-	fs.StringVar(&token, "token", "", "the worker's credential: bearer token sent to the orchestrators (prefer --token-file or JOBFLEET_TOKEN: arguments are visible to other users)")
-	fs.StringVar(&tokenFile, "token-file", "", "file holding the worker's bearer token")
-	fs.StringVar(&caFile, "ca", "", "CA bundle (PEM) to verify the orchestrators' certificates (https URLs); default: the system's roots")
-	fs.StringVar(&certFile, "cert", "", "client certificate (PEM) presented to the orchestrators")
-	fs.StringVar(&keyFile, "key", "", "key (PEM) of --cert")
-	fs.StringSliceVar(&httpAllow, "http-allow", nil, "destinations the http executor may reach although denied by default (loopback, link-local, ...): CIDRs, addresses or host names (*.example.com), each with an optional :PORT; comma separated, repeatable")
-	fs.StringSliceVar(&httpDeny, "http-deny", nil, "destinations the http executor must never reach, as for --http-allow; beats --http-allow")
-	fs.BoolVar(&proxyFromEnv, "http-proxy-from-env", false, "send the http executor's requests through HTTP_PROXY/HTTPS_PROXY (the policy then checks destinations by URL, not by resolved address)")
-	fs.StringSliceVar(&shellEnv, "shell-env", nil, "variables of this process's environment that shell commands get too (NAME,...; not JOBFLEET_*)")
-	fs.StringSliceVar(&secretEnv, "secret-env", nil, `variables of this process's environment that jobs' secret references {"secret_env": "NAME"} may name (NAME,...; not JOBFLEET_*)`)
+	addSettings(cmd, cfg)
 	return cmd
 }

@@ -6,18 +6,22 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/retry"
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
-// Config configures a Deliverer. For every count, 0 means its default
-// and a negative value means no bound.
+// Config configures a Deliverer. Its settings follow the zero convention
+// of package settings: for every count and duration, 0 means its default;
+// a negative count means no bound, a negative duration is refused. The
+// settings with a flag bind to their fields through AddFlags.
 type Config struct {
-	// Sender delivers the notifications; required.
+	// Sender delivers the notifications; New requires it.
 	Sender Sender
 	// Concurrency is the most deliveries in flight on the member, over
-	// all its partitions. Default 32.
+	// all its partitions. Default 32 (--notify-in-flight).
 	Concurrency int
 	// PerDestination is the most deliveries in flight to one destination
 	// (the scheme, host and port of the URL). Default 4.
@@ -25,12 +29,14 @@ type Config struct {
 	// PerJob is the most deliveries in flight for one job. Default 2.
 	PerJob int
 	// MaxPendingPerJob is the most notifications a job may have pending:
-	// beyond it the oldest are dropped (deleted and counted). Default 64.
+	// beyond it the oldest are dropped (deleted and counted). Default 64
+	// (--notify-max-pending).
 	MaxPendingPerJob int
 	// SendTimeout bounds one try. Default 10s.
 	SendTimeout time.Duration
 	// MaxAge is how long a notification is retried, from the status it
-	// reports, before it is given up (counted and logged). Default 24h.
+	// reports, before it is given up (counted and logged). Default 24h
+	// (--notify-max-age).
 	MaxAge time.Duration
 	// Backoff paces one notification's tries after a failure. Default 1s
 	// growing to 5m.
@@ -80,16 +86,14 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults returns c with its zero fields set to DefaultConfig's and
-// its negative counts to no bound.
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with its zero settings replaced by
+// DefaultConfig's (negative counts as they are; the sender, clock, logger
+// and metrics as they are).
+func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	count := func(v *int, def int) {
-		switch {
-		case *v == 0:
+		if *v == 0 {
 			*v = def
-		case *v < 0:
-			*v = math.MaxInt
 		}
 	}
 	count(&c.Concurrency, d.Concurrency)
@@ -112,6 +116,19 @@ func (c Config) withDefaults() Config {
 	if c.DeleteBackoff == (retry.Policy{}) {
 		c.DeleteBackoff = d.DeleteBackoff
 	}
+	return c
+}
+
+// withDefaults returns c with its zero fields set to DefaultConfig's, its
+// negative counts to no bound, and the real clock and no logs for a nil
+// Clock and Logger.
+func (c Config) withDefaults() Config {
+	c = c.WithDefaults()
+	for _, v := range []*int{&c.Concurrency, &c.PerDestination, &c.PerJob, &c.MaxPendingPerJob, &c.BreakerFailures} {
+		if *v < 0 {
+			*v = math.MaxInt
+		}
+	}
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
 	}
@@ -121,8 +138,21 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first problem with c; errors wrap
-// ErrInvalidConfig.
+// AddFlags defines the flags of c's settings in fs, each bound to its
+// field with the field's current value as its default (call it on
+// DefaultConfig): --notify-max-pending, --notify-in-flight and
+// --notify-max-age.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&c.MaxPendingPerJob, "notify-max-pending", c.MaxPendingPerJob, "pending notifications kept per job: beyond it the oldest are dropped (counted in jobfleet_notifications_total{result=\"dropped\"})")
+	settings.Unbounded(fs, "notify-max-pending", "no bound")
+	fs.IntVar(&c.Concurrency, "notify-in-flight", c.Concurrency, fmt.Sprintf("notification deliveries in flight at once on this member (at most %d to one destination, %d for one job)", DefaultPerDestination, DefaultPerJob))
+	settings.Unbounded(fs, "notify-in-flight", "no bound")
+	fs.DurationVar(&c.MaxAge, "notify-max-age", c.MaxAge, "how long an undelivered notification is retried before it is given up (counted in jobfleet_notifications_total{result=\"given_up\"})")
+}
+
+// Validate reports the first problem with c's settings (New also needs a
+// Sender); errors wrap ErrInvalidConfig, a setting with a flag is
+// reported as a *settings.Error naming its key.
 func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
@@ -134,12 +164,10 @@ func (c Config) Validate() error {
 		return nil
 	}
 	switch {
-	case c.Sender == nil:
-		return bad("no sender")
 	case c.SendTimeout < 0:
 		return bad("send timeout %v is negative", c.SendTimeout)
 	case c.MaxAge < 0:
-		return bad("max age %v is negative", c.MaxAge)
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid("notify-max-age", c.MaxAge, "want a positive duration (0: the default, %v): notifications are not retried forever", DefaultMaxAge))
 	}
 	for _, p := range []struct {
 		name string

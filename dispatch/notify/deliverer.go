@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"slices"
@@ -69,8 +70,12 @@ type entry struct {
 	gone    bool           // delivered, given up, dropped or forgotten
 }
 
-// New returns a deliverer; errors wrap ErrInvalidConfig.
+// New returns a deliverer of cfg, which needs a Sender; errors wrap
+// ErrInvalidConfig.
 func New(cfg Config) (*Deliverer, error) {
+	if cfg.Sender == nil {
+		return nil, fmt.Errorf("%w: no sender", ErrInvalidConfig)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

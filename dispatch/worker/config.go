@@ -11,10 +11,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/egress"
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
 // Errors returned by this package. Callers compare with errors.Is.
@@ -53,7 +55,9 @@ const (
 )
 
 // Config configures a Worker. New fills every zero field from
-// DefaultConfig, then calls Validate.
+// DefaultConfig, then calls Validate. Its settings follow the zero
+// convention of package settings: 0 is the default, a negative number or
+// duration is refused.
 type Config struct {
 	// ID identifies the worker in the attempts it takes: 1 to MaxIDBytes
 	// bytes of UTF-8 without control characters or spaces. Required; use
@@ -167,6 +171,15 @@ func DefaultConfig() Config {
 	}
 }
 
+// WithDefaults returns c with its zero settings filled from
+// DefaultConfig (the clock and the logger as they are).
+func (c Config) WithDefaults() Config {
+	clock, lg := c.Clock, c.Logger
+	c.setDefaults()
+	c.Clock, c.Logger = clock, lg
+	return c
+}
+
 // setDefaults fills the zero fields of c from DefaultConfig.
 func (c *Config) setDefaults() {
 	d := DefaultConfig()
@@ -197,15 +210,44 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first problem with c, wrapping ErrInvalidConfig.
-// It checks the values as given: zero durations and a zero Concurrency are
-// invalid here, though New replaces them with defaults first.
+// AddFlags defines the flags of c's settings in fs, each bound to its
+// field with the field's current value as its default (call it on
+// DefaultConfig): --concurrency, --allow-shell, --poll-wait,
+// --shutdown-timeout, --token (a secret), --http-allow, --http-deny,
+// --http-proxy-from-env, --shell-env and --secret-env. ID, Orchestrators
+// and TLS are the command's (derived, or read from files).
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, fmt.Sprintf("attempts held at once (1 to %d); use at least the number of orchestrators", MaxConcurrency))
+	fs.BoolVar(&c.AllowShell, "allow-shell", c.AllowShell, `run jobs with the "shell" executor (commands run as this process's user)`)
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight attempts may finish before they are cancelled and reported failed")
+	fs.DurationVar(&c.PollWait, "poll-wait", c.PollWait, fmt.Sprintf("how long an orchestrator may hold a long poll (at most %v)", api.MaxPollWait))
+	fs.StringVar(&c.Token, "token", c.Token, "the worker's credential: bearer token sent to the orchestrators (prefer --token-file or JOBFLEET_TOKEN: arguments are visible to other users)")
+	settings.Secret(fs, "token")
+	fs.StringSliceVar(&c.HTTPPolicy.Allow, "http-allow", c.HTTPPolicy.Allow, "destinations the http executor may reach although denied by default (loopback, link-local, ...): CIDRs, addresses or host names (*.example.com), each with an optional :PORT; comma separated, repeatable")
+	fs.StringSliceVar(&c.HTTPPolicy.Deny, "http-deny", c.HTTPPolicy.Deny, "destinations the http executor must never reach, as for --http-allow; beats --http-allow")
+	fs.BoolVar(&c.HTTPPolicy.ProxyFromEnvironment, "http-proxy-from-env", c.HTTPPolicy.ProxyFromEnvironment, "send the http executor's requests through HTTP_PROXY/HTTPS_PROXY (the policy then checks destinations by URL, not by resolved address)")
+	fs.StringSliceVar(&c.ShellEnv, "shell-env", c.ShellEnv, "variables of this process's environment that shell commands get too (NAME,...; not JOBFLEET_*)")
+	fs.StringSliceVar(&c.SecretEnv, "secret-env", c.SecretEnv, `variables of this process's environment that jobs' secret references {"secret_env": "NAME"} may name (NAME,...; not JOBFLEET_*)`)
+}
+
+// Validate reports the first problem with c, wrapping ErrInvalidConfig,
+// after filling its zero fields from DefaultConfig as New does; a
+// setting with a flag is reported as a *settings.Error naming it.
 func (c *Config) Validate() error {
+	cc := *c
+	cc.setDefaults()
+	return cc.validate()
+}
+
+func (c *Config) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
+	invalid := func(key string, v any, format string, args ...any) error {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid(key, v, format, args...))
+	}
 	if err := validateID(c.ID); err != nil {
-		return bad("%v", err)
+		return invalid("id", c.ID, "%v", err)
 	}
 	if c.Orchestrators == nil {
 		return bad("no orchestrator source: set Orchestrators (StaticOrchestrators, MembersFrom or etcddiscovery.New)")
@@ -216,16 +258,18 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
-		return bad("concurrency must be 1 to %d, got %d", MaxConcurrency, c.Concurrency)
+		return invalid("concurrency", c.Concurrency, "want 1 to %d (0: the default, %d)", MaxConcurrency, DefaultConfig().Concurrency)
 	}
 	if c.PollWait <= 0 || c.PollWait > api.MaxPollWait {
-		return bad("poll wait must be in (0, %v], got %v", api.MaxPollWait, c.PollWait)
+		return invalid("poll-wait", c.PollWait, "want a positive duration of at most %v (0: the default, %v)", api.MaxPollWait, DefaultConfig().PollWait)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return invalid("shutdown-timeout", c.ShutdownTimeout, "want a positive duration (0: the default, %v)", DefaultConfig().ShutdownTimeout)
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{
-		{"shutdown timeout", c.ShutdownTimeout},
 		{"cancel grace", c.CancelGrace},
 		{"kill grace", c.KillGrace},
 		{"report timeout", c.ReportTimeout},
@@ -245,19 +289,25 @@ func (c *Config) Validate() error {
 	}
 	for i, r := range c.Token {
 		if r <= ' ' || r >= 0x7f {
-			return bad("token: character %d is not printable ASCII (a space, a newline, a control character?)", i)
+			return invalid("token", settings.Redacted, "character %d is not printable ASCII (a space, a newline, a control character?)", i)
 		}
+	}
+	if _, err := egress.NewGuard(egress.Policy{Allow: c.HTTPPolicy.Allow}); err != nil {
+		return invalid("http-allow", c.HTTPPolicy.Allow, "%v", err)
+	}
+	if _, err := egress.NewGuard(egress.Policy{Deny: c.HTTPPolicy.Deny}); err != nil {
+		return invalid("http-deny", c.HTTPPolicy.Deny, "%v", err)
 	}
 	if _, err := egress.NewGuard(c.HTTPPolicy); err != nil {
 		return bad("%v", err)
 	}
 	for _, list := range []struct {
-		what  string
+		key   string
 		names []string
-	}{{"shell environment", c.ShellEnv}, {"secret environment", c.SecretEnv}} {
+	}{{"shell-env", c.ShellEnv}, {"secret-env", c.SecretEnv}} {
 		for _, name := range list.names {
 			if err := validateEnvName(name); err != nil {
-				return bad("%s: %v", list.what, err)
+				return invalid(list.key, list.names, "%v", err)
 			}
 		}
 	}

@@ -55,12 +55,16 @@ func ExampleConfig_Validate() {
 	cfg.Orchestrators = worker.StaticOrchestrators("http://10.0.0.5:8080", "http://10.0.0.6:8080")
 	fmt.Println(cfg.Validate())
 
-	cfg.Concurrency = 0
+	cfg.Concurrency = 0 // the default
+	fmt.Println(cfg.Validate())
+
+	cfg.Concurrency = -1
 	err := cfg.Validate()
 	fmt.Println(errors.Is(err, worker.ErrInvalidConfig), err)
 	// Output:
 	// <nil>
-	// true worker: invalid config: concurrency must be 1 to 1024, got 0
+	// <nil>
+	// true worker: invalid config: concurrency -1: want 1 to 1024 (0: the default, 4)
 }
 
 func ExampleFormatScheduledAt() {
@@ -85,5 +89,5 @@ func ExampleConfig_leastPrivilege() {
 	cfg.ShellEnv = []string{"JOBFLEET_TOKEN"}
 	err := cfg.Validate()
 	fmt.Println(errors.Is(err, worker.ErrInvalidConfig), err)
-	// Output: true worker: invalid config: shell environment: variable JOBFLEET_TOKEN is refused: JOBFLEET_* variables are the worker's own settings and secrets
+	// Output: true worker: invalid config: shell-env "JOBFLEET_TOKEN": variable JOBFLEET_TOKEN is refused: JOBFLEET_* variables are the worker's own settings and secrets
 }

@@ -5,9 +5,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobfleet/jobfleet/api"
 	"github.com/jonboulle/clockwork"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
 // Defaults of Config.
@@ -36,21 +39,24 @@ const (
 	DefaultWriteBurst = 64
 )
 
-// Config configures a Registry. Zero fields take the defaults; rates
-// below zero turn their limit off.
+// Config configures a Registry. Its settings follow the zero convention
+// of package settings: a zero field takes its default, a negative one is
+// unbounded where the field says so (the rates turn their limit off) and
+// refused elsewhere. The settings with a flag bind to their fields
+// through AddFlags.
 type Config struct {
 	// Namespace is the cluster's etcd key prefix.
 	Namespace string
 	// Member is this member's ID, recorded in the registrations it writes.
 	Member string
 	// TTL is a registration's lifetime without a refresh: whole seconds,
-	// 2s to 5m. Default api.DefaultWorkerTTL.
+	// 2s to 5m. Default api.DefaultWorkerTTL (--worker-ttl).
 	TTL time.Duration
 	// IDGrace is how long a worker ID stays bound to the credential that
 	// registered it after its registration ended (expired or removed):
 	// until then another credential can neither register, poll nor
 	// deregister under it. Whole seconds, 1s to 24h. Default
-	// DefaultIDGrace.
+	// DefaultIDGrace (--worker-id-grace).
 	IDGrace time.Duration
 	// UpdateInterval is how often, at most, a registration is rewritten
 	// for its Active count alone (which changes with every attempt the
@@ -66,8 +72,8 @@ type Config struct {
 	// RequestRate is the registration requests (registers and
 	// deregisters, refreshes included) one credential may send to this
 	// member per second, with bursts of RequestBurst; beyond it they are
-	// refused (ErrRateLimited, 429). Defaults DefaultRequestRate and twice
-	// the rate.
+	// refused (ErrRateLimited, 429). Negative: no limit. Defaults
+	// DefaultRequestRate (--worker-register-rate) and twice the rate.
 	RequestRate  float64
 	RequestBurst int
 	// WriteRate is the registration writes (a new registration, a changed
@@ -76,8 +82,9 @@ type Config struct {
 	// it stores, begun: most registrations count one, the largest seven. A
 	// new or changed registration beyond it is refused (ErrRateLimited,
 	// 429); an update of Active or of the member it registers with beyond
-	// it is skipped. Defaults DefaultWriteRate and DefaultWriteBurst (or a
-	// second's worth, if more).
+	// it is skipped. Negative: no limit. Defaults DefaultWriteRate
+	// (--worker-register-writes) and DefaultWriteBurst (or a second's
+	// worth, if more).
 	WriteRate  float64
 	WriteBurst int
 	// PresenceGrace is how long a worker whose presence stream
@@ -85,7 +92,9 @@ type Config struct {
 	// reset, as when its process dies) has to open a new one with this
 	// member before its registration is revoked, so that its attempts are
 	// retried at once instead of one TTL later. Default
-	// DefaultPresenceGrace; negative: broken streams are not acted on.
+	// DefaultPresenceGrace (--worker-presence-grace); at most half TTL;
+	// negative: broken streams are not acted on (a dead worker's attempts
+	// wait for its registration's TTL).
 	PresenceGrace time.Duration
 	// RequestTimeout bounds each etcd request. Default 5s.
 	RequestTimeout time.Duration
@@ -115,7 +124,17 @@ type Space interface {
 	NoteWriteError(err error)
 }
 
-func (c *Config) setDefaults() {
+// DefaultConfig returns the defaults of the settings, without the
+// identity (Namespace, Member) and hooks a registry is given by its
+// member. The bursts are left zero: they follow the rates.
+func DefaultConfig() Config { return Config{}.WithDefaults() }
+
+// WithDefaults returns c with its zero settings replaced by their
+// defaults, except the bursts, which follow the rates New is given (a
+// zero RequestBurst is twice RequestRate, a zero WriteBurst the larger of
+// DefaultWriteBurst and WriteRate); the identity, hooks, clock and
+// logger as they are.
+func (c Config) WithDefaults() Config {
 	if c.TTL == 0 {
 		c.TTL = api.DefaultWorkerTTL
 	}
@@ -131,20 +150,27 @@ func (c *Config) setDefaults() {
 	if c.RequestRate == 0 {
 		c.RequestRate = DefaultRequestRate
 	}
-	if c.RequestBurst == 0 {
-		c.RequestBurst = max(1, int(2*c.RequestRate)) // DefaultRequestBurst at the default rate
-	}
 	if c.WriteRate == 0 {
 		c.WriteRate = DefaultWriteRate
-	}
-	if c.WriteBurst == 0 {
-		c.WriteBurst = max(DefaultWriteBurst, int(c.WriteRate))
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 5 * time.Second
 	}
 	if c.PresenceGrace == 0 {
 		c.PresenceGrace = DefaultPresenceGrace
+	}
+	return c
+}
+
+// setDefaults applies WithDefaults, the bursts of the rates, the real
+// clock and no logs.
+func (c *Config) setDefaults() {
+	*c = c.WithDefaults()
+	if c.RequestBurst == 0 {
+		c.RequestBurst = max(1, int(2*c.RequestRate)) // DefaultRequestBurst at the default rate
+	}
+	if c.WriteBurst == 0 {
+		c.WriteBurst = max(DefaultWriteBurst, int(c.WriteRate))
 	}
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
@@ -154,12 +180,32 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// AddFlags defines the flags of c's settings in fs, each bound to its
+// field with the field's current value as its default (call it on
+// DefaultConfig): --worker-ttl, --worker-id-grace,
+// --worker-presence-grace, --worker-register-rate and
+// --worker-register-writes.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&c.TTL, "worker-ttl", c.TTL, "how long a worker's registration lives without a refresh (whole seconds, 2s to 5m); the attempts of a worker silent that long are retried at once")
+	fs.DurationVar(&c.IDGrace, "worker-id-grace", c.IDGrace, "how long a worker ID stays bound to the credential that registered it after its registration ended (whole seconds, 1s to 24h); until then another credential cannot use the ID")
+	fs.DurationVar(&c.PresenceGrace, "worker-presence-grace", c.PresenceGrace, "how long a worker whose presence stream with this member broke without its end (its connection closed or reset, as when its process dies) has to open a new one before its registration is revoked and its attempts retried at once (at most half --worker-ttl)")
+	settings.Unbounded(fs, "worker-presence-grace", "wait for the registration's TTL")
+	fs.Float64Var(&c.RequestRate, "worker-register-rate", c.RequestRate, "worker registration requests (refreshes included) each credential may send this member per second, with bursts of twice as many")
+	settings.Unbounded(fs, "worker-register-rate", "no limit")
+	fs.Float64Var(&c.WriteRate, "worker-register-writes", c.WriteRate, fmt.Sprintf("KiB of worker registrations (new, changed, updated) each credential may make this member write per second, with bursts of %d (or a second's worth); a new or changed registration beyond it gets 429, an update of its active count is skipped", DefaultWriteBurst))
+	settings.Unbounded(fs, "worker-register-writes", "no limit")
+}
+
 // Validate reports the first problem with c after defaults are applied;
-// errors wrap ErrInvalidConfig and name the field.
+// errors wrap ErrInvalidConfig and name the field, a setting with a flag
+// as a *settings.Error naming its key.
 func (c Config) Validate() error {
 	c.setDefaults()
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	invalid := func(key string, v any, format string, args ...any) error {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid(key, v, format, args...))
 	}
 	switch {
 	case !strings.HasSuffix(c.Namespace, "/"):
@@ -167,9 +213,9 @@ func (c Config) Validate() error {
 	case c.Member == "":
 		return bad("member ID is empty")
 	case c.TTL < 2*time.Second || c.TTL > 5*time.Minute || c.TTL%time.Second != 0:
-		return bad("worker TTL %v must be whole seconds from 2s to 5m", c.TTL)
+		return invalid("worker-ttl", c.TTL, "want whole seconds from 2s to 5m (0: the default, %v)", api.DefaultWorkerTTL)
 	case c.IDGrace < time.Second || c.IDGrace > 24*time.Hour || c.IDGrace%time.Second != 0:
-		return bad("worker ID grace %v must be whole seconds from 1s to 24h", c.IDGrace)
+		return invalid("worker-id-grace", c.IDGrace, "want whole seconds from 1s to 24h (0: the default, %v)", DefaultIDGrace)
 	case c.UpdateInterval > 0 && c.UpdateInterval < time.Second:
 		return bad("update interval %v must be at least 1s (or negative: never on its own)", c.UpdateInterval)
 	case c.RequestRate > 0 && c.RequestBurst < 1:
@@ -177,7 +223,7 @@ func (c Config) Validate() error {
 	case c.WriteRate > 0 && c.WriteBurst < maxWriteCost:
 		return bad("write burst %d must be at least %d (what the largest registration costs)", c.WriteBurst, maxWriteCost)
 	case c.PresenceGrace > c.TTL/2:
-		return bad("presence grace %v must be at most half the worker TTL %v (negative: off)", c.PresenceGrace, c.TTL)
+		return invalid("worker-presence-grace", c.PresenceGrace, "want at most half --worker-ttl, %v (0: the default, %v; negative: wait for the registration's TTL)", c.TTL/2, DefaultPresenceGrace)
 	case c.RequestTimeout <= 0:
 		return bad("request timeout %v must be positive", c.RequestTimeout)
 	}

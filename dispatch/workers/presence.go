@@ -64,7 +64,10 @@ type presence struct {
 // worker by credential, or store.ErrUnavailable.
 //
 // The stream's first line is an api.PresenceHello naming the worker; a
-// line follows every api.PresenceTick. A stream that ends without its end
+// line ("{}") follows every api.PresenceTick. Every line is decoded
+// strictly (api.Unmarshal): a later line that is not a tick ends the
+// stream, as ctx ending does (the stream's credential revoked), neither
+// being evidence. A stream that ends without its end
 // (the connection closed or reset: the kernel closes a dead process's
 // sockets) is the evidence: if the worker opens no new stream here within
 // Config.PresenceGrace (a live worker whose connection was cut does so at
@@ -80,7 +83,7 @@ func (r *Registry) Presence(ctx context.Context, credential string, s PresenceSt
 		return fmt.Errorf("%w: presence stream: no first line within %v: %v", dispatch.ErrBadRequest, 2*api.PresenceTick, err)
 	}
 	var hello api.PresenceHello
-	if err := json.Unmarshal(line, &hello); err != nil {
+	if err := api.Unmarshal(line, &hello); err != nil {
 		return fmt.Errorf("%w: presence stream: the first line must be {\"worker\": ID}: %v", dispatch.ErrBadRequest, err)
 	}
 	worker := hello.Worker
@@ -101,12 +104,19 @@ func (r *Registry) Presence(ctx context.Context, credential string, s PresenceSt
 	}
 	lg := r.lg.With(zap.String("worker", worker), zap.String("credential", credential))
 	for {
-		_, err := s.Next(3 * api.PresenceTick)
+		line, err := s.Next(3 * api.PresenceTick)
 		switch {
 		case err == nil:
+			if err := api.Unmarshal(line, &presenceTick{}); err != nil {
+				// Not the protocol: the stream ends, and is no evidence.
+				lg.Info("presence stream ended: a line is not a tick ({})", zap.Error(err))
+				return nil
+			}
 			select {
 			case <-p.superseded:
 				return nil // the worker opened another stream here: this one is over
+			case <-ctx.Done():
+				return nil // its credential was revoked, or the server stops: no evidence
 			default:
 			}
 			continue
@@ -122,6 +132,10 @@ func (r *Registry) Presence(ctx context.Context, credential string, s PresenceSt
 		return r.awaitReturn(ctx, lg, worker, reg, p)
 	}
 }
+
+// presenceTick is a presence stream's line after the hello: "{}",
+// decoded as strictly as every request body (api.Unmarshal).
+type presenceTick struct{}
 
 // closedByPeer reports whether a stream's read error is its connection
 // closed (mid-body: io.ErrUnexpectedEOF) or reset by the other side.

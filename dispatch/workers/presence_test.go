@@ -162,6 +162,9 @@ func TestPresenceRefusals(t *testing.T) {
 	}{
 		{"no hello", "nonsense\n", "cred", dispatch.ErrBadRequest},
 		{"bad worker ID", `{"worker":""}` + "\n", "cred", dispatch.ErrBadRequest},
+		{"unknown field", `{"worker":"w1","workers":"w2"}` + "\n", "cred", dispatch.ErrBadRequest},
+		{"key twice", `{"worker":"w2","worker":"w1"}` + "\n", "cred", dispatch.ErrBadRequest},
+		{"second value", `{"worker":"w1"} {}` + "\n", "cred", dispatch.ErrBadRequest},
 		{"not registered", `{"worker":"w2"}` + "\n", "cred", workers.ErrNotRegistered},
 		{"another credential", `{"worker":"w1"}` + "\n", "other", workers.ErrIDTaken},
 	} {
@@ -203,5 +206,51 @@ func TestPresenceSuperseded(t *testing.T) {
 	}
 	if _, _, ok := e.stored("w1"); !ok {
 		t.Fatal("registration gone")
+	}
+}
+
+// TestPresenceEndsWithoutEvidence: a line after the hello that is not a
+// tick ({}), decoded as strictly as a request body, ends the stream at
+// once, as does the stream's context ending (its credential revoked);
+// neither revokes the registration.
+func TestPresenceEndsWithoutEvidence(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		line   string
+		cancel bool
+	}{
+		{"unknown field", `{"worker":"w1"}` + "\n", false},
+		{"not an object", "[]\n", false},
+		{"not JSON", "tick\n", false},
+		{"key twice", `{"a":1,"a":1}` + "\n", false},
+		{"context ended", "{}\n", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			r := e.registry("m1", workers.Config{})
+			e.register(r, req("w1", "cred"))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s := newStream("w1")
+			done := make(chan error, 1)
+			go func() { done <- r.Presence(ctx, "cred", s) }()
+			<-s.accepted
+			if tt.cancel {
+				cancel()
+			}
+			// The end that follows stays unread if the line ended the
+			// stream.
+			s.next <- result{line: []byte(tt.line)}
+			s.next <- result{err: io.EOF}
+			if err := <-done; err != nil {
+				t.Fatalf("Presence = %v, want nil", err)
+			}
+			if got := len(s.next); got != 1 {
+				t.Errorf("%d results left unread, want 1: the stream went on after %q", got, tt.line)
+			}
+			if _, _, ok := e.stored("w1"); !ok {
+				t.Fatal("registration revoked")
+			}
+		})
 	}
 }

@@ -74,11 +74,13 @@ func Layout(n int, addrs Addrs) ([]Member, error) {
 }
 
 // InitialCluster returns etcd's --initial-cluster for members:
-// name=http://peer pairs, comma separated.
+// name=https://peer pairs, comma separated. The peer URLs are https so
+// that the members speak TLS to each other (internal/etcdserver's auto
+// TLS) and no web page can reach their peer ports.
 func InitialCluster(members []Member) string {
 	peers := make([]string, 0, len(members))
 	for _, m := range members {
-		peers = append(peers, m.Name+"=http://"+m.PeerAddr)
+		peers = append(peers, m.Name+"=https://"+m.PeerAddr)
 	}
 	return strings.Join(peers, ",")
 }

@@ -31,7 +31,7 @@ func TestLayout(t *testing.T) {
 	if !slices.Equal(ms, want) {
 		t.Fatalf("Layout = %+v, want %+v", ms, want)
 	}
-	cluster := "etcd-1=http://127.0.0.1:20601,etcd-2=http://127.0.0.1:20603,etcd-3=http://127.0.0.1:20605"
+	cluster := "etcd-1=https://127.0.0.1:20601,etcd-2=https://127.0.0.1:20603,etcd-3=https://127.0.0.1:20605"
 	if got := etcdcluster.InitialCluster(ms); got != cluster {
 		t.Errorf("InitialCluster = %q, want %q", got, cluster)
 	}

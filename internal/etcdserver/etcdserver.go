@@ -1,13 +1,3 @@
-// Package etcdserver runs an etcd member inside the current process.
-//
-// It backs `jobfleet dev` and the test harness in internal/testkit/etcdtest: a real
-// etcd server (go.etcd.io/etcd/server/v3/embed), not a mock, listening on
-// loopback. By default the server is a single-member cluster of its own;
-// with Config.Name and Config.InitialCluster it is one member of a
-// multi-member cluster (the fault-injection harness in internal/chaos runs
-// three, each in its own `jobfleet etcd` process, so that one can be
-// killed). It is not meant for production; production fleets use an etcd
-// cluster of their own.
 package etcdserver
 
 import (
@@ -32,14 +22,20 @@ type Config struct {
 	// ClientAddr is the host:port clients connect to. Empty picks a free
 	// loopback port.
 	ClientAddr string
-	// PeerAddr is the host:port of the raft peer listener. Empty picks a
-	// free loopback port.
+	// PeerAddr is the host:port of the raft peer listener of a member of
+	// a multi-member cluster (InitialCluster); empty picks a free loopback
+	// port. A single-member server has no peer listener: PeerAddr is then
+	// only the peer URL etcd records for the member (default
+	// 127.0.0.1:2380), and nothing listens on it.
 	PeerAddr string
 	// Name is the member's name; default "jobfleet-dev".
 	Name string
 	// InitialCluster is the membership a new cluster starts with, as etcd's
-	// --initial-cluster: name=http://host:port pairs (peer URLs), comma
-	// separated, one of them this member's Name and PeerAddr. Empty means
+	// --initial-cluster: name=URL pairs (peer URLs), comma separated, one
+	// of them this member's Name and PeerAddr. With https:// peer URLs the
+	// members speak TLS to each other with self-made certificates (etcd's
+	// peer auto TLS), so that no web page can reach their peer ports;
+	// http:// is plain and reachable by any page the user visits. Empty means
 	// a single-member cluster of this server. It is used only when Dir
 	// holds no data yet; a restarted member rejoins the cluster its data
 	// records. Every member of a multi-member cluster must be started (in
@@ -66,7 +62,7 @@ type Server struct {
 	etcd       *embed.Etcd
 	logLevel   zap.AtomicLevel // raised at Close to hide etcd's shutdown noise
 	clientAddr string
-	peerAddr   string
+	peerAddr   string // "" without a peer listener
 }
 
 // etcdLogger returns the logger etcd logs to: lg's "etcd" logger at
@@ -95,8 +91,11 @@ func Start(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	single := cfg.InitialCluster == ""
 	if cfg.PeerAddr == "" {
-		if cfg.PeerAddr, err = FreeAddr(); err != nil {
+		if single {
+			cfg.PeerAddr = unusedPeerAddr
+		} else if cfg.PeerAddr, err = FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
@@ -116,14 +115,34 @@ func Start(cfg Config) (*Server, error) {
 	ec.Dir = cfg.Dir
 	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
 	peerURL := url.URL{Scheme: "http", Host: cfg.PeerAddr}
+	if !single {
+		if peerURL.Scheme, err = peerScheme(cfg.InitialCluster, ec.Name); err != nil {
+			return nil, err
+		}
+	}
 	ec.ListenClientUrls = []url.URL{clientURL}
 	ec.AdvertiseClientUrls = []url.URL{clientURL}
-	ec.ListenPeerUrls = []url.URL{peerURL}
 	ec.AdvertisePeerUrls = []url.URL{peerURL}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
-	if cfg.InitialCluster != "" {
+	if single {
+		// A single member never talks to peers: no peer listener at all.
+		// Its peer port served raft and lease renewals (POST /leases) to
+		// anyone, with no Host or Origin check, so that any web page the
+		// user visited could keep a crashed member's lease alive. The peer
+		// URL is still recorded as the member's (etcd requires one);
+		// nothing listens on it.
+		ec.ListenPeerUrls = nil
+	} else {
+		ec.ListenPeerUrls = []url.URL{peerURL}
 		ec.InitialCluster = cfg.InitialCluster
 		ec.InitialClusterToken = "jobfleet"
+		// With https peer URLs the members speak TLS to each other with
+		// certificates they make themselves (and do not verify): what
+		// matters here is that a browser cannot complete a handshake
+		// with an untrusted certificate, so no web page gets a request
+		// to the peer port through (plain HTTP gets 400 before any
+		// handler).
+		ec.PeerAutoTLS = peerURL.Scheme == "https"
 	}
 	// The client port speaks gRPC to jobfleet and plain HTTP only for
 	// /health, /metrics and /version. etcd's defaults would also serve its
@@ -154,7 +173,32 @@ func Start(cfg Config) (*Server, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcdserver: not ready after %v", cfg.StartTimeout)
 	}
-	return &Server{etcd: e, logLevel: level, clientAddr: cfg.ClientAddr, peerAddr: cfg.PeerAddr}, nil
+	srv := &Server{etcd: e, logLevel: level, clientAddr: cfg.ClientAddr}
+	if !single {
+		srv.peerAddr = cfg.PeerAddr
+	}
+	return srv, nil
+}
+
+// unusedPeerAddr is the peer address recorded for a single member started
+// without one: etcd's default, on which this server does not listen.
+const unusedPeerAddr = "127.0.0.1:2380"
+
+// peerScheme returns the scheme of member name's peer URL in
+// initialCluster (name=URL pairs, comma separated): "http" or "https".
+func peerScheme(initialCluster, name string) (string, error) {
+	for _, pair := range strings.Split(initialCluster, ",") {
+		n, raw, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || n != name {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			return "", fmt.Errorf("etcdserver: InitialCluster: the peer URL %q of %s is not an http:// or https:// URL", raw, name)
+		}
+		return u.Scheme, nil
+	}
+	return "", fmt.Errorf("etcdserver: InitialCluster %q does not name this member, %s", initialCluster, name)
 }
 
 // hostWhitelist returns the Host header names the client port answers
@@ -182,7 +226,8 @@ func (s *Server) ClientAddr() string { return s.clientAddr }
 // server (such as a listener failing); it is not closed by Close.
 func (s *Server) Err() <-chan error { return s.etcd.Err() }
 
-// PeerAddr returns the peer listener's host:port.
+// PeerAddr returns the peer listener's host:port, or "" for a
+// single-member server, which has no peer listener.
 func (s *Server) PeerAddr() string { return s.peerAddr }
 
 // Close stops the server and waits for it to release its ports and files.

@@ -2,12 +2,15 @@ package etcdserver_test
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,7 +62,7 @@ func TestThreeMembersFormOneCluster(t *testing.T) {
 		}
 		name := fmt.Sprintf("m%d", i+1)
 		cfgs = append(cfgs, etcdserver.Config{Dir: t.TempDir(), ClientAddr: client, PeerAddr: peer, Name: name, NoFsync: true, StartTimeout: 30 * time.Second})
-		peers = append(peers, name+"=http://"+peer)
+		peers = append(peers, name+"=https://"+peer)
 	}
 	servers := make([]*etcdserver.Server, 3)
 	errs := make([]error, 3)
@@ -74,6 +77,12 @@ func TestThreeMembersFormOneCluster(t *testing.T) {
 			t.Fatalf("member %d: %v", i+1, err)
 		}
 		defer servers[i].Close()
+	}
+	for i, s := range servers {
+		if s.PeerAddr() != cfgs[i].PeerAddr {
+			t.Errorf("member %d: PeerAddr %q, want %q", i+1, s.PeerAddr(), cfgs[i].PeerAddr)
+		}
+		peerRefusesBrowsers(t, s.PeerAddr())
 	}
 	var endpoints []string
 	for _, s := range servers {
@@ -200,5 +209,88 @@ func TestClientPortRefusesBrowsers(t *testing.T) {
 	}
 	if _, err := c.Put(ctx, "k", "v"); err != nil {
 		t.Fatalf("gRPC put: %v", err)
+	}
+}
+
+// leaseRenewal is what a web page can make a browser send to a peer port
+// to keep a lease alive: a "simple" cross-origin POST of etcd's lease
+// renewal (/leases, a protobuf LeaseKeepAliveRequest sent as text/plain).
+func leaseRenewal(t *testing.T, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/leases", strings.NewReader("\x08\x01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Origin", "http://evil.example")
+	req.Host = "rebound.evil.example"
+	return req
+}
+
+// peerRefusesBrowsers checks that no request a browser can send reaches
+// the handlers of a peer port with TLS: plain HTTP fails the handshake,
+// and HTTPS does not verify (a browser stops at the certificate).
+func peerRefusesBrowsers(t *testing.T, addr string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	// Plain HTTP fails the TLS handshake: the connection is closed
+	// unanswered (or answered 400 by a TLS layer that recognises HTTP).
+	resp, err := hc.Do(leaseRenewal(t, "http://"+addr))
+	if err == nil {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "HTTPS server") {
+			t.Errorf("plain HTTP lease renewal to the peer port %s = %d %q; want it refused by the TLS layer", addr, resp.StatusCode, body)
+		}
+	}
+	resp, err = hc.Do(leaseRenewal(t, "https://"+addr))
+	var unknown x509.UnknownAuthorityError
+	if err == nil {
+		resp.Body.Close()
+		t.Errorf("HTTPS lease renewal to the peer port %s verified its certificate: %d; want a certificate error", addr, resp.StatusCode)
+	} else if !errors.As(err, &unknown) && !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("HTTPS to the peer port %s: %v; want a certificate error", addr, err)
+	}
+}
+
+// TestSingleMemberHasNoPeerListener: `jobfleet dev`'s etcd, a single
+// member, listens on no peer port, so no web page can renew a lease
+// through it; leases still work through the client port.
+func TestSingleMemberHasNoPeerListener(t *testing.T) {
+	peer, err := etcdserver.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir(), PeerAddr: peer, NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.PeerAddr(); got != "" {
+		t.Errorf("PeerAddr = %q, want none", got)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Do(leaseRenewal(t, "http://"+peer))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("a lease renewal to the peer address %s was answered %d; want no listener", peer, resp.StatusCode)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("a lease renewal to the peer address %s: %v; want connection refused", peer, err)
+	}
+
+	c := client(t, s.Endpoints())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := c.Grant(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.KeepAliveOnce(ctx, lease.ID); err != nil {
+		t.Fatalf("lease keepalive without a peer listener: %v", err)
+	}
+	members, err := c.MemberList(ctx)
+	if err != nil || len(members.Members) != 1 || len(members.Members[0].PeerURLs) != 1 || members.Members[0].PeerURLs[0] != "http://"+peer {
+		t.Errorf("member list %v, %v; want one member recording peer URL http://%s", members, err, peer)
 	}
 }

@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"golang.org/x/net/netutil"
+	"go.uber.org/zap/zapcore"
 )
 
 // Default limits of DefaultConfig.
@@ -33,6 +36,20 @@ const (
 	DefaultMaxHeaderBytes = 64 << 10
 	// DefaultMaxConnections caps the open connections of one listener.
 	DefaultMaxConnections = 4096
+	// DefaultMaxConnectionsPerAddress caps the open connections of one
+	// listener from one client address (AddrKey). A worker host holds
+	// about one connection per attempt it runs to each member it polls,
+	// and a member holds at most 256 polls of one credential by default,
+	// plus one presence stream per worker process; another member holds
+	// one probe connection (and a brief second one every few seconds).
+	// This leaves room for that and for the host's other clients.
+	DefaultMaxConnectionsPerAddress = 512
+	// DefaultAnonymousRate and DefaultAnonymousBurst limit, per client
+	// address, the requests without a valid credential: probes,
+	// scrapers of a metrics listener, a browser loading the console's
+	// files before it signs in.
+	DefaultAnonymousRate  = 20
+	DefaultAnonymousBurst = 100
 )
 
 // Config configures one listener. Every limit must be set (Validate
@@ -58,7 +75,51 @@ type Config struct {
 	// few KiB of slack); larger requests get 431.
 	MaxHeaderBytes int
 	// MaxConnections caps the connections open at once on the listener.
+	// At the cap a new connection takes the place of the keep-alive
+	// connection that has been idle the longest, which is closed; if none
+	// is idle, it waits (accepted, unanswered) until one closes or turns
+	// idle, and the connections after it wait in the kernel's accept
+	// queue.
 	MaxConnections int
+	// MaxConnectionsPerAddress caps the connections open at once from one
+	// client address (an IPv4 address, or an IPv6 /64: see AddrKey): a
+	// further connection from it is closed as soon as it is accepted.
+	// Zero means DefaultMaxConnectionsPerAddress; negative, no cap. Behind
+	// a proxy every client has the proxy's address: turn it off there, or
+	// raise it, and let the proxy limit its clients.
+	MaxConnectionsPerAddress int
+	// AnonymousRate is how many requests a second, with bursts of
+	// AnonymousBurst, one client address may make without a valid
+	// credential: a request that presents none (no Authorization header,
+	// no TLS client certificate) takes a token of its address's bucket
+	// before the handler runs, or is answered 429 with Retry-After; a
+	// request that presents one always reaches the handler, and unless
+	// the handler marks it authenticated (MarkAuthenticated) its reply
+	// takes a token, becoming a 429 if there is none (a refused
+	// credential's 401, a probe sent with a made-up token). A 429 is
+	// answered after a hold of a second, so that a connection that floods
+	// gets one refusal a second. So a flood without valid credentials
+	// from one address is held to the rate (and to a refusal a second per
+	// connection it holds), and callers with valid ones are served
+	// whatever their address sends. Zero means DefaultAnonymousRate (and a zero
+	// burst DefaultAnonymousBurst, at least the rate); a negative rate, no
+	// limit (a listener whose handler needs no credentials at all).
+	AnonymousRate  float64
+	AnonymousBurst int
+	// Name labels the listener's metrics (listener="api"); empty means
+	// "http".
+	Name string
+	// Registry receives the listener's metrics
+	// (jobfleet_http_connections_open, _idle, _closed_total{reason},
+	// jobfleet_http_anonymous_refused_total); nil means not registered.
+	// Listeners sharing a registry need distinct names.
+	Registry prometheus.Registerer
+	// Clock times the anonymous rate limit; nil means the real clock.
+	Clock clockwork.Clock
+
+	// anonHold is how long a 429 of the anonymous limit is held; 0 means
+	// anonHold, negative none (for tests of the limit itself).
+	anonHold time.Duration
 	// TLS, if not nil, serves HTTPS with this configuration (see
 	// TLSFiles.Config); nil serves plain HTTP.
 	TLS *tls.Config
@@ -78,6 +139,33 @@ func DefaultConfig() Config {
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		MaxConnections:    DefaultMaxConnections,
 	}
+}
+
+// withDefaults returns c with the zero fields that have a default set to
+// it.
+func (c Config) withDefaults() Config {
+	if c.MaxConnectionsPerAddress == 0 {
+		c.MaxConnectionsPerAddress = DefaultMaxConnectionsPerAddress
+	}
+	if c.AnonymousRate == 0 {
+		c.AnonymousRate = DefaultAnonymousRate
+	}
+	if c.AnonymousBurst == 0 {
+		c.AnonymousBurst = max(DefaultAnonymousBurst, int(math.Ceil(c.AnonymousRate)))
+	}
+	if c.Name == "" {
+		c.Name = "http"
+	}
+	if c.anonHold == 0 {
+		c.anonHold = anonHold
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
 }
 
 // Validate checks that every limit is set and that the timeouts fit each
@@ -106,6 +194,12 @@ func (c Config) Validate() error {
 	if c.MaxConnections < 1 {
 		return fmt.Errorf("httpserver: MaxConnections must be at least 1, got %d", c.MaxConnections)
 	}
+	if c.AnonymousBurst < 0 {
+		return fmt.Errorf("httpserver: AnonymousBurst must not be negative, got %d", c.AnonymousBurst)
+	}
+	if math.IsNaN(c.AnonymousRate) || math.IsInf(c.AnonymousRate, 0) {
+		return fmt.Errorf("httpserver: AnonymousRate must be a finite number, got %v", c.AnonymousRate)
+	}
 	if c.TLS != nil && c.TLS.MinVersion < tls.VersionTLS12 {
 		return fmt.Errorf("httpserver: TLS.MinVersion must be TLS 1.2 or later, got %#x", c.TLS.MinVersion)
 	}
@@ -120,6 +214,7 @@ type Server struct {
 	tls    bool
 	done   chan error
 	cancel context.CancelFunc // cancels in-flight requests' contexts
+	conns  *connTracker
 
 	once sync.Once
 	err  error
@@ -134,14 +229,22 @@ func Start(addr string, h http.Handler, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	lg := cfg.Logger
-	if lg == nil {
-		lg = zap.NewNop()
+	m := newMetrics(cfg.Name, cfg.Registry)
+	if cfg.AnonymousRate > 0 {
+		h = newAnonLimiter(cfg.AnonymousRate, cfg.AnonymousBurst, cfg.anonHold, cfg.Clock, m).wrap(h)
 	}
+	// One refusal line a second at most: a flood makes thousands, the
+	// metric counts them all.
+	refusals := lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, 1, 0)
+	}))
+	tracker := newConnTracker(cfg.MaxConnections, cfg.MaxConnectionsPerAddress, m, refusals)
 	base, cancel := context.WithCancel(context.Background())
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -155,12 +258,13 @@ func Start(addr string, h http.Handler, cfg Config) (*Server, error) {
 		Protocols:         &protocols,
 		ErrorLog:          log.New(errorLogWriter{lg}, "", 0),
 		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnState:         tracker.setState,
 	}
 	if cfg.TLS != nil {
 		srv.TLSConfig = cfg.TLS.Clone()
 	}
-	s := &Server{srv: srv, ln: ln, tls: cfg.TLS != nil, done: make(chan error, 1), cancel: cancel}
-	limited := netutil.LimitListener(ln, cfg.MaxConnections)
+	s := &Server{srv: srv, ln: ln, tls: cfg.TLS != nil, done: make(chan error, 1), cancel: cancel, conns: tracker}
+	limited := &fairListener{Listener: ln, t: tracker}
 	go func() {
 		var err error
 		if s.tls {

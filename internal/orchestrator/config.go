@@ -1,39 +1,57 @@
 package orchestrator
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
+	"github.com/jobfleet/jobfleet/egress"
+	"github.com/jobfleet/jobfleet/internal/settings"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/membership/deathwatch"
 	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 // DefaultNamespace is the etcd key prefix used when none is given.
 const DefaultNamespace = "/jobfleet/"
 
-// Config configures an Orchestrator.
+// DefaultLeaseTTL is the member lease's TTL: a crashed member's
+// partitions move after it (docs/operations.md, "Tuning the lease TTL").
+const DefaultLeaseTTL = 5 * time.Second
+
+// Config configures an Orchestrator. Its settings follow the zero
+// convention of package settings: a zero setting is its default (New and
+// Validate apply DefaultConfig's values), a negative one is unbounded
+// where the field says so and refused elsewhere. The settings with a flag
+// bind to their fields through AddFlags.
 type Config struct {
-	// ID is the stable member ID (see membership.ValidateID).
+	// ID is the stable member ID (see membership.ValidateID). Required.
 	ID string
 	// Advertise is the URL others and workers use to reach this member.
 	Advertise string
 	// Namespace is the etcd key prefix; it must end in "/". Default
-	// DefaultNamespace.
+	// DefaultNamespace (--namespace).
 	Namespace string
 	// Partitions is the partition count to create the cluster with; 0
 	// adopts the cluster's (or shard.DefaultPartitions for a new cluster).
-	// A different non-zero count than the cluster's is refused.
+	// A different non-zero count than the cluster's is refused
+	// (--partitions).
 	Partitions int
-	// LeaseTTL is the member lease's TTL; whole seconds. Default 5s.
+	// LeaseTTL is the member lease's TTL; whole seconds, at least 1s.
+	// Default DefaultLeaseTTL (--lease-ttl).
 	LeaseTTL time.Duration
 	// RebalanceDelay debounces membership changes (shard.Config). Default
 	// 200ms.
@@ -45,54 +63,39 @@ type Config struct {
 	// Work runs for each owned partition; nil runs the job scheduler
 	// (dispatch.Dispatcher.Work). Tests of ownership alone set their own.
 	Work shard.Work
-	// RunLease is how long a worker holds an attempt without heartbeat
-	// (dispatch.Config.RunLease). Default 30s.
-	RunLease time.Duration
 	// Workers configures the worker registry (package dispatch/workers):
 	// the registrations' TTL (the attempts of a worker silent that long
 	// are retried at once), how long a worker ID stays bound to its
-	// credential, the registrations' bounds and rates. Its Namespace,
-	// Member, Space, Metrics, Clock and Logger are the member's own.
+	// credential, the registrations' bounds and rates (--worker-ttl,
+	// --worker-id-grace, --worker-register-rate, --worker-register-writes).
+	// Its Namespace, Member, Space, Metrics, Clock and Logger are the
+	// member's own, and its RequestTimeout is fitted to the lease.
 	Workers workers.Config
 	// DeadMembers configures the detector of dead members (package
 	// membership/deathwatch): how often this member probes the others'
 	// advertised addresses, and how far apart two refusals must be to
 	// confirm a death, after which it revokes the dead member's lease so
-	// its partitions move at once instead of after the lease's TTL. Zero
-	// fields take the detector's defaults (probes every 200ms, refusals
-	// 50ms apart); a negative Interval turns it off. Its Namespace, Self,
-	// Clock, Logger and Metrics are the member's own.
+	// its partitions move at once instead of after the lease's TTL
+	// (--dead-member-probe-interval, --dead-member-confirm; a negative
+	// interval turns it off). Its Namespace, Self, Clock, Logger and
+	// Metrics are the member's own.
 	DeadMembers deathwatch.Config
-	// Notify configures the run notifications this member delivers.
+	// Notify configures the run notifications this member delivers: the
+	// fleet's default subscription, the destination policy, and their
+	// delivery's bounds (Notify.Delivery).
 	Notify NotifyConfig
-	// HistoryMaxRuns, HistoryMaxAge, HistoryBudget and DeleteAfter are
-	// the dispatcher's history bounds (dispatch.Config): 0 keeps the
-	// dispatcher's default; a negative DeleteAfter keeps finished one-off
-	// jobs, a negative HistoryMaxAge keeps runs whatever their age.
-	HistoryMaxRuns int
-	HistoryMaxAge  time.Duration
-	HistoryBudget  int64
-	DeleteAfter    time.Duration
-	// HistoryFloor is dispatch.Config.HistoryFloor, the newest final runs
-	// of each job the history budget never trims: 0 keeps the
-	// dispatcher's default (3).
-	HistoryFloor int
-	// CommitsInFlight is dispatch.Config.CommitsInFlight: 0 keeps the
-	// dispatcher's default, a negative value sends every write on its own
-	// (no batching across partitions; for benchmarks).
-	CommitsInFlight int
-	// LoadsInFlight is dispatch.Config.LoadsInFlight, the partitions the
-	// member loads from etcd at once: 0 keeps the dispatcher's default
-	// (16), a negative value sets no bound on the partitions.
-	LoadsInFlight int
-	// LoadJobsInFlight is dispatch.Config.LoadJobsInFlight, the jobs the
-	// member loads from etcd at once over the partitions loading: 0 keeps
-	// the dispatcher's default (2048), a negative value sets no bound on
-	// the jobs.
-	LoadJobsInFlight int
+	// Dispatch holds the job scheduler's settings (run lease, loads,
+	// history, commits; see dispatch.Config). The member sets its
+	// identity, hooks and notifications itself: Namespace, Partitions,
+	// MemberID, MemberAddr, Lookup, Space, Workers, Clock, Logger, Metrics
+	// and Notify are ignored here, and RequestTimeout and Misfire.Grace
+	// are fitted to the lease.
+	Dispatch dispatch.Config
 	// WarmStandby makes the member keep warm copies of the partitions it
 	// is the heir of (dispatch.Standby): a takeover then builds them from
-	// memory instead of reading them from etcd.
+	// memory instead of reading them from etcd (--warm-standby). Off by
+	// default: the copies cost memory and a watch of every partition's
+	// writes.
 	WarmStandby bool
 	// AdminSecret, if not empty, is accepted as the admin credential
 	// auth.BootstrapID (the secret of --admin-token-file; at least
@@ -100,8 +103,7 @@ type Config struct {
 	AdminSecret string
 	// Storage configures the member's part in compacting etcd and its
 	// watch of etcd's size, quota and alarms. Namespace, Member, Clock,
-	// Logger and Metrics are taken from this Config; zero fields take
-	// storage.DefaultConfig's values (compaction every 5 minutes).
+	// Logger and Metrics are taken from this Config.
 	Storage storage.Config
 	// Clock is given to the session and controller; nil is the real clock.
 	Clock clockwork.Clock
@@ -112,67 +114,20 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults for member id advertised at
-// advertise: the zero fields New fills in, written out.
+// advertise: every zero setting New fills in, written out.
 func DefaultConfig(id, advertise string) Config {
-	c := Config{ID: id, Advertise: advertise}
-	c.setDefaults()
-	return c
+	return Config{ID: id, Advertise: advertise, Notify: DefaultNotifyConfig()}.WithDefaults()
 }
 
-// Validate reports the first problem with c, after New's defaults are
-// applied to its zero fields: a field out of its range or fields that do
-// not fit together. Errors wrap ErrInvalidConfig and start with
-// "orchestrator: invalid config".
-func (c Config) Validate() error {
-	c.setDefaults()
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-	}
-	if err := membership.ValidateID(c.ID); err != nil {
-		return bad("%v", err)
-	}
-	if _, err := c.Notify.defaults(); err != nil {
-		return bad("%v", err)
-	}
-	if err := c.deadMembersConfig().Validate(); err != nil {
-		return bad("%s", strings.TrimPrefix(err.Error(), deathwatch.ErrInvalidConfig.Error()+": "))
-	}
-	if err := c.workersConfig().Validate(); err != nil {
-		return bad("%s", strings.TrimPrefix(err.Error(), workers.ErrInvalidConfig.Error()+": "))
-	}
-	switch {
-	case !strings.HasSuffix(c.Namespace, "/"):
-		return bad("namespace %q must end in '/'", c.Namespace)
-	case c.Partitions < 0 || c.Partitions > shard.MaxPartitions:
-		return bad("partitions %d outside 0..%d", c.Partitions, shard.MaxPartitions)
-	case c.LeaseTTL < time.Second || c.LeaseTTL%time.Second != 0:
-		return bad("lease TTL %v must be a whole number of seconds, at least 1s", c.LeaseTTL)
-	case c.RebalanceDelay < 0:
-		return bad("rebalance delay %v is negative", c.RebalanceDelay)
-	case c.LeaveTimeout < 0:
-		return bad("leave timeout %v is negative", c.LeaveTimeout)
-	case c.RunLease != 0 && c.RunLease < time.Second:
-		return bad("run lease %v below 1s", c.RunLease)
-	case c.Notify.MaxAge < 0:
-		return bad("notify max age %v is negative", c.Notify.MaxAge)
-	case c.HistoryFloor < 0:
-		return bad("history floor %d is negative", c.HistoryFloor)
-	case c.HistoryMaxRuns < 0:
-		return bad("history max runs %d is negative", c.HistoryMaxRuns)
-	case c.HistoryBudget < 0:
-		return bad("history budget %d bytes is negative", c.HistoryBudget)
-	case c.AdminSecret != "" && len(c.AdminSecret) < auth.MinBootstrapBytes:
-		return bad("admin secret of %d bytes; at least %d", len(c.AdminSecret), auth.MinBootstrapBytes)
-	}
-	return nil
-}
-
-func (c *Config) setDefaults() {
+// WithDefaults returns c with its zero settings, and those of Workers,
+// DeadMembers, Notify.Delivery, Dispatch and Storage, replaced by their defaults (the
+// clock, logger and registry as they are).
+func (c Config) WithDefaults() Config {
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
 	}
 	if c.LeaseTTL == 0 {
-		c.LeaseTTL = 5 * time.Second
+		c.LeaseTTL = DefaultLeaseTTL
 	}
 	if c.RebalanceDelay == 0 {
 		c.RebalanceDelay = 200 * time.Millisecond
@@ -180,6 +135,100 @@ func (c *Config) setDefaults() {
 	if c.LeaveTimeout == 0 {
 		c.LeaveTimeout = 10 * time.Second
 	}
+	c.Workers = c.Workers.WithDefaults()
+	c.DeadMembers = c.DeadMembers.WithDefaults()
+	c.Notify.Delivery = c.Notify.Delivery.WithDefaults()
+	c.Dispatch = c.Dispatch.WithDefaults()
+	c.Storage = c.Storage.WithDefaults()
+	return c
+}
+
+// AddFlags defines the flags of c's settings in fs, each bound to its
+// field with the field's current value as its default (call it on
+// DefaultConfig): the member's (--namespace, --partitions, --lease-ttl,
+// --warm-standby), the notifications' (--notify-*), and those of
+// Workers, DeadMembers, Dispatch and Storage. ID, Advertise and AdminSecret are the
+// command's: their defaults are derived from other flags.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "etcd key prefix of the cluster (ends in '/')")
+	fs.IntVar(&c.Partitions, "partitions", c.Partitions, fmt.Sprintf("partition count, used when the cluster is created (0: the cluster's, or %d for a new cluster; must match an existing cluster's; at most %d)", shard.DefaultPartitions, shard.MaxPartitions))
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "member lease TTL, whole seconds; a crashed member's partitions move after it")
+	fs.BoolVar(&c.WarmStandby, "warm-standby", c.WarmStandby, "keep a warm copy of the partitions this member would be given if their owner went away (their heir), followed by one watch, so that a takeover builds them from memory instead of reading them from etcd; costs memory for the copies and a watch of every partition's writes")
+	c.Notify.addFlags(fs)
+	c.Workers.AddFlags(fs)
+	c.DeadMembers.AddFlags(fs)
+	c.Dispatch.AddFlags(fs)
+	c.Storage.AddFlags(fs)
+}
+
+// Validate reports the first problem with c, after WithDefaults: a field
+// out of its range or fields that do not fit together, its own or those
+// of Workers, DeadMembers, Notify.Delivery, Dispatch and Storage. Errors
+// wrap ErrInvalidConfig and start with "orchestrator: invalid config"; a setting with a flag is reported as a
+// *settings.Error naming it.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	invalid := func(key string, v any, format string, args ...any) error {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid(key, v, format, args...))
+	}
+	// of returns err of a part's Validate: its *settings.Error if it has
+	// one (the part's own prefix would only repeat this one).
+	of := func(err error) error {
+		var se *settings.Error
+		if errors.As(err, &se) {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, se)
+		}
+		return bad("%v", err)
+	}
+	if err := membership.ValidateID(c.ID); err != nil {
+		return invalid("id", c.ID, "%v", err)
+	}
+	if err := c.Notify.validate(); err != nil {
+		return of(err)
+	}
+	switch {
+	case !strings.HasSuffix(c.Namespace, "/"):
+		return invalid("namespace", c.Namespace, "must end in '/'")
+	case c.Partitions < 0 || c.Partitions > shard.MaxPartitions:
+		return invalid("partitions", c.Partitions, "want 1 to %d (0: the cluster's, or %d for a new cluster)", shard.MaxPartitions, shard.DefaultPartitions)
+	case c.LeaseTTL < time.Second || c.LeaseTTL%time.Second != 0:
+		return invalid("lease-ttl", c.LeaseTTL, "want a whole number of seconds, at least 1s (0: the default, %v)", DefaultLeaseTTL)
+	case c.RebalanceDelay < 0:
+		return bad("rebalance delay %v is negative", c.RebalanceDelay)
+	case c.LeaveTimeout < 0:
+		return bad("leave timeout %v is negative", c.LeaveTimeout)
+	case c.AdminSecret != "" && len(c.AdminSecret) < auth.MinBootstrapBytes:
+		return bad("admin secret of %d bytes; at least %d", len(c.AdminSecret), auth.MinBootstrapBytes)
+	}
+	if err := c.workersConfig().Validate(); err != nil {
+		return of(err)
+	}
+	if err := c.deadMembersConfig().Validate(); err != nil {
+		return of(err)
+	}
+	d := c.Dispatch
+	d.Namespace, d.MemberID, d.MemberAddr, d.Partitions = c.Namespace, c.ID, c.Advertise, c.Partitions
+	if d.Partitions == 0 {
+		d.Partitions = shard.DefaultPartitions // checked again with the cluster's count when the member starts
+	}
+	if err := d.Validate(); err != nil {
+		return of(err)
+	}
+	s := c.Storage
+	s.Namespace, s.Member = c.Namespace, c.ID
+	if err := s.Validate(); err != nil {
+		return of(err)
+	}
+	return nil
+}
+
+// setDefaults applies WithDefaults, and the real clock and no logs for a
+// nil Clock and Logger.
+func (c *Config) setDefaults() {
+	*c = c.WithDefaults()
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
 	}
@@ -189,11 +238,61 @@ func (c *Config) setDefaults() {
 }
 
 // deadMembersConfig is the dead member detector's configuration:
-// c.DeadMembers with the member's namespace, ID, clock and logger.
+// c.DeadMembers with the member's namespace, ID and clock (New names its
+// logger).
 func (c Config) deadMembersConfig() deathwatch.Config {
 	dc := c.DeadMembers
-	dc.Namespace, dc.Self, dc.Clock, dc.Logger = c.Namespace, c.ID, c.Clock, c.Logger.Named("deathwatch")
+	dc.Namespace, dc.Self, dc.Clock = c.Namespace, c.ID, c.Clock
 	return dc
+}
+
+// DefaultNotifyConfig returns the defaults of the notification settings:
+// no default subscription; a --notify-url is told of dead runs; the
+// delivery's defaults (notify.DefaultConfig).
+func DefaultNotifyConfig() NotifyConfig {
+	return NotifyConfig{On: []store.RunStatus{store.RunDead}, Delivery: notify.DefaultConfig()}
+}
+
+// notifyStatuses are the statuses a subscription may name.
+var notifyStatuses = []store.RunStatus{store.RunFailed, store.RunDead, store.RunSucceeded}
+
+// addFlags defines the --notify-* flags, bound to c's fields (those of
+// the delivery by notify.Config.AddFlags).
+func (c *NotifyConfig) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.URL, "notify-url", c.URL, "URL told of the runs of jobs without notify entries of their own (POST of the run document)")
+	settings.StringsVar(fs, &c.On, "notify-on", c.On, "outcomes --notify-url is told of: failed, dead, succeeded (comma separated)")
+	fs.StringSliceVar(&c.Policy.Allow, "notify-allow", c.Policy.Allow, "destinations notifications may reach although denied by default, as the worker's --http-allow")
+	fs.StringSliceVar(&c.Policy.Deny, "notify-deny", c.Policy.Deny, "destinations notifications must never reach, as the worker's --http-deny")
+	fs.StringSliceVar(&c.SecretEnv, "notify-secret-env", c.SecretEnv, "variables of this process's environment that notify headers' secret references may name (NAME,...)")
+	c.Delivery.AddFlags(fs)
+}
+
+// validate checks the default subscription, the destination policy and
+// the delivery's settings.
+func (c NotifyConfig) validate() error {
+	for _, s := range c.On {
+		if !slices.Contains(notifyStatuses, s) {
+			return settings.Invalid("notify-on", statusStrings(c.On), "%q is not an outcome: want failed, dead or succeeded", s)
+		}
+	}
+	if _, err := c.defaults(); err != nil {
+		return settings.Invalid("notify-url", c.URL, "%v", err)
+	}
+	if _, err := egress.NewTransport(egress.Policy{Allow: c.Policy.Allow}); err != nil {
+		return settings.Invalid("notify-allow", c.Policy.Allow, "%v", err)
+	}
+	if _, err := egress.NewTransport(egress.Policy{Deny: c.Policy.Deny}); err != nil {
+		return settings.Invalid("notify-deny", c.Policy.Deny, "%v", err)
+	}
+	return c.Delivery.Validate()
+}
+
+func statusStrings(ss []store.RunStatus) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
 }
 
 // workersConfig is the worker registry's configuration: c.Workers with

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
@@ -23,7 +23,7 @@ import (
 type NotifyConfig struct {
 	// URL and On are the fleet's default subscription, for jobs without
 	// notify entries of their own: URL is told of their runs reaching a
-	// status of On. Empty URL: no default.
+	// status of On (empty: dead runs). Empty URL: no default.
 	URL string
 	On  []store.RunStatus
 	// Policy is the destination policy of the deliveries, as the http
@@ -33,17 +33,11 @@ type NotifyConfig struct {
 	// SecretEnv lists the variables of this process's environment that
 	// notify headers' secret references may name.
 	SecretEnv []string
-	// MaxAge is how long a notification is retried before it is given
-	// up; 0 means the default (notify.DefaultMaxAge, 24h).
-	MaxAge time.Duration
-	// MaxPendingPerJob bounds each job's pending notifications (the
-	// oldest beyond it are dropped and counted), Concurrency the
-	// deliveries in flight on this member and PerDestination those to
-	// one destination (notify.Config): 0 means the default (64, 32, 4),
-	// a negative value no bound.
-	MaxPendingPerJob int
-	Concurrency      int
-	PerDestination   int
+	// Delivery bounds and paces the deliveries (notify.Config: pending
+	// notifications per job, deliveries in flight on this member, to one
+	// destination and for one job, how long one is retried). Its Sender,
+	// Clock, Logger and Metrics are the member's own.
+	Delivery notify.Config
 }
 
 // defaults returns the default subscription as notify entries (nil
@@ -80,6 +74,9 @@ type sender struct {
 func newSender(c NotifyConfig, etcdEndpoints []string, members func() []string) (*sender, error) {
 	p := c.Policy
 	p.Fleet = append(slices.Clone(p.Fleet), etcdEndpoints...)
+	if p.AllowFlag == "" {
+		p.AllowFlag = "--notify-allow"
+	}
 	tr, err := egress.NewTransport(p)
 	if err != nil {
 		return nil, fmt.Errorf("%w: notify policy: %v", ErrInvalidConfig, err)
@@ -101,7 +98,9 @@ func (s *sender) Send(ctx context.Context, o store.Outbox) error {
 	if err != nil {
 		return err
 	}
-	for name, v := range o.Headers {
+	// In name order: see the worker's http executor.
+	for _, name := range slices.Sorted(maps.Keys(o.Headers)) {
+		v := o.Headers[name]
 		val := v.Value
 		if v.IsSecret() {
 			if !slices.Contains(s.secretEnv, v.SecretEnv) {

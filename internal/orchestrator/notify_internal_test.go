@@ -52,6 +52,10 @@ func TestSenderDeliversThroughThePolicy(t *testing.T) {
 
 	if err := newS(nil, []string{"HOOK_TOKEN"}).Send(ctx, o); !errors.Is(err, egress.ErrDestinationDenied) || !errors.Is(err, dispatch.ErrNotificationRefused) {
 		t.Fatalf("loopback receiver without --notify-allow: %v, want refused (given up at once)", err)
+	} else if msg := err.Error(); !strings.Contains(msg, "allow it with --notify-allow") || strings.Contains(msg, "--http-allow") {
+		// The operator is told of the orchestrator's flag, not the
+		// worker's.
+		t.Fatalf("refusal %q, want it to name --notify-allow only", msg)
 	}
 	s := newS([]string{"127.0.0.1"}, []string{"HOOK_TOKEN"})
 	if err := s.Send(ctx, o); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
+	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/internal/retry"
@@ -51,7 +52,7 @@ type Orchestrator struct {
 	deaths    *deathwatch.Detector
 
 	dispMet   *dispatch.Metrics
-	sbMet     *dispatch.StandbyMetrics
+	sbMet     *standby.Metrics
 	notifyMet *notify.Metrics
 
 	drainOnce sync.Once
@@ -103,6 +104,7 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	compactor.CompactOnHistory(space)
 	creds, err := auth.NewCache(client, auth.CacheConfig{Namespace: cfg.Namespace, Bootstrap: cfg.AdminSecret, Clock: cfg.Clock, Logger: cfg.Logger.Named("credentials")})
 	if err != nil {
 		return nil, err
@@ -111,16 +113,14 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	wc.Logger = cfg.Logger.Named("dispatch")
 	wc.Space = space
 	wc.Metrics = workers.NewMetrics(cfg.Registry)
-	if wc.RequestTimeout == 0 {
-		// As the dispatcher's: given up before the session's renew
-		// deadline.
-		wc.RequestTimeout = min(5*time.Second, sc.RenewDeadline)
-	}
+	// As the dispatcher's: given up before the session's renew deadline.
+	wc.RequestTimeout = min(wc.RequestTimeout, sc.RenewDeadline)
 	registry, err := workers.New(client, wc)
 	if err != nil {
 		return nil, err
 	}
 	dc := cfg.deadMembersConfig()
+	dc.Logger = cfg.Logger.Named("deathwatch")
 	dc.Metrics = deathwatch.NewMetrics(cfg.Registry)
 	deaths, err := deathwatch.New(client, members, dc)
 	if err != nil {
@@ -133,7 +133,7 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 		sessCfg:   sc,
 		shardMet:  shard.NewMetrics(cfg.Registry),
 		dispMet:   dispatch.NewMetrics(cfg.Registry),
-		sbMet:     dispatch.NewStandbyMetrics(cfg.Registry),
+		sbMet:     standby.NewMetrics(cfg.Registry),
 		notifyMet: notify.NewMetrics(cfg.Registry),
 		members:   members,
 		owners:    owners,
@@ -186,34 +186,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		return nil // stopped before the cluster was reachable
 	}
 	jobs := store.NewEtcd(o.client, o.cfg.Namespace, p, store.DefaultLimits(), o.cfg.Clock.Now).WithGuard(o.space.Admit)
-	dcfg := dispatch.DefaultConfig(o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise)
-	if o.cfg.RunLease != 0 {
-		dcfg.RunLease = o.cfg.RunLease
-	}
-	if o.cfg.HistoryMaxRuns != 0 {
-		dcfg.HistoryMaxRuns = o.cfg.HistoryMaxRuns
-	}
-	if o.cfg.HistoryMaxAge != 0 {
-		dcfg.HistoryMaxAge = max(o.cfg.HistoryMaxAge, 0)
-	}
-	if o.cfg.HistoryBudget != 0 {
-		dcfg.HistoryBudget = o.cfg.HistoryBudget
-	}
-	if o.cfg.HistoryFloor != 0 {
-		dcfg.HistoryFloor = o.cfg.HistoryFloor
-	}
-	if o.cfg.DeleteAfter != 0 {
-		dcfg.DeleteAfter = o.cfg.DeleteAfter
-	}
-	if o.cfg.CommitsInFlight != 0 {
-		dcfg.CommitsInFlight = max(o.cfg.CommitsInFlight, 0)
-	}
-	if o.cfg.LoadsInFlight != 0 {
-		dcfg.LoadsInFlight = max(o.cfg.LoadsInFlight, 0)
-	}
-	if o.cfg.LoadJobsInFlight != 0 {
-		dcfg.LoadJobsInFlight = max(o.cfg.LoadJobsInFlight, 0)
-	}
+	dcfg := o.cfg.Dispatch
+	dcfg.Namespace, dcfg.Partitions, dcfg.MemberID, dcfg.MemberAddr = o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise
+	dcfg = dcfg.WithDefaults()
 	// Times late by less than a crash failover (lease TTL, then a
 	// rebalance and a load) are on time, not misfires: a failover loses no
 	// fire whatever the job's misfire policy.
@@ -233,16 +208,15 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nc := o.cfg.Notify
-	deliverer, err := notify.New(notify.Config{
-		Sender: send, MaxAge: nc.MaxAge, MaxPendingPerJob: nc.MaxPendingPerJob, Concurrency: nc.Concurrency, PerDestination: nc.PerDestination,
-		Clock: o.cfg.Clock, Logger: o.cfg.Logger.Named("notify").With(zap.String("member", o.cfg.ID)), Metrics: o.notifyMet,
-	})
+	deliver := o.cfg.Notify.Delivery
+	deliver.Sender, deliver.Clock, deliver.Metrics = send, o.cfg.Clock, o.notifyMet
+	deliver.Logger = o.cfg.Logger.Named("notify").With(zap.String("member", o.cfg.ID))
+	deliverer, err := notify.New(deliver)
 	if err != nil {
 		return err
 	}
 	dcfg.Notify.Notifier = deliverer
-	dcfg.Notify.Default, _ = nc.defaults() // validated by New
+	dcfg.Notify.Default, _ = o.cfg.Notify.defaults() // validated by New
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err
@@ -261,10 +235,10 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var standby *dispatch.Standby
+	var sb *dispatch.Standby
 	if o.cfg.WarmStandby {
-		heirs := dispatch.ControllerHeirs(ctrl, o.cfg.ID, o.lg)
-		if standby, err = disp.NewStandby(heirs, dispatch.StandbyConfig{Metrics: o.sbMet}); err != nil {
+		heirs := standby.ControllerHeirs(ctrl, o.cfg.ID, o.lg)
+		if sb, err = disp.NewStandby(heirs, standby.Config{Metrics: o.sbMet}); err != nil {
 			return err
 		}
 	}
@@ -286,8 +260,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.deaths.Run(watchCtx) })
 	wg.Go(func() { deliverer.Run(watchCtx) })
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
-	if standby != nil {
-		wg.Go(func() { standby.Run(watchCtx) })
+	if sb != nil {
+		wg.Go(func() { sb.Run(watchCtx) })
 	}
 	defer func() { stopWatch(); wg.Wait() }()
 

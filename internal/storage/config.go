@@ -6,6 +6,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
 // Defaults of Config.
@@ -27,10 +29,19 @@ const (
 	DefaultCheckInterval = 10 * time.Second
 	// DefaultRequestTimeout bounds each etcd request.
 	DefaultRequestTimeout = 5 * time.Second
+	// MinCompactionGap is the least time between two compactions a
+	// member makes when history grows fast (Config.CompactionBytes), and
+	// so the least history kept: a watcher less than this behind never
+	// loses history it still needs.
+	MinCompactionGap = time.Second
+	// minCompactionBytes is the least history size that starts a
+	// compaction by default (a quota of a few MiB).
+	minCompactionBytes = 1 << 20
 )
 
-// Config configures a member's Compactor and Monitor. A zero field means
-// its default.
+// Config configures a member's Compactor and Monitor. A zero setting
+// means its default; a negative CompactionInterval turns the fleet's
+// compaction off, other negative settings are refused.
 type Config struct {
 	// Namespace is the fleet's etcd key prefix, ending in "/". The
 	// compaction record lives at <Namespace>compaction.
@@ -42,6 +53,20 @@ type Config struct {
 	// Default DefaultCompactionInterval; CompactionOff (any negative
 	// value) turns the fleet's compaction off.
 	CompactionInterval time.Duration
+	// CompactionBytes is the history written since the last compaction
+	// above which a member compacts at once, without waiting for the end
+	// of the interval: etcd keeps every version of every key written until
+	// it is compacted, and a fleet written to fast (by its work, or by a
+	// caller within its write budget) may fill the quota's room within an
+	// interval. History is measured as the growth of etcd's database in
+	// use since the check after the last compaction, and as the bytes this
+	// member's API wrote meanwhile (NoteWritten), whichever is larger.
+	// Such compactions are at least MinCompactionGap apart, each to the
+	// revision of the one before. 0 means a quarter of the room between
+	// the high-water mark and the quota ((1 − HighWater) × quota / 4, at
+	// least 1 MiB): 102 MiB of etcd's default 2 GiB; a negative value
+	// compacts on the clock only.
+	CompactionBytes int64
 	// QuotaBytes is etcd's space quota (its --quota-backend-bytes). 0
 	// takes the quota etcd reports (etcd v3.6 and later report it in
 	// their status), or DefaultQuotaBytes from an etcd that does not; when
@@ -104,19 +129,22 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
+	invalid := func(key string, v any, format string, args ...any) error {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid(key, v, format, args...))
+	}
 	switch {
 	case c.Namespace == "" || c.Namespace[len(c.Namespace)-1] != '/':
 		return bad("namespace %q must end in '/'", c.Namespace)
 	case c.Member == "":
 		return bad("empty member ID")
 	case c.CompactionInterval > 0 && c.CompactionInterval < time.Second:
-		return bad("compaction interval %v below 1s: watchers need time to catch up", c.CompactionInterval)
+		return invalid("compaction-interval", c.CompactionInterval, "want at least 1s: watchers need time to catch up (0: the default, 5m; negative: no compaction by the fleet)")
 	case c.QuotaBytes < 0:
-		return bad("quota %d bytes is negative", c.QuotaBytes)
+		return invalid("etcd-quota-bytes", c.QuotaBytes, "want a size (0: what etcd reports)")
 	case !(c.HighWater > 0 && c.HighWater <= 1):
-		return bad("high-water mark %v outside (0, 1]", c.HighWater)
+		return invalid("storage-high-water", c.HighWater, "want a fraction of the quota, above 0 and at most 1, like 0.8 (0: the default)")
 	case c.CheckInterval < 10*time.Millisecond:
-		return bad("check interval %v below 10ms", c.CheckInterval)
+		return invalid("storage-check-interval", c.CheckInterval, "want at least 10ms (0: the default, 10s)")
 	case c.RequestTimeout <= 0:
 		return bad("request timeout %v must be positive", c.RequestTimeout)
 	}

@@ -532,6 +532,24 @@ type staticView struct{ v api.View }
 
 func (s staticView) View() (api.View, <-chan struct{}) { return s.v, make(chan struct{}) }
 
+// TestConfigDefaults: DefaultConfig writes out the defaults; a zero
+// Confirm is half a short Interval, and the default when the detector is
+// off (never negative).
+func TestConfigDefaults(t *testing.T) {
+	if d := deathwatch.DefaultConfig(); d.Interval != deathwatch.DefaultInterval || d.Confirm != deathwatch.DefaultConfirm || d.DialTimeout != deathwatch.DefaultDialTimeout || d.RequestTimeout != deathwatch.DefaultRequestTimeout {
+		t.Errorf("DefaultConfig() = %+v, want the Default constants", d)
+	}
+	for _, tt := range []struct{ interval, want time.Duration }{
+		{40 * time.Millisecond, 20 * time.Millisecond},
+		{time.Second, deathwatch.DefaultConfirm},
+		{-1, deathwatch.DefaultConfirm},
+	} {
+		if got := (deathwatch.Config{Interval: tt.interval}).WithDefaults().Confirm; got != tt.want {
+			t.Errorf("interval %v: confirm %v, want %v", tt.interval, got, tt.want)
+		}
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -543,6 +561,9 @@ func TestConfigValidate(t *testing.T) {
 		{"namespace", deathwatch.Config{Namespace: "/ns", Self: "a"}, "namespace"},
 		{"self", deathwatch.Config{Namespace: "/ns/"}, "member ID"},
 		{"confirm not below interval", deathwatch.Config{Namespace: "/ns/", Self: "a", Interval: 100 * time.Millisecond, Confirm: 100 * time.Millisecond}, "confirm delay"},
+		{"negative confirm", deathwatch.Config{Namespace: "/ns/", Self: "a", Confirm: -time.Millisecond}, "dead-member-confirm"},
+		{"confirm over a short interval", deathwatch.Config{Namespace: "/ns/", Self: "a", Interval: 40 * time.Millisecond, Confirm: deathwatch.DefaultConfirm}, "dead-member-confirm"},
+		{"zero confirm follows a short interval", deathwatch.Config{Namespace: "/ns/", Self: "a", Interval: 40 * time.Millisecond}, ""},
 		{"negative dial timeout", deathwatch.Config{Namespace: "/ns/", Self: "a", DialTimeout: -1}, "dial timeout"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/storage"
@@ -206,7 +207,7 @@ func (f *Fleet) Join(id string) *Member {
 		RebalanceDelay: 100 * time.Millisecond,
 		LeaveTimeout:   3 * time.Second,
 		Work:           work,
-		RunLease:       f.opts.RunLease,
+		Dispatch:       dispatch.Config{RunLease: f.opts.RunLease},
 		Notify:         f.opts.Notify,
 		Storage:        f.opts.Storage,
 		WarmStandby:    f.opts.WarmStandby,
@@ -221,29 +222,12 @@ func (f *Fleet) Join(id string) *Member {
 	m := &Member{ID: id, Orch: orch, Bridge: bridge, client: client, Metrics: reg, cancel: cancel, done: make(chan error, 1), live: true}
 	if ln != nil {
 		m.URL = advertise
-		m.http = &http.Server{Handler: admin.Handler(orch, admin.Config{
-			Jobs: func() (admin.JobStore, error) {
-				s, err := orch.Jobs()
-				if err != nil {
-					return nil, err
-				}
-				return s, nil
-			},
-			Worker: func() (admin.WorkerProtocol, error) {
-				d, err := orch.Dispatcher()
-				if err != nil {
-					return nil, err
-				}
-				return d, nil
-			},
-			Workers:  orch.Workers(),
-			Auth:     orch.Credentials(),
+		m.http = &http.Server{Handler: admin.Handler(admin.MemberOf(orch), admin.Config{
 			Tokens:   auth.NewStore(client, f.NS, nil),
 			Loopback: true,
 			Limits:   f.opts.APILimits,
 			Logger:   f.lg.With(zap.String("test_member", id)),
-			Storage:  orch.Storage,
-			Cluster:  orch,
+			Registry: reg,
 			// As a real member does: workers deny etcd to http jobs (here
 			// both the bridge the member uses and etcd behind it).
 			EtcdEndpoints: func() []string { return append(client.Endpoints(), f.etcd.Endpoints()...) },

@@ -30,6 +30,7 @@ var levels = map[string]int{
 	"internal/netfault":     0,
 	"internal/gapwatch":     0,
 	"internal/httpserver":   0,
+	"internal/settings":     0,
 	"internal/skewclock":    0,
 	"bench/report":          0,
 	"docs":                  0, // only the docs' tests
@@ -45,6 +46,7 @@ var levels = map[string]int{
 	"shard":                 3,
 	"store":                 4,
 	"dispatch/notify":       5,
+	"dispatch/standby":      5, // the warm standby: imports shard and store
 	"dispatch":              6,
 	"internal/crontab":      5,
 	"internal/storage":      6,

@@ -3,8 +3,9 @@
 // cluster of real etcd binaries with client and peer certificates, the
 // release binary from deploy/build.sh, orchestrators and a worker started
 // the way systemd starts deploy/systemd's unit files (their ExecStart,
-// Environment=, EnvironmentFile= and LoadCredential= read from the
-// files, only addresses and paths changed), a rolling restart under a job
+// Environment= and LoadCredential= read from the files, with the config
+// files they name, only addresses and paths changed), a rolling restart
+// under a job
 // that fires every second, and a backup restored into a new etcd cluster.
 //
 // Guarantees (what the test checks): the documented steps bring up a

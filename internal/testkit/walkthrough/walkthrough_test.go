@@ -109,7 +109,7 @@ type unitFile struct {
 	name        string
 	execStart   []string
 	environment map[string]string // Environment=
-	envFile     string            // EnvironmentFile=
+	configFile  string            // ExecStart's --config=
 	credentials map[string]string // LoadCredential= NAME -> source path
 	killSignal  syscall.Signal
 	stopTimeout time.Duration
@@ -139,11 +139,16 @@ func readUnit(t *testing.T, name string) unitFile {
 		switch o.Name {
 		case "ExecStart":
 			u.execStart = strings.Fields(o.Value)
+			for _, w := range u.execStart {
+				if path, ok := strings.CutPrefix(w, "--config="); ok {
+					u.configFile = path
+				}
+			}
 		case "Environment":
 			k, v, _ := strings.Cut(o.Value, "=")
 			u.environment[k] = v
 		case "EnvironmentFile":
-			u.envFile = o.Value
+			t.Fatalf("%s: EnvironmentFile=%s: the walkthrough reads the settings from the config file", name, o.Value)
 		case "LoadCredential":
 			n, src, _ := strings.Cut(o.Value, ":")
 			u.credentials[n] = src
@@ -169,25 +174,29 @@ func readUnit(t *testing.T, name string) unitFile {
 	return u
 }
 
-// envLine matches a variable of an environment file, set or commented
-// out ("#JOBFLEET_X=...").
-var envLine = regexp.MustCompile(`^(#?)(JOBFLEET_[A-Z0-9_]+)=(.*)$`)
+// settingLine matches a setting of a config file, set or commented out
+// ("#key: ..."), written on one line.
+var settingLine = regexp.MustCompile(`^(#?)([a-z0-9-]+):\s*(.*)$`)
 
-// installEnv installs the unit's environment file on h: the file from
-// deploy/systemd with the variables in set replaced (each must be in the
-// file, set or commented out: the walkthrough changes only what the file
-// offers) and the paths under /etc moved to h's root.
-func installEnv(t *testing.T, h host, u unitFile, set map[string]string) map[string]string {
+// installConfig installs the unit's config file (--config) on h: the
+// file from deploy/systemd with the settings in set replaced (each must
+// be in the file, set or commented out: the walkthrough changes only what
+// the file offers) and the paths under /etc moved to h's root. It
+// returns the settings the installed file sets.
+func installConfig(t *testing.T, h host, u unitFile, set map[string]string) map[string]string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repo, "deploy", "systemd", filepath.Base(u.envFile)))
+	if u.configFile == "" {
+		t.Fatalf("%s: ExecStart gives no --config", u.name)
+	}
+	data, err := os.ReadFile(filepath.Join(repo, "deploy", "systemd", filepath.Base(u.configFile)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{}
+	settings := map[string]string{}
 	offered := map[string]bool{}
 	var out strings.Builder
 	for line := range strings.Lines(string(data)) {
-		m := envLine.FindStringSubmatch(strings.TrimSpace(line))
+		m := settingLine.FindStringSubmatch(strings.TrimRight(line, "\n"))
 		if m == nil {
 			out.WriteString(line)
 			continue
@@ -203,32 +212,32 @@ func installEnv(t *testing.T, h host, u unitFile, set map[string]string) map[str
 		if strings.HasPrefix(value, "/etc/") {
 			value = h.path(value)
 		}
-		env[key] = value
-		fmt.Fprintf(&out, "%s=%s\n", key, value)
+		settings[key] = value
+		fmt.Fprintf(&out, "%s: %s\n", key, value)
 	}
 	for key := range set {
 		if !offered[key] {
-			t.Fatalf("%s: the walkthrough sets %s, which %s does not offer", u.name, key, u.envFile)
+			t.Fatalf("%s: the walkthrough sets %s, which %s does not offer", u.name, key, u.configFile)
 		}
 	}
-	h.install(t, u.envFile, []byte(out.String()), 0o600)
-	return env
+	h.install(t, u.configFile, []byte(out.String()), 0o644)
+	return settings
 }
 
 // service is a unit running on a host, started and stopped the way
 // systemd does it for the directives the unit uses.
 type service struct {
-	h    host
-	u    unitFile
-	env  map[string]string // from the installed environment file
-	proc *proctest.Process
-	runs int
+	h        host
+	u        unitFile
+	settings map[string]string // of the installed config file
+	proc     *proctest.Process
+	runs     int
 }
 
 // start starts the service: the credentials copied to a private
 // directory (mode 0400), the environment of Environment= (with %d, the
-// credentials directory) and of the environment file, ExecStart with the
-// binary installed on the host.
+// credentials directory), ExecStart with the binary and the config file
+// installed on the host.
 func (s *service) start(t *testing.T) {
 	t.Helper()
 	s.runs++
@@ -249,9 +258,6 @@ func (s *service) start(t *testing.T) {
 	for k, v := range s.u.environment {
 		env = append(env, k+"="+strings.ReplaceAll(v, "%d", creds))
 	}
-	for k, v := range s.env {
-		env = append(env, k+"="+v)
-	}
 	dir := ""
 	if s.u.workDir != "" {
 		dir = s.h.path(s.u.workDir)
@@ -259,7 +265,13 @@ func (s *service) start(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	args := s.u.execStart[1:]
+	var args []string
+	for _, a := range s.u.execStart[1:] {
+		if path, ok := strings.CutPrefix(a, "--config="); ok {
+			a = "--config=" + s.h.path(path)
+		}
+		args = append(args, a)
+	}
 	s.proc = startProc(t, s.h.name+" "+s.u.name, s.h.path(installed), args, env, dir)
 }
 
@@ -502,14 +514,14 @@ func TestWalkthrough(t *testing.T) {
 		h.install(t, "/etc/jobfleet/credentials/etcd-client.key", etcdClient.KeyPEM, 0o600)
 		h.install(t, "/etc/jobfleet/credentials/admin.token", []byte(admin+"\n"), 0o600)
 		listen, metrics := freeAddr(t), freeAddr(t)
-		env := installEnv(t, h, orchUnit, map[string]string{
-			"JOBFLEET_ID":             h.name,
-			"JOBFLEET_LISTEN":         listen,
-			"JOBFLEET_ADVERTISE":      "https://" + listen,
-			"JOBFLEET_METRICS_LISTEN": metrics,
-			"JOBFLEET_ETCD_ENDPOINTS": endpoints(members),
+		settings := installConfig(t, h, orchUnit, map[string]string{
+			"id":             h.name,
+			"listen":         listen,
+			"advertise":      "https://" + listen,
+			"metrics-listen": metrics,
+			"etcd-endpoints": endpoints(members),
 		})
-		s := &service{h: h, u: orchUnit, env: env}
+		s := &service{h: h, u: orchUnit, settings: settings}
 		s.start(t)
 		orchs = append(orchs, s)
 		apiURLs = append(apiURLs, "https://"+listen)
@@ -562,12 +574,12 @@ func TestWalkthrough(t *testing.T) {
 	wh.install(t, installed, binData, 0o755)
 	wh.install(t, "/etc/jobfleet/tls/ca.crt", caPEM, 0o644)
 	wh.install(t, "/etc/jobfleet/credentials/worker.token", []byte(workerToken+"\n"), 0o600)
-	wenv := installEnv(t, wh, workerUnit, map[string]string{
-		"JOBFLEET_ORCHESTRATORS":  strings.Join(apiURLs, ","),
-		"JOBFLEET_METRICS_LISTEN": freeAddr(t),
-		"JOBFLEET_HTTP_ALLOW":     target.addr,
+	wsettings := installConfig(t, wh, workerUnit, map[string]string{
+		"orchestrators":  strings.Join(apiURLs, ","),
+		"metrics-listen": freeAddr(t),
+		"http-allow":     target.addr,
 	})
-	worker := &service{h: wh, u: workerUnit, env: wenv}
+	worker := &service{h: wh, u: workerUnit, settings: wsettings}
 	worker.start(t)
 
 	// 6. Jobs: one every second (the rolling restart is checked on it)
@@ -693,13 +705,13 @@ func TestWalkthrough(t *testing.T) {
 	startEtcd(t, etcdBin, restored, etcdCerts, "jobfleet-etcd-restored")
 	waitEtcd(t, restored, testTLS)
 	for _, s := range orchs {
-		// The docs: JOBFLEET_ETCD_ENDPOINTS pointing at the new cluster.
-		s.env = installEnv(t, s.h, s.u, map[string]string{
-			"JOBFLEET_ID":             s.env["JOBFLEET_ID"],
-			"JOBFLEET_LISTEN":         s.env["JOBFLEET_LISTEN"],
-			"JOBFLEET_ADVERTISE":      s.env["JOBFLEET_ADVERTISE"],
-			"JOBFLEET_METRICS_LISTEN": s.env["JOBFLEET_METRICS_LISTEN"],
-			"JOBFLEET_ETCD_ENDPOINTS": endpoints(restored),
+		// The docs: etcd-endpoints pointing at the new cluster.
+		s.settings = installConfig(t, s.h, s.u, map[string]string{
+			"id":             s.settings["id"],
+			"listen":         s.settings["listen"],
+			"advertise":      s.settings["advertise"],
+			"metrics-listen": s.settings["metrics-listen"],
+			"etcd-endpoints": endpoints(restored),
 		})
 		s.start(t)
 	}

@@ -1,10 +1,10 @@
-package dispatch
+package standby
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// StandbyMetrics are a Standby's Prometheus metrics. A nil *StandbyMetrics
-// records nothing.
-type StandbyMetrics struct {
+// Metrics are a Standby's Prometheus metrics. A nil *Metrics records
+// nothing.
+type Metrics struct {
 	partitions prometheus.Gauge
 	reading    prometheus.Gauge
 	bytes      prometheus.Gauge
@@ -13,10 +13,10 @@ type StandbyMetrics struct {
 	loads      *prometheus.CounterVec
 }
 
-// NewStandbyMetrics creates the metrics and registers them with reg (nil:
-// not registered).
-func NewStandbyMetrics(reg prometheus.Registerer) *StandbyMetrics {
-	m := &StandbyMetrics{
+// NewMetrics creates the metrics and registers them with reg (nil: not
+// registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		partitions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jobfleet_standby_partitions", Help: "Partitions this member keeps a warm standby copy of: those it is the heir of, and those the ring gave it whose copy its acquisition has not taken yet.",
 		}),
@@ -45,7 +45,7 @@ func NewStandbyMetrics(reg prometheus.Registerer) *StandbyMetrics {
 
 // held records the copies held: how many partitions, how many of them
 // not read yet, how many bytes.
-func (m *StandbyMetrics) held(partitions, reading int, bytes int64) {
+func (m *Metrics) held(partitions, reading int, bytes int64) {
 	if m == nil {
 		return
 	}
@@ -56,7 +56,7 @@ func (m *StandbyMetrics) held(partitions, reading int, bytes int64) {
 
 // caughtUp records an acquisition's wait of waited seconds for its copy:
 // in time (the copy is used) or not (the partition is read from etcd).
-func (m *StandbyMetrics) caughtUp(waited float64, inTime bool) {
+func (m *Metrics) caughtUp(waited float64, inTime bool) {
 	if m == nil {
 		return
 	}
@@ -67,7 +67,7 @@ func (m *StandbyMetrics) caughtUp(waited float64, inTime bool) {
 }
 
 // loaded records a load: built from a copy (warm) or read from etcd.
-func (m *StandbyMetrics) loaded(warm bool) {
+func (m *Metrics) loaded(warm bool) {
 	if m == nil {
 		return
 	}

@@ -1,0 +1,275 @@
+package dispatch
+
+import (
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/schedule"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// Bounds of one write of fires besides Config.FireBatch: the bytes of the
+// run documents it writes (replaced runs carry their attempts' outputs),
+// the jobs it writes, and its cost in etcd's operations per transaction
+// (see txnCost), well under etcd's limits (1.5 MiB, 128 operations).
+const (
+	fireBatchBytes = 512 << 10
+	fireBatchJobs  = 40
+	maxWriteCost   = 110
+)
+
+// fireBatch is one fenced write of fires: each job's plan with its writes
+// (guarded by the spec revision they were decided from), history trims,
+// and trigger requests of deleted jobs to drop. Its operations, built by
+// build, are the jobs' guarded writes in order, then the trims, then the
+// drops.
+type fireBatch struct {
+	jobs    []jobPlan
+	trims   []trim   // final runs it deletes
+	dropped []string // trigger keys of jobs that are gone
+	runs    int
+	bytes   int // of the run documents it writes
+	ops     []clientv3.Op
+}
+
+// jobPlan is one job's part of a fireBatch: its merged plan, the trigger
+// requests it consumes, and its writes.
+type jobPlan struct {
+	id       string
+	specRev  int64 // the spec revision the plan was decided from
+	pauseRev int64 // and the pause key's (0: none)
+	plan     FirePlan
+	triggers []triggerReq
+	ops      []clientv3.Op // within the job's guard
+	created  []createdRun
+	replaced []replacedRun
+}
+
+// replacedRun is an active run the batch ends.
+type replacedRun struct {
+	op int // index in the job's ops of its write
+	ar *activeRun
+	w  runWrite
+}
+
+// createdRun is a run the batch creates if absent.
+type createdRun struct {
+	op     int // index in the job's ops of the run's nested txn
+	run    store.Run
+	size   int  // bytes of its document
+	manual bool // made by a trigger
+}
+
+func (b *fireBatch) ids() []string {
+	ids := make([]string, len(b.jobs))
+	for i, jp := range b.jobs {
+		ids[i] = jp.id
+	}
+	return ids
+}
+
+// cost returns what the batch's write will count against etcd's limit of
+// operations per transaction before trims: see txnCost. A job's guard
+// holds its operations, each run's creation two more.
+func (b *fireBatch) cost() int {
+	widest := 0
+	for _, jp := range b.jobs {
+		widest = max(widest, len(jp.ops)+2)
+	}
+	return 1 + len(b.jobs) + len(b.trims) + len(b.dropped) + widest // 1: the fence
+}
+
+// build makes the batch's operations.
+func (b *fireBatch) build(pt *partition) {
+	k := pt.d.keys
+	b.ops = b.ops[:0]
+	for _, jp := range b.jobs {
+		b.ops = append(b.ops, k.SpecGuardOp(pt.p, jp.id, jp.specRev, jp.pauseRev, jp.ops))
+	}
+	b.ops = append(b.ops, pt.trimOps(b.trims)...)
+	for _, key := range b.dropped {
+		b.ops = append(b.ops, clientv3.OpDelete(key))
+	}
+}
+
+// addTrimsLocked adds to the last of batches the history trimming that
+// their runs make due (see partition.trimHistory), as far as the write has
+// room, so that a job at its max_runs costs one write per fire, not two.
+// Then it builds each batch's operations.
+func (pt *partition) addTrimsLocked(batches []*fireBatch, now time.Time) {
+	adding, addingBytes := map[string]int{}, map[string]int64{}
+	for _, b := range batches {
+		for _, jp := range b.jobs {
+			for _, c := range jp.created {
+				adding[c.run.JobID]++
+				addingBytes[c.run.JobID] += int64(c.size)
+			}
+		}
+	}
+	last := batches[len(batches)-1]
+	if room := min(trimLimit, maxWriteCost-last.cost()); room > 0 {
+		last.trims = pt.hist.planTrim(now, pt.budgetShare(), room, adding, addingBytes)
+	}
+	for _, b := range batches {
+		b.build(pt)
+	}
+}
+
+// addLocked adds job e's plan to b with its writes: each replaced run
+// ended (compare-and-swap); each run created only if absent (so a time
+// fires at most once even if a previous owner fired it), with its queue
+// entry if it is to run; the job's new state; the consumed trigger
+// requests deleted. It adds nothing if a document cannot be encoded.
+func (pt *partition) addLocked(b *fireBatch, e *jobEntry, plan FirePlan, trigs []triggerReq, now time.Time) {
+	k := pt.d.keys
+	id := e.spec.ID
+	jp := jobPlan{id: id, specRev: e.spec.Revision, pauseRev: e.pauseRev, triggers: trigs}
+	for _, rid := range plan.Replace {
+		ar := pt.active[rid]
+		if ar == nil {
+			continue
+		}
+		w, ok := pt.runWriteOp(ar, Replaced(ar.run, newestPending(plan), now))
+		if !ok {
+			return
+		}
+		jp.replaced = append(jp.replaced, replacedRun{op: len(jp.ops), ar: ar, w: w})
+		jp.ops = append(jp.ops, w.op)
+	}
+	pending := false
+	for _, r := range plan.Runs {
+		val, err := store.EncodeRun(r)
+		if err != nil {
+			pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
+			return
+		}
+		manual := slices.ContainsFunc(trigs, func(t triggerReq) bool { return t.at.Equal(r.ScheduledAt) })
+		jp.created = append(jp.created, createdRun{op: len(jp.ops), run: r, size: len(val), manual: manual})
+		jp.ops = append(jp.ops, k.CreateRunOp(r, val))
+		pending = pending || r.Status == store.RunPending
+	}
+	plan.State.Runs = len(plan.Runs)
+	if jh := pt.hist.jobs[id]; jh != nil {
+		plan.State.Runs += jh.runs
+	}
+	if pending {
+		plan.State.FinishedAt = time.Time{} // running again
+	}
+	op, err := k.PutStateOp(pt.p, id, plan.State)
+	if err != nil {
+		pt.lg.Error("encoding a job state failed", zap.String("job_id", id), zap.Error(err))
+		return
+	}
+	jp.ops = append(jp.ops, op)
+	for _, t := range trigs {
+		jp.ops = append(jp.ops, clientv3.OpDelete(t.key))
+	}
+	jp.plan = plan
+	b.jobs = append(b.jobs, jp)
+	b.runs += len(plan.Runs)
+	for _, c := range jp.created {
+		b.bytes += c.size
+	}
+	for _, r := range jp.replaced {
+		b.bytes += r.w.size
+	}
+}
+
+// newestPending returns the ID of the run plan starts last, "" if none.
+func newestPending(plan FirePlan) string {
+	for i := len(plan.Runs) - 1; i >= 0; i-- {
+		if plan.Runs[i].Status == store.RunPending {
+			return plan.Runs[i].ID
+		}
+	}
+	return ""
+}
+
+// appliedLocked updates memory after batch b was written with response
+// resp. A job whose guard refused its writes (its spec changed since the
+// plan) is left as it was: the watch brings the change, and the next tick
+// plans again. It returns the runs whose write did not apply (see
+// readopt).
+func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now time.Time) (lost []store.Run) {
+	rev := resp.Header.Revision
+	pt.trimmedLocked(b.trims, resp, len(b.jobs))
+	for _, key := range b.dropped {
+		delete(pt.triggers, key)
+	}
+	pending, skipped := 0, 0
+	for i, jp := range b.jobs {
+		e := pt.jobs[jp.id]
+		guard := resp.Responses[i].GetResponseTxn()
+		if !guard.Succeeded || e == nil {
+			pt.lg.Info("job changed while its fires were being written; not recorded, planning again", zap.String("job_id", jp.id))
+			if e != nil {
+				e.stale = true
+				pt.indexLocked(jp.id)
+			}
+			continue
+		}
+		for _, rr := range jp.replaced {
+			ar := rr.ar
+			if !guard.Responses[rr.op].GetResponseTxn().Succeeded {
+				pt.lg.Warn("run changed behind the owner's back; reading it again", zap.String("run_id", ar.run.ID))
+				pt.dropActiveLocked(ar.run.ID)
+				lost = append(lost, ar.run)
+				continue
+			}
+			running := ar.run.Status == store.RunRunning
+			pt.updatedLocked(ar, rr.w, rev, time.Time{}) // final now
+			if n := len(ar.run.Attempts); running && n > 0 {
+				// Its worker learns it at its next heartbeat, and stops.
+				worker := ar.run.Attempts[n-1].Worker
+				pt.cancelled[ar.run.ID] = cancelledAttempt{attempt: n, worker: worker, credential: ar.run.Attempts[n-1].Credential, until: now.Add(pt.d.cfg.RunLease)}
+				pt.lg.Info("attempt cancelled: its run was replaced", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID),
+					zap.Int("attempt", n), zap.String("worker", worker))
+			}
+		}
+		for _, t := range jp.triggers {
+			delete(pt.triggers, t.key)
+		}
+		for _, c := range jp.created {
+			if !guard.Responses[c.op].GetResponseTxn().Succeeded {
+				pt.lg.Warn("run existed already; not fired again", zap.String("run_id", c.run.ID))
+				lost = append(lost, c.run)
+				continue
+			}
+			pt.hist.created(c.run.JobID, c.run.ScheduledAt, c.size, c.run.Status.Final())
+			if c.run.Status == store.RunPending {
+				pending++
+				pt.addActiveLocked(&activeRun{run: c.run, modRev: rev, notBefore: now, size: c.size})
+				if lag := now.Sub(c.run.ScheduledAt); !c.manual && (lag <= pt.d.cfg.Misfire.Grace || lag <= schedule.DefaultGrace) {
+					pt.d.cfg.Metrics.observeLag(lag.Seconds()) // on time; misfires are counted apart
+				}
+			} else {
+				skipped++
+			}
+			if ce := pt.lg.Check(zap.InfoLevel, "fired"); ce != nil { // a herd fires hundreds of thousands: no fields unless logged
+				fields := []zap.Field{zap.String("job_id", c.run.JobID), zap.String("run_id", c.run.ID),
+					zap.Time("scheduled_at", c.run.ScheduledAt), zap.Duration("lag", now.Sub(c.run.ScheduledAt)),
+					zap.String("status", string(c.run.Status))}
+				if c.manual {
+					fields = append(fields, zap.String("reason", "trigger"))
+				}
+				ce.Write(fields...)
+			}
+		}
+		d := jp.plan.Decision
+		if d.Missed > 0 {
+			pt.lg.Info("misfire handled", zap.String("job_id", jp.id), zap.String("misfire_policy", string(e.spec.MisfirePolicy)),
+				zap.Int("missed", d.Missed), zap.Int("skipped", d.Skipped), zap.Int("dropped", d.Dropped))
+			pt.d.cfg.Metrics.misfire("fired", d.Missed-d.Skipped-d.Dropped)
+			pt.d.cfg.Metrics.misfire("skipped", d.Skipped)
+			pt.d.cfg.Metrics.misfire("dropped", d.Dropped)
+		}
+		e.state, e.dirty = jp.plan.State, false
+		pt.indexLocked(jp.id)
+	}
+	pt.d.cfg.Metrics.fired(string(store.RunPending), pending)
+	pt.d.cfg.Metrics.fired(string(store.RunSkipped), skipped)
+	return lost
+}

@@ -71,6 +71,9 @@ var (
 	costComplete   = writeCost{body: true, maxBody: maxProtocolBody, bytes: runWrite + 2*keyOverhead, revisions: 3}
 	costRegister   = writeCost{body: true, maxBody: maxProtocolBody, bytes: 2 * keyOverhead, revisions: 2} // registration, its lease
 	costDeregister = writeCost{bytes: keyOverhead, revisions: 1}
+	// A presence stream stores nothing while it lasts; one that breaks
+	// may end in a revocation of its registration, a deregister's worth.
+	costPresence   = writeCost{bytes: keyOverhead, revisions: 1}
 	costToken      = writeCost{body: true, maxBody: maxTokenBody, bytes: keyOverhead, revisions: 1}
 	costAdminWrite = writeCost{bytes: keyOverhead, revisions: 1}
 )

@@ -95,6 +95,7 @@ func (a *server) routes() []route {
 		{pattern: "POST " + dispatch.PathComplete, access: auth.AccessWork, cost: costComplete, handler: hf(w.complete)},
 		{pattern: "POST " + dispatch.PathRegister, access: auth.AccessWork, cost: costRegister, handler: hf(w.register)},
 		{pattern: "POST " + dispatch.PathDeregister, access: auth.AccessWork, cost: costDeregister, handler: hf(w.deregister)},
+		{pattern: "POST " + api.PathPresence, access: auth.AccessWork, stream: true, cost: costPresence, handler: hf(w.presence)},
 
 		{pattern: "POST /v1/tokens", access: auth.AccessAdmin, cost: costToken, handler: hf(t.create)},
 		{pattern: "GET /v1/tokens", access: auth.AccessAdmin, handler: hf(t.list)},

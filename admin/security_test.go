@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,6 +31,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
@@ -89,6 +91,23 @@ func (f *fakeProtocol) Deregister(_ context.Context, req dispatch.DeregisterRequ
 }
 
 func (f *fakeProtocol) Workers() ([]store.Worker, error) { return []store.Worker{}, nil }
+
+// Presence accepts the stream and reads it to its end.
+func (f *fakeProtocol) Presence(_ context.Context, credential string, s workers.PresenceStream) error {
+	if err := s.Accept(); err != nil {
+		return err
+	}
+	for {
+		line, err := s.Next(time.Second)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		f.record(string(line))
+	}
+}
 
 func (f *fakeProtocol) WhyPending(string, string, string) string { return "" }
 
@@ -437,6 +456,9 @@ func TestRouteMatrix(t *testing.T) {
 		}},
 		{pattern: "POST /v1/worker/deregister", allowed: workers, ok: 200, make: func(string) request {
 			return request{method: "POST", path: dispatch.PathDeregister, body: `{"worker":"w"}`}
+		}},
+		{pattern: "POST /v1/worker/presence", allowed: workers, ok: 200, make: func(string) request {
+			return request{method: "POST", path: api.PathPresence, body: `{"worker":"w"}` + "\n{}\n"}
 		}},
 		{pattern: "POST /v1/tokens", allowed: admins, ok: 201, make: func(string) request {
 			return request{method: "POST", path: "/v1/tokens", body: `{"role":"viewer","description":"made in the matrix"}`}

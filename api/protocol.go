@@ -50,7 +50,36 @@ const (
 	PathComplete   = "/v1/worker/complete"
 	PathRegister   = "/v1/worker/register"
 	PathDeregister = "/v1/worker/deregister"
+	// PathPresence is the worker's presence stream: see PresenceHello.
+	PathPresence = "/v1/worker/presence"
 )
+
+// PresenceHello opens a presence stream: a POST to PathPresence whose
+// body is a stream of JSON values, one a line, that the worker keeps open
+// for as long as it is registered with that orchestrator. The first line
+// is a PresenceHello; then the worker sends a line ("{}") every
+// PresenceTick. It ends the body properly (the last chunk of a chunked
+// body) whenever it closes the stream on purpose: moving to another
+// orchestrator, stopping. A body that ends without its end (the
+// connection closed or reset) is what a dead process leaves, since its
+// kernel closes its sockets: if the worker opens no new stream within a
+// short grace, the orchestrator revokes its registration and its
+// attempts are retried at once. The orchestrator answers at once: 200
+// when it accepts the stream, with a reply body that ends ({}) when the
+// stream does (so the worker learns at once that its connection failed,
+// and opens a new stream within the grace); 409 when it knows no live
+// registration of the worker by the stream's credential (register
+// first); 404 when it is of a version without presence streams.
+type PresenceHello struct {
+	// Worker is the worker's ID, as it registered.
+	Worker string `json:"worker"`
+}
+
+// PresenceTick is how often a worker sends a line on its presence
+// stream; an orchestrator that receives none for three ticks takes the
+// stream for silent (a paused worker, a cut network), which is no
+// evidence of death.
+const PresenceTick = time.Second
 
 // DefaultWorkerTTL is how long a worker's registration lives without a
 // refresh when the orchestrator is not told otherwise (RegisterResponse

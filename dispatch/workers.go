@@ -84,7 +84,7 @@ func (pt *partition) workerLostLocked(ar *activeRun) (bool, string) {
 	if rev == ar.worker.rev {
 		return false, ""
 	}
-	return true, fmt.Sprintf("worker %s lost: its registration expired (crashed, stopped without deregistering, or cut off from the fleet)", strconv.Quote(a.Worker))
+	return true, fmt.Sprintf("worker %s lost: its registration expired or was revoked (crashed, stopped without deregistering, or cut off from the fleet)", strconv.Quote(a.Worker))
 }
 
 // workersGone wakes the loops of the partitions that hold running

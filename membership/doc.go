@@ -6,7 +6,10 @@
 // cancelled, before the server can expire the lease: it fences itself when
 // no renewal has succeeded within RenewDeadline of the last successful
 // request's send time, and the server keeps the lease at least TTL after
-// that instant. Work bound to the lease runs under Session.Ctx.
+// that instant. Work bound to the lease runs under Session.Ctx. A holder
+// that learns from elsewhere that its lease is gone (its registration,
+// bound to the lease, deleted by a peer that revoked the lease) ends the
+// session at once with Lost.
 //
 // Register records a member under members/<id> bound to a session's lease,
 // only if no other registration of that ID exists; it waits for an earlier

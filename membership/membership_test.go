@@ -156,6 +156,37 @@ func TestSessionEndsWhenLeaseRevoked(t *testing.T) {
 	}
 }
 
+// TestSessionLostEndsAtOnce: a holder told that its lease is gone (its
+// registration deleted) ends the session at once, without waiting for a
+// keepalive to fail: a fake clock that never moves sends none.
+func TestSessionLostEndsAtOnce(t *testing.T) {
+	client := etcd.Client(t)
+	cfg := membership.DefaultSessionConfig(5 * time.Second)
+	cfg.Clock = clockwork.NewFakeClock()
+	s, err := membership.NewSession(context.Background(), client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Revoke(context.Background(), s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if isDone(s) {
+		t.Fatal("session done before a keepalive or Lost could tell it")
+	}
+	s.Lost()
+	waitDone(t, s, time.Second)
+	s.Lost() // idempotent
+	if !errors.Is(s.Err(), membership.ErrLeaseLost) {
+		t.Fatalf("Err() = %v, want ErrLeaseLost", s.Err())
+	}
+	if err := s.Close(); err != nil { // the lease is gone already: nothing to report
+		t.Fatalf("Close() after Lost = %v, want nil", err)
+	}
+	if !errors.Is(s.Err(), membership.ErrLeaseLost) {
+		t.Fatalf("Err() after Close = %v, want ErrLeaseLost still", s.Err())
+	}
+}
+
 func TestSessionCloseRevokesLease(t *testing.T) {
 	client := etcd.Client(t)
 	s, err := membership.NewSession(context.Background(), client, membership.DefaultSessionConfig(5*time.Second))

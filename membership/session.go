@@ -187,6 +187,15 @@ func (s *Session) Close() error {
 	return err
 }
 
+// Lost ends the session at once, as when the server reports the lease
+// gone: Done closes, Err returns ErrLeaseLost. It is for a holder that
+// learns of the loss before its next keepalive would, such as a member
+// whose registration, bound to the lease, was deleted by a peer that
+// revoked the lease (package membership/deathwatch). It revokes nothing;
+// Close must still be called. Idempotent, and harmless after the session
+// ended.
+func (s *Session) Lost() { s.end(ErrLeaseLost) }
+
 // Orphan ends the session without revoking the lease, which then expires on
 // the server after its TTL, as if the process had crashed. For tests.
 func (s *Session) Orphan() {
@@ -242,6 +251,8 @@ func (s *Session) keepAlive() {
 		select {
 		case <-s.stop:
 			s.end(ErrSessionClosed)
+			return
+		case <-s.ctx.Done(): // Lost
 			return
 		case <-fence.Chan():
 			s.lg.Warn("lease not renewed within the renew deadline; fencing", zap.Duration("renew_deadline", s.cfg.RenewDeadline), zap.Time("last_renewal", s.LastRenewal()))

@@ -22,6 +22,18 @@
 //
 // It also checks that nothing is lost: every partition has an owner at
 // the end of each step.
+//
+// Then, with the dead member detector (membership/deathwatch) on and off,
+// it kills real member processes: Config.KillMembers `jobfleet
+// orchestrator` processes on the same etcd at the default lease TTL,
+// Config.KillJobs jobs firing every second, and Config.Kills times one
+// member (another each time) SIGKILLed, the jobs of its partitions
+// triggered through a survivor at once, and the member started again once
+// the survivors own everything. It measures kill → owned (every partition
+// of the killed member owned by a live member) and kill → firing again
+// (every one of those triggers fired under the new owner), and checks the
+// recorded history of the fires as the fault suite does (no duplicate or
+// unfenced fire, never two owners).
 package failover
 
 import (
@@ -55,6 +67,14 @@ type Config struct {
 	EtcdDown time.Duration `json:"etcd_down_ns"`
 	// Crashes is how many members crash, per TTL.
 	Crashes int `json:"crashes"`
+	// Kills is how many times, with the dead member detector and
+	// without, a member process (`jobfleet orchestrator`, default lease
+	// TTL) is killed with SIGKILL; 0 skips these measurements.
+	Kills int `json:"kills"`
+	// KillMembers is the fleet's size for the kills.
+	KillMembers int `json:"kill_members"`
+	// KillJobs is how many jobs fire every second during the kills.
+	KillJobs int `json:"kill_jobs"`
 	// Stress is how many busy processes spin during the leader kills.
 	Stress int `json:"stress"`
 	// Fsync runs etcd with fsync, as in production.
@@ -76,7 +96,8 @@ type Config struct {
 
 // DefaultConfig measures TTLs 1, 2, 3 and 5 s on 3 members and P=1024,
 // with 5 leader kills (2 s down) under 2 busy processes and 5 crashes per
-// TTL.
+// TTL; then 20 kills of a member process of 3, with 64 jobs firing every
+// second, with the dead member detector and without.
 func DefaultConfig() Config {
 	return Config{
 		TTLs:        []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second},
@@ -85,6 +106,9 @@ func DefaultConfig() Config {
 		LeaderKills: 5,
 		EtcdDown:    2 * time.Second,
 		Crashes:     5,
+		Kills:       20,
+		KillMembers: 3,
+		KillJobs:    64,
 		Stress:      2,
 		Fsync:       true,
 		Timeout:     time.Minute,
@@ -132,12 +156,17 @@ type TTLResult struct {
 type Result struct {
 	Config Config      `json:"config"`
 	TTLs   []TTLResult `json:"ttls"`
+	// Kills are the process kills with the detector, then without.
+	Kills []KillResult `json:"kills,omitempty"`
 }
 
 // Run measures every TTL of cfg.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if len(cfg.TTLs) == 0 || cfg.Members < 1 || cfg.Partitions < 1 || cfg.Timeout <= 0 || cfg.Binary == "" || cfg.Dir == "" {
-		return nil, errors.New("failover: need TTLs, members ≥ 1, partitions ≥ 1, a timeout, the jobfleet binary and a directory")
+	if len(cfg.TTLs) == 0 && cfg.Kills == 0 || cfg.Members < 1 || cfg.Partitions < 1 || cfg.Timeout <= 0 || cfg.Binary == "" || cfg.Dir == "" {
+		return nil, errors.New("failover: need TTLs or kills, members ≥ 1, partitions ≥ 1, a timeout, the jobfleet binary and a directory")
+	}
+	if cfg.Kills > 0 && (cfg.KillMembers < 2 || cfg.KillJobs < 1) {
+		return nil, errors.New("failover: kills need at least 2 members and 1 job")
 	}
 	for _, ttl := range cfg.TTLs {
 		if err := membership.DefaultSessionConfig(ttl).Validate(); err != nil {
@@ -162,6 +191,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("failover: TTL %v: %w", ttl, err)
 		}
 		res.TTLs = append(res.TTLs, *r)
+	}
+	if cfg.Kills > 0 {
+		for _, detector := range []bool{true, false} {
+			r, err := measureKills(ctx, cfg, etcd, obs, detector)
+			if err != nil {
+				return nil, fmt.Errorf("failover: kills (detector %v): %w", detector, err)
+			}
+			res.Kills = append(res.Kills, *r)
+		}
 	}
 	return res, nil
 }

@@ -34,6 +34,7 @@ func TestTinyFailover(t *testing.T) {
 	cfg := failover.Config{
 		TTLs: []time.Duration{2 * time.Second}, Members: 1, Partitions: 8,
 		LeaderKills: 1, EtcdDown: 500 * time.Millisecond, Crashes: 1,
+		Kills: 1, KillMembers: 2, KillJobs: 8,
 		Timeout: time.Minute, Binary: bin, Dir: filepath.Join(dir, "run"),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -63,11 +64,33 @@ func TestTinyFailover(t *testing.T) {
 	if r.SpuriousKills > r.LeaderKills || r.SpuriousHandoffs > r.SpuriousKills*cfg.Partitions*4 {
 		t.Errorf("spurious handoffs %d after %d kills: more than the partitions could make", r.SpuriousHandoffs, r.SpuriousKills)
 	}
+	if len(res.Kills) != 2 || !res.Kills[0].Detector || res.Kills[1].Detector {
+		t.Fatalf("kill results %+v, want one with the detector, then one without", res.Kills)
+	}
+	for _, k := range res.Kills {
+		if k.Kills != 1 || k.Unsettled != "" {
+			t.Errorf("detector %v: %d kills measured (%s), want 1", k.Detector, k.Kills, k.Unsettled)
+		}
+		if k.Owned.Max <= 0 || k.Firing.Max < k.Owned.Max {
+			t.Errorf("detector %v: owned again after %v, firing again after %v; want both measured, firing after owning", k.Detector, k.Owned.Max, k.Firing.Max)
+		}
+		for _, v := range k.Violations {
+			t.Errorf("detector %v: %s", k.Detector, v)
+		}
+		if k.Fires == 0 {
+			t.Errorf("detector %v: no fire recorded", k.Detector)
+		}
+	}
+	// Without the detector the partitions wait for the lease: at least
+	// its TTL less one renew interval.
+	if off, min := res.Kills[1].Owned.Max, res.Kills[1].TTL*3/4; off < min {
+		t.Errorf("without the detector the partitions moved %v after the kill, before the lease could expire (%v)", off, min)
+	}
 	var out bytes.Buffer
 	if _, err := report.WriteAll(&out, filepath.Join(dir, "out"), "failover", res, res.Tables()); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "failover p50 ms") {
+	if !strings.Contains(out.String(), "failover p50 ms") || !strings.Contains(out.String(), "kill → firing again p50 ms") {
 		t.Errorf("table lacks its columns:\n%s", out.String())
 	}
 	if _, err := res.Charts(filepath.Join(dir, "out")); err != nil {

@@ -7,8 +7,55 @@ import (
 	"github.com/jobfleet/jobfleet/bench/report"
 )
 
-// Tables returns the run's table.
+// Tables returns the run's tables: the TTL grid and the process kills.
 func (r *Result) Tables() []*report.Table {
+	var out []*report.Table
+	if len(r.TTLs) > 0 {
+		out = append(out, r.ttlTable())
+	}
+	if len(r.Kills) > 0 {
+		out = append(out, r.killTable())
+	}
+	return out
+}
+
+// killTable is the process kills with and without the detector.
+func (r *Result) killTable() *report.Table {
+	c := r.Config
+	t := &report.Table{
+		Name: "failover_kills",
+		Title: fmt.Sprintf("SIGKILL of one of %d orchestrator processes at the default lease TTL, P=%d, %d jobs firing every second, 3-member etcd (fsync %v): with the dead member detector and without",
+			c.KillMembers, c.Partitions, c.KillJobs, c.Fsync),
+		Columns: []string{"detector", "lease TTL", "kills", "kill → owned p50 ms", "p99 ms", "max ms", "kill → firing again p50 ms", "p99 ms", "max ms", "fires", "duplicate or unfenced fires, two owners", "stopped early"},
+	}
+	for _, k := range r.Kills {
+		det := "off"
+		if k.Detector {
+			det = "on"
+		}
+		t.Add(det, k.TTL.String(), k.Kills, bench.Ms(k.Owned.P50), bench.Ms(k.Owned.P99), bench.Ms(k.Owned.Max),
+			bench.Ms(k.Firing.P50), bench.Ms(k.Firing.P99), bench.Ms(k.Firing.Max), k.Fires, len(k.Violations), k.Unsettled)
+	}
+	t.Notes = []string{
+		"kill → owned: from the SIGKILL until every partition the killed member owned is owned by a live member (owner keys read every 5 ms)",
+		"kill → firing again: from the SIGKILL until every job of those partitions, triggered through a survivor right after the kill, has fired under its new owner (its run created, as a watch sees it)",
+		"detector on: the survivors hold a connection open to each member's address (whose end brings a probe forward) and probe it every 200 ms without one, 2 s with; two refusals 50 ms apart revoke the dead member's lease. Off: its partitions wait for the lease to expire",
+		"duplicate or unfenced fires, two owners: the fault suite's checks over the recorded history of the whole measurement; must be 0",
+	}
+	if len(r.Kills) == 2 && r.Kills[0].Owned.P99 > 0 && r.Kills[1].Owned.P99 > 0 {
+		t.Notes = append(t.Notes, fmt.Sprintf("ratios measured in this run, off ÷ on: kill → owned p99 %.1f×, kill → firing again p99 %.1f×",
+			float64(r.Kills[1].Owned.P99)/float64(r.Kills[0].Owned.P99), float64(r.Kills[1].Firing.P99)/float64(r.Kills[0].Firing.P99)))
+	}
+	for _, k := range r.Kills {
+		for _, v := range k.Violations {
+			t.Notes = append(t.Notes, "VIOLATION: "+v)
+		}
+	}
+	return t
+}
+
+// ttlTable is the grid of lease TTLs.
+func (r *Result) ttlTable() *report.Table {
 	c := r.Config
 	t := &report.Table{
 		Name: "failover",
@@ -26,7 +73,7 @@ func (r *Result) Tables() []*report.Table {
 		"stopped early: the fleet did not settle within the timeout after that step (members fencing themselves over and over), so the rest of that TTL was not measured",
 		"failover: from the crash (member cut off from etcd and stopped) until every partition is owned by the survivors' ring target; it includes the lease's expiry and the 200 ms rebalance debounce",
 	}
-	return []*report.Table{t}
+	return t
 }
 
 // Charts draws, per TTL, the crash failover time next to the longest

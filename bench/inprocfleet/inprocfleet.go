@@ -27,6 +27,7 @@ import (
 	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
+	"github.com/jobfleet/jobfleet/membership/deathwatch"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -116,6 +117,9 @@ func (f *Fleet) Join(id string) error {
 		Namespace:  f.cfg.Namespace,
 		Partitions: f.cfg.Partitions,
 		LeaseTTL:   f.cfg.LeaseTTL,
+		// No address to probe: a crash here is a member cut off from
+		// etcd, whose partitions wait for its lease.
+		DeadMembers: deathwatch.Config{Interval: -1},
 	})
 	if err != nil {
 		m.close()

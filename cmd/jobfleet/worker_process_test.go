@@ -24,8 +24,9 @@ import (
 )
 
 // TestKilledWorkerProcessIsReplacedAtOnce: a `jobfleet worker` process
-// holding an attempt is killed (SIGKILL); once its registration expires
-// (--worker-ttl, 6s by default), the orchestrator retries the run on
+// holding an attempt is killed (SIGKILL); once its registration ends
+// (revoked when its presence stream broke, at the latest expired after
+// --worker-ttl, 6s by default), the orchestrator retries the run on
 // another worker process, long before the run lease (30s) would have
 // ended the attempt. The run document records why, and each attempt
 // reached the receiver once.
@@ -109,7 +110,7 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 		}
 		return run.Status == store.RunSucceeded, fmt.Sprintf("run %+v", run)
 	})
-	t.Logf("run retried and succeeded %v after its worker was killed (worker TTL 6s, run lease 30s)", time.Since(killedAt).Round(time.Millisecond))
+	t.Logf("run retried and succeeded %v after its worker was killed (presence grace 500ms, worker TTL 6s, run lease 30s)", time.Since(killedAt).Round(time.Millisecond))
 	if len(run.Attempts) != 2 || run.Attempts[1].Worker != "rescuer" || !strings.Contains(run.Attempts[0].Error, `worker "doomed" lost: its registration expired`) {
 		t.Fatalf("attempts %+v, want attempt 1 lost with the doomed worker's registration, attempt 2 by the rescuer", run.Attempts)
 	}

@@ -68,6 +68,7 @@ func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
 					w.lg.Info("worker registered", zap.String("orchestrator", addr), zap.Duration("ttl", ttl))
 				}
 				reg.addr, reg.failing = addr, false
+				w.setPresenceTarget(addr)
 				if ttl > 0 {
 					reg.ttl = ttl
 				}

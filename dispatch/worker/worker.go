@@ -54,6 +54,11 @@ type Worker struct {
 	firstRegister chan struct{}
 	regNote       chan struct{} // buffer 1: addrs changed (for registerLoop)
 
+	// presenceAddr is the orchestrator the presence stream belongs with
+	// (presence.go); presenceNote (buffer 1) tells presenceLoop it moved.
+	presenceAddr atomic.Pointer[string]
+	presenceNote chan struct{}
+
 	amu       sync.Mutex    // guards addrs
 	addrs     []string      // latest from discovery, normalized
 	addrsNote chan struct{} // buffer 1: addrs changed
@@ -92,6 +97,7 @@ func New(cfg Config) (*Worker, error) {
 		addrsNote:     make(chan struct{}, 1),
 		firstRegister: make(chan struct{}),
 		regNote:       make(chan struct{}, 1),
+		presenceNote:  make(chan struct{}, 1),
 	}
 	if w.client.hc == nil {
 		w.client.hc = defaultHTTPClient(min(cfg.Concurrency, 64)+4, cfg.TLS)
@@ -182,7 +188,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer close(regDone)
 		w.registerLoop(regCtx, &reg)
 	}()
-	defer func() { stopRegistering(); <-regDone }()
+	presenceDone := make(chan struct{})
+	go func() {
+		defer close(presenceDone)
+		w.presenceLoop(regCtx)
+	}()
+	defer func() { stopRegistering(); <-regDone; <-presenceDone }()
 
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	defer stopPolling()
@@ -305,6 +316,7 @@ loop:
 	<-idle
 	stopRegistering()
 	<-regDone
+	<-presenceDone // ended properly: the deregistration that follows is no death
 	w.deregister(&reg)
 	w.lg.Info("worker stopped")
 	return runErr

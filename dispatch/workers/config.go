@@ -87,6 +87,15 @@ type Config struct {
 	// worth, if more).
 	WriteRate  float64
 	WriteBurst int
+	// PresenceGrace is how long a worker whose presence stream
+	// (api.PathPresence) ended without its end (its connection closed or
+	// reset, as when its process dies) has to open a new one with this
+	// member before its registration is revoked, so that its attempts are
+	// retried at once instead of one TTL later. Default
+	// DefaultPresenceGrace (--worker-presence-grace); at most half TTL;
+	// negative: broken streams are not acted on (a dead worker's attempts
+	// wait for its registration's TTL).
+	PresenceGrace time.Duration
 	// RequestTimeout bounds each etcd request. Default 5s.
 	RequestTimeout time.Duration
 	// Space, if set, is the fleet's guard of etcd's space: registrations
@@ -147,6 +156,9 @@ func (c Config) WithDefaults() Config {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 5 * time.Second
 	}
+	if c.PresenceGrace == 0 {
+		c.PresenceGrace = DefaultPresenceGrace
+	}
 	return c
 }
 
@@ -170,11 +182,14 @@ func (c *Config) setDefaults() {
 
 // AddFlags defines the flags of c's settings in fs, each bound to its
 // field with the field's current value as its default (call it on
-// DefaultConfig): --worker-ttl, --worker-id-grace, --worker-register-rate
-// and --worker-register-writes.
+// DefaultConfig): --worker-ttl, --worker-id-grace,
+// --worker-presence-grace, --worker-register-rate and
+// --worker-register-writes.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TTL, "worker-ttl", c.TTL, "how long a worker's registration lives without a refresh (whole seconds, 2s to 5m); the attempts of a worker silent that long are retried at once")
 	fs.DurationVar(&c.IDGrace, "worker-id-grace", c.IDGrace, "how long a worker ID stays bound to the credential that registered it after its registration ended (whole seconds, 1s to 24h); until then another credential cannot use the ID")
+	fs.DurationVar(&c.PresenceGrace, "worker-presence-grace", c.PresenceGrace, "how long a worker whose presence stream with this member broke without its end (its connection closed or reset, as when its process dies) has to open a new one before its registration is revoked and its attempts retried at once (at most half --worker-ttl)")
+	settings.Unbounded(fs, "worker-presence-grace", "wait for the registration's TTL")
 	fs.Float64Var(&c.RequestRate, "worker-register-rate", c.RequestRate, "worker registration requests (refreshes included) each credential may send this member per second, with bursts of twice as many")
 	settings.Unbounded(fs, "worker-register-rate", "no limit")
 	fs.Float64Var(&c.WriteRate, "worker-register-writes", c.WriteRate, fmt.Sprintf("KiB of worker registrations (new, changed, updated) each credential may make this member write per second, with bursts of %d (or a second's worth); a new or changed registration beyond it gets 429, an update of its active count is skipped", DefaultWriteBurst))
@@ -207,6 +222,8 @@ func (c Config) Validate() error {
 		return bad("request burst %d must be at least 1", c.RequestBurst)
 	case c.WriteRate > 0 && c.WriteBurst < maxWriteCost:
 		return bad("write burst %d must be at least %d (what the largest registration costs)", c.WriteBurst, maxWriteCost)
+	case c.PresenceGrace > c.TTL/2:
+		return invalid("worker-presence-grace", c.PresenceGrace, "want at most half --worker-ttl, %v (0: the default, %v; negative: wait for the registration's TTL)", c.TTL/2, DefaultPresenceGrace)
 	case c.RequestTimeout <= 0:
 		return bad("request timeout %v must be positive", c.RequestTimeout)
 	}

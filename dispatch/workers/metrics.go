@@ -9,6 +9,12 @@ type Metrics struct {
 	writes  *prometheus.CounterVec
 	skipped prometheus.Counter
 	refused *prometheus.CounterVec
+
+	streams     prometheus.Gauge
+	streamsLost prometheus.Counter
+	returned    prometheus.Counter
+	revoked     prometheus.Counter
+	notRevoked  *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -27,7 +33,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_worker_registrations_refused_total", Help: "Worker registrations and deregistrations refused, by reason: invalid (400), rate (429), too_many (429), id_taken (409), store (507 or 503).",
 		}, []string{"reason"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobfleet_worker_presence_streams", Help: "Presence streams of workers this member holds open now (one per worker registered with it).",
+		}),
+		streamsLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_worker_presence_lost_total", Help: "Presence streams that ended without their end (connection closed or reset: the worker's process died, or something cut the connection).",
+		}),
+		returned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_worker_presence_returned_total", Help: "Workers whose presence stream broke and that opened a new one within the grace: alive, not revoked.",
+		}),
+		revoked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_worker_dead_revocations_total", Help: "Registrations of dead workers this member revoked (presence stream broken, no new one within the grace): their attempts are retried at once.",
+		}),
+		notRevoked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobfleet_worker_dead_revocations_refused_total", Help: "Revocations of dead workers' registrations not made, by reason (changed: the registration was not the one the stream began under any more).",
+		}, []string{"reason"}),
 	}
+	m.notRevoked.WithLabelValues("changed")
 	for _, r := range []string{"invalid", "rate", "too_many", "id_taken", "store"} {
 		m.refused.WithLabelValues(r)
 	}
@@ -35,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.writes.WithLabelValues(k)
 	}
 	if reg != nil {
-		reg.MustRegister(m.live, m.writes, m.skipped, m.refused)
+		reg.MustRegister(m.live, m.writes, m.skipped, m.refused, m.streams, m.streamsLost, m.returned, m.revoked, m.notRevoked)
 	}
 	return m
 }
@@ -61,5 +83,35 @@ func (m *Metrics) skip() {
 func (m *Metrics) refuse(reason string) {
 	if m != nil {
 		m.refused.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) setPresence(n int) {
+	if m != nil {
+		m.streams.Set(float64(n))
+	}
+}
+
+func (m *Metrics) presenceLost() {
+	if m != nil {
+		m.streamsLost.Inc()
+	}
+}
+
+func (m *Metrics) presenceReturned() {
+	if m != nil {
+		m.returned.Inc()
+	}
+}
+
+func (m *Metrics) presenceRevoked() {
+	if m != nil {
+		m.revoked.Inc()
+	}
+}
+
+func (m *Metrics) presenceRefused(reason string) {
+	if m != nil {
+		m.notRevoked.WithLabelValues(reason).Inc()
 	}
 }

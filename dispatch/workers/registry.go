@@ -34,6 +34,8 @@ type Registry struct {
 	regView   atomic.Pointer[regView]
 	claimView atomic.Pointer[claimView]
 
+	presenceState
+
 	mu      sync.Mutex                     // guards subs and renewed
 	subs    []func(gone []string)          // told of registrations that ended
 	renewed map[clientv3.LeaseID]time.Time // claim leases this member renewed, and when (now)
@@ -86,6 +88,7 @@ func New(client *clientv3.Client, cfg Config) (*Registry, error) {
 		now:     time.Now,
 		renewed: map[clientv3.LeaseID]time.Time{},
 	}
+	r.streams, r.stop = map[string]*presence{}, make(chan struct{})
 	r.regView.Store(&regView{workers: map[string]entry{}, perCred: map[string]int{}})
 	r.claimView.Store(&claimView{byID: map[string]string{}, perCred: map[string]int{}})
 	return r, nil
@@ -98,6 +101,7 @@ func (r *Registry) TTL() time.Duration { return r.cfg.TTL }
 // cancelled, telling the subscribers of registrations that ended. It
 // returns when its goroutines have exited.
 func (r *Registry) Run(ctx context.Context) {
+	defer r.stopped.Do(func() { close(r.stop) })
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = r.regs.Run(ctx) })
 	wg.Go(func() { _ = r.claims.Run(ctx) })

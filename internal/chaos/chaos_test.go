@@ -141,7 +141,7 @@ func shortConfig(t *testing.T, d time.Duration) Config {
 
 // TestChaosSingleEtcd is the short seeded run of `go test ./...`: a
 // single-member etcd, 3 orchestrators and 2 workers, every fault that
-// applies to them once (killed, paused, drained orchestrators, a worker
+// applies to them once (killed, restarted, paused, drained orchestrators, a worker
 // killed mid-attempt, a full etcd restart, a burst of job writes while
 // partitions move, a clock offset). JOBFLEET_CHAOS_SEED and
 // JOBFLEET_CHAOS_DURATION replay or lengthen it.
@@ -151,7 +151,7 @@ func TestChaosSingleEtcd(t *testing.T) {
 	}
 	cfg := shortConfig(t, 30*time.Second)
 	cfg.EtcdMembers = 1
-	cfg.Faults = []Kind{OrchestratorKill, OrchestratorPause, OrchestratorDrain, WorkerKill, EtcdRestart, JobBurst, ClockOffset}
+	cfg.Faults = []Kind{OrchestratorKill, OrchestratorRestart, OrchestratorPause, OrchestratorDrain, WorkerKill, EtcdRestart, JobBurst, ClockOffset}
 	rep := runChaos(t, cfg)
 	for _, k := range cfg.Faults {
 		if rep.FaultCounts[k] == 0 {

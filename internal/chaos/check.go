@@ -76,6 +76,11 @@ type Input struct {
 	DeleteRequested map[string]time.Time
 	// Workers are the worker incarnations' lifetimes, by worker ID.
 	Workers map[string]WorkerLife
+	// Bounds are the recoveries the fleet promises per fault kind (see
+	// Config.bounds); the report shows each kind's next to its measured
+	// failovers, with how many exceeded it. A kind without one promises
+	// none.
+	Bounds map[Kind]time.Duration `json:",omitempty"`
 	// Noisy is what the noisy tenant did (nil: the run had none).
 	Noisy *NoisyStats `json:",omitempty"`
 }
@@ -116,6 +121,12 @@ type KindStats struct {
 	Failovers   int           `json:"failovers"`
 	FailoverP50 time.Duration `json:"failover_p50_ns"`
 	FailoverMax time.Duration `json:"failover_max_ns"`
+	// Bound is the recovery promised for this kind (Input.Bounds), 0 if
+	// none; OverBound counts its faults that recovered later than it, or
+	// not at all. Not a violation by itself: a loaded machine can be
+	// late; the must-be-zero counts say whether anything was lost.
+	Bound     time.Duration `json:"bound_ns,omitempty"`
+	OverBound int           `json:"over_bound,omitempty"`
 }
 
 func (k *KindStats) add(o KindStats) {
@@ -285,6 +296,13 @@ func (c *checker) failovers() {
 	for _, f := range c.faults {
 		if !f.Recovered.IsZero() {
 			by[f.Kind] = append(by[f.Kind], f.Failover)
+		}
+		if b := c.in.Bounds[f.Kind]; b > 0 {
+			s := c.stat(f.Kind)
+			s.Bound = b
+			if f.Recovered.IsZero() || f.Failover > b {
+				s.OverBound++
+			}
 		}
 	}
 	for k, ds := range by {

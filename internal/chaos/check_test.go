@@ -813,6 +813,52 @@ func TestCheckClockBehindThenOutage(t *testing.T) {
 	}
 }
 
+// TestCheckRecoveryBounds: each kind with a bound reports it, with the
+// faults that recovered later than it (or never) counted; kinds without
+// one report none.
+func TestCheckRecoveryBounds(t *testing.T) {
+	b := newBuilder()
+	fault := func(k Kind, start, failover float64) Fault {
+		f := Fault{Kind: k, Target: "o1", Start: at(start)}
+		if failover >= 0 {
+			f.Recovered = at(start + failover)
+			f.Failover = f.Recovered.Sub(f.Start)
+		}
+		return f
+	}
+	b.in.Faults = []Fault{
+		fault(OrchestratorKill, 10, 0.4),
+		fault(OrchestratorKill, 20, 1.5), // late
+		fault(OrchestratorKill, 30, -1),  // never
+		fault(OrchestratorPause, 40, 2.5),
+		fault(EtcdRestart, 50, 9),
+	}
+	b.in.Bounds = Config{LeaseTTL: 2 * time.Second}.bounds()
+	res := Check(b.in)
+	got := map[Kind]KindStats{}
+	for _, s := range res.Kinds {
+		got[s.Kind] = s
+	}
+	for _, tt := range []struct {
+		kind  Kind
+		bound time.Duration
+		over  int
+	}{
+		{OrchestratorKill, KillBound, 2},
+		{OrchestratorPause, 3 * time.Second, 0},
+		{EtcdRestart, 0, 0},
+	} {
+		if s := got[tt.kind]; s.Bound != tt.bound || s.OverBound != tt.over {
+			t.Errorf("%s: bound %v, over bound %d; want %v and %d", tt.kind, s.Bound, s.OverBound, tt.bound, tt.over)
+		}
+	}
+	var out strings.Builder
+	(&Report{Result: res}).WriteTable(&out)
+	if !strings.Contains(out.String(), "over bound") {
+		t.Errorf("the report lacks the bound columns:\n%s", out.String())
+	}
+}
+
 // TestCheckNoisyTenant: the noisy tenant's job is left out of the fire
 // checks (its pauses and resumes make its schedule anyone's guess); a
 // request of the tenant refused for lack of space in etcd, or a flood

@@ -16,9 +16,16 @@ type Kind string
 
 // The fault kinds.
 const (
-	// OrchestratorKill: SIGKILL an orchestrator, restart it with the same
-	// ID after a random delay (sometimes before its lease has expired).
+	// OrchestratorKill: SIGKILL an orchestrator and keep it down until
+	// its partitions have moved (its peers' dead member detector revokes
+	// its lease), then restart it with the same ID.
 	OrchestratorKill Kind = "orchestrator-kill"
+	// OrchestratorRestart: SIGKILL an orchestrator and restart it with
+	// the same ID on the same address after a random delay, sometimes
+	// before its peers could see its address refuse (a container
+	// restart): then its lease expires, and the new incarnation waits for
+	// it.
+	OrchestratorRestart Kind = "orchestrator-restart"
 	// OrchestratorPause: SIGSTOP an orchestrator for longer than the lease
 	// TTL, then SIGCONT it: the zombie owner.
 	OrchestratorPause Kind = "orchestrator-pause"
@@ -84,7 +91,7 @@ const (
 )
 
 // AllKinds lists every fault kind.
-var AllKinds = []Kind{OrchestratorKill, OrchestratorPause, OrchestratorDrain, RollingRestart, WorkerKill, EtcdLeaderKill, EtcdRestart, JobBurst,
+var AllKinds = []Kind{OrchestratorKill, OrchestratorRestart, OrchestratorPause, OrchestratorDrain, RollingRestart, WorkerKill, EtcdLeaderKill, EtcdRestart, JobBurst,
 	ClockOffset, HostIsolate, PartitionHalves, OrchestratorEtcdCut, WorkerOrchestratorCut, EtcdLeaderCut, LinkSlow, LinkLossy}
 
 // NetworkKinds are the kinds that need hosts.
@@ -205,6 +212,27 @@ const HostsGap = 500 * time.Millisecond
 // internal/orchestrator sets it: longer than a crash failover.
 func MisfireGrace(ttl time.Duration) time.Duration {
 	return max(schedule.DefaultGrace, 2*ttl+2*time.Second)
+}
+
+// KillBound is the recovery the fleet promises after an orchestrator's
+// process is killed and stays down: its peers' dead member detector
+// revokes its lease and its partitions are owned again within a second.
+const KillBound = time.Second
+
+// bounds returns the recovery each kind of fault is promised, for the
+// checker's report: a second for a killed orchestrator or worker process
+// that stays dead (their death is detected), the lease TTL and a second
+// for an orchestrator that keeps its lease until it expires (paused, or
+// restarted before its death was seen). Other kinds promise none here.
+func (c Config) bounds() map[Kind]time.Duration {
+	return map[Kind]time.Duration{
+		OrchestratorKill:    KillBound,
+		OrchestratorRestart: c.LeaseTTL + time.Second,
+		OrchestratorPause:   c.LeaseTTL + time.Second,
+		// The presence grace (500ms), then the slow jobs' first retry
+		// backoff (100ms) and the next poll.
+		WorkerKill: KillBound,
+	}
 }
 
 // grace returns the misfire grace the checker assumes.

@@ -88,7 +88,7 @@ func newNemesis(f *fleet, w *workload, hist *historyWatch, rec *recorder, cfg Co
 
 // weights makes quick faults more frequent than long ones.
 var weights = map[Kind]int{
-	OrchestratorKill: 3, OrchestratorPause: 3, OrchestratorDrain: 2, RollingRestart: 1,
+	OrchestratorKill: 3, OrchestratorRestart: 2, OrchestratorPause: 3, OrchestratorDrain: 2, RollingRestart: 1,
 	WorkerKill: 3, EtcdLeaderKill: 2, EtcdRestart: 1, JobBurst: 2,
 	ClockOffset: 2, HostIsolate: 2, PartitionHalves: 2, OrchestratorEtcdCut: 2, WorkerOrchestratorCut: 2,
 	EtcdLeaderCut: 2, LinkSlow: 2, LinkLossy: 2,
@@ -165,6 +165,8 @@ func (n *nemesis) inject(ctx context.Context, k Kind) {
 	switch k {
 	case OrchestratorKill:
 		ft = n.orchestratorKill(ctx)
+	case OrchestratorRestart:
+		ft = n.orchestratorRestart(ctx)
 	case OrchestratorPause:
 		ft = n.orchestratorPause(ctx)
 	case OrchestratorDrain:
@@ -341,6 +343,9 @@ func keys(m map[int]int64) []int {
 	return out
 }
 
+// orchestratorKill kills an orchestrator and keeps it down until its
+// partitions have moved: a process that died and stays dead, whose
+// death its peers detect (KillBound). Then it starts it again.
 func (n *nemesis) orchestratorKill(ctx context.Context) Fault {
 	o := n.victim()
 	if o == nil {
@@ -348,9 +353,30 @@ func (n *nemesis) orchestratorKill(ctx context.Context) Fault {
 	}
 	parts := n.ownedBy(ctx, o.id)
 	ft := Fault{Target: o.id, Start: o.kill()}
+	ft.Recovered = <-n.awaitMoved(ctx, parts)
+	ft.Windows = []Window{{Start: ft.Start, End: ft.Recovered, Partitions: keys(parts)}}
+	delay := n.between(0, time.Second)
+	sleepCtx(ctx, delay)
+	if err := n.f.startOrch(o); err != nil {
+		ft.Err = err.Error()
+	}
+	ft.Detail = fmt.Sprintf("%d partitions; restarted %v after they moved", len(parts), delay.Round(time.Millisecond))
+	return ft
+}
+
+// orchestratorRestart kills an orchestrator and starts it again on the
+// same address after a random delay.
+func (n *nemesis) orchestratorRestart(ctx context.Context) Fault {
+	o := n.victim()
+	if o == nil {
+		return Fault{Err: "no live orchestrator"}
+	}
+	parts := n.ownedBy(ctx, o.id)
+	ft := Fault{Target: o.id, Start: o.kill()}
 	moved := n.awaitMoved(ctx, parts)
-	// Restart at a random point, sometimes before the lease has expired
-	// (the new incarnation then waits for the old registration to go).
+	// Restart at a random point, sometimes before its peers saw its
+	// address refuse and before the lease has expired (the new
+	// incarnation then waits for the old registration to go).
 	delay := n.between(0, n.cfg.LeaseTTL+time.Second)
 	sleepCtx(ctx, delay)
 	if err := n.f.startOrch(o); err != nil {
@@ -562,7 +588,7 @@ func (n *nemesis) jobBurst(ctx context.Context) Fault {
 	} else {
 		var wg sync.WaitGroup
 		wg.Go(burst)
-		ft = n.orchestratorKill(ctx)
+		ft = n.orchestratorRestart(ctx)
 		wg.Wait()
 		ft.Detail = joinMsg(ft.Detail, fmt.Sprintf("%d job writes during a kill and restart", ops))
 	}

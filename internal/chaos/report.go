@@ -22,17 +22,21 @@ func (r *Report) WriteTable(out io.Writer) {
 	fmt.Fprintf(out, "run took %v; files in %s\n\n", r.Ended.Sub(r.Started).Round(time.Second), r.Dir)
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "fault kind\tinjected\tfailover p50\tfailover max\texpected\tfired\texecuted\tmissed (allowed)\tmissed\tdup fires\tdup execs\tstale accepted\tunexpected\tearly\tmax lag\tmax early\t")
+	fmt.Fprintln(tw, "fault kind\tinjected\tfailover p50\tfailover max\tbound\tover bound\texpected\tfired\texecuted\tmissed (allowed)\tmissed\tdup fires\tdup execs\tstale accepted\tunexpected\tearly\tmax lag\tmax early\t")
 	row := func(s KindStats) {
 		fo50, fomax := "-", "-"
 		if s.Failovers > 0 {
 			fo50, fomax = dur(s.FailoverP50), dur(s.FailoverMax)
 		}
+		bound, over := "-", "-"
+		if s.Bound > 0 {
+			bound, over = dur(s.Bound), fmt.Sprint(s.OverBound)
+		}
 		inj := fmt.Sprint(s.Injected)
 		if s.Kind == Steady {
 			inj = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", s.Kind, inj, fo50, fomax,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", s.Kind, inj, fo50, fomax, bound, over,
 			s.FiresExpected, s.FiresRecorded, s.FiresExecuted, s.MissedAllowed, s.Missed, s.DuplicateFires,
 			s.DuplicateExecutions, s.StaleReportsAccepted, s.UnexpectedFires, s.FiredEarly, dur(s.MaxLag), dur(s.MaxEarly))
 	}

@@ -232,6 +232,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Listed:          listed,
 		DeleteRequested: deleteRequested,
 		Workers:         f.workerLives(),
+		Bounds:          cfg.bounds(),
 		Noisy:           noisy,
 	}
 	rep.Result = Check(in)

@@ -39,8 +39,10 @@ const (
 	// DefaultMaxConnectionsPerAddress caps the open connections of one
 	// listener from one client address (AddrKey). A worker host holds
 	// about one connection per attempt it runs to each member it polls,
-	// and a member holds at most 256 polls of one credential by default;
-	// this leaves room for that and for the host's other clients.
+	// and a member holds at most 256 polls of one credential by default,
+	// plus one presence stream per worker process; another member holds
+	// one probe connection (and a brief second one every few seconds).
+	// This leaves room for that and for the host's other clients.
 	DefaultMaxConnectionsPerAddress = 512
 	// DefaultAnonymousRate and DefaultAnonymousBurst limit, per client
 	// address, the requests without a valid credential: probes,

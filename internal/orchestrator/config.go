@@ -20,6 +20,7 @@ import (
 	"github.com/jobfleet/jobfleet/internal/settings"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/membership/deathwatch"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -70,6 +71,15 @@ type Config struct {
 	// Its Namespace, Member, Space, Metrics, Clock and Logger are the
 	// member's own, and its RequestTimeout is fitted to the lease.
 	Workers workers.Config
+	// DeadMembers configures the detector of dead members (package
+	// membership/deathwatch): how often this member probes the others'
+	// advertised addresses, and how far apart two refusals must be to
+	// confirm a death, after which it revokes the dead member's lease so
+	// its partitions move at once instead of after the lease's TTL
+	// (--dead-member-probe-interval, --dead-member-confirm; a negative
+	// interval turns it off). Its Namespace, Self, Clock, Logger and
+	// Metrics are the member's own.
+	DeadMembers deathwatch.Config
 	// Notify configures the run notifications this member delivers: the
 	// fleet's default subscription, the destination policy, and their
 	// delivery's bounds (Notify.Delivery).
@@ -110,7 +120,7 @@ func DefaultConfig(id, advertise string) Config {
 }
 
 // WithDefaults returns c with its zero settings, and those of Workers,
-// Notify.Delivery, Dispatch and Storage, replaced by their defaults (the
+// DeadMembers, Notify.Delivery, Dispatch and Storage, replaced by their defaults (the
 // clock, logger and registry as they are).
 func (c Config) WithDefaults() Config {
 	if c.Namespace == "" {
@@ -126,6 +136,7 @@ func (c Config) WithDefaults() Config {
 		c.LeaveTimeout = 10 * time.Second
 	}
 	c.Workers = c.Workers.WithDefaults()
+	c.DeadMembers = c.DeadMembers.WithDefaults()
 	c.Notify.Delivery = c.Notify.Delivery.WithDefaults()
 	c.Dispatch = c.Dispatch.WithDefaults()
 	c.Storage = c.Storage.WithDefaults()
@@ -136,7 +147,7 @@ func (c Config) WithDefaults() Config {
 // field with the field's current value as its default (call it on
 // DefaultConfig): the member's (--namespace, --partitions, --lease-ttl,
 // --warm-standby), the notifications' (--notify-*), and those of
-// Workers, Dispatch and Storage. ID, Advertise and AdminSecret are the
+// Workers, DeadMembers, Dispatch and Storage. ID, Advertise and AdminSecret are the
 // command's: their defaults are derived from other flags.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "etcd key prefix of the cluster (ends in '/')")
@@ -145,14 +156,15 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.WarmStandby, "warm-standby", c.WarmStandby, "keep a warm copy of the partitions this member would be given if their owner went away (their heir), followed by one watch, so that a takeover builds them from memory instead of reading them from etcd; costs memory for the copies and a watch of every partition's writes")
 	c.Notify.addFlags(fs)
 	c.Workers.AddFlags(fs)
+	c.DeadMembers.AddFlags(fs)
 	c.Dispatch.AddFlags(fs)
 	c.Storage.AddFlags(fs)
 }
 
 // Validate reports the first problem with c, after WithDefaults: a field
 // out of its range or fields that do not fit together, its own or those
-// of Workers, Notify.Delivery, Dispatch and Storage. Errors wrap ErrInvalidConfig and start with
-// "orchestrator: invalid config"; a setting with a flag is reported as a
+// of Workers, DeadMembers, Notify.Delivery, Dispatch and Storage. Errors
+// wrap ErrInvalidConfig and start with "orchestrator: invalid config"; a setting with a flag is reported as a
 // *settings.Error naming it.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
@@ -194,6 +206,9 @@ func (c Config) Validate() error {
 	if err := c.workersConfig().Validate(); err != nil {
 		return of(err)
 	}
+	if err := c.deadMembersConfig().Validate(); err != nil {
+		return of(err)
+	}
 	d := c.Dispatch
 	d.Namespace, d.MemberID, d.MemberAddr, d.Partitions = c.Namespace, c.ID, c.Advertise, c.Partitions
 	if d.Partitions == 0 {
@@ -220,6 +235,15 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+}
+
+// deadMembersConfig is the dead member detector's configuration:
+// c.DeadMembers with the member's namespace, ID and clock (New names its
+// logger).
+func (c Config) deadMembersConfig() deathwatch.Config {
+	dc := c.DeadMembers
+	dc.Namespace, dc.Self, dc.Clock = c.Namespace, c.ID, c.Clock
+	return dc
 }
 
 // DefaultNotifyConfig returns the defaults of the notification settings:

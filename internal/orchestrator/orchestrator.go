@@ -1,20 +1,24 @@
 // Package orchestrator assembles one fleet member: its lease session and
-// registration, the member view, the owner table and the shard controller,
-// re-registering with a new lease whenever the old one is lost, and leaving
-// the fleet gracefully (deregister, hand partitions over, revoke the lease)
-// when stopped or drained.
+// registration, the member view, the owner table, the shard controller
+// and the dead member detector (membership/deathwatch), re-registering
+// with a new lease whenever the old one is lost (at once when its own
+// registration vanishes: a peer revoked the lease), and leaving the fleet
+// gracefully (deregister, hand partitions over, revoke the lease) when
+// stopped or drained.
 package orchestrator
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
@@ -24,6 +28,7 @@ import (
 	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/membership/deathwatch"
 	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -44,6 +49,7 @@ type Orchestrator struct {
 	compactor *storage.Compactor
 	space     *storage.Monitor
 	workers   *workers.Registry
+	deaths    *deathwatch.Detector
 
 	dispMet   *dispatch.Metrics
 	sbMet     *standby.Metrics
@@ -116,6 +122,13 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	dc := cfg.deadMembersConfig()
+	dc.Logger = cfg.Logger.Named("deathwatch")
+	dc.Metrics = deathwatch.NewMetrics(cfg.Registry)
+	deaths, err := deathwatch.New(client, members, dc)
+	if err != nil {
+		return nil, err
+	}
 	return &Orchestrator{
 		client:    client,
 		cfg:       cfg,
@@ -130,6 +143,7 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 		compactor: compactor,
 		space:     space,
 		workers:   registry,
+		deaths:    deaths,
 		creds:     creds,
 		drain:     make(chan struct{}),
 		changed:   make(chan struct{}),
@@ -247,6 +261,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.compactor.Run(watchCtx) })
 	wg.Go(func() { o.space.Run(watchCtx) })
 	wg.Go(func() { o.workers.Run(watchCtx) })
+	wg.Go(func() { o.deaths.Run(watchCtx) })
 	wg.Go(func() { deliverer.Run(watchCtx) })
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
 	if sb != nil {
@@ -302,6 +317,11 @@ func (o *Orchestrator) runSession(stop <-chan struct{}) (left bool, err error) {
 	o.lg.Info("registered", zap.String("addr", m.Addr), zap.String("lease", fmt.Sprintf("%x", m.LeaseID)))
 	o.setSession(s, true)
 	defer o.setSession(nil, false)
+	regCtx, stopRegWatch := context.WithCancel(context.Background())
+	regDone := make(chan struct{})
+	go func() { defer close(regDone); o.watchRegistration(regCtx, s, m.LeaseID) }()
+	stopReg := func() { stopRegWatch(); <-regDone }
+	defer stopReg() // idempotent
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
@@ -312,8 +332,35 @@ func (o *Orchestrator) runSession(stop <-chan struct{}) (left bool, err error) {
 		return false, err
 	case <-ctx.Done():
 	}
+	stopReg() // leaving deletes the registration: that must not fence the member
 	o.leave(s, stopRun, errc)
 	return true, nil
+}
+
+// watchRegistration ends session s at once if this member's registration
+// under lease vanishes from the member view while the member has not
+// begun to leave: a peer revoked the lease (its dead member detector
+// judged this member dead, wrongly since it runs), the lease expired
+// before the session's own deadline fired (a process starved of CPU), or
+// someone deleted the key. The keepalive would find out within a renew interval; the view
+// shows it one watch notification after the deletion. The owner keys
+// went with the lease, so the controller has already stopped the
+// partitions' work (and their writes are fenced regardless); ending the
+// session makes the member register again under a new lease now. It
+// returns when ctx ends or after ending the session.
+func (o *Orchestrator) watchRegistration(ctx context.Context, s *membership.Session, lease int64) {
+	has := func(v api.View) bool {
+		return slices.ContainsFunc(v.Members, func(m api.Member) bool { return m.ID == o.cfg.ID && m.LeaseID == lease })
+	}
+	if _, err := o.members.WaitFor(ctx, has); err != nil {
+		return
+	}
+	if _, err := o.members.WaitFor(ctx, func(v api.View) bool { return !has(v) }); err != nil || ctx.Err() != nil {
+		return
+	}
+	o.lg.Warn("this member's registration is gone though it did not leave: its lease was revoked (a peer judged it dead), expired before the session noticed, or the key was deleted; fencing now and registering again",
+		zap.String("lease", fmt.Sprintf("%x", lease)))
+	s.Lost()
 }
 
 // leave hands the partitions over: deregister so the others rebalance and

@@ -12,7 +12,7 @@ import (
 // take a clockwork.Clock: their production code reads and waits on time
 // only through it, so that tests control time.
 var clockInjected = []string{
-	"admin", "auth", "dispatch", "dispatch/notify", "dispatch/worker", "membership", "shard", "store",
+	"admin", "auth", "dispatch", "dispatch/notify", "dispatch/worker", "membership", "membership/deathwatch", "shard", "store",
 	"internal/mirror", "internal/orchestrator", "internal/retry", "internal/storage",
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/membership/deathwatch"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -193,6 +194,10 @@ func (f *Fleet) Join(id string) *Member {
 		advertise, work = "http://"+ln.Addr().String(), nil
 	}
 	reg := prometheus.NewRegistry()
+	var deadMembers deathwatch.Config
+	if !f.opts.Scheduler {
+		deadMembers.Interval = -1 // no address to probe: a crash is the lease's
+	}
 	orch, err := orchestrator.New(client, orchestrator.Config{
 		ID:             id,
 		Advertise:      advertise,
@@ -206,6 +211,7 @@ func (f *Fleet) Join(id string) *Member {
 		Notify:         f.opts.Notify,
 		Storage:        f.opts.Storage,
 		WarmStandby:    f.opts.WarmStandby,
+		DeadMembers:    deadMembers,
 		Logger:         f.lg.With(zap.String("test_member", id)),
 		Registry:       reg,
 	})
@@ -248,7 +254,10 @@ func (f *Fleet) Leave(id string) {
 }
 
 // Crash cuts member id off from etcd for good and stops it; from the
-// fleet's point of view it crashed. Its lease expires after the TTL.
+// fleet's point of view it crashed. Its lease expires after the TTL;
+// with Options.Scheduler its HTTP listener closes too, as a dead
+// process's does, and the others' dead member detectors revoke the lease
+// at once.
 func (f *Fleet) Crash(id string) {
 	f.t.Helper()
 	m := f.member(id)

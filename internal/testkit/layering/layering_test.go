@@ -41,6 +41,7 @@ var levels = map[string]int{
 	"internal/etcdcluster":  1,
 	"bench":                 2,
 	"membership":            2,
+	"membership/deathwatch": 3,
 	"auth":                  2,
 	"shard":                 3,
 	"store":                 4,

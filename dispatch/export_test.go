@@ -71,5 +71,5 @@ func (d *Dispatcher) QueueUnsureTakeBack(p int, runID, worker string, attempt in
 	d.mu.Unlock()
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	pt.takeBacks[runID] = undelivered{attempt: attempt, worker: worker, unsure: true}
+	pt.takeBacks[chainKey{run: runID, item: noItem}] = undelivered{attempt: attempt, worker: worker, unsure: true}
 }

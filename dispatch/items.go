@@ -155,9 +155,9 @@ func Settle(r api.Run, now time.Time) (api.Run, []int) {
 		return r, nil
 	}
 	r.Reason = joinReason(r.Reason, itemsReason(r, need))
-	why := "not run to its end: the run succeeded without it (min_succeeded reached)"
+	why := "the run succeeded without it (min_succeeded reached)"
 	if r.Status == api.RunDead {
-		why = "not run to its end: the run is dead (too few items can still succeed)"
+		why = "the run is dead without it (too few items can still succeed)"
 	}
 	return EndItems(r, why, now)
 }
@@ -200,11 +200,11 @@ func itemsReason(r api.Run, need int) string {
 }
 
 // EndItems returns r's items ended at now by a decision about the whole
-// run (concurrency_policy "replace", the job deleted): those not ended
-// are skipped with the reason, a running one's attempt closed with the
-// reason as its error. It returns the indexes of the items it ended
-// while running.
-func EndItems(r api.Run, reason string, now time.Time) (api.Run, []int) {
+// run (concurrency_policy "replace", enough items decided it): those not
+// ended are skipped with why as their reason, a running one's attempt
+// closed with "cancelled: " + why as its error. It returns the indexes
+// of the items it ended while running.
+func EndItems(r api.Run, why string, now time.Time) (api.Run, []int) {
 	var cancelled []int
 	r.Items = slices.Clone(r.Items)
 	for i := range r.Items {
@@ -215,10 +215,10 @@ func EndItems(r api.Run, reason string, now time.Time) (api.Run, []int) {
 		it.Attempts = slices.Clone(it.Attempts)
 		if k := len(it.Attempts); it.Status == api.RunRunning && k > 0 {
 			a := &it.Attempts[k-1]
-			a.FinishedAt, a.Error = api.ItemTime(now), reason
+			a.FinishedAt, a.Error = api.ItemTime(now), "cancelled: "+why
 			cancelled = append(cancelled, i)
 		}
-		it.Status, it.Reason = api.RunSkipped, reason
+		it.Status, it.Reason = api.RunSkipped, why
 	}
 	return r, cancelled
 }

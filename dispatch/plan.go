@@ -220,7 +220,7 @@ func Replaced(r store.Run, by string, now time.Time) store.Run {
 	r.Reason = "replaced by " + newer + " (concurrency_policy replace)"
 	if len(r.Items) > 0 {
 		var running []int
-		r, running = EndItems(r, "cancelled: the run was replaced by "+newer+" (concurrency_policy replace)", now)
+		r, running = EndItems(r, "the run was replaced by "+newer+" (concurrency_policy replace)", now)
 		if len(running) > 0 {
 			r.Reason += fmt.Sprintf("; its %d running items were cancelled", len(running))
 		}

@@ -25,7 +25,7 @@ func itemsRunAt(id string, p int, at time.Time) store.Run {
 	return store.Run{ID: store.RunID(id, at), JobID: id, Partition: p, ScheduledAt: at, FiredAt: at, Status: store.RunRunning, Owner: "m1", Epoch: 3,
 		Attempts: []store.Attempt{}, Broadcast: true, Items: []api.Item{
 			{Index: 0, Status: api.RunSucceeded, Worker: "w1", Registration: 10, Attempts: []api.Attempt{attempt(1, "w1", time.Second, 2*time.Second, "")}},
-			{Index: 1, Status: api.RunDead, Worker: "w2", Registration: 11, Attempts: []api.Attempt{attempt(1, "w2", time.Second, time.Second, "boom"), attempt(2, "w2", 3*time.Second, time.Second, "boom again: " + longErr)}},
+			{Index: 1, Status: api.RunDead, Worker: "w2", Registration: 11, Attempts: []api.Attempt{attempt(1, "w2", time.Second, time.Second, "boom"), attempt(2, "w2", 3*time.Second, time.Second, "boom again: "+longErr)}},
 			{Index: 2, Status: api.RunRunning, Worker: "w3", Registration: 12, Attempts: []api.Attempt{attempt(1, "w3", time.Second, 0, "")}},
 		}}
 }

@@ -184,11 +184,15 @@ func TestCheckBroadcastRuns(t *testing.T) {
 		}},
 		{name: "its worker died", workers: map[string]WorkerLife{"w2.0": {ID: "w2.0", Started: at(-100), Ended: at(1.2), Killed: true}}, build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
-			b.version(h, func(r *store.Run) { r.Items[1].Status, r.Items[1].Reason, r.Status = store.RunDead, lost, store.RunDead })
+			b.version(h, func(r *store.Run) {
+				r.Items[1].Status, r.Items[1].Reason, r.Status = store.RunDead, lost, store.RunDead
+			})
 		}},
 		{name: "its worker lived on", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
-			b.version(h, func(r *store.Run) { r.Items[1].Status, r.Items[1].Reason, r.Status = store.RunDead, lost, store.RunDead })
+			b.version(h, func(r *store.Run) {
+				r.Items[1].Status, r.Items[1].Reason, r.Status = store.RunDead, lost, store.RunDead
+			})
 		}, want: "items_lost×1"},
 		{name: "run on another worker", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)

@@ -363,8 +363,11 @@ func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) 
 
 // complete records an attempt's result. The write runs under the
 // partition's context: a worker that hangs up meanwhile does not cut it.
-// It is a writer.
+// It is a writer. Items' results go through completeItem.
 func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
+	if req.Item != nil {
+		return pt.completeItem(req)
+	}
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
 	pt.mu.Lock()

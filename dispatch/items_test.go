@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
@@ -370,4 +372,75 @@ func TestBroadcast(t *testing.T) {
 			t.Errorf("item %d = %+v, want succeeded on %s only", i, it, pinned[i])
 		}
 	}
+}
+
+// TestItemResultsRecordedTogether: results of one run's items that wait
+// while a write of the partition is in flight are recorded together, in
+// one write of the run, each answered with its item's status, the run's
+// succeeding with the last.
+func TestItemResultsRecordedTogether(t *testing.T) {
+	h, bridge := undeliveredHarness(t)
+	h.create(store.Job{ID: "burst", Schedule: "@every 1m", Shards: &api.Shards{Count: 12}})
+	h.advance(time.Minute)
+	as := h.pollItems("w1", 12, 10*time.Second)
+	if len(as) != 12 {
+		t.Fatalf("took %d items, want 12", len(as))
+	}
+	key := h.store.Keys().Run(0, "burst", t0.Add(time.Minute))
+	cur, err := h.client.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	writes := h.client.Watch(wctx, key, clientv3.WithRev(cur.Header.Revision+1))
+
+	// The first result's write waits for etcd's answer; the others queue.
+	bridge.CutReplies()
+	type answer struct {
+		resp dispatch.CompleteResponse
+		err  error
+	}
+	answers := make(chan answer, len(as))
+	go func() { r, err := h.completeItem(as[0], "w1", true); answers <- answer{r, err} }()
+	h.waitFor("the first result's write", func() bool { return h.disp.WriterBusy(0) })
+	for _, a := range as[1:] {
+		go func() { r, err := h.completeItem(a, "w1", true); answers <- answer{r, err} }()
+	}
+	h.waitFor("the other results to queue", func() bool { return h.disp.ReportsWaiting(0) == len(as)-1 })
+	bridge.Restore()
+	final := 0
+	for range as {
+		a := <-answers
+		if a.err != nil || a.resp.Status != api.RunSucceeded {
+			t.Fatalf("a result answered %+v, %v; want its item succeeded", a.resp, a.err)
+		}
+		if a.resp.RunStatus == api.RunSucceeded {
+			final++
+		}
+	}
+	r := h.waitRun(as[0].RunID, func(r store.Run) bool { return r.Status.Final() })
+	if r.Status != api.RunSucceeded || r.Count().Succeeded != 12 || final == 0 {
+		t.Fatalf("run %s with %d items succeeded, %d answers saw it succeed", r.Status, r.Count().Succeeded, final)
+	}
+	last, err := h.client.Get(context.Background(), key)
+	if err != nil || len(last.Kvs) != 1 {
+		t.Fatalf("reading the run: %v", err)
+	}
+	n := 0
+	for seen := int64(0); seen < last.Kvs[0].ModRevision; {
+		select {
+		case wr := <-writes:
+			for _, ev := range wr.Events {
+				n++
+				seen = ev.Kv.ModRevision
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the run's writes up to revision %d not seen within 10s", last.Kvs[0].ModRevision)
+		}
+	}
+	if n >= len(as) {
+		t.Fatalf("%d writes of the run for %d results, want them recorded together", n, len(as))
+	}
+	t.Logf("%d results recorded in %d writes", len(as), n)
 }

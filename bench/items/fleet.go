@@ -348,7 +348,7 @@ func (j *jobExecs) stats() execStats {
 func lostItems(r api.Run, worker string, killed time.Time) (lost int, redone time.Duration) {
 	for _, it := range r.Items {
 		for k, a := range it.Attempts {
-			if a.Worker != worker || a.Error == "" || a.StartedAt.After(killed) {
+			if a.Worker != worker || a.Error == "" {
 				continue
 			}
 			lost++

@@ -79,9 +79,11 @@ func TestValidateShards(t *testing.T) {
 // keys, named in the error.
 func TestDecodeShards(t *testing.T) {
 	for doc, want := range map[string]string{
-		`{"id":"a","executor":{"type":"x"},"shards":{"count":2,"max_paralel":1}}`: "shards.max_paralel: unknown field",
-		`{"id":"a","executor":{"type":"x"},"placement":{"Broadcast":true}}`:       `placement.Broadcast: unknown field; did you mean "broadcast"?`,
-		`{"id":"a","executor":{"type":"x"},"shards":{"count":"2"}}`:               "shards.count",
+		`{"id":"a","executor":{"type":"x"},"shards":{"count":2,"max_paralel":1}}`:  "shards.max_paralel: unknown field",
+		`{"id":"a","executor":{"type":"x"},"placement":{"Broadcast":true}}`:        `placement.Broadcast: unknown field; did you mean "broadcast"?`,
+		`{"id":"a","executor":{"type":"x"},"shards":{"count":"2"}}`:                "shards.count",
+		`{"id":"a","executor":{"type":"x"},"shards":{"count":2,"max_parallel":0}}`: "shards.max_parallel: 0 is not a bound",
+		`{"id":"a","executor":{"type":"x"},"shards":{"count":0}}`:                  "shards.count: 0 items",
 	} {
 		if _, err := DecodeJob(strings.NewReader(doc), 0); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("DecodeJob(%s) = %v, want %q", doc, err, want)

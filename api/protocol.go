@@ -131,6 +131,10 @@ type PollResponse struct {
 	// --orchestrators, still refuses to let an "http" job reach etcd.
 	// Absent when the member does not say.
 	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
+	// Written is the bytes of the run documents the poll's writes made
+	// etcd store: set by the scheduler for the HTTP layer's write budget
+	// (a run of items rewrites its whole document), never sent.
+	Written int `json:"-"`
 }
 
 // AttemptGrant is one attempt handed to a worker: everything needed to run
@@ -233,6 +237,11 @@ type CompleteRequest struct {
 type CompleteResponse struct {
 	Status    RunStatus `json:"status"`
 	RunStatus RunStatus `json:"run_status,omitempty"`
+	// Written is the bytes of the run document the completion's write
+	// made etcd store (its share, when several results were recorded in
+	// one write): set by the scheduler for the HTTP layer's write budget,
+	// never sent.
+	Written int `json:"-"`
 }
 
 // NotOwner is the body of a 421 reply.

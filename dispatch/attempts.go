@@ -116,6 +116,13 @@ func (pt *partition) writeUpdate(ctx context.Context, u runUpdate, now time.Time
 	return r, nil
 }
 
+// sizeOf returns the bytes of ar's stored document as last written.
+func (pt *partition) sizeOf(ar *activeRun) int {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return ar.size
+}
+
 // cancelLocked remembers that running attempt a of chain item of run
 // runID was ended by the owner (a replacement, its run's decision): the
 // worker's next heartbeat is answered Cancel, its report acknowledged.
@@ -148,10 +155,10 @@ type pick struct {
 // under the partition's context: the poll ending meanwhile does not cut
 // it (the caller takes back what it then cannot deliver). It is a
 // writer.
-func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) []AttemptGrant {
+func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) (out []AttemptGrant, written int) {
 	worker := req.Worker
 	if pt.d.writesRefused() != nil {
-		return nil // etcd is full: no attempt could be recorded
+		return nil, 0 // etcd is full: no attempt could be recorded
 	}
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
@@ -161,7 +168,7 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 	pt.mu.Lock()
 	if pt.closed {
 		pt.mu.Unlock()
-		return nil
+		return nil, 0
 	}
 	bytes, chains := 0, 0
 	for _, rid := range slices.Sorted(maps.Keys(pt.active)) {
@@ -200,7 +207,7 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 	}
 	pt.mu.Unlock()
 	if len(picked) == 0 {
-		return nil
+		return nil, 0
 	}
 	resp, err := pt.commit(pt.ctx, ops)
 	if err != nil {
@@ -218,13 +225,12 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 			pt.mu.Unlock()
 			pt.poke()
 		}
-		return nil
+		return nil, bytes // the write may have applied
 	}
 	var lost []store.Run
 	defer func() { pt.readopt(pt.ctx, lost) }() // after mu is released
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	var out []AttemptGrant
 	for i, pk := range picked {
 		ar := pk.ar
 		if !resp.Responses[i].GetResponseTxn().Succeeded {
@@ -233,6 +239,7 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 			continue
 		}
 		pt.updatedLocked(ar, pk.w, resp.Header.Revision, ar.notBefore)
+		written += pk.w.size
 		e := pt.jobs[ar.run.JobID]
 		for _, item := range pk.items {
 			c, _ := ar.chain(item)
@@ -264,7 +271,7 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 	if len(out) > 0 {
 		pt.poke() // the loop's timer must cover the new leases
 	}
-	return out
+	return out, written
 }
 
 // assignBatchBytes bounds the run documents one poll writes in one
@@ -430,10 +437,7 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 		}
 		return CompleteResponse{}, fmt.Errorf("recording the result of run %s failed; report it again", r.ID)
 	}
-	resp := CompleteResponse{Status: r.Status}
-	if c.item != noItem {
-		resp = CompleteResponse{Status: r.Items[c.item].Status, RunStatus: r.Status}
-	}
+	resp := CompleteResponse{Status: r.Status, Written: pt.sizeOf(u.ar)}
 	pt.d.cfg.Metrics.finishedRun(string(resp.Status))
 	pt.lg.Info("attempt finished", zap.String("job_id", r.JobID), zap.String("run_id", r.ID), itemField(c.item), zap.Int("attempt", req.Attempt),
 		zap.String("worker", req.Worker), zap.String("credential", req.Credential), zap.String("status", string(resp.Status)),

@@ -146,9 +146,10 @@ func (pt *partition) recordItems(runID string, batch []*itemReport) {
 		}
 		return
 	}
+	share := pt.sizeOf(u.ar) / len(accepted)
 	for _, rep := range accepted {
 		req := rep.req
-		resp := CompleteResponse{Status: r.Items[*req.Item].Status, RunStatus: r.Status}
+		resp := CompleteResponse{Status: r.Items[*req.Item].Status, RunStatus: r.Status, Written: share}
 		pt.d.cfg.Metrics.finishedRun(string(resp.Status))
 		pt.lg.Info("attempt finished", zap.String("job_id", r.JobID), zap.String("run_id", r.ID), itemField(*req.Item), zap.Int("attempt", req.Attempt),
 			zap.String("worker", req.Worker), zap.String("credential", req.Credential), zap.String("status", string(resp.Status)),

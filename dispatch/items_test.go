@@ -120,8 +120,8 @@ func TestShardedRunOnOneWorker(t *testing.T) {
 		}
 		for _, a := range as {
 			resp, err := h.completeItem(a, "w1", true)
-			if err != nil || resp.Status != api.RunSucceeded {
-				t.Fatalf("complete item %d: %+v, %v", a.Item.Index, resp, err)
+			if err != nil || resp.Status != api.RunSucceeded || resp.Written <= 0 {
+				t.Fatalf("complete item %d: %+v, %v; want succeeded, with the bytes its write stored", a.Item.Index, resp, err)
 			}
 		}
 	}

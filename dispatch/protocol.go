@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -29,6 +30,7 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 	for _, e := range req.Executors {
 		executors[e] = true
 	}
+	written := 0 // bytes of run documents this poll's writes stored
 	for {
 		parts, avail := d.snapshot()
 		rand.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
@@ -37,24 +39,25 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 			if len(out) >= req.Max {
 				break
 			}
-			out = append(out, pt.assign(req, executors, req.Max-len(out))...)
+			got, n := pt.assign(req, executors, req.Max-len(out))
+			out, written = append(out, got...), written+n
 		}
 		if len(out) > 0 && ctx.Err() != nil {
 			// The worker gave up on this poll (shutdown, timeout): it will
 			// never see these attempts, so take them back rather than let
 			// them burn an attempt each when their leases expire.
 			d.takeBack(req.Worker, out)
-			return PollResponse{Attempts: []AttemptGrant{}}, nil
+			return PollResponse{Attempts: []AttemptGrant{}, Written: written}, nil
 		}
 		if len(out) > 0 || wait <= 0 {
-			return PollResponse{Attempts: nonNil(out)}, nil
+			return PollResponse{Attempts: nonNil(out), Written: written}, nil
 		}
 		select {
 		case <-avail:
 		case <-timer.Chan():
-			return PollResponse{Attempts: []AttemptGrant{}}, nil
+			return PollResponse{Attempts: []AttemptGrant{}, Written: written}, nil
 		case <-ctx.Done():
-			return PollResponse{Attempts: []AttemptGrant{}}, nil
+			return PollResponse{Attempts: []AttemptGrant{}, Written: written}, nil
 		}
 	}
 }
@@ -82,19 +85,12 @@ func validatePoll(req PollRequest) error {
 }
 
 // validateWorkerID checks a protocol request's worker ID: 1 to 128 bytes
-// of UTF-8 without control characters (it is recorded in attempts and
-// printed by clients).
+// under the rules of every name of the API (api.ValidateName: no control,
+// invisible or look-alike characters), since it is recorded in attempts,
+// listed by GET /v1/cluster/workers and printed by clients.
 func validateWorkerID(worker string) error {
-	switch {
-	case worker == "" || len(worker) > 128:
-		return fmt.Errorf("%w: worker: must be 1 to 128 bytes", ErrBadRequest)
-	case !utf8.ValidString(worker):
-		return fmt.Errorf("%w: worker: not valid UTF-8", ErrBadRequest)
-	}
-	for i, r := range worker {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: worker: control character %U at byte %d", ErrBadRequest, r, i)
-		}
+	if err := api.ValidateName("worker", worker, 128); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	return nil
 }

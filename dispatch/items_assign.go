@@ -18,36 +18,41 @@ import (
 // worker it is pinned to, while the registration it had at the fire
 // lives. The caller holds mu.
 func (pt *partition) mayTakeLocked(e *jobEntry, ar *activeRun, item int, req PollRequest, executors map[string]bool) bool {
+	if !pollerMayRun(e, req, executors) {
+		return false
+	}
+	return item == noItem || (req.HasFeature(api.FeatureItems) && pt.pinnedToLocked(ar.run.Items[item], req.Worker))
+}
+
+// pollerMayRun is MayRun for the worker as its poll describes it.
+func pollerMayRun(e *jobEntry, req PollRequest, executors map[string]bool) bool {
 	if !executors[e.spec.Executor.Type] {
 		return false // the common refusal, before building the job
 	}
 	j := e.spec.job()
-	if !MayRun(&j, LiveWorker{Worker: api.Worker{ID: req.Worker, Prefix: req.Prefix, Executors: req.Executors}}) {
-		return false
-	}
-	if item == noItem {
-		return true
-	}
-	if !req.HasFeature(api.FeatureItems) {
-		return false
-	}
-	it := ar.run.Items[item]
+	return MayRun(&j, LiveWorker{Worker: api.Worker{ID: req.Worker, Prefix: req.Prefix, Executors: req.Executors}})
+}
+
+// pinnedToLocked reports whether item it may go to worker: it is pinned
+// to none, or to worker under the registration it had at the fire. The
+// caller holds mu.
+func (pt *partition) pinnedToLocked(it api.Item, worker string) bool {
 	if it.Worker == "" {
 		return true
 	}
 	gone, _ := pt.pinnedGoneLocked(it)
-	return it.Worker == req.Worker && !gone
+	return it.Worker == worker && !gone
 }
 
 // startItemsLocked returns ar's run with attempts of up to room of its
 // dispatchable items started by the poll's worker, and those items; none
 // if the worker may take none of them. The caller holds mu.
 func (pt *partition) startItemsLocked(e *jobEntry, ar *activeRun, req PollRequest, executors map[string]bool, room int, now time.Time) (store.Run, []int) {
-	if room <= 0 || !executors[e.spec.Executor.Type] || !req.HasFeature(api.FeatureItems) {
+	if room <= 0 || !req.HasFeature(api.FeatureItems) || !pollerMayRun(e, req, executors) {
 		return store.Run{}, nil
 	}
 	items := DispatchableItems(ar.run, ar.notBefores(), now, func(i int) bool {
-		return pt.mayTakeLocked(e, ar, i, req, executors)
+		return pt.pinnedToLocked(ar.run.Items[i], req.Worker)
 	}, room)
 	if len(items) == 0 {
 		return store.Run{}, nil

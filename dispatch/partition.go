@@ -258,8 +258,10 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 	}
 	for _, ar := range pt.active {
 		j := pt.jobs[ar.run.JobID]
+		full := ar.run.MaxParallel > 0 && ar.run.Count().Running >= ar.run.MaxParallel // no item to hand out
 		for _, c := range ar.chains() {
 			switch {
+			case full && c.status != store.RunRunning:
 			case c.status == store.RunRunning:
 				earlier(c.rt.leaseUntil)
 				if a, ok := c.current(); ok && j != nil {

@@ -193,6 +193,31 @@ func TestWorkerProtocolBudgets(t *testing.T) {
 	}
 }
 
+// TestLargeRunWritesCharged: a completion whose write stored a large run
+// document (a run of items rewrites its whole document) is charged what
+// it stored, not the route's estimate, so that a worker credential
+// finishing the items of a large run spends its bytes budget like any
+// other writer.
+func TestLargeRunWritesCharged(t *testing.T) {
+	e := newSecEnv(t, secOptions{limits: admin.Limits{Rate: -1, WriteBytes: 100 << 10, WriteBytesBurst: 400 << 10}})
+	e.proto.written = 100 << 10
+	w := e.cred(auth.CreateRequest{Role: auth.RoleWorker})
+	done := request{method: "POST", path: dispatch.PathComplete, body: `{"worker":"w","run_id":"a@2026-05-01T00:00:00.000Z","attempt":1,"item":3,"success":true}`}
+	accepted := 0
+	for range 10 {
+		if code, _, _ := e.send(done, w.Secret); code != http.StatusOK {
+			break
+		}
+		accepted++
+	}
+	if accepted < 3 || accepted > 5 {
+		t.Fatalf("%d completions that each stored 100 KiB accepted on a 400 KiB burst, want about 4", accepted)
+	}
+	if got := sample(t, e.reg, "jobfleet_api_write_bytes_total", map[string]string{"role": "worker", "scope": "all"}); got < float64(accepted*100<<10) {
+		t.Errorf("bytes charged %v, want the %d run documents' %d at least", got, accepted, accepted*100<<10)
+	}
+}
+
 func TestWriteBytesFor(t *testing.T) {
 	const defaultRoom = (2 << 30) / 5 // etcd's default quota, 80%: 409.6 MiB of room
 	for _, tt := range []struct {

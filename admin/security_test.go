@@ -45,6 +45,8 @@ type fakeProtocol struct {
 	mu    sync.Mutex
 	calls []any
 	block chan struct{} // if not nil, polls wait for it to close (or their context)
+	// written is the bytes each completion says its write stored.
+	written int
 }
 
 func (f *fakeProtocol) record(req any) {
@@ -77,7 +79,7 @@ func (f *fakeProtocol) Heartbeat(_ context.Context, req dispatch.HeartbeatReques
 
 func (f *fakeProtocol) Complete(_ context.Context, req dispatch.CompleteRequest) (dispatch.CompleteResponse, error) {
 	f.record(req)
-	return dispatch.CompleteResponse{Status: store.RunSucceeded}, nil
+	return dispatch.CompleteResponse{Status: store.RunSucceeded, Written: f.written}, nil
 }
 
 func (f *fakeProtocol) Register(_ context.Context, req dispatch.RegisterRequest) (dispatch.RegisterResponse, error) {

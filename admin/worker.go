@@ -42,10 +42,16 @@ func (a *workerAPI) poll(w http.ResponseWriter, r *http.Request) {
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
 		req.Credential, req.Prefix = who.ID, who.Prefix
 		resp, err := p.Poll(r.Context(), req)
-		if n := len(resp.Attempts); n > 1 {
+		n := len(resp.Attempts)
+		if n > 1 {
 			// Every attempt handed out rewrote its run: the guard
 			// charged one before the poll, the others are owed.
 			chargeMore(r.Context(), (n-1)*grantBytes, (n-1)*grantRevisions)
+		}
+		if extra := resp.Written - max(n, 1)*runWrite; extra > 0 {
+			// Run documents larger than a grant's estimate (runs of
+			// items) cost what they stored.
+			chargeMore(r.Context(), extra, 0)
 		}
 		if err == nil && a.etcd != nil {
 			resp.EtcdEndpoints = withoutUserinfo(a.etcd())
@@ -80,7 +86,13 @@ func (a *workerAPI) complete(w http.ResponseWriter, r *http.Request) {
 	var req dispatch.CompleteRequest
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
 		req.Credential = who.ID
-		return p.Complete(r.Context(), req)
+		resp, err := p.Complete(r.Context(), req)
+		if extra := resp.Written - runWrite; extra > 0 {
+			// The run's document is larger than the route's estimate (a
+			// run of items): it costs what it stored.
+			chargeMore(r.Context(), extra, 0)
+		}
+		return resp, err
 	})
 }
 

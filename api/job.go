@@ -98,6 +98,12 @@ type Job struct {
 	// Notify are the URLs told of the job's run outcomes (see
 	// Notification); none uses the fleet's default (--notify-url).
 	Notify []Notification `json:"notify,omitempty"`
+	// Placement says where the job's runs execute; nil: one worker that
+	// serves the executor type (see PlacementPolicy).
+	Placement *PlacementPolicy `json:"placement,omitempty"`
+	// Shards, if set, makes each run a sharded run of several items; see
+	// Shards.
+	Shards *Shards `json:"shards,omitempty"`
 
 	// Partition is the job's partition, xxhash64(ID) mod P. Server-set.
 	Partition int `json:"partition"`
@@ -316,6 +322,20 @@ type Run struct {
 	Owner string `json:"owner"`
 	// Epoch is that orchestrator's fencing token for the partition.
 	Epoch int64 `json:"epoch"`
+
+	// Items are the items of a sharded or broadcast run, by index, each
+	// an attempt chain of its own (see Item); Status then follows from
+	// theirs and Attempts stays empty. Absent on a run of one item.
+	Items []Item `json:"items,omitempty"`
+	// MinSucceeded is how many items must succeed for the run to
+	// succeed, as the job said when the run fired; 0 without items.
+	MinSucceeded int `json:"min_succeeded,omitempty"`
+	// MaxParallel bounds the items running at once, as the job said when
+	// the run fired; 0: no bound.
+	MaxParallel int `json:"max_parallel,omitempty"`
+	// Broadcast is set on a broadcast run: one item per worker, each
+	// pinned to its Item.Worker.
+	Broadcast bool `json:"broadcast,omitempty"`
 }
 
 // Attempt is one try of a run on a worker.

@@ -71,6 +71,11 @@ type givenZeros struct {
 		MaxRuns *int      `json:"max_runs"`
 		MaxAge  *Duration `json:"max_age"`
 	} `json:"history"`
+	Shards *struct {
+		Count        *int `json:"count"`
+		MaxParallel  *int `json:"max_parallel"`
+		MinSucceeded *int `json:"min_succeeded"`
+	} `json:"shards"`
 }
 
 // checkGivenZeros refuses a zero given explicitly in a field where leaving
@@ -104,6 +109,12 @@ func checkGivenZeros(data []byte) error {
 		return leaveOut("history.max_runs", fmt.Sprintf("0 runs is not a history; want 1 to %d", MaxHistoryRuns), "the fleet's --history-max-runs")
 	case g.History != nil && zeroDuration(g.History.MaxAge):
 		return leaveOut("history.max_age", "0s is not an age: give at least 1s", "the fleet's --history-max-age")
+	case g.Shards != nil && zeroInt(g.Shards.Count):
+		return fieldErr("shards.count", "0 items; want 1 to %d, or leave it out and give shards.params", MaxShards)
+	case g.Shards != nil && zeroInt(g.Shards.MaxParallel):
+		return leaveOut("shards.max_parallel", "0 is not a bound: give at least 1", "no bound")
+	case g.Shards != nil && zeroInt(g.Shards.MinSucceeded):
+		return leaveOut("shards.min_succeeded", "0 items cannot decide a run: give at least 1", "all items")
 	}
 	return nil
 }

@@ -36,6 +36,11 @@ func (j *Job) Normalize() {
 		j.Executor.Body = nil
 	}
 	j.Executor.Body = compactJSON(j.Executor.Body)
+	if j.Shards != nil {
+		for i, p := range j.Shards.Params {
+			j.Shards.Params[i] = compactJSON(p)
+		}
+	}
 	if j.Retry.MaxAttempts == 0 {
 		j.Retry.MaxAttempts = DefaultMaxAttempts
 	}

@@ -175,6 +175,9 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 	if err := j.Retry.validate(); err != nil {
 		return err
 	}
+	if err := j.validateShards(); err != nil {
+		return err
+	}
 	if err := ValidateNotifications("notify", j.Notify); err != nil {
 		return err
 	}

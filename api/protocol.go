@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -124,6 +125,12 @@ type PollRequest struct {
 	// Wait is how long to hold the request when nothing is ready, at most
 	// MaxPollWait; 0 answers at once.
 	Wait Duration `json:"wait,omitzero"`
+	// Features are the parts of the protocol the worker speaks beyond
+	// the first release's (FeatureItems). An orchestrator hands a worker
+	// only attempts it can report: an item of a sharded or broadcast run
+	// only to a worker that lists FeatureItems, so a worker of an earlier
+	// release never sees one.
+	Features []string `json:"features,omitempty"`
 
 	// Credential is the ID of the credential the poll was authenticated
 	// with, recorded in each attempt it takes: only that credential may
@@ -135,6 +142,14 @@ type PollRequest struct {
 	Prefix     string `json:"-"`
 }
 
+// FeatureItems is the PollRequest feature of workers that take items of
+// sharded and broadcast runs: they read AttemptGrant.Item and send its
+// index back in HeartbeatRequest.Item and CompleteRequest.Item.
+const FeatureItems = "items"
+
+// HasFeature reports whether the poll lists feature f.
+func (p *PollRequest) HasFeature(f string) bool { return slices.Contains(p.Features, f) }
+
 // PollResponse hands attempts to a worker. Each attempt is recorded in
 // etcd (fenced by the owner's epoch) before it is handed out.
 type PollResponse struct {
@@ -145,6 +160,10 @@ type PollResponse struct {
 	// --orchestrators, still refuses to let an "http" job reach etcd.
 	// Absent when the member does not say.
 	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
+	// Written is the bytes of the run documents the poll's writes made
+	// etcd store: set by the scheduler for the HTTP layer's write budget
+	// (a run of items rewrites its whole document), never sent.
+	Written int `json:"-"`
 }
 
 // AttemptGrant is one attempt handed to a worker: everything needed to run
@@ -169,6 +188,21 @@ type AttemptGrant struct {
 	// attempt out, where heartbeats and the completion go.
 	Owner     string `json:"owner"`
 	OwnerAddr string `json:"owner_addr"`
+	// Item is the item of a sharded or broadcast run the attempt is for
+	// (Attempt then numbers the item's attempts); nil for a run of one
+	// item. Only workers that poll with FeatureItems get one.
+	Item *ItemGrant `json:"item,omitempty"`
+}
+
+// ItemGrant is the item an attempt runs.
+type ItemGrant struct {
+	// Index is the item's index, 0 to Count-1.
+	Index int `json:"index"`
+	// Count is the run's number of items.
+	Count int `json:"count"`
+	// Param is the item's parameter (the job's shards.params[Index]),
+	// absent if the job has none.
+	Param json.RawMessage `json:"param,omitempty"`
 }
 
 // HeartbeatRequest extends an attempt's lease.
@@ -176,6 +210,9 @@ type HeartbeatRequest struct {
 	Worker  string `json:"worker"`
 	RunID   string `json:"run_id"`
 	Attempt int    `json:"attempt"`
+	// Item is the grant's Item.Index for an item's attempt, nil for a
+	// run of one item.
+	Item *int `json:"item,omitempty"`
 	// Credential is the ID of the request's credential (set by the HTTP
 	// layer, never from the body); it must be the one that took the
 	// attempt.
@@ -201,6 +238,9 @@ type CompleteRequest struct {
 	Worker  string `json:"worker"`
 	RunID   string `json:"run_id"`
 	Attempt int    `json:"attempt"`
+	// Item is the grant's Item.Index for an item's attempt, nil for a
+	// run of one item.
+	Item *int `json:"item,omitempty"`
 	// Success is true if the executor succeeded (2xx, exit status 0, nil
 	// error from a handler).
 	Success bool `json:"success"`
@@ -221,9 +261,16 @@ type CompleteRequest struct {
 
 // CompleteResponse answers a completion with the run's resulting status:
 // succeeded; failed (the attempt failed and a retry will follow, after its
-// backoff); or dead (no attempts left, or the run was replaced).
+// backoff); or dead (no attempts left, or the run was replaced). For an
+// item's attempt, Status is the item's and RunStatus the run's.
 type CompleteResponse struct {
-	Status RunStatus `json:"status"`
+	Status    RunStatus `json:"status"`
+	RunStatus RunStatus `json:"run_status,omitempty"`
+	// Written is the bytes of the run document the completion's write
+	// made etcd store (its share, when several results were recorded in
+	// one write): set by the scheduler for the HTTP layer's write budget,
+	// never sent.
+	Written int `json:"-"`
 }
 
 // NotOwner is the body of a 421 reply.

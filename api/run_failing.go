@@ -23,15 +23,21 @@ type FailingRun struct {
 	JobID string `json:"job_id"`
 	// Status is RunFailed or RunDead.
 	Status RunStatus `json:"status"`
-	// Attempt is the number of attempts made (0 for a run that died
-	// without one, e.g. replaced before a worker took it).
+	// Attempt is the number of attempts made, by all its items for a run
+	// of items (0 for a run that died without one, e.g. replaced before a
+	// worker took it).
 	Attempt int `json:"attempt"`
 	// At is when the run got this status (UTC).
 	At time.Time `json:"at"`
 	// Error is the start (at most FailingErrorBytes, valid UTF-8) of the
 	// last attempt's error, or of the run's reason if the attempt has
-	// none.
+	// none (a run of items: its reason, which names the items that did
+	// not succeed).
 	Error string `json:"error,omitempty"`
+	// Items and Succeeded count a sharded or broadcast run's items, and
+	// those of them that succeeded; 0 for a run of one item.
+	Items     int `json:"items,omitempty"`
+	Succeeded int `json:"items_succeeded,omitempty"`
 }
 
 // Failing reports whether a run in status s belongs in the failing-runs
@@ -40,7 +46,10 @@ func (s RunStatus) Failing() bool { return s == RunFailed || s == RunDead }
 
 // NewFailingRun returns the index entry of run r, given its status at at.
 func NewFailingRun(r Run, at time.Time) FailingRun {
-	f := FailingRun{RunID: r.ID, JobID: r.JobID, Status: r.Status, Attempt: len(r.Attempts), At: at.UTC().Truncate(time.Millisecond)}
+	f := FailingRun{RunID: r.ID, JobID: r.JobID, Status: r.Status, Attempt: r.AttemptCount(), At: at.UTC().Truncate(time.Millisecond)}
+	if len(r.Items) > 0 {
+		f.Items, f.Succeeded = len(r.Items), r.Count().Succeeded
+	}
 	if n := len(r.Attempts); n > 0 {
 		f.Error = r.Attempts[n-1].Error
 	}

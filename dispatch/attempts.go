@@ -6,26 +6,43 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
+// chainEnd is an attempt chain's end decided by the loop (expire) or a
+// report (complete), for the logs and metrics once written.
+type chainEnd struct {
+	item    int
+	attempt int    // the attempt that ended, 0 if none (a pending item killed)
+	reason  string // why, when the owner decided it
+}
+
+// runUpdate is a rewrite of an active run the partition decided: the
+// run as it is to be written, when its own chain is retried (notBefore),
+// when its retried items are (items), and the items its decision ended
+// while running (cancelled: their workers are told at their next
+// heartbeat).
+type runUpdate struct {
+	ar        *activeRun
+	next      store.Run
+	notBefore time.Time
+	items     map[int]time.Time
+	cancelled []int
+	ended     []chainEnd
+}
+
 // expire ends attempts whose lease ran out, that ran past their timeout,
-// or whose worker's registration ended (workerLostLocked), scheduling
-// retries or marking runs dead. The caller holds wmu.
+// or whose worker's registration ended (workerLostLocked), and the items
+// of broadcast runs whose worker's registration ended (expireItemsLocked),
+// scheduling retries or marking runs and items dead. The caller holds wmu.
 func (pt *partition) expire(ctx context.Context, now time.Time) {
-	type lostAttempt struct {
-		ar        *activeRun
-		next      store.Run
-		notBefore time.Time
-		reason    string
-	}
-	var lost []lostAttempt
+	var lost []runUpdate
 	pt.mu.Lock()
 	for _, rid := range slices.Sorted(maps.Keys(pt.active)) {
 		ar := pt.active[rid]
@@ -34,63 +51,144 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 			continue
 		}
 		j := e.spec.job()
+		if len(ar.run.Items) > 0 {
+			if u, ok := pt.expireItemsLocked(&j, ar, now); ok {
+				lost = append(lost, u)
+			}
+			continue
+		}
 		expired, reason := LeaseExpired(&j, ar.run, ar.leaseUntil, now, pt.d.cfg.RunLease)
 		if !expired {
-			expired, reason = pt.workerLostLocked(ar)
+			c, _ := ar.chain(noItem)
+			expired, reason = pt.workerLostLocked(ar, c)
 		}
 		if !expired {
 			continue
 		}
 		r, notBefore := FinishAttempt(&j, ar.run, Outcome{Error: reason}, now, jitter())
-		lost = append(lost, lostAttempt{ar: ar, next: r, notBefore: notBefore, reason: reason})
+		lost = append(lost, runUpdate{ar: ar, next: r, notBefore: notBefore, ended: []chainEnd{{item: noItem, attempt: len(r.Attempts), reason: reason}}})
 	}
 	pt.mu.Unlock()
-	for _, l := range lost {
-		r, err := pt.writeRun(ctx, l.ar, l.next, l.notBefore)
+	for _, u := range lost {
+		r, err := pt.writeUpdate(ctx, u, now)
 		if err != nil {
 			continue
 		}
-		pt.d.cfg.Metrics.attemptLost()
-		pt.d.cfg.Metrics.finishedRun(string(r.Status))
-		pt.lg.Warn("attempt lost", zap.String("job_id", r.JobID), zap.String("run_id", r.ID),
-			zap.Int("attempt", len(r.Attempts)), zap.String("reason", l.reason), zap.String("status", string(r.Status)))
+		for _, end := range u.ended {
+			status := r.Status
+			if end.item != noItem {
+				status = r.Items[end.item].Status
+			}
+			if end.attempt > 0 {
+				pt.d.cfg.Metrics.attemptLost()
+				pt.d.cfg.Metrics.finishedRun(string(status))
+			}
+			pt.lg.Warn("attempt lost", zap.String("job_id", r.JobID), zap.String("run_id", r.ID), itemField(end.item),
+				zap.Int("attempt", end.attempt), zap.String("reason", end.reason), zap.String("status", string(status)),
+				zap.String("run_status", string(r.Status)))
+		}
 	}
 }
 
-// assign hands up to n dispatchable runs whose executor the worker runs
-// (of jobs within req.Prefix) to req.Worker, recording each attempt with
-// its worker and credential (fenced, compare-and-swap) first. The write
-// runs under the partition's context: the poll ending meanwhile does not
-// cut it (the caller takes back what it then cannot deliver). It is a
+// writeUpdate writes u (writeRun) and applies what memory keeps beside
+// the document: the retried items' times and the cancelled attempts. The
+// caller holds wmu and not mu.
+func (pt *partition) writeUpdate(ctx context.Context, u runUpdate, now time.Time) (store.Run, error) {
+	prev := u.ar.run
+	r, err := pt.writeRun(ctx, u.ar, u.next, u.notBefore)
+	if err != nil {
+		return r, err
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if !r.Status.Final() {
+		for i, t := range u.items {
+			u.ar.itemRT(i).notBefore = t
+		}
+	}
+	for _, i := range u.cancelled {
+		if c, ok := chainOf(prev, i, nil); ok {
+			if a, ok := c.current(); ok {
+				pt.cancelLocked(r.ID, i, a, now)
+			}
+		}
+	}
+	return r, nil
+}
+
+// sizeOf returns the bytes of ar's stored document as last written.
+func (pt *partition) sizeOf(ar *activeRun) int {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return ar.size
+}
+
+// cancelLocked remembers that running attempt a of chain item of run
+// runID was ended by the owner (a replacement, its run's decision): the
+// worker's next heartbeat is answered Cancel, its report acknowledged.
+func (pt *partition) cancelLocked(runID string, item int, a api.Attempt, now time.Time) {
+	pt.cancelled[chainKey{run: runID, item: item}] = cancelledAttempt{attempt: a.Attempt, worker: a.Worker, credential: a.Credential, until: now.Add(pt.d.cfg.RunLease)}
+}
+
+// itemField is the log field of an item's index; none for a run's own
+// chain.
+func itemField(item int) zap.Field {
+	if item == noItem {
+		return zap.Skip()
+	}
+	return zap.Int("item", item)
+}
+
+// pick is a run assign hands out: its write (the run with the new
+// attempts), the job's work, and the chains started.
+type pick struct {
+	ar    *activeRun
+	w     runWrite
+	work  jobWork
+	items []int // the chains started: noItem, or the items
+}
+
+// assign hands up to n dispatchable chains (runs, or items of runs) that
+// the worker may take (mayTakeLocked) to req.Worker, recording each
+// attempt with its worker and credential (fenced, compare-and-swap)
+// first: the items of one run in one write of the run. The write runs
+// under the partition's context: the poll ending meanwhile does not cut
+// it (the caller takes back what it then cannot deliver). It is a
 // writer.
-func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) []AttemptGrant {
+func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) (out []AttemptGrant, written int) {
 	worker := req.Worker
 	if pt.d.writesRefused() != nil {
-		return nil // etcd is full: no attempt could be recorded
+		return nil, 0 // etcd is full: no attempt could be recorded
 	}
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
 	now := pt.now()
-	type pick struct {
-		ar   *activeRun
-		w    runWrite
-		work jobWork
-	}
 	var picked []pick
 	var ops []clientv3.Op
 	pt.mu.Lock()
 	if pt.closed {
 		pt.mu.Unlock()
-		return nil
+		return nil, 0
 	}
-	bytes := 0
+	bytes, chains := 0, 0
 	for _, rid := range slices.Sorted(maps.Keys(pt.active)) {
-		if len(picked) >= n || bytes >= assignBatchBytes {
+		if chains >= n || bytes >= assignBatchBytes {
 			break
 		}
 		ar := pt.active[rid]
 		e := pt.jobs[ar.run.JobID]
-		if e == nil || !Dispatchable(ar.run, ar.notBefore, now) || !executors[e.spec.Executor.Type] || !strings.HasPrefix(ar.run.JobID, req.Prefix) {
+		if e == nil {
+			continue
+		}
+		var started store.Run
+		var items []int
+		if len(ar.run.Items) > 0 {
+			started, items = pt.startItemsLocked(e, ar, req, executors, n-chains, now)
+		} else if Dispatchable(ar.run, ar.notBefore, now) && pt.mayTakeLocked(e, ar, noItem, req, executors) {
+			started, items = StartAttempt(ar.run, worker, now), []int{noItem}
+			started.Attempts[len(started.Attempts)-1].Credential = req.Credential
+		}
+		if len(items) == 0 {
 			continue
 		}
 		work, err := e.work.decode()
@@ -98,19 +196,18 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 			pt.lg.Error("decoding a job's executor failed; not dispatching its run", zap.String("run_id", rid), zap.Error(err))
 			continue
 		}
-		started := StartAttempt(ar.run, worker, now)
-		started.Attempts[len(started.Attempts)-1].Credential = req.Credential
 		w, ok := pt.runWriteOp(ar, started)
 		if !ok {
 			continue
 		}
-		picked = append(picked, pick{ar: ar, w: w, work: work})
+		picked = append(picked, pick{ar: ar, w: w, work: work, items: items})
 		ops = append(ops, w.op)
 		bytes += w.size
+		chains += len(items)
 	}
 	pt.mu.Unlock()
 	if len(picked) == 0 {
-		return nil
+		return nil, 0
 	}
 	resp, err := pt.commit(pt.ctx, ops)
 	if err != nil {
@@ -120,18 +217,20 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 			// that gets none of them: take back those that are.
 			pt.mu.Lock()
 			for _, pk := range picked {
-				pt.takeBacks[pk.ar.run.ID] = undelivered{attempt: len(pk.w.run.Attempts), worker: worker, unsure: true}
+				for _, i := range pk.items {
+					c, _ := chainOf(pk.w.run, i, nil)
+					pt.takeBacks[chainKey{run: pk.ar.run.ID, item: i}] = undelivered{attempt: len(c.attempts), worker: worker, unsure: true}
+				}
 			}
 			pt.mu.Unlock()
 			pt.poke()
 		}
-		return nil
+		return nil, bytes // the write may have applied
 	}
 	var lost []store.Run
 	defer func() { pt.readopt(pt.ctx, lost) }() // after mu is released
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	var out []AttemptGrant
 	for i, pk := range picked {
 		ar := pk.ar
 		if !resp.Responses[i].GetResponseTxn().Succeeded {
@@ -140,68 +239,105 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 			continue
 		}
 		pt.updatedLocked(ar, pk.w, resp.Header.Revision, ar.notBefore)
-		ar.leaseUntil = now.Add(pt.d.cfg.RunLease)
+		written += pk.w.size
 		e := pt.jobs[ar.run.JobID]
-		out = append(out, AttemptGrant{
-			RunID:       ar.run.ID,
-			JobID:       ar.run.JobID,
-			Attempt:     len(ar.run.Attempts),
-			ScheduledAt: ar.run.ScheduledAt,
-			Executor:    pk.work.Executor,
-			Payload:     pk.work.Payload,
-			Timeout:     e.spec.Timeout,
-			RunLease:    store.Duration(pt.d.cfg.RunLease),
-			Owner:       pt.own.Member,
-			OwnerAddr:   pt.d.cfg.MemberAddr,
-		})
-		pt.d.cfg.Metrics.attemptStarted()
-		pt.lg.Info("attempt started", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID),
-			zap.Int("attempt", len(ar.run.Attempts)), zap.String("worker", worker), zap.String("credential", req.Credential))
+		for _, item := range pk.items {
+			c, _ := ar.chain(item)
+			c.rt.leaseUntil = now.Add(pt.d.cfg.RunLease)
+			g := AttemptGrant{
+				RunID:       ar.run.ID,
+				JobID:       ar.run.JobID,
+				Attempt:     len(c.attempts),
+				ScheduledAt: ar.run.ScheduledAt,
+				Executor:    pk.work.Executor,
+				Payload:     pk.work.Payload,
+				Timeout:     e.spec.Timeout,
+				RunLease:    store.Duration(pt.d.cfg.RunLease),
+				Owner:       pt.own.Member,
+				OwnerAddr:   pt.d.cfg.MemberAddr,
+			}
+			if item != noItem {
+				g.Item = &api.ItemGrant{Index: item, Count: len(ar.run.Items)}
+				if item < len(pk.work.Params) {
+					g.Item.Param = pk.work.Params[item]
+				}
+			}
+			out = append(out, g)
+			pt.d.cfg.Metrics.attemptStarted()
+			pt.lg.Info("attempt started", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID), itemField(item),
+				zap.Int("attempt", g.Attempt), zap.String("worker", worker), zap.String("credential", req.Credential))
+		}
 	}
 	if len(out) > 0 {
 		pt.poke() // the loop's timer must cover the new leases
 	}
-	return out
+	return out, written
 }
 
 // assignBatchBytes bounds the run documents one poll writes in one
 // transaction, well under etcd's request limit.
 const assignBatchBytes = 512 << 10
 
-// withoutOutputs returns r without its attempts' outputs and errors.
+// withoutOutputs returns r without its attempts' outputs and errors, its
+// items' included.
 func withoutOutputs(r store.Run) store.Run {
-	r.Attempts = slices.Clone(r.Attempts)
-	for i := range r.Attempts {
-		a := &r.Attempts[i]
-		a.DroppedBytes += len(a.Output) + len(a.Error)
-		a.Output, a.Error = "", ""
+	strip := func(as []store.Attempt) []store.Attempt {
+		as = slices.Clone(as)
+		for i := range as {
+			a := &as[i]
+			a.DroppedBytes += len(a.Output) + len(a.Error)
+			a.Output, a.Error = "", ""
+		}
+		return as
+	}
+	r.Attempts = strip(r.Attempts)
+	r.Items = slices.Clone(r.Items)
+	for i := range r.Items {
+		r.Items[i].Attempts = strip(r.Items[i].Attempts)
 	}
 	return r
 }
 
-// currentLocked returns the active run whose current attempt is (attempt,
-// worker), taken by credential; ErrForbidden if the attempt is current but
-// was taken by another credential (whatever worker ID the report names),
-// else ErrStaleAttempt.
-func (pt *partition) currentLocked(runID string, attempt int, worker, credential string) (*activeRun, error) {
+// currentLocked returns the active run whose chain item's current
+// attempt is (attempt, worker), taken by credential, with that chain;
+// ErrForbidden if the attempt is current but was taken by another
+// credential (whatever worker ID the report names), else ErrStaleAttempt.
+func (pt *partition) currentLocked(runID string, item *int, attempt int, worker, credential string) (*activeRun, chain, error) {
+	k := keyOf(runID, item)
 	ar := pt.active[runID]
-	if ar != nil && ar.run.Status == store.RunRunning && len(ar.run.Attempts) == attempt && ar.run.Attempts[attempt-1].Credential != credential {
+	var c chain
+	ok := false
+	if ar != nil {
+		c, ok = ar.chain(k.item)
+	}
+	a, running := c.current()
+	if ok && running && len(c.attempts) == attempt && a.Credential != credential {
 		pt.d.cfg.Metrics.forbiddenReport()
-		pt.lg.Warn("report from another credential refused", zap.String("run_id", runID), zap.Int("attempt", attempt),
+		pt.lg.Warn("report from another credential refused", zap.String("run_id", runID), itemField(k.item), zap.Int("attempt", attempt),
 			zap.String("credential", credential), zap.String("worker", worker))
-		return nil, fmt.Errorf("%w: run %s attempt %d", ErrForbidden, runID, attempt)
+		return nil, chain{}, fmt.Errorf("%w: run %s attempt %d", ErrForbidden, runID, attempt)
 	}
-	if ar == nil || ar.run.Status != store.RunRunning || len(ar.run.Attempts) != attempt || ar.run.Attempts[attempt-1].Worker != worker {
+	if !ok || !c.holds(attempt, worker) {
 		pt.d.cfg.Metrics.staleReport()
-		return nil, fmt.Errorf("%w: run %s attempt %d by %s", ErrStaleAttempt, runID, attempt, worker)
+		return nil, chain{}, fmt.Errorf("%w: run %s%s attempt %d by %s", ErrStaleAttempt, runID, itemSuffix(k.item), attempt, worker)
 	}
-	return ar, nil
+	return ar, c, nil
 }
 
-// cancelledLocked reports whether (run, attempt, worker, credential) is an
-// attempt cancelled by a replacement whose worker has not reported yet.
-func (pt *partition) cancelledLocked(runID string, attempt int, worker, credential string) bool {
-	c, ok := pt.cancelled[runID]
+// itemSuffix names an item in messages: " item 3", "" for a run's own
+// chain.
+func itemSuffix(item int) string {
+	if item == noItem {
+		return ""
+	}
+	return fmt.Sprintf(" item %d", item)
+}
+
+// cancelledLocked reports whether (run, item, attempt, worker,
+// credential) is an attempt cancelled by a replacement (or its run's
+// decision) whose worker has not reported yet.
+func (pt *partition) cancelledLocked(runID string, item *int, attempt int, worker, credential string) bool {
+	c, ok := pt.cancelled[keyOf(runID, item)]
 	return ok && c.attempt == attempt && c.worker == worker && c.credential == credential
 }
 
@@ -221,21 +357,24 @@ func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) 
 	if pt.closed {
 		return HeartbeatResponse{}, pt.notOwned()
 	}
-	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker, req.Credential) {
+	if pt.cancelledLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential) {
 		return HeartbeatResponse{RunLease: store.Duration(pt.d.cfg.RunLease), Cancel: true}, nil
 	}
-	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker, req.Credential)
+	_, c, err := pt.currentLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential)
 	if err != nil {
 		return HeartbeatResponse{}, err
 	}
-	ar.leaseUntil = pt.now().Add(pt.d.cfg.RunLease)
+	c.rt.leaseUntil = pt.now().Add(pt.d.cfg.RunLease)
 	return HeartbeatResponse{RunLease: store.Duration(pt.d.cfg.RunLease)}, nil
 }
 
 // complete records an attempt's result. The write runs under the
 // partition's context: a worker that hangs up meanwhile does not cut it.
-// It is a writer.
+// It is a writer. Items' results go through completeItem.
 func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
+	if req.Item != nil {
+		return pt.completeItem(req)
+	}
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
 	pt.mu.Lock()
@@ -243,15 +382,16 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 		pt.mu.Unlock()
 		return CompleteResponse{}, pt.notOwned()
 	}
-	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker, req.Credential) {
+	if pt.cancelledLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential) {
 		// The run records the cancellation already; the report only
 		// closes the matter for the worker.
-		delete(pt.cancelled, req.RunID)
+		delete(pt.cancelled, keyOf(req.RunID, req.Item))
 		pt.mu.Unlock()
-		pt.lg.Info("cancelled attempt reported", zap.String("run_id", req.RunID), zap.Int("attempt", req.Attempt), zap.String("worker", req.Worker))
+		pt.lg.Info("cancelled attempt reported", zap.String("run_id", req.RunID), itemField(keyOf(req.RunID, req.Item).item),
+			zap.Int("attempt", req.Attempt), zap.String("worker", req.Worker))
 		return CompleteResponse{Status: store.RunDead}, nil
 	}
-	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker, req.Credential)
+	ar, c, err := pt.currentLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential)
 	if err != nil {
 		pt.mu.Unlock()
 		return CompleteResponse{}, err
@@ -263,21 +403,30 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 	}
 	now := pt.now()
 	j := e.spec.job()
-	r, notBefore := FinishAttempt(&j, ar.run, Outcome{Success: req.Success, Error: req.Error, Output: req.Output}, now, jitter())
+	o := Outcome{Success: req.Success, Error: req.Error, Output: req.Output}
+	u := runUpdate{ar: ar}
+	if c.item == noItem {
+		u.next, u.notBefore = FinishAttempt(&j, ar.run, o, now, jitter())
+	} else {
+		var nb time.Time
+		u.next, nb, u.cancelled = FinishItem(&j, ar.run, c.item, o, now, jitter())
+		u.items = map[int]time.Time{c.item: nb}
+	}
 	pt.mu.Unlock()
 	if err := pt.d.writesRefused(); err != nil {
 		// etcd is full (NOSPACE): the write would be refused. Nothing is
 		// tried; the worker reports again later (503) and the attempt
 		// stays as it is, its lease running, until space is freed.
-		return CompleteResponse{}, fmt.Errorf("recording the result of run %s: %w; report it again", r.ID, err)
+		return CompleteResponse{}, fmt.Errorf("recording the result of run %s: %w; report it again", u.next.ID, err)
 	}
-	_, err = pt.writeRun(pt.ctx, ar, r, notBefore)
+	r, err := pt.writeUpdate(pt.ctx, u, now)
 	if errors.Is(err, store.ErrTooLarge) {
 		// Cannot happen with a sane run document budget; if it does, the
 		// result matters more than the outputs: record it without them,
 		// rather than have a succeeded attempt retried as lost.
-		pt.lg.Error("run document too large even within its budget; recording the result without outputs", zap.String("run_id", r.ID), zap.Error(err))
-		_, err = pt.writeRun(pt.ctx, ar, withoutOutputs(r), notBefore)
+		pt.lg.Error("run document too large even within its budget; recording the result without outputs", zap.String("run_id", u.next.ID), zap.Error(err))
+		u.next = withoutOutputs(u.next)
+		r, err = pt.writeUpdate(pt.ctx, u, now)
 	}
 	if err != nil {
 		pt.mu.Lock()
@@ -288,11 +437,13 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 		}
 		return CompleteResponse{}, fmt.Errorf("recording the result of run %s failed; report it again", r.ID)
 	}
-	pt.d.cfg.Metrics.finishedRun(string(r.Status))
-	pt.lg.Info("attempt finished", zap.String("job_id", r.JobID), zap.String("run_id", r.ID), zap.Int("attempt", req.Attempt),
-		zap.String("worker", req.Worker), zap.String("credential", req.Credential), zap.String("status", string(r.Status)), zap.String("error", req.Error))
+	resp := CompleteResponse{Status: r.Status, Written: pt.sizeOf(u.ar)}
+	pt.d.cfg.Metrics.finishedRun(string(resp.Status))
+	pt.lg.Info("attempt finished", zap.String("job_id", r.JobID), zap.String("run_id", r.ID), itemField(c.item), zap.Int("attempt", req.Attempt),
+		zap.String("worker", req.Worker), zap.String("credential", req.Credential), zap.String("status", string(resp.Status)),
+		zap.String("run_status", string(r.Status)), zap.String("error", req.Error))
 	if !r.Status.Final() {
 		pt.poke() // a retry's backoff timer
 	}
-	return CompleteResponse{Status: r.Status}, nil
+	return resp, nil
 }

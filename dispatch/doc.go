@@ -12,10 +12,16 @@
 // its lease expires, and marked dead when no attempt remains. Reports from
 // stale attempts are refused.
 //
+// A sharded or broadcast run holds items, each an attempt chain of its
+// own (chains.go): handed out, heartbeated, retried, lost and taken back
+// as a run of one item is, within the one run document, whose status
+// follows from its items'.
+//
 // The decisions are pure functions of a job, its state, its active runs
 // and the time (plan.go: PlanFires, PlanTrigger, CapActive, MergePlans,
-// FinishAttempt, Backoff, LeaseExpired); the partition scheduler applies
-// them and writes their results.
+// FinishAttempt, Backoff, LeaseExpired; items.go: StartItems, FinishItem,
+// KillItem, Settle, DispatchableItems, BroadcastItems, MayRun); the
+// partition scheduler applies them and writes their results.
 //
 // # Guarantees
 //
@@ -46,7 +52,17 @@
 //     partition's outbox, and deleted fenced on the owner's epoch; the
 //     next owner delivers what is left.
 //   - A replaced run's running attempt is recorded as cancelled and its
-//     worker told so at its next heartbeat.
+//     worker told so at its next heartbeat; so are a run of items'
+//     running items once the run is decided (replaced, enough items
+//     succeeded, too many dead).
+//   - An item of a run succeeds at most once (its chain is a run's, and
+//     the run's write is a compare-and-swap), no more items of a run run
+//     at once than its max_parallel, and a final run of items has every
+//     item ended and the status its items give it (Settle). Items are
+//     handed only to workers whose polls declare api.FeatureItems; a
+//     broadcast item only to the worker it is pinned to, under the
+//     registration it had when the run fired, and it dies with that
+//     registration.
 //   - A write whose outcome the scheduler does not know (the request timed
 //     out, was cut, lost its connection or its leader) is never taken as
 //     refused. Memory is not trusted for the keys it wrote: a run whose

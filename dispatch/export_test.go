@@ -71,5 +71,23 @@ func (d *Dispatcher) QueueUnsureTakeBack(p int, runID, worker string, attempt in
 	d.mu.Unlock()
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	pt.takeBacks[runID] = undelivered{attempt: attempt, worker: worker, unsure: true}
+	pt.takeBacks[chainKey{run: runID, item: noItem}] = undelivered{attempt: attempt, worker: worker, unsure: true}
+}
+
+// ReportsWaiting returns how many item results of partition p wait for
+// its writer lock.
+func (d *Dispatcher) ReportsWaiting(p int) int {
+	d.mu.Lock()
+	pt := d.parts[p]
+	d.mu.Unlock()
+	if pt == nil {
+		return 0
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	n := 0
+	for _, rs := range pt.reports {
+		n += len(rs)
+	}
+	return n
 }

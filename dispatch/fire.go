@@ -153,6 +153,7 @@ func (pt *partition) nextBatchLocked(q *dueQueue, now time.Time) *fireBatch {
 			break // the job opens the next write
 		}
 		q.ids = q.ids[1:]
+		pt.broadcastLocked(e, &plan)
 		pt.addLocked(b, e, plan, trigs, now)
 		if b.bytes >= fireBatchBytes || len(b.jobs) >= fireBatchJobs {
 			break

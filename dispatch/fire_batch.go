@@ -219,14 +219,15 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 				lost = append(lost, ar.run)
 				continue
 			}
-			running := ar.run.Status == store.RunRunning
+			running := ar.chains()
 			pt.updatedLocked(ar, rr.w, rev, time.Time{}) // final now
-			if n := len(ar.run.Attempts); running && n > 0 {
+			for _, c := range running {
 				// Its worker learns it at its next heartbeat, and stops.
-				worker := ar.run.Attempts[n-1].Worker
-				pt.cancelled[ar.run.ID] = cancelledAttempt{attempt: n, worker: worker, credential: ar.run.Attempts[n-1].Credential, until: now.Add(pt.d.cfg.RunLease)}
-				pt.lg.Info("attempt cancelled: its run was replaced", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID),
-					zap.Int("attempt", n), zap.String("worker", worker))
+				if a, ok := c.current(); ok {
+					pt.cancelLocked(ar.run.ID, c.item, a, now)
+					pt.lg.Info("attempt cancelled: its run was replaced", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID),
+						zap.Int("attempt", a.Attempt), zap.Int("item", c.item), zap.String("worker", a.Worker))
+				}
 			}
 		}
 		for _, t := range jp.triggers {
@@ -241,7 +242,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			pt.hist.created(c.run.JobID, c.run.ScheduledAt, c.size, c.run.Status.Final())
 			if c.run.Status == store.RunPending {
 				pending++
-				pt.addActiveLocked(&activeRun{run: c.run, modRev: rev, notBefore: now, size: c.size})
+				pt.addActiveLocked(&activeRun{run: c.run, modRev: rev, size: c.size, chainRT: chainRT{notBefore: now}})
 				if lag := now.Sub(c.run.ScheduledAt); !c.manual && (lag <= pt.d.cfg.Misfire.Grace || lag <= schedule.DefaultGrace) {
 					pt.d.cfg.Metrics.observeLag(lag.Seconds()) // on time; misfires are counted apart
 				}

@@ -41,7 +41,7 @@ func memPartition(clock clockwork.Clock) *partition {
 	pt := &partition{
 		d: d, own: &shard.Ownership{Partition: 0, Epoch: 7, Member: "m1"}, p: 0, lg: cfg.Logger,
 		nudge: make(chan struct{}, 1), jobs: map[string]*jobEntry{}, active: map[string]*activeRun{},
-		triggers: map[string]triggerReq{}, cancelled: map[string]cancelledAttempt{}, takeBacks: map[string]undelivered{},
+		triggers: map[string]triggerReq{}, cancelled: map[chainKey]cancelledAttempt{}, takeBacks: map[chainKey]undelivered{},
 		unread: map[string]store.Run{}, idx: newJobIndex(),
 	}
 	pt.hist = newHistory(pt.retentionLocked)

@@ -189,7 +189,7 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	}
 	pt.mu.Lock()
 	pt.jobs, pt.active, pt.triggers, pt.closed = jobs, active, pending, false
-	pt.cancelled, pt.takeBacks, pt.unread, pt.hist = map[string]cancelledAttempt{}, map[string]undelivered{}, map[string]store.Run{}, hist
+	pt.cancelled, pt.takeBacks, pt.unread, pt.hist = map[chainKey]cancelledAttempt{}, map[chainKey]undelivered{}, map[string]store.Run{}, hist
 	pt.reindexLocked()
 	pt.mu.Unlock()
 	lvl := zap.DebugLevel // most partitions of a small fleet are empty: keep the log readable
@@ -265,7 +265,7 @@ func (pt *partition) loadRuns(ctx context.Context, src loadSource, rev int64, ke
 		}
 		// Attempts in flight under the previous owner keep running: their
 		// workers heartbeat here once redirected. Give them a full lease.
-		active[run.ID] = &activeRun{run: run, modRev: kv.ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease), size: size}
+		active[run.ID] = newActiveRun(run, kv.ModRevision, size, now, pt.d.cfg.RunLease)
 	})
 	if err != nil {
 		return nil, nil, err

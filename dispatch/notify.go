@@ -1,9 +1,11 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -97,7 +99,18 @@ func (pt *partition) notificationsFor(work compactedWork, prev, r store.Run, val
 		return nil, nil
 	}
 	if len(val) > outboxBodyBudget {
-		if b, err := json.Marshal(withoutOutputs(r)); err == nil {
+		if b, err := store.EncodeRun(withoutOutputs(r)); err == nil {
+			val = b
+		}
+	}
+	if len(val) > outboxBodyBudget && len(r.Items) > 0 {
+		// A run of many items: its items' statuses, without their attempts.
+		s := r
+		s.Items = slices.Clone(r.Items)
+		for i := range s.Items {
+			s.Items[i].Attempts = []store.Attempt{}
+		}
+		if b, err := store.EncodeRun(s); err == nil {
 			val = b
 		}
 	}
@@ -194,7 +207,18 @@ func (s outboxStore) Body(ctx context.Context, key string) ([]byte, error) {
 	if len(resp.Kvs) == 0 {
 		return nil, fmt.Errorf("%w: %s", notify.ErrGone, key)
 	}
-	return resp.Kvs[0].Value, nil
+	val := resp.Kvs[0].Value
+	if bytes.Contains(val, []byte(`"item_state"`)) {
+		// A run of items is stored in a compact form: receivers get the
+		// API's.
+		var r store.Run
+		if err := json.Unmarshal(val, &r); err == nil {
+			if b, err := json.Marshal(r); err == nil {
+				val = b
+			}
+		}
+	}
+	return val, nil
 }
 
 // Delete deletes keys in one write fenced on the partition's epoch.

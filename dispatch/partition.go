@@ -67,14 +67,19 @@ type partition struct {
 	active   map[string]*activeRun // runs not final, by run ID
 	triggers map[string]triggerReq // trigger requests not yet fired, by key
 	closed   bool                  // ownership ended; handlers answer not-owner
-	// cancelled are attempts ended by a replacement whose workers have not
-	// yet been told: their heartbeats answer Cancel. By run ID; dropped
-	// once the worker reports, or a run lease after the replacement.
-	cancelled map[string]cancelledAttempt
+	// cancelled are attempts ended by a replacement (or by their run's
+	// decision, for items) whose workers have not yet been told: their
+	// heartbeats answer Cancel. By chain; dropped once the worker
+	// reports, or a run lease after the replacement.
+	cancelled map[chainKey]cancelledAttempt
 	// takeBacks are attempts recorded for polls that ended before the
-	// worker got them, by run ID: the loop writes the runs back without
+	// worker got them, by chain: the loop writes the runs back without
 	// them (fenced), retrying until done or moot.
-	takeBacks map[string]undelivered
+	takeBacks map[chainKey]undelivered
+	// reports are item completions waiting for the writer lock, by run
+	// ID: the first of a run's to get it records them all in one write
+	// (items_complete.go).
+	reports map[string][]*itemReport
 	// unread are runs whose compare-and-swap write did not apply and whose
 	// reading again failed, by run ID: out of memory until the loop has
 	// read them (readopt), retrying at every tick.
@@ -97,13 +102,15 @@ type cancelledAttempt struct {
 	until      time.Time // forgotten after
 }
 
+// activeRun is a run that is not final, as its owner holds it: the
+// stored document and what memory keeps of its attempt chains (chains.go):
+// the run's own (embedded), or each item's.
 type activeRun struct {
-	run        store.Run
-	modRev     int64     // the run key's mod revision, for compare-and-swap
-	notBefore  time.Time // pending/failed: not dispatched before
-	leaseUntil time.Time // running: lost after; extended by heartbeats (under mu only)
-	size       int       // bytes of the stored document
-	worker     workerReg // running: the registration its worker held (workers.go)
+	run    store.Run
+	modRev int64 // the run key's mod revision, for compare-and-swap
+	size   int   // bytes of the stored document
+	chainRT
+	items []chainRT // a run of items: each item's, by index (itemRT)
 }
 
 func (pt *partition) now() time.Time { return pt.d.cfg.Clock.Now() }
@@ -250,16 +257,22 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 		}
 	}
 	for _, ar := range pt.active {
-		switch {
-		case ar.run.Status == store.RunRunning:
-			earlier(ar.leaseUntil)
-			if j := pt.jobs[ar.run.JobID]; j != nil && len(ar.run.Attempts) > 0 {
-				earlier(ar.run.Attempts[len(ar.run.Attempts)-1].StartedAt.Add(j.spec.Timeout.Std() + pt.d.cfg.RunLease))
+		j := pt.jobs[ar.run.JobID]
+		full := ar.run.MaxParallel > 0 && ar.run.Count().Running >= ar.run.MaxParallel // no item to hand out
+		for _, c := range ar.chains() {
+			switch {
+			case full && c.status != store.RunRunning:
+			case c.status == store.RunRunning:
+				earlier(c.rt.leaseUntil)
+				if a, ok := c.current(); ok && j != nil {
+					earlier(a.StartedAt.Add(j.spec.Timeout.Std() + pt.d.cfg.RunLease))
+				}
+			case c.status.Final():
+			case now.Before(c.rt.notBefore):
+				earlier(c.rt.notBefore)
+			default:
+				dispatchable = true
 			}
-		case now.Before(ar.notBefore):
-			earlier(ar.notBefore)
-		default:
-			dispatchable = true
 		}
 	}
 	if t, ok := pt.idx.fires.min(); ok {

@@ -218,7 +218,13 @@ func Replaced(r store.Run, by string, now time.Time) store.Run {
 		newer = "run " + by
 	}
 	r.Reason = "replaced by " + newer + " (concurrency_policy replace)"
-	if n := len(r.Attempts); r.Status == store.RunRunning && n > 0 {
+	if len(r.Items) > 0 {
+		var running []int
+		r, running = EndItems(r, "the run was replaced by "+newer+" (concurrency_policy replace)", now)
+		if len(running) > 0 {
+			r.Reason += fmt.Sprintf("; its %d running items were cancelled", len(running))
+		}
+	} else if n := len(r.Attempts); r.Status == store.RunRunning && n > 0 {
 		a := &r.Attempts[n-1]
 		a.FinishedAt = now.UTC()
 		a.Error = "cancelled: the run was replaced by " + newer + " (concurrency_policy replace)"
@@ -229,8 +235,20 @@ func Replaced(r store.Run, by string, now time.Time) store.Run {
 }
 
 // NewRun returns the pending run of job j for scheduled time at, fired at
-// now by owner under epoch.
+// now by owner under epoch: with j.Shards' items, all pending, for a
+// sharded job; marked broadcast, without items yet, for a broadcast job
+// (BroadcastItems gives them at the fire).
 func NewRun(j *store.Job, at, now time.Time, owner string, epoch int64) store.Run {
+	r := newRun(j, at, now, owner, epoch)
+	if n := j.Shards.Items(); n > 0 {
+		r.Items = NewItems(n)
+		r.MinSucceeded, r.MaxParallel = j.Shards.MinSucceeded, j.Shards.MaxParallel
+	}
+	r.Broadcast = j.Broadcasts()
+	return r
+}
+
+func newRun(j *store.Job, at, now time.Time, owner string, epoch int64) store.Run {
 	return store.Run{
 		ID:          store.RunID(j.ID, at),
 		JobID:       j.ID,

@@ -30,6 +30,7 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 	for _, e := range req.Executors {
 		executors[e] = true
 	}
+	written := 0 // bytes of run documents this poll's writes stored
 	for {
 		parts, avail := d.snapshot()
 		rand.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
@@ -38,24 +39,25 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 			if len(out) >= req.Max {
 				break
 			}
-			out = append(out, pt.assign(req, executors, req.Max-len(out))...)
+			got, n := pt.assign(req, executors, req.Max-len(out))
+			out, written = append(out, got...), written+n
 		}
 		if len(out) > 0 && ctx.Err() != nil {
 			// The worker gave up on this poll (shutdown, timeout): it will
 			// never see these attempts, so take them back rather than let
 			// them burn an attempt each when their leases expire.
 			d.takeBack(req.Worker, out)
-			return PollResponse{Attempts: []AttemptGrant{}}, nil
+			return PollResponse{Attempts: []AttemptGrant{}, Written: written}, nil
 		}
 		if len(out) > 0 || wait <= 0 {
-			return PollResponse{Attempts: nonNil(out)}, nil
+			return PollResponse{Attempts: nonNil(out), Written: written}, nil
 		}
 		select {
 		case <-avail:
 		case <-timer.Chan():
-			return PollResponse{Attempts: []AttemptGrant{}}, nil
+			return PollResponse{Attempts: []AttemptGrant{}, Written: written}, nil
 		case <-ctx.Done():
-			return PollResponse{Attempts: []AttemptGrant{}}, nil
+			return PollResponse{Attempts: []AttemptGrant{}, Written: written}, nil
 		}
 	}
 }

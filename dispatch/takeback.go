@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -20,14 +22,19 @@ import (
 // run back without the attempt (takeBackQueued) under the partition's
 // context, fenced, and retries after a failed write; a take-back that
 // never applies (the partition is handed over meanwhile) leaves the
-// attempt to expire with its lease, and the run is retried. It is a reader.
+// attempt to expire with its lease, and the run (or item) is retried. It
+// is a reader.
 func (pt *partition) queueTakeBack(worker string, a AttemptGrant) {
 	pt.mu.Lock()
 	if pt.closed {
 		pt.mu.Unlock()
 		return
 	}
-	pt.takeBacks[a.RunID] = undelivered{attempt: a.Attempt, worker: worker}
+	k := chainKey{run: a.RunID, item: noItem}
+	if a.Item != nil {
+		k.item = a.Item.Index
+	}
+	pt.takeBacks[k] = undelivered{attempt: a.Attempt, worker: worker}
 	pt.mu.Unlock()
 	pt.poke()
 }
@@ -43,39 +50,76 @@ type undelivered struct {
 	unsure bool
 }
 
+// sortedKeys returns the take-backs' chains in order: by run, then item.
+func sortedKeys[V any](m map[chainKey]V) []chainKey {
+	return slices.SortedFunc(maps.Keys(m), func(a, b chainKey) int {
+		return cmp.Or(cmp.Compare(a.run, b.run), cmp.Compare(a.item, b.item))
+	})
+}
+
+// withoutAttempt returns r without chain item's last attempt: the chain
+// pending, or failed with the attempts it had; the run of items settled
+// again.
+func withoutAttempt(r api.Run, item int) api.Run {
+	back := func(status *api.RunStatus, as []api.Attempt) []api.Attempt {
+		as = slices.Clone(as[:len(as)-1])
+		*status = api.RunPending
+		if len(as) > 0 {
+			*status = api.RunFailed
+		}
+		return as
+	}
+	if item == noItem {
+		r.Attempts = back(&r.Status, r.Attempts)
+		return r
+	}
+	r.Items = slices.Clone(r.Items)
+	it := &r.Items[item]
+	it.Attempts = back(&it.Status, it.Attempts)
+	r, _ = Settle(r, time.Time{}) // undecided: an attempt less decides nothing
+	return r
+}
+
 // takeBackQueued writes back the runs of queued take-backs without their
-// undelivered attempts: pending, or failed with the attempts they had. A
-// take-back whose attempt is no longer the run's current one is moot; one
-// whose write fails stays queued for the next tick. The caller holds wmu.
+// undelivered attempts: the chain pending, or failed with the attempts it
+// had. A take-back whose attempt is no longer its chain's current one is
+// moot; one whose write fails stays queued for the next tick. The
+// take-backs of one run's items go in one write. The caller holds wmu.
 func (pt *partition) takeBackQueued(ctx context.Context) {
 	pt.resolveUnsure(ctx)
 	type back struct {
-		runID     string
-		u         undelivered
+		keys      []chainKey
+		us        []undelivered
 		ar        *activeRun
 		r         store.Run
 		notBefore time.Time
 	}
-	var todo []back
+	var todo []*back
 	pt.mu.Lock()
-	for _, rid := range slices.Sorted(maps.Keys(pt.takeBacks)) {
-		u := pt.takeBacks[rid]
-		ar := pt.active[rid]
+	byRun := map[string]*back{}
+	for _, k := range sortedKeys(pt.takeBacks) {
+		u := pt.takeBacks[k]
+		ar := pt.active[k.run]
 		if u.unsure {
 			continue // not read yet: resolveUnsure failed
 		}
-		if ar == nil || ar.run.Status != store.RunRunning || len(ar.run.Attempts) != u.attempt ||
-			ar.run.Attempts[u.attempt-1].Worker != u.worker {
-			delete(pt.takeBacks, rid) // finished, expired or taken back already
+		var c chain
+		ok := ar != nil
+		if ok {
+			c, ok = ar.chain(k.item)
+		}
+		if !ok || !c.holds(u.attempt, u.worker) {
+			delete(pt.takeBacks, k) // finished, expired or taken back already
 			continue
 		}
-		r := ar.run
-		r.Attempts = slices.Clone(r.Attempts[:len(r.Attempts)-1])
-		r.Status = store.RunPending
-		if len(r.Attempts) > 0 {
-			r.Status = store.RunFailed
+		b := byRun[k.run]
+		if b == nil {
+			b = &back{ar: ar, r: ar.run, notBefore: ar.notBefore}
+			byRun[k.run] = b
+			todo = append(todo, b)
 		}
-		todo = append(todo, back{runID: rid, u: u, ar: ar, r: r, notBefore: ar.notBefore})
+		b.r = withoutAttempt(b.r, k.item)
+		b.keys, b.us = append(b.keys, k), append(b.us, u)
 	}
 	pt.mu.Unlock()
 	for _, b := range todo {
@@ -84,13 +128,17 @@ func (pt *partition) takeBackQueued(ctx context.Context) {
 			continue // retried at the next tick
 		}
 		pt.mu.Lock()
-		if pt.takeBacks[b.runID] == b.u {
-			delete(pt.takeBacks, b.runID)
+		for i, k := range b.keys {
+			if pt.takeBacks[k] == b.us[i] {
+				delete(pt.takeBacks, k)
+			}
 		}
 		pt.mu.Unlock()
 		if err == nil {
-			pt.lg.Info("attempt taken back: its poll ended before delivery", zap.String("run_id", b.runID), zap.Int("attempt", b.u.attempt),
-				zap.String("worker", b.u.worker))
+			for i, k := range b.keys {
+				pt.lg.Info("attempt taken back: its poll ended before delivery", zap.String("run_id", k.run), itemField(k.item),
+					zap.Int("attempt", b.us[i].attempt), zap.String("worker", b.us[i].worker))
+			}
 			pt.d.wakePollers()
 		}
 	}
@@ -104,21 +152,24 @@ func (pt *partition) takeBackQueued(ctx context.Context) {
 // not apply) needs none. A failed read leaves them for the next tick. The
 // caller holds wmu.
 func (pt *partition) resolveUnsure(ctx context.Context) {
-	holds := func(r store.Run, u undelivered) bool {
-		return r.Status == store.RunRunning && len(r.Attempts) == u.attempt && r.Attempts[u.attempt-1].Worker == u.worker
+	holds := func(r store.Run, k chainKey, u undelivered) bool {
+		c, ok := chainOf(r, k.item, nil)
+		return ok && c.holds(u.attempt, u.worker)
 	}
 	pt.mu.Lock()
 	var runs []store.Run
-	for _, rid := range slices.Sorted(maps.Keys(pt.takeBacks)) {
-		u, ar := pt.takeBacks[rid], pt.active[rid]
+	reading := map[string]bool{}
+	for _, k := range sortedKeys(pt.takeBacks) {
+		u, ar := pt.takeBacks[k], pt.active[k.run]
 		switch {
 		case !u.unsure:
 		case ar == nil:
-			delete(pt.takeBacks, rid) // final, or deleted with its job
-		case holds(ar.run, u):
+			delete(pt.takeBacks, k) // final, or deleted with its job
+		case holds(ar.run, k, u):
 			u.unsure = false
-			pt.takeBacks[rid] = u
-		default:
+			pt.takeBacks[k] = u
+		case !reading[k.run]:
+			reading[k.run] = true
 			runs = append(runs, ar.run)
 		}
 	}
@@ -135,24 +186,30 @@ func (pt *partition) resolveUnsure(ctx context.Context) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	for i, r := range runs {
-		u, ar := pt.takeBacks[r.ID], pt.active[r.ID]
-		delete(pt.takeBacks, r.ID)
+		ar := pt.active[r.ID]
 		kv := kvs[i]
-		if ar == nil || kv == nil {
-			continue
-		}
 		var stored store.Run
-		if err := json.Unmarshal(kv.Value, &stored); err != nil || !holds(stored, u) {
-			continue // the write did not apply (or the run moved on)
+		applied := ar != nil && kv != nil && json.Unmarshal(kv.Value, &stored) == nil
+		adopted := false
+		for _, k := range sortedKeys(pt.takeBacks) {
+			u := pt.takeBacks[k]
+			if k.run != r.ID || !u.unsure {
+				continue
+			}
+			delete(pt.takeBacks, k)
+			if !applied || !holds(stored, k, u) {
+				continue // the write did not apply (or the run moved on)
+			}
+			if !adopted && kv.ModRevision != ar.modRev {
+				pt.hist.rewritten(stored.JobID, stored.ScheduledAt, ar.size, len(kv.Value), false)
+				ar.run, ar.modRev, ar.size = stored, kv.ModRevision, len(kv.Value)
+			}
+			adopted = true
+			u.unsure = false
+			pt.takeBacks[k] = u
+			pt.lg.Info("attempt whose write had an unknown outcome found applied; taking it back", zap.String("run_id", r.ID), itemField(k.item),
+				zap.Int("attempt", u.attempt), zap.String("worker", u.worker))
 		}
-		if kv.ModRevision != ar.modRev {
-			pt.hist.rewritten(stored.JobID, stored.ScheduledAt, ar.size, len(kv.Value), false)
-			ar.run, ar.modRev, ar.size = stored, kv.ModRevision, len(kv.Value)
-		}
-		u.unsure = false
-		pt.takeBacks[r.ID] = u
-		pt.lg.Info("attempt whose write had an unknown outcome found applied; taking it back", zap.String("run_id", r.ID),
-			zap.Int("attempt", u.attempt), zap.String("worker", u.worker))
 	}
 }
 

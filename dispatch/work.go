@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -20,20 +21,32 @@ type jobWork struct {
 	Executor store.Executor       `json:"executor"`
 	Payload  json.RawMessage      `json:"payload,omitempty"`
 	Notify   []store.Notification `json:"notify,omitempty"`
+	// Params are the items' parameters of a sharded job (shards.params).
+	Params []json.RawMessage `json:"params,omitempty"`
 }
 
-// compactWork moves j's executor (all but its type), payload and notify
-// entries into a compactedWork.
+// compactWork moves j's executor (all but its type), payload, notify
+// entries and shard parameters into a compactedWork; j keeps its shards'
+// count.
 func compactWork(j *store.Job) (compactedWork, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // the payload and body keep the bytes they were stored with
-	if err := enc.Encode(jobWork{Executor: j.Executor, Payload: j.Payload, Notify: j.Notify}); err != nil {
+	w := jobWork{Executor: j.Executor, Payload: j.Payload, Notify: j.Notify}
+	if j.Shards != nil {
+		w.Params = j.Shards.Params
+	}
+	if err := enc.Encode(w); err != nil {
 		return nil, fmt.Errorf("job %q: encode executor and payload: %w", j.ID, err)
 	}
 	j.Executor = store.Executor{Type: j.Executor.Type}
 	j.Payload = nil
 	j.Notify = nil
+	if j.Shards != nil {
+		sh := *j.Shards
+		sh.Count, sh.Params = sh.Items(), nil
+		j.Shards = &sh
+	}
 	return bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }
 
@@ -63,6 +76,8 @@ type jobSpec struct {
 	History           store.HistoryPolicy
 	DeleteAfter       store.Retention
 	Partition         int
+	Shards            *api.Shards // without its params (in the work): their count
+	Placement         *api.PlacementPolicy
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	Revision          int64
@@ -74,6 +89,7 @@ func specOf(j *store.Job) jobSpec {
 		ID: j.ID, Schedule: j.Schedule, RunAt: j.RunAt, Retry: j.Retry, Timeout: j.Timeout,
 		ConcurrencyPolicy: j.ConcurrencyPolicy, MisfirePolicy: j.MisfirePolicy, Paused: j.Paused,
 		History: j.History, DeleteAfter: j.DeleteAfter, Partition: j.Partition,
+		Shards: j.Shards, Placement: j.Placement,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, Revision: j.Revision,
 	}
 	s.Executor.Type = j.Executor.Type
@@ -88,7 +104,7 @@ func (s *jobSpec) job() store.Job {
 		ID: s.ID, Schedule: s.Schedule, RunAt: s.RunAt, Executor: store.Executor{Type: s.Executor.Type},
 		Retry: s.Retry, Timeout: s.Timeout, ConcurrencyPolicy: s.ConcurrencyPolicy, MisfirePolicy: s.MisfirePolicy,
 		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: s.Partition,
-		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Revision: s.Revision,
+		Shards: s.Shards, Placement: s.Placement, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Revision: s.Revision,
 	}
 }
 

@@ -36,6 +36,9 @@ type Registry interface {
 	// readerPrefix; "" when some live worker could, and before the
 	// registry has been listed.
 	WhyPending(jobID, executor, readerPrefix string) string
+	// Live returns the live registrations with their create revisions,
+	// and whether the copy has been listed from etcd yet (none before).
+	Live() (workers []LiveWorker, synced bool)
 }
 
 // ValidateWorkerID checks a protocol request's worker ID: 1 to 128 bytes
@@ -52,39 +55,54 @@ type workerReg struct {
 	rev     int64
 }
 
-// workerLostLocked reports whether ar's running attempt belongs to a
-// worker whose registration ended: the registry listed the registration
-// it held when the attempt was recorded, and that registration is gone
-// (expired or removed; a new one of the same ID does not bring the
-// attempt back). An attempt of a worker the owner has not seen registered
-// is left to its run lease (an older worker that does not register, or a
-// registration the owner's mirror has not shown yet). The caller holds
-// mu.
-func (pt *partition) workerLostLocked(ar *activeRun) (bool, string) {
+// workerLostLocked reports whether chain c of ar has a running attempt
+// of a worker whose registration ended: the registry listed the
+// registration it held when the attempt was recorded, and that
+// registration is gone (expired or removed; a new one of the same ID
+// does not bring the attempt back). An attempt of a worker the owner has
+// not seen registered is left to its run lease (an older worker that
+// does not register, or a registration the owner's mirror has not shown
+// yet). The caller holds mu.
+func (pt *partition) workerLostLocked(ar *activeRun, c chain) (bool, string) {
 	reg := pt.d.cfg.Workers
-	if reg == nil || ar.run.Status != store.RunRunning || len(ar.run.Attempts) == 0 {
+	a, running := c.current()
+	if reg == nil || !running {
 		return false, ""
 	}
-	n := len(ar.run.Attempts)
-	a := ar.run.Attempts[n-1]
+	n := len(c.attempts)
 	cred, rev, synced := reg.Registration(a.Worker)
 	if !synced {
 		return false, ""
 	}
-	if ar.worker.attempt != n || ar.worker.rev == 0 {
+	if c.rt.worker.attempt != n || c.rt.worker.rev == 0 {
 		// Adopt the registration if it existed when the attempt was
 		// recorded (the run's write came after it) and is the same
 		// credential's.
-		ar.worker = workerReg{}
+		c.rt.worker = workerReg{}
 		if rev != 0 && cred == a.Credential && rev <= ar.modRev {
-			ar.worker = workerReg{attempt: n, rev: rev}
+			c.rt.worker = workerReg{attempt: n, rev: rev}
 		}
 		return false, ""
 	}
-	if rev == ar.worker.rev {
+	if rev == c.rt.worker.rev {
 		return false, ""
 	}
 	return true, fmt.Sprintf("worker %s lost: its registration expired or was revoked (crashed, stopped without deregistering, or cut off from the fleet)", strconv.Quote(a.Worker))
+}
+
+// pinnedGoneLocked reports whether item it of a broadcast run is pinned
+// to a worker whose registration of the fire ended, with the reason.
+// The caller holds mu.
+func (pt *partition) pinnedGoneLocked(it api.Item) (bool, string) {
+	reg := pt.d.cfg.Workers
+	if reg == nil || it.Worker == "" {
+		return false, ""
+	}
+	_, rev, synced := reg.Registration(it.Worker)
+	if !synced || rev == it.Registration {
+		return false, ""
+	}
+	return true, fmt.Sprintf("worker %s lost: the registration it had when the run fired ended (crashed, stopped, or cut off from the fleet); a broadcast item runs on its worker only", strconv.Quote(it.Worker))
 }
 
 // workersGone wakes the loops of the partitions that hold running
@@ -97,8 +115,15 @@ func (d *Dispatcher) workersGone(ids []string) {
 		pt.mu.Lock()
 		hit := false
 		for _, ar := range pt.active {
-			if ar.run.Status == store.RunRunning && len(ar.run.Attempts) > 0 && slices.Contains(ids, ar.run.Attempts[len(ar.run.Attempts)-1].Worker) {
-				hit = true
+			for _, c := range ar.chains() {
+				a, running := c.current()
+				pinned := c.item != noItem && slices.Contains(ids, ar.run.Items[c.item].Worker)
+				if (running && slices.Contains(ids, a.Worker)) || (pinned && !c.status.Final()) {
+					hit = true
+					break
+				}
+			}
+			if hit {
 				break
 			}
 		}

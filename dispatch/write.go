@@ -67,15 +67,18 @@ func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefo
 		pt.hist.died(r.JobID, r.ScheduledAt, w.at, w.entry)
 	}
 	ar.run, ar.modRev, ar.notBefore, ar.size = r, rev, notBefore, w.size
-	if u, ok := pt.takeBacks[r.ID]; ok && u.unsure {
-		// An attempt's write of unknown outcome compared the revision this
-		// write compared too (memory did not move on from it), so one of
-		// them failed its compare: this one applied, that one did not,
-		// and there is nothing to take back. Left queued, the take-back
-		// would match the attempt this write recorded when it has the same
-		// number and worker (the worker's next poll got the run again) and
-		// take back an attempt that was delivered: it would run twice.
-		delete(pt.takeBacks, r.ID)
+	for k, u := range pt.takeBacks {
+		if k.run == r.ID && u.unsure {
+			// An attempt's write of unknown outcome compared the revision
+			// this write compared too (memory did not move on from it), so
+			// one of them failed its compare: this one applied, that one
+			// did not, and there is nothing to take back. Left queued, the
+			// take-back would match the attempt this write recorded when it
+			// has the same number and worker (the worker's next poll got
+			// the run again) and take back an attempt that was delivered:
+			// it would run twice.
+			delete(pt.takeBacks, k)
+		}
 	}
 	if r.Status.Final() {
 		pt.dropActiveLocked(r.ID)
@@ -203,7 +206,7 @@ func (pt *partition) readopt(ctx context.Context, runs []store.Run) {
 				continue
 			}
 			pt.dropActiveLocked(run.ID)
-			pt.addActiveLocked(&activeRun{run: run, modRev: kvs[0].ModRevision, notBefore: now, leaseUntil: now.Add(pt.d.cfg.RunLease), size: len(kvs[0].Value)})
+			pt.addActiveLocked(newActiveRun(run, kvs[0].ModRevision, len(kvs[0].Value), now, pt.d.cfg.RunLease))
 			pt.lg.Info("run taken back after a write whose answer was lost", zap.String("job_id", run.JobID), zap.String("run_id", run.ID),
 				zap.String("status", string(run.Status)), zap.Int("attempts", len(run.Attempts)))
 		}

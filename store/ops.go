@@ -13,10 +13,12 @@ import (
 // key layout live in one place. The operations are not fenced: the owner
 // wraps them in a transaction fenced on its epoch (shard.Ownership).
 
-// EncodeRun returns the stored form of r. Its length is what the run costs
-// in etcd (history accounting counts it).
+// EncodeRun returns the stored form of r (api.Run.MarshalStored: a run
+// of one item as the API writes it, a run's items in their compact
+// form). Its length is what the run costs in etcd (history accounting
+// counts it).
 func EncodeRun(r Run) ([]byte, error) {
-	b, err := json.Marshal(r)
+	b, err := r.MarshalStored()
 	if err != nil {
 		return nil, fmt.Errorf("encode run %s: %w", r.ID, err)
 	}

@@ -32,11 +32,16 @@ const (
 // error goes. Each shortened attempt counts the bytes it lost in
 // DroppedBytes. Attempts are never removed, so their count and numbers
 // stay exact. r is not modified.
+//
+// A run with items (api.Run.Items) is fitted by fitItems instead.
 func FitRun(r Run, maxBytes int) (Run, []byte, error) {
 	maxBytes = max(maxBytes, MinMaxRunBytes)
 	val, err := EncodeRun(r)
 	if err != nil || len(val) <= maxBytes {
 		return r, val, err
+	}
+	if len(r.Items) > 0 {
+		return fitItems(r, maxBytes)
 	}
 	r.Attempts = append([]Attempt(nil), r.Attempts...)
 	n := len(r.Attempts)

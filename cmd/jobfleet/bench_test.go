@@ -10,8 +10,8 @@ import (
 )
 
 // TestBenchCommands runs tiny versions of `jobfleet bench scaling`,
-// `jobfleet bench soak`, `jobfleet bench scale` and `jobfleet bench
-// rebalance` as processes and checks their tables and
+// `jobfleet bench soak`, `jobfleet bench scale`, `jobfleet bench
+// rebalance`, `failover` and `items` as processes and checks their tables and
 // files, so the commands cannot rot.
 func TestBenchCommands(t *testing.T) {
 	out := t.TempDir()
@@ -56,6 +56,12 @@ func TestBenchCommands(t *testing.T) {
 			args:  []string{"bench", "failover", "--ttl=2s", "--members=1", "--partitions=8", "--leader-kills=1", "--etcd-down=500ms", "--crashes=1", "--stress=0", "--no-fsync"},
 			table: "failover p50 ms",
 			files: []string{"failover/failover.csv", "failover/failover.json", "failover/failover_time.png"},
+		},
+		{
+			name:  "items",
+			args:  []string{"bench", "items", "--items=40", "--workers=2", "--concurrency=2", "--item-time=20ms", "--worker-ttl=2s", "--partitions=4", "--no-fsync"},
+			table: "took / ideal",
+			files: []string{"items/items.csv", "items/items.json"},
 		},
 	}
 	for _, tt := range tests {

@@ -333,7 +333,7 @@ func TestJobCommands(t *testing.T) {
 	}
 
 	out = c.mustRun("runs", id)
-	if strings.TrimSpace(out) != "RUN ID  STATUS  SCHEDULED  ATTEMPTS  WORKER  DURATION  REASON  LAST ERROR" {
+	if strings.TrimSpace(out) != "RUN ID  STATUS  SCHEDULED  ITEMS  ATTEMPTS  WORKER  DURATION  REASON  LAST ERROR" {
 		t.Errorf("runs of a job without runs: got %q, want the header only", out)
 	}
 	putCLIRun(t, c, id, time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC), store.RunSucceeded, "")

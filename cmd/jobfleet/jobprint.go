@@ -38,6 +38,9 @@ func printJobDetail(w io.Writer, j store.Job) error {
 		}
 		row("PAYLOAD", clip(b.String(), 200))
 	}
+	if sh := shardsText(j); sh != "" {
+		row("SHARDS", clip(sh, 200))
+	}
 	row("RETRY", fmt.Sprintf("max_attempts %d, backoff %v to %v", j.Retry.MaxAttempts, j.Retry.InitialBackoff, j.Retry.MaxBackoff))
 	row("TIMEOUT", j.Timeout.String())
 	row("CONCURRENCY", string(j.ConcurrencyPolicy))
@@ -99,15 +102,20 @@ func clip(s string, n int) string {
 func printRuns(w io.Writer, runs []store.Run, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if wide {
-		fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tOWNER\tEPOCH\tATTEMPTS\tWORKER\tDURATION\tREASON\tLAST ERROR")
+		fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tOWNER\tEPOCH\tITEMS\tATTEMPTS\tWORKER\tDURATION\tREASON\tLAST ERROR")
 	} else {
-		fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tATTEMPTS\tWORKER\tDURATION\tREASON\tLAST ERROR")
+		fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tITEMS\tATTEMPTS\tWORKER\tDURATION\tREASON\tLAST ERROR")
 	}
 	for _, r := range runs {
-		lastWorker, lastErr, reason := "", "", r.Reason
+		lastWorker, lastErr, reason := runWorkers(r), "", r.Reason
 		if n := len(r.Attempts); n > 0 {
-			lastWorker = r.Attempts[n-1].Worker
 			lastErr = r.Attempts[n-1].Error
+		}
+		items := "-"
+		if len(r.Items) > 0 {
+			c := r.Count()
+			items = fmt.Sprintf("%d/%d", c.Succeeded, len(r.Items))
+			lastErr = lastItemError(r)
 		}
 		if !wide {
 			// A waiting run has a reason and no error yet: its reason,
@@ -123,12 +131,12 @@ func printRuns(w io.Writer, runs []store.Run, wide bool, now time.Time) error {
 			dur = "-"
 		}
 		if wide {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", cell(r.ID), cell(string(r.Status)),
-				r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), cell(r.Owner), r.Epoch, len(r.Attempts), cell(lastWorker), dur, cell(reason), cell(lastErr))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(r.ID), cell(string(r.Status)),
+				r.ScheduledAt.Format(time.RFC3339), r.FiredAt.Format(time.RFC3339), cell(r.Owner), r.Epoch, items, r.AttemptCount(), cell(lastWorker), dur, cell(reason), cell(lastErr))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(r.ID), cell(string(r.Status)),
-			r.ScheduledAt.Format(time.RFC3339), len(r.Attempts), cell(lastWorker), dur, cell(reason), cell(lastErr))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(r.ID), cell(string(r.Status)),
+			r.ScheduledAt.Format(time.RFC3339), items, r.AttemptCount(), cell(lastWorker), dur, cell(reason), cell(lastErr))
 	}
 	return tw.Flush()
 }

@@ -24,14 +24,17 @@ func newRunCmd() *cobra.Command {
 }
 
 func newRunGetCmd(opts *clientOptions) *cobra.Command {
-	return &cobra.Command{
+	item := -1
+	cmd := &cobra.Command{
 		Use:   "get RUN_ID",
-		Short: "Show one run with its attempts: worker, start, end, duration, whole error and output",
+		Short: "Show one run with its attempts (or items): worker, start, end, duration, whole error and output",
 		Long: `Show one run: its status and reason, when it was scheduled and fired, by
 which owner, and every attempt with its worker, start, end, duration, and
 its whole error and output (escaped, so that they cannot drive the
-terminal). -o json or -o yaml print the run document. Run IDs are listed
-by jobfleet job runs.`,
+terminal). A sharded or broadcast run shows its items instead, one line
+each with its status, worker, attempts, duration and last error;
+--item N shows item N's attempts in full. -o json or -o yaml print the
+run document. Run IDs are listed by jobfleet job runs.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r store.Run
@@ -41,17 +44,51 @@ by jobfleet job runs.`,
 			}); err != nil {
 				return err
 			}
+			if item >= 0 {
+				if item >= len(r.Items) {
+					return fmt.Errorf("--item %d: run %s has %d items", item, r.ID, len(r.Items))
+				}
+				if opts.structured() {
+					return printDoc(cmd.OutOrStdout(), opts.output, r.Items[item])
+				}
+				return printItemDetail(cmd.OutOrStdout(), r, item, time.Now())
+			}
 			if opts.structured() {
 				return printDoc(cmd.OutOrStdout(), opts.output, r)
 			}
-			return printRunDetail(cmd.OutOrStdout(), r, time.Now())
+			return printRunDetail(cmd.OutOrStdout(), r, opts.output == "wide", time.Now())
 		},
 	}
+	cmd.Flags().IntVar(&item, "item", -1, "show this item of a sharded or broadcast run with its attempts in full")
+	return cmd
+}
+
+// printItemDetail writes item i of run r: the run's ID and status, the
+// item's, then its attempts in full.
+func printItemDetail(w io.Writer, r store.Run, i int, now time.Time) error {
+	it := r.Items[i]
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("RUN", cell(r.ID)+" ("+cell(string(r.Status))+")")
+	row("ITEM", fmt.Sprintf("%d of %d", it.Index, len(r.Items)))
+	row("STATUS", cell(string(it.Status)))
+	if it.Reason != "" {
+		row("REASON", cell(it.Reason))
+	}
+	if it.Worker != "" {
+		row("PINNED TO", cell(it.Worker))
+	}
+	row("ATTEMPTS", fmt.Sprint(len(it.Attempts)))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printAttempts(w, it.Attempts, now)
 }
 
 // printRunDetail writes run r for people: a block of fields, then each
-// attempt with its error and output in full.
-func printRunDetail(w io.Writer, r store.Run, now time.Time) error {
+// attempt with its error and output in full, or the table of its items
+// (their errors clipped unless wide).
+func printRunDetail(w io.Writer, r store.Run, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("RUN", cell(r.ID))
@@ -66,11 +103,24 @@ func printRunDetail(w io.Writer, r store.Run, now time.Time) error {
 		row("DURATION", d)
 	}
 	row("OWNER", fmt.Sprintf("%s (epoch %d, partition %d)", cell(r.Owner), r.Epoch, r.Partition))
-	row("ATTEMPTS", fmt.Sprint(len(r.Attempts)))
+	if len(r.Items) > 0 {
+		row("ITEMS", itemsPolicy(r)+": "+itemsSummary(r))
+	}
+	row("ATTEMPTS", fmt.Sprint(r.AttemptCount()))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, a := range r.Attempts {
+	if len(r.Items) > 0 {
+		fmt.Fprintln(w)
+		return printItems(w, r, wide, now)
+	}
+	return printAttempts(w, r.Attempts, now)
+}
+
+// printAttempts writes each attempt with its times and its error and
+// output in full.
+func printAttempts(w io.Writer, attempts []store.Attempt, now time.Time) error {
+	for _, a := range attempts {
 		fmt.Fprintf(w, "\nattempt %d on worker %s\n", a.Attempt, cell(a.Worker))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "  started\t%s\n", timeText(a.StartedAt))
@@ -109,6 +159,9 @@ func timeText(t time.Time) string {
 // runDuration is how long run r took: from its first attempt's start to
 // its last one's end (to now while one runs), "" before any attempt.
 func runDuration(r store.Run, now time.Time) string {
+	if len(r.Items) > 0 {
+		return itemsDuration(r, now)
+	}
 	if len(r.Attempts) == 0 {
 		return ""
 	}

@@ -155,7 +155,11 @@ func printFailingRuns(w io.Writer, runs []store.FailingRun, wide bool) error {
 		if !wide {
 			msg = clipMiddle(msg, 80)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.JobID), cell(r.RunID), cell(string(r.Status)), r.Attempt, r.At.UTC().Format(time.RFC3339), cell(msg))
+		status := string(r.Status)
+		if r.Items > 0 {
+			status += fmt.Sprintf(" (%d/%d items)", r.Succeeded, r.Items)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.JobID), cell(r.RunID), cell(status), r.Attempt, r.At.UTC().Format(time.RFC3339), cell(msg))
 	}
 	return tw.Flush()
 }

@@ -531,27 +531,162 @@
     return () => ctrl.abort();
   }
 
+  // attemptList shows attempts with their times, error and output.
+  function attemptList(atts) {
+    return atts.map((a) => el('div', {},
+      el('dl', { class: 'kv' },
+        el('dt', { text: 'Attempt' }), el('dd', { text: a.attempt }),
+        el('dt', { text: 'Worker' }), el('dd', { text: a.worker || '' }),
+        el('dt', { text: 'Started' }), el('dd', { text: fmtUTC(a.started_at) }),
+        el('dt', { text: 'Finished' }), el('dd', { text: fmtUTC(a.finished_at) }),
+        el('dt', { text: 'Duration' }), el('dd', { text: fmtDuration(between(a.started_at, a.finished_at)) })),
+      a.error ? el('pre', { class: 'error', text: a.error }) : null,
+      a.output ? el('pre', { text: a.output }) : null));
+  }
+
+  const statusClass = (s) => (s === 'dead' || s === 'failed' ? 'error' : (s === 'succeeded' ? 'ok' : ''));
+  const runLink = (r, text) => el('a', { href: '#/run/' + encodeURIComponent(r.run_id), text });
+
+  // itemCounts says how a run's items stand: "12/16 succeeded, 1 running".
+  function itemCounts(r) {
+    const n = {};
+    for (const it of r.items || []) n[it.status] = (n[it.status] || 0) + 1;
+    const parts = [(n.succeeded || 0) + '/' + r.items.length + ' succeeded'];
+    for (const s of ['running', 'failed', 'pending', 'dead', 'skipped']) if (n[s]) parts.push(n[s] + ' ' + s);
+    return parts.join(', ');
+  }
+
+  // runSpan returns the first start and the last end of a run's attempts,
+  // its items' included (no end while one runs).
+  function runSpan(r) {
+    const chains = (r.items && r.items.length) ? r.items.map((it) => it.attempts || []) : [r.attempts || []];
+    let first = null; let last = null; let open = false;
+    for (const atts of chains) {
+      if (!atts.length) continue;
+      if (!first || atts[0].started_at < first) first = atts[0].started_at;
+      const end = atts[atts.length - 1].finished_at;
+      if (!end) open = true;
+      else if (!last || end > last) last = end;
+    }
+    return [first, open ? null : last];
+  }
+
   function runRow(r) {
     const atts = r.attempts || [];
-    const first = atts.length ? atts[0].started_at : null;
     const lastAtt = atts.length ? atts[atts.length - 1] : null;
-    const details = el('details', {},
-      el('summary', { text: atts.length + ' attempt' + (atts.length === 1 ? '' : 's') }),
-      atts.map((a) => el('div', {},
-        el('dl', { class: 'kv' },
-          el('dt', { text: 'Attempt' }), el('dd', { text: a.attempt }),
-          el('dt', { text: 'Worker' }), el('dd', { text: a.worker || '' }),
-          el('dt', { text: 'Started' }), el('dd', { text: fmtUTC(a.started_at) }),
-          el('dt', { text: 'Finished' }), el('dd', { text: fmtUTC(a.finished_at) }),
-          el('dt', { text: 'Duration' }), el('dd', { text: fmtDuration(between(a.started_at, a.finished_at)) })),
-        a.error ? el('pre', { class: 'error', text: a.error }) : null,
-        a.output ? el('pre', { text: a.output }) : null)));
+    const [first, end] = runSpan(r);
+    let what;
+    if (r.items && r.items.length) {
+      what = runLink(r, (r.broadcast ? 'broadcast, ' : '') + itemCounts(r));
+    } else if (atts.length) {
+      what = el('details', {}, el('summary', { text: atts.length + ' attempt' + (atts.length === 1 ? '' : 's') }), attemptList(atts));
+    } else {
+      what = el('span', { class: 'muted', text: 'none yet' });
+    }
     return el('tr', { 'data-run': r.run_id },
-      el('td', { text: fmtUTC(r.scheduled_at) }),
-      el('td', { class: r.status === 'dead' || r.status === 'failed' ? 'error' : (r.status === 'succeeded' ? 'ok' : ''), text: r.status }),
-      el('td', { text: fmtDuration(between(first, lastAtt && lastAtt.finished_at)) }),
+      el('td', {}, runLink(r, fmtUTC(r.scheduled_at))),
+      el('td', { class: statusClass(r.status), text: r.status }),
+      el('td', { text: fmtDuration(between(first, end)) }),
       el('td', { text: r.reason || (lastAtt && lastAtt.error) || '' }),
-      el('td', {}, atts.length ? details : el('span', { class: 'muted', text: 'none yet' })));
+      el('td', {}, what));
+  }
+
+  // run shows one run (#/run/ID): its fields, and for a sharded or
+  // broadcast run a grid of its items coloured by status, one Tab stop
+  // (the arrow keys move within it), the focused or clicked item's
+  // attempts below it. Reloaded every 2 s until the run is final.
+  function run(view, id) {
+    const info = el('div');
+    const grid = el('div', { class: 'map items', id: 'items-grid', role: 'group', 'aria-label': 'Items, coloured by status' });
+    const legend = el('div', { class: 'legend' });
+    const detail = el('div', { class: 'detail', id: 'item-detail', 'aria-live': 'polite' });
+    const atts = el('div');
+    view.append(heading('Run ' + id), info, legend, grid, detail, atts);
+    let current = 0;
+    let cells = [];
+    let items = [];
+    function showItem(i) {
+      const it = items[i];
+      if (!it) return;
+      detail.replaceChildren(
+        el('dl', { class: 'kv' },
+          el('dt', { text: 'Item' }), el('dd', { text: it.index + ' of ' + items.length }),
+          el('dt', { text: 'Status' }), el('dd', { class: statusClass(it.status), text: it.status }),
+          it.worker ? el('dt', { text: 'Pinned to' }) : null, it.worker ? el('dd', { text: it.worker }) : null,
+          it.reason ? el('dt', { text: 'Reason' }) : null, it.reason ? el('dd', { text: it.reason }) : null,
+          el('dt', { text: 'Attempts' }), el('dd', { text: (it.attempts || []).length })),
+        ...attemptList(it.attempts || []));
+    }
+    const label = (it) => 'item ' + it.index + ', ' + it.status + ((it.attempts || []).length ? ', ' + it.attempts.length + ' attempt' + (it.attempts.length === 1 ? '' : 's') + ' on ' + it.attempts[it.attempts.length - 1].worker : '') + (it.worker && !(it.attempts || []).length ? ', pinned to ' + it.worker : '');
+    function move(key) {
+      const perRow = Math.max(1, cells.filter((c) => c.offsetTop === cells[0].offsetTop).length);
+      const to = { ArrowRight: current + 1, ArrowLeft: current - 1, ArrowDown: current + perRow, ArrowUp: current - perRow, Home: 0, End: cells.length - 1 }[key];
+      if (to === undefined) return false;
+      cells[Math.max(0, Math.min(cells.length - 1, to))].focus();
+      return true;
+    }
+    grid.addEventListener('keydown', (ev) => { if (move(ev.key)) ev.preventDefault(); });
+    function paintItems(r) {
+      items = r.items || [];
+      if (cells.length !== items.length) {
+        cells = items.map((it, i) => {
+          const c = el('button', { type: 'button', class: 'cell', 'data-item': i, tabindex: i === current ? '0' : '-1' });
+          c.addEventListener('focus', () => {
+            if (current !== i && cells[current]) cells[current].tabIndex = -1;
+            current = i;
+            c.tabIndex = 0;
+            showItem(i);
+          });
+          c.addEventListener('click', () => showItem(i));
+          return c;
+        });
+        grid.dataset.size = items.length <= 256 ? 'l' : (items.length <= 2048 ? 'm' : 's');
+        grid.replaceChildren(...cells);
+      }
+      items.forEach((it, i) => {
+        cells[i].className = 'cell st-' + it.status;
+        cells[i].dataset.status = it.status;
+        cells[i].setAttribute('aria-label', label(it));
+        cells[i].title = label(it);
+      });
+      legend.replaceChildren(...['pending', 'running', 'failed', 'succeeded', 'dead', 'skipped'].map((s) => el('span', {}, el('span', { class: 'swatch cell st-' + s }), s)));
+      if (items.length) showItem(Math.min(current, items.length - 1));
+    }
+    let timer = null;
+    let stopped = false;
+    async function load() {
+      let r;
+      try {
+        r = await api('GET', '/v1/runs/' + encodeURIComponent(id));
+      } catch (e) {
+        info.replaceChildren(errorBox(e));
+        return false;
+      }
+      if (stopped) return false;
+      const [first, end] = runSpan(r);
+      const hasItems = !!(r.items && r.items.length);
+      info.replaceChildren(el('dl', { class: 'kv' },
+        el('dt', { text: 'Job' }), el('dd', {}, el('a', { href: '#/job/' + encodeURIComponent(r.job_id), text: r.job_id })),
+        el('dt', { text: 'Status' }), el('dd', { id: 'run-status', class: statusClass(r.status), text: r.status }),
+        r.reason ? el('dt', { text: 'Reason' }) : null, r.reason ? el('dd', { id: 'run-reason', text: r.reason }) : null,
+        el('dt', { text: 'Scheduled' }), el('dd', { text: fmtUTC(r.scheduled_at) }),
+        el('dt', { text: 'Fired' }), el('dd', { text: fmtUTC(r.fired_at) + ' by ' + r.owner + ' (epoch ' + r.epoch + ', partition ' + r.partition + ')' }),
+        el('dt', { text: 'Duration' }), el('dd', { text: fmtDuration(between(first, end)) || (first ? 'running' : '') }),
+        hasItems ? el('dt', { text: 'Items' }) : null,
+        hasItems ? el('dd', { id: 'run-items', text: (r.broadcast ? 'broadcast to ' + r.items.length + ' workers: ' : '') + itemCounts(r) +
+          (r.min_succeeded ? '; ' + r.min_succeeded + ' required' : '') + (r.max_parallel ? '; at most ' + r.max_parallel + ' at once' : '') }) : null));
+      grid.hidden = legend.hidden = detail.hidden = !hasItems;
+      if (hasItems) paintItems(r);
+      atts.replaceChildren(...(hasItems ? [] : [el('h2', { text: 'Attempts' }),
+        ...((r.attempts || []).length ? attemptList(r.attempts) : [el('p', { class: 'muted', text: 'No attempt yet.' })])]));
+      return !['succeeded', 'dead', 'skipped'].includes(r.status);
+    }
+    const tick = async () => {
+      const again = await load();
+      if (!stopped) timer = setTimeout(tick, again ? 2000 : 10000);
+    };
+    tick();
+    return () => { stopped = true; clearTimeout(timer); };
   }
 
   function runsTable(runs) {
@@ -740,7 +875,7 @@
           el('td', { class: 'num', text: r.attempt }),
           el('td', { text: fmtUTC(r.at) }),
           el('td', {}, r.error ? el('span', { class: 'error', text: r.error }) : el('span', { class: 'muted', text: 'no error recorded' })),
-          el('td', { class: 'muted', text: r.run_id }))));
+          el('td', {}, el('a', { class: 'muted', href: '#/run/' + encodeURIComponent(r.run_id), text: r.run_id + (r.items ? ' (' + (r.items_succeeded || 0) + '/' + r.items + ' items)' : '') })))));
         if (!runs.length && page === 0 && !list.next_cursor) {
           say('No ' + statusSel.selectedOptions[0].text + ' runs in the ' + since.selectedOptions[0].text + (prefix.value ? ' under ' + prefix.value : '') + '.', 'ok');
         } else {
@@ -763,7 +898,7 @@
       el('label', { for: 'failing-since' }, 'Within the', since),
       el('button', { type: 'submit', id: 'failing-search', text: 'Search' }));
     view.append(heading('Failing runs'),
-      el('p', { class: 'muted', text: 'Runs dead (no attempt left) or failed (a retry is due) across the fleet, with when they got that status and the start of their last error. Open a job for the whole run.' }),
+      el('p', { class: 'muted', text: 'Runs dead (no attempt left) or failed (a retry is due) across the fleet, with when they got that status and the start of their last error. Open a run for all of it.' }),
       form, note,
       el('table', { id: 'failing-table' },
         el('thead', {}, el('tr', {}, ['Job', 'Status', 'Attempts', 'At (UTC)', 'Error (start)', 'Run ID'].map((h) => el('th', { scope: 'col', text: h })))),
@@ -798,7 +933,7 @@
     return () => clearInterval(t);
   }
 
-  const VIEWS = { overview, partitions, where, jobs, job, failing, workers };
+  const VIEWS = { overview, partitions, where, jobs, job, run, failing, workers };
   const QUERY_VIEWS = new Set(['jobs', 'failing']);
 
   async function route() {
@@ -817,7 +952,7 @@
     }
     const v = VIEWS[name] ? name : 'overview';
     for (const a of $('nav').querySelectorAll('a')) {
-      if (a.getAttribute('href') === '#/' + (v === 'job' ? 'jobs' : v)) a.setAttribute('aria-current', 'page');
+      if (a.getAttribute('href') === '#/' + (v === 'job' || v === 'run' ? 'jobs' : v)) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
     }
     const view = $('view');

@@ -90,13 +90,22 @@ func (w *Worker) newAttempt(a api.AttemptGrant, from string) *attempt {
 	if owner == "" {
 		owner = from
 	}
-	return &attempt{
-		w:     w,
-		a:     a,
-		owner: owner,
-		lg: w.lg.With(zap.String("run_id", a.RunID), zap.String("job_id", a.JobID), zap.Int("attempt", a.Attempt),
-			zap.String("executor", a.Executor.Type)),
+	fields := []zap.Field{zap.String("run_id", a.RunID), zap.String("job_id", a.JobID), zap.Int("attempt", a.Attempt),
+		zap.String("executor", a.Executor.Type)}
+	if a.Item != nil {
+		fields = append(fields, zap.Int("item", a.Item.Index))
 	}
+	return &attempt{w: w, a: a, owner: owner, lg: w.lg.With(fields...)}
+}
+
+// item returns the index of the attempt's item for its reports, nil for
+// a run of one item.
+func (at *attempt) item() *int {
+	if at.a.Item == nil {
+		return nil
+	}
+	i := at.a.Item.Index
+	return &i
 }
 
 // startAttempt runs a in a goroutine that holds one slot (already taken)
@@ -211,6 +220,7 @@ func (at *attempt) finish(out outcome, start time.Time) {
 		Worker:  w.cfg.ID,
 		RunID:   at.a.RunID,
 		Attempt: at.a.Attempt,
+		Item:    at.item(),
 		Success: out.err == nil,
 		Output:  out.output.text(api.MaxOutputBytes),
 	}

@@ -106,7 +106,9 @@
 // be delivered, a retry after "worker shutting down"), and a cancelled
 // attempt may have done part of its work. Receivers must de-duplicate on
 // the run ID (the Jobfleet-Run-Id header, JOBFLEET_RUN_ID, Run.RunID), which
-// is the same across the attempts of a run. A long poll that is cut short
+// is the same across the attempts of a run, and for an item of a sharded
+// or broadcast run on its index too (Jobfleet-Shard-Index,
+// JOBFLEET_SHARD_INDEX, Run.ShardIndex). A long poll that is cut short
 // by shutdown or by the orchestrator leaving the members list may lose the
 // attempts an orchestrator was handing out in that instant; they are
 // retried after their lease.

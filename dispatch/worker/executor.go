@@ -45,6 +45,17 @@ type Run struct {
 	// Payload is the job's payload (JSON), nil if it has none, with its
 	// secret references resolved (see api.ResolveSecretRefs).
 	Payload json.RawMessage
+	// ShardIndex and ShardCount are the attempt's item of a sharded or
+	// broadcast run: its index, 0 to ShardCount-1, and the run's number
+	// of items. ShardCount is 0 for a run of one item. Attempt then
+	// numbers the item's attempts, and an item's side effects are
+	// de-duplicated on (RunID, ShardIndex).
+	ShardIndex int
+	ShardCount int
+	// ShardParam is the item's parameter (the job's shards.params at
+	// ShardIndex), with its secret references resolved; nil if it has
+	// none.
+	ShardParam json.RawMessage
 }
 
 // Header names set by the "http" executor (contract). Jobfleet-Job-Id
@@ -56,6 +67,12 @@ const (
 	HeaderRunID       = "Jobfleet-Run-Id"
 	HeaderScheduledAt = "Jobfleet-Scheduled-At"
 	HeaderAttempt     = "Jobfleet-Attempt"
+	// HeaderShardIndex and HeaderShardCount are set on an item's attempt
+	// (a sharded or broadcast run): the item's index, 0 to count-1, and
+	// the run's number of items. The item's parameter, if the job has
+	// shards.params, is the request body.
+	HeaderShardIndex = "Jobfleet-Shard-Index"
+	HeaderShardCount = "Jobfleet-Shard-Count"
 )
 
 // Environment variables set for the "shell" executor (contract).
@@ -65,6 +82,13 @@ const (
 	EnvRunID       = "JOBFLEET_RUN_ID"
 	EnvScheduledAt = "JOBFLEET_SCHEDULED_AT"
 	EnvAttempt     = "JOBFLEET_ATTEMPT"
+	// EnvShardIndex, EnvShardCount and EnvShardParam are set for an
+	// item's attempt: the item's index, the run's number of items, and
+	// the item's parameter as JSON (unset if the job has no
+	// shards.params). The payload stays on standard input.
+	EnvShardIndex = "JOBFLEET_SHARD_INDEX"
+	EnvShardCount = "JOBFLEET_SHARD_COUNT"
+	EnvShardParam = "JOBFLEET_SHARD_PARAM"
 )
 
 // scheduledAtLayout formats scheduled times for receivers: RFC 3339 in
@@ -95,6 +119,13 @@ func (w *Worker) execute(ctx context.Context, a api.AttemptGrant, lg *zap.Logger
 		return outcome{err: err}
 	}
 	a.Payload = payload
+	if a.Item != nil && len(a.Item.Param) > 0 {
+		item := *a.Item
+		if item.Param, err = api.ResolveSecretRefs("shards.params["+strconv.Itoa(item.Index)+"]", item.Param, w.secret); err != nil {
+			return outcome{err: err}
+		}
+		a.Item = &item
+	}
 	switch a.Executor.Type {
 	case api.ExecutorHTTP:
 		return w.executeHTTP(ctx, a)
@@ -131,14 +162,17 @@ func runHandler(ctx context.Context, h Handler, a api.AttemptGrant, lg *zap.Logg
 			out = outcome{err: fmt.Errorf("handler panicked: %v", p)}
 		}
 	}()
-	err := h(ctx, Run{
+	run := Run{
 		JobID:       a.JobID,
 		RunID:       a.RunID,
 		Attempt:     a.Attempt,
 		ScheduledAt: a.ScheduledAt,
 		Payload:     a.Payload,
-	})
-	return outcome{err: err}
+	}
+	if a.Item != nil {
+		run.ShardIndex, run.ShardCount, run.ShardParam = a.Item.Index, a.Item.Count, a.Item.Param
+	}
+	return outcome{err: h(ctx, run)}
 }
 
 // HTTP executor limits.
@@ -170,10 +204,15 @@ func (w *Worker) executeHTTP(ctx context.Context, a api.AttemptGrant) outcome {
 		return outcome{err: fmt.Errorf("%s %s: %w", method, shown, err)}
 	}
 	body := []byte(e.Body)
-	if len(body) == 0 {
+	switch {
+	case a.Item != nil && len(a.Item.Param) > 0:
+		body = a.Item.Param // the item's parameter, references resolved
+	case len(body) == 0:
 		body = a.Payload // secret references already resolved
-	} else if body, err = api.ResolveSecretRefs("executor.body", e.Body, w.secret); err != nil {
-		return outcome{err: err}
+	default:
+		if body, err = api.ResolveSecretRefs("executor.body", e.Body, w.secret); err != nil {
+			return outcome{err: err}
+		}
 	}
 	var rd io.Reader
 	if len(body) > 0 {
@@ -210,6 +249,10 @@ func (w *Worker) executeHTTP(ctx context.Context, a api.AttemptGrant) outcome {
 	req.Header.Set(HeaderRunID, a.RunID)
 	req.Header.Set(HeaderScheduledAt, FormatScheduledAt(a.ScheduledAt))
 	req.Header.Set(HeaderAttempt, strconv.Itoa(a.Attempt))
+	if a.Item != nil {
+		req.Header.Set(HeaderShardIndex, strconv.Itoa(a.Item.Index))
+		req.Header.Set(HeaderShardCount, strconv.Itoa(a.Item.Count))
+	}
 
 	client := &http.Client{Transport: w.execTransport, CheckRedirect: w.redirectPolicy(e)}
 	resp, err := client.Do(req)

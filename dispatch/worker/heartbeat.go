@@ -37,7 +37,7 @@ func (at *attempt) heartbeat(ctx context.Context, cancelExec context.CancelCause
 	warned := false
 	t := w.cfg.Clock.NewTimer(interval)
 	defer t.Stop()
-	req := api.HeartbeatRequest{Worker: w.cfg.ID, RunID: at.a.RunID, Attempt: at.a.Attempt}
+	req := api.HeartbeatRequest{Worker: w.cfg.ID, RunID: at.a.RunID, Attempt: at.a.Attempt, Item: at.item()}
 	for {
 		select {
 		case <-ctx.Done():

@@ -143,6 +143,7 @@ func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Durat
 		Executors: w.executors(),
 		Max:       max,
 		Wait:      api.Duration(wait),
+		Features:  []string{api.FeatureItems},
 	}
 	r, err := w.client.post(ctx, addr, api.PathPoll, req, wait+w.cfg.RequestTimeout, maxPollReplyBytes)
 	if err != nil {

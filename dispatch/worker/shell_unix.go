@@ -123,6 +123,13 @@ func (w *Worker) shellEnv(a api.AttemptGrant) []string {
 	vars[EnvRunID] = a.RunID
 	vars[EnvScheduledAt] = FormatScheduledAt(a.ScheduledAt)
 	vars[EnvAttempt] = strconv.Itoa(a.Attempt)
+	if a.Item != nil {
+		vars[EnvShardIndex] = strconv.Itoa(a.Item.Index)
+		vars[EnvShardCount] = strconv.Itoa(a.Item.Count)
+		if len(a.Item.Param) > 0 {
+			vars[EnvShardParam] = string(a.Item.Param)
+		}
+	}
 	env := make([]string, 0, len(vars))
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		env = append(env, k+"="+vars[k])

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -223,4 +224,20 @@ func (r *Registry) Workers() ([]store.Worker, error) {
 		out = append(out, v.workers[id].doc)
 	}
 	return out, nil
+}
+
+// Live returns the live registrations with their create revisions, by
+// ID, as this member's copy shows them, and whether the copy has been
+// listed from etcd (none before).
+func (r *Registry) Live() ([]dispatch.LiveWorker, bool) {
+	v := r.regView.Load()
+	if v.rev == 0 {
+		return nil, false
+	}
+	out := make([]dispatch.LiveWorker, 0, len(v.workers))
+	for _, id := range slices.Sorted(maps.Keys(v.workers)) {
+		e := v.workers[id]
+		out = append(out, dispatch.LiveWorker{Worker: e.doc, Registration: e.createRev})
+	}
+	return out, true
 }

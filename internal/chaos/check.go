@@ -173,6 +173,7 @@ type Global struct {
 	RunsUnfinished        int `json:"runs_unfinished"`
 	CorruptRuns           int `json:"corrupt_runs"`
 	FaultsNotRecovered    int `json:"faults_not_recovered"`
+	Items                 `json:"items"`
 }
 
 // Violation is one broken rule, with enough detail to look it up in the
@@ -671,24 +672,53 @@ func (h History) nsKeys() store.Keys {
 	return store.Keys{}
 }
 
-// execKey identifies one attempt of one run.
+// execKey identifies one attempt of one run's chain: the run's own (item
+// noItem) or one of its items.
 type execKey struct {
 	run     string
+	item    int
 	attempt int
 }
+
+// noItem is the item of a run's own chain (a run of one item).
+const noItem = -1
 
 func (c *checker) indexExecutions() map[execKey][]Execution {
 	out := map[execKey][]Execution{}
 	for _, e := range c.in.Executions {
-		k := execKey{e.Run, e.Attempt}
+		item := noItem
+		if e.Item != nil {
+			item = *e.Item
+		}
+		k := execKey{e.Run, item, e.Attempt}
 		out[k] = append(out[k], e)
 	}
 	return out
 }
 
+// chainAttempts returns the attempts of chain item of r: its own, or its
+// item's (none if it has no such item).
+func chainAttempts(r store.Run, item int) []store.Attempt {
+	if item == noItem {
+		return r.Attempts
+	}
+	if item < 0 || item >= len(r.Items) {
+		return nil
+	}
+	return r.Items[item].Attempts
+}
+
+// chainName names a chain in violations: "run X", "run X item 3".
+func chainName(runID string, item int) string {
+	if item == noItem {
+		return "run " + runID
+	}
+	return fmt.Sprintf("run %s item %d", runID, item)
+}
+
 // orchestratorReasons are the errors an orchestrator itself records when
 // it ends an attempt; every other attempt result is a worker's report.
-var orchestratorReasons = []string{"run lease expired", "timed out: still running"}
+var orchestratorReasons = []string{"run lease expired", "timed out: still running", "cancelled: "}
 
 func workerReported(a store.Attempt) bool {
 	for _, r := range orchestratorReasons {
@@ -696,7 +726,8 @@ func workerReported(a store.Attempt) bool {
 			return false
 		}
 	}
-	return true
+	// The worker lost with its registration (`worker "w-1" lost: ...`).
+	return !strings.HasPrefix(a.Error, "worker ") || !strings.Contains(a.Error, " lost: ")
 }
 
 // checkRuns checks every run key's history: created once, by the owner of
@@ -770,7 +801,11 @@ func (c *checker) checkRuns(execs map[execKey][]Execution) {
 			}
 		}
 		runID := store.RunID(h.JobID, h.At)
-		c.checkAttempts(h, runID, k, execs)
+		if last := h.Last(); len(last.Items) > 0 || last.Broadcast {
+			c.checkItemRun(h, runID, k, execs, deletedWithJob(h))
+			continue
+		}
+		c.checkAttempts(h, runID, noItem, k, execs)
 
 		last := h.Last()
 		if len(last.Attempts) > 1 {
@@ -779,7 +814,7 @@ func (c *checker) checkRuns(execs map[execKey][]Execution) {
 		succeeded := 0
 		var first *Execution
 		for a := 1; a <= len(last.Attempts); a++ {
-			for _, e := range execs[execKey{runID, a}] {
+			for _, e := range execs[execKey{runID, noItem, a}] {
 				if e.Succeeded() {
 					succeeded++
 					if first == nil {
@@ -837,8 +872,9 @@ func sameAttempt(a, b store.Attempt) bool {
 		a.FinishedAt.Equal(b.FinishedAt) && a.Error == b.Error
 }
 
-// checkAttempts replays the versions of one run document.
-func (c *checker) checkAttempts(h *RunHistory, runID string, k Kind, execs map[execKey][]Execution) {
+// checkAttempts replays the versions of one run document, for the
+// attempt chain item of it (noItem: the run's own).
+func (c *checker) checkAttempts(h *RunHistory, runID string, item int, k Kind, execs map[execKey][]Execution) {
 	s := c.stat(k)
 	finished := map[int]store.Attempt{} // first finished form of each attempt
 	type seenAt struct {
@@ -857,10 +893,10 @@ func (c *checker) checkAttempts(h *RunHistory, runID string, k Kind, execs map[e
 	late := map[int]lateReport{}
 	stale := func(detail string) {
 		s.StaleReportsAccepted++
-		c.violate("stale_reports_accepted", k, fmt.Sprintf("run %s: %s", runID, detail))
+		c.violate("stale_reports_accepted", k, fmt.Sprintf("%s: %s", chainName(runID, item), detail))
 	}
 	for _, v := range h.Versions {
-		as := v.Run.Attempts
+		as := chainAttempts(v.Run, item)
 		for i, a := range as {
 			n := i + 1
 			if _, ok := appeared[n]; !ok {
@@ -903,7 +939,7 @@ func (c *checker) checkAttempts(h *RunHistory, runID string, k Kind, execs map[e
 		a := finished[n]
 		if a.Error == "" {
 			ok := false
-			for _, e := range execs[execKey{runID, n}] {
+			for _, e := range execs[execKey{runID, item, n}] {
 				ok = ok || e.Succeeded()
 			}
 			if !ok {
@@ -927,8 +963,8 @@ func (c *checker) checkAttempts(h *RunHistory, runID string, k Kind, execs map[e
 		l := late[n]
 		if f, cut := c.cutOff(l.a.Worker, appeared[n].seen, l.at.seen); cut {
 			c.res.Global.CutOffReportsAccepted++
-			c.violate("cut_off_reports_accepted", f.Kind, fmt.Sprintf("run %s: attempt %d's report (%q) by %s, cut off by %s at %s, accepted at revision %d, after attempt %d was handed out at revision %d",
-				runID, n, l.a.Error, l.a.Worker, f.Kind, ts(f.Start), l.at.rev, n+1, appeared[n+1].rev))
+			c.violate("cut_off_reports_accepted", f.Kind, fmt.Sprintf("%s: attempt %d's report (%q) by %s, cut off by %s at %s, accepted at revision %d, after attempt %d was handed out at revision %d",
+				chainName(runID, item), n, l.a.Error, l.a.Worker, f.Kind, ts(f.Start), l.at.rev, n+1, appeared[n+1].rev))
 		}
 	}
 }
@@ -938,18 +974,23 @@ func (c *checker) checkAttempts(h *RunHistory, runID string, k Kind, execs map[e
 // recorded before it ran, and no attempt ran twice.
 func (c *checker) checkExecutions(execs map[execKey][]Execution) {
 	keys := c.in.History.nsKeys()
-	attemptsSeen := map[string]map[int]bool{}
+	attemptsSeen := map[string]map[[2]int]bool{} // by run key: (item, attempt)
 	for key, h := range c.in.History.Runs {
-		m := map[int]bool{}
+		m := map[[2]int]bool{}
 		for _, v := range h.Versions {
 			for _, a := range v.Run.Attempts {
-				m[a.Attempt] = true
+				m[[2]int{noItem, a.Attempt}] = true
+			}
+			for i, it := range v.Run.Items {
+				for _, a := range it.Attempts {
+					m[[2]int{i, a.Attempt}] = true
+				}
 			}
 		}
 		attemptsSeen[key] = m
 	}
 	for _, ek := range slices.SortedFunc(maps.Keys(execs), func(a, b execKey) int {
-		return cmp.Or(strings.Compare(a.run, b.run), a.attempt-b.attempt)
+		return cmp.Or(strings.Compare(a.run, b.run), a.item-b.item, a.attempt-b.attempt)
 	}) {
 		es := execs[ek]
 		id, at, err := store.ParseRunID(ek.run)
@@ -966,13 +1007,13 @@ func (c *checker) checkExecutions(execs map[execKey][]Execution) {
 			c.violate("unknown_runs_executed", k, fmt.Sprintf("recorder saw run %s attempt %d, a run the store never recorded", ek.run, ek.attempt))
 			continue
 		}
-		if !attemptsSeen[key][ek.attempt] {
+		if !attemptsSeen[key][[2]int{ek.item, ek.attempt}] {
 			c.res.Global.UnrecordedAttempts++
-			c.violate("unrecorded_attempts_executed", k, fmt.Sprintf("recorder saw run %s attempt %d, an attempt the store never recorded", ek.run, ek.attempt))
+			c.violate("unrecorded_attempts_executed", k, fmt.Sprintf("recorder saw %s attempt %d, an attempt the store never recorded", chainName(ek.run, ek.item), ek.attempt))
 		}
 		if len(es) > 1 {
 			c.stat(k).DuplicateExecutions += len(es) - 1
-			c.violate("duplicate_executions", k, fmt.Sprintf("run %s attempt %d executed %d times (starts %s)", ek.run, ek.attempt, len(es), execStarts(es)))
+			c.violate("duplicate_executions", k, fmt.Sprintf("%s attempt %d executed %d times (starts %s)", chainName(ek.run, ek.item), ek.attempt, len(es), execStarts(es)))
 		}
 		for _, e := range es {
 			if e.Job != id || e.ScheduledAt != store.FormatTime(at) {

@@ -158,6 +158,13 @@ type Config struct {
 	RecurringJobs int
 	SlowJobs      int
 	FlakyJobs     int
+	// ShardedJobs are sharded jobs (every 2s, ShardItems items,
+	// alternately answered with injected failures and slowly, the slow
+	// ones with a parameter per item) and BroadcastJobs broadcast jobs
+	// (every 2s, answered at once).
+	ShardedJobs   int
+	ShardItems    int
+	BroadcastJobs int
 	// SlowFor is how long the recorder takes to answer a slow job.
 	SlowFor time.Duration
 	// OneOffEvery is the interval between two one-off jobs (run_at a few
@@ -198,6 +205,9 @@ func DefaultConfig(binary, dir string, seed int64, d time.Duration) Config {
 		RecurringJobs:     12,
 		SlowJobs:          2,
 		FlakyJobs:         3,
+		ShardedJobs:       2,
+		ShardItems:        6,
+		BroadcastJobs:     1,
 		SlowFor:           2500 * time.Millisecond,
 		OneOffEvery:       700 * time.Millisecond,
 		NoisyTenant:       true,
@@ -268,8 +278,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("chaos: RunLease %v below 1s", c.RunLease)
 	case c.Gap <= 0:
 		return errors.New("chaos: Gap must be positive")
-	case c.RecurringJobs < 1 || c.SlowJobs < 0 || c.FlakyJobs < 0:
+	case c.RecurringJobs < 1 || c.SlowJobs < 0 || c.FlakyJobs < 0 || c.ShardedJobs < 0 || c.BroadcastJobs < 0:
 		return errors.New("chaos: want at least one recurring job, and no negative job counts")
+	case c.ShardedJobs > 0 && (c.ShardItems < 1 || c.ShardItems > 100):
+		return fmt.Errorf("chaos: ShardItems %d outside 1 to 100", c.ShardItems)
 	case c.SlowFor <= 0 || c.SlowFor >= time.Minute:
 		return fmt.Errorf("chaos: SlowFor %v outside (0, 1m)", c.SlowFor)
 	case c.OneOffEvery < 0:

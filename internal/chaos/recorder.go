@@ -34,13 +34,18 @@ const (
 // Execution is one request a worker's http executor made to the recorder:
 // one execution of one attempt.
 type Execution struct {
-	Job         string    `json:"job"`
-	Run         string    `json:"run"`
-	ScheduledAt string    `json:"scheduled_at"`
-	Attempt     int       `json:"attempt"`
-	Endpoint    string    `json:"endpoint"`
-	Start       time.Time `json:"start"`
-	End         time.Time `json:"end"`
+	Job         string `json:"job"`
+	Run         string `json:"run"`
+	ScheduledAt string `json:"scheduled_at"`
+	Attempt     int    `json:"attempt"`
+	// Item is the item index of an item's attempt (the
+	// Jobfleet-Shard-Index header), nil for a run of one item; Items the
+	// run's item count (Jobfleet-Shard-Count).
+	Item     *int      `json:"item,omitempty"`
+	Items    int       `json:"items,omitempty"`
+	Endpoint string    `json:"endpoint"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
 	// Status is the status the recorder answered; 0 if the request was
 	// aborted (the worker went away) before the answer.
 	Status int `json:"status"`
@@ -101,6 +106,12 @@ func (r *recorder) serve(w http.ResponseWriter, req *http.Request) {
 		Endpoint:    req.PathValue("endpoint"),
 		Start:       time.Now(),
 	}
+	if v := req.Header.Get(worker.HeaderShardIndex); v != "" {
+		if i, err := strconv.Atoi(v); err == nil {
+			e.Item = &i
+		}
+		e.Items, _ = strconv.Atoi(req.Header.Get(worker.HeaderShardCount))
+	}
 	r.mu.Lock()
 	r.seq++
 	seq := r.seq
@@ -118,7 +129,11 @@ func (r *recorder) serve(w http.ResponseWriter, req *http.Request) {
 		}
 		t.Stop()
 	case endpointFlaky:
-		if r.flakyFails(e.Run, e.Attempt) {
+		key := e.Run
+		if e.Item != nil {
+			key += "#" + strconv.Itoa(*e.Item) // each item's attempts on their own
+		}
+		if r.flakyFails(key, e.Attempt) {
 			status = http.StatusInternalServerError
 		}
 	}

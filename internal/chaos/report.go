@@ -49,6 +49,9 @@ func (r *Report) WriteTable(out io.Writer) {
 	g := r.Global
 	fmt.Fprintf(out, "\njobs accepted %d (deleted %d, updates %d), executions %d, runs retried %d, runs executed successfully more than once %d (%d of them while the first worker lived on), owner key events %d\n",
 		g.Jobs, g.JobsDeleted, g.JobUpdates, g.Executions, g.RunsRetried, g.RunsRepeated, g.RunsRepeatedWorkerAlive, g.OwnerEvents)
+	it := g.Items
+	fmt.Fprintf(out, "runs of items %d (broadcast %d) with %d items: retried %d, executed successfully more than once %d; broadcast items dead with their worker %d, workers a broadcast fire missed %d (a violation outside faults)\n",
+		it.Runs, it.BroadcastRuns, it.Items, it.ItemsRetried, it.ItemsRepeated, it.BroadcastWorkerLost, it.BroadcastWorkersMissed)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, c := range []struct {
 		name string
@@ -65,6 +68,10 @@ func (r *Report) WriteTable(out io.Writer) {
 		{"runs not final at the end", g.RunsUnfinished},
 		{"corrupt run documents", g.CorruptRuns},
 		{"faults not recovered from", g.FaultsNotRecovered},
+		{"items that succeeded twice or were undone", it.ItemsSucceededTwice},
+		{"items lost (not ended, or dead with attempts left)", it.ItemsLost},
+		{"runs whose status is not their items'", it.ItemStatusMismatch},
+		{"broadcast items on another worker than theirs", it.BroadcastMisplaced},
 	} {
 		mark := "ok"
 		if c.n != 0 {

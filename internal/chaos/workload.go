@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -23,6 +24,8 @@ const (
 	jobFlaky     = "flaky"     // every second, some attempts fail
 	jobOneOff    = "one-off"   // run_at a few seconds ahead
 	jobBurst     = "burst"     // created, updated and deleted in bursts
+	jobSharded   = "sharded"   // every 2s, a run of ShardItems items: flaky, or slow with params
+	jobBroadcast = "broadcast" // every 2s, one item per worker, answered at once
 )
 
 // JobOp is one API call of the workload on a job.
@@ -101,7 +104,7 @@ func (w *workload) spec(id, kind, schedule string, runAt *time.Time, misfire sto
 		endpoint = endpointFlaky
 	}
 	payload, _ := json.Marshal(map[string]any{"kind": kind, "v": version})
-	return store.Job{
+	j := store.Job{
 		ID:            id,
 		Schedule:      schedule,
 		RunAt:         runAt,
@@ -111,6 +114,25 @@ func (w *workload) spec(id, kind, schedule string, runAt *time.Time, misfire sto
 		Timeout:       store.Duration(30 * time.Second),
 		MisfirePolicy: misfire,
 	}
+	switch kind {
+	case jobSharded:
+		// Odd ones fail now and then, item by item; even ones are slow
+		// (in flight when a worker is killed) and give each item a
+		// parameter, sent as the body instead of the payload.
+		j.Shards = &api.Shards{Count: w.cfg.ShardItems, MaxParallel: max(w.cfg.ShardItems-2, 1)}
+		j.Executor.URL = w.rec.URL(endpointFlaky)
+		if n := len(id); id[n-1]%2 == 0 {
+			j.Executor.URL = w.rec.URL(endpointSlow)
+			j.Shards = &api.Shards{Params: make([]json.RawMessage, w.cfg.ShardItems)}
+			for i := range j.Shards.Params {
+				j.Shards.Params[i] = json.RawMessage(fmt.Sprintf(`{"part":%d}`, i))
+			}
+			j.Payload = nil
+		}
+	case jobBroadcast:
+		j.Placement = &api.PlacementPolicy{Broadcast: true}
+	}
+	return j
 }
 
 // createBase creates the every-second jobs.
@@ -130,6 +152,12 @@ func (w *workload) createBase(ctx context.Context) error {
 	for i := range w.cfg.FlakyJobs {
 		specs = append(specs, w.spec(fmt.Sprintf("flaky-%d", i+1), jobFlaky, "@every 1s", nil, store.MisfirePolicy(misfires[(i+1)%len(misfires)]), 1))
 	}
+	for i := range w.cfg.ShardedJobs {
+		specs = append(specs, w.spec(fmt.Sprintf("sharded-%d", i+1), jobSharded, "@every 2s", nil, "", 1))
+	}
+	for i := range w.cfg.BroadcastJobs {
+		specs = append(specs, w.spec(fmt.Sprintf("broadcast-%d", i+1), jobBroadcast, "@every 2s", nil, "", 1))
+	}
 	for _, j := range specs {
 		kind := jobRecurring
 		switch {
@@ -137,6 +165,10 @@ func (w *workload) createBase(ctx context.Context) error {
 			kind = jobSlow
 		case len(j.ID) > 5 && j.ID[:5] == "flaky":
 			kind = jobFlaky
+		case j.Shards != nil:
+			kind = jobSharded
+		case j.Placement != nil:
+			kind = jobBroadcast
 		}
 		if !w.create(ctx, j, kind) {
 			return fmt.Errorf("creating base job %q failed", j.ID)

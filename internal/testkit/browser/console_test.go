@@ -221,6 +221,14 @@ func TestConsole(t *testing.T) {
 			http.Error(w, "the printer is on fire", http.StatusInternalServerError)
 			return
 		}
+		if r.URL.Path == "/item" { // item 2 fails, the others succeed
+			if r.Header.Get(worker.HeaderShardIndex) == "2" {
+				http.Error(w, "shard 2 is corrupt", http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprintln(w, "shard "+r.Header.Get(worker.HeaderShardIndex)+" of "+r.Header.Get(worker.HeaderShardCount)+" done")
+			return
+		}
 		if calls.Add(1)%2 == 1 {
 			http.Error(w, "the ledger is locked; try again", http.StatusServiceUnavailable)
 			return
@@ -579,6 +587,47 @@ func TestConsole(t *testing.T) {
 			t.Errorf("a viewer of other/ sees %d failing runs", n)
 		}
 		p.signIn(f.AdminToken)
+	})
+
+	t.Run("a sharded run's page shows its items coloured by status, an item's attempts on click", func(t *testing.T) {
+		p.t = t
+		const sharded = "team/console-sharded"
+		j := store.Job{ID: sharded, Schedule: "0 0 1 1 *", Executor: store.Executor{Type: "http", URL: hook.URL + "/item"}, Shards: &api.Shards{Count: 6}}
+		if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", sharded, code)
+		}
+		var trig api.Triggered
+		if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs/"+url.PathEscape(sharded)+"/trigger", nil, &trig); code != http.StatusAccepted {
+			t.Fatalf("trigger %s: %d", sharded, code)
+		}
+		p.open("#/run/" + url.PathEscape(trig.RunID))
+		p.waitJS("the run dead with its six items", `document.getElementById('run-status')?.textContent === 'dead' && document.querySelectorAll('#items-grid .cell').length === 6 && document.querySelectorAll('#items-grid .cell[data-status=pending], #items-grid .cell[data-status=running]').length === 0`, 20*time.Second)
+		type gridState struct {
+			Statuses []string `json:"statuses"`
+			Colours  []string `json:"colours"`
+			Items    string   `json:"items"`
+			Reason   string   `json:"reason"`
+		}
+		got := eval[gridState](p, `(() => {
+			const cells = [...document.querySelectorAll('#items-grid .cell')];
+			const of = (s) => cells.filter(c => c.dataset.status === s).map(c => getComputedStyle(c).backgroundColor);
+			return {statuses: cells.map(c => c.dataset.status), colours: [...new Set([...of('succeeded'), ...of('dead')])],
+			        items: document.getElementById('run-items').textContent, reason: document.getElementById('run-reason').textContent};
+		})()`)
+		// Item 2 failed; the run is dead with it, the others ended as they
+		// did (succeeded, or skipped if the run was decided before they ran).
+		if got.Statuses[2] != "dead" || len(got.Colours) != 2 || !strings.Contains(got.Items, "/6 succeeded") || !strings.Contains(got.Reason, "dead: 2") {
+			t.Errorf("grid %v in colours %v, items %q, reason %q; want item 2 dead in a colour of its own, named in the reason", got.Statuses, got.Colours, got.Items, got.Reason)
+		}
+		p.do("click item 2", chromedp.Click(chromedp.CSS(`#items-grid .cell[data-item="2"]`)))
+		p.waitJS("item 2's attempt", `document.getElementById('item-detail').textContent.includes('Item2 of 6')`, 5*time.Second)
+		if detail := eval[string](p, `document.getElementById('item-detail').textContent`); !strings.Contains(detail, "shard 2 is corrupt") || !strings.Contains(detail, "console-worker") {
+			t.Errorf("item 2's detail %q, want its attempt's error and worker", detail)
+		}
+		p.screenshot("console-run-items.png")
+		// The job page links its runs to their page.
+		p.open("#/job/" + url.PathEscape(sharded))
+		p.waitJS("the run's row", fmt.Sprintf(`decodeURIComponent(document.querySelector('tr[data-run=%q] a')?.getAttribute('href').slice(6)) === %q`, trig.RunID, trig.RunID), 10*time.Second)
 	})
 
 	t.Run("a viewer sees no actions and is refused them", func(t *testing.T) {

@@ -62,6 +62,7 @@ var levels = map[string]int{
 	"bench/scaling":         9,
 	"bench/soak":            9,
 	"bench/scale":           10,
+	"bench/items":           8, // client, dispatch/worker (header names), auth, store
 	"cmd/jobfleet":          11,
 
 	// Opted into by programs whose workers find the orchestrators in etcd.

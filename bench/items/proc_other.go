@@ -1,0 +1,8 @@
+//go:build !linux
+
+package items
+
+import "syscall"
+
+// sysProcAttr sets nothing: only Linux kills a child when its parent dies.
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/bench/items"
+)
+
+func init() { benchCommands = append(benchCommands, newBenchItemsCmd) }
+
+func newBenchItemsCmd() *cobra.Command {
+	cfg := items.DefaultConfig()
+	var dir string
+	var bf benchFlags
+	cmd := &cobra.Command{
+		Use:   "items",
+		Short: "A sharded run of many items over worker processes, against the ideal, and with a worker killed halfway",
+		Long: `Starts an embedded etcd, one "jobfleet orchestrator" process and --workers
+"jobfleet worker" processes of this binary on loopback, and an endpoint in
+this process that answers each item after --item-time. Then creates a job
+of --items shards twice and times its run until final: with every worker,
+and with one worker killed (SIGKILL) once half the items succeeded. Each
+is compared with the ideal, items × item time / slots (after the kill,
+the rest at the remaining slots). Tables go to stdout, progress to
+stderr, CSV and JSON to --out. See docs/benchmarks.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Progress = bf.progress()
+			cfg.Fsync = !bf.noFsync
+			bin, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("bench items: the jobfleet binary: %w", err)
+			}
+			cfg.Binary = bin
+			if dir == "" {
+				if dir, err = os.MkdirTemp("", "jobfleet-bench-items-"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+			}
+			cfg.Dir = dir
+			start := time.Now()
+			res, err := items.Run(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			return writeBenchResult(cmd.OutOrStdout(), bf.out+"/items", "items", res, res.Tables(), res.Charts, time.Since(start))
+		},
+	}
+	fs := cmd.Flags()
+	fs.IntVar(&cfg.Items, "items", cfg.Items, "items of the run (2 to 10000)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "worker processes (one is killed in the second run)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "slots of each worker (--concurrency)")
+	fs.DurationVar(&cfg.ItemTime, "item-time", cfg.ItemTime, "how long the endpoint takes to answer an item")
+	fs.DurationVar(&cfg.WorkerTTL, "worker-ttl", 0, "the orchestrator's --worker-ttl (0: its default)")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "P")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each run")
+	fs.StringVar(&dir, "dir", "", "directory for logs (default: a temporary one, removed at the end)")
+	bf.add(fs, "CSV and JSON files", "run etcd without fsync")
+	return cmd
+}

@@ -1,0 +1,144 @@
+package dispatch
+
+import (
+	"time"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// This file has the partition's handling of runs made of items: which
+// worker may take which item, hand-outs, and the loop's expiry of
+// items. The decisions are items.go's pure functions.
+
+// mayTakeLocked reports whether the poll's worker may take chain item of
+// ar (of job e), MayRun deciding for the worker as its poll describes it
+// (executors, the credential's scope). An item goes only to a worker
+// that speaks items (api.FeatureItems), and a broadcast item only to the
+// worker it is pinned to, while the registration it had at the fire
+// lives. The caller holds mu.
+func (pt *partition) mayTakeLocked(e *jobEntry, ar *activeRun, item int, req PollRequest, executors map[string]bool) bool {
+	if !pollerMayRun(e, req, executors) {
+		return false
+	}
+	return item == noItem || (req.HasFeature(api.FeatureItems) && pt.pinnedToLocked(ar.run.Items[item], req.Worker))
+}
+
+// pollerMayRun is MayRun for the worker as its poll describes it.
+func pollerMayRun(e *jobEntry, req PollRequest, executors map[string]bool) bool {
+	if !executors[e.spec.Executor.Type] {
+		return false // the common refusal, before building the job
+	}
+	j := e.spec.job()
+	return MayRun(&j, LiveWorker{Worker: api.Worker{ID: req.Worker, Prefix: req.Prefix, Executors: req.Executors}})
+}
+
+// pinnedToLocked reports whether item it may go to worker: it is pinned
+// to none, or to worker under the registration it had at the fire. The
+// caller holds mu.
+func (pt *partition) pinnedToLocked(it api.Item, worker string) bool {
+	if it.Worker == "" {
+		return true
+	}
+	gone, _ := pt.pinnedGoneLocked(it)
+	return it.Worker == worker && !gone
+}
+
+// startItemsLocked returns ar's run with attempts of up to room of its
+// dispatchable items started by the poll's worker, and those items; none
+// if the worker may take none of them. The caller holds mu.
+func (pt *partition) startItemsLocked(e *jobEntry, ar *activeRun, req PollRequest, executors map[string]bool, room int, now time.Time) (store.Run, []int) {
+	if room <= 0 || !req.HasFeature(api.FeatureItems) || !pollerMayRun(e, req, executors) {
+		return store.Run{}, nil
+	}
+	items := DispatchableItems(ar.run, ar.notBefores(), now, func(i int) bool {
+		return pt.pinnedToLocked(ar.run.Items[i], req.Worker)
+	}, room)
+	if len(items) == 0 {
+		return store.Run{}, nil
+	}
+	return StartItems(ar.run, items, req.Worker, req.Credential, now), items
+}
+
+// expireItemsLocked decides the end of ar's items that are lost at now:
+// an attempt whose lease ran out, that ran past its timeout or whose
+// worker's registration ended is finished as failed (retried, or dead
+// without attempts left); a broadcast item whose worker's registration
+// of the fire ended is dead, running or not. It returns the update, and
+// false if no item is lost. The caller holds mu.
+func (pt *partition) expireItemsLocked(j *api.Job, ar *activeRun, now time.Time) (runUpdate, bool) {
+	u := runUpdate{ar: ar, next: ar.run, items: map[int]time.Time{}}
+	for i := range ar.run.Items {
+		if u.next.Status.Final() {
+			break
+		}
+		it := u.next.Items[i]
+		if it.Status.Final() {
+			continue
+		}
+		c, _ := chainOf(u.next, i, ar.itemRT(i))
+		attempt := 0
+		if _, ok := c.current(); ok {
+			attempt = len(c.attempts)
+		}
+		if gone, reason := pt.pinnedGoneLocked(it); gone {
+			var cancelled []int
+			u.next, cancelled = KillItem(u.next, i, reason, now)
+			u.cancelled = append(u.cancelled, cancelled...)
+			u.ended = append(u.ended, chainEnd{item: i, attempt: attempt, reason: reason})
+			continue
+		}
+		lost, reason := ItemLeaseExpired(j, u.next, i, c.rt.leaseUntil, now, pt.d.cfg.RunLease)
+		if !lost {
+			lost, reason = pt.workerLostLocked(ar, c)
+		}
+		if !lost {
+			continue
+		}
+		var nb time.Time
+		var cancelled []int
+		u.next, nb, cancelled = FinishItem(j, u.next, i, Outcome{Error: reason}, now, jitter())
+		u.items[i] = nb
+		u.cancelled = append(u.cancelled, cancelled...)
+		u.ended = append(u.ended, chainEnd{item: i, attempt: attempt, reason: reason})
+	}
+	return u, len(u.ended) > 0
+}
+
+// broadcastLocked gives the pending runs of broadcast job e's plan their
+// items: one per live worker that may run the job at the fire
+// (BroadcastItems, from the registry's copy). A run that no worker may
+// take is recorded skipped, with the reason. The caller holds mu.
+func (pt *partition) broadcastLocked(e *jobEntry, plan *FirePlan) {
+	if e.spec.Placement == nil || !e.spec.Placement.Broadcast {
+		return
+	}
+	var live []LiveWorker
+	synced := false
+	if reg := pt.d.cfg.Workers; reg != nil {
+		live, synced = reg.Live()
+	}
+	j := e.spec.job()
+	items, reason := BroadcastItems(&j, live)
+	if !synced {
+		reason = "broadcast: this member has not read the worker registrations yet"
+	}
+	for i := range plan.Runs {
+		r := &plan.Runs[i]
+		if r.Status != store.RunPending || !r.Broadcast {
+			continue
+		}
+		if len(items) == 0 {
+			r.Status, r.Reason = store.RunSkipped, joinReason(r.Reason, reason)
+			plan.State.Fired--
+			plan.State.Skipped++
+			continue
+		}
+		r.Items = make([]api.Item, len(items))
+		for k, it := range items {
+			it.Attempts = []api.Attempt{}
+			r.Items[k] = it
+		}
+		r.Reason = joinReason(r.Reason, reason)
+	}
+}

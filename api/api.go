@@ -47,6 +47,29 @@ type Triggered struct {
 	RunID string `json:"run_id"`
 }
 
+// TriggerRequest is the optional body of POST /v1/jobs/{id}/trigger:
+// Payload, if given, is the run's payload instead of the job's (any JSON
+// value, checked and bounded as a job's payload is, secret references
+// included; recorded in the run document).
+type TriggerRequest struct {
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// ValidateTriggerPayload checks a trigger's payload with the rules of a
+// job's (Job.Validate's "payload"): JSON within limits.MaxPayloadBytes,
+// at most MaxJSONDepth deep, with well-formed secret references. Errors
+// are *FieldError naming "payload".
+func ValidateTriggerPayload(raw json.RawMessage, limits Limits) error {
+	if limits.MaxPayloadBytes <= 0 {
+		limits.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if err := validateJSON("payload", raw, limits.MaxPayloadBytes); err != nil {
+		return err
+	}
+	_, err := SecretRefs("payload", raw)
+	return err
+}
+
 // PartitionTable is the reply of GET /v1/cluster/partitions: who owns each
 // partition (read from etcd at Revision) and who should (the ring target
 // of the answering member's current member view).

@@ -88,12 +88,48 @@ type Job struct {
 	// Paused jobs do not fire, and times scheduled while paused are not
 	// made up on resume; a paused job can still be triggered by hand.
 	Paused bool `json:"paused"`
+	// Jitter delays each scheduled fire by a pseudo-random offset in [0,
+	// Jitter), at most MaxJitter, so that many jobs on one schedule do not
+	// all fire in the same second. The offset is a function of the job's
+	// ID and the scheduled time alone (schedule.Schedule.Offset), and
+	// never reaches the job's next scheduled time: the run keeps the
+	// scheduled time as its ID and its "scheduled_at", and every
+	// orchestrator fires it at the same moment. The misfire grace counts
+	// from the jittered time. Triggers are not delayed. Left out: none.
+	Jitter Duration `json:"jitter,omitzero"`
+	// NotBefore and NotAfter bound the scheduled times the job fires: none
+	// before NotBefore, none after NotAfter (both included). After
+	// NotAfter the job has no more times: once its runs are final it is
+	// completed (Status), and deleted after DeleteAfter. Only with a
+	// schedule.
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	NotAfter  *time.Time `json:"not_after,omitempty"`
+	// MaxFires is the most runs the schedule starts, 1 to MaxMaxFires:
+	// scheduled times fired as pending runs (triggers and skipped times do
+	// not count). The count is the job's state.scheduled_runs, kept by
+	// its partition's owner with the fires, so it survives handoffs and
+	// crashes. Once reached, the job is completed like one past
+	// NotAfter. Left out: unlimited. Only with a schedule.
+	MaxFires int64 `json:"max_fires,omitempty"`
+	// Exclude names calendars (PUT /v1/calendars/{name}) whose dates and
+	// ranges the job does not fire in: a scheduled time inside one is
+	// recorded as a skipped run naming the calendar. At most
+	// MaxExcludes; a name that no calendar has excludes nothing.
+	Exclude []string `json:"exclude,omitempty"`
+	// PauseAfterFailures pauses the job once that many of its runs in a
+	// row ended dead (every attempt failed or was lost), 1 to
+	// MaxPauseAfterFailures; the owner records why (state.paused_reason)
+	// and notifies "paused" subscribers. A run that succeeds resets the
+	// count, and so does resuming the job. Left out: never.
+	PauseAfterFailures int `json:"pause_after_failures,omitempty"`
 	// History bounds the job's stored runs; zero fields take the fleet's
 	// defaults. See HistoryPolicy.
 	History HistoryPolicy `json:"history,omitzero"`
-	// DeleteAfter is how long a one-off job is kept once it has finished
-	// (fired, and its run final) before it is deleted with its runs; see
-	// Retention. Refused on jobs with a schedule.
+	// DeleteAfter is how long a completed job is kept before it is
+	// deleted with its runs: a one-off once it has fired and its run is
+	// final, a job with NotAfter or MaxFires once its last time has fired
+	// and its runs are final; see Retention. Refused on jobs with a
+	// schedule that never ends.
 	DeleteAfter Retention `json:"delete_after,omitempty"`
 	// Notify are the URLs told of the job's run outcomes (see
 	// Notification); none uses the fleet's default (--notify-url).
@@ -113,6 +149,11 @@ type Job struct {
 	// fire, counts of fired, skipped and dropped times); set on reads, nil
 	// before the owner has taken the job in. Ignored on writes.
 	State *JobState `json:"state,omitempty"`
+	// Status is "active", "paused" (by hand, or by PauseAfterFailures) or
+	// "completed" (a one-off that ran, or a job past NotAfter or
+	// MaxFires, with its runs final); set on reads with State (see
+	// ApplyState), empty otherwise. Ignored on writes.
+	Status JobStatus `json:"status,omitempty"`
 }
 
 // Executor types with built-in workers. Any other non-empty Type names a
@@ -261,22 +302,33 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 var durationType = reflect.TypeFor[Duration]()
 
 // ParseSchedule returns the job's schedule: Once(RunAt) for a one-off, the
-// parsed Schedule in Timezone for a recurring job, and Once(CreatedAt) for
-// a job with neither (it runs once, as soon as it is stored). The job is
-// expected to have passed Validate; errors are those of schedule.Parse.
+// parsed Schedule in Timezone for a recurring job, within NotBefore and
+// NotAfter, and Once(CreatedAt) for a job with neither (it runs once, as
+// soon as it is stored); each with the job's Jitter keyed by its ID. The
+// job is expected to have passed Validate; errors are those of
+// schedule.Parse.
 func (j *Job) ParseSchedule() (schedule.Schedule, error) {
+	var s schedule.Schedule
 	switch {
 	case j.RunAt != nil:
-		return schedule.Once(*j.RunAt), nil
+		s = schedule.Once(*j.RunAt)
 	case j.Schedule != "":
-		s, err := schedule.Parse(j.Schedule, j.Timezone)
-		if err != nil {
+		var err error
+		if s, err = schedule.Parse(j.Schedule, j.Timezone); err != nil {
 			return schedule.Schedule{}, fmt.Errorf("job %q: %w", j.ID, err)
 		}
-		return s, nil
+		var from, to time.Time
+		if j.NotBefore != nil {
+			from = *j.NotBefore
+		}
+		if j.NotAfter != nil {
+			to = *j.NotAfter
+		}
+		s = s.Within(from, to)
 	default:
-		return schedule.Once(j.CreatedAt), nil
+		s = schedule.Once(j.CreatedAt)
 	}
+	return s.WithJitter(j.Jitter.Std(), j.ID), nil
 }
 
 // InitialLast returns the "last scheduled time" to pass to schedule.Due

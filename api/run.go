@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -56,6 +57,10 @@ type Run struct {
 	// Reason says why a run is skipped, or dead without a failed attempt
 	// (replaced, job deleted); empty otherwise.
 	Reason string `json:"reason,omitempty"`
+	// Payload is the payload a trigger gave the run (POST
+	// /v1/jobs/{id}/trigger {"payload": …}), handed to its attempts
+	// instead of the job's; absent when the run takes the job's.
+	Payload json.RawMessage `json:"payload,omitempty"`
 	// Owner is the ID of the orchestrator that fired the run.
 	Owner string `json:"owner"`
 	// Epoch is that orchestrator's fencing token for the partition.

@@ -120,8 +120,8 @@ func TestApplyState(t *testing.T) {
 		{name: "not taken in", job: Job{Revision: 4}, wantStatus: JobActive},
 		{name: "active", job: Job{Revision: 4}, st: &JobState{}, wantStatus: JobActive},
 		{name: "paused by hand", job: Job{Revision: 4, Paused: true}, st: &JobState{}, wantStatus: JobPaused, wantPaused: true},
-		{name: "paused by its owner", job: Job{Revision: 4}, st: &JobState{PausedReason: "3 runs in a row ended dead", PausedRevision: 4}, wantStatus: JobPaused, wantPaused: true},
-		{name: "written since its owner paused it", job: Job{Revision: 9}, st: &JobState{PausedReason: "3 runs in a row ended dead", PausedRevision: 4}, wantStatus: JobActive},
+		{name: "paused by its owner", job: Job{Revision: 4}, st: &JobState{Pause: &AutoPause{Reason: "3 runs in a row ended dead", Revision: 4}}, wantStatus: JobPaused, wantPaused: true},
+		{name: "written since its owner paused it", job: Job{Revision: 9}, st: &JobState{Pause: &AutoPause{Reason: "3 runs in a row ended dead", Revision: 4}}, wantStatus: JobActive},
 		{name: "completed", job: Job{Revision: 4}, st: &JobState{FinishedAt: done}, wantStatus: JobCompleted},
 	}
 	for _, tt := range tests {

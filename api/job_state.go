@@ -12,9 +12,6 @@ type JobState struct {
 	Last time.Time `json:"last"`
 	// Next is the next scheduled time, zero if none.
 	Next time.Time `json:"next,omitzero"`
-	// NextFire is when Next fires: Next delayed by the job's jitter; zero
-	// for a job without jitter (it fires at Next).
-	NextFire time.Time `json:"next_fire,omitzero"`
 	// SpecRevision is the spec revision Last and Next were computed from.
 	SpecRevision int64 `json:"spec_revision"`
 	// Fired, Skipped and Dropped count the job's scheduled times by fate.
@@ -34,14 +31,9 @@ type JobState struct {
 	// with each run's final status (0 after a success), for
 	// Job.PauseAfterFailures; kept only for jobs that set it.
 	Failures int `json:"failures,omitempty"`
-	// PausedReason says why the owner paused the job (PauseAfterFailures),
-	// PausedAt when, and PausedRevision the job's revision it paused: the
-	// pause holds while the job has that revision, and any later write of
-	// the job (a resume, a PUT) ends it. Empty when the owner has not
-	// paused the job.
-	PausedReason   string    `json:"paused_reason,omitempty"`
-	PausedAt       time.Time `json:"paused_at,omitzero"`
-	PausedRevision int64     `json:"paused_revision,omitempty"`
+	// Pause is the owner's pause of the job (PauseAfterFailures); nil when
+	// the owner has not paused it. Never modified once a state holds it.
+	Pause *AutoPause `json:"pause,omitempty"`
 	// Runs is how many run documents the job has stored, as of the last
 	// fire.
 	Runs int `json:"runs"`
@@ -52,19 +44,28 @@ type JobState struct {
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
+// AutoPause is a pause the job's owner decided (Job.PauseAfterFailures):
+// why, when, and the job's revision it paused. It holds while the job has
+// that revision: any later write of the job (a resume, a PUT) ends it.
+type AutoPause struct {
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
+	Revision int64     `json:"revision"`
+}
+
 // AutoPaused reports whether the state pauses the job at revision rev: the
 // owner paused it (PauseAfterFailures) and the job was not written since.
 func (s *JobState) AutoPaused(rev int64) bool {
-	return s != nil && s.PausedReason != "" && s.PausedRevision == rev
+	return s != nil && s.Pause != nil && s.Pause.Revision == rev
 }
 
-// Due returns when the state's next time fires: NextFire if the job has
-// jitter, else Next; zero if none.
-func (s *JobState) Due() time.Time {
-	if !s.NextFire.IsZero() {
-		return s.NextFire
+// PausedReason returns why the owner paused the job, "" unless its pause
+// holds at revision rev.
+func (s *JobState) PausedReason(rev int64) string {
+	if !s.AutoPaused(rev) {
+		return ""
 	}
-	return s.Next
+	return s.Pause.Reason
 }
 
 // JobStatus is a job's status as reads report it (Job.Status).

@@ -142,13 +142,17 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 		pt.updatedLocked(ar, pk.w, resp.Header.Revision, ar.notBefore)
 		ar.leaseUntil = now.Add(pt.d.cfg.RunLease)
 		e := pt.jobs[ar.run.JobID]
+		payload := pk.work.Payload
+		if ar.run.Payload != nil {
+			payload = ar.run.Payload // a trigger's
+		}
 		out = append(out, AttemptGrant{
 			RunID:       ar.run.ID,
 			JobID:       ar.run.JobID,
 			Attempt:     len(ar.run.Attempts),
 			ScheduledAt: ar.run.ScheduledAt,
 			Executor:    pk.work.Executor,
-			Payload:     pk.work.Payload,
+			Payload:     payload,
 			Timeout:     e.spec.Timeout,
 			RunLease:    store.Duration(pt.d.cfg.RunLease),
 			Owner:       pt.own.Member,

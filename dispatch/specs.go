@@ -2,12 +2,14 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -28,12 +30,28 @@ type jobEntry struct {
 	stale bool
 }
 
-// triggerReq is a trigger request not yet fired: its job, its time and
-// its key.
+// triggerReq is a trigger request not yet fired: its job, its time, its
+// key, and the payload it gives its run (nil: the job's).
 type triggerReq struct {
-	id  string
-	at  time.Time
-	key string
+	id      string
+	at      time.Time
+	key     string
+	payload json.RawMessage
+}
+
+// triggerOf returns the trigger request stored as kv, of job id for time
+// at. A value that does not decode (it was checked when it was stored)
+// gives the job's payload.
+func (pt *partition) triggerOf(id string, at time.Time, kv *mvccpb.KeyValue) triggerReq {
+	t := triggerReq{id: id, at: at, key: string(kv.Key)}
+	if len(kv.Value) > 0 {
+		var req api.TriggerRequest
+		if err := json.Unmarshal(kv.Value, &req); err != nil {
+			pt.lg.Warn("trigger request does not decode; its run takes the job's payload", zap.String("job_id", id), zap.ByteString("key", kv.Key), zap.Error(err))
+		}
+		t.payload = req.Payload
+	}
+	return t
 }
 
 // apply handles spec and trigger changes. Trigger requests are queued for
@@ -50,7 +68,7 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 		switch {
 		case !at.IsZero() && ev.Type == mvccpb.PUT:
 			pt.mu.Lock()
-			pt.triggers[string(ev.Kv.Key)] = triggerReq{id: id, at: at, key: string(ev.Kv.Key)}
+			pt.triggers[string(ev.Kv.Key)] = pt.triggerOf(id, at, ev.Kv)
 			if e := pt.jobs[id]; e != nil {
 				e.stale = false
 				pt.indexLocked(id)

@@ -129,12 +129,12 @@ func Due(s Schedule, last, now time.Time, p Policy) (Decision, error) {
 	// Keep at least one missed time: the latest is needed for Decision.Last;
 	// with jitter one more, should the latest turn out to be on time.
 	want := max(keep, 1)
-	if s.jitter > 0 {
+	if s.Jitter() > 0 {
 		want++
 	}
 	missed, tail := s.before(last, cutoff, want)
 	var late time.Time // before cutoff, but fired on time
-	if s.jitter > 0 && len(tail) > 0 {
+	if s.Jitter() > 0 && len(tail) > 0 {
 		if t := tail[len(tail)-1]; !s.FireTime(t).Before(cutoff) {
 			late, tail, missed = t, tail[:len(tail)-1], missed-1
 		}
@@ -155,7 +155,7 @@ func Due(s Schedule, last, now time.Time, p Policy) (Decision, error) {
 		onTime = append([]time.Time{late}, onTime...)
 	}
 	var waiting time.Time // its fire time is still to come
-	if n := len(onTime); s.jitter > 0 && n > 0 && s.FireTime(onTime[n-1]).After(now) {
+	if n := len(onTime); s.Jitter() > 0 && n > 0 && s.FireTime(onTime[n-1]).After(now) {
 		waiting, onTime = onTime[n-1], onTime[:n-1]
 	}
 
@@ -287,8 +287,8 @@ func (c *cursor) next(prev time.Time) time.Time {
 	var t time.Time
 	if c.s.kind == kindCron {
 		from := prev
-		if !c.s.lo.IsZero() && from.Before(c.s.lo) {
-			from = c.s.lo.Add(-time.Nanosecond)
+		if lo := c.s.ext.from(); !lo.IsZero() && from.Before(lo) {
+			from = lo.Add(-time.Nanosecond)
 		}
 		var seg segment
 		t, seg = c.s.cron.next(c.s.loc, from, c.seg)

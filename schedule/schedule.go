@@ -57,10 +57,9 @@ type Schedule struct {
 	every int64          // kindEvery: the interval in whole seconds
 	at    time.Time      // kindOnce
 	text  string
-	// bounds and jitter: see Within and WithJitter (bounds.go).
-	lo, hi time.Time     // instants before lo or after hi are not the schedule's; zero: unbounded
-	jitter time.Duration // the most a fire is delayed past its instant; 0: none
-	seed   uint64        // xxhash of the jitter's key
+	// ext holds the bounds and jitter (Within and WithJitter, bounds.go);
+	// nil for none, so that the schedules of most jobs stay small.
+	ext *refinement
 }
 
 // Parse parses a recurring schedule: a cron expression or a descriptor,
@@ -173,8 +172,8 @@ func Once(at time.Time) Schedule {
 // ahead: a schedule that fires less often than that (February 29th around
 // the year 2100) reports no next fire.
 func (s Schedule) Next(after time.Time) time.Time {
-	if !s.lo.IsZero() && after.Before(s.lo) {
-		after = s.lo.Add(-time.Nanosecond).In(after.Location())
+	if lo := s.ext.from(); !lo.IsZero() && after.Before(lo) {
+		after = lo.Add(-time.Nanosecond).In(after.Location())
 	}
 	return s.bounded(s.rawNext(after))
 }

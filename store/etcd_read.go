@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -25,13 +26,21 @@ func (s *Etcd) Get(ctx context.Context, id string) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	if st := resp.Responses[1].GetResponseRange().Kvs; len(st) == 1 {
-		var state JobState
-		if json.Unmarshal(st[0].Value, &state) == nil {
-			j.State = &state
-		}
-	}
+	j.ApplyState(decodeState(resp.Responses[1].GetResponseRange().Kvs))
 	return j, nil
+}
+
+// decodeState decodes the state key read as kvs: nil if absent or
+// corrupt.
+func decodeState(kvs []*mvccpb.KeyValue) *JobState {
+	if len(kvs) != 1 {
+		return nil
+	}
+	var state JobState
+	if json.Unmarshal(kvs[0].Value, &state) != nil {
+		return nil
+	}
+	return &state
 }
 
 func (s *Etcd) get(ctx context.Context, key string) (Job, int64, error) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // Create stores a new job. The job is normalized and validated here; it
@@ -132,15 +135,29 @@ func (s *Etcd) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// SetPaused pauses or resumes job id and returns the stored job.
+// SetPaused pauses or resumes job id and returns the stored job. A job
+// its owner paused (pause_after_failures: JobState.AutoPaused) is paused:
+// resuming it writes the job, which ends that pause.
 func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, error) {
-	key := s.keys.Spec(s.Partition(id), id)
+	p := s.Partition(id)
+	key := s.keys.Spec(p, id)
 	for range 10 {
-		j, rev, err := s.get(ctx, key)
+		resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(s.keys.State(p, id))).Commit()
+		if err != nil {
+			return Job{}, Classify(err)
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return Job{}, ErrNotFound
+		}
+		rev := kvs[0].ModRevision
+		j, err := DecodeStoredJob(kvs[0].Value, rev)
 		if err != nil {
 			return Job{}, err
 		}
-		if j.Paused == paused {
+		st := decodeState(resp.Responses[1].GetResponseRange().Kvs)
+		if j.Paused == paused && !(st.AutoPaused(rev) && !paused) {
+			j.ApplyState(st)
 			return j, nil
 		}
 		j.Paused, j.UpdatedAt = paused, s.nowMillis()
@@ -149,15 +166,16 @@ func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, erro
 		if err != nil {
 			return Job{}, err
 		}
-		resp, err := s.client.Txn(ctx).
+		tresp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
 			Then(clientv3.OpPut(key, string(val))).
 			Commit()
 		if err != nil {
 			return Job{}, Classify(err)
 		}
-		if resp.Succeeded {
-			j.Revision = resp.Header.Revision
+		if tresp.Succeeded {
+			j.Revision = tresp.Header.Revision
+			j.ApplyState(st)
 			return j, nil
 		}
 	}
@@ -176,6 +194,27 @@ func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, erro
 // transaction: the candidates are nested, each tried only if the ones
 // before are taken. If all are, it returns ErrTooManyTriggers.
 func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
+	return s.TriggerWith(ctx, id, nil)
+}
+
+// TriggerWith is Trigger with a payload for the run instead of the job's
+// (nil: the job's). The payload is checked as a job's is
+// (api.ValidateTriggerPayload, at most MaxTriggerPayloadBytes; errors are
+// *FieldError naming "payload"), stored in the trigger request and, by the
+// owner, in the run.
+func (s *Etcd) TriggerWith(ctx context.Context, id string, payload json.RawMessage) (string, error) {
+	val := ""
+	if payload != nil {
+		payload = compactPayload(payload)
+		if err := api.ValidateTriggerPayload(payload, api.Limits{MaxPayloadBytes: min(s.limits.MaxPayloadBytes, MaxTriggerPayloadBytes)}); err != nil {
+			return "", err
+		}
+		b, err := json.Marshal(api.TriggerRequest{Payload: payload})
+		if err != nil {
+			return "", fieldErr("payload", "%v", err)
+		}
+		val = string(b)
+	}
 	if err := s.guard(); err != nil {
 		return "", err
 	}
@@ -190,7 +229,7 @@ func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
 				clientv3.Compare(clientv3.CreateRevision(trig), "=", 0),
 				clientv3.Compare(clientv3.CreateRevision(run), "=", 0),
 			},
-			[]clientv3.Op{clientv3.OpPut(trig, "")},
+			[]clientv3.Op{clientv3.OpPut(trig, val)},
 			chain)}
 	}
 	resp, err := s.client.Txn(ctx).
@@ -219,3 +258,20 @@ func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
 // TriggerSlots is how many consecutive milliseconds Trigger tries for a
 // trigger's run.
 const TriggerSlots = 16
+
+// MaxTriggerPayloadBytes bounds a trigger's payload (or the store's
+// payload limit, if smaller): the run document that records it is kept
+// within a budget of its own (dispatch.Config.MaxRunBytes, 256 KiB by
+// default) with its attempts' outputs.
+const MaxTriggerPayloadBytes = 64 << 10
+
+// compactPayload returns raw without insignificant white space, as a
+// job's payload is stored; invalid JSON is returned unchanged for the
+// check to report.
+func compactPayload(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}

@@ -114,13 +114,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	state := &stateCollector{m: m,
-		waiting:    prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
-		running:    prometheus.NewDesc("jobfleet_runs_running", "Runs of the partitions owned here with an attempt held by a worker.", nil, nil),
-		runs:       prometheus.NewDesc("jobfleet_history_runs", "Run documents stored for the partitions owned here (active and final).", nil, nil),
-		bytes:      prometheus.NewDesc("jobfleet_history_bytes", "Bytes of the run documents stored for the partitions owned here; the fleet's sum stays within --history-budget plus the active runs' documents and the jobs' floors (--history-floor).", nil, nil),
-		budget:     prometheus.NewDesc("jobfleet_history_budget_bytes", "The share of the fleet's history budget of the partitions owned here.", nil, nil),
+		waiting:      prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
+		running:      prometheus.NewDesc("jobfleet_runs_running", "Runs of the partitions owned here with an attempt held by a worker.", nil, nil),
+		runs:         prometheus.NewDesc("jobfleet_history_runs", "Run documents stored for the partitions owned here (active and final).", nil, nil),
+		bytes:        prometheus.NewDesc("jobfleet_history_bytes", "Bytes of the run documents stored for the partitions owned here; the fleet's sum stays within --history-budget plus the active runs' documents and the jobs' floors (--history-floor).", nil, nil),
+		budget:       prometheus.NewDesc("jobfleet_history_budget_bytes", "The share of the fleet's history budget of the partitions owned here.", nil, nil),
 		completedNow: prometheus.NewDesc("jobfleet_jobs_completed", "Completed jobs of the partitions owned here, kept until their delete_after.", nil, nil),
-		unservable: prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
+		unservable:   prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
 		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, state)

@@ -86,8 +86,8 @@ type partition struct {
 	// calendarsAwaited is set when a job that excludes calendars was due
 	// before the member had read them: the loop looks again shortly.
 	calendarsAwaited bool
-	hist             *history // the partition's stored runs
-	idx    *jobIndex // what the loop looks at; see jobIndex
+	hist             *history  // the partition's stored runs
+	idx              *jobIndex // what the loop looks at; see jobIndex
 
 	// notes delivers the partition's notifications; nil without a
 	// Notifier (notify.go). outboxRead is set once the outbox was read

@@ -67,9 +67,9 @@ type jobSpec struct {
 	// which most do.
 	ctl       *specControls
 	Partition int
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	Revision          int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Revision  int64
 }
 
 // specOf returns what the scheduler keeps of j.
@@ -128,7 +128,9 @@ func (s *jobSpec) controls() *specControls {
 func (s *jobSpec) IsOneOff() bool { return s.Schedule == "" }
 
 // Finite is store.Job.Finite: the job can complete.
-func (s *jobSpec) Finite() bool { return s.IsOneOff() || s.controls().NotAfter != nil || s.controls().MaxFires > 0 }
+func (s *jobSpec) Finite() bool {
+	return s.IsOneOff() || s.controls().NotAfter != nil || s.controls().MaxFires > 0
+}
 
 // InitialLast is store.Job.InitialLast.
 func (s *jobSpec) InitialLast() time.Time {

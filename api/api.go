@@ -262,15 +262,21 @@ type NextFires struct {
 	JobID    string `json:"job_id,omitempty"`
 	Timezone string `json:"timezone"`
 	Paused   bool   `json:"paused,omitempty"`
-	Fires    []Fire `json:"fires"`
+	// Status is the job's (Job.Status); empty in a preview.
+	Status JobStatus `json:"status,omitempty"`
+	Fires  []Fire    `json:"fires"`
 }
 
-// Fire is one scheduled time: Local in RFC 3339 with the offset of the
-// job's zone at that instant, UTC in RFC 3339 with "Z". Both name the same
-// instant (fractions of a second appear only when the time has them).
+// Fire is one fire of a job: when it fires, Local in RFC 3339 with the
+// offset of the job's zone at that instant, UTC in RFC 3339 with "Z". Both
+// name the same instant (fractions of a second appear only when the time
+// has them). ScheduledAt, in UTC, is the scheduled time the fire is for
+// (its run's ID and scheduled_at) when the job's jitter delays it; empty
+// when the job fires at its scheduled time.
 type Fire struct {
-	Local string `json:"local"`
-	UTC   string `json:"utc"`
+	Local       string `json:"local"`
+	UTC         string `json:"utc"`
+	ScheduledAt string `json:"scheduled_at,omitempty"`
 }
 
 // PreviewRequest is the body of POST /v1/schedule:preview: a schedule (a

@@ -281,3 +281,25 @@ func (s *Etcd) GetRun(ctx context.Context, runID string) (Run, error) {
 	}
 	return r, nil
 }
+
+// States returns the scheduling states of jobs (as listed: each with its
+// Partition), in order, nil for a job whose owner has not taken it in; at
+// most 64 reads per request.
+func (s *Etcd) States(ctx context.Context, jobs []Job) ([]*JobState, error) {
+	out := make([]*JobState, 0, len(jobs))
+	for i := 0; i < len(jobs); i += 64 {
+		chunk := jobs[i:min(i+64, len(jobs))]
+		ops := make([]clientv3.Op, len(chunk))
+		for k, j := range chunk {
+			ops[k] = clientv3.OpGet(s.keys.State(j.Partition, j.ID))
+		}
+		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, Classify(err)
+		}
+		for _, r := range resp.Responses {
+			out = append(out, decodeState(r.GetResponseRange().Kvs))
+		}
+	}
+	return out, nil
+}

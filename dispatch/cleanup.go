@@ -180,7 +180,7 @@ func completionReason(e *jobEntry) string {
 // one-off, or one whose window or max_fires ended): its last time fired
 // and none of its runs or trigger requests is pending.
 func (pt *partition) finishedLocked(e *jobEntry, pendingTriggers map[string]bool) bool {
-	planned := e.state.SpecRevision == e.spec.Revision && !e.state.Last.IsZero() && !e.dirty && !e.stale
+	planned := e.state.SpecRevision == e.revision() && !e.state.Last.IsZero() && !e.dirty && !e.stale
 	return e.spec.Finite() && planned && e.state.Next.IsZero() &&
 		len(pt.activeOfLocked(e.spec.ID)) == 0 && !pendingTriggers[e.spec.ID]
 }
@@ -254,7 +254,7 @@ func (pt *partition) planFinishLocked(now time.Time) finishPlan {
 		}
 		if due, ok := pt.deletionDueLocked(e); ok && !now.Before(due) {
 			fp.doomed = append(fp.doomed, finishDoom{e: e, due: due})
-			dels = append(dels, pt.d.keys.DeleteJobOp(pt.p, id, e.spec.Revision))
+			dels = append(dels, pt.d.keys.DeleteJobOp(pt.p, id, e.spec.Revision, e.pauseRev()))
 		}
 	}
 	fp.ops = append(fp.ops, dels...)

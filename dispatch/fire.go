@@ -141,7 +141,7 @@ func (pt *partition) nextBatchLocked(q *dueQueue, now time.Time) *fireBatch {
 			trigs = trigs[:room]
 			pt.poke() // the others next
 		}
-		j := e.spec.job()
+		j := e.job()
 		for _, t := range trigs {
 			after := ActiveAfter(active, plan)
 			tp := PlanTrigger(&j, plan.State, after, t.at, now, pt.own.Member, pt.own.Epoch)
@@ -174,7 +174,7 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 	if e.paused() || e.schedErr != nil {
 		return FirePlan{}, false
 	}
-	planned := e.state.SpecRevision == e.spec.Revision && !e.state.Last.IsZero() && !e.dirty
+	planned := e.state.SpecRevision == e.revision() && !e.state.Last.IsZero() && !e.dirty
 	if planned && (e.state.Next.IsZero() || now.Before(e.due())) {
 		return FirePlan{}, false // not due, or its schedule is exhausted
 	}
@@ -183,7 +183,7 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 		pt.calendarsAwaited = true
 		return FirePlan{}, false // planned once the calendars are read
 	}
-	j := e.spec.job()
+	j := e.job()
 	plan, err := PlanFires(&j, e.sched, e.state, active, now, pt.d.cfg.Misfire, cals, pt.own.Member, pt.own.Epoch)
 	if err != nil {
 		pt.lg.Error("planning fires failed", zap.String("job_id", e.spec.ID), zap.Error(err))
@@ -201,5 +201,5 @@ func (e *jobEntry) due() time.Time { return e.sched.FireTime(e.state.Next) }
 // paused reports whether the job fires nothing on its own: paused by
 // hand, or by its owner (pause_after_failures) since its last write.
 func (e *jobEntry) paused() bool {
-	return e.spec.Paused || e.state.AutoPaused(e.spec.Revision)
+	return e.spec.Paused || e.state.AutoPaused(e.revision())
 }

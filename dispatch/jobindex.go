@@ -47,7 +47,7 @@ func newJobIndex() *jobIndex {
 // plannedLocked reports whether job e's state was planned from its
 // current spec: its next time is the one the schedule gives.
 func plannedLocked(e *jobEntry) bool {
-	return e.state.SpecRevision == e.spec.Revision && !e.state.Last.IsZero() && !e.dirty
+	return e.state.SpecRevision == e.revision() && !e.state.Last.IsZero() && !e.dirty
 }
 
 // indexLocked brings the index up to date with job id as pt.jobs holds

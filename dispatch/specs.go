@@ -28,6 +28,79 @@ type jobEntry struct {
 	// (the job changed in etcd, or got a trigger request, meanwhile):
 	// nothing is planned for the job until the watch brings the change.
 	stale bool
+	// docPaused is the spec document's own "paused". pause is the job's
+	// pause key (nil without one: most jobs have none; never modified
+	// once held), which decides instead while it decoded and is newer
+	// than the spec (store.PauseKey.Applies); its mod revision is what
+	// every write guarded on the spec compares too (pauseRev). spec.Paused
+	// is what applies (setPaused).
+	docPaused bool
+	pause     *heldPause
+}
+
+// heldPause is a job's pause key as its owner holds it: the key, and
+// whether it decoded (a corrupt key decides nothing, but writes compare
+// its revision).
+type heldPause struct {
+	store.PauseKey
+	decoded bool
+}
+
+// pauseRev returns the mod revision of the job's pause key, 0 for none.
+func (e *jobEntry) pauseRev() int64 {
+	if e.pause == nil {
+		return 0
+	}
+	return e.pause.Revision
+}
+
+// pauseApplies reports whether the job's pause key decides its pause
+// state: it has one that decoded, newer than its spec.
+func (e *jobEntry) pauseApplies() bool {
+	return e.pause != nil && e.pause.decoded && e.pause.Applies(e.spec.Revision)
+}
+
+// revision is the job's revision as reads show it (store.PauseKey.Apply):
+// its pause key's if that decides, else its spec's. The state records
+// it (SpecRevision), and the owner's pause holds at it
+// (JobState.AutoPaused).
+func (e *jobEntry) revision() int64 {
+	if e.pauseApplies() {
+		return e.pause.Revision
+	}
+	return e.spec.Revision
+}
+
+// job returns the job for the decision functions (jobSpec.job) as reads
+// show it: its revision, and the later of its spec's and its pause key's
+// updated_at, so that a resume bounds what the owner plans as an edit
+// does (PlanFrom).
+func (e *jobEntry) job() store.Job {
+	j := e.spec.job()
+	j.Revision = e.revision()
+	if e.pauseApplies() && e.pause.UpdatedAt.After(j.UpdatedAt) {
+		j.UpdatedAt = e.pause.UpdatedAt
+	}
+	return j
+}
+
+// setPaused sets spec.Paused from the document and the pause key.
+func (e *jobEntry) setPaused() {
+	e.spec.Paused = e.docPaused
+	if e.pauseApplies() {
+		e.spec.Paused = e.pause.Paused
+	}
+}
+
+// setPauseKey takes in the job's pause key kv (nil: it has none).
+func (e *jobEntry) setPauseKey(kv *mvccpb.KeyValue) {
+	e.pause = nil
+	if kv != nil {
+		pk, err := store.DecodePause(kv.Value, kv.ModRevision)
+		pk.Revision = kv.ModRevision
+		e.pause = &heldPause{PauseKey: pk, decoded: err == nil}
+	}
+	e.setPaused()
 }
 
 // triggerReq is a trigger request not yet fired: its job, its time, its
@@ -61,6 +134,10 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 	defer pt.wmu.Unlock()
 	k := pt.d.keys
 	for _, ev := range events {
+		if id, ok := k.ParsePauseKey(pt.p, string(ev.Kv.Key)); ok {
+			pt.applyPause(id, ev)
+			continue
+		}
 		id, at, ok := k.ParseSpecKey(pt.p, string(ev.Kv.Key))
 		if !ok {
 			continue
@@ -97,6 +174,10 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 			pt.mu.Lock()
 			if old := pt.jobs[id]; old != nil {
 				e.state = old.state
+				// The pause key stays (the document, newer, decides
+				// now); a put of the job deletes it in the same revision.
+				e.pause = old.pause
+				e.setPaused()
 				if old.spec.Paused && !e.spec.Paused {
 					e.state = Resumed(e.state, pt.now())
 					e.dirty = true
@@ -110,6 +191,33 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 			pt.mu.Unlock()
 		}
 	}
+}
+
+// applyPause handles a change of job id's pause key: the job is paused
+// or resumed, as a change of its spec's "paused" would. The caller holds
+// wmu.
+func (pt *partition) applyPause(id string, ev *clientv3.Event) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	e := pt.jobs[id]
+	if e == nil {
+		return // deleted with its job, or the job is not loaded
+	}
+	was := e.spec.Paused
+	kv := ev.Kv
+	if ev.Type == mvccpb.DELETE {
+		kv = nil
+	}
+	e.setPauseKey(kv)
+	if was && !e.spec.Paused {
+		e.state = Resumed(e.state, pt.now())
+		e.dirty = true
+	}
+	if was != e.spec.Paused {
+		pt.lg.Debug("job paused or resumed", zap.String("job_id", id), zap.Bool("paused", e.spec.Paused))
+	}
+	e.stale = false
+	pt.indexLocked(id)
 }
 
 // internID makes the entry's ID the string id, equal to it, so that the
@@ -148,9 +256,9 @@ func decodeEntry(kv *mvccpb.KeyValue) (*jobEntry, error) {
 	}
 	work, err := compactWork(&j)
 	if err != nil {
-		return &jobEntry{spec: specOf(&j)}, err
+		return &jobEntry{spec: specOf(&j), docPaused: j.Paused}, err
 	}
-	e := &jobEntry{spec: specOf(&j), work: work}
+	e := &jobEntry{spec: specOf(&j), work: work, docPaused: j.Paused}
 	e.sched, e.schedErr = j.ParseSchedule()
 	return e, nil
 }

@@ -130,7 +130,7 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 	var st store.JobState
 	pause, counted := false, false
 	if e != nil && w.run.Status.Final() && !prev.Status.Final() {
-		j := e.spec.job()
+		j := e.job()
 		st, pause = CountOutcome(&j, e.state, w.run, pt.now())
 		counted = st != e.state
 	}

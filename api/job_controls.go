@@ -2,7 +2,9 @@ package api
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -36,24 +38,54 @@ func (j *Job) Exhausted(st JobState) bool {
 
 // PlanFrom returns the "last scheduled time" from which the job's owner
 // plans (pass it to schedule.Due): st.Last, or InitialLast for a job the
-// owner has not planned yet; and, for a job changed since it was created
-// (its schedule, zone or run_at edited, replaced by a PUT, a batch or
-// jobfleet job edit, resumed), at least the time of the change, UpdatedAt.
-// So no time of the job's definition from before the moment it took that
-// definition is ever fired, as a misfire or otherwise: the misfire policy
-// covers only times the fleet missed while it should have been firing
-// them, and the first fire after an edit is the first time after it. A job
-// with neither schedule nor run_at runs at its creation whatever edits
-// follow, as it always did.
+// owner has not planned yet; and, when the job's timing changed since the
+// owner planned it (its schedule, zone, run_at, window or jitter, by a
+// PUT, a batch or jobfleet job edit: st.Timing is not TimingKey), or its
+// owner's pause of it ended (a resume, a PUT), at least the time of that
+// change, UpdatedAt. So no time of the job's definition from before the
+// moment it took that definition is ever fired, as a misfire or
+// otherwise, and the first fire after the change is the first time after
+// it. An edit that leaves the timing as it was (a payload, an executor)
+// changes nothing: the times the fleet missed are still the misfire
+// policy's. (A resume by pause key is folded into st by the owner, as
+// dispatch.Resumed; a state written before TimingKey existed counts any
+// edit as a change.)
 func (j *Job) PlanFrom(st JobState) time.Time {
-	last := st.Last
-	if last.IsZero() {
-		last = j.InitialLast()
+	if st.Last.IsZero() {
+		return j.InitialLast()
 	}
-	if j.edited() && j.UpdatedAt.After(last) {
+	last := st.Last
+	changed := st.Timing != j.TimingKey()
+	if st.Timing == 0 {
+		changed = j.edited()
+	}
+	if st.Pause != nil && !st.AutoPaused(j.Revision) {
+		changed = true
+	}
+	if changed && j.UpdatedAt.After(last) {
 		last = j.UpdatedAt
 	}
 	return last
+}
+
+// TimingKey is a fingerprint of what decides the job's scheduled times:
+// its schedule, time zone, run_at, not_before, not_after and jitter (not
+// its payload, executor or policies). The owner records it in the state
+// it plans (JobState.Timing), to tell a change of timing from another
+// edit (PlanFrom). Never 0.
+func (j *Job) TimingKey() uint64 {
+	h := fnv.New64a()
+	at := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return strconv.FormatInt(t.UnixNano(), 10)
+	}
+	for _, part := range []string{j.Schedule, j.Timezone, at(j.RunAt), at(j.NotBefore), at(j.NotAfter), strconv.FormatInt(int64(j.Jitter), 10)} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return max(h.Sum64(), 1)
 }
 
 // edited reports whether a job with a time to keep to (a schedule or a

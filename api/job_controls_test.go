@@ -78,25 +78,35 @@ func TestDecodeGivenZeroControls(t *testing.T) {
 	}
 }
 
-// TestPlanFrom: the time an owner plans from is the later of what it
-// accounted for and the job's last change, for every kind of job.
+// TestPlanFrom: an owner plans from what it accounted for, or from the
+// job's last change when that changed its timing or ended its owner's
+// pause, for every kind of job.
 func TestPlanFrom(t *testing.T) {
 	created := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	edited := created.Add(90 * time.Minute)
 	runAt := created.Add(-time.Hour)
+	hourly := Job{Schedule: "@hourly", CreatedAt: created, UpdatedAt: created}
+	timing := hourly.TimingKey()
 	tests := []struct {
 		name string
 		job  Job
 		st   JobState
 		want time.Time
 	}{
-		{name: "new recurring job: its creation", job: Job{Schedule: "@hourly", CreatedAt: created, UpdatedAt: created}, want: created},
-		{name: "planned, not edited: its last time", job: Job{Schedule: "@hourly", CreatedAt: created, UpdatedAt: created}, st: JobState{Last: created.Add(3 * time.Hour)}, want: created.Add(3 * time.Hour)},
-		{name: "edited after its last time: the edit", job: Job{Schedule: "@hourly", CreatedAt: created, UpdatedAt: edited}, st: JobState{Last: created.Add(time.Hour)}, want: edited},
-		{name: "edited before its last time: its last time", job: Job{Schedule: "@hourly", CreatedAt: created, UpdatedAt: edited}, st: JobState{Last: created.Add(2 * time.Hour)}, want: created.Add(2 * time.Hour)},
-		{name: "edited before it was planned: the edit", job: Job{Schedule: "@hourly", CreatedAt: created, UpdatedAt: edited}, want: edited},
+		{name: "new recurring job: its creation", job: hourly, want: created},
+		{name: "planned, not edited: its last time", job: hourly, st: JobState{Last: created.Add(3 * time.Hour), Timing: timing}, want: created.Add(3 * time.Hour)},
+		{name: "schedule edited after its last time: the edit", job: Job{Schedule: "*/5 * * * *", CreatedAt: created, UpdatedAt: edited}, st: JobState{Last: created.Add(time.Hour), Timing: timing}, want: edited},
+		{name: "zone edited: the edit", job: Job{Schedule: "@hourly", Timezone: "Asia/Kolkata", CreatedAt: created, UpdatedAt: edited}, st: JobState{Last: created.Add(time.Hour), Timing: timing}, want: edited},
+		{name: "jitter edited: the edit", job: Job{Schedule: "@hourly", Jitter: Duration(time.Minute), CreatedAt: created, UpdatedAt: edited}, st: JobState{Last: created.Add(time.Hour), Timing: timing}, want: edited},
+		{name: "window edited: the edit", job: Job{Schedule: "@hourly", NotAfter: &edited, CreatedAt: created, UpdatedAt: edited}, st: JobState{Last: created.Add(time.Hour), Timing: timing}, want: edited},
+		{name: "payload edited: its last time (the misfire policy's)", job: Job{Schedule: "@hourly", Payload: []byte(`{"v":2}`), CreatedAt: created, UpdatedAt: edited}, st: JobState{Last: created.Add(time.Hour), Timing: timing}, want: created.Add(time.Hour)},
+		{name: "its owner's pause ended: the change", job: Job{Schedule: "@hourly", CreatedAt: created, UpdatedAt: edited, Revision: 9}, st: JobState{Last: created.Add(time.Hour), Timing: timing, Pause: &AutoPause{Revision: 8}}, want: edited},
+		{name: "its owner's pause holds: its last time", job: Job{Schedule: "@hourly", CreatedAt: created, UpdatedAt: edited, Revision: 8}, st: JobState{Last: created.Add(time.Hour), Timing: timing, Pause: &AutoPause{Revision: 8}}, want: created.Add(time.Hour)},
+		{name: "edited before its last time: its last time", job: Job{Schedule: "*/5 * * * *", CreatedAt: created, UpdatedAt: edited}, st: JobState{Last: created.Add(2 * time.Hour), Timing: timing}, want: created.Add(2 * time.Hour)},
+		{name: "a state without timing: any edit counts", job: Job{Schedule: "@hourly", CreatedAt: created, UpdatedAt: edited}, st: JobState{Last: created.Add(time.Hour)}, want: edited},
+		{name: "edited before it was planned: its creation", job: Job{Schedule: "@hourly", CreatedAt: created, UpdatedAt: edited}, want: created},
 		{name: "one-off created with a past run_at: just before it", job: Job{RunAt: &runAt, CreatedAt: created, UpdatedAt: created}, want: runAt.Add(-time.Nanosecond)},
-		{name: "one-off edited: the edit", job: Job{RunAt: &runAt, CreatedAt: created, UpdatedAt: edited}, want: edited},
+		{name: "one-off's run_at edited: the edit", job: Job{RunAt: &runAt, CreatedAt: created, UpdatedAt: edited}, st: JobState{Last: created.Add(-time.Nanosecond), Timing: 7}, want: edited},
 		{name: "run once when created, edited: its creation still", job: Job{CreatedAt: created, UpdatedAt: edited}, want: created.Add(-time.Nanosecond)},
 	}
 	for _, tt := range tests {
@@ -105,6 +115,9 @@ func TestPlanFrom(t *testing.T) {
 				t.Errorf("PlanFrom: got %v, want %v", got, tt.want)
 			}
 		})
+	}
+	if a, b := (&Job{Schedule: "@hourly"}).TimingKey(), (&Job{Schedule: "@hourly", Payload: []byte("1"), Retry: RetryPolicy{MaxAttempts: 3}}).TimingKey(); a != b {
+		t.Errorf("TimingKey: a payload and a retry policy change it")
 	}
 }
 
@@ -155,8 +168,8 @@ func TestUpcoming(t *testing.T) {
 		{"until not_after", Job{Schedule: "@daily", CreatedAt: past, NotAfter: &notAfter}, 10, "2026-12-24T00:00:00Z 2026-12-25T00:00:00Z 2026-12-26T00:00:00Z"},
 		{"max_fires left", Job{Schedule: "@daily", CreatedAt: past, MaxFires: 5, State: &JobState{ScheduledRuns: 3, Last: now}}, 10, "2026-12-24T00:00:00Z 2026-12-25T00:00:00Z"},
 		{"max_fires used up", Job{Schedule: "@daily", CreatedAt: past, MaxFires: 5, State: &JobState{ScheduledRuns: 5, Last: now}}, 10, ""},
-		{"edited: from the edit", Job{Schedule: "@hourly", CreatedAt: past, UpdatedAt: now.Add(3 * time.Hour)}, 1, "2026-12-23T16:00:00Z"},
-		{"one-off edited to a past run_at: none", Job{RunAt: &past, CreatedAt: past.Add(-time.Hour), UpdatedAt: now}, 5, ""},
+		{"after the owner's last time", Job{Schedule: "@hourly", CreatedAt: past, State: &JobState{Last: now.Add(3 * time.Hour)}}, 1, "2026-12-23T16:00:00Z"},
+		{"one-off edited to a past run_at: none", Job{RunAt: &past, CreatedAt: past.Add(-time.Hour), UpdatedAt: now, State: &JobState{Last: past.Add(-time.Hour), Timing: 1}}, 5, ""},
 		{"one-off on a holiday: none", Job{RunAt: timePtr(time.Date(2026, 12, 25, 9, 0, 0, 0, time.UTC)), CreatedAt: past, Exclude: []string{"holidays"}}, 5, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

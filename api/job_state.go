@@ -12,8 +12,12 @@ type JobState struct {
 	Last time.Time `json:"last"`
 	// Next is the next scheduled time, zero if none.
 	Next time.Time `json:"next,omitzero"`
-	// SpecRevision is the spec revision Last and Next were computed from.
+	// SpecRevision is the job's revision (as reads show it) Last and Next
+	// were computed from.
 	SpecRevision int64 `json:"spec_revision"`
+	// Timing is the Job.TimingKey of the definition Last and Next were
+	// computed from (0 in states written before it existed).
+	Timing uint64 `json:"timing,omitempty"`
 	// Fired, Skipped and Dropped count the job's scheduled times by fate.
 	Fired   int64 `json:"fired"`
 	Skipped int64 `json:"skipped"`

@@ -254,7 +254,11 @@ func TestCalendarsExcludeTimes(t *testing.T) {
 	h.withSender(s)
 	cache := h.withCalendars()
 	ctx := context.Background()
-	if _, _, err := h.store.PutCalendar(ctx, api.Calendar{Name: "maintenance", Ranges: []api.DateRange{{From: "2026-06-01T00:01", To: "2026-06-01T00:02"}}}); err != nil {
+	first, _, err := h.store.PutCalendar(ctx, api.Calendar{Name: "maintenance", Ranges: []api.DateRange{{From: "2026-06-01T00:01", To: "2026-06-01T00:02"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.WaitRevision(ctx, first.Revision); err != nil {
 		t.Fatal(err)
 	}
 	h.start("m1")
@@ -436,5 +440,33 @@ func TestEditPathsNeverFireThePast(t *testing.T) {
 				t.Fatalf("runs %v, want one, at t0+40m", runs)
 			}
 		})
+	}
+}
+
+// TestPayloadEditKeepsTheMisfires: an edit that leaves a job's timing as
+// it was is no change of its times: the times the fleet missed before it
+// are still the misfire policy's (run_all fires them all).
+func TestPayloadEditKeepsTheMisfires(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.start("m1")
+	j := h.create(store.Job{ID: "kept", Schedule: "*/10 * * * *", MisfirePolicy: store.MisfireRunAll})
+	h.parked()
+	h.stop() // the partition has no owner for 35 minutes
+	h.clock.Advance(35 * time.Minute)
+	cur := h.job(j.ID)
+	cur.Payload, cur.Revision = json.RawMessage(`{"v":2}`), 0
+	stored, _, err := h.store.Put(ctx, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.start("m2")
+	h.waitJob(j.ID, func(j store.Job) bool { return j.State != nil && j.State.SpecRevision == stored.Revision })
+	runs := h.waitRuns(j.ID, 3)
+	if len(runs) != 3 || !runs[2].ScheduledAt.Equal(t0.Add(10*time.Minute)) || !runs[0].ScheduledAt.Equal(t0.Add(30*time.Minute)) {
+		t.Fatalf("runs %v, want the three times missed before the edit", runs)
+	}
+	if st := h.job(j.ID).State; st.Missed != 3 {
+		t.Fatalf("missed %d, want 3", st.Missed)
 	}
 }

@@ -184,7 +184,11 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 		return FirePlan{}, false // planned once the calendars are read
 	}
 	j := e.job()
-	plan, err := PlanFires(&j, e.sched, e.state, active, now, pt.d.cfg.Misfire, cals, pt.own.Member, pt.own.Epoch)
+	st := e.state
+	if at, ok := e.resumedAt(); ok && at.After(st.Last) {
+		st = Resumed(st, at) // resumed while no owner saw it: what the pause kept is forgiven
+	}
+	plan, err := PlanFires(&j, e.sched, st, active, now, pt.d.cfg.Misfire, cals, pt.own.Member, pt.own.Epoch)
 	if err != nil {
 		pt.lg.Error("planning fires failed", zap.String("job_id", e.spec.ID), zap.Error(err))
 		return FirePlan{}, false

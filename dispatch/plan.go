@@ -44,16 +44,17 @@ type FirePlan struct {
 // and only the latest fire of the decision runs. Callers apply CapActive,
 // then LimitFires, to the plan.
 func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, activeRuns []string, now time.Time, p schedule.Policy, cals api.Calendars, owner string, epoch int64) (FirePlan, error) {
+	from := j.PlanFrom(state) // before the pause that ended is cleared: its end bounds it
 	plan := FirePlan{State: clearedPause(j, state)}
 	if j.Paused || plan.State.AutoPaused(j.Revision) {
 		return plan, nil
 	}
 	if j.Exhausted(plan.State) {
-		plan.State.Next, plan.State.SpecRevision = time.Time{}, j.Revision
+		plan.State.Next, plan.State.SpecRevision, plan.State.Timing = time.Time{}, j.Revision, j.TimingKey()
 		return plan, nil
 	}
 	p.Misfire = schedule.MisfirePolicy(j.MisfirePolicy)
-	d, err := schedule.Due(sched, j.PlanFrom(plan.State), now, p)
+	d, err := schedule.Due(sched, from, now, p)
 	if err != nil {
 		return FirePlan{}, fmt.Errorf("job %q: %w", j.ID, err)
 	}
@@ -63,7 +64,7 @@ func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, acti
 	if !d.Next.IsZero() {
 		plan.State.FinishedAt = time.Time{} // it has times again (an edit)
 	}
-	plan.State.SpecRevision = j.Revision
+	plan.State.SpecRevision, plan.State.Timing = j.Revision, j.TimingKey()
 	plan.State.Skipped += int64(d.Skipped)
 	plan.State.Dropped += int64(d.Dropped)
 	plan.State.Missed += int64(d.Missed)

@@ -70,6 +70,10 @@ func TestEditNeverFiresThePast(t *testing.T) {
 		now      time.Time
 		want     string // pending runs' times
 		wantNext time.Time
+		missed   int64 // want state.missed: the fleet's misses, none of them before a timing change
+		// autoPaused: the owner had paused the job before the change;
+		// resumed: the change is a resume (dispatch.Resumed)
+		autoPaused, resumed bool
 	}{
 		{name: "a schedule change, planned at once", before: store.Job{Schedule: "0 * * * *"}, last: at("10:00"),
 			edit: func(j *store.Job) { j.Schedule = "*/15 * * * *" }, editedAt: at("10:30"), now: at("10:30").Add(time.Second),
@@ -79,22 +83,31 @@ func TestEditNeverFiresThePast(t *testing.T) {
 			want: "10:30:01 10:30:02 10:30:03", wantNext: at("10:30").Add(4 * time.Second)},
 		{name: "a schedule change, planned late (run_all)", before: store.Job{Schedule: "0 * * * *", MisfirePolicy: store.MisfireRunAll}, last: at("10:00"),
 			edit: func(j *store.Job) { j.Schedule = "*/15 * * * *" }, editedAt: at("10:31"), now: at("11:20"),
-			want: "10:45:00 11:00:00 11:15:00", wantNext: at("11:30")},
+			want: "10:45:00 11:00:00 11:15:00", wantNext: at("11:30"), missed: 3},
 		{name: "a time zone change", before: store.Job{Schedule: "0 12 * * *"}, last: day.Add(-12 * time.Hour),
 			edit: func(j *store.Job) { j.Timezone = "Asia/Tokyo" }, editedAt: at("05:00"), now: at("05:00").Add(time.Minute),
 			want: "", wantNext: day.Add(27 * time.Hour)}, // 12:00 JST is 03:00Z: the next is tomorrow's
-		{name: "run_at moved into the past", before: store.Job{RunAt: ptr(at("20:00"))},
+		{name: "run_at moved into the past", before: store.Job{RunAt: ptr(at("20:00"))}, last: day.Add(-time.Nanosecond),
 			edit: func(j *store.Job) { j.RunAt = ptr(at("09:00")) }, editedAt: at("10:00"), now: at("10:00").Add(time.Second),
 			want: ""},
-		{name: "run_at moved ahead", before: store.Job{RunAt: ptr(at("20:00"))},
+		{name: "run_at moved ahead", before: store.Job{RunAt: ptr(at("20:00"))}, last: day.Add(-time.Nanosecond),
 			edit: func(j *store.Job) { j.RunAt = ptr(at("12:00")) }, editedAt: at("10:00"), now: at("12:00"),
 			want: "12:00:00"},
-		{name: "resumed after a pause (run_all)", before: store.Job{Schedule: "*/10 * * * *", MisfirePolicy: store.MisfireRunAll, Paused: true}, last: at("08:00"),
+		// A resume reaches the owner as a change it sees (Resumed) or as a
+		// pause key it loads (the dispatcher folds it into the state the
+		// same way): what the pause kept is forgiven.
+		{name: "resumed after a pause (run_all)", before: store.Job{Schedule: "*/10 * * * *", MisfirePolicy: store.MisfireRunAll, Paused: true}, last: at("08:00"), resumed: true,
 			edit: func(j *store.Job) { j.Paused = false }, editedAt: at("09:05"), now: at("09:05").Add(time.Second),
 			want: "", wantNext: at("09:10")},
-		{name: "replaced as it was, during an outage (run_once)", before: store.Job{Schedule: "*/10 * * * *"}, last: at("08:00"),
+		{name: "schedule replaced by itself during an outage (run_once): the edit bounds nothing", before: store.Job{Schedule: "*/10 * * * *"}, last: at("08:00"),
 			edit: func(j *store.Job) {}, editedAt: at("09:05"), now: at("09:45").Add(time.Second),
-			want: "09:40:00", wantNext: at("09:50")},
+			want: "09:40:00", wantNext: at("09:50"), missed: 10},
+		{name: "payload edited during an outage (run_all): the misfires still fire", before: store.Job{Schedule: "*/10 * * * *", MisfirePolicy: store.MisfireRunAll}, last: at("08:00"),
+			edit: func(j *store.Job) { j.Payload = json.RawMessage(`{"v":2}`) }, editedAt: at("08:35"), now: at("08:45").Add(time.Second),
+			want: "08:10:00 08:20:00 08:30:00 08:40:00", wantNext: at("08:50"), missed: 4},
+		{name: "the owner's pause lifted by a PUT (run_all)", before: store.Job{Schedule: "*/10 * * * *", MisfirePolicy: store.MisfireRunAll}, last: at("08:00"), autoPaused: true,
+			edit: func(j *store.Job) {}, editedAt: at("09:05"), now: at("09:05").Add(time.Second),
+			want: "", wantNext: at("09:10")},
 		{name: "edited long before its last time: nothing changes", before: store.Job{Schedule: "*/10 * * * *"}, last: at("09:40"),
 			edit: func(j *store.Job) { j.Payload = json.RawMessage(`{"v":2}`) }, editedAt: at("09:05"), now: at("09:50"),
 			want: "09:50:00", wantNext: at("10:00")},
@@ -106,18 +119,31 @@ func TestEditNeverFiresThePast(t *testing.T) {
 			j.UpdatedAt, j.Revision = day, 10
 			st := store.JobState{}
 			if !tt.last.IsZero() {
-				st = store.JobState{Last: tt.last, SpecRevision: 10}
+				st = store.JobState{Last: tt.last, SpecRevision: 10, Timing: j.TimingKey()}
+			}
+			if tt.autoPaused {
+				st.Pause, st.Failures = &api.AutoPause{Reason: "x", Revision: 10}, 3
 			}
 			tt.edit(&j)
 			j.UpdatedAt, j.Revision = tt.editedAt, 11
+			if tt.resumed {
+				st = dispatch.Resumed(st, tt.editedAt)
+			}
 			plan := planAll(t, j, st, nil, tt.now, nil, 100)
 			if got := runTimes(plan, store.RunPending); got != tt.want {
 				t.Errorf("fired %q, want %q", got, tt.want)
 			}
+			timingChanged := st.Timing != 0 && st.Timing != j.TimingKey() || tt.autoPaused || tt.resumed
 			for _, r := range plan.Runs {
-				if !r.ScheduledAt.After(tt.editedAt) {
+				if timingChanged && !r.ScheduledAt.After(tt.editedAt) {
 					t.Errorf("run %s is for a time before the edit at %v", r.ID, tt.editedAt)
 				}
+			}
+			if plan.State.Missed != tt.missed {
+				t.Errorf("missed: got %d, want %d", plan.State.Missed, tt.missed)
+			}
+			if tt.autoPaused && (plan.State.Pause != nil || plan.State.Failures != 0) {
+				t.Errorf("the owner's pause ended: got %+v and %d failures, want both cleared", plan.State.Pause, plan.State.Failures)
 			}
 			if !plan.State.Next.Equal(tt.wantNext) {
 				t.Errorf("next: got %v, want %v", plan.State.Next, tt.wantNext)

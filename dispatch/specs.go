@@ -84,6 +84,15 @@ func (e *jobEntry) job() store.Job {
 	return j
 }
 
+// resumedAt returns when the job was last resumed by its pause key (a
+// key saying "not paused" that decides), and false if it was not.
+func (e *jobEntry) resumedAt() (time.Time, bool) {
+	if !e.pauseApplies() || e.pause.Paused {
+		return time.Time{}, false
+	}
+	return e.pause.UpdatedAt, true
+}
+
 // setPaused sets spec.Paused from the document and the pause key.
 func (e *jobEntry) setPaused() {
 	e.spec.Paused = e.docPaused
@@ -178,7 +187,7 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 				// now); a put of the job deletes it in the same revision.
 				e.pause = old.pause
 				e.setPaused()
-				if old.spec.Paused && !e.spec.Paused {
+				if old.paused() && !e.paused() {
 					e.state = Resumed(e.state, pt.now())
 					e.dirty = true
 				}
@@ -203,13 +212,13 @@ func (pt *partition) applyPause(id string, ev *clientv3.Event) {
 	if e == nil {
 		return // deleted with its job, or the job is not loaded
 	}
-	was := e.spec.Paused
+	was, wasPaused := e.spec.Paused, e.paused()
 	kv := ev.Kv
 	if ev.Type == mvccpb.DELETE {
 		kv = nil
 	}
 	e.setPauseKey(kv)
-	if was && !e.spec.Paused {
+	if wasPaused && !e.paused() {
 		e.state = Resumed(e.state, pt.now())
 		e.dirty = true
 	}

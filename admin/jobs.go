@@ -194,6 +194,11 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	withState, err := stateParam(r)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	s, ctx, cancel, ok := a.store(w, r)
 	if !ok {
 		return
@@ -212,7 +217,7 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 	switch dl, isDL := s.(docLister); {
 	case filtered:
 		jobs, next, err = s.ListPrefixWhere(ctx, prefix, r.URL.Query().Get("cursor"), limit, filterScan, func(j store.Job) bool { return j.Paused == paused })
-	case isDL:
+	case isDL && !withState:
 		a.listDocs(ctx, w, r, dl, prefix, limit)
 		return
 	default:
@@ -224,6 +229,12 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 	}
 	if jobs == nil {
 		jobs = []store.Job{}
+	}
+	if withState {
+		if err := a.attachStates(ctx, s, jobs); err != nil {
+			a.fail(w, r, "", err)
+			return
+		}
 	}
 	for i := range jobs {
 		jobs[i] = jobFor(r, jobs[i])

@@ -54,17 +54,24 @@ func (a *jobsAPI) next(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, id, err)
 		return
 	}
-	fires, err := j.NextFires(a.now(), n)
+	var cals api.Calendars
+	if cs, ok := s.(CalendarStore); ok && len(j.Exclude) > 0 {
+		if cals, err = cs.Calendars(ctx, j.Exclude); err != nil {
+			a.fail(w, r, id, err)
+			return
+		}
+	}
+	up, err := j.Upcoming(a.now(), n, cals)
 	if err != nil {
 		a.fail(w, r, id, err)
 		return
 	}
-	doc, err := nextFires(j.Timezone, fires)
+	doc, err := upcomingFires(j.Timezone, up)
 	if err != nil {
 		a.fail(w, r, id, err)
 		return
 	}
-	doc.JobID, doc.Paused = j.ID, j.Paused
+	doc.JobID, doc.Paused, doc.Status = j.ID, j.Paused, j.Status
 	a.reply(w, r, http.StatusOK, doc)
 }
 
@@ -96,6 +103,25 @@ func (a *jobsAPI) preview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.reply(w, r, http.StatusOK, doc)
+}
+
+// upcomingFires writes the fire times of up in zone (a valid IANA name)
+// and in UTC, each with its scheduled time if the jitter moved it.
+func upcomingFires(zone string, up []api.Upcoming) (api.NextFires, error) {
+	fires := make([]time.Time, len(up))
+	for i, u := range up {
+		fires[i] = u.FireAt
+	}
+	doc, err := nextFires(zone, fires)
+	if err != nil {
+		return api.NextFires{}, err
+	}
+	for i, u := range up {
+		if !u.FireAt.Equal(u.At) {
+			doc.Fires[i].ScheduledAt = u.At.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	return doc, nil
 }
 
 // nextFires writes fires in zone (a valid IANA name) and in UTC.

@@ -398,6 +398,7 @@ func TestJobsCreateGetReplaceDelete(t *testing.T) {
 // assertSameJob compares two job documents as JSON.
 func assertSameJob(t *testing.T, got, want store.Job) {
 	t.Helper()
+	got.Status, want.Status = "", "" // read with the state, which write replies do not read
 	g, _ := json.Marshal(got)
 	w, _ := json.Marshal(want)
 	if !bytes.Equal(g, w) {

@@ -42,6 +42,10 @@ const (
 	scopeRun
 	// scopeQueryJob: the query parameter "job".
 	scopeQueryJob
+	// scopeCalendar: the path's {name}, a calendar's: a credential's
+	// prefix limits the calendars it may read and write as it does job
+	// IDs.
+	scopeCalendar
 	// scopeHandler: the handler applies the prefix itself: POST /v1/jobs
 	// checks the body's ID, POST /v1/jobs:batch every item's ID, GET
 	// /v1/jobs and GET /v1/runs list only the prefix, a poll is handed
@@ -89,6 +93,11 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/jobs/{id}/runs", access: auth.AccessRead, scope: scopeJob, handler: hf(j.runs)},
 		{pattern: "GET /v1/runs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.failing)},
 		{pattern: "GET /v1/runs/{run_id}", access: auth.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
+
+		{pattern: "GET /v1/calendars", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.listCalendars)},
+		{pattern: "GET /v1/calendars/{name}", access: auth.AccessRead, scope: scopeCalendar, handler: hf(j.getCalendar)},
+		{pattern: "PUT /v1/calendars/{name}", access: auth.AccessWrite, scope: scopeCalendar, handler: hf(j.putCalendar)},
+		{pattern: "DELETE /v1/calendars/{name}", access: auth.AccessWrite, scope: scopeCalendar, handler: hf(j.deleteCalendar)},
 
 		{pattern: "POST " + dispatch.PathPoll, access: auth.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},
 		{pattern: "POST " + dispatch.PathHeartbeat, access: auth.AccessWork, handler: hf(w.heartbeat)},

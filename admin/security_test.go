@@ -286,6 +286,17 @@ func (e *secEnv) state() string {
 }
 
 // ensureJob stores job id if it is missing.
+// ensureCalendar stores calendar name if it is not stored.
+func (e *secEnv) ensureCalendar(name string) {
+	e.t.Helper()
+	if _, err := e.jobs.GetCalendar(context.Background(), name); err == nil {
+		return
+	}
+	if _, _, err := e.jobs.PutCalendar(context.Background(), api.Calendar{Name: name, Dates: []string{"2026-01-01"}}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *secEnv) ensureJob(id string) {
 	e.t.Helper()
 	if _, err := e.jobs.Get(context.Background(), id); err == nil {
@@ -443,6 +454,19 @@ func TestRouteMatrix(t *testing.T) {
 		{pattern: "GET /v1/runs", allowed: viewers, make: get("/v1/runs"), ok: 200},
 		{pattern: "GET /v1/runs/{run_id}", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			return request{method: "GET", path: "/v1/runs/" + url.PathEscape(e.putRun(id))}
+		}},
+		{pattern: "GET /v1/calendars", allowed: viewers, make: get("/v1/calendars"), ok: 200},
+		{pattern: "GET /v1/calendars/{name}", allowed: viewers, job: true, ok: 200, make: func(id string) request {
+			e.ensureCalendar(id)
+			return request{method: "GET", path: "/v1/calendars/" + url.PathEscape(id)}
+		}},
+		{pattern: "PUT /v1/calendars/{name}", allowed: writers, job: true, ok: 200, make: func(id string) request {
+			e.ensureCalendar(id)
+			return request{method: "PUT", path: "/v1/calendars/" + url.PathEscape(id), body: `{"dates":["2026-12-25"]}`}
+		}},
+		{pattern: "DELETE /v1/calendars/{name}", allowed: writers, job: true, ok: 204, make: func(id string) request {
+			e.ensureCalendar(id)
+			return request{method: "DELETE", path: "/v1/calendars/" + url.PathEscape(id)}
 		}},
 		{pattern: "POST /v1/worker/poll", allowed: workers, ok: 200, make: func(string) request {
 			return request{method: "POST", path: dispatch.PathPoll, body: `{"worker":"w","executors":["http"],"max":1}`}

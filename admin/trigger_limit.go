@@ -1,6 +1,9 @@
 package admin
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -86,12 +89,45 @@ func (l *triggerLimiter) allow(id string) (ok bool, retryAfter time.Duration) {
 	return true, 0
 }
 
+// payloadTriggerer is a JobStore that triggers with a payload
+// (*store.Etcd is).
+type payloadTriggerer interface {
+	TriggerWith(ctx context.Context, id string, payload json.RawMessage) (string, error)
+}
+
+var _ payloadTriggerer = (*store.Etcd)(nil)
+
+// maxTriggerBodyBytes caps the body of POST /v1/jobs/{id}/trigger: a
+// payload of store.MaxTriggerPayloadBytes, and room around it.
+const maxTriggerBodyBytes = store.MaxTriggerPayloadBytes + 1<<10
+
 // trigger serves POST /v1/jobs/{id}/trigger: 202 with the run's ID, or
-// 429 with Retry-After when the job was triggered too often here.
+// 429 with Retry-After when the job was triggered too often here. An
+// optional body {"payload": …} gives the run that payload instead of
+// the job's.
 func (a *jobsAPI) trigger(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
 	if !ok {
 		return
+	}
+	body, err := readBody(w, r, maxTriggerBodyBytes)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	var req api.TriggerRequest
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := api.Unmarshal(body, &req); err != nil {
+			var de *api.DecodeError
+			if errors.As(err, &de) && de.Path == "" {
+				err = fmt.Errorf("%w; the body must be {\"payload\": any JSON value}, or empty", err)
+			}
+			a.fail(w, r, id, err)
+			return
+		}
+		if string(bytes.TrimSpace(req.Payload)) == "null" {
+			req.Payload = nil
+		}
 	}
 	if ok, wait := a.triggers.allow(id); !ok {
 		a.throttled.inc(reasonTrigger)
@@ -105,7 +141,15 @@ func (a *jobsAPI) trigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	runID, err := s.Trigger(ctx, id)
+	var runID string
+	if req.Payload == nil {
+		runID, err = s.Trigger(ctx, id)
+	} else if pt, ok := s.(payloadTriggerer); ok {
+		runID, err = pt.TriggerWith(ctx, id, req.Payload)
+	} else {
+		WriteError(w, http.StatusNotImplemented, "this member's store does not trigger with a payload")
+		return
+	}
 	if errors.Is(err, store.ErrTooManyTriggers) {
 		a.throttled.inc(reasonRunIDs)
 		w.Header().Set("Retry-After", "1")

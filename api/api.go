@@ -47,6 +47,29 @@ type Triggered struct {
 	RunID string `json:"run_id"`
 }
 
+// TriggerRequest is the optional body of POST /v1/jobs/{id}/trigger:
+// Payload, if given, is the run's payload instead of the job's (any JSON
+// value, checked and bounded as a job's payload is, secret references
+// included; recorded in the run document).
+type TriggerRequest struct {
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// ValidateTriggerPayload checks a trigger's payload with the rules of a
+// job's (Job.Validate's "payload"): JSON within limits.MaxPayloadBytes,
+// at most MaxJSONDepth deep, with well-formed secret references. Errors
+// are *FieldError naming "payload".
+func ValidateTriggerPayload(raw json.RawMessage, limits Limits) error {
+	if limits.MaxPayloadBytes <= 0 {
+		limits.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if err := validateJSON("payload", raw, limits.MaxPayloadBytes); err != nil {
+		return err
+	}
+	_, err := SecretRefs("payload", raw)
+	return err
+}
+
 // PartitionTable is the reply of GET /v1/cluster/partitions: who owns each
 // partition (read from etcd at Revision) and who should (the ring target
 // of the answering member's current member view).
@@ -240,15 +263,21 @@ type NextFires struct {
 	JobID    string `json:"job_id,omitempty"`
 	Timezone string `json:"timezone"`
 	Paused   bool   `json:"paused,omitempty"`
-	Fires    []Fire `json:"fires"`
+	// Status is the job's (Job.Status); empty in a preview.
+	Status JobStatus `json:"status,omitempty"`
+	Fires  []Fire    `json:"fires"`
 }
 
-// Fire is one scheduled time: Local in RFC 3339 with the offset of the
-// job's zone at that instant, UTC in RFC 3339 with "Z". Both name the same
-// instant (fractions of a second appear only when the time has them).
+// Fire is one fire of a job: when it fires, Local in RFC 3339 with the
+// offset of the job's zone at that instant, UTC in RFC 3339 with "Z". Both
+// name the same instant (fractions of a second appear only when the time
+// has them). ScheduledAt, in UTC, is the scheduled time the fire is for
+// (its run's ID and scheduled_at) when the job's jitter delays it; empty
+// when the job fires at its scheduled time.
 type Fire struct {
-	Local string `json:"local"`
-	UTC   string `json:"utc"`
+	Local       string `json:"local"`
+	UTC         string `json:"utc"`
+	ScheduledAt string `json:"scheduled_at,omitempty"`
 }
 
 // PreviewRequest is the body of POST /v1/schedule:preview: a schedule (a

@@ -88,12 +88,48 @@ type Job struct {
 	// Paused jobs do not fire, and times scheduled while paused are not
 	// made up on resume; a paused job can still be triggered by hand.
 	Paused bool `json:"paused"`
+	// Jitter delays each scheduled fire by a pseudo-random offset in [0,
+	// Jitter), at most MaxJitter, so that many jobs on one schedule do not
+	// all fire in the same second. The offset is a function of the job's
+	// ID and the scheduled time alone (schedule.Schedule.Offset), and
+	// never reaches the job's next scheduled time: the run keeps the
+	// scheduled time as its ID and its "scheduled_at", and every
+	// orchestrator fires it at the same moment. The misfire grace counts
+	// from the jittered time. Triggers are not delayed. Left out: none.
+	Jitter Duration `json:"jitter,omitzero"`
+	// NotBefore and NotAfter bound the scheduled times the job fires: none
+	// before NotBefore, none after NotAfter (both included). After
+	// NotAfter the job has no more times: once its runs are final it is
+	// completed (Status), and deleted after DeleteAfter. Only with a
+	// schedule.
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	NotAfter  *time.Time `json:"not_after,omitempty"`
+	// MaxFires is the most runs the schedule starts, 1 to MaxMaxFires:
+	// scheduled times fired as pending runs (triggers and skipped times do
+	// not count). The count is the job's state.scheduled_runs, kept by
+	// its partition's owner with the fires, so it survives handoffs and
+	// crashes. Once reached, the job is completed like one past
+	// NotAfter. Left out: unlimited. Only with a schedule.
+	MaxFires int64 `json:"max_fires,omitempty"`
+	// Exclude names calendars (PUT /v1/calendars/{name}) whose dates and
+	// ranges the job does not fire in: a scheduled time inside one is
+	// recorded as a skipped run naming the calendar. At most
+	// MaxExcludes; a name that no calendar has excludes nothing.
+	Exclude []string `json:"exclude,omitempty"`
+	// PauseAfterFailures pauses the job once that many of its runs in a
+	// row ended dead (every attempt failed or was lost), 1 to
+	// MaxPauseAfterFailures; the owner records why (state.paused_reason)
+	// and notifies "paused" subscribers. A run that succeeds resets the
+	// count, and so does resuming the job. Left out: never.
+	PauseAfterFailures int `json:"pause_after_failures,omitempty"`
 	// History bounds the job's stored runs; zero fields take the fleet's
 	// defaults. See HistoryPolicy.
 	History HistoryPolicy `json:"history,omitzero"`
-	// DeleteAfter is how long a one-off job is kept once it has finished
-	// (fired, and its run final) before it is deleted with its runs; see
-	// Retention. Refused on jobs with a schedule.
+	// DeleteAfter is how long a completed job is kept before it is
+	// deleted with its runs: a one-off once it has fired and its run is
+	// final, a job with NotAfter or MaxFires once its last time has fired
+	// and its runs are final; see Retention. Refused on jobs with a
+	// schedule that never ends.
 	DeleteAfter Retention `json:"delete_after,omitempty"`
 	// Notify are the URLs told of the job's run outcomes (see
 	// Notification); none uses the fleet's default (--notify-url).
@@ -119,6 +155,11 @@ type Job struct {
 	// fire, counts of fired, skipped and dropped times); set on reads, nil
 	// before the owner has taken the job in. Ignored on writes.
 	State *JobState `json:"state,omitempty"`
+	// Status is "active", "paused" (by hand, or by PauseAfterFailures) or
+	// "completed" (a one-off that ran, or a job past NotAfter or
+	// MaxFires, with its runs final); set on reads with State (see
+	// ApplyState), empty otherwise. Ignored on writes.
+	Status JobStatus `json:"status,omitempty"`
 }
 
 // Executor types with built-in workers. Any other non-empty Type names a
@@ -266,118 +307,34 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 
 var durationType = reflect.TypeFor[Duration]()
 
-// RunStatus is the state of a run.
-type RunStatus string
-
-// The run states. A run starts pending; succeeded, dead and skipped are
-// final.
-const (
-	// RunPending: fired and waiting for a worker (or for a retry's backoff).
-	RunPending RunStatus = "pending"
-	// RunRunning: an attempt is held by a worker.
-	RunRunning RunStatus = "running"
-	// RunSucceeded: an attempt succeeded. Final.
-	RunSucceeded RunStatus = "succeeded"
-	// RunFailed: the latest attempt failed and another attempt remains.
-	RunFailed RunStatus = "failed"
-	// RunDead: the last allowed attempt failed or was lost. Final.
-	RunDead RunStatus = "dead"
-	// RunSkipped: recorded but not executed, by the misfire or concurrency
-	// policy. Final.
-	RunSkipped RunStatus = "skipped"
-)
-
-// Final reports whether no further attempt will be made for a run in
-// status s.
-func (s RunStatus) Final() bool {
-	switch s {
-	case RunSucceeded, RunDead, RunSkipped:
-		return true
-	}
-	return false
-}
-
-// Run is one scheduled execution of a job: the "run document" of the HTTP
-// API. Its ID is derived from (JobID, ScheduledAt), so each fire has
-// exactly one run.
-type Run struct {
-	// ID identifies the run; unique per (job, scheduled time).
-	ID string `json:"run_id"`
-	// JobID is the job's ID.
-	JobID string `json:"job_id"`
-	// Partition is the job's partition when the run fired.
-	Partition int `json:"partition"`
-	// ScheduledAt is the scheduled time the run is for.
-	ScheduledAt time.Time `json:"scheduled_at"`
-	// FiredAt is when the owner recorded the run.
-	FiredAt time.Time `json:"fired_at"`
-	// Status is the run's state.
-	Status RunStatus `json:"status"`
-	// Attempts are the tries so far, oldest first.
-	Attempts []Attempt `json:"attempts"`
-	// Reason says why a run is skipped, or dead without a failed attempt
-	// (replaced, job deleted); empty otherwise.
-	Reason string `json:"reason,omitempty"`
-	// Owner is the ID of the orchestrator that fired the run.
-	Owner string `json:"owner"`
-	// Epoch is that orchestrator's fencing token for the partition.
-	Epoch int64 `json:"epoch"`
-
-	// Items are the items of a sharded or broadcast run, by index, each
-	// an attempt chain of its own (see Item); Status then follows from
-	// theirs and Attempts stays empty. Absent on a run of one item.
-	Items []Item `json:"items,omitempty"`
-	// MinSucceeded is how many items must succeed for the run to
-	// succeed, as the job said when the run fired; 0 without items.
-	MinSucceeded int `json:"min_succeeded,omitempty"`
-	// MaxParallel bounds the items running at once, as the job said when
-	// the run fired; 0: no bound.
-	MaxParallel int `json:"max_parallel,omitempty"`
-	// Broadcast is set on a broadcast run: one item per worker, each
-	// pinned to its Item.Worker.
-	Broadcast bool `json:"broadcast,omitempty"`
-}
-
-// Attempt is one try of a run on a worker.
-type Attempt struct {
-	// Attempt numbers the try, from 1.
-	Attempt int `json:"attempt"`
-	// Worker is the ID of the worker that held the attempt.
-	Worker string `json:"worker"`
-	// Credential is the ID of the credential whose poll took the attempt;
-	// only that credential may heartbeat or complete it.
-	Credential string `json:"credential,omitempty"`
-	// StartedAt is when the worker took the attempt.
-	StartedAt time.Time `json:"started_at"`
-	// FinishedAt is when the attempt ended; zero (omitted) while running.
-	FinishedAt time.Time `json:"finished_at,omitzero"`
-	// Error describes a failure; empty on success.
-	Error string `json:"error,omitempty"`
-	// Output is the start of the executor's output (response body or
-	// standard output and error), capped by the worker.
-	Output string `json:"output,omitempty"`
-	// DroppedBytes counts the bytes of Output and Error dropped to keep
-	// the run document within its budget (see FitRun); 0 if none.
-	DroppedBytes int `json:"dropped_bytes,omitempty"`
-}
-
 // ParseSchedule returns the job's schedule: Once(RunAt) for a one-off, the
-// parsed Schedule in Timezone for a recurring job, and Once(CreatedAt) for
-// a job with neither (it runs once, as soon as it is stored). The job is
-// expected to have passed Validate; errors are those of schedule.Parse.
+// parsed Schedule in Timezone for a recurring job, within NotBefore and
+// NotAfter, and Once(CreatedAt) for a job with neither (it runs once, as
+// soon as it is stored); each with the job's Jitter keyed by its ID. The
+// job is expected to have passed Validate; errors are those of
+// schedule.Parse.
 func (j *Job) ParseSchedule() (schedule.Schedule, error) {
+	var s schedule.Schedule
 	switch {
 	case j.RunAt != nil:
-		return schedule.Once(*j.RunAt), nil
+		s = schedule.Once(*j.RunAt)
 	case j.Schedule != "":
-		s, err := schedule.Parse(j.Schedule, j.Timezone)
-		if err != nil {
+		var err error
+		if s, err = schedule.Parse(j.Schedule, j.Timezone); err != nil {
 			return schedule.Schedule{}, fmt.Errorf("job %q: %w", j.ID, err)
 		}
-		return s, nil
+		var from, to time.Time
+		if j.NotBefore != nil {
+			from = *j.NotBefore
+		}
+		if j.NotAfter != nil {
+			to = *j.NotAfter
+		}
+		s = s.Within(from, to)
 	default:
-		return schedule.Once(j.CreatedAt), nil
+		s = schedule.Once(j.CreatedAt)
 	}
+	return s.WithJitter(j.Jitter.Std(), j.ID), nil
 }
 
 // InitialLast returns the "last scheduled time" to pass to schedule.Due
@@ -395,27 +352,4 @@ func (j *Job) InitialLast() time.Time {
 	default:
 		return j.CreatedAt.Add(-time.Nanosecond)
 	}
-}
-
-// JobState is the scheduling state the partition's owner keeps for a job,
-// apart from its spec so that a spec update never races a fire.
-type JobState struct {
-	// Last is the latest scheduled time accounted for (fired, skipped or
-	// dropped); see schedule.Decision.Last.
-	Last time.Time `json:"last"`
-	// Next is the next scheduled time, zero if none.
-	Next time.Time `json:"next,omitzero"`
-	// SpecRevision is the spec revision Last and Next were computed from.
-	SpecRevision int64 `json:"spec_revision"`
-	// Fired, Skipped and Dropped count the job's scheduled times by fate.
-	Fired   int64 `json:"fired"`
-	Skipped int64 `json:"skipped"`
-	Dropped int64 `json:"dropped"`
-	// Runs is how many run documents the job has stored, as of the last
-	// fire.
-	Runs int `json:"runs"`
-	// FinishedAt is when a one-off job finished: its time fired and its
-	// runs are final. Zero while it has not. A finished one-off job is
-	// deleted after its retention (Job.DeleteAfter).
-	FinishedAt time.Time `json:"finished_at,omitzero"`
 }

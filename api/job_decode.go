@@ -61,8 +61,10 @@ func JobError(err error) error {
 // default" when the field is left out, as pointers, so that a zero given
 // explicitly can be told from one left out.
 type givenZeros struct {
-	Timeout *Duration `json:"timeout"`
-	Retry   *struct {
+	Timeout            *Duration `json:"timeout"`
+	MaxFires           *int64    `json:"max_fires"`
+	PauseAfterFailures *int      `json:"pause_after_failures"`
+	Retry              *struct {
 		MaxAttempts    *int      `json:"max_attempts"`
 		InitialBackoff *Duration `json:"initial_backoff"`
 		MaxBackoff     *Duration `json:"max_backoff"`
@@ -105,6 +107,10 @@ func checkGivenZeros(data []byte) error {
 		return leaveOut("retry.initial_backoff", "0s is not a backoff: give at least 1ms", DefaultInitialBackoff.String())
 	case g.Retry != nil && zeroDuration(g.Retry.MaxBackoff):
 		return leaveOut("retry.max_backoff", "0s is not a backoff: give at least 1ms", "the larger of 1m and retry.initial_backoff")
+	case g.MaxFires != nil && *g.MaxFires == 0:
+		return leaveOut("max_fires", "0 fires would never run the job", "no limit")
+	case zeroInt(g.PauseAfterFailures):
+		return leaveOut("pause_after_failures", "0 failures would pause the job before it ran", "never pause")
 	case g.History != nil && zeroInt(g.History.MaxRuns):
 		return leaveOut("history.max_runs", fmt.Sprintf("0 runs is not a history; want 1 to %d", MaxHistoryRuns), "the fleet's --history-max-runs")
 	case g.History != nil && zeroDuration(g.History.MaxAge):

@@ -10,15 +10,42 @@ import (
 const MaxNextFires = 100
 
 // NextFires returns up to n (1 to MaxNextFires) of job j's scheduled
-// times after now, in order, computed by package schedule as the
-// partition's owner fires them (the job's zone and its daylight-saving
-// rules, "@every" anchored at the Unix epoch). A recurring job lists the
-// times after now (and after the last time its owner accounted for, and
-// after its creation); a one-off job lists its single time, even if it is
-// past, until its owner has fired it, and nothing after. A paused job
-// lists the times it would fire once resumed. The job must be valid;
-// errors are those of ParseSchedule.
+// times after now, in order: Upcoming's times without calendars.
 func (j *Job) NextFires(now time.Time, n int) ([]time.Time, error) {
+	up, err := j.Upcoming(now, n, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]time.Time, len(up))
+	for i, u := range up {
+		out[i] = u.At
+	}
+	return out, nil
+}
+
+// Upcoming is one of a job's next times: At is the scheduled time (its
+// run's ID and scheduled_at), FireAt when it fires (At delayed by the
+// job's jitter; At without).
+type Upcoming struct {
+	At, FireAt time.Time
+}
+
+// maxUpcomingScan bounds the scheduled times Upcoming looks at to find n
+// that no calendar excludes.
+const maxUpcomingScan = 100_000
+
+// Upcoming returns up to n (1 to MaxNextFires) of job j's next fires
+// after now, in order, computed by package schedule as the partition's
+// owner fires them (the job's zone and its daylight-saving rules, "@every"
+// anchored at the Unix epoch, its window, its jitter). A recurring job
+// lists the times that fire after now, after the time its owner planned
+// from (PlanFrom: the last time it accounted for, the job's creation or
+// its last change), skipping those a calendar of cals excludes, and no
+// more than its max_fires has left; a one-off job lists its single time,
+// even if it is past, until its owner has fired it, and nothing after. A
+// paused job lists the times it would fire once resumed. The job must be
+// valid; errors are those of ParseSchedule.
+func (j *Job) Upcoming(now time.Time, n int, cals Calendars) ([]Upcoming, error) {
 	if n < 1 || n > MaxNextFires {
 		return nil, fmt.Errorf("%w: count %d outside 1..%d", ErrInvalidJob, n, MaxNextFires)
 	}
@@ -26,28 +53,36 @@ func (j *Job) NextFires(now time.Time, n int) ([]time.Time, error) {
 	if err != nil {
 		return nil, err
 	}
+	var st JobState
+	if j.State != nil {
+		st = *j.State
+	}
+	up := func(t time.Time) Upcoming { return Upcoming{At: t, FireAt: sched.FireTime(t)} }
 	if j.IsOneOff() {
-		at := sched.Next(j.InitialLast())
-		if at.IsZero() || (j.State != nil && (!j.State.FinishedAt.IsZero() || !j.State.Last.Before(at))) {
-			return []time.Time{}, nil
+		at := sched.Next(j.PlanFrom(st))
+		if at.IsZero() || !st.FinishedAt.IsZero() || cals.Excluding(j.Exclude, at) != "" {
+			return []Upcoming{}, nil
 		}
-		return []time.Time{at}, nil
+		return []Upcoming{up(at)}, nil
 	}
-	after := now
-	if j.State != nil && j.State.Last.After(after) {
-		after = j.State.Last
+	if j.MaxFires > 0 {
+		n = int(min(int64(n), max(j.MaxFires-st.ScheduledRuns, 0)))
 	}
-	if j.CreatedAt.After(after) {
-		after = j.CreatedAt
+	// A time up to a jitter before now may fire after it.
+	after := now.Add(-sched.Jitter())
+	if from := j.PlanFrom(st); from.After(after) {
+		after = from
 	}
-	fires := make([]time.Time, 0, n)
-	for len(fires) < n {
+	fires := make([]Upcoming, 0, n)
+	for scanned := 0; len(fires) < n && scanned < maxUpcomingScan; scanned++ {
 		t := sched.Next(after)
 		if t.IsZero() {
 			break
 		}
-		fires = append(fires, t)
 		after = t
+		if u := up(t); u.FireAt.After(now) && cals.Excluding(j.Exclude, t) == "" {
+			fires = append(fires, u)
+		}
 	}
 	return fires, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"time"
 )
 
 // Normalize fills defaults and canonical forms in place; it never fails
@@ -12,15 +13,20 @@ import (
 // InitialBackoff; Timeout 1h; ConcurrencyPolicy "allow"; MisfirePolicy
 // "run_once"; and for an "http" executor, Method "POST". It also trims
 // blanks around Schedule, upper-cases Method, turns a JSON null payload or
-// body into none, and converts RunAt to UTC.
+// body into none, and converts RunAt, NotBefore and NotAfter to UTC.
 func (j *Job) Normalize() {
 	j.Schedule = strings.TrimSpace(j.Schedule)
 	if j.Timezone == "" {
 		j.Timezone = DefaultTimezone
 	}
-	if j.RunAt != nil {
-		at := j.RunAt.UTC()
-		j.RunAt = &at
+	for _, t := range []**time.Time{&j.RunAt, &j.NotBefore, &j.NotAfter} {
+		if *t != nil {
+			at := (*t).UTC()
+			*t = &at
+		}
+	}
+	if len(j.Exclude) == 0 {
+		j.Exclude = nil
 	}
 	if isNull(j.Payload) {
 		j.Payload = nil

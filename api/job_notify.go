@@ -4,15 +4,23 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"time"
 )
 
 // Notification subscribes a URL to some of a job's run outcomes: the
 // owner of the job's partition POSTs the run document there when a run
 // reaches one of the statuses in On. See the job document's "notify".
 type Notification struct {
-	// On are the outcomes that notify: RunFailed (an attempt failed and a
+	// On are the events that notify: RunFailed (an attempt failed and a
 	// retry follows: once per failed attempt), RunDead and RunSucceeded
-	// (once per run).
+	// (once per run); NotifyPaused (the owner paused the job after
+	// pause_after_failures dead runs: the run document of the last);
+	// RunSkipped (a run recorded skipped, by a calendar, concurrency_policy
+	// forbid or the active-run cap: its run document; or scheduled times
+	// the misfire policy skipped: a Misfire document); NotifyMissed
+	// (scheduled times not fired within the misfire grace, whatever the
+	// policy did: a Misfire document).
 	On []RunStatus `json:"on"`
 	// URL is the http or https URL that receives the run document; no
 	// user information.
@@ -28,6 +36,40 @@ type Notification struct {
 // MaxNotifications is the most notify entries a job may have.
 const MaxNotifications = 8
 
+// Notification events that are not the status of a run.
+const (
+	// NotifyPaused: the job's owner paused it (Job.PauseAfterFailures).
+	NotifyPaused RunStatus = "paused"
+	// NotifyMissed: scheduled times of the job were missed (not fired
+	// within the misfire grace).
+	NotifyMissed RunStatus = "missed"
+)
+
+// NotifyEvents are the events a notify entry may name in On.
+var NotifyEvents = []RunStatus{RunFailed, RunDead, RunSucceeded, NotifyPaused, RunSkipped, NotifyMissed}
+
+// Misfire is what a "missed" notification, and a "skipped" one for times
+// the misfire policy skipped, deliver: one decision of the job's owner
+// about its missed times.
+type Misfire struct {
+	JobID string `json:"job_id"`
+	// Event is "missed" or "skipped".
+	Event RunStatus `json:"event"`
+	// MisfirePolicy is the job's policy that decided.
+	MisfirePolicy MisfirePolicy `json:"misfire_policy"`
+	// Missed is how many scheduled times were not fired within the
+	// grace; Fired how many of them the policy fired, Skipped how many it
+	// skipped, Dropped how many went beyond the cap of one decision.
+	Missed  int `json:"missed"`
+	Fired   int `json:"fired"`
+	Skipped int `json:"skipped"`
+	Dropped int `json:"dropped"`
+	// Through is the latest scheduled time the decision accounted for.
+	Through time.Time `json:"through"`
+	// DecidedAt is when the owner decided.
+	DecidedAt time.Time `json:"decided_at"`
+}
+
 // Notifies reports whether n subscribes to status s.
 func (n Notification) Notifies(s RunStatus) bool { return slices.Contains(n.On, s) }
 
@@ -40,13 +82,11 @@ func ValidateNotifications(field string, ns []Notification) error {
 	for i, n := range ns {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if len(n.On) == 0 {
-			return fieldErr(f+".on", "empty; want some of %q, %q, %q", RunFailed, RunDead, RunSucceeded)
+			return fieldErr(f+".on", "empty; want some of %s", eventList())
 		}
 		for _, s := range n.On {
-			switch s {
-			case RunFailed, RunDead, RunSucceeded:
-			default:
-				return fieldErr(f+".on", "unknown outcome %q; want %q, %q or %q", string(s), RunFailed, RunDead, RunSucceeded)
+			if !slices.Contains(NotifyEvents, s) {
+				return fieldErr(f+".on", "unknown event %q; want %s", string(s), eventList())
 			}
 		}
 		if len(slices.Compact(slices.Sorted(slices.Values(n.On)))) != len(n.On) {
@@ -68,4 +108,13 @@ func ValidateNotifications(field string, ns []Notification) error {
 		}
 	}
 	return nil
+}
+
+// eventList names NotifyEvents for a message: "failed", "dead", ….
+func eventList() string {
+	q := make([]string, len(NotifyEvents))
+	for i, e := range NotifyEvents {
+		q[i] = fmt.Sprintf("%q", e)
+	}
+	return strings.Join(q, ", ")
 }

@@ -74,8 +74,8 @@ func (j *Job) validateRetention() error {
 	if j.DeleteAfter == "" {
 		return nil
 	}
-	if !j.IsOneOff() {
-		return fieldErr("delete_after", "applies only to one-off jobs (run_at, or neither schedule nor run_at); a job with a schedule is never finished")
+	if !j.Finite() {
+		return fieldErr("delete_after", "applies only to jobs that complete: one-off jobs (run_at, or neither schedule nor run_at) and jobs with not_after or max_fires; a job with a schedule that never ends is never completed")
 	}
 	if j.DeleteAfter == RetentionNever {
 		return nil

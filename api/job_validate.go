@@ -198,6 +198,9 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 		return fieldErr("misfire_policy", "unknown policy %q; want %q, %q or %q",
 			string(j.MisfirePolicy), MisfireRunOnce, MisfireSkip, MisfireRunAll)
 	}
+	if err := j.validateControls(); err != nil {
+		return err
+	}
 	if err := j.validateRetention(); err != nil {
 		return err
 	}

@@ -74,7 +74,7 @@ func BenchmarkPlanFires(b *testing.B) {
 			state := store.JobState{Last: created.Add(time.Hour), SpecRevision: 42}
 			now := created.Add(time.Hour + 5*time.Minute)
 			for b.Loop() {
-				if _, err := dispatch.PlanFires(&j, sched, state, nil, now, schedule.Policy{}, "orchestrator-1", 7); err != nil {
+				if _, err := dispatch.PlanFires(&j, sched, state, nil, now, schedule.Policy{}, nil, "orchestrator-1", 7); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -71,6 +71,9 @@ type ListOptions struct {
 	// before the last: the server reads a bounded number of jobs per
 	// request; continue while NextCursor is not "".
 	Paused *bool
+	// State asks for each job's scheduling state and status (ListJobs
+	// only): one more read per 64 jobs on the server.
+	State bool
 }
 
 // ListJobs returns one page of jobs (GET /v1/jobs), in the API's order (by
@@ -89,6 +92,9 @@ func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (api.JobList, e
 	}
 	if opts.Paused != nil {
 		q.Set("paused", strconv.FormatBool(*opts.Paused))
+	}
+	if opts.State {
+		q.Set("state", "true")
 	}
 	var page api.JobList
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs", query: q, out: &page})

@@ -241,6 +241,10 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) (
 		pt.updatedLocked(ar, pk.w, resp.Header.Revision, ar.notBefore)
 		written += pk.w.size
 		e := pt.jobs[ar.run.JobID]
+		payload := pk.work.Payload
+		if ar.run.Payload != nil {
+			payload = ar.run.Payload // a trigger's
+		}
 		for _, item := range pk.items {
 			c, _ := ar.chain(item)
 			c.rt.leaseUntil = now.Add(pt.d.cfg.RunLease)
@@ -250,7 +254,7 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) (
 				Attempt:     len(c.attempts),
 				ScheduledAt: ar.run.ScheduledAt,
 				Executor:    pk.work.Executor,
-				Payload:     pk.work.Payload,
+				Payload:     payload,
 				Timeout:     e.spec.Timeout,
 				RunLease:    store.Duration(pt.d.cfg.RunLease),
 				Owner:       pt.own.Member,

@@ -147,7 +147,7 @@ func (pt *partition) trimmedLocked(plan []trim, resp *clientv3.TxnResponse, at i
 // is later (an edit keeps it longer). ok is false if it is not finished or
 // is kept.
 func (pt *partition) deletionDueLocked(e *jobEntry) (time.Time, bool) {
-	if !e.spec.IsOneOff() || e.state.FinishedAt.IsZero() {
+	if !e.spec.Finite() || e.state.FinishedAt.IsZero() {
 		return time.Time{}, false
 	}
 	d, keep, set := e.spec.DeleteAfter.Duration()
@@ -164,11 +164,24 @@ func (pt *partition) deletionDueLocked(e *jobEntry) (time.Time, bool) {
 	return from.Add(d), true
 }
 
-// finishedLocked reports whether job e is a one-off job that has finished:
-// its time fired and none of its runs or trigger requests is pending.
+// completionReason names what completed job e: "run_at" (a one-off ran),
+// "max_fires" or "not_after".
+func completionReason(e *jobEntry) string {
+	switch {
+	case e.spec.IsOneOff():
+		return "run_at"
+	case e.spec.controls().MaxFires > 0 && e.state.ScheduledRuns >= e.spec.controls().MaxFires:
+		return "max_fires"
+	}
+	return "not_after"
+}
+
+// finishedLocked reports whether job e is a job that has completed (a
+// one-off, or one whose window or max_fires ended): its last time fired
+// and none of its runs or trigger requests is pending.
 func (pt *partition) finishedLocked(e *jobEntry, pendingTriggers map[string]bool) bool {
-	planned := e.state.SpecRevision == e.spec.Revision && !e.state.Last.IsZero() && !e.dirty && !e.stale
-	return e.spec.IsOneOff() && planned && e.state.Next.IsZero() &&
+	planned := e.state.SpecRevision == e.revision() && !e.state.Last.IsZero() && !e.dirty && !e.stale
+	return e.spec.Finite() && planned && e.state.Next.IsZero() &&
 		len(pt.activeOfLocked(e.spec.ID)) == 0 && !pendingTriggers[e.spec.ID]
 }
 
@@ -241,7 +254,7 @@ func (pt *partition) planFinishLocked(now time.Time) finishPlan {
 		}
 		if due, ok := pt.deletionDueLocked(e); ok && !now.Before(due) {
 			fp.doomed = append(fp.doomed, finishDoom{e: e, due: due})
-			dels = append(dels, pt.d.keys.DeleteJobOp(pt.p, id, e.spec.Revision, e.pauseRev))
+			dels = append(dels, pt.d.keys.DeleteJobOp(pt.p, id, e.spec.Revision, e.pauseRev()))
 		}
 	}
 	fp.ops = append(fp.ops, dels...)
@@ -255,6 +268,9 @@ func (pt *partition) finishAppliedLocked(fp finishPlan, resp *clientv3.TxnRespon
 		if e := pt.jobs[s.id]; e != nil {
 			e.state = s.state
 			pt.indexLocked(s.id)
+			reason := completionReason(e)
+			pt.d.cfg.Metrics.jobCompleted(reason)
+			pt.lg.Info("job completed", zap.String("job_id", s.id), zap.String("reason", reason), zap.Int64("scheduled_runs", e.state.ScheduledRuns))
 		}
 	}
 	for i, dm := range fp.doomed {

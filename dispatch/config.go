@@ -173,6 +173,11 @@ type Config struct {
 	// runs no live worker serves. Nil: run leases alone detect lost
 	// workers.
 	Workers Registry
+	// Calendars, if set, are the fleet's calendars (a CalendarCache): a
+	// job's times inside one it excludes are recorded skipped. While they
+	// are not read yet, jobs that exclude calendars are not planned. Nil:
+	// no calendars, and a job's exclude excludes nothing.
+	Calendars CalendarSource
 	// Clock; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.

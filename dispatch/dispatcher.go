@@ -189,6 +189,9 @@ type Stats struct {
 	// floor first) to keep HistoryBytes within it; active runs and the
 	// jobs' floors are not.
 	HistoryBudget int64
+	// Completed counts the completed jobs (JobState.FinishedAt set), kept
+	// until their delete_after.
+	Completed int
 	// Unservable counts the waiting runs no live worker can take (see
 	// Registry.WhyPending), by executor type; nil without a worker
 	// registry.
@@ -208,6 +211,7 @@ func (d *Dispatcher) Stats() Stats {
 		st.Running += ps.Running
 		st.HistoryRuns += ps.HistoryRuns
 		st.HistoryBytes += ps.HistoryBytes
+		st.Completed += ps.Completed
 		st.HistoryBudget += pt.budgetShare()
 	}
 	st.Unservable = d.unservable(parts)

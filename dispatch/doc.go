@@ -63,6 +63,16 @@
 //     broadcast item only to the worker it is pinned to, under the
 //     registration it had when the run fired, and it dies with that
 //     registration.
+//   - A job's schedule controls are decided by pure functions of the job,
+//     its durable state and the time (PlanFires, LimitFires,
+//     CountOutcome): a jittered fire has the scheduled time's run ID and
+//     fires at the same moment on every member; max_fires' count and
+//     pause_after_failures' count and pause are written in the fenced
+//     transaction of the runs they count, so a handoff or a crash neither
+//     loses nor repeats them.
+//   - A change of a job's timing, or a resume, fires no time of its new
+//     definition from before the change (api.Job.PlanFrom); the misfire
+//     policy covers only the times the fleet missed.
 //   - A write whose outcome the scheduler does not know (the request timed
 //     out, was cut, lost its connection or its leader) is never taken as
 //     refused. Memory is not trusted for the keys it wrote: a run whose

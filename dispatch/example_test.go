@@ -18,7 +18,7 @@ func ExamplePlanFires() {
 		Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9000/hook"}}
 	j.Normalize()
 	sched, _ := j.ParseSchedule()
-	plan, _ := dispatch.PlanFires(&j, sched, store.JobState{}, nil, created.Add(25*time.Second), schedule.Policy{Grace: time.Second}, "orchestrator-1", 42)
+	plan, _ := dispatch.PlanFires(&j, sched, store.JobState{}, nil, created.Add(25*time.Second), schedule.Policy{Grace: time.Second}, nil, "orchestrator-1", 42)
 	for _, r := range plan.Runs {
 		fmt.Println(r.ID, r.Status)
 	}

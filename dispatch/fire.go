@@ -73,6 +73,9 @@ func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 		pt.mu.Lock()
 		lost := pt.appliedLocked(b, resp, now)
 		pt.mu.Unlock()
+		if len(b.notes) > 0 {
+			pt.notes.Add(b.notes...)
+		}
 		pt.readopt(ctx, lost)
 	}
 }
@@ -138,10 +141,11 @@ func (pt *partition) nextBatchLocked(q *dueQueue, now time.Time) *fireBatch {
 			trigs = trigs[:room]
 			pt.poke() // the others next
 		}
-		j := e.spec.job()
+		j := e.job()
 		for _, t := range trigs {
 			after := ActiveAfter(active, plan)
 			tp := PlanTrigger(&j, plan.State, after, t.at, now, pt.own.Member, pt.own.Epoch)
+			tp.Runs[0].Payload = t.payload
 			CapActive(&j, &tp, len(after), pt.d.cfg.MaxActivePerJob)
 			plan = MergePlans(plan, tp)
 		}
@@ -168,19 +172,39 @@ func (pt *partition) nextBatchLocked(q *dueQueue, now time.Time) *fireBatch {
 // planFiresLocked plans job e's scheduled fires at now, capped; ok is
 // false if it has nothing to do.
 func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time) (FirePlan, bool) {
-	if e.spec.Paused || e.schedErr != nil {
+	if e.paused() || e.schedErr != nil {
 		return FirePlan{}, false
 	}
-	planned := e.state.SpecRevision == e.spec.Revision && !e.state.Last.IsZero() && !e.dirty
-	if planned && (e.state.Next.IsZero() || now.Before(e.state.Next)) {
+	planned := e.state.SpecRevision == e.revision() && !e.state.Last.IsZero() && !e.dirty
+	if planned && (e.state.Next.IsZero() || now.Before(e.due())) {
 		return FirePlan{}, false // not due, or its schedule is exhausted
 	}
-	j := e.spec.job()
-	plan, err := PlanFires(&j, e.sched, e.state, active, now, pt.d.cfg.Misfire, pt.own.Member, pt.own.Epoch)
+	cals, ok := pt.calendars()
+	if !ok && len(e.spec.controls().Exclude) > 0 {
+		pt.calendarsAwaited = true
+		return FirePlan{}, false // planned once the calendars are read
+	}
+	j := e.job()
+	st := e.state
+	if at, ok := e.resumedAt(); ok && at.After(st.Last) {
+		st = Resumed(st, at) // resumed while no owner saw it: what the pause kept is forgiven
+	}
+	plan, err := PlanFires(&j, e.sched, st, active, now, pt.d.cfg.Misfire, cals, pt.own.Member, pt.own.Epoch)
 	if err != nil {
 		pt.lg.Error("planning fires failed", zap.String("job_id", e.spec.ID), zap.Error(err))
 		return FirePlan{}, false
 	}
 	CapActive(&j, &plan, len(active), pt.d.cfg.MaxActivePerJob)
+	LimitFires(&j, &plan)
 	return plan, true
+}
+
+// due returns when the job's next time fires: state.Next delayed by its
+// jitter (schedule.Schedule.FireTime); zero if none.
+func (e *jobEntry) due() time.Time { return e.sched.FireTime(e.state.Next) }
+
+// paused reports whether the job fires nothing on its own: paused by
+// hand, or by its owner (pause_after_failures) since its last write.
+func (e *jobEntry) paused() bool {
+	return e.spec.Paused || e.state.AutoPaused(e.revision())
 }

@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -33,6 +34,9 @@ type fireBatch struct {
 	runs    int
 	bytes   int // of the run documents it writes
 	ops     []clientv3.Op
+	// notes are the notifications of the jobs whose writes applied, for
+	// the delivery once the state lock is released (appliedLocked).
+	notes []notify.Entry
 }
 
 // jobPlan is one job's part of a fireBatch: its merged plan, the trigger
@@ -46,6 +50,7 @@ type jobPlan struct {
 	ops      []clientv3.Op // within the job's guard
 	created  []createdRun
 	replaced []replacedRun
+	notes    []notify.Entry // written with the plan (notify_events.go)
 }
 
 // replacedRun is an active run the batch ends.
@@ -126,7 +131,7 @@ func (pt *partition) addTrimsLocked(batches []*fireBatch, now time.Time) {
 func (pt *partition) addLocked(b *fireBatch, e *jobEntry, plan FirePlan, trigs []triggerReq, now time.Time) {
 	k := pt.d.keys
 	id := e.spec.ID
-	jp := jobPlan{id: id, specRev: e.spec.Revision, pauseRev: e.pauseRev, triggers: trigs}
+	jp := jobPlan{id: id, specRev: e.spec.Revision, pauseRev: e.pauseRev(), triggers: trigs}
 	for _, rid := range plan.Replace {
 		ar := pt.active[rid]
 		if ar == nil {
@@ -167,6 +172,8 @@ func (pt *partition) addLocked(b *fireBatch, e *jobEntry, plan FirePlan, trigs [
 	for _, t := range trigs {
 		jp.ops = append(jp.ops, clientv3.OpDelete(t.key))
 	}
+	notes, entries := pt.planNotes(e, plan, now)
+	jp.ops, jp.notes = append(jp.ops, notes...), entries
 	jp.plan = plan
 	b.jobs = append(b.jobs, jp)
 	b.runs += len(plan.Runs)
@@ -233,6 +240,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 		for _, t := range jp.triggers {
 			delete(pt.triggers, t.key)
 		}
+		b.notes = append(b.notes, jp.notes...)
 		for _, c := range jp.created {
 			if !guard.Responses[c.op].GetResponseTxn().Succeeded {
 				pt.lg.Warn("run existed already; not fired again", zap.String("run_id", c.run.ID))
@@ -240,10 +248,14 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 				continue
 			}
 			pt.hist.created(c.run.JobID, c.run.ScheduledAt, c.size, c.run.Status.Final())
+			due := c.run.ScheduledAt
+			if !c.manual {
+				due = e.sched.FireTime(due) // lag counts from the jittered time
+			}
 			if c.run.Status == store.RunPending {
 				pending++
 				pt.addActiveLocked(&activeRun{run: c.run, modRev: rev, size: c.size, chainRT: chainRT{notBefore: now}})
-				if lag := now.Sub(c.run.ScheduledAt); !c.manual && (lag <= pt.d.cfg.Misfire.Grace || lag <= schedule.DefaultGrace) {
+				if lag := now.Sub(due); !c.manual && (lag <= pt.d.cfg.Misfire.Grace || lag <= schedule.DefaultGrace) {
 					pt.d.cfg.Metrics.observeLag(lag.Seconds()) // on time; misfires are counted apart
 				}
 			} else {
@@ -251,7 +263,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			}
 			if ce := pt.lg.Check(zap.InfoLevel, "fired"); ce != nil { // a herd fires hundreds of thousands: no fields unless logged
 				fields := []zap.Field{zap.String("job_id", c.run.JobID), zap.String("run_id", c.run.ID),
-					zap.Time("scheduled_at", c.run.ScheduledAt), zap.Duration("lag", now.Sub(c.run.ScheduledAt)),
+					zap.Time("scheduled_at", c.run.ScheduledAt), zap.Duration("lag", now.Sub(due)),
 					zap.String("status", string(c.run.Status))}
 				if c.manual {
 					fields = append(fields, zap.String("reason", "trigger"))

@@ -15,8 +15,8 @@ import (
 // in the partition's jobs. The state lock guards it.
 type jobIndex struct {
 	// fires holds the jobs that fire on their own (not paused, schedule
-	// parsed, not stale) by state.Next; jobs without a next time are
-	// absent.
+	// parsed, not stale) by when their next time fires (state.Due: Next,
+	// delayed by the job's jitter); jobs without a next time are absent.
 	fires *timerHeap
 	// unplanned are the jobs that fire on their own and whose state was
 	// not planned from their current spec (new, edited, resumed): they are
@@ -29,6 +29,8 @@ type jobIndex struct {
 	expiry *timerHeap
 	// active holds the IDs of each job's active runs.
 	active map[string]map[string]struct{}
+	// completed are the jobs whose completion is recorded.
+	completed map[string]struct{}
 }
 
 func newJobIndex() *jobIndex {
@@ -38,13 +40,14 @@ func newJobIndex() *jobIndex {
 		finishing: map[string]struct{}{},
 		expiry:    newTimerHeap(),
 		active:    map[string]map[string]struct{}{},
+		completed: map[string]struct{}{},
 	}
 }
 
 // plannedLocked reports whether job e's state was planned from its
 // current spec: its next time is the one the schedule gives.
 func plannedLocked(e *jobEntry) bool {
-	return e.state.SpecRevision == e.spec.Revision && !e.state.Last.IsZero() && !e.dirty
+	return e.state.SpecRevision == e.revision() && !e.state.Last.IsZero() && !e.dirty
 }
 
 // indexLocked brings the index up to date with job id as pt.jobs holds
@@ -62,18 +65,24 @@ func (pt *partition) indexLocked(id string) {
 		delete(x.unplanned, id)
 		delete(x.finishing, id)
 		x.expiry.remove(id)
+		delete(x.completed, id)
 		return
+	}
+	if e.state.FinishedAt.IsZero() {
+		delete(x.completed, id)
+	} else {
+		x.completed[id] = struct{}{}
 	}
 	planned := plannedLocked(e)
 	switch {
-	case e.spec.Paused || e.schedErr != nil:
+	case e.paused() || e.schedErr != nil:
 		x.fires.remove(id)
 		delete(x.unplanned, id)
 	default:
 		if e.state.Next.IsZero() {
 			x.fires.remove(id)
 		} else {
-			x.fires.set(id, e.state.Next)
+			x.fires.set(id, e.due())
 		}
 		if planned {
 			delete(x.unplanned, id)
@@ -81,7 +90,7 @@ func (pt *partition) indexLocked(id string) {
 			x.unplanned[id] = struct{}{}
 		}
 	}
-	if !e.spec.IsOneOff() || !planned || !e.state.Next.IsZero() {
+	if !e.spec.Finite() || !planned || !e.state.Next.IsZero() {
 		delete(x.finishing, id)
 		x.expiry.remove(id)
 		return

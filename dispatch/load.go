@@ -77,7 +77,7 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 		case !ok:
 			pt.lg.Warn("ignoring unexpected key", zap.ByteString("key", kv.Key))
 		case !at.IsZero():
-			triggers = append(triggers, triggerReq{id: id, at: at, key: string(kv.Key)})
+			triggers = append(triggers, pt.triggerOf(id, at, kv))
 		default:
 			var e *jobEntry
 			if decoded != nil {

@@ -31,6 +31,8 @@ type Metrics struct {
 	firesHeld    prometheus.Gauge
 	trims        *prometheus.CounterVec
 	jobsDeleted  prometheus.Counter
+	completed    *prometheus.CounterVec
+	paused       prometheus.Counter
 
 	// source reports the state of the partitions owned here; set by the
 	// Dispatcher, read at scrape time.
@@ -102,19 +104,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "jobfleet_runs_trimmed_total", Help: "Final runs deleted from the history, by reason (max_runs, max_age, budget).",
 		}, []string{"reason"}),
 		jobsDeleted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "jobfleet_finished_jobs_deleted_total", Help: "Finished one-off jobs deleted after their retention (delete_after).",
+			Name: "jobfleet_finished_jobs_deleted_total", Help: "Completed jobs (one-off jobs that ran, jobs past not_after or max_fires) deleted after their retention (delete_after).",
+		}),
+		completed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobfleet_jobs_completed_total", Help: "Jobs that completed, by what ended them (run_at: a one-off ran; not_after; max_fires).",
+		}, []string{"reason"}),
+		paused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_jobs_paused_total", Help: "Jobs their owner paused after pause_after_failures runs in a row ended dead.",
 		}),
 	}
 	state := &stateCollector{m: m,
-		waiting:    prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
-		running:    prometheus.NewDesc("jobfleet_runs_running", "Runs of the partitions owned here with an attempt held by a worker.", nil, nil),
-		runs:       prometheus.NewDesc("jobfleet_history_runs", "Run documents stored for the partitions owned here (active and final).", nil, nil),
-		bytes:      prometheus.NewDesc("jobfleet_history_bytes", "Bytes of the run documents stored for the partitions owned here; the fleet's sum stays within --history-budget plus the active runs' documents and the jobs' floors (--history-floor).", nil, nil),
-		budget:     prometheus.NewDesc("jobfleet_history_budget_bytes", "The share of the fleet's history budget of the partitions owned here.", nil, nil),
-		unservable: prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
+		waiting:      prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
+		running:      prometheus.NewDesc("jobfleet_runs_running", "Runs of the partitions owned here with an attempt held by a worker.", nil, nil),
+		runs:         prometheus.NewDesc("jobfleet_history_runs", "Run documents stored for the partitions owned here (active and final).", nil, nil),
+		bytes:        prometheus.NewDesc("jobfleet_history_bytes", "Bytes of the run documents stored for the partitions owned here; the fleet's sum stays within --history-budget plus the active runs' documents and the jobs' floors (--history-floor).", nil, nil),
+		budget:       prometheus.NewDesc("jobfleet_history_budget_bytes", "The share of the fleet's history budget of the partitions owned here.", nil, nil),
+		completedNow: prometheus.NewDesc("jobfleet_jobs_completed", "Completed jobs of the partitions owned here, kept until their delete_after.", nil, nil),
+		unservable:   prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, state)
 	}
 	return m
 }
@@ -122,12 +131,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // stateCollector reports the gauges of the partitions owned here from one
 // Stats per scrape.
 type stateCollector struct {
-	m                                                 *Metrics
-	waiting, running, runs, bytes, budget, unservable *prometheus.Desc
+	m                                                               *Metrics
+	waiting, running, runs, bytes, budget, completedNow, unservable *prometheus.Desc
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.runs, c.bytes, c.budget, c.unservable} {
+	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.runs, c.bytes, c.budget, c.completedNow, c.unservable} {
 		ch <- d
 	}
 }
@@ -142,6 +151,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.runs, prometheus.GaugeValue, float64(st.HistoryRuns))
 	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.HistoryBytes))
 	ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(st.HistoryBudget))
+	ch <- prometheus.MustNewConstMetric(c.completedNow, prometheus.GaugeValue, float64(st.Completed))
 	for _, ex := range slices.Sorted(maps.Keys(st.Unservable)) {
 		ch <- prometheus.MustNewConstMetric(c.unservable, prometheus.GaugeValue, float64(st.Unservable[ex]), ex)
 	}
@@ -156,6 +166,18 @@ func (m *Metrics) setSource(f func() Stats) {
 func (m *Metrics) trimmed(reason string, n int) {
 	if m != nil && n > 0 {
 		m.trims.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+func (m *Metrics) jobCompleted(reason string) {
+	if m != nil {
+		m.completed.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) jobPaused() {
+	if m != nil {
+		m.paused.Inc()
 	}
 }
 

@@ -19,6 +19,10 @@ import (
 // while etcd refuses writes for lack of space.
 const spaceRecheck = time.Second
 
+// calendarsRecheck is how soon a partition plans again a due job that
+// excludes calendars the member has not read yet (it just started).
+const calendarsRecheck = 100 * time.Millisecond
+
 // partition is the scheduler of one owned partition. The loop goroutine
 // (run) loads the partition, follows its specs, fires due jobs and expires
 // leases; protocol handlers (assign, heartbeat, complete, takeBack) run in
@@ -84,8 +88,11 @@ type partition struct {
 	// reading again failed, by run ID: out of memory until the loop has
 	// read them (readopt), retrying at every tick.
 	unread map[string]store.Run
-	hist   *history  // the partition's stored runs
-	idx    *jobIndex // what the loop looks at; see jobIndex
+	// calendarsAwaited is set when a job that excludes calendars was due
+	// before the member had read them: the loop looks again shortly.
+	calendarsAwaited bool
+	hist             *history  // the partition's stored runs
+	idx              *jobIndex // what the loop looks at; see jobIndex
 
 	// notes delivers the partition's notifications; nil without a
 	// Notifier (notify.go). outboxRead is set once the outbox was read
@@ -233,6 +240,14 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 		pt.retryAt = now.Add(time.Second)
 		return pt.retryAt
 	}
+	pt.mu.Lock()
+	awaited := pt.calendarsAwaited
+	pt.calendarsAwaited = false
+	pt.mu.Unlock()
+	if awaited {
+		pt.retryAt = now.Add(calendarsRecheck)
+		return pt.retryAt
+	}
 
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
@@ -324,6 +339,9 @@ func (pt *partition) stats() Stats {
 	}
 	if pt.hist != nil {
 		st.HistoryRuns, st.HistoryBytes = pt.hist.runs, pt.hist.bytes
+	}
+	if pt.idx != nil {
+		st.Completed = len(pt.idx.completed)
 	}
 	return st
 }

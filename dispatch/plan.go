@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -29,39 +30,60 @@ type FirePlan struct {
 }
 
 // PlanFires decides what job j fires at now, given its state and how many
-// of its runs are active (not final). A zero state.Last means the job never
-// fired. Paused jobs fire nothing and account nothing: their missed times
-// are forgiven on resume (see Resumed).
+// of its runs are active (not final). It plans from j.PlanFrom(state): the
+// latest time accounted for, or the job's creation, and never a time from
+// before the job's last change (an edit fires no time of the past). Paused
+// jobs, by hand or by their owner (pause_after_failures), fire nothing and
+// account nothing: their missed times are forgiven on resume. A job whose
+// max_fires is used up fires nothing more and has no next time.
 //
-// Under concurrency_policy "forbid" a fire while a run is active, or a
-// second fire in the same decision, is recorded as a skipped run; under
-// "replace" the active runs are listed for replacement and only the latest
-// fire of the decision runs.
-func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, activeRuns []string, now time.Time, p schedule.Policy, owner string, epoch int64) (FirePlan, error) {
-	plan := FirePlan{State: state}
-	if j.Paused {
+// A time that one of cals excludes (j.Exclude) is recorded as a skipped
+// run naming the calendar. Under concurrency_policy "forbid" a fire while
+// a run is active, or a second fire in the same decision, is recorded as a
+// skipped run; under "replace" the active runs are listed for replacement
+// and only the latest fire of the decision runs. Callers apply CapActive,
+// then LimitFires, to the plan.
+func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, activeRuns []string, now time.Time, p schedule.Policy, cals api.Calendars, owner string, epoch int64) (FirePlan, error) {
+	from := j.PlanFrom(state) // before the pause that ended is cleared: its end bounds it
+	plan := FirePlan{State: clearedPause(j, state)}
+	if j.Paused || plan.State.AutoPaused(j.Revision) {
 		return plan, nil
 	}
-	last := state.Last
-	if last.IsZero() {
-		last = j.InitialLast()
+	if j.Exhausted(plan.State) {
+		plan.State.Next, plan.State.SpecRevision, plan.State.Timing = time.Time{}, j.Revision, j.TimingKey()
+		return plan, nil
 	}
 	p.Misfire = schedule.MisfirePolicy(j.MisfirePolicy)
-	d, err := schedule.Due(sched, last, now, p)
+	d, err := schedule.Due(sched, from, now, p)
 	if err != nil {
 		return FirePlan{}, fmt.Errorf("job %q: %w", j.ID, err)
 	}
 	plan.Decision = d
 	plan.State.Last = d.Last
 	plan.State.Next = d.Next
-	plan.State.SpecRevision = j.Revision
+	if !d.Next.IsZero() {
+		plan.State.FinishedAt = time.Time{} // it has times again (an edit)
+	}
+	plan.State.SpecRevision, plan.State.Timing = j.Revision, j.TimingKey()
 	plan.State.Skipped += int64(d.Skipped)
 	plan.State.Dropped += int64(d.Dropped)
+	plan.State.Missed += int64(d.Missed)
+	excluded := make([]string, len(d.Fires))
+	latest := -1 // the latest fire no calendar excludes
+	for i, at := range d.Fires {
+		if excluded[i] = cals.Excluding(j.Exclude, at); excluded[i] == "" {
+			latest = i
+		}
+	}
 	active := len(activeRuns)
 	for i, at := range d.Fires {
 		r := NewRun(j, at, now, owner, epoch)
-		switch j.ConcurrencyPolicy {
-		case store.ConcurrencyForbid:
+		switch {
+		case excluded[i] != "":
+			r.Status = store.RunSkipped
+			r.Reason = fmt.Sprintf("excluded by calendar %q", excluded[i])
+			plan.State.Skipped++
+		case j.ConcurrencyPolicy == store.ConcurrencyForbid:
 			if active > 0 {
 				r.Status = store.RunSkipped
 				r.Reason = "concurrency_policy forbid: an earlier run is still active"
@@ -69,8 +91,8 @@ func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, acti
 			} else {
 				active++
 			}
-		case store.ConcurrencyReplace:
-			if i < len(d.Fires)-1 {
+		case j.ConcurrencyPolicy == store.ConcurrencyReplace:
+			if i < latest {
 				r.Status = store.RunSkipped
 				r.Reason = "concurrency_policy replace: superseded by a later fire"
 				plan.State.Skipped++
@@ -81,7 +103,7 @@ func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, acti
 		}
 		plan.Runs = append(plan.Runs, r)
 	}
-	if j.ConcurrencyPolicy == store.ConcurrencyReplace && len(d.Fires) > 0 {
+	if j.ConcurrencyPolicy == store.ConcurrencyReplace && latest >= 0 {
 		plan.Replace = append(plan.Replace, activeRuns...)
 	}
 	return plan, nil
@@ -263,11 +285,13 @@ func newRun(j *store.Job, at, now time.Time, owner string, epoch int64) store.Ru
 }
 
 // Resumed returns the state of a job resumed at now: times it missed while
-// paused are forgiven, not fired.
+// paused are forgiven, not fired, and its count of runs in a row that
+// ended dead starts again.
 func Resumed(state store.JobState, now time.Time) store.JobState {
 	if state.Last.Before(now) {
 		state.Last = now
 	}
+	state.Failures = 0
 	return state
 }
 

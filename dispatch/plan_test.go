@@ -53,7 +53,7 @@ func TestPlanFires(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j, s := planJob(t, tt.job)
-			plan, err := dispatch.PlanFires(&j, s, store.JobState{}, tt.active, t0.Add(tt.now), schedule.Policy{}, "m1", 7)
+			plan, err := dispatch.PlanFires(&j, s, store.JobState{}, tt.active, t0.Add(tt.now), schedule.Policy{}, nil, "m1", 7)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestPlanFiresNeverRefires(t *testing.T) {
 		seen := map[time.Time]bool{}
 		for range rapid.IntRange(1, 30).Draw(rt, "steps") {
 			now = now.Add(time.Duration(rapid.Int64Range(0, int64(2*time.Minute)).Draw(rt, "gap")))
-			plan, err := dispatch.PlanFires(&j, s, st, nil, now, schedule.Policy{}, "m", 1)
+			plan, err := dispatch.PlanFires(&j, s, st, nil, now, schedule.Policy{}, nil, "m", 1)
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -190,7 +190,7 @@ func TestLeaseExpired(t *testing.T) {
 func TestCapActive(t *testing.T) {
 	j, s := planJob(t, store.Job{ID: "a", Schedule: "@every 1s", MisfirePolicy: store.MisfireRunAll})
 	active := []string{"a@1", "a@2", "a@3"}
-	plan, err := dispatch.PlanFires(&j, s, store.JobState{}, active, t0.Add(4*time.Second), schedule.Policy{}, "m", 1)
+	plan, err := dispatch.PlanFires(&j, s, store.JobState{}, active, t0.Add(4*time.Second), schedule.Policy{}, nil, "m", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestTriggersNeverExceedTheCap(t *testing.T) {
 		seen := map[string]bool{}
 		for range rapid.IntRange(1, 20).Draw(rt, "writes") {
 			now = now.Add(time.Duration(rapid.IntRange(0, 3000).Draw(rt, "gap_ms")) * time.Millisecond)
-			plan, err := dispatch.PlanFires(&j, s, st, active, now, schedule.Policy{}, "m", 1)
+			plan, err := dispatch.PlanFires(&j, s, st, active, now, schedule.Policy{}, nil, "m", 1)
 			if err != nil {
 				rt.Fatal(err)
 			}

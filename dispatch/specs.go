@@ -2,12 +2,14 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -27,42 +29,111 @@ type jobEntry struct {
 	// nothing is planned for the job until the watch brings the change.
 	stale bool
 	// docPaused is the spec document's own "paused". pause is the job's
-	// pause key (store.PauseKey; zero without one, or if it does not
-	// decode), which decides instead while it is newer than the spec
-	// (store.PauseKey.Applies); pauseRev is the key's mod revision (0:
-	// none), which every write guarded on the spec compares too.
-	// spec.Paused is what applies (setPaused).
+	// pause key (nil without one: most jobs have none; never modified
+	// once held), which decides instead while it decoded and is newer
+	// than the spec (store.PauseKey.Applies); its mod revision is what
+	// every write guarded on the spec compares too (pauseRev). spec.Paused
+	// is what applies (setPaused).
 	docPaused bool
-	pause     store.PauseKey
-	pauseRev  int64
+	pause     *heldPause
+}
+
+// heldPause is a job's pause key as its owner holds it: the key, and
+// whether it decoded (a corrupt key decides nothing, but writes compare
+// its revision).
+type heldPause struct {
+	store.PauseKey
+	decoded bool
+}
+
+// pauseRev returns the mod revision of the job's pause key, 0 for none.
+func (e *jobEntry) pauseRev() int64 {
+	if e.pause == nil {
+		return 0
+	}
+	return e.pause.Revision
+}
+
+// pauseApplies reports whether the job's pause key decides its pause
+// state: it has one that decoded, newer than its spec.
+func (e *jobEntry) pauseApplies() bool {
+	return e.pause != nil && e.pause.decoded && e.pause.Applies(e.spec.Revision)
+}
+
+// revision is the job's revision as reads show it (store.PauseKey.Apply):
+// its pause key's if that decides, else its spec's. The state records
+// it (SpecRevision), and the owner's pause holds at it
+// (JobState.AutoPaused).
+func (e *jobEntry) revision() int64 {
+	if e.pauseApplies() {
+		return e.pause.Revision
+	}
+	return e.spec.Revision
+}
+
+// job returns the job for the decision functions (jobSpec.job) as reads
+// show it: its revision, and the later of its spec's and its pause key's
+// updated_at, so that a resume bounds what the owner plans as an edit
+// does (PlanFrom).
+func (e *jobEntry) job() store.Job {
+	j := e.spec.job()
+	j.Revision = e.revision()
+	if e.pauseApplies() && e.pause.UpdatedAt.After(j.UpdatedAt) {
+		j.UpdatedAt = e.pause.UpdatedAt
+	}
+	return j
+}
+
+// resumedAt returns when the job was last resumed by its pause key (a
+// key saying "not paused" that decides), and false if it was not.
+func (e *jobEntry) resumedAt() (time.Time, bool) {
+	if !e.pauseApplies() || e.pause.Paused {
+		return time.Time{}, false
+	}
+	return e.pause.UpdatedAt, true
 }
 
 // setPaused sets spec.Paused from the document and the pause key.
 func (e *jobEntry) setPaused() {
 	e.spec.Paused = e.docPaused
-	if e.pause.Applies(e.spec.Revision) {
+	if e.pauseApplies() {
 		e.spec.Paused = e.pause.Paused
 	}
 }
 
 // setPauseKey takes in the job's pause key kv (nil: it has none).
 func (e *jobEntry) setPauseKey(kv *mvccpb.KeyValue) {
-	e.pause, e.pauseRev = store.PauseKey{}, 0
+	e.pause = nil
 	if kv != nil {
-		e.pauseRev = kv.ModRevision
-		if pk, err := store.DecodePause(kv.Value, kv.ModRevision); err == nil {
-			e.pause = pk
-		}
+		pk, err := store.DecodePause(kv.Value, kv.ModRevision)
+		pk.Revision = kv.ModRevision
+		e.pause = &heldPause{PauseKey: pk, decoded: err == nil}
 	}
 	e.setPaused()
 }
 
-// triggerReq is a trigger request not yet fired: its job, its time and
-// its key.
+// triggerReq is a trigger request not yet fired: its job, its time, its
+// key, and the payload it gives its run (nil: the job's).
 type triggerReq struct {
-	id  string
-	at  time.Time
-	key string
+	id      string
+	at      time.Time
+	key     string
+	payload json.RawMessage
+}
+
+// triggerOf returns the trigger request stored as kv, of job id for time
+// at. A value that does not decode (it was checked when it was stored)
+// gives the job's payload.
+func (pt *partition) triggerOf(id string, at time.Time, kv *mvccpb.KeyValue) triggerReq {
+	t := triggerReq{id: id, at: at, key: string(kv.Key)}
+	if len(kv.Value) > 0 {
+		var req api.TriggerRequest
+		if err := json.Unmarshal(kv.Value, &req); err != nil {
+			pt.lg.Warn("trigger request does not decode; its run takes the job's payload", zap.String("job_id", id), zap.ByteString("key", kv.Key), zap.Error(err))
+		}
+		t.payload = req.Payload
+	}
+	return t
 }
 
 // apply handles spec and trigger changes. Trigger requests are queued for
@@ -83,7 +154,7 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 		switch {
 		case !at.IsZero() && ev.Type == mvccpb.PUT:
 			pt.mu.Lock()
-			pt.triggers[string(ev.Kv.Key)] = triggerReq{id: id, at: at, key: string(ev.Kv.Key)}
+			pt.triggers[string(ev.Kv.Key)] = pt.triggerOf(id, at, ev.Kv)
 			if e := pt.jobs[id]; e != nil {
 				e.stale = false
 				pt.indexLocked(id)
@@ -114,9 +185,9 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 				e.state = old.state
 				// The pause key stays (the document, newer, decides
 				// now); a put of the job deletes it in the same revision.
-				e.pause, e.pauseRev = old.pause, old.pauseRev
+				e.pause = old.pause
 				e.setPaused()
-				if old.spec.Paused && !e.spec.Paused {
+				if old.paused() && !e.paused() {
 					e.state = Resumed(e.state, pt.now())
 					e.dirty = true
 				}
@@ -141,13 +212,13 @@ func (pt *partition) applyPause(id string, ev *clientv3.Event) {
 	if e == nil {
 		return // deleted with its job, or the job is not loaded
 	}
-	was := e.spec.Paused
+	was, wasPaused := e.spec.Paused, e.paused()
 	kv := ev.Kv
 	if ev.Type == mvccpb.DELETE {
 		kv = nil
 	}
 	e.setPauseKey(kv)
-	if was && !e.spec.Paused {
+	if wasPaused && !e.paused() {
 		e.state = Resumed(e.state, pt.now())
 		e.dirty = true
 	}

@@ -75,12 +75,16 @@ type jobSpec struct {
 	Paused            bool
 	History           store.HistoryPolicy
 	DeleteAfter       store.Retention
-	Partition         int
-	Shards            *api.Shards // without its params (in the work): their count
-	Placement         *api.PlacementPolicy
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	Revision          int64
+	// ctl holds the schedule controls the decisions read (the window and
+	// jitter are in the parsed schedule); nil for a job that sets none,
+	// which most do.
+	ctl       *specControls
+	Partition int
+	Shards    *api.Shards // without its params (in the work): their count
+	Placement *api.PlacementPolicy
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Revision  int64
 }
 
 // specOf returns what the scheduler keeps of j.
@@ -91,6 +95,9 @@ func specOf(j *store.Job) jobSpec {
 		History: j.History, DeleteAfter: j.DeleteAfter, Partition: j.Partition,
 		Shards: j.Shards, Placement: j.Placement,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, Revision: j.Revision,
+	}
+	if c := (specControls{MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter}); !c.none() {
+		s.ctl = &c
 	}
 	s.Executor.Type = j.Executor.Type
 	return s
@@ -105,11 +112,41 @@ func (s *jobSpec) job() store.Job {
 		Retry: s.Retry, Timeout: s.Timeout, ConcurrencyPolicy: s.ConcurrencyPolicy, MisfirePolicy: s.MisfirePolicy,
 		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: s.Partition,
 		Shards: s.Shards, Placement: s.Placement, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Revision: s.Revision,
+		MaxFires: s.controls().MaxFires, Exclude: s.controls().Exclude, PauseAfterFailures: s.controls().PauseAfterFailures, NotAfter: s.controls().NotAfter,
 	}
+}
+
+// specControls are the schedule controls of a jobSpec, under their
+// store.Job names.
+type specControls struct {
+	MaxFires           int64
+	Exclude            []string
+	PauseAfterFailures int
+	NotAfter           *time.Time
+}
+
+func (c specControls) none() bool {
+	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil
+}
+
+// noControls are the controls of a job that sets none.
+var noControls = &specControls{}
+
+// controls returns the spec's schedule controls (none: zero values).
+func (s *jobSpec) controls() *specControls {
+	if s.ctl == nil {
+		return noControls
+	}
+	return s.ctl
 }
 
 // IsOneOff is store.Job.IsOneOff.
 func (s *jobSpec) IsOneOff() bool { return s.Schedule == "" }
+
+// Finite is store.Job.Finite: the job can complete.
+func (s *jobSpec) Finite() bool {
+	return s.IsOneOff() || s.controls().NotAfter != nil || s.controls().MaxFires > 0
+}
 
 // InitialLast is store.Job.InitialLast.
 func (s *jobSpec) InitialLast() time.Time {

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -123,17 +124,40 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 		return r, fmt.Errorf("run %s: %w", r.ID, store.ErrTooLarge)
 	}
 	// Notifications of the new status are written with it, in the same
-	// compare-and-swap (notify.go).
+	// compare-and-swap (notify.go), and so is the job's count of runs in
+	// a row that ended dead, with the pause it may decide
+	// (pause_after_failures, CountOutcome).
 	pt.mu.Lock()
 	e := pt.jobs[r.JobID]
 	prev := ar.run
+	var st store.JobState
+	pause, counted := false, false
+	if e != nil && w.run.Status.Final() && !prev.Status.Final() {
+		j := e.job()
+		st, pause = CountOutcome(&j, e.state, w.run, pt.now())
+		counted = st != e.state
+	}
 	pt.mu.Unlock()
 	var notes []notify.Entry
+	var also []clientv3.Op
 	if e != nil && e.work != nil {
-		var also []clientv3.Op
-		if also, notes = pt.notificationsFor(e.work, prev, w.run, w.val, pt.now()); len(also) > 0 {
-			w.op = pt.d.keys.UpdateRunOp(w.run, w.val, ar.modRev, append(slices.Clip(w.failing), also...)...)
+		also, notes = pt.notificationsFor(e.work, prev, w.run, w.val, pt.now())
+	}
+	if counted {
+		op, err := pt.d.keys.PutStateOp(pt.p, r.JobID, st)
+		if err != nil {
+			pt.lg.Error("encoding a job state failed", zap.String("job_id", r.JobID), zap.Error(err))
+			counted, pause = false, false
+		} else {
+			also = append(also, op)
 		}
+	}
+	if pause {
+		ops, ns := pt.eventNotes(e.work, r.JobID, api.NotifyPaused, string(api.NotifyPaused), w.run.ID, w.run.ScheduledAt, len(w.run.Attempts), w.val, pt.now())
+		also, notes = append(also, ops...), append(notes, ns...)
+	}
+	if len(also) > 0 {
+		w.op = pt.d.keys.UpdateRunOp(w.run, w.val, ar.modRev, append(slices.Clip(w.failing), also...)...)
 	}
 	resp, err := pt.commit(ctx, []clientv3.Op{w.op})
 	if err != nil {
@@ -149,9 +173,18 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 		return r, errChangedBehind
 	}
 	pt.updatedLocked(ar, w, resp.Header.Revision, notBefore)
+	if cur := pt.jobs[r.JobID]; counted && cur == e {
+		e.state = st
+		pt.indexLocked(r.JobID)
+	}
 	pt.mu.Unlock()
 	if len(notes) > 0 {
 		pt.notes.Add(notes...)
+	}
+	if pause {
+		pt.d.cfg.Metrics.jobPaused()
+		pt.lg.Warn("job paused after runs in a row ended dead", zap.String("job_id", r.JobID), zap.String("run_id", r.ID),
+			zap.Int("failures", st.Failures), zap.String("reason", st.Pause.Reason))
 	}
 	return w.run, nil
 }

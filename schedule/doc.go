@@ -19,6 +19,12 @@
 //     successive decisions disjoint.
 //   - "@every d" instants are multiples of d since the Unix epoch, so they do
 //     not depend on when or where they are computed.
+//   - Within bounds a schedule to a window of instants; WithJitter delays
+//     each fire by Offset, a pseudo-random duration in [0, jitter) that is
+//     a function of a key (a job's ID), the schedule and the instant
+//     alone, never reaching the following instant. The instants, and so
+//     the run IDs, are those of the schedule without jitter; Due counts
+//     lateness from the jittered fire time.
 //
 // # Cron dialect
 //

@@ -50,21 +50,25 @@ type Policy struct {
 }
 
 // Decision is the outcome of Due: what to fire now and when to look again.
-// Every scheduled time in (last, now] is accounted for exactly once:
-// len(Fires) + Skipped + Dropped is the number of such times.
+// Every scheduled time in (last, now] whose fire time (Schedule.FireTime:
+// the time itself without jitter) is not after now is accounted for
+// exactly once: len(Fires) + Skipped + Dropped is the number of such
+// times.
 type Decision struct {
 	// Fires are the scheduled times to fire now, strictly increasing, each
 	// in (last, now]. Nil when nothing is due.
 	Fires []time.Time
-	// Next is the first scheduled time strictly after now, or the zero time
-	// if the schedule never fires again.
+	// Next is the first scheduled time not accounted for: the first
+	// strictly after now, or, with jitter, one not after now whose fire
+	// time is still to come; the zero time if the schedule never fires
+	// again. Wake up at Schedule.FireTime(Next).
 	Next time.Time
 	// Last is the latest scheduled time in (last, now], whether fired,
 	// skipped or dropped, or the given last when there is none. Pass it as
 	// last to the next call so that no time is counted twice.
 	Last time.Time
-	// Missed is how many times in (last, now] were later than the grace
-	// period, whether or not they fire.
+	// Missed is how many times in (last, now] were fired later than the
+	// grace period after their fire time, whether or not they fire.
 	Missed int
 	// Skipped is how many missed times do not fire because of the misfire
 	// policy.
@@ -79,8 +83,10 @@ type Decision struct {
 // creation, a nanosecond before run_at). It is a pure function of its
 // arguments and never reads the clock.
 //
-// The times considered are those in (last, now]. A time t is on time if
-// now-t <= p.Grace and missed otherwise. On-time times fire; missed times
+// The times considered are those in (last, now] whose fire time f (t
+// plus its jitter offset, see Schedule.WithJitter) is not after now. A
+// time is on time if now-f <= p.Grace and missed otherwise: the grace
+// counts from the jittered time. On-time times fire; missed times
 // are handled by p.Misfire (see MisfirePolicy); then the oldest fires
 // beyond p.MaxFires are dropped. If now is not after last (a clock behind
 // the previous owner's), nothing fires and Next is the first time after
@@ -106,7 +112,12 @@ func Due(s Schedule, last, now time.Time, p Policy) (Decision, error) {
 		return d, nil
 	}
 
-	// Missed times are those in (last, cutoff); on-time ones in [cutoff, now].
+	// Missed times are those whose fire time is before cutoff; on-time
+	// ones those whose fire time is in [cutoff, now]. Without jitter a
+	// time's fire time is the time itself; with it, a fire time is later
+	// than its time but earlier than the next one (Schedule.Offset), so
+	// only the latest time before cutoff can be on time, and only the
+	// latest time not after now can be not yet due.
 	cutoff := now.Add(-grace)
 	keep := 0
 	switch misfire {
@@ -115,8 +126,19 @@ func Due(s Schedule, last, now time.Time, p Policy) (Decision, error) {
 	case RunAll:
 		keep = maxFires
 	}
-	// Keep at least one missed time: the latest is needed for Decision.Last.
-	missed, tail := s.before(last, cutoff, max(keep, 1))
+	// Keep at least one missed time: the latest is needed for Decision.Last;
+	// with jitter one more, should the latest turn out to be on time.
+	want := max(keep, 1)
+	if s.Jitter() > 0 {
+		want++
+	}
+	missed, tail := s.before(last, cutoff, want)
+	var late time.Time // before cutoff, but fired on time
+	if s.Jitter() > 0 && len(tail) > 0 {
+		if t := tail[len(tail)-1]; !s.FireTime(t).Before(cutoff) {
+			late, tail, missed = t, tail[:len(tail)-1], missed-1
+		}
+	}
 	d.Missed = missed
 	var lastMissed time.Time
 	if len(tail) > 0 {
@@ -129,6 +151,13 @@ func Due(s Schedule, last, now time.Time, p Policy) (Decision, error) {
 		from = cutoff.Add(-time.Nanosecond)
 	}
 	onTime := s.through(from, now)
+	if !late.IsZero() {
+		onTime = append([]time.Time{late}, onTime...)
+	}
+	var waiting time.Time // its fire time is still to come
+	if n := len(onTime); s.Jitter() > 0 && n > 0 && s.FireTime(onTime[n-1]).After(now) {
+		waiting, onTime = onTime[n-1], onTime[:n-1]
+	}
 
 	switch misfire {
 	case RunOnce:
@@ -159,6 +188,9 @@ func Due(s Schedule, last, now time.Time, p Policy) (Decision, error) {
 		d.Last = lastMissed
 	}
 	d.Next = s.Next(now)
+	if !waiting.IsZero() {
+		d.Next = waiting
+	}
 	return d, nil
 }
 
@@ -186,6 +218,7 @@ func (p Policy) resolve() (MisfirePolicy, time.Duration, int, error) {
 // before counts the scheduled times in (last, cutoff) and returns the
 // latest keep of them, ascending.
 func (s Schedule) before(last, cutoff time.Time, keep int) (count int, tail []time.Time) {
+	last, cutoff = s.clamp(last, cutoff)
 	if !cutoff.After(last) {
 		return 0, nil
 	}
@@ -253,9 +286,14 @@ type cursor struct {
 func (c *cursor) next(prev time.Time) time.Time {
 	var t time.Time
 	if c.s.kind == kindCron {
+		from := prev
+		if lo := c.s.ext.from(); !lo.IsZero() && from.Before(lo) {
+			from = lo.Add(-time.Nanosecond)
+		}
 		var seg segment
-		t, seg = c.s.cron.next(c.s.loc, prev, c.seg)
+		t, seg = c.s.cron.next(c.s.loc, from, c.seg)
 		c.seg = &seg
+		t = c.s.bounded(t)
 	} else {
 		t = c.s.Next(prev)
 	}

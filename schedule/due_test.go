@@ -279,6 +279,14 @@ func TestDueProperties(t *testing.T) {
 		}
 		last := base.Add(time.Duration(rapid.Int64Range(1, 365*24*3600*1e9).Draw(rt, "last")))
 		now := last.Add(time.Duration(rapid.Int64Range(-3600*1e9, 3*24*3600*1e9).Draw(rt, "gap")))
+		if rapid.Bool().Draw(rt, "jittered") {
+			s = s.WithJitter(time.Duration(rapid.Int64Range(1, 2*3600*1e9).Draw(rt, "jitter")), rapid.StringN(1, 8, -1).Draw(rt, "key"))
+		}
+		if rapid.Bool().Draw(rt, "windowed") {
+			from := last.Add(time.Duration(rapid.Int64Range(-24*3600*1e9, 2*24*3600*1e9).Draw(rt, "not_before")))
+			to := from.Add(time.Duration(rapid.Int64Range(0, 2*24*3600*1e9).Draw(rt, "window")))
+			s = s.Within(from, to)
+		}
 		p := Policy{
 			Misfire:  rapid.SampledFrom(policies).Draw(rt, "policy"),
 			Grace:    time.Duration(rapid.Int64Range(0, 600*1e9).Draw(rt, "grace")),
@@ -304,8 +312,8 @@ func TestDueProperties(t *testing.T) {
 		if len(got.Fires) > maxFires {
 			rt.Fatalf("len(Fires): got %d, want at most %d", len(got.Fires), maxFires)
 		}
-		if !got.Next.IsZero() && !got.Next.After(now) {
-			rt.Fatalf("Next: got %v, want after now %v", got.Next, now)
+		if !got.Next.IsZero() && !s.FireTime(got.Next).After(now) {
+			rt.Fatalf("Next: got %v firing at %v, want a fire time after now %v", got.Next, s.FireTime(got.Next), now)
 		}
 
 		want := oracle(s, last, now, misfire, grace, maxFires)
@@ -337,8 +345,13 @@ func oracle(s Schedule, last, now time.Time, misfire MisfirePolicy, grace time.D
 		return d
 	}
 	var missed, onTime []time.Time
+	var waiting time.Time
 	for t := s.Next(last); !t.IsZero() && !t.After(now); t = s.Next(t) {
-		if now.Sub(t) <= grace {
+		if s.FireTime(t).After(now) {
+			waiting = t
+			break
+		}
+		if now.Sub(s.FireTime(t)) <= grace {
 			onTime = append(onTime, t)
 		} else {
 			missed = append(missed, t)
@@ -368,5 +381,8 @@ func oracle(s Schedule, last, now time.Time, misfire MisfirePolicy, grace time.D
 		d.Fires = fires
 	}
 	d.Next = s.Next(now)
+	if !waiting.IsZero() {
+		d.Next = waiting
+	}
 	return d
 }

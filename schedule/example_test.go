@@ -99,3 +99,18 @@ func ExampleParse_daylightSavingTime() {
 	// 2026-03-09 02:30 EDT
 	// 2026-03-10 02:30 EDT
 }
+
+func ExampleSchedule_WithJitter() {
+	// A fleet of hourly jobs, each delayed by up to 5 minutes: the offset
+	// depends on the job's ID and the hour, never on who computes it.
+	hourly, _ := schedule.Parse("@hourly", "")
+	at := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	for _, id := range []string{"billing/invoices", "billing/reminders"} {
+		s := hourly.WithJitter(5*time.Minute, id).Within(time.Time{}, at.Add(24*time.Hour))
+		off := s.Offset(at)
+		fmt.Println(id, off < 5*time.Minute, s.FireTime(at).Equal(at.Add(off)), s.Next(at.Add(-time.Second)).Equal(at))
+	}
+	// Output:
+	// billing/invoices true true true
+	// billing/reminders true true true
+}

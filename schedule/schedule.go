@@ -54,9 +54,11 @@ type Schedule struct {
 	kind  kind
 	cron  *cronExpr      // kindCron
 	loc   *time.Location // kindCron: the zone its wall-clock times are in
-	every int64          // kindEvery: the interval in whole seconds
-	at    time.Time      // kindOnce
+	every int64          // kindEvery: the interval in whole seconds; kindOnce: the instant, in Unix nanoseconds
 	text  string
+	// ext holds the bounds and jitter (Within and WithJitter, bounds.go);
+	// nil for none, so that the schedules of most jobs stay small.
+	ext *refinement
 }
 
 // Parse parses a recurring schedule: a cron expression or a descriptor,
@@ -153,14 +155,15 @@ func Every(d time.Duration) (Schedule, error) {
 	return Schedule{kind: kindEvery, every: int64(d / time.Second), text: "@every " + d.String()}, nil
 }
 
-// Once returns a schedule that fires exactly once, at at (a job's run_at).
-// Once of the zero time never fires.
+// Once returns a schedule that fires exactly once, at at (a job's run_at),
+// an instant from 1678 to 2262 (what Unix nanoseconds hold). Once of the
+// zero time never fires.
 func Once(at time.Time) Schedule {
 	if at.IsZero() {
 		return Schedule{}
 	}
 	at = at.Round(0) // drop any monotonic reading: only the instant matters
-	return Schedule{kind: kindOnce, at: at, text: "once at " + at.UTC().Format(time.RFC3339Nano)}
+	return Schedule{kind: kindOnce, every: at.UnixNano(), text: "once at " + at.UTC().Format(time.RFC3339Nano)}
 }
 
 // Next returns the first instant of the schedule strictly after after, in
@@ -169,6 +172,14 @@ func Once(at time.Time) Schedule {
 // ahead: a schedule that fires less often than that (February 29th around
 // the year 2100) reports no next fire.
 func (s Schedule) Next(after time.Time) time.Time {
+	if lo := s.ext.from(); !lo.IsZero() && after.Before(lo) {
+		after = lo.Add(-time.Nanosecond).In(after.Location())
+	}
+	return s.bounded(s.rawNext(after))
+}
+
+// rawNext is Next without the bounds of Within.
+func (s Schedule) rawNext(after time.Time) time.Time {
 	switch s.kind {
 	case kindCron:
 		t, _ := s.cron.next(s.loc, after, nil)
@@ -177,8 +188,8 @@ func (s Schedule) Next(after time.Time) time.Time {
 		k := floorDiv(after.Unix(), s.every) + 1
 		return time.Unix(k*s.every, 0).In(after.Location())
 	case kindOnce:
-		if s.at.After(after) {
-			return s.at.In(after.Location())
+		if at := time.Unix(0, s.every); at.After(after) {
+			return at.In(after.Location())
 		}
 	}
 	return time.Time{}

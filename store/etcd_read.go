@@ -24,13 +24,21 @@ func (s *Etcd) Get(ctx context.Context, id string) (Job, error) {
 		return Job{}, err
 	}
 	j := cur.job
-	if st := resp.Responses[1].GetResponseRange().Kvs; len(st) == 1 {
-		var state JobState
-		if json.Unmarshal(st[0].Value, &state) == nil {
-			j.State = &state
-		}
-	}
+	j.ApplyState(decodeState(resp.Responses[1].GetResponseRange().Kvs))
 	return j, nil
+}
+
+// decodeState decodes the state key read as kvs: nil if absent or
+// corrupt.
+func decodeState(kvs []*mvccpb.KeyValue) *JobState {
+	if len(kvs) != 1 {
+		return nil
+	}
+	var state JobState
+	if json.Unmarshal(kvs[0].Value, &state) != nil {
+		return nil
+	}
+	return &state
 }
 
 // storedJob is a job as a writer reads it before writing: the job as
@@ -377,4 +385,26 @@ func (s *Etcd) GetRun(ctx context.Context, runID string) (Run, error) {
 		return Run{}, fmt.Errorf("stored run is corrupt: %w", err)
 	}
 	return r, nil
+}
+
+// States returns the scheduling states of jobs (as listed: each with its
+// Partition), in order, nil for a job whose owner has not taken it in; at
+// most 64 reads per request.
+func (s *Etcd) States(ctx context.Context, jobs []Job) ([]*JobState, error) {
+	out := make([]*JobState, 0, len(jobs))
+	for i := 0; i < len(jobs); i += 64 {
+		chunk := jobs[i:min(i+64, len(jobs))]
+		ops := make([]clientv3.Op, len(chunk))
+		for k, j := range chunk {
+			ops[k] = clientv3.OpGet(s.keys.State(j.Partition, j.ID))
+		}
+		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, Classify(err)
+		}
+		for _, r := range resp.Responses {
+			out = append(out, decodeState(r.GetResponseRange().Kvs))
+		}
+	}
+	return out, nil
 }

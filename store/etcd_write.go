@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // Create stores a new job. The job is normalized and validated here; it
@@ -139,29 +142,38 @@ func (s *Etcd) Delete(ctx context.Context, id string) error {
 // SetPaused pauses or resumes job id and returns the stored job. It
 // writes the job's pause key (pause.go), a few dozen bytes, never the
 // job's document; a job already in the state asked for is returned as it
-// is, and nothing is written.
+// is, and nothing is written. A job its owner paused
+// (pause_after_failures: JobState.AutoPaused) is paused: resuming it
+// writes the pause key, which ends that pause.
 func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, error) {
 	p := s.Partition(id)
 	key, pauseKey := s.keys.Spec(p, id), s.keys.Pause(p, id)
 	for range 10 {
-		cur, err := s.read(ctx, p, id)
+		resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(pauseKey), clientv3.OpGet(s.keys.State(p, id))).Commit()
+		if err != nil {
+			return Job{}, Classify(err)
+		}
+		cur, err := stored(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
 		if err != nil {
 			return Job{}, err
 		}
 		j := cur.job
-		if j.Paused == paused {
+		st := decodeState(resp.Responses[2].GetResponseRange().Kvs)
+		if j.Paused == paused && !(st.AutoPaused(j.Revision) && !paused) {
+			j.ApplyState(st)
 			return j, nil
 		}
 		now := s.nowMillis()
-		resp, err := s.client.Txn(ctx).
+		tresp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", cur.specRev), clientv3.Compare(clientv3.ModRevision(pauseKey), "=", cur.pause.Revision)).
 			Then(clientv3.OpPut(pauseKey, EncodePause(paused, now))).
 			Commit()
 		if err != nil {
 			return Job{}, Classify(err)
 		}
-		if resp.Succeeded {
-			j.Paused, j.UpdatedAt, j.Revision = paused, now, resp.Header.Revision
+		if tresp.Succeeded {
+			j.Paused, j.UpdatedAt, j.Revision = paused, now, tresp.Header.Revision
+			j.ApplyState(st)
 			return j, nil
 		}
 	}
@@ -180,6 +192,27 @@ func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, erro
 // transaction: the candidates are nested, each tried only if the ones
 // before are taken. If all are, it returns ErrTooManyTriggers.
 func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
+	return s.TriggerWith(ctx, id, nil)
+}
+
+// TriggerWith is Trigger with a payload for the run instead of the job's
+// (nil: the job's). The payload is checked as a job's is
+// (api.ValidateTriggerPayload, at most MaxTriggerPayloadBytes; errors are
+// *FieldError naming "payload"), stored in the trigger request and, by the
+// owner, in the run.
+func (s *Etcd) TriggerWith(ctx context.Context, id string, payload json.RawMessage) (string, error) {
+	val := ""
+	if payload != nil {
+		payload = compactPayload(payload)
+		if err := api.ValidateTriggerPayload(payload, api.Limits{MaxPayloadBytes: min(s.limits.MaxPayloadBytes, MaxTriggerPayloadBytes)}); err != nil {
+			return "", err
+		}
+		b, err := json.Marshal(api.TriggerRequest{Payload: payload})
+		if err != nil {
+			return "", fieldErr("payload", "%v", err)
+		}
+		val = string(b)
+	}
 	if err := s.guard(); err != nil {
 		return "", err
 	}
@@ -194,7 +227,7 @@ func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
 				clientv3.Compare(clientv3.CreateRevision(trig), "=", 0),
 				clientv3.Compare(clientv3.CreateRevision(run), "=", 0),
 			},
-			[]clientv3.Op{clientv3.OpPut(trig, "")},
+			[]clientv3.Op{clientv3.OpPut(trig, val)},
 			chain)}
 	}
 	resp, err := s.client.Txn(ctx).
@@ -223,3 +256,20 @@ func (s *Etcd) Trigger(ctx context.Context, id string) (string, error) {
 // TriggerSlots is how many consecutive milliseconds Trigger tries for a
 // trigger's run.
 const TriggerSlots = 16
+
+// MaxTriggerPayloadBytes bounds a trigger's payload (or the store's
+// payload limit, if smaller): the run document that records it is kept
+// within a budget of its own (dispatch.Config.MaxRunBytes, 256 KiB by
+// default) with its attempts' outputs.
+const MaxTriggerPayloadBytes = 64 << 10
+
+// compactPayload returns raw without insignificant white space, as a
+// job's payload is stored; invalid JSON is returned unchanged for the
+// check to report.
+func compactPayload(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}

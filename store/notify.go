@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // Outbox is one notification to deliver, stored at Keys.Outbox in the
@@ -92,8 +94,9 @@ func (k Keys) ParseOutboxKey(p int, key string) (OutboxKey, bool) {
 	if !found || err != nil || attempt < 0 || strconv.Itoa(attempt) != att {
 		return OutboxKey{}, false
 	}
-	switch RunStatus(ev) {
-	case RunFailed, RunDead, RunSucceeded:
+	switch ev {
+	case string(RunFailed), string(RunDead), string(RunSucceeded), // a run's status
+		string(api.NotifyPaused), string(RunSkipped), string(api.NotifyMissed), "misfire": // a job's event
 	default:
 		return OutboxKey{}, false
 	}

@@ -131,7 +131,7 @@ server).`,
 					if limit > 0 {
 						n = min(n, limit-len(all.Jobs))
 					}
-					page, err := c.ListJobs(ctx, client.ListOptions{Limit: n, Cursor: all.NextCursor, Prefix: prefix, Paused: only})
+					page, err := c.ListJobs(ctx, client.ListOptions{Limit: n, Cursor: all.NextCursor, Prefix: prefix, Paused: only, State: true})
 					if err != nil {
 						return err
 					}
@@ -152,9 +152,9 @@ server).`,
 				return printDoc(cmd.OutOrStdout(), opts.output, all)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSCHEDULE\tEXECUTOR\tPAUSED\tPARTITION")
+			fmt.Fprintln(tw, "ID\tSCHEDULE\tEXECUTOR\tSTATUS\tPARTITION")
 			for _, j := range all.Jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\n", cell(j.ID), cell(scheduleText(j)), cell(executorText(j.Executor, 60)), j.Paused, j.Partition)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", cell(j.ID), cell(scheduleText(j)), cell(executorText(j.Executor, 60)), statusText(j), j.Partition)
 			}
 			if all.NextCursor != "" {
 				fmt.Fprintf(tw, "(more: --cursor %q)\n", all.NextCursor)
@@ -194,26 +194,6 @@ func newJobPauseCmd(opts *clientOptions, name string, pause bool) *cobra.Command
 				return printDoc(cmd.OutOrStdout(), opts.output, j)
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%sd job %q\n", name, j.ID)
-			return err
-		},
-	}
-}
-
-func newJobTriggerCmd(opts *clientOptions) *cobra.Command {
-	return &cobra.Command{
-		Use: "trigger ID", Short: "Fire a job now, and print the ID its run will have", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var t api.Triggered
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				t.RunID, err = c.TriggerJob(ctx, args[0])
-				return err
-			}); err != nil {
-				return err
-			}
-			if opts.structured() {
-				return printDoc(cmd.OutOrStdout(), opts.output, t)
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "triggered job %q: run %s\n", args[0], cell(t.RunID))
 			return err
 		},
 	}

@@ -29,7 +29,9 @@ func newJobDescribeCmd(opts *clientOptions) *cobra.Command {
 		Short: "Show what an operator reads first about a job: its definition, scheduling state, next fire times and last runs",
 		Long: `Show one job on one screen: its definition, the scheduling state its
 partition's owner records (last and next scheduled times, counts of fired,
-skipped and dropped times), its next fire times in its zone and in UTC,
+skipped and dropped times, its misfires, its max_fires count, its runs in
+a row that ended dead and why its owner paused it), its next fire times in
+its zone and in UTC (jittered, with the scheduled times),
 and its last runs with their durations, reasons and errors (cut in the
 middle; jobfleet run get RUN_ID shows one whole). -o json or -o yaml print
 {"job", "next", "runs"}.`,
@@ -87,9 +89,21 @@ func printDescribed(w io.Writer, d described, wide bool, now time.Time) error {
 		fmt.Fprintf(tw, "  last scheduled\t%s\n", last)
 		fmt.Fprintf(tw, "  next scheduled\t%s\n", timeText(st.Next))
 		fmt.Fprintf(tw, "  fired / skipped / dropped\t%d / %d / %d\n", st.Fired, st.Skipped, st.Dropped)
+		// The job's share of jobfleet_misfires_total: the metric has no
+		// job label (a million jobs would be a million series).
+		fmt.Fprintf(tw, "  misfires\t%d (times not fired within the misfire grace; misfire_policy %s)\n", st.Missed, d.Job.MisfirePolicy)
+		if d.Job.MaxFires > 0 {
+			fmt.Fprintf(tw, "  scheduled runs\t%d of max_fires %d\n", st.ScheduledRuns, d.Job.MaxFires)
+		}
+		if d.Job.PauseAfterFailures > 0 {
+			fmt.Fprintf(tw, "  dead in a row\t%d (pauses at %d)\n", st.Failures, d.Job.PauseAfterFailures)
+		}
+		if why := st.PausedReason(d.Job.Revision); why != "" {
+			fmt.Fprintf(tw, "  paused by its owner\t%s at %s; resume to clear\n", why, timeText(st.Pause.At))
+		}
 		fmt.Fprintf(tw, "  runs stored\t%d\n", st.Runs)
 		if !st.FinishedAt.IsZero() {
-			fmt.Fprintf(tw, "  finished\t%s\n", timeText(st.FinishedAt))
+			fmt.Fprintf(tw, "  completed\t%s\n", timeText(st.FinishedAt))
 		}
 		if st.SpecRevision != 0 && st.SpecRevision != d.Job.Revision {
 			fmt.Fprintf(tw, "  note\tthe state is of revision %d; the owner has not taken in revision %d yet\n", st.SpecRevision, d.Job.Revision)

@@ -61,13 +61,21 @@ type jobFlags struct {
 	timeout                                  store.Duration
 	concurrencyPolicy, misfirePolicy         string
 	paused, followRedirects                  bool
+	// the schedule controls
+	jitter              time.Duration
+	notBefore, notAfter string
+	maxFires            int64
+	exclude             []string
+	pauseAfterFailures  int
+	deleteAfter         string
 }
 
 // Names of create's job flags: all of them, those choosing the executor,
 // and those only an http executor takes.
 var (
 	jobFlagNames = []string{"id", "schedule", "timezone", "run-at", "http-url", "method", "header", "secret-header", "follow-redirects", "shell", "command",
-		"handler", "payload", "max-attempts", "backoff", "max-backoff", "job-timeout", "concurrency-policy", "misfire-policy", "paused"}
+		"handler", "payload", "max-attempts", "backoff", "max-backoff", "job-timeout", "concurrency-policy", "misfire-policy", "paused",
+		"jitter", "not-before", "not-after", "max-fires", "exclude", "pause-after-failures", "delete-after"}
 	executorFlagNames = []string{"http-url", "shell", "command", "handler"}
 	httpFlagNames     = []string{"method", "header", "secret-header", "follow-redirects"}
 )
@@ -94,6 +102,13 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.concurrencyPolicy, "concurrency-policy", "", "allow, forbid or replace (default allow)")
 	fs.StringVar(&f.misfirePolicy, "misfire-policy", "", "run_once, skip or run_all (default run_once)")
 	fs.BoolVar(&f.paused, "paused", false, "create the job paused")
+	fs.DurationVar(&f.jitter, "jitter", 0, "delay each scheduled fire by a pseudo-random offset below this, the same on every member (e.g. 5m)")
+	fs.StringVar(&f.notBefore, "not-before", "", "fire no scheduled time before this RFC 3339 time")
+	fs.StringVar(&f.notAfter, "not-after", "", "fire no scheduled time after this RFC 3339 time; the job then completes")
+	fs.Int64Var(&f.maxFires, "max-fires", 0, "start at most this many runs on the schedule; the job then completes (default: no limit)")
+	fs.StringArrayVar(&f.exclude, "exclude", nil, "a calendar whose dates and ranges the job does not fire in (repeatable)")
+	fs.IntVar(&f.pauseAfterFailures, "pause-after-failures", 0, "pause the job after this many runs in a row ended dead (default: never)")
+	fs.StringVar(&f.deleteAfter, "delete-after", "", `how long a completed job is kept ("168h", "never"; default the fleet's)`)
 }
 
 // changed returns the names among names the user gave.
@@ -140,14 +155,32 @@ func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
 		}
 	}
 	j := store.Job{
-		ID:                f.id,
-		Schedule:          f.schedule,
-		Timezone:          f.timezone,
-		Retry:             store.RetryPolicy{MaxAttempts: f.maxAttempts, InitialBackoff: store.Duration(f.backoff), MaxBackoff: store.Duration(f.maxBackoff)},
-		Timeout:           f.timeout,
-		ConcurrencyPolicy: store.ConcurrencyPolicy(f.concurrencyPolicy),
-		MisfirePolicy:     store.MisfirePolicy(f.misfirePolicy),
-		Paused:            f.paused,
+		ID:                 f.id,
+		Schedule:           f.schedule,
+		Timezone:           f.timezone,
+		Retry:              store.RetryPolicy{MaxAttempts: f.maxAttempts, InitialBackoff: store.Duration(f.backoff), MaxBackoff: store.Duration(f.maxBackoff)},
+		Timeout:            f.timeout,
+		ConcurrencyPolicy:  store.ConcurrencyPolicy(f.concurrencyPolicy),
+		MisfirePolicy:      store.MisfirePolicy(f.misfirePolicy),
+		Paused:             f.paused,
+		Jitter:             store.Duration(f.jitter),
+		MaxFires:           f.maxFires,
+		Exclude:            f.exclude,
+		PauseAfterFailures: f.pauseAfterFailures,
+		DeleteAfter:        store.Retention(f.deleteAfter),
+	}
+	for _, b := range []struct {
+		flag, v string
+		to      **time.Time
+	}{{"not-before", f.notBefore, &j.NotBefore}, {"not-after", f.notAfter, &j.NotAfter}} {
+		if b.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, b.v)
+		if err != nil {
+			return nil, fmt.Errorf("--%s %q: want an RFC 3339 time such as 2026-12-01T00:00:00Z", b.flag, b.v)
+		}
+		*b.to = &t
 	}
 	if f.runAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, f.runAt)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -117,19 +118,33 @@ func printNextFires(w io.Writer, nf api.NextFires, now time.Time) error {
 	if err != nil {
 		loc = nil // the server knows zones this machine does not: show its offsets only
 	}
+	jittered := slices.ContainsFunc(nf.Fires, func(f api.Fire) bool { return f.ScheduledAt != "" })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "LOCAL (%s)\tUTC\tIN\n", cell(nf.Timezone))
+	if jittered {
+		// The jitter delays fires past their scheduled times; the run
+		// keeps the scheduled time.
+		fmt.Fprintf(tw, "LOCAL (%s)\tUTC\tIN\tSCHEDULED (UTC)\n", cell(nf.Timezone))
+	} else {
+		fmt.Fprintf(tw, "LOCAL (%s)\tUTC\tIN\n", cell(nf.Timezone))
+	}
 	for _, f := range nf.Fires {
+		sched := ""
+		if jittered {
+			sched = "\t" + cell(f.ScheduledAt)
+			if f.ScheduledAt == "" {
+				sched = "\t" + cell(f.UTC)
+			}
+		}
 		t, err := time.Parse(time.RFC3339Nano, f.Local)
 		if err != nil {
-			fmt.Fprintf(tw, "%s\t%s\t\n", cell(f.Local), cell(f.UTC))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(f.Local), cell(f.UTC), sched)
 			continue
 		}
 		local := t.Format("Mon 2006-01-02 15:04:05 -07:00")
 		if loc != nil {
 			local = t.In(loc).Format("Mon 2006-01-02 15:04:05 MST")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", local, cell(f.UTC), untilText(t.Sub(now)))
+		fmt.Fprintf(tw, "%s\t%s\t%s%s\n", local, cell(f.UTC), untilText(t.Sub(now)), sched)
 	}
 	return tw.Flush()
 }

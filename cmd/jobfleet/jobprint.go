@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -45,12 +46,68 @@ func printJobDetail(w io.Writer, j store.Job) error {
 	row("TIMEOUT", j.Timeout.String())
 	row("CONCURRENCY", string(j.ConcurrencyPolicy))
 	row("MISFIRE", string(j.MisfirePolicy))
+	for _, c := range controlsText(j) {
+		row(c[0], c[1])
+	}
 	row("PAUSED", fmt.Sprint(j.Paused))
+	if j.Status != "" {
+		row("STATUS", string(j.Status))
+	}
+	if why := j.State.PausedReason(j.Revision); why != "" {
+		row("PAUSED BECAUSE", why)
+	}
 	row("PARTITION", fmt.Sprint(j.Partition))
 	row("CREATED", j.CreatedAt.Format(time.RFC3339))
 	row("UPDATED", j.UpdatedAt.Format(time.RFC3339))
 	row("REVISION", fmt.Sprint(j.Revision))
 	return tw.Flush()
+}
+
+// controlsText lists the schedule controls j sets, as rows (name, value).
+func controlsText(j store.Job) [][2]string {
+	var rows [][2]string
+	if j.Jitter > 0 {
+		rows = append(rows, [2]string{"JITTER", j.Jitter.String()})
+	}
+	if j.NotBefore != nil {
+		rows = append(rows, [2]string{"NOT BEFORE", j.NotBefore.Format(time.RFC3339Nano)})
+	}
+	if j.NotAfter != nil {
+		rows = append(rows, [2]string{"NOT AFTER", j.NotAfter.Format(time.RFC3339Nano)})
+	}
+	if j.MaxFires > 0 {
+		done := int64(0)
+		if j.State != nil {
+			done = j.State.ScheduledRuns
+		}
+		rows = append(rows, [2]string{"MAX FIRES", fmt.Sprintf("%d (%d fired)", j.MaxFires, done)})
+	}
+	if len(j.Exclude) > 0 {
+		rows = append(rows, [2]string{"EXCLUDE", strings.Join(j.Exclude, ", ")})
+	}
+	if j.PauseAfterFailures > 0 {
+		failures := 0
+		if j.State != nil {
+			failures = j.State.Failures
+		}
+		rows = append(rows, [2]string{"PAUSE AFTER", fmt.Sprintf("%d runs in a row dead (%d so far)", j.PauseAfterFailures, failures)})
+	}
+	if j.DeleteAfter != "" {
+		rows = append(rows, [2]string{"DELETE AFTER", string(j.DeleteAfter)})
+	}
+	return rows
+}
+
+// statusText is a job's status as listings show it: its status if read
+// with its state, else paused or active.
+func statusText(j store.Job) string {
+	switch {
+	case j.Status != "":
+		return string(j.Status)
+	case j.Paused:
+		return string(api.JobPaused)
+	}
+	return string(api.JobActive)
 }
 
 // scheduleText describes when a job runs.

@@ -431,6 +431,19 @@
     return null;
   }
 
+  // jobStatus is a job's status as the API reads it with its state
+  // (active, paused by hand or by its owner, completed).
+  function jobStatus(j) {
+    return j.status || (j.paused ? 'paused' : 'active');
+  }
+
+  // pausedBecause says why the job's owner paused it (pause_after_failures),
+  // '' unless that pause holds (the job was not written since).
+  function pausedBecause(j) {
+    const p = (j.state || {}).pause;
+    return p && p.revision === j.revision ? p.reason : '';
+  }
+
   // nextFireCells fills a listed job's next-fire cells, in its zone and
   // in UTC. A listing carries no job's state, so they are read from
   // /next, as its owner will fire them.
@@ -463,7 +476,7 @@
       note.textContent = 'Loading…';
       let list;
       try {
-        list = await api('GET', '/v1/jobs?limit=' + PAGE_SIZE + '&prefix=' + encodeURIComponent(prefix.value) +
+        list = await api('GET', '/v1/jobs?state=true&limit=' + PAGE_SIZE + '&prefix=' + encodeURIComponent(prefix.value) +
           (paused.value ? '&paused=' + (paused.value === 'paused') : '') + (cursors[page] ? '&cursor=' + encodeURIComponent(cursors[page]) : ''));
       } catch (e) {
         note.replaceChildren(errorBox(e));
@@ -478,7 +491,7 @@
         const tr = el('tr', { 'data-job': j.id },
           el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(j.id), text: j.id })),
           el('td', { text: j.schedule || (j.run_at ? 'once at ' + fmtUTC(j.run_at) : '') }),
-          el('td', { text: j.paused ? 'paused' : 'active' }),
+          el('td', { text: jobStatus(j) }),
           localCell,
           utcCell,
           lastCell);
@@ -766,11 +779,17 @@
       const focusedId = info.contains(document.activeElement) ? document.activeElement.id : '';
       info.replaceChildren(
         el('dl', { class: 'kv' },
-          el('dt', { text: 'State' }), el('dd', { id: 'job-state', text: j.paused ? 'paused' : 'active' }),
+          el('dt', { text: 'State' }), el('dd', { id: 'job-state', text: jobStatus(j) }),
+          ...(pausedBecause(j) ? [el('dt', { text: 'Paused because' }), el('dd', { id: 'job-paused-reason', class: 'warn', text: pausedBecause(j) })] : []),
           el('dt', { text: 'Schedule' }), el('dd', { text: j.schedule || (j.run_at ? 'once at ' + fmtUTC(j.run_at) : '') }),
           el('dt', { text: 'Time zone' }), el('dd', { text: j.timezone || 'UTC' }),
           el('dt', { text: 'Partition' }), el('dd', {}, el('a', { id: 'job-partition', href: '#/where/' + encodeURIComponent(id), text: String(j.partition) })),
-          el('dt', { text: 'Fired / skipped / dropped' }), el('dd', { text: (st.fired || 0) + ' / ' + (st.skipped || 0) + ' / ' + (st.dropped || 0) })),
+          el('dt', { text: 'Fired / skipped / dropped' }), el('dd', { text: (st.fired || 0) + ' / ' + (st.skipped || 0) + ' / ' + (st.dropped || 0) }),
+          el('dt', { text: 'Misfires' }), el('dd', { id: 'job-misfires', text: String(st.missed || 0) }),
+          ...(j.max_fires ? [el('dt', { text: 'Runs of max_fires' }), el('dd', { id: 'job-max-fires', text: (st.scheduled_runs || 0) + ' of ' + j.max_fires })] : []),
+          ...(j.jitter ? [el('dt', { text: 'Jitter' }), el('dd', { text: j.jitter })] : []),
+          ...(j.exclude ? [el('dt', { text: 'Excludes' }), el('dd', { text: j.exclude.join(', ') })] : []),
+          ...(j.not_before || j.not_after ? [el('dt', { text: 'Window' }), el('dd', { text: (j.not_before ? fmtUTC(j.not_before) : '…') + ' to ' + (j.not_after ? fmtUTC(j.not_after) : '…') })] : [])),
         el('details', { id: 'job-document', open: docWasOpen }, el('summary', { id: 'job-document-summary', text: 'Document' }), el('pre', { text: JSON.stringify(j, null, 2) })));
       if (focusedId && $(focusedId)) $(focusedId).focus();
       try {
@@ -780,9 +799,12 @@
         // so above them, as jobfleet job next does.
         fires.replaceChildren(...(list.length
           ? [n.paused ? el('p', { class: 'warn', id: 'fires-note', text: 'Paused: it fires these times only if resumed before them.' }) : null,
-            el('table', {}, el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'In ' + (n.timezone || 'UTC') }), el('th', { scope: 'col', text: 'UTC' }))),
-              el('tbody', {}, list.map((f) => el('tr', {}, el('td', { text: f.local }), el('td', { text: f.utc })))))]
-          : [el('p', { class: 'muted', text: n.paused ? 'Paused: no fires until resumed.' : 'No further fires.' })]).filter(Boolean));
+            // A jittered job fires after its scheduled times: show both.
+            el('table', {}, el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'In ' + (n.timezone || 'UTC') }), el('th', { scope: 'col', text: 'UTC' }),
+              ...(list.some((f) => f.scheduled_at) ? [el('th', { scope: 'col', text: 'Scheduled (UTC)' })] : []))),
+              el('tbody', {}, list.map((f) => el('tr', {}, el('td', { text: f.local }), el('td', { text: f.utc }),
+                ...(list.some((x) => x.scheduled_at) ? [el('td', { text: f.scheduled_at || f.utc })] : [])))))]
+          : [el('p', { class: 'muted', text: n.paused ? 'Paused: no fires until resumed.' : (n.status === 'completed' ? 'Completed: no further fires.' : 'No further fires.') })]).filter(Boolean));
       } catch (e) {
         fires.replaceChildren(el('p', { class: 'muted', text: (st.next ? 'Next fire: ' + fmtZone(st.next, j.timezone) + ' (' + fmtUTC(st.next) + '). ' : '') +
           (e.status === 404 ? 'This server does not list further fires.' : 'Cannot list further fires: ' + e.message) }));

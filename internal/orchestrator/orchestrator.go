@@ -220,6 +220,11 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	}
 	dcfg.Notify.Notifier = deliverer
 	dcfg.Notify.Default, _ = o.cfg.Notify.defaults() // validated by New
+	calendars, err := dispatch.NewCalendarCache(o.client, o.cfg.Namespace, o.cfg.Logger.Named("calendars"))
+	if err != nil {
+		return err
+	}
+	dcfg.Calendars = calendars
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err
@@ -263,6 +268,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.workers.Run(watchCtx) })
 	wg.Go(func() { o.deaths.Run(watchCtx) })
 	wg.Go(func() { deliverer.Run(watchCtx) })
+	wg.Go(func() { _ = calendars.Run(watchCtx) })
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
 	if sb != nil {
 		wg.Go(func() { sb.Run(watchCtx) })

@@ -488,6 +488,26 @@ func TestConsole(t *testing.T) {
 		p.screenshot("console-job.png")
 	})
 
+	t.Run("a jittered job shows its controls and when it fires", func(t *testing.T) {
+		p.t = t
+		id := "team/jittered"
+		j := store.Job{ID: id, Schedule: "@hourly", Jitter: store.Duration(30 * time.Minute), MaxFires: 5, Executor: store.Executor{Type: "http", URL: hook.URL + "/invoice"}}
+		if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", id, code)
+		}
+		p.open("#/job/" + url.PathEscape(id))
+		p.waitJS("its max_fires count", `document.getElementById('job-max-fires')?.textContent === '0 of 5' && document.getElementById('job-misfires')?.textContent === '0'`, 10*time.Second)
+		// The next fires are the jittered moments, with the scheduled
+		// times the runs will have.
+		var next api.NextFires
+		if code := call(t, f.AdminToken, "GET", m1+"/v1/jobs/"+url.PathEscape(id)+"/next?count=10", nil, &next); code != http.StatusOK || len(next.Fires) != 5 {
+			t.Fatalf("next fires of %s: %d %+v, want the 5 of max_fires", id, code, next)
+		}
+		p.waitJS("the scheduled times beside the fires", fmt.Sprintf(`(() => { const ths = [...document.querySelectorAll('th')].map(th => th.textContent);
+			const rows = [...document.querySelectorAll('tbody tr')].filter(tr => tr.children.length === 3);
+			return ths.includes('Scheduled (UTC)') && rows.length === 5 && rows[0].children[1].textContent === %q; })()`, next.Fires[0].UTC), 10*time.Second)
+	})
+
 	t.Run("where is job X agrees with the API", func(t *testing.T) {
 		p.t = t
 		p.open("#/where/" + url.PathEscape(job))

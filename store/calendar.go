@@ -1,0 +1,183 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/api"
+)
+
+// Calendars live under one prefix of the namespace, not partitioned:
+// every partition's owner reads them all (dispatch.CalendarCache).
+//
+//	calendars/<name>   calendar document (API), <name> EscapeID(name)
+
+// ErrCalendarLimit means the fleet stores api.MaxCalendars calendars
+// already: delete one to create another.
+var ErrCalendarLimit = errors.New("too many calendars")
+
+// CalendarPrefix is the prefix of every calendar.
+func (k Keys) CalendarPrefix() string { return k.NS + "calendars/" }
+
+// Calendar is the key of calendar name.
+func (k Keys) Calendar(name string) string { return k.CalendarPrefix() + EscapeID(name) }
+
+// PutCalendar creates or replaces calendar c, normalized and validated
+// here (errors match api.ErrInvalidCalendar), and returns it as stored
+// with created telling which happened. Creating one beyond
+// api.MaxCalendars returns ErrCalendarLimit (the count is checked before
+// the write, so concurrent creations may pass it by a few); a store
+// WithGuard asks its guard first.
+func (s *Etcd) PutCalendar(ctx context.Context, c api.Calendar) (stored api.Calendar, created bool, err error) {
+	c.Normalize()
+	c.Revision = 0
+	if err := c.Validate(); err != nil {
+		return api.Calendar{}, false, err
+	}
+	if err := s.guard(); err != nil {
+		return api.Calendar{}, false, err
+	}
+	key := s.keys.Calendar(c.Name)
+	c.UpdatedAt = s.nowMillis()
+	val, err := json.Marshal(c)
+	if err != nil {
+		return api.Calendar{}, false, err
+	}
+	if len(val) > api.MaxCalendarBytes {
+		return api.Calendar{}, false, fmt.Errorf("%w: calendar %q is %d bytes stored; at most %d", api.ErrInvalidCalendar, c.Name, len(val), api.MaxCalendarBytes)
+	}
+	cur, err := s.client.Get(ctx, key, clientv3.WithCountOnly())
+	if err != nil {
+		return api.Calendar{}, false, Classify(err)
+	}
+	if cur.Count == 0 {
+		all, err := s.client.Get(ctx, s.keys.CalendarPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return api.Calendar{}, false, Classify(err)
+		}
+		if all.Count >= api.MaxCalendars {
+			return api.Calendar{}, false, fmt.Errorf("calendar %q: %w: the fleet has %d, at most %d", c.Name, ErrCalendarLimit, all.Count, api.MaxCalendars)
+		}
+	}
+	resp, err := s.client.Put(ctx, key, string(val))
+	if err != nil {
+		return api.Calendar{}, false, Classify(err)
+	}
+	c.Revision = resp.Header.Revision
+	return c, cur.Count == 0, nil
+}
+
+// GetCalendar returns calendar name, or ErrNotFound.
+func (s *Etcd) GetCalendar(ctx context.Context, name string) (api.Calendar, error) {
+	resp, err := s.client.Get(ctx, s.keys.Calendar(name))
+	if err != nil {
+		return api.Calendar{}, Classify(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return api.Calendar{}, ErrNotFound
+	}
+	return decodeCalendar(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+}
+
+// Calendars returns the compiled calendars of names (a job's exclude)
+// that exist; names without a calendar are left out, and a stored
+// calendar that no longer compiles excludes nothing.
+func (s *Etcd) Calendars(ctx context.Context, names []string) (api.Calendars, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	ops := make([]clientv3.Op, len(names))
+	for i, n := range names {
+		ops[i] = clientv3.OpGet(s.keys.Calendar(n))
+	}
+	resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, Classify(err)
+	}
+	out := api.Calendars{}
+	for _, r := range resp.Responses {
+		kvs := r.GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			continue
+		}
+		c, err := decodeCalendar(kvs[0].Value, kvs[0].ModRevision)
+		if err != nil {
+			continue
+		}
+		if cc, err := c.Compile(); err == nil {
+			out[c.Name] = cc
+		}
+	}
+	return out, nil
+}
+
+// DeleteCalendar deletes calendar name; ErrNotFound if there is none.
+// Jobs that exclude it exclude nothing from then on.
+func (s *Etcd) DeleteCalendar(ctx context.Context, name string) error {
+	resp, err := s.client.Delete(ctx, s.keys.Calendar(name))
+	if err != nil {
+		return Classify(err)
+	}
+	if resp.Deleted == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// ListCalendars returns up to limit (1 to 1000) calendars whose names
+// start with prefix, in name order, after the calendar named cursor (""
+// for the first page), and the cursor of the next page ("" at the end):
+// the last name returned. A cursor that is not a calendar name under
+// prefix is refused with a *FieldError naming "cursor".
+func (s *Etcd) ListCalendars(ctx context.Context, prefix, cursor string, limit int) ([]api.Calendar, string, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
+	}
+	if cursor != "" {
+		if err := api.ValidateName("cursor", cursor, api.MaxCalendarNameBytes); err != nil || !strings.HasPrefix(cursor, prefix) {
+			return nil, "", fieldErr("cursor", "%s is not a cursor of this listing: send the next_cursor of its previous page", api.QuoteClipped(cursor))
+		}
+	}
+	base := s.keys.CalendarPrefix()
+	from, end := base+EscapeID(prefix), clientv3.GetPrefixRangeEnd(base+EscapeID(prefix))
+	if cursor != "" {
+		from = base + EscapeID(cursor) + "\x00"
+	}
+	resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(limit)+1))
+	if err != nil {
+		return nil, "", Classify(err)
+	}
+	out := make([]api.Calendar, 0, min(len(resp.Kvs), limit))
+	for i, kv := range resp.Kvs {
+		if i == limit {
+			break
+		}
+		c, err := decodeCalendar(kv.Value, kv.ModRevision)
+		if err != nil {
+			return nil, "", err
+		}
+		if !strings.HasPrefix(c.Name, prefix) {
+			continue // an escaped prefix also matches names that escape to more
+		}
+		out = append(out, c)
+	}
+	next := ""
+	if len(resp.Kvs) > limit && len(out) > 0 {
+		next = out[len(out)-1].Name
+	}
+	return out, next, nil
+}
+
+func decodeCalendar(val []byte, rev int64) (api.Calendar, error) {
+	var c api.Calendar
+	if err := json.Unmarshal(val, &c); err != nil {
+		return api.Calendar{}, fmt.Errorf("stored calendar is corrupt: %w", err)
+	}
+	c.Revision = rev
+	return c, nil
+}

@@ -68,9 +68,17 @@ func (pt *partition) retentionLocked(id string) retention {
 	return r
 }
 
-// budgetShare is the partition's share of the fleet's history budget.
+// budgetShare is the partition's share of the fleet's history budget:
+// Config.HistoryBudget, at most half of etcd's quota, over the
+// partitions, and at least minBudgetShare.
 func (pt *partition) budgetShare() int64 {
-	return pt.d.cfg.HistoryBudget / int64(pt.d.cfg.Partitions)
+	budget := pt.d.cfg.HistoryBudget
+	if pt.d.cfg.Space != nil {
+		if q := pt.d.cfg.Space.Quota(); q > 0 {
+			budget = min(budget, q/2)
+		}
+	}
+	return max(budget/int64(pt.d.cfg.Partitions), minBudgetShare)
 }
 
 // trimHistory deletes final runs beyond their jobs' count and age limits,

@@ -30,6 +30,10 @@ type SpaceGate interface {
 	// store.Classify, so that a refusal for lack of space stops the
 	// other partitions' writes at once.
 	NoteWriteError(err error)
+	// Quota returns etcd's space quota in bytes (as last seen, or as
+	// configured before the first check); 0 if unknown. The history
+	// budget is at most half of it.
+	Quota() int64
 }
 
 // Config configures a Dispatcher. Its numbers and durations follow the
@@ -127,8 +131,10 @@ type Config struct {
 	// since every partition has one owner, the fleet's total stays within
 	// HistoryBudget (plus the documents of active runs and the floors,
 	// which are never trimmed for it) with no coordination between
-	// members. At least 16 KiB per partition; default
-	// DefaultHistoryBudget (--history-budget).
+	// members. It is at most half of etcd's quota as Space reports it,
+	// whatever is set here, so that run history alone cannot fill etcd.
+	// At least 16 KiB per partition; default DefaultHistoryBudget
+	// (--history-budget).
 	HistoryBudget int64
 	// HistoryFloor is how many of each job's newest final runs the
 	// history budget never trims, with the job's newest dead run,
@@ -287,7 +293,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.HistoryMaxRuns, "history-max-runs", c.HistoryMaxRuns, fmt.Sprintf("runs kept per job (active ones included) unless the job's history.max_runs says otherwise (1 to %d)", store.MaxHistoryRuns))
 	fs.DurationVar(&c.HistoryMaxAge, "history-max-age", c.HistoryMaxAge, "how long final runs are kept after their scheduled time unless the job's history.max_age says otherwise")
 	settings.Unbounded(fs, "history-max-age", "kept whatever their age")
-	settings.BytesVar(fs, &c.HistoryBudget, "history-budget", c.HistoryBudget, "bytes of run documents the whole fleet keeps, like 1GiB or 500MB (each partition's owner keeps its share, trimming the job that stores the most first, its oldest final runs first); every member must be given the same value")
+	settings.BytesVar(fs, &c.HistoryBudget, "history-budget", c.HistoryBudget, "bytes of run documents the whole fleet keeps, like 1GiB or 500MB (each partition's owner keeps its share, trimming the job that stores the most first, its oldest final runs first); at most half of etcd's quota, whatever is given; every member must be given the same value")
 	fs.IntVar(&c.HistoryFloor, "history-floor", c.HistoryFloor, fmt.Sprintf("newest final runs of each job (with its newest dead run) the history budget never trims, whatever the job's neighbours store (1 to %d)", store.MaxHistoryRuns))
 	fs.DurationVar(&c.DeleteAfter, "delete-after", c.DeleteAfter, "how long a finished one-off job is kept, with its runs, unless its delete_after says otherwise")
 	settings.Unbounded(fs, "delete-after", "kept forever")

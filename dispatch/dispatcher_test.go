@@ -753,6 +753,8 @@ func (g *gate) WritesRefused() error {
 	return nil
 }
 
+func (g *gate) Quota() int64 { return 0 } // unknown: the budget as configured
+
 func (g *gate) NoteWriteError(err error) {
 	if errors.Is(err, store.ErrNoSpace) {
 		g.noted.Add(1)

@@ -485,3 +485,62 @@ func TestOutboxReadAtTakeover(t *testing.T) {
 		t.Fatalf("%d tries, want 2", n)
 	}
 }
+
+// heldSender holds every try until the test releases it, then fails it
+// (a destination that times out).
+type heldSender struct {
+	started chan string
+	release chan struct{}
+}
+
+func (s *heldSender) Send(ctx context.Context, o store.Outbox) error {
+	s.started <- o.URL
+	select {
+	case <-s.release:
+		return errors.New("context deadline exceeded (a tarpit)")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestDroppedNotificationsStillOpenTheCircuit: a job makes more
+// notifications to a dead destination than its bound of pending ones,
+// so that every try's notification is dropped (for a newer one) while the
+// try is in flight. The tries' failures still count for the
+// destination: its circuit opens after the breaker's failures, as for a
+// job within its bound, and nothing more is sent there until its
+// back-off passes.
+func TestDroppedNotificationsStillOpenTheCircuit(t *testing.T) {
+	h := newHarness(t)
+	s := &heldSender{started: make(chan string, 64), release: make(chan struct{})}
+	reg := prometheus.NewRegistry()
+	h.withNotify(notify.Config{Sender: s, MaxPendingPerJob: 2, PerJob: 2, BreakerFailures: 2,
+		BreakerBackoff: retry.Policy{Initial: time.Hour, Max: time.Hour}, Metrics: notify.NewMetrics(reg)})
+	h.start("m1")
+	job := store.Job{ID: "chatty", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(time.Second)}}
+	for i := range store.MaxNotifications {
+		job.Notify = append(job.Notify, store.Notification{On: []store.RunStatus{store.RunFailed, store.RunDead}, URL: fmt.Sprintf("https://tarpit.example/%d", i)})
+	}
+	h.create(job)
+	h.advance(time.Hour)
+	h.failAttempt("w1") // 8 notifications: the 2 newest kept, both tried at once
+	for range 2 {
+		<-s.started
+	}
+	h.parked()
+	h.clock.Advance(2 * time.Second) // the run's retry backoff
+	h.failAttempt("w1")              // 8 more: the 2 in flight are dropped
+	h.waitFor("the tried notifications dropped", func() bool {
+		return metricValue(t, reg, "jobfleet_notifications_total", "result", "dropped") == 2*store.MaxNotifications-2
+	})
+	s.release <- struct{}{}
+	s.release <- struct{}{}
+	h.waitFor("the circuit open", func() bool { return metricValue(t, reg, "jobfleet_notification_circuits_open") == 1 })
+	if got := metricValue(t, reg, "jobfleet_notifications_total", "result", "failed"); got != 2 {
+		t.Fatalf("%v failed tries counted, want 2 (both dropped while in flight)", got)
+	}
+	h.parkedBoth()
+	if n := len(s.started); n != 0 {
+		t.Fatalf("%d tries started after the circuit opened, want none until its back-off passes", n)
+	}
+}

@@ -453,3 +453,32 @@ func TestTriggerBacklogIsFiredInSeveralWrites(t *testing.T) {
 		t.Fatalf("state %+v: want %d triggers accounted", j.State, backlog)
 	}
 }
+
+// quotaGate is a SpaceGate of an etcd that takes writes and has quota
+// bytes of space.
+type quotaGate struct{ quota int64 }
+
+func (quotaGate) WritesRefused() error { return nil }
+func (quotaGate) NoteWriteError(error) {}
+func (g quotaGate) Quota() int64       { return g.quota }
+
+// TestHistoryBudgetIsAtMostHalfTheQuota: with the default history budget
+// (1 GiB) and an etcd of a small quota, the budget the scheduler keeps is
+// half the quota, and a job with large outputs is trimmed to it: run
+// history alone cannot fill etcd whatever the budget says.
+func TestHistoryBudgetIsAtMostHalfTheQuota(t *testing.T) {
+	const quota = 128 << 10
+	h := newHarness(t)
+	h.configure = func(c *dispatch.Config) { c.Space = quotaGate{quota: quota} }
+	h.start("m1")
+	h.create(store.Job{ID: "loud", Schedule: "@every 1s"})
+	h.create(store.Job{ID: "quiet", Schedule: "@every 1s", Retry: store.RetryPolicy{MaxAttempts: 1}})
+	h.largeOutputs(30) // loud stores about 250 KB
+	if st := h.disp.Stats(); st.HistoryBudget != quota/2 {
+		t.Fatalf("stats budget %d, want half the quota, %d", st.HistoryBudget, quota/2)
+	}
+	h.waitFor("the history within half the quota", func() bool { return h.disp.Stats().HistoryBytes <= quota/2 })
+	if loud := h.storedRuns("loud"); len(loud) < dispatch.DefaultHistoryFloor || len(loud) > 10 {
+		t.Fatalf("loud keeps %d runs, want trimmed to a few, at least its floor of %d", len(loud), dispatch.DefaultHistoryFloor)
+	}
+}

@@ -149,7 +149,8 @@ type Sizing struct {
 	// included.
 	RevisionsPerFire float64 `json:"revisions_per_fire"`
 	// Measured says whether the per-revision figures were measured: they
-	// need two samples before the first compaction.
+	// need two samples before the first compaction between which etcd's
+	// in-use size grew.
 	Measured bool `json:"measured"`
 }
 
@@ -323,6 +324,12 @@ func (s *Sizing) perRevision(samples []Sample) {
 		return
 	}
 	grown := float64(last.DBInUse - first.DBInUse)
+	if grown <= 0 {
+		// bbolt reused pages freed before the first sample: etcd's
+		// in-use size did not grow over so short a window, and its
+		// growth per revision cannot be told.
+		return
+	}
 	s.RevisionBytes = grown / float64(dRev)
 	s.FireBytes = grown / float64(dFires)
 	s.RevisionsPerFire = float64(dRev) / float64(dFires)

@@ -268,7 +268,13 @@ func (d *Deliverer) try(ctx context.Context, e *entry) (err error, sent bool) {
 	return d.cfg.Sender.Send(sctx, msg), true
 }
 
-// tried records the outcome of a try of e made under ctx.
+// tried records the outcome of a try of e made under ctx. The outcome
+// counts for e's destination (the metrics, its circuit breaker) whatever
+// happened to e meanwhile: an entry dropped for its job's bound (or
+// forgotten) while its try was in flight still tells whether the
+// destination answers, so a job that makes more notifications than its
+// bound cannot keep a dead destination's circuit closed by having every
+// try's entry dropped before the try fails.
 func (d *Deliverer) tried(ctx context.Context, e *entry, err error, sent bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -279,12 +285,12 @@ func (d *Deliverer) tried(ctx context.Context, e *entry, err error, sent bool) {
 	e.job.inFlight--
 	d.inFlight--
 	o := e.o
-	if e.gone {
-		o.tidyJobLocked(e.job)
-		return // dropped or forgotten meanwhile
-	}
-	if ctx.Err() != nil && !o.closed {
-		return // the deliverer stopped: tried again when it runs
+	defer o.tidyJobLocked(e.job) // once nothing is pending or in flight
+	if ctx.Err() != nil {
+		// Cancelled: the deliverer stopped (e is tried again when it
+		// runs), or the outbox closed (e is forgotten). The destination
+		// neither answered nor failed.
+		return
 	}
 	lg := o.logger(e)
 	switch {
@@ -304,9 +310,11 @@ func (d *Deliverer) tried(ctx context.Context, e *entry, err error, sent bool) {
 		o.finishLocked(e, true)
 		return
 	case errors.Is(err, ErrGone):
-		d.cfg.Metrics.result(resultGivenUp, 1)
-		lg.Error("notification given up: its run document is gone", zap.Error(err))
-		o.finishLocked(e, true)
+		if !e.gone {
+			d.cfg.Metrics.result(resultGivenUp, 1)
+			lg.Error("notification given up: its run document is gone", zap.Error(err))
+			o.finishLocked(e, true)
+		}
 		return
 	}
 	d.cfg.Metrics.result(resultFailed, 1)
@@ -314,6 +322,9 @@ func (d *Deliverer) tried(ctx context.Context, e *entry, err error, sent bool) {
 		if opened, wait := e.dest.br.failed(now, d.cfg.BreakerFailures, d.cfg.BreakerBackoff); opened {
 			lg.Warn("notification destination failing; circuit open", zap.String("destination", e.dest.name), zap.Int("failures", e.dest.br.failures), zap.Duration("wait", wait), zap.Error(err))
 		}
+	}
+	if e.gone {
+		return // dropped meanwhile: not tried again
 	}
 	if e.bo == nil {
 		e.bo = retry.New(d.cfg.Backoff)

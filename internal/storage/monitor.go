@@ -424,3 +424,16 @@ func withoutUserinfo(ep string) string {
 	u.User = nil
 	return u.String()
 }
+
+// Quota returns etcd's space quota in bytes as of the last check; before
+// the first, Config.QuotaBytes, else DefaultQuotaBytes. It answers from
+// memory.
+func (m *Monitor) Quota() int64 {
+	if st := m.State(); st.Quota > 0 {
+		return st.Quota
+	}
+	if m.cfg.QuotaBytes > 0 {
+		return m.cfg.QuotaBytes
+	}
+	return DefaultQuotaBytes
+}

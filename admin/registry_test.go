@@ -34,7 +34,7 @@ func (s scriptedRegistry) Register(context.Context, dispatch.RegisterRequest) (d
 }
 func (s scriptedRegistry) Deregister(context.Context, dispatch.DeregisterRequest) error { return s.err }
 func (s scriptedRegistry) Workers() ([]store.Worker, error)                             { return nil, s.err }
-func (s scriptedRegistry) WhyPending(string, string, string) string                     { return "" }
+func (s scriptedRegistry) WhyPending(string, string, string, string) string             { return "" }
 
 // TestRegisterReplies: the registry's refusals reach the worker with their
 // status code, a message saying what happened, and Retry-After for a

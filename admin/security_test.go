@@ -90,7 +90,7 @@ func (f *fakeProtocol) Deregister(_ context.Context, req dispatch.DeregisterRequ
 
 func (f *fakeProtocol) Workers() ([]store.Worker, error) { return []store.Worker{}, nil }
 
-func (f *fakeProtocol) WhyPending(string, string, string) string { return "" }
+func (f *fakeProtocol) WhyPending(string, string, string, string) string { return "" }
 
 // secEnv is the API over a real etcd: job store, credential store and
 // the credential cache kept current by its watch, on a fake clock.

@@ -24,9 +24,10 @@ type WorkerRegistry interface {
 	// Workers lists the live registrations, by ID.
 	Workers() ([]store.Worker, error)
 	// WhyPending says why no live worker can take a waiting run of job
-	// jobID with executor type executor, "" if some can, as told to a
-	// reader scoped to readerPrefix (workers.Registry.WhyPending).
-	WhyPending(jobID, executor, readerPrefix string) string
+	// jobID with executor type executor and placement selector selector,
+	// "" if some can, as told to a reader scoped to readerPrefix
+	// (workers.Registry.WhyPending).
+	WhyPending(jobID, executor, selector, readerPrefix string) string
 }
 
 // registry returns the worker registry, or an error saying there is none.
@@ -41,11 +42,12 @@ func (a *workerAPI) registry() (WorkerRegistry, error) {
 var errNoRegistry = errors.New("this member keeps no worker registry")
 
 // register serves POST /v1/worker/register: the registration is bound
-// to the request's credential and scope, never to what the body says.
+// to the request's credential and scope, and checked against its worker
+// label selector, never against what the body says.
 func (a *workerAPI) register(w http.ResponseWriter, r *http.Request) {
 	var req dispatch.RegisterRequest
 	serveProtocol(w, r, a.registry, &req, func(reg WorkerRegistry, who auth.Principal) (any, error) {
-		req.Credential, req.Prefix = who.ID, who.Prefix
+		req.Credential, req.Prefix, req.WorkerLabels = who.ID, who.Prefix, who.WorkerLabels
 		return reg.Register(r.Context(), req)
 	})
 }
@@ -85,25 +87,25 @@ func (a *workerAPI) workers(w http.ResponseWriter, r *http.Request) {
 }
 
 // whyPending returns a function that fills in the reason of waiting runs
-// that no live worker can take, for a job whose executor type the
-// function reads at most once, as told to a reader scoped to
-// readerPrefix; nil without a registry.
-func (a *workerAPI) whyPending(readerPrefix string) func(runs []store.Run, executor func() (string, bool)) {
+// that no live worker can take, for a job whose executor type and
+// placement selector the function reads at most once, as told to a
+// reader scoped to readerPrefix; nil without a registry.
+func (a *workerAPI) whyPending(readerPrefix string) func(runs []store.Run, job func() (executor, selector string, ok bool)) {
 	reg, err := a.registry()
 	if err != nil {
 		return nil
 	}
-	return func(runs []store.Run, executor func() (string, bool)) {
+	return func(runs []store.Run, job func() (executor, selector string, ok bool)) {
 		for i := range runs {
 			r := &runs[i]
 			if r.Status.Final() || r.Status == store.RunRunning || r.Reason != "" {
 				continue
 			}
-			ex, ok := executor()
+			ex, sel, ok := job()
 			if !ok {
 				return
 			}
-			r.Reason = reg.WhyPending(r.JobID, ex, readerPrefix)
+			r.Reason = reg.WhyPending(r.JobID, ex, sel, readerPrefix)
 		}
 	}
 }

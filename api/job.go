@@ -86,6 +86,11 @@ type Job struct {
 	// Notify are the URLs told of the job's run outcomes (see
 	// Notification); none uses the fleet's default (--notify-url).
 	Notify []Notification `json:"notify,omitempty"`
+	// Placement says which workers may run the job's attempts and how
+	// retries spread; nil: any worker that serves the executor type, and
+	// retries elsewhere when another worker can take them (see
+	// PlacementPolicy).
+	Placement *PlacementPolicy `json:"placement,omitempty"`
 
 	// Partition is the job's partition, xxhash64(ID) mod P. Server-set.
 	Partition int `json:"partition"`

@@ -93,6 +93,7 @@ var (
 	executorKeys = jsonKeys(reflect.TypeFor[Executor]())
 	retryKeys    = jsonKeys(reflect.TypeFor[RetryPolicy]())
 	historyKeys  = jsonKeys(reflect.TypeFor[HistoryPolicy]())
+	placeKeys    = jsonKeys(reflect.TypeFor[PlacementPolicy]())
 )
 
 func jsonKeys(t reflect.Type) []string {
@@ -173,6 +174,8 @@ func checkValue(dec *json.Decoder, field string) error {
 		return skipValue(dec, field, retryKeys)
 	case "history":
 		return skipValue(dec, field, historyKeys)
+	case "placement":
+		return skipValue(dec, field, placeKeys)
 	case "run_at", "created_at", "updated_at":
 		return checkTime(dec, field)
 	case "executor.headers":

@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 )
 
 // Limits of credential documents.
@@ -74,6 +76,9 @@ func expiry(req CreateRequest, now time.Time) (time.Time, error) {
 	if err := checkText("prefix", req.Prefix, MaxPrefixBytes); err != nil {
 		return time.Time{}, err
 	}
+	if err := checkWorkerLabels(req); err != nil {
+		return time.Time{}, err
+	}
 	if err := checkText("description", req.Description, MaxDescriptionBytes); err != nil {
 		return time.Time{}, err
 	}
@@ -88,6 +93,25 @@ func expiry(req CreateRequest, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%w: ttl: %q is shorter than the shortest lifetime, %s", ErrInvalid, req.TTL, MinTTL)
 	}
 	return now.Add(ttl).UTC(), nil
+}
+
+// checkWorkerLabels checks a credential request's worker label selector:
+// only for a worker credential, and a selector that parses.
+func checkWorkerLabels(req CreateRequest) error {
+	if strings.TrimSpace(req.WorkerLabels) == "" {
+		return nil
+	}
+	if req.Role != RoleWorker {
+		return fmt.Errorf("%w: worker_labels: only a worker credential can be limited to worker labels (this one's role is %s)", ErrInvalid, req.Role)
+	}
+	if err := checkText("worker_labels", req.WorkerLabels, placement.MaxSelectorBytes); err != nil {
+		return err
+	}
+	if _, err := placement.Parse(req.WorkerLabels); err != nil {
+		return fmt.Errorf("%w: worker_labels: %q is not a label selector such as \"pool=gpu\": %s", ErrInvalid, req.WorkerLabels,
+			strings.TrimPrefix(err.Error(), placement.ErrInvalid.Error()+": "))
+	}
+	return nil
 }
 
 // checkText refuses a field longer than max bytes, not UTF-8, or holding
@@ -141,7 +165,7 @@ func (s *Store) put(ctx context.Context, id string, req CreateRequest, createdBy
 	}
 	secret := newSecret()
 	rec := record{
-		Token: Token{ID: id, Role: req.Role, Prefix: req.Prefix, Description: req.Description,
+		Token: Token{ID: id, Role: req.Role, Prefix: req.Prefix, WorkerLabels: strings.TrimSpace(req.WorkerLabels), Description: req.Description,
 			CreatedAt: now, ExpiresAt: exp, CreatedBy: createdBy},
 		Hash: hashSecret(secret),
 	}

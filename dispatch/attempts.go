@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -57,13 +56,15 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 	}
 }
 
-// assign hands up to n dispatchable runs whose executor the worker runs
-// (of jobs within req.Prefix) to req.Worker, recording each attempt with
-// its worker and credential (fenced, compare-and-swap) first. The write
-// runs under the partition's context: the poll ending meanwhile does not
-// cut it (the caller takes back what it then cannot deliver). It is a
-// writer.
-func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) []AttemptGrant {
+// assign hands up to n dispatchable runs that poll p's worker may take
+// (poll.may: its executor types, its credential's scope, its labels) and
+// does not pass over (partition.passOver: for a rival poll, or a retry
+// going elsewhere) to it, recording each attempt with its worker and
+// credential (fenced, compare-and-swap) first. The write runs under the
+// partition's context: the poll ending meanwhile does not cut it (the
+// caller takes back what it then cannot deliver). It is a writer.
+func (pt *partition) assign(p *poll, rivals []*poll, n int) []AttemptGrant {
+	req := p.req
 	worker := req.Worker
 	if pt.d.writesRefused() != nil {
 		return nil // etcd is full: no attempt could be recorded
@@ -90,7 +91,7 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) [
 		}
 		ar := pt.active[rid]
 		e := pt.jobs[ar.run.JobID]
-		if e == nil || !Dispatchable(ar.run, ar.notBefore, now) || !executors[e.spec.Executor.Type] || !strings.HasPrefix(ar.run.JobID, req.Prefix) {
+		if e == nil || !Dispatchable(ar.run, ar.notBefore, now) || !p.may(e, ar.run.JobID) || pt.passOver(p, rivals, e, ar, now) {
 			continue
 		}
 		work, err := e.work.decode()

@@ -260,6 +260,11 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 			earlier(ar.notBefore)
 		default:
 			dispatchable = true
+			if e := pt.jobs[ar.run.JobID]; e != nil {
+				if until := pt.retryElsewhereUntil(e, ar); now.Before(until) {
+					earlier(until) // its previous worker may take it then
+				}
+			}
 		}
 	}
 	if t, ok := pt.idx.fires.min(); ok {

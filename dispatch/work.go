@@ -66,6 +66,9 @@ type jobSpec struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	Revision          int64
+	// Placement is the job's placement as the scheduler keeps it; nil for
+	// a job without a selector that retries elsewhere (the defaults).
+	Placement *placed
 }
 
 // specOf returns what the scheduler keeps of j.
@@ -77,6 +80,7 @@ func specOf(j *store.Job) jobSpec {
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, Revision: j.Revision,
 	}
 	s.Executor.Type = j.Executor.Type
+	s.Placement = placedOf(j)
 	return s
 }
 

@@ -142,7 +142,7 @@ func (p workersProtocol) Register(context.Context, dispatch.RegisterRequest) (di
 }
 func (p workersProtocol) Deregister(context.Context, dispatch.DeregisterRequest) error { return nil }
 func (p workersProtocol) Workers() ([]store.Worker, error)                             { return p.workers, nil }
-func (p workersProtocol) WhyPending(string, string, string) string                     { return "" }
+func (p workersProtocol) WhyPending(string, string, string, string) string             { return "" }
 
 // TestClusterWorkersCommand checks the table and JSON of `cluster
 // workers`, including a scoped credential's prefix and an escaped ID.

@@ -141,7 +141,7 @@ func TestWorkerLockedOutOfItsIDIsToldWhy(t *testing.T) {
 	}
 
 	core, logs := observer.New(zap.InfoLevel)
-	w, err := worker.New(worker.Config{ID: "billing-1", Orchestrators: worker.StaticOrchestrators(srv.URL), Token: "tok-real",
+	w, err := worker.New(worker.Config{ID: "billing-1", Orchestrators: worker.StaticOrchestrators(srv.URL), ServeHTTP: true, Token: "tok-real",
 		PollWait: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, Logger: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)

@@ -77,7 +77,7 @@ func (d *Dispatcher) QueueUnsureTakeBack(p int, runID, worker string, attempt in
 
 // Polls returns the polls in progress at this member: for each, the
 // worker, its labels (as placement knows them; nil without a
-// registration) and its free slots. 
+// registration) and its free slots.
 func (d *Dispatcher) Polls() []PollInfo {
 	d.pollsMu.Lock()
 	defer d.pollsMu.Unlock()

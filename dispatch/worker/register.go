@@ -140,6 +140,7 @@ func (w *Worker) register(ctx context.Context, addr string, ttl time.Duration) (
 		Concurrency:   w.cfg.Concurrency,
 		Active:        min(int(w.inFlight.Load()), w.cfg.Concurrency),
 		Orchestrators: addrs,
+		Labels:        w.cfg.Labels,
 	}
 	// An orchestrator slower than half the TTL is given up for the next
 	// one, before the registration can expire.

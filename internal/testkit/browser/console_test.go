@@ -642,6 +642,7 @@ func startWorker(t *testing.T, urls []string, token string) {
 	w, err := worker.New(worker.Config{
 		ID:              "console-worker",
 		Orchestrators:   worker.StaticOrchestrators(urls...),
+		ServeHTTP:       true,
 		Token:           token,
 		Concurrency:     4,
 		PollWait:        2 * time.Second,

@@ -34,7 +34,7 @@ func TestWorkerWithoutValidCredentialStops(t *testing.T) {
 	start := func(t *testing.T, token string) (done <-chan error, logs *observer.ObservedLogs) {
 		t.Helper()
 		core, logs := observer.New(zapcore.DebugLevel)
-		w, err := worker.New(worker.Config{ID: "w-" + t.Name(), Orchestrators: worker.StaticOrchestrators(base), Token: token,
+		w, err := worker.New(worker.Config{ID: "w-" + t.Name(), Orchestrators: worker.StaticOrchestrators(base), ServeHTTP: true, Token: token,
 			PollWait: time.Second, ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 			Logger: zap.New(core)})
 		if err != nil {

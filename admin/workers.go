@@ -10,6 +10,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -60,8 +61,14 @@ func (a *workerAPI) deregister(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// workers serves GET /v1/cluster/workers.
+// workers serves GET /v1/cluster/workers[?selector=S]: the live
+// workers, those whose labels S matches if given.
 func (a *workerAPI) workers(w http.ResponseWriter, r *http.Request) {
+	sel, err := placement.Parse(r.URL.Query().Get("selector"))
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, "selector: "+strings.TrimPrefix(err.Error(), placement.ErrInvalid.Error()+": "))
+		return
+	}
 	reg, err := a.registry()
 	if err != nil {
 		WriteError(w, http.StatusServiceUnavailable, publicMessage(err))
@@ -79,6 +86,9 @@ func (a *workerAPI) workers(w http.ResponseWriter, r *http.Request) {
 		ws = slices.DeleteFunc(slices.Clone(ws), func(w store.Worker) bool {
 			return !strings.HasPrefix(p.Prefix, w.Prefix) && !strings.HasPrefix(w.Prefix, p.Prefix)
 		})
+	}
+	if !sel.Empty() {
+		ws = slices.DeleteFunc(slices.Clone(ws), func(w store.Worker) bool { return !sel.Allows(w.Labels) })
 	}
 	if ws == nil {
 		ws = []store.Worker{}

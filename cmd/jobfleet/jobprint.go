@@ -38,6 +38,7 @@ func printJobDetail(w io.Writer, j store.Job) error {
 		}
 		row("PAYLOAD", clip(b.String(), 200))
 	}
+	row("PLACEMENT", placementText(j))
 	row("RETRY", fmt.Sprintf("max_attempts %d, backoff %v to %v", j.Retry.MaxAttempts, j.Retry.InitialBackoff, j.Retry.MaxBackoff))
 	row("TIMEOUT", j.Timeout.String())
 	row("CONCURRENCY", string(j.ConcurrencyPolicy))
@@ -48,6 +49,19 @@ func printJobDetail(w io.Writer, j store.Job) error {
 	row("UPDATED", j.UpdatedAt.Format(time.RFC3339))
 	row("REVISION", fmt.Sprint(j.Revision))
 	return tw.Flush()
+}
+
+// placementText describes which workers may run a job and where its
+// retries go.
+func placementText(j store.Job) string {
+	s := "any worker"
+	if sel := j.Selector(); sel != "" {
+		s = "workers matching " + sel
+	}
+	if j.RetriesElsewhere() {
+		return s + "; retries elsewhere"
+	}
+	return s + "; retries on any worker"
 }
 
 // scheduleText describes when a job runs.

@@ -220,6 +220,17 @@ func (c *credentialLog) refused(lg *zap.Logger, orchestrator string, err *Creden
 	}
 }
 
+// stop ends Run with err, once, whatever was accepted before.
+func (c *credentialLog) stop(err error) {
+	c.mu.Lock()
+	ended := c.ended
+	c.ended = true
+	c.mu.Unlock()
+	if !ended {
+		c.fatal <- err // buffer 1, sent once
+	}
+}
+
 // accepted notes a request the orchestrator accepted: from now on,
 // refusals are logged and backed off, never fatal.
 func (c *credentialLog) accepted(lg *zap.Logger) {

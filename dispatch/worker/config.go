@@ -29,6 +29,13 @@ var (
 	ErrInvalidHandler = errors.New("worker: invalid handler")
 	// ErrAlreadyRun means Run was called more than once on a Worker.
 	ErrAlreadyRun = errors.New("worker: Run called twice")
+	// ErrLabelsRefused is what Run returns when an orchestrator refuses
+	// the worker's registration because its labels (Config.Labels) are
+	// outside what its credential allows (jobfleet token create
+	// --worker-labels): the worker stops at once, saying so, rather than
+	// run without the registration its labels need. The error names the
+	// orchestrator and its reason.
+	ErrLabelsRefused = errors.New("worker: labels refused by the worker's credential")
 	// ErrNothingToServe is what Run returns for a worker that serves no
 	// executor type: no handler registered (Handle, before Run), and
 	// neither Config.ServeHTTP nor Config.AllowShell.

@@ -160,7 +160,8 @@ func (w *Worker) executors() []string {
 // stale. It returns nil after a shutdown caused by ctx, the error that
 // ended the Discovery, or an error wrapping ErrCredentialRefused when no
 // orchestrator accepted the worker's credentials in its first 5 seconds
-// of refusals. Run may be called once; it returns ErrNothingToServe at
+// of refusals, or an error wrapping ErrLabelsRefused when an orchestrator
+// refuses the worker's labels. Run may be called once; it returns ErrNothingToServe at
 // once if the worker serves no executor type (no handler registered, and
 // neither ServeHTTP nor AllowShell).
 func (w *Worker) Run(ctx context.Context) error {

@@ -74,8 +74,12 @@ type Input struct {
 	// DeleteRequested is, per deleted job, when the workload sent the
 	// delete that was accepted.
 	DeleteRequested map[string]time.Time
-	// Workers are the worker incarnations' lifetimes, by worker ID.
+	// Workers are the worker incarnations' lifetimes, with their labels
+	// and credentials, by worker ID.
 	Workers map[string]WorkerLife
+	// Credentials are the worker credentials' worker label selectors
+	// (what a worker holding one may have as labels), by credential ID.
+	Credentials map[string]string
 }
 
 // KindStats are the checker's figures for the scheduled times attributed
@@ -156,10 +160,16 @@ type Global struct {
 	// fault had cut off, accepted after a later attempt of the run was
 	// handed out (the attempt had been reassigned).
 	CutOffReportsAccepted int `json:"cut_off_reports_accepted"`
-	RunsLost              int `json:"runs_lost"`
-	RunsUnfinished        int `json:"runs_unfinished"`
-	CorruptRuns           int `json:"corrupt_runs"`
-	FaultsNotRecovered    int `json:"faults_not_recovered"`
+	// AttemptsMisplaced counts attempts handed to a worker whose labels
+	// the job's placement selector does not match, or whose credential
+	// does not allow its labels (or to a worker or credential the harness
+	// does not know); AttemptsPlaced counts the attempts checked.
+	AttemptsMisplaced  int `json:"attempts_misplaced"`
+	AttemptsPlaced     int `json:"attempts_placed"`
+	RunsLost           int `json:"runs_lost"`
+	RunsUnfinished     int `json:"runs_unfinished"`
+	CorruptRuns        int `json:"corrupt_runs"`
+	FaultsNotRecovered int `json:"faults_not_recovered"`
 }
 
 // Violation is one broken rule, with enough detail to look it up in the
@@ -222,6 +232,7 @@ func Check(in Input) Result {
 	c.checkSchedules()
 	c.checkRuns(execs)
 	c.checkExecutions(execs)
+	c.checkPlacement()
 	c.checkJobs()
 	c.res.Global.OwnerEvents = in.History.OwnerEvents
 	for _, o := range in.History.OwnerOverlaps {

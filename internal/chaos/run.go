@@ -220,6 +220,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Listed:          listed,
 		DeleteRequested: deleteRequested,
 		Workers:         f.workerLives(),
+		Credentials:     f.workerCredentials(),
 	}
 	rep.Result = Check(in)
 	rep.Global.JobUpdates = updates

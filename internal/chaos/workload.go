@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -101,7 +102,12 @@ func (w *workload) spec(id, kind, schedule string, runAt *time.Time, misfire sto
 		endpoint = endpointFlaky
 	}
 	payload, _ := json.Marshal(map[string]any{"kind": kind, "v": version})
+	var place *api.PlacementPolicy
+	if sel := selectorFor(id, w.cfg.Workers); sel != "" {
+		place = &api.PlacementPolicy{Selector: sel}
+	}
 	return store.Job{
+		Placement:     place,
 		ID:            id,
 		Schedule:      schedule,
 		RunAt:         runAt,
@@ -111,6 +117,32 @@ func (w *workload) spec(id, kind, schedule string, runAt *time.Time, misfire sto
 		Timeout:       store.Duration(30 * time.Second),
 		MisfirePolicy: misfire,
 	}
+}
+
+// selectorFor returns the placement selector of job id (the same for
+// every write of it): some jobs run on pool a's workers, some on pool
+// b's, some on either through a set and an exclusion, one on a label
+// every worker has; the others, and every burst job, on any worker.
+func selectorFor(id string, workers int) string {
+	b := "b"
+	if workers < 2 {
+		b = "a" // one worker: pool a alone
+	}
+	switch id {
+	case "rec-01", "flaky-1", "slow-1":
+		return "pool=a"
+	case "rec-02", "flaky-2":
+		return "pool=" + b
+	case "rec/ü 03":
+		return "pool in (a,b),!spot"
+	case "rec-05":
+		return "host"
+	}
+	var n int
+	if _, err := fmt.Sscanf(id, "once-%d", &n); err == nil && n%3 == 0 {
+		return "pool notin (spot),pool=" + b + ",host"
+	}
+	return ""
 }
 
 // createBase creates the every-second jobs.

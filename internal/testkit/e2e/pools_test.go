@@ -85,7 +85,9 @@ func createJob(t *testing.T, f *fleettest.Fleet, j store.Job) {
 	}
 }
 
-func placed(selector string) *jfapi.PlacementPolicy { return &jfapi.PlacementPolicy{Selector: selector} }
+func placed(selector string) *jfapi.PlacementPolicy {
+	return &jfapi.PlacementPolicy{Selector: selector}
+}
 
 // TestPoolsRunOnlyOnTheirWorkers: gpu jobs run only on gpu workers, cpu
 // jobs only on cpu workers, and jobs without a selector on any, while

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -72,6 +71,7 @@ type jobsAPI struct {
 	// (workerAPI.whyPending), nil without a worker registry.
 	whyPending func(readerPrefix string) func(runs []store.Run, job func() (executor, selector string, ok bool))
 	now        func() time.Time // the clock of next fire times
+	throttled  throttleCounter  // 429s by reason
 }
 
 // store returns the job store and a context bounding the request's store
@@ -93,15 +93,11 @@ var errBodyRead = errors.New("reading the request body failed")
 
 // decode reads the request's job document, capped at maxJobBodyBytes.
 func decode(w http.ResponseWriter, r *http.Request) (store.Job, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJobBodyBytes))
+	body, err := readBody(w, r, maxJobBodyBytes)
 	if err != nil {
-		var maxErr *http.MaxBytesError
-		if errors.As(err, &maxErr) {
-			return store.Job{}, err
-		}
-		return store.Job{}, fmt.Errorf("%w: %w", errBodyRead, err)
+		return store.Job{}, err
 	}
-	return store.DecodeJob(bytes.NewReader(body), maxJobBodyBytes)
+	return api.DecodeJob(bytes.NewReader(body), maxJobBodyBytes)
 }
 
 // pathID returns the request's {id}, or writes 400 and returns false if it

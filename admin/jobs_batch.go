@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -31,20 +30,13 @@ func (a *jobsAPI) batch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBatchBodyBytes))
-	if err != nil {
-		var maxErr *http.MaxBytesError
-		if !errors.As(err, &maxErr) {
-			err = fmt.Errorf("%w: %w", errBodyRead, err)
+	var req api.BatchRequest
+	if err := decodeBody(w, r, maxBatchBodyBytes, &req); err != nil {
+		var de *api.DecodeError
+		if errors.As(err, &de) {
+			err = fmt.Errorf("%w; the body must be {\"jobs\": [job documents], \"mode\": \"create\" or \"apply\"}", err)
 		}
 		a.fail(w, r, "", err)
-		return
-	}
-	var req api.BatchRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		a.fail(w, r, "", fmt.Errorf("%w: the body must be {\"jobs\": [job documents], \"mode\": \"create\" or \"apply\"}: %w", store.ErrInvalidJob, err))
 		return
 	}
 	if req.Mode == "" {
@@ -53,7 +45,7 @@ func (a *jobsAPI) batch(w http.ResponseWriter, r *http.Request) {
 	items := make([]store.BatchItem, len(req.Jobs))
 	ids := make([]string, len(req.Jobs))
 	for i, raw := range req.Jobs {
-		j, err := store.DecodeJob(bytes.NewReader(raw), maxJobBodyBytes)
+		j, err := api.DecodeJob(bytes.NewReader(raw), maxJobBodyBytes)
 		if err != nil {
 			var head struct {
 				ID string `json:"id"`
@@ -78,6 +70,9 @@ func (a *jobsAPI) batch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The route's cost charged the body and one key version; every
+	// other item writes one more.
+	chargeMore(r.Context(), 0, len(items)-1)
 	results, err := s.WriteBatch(ctx, items, store.BatchMode(req.Mode))
 	if err != nil {
 		a.fail(w, r, "", err)

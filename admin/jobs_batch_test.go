@@ -106,11 +106,23 @@ func TestJobsBatch(t *testing.T) {
 			code: 200, statuses: []int{200, 201}, written: []string{"existing", "m"}},
 		{name: "apply with a stale revision", body: batchBody("apply", httpJob("existing", fmt.Sprintf(`"revision": %d`, existing.Revision)), httpJob("n", "")),
 			code: 409, statuses: []int{409, 424}, inError: "stale revision"},
+		{name: "negative revision", body: batchBody("apply", httpJob("existing", `"revision": -3`)),
+			code: 400, statuses: []int{400}, inError: "revision: -3 is negative"},
 		{name: "bad mode", body: batchBody("upsert", httpJob("o", "")), code: 400, inError: "mode"},
 		{name: "empty", body: batchBody("create"), code: 400, inError: "jobs"},
 		{name: "too many", body: batchBody("create", many...), code: 400, inError: "at most 128"},
 		{name: "too large stored", body: batchBody("create", large...), code: 413, inError: "fewer jobs"},
 		{name: "not an object", body: `[1, 2]`, code: 400, inError: "jobs"},
+		{name: "a second batch after the first", body: batchBody("create", httpJob("p", "")) + " " + batchBody("create", httpJob("q", "")),
+			code: 400, inError: "unexpected data after the document"},
+		{name: "mode given twice", body: `{"mode": "create", "jobs": [` + httpJob("r", "") + `], "mode": "apply"}`,
+			code: 400, inError: `duplicate key "mode"`},
+		{name: "jobs given twice", body: `{"jobs": [` + httpJob("s", "") + `], "jobs": [` + httpJob("t", "") + `]}`,
+			code: 400, inError: `duplicate key "jobs"`},
+		{name: "key given twice inside an item", body: batchBody("create", httpJob("u", ""), httpJob("v", `"payload": {"k": 1, "k": 2}`)),
+			code: 400, inError: `jobs[1].payload: duplicate key "k"`},
+		{name: "unknown envelope field", body: `{"jobs": [` + httpJob("w", "") + `], "Mode": "apply"}`,
+			code: 400, inError: `Mode: unknown field; did you mean "mode"?`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			token := tc.token

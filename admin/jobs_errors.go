@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -38,6 +39,7 @@ func (a *jobsAPI) fail(w http.ResponseWriter, r *http.Request, id string, err er
 //
 //	body over the limit (http.MaxBytesError), store.ErrTooLarge  413
 //	*store.FieldError, store.ErrInvalidJob                        400 "field: message"
+//	*api.DecodeError (a body that is not one strict JSON document) 400 "path: message"
 //	a body the client did not send to its end                     400
 //	store.ErrNotFound                                             404
 //	store.ErrExists, ErrConflict, ErrStaleRevision                409
@@ -59,7 +61,7 @@ func status(err error) (code int, msg string) {
 		return http.StatusRequestEntityTooLarge, err.Error()
 	case errors.As(err, &fieldErr):
 		return http.StatusBadRequest, fieldErr.Error()
-	case errors.Is(err, store.ErrInvalidJob):
+	case errors.Is(err, store.ErrInvalidJob), errors.Is(err, api.ErrInvalidDocument):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, errBodyRead):
 		return http.StatusBadRequest, "the request body was not received to its end"

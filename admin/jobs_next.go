@@ -1,7 +1,7 @@
 package admin
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -71,10 +71,12 @@ func (a *jobsAPI) next(w http.ResponseWriter, r *http.Request) {
 // preview serves POST /v1/schedule:preview: it writes nothing.
 func (a *jobsAPI) preview(w http.ResponseWriter, r *http.Request) {
 	var req api.PreviewRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPreviewBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		a.fail(w, r, "", fmt.Errorf("%w: the body must be {\"schedule\" or \"run_at\", \"timezone\", \"count\"}: %w", store.ErrInvalidJob, err))
+	if err := decodeBody(w, r, maxPreviewBodyBytes, &req); err != nil {
+		var de *api.DecodeError
+		if errors.As(err, &de) {
+			err = fmt.Errorf("%w; the body must be {\"schedule\" or \"run_at\", \"timezone\", \"count\"}", err)
+		}
+		a.fail(w, r, "", err)
 		return
 	}
 	if req.Count == 0 {

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
@@ -182,7 +183,13 @@ func TestJobsRejectBadInput(t *testing.T) {
 		{"unknown field", "POST", "/v1/jobs", httpJob("a", `"colour": "red"`), 400, "colour: unknown field"},
 		{"field in wrong case", "POST", "/v1/jobs", `{"ID": "a", "executor": {"type": "http", "url": "http://h/"}}`, 400, "ID: unknown field"},
 		{"unknown executor field", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "http", "url": "http://h/", "verb": "GET"}}`, 400, "executor.verb: unknown field"},
-		{"field given twice", "POST", "/v1/jobs", `{"id": "a", "id": "b", "executor": {"type": "http", "url": "http://h/"}}`, 400, "id: given more than once"},
+		{"field given twice", "POST", "/v1/jobs", `{"id": "a", "id": "b", "executor": {"type": "http", "url": "http://h/"}}`, 400, `invalid job: duplicate key "id"`},
+		{"header given twice", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "http", "url": "http://h/", "headers": {"X-A": "1", "X-A": "2"}}}`, 400, `executor.headers: duplicate key "X-A"`},
+		{"notify header given twice", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "http", "url": "http://h/"}, "notify": [{"on": ["dead"], "url": "http://h/"}, {"on": ["dead"], "url": "http://h/", "headers": {"X-A": "1", "X-A": "2"}}]}`, 400, `notify[1].headers: duplicate key "X-A"`},
+		{"payload key given twice", "POST", "/v1/jobs", httpJob("a", `"payload": {"a": {"b": 1, "b": 2}}`), 400, `payload.a: duplicate key "b"`},
+		{"secret reference key given twice", "POST", "/v1/jobs", httpJob("a", `"payload": {"t": {"secret_env": "A", "secret_env": "B"}}`), 400, `payload.t: duplicate key "secret_env"`},
+		{"second document after the job", "POST", "/v1/jobs", httpJob("a", "") + ` {"id": "b"}`, 400, "invalid job: unexpected data after the document"},
+		{"unknown notify field", "POST", "/v1/jobs", httpJob("a", `"notify": [{"on": ["dead"], "url": "http://h/", "header": {}}]`), 400, "notify[0].header: unknown field"},
 		{"invalid cron", "POST", "/v1/jobs", httpJob("a", `"schedule": "61 * * * *"`), 400, "schedule:"},
 		{"cron of wrong arity", "POST", "/v1/jobs", httpJob("a", `"schedule": "* * *"`), 400, "schedule:"},
 		{"impossible schedule", "POST", "/v1/jobs", httpJob("a", `"schedule": "0 0 30 2 *"`), 400, "schedule:"},
@@ -203,7 +210,7 @@ func TestJobsRejectBadInput(t *testing.T) {
 		{"oversized payload", "POST", "/v1/jobs", httpJob("a", `"payload": `+quote(big)), 400, "payload:"},
 		{"oversized body", "POST", "/v1/jobs", httpJob("a", `"payload": `+quote(strings.Repeat("x", 2<<20))), 413, "request body is larger than"},
 		{"oversized body on PUT", "PUT", jobPath("a"), httpJob("a", `"payload": `+quote(strings.Repeat("x", 2<<20))), 413, "request body is larger than"},
-		{"malformed JSON", "POST", "/v1/jobs", `{"id": "a", "executor": `, 400, "invalid job"},
+		{"malformed JSON", "POST", "/v1/jobs", `{"id": "a", "executor": `, 400, "executor: the document ends before this value does"},
 		{"not an object", "POST", "/v1/jobs", `["a"]`, 400, "invalid job"},
 		{"empty body", "POST", "/v1/jobs", ``, 400, "invalid job"},
 		{"trailing data", "POST", "/v1/jobs", httpJob("a", "") + ` {}`, 400, "invalid job"},
@@ -216,7 +223,7 @@ func TestJobsRejectBadInput(t *testing.T) {
 		{"bad policy", "POST", "/v1/jobs", httpJob("a", `"misfire_policy": "sometimes"`), 400, "misfire_policy:"},
 		{"payload nested 9999 deep", "POST", "/v1/jobs", httpJob("a", `"payload": `+strings.Repeat("[", 9999)+strings.Repeat("]", 9999)), 400, "payload: nested more than 64 levels deep"},
 		{"ID with byte 0xFF", "POST", "/v1/jobs", "{\"id\": \"exist\xffing\", \"executor\": {\"type\": \"http\", \"url\": \"http://h/\"}}", 400, "id: byte 0xFF is not valid UTF-8"},
-		{"payload with byte 0xFF", "POST", "/v1/jobs", httpJob("a", "\"payload\": {\"s\": \"\xff\"}"), 400, "payload: byte 0xFF is not valid UTF-8"},
+		{"payload with byte 0xFF", "POST", "/v1/jobs", httpJob("a", "\"payload\": {\"s\": \"\xff\"}"), 400, "payload.s: byte 0xFF is not valid UTF-8"},
 		{"path ID with byte 0xFF", "PUT", "/v1/jobs/a%FF", `{"executor": {"type": "http", "url": "http://h/"}}`, 400, "id: not valid UTF-8"},
 		{"ID in NFD", "POST", "/v1/jobs", httpJob("cafe\u0301", ""), 400, "id: \"cafe\u0301\" is not in Unicode normalization form C (NFC); send it as \"caf\u00e9\""},
 		{"ID with surrounding blanks", "POST", "/v1/jobs", httpJob("  spaced  ", ""), 400, "id: \"  spaced  \" has leading or trailing white space"},
@@ -243,6 +250,25 @@ func TestJobsRejectBadInput(t *testing.T) {
 		{"run ID with a bad time", "GET", "/v1/runs/j@yesterday", "", 400, `run_id: "j@yesterday" is not a run ID: want <escaped job ID>@<scheduled time>, as the job's runs list them ("yesterday" after the '@' is not a time like 2026-01-02T15:04:05.000Z)`},
 		{"oversized run ID", "GET", "/v1/runs/" + strings.Repeat("r", 300<<10) + "@2026-01-01T00:00:00.000Z", "", 400, "run_id: 307225 bytes long; no run ID is longer than 625"},
 		{"oversized cursor", "GET", "/v1/jobs?cursor=" + strings.Repeat("c", 300<<10), "", 400, "cursor: 307200 bytes long"},
+		{"negative revision", "PUT", jobPath("existing"), httpJob("existing", `"paused": true, "revision": -1`), 400, "revision: -1 is negative"},
+		{"negative revision in a create", "POST", "/v1/jobs", httpJob("a", `"revision": -5`), 400, "revision: -5 is negative"},
+		{"timeout 0s", "POST", "/v1/jobs", httpJob("a", `"timeout": "0s"`), 400, "timeout: 0s is not a timeout"},
+		{"timeout 1ns", "POST", "/v1/jobs", httpJob("a", `"timeout": "1ns"`), 400, "timeout: 1ns is shorter than the minimum of 1s"},
+		{"max_attempts 0", "POST", "/v1/jobs", httpJob("a", `"retry": {"max_attempts": 0}`), 400, "retry.max_attempts: 0 attempts would never run the job"},
+		{"right/ time zone", "POST", "/v1/jobs", httpJob("a", `"schedule": "@daily", "timezone": "right/UTC"`), 400, `timezone: unknown time zone "right/UTC"`},
+		{"posixrules", "POST", "/v1/jobs", httpJob("a", `"schedule": "@daily", "timezone": "posixrules"`), 400, `timezone: unknown time zone "posixrules"`},
+		{"Factory zone", "POST", "/v1/jobs", httpJob("a", `"schedule": "@daily", "timezone": "Factory"`), 400, `timezone: unknown time zone "Factory"`},
+		{"doubled slash in a zone", "POST", "/v1/jobs", httpJob("a", `"schedule": "@daily", "timezone": "Europe//Berlin"`), 400, `timezone: unknown time zone "Europe//Berlin"`},
+		{"ID with a hangul filler", "POST", "/v1/jobs", httpJob("existing\u3164", ""), 400, "id: invisible character U+3164"},
+		{"ID with a braille blank", "POST", "/v1/jobs", httpJob("existing\u2800", ""), 400, "id: invisible character U+2800"},
+		{"ID with a variation selector", "POST", "/v1/jobs", httpJob("existing\ufe0f", ""), 400, "id: variation selector U+FE0F"},
+		{"ID of a lone combining mark", "POST", "/v1/jobs", httpJob("\u0301", ""), 400, "id: combining mark U+0301 at the start"},
+		{"ID in fullwidth latin", "POST", "/v1/jobs", httpJob("\uff45\uff58\uff49\uff53\uff54\uff49\uff4e\uff47", ""), 400, "id: \"ｅｘｉｓｔｉｎｇ\" holds compatibility characters"},
+		{"ID in mathematical bold", "POST", "/v1/jobs", httpJob("\U0001d41e\U0001d431\U0001d422\U0001d42c\U0001d42d", ""), 400, "id:"},
+		{"URL port 0", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "http", "url": "http://127.0.0.1:0/hook"}}`, 400, "executor.url: \"http://127.0.0.1:0/hook\": port 0 is out of range"},
+		{"URL port 99999", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "http", "url": "http://127.0.0.1:99999/hook"}}`, 400, "executor.url:"},
+		{"notify URL port 0", "POST", "/v1/jobs", httpJob("a", `"notify": [{"on": ["dead"], "url": "http://h:0/"}]`), 400, "notify[0].url:"},
+		{"headers differing in case", "POST", "/v1/jobs", `{"id": "a", "executor": {"type": "http", "url": "http://h/", "headers": {"X-A": "1", "x-a": "2"}}}`, 400, `executor.headers: duplicate key "x-a"`},
 		{"stale revision", "PUT", jobPath("existing"), httpJob("existing", `"paused": true, "revision": 1`), 409, `job "existing": stale revision: the document names revision 1, but the job is at revision`},
 		{"body ID differs from path ID", "PUT", jobPath("a"), httpJob("b", ""), 400, "id:"},
 		{"body ID differs from existing path ID", "PUT", jobPath("existing"), httpJob("other", `"paused": true`), 400, "id:"},
@@ -396,9 +422,18 @@ func TestJobsPauseResume(t *testing.T) {
 	if !j.Paused || j.Revision != rev {
 		t.Errorf("pause again: got paused %v revision %d, want true and unchanged %d", j.Paused, j.Revision, rev)
 	}
+	var list api.JobList
+	e.doJSON("GET", "/v1/jobs", "", http.StatusOK, &list)
+	if len(list.Jobs) != 1 || !list.Jobs[0].Paused || list.Jobs[0].Revision != rev {
+		t.Errorf("list after pause: %+v, want the job paused at revision %d", list.Jobs, rev)
+	}
 	e.doJSON("POST", jobPath("j", "resume"), "", http.StatusOK, &j)
-	if j.Paused {
-		t.Errorf("resume: got paused true")
+	if j.Paused || j.Revision <= rev {
+		t.Errorf("resume: got paused %v revision %d, want false after %d", j.Paused, j.Revision, rev)
+	}
+	e.doJSON("GET", "/v1/jobs", "", http.StatusOK, &list)
+	if len(list.Jobs) != 1 || list.Jobs[0].Paused {
+		t.Errorf("list after resume: %+v, want the job not paused", list.Jobs)
 	}
 }
 

@@ -116,13 +116,16 @@ type secOptions struct {
 	insecure bool
 	noAuth   bool
 	block    bool // polls block until the test ends
+	tokens   auth.StoreConfig
+	wrote    func(int64)
+	room     func() int64
 }
 
 func newSecEnv(t *testing.T, o secOptions) *secEnv {
 	t.Helper()
 	e := &secEnv{t: t, client: etcd.Client(t), ns: etcdtest.Namespace(t), clock: clockwork.NewFakeClockAt(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))}
 	e.jobs = store.NewEtcd(e.client, e.ns, testPartitions, store.DefaultLimits(), e.clock.Now)
-	e.tokens = auth.NewStore(e.client, e.ns, e.clock.Now)
+	e.tokens = auth.NewStoreConfig(e.client, e.ns, e.clock.Now, o.tokens)
 	c, err := auth.NewCache(e.client, auth.CacheConfig{Namespace: e.ns, Clock: e.clock, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +151,8 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 		Auth:          e.cache,
 		StorageReport: func(context.Context) (storage.Report, error) { return storage.Report{Revision: 1}, nil },
 		Cluster:       newFakeCluster(1),
+		Wrote:         o.wrote,
+		Room:          o.room,
 	}
 	cfg := admin.Config{
 		Gatherer: e.reg,
@@ -741,6 +746,10 @@ func TestTokenEndpoints(t *testing.T) {
 		{`{"role":"admin","prefix":"x/"}`, "prefix"},
 		{`{"role":"viewer","ttl":"forever"}`, "ttl"},
 		{`{"role":"viewer","token":"chosen"}`, "unknown field"},
+		{`{"role":"viewer"} {"role":"admin"}`, "unexpected data after the document"},
+		{`{"role":"viewer","role":"admin"}`, `duplicate key "role"`},
+		{`{"role":"viewer","Prefix":"x/"}`, `Prefix: unknown field; did you mean "prefix"?`},
+		{``, "empty document"},
 	} {
 		code, _, body := e.send(request{method: "POST", path: "/v1/tokens", body: bad.body}, adm.Secret)
 		if code != http.StatusBadRequest || !strings.Contains(errorMessage(t, body), bad.field) {
@@ -1037,5 +1046,88 @@ func TestAnonymousRefusalsAuditedOncePerHost(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(counter(t, e.reg, "POST /v1/cluster/drain", "401")); got != n+2 {
 		t.Errorf("requests counted %v, want %d", got, n+2)
+	}
+}
+
+// TestTokenCapPagesAndExpiry checks the bounds of the credential routes:
+// a creator holding its cap of credentials is refused with 409 and
+// nothing is written; GET /v1/tokens is paged by cursor; and an expired
+// credential is removed from etcd by the member that lists it.
+func TestTokenCapPagesAndExpiry(t *testing.T) {
+	e := newSecEnv(t, secOptions{tokens: auth.StoreConfig{MaxPerCreator: 3}})
+	adm := e.cred(api.CreateRequest{Role: api.RoleAdmin})
+	var made []string
+	for i := range 3 {
+		ttl := ""
+		if i == 0 {
+			ttl = `,"ttl":"1h"`
+		}
+		code, _, body := e.send(request{method: "POST", path: "/v1/tokens", body: `{"role":"viewer"` + ttl + `}`}, adm.Secret)
+		if code != http.StatusCreated {
+			t.Fatalf("create %d: %d %s", i, code, body)
+		}
+		var c api.Created
+		if err := json.Unmarshal(body, &c); err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, c.ID)
+	}
+	before := e.state()
+	code, _, body := e.send(request{method: "POST", path: "/v1/tokens", body: `{"role":"viewer"}`}, adm.Secret)
+	if code != http.StatusConflict || !strings.Contains(errorMessage(t, body), "too many credentials: credential "+adm.ID+" has made 3 unexpired credentials") {
+		t.Fatalf("create over the cap: %d %s, want 409", code, body)
+	}
+	if e.state() != before {
+		t.Fatal("a refused create changed the state")
+	}
+
+	// Pages of 2, in ID order, covering every credential once.
+	var all []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("the pages do not end")
+		}
+		path := "/v1/tokens?limit=2"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		code, _, body := e.send(request{method: "GET", path: path}, adm.Secret)
+		var page api.TokenList
+		if err := json.Unmarshal(body, &page); code != http.StatusOK || err != nil || len(page.Tokens) > 2 {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+		for _, tok := range page.Tokens {
+			all = append(all, tok.ID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	want := append([]string{adm.ID}, made...)
+	slices.Sort(want)
+	if !slices.Equal(all, want) {
+		t.Fatalf("pages list %v, want %v", all, want)
+	}
+	for _, bad := range []string{"/v1/tokens?limit=0", "/v1/tokens?limit=1001", "/v1/tokens?cursor=NOT%20AN%20ID"} {
+		if code, _, body := e.send(request{method: "GET", path: bad}, adm.Secret); code != http.StatusBadRequest {
+			t.Errorf("GET %s: %d %s, want 400", bad, code, body)
+		}
+	}
+
+	// The credential with a TTL expires: listing removes it from etcd,
+	// and its creator may make another.
+	e.clock.Advance(2 * time.Hour)
+	code, _, body = e.send(request{method: "GET", path: "/v1/tokens"}, adm.Secret)
+	if code != http.StatusOK || strings.Contains(string(body), made[0]) {
+		t.Fatalf("list after expiry: %d %s, want %s left out", code, body, made[0])
+	}
+	resp, err := e.client.Get(context.Background(), auth.TokensPrefix(e.ns)+made[0])
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("expired credential %s still in etcd (%v)", made[0], err)
+	}
+	if code, _, body := e.send(request{method: "POST", path: "/v1/tokens", body: `{"role":"viewer"}`}, adm.Secret); code != http.StatusCreated {
+		t.Fatalf("create after an expiry freed a place: %d %s", code, body)
 	}
 }

@@ -2,18 +2,18 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 )
 
 // TokenStore keeps credentials; *auth.Store implements it.
 type TokenStore interface {
 	Create(ctx context.Context, req auth.CreateRequest, createdBy string) (auth.Created, int64, error)
-	List(ctx context.Context) ([]auth.Token, error)
+	ListPage(ctx context.Context, cursor string, limit int) ([]api.Token, string, error)
 	Revoke(ctx context.Context, id string) (int64, error)
 }
 
@@ -66,10 +66,8 @@ func (t *tokensAPI) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req auth.CreateRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxTokenBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		WriteError(w, http.StatusBadRequest, "malformed credential request: "+err.Error())
+	if err := decodeBody(w, r, maxTokenBody, &req); err != nil {
+		WriteError(w, bodyStatus(err), "malformed credential request: "+bodyMessage(err))
 		return
 	}
 	if err := auth.ValidateRequest(req); err != nil {
@@ -93,17 +91,22 @@ func (t *tokensAPI) list(w http.ResponseWriter, r *http.Request) {
 	if !t.store(w) {
 		return
 	}
+	limit, err := limitParam(r)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
-	list, err := t.tokens.List(ctx)
+	list, next, err := t.tokens.ListPage(ctx, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		tokenError(w, err)
 		return
 	}
 	if list == nil {
-		list = []auth.Token{}
+		list = []api.Token{}
 	}
-	WriteJSON(w, http.StatusOK, auth.TokenList{Tokens: list})
+	WriteJSON(w, http.StatusOK, api.TokenList{Tokens: list, NextCursor: next})
 }
 
 func (t *tokensAPI) revoke(w http.ResponseWriter, r *http.Request) {
@@ -123,13 +126,16 @@ func (t *tokensAPI) revoke(w http.ResponseWriter, r *http.Request) {
 }
 
 // tokenError answers a credential store error: 400 invalid, 404 unknown,
-// 503 otherwise (etcd).
+// 409 when the creator holds as many credentials as it may, 503
+// otherwise (etcd).
 func tokenError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, auth.ErrInvalid):
 		WriteError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, auth.ErrNotFound):
 		WriteError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, auth.ErrTooMany):
+		WriteError(w, http.StatusConflict, err.Error())
 	default:
 		WriteError(w, http.StatusServiceUnavailable, err.Error())
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -44,6 +43,11 @@ func (a *workerAPI) poll(w http.ResponseWriter, r *http.Request) {
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
 		req.Credential, req.Prefix, req.WorkerLabels = who.ID, who.Prefix, who.WorkerLabels
 		resp, err := p.Poll(r.Context(), req)
+		if n := len(resp.Attempts); n > 1 {
+			// Every attempt handed out rewrote its run: the guard
+			// charged one before the poll, the others are owed.
+			chargeMore(r.Context(), (n-1)*grantBytes, (n-1)*grantRevisions)
+		}
 		if err == nil && a.etcd != nil {
 			resp.EtcdEndpoints = withoutUserinfo(a.etcd())
 		}
@@ -99,15 +103,8 @@ func serveProtocol[P any](w http.ResponseWriter, r *http.Request, get func() (P,
 		WriteError(w, http.StatusServiceUnavailable, unavailable(err, "this member"))
 		return
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxProtocolBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
-			return
-		}
-		WriteError(w, http.StatusBadRequest, "malformed request: "+err.Error())
+	if err := decodeBody(w, r, maxProtocolBody, req); err != nil {
+		WriteError(w, bodyStatus(err), "malformed request: "+bodyMessage(err))
 		return
 	}
 	who, _ := auth.FromContext(r.Context())

@@ -118,3 +118,61 @@ func TestPollReplyNamesEtcdWithoutUserinfo(t *testing.T) {
 		t.Errorf("etcd_endpoints = %q, want %q", pr.EtcdEndpoints, want)
 	}
 }
+
+// calledProtocol records whether any of its methods was called.
+type calledProtocol struct{ called *bool }
+
+func (p calledProtocol) Poll(context.Context, dispatch.PollRequest) (dispatch.PollResponse, error) {
+	*p.called = true
+	return dispatch.PollResponse{}, nil
+}
+func (p calledProtocol) Heartbeat(context.Context, dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error) {
+	*p.called = true
+	return dispatch.HeartbeatResponse{}, nil
+}
+func (p calledProtocol) Complete(context.Context, dispatch.CompleteRequest) (dispatch.CompleteResponse, error) {
+	*p.called = true
+	return dispatch.CompleteResponse{}, nil
+}
+
+// TestWorkerProtocolStrictBodies checks that every worker-protocol body
+// is one strict JSON document: trailing data, a key given twice and an
+// unknown field are refused with 400 naming them, before the protocol
+// sees the request.
+func TestWorkerProtocolStrictBodies(t *testing.T) {
+	var called bool
+	h := admin.Handler(admintest.Member{Protocol: calledProtocol{called: &called}, Auth: testAuth}, admin.Config{
+		Gatherer: prometheus.NewRegistry(),
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	tests := []struct {
+		path, body, wantMsg string
+	}{
+		{dispatch.PathPoll, `{"worker":"w1","max":1} {"worker":"w2","max":1}`, "malformed request: unexpected data after the document"},
+		{dispatch.PathPoll, `{"worker":"w1","worker":"w2","max":1}`, `malformed request: duplicate key "worker"`},
+		{dispatch.PathPoll, `{"worker":"w1","max":1,"Wait":"1s"}`, `malformed request: Wait: unknown field; did you mean "wait"?`},
+		{dispatch.PathPoll, `{"worker":"w1","executors":["http",1]}`, "malformed request: executors[1]: cannot use JSON number as a string"},
+		{dispatch.PathHeartbeat, `{"worker":"w1","run_id":"a@1","attempt":1}x`, "malformed request: unexpected data after the document"},
+		{dispatch.PathHeartbeat, `{"worker":"w1","run_id":"a@1","attempt":1.5}`, "malformed request: attempt: cannot use JSON number 1.5 as an integer"},
+		{dispatch.PathComplete, `{"worker":"w1","run_id":"a@1","attempt":1,"success":true,"success":false}`, `malformed request: duplicate key "success"`},
+		{dispatch.PathComplete, ``, "malformed request: empty document"},
+	}
+	for _, tt := range tests {
+		req := asAdmin(httptest.NewRequest("POST", srv.URL+tt.path, strings.NewReader(tt.body)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body json.RawMessage
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(errorMessage(t, body), tt.wantMsg) {
+			t.Errorf("POST %s %s: got %d %s, want 400 starting %q", tt.path, tt.body, resp.StatusCode, body, tt.wantMsg)
+		}
+	}
+	if called {
+		t.Error("the protocol was called for a refused body")
+	}
+}

@@ -11,6 +11,10 @@
 //     FieldError, ErrInvalidJob), job IDs (ValidateID, EscapeID,
 //     UnescapeID), secret references (HeaderValue, ResolveSecretRefs,
 //     Job.Redacted) and fire-time previews (Job.NextFires, PreviewFires);
+//   - the input rules every document shares: the strict decoder of every
+//     request body (Unmarshal, CheckJSON, DecodeError), the rule of names
+//     (ValidateName, ValidateNameText) and of URLs (ValidateURL,
+//     CheckPort);
 //   - the worker protocol (protocol.go): its paths, PollRequest,
 //     PollResponse, AttemptGrant, HeartbeatRequest, CompleteRequest,
 //     RegisterRequest and their responses, NotOwner, MaxPollWait,
@@ -42,9 +46,16 @@
 //
 // # Guarantees
 //
-//   - DecodeJob accepts exactly one JSON object of bounded size whose field
-//     names are spelled exactly as in the document (no unknown, differently
-//     cased or repeated fields) and rejects trailing data.
+//   - Unmarshal, and DecodeJob on top of it, accept exactly one JSON value
+//     (rejecting trailing data) whose keys appear once in every object at
+//     any depth, payloads included, whose struct fields are spelled
+//     exactly as in the document (no unknown or differently cased
+//     fields), whose values have the kinds of their Go types, and whose
+//     text is UTF-8 without unpaired surrogate escapes; every refusal
+//     names the value's path ("notify[1].headers: duplicate key \"X-A\"").
+//     What they accept decodes exactly as encoding/json decodes it.
+//   - DecodeJob refuses a zero given explicitly where leaving the field
+//     out means a default ("timeout": "0s").
 //   - Validate accepts a job only if every field is usable: the schedule
 //     parses and fires at least once (see package schedule), the
 //     time zone exists, durations and attempts are within bounds, the
@@ -58,8 +69,13 @@
 //     delete_after, whose empty values mean the fleet's defaults (the
 //     orchestrators' flags) so that changing those reaches existing jobs.
 //   - Job IDs are free-form UTF-8 (spaces, '/', '%', any printable Unicode)
-//     of 1 to MaxIDBytes bytes, without control characters; "." and ".."
+//     of 1 to MaxIDBytes bytes that follow the rule of names
+//     (ValidateName): no control, format, private-use, unassigned,
+//     invisible or blank characters, no variation selectors, no combining
+//     mark without a letter, NFKC, no word mixing scripts; "." and ".."
 //     are refused because they cannot be addressed in a URL path.
+//   - Time zones are saved only under names of the IANA database as Go
+//     ships it (schedule.CheckZoneName); URLs only with ports 1 to 65535.
 //     EscapeID maps every string to a key segment without '/', and
 //     UnescapeID(EscapeID(id)) == id for every string.
 //   - Secrets need not be stored: an "http" executor's header value

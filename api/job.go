@@ -24,11 +24,17 @@ type Job struct {
 	// is, so that two IDs that look alike are the same ID:
 	//   - no control characters (Cc), no invisible format characters (Cf:
 	//     zero-width space U+200B, right-to-left override U+202E, byte
-	//     order mark U+FEFF, ...), no unassigned code points;
+	//     order mark U+FEFF, ...), no private-use or unassigned code points;
+	//   - no variation selectors (U+FE0F, ...), no other character drawn
+	//     as nothing or as blank space (U+3164 HANGUL FILLER, U+2800
+	//     BRAILLE PATTERN BLANK, ...), no combining mark at the start or
+	//     after anything but a letter, digit or mark;
 	//   - no white space but the plain space U+0020, and none at the start
 	//     or the end;
-	//   - in Unicode normalization form C (NFC): "café" written with a
-	//     combining accent is refused, with the NFC form in the message;
+	//   - in Unicode normalization form NFKC: "café" written with a
+	//     combining accent, fullwidth "ｂｉｌｌｉｎｇ", mathematical bold
+	//     "𝐛𝐢𝐥𝐥" and ligatures are refused, with the normalized form in
+	//     the message (see ValidateNameText for the exact rule);
 	//   - no word (run of letters, marks and digits) mixing scripts, such
 	//     as a Latin word with a Cyrillic look-alike letter in it, except
 	//     Latin with Han, Hiragana, Katakana, Bopomofo or Hangul as
@@ -47,7 +53,12 @@ type Job struct {
 	// job runs once, as soon as it is stored.
 	Schedule string `json:"schedule,omitempty"`
 	// Timezone is the IANA zone the cron Schedule is interpreted in;
-	// default "UTC". It does not affect RunAt or "@every".
+	// default "UTC". It must be a name of the IANA database spelled as
+	// the database spells it (see schedule.CheckZoneName): "Europe/Berlin"
+	// and the backward-compatible "US/Eastern" are accepted; "right/UTC",
+	// "posix/…", "posixrules", "Factory", "Local", paths and case
+	// variants are refused when the job is saved. It does not affect
+	// RunAt or "@every".
 	Timezone string `json:"timezone,omitempty"`
 	// RunAt makes the job a one-off that fires once at this instant.
 	// Mutually exclusive with Schedule. A RunAt in the past is a missed
@@ -63,9 +74,10 @@ type Job struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Retry bounds the attempts of each run.
 	Retry RetryPolicy `json:"retry,omitzero"`
-	// Timeout bounds one attempt; default DefaultTimeout, at most
-	// MaxTimeout, or "none" (NoTimeout): the attempt runs until it ends,
-	// as long as its worker heartbeats.
+	// Timeout bounds one attempt; default DefaultTimeout, from
+	// MinTimeout (1s) to MaxTimeout, or "none" (NoTimeout): the attempt
+	// runs until it ends, as long as its worker heartbeats. Zero is not a
+	// timeout: "0s" is refused (leave the field out for the default).
 	Timeout Duration `json:"timeout,omitzero"`
 	// ConcurrencyPolicy says what to do when a run fires while an earlier
 	// run of the job is still pending or running; default "allow".
@@ -98,7 +110,9 @@ type Job struct {
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	// UpdatedAt is when the job was last stored. Server-set.
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
-	// Revision is the etcd mod revision of the stored job. Server-set.
+	// Revision is the etcd mod revision of the stored job. Server-set;
+	// a write that names one replaces only the job at that revision (see
+	// store.Etcd.Put), and a negative one is refused.
 	Revision int64 `json:"revision,omitempty"`
 	// State is the scheduling state the partition's owner records (next
 	// fire, counts of fired, skipped and dropped times); set on reads, nil
@@ -152,15 +166,16 @@ type Executor struct {
 // InitialBackoff·2^(n-1), at most MaxBackoff.
 type RetryPolicy struct {
 	// MaxAttempts is the number of attempts including the first, 1 to
-	// MaxAttempts; default DefaultMaxAttempts (no retry).
+	// MaxAttempts; default DefaultMaxAttempts (no retry). Left out means
+	// the default; 0 is refused.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// InitialBackoff is the wait before the first retry; default
-	// DefaultInitialBackoff. Zero means the default, so to retry almost at
-	// once set a small value such as "1ms".
+	// DefaultInitialBackoff, at least MinBackoff (1ms): to retry almost at
+	// once, give "1ms". Left out means the default; "0s" is refused.
 	InitialBackoff Duration `json:"initial_backoff,omitzero"`
 	// MaxBackoff caps the wait between attempts, at least InitialBackoff
-	// and at most MaxBackoff; default the larger of DefaultMaxBackoff and
-	// InitialBackoff.
+	// (and MinBackoff) and at most MaxTimeout; default the larger of
+	// DefaultMaxBackoff and InitialBackoff. "0s" is refused.
 	MaxBackoff Duration `json:"max_backoff,omitzero"`
 }
 

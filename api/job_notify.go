@@ -52,12 +52,8 @@ func ValidateNotifications(field string, ns []Notification) error {
 		if len(slices.Compact(slices.Sorted(slices.Values(n.On)))) != len(n.On) {
 			return fieldErr(f+".on", "lists an outcome twice")
 		}
-		if err := validateURL(n.URL); err != nil {
-			msg := err.Error()
-			if fe, ok := err.(*FieldError); ok {
-				msg = fe.Msg
-			}
-			return fieldErr(f+".url", "%s", msg)
+		if err := ValidateURL(f+".url", n.URL); err != nil {
+			return err
 		}
 		if len(n.Headers) > MaxHeaders {
 			return fieldErr(f+".headers", "%d headers; at most %d", len(n.Headers), MaxHeaders)
@@ -66,6 +62,9 @@ func ValidateNotifications(field string, ns []Notification) error {
 			if err := validateHeaderIn(f+".headers", name, n.Headers[name]); err != nil {
 				return err
 			}
+		}
+		if err := checkHeaderCase(f+".headers", n.Headers); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -66,8 +66,8 @@ func (j *Job) validateRetention() error {
 	switch {
 	case h.MaxAge < 0:
 		return fieldErr("history.max_age", "%v is negative", h.MaxAge)
-	case h.MaxAge != 0 && h.MaxAge < Duration(time.Second):
-		return fieldErr("history.max_age", "%v is shorter than 1s", h.MaxAge)
+	case h.MaxAge != 0 && h.MaxAge < MinRetention:
+		return fieldErr("history.max_age", "%v is shorter than the minimum of %v", h.MaxAge, MinRetention)
 	case h.MaxAge > MaxHistoryAge:
 		return fieldErr("history.max_age", "%v is longer than the maximum of %v", h.MaxAge, MaxHistoryAge)
 	}

@@ -18,7 +18,7 @@ func TestValidateRetention(t *testing.T) {
 		{name: "max runs negative", edit: func(j *Job) { j.History.MaxRuns = -1 }, wantField: "history.max_runs", wantMsg: "out of range"},
 		{name: "max runs too many", edit: func(j *Job) { j.History.MaxRuns = MaxHistoryRuns + 1 }, wantField: "history.max_runs"},
 		{name: "max age negative", edit: func(j *Job) { j.History.MaxAge = -Duration(time.Hour) }, wantField: "history.max_age", wantMsg: "negative"},
-		{name: "max age below a second", edit: func(j *Job) { j.History.MaxAge = Duration(time.Millisecond) }, wantField: "history.max_age", wantMsg: "shorter than 1s"},
+		{name: "max age below a second", edit: func(j *Job) { j.History.MaxAge = Duration(time.Millisecond) }, wantField: "history.max_age", wantMsg: "shorter than the minimum of 1s"},
 		{name: "max age too long", edit: func(j *Job) { j.History.MaxAge = MaxHistoryAge + 1 }, wantField: "history.max_age", wantMsg: "longer than"},
 		{name: "delete after on a one-off", edit: func(j *Job) { j.Schedule = ""; j.DeleteAfter = "24h" }},
 		{name: "delete after zero", edit: func(j *Job) { j.Schedule = ""; j.DeleteAfter = "0s" }},

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -14,42 +12,118 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// This file holds the text rules of the job document: which strings make
-// a job ID, and how JSON text is checked for what encoding/json accepts
+// This file holds the text rules of the API: which strings make a name
+// (job IDs, worker IDs, credential prefixes), and how JSON text is checked for what encoding/json accepts
 // silently (invalid UTF-8, which it turns into U+FFFD; unpaired surrogate
 // escapes; nesting up to its own limit of 10 000 levels).
 
 // validateID checks a job ID; see Job.ID for the rules.
 func validateID(id string) error {
-	switch {
-	case id == "":
-		return fieldErr("id", "required")
-	case len(id) > MaxIDBytes:
-		return fieldErr("id", "%d bytes long; want at most %d", len(id), MaxIDBytes)
-	case !utf8.ValidString(id):
-		return fieldErr("id", "not valid UTF-8")
-	case id == "." || id == "..":
+	if id == "." || id == ".." {
 		return fieldErr("id", "%q is reserved: it cannot be addressed in a URL path", id)
 	}
-	for i, r := range id {
-		switch {
-		case unicode.IsControl(r):
-			return fieldErr("id", "control character %U at byte %d", r, i)
-		case unicode.Is(unicode.Cf, r):
-			return fieldErr("id", "invisible format character %U at byte %d; IDs must look like what they are", r, i)
-		case r != ' ' && (unicode.IsSpace(r) || unicode.In(r, unicode.Z)):
-			return fieldErr("id", "white space %U at byte %d; only the plain space U+0020 is allowed", r, i)
-		case !assigned(r):
-			return fieldErr("id", "%U at byte %d is not an assigned Unicode character", r, i)
+	return ValidateName("id", id, MaxIDBytes)
+}
+
+// ValidateName checks s against the rules every name of the API shares
+// (job IDs, worker IDs): 1 to maxBytes bytes of UTF-8 that looks like what
+// it is, so that two names that look alike are the same name. It applies
+// ValidateNameText, and refuses a leading or trailing space and a word
+// mixing scripts (see Job.ID). Errors are *FieldError naming field.
+func ValidateName(field, s string, maxBytes int) error {
+	switch {
+	case s == "":
+		return fieldErr(field, "required")
+	case len(s) > maxBytes:
+		return fieldErr(field, "%d bytes long; want at most %d", len(s), maxBytes)
+	}
+	if err := ValidateNameText(field, s); err != nil {
+		return err
+	}
+	if s[0] == ' ' || s[len(s)-1] == ' ' {
+		return fieldErr(field, "%s has leading or trailing white space", quoteClipped(s))
+	}
+	return checkScripts(field, s)
+}
+
+// ValidateNameText checks the characters of s, a name or part of one (a
+// credential's job-ID prefix): valid UTF-8, each character visible and
+// meaning one thing, and the whole in Unicode normalization form NFKC.
+// It refuses, naming the first offending character and its byte offset:
+//
+//   - control characters (Cc), format characters (Cf: zero-width
+//     spaces and joiners, bidirectional controls such as U+202E, the byte
+//     order mark, tags), private-use (Co) and unassigned (Cn) code
+//     points, noncharacters included;
+//   - variation selectors (U+FE00–U+FE0F, U+E0100–U+E01EF, the Mongolian
+//     ones), which change only how the character before them is drawn;
+//   - the other default-ignorable characters, which render as nothing
+//     (U+3164 HANGUL FILLER, U+115F, U+1160, U+FFA0, U+034F COMBINING
+//     GRAPHEME JOINER, ...), and characters drawn blank though they are
+//     neither white space nor ignorable (U+2800 BRAILLE PATTERN BLANK,
+//     U+1D159 MUSICAL SYMBOL NULL NOTEHEAD);
+//   - white space other than the plain space U+0020;
+//   - a combining mark (M) that follows no letter, digit or other mark:
+//     at the start, or after a space, punctuation or a symbol;
+//   - text not in NFKC: compatibility characters that look like others
+//     (fullwidth "ｂ", mathematical "𝐛", ligatures "ﬁ", "ſ", superscripts,
+//     circled letters) and decomposed accents; the message gives the
+//     NFKC form, which looks the same or nearly.
+//
+// Errors are *FieldError naming field.
+func ValidateNameText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return fieldErr(field, "not valid UTF-8")
+	}
+	prev := rune(-1) // the character before, -1 at the start
+	for i, r := range s {
+		if msg := charProblem(r, i, prev); msg != "" {
+			return fieldErr(field, "%s", msg)
 		}
+		prev = r
 	}
-	if id[0] == ' ' || id[len(id)-1] == ' ' {
-		return fieldErr("id", "%q has leading or trailing white space", id)
+	if !norm.NFC.IsNormalString(s) {
+		return fieldErr(field, "%s is not in Unicode normalization form C (NFC); send it as %s, which looks the same", quoteClipped(s), quoteClipped(norm.NFC.String(s)))
 	}
-	if !norm.NFC.IsNormalString(id) {
-		return fieldErr("id", "%q is not in Unicode normalization form C (NFC); send it as %q, which looks the same", id, norm.NFC.String(id))
+	if !norm.NFKC.IsNormalString(s) {
+		return fieldErr(field, "%s holds compatibility characters (fullwidth or mathematical letters, ligatures, superscripts, ...) that look like other characters; send it as %s",
+			quoteClipped(s), quoteClipped(norm.NFKC.String(s)))
 	}
-	return checkScripts(id)
+	return nil
+}
+
+// blankChars are characters drawn as blank space that are neither white
+// space (Z) nor default-ignorable, so no property of package unicode
+// names them.
+var blankChars = []rune{
+	0x2800,  // BRAILLE PATTERN BLANK
+	0x1D159, // MUSICAL SYMBOL NULL NOTEHEAD
+}
+
+// charProblem says what is wrong with character r at byte i after prev
+// (-1 at the start) in a name, or "".
+func charProblem(r rune, i int, prev rune) string {
+	switch {
+	case unicode.IsControl(r):
+		return fmt.Sprintf("control character %U at byte %d", r, i)
+	case unicode.Is(unicode.Cf, r):
+		return fmt.Sprintf("invisible format character %U at byte %d; names must look like what they are", r, i)
+	case unicode.Is(unicode.Co, r):
+		return fmt.Sprintf("private-use character %U at byte %d: it has no agreed meaning or look", r, i)
+	case !assigned(r):
+		return fmt.Sprintf("%U at byte %d is not an assigned Unicode character", r, i)
+	case unicode.Is(unicode.Variation_Selector, r):
+		return fmt.Sprintf("variation selector %U at byte %d: it changes only how the character before it is drawn", r, i)
+	case unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r), slices.Contains(blankChars, r):
+		return fmt.Sprintf("invisible character %U at byte %d: it is drawn as nothing, or as blank space", r, i)
+	case r != ' ' && (unicode.IsSpace(r) || unicode.In(r, unicode.Z)):
+		return fmt.Sprintf("white space %U at byte %d; only the plain space U+0020 is allowed", r, i)
+	case unicode.Is(unicode.M, r) && prev < 0:
+		return fmt.Sprintf("combining mark %U at the start: it has no letter to combine with", r)
+	case unicode.Is(unicode.M, r) && !unicode.In(prev, unicode.L, unicode.N, unicode.M):
+		return fmt.Sprintf("combining mark %U at byte %d follows %U, which is not a letter or digit", r, i, prev)
+	}
+	return ""
 }
 
 // assigned reports whether r is an assigned character (not in general
@@ -73,13 +147,13 @@ var scriptSets = [][]string{
 // than in the combinations of scriptSets. Words in different scripts
 // ("отчёт-daily") are fine. Whole-script look-alikes ("рау" in Cyrillic
 // against "pay" in Latin) are distinct IDs: see Job.ID.
-func checkScripts(id string) error {
+func checkScripts(field, id string) error {
 	word := 0 // byte offset of the current word's start
 	var scripts []string
 	for i, r := range id + " " {
 		if !unicode.In(r, unicode.L, unicode.M, unicode.N) {
 			if !allowedMix(scripts) {
-				return fieldErr("id", "the word %q mixes the %s scripts; letters that look alike across scripts would make look-alike IDs",
+				return fieldErr(field, "the word %q mixes the %s scripts; letters that look alike across scripts would make look-alike IDs",
 					id[word:i], strings.Join(scripts, " and "))
 			}
 			word, scripts = i+utf8.RuneLen(r), scripts[:0]
@@ -204,95 +278,4 @@ func hexRune(s []byte) (rune, bool) {
 	}
 	n, err := strconv.ParseUint(string(s[2:6]), 16, 32)
 	return rune(n), err == nil
-}
-
-// fieldAt names the field of a job document whose text holds byte offset
-// off: the top-level key, one level further inside "executor" and "retry",
-// and the header name or argument index inside executor.headers and
-// executor.command. Within payloads it names the payload. It returns ""
-// if the offset is outside every field.
-func fieldAt(data []byte, off int) string {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	type frame struct {
-		object bool
-		key    string // object: the current key
-		index  int    // array: the index of the next element
-	}
-	var stack []frame
-	path := func(isKey bool) string {
-		var parts []string
-		for i, f := range stack {
-			last := i == len(stack)-1
-			switch {
-			case f.object && last && isKey:
-				parts = append(parts, f.key+" (a key)")
-			case f.object:
-				parts = append(parts, f.key)
-			default:
-				parts = append(parts, strconv.Itoa(f.index))
-			}
-		}
-		return fieldName(parts)
-	}
-	expectKey := false
-	for {
-		before := dec.InputOffset()
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		after := dec.InputOffset()
-		key, isKey := tok.(string)
-		isKey = isKey && expectKey && len(stack) > 0
-		if isKey {
-			stack[len(stack)-1].key = key
-		}
-		if int64(off) >= before && int64(off) < after && len(stack) > 0 {
-			return path(isKey)
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{object: true})
-			expectKey = true
-			continue
-		case json.Delim('['):
-			stack = append(stack, frame{})
-			expectKey = false
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		default:
-			if isKey {
-				expectKey = false
-				continue
-			}
-		}
-		// A value ended: the enclosing object expects a key, the array its
-		// next element.
-		if n := len(stack); n > 0 {
-			if stack[n-1].object {
-				expectKey = true
-			} else {
-				stack[n-1].index++
-			}
-		}
-	}
-}
-
-// fieldName joins the path of a value in the document as FieldError.Field
-// does ("id", "executor.url", "executor.headers[X-Trace]",
-// "executor.command[2]", "payload").
-func fieldName(parts []string) string {
-	if len(parts) == 0 {
-		return ""
-	}
-	name := parts[0]
-	if (name == "executor" || name == "retry") && len(parts) > 1 {
-		name += "." + parts[1]
-		if (parts[1] == "headers" || parts[1] == "command") && len(parts) > 2 {
-			name += "[" + parts[2] + "]"
-		}
-	}
-	return name
 }

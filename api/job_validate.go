@@ -38,6 +38,14 @@ const (
 
 	// DefaultTimeout is the timeout of a job that sets none.
 	DefaultTimeout = Duration(time.Hour)
+	// MinTimeout is the shortest timeout: an attempt must have time to
+	// reach its executor.
+	MinTimeout = Duration(time.Second)
+	// MinBackoff is the shortest retry.initial_backoff and
+	// retry.max_backoff: to retry almost at once, give it.
+	MinBackoff = Duration(time.Millisecond)
+	// MinRetention is the shortest history.max_age.
+	MinRetention = Duration(time.Second)
 	// MaxTimeout is the longest timeout, and the longest backoff.
 	MaxTimeout = Duration(24 * time.Hour)
 	// NoTimeout is the Timeout of a job whose attempts run as long as they
@@ -135,7 +143,8 @@ func FieldErrorf(field, format string, args ...any) *FieldError {
 // Validate checks the job against the job document's rules and limits and
 // returns the first problem as a *FieldError, checking fields in document
 // order. It does not modify the job. Fields left empty for Normalize to
-// fill are accepted; server-set fields are not checked. It checks that
+// fill are accepted; server-set fields are not checked, except revision,
+// which a write may name as its precondition: a negative one is refused. It checks that
 // RunAt is not before MinRunAt but not how far ahead it is, which needs a
 // clock: see ValidateAt.
 func (j *Job) Validate(limits Limits) error {
@@ -173,7 +182,7 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 		return err
 	}
 	if j.Timeout != NoTimeout {
-		if err := validateDuration("timeout", j.Timeout); err != nil {
+		if err := validateDuration("timeout", j.Timeout, MinTimeout); err != nil {
 			return err
 		}
 	}
@@ -189,7 +198,13 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 		return fieldErr("misfire_policy", "unknown policy %q; want %q, %q or %q",
 			string(j.MisfirePolicy), MisfireRunOnce, MisfireSkip, MisfireRunAll)
 	}
-	return j.validateRetention()
+	if err := j.validateRetention(); err != nil {
+		return err
+	}
+	if j.Revision < 0 {
+		return fieldErr("revision", "%d is negative; give the revision a read of the job returned, or leave the field out to replace whatever is stored", j.Revision)
+	}
+	return nil
 }
 
 // ValidateTiming checks when a job runs, as Validate does: its schedule
@@ -203,6 +218,9 @@ func ValidateTiming(spec, timezone string, runAt *time.Time, now time.Time) erro
 	}
 	if len(timezone) > MaxTimezoneBytes {
 		return fieldErr("timezone", "%d bytes long; want at most %d", len(timezone), MaxTimezoneBytes)
+	}
+	if err := schedule.CheckZoneName(timezone); err != nil {
+		return fieldErr("timezone", "%v", err)
 	}
 	if _, err := schedule.LoadLocation(timezone); err != nil {
 		return fieldErr("timezone", "%v", err)
@@ -243,14 +261,17 @@ func validateRunAt(at *time.Time, now time.Time) error {
 }
 
 // validateDuration checks a timeout or backoff: zero (unset, Normalize
-// fills the default) or positive and at most MaxTimeout. "none"
-// (NoTimeout) is valid only as a job's timeout, which is checked apart.
-func validateDuration(field string, d Duration) error {
+// fills the default; DecodeJob refuses a zero given explicitly) or from
+// least to MaxTimeout. "none" (NoTimeout) is valid only as a job's
+// timeout, which is checked apart.
+func validateDuration(field string, d, least Duration) error {
 	switch {
 	case d == NoTimeout:
 		return fieldErr(field, `"none" is only allowed for the job's timeout`)
 	case d < 0:
 		return fieldErr(field, "%v is negative", d)
+	case d != 0 && d < least:
+		return fieldErr(field, "%v is shorter than the minimum of %v", d, least)
 	case d > MaxTimeout:
 		return fieldErr(field, "%v is longer than the maximum of %v", d, MaxTimeout)
 	}
@@ -261,10 +282,10 @@ func (r RetryPolicy) validate() error {
 	if r.MaxAttempts < 0 || r.MaxAttempts > MaxAttempts {
 		return fieldErr("retry.max_attempts", "%d is out of range; want 1 to %d", r.MaxAttempts, MaxAttempts)
 	}
-	if err := validateDuration("retry.initial_backoff", r.InitialBackoff); err != nil {
+	if err := validateDuration("retry.initial_backoff", r.InitialBackoff, MinBackoff); err != nil {
 		return err
 	}
-	if err := validateDuration("retry.max_backoff", r.MaxBackoff); err != nil {
+	if err := validateDuration("retry.max_backoff", r.MaxBackoff, MinBackoff); err != nil {
 		return err
 	}
 	if r.MaxBackoff != 0 && r.InitialBackoff > r.MaxBackoff {

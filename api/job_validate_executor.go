@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -21,7 +22,10 @@ func (e *Executor) validate(limits Limits) error {
 		if err := e.only("url", "method", "headers", "body", "follow_redirects"); err != nil {
 			return err
 		}
-		if err := validateURL(e.URL); err != nil {
+		if e.URL == "" {
+			return fieldErr("executor.url", "required for executor type %q", ExecutorHTTP)
+		}
+		if err := ValidateURL("executor.url", e.URL); err != nil {
 			return err
 		}
 		if e.Method != "" && !slices.Contains(httpMethods, strings.ToUpper(e.Method)) {
@@ -34,6 +38,9 @@ func (e *Executor) validate(limits Limits) error {
 			if err := validateHeader(name, e.Headers[name]); err != nil {
 				return err
 			}
+		}
+		if err := checkHeaderCase("executor.headers", e.Headers); err != nil {
+			return err
 		}
 		if err := validateJSON("executor.body", e.Body, limits.MaxPayloadBytes); err != nil {
 			return err
@@ -135,26 +142,58 @@ func (e *Executor) only(allowed ...string) error {
 	return nil
 }
 
-func validateURL(raw string) error {
+// ValidateURL checks raw as every URL field of the API takes it
+// (executor.url, notify[i].url, a worker registration's orchestrators):
+// at most MaxURLBytes, an absolute http or https URL with a host, a port
+// from 1 to 65535 if it names one (CheckPort), and no user information.
+// Errors are *FieldError naming field, and quote the URL only when it
+// holds no password.
+func ValidateURL(field, raw string) error {
 	if raw == "" {
-		return fieldErr("executor.url", "required for executor type %q", ExecutorHTTP)
+		return fieldErr(field, "required: an http or https URL")
 	}
 	if len(raw) > MaxURLBytes {
-		return fieldErr("executor.url", "%d bytes long; want at most %d", len(raw), MaxURLBytes)
+		return fieldErr(field, "%d bytes long; want at most %d", len(raw), MaxURLBytes)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fieldErr("executor.url", "invalid URL %q: %v", raw, errors.Unwrap(err))
+		return fieldErr(field, "invalid URL %s: %v", quoteClipped(raw), errors.Unwrap(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fieldErr("executor.url", "%q is not an absolute http or https URL", raw)
+		return fieldErr(field, "%s is not an absolute http or https URL", quoteClipped(raw))
 	}
 	if u.User != nil {
 		// Not repeated: the URL holds a password.
-		return fieldErr("executor.url", "must not carry a user name or password (user:password@host); send credentials in a header, for example as a secret reference {\"secret_env\": \"NAME\"}")
+		return fieldErr(field, "must not carry a user name or password (user:password@host); send credentials in a header, for example as a secret reference {\"secret_env\": \"NAME\"}")
 	}
-	if u.Host == "" {
-		return fieldErr("executor.url", "%q has no host", raw)
+	if u.Host == "" || u.Hostname() == "" {
+		return fieldErr(field, "%s has no host", quoteClipped(raw))
+	}
+	if err := CheckPort(u); err != nil {
+		return fieldErr(field, "%s: %v", quoteClipped(raw), err)
+	}
+	return nil
+}
+
+// CheckPort checks the port of u, if it names one: a decimal number from
+// 1 to 65535. A host ending in ':' with no port is refused too, so that
+// what was meant is never guessed. (net/url accepts any digits: port 0,
+// which no server listens on, and 99999, which does not exist.)
+func CheckPort(u *url.URL) error {
+	host := u.Host
+	if i := strings.LastIndexByte(host, ']'); i >= 0 {
+		host = host[i+1:] // an IPv6 literal: its colons are not a port's
+	}
+	if !strings.Contains(host, ":") {
+		return nil
+	}
+	p := u.Port()
+	n, err := strconv.Atoi(p)
+	switch {
+	case p == "":
+		return errors.New("the host ends with ':' but names no port; give a port from 1 to 65535, or none")
+	case err != nil || n < 1 || n > 65535:
+		return fmt.Errorf("port %s is out of range; want 1 to 65535", p)
 	}
 	return nil
 }
@@ -203,6 +242,22 @@ func validateHeaderIn(headers, name string, hv HeaderValue) error {
 	}
 	if !utf8.ValidString(value) {
 		return fieldErr(field, "value is not valid UTF-8")
+	}
+	return nil
+}
+
+// checkHeaderCase refuses headers whose names differ only in case: HTTP
+// header names are case-insensitive, so the two would be one header, and
+// which value is sent would depend on map order.
+func checkHeaderCase(field string, h map[string]HeaderValue) error {
+	seen := make(map[string]string, len(h))
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		lower := strings.ToLower(name)
+		if first, ok := seen[lower]; ok {
+			return fieldErr(field, "duplicate key %s: %s names the same header (header names are case-insensitive); give it once",
+				quoteClipped(name), quoteClipped(first))
+		}
+		seen[lower] = name
 	}
 	return nil
 }

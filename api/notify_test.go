@@ -28,6 +28,11 @@ func TestNotifyValidation(t *testing.T) {
 			n.Headers = map[string]api.HeaderValue{"Connection": api.Literal("close")}
 		}, "notify[0].headers[Connection]"},
 		{"bad secret name", func(n *api.Notification) { n.Headers = map[string]api.HeaderValue{"X": api.SecretEnv("1BAD")} }, "notify[0].headers[X]"},
+		{"port 0", func(n *api.Notification) { n.URL = "http://x:0/" }, "notify[0].url"},
+		{"port 99999", func(n *api.Notification) { n.URL = "https://x:99999/" }, "notify[0].url"},
+		{"headers differing in case", func(n *api.Notification) {
+			n.Headers = map[string]api.HeaderValue{"X-A": api.Literal("1"), "x-A": api.Literal("2")}
+		}, "notify[0].headers"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			n := ok

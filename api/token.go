@@ -68,7 +68,10 @@ type Created struct {
 	Secret string `json:"token"`
 }
 
-// TokenList is the reply of GET /v1/tokens.
+// TokenList is the reply of GET /v1/tokens: one page of credentials,
+// ordered by ID.
 type TokenList struct {
 	Tokens []Token `json:"tokens"`
+	// NextCursor is the ?cursor of the next page; "" on the last page.
+	NextCursor string `json:"next_cursor"`
 }

@@ -27,7 +27,11 @@
 // message; hashes are compared in constant time; an unknown, revoked or
 // expired credential is refused with ErrUnauthenticated, and a valid one
 // without the role or scope with ErrForbidden; a job outside a
-// credential's scope is refused whether it exists or not.
+// credential's scope is refused whether it exists or not; one creator
+// holds at most StoreConfig.MaxPerCreator unexpired credentials, even
+// under concurrent creates on several members; expired credentials are
+// deleted by the Create or List that meets them (bounded per call, each
+// conditional on its revision).
 //
 // Cache.Follow gives long-lived responses (event streams, long polls) a
 // context that ends as soon as their credential is revoked, replaced or

@@ -90,6 +90,9 @@ func ParseServer(s string) (*url.URL, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("client: server %q: want a URL such as http://127.0.0.1:8080 or https://orchestrator:8443, or HOST:PORT", s)
 	}
+	if err := api.CheckPort(u); err != nil {
+		return nil, fmt.Errorf("client: server %q: %w", s, err)
+	}
 	return u, nil
 }
 

@@ -194,6 +194,22 @@ func TestCredentialsAndTokens(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(list, func(tok api.Token) bool { return tok.ID == cr.ID }) {
 		t.Fatalf("list tokens: %+v, %v", list, err)
 	}
+	// Page by page, one a page: the same credentials, in ID order.
+	var paged []api.Token
+	opts := client.ListOptions{Limit: 1}
+	for range len(list) + 1 {
+		page, err := c.ListTokensPage(ctx, opts)
+		if err != nil || len(page.Tokens) > 1 {
+			t.Fatalf("page after %q: %+v, %v", opts.Cursor, page, err)
+		}
+		paged = append(paged, page.Tokens...)
+		if opts.Cursor = page.NextCursor; opts.Cursor == "" {
+			break
+		}
+	}
+	if !slices.EqualFunc(paged, list, func(a, b api.Token) bool { return a.ID == b.ID }) || len(list) < 2 {
+		t.Fatalf("paged %v, want %v (at least two)", paged, list)
+	}
 	viewer := newClient(t, m.URL, cr.Secret)
 	waitFor(t, func() bool { _, err := viewer.Members(ctx); return err == nil })
 	if err := c.DeleteToken(ctx, cr.ID); err != nil {
@@ -336,7 +352,7 @@ func TestErrorReplies(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	for _, bad := range []string{"", "ftp://h:1", "http://user@h:1", "http://h:1/?q=1", "http://"} {
+	for _, bad := range []string{"", "ftp://h:1", "http://user@h:1", "http://h:1/?q=1", "http://", "http://h:0", "h:99999", "http://h:65536/", "https://[::1]:0"} {
 		if _, err := client.New(client.Config{Server: bad}); err == nil {
 			t.Errorf("server %q accepted", bad)
 		}

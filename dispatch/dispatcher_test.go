@@ -610,6 +610,9 @@ func TestNotOwnerAndBadRequests(t *testing.T) {
 	}{
 		{dispatch.CompleteRequest{Worker: "w\x1b]0;pwned\x07", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+001B"},
 		{dispatch.CompleteRequest{Worker: "w\u009b", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+009B"},
+		{dispatch.CompleteRequest{Worker: "w\u3164", RunID: store.RunID("x", t0), Attempt: 1}, "worker: invisible character U+3164"},
+		{dispatch.CompleteRequest{Worker: "w\u200b", RunID: store.RunID("x", t0), Attempt: 1}, "worker: invisible format character U+200B"},
+		{dispatch.CompleteRequest{Worker: "\uff57", RunID: store.RunID("x", t0), Attempt: 1}, `worker: "ｗ" holds compatibility characters`},
 		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Error: "boom \x1b[2J"}, "error: control character U+001B"},
 		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "line\r\n"}, "output: control character U+000D"},
 		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "bad \xff"}, "output: not valid UTF-8"},

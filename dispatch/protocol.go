@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -105,19 +106,12 @@ func validatePoll(req PollRequest) error {
 }
 
 // validateWorkerID checks a protocol request's worker ID: 1 to 128 bytes
-// of UTF-8 without control characters (it is recorded in attempts and
-// printed by clients).
+// under the rules of every name of the API (api.ValidateName: no control,
+// invisible or look-alike characters), since it is recorded in attempts,
+// listed by GET /v1/cluster/workers and printed by clients.
 func validateWorkerID(worker string) error {
-	switch {
-	case worker == "" || len(worker) > 128:
-		return fmt.Errorf("%w: worker: must be 1 to 128 bytes", ErrBadRequest)
-	case !utf8.ValidString(worker):
-		return fmt.Errorf("%w: worker: not valid UTF-8", ErrBadRequest)
-	}
-	for i, r := range worker {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: worker: control character %U at byte %d", ErrBadRequest, r, i)
-		}
+	if err := api.ValidateName("worker", worker, 128); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	return nil
 }

@@ -52,6 +52,17 @@
 // fall-back night it skips the repeated hour; write "0 * * * *" for
 // hourly in real time.
 //
+// # Time zone names
+//
+// CheckZoneName accepts the zone names of the IANA database as the Go
+// release ships it (zonenames.go, generated from
+// $GOROOT/lib/time/zoneinfo.zip), Links such as "US/Eastern" included,
+// "Factory" excluded, spelled exactly as the database spells them; it
+// refuses "right/" and "posix/" zones, "posixrules", "Local", paths and
+// case variants. LoadLocation does not apply it, so that a job stored
+// under such a name before still loads: callers check names when a job is
+// saved.
+//
 // # What it does not do
 //
 // It does not store anything, remember what has fired or read the clock;

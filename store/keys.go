@@ -13,6 +13,7 @@ import (
 //
 //	jobs/<p>/<id>                    job spec (API)
 //	jobs/<p>/<id>/trigger/<time>     manual trigger request (API; the owner fires and deletes it)
+//	jobs/<p>/!paused/<id>            pause state, when set by pause or resume (API; pause.go)
 //	state/<p>/<id>                   scheduling state (owner)
 //	runs/<p>/<id>/<time>             run document (owner)
 //	queue/<p>/<id>/<time>            index of runs not yet final (owner)

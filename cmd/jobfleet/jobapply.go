@@ -206,6 +206,16 @@ func parseDocs(file string, data []byte) (docs []sourceDoc, single bool, err err
 		if len(raw) == 0 || raw[0] != '{' {
 			return fmt.Errorf("%s: not a job document (a JSON object)", d.where())
 		}
+		// The server's rules of JSON text, here so that the message names
+		// the line: no key given twice at any depth (the ID read below
+		// would be the last of two), UTF-8 only.
+		if err := api.CheckJSON(raw); err != nil {
+			var de *api.DecodeError
+			if errors.As(err, &de) {
+				return fmt.Errorf("%s:%d: %w", file, lines.at(off+de.Offset), err)
+			}
+			return fmt.Errorf("%s: %w", d.where(), err)
+		}
 		var head struct {
 			ID string `json:"id"`
 		}

@@ -92,6 +92,10 @@ func TestJobApplyBatches(t *testing.T) {
 		{"not an object", "[1]", ":1: not a job document"},
 		{"duplicate", shellJobLine("x", "") + "\n" + shellJobLine("x", ""), `:2: job "x" is also at`},
 		{"empty", "\n", "no job documents"},
+		{"id given twice", shellJobLine("y", "") + "\n" + `{"id": "z", "id": "x", "executor": {"type": "shell", "command": ["true"]}}`, `:2: duplicate key "id"`},
+		{"payload key given twice", shellJobLine("y", "") + "\n" + shellJobLine("z", `, "payload": {"a":`+"\n"+`{"b": 1, "b": 2}}`), `bad.jsonl:3: payload.a: duplicate key "b"`},
+		{"header given twice in an array", `[` + shellJobLine("y", "") + `, {"id": "z", "executor": {"type": "http", "url": "http://h/", "headers": {"X-A": "1", "X-A": "2"}}}]`, `:1: executor.headers: duplicate key "X-A"`},
+		{"bytes that are not UTF-8", shellJobLine("y", "") + "\n" + shellJobLine("z", ", \"payload\": \"\xff\""), ":2: payload: byte 0xFF is not valid UTF-8"},
 		{"yaml", "id: x\nschedule: '@hourly'\nexecutor:\n  type: shell\n  command: [\"true\"]\n", "this looks like YAML; job documents are JSON"},
 		{"too large", shellJobLine("small", "") + "\n" + shellJobLine("big", `, "payload": {"x": "`+strings.Repeat("A", 1<<20)+`"}`), `:2: job "big": the document is 1048686 bytes; a job document takes at most 1048576`},
 	} {

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
@@ -256,6 +257,9 @@ func (o *memberOptions) resolve(addr string, withTLS bool) (id, advertise string
 		u, err := url.Parse(advertise)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return "", "", settings.Invalid("advertise", advertise, "want an absolute http(s) URL that other members and workers can reach, like http://host:8080")
+		}
+		if err := api.CheckPort(u); err != nil {
+			return "", "", fmt.Errorf("--advertise %q: %w", advertise, err)
 		}
 		if u.Scheme == "https" && !withTLS {
 			return "", "", settings.Invalid("advertise", advertise, "an https URL, but this member serves plain HTTP: give --tls-cert and --tls-key, or advertise an http:// URL")

@@ -61,6 +61,9 @@ func validateBaseURL(raw string) error {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("orchestrator URL %q is not an absolute http or https URL", raw)
 	}
+	if err := api.CheckPort(u); err != nil {
+		return fmt.Errorf("orchestrator URL %q: %w", raw, err)
+	}
 	return nil
 }
 

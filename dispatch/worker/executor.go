@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -185,7 +186,10 @@ func (w *Worker) executeHTTP(ctx context.Context, a api.AttemptGrant) outcome {
 	if err != nil {
 		return outcome{err: fmt.Errorf("build request: %w", err)}
 	}
-	for k, hv := range e.Headers {
+	// In name order, so that a job stored before names differing only in
+	// case were refused sends the same value every time (the last name).
+	for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
+		hv := e.Headers[k]
 		v := hv.Value
 		if hv.IsSecret() {
 			if v, err = w.secret(hv.SecretEnv); err != nil {

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -99,4 +100,30 @@ func TestSecretReferences(t *testing.T) {
 			t.Errorf("payload %s, want the resolved secret", p)
 		}
 	})
+}
+
+// TestHeadersDifferingInCaseAreSentInNameOrder: a job stored before such
+// headers were refused sends the value of the last name in byte order,
+// every time, not one chosen by map order.
+func TestHeadersDifferingInCaseAreSentInNameOrder(t *testing.T) {
+	policy := egress.Policy{Allow: []string{"127.0.0.1"}}
+	tg := newTarget(t)
+	f := newFakeOrch(t, "a", nil)
+	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), HTTPPolicy: policy}, nil)
+	ex := api.Executor{Type: "http", URL: tg.url("127.0.0.1", "/"), Headers: map[string]api.HeaderValue{
+		"X-A": api.Literal("upper"), "x-a": api.Literal("lower"), "X-a": api.Literal("mixed")}}
+	const runs = 20
+	for i := range runs {
+		f.enqueue(f.assignment(fmt.Sprint("r", i), ex, ""))
+	}
+	for i := range runs {
+		if c := f.waitComplete(t, fmt.Sprint("r", i)); !c.Success {
+			t.Fatalf("completion %q, want success", c.Error)
+		}
+	}
+	for i, r := range tg.got() {
+		if v := r.header.Values("X-A"); len(v) != 1 || v[0] != "lower" {
+			t.Fatalf("request %d: X-A %q, want only \"lower\" (the last of X-A, X-a, x-a)", i, v)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -97,7 +98,9 @@ func (s *sender) Send(ctx context.Context, o store.Outbox) error {
 	if err != nil {
 		return err
 	}
-	for name, v := range o.Headers {
+	// In name order: see the worker's http executor.
+	for _, name := range slices.Sorted(maps.Keys(o.Headers)) {
+		v := o.Headers[name]
 		val := v.Value
 		if v.IsSecret() {
 			if !slices.Contains(s.secretEnv, v.SecretEnv) {

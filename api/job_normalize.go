@@ -12,7 +12,7 @@ import (
 // InitialBackoff; Timeout 1h; ConcurrencyPolicy "allow"; MisfirePolicy
 // "run_once"; and for an "http" executor, Method "POST". It also trims
 // blanks around Schedule, upper-cases Method, turns a JSON null payload or
-// body into none, and converts RunAt to UTC.
+// body into none, trims blanks around the placement selector, and converts RunAt to UTC.
 func (j *Job) Normalize() {
 	j.Schedule = strings.TrimSpace(j.Schedule)
 	if j.Timezone == "" {
@@ -59,6 +59,7 @@ func (j *Job) Normalize() {
 	if j.MisfirePolicy == "" {
 		j.MisfirePolicy = MisfireRunOnce
 	}
+	j.Placement.normalize()
 }
 
 // compactJSON returns raw without insignificant white space, so receivers

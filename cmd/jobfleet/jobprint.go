@@ -38,6 +38,7 @@ func printJobDetail(w io.Writer, j store.Job) error {
 		}
 		row("PAYLOAD", clip(b.String(), 200))
 	}
+	row("PLACEMENT", placementText(j))
 	if sh := shardsText(j); sh != "" {
 		row("SHARDS", clip(sh, 200))
 	}
@@ -51,6 +52,26 @@ func printJobDetail(w io.Writer, j store.Job) error {
 	row("UPDATED", j.UpdatedAt.Format(time.RFC3339))
 	row("REVISION", fmt.Sprint(j.Revision))
 	return tw.Flush()
+}
+
+// placementText describes which workers may run a job and where its
+// retries go.
+func placementText(j store.Job) string {
+	s := "any worker"
+	if sel := j.Selector(); sel != "" {
+		s = "workers matching " + sel
+	}
+	if j.Broadcasts() {
+		s = "broadcast to every live worker"
+		if sel := j.Selector(); sel != "" {
+			s += " matching " + sel
+		}
+		return s + "; each item retried on its worker"
+	}
+	if j.RetriesElsewhere() {
+		return s + "; retries elsewhere"
+	}
+	return s + "; retries on any worker"
 }
 
 // scheduleText describes when a job runs.

@@ -54,7 +54,7 @@ func (b *builder) itemAttempt(h *RunHistory, i int, worker, errMsg string, execu
 		it := &r.Items[i]
 		n = len(it.Attempts) + 1
 		start = r.ScheduledAt.Add(time.Duration(10*(i+1)+n) * time.Millisecond)
-		it.Attempts = append(it.Attempts, api.Attempt{Attempt: n, Worker: worker, StartedAt: start})
+		it.Attempts = append(it.Attempts, api.Attempt{Attempt: n, Worker: worker, StartedAt: start, Credential: testCred})
 		it.Status, r.Status = store.RunRunning, store.RunRunning
 	})
 	b.version(h, func(r *store.Run) {

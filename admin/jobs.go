@@ -69,7 +69,7 @@ type jobsAPI struct {
 	triggers *triggerLimiter
 	// whyPending returns what fills in the reasons of waiting runs
 	// (workerAPI.whyPending), nil without a worker registry.
-	whyPending func(readerPrefix string) func(runs []store.Run, executor func() (string, bool))
+	whyPending func(readerPrefix string) func(runs []store.Run, job func() (executor, selector string, ok bool))
 	now        func() time.Time // the clock of next fire times
 	throttled  throttleCounter  // 429s by reason
 }

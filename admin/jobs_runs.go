@@ -89,8 +89,9 @@ func runIDFlaw(runID string) string {
 }
 
 // explainPending fills in the reason of job id's waiting runs that no
-// live worker can take. It reads the job (for its executor type) only if
-// some run waits; a job that cannot be read leaves the runs as they are.
+// live worker can take. It reads the job (for its executor type and
+// placement selector) only if some run waits; a job that cannot be read
+// leaves the runs as they are.
 func (a *jobsAPI) explainPending(ctx context.Context, s JobStore, id string, runs []store.Run) {
 	if a.whyPending == nil {
 		return
@@ -100,15 +101,15 @@ func (a *jobsAPI) explainPending(ctx context.Context, s JobStore, id string, run
 	if explain == nil {
 		return
 	}
-	read, ex, ok := false, "", false
-	explain(runs, func() (string, bool) {
+	read, ex, sel, ok := false, "", "", false
+	explain(runs, func() (string, string, bool) {
 		if !read {
 			read = true
 			if j, err := s.Get(ctx, id); err == nil {
-				ex, ok = j.Executor.Type, true
+				ex, sel, ok = j.Executor.Type, j.Selector(), true
 			}
 		}
-		return ex, ok
+		return ex, sel, ok
 	})
 }
 

@@ -34,7 +34,7 @@ func (s scriptedRegistry) Register(context.Context, dispatch.RegisterRequest) (d
 }
 func (s scriptedRegistry) Deregister(context.Context, dispatch.DeregisterRequest) error { return s.err }
 func (s scriptedRegistry) Workers() ([]store.Worker, error)                             { return nil, s.err }
-func (s scriptedRegistry) WhyPending(string, string, string) string                     { return "" }
+func (s scriptedRegistry) WhyPending(string, string, string, string) string             { return "" }
 
 // TestRegisterReplies: the registry's refusals reach the worker with their
 // status code, a message saying what happened, and Retry-After for a
@@ -141,7 +141,7 @@ func TestWorkerLockedOutOfItsIDIsToldWhy(t *testing.T) {
 	}
 
 	core, logs := observer.New(zap.InfoLevel)
-	w, err := worker.New(worker.Config{ID: "billing-1", Orchestrators: worker.StaticOrchestrators(srv.URL), Token: "tok-real",
+	w, err := worker.New(worker.Config{ID: "billing-1", Orchestrators: worker.StaticOrchestrators(srv.URL), ServeHTTP: true, Token: "tok-real",
 		PollWait: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, Logger: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)

@@ -111,7 +111,7 @@ func (f *fakeProtocol) Presence(_ context.Context, credential string, s workers.
 	}
 }
 
-func (f *fakeProtocol) WhyPending(string, string, string) string { return "" }
+func (f *fakeProtocol) WhyPending(string, string, string, string) string { return "" }
 
 // secEnv is the API over a real etcd: job store, credential store and
 // the credential cache kept current by its watch, on a fake clock.

@@ -29,8 +29,9 @@ const maxProtocolBody = 2*dispatch.MaxOutputBytes + 64<<10
 
 // workerAPI serves the worker protocol (dispatch/protocol.go). The
 // request's credential, never its body, names the credential an attempt is
-// bound to, the prefix a poll is limited to, and the credential a worker
-// ID is bound to.
+// bound to, the prefix a poll is limited to, the worker label selector a
+// registration (and a poll's registered labels) must satisfy, and the
+// credential a worker ID is bound to.
 type workerAPI struct {
 	get  func() (WorkerProtocol, error) // Member.WorkerProtocol
 	reg  WorkerRegistry                 // nil: none
@@ -40,7 +41,7 @@ type workerAPI struct {
 func (a *workerAPI) poll(w http.ResponseWriter, r *http.Request) {
 	var req dispatch.PollRequest
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
-		req.Credential, req.Prefix = who.ID, who.Prefix
+		req.Credential, req.Prefix, req.WorkerLabels = who.ID, who.Prefix, who.WorkerLabels
 		resp, err := p.Poll(r.Context(), req)
 		n := len(resp.Attempts)
 		if n > 1 {

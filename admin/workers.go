@@ -10,6 +10,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -24,9 +25,10 @@ type WorkerRegistry interface {
 	// Workers lists the live registrations, by ID.
 	Workers() ([]store.Worker, error)
 	// WhyPending says why no live worker can take a waiting run of job
-	// jobID with executor type executor, "" if some can, as told to a
-	// reader scoped to readerPrefix (workers.Registry.WhyPending).
-	WhyPending(jobID, executor, readerPrefix string) string
+	// jobID with executor type executor and placement selector selector,
+	// "" if some can, as told to a reader scoped to readerPrefix
+	// (workers.Registry.WhyPending).
+	WhyPending(jobID, executor, selector, readerPrefix string) string
 }
 
 // registry returns the worker registry, or an error saying there is none.
@@ -41,11 +43,12 @@ func (a *workerAPI) registry() (WorkerRegistry, error) {
 var errNoRegistry = errors.New("this member keeps no worker registry")
 
 // register serves POST /v1/worker/register: the registration is bound
-// to the request's credential and scope, never to what the body says.
+// to the request's credential and scope, and checked against its worker
+// label selector, never against what the body says.
 func (a *workerAPI) register(w http.ResponseWriter, r *http.Request) {
 	var req dispatch.RegisterRequest
 	serveProtocol(w, r, a.registry, &req, func(reg WorkerRegistry, who auth.Principal) (any, error) {
-		req.Credential, req.Prefix = who.ID, who.Prefix
+		req.Credential, req.Prefix, req.WorkerLabels = who.ID, who.Prefix, who.WorkerLabels
 		return reg.Register(r.Context(), req)
 	})
 }
@@ -58,8 +61,14 @@ func (a *workerAPI) deregister(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// workers serves GET /v1/cluster/workers.
+// workers serves GET /v1/cluster/workers[?selector=S]: the live
+// workers, those whose labels S matches if given.
 func (a *workerAPI) workers(w http.ResponseWriter, r *http.Request) {
+	sel, err := placement.Parse(r.URL.Query().Get("selector"))
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, "selector: "+strings.TrimPrefix(err.Error(), placement.ErrInvalid.Error()+": "))
+		return
+	}
 	reg, err := a.registry()
 	if err != nil {
 		WriteError(w, http.StatusServiceUnavailable, publicMessage(err))
@@ -78,6 +87,9 @@ func (a *workerAPI) workers(w http.ResponseWriter, r *http.Request) {
 			return !strings.HasPrefix(p.Prefix, w.Prefix) && !strings.HasPrefix(w.Prefix, p.Prefix)
 		})
 	}
+	if !sel.Empty() {
+		ws = slices.DeleteFunc(slices.Clone(ws), func(w store.Worker) bool { return !sel.Allows(w.Labels) })
+	}
 	if ws == nil {
 		ws = []store.Worker{}
 	}
@@ -85,25 +97,25 @@ func (a *workerAPI) workers(w http.ResponseWriter, r *http.Request) {
 }
 
 // whyPending returns a function that fills in the reason of waiting runs
-// that no live worker can take, for a job whose executor type the
-// function reads at most once, as told to a reader scoped to
-// readerPrefix; nil without a registry.
-func (a *workerAPI) whyPending(readerPrefix string) func(runs []store.Run, executor func() (string, bool)) {
+// that no live worker can take, for a job whose executor type and
+// placement selector the function reads at most once, as told to a
+// reader scoped to readerPrefix; nil without a registry.
+func (a *workerAPI) whyPending(readerPrefix string) func(runs []store.Run, job func() (executor, selector string, ok bool)) {
 	reg, err := a.registry()
 	if err != nil {
 		return nil
 	}
-	return func(runs []store.Run, executor func() (string, bool)) {
+	return func(runs []store.Run, job func() (executor, selector string, ok bool)) {
 		for i := range runs {
 			r := &runs[i]
 			if r.Status.Final() || r.Status == store.RunRunning || r.Reason != "" {
 				continue
 			}
-			ex, ok := executor()
+			ex, sel, ok := job()
 			if !ok {
 				return
 			}
-			r.Reason = reg.WhyPending(r.JobID, ex, readerPrefix)
+			r.Reason = reg.WhyPending(r.JobID, ex, sel, readerPrefix)
 		}
 	}
 }

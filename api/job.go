@@ -134,8 +134,11 @@ type Job struct {
 	// Notify are the URLs told of the job's run outcomes (see
 	// Notification); none uses the fleet's default (--notify-url).
 	Notify []Notification `json:"notify,omitempty"`
-	// Placement says where the job's runs execute; nil: one worker that
-	// serves the executor type (see PlacementPolicy).
+	// Placement says where the job's runs execute: which workers may run
+	// its attempts, whether each fire runs on every such worker, and how
+	// retries spread; nil: one worker that serves the executor type, and
+	// retries elsewhere when another worker can take them (see
+	// PlacementPolicy).
 	Placement *PlacementPolicy `json:"placement,omitempty"`
 	// Shards, if set, makes each run a sharded run of several items; see
 	// Shards.

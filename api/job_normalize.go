@@ -13,7 +13,8 @@ import (
 // InitialBackoff; Timeout 1h; ConcurrencyPolicy "allow"; MisfirePolicy
 // "run_once"; and for an "http" executor, Method "POST". It also trims
 // blanks around Schedule, upper-cases Method, turns a JSON null payload or
-// body into none, and converts RunAt, NotBefore and NotAfter to UTC.
+// body into none, trims blanks around the placement selector, and converts
+// RunAt, NotBefore and NotAfter to UTC.
 func (j *Job) Normalize() {
 	j.Schedule = strings.TrimSpace(j.Schedule)
 	if j.Timezone == "" {
@@ -65,6 +66,7 @@ func (j *Job) Normalize() {
 	if j.MisfirePolicy == "" {
 		j.MisfirePolicy = MisfireRunOnce
 	}
+	j.Placement.normalize()
 }
 
 // compactJSON returns raw without insignificant white space, so receivers

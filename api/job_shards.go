@@ -31,20 +31,6 @@ type Shards struct {
 	MinSucceeded int `json:"min_succeeded,omitempty"`
 }
 
-// PlacementPolicy is the job document's "placement": where the job's runs
-// execute.
-type PlacementPolicy struct {
-	// Broadcast runs each fire once on every live worker that runs the
-	// job's executor type (within its credential's scope) at the time of
-	// the fire: one item per worker, pinned to it and retried on it only.
-	// The run succeeds when every item does; a worker whose registration
-	// ends before its item succeeded has the item dead with that reason;
-	// a worker that registers after the fire does not get it. At most
-	// MaxBroadcastWorkers workers (the first by ID) get one fire. Not
-	// together with Shards.
-	Broadcast bool `json:"broadcast,omitempty"`
-}
-
 // Limits of sharded and broadcast runs.
 const (
 	// MaxShards is the most items a sharded run has.

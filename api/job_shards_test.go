@@ -52,6 +52,13 @@ func TestValidateShards(t *testing.T) {
 			j.Shards = &Shards{Count: 2}
 			j.Placement = &PlacementPolicy{Broadcast: true}
 		}, wantField: "placement.broadcast", wantMsg: "not together with shards"},
+		{name: "broadcast with a selector", edit: func(j *Job) { j.Placement = &PlacementPolicy{Broadcast: true, Selector: "pool=a,!spot"} }},
+		{name: "broadcast with a bad selector", edit: func(j *Job) { j.Placement = &PlacementPolicy{Broadcast: true, Selector: "pool in a"} },
+			wantField: "placement.selector", wantMsg: "is not a label selector"},
+		{name: "broadcast, selector and shards", edit: func(j *Job) {
+			j.Shards = &Shards{Count: 2}
+			j.Placement = &PlacementPolicy{Broadcast: true, Selector: "pool=a"}
+		}, wantField: "placement.broadcast", wantMsg: "not together with shards"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +95,14 @@ func TestDecodeShards(t *testing.T) {
 		if _, err := DecodeJob(strings.NewReader(doc), 0); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("DecodeJob(%s) = %v, want %q", doc, err, want)
 		}
+	}
+	b, err := DecodeJob(strings.NewReader(`{"id":"a","executor":{"type":"x"},"placement":{"broadcast":true,"selector":" pool=a ","retry_elsewhere":false}}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Normalize()
+	if !b.Broadcasts() || b.Selector() != "pool=a" || b.RetriesElsewhere() {
+		t.Fatalf("decoded placement %+v, want broadcast with selector pool=a, retries not elsewhere", b.Placement)
 	}
 	j, err := DecodeJob(strings.NewReader(`{"id":"a","executor":{"type":"x"},"shards":{"params":[ "eu" , {"r" : 1} ],"min_succeeded":1},"placement":{}}`), 0)
 	if err != nil {

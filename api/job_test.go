@@ -191,6 +191,8 @@ func TestDecodeJobErrors(t *testing.T) {
 		{name: "unknown executor field", doc: `{"id":"a","executor":{"type":"http","uri":"x"}}`, wantField: "executor.uri", wantMsg: "unknown field"},
 		{name: "wrong case executor field", doc: `{"id":"a","executor":{"Type":"http"}}`, wantField: "executor.Type"},
 		{name: "unknown retry field", doc: `{"id":"a","retry":{"attempts":3}}`, wantField: "retry.attempts"},
+		{name: "unknown placement field", doc: `{"id":"a","placement":{"selecter":"pool=gpu"}}`, wantField: "placement.selecter", wantMsg: "unknown field"},
+		{name: "placement retry_elsewhere not a boolean", doc: `{"id":"a","placement":{"retry_elsewhere":"yes"}}`, wantField: "placement.retry_elsewhere", wantMsg: "boolean"},
 		{name: "duplicate retry field", doc: `{"id":"a","retry":{"max_attempts":3,"max_attempts":4}}`, wantField: "retry", wantMsg: `duplicate key "max_attempts"`},
 		{name: "numeric duration", doc: `{"id":"a","timeout":300}`, wantField: "timeout", wantMsg: `invalid duration 300; want a string such as "30s"`},
 		{name: "bad duration", doc: `{"id":"a","retry":{"initial_backoff":"1 second"}}`, wantField: "retry.initial_backoff", wantMsg: `invalid duration "1 second"`},

@@ -36,6 +36,16 @@ func TestValidate(t *testing.T) {
 	}{
 		{name: "valid http", edit: func(j *Job) {}},
 		{name: "valid minimal", edit: func(j *Job) { *j = Job{ID: "x", Executor: Executor{Type: "shell", Command: []string{"true"}}} }},
+		{name: "placement selector", edit: func(j *Job) {
+			j.Placement = &PlacementPolicy{Selector: "pool=gpu,region in (eu-west,eu-central),!spot,example.com/tier"}
+		}},
+		{name: "placement retry_elsewhere alone", edit: func(j *Job) { j.Placement = &PlacementPolicy{RetryElsewhere: new(bool)} }},
+		{name: "placement selector not a selector", edit: func(j *Job) { j.Placement = &PlacementPolicy{Selector: "pool in gpu"} },
+			wantField: "placement.selector", wantMsg: `"pool in gpu" is not a label selector`},
+		{name: "placement selector bad value", edit: func(j *Job) { j.Placement = &PlacementPolicy{Selector: "pool=" + strings.Repeat("g", 64)} },
+			wantField: "placement.selector", wantMsg: "63"},
+		{name: "placement selector too long", edit: func(j *Job) { j.Placement = &PlacementPolicy{Selector: strings.Repeat("a", 1025)} },
+			wantField: "placement.selector", wantMsg: "at most 1024"},
 		{name: "id with spaces slashes percent and unicode", edit: func(j *Job) { j.ID = "team a/nightly 100% — Übersicht 🚀" }},
 		{name: "id of max length", edit: func(j *Job) { j.ID = strings.Repeat("é", MaxIDBytes/2) }},
 		{name: "id empty", edit: func(j *Job) { j.ID = "" }, wantField: "id", wantMsg: "required"},

@@ -20,7 +20,8 @@ import (
 //
 //	400 the request is malformed (the message names the field)
 //	401 no valid credential; 403 the credential may not use the worker
-//	    protocol, or the attempt was handed to another credential
+//	    protocol, the attempt was handed to another credential, or the
+//	    worker's labels are outside the credential's worker label selector
 //	409 the attempt is stale: the run moved on (its lease expired and a new
 //	    attempt was made, it was replaced, it completed); the worker must
 //	    drop it and not retry the report. Also a registration, poll or
@@ -131,15 +132,24 @@ type PollRequest struct {
 	// only to a worker that lists FeatureItems, so a worker of an earlier
 	// release never sees one.
 	Features []string `json:"features,omitempty"`
+	// Free is the number of attempts the worker could start now in all
+	// (its concurrency less the attempts it holds), at least Max; 0 (not
+	// said) is taken as Max. Among the polls waiting at a member, runs go
+	// to the one with the most free slots first (see docs/scheduling.md).
+	Free int `json:"free,omitempty"`
 
 	// Credential is the ID of the credential the poll was authenticated
 	// with, recorded in each attempt it takes: only that credential may
 	// heartbeat or complete the attempt. Prefix, if not empty, limits the
 	// poll to runs of jobs whose ID starts with it (the credential's
-	// scope). Both are set by the HTTP layer from the request's
-	// credential, never from the request body.
-	Credential string `json:"-"`
-	Prefix     string `json:"-"`
+	// scope). WorkerLabels is the credential's worker label selector: the
+	// labels of the worker's registration must satisfy it. All three are
+	// set by the HTTP layer from the request's credential, never from the
+	// request body; the worker's labels come from its registration, never
+	// from a poll.
+	Credential   string `json:"-"`
+	Prefix       string `json:"-"`
+	WorkerLabels string `json:"-"`
 }
 
 // FeatureItems is the PollRequest feature of workers that take items of
@@ -304,12 +314,20 @@ type RegisterRequest struct {
 	// MaxRegisterOrchestrators, each at most MaxOrchestratorURLBytes
 	// bytes); optional, shown by GET /v1/cluster/workers.
 	Orchestrators []string `json:"orchestrators,omitempty"`
+	// Labels are the worker's labels (Kubernetes' label rules, at most
+	// placement.MaxLabels): what jobs' placement selectors match. They
+	// must satisfy the credential's worker label selector (403
+	// otherwise).
+	Labels map[string]string `json:"labels,omitempty"`
 
 	// Credential and Prefix are the request's credential's ID and scope,
-	// set by the HTTP layer, never from the body: the registration binds
-	// the worker ID to the credential.
-	Credential string `json:"-"`
-	Prefix     string `json:"-"`
+	// and WorkerLabels its worker label selector ("" for none), set by the
+	// HTTP layer, never from the body: the registration binds the worker
+	// ID to the credential, and is refused if its labels do not satisfy
+	// the selector.
+	Credential   string `json:"-"`
+	Prefix       string `json:"-"`
+	WorkerLabels string `json:"-"`
 }
 
 // RegisterResponse answers a registration.

@@ -32,6 +32,11 @@ type Token struct {
 	// Prefix, if not empty, limits the credential to jobs whose ID starts
 	// with it (e.g. "billing/"). Admin credentials have none.
 	Prefix string `json:"prefix,omitempty"`
+	// WorkerLabels, only for worker credentials, is a label selector
+	// (placement's syntax, e.g. "pool=gpu") that the labels of every
+	// worker registering with the credential must satisfy: a worker
+	// holding it cannot claim another pool's runs. Empty: any labels.
+	WorkerLabels string `json:"worker_labels,omitempty"`
 	// Description is free text for people.
 	Description string `json:"description,omitempty"`
 	// CreatedAt is when the credential was made.
@@ -45,9 +50,11 @@ type Token struct {
 
 // CreateRequest is the body of POST /v1/tokens.
 type CreateRequest struct {
-	Role        Role   `json:"role"`
-	Prefix      string `json:"prefix,omitempty"`
-	Description string `json:"description,omitempty"`
+	Role   Role   `json:"role"`
+	Prefix string `json:"prefix,omitempty"`
+	// WorkerLabels is Token.WorkerLabels: for a worker credential only.
+	WorkerLabels string `json:"worker_labels,omitempty"`
+	Description  string `json:"description,omitempty"`
 	// TTL is a Go duration ("720h"); empty for a credential that does not
 	// expire.
 	TTL string `json:"ttl,omitempty"`

@@ -22,6 +22,11 @@ type Worker struct {
 	// Executors are the executor types the worker runs: "http", "shell"
 	// and handler names.
 	Executors []string `json:"executors"`
+	// Labels are the worker's labels (key=value, Kubernetes' label
+	// rules, at most placement.MaxLabels), which jobs' placement
+	// selectors match; omitted when it has none. Its credential allowed
+	// them when the registration was written.
+	Labels map[string]string `json:"labels,omitempty"`
 	// Concurrency is the number of attempts the worker holds at most.
 	Concurrency int `json:"concurrency"`
 	// Active is the number of attempts it held when the registration was

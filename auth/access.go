@@ -37,6 +37,9 @@ type Principal struct {
 	// Prefix, if not empty, limits the caller to jobs whose ID starts
 	// with it.
 	Prefix string
+	// WorkerLabels, if not empty, is the label selector the labels of a
+	// worker registering with this (worker) credential must satisfy.
+	WorkerLabels string
 }
 
 // IDs of principals that are not stored credentials.

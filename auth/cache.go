@@ -170,7 +170,7 @@ func (c *Cache) follow(ctx context.Context, p Principal) error {
 		switch {
 		case err != nil:
 			return fmt.Errorf("%w: credential %q was replaced by a corrupt record", ErrUnauthenticated, p.ID)
-		case want == nil && (rec.Role != p.Role || rec.Prefix != p.Prefix):
+		case want == nil && (rec.Role != p.Role || rec.Prefix != p.Prefix || rec.WorkerLabels != p.WorkerLabels):
 			return fmt.Errorf("%w: credential %q was replaced", ErrUnauthenticated, p.ID)
 		case want == nil:
 			want = &rec
@@ -179,7 +179,7 @@ func (c *Cache) follow(ctx context.Context, p Principal) error {
 				defer t.Stop()
 				expiry = t.Chan()
 			}
-		case rec.Hash != want.Hash || rec.Role != want.Role || rec.Prefix != want.Prefix || !rec.ExpiresAt.Equal(want.ExpiresAt):
+		case rec.Hash != want.Hash || rec.Role != want.Role || rec.Prefix != want.Prefix || rec.WorkerLabels != want.WorkerLabels || !rec.ExpiresAt.Equal(want.ExpiresAt):
 			return fmt.Errorf("%w: credential %q was replaced", ErrUnauthenticated, p.ID)
 		}
 		if rec.expired(c.clock.Now()) {
@@ -242,7 +242,7 @@ func (c *Cache) Authenticate(bearer, certID string) (Principal, error) {
 	if rec.expired(c.clock.Now()) {
 		return Principal{}, fmt.Errorf("%w: credential %q expired at %s", ErrUnauthenticated, id, rec.ExpiresAt.Format(time.RFC3339))
 	}
-	return Principal{ID: rec.ID, Role: rec.Role, Prefix: rec.Prefix}, nil
+	return Principal{ID: rec.ID, Role: rec.Role, Prefix: rec.Prefix, WorkerLabels: rec.WorkerLabels}, nil
 }
 
 // BearerToken returns the token of an "Authorization: Bearer <token>"

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -114,6 +115,52 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 	}
 }
 
+// TestWorkerLabels: a worker credential limited to worker labels keeps
+// them, its principal carries them, and a replacement with other labels
+// ends what follows the credential.
+func TestWorkerLabels(t *testing.T) {
+	e := newEnv(t, "")
+	c := e.create(t, auth.CreateRequest{Role: auth.RoleWorker, WorkerLabels: " pool=gpu,!spot "})
+	if c.WorkerLabels != "pool=gpu,!spot" {
+		t.Fatalf("created with worker labels %q, want them trimmed", c.WorkerLabels)
+	}
+	p, err := e.cache.Authenticate(c.Secret, "")
+	if err != nil || p != (auth.Principal{ID: c.ID, Role: auth.RoleWorker, WorkerLabels: "pool=gpu,!spot"}) {
+		t.Fatalf("Authenticate = %+v, %v", p, err)
+	}
+	list, err := e.store.List(context.Background())
+	if err != nil || len(list) != 1 || list[0].WorkerLabels != "pool=gpu,!spot" {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+	ctx, stop := e.cache.Follow(context.Background(), p)
+	defer stop()
+	// The same record (same secret), with other worker labels.
+	key := auth.TokensPrefix(e.ns) + c.ID
+	resp, err := e.client.Get(context.Background(), key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("stored record: %v, %v", resp, err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec["worker_labels"] = "pool=cpu"
+	b, _ := json.Marshal(rec)
+	put, err := e.client.Put(context.Background(), key, string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait(t, put.Header.Revision)
+	if p, err := e.cache.Authenticate(c.Secret, ""); err != nil || p.WorkerLabels != "pool=cpu" {
+		t.Fatalf("after the change, Authenticate = %+v, %v", p, err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("following the credential did not end when its worker labels changed")
+	}
+}
+
 func TestExpiry(t *testing.T) {
 	e := newEnv(t, "")
 	c := e.create(t, auth.CreateRequest{Role: auth.RoleViewer, TTL: "1h"})
@@ -152,6 +199,9 @@ func TestCreateInvalid(t *testing.T) {
 		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "0s"}, "ttl"},
 		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "1ns"}, "ttl"},
 		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "59s"}, "ttl"},
+		{auth.CreateRequest{Role: auth.RoleOperator, WorkerLabels: "pool=gpu"}, "worker_labels"},
+		{auth.CreateRequest{Role: auth.RoleWorker, WorkerLabels: "pool in gpu"}, "worker_labels"},
+		{auth.CreateRequest{Role: auth.RoleWorker, WorkerLabels: "pool=" + strings.Repeat("g", 64)}, "worker_labels"},
 	}
 	for _, tt := range tests {
 		_, _, err := e.store.Create(context.Background(), tt.req, "")

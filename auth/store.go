@@ -123,6 +123,9 @@ func expiry(req CreateRequest, now time.Time) (time.Time, error) {
 			return time.Time{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
+	if err := checkWorkerLabels(req); err != nil {
+		return time.Time{}, err
+	}
 	if err := checkText("description", req.Description, MaxDescriptionBytes); err != nil {
 		return time.Time{}, err
 	}
@@ -270,7 +273,7 @@ func (s *Store) put(ctx context.Context, id string, req CreateRequest, createdBy
 	}
 	secret := newSecret()
 	rec := record{
-		Token: Token{ID: id, Role: req.Role, Prefix: req.Prefix, Description: req.Description,
+		Token: Token{ID: id, Role: req.Role, Prefix: req.Prefix, WorkerLabels: strings.TrimSpace(req.WorkerLabels), Description: req.Description,
 			CreatedAt: now, ExpiresAt: exp, CreatedBy: createdBy},
 		Hash: hashSecret(secret),
 	}

@@ -49,8 +49,19 @@ func (c *Client) Ready(ctx context.Context) error {
 // Workers returns the live worker registrations (GET
 // /v1/cluster/workers), by ID.
 func (c *Client) Workers(ctx context.Context) (api.WorkerList, error) {
+	return c.WorkersMatching(ctx, "")
+}
+
+// WorkersMatching returns the live workers whose labels selector matches
+// (GET /v1/cluster/workers?selector=...; "" lists them all). A selector
+// that does not parse is an *Error of status 400 naming it.
+func (c *Client) WorkersMatching(ctx context.Context, selector string) (api.WorkerList, error) {
 	var l api.WorkerList
-	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/workers", out: &l})
+	var q url.Values
+	if selector != "" {
+		q = url.Values{"selector": {selector}}
+	}
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/workers", query: q, out: &l})
 	return l, err
 }
 

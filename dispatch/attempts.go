@@ -149,13 +149,14 @@ type pick struct {
 }
 
 // assign hands up to n dispatchable chains (runs, or items of runs) that
-// the worker may take (mayTakeLocked) to req.Worker, recording each
-// attempt with its worker and credential (fenced, compare-and-swap)
-// first: the items of one run in one write of the run. The write runs
-// under the partition's context: the poll ending meanwhile does not cut
-// it (the caller takes back what it then cannot deliver). It is a
-// writer.
-func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) (out []AttemptGrant, written int) {
+// poll p's worker may take (poll.may; an item's pin) and does not pass
+// over (passOver: for a rival poll, or a retry going elsewhere) to it,
+// recording each attempt with its worker and credential (fenced,
+// compare-and-swap) first, the items of a run in one write. The write
+// runs under the partition's context: the poll ending meanwhile does not
+// cut it (the caller takes back what it cannot deliver). It is a writer.
+func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant, written int) {
+	req := p.req
 	worker := req.Worker
 	if pt.d.writesRefused() != nil {
 		return nil, 0 // etcd is full: no attempt could be recorded
@@ -183,8 +184,8 @@ func (pt *partition) assign(req PollRequest, executors map[string]bool, n int) (
 		var started store.Run
 		var items []int
 		if len(ar.run.Items) > 0 {
-			started, items = pt.startItemsLocked(e, ar, req, executors, n-chains, now)
-		} else if Dispatchable(ar.run, ar.notBefore, now) && pt.mayTakeLocked(e, ar, noItem, req, executors) {
+			started, items = pt.startItemsLocked(e, ar, p, rivals, n-chains, now)
+		} else if Dispatchable(ar.run, ar.notBefore, now) && p.may(e, ar.run.JobID) && !pt.passOver(p, rivals, e, ar, now) {
 			started, items = StartAttempt(ar.run, worker, now), []int{noItem}
 			started.Attempts[len(started.Attempts)-1].Credential = req.Credential
 		}

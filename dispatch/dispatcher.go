@@ -61,6 +61,9 @@ type Dispatcher struct {
 	parts map[int]*partition // running schedulers by partition
 	avail chan struct{}      // closed and replaced when runs may have become dispatchable
 
+	pollsMu sync.Mutex         // guards polls
+	polls   map[*poll]struct{} // the polls in progress (spread.go)
+
 	healthMu sync.Mutex // guards writeErr
 	writeErr error      // the latest write failure, nil once a write succeeds again
 }
@@ -92,6 +95,7 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 		fires:   newFireBudget(cfg),
 		parts:   map[int]*partition{},
 		avail:   make(chan struct{}),
+		polls:   map[*poll]struct{}{},
 	}
 	cfg.Metrics.setSource(d.Stats)
 	if cfg.Workers != nil {
@@ -196,6 +200,10 @@ type Stats struct {
 	// Registry.WhyPending), by executor type; nil without a worker
 	// registry.
 	Unservable map[string]int
+	// Unplaceable counts those of Unservable that a live worker could
+	// take but for their job's placement selector, which matches none of
+	// their labels.
+	Unplaceable int
 }
 
 // Stats returns the state of the partitions owned here. It takes each
@@ -214,7 +222,7 @@ func (d *Dispatcher) Stats() Stats {
 		st.Completed += ps.Completed
 		st.HistoryBudget += pt.budgetShare()
 	}
-	st.Unservable = d.unservable(parts)
+	st.Unservable, st.Unplaceable = d.unservable(parts)
 	return st
 }
 

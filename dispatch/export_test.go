@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"maps"
 )
 
 // WriterBusy reports whether partition p's writer lock is held here (a
@@ -90,4 +91,26 @@ func (d *Dispatcher) ReportsWaiting(p int) int {
 		n += len(rs)
 	}
 	return n
+}
+
+// Polls returns the polls in progress at this member: for each, the
+// worker, its labels (as placement knows them; nil without a
+// registration) and its free slots.
+func (d *Dispatcher) Polls() []PollInfo {
+	d.pollsMu.Lock()
+	defer d.pollsMu.Unlock()
+	out := make([]PollInfo, 0, len(d.polls))
+	for p := range d.polls {
+		id := p.id.Load()
+		out = append(out, PollInfo{Worker: p.req.Worker, Labels: maps.Clone(id.labels), Registered: id.known, Free: int(p.free.Load())})
+	}
+	return out
+}
+
+// PollInfo describes a poll in progress (Dispatcher.Polls).
+type PollInfo struct {
+	Worker     string
+	Labels     map[string]string
+	Registered bool
+	Free       int
 }

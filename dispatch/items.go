@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 )
 
 // This file is the decision logic of runs made of items (sharded and
@@ -36,13 +37,13 @@ type LiveWorker struct {
 	Registration int64
 }
 
-// MayRun reports whether worker w may run attempts of job j: it runs the
-// job's executor type and its credential's scope covers the job's ID.
-// Every decision of which workers may take an item (a broadcast's
-// targets, and each hand-out of an item pinned to a worker) goes through
-// it.
+// MayRun reports whether live worker w may run attempts of job j: it
+// runs the job's executor type, its credential's scope covers the job's
+// ID, and its registered labels match the job's placement selector. It
+// chooses a broadcast's targets; a hand-out checks the same for the
+// polling worker (poll.may) and, for an item pinned to a worker, the pin.
 func MayRun(j *api.Job, w LiveWorker) bool {
-	return slices.Contains(w.Executors, j.Executor.Type) && strings.HasPrefix(j.ID, w.Prefix)
+	return slices.Contains(w.Executors, j.Executor.Type) && strings.HasPrefix(j.ID, w.Prefix) && placement.Allows(j.Selector(), w.Labels)
 }
 
 // BroadcastItems returns the items of a broadcast fire of job j: one per
@@ -64,6 +65,9 @@ func BroadcastItems(j *api.Job, live []LiveWorker) (items []api.Item, reason str
 	}
 	if len(items) == 0 {
 		reason = fmt.Sprintf("broadcast: no live worker runs executor %q for this job", j.Executor.Type)
+		if sel := j.Selector(); sel != "" {
+			reason = fmt.Sprintf("broadcast: no live worker runs executor %q for this job with labels matching %q", j.Executor.Type, sel)
+		}
 	}
 	return items, reason
 }

@@ -11,28 +11,6 @@ import (
 // worker may take which item, hand-outs, and the loop's expiry of
 // items. The decisions are items.go's pure functions.
 
-// mayTakeLocked reports whether the poll's worker may take chain item of
-// ar (of job e), MayRun deciding for the worker as its poll describes it
-// (executors, the credential's scope). An item goes only to a worker
-// that speaks items (api.FeatureItems), and a broadcast item only to the
-// worker it is pinned to, while the registration it had at the fire
-// lives. The caller holds mu.
-func (pt *partition) mayTakeLocked(e *jobEntry, ar *activeRun, item int, req PollRequest, executors map[string]bool) bool {
-	if !pollerMayRun(e, req, executors) {
-		return false
-	}
-	return item == noItem || (req.HasFeature(api.FeatureItems) && pt.pinnedToLocked(ar.run.Items[item], req.Worker))
-}
-
-// pollerMayRun is MayRun for the worker as its poll describes it.
-func pollerMayRun(e *jobEntry, req PollRequest, executors map[string]bool) bool {
-	if !executors[e.spec.Executor.Type] {
-		return false // the common refusal, before building the job
-	}
-	j := e.spec.job()
-	return MayRun(&j, LiveWorker{Worker: api.Worker{ID: req.Worker, Prefix: req.Prefix, Executors: req.Executors}})
-}
-
 // pinnedToLocked reports whether item it may go to worker: it is pinned
 // to none, or to worker under the registration it had at the fire. The
 // caller holds mu.
@@ -45,16 +23,26 @@ func (pt *partition) pinnedToLocked(it api.Item, worker string) bool {
 }
 
 // startItemsLocked returns ar's run with attempts of up to room of its
-// dispatchable items started by the poll's worker, and those items; none
-// if the worker may take none of them. The caller holds mu.
-func (pt *partition) startItemsLocked(e *jobEntry, ar *activeRun, req PollRequest, executors map[string]bool, room int, now time.Time) (store.Run, []int) {
-	if room <= 0 || !req.HasFeature(api.FeatureItems) || !pollerMayRun(e, req, executors) {
+// dispatchable items started by poll p's worker, and those items; none if
+// the worker may take none of them. An item goes only to a worker that
+// speaks items (api.FeatureItems) and may take the job's runs (poll.may:
+// executor type, scope, labels), and a broadcast item only to the worker
+// it is pinned to, while the registration it had at the fire lives. The
+// items of a sharded run are passed over for a rival poll with more free
+// slots (partition.passOver); a broadcast item, pinned, never is. The
+// caller holds mu.
+func (pt *partition) startItemsLocked(e *jobEntry, ar *activeRun, p *poll, rivals []*poll, room int, now time.Time) (store.Run, []int) {
+	req := p.req
+	if room <= 0 || !req.HasFeature(api.FeatureItems) || !p.may(e, ar.run.JobID) {
 		return store.Run{}, nil
 	}
 	items := DispatchableItems(ar.run, ar.notBefores(), now, func(i int) bool {
 		return pt.pinnedToLocked(ar.run.Items[i], req.Worker)
 	}, room)
 	if len(items) == 0 {
+		return store.Run{}, nil
+	}
+	if !ar.run.Broadcast && pt.passOver(p, rivals, e, ar, now) {
 		return store.Run{}, nil
 	}
 	return StartItems(ar.run, items, req.Worker, req.Credential, now), items

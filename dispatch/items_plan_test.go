@@ -195,6 +195,27 @@ func TestBroadcastItems(t *testing.T) {
 	}
 }
 
+// TestBroadcastItemsWithSelector: a broadcast job's selector narrows its
+// targets to the live workers whose labels it matches (on top of the
+// executor type and the scope); none matching gives a reason naming it.
+func TestBroadcastItemsWithSelector(t *testing.T) {
+	j := api.Job{ID: "flush", Executor: api.Executor{Type: "http"}, Placement: &api.PlacementPolicy{Broadcast: true, Selector: "pool=a,!spot"}}
+	live := []dispatch.LiveWorker{
+		{Worker: api.Worker{ID: "w-a", Executors: []string{"http"}, Labels: map[string]string{"pool": "a"}}, Registration: 10},
+		{Worker: api.Worker{ID: "w-a-spot", Executors: []string{"http"}, Labels: map[string]string{"pool": "a", "spot": "yes"}}, Registration: 20},
+		{Worker: api.Worker{ID: "w-b", Executors: []string{"http"}, Labels: map[string]string{"pool": "b"}}, Registration: 30},
+		{Worker: api.Worker{ID: "w-bare", Executors: []string{"http"}}, Registration: 40},
+		{Worker: api.Worker{ID: "w-a-shell", Executors: []string{"shell"}, Labels: map[string]string{"pool": "a"}}, Registration: 50},
+	}
+	items, reason := dispatch.BroadcastItems(&j, live)
+	if len(items) != 1 || items[0].Worker != "w-a" || reason != "" {
+		t.Fatalf("broadcast items = %+v (%q), want one for w-a only", items, reason)
+	}
+	if items, reason := dispatch.BroadcastItems(&j, live[1:]); len(items) != 0 || !strings.Contains(reason, `"pool=a,!spot"`) {
+		t.Fatalf("broadcast without a matching worker = %d items, %q; want none and a reason naming the selector", len(items), reason)
+	}
+}
+
 // TestSettleEndsTheRest: once min_succeeded items have succeeded the run
 // is succeeded and its other items end: pending ones skipped, a running
 // one's attempt cancelled (returned, for its worker to be told).

@@ -33,6 +33,7 @@ type Metrics struct {
 	jobsDeleted  prometheus.Counter
 	completed    *prometheus.CounterVec
 	paused       prometheus.Counter
+	passedOver   *prometheus.CounterVec
 
 	// source reports the state of the partitions owned here; set by the
 	// Dispatcher, read at scrape time.
@@ -112,8 +113,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		paused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_jobs_paused_total", Help: "Jobs their owner paused after pause_after_failures runs in a row ended dead.",
 		}),
+		passedOver: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobfleet_dispatch_passed_over_total", Help: "Dispatchable runs a worker's poll passed over, by reason: spread (another poll waiting here, of a worker with more free slots, may take it), retry_elsewhere (the poll's worker ran the failed attempt and another live worker may take the retry).",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{passSpread, passRetryElsewhere} {
+		m.passedOver.WithLabelValues(r)
 	}
 	state := &stateCollector{m: m,
+		unplaceable:  prometheus.NewDesc("jobfleet_runs_unplaceable", "Waiting runs of the partitions owned here that a live worker could take but for their job's placement.selector, which matches no live worker's labels.", nil, nil),
 		waiting:      prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
 		running:      prometheus.NewDesc("jobfleet_runs_running", "Runs of the partitions owned here with an attempt held by a worker.", nil, nil),
 		runs:         prometheus.NewDesc("jobfleet_history_runs", "Run documents stored for the partitions owned here (active and final).", nil, nil),
@@ -123,7 +131,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unservable:   prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, m.passedOver, state)
 	}
 	return m
 }
@@ -131,12 +139,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // stateCollector reports the gauges of the partitions owned here from one
 // Stats per scrape.
 type stateCollector struct {
-	m                                                               *Metrics
-	waiting, running, runs, bytes, budget, completedNow, unservable *prometheus.Desc
+	m                                                                            *Metrics
+	waiting, running, runs, bytes, budget, completedNow, unservable, unplaceable *prometheus.Desc
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.runs, c.bytes, c.budget, c.completedNow, c.unservable} {
+	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.runs, c.bytes, c.budget, c.completedNow, c.unservable, c.unplaceable} {
 		ch <- d
 	}
 }
@@ -152,6 +160,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.HistoryBytes))
 	ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(st.HistoryBudget))
 	ch <- prometheus.MustNewConstMetric(c.completedNow, prometheus.GaugeValue, float64(st.Completed))
+	ch <- prometheus.MustNewConstMetric(c.unplaceable, prometheus.GaugeValue, float64(st.Unplaceable))
 	for _, ex := range slices.Sorted(maps.Keys(st.Unservable)) {
 		ch <- prometheus.MustNewConstMetric(c.unservable, prometheus.GaugeValue, float64(st.Unservable[ex]), ex)
 	}
@@ -160,6 +169,18 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 func (m *Metrics) setSource(f func() Stats) {
 	if m != nil {
 		m.source.Store(&f)
+	}
+}
+
+// The reasons of jobfleet_dispatch_passed_over_total.
+const (
+	passSpread         = "spread"
+	passRetryElsewhere = "retry_elsewhere"
+)
+
+func (m *Metrics) passOver(reason string) {
+	if m != nil {
+		m.passedOver.WithLabelValues(reason).Inc()
 	}
 }
 

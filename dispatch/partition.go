@@ -287,6 +287,11 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 				earlier(c.rt.notBefore)
 			default:
 				dispatchable = true
+				if j != nil && c.item == noItem {
+					if until := pt.retryElsewhereUntil(j, ar); now.Before(until) {
+						earlier(until) // its previous worker may take it then
+					}
+				}
 			}
 		}
 	}

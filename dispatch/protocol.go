@@ -12,9 +12,14 @@ import (
 )
 
 // Poll hands up to req.Max dispatchable runs of this member's partitions
-// (of jobs starting with req.Prefix) to worker req.Worker, waiting up to
+// (of jobs starting with req.Prefix, whose placement selector the
+// worker's registered labels match) to worker req.Worker, waiting up to
 // req.Wait for some. Each attempt is recorded in etcd, with req.Worker and
-// req.Credential, before it is returned.
+// req.Credential, before it is returned. Runs that another poll waiting
+// here, of a worker with more free slots, may take are left to it, and a
+// retry to another worker than its failed attempt's (see spread.go). It
+// returns an error wrapping ErrForbidden if the worker's registered labels
+// are outside req.WorkerLabels.
 func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, error) {
 	if err := validatePoll(req); err != nil {
 		return PollResponse{}, err
@@ -26,20 +31,35 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 	wait := min(req.Wait.Std(), MaxPollWait)
 	timer := clock.NewTimer(wait)
 	defer timer.Stop()
-	executors := make(map[string]bool, len(req.Executors))
-	for _, e := range req.Executors {
-		executors[e] = true
-	}
+	p := d.startPoll(req)
+	defer d.endPoll(p)
 	written := 0 // bytes of run documents this poll's writes stored
 	for {
+		// A registration that shows up meanwhile (this member's copy lags
+		// the member the worker registered with) gives the worker its
+		// labels: look again then.
+		var registered <-chan struct{}
+		if d.cfg.Workers != nil {
+			registered = d.cfg.Workers.Changed()
+		}
+		id, err := d.identify(req)
+		if err != nil {
+			return PollResponse{}, err
+		}
+		p.id.Store(id)
+		if id.known {
+			registered = nil
+		}
 		parts, avail := d.snapshot()
 		rand.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+		rivals := d.rivals(p)
 		var out []AttemptGrant
 		for _, pt := range parts {
 			if len(out) >= req.Max {
 				break
 			}
-			got, n := pt.assign(req, executors, req.Max-len(out))
+			got, n := pt.assign(p, rivals, req.Max-len(out))
+			p.took(len(got))
 			out, written = append(out, got...), written+n
 		}
 		if len(out) > 0 && ctx.Err() != nil {
@@ -54,6 +74,8 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 		}
 		select {
 		case <-avail:
+		case <-p.nudge:
+		case <-registered:
 		case <-timer.Chan():
 			return PollResponse{Attempts: []AttemptGrant{}, Written: written}, nil
 		case <-ctx.Done():

@@ -80,11 +80,15 @@ type jobSpec struct {
 	// which most do.
 	ctl       *specControls
 	Partition int
-	Shards    *api.Shards // without its params (in the work): their count
-	Placement *api.PlacementPolicy
+	Shards    *api.Shards          // without its params (in the work): their count
+	Placement *api.PlacementPolicy // as stored: broadcast, selector, retry_elsewhere
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	Revision  int64
+	// Placed is Placement as the scheduler keeps it for its placement
+	// decisions (the selector parsed once); nil for a job without a
+	// selector that retries elsewhere (the defaults).
+	Placed *placed
 }
 
 // specOf returns what the scheduler keeps of j.
@@ -100,6 +104,7 @@ func specOf(j *store.Job) jobSpec {
 		s.ctl = &c
 	}
 	s.Executor.Type = j.Executor.Type
+	s.Placed = placedOf(j)
 	return s
 }
 

@@ -32,10 +32,23 @@ type Registry interface {
 	// replaced by a new one). gone must not block.
 	Subscribe(gone func(workers []string))
 	// WhyPending says why no live worker may take a waiting run of job
-	// jobID whose executor type is executor, as told to a reader scoped to
+	// jobID whose executor type is executor and whose placement selector
+	// is selector ("" for none), as told to a reader scoped to
 	// readerPrefix; "" when some live worker could, and before the
 	// registry has been listed.
-	WhyPending(jobID, executor, readerPrefix string) string
+	WhyPending(jobID, executor, selector, readerPrefix string) string
+	// Worker returns worker's live registration as the registry's copy
+	// shows it (its credential and labels: what the registry checked when
+	// it stored it), and whether it has one. Its slices and map are
+	// shared: read, never modify.
+	Worker(id string) (store.Worker, bool)
+	// OtherCanTake reports whether a live worker other than except serves
+	// executor, may take jobs with ID jobID (its scope) and has labels
+	// selector matches.
+	OtherCanTake(jobID, executor, selector, except string) bool
+	// Changed returns a channel closed when the registrations change
+	// next (as the registry's copy shows them).
+	Changed() <-chan struct{}
 	// Live returns the live registrations with their create revisions,
 	// and whether the copy has been listed from etcd yet (none before).
 	Live() (workers []LiveWorker, synced bool)
@@ -144,12 +157,14 @@ func (d *Dispatcher) checkWorkerID(worker, credential string) error {
 }
 
 // unservable counts the waiting runs of parts (not running) that no live
-// worker can take, by executor type; nil without a registry.
-func (d *Dispatcher) unservable(parts []*partition) map[string]int {
+// worker can take, by executor type (nil without a registry), and those
+// of them that a live worker could take but for its labels: the runs no
+// live worker's labels match (unplaceable).
+func (d *Dispatcher) unservable(parts []*partition) (out map[string]int, unplaceable int) {
 	if d.cfg.Workers == nil {
-		return nil
+		return nil, 0
 	}
-	out := map[string]int{}
+	out = map[string]int{}
 	for _, pt := range parts {
 		pt.mu.Lock()
 		for _, ar := range pt.active {
@@ -157,11 +172,16 @@ func (d *Dispatcher) unservable(parts []*partition) map[string]int {
 			if e == nil || ar.run.Status == store.RunRunning {
 				continue
 			}
-			if d.cfg.Workers.WhyPending(ar.run.JobID, e.spec.Executor.Type, "") != "" {
-				out[e.spec.Executor.Type]++
+			sel := e.spec.Placed.selector()
+			if d.cfg.Workers.WhyPending(ar.run.JobID, e.spec.Executor.Type, sel, "") == "" {
+				continue
+			}
+			out[e.spec.Executor.Type]++
+			if sel != "" && d.cfg.Workers.WhyPending(ar.run.JobID, e.spec.Executor.Type, "", "") == "" {
+				unplaceable++ // a worker could take it but for its labels
 			}
 		}
 		pt.mu.Unlock()
 	}
-	return out
+	return out, unplaceable
 }

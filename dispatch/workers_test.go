@@ -202,7 +202,7 @@ func TestWhyPending(t *testing.T) {
 	h := newHarness(t)
 	reg := h.withRegistry("m1")
 	h.start("m1")
-	if got := reg.WhyPending("a/job", "http", ""); got != "no live worker is registered (start one: jobfleet worker)" {
+	if got := reg.WhyPending("a/job", "http", "", ""); got != "no live worker is registered (start one: jobfleet worker)" {
 		t.Fatalf("no workers: %q", got)
 	}
 	for _, w := range []dispatch.RegisterRequest{
@@ -221,19 +221,19 @@ func TestWhyPending(t *testing.T) {
 		{"a/job", "shell", `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to the prefixes "ops/"`},
 		{"ops/x", "thumbnail", `no live worker serves handler "thumbnail" (run a program that registers it with the worker library's Handle)`},
 	} {
-		if got := reg.WhyPending(tt.job, tt.executor, ""); got != tt.want {
+		if got := reg.WhyPending(tt.job, tt.executor, "", ""); got != tt.want {
 			t.Errorf("WhyPending(%q, %q) = %q, want %q", tt.job, tt.executor, got, tt.want)
 		}
 	}
 	// A reader scoped to a prefix is not told the other prefixes.
-	if got, want := reg.WhyPending("a/job", "shell", "a/"), `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to other prefixes`; got != want {
+	if got, want := reg.WhyPending("a/job", "shell", "", "a/"), `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to other prefixes`; got != want {
 		t.Errorf("WhyPending for a reader scoped to a/ = %q, want %q", got, want)
 	}
 	if err := reg.Deregister(context.Background(), dispatch.DeregisterRequest{Worker: "w-ops", Credential: "ops"}); err != nil {
 		t.Fatal(err)
 	}
 	waitWorkers(t, reg, "w-all")
-	if got, want := reg.WhyPending("ops/x", "shell", ""), `no live worker serves executor "shell" (start a worker with --allow-shell)`; got != want {
+	if got, want := reg.WhyPending("ops/x", "shell", "", ""), `no live worker serves executor "shell" (start a worker with --allow-shell)`; got != want {
 		t.Fatalf("after the shell worker left: %q, want %q", got, want)
 	}
 

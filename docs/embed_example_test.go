@@ -29,12 +29,16 @@ func Example_embedWorker() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// It serves only what it registers: the handler below, not the
+	// fleet's "http" jobs (ServeHTTP: true would take those too). Its
+	// labels are what jobs' placement selectors match.
 	w, err := worker.New(worker.Config{
 		ID:            "billing-1",
 		Orchestrators: worker.MembersFrom("https://orchestrator.example:8443"),
 		Token:         strings.TrimSpace(string(token)),
 		Logger:        lg,
 		Concurrency:   8,
+		Labels:        map[string]string{"team": "billing", "region": "eu-west"},
 	})
 	if err != nil {
 		log.Fatal(err)

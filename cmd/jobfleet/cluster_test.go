@@ -142,14 +142,15 @@ func (p workersProtocol) Register(context.Context, dispatch.RegisterRequest) (di
 }
 func (p workersProtocol) Deregister(context.Context, dispatch.DeregisterRequest) error { return nil }
 func (p workersProtocol) Workers() ([]store.Worker, error)                             { return p.workers, nil }
-func (p workersProtocol) WhyPending(string, string, string) string                     { return "" }
+func (p workersProtocol) WhyPending(string, string, string, string) string             { return "" }
 
 // TestClusterWorkersCommand checks the table and JSON of `cluster
-// workers`, including a scoped credential's prefix and an escaped ID.
+// workers`, including a scoped credential's prefix, an escaped ID, the
+// labels, and --selector.
 func TestClusterWorkersCommand(t *testing.T) {
 	now := time.Now().UTC()
 	ws := []store.Worker{
-		{ID: "w1", Credential: "dev-worker", Executors: []string{"http", "shell"}, Concurrency: 8, Active: 3, RegisteredAt: now.Add(-time.Hour), LastContact: now.Add(-2 * time.Second), Orchestrator: "orch-1"},
+		{ID: "w1", Credential: "dev-worker", Executors: []string{"http", "shell"}, Labels: map[string]string{"pool": "gpu", "region": "eu-west"}, Concurrency: 8, Active: 3, RegisteredAt: now.Add(-time.Hour), LastContact: now.Add(-2 * time.Second), Orchestrator: "orch-1"},
 		{ID: "evil\x1b[2J", Credential: "billing-w", Prefix: "billing/", Executors: []string{"http"}, Concurrency: 1, RegisteredAt: now, LastContact: now, Orchestrator: "orch-2"},
 	}
 	srv := httptest.NewServer(admin.Handler(admintest.Member{Registry: workersProtocol{workers: ws}}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Insecure: true}))
@@ -170,10 +171,23 @@ func TestClusterWorkersCommand(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		lines = append(lines, strings.Join(strings.Fields(l), " "))
 	}
-	if len(lines) != 4 || lines[0] != "ID EXECUTORS ACTIVE CREDENTIAL REGISTERED UPDATED ORCHESTRATOR" ||
-		!strings.HasPrefix(lines[1], "w1 http,shell 3/8 dev-worker ") || !strings.HasSuffix(lines[1], " 2s ago orch-1") ||
-		!strings.HasPrefix(lines[2], `evil\x1b[2J http 0/1 billing-w (billing/*) `) || lines[3] != "2 workers" {
+	if len(lines) != 4 || lines[0] != "ID EXECUTORS LABELS ACTIVE CREDENTIAL REGISTERED UPDATED ORCHESTRATOR" ||
+		!strings.HasPrefix(lines[1], "w1 http,shell pool=gpu,region=eu-west 3/8 dev-worker ") || !strings.HasSuffix(lines[1], " 2s ago orch-1") ||
+		!strings.HasPrefix(lines[2], `evil\x1b[2J http - 0/1 billing-w (billing/*) `) || lines[3] != "2 workers" {
 		t.Fatalf("table:\n%s", out)
+	}
+	if sel := run("--selector", "pool=gpu,region in (eu-west)"); !strings.Contains(sel, "w1 ") || strings.Contains(sel, "evil") || !strings.Contains(sel, "1 workers") {
+		t.Fatalf("--selector pool=gpu:\n%s", sel)
+	}
+	if sel := run("--selector", "!pool"); strings.Contains(sel, "w1 ") || !strings.Contains(sel, "evil") {
+		t.Fatalf("--selector !pool:\n%s", sel)
+	}
+	root := newRootCmd()
+	root.SetArgs([]string{"cluster", "workers", "--server", srv.URL, "--selector", "pool in gpu"})
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	if err := root.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "selector:") {
+		t.Fatalf("--selector 'pool in gpu' = %v, want the server's refusal naming the selector", err)
 	}
 	if strings.Contains(out, "\x1b") {
 		t.Fatalf("the table carries an escape character: %q", out)

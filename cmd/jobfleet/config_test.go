@@ -167,6 +167,7 @@ func workerSettings() map[string]setting[workerOptions] {
 		"id":                  w("a", "b", nil, func(c *workerOptions) any { return c.w.ID }),
 		"concurrency":         w("7", "9", nil, func(c *workerOptions) any { return c.w.Concurrency }),
 		"allow-shell":         w("true", "false", nil, func(c *workerOptions) any { return c.w.AllowShell }),
+		"labels":              w("pool=a,zone=z1", "pool=b", nil, func(c *workerOptions) any { return c.w.Labels }),
 		"shutdown-timeout":    w("7s", "9s", nil, func(c *workerOptions) any { return c.w.ShutdownTimeout }),
 		"poll-wait":           w("7s", "9s", nil, func(c *workerOptions) any { return c.w.PollWait }),
 		"token":               w("token-a", "token-b", nil, func(c *workerOptions) any { return c.w.Token }),

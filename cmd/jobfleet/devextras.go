@@ -176,6 +176,7 @@ func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discov
 		w, err := worker.New(worker.Config{
 			ID:              fmt.Sprintf("worker-%d", i+1),
 			Orchestrators:   src,
+			ServeHTTP:       true,
 			Concurrency:     8,
 			AllowShell:      true, // dev runs on the developer's own machine
 			ShutdownTimeout: 10 * time.Second,

@@ -39,6 +39,7 @@ func printJobDetail(w io.Writer, j store.Job) error {
 		}
 		row("PAYLOAD", clip(b.String(), 200))
 	}
+	row("PLACEMENT", placementText(j))
 	if sh := shardsText(j); sh != "" {
 		row("SHARDS", clip(sh, 200))
 	}
@@ -108,6 +109,26 @@ func statusText(j store.Job) string {
 		return string(api.JobPaused)
 	}
 	return string(api.JobActive)
+}
+
+// placementText describes which workers may run a job and where its
+// retries go.
+func placementText(j store.Job) string {
+	s := "any worker"
+	if sel := j.Selector(); sel != "" {
+		s = "workers matching " + sel
+	}
+	if j.Broadcasts() {
+		s = "broadcast to every live worker"
+		if sel := j.Selector(); sel != "" {
+			s += " matching " + sel
+		}
+		return s + "; each item retried on its worker"
+	}
+	if j.RetriesElsewhere() {
+		return s + "; retries elsewhere"
+	}
+	return s + "; retries on any worker"
 }
 
 // scheduleText describes when a job runs.

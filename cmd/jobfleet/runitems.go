@@ -175,7 +175,11 @@ func lastItemError(r store.Run) string {
 // for a job of single runs.
 func shardsText(j store.Job) string {
 	if j.Broadcasts() {
-		return "broadcast: one item per live worker that runs " + j.Executor.Type + " at each fire"
+		text := "broadcast: one item per live worker that runs " + j.Executor.Type
+		if sel := j.Selector(); sel != "" {
+			text += " with labels matching " + sel
+		}
+		return text + " at each fire"
 	}
 	s := j.Shards
 	if s == nil {

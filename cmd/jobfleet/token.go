@@ -22,8 +22,10 @@ func newTokenCmd() *cobra.Command {
 		Use:   "token",
 		Short: "Manage credentials (admin): create, list and revoke bearer tokens",
 		Long: `A credential has a role (viewer, worker, operator or admin) and, except for
-admin, an optional job-ID prefix that limits it to one team's jobs. Its
-token is shown once, when it is created; the fleet keeps only a hash.
+admin, an optional job-ID prefix that limits it to one team's jobs; a
+worker credential may also be limited to worker labels (--worker-labels,
+a label selector the labels of its workers must satisfy). Its token is
+shown once, when it is created; the fleet keeps only a hash.
 Revoking a credential takes effect on every member within a second.
 These commands need an admin credential (see jobfleet context), except
 token create --etcd-endpoints, which writes to etcd directly: the way back
@@ -46,7 +48,7 @@ in when no admin credential is left.`,
 				return printDoc(cmd.OutOrStdout(), opts.output, list)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tROLE\tPREFIX\tEXPIRES\tCREATED BY\tDESCRIPTION")
+			fmt.Fprintln(tw, "ID\tROLE\tPREFIX\tWORKER LABELS\tEXPIRES\tCREATED BY\tDESCRIPTION")
 			now := time.Now()
 			for _, t := range list.Tokens {
 				exp := "never"
@@ -60,7 +62,7 @@ in when no admin credential is left.`,
 				if by == "" {
 					by = "(etcd)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Role, t.Prefix, exp, by, t.Description)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Role, t.Prefix, t.WorkerLabels, exp, by, t.Description)
 			}
 			return tw.Flush()
 		},
@@ -90,12 +92,13 @@ func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
 		Short: "Create a credential and print its token (shown once)",
 		Example: `  jobfleet token create --role operator --prefix billing/ --ttl 720h --description "billing CI"
   jobfleet token create --role worker -o json
+  jobfleet token create --role worker --worker-labels pool=gpu --description "gpu pool workers"
   jobfleet token create --role admin --etcd-endpoints=http://127.0.0.1:2379   # recovery: straight into etcd`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req.Role = auth.Role(role)
 			if err := auth.ValidateRequest(req); err != nil {
-				return fmt.Errorf("%w (flags --role, --prefix, --ttl, --description)", err)
+				return fmt.Errorf("%w (flags --role, --prefix, --worker-labels, --ttl, --description)", err)
 			}
 			var c auth.Created
 			if cmd.Flags().Changed("etcd-endpoints") {
@@ -133,6 +136,7 @@ func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&role, "role", "", "viewer, worker, operator or admin (required)")
 	fs.StringVar(&req.Prefix, "prefix", "", "limit the credential to jobs whose ID starts with this (not for admin)")
+	fs.StringVar(&req.WorkerLabels, "worker-labels", "", `worker credentials only: a label selector (e.g. "pool=gpu") the labels of every worker registering with it must satisfy, so that its workers cannot claim another pool's runs`)
 	fs.StringVar(&req.TTL, "ttl", "", `lifetime, e.g. "720h" (default: no expiry)`)
 	fs.StringVar(&req.Description, "description", "", "what the credential is for")
 	etcd.register(fs)
@@ -156,6 +160,9 @@ func printCreated(out, info io.Writer, c auth.Created) error {
 	exp := "never expires"
 	if !c.ExpiresAt.IsZero() {
 		exp = "expires " + c.ExpiresAt.Format(time.RFC3339)
+	}
+	if c.WorkerLabels != "" {
+		scope += fmt.Sprintf(", workers with labels matching %q", c.WorkerLabels)
 	}
 	fmt.Fprintf(info, "created credential %s: role %s, %s, %s. The token below is shown only now:\n", c.ID, c.Role, scope, exp)
 	_, err := fmt.Fprintln(out, c.Secret)

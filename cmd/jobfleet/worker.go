@@ -48,7 +48,9 @@ type workerOptions struct {
 }
 
 func defaultWorkerOptions() *workerOptions {
-	return &workerOptions{w: worker.DefaultConfig(), etcd: defaultEtcdOptions(), logs: defaultLogOptions("json"), namespace: orchestrator.DefaultNamespace}
+	w := worker.DefaultConfig()
+	w.ServeHTTP = true // the built-in http executor: what jobfleet worker is for
+	return &workerOptions{w: w, etcd: defaultEtcdOptions(), logs: defaultLogOptions("json"), namespace: orchestrator.DefaultNamespace}
 }
 
 func (c *workerOptions) addFlags(fs *pflag.FlagSet) {

@@ -931,32 +931,49 @@
     return () => { stopped = true; clearInterval(t); };
   }
 
-  function workers(view) {
-    const out = el('div');
-    view.append(heading('Workers'), out);
+  // workers lists the live workers (GET /v1/cluster/workers): what each
+  // serves, its labels, and a label-selector filter (the server's
+  // ?selector=, the syntax of a job's placement.selector).
+  function workers(view, arg) {
+    const q = new URLSearchParams(arg || '');
+    const selector = el('input', { id: 'workers-selector', value: q.get('selector') || '', spellcheck: 'false', size: '40', placeholder: 'pool=gpu,region in (eu-west,eu-central)' });
+    const out = el('div', { id: 'workers-list' });
+    const labelsText = (l) => Object.keys(l || {}).sort().map((k) => k + '=' + l[k]).join(', ');
     async function load() {
+      const sel = selector.value.trim();
       try {
-        const r = await api('GET', '/v1/cluster/workers');
+        const r = await api('GET', '/v1/cluster/workers' + (sel ? '?selector=' + encodeURIComponent(sel) : ''));
         const ws = r.workers || [];
         out.replaceChildren(ws.length
-          ? el('table', {},
-            el('thead', {}, el('tr', {}, ['Worker', 'Credential', 'Executors', 'Active / concurrency', 'Registered', 'Updated', 'Orchestrator'].map((h) => el('th', { scope: 'col', text: h })))),
+          ? el('table', { id: 'workers-table' },
+            el('thead', {}, el('tr', {}, ['Worker', 'Credential', 'Serves', 'Labels', 'Active / concurrency', 'Registered', 'Updated', 'Orchestrator'].map((h) => el('th', { scope: 'col', text: h })))),
             el('tbody', {}, ws.map((w) => el('tr', {},
-              el('td', { text: w.id }), el('td', { text: w.credential }), el('td', { text: (w.executors || []).join(', ') }),
+              el('td', { text: w.id }), el('td', { text: w.credential + (w.prefix ? ' (' + w.prefix + '*)' : '') }), el('td', { text: (w.executors || []).join(', ') }),
+              el('td', { class: 'labels', text: labelsText(w.labels) }),
               el('td', { class: 'num', text: w.active + ' / ' + w.concurrency }), el('td', { text: fmtUTC(w.registered_at) }),
               el('td', { text: fmtUTC(w.last_contact) }), el('td', { text: w.orchestrator || '' })))))
-          : el('p', { class: 'muted', text: 'No worker is registered.' }));
+          : el('p', { class: 'muted', text: sel ? 'No live worker matches ' + sel + '.' : 'No worker is registered.' }));
       } catch (e) {
-        out.replaceChildren(el('p', { class: 'muted', text: e.status === 404 ? 'This server has no worker registry.' : 'Cannot list workers: ' + e.message }));
+        out.replaceChildren(el('p', { class: e.status === 400 ? 'error' : 'muted', text: e.status === 404 ? 'This server has no worker registry.' : 'Cannot list workers: ' + e.message }));
       }
     }
+    const form = el('form', { class: 'inline', onsubmit: (ev) => {
+      ev.preventDefault();
+      keepQuery('workers', { selector: selector.value.trim() });
+      load();
+    } },
+      el('label', { for: 'workers-selector' }, 'Labels matching', selector),
+      el('button', { type: 'submit', id: 'workers-filter', text: 'Filter' }));
+    view.append(heading('Workers'),
+      el('p', { class: 'muted', text: 'The live workers: the executor types each serves, its labels (what jobs\' placement selectors match), the attempts it held when its registration was last written. Refreshed every 5 s.' }),
+      form, out);
     load();
     const t = setInterval(load, 5000);
     return () => clearInterval(t);
   }
 
   const VIEWS = { overview, partitions, where, jobs, job, run, failing, workers };
-  const QUERY_VIEWS = new Set(['jobs', 'failing']);
+  const QUERY_VIEWS = new Set(['jobs', 'failing', 'workers']);
 
   async function route() {
     if (!token) { signOut(''); return; }

@@ -226,6 +226,17 @@ func (c *credentialLog) refused(orchestrator string, err *CredentialError) {
 	}
 }
 
+// stop ends Run with err, once, whatever was accepted before.
+func (c *credentialLog) stop(err error) {
+	c.mu.Lock()
+	ended := c.ended
+	c.ended = true
+	c.mu.Unlock()
+	if !ended {
+		c.fatal <- err // buffer 1, sent once
+	}
+}
+
 // accepted notes a registration or poll the orchestrator accepted (not a
 // members-list read, which a credential of any role may make): from now
 // on, refusals are logged and backed off, never fatal.

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/internal/settings"
 )
@@ -28,6 +29,17 @@ var (
 	ErrInvalidHandler = errors.New("worker: invalid handler")
 	// ErrAlreadyRun means Run was called more than once on a Worker.
 	ErrAlreadyRun = errors.New("worker: Run called twice")
+	// ErrLabelsRefused is what Run returns when an orchestrator refuses
+	// the worker's registration because its labels (Config.Labels) are
+	// outside what its credential allows (jobfleet token create
+	// --worker-labels): the worker stops at once, saying so, rather than
+	// run without the registration its labels need. The error names the
+	// orchestrator and its reason.
+	ErrLabelsRefused = errors.New("worker: labels refused by the worker's credential")
+	// ErrNothingToServe is what Run returns for a worker that serves no
+	// executor type: no handler registered (Handle, before Run), and
+	// neither Config.ServeHTTP nor Config.AllowShell.
+	ErrNothingToServe = errors.New("worker: serves no executor type: register a handler with Handle before Run, or set ServeHTTP (the built-in http executor) or AllowShell")
 	// ErrCredentialRefused is what Run returns when the orchestrators
 	// refuse the worker's credentials (401 or 403 to its registration,
 	// polls or members-list reads) from its start on, for 5 seconds,
@@ -72,6 +84,22 @@ type Config struct {
 	// MaxConcurrency; default 4. An attempt is held from the poll that
 	// returns it until its completion is reported (or dropped).
 	Concurrency int
+	// ServeHTTP enables the built-in "http" executor: the worker
+	// advertises "http" and takes the fleet's HTTP jobs (within its
+	// credential's scope and its labels). Without it, a program embedding
+	// the library serves only the handlers it registers (and "shell" with
+	// AllowShell), and reports any http attempt it is handed as failed.
+	// `jobfleet worker` sets it.
+	ServeHTTP bool
+	// Labels are the worker's labels, part of its registration: jobs'
+	// placement selectors ("pool=gpu,region in (eu-west,eu-central)")
+	// match them, and the worker is handed only runs of jobs whose
+	// selector they match (or that have none). Keys and values follow
+	// Kubernetes' label rules (package dispatch/placement), at most
+	// placement.MaxLabels. The worker's credential may be limited to
+	// labels (jobfleet token create --worker-labels): a registration with
+	// others is refused. Nil: no labels.
+	Labels map[string]string
 	// AllowShell enables the "shell" executor. Without it the worker does
 	// not advertise "shell" and reports any shell attempt it is handed as
 	// failed. With it, on Linux, Run makes the whole process non-dumpable
@@ -157,7 +185,8 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config with every default set. ID and
-// Orchestrators must still be filled in.
+// Orchestrators must still be filled in; ServeHTTP and AllowShell are
+// off, Labels empty.
 func DefaultConfig() Config {
 	return Config{
 		Concurrency:     4,
@@ -215,10 +244,12 @@ func (c *Config) setDefaults() {
 // field with the field's current value as its default (call it on
 // DefaultConfig): --concurrency, --allow-shell, --poll-wait,
 // --shutdown-timeout, --token (a secret), --http-allow, --http-deny,
-// --http-proxy-from-env, --shell-env and --secret-env. ID, Orchestrators
-// and TLS are the command's (derived, or read from files).
+// --http-proxy-from-env, --shell-env, --secret-env and --labels. ID,
+// Orchestrators and TLS are the command's (derived, or read from files),
+// ServeHTTP too (jobfleet worker sets it).
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, fmt.Sprintf("attempts held at once (1 to %d); use at least the number of orchestrators", MaxConcurrency))
+	fs.Var(&labelsFlag{&c.Labels}, "labels", fmt.Sprintf("the worker's labels, which jobs' placement selectors match: key=value,... (Kubernetes' label rules, at most %d), e.g. pool=gpu,region=eu-west", placement.MaxLabels))
 	fs.BoolVar(&c.AllowShell, "allow-shell", c.AllowShell, `run jobs with the "shell" executor (commands run as this process's user)`)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight attempts may finish before they are cancelled and reported failed")
 	fs.DurationVar(&c.PollWait, "poll-wait", c.PollWait, fmt.Sprintf("how long an orchestrator may hold a long poll (at most %v)", api.MaxPollWait))
@@ -287,6 +318,9 @@ func (c *Config) validate() error {
 	}
 	if c.ReportTimeout < c.RequestTimeout {
 		return bad("report timeout %v is below request timeout %v: not even one report could complete", c.ReportTimeout, c.RequestTimeout)
+	}
+	if err := placement.ValidateLabels(c.Labels); err != nil {
+		return invalid("labels", placement.FormatLabels(c.Labels), "%s", strings.TrimPrefix(err.Error(), placement.ErrInvalid.Error()+": "))
 	}
 	for i, r := range c.Token {
 		if r <= ' ' || r >= 0x7f {
@@ -368,3 +402,28 @@ func validHandlerName(name string) bool {
 	}
 	return true
 }
+
+// labelsFlag is the --labels flag: "key=value,...", parsed and checked by
+// placement.ParseLabels, bound to a Config's Labels.
+type labelsFlag struct{ m *map[string]string }
+
+func (f *labelsFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	return placement.FormatLabels(*f.m)
+}
+
+func (f *labelsFlag) Set(s string) error {
+	l, err := placement.ParseLabels(s)
+	if err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), placement.ErrInvalid.Error()+": "))
+	}
+	if len(l) == 0 {
+		l = nil
+	}
+	*f.m = l
+	return nil
+}
+
+func (f *labelsFlag) Type() string { return "labels" }

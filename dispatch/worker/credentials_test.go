@@ -176,7 +176,7 @@ func TestCredentialsRefusedAtStart(t *testing.T) {
 			}
 			f.failPolls(refusals...)
 			lg, logs := newTestLogger(t)
-			w, err := worker.New(worker.Config{ID: "w1", Orchestrators: worker.StaticOrchestrators(f.URL()), Clock: clock, Logger: lg,
+			w, err := worker.New(worker.Config{ID: "w1", Orchestrators: worker.StaticOrchestrators(f.URL()), ServeHTTP: true, Clock: clock, Logger: lg,
 				PollWait: 50 * time.Millisecond, RetryInitial: time.Second, RetryMax: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)

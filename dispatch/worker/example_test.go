@@ -16,8 +16,10 @@ import (
 )
 
 // A worker embedded in a Go program: it runs "send-invoice" jobs with a Go
-// function, and "http" jobs, for the fleet found through one orchestrator,
-// until interrupted. Its credential is a token of role worker; without a
+// function, and nothing else (not the fleet's "http" jobs: ServeHTTP is
+// off), for the fleet found through one orchestrator, until interrupted.
+// Its labels let jobs select it ("placement": {"selector":
+// "team=billing"}). Its credential is a token of role worker; without a
 // valid one, Run logs why and returns ErrCredentialRefused.
 func Example() {
 	lg, _ := zap.NewProduction()
@@ -26,6 +28,7 @@ func Example() {
 		Orchestrators: worker.MembersFrom("http://127.0.0.1:8080"),
 		Token:         os.Getenv("JOBFLEET_TOKEN"),
 		Concurrency:   8,
+		Labels:        map[string]string{"team": "billing"},
 		Logger:        lg,
 	})
 	if err != nil {

@@ -114,6 +114,9 @@ func (w *Worker) execute(ctx context.Context, a api.AttemptGrant, lg *zap.Logger
 	if a.Executor.Type == api.ExecutorShell && !w.cfg.AllowShell {
 		return outcome{err: errors.New("shell executor refused: this worker was not started with shell allowed (--allow-shell)")}
 	}
+	if a.Executor.Type == api.ExecutorHTTP && !w.cfg.ServeHTTP {
+		return outcome{err: errors.New("http executor refused: this worker does not serve it (it embeds the worker library without ServeHTTP)")}
+	}
 	payload, err := api.ResolveSecretRefs("payload", a.Payload, w.secret)
 	if err != nil {
 		return outcome{err: err}

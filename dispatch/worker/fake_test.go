@@ -492,6 +492,19 @@ func (tw *testWorker) stop() error {
 // of the test.
 func startWorker(t *testing.T, cfg worker.Config, setup func(*worker.Worker)) *testWorker {
 	t.Helper()
+	cfg.ServeHTTP = true // as jobfleet worker does; see startEmbedded
+	return startConfigured(t, cfg, setup)
+}
+
+// startEmbedded starts a worker configured by cfg as a program embedding
+// the library would: ServeHTTP as cfg says.
+func startEmbedded(t *testing.T, cfg worker.Config, setup func(*worker.Worker)) *testWorker {
+	t.Helper()
+	return startConfigured(t, cfg, setup)
+}
+
+func startConfigured(t *testing.T, cfg worker.Config, setup func(*worker.Worker)) *testWorker {
+	t.Helper()
 	if cfg.ID == "" {
 		cfg.ID = "w1"
 	}

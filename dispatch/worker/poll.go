@@ -144,6 +144,8 @@ func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Durat
 		Max:       max,
 		Wait:      api.Duration(wait),
 		Features:  []string{api.FeatureItems},
+		// The freest of the workers waiting at a member gets a run first.
+		Free: w.cfg.Concurrency - int(w.inFlight.Load()),
 	}
 	r, err := w.client.post(ctx, addr, api.PathPoll, req, wait+w.cfg.RequestTimeout, maxPollReplyBytes)
 	if err != nil {

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 )
 
 // Registration timing. Until an orchestrator names the TTL, the worker
@@ -77,6 +79,10 @@ func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
 			default:
 				var refused *CredentialError
 				switch {
+				case errors.As(err, &refused) && labelsRefused(refused):
+					w.lg.Error("the orchestrator refused the worker's labels: its credential allows other labels; stopping (start it with labels its credential allows, or use a credential for these)",
+						zap.String("orchestrator", addr), zap.String("reason", refused.Message), zap.String("labels", placement.FormatLabels(w.cfg.Labels)))
+					w.creds.stop(fmt.Errorf("%w: orchestrator %s: %s", ErrLabelsRefused, addr, refused.Message))
 				case errors.As(err, &refused):
 					w.creds.refused(addr, refused)
 				case errors.Is(err, errNoRegistry):
@@ -103,6 +109,13 @@ func (w *Worker) registerLoop(ctx context.Context, reg *registrar) {
 			return
 		}
 	}
+}
+
+// labelsRefused reports whether a refusal of a registration is of the
+// worker's labels (403: outside its credential's worker labels), not of
+// its credential.
+func labelsRefused(e *CredentialError) bool {
+	return e.Status == http.StatusForbidden && strings.Contains(e.Message, "labels: credential ")
 }
 
 // registerWait waits d, or until the orchestrators known change; false if
@@ -141,6 +154,7 @@ func (w *Worker) register(ctx context.Context, addr string, ttl time.Duration) (
 		Concurrency:   w.cfg.Concurrency,
 		Active:        min(int(w.inFlight.Load()), w.cfg.Concurrency),
 		Orchestrators: addrs,
+		Labels:        w.cfg.Labels,
 	}
 	// An orchestrator slower than half the TTL is given up for the next
 	// one, before the registration can expire.

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 	"github.com/jobfleet/jobfleet/egress"
 )
 
@@ -71,6 +72,8 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.Labels = maps.Clone(cfg.Labels) // the caller's map may change
+
 	policy, err := egress.NewGuard(cfg.HTTPPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
@@ -140,13 +143,16 @@ func (w *Worker) handler(name string) Handler {
 	return w.handlers[name]
 }
 
-// executors returns the executor types to advertise: "http", "shell" if
-// allowed, and the handler names.
+// executors returns the executor types to advertise: "http" if served,
+// "shell" if allowed, and the handler names.
 func (w *Worker) executors() []string {
 	w.hmu.RLock()
 	names := slices.Sorted(maps.Keys(w.handlers))
 	w.hmu.RUnlock()
-	ex := []string{api.ExecutorHTTP}
+	var ex []string
+	if w.cfg.ServeHTTP {
+		ex = append(ex, api.ExecutorHTTP)
+	}
 	if w.cfg.AllowShell {
 		ex = append(ex, api.ExecutorShell)
 	}
@@ -161,10 +167,16 @@ func (w *Worker) executors() []string {
 // stale. It returns nil after a shutdown caused by ctx, the error that
 // ended the Discovery, or an error wrapping ErrCredentialRefused when no
 // orchestrator accepted the worker's credentials in its first 5 seconds
-// of refusals. Run may be called once.
+// of refusals, or an error wrapping ErrLabelsRefused when an orchestrator
+// refuses the worker's labels. Run may be called once; it returns ErrNothingToServe at
+// once if the worker serves no executor type (no handler registered, and
+// neither ServeHTTP nor AllowShell).
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
+	}
+	if len(w.executors()) == 0 {
+		return ErrNothingToServe
 	}
 	if w.cfg.AllowShell {
 		if err := protectFromShellJobs(); err != nil {
@@ -197,7 +209,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	defer stopPolling()
-	w.lg.Info("worker starting", zap.Int("concurrency", w.cfg.Concurrency), zap.Strings("executors", w.executors()))
+	w.lg.Info("worker starting", zap.Int("concurrency", w.cfg.Concurrency), zap.Strings("executors", w.executors()), zap.String("labels", placement.FormatLabels(w.cfg.Labels)))
 
 	discDone := make(chan error, 1)
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -125,7 +126,7 @@ func TestHandleValidation(t *testing.T) {
 }
 
 func TestRunTwice(t *testing.T) {
-	w, err := worker.New(worker.Config{ID: "w1", Orchestrators: worker.StaticOrchestrators("http://127.0.0.1:1")})
+	w, err := worker.New(worker.Config{ID: "w1", Orchestrators: worker.StaticOrchestrators("http://127.0.0.1:1"), ServeHTTP: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +174,59 @@ func TestAdvertisedExecutors(t *testing.T) {
 			clock.Advance(worker.DefaultConfig().PollWait + time.Second)
 			f.waitFor(t, "a long poll", func() bool { return f.polls[len(f.polls)-1].Wait.Std() == worker.DefaultConfig().PollWait })
 		})
+	}
+}
+
+// TestEmbeddedWorkerServesOnlyWhatItDeclares: a worker embedded without
+// ServeHTTP advertises only its handlers (and shell, if allowed), refuses
+// an http attempt it is handed all the same, registers and polls with its
+// labels and free slots, and Run refuses a worker that serves nothing.
+func TestEmbeddedWorkerServesOnlyWhatItDeclares(t *testing.T) {
+	f := newFakeOrch(t, "a", nil)
+	labels := map[string]string{"team": "billing", "region": "eu-west"}
+	startEmbedded(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), Concurrency: 5, Labels: labels}, func(w *worker.Worker) {
+		mustHandle(t, w, "send-invoice", func(context.Context, worker.Run) error { return nil })
+	})
+	labels["team"] = "changed after New" // the worker keeps its own copy
+	f.enqueueForced(f.assignment("r-http", api.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}, ""))
+	if got := f.waitComplete(t, "r-http"); got.Success || !strings.Contains(got.Error, "http executor refused") {
+		t.Errorf("http attempt handed to an embedded worker: %+v, want refused", got)
+	}
+	polls, _, _, _ := f.snapshot()
+	if p := polls[0]; !slices.Equal(p.Executors, []string{"send-invoice"}) || p.Free < p.Max || p.Free > 5 {
+		t.Errorf("poll = executors %q, max %d, free %d; want only the handler, free slots of 5", p.Executors, p.Max, p.Free)
+	}
+
+	// Its registration says the same, with its labels.
+	o := newRegistrarOrch(t, http.StatusOK)
+	startEmbedded(t, worker.Config{ID: "w-labels", Orchestrators: worker.StaticOrchestrators(o.srv.URL), Labels: map[string]string{"pool": "gpu"}, AllowShell: true}, func(w *worker.Worker) {
+		mustHandle(t, w, "train", func(context.Context, worker.Run) error { return nil })
+	})
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		if n, _, last := o.counts(); n > 0 {
+			if !slices.Equal(last.Executors, []string{"shell", "train"}) || !maps.Equal(last.Labels, map[string]string{"pool": "gpu"}) {
+				t.Errorf("registration = executors %q, labels %v; want shell and the handler, pool=gpu", last.Executors, last.Labels)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no registration")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	w, err := worker.New(worker.Config{ID: "w-idle", Orchestrators: worker.StaticOrchestrators(f.URL())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(context.Background()); !errors.Is(err, worker.ErrNothingToServe) {
+		t.Errorf("Run of a worker that serves nothing = %v, want ErrNothingToServe", err)
+	}
+	for _, bad := range []map[string]string{{"-pool": "gpu"}, {"pool": "g p u"}} {
+		if _, err := worker.New(worker.Config{ID: "w", Orchestrators: worker.StaticOrchestrators(f.URL()), Labels: bad}); !errors.Is(err, worker.ErrInvalidConfig) || !strings.Contains(err.Error(), "labels") {
+			t.Errorf("New with labels %v = %v, want ErrInvalidConfig naming labels", bad, err)
+		}
 	}
 }
 

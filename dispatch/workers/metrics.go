@@ -25,13 +25,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "jobfleet_worker_registrations", Help: "Live worker registrations, as this member's copy of the registry shows them.",
 		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jobfleet_worker_registration_writes_total", Help: "Worker registration writes this member made, by kind: create (a new registration), change (its executors, concurrency or orchestrators changed), update (its active count or the member it registers with), bind (an ID bound to its credential apart from a create).",
+			Name: "jobfleet_worker_registration_writes_total", Help: "Worker registration writes this member made, by kind: create (a new registration), change (its executors, concurrency, orchestrators or labels changed), update (its active count or the member it registers with), bind (an ID bound to its credential apart from a create).",
 		}, []string{"kind"}),
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_worker_registration_updates_skipped_total", Help: "Updates of a registration's active count or member not stored: beyond the credential's write rate, or while the store is above its high-water mark. The registration was renewed.",
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jobfleet_worker_registrations_refused_total", Help: "Worker registrations and deregistrations refused, by reason: invalid (400), rate (429), too_many (429), id_taken (409), store (507 or 503).",
+			Name: "jobfleet_worker_registrations_refused_total", Help: "Worker registrations and deregistrations refused, by reason: invalid (400), labels (403: outside the credential's worker labels), rate (429), too_many (429), id_taken (409), store (507 or 503).",
 		}, []string{"reason"}),
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jobfleet_worker_presence_streams", Help: "Presence streams of workers this member holds open now (one per worker registered with it).",
@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"reason"}),
 	}
 	m.notRevoked.WithLabelValues("changed")
-	for _, r := range []string{"invalid", "rate", "too_many", "id_taken", "store"} {
+	for _, r := range []string{"invalid", "labels", "rate", "too_many", "id_taken", "store"} {
 		m.refused.WithLabelValues(r)
 	}
 	for _, k := range []string{"create", "change", "update", "bind"} {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -28,7 +30,12 @@ import (
 // store is above its high-water mark. An identical refresh writes
 // nothing.
 //
-// Errors: dispatch.ErrBadRequest (naming the field), ErrIDTaken,
+// Its labels must satisfy req.WorkerLabels, the credential's worker label
+// selector: a registration, or a refresh, whose labels do not is refused
+// before anything is read or written (dispatch.ErrForbidden), so a refused refresh
+// renews nothing and the registration expires.
+//
+// Errors: dispatch.ErrBadRequest (naming the field), dispatch.ErrForbidden, ErrIDTaken,
 // ErrTooManyWorkers, a *RateError, and etcd's errors classified by
 // store.Classify (store.ErrHighWater and store.ErrNoSpace when the write
 // a registration needs is refused, store.ErrUnavailable).
@@ -39,6 +46,12 @@ func (r *Registry) Register(ctx context.Context, req dispatch.RegisterRequest) (
 	}
 	if err := r.limits.request(req.Credential); err != nil {
 		r.cfg.Metrics.refuse("rate")
+		return dispatch.RegisterResponse{}, err
+	}
+	if err := checkLabels(req); err != nil {
+		r.cfg.Metrics.refuse("labels")
+		r.lg.Warn("worker registration refused: labels outside its credential's", zap.String("worker", req.Worker), zap.String("credential", req.Credential),
+			zap.String("labels", placement.FormatLabels(req.Labels)), zap.String("worker_labels", req.WorkerLabels))
 		return dispatch.RegisterResponse{}, err
 	}
 	paid := false // a write was paid for: a try after a lost compare-and-swap pays nothing more
@@ -117,7 +130,7 @@ func (r *Registry) create(ctx context.Context, req dispatch.RegisterRequest, st 
 	}
 	r.cfg.Metrics.wrote("create")
 	r.lg.Info("worker registered", zap.String("worker", req.Worker), zap.String("credential", req.Credential),
-		zap.Strings("executors", req.Executors), zap.Int("concurrency", req.Concurrency))
+		zap.Strings("executors", req.Executors), zap.Int("concurrency", req.Concurrency), zap.String("labels", placement.FormatLabels(req.Labels)))
 	return nil
 }
 
@@ -170,16 +183,16 @@ func (r *Registry) rewrite(ctx context.Context, req dispatch.RegisterRequest, re
 	r.cfg.Metrics.wrote(kind)
 	if kind == "change" {
 		r.lg.Info("worker registration changed", zap.String("worker", req.Worker), zap.Strings("executors", next.Executors),
-			zap.Int("concurrency", next.Concurrency), zap.Strings("orchestrators", next.Orchestrators))
+			zap.Int("concurrency", next.Concurrency), zap.Strings("orchestrators", next.Orchestrators), zap.String("labels", placement.FormatLabels(next.Labels)))
 	}
 	return nil
 }
 
 // changed reports whether next differs from cur in what the worker says
-// it is: its executors, concurrency, orchestrators or scope.
+// it is: its executors, concurrency, orchestrators, labels or scope.
 func changed(cur, next store.Worker) bool {
 	return !slices.Equal(cur.Executors, next.Executors) || cur.Concurrency != next.Concurrency ||
-		!slices.Equal(cur.Orchestrators, next.Orchestrators) || cur.Prefix != next.Prefix
+		!slices.Equal(cur.Orchestrators, next.Orchestrators) || cur.Prefix != next.Prefix || !maps.Equal(cur.Labels, next.Labels)
 }
 
 // sampleDue reports whether next's sample (Active, the member it
@@ -282,7 +295,17 @@ func (r *Registry) document(req dispatch.RegisterRequest, registered, now time.T
 		LastContact:   now.UTC(),
 		Orchestrator:  r.cfg.Member,
 		Orchestrators: slices.Clone(req.Orchestrators),
+		Labels:        labelsOf(req.Labels),
 	}
+}
+
+// labelsOf returns a copy of l, nil when it is empty (the registration
+// then omits it).
+func labelsOf(l map[string]string) map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	return maps.Clone(l)
 }
 
 // Deregister removes req.Worker's registration (a worker stopping

@@ -47,6 +47,7 @@ type regView struct {
 	rev     int64 // 0 before the first list
 	workers map[string]entry
 	perCred map[string]int // live registrations by credential
+	changed chan struct{}  // closed when the next view replaces this one
 }
 
 // entry is one live registration.
@@ -90,7 +91,7 @@ func New(client *clientv3.Client, cfg Config) (*Registry, error) {
 		renewed: map[clientv3.LeaseID]time.Time{},
 	}
 	r.streams, r.stop = map[string]*presence{}, make(chan struct{})
-	r.regView.Store(&regView{workers: map[string]entry{}, perCred: map[string]int{}})
+	r.regView.Store(&regView{workers: map[string]entry{}, perCred: map[string]int{}, changed: make(chan struct{})})
 	r.claimView.Store(&claimView{byID: map[string]string{}, perCred: map[string]int{}})
 	return r, nil
 }
@@ -128,7 +129,7 @@ func (r *Registry) Run(ctx context.Context) {
 // which registrations ended since the previous one.
 func (r *Registry) applyRegs(s mirror.Snapshot) {
 	old := r.regView.Load()
-	next := &regView{rev: s.Revision, workers: make(map[string]entry, len(s.KVs)), perCred: map[string]int{}}
+	next := &regView{rev: s.Revision, workers: make(map[string]entry, len(s.KVs)), perCred: map[string]int{}, changed: make(chan struct{})}
 	for _, kv := range s.KVs {
 		var w store.Worker
 		if err := json.Unmarshal(kv.Value, &w); err != nil || w.ID == "" {
@@ -139,6 +140,7 @@ func (r *Registry) applyRegs(s mirror.Snapshot) {
 		next.perCred[w.Credential]++
 	}
 	r.regView.Store(next)
+	close(old.changed)
 	r.cfg.Metrics.setLive(len(next.workers))
 	var gone []string
 	for id, was := range old.workers {
@@ -173,6 +175,11 @@ func (r *Registry) applyClaims(s mirror.Snapshot) {
 	}
 	r.claimView.Store(next)
 }
+
+// Changed returns a channel closed when the registrations next change, as
+// this member's copy shows them (a registration created, changed or
+// ended, or the first list).
+func (r *Registry) Changed() <-chan struct{} { return r.regView.Load().changed }
 
 // Subscribe has gone called, from Run's goroutine, with the IDs of
 // workers whose registration ended (expired, removed, or replaced by a

@@ -2,10 +2,13 @@ package workers
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"unicode"
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 )
 
 // validateRegister checks a registration against the protocol's bounds
@@ -44,7 +47,25 @@ func validateRegister(req dispatch.RegisterRequest) error {
 			return bad("orchestrators[%d]: %v", i, err)
 		}
 	}
+	if err := placement.ValidateLabels(req.Labels); err != nil {
+		return bad("labels: %s", strings.TrimPrefix(err.Error(), placement.ErrInvalid.Error()+": "))
+	}
 	return nil
+}
+
+// checkLabels refuses a registration whose labels do not satisfy its
+// credential's worker label selector. The error wraps
+// dispatch.ErrForbidden (HTTP 403) and names the rule.
+func checkLabels(req dispatch.RegisterRequest) error {
+	if placement.Allows(req.WorkerLabels, req.Labels) {
+		return nil
+	}
+	got := "no labels"
+	if len(req.Labels) > 0 {
+		got = "labels " + placement.FormatLabels(req.Labels)
+	}
+	return fmt.Errorf("%w: labels: credential %s lets its workers register only with labels matching %s; worker %s has %s",
+		dispatch.ErrForbidden, strconv.Quote(req.Credential), strconv.Quote(req.WorkerLabels), strconv.Quote(req.Worker), got)
 }
 
 // printable checks a short display string: 1 to max bytes of UTF-8

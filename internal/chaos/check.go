@@ -74,13 +74,17 @@ type Input struct {
 	// DeleteRequested is, per deleted job, when the workload sent the
 	// delete that was accepted.
 	DeleteRequested map[string]time.Time
-	// Workers are the worker incarnations' lifetimes, by worker ID.
+	// Workers are the worker incarnations' lifetimes, with their labels
+	// and credentials, by worker ID.
 	Workers map[string]WorkerLife
 	// Bounds are the recoveries the fleet promises per fault kind (see
 	// Config.bounds); the report shows each kind's next to its measured
 	// failovers, with how many exceeded it. A kind without one promises
 	// none.
 	Bounds map[Kind]time.Duration `json:",omitempty"`
+	// Credentials are the worker credentials' worker label selectors
+	// (what a worker holding one may have as labels), by credential ID.
+	Credentials map[string]string
 	// Noisy is what the noisy tenant did (nil: the run had none).
 	Noisy *NoisyStats `json:",omitempty"`
 }
@@ -169,11 +173,18 @@ type Global struct {
 	// fault had cut off, accepted after a later attempt of the run was
 	// handed out (the attempt had been reassigned).
 	CutOffReportsAccepted int `json:"cut_off_reports_accepted"`
-	RunsLost              int `json:"runs_lost"`
-	RunsUnfinished        int `json:"runs_unfinished"`
-	CorruptRuns           int `json:"corrupt_runs"`
-	FaultsNotRecovered    int `json:"faults_not_recovered"`
-	Items                 `json:"items"`
+	// AttemptsMisplaced counts attempts (a run's own or an item's) handed
+	// to a worker whose labels the job's placement selector does not
+	// match, or whose credential does not allow its labels (or to a
+	// worker or credential the harness does not know); AttemptsPlaced
+	// counts the attempts checked.
+	AttemptsMisplaced  int `json:"attempts_misplaced"`
+	AttemptsPlaced     int `json:"attempts_placed"`
+	RunsLost           int `json:"runs_lost"`
+	RunsUnfinished     int `json:"runs_unfinished"`
+	CorruptRuns        int `json:"corrupt_runs"`
+	FaultsNotRecovered int `json:"faults_not_recovered"`
+	Items              `json:"items"`
 }
 
 // Violation is one broken rule, with enough detail to look it up in the
@@ -238,6 +249,7 @@ func Check(in Input) Result {
 	c.checkSchedules()
 	c.checkRuns(execs)
 	c.checkExecutions(execs)
+	c.checkPlacement()
 	c.checkJobs()
 	c.checkNoisy()
 	c.res.Global.OwnerEvents = in.History.OwnerEvents

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -25,8 +26,9 @@ type Items struct {
 	// had cut it off: what the product promises for a worker that dies.
 	BroadcastWorkerLost int `json:"broadcast_items_worker_lost"`
 	// BroadcastWorkersMissed counts workers that lived through a
-	// broadcast fire (from 5s before to 1s after it) without an item of
-	// it; a violation outside fault windows.
+	// broadcast fire (from 5s before to 1s after it), with labels its
+	// job's selector matches, without an item of it; a violation outside
+	// fault windows.
 	BroadcastWorkersMissed int `json:"broadcast_workers_missed"`
 	// The must-be-zero counts.
 	// ItemsSucceededTwice: an item with two successful attempts, or
@@ -41,7 +43,8 @@ type Items struct {
 	ItemStatusMismatch int `json:"item_status_mismatch"`
 	// BroadcastMisplaced: a broadcast item run by another worker than the
 	// one it is pinned to, two items pinned to one worker, or an item
-	// pinned to a worker that had not started at the fire.
+	// pinned to a worker that had not started at the fire or whose labels
+	// its job's selector does not match.
 	BroadcastMisplaced int `json:"broadcast_misplaced"`
 }
 
@@ -128,7 +131,7 @@ func (c *checker) checkItemRun(h *RunHistory, runID string, k Kind, execs map[ex
 		created = h.Creates[0].Seen
 	}
 	if last.Broadcast {
-		c.checkBroadcast(runID, k, last, created)
+		c.checkBroadcast(h, runID, k, last, created)
 	}
 	executed := 0
 	for i, it := range last.Items {
@@ -201,15 +204,25 @@ func (c *checker) workerLost(r store.Run, it api.Item, created time.Time) bool {
 	return cut
 }
 
-// checkBroadcast checks the pins of broadcast run r created at created:
-// distinct workers, each started before the fire, every attempt of an
+// checkBroadcast checks the pins of broadcast run r (of history h)
+// created at created: distinct workers, each started before the fire and
+// with labels its job's placement selector matches, every attempt of an
 // item by its worker; and that every worker that lived through the fire
-// got an item (a violation only outside fault windows).
-func (c *checker) checkBroadcast(runID string, k Kind, r store.Run, created time.Time) {
+// and whose labels the selector matches got an item (a violation only
+// outside fault windows).
+func (c *checker) checkBroadcast(h *RunHistory, runID string, k Kind, r store.Run, created time.Time) {
 	g := &c.res.Global.Items
 	misplaced := func(detail string) {
 		g.BroadcastMisplaced++
 		c.violate("broadcast_misplaced", k, fmt.Sprintf("run %s: %s", runID, detail))
+	}
+	// The selectors the fire may have been decided with: those current
+	// when the run was created (checkPlacement's rule).
+	sels := []string{""}
+	if len(h.Creates) > 0 {
+		if s := c.selectors(h.JobID, h.Creates[0].Rev, h.Creates[0].Rev); len(s) > 0 {
+			sels = s
+		}
 	}
 	pinned := map[string]int{}
 	for i, it := range r.Items {
@@ -217,8 +230,11 @@ func (c *checker) checkBroadcast(runID string, k Kind, r store.Run, created time
 			misplaced(fmt.Sprintf("items %d and %d are both pinned to %s", j, i, it.Worker))
 		}
 		pinned[it.Worker] = i
-		if life, ok := c.in.Workers[it.Worker]; !ok || (!created.IsZero() && life.Started.After(created)) {
+		life, ok := c.in.Workers[it.Worker]
+		if !ok || (!created.IsZero() && life.Started.After(created)) {
 			misplaced(fmt.Sprintf("item %d pinned to %s, which had not started at the fire (%s)", i, it.Worker, ts(created)))
+		} else if !matchesAny(sels, life.Labels) {
+			misplaced(fmt.Sprintf("item %d pinned to %s, whose labels %s match none of its job's selectors %q", i, it.Worker, placement.FormatLabels(life.Labels), sels))
 		}
 		for _, a := range it.Attempts {
 			if a.Worker != it.Worker {
@@ -233,6 +249,9 @@ func (c *checker) checkBroadcast(runID string, k Kind, r store.Run, created time
 		life := c.in.Workers[id]
 		if _, ok := pinned[id]; ok || life.Started.After(created.Add(-broadcastLeadIn)) || (!life.Ended.IsZero() && life.Ended.Before(created.Add(broadcastLeadOut))) {
 			continue
+		}
+		if !matchesAll(sels, life.Labels) {
+			continue // not a worker the broadcast is for
 		}
 		g.BroadcastWorkersMissed++
 		if _, cut := c.cutOff(id, created.Add(-broadcastLeadIn), created.Add(broadcastLeadOut)); !cut && k == Steady {

@@ -54,7 +54,7 @@ func (b *builder) itemAttempt(h *RunHistory, i int, worker, errMsg string, execu
 		it := &r.Items[i]
 		n = len(it.Attempts) + 1
 		start = r.ScheduledAt.Add(time.Duration(10*(i+1)+n) * time.Millisecond)
-		it.Attempts = append(it.Attempts, api.Attempt{Attempt: n, Worker: worker, StartedAt: start})
+		it.Attempts = append(it.Attempts, api.Attempt{Attempt: n, Worker: worker, StartedAt: start, Credential: testCred})
 		it.Status, r.Status = store.RunRunning, store.RunRunning
 	})
 	b.version(h, func(r *store.Run) {
@@ -229,6 +229,56 @@ func TestCheckBroadcastRuns(t *testing.T) {
 			}
 			if tt.name == "its worker died" && r.Global.Items.BroadcastWorkerLost != 1 {
 				t.Errorf("broadcast items lost with their worker %d, want 1", r.Global.Items.BroadcastWorkerLost)
+			}
+		})
+	}
+}
+
+// TestCheckBroadcastWithSelector: a broadcast job with a placement
+// selector reaches every live worker the selector matches and no other:
+// a worker outside it is not missed, one pinned or run outside it is
+// misplaced, one inside it without an item is missed.
+func TestCheckBroadcastWithSelector(t *testing.T) {
+	tests := []struct {
+		name  string
+		pins  []string
+		extra map[string]WorkerLife
+		run   []string // the worker of each item's attempt
+		want  string
+	}{
+		{name: "the pool's workers only", pins: []string{"w1.0", "w2.0"}, run: []string{"w1.0", "w2.0"}},
+		{name: "pinned outside the selector", pins: []string{"w1.0", "w3.0"}, run: []string{"w1.0", "w3.0"},
+			want: "attempts_misplaced×1 broadcast_misplaced×1 broadcast_workers_missed×1"},
+		{name: "a pool worker missed", pins: []string{"w1.0", "w2.0"}, run: []string{"w1.0", "w2.0"},
+			extra: map[string]WorkerLife{"w4.0": {ID: "w4.0", Started: at(-100), Labels: map[string]string{"pool": "a"}}},
+			want:  "broadcast_workers_missed×1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuilder()
+			pool := func(p string) map[string]string { return map[string]string{"pool": p} }
+			b.in.Workers["w1.0"] = WorkerLife{ID: "w1.0", Started: at(-100), Labels: pool("a")}
+			b.in.Workers["w2.0"] = WorkerLife{ID: "w2.0", Started: at(-100), Labels: pool("a")}
+			b.in.Workers["w3.0"] = WorkerLife{ID: "w3.0", Started: at(-100), Labels: pool("b")}
+			for id, l := range tt.extra {
+				b.in.Workers[id] = l
+			}
+			b.job("bc", "@every 1s", 0, false)
+			b.setSelector("bc", "pool=a")
+			b.job("bc", "@every 1s", 1.5, true)
+			b.setSelector("bc", "pool=a")
+			h := b.fireItems("bc", 1, len(tt.pins), tt.pins...)
+			for i, w := range tt.run {
+				b.itemAttempt(h, i, w, "", true)
+			}
+			b.version(h, settle(store.RunSucceeded))
+			r := b.check(5)
+			if got := violations(r); got != tt.want {
+				dump(t, r)
+				t.Fatalf("violations %q, want %q", got, tt.want)
+			}
+			if r.Global.AttemptsPlaced != len(tt.run) {
+				t.Errorf("attempts placed %d, want %d (the items' attempts)", r.Global.AttemptsPlaced, len(tt.run))
 			}
 		})
 	}

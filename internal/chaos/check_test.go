@@ -33,12 +33,13 @@ type builder struct {
 
 func newBuilder() *builder {
 	return &builder{in: Input{
-		Partitions: testPartitions,
-		Grace:      5 * time.Second,
-		History:    History{Specs: map[string][]SpecVersion{}, Runs: map[string]*RunHistory{}},
-		Jobs:       map[string]JobRecord{},
-		Listed:     map[string]store.Job{},
-		Workers:    map[string]WorkerLife{"w1.0": {ID: "w1.0", Started: at(-100)}},
+		Partitions:  testPartitions,
+		Grace:       5 * time.Second,
+		History:     History{Specs: map[string][]SpecVersion{}, Runs: map[string]*RunHistory{}},
+		Jobs:        map[string]JobRecord{},
+		Listed:      map[string]store.Job{},
+		Workers:     map[string]WorkerLife{"w1.0": {ID: "w1.0", Started: at(-100), Credential: testCred}},
+		Credentials: map[string]string{testCred: ""},
 	}}
 }
 
@@ -97,12 +98,21 @@ func (b *builder) fire(id string, sec float64) *RunHistory {
 	return h
 }
 
+// testCred is the credential of the builder's workers.
+const testCred = "cred-w"
+
 // attempt appends an attempt by worker to h's run, finished with errMsg
 // ("" is success), and records its execution if executed.
 func (b *builder) attempt(h *RunHistory, worker, errMsg string, executed bool) {
+	b.attemptAs(h, worker, testCred, errMsg, executed)
+}
+
+// attemptAs is attempt with the credential the attempt was handed to.
+func (b *builder) attemptAs(h *RunHistory, worker, cred, errMsg string, executed bool) {
 	run := h.Last()
 	start := run.ScheduledAt.Add(10 * time.Millisecond * time.Duration(len(run.Attempts)+1))
 	run = startAttempt(run, worker, start)
+	run.Attempts[len(run.Attempts)-1].Credential = cred
 	h.Versions = append(h.Versions, RunVersion{Rev: b.nextRev(), Seen: start, Run: run})
 	n := len(run.Attempts)
 	fin := run
@@ -125,7 +135,7 @@ func (b *builder) attempt(h *RunHistory, worker, errMsg string, executed bool) {
 }
 
 func startAttempt(r store.Run, worker string, now time.Time) store.Run {
-	r.Attempts = append(slices.Clone(r.Attempts), store.Attempt{Attempt: len(r.Attempts) + 1, Worker: worker, StartedAt: now})
+	r.Attempts = append(slices.Clone(r.Attempts), store.Attempt{Attempt: len(r.Attempts) + 1, Worker: worker, StartedAt: now, Credential: testCred})
 	r.Status = store.RunRunning
 	return r
 }

@@ -321,3 +321,19 @@ func kindNames(ks []Kind) []string {
 	}
 	return out
 }
+
+// workerPool returns the pool of worker index (from 1) of a run with
+// workers workers: "a" for odd indexes, "b" for even ones; "a" alone with
+// a single worker, so that every pool has a worker.
+func workerPool(index, workers int) string {
+	if workers < 2 || index%2 == 1 {
+		return "a"
+	}
+	return "b"
+}
+
+// workerLabels returns the labels of worker index: its pool, and its own
+// name.
+func workerLabels(index, workers int) map[string]string {
+	return map[string]string{"pool": workerPool(index, workers), "host": fmt.Sprintf("w%d", index)}
+}

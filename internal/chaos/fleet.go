@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
@@ -50,10 +51,15 @@ type workerProc struct {
 // incarnationID returns the worker ID of incarnation n.
 func (w *workerProc) incarnationID(n int) string { return fmt.Sprintf("w%d.%d", w.index, n) }
 
-// WorkerLife is one worker incarnation's lifetime.
+// WorkerLife is one worker incarnation's lifetime, and what placement
+// knows of it: its labels (--labels) and its credential.
 type WorkerLife struct {
 	ID      string    `json:"id"`
 	Started time.Time `json:"started"`
+	// Labels are the incarnation's --labels; Credential the ID of the
+	// credential it ran with.
+	Labels     map[string]string `json:"labels,omitempty"`
+	Credential string            `json:"credential,omitempty"`
 	// Ended is when the process exited (zero if it ran to the end of the
 	// run); Killed says it was SIGKILLed then.
 	Ended  time.Time `json:"ended,omitzero"`
@@ -73,9 +79,11 @@ type fleet struct {
 	orchs   []*orchProc
 	workers []*workerProc
 
-	// workerTokenFile holds the workers' credential (--token-file); the
+	// poolCreds are the workers' credentials, one per pool, each limited
+	// to its pool's labels (jobfleet token create --worker-labels): the
+	// file holding its token (--token-file), its ID and its selector. The
 	// harness's own API calls (http) send an admin credential.
-	workerTokenFile string
+	poolCreds map[string]poolCred
 	// noisyOperator and noisyWorker are the noisy tenant's credentials,
 	// scoped to noisyPrefix (noisy.go); noisyHTTP sends its requests
 	// (with no credential of its own).
@@ -120,9 +128,15 @@ func (f *fleet) setAvoid(id string, avoid bool) {
 
 func (f *fleet) logPath(name string) string { return filepath.Join(f.cfg.Dir, "logs", name+".log") }
 
+// poolCred is the worker credential of one pool.
+type poolCred struct {
+	file, id, selector string
+}
+
 // makeCredentials stores an admin credential, which the harness's API
-// calls send, and a worker credential, which the workers read from a file
-// (0600) of the run's directory.
+// calls send, and a worker credential per pool of workers, limited to the
+// pool's labels, which the pool's workers read from a file (0600) of the
+// run's directory.
 func (f *fleet) makeCredentials(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -131,13 +145,22 @@ func (f *fleet) makeCredentials(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin credential: %w", err)
 	}
-	wrk, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleWorker, Description: "chaos workers"}, "")
-	if err != nil {
-		return fmt.Errorf("worker credential: %w", err)
-	}
-	f.workerTokenFile = filepath.Join(f.cfg.Dir, "worker.token")
-	if err := os.WriteFile(f.workerTokenFile, []byte(wrk.Secret+"\n"), 0o600); err != nil {
-		return err
+	f.poolCreds = map[string]poolCred{}
+	for i := range f.cfg.Workers {
+		pool := workerPool(i+1, f.cfg.Workers)
+		if _, ok := f.poolCreds[pool]; ok {
+			continue
+		}
+		sel := "pool=" + pool
+		wrk, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleWorker, WorkerLabels: sel, Description: "chaos workers of pool " + pool}, "")
+		if err != nil {
+			return fmt.Errorf("worker credential: %w", err)
+		}
+		file := filepath.Join(f.cfg.Dir, "worker-"+pool+".token")
+		if err := os.WriteFile(file, []byte(wrk.Secret+"\n"), 0o600); err != nil {
+			return err
+		}
+		f.poolCreds[pool] = poolCred{file: file, id: wrk.ID, selector: sel}
 	}
 	if f.cfg.NoisyTenant {
 		op, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleOperator, Prefix: noisyPrefix, Description: "chaos noisy tenant"}, "")
@@ -152,6 +175,16 @@ func (f *fleet) makeCredentials(ctx context.Context) error {
 	}
 	f.http.Transport = &auth.BearerTransport{Token: adm.Secret, Base: f.http.Transport}
 	return nil
+}
+
+// workerCredentials returns the worker credentials' label selectors, by
+// credential ID.
+func (f *fleet) workerCredentials() map[string]string {
+	out := map[string]string{}
+	for _, c := range f.poolCreds {
+		out[c.id] = c.selector
+	}
+	return out
 }
 
 // orchArgs returns the command line of o listening on addr.
@@ -283,13 +316,16 @@ func (f *fleet) startWorkers() error {
 // startWorker starts a new incarnation of w.
 func (f *fleet) startWorker(w *workerProc) error {
 	id := w.incarnationID(w.Incarnation() + 1)
+	labels := workerLabels(w.index, f.cfg.Workers)
+	cred := f.poolCreds[labels["pool"]]
 	w.setArgs([]string{
 		"worker",
 		"--etcd-endpoints=" + strings.Join(f.etcd.endpoints(), ","),
 		"--namespace=" + f.ns,
 		"--id=" + id,
 		"--concurrency=" + strconv.Itoa(f.cfg.WorkerConcurrency),
-		"--token-file=" + f.workerTokenFile,
+		"--token-file=" + cred.file,
+		"--labels=" + placement.FormatLabels(labels),
 		"--poll-wait=2s",
 		"--http-allow=" + f.recorderHost(), // the recorder the jobs call: on loopback, or on its host
 		"--shutdown-timeout=" + (f.cfg.SlowFor + 2*time.Second).String(),
@@ -298,7 +334,7 @@ func (f *fleet) startWorker(w *workerProc) error {
 	if err := w.start(f.cfg.Binary); err != nil {
 		return err
 	}
-	life := &WorkerLife{ID: id, Started: time.Now()}
+	life := &WorkerLife{ID: id, Started: time.Now(), Labels: labels, Credential: cred.id}
 	f.mu.Lock()
 	f.lives[id] = life
 	f.mu.Unlock()

@@ -64,6 +64,7 @@ func (r *Report) WriteTable(out io.Writer) {
 		{"runs executed that the store never fired", g.UnknownRunsExecuted},
 		{"attempts executed that the store never recorded", g.UnrecordedAttempts},
 		{"cut-off workers' reports accepted after reassignment", g.CutOffReportsAccepted},
+		{fmt.Sprintf("attempts on a worker its job's selector or its credential does not allow (of %d)", g.AttemptsPlaced), g.AttemptsMisplaced},
 		{"runs fired but never executed", g.RunsLost},
 		{"runs not final at the end", g.RunsUnfinished},
 		{"corrupt run documents", g.CorruptRuns},

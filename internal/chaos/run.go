@@ -233,6 +233,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		DeleteRequested: deleteRequested,
 		Workers:         f.workerLives(),
 		Bounds:          cfg.bounds(),
+		Credentials:     f.workerCredentials(),
 		Noisy:           noisy,
 	}
 	rep.Result = Check(in)

@@ -105,6 +105,7 @@ func (w *workload) spec(id, kind, schedule string, runAt *time.Time, misfire sto
 	}
 	payload, _ := json.Marshal(map[string]any{"kind": kind, "v": version})
 	j := store.Job{
+		Placement:     placementFor(id, kind, w.cfg.Workers),
 		ID:            id,
 		Schedule:      schedule,
 		RunAt:         runAt,
@@ -129,10 +130,47 @@ func (w *workload) spec(id, kind, schedule string, runAt *time.Time, misfire sto
 			}
 			j.Payload = nil
 		}
-	case jobBroadcast:
-		j.Placement = &api.PlacementPolicy{Broadcast: true}
 	}
 	return j
+}
+
+// placementFor returns the placement of job id of kind (the same for
+// every write of it): its selector (selectorFor), and broadcast for a
+// broadcast job; nil for neither.
+func placementFor(id, kind string, workers int) *api.PlacementPolicy {
+	p := &api.PlacementPolicy{Selector: selectorFor(id, workers), Broadcast: kind == jobBroadcast}
+	if p.Selector == "" && !p.Broadcast {
+		return nil
+	}
+	return p
+}
+
+// selectorFor returns the placement selector of job id (the same for
+// every write of it): some jobs run on pool a's workers, some on pool
+// b's, some on either through a set and an exclusion, one on a label
+// every worker has; the first broadcast job on pool a's workers (every
+// worker of a run with one), and a sharded job's items on pool b's; the
+// others, and every burst job, on any worker.
+func selectorFor(id string, workers int) string {
+	b := "b"
+	if workers < 2 {
+		b = "a" // one worker: pool a alone
+	}
+	switch id {
+	case "rec-01", "flaky-1", "slow-1", "broadcast-1":
+		return "pool=a"
+	case "rec-02", "flaky-2", "sharded-2":
+		return "pool=" + b
+	case "rec/ü 03":
+		return "pool in (a,b),!spot"
+	case "rec-05":
+		return "host"
+	}
+	var n int
+	if _, err := fmt.Sscanf(id, "once-%d", &n); err == nil && n%3 == 0 {
+		return "pool notin (spot),pool=" + b + ",host"
+	}
+	return ""
 }
 
 // createBase creates the every-second jobs.
@@ -167,7 +205,7 @@ func (w *workload) createBase(ctx context.Context) error {
 			kind = jobFlaky
 		case j.Shards != nil:
 			kind = jobSharded
-		case j.Placement != nil:
+		case j.Broadcasts():
 			kind = jobBroadcast
 		}
 		if !w.create(ctx, j, kind) {

@@ -32,7 +32,7 @@ func TestWorkerRunsJobOfFleet(t *testing.T) {
 	lg := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	d := etcddiscovery.New(f.Client, f.NS)
 	d.Logger = lg
-	w, err := worker.New(worker.Config{ID: "w1", Orchestrators: d, Token: f.WorkerToken, PollWait: time.Second,
+	w, err := worker.New(worker.Config{ID: "w1", Orchestrators: d, ServeHTTP: true, Token: f.WorkerToken, PollWait: time.Second,
 		ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, Logger: lg})
 	if err != nil {
 		t.Fatal(err)

@@ -696,6 +696,22 @@ func TestConsole(t *testing.T) {
 		p.waitJS("settled", `[...document.querySelectorAll('.cell')].every(c => c.dataset.owner === 'm1' || c.dataset.owner === 'm2')`, 10*time.Second)
 	})
 
+	t.Run("the workers view shows what each serves and its labels, filtered by a selector", func(t *testing.T) {
+		p.t = t
+		p.open("#/workers")
+		p.waitJS("the worker", `[...document.querySelectorAll('#workers-table tbody tr')].some(r => r.cells[0].textContent === 'console-worker' && r.cells[2].textContent === 'http' && r.cells[3].textContent === 'pool=console, region=eu-west')`, 15*time.Second)
+		p.screenshot("console-workers.png")
+		filter := func(sel string) {
+			p.do("filter "+sel, script(fmt.Sprintf(`document.getElementById('workers-selector').value = %q`, sel)), chromedp.Click(chromedp.ID("workers-filter")))
+		}
+		filter("pool=gpu")
+		p.waitJS("no gpu worker", `document.getElementById('workers-list').textContent === 'No live worker matches pool=gpu.' && location.hash === '#/workers/selector=pool%3Dgpu'`, 10*time.Second)
+		filter("region in (eu-west,eu-central),!spot")
+		p.waitJS("the eu worker", `document.querySelectorAll('#workers-table tbody tr').length === 1`, 10*time.Second)
+		filter("pool in gpu")
+		p.waitJS("the refusal", `document.querySelector('#workers-list .error') && document.getElementById('workers-list').textContent.includes('selector:')`, 10*time.Second)
+	})
+
 	t.Run("overview", func(t *testing.T) {
 		p.t = t
 		p.open("#/overview")
@@ -711,6 +727,8 @@ func startWorker(t *testing.T, urls []string, token string) {
 	w, err := worker.New(worker.Config{
 		ID:              "console-worker",
 		Orchestrators:   worker.StaticOrchestrators(urls...),
+		ServeHTTP:       true,
+		Labels:          map[string]string{"pool": "console", "region": "eu-west"},
 		Token:           token,
 		Concurrency:     4,
 		PollWait:        2 * time.Second,

@@ -41,7 +41,7 @@ func TestWorkerWithoutValidCredentialStops(t *testing.T) {
 		if discover {
 			orchestrators = worker.MembersFrom(base)
 		}
-		w, err := worker.New(worker.Config{ID: "w-" + strings.ReplaceAll(t.Name(), "/", "-"), Orchestrators: orchestrators, Token: token,
+		w, err := worker.New(worker.Config{ID: "w-" + strings.ReplaceAll(t.Name(), "/", "-"), Orchestrators: orchestrators, ServeHTTP: true, Token: token,
 			PollWait: time.Second, ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 			Logger: zap.New(core)})
 		if err != nil {

@@ -108,6 +108,7 @@ func startWorkersNamed(t *testing.T, prefix string, n int, urls []string, token 
 		w, err := worker.New(worker.Config{
 			ID:              fmt.Sprintf("%s%d", prefix, i+1),
 			Orchestrators:   worker.StaticOrchestrators(urls...),
+			ServeHTTP:       true,
 			Token:           token,
 			Concurrency:     8,
 			PollWait:        2 * time.Second,
@@ -355,7 +356,7 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 	var dead atomic.Bool
 	transport := &killableTransport{dead: &dead, next: http.DefaultTransport}
 	ctx, cancel := context.WithCancel(context.Background())
-	doomed, err := worker.New(worker.Config{ID: "doomed", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second,
+	doomed, err := worker.New(worker.Config{ID: "doomed", Orchestrators: worker.StaticOrchestrators(base), ServeHTTP: true, PollWait: time.Second,
 		HTTPClient: &http.Client{Transport: transport}, Token: f.WorkerToken, ShutdownTimeout: time.Second, CancelGrace: 100 * time.Millisecond, ReportTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
 		RetryInitial: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond, HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}})
 	if err != nil {

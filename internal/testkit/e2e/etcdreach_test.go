@@ -38,7 +38,7 @@ func TestWorkerWithoutEtcdEndpointsStillDeniesEtcd(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := worker.New(worker.Config{
-		ID: "w1", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second, Token: f.WorkerToken,
+		ID: "w1", Orchestrators: worker.StaticOrchestrators(base), ServeHTTP: true, PollWait: time.Second, Token: f.WorkerToken,
 		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.0/8", "::1"}}, // no Fleet: etcd unknown
 		Logger:     zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 	})

@@ -59,7 +59,7 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := worker.New(worker.Config{
-		ID: "w1", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second, Token: f.WorkerToken,
+		ID: "w1", Orchestrators: worker.StaticOrchestrators(base), ServeHTTP: true, PollWait: time.Second, Token: f.WorkerToken,
 		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.0/8"}, Fleet: etcd.Endpoints()},
 		SecretEnv:  []string{"E2E_HOOK_TOKEN", "E2E_API_KEY"},
 		Logger:     zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),

@@ -50,7 +50,7 @@ func TestReplacedRunIsCancelledOnItsWorker(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics := worker.NewMetrics(reg)
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", Orchestrators: worker.StaticOrchestrators(base), PollWait: time.Second,
+	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", Orchestrators: worker.StaticOrchestrators(base), ServeHTTP: true, PollWait: time.Second,
 		ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 		Metrics: metrics, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}}) // the hook

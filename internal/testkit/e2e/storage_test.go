@@ -109,7 +109,7 @@ func TestWatchesAndMirrorsSurviveCompaction(t *testing.T) {
 	wCore, wLogs := observer.New(zap.InfoLevel)
 	disc := etcddiscovery.New(wClient, f.NS)
 	disc.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, wCore) }))
-	w, err := worker.New(worker.Config{ID: "w", Orchestrators: disc, Token: f.WorkerToken, Concurrency: 8, PollWait: time.Second,
+	w, err := worker.New(worker.Config{ID: "w", Orchestrators: disc, ServeHTTP: true, Token: f.WorkerToken, Concurrency: 8, PollWait: time.Second,
 		RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
 		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}, // the receiver
 		Logger:     zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})

@@ -32,7 +32,7 @@ func TestFirstRunsReachWorkersStartedAroundAcquisition(t *testing.T) {
 			f := fleettest.New(t, etcd, fleettest.Options{Partitions: 16, Scheduler: true, Quiet: true})
 			lg := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 			startWorker := func() {
-				w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w-" + phase, Orchestrators: etcddiscovery.New(f.Client, f.NS),
+				w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w-" + phase, Orchestrators: etcddiscovery.New(f.Client, f.NS), ServeHTTP: true,
 					Concurrency: 4, PollWait: 30 * time.Second, ShutdownTimeout: time.Second,
 					RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, Logger: lg,
 					HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}}) // the hook

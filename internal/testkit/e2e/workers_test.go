@@ -23,6 +23,7 @@ import (
 // runWorker runs one worker until the test ends.
 func runWorker(t *testing.T, cfg worker.Config) {
 	t.Helper()
+	cfg.ServeHTTP = true // as jobfleet worker does
 	cfg.PollWait, cfg.ShutdownTimeout = time.Second, 5*time.Second
 	cfg.RetryInitial, cfg.RetryMax = 50*time.Millisecond, 500*time.Millisecond
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(cfg.ID)

@@ -152,7 +152,16 @@ func New(t testing.TB, etcd *etcdtest.Server, opts Options) *Fleet {
 // member's credential cache has it.
 func (f *Fleet) Token(role auth.Role, prefix string) string {
 	f.t.Helper()
-	c, rev := authtest.Create(f.t, f.Client, f.NS, auth.CreateRequest{Role: role, Prefix: prefix, Description: "test " + f.t.Name()})
+	return f.TokenFor(auth.CreateRequest{Role: role, Prefix: prefix})
+}
+
+// TokenFor stores the credential req asks for (a worker credential
+// limited to worker labels, for one) and returns its bearer token once
+// every live member's credential cache has it.
+func (f *Fleet) TokenFor(req auth.CreateRequest) string {
+	f.t.Helper()
+	req.Description = "test " + f.t.Name()
+	c, rev := authtest.Create(f.t, f.Client, f.NS, req)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, id := range f.Live() {

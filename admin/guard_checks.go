@@ -22,7 +22,7 @@ func checkLoopbackHost(r *http.Request) error {
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	ip := net.ParseIP(host)
 	if !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("Host %q is not a loopback address: this API listens on loopback and answers only requests addressed to 127.0.0.1, [::1] or localhost (DNS rebinding defence)", r.Host)
+		return fmt.Errorf("the Host header %q is not a loopback address: this API listens on loopback and answers only requests addressed to 127.0.0.1, [::1] or localhost (DNS rebinding defence)", r.Host)
 	}
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		_, lport, err := net.SplitHostPort(la.String())
@@ -33,7 +33,7 @@ func checkLoopbackHost(r *http.Request) error {
 			}
 		}
 		if err == nil && port != lport {
-			return fmt.Errorf("Host %q names port %s, but this listener is on port %s (DNS rebinding defence)", r.Host, port, lport)
+			return fmt.Errorf("the Host header %q names port %s, but this listener is on port %s (DNS rebinding defence)", r.Host, port, lport)
 		}
 	}
 	return nil

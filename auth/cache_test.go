@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -261,9 +262,10 @@ func TestListOrdered(t *testing.T) {
 	if err != nil || len(list) != 5 {
 		t.Fatalf("List = %d, %v", len(list), err)
 	}
-	for i := 1; i < len(list); i++ {
-		if list[i-1].ID >= list[i].ID {
-			t.Fatalf("List not ordered by ID: %v then %v", list[i-1].ID, list[i].ID)
+	slices.Sort(ids)
+	for i := range list {
+		if list[i].ID != ids[i] {
+			t.Fatalf("List's credential %d is %v, want %v: every credential created, ordered by ID", i, list[i].ID, ids[i])
 		}
 	}
 }

@@ -38,14 +38,6 @@ func keyOf(runID string, item *int) chainKey {
 	return chainKey{run: runID, item: *item}
 }
 
-// itemPtr returns the protocol's form of item: nil for noItem.
-func itemPtr(item int) *int {
-	if item == noItem {
-		return nil
-	}
-	return &item
-}
-
 // chain is one attempt chain of an active run as a value: its status and
 // attempts, and a pointer to its memory in the active run.
 type chain struct {

@@ -42,7 +42,6 @@ type harness struct {
 	clock  *clockwork.FakeClock
 	store  *store.Etcd
 	lease  clientv3.LeaseID
-	lease2 time.Duration
 
 	disp   *dispatch.Dispatcher
 	own    *shard.Ownership
@@ -518,10 +517,10 @@ func TestMisfirePoliciesOnTakeover(t *testing.T) {
 			h.stop()                                               // the partition has no owner for 10s
 			h.clock.Advance(10*time.Second + 500*time.Millisecond) // no scheduler runs
 			h.start("m2")
-			runs := h.waitRuns("m", tt.want)
+			h.waitRuns("m", tt.want)
 			// Let the new owner settle and make sure nothing more fires.
 			h.poll("w", 1)
-			runs, _ = h.store.Runs(context.Background(), "m", 1000)
+			runs, _ := h.store.Runs(context.Background(), "m", 1000)
 			if len(runs) != tt.want {
 				t.Fatalf("got %d runs, want %d", len(runs), tt.want)
 			}

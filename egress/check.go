@@ -124,7 +124,7 @@ func (d *Guard) CheckURL(u *url.URL) error {
 	}
 	host := u.Hostname()
 	if a, err := netip.ParseAddr(host); err == nil {
-		return d.checkAddr(nil, netip.AddrPortFrom(a, uint16(n)), false)
+		return d.checkAddr(context.TODO(), netip.AddrPortFrom(a, uint16(n)), false)
 	}
 	_, err = d.checkName(host, uint16(n))
 	return err
@@ -191,7 +191,7 @@ func (d *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 			if err != nil {
 				return fmt.Errorf("unexpected address %q", address)
 			}
-			return d.checkAddr(nil, ap, nameAllowed)
+			return d.checkAddr(ctx, ap, nameAllowed)
 		},
 	}
 	var errs []error

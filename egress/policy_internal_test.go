@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"net/url"
@@ -81,7 +82,7 @@ func TestPolicyDecisions(t *testing.T) {
 		{"127.0.0.1:8080", "orchestrator"},
 		{"10.1.2.3:80", "deny list"},
 	} {
-		err := p.checkAddr(nil, netip.MustParseAddrPort(tt.ap), true)
+		err := p.checkAddr(context.Background(), netip.MustParseAddrPort(tt.ap), true)
 		if (tt.wantRule == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantRule)) {
 			t.Errorf("checkAddr(%s, name allowed) = %v, want %q", tt.ap, err, tt.wantRule)
 		}
@@ -90,7 +91,7 @@ func TestPolicyDecisions(t *testing.T) {
 	// Orchestrators follow discovery: a member that left is no longer
 	// denied as one.
 	p.SetOrchestrators([]string{"http://10.0.0.7:8080"})
-	if err := p.checkAddr(nil, netip.MustParseAddrPort("127.0.0.1:8080"), false); err != nil {
+	if err := p.checkAddr(context.Background(), netip.MustParseAddrPort("127.0.0.1:8080"), false); err != nil {
 		t.Errorf("127.0.0.1:8080 after its member left: %v, want permitted (loopback is allowed here)", err)
 	}
 }
@@ -146,7 +147,7 @@ func TestPolicyEtcdPorts(t *testing.T) {
 			if err != nil {
 				return err.Error()
 			}
-			if err := p.checkAddr(nil, netip.AddrPortFrom(netip.MustParseAddr("192.0.2.10"), uint16(n)), allowed); err != nil {
+			if err := p.checkAddr(context.Background(), netip.AddrPortFrom(netip.MustParseAddr("192.0.2.10"), uint16(n)), allowed); err != nil {
 				return err.Error()
 			}
 		}

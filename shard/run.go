@@ -38,7 +38,6 @@ type run struct {
 	draining      bool              // releasing everything; acquiring nothing
 	wg            sync.WaitGroup    // Work goroutines
 	poke          chan struct{}     // buffer 1: a Work returned or was fenced
-	lastTable     []OwnerInfo       // owner table at the last reconcile
 }
 
 // loop is the controller's single decision loop. Partition state moves

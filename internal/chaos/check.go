@@ -216,7 +216,6 @@ const maxViolations = 20
 // checker holds the state of one Check.
 type checker struct {
 	in       Input
-	keys     store.Keys
 	stats    map[Kind]*KindStats
 	res      Result
 	perCheck map[string]int

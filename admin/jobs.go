@@ -34,6 +34,8 @@ type JobStore interface {
 	Runs(ctx context.Context, id string, limit int) ([]store.Run, error)
 	GetRun(ctx context.Context, runID string) (store.Run, error)
 	ListFailing(ctx context.Context, q store.FailingQuery) ([]store.FailingRun, string, error)
+	RequestCancel(ctx context.Context, runID, by string) (int64, error)
+	AwaitCancel(ctx context.Context, runID string) (store.Run, bool, error)
 }
 
 // Limits of the job endpoints.

@@ -86,6 +86,7 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/jobs/{id}/runs", access: auth.AccessRead, scope: scopeJob, handler: hf(j.runs)},
 		{pattern: "GET /v1/runs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.failing)},
 		{pattern: "GET /v1/runs/{run_id}", access: auth.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
+		{pattern: "POST /v1/runs/{run_id}/cancel", access: auth.AccessWrite, scope: scopeRun, handler: hf(j.cancelRun)},
 
 		{pattern: "POST " + dispatch.PathPoll, access: auth.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},
 		{pattern: "POST " + dispatch.PathHeartbeat, access: auth.AccessWork, handler: hf(w.heartbeat)},

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Notification subscribes a URL to some of a job's run outcomes: the
@@ -11,8 +13,8 @@ import (
 // reaches one of the statuses in On. See the job document's "notify".
 type Notification struct {
 	// On are the outcomes that notify: RunFailed (an attempt failed and a
-	// retry follows: once per failed attempt), RunDead and RunSucceeded
-	// (once per run).
+	// retry follows: once per failed attempt), RunDead, RunSucceeded and
+	// RunCancelled (once per run); NotifyOutcomes lists them.
 	On []RunStatus `json:"on"`
 	// URL is the http or https URL that receives the run document; no
 	// user information.
@@ -24,6 +26,13 @@ type Notification struct {
 	// if the variable is on its --notify-secret-env list.
 	Headers map[string]HeaderValue `json:"headers,omitempty"`
 }
+
+// NotifyOutcomes are the run statuses a notification may subscribe to,
+// in the order messages list them.
+var NotifyOutcomes = []RunStatus{RunFailed, RunDead, RunSucceeded, RunCancelled}
+
+// Notifiable reports whether s is one of NotifyOutcomes.
+func (s RunStatus) Notifiable() bool { return slices.Contains(NotifyOutcomes, s) }
 
 // MaxNotifications is the most notify entries a job may have.
 const MaxNotifications = 8
@@ -40,13 +49,11 @@ func ValidateNotifications(field string, ns []Notification) error {
 	for i, n := range ns {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if len(n.On) == 0 {
-			return fieldErr(f+".on", "empty; want some of %q, %q, %q", RunFailed, RunDead, RunSucceeded)
+			return fieldErr(f+".on", "empty; want some of %s", outcomeList())
 		}
 		for _, s := range n.On {
-			switch s {
-			case RunFailed, RunDead, RunSucceeded:
-			default:
-				return fieldErr(f+".on", "unknown outcome %q; want %q, %q or %q", string(s), RunFailed, RunDead, RunSucceeded)
+			if !s.Notifiable() {
+				return fieldErr(f+".on", "unknown outcome %q; want one of %s", string(s), outcomeList())
 			}
 		}
 		if len(slices.Compact(slices.Sorted(slices.Values(n.On)))) != len(n.On) {
@@ -68,4 +75,13 @@ func ValidateNotifications(field string, ns []Notification) error {
 		}
 	}
 	return nil
+}
+
+// outcomeList returns NotifyOutcomes quoted, comma-separated.
+func outcomeList() string {
+	q := make([]string, len(NotifyOutcomes))
+	for i, s := range NotifyOutcomes {
+		q[i] = strconv.Quote(string(s))
+	}
+	return strings.Join(q, ", ")
 }

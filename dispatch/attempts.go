@@ -198,11 +198,12 @@ func (pt *partition) currentLocked(runID string, attempt int, worker, credential
 	return ar, nil
 }
 
-// cancelledLocked reports whether (run, attempt, worker, credential) is an
-// attempt cancelled by a replacement whose worker has not reported yet.
-func (pt *partition) cancelledLocked(runID string, attempt int, worker, credential string) bool {
+// cancelledLocked returns the attempt (run, attempt, worker, credential)
+// if it was ended by a replacement or a cancel request and its worker has
+// not reported yet.
+func (pt *partition) cancelledLocked(runID string, attempt int, worker, credential string) (cancelledAttempt, bool) {
 	c, ok := pt.cancelled[runID]
-	return ok && c.attempt == attempt && c.worker == worker && c.credential == credential
+	return c, ok && c.attempt == attempt && c.worker == worker && c.credential == credential
 }
 
 func (pt *partition) notOwned() error {
@@ -221,7 +222,7 @@ func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) 
 	if pt.closed {
 		return HeartbeatResponse{}, pt.notOwned()
 	}
-	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker, req.Credential) {
+	if _, ok := pt.cancelledLocked(req.RunID, req.Attempt, req.Worker, req.Credential); ok {
 		return HeartbeatResponse{RunLease: store.Duration(pt.d.cfg.RunLease), Cancel: true}, nil
 	}
 	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker, req.Credential)
@@ -243,13 +244,13 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 		pt.mu.Unlock()
 		return CompleteResponse{}, pt.notOwned()
 	}
-	if pt.cancelledLocked(req.RunID, req.Attempt, req.Worker, req.Credential) {
+	if c, ok := pt.cancelledLocked(req.RunID, req.Attempt, req.Worker, req.Credential); ok {
 		// The run records the cancellation already; the report only
 		// closes the matter for the worker.
 		delete(pt.cancelled, req.RunID)
 		pt.mu.Unlock()
 		pt.lg.Info("cancelled attempt reported", zap.String("run_id", req.RunID), zap.Int("attempt", req.Attempt), zap.String("worker", req.Worker))
-		return CompleteResponse{Status: store.RunDead}, nil
+		return CompleteResponse{Status: c.status}, nil
 	}
 	ar, err := pt.currentLocked(req.RunID, req.Attempt, req.Worker, req.Credential)
 	if err != nil {

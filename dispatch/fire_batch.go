@@ -220,12 +220,8 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			}
 			running := ar.run.Status == store.RunRunning
 			pt.updatedLocked(ar, rr.w, rev, time.Time{}) // final now
-			if n := len(ar.run.Attempts); running && n > 0 {
-				// Its worker learns it at its next heartbeat, and stops.
-				worker := ar.run.Attempts[n-1].Worker
-				pt.cancelled[ar.run.ID] = cancelledAttempt{attempt: n, worker: worker, credential: ar.run.Attempts[n-1].Credential, until: now.Add(pt.d.cfg.RunLease)}
-				pt.lg.Info("attempt cancelled: its run was replaced", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID),
-					zap.Int("attempt", n), zap.String("worker", worker))
+			if running {
+				pt.stopAttemptLocked(ar.run, now) // its worker learns it at its next heartbeat, and stops
 			}
 		}
 		for _, t := range jp.triggers {

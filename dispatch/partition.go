@@ -66,10 +66,12 @@ type partition struct {
 	jobs     map[string]*jobEntry  // by job ID
 	active   map[string]*activeRun // runs not final, by run ID
 	triggers map[string]triggerReq // trigger requests not yet fired, by key
+	cancels  map[string]cancelReq  // cancel requests not yet applied, by key (cancel.go)
 	closed   bool                  // ownership ended; handlers answer not-owner
-	// cancelled are attempts ended by a replacement whose workers have not
-	// yet been told: their heartbeats answer Cancel. By run ID; dropped
-	// once the worker reports, or a run lease after the replacement.
+	// cancelled are attempts ended by a replacement or a cancel request
+	// whose workers have not reported yet: their heartbeats answer Cancel.
+	// By run ID; dropped once the worker reports, or a run lease after
+	// (stopAttemptLocked).
 	cancelled map[string]cancelledAttempt
 	// takeBacks are attempts recorded for polls that ended before the
 	// worker got them, by run ID: the loop writes the runs back without
@@ -89,12 +91,14 @@ type partition struct {
 	outboxRead bool
 }
 
-// cancelledAttempt is a running attempt whose run was replaced.
+// cancelledAttempt is a running attempt whose run was replaced or
+// cancelled.
 type cancelledAttempt struct {
 	attempt    int
 	worker     string
-	credential string    // that took the attempt: only it may report it
-	until      time.Time // forgotten after
+	credential string          // that took the attempt: only it may report it
+	status     store.RunStatus // the run's, answered to the worker's report
+	until      time.Time       // forgotten after: the worker is treated as lost
 }
 
 type activeRun struct {
@@ -217,6 +221,7 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	pt.readOutbox(ctx)
 	pt.readoptUnread(ctx)
 	pt.takeBackQueued(ctx) // before expiry: an undelivered attempt is not lost
+	pt.applyCancels(ctx, now)
 	pt.expire(ctx, now)
 	pt.fireDue(ctx, now)
 	pt.trimHistory(ctx, now)
@@ -229,11 +234,7 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	for id, c := range pt.cancelled {
-		if now.After(c.until) {
-			delete(pt.cancelled, id)
-		}
-	}
+	pt.forgetStoppedLocked(now)
 	next, dispatchable := pt.nextEventLocked(now)
 	if dispatchable {
 		pt.d.wakePollers()
@@ -264,6 +265,9 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 	}
 	if t, ok := pt.idx.fires.min(); ok {
 		earlier(t)
+	}
+	for _, c := range pt.cancelled {
+		earlier(c.until.Add(time.Millisecond)) // its worker is treated as lost after
 	}
 	pending := pt.pendingTriggersLocked()
 	for id := range pt.idx.finishing {

@@ -212,19 +212,27 @@ func CapActive(j *store.Job, plan *FirePlan, active, max int) {
 // reason, and its running attempt, if any, closed as cancelled. The
 // attempt's worker is told to stop at its next heartbeat (Cancel).
 func Replaced(r store.Run, by string, now time.Time) store.Run {
-	r.Attempts = slices.Clone(r.Attempts)
 	newer := "a newer run"
 	if by != "" {
 		newer = "run " + by
 	}
-	r.Reason = "replaced by " + newer + " (concurrency_policy replace)"
+	return endActive(r, store.RunDead, "replaced by "+newer+" (concurrency_policy replace)",
+		"cancelled: the run was replaced by "+newer+" (concurrency_policy replace)", now)
+}
+
+// endActive returns active run r ended at now in final status with
+// reason; its running attempt, if any, is closed with attemptError, and
+// the reason says so. Replaced and CancelRun end runs through it.
+func endActive(r store.Run, status store.RunStatus, reason, attemptError string, now time.Time) store.Run {
+	r.Attempts = slices.Clone(r.Attempts)
+	r.Reason = reason
 	if n := len(r.Attempts); r.Status == store.RunRunning && n > 0 {
 		a := &r.Attempts[n-1]
 		a.FinishedAt = now.UTC()
-		a.Error = "cancelled: the run was replaced by " + newer + " (concurrency_policy replace)"
+		a.Error = attemptError
 		r.Reason += "; its running attempt was cancelled"
 	}
-	r.Status = store.RunDead
+	r.Status = status
 	return r
 }
 

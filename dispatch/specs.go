@@ -36,8 +36,9 @@ type triggerReq struct {
 	key string
 }
 
-// apply handles spec and trigger changes. Trigger requests are queued for
-// the next tick, which fires them with the scheduled fires.
+// apply handles spec, trigger and request changes. Trigger requests are
+// queued for the next tick, which fires them with the scheduled fires;
+// cancel requests too (requests.go).
 func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
@@ -45,6 +46,9 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 	for _, ev := range events {
 		id, at, ok := k.ParseSpecKey(pt.p, string(ev.Kv.Key))
 		if !ok {
+			pt.mu.Lock()
+			pt.applyRequestLocked(ev)
+			pt.mu.Unlock()
 			continue
 		}
 		switch {

@@ -92,9 +92,7 @@ func (k Keys) ParseOutboxKey(p int, key string) (OutboxKey, bool) {
 	if !found || err != nil || attempt < 0 || strconv.Itoa(attempt) != att {
 		return OutboxKey{}, false
 	}
-	switch RunStatus(ev) {
-	case RunFailed, RunDead, RunSucceeded:
-	default:
+	if !RunStatus(ev).Notifiable() {
 		return OutboxKey{}, false
 	}
 	ok := OutboxKey{JobID: id, At: at, Event: RunStatus(ev), Attempt: attempt, Index: -1}

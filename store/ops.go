@@ -100,8 +100,8 @@ func (k Keys) DeleteJobDataOps(p int, id string) []clientv3.Op {
 }
 
 // DeleteJobOp returns the deletion of job id with everything stored for it
-// (spec, state, runs, queue and failing-runs index entries, pending
-// notifications), applied only if its spec still has
+// (spec, cancel requests, backfill, state, runs, queue and failing-runs
+// index entries, pending notifications), applied only if its spec still has
 // mod revision rev (the version the caller decided on: an edit made since
 // is not lost) and no trigger request of the job is pending (an accepted
 // trigger is not lost): a nested transaction whose response's Succeeded
@@ -111,7 +111,8 @@ func (k Keys) DeleteJobOp(p int, id string, rev int64) clientv3.Op {
 		clientv3.Compare(clientv3.ModRevision(k.Spec(p, id)), "=", rev),
 		clientv3.Compare(clientv3.CreateRevision(k.TriggerPrefix(p, id)), "=", 0).WithPrefix(),
 	}
-	ops := append([]clientv3.Op{clientv3.OpDelete(k.Spec(p, id))}, k.DeleteJobDataOps(p, id)...)
+	ops := append([]clientv3.Op{clientv3.OpDelete(k.Spec(p, id)), clientv3.OpDelete(k.CancelPrefix(p, id), clientv3.WithPrefix()),
+		clientv3.OpDelete(k.Backfill(p, id))}, k.DeleteJobDataOps(p, id)...)
 	return clientv3.OpTxn(cmps, ops, nil)
 }
 

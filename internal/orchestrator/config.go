@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
@@ -230,13 +231,13 @@ func DefaultNotifyConfig() NotifyConfig {
 }
 
 // notifyStatuses are the statuses a subscription may name.
-var notifyStatuses = []store.RunStatus{store.RunFailed, store.RunDead, store.RunSucceeded}
+var notifyStatuses = api.NotifyOutcomes
 
 // addFlags defines the --notify-* flags, bound to c's fields (those of
 // the delivery by notify.Config.AddFlags).
 func (c *NotifyConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.URL, "notify-url", c.URL, "URL told of the runs of jobs without notify entries of their own (POST of the run document)")
-	settings.StringsVar(fs, &c.On, "notify-on", c.On, "outcomes --notify-url is told of: failed, dead, succeeded (comma separated)")
+	settings.StringsVar(fs, &c.On, "notify-on", c.On, "outcomes --notify-url is told of: failed, dead, succeeded, cancelled (comma separated)")
 	fs.StringSliceVar(&c.Policy.Allow, "notify-allow", c.Policy.Allow, "destinations notifications may reach although denied by default, as the worker's --http-allow")
 	fs.StringSliceVar(&c.Policy.Deny, "notify-deny", c.Policy.Deny, "destinations notifications must never reach, as the worker's --http-deny")
 	fs.StringSliceVar(&c.SecretEnv, "notify-secret-env", c.SecretEnv, "variables of this process's environment that notify headers' secret references may name (NAME,...)")
@@ -248,7 +249,7 @@ func (c *NotifyConfig) addFlags(fs *pflag.FlagSet) {
 func (c NotifyConfig) validate() error {
 	for _, s := range c.On {
 		if !slices.Contains(notifyStatuses, s) {
-			return settings.Invalid("notify-on", statusStrings(c.On), "%q is not an outcome: want failed, dead or succeeded", s)
+			return settings.Invalid("notify-on", statusStrings(c.On), "%q is not an outcome: want failed, dead, succeeded or cancelled", s)
 		}
 	}
 	if _, err := c.defaults(); err != nil {

@@ -73,6 +73,7 @@ type jobsAPI struct {
 	// (workerAPI.whyPending), nil without a worker registry.
 	whyPending func(readerPrefix string) func(runs []store.Run, executor func() (string, bool))
 	now        func() time.Time // the clock of next fire times
+	cancelWait time.Duration    // Config.CancelWait
 }
 
 // store returns the job store and a context bounding the request's store

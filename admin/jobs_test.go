@@ -692,6 +692,10 @@ func (f failingStore) ListPrefixWhere(context.Context, string, string, int, int,
 func (f failingStore) ListFailing(context.Context, store.FailingQuery) ([]store.FailingRun, string, error) {
 	return nil, "", f.err
 }
+func (f failingStore) RequestCancel(context.Context, string, string) (int64, error) { return 0, f.err }
+func (f failingStore) AwaitCancel(context.Context, string) (store.Run, bool, error) {
+	return store.Run{}, false, f.err
+}
 
 func TestJobsErrorStatus(t *testing.T) {
 	tests := []struct {

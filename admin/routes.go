@@ -54,7 +54,7 @@ func (a *server) routes() []route {
 	// The member is asked for its parts per request (Routes lists the
 	// table without a member).
 	w := &workerAPI{get: func() (WorkerProtocol, error) { return a.m.WorkerProtocol() }, reg: a.reg, etcd: a.cfg.EtcdEndpoints}
-	j := &jobsAPI{jobs: func() (JobStore, error) { return a.m.JobStore() }, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending}
+	j := &jobsAPI{jobs: func() (JobStore, error) { return a.m.JobStore() }, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending, cancelWait: a.cfg.CancelWait}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.authn, insecure: a.cfg.Insecure}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{

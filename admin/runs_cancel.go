@@ -14,9 +14,10 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// cancelWait bounds how long POST /v1/runs/{run_id}/cancel waits for the
-// run's partition's owner to apply the request before it answers 202.
-const cancelWait = 5 * time.Second
+// DefaultCancelWait is Config.CancelWait's default: an owner applies a
+// cancel request at its next tick, within milliseconds; a partition
+// between owners takes a lease TTL or more.
+const DefaultCancelWait = 5 * time.Second
 
 // runIDParam returns the request's {run_id}, or writes 400 and returns
 // false if it is not a run ID.
@@ -35,7 +36,7 @@ func runIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 
 // cancelRun serves POST /v1/runs/{run_id}/cancel: it records the request
 // (any member may: the run's partition's owner applies it, as it fires
-// triggers), then waits up to cancelWait for the owner. 200 with the run
+// triggers), then waits up to Config.CancelWait for the owner. 200 with the run
 // once cancelled; 409 naming the status if the run is final (already, or
 // by the time the owner looked); 202 if the owner has not applied it yet.
 func (a *jobsAPI) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +54,7 @@ func (a *jobsAPI) cancelRun(w http.ResponseWriter, r *http.Request) {
 		a.cancelFailed(w, r, runID, err)
 		return
 	}
-	wctx, stop := context.WithTimeout(ctx, cancelWait)
+	wctx, stop := context.WithTimeout(ctx, a.cancelWait)
 	defer stop()
 	run, consumed, err := s.AwaitCancel(wctx, runID)
 	switch {

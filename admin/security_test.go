@@ -159,6 +159,8 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 		Loopback: o.loopback,
 		Limits:   o.limits,
 		Clock:    e.clock,
+		// No scheduler applies cancel requests here: answer 202 at once.
+		CancelWait: time.Millisecond,
 	}
 	if o.limits == (admin.Limits{}) {
 		cfg.Limits = admin.Limits{Rate: -1}
@@ -276,8 +278,15 @@ func (e *secEnv) ensureJob(id string) {
 // returns its ID.
 func (e *secEnv) putRun(id string) string {
 	e.t.Helper()
+	return e.putRunStatus(id, store.RunSucceeded)
+}
+
+// putRunStatus stores a run of job id in status st (no owner takes it in:
+// the environment has no scheduler), and returns its ID.
+func (e *secEnv) putRunStatus(id string, st store.RunStatus) string {
+	e.t.Helper()
 	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	r := store.Run{ID: store.RunID(id, at), JobID: id, Partition: e.jobs.Partition(id), ScheduledAt: at, Status: store.RunSucceeded}
+	r := store.Run{ID: store.RunID(id, at), JobID: id, Partition: e.jobs.Partition(id), ScheduledAt: at, Status: st}
 	b, _ := json.Marshal(r)
 	if _, err := e.client.Put(context.Background(), e.jobs.Keys().Run(r.Partition, id, at), string(b)); err != nil {
 		e.t.Fatal(err)
@@ -418,6 +427,10 @@ func TestRouteMatrix(t *testing.T) {
 		{pattern: "GET /v1/runs", allowed: viewers, make: get("/v1/runs"), ok: 200},
 		{pattern: "GET /v1/runs/{run_id}", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			return request{method: "GET", path: "/v1/runs/" + url.PathEscape(e.putRun(id))}
+		}},
+		{pattern: "POST /v1/runs/{run_id}/cancel", allowed: writers, job: true, ok: 202, make: func(id string) request {
+			e.ensureJob(id)
+			return request{method: "POST", path: "/v1/runs/" + url.PathEscape(e.putRunStatus(id, store.RunPending)) + "/cancel"}
 		}},
 		{pattern: "POST /v1/worker/poll", allowed: workers, ok: 200, make: func(string) request {
 			return request{method: "POST", path: dispatch.PathPoll, body: `{"worker":"w","executors":["http"],"max":1}`}

@@ -450,7 +450,7 @@
       el('option', { value: '', text: 'all' }), el('option', { value: 'active', text: 'active' }), el('option', { value: 'paused', text: 'paused' }));
     paused.value = q.get('paused') || '';
     const last = el('select', { id: 'jobs-last' },
-      ['', 'succeeded', 'failed', 'dead', 'running', 'pending', 'skipped', 'none'].map((s) => el('option', { value: s, text: s || 'any' })));
+      ['', 'succeeded', 'failed', 'dead', 'cancelled', 'running', 'pending', 'skipped', 'none'].map((s) => el('option', { value: s, text: s || 'any' })));
     last.value = q.get('last') || '';
     const table = el('tbody');
     const pager = el('div', { class: 'actions' });
@@ -486,7 +486,7 @@
         api('GET', jobPath(j.id, 'runs') + '?limit=1').then((r) => {
           const s = r.runs.length ? r.runs[0].status : 'none';
           lastCell.textContent = s;
-          lastCell.className = s === 'dead' || s === 'failed' ? 'error' : (s === 'succeeded' ? 'ok' : '');
+          lastCell.className = statusClass(s);
           if (last.value) {
             tr.hidden = s !== last.value;
             countShown();
@@ -531,24 +531,33 @@
     return () => ctrl.abort();
   }
 
+  // attemptBlocks shows a run's attempts, each with its error and output.
+  function attemptBlocks(atts) {
+    return atts.map((a) => el('div', {},
+      el('dl', { class: 'kv' },
+        el('dt', { text: 'Attempt' }), el('dd', { text: a.attempt }),
+        el('dt', { text: 'Worker' }), el('dd', { text: a.worker || '' }),
+        el('dt', { text: 'Started' }), el('dd', { text: fmtUTC(a.started_at) }),
+        el('dt', { text: 'Finished' }), el('dd', { text: fmtUTC(a.finished_at) }),
+        el('dt', { text: 'Duration' }), el('dd', { text: fmtDuration(between(a.started_at, a.finished_at)) })),
+      a.error ? el('pre', { class: 'error', text: a.error }) : null,
+      a.output ? el('pre', { text: a.output }) : null));
+  }
+
+  const statusClass = (s) => (s === 'dead' || s === 'failed' ? 'error' : (s === 'succeeded' ? 'ok' : (s === 'cancelled' ? 'warn' : '')));
+  const runActive = (s) => s === 'pending' || s === 'running' || s === 'failed';
+  const runLink = (id, text) => el('a', { href: '#/run/' + encodeURIComponent(id), text });
+
   function runRow(r) {
     const atts = r.attempts || [];
     const first = atts.length ? atts[0].started_at : null;
     const lastAtt = atts.length ? atts[atts.length - 1] : null;
     const details = el('details', {},
       el('summary', { text: atts.length + ' attempt' + (atts.length === 1 ? '' : 's') }),
-      atts.map((a) => el('div', {},
-        el('dl', { class: 'kv' },
-          el('dt', { text: 'Attempt' }), el('dd', { text: a.attempt }),
-          el('dt', { text: 'Worker' }), el('dd', { text: a.worker || '' }),
-          el('dt', { text: 'Started' }), el('dd', { text: fmtUTC(a.started_at) }),
-          el('dt', { text: 'Finished' }), el('dd', { text: fmtUTC(a.finished_at) }),
-          el('dt', { text: 'Duration' }), el('dd', { text: fmtDuration(between(a.started_at, a.finished_at)) })),
-        a.error ? el('pre', { class: 'error', text: a.error }) : null,
-        a.output ? el('pre', { text: a.output }) : null)));
+      attemptBlocks(atts));
     return el('tr', { 'data-run': r.run_id },
-      el('td', { text: fmtUTC(r.scheduled_at) }),
-      el('td', { class: r.status === 'dead' || r.status === 'failed' ? 'error' : (r.status === 'succeeded' ? 'ok' : ''), text: r.status }),
+      el('td', {}, runLink(r.run_id, fmtUTC(r.scheduled_at))),
+      el('td', { class: statusClass(r.status), text: r.status }),
       el('td', { text: fmtDuration(between(first, lastAtt && lastAtt.finished_at)) }),
       el('td', { text: r.reason || (lastAtt && lastAtt.error) || '' }),
       el('td', {}, atts.length ? details : el('span', { class: 'muted', text: 'none yet' })));
@@ -740,7 +749,7 @@
           el('td', { class: 'num', text: r.attempt }),
           el('td', { text: fmtUTC(r.at) }),
           el('td', {}, r.error ? el('span', { class: 'error', text: r.error }) : el('span', { class: 'muted', text: 'no error recorded' })),
-          el('td', { class: 'muted', text: r.run_id }))));
+          el('td', {}, runLink(r.run_id, r.run_id)))));
         if (!runs.length && page === 0 && !list.next_cursor) {
           say('No ' + statusSel.selectedOptions[0].text + ' runs in the ' + since.selectedOptions[0].text + (prefix.value ? ' under ' + prefix.value : '') + '.', 'ok');
         } else {
@@ -798,7 +807,84 @@
     return () => clearInterval(t);
   }
 
-  const VIEWS = { overview, partitions, where, jobs, job, failing, workers };
+  // run shows one run with its attempts and, for a credential that may
+  // change its job while the run is pending, awaiting a retry or running,
+  // a Cancel button (POST /v1/runs/{id}/cancel, after a confirmation).
+  function run(view, id) {
+    const info = el('div');
+    const actions = el('div', { class: 'actions', role: 'group', 'aria-label': 'Actions' });
+    const msg = el('p', { id: 'run-message', 'aria-live': 'polite' });
+    const atts = el('div');
+    view.append(heading('Run ' + id), msg, actions, info, el('h2', { text: 'Attempts' }), atts);
+    const path = '/v1/runs/' + encodeURIComponent(id);
+    let active = false;
+    let drawn = null; // what the actions offer: '' (nothing) or 'cancel'
+    let timer = null;
+    let stopped = false;
+
+    async function cancelRun() {
+      msg.className = '';
+      msg.textContent = 'Cancelling…';
+      try {
+        const r = await api('POST', path + '/cancel');
+        msg.className = 'ok';
+        msg.textContent = r && r.status === 'cancelled' ? 'Cancelled.' : 'Cancel requested: the run\u2019s owner applies it in a moment.';
+      } catch (e) {
+        msg.className = 'error';
+        msg.textContent = 'Cancel failed: ' + e.message;
+      }
+      load();
+    }
+
+    function drawActions(r) {
+      const offer = runActive(r.status) && canWrite(r.job_id) ? 'cancel' : '';
+      if (offer === drawn) return;
+      drawn = offer;
+      if (!offer) { actions.replaceChildren(); return; }
+      const confirmBox = el('span', { hidden: true },
+        el('span', { text: 'Cancel this run? It is not retried; a running attempt is told to stop. ' }),
+        el('button', { type: 'button', class: 'danger', id: 'confirm-cancel-run', text: 'Yes, cancel it', onclick: () => { confirmBox.hidden = true; cancelRun(); } }),
+        el('button', { type: 'button', id: 'keep-run', text: 'Keep it', onclick: () => { confirmBox.hidden = true; $('cancel-run').focus(); } }));
+      actions.replaceChildren(
+        el('button', { type: 'button', id: 'cancel-run', class: 'danger', text: 'Cancel run…', onclick: () => { confirmBox.hidden = false; $('confirm-cancel-run').focus(); } }),
+        confirmBox);
+    }
+
+    async function load() {
+      let r;
+      try {
+        r = await api('GET', path);
+      } catch (e) {
+        if (stopped) return;
+        info.replaceChildren(errorBox(e));
+        actions.replaceChildren();
+        drawn = null;
+        return;
+      }
+      if (stopped) return;
+      active = runActive(r.status);
+      drawActions(r);
+      info.replaceChildren(el('dl', { class: 'kv' },
+        el('dt', { text: 'Job' }), el('dd', {}, el('a', { href: '#/job/' + encodeURIComponent(r.job_id), text: r.job_id })),
+        el('dt', { text: 'Status' }), el('dd', { id: 'run-status', class: statusClass(r.status), text: r.status }),
+        r.reason ? [el('dt', { text: 'Reason' }), el('dd', { id: 'run-reason', text: r.reason })] : null,
+        el('dt', { text: 'Scheduled' }), el('dd', { text: fmtUTC(r.scheduled_at) }),
+        el('dt', { text: 'Fired' }), el('dd', { text: fmtUTC(r.fired_at) }),
+        el('dt', { text: 'Owner' }), el('dd', { text: (r.owner || '') + ' (epoch ' + r.epoch + ', partition ' + r.partition + ')' })));
+      const list = r.attempts || [];
+      atts.replaceChildren(...(list.length ? attemptBlocks(list) : [el('p', { class: 'muted', text: 'No attempt yet.' })]));
+    }
+    // Reloaded every second while the run is active, else every 10 s.
+    const tick = async () => {
+      clearTimeout(timer);
+      await load();
+      if (!stopped) timer = setTimeout(tick, active ? 1000 : 10000);
+    };
+    tick();
+    return () => { stopped = true; clearTimeout(timer); };
+  }
+
+  const VIEWS = { overview, partitions, where, jobs, job, run, failing, workers };
   const QUERY_VIEWS = new Set(['jobs', 'failing']);
 
   async function route() {
@@ -817,7 +903,7 @@
     }
     const v = VIEWS[name] ? name : 'overview';
     for (const a of $('nav').querySelectorAll('a')) {
-      if (a.getAttribute('href') === '#/' + (v === 'job' ? 'jobs' : v)) a.setAttribute('aria-current', 'page');
+      if (a.getAttribute('href') === '#/' + (v === 'job' || v === 'run' ? 'jobs' : v)) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
     }
     const view = $('view');

@@ -36,6 +36,10 @@ type JobStore interface {
 	ListFailing(ctx context.Context, q store.FailingQuery) ([]store.FailingRun, string, error)
 	RequestCancel(ctx context.Context, runID, by string) (int64, error)
 	AwaitCancel(ctx context.Context, runID string) (store.Run, bool, error)
+	GetBackfill(ctx context.Context, id string) (store.Backfill, int64, error)
+	PutBackfill(ctx context.Context, id string, b store.Backfill, prev int64) (int64, error)
+	DeleteBackfill(ctx context.Context, id string) error
+	RunTimes(ctx context.Context, id string, from, to time.Time) (map[int64]bool, error)
 }
 
 // Limits of the job endpoints.

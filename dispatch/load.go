@@ -66,11 +66,11 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	k := pt.d.keys
 	jobs := map[string]*jobEntry{}
 	var triggers []triggerReq
-	cancels := map[string]cancelReq{}
+	cancels, backfills := map[string]cancelReq{}, map[string]*backfillJob{}
 	rev, err := src(ctx, k.PartitionJobsPrefix(pt.p), 0, loadPage, func(kv *mvccpb.KeyValue) {
 		id, at, ok := k.ParseSpecKey(pt.p, string(kv.Key))
 		switch {
-		case !ok && pt.takeRequest(kv, cancels):
+		case !ok && pt.takeRequest(kv, cancels, backfills):
 		case !ok:
 			pt.lg.Warn("ignoring unexpected key", zap.ByteString("key", kv.Key))
 		case !at.IsZero():
@@ -182,7 +182,7 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	pt.mu.Lock()
 	pt.jobs, pt.active, pt.triggers, pt.closed = jobs, active, pending, false
 	pt.cancelled, pt.takeBacks, pt.unread, pt.hist = map[string]cancelledAttempt{}, map[string]undelivered{}, map[string]store.Run{}, hist
-	pt.cancels = cancels
+	pt.cancels, pt.backfills = cancels, backfills
 	pt.reindexLocked()
 	pt.mu.Unlock()
 	lvl := zap.DebugLevel // most partitions of a small fleet are empty: keep the log readable

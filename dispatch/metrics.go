@@ -31,6 +31,7 @@ type Metrics struct {
 	firesHeld    prometheus.Gauge
 	trims        *prometheus.CounterVec
 	jobsDeleted  prometheus.Counter
+	backfills    prometheus.Counter
 
 	// source reports the state of the partitions owned here; set by the
 	// Dispatcher, read at scrape time.
@@ -49,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jobfleet_runs_finished_total", Help: "Attempts finished, by resulting run status (succeeded, failed, dead).",
+			Name: "jobfleet_runs_finished_total", Help: "Attempts finished, and runs cancelled, by resulting run status (succeeded, failed, dead, cancelled).",
 		}, []string{"status"}),
 		attempts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_attempts_started_total", Help: "Attempts handed to workers.",
@@ -104,6 +105,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		jobsDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_finished_jobs_deleted_total", Help: "Finished one-off jobs deleted after their retention (delete_after).",
 		}),
+		backfills: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_backfill_runs_total", Help: "Runs created by backfills (POST /v1/jobs/{id}/backfill), paced by --backfill-rate.",
+		}),
 	}
 	state := &stateCollector{m: m,
 		waiting:    prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
@@ -114,7 +118,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unservable: prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.backfills, state)
 	}
 	return m
 }
@@ -162,6 +166,12 @@ func (m *Metrics) trimmed(reason string, n int) {
 func (m *Metrics) jobDeleted() {
 	if m != nil {
 		m.jobsDeleted.Inc()
+	}
+}
+
+func (m *Metrics) backfilled(n int) {
+	if m != nil && n > 0 {
+		m.backfills.Add(float64(n))
 	}
 }
 

@@ -67,6 +67,11 @@ type partition struct {
 	active   map[string]*activeRun // runs not final, by run ID
 	triggers map[string]triggerReq // trigger requests not yet fired, by key
 	cancels  map[string]cancelReq  // cancel requests not yet applied, by key (cancel.go)
+	// backfills are the running backfills, by job ID (backfill.go);
+	// backfillWake is when the backfill rate allows the next run, zero
+	// if nothing waits for it.
+	backfills    map[string]*backfillJob
+	backfillWake time.Time
 	closed   bool                  // ownership ended; handlers answer not-owner
 	// cancelled are attempts ended by a replacement or a cancel request
 	// whose workers have not reported yet: their heartbeats answer Cancel.
@@ -224,6 +229,8 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	pt.applyCancels(ctx, now)
 	pt.expire(ctx, now)
 	pt.fireDue(ctx, now)
+	pt.backfillWake = time.Time{}
+	pt.backfill(ctx, now)
 	pt.trimHistory(ctx, now)
 	pt.deleteFinished(ctx, now)
 	if pt.failed {
@@ -269,6 +276,7 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 	for _, c := range pt.cancelled {
 		earlier(c.until.Add(time.Millisecond)) // its worker is treated as lost after
 	}
+	earlier(pt.backfillWake)
 	pending := pt.pendingTriggersLocked()
 	for id := range pt.idx.finishing {
 		if pt.finishedLocked(pt.jobs[id], pending) {

@@ -274,6 +274,19 @@ func (e *secEnv) ensureJob(id string) {
 	}
 }
 
+// ensureBackfill makes sure job id exists with a backfill recorded.
+func (e *secEnv) ensureBackfill(id string) {
+	e.t.Helper()
+	e.ensureJob(id)
+	if _, _, err := e.jobs.GetBackfill(context.Background(), id); err == nil {
+		return
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := e.jobs.PutBackfill(context.Background(), id, store.Backfill{From: at, To: at.Add(time.Hour), Max: 1, Times: []time.Time{at}, Outcome: "p"}, 0); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // putRun stores a run of job id directly (no scheduler runs here) and
 // returns its ID.
 func (e *secEnv) putRun(id string) string {
@@ -412,6 +425,19 @@ func TestRouteMatrix(t *testing.T) {
 		{pattern: "POST /v1/jobs/{id}/trigger", allowed: writers, job: true, ok: 202, make: func(id string) request {
 			e.ensureJob(id)
 			return request{method: "POST", path: jobPath(id, "trigger")}
+		}},
+		{pattern: "POST /v1/jobs/{id}/backfill", allowed: writers, job: true, ok: 202, make: func(id string) request {
+			e.ensureJob(id)
+			e.jobs.DeleteBackfill(context.Background(), id) // one at a time
+			return request{method: "POST", path: jobPath(id, "backfill"), body: `{"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T03:00:00Z"}`}
+		}},
+		{pattern: "GET /v1/jobs/{id}/backfill", allowed: viewers, job: true, ok: 200, make: func(id string) request {
+			e.ensureBackfill(id)
+			return request{method: "GET", path: jobPath(id, "backfill")}
+		}},
+		{pattern: "DELETE /v1/jobs/{id}/backfill", allowed: writers, job: true, ok: 200, make: func(id string) request {
+			e.ensureBackfill(id)
+			return request{method: "DELETE", path: jobPath(id, "backfill")}
 		}},
 		{pattern: "GET /v1/jobs/{id}/next", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			e.ensureJob(id)

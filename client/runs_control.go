@@ -36,3 +36,33 @@ func (c *Client) CancelRun(ctx context.Context, runID string) (run api.Run, appl
 	}
 	return run, true, nil
 }
+
+// Backfill asks for a backfill of job id (POST /v1/jobs/{id}/backfill): a
+// run for each scheduled time in [req.From, req.To), at most *req.Max,
+// with the run IDs its fires would have had; times with a run already are
+// not run again. A dry run only lists the times. The reply is done (200:
+// a dry run, or nothing to create) or running (202: the partition's owner
+// creates the runs, paced; GetBackfill shows its progress). ErrConflict
+// while another backfill of the job runs; ErrNotFound if there is no such
+// job.
+func (c *Client) Backfill(ctx context.Context, id string, req api.BackfillRequest) (api.Backfill, error) {
+	var b api.Backfill
+	_, err := c.do(ctx, request{method: http.MethodPost, path: jobPath(id, "backfill"), body: req, out: &b})
+	return b, err
+}
+
+// GetBackfill returns job id's latest backfill with its progress
+// (ErrNotFound if it has none).
+func (c *Client) GetBackfill(ctx context.Context, id string) (api.Backfill, error) {
+	var b api.Backfill
+	_, err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id, "backfill"), out: &b})
+	return b, err
+}
+
+// StopBackfill stops and forgets job id's backfill (the runs it created
+// stay) and returns it as it was.
+func (c *Client) StopBackfill(ctx context.Context, id string) (api.Backfill, error) {
+	var b api.Backfill
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: jobPath(id, "backfill"), out: &b})
+	return b, err
+}

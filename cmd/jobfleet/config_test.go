@@ -43,6 +43,7 @@ func memberSettings() map[string]setting[memberOptions] {
 		"advertise":                  m("http://a.example:8080", "http://b.example:8080", func(c *memberOptions) any { return c.orch.Advertise }),
 		"api-burst":                  m("7", "9", func(c *memberOptions) any { return c.api.Limits.Burst }),
 		"api-rate":                   m("7.5", "-1", func(c *memberOptions) any { return c.api.Limits.Rate }),
+		"backfill-rate":              m("7.5", "-1", func(c *memberOptions) any { return c.orch.Dispatch.BackfillRate }),
 		"compaction-interval":        m("7s", "-1s", func(c *memberOptions) any { return c.orch.Storage.CompactionInterval }),
 		"delete-after":               m("7h", "-1s", func(c *memberOptions) any { return c.orch.Dispatch.DeleteAfter }),
 		"etcd-quota-bytes":           m("7GiB", "9000000000", func(c *memberOptions) any { return c.orch.Storage.QuotaBytes }),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/cursor"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -78,6 +79,7 @@ type jobsAPI struct {
 	whyPending func(readerPrefix string) func(runs []store.Run, executor func() (string, bool))
 	now        func() time.Time // the clock of next fire times
 	cancelWait time.Duration    // Config.CancelWait
+	cursors    listCursors      // of GET /v1/jobs and /v1/runs
 }
 
 // store returns the job store and a context bounding the request's store
@@ -211,18 +213,22 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		a.reply(w, r, http.StatusOK, api.JobList{Jobs: []store.Job{}})
 		return
 	}
+	after, seal, ok := a.cursors.open(w, r, jobsListing(prefix, r.URL.Query().Get("paused"), filtered))
+	if !ok {
+		return
+	}
 	var (
 		jobs []store.Job
 		next string
 	)
 	switch dl, isDL := s.(docLister); {
 	case filtered:
-		jobs, next, err = s.ListPrefixWhere(ctx, prefix, r.URL.Query().Get("cursor"), limit, filterScan, func(j store.Job) bool { return j.Paused == paused })
+		jobs, next, err = s.ListPrefixWhere(ctx, prefix, after, limit, filterScan, func(j store.Job) bool { return j.Paused == paused })
 	case isDL:
-		a.listDocs(ctx, w, r, dl, prefix, limit)
+		a.listDocs(ctx, w, r, dl, prefix, after, seal, limit)
 		return
 	default:
-		jobs, next, err = s.ListPrefix(ctx, prefix, r.URL.Query().Get("cursor"), limit)
+		jobs, next, err = s.ListPrefix(ctx, prefix, after, limit)
 	}
 	if err != nil {
 		a.fail(w, r, "", err)
@@ -234,7 +240,17 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 	for i := range jobs {
 		jobs[i] = jobFor(r, jobs[i])
 	}
-	a.reply(w, r, http.StatusOK, api.JobList{Jobs: jobs, NextCursor: next})
+	a.reply(w, r, http.StatusOK, api.JobList{Jobs: jobs, NextCursor: seal(next)})
+}
+
+// jobsListing is the listing of GET /v1/jobs of the jobs under prefix
+// (the credential's combined with ?prefix), paused or not if filtered:
+// its cursors are valid only for the same prefix and filter.
+func jobsListing(prefix, paused string, filtered bool) cursor.Listing {
+	if !filtered {
+		paused = ""
+	}
+	return cursor.Listing{Kind: "jobs", Params: []string{prefix, paused}}
 }
 
 // pausedParam returns ?paused: filtered is false if absent; else it must

@@ -111,6 +111,10 @@ func TestCancelRouteWaitsForTheOwner(t *testing.T) {
 		t.Run(string(tc.outcome), func(t *testing.T) {
 			at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(tc.code) * time.Second)
 			id := e.putRun("c", at, store.RunRunning)
+			now, err := e.client.Get(context.Background(), "x")
+			if err != nil {
+				t.Fatal(err)
+			}
 			done := make(chan struct{})
 			go func() { // the owner: applies the request once it sees it
 				defer close(done)
@@ -118,7 +122,7 @@ func TestCancelRouteWaitsForTheOwner(t *testing.T) {
 				req := e.store.Keys().Cancel(p, "c", at)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				for ev := range e.client.Watch(ctx, req) {
+				for ev := range e.client.Watch(ctx, req, clientv3.WithRev(now.Header.Revision+1)) {
 					if len(ev.Events) == 0 {
 						continue
 					}

@@ -209,9 +209,9 @@ func TestFailingRunsBadParameters(t *testing.T) {
 		{"since=yesterday", `since: "yesterday" is not a duration`},
 		{"limit=0", `limit: "0" is not an integer from 1 to 1000`},
 		{"limit=1001", `limit: "1001" is not an integer`},
-		{"cursor=nonsense", `cursor: "nonsense" is not one this server made`},
-		{"cursor=99999/x/y", `cursor: "99999/x/y" is not one this server made`},
-		{"cursor=" + strings.Repeat("c", store.MaxCursorBytes+1), fmt.Sprintf("cursor: %d bytes long", store.MaxCursorBytes+1)},
+		{"cursor=nonsense", `cursor: "nonsense" is not a cursor of this listing: it is malformed`},
+		{"cursor=99999/x/y", `cursor: "99999/x/y" is not a cursor of this listing: it is malformed`},
+		{"cursor=" + strings.Repeat("c", 2000), "cursor: 2000 bytes long"},
 		{"prefix=" + strings.Repeat("p", store.MaxIDBytes+1), fmt.Sprintf("prefix: %d bytes long", store.MaxIDBytes+1)},
 	}
 	for _, tt := range tests {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/cursor"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // maxCursorBytes bounds ?cursor: the sealed form of the longest position
-// of any listing (store.MaxCursorBytes).
-var maxCursorBytes = cursor.MaxBytes(store.MaxCursorBytes)
+// of any listing (api.MaxCursorBytes).
+var maxCursorBytes = cursor.MaxBytes(api.MaxCursorBytes)
 
 // listCursors opens the ?cursor of a listing and seals its next_cursor
 // with the fleet's cursor key (package internal/cursor): a listing takes

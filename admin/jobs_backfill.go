@@ -47,7 +47,7 @@ func (a *jobsAPI) backfill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if j.Schedule == "" {
-		a.fail(w, r, id, &store.FieldError{Field: "id", Msg: fmt.Sprintf("job %s has no schedule (a one-off job has nothing to backfill); trigger it to run it now", quoteClip(id))})
+		a.fail(w, r, id, &api.FieldError{Field: "id", Msg: fmt.Sprintf("job %s has no schedule (a one-off job has nothing to backfill); trigger it to run it now", quoteClip(id))})
 		return
 	}
 	sched, err := j.ParseSchedule()
@@ -125,16 +125,16 @@ func backfillRange(req api.BackfillRequest, now time.Time) (from, to time.Time, 
 	}
 	switch {
 	case req.From.IsZero():
-		return from, to, 0, &store.FieldError{Field: "from", Msg: "missing: the first scheduled time to backfill (RFC 3339)"}
+		return from, to, 0, &api.FieldError{Field: "from", Msg: "missing: the first scheduled time to backfill (RFC 3339)"}
 	case to.After(now):
-		return from, to, 0, &store.FieldError{Field: "to", Msg: fmt.Sprintf("%s is after now (%s): a backfill covers times the fleet has passed; the schedule fires the others", to.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))}
+		return from, to, 0, &api.FieldError{Field: "to", Msg: fmt.Sprintf("%s is after now (%s): a backfill covers times the fleet has passed; the schedule fires the others", to.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))}
 	case !req.From.Before(to):
-		return from, to, 0, &store.FieldError{Field: "from", Msg: fmt.Sprintf("%s is not before to (%s)", req.From.UTC().Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))}
+		return from, to, 0, &api.FieldError{Field: "from", Msg: fmt.Sprintf("%s is not before to (%s)", req.From.UTC().Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))}
 	}
 	max = api.MaxBackfill
 	if req.Max != nil {
 		if max = *req.Max; max < 1 || max > api.MaxBackfill {
-			return from, to, 0, &store.FieldError{Field: "max", Msg: fmt.Sprintf("%d: want 1 to %d (left out: %d)", max, api.MaxBackfill, api.MaxBackfill)}
+			return from, to, 0, &api.FieldError{Field: "max", Msg: fmt.Sprintf("%d: want 1 to %d (left out: %d)", max, api.MaxBackfill, api.MaxBackfill)}
 		}
 	}
 	return req.From.UTC(), to, max, nil

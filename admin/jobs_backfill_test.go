@@ -15,7 +15,6 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // backfillNow is the API's clock in the backfill tests.
@@ -60,7 +59,7 @@ func TestBackfillDryRunThenRequest(t *testing.T) {
 	// Hours 03:00 and 05:00 fired already.
 	for _, at := range hours("2026-06-01T03:00:00Z", 3) {
 		if at.Hour() != 4 {
-			e.putRun("h", at, store.RunSucceeded)
+			e.putRun("h", at, api.RunSucceeded)
 		}
 	}
 	body := `{"from": "2026-06-01T01:30:00Z", "to": "2026-06-01T07:00:00Z", "dry_run": true}`

@@ -13,9 +13,8 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/cursor"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // listRoute is a listing of the API that pages with ?cursor, as one
@@ -66,15 +65,15 @@ func TestListCursorsRefuseWhatTheyDidNotIssue(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			e.putFailing(id, at.Add(time.Duration(i)*time.Minute), []store.RunStatus{store.RunDead, store.RunFailed}[i%2], time.Minute)
+			e.putFailing(id, at.Add(time.Duration(i)*time.Minute), []api.RunStatus{api.RunDead, api.RunFailed}[i%2], time.Minute)
 		}
 	}
 	for range 3 {
-		e.cred(auth.CreateRequest{Role: auth.RoleViewer})
+		e.cred(api.CreateRequest{Role: api.RoleViewer})
 	}
-	adminTok := e.cred(auth.CreateRequest{Role: auth.RoleAdmin}).Secret
-	viewer := e.cred(auth.CreateRequest{Role: auth.RoleViewer}).Secret
-	scoped := e.cred(auth.CreateRequest{Role: auth.RoleViewer, Prefix: "team/"}).Secret
+	adminTok := e.cred(api.CreateRequest{Role: api.RoleAdmin}).Secret
+	viewer := e.cred(api.CreateRequest{Role: api.RoleViewer}).Secret
+	scoped := e.cred(api.CreateRequest{Role: api.RoleViewer, Prefix: "team/"}).Secret
 
 	routes := []listRoute{
 		{"jobs", "/v1/jobs", viewer},

@@ -23,8 +23,8 @@ const DefaultCancelWait = 5 * time.Second
 // false if it is not a run ID.
 func runIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	runID := r.PathValue("run_id")
-	if len(runID) > store.MaxRunIDBytes {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("run_id: %d bytes long; no run ID is longer than %d", len(runID), store.MaxRunIDBytes))
+	if len(runID) > api.MaxRunIDBytes {
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("run_id: %d bytes long; no run ID is longer than %d", len(runID), api.MaxRunIDBytes))
 		return "", false
 	}
 	if _, _, err := store.ParseRunID(runID); err != nil {

@@ -33,10 +33,10 @@ func cancelEnv(t *testing.T, wait time.Duration) *jobsEnv {
 }
 
 // putRun stores run of job id for at in status st, as an owner would.
-func (e *jobsEnv) putRun(id string, at time.Time, st store.RunStatus) string {
+func (e *jobsEnv) putRun(id string, at time.Time, st api.RunStatus) string {
 	e.t.Helper()
 	p := e.store.Partition(id)
-	r := store.Run{ID: store.RunID(id, at), JobID: id, Partition: p, ScheduledAt: at, Status: st, Attempts: []store.Attempt{}}
+	r := api.Run{ID: store.RunID(id, at), JobID: id, Partition: p, ScheduledAt: at, Status: st, Attempts: []api.Attempt{}}
 	b, _ := json.Marshal(r)
 	if _, err := e.client.Put(context.Background(), e.store.Keys().Run(p, id, at), string(b)); err != nil {
 		e.t.Fatal(err)
@@ -48,7 +48,7 @@ func TestCancelRouteRefusals(t *testing.T) {
 	e := cancelEnv(t, time.Millisecond)
 	e.doJSON("POST", "/v1/jobs", `{"id":"c","run_at":"2030-01-01T00:00:00Z","executor":{"type":"http","url":"http://127.0.0.1:9/h"}}`, http.StatusCreated, nil)
 	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	for _, st := range []store.RunStatus{store.RunSucceeded, store.RunDead, store.RunSkipped, api.RunCancelled} {
+	for _, st := range []api.RunStatus{api.RunSucceeded, api.RunDead, api.RunSkipped, api.RunCancelled} {
 		t.Run(string(st), func(t *testing.T) {
 			id := e.putRun("c", at, st)
 			before := e.keys()
@@ -80,7 +80,7 @@ func TestCancelRouteRefusals(t *testing.T) {
 		})
 	}
 	// Without an owner the request is recorded (202) and stays, once.
-	id := e.putRun("c", at.Add(2*time.Hour), store.RunPending)
+	id := e.putRun("c", at.Add(2*time.Hour), api.RunPending)
 	for range 2 {
 		var got api.CancelRequested
 		e.doJSON("POST", "/v1/runs/"+url.PathEscape(id)+"/cancel", "", http.StatusAccepted, &got)
@@ -105,12 +105,12 @@ func TestCancelRouteWaitsForTheOwner(t *testing.T) {
 	e := cancelEnv(t, 10*time.Second)
 	e.doJSON("POST", "/v1/jobs", `{"id":"c","run_at":"2030-01-01T00:00:00Z","executor":{"type":"http","url":"http://127.0.0.1:9/h"}}`, http.StatusCreated, nil)
 	for _, tc := range []struct {
-		outcome store.RunStatus
+		outcome api.RunStatus
 		code    int
-	}{{api.RunCancelled, http.StatusOK}, {store.RunSucceeded, http.StatusConflict}} {
+	}{{api.RunCancelled, http.StatusOK}, {api.RunSucceeded, http.StatusConflict}} {
 		t.Run(string(tc.outcome), func(t *testing.T) {
 			at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(tc.code) * time.Second)
-			id := e.putRun("c", at, store.RunRunning)
+			id := e.putRun("c", at, api.RunRunning)
 			now, err := e.client.Get(context.Background(), "x")
 			if err != nil {
 				t.Fatal(err)
@@ -126,7 +126,7 @@ func TestCancelRouteWaitsForTheOwner(t *testing.T) {
 					if len(ev.Events) == 0 {
 						continue
 					}
-					r := store.Run{ID: id, JobID: "c", Partition: p, ScheduledAt: at, Status: tc.outcome, Attempts: []store.Attempt{}}
+					r := api.Run{ID: id, JobID: "c", Partition: p, ScheduledAt: at, Status: tc.outcome, Attempts: []api.Attempt{}}
 					b, _ := json.Marshal(r)
 					e.client.Txn(ctx).Then(clientv3.OpPut(e.store.Keys().Run(p, "c", at), string(b)), clientv3.OpDelete(req)).Commit()
 					return

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -134,7 +135,7 @@ func (pt *partition) backfillJob(ctx context.Context, id string, now time.Time) 
 		outcome[i] = store.BackfillExisting
 	}
 	j := e.spec.job()
-	runs := make([]store.Run, len(step.Create))
+	runs := make([]api.Run, len(step.Create))
 	for k, i := range step.Create {
 		outcome[i] = store.BackfillCreated
 		runs[k] = NewRun(&j, next.Times[i], now, pt.own.Member, pt.own.Epoch)
@@ -185,7 +186,7 @@ func (pt *partition) backfillJob(ctx context.Context, id string, now time.Time) 
 		return true
 	}
 	guard := resp.Responses[0].GetResponseTxn()
-	var lost []store.Run
+	var lost []api.Run
 	pt.mu.Lock()
 	if !guard.Succeeded {
 		// Stopped or replaced through the API: the watch brings it.
@@ -236,7 +237,7 @@ func (pt *partition) backfillJob(ctx context.Context, id string, now time.Time) 
 func (pt *partition) backfillRoomLocked(e *jobEntry) int {
 	active := pt.activeOfLocked(e.spec.ID)
 	switch e.spec.ConcurrencyPolicy {
-	case store.ConcurrencyForbid, store.ConcurrencyReplace:
+	case api.ConcurrencyForbid, api.ConcurrencyReplace:
 		if len(active) > 0 {
 			return 0
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/store"
@@ -119,7 +120,7 @@ func TestBackfillCreatesTheMissingTimesOnce(t *testing.T) {
 	h := newHarness(t)
 	h.configure = func(c *dispatch.Config) { c.BackfillRate = -1; c.BackfillActive = 100 }
 	h.start("m1")
-	h.create(store.Job{ID: "b", Schedule: "@every 1m"})
+	h.create(api.Job{ID: "b", Schedule: "@every 1m"})
 	h.advance(time.Minute) // fires t0+1m
 	h.waitRuns("b", 1)
 	h.advance(time.Minute) // and t0+2m
@@ -141,7 +142,7 @@ func TestBackfillCreatesTheMissingTimesOnce(t *testing.T) {
 		}
 		if r.Reason == dispatch.ReasonBackfilled {
 			backfilled++
-			if r.Status != store.RunPending || !r.ScheduledAt.Before(t0.Add(time.Minute)) {
+			if r.Status != api.RunPending || !r.ScheduledAt.Before(t0.Add(time.Minute)) {
 				t.Errorf("backfilled run %+v, want pending, for a time before t0+1m", r)
 			}
 		}
@@ -174,7 +175,7 @@ func TestBackfillIsPaced(t *testing.T) {
 		h := newHarness(t)
 		h.configure = func(c *dispatch.Config) { c.BackfillRate = 1; c.FireBatch = 3; c.BackfillActive = 100 }
 		h.start("m1")
-		h.create(store.Job{ID: "r", Schedule: "@every 1m"})
+		h.create(api.Job{ID: "r", Schedule: "@every 1m"})
 		h.requestBackfill("r", t0.Add(-10*time.Minute), t0)
 		for want := 3; want <= 6; want++ {
 			h.waitBackfill("r", func(b store.Backfill) bool { return count(b.Outcome, store.BackfillCreated) >= want })
@@ -190,7 +191,7 @@ func TestBackfillIsPaced(t *testing.T) {
 		h := newHarness(t)
 		h.configure = func(c *dispatch.Config) { c.BackfillRate = -1; c.BackfillActive = 2 }
 		h.start("m1")
-		h.create(store.Job{ID: "a", Schedule: "@every 1h"})
+		h.create(api.Job{ID: "a", Schedule: "@every 1h"})
 		h.requestBackfill("a", t0.Add(-5*time.Hour), t0)
 		for created := 2; created <= 5; created++ {
 			h.waitBackfill("a", func(b store.Backfill) bool { return count(b.Outcome, store.BackfillCreated) >= created })

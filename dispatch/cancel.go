@@ -24,7 +24,7 @@ import (
 // and r is returned as it is, if r is final already. It is the one place
 // a cancel is decided: whatever a run is made of, ending it on request
 // goes through here.
-func CancelRun(r store.Run, by string, now time.Time) (out store.Run, ok bool) {
+func CancelRun(r api.Run, by string, now time.Time) (out api.Run, ok bool) {
 	if r.Status.Final() {
 		return r, false
 	}
@@ -58,7 +58,7 @@ func (pt *partition) applyCancels(ctx context.Context, now time.Time) {
 	type cancel struct {
 		c       cancelReq
 		ar      *activeRun
-		next    store.Run
+		next    api.Run
 		running bool
 	}
 	var todo []cancel
@@ -87,7 +87,7 @@ func (pt *partition) applyCancels(ctx context.Context, now time.Time) {
 			moot = append(moot, key)
 			continue
 		}
-		todo = append(todo, cancel{c: c, ar: ar, next: next, running: ar.run.Status == store.RunRunning})
+		todo = append(todo, cancel{c: c, ar: ar, next: next, running: ar.run.Status == api.RunRunning})
 	}
 	pt.mu.Unlock()
 	if len(moot) > 0 {
@@ -128,7 +128,7 @@ func (pt *partition) applyCancels(ctx context.Context, now time.Time) {
 // next heartbeat, and its report is acknowledged with r's status without
 // being recorded, for a run lease. After that the worker is treated as
 // lost: its heartbeats and report are refused as stale.
-func (pt *partition) stopAttemptLocked(r store.Run, now time.Time) {
+func (pt *partition) stopAttemptLocked(r api.Run, now time.Time) {
 	n := len(r.Attempts)
 	if n == 0 {
 		return

@@ -17,25 +17,25 @@ import (
 func TestCancelRunDecides(t *testing.T) {
 	now := t0.Add(time.Minute)
 	started := t0.Add(30 * time.Second)
-	running := store.Run{ID: "j@x", Status: store.RunRunning, Attempts: []store.Attempt{
+	running := api.Run{ID: "j@x", Status: api.RunRunning, Attempts: []api.Attempt{
 		{Attempt: 1, Worker: "w1", StartedAt: t0, FinishedAt: t0.Add(time.Second), Error: "boom"},
 		{Attempt: 2, Worker: "w2", StartedAt: started},
 	}}
 	for _, tc := range []struct {
 		name         string
-		run          store.Run
+		run          api.Run
 		by           string
 		ok           bool
 		reason       string
 		attemptError string // of the last attempt, "" if unchanged
 	}{
-		{"pending", store.Run{Status: store.RunPending, Attempts: []store.Attempt{}}, "ops-1", true, "cancelled by ops-1", ""},
-		{"failed awaiting its retry", store.Run{Status: store.RunFailed, Attempts: []store.Attempt{{Attempt: 1, Error: "boom", FinishedAt: t0}}}, "ops-1", true, "cancelled by ops-1", "boom"},
+		{"pending", api.Run{Status: api.RunPending, Attempts: []api.Attempt{}}, "ops-1", true, "cancelled by ops-1", ""},
+		{"failed awaiting its retry", api.Run{Status: api.RunFailed, Attempts: []api.Attempt{{Attempt: 1, Error: "boom", FinishedAt: t0}}}, "ops-1", true, "cancelled by ops-1", "boom"},
 		{"running", running, "", true, "cancelled on request; its running attempt was cancelled", "cancelled: the run was cancelled on request"},
-		{"succeeded", store.Run{Status: store.RunSucceeded}, "ops-1", false, "", ""},
-		{"dead", store.Run{Status: store.RunDead, Reason: "replaced"}, "ops-1", false, "replaced", ""},
-		{"skipped", store.Run{Status: store.RunSkipped}, "ops-1", false, "", ""},
-		{"cancelled", store.Run{Status: api.RunCancelled, Reason: "cancelled by a"}, "b", false, "cancelled by a", ""},
+		{"succeeded", api.Run{Status: api.RunSucceeded}, "ops-1", false, "", ""},
+		{"dead", api.Run{Status: api.RunDead, Reason: "replaced"}, "ops-1", false, "replaced", ""},
+		{"skipped", api.Run{Status: api.RunSkipped}, "ops-1", false, "", ""},
+		{"cancelled", api.Run{Status: api.RunCancelled, Reason: "cancelled by a"}, "b", false, "cancelled by a", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := dispatch.CancelRun(tc.run, tc.by, now)
@@ -75,12 +75,12 @@ func TestCancelRunDecides(t *testing.T) {
 func TestCancelPendingRunIsNeverHandedOut(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "c", RunAt: ptr(t0.Add(24 * time.Hour))})
+	h.create(api.Job{ID: "c", RunAt: ptr(t0.Add(24 * time.Hour))})
 	runID, err := h.store.Trigger(context.Background(), "c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
+	h.waitRun(runID, func(r api.Run) bool { return r.Status == api.RunPending })
 	if _, err := h.store.RequestCancel(context.Background(), runID, "ops-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestCancelPendingRunIsNeverHandedOut(t *testing.T) {
 func TestCancelRunningRunTellsItsWorker(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "c", RunAt: ptr(t0.Add(24 * time.Hour)), Retry: store.RetryPolicy{MaxAttempts: 5}})
+	h.create(api.Job{ID: "c", RunAt: ptr(t0.Add(24 * time.Hour)), Retry: api.RetryPolicy{MaxAttempts: 5}})
 	runID, err := h.store.Trigger(context.Background(), "c")
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestCancelRunningRunTellsItsWorker(t *testing.T) {
 	if _, err := h.store.RequestCancel(context.Background(), runID, "ops-1"); err != nil {
 		t.Fatal(err)
 	}
-	r := h.waitRun(runID, func(r store.Run) bool { return r.Status == api.RunCancelled })
+	r := h.waitRun(runID, func(r api.Run) bool { return r.Status == api.RunCancelled })
 	if at := r.Attempts[0]; at.FinishedAt.IsZero() || !strings.Contains(at.Error, "cancelled by ops-1") {
 		t.Fatalf("attempt = %+v, want it closed as cancelled by ops-1", at)
 	}
@@ -132,7 +132,7 @@ func TestCancelRunningRunTellsItsWorker(t *testing.T) {
 	if err != nil || resp.Status != api.RunCancelled {
 		t.Fatalf("report of the cancelled attempt = %+v, %v; want acknowledged as cancelled", resp, err)
 	}
-	if after := h.waitRun(runID, func(store.Run) bool { return true }); after.Status != api.RunCancelled || after.Attempts[0].Error != r.Attempts[0].Error {
+	if after := h.waitRun(runID, func(api.Run) bool { return true }); after.Status != api.RunCancelled || after.Attempts[0].Error != r.Attempts[0].Error {
 		t.Fatalf("the report was recorded over the cancellation: %+v", after)
 	}
 	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {
@@ -147,7 +147,7 @@ func TestCancelRunningRunTellsItsWorker(t *testing.T) {
 	if resp, err := h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w2", Executors: []string{"http"}, Max: 10}); err != nil || len(resp.Attempts) != 0 {
 		t.Fatalf("poll on the new owner = %+v, %v; want nothing", resp, err)
 	}
-	if got := h.waitRun(runID, func(store.Run) bool { return true }); got.Status != api.RunCancelled || len(got.Attempts) != 1 {
+	if got := h.waitRun(runID, func(api.Run) bool { return true }); got.Status != api.RunCancelled || len(got.Attempts) != 1 {
 		t.Fatalf("after the handoff the run is %+v, want cancelled with its one attempt", got)
 	}
 }
@@ -157,7 +157,7 @@ func TestCancelRunningRunTellsItsWorker(t *testing.T) {
 func TestCancelledAttemptsLateReportIsStale(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "c", RunAt: ptr(t0.Add(24 * time.Hour))})
+	h.create(api.Job{ID: "c", RunAt: ptr(t0.Add(24 * time.Hour))})
 	runID, err := h.store.Trigger(context.Background(), "c")
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestCancelledAttemptsLateReportIsStale(t *testing.T) {
 	if _, err := h.store.RequestCancel(context.Background(), runID, "ops-1"); err != nil {
 		t.Fatal(err)
 	}
-	h.waitRun(runID, func(r store.Run) bool { return r.Status == api.RunCancelled })
+	h.waitRun(runID, func(r api.Run) bool { return r.Status == api.RunCancelled })
 	waitHeartbeatCancel(t, h, a, "w1")
 	h.advance(runLease + time.Second)
 	deadline := time.Now().Add(10 * time.Second)
@@ -183,7 +183,7 @@ func TestCancelledAttemptsLateReportIsStale(t *testing.T) {
 	if _, err := h.complete(a, "w1", true, ""); !errors.Is(err, dispatch.ErrStaleAttempt) {
 		t.Fatalf("late report: %v, want ErrStaleAttempt", err)
 	}
-	if got := h.waitRun(runID, func(store.Run) bool { return true }); got.Status != api.RunCancelled {
+	if got := h.waitRun(runID, func(api.Run) bool { return true }); got.Status != api.RunCancelled {
 		t.Fatalf("run = %+v after the late report, want cancelled", got)
 	}
 }
@@ -193,7 +193,7 @@ func TestCancelledAttemptsLateReportIsStale(t *testing.T) {
 func TestCancelRequestedBetweenOwnersIsApplied(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "c", RunAt: ptr(t0.Add(24 * time.Hour))})
+	h.create(api.Job{ID: "c", RunAt: ptr(t0.Add(24 * time.Hour))})
 	runID, err := h.store.Trigger(context.Background(), "c")
 	if err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ type partition struct {
 	// if nothing waits for it.
 	backfills    map[string]*backfillJob
 	backfillWake time.Time
-	closed   bool                  // ownership ended; handlers answer not-owner
+	closed       bool // ownership ended; handlers answer not-owner
 	// cancelled are attempts ended by a replacement or a cancel request
 	// whose workers have not reported yet: their heartbeats answer Cancel.
 	// By run ID; dropped once the worker reports, or a run lease after

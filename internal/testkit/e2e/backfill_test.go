@@ -15,6 +15,7 @@ import (
 	jfapi "github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -46,7 +47,7 @@ func TestBackfillRacingFiresRunsEachTimeOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", Orchestrators: worker.StaticOrchestrators(f.URLs()...), PollWait: time.Second,
 		Concurrency: 8, ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
-		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}})
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +56,8 @@ func TestBackfillRacingFiresRunsEachTimeOnce(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	const id = "race/every-second"
-	var created store.Job
-	job := store.Job{ID: id, Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: hook.URL}, Retry: store.RetryPolicy{MaxAttempts: 1}}
+	var created jfapi.Job
+	job := jfapi.Job{ID: id, Schedule: "@every 1s", Executor: jfapi.Executor{Type: "http", URL: hook.URL}, Retry: jfapi.RetryPolicy{MaxAttempts: 1}}
 	if code := api(t, f.AdminToken, "POST", f.URLs()[0], "/v1/jobs", job, &created); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
@@ -93,7 +94,7 @@ func TestBackfillRacingFiresRunsEachTimeOnce(t *testing.T) {
 	waitFor(t, 60*time.Second, func() bool {
 		runs = runsByTime(t, f, id)
 		for _, at := range append(append([]time.Time{}, b.Created...), b.Existing...) {
-			if r, ok := runs[at.UnixMilli()]; !ok || r.Status != store.RunSucceeded {
+			if r, ok := runs[at.UnixMilli()]; !ok || r.Status != jfapi.RunSucceeded {
 				return false
 			}
 		}

@@ -15,11 +15,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	jfapi "github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/shard"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestCancelRunningRunOnARealWorker cancels a run whose attempt a real
@@ -56,7 +55,7 @@ func TestCancelRunningRunOnARealWorker(t *testing.T) {
 	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", Orchestrators: worker.StaticOrchestrators(f.URLs()...), PollWait: time.Second,
 		ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 		Metrics: worker.NewMetrics(reg), Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}})
+		HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +64,8 @@ func TestCancelRunningRunOnARealWorker(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	const id = "team/cancel-me"
-	job := store.Job{ID: id, RunAt: ptrTime(time.Now().Add(24 * time.Hour)), Executor: store.Executor{Type: "http", URL: hook.URL},
-		Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(10 * time.Millisecond)}}
+	job := jfapi.Job{ID: id, RunAt: ptrTime(time.Now().Add(24 * time.Hour)), Executor: jfapi.Executor{Type: "http", URL: hook.URL},
+		Retry: jfapi.RetryPolicy{MaxAttempts: 3, InitialBackoff: jfapi.Duration(10 * time.Millisecond)}}
 	base := f.URLs()[0]
 	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", job, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
@@ -95,13 +94,13 @@ func TestCancelRunningRunOnARealWorker(t *testing.T) {
 	path := "/v1/runs/" + url.PathEscape(tr.RunID) + "/cancel"
 	for _, who := range []struct {
 		name, token string
-	}{{"viewer", f.Token(auth.RoleViewer, "")}, {"operator of another prefix", f.Token(auth.RoleOperator, "other/")}} {
+	}{{"viewer", f.Token(jfapi.RoleViewer, "")}, {"operator of another prefix", f.Token(jfapi.RoleOperator, "other/")}} {
 		if code := api(t, who.token, "POST", other, path, nil, nil); code != http.StatusForbidden {
 			t.Fatalf("cancel as %s: %d, want 403", who.name, code)
 		}
 	}
 	var got jfapi.Run
-	if code := api(t, f.Token(auth.RoleOperator, "team/"), "POST", other, path, nil, &got); code != http.StatusOK || got.Status != jfapi.RunCancelled {
+	if code := api(t, f.Token(jfapi.RoleOperator, "team/"), "POST", other, path, nil, &got); code != http.StatusOK || got.Status != jfapi.RunCancelled {
 		t.Fatalf("cancel as the team's operator: %d %+v, want 200 with the run cancelled", code, got)
 	}
 	if a := got.Attempts[0]; a.FinishedAt.IsZero() || !strings.Contains(a.Error, "cancelled") || !strings.Contains(got.Reason, "cancelled by") {

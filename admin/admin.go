@@ -6,8 +6,10 @@
 // Every route is listed once, as data, in the route table (routes.go) with
 // the access it needs (auth.Access); one guard in front of the routes
 // authenticates the caller and enforces the table, the browser defences,
-// rate limits and long-poll caps, and writes the audit log. Only GET
-// /healthz and GET /readyz answer without a credential.
+// the request-rate ceiling, each credential's write budgets (budget.go:
+// the bytes and key versions a request may make etcd store) and long-poll
+// caps, and writes the audit log. Only GET /healthz and GET /readyz answer
+// without a credential.
 package admin
 
 import (
@@ -116,8 +118,8 @@ func (c Config) withDefaults() Config {
 func Handler(m Member, cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
 	authn := m.Authenticator()
-	a := &server{m: m, authn: authn, reg: m.WorkerRegistry(), cfg: cfg, streams: newStreamCap(cfg.Limits)}
-	g := newGuard(cfg, authn)
+	a := &server{m: m, authn: authn, reg: m.WorkerRegistry(), cfg: cfg, streams: newStreamCap(cfg.Limits), throttled: newThrottleCounter(cfg.Registry)}
+	g := newGuard(cfg, m, authn, a.throttled)
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
 		mux.Handle(rt.pattern, g.route(rt))
@@ -190,11 +192,12 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 type server struct {
-	m       Member
-	authn   Authenticator  // m's, nil without one
-	reg     WorkerRegistry // m's, nil without one
-	cfg     Config
-	streams *streamCap // the partition streams served at once
+	m         Member
+	authn     Authenticator  // m's, nil without one
+	reg       WorkerRegistry // m's, nil without one
+	cfg       Config
+	streams   *streamCap      // the partition streams served at once
+	throttled throttleCounter // 429s by reason
 }
 
 func (a *server) healthz(w http.ResponseWriter, r *http.Request) {

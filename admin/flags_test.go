@@ -17,7 +17,7 @@ func TestConfigSettings(t *testing.T) {
 	c := admin.DefaultConfig()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	c.AddFlags(fs)
-	for name, want := range map[string]string{"api-rate": "100", "api-burst": "500", "max-polls": "1024", "max-streams-per-credential": "16", "trigger-rate": "1", "trigger-burst": "10"} {
+	for name, want := range map[string]string{"api-rate": "5000", "api-burst": "10000", "api-write-bytes": "0", "api-write-revisions": "50000", "api-write-revisions-burst": "100000", "max-polls": "1024", "max-streams-per-credential": "16", "trigger-rate": "1", "trigger-burst": "10"} {
 		if f := fs.Lookup(name); f == nil || f.DefValue != want {
 			t.Errorf("--%s: %+v, want the default %s", name, f, want)
 		}
@@ -28,15 +28,18 @@ func TestConfigSettings(t *testing.T) {
 	if d := (admin.Config{}).WithDefaults(); d.Limits != admin.DefaultLimits() || d.TriggerRate != admin.DefaultTriggerRate || d.TriggerBurst != admin.DefaultTriggerBurst {
 		t.Errorf("WithDefaults of zero settings: %+v", d)
 	}
-	if err := (admin.Config{Limits: admin.Limits{Rate: -1}, TriggerRate: -1}).Validate(); err != nil {
+	if err := (admin.Config{Limits: admin.Limits{Rate: -1, WriteBytes: -1, WriteRevisions: -1}, TriggerRate: -1}).Validate(); err != nil {
 		t.Errorf("negative rates (no limit) are refused: %v", err)
 	}
 	for key, c := range map[string]admin.Config{
-		"api-burst":                {Limits: admin.Limits{Burst: -1}},
-		"max-polls":                {Limits: admin.Limits{MaxPolls: -1}},
-		"max-polls-per-credential": {Limits: admin.Limits{MaxPolls: 10, MaxPollsPerCredential: 11}},
-		"max-streams":              {Limits: admin.Limits{MaxStreams: -1}},
-		"trigger-burst":            {TriggerBurst: -1},
+		"api-burst":                 {Limits: admin.Limits{Burst: -1}},
+		"api-write-bytes":           {Limits: admin.Limits{WriteBytes: 100}},
+		"api-write-bytes-burst":     {Limits: admin.Limits{WriteBytesBurst: -1}},
+		"api-write-revisions-burst": {Limits: admin.Limits{WriteRevisionsBurst: -1}},
+		"max-polls":                 {Limits: admin.Limits{MaxPolls: -1}},
+		"max-polls-per-credential":  {Limits: admin.Limits{MaxPolls: 10, MaxPollsPerCredential: 11}},
+		"max-streams":               {Limits: admin.Limits{MaxStreams: -1}},
+		"trigger-burst":             {TriggerBurst: -1},
 	} {
 		err := c.Validate()
 		var se *settings.Error

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -59,53 +60,71 @@ const realm = `Bearer realm="jobfleet"`
 //	Content-Type of a body           415
 //	rate limit per credential        429 (not the worker protocol)
 //	long-poll caps (poll only)       429
+//	write budgets per credential     429 (what the request may write, budget.go)
 //
 // Long-lived responses (long polls, streams) run under a context that
 // ends when their credential is revoked or expires (follow).
 //
-// It counts every request in jobfleet_api_requests_total{route,code} and
+// It counts every request in jobfleet_api_requests_total{route,code},
+// every refusal for a limit in jobfleet_api_throttled_total{reason}, and
 // writes one audit line per request that may change something (any
 // method but GET and HEAD).
 type guard struct {
-	cfg      Config
-	authn    Authenticator // nil: none (503 unless cfg.Insecure)
-	audit    *zap.Logger
-	requests *prometheus.CounterVec
-	limiter  *rateLimiter
-	polls    *pollCaps
-	mux      *http.ServeMux
-	next     http.Handler    // the mux, with JSON replies for unknown routes
-	anon     map[string]bool // patterns of the routes that need no credential
-	static   map[string]bool // patterns of the console's static files (AccessStatic)
-	anonLog  *anonLog        // which refused anonymous requests are audited at info
+	cfg       Config
+	m         Member        // sizes the write budgets, is told what they charged
+	authn     Authenticator // nil: none (503 unless cfg.Insecure)
+	audit     *zap.Logger
+	requests  *prometheus.CounterVec
+	throttled throttleCounter
+	limiter   *rateLimiter
+	budgets   *budgets
+	spent     budgetMetrics
+	polls     *pollCaps
+	mux       *http.ServeMux
+	next      http.Handler    // the mux, with JSON replies for unknown routes
+	anon      map[string]bool // patterns of the routes that need no credential
+	static    map[string]bool // patterns of the console's static files (AccessStatic)
+	anonLog   *anonLog        // which refused anonymous requests are audited at info
 }
 
-func newGuard(cfg Config, authn Authenticator) *guard {
+func newGuard(cfg Config, m Member, authn Authenticator, throttled throttleCounter) *guard {
 	g := &guard{
 		cfg:   cfg,
+		m:     m,
 		authn: authn,
 		audit: cfg.Logger.Named("audit"),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_api_requests_total",
 			Help: "HTTP API requests by route (the route pattern, \"unmatched\" for none) and status code.",
 		}, []string{"route", "code"}),
-		limiter: newRateLimiter(cfg.Limits, cfg.Clock),
-		anonLog: &anonLog{clock: cfg.Clock, last: map[string]time.Time{}},
-		polls:   newPollCaps(cfg.Limits),
-		anon:    map[string]bool{},
-		static:  map[string]bool{},
+		throttled: throttled,
+		limiter:   newRateLimiter(cfg.Limits, cfg.Clock),
+		budgets:   newBudgets(cfg.Limits, m.StorageRoom, cfg.Clock),
+		spent:     newBudgetMetrics(cfg.Registry),
+		anonLog:   &anonLog{clock: cfg.Clock, last: map[string]time.Time{}},
+		polls:     newPollCaps(cfg.Limits),
+		anon:      map[string]bool{},
+		static:    map[string]bool{},
 	}
-	if cfg.Registry != nil {
-		if err := cfg.Registry.Register(g.requests); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-					g.requests = existing
-				}
-			}
-		}
-	}
+	g.requests = registerCounterVec(cfg.Registry, g.requests)
 	return g
+}
+
+// charged records what credential p was charged: in the metrics, and as
+// etcd history written since the last compaction (Member.NoteWritten).
+func (g *guard) charged(p auth.Principal, nbytes, nrevs int) {
+	g.spent.add(p, nbytes, nrevs)
+	if nbytes > 0 {
+		g.m.NoteWritten(int64(nbytes))
+	}
+}
+
+// tooMany writes a 429 with Retry-After wait (whole seconds, at least
+// one) and counts it under reason.
+func (g *guard) tooMany(w http.ResponseWriter, reason string, wait time.Duration, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+	g.throttled.inc(reason)
+	WriteError(w, http.StatusTooManyRequests, msg)
 }
 
 // requestInfo is what the guard learns about a request as it is served,
@@ -269,24 +288,28 @@ func (g *guard) route(rt route) http.Handler {
 		if rt.longPoll {
 			release, err := g.polls.acquire(p.ID)
 			if err != nil {
-				w.Header().Set("Retry-After", "1")
-				WriteError(w, http.StatusTooManyRequests, err.Error())
+				g.tooMany(w, reasonPolls, time.Second, err.Error())
 				return
 			}
 			defer release()
 		} else if rt.access != auth.AccessWork {
 			if wait, ok := g.limiter.allow(p.ID); !ok {
-				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-				WriteError(w, http.StatusTooManyRequests, fmt.Sprintf("rate limit of credential %q exceeded (%g requests/s, burst %d); retry in %v", p.ID, g.cfg.Limits.Rate, g.cfg.Limits.Burst, wait.Round(1e6)))
+				g.tooMany(w, reasonRate, wait, fmt.Sprintf("rate limit of credential %q exceeded (%g requests/s, burst %d); retry in %v", p.ID, g.cfg.Limits.Rate, g.cfg.Limits.Burst, wait.Round(1e6)))
 				return
 			}
+		}
+		if !g.pay(w, r, rt, p) {
+			return
 		}
 		if rt.longPoll || rt.stream {
 			ctx, stop := g.follow(r.Context(), p)
 			defer stop()
 			r = r.WithContext(ctx)
 		}
-		rt.handler.ServeHTTP(w, r)
+		rt.handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chargeKey{}, func(nbytes, nrevs int) {
+			g.budgets.charge(p.ID, nbytes, nrevs)
+			g.charged(p, nbytes, nrevs)
+		})))
 	})
 }
 
@@ -298,4 +321,32 @@ func (g *guard) follow(ctx context.Context, p auth.Principal) (context.Context, 
 		return f.Follow(ctx, p)
 	}
 	return ctx, func() {}
+}
+
+// pay charges the request's credential its route's cost (a poll: one
+// attempt's; the rest once served), or answers 429 and returns false.
+func (g *guard) pay(w http.ResponseWriter, r *http.Request, rt route, p auth.Principal) bool {
+	nbytes, nrevs := rt.cost.bytes, rt.cost.revisions
+	if rt.longPoll {
+		nbytes, nrevs = grantBytes, grantRevisions
+	}
+	if rt.cost.body {
+		nbytes += int(bodySize(r, rt.cost.maxBody))
+	}
+	if nbytes == 0 && nrevs == 0 {
+		return true
+	}
+	wait, reason, ok := g.budgets.take(p.ID, nbytes, nrevs)
+	if !ok {
+		perSecond, burst := g.budgets.bytesBudget()
+		what := fmt.Sprintf("%s a second (bursts of %s)", humanize.IBytes(uint64(perSecond)), humanize.IBytes(uint64(burst)))
+		if reason == reasonRevisions {
+			what = fmt.Sprintf("%g key versions a second (bursts of %d)", g.cfg.Limits.WriteRevisions, g.cfg.Limits.WriteRevisionsBurst)
+		}
+		g.tooMany(w, reason, wait, fmt.Sprintf("write budget of credential %q exceeded: it may write %s to etcd through this member, and this request may write %s (%d key versions); retry in %v",
+			p.ID, what, humanize.IBytes(uint64(nbytes)), nrevs, wait.Round(time.Millisecond)))
+		return false
+	}
+	g.charged(p, nbytes, nrevs)
+	return true
 }

@@ -80,6 +80,7 @@ type jobsAPI struct {
 	now        func() time.Time // the clock of next fire times
 	cancelWait time.Duration    // Config.CancelWait
 	cursors    listCursors      // of GET /v1/jobs and /v1/runs
+	throttled  throttleCounter  // 429s by reason
 }
 
 // store returns the job store and a context bounding the request's store

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
@@ -13,6 +14,12 @@ import (
 
 // maxBackfillBody caps a POST /v1/jobs/{id}/backfill body.
 const maxBackfillBody = 4 << 10
+
+// backfillWriteRuns is the fewest runs an owner's write of a backfill
+// creates while the backfill has room (dispatch.Config.FireBatch's
+// default is 25; ten a job may have active by default), for the charge
+// of its record's rewrites.
+const backfillWriteRuns = 10
 
 // backfill serves POST /v1/jobs/{id}/backfill: it lists the job's
 // scheduled times in [from, to) (at most max), finds which have a run
@@ -109,6 +116,11 @@ func (a *jobsAPI) backfill(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, id, err)
 		return
 	}
+	// What the owner writes for it: each pending time's run and queue
+	// entry, and the record rewritten with each write of runs.
+	pending := len(b.Times) - strings.Count(b.Outcome, string(rune(store.BackfillExisting)))
+	rewrites := pending/backfillWriteRuns + 1
+	chargeMore(r.Context(), pending*(runWrite+keyOverhead)+rewrites*(keyOverhead+len(b.Times)*55), pending*2+rewrites)
 	code := http.StatusAccepted
 	if !b.Pending() {
 		code = http.StatusOK

@@ -70,6 +70,9 @@ func (a *jobsAPI) batch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The route's cost charged the body and one key version; every
+	// other item writes one more.
+	chargeMore(r.Context(), 0, len(items)-1)
 	results, err := s.WriteBatch(ctx, items, store.BatchMode(req.Mode))
 	if err != nil {
 		a.fail(w, r, "", err)

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
@@ -421,9 +422,18 @@ func TestJobsPauseResume(t *testing.T) {
 	if !j.Paused || j.Revision != rev {
 		t.Errorf("pause again: got paused %v revision %d, want true and unchanged %d", j.Paused, j.Revision, rev)
 	}
+	var list api.JobList
+	e.doJSON("GET", "/v1/jobs", "", http.StatusOK, &list)
+	if len(list.Jobs) != 1 || !list.Jobs[0].Paused || list.Jobs[0].Revision != rev {
+		t.Errorf("list after pause: %+v, want the job paused at revision %d", list.Jobs, rev)
+	}
 	e.doJSON("POST", jobPath("j", "resume"), "", http.StatusOK, &j)
-	if j.Paused {
-		t.Errorf("resume: got paused true")
+	if j.Paused || j.Revision <= rev {
+		t.Errorf("resume: got paused %v revision %d, want false after %d", j.Paused, j.Revision, rev)
+	}
+	e.doJSON("GET", "/v1/jobs", "", http.StatusOK, &list)
+	if len(list.Jobs) != 1 || list.Jobs[0].Paused {
+		t.Errorf("list after resume: %+v, want the job not paused", list.Jobs)
 	}
 }
 

@@ -12,16 +12,36 @@ import (
 )
 
 // Limits bound what one credential, and all of them together, may ask of
-// a member.
+// a member. Every limit is per member: a client spreading its requests
+// over n members gets up to n times as much.
 type Limits struct {
 	// Rate is the sustained number of requests per second each credential
 	// may make, with bursts of Burst; beyond it requests get 429 with
-	// Retry-After. The worker protocol is not counted (polls are capped
+	// Retry-After. It is a high ceiling on what a request costs the
+	// member's CPU; what requests make etcd store is bounded by the write
+	// budgets below. The worker protocol is not counted (polls are capped
 	// below; heartbeats and completions follow the attempts a worker
-	// holds). Default 100/s, burst 500; a negative Rate turns the
-	// limit off.
+	// holds). Default DefaultRate/s, burst DefaultBurst; a negative Rate
+	// turns the limit off.
 	Rate  float64
 	Burst int
+	// WriteBytes is the sustained bytes per second of etcd writes each
+	// credential may cause, worker protocol included, with bursts of
+	// WriteBytesBurst; WriteRevisions and WriteRevisionsBurst are the same
+	// for key versions written (etcd keeps every version until it is
+	// compacted, and its quota counts them). A request is charged what it
+	// may write before it is served (budget.go) and refused with 429 and
+	// Retry-After if its credential's budgets cannot pay it. WriteBytes 0
+	// sizes the bytes budget from etcd's quota (WriteBytesFor, with
+	// Member.StorageRoom): a sixteenth a second, in bursts of a quarter,
+	// of the room between the high-water mark and the quota; WriteBytesBurst
+	// 0 with a WriteBytes set is max(WriteBytes, 4 MiB). WriteRevisions
+	// defaults to DefaultWriteRevisions/s (burst
+	// DefaultWriteRevisionsBurst). A negative rate turns its budget off.
+	WriteBytes          float64
+	WriteBytesBurst     int
+	WriteRevisions      float64
+	WriteRevisionsBurst int
 	// MaxPolls is the most worker long polls this member holds at once,
 	// and MaxPollsPerCredential the most per credential; beyond either a
 	// poll gets 429 with Retry-After. Defaults 1024 and 256.
@@ -37,9 +57,50 @@ type Limits struct {
 	MaxStreamsPerCredential int
 }
 
+// Defaults of Limits' request rate and write budgets.
+const (
+	// DefaultRate and DefaultBurst make the request rate a ceiling that
+	// a client writing one job per request at etcd's speed stays under:
+	// 16 clients of one credential creating jobs one request each at
+	// some 2 500/s on a two-core machine (the store's speed) are not
+	// slowed down.
+	DefaultRate  = 5000
+	DefaultBurst = 10000
+	// DefaultWriteRevisions lets a credential write 50 000 key versions
+	// a second, in bursts of DefaultWriteRevisionsBurst, 100 000: jobs
+	// created through the batch endpoint (some 24 000 a second on a
+	// two-core machine) run at the store's speed. Every key version is
+	// also charged at least 256 bytes to the bytes budget.
+	DefaultWriteRevisions      = 50000
+	DefaultWriteRevisionsBurst = 100000
+)
+
+// WriteBytesFor returns the bytes budget of a credential (Limits.WriteBytes
+// and WriteBytesBurst left at 0) when room bytes lie between etcd's
+// high-water mark and its quota: a sixteenth of the room a second
+// (between 256 KiB/s and 64 MiB/s), in bursts of a quarter (between
+// 1 MiB and 256 MiB). On etcd's default 2 GiB quota with the default mark
+// (409.6 MiB of room) that is 25.6 MiB/s in bursts of 102.4 MiB, more
+// than etcd writes on a small machine: ordinary work runs at the store's
+// speed. On a 64 MiB quota it is 0.8 MiB/s in bursts of 3.2 MiB: between
+// two compactions by history size (a quarter of the room written, at
+// least a second apart; internal/storage), one credential fills a
+// fraction of the room.
+func WriteBytesFor(room int64) (perSecond float64, burst int) {
+	perSecond = float64(min(max(room/16, 256<<10), 64<<20))
+	burst = int(min(max(room/4, 1<<20), 256<<20))
+	return perSecond, burst
+}
+
+// defaultRoom is the room above the high-water mark of etcd's default
+// quota (2 GiB) with the default mark (80%).
+const defaultRoom = (2 << 30) / 5
+
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
-	return Limits{Rate: 100, Burst: 500, MaxPolls: 1024, MaxPollsPerCredential: 256, MaxStreams: 64, MaxStreamsPerCredential: 16}
+	return Limits{Rate: DefaultRate, Burst: DefaultBurst,
+		WriteRevisions: DefaultWriteRevisions, WriteRevisionsBurst: DefaultWriteRevisionsBurst,
+		MaxPolls: 1024, MaxPollsPerCredential: 256, MaxStreams: 64, MaxStreamsPerCredential: 16}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -49,6 +110,15 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.Burst <= 0 {
 		l.Burst = max(d.Burst, int(l.Rate))
+	}
+	if l.WriteBytes > 0 && l.WriteBytesBurst <= 0 {
+		l.WriteBytesBurst = max(4<<20, int(l.WriteBytes))
+	}
+	if l.WriteRevisions == 0 {
+		l.WriteRevisions = d.WriteRevisions
+	}
+	if l.WriteRevisionsBurst <= 0 {
+		l.WriteRevisionsBurst = max(d.WriteRevisionsBurst, int(l.WriteRevisions))
 	}
 	if l.MaxPolls <= 0 {
 		l.MaxPolls = d.MaxPolls
@@ -74,6 +144,12 @@ func (l Limits) Validate() error {
 	switch {
 	case l.Burst < 0:
 		return neg("api-burst", l.Burst)
+	case l.WriteBytesBurst < 0:
+		return neg("api-write-bytes-burst", l.WriteBytesBurst)
+	case l.WriteRevisionsBurst < 0:
+		return neg("api-write-revisions-burst", l.WriteRevisionsBurst)
+	case l.WriteBytes > 0 && l.WriteBytes < 1<<10:
+		return settings.Invalid("api-write-bytes", l.WriteBytes, "want at least 1 KiB/s, or no job could be written (0: sized from etcd's quota; negative: no budget)")
 	case l.MaxStreams < 0:
 		return neg("max-streams", l.MaxStreams)
 	case l.MaxStreamsPerCredential < 0:

@@ -64,7 +64,8 @@ func (e *encodeError) Unwrap() error { return e.err }
 // stored as docs, with next as its cursor, redacted (store.Job.Redacted)
 // if redact. A document that passThrough allows is copied with its
 // revision added; any other is decoded, redacted if it must be, and
-// encoded, as list does. It returns DecodeStoredJob's error for a corrupt
+// encoded, as list does; so is a document whose pause key applies
+// (store.StoredDoc.Pause). It returns DecodeStoredJob's error for a corrupt
 // document and an *encodeError for a job that cannot be encoded.
 func jobListBody(docs []store.StoredDoc, next string, redact bool) ([]byte, error) {
 	size := 64 + len(next)
@@ -77,7 +78,7 @@ func jobListBody(docs []store.StoredDoc, next string, redact bool) ([]byte, erro
 		if i > 0 {
 			body = append(body, ',')
 		}
-		if passThrough(d.Value, redact) {
+		if d.Pause.Revision == 0 && passThrough(d.Value, redact) {
 			body = append(body, d.Value[:len(d.Value)-1]...)
 			if len(d.Value) > 2 {
 				body = append(body, ',')
@@ -87,7 +88,7 @@ func jobListBody(docs []store.StoredDoc, next string, redact bool) ([]byte, erro
 			body = append(body, '}')
 			continue
 		}
-		j, err := store.DecodeStoredJob(d.Value, d.Revision)
+		j, err := d.Job()
 		if err != nil {
 			return nil, err
 		}

@@ -48,6 +48,17 @@ type Member interface {
 	// reasons waiting runs give); nil answers 503 for its routes, and
 	// runs carry no pending reasons. Handler asks once.
 	WorkerRegistry() WorkerRegistry
+	// StorageRoom returns the bytes between etcd's high-water mark and
+	// its quota as the member knows them now ((*storage.Monitor).Room):
+	// write budgets left at 0 are sized from it (WriteBytesFor); 0 or
+	// less is the room of etcd's default quota, 409.6 MiB. It is called
+	// on every charge, so it must be fast.
+	StorageRoom() int64
+	// NoteWritten tells the member the bytes a request was charged to
+	// its credential's write budgets (Limits.WriteBytes): etcd history
+	// written through this member, which compacting by history size
+	// counts ((*storage.Monitor).NoteWritten). It must be fast.
+	NoteWritten(bytes int64)
 	// Authenticator returns what authenticates requests (an
 	// *auth.Cache); nil makes every route but /healthz and /readyz
 	// answer 503 unless Config.Insecure. Handler asks once.

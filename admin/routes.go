@@ -21,7 +21,10 @@ type route struct {
 	longPoll bool
 	// stream marks a response that lasts (an event stream): it ends when
 	// its credential is revoked or expires, as a long poll does.
-	stream  bool
+	stream bool
+	// cost is what a request may make etcd store, charged to its
+	// credential's write budgets before it is served (budget.go).
+	cost    writeCost
 	handler http.Handler
 }
 
@@ -56,7 +59,7 @@ func (a *server) routes() []route {
 	// table without a member).
 	cur := listCursors{codec: func() (*cursor.Codec, error) { return a.m.Cursors() }}
 	w := &workerAPI{get: func() (WorkerProtocol, error) { return a.m.WorkerProtocol() }, reg: a.reg, etcd: a.cfg.EtcdEndpoints}
-	j := &jobsAPI{jobs: func() (JobStore, error) { return a.m.JobStore() }, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending, cancelWait: a.cfg.CancelWait, cursors: cur}
+	j := &jobsAPI{jobs: func() (JobStore, error) { return a.m.JobStore() }, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending, throttled: a.throttled, cancelWait: a.cfg.CancelWait, cursors: cur}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.authn, insecure: a.cfg.Insecure, cursors: cur}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{
@@ -66,7 +69,7 @@ func (a *server) routes() []route {
 
 		{pattern: "GET /v1/cluster/members", access: auth.AccessMembers, handler: hf(a.members)},
 		{pattern: "GET /v1/cluster/partitions", access: auth.AccessRead, handler: hf(a.partitions)},
-		{pattern: "POST /v1/cluster/drain", access: auth.AccessAdmin, handler: hf(a.drain)},
+		{pattern: "POST /v1/cluster/drain", access: auth.AccessAdmin, cost: costAdminWrite, handler: hf(a.drain)},
 		{pattern: "GET /v1/cluster/storage", access: auth.AccessRead, handler: storageHandler(func(ctx context.Context) (api.StorageReport, error) { return a.m.Storage(ctx) })},
 		{pattern: "GET /v1/cluster/workers", access: auth.AccessRead, handler: hf(w.workers)},
 		{pattern: "GET /v1/cluster/placement", access: auth.AccessRead, scope: scopeQueryJob, handler: hf(a.placement)},
@@ -75,33 +78,33 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/whoami", access: auth.AccessMembers, handler: hf(a.whoami)},
 
 		{pattern: "GET /v1/jobs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.list)},
-		{pattern: "POST /v1/jobs", access: auth.AccessWrite, scope: scopeHandler, handler: hf(j.create)},
-		{pattern: "POST /v1/jobs:batch", access: auth.AccessWrite, scope: scopeHandler, handler: hf(j.batch)},
+		{pattern: "POST /v1/jobs", access: auth.AccessWrite, scope: scopeHandler, cost: costJobWrite, handler: hf(j.create)},
+		{pattern: "POST /v1/jobs:batch", access: auth.AccessWrite, scope: scopeHandler, cost: costBatch, handler: hf(j.batch)},
 		{pattern: "GET /v1/jobs/{id}", access: auth.AccessRead, scope: scopeJob, handler: j.byID(http.StatusOK, getJob)},
-		{pattern: "PUT /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, handler: hf(j.put)},
-		{pattern: "DELETE /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusNoContent, deleteJob)},
-		{pattern: "POST /v1/jobs/{id}/pause", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusOK, pauseJob)},
-		{pattern: "POST /v1/jobs/{id}/resume", access: auth.AccessWrite, scope: scopeJob, handler: j.byID(http.StatusOK, resumeJob)},
-		{pattern: "POST /v1/jobs/{id}/trigger", access: auth.AccessWrite, scope: scopeJob, handler: hf(j.trigger)},
-		{pattern: "POST /v1/jobs/{id}/backfill", access: auth.AccessWrite, scope: scopeJob, handler: hf(j.backfill)},
+		{pattern: "PUT /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, cost: costJobWrite, handler: hf(j.put)},
+		{pattern: "DELETE /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, cost: costJobDelete, handler: j.byID(http.StatusNoContent, deleteJob)},
+		{pattern: "POST /v1/jobs/{id}/pause", access: auth.AccessWrite, scope: scopeJob, cost: costPause, handler: j.byID(http.StatusOK, pauseJob)},
+		{pattern: "POST /v1/jobs/{id}/resume", access: auth.AccessWrite, scope: scopeJob, cost: costPause, handler: j.byID(http.StatusOK, resumeJob)},
+		{pattern: "POST /v1/jobs/{id}/trigger", access: auth.AccessWrite, scope: scopeJob, cost: costTrigger, handler: hf(j.trigger)},
+		{pattern: "POST /v1/jobs/{id}/backfill", access: auth.AccessWrite, scope: scopeJob, cost: costBackfill, handler: hf(j.backfill)},
 		{pattern: "GET /v1/jobs/{id}/backfill", access: auth.AccessRead, scope: scopeJob, handler: hf(j.getBackfill)},
-		{pattern: "DELETE /v1/jobs/{id}/backfill", access: auth.AccessWrite, scope: scopeJob, handler: hf(j.deleteBackfill)},
+		{pattern: "DELETE /v1/jobs/{id}/backfill", access: auth.AccessWrite, scope: scopeJob, cost: costAdminWrite, handler: hf(j.deleteBackfill)},
 		{pattern: "GET /v1/jobs/{id}/next", access: auth.AccessRead, scope: scopeJob, handler: hf(j.next)},
 		{pattern: "POST /v1/schedule:preview", access: auth.AccessRead, handler: hf(j.preview)},
 		{pattern: "GET /v1/jobs/{id}/runs", access: auth.AccessRead, scope: scopeJob, handler: hf(j.runs)},
 		{pattern: "GET /v1/runs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.failing)},
 		{pattern: "GET /v1/runs/{run_id}", access: auth.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
-		{pattern: "POST /v1/runs/{run_id}/cancel", access: auth.AccessWrite, scope: scopeRun, handler: hf(j.cancelRun)},
+		{pattern: "POST /v1/runs/{run_id}/cancel", access: auth.AccessWrite, scope: scopeRun, cost: costCancel, handler: hf(j.cancelRun)},
 
 		{pattern: "POST " + dispatch.PathPoll, access: auth.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},
 		{pattern: "POST " + dispatch.PathHeartbeat, access: auth.AccessWork, handler: hf(w.heartbeat)},
-		{pattern: "POST " + dispatch.PathComplete, access: auth.AccessWork, handler: hf(w.complete)},
-		{pattern: "POST " + dispatch.PathRegister, access: auth.AccessWork, handler: hf(w.register)},
-		{pattern: "POST " + dispatch.PathDeregister, access: auth.AccessWork, handler: hf(w.deregister)},
+		{pattern: "POST " + dispatch.PathComplete, access: auth.AccessWork, cost: costComplete, handler: hf(w.complete)},
+		{pattern: "POST " + dispatch.PathRegister, access: auth.AccessWork, cost: costRegister, handler: hf(w.register)},
+		{pattern: "POST " + dispatch.PathDeregister, access: auth.AccessWork, cost: costDeregister, handler: hf(w.deregister)},
 
-		{pattern: "POST /v1/tokens", access: auth.AccessAdmin, handler: hf(t.create)},
+		{pattern: "POST /v1/tokens", access: auth.AccessAdmin, cost: costToken, handler: hf(t.create)},
 		{pattern: "GET /v1/tokens", access: auth.AccessAdmin, handler: hf(t.list)},
-		{pattern: "DELETE /v1/tokens/{id}", access: auth.AccessAdmin, handler: hf(t.revoke)},
+		{pattern: "DELETE /v1/tokens/{id}", access: auth.AccessAdmin, cost: costAdminWrite, handler: hf(t.revoke)},
 
 		{pattern: "GET /ui/", access: auth.AccessStatic, handler: a.cfg.Console},
 		{pattern: "GET /{$}", access: auth.AccessStatic, handler: http.RedirectHandler("/ui/", http.StatusFound)},
@@ -117,6 +120,9 @@ type Route struct {
 	Access auth.Access
 	// Scoped says whether a credential's job-ID prefix limits the route.
 	Scoped bool
+	// Writes says whether the route's requests are charged to their
+	// credential's write budgets (Limits.WriteBytes, WriteRevisions).
+	Writes bool
 }
 
 // Routes returns the route table, in the order the API documents it.
@@ -124,7 +130,7 @@ func Routes() []Route {
 	a := &server{cfg: Config{}.withDefaults()}
 	var out []Route
 	for _, rt := range a.routes() {
-		out = append(out, Route{Pattern: rt.pattern, Access: rt.access, Scoped: rt.scope != scopeNone})
+		out = append(out, Route{Pattern: rt.pattern, Access: rt.access, Scoped: rt.scope != scopeNone, Writes: !rt.cost.zero() || rt.longPoll})
 	}
 	return out
 }

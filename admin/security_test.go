@@ -117,6 +117,8 @@ type secOptions struct {
 	noAuth   bool
 	block    bool // polls block until the test ends
 	tokens   auth.StoreConfig
+	wrote    func(int64)
+	room     func() int64
 }
 
 func newSecEnv(t *testing.T, o secOptions) *secEnv {
@@ -149,6 +151,8 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 		Auth:          e.cache,
 		StorageReport: func(context.Context) (storage.Report, error) { return storage.Report{Revision: 1}, nil },
 		Cluster:       newFakeCluster(1),
+		Wrote:         o.wrote,
+		Room:          o.room,
 	}
 	cfg := admin.Config{
 		Gatherer: e.reg,

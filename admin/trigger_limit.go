@@ -94,6 +94,7 @@ func (a *jobsAPI) trigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ok, wait := a.triggers.allow(id); !ok {
+		a.throttled.inc(reasonTrigger)
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		WriteError(w, http.StatusTooManyRequests, fmt.Sprintf("job %q is triggered more often than %v a second (bursts of %d) on this member; retry after %v",
 			id, float64(a.triggers.rate), a.triggers.burst, wait.Round(time.Millisecond)))
@@ -106,6 +107,7 @@ func (a *jobsAPI) trigger(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	runID, err := s.Trigger(ctx, id)
 	if errors.Is(err, store.ErrTooManyTriggers) {
+		a.throttled.inc(reasonRunIDs)
 		w.Header().Set("Retry-After", "1")
 		WriteError(w, http.StatusTooManyRequests, err.Error())
 		return

@@ -42,6 +42,11 @@ func (a *workerAPI) poll(w http.ResponseWriter, r *http.Request) {
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
 		req.Credential, req.Prefix = who.ID, who.Prefix
 		resp, err := p.Poll(r.Context(), req)
+		if n := len(resp.Attempts); n > 1 {
+			// Every attempt handed out rewrote its run: the guard
+			// charged one before the poll, the others are owed.
+			chargeMore(r.Context(), (n-1)*grantBytes, (n-1)*grantRevisions)
+		}
 		if err == nil && a.etcd != nil {
 			resp.EtcdEndpoints = withoutUserinfo(a.etcd())
 		}

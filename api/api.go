@@ -151,7 +151,8 @@ type History struct {
 // KeyCounts are key counts of the fleet's namespace, read with count-only
 // ranges at one revision.
 type KeyCounts struct {
-	// Jobs counts job keys: specs and pending trigger requests.
+	// Jobs counts job keys: specs, pending trigger requests and pause
+	// states (a job paused or resumed since it was last written has one).
 	Jobs int64 `json:"jobs"`
 	// Runs counts run documents (the history, active runs included).
 	Runs int64 `json:"runs"`

@@ -241,7 +241,7 @@ func (pt *partition) planFinishLocked(now time.Time) finishPlan {
 		}
 		if due, ok := pt.deletionDueLocked(e); ok && !now.Before(due) {
 			fp.doomed = append(fp.doomed, finishDoom{e: e, due: due})
-			dels = append(dels, pt.d.keys.DeleteJobOp(pt.p, id, e.spec.Revision))
+			dels = append(dels, pt.d.keys.DeleteJobOp(pt.p, id, e.spec.Revision, e.pauseRev))
 		}
 	}
 	fp.ops = append(fp.ops, dels...)

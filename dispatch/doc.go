@@ -21,7 +21,10 @@
 //
 //   - Every write of a partition's scheduler is fenced on its epoch and
 //     applies in the order it was decided (one writer at a time per
-//     partition).
+//     partition). Writes decided from a version of a job (its fires, its
+//     state, its deletion) apply only while its spec and its pause key
+//     (store.PauseKey) are still at the revisions they were decided from:
+//     a fire decided before a pause or resume that lands first is refused.
 //   - Heartbeats and metrics are answered from memory: they never wait for
 //     etcd, even while a write of the partition does.
 //   - What a partition stores is bounded: at most Config.MaxActivePerJob

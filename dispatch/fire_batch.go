@@ -40,6 +40,7 @@ type fireBatch struct {
 type jobPlan struct {
 	id       string
 	specRev  int64 // the spec revision the plan was decided from
+	pauseRev int64 // and the pause key's (0: none)
 	plan     FirePlan
 	triggers []triggerReq
 	ops      []clientv3.Op // within the job's guard
@@ -86,7 +87,7 @@ func (b *fireBatch) build(pt *partition) {
 	k := pt.d.keys
 	b.ops = b.ops[:0]
 	for _, jp := range b.jobs {
-		b.ops = append(b.ops, k.SpecGuardOp(pt.p, jp.id, jp.specRev, jp.ops))
+		b.ops = append(b.ops, k.SpecGuardOp(pt.p, jp.id, jp.specRev, jp.pauseRev, jp.ops))
 	}
 	b.ops = append(b.ops, pt.trimOps(b.trims)...)
 	for _, key := range b.dropped {
@@ -125,7 +126,7 @@ func (pt *partition) addTrimsLocked(batches []*fireBatch, now time.Time) {
 func (pt *partition) addLocked(b *fireBatch, e *jobEntry, plan FirePlan, trigs []triggerReq, now time.Time) {
 	k := pt.d.keys
 	id := e.spec.ID
-	jp := jobPlan{id: id, specRev: e.spec.Revision, triggers: trigs}
+	jp := jobPlan{id: id, specRev: e.spec.Revision, pauseRev: e.pauseRev, triggers: trigs}
 	for _, rid := range plan.Replace {
 		ar := pt.active[rid]
 		if ar == nil {

@@ -67,7 +67,12 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	jobs := map[string]*jobEntry{}
 	var triggers []triggerReq
 	cancels, backfills := map[string]cancelReq{}, map[string]*backfillJob{}
+	pauses := map[string]*mvccpb.KeyValue{}
 	rev, err := src(ctx, k.PartitionJobsPrefix(pt.p), 0, loadPage, func(kv *mvccpb.KeyValue) {
+		if id, ok := k.ParsePauseKey(pt.p, string(kv.Key)); ok {
+			pauses[id] = kv
+			return
+		}
 		id, at, ok := k.ParseSpecKey(pt.p, string(kv.Key))
 		switch {
 		case !ok && pt.takeRequest(kv, cancels, backfills):
@@ -90,6 +95,11 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	})
 	if err != nil {
 		return 0, err
+	}
+	for id, kv := range pauses {
+		if e := jobs[id]; e != nil {
+			e.setPauseKey(kv)
+		}
 	}
 	var orphans []string           // deleted jobs whose state or queue entries remain
 	orphaned := map[string]bool{}  // the same, as a set

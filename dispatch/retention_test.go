@@ -342,7 +342,7 @@ func TestDeleteJobOpKeepsAConcurrentEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	apply := func(rev int64) bool {
-		resp, err := h.client.Txn(context.Background()).Then(k.DeleteJobOp(0, "x", rev)).Commit()
+		resp, err := h.client.Txn(context.Background()).Then(k.DeleteJobOp(0, "x", rev, 0)).Commit()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,35 @@ type jobEntry struct {
 	// (the job changed in etcd, or got a trigger request, meanwhile):
 	// nothing is planned for the job until the watch brings the change.
 	stale bool
+	// docPaused is the spec document's own "paused". pause is the job's
+	// pause key (store.PauseKey; zero without one, or if it does not
+	// decode), which decides instead while it is newer than the spec
+	// (store.PauseKey.Applies); pauseRev is the key's mod revision (0:
+	// none), which every write guarded on the spec compares too.
+	// spec.Paused is what applies (setPaused).
+	docPaused bool
+	pause     store.PauseKey
+	pauseRev  int64
+}
+
+// setPaused sets spec.Paused from the document and the pause key.
+func (e *jobEntry) setPaused() {
+	e.spec.Paused = e.docPaused
+	if e.pause.Applies(e.spec.Revision) {
+		e.spec.Paused = e.pause.Paused
+	}
+}
+
+// setPauseKey takes in the job's pause key kv (nil: it has none).
+func (e *jobEntry) setPauseKey(kv *mvccpb.KeyValue) {
+	e.pause, e.pauseRev = store.PauseKey{}, 0
+	if kv != nil {
+		e.pauseRev = kv.ModRevision
+		if pk, err := store.DecodePause(kv.Value, kv.ModRevision); err == nil {
+			e.pause = pk
+		}
+	}
+	e.setPaused()
 }
 
 // triggerReq is a trigger request not yet fired: its job, its time and
@@ -44,6 +73,10 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 	defer pt.wmu.Unlock()
 	k := pt.d.keys
 	for _, ev := range events {
+		if id, ok := k.ParsePauseKey(pt.p, string(ev.Kv.Key)); ok {
+			pt.applyPause(id, ev)
+			continue
+		}
 		id, at, ok := k.ParseSpecKey(pt.p, string(ev.Kv.Key))
 		if !ok {
 			pt.mu.Lock()
@@ -83,6 +116,10 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 			pt.mu.Lock()
 			if old := pt.jobs[id]; old != nil {
 				e.state = old.state
+				// The pause key stays (the document, newer, decides
+				// now); a put of the job deletes it in the same revision.
+				e.pause, e.pauseRev = old.pause, old.pauseRev
+				e.setPaused()
 				if old.spec.Paused && !e.spec.Paused {
 					e.state = Resumed(e.state, pt.now())
 					e.dirty = true
@@ -96,6 +133,33 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 			pt.mu.Unlock()
 		}
 	}
+}
+
+// applyPause handles a change of job id's pause key: the job is paused
+// or resumed, as a change of its spec's "paused" would. The caller holds
+// wmu.
+func (pt *partition) applyPause(id string, ev *clientv3.Event) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	e := pt.jobs[id]
+	if e == nil {
+		return // deleted with its job, or the job is not loaded
+	}
+	was := e.spec.Paused
+	kv := ev.Kv
+	if ev.Type == mvccpb.DELETE {
+		kv = nil
+	}
+	e.setPauseKey(kv)
+	if was && !e.spec.Paused {
+		e.state = Resumed(e.state, pt.now())
+		e.dirty = true
+	}
+	if was != e.spec.Paused {
+		pt.lg.Debug("job paused or resumed", zap.String("job_id", id), zap.Bool("paused", e.spec.Paused))
+	}
+	e.stale = false
+	pt.indexLocked(id)
 }
 
 // internID makes the entry's ID the string id, equal to it, so that the
@@ -134,9 +198,9 @@ func decodeEntry(kv *mvccpb.KeyValue) (*jobEntry, error) {
 	}
 	work, err := compactWork(&j)
 	if err != nil {
-		return &jobEntry{spec: specOf(&j)}, err
+		return &jobEntry{spec: specOf(&j), docPaused: j.Paused}, err
 	}
-	e := &jobEntry{spec: specOf(&j), work: work}
+	e := &jobEntry{spec: specOf(&j), work: work, docPaused: j.Paused}
 	e.sched, e.schedErr = j.ParseSchedule()
 	return e, nil
 }

@@ -73,8 +73,8 @@ type BatchResult struct {
 // the batch as a whole was refused or its outcome is unknown, and then
 // results is nil: an invalid mode or size (ErrInvalidJob), documents
 // totalling more than MaxBatchBytes (ErrTooLarge), a store WithGuard's
-// verdict (ErrHighWater, ErrNoSpace) on a batch that creates or grows
-// jobs, concurrent changes too many times in a row (ErrConflict), or
+// verdict (ErrHighWater, ErrNoSpace) on a batch that creates jobs or
+// does not shrink one it replaces, concurrent changes too many times in a row (ErrConflict), or
 // etcd's errors (Classify).
 func (s *Etcd) WriteBatch(ctx context.Context, items []BatchItem, mode BatchMode) ([]BatchResult, error) {
 	switch {
@@ -191,10 +191,17 @@ func (s *Etcd) createBatch(ctx context.Context, res []BatchResult) ([]BatchResul
 }
 
 // applyBatch creates or replaces the prepared jobs of res, each only if
-// it is at the revision its item names (wants[i], 0 for any).
+// it is at the revision its item names (wants[i], 0 for any). A job's
+// revision counts its pause key (PauseKey.Apply), so an item naming a
+// revision is refused if the job was paused or resumed since; its pause
+// key is compared in a transaction nested in the write (etcd allows 128
+// compares per transaction, the spec keys of a full batch take them
+// all). The documents written are newer than any pause key, which then
+// no longer applies: the batch leaves the keys.
 func (s *Etcd) applyBatch(ctx context.Context, res []BatchResult, wants []int64) ([]BatchResult, error) {
 	for range 10 {
 		gets := make([]clientv3.Op, len(res))
+		pauseGets := make([]clientv3.Op, len(res))
 		for i := range res {
 			gets[i] = clientv3.OpGet(s.keys.Spec(res[i].Job.Partition, res[i].Job.ID))
 		}
@@ -202,18 +209,27 @@ func (s *Etcd) applyBatch(ctx context.Context, res []BatchResult, wants []int64)
 		if err != nil {
 			return nil, Classify(err)
 		}
-		revs := make([]int64, len(res))
-		sizes := make([]int, len(res))
+		for i := range res {
+			pauseGets[i] = clientv3.OpGet(s.keys.Pause(res[i].Job.Partition, res[i].Job.ID), clientv3.WithRev(read.Header.Revision))
+		}
+		pauseRead, err := s.client.Txn(ctx).Then(pauseGets...).Commit()
+		if err != nil {
+			return nil, Classify(err)
+		}
+		cur := make([]storedJob, len(res))
 		old := map[int]Job{}
 		failed := false
 		for i := range res {
-			if kvs := read.Responses[i].GetResponseRange().Kvs; len(kvs) == 1 {
-				revs[i], sizes[i] = kvs[0].ModRevision, len(kvs[0].Value)
-				if j, err := DecodeStoredJob(kvs[0].Value, kvs[0].ModRevision); err == nil {
-					old[i] = j
-				}
+			c, err := stored(read.Responses[i].GetResponseRange().Kvs, pauseRead.Responses[i].GetResponseRange().Kvs)
+			if err == nil {
+				old[i] = c.job
+			} else if len(read.Responses[i].GetResponseRange().Kvs) == 1 {
+				// A corrupt spec is replaced, as Put replaces it.
+				kv := read.Responses[i].GetResponseRange().Kvs[0]
+				c.specRev, c.size, c.job.Revision = kv.ModRevision, len(kv.Value), kv.ModRevision
 			}
-			if err := staleRevision(res[i].Job.ID, wants[i], revs[i]); err != nil {
+			cur[i] = c
+			if err := staleRevision(res[i].Job.ID, wants[i], c.job.Revision); err != nil {
 				res[i].Err, failed = err, true
 			}
 		}
@@ -225,7 +241,7 @@ func (s *Etcd) applyBatch(ctx context.Context, res []BatchResult, wants []int64)
 			return nil, err
 		}
 		for i := range res {
-			if revs[i] == 0 || len(vals[i]) > sizes[i] {
+			if cur[i].specRev == 0 || len(vals[i]) >= cur[i].size {
 				if err := s.guard(); err != nil {
 					return nil, err
 				}
@@ -234,18 +250,26 @@ func (s *Etcd) applyBatch(ctx context.Context, res []BatchResult, wants []int64)
 		}
 		cmps := make([]clientv3.Cmp, len(res))
 		puts := make([]clientv3.Op, len(res))
+		var pauseCmps []clientv3.Cmp
 		for i := range res {
-			cmps[i] = clientv3.Compare(clientv3.ModRevision(keys[i]), "=", revs[i])
+			cmps[i] = clientv3.Compare(clientv3.ModRevision(keys[i]), "=", cur[i].specRev)
 			puts[i] = clientv3.OpPut(keys[i], vals[i])
+			if wants[i] != 0 {
+				pauseCmps = append(pauseCmps, clientv3.Compare(clientv3.ModRevision(s.keys.Pause(res[i].Job.Partition, res[i].Job.ID)), "=", cur[i].pause.Revision))
+			}
 		}
-		resp, err := s.client.Txn(ctx).If(cmps...).Then(puts...).Commit()
+		then := puts
+		if len(pauseCmps) > 0 {
+			then = []clientv3.Op{clientv3.OpTxn(pauseCmps, puts, nil)}
+		}
+		resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Commit()
 		if err != nil {
 			return nil, Classify(err)
 		}
-		if resp.Succeeded {
+		if resp.Succeeded && (len(pauseCmps) == 0 || resp.Responses[0].GetResponseTxn().Succeeded) {
 			for i := range res {
 				res[i].Job.Revision = resp.Header.Revision
-				res[i].Created = revs[i] == 0
+				res[i].Created = cur[i].specRev == 0
 			}
 			return res, nil
 		}

@@ -24,6 +24,13 @@
 //   - Every accepted trigger gets a run of its own (Trigger).
 //   - FitRun keeps a run document within a byte budget by cutting its
 //     attempts' outputs and errors, never their number or other fields.
+//   - Pausing and resuming a job (Etcd.SetPaused) write its pause key, a
+//     few dozen bytes beside its spec (pause.go), never its document;
+//     every read shows the job's Paused, UpdatedAt and Revision with the
+//     key applied while it is newer than the document, so a document read
+//     before a pause is stale for a conditional Put. Above the high-water
+//     mark (Etcd.WithGuard) a replacement is written only if it shrinks
+//     the job's document.
 //
 // # Not guaranteed
 //

@@ -7,24 +7,23 @@ import (
 	"strconv"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Get returns job id with its scheduling state, or ErrNotFound.
+// Get returns job id with its scheduling state, or ErrNotFound. Its
+// Paused, UpdatedAt and Revision count its pause key (PauseKey.Apply).
 func (s *Etcd) Get(ctx context.Context, id string) (Job, error) {
 	p := s.Partition(id)
-	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(s.keys.Spec(p, id)), clientv3.OpGet(s.keys.State(p, id))).Commit()
+	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(s.keys.Spec(p, id)), clientv3.OpGet(s.keys.State(p, id)), clientv3.OpGet(s.keys.Pause(p, id))).Commit()
 	if err != nil {
 		return Job{}, Classify(err)
 	}
-	spec := resp.Responses[0].GetResponseRange().Kvs
-	if len(spec) == 0 {
-		return Job{}, ErrNotFound
-	}
-	j, err := DecodeStoredJob(spec[0].Value, spec[0].ModRevision)
+	cur, err := stored(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs)
 	if err != nil {
 		return Job{}, err
 	}
+	j := cur.job
 	if st := resp.Responses[1].GetResponseRange().Kvs; len(st) == 1 {
 		var state JobState
 		if json.Unmarshal(st[0].Value, &state) == nil {
@@ -34,22 +33,50 @@ func (s *Etcd) Get(ctx context.Context, id string) (Job, error) {
 	return j, nil
 }
 
-func (s *Etcd) get(ctx context.Context, key string) (Job, int64, error) {
-	j, rev, _, err := s.getSized(ctx, key)
-	return j, rev, err
+// storedJob is a job as a writer reads it before writing: the job as
+// readers see it (its pause key applied), and the revisions and size its
+// write compares with.
+type storedJob struct {
+	job     Job
+	specRev int64    // the spec's mod revision, 0 if there is none
+	size    int      // the spec's bytes
+	pause   PauseKey // the job's pause key, zero if it has none
 }
 
-// getSized is get that also returns the stored document's size in bytes.
-func (s *Etcd) getSized(ctx context.Context, key string) (Job, int64, int, error) {
-	resp, err := s.client.Get(ctx, key)
+// read returns job id of partition p as stored: ErrNotFound, with the
+// pause key's revision still set, if there is no spec.
+func (s *Etcd) read(ctx context.Context, p int, id string) (storedJob, error) {
+	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(s.keys.Spec(p, id)), clientv3.OpGet(s.keys.Pause(p, id))).Commit()
 	if err != nil {
-		return Job{}, 0, 0, Classify(err)
+		return storedJob{}, Classify(err)
 	}
-	if len(resp.Kvs) == 0 {
-		return Job{}, 0, 0, ErrNotFound
+	return stored(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
+}
+
+// stored decodes what a read of a spec key and its pause key returned.
+func stored(spec, pause []*mvccpb.KeyValue) (storedJob, error) {
+	var cur storedJob
+	applies := false
+	if len(pause) == 1 {
+		pk, err := DecodePause(pause[0].Value, pause[0].ModRevision)
+		// A corrupt key decides nothing (the document does); writes still
+		// compare its revision, and the next one replaces or removes it.
+		applies = err == nil
+		pk.Revision = pause[0].ModRevision
+		cur.pause = pk
 	}
-	j, err := DecodeStoredJob(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
-	return j, resp.Kvs[0].ModRevision, len(resp.Kvs[0].Value), err
+	if len(spec) == 0 {
+		return cur, ErrNotFound
+	}
+	j, err := DecodeStoredJob(spec[0].Value, spec[0].ModRevision)
+	if err != nil {
+		return cur, err
+	}
+	if applies {
+		j = cur.pause.Apply(j)
+	}
+	cur.job, cur.specRev, cur.size = j, spec[0].ModRevision, len(spec[0].Value)
+	return cur, nil
 }
 
 // DecodeStoredJob decodes a spec as stored in etcd, with its mod revision.
@@ -77,24 +104,67 @@ func (s *Etcd) List(ctx context.Context, cursor string, limit int) ([]Job, strin
 
 // StoredDoc is a job document as it is stored in etcd, not decoded: Value
 // is the JSON of a Job without its Revision and State (the store never
-// stores them), and Revision is the stored document's mod revision.
-// DecodeStoredJob(Value, Revision) is the Job it stands for.
+// stores them), and Revision is the stored document's mod revision. Pause
+// is the job's pause key if it applies to the document (PauseKey.Applies),
+// else zero. Job decodes it.
 type StoredDoc struct {
 	Value    []byte
 	Revision int64
+	Pause    PauseKey
 }
 
-// decodeDocs decodes docs with DecodeStoredJob, in order.
+// Job returns the Job d stands for: DecodeStoredJob(d.Value, d.Revision)
+// with d.Pause applied.
+func (d StoredDoc) Job() (Job, error) {
+	j, err := DecodeStoredJob(d.Value, d.Revision)
+	if err != nil {
+		return Job{}, err
+	}
+	return d.Pause.Apply(j), nil
+}
+
+// decodeDocs decodes docs with StoredDoc.Job, in order.
 func decodeDocs(docs []StoredDoc) ([]Job, error) {
 	jobs := make([]Job, 0, len(docs))
 	for _, d := range docs {
-		j, err := DecodeStoredJob(d.Value, d.Revision)
+		j, err := d.Job()
 		if err != nil {
 			return nil, err
 		}
 		jobs = append(jobs, j)
 	}
 	return jobs, nil
+}
+
+// withPauses sets the Pause of each of docs, whose spec keys are keys, from
+// pauses (the pause keys read, by key) where it applies.
+func (s *Etcd) withPauses(docs []StoredDoc, keys []string, pauses map[string]*mvccpb.KeyValue) {
+	if len(pauses) == 0 {
+		return
+	}
+	for i, key := range keys {
+		kv := pauses[s.pauseKeyOf(key)]
+		if kv == nil {
+			continue
+		}
+		if pk, err := DecodePause(kv.Value, kv.ModRevision); err == nil && pk.Applies(docs[i].Revision) {
+			docs[i].Pause = pk
+		}
+	}
+}
+
+// pauseKeyOf returns the pause key of the job whose spec key is key.
+func (s *Etcd) pauseKeyOf(key string) string {
+	rest := strings.TrimPrefix(key, s.keys.JobsPrefix())
+	ps, esc, _ := strings.Cut(rest, "/")
+	return s.keys.JobsPrefix() + ps + "/" + pauseSegment + esc
+}
+
+// isPauseKey reports whether key, under the jobs prefix, is a pause key.
+func (s *Etcd) isPauseKey(key string) bool {
+	rest := strings.TrimPrefix(key, s.keys.JobsPrefix())
+	_, tail, _ := strings.Cut(rest, "/")
+	return strings.HasPrefix(tail, pauseSegment)
 }
 
 // listDocs is List without decoding the documents.
@@ -135,6 +205,16 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 		}
 	}
 	docs := make([]StoredDoc, 0, limit)
+	specKeys := make([]string, 0, limit) // docs' spec keys
+	// The pause keys of a partition sort before its specs ('!' before any
+	// escaped ID): the windows read them with the specs, from each
+	// partition's start; those of the cursor's partition lie before the
+	// cursor and are read in the same request as the first window.
+	pauses := map[string]*mvccpb.KeyValue{}
+	pausesOf := -1 // the partition whose pause keys the first window reads apart
+	if cursor != "" && s.cursorPartition(cursor) >= 0 {
+		pausesOf = p
+	}
 	last := "" // the spec key of docs' last document
 	// seen counts the spec keys of the windows read from their first
 	// partition's start and covered their partitions: the density the
@@ -147,22 +227,28 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 		if hi < s.partitions {
 			end = s.keys.PartitionJobsPrefix(hi)
 		}
-		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(limit+1)))
+		resp, err := s.window(ctx, from, end, limit+1, pausesOf, pauses)
 		if err != nil {
 			return nil, "", Classify(err)
 		}
+		pausesOf = -1
 		specs := 0
 		for _, kv := range resp.Kvs {
 			rest := strings.TrimPrefix(string(kv.Key), prefix)
-			if strings.Count(rest, "/") != 1 { // a trigger key
+			if strings.Count(rest, "/") != 1 { // a trigger or pause key
+				if s.isPauseKey(string(kv.Key)) {
+					pauses[string(kv.Key)] = kv
+				}
 				continue
 			}
 			if len(docs) == limit {
 				next := strings.TrimPrefix(last, prefix)
 				s.learnDensity(first, s.cursorPartition(next), limit)
+				s.withPauses(docs, specKeys, pauses)
 				return docs, next, nil
 			}
 			docs = append(docs, StoredDoc{Value: kv.Value, Revision: kv.ModRevision})
+			specKeys = append(specKeys, string(kv.Key))
 			last = string(kv.Key)
 			specs++
 		}
@@ -182,7 +268,27 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 		}
 		span = nextSpan(span, limit+1-len(docs), seen, covered, s.partitions)
 	}
+	s.withPauses(docs, specKeys, pauses)
 	return docs, "", nil
+}
+
+// window reads up to limit keys from from to end; if pausesOf is a
+// partition, it also reads that partition's pause keys into pauses, in
+// the same request.
+func (s *Etcd) window(ctx context.Context, from, end string, limit, pausesOf int, pauses map[string]*mvccpb.KeyValue) (*clientv3.GetResponse, error) {
+	get := clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithLimit(int64(limit)))
+	if pausesOf < 0 {
+		resp, err := s.client.Do(ctx, get)
+		return resp.Get(), err
+	}
+	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(s.keys.PausePrefix(pausesOf), clientv3.WithPrefix()), get).Commit()
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		pauses[string(kv.Key)] = kv
+	}
+	return (*clientv3.GetResponse)(resp.Responses[1].GetResponseRange()), nil
 }
 
 // density returns the spec keys per partition, in thousandths, that the

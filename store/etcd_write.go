@@ -32,7 +32,7 @@ func (s *Etcd) Create(ctx context.Context, j Job) (Job, error) {
 	key := s.keys.Spec(p, j.ID)
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val))).
+		Then(clientv3.OpPut(key, string(val)), clientv3.OpDelete(s.keys.Pause(p, j.ID))).
 		Commit()
 	if err != nil {
 		return Job{}, Classify(err)
@@ -45,53 +45,57 @@ func (s *Etcd) Create(ctx context.Context, j Job) (Job, error) {
 }
 
 // Put creates or replaces a job, keeping the creation time of a replaced
-// one. created tells which happened. A store WithGuard asks its guard
-// before creating, or before replacing with a larger document.
+// one. created tells which happened. The document's "paused" decides
+// whether the job is paused, whatever pause or resume came before. A
+// store WithGuard asks its guard before creating, or before replacing
+// with a document that is not smaller than the one it replaces: above
+// the high-water mark a rewrite is admitted only if it shrinks the store.
 //
 // A job that names a Revision (as one read with Get does) replaces only
-// the stored job of that revision: if the stored job has another, or is
-// gone, Put changes nothing and returns an error matching
-// ErrStaleRevision, so that two people editing the same job cannot lose
-// one edit silently. A job without a Revision replaces whatever is stored.
+// the stored job of that revision: if the stored job has another (it was
+// edited, paused or resumed since), or is gone, Put changes nothing and
+// returns an error matching ErrStaleRevision, so that two people editing
+// the same job cannot lose one edit silently. A job without a Revision
+// replaces whatever is stored.
 func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err error) {
 	want := j.Revision
 	j, p, err := s.prepare(j)
 	if err != nil {
 		return Job{}, false, err
 	}
-	key := s.keys.Spec(p, j.ID)
+	key, pauseKey := s.keys.Spec(p, j.ID), s.keys.Pause(p, j.ID)
 	for range 10 {
-		old, rev, size, err := s.getSized(ctx, key)
+		cur, err := s.read(ctx, p, j.ID)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return Job{}, false, err
 		}
-		if err := staleRevision(j.ID, want, rev); err != nil {
+		if err := staleRevision(j.ID, want, cur.job.Revision); err != nil {
 			return Job{}, false, err
 		}
 		now := s.nowMillis()
 		j.CreatedAt, j.UpdatedAt = now, now
-		if rev != 0 {
-			j.CreatedAt = old.CreatedAt
+		if cur.specRev != 0 {
+			j.CreatedAt = cur.job.CreatedAt
 		}
 		val, err := json.Marshal(j)
 		if err != nil {
 			return Job{}, false, err
 		}
-		if rev == 0 || len(val) > size {
+		if cur.specRev == 0 || len(val) >= cur.size {
 			if err := s.guard(); err != nil {
 				return Job{}, false, err
 			}
 		}
 		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-			Then(clientv3.OpPut(key, string(val))).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", cur.specRev), clientv3.Compare(clientv3.ModRevision(pauseKey), "=", cur.pause.Revision)).
+			Then(clientv3.OpPut(key, string(val)), clientv3.OpDelete(pauseKey)).
 			Commit()
 		if err != nil {
 			return Job{}, false, Classify(err)
 		}
 		if resp.Succeeded {
 			j.Revision = resp.Header.Revision
-			return j, rev == 0, nil
+			return j, cur.specRev == 0, nil
 		}
 	}
 	return Job{}, false, fmt.Errorf("job %q: %w", j.ID, ErrConflict)
@@ -113,8 +117,8 @@ func (s *Etcd) prepare(j Job) (Job, int, error) {
 	return j, j.Partition, nil
 }
 
-// Delete removes job id and its pending requests (triggers, cancel
-// requests, its backfill). The owner then
+// Delete removes job id, its pause key and its pending requests
+// (triggers, cancel requests, its backfill). The owner then
 // stops scheduling it and removes its state, runs and queue entries.
 // ErrNotFound if there is no such job.
 func (s *Etcd) Delete(ctx context.Context, id string) error {
@@ -122,7 +126,7 @@ func (s *Etcd) Delete(ctx context.Context, id string) error {
 	key := s.keys.Spec(p, id)
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
-		Then(clientv3.OpDelete(key), clientv3.OpDelete(s.keys.JobRequestsPrefix(p, id), clientv3.WithPrefix())).
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(s.keys.Pause(p, id)), clientv3.OpDelete(s.keys.JobRequestsPrefix(p, id), clientv3.WithPrefix())).
 		Commit()
 	if err != nil {
 		return Classify(err)
@@ -133,32 +137,32 @@ func (s *Etcd) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// SetPaused pauses or resumes job id and returns the stored job.
+// SetPaused pauses or resumes job id and returns the stored job. It
+// writes the job's pause key (pause.go), a few dozen bytes, never the
+// job's document; a job already in the state asked for is returned as it
+// is, and nothing is written.
 func (s *Etcd) SetPaused(ctx context.Context, id string, paused bool) (Job, error) {
-	key := s.keys.Spec(s.Partition(id), id)
+	p := s.Partition(id)
+	key, pauseKey := s.keys.Spec(p, id), s.keys.Pause(p, id)
 	for range 10 {
-		j, rev, err := s.get(ctx, key)
+		cur, err := s.read(ctx, p, id)
 		if err != nil {
 			return Job{}, err
 		}
+		j := cur.job
 		if j.Paused == paused {
 			return j, nil
 		}
-		j.Paused, j.UpdatedAt = paused, s.nowMillis()
-		j.Revision = 0
-		val, err := json.Marshal(j)
-		if err != nil {
-			return Job{}, err
-		}
+		now := s.nowMillis()
 		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-			Then(clientv3.OpPut(key, string(val))).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", cur.specRev), clientv3.Compare(clientv3.ModRevision(pauseKey), "=", cur.pause.Revision)).
+			Then(clientv3.OpPut(pauseKey, EncodePause(paused, now))).
 			Commit()
 		if err != nil {
 			return Job{}, Classify(err)
 		}
 		if resp.Succeeded {
-			j.Revision = resp.Header.Revision
+			j.Paused, j.UpdatedAt, j.Revision = paused, now, resp.Header.Revision
 			return j, nil
 		}
 	}

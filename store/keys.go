@@ -15,6 +15,7 @@ import (
 //	jobs/<p>/<id>/trigger/<time>     manual trigger request (API; the owner fires and deletes it)
 //	jobs/<p>/<id>/cancel/<time>      request to cancel the run for <time> (API; the owner applies and deletes it)
 //	jobs/<p>/<id>/backfill           backfill request (API), its progress rewritten by the owner (fenced; backfill.go)
+//	jobs/<p>/!paused/<id>            pause state, when set by pause or resume (API; pause.go)
 //	state/<p>/<id>                   scheduling state (owner)
 //	runs/<p>/<id>/<time>             run document (owner)
 //	queue/<p>/<id>/<time>            index of runs not yet final (owner)

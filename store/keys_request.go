@@ -56,8 +56,8 @@ func (k Keys) Backfill(p int, id string) string { return k.Spec(p, id) + "/backf
 // other key.
 func (k Keys) ParseJobKey(p int, key string) (JobKey, bool) {
 	rest, found := strings.CutPrefix(key, k.PartitionJobsPrefix(p))
-	if !found {
-		return JobKey{}, false
+	if !found || strings.HasPrefix(rest, pauseSegment) {
+		return JobKey{}, false // a pause key (pause.go) is no request
 	}
 	esc, tail, hasTail := strings.Cut(rest, "/")
 	id, err := UnescapeID(esc)

@@ -6,11 +6,13 @@ import (
 	"strconv"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// rangesPerTxn is how many partitions one ListPrefix transaction reads
-// (etcd allows 128 operations per transaction by default).
+// rangesPerTxn is how many partitions one ListPrefix transaction reads,
+// and how many documents it fetches with their pause keys (etcd allows
+// 128 operations per transaction by default).
 const rangesPerTxn = 64
 
 // ListPrefix is List limited to jobs whose ID starts with prefix: up to
@@ -124,22 +126,30 @@ func (s *Etcd) ListPrefixDocs(ctx context.Context, prefix, cursor string, limit 
 	}
 	page := keys[:min(len(keys), limit)]
 	docs := make([]StoredDoc, 0, len(page))
+	docKeys := make([]string, 0, len(page))
+	pauses := map[string]*mvccpb.KeyValue{}
 	for start := 0; start < len(page); start += rangesPerTxn {
 		chunk := page[start:min(start+rangesPerTxn, len(page))]
-		ops := make([]clientv3.Op, len(chunk))
-		for i, k := range chunk {
-			ops[i] = clientv3.OpGet(k, clientv3.WithRev(rev))
+		ops := make([]clientv3.Op, 0, 2*len(chunk)) // each spec and its pause key
+		for _, k := range chunk {
+			ops = append(ops, clientv3.OpGet(k, clientv3.WithRev(rev)), clientv3.OpGet(s.pauseKeyOf(k), clientv3.WithRev(rev)))
 		}
 		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return nil, "", Classify(err)
 		}
-		for _, r := range resp.Responses {
+		for i, r := range resp.Responses {
 			for _, kv := range r.GetResponseRange().Kvs {
+				if i%2 == 1 {
+					pauses[string(kv.Key)] = kv
+					continue
+				}
 				docs = append(docs, StoredDoc{Value: kv.Value, Revision: kv.ModRevision})
+				docKeys = append(docKeys, string(kv.Key))
 			}
 		}
 	}
+	s.withPauses(docs, docKeys, pauses)
 	next := ""
 	if len(keys) > limit {
 		next = strings.TrimPrefix(page[len(page)-1], root)

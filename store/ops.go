@@ -100,29 +100,35 @@ func (k Keys) DeleteJobDataOps(p int, id string) []clientv3.Op {
 }
 
 // DeleteJobOp returns the deletion of job id with everything stored for it
-// (spec, cancel requests, backfill, state, runs, queue and failing-runs
-// index entries, pending notifications), applied only if its spec still has
-// mod revision rev (the version the caller decided on: an edit made since
+// (spec, pause key, cancel requests, backfill, state, runs, queue and
+// failing-runs index entries, pending notifications), applied only if its
+// spec still has mod revision rev and its pause key pauseRev (0: none;
+// the version the caller decided on: an edit, pause or resume made since
 // is not lost) and no trigger request of the job is pending (an accepted
 // trigger is not lost): a nested transaction whose response's Succeeded
 // says whether it applied.
-func (k Keys) DeleteJobOp(p int, id string, rev int64) clientv3.Op {
+func (k Keys) DeleteJobOp(p int, id string, rev, pauseRev int64) clientv3.Op {
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(k.Spec(p, id)), "=", rev),
+		clientv3.Compare(clientv3.ModRevision(k.Pause(p, id)), "=", pauseRev),
 		clientv3.Compare(clientv3.CreateRevision(k.TriggerPrefix(p, id)), "=", 0).WithPrefix(),
 	}
-	ops := append([]clientv3.Op{clientv3.OpDelete(k.Spec(p, id)), clientv3.OpDelete(k.CancelPrefix(p, id), clientv3.WithPrefix()),
+	ops := append([]clientv3.Op{clientv3.OpDelete(k.Spec(p, id)), clientv3.OpDelete(k.Pause(p, id)), clientv3.OpDelete(k.CancelPrefix(p, id), clientv3.WithPrefix()),
 		clientv3.OpDelete(k.Backfill(p, id))}, k.DeleteJobDataOps(p, id)...)
 	return clientv3.OpTxn(cmps, ops, nil)
 }
 
 // SpecGuardOp returns ops as one nested transaction applied only if job
-// id's spec still has mod revision rev: the writes a scheduler decided
-// from that version of the job (its runs, its state, the trigger requests
-// they consume) are refused together if the job was changed, deleted or
-// deleted and created again meanwhile. Its response's Succeeded says
-// whether they applied; Responses are those of ops.
-func (k Keys) SpecGuardOp(p int, id string, rev int64, ops []clientv3.Op) clientv3.Op {
-	cmp := clientv3.Compare(clientv3.ModRevision(k.Spec(p, id)), "=", rev)
-	return clientv3.OpTxn([]clientv3.Cmp{cmp}, ops, nil)
+// id's spec still has mod revision rev and its pause key pauseRev (0:
+// none): the writes a scheduler decided from that version of the job
+// (its runs, its state, the trigger requests they consume) are refused
+// together if the job was changed, paused, resumed, deleted or deleted
+// and created again meanwhile. Its response's Succeeded says whether they
+// applied; Responses are those of ops.
+func (k Keys) SpecGuardOp(p int, id string, rev, pauseRev int64, ops []clientv3.Op) clientv3.Op {
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(k.Spec(p, id)), "=", rev),
+		clientv3.Compare(clientv3.ModRevision(k.Pause(p, id)), "=", pauseRev),
+	}
+	return clientv3.OpTxn(cmps, ops, nil)
 }

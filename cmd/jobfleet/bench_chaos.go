@@ -34,6 +34,7 @@ func newBenchChaosCmd() *cobra.Command {
 		recheck       string
 		hosts         bool
 		gap           time.Duration
+		noisy         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -51,7 +52,9 @@ orchestrator, the etcd leader cut from its followers, slow and lossy links.
 Then it heals the fleet, lets every run finish and checks the etcd history
 and the recorder's log: no fire twice, no attempt executed twice, no fire
 missed outside the windows the misfire policy allows, none earlier than a
-skewed clock allows, no stale report accepted, no accepted job lost. It prints a
+skewed clock allows, no stale report accepted, no accepted job lost, and
+(--noisy-tenant) that a team flooding the fleet with writes slowed no
+other team's jobs and never filled etcd. It prints a
 table per fault kind and writes report.json, executions.jsonl, ops.jsonl
 and one log per process into --dir. The exit status is 1 if a check failed.
 See docs/reliability.md.`,
@@ -84,6 +87,7 @@ See docs/reliability.md.`,
 			cfg.LeaseTTL, cfg.RunLease = leaseTTL, runLease
 			cfg.Faults = kinds
 			cfg.Hosts = hosts
+			cfg.NoisyTenant = noisy
 			if cmd.Flags().Changed("gap") {
 				cfg.Gap = gap
 			} else if hosts {
@@ -122,6 +126,7 @@ See docs/reliability.md.`,
 	fs.BoolVar(&hosts, "hosts", false, "run every process on a host of its own (a Linux network namespace; needs root) and add the network faults: partitions, one-way cuts, slow and lossy links")
 	fs.DurationVar(&gap, "gap", 3*time.Second, "quiet time between two faults: a random duration from gap to twice gap (default 3s, 500ms with --hosts)")
 	fs.StringVar(&recheck, "recheck", "", "check the saved history of the run in this directory again, without running a fleet")
+	fs.BoolVar(&noisy, "noisy-tenant", true, "while the faults last, a scoped operator and a scoped worker flood the fleet with writes (a megabyte job rewritten, paused and resumed; the largest registrations); the other tenants' jobs must keep firing and etcd must never run out of space")
 	_ = fs.MarkHidden("recheck")
 	return cmd
 }

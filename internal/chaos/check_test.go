@@ -812,3 +812,38 @@ func TestCheckClockBehindThenOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckNoisyTenant: the noisy tenant's job is left out of the fire
+// checks (its pauses and resumes make its schedule anyone's guess); a
+// request of the tenant refused for lack of space in etcd, or a flood
+// that got nothing done, is a violation.
+func TestCheckNoisyTenant(t *testing.T) {
+	build := func(n NoisyStats) *builder {
+		b := healthy()
+		b.job(noisyJobID, "@every 1s", 0, false) // never fired: ignored
+		b.fire(noisyJobID, 3)
+		b.in.Noisy = &n
+		return b
+	}
+	ok := NoisyStats{Operator: map[string]int{"200": 40, "429": 300, "507": 3}, Worker: map[string]int{"200": 20, "429": 900}}
+	if r := build(ok).check(25); !r.OK() || r.Noisy == nil || r.Noisy.Operator["200"] != 40 {
+		dump(t, r)
+		t.Fatalf("a noisy tenant held by the budgets: %s, noisy %+v; want no violation, the tenant's figures reported", violations(r), r.Noisy)
+	}
+	filled := ok
+	filled.NoSpace = 2
+	if got := violations(build(filled).check(25)); got != "noisy_tenant_filled_etcd×1" {
+		t.Errorf("requests refused for lack of space: %q, want noisy_tenant_filled_etcd", got)
+	}
+	idle := ok
+	idle.Worker = map[string]int{"429": 900, "0": 3}
+	if got := violations(build(idle).check(25)); got != "noisy_tenant_idle×1" {
+		t.Errorf("a worker flood that got nothing done: %q, want noisy_tenant_idle", got)
+	}
+	// Without the exemption the noisy job's missed fires would be found.
+	b := build(ok)
+	b.job("other", "@every 1s", 0, false)
+	if got := violations(b.check(25)); !strings.Contains(got, "missed") {
+		t.Errorf("another job never fired: %q, want missed fires", got)
+	}
+}

@@ -160,6 +160,14 @@ type Config struct {
 	// in which fires may be missed from it. Zero means the orchestrators'
 	// own, derived from LeaseTTL (see MisfireGrace).
 	Grace time.Duration
+	// NoisyTenant adds a noisy tenant to the workload while the nemesis
+	// runs (noisy.go): an operator and a worker, each scoped to a prefix
+	// of their own, that flood the fleet with writes (pauses, resumes and
+	// replacements of a job of about a megabyte; the largest worker
+	// registrations), as fast as they are answered; the checker verifies
+	// that the other tenants' jobs keep firing and that etcd never ran
+	// out of space.
+	NoisyTenant bool
 	// Logger receives the harness's progress; nil means none.
 	Logger *zap.Logger
 }
@@ -185,6 +193,7 @@ func DefaultConfig(binary, dir string, seed int64, d time.Duration) Config {
 		FlakyJobs:         3,
 		SlowFor:           2500 * time.Millisecond,
 		OneOffEvery:       700 * time.Millisecond,
+		NoisyTenant:       true,
 	}
 }
 

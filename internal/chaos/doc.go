@@ -11,7 +11,9 @@
 // logs each execution with its Jobfleet-* headers. The workload creates
 // every-second jobs (answered at once, slowly, or with injected failures),
 // one-off jobs, payload updates, and bursts of creates, schedule changes,
-// deletes and re-creations. A seeded nemesis injects, one at a time:
+// deletes and re-creations; and, while the faults last, a noisy tenant (a
+// scoped operator and a scoped worker flooding the fleet with writes,
+// noisy.go). A seeded nemesis injects, one at a time:
 // SIGKILL and restart of an orchestrator, SIGSTOP longer than the lease TTL
 // then SIGCONT, a drain and restart, a rolling restart of the whole fleet,
 // SIGKILL of a worker holding a slow attempt, SIGKILL of the etcd leader,
@@ -41,8 +43,9 @@
 // executions of an attempt, fires missed outside the windows the misfire
 // policy allows, fires earlier than the firing member's clock offset
 // allows, stale attempt reports accepted (also from workers cut off while
-// their attempt was reassigned), accepted jobs missing at the end, and
-// the recovery times. docs/reliability.md defines each check.
+// their attempt was reassigned), accepted jobs missing at the end, the
+// noisy tenant's requests refused for lack of space in etcd, and the
+// recovery times. docs/reliability.md defines each check.
 //
 // What it does not do: it cannot make a timing-dependent bug happen on
 // demand (the seed fixes the nemesis's choices, not the fleet's timing),

@@ -76,6 +76,11 @@ type fleet struct {
 	// workerTokenFile holds the workers' credential (--token-file); the
 	// harness's own API calls (http) send an admin credential.
 	workerTokenFile string
+	// noisyOperator and noisyWorker are the noisy tenant's credentials,
+	// scoped to noisyPrefix (noisy.go); noisyHTTP sends its requests
+	// (with no credential of its own).
+	noisyOperator, noisyWorker string
+	noisyHTTP                  *http.Client
 
 	mu      sync.Mutex // guards the fields below
 	lives   map[string]*WorkerLife
@@ -91,11 +96,13 @@ func newFleet(cfg Config, ns string, etcd *etcdCluster, client *clientv3.Client,
 		ctl := hosts.host(hostCtl)
 		tr.DialContext = ctl.dial
 	}
+	noisyTr := tr.Clone()
 	return &fleet{
 		cfg: cfg, ns: ns, etcd: etcd, client: client, hosts: hosts, lg: lg,
-		http:  &http.Client{Timeout: 3 * time.Second, Transport: tr},
-		lives: map[string]*WorkerLife{},
-		avoid: map[string]bool{},
+		http:      &http.Client{Timeout: 3 * time.Second, Transport: tr},
+		noisyHTTP: &http.Client{Timeout: 10 * time.Second, Transport: noisyTr},
+		lives:     map[string]*WorkerLife{},
+		avoid:     map[string]bool{},
 	}
 }
 
@@ -132,6 +139,17 @@ func (f *fleet) makeCredentials(ctx context.Context) error {
 	if err := os.WriteFile(f.workerTokenFile, []byte(wrk.Secret+"\n"), 0o600); err != nil {
 		return err
 	}
+	if f.cfg.NoisyTenant {
+		op, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleOperator, Prefix: noisyPrefix, Description: "chaos noisy tenant"}, "")
+		if err != nil {
+			return fmt.Errorf("noisy operator credential: %w", err)
+		}
+		nw, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleWorker, Prefix: noisyPrefix, Description: "chaos noisy tenant's worker"}, "")
+		if err != nil {
+			return fmt.Errorf("noisy worker credential: %w", err)
+		}
+		f.noisyOperator, f.noisyWorker = op.Secret, nw.Secret
+	}
 	f.http.Transport = &auth.BearerTransport{Token: adm.Secret, Base: f.http.Transport}
 	return nil
 }
@@ -149,8 +167,20 @@ func (f *fleet) orchArgs(o *orchProc) []string {
 		"--partitions=" + strconv.Itoa(f.cfg.Partitions),
 		"--test-clock-offset-file=" + o.offsetFile,
 		"--log-format=json",
+		// Each credential may write 1 MiB a second through each member
+		// (the default, sized from etcd's 2 GiB quota, is 25.6 MiB/s:
+		// more than this machine's etcd writes, so a flooder would take
+		// most of it); the noisy tenant floods at that. History is
+		// compacted on the clock only: the harness's history watch must
+		// never fall behind a compaction (one by history size keeps a
+		// second).
+		"--api-write-bytes=" + strconv.Itoa(writeBytes),
+		"--compaction-bytes=1GiB",
 	}
 }
+
+// writeBytes is the orchestrators' --api-write-bytes.
+const writeBytes = 1 << 20
 
 // startOrchestrators starts the configured number of orchestrators.
 func (f *fleet) startOrchestrators() error {

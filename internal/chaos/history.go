@@ -275,14 +275,27 @@ func (w *historyWatch) applyOwnerLocked(suffix string, kv *mvccpb.KeyValue, del 
 }
 
 // applySpecLocked records a write under jobs/: "<p>/<escaped id>" is a
-// spec; trigger keys below it are ignored.
+// spec, "<p>/!paused/<escaped id>" a pause key, recorded as a version of
+// the spec with its state (the job's document and its pause key are one
+// setting, the later write deciding: store.PauseKey); trigger keys, and
+// the noisy tenant's job, are ignored.
 func (w *historyWatch) applySpecLocked(suffix string, kv *mvccpb.KeyValue, del bool, seen time.Time) {
-	_, esc, ok := strings.Cut(suffix, "/")
+	ps, esc, ok := strings.Cut(suffix, "/")
+	if p, err := strconv.Atoi(ps); ok && err == nil {
+		if id, ok := w.keys.ParsePauseKey(p, string(kv.Key)); ok {
+			if !strings.HasPrefix(id, noisyPrefix) {
+				w.applyPauseLocked(id, kv, del, seen)
+			}
+			return
+		}
+	}
 	if !ok || strings.Contains(esc, "/") {
 		return
 	}
 	id, err := store.UnescapeID(esc)
-	if err != nil {
+	if err != nil || strings.HasPrefix(id, noisyPrefix) {
+		// The noisy tenant's job is not checked (its writes, megabytes
+		// each, many a second, are not kept).
 		return
 	}
 	v := SpecVersion{Rev: kv.ModRevision, Seen: seen, Deleted: del}
@@ -295,6 +308,24 @@ func (w *historyWatch) applySpecLocked(suffix string, kv *mvccpb.KeyValue, del b
 		v.Job = j
 	}
 	w.h.Specs[id] = append(w.h.Specs[id], v)
+}
+
+// applyPauseLocked records a write of job id's pause key as a version of
+// its spec: the last one's document with the key's state. A deleted key
+// (the job was replaced or deleted, in the same revision) records
+// nothing.
+func (w *historyWatch) applyPauseLocked(id string, kv *mvccpb.KeyValue, del bool, seen time.Time) {
+	vs := w.h.Specs[id]
+	if del || len(vs) == 0 || vs[len(vs)-1].Deleted {
+		return
+	}
+	pk, err := store.DecodePause(kv.Value, kv.ModRevision)
+	if err != nil {
+		w.lg.Warn("undecodable pause key in history", zap.String("job_id", id), zap.Error(err))
+		return
+	}
+	last := vs[len(vs)-1]
+	w.h.Specs[id] = append(vs, SpecVersion{Rev: kv.ModRevision, Seen: seen, Job: pk.Apply(last.Job)})
 }
 
 // applyRunLocked records a write under runs/: "<p>/<escaped id>/<time>".

@@ -69,6 +69,10 @@ func (r *Report) WriteTable(out io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%d\t%s\n", c.name, c.n, mark)
 	}
 	tw.Flush()
+	if n := r.Noisy; n != nil {
+		fmt.Fprintf(out, "\nnoisy tenant (%s, for %v): operator rewriting a %d-byte job, pausing and resuming it: %v; worker registering %d bytes: %v; refused for lack of space: %d\n",
+			noisyPrefix, n.End.Sub(n.Start).Round(time.Second), n.JobBytes, n.Operator, n.RegistrationBytes, n.Worker, n.NoSpace)
+	}
 
 	if len(r.Violations) == 0 {
 		fmt.Fprintln(out, "\nchecker: PASS (every must-be-zero count is zero)")

@@ -146,8 +146,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer stopOneOffs()
 
 	sleepCtx(ctx, 2*cfg.Gap) // steady state before the first fault
+	var noisy *NoisyStats
+	noisyCtx, stopNoisy := context.WithCancel(ctx)
+	var noisyDone sync.WaitGroup
+	if cfg.NoisyTenant {
+		nt := newNoisyTenant(f, rec, lg.Named("noisy"))
+		noisyDone.Go(func() {
+			st := nt.run(noisyCtx)
+			noisy = &st
+		})
+	}
 	nem := newNemesis(f, w, hist, rec, cfg, lg)
 	nem.run(ctx, time.Now().Add(cfg.Duration))
+	stopNoisy() // the flood lasts as long as the faults
+	noisyDone.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -220,6 +232,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Listed:          listed,
 		DeleteRequested: deleteRequested,
 		Workers:         f.workerLives(),
+		Noisy:           noisy,
 	}
 	rep.Result = Check(in)
 	rep.Global.JobUpdates = updates

@@ -100,6 +100,7 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	compactor.CompactOnHistory(space)
 	creds, err := auth.NewCache(client, auth.CacheConfig{Namespace: cfg.Namespace, Bootstrap: cfg.AdminSecret, Clock: cfg.Clock, Logger: cfg.Logger.Named("credentials")})
 	if err != nil {
 		return nil, err

@@ -96,6 +96,17 @@ func (o *Orchestrator) Partitions() (api.PartitionTable, error) {
 	return t, nil
 }
 
+// NoteWritten tells the member's storage monitor that n bytes were written
+// to etcd through its API (admin.Member.NoteWritten): etcd history that
+// compacting by history size counts (storage.Monitor.NoteWritten).
+func (o *Orchestrator) NoteWritten(n int64) { o.space.NoteWritten(n) }
+
+// StorageRoom returns the bytes between etcd's high-water mark and its
+// quota as the member's storage monitor knows them
+// (storage.Monitor.Room); the API sizes its write budgets from it
+// (admin.Member.StorageRoom).
+func (o *Orchestrator) StorageRoom() int64 { return o.space.Room() }
+
 // Storage reads etcd's storage now: sizes, quota, high-water mark,
 // revisions, the fleet's last compaction, key counts and alarms, with the
 // run history of the partitions this member owns. Errors are classified

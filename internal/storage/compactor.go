@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -51,6 +52,12 @@ type Compactor struct {
 	cfg    Config
 	key    string
 	lg     *zap.Logger
+	// due and rounded are the monitor's (CompactOnHistory): a round is
+	// due early when due receives, and rounded is called after every
+	// round. Nil: rounds on the clock only.
+	due     <-chan struct{}
+	rounded func()
+	checked func() (rev int64, at time.Time)
 }
 
 // NewCompactor validates cfg and returns a compactor. It starts nothing.
@@ -83,27 +90,77 @@ type round struct {
 	failing bool
 }
 
-// Run takes part in a round every interval until ctx is cancelled, and
-// returns nil then. With compaction off it returns nil at once. Errors are
-// logged and the round retried at the next interval.
+// CompactOnHistory makes the compactor's rounds also start early, at
+// least MinCompactionGap apart, when m finds the history written since
+// the last round above Config.CompactionBytes (Monitor.NoteWritten,
+// Monitor.Check). Call it before Run, with the monitor of the same member
+// (run too).
+func (c *Compactor) CompactOnHistory(m *Monitor) {
+	c.due, c.rounded, c.checked = m.due, m.rounded, m.checked
+}
+
+// Run takes part in a round every interval, and earlier when history
+// grows fast (CompactOnHistory), until ctx is cancelled, and returns nil
+// then. With compaction off it returns nil at once. Errors are logged and
+// the round retried at the next interval.
 func (c *Compactor) Run(ctx context.Context) error {
 	if c.cfg.CompactionInterval <= 0 {
 		c.lg.Info("compaction is left to etcd (compaction interval 0)")
 		return nil
 	}
 	var r round
+	trigger := triggerInterval
 	for {
-		r = c.round(ctx, r)
-		if !retry.Sleep(ctx, c.cfg.Clock, c.cfg.CompactionInterval) {
+		last := c.cfg.Clock.Now()
+		r = c.round(ctx, r, trigger)
+		if c.rounded != nil {
+			c.rounded()
+		}
+		prev := trigger
+		var ok bool
+		if trigger, ok = c.wait(ctx); !ok {
 			return nil
 		}
+		if trigger == triggerHistory {
+			// At least MinCompactionGap after the last round: the
+			// revision it observed is what this one compacts to.
+			if !retry.Sleep(ctx, c.cfg.Clock, MinCompactionGap-c.cfg.Clock.Since(last)) {
+				return nil
+			}
+			c.cfg.Metrics.historyRound()
+			if prev != triggerHistory {
+				c.lg.Info("etcd's history grew past the compaction size before the interval ended: compacting now, then as often as it does (at most every MinCompactionGap)",
+					zap.Int64("compaction_bytes", c.cfg.CompactionBytes), zap.Duration("min_gap", MinCompactionGap))
+			}
+		}
+	}
+}
+
+// Why a round starts.
+const (
+	triggerInterval = "interval" // the compaction interval passed
+	triggerHistory  = "history"  // the history since the last round passed the compaction size
+)
+
+// wait waits for the next round: the interval, or the monitor saying the
+// history is too large; ok is false once ctx ends.
+func (c *Compactor) wait(ctx context.Context) (trigger string, ok bool) {
+	t := c.cfg.Clock.NewTimer(c.cfg.CompactionInterval)
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+		return triggerInterval, true
+	case <-c.due:
+		return triggerHistory, true
+	case <-ctx.Done():
+		return "", false
 	}
 }
 
 // round runs one round: with no revision from a previous round it only
 // observes; otherwise it claims the round if nobody did since its
 // previous one, and compacts to that round's revision.
-func (c *Compactor) round(ctx context.Context, r round) round {
+func (c *Compactor) round(ctx context.Context, r round, trigger string) round {
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	if r.rev == 0 {
@@ -119,7 +176,16 @@ func (c *Compactor) round(ctx context.Context, r round) round {
 		r.rev, r.failing = resp.Header.Revision, false
 		return r
 	}
-	rec := Compaction{Member: c.cfg.Member, Revision: r.rev, At: c.cfg.Clock.Now().UTC(), Interval: store.Duration(c.cfg.CompactionInterval)}
+	target := r.rev
+	if trigger == triggerHistory && c.checked != nil {
+		// The revision of the monitor's last check, if newer and at
+		// least MinCompactionGap old: after a quiet interval the
+		// previous round's is from long before the writes.
+		if rev, at := c.checked(); rev > target && !at.IsZero() && c.cfg.Clock.Since(at) >= MinCompactionGap {
+			target = rev
+		}
+	}
+	rec := Compaction{Member: c.cfg.Member, Revision: target, At: c.cfg.Clock.Now().UTC(), Interval: store.Duration(c.cfg.CompactionInterval)}
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return c.failed(ctx, r, "encoding the compaction record failed", err)
@@ -134,7 +200,7 @@ func (c *Compactor) round(ctx context.Context, r round) round {
 			// The claim is a write, refused under the NOSPACE alarm;
 			// compaction is not. Compact unclaimed: other members may
 			// do the same, which is harmless.
-			c.compact(rctx, r.rev, "unclaimed, etcd's NOSPACE alarm is raised")
+			c.compact(rctx, target, trigger, "unclaimed, etcd's NOSPACE alarm is raised")
 			return r // the same revision again next round: only older
 		}
 		return c.failed(ctx, r, "claiming a compaction round failed", err)
@@ -151,13 +217,15 @@ func (c *Compactor) round(ctx context.Context, r round) round {
 		return r
 	}
 	r.seen++ // our put made the record's version one more
-	c.compact(rctx, rec.Revision, "")
+	c.compact(rctx, rec.Revision, trigger, "")
 	r.rev, r.failing = cur, false
 	return r
 }
 
-// compact compacts etcd to rev and logs and counts the outcome.
-func (c *Compactor) compact(ctx context.Context, rev int64, note string) {
+// compact compacts etcd to rev and logs and counts the outcome. A round
+// started by the history's size logs at debug level: under a flood of
+// writes they come every MinCompactionGap (Run logs when they start).
+func (c *Compactor) compact(ctx context.Context, rev int64, trigger, note string) {
 	start := c.cfg.Clock.Now()
 	_, err := c.client.Compact(ctx, rev)
 	switch {
@@ -172,11 +240,18 @@ func (c *Compactor) compact(ctx context.Context, rev int64, note string) {
 	default:
 		c.cfg.Metrics.compaction("ok")
 		c.cfg.Metrics.setCompacted(rev)
-		fields := []zap.Field{zap.Int64("revision", rev), zap.Duration("kept", c.cfg.CompactionInterval), zap.Duration("took", c.cfg.Clock.Since(start))}
+		fields := []zap.Field{zap.Int64("revision", rev), zap.String("trigger", trigger), zap.Duration("took", c.cfg.Clock.Since(start))}
+		if trigger == triggerInterval {
+			fields = append(fields, zap.Duration("kept", c.cfg.CompactionInterval))
+		}
 		if note != "" {
 			fields = append(fields, zap.String("note", note))
 		}
-		c.lg.Info("compacted etcd history", fields...)
+		lvl := zap.InfoLevel
+		if trigger == triggerHistory {
+			lvl = zap.DebugLevel
+		}
+		c.lg.Log(lvl, "compacted etcd history", fields...)
 	}
 }
 

@@ -29,6 +29,14 @@ const (
 	DefaultCheckInterval = 10 * time.Second
 	// DefaultRequestTimeout bounds each etcd request.
 	DefaultRequestTimeout = 5 * time.Second
+	// MinCompactionGap is the least time between two compactions a
+	// member makes when history grows fast (Config.CompactionBytes), and
+	// so the least history kept: a watcher less than this behind never
+	// loses history it still needs.
+	MinCompactionGap = time.Second
+	// minCompactionBytes is the least history size that starts a
+	// compaction by default (a quota of a few MiB).
+	minCompactionBytes = 1 << 20
 )
 
 // Config configures a member's Compactor and Monitor. A zero setting
@@ -45,6 +53,20 @@ type Config struct {
 	// Default DefaultCompactionInterval; CompactionOff (any negative
 	// value) turns the fleet's compaction off.
 	CompactionInterval time.Duration
+	// CompactionBytes is the history written since the last compaction
+	// above which a member compacts at once, without waiting for the end
+	// of the interval: etcd keeps every version of every key written until
+	// it is compacted, and a fleet written to fast (by its work, or by a
+	// caller within its write budget) may fill the quota's room within an
+	// interval. History is measured as the growth of etcd's database in
+	// use since the check after the last compaction, and as the bytes this
+	// member's API wrote meanwhile (NoteWritten), whichever is larger.
+	// Such compactions are at least MinCompactionGap apart, each to the
+	// revision of the one before. 0 means a quarter of the room between
+	// the high-water mark and the quota ((1 − HighWater) × quota / 4, at
+	// least 1 MiB): 102 MiB of etcd's default 2 GiB; a negative value
+	// compacts on the clock only.
+	CompactionBytes int64
 	// QuotaBytes is etcd's space quota (its --quota-backend-bytes). 0
 	// takes the quota etcd reports (etcd v3.6 and later report it in
 	// their status), or DefaultQuotaBytes from an etcd that does not; when

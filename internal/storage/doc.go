@@ -17,9 +17,23 @@
 // loses history it still needs; one that is further behind gets
 // ErrCompacted and re-lists (internal/mirror and the dispatcher do).
 //
-// Guarantees: at most one compaction per interval per fleet while the
-// members' clocks run at the same rate and etcd accepts writes; never a
-// compaction to a revision younger than one interval. Under etcd's
+// A member also starts a round early, at least MinCompactionGap after its
+// previous one, when the history written since its last round passes
+// CompactionBytes (by default a quarter of the room between the
+// high-water mark and the quota): the Monitor measures it as the larger of
+// the bytes the member's API wrote (NoteWritten) and the growth of the
+// database in use, and the Compactor compacts such a round to the revision
+// of the Monitor's last check once it is MinCompactionGap old (else to its
+// previous round's). So a flood of writes, which the API's write budgets
+// bound per credential, cannot fill the room above the high-water mark
+// between two rounds of the interval.
+//
+// Guarantees: while the history grows by less than CompactionBytes an
+// interval, at most one compaction per interval per fleet while the
+// members' clocks run at the same rate and etcd accepts writes, never to
+// a revision younger than one interval; when it grows faster, rounds at
+// least MinCompactionGap apart per member, never to a revision younger
+// than MinCompactionGap. Under etcd's
 // NOSPACE alarm the claim (a write) is refused; members then compact
 // without claiming, since etcd allows compaction under the alarm and
 // repeating one is harmless, so the history stays bounded while an

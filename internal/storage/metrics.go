@@ -12,6 +12,8 @@ type Metrics struct {
 	quota       prometheus.Gauge
 	highWater   prometheus.Gauge
 	noSpace     prometheus.Gauge
+	history     prometheus.Gauge
+	historyRuns prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -39,11 +41,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		noSpace: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jobfleet_etcd_nospace_alarm", Help: "1 while etcd's NOSPACE alarm is raised (writes refused, firing stopped), else 0.",
 		}),
+		history: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobfleet_etcd_history_bytes", Help: "etcd history written since this member's last compaction round, as it measures it: the larger of the bytes its API wrote and the growth of etcd's database in use. A compaction starts when it passes the compaction size.",
+		}),
+		historyRuns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_etcd_history_compactions_total", Help: "Compaction rounds this member started before the end of the interval because the history passed the compaction size.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.compacted, m.compactions, m.dbSize, m.dbInUse, m.quota, m.highWater, m.noSpace)
+		reg.MustRegister(m.compacted, m.compactions, m.dbSize, m.dbInUse, m.quota, m.highWater, m.noSpace, m.history, m.historyRuns)
 	}
 	return m
+}
+
+func (m *Metrics) setHistory(b int64) {
+	if m != nil {
+		m.history.Set(float64(b))
+	}
+}
+
+func (m *Metrics) historyRound() {
+	if m != nil {
+		m.historyRuns.Inc()
+	}
 }
 
 func (m *Metrics) setCompacted(rev int64) {

@@ -71,10 +71,20 @@ type Monitor struct {
 	cfg     Config
 	lg      *zap.Logger
 	recheck chan struct{} // buffer 1: check now
+	due     chan struct{} // buffer 1: the history is above CompactionBytes (Compactor.CompactOnHistory)
 
-	mu          sync.Mutex // guards st and warnedQuota
+	mu          sync.Mutex // guards st, warnedQuota and the history below
 	st          State
 	warnedQuota bool // a quota mismatch was logged
+	// The history since the last compaction round: the bytes noted
+	// (NoteWritten), and the database's size in use at the round, or
+	// less since (0: not read yet), which its growth is counted from.
+	written int64
+	base    int64
+	// sinceCheck is the bytes noted since the last check: under a flood
+	// of writes the monitor checks again every half compaction size, so
+	// that the high-water mark is seen within a compaction's worth.
+	sinceCheck int64
 }
 
 // NewMonitor validates cfg and returns a monitor. It starts nothing; until
@@ -92,12 +102,107 @@ func NewMonitor(client *clientv3.Client, cfg Config) (*Monitor, error) {
 		cfg:     cfg,
 		lg:      cfg.Logger.Named("storage").With(zap.String("member", cfg.Member)),
 		recheck: make(chan struct{}, 1),
+		due:     make(chan struct{}, 1),
 		st:      State{HighWater: cfg.HighWater},
 	}, nil
 }
 
+// NoteWritten tells the monitor that n bytes were written to etcd through
+// this member (the API charges every request's writes to its credential's
+// budgets, and tells them here). Once the bytes noted, or the growth of
+// the database in use, since the last compaction round pass
+// CompactionBytes, a compaction is due (Compactor.CompactOnHistory). It
+// answers from memory.
+func (m *Monitor) NoteWritten(n int64) {
+	m.mu.Lock()
+	m.written += n
+	m.sinceCheck += n
+	recheck := m.sinceCheck >= m.compactionBytes(m.st.Quota)/2
+	if recheck {
+		m.sinceCheck = 0
+	}
+	m.mu.Unlock()
+	if recheck {
+		select {
+		case m.recheck <- struct{}{}:
+		default:
+		}
+	}
+	m.checkHistory()
+}
+
+// Room returns the bytes between the high-water mark and the quota, as
+// of the last check; before the first, those of Config.QuotaBytes, else
+// of DefaultQuotaBytes. The API sizes its write budgets from it. It
+// answers from memory.
+func (m *Monitor) Room() int64 {
+	st := m.State()
+	if st.Quota > 0 {
+		return st.Quota - st.HighWaterBytes
+	}
+	quota := m.cfg.QuotaBytes
+	if quota <= 0 {
+		quota = DefaultQuotaBytes
+	}
+	return quota - int64(m.cfg.HighWater*float64(quota))
+}
+
+// checked returns the revision etcd had at the last successful check, and
+// when that was (zero before the first): a compaction by history size may
+// compact to it once it is MinCompactionGap old.
+func (m *Monitor) checked() (int64, time.Time) {
+	st := m.State()
+	return st.Revision, st.CheckedAt
+}
+
+// rounded is told by the compactor that it made a round: the history
+// counts from here, the database in use from its size at the last check
+// (which the round's compaction may shrink: the next check follows it
+// down).
+func (m *Monitor) rounded() {
+	m.mu.Lock()
+	m.written, m.base = 0, m.st.DBSizeInUse
+	m.mu.Unlock()
+	m.cfg.Metrics.setHistory(0)
+}
+
+// compactionBytes returns the history size that makes a compaction due
+// with quota quota (0: not known yet); 0 for none.
+func (m *Monitor) compactionBytes(quota int64) int64 {
+	switch {
+	case m.cfg.CompactionBytes < 0:
+		return 0
+	case m.cfg.CompactionBytes > 0:
+		return m.cfg.CompactionBytes
+	}
+	if quota <= 0 {
+		quota = DefaultQuotaBytes
+	}
+	return max(minCompactionBytes, int64((1-m.cfg.HighWater)*float64(quota)/4))
+}
+
+// checkHistory makes a compaction due if the history since the last round
+// is above the compaction size.
+func (m *Monitor) checkHistory() {
+	m.mu.Lock()
+	history := m.written
+	if m.base > 0 {
+		history = max(history, m.st.DBSizeInUse-m.base)
+	}
+	limit := m.compactionBytes(m.st.Quota)
+	m.mu.Unlock()
+	m.cfg.Metrics.setHistory(history)
+	if limit > 0 && history >= limit {
+		select {
+		case m.due <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Run checks every CheckInterval, and at once after NoteWriteError saw a
-// write refused for lack of space, until ctx is cancelled; it returns nil
+// write refused for lack of space or NoteWritten half the compaction size
+// written since the last check, until ctx is cancelled; it returns nil
 // then.
 func (m *Monitor) Run(ctx context.Context) error {
 	for {
@@ -189,7 +294,17 @@ func (m *Monitor) Check(ctx context.Context) State {
 	next.HighWaterBytes = int64(next.HighWater * float64(next.Quota))
 	next.AboveHighWater = next.DBSize > next.HighWaterBytes
 	next.CheckedAt = m.cfg.Clock.Now()
-	return m.publish(func(State) State { return next })
+	st := m.publish(func(State) State { return next })
+	m.mu.Lock()
+	m.sinceCheck = 0
+	if m.base == 0 || next.DBSizeInUse < m.base {
+		// The first check, or the database shrank (a compaction, or
+		// keys deleted): count from here.
+		m.base = next.DBSizeInUse
+	}
+	m.mu.Unlock()
+	m.checkHistory()
+	return st
 }
 
 // quota picks the quota from the flag and what etcd reports.

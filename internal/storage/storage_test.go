@@ -531,3 +531,97 @@ func TestMonitorReportsNoUserinfo(t *testing.T) {
 		t.Errorf("unreachable endpoint: %v, want an error naming it without user information", st.Err)
 	}
 }
+
+// TestCompactsWhenHistoryGrows rewrites one key with large values, well
+// within one compaction interval: once the history written since the
+// last round passes the compaction size, as noted by the API
+// (NoteWritten) or as the monitor sees the database in use grow (Check),
+// the member compacts without waiting for the interval, each time to a
+// revision at least MinCompactionGap old (the clock moves by that much
+// after the writes), past the round before.
+func TestCompactsWhenHistoryGrows(t *testing.T) {
+	_, client := smallEtcd(t, 64<<20)
+	ns := "/h/"
+	clock := clockwork.NewFakeClock()
+	reg := prometheus.NewRegistry()
+	cfg := storage.DefaultConfig(ns, "m")
+	cfg.Clock = clock
+	cfg.Logger = zaptest.NewLogger(t)
+	cfg.Metrics = storage.NewMetrics(reg)
+	cfg.CompactionBytes = 1 << 20
+	m, err := storage.NewMonitor(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := storage.NewCompactor(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.CompactOnHistory(m)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cp.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	m.Check(ctx)
+	blockUntil(t, clock, 1) // the first round observed
+
+	blob := strings.Repeat("x", 300<<10)
+	rewrite := func() int64 {
+		var rev int64
+		for range 4 {
+			resp, err := client.Put(ctx, ns+"big", blob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = resp.Header.Revision
+		}
+		return rev
+	}
+	compactions := func() int { return int(value(t, reg, "jobfleet_etcd_compactions_total", "ok")) }
+
+	var prev int64
+	for round, note := range []bool{true, false, true} {
+		last := rewrite()
+		if note {
+			m.NoteWritten(4 * 300 << 10)
+		} else {
+			m.Check(ctx) // the database in use grew by the history
+		}
+		clock.Advance(storage.MinCompactionGap) // the round waits out the gap
+		waitFor(t, func() bool { return compactions() == round+1 })
+		blockUntil(t, clock, 1)
+		rec, err := storage.ReadCompaction(ctx, client, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Revision <= prev || rec.Revision > last {
+			t.Fatalf("round %d compacted to %d; want past the round before (%d) and at most %d, the revision a gap before it", round, rec.Revision, prev, last)
+		}
+		if rec.Revision > 1 && !compacted(t, client, rec.Revision-1) {
+			t.Fatalf("round %d: revision %d is still readable", round, rec.Revision-1)
+		}
+		prev = rec.Revision
+	}
+	if got := value(t, reg, "jobfleet_etcd_history_compactions_total"); got != 3 {
+		t.Errorf("jobfleet_etcd_history_compactions_total = %v, want 3", got)
+	}
+	// Below the size, nothing is due before the interval.
+	m.NoteWritten(1 << 10)
+	clock.Advance(storage.MinCompactionGap)
+	blockUntil(t, clock, 1)
+	if got := compactions(); got != 3 {
+		t.Errorf("%d compactions after a small write, want still 3", got)
+	}
+}
+
+// waitFor waits up to 10s for cond.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

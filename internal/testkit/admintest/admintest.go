@@ -40,6 +40,11 @@ type Member struct {
 	StorageReport func(ctx context.Context) (api.StorageReport, error)
 	// CursorCodec signs the listings' cursors; nil: TestCursors.
 	CursorCodec *cursor.Codec
+	// Room, if set, is what StorageRoom returns; nil returns 0 (the room
+	// of etcd's default quota).
+	Room func() int64
+	// Wrote, if set, is told what NoteWritten is told.
+	Wrote func(bytes int64)
 }
 
 // TestCursors is the cursor codec of Members without one: a fixed key,
@@ -132,6 +137,21 @@ func (m Member) WorkerProtocol() (admin.WorkerProtocol, error) {
 		return nil, admin.ErrNotStarted
 	}
 	return m.Protocol, nil
+}
+
+// StorageRoom asks m.Room, or returns 0 without one.
+func (m Member) StorageRoom() int64 {
+	if m.Room == nil {
+		return 0
+	}
+	return m.Room()
+}
+
+// NoteWritten tells m.Wrote, if set.
+func (m Member) NoteWritten(bytes int64) {
+	if m.Wrote != nil {
+		m.Wrote(bytes)
+	}
 }
 
 // WorkerRegistry returns m.Registry.

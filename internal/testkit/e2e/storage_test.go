@@ -266,7 +266,8 @@ func TestHighWaterRefusesNewWorkWhileFiringContinues(t *testing.T) {
 		}
 	}
 	var rep storage.Report
-	if code := api(t, f.AdminToken, "GET", base, "/v1/cluster/storage", nil, &rep); code != http.StatusOK || !rep.AboveHighWater || rep.Quota != quota || rep.Keys.Jobs != 1 {
+	// One job: its spec and, paused and resumed, its pause state.
+	if code := api(t, f.AdminToken, "GET", base, "/v1/cluster/storage", nil, &rep); code != http.StatusOK || !rep.AboveHighWater || rep.Quota != quota || rep.Keys.Jobs != 2 {
 		t.Errorf("storage report %d %+v", code, rep)
 	}
 	if h := rep.History; h == nil || h.Member != "m1" || h.Partitions != 4 || h.Runs < 2 || h.Bytes <= 0 {

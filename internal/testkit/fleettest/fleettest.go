@@ -221,6 +221,7 @@ func (f *Fleet) Join(id string) *Member {
 			Loopback: true,
 			Limits:   f.opts.APILimits,
 			Logger:   f.lg.With(zap.String("test_member", id)),
+			Registry: reg,
 			// As a real member does: workers deny etcd to http jobs (here
 			// both the bridge the member uses and etcd behind it).
 			EtcdEndpoints: func() []string { return append(client.Endpoints(), f.etcd.Endpoints()...) },

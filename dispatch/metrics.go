@@ -33,6 +33,7 @@ type Metrics struct {
 	jobsDeleted  prometheus.Counter
 	completed    *prometheus.CounterVec
 	paused       prometheus.Counter
+	backfills    prometheus.Counter
 
 	// source reports the state of the partitions owned here; set by the
 	// Dispatcher, read at scrape time.
@@ -51,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jobfleet_runs_finished_total", Help: "Attempts finished, by resulting run status (succeeded, failed, dead).",
+			Name: "jobfleet_runs_finished_total", Help: "Attempts finished, and runs cancelled, by resulting run status (succeeded, failed, dead, cancelled).",
 		}, []string{"status"}),
 		attempts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_attempts_started_total", Help: "Attempts handed to workers.",
@@ -112,6 +113,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		paused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_jobs_paused_total", Help: "Jobs their owner paused after pause_after_failures runs in a row ended dead.",
 		}),
+		backfills: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_backfill_runs_total", Help: "Runs created by backfills (POST /v1/jobs/{id}/backfill), paced by --backfill-rate.",
+		}),
 	}
 	state := &stateCollector{m: m,
 		waiting:      prometheus.NewDesc("jobfleet_runs_waiting", "Runs of the partitions owned here that wait for a worker (pending, or failed with a retry due). Growing: no worker takes them.", nil, nil),
@@ -123,7 +127,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unservable:   prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, m.backfills, state)
 	}
 	return m
 }
@@ -184,6 +188,12 @@ func (m *Metrics) jobPaused() {
 func (m *Metrics) jobDeleted() {
 	if m != nil {
 		m.jobsDeleted.Inc()
+	}
+}
+
+func (m *Metrics) backfilled(n int) {
+	if m != nil && n > 0 {
+		m.backfills.Add(float64(n))
 	}
 }
 

@@ -73,6 +73,10 @@ type Config struct {
 	// Now is the clock of the trigger limit and of next fire times (GET
 	// /v1/jobs/{id}/next, POST /v1/schedule:preview); nil is Clock.Now.
 	Now func() time.Time
+	// CancelWait is how long POST /v1/runs/{run_id}/cancel waits for the
+	// run's partition's owner to apply the request before it answers 202
+	// (the request stays recorded); 0 means DefaultCancelWait.
+	CancelWait time.Duration
 	// Console serves the web console's static files under /ui/; nil
 	// serves the console embedded in package console.
 	Console http.Handler
@@ -99,6 +103,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = c.Clock.Now
+	}
+	if c.CancelWait <= 0 {
+		c.CancelWait = DefaultCancelWait
 	}
 	if c.Console == nil {
 		c.Console = console.Handler()

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 )
 
@@ -60,6 +61,9 @@ const (
 	// attempt a poll handed out: its run document rewritten, its index.
 	grantBytes     = runWrite + keyOverhead
 	grantRevisions = 2
+	// backfillRecord is the bytes of the largest backfill record (its
+	// times, outcomes and skipped times: about 55 bytes a time).
+	backfillRecord = 2 * api.MaxBackfill * 55
 )
 
 var (
@@ -68,6 +72,8 @@ var (
 	costJobDelete  = writeCost{bytes: 8 * keyOverhead, revisions: 8}                                     // spec, pause key, state, queue, the runs' tombstones
 	costPause      = writeCost{bytes: keyOverhead, revisions: 1}                                         // the pause key
 	costTrigger    = writeCost{bytes: runWrite + 4*keyOverhead, revisions: 5}                            // request, run, queue entry, state, request deleted
+	costCancel     = writeCost{bytes: runWrite + 4*keyOverhead, revisions: 5}                            // request, run, queue and failing entries deleted, request deleted
+	costBackfill   = writeCost{bytes: keyOverhead + backfillRecord, revisions: 1}                        // the record; its runs once known (chargeMore)
 	costComplete   = writeCost{body: true, maxBody: maxProtocolBody, bytes: runWrite + 2*keyOverhead, revisions: 3}
 	costRegister   = writeCost{body: true, maxBody: maxProtocolBody, bytes: 2 * keyOverhead, revisions: 2} // registration, its lease
 	costDeregister = writeCost{bytes: keyOverhead, revisions: 1}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/cursor"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -34,6 +35,12 @@ type JobStore interface {
 	Runs(ctx context.Context, id string, limit int) ([]store.Run, error)
 	GetRun(ctx context.Context, runID string) (store.Run, error)
 	ListFailing(ctx context.Context, q store.FailingQuery) ([]store.FailingRun, string, error)
+	RequestCancel(ctx context.Context, runID, by string) (int64, error)
+	AwaitCancel(ctx context.Context, runID string) (store.Run, bool, error)
+	GetBackfill(ctx context.Context, id string) (store.Backfill, int64, error)
+	PutBackfill(ctx context.Context, id string, b store.Backfill, prev int64) (int64, error)
+	DeleteBackfill(ctx context.Context, id string) error
+	RunTimes(ctx context.Context, id string, from, to time.Time) (map[int64]bool, error)
 }
 
 // Limits of the job endpoints.
@@ -71,6 +78,8 @@ type jobsAPI struct {
 	// (workerAPI.whyPending), nil without a worker registry.
 	whyPending func(readerPrefix string) func(runs []store.Run, job func() (executor, selector string, ok bool))
 	now        func() time.Time // the clock of next fire times
+	cancelWait time.Duration    // Config.CancelWait
+	cursors    listCursors      // of GET /v1/jobs and /v1/runs
 	throttled  throttleCounter  // 429s by reason
 }
 
@@ -210,18 +219,22 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		a.reply(w, r, http.StatusOK, api.JobList{Jobs: []store.Job{}})
 		return
 	}
+	after, seal, ok := a.cursors.open(w, r, jobsListing(prefix, r.URL.Query().Get("paused"), filtered))
+	if !ok {
+		return
+	}
 	var (
 		jobs []store.Job
 		next string
 	)
 	switch dl, isDL := s.(docLister); {
 	case filtered:
-		jobs, next, err = s.ListPrefixWhere(ctx, prefix, r.URL.Query().Get("cursor"), limit, filterScan, func(j store.Job) bool { return j.Paused == paused })
+		jobs, next, err = s.ListPrefixWhere(ctx, prefix, after, limit, filterScan, func(j store.Job) bool { return j.Paused == paused })
 	case isDL && !withState:
-		a.listDocs(ctx, w, r, dl, prefix, limit)
+		a.listDocs(ctx, w, r, dl, prefix, after, seal, limit)
 		return
 	default:
-		jobs, next, err = s.ListPrefix(ctx, prefix, r.URL.Query().Get("cursor"), limit)
+		jobs, next, err = s.ListPrefix(ctx, prefix, after, limit)
 	}
 	if err != nil {
 		a.fail(w, r, "", err)
@@ -239,7 +252,17 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 	for i := range jobs {
 		jobs[i] = jobFor(r, jobs[i])
 	}
-	a.reply(w, r, http.StatusOK, api.JobList{Jobs: jobs, NextCursor: next})
+	a.reply(w, r, http.StatusOK, api.JobList{Jobs: jobs, NextCursor: seal(next)})
+}
+
+// jobsListing is the listing of GET /v1/jobs of the jobs under prefix
+// (the credential's combined with ?prefix), paused or not if filtered:
+// its cursors are valid only for the same prefix and filter.
+func jobsListing(prefix, paused string, filtered bool) cursor.Listing {
+	if !filtered {
+		paused = ""
+	}
+	return cursor.Listing{Kind: "jobs", Params: []string{prefix, paused}}
 }
 
 // pausedParam returns ?paused: filtered is false if absent; else it must

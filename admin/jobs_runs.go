@@ -53,13 +53,8 @@ func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	runID := r.PathValue("run_id")
-	if len(runID) > store.MaxRunIDBytes {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("run_id: %d bytes long; no run ID is longer than %d", len(runID), store.MaxRunIDBytes))
-		return
-	}
-	if _, _, err := store.ParseRunID(runID); err != nil {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("run_id: %s is not a run ID: want <escaped job ID>@<scheduled time>, as the job's runs list them (%s)", quoteClip(runID), runIDFlaw(runID)))
+	runID, ok := runIDParam(w, r)
+	if !ok {
 		return
 	}
 	run, err := s.GetRun(ctx, runID)

@@ -703,6 +703,20 @@ func (f failingStore) ListPrefixWhere(context.Context, string, string, int, int,
 func (f failingStore) ListFailing(context.Context, store.FailingQuery) ([]store.FailingRun, string, error) {
 	return nil, "", f.err
 }
+func (f failingStore) GetBackfill(context.Context, string) (store.Backfill, int64, error) {
+	return store.Backfill{}, 0, f.err
+}
+func (f failingStore) PutBackfill(context.Context, string, store.Backfill, int64) (int64, error) {
+	return 0, f.err
+}
+func (f failingStore) DeleteBackfill(context.Context, string) error { return f.err }
+func (f failingStore) RunTimes(context.Context, string, time.Time, time.Time) (map[int64]bool, error) {
+	return nil, f.err
+}
+func (f failingStore) RequestCancel(context.Context, string, string) (int64, error) { return 0, f.err }
+func (f failingStore) AwaitCancel(context.Context, string) (store.Run, bool, error) {
+	return store.Run{}, false, f.err
+}
 
 func TestJobsErrorStatus(t *testing.T) {
 	tests := []struct {

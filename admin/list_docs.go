@@ -31,14 +31,16 @@ var _ docLister = (*store.Etcd)(nil)
 // listDocs serves GET /v1/jobs from s's stored documents of the jobs
 // under prefix (the caller's, already combined with ?prefix): the reply is
 // the api.JobList that list would write, up to the order of fields.
-func (a *jobsAPI) listDocs(ctx context.Context, w http.ResponseWriter, r *http.Request, s docLister, prefix string, limit int) {
+// after is the position the page starts after, seal what makes the next
+// page's cursor.
+func (a *jobsAPI) listDocs(ctx context.Context, w http.ResponseWriter, r *http.Request, s docLister, prefix, after string, seal func(string) string, limit int) {
 	p, _ := auth.FromContext(r.Context())
-	docs, next, err := s.ListPrefixDocs(ctx, prefix, r.URL.Query().Get("cursor"), limit)
+	docs, next, err := s.ListPrefixDocs(ctx, prefix, after, limit)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
 	}
-	body, err := jobListBody(docs, next, !p.Role.Allows(auth.AccessWrite))
+	body, err := jobListBody(docs, seal(next), !p.Role.Allows(auth.AccessWrite))
 	if err != nil {
 		var encode *encodeError
 		if !errors.As(err, &encode) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/cursor"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 )
 
@@ -62,6 +63,10 @@ type Member interface {
 	// *auth.Cache); nil makes every route but /healthz and /readyz
 	// answer 503 unless Config.Insecure. Handler asks once.
 	Authenticator() Authenticator
+	// Cursors returns the codec of the listings' cursors (GET /v1/jobs,
+	// /v1/runs, /v1/tokens), made from the fleet's cursor key: the same
+	// on every member, so that a cursor one issued works on all.
+	Cursors() (*cursor.Codec, error)
 }
 
 // ErrNotStarted is what a Member returns before it has joined the

@@ -7,6 +7,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/cursor"
 )
 
 // route is one endpoint of the API: the mux pattern, what the caller
@@ -60,9 +61,10 @@ const (
 func (a *server) routes() []route {
 	// The member is asked for its parts per request (Routes lists the
 	// table without a member).
+	cur := listCursors{codec: func() (*cursor.Codec, error) { return a.m.Cursors() }}
 	w := &workerAPI{get: func() (WorkerProtocol, error) { return a.m.WorkerProtocol() }, reg: a.reg, etcd: a.cfg.EtcdEndpoints}
-	j := &jobsAPI{jobs: func() (JobStore, error) { return a.m.JobStore() }, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending, throttled: a.throttled}
-	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.authn, insecure: a.cfg.Insecure}
+	j := &jobsAPI{jobs: func() (JobStore, error) { return a.m.JobStore() }, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending, throttled: a.throttled, cancelWait: a.cfg.CancelWait, cursors: cur}
+	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.authn, insecure: a.cfg.Insecure, cursors: cur}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{
 		{pattern: "GET /healthz", access: auth.AccessAnonymous, handler: hf(a.healthz)},
@@ -88,11 +90,15 @@ func (a *server) routes() []route {
 		{pattern: "POST /v1/jobs/{id}/pause", access: auth.AccessWrite, scope: scopeJob, cost: costPause, handler: j.byID(http.StatusOK, pauseJob)},
 		{pattern: "POST /v1/jobs/{id}/resume", access: auth.AccessWrite, scope: scopeJob, cost: costPause, handler: j.byID(http.StatusOK, resumeJob)},
 		{pattern: "POST /v1/jobs/{id}/trigger", access: auth.AccessWrite, scope: scopeJob, cost: costTrigger, handler: hf(j.trigger)},
+		{pattern: "POST /v1/jobs/{id}/backfill", access: auth.AccessWrite, scope: scopeJob, cost: costBackfill, handler: hf(j.backfill)},
+		{pattern: "GET /v1/jobs/{id}/backfill", access: auth.AccessRead, scope: scopeJob, handler: hf(j.getBackfill)},
+		{pattern: "DELETE /v1/jobs/{id}/backfill", access: auth.AccessWrite, scope: scopeJob, cost: costAdminWrite, handler: hf(j.deleteBackfill)},
 		{pattern: "GET /v1/jobs/{id}/next", access: auth.AccessRead, scope: scopeJob, handler: hf(j.next)},
 		{pattern: "POST /v1/schedule:preview", access: auth.AccessRead, handler: hf(j.preview)},
 		{pattern: "GET /v1/jobs/{id}/runs", access: auth.AccessRead, scope: scopeJob, handler: hf(j.runs)},
 		{pattern: "GET /v1/runs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.failing)},
 		{pattern: "GET /v1/runs/{run_id}", access: auth.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
+		{pattern: "POST /v1/runs/{run_id}/cancel", access: auth.AccessWrite, scope: scopeRun, cost: costCancel, handler: hf(j.cancelRun)},
 
 		{pattern: "GET /v1/calendars", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.listCalendars)},
 		{pattern: "GET /v1/calendars/{name}", access: auth.AccessRead, scope: scopeCalendar, handler: hf(j.getCalendar)},

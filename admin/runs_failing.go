@@ -9,20 +9,21 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/cursor"
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // failingQuery returns the store query of GET /v1/runs's parameters at
 // now: status (a comma-separated list of dead and failed, default both),
 // since (a Go duration from 1ms to store.FailingWindow, default the
-// window), prefix, cursor (checked by the store) and limit (see
-// limitParam). The prefix is the one asked, not yet combined with the
-// credential's. Errors name the parameter.
-func failingQuery(r *http.Request, now time.Time) (store.FailingQuery, error) {
+// window; returned too), prefix and limit (see limitParam); not the
+// cursor (listCursors opens it). The prefix is the one asked, not yet
+// combined with the credential's. Errors name the parameter.
+func failingQuery(r *http.Request, now time.Time) (store.FailingQuery, time.Duration, error) {
 	q := r.URL.Query()
 	limit, err := limitParam(r)
 	if err != nil {
-		return store.FailingQuery{}, err
+		return store.FailingQuery{}, 0, err
 	}
 	statuses := []store.RunStatus{store.RunDead, store.RunFailed}
 	if q.Has("status") {
@@ -30,7 +31,7 @@ func failingQuery(r *http.Request, now time.Time) (store.FailingQuery, error) {
 		for s := range strings.SplitSeq(q.Get("status"), ",") {
 			st := store.RunStatus(strings.TrimSpace(s))
 			if !st.Failing() {
-				return store.FailingQuery{}, fmt.Errorf("status: %s is not %q or %q (a comma-separated list of them)", quoteClip(string(st)), store.RunDead, store.RunFailed)
+				return store.FailingQuery{}, 0, fmt.Errorf("status: %s is not %q or %q (a comma-separated list of them)", quoteClip(string(st)), store.RunDead, store.RunFailed)
 			}
 			if !slices.Contains(statuses, st) {
 				statuses = append(statuses, st)
@@ -41,21 +42,33 @@ func failingQuery(r *http.Request, now time.Time) (store.FailingQuery, error) {
 	if q.Has("since") {
 		d, err := time.ParseDuration(q.Get("since"))
 		if err != nil || d < time.Millisecond || d > store.FailingWindow {
-			return store.FailingQuery{}, fmt.Errorf("since: %s is not a duration from 1ms to %s (e.g. 1h30m)", quoteClip(q.Get("since")), store.FailingWindow)
+			return store.FailingQuery{}, 0, fmt.Errorf("since: %s is not a duration from 1ms to %s (e.g. 1h30m)", quoteClip(q.Get("since")), store.FailingWindow)
 		}
 		since = d
 	}
 	prefix := q.Get("prefix")
 	if len(prefix) > store.MaxIDBytes {
-		return store.FailingQuery{}, fmt.Errorf("prefix: %d bytes long; no job ID is longer than %d", len(prefix), store.MaxIDBytes)
+		return store.FailingQuery{}, 0, fmt.Errorf("prefix: %d bytes long; no job ID is longer than %d", len(prefix), store.MaxIDBytes)
 	}
-	return store.FailingQuery{Prefix: prefix, Statuses: statuses, Since: now.Add(-since), Cursor: q.Get("cursor"), Limit: limit}, nil
+	return store.FailingQuery{Prefix: prefix, Statuses: statuses, Since: now.Add(-since), Limit: limit}, since, nil
+}
+
+// failingListing is the listing of GET /v1/runs for query q (its prefix
+// combined with the credential's) within since: its cursors are valid
+// only for the same prefix, statuses and since.
+func failingListing(q store.FailingQuery, since time.Duration) cursor.Listing {
+	st := make([]string, len(q.Statuses))
+	for i, s := range q.Statuses {
+		st[i] = string(s)
+	}
+	slices.Sort(st)
+	return cursor.Listing{Kind: "runs", Params: []string{q.Prefix, strings.Join(st, ","), since.String()}}
 }
 
 // failing serves GET /v1/runs: the runs failed or dead across the fleet,
 // from the failing-runs index, within the credential's job prefix.
 func (a *jobsAPI) failing(w http.ResponseWriter, r *http.Request) {
-	fq, err := failingQuery(r, a.now())
+	fq, since, err := failingQuery(r, a.now())
 	if err != nil {
 		WriteError(w, http.StatusBadRequest, err.Error())
 		return
@@ -70,10 +83,14 @@ func (a *jobsAPI) failing(w http.ResponseWriter, r *http.Request) {
 		a.reply(w, r, http.StatusOK, api.FailingRunList{Runs: []store.FailingRun{}})
 		return
 	}
+	var seal func(string) string
+	if fq.Cursor, seal, ok = a.cursors.open(w, r, failingListing(fq, since)); !ok {
+		return
+	}
 	runs, next, err := s.ListFailing(ctx, fq)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
 	}
-	a.reply(w, r, http.StatusOK, api.FailingRunList{Runs: runs, NextCursor: next})
+	a.reply(w, r, http.StatusOK, api.FailingRunList{Runs: runs, NextCursor: seal(next)})
 }

@@ -184,6 +184,8 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 		Loopback: o.loopback,
 		Limits:   o.limits,
 		Clock:    e.clock,
+		// No scheduler applies cancel requests here: answer 202 at once.
+		CancelWait: time.Millisecond,
 	}
 	if o.limits == (admin.Limits{}) {
 		cfg.Limits = admin.Limits{Rate: -1}
@@ -308,12 +310,32 @@ func (e *secEnv) ensureJob(id string) {
 	}
 }
 
+// ensureBackfill makes sure job id exists with a backfill recorded.
+func (e *secEnv) ensureBackfill(id string) {
+	e.t.Helper()
+	e.ensureJob(id)
+	if _, _, err := e.jobs.GetBackfill(context.Background(), id); err == nil {
+		return
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := e.jobs.PutBackfill(context.Background(), id, store.Backfill{From: at, To: at.Add(time.Hour), Max: 1, Times: []time.Time{at}, Outcome: "p"}, 0); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // putRun stores a run of job id directly (no scheduler runs here) and
 // returns its ID.
 func (e *secEnv) putRun(id string) string {
 	e.t.Helper()
+	return e.putRunStatus(id, store.RunSucceeded)
+}
+
+// putRunStatus stores a run of job id in status st (no owner takes it in:
+// the environment has no scheduler), and returns its ID.
+func (e *secEnv) putRunStatus(id string, st store.RunStatus) string {
+	e.t.Helper()
 	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	r := store.Run{ID: store.RunID(id, at), JobID: id, Partition: e.jobs.Partition(id), ScheduledAt: at, Status: store.RunSucceeded}
+	r := store.Run{ID: store.RunID(id, at), JobID: id, Partition: e.jobs.Partition(id), ScheduledAt: at, Status: st}
 	b, _ := json.Marshal(r)
 	if _, err := e.client.Put(context.Background(), e.jobs.Keys().Run(r.Partition, id, at), string(b)); err != nil {
 		e.t.Fatal(err)
@@ -440,6 +462,19 @@ func TestRouteMatrix(t *testing.T) {
 			e.ensureJob(id)
 			return request{method: "POST", path: jobPath(id, "trigger")}
 		}},
+		{pattern: "POST /v1/jobs/{id}/backfill", allowed: writers, job: true, ok: 202, make: func(id string) request {
+			e.ensureJob(id)
+			e.jobs.DeleteBackfill(context.Background(), id) // one at a time
+			return request{method: "POST", path: jobPath(id, "backfill"), body: `{"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T03:00:00Z"}`}
+		}},
+		{pattern: "GET /v1/jobs/{id}/backfill", allowed: viewers, job: true, ok: 200, make: func(id string) request {
+			e.ensureBackfill(id)
+			return request{method: "GET", path: jobPath(id, "backfill")}
+		}},
+		{pattern: "DELETE /v1/jobs/{id}/backfill", allowed: writers, job: true, ok: 200, make: func(id string) request {
+			e.ensureBackfill(id)
+			return request{method: "DELETE", path: jobPath(id, "backfill")}
+		}},
 		{pattern: "GET /v1/jobs/{id}/next", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			e.ensureJob(id)
 			return request{method: "GET", path: jobPath(id, "next")}
@@ -467,6 +502,10 @@ func TestRouteMatrix(t *testing.T) {
 		{pattern: "DELETE /v1/calendars/{name}", allowed: writers, job: true, ok: 204, make: func(id string) request {
 			e.ensureCalendar(id)
 			return request{method: "DELETE", path: "/v1/calendars/" + url.PathEscape(id)}
+		}},
+		{pattern: "POST /v1/runs/{run_id}/cancel", allowed: writers, job: true, ok: 202, make: func(id string) request {
+			e.ensureJob(id)
+			return request{method: "POST", path: "/v1/runs/" + url.PathEscape(e.putRunStatus(id, store.RunPending)) + "/cancel"}
 		}},
 		{pattern: "POST /v1/worker/poll", allowed: workers, ok: 200, make: func(string) request {
 			return request{method: "POST", path: dispatch.PathPoll, body: `{"worker":"w","executors":["http"],"max":1}`}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/cursor"
 )
 
 // TokenStore keeps credentials; *auth.Store implements it.
@@ -30,6 +31,7 @@ type tokensAPI struct {
 	tokens   TokenStore
 	auth     Authenticator
 	insecure bool // authentication is off: the routes are refused
+	cursors  listCursors
 }
 
 // errTokensInsecure refuses the token routes of a member without
@@ -96,9 +98,13 @@ func (t *tokensAPI) list(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	after, seal, ok := t.cursors.open(w, r, cursor.Listing{Kind: "tokens"})
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
-	list, next, err := t.tokens.ListPage(ctx, r.URL.Query().Get("cursor"), limit)
+	list, next, err := t.tokens.ListPage(ctx, after, limit)
 	if err != nil {
 		tokenError(w, err)
 		return
@@ -106,7 +112,7 @@ func (t *tokensAPI) list(w http.ResponseWriter, r *http.Request) {
 	if list == nil {
 		list = []api.Token{}
 	}
-	WriteJSON(w, http.StatusOK, api.TokenList{Tokens: list, NextCursor: next})
+	WriteJSON(w, http.StatusOK, api.TokenList{Tokens: list, NextCursor: seal(next)})
 }
 
 func (t *tokensAPI) revoke(w http.ResponseWriter, r *http.Request) {

@@ -13,8 +13,8 @@ import (
 // reaches one of the statuses in On. See the job document's "notify".
 type Notification struct {
 	// On are the events that notify: RunFailed (an attempt failed and a
-	// retry follows: once per failed attempt), RunDead and RunSucceeded
-	// (once per run); NotifyPaused (the owner paused the job after
+	// retry follows: once per failed attempt), RunDead, RunSucceeded and
+	// RunCancelled (once per run; NotifyOutcomes lists these); NotifyPaused (the owner paused the job after
 	// pause_after_failures dead runs: the run document of the last);
 	// RunSkipped (a run recorded skipped, by a calendar, concurrency_policy
 	// forbid or the active-run cap: its run document; or scheduled times
@@ -45,8 +45,16 @@ const (
 	NotifyMissed RunStatus = "missed"
 )
 
+// NotifyOutcomes are the run statuses that notify when a run's status
+// write reaches them (the other events of NotifyEvents are the owner's
+// decisions about a job), in the order messages list them.
+var NotifyOutcomes = []RunStatus{RunFailed, RunDead, RunSucceeded, RunCancelled}
+
+// Notifiable reports whether s is one of NotifyOutcomes.
+func (s RunStatus) Notifiable() bool { return slices.Contains(NotifyOutcomes, s) }
+
 // NotifyEvents are the events a notify entry may name in On.
-var NotifyEvents = []RunStatus{RunFailed, RunDead, RunSucceeded, NotifyPaused, RunSkipped, NotifyMissed}
+var NotifyEvents = []RunStatus{RunFailed, RunDead, RunSucceeded, RunCancelled, NotifyPaused, RunSkipped, NotifyMissed}
 
 // Misfire is what a "missed" notification, and a "skipped" one for times
 // the misfire policy skipped, deliver: one decision of the job's owner

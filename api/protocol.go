@@ -234,12 +234,14 @@ type HeartbeatResponse struct {
 	// RunLease is the new lease, counted from now.
 	RunLease Duration `json:"lease"`
 	// Cancel asks the worker to stop the attempt: its run was replaced by a
-	// newer one under concurrency_policy "replace" and is recorded dead
-	// with the attempt cancelled. The worker stops the executor and
-	// reports the attempt as failed; that report is answered 200 with
-	// status "dead" and changes nothing. An owner that took the partition
-	// over after the replacement does not know of it and answers 409
-	// instead, on which the worker stops too.
+	// newer one under concurrency_policy "replace" (recorded dead), was
+	// cancelled (POST /v1/runs/{id}/cancel: recorded cancelled), or, for
+	// an item's attempt, was decided without the item; the attempt is
+	// recorded cancelled. The worker stops the executor and reports the
+	// attempt as failed; that report is answered 200 with status
+	// "cancelled" for a cancelled run, else "dead", and changes nothing. An
+	// owner that took the partition over after the decision does not know
+	// of it and answers 409 instead, on which the worker stops too.
 	Cancel bool `json:"cancel,omitempty"`
 }
 
@@ -271,8 +273,9 @@ type CompleteRequest struct {
 
 // CompleteResponse answers a completion with the run's resulting status:
 // succeeded; failed (the attempt failed and a retry will follow, after its
-// backoff); or dead (no attempts left, or the run was replaced). For an
-// item's attempt, Status is the item's and RunStatus the run's.
+// backoff); dead (no attempts left, or the run was replaced); or
+// cancelled (the run was cancelled while the attempt ran). For an item's
+// attempt, Status is the item's and RunStatus the run's.
 type CompleteResponse struct {
 	Status    RunStatus `json:"status"`
 	RunStatus RunStatus `json:"run_status,omitempty"`

@@ -8,8 +8,8 @@ import (
 // RunStatus is the state of a run.
 type RunStatus string
 
-// The run states. A run starts pending; succeeded, dead and skipped are
-// final.
+// The run states. A run starts pending; succeeded, dead, skipped and
+// cancelled are final.
 const (
 	// RunPending: fired and waiting for a worker (or for a retry's backoff).
 	RunPending RunStatus = "pending"
@@ -24,13 +24,17 @@ const (
 	// RunSkipped: recorded but not executed, by the misfire or concurrency
 	// policy. Final.
 	RunSkipped RunStatus = "skipped"
+	// RunCancelled: stopped by a cancel request (POST
+	// /v1/runs/{id}/cancel) while pending, awaiting a retry or running;
+	// never retried. Final.
+	RunCancelled RunStatus = "cancelled"
 )
 
 // Final reports whether no further attempt will be made for a run in
 // status s.
 func (s RunStatus) Final() bool {
 	switch s {
-	case RunSucceeded, RunDead, RunSkipped:
+	case RunSucceeded, RunDead, RunSkipped, RunCancelled:
 		return true
 	}
 	return false
@@ -54,8 +58,9 @@ type Run struct {
 	Status RunStatus `json:"status"`
 	// Attempts are the tries so far, oldest first.
 	Attempts []Attempt `json:"attempts"`
-	// Reason says why a run is skipped, or dead without a failed attempt
-	// (replaced, job deleted); empty otherwise.
+	// Reason says why a run is skipped, cancelled (by whom), backfilled
+	// or triggered, or dead without a failed attempt (replaced, job
+	// deleted); empty otherwise.
 	Reason string `json:"reason,omitempty"`
 	// Payload is the payload a trigger gave the run (POST
 	// /v1/jobs/{id}/trigger {"payload": …}), handed to its attempts

@@ -109,7 +109,7 @@ func (pt *partition) writeUpdate(ctx context.Context, u runUpdate, now time.Time
 	for _, i := range u.cancelled {
 		if c, ok := chainOf(prev, i, nil); ok {
 			if a, ok := c.current(); ok {
-				pt.cancelLocked(r.ID, i, a, now)
+				pt.cancelLocked(r, i, a, now)
 			}
 		}
 	}
@@ -121,13 +121,6 @@ func (pt *partition) sizeOf(ar *activeRun) int {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	return ar.size
-}
-
-// cancelLocked remembers that running attempt a of chain item of run
-// runID was ended by the owner (a replacement, its run's decision): the
-// worker's next heartbeat is answered Cancel, its report acknowledged.
-func (pt *partition) cancelLocked(runID string, item int, a api.Attempt, now time.Time) {
-	pt.cancelled[chainKey{run: runID, item: item}] = cancelledAttempt{attempt: a.Attempt, worker: a.Worker, credential: a.Credential, until: now.Add(pt.d.cfg.RunLease)}
 }
 
 // itemField is the log field of an item's index; none for a run's own
@@ -338,14 +331,6 @@ func itemSuffix(item int) string {
 	return fmt.Sprintf(" item %d", item)
 }
 
-// cancelledLocked reports whether (run, item, attempt, worker,
-// credential) is an attempt cancelled by a replacement (or its run's
-// decision) whose worker has not reported yet.
-func (pt *partition) cancelledLocked(runID string, item *int, attempt int, worker, credential string) bool {
-	c, ok := pt.cancelled[keyOf(runID, item)]
-	return ok && c.attempt == attempt && c.worker == worker && c.credential == credential
-}
-
 func (pt *partition) notOwned() error {
 	owner, addr := pt.d.cfg.Lookup(pt.p)
 	if owner == pt.own.Member {
@@ -362,7 +347,7 @@ func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) 
 	if pt.closed {
 		return HeartbeatResponse{}, pt.notOwned()
 	}
-	if pt.cancelledLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential) {
+	if _, ok := pt.cancelledLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential); ok {
 		return HeartbeatResponse{RunLease: store.Duration(pt.d.cfg.RunLease), Cancel: true}, nil
 	}
 	_, c, err := pt.currentLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential)
@@ -387,14 +372,14 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 		pt.mu.Unlock()
 		return CompleteResponse{}, pt.notOwned()
 	}
-	if pt.cancelledLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential) {
+	if c, ok := pt.cancelledLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential); ok {
 		// The run records the cancellation already; the report only
 		// closes the matter for the worker.
 		delete(pt.cancelled, keyOf(req.RunID, req.Item))
 		pt.mu.Unlock()
 		pt.lg.Info("cancelled attempt reported", zap.String("run_id", req.RunID), itemField(keyOf(req.RunID, req.Item).item),
 			zap.Int("attempt", req.Attempt), zap.String("worker", req.Worker))
-		return CompleteResponse{Status: store.RunDead}, nil
+		return CompleteResponse{Status: c.status}, nil
 	}
 	ar, c, err := pt.currentLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential)
 	if err != nil {

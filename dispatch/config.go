@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -156,6 +157,18 @@ type Config struct {
 	// it are recorded as skipped with the reason (see CapActive). At least
 	// 1; default 100.
 	MaxActivePerJob int
+	// BackfillRate is the most runs backfills create per second on this
+	// member, over all its partitions (POST /v1/jobs/{id}/backfill), in
+	// bursts of up to FireBatch: a backfill of a thousand times comes in
+	// over a while instead of in one burst of writes and waiting runs.
+	// Negative: no bound. Default 20 (--backfill-rate).
+	BackfillRate float64
+	// BackfillActive is the most runs of one job's backfill that may be
+	// active at once: the next are created as earlier ones finish, so
+	// that a backfill shares the workers with the fleet's other runs
+	// instead of queueing its thousand runs before theirs. At least 1;
+	// default 10.
+	BackfillActive int
 	// Misfire is the schedule policy's grace and cap (its Misfire field is
 	// taken from each job).
 	Misfire schedule.Policy
@@ -239,6 +252,8 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 		MaxRunBytes:         store.DefaultMaxRunBytes,
 		DeleteAfter:         DefaultDeleteAfter,
 		MaxActivePerJob:     100,
+		BackfillRate:        20,
+		BackfillActive:      10,
 		RequestTimeout:      5 * time.Second,
 	}
 }
@@ -274,6 +289,10 @@ func (c Config) WithDefaults() Config {
 	def(&c.MaxRunBytes, d.MaxRunBytes)
 	defDur(&c.DeleteAfter, d.DeleteAfter)
 	def(&c.MaxActivePerJob, d.MaxActivePerJob)
+	if c.BackfillRate == 0 {
+		c.BackfillRate = d.BackfillRate
+	}
+	def(&c.BackfillActive, d.BackfillActive)
 	defDur(&c.RequestTimeout, d.RequestTimeout)
 	return c
 }
@@ -283,7 +302,7 @@ func (c Config) WithDefaults() Config {
 // DefaultConfig, or on a Config whose values the flags are to show):
 // --run-lease, --loads-in-flight, --load-jobs-in-flight,
 // --history-max-runs, --history-max-age, --history-budget,
-// --history-floor and --delete-after.
+// --history-floor, --delete-after and --backfill-rate.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RunLease, "run-lease", c.RunLease, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
 	fs.IntVar(&c.LoadsInFlight, "loads-in-flight", c.LoadsInFlight, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn (--load-jobs-in-flight still bounds their jobs)")
@@ -297,6 +316,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.HistoryFloor, "history-floor", c.HistoryFloor, fmt.Sprintf("newest final runs of each job (with its newest dead run) the history budget never trims, whatever the job's neighbours store (1 to %d)", store.MaxHistoryRuns))
 	fs.DurationVar(&c.DeleteAfter, "delete-after", c.DeleteAfter, "how long a finished one-off job is kept, with its runs, unless its delete_after says otherwise")
 	settings.Unbounded(fs, "delete-after", "kept forever")
+	fs.Float64Var(&c.BackfillRate, "backfill-rate", c.BackfillRate, "runs backfills create per second on this member, over all its partitions (a backfill's runs come in paced, not in one burst)")
+	settings.Unbounded(fs, "backfill-rate", "no bound")
 }
 
 // Validate reports the first problem with c, after WithDefaults: a field
@@ -326,6 +347,10 @@ func (c Config) Validate() error {
 		return invalid("run-lease", c.RunLease, "want at least 1s (0: the default, 30s)")
 	case c.MaxActivePerJob < 1:
 		return bad("max active runs per job %d below 1", c.MaxActivePerJob)
+	case c.BackfillActive < 1:
+		return bad("active backfilled runs per job %d below 1", c.BackfillActive)
+	case math.IsNaN(c.BackfillRate) || math.IsInf(c.BackfillRate, 0):
+		return invalid("backfill-rate", c.BackfillRate, "want a number of runs a second (negative: no bound)")
 	case c.HistoryMaxRuns < 1 || c.HistoryMaxRuns > store.MaxHistoryRuns:
 		return invalid("history-max-runs", c.HistoryMaxRuns, "want 1 to %d (0: the default, 100)", store.MaxHistoryRuns)
 	case c.HistoryFloor < 1 || c.HistoryFloor > store.MaxHistoryRuns:

@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -46,6 +47,9 @@ type Dispatcher struct {
 	// LoadJobsInFlight), fires its fires in flight (Config.FiresInFlight).
 	loads *loadBudget
 	fires *fireBudget
+	// backfillRate paces the runs backfills create (Config.BackfillRate),
+	// nil without a bound; safe for concurrent use.
+	backfillRate *rate.Limiter
 	// loadHook, if set (tests), is called when a load has its slot, before
 	// it reads etcd, and what it returns when the load ends, before the
 	// slot is given back.
@@ -96,6 +100,9 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 		parts:   map[int]*partition{},
 		avail:   make(chan struct{}),
 		polls:   map[*poll]struct{}{},
+	}
+	if cfg.BackfillRate > 0 {
+		d.backfillRate = rate.NewLimiter(rate.Limit(cfg.BackfillRate), cfg.FireBatch)
 	}
 	cfg.Metrics.setSource(d.Stats)
 	if cfg.Workers != nil {

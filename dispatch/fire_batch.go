@@ -228,14 +228,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			}
 			running := ar.chains()
 			pt.updatedLocked(ar, rr.w, rev, time.Time{}) // final now
-			for _, c := range running {
-				// Its worker learns it at its next heartbeat, and stops.
-				if a, ok := c.current(); ok {
-					pt.cancelLocked(ar.run.ID, c.item, a, now)
-					pt.lg.Info("attempt cancelled: its run was replaced", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID),
-						zap.Int("attempt", a.Attempt), zap.Int("item", c.item), zap.String("worker", a.Worker))
-				}
-			}
+			pt.stopChainsLocked(running, ar.run, now)    // their workers learn it at their next heartbeat, and stop
 		}
 		for _, t := range jp.triggers {
 			delete(pt.triggers, t.key)

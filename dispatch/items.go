@@ -136,9 +136,11 @@ func KillItem(r api.Run, i int, reason string, now time.Time) (next api.Run, can
 // the required). A decided run's items that have not ended are ended
 // then: skipped, with a reason, a running one's attempt closed as
 // cancelled (those are returned, for their workers to be told). An
-// undecided run is running once any item has an attempt, else pending.
+// undecided run is running once any item has an attempt, else pending. A
+// cancelled run (CancelRun) stays cancelled: a cancel request decided it,
+// not its items.
 func Settle(r api.Run, now time.Time) (api.Run, []int) {
-	if len(r.Items) == 0 {
+	if len(r.Items) == 0 || r.Status == api.RunCancelled {
 		return r, nil
 	}
 	c := r.Count()
@@ -204,10 +206,10 @@ func itemsReason(r api.Run, need int) string {
 }
 
 // EndItems returns r's items ended at now by a decision about the whole
-// run (concurrency_policy "replace", enough items decided it): those not
-// ended are skipped with why as their reason, a running one's attempt
-// closed with "cancelled: " + why as its error. It returns the indexes
-// of the items it ended while running.
+// run (concurrency_policy "replace", a cancel request, enough items
+// decided it): those not ended are skipped with why as their reason, a
+// running one's attempt closed with "cancelled: " + why as its error. It
+// returns the indexes of the items it ended while running.
 func EndItems(r api.Run, why string, now time.Time) (api.Run, []int) {
 	var cancelled []int
 	r.Items = slices.Clone(r.Items)

@@ -72,13 +72,13 @@ func (pt *partition) recordItems(runID string, batch []*itemReport) {
 	var accepted []*itemReport
 	for _, r := range batch {
 		req := r.req
-		if pt.cancelledLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential) {
+		if c, ok := pt.cancelledLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential); ok {
 			// The run records the cancellation already; the report only
 			// closes the matter for the worker.
 			delete(pt.cancelled, keyOf(req.RunID, req.Item))
 			pt.lg.Info("cancelled attempt reported", zap.String("run_id", req.RunID), itemField(*req.Item),
 				zap.Int("attempt", req.Attempt), zap.String("worker", req.Worker))
-			answer(r, CompleteResponse{Status: store.RunDead}, nil)
+			answer(r, CompleteResponse{Status: c.status, RunStatus: c.runStatus}, nil)
 			continue
 		}
 		if u.ar != nil && slices.Contains(u.cancelled, *req.Item) {

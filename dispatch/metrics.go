@@ -34,6 +34,7 @@ type Metrics struct {
 	completed    *prometheus.CounterVec
 	paused       prometheus.Counter
 	passedOver   *prometheus.CounterVec
+	backfills    prometheus.Counter
 
 	// source reports the state of the partitions owned here; set by the
 	// Dispatcher, read at scrape time.
@@ -52,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jobfleet_runs_finished_total", Help: "Attempts finished, by resulting run status (succeeded, failed, dead).",
+			Name: "jobfleet_runs_finished_total", Help: "Attempts finished, and runs cancelled, by resulting run status (succeeded, failed, dead, cancelled).",
 		}, []string{"status"}),
 		attempts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_attempts_started_total", Help: "Attempts handed to workers.",
@@ -116,6 +117,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		passedOver: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_dispatch_passed_over_total", Help: "Dispatchable runs a worker's poll passed over, by reason: spread (another poll waiting here, of a worker with more free slots, may take it), retry_elsewhere (the poll's worker ran the failed attempt and another live worker may take the retry).",
 		}, []string{"reason"}),
+		backfills: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_backfill_runs_total", Help: "Runs created by backfills (POST /v1/jobs/{id}/backfill), paced by --backfill-rate.",
+		}),
 	}
 	for _, r := range []string{passSpread, passRetryElsewhere} {
 		m.passedOver.WithLabelValues(r)
@@ -131,7 +135,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unservable:   prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, m.passedOver, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, m.passedOver, m.backfills, state)
 	}
 	return m
 }
@@ -205,6 +209,12 @@ func (m *Metrics) jobPaused() {
 func (m *Metrics) jobDeleted() {
 	if m != nil {
 		m.jobsDeleted.Inc()
+	}
+}
+
+func (m *Metrics) backfilled(n int) {
+	if m != nil && n > 0 {
+		m.backfills.Add(float64(n))
 	}
 }
 

@@ -56,15 +56,13 @@ const outboxBodyBudget = 128 << 10
 // over prev, of the job whose compacted work is work: the run document
 // once, and one notification per notify entry (the job's, else the
 // fleet's default) subscribed to r's new status. Nothing unless r reached
-// failed (a new failed attempt), dead or succeeded.
+// failed (a new failed attempt), dead, succeeded or cancelled.
 func (pt *partition) notificationsFor(work compactedWork, prev, r store.Run, val []byte, now time.Time) ([]clientv3.Op, []notify.Entry) {
 	cfg := pt.d.cfg.Notify
 	if cfg.Notifier == nil || pt.notes == nil {
 		return nil, nil
 	}
-	switch r.Status {
-	case store.RunFailed, store.RunDead, store.RunSucceeded:
-	default:
+	if !r.Status.Notifiable() {
 		return nil, nil
 	}
 	if r.Status == prev.Status && len(r.Attempts) == len(prev.Attempts) {

@@ -70,11 +70,17 @@ type partition struct {
 	jobs     map[string]*jobEntry  // by job ID
 	active   map[string]*activeRun // runs not final, by run ID
 	triggers map[string]triggerReq // trigger requests not yet fired, by key
-	closed   bool                  // ownership ended; handlers answer not-owner
-	// cancelled are attempts ended by a replacement (or by their run's
-	// decision, for items) whose workers have not yet been told: their
-	// heartbeats answer Cancel. By chain; dropped once the worker
-	// reports, or a run lease after the replacement.
+	cancels  map[string]cancelReq  // cancel requests not yet applied, by key (cancel.go)
+	// backfills are the running backfills, by job ID (backfill.go);
+	// backfillWake is when the backfill rate allows the next run, zero
+	// if nothing waits for it.
+	backfills    map[string]*backfillJob
+	backfillWake time.Time
+	closed       bool // ownership ended; handlers answer not-owner
+	// cancelled are attempts ended by a replacement, a cancel request or
+	// (for items) their run's decision whose workers have not reported
+	// yet: their heartbeats answer Cancel. By chain; dropped once the
+	// worker reports, or a run lease after (cancelLocked).
 	cancelled map[chainKey]cancelledAttempt
 	// takeBacks are attempts recorded for polls that ended before the
 	// worker got them, by chain: the loop writes the runs back without
@@ -101,12 +107,16 @@ type partition struct {
 	outboxRead bool
 }
 
-// cancelledAttempt is a running attempt whose run was replaced.
+// cancelledAttempt is a running attempt whose run was replaced or
+// cancelled, or (an item's) whose run was decided without it.
 type cancelledAttempt struct {
 	attempt    int
 	worker     string
-	credential string    // that took the attempt: only it may report it
-	until      time.Time // forgotten after
+	credential string // that took the attempt: only it may report it
+	// status is answered to the worker's report (dead, or cancelled),
+	// runStatus too for an item's (the run's status).
+	status, runStatus store.RunStatus
+	until             time.Time // forgotten after: the worker is treated as lost
 }
 
 // activeRun is a run that is not final, as its owner holds it: the
@@ -231,8 +241,11 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	pt.readOutbox(ctx)
 	pt.readoptUnread(ctx)
 	pt.takeBackQueued(ctx) // before expiry: an undelivered attempt is not lost
+	pt.applyCancels(ctx, now)
 	pt.expire(ctx, now)
 	pt.fireDue(ctx, now)
+	pt.backfillWake = time.Time{}
+	pt.backfill(ctx, now)
 	pt.trimHistory(ctx, now)
 	pt.deleteFinished(ctx, now)
 	if pt.failed {
@@ -251,11 +264,7 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	for id, c := range pt.cancelled {
-		if now.After(c.until) {
-			delete(pt.cancelled, id)
-		}
-	}
+	pt.forgetStoppedLocked(now)
 	next, dispatchable := pt.nextEventLocked(now)
 	if dispatchable {
 		pt.d.wakePollers()
@@ -298,6 +307,10 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 	if t, ok := pt.idx.fires.min(); ok {
 		earlier(t)
 	}
+	for _, c := range pt.cancelled {
+		earlier(c.until.Add(time.Millisecond)) // its worker is treated as lost after
+	}
+	earlier(pt.backfillWake)
 	pending := pt.pendingTriggersLocked()
 	for id := range pt.idx.finishing {
 		if pt.finishedLocked(pt.jobs[id], pending) {

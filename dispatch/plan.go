@@ -231,28 +231,40 @@ func CapActive(j *store.Job, plan *FirePlan, active, max int) {
 
 // Replaced returns active run r ended at now because run by replaced it
 // (concurrency_policy "replace"; by may be "" if unknown): dead, with the
-// reason, and its running attempt, if any, closed as cancelled. The
-// attempt's worker is told to stop at its next heartbeat (Cancel).
+// reason, and its running attempt, if any, closed as cancelled (a run of
+// items: its items not ended skipped, their running attempts closed as
+// cancelled). The attempts' workers are told to stop at their next
+// heartbeat (Cancel).
 func Replaced(r store.Run, by string, now time.Time) store.Run {
-	r.Attempts = slices.Clone(r.Attempts)
 	newer := "a newer run"
 	if by != "" {
 		newer = "run " + by
 	}
-	r.Reason = "replaced by " + newer + " (concurrency_policy replace)"
+	return endActive(r, store.RunDead, "replaced by "+newer+" (concurrency_policy replace)",
+		"the run was replaced by "+newer+" (concurrency_policy replace)", now)
+}
+
+// endActive returns active run r ended at now in final status with
+// reason. Its running attempt, if any, is closed with "cancelled: " + why
+// as its error, and the reason says so; a run of items has its items not
+// ended skipped with why (EndItems), and the reason counts those that
+// were running. Replaced and CancelRun end runs through it.
+func endActive(r store.Run, status store.RunStatus, reason, why string, now time.Time) store.Run {
+	r.Attempts = slices.Clone(r.Attempts)
+	r.Reason = reason
 	if len(r.Items) > 0 {
 		var running []int
-		r, running = EndItems(r, "the run was replaced by "+newer+" (concurrency_policy replace)", now)
+		r, running = EndItems(r, why, now)
 		if len(running) > 0 {
 			r.Reason += fmt.Sprintf("; its %d running items were cancelled", len(running))
 		}
 	} else if n := len(r.Attempts); r.Status == store.RunRunning && n > 0 {
 		a := &r.Attempts[n-1]
 		a.FinishedAt = now.UTC()
-		a.Error = "cancelled: the run was replaced by " + newer + " (concurrency_policy replace)"
+		a.Error = "cancelled: " + why
 		r.Reason += "; its running attempt was cancelled"
 	}
-	r.Status = store.RunDead
+	r.Status = status
 	return r
 }
 

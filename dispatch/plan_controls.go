@@ -46,9 +46,10 @@ func LimitFires(j *store.Job, plan *FirePlan) {
 // CountOutcome returns job j's state after its run r ended with r's final
 // status, for pause_after_failures: a run that ended dead adds one to the
 // job's failures in a row, one that succeeded sets them to 0 (skipped
-// runs, never executed, change nothing). When the failures reach
-// j.PauseAfterFailures, the state pauses the job at its current revision
-// (JobState.AutoPaused), with the reason and the time, and pause is true.
+// runs, never executed, and cancelled ones change nothing). When the
+// failures reach j.PauseAfterFailures, the state pauses the job at its
+// current revision (JobState.AutoPaused), with the reason and the time,
+// and pause is true.
 // Callers write the state in the transaction that records r's status, so
 // the count is as durable as the runs it counts. Jobs without
 // pause_after_failures keep no count: the state is returned as it is.

@@ -136,8 +136,9 @@ func (pt *partition) triggerOf(id string, at time.Time, kv *mvccpb.KeyValue) tri
 	return t
 }
 
-// apply handles spec and trigger changes. Trigger requests are queued for
-// the next tick, which fires them with the scheduled fires.
+// apply handles spec, trigger and request changes. Trigger requests are
+// queued for the next tick, which fires them with the scheduled fires;
+// cancel requests too (requests.go).
 func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
@@ -149,6 +150,9 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 		}
 		id, at, ok := k.ParseSpecKey(pt.p, string(ev.Kv.Key))
 		if !ok {
+			pt.mu.Lock()
+			pt.applyRequestLocked(ev)
+			pt.mu.Unlock()
 			continue
 		}
 		switch {

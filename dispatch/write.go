@@ -119,6 +119,12 @@ func (pt *partition) commit(ctx context.Context, ops []clientv3.Op) (*clientv3.T
 // unless final. It returns the run as written and whether the write
 // applied. The caller holds wmu and not mu.
 func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, notBefore time.Time) (store.Run, error) {
+	return pt.writeRunAlso(ctx, ar, r, notBefore)
+}
+
+// writeRunAlso is writeRun with more operations applied with the run's
+// compare-and-swap, and only with it (a request the write consumes).
+func (pt *partition) writeRunAlso(ctx context.Context, ar *activeRun, r store.Run, notBefore time.Time, more ...clientv3.Op) (store.Run, error) {
 	w, ok := pt.runWriteOp(ar, r)
 	if !ok {
 		return r, fmt.Errorf("run %s: %w", r.ID, store.ErrTooLarge)
@@ -139,9 +145,11 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, n
 	}
 	pt.mu.Unlock()
 	var notes []notify.Entry
-	var also []clientv3.Op
+	also := slices.Clip(more)
 	if e != nil && e.work != nil {
-		also, notes = pt.notificationsFor(e.work, prev, w.run, w.val, pt.now())
+		var ns []clientv3.Op
+		ns, notes = pt.notificationsFor(e.work, prev, w.run, w.val, pt.now())
+		also = append(also, ns...)
 	}
 	if counted {
 		op, err := pt.d.keys.PutStateOp(pt.p, r.JobID, st)

@@ -120,7 +120,8 @@ func (s *Etcd) prepare(j Job) (Job, int, error) {
 	return j, j.Partition, nil
 }
 
-// Delete removes job id, its pause key and its pending trigger requests. The owner then
+// Delete removes job id, its pause key and its pending requests
+// (triggers, cancel requests, its backfill). The owner then
 // stops scheduling it and removes its state, runs and queue entries.
 // ErrNotFound if there is no such job.
 func (s *Etcd) Delete(ctx context.Context, id string) error {
@@ -128,7 +129,7 @@ func (s *Etcd) Delete(ctx context.Context, id string) error {
 	key := s.keys.Spec(p, id)
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
-		Then(clientv3.OpDelete(key), clientv3.OpDelete(s.keys.Pause(p, id)), clientv3.OpDelete(s.keys.TriggerPrefix(p, id), clientv3.WithPrefix())).
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(s.keys.Pause(p, id)), clientv3.OpDelete(s.keys.JobRequestsPrefix(p, id), clientv3.WithPrefix())).
 		Commit()
 	if err != nil {
 		return Classify(err)

@@ -13,6 +13,8 @@ import (
 //
 //	jobs/<p>/<id>                    job spec (API)
 //	jobs/<p>/<id>/trigger/<time>     manual trigger request (API; the owner fires and deletes it)
+//	jobs/<p>/<id>/cancel/<time>      request to cancel the run for <time> (API; the owner applies and deletes it)
+//	jobs/<p>/<id>/backfill           backfill request (API), its progress rewritten by the owner (fenced; backfill.go)
 //	jobs/<p>/!paused/<id>            pause state, when set by pause or resume (API; pause.go)
 //	state/<p>/<id>                   scheduling state (owner)
 //	runs/<p>/<id>/<time>             run document (owner)
@@ -81,7 +83,7 @@ func (k Keys) Queue(p int, id string, t time.Time) string {
 
 // ParseSpecKey splits a key under PartitionJobsPrefix(p) into the job ID
 // and, for a trigger key, the trigger's time. ok is false for keys of
-// neither form.
+// neither form (the other requests of a job: ParseJobKey).
 func (k Keys) ParseSpecKey(p int, key string) (id string, trigger time.Time, ok bool) {
 	rest, found := strings.CutPrefix(key, k.PartitionJobsPrefix(p))
 	if !found {

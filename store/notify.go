@@ -95,7 +95,7 @@ func (k Keys) ParseOutboxKey(p int, key string) (OutboxKey, bool) {
 		return OutboxKey{}, false
 	}
 	switch ev {
-	case string(RunFailed), string(RunDead), string(RunSucceeded), // a run's status
+	case string(RunFailed), string(RunDead), string(RunSucceeded), string(api.RunCancelled), // a run's status
 		string(api.NotifyPaused), string(RunSkipped), string(api.NotifyMissed), "misfire": // a job's event
 	default:
 		return OutboxKey{}, false

@@ -102,19 +102,21 @@ func (k Keys) DeleteJobDataOps(p int, id string) []clientv3.Op {
 }
 
 // DeleteJobOp returns the deletion of job id with everything stored for it
-// (spec, pause key, state, runs, queue and failing-runs index entries,
-// pending notifications), applied only if its spec still has mod revision
-// rev and its pause key pauseRev (0: none; the version the caller decided
-// on: an edit, pause or resume made since is not lost) and no trigger
-// request of the job is pending (an accepted trigger is not lost): a
-// nested transaction whose response's Succeeded says whether it applied.
+// (spec, pause key, cancel requests, backfill, state, runs, queue and
+// failing-runs index entries, pending notifications), applied only if its
+// spec still has mod revision rev and its pause key pauseRev (0: none;
+// the version the caller decided on: an edit, pause or resume made since
+// is not lost) and no trigger request of the job is pending (an accepted
+// trigger is not lost): a nested transaction whose response's Succeeded
+// says whether it applied.
 func (k Keys) DeleteJobOp(p int, id string, rev, pauseRev int64) clientv3.Op {
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(k.Spec(p, id)), "=", rev),
 		clientv3.Compare(clientv3.ModRevision(k.Pause(p, id)), "=", pauseRev),
 		clientv3.Compare(clientv3.CreateRevision(k.TriggerPrefix(p, id)), "=", 0).WithPrefix(),
 	}
-	ops := append([]clientv3.Op{clientv3.OpDelete(k.Spec(p, id)), clientv3.OpDelete(k.Pause(p, id))}, k.DeleteJobDataOps(p, id)...)
+	ops := append([]clientv3.Op{clientv3.OpDelete(k.Spec(p, id)), clientv3.OpDelete(k.Pause(p, id)), clientv3.OpDelete(k.CancelPrefix(p, id), clientv3.WithPrefix()),
+		clientv3.OpDelete(k.Backfill(p, id))}, k.DeleteJobDataOps(p, id)...)
 	return clientv3.OpTxn(cmps, ops, nil)
 }
 

@@ -50,6 +50,7 @@ func memberSettings() map[string]setting[memberOptions] {
 		"api-write-bytes-burst":      m("7", "9", func(c *memberOptions) any { return c.api.Limits.WriteBytesBurst }),
 		"api-write-revisions":        m("7.5", "-1", func(c *memberOptions) any { return c.api.Limits.WriteRevisions }),
 		"api-write-revisions-burst":  m("7", "9", func(c *memberOptions) any { return c.api.Limits.WriteRevisionsBurst }),
+		"backfill-rate":              m("7.5", "-1", func(c *memberOptions) any { return c.orch.Dispatch.BackfillRate }),
 		"compaction-bytes":           m("7MiB", "9000000", func(c *memberOptions) any { return c.orch.Storage.CompactionBytes }),
 		"compaction-interval":        m("7s", "-1s", func(c *memberOptions) any { return c.orch.Storage.CompactionInterval }),
 		"dead-member-confirm":        m("70ms", "90ms", func(c *memberOptions) any { return c.orch.DeadMembers.Confirm }),

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -21,8 +22,17 @@ import (
 
 // importReport is the -o json document of import-crontab.
 type importReport struct {
-	Jobs    []importedJob    `json:"jobs"`
-	Skipped []crontabProblem `json:"skipped"`
+	// Prefix starts the IDs of the jobs; PrefixFrom says where it comes
+	// from (--prefix, or the file's name).
+	Prefix     string `json:"prefix"`
+	PrefixFrom string `json:"prefix_from"`
+	// Timezone is the zone of the jobs before any CRON_TZ line;
+	// TimezoneFrom says where it comes from (--timezone, or this
+	// machine's zone and where it is named).
+	Timezone     string           `json:"timezone"`
+	TimezoneFrom string           `json:"timezone_from"`
+	Jobs         []importedJob    `json:"jobs"`
+	Skipped      []crontabProblem `json:"skipped"`
 	// Stale are the jobs of earlier imports under the same prefix that are
 	// no longer in the file: deleted with --prune, kept otherwise.
 	Stale []staleJob `json:"stale"`
@@ -44,10 +54,13 @@ const (
 )
 
 type importedJob struct {
-	Line   int       `json:"line"`
-	User   string    `json:"user,omitempty"`
-	Job    store.Job `json:"job"`
-	Action string    `json:"action"`
+	Line int       `json:"line"`
+	User string    `json:"user,omitempty"`
+	Job  store.Job `json:"job"`
+	// ZoneFrom says where the job's zone comes from: "CRON_TZ, line N",
+	// or the import's default (importReport.TimezoneFrom).
+	ZoneFrom string `json:"zone_from"`
+	Action   string `json:"action"`
 
 	revision int64 // of the stored job to update
 	paused   bool  // of the stored job: an update keeps it
@@ -56,6 +69,10 @@ type importedJob struct {
 type staleJob struct {
 	ID     string `json:"id"`
 	Action string `json:"action"`
+	// Former is set for a job of this file's lines imported under the
+	// former default prefix (crontab/, shared by every file), which this
+	// import replaces.
+	Former bool `json:"former_prefix,omitempty"`
 }
 
 type crontabProblem struct {
@@ -88,10 +105,16 @@ Nothing changes unless --apply is given; --prune also deletes those jobs.
 
 Job IDs are "<prefix>/<command>-<hash>", from each line's user and command
 only, so importing an edited crontab again updates its jobs instead of
-duplicating them; an update keeps a job paused if it was. A system crontab
-(--system) converts only the lines of --worker-user. The jobs have no
-timeout unless --job-timeout. Workers run shell jobs only when started with
---allow-shell.`,
+duplicating them; an update keeps a job paused if it was. The prefix is
+crontab/<file name> unless --prefix, so that --prune on one file never
+deletes another file's jobs. Environment lines mean what they mean to
+cronie: CRON_TZ is the zone of the schedules of the lines after it, TZ
+only the commands' environment; schedules before any CRON_TZ are read in
+--timezone, by default this machine's zone (named from $TZ, /etc/timezone
+or /etc/localtime; the import refuses if it cannot be named). A system
+crontab (--system) converts only the lines of --worker-user. The jobs have
+no timeout unless --job-timeout. Workers run shell jobs only when started
+with --allow-shell.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := opts.checkOutput(); err != nil {
@@ -109,22 +132,39 @@ timeout unless --job-timeout. Workers run shell jobs only when started with
 				defer f.Close()
 				r = f
 			}
+			rep := importReport{Jobs: []importedJob{}, Skipped: []crontabProblem{}, Stale: []staleJob{}, Applied: apply,
+				Prefix: copts.IDPrefix, PrefixFrom: "--prefix", Timezone: copts.Timezone, TimezoneFrom: "--timezone"}
+			if !cmd.Flags().Changed("prefix") {
+				rep.Prefix, rep.PrefixFrom = defaultPrefix(args[0]), "the file's name"
+				copts.IDPrefix = rep.Prefix
+			}
+			if !cmd.Flags().Changed("timezone") {
+				zone, from, err := localZone()
+				if err != nil {
+					return err
+				}
+				rep.Timezone, rep.TimezoneFrom = zone, "this machine's zone, from "+from
+				copts.Timezone = zone
+			}
 			res, err := crontab.Parse(r, copts)
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			prefix := copts.IDPrefix
-			if prefix == "" {
-				prefix = crontab.DefaultIDPrefix
-			}
-			rep := importReport{Jobs: []importedJob{}, Skipped: []crontabProblem{}, Stale: []staleJob{}, Applied: apply}
+			prefix := rep.Prefix
 			for _, e := range res.Jobs {
-				rep.Jobs = append(rep.Jobs, importedJob{Line: e.Line, User: e.User, Job: e.Job, Action: actionUnknown})
+				from := rep.TimezoneFrom
+				if e.ZoneLine > 0 {
+					from = fmt.Sprintf("CRON_TZ, line %d", e.ZoneLine)
+				}
+				rep.Jobs = append(rep.Jobs, importedJob{Line: e.Line, User: e.User, Job: e.Job, ZoneFrom: from, Action: actionUnknown})
 			}
 			for _, p := range res.Skipped {
 				rep.Skipped = append(rep.Skipped, crontabProblem{Line: p.Line, Text: p.Text, Reason: p.Reason})
 			}
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error { return planImport(ctx, c, &rep, prefix, prune) }); err != nil {
+			former := !cmd.Flags().Changed("prefix")
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
+				return planImport(ctx, c, &rep, prefix, former, prune)
+			}); err != nil {
 				if apply {
 					return fmt.Errorf("reading the jobs of earlier imports: %w", err)
 				}
@@ -156,8 +196,8 @@ timeout unless --job-timeout. Workers run shell jobs only when started with
 	fs.BoolVar(&copts.SystemFormat, "system", false, "system crontab format (/etc/crontab, /etc/cron.d): a user column after the time fields")
 	fs.StringVar(&copts.WorkerUser, "worker-user", "", "with --system: the user the workers that run shell jobs run as; only lines for that user are converted (workers never switch users)")
 	fs.Var(&timeoutFlag{d: &copts.Timeout}, "job-timeout", `time limit of each attempt of the jobs, e.g. 2h, 1s to 24h (default none: cron has no timeout; 0s is refused: leave the flag out)`)
-	fs.StringVar(&copts.Timezone, "timezone", "", "IANA time zone of the machine the crontab comes from, used until a CRON_TZ or TZ line (default UTC)")
-	fs.StringVar(&copts.IDPrefix, "prefix", crontab.DefaultIDPrefix, "start of every job ID (IDs are PREFIX/...); use distinct prefixes for several crontabs")
+	fs.StringVar(&copts.Timezone, "timezone", "", "IANA time zone of the machine whose cron ran the crontab, the schedules' zone until a CRON_TZ line (default: this machine's zone)")
+	fs.StringVar(&copts.IDPrefix, "prefix", "", "start of every job ID (IDs are PREFIX/...) (default: crontab/<the file's name>, so that each file's jobs, and --prune, are its own)")
 	fs.StringVar((*string)(&copts.MisfirePolicy), "misfire-policy", string(store.MisfireSkip), "misfire policy of the jobs: skip (like cron), run_once or run_all")
 	fs.BoolVar(&apply, "apply", false, "make the changes shown: create and update the converted jobs; without it nothing is changed")
 	fs.BoolVar(&prune, "prune", false, "with --apply: also delete the jobs of earlier imports under --prefix that are no longer in the file")
@@ -166,8 +206,12 @@ timeout unless --job-timeout. Workers run shell jobs only when started with
 
 // planImport compares the converted jobs with those on the server and
 // sets each one's action, and lists the jobs of earlier imports under
-// prefix that the file no longer has.
-func planImport(ctx context.Context, c *client.Client, rep *importReport, prefix string, prune bool) error {
+// prefix that the file no longer has. With former (the default prefix),
+// jobs of this file's lines imported under the former default prefix
+// (crontab/, shared by every file: the same line has the same
+// "<slug>-<hash>") are listed too, to delete with --prune: this import
+// makes them again under the file's own prefix.
+func planImport(ctx context.Context, c *client.Client, rep *importReport, prefix string, former, prune bool) error {
 	existing := map[string]store.Job{}
 	jobs, err := c.AllJobs(ctx, 1000)
 	if err != nil {
@@ -179,6 +223,18 @@ func planImport(ctx context.Context, c *client.Client, rep *importReport, prefix
 		}
 	}
 	inFile := map[string]bool{}
+	lines := map[string]bool{} // "<slug>-<hash>" of the file's jobs
+	for _, e := range rep.Jobs {
+		lines[strings.TrimPrefix(e.Job.ID, prefix+"/")] = true
+	}
+	var formers []string
+	if former {
+		for _, j := range jobs {
+			if crontab.Owns(crontab.DefaultIDPrefix, j.ID) && lines[strings.TrimPrefix(j.ID, crontab.DefaultIDPrefix+"/")] {
+				formers = append(formers, j.ID)
+			}
+		}
+	}
 	for i := range rep.Jobs {
 		e := &rep.Jobs[i]
 		inFile[e.Job.ID] = true
@@ -201,6 +257,13 @@ func planImport(ctx context.Context, c *client.Client, rep *importReport, prefix
 			action = actionDelete
 		}
 		rep.Stale = append(rep.Stale, staleJob{ID: id, Action: action})
+	}
+	for _, id := range formers {
+		action := actionKeep
+		if prune {
+			action = actionDelete
+		}
+		rep.Stale = append(rep.Stale, staleJob{ID: id, Action: action, Former: true})
 	}
 	return nil
 }
@@ -281,6 +344,7 @@ func printImportReport(w io.Writer, name string, rep importReport) error {
 		counts[s.Action]++
 	}
 	fmt.Fprintf(w, "%s: %s converted, %s not converted or ignored\n", name, plural(len(rep.Jobs), "job"), plural(len(rep.Skipped), "line"))
+	fmt.Fprintf(w, "IDs under %s/ (from %s); schedules before any CRON_TZ line in %s (%s)\n", cell(rep.Prefix), rep.PrefixFrom, cell(rep.Timezone), rep.TimezoneFrom)
 	if rep.CompareError != "" {
 		fmt.Fprintf(w, "Not compared with the jobs on the server (%s): showing the conversion only.\n", cell(rep.CompareError))
 	} else {
@@ -307,7 +371,11 @@ func printImportReport(w io.Writer, name string, rep importReport) error {
 			if c := e.Job.Executor.Command; len(c) > 0 {
 				command = clip(c[len(c)-1], 60) // the crontab's command, after "sh -c"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Line, e.Action, cell(e.Job.ID), cell(e.Job.Schedule), cell(e.Job.Timezone), cell(user), e.Job.Timeout, cell(command))
+			zone := e.Job.Timezone
+			if strings.HasPrefix(e.ZoneFrom, "CRON_TZ") {
+				zone += " (" + e.ZoneFrom + ")"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Line, e.Action, cell(e.Job.ID), cell(e.Job.Schedule), cell(zone), cell(user), e.Job.Timeout, cell(command))
 			if rep.Applied {
 				fmt.Fprintf(tw, "\t%s", result(e.Job.ID))
 			}
@@ -321,6 +389,9 @@ func printImportReport(w io.Writer, name string, rep importReport) error {
 		fmt.Fprintf(w, "\nNo longer in the file (jobs of an earlier import under this prefix):\n")
 		for _, s := range rep.Stale {
 			line := fmt.Sprintf("  %s  %s", s.Action, cell(s.ID))
+			if s.Former {
+				line += "  (this file's line, imported under the former default prefix " + crontab.DefaultIDPrefix + "/; made again under " + cell(rep.Prefix) + "/)"
+			}
 			if rep.Applied && s.Action == actionDelete {
 				line += "  " + result(s.ID)
 			}

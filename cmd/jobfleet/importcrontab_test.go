@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -37,23 +38,42 @@ var userCrontab = strings.Join([]string{
 	"0 1 * * *", // 19: no command
 }, "\n") + "\n"
 
+// fakeZone makes this machine's time zone, as import-crontab finds it,
+// zone (in /etc/timezone) for the test.
+func fakeZone(t *testing.T, zone string) {
+	t.Helper()
+	saved := zoneSources
+	t.Cleanup(func() { zoneSources = saved })
+	zoneSources.getenv = func(string) (string, bool) { return "", false }
+	zoneSources.readFile = func(name string) ([]byte, error) {
+		if name == "/etc/timezone" && zone != "" {
+			return []byte(zone + "\n"), nil
+		}
+		return nil, os.ErrNotExist
+	}
+	zoneSources.readlink = func(string) (string, error) { return "", os.ErrNotExist }
+}
+
 func TestImportCrontabCommand(t *testing.T) {
 	c := newCLIEnv(t)
+	fakeZone(t, "Asia/Tokyo")
 	file := writeFile(t, "crontab", userCrontab)
 
 	out := c.mustRun("import-crontab", file)
 	for _, want := range []string{
 		"6 jobs converted, 8 lines not converted or ignored",
-		"crontab/echo-sunday-",
-		"crontab/healthcheck-sh-quiet-dev-null-2-1-",
-		"crontab/cd-srv-app-backup-sh-full-nightly-backup-",
-		"crontab/php-var-www-artisan-schedule-run-",
-		"crontab/tar-czf-backups-home-date-y-m-d-tgz-home-",
-		"crontab/monthly-report-",
-		"Europe/Berlin",
+		"IDs under crontab/crontab/ (from the file's name); schedules before any CRON_TZ line in Asia/Tokyo (this machine's zone, from /etc/timezone)",
+		"crontab/crontab/echo-sunday-",
+		"crontab/crontab/healthcheck-sh-quiet-dev-null-2-1-",
+		"crontab/crontab/cd-srv-app-backup-sh-full-nightly-backup-",
+		"crontab/crontab/php-var-www-artisan-schedule-run-",
+		"crontab/crontab/tar-czf-backups-home-date-y-m-d-tgz-home-",
+		"crontab/crontab/monthly-report-",
+		"Europe/Berlin (CRON_TZ, line 17)",
+		"Asia/Tokyo",
 		"TIMEOUT",
 		"none",
-		"line 2: MAILTO ignored",
+		"line 2: MAILTO not reproduced",
 		"line 9: @reboot is not supported",
 		"line 11: unescaped % in the command is not supported",
 		"line 12: schedule:",
@@ -89,7 +109,7 @@ func TestImportCrontabCommand(t *testing.T) {
 	}
 	monthly := ""
 	for _, id := range ids {
-		if strings.HasPrefix(id, "crontab/monthly-report-") {
+		if strings.HasPrefix(id, "crontab/crontab/monthly-report-") {
 			monthly = id
 		}
 	}
@@ -97,14 +117,14 @@ func TestImportCrontabCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCmd := []string{"/usr/bin/env", "SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin", "/bin/bash", "-c", "/usr/local/bin/monthly-report"}
+	wantCmd := []string{"/usr/bin/env", "MAILTO=ops@example.com", "SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin", "CRON_TZ=Europe/Berlin", "/bin/bash", "-c", "/usr/local/bin/monthly-report"}
 	if j.Schedule != "0 9 1 * *" || j.Timezone != "Europe/Berlin" || !slices.Equal(j.Executor.Command, wantCmd) || j.MisfirePolicy != store.MisfireSkip || j.Timeout != store.NoTimeout {
 		t.Errorf("imported job: got schedule %q zone %q command %q misfire %q timeout %v", j.Schedule, j.Timezone, j.Executor.Command, j.MisfirePolicy, j.Timeout)
 	}
 
 	// Importing the same file again, with a comment added at the top,
 	// changes nothing: same IDs, nothing created twice.
-	again := writeFile(t, "crontab-again", "# managed by ops\n"+userCrontab)
+	again := writeFile(t, "crontab", "# managed by ops\n"+userCrontab)
 	out = c.mustRun("import-crontab", again, "--apply", "-o", "json")
 	var rep importReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
@@ -132,17 +152,17 @@ func TestImportCrontabCommand(t *testing.T) {
 	// The user pauses a job, edits one line's schedule and removes another.
 	backup := ""
 	for _, id := range ids {
-		if strings.HasPrefix(id, "crontab/cd-srv-app-backup-sh-full-nightly-backup-") {
+		if strings.HasPrefix(id, "crontab/crontab/cd-srv-app-backup-sh-full-nightly-backup-") {
 			backup = id
 		}
 	}
 	c.mustRun("pause", backup)
 	edited := strings.Replace(userCrontab, "0 2 * * * cd /srv/app", "30 3 * * * cd /srv/app", 1)
 	edited = strings.Replace(edited, "@hourly\t/usr/bin/php /var/www/artisan schedule:run\n", "", 1)
-	editedFile := writeFile(t, "crontab-edited", edited)
+	editedFile := writeFile(t, "crontab", edited)
 	out = c.mustRun("import-crontab", editedFile)
 	for _, want := range []string{`0 to create, 1 to update, 4 unchanged, 0 to delete, 1 no longer in the file \(kept; --prune deletes them\)`,
-		`\bupdate\s+` + regexp.QuoteMeta(backup), `\bkeep\s+crontab/php-var-www-artisan-schedule-run-`} {
+		`\bupdate\s+` + regexp.QuoteMeta(backup), `\bkeep\s+crontab/crontab/php-var-www-artisan-schedule-run-`} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("dry run of the edited crontab: output lacks %q:\n%s", want, out)
 		}
@@ -152,7 +172,7 @@ func TestImportCrontabCommand(t *testing.T) {
 	if !strings.Contains(out, "deleted") || !strings.Contains(out, "updated") {
 		t.Errorf("import-crontab --apply --prune: got\n%s", out)
 	}
-	if got := c.ids(); len(got) != 5 || slices.ContainsFunc(got, func(id string) bool { return strings.HasPrefix(id, "crontab/php-") }) {
+	if got := c.ids(); len(got) != 5 || slices.ContainsFunc(got, func(id string) bool { return strings.HasPrefix(id, "crontab/crontab/php-") }) {
 		t.Errorf("after --prune: got jobs %q, want 5 without the removed line's", got)
 	}
 	if j, err := c.get(backup); err != nil || j.Schedule != "30 3 * * *" || !j.Paused {
@@ -162,6 +182,7 @@ func TestImportCrontabCommand(t *testing.T) {
 
 func TestImportCrontabSystemFormat(t *testing.T) {
 	c := newCLIEnv(t)
+	fakeZone(t, "UTC")
 	file := writeFile(t, "cron.d-app", strings.Join([]string{
 		"SHELL=/bin/sh",
 		"17 * * * * root cd / && run-parts --report /etc/cron.hourly",
@@ -200,7 +221,7 @@ func TestImportCrontabSystemFormat(t *testing.T) {
 	gone.Close()
 	offline := &cliEnv{t: t, url: "http://" + gone.Addr().String()}
 	out, err = offline.run("", "import-crontab", file, "--system", "--worker-user", "root")
-	if err != nil || !strings.Contains(out, "Not compared with the jobs on the server") || !strings.Contains(out, "crontab/cd-run-parts-report-etc-cron-hourly-") {
+	if err != nil || !strings.Contains(out, "Not compared with the jobs on the server") || !strings.Contains(out, "crontab/cron.d-app/cd-run-parts-report-etc-cron-hourly-") {
 		t.Errorf("dry run without a server: got %q, %v; want the conversion and a note", out, err)
 	}
 	if _, err := offline.run("", "import-crontab", file, "--system", "--worker-user", "root", "--apply"); err == nil {
@@ -208,7 +229,7 @@ func TestImportCrontabSystemFormat(t *testing.T) {
 	}
 
 	stdinOut, err := c.run("0 3 * * * /usr/bin/true\n", "import-crontab", "-")
-	if err != nil || !strings.Contains(stdinOut, "crontab/true-") {
+	if err != nil || !strings.Contains(stdinOut, "crontab/stdin/true-") {
 		t.Errorf("import-crontab -: got %q, %v", stdinOut, err)
 	}
 }

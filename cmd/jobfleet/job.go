@@ -29,6 +29,7 @@ func newJobCmd() *cobra.Command {
 		newJobPauseCmd(&opts, "pause", true),
 		newJobPauseCmd(&opts, "resume", false),
 		newJobTriggerCmd(&opts),
+		newJobBackfillCmd(&opts),
 		newJobRunsCmd(&opts),
 		newJobNextCmd(&opts),
 		newJobDescribeCmd(&opts),

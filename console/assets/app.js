@@ -463,7 +463,7 @@
       el('option', { value: '', text: 'all' }), el('option', { value: 'active', text: 'active' }), el('option', { value: 'paused', text: 'paused' }));
     paused.value = q.get('paused') || '';
     const last = el('select', { id: 'jobs-last' },
-      ['', 'succeeded', 'failed', 'dead', 'running', 'pending', 'skipped', 'none'].map((s) => el('option', { value: s, text: s || 'any' })));
+      ['', 'succeeded', 'failed', 'dead', 'cancelled', 'running', 'pending', 'skipped', 'none'].map((s) => el('option', { value: s, text: s || 'any' })));
     last.value = q.get('last') || '';
     const table = el('tbody');
     const pager = el('div', { class: 'actions' });
@@ -499,7 +499,7 @@
         api('GET', jobPath(j.id, 'runs') + '?limit=1').then((r) => {
           const s = r.runs.length ? r.runs[0].status : 'none';
           lastCell.textContent = s;
-          lastCell.className = s === 'dead' || s === 'failed' ? 'error' : (s === 'succeeded' ? 'ok' : '');
+          lastCell.className = statusClass(s);
           if (last.value) {
             tr.hidden = s !== last.value;
             countShown();
@@ -557,8 +557,9 @@
       a.output ? el('pre', { text: a.output }) : null));
   }
 
-  const statusClass = (s) => (s === 'dead' || s === 'failed' ? 'error' : (s === 'succeeded' ? 'ok' : ''));
-  const runLink = (r, text) => el('a', { href: '#/run/' + encodeURIComponent(r.run_id), text });
+  const statusClass = (s) => (s === 'dead' || s === 'failed' ? 'error' : (s === 'succeeded' ? 'ok' : (s === 'cancelled' ? 'warn' : '')));
+  const runActive = (s) => s === 'pending' || s === 'running' || s === 'failed';
+  const runLink = (id, text) => el('a', { href: '#/run/' + encodeURIComponent(id), text });
 
   // itemCounts says how a run's items stand: "12/16 succeeded, 1 running".
   function itemCounts(r) {
@@ -590,31 +591,37 @@
     const [first, end] = runSpan(r);
     let what;
     if (r.items && r.items.length) {
-      what = runLink(r, (r.broadcast ? 'broadcast, ' : '') + itemCounts(r));
+      what = runLink(r.run_id, (r.broadcast ? 'broadcast, ' : '') + itemCounts(r));
     } else if (atts.length) {
       what = el('details', {}, el('summary', { text: atts.length + ' attempt' + (atts.length === 1 ? '' : 's') }), attemptList(atts));
     } else {
       what = el('span', { class: 'muted', text: 'none yet' });
     }
     return el('tr', { 'data-run': r.run_id },
-      el('td', {}, runLink(r, fmtUTC(r.scheduled_at))),
+      el('td', {}, runLink(r.run_id, fmtUTC(r.scheduled_at))),
       el('td', { class: statusClass(r.status), text: r.status }),
       el('td', { text: fmtDuration(between(first, end)) }),
       el('td', { text: r.reason || (lastAtt && lastAtt.error) || '' }),
       el('td', {}, what));
   }
 
-  // run shows one run (#/run/ID): its fields, and for a sharded or
-  // broadcast run a grid of its items coloured by status, one Tab stop
-  // (the arrow keys move within it), the focused or clicked item's
-  // attempts below it. Reloaded every 2 s until the run is final.
+  // run shows one run (#/run/ID): its fields; for a credential that may
+  // change its job while the run is pending, awaiting a retry or running,
+  // a Cancel button (POST /v1/runs/{id}/cancel, after a confirmation);
+  // for a sharded or broadcast run a grid of its items coloured by status,
+  // one Tab stop (the arrow keys move within it), the focused or clicked
+  // item's attempts below it, else the run's attempts. Reloaded every
+  // second while the run is active, else every 10 s.
   function run(view, id) {
+    const path = '/v1/runs/' + encodeURIComponent(id);
     const info = el('div');
+    const actions = el('div', { class: 'actions', role: 'group', 'aria-label': 'Actions' });
+    const msg = el('p', { id: 'run-message', 'aria-live': 'polite' });
     const grid = el('div', { class: 'map items', id: 'items-grid', role: 'group', 'aria-label': 'Items, coloured by status' });
     const legend = el('div', { class: 'legend' });
     const detail = el('div', { class: 'detail', id: 'item-detail', 'aria-live': 'polite' });
     const atts = el('div');
-    view.append(heading('Run ' + id), info, legend, grid, detail, atts);
+    view.append(heading('Run ' + id), msg, actions, info, legend, grid, detail, atts);
     let current = 0;
     let cells = [];
     let items = [];
@@ -667,17 +674,52 @@
     }
     let timer = null;
     let stopped = false;
+    let drawn = null; // what the actions offer: '' (nothing), 'cancel' or 'cancel items'
+
+    async function cancelRun() {
+      msg.className = '';
+      msg.textContent = 'Cancelling…';
+      try {
+        const r = await api('POST', path + '/cancel');
+        msg.className = 'ok';
+        msg.textContent = r && r.status === 'cancelled' ? 'Cancelled.' : 'Cancel requested: the run\u2019s owner applies it in a moment.';
+      } catch (e) {
+        msg.className = 'error';
+        msg.textContent = 'Cancel failed: ' + e.message;
+      }
+      load(); // now; the reload loop goes on
+    }
+
+    function drawActions(r, hasItems) {
+      const offer = runActive(r.status) && canWrite(r.job_id) ? (hasItems ? 'cancel items' : 'cancel') : '';
+      if (offer === drawn) return;
+      drawn = offer;
+      if (!offer) { actions.replaceChildren(); return; }
+      const what = hasItems ? 'Its items not ended are not run; its running items are told to stop. ' : 'It is not retried; a running attempt is told to stop. ';
+      const confirmBox = el('span', { hidden: true },
+        el('span', { text: 'Cancel this run? ' + what }),
+        el('button', { type: 'button', class: 'danger', id: 'confirm-cancel-run', text: 'Yes, cancel it', onclick: () => { confirmBox.hidden = true; cancelRun(); } }),
+        el('button', { type: 'button', id: 'keep-run', text: 'Keep it', onclick: () => { confirmBox.hidden = true; $('cancel-run').focus(); } }));
+      actions.replaceChildren(
+        el('button', { type: 'button', id: 'cancel-run', class: 'danger', text: 'Cancel run…', onclick: () => { confirmBox.hidden = false; $('confirm-cancel-run').focus(); } }),
+        confirmBox);
+    }
+
     async function load() {
       let r;
       try {
-        r = await api('GET', '/v1/runs/' + encodeURIComponent(id));
+        r = await api('GET', path);
       } catch (e) {
+        if (stopped) return false;
         info.replaceChildren(errorBox(e));
+        actions.replaceChildren();
+        drawn = null;
         return false;
       }
       if (stopped) return false;
       const [first, end] = runSpan(r);
       const hasItems = !!(r.items && r.items.length);
+      drawActions(r, hasItems);
       info.replaceChildren(el('dl', { class: 'kv' },
         el('dt', { text: 'Job' }), el('dd', {}, el('a', { href: '#/job/' + encodeURIComponent(r.job_id), text: r.job_id })),
         el('dt', { text: 'Status' }), el('dd', { id: 'run-status', class: statusClass(r.status), text: r.status }),
@@ -692,11 +734,11 @@
       if (hasItems) paintItems(r);
       atts.replaceChildren(...(hasItems ? [] : [el('h2', { text: 'Attempts' }),
         ...((r.attempts || []).length ? attemptList(r.attempts) : [el('p', { class: 'muted', text: 'No attempt yet.' })])]));
-      return !['succeeded', 'dead', 'skipped'].includes(r.status);
+      return runActive(r.status);
     }
     const tick = async () => {
       const again = await load();
-      if (!stopped) timer = setTimeout(tick, again ? 2000 : 10000);
+      if (!stopped) timer = setTimeout(tick, again ? 1000 : 10000);
     };
     tick();
     return () => { stopped = true; clearTimeout(timer); };

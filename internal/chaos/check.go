@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
@@ -844,8 +845,8 @@ func (c *checker) checkRuns(execs map[execKey][]Execution) {
 				c.res.Global.RunsRepeatedWorkerAlive++
 			}
 		}
-		if deletedWithJob(h) || last.Status == store.RunSkipped {
-			continue
+		if deletedWithJob(h) || last.Status == store.RunSkipped || last.Status == api.RunCancelled {
+			continue // nothing was owed: never run, or stopped on request
 		}
 		switch {
 		case !last.Status.Final():

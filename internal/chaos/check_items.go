@@ -153,8 +153,8 @@ func (c *checker) checkItemRun(h *RunHistory, runID string, k Kind, execs map[ex
 			g.ItemsRepeated++
 		}
 	}
-	if deleted || last.Status == store.RunSkipped {
-		return
+	if deleted || last.Status == store.RunSkipped || last.Status == api.RunCancelled {
+		return // a cancelled run's items do not decide its status
 	}
 	need, n := last.Required(), len(last.Items)
 	cnt := last.Count()

@@ -147,6 +147,19 @@ func TestCheckItemRuns(t *testing.T) {
 			})
 		}, want: "items_lost×1"},
 		{name: "not final at the end", build: func(b *builder, h *RunHistory) { b.itemAttempt(h, 0, "w1.0", "", true) }, want: "runs_unfinished×1"},
+		{name: "cancelled on request", build: func(b *builder, h *RunHistory) {
+			b.itemAttempt(h, 0, "w1.0", "", true)
+			b.version(h, func(r *store.Run) {
+				r.Items[1].Status, r.Items[2].Status, r.Status = store.RunSkipped, store.RunSkipped, api.RunCancelled
+			})
+		}},
+		{name: "cancelled, an item succeeding twice", build: func(b *builder, h *RunHistory) {
+			b.itemAttempt(h, 0, "w1.0", "", true)
+			b.itemAttempt(h, 0, "w1.0", "", true)
+			b.version(h, func(r *store.Run) {
+				r.Items[1].Status, r.Items[2].Status, r.Status = store.RunSkipped, store.RunSkipped, api.RunCancelled
+			})
+		}, want: "items_succeeded_twice×1"},
 		{name: "an item lost from the run", build: func(b *builder, h *RunHistory) {
 			allSucceed(b, h)
 			b.version(h, func(r *store.Run) { r.Items = r.Items[:2]; r.Status = store.RunSucceeded })

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -358,6 +359,25 @@ func TestCheckFindsViolations(t *testing.T) {
 				t.Errorf("got violations %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// A run cancelled on request owes no execution: it is neither lost nor
+// unfinished, whatever its attempts did.
+func TestCheckCancelledRun(t *testing.T) {
+	b := healthy()
+	h := b.run("a", 7)
+	h.Versions = h.Versions[:2] // its attempt running
+	r := h.Last()
+	r.Attempts = slices.Clone(r.Attempts)
+	r.Attempts[0].FinishedAt, r.Attempts[0].Error = at(7.1), "cancelled: the run was cancelled by ops"
+	r.Status, r.Reason = api.RunCancelled, "cancelled by ops; its running attempt was cancelled"
+	h.Versions = append(h.Versions, RunVersion{Rev: b.nextRev(), Seen: at(7.1), Run: r})
+	b.in.Executions = slices.DeleteFunc(b.in.Executions, func(e Execution) bool { return e.Run == r.ID })
+	res := b.check(25)
+	if got := violations(res); got != "" {
+		dump(t, res)
+		t.Fatalf("got violations %q, want none", got)
 	}
 }
 

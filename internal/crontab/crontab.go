@@ -37,6 +37,9 @@ const (
 	DefaultShell = "/bin/sh"
 	// EnvProgram passes a crontab's environment assignments to a command.
 	EnvProgram = "/usr/bin/env"
+	// DefaultPath is the PATH cron (cronie, Vixie cron) gives commands
+	// of a crontab that sets none.
+	DefaultPath = "/usr/bin:/bin"
 
 	maxPrefixBytes = 100
 	maxSlugBytes   = 40
@@ -60,8 +63,10 @@ type Options struct {
 	// Timeout of the generated jobs; zero means store.NoTimeout, because
 	// cron does not limit how long a job runs.
 	Timeout store.Duration
-	// Timezone is the IANA zone of jobs before any CRON_TZ or TZ line: the
-	// zone of the machine the crontab came from. Default "UTC".
+	// Timezone is the IANA zone of jobs before any CRON_TZ line, and
+	// after an empty one: the zone of the machine the crontab ran on,
+	// whose cron read the schedules in its local time. Default "UTC"
+	// (the command line defaults it to the local zone, named).
 	Timezone string
 	// IDPrefix starts every generated job ID; default DefaultIDPrefix. Use
 	// distinct prefixes to import several crontabs side by side. At most
@@ -92,6 +97,9 @@ type Entry struct {
 	// Job is the converted job, normalized and valid under
 	// store.DefaultLimits.
 	Job store.Job
+	// ZoneLine is the line of the CRON_TZ assignment that set the job's
+	// zone; 0 if the zone is Options.Timezone.
+	ZoneLine int
 }
 
 // idRest matches what follows "<prefix>/" in the IDs Parse makes: a slug,
@@ -130,11 +138,10 @@ type parser struct {
 	result Result
 	ids    map[string]int // ID without ordinal -> jobs that have it
 
-	shell   string
-	env     []string          // names in order of first assignment
-	values  map[string]string // name -> value
-	cronTZ  zone              // from CRON_TZ
-	plainTZ zone              // from TZ
+	shell  string
+	env    []string          // names in order of first assignment
+	values map[string]string // name -> value
+	cronTZ zone              // from CRON_TZ
 }
 
 // zone is a time zone set by an assignment line.
@@ -155,17 +162,25 @@ type zone struct {
 //   - Blank lines and lines whose first non-blank character is '#' are
 //     ignored. A '#' later in a line is part of the command.
 //   - "NAME = value" assigns an environment variable for the job lines that
-//     follow. Blanks around '=' are allowed; a value wholly enclosed in
-//     matching single or double quotes is unquoted; nothing is expanded.
-//     Assigned variables are passed to each later command through
-//     EnvProgram: ["/usr/bin/env", "NAME=value", …, shell, "-c", command].
-//     SHELL (an absolute path) also chooses the shell. CRON_TZ sets the
-//     time zone of the following jobs; TZ does too when CRON_TZ is not
-//     set, and is also passed to the command like any other variable. An
-//     empty value resets the zone to Options.Timezone. An unknown zone
-//     skips every job line it would apply to. MAILTO, MAILFROM and
-//     RANDOM_DELAY are ignored and reported (MAILTO only if not empty):
-//     jobfleet records output in each run's attempts instead of mailing it.
+//     follow, as in cronie. Blanks around '=' are allowed; a value wholly
+//     enclosed in matching single or double quotes is unquoted; nothing
+//     is expanded. Every assignment made before a job line is in its
+//     command's environment, passed through EnvProgram: ["/usr/bin/env",
+//     "NAME=value", …, shell, "-c", command], with PATH=DefaultPath (cron's)
+//     if the crontab set no PATH. Some also mean something to cron:
+//     SHELL (an absolute path) is the shell that runs the commands;
+//     CRON_TZ is the time zone of the schedules of the job lines after it
+//     (until the next CRON_TZ; an empty one goes back to
+//     Options.Timezone; an unknown one skips the lines it applies to); TZ
+//     is only the commands' zone, not their schedules' (reported, so that
+//     a TZ line meant as the schedule's is seen); LOGNAME and USER are
+//     set by cron to the crontab's owner whatever the crontab says, so
+//     they are reported and not passed (the worker's apply). What cron
+//     does with MAILTO, MAILFROM, CONTENT_TYPE and
+//     CONTENT_TRANSFER_ENCODING (mail the output), RANDOM_DELAY (start
+//     jobs late at random) and MLS_LEVEL (an SELinux context) is not
+//     reproduced and is reported (an empty MAILTO, no mail, is not); the
+//     variables are still passed, as cron passes them.
 //   - A job line is five time fields, or one of @yearly, @annually,
 //     @monthly, @weekly, @daily, @midnight or @hourly; then, in
 //     SystemFormat, a user name; then the command, the rest of the line.
@@ -312,20 +327,30 @@ func (p *parser) assign(n int, text, body string) {
 		p.skip(n, text, "invalid environment variable name %q", name)
 		return
 	}
+	// As cronie: every assignment is in the environment of the commands
+	// of the lines after it (cron runs them with the crontab's
+	// environment as it stands at their line); some also mean something
+	// to cron itself, which the cases below reproduce or report.
 	switch name {
-	case "MAILTO", "MAILFROM":
+	case "MAILTO", "MAILFROM", "CONTENT_TYPE", "CONTENT_TRANSFER_ENCODING":
 		if value != "" { // an empty MAILTO turns mail off, as jobfleet has it
-			p.skip(n, text, "%s ignored: jobfleet does not mail output; it records it in each run's attempts", name)
+			p.skip(n, text, "%s not reproduced: cron mails a job's output, jobfleet records it in each run's attempts; %s is still passed to the commands, as cron passes it", name, name)
 		}
-		return
 	case "RANDOM_DELAY":
-		p.skip(n, text, "RANDOM_DELAY ignored: jobfleet does not delay jobs randomly")
+		p.skip(n, text, "RANDOM_DELAY not reproduced: cron starts each job up to %s minutes late at random, jobfleet at its scheduled time; it is still passed to the commands, as cron passes it", value)
+	case "MLS_LEVEL":
+		p.skip(n, text, "MLS_LEVEL not reproduced: the commands run in the workers' security context; it is still passed to them, as cron passes it")
+	case "LOGNAME", "USER":
+		p.skip(n, text, "%s ignored, as cron ignores it: cron sets LOGNAME and USER to the crontab's owner whatever the crontab says; the commands get the worker's", name)
 		return
 	case "CRON_TZ":
 		p.cronTZ = p.zone(n, text, value)
-		return // affects scheduling only, not the command's environment
 	case "TZ":
-		p.plainTZ = p.zone(n, text, value)
+		cur := p.opts.Timezone
+		if p.cronTZ.line != 0 {
+			cur = p.cronTZ.name
+		}
+		p.skip(n, text, "TZ is the commands' time zone, not their schedule's: it is passed to the commands of the lines after it, whose schedules stay in %s (CRON_TZ sets the zone of the schedules, as in cronie)", zoneName(cur))
 	case "SHELL":
 		if !path.IsAbs(value) || strings.ContainsRune(value, '=') {
 			p.skip(n, text, "SHELL ignored: %q is not an absolute path; commands still run with %s", value, p.shell)
@@ -337,6 +362,14 @@ func (p *parser) assign(n int, text, body string) {
 		p.env = append(p.env, name)
 	}
 	p.values[name] = value
+}
+
+// zoneName is a zone's name as messages show it.
+func zoneName(z string) string {
+	if z == "" {
+		return "UTC"
+	}
+	return z
 }
 
 // zone returns the zone an assignment on line n sets, reporting an
@@ -445,17 +478,13 @@ func (p *parser) job(n int, text, body string) {
 		return
 	}
 
-	tz := p.opts.Timezone
-	for _, z := range []zone{p.cronTZ, p.plainTZ} {
-		if z.line == 0 {
-			continue
-		}
+	tz, zoneLine := p.opts.Timezone, 0
+	if z := p.cronTZ; z.line != 0 {
 		if z.err != nil {
 			p.skip(n, text, "time zone %q set on line %d is unknown", z.name, z.line)
 			return
 		}
-		tz = z.name
-		break
+		tz, zoneLine = z.name, z.line
 	}
 
 	id, base := p.id(user, command)
@@ -473,7 +502,7 @@ func (p *parser) job(n int, text, body string) {
 		return
 	}
 	p.ids[base]++
-	p.result.Jobs = append(p.result.Jobs, Entry{Line: n, User: user, Job: job})
+	p.result.Jobs = append(p.result.Jobs, Entry{Line: n, User: user, Job: job, ZoneLine: zoneLine})
 }
 
 // id returns the ID of a job running command as user (see Parse), and
@@ -490,15 +519,16 @@ func (p *parser) id(user, command string) (id, base string) {
 	return base, base
 }
 
-// argv returns the command line of a job: the shell running command, with
-// the assignments so far passed through EnvProgram.
+// argv returns the command line of a job: the shell running command,
+// with the assignments so far passed through EnvProgram, and cron's PATH
+// (DefaultPath) if the crontab set none.
 func (p *parser) argv(command string) []string {
-	var argv []string
-	if len(p.env) > 0 {
-		argv = append(argv, EnvProgram)
-		for _, name := range p.env {
-			argv = append(argv, name+"="+p.values[name])
-		}
+	argv := []string{EnvProgram}
+	for _, name := range p.env {
+		argv = append(argv, name+"="+p.values[name])
+	}
+	if _, ok := p.values["PATH"]; !ok {
+		argv = append(argv, "PATH="+DefaultPath)
 	}
 	return append(argv, p.shell, "-c", command)
 }

@@ -50,7 +50,9 @@ func TestParseUserCrontab(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	env := []string{EnvProgram, "SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin"}
+	// Every assignment reaches the commands of the lines after it, as in
+	// cronie (MAILTO, CRON_TZ and RANDOM_DELAY included).
+	env := []string{EnvProgram, "MAILTO=ops@example.com", "SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin"}
 	withEnv := func(extra ...string) []string {
 		return append(slices.Clone(env), extra...)
 	}
@@ -72,17 +74,18 @@ func TestParseUserCrontab(t *testing.T) {
 		{14, "crontab/echo-greeting-77b5d853", "0 12 * * 7", "UTC",
 			withEnv("GREETING=  hello world  ", "/bin/bash", "-c", `echo "$GREETING"`)},
 		{21, "crontab/monthly-report-ec5bb5a1", "0 9 1 * *", "Europe/Berlin",
-			withEnv("GREETING=  hello world  ", "/bin/bash", "-c", "/usr/local/bin/monthly-report")},
-		{26, "crontab/weekly-dc8b4024", "15 3 * * 0", "America/New_York",
-			withEnv("GREETING=  hello world  ", "TZ=America/New_York", "/bin/bash", "-c", "/usr/local/bin/weekly")},
-		{29, "crontab/echo-unterminated-b22ec5a4", "@daily", "America/New_York",
-			withEnv("GREETING=  hello world  ", "TZ=America/New_York", "/bin/bash", "-c", "echo 'unterminated")},
+			withEnv("GREETING=  hello world  ", "CRON_TZ=Europe/Berlin", "/bin/bash", "-c", "/usr/local/bin/monthly-report")},
+		// TZ is the command's zone: the schedule stays in the crontab's.
+		{26, "crontab/weekly-dc8b4024", "15 3 * * 0", "UTC",
+			withEnv("GREETING=  hello world  ", "CRON_TZ=", "TZ=America/New_York", "/bin/bash", "-c", "/usr/local/bin/weekly")},
+		{29, "crontab/echo-unterminated-b22ec5a4", "@daily", "UTC",
+			withEnv("GREETING=  hello world  ", "CRON_TZ=", "TZ=America/New_York", "RANDOM_DELAY=10", "/bin/bash", "-c", "echo 'unterminated")},
 	}
 	wantSkipped := []struct {
 		line   int
 		reason string
 	}{
-		{2, "MAILTO ignored"},
+		{2, "MAILTO not reproduced"},
 		{10, "@reboot is not supported"},
 		{12, "unescaped % in the command is not supported"},
 		{15, `schedule: "0 0 30 2 *" never fires`},
@@ -92,7 +95,8 @@ func TestParseUserCrontab(t *testing.T) {
 		{19, `unknown special string "@every"`},
 		{22, `unknown time zone "Mars/Olympus"; the job lines it applies to are skipped`},
 		{23, `time zone "Mars/Olympus" set on line 22 is unknown`},
-		{27, "RANDOM_DELAY ignored"},
+		{25, "TZ is the commands' time zone, not their schedule's: it is passed to the commands of the lines after it, whose schedules stay in UTC"},
+		{27, "RANDOM_DELAY not reproduced: cron starts each job up to 10 minutes late"},
 		{28, `invalid environment variable name "2BAD"`},
 	}
 
@@ -453,8 +457,9 @@ func TestParseLines(t *testing.T) {
 	}{
 		{name: "plain", crontab: "* * * * * echo hi", wantCommand: []string{"/bin/sh", "-c", "echo hi"}, wantTZ: "UTC"},
 		{name: "options time zone", crontab: "* * * * * echo hi", opts: Options{Timezone: "Asia/Tokyo"}, wantCommand: []string{"/bin/sh", "-c", "echo hi"}, wantTZ: "Asia/Tokyo"},
-		{name: "cron tz beats tz", crontab: "TZ=Asia/Tokyo\nCRON_TZ=Europe/Paris\n* * * * * date", wantCommand: []string{EnvProgram, "TZ=Asia/Tokyo", "/bin/sh", "-c", "date"}, wantTZ: "Europe/Paris"},
-		{name: "empty cron tz resets", crontab: "CRON_TZ=Europe/Paris\nCRON_TZ=\n* * * * * date", opts: Options{Timezone: "Asia/Tokyo"}, wantCommand: []string{"/bin/sh", "-c", "date"}, wantTZ: "Asia/Tokyo"},
+		{name: "cron tz, not tz, is the schedule's", crontab: "TZ=Asia/Tokyo\nCRON_TZ=Europe/Paris\n* * * * * date", wantCommand: []string{EnvProgram, "TZ=Asia/Tokyo", "CRON_TZ=Europe/Paris", "/bin/sh", "-c", "date"}, wantTZ: "Europe/Paris",
+			wantReason: "TZ is the commands' time zone, not their schedule's"},
+		{name: "empty cron tz resets", crontab: "CRON_TZ=Europe/Paris\nCRON_TZ=\n* * * * * date", opts: Options{Timezone: "Asia/Tokyo"}, wantCommand: []string{EnvProgram, "CRON_TZ=", "/bin/sh", "-c", "date"}, wantTZ: "Asia/Tokyo"},
 		{name: "escaped percent", crontab: `* * * * * date +\%F`, wantCommand: []string{"/bin/sh", "-c", "date +%F"}},
 		{name: "other backslashes kept", crontab: `* * * * * printf 'a\tb\n'`, wantCommand: []string{"/bin/sh", "-c", `printf 'a\tb\n'`}},
 		{name: "escaped backslash then percent", crontab: `* * * * * echo \\%`, wantReason: "unescaped %"},
@@ -469,8 +474,8 @@ func TestParseLines(t *testing.T) {
 		{name: "descriptor with assignment in command", crontab: "@daily X=1 env", wantCommand: []string{"/bin/sh", "-c", "X=1 env"}},
 		{name: "lone word", crontab: "hello", wantReason: "needs 5 time fields and a command"},
 		{name: "names", crontab: "0 0 1 jan,jul sun echo", wantCommand: []string{"/bin/sh", "-c", "echo"}},
-		{name: "invalid utf-8 command", crontab: "* * * * * echo \xff", wantReason: "executor.command[2]: must be valid UTF-8"},
-		{name: "empty mailto is quiet", crontab: "MAILTO=\"\"\n@daily true", wantCommand: []string{"/bin/sh", "-c", "true"}},
+		{name: "invalid utf-8 command", crontab: "* * * * * echo \xff", wantReason: "executor.command[4]: must be valid UTF-8"},
+		{name: "empty mailto is quiet", crontab: "MAILTO=\"\"\n@daily true", wantCommand: []string{EnvProgram, "MAILTO=", "/bin/sh", "-c", "true"}},
 		{name: "run once policy", crontab: "@hourly true", opts: Options{MisfirePolicy: store.MisfireRunOnce}, wantCommand: []string{"/bin/sh", "-c", "true"}},
 	}
 	for _, tt := range tests {
@@ -495,8 +500,8 @@ func TestParseLines(t *testing.T) {
 				t.Fatalf("Jobs: got %d (skipped %+v), want 1", len(res.Jobs), res.Skipped)
 			}
 			j := res.Jobs[0].Job
-			if !slices.Equal(j.Executor.Command, tt.wantCommand) {
-				t.Errorf("Command: got %q, want %q", j.Executor.Command, tt.wantCommand)
+			if want := withCronPath(tt.wantCommand); !slices.Equal(j.Executor.Command, want) {
+				t.Errorf("Command: got %q, want %q", j.Executor.Command, want)
 			}
 			if tt.wantTZ != "" && j.Timezone != tt.wantTZ {
 				t.Errorf("Timezone: got %q, want %q", j.Timezone, tt.wantTZ)
@@ -506,6 +511,22 @@ func TestParseLines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withCronPath returns the command line cmd with cron's PATH
+// (DefaultPath) passed through EnvProgram, as Parse makes it for a
+// crontab that sets none.
+func withCronPath(cmd []string) []string {
+	if len(cmd) > 0 && cmd[0] != EnvProgram {
+		return append([]string{EnvProgram, "PATH=" + DefaultPath}, cmd...)
+	}
+	for _, a := range cmd {
+		if strings.HasPrefix(a, "PATH=") {
+			return cmd
+		}
+	}
+	i := slices.Index(cmd, "/bin/sh")
+	return slices.Insert(slices.Clone(cmd), i, "PATH="+DefaultPath)
 }
 
 func TestParseErrors(t *testing.T) {

@@ -9,9 +9,13 @@
 //   - Every job line ends up either as exactly one job in Result.Jobs or
 //     as a Problem in Result.Skipped with its line number, text and
 //     reason; so does every line that is neither a job, an assignment, a
-//     comment nor blank. Assignments that are ignored (a non-empty MAILTO,
-//     an unknown CRON_TZ, ...) are reported as Problems too. Nothing is
-//     dropped silently.
+//     comment nor blank. Assignments whose meaning to cron is not
+//     reproduced or differs from what they may seem to mean (a non-empty
+//     MAILTO, RANDOM_DELAY, TZ, LOGNAME, an unknown CRON_TZ, ...) are
+//     reported as Problems too. Nothing is dropped silently.
+//   - Environment lines mean what they mean to cronie: CRON_TZ, not TZ,
+//     is the schedules' zone, a later CRON_TZ for the lines after it;
+//     every assignment is in the environment of the commands after it.
 //   - Every converted job is normalized and passes store validation with
 //     the default limits, has a "shell" executor running the line's command
 //     with /bin/sh -c (or the crontab's SHELL), no timeout (cron has none)
@@ -38,7 +42,9 @@
 // store the jobs: the caller submits Result.Jobs through the API, and
 // decides what to do with jobs of an earlier import that are no longer in
 // the file (see Owns). Workers must be started with --allow-shell
-// to run them. Cron's default environment (PATH=/usr/bin:/bin, HOME,
-// LOGNAME) is not recreated; the worker's environment applies, plus the
-// crontab's own assignments.
+// to run them. Of cron's default environment only PATH (/usr/bin:/bin,
+// when the crontab sets none) is recreated: HOME, LOGNAME and USER come
+// from the crontab's owner's account, which the file does not name, so
+// the worker's apply, plus the crontab's own assignments (HOME among
+// them).
 package crontab

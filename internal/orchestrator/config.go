@@ -261,7 +261,7 @@ var notifyStatuses = api.NotifyEvents
 // the delivery by notify.Config.AddFlags).
 func (c *NotifyConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.URL, "notify-url", c.URL, "URL told of the runs of jobs without notify entries of their own (POST of the run document)")
-	settings.StringsVar(fs, &c.On, "notify-on", c.On, "events --notify-url is told of: failed, dead, succeeded, paused, skipped, missed (comma separated)")
+	settings.StringsVar(fs, &c.On, "notify-on", c.On, "events --notify-url is told of: failed, dead, succeeded, cancelled, paused, skipped, missed (comma separated)")
 	fs.StringSliceVar(&c.Policy.Allow, "notify-allow", c.Policy.Allow, "destinations notifications may reach although denied by default, as the worker's --http-allow")
 	fs.StringSliceVar(&c.Policy.Deny, "notify-deny", c.Policy.Deny, "destinations notifications must never reach, as the worker's --http-deny")
 	fs.StringSliceVar(&c.SecretEnv, "notify-secret-env", c.SecretEnv, "variables of this process's environment that notify headers' secret references may name (NAME,...)")
@@ -273,7 +273,7 @@ func (c *NotifyConfig) addFlags(fs *pflag.FlagSet) {
 func (c NotifyConfig) validate() error {
 	for _, s := range c.On {
 		if !slices.Contains(notifyStatuses, s) {
-			return settings.Invalid("notify-on", statusStrings(c.On), "%q is not an event: want failed, dead, succeeded, paused, skipped or missed", s)
+			return settings.Invalid("notify-on", statusStrings(c.On), "%q is not an event: want failed, dead, succeeded, cancelled, paused, skipped or missed", s)
 		}
 	}
 	if _, err := c.defaults(); err != nil {

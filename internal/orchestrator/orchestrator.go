@@ -24,6 +24,7 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
+	"github.com/jobfleet/jobfleet/internal/cursor"
 	"github.com/jobfleet/jobfleet/internal/mirror"
 	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/internal/storage"
@@ -58,8 +59,9 @@ type Orchestrator struct {
 	drainOnce sync.Once
 	drain     chan struct{} // closed by Drain
 
-	mu         sync.Mutex // guards the fields below
-	partitions int        // 0 until the cluster's count is known
+	mu         sync.Mutex    // guards the fields below
+	partitions int           // 0 until the cluster's count is known
+	cursors    *cursor.Codec // nil until the fleet's cursor key is read
 	controller *shard.Controller
 	jobs       *store.Etcd
 	dispatcher *dispatch.Dispatcher
@@ -407,15 +409,23 @@ func (o *Orchestrator) notifyLocked() {
 	o.changed = make(chan struct{})
 }
 
-// ensurePartitions reads or creates the cluster's partition count,
-// retrying while etcd is unreachable. It returns 0 if stopped first.
+// ensurePartitions reads or creates the cluster's partition count, and
+// the fleet's cursor key, retrying while etcd is unreachable. It returns
+// 0 if stopped first.
 func (o *Orchestrator) ensurePartitions(ctx context.Context) (int, error) {
 	bo := retry.New(retry.Etcd)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		p, err := shard.EnsurePartitions(rctx, o.client, o.cfg.Namespace, o.cfg.Partitions)
+		var c *cursor.Codec
+		if err == nil {
+			c, err = ensureCursorKey(rctx, o.client, o.cfg.Namespace)
+		}
 		cancel()
 		if err == nil {
+			o.mu.Lock()
+			o.cursors = c
+			o.mu.Unlock()
 			return p, nil
 		}
 		if errors.Is(err, shard.ErrPartitionMismatch) || errors.Is(err, shard.ErrInvalidConfig) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/cursor"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -37,11 +38,31 @@ type Member struct {
 	// StorageReport reads etcd's storage; nil: Storage returns
 	// ErrNoStorage.
 	StorageReport func(ctx context.Context) (api.StorageReport, error)
+	// CursorCodec signs the listings' cursors; nil: TestCursors.
+	CursorCodec *cursor.Codec
 	// Room, if set, is what StorageRoom returns; nil returns 0 (the room
 	// of etcd's default quota).
 	Room func() int64
 	// Wrote, if set, is told what NoteWritten is told.
 	Wrote func(bytes int64)
+}
+
+// TestCursors is the cursor codec of Members without one: a fixed key,
+// so that members made by a test take each other's cursors.
+var TestCursors = func() *cursor.Codec {
+	c, err := cursor.New([]byte("admintest's cursor key, for tests"))
+	if err != nil {
+		panic(err)
+	}
+	return c
+}()
+
+// Cursors returns m.CursorCodec, or TestCursors.
+func (m Member) Cursors() (*cursor.Codec, error) {
+	if m.CursorCodec == nil {
+		return TestCursors, nil
+	}
+	return m.CursorCodec, nil
 }
 
 // ErrNoStorage is what Storage returns without a StorageReport: etcd's

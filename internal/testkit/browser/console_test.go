@@ -216,6 +216,7 @@ func TestConsole(t *testing.T) {
 	// succeeds, so that a run shows two attempts with an error and an
 	// output.
 	var calls atomic.Int32
+	stopped := make(chan struct{}, 1) // the slow hook's request was cancelled
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/broken" { // every call fails
 			http.Error(w, "the printer is on fire", http.StatusInternalServerError)
@@ -227,6 +228,14 @@ func TestConsole(t *testing.T) {
 				return
 			}
 			fmt.Fprintln(w, "shard "+r.Header.Get(worker.HeaderShardIndex)+" of "+r.Header.Get(worker.HeaderShardCount)+" done")
+			return
+		}
+		if r.URL.Path == "/slow" { // runs until its worker stops it
+			select {
+			case <-r.Context().Done():
+				stopped <- struct{}{}
+			case <-time.After(time.Minute):
+			}
 			return
 		}
 		if calls.Add(1)%2 == 1 {
@@ -394,6 +403,48 @@ func TestConsole(t *testing.T) {
 		// The page reloads the runs after the action and every 10 s.
 		p.waitJS("a run that succeeded on its second attempt",
 			`[...document.querySelectorAll('tr[data-run]')].some(tr => tr.textContent.includes('succeeded') && tr.textContent.includes('2 attempts'))`, 20*time.Second)
+	})
+
+	t.Run("the run page cancels a running run, and offers viewers nothing", func(t *testing.T) {
+		p.t = t
+		trigger := func(id, executor, hookURL string) string {
+			at := time.Now().Add(24 * time.Hour)
+			j := store.Job{ID: id, RunAt: &at, Executor: store.Executor{Type: executor, URL: hookURL}}
+			if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
+				t.Fatalf("create %s: %d", id, code)
+			}
+			var tr struct {
+				RunID string `json:"run_id"`
+			}
+			if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs/"+url.PathEscape(id)+"/trigger", nil, &tr); code != http.StatusAccepted {
+				t.Fatalf("trigger %s: %d", id, code)
+			}
+			return tr.RunID
+		}
+		waiting := trigger("team/console-waits", "nobody-runs-this", "") // stays pending
+		p.signIn(viewer)
+		p.open("#/run/" + url.PathEscape(waiting))
+		p.waitJS("the run page", `document.getElementById('run-status')?.textContent === 'pending'`, 10*time.Second)
+		if n := eval[int](p, `document.querySelectorAll('#view .actions button').length`); n != 0 {
+			t.Errorf("a viewer sees %d action buttons on a pending run", n)
+		}
+		p.signIn(f.AdminToken)
+		slow := trigger("team/console-slow", "http", hook.URL+"/slow")
+		p.open("#/run/" + url.PathEscape(slow))
+		p.waitJS("the run running", `document.getElementById('run-status')?.textContent === 'running'`, 20*time.Second)
+		p.do("cancel", chromedp.WaitVisible(chromedp.ID("cancel-run")), chromedp.Click(chromedp.ID("cancel-run")),
+			chromedp.WaitVisible(chromedp.ID("confirm-cancel-run")), chromedp.Click(chromedp.ID("confirm-cancel-run")))
+		p.waitJS("the run cancelled", `document.getElementById('run-status')?.textContent === 'cancelled' && !document.getElementById('cancel-run')`, 20*time.Second)
+		select {
+		case <-stopped: // the worker was told through its heartbeat, and stopped the request
+		case <-time.After(30 * time.Second):
+			t.Fatal("the worker did not stop the cancelled attempt")
+		}
+		var r store.Run
+		if call(t, f.AdminToken, "GET", m1+"/v1/runs/"+url.PathEscape(slow), nil, &r); r.Status != "cancelled" || !strings.Contains(r.Reason, "cancelled by") {
+			t.Errorf("the run after the cancel: %+v", r)
+		}
+		p.screenshot("console-run-cancelled.png")
 	})
 
 	t.Run("the job page reloads in one loop, keeping focus, the delete question and open runs", func(t *testing.T) {
@@ -621,7 +672,7 @@ func TestConsole(t *testing.T) {
 			t.Fatalf("trigger %s: %d", sharded, code)
 		}
 		p.open("#/run/" + url.PathEscape(trig.RunID))
-		p.waitJS("the run dead with its six items", `document.getElementById('run-status')?.textContent === 'dead' && document.querySelectorAll('#items-grid .cell').length === 6 && document.querySelectorAll('#items-grid .cell[data-status=pending], #items-grid .cell[data-status=running]').length === 0`, 20*time.Second)
+		p.waitJS("the run dead with its six items", `document.getElementById('run-status')?.textContent === 'dead' && document.querySelectorAll('#items-grid .cell').length === 6 && document.querySelectorAll('#items-grid .cell[data-status=pending], #items-grid .cell[data-status=running]').length === 0 && !document.getElementById('cancel-run')`, 20*time.Second)
 		type gridState struct {
 			Statuses []string `json:"statuses"`
 			Colours  []string `json:"colours"`

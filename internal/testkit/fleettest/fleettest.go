@@ -65,6 +65,10 @@ type Options struct {
 	// WarmStandby makes every member keep standby copies of the
 	// partitions it is the heir of (with Scheduler).
 	WarmStandby bool
+	// NoDeadMemberDetector turns the members' dead member detectors off:
+	// a crashed member's partitions move only when its lease expires, for
+	// tests that need an outage of a lease's length.
+	NoDeadMemberDetector bool
 	// Logs, if set, also receives every member's logs (at every level),
 	// so a test can assert on them with a zaptest/observer core.
 	Logs zapcore.Core
@@ -204,8 +208,8 @@ func (f *Fleet) Join(id string) *Member {
 	}
 	reg := prometheus.NewRegistry()
 	var deadMembers deathwatch.Config
-	if !f.opts.Scheduler {
-		deadMembers.Interval = -1 // no address to probe: a crash is the lease's
+	if !f.opts.Scheduler || f.opts.NoDeadMemberDetector {
+		deadMembers.Interval = -1 // no address to probe, or not asked to: a crash is the lease's
 	}
 	orch, err := orchestrator.New(client, orchestrator.Config{
 		ID:             id,

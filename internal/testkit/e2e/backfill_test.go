@@ -1,0 +1,152 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	jfapi "github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
+	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+	"github.com/jobfleet/jobfleet/shard"
+	"github.com/jobfleet/jobfleet/store"
+)
+
+// TestBackfillRacingFiresRunsEachTimeOnce backfills a job that fires
+// every second over a range that holds times before the job existed,
+// times it fired, and times of an outage: the member owning its
+// partition crashes just before the request, so the times since are
+// fired by the next owner, as on-time fires, in the same takeover that
+// runs the backfill. Every time of the range ends with one run, executed
+// once; the backfill reports created exactly the runs it made, and
+// existing the others.
+func TestBackfillRacingFiresRunsEachTimeOnce(t *testing.T) {
+	// Without the dead member detector, the outage lasts the crashed
+	// owner's lease: the detector would move its partition within
+	// milliseconds, and the times since the crash would be fired before
+	// the backfill is asked.
+	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, RunLease: 3 * time.Second, Quiet: true, NoDeadMemberDetector: true})
+	for _, m := range []string{"m1", "m2", "m3"} {
+		f.Join(m)
+	}
+	f.WaitSettled(20 * time.Second)
+
+	var mu sync.Mutex
+	executed := map[string]int{} // by run ID
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		executed[r.Header.Get("Jobfleet-Run-Id")]++
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", Orchestrators: worker.StaticOrchestrators(f.URLs()...), PollWait: time.Second,
+		Concurrency: 8, ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	const id = "race/every-second"
+	var created jfapi.Job
+	job := jfapi.Job{ID: id, Schedule: "@every 1s", Executor: jfapi.Executor{Type: "http", URL: hook.URL}, Retry: jfapi.RetryPolicy{MaxAttempts: 1}}
+	if code := api(t, f.AdminToken, "POST", f.URLs()[0], "/v1/jobs", job, &created); code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+	waitFor(t, 15*time.Second, func() bool { return len(runsByTime(t, f, id)) >= 3 })
+
+	owners, _, err := f.Owners(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := owners[shard.Partition(id, f.Partitions())].Member
+	f.Crash(owner)
+	var survivor string
+	for _, m := range f.Live() {
+		survivor = f.Member(m).URL
+	}
+	// A second or so into the outage (before the lease expires): the
+	// times since the crash are neither fired nor firing.
+	time.Sleep(1200 * time.Millisecond)
+	var b jfapi.Backfill
+	req := jfapi.BackfillRequest{From: created.CreatedAt.Add(-20 * time.Second).Truncate(time.Second)}
+	if code := api(t, f.AdminToken, "POST", survivor, "/v1/jobs/"+url.PathEscape(id)+"/backfill", req, &b); code != http.StatusAccepted {
+		t.Fatalf("backfill: %d %+v", code, b)
+	}
+	if len(b.Pending) < 22 || len(b.Existing) < 3 {
+		t.Fatalf("backfill %d pending, %d existing; want at least the 21 times before the job and one of the outage pending, and the 3 it fired existing", len(b.Pending), len(b.Existing))
+	}
+	requested := b
+	waitFor(t, 60*time.Second, func() bool {
+		api(t, f.AdminToken, "GET", survivor, "/v1/jobs/"+url.PathEscape(id)+"/backfill", nil, &b)
+		return b.Status == jfapi.BackfillDone
+	})
+	// Every run of the range finishes (one attempt each).
+	var runs map[int64]jfapi.Run
+	waitFor(t, 60*time.Second, func() bool {
+		runs = runsByTime(t, f, id)
+		for _, at := range append(append([]time.Time{}, b.Created...), b.Existing...) {
+			if r, ok := runs[at.UnixMilli()]; !ok || r.Status != jfapi.RunSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+	if n := len(b.Created) + len(b.Existing); n < 24 {
+		t.Fatalf("the backfill covers %d times, want at least 24", n)
+	}
+	check := func(times []time.Time, backfilled bool) {
+		for _, at := range times {
+			r := runs[at.UnixMilli()]
+			if (r.Reason == dispatch.ReasonBackfilled) != backfilled {
+				t.Errorf("run %s: reason %q, but the backfill reports it created=%v", r.ID, r.Reason, backfilled)
+			}
+			if len(r.Attempts) != 1 {
+				t.Errorf("run %s has %d attempts, want 1", r.ID, len(r.Attempts))
+			}
+		}
+	}
+	t.Logf("backfill: %d created, %d existing; %d were pending at the request", len(b.Created), len(b.Existing), len(requested.Pending))
+	check(b.Created, true)
+	check(b.Existing, false)
+	mu.Lock()
+	defer mu.Unlock()
+	for rid, n := range executed {
+		if n != 1 {
+			t.Errorf("run %s was executed %d times, want once", rid, n)
+		}
+	}
+	for _, at := range b.Created {
+		if executed[store.RunID(id, at)] != 1 {
+			t.Errorf("backfilled run for %v was not executed", at)
+		}
+	}
+}
+
+// runsByTime returns job id's stored runs by scheduled time (Unix ms).
+func runsByTime(t *testing.T, f *fleettest.Fleet, id string) map[int64]jfapi.Run {
+	t.Helper()
+	var rl jfapi.RunList
+	for _, m := range f.Live() {
+		if code := api(t, f.AdminToken, "GET", f.Member(m).URL, "/v1/jobs/"+url.PathEscape(id)+"/runs?limit=1000", nil, &rl); code == http.StatusOK {
+			break
+		}
+	}
+	out := make(map[int64]jfapi.Run, len(rl.Runs))
+	for _, r := range rl.Runs {
+		out[r.ScheduledAt.UnixMilli()] = r
+	}
+	return out
+}

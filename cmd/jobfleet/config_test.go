@@ -756,6 +756,14 @@ func TestConfigFileValues(t *testing.T) {
 // variable the command reads; the client commands' variables and those a
 // worker gives its shell jobs are not, as are the command's own.
 func TestStrayVariables(t *testing.T) {
+	// Only the variables set here: the caller's JOBFLEET_* variables (CI
+	// sets some for the tests) would be reported too.
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "JOBFLEET_") {
+			t.Setenv(name, "") // restored after the test
+			os.Unsetenv(name)
+		}
+	}
 	for k, v := range map[string]string{"JOBFLEET_HISTROY_MAX_RUNS": "5", "JOBFLEET_CONCURRENCY": "3", "JOBFLEET_SERVER": "http://x:1", "JOBFLEET_TOKEN": "t",
 		"JOBFLEET_CONTEXT": "dev", "JOBFLEET_REQUEST_TIMEOUT": "3s", "JOBFLEET_RUN_ID": "r1", "JOBFLEET_JOB_ID": "j", "JOBFLEET_LEASE_TTL": "7s"} {
 		t.Setenv(k, v)
@@ -771,7 +779,7 @@ func TestStrayVariables(t *testing.T) {
 		}
 	}
 	want := []string{
-		"# JOBFLEET_CONCURRENCY: a setting of jobfleet worker, not of this command; ignored",
+		"# JOBFLEET_CONCURRENCY: a setting of jobfleet bench items, worker, not of this command; ignored",
 		"# JOBFLEET_HISTROY_MAX_RUNS: matches no setting of this command (the nearest: JOBFLEET_HISTORY_MAX_RUNS); ignored",
 	}
 	if !slices.Equal(comments, want) {

@@ -40,8 +40,9 @@ func strayVariables(cmd *cobra.Command, environ []string) []strayVariable {
 	walk = func(c *cobra.Command) {
 		if c != cmd && c.Runnable() {
 			c.Flags().VisitAll(func(f *pflag.Flag) {
-				if name := envName(f.Name); !slices.Contains(of[name], c.Name()) {
-					of[name] = append(of[name], c.Name())
+				path := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ") // "bench items"
+				if name := envName(f.Name); !slices.Contains(of[name], path) {
+					of[name] = append(of[name], path)
 				}
 			})
 		}

@@ -659,7 +659,7 @@ func TestJobFlagsRefuseExplicitZeros(t *testing.T) {
 		}
 		checked := 0
 		cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
-			zero := map[string]string{"int": "0", "duration": "0s"}[f.Value.Type()]
+			zero := map[string]string{"int": "0", "int64": "0", "duration": "0s"}[f.Value.Type()]
 			if zero == "" {
 				return
 			}

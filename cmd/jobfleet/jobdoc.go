@@ -102,12 +102,12 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.concurrencyPolicy, "concurrency-policy", "", "allow, forbid or replace (default allow)")
 	fs.StringVar(&f.misfirePolicy, "misfire-policy", "", "run_once, skip or run_all (default run_once)")
 	fs.BoolVar(&f.paused, "paused", false, "create the job paused")
-	fs.DurationVar(&f.jitter, "jitter", 0, "delay each scheduled fire by a pseudo-random offset below this, the same on every member (e.g. 5m)")
+	fs.DurationVar(&f.jitter, "jitter", 0, "delay each scheduled fire by a pseudo-random offset below this, the same on every member (e.g. 5m; default none; 0s is refused: leave the flag out for none)")
 	fs.StringVar(&f.notBefore, "not-before", "", "fire no scheduled time before this RFC 3339 time")
 	fs.StringVar(&f.notAfter, "not-after", "", "fire no scheduled time after this RFC 3339 time; the job then completes")
-	fs.Int64Var(&f.maxFires, "max-fires", 0, "start at most this many runs on the schedule; the job then completes (default: no limit)")
+	fs.Int64Var(&f.maxFires, "max-fires", 0, "start at most this many runs on the schedule; the job then completes (default: no limit; 0 is refused, as by the API: leave the flag out)")
 	fs.StringArrayVar(&f.exclude, "exclude", nil, "a calendar whose dates and ranges the job does not fire in (repeatable)")
-	fs.IntVar(&f.pauseAfterFailures, "pause-after-failures", 0, "pause the job after this many runs in a row ended dead (default: never)")
+	fs.IntVar(&f.pauseAfterFailures, "pause-after-failures", 0, "pause the job after this many runs in a row ended dead (default: never; 0 is refused, as by the API: leave the flag out)")
 	fs.StringVar(&f.deleteAfter, "delete-after", "", `how long a completed job is kept ("168h", "never"; default the fleet's)`)
 }
 
@@ -149,6 +149,9 @@ func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
 		{"max-attempts", int64(f.maxAttempts), "want at least 1 attempt (1: no retry)"},
 		{"backoff", int64(f.backoff), "want a wait of at least 1ms, such as 500ms or 10s"},
 		{"max-backoff", int64(f.maxBackoff), "want a wait of at least 1ms, such as 30s or 5m"},
+		{"jitter", int64(f.jitter), "want a positive delay, such as 30s or 5m"},
+		{"max-fires", f.maxFires, "want at least 1 run"},
+		{"pause-after-failures", int64(f.pauseAfterFailures), "want at least 1 run in a row"},
 	} {
 		if fl := cmd.Flags().Lookup(n.flag); fl != nil && fl.Changed && n.value <= 0 {
 			return nil, fmt.Errorf("--%s %s: %s; leave the flag out for the default", n.flag, fl.Value, n.accept)

@@ -4,7 +4,7 @@
 // documents {"error": "message"} with a fitting status code.
 //
 // Every route is listed once, as data, in the route table (routes.go) with
-// the access it needs (auth.Access); one guard in front of the routes
+// the access it needs (api.Access); one guard in front of the routes
 // authenticates the caller and enforces the table, the browser defences,
 // the request-rate ceiling, each credential's write budgets (budget.go:
 // the bytes and key versions a request may make etcd store) and long-poll
@@ -31,7 +31,6 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/console"
-	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -126,7 +125,7 @@ func Handler(m Member, cfg Config) http.Handler {
 		if rt.access.Anonymous() {
 			g.anon[rt.pattern] = true
 		}
-		if rt.access == auth.AccessStatic {
+		if rt.access == api.AccessStatic {
 			g.static[rt.pattern] = true
 		}
 	}
@@ -220,7 +219,7 @@ func (a *server) readyz(w http.ResponseWriter, r *http.Request) {
 func (a *server) members(w http.ResponseWriter, r *http.Request) {
 	v := a.m.Members()
 	if v.Members == nil {
-		v.Members = []membership.Member{}
+		v.Members = []api.Member{}
 	}
 	WriteJSON(w, http.StatusOK, v)
 }

@@ -16,14 +16,13 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
-	"github.com/jobfleet/jobfleet/membership"
 )
 
 // fakeMember is an admin.Member whose answers the test sets; its parts
 // are those of its admintest.Member.
 type fakeMember struct {
 	admintest.Member
-	view      membership.View
+	view      api.View
 	table     api.PartitionTable
 	tableErr  error
 	ready     bool
@@ -33,7 +32,7 @@ type fakeMember struct {
 	lastGrace atomic.Int64
 }
 
-func (f *fakeMember) Members() membership.View { return f.view }
+func (f *fakeMember) Members() api.View { return f.view }
 
 func (f *fakeMember) Partitions() (api.PartitionTable, error) {
 	return f.table, f.tableErr
@@ -96,7 +95,7 @@ func TestHandler(t *testing.T) {
 		},
 		{
 			name:     "members empty is a list",
-			member:   &fakeMember{view: membership.View{Revision: 7}},
+			member:   &fakeMember{view: api.View{Revision: 7}},
 			method:   "GET",
 			path:     "/v1/cluster/members",
 			wantCode: http.StatusOK,
@@ -104,7 +103,7 @@ func TestHandler(t *testing.T) {
 		},
 		{
 			name: "members",
-			member: &fakeMember{view: membership.View{Revision: 42, Members: []membership.Member{
+			member: &fakeMember{view: api.View{Revision: 42, Members: []api.Member{
 				{ID: "a", Addr: "http://127.0.0.1:8080", LeaseID: 0x1f, StartedAt: started},
 				{ID: "b", Addr: "http://127.0.0.1:8081", LeaseID: 0x20, StartedAt: started},
 			}}},

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
 )
 
 // sample returns the value of metric name's series with the given labels
@@ -62,8 +62,8 @@ func TestWriteBudgets(t *testing.T) {
 	var wrote atomic.Int64
 	e := newSecEnv(t, secOptions{wrote: func(n int64) { wrote.Add(n) },
 		limits: admin.Limits{Rate: -1, WriteBytes: 100 << 10, WriteBytesBurst: 200 << 10, WriteRevisions: 10, WriteRevisionsBurst: 20}})
-	noisy := e.cred(auth.CreateRequest{Role: auth.RoleOperator, Prefix: "noisy/"})
-	quiet := e.cred(auth.CreateRequest{Role: auth.RoleOperator, Prefix: "quiet/"})
+	noisy := e.cred(api.CreateRequest{Role: api.RoleOperator, Prefix: "noisy/"})
+	quiet := e.cred(api.CreateRequest{Role: api.RoleOperator, Prefix: "quiet/"})
 	put := request{method: "PUT", path: "/v1/jobs/noisy%2Fbig", body: bigJob("noisy/big", 60<<10)}
 
 	accepted := 0
@@ -153,8 +153,8 @@ func TestWriteBudgets(t *testing.T) {
 // never refused by a budget.
 func TestWorkerProtocolBudgets(t *testing.T) {
 	e := newSecEnv(t, secOptions{limits: admin.Limits{Rate: -1, WriteBytes: 100 << 10, WriteBytesBurst: 400 << 10}})
-	rogue := e.cred(auth.CreateRequest{Role: auth.RoleWorker, Prefix: "noisy/"})
-	other := e.cred(auth.CreateRequest{Role: auth.RoleWorker})
+	rogue := e.cred(api.CreateRequest{Role: api.RoleWorker, Prefix: "noisy/"})
+	other := e.cred(api.CreateRequest{Role: api.RoleWorker})
 	executors := make([]string, 1000)
 	for i := range executors {
 		executors[i] = fmt.Sprintf("%q", fmt.Sprintf("executor-%04d-%s", i, strings.Repeat("e", 100)))
@@ -163,7 +163,7 @@ func TestWorkerProtocolBudgets(t *testing.T) {
 		return fmt.Sprintf(`{"worker":"w","executors":[%s],"concurrency":8,"active":%d}`, strings.Join(executors, ","), active)
 	}
 	register := func(tok string, active int) int {
-		code, _, _ := e.send(request{method: "POST", path: dispatch.PathRegister, body: body(active)}, tok)
+		code, _, _ := e.send(request{method: "POST", path: api.PathRegister, body: body(active)}, tok)
 		return code
 	}
 	accepted := 0
@@ -182,7 +182,7 @@ func TestWorkerProtocolBudgets(t *testing.T) {
 	if code := register(other.Secret, 0); code != http.StatusOK {
 		t.Errorf("another worker credential's registration: %d, want 200", code)
 	}
-	hb := request{method: "POST", path: dispatch.PathHeartbeat, body: `{"worker":"w","run_id":"a@2026-05-01T00:00:00.000Z","attempt":1}`}
+	hb := request{method: "POST", path: api.PathHeartbeat, body: `{"worker":"w","run_id":"a@2026-05-01T00:00:00.000Z","attempt":1}`}
 	for range 5 {
 		if code, _, body := e.send(hb, rogue.Secret); code != http.StatusOK {
 			t.Fatalf("heartbeat over the budget: %d %s, want 200", code, body)
@@ -201,8 +201,8 @@ func TestWorkerProtocolBudgets(t *testing.T) {
 func TestLargeRunWritesCharged(t *testing.T) {
 	e := newSecEnv(t, secOptions{limits: admin.Limits{Rate: -1, WriteBytes: 100 << 10, WriteBytesBurst: 400 << 10}})
 	e.proto.written = 100 << 10
-	w := e.cred(auth.CreateRequest{Role: auth.RoleWorker})
-	done := request{method: "POST", path: dispatch.PathComplete, body: `{"worker":"w","run_id":"a@2026-05-01T00:00:00.000Z","attempt":1,"item":3,"success":true}`}
+	w := e.cred(api.CreateRequest{Role: api.RoleWorker})
+	done := request{method: "POST", path: api.PathComplete, body: `{"worker":"w","run_id":"a@2026-05-01T00:00:00.000Z","attempt":1,"item":3,"success":true}`}
 	accepted := 0
 	for range 10 {
 		if code, _, _ := e.send(done, w.Secret); code != http.StatusOK {
@@ -243,7 +243,7 @@ func TestWriteBudgetFollowsTheRoom(t *testing.T) {
 	var room atomic.Int64
 	room.Store(4 << 20) // WriteBytesFor: 256 KiB/s, bursts of 1 MiB
 	e := newSecEnv(t, secOptions{limits: admin.Limits{Rate: -1}, room: room.Load})
-	op := e.cred(auth.CreateRequest{Role: auth.RoleOperator})
+	op := e.cred(api.CreateRequest{Role: api.RoleOperator})
 	put := request{method: "PUT", path: "/v1/jobs/j", body: bigJob("j", 240<<10)}
 	for i := range 4 {
 		if code, _, body := e.send(put, op.Secret); code >= 300 {

@@ -183,7 +183,7 @@ func TestTriggerWithPayload(t *testing.T) {
 	e.doJSON("POST", "/v1/jobs", httpJob("p", `"schedule": "@hourly", "payload": {"day": "today"}`), http.StatusCreated, nil)
 	var tr api.Triggered
 	e.doJSON("POST", jobPath("p", "trigger"), `{"payload": {"day": "2026-05-31"}}`, http.StatusAccepted, &tr)
-	at, err := time.Parse(store.TimeFormat, tr.RunID[strings.LastIndex(tr.RunID, "@")+1:])
+	at, err := time.Parse(api.TimeFormat, tr.RunID[strings.LastIndex(tr.RunID, "@")+1:])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestListWithState(t *testing.T) {
 	e.doJSON("POST", "/v1/jobs", httpJob("b", `"schedule": "@hourly", "paused": true`), http.StatusCreated, nil)
 	e.doJSON("POST", "/v1/jobs", httpJob("c", `"schedule": "@hourly", "max_fires": 1`), http.StatusCreated, nil)
 	// c's owner recorded that it completed.
-	st, _ := json.Marshal(store.JobState{Last: time.Now(), ScheduledRuns: 1, FinishedAt: time.Now()})
+	st, _ := json.Marshal(api.JobState{Last: time.Now(), ScheduledRuns: 1, FinishedAt: time.Now()})
 	if _, err := e.client.Put(context.Background(), e.store.Keys().State(e.store.Partition("c"), "c"), string(st)); err != nil {
 		t.Fatal(err)
 	}

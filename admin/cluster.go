@@ -59,7 +59,7 @@ func (a *server) clusterFailed(w http.ResponseWriter, what string, err error) {
 
 func (a *server) placement(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("job")
-	if err := store.ValidateID(id); err != nil {
+	if err := api.ValidateID(id); err != nil {
 		WriteError(w, http.StatusBadRequest, "query parameter job: "+err.Error())
 		return
 	}

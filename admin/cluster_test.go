@@ -19,7 +19,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/console"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
@@ -183,7 +182,7 @@ func TestPartitionStream(t *testing.T) {
 // every stream slot of a member; another still gets one.
 func TestPartitionStreamsAreCappedPerCredential(t *testing.T) {
 	const greedy, other = "greedy-viewer-token", "other-viewer-token"
-	a := staticAuth{greedy: {ID: "greedy", Role: auth.RoleViewer}, other: {ID: "other", Role: auth.RoleViewer}}
+	a := staticAuth{greedy: {ID: "greedy", Role: api.RoleViewer}, other: {ID: "other", Role: api.RoleViewer}}
 	srv := httptest.NewServer(admin.Handler(&fakeMember{Member: admintest.Member{Auth: a, Cluster: newFakeCluster(2)}}, admin.Config{Gatherer: prometheus.NewRegistry(), Clock: clockwork.NewFakeClock(),
 		Limits: admin.Limits{Rate: -1, MaxStreams: 4, MaxStreamsPerCredential: 2}}))
 	t.Cleanup(srv.Close)
@@ -293,7 +292,7 @@ func TestPlacementValidatesTheID(t *testing.T) {
 }
 
 func TestWhoami(t *testing.T) {
-	auths := staticAuth{"v": {ID: "team-viewer", Role: auth.RoleViewer, Prefix: "team/"}}
+	auths := staticAuth{"v": {ID: "team-viewer", Role: api.RoleViewer, Prefix: "team/"}}
 	srv := httptest.NewServer(admin.Handler(&fakeMember{Member: admintest.Member{Auth: auths}}, admin.Config{Gatherer: prometheus.NewRegistry()}))
 	defer srv.Close()
 	req, _ := http.NewRequest("GET", srv.URL+"/v1/whoami", nil)
@@ -317,8 +316,8 @@ func TestListPrefixStaysInTheCredentialsScope(t *testing.T) {
 	for _, id := range []string{"team/a1", "team/a2", "team/b1", "other/a1"} {
 		e.ensureJob(id)
 	}
-	scoped := e.cred(auth.CreateRequest{Role: auth.RoleViewer, Prefix: "team/"})
-	all := e.cred(auth.CreateRequest{Role: auth.RoleViewer})
+	scoped := e.cred(api.CreateRequest{Role: api.RoleViewer, Prefix: "team/"})
+	all := e.cred(api.CreateRequest{Role: api.RoleViewer})
 	for _, tt := range []struct {
 		token, prefix string
 		code          int
@@ -474,7 +473,7 @@ func TestPartitionStreamOutlivesTheWriteTimeout(t *testing.T) {
 // any page of another site are refused.
 func TestConsoleOpensFromALinkButTheAPIDoesNot(t *testing.T) {
 	e := newSecEnv(t, secOptions{})
-	tok := e.cred(auth.CreateRequest{Role: auth.RoleViewer}).Secret
+	tok := e.cred(api.CreateRequest{Role: api.RoleViewer}).Secret
 	cross := map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
 	if code, _, _ := e.send(request{method: "GET", path: "/ui/", header: cross}, ""); code != http.StatusOK {
 		t.Errorf("a cross-site navigation to /ui/: %d, want 200", code)

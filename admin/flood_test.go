@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 )
 
@@ -37,7 +38,7 @@ func TestOneAddressFlood(t *testing.T) {
 		active = 5 * time.Second
 	)
 	e := newRevocationEnv(t)
-	viewer := e.cred(t, auth.CreateRequest{Role: auth.RoleViewer})
+	viewer := e.cred(t, api.CreateRequest{Role: api.RoleViewer})
 	addr := e.url[len("http://"):]
 
 	dial := func(from string) (net.Conn, error) {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/dustin/go-humanize"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -226,7 +228,7 @@ func (g *guard) anonymous(pattern string) bool { return g.anon[pattern] }
 // error of the refusal.
 func (g *guard) authenticate(r *http.Request) (auth.Principal, int, error) {
 	if g.cfg.Insecure {
-		return auth.Principal{ID: auth.AnonymousID, Role: auth.RoleAdmin}, 0, nil
+		return auth.Principal{ID: auth.AnonymousID, Role: api.RoleAdmin}, 0, nil
 	}
 	if g.authn == nil {
 		return auth.Principal{}, http.StatusServiceUnavailable, errors.New("this member has no credential store; it serves only /healthz and /readyz")
@@ -294,7 +296,7 @@ func (g *guard) route(rt route) http.Handler {
 				return
 			}
 			defer release()
-		} else if rt.access != auth.AccessWork {
+		} else if rt.access != api.AccessWork {
 			if wait, ok := g.limiter.allow(p.ID); !ok {
 				g.tooMany(w, reasonRate, wait, fmt.Sprintf("rate limit of credential %q exceeded (%g requests/s, burst %d); retry in %v", p.ID, g.cfg.Limits.Rate, g.cfg.Limits.Burst, wait.Round(1e6)))
 				return

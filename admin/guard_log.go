@@ -8,11 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-
-	"github.com/jobfleet/jobfleet/dispatch"
 )
 
 // finish counts the request and writes its audit line.
@@ -27,7 +27,7 @@ func (g *guard) finish(w *statusWriter, r *http.Request, route string, info *req
 	}
 	lvl := zapcore.InfoLevel
 	refused := code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusTooManyRequests ||
-		code == http.StatusConflict && (route == "POST "+dispatch.PathRegister || route == "POST "+dispatch.PathDeregister) // a worker ID held by another credential
+		code == http.StatusConflict && (route == "POST "+api.PathRegister || route == "POST "+api.PathDeregister) // a worker ID held by another credential
 	if strings.HasPrefix(route, "POST /v1/worker/") && !refused {
 		// The fleet's own steady traffic, redirects (421) and stale
 		// reports (409) included: the dispatcher logs each attempt

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/auth"
 )
 
@@ -26,7 +28,7 @@ func (staticAuth) WaitRevision(context.Context, int64) error { return nil }
 // adminToken is testAuth's admin.
 const adminToken = "test-admin-token"
 
-var testAuth = staticAuth{adminToken: {ID: "test-admin", Role: auth.RoleAdmin}}
+var testAuth = staticAuth{adminToken: {ID: "test-admin", Role: api.RoleAdmin}}
 
 // asAdmin makes r carry adminToken (r must be usable by a client: for
 // httptest.NewRequest, clear RequestURI before sending it).

@@ -18,25 +18,25 @@ import (
 )
 
 // JobStore is what the job endpoints need; *store.Etcd implements it.
-// Errors are those of store.Etcd: a *store.FieldError (matching
-// store.ErrInvalidJob) for invalid input, and store.ErrNotFound,
+// Errors are those of store.Etcd: a *api.FieldError (matching
+// api.ErrInvalidJob) for invalid input, and store.ErrNotFound,
 // ErrExists, ErrConflict, ErrTooLarge, ErrNoSpace, ErrHighWater or
 // ErrUnavailable.
 type JobStore interface {
-	Create(ctx context.Context, j store.Job) (store.Job, error)
-	Put(ctx context.Context, j store.Job) (stored store.Job, created bool, err error)
+	Create(ctx context.Context, j api.Job) (api.Job, error)
+	Put(ctx context.Context, j api.Job) (stored api.Job, created bool, err error)
 	WriteBatch(ctx context.Context, items []store.BatchItem, mode store.BatchMode) ([]store.BatchResult, error)
-	Get(ctx context.Context, id string) (store.Job, error)
-	ListPrefix(ctx context.Context, prefix, cursor string, limit int) ([]store.Job, string, error)
-	ListPrefixWhere(ctx context.Context, prefix, cursor string, limit, scan int, keep func(store.Job) bool) ([]store.Job, string, error)
+	Get(ctx context.Context, id string) (api.Job, error)
+	ListPrefix(ctx context.Context, prefix, cursor string, limit int) ([]api.Job, string, error)
+	ListPrefixWhere(ctx context.Context, prefix, cursor string, limit, scan int, keep func(api.Job) bool) ([]api.Job, string, error)
 	Delete(ctx context.Context, id string) error
-	SetPaused(ctx context.Context, id string, paused bool) (store.Job, error)
+	SetPaused(ctx context.Context, id string, paused bool) (api.Job, error)
 	Trigger(ctx context.Context, id string) (runID string, err error)
-	Runs(ctx context.Context, id string, limit int) ([]store.Run, error)
-	GetRun(ctx context.Context, runID string) (store.Run, error)
-	ListFailing(ctx context.Context, q store.FailingQuery) ([]store.FailingRun, string, error)
+	Runs(ctx context.Context, id string, limit int) ([]api.Run, error)
+	GetRun(ctx context.Context, runID string) (api.Run, error)
+	ListFailing(ctx context.Context, q store.FailingQuery) ([]api.FailingRun, string, error)
 	RequestCancel(ctx context.Context, runID, by string) (int64, error)
-	AwaitCancel(ctx context.Context, runID string) (store.Run, bool, error)
+	AwaitCancel(ctx context.Context, runID string) (api.Run, bool, error)
 	GetBackfill(ctx context.Context, id string) (store.Backfill, int64, error)
 	PutBackfill(ctx context.Context, id string, b store.Backfill, prev int64) (int64, error)
 	DeleteBackfill(ctx context.Context, id string) error
@@ -47,7 +47,7 @@ type JobStore interface {
 const (
 	// maxJobBodyBytes caps a job document in a request body; larger bodies
 	// are refused with 413 before they are decoded.
-	maxJobBodyBytes = store.DefaultMaxDocumentBytes
+	maxJobBodyBytes = api.DefaultMaxDocumentBytes
 	// defaultListLimit is the page size of GET /v1/jobs and of runs
 	// without ?limit.
 	defaultListLimit = 100
@@ -76,7 +76,7 @@ type jobsAPI struct {
 	triggers *triggerLimiter
 	// whyPending returns what fills in the reasons of waiting runs
 	// (workerAPI.whyPending), nil without a worker registry.
-	whyPending func(readerPrefix string) func(runs []store.Run, job func() (executor, selector string, ok bool))
+	whyPending func(readerPrefix string) func(runs []api.Run, job func() (executor, selector string, ok bool))
 	now        func() time.Time // the clock of next fire times
 	cancelWait time.Duration    // Config.CancelWait
 	cursors    listCursors      // of GET /v1/jobs and /v1/runs
@@ -101,10 +101,10 @@ func (a *jobsAPI) store(w http.ResponseWriter, r *http.Request) (s JobStore, ctx
 var errBodyRead = errors.New("reading the request body failed")
 
 // decode reads the request's job document, capped at maxJobBodyBytes.
-func decode(w http.ResponseWriter, r *http.Request) (store.Job, error) {
+func decode(w http.ResponseWriter, r *http.Request) (api.Job, error) {
 	body, err := readBody(w, r, maxJobBodyBytes)
 	if err != nil {
-		return store.Job{}, err
+		return api.Job{}, err
 	}
 	return api.DecodeJob(bytes.NewReader(body), maxJobBodyBytes)
 }
@@ -114,8 +114,8 @@ func decode(w http.ResponseWriter, r *http.Request) (store.Job, error) {
 // for an oversized key would otherwise be the reply).
 func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
-	if len(id) > store.MaxIDBytes {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("id: %d bytes long; no job ID is longer than %d", len(id), store.MaxIDBytes))
+	if len(id) > api.MaxIDBytes {
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("id: %d bytes long; no job ID is longer than %d", len(id), api.MaxIDBytes))
 		return "", false
 	}
 	return id, true
@@ -141,7 +141,7 @@ func (a *jobsAPI) create(w http.ResponseWriter, r *http.Request) {
 	}
 	setJobID(r.Context(), j.ID)
 	p, _ := auth.FromContext(r.Context())
-	if err := auth.Authorize(p, auth.AccessWrite, j.ID, true); err != nil {
+	if err := auth.Authorize(p, api.AccessWrite, j.ID, true); err != nil {
 		WriteError(w, http.StatusForbidden, err.Error())
 		return
 	}
@@ -173,7 +173,7 @@ func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
 		j.ID = id
 	case id:
 	default:
-		a.fail(w, r, id, &store.FieldError{Field: "id", Msg: fmt.Sprintf("%s differs from the ID in the path, %s; leave it out or make them equal", quoteClip(j.ID), quoteClip(id))})
+		a.fail(w, r, id, &api.FieldError{Field: "id", Msg: fmt.Sprintf("%s differs from the ID in the path, %s; leave it out or make them equal", quoteClip(j.ID), quoteClip(id))})
 		return
 	}
 	stored, created, err := s.Put(ctx, j)
@@ -194,8 +194,8 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if q := r.URL.Query().Get("prefix"); len(q) > store.MaxIDBytes {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("prefix: %d bytes long; no job ID is longer than %d", len(q), store.MaxIDBytes))
+	if q := r.URL.Query().Get("prefix"); len(q) > api.MaxIDBytes {
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("prefix: %d bytes long; no job ID is longer than %d", len(q), api.MaxIDBytes))
 		return
 	}
 	paused, filtered, err := pausedParam(r)
@@ -216,7 +216,7 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 	p, _ := auth.FromContext(r.Context())
 	prefix, ok := listPrefix(p.Prefix, r.URL.Query().Get("prefix"))
 	if !ok {
-		a.reply(w, r, http.StatusOK, api.JobList{Jobs: []store.Job{}})
+		a.reply(w, r, http.StatusOK, api.JobList{Jobs: []api.Job{}})
 		return
 	}
 	after, seal, ok := a.cursors.open(w, r, jobsListing(prefix, r.URL.Query().Get("paused"), filtered))
@@ -224,12 +224,12 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var (
-		jobs []store.Job
+		jobs []api.Job
 		next string
 	)
 	switch dl, isDL := s.(docLister); {
 	case filtered:
-		jobs, next, err = s.ListPrefixWhere(ctx, prefix, after, limit, filterScan, func(j store.Job) bool { return j.Paused == paused })
+		jobs, next, err = s.ListPrefixWhere(ctx, prefix, after, limit, filterScan, func(j api.Job) bool { return j.Paused == paused })
 	case isDL && !withState:
 		a.listDocs(ctx, w, r, dl, prefix, after, seal, limit)
 		return
@@ -241,7 +241,7 @@ func (a *jobsAPI) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if jobs == nil {
-		jobs = []store.Job{}
+		jobs = []api.Job{}
 	}
 	if withState {
 		if err := a.attachStates(ctx, s, jobs); err != nil {
@@ -312,7 +312,7 @@ func (a *jobsAPI) byID(code int, call func(ctx context.Context, s JobStore, id s
 			a.fail(w, r, id, err)
 			return
 		}
-		if j, ok := doc.(store.Job); ok {
+		if j, ok := doc.(api.Job); ok {
 			doc = jobFor(r, j)
 		}
 		if doc == nil {
@@ -342,12 +342,12 @@ var _ JobStore = (*store.Etcd)(nil)
 
 // jobFor returns job j as the request's caller may see it: every job
 // document of a reply passes through here. Callers who may not change
-// jobs (viewers) get store.Job.Redacted: the literal values of the http
+// jobs (viewers) get api.Job.Redacted: the literal values of the http
 // executor's headers (often credentials of the target) replaced by
-// store.RedactedValue; header names and secret references stay.
-func jobFor(r *http.Request, j store.Job) store.Job {
+// api.RedactedValue; header names and secret references stay.
+func jobFor(r *http.Request, j api.Job) api.Job {
 	p, _ := auth.FromContext(r.Context())
-	if p.Role.Allows(auth.AccessWrite) {
+	if p.Role.Allows(api.AccessWrite) {
 		return j
 	}
 	return j.Redacted()

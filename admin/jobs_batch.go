@@ -14,10 +14,10 @@ import (
 )
 
 // maxBatchBodyBytes caps the body of POST /v1/jobs:batch. The stored
-// documents of a batch are bounded by store.MaxBatchBytes; a body may be
+// documents of a batch are bounded by api.MaxBatchBytes; a body may be
 // larger than what it stores (white space, escapes), so the cap leaves
 // room for that.
-const maxBatchBodyBytes = 4 * store.MaxBatchBytes
+const maxBatchBodyBytes = 4 * api.MaxBatchBytes
 
 // batch serves POST /v1/jobs:batch: decode every item, check each one's
 // ID against the credential's prefix (one outside refuses the whole batch
@@ -65,7 +65,7 @@ func (a *jobsAPI) batch(w http.ResponseWriter, r *http.Request) {
 	// A scoped credential writes within its prefix or not at all.
 	p, _ := auth.FromContext(r.Context())
 	for i, id := range ids {
-		if err := auth.Authorize(p, auth.AccessWrite, id, true); err != nil {
+		if err := auth.Authorize(p, api.AccessWrite, id, true); err != nil {
 			WriteError(w, http.StatusForbidden, fmt.Sprintf("item %d (id %s): %v; nothing was written", i, quoteClip(id), err))
 			return
 		}

@@ -21,7 +21,7 @@ import (
 const billingToken = "test-billing-operator"
 
 func init() {
-	testAuth[billingToken] = auth.Principal{ID: "billing-operator", Role: auth.RoleOperator, Prefix: "billing/"}
+	testAuth[billingToken] = auth.Principal{ID: "billing-operator", Role: api.RoleOperator, Prefix: "billing/"}
 }
 
 // batchBody returns the body of a batch of docs.
@@ -62,10 +62,10 @@ func statuses(r api.BatchReply) []int {
 func TestJobsBatch(t *testing.T) {
 	e := newJobsEnv(t)
 	e.doJSON("POST", "/v1/jobs", httpJob("existing", `"schedule": "@hourly"`), http.StatusCreated, nil)
-	var existing store.Job
+	var existing api.Job
 	e.doJSON("GET", jobPath("existing"), "", http.StatusOK, &existing)
 
-	many := make([]string, store.MaxBatchJobs+1)
+	many := make([]string, api.MaxBatchJobs+1)
 	for i := range many {
 		many[i] = httpJob(fmt.Sprintf("many-%d", i), "")
 	}
@@ -164,7 +164,7 @@ func TestJobsBatch(t *testing.T) {
 				}
 			}
 			for _, id := range tc.written {
-				var j store.Job
+				var j api.Job
 				e.doJSON("GET", jobPath(id), "", http.StatusOK, &j)
 				if j.ID != id || j.Partition != e.store.Partition(id) {
 					t.Errorf("stored %+v, want job %q in partition %d", j, id, e.store.Partition(id))
@@ -174,7 +174,7 @@ func TestJobsBatch(t *testing.T) {
 	}
 
 	t.Run("apply keeps the creation time", func(t *testing.T) {
-		var j store.Job
+		var j api.Job
 		e.doJSON("GET", jobPath("existing"), "", http.StatusOK, &j)
 		if !j.CreatedAt.Equal(existing.CreatedAt) || j.Schedule != "@daily" {
 			t.Errorf("got created_at %v schedule %q, want %v and @daily", j.CreatedAt, j.Schedule, existing.CreatedAt)
@@ -187,7 +187,7 @@ func TestJobsBatch(t *testing.T) {
 func TestJobsBatchHighWater(t *testing.T) {
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
-	s := store.NewEtcd(client, ns, testPartitions, store.DefaultLimits(), nil).WithGuard(func() error { return store.ErrHighWater })
+	s := store.NewEtcd(client, ns, testPartitions, api.DefaultLimits(), nil).WithGuard(func() error { return store.ErrHighWater })
 	e := newEnvWith(t, client, ns, s, s)
 	code, data := e.do("POST", "/v1/jobs:batch", []byte(batchBody("create", httpJob("a", ""))))
 	if code != http.StatusInsufficientStorage {
@@ -245,7 +245,7 @@ func TestJobsListPrefix(t *testing.T) {
 			t.Errorf("list %s as %s: got %q, want %q", tc.query, tc.token, got, tc.want)
 		}
 	}
-	code, data := e.do("GET", "/v1/jobs?prefix="+strings.Repeat("x", store.MaxIDBytes+1), nil)
+	code, data := e.do("GET", "/v1/jobs?prefix="+strings.Repeat("x", api.MaxIDBytes+1), nil)
 	if msg := errorMessage(t, data); code != http.StatusBadRequest || !strings.HasPrefix(msg, "prefix:") {
 		t.Errorf("a prefix longer than any ID: got %d %q", code, msg)
 	}

@@ -37,8 +37,8 @@ func (a *jobsAPI) fail(w http.ResponseWriter, r *http.Request, id string, err er
 // status maps an error of a job request onto its HTTP status code and the
 // message of the {"error": ...} reply:
 //
-//	body over the limit (http.MaxBytesError), store.ErrTooLarge  413
-//	*store.FieldError, store.ErrInvalidJob                        400 "field: message"
+//	body over the limit (http.MaxBytesError), api.ErrTooLarge  413
+//	*api.FieldError, api.ErrInvalidJob                        400 "field: message"
 //	*api.DecodeError (a body that is not one strict JSON document) 400 "path: message"
 //	a body the client did not send to its end                     400
 //	store.ErrNotFound                                             404
@@ -53,21 +53,21 @@ func (a *jobsAPI) fail(w http.ResponseWriter, r *http.Request, id string, err er
 // returns, naming the database size, the mark and the quota.
 func status(err error) (code int, msg string) {
 	var maxErr *http.MaxBytesError
-	var fieldErr *store.FieldError
+	var fieldErr *api.FieldError
 	switch {
 	case errors.As(err, &maxErr):
 		return http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)
-	case errors.Is(err, store.ErrTooLarge): // before ErrInvalidJob, which it matches
+	case errors.Is(err, api.ErrTooLarge): // before ErrInvalidJob, which it matches
 		return http.StatusRequestEntityTooLarge, err.Error()
 	case errors.As(err, &fieldErr):
 		return http.StatusBadRequest, fieldErr.Error()
-	case errors.Is(err, store.ErrInvalidJob), errors.Is(err, api.ErrInvalidDocument):
+	case errors.Is(err, api.ErrInvalidJob), errors.Is(err, api.ErrInvalidDocument):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, errBodyRead):
 		return http.StatusBadRequest, "the request body was not received to its end"
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, err.Error()
-	case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrStaleRevision):
+	case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrConflict), errors.Is(err, api.ErrStaleRevision):
 		return http.StatusConflict, err.Error()
 	case errors.Is(err, store.ErrNoSpace):
 		return http.StatusInsufficientStorage, store.ErrNoSpace.Error() + "; writes resume once an operator frees space"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobfleet/jobfleet/store"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // TestJobsListPausedFilter: GET /v1/jobs?paused= lists, page by page with
@@ -51,8 +51,8 @@ func TestJobsListPausedFilter(t *testing.T) {
 					t.Fatalf("%s limit %d: the listing does not end", tt.query, limit)
 				}
 				var page struct {
-					Jobs       []store.Job `json:"jobs"`
-					NextCursor string      `json:"next_cursor"`
+					Jobs       []api.Job `json:"jobs"`
+					NextCursor string    `json:"next_cursor"`
 				}
 				e.doJSON("GET", fmt.Sprintf("/v1/jobs?%s&limit=%d&cursor=%s", tt.query, limit, url.QueryEscape(cursor)), "", http.StatusOK, &page)
 				if len(page.Jobs) > limit {
@@ -83,7 +83,7 @@ func TestJobsListPausedFilter(t *testing.T) {
 		if pages > 40 {
 			t.Fatal("the scanned listing does not end")
 		}
-		jobs, next, err := e.store.ListPrefixWhere(context.Background(), "", cursor, 10, 4, func(j store.Job) bool { return j.Paused })
+		jobs, next, err := e.store.ListPrefixWhere(context.Background(), "", cursor, 10, 4, func(j api.Job) bool { return j.Paused })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/schedule"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // defaultNextCount is how many times GET /v1/jobs/{id}/next and POST
@@ -20,15 +19,15 @@ const defaultNextCount = 10
 const maxPreviewBodyBytes = 16 << 10
 
 // countParam returns ?count: defaultNextCount if absent, an error naming
-// it unless 1 to store.MaxNextFires.
+// it unless 1 to api.MaxNextFires.
 func countParam(r *http.Request) (int, error) {
 	s := r.URL.Query().Get("count")
 	if s == "" {
 		return defaultNextCount, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > store.MaxNextFires {
-		return 0, fmt.Errorf("count: %q: want a number from 1 to %d", clip(s), store.MaxNextFires)
+	if err != nil || n < 1 || n > api.MaxNextFires {
+		return 0, fmt.Errorf("count: %q: want a number from 1 to %d", clip(s), api.MaxNextFires)
 	}
 	return n, nil
 }
@@ -90,9 +89,9 @@ func (a *jobsAPI) preview(w http.ResponseWriter, r *http.Request) {
 		req.Count = defaultNextCount
 	}
 	if req.Timezone == "" {
-		req.Timezone = store.DefaultTimezone
+		req.Timezone = api.DefaultTimezone
 	}
-	fires, err := store.PreviewFires(req.Schedule, req.Timezone, req.RunAt, a.now(), req.Count)
+	fires, err := api.PreviewFires(req.Schedule, req.Timezone, req.RunAt, a.now(), req.Count)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
@@ -132,7 +131,7 @@ func nextFires(zone string, fires []time.Time) (api.NextFires, error) {
 	}
 	doc := api.NextFires{Timezone: zone, Fires: make([]api.Fire, len(fires))}
 	if doc.Timezone == "" {
-		doc.Timezone = store.DefaultTimezone
+		doc.Timezone = api.DefaultTimezone
 	}
 	for i, t := range fires {
 		doc.Fires[i] = api.Fire{Local: t.In(loc).Format(time.RFC3339Nano), UTC: t.UTC().Format(time.RFC3339Nano)}

@@ -24,7 +24,7 @@ func newClockedEnv(t *testing.T, now time.Time) *jobsEnv {
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
 	clock := func() time.Time { return now }
-	s := store.NewEtcd(client, ns, testPartitions, store.DefaultLimits(), clock)
+	s := store.NewEtcd(client, ns, testPartitions, api.DefaultLimits(), clock)
 	h := admin.Handler(admintest.Member{Jobs: s, Auth: testAuth}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zaptest.NewLogger(t),

@@ -41,7 +41,7 @@ func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {
 			a.fail(w, r, id, err)
 			return
 		}
-		runs = []store.Run{}
+		runs = []api.Run{}
 	}
 	a.explainPending(ctx, s, id, runs)
 	a.reply(w, r, http.StatusOK, api.RunList{Runs: runs})
@@ -66,7 +66,7 @@ func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "", err)
 		return
 	}
-	runs := []store.Run{run}
+	runs := []api.Run{run}
 	a.explainPending(ctx, s, run.JobID, runs)
 	a.reply(w, r, http.StatusOK, runs[0])
 }
@@ -87,7 +87,7 @@ func runIDFlaw(runID string) string {
 // live worker can take. It reads the job (for its executor type and
 // placement selector) only if some run waits; a job that cannot be read
 // leaves the runs as they are.
-func (a *jobsAPI) explainPending(ctx context.Context, s JobStore, id string, runs []store.Run) {
+func (a *jobsAPI) explainPending(ctx context.Context, s JobStore, id string, runs []api.Run) {
 	if a.whyPending == nil {
 		return
 	}

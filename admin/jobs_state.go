@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // stateReader is a JobStore that reads the scheduling states of listed
 // jobs (*store.Etcd does).
 type stateReader interface {
-	States(ctx context.Context, jobs []store.Job) ([]*store.JobState, error)
+	States(ctx context.Context, jobs []api.Job) ([]*api.JobState, error)
 }
 
 var _ stateReader = (*store.Etcd)(nil)
@@ -30,7 +32,7 @@ func stateParam(r *http.Request) (bool, error) {
 }
 
 // attachStates sets each listed job's state and status (api.Job.ApplyState).
-func (a *jobsAPI) attachStates(ctx context.Context, s JobStore, jobs []store.Job) error {
+func (a *jobsAPI) attachStates(ctx context.Context, s JobStore, jobs []api.Job) error {
 	sr, ok := s.(stateReader)
 	if !ok {
 		return nil

@@ -54,7 +54,7 @@ func newJobsEnv(t *testing.T) *jobsEnv {
 	t.Helper()
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
-	s := store.NewEtcd(client, ns, testPartitions, store.DefaultLimits(), nil)
+	s := store.NewEtcd(client, ns, testPartitions, api.DefaultLimits(), nil)
 	return newEnvWith(t, client, ns, s, s)
 }
 
@@ -166,7 +166,7 @@ func quote(s string) string {
 func TestJobsRejectBadInput(t *testing.T) {
 	e := newJobsEnv(t)
 	e.doJSON("POST", "/v1/jobs", httpJob("existing", ""), http.StatusCreated, nil)
-	var existing store.Job
+	var existing api.Job
 	e.doJSON("GET", jobPath("existing"), "", http.StatusOK, &existing)
 
 	big := strings.Repeat("x", 300<<10)
@@ -301,12 +301,12 @@ func TestJobsRejectBadInput(t *testing.T) {
 			if after := e.keys(); after != before {
 				t.Errorf("got %d keys after the rejected request, want %d", after, before)
 			}
-			var list struct{ Jobs []store.Job }
+			var list struct{ Jobs []api.Job }
 			e.doJSON("GET", "/v1/jobs", "", http.StatusOK, &list)
 			if len(list.Jobs) != 1 || list.Jobs[0].ID != "existing" {
 				t.Errorf("got jobs %v after the rejected request, want only \"existing\"", jobIDs(list.Jobs))
 			}
-			var got store.Job
+			var got api.Job
 			e.doJSON("GET", jobPath("existing"), "", http.StatusOK, &got)
 			if got.Revision != existing.Revision || got.Paused {
 				t.Errorf("job \"existing\" changed: got revision %d paused %v, want revision %d not paused", got.Revision, got.Paused, existing.Revision)
@@ -324,7 +324,7 @@ func manyHeaders(n int) string {
 	return strings.Join(parts, ", ")
 }
 
-func jobIDs(jobs []store.Job) []string {
+func jobIDs(jobs []api.Job) []string {
 	ids := make([]string, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.ID
@@ -334,7 +334,7 @@ func jobIDs(jobs []store.Job) []string {
 
 func TestJobsCreateGetReplaceDelete(t *testing.T) {
 	e := newJobsEnv(t)
-	var created store.Job
+	var created api.Job
 	e.doJSON("POST", "/v1/jobs", `{
 		"id": "nightly-report",
 		"schedule": "0 2 * * *",
@@ -350,18 +350,18 @@ func TestJobsCreateGetReplaceDelete(t *testing.T) {
 	if created.CreatedAt.IsZero() || created.Revision == 0 {
 		t.Errorf("got created_at %v revision %d, want both set", created.CreatedAt, created.Revision)
 	}
-	if created.Executor.Method != "POST" || created.MisfirePolicy != store.MisfireRunOnce || created.Timeout != store.Duration(5*time.Minute) {
+	if created.Executor.Method != "POST" || created.MisfirePolicy != api.MisfireRunOnce || created.Timeout != api.Duration(5*time.Minute) {
 		t.Errorf("got method %q misfire %q timeout %v, want defaults filled and timeout kept", created.Executor.Method, created.MisfirePolicy, created.Timeout)
 	}
 
-	var got store.Job
+	var got api.Job
 	e.doJSON("GET", jobPath("nightly-report"), "", http.StatusOK, &got)
 	assertSameJob(t, got, created)
 
 	// A GET document can be sent back with PUT: server-set fields are
 	// accepted and overwritten.
 	doc, _ := json.Marshal(got)
-	var replaced store.Job
+	var replaced api.Job
 	e.doJSON("PUT", jobPath("nightly-report"), string(doc), http.StatusOK, &replaced)
 	if !replaced.CreatedAt.Equal(created.CreatedAt) || !replaced.UpdatedAt.After(created.UpdatedAt) || replaced.Revision <= created.Revision {
 		t.Errorf("replace: got created %v updated %v revision %d; want created kept, updated and revision later than %v, %d",
@@ -369,7 +369,7 @@ func TestJobsCreateGetReplaceDelete(t *testing.T) {
 	}
 
 	// PUT of a new ID without "id" in the body creates it under the path's ID.
-	var put store.Job
+	var put api.Job
 	e.doJSON("PUT", jobPath("backup"), `{"schedule": "@every 30s", "executor": {"type": "shell", "command": ["/srv/backup.sh"]}}`, http.StatusCreated, &put)
 	if put.ID != "backup" || put.Partition != e.store.Partition("backup") {
 		t.Errorf("got id %q partition %d, want \"backup\" partition %d", put.ID, put.Partition, e.store.Partition("backup"))
@@ -396,7 +396,7 @@ func TestJobsCreateGetReplaceDelete(t *testing.T) {
 }
 
 // assertSameJob compares two job documents as JSON.
-func assertSameJob(t *testing.T, got, want store.Job) {
+func assertSameJob(t *testing.T, got, want api.Job) {
 	t.Helper()
 	got.Status, want.Status = "", "" // read with the state, which write replies do not read
 	g, _ := json.Marshal(got)
@@ -409,7 +409,7 @@ func assertSameJob(t *testing.T, got, want store.Job) {
 func TestJobsPauseResume(t *testing.T) {
 	e := newJobsEnv(t)
 	e.doJSON("POST", "/v1/jobs", httpJob("j", `"schedule": "@hourly"`), http.StatusCreated, nil)
-	var j store.Job
+	var j api.Job
 	e.doJSON("POST", jobPath("j", "pause"), "", http.StatusOK, &j)
 	if !j.Paused {
 		t.Errorf("pause: got paused false")
@@ -462,15 +462,15 @@ func TestJobsTrigger(t *testing.T) {
 }
 
 // putRun stores a run document as the partition's owner would.
-func putRun(t *testing.T, e *jobsEnv, id string, at time.Time, status store.RunStatus, attempts ...store.Attempt) store.Run {
+func putRun(t *testing.T, e *jobsEnv, id string, at time.Time, status api.RunStatus, attempts ...api.Attempt) api.Run {
 	t.Helper()
 	p := e.store.Partition(id)
-	r := store.Run{
+	r := api.Run{
 		ID: store.RunID(id, at), JobID: id, Partition: p, ScheduledAt: at, FiredAt: at.Add(3 * time.Millisecond),
 		Status: status, Attempts: attempts, Owner: "orchestrator-1", Epoch: 7,
 	}
 	if r.Attempts == nil {
-		r.Attempts = []store.Attempt{}
+		r.Attempts = []api.Attempt{}
 	}
 	val, _ := json.Marshal(r)
 	if _, err := e.client.Put(context.Background(), e.store.Keys().Run(p, id, at), string(val)); err != nil {
@@ -485,7 +485,7 @@ func TestJobsRuns(t *testing.T) {
 	e.doJSON("PUT", jobPath(id), httpJob(id, `"schedule": "@hourly"`), http.StatusCreated, nil)
 
 	var rl struct {
-		Runs []store.Run `json:"runs"`
+		Runs []api.Run `json:"runs"`
 	}
 	code, data := e.do("GET", jobPath(id, "runs"), nil)
 	if code != http.StatusOK || strings.Join(strings.Fields(string(data)), "") != `{"runs":[]}` {
@@ -497,10 +497,10 @@ func TestJobsRuns(t *testing.T) {
 	}
 
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	old := putRun(t, e, id, t0, store.RunSucceeded, store.Attempt{Attempt: 1, Worker: "w1", StartedAt: t0, FinishedAt: t0.Add(time.Second)})
-	newer := putRun(t, e, id, t0.Add(time.Hour), store.RunFailed,
-		store.Attempt{Attempt: 1, Worker: "w1", StartedAt: t0.Add(time.Hour), FinishedAt: t0.Add(time.Hour + time.Second), Error: "HTTP 500"})
-	putRun(t, e, "a/b", t0, store.RunSucceeded) // a job whose ID is a prefix of the other's
+	old := putRun(t, e, id, t0, api.RunSucceeded, api.Attempt{Attempt: 1, Worker: "w1", StartedAt: t0, FinishedAt: t0.Add(time.Second)})
+	newer := putRun(t, e, id, t0.Add(time.Hour), api.RunFailed,
+		api.Attempt{Attempt: 1, Worker: "w1", StartedAt: t0.Add(time.Hour), FinishedAt: t0.Add(time.Hour + time.Second), Error: "HTTP 500"})
+	putRun(t, e, "a/b", t0, api.RunSucceeded) // a job whose ID is a prefix of the other's
 
 	e.doJSON("GET", jobPath(id, "runs"), "", http.StatusOK, &rl)
 	if got := runIDs(rl.Runs); !slices.Equal(got, []string{newer.ID, old.ID}) {
@@ -511,9 +511,9 @@ func TestJobsRuns(t *testing.T) {
 		t.Errorf("limit=1: got runs %q, want %q", got, []string{newer.ID})
 	}
 
-	var run store.Run
+	var run api.Run
 	e.doJSON("GET", "/v1/runs/"+url.PathEscape(newer.ID), "", http.StatusOK, &run)
-	if run.ID != newer.ID || run.JobID != id || run.Status != store.RunFailed || len(run.Attempts) != 1 || run.Attempts[0].Error != "HTTP 500" {
+	if run.ID != newer.ID || run.JobID != id || run.Status != api.RunFailed || len(run.Attempts) != 1 || run.Attempts[0].Error != "HTTP 500" {
 		t.Errorf("got run %+v, want %+v", run, newer)
 	}
 	for _, runID := range []string{
@@ -535,7 +535,7 @@ func TestJobsRuns(t *testing.T) {
 	}
 }
 
-func runIDs(runs []store.Run) []string {
+func runIDs(runs []api.Run) []string {
 	ids := make([]string, len(runs))
 	for i, r := range runs {
 		ids[i] = r.ID
@@ -555,8 +555,8 @@ func TestJobsListPages(t *testing.T) {
 	cursor, pages := "", 0
 	for {
 		var page struct {
-			Jobs       []store.Job `json:"jobs"`
-			NextCursor *string     `json:"next_cursor"`
+			Jobs       []api.Job `json:"jobs"`
+			NextCursor *string   `json:"next_cursor"`
 		}
 		e.doJSON("GET", "/v1/jobs?limit=3&cursor="+url.QueryEscape(cursor), "", http.StatusOK, &page)
 		pages++
@@ -584,7 +584,7 @@ func TestJobsListPages(t *testing.T) {
 	}
 
 	var all struct {
-		Jobs []store.Job `json:"jobs"`
+		Jobs []api.Job `json:"jobs"`
 	}
 	e.doJSON("GET", "/v1/jobs", "", http.StatusOK, &all)
 	if len(all.Jobs) != 7 {
@@ -605,7 +605,7 @@ func TestJobIDsRoundTrip(t *testing.T) {
 	ids := []string{"a b", "a/b", "100%", "ünïcødé", "x?y#z", "a+b", "a/b/runs", "%2F", "trailing/", "/leading", "a//b", "..a", "日本語 ジョブ", "semi;colon&amp=1"}
 	for _, id := range ids {
 		t.Run(id, func(t *testing.T) {
-			var j store.Job
+			var j api.Job
 			e.doJSON("PUT", jobPath(id), httpJob(id, ""), http.StatusCreated, &j)
 			if j.ID != id {
 				t.Fatalf("PUT: got id %q, want %q", j.ID, id)
@@ -631,15 +631,15 @@ func TestJobIDsRoundTrip(t *testing.T) {
 				t.Errorf("trigger: run ID %q names job %q (%v), want %q", tr.RunID, got, err, id)
 			}
 			at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-			run := putRun(t, e, id, at, store.RunSucceeded)
+			run := putRun(t, e, id, at, api.RunSucceeded)
 			var rl struct {
-				Runs []store.Run `json:"runs"`
+				Runs []api.Run `json:"runs"`
 			}
 			e.doJSON("GET", jobPath(id, "runs"), "", http.StatusOK, &rl)
 			if len(rl.Runs) != 1 || rl.Runs[0].JobID != id {
 				t.Errorf("runs: got %+v, want one run of %q", rl.Runs, id)
 			}
-			var r store.Run
+			var r api.Run
 			e.doJSON("GET", "/v1/runs/"+url.PathEscape(run.ID), "", http.StatusOK, &r)
 			if r.JobID != id {
 				t.Errorf("GET run %q: got job %q, want %q", run.ID, r.JobID, id)
@@ -658,7 +658,7 @@ func TestJobIDsRoundTrip(t *testing.T) {
 		e.doJSON("POST", "/v1/jobs", httpJob(id, ""), http.StatusCreated, nil)
 	}
 	var list struct {
-		Jobs []store.Job `json:"jobs"`
+		Jobs []api.Job `json:"jobs"`
 	}
 	e.doJSON("GET", "/v1/jobs?limit=1000", "", http.StatusOK, &list)
 	got := jobIDs(list.Jobs)
@@ -677,30 +677,30 @@ func TestJobIDsRoundTrip(t *testing.T) {
 // failingStore is a JobStore whose every call fails with err.
 type failingStore struct{ err error }
 
-func (f failingStore) Create(context.Context, store.Job) (store.Job, error) {
-	return store.Job{}, f.err
+func (f failingStore) Create(context.Context, api.Job) (api.Job, error) {
+	return api.Job{}, f.err
 }
-func (f failingStore) Put(context.Context, store.Job) (store.Job, bool, error) {
-	return store.Job{}, false, f.err
+func (f failingStore) Put(context.Context, api.Job) (api.Job, bool, error) {
+	return api.Job{}, false, f.err
 }
 func (f failingStore) WriteBatch(context.Context, []store.BatchItem, store.BatchMode) ([]store.BatchResult, error) {
 	return nil, f.err
 }
-func (f failingStore) Get(context.Context, string) (store.Job, error) { return store.Job{}, f.err }
-func (f failingStore) ListPrefix(context.Context, string, string, int) ([]store.Job, string, error) {
+func (f failingStore) Get(context.Context, string) (api.Job, error) { return api.Job{}, f.err }
+func (f failingStore) ListPrefix(context.Context, string, string, int) ([]api.Job, string, error) {
 	return nil, "", f.err
 }
 func (f failingStore) Delete(context.Context, string) error { return f.err }
-func (f failingStore) SetPaused(context.Context, string, bool) (store.Job, error) {
-	return store.Job{}, f.err
+func (f failingStore) SetPaused(context.Context, string, bool) (api.Job, error) {
+	return api.Job{}, f.err
 }
-func (f failingStore) Trigger(context.Context, string) (string, error)        { return "", f.err }
-func (f failingStore) Runs(context.Context, string, int) ([]store.Run, error) { return nil, f.err }
-func (f failingStore) GetRun(context.Context, string) (store.Run, error)      { return store.Run{}, f.err }
-func (f failingStore) ListPrefixWhere(context.Context, string, string, int, int, func(store.Job) bool) ([]store.Job, string, error) {
+func (f failingStore) Trigger(context.Context, string) (string, error)      { return "", f.err }
+func (f failingStore) Runs(context.Context, string, int) ([]api.Run, error) { return nil, f.err }
+func (f failingStore) GetRun(context.Context, string) (api.Run, error)      { return api.Run{}, f.err }
+func (f failingStore) ListPrefixWhere(context.Context, string, string, int, int, func(api.Job) bool) ([]api.Job, string, error) {
 	return nil, "", f.err
 }
-func (f failingStore) ListFailing(context.Context, store.FailingQuery) ([]store.FailingRun, string, error) {
+func (f failingStore) ListFailing(context.Context, store.FailingQuery) ([]api.FailingRun, string, error) {
 	return nil, "", f.err
 }
 func (f failingStore) GetBackfill(context.Context, string) (store.Backfill, int64, error) {
@@ -714,8 +714,8 @@ func (f failingStore) RunTimes(context.Context, string, time.Time, time.Time) (m
 	return nil, f.err
 }
 func (f failingStore) RequestCancel(context.Context, string, string) (int64, error) { return 0, f.err }
-func (f failingStore) AwaitCancel(context.Context, string) (store.Run, bool, error) {
-	return store.Run{}, false, f.err
+func (f failingStore) AwaitCancel(context.Context, string) (api.Run, bool, error) {
+	return api.Run{}, false, f.err
 }
 
 func TestJobsErrorStatus(t *testing.T) {
@@ -734,7 +734,7 @@ func TestJobsErrorStatus(t *testing.T) {
 		{"unknown", errors.New("disk on fire"), http.StatusInternalServerError, "internal error (logged by the server)"},
 		{"grpc resource exhausted", store.Classify(status.Error(codes.ResourceExhausted, "grpc: received message larger than max (1048600 vs. 1048576)")),
 			http.StatusInternalServerError, "internal error (logged by the server)"},
-		{"stale revision", fmt.Errorf("job %q: %w", "j", store.ErrStaleRevision), http.StatusConflict, `job "j": stale revision`},
+		{"stale revision", fmt.Errorf("job %q: %w", "j", api.ErrStaleRevision), http.StatusConflict, `job "j": stale revision`},
 	}
 	requests := []struct{ method, path, body string }{
 		{"POST", "/v1/jobs", httpJob("j", "")},
@@ -796,7 +796,7 @@ func TestJobsUnavailableBeforeStart(t *testing.T) {
 // lose one edit silently.
 func TestJobsRevision(t *testing.T) {
 	e := newJobsEnv(t)
-	var read store.Job
+	var read api.Job
 	e.doJSON("POST", "/v1/jobs", httpJob("shared", `"schedule": "@hourly"`), http.StatusCreated, &read)
 
 	// Alice and Bob both read revision r; Alice applies her edit first.
@@ -804,7 +804,7 @@ func TestJobsRevision(t *testing.T) {
 	alice.Schedule = "@daily"
 	bob.Paused = true
 	aliceDoc, _ := json.Marshal(alice)
-	var stored store.Job
+	var stored api.Job
 	e.doJSON("PUT", jobPath("shared"), string(aliceDoc), http.StatusOK, &stored)
 	if stored.Schedule != "@daily" || stored.Revision <= read.Revision {
 		t.Fatalf("Alice's edit: got schedule %q revision %d, want @daily after revision %d", stored.Schedule, stored.Revision, read.Revision)
@@ -819,7 +819,7 @@ func TestJobsRevision(t *testing.T) {
 	if msg := errorMessage(t, data); !strings.HasPrefix(msg, want) {
 		t.Errorf("Bob's edit: got message %q, want it to start with %q", msg, want)
 	}
-	var now store.Job
+	var now api.Job
 	e.doJSON("GET", jobPath("shared"), "", http.StatusOK, &now)
 	if now.Schedule != "@daily" || now.Paused || now.Revision != stored.Revision {
 		t.Errorf("after the refused edit: got schedule %q paused %v revision %d, want Alice's job unchanged at %d", now.Schedule, now.Paused, now.Revision, stored.Revision)
@@ -854,12 +854,12 @@ func TestJobsRevision(t *testing.T) {
 // stored before payloads were checked could be.
 type unencodableStore struct{ failingStore }
 
-func (unencodableStore) Get(context.Context, string) (store.Job, error) {
-	return store.Job{ID: "broken", Payload: json.RawMessage(`{"unterminated": [`)}, nil
+func (unencodableStore) Get(context.Context, string) (api.Job, error) {
+	return api.Job{ID: "broken", Payload: json.RawMessage(`{"unterminated": [`)}, nil
 }
 
-func (unencodableStore) ListPrefix(context.Context, string, string, int) ([]store.Job, string, error) {
-	return []store.Job{{ID: "broken", Payload: json.RawMessage(`{"unterminated": [`)}}, "", nil
+func (unencodableStore) ListPrefix(context.Context, string, string, int) ([]api.Job, string, error) {
+	return []api.Job{{ID: "broken", Payload: json.RawMessage(`{"unterminated": [`)}}, "", nil
 }
 
 // TestJobsReplyEncodingFails checks that a reply that cannot be encoded is
@@ -893,7 +893,7 @@ func TestJobsReplyEncodingFails(t *testing.T) {
 // elements, comes back at most a few times its stored size.
 func TestJobsLargeReplyNotIndented(t *testing.T) {
 	e := newJobsEnv(t)
-	deep := strings.Repeat("[", store.MaxJSONDepth-1) + strings.TrimSuffix(strings.Repeat("0,", 100000), ",") + strings.Repeat("]", store.MaxJSONDepth-1)
+	deep := strings.Repeat("[", api.MaxJSONDepth-1) + strings.TrimSuffix(strings.Repeat("0,", 100000), ",") + strings.Repeat("]", api.MaxJSONDepth-1)
 	e.doJSON("PUT", jobPath("deep"), httpJob("deep", `"payload": `+deep), http.StatusCreated, nil)
 	code, data := e.do("GET", jobPath("deep"), nil)
 	if code != http.StatusOK {
@@ -902,7 +902,7 @@ func TestJobsLargeReplyNotIndented(t *testing.T) {
 	if limit := 4*len(deep) + 4096; len(data) > limit {
 		t.Errorf("GET of a %d-byte payload: got a %d-byte reply, want at most %d", len(deep), len(data), limit)
 	}
-	var j store.Job
+	var j api.Job
 	if err := json.Unmarshal(data, &j); err != nil || len(j.Payload) != len(deep) {
 		t.Errorf("GET: got payload of %d bytes (%v), want %d", len(j.Payload), err, len(deep))
 	}

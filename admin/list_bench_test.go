@@ -18,7 +18,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
@@ -39,9 +38,9 @@ func BenchmarkListAllJobs(b *testing.B) {
 	const n = 20_000
 	client := etcd.Client(b)
 	ns := etcdtest.Namespace(b)
-	s := store.NewEtcd(client, ns, testPartitions, store.DefaultLimits(), nil)
+	s := store.NewEtcd(client, ns, testPartitions, api.DefaultLimits(), nil)
 	putJobs(b, client, s, n)
-	tokens := staticAuth{adminToken: {ID: "test-admin", Role: auth.RoleAdmin}, "viewer-token": {ID: "viewer", Role: auth.RoleViewer}}
+	tokens := staticAuth{adminToken: {ID: "test-admin", Role: api.RoleAdmin}, "viewer-token": {ID: "viewer", Role: api.RoleViewer}}
 	server := func(js admin.JobStore) *httptest.Server {
 		h := admin.Handler(admintest.Member{Jobs: js, Auth: tokens}, admin.Config{
 			Gatherer: prometheus.NewRegistry(),
@@ -91,7 +90,7 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 // listAll pages through GET /v1/jobs and returns how many jobs it saw.
-// It decodes every job into a store.Job, or, if idsOnly, only the IDs,
+// It decodes every job into a api.Job, or, if idsOnly, only the IDs,
 // as the list phase of jobfleet bench scale does.
 func listAll(b *testing.B, srv *httptest.Server, token string, idsOnly bool) int {
 	b.Helper()
@@ -149,10 +148,10 @@ func putJobs(b *testing.B, client *clientv3.Client, s *store.Etcd, n int) {
 		ops = ops[:0]
 	}
 	for i := range n {
-		j := store.Job{
+		j := api.Job{
 			ID: fmt.Sprintf("tenant-%03d/report-%07d", i%1000, i), Schedule: "*/5 * * * *", Timezone: "Europe/Berlin",
-			Executor: store.Executor{Type: "http", URL: fmt.Sprintf("https://reports.example.com/hooks/%d", i), Method: "POST",
-				Headers: map[string]store.HeaderValue{"X-Tenant": {Value: fmt.Sprintf("tenant-%03d", i%1000)}}},
+			Executor: api.Executor{Type: "http", URL: fmt.Sprintf("https://reports.example.com/hooks/%d", i), Method: "POST",
+				Headers: map[string]api.HeaderValue{"X-Tenant": {Value: fmt.Sprintf("tenant-%03d", i%1000)}}},
 			Payload:   json.RawMessage(fmt.Sprintf(`{"report":"daily-usage","tenant":%d}`, i%1000)),
 			Partition: shard.Partition(fmt.Sprintf("tenant-%03d/report-%07d", i%1000, i), testPartitions),
 			CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC(),

@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
@@ -39,15 +40,15 @@ type listEnv struct {
 // listTokens are the credentials of the listing tests: an admin, a viewer
 // (replies redacted) and a viewer scoped to "team/".
 var listTokens = staticAuth{
-	adminToken:     {ID: "test-admin", Role: auth.RoleAdmin},
-	"viewer-token": {ID: "viewer", Role: auth.RoleViewer},
-	"team-token":   {ID: "team", Role: auth.RoleViewer, Prefix: "team/"},
+	adminToken:     {ID: "test-admin", Role: api.RoleAdmin},
+	"viewer-token": {ID: "viewer", Role: api.RoleViewer},
+	"team-token":   {ID: "team", Role: api.RoleViewer, Prefix: "team/"},
 }
 
 func newListEnv(t *testing.T, partitions int) *listEnv {
 	t.Helper()
 	client := etcd.Client(t)
-	s := store.NewEtcd(client, etcdtest.Namespace(t), partitions, store.DefaultLimits(), nil)
+	s := store.NewEtcd(client, etcdtest.Namespace(t), partitions, api.DefaultLimits(), nil)
 	h := admin.Handler(admintest.Member{Jobs: s, Auth: listTokens}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zaptest.NewLogger(t),
@@ -75,10 +76,10 @@ func (e *listEnv) put(ids ...string) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	for i, id := range ids {
 		p := e.store.Partition(id)
-		j := store.Job{ID: id, Schedule: "*/5 * * * *", Partition: p, CreatedAt: now, UpdatedAt: now,
-			Executor: store.Executor{Type: "http", URL: "https://example.com/hook", Method: "POST"}}
+		j := api.Job{ID: id, Schedule: "*/5 * * * *", Partition: p, CreatedAt: now, UpdatedAt: now,
+			Executor: api.Executor{Type: "http", URL: "https://example.com/hook", Method: "POST"}}
 		if i%3 == 0 {
-			j.Executor.Headers = map[string]store.HeaderValue{"Authorization": store.Literal("Bearer s3cret")}
+			j.Executor.Headers = map[string]api.HeaderValue{"Authorization": api.Literal("Bearer s3cret")}
 		}
 		if i%4 == 0 {
 			j.Payload = json.RawMessage(fmt.Sprintf(`{"n":%d,"text":"<&> é"}`, i))

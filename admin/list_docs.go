@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/auth"
@@ -18,7 +20,7 @@ import (
 
 // docLister is a JobStore that can list jobs as their documents are
 // stored (*store.Etcd does). GET /v1/jobs then passes the stored documents
-// through instead of decoding each into a store.Job and encoding it again,
+// through instead of decoding each into a api.Job and encoding it again,
 // which was most of what a listing cost the server.
 type docLister interface {
 	// ListPrefixDocs is JobStore.ListPrefix without decoding: the same
@@ -40,7 +42,7 @@ func (a *jobsAPI) listDocs(ctx context.Context, w http.ResponseWriter, r *http.R
 		a.fail(w, r, "", err)
 		return
 	}
-	body, err := jobListBody(docs, seal(next), !p.Role.Allows(auth.AccessWrite))
+	body, err := jobListBody(docs, seal(next), !p.Role.Allows(api.AccessWrite))
 	if err != nil {
 		var encode *encodeError
 		if !errors.As(err, &encode) {
@@ -61,7 +63,7 @@ func (e *encodeError) Error() string { return "encode the reply: " + e.err.Error
 func (e *encodeError) Unwrap() error { return e.err }
 
 // jobListBody returns the compact JSON of the api.JobList of the jobs
-// stored as docs, with next as its cursor, redacted (store.Job.Redacted)
+// stored as docs, with next as its cursor, redacted (api.Job.Redacted)
 // if redact. A document that passThrough allows is copied with its
 // revision added; any other is decoded, redacted if it must be, and
 // encoded, as list does; so is a document whose pause key applies

@@ -26,10 +26,10 @@ func TestJobListBodyMatchesDecoding(t *testing.T) {
 		n := rapid.IntRange(0, 6).Draw(t, "jobs")
 		docs := make([]store.StoredDoc, n)
 		for i := range docs {
-			j := store.Job{
+			j := api.Job{
 				ID:        "job-" + text.Draw(t, "id"),
 				Schedule:  rapid.SampledFrom([]string{"", "*/5 * * * *", "@every 1m"}).Draw(t, "schedule"),
-				Executor:  store.Executor{Type: "http", URL: "https://example.com/" + text.Draw(t, "path"), Method: "POST"},
+				Executor:  api.Executor{Type: "http", URL: "https://example.com/" + text.Draw(t, "path"), Method: "POST"},
 				Paused:    rapid.Bool().Draw(t, "paused"),
 				Partition: rapid.IntRange(0, 255).Draw(t, "partition"),
 				CreatedAt: time.UnixMilli(rapid.Int64Range(0, 1<<42).Draw(t, "created")).UTC(),
@@ -39,12 +39,12 @@ func TestJobListBodyMatchesDecoding(t *testing.T) {
 				j.RunAt = &at
 			}
 			for range rapid.IntRange(0, 3).Draw(t, "headers") {
-				v := store.Literal(text.Draw(t, "value"))
+				v := api.Literal(text.Draw(t, "value"))
 				if rapid.Bool().Draw(t, "secret") {
-					v = store.SecretEnv("TOKEN_" + strings.ToUpper(rapid.StringMatching(`[a-z]{1,4}`).Draw(t, "env")))
+					v = api.SecretEnv("TOKEN_" + strings.ToUpper(rapid.StringMatching(`[a-z]{1,4}`).Draw(t, "env")))
 				}
 				if j.Executor.Headers == nil {
-					j.Executor.Headers = map[string]store.HeaderValue{}
+					j.Executor.Headers = map[string]api.HeaderValue{}
 				}
 				j.Executor.Headers["X-"+rapid.StringMatching(`[A-Za-z]{1,6}`).Draw(t, "header")] = v
 			}
@@ -55,7 +55,7 @@ func TestJobListBodyMatchesDecoding(t *testing.T) {
 				}
 				j.Payload, _ = json.Marshal(p)
 			}
-			j.Timeout = store.Duration(time.Duration(rapid.IntRange(0, 3600).Draw(t, "timeout")) * time.Second)
+			j.Timeout = api.Duration(time.Duration(rapid.IntRange(0, 3600).Draw(t, "timeout")) * time.Second)
 			val, err := json.Marshal(j)
 			if err != nil {
 				t.Fatal(err)
@@ -78,7 +78,7 @@ func TestJobListBodyMatchesDecoding(t *testing.T) {
 		}
 		next := text.Draw(t, "next")
 		for _, redact := range []bool{false, true} {
-			want := api.JobList{Jobs: []store.Job{}, NextCursor: next}
+			want := api.JobList{Jobs: []api.Job{}, NextCursor: next}
 			for _, d := range docs {
 				j, err := store.DecodeStoredJob(d.Value, d.Revision)
 				if err != nil {

@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
@@ -29,12 +30,12 @@ import (
 // scriptedRegistry answers every registration with err.
 type scriptedRegistry struct{ err error }
 
-func (s scriptedRegistry) Register(context.Context, dispatch.RegisterRequest) (dispatch.RegisterResponse, error) {
-	return dispatch.RegisterResponse{}, s.err
+func (s scriptedRegistry) Register(context.Context, api.RegisterRequest) (api.RegisterResponse, error) {
+	return api.RegisterResponse{}, s.err
 }
-func (s scriptedRegistry) Deregister(context.Context, dispatch.DeregisterRequest) error { return s.err }
-func (s scriptedRegistry) Workers() ([]store.Worker, error)                             { return nil, s.err }
-func (s scriptedRegistry) WhyPending(string, string, string, string) string             { return "" }
+func (s scriptedRegistry) Deregister(context.Context, api.DeregisterRequest) error { return s.err }
+func (s scriptedRegistry) Workers() ([]api.Worker, error)                          { return nil, s.err }
+func (s scriptedRegistry) WhyPending(string, string, string, string) string        { return "" }
 
 // TestRegisterReplies: the registry's refusals reach the worker with their
 // status code, a message saying what happened, and Retry-After for a
@@ -72,7 +73,7 @@ func TestRegisterReplies(t *testing.T) {
 
 func postRegister(t *testing.T, base, token, body string) (int, string, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest("POST", base+dispatch.PathRegister, strings.NewReader(body))
+	req, err := http.NewRequest("POST", base+api.PathRegister, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,17 +94,17 @@ func postRegister(t *testing.T, base, token, body string) (int, string, http.Hea
 // registry, and find nothing.
 type idChecking struct{ reg *workers.Registry }
 
-func (p idChecking) Poll(_ context.Context, req dispatch.PollRequest) (dispatch.PollResponse, error) {
+func (p idChecking) Poll(_ context.Context, req api.PollRequest) (api.PollResponse, error) {
 	if err := p.reg.CheckID(req.Worker, req.Credential); err != nil {
-		return dispatch.PollResponse{}, err
+		return api.PollResponse{}, err
 	}
-	return dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{}}, nil
+	return api.PollResponse{Attempts: []api.AttemptGrant{}}, nil
 }
-func (idChecking) Heartbeat(context.Context, dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error) {
-	return dispatch.HeartbeatResponse{}, dispatch.ErrStaleAttempt
+func (idChecking) Heartbeat(context.Context, api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	return api.HeartbeatResponse{}, dispatch.ErrStaleAttempt
 }
-func (idChecking) Complete(context.Context, dispatch.CompleteRequest) (dispatch.CompleteResponse, error) {
-	return dispatch.CompleteResponse{}, dispatch.ErrStaleAttempt
+func (idChecking) Complete(context.Context, api.CompleteRequest) (api.CompleteResponse, error) {
+	return api.CompleteResponse{}, dispatch.ErrStaleAttempt
 }
 
 // TestWorkerLockedOutOfItsIDIsToldWhy: another credential holds a
@@ -122,8 +123,8 @@ func TestWorkerLockedOutOfItsIDIsToldWhy(t *testing.T) {
 	wg.Go(func() { reg.Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
 	tokens := staticAuth{
-		"tok-real":  {ID: "team-worker", Role: auth.RoleWorker},
-		"tok-other": {ID: "other-worker", Role: auth.RoleWorker, Prefix: "other/"},
+		"tok-real":  {ID: "team-worker", Role: api.RoleWorker},
+		"tok-other": {ID: "other-worker", Role: api.RoleWorker, Prefix: "other/"},
 	}
 	auditCore, audit := observer.New(zap.InfoLevel)
 	srv := httptest.NewServer(admin.Handler(admintest.Member{Auth: tokens, Registry: reg, Protocol: idChecking{reg}}, admin.Config{
@@ -176,7 +177,7 @@ func TestWorkerLockedOutOfItsIDIsToldWhy(t *testing.T) {
 	}
 	// The orchestrator's audit log shows each refused registration (the
 	// accepted ones are at debug level).
-	refused := audit.FilterMessage("request").FilterField(zap.String("route", "POST "+dispatch.PathRegister)).FilterField(zap.Int("status", http.StatusConflict))
+	refused := audit.FilterMessage("request").FilterField(zap.String("route", "POST "+api.PathRegister)).FilterField(zap.Int("status", http.StatusConflict))
 	if refused.FilterField(zap.String("credential", "team-worker")).Len() == 0 {
 		t.Errorf("no audit line at info for the refused registrations: %v", audit.All())
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
@@ -67,7 +66,7 @@ func newRevocationEnv(t *testing.T) *revocationEnv {
 	return e
 }
 
-func (e *revocationEnv) cred(t *testing.T, req auth.CreateRequest) auth.Created {
+func (e *revocationEnv) cred(t *testing.T, req api.CreateRequest) api.Created {
 	t.Helper()
 	c, rev, err := e.tokens.Create(context.Background(), req, "test")
 	if err != nil {
@@ -143,9 +142,9 @@ func waitEnd(t *testing.T, what string, ended <-chan error) {
 // one.
 func TestStreamsEndWhenTheirCredentialIsRevoked(t *testing.T) {
 	e := newRevocationEnv(t)
-	viewer := e.cred(t, auth.CreateRequest{Role: auth.RoleViewer, Prefix: "team-a/"})
-	other := e.cred(t, auth.CreateRequest{Role: auth.RoleViewer})
-	worker := e.cred(t, auth.CreateRequest{Role: auth.RoleWorker})
+	viewer := e.cred(t, api.CreateRequest{Role: api.RoleViewer, Prefix: "team-a/"})
+	other := e.cred(t, api.CreateRequest{Role: api.RoleViewer})
+	worker := e.cred(t, api.CreateRequest{Role: api.RoleWorker})
 
 	vs := e.open(t, "GET", "/v1/cluster/partitions/watch", "", viewer.Secret)
 	if ev := readEvent(t, vs); ev.name != "snapshot" {
@@ -159,7 +158,7 @@ func TestStreamsEndWhenTheirCredentialIsRevoked(t *testing.T) {
 	// holds it.
 	polled := make(chan int, 1)
 	go func() {
-		req, _ := http.NewRequest("POST", e.url+dispatch.PathPoll, strings.NewReader(`{"worker":"w1","executors":["http"],"max":1,"wait":"30s"}`))
+		req, _ := http.NewRequest("POST", e.url+api.PathPoll, strings.NewReader(`{"worker":"w1","executors":["http"],"max":1,"wait":"30s"}`))
 		req.Header.Set("Authorization", "Bearer "+worker.Secret)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
@@ -215,7 +214,7 @@ func TestStreamsEndWhenTheirCredentialIsRevoked(t *testing.T) {
 // before.
 func TestStreamEndsWhenItsCredentialExpires(t *testing.T) {
 	e := newRevocationEnv(t)
-	short := e.cred(t, auth.CreateRequest{Role: auth.RoleViewer, TTL: "1h"})
+	short := e.cred(t, api.CreateRequest{Role: api.RoleViewer, TTL: "1h"})
 	s := e.open(t, "GET", "/v1/cluster/partitions/watch", "", short.Secret)
 	if ev := readEvent(t, s); ev.name != "snapshot" {
 		t.Fatalf("first event %+v, want snapshot", ev)

@@ -5,8 +5,6 @@ import (
 	"net/http"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/cursor"
 )
 
@@ -14,7 +12,7 @@ import (
 // needs, where the job ID it concerns comes from, and the handler.
 type route struct {
 	pattern string
-	access  auth.Access
+	access  api.Access
 	scope   scope
 	// longPoll marks the worker poll: counted against the long-poll caps,
 	// not the rate limit.
@@ -67,57 +65,57 @@ func (a *server) routes() []route {
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.authn, insecure: a.cfg.Insecure, cursors: cur}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{
-		{pattern: "GET /healthz", access: auth.AccessAnonymous, handler: hf(a.healthz)},
-		{pattern: "GET /readyz", access: auth.AccessAnonymous, handler: hf(a.readyz)},
-		{pattern: "GET /metrics", access: auth.AccessRead, handler: a.metricsHandler()},
+		{pattern: "GET /healthz", access: api.AccessAnonymous, handler: hf(a.healthz)},
+		{pattern: "GET /readyz", access: api.AccessAnonymous, handler: hf(a.readyz)},
+		{pattern: "GET /metrics", access: api.AccessRead, handler: a.metricsHandler()},
 
-		{pattern: "GET /v1/cluster/members", access: auth.AccessMembers, handler: hf(a.members)},
-		{pattern: "GET /v1/cluster/partitions", access: auth.AccessRead, handler: hf(a.partitions)},
-		{pattern: "POST /v1/cluster/drain", access: auth.AccessAdmin, cost: costAdminWrite, handler: hf(a.drain)},
-		{pattern: "GET /v1/cluster/storage", access: auth.AccessRead, handler: storageHandler(func(ctx context.Context) (api.StorageReport, error) { return a.m.Storage(ctx) })},
-		{pattern: "GET /v1/cluster/workers", access: auth.AccessRead, handler: hf(w.workers)},
-		{pattern: "GET /v1/cluster/placement", access: auth.AccessRead, scope: scopeQueryJob, handler: hf(a.placement)},
-		{pattern: "GET /v1/cluster/overview", access: auth.AccessRead, handler: hf(a.overview)},
-		{pattern: "GET /v1/cluster/partitions/watch", access: auth.AccessRead, stream: true, handler: hf(a.watchPartitions)},
-		{pattern: "GET /v1/whoami", access: auth.AccessMembers, handler: hf(a.whoami)},
+		{pattern: "GET /v1/cluster/members", access: api.AccessMembers, handler: hf(a.members)},
+		{pattern: "GET /v1/cluster/partitions", access: api.AccessRead, handler: hf(a.partitions)},
+		{pattern: "POST /v1/cluster/drain", access: api.AccessAdmin, cost: costAdminWrite, handler: hf(a.drain)},
+		{pattern: "GET /v1/cluster/storage", access: api.AccessRead, handler: storageHandler(func(ctx context.Context) (api.StorageReport, error) { return a.m.Storage(ctx) })},
+		{pattern: "GET /v1/cluster/workers", access: api.AccessRead, handler: hf(w.workers)},
+		{pattern: "GET /v1/cluster/placement", access: api.AccessRead, scope: scopeQueryJob, handler: hf(a.placement)},
+		{pattern: "GET /v1/cluster/overview", access: api.AccessRead, handler: hf(a.overview)},
+		{pattern: "GET /v1/cluster/partitions/watch", access: api.AccessRead, stream: true, handler: hf(a.watchPartitions)},
+		{pattern: "GET /v1/whoami", access: api.AccessMembers, handler: hf(a.whoami)},
 
-		{pattern: "GET /v1/jobs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.list)},
-		{pattern: "POST /v1/jobs", access: auth.AccessWrite, scope: scopeHandler, cost: costJobWrite, handler: hf(j.create)},
-		{pattern: "POST /v1/jobs:batch", access: auth.AccessWrite, scope: scopeHandler, cost: costBatch, handler: hf(j.batch)},
-		{pattern: "GET /v1/jobs/{id}", access: auth.AccessRead, scope: scopeJob, handler: j.byID(http.StatusOK, getJob)},
-		{pattern: "PUT /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, cost: costJobWrite, handler: hf(j.put)},
-		{pattern: "DELETE /v1/jobs/{id}", access: auth.AccessWrite, scope: scopeJob, cost: costJobDelete, handler: j.byID(http.StatusNoContent, deleteJob)},
-		{pattern: "POST /v1/jobs/{id}/pause", access: auth.AccessWrite, scope: scopeJob, cost: costPause, handler: j.byID(http.StatusOK, pauseJob)},
-		{pattern: "POST /v1/jobs/{id}/resume", access: auth.AccessWrite, scope: scopeJob, cost: costPause, handler: j.byID(http.StatusOK, resumeJob)},
-		{pattern: "POST /v1/jobs/{id}/trigger", access: auth.AccessWrite, scope: scopeJob, cost: costTrigger, handler: hf(j.trigger)},
-		{pattern: "POST /v1/jobs/{id}/backfill", access: auth.AccessWrite, scope: scopeJob, cost: costBackfill, handler: hf(j.backfill)},
-		{pattern: "GET /v1/jobs/{id}/backfill", access: auth.AccessRead, scope: scopeJob, handler: hf(j.getBackfill)},
-		{pattern: "DELETE /v1/jobs/{id}/backfill", access: auth.AccessWrite, scope: scopeJob, cost: costAdminWrite, handler: hf(j.deleteBackfill)},
-		{pattern: "GET /v1/jobs/{id}/next", access: auth.AccessRead, scope: scopeJob, handler: hf(j.next)},
-		{pattern: "POST /v1/schedule:preview", access: auth.AccessRead, handler: hf(j.preview)},
-		{pattern: "GET /v1/jobs/{id}/runs", access: auth.AccessRead, scope: scopeJob, handler: hf(j.runs)},
-		{pattern: "GET /v1/runs", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.failing)},
-		{pattern: "GET /v1/runs/{run_id}", access: auth.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
-		{pattern: "POST /v1/runs/{run_id}/cancel", access: auth.AccessWrite, scope: scopeRun, cost: costCancel, handler: hf(j.cancelRun)},
+		{pattern: "GET /v1/jobs", access: api.AccessRead, scope: scopeHandler, handler: hf(j.list)},
+		{pattern: "POST /v1/jobs", access: api.AccessWrite, scope: scopeHandler, cost: costJobWrite, handler: hf(j.create)},
+		{pattern: "POST /v1/jobs:batch", access: api.AccessWrite, scope: scopeHandler, cost: costBatch, handler: hf(j.batch)},
+		{pattern: "GET /v1/jobs/{id}", access: api.AccessRead, scope: scopeJob, handler: j.byID(http.StatusOK, getJob)},
+		{pattern: "PUT /v1/jobs/{id}", access: api.AccessWrite, scope: scopeJob, cost: costJobWrite, handler: hf(j.put)},
+		{pattern: "DELETE /v1/jobs/{id}", access: api.AccessWrite, scope: scopeJob, cost: costJobDelete, handler: j.byID(http.StatusNoContent, deleteJob)},
+		{pattern: "POST /v1/jobs/{id}/pause", access: api.AccessWrite, scope: scopeJob, cost: costPause, handler: j.byID(http.StatusOK, pauseJob)},
+		{pattern: "POST /v1/jobs/{id}/resume", access: api.AccessWrite, scope: scopeJob, cost: costPause, handler: j.byID(http.StatusOK, resumeJob)},
+		{pattern: "POST /v1/jobs/{id}/trigger", access: api.AccessWrite, scope: scopeJob, cost: costTrigger, handler: hf(j.trigger)},
+		{pattern: "POST /v1/jobs/{id}/backfill", access: api.AccessWrite, scope: scopeJob, cost: costBackfill, handler: hf(j.backfill)},
+		{pattern: "GET /v1/jobs/{id}/backfill", access: api.AccessRead, scope: scopeJob, handler: hf(j.getBackfill)},
+		{pattern: "DELETE /v1/jobs/{id}/backfill", access: api.AccessWrite, scope: scopeJob, cost: costAdminWrite, handler: hf(j.deleteBackfill)},
+		{pattern: "GET /v1/jobs/{id}/next", access: api.AccessRead, scope: scopeJob, handler: hf(j.next)},
+		{pattern: "POST /v1/schedule:preview", access: api.AccessRead, handler: hf(j.preview)},
+		{pattern: "GET /v1/jobs/{id}/runs", access: api.AccessRead, scope: scopeJob, handler: hf(j.runs)},
+		{pattern: "GET /v1/runs", access: api.AccessRead, scope: scopeHandler, handler: hf(j.failing)},
+		{pattern: "GET /v1/runs/{run_id}", access: api.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
+		{pattern: "POST /v1/runs/{run_id}/cancel", access: api.AccessWrite, scope: scopeRun, cost: costCancel, handler: hf(j.cancelRun)},
 
-		{pattern: "GET /v1/calendars", access: auth.AccessRead, scope: scopeHandler, handler: hf(j.listCalendars)},
-		{pattern: "GET /v1/calendars/{name}", access: auth.AccessRead, scope: scopeCalendar, handler: hf(j.getCalendar)},
-		{pattern: "PUT /v1/calendars/{name}", access: auth.AccessWrite, scope: scopeCalendar, handler: hf(j.putCalendar)},
-		{pattern: "DELETE /v1/calendars/{name}", access: auth.AccessWrite, scope: scopeCalendar, handler: hf(j.deleteCalendar)},
+		{pattern: "GET /v1/calendars", access: api.AccessRead, scope: scopeHandler, handler: hf(j.listCalendars)},
+		{pattern: "GET /v1/calendars/{name}", access: api.AccessRead, scope: scopeCalendar, handler: hf(j.getCalendar)},
+		{pattern: "PUT /v1/calendars/{name}", access: api.AccessWrite, scope: scopeCalendar, handler: hf(j.putCalendar)},
+		{pattern: "DELETE /v1/calendars/{name}", access: api.AccessWrite, scope: scopeCalendar, handler: hf(j.deleteCalendar)},
 
-		{pattern: "POST " + dispatch.PathPoll, access: auth.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},
-		{pattern: "POST " + dispatch.PathHeartbeat, access: auth.AccessWork, handler: hf(w.heartbeat)},
-		{pattern: "POST " + dispatch.PathComplete, access: auth.AccessWork, cost: costComplete, handler: hf(w.complete)},
-		{pattern: "POST " + dispatch.PathRegister, access: auth.AccessWork, cost: costRegister, handler: hf(w.register)},
-		{pattern: "POST " + dispatch.PathDeregister, access: auth.AccessWork, cost: costDeregister, handler: hf(w.deregister)},
-		{pattern: "POST " + api.PathPresence, access: auth.AccessWork, stream: true, cost: costPresence, handler: hf(w.presence)},
+		{pattern: "POST " + api.PathPoll, access: api.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},
+		{pattern: "POST " + api.PathHeartbeat, access: api.AccessWork, handler: hf(w.heartbeat)},
+		{pattern: "POST " + api.PathComplete, access: api.AccessWork, cost: costComplete, handler: hf(w.complete)},
+		{pattern: "POST " + api.PathRegister, access: api.AccessWork, cost: costRegister, handler: hf(w.register)},
+		{pattern: "POST " + api.PathDeregister, access: api.AccessWork, cost: costDeregister, handler: hf(w.deregister)},
+		{pattern: "POST " + api.PathPresence, access: api.AccessWork, stream: true, cost: costPresence, handler: hf(w.presence)},
 
-		{pattern: "POST /v1/tokens", access: auth.AccessAdmin, cost: costToken, handler: hf(t.create)},
-		{pattern: "GET /v1/tokens", access: auth.AccessAdmin, handler: hf(t.list)},
-		{pattern: "DELETE /v1/tokens/{id}", access: auth.AccessAdmin, cost: costAdminWrite, handler: hf(t.revoke)},
+		{pattern: "POST /v1/tokens", access: api.AccessAdmin, cost: costToken, handler: hf(t.create)},
+		{pattern: "GET /v1/tokens", access: api.AccessAdmin, handler: hf(t.list)},
+		{pattern: "DELETE /v1/tokens/{id}", access: api.AccessAdmin, cost: costAdminWrite, handler: hf(t.revoke)},
 
-		{pattern: "GET /ui/", access: auth.AccessStatic, handler: a.cfg.Console},
-		{pattern: "GET /{$}", access: auth.AccessStatic, handler: http.RedirectHandler("/ui/", http.StatusFound)},
+		{pattern: "GET /ui/", access: api.AccessStatic, handler: a.cfg.Console},
+		{pattern: "GET /{$}", access: api.AccessStatic, handler: http.RedirectHandler("/ui/", http.StatusFound)},
 	}
 }
 
@@ -127,7 +125,7 @@ type Route struct {
 	// the route label of jobfleet_api_requests_total.
 	Pattern string
 	// Access is what the caller needs.
-	Access auth.Access
+	Access api.Access
 	// Scoped says whether a credential's job-ID prefix limits the route.
 	Scoped bool
 	// Writes says whether the route's requests are charged to their

@@ -15,7 +15,7 @@ import (
 
 // failingQuery returns the store query of GET /v1/runs's parameters at
 // now: status (a comma-separated list of dead and failed, default both),
-// since (a Go duration from 1ms to store.FailingWindow, default the
+// since (a Go duration from 1ms to api.FailingWindow, default the
 // window; returned too), prefix and limit (see limitParam); not the
 // cursor (listCursors opens it). The prefix is the one asked, not yet
 // combined with the credential's. Errors name the parameter.
@@ -25,30 +25,30 @@ func failingQuery(r *http.Request, now time.Time) (store.FailingQuery, time.Dura
 	if err != nil {
 		return store.FailingQuery{}, 0, err
 	}
-	statuses := []store.RunStatus{store.RunDead, store.RunFailed}
+	statuses := []api.RunStatus{api.RunDead, api.RunFailed}
 	if q.Has("status") {
 		statuses = nil
 		for s := range strings.SplitSeq(q.Get("status"), ",") {
-			st := store.RunStatus(strings.TrimSpace(s))
+			st := api.RunStatus(strings.TrimSpace(s))
 			if !st.Failing() {
-				return store.FailingQuery{}, 0, fmt.Errorf("status: %s is not %q or %q (a comma-separated list of them)", quoteClip(string(st)), store.RunDead, store.RunFailed)
+				return store.FailingQuery{}, 0, fmt.Errorf("status: %s is not %q or %q (a comma-separated list of them)", quoteClip(string(st)), api.RunDead, api.RunFailed)
 			}
 			if !slices.Contains(statuses, st) {
 				statuses = append(statuses, st)
 			}
 		}
 	}
-	since := store.FailingWindow
+	since := api.FailingWindow
 	if q.Has("since") {
 		d, err := time.ParseDuration(q.Get("since"))
-		if err != nil || d < time.Millisecond || d > store.FailingWindow {
-			return store.FailingQuery{}, 0, fmt.Errorf("since: %s is not a duration from 1ms to %s (e.g. 1h30m)", quoteClip(q.Get("since")), store.FailingWindow)
+		if err != nil || d < time.Millisecond || d > api.FailingWindow {
+			return store.FailingQuery{}, 0, fmt.Errorf("since: %s is not a duration from 1ms to %s (e.g. 1h30m)", quoteClip(q.Get("since")), api.FailingWindow)
 		}
 		since = d
 	}
 	prefix := q.Get("prefix")
-	if len(prefix) > store.MaxIDBytes {
-		return store.FailingQuery{}, 0, fmt.Errorf("prefix: %d bytes long; no job ID is longer than %d", len(prefix), store.MaxIDBytes)
+	if len(prefix) > api.MaxIDBytes {
+		return store.FailingQuery{}, 0, fmt.Errorf("prefix: %d bytes long; no job ID is longer than %d", len(prefix), api.MaxIDBytes)
 	}
 	return store.FailingQuery{Prefix: prefix, Statuses: statuses, Since: now.Add(-since), Limit: limit}, since, nil
 }
@@ -80,7 +80,7 @@ func (a *jobsAPI) failing(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	p, _ := auth.FromContext(r.Context())
 	if fq.Prefix, ok = listPrefix(p.Prefix, fq.Prefix); !ok {
-		a.reply(w, r, http.StatusOK, api.FailingRunList{Runs: []store.FailingRun{}})
+		a.reply(w, r, http.StatusOK, api.FailingRunList{Runs: []api.FailingRun{}})
 		return
 	}
 	var seal func(string) string

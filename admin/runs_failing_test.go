@@ -11,16 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // putFailing stores a failing-runs index entry of job id's run for
 // scheduled time at, in status st since the env's clock minus ago.
-func (e *secEnv) putFailing(id string, at time.Time, st store.RunStatus, ago time.Duration) store.FailingRun {
+func (e *secEnv) putFailing(id string, at time.Time, st api.RunStatus, ago time.Duration) api.FailingRun {
 	e.t.Helper()
 	p := e.jobs.Partition(id)
-	f := store.FailingRun{RunID: store.RunID(id, at), JobID: id, Status: st, Attempt: 1, At: e.clock.Now().Add(-ago).UTC(), Error: "boom"}
+	f := api.FailingRun{RunID: store.RunID(id, at), JobID: id, Status: st, Attempt: 1, At: e.clock.Now().Add(-ago).UTC(), Error: "boom"}
 	b, _ := json.Marshal(f)
 	if _, err := e.client.Put(context.Background(), e.jobs.Keys().Failing(p, id, at), string(b)); err != nil {
 		e.t.Fatal(err)
@@ -29,8 +30,8 @@ func (e *secEnv) putFailing(id string, at time.Time, st store.RunStatus, ago tim
 }
 
 type failingPage struct {
-	Runs       []store.FailingRun `json:"runs"`
-	NextCursor string             `json:"next_cursor"`
+	Runs       []api.FailingRun `json:"runs"`
+	NextCursor string           `json:"next_cursor"`
 }
 
 // listFailing pages through GET /v1/runs?query with limit, as token, and
@@ -71,9 +72,9 @@ func TestFailingRunsListing(t *testing.T) {
 	for i := range 30 {
 		for _, owner := range []string{"team/", "other/", "teams/"} {
 			id := fmt.Sprintf("%s%02d", owner, i%12) // several runs per job
-			st, ago := store.RunDead, time.Duration(i)*time.Hour
+			st, ago := api.RunDead, time.Duration(i)*time.Hour
 			if i%4 == 0 {
-				st = store.RunFailed
+				st = api.RunFailed
 			}
 			if i%5 == 0 {
 				ago = 25 * time.Hour // outside the window
@@ -85,7 +86,7 @@ func TestFailingRunsListing(t *testing.T) {
 			all = append(all, f.RunID)
 			if owner == "team/" {
 				team = append(team, f.RunID)
-				if st == store.RunDead {
+				if st == api.RunDead {
 					teamDead = append(teamDead, f.RunID)
 				}
 				if ago <= 2*time.Hour {
@@ -97,11 +98,11 @@ func TestFailingRunsListing(t *testing.T) {
 	// One job with many runs: its partition's range holds more than one
 	// read takes.
 	for i := range 70 {
-		f := e.putFailing("team/many", at.Add(time.Duration(i)*time.Second), store.RunDead, time.Minute)
+		f := e.putFailing("team/many", at.Add(time.Duration(i)*time.Second), api.RunDead, time.Minute)
 		all, team, teamDead, teamRecent = append(all, f.RunID), append(team, f.RunID), append(teamDead, f.RunID), append(teamRecent, f.RunID)
 	}
-	viewer := e.cred(auth.CreateRequest{Role: auth.RoleViewer})
-	scoped := e.cred(auth.CreateRequest{Role: auth.RoleViewer, Prefix: "team/"})
+	viewer := e.cred(api.CreateRequest{Role: api.RoleViewer})
+	scoped := e.cred(api.CreateRequest{Role: api.RoleViewer, Prefix: "team/"})
 	tests := []struct {
 		name  string
 		token string
@@ -154,12 +155,12 @@ func TestFailingRunsScanBound(t *testing.T) {
 	at := time.Date(2026, 4, 30, 0, 0, 0, 0, time.UTC)
 	var failed []string
 	for i := range 40 {
-		st := store.RunDead
+		st := api.RunDead
 		if i%7 == 0 {
-			st = store.RunFailed
+			st = api.RunFailed
 		}
 		f := e.putFailing(fmt.Sprintf("job-%02d", i), at, st, time.Minute)
-		if st == store.RunFailed {
+		if st == api.RunFailed {
 			failed = append(failed, f.RunID)
 		}
 	}
@@ -169,7 +170,7 @@ func TestFailingRunsScanBound(t *testing.T) {
 		if pages > 40 {
 			t.Fatal("the listing does not end")
 		}
-		runs, next, err := e.jobs.ListFailing(context.Background(), store.FailingQuery{Statuses: []store.RunStatus{store.RunFailed}, Cursor: cursor, Limit: 3, Scan: 5})
+		runs, next, err := e.jobs.ListFailing(context.Background(), store.FailingQuery{Statuses: []api.RunStatus{api.RunFailed}, Cursor: cursor, Limit: 3, Scan: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +193,7 @@ func TestFailingRunsScanBound(t *testing.T) {
 
 func TestFailingRunsBadParameters(t *testing.T) {
 	e := newSecEnv(t, secOptions{})
-	viewer := e.cred(auth.CreateRequest{Role: auth.RoleViewer})
+	viewer := e.cred(api.CreateRequest{Role: api.RoleViewer})
 	tests := []struct{ query, want string }{
 		{"status=succeeded", `status: "succeeded" is not "dead" or "failed"`},
 		{"status=", `status: "" is not "dead" or "failed"`},
@@ -206,7 +207,7 @@ func TestFailingRunsBadParameters(t *testing.T) {
 		{"cursor=nonsense", `cursor: "nonsense" is not a cursor of this listing: it is malformed`},
 		{"cursor=99999/x/y", `cursor: "99999/x/y" is not a cursor of this listing: it is malformed`},
 		{"cursor=" + strings.Repeat("c", 2000), "cursor: 2000 bytes long"},
-		{"prefix=" + strings.Repeat("p", store.MaxIDBytes+1), fmt.Sprintf("prefix: %d bytes long", store.MaxIDBytes+1)},
+		{"prefix=" + strings.Repeat("p", api.MaxIDBytes+1), fmt.Sprintf("prefix: %d bytes long", api.MaxIDBytes+1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {

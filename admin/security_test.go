@@ -30,12 +30,10 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -61,7 +59,7 @@ func (f *fakeProtocol) count() int {
 	return len(f.calls)
 }
 
-func (f *fakeProtocol) Poll(ctx context.Context, req dispatch.PollRequest) (dispatch.PollResponse, error) {
+func (f *fakeProtocol) Poll(ctx context.Context, req api.PollRequest) (api.PollResponse, error) {
 	f.record(req)
 	if f.block != nil {
 		select {
@@ -69,30 +67,30 @@ func (f *fakeProtocol) Poll(ctx context.Context, req dispatch.PollRequest) (disp
 		case <-ctx.Done():
 		}
 	}
-	return dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{}}, nil
+	return api.PollResponse{Attempts: []api.AttemptGrant{}}, nil
 }
 
-func (f *fakeProtocol) Heartbeat(_ context.Context, req dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error) {
+func (f *fakeProtocol) Heartbeat(_ context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
 	f.record(req)
-	return dispatch.HeartbeatResponse{RunLease: store.Duration(time.Second)}, nil
+	return api.HeartbeatResponse{RunLease: api.Duration(time.Second)}, nil
 }
 
-func (f *fakeProtocol) Complete(_ context.Context, req dispatch.CompleteRequest) (dispatch.CompleteResponse, error) {
+func (f *fakeProtocol) Complete(_ context.Context, req api.CompleteRequest) (api.CompleteResponse, error) {
 	f.record(req)
-	return dispatch.CompleteResponse{Status: store.RunSucceeded, Written: f.written}, nil
+	return api.CompleteResponse{Status: api.RunSucceeded, Written: f.written}, nil
 }
 
-func (f *fakeProtocol) Register(_ context.Context, req dispatch.RegisterRequest) (dispatch.RegisterResponse, error) {
+func (f *fakeProtocol) Register(_ context.Context, req api.RegisterRequest) (api.RegisterResponse, error) {
 	f.record(req)
-	return dispatch.RegisterResponse{TTL: store.Duration(6 * time.Second), Orchestrator: "m1"}, nil
+	return api.RegisterResponse{TTL: api.Duration(6 * time.Second), Orchestrator: "m1"}, nil
 }
 
-func (f *fakeProtocol) Deregister(_ context.Context, req dispatch.DeregisterRequest) error {
+func (f *fakeProtocol) Deregister(_ context.Context, req api.DeregisterRequest) error {
 	f.record(req)
 	return nil
 }
 
-func (f *fakeProtocol) Workers() ([]store.Worker, error) { return []store.Worker{}, nil }
+func (f *fakeProtocol) Workers() ([]api.Worker, error) { return []api.Worker{}, nil }
 
 // Presence accepts the stream and reads it to its end.
 func (f *fakeProtocol) Presence(_ context.Context, credential string, s workers.PresenceStream) error {
@@ -145,7 +143,7 @@ type secOptions struct {
 func newSecEnv(t *testing.T, o secOptions) *secEnv {
 	t.Helper()
 	e := &secEnv{t: t, client: etcd.Client(t), ns: etcdtest.Namespace(t), clock: clockwork.NewFakeClockAt(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))}
-	e.jobs = store.NewEtcd(e.client, e.ns, testPartitions, store.DefaultLimits(), e.clock.Now)
+	e.jobs = store.NewEtcd(e.client, e.ns, testPartitions, api.DefaultLimits(), e.clock.Now)
 	e.tokens = auth.NewStoreConfig(e.client, e.ns, e.clock.Now, o.tokens)
 	c, err := auth.NewCache(e.client, auth.CacheConfig{Namespace: e.ns, Clock: e.clock, Logger: zaptest.NewLogger(t)})
 	if err != nil {
@@ -157,7 +155,7 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 	go func() { defer close(done); c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	e.member = &fakeMember{ready: true, view: membership.View{Revision: 1}, table: api.PartitionTable{Partitions: 1, Rows: []api.PartitionRow{{Partition: 0}}}}
+	e.member = &fakeMember{ready: true, view: api.View{Revision: 1}, table: api.PartitionTable{Partitions: 1, Rows: []api.PartitionRow{{Partition: 0}}}}
 	e.proto = &fakeProtocol{}
 	if o.block {
 		e.proto.block = make(chan struct{})
@@ -205,7 +203,7 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 }
 
 // cred stores a credential and waits until the cache has it.
-func (e *secEnv) cred(req auth.CreateRequest) auth.Created {
+func (e *secEnv) cred(req api.CreateRequest) api.Created {
 	e.t.Helper()
 	c, rev, err := e.tokens.Create(context.Background(), req, "test")
 	if err != nil {
@@ -304,7 +302,7 @@ func (e *secEnv) ensureJob(id string) {
 	if _, err := e.jobs.Get(context.Background(), id); err == nil {
 		return
 	}
-	j := store.Job{ID: id, Schedule: "@every 1h", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook", Headers: map[string]store.HeaderValue{"Authorization": store.Literal("Bearer target-secret")}}}
+	j := api.Job{ID: id, Schedule: "@every 1h", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/hook", Headers: map[string]api.HeaderValue{"Authorization": api.Literal("Bearer target-secret")}}}
 	if _, err := e.jobs.Create(context.Background(), j); err != nil {
 		e.t.Fatal(err)
 	}
@@ -327,15 +325,15 @@ func (e *secEnv) ensureBackfill(id string) {
 // returns its ID.
 func (e *secEnv) putRun(id string) string {
 	e.t.Helper()
-	return e.putRunStatus(id, store.RunSucceeded)
+	return e.putRunStatus(id, api.RunSucceeded)
 }
 
 // putRunStatus stores a run of job id in status st (no owner takes it in:
 // the environment has no scheduler), and returns its ID.
-func (e *secEnv) putRunStatus(id string, st store.RunStatus) string {
+func (e *secEnv) putRunStatus(id string, st api.RunStatus) string {
 	e.t.Helper()
 	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	r := store.Run{ID: store.RunID(id, at), JobID: id, Partition: e.jobs.Partition(id), ScheduledAt: at, Status: st}
+	r := api.Run{ID: store.RunID(id, at), JobID: id, Partition: e.jobs.Partition(id), ScheduledAt: at, Status: st}
 	b, _ := json.Marshal(r)
 	if _, err := e.client.Put(context.Background(), e.jobs.Keys().Run(r.Partition, id, at), string(b)); err != nil {
 		e.t.Fatal(err)
@@ -347,7 +345,7 @@ func (e *secEnv) putRunStatus(id string, st store.RunStatus) string {
 type principalCase struct {
 	name   string
 	token  string
-	role   auth.Role // "" for callers with no valid credential
+	role   api.Role // "" for callers with no valid credential
 	prefix string
 }
 
@@ -363,21 +361,21 @@ func TestRouteMatrix(t *testing.T) {
 	e := newSecEnv(t, secOptions{})
 	const scope = "team/"
 	var callers []principalCase
-	for _, role := range auth.Roles() {
-		c := e.cred(auth.CreateRequest{Role: role})
+	for _, role := range api.Roles() {
+		c := e.cred(api.CreateRequest{Role: role})
 		callers = append(callers, principalCase{name: string(role), token: c.Secret, role: role})
-		if role != auth.RoleAdmin {
-			c := e.cred(auth.CreateRequest{Role: role, Prefix: scope})
+		if role != api.RoleAdmin {
+			c := e.cred(api.CreateRequest{Role: role, Prefix: scope})
 			callers = append(callers, principalCase{name: string(role) + " " + scope, token: c.Secret, role: role, prefix: scope})
 		}
 	}
-	revoked := e.cred(auth.CreateRequest{Role: auth.RoleAdmin})
+	revoked := e.cred(api.CreateRequest{Role: api.RoleAdmin})
 	rev, err := e.tokens.Revoke(context.Background(), revoked.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.waitRev(rev)
-	expired := e.cred(auth.CreateRequest{Role: auth.RoleAdmin, TTL: "1h"})
+	expired := e.cred(api.CreateRequest{Role: api.RoleAdmin, TTL: "1h"})
 	e.clock.Advance(2 * time.Hour)
 	callers = append(callers,
 		principalCase{name: "no credential"},
@@ -391,7 +389,7 @@ func TestRouteMatrix(t *testing.T) {
 	// anyone, even without a credential.
 	type routeCase struct {
 		pattern string
-		allowed []auth.Role
+		allowed []api.Role
 		anyone  bool
 		// job is the job the route concerns ("" for none); the route is
 		// sent for a job inside and one outside the scope.
@@ -401,11 +399,11 @@ func TestRouteMatrix(t *testing.T) {
 		make func(id string) request
 		ok   int
 	}
-	viewers := []auth.Role{auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin}
-	members := []auth.Role{auth.RoleViewer, auth.RoleWorker, auth.RoleOperator, auth.RoleAdmin}
-	writers := []auth.Role{auth.RoleOperator, auth.RoleAdmin}
-	workers := []auth.Role{auth.RoleWorker, auth.RoleAdmin}
-	admins := []auth.Role{auth.RoleAdmin}
+	viewers := []api.Role{api.RoleViewer, api.RoleOperator, api.RoleAdmin}
+	members := []api.Role{api.RoleViewer, api.RoleWorker, api.RoleOperator, api.RoleAdmin}
+	writers := []api.Role{api.RoleOperator, api.RoleAdmin}
+	workers := []api.Role{api.RoleWorker, api.RoleAdmin}
+	admins := []api.Role{api.RoleAdmin}
 	get := func(p string) func(string) request {
 		return func(string) request { return request{method: "GET", path: p} }
 	}
@@ -505,22 +503,22 @@ func TestRouteMatrix(t *testing.T) {
 		}},
 		{pattern: "POST /v1/runs/{run_id}/cancel", allowed: writers, job: true, ok: 202, make: func(id string) request {
 			e.ensureJob(id)
-			return request{method: "POST", path: "/v1/runs/" + url.PathEscape(e.putRunStatus(id, store.RunPending)) + "/cancel"}
+			return request{method: "POST", path: "/v1/runs/" + url.PathEscape(e.putRunStatus(id, api.RunPending)) + "/cancel"}
 		}},
 		{pattern: "POST /v1/worker/poll", allowed: workers, ok: 200, make: func(string) request {
-			return request{method: "POST", path: dispatch.PathPoll, body: `{"worker":"w","executors":["http"],"max":1}`}
+			return request{method: "POST", path: api.PathPoll, body: `{"worker":"w","executors":["http"],"max":1}`}
 		}},
 		{pattern: "POST /v1/worker/heartbeat", allowed: workers, ok: 200, make: func(string) request {
-			return request{method: "POST", path: dispatch.PathHeartbeat, body: `{"worker":"w","run_id":"` + store.RunID("team/a", time.Now()) + `","attempt":1}`}
+			return request{method: "POST", path: api.PathHeartbeat, body: `{"worker":"w","run_id":"` + store.RunID("team/a", time.Now()) + `","attempt":1}`}
 		}},
 		{pattern: "POST /v1/worker/complete", allowed: workers, ok: 200, make: func(string) request {
-			return request{method: "POST", path: dispatch.PathComplete, body: `{"worker":"w","run_id":"` + store.RunID("team/a", time.Now()) + `","attempt":1,"success":true}`}
+			return request{method: "POST", path: api.PathComplete, body: `{"worker":"w","run_id":"` + store.RunID("team/a", time.Now()) + `","attempt":1,"success":true}`}
 		}},
 		{pattern: "POST /v1/worker/register", allowed: workers, ok: 200, make: func(string) request {
-			return request{method: "POST", path: dispatch.PathRegister, body: `{"worker":"w","executors":["http"],"concurrency":4,"active":0}`}
+			return request{method: "POST", path: api.PathRegister, body: `{"worker":"w","executors":["http"],"concurrency":4,"active":0}`}
 		}},
 		{pattern: "POST /v1/worker/deregister", allowed: workers, ok: 200, make: func(string) request {
-			return request{method: "POST", path: dispatch.PathDeregister, body: `{"worker":"w"}`}
+			return request{method: "POST", path: api.PathDeregister, body: `{"worker":"w"}`}
 		}},
 		{pattern: "POST /v1/worker/presence", allowed: workers, ok: 200, make: func(string) request {
 			return request{method: "POST", path: api.PathPresence, body: `{"worker":"w"}` + "\n{}\n"}
@@ -530,7 +528,7 @@ func TestRouteMatrix(t *testing.T) {
 		}},
 		{pattern: "GET /v1/tokens", allowed: admins, make: get("/v1/tokens"), ok: 200},
 		{pattern: "DELETE /v1/tokens/{id}", allowed: admins, ok: 204, make: func(string) request {
-			c := e.cred(auth.CreateRequest{Role: auth.RoleViewer, Description: "to revoke"})
+			c := e.cred(api.CreateRequest{Role: api.RoleViewer, Description: "to revoke"})
 			return request{method: "DELETE", path: "/v1/tokens/" + c.ID}
 		}},
 	}
@@ -623,7 +621,7 @@ func TestAnonymousLearnsNothing(t *testing.T) {
 func TestScopeDoesNotTellExistence(t *testing.T) {
 	e := newSecEnv(t, secOptions{})
 	e.ensureJob("other/exists")
-	c := e.cred(auth.CreateRequest{Role: auth.RoleOperator, Prefix: "team/"})
+	c := e.cred(api.CreateRequest{Role: api.RoleOperator, Prefix: "team/"})
 	for _, sub := range [][]string{nil, {"runs"}} {
 		c1, _, b1 := e.send(request{method: "GET", path: jobPath("other/exists", sub...)}, c.Secret)
 		c2, _, b2 := e.send(request{method: "GET", path: jobPath("other/missing", sub...)}, c.Secret)
@@ -659,7 +657,7 @@ func TestScopedListing(t *testing.T) {
 	}
 	e.ensureJob("team") // shorter than the prefix: outside
 	e.ensureJob("teams/x")
-	c := e.cred(auth.CreateRequest{Role: auth.RoleViewer, Prefix: "team/"})
+	c := e.cred(api.CreateRequest{Role: api.RoleViewer, Prefix: "team/"})
 	for _, limit := range []int{1, 3, 7, 100} {
 		var got []string
 		cursor := ""
@@ -669,8 +667,8 @@ func TestScopedListing(t *testing.T) {
 			}
 			code, _, body := e.send(request{method: "GET", path: fmt.Sprintf("/v1/jobs?limit=%d&cursor=%s", limit, url.QueryEscape(cursor))}, c.Secret)
 			var page struct {
-				Jobs       []store.Job `json:"jobs"`
-				NextCursor string      `json:"next_cursor"`
+				Jobs       []api.Job `json:"jobs"`
+				NextCursor string    `json:"next_cursor"`
 			}
 			if code != http.StatusOK || json.Unmarshal(body, &page) != nil {
 				t.Fatalf("limit %d: %d %s", limit, code, body)
@@ -693,7 +691,7 @@ func TestScopedListing(t *testing.T) {
 
 func TestCreateOutsideScope(t *testing.T) {
 	e := newSecEnv(t, secOptions{})
-	c := e.cred(auth.CreateRequest{Role: auth.RoleOperator, Prefix: "team/"})
+	c := e.cred(api.CreateRequest{Role: api.RoleOperator, Prefix: "team/"})
 	before := e.state()
 	code, _, body := e.send(request{method: "POST", path: "/v1/jobs", body: httpJob("other/x", "")}, c.Secret)
 	if code != http.StatusForbidden || !strings.Contains(errorMessage(t, body), `"team/"`) {
@@ -712,8 +710,8 @@ func TestCreateOutsideScope(t *testing.T) {
 func TestViewerRedaction(t *testing.T) {
 	e := newSecEnv(t, secOptions{})
 	e.ensureJob("j")
-	viewer := e.cred(auth.CreateRequest{Role: auth.RoleViewer})
-	op := e.cred(auth.CreateRequest{Role: auth.RoleOperator})
+	viewer := e.cred(api.CreateRequest{Role: api.RoleViewer})
+	op := e.cred(api.CreateRequest{Role: api.RoleOperator})
 	for _, path := range []string{jobPath("j"), "/v1/jobs"} {
 		_, _, vb := e.send(request{method: "GET", path: path}, viewer.Secret)
 		if strings.Contains(string(vb), "target-secret") || !strings.Contains(string(vb), `"Authorization": "\u003credacted\u003e"`) {
@@ -726,7 +724,7 @@ func TestViewerRedaction(t *testing.T) {
 	}
 	// Redaction is of the reply only: the stored job keeps its value.
 	j, err := e.jobs.Get(context.Background(), "j")
-	if err != nil || j.Executor.Headers["Authorization"] != store.Literal("Bearer target-secret") {
+	if err != nil || j.Executor.Headers["Authorization"] != api.Literal("Bearer target-secret") {
 		t.Fatalf("stored job: %+v, %v", j.Executor, err)
 	}
 }
@@ -736,7 +734,7 @@ func TestViewerRedaction(t *testing.T) {
 // refused, store nothing, and no reply carries CORS headers.
 func TestBrowserDefences(t *testing.T) {
 	e := newSecEnv(t, secOptions{loopback: true})
-	op := e.cred(auth.CreateRequest{Role: auth.RoleOperator})
+	op := e.cred(api.CreateRequest{Role: api.RoleOperator})
 	e.ensureJob("j")
 	port := e.srv.URL[strings.LastIndex(e.srv.URL, ":")+1:]
 	job := httpJob("browser", "")
@@ -794,16 +792,16 @@ func TestBrowserDefences(t *testing.T) {
 
 func TestTokenEndpoints(t *testing.T) {
 	e := newSecEnv(t, secOptions{})
-	adm := e.cred(auth.CreateRequest{Role: auth.RoleAdmin})
+	adm := e.cred(api.CreateRequest{Role: api.RoleAdmin})
 	code, hdr, body := e.send(request{method: "POST", path: "/v1/tokens", body: `{"role":"operator","prefix":"team/","ttl":"24h","description":"team ci"}`}, adm.Secret)
 	if code != http.StatusCreated || hdr.Get("Cache-Control") != "no-store" {
 		t.Fatalf("create: %d %v %s", code, hdr, body)
 	}
-	var c auth.Created
+	var c api.Created
 	if err := json.Unmarshal(body, &c); err != nil {
 		t.Fatal(err)
 	}
-	if c.Role != auth.RoleOperator || c.Prefix != "team/" || c.CreatedBy != adm.ID || c.Secret == "" || !c.ExpiresAt.Equal(e.clock.Now().Add(24*time.Hour).Truncate(time.Millisecond)) {
+	if c.Role != api.RoleOperator || c.Prefix != "team/" || c.CreatedBy != adm.ID || c.Secret == "" || !c.ExpiresAt.Equal(e.clock.Now().Add(24*time.Hour).Truncate(time.Millisecond)) {
 		t.Fatalf("created %+v", c)
 	}
 	// It works on this member as soon as the reply arrived.
@@ -814,7 +812,7 @@ func TestTokenEndpoints(t *testing.T) {
 	if code != http.StatusOK || strings.Contains(string(body), c.Secret[len(c.Secret)-43:]) || strings.Contains(string(body), "sha256") {
 		t.Fatalf("list shows a secret or hash: %s", body)
 	}
-	var list auth.TokenList
+	var list api.TokenList
 	if err := json.Unmarshal(body, &list); err != nil || len(list.Tokens) != 2 {
 		t.Fatalf("list: %s (%v)", body, err)
 	}
@@ -850,7 +848,7 @@ func TestTokenEndpoints(t *testing.T) {
 
 func TestAuditAndRequestMetrics(t *testing.T) {
 	e := newSecEnv(t, secOptions{})
-	op := e.cred(auth.CreateRequest{Role: auth.RoleOperator, Prefix: "team/"})
+	op := e.cred(api.CreateRequest{Role: api.RoleOperator, Prefix: "team/"})
 	e.send(request{method: "GET", path: "/v1/jobs"}, op.Secret)
 	e.send(request{method: "POST", path: "/v1/jobs", body: httpJob("team/audited", "")}, op.Secret)
 	e.send(request{method: "DELETE", path: jobPath("other/x")}, op.Secret)
@@ -932,9 +930,9 @@ func counter(t *testing.T, reg *prometheus.Registry, route, code string) prometh
 
 func TestRateLimit(t *testing.T) {
 	e := newSecEnv(t, secOptions{limits: admin.Limits{Rate: 1, Burst: 2}})
-	v := e.cred(auth.CreateRequest{Role: auth.RoleViewer})
-	other := e.cred(auth.CreateRequest{Role: auth.RoleViewer})
-	w := e.cred(auth.CreateRequest{Role: auth.RoleWorker})
+	v := e.cred(api.CreateRequest{Role: api.RoleViewer})
+	other := e.cred(api.CreateRequest{Role: api.RoleViewer})
+	w := e.cred(api.CreateRequest{Role: api.RoleWorker})
 	get := request{method: "GET", path: "/v1/cluster/members"}
 	for i := range 2 {
 		if code, _, _ := e.send(get, v.Secret); code != http.StatusOK {
@@ -950,7 +948,7 @@ func TestRateLimit(t *testing.T) {
 	}
 	// The worker protocol is not rate limited.
 	for i := range 5 {
-		if code, _, body := e.send(request{method: "POST", path: dispatch.PathHeartbeat, body: `{"worker":"w","run_id":"` + store.RunID("a", time.Now()) + `","attempt":1}`}, w.Secret); code != http.StatusOK {
+		if code, _, body := e.send(request{method: "POST", path: api.PathHeartbeat, body: `{"worker":"w","run_id":"` + store.RunID("a", time.Now()) + `","attempt":1}`}, w.Secret); code != http.StatusOK {
 			t.Fatalf("heartbeat %d: %d %s", i, code, body)
 		}
 	}
@@ -962,10 +960,10 @@ func TestRateLimit(t *testing.T) {
 
 func TestPollCaps(t *testing.T) {
 	e := newSecEnv(t, secOptions{limits: admin.Limits{Rate: -1, MaxPolls: 5, MaxPollsPerCredential: 3}, block: true})
-	rogue := e.cred(auth.CreateRequest{Role: auth.RoleWorker})
-	real := e.cred(auth.CreateRequest{Role: auth.RoleWorker, Prefix: "team/"})
-	third := e.cred(auth.CreateRequest{Role: auth.RoleWorker})
-	poll := request{method: "POST", path: dispatch.PathPoll, body: `{"worker":"w","executors":["http"],"max":1,"wait":"30s"}`}
+	rogue := e.cred(api.CreateRequest{Role: api.RoleWorker})
+	real := e.cred(api.CreateRequest{Role: api.RoleWorker, Prefix: "team/"})
+	third := e.cred(api.CreateRequest{Role: api.RoleWorker})
+	poll := request{method: "POST", path: api.PathPoll, body: `{"worker":"w","executors":["http"],"max":1,"wait":"30s"}`}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -1014,7 +1012,7 @@ func TestPollCaps(t *testing.T) {
 	e.proto.mu.Lock()
 	var scoped int
 	for _, c := range e.proto.calls {
-		if p, ok := c.(dispatch.PollRequest); ok && p.Credential == real.ID && p.Prefix == "team/" {
+		if p, ok := c.(api.PollRequest); ok && p.Credential == real.ID && p.Prefix == "team/" {
 			scoped++
 		}
 	}
@@ -1028,8 +1026,8 @@ func TestPollCaps(t *testing.T) {
 // names the credential; a bearer token must then name the same one.
 func TestClientCertificate(t *testing.T) {
 	e := newSecEnv(t, secOptions{})
-	op := e.cred(auth.CreateRequest{Role: auth.RoleOperator})
-	viewer := e.cred(auth.CreateRequest{Role: auth.RoleViewer})
+	op := e.cred(api.CreateRequest{Role: api.RoleOperator})
+	viewer := e.cred(api.CreateRequest{Role: api.RoleViewer})
 	withCert := func(cn, tok string) int {
 		r := httptest.NewRequest("POST", jobPath("x", "pause"), nil)
 		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{Subject: pkix.Name{CommonName: cn}}}}}

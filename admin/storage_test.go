@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/jobfleet/jobfleet/admin"
@@ -22,8 +24,8 @@ func TestStorageEndpoint(t *testing.T) {
 	report := storage.Report{
 		DBSize: 4 << 20, DBSizeInUse: 1 << 20, Quota: 8 << 20, QuotaSource: storage.QuotaFromEtcd,
 		HighWater: 0.8, HighWaterBytes: 6710886, Revision: 900, CompactedRevision: 700,
-		Compaction:         &storage.Compaction{Member: "a", Revision: 700, At: started, Interval: store.Duration(5 * time.Minute)},
-		CompactionInterval: store.Duration(5 * time.Minute),
+		Compaction:         &storage.Compaction{Member: "a", Revision: 700, At: started, Interval: api.Duration(5 * time.Minute)},
+		CompactionInterval: api.Duration(5 * time.Minute),
 		Keys:               storage.Counts{Jobs: 3, Runs: 10, ActiveRuns: 1, FailingRuns: 2, Total: 20},
 		History:            &storage.History{Member: "a", Partitions: 4, Runs: 10, Bytes: 123, BudgetBytes: 4096},
 		Alarms:             []storage.Alarm{{Member: "8e9e05c52164694d", Alarm: "NOSPACE"}},

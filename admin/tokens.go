@@ -13,7 +13,7 @@ import (
 
 // TokenStore keeps credentials; *auth.Store implements it.
 type TokenStore interface {
-	Create(ctx context.Context, req auth.CreateRequest, createdBy string) (auth.Created, int64, error)
+	Create(ctx context.Context, req api.CreateRequest, createdBy string) (api.Created, int64, error)
 	ListPage(ctx context.Context, cursor string, limit int) ([]api.Token, string, error)
 	Revoke(ctx context.Context, id string) (int64, error)
 }
@@ -67,7 +67,7 @@ func (t *tokensAPI) create(w http.ResponseWriter, r *http.Request) {
 	if !t.store(w) {
 		return
 	}
-	var req auth.CreateRequest
+	var req api.CreateRequest
 	if err := decodeBody(w, r, maxTokenBody, &req); err != nil {
 		WriteError(w, bodyStatus(err), "malformed credential request: "+bodyMessage(err))
 		return

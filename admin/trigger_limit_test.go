@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,7 +27,7 @@ func TestJobsTriggerRateLimit(t *testing.T) {
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
 	clock := clockwork.NewFakeClock()
-	s := store.NewEtcd(client, ns, testPartitions, store.DefaultLimits(), clock.Now)
+	s := store.NewEtcd(client, ns, testPartitions, api.DefaultLimits(), clock.Now)
 	h := admin.Handler(admintest.Member{Jobs: s, Auth: testAuth}, admin.Config{
 		Gatherer:     prometheus.NewRegistry(),
 		Logger:       zaptest.NewLogger(t),

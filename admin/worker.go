@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
@@ -18,14 +20,14 @@ import (
 // WorkerProtocol is the orchestrator side of the worker protocol;
 // *dispatch.Dispatcher implements it.
 type WorkerProtocol interface {
-	Poll(ctx context.Context, req dispatch.PollRequest) (dispatch.PollResponse, error)
-	Heartbeat(ctx context.Context, req dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error)
-	Complete(ctx context.Context, req dispatch.CompleteRequest) (dispatch.CompleteResponse, error)
+	Poll(ctx context.Context, req api.PollRequest) (api.PollResponse, error)
+	Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error)
+	Complete(ctx context.Context, req api.CompleteRequest) (api.CompleteResponse, error)
 }
 
 // maxProtocolBody caps worker protocol requests: a completion carries at
 // most MaxOutputBytes of output and as much error text.
-const maxProtocolBody = 2*dispatch.MaxOutputBytes + 64<<10
+const maxProtocolBody = 2*api.MaxOutputBytes + 64<<10
 
 // workerAPI serves the worker protocol (dispatch/protocol.go). The
 // request's credential, never its body, names the credential an attempt is
@@ -39,7 +41,7 @@ type workerAPI struct {
 }
 
 func (a *workerAPI) poll(w http.ResponseWriter, r *http.Request) {
-	var req dispatch.PollRequest
+	var req api.PollRequest
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
 		req.Credential, req.Prefix, req.WorkerLabels = who.ID, who.Prefix, who.WorkerLabels
 		resp, err := p.Poll(r.Context(), req)
@@ -76,7 +78,7 @@ func withoutUserinfo(endpoints []string) []string {
 }
 
 func (a *workerAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
-	var req dispatch.HeartbeatRequest
+	var req api.HeartbeatRequest
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
 		req.Credential = who.ID
 		return p.Heartbeat(r.Context(), req)
@@ -84,7 +86,7 @@ func (a *workerAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *workerAPI) complete(w http.ResponseWriter, r *http.Request) {
-	var req dispatch.CompleteRequest
+	var req api.CompleteRequest
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
 		req.Credential = who.ID
 		resp, err := p.Complete(r.Context(), req)
@@ -136,7 +138,7 @@ func serveProtocol[P any](w http.ResponseWriter, r *http.Request, get func() (P,
 		}
 		writeBody(w, http.StatusOK, body) // a write error means the worker went away; its attempts' leases expire
 	case errors.As(err, &notOwner):
-		WriteJSON(w, http.StatusMisdirectedRequest, dispatch.NotOwner{Error: err.Error(), Owner: notOwner.Owner, OwnerAddr: notOwner.OwnerAddr})
+		WriteJSON(w, http.StatusMisdirectedRequest, api.NotOwner{Error: err.Error(), Owner: notOwner.Owner, OwnerAddr: notOwner.OwnerAddr})
 	case errors.Is(err, dispatch.ErrBadRequest):
 		WriteError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, dispatch.ErrForbidden):

@@ -10,31 +10,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // scriptedProtocol answers every poll with resp and err.
 type scriptedProtocol struct {
-	resp dispatch.PollResponse
+	resp api.PollResponse
 	err  error
 }
 
-func (p scriptedProtocol) Poll(context.Context, dispatch.PollRequest) (dispatch.PollResponse, error) {
+func (p scriptedProtocol) Poll(context.Context, api.PollRequest) (api.PollResponse, error) {
 	return p.resp, p.err
 }
-func (p scriptedProtocol) Heartbeat(context.Context, dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error) {
-	return dispatch.HeartbeatResponse{}, p.err
+func (p scriptedProtocol) Heartbeat(context.Context, api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	return api.HeartbeatResponse{}, p.err
 }
-func (p scriptedProtocol) Complete(context.Context, dispatch.CompleteRequest) (dispatch.CompleteResponse, error) {
-	return dispatch.CompleteResponse{}, p.err
+func (p scriptedProtocol) Complete(context.Context, api.CompleteRequest) (api.CompleteResponse, error) {
+	return api.CompleteResponse{}, p.err
 }
 
 // TestWorkerProtocolReplies checks that a poll reply is either complete
@@ -47,9 +48,9 @@ func TestWorkerProtocolReplies(t *testing.T) {
 		wantCode int
 		wantMsg  string
 	}{
-		{name: "attempt handed out", p: scriptedProtocol{resp: dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{{RunID: "a@1", Payload: json.RawMessage(`{"k":[1,2]}`)}}}},
+		{name: "attempt handed out", p: scriptedProtocol{resp: api.PollResponse{Attempts: []api.AttemptGrant{{RunID: "a@1", Payload: json.RawMessage(`{"k":[1,2]}`)}}}},
 			wantCode: http.StatusOK},
-		{name: "payload that cannot be encoded", p: scriptedProtocol{resp: dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{{RunID: "a@1", Payload: json.RawMessage(`{"k":`)}}}},
+		{name: "payload that cannot be encoded", p: scriptedProtocol{resp: api.PollResponse{Attempts: []api.AttemptGrant{{RunID: "a@1", Payload: json.RawMessage(`{"k":`)}}}},
 			wantCode: http.StatusInternalServerError, wantMsg: "internal error: the reply could not be encoded as JSON"},
 		{name: "etcd without leader", p: scriptedProtocol{err: store.Classify(rpctypes.ErrGRPCNoLeader)},
 			wantCode: http.StatusServiceUnavailable, wantMsg: "store unavailable: etcd did not answer in time or has no leader; retry later"},
@@ -65,7 +66,7 @@ func TestWorkerProtocolReplies(t *testing.T) {
 			})
 			srv := httptest.NewServer(h)
 			defer srv.Close()
-			req := asAdmin(httptest.NewRequest("POST", srv.URL+dispatch.PathPoll, strings.NewReader(`{"worker":"w1","max":1}`)))
+			req := asAdmin(httptest.NewRequest("POST", srv.URL+api.PathPoll, strings.NewReader(`{"worker":"w1","max":1}`)))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := srv.Client().Do(req)
 			if err != nil {
@@ -80,7 +81,7 @@ func TestWorkerProtocolReplies(t *testing.T) {
 				t.Fatalf("got status %d %s, want %d", resp.StatusCode, body, tt.wantCode)
 			}
 			if tt.wantCode == http.StatusOK {
-				var pr dispatch.PollResponse
+				var pr api.PollResponse
 				if err := json.Unmarshal(body, &pr); err != nil || len(pr.Attempts) != 1 || string(pr.Attempts[0].Payload) != `{"k":[1,2]}` {
 					t.Errorf("got %s (%v), want the attempt with its payload byte for byte", body, err)
 				}
@@ -103,14 +104,14 @@ func TestPollReplyNamesEtcdWithoutUserinfo(t *testing.T) {
 	})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	req := asAdmin(httptest.NewRequest("POST", srv.URL+dispatch.PathPoll, strings.NewReader(`{"worker":"w1","max":1}`)))
+	req := asAdmin(httptest.NewRequest("POST", srv.URL+api.PathPoll, strings.NewReader(`{"worker":"w1","max":1}`)))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var pr dispatch.PollResponse
+	var pr api.PollResponse
 	if err := json.NewDecoder(resp.Body).Decode(&pr); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("poll: %d, %v", resp.StatusCode, err)
 	}
@@ -122,17 +123,17 @@ func TestPollReplyNamesEtcdWithoutUserinfo(t *testing.T) {
 // calledProtocol records whether any of its methods was called.
 type calledProtocol struct{ called *bool }
 
-func (p calledProtocol) Poll(context.Context, dispatch.PollRequest) (dispatch.PollResponse, error) {
+func (p calledProtocol) Poll(context.Context, api.PollRequest) (api.PollResponse, error) {
 	*p.called = true
-	return dispatch.PollResponse{}, nil
+	return api.PollResponse{}, nil
 }
-func (p calledProtocol) Heartbeat(context.Context, dispatch.HeartbeatRequest) (dispatch.HeartbeatResponse, error) {
+func (p calledProtocol) Heartbeat(context.Context, api.HeartbeatRequest) (api.HeartbeatResponse, error) {
 	*p.called = true
-	return dispatch.HeartbeatResponse{}, nil
+	return api.HeartbeatResponse{}, nil
 }
-func (p calledProtocol) Complete(context.Context, dispatch.CompleteRequest) (dispatch.CompleteResponse, error) {
+func (p calledProtocol) Complete(context.Context, api.CompleteRequest) (api.CompleteResponse, error) {
 	*p.called = true
-	return dispatch.CompleteResponse{}, nil
+	return api.CompleteResponse{}, nil
 }
 
 // TestWorkerProtocolStrictBodies checks that every worker-protocol body
@@ -149,14 +150,14 @@ func TestWorkerProtocolStrictBodies(t *testing.T) {
 	tests := []struct {
 		path, body, wantMsg string
 	}{
-		{dispatch.PathPoll, `{"worker":"w1","max":1} {"worker":"w2","max":1}`, "malformed request: unexpected data after the document"},
-		{dispatch.PathPoll, `{"worker":"w1","worker":"w2","max":1}`, `malformed request: duplicate key "worker"`},
-		{dispatch.PathPoll, `{"worker":"w1","max":1,"Wait":"1s"}`, `malformed request: Wait: unknown field; did you mean "wait"?`},
-		{dispatch.PathPoll, `{"worker":"w1","executors":["http",1]}`, "malformed request: executors[1]: cannot use JSON number as a string"},
-		{dispatch.PathHeartbeat, `{"worker":"w1","run_id":"a@1","attempt":1}x`, "malformed request: unexpected data after the document"},
-		{dispatch.PathHeartbeat, `{"worker":"w1","run_id":"a@1","attempt":1.5}`, "malformed request: attempt: cannot use JSON number 1.5 as an integer"},
-		{dispatch.PathComplete, `{"worker":"w1","run_id":"a@1","attempt":1,"success":true,"success":false}`, `malformed request: duplicate key "success"`},
-		{dispatch.PathComplete, ``, "malformed request: empty document"},
+		{api.PathPoll, `{"worker":"w1","max":1} {"worker":"w2","max":1}`, "malformed request: unexpected data after the document"},
+		{api.PathPoll, `{"worker":"w1","worker":"w2","max":1}`, `malformed request: duplicate key "worker"`},
+		{api.PathPoll, `{"worker":"w1","max":1,"Wait":"1s"}`, `malformed request: Wait: unknown field; did you mean "wait"?`},
+		{api.PathPoll, `{"worker":"w1","executors":["http",1]}`, "malformed request: executors[1]: cannot use JSON number as a string"},
+		{api.PathHeartbeat, `{"worker":"w1","run_id":"a@1","attempt":1}x`, "malformed request: unexpected data after the document"},
+		{api.PathHeartbeat, `{"worker":"w1","run_id":"a@1","attempt":1.5}`, "malformed request: attempt: cannot use JSON number 1.5 as an integer"},
+		{api.PathComplete, `{"worker":"w1","run_id":"a@1","attempt":1,"success":true,"success":false}`, `malformed request: duplicate key "success"`},
+		{api.PathComplete, ``, "malformed request: empty document"},
 	}
 	for _, tt := range tests {
 		req := asAdmin(httptest.NewRequest("POST", srv.URL+tt.path, strings.NewReader(tt.body)))

@@ -9,9 +9,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/placement"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // WorkerRegistry is the worker registry as the API serves it;
@@ -19,11 +17,11 @@ import (
 type WorkerRegistry interface {
 	// Register creates or refreshes a worker's registration
 	// (workers.Registry.Register).
-	Register(ctx context.Context, req dispatch.RegisterRequest) (dispatch.RegisterResponse, error)
+	Register(ctx context.Context, req api.RegisterRequest) (api.RegisterResponse, error)
 	// Deregister removes it (workers.Registry.Deregister).
-	Deregister(ctx context.Context, req dispatch.DeregisterRequest) error
+	Deregister(ctx context.Context, req api.DeregisterRequest) error
 	// Workers lists the live registrations, by ID.
-	Workers() ([]store.Worker, error)
+	Workers() ([]api.Worker, error)
 	// WhyPending says why no live worker can take a waiting run of job
 	// jobID with executor type executor and placement selector selector,
 	// "" if some can, as told to a reader scoped to readerPrefix
@@ -46,7 +44,7 @@ var errNoRegistry = errors.New("this member keeps no worker registry")
 // to the request's credential and scope, and checked against its worker
 // label selector, never against what the body says.
 func (a *workerAPI) register(w http.ResponseWriter, r *http.Request) {
-	var req dispatch.RegisterRequest
+	var req api.RegisterRequest
 	serveProtocol(w, r, a.registry, &req, func(reg WorkerRegistry, who auth.Principal) (any, error) {
 		req.Credential, req.Prefix, req.WorkerLabels = who.ID, who.Prefix, who.WorkerLabels
 		return reg.Register(r.Context(), req)
@@ -54,7 +52,7 @@ func (a *workerAPI) register(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *workerAPI) deregister(w http.ResponseWriter, r *http.Request) {
-	var req dispatch.DeregisterRequest
+	var req api.DeregisterRequest
 	serveProtocol(w, r, a.registry, &req, func(reg WorkerRegistry, who auth.Principal) (any, error) {
 		req.Credential = who.ID
 		return struct{}{}, reg.Deregister(r.Context(), req)
@@ -83,15 +81,15 @@ func (a *workerAPI) workers(w http.ResponseWriter, r *http.Request) {
 	// jobs (unscoped ones, and those whose scope overlaps its own), not
 	// other teams' workers and credentials.
 	if p, _ := auth.FromContext(r.Context()); p.Prefix != "" {
-		ws = slices.DeleteFunc(slices.Clone(ws), func(w store.Worker) bool {
+		ws = slices.DeleteFunc(slices.Clone(ws), func(w api.Worker) bool {
 			return !strings.HasPrefix(p.Prefix, w.Prefix) && !strings.HasPrefix(w.Prefix, p.Prefix)
 		})
 	}
 	if !sel.Empty() {
-		ws = slices.DeleteFunc(slices.Clone(ws), func(w store.Worker) bool { return !sel.Allows(w.Labels) })
+		ws = slices.DeleteFunc(slices.Clone(ws), func(w api.Worker) bool { return !sel.Allows(w.Labels) })
 	}
 	if ws == nil {
-		ws = []store.Worker{}
+		ws = []api.Worker{}
 	}
 	WriteJSON(w, http.StatusOK, api.WorkerList{Workers: ws})
 }
@@ -100,15 +98,15 @@ func (a *workerAPI) workers(w http.ResponseWriter, r *http.Request) {
 // that no live worker can take, for a job whose executor type and
 // placement selector the function reads at most once, as told to a
 // reader scoped to readerPrefix; nil without a registry.
-func (a *workerAPI) whyPending(readerPrefix string) func(runs []store.Run, job func() (executor, selector string, ok bool)) {
+func (a *workerAPI) whyPending(readerPrefix string) func(runs []api.Run, job func() (executor, selector string, ok bool)) {
 	reg, err := a.registry()
 	if err != nil {
 		return nil
 	}
-	return func(runs []store.Run, job func() (executor, selector string, ok bool)) {
+	return func(runs []api.Run, job func() (executor, selector string, ok bool)) {
 		for i := range runs {
 			r := &runs[i]
-			if r.Status.Final() || r.Status == store.RunRunning || r.Reason != "" {
+			if r.Status.Final() || r.Status == api.RunRunning || r.Reason != "" {
 				continue
 			}
 			ex, sel, ok := job()

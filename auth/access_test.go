@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"pgregory.net/rapid"
 
 	"github.com/jobfleet/jobfleet/auth"
@@ -12,17 +14,17 @@ import (
 
 func TestRoleAllows(t *testing.T) {
 	// want[role] lists the access levels the role has, besides anonymous.
-	want := map[auth.Role][]auth.Access{
-		auth.RoleViewer:   {auth.AccessRead, auth.AccessMembers},
-		auth.RoleWorker:   {auth.AccessMembers, auth.AccessWork},
-		auth.RoleOperator: {auth.AccessRead, auth.AccessMembers, auth.AccessWrite},
-		auth.RoleAdmin:    {auth.AccessRead, auth.AccessMembers, auth.AccessWrite, auth.AccessWork, auth.AccessAdmin},
-		"":                nil,
-		"root":            nil,
+	want := map[api.Role][]api.Access{
+		api.RoleViewer:   {api.AccessRead, api.AccessMembers},
+		api.RoleWorker:   {api.AccessMembers, api.AccessWork},
+		api.RoleOperator: {api.AccessRead, api.AccessMembers, api.AccessWrite},
+		api.RoleAdmin:    {api.AccessRead, api.AccessMembers, api.AccessWrite, api.AccessWork, api.AccessAdmin},
+		"":               nil,
+		"root":           nil,
 	}
-	levels := []auth.Access{auth.AccessRead, auth.AccessMembers, auth.AccessWrite, auth.AccessWork, auth.AccessAdmin}
+	levels := []api.Access{api.AccessRead, api.AccessMembers, api.AccessWrite, api.AccessWork, api.AccessAdmin}
 	for role, has := range want {
-		if !role.Allows(auth.AccessAnonymous) || !role.Allows(auth.AccessStatic) {
+		if !role.Allows(api.AccessAnonymous) || !role.Allows(api.AccessStatic) {
 			t.Errorf("role %q: anonymous or static access refused", role)
 		}
 		for _, a := range levels {
@@ -39,29 +41,29 @@ func TestRoleAllows(t *testing.T) {
 }
 
 func TestAuthorize(t *testing.T) {
-	billingOp := auth.Principal{ID: "b1", Role: auth.RoleOperator, Prefix: "billing/"}
-	viewer := auth.Principal{ID: "v1", Role: auth.RoleViewer}
-	admin := auth.Principal{ID: "a1", Role: auth.RoleAdmin}
+	billingOp := auth.Principal{ID: "b1", Role: api.RoleOperator, Prefix: "billing/"}
+	viewer := auth.Principal{ID: "v1", Role: api.RoleViewer}
+	admin := auth.Principal{ID: "a1", Role: api.RoleAdmin}
 	tests := []struct {
 		name   string
 		p      auth.Principal
-		a      auth.Access
+		a      api.Access
 		job    string
 		hasJob bool
 		want   error
 		msg    string
 	}{
-		{"scoped operator writes its job", billingOp, auth.AccessWrite, "billing/invoices", true, nil, ""},
-		{"scoped operator writes a job outside", billingOp, auth.AccessWrite, "payroll/run", true, auth.ErrForbidden, `limited to jobs whose ID starts with "billing/"`},
-		{"scoped operator: the prefix itself", billingOp, auth.AccessWrite, "billing/", true, nil, ""},
-		{"scoped operator: a shorter ID", billingOp, auth.AccessWrite, "billing", true, auth.ErrForbidden, "limited"},
-		{"scoped operator lists", billingOp, auth.AccessRead, "", false, nil, ""},
-		{"scoped operator drains", billingOp, auth.AccessAdmin, "", false, auth.ErrForbidden, "needs role admin"},
-		{"viewer writes", viewer, auth.AccessWrite, "x", true, auth.ErrForbidden, "needs role operator or admin"},
-		{"viewer reads any job", viewer, auth.AccessRead, "payroll/run", true, nil, ""},
-		{"viewer polls", viewer, auth.AccessWork, "", false, auth.ErrForbidden, "needs role worker or admin"},
-		{"admin everything", admin, auth.AccessAdmin, "", false, nil, ""},
-		{"admin any job", admin, auth.AccessWrite, "payroll/run", true, nil, ""},
+		{"scoped operator writes its job", billingOp, api.AccessWrite, "billing/invoices", true, nil, ""},
+		{"scoped operator writes a job outside", billingOp, api.AccessWrite, "payroll/run", true, auth.ErrForbidden, `limited to jobs whose ID starts with "billing/"`},
+		{"scoped operator: the prefix itself", billingOp, api.AccessWrite, "billing/", true, nil, ""},
+		{"scoped operator: a shorter ID", billingOp, api.AccessWrite, "billing", true, auth.ErrForbidden, "limited"},
+		{"scoped operator lists", billingOp, api.AccessRead, "", false, nil, ""},
+		{"scoped operator drains", billingOp, api.AccessAdmin, "", false, auth.ErrForbidden, "needs role admin"},
+		{"viewer writes", viewer, api.AccessWrite, "x", true, auth.ErrForbidden, "needs role operator or admin"},
+		{"viewer reads any job", viewer, api.AccessRead, "payroll/run", true, nil, ""},
+		{"viewer polls", viewer, api.AccessWork, "", false, auth.ErrForbidden, "needs role worker or admin"},
+		{"admin everything", admin, api.AccessAdmin, "", false, nil, ""},
+		{"admin any job", admin, api.AccessWrite, "payroll/run", true, nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,13 +84,13 @@ func TestAuthorize(t *testing.T) {
 // outside the prefix; and granting is closed under extending the job ID.
 func TestAuthorizeProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		role := rapid.SampledFrom(append(auth.Roles(), "", "Admin")).Draw(t, "role")
+		role := rapid.SampledFrom(append(api.Roles(), "", "Admin")).Draw(t, "role")
 		prefix := ""
-		if role != auth.RoleAdmin {
+		if role != api.RoleAdmin {
 			prefix = rapid.StringMatching(`[a-c/]{0,3}`).Draw(t, "prefix")
 		}
 		p := auth.Principal{ID: "x", Role: role, Prefix: prefix}
-		a := auth.Access(rapid.IntRange(0, int(auth.AccessStatic)).Draw(t, "access"))
+		a := api.Access(rapid.IntRange(0, int(api.AccessStatic)).Draw(t, "access"))
 		job := rapid.StringMatching(`[a-c/]{0,5}`).Draw(t, "job")
 		hasJob := rapid.Bool().Draw(t, "hasJob")
 		err := auth.Authorize(p, a, job, hasJob)
@@ -96,7 +98,7 @@ func TestAuthorizeProperties(t *testing.T) {
 			t.Fatalf("error %v does not match ErrForbidden", err)
 		}
 		if err == nil {
-			if a == auth.AccessAdmin && role != auth.RoleAdmin {
+			if a == api.AccessAdmin && role != api.RoleAdmin {
 				t.Fatalf("%s reached an admin route", role)
 			}
 			if hasJob && !strings.HasPrefix(job, prefix) {
@@ -109,7 +111,7 @@ func TestAuthorizeProperties(t *testing.T) {
 		if !a.Anonymous() && !role.Valid() && err == nil {
 			t.Fatalf("unknown role %q allowed %s", role, a)
 		}
-		if role.Allows(auth.AccessWork) && role.Allows(auth.AccessRead) && role != auth.RoleAdmin {
+		if role.Allows(api.AccessWork) && role.Allows(api.AccessRead) && role != api.RoleAdmin {
 			t.Fatalf("%s may both run the worker protocol and read jobs", role)
 		}
 		if a.Anonymous() && (err == nil) != (!hasJob || strings.HasPrefix(job, prefix)) {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
@@ -49,7 +51,7 @@ func newEnv(t *testing.T, bootstrap string) *env {
 	return e
 }
 
-func (e *env) create(t *testing.T, req auth.CreateRequest) auth.Created {
+func (e *env) create(t *testing.T, req api.CreateRequest) api.Created {
 	t.Helper()
 	c, rev, err := e.store.Create(context.Background(), req, "tester")
 	if err != nil {
@@ -80,12 +82,12 @@ func wantUnauthenticated(t *testing.T, p auth.Principal, err error, msg string) 
 
 func TestCreateAuthenticateRevoke(t *testing.T) {
 	e := newEnv(t, "")
-	c := e.create(t, auth.CreateRequest{Role: auth.RoleOperator, Prefix: "billing/", Description: "billing team"})
-	if c.CreatedBy != "tester" || c.Role != auth.RoleOperator || c.Prefix != "billing/" || !c.CreatedAt.Equal(e.clock.Now().Truncate(time.Millisecond)) {
+	c := e.create(t, api.CreateRequest{Role: api.RoleOperator, Prefix: "billing/", Description: "billing team"})
+	if c.CreatedBy != "tester" || c.Role != api.RoleOperator || c.Prefix != "billing/" || !c.CreatedAt.Equal(e.clock.Now().Truncate(time.Millisecond)) {
 		t.Errorf("created %+v", c.Token)
 	}
 	p, err := e.cache.Authenticate(c.Secret, "")
-	if err != nil || p != (auth.Principal{ID: c.ID, Role: auth.RoleOperator, Prefix: "billing/"}) {
+	if err != nil || p != (auth.Principal{ID: c.ID, Role: api.RoleOperator, Prefix: "billing/"}) {
 		t.Fatalf("Authenticate = %+v, %v", p, err)
 	}
 
@@ -121,12 +123,12 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 // ends what follows the credential.
 func TestWorkerLabels(t *testing.T) {
 	e := newEnv(t, "")
-	c := e.create(t, auth.CreateRequest{Role: auth.RoleWorker, WorkerLabels: " pool=gpu,!spot "})
+	c := e.create(t, api.CreateRequest{Role: api.RoleWorker, WorkerLabels: " pool=gpu,!spot "})
 	if c.WorkerLabels != "pool=gpu,!spot" {
 		t.Fatalf("created with worker labels %q, want them trimmed", c.WorkerLabels)
 	}
 	p, err := e.cache.Authenticate(c.Secret, "")
-	if err != nil || p != (auth.Principal{ID: c.ID, Role: auth.RoleWorker, WorkerLabels: "pool=gpu,!spot"}) {
+	if err != nil || p != (auth.Principal{ID: c.ID, Role: api.RoleWorker, WorkerLabels: "pool=gpu,!spot"}) {
 		t.Fatalf("Authenticate = %+v, %v", p, err)
 	}
 	list, err := e.store.List(context.Background())
@@ -164,7 +166,7 @@ func TestWorkerLabels(t *testing.T) {
 
 func TestExpiry(t *testing.T) {
 	e := newEnv(t, "")
-	c := e.create(t, auth.CreateRequest{Role: auth.RoleViewer, TTL: "1h"})
+	c := e.create(t, api.CreateRequest{Role: api.RoleViewer, TTL: "1h"})
 	if want := e.clock.Now().Add(time.Hour).Truncate(time.Millisecond); !c.ExpiresAt.Equal(want) {
 		t.Fatalf("expires at %v, want %v", c.ExpiresAt, want)
 	}
@@ -183,26 +185,26 @@ func TestExpiry(t *testing.T) {
 func TestCreateInvalid(t *testing.T) {
 	e := newEnv(t, "")
 	tests := []struct {
-		req   auth.CreateRequest
+		req   api.CreateRequest
 		field string
 	}{
-		{auth.CreateRequest{Role: "root"}, "role"},
-		{auth.CreateRequest{}, "role"},
-		{auth.CreateRequest{Role: auth.RoleAdmin, Prefix: "x/"}, "prefix"},
-		{auth.CreateRequest{Role: auth.RoleViewer, Prefix: strings.Repeat("p", auth.MaxPrefixBytes+1)}, "prefix"},
-		{auth.CreateRequest{Role: auth.RoleOperator, Prefix: "billing\u3164/"}, "prefix"},
-		{auth.CreateRequest{Role: auth.RoleOperator, Prefix: "\uff42illing/"}, "prefix"},
-		{auth.CreateRequest{Role: auth.RoleOperator, Prefix: "billing\u200b/"}, "prefix"},
-		{auth.CreateRequest{Role: auth.RoleViewer, Description: "a\x1b[31m"}, "description"},
-		{auth.CreateRequest{Role: auth.RoleViewer, Description: "\xff"}, "description"},
-		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "soon"}, "ttl"},
-		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "-1h"}, "ttl"},
-		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "0s"}, "ttl"},
-		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "1ns"}, "ttl"},
-		{auth.CreateRequest{Role: auth.RoleViewer, TTL: "59s"}, "ttl"},
-		{auth.CreateRequest{Role: auth.RoleOperator, WorkerLabels: "pool=gpu"}, "worker_labels"},
-		{auth.CreateRequest{Role: auth.RoleWorker, WorkerLabels: "pool in gpu"}, "worker_labels"},
-		{auth.CreateRequest{Role: auth.RoleWorker, WorkerLabels: "pool=" + strings.Repeat("g", 64)}, "worker_labels"},
+		{api.CreateRequest{Role: "root"}, "role"},
+		{api.CreateRequest{}, "role"},
+		{api.CreateRequest{Role: api.RoleAdmin, Prefix: "x/"}, "prefix"},
+		{api.CreateRequest{Role: api.RoleViewer, Prefix: strings.Repeat("p", auth.MaxPrefixBytes+1)}, "prefix"},
+		{api.CreateRequest{Role: api.RoleOperator, Prefix: "billing\u3164/"}, "prefix"},
+		{api.CreateRequest{Role: api.RoleOperator, Prefix: "\uff42illing/"}, "prefix"},
+		{api.CreateRequest{Role: api.RoleOperator, Prefix: "billing\u200b/"}, "prefix"},
+		{api.CreateRequest{Role: api.RoleViewer, Description: "a\x1b[31m"}, "description"},
+		{api.CreateRequest{Role: api.RoleViewer, Description: "\xff"}, "description"},
+		{api.CreateRequest{Role: api.RoleViewer, TTL: "soon"}, "ttl"},
+		{api.CreateRequest{Role: api.RoleViewer, TTL: "-1h"}, "ttl"},
+		{api.CreateRequest{Role: api.RoleViewer, TTL: "0s"}, "ttl"},
+		{api.CreateRequest{Role: api.RoleViewer, TTL: "1ns"}, "ttl"},
+		{api.CreateRequest{Role: api.RoleViewer, TTL: "59s"}, "ttl"},
+		{api.CreateRequest{Role: api.RoleOperator, WorkerLabels: "pool=gpu"}, "worker_labels"},
+		{api.CreateRequest{Role: api.RoleWorker, WorkerLabels: "pool in gpu"}, "worker_labels"},
+		{api.CreateRequest{Role: api.RoleWorker, WorkerLabels: "pool=" + strings.Repeat("g", 64)}, "worker_labels"},
 	}
 	for _, tt := range tests {
 		_, _, err := e.store.Create(context.Background(), tt.req, "")
@@ -219,12 +221,12 @@ func TestCreateInvalid(t *testing.T) {
 func TestIssueReplaces(t *testing.T) {
 	e := newEnv(t, "")
 	ctx := context.Background()
-	first, rev, err := e.store.Issue(ctx, "dev-admin", auth.CreateRequest{Role: auth.RoleAdmin}, "")
+	first, rev, err := e.store.Issue(ctx, "dev-admin", api.CreateRequest{Role: api.RoleAdmin}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.wait(t, rev)
-	second, rev, err := e.store.Issue(ctx, "dev-admin", auth.CreateRequest{Role: auth.RoleAdmin}, "")
+	second, rev, err := e.store.Issue(ctx, "dev-admin", api.CreateRequest{Role: api.RoleAdmin}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +249,7 @@ func TestIssueReplaces(t *testing.T) {
 	if _, err := e.store.Verify(ctx, first.Secret); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Errorf("Verify(old) = %v, want ErrUnauthenticated", err)
 	}
-	if _, _, err := e.store.Issue(ctx, "Bad ID", auth.CreateRequest{Role: auth.RoleAdmin}, ""); !errors.Is(err, auth.ErrInvalid) {
+	if _, _, err := e.store.Issue(ctx, "Bad ID", api.CreateRequest{Role: api.RoleAdmin}, ""); !errors.Is(err, auth.ErrInvalid) {
 		t.Errorf("Issue with a bad ID: %v", err)
 	}
 }
@@ -256,7 +258,7 @@ func TestListOrdered(t *testing.T) {
 	e := newEnv(t, "")
 	var ids []string
 	for range 5 {
-		ids = append(ids, e.create(t, auth.CreateRequest{Role: auth.RoleViewer}).ID)
+		ids = append(ids, e.create(t, api.CreateRequest{Role: api.RoleViewer}).ID)
 	}
 	list, err := e.store.List(context.Background())
 	if err != nil || len(list) != 5 {
@@ -276,7 +278,7 @@ func TestBootstrap(t *testing.T) {
 	// The bootstrap works before the credentials are loaded (etcd may be
 	// unreachable: it is the way in).
 	p, err := e.cache.Authenticate(secret, "")
-	if err != nil || p != (auth.Principal{ID: auth.BootstrapID, Role: auth.RoleAdmin}) {
+	if err != nil || p != (auth.Principal{ID: auth.BootstrapID, Role: api.RoleAdmin}) {
 		t.Fatalf("bootstrap: %+v, %v", p, err)
 	}
 	p, err = e.cache.Authenticate(secret+"x", "")
@@ -296,9 +298,9 @@ func TestBootstrap(t *testing.T) {
 
 func TestClientCertificateIdentity(t *testing.T) {
 	e := newEnv(t, "")
-	c := e.create(t, auth.CreateRequest{Role: auth.RoleWorker, Prefix: "etl/"})
-	other := e.create(t, auth.CreateRequest{Role: auth.RoleViewer})
-	if p, err := e.cache.Authenticate("", c.ID); err != nil || p.ID != c.ID || p.Role != auth.RoleWorker || p.Prefix != "etl/" {
+	c := e.create(t, api.CreateRequest{Role: api.RoleWorker, Prefix: "etl/"})
+	other := e.create(t, api.CreateRequest{Role: api.RoleViewer})
+	if p, err := e.cache.Authenticate("", c.ID); err != nil || p.ID != c.ID || p.Role != api.RoleWorker || p.Prefix != "etl/" {
 		t.Fatalf("certificate alone: %+v, %v", p, err)
 	}
 	if p, err := e.cache.Authenticate(c.Secret, c.ID); err != nil || p.ID != c.ID {
@@ -337,7 +339,7 @@ func TestNotReadyAndNoCredential(t *testing.T) {
 
 func TestCorruptRecordIgnored(t *testing.T) {
 	e := newEnv(t, "")
-	good := e.create(t, auth.CreateRequest{Role: auth.RoleViewer})
+	good := e.create(t, api.CreateRequest{Role: api.RoleViewer})
 	resp, err := e.client.Put(context.Background(), auth.TokensPrefix(e.ns)+"broken", `{"id":"broken","role":"admin"`)
 	if err != nil {
 		t.Fatal(err)
@@ -393,7 +395,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	s := auth.NewStore(client, ns, nil)
 	var tok string
 	for i := range 1000 { // among a thousand credentials
-		cr, rev, err := s.Create(context.Background(), auth.CreateRequest{Role: auth.RoleViewer}, "")
+		cr, rev, err := s.Create(context.Background(), api.CreateRequest{Role: api.RoleViewer}, "")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -447,12 +449,12 @@ func ended(t *testing.T, ctx context.Context, msg string) {
 
 func TestFollowEndsOnRevocation(t *testing.T) {
 	e := newEnv(t, "")
-	victim := e.create(t, auth.CreateRequest{Role: auth.RoleViewer})
-	other := e.create(t, auth.CreateRequest{Role: auth.RoleViewer})
+	victim := e.create(t, api.CreateRequest{Role: api.RoleViewer})
+	other := e.create(t, api.CreateRequest{Role: api.RoleViewer})
 	vctx, octx := e.followed(t, victim.Secret), e.followed(t, other.Secret)
 
 	// Changes of other credentials wake the follower but do not end it.
-	e.create(t, auth.CreateRequest{Role: auth.RoleOperator})
+	e.create(t, api.CreateRequest{Role: api.RoleOperator})
 	rev, err := e.store.Revoke(context.Background(), victim.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -467,13 +469,13 @@ func TestFollowEndsOnRevocation(t *testing.T) {
 func TestFollowEndsOnReplacement(t *testing.T) {
 	e := newEnv(t, "")
 	ctx := context.Background()
-	first, rev, err := e.store.Issue(ctx, "dev-admin", auth.CreateRequest{Role: auth.RoleAdmin}, "")
+	first, rev, err := e.store.Issue(ctx, "dev-admin", api.CreateRequest{Role: api.RoleAdmin}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.wait(t, rev)
 	fctx := e.followed(t, first.Secret)
-	if _, _, err := e.store.Issue(ctx, "dev-admin", auth.CreateRequest{Role: auth.RoleAdmin}, ""); err != nil {
+	if _, _, err := e.store.Issue(ctx, "dev-admin", api.CreateRequest{Role: api.RoleAdmin}, ""); err != nil {
 		t.Fatal(err)
 	}
 	ended(t, fctx, "replaced")
@@ -481,7 +483,7 @@ func TestFollowEndsOnReplacement(t *testing.T) {
 
 func TestFollowEndsAtExpiry(t *testing.T) {
 	e := newEnv(t, "")
-	c := e.create(t, auth.CreateRequest{Role: auth.RoleViewer, TTL: "1h"})
+	c := e.create(t, api.CreateRequest{Role: api.RoleViewer, TTL: "1h"})
 	fctx := e.followed(t, c.Secret)
 	e.clock.BlockUntilContext(context.Background(), 1) // the follower's expiry timer
 	e.clock.Advance(time.Hour - time.Millisecond)
@@ -501,7 +503,7 @@ func TestFollowOfTheBootstrapEndsWithItsContext(t *testing.T) {
 	parent, cancel := context.WithCancel(context.Background())
 	fctx, stop := e.cache.Follow(parent, p)
 	defer stop()
-	e.create(t, auth.CreateRequest{Role: auth.RoleViewer})
+	e.create(t, api.CreateRequest{Role: api.RoleViewer})
 	if fctx.Err() != nil {
 		t.Fatalf("the bootstrap's follower ended: %v", context.Cause(fctx))
 	}

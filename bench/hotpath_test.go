@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/bench"
@@ -66,12 +68,12 @@ func BenchmarkPlanFires(b *testing.B) {
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, spec := range []string{"@every 1s", "*/5 * * * *"} {
 		b.Run(spec, func(b *testing.B) {
-			j := store.Job{ID: "nightly-report", Schedule: spec, CreatedAt: created, Partition: 7, Revision: 42}
+			j := api.Job{ID: "nightly-report", Schedule: spec, CreatedAt: created, Partition: 7, Revision: 42}
 			sched, err := schedule.Parse(spec, "")
 			if err != nil {
 				b.Fatal(err)
 			}
-			state := store.JobState{Last: created.Add(time.Hour), SpecRevision: 42}
+			state := api.JobState{Last: created.Add(time.Hour), SpecRevision: 42}
 			now := created.Add(time.Hour + 5*time.Minute)
 			for b.Loop() {
 				if _, err := dispatch.PlanFires(&j, sched, state, nil, now, schedule.Policy{}, nil, "orchestrator-1", 7); err != nil {
@@ -114,7 +116,7 @@ func BenchmarkFencedCommit(b *testing.B) {
 		now := time.Now()
 		ops := make([]clientv3.Op, 0, 2*batch)
 		for k := range batch {
-			j := store.Job{ID: fmt.Sprintf("job-%d-%d", s, k), Partition: own.Partition}
+			j := api.Job{ID: fmt.Sprintf("job-%d-%d", s, k), Partition: own.Partition}
 			r := dispatch.NewRun(&j, now, now, "bench", own.Epoch)
 			val, _ := json.Marshal(r)
 			runKey := keys.Run(own.Partition, j.ID, now)

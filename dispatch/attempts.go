@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // chainEnd is an attempt chain's end decided by the loop (expire) or a
@@ -30,7 +29,7 @@ type chainEnd struct {
 // heartbeat).
 type runUpdate struct {
 	ar        *activeRun
-	next      store.Run
+	next      api.Run
 	notBefore time.Time
 	items     map[int]time.Time
 	cancelled []int
@@ -93,7 +92,7 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 // writeUpdate writes u (writeRun) and applies what memory keeps beside
 // the document: the retried items' times and the cancelled attempts. The
 // caller holds wmu and not mu.
-func (pt *partition) writeUpdate(ctx context.Context, u runUpdate, now time.Time) (store.Run, error) {
+func (pt *partition) writeUpdate(ctx context.Context, u runUpdate, now time.Time) (api.Run, error) {
 	prev := u.ar.run
 	r, err := pt.writeRun(ctx, u.ar, u.next, u.notBefore)
 	if err != nil {
@@ -174,7 +173,7 @@ func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant,
 		if e == nil {
 			continue
 		}
-		var started store.Run
+		var started api.Run
 		var items []int
 		if len(ar.run.Items) > 0 {
 			started, items = pt.startItemsLocked(e, ar, p, rivals, n-chains, now)
@@ -221,7 +220,7 @@ func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant,
 		}
 		return nil, bytes // the write may have applied
 	}
-	var lost []store.Run
+	var lost []api.Run
 	defer func() { pt.readopt(pt.ctx, lost) }() // after mu is released
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
@@ -250,7 +249,7 @@ func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant,
 				Executor:    pk.work.Executor,
 				Payload:     payload,
 				Timeout:     e.spec.Timeout,
-				RunLease:    store.Duration(pt.d.cfg.RunLease),
+				RunLease:    api.Duration(pt.d.cfg.RunLease),
 				Owner:       pt.own.Member,
 				OwnerAddr:   pt.d.cfg.MemberAddr,
 			}
@@ -278,8 +277,8 @@ const assignBatchBytes = 512 << 10
 
 // withoutOutputs returns r without its attempts' outputs and errors, its
 // items' included.
-func withoutOutputs(r store.Run) store.Run {
-	strip := func(as []store.Attempt) []store.Attempt {
+func withoutOutputs(r api.Run) api.Run {
+	strip := func(as []api.Attempt) []api.Attempt {
 		as = slices.Clone(as)
 		for i := range as {
 			a := &as[i]
@@ -348,14 +347,14 @@ func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) 
 		return HeartbeatResponse{}, pt.notOwned()
 	}
 	if _, ok := pt.cancelledLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential); ok {
-		return HeartbeatResponse{RunLease: store.Duration(pt.d.cfg.RunLease), Cancel: true}, nil
+		return HeartbeatResponse{RunLease: api.Duration(pt.d.cfg.RunLease), Cancel: true}, nil
 	}
 	_, c, err := pt.currentLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential)
 	if err != nil {
 		return HeartbeatResponse{}, err
 	}
 	c.rt.leaseUntil = pt.now().Add(pt.d.cfg.RunLease)
-	return HeartbeatResponse{RunLease: store.Duration(pt.d.cfg.RunLease)}, nil
+	return HeartbeatResponse{RunLease: api.Duration(pt.d.cfg.RunLease)}, nil
 }
 
 // complete records an attempt's result. The write runs under the
@@ -410,7 +409,7 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 		return CompleteResponse{}, fmt.Errorf("recording the result of run %s: %w; report it again", u.next.ID, err)
 	}
 	r, err := pt.writeUpdate(pt.ctx, u, now)
-	if errors.Is(err, store.ErrTooLarge) {
+	if errors.Is(err, api.ErrTooLarge) {
 		// Cannot happen with a sane run document budget; if it does, the
 		// result matters more than the outputs: record it without them,
 		// rather than have a succeeded attempt retried as lost.

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // keepLabeled registers each worker of labels with its labels (serving
@@ -20,7 +18,7 @@ func keepLabeled(t *testing.T, reg *workers.Registry, labels map[string]map[stri
 	t.Helper()
 	registerAll := func(ctx context.Context) error {
 		for id, l := range labels {
-			if _, err := reg.Register(ctx, dispatch.RegisterRequest{Worker: id, Executors: []string{"http"}, Concurrency: 2, Labels: l}); err != nil {
+			if _, err := reg.Register(ctx, api.RegisterRequest{Worker: id, Executors: []string{"http"}, Concurrency: 2, Labels: l}); err != nil {
 				return fmt.Errorf("register %s: %w", id, err)
 			}
 		}
@@ -64,10 +62,10 @@ func TestBroadcastWithSelector(t *testing.T) {
 		"w-0":  nil,
 	})
 	waitWorkers(t, reg, "w-0", "w-a1", "w-a2", "w-b")
-	h.create(store.Job{ID: "bc", Schedule: "@every 1h", Placement: &api.PlacementPolicy{Broadcast: true, Selector: "pool=a"}})
-	h.create(store.Job{ID: "bc-none", Schedule: "@every 1h", Placement: &api.PlacementPolicy{Broadcast: true, Selector: "pool=gpu"}})
+	h.create(api.Job{ID: "bc", Schedule: "@every 1h", Placement: &api.PlacementPolicy{Broadcast: true, Selector: "pool=a"}})
+	h.create(api.Job{ID: "bc-none", Schedule: "@every 1h", Placement: &api.PlacementPolicy{Broadcast: true, Selector: "pool=gpu"}})
 	h.advance(time.Hour)
-	r := h.waitRun(h.waitRuns("bc", 1)[0].ID, func(store.Run) bool { return true })
+	r := h.waitRun(h.waitRuns("bc", 1)[0].ID, func(api.Run) bool { return true })
 	var pinned []string
 	for _, it := range r.Items {
 		pinned = append(pinned, it.Worker)
@@ -75,7 +73,7 @@ func TestBroadcastWithSelector(t *testing.T) {
 	if !r.Broadcast || strings.Join(pinned, ",") != "w-a1,w-a2" {
 		t.Fatalf("broadcast run pinned to %v (broadcast %v), want w-a1,w-a2: the workers pool=a matches", pinned, r.Broadcast)
 	}
-	none := h.waitRun(h.waitRuns("bc-none", 1)[0].ID, func(r store.Run) bool { return r.Status.Final() })
+	none := h.waitRun(h.waitRuns("bc-none", 1)[0].ID, func(r api.Run) bool { return r.Status.Final() })
 	if none.Status != api.RunSkipped || !strings.Contains(none.Reason, `"pool=gpu"`) {
 		t.Fatalf("broadcast that no worker matches: %s (%q), want skipped naming the selector", none.Status, none.Reason)
 	}
@@ -93,7 +91,7 @@ func TestBroadcastWithSelector(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r := h.waitRun(r.ID, func(r store.Run) bool { return r.Status.Final() }); r.Status != api.RunSucceeded {
+	if r := h.waitRun(r.ID, func(r api.Run) bool { return r.Status.Final() }); r.Status != api.RunSucceeded {
 		t.Fatalf("run %s (%q), want succeeded", r.Status, r.Reason)
 	}
 }

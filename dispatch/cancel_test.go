@@ -91,7 +91,7 @@ func TestCancelPendingRunIsNeverHandedOut(t *testing.T) {
 	if r.Status != api.RunCancelled || r.Reason != "cancelled by ops-1" {
 		t.Fatalf("run = %+v, want cancelled by ops-1", r)
 	}
-	if resp, err := h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 10}); err != nil || len(resp.Attempts) != 0 {
+	if resp, err := h.disp.Poll(context.Background(), api.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 10}); err != nil || len(resp.Attempts) != 0 {
 		t.Fatalf("poll after the cancel = %+v, %v; want nothing", resp, err)
 	}
 	queued, err := h.client.Get(context.Background(), h.store.Keys().QueuePrefix(0), clientv3.WithPrefix())
@@ -135,7 +135,7 @@ func TestCancelRunningRunTellsItsWorker(t *testing.T) {
 	if after := h.waitRun(runID, func(api.Run) bool { return true }); after.Status != api.RunCancelled || after.Attempts[0].Error != r.Attempts[0].Error {
 		t.Fatalf("the report was recorded over the cancellation: %+v", after)
 	}
-	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+	if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {
 		t.Fatalf("heartbeat after the report: %v, want ErrStaleAttempt", err)
 	}
 
@@ -144,7 +144,7 @@ func TestCancelRunningRunTellsItsWorker(t *testing.T) {
 	h.stop()
 	h.start("m2")
 	h.advance(time.Minute)
-	if resp, err := h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w2", Executors: []string{"http"}, Max: 10}); err != nil || len(resp.Attempts) != 0 {
+	if resp, err := h.disp.Poll(context.Background(), api.PollRequest{Worker: "w2", Executors: []string{"http"}, Max: 10}); err != nil || len(resp.Attempts) != 0 {
 		t.Fatalf("poll on the new owner = %+v, %v; want nothing", resp, err)
 	}
 	if got := h.waitRun(runID, func(api.Run) bool { return true }); got.Status != api.RunCancelled || len(got.Attempts) != 1 {
@@ -171,7 +171,7 @@ func TestCancelledAttemptsLateReportIsStale(t *testing.T) {
 	h.advance(runLease + time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt})
+		_, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt})
 		if errors.Is(err, dispatch.ErrStaleAttempt) {
 			break
 		}
@@ -221,11 +221,11 @@ func TestCancelRequestedBetweenOwnersIsApplied(t *testing.T) {
 // waitHeartbeatCancel waits until attempt a's heartbeat by worker is
 // answered with Cancel (the owner applies its write to memory just after
 // etcd has it).
-func waitHeartbeatCancel(t *testing.T, h *harness, a dispatch.AttemptGrant, worker string) {
+func waitHeartbeatCancel(t *testing.T, h *harness, a api.AttemptGrant, worker string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		hb, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt})
+		hb, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt})
 		if err == nil && hb.Cancel {
 			return
 		}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // This file bounds what the partition keeps: data of deleted jobs, old
@@ -86,7 +86,7 @@ func (pt *partition) budgetShare() int64 {
 // its share of the history budget (see history.planTrim). Each deletion
 // is conditional on the run having no queue entry, so an active run is
 // never deleted. The same write deletes the failing-runs index entries of
-// dead runs that died more than store.FailingWindow ago (the runs stay,
+// dead runs that died more than api.FailingWindow ago (the runs stay,
 // for their history retention). The caller holds wmu.
 func (pt *partition) trimHistory(ctx context.Context, now time.Time) {
 	pt.mu.Lock()
@@ -225,7 +225,7 @@ type finishPlan struct {
 
 type finishStamp struct {
 	id    string
-	state store.JobState
+	state api.JobState
 }
 
 type finishDoom struct {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
@@ -117,7 +119,7 @@ type Config struct {
 	RunLease time.Duration
 	// HistoryMaxRuns is how many runs a job keeps, active ones included,
 	// unless its history.max_runs says otherwise; the oldest final ones
-	// are trimmed. 1 to store.MaxHistoryRuns; default 100
+	// are trimmed. 1 to api.MaxHistoryRuns; default 100
 	// (--history-max-runs).
 	HistoryMaxRuns int
 	// HistoryMaxAge is how long a final run is kept after its scheduled
@@ -141,7 +143,7 @@ type Config struct {
 	// history budget never trims, with the job's newest dead run,
 	// whatever the other jobs of its partition store: at most the job's
 	// own max_runs (its count and age limits still apply). 1 to
-	// store.MaxHistoryRuns; default DefaultHistoryFloor (--history-floor).
+	// api.MaxHistoryRuns; default DefaultHistoryFloor (--history-floor).
 	HistoryFloor int
 	// MaxRunBytes is the budget of one run document: outputs of attempts
 	// beyond it are cut (store.FitRun). At least store.MinMaxRunBytes and
@@ -309,11 +311,11 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	settings.Unbounded(fs, "loads-in-flight", "no bound on the partitions")
 	fs.IntVar(&c.LoadJobsInFlight, "load-jobs-in-flight", c.LoadJobsInFlight, "jobs this member loads from etcd at once, summed over the partitions loading: each load first counts its partition's jobs and waits its turn until they fit (a partition larger than this loads alone; a member loading hundreds of thousands of jobs at once can miss its lease renewal)")
 	settings.Unbounded(fs, "load-jobs-in-flight", "no bound on the jobs")
-	fs.IntVar(&c.HistoryMaxRuns, "history-max-runs", c.HistoryMaxRuns, fmt.Sprintf("runs kept per job (active ones included) unless the job's history.max_runs says otherwise (1 to %d)", store.MaxHistoryRuns))
+	fs.IntVar(&c.HistoryMaxRuns, "history-max-runs", c.HistoryMaxRuns, fmt.Sprintf("runs kept per job (active ones included) unless the job's history.max_runs says otherwise (1 to %d)", api.MaxHistoryRuns))
 	fs.DurationVar(&c.HistoryMaxAge, "history-max-age", c.HistoryMaxAge, "how long final runs are kept after their scheduled time unless the job's history.max_age says otherwise")
 	settings.Unbounded(fs, "history-max-age", "kept whatever their age")
 	settings.BytesVar(fs, &c.HistoryBudget, "history-budget", c.HistoryBudget, "bytes of run documents the whole fleet keeps, like 1GiB or 500MB (each partition's owner keeps its share, trimming the job that stores the most first, its oldest final runs first); at most half of etcd's quota, whatever is given; every member must be given the same value")
-	fs.IntVar(&c.HistoryFloor, "history-floor", c.HistoryFloor, fmt.Sprintf("newest final runs of each job (with its newest dead run) the history budget never trims, whatever the job's neighbours store (1 to %d)", store.MaxHistoryRuns))
+	fs.IntVar(&c.HistoryFloor, "history-floor", c.HistoryFloor, fmt.Sprintf("newest final runs of each job (with its newest dead run) the history budget never trims, whatever the job's neighbours store (1 to %d)", api.MaxHistoryRuns))
 	fs.DurationVar(&c.DeleteAfter, "delete-after", c.DeleteAfter, "how long a finished one-off job is kept, with its runs, unless its delete_after says otherwise")
 	settings.Unbounded(fs, "delete-after", "kept forever")
 	fs.Float64Var(&c.BackfillRate, "backfill-rate", c.BackfillRate, "runs backfills create per second on this member, over all its partitions (a backfill's runs come in paced, not in one burst)")
@@ -351,10 +353,10 @@ func (c Config) Validate() error {
 		return bad("active backfilled runs per job %d below 1", c.BackfillActive)
 	case math.IsNaN(c.BackfillRate) || math.IsInf(c.BackfillRate, 0):
 		return invalid("backfill-rate", c.BackfillRate, "want a number of runs a second (negative: no bound)")
-	case c.HistoryMaxRuns < 1 || c.HistoryMaxRuns > store.MaxHistoryRuns:
-		return invalid("history-max-runs", c.HistoryMaxRuns, "want 1 to %d (0: the default, 100)", store.MaxHistoryRuns)
-	case c.HistoryFloor < 1 || c.HistoryFloor > store.MaxHistoryRuns:
-		return invalid("history-floor", c.HistoryFloor, "want 1 to %d (0: the default, %d)", store.MaxHistoryRuns, DefaultHistoryFloor)
+	case c.HistoryMaxRuns < 1 || c.HistoryMaxRuns > api.MaxHistoryRuns:
+		return invalid("history-max-runs", c.HistoryMaxRuns, "want 1 to %d (0: the default, 100)", api.MaxHistoryRuns)
+	case c.HistoryFloor < 1 || c.HistoryFloor > api.MaxHistoryRuns:
+		return invalid("history-floor", c.HistoryFloor, "want 1 to %d (0: the default, %d)", api.MaxHistoryRuns, DefaultHistoryFloor)
 	case c.HistoryBudget < int64(c.Partitions)*minBudgetShare:
 		return invalid("history-budget", settings.FormatBytes(c.HistoryBudget), "want at least %s per partition, %s for %d partitions", settings.FormatBytes(minBudgetShare), settings.FormatBytes(int64(c.Partitions)*minBudgetShare), c.Partitions)
 	case c.MaxRunBytes < store.MinMaxRunBytes || c.MaxRunBytes > maxRunBytes:

@@ -48,7 +48,7 @@ func (h *harness) withCalendars() *dispatch.CalendarCache {
 }
 
 // job reads job id as the API does.
-func (h *harness) job(id string) store.Job {
+func (h *harness) job(id string) api.Job {
 	h.t.Helper()
 	j, err := h.store.Get(context.Background(), id)
 	if err != nil {
@@ -58,7 +58,7 @@ func (h *harness) job(id string) store.Job {
 }
 
 // waitJob waits until job id, as the API reads it, satisfies cond.
-func (h *harness) waitJob(id string, cond func(store.Job) bool) store.Job {
+func (h *harness) waitJob(id string, cond func(api.Job) bool) api.Job {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -81,7 +81,7 @@ func (h *harness) waitJob(id string, cond func(store.Job) bool) store.Job {
 func TestJitterAndMaxFiresSurviveHandoffs(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	j := h.create(store.Job{ID: "team/jittered", Schedule: "@every 1m", Jitter: store.Duration(40 * time.Second), MaxFires: 3, DeleteAfter: "1h"})
+	j := h.create(api.Job{ID: "team/jittered", Schedule: "@every 1m", Jitter: api.Duration(40 * time.Second), MaxFires: 3, DeleteAfter: "1h"})
 	sched, err := j.ParseSchedule()
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestJitterAndMaxFiresSurviveHandoffs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	done := h.waitJob(j.ID, func(j store.Job) bool { return j.Status == api.JobCompleted })
+	done := h.waitJob(j.ID, func(j api.Job) bool { return j.Status == api.JobCompleted })
 	h.advanceTo(done.State.FinishedAt.Add(time.Hour))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -158,7 +158,7 @@ func TestJitterAndMaxFiresSurviveHandoffs(t *testing.T) {
 func TestNotAfterCompletes(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	j := h.create(store.Job{ID: "window", Schedule: "@every 1m", NotBefore: ptr(t0.Add(90 * time.Second)), NotAfter: ptr(t0.Add(3 * time.Minute)), DeleteAfter: "never"})
+	j := h.create(api.Job{ID: "window", Schedule: "@every 1m", NotBefore: ptr(t0.Add(90 * time.Second)), NotAfter: ptr(t0.Add(3 * time.Minute)), DeleteAfter: "never"})
 	h.advance(time.Minute)
 	h.parked()
 	if runs, _ := h.store.Runs(context.Background(), j.ID, 10); len(runs) != 0 {
@@ -177,7 +177,7 @@ func TestNotAfterCompletes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.waitJob(j.ID, func(j store.Job) bool { return j.Status == api.JobCompleted })
+	h.waitJob(j.ID, func(j api.Job) bool { return j.Status == api.JobCompleted })
 	h.advance(24 * time.Hour)
 	h.parked()
 	if got := h.job(j.ID); got.Status != api.JobCompleted { // "never": kept
@@ -194,31 +194,31 @@ func TestPauseAfterFailures(t *testing.T) {
 	s := &recordingSender{}
 	h.withSender(s)
 	h.start("m1")
-	j := h.create(store.Job{ID: "fragile", Schedule: "@every 1m", PauseAfterFailures: 2,
-		Notify: []store.Notification{{On: []store.RunStatus{api.NotifyPaused}, URL: "https://hooks.example/paused"}}})
+	j := h.create(api.Job{ID: "fragile", Schedule: "@every 1m", PauseAfterFailures: 2,
+		Notify: []api.Notification{{On: []api.RunStatus{api.NotifyPaused}, URL: "https://hooks.example/paused"}}})
 	step := func() {
 		h.parkedBoth()
 		h.clock.Advance(time.Minute)
 	}
 	step()
 	h.failAttempt("w1")
-	h.waitJob(j.ID, func(j store.Job) bool { return j.State != nil && j.State.Failures == 1 })
+	h.waitJob(j.ID, func(j api.Job) bool { return j.State != nil && j.State.Failures == 1 })
 	step()
 	a := h.poll("w1", 1)[0]
 	if _, err := h.complete(a, "w1", true, ""); err != nil {
 		t.Fatal(err)
 	}
-	h.waitJob(j.ID, func(j store.Job) bool { return j.State != nil && j.State.Failures == 0 })
+	h.waitJob(j.ID, func(j api.Job) bool { return j.State != nil && j.State.Failures == 0 })
 	step()
 	h.failAttempt("w1")
 	step()
 	last := h.failAttempt("w1")
-	paused := h.waitJob(j.ID, func(j store.Job) bool { return j.Paused })
+	paused := h.waitJob(j.ID, func(j api.Job) bool { return j.Paused })
 	if paused.Status != api.JobPaused || !strings.Contains(paused.State.PausedReason(paused.Revision), last.RunID) || paused.State.Failures != 2 {
 		t.Fatalf("paused job: status %q, state %+v, want paused naming run %s", paused.Status, paused.State, last.RunID)
 	}
 	tries := waitTries(t, s, 1)
-	var r store.Run
+	var r api.Run
 	if err := json.Unmarshal(tries[0].Run, &r); err != nil || tries[0].Event != api.NotifyPaused || tries[0].RunID != last.RunID || r.ID != last.RunID {
 		t.Fatalf("notification %+v (%v): want paused, with run %s", tries[0], err, last.RunID)
 	}
@@ -237,7 +237,7 @@ func TestPauseAfterFailures(t *testing.T) {
 	if err != nil || resumed.Paused {
 		t.Fatalf("resume: %+v, %v", resumed, err)
 	}
-	h.waitJob(j.ID, func(j store.Job) bool { return j.State != nil && j.State.SpecRevision == resumed.Revision })
+	h.waitJob(j.ID, func(j api.Job) bool { return j.State != nil && j.State.SpecRevision == resumed.Revision })
 	if got := h.job(j.ID); got.Paused || got.State.Failures != 0 || got.State.Pause != nil {
 		t.Fatalf("resumed: paused %v, state %+v; want the count and the pause cleared", got.Paused, got.State)
 	}
@@ -262,21 +262,21 @@ func TestCalendarsExcludeTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.start("m1")
-	j := h.create(store.Job{ID: "nightly", Schedule: "@every 1m", Exclude: []string{"maintenance"},
-		Notify: []store.Notification{{On: []store.RunStatus{store.RunSkipped}, URL: "https://hooks.example/skipped"}}})
+	j := h.create(api.Job{ID: "nightly", Schedule: "@every 1m", Exclude: []string{"maintenance"},
+		Notify: []api.Notification{{On: []api.RunStatus{api.RunSkipped}, URL: "https://hooks.example/skipped"}}})
 	h.parkedBoth()
 	h.clock.Advance(time.Minute)
 	runs := h.waitRuns(j.ID, 1)
-	if runs[0].Status != store.RunSkipped || runs[0].Reason != `excluded by calendar "maintenance"` {
+	if runs[0].Status != api.RunSkipped || runs[0].Reason != `excluded by calendar "maintenance"` {
 		t.Fatalf("run at 00:01: %s %q, want skipped by the calendar", runs[0].Status, runs[0].Reason)
 	}
-	if tries := waitTries(t, s, 1); tries[0].Event != store.RunSkipped || tries[0].RunID != runs[0].ID {
+	if tries := waitTries(t, s, 1); tries[0].Event != api.RunSkipped || tries[0].RunID != runs[0].ID {
 		t.Fatalf("notification %+v, want skipped for %s", tries[0], runs[0].ID)
 	}
 	h.parkedBoth()
 	h.clock.Advance(time.Minute)
 	runs = h.waitRuns(j.ID, 2)
-	if runs[0].Status != store.RunPending {
+	if runs[0].Status != api.RunPending {
 		t.Fatalf("run at 00:02: %s, want pending", runs[0].Status)
 	}
 	// A calendar changed: the owner follows it.
@@ -290,7 +290,7 @@ func TestCalendarsExcludeTimes(t *testing.T) {
 	h.parkedBoth()
 	h.clock.Advance(time.Minute)
 	runs = h.waitRuns(j.ID, 3)
-	if runs[0].Status != store.RunSkipped {
+	if runs[0].Status != api.RunSkipped {
 		t.Fatalf("run at 00:03: %s, want skipped by the changed calendar", runs[0].Status)
 	}
 	// Deleted: it excludes nothing.
@@ -307,7 +307,7 @@ func TestCalendarsExcludeTimes(t *testing.T) {
 	h.parkedBoth()
 	h.clock.Advance(time.Minute)
 	runs = h.waitRuns(j.ID, 4)
-	if runs[0].Status != store.RunPending {
+	if runs[0].Status != api.RunPending {
 		t.Fatalf("run at 00:04: %s, want pending", runs[0].Status)
 	}
 }
@@ -317,7 +317,7 @@ func TestCalendarsExcludeTimes(t *testing.T) {
 func TestTriggerWithPayload(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "param", Schedule: "@every 1h", Payload: json.RawMessage(`{"day":"today"}`)})
+	h.create(api.Job{ID: "param", Schedule: "@every 1h", Payload: json.RawMessage(`{"day":"today"}`)})
 	runID, err := h.store.TriggerWith(context.Background(), "param", json.RawMessage(`{ "day": "2026-05-31" }`))
 	if err != nil {
 		t.Fatal(err)
@@ -326,7 +326,7 @@ func TestTriggerWithPayload(t *testing.T) {
 	if a.RunID != runID || string(a.Payload) != `{"day":"2026-05-31"}` {
 		t.Fatalf("attempt of %s with payload %s, want %s with the trigger's", a.RunID, a.Payload, runID)
 	}
-	r := h.waitRun(runID, func(store.Run) bool { return true })
+	r := h.waitRun(runID, func(api.Run) bool { return true })
 	if string(r.Payload) != `{"day":"2026-05-31"}` {
 		t.Fatalf("run payload %s, want the trigger's", r.Payload)
 	}
@@ -344,7 +344,7 @@ func TestTriggerWithPayload(t *testing.T) {
 	// Bad payloads are refused, naming the field.
 	for _, p := range []string{`{"a":`, `{"secret_env":""}`, `"` + strings.Repeat("x", store.MaxTriggerPayloadBytes) + `"`} {
 		_, err := h.store.TriggerWith(context.Background(), "param", json.RawMessage(p))
-		var fe *store.FieldError
+		var fe *api.FieldError
 		if !errors.As(err, &fe) || fe.Field != "payload" {
 			t.Errorf("payload %.20s: got %v, want an error about payload", p, err)
 		}
@@ -360,9 +360,9 @@ func TestEditPathsNeverFireThePast(t *testing.T) {
 	ctx := context.Background()
 	paths := []struct {
 		name string
-		edit func(h *harness, j store.Job) store.Job // at t0+35m
+		edit func(h *harness, j api.Job) api.Job // at t0+35m
 	}{
-		{"put", func(h *harness, j store.Job) store.Job {
+		{"put", func(h *harness, j api.Job) api.Job {
 			j.Schedule, j.Revision = "*/10 * * * *", 0
 			stored, _, err := h.store.Put(ctx, j)
 			if err != nil {
@@ -370,7 +370,7 @@ func TestEditPathsNeverFireThePast(t *testing.T) {
 			}
 			return stored
 		}},
-		{"put at the revision read (job edit)", func(h *harness, j store.Job) store.Job {
+		{"put at the revision read (job edit)", func(h *harness, j api.Job) api.Job {
 			j.Schedule = "*/10 * * * *"
 			stored, _, err := h.store.Put(ctx, j)
 			if err != nil {
@@ -378,7 +378,7 @@ func TestEditPathsNeverFireThePast(t *testing.T) {
 			}
 			return stored
 		}},
-		{"time zone (put)", func(h *harness, j store.Job) store.Job {
+		{"time zone (put)", func(h *harness, j api.Job) api.Job {
 			j.Schedule, j.Timezone, j.Revision = "*/10 * * * *", "Asia/Kolkata", 0 // +05:30: the same times
 			stored, _, err := h.store.Put(ctx, j)
 			if err != nil {
@@ -386,7 +386,7 @@ func TestEditPathsNeverFireThePast(t *testing.T) {
 			}
 			return stored
 		}},
-		{"batch apply (job apply)", func(h *harness, j store.Job) store.Job {
+		{"batch apply (job apply)", func(h *harness, j api.Job) api.Job {
 			j.Schedule, j.Revision = "*/10 * * * *", 0
 			res, err := h.store.WriteBatch(ctx, []store.BatchItem{{Job: j}}, store.BatchApply)
 			if err != nil || res[0].Err != nil {
@@ -394,14 +394,14 @@ func TestEditPathsNeverFireThePast(t *testing.T) {
 			}
 			return res[0].Job
 		}},
-		{"resume", func(h *harness, j store.Job) store.Job {
+		{"resume", func(h *harness, j api.Job) api.Job {
 			stored, err := h.store.SetPaused(ctx, j.ID, false)
 			if err != nil {
 				h.t.Fatal(err)
 			}
 			return stored
 		}},
-		{"resume while the partition has no owner", func(h *harness, j store.Job) store.Job {
+		{"resume while the partition has no owner", func(h *harness, j api.Job) api.Job {
 			h.stop()
 			stored, err := h.store.SetPaused(ctx, j.ID, false)
 			if err != nil {
@@ -415,11 +415,11 @@ func TestEditPathsNeverFireThePast(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.start("m1")
-			job := store.Job{ID: "edited", Schedule: "@every 1h", MisfirePolicy: store.MisfireRunAll}
-			var j store.Job
+			job := api.Job{ID: "edited", Schedule: "@every 1h", MisfirePolicy: api.MisfireRunAll}
+			var j api.Job
 			if strings.HasPrefix(p.name, "resume") {
 				job.Schedule, job.Paused = "*/10 * * * *", true
-				job.Executor = store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}
+				job.Executor = api.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}
 				var err error
 				if j, err = h.store.Create(ctx, job); err != nil { // paused: its owner records no state
 					t.Fatal(err)
@@ -433,7 +433,7 @@ func TestEditPathsNeverFireThePast(t *testing.T) {
 			if !stored.UpdatedAt.Equal(t0.Add(35 * time.Minute)) {
 				t.Fatalf("updated_at %v, want the time of the change", stored.UpdatedAt)
 			}
-			h.waitJob(j.ID, func(j store.Job) bool { return j.State != nil && j.State.SpecRevision == stored.Revision })
+			h.waitJob(j.ID, func(j api.Job) bool { return j.State != nil && j.State.SpecRevision == stored.Revision })
 			if runs, _ := h.store.Runs(ctx, j.ID, 10); len(runs) != 0 {
 				t.Fatalf("after the change: runs %v, want none (times before the change)", runs)
 			}
@@ -453,7 +453,7 @@ func TestPayloadEditKeepsTheMisfires(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t)
 	h.start("m1")
-	j := h.create(store.Job{ID: "kept", Schedule: "*/10 * * * *", MisfirePolicy: store.MisfireRunAll})
+	j := h.create(api.Job{ID: "kept", Schedule: "*/10 * * * *", MisfirePolicy: api.MisfireRunAll})
 	h.parked()
 	h.stop() // the partition has no owner for 35 minutes
 	h.clock.Advance(35 * time.Minute)
@@ -464,7 +464,7 @@ func TestPayloadEditKeepsTheMisfires(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.start("m2")
-	h.waitJob(j.ID, func(j store.Job) bool { return j.State != nil && j.State.SpecRevision == stored.Revision })
+	h.waitJob(j.ID, func(j api.Job) bool { return j.State != nil && j.State.SpecRevision == stored.Revision })
 	runs := h.waitRuns(j.ID, 3)
 	if len(runs) != 3 || !runs[2].ScheduledAt.Equal(t0.Add(10*time.Minute)) || !runs[0].ScheduledAt.Equal(t0.Add(30*time.Minute)) {
 		t.Fatalf("runs %v, want the three times missed before the edit", runs)

@@ -8,18 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // pollAs takes up to max attempts for worker with credential cred and
 // scope prefix, waiting at most wait.
-func (h *harness) pollAs(worker, cred, prefix string, max int, wait time.Duration) []dispatch.AttemptGrant {
+func (h *harness) pollAs(worker, cred, prefix string, max int, wait time.Duration) []api.AttemptGrant {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: worker, Executors: []string{"http"}, Max: max,
-		Wait: store.Duration(wait), Credential: cred, Prefix: prefix})
+	resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: worker, Executors: []string{"http"}, Max: max,
+		Wait: api.Duration(wait), Credential: cred, Prefix: prefix})
 	if err != nil {
 		h.t.Fatalf("poll: %v", err)
 	}
@@ -34,14 +35,14 @@ func (h *harness) pollAs(worker, cred, prefix string, max int, wait time.Duratio
 func TestReportsBoundToCredential(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "bound", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(time.Second)}})
+	h.create(api.Job{ID: "bound", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(time.Second)}})
 	h.advance(time.Hour)
-	as := h.pollAs("w1", "cred-real", "", 1, dispatch.MaxPollWait)
+	as := h.pollAs("w1", "cred-real", "", 1, api.MaxPollWait)
 	if len(as) != 1 {
 		t.Fatalf("poll: %d attempts, want 1", len(as))
 	}
 	a := as[0]
-	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunRunning })
+	r := h.waitRun(a.RunID, func(r api.Run) bool { return r.Status == api.RunRunning })
 	if got := r.Attempts[0].Credential; got != "cred-real" {
 		t.Fatalf("attempt recorded credential %q, want cred-real", got)
 	}
@@ -52,17 +53,17 @@ func TestReportsBoundToCredential(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1, Credential: "cred-rogue"}); !errors.Is(err, dispatch.ErrForbidden) {
+		if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1, Credential: "cred-rogue"}); !errors.Is(err, dispatch.ErrForbidden) {
 			t.Fatalf("%s: forged heartbeat: %v, want ErrForbidden", member, err)
 		}
 		for _, success := range []bool{true, false} {
-			_, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: 1, Success: success, Error: "forged", Credential: "cred-rogue"})
+			_, err := h.disp.Complete(context.Background(), api.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: 1, Success: success, Error: "forged", Credential: "cred-rogue"})
 			if !errors.Is(err, dispatch.ErrForbidden) {
 				t.Fatalf("%s: forged complete (success %v): %v, want ErrForbidden", member, success, err)
 			}
 		}
 		// A credential-less report (the field left empty) is no better.
-		if _, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: 1, Success: true}); !errors.Is(err, dispatch.ErrForbidden) {
+		if _, err := h.disp.Complete(context.Background(), api.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: 1, Success: true}); !errors.Is(err, dispatch.ErrForbidden) {
 			t.Fatalf("%s: complete without credential: %v, want ErrForbidden", member, err)
 		}
 		after, err := h.client.Get(context.Background(), h.store.Keys().Run(0, "bound", a.ScheduledAt))
@@ -79,14 +80,14 @@ func TestReportsBoundToCredential(t *testing.T) {
 	h.stop()
 	h.start("m2")
 	forge("m2")
-	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1, Credential: "cred-real"}); err != nil {
+	if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1, Credential: "cred-real"}); err != nil {
 		t.Fatalf("real heartbeat after handoff: %v", err)
 	}
-	resp, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: 1, Success: true, Output: "real", Credential: "cred-real"})
-	if err != nil || resp.Status != store.RunSucceeded {
+	resp, err := h.disp.Complete(context.Background(), api.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: 1, Success: true, Output: "real", Credential: "cred-real"})
+	if err != nil || resp.Status != api.RunSucceeded {
 		t.Fatalf("real complete: %+v, %v", resp, err)
 	}
-	r = h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunSucceeded })
+	r = h.waitRun(a.RunID, func(r api.Run) bool { return r.Status == api.RunSucceeded })
 	if len(r.Attempts) != 1 || r.Attempts[0].Output != "real" || r.Attempts[0].Error != "" {
 		t.Fatalf("attempts = %+v, want the real worker's result once", r.Attempts)
 	}
@@ -97,8 +98,8 @@ func TestReportsBoundToCredential(t *testing.T) {
 func TestPollPrefix(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "billing/a", Schedule: "@every 1h"})
-	h.create(store.Job{ID: "payroll/b", Schedule: "@every 1h"})
+	h.create(api.Job{ID: "billing/a", Schedule: "@every 1h"})
+	h.create(api.Job{ID: "payroll/b", Schedule: "@every 1h"})
 	h.advance(time.Hour)
 	h.waitRuns("billing/a", 1)
 	h.waitRuns("payroll/b", 1)
@@ -115,7 +116,7 @@ func TestPollPrefix(t *testing.T) {
 	}
 }
 
-func ids(as []dispatch.AttemptGrant) []string {
+func ids(as []api.AttemptGrant) []string {
 	var out []string
 	for _, a := range as {
 		out = append(out, a.JobID)
@@ -126,21 +127,21 @@ func ids(as []dispatch.AttemptGrant) []string {
 // TestCredentialNotFromJSON: the credential and prefix of protocol
 // requests cannot come from the request body.
 func TestCredentialNotFromJSON(t *testing.T) {
-	var p dispatch.PollRequest
+	var p api.PollRequest
 	if err := json.Unmarshal([]byte(`{"worker":"w","Credential":"admin","credential":"admin","Prefix":"","prefix":"x"}`), &p); err != nil {
 		t.Fatal(err)
 	}
 	if p.Credential != "" || p.Prefix != "" {
 		t.Fatalf("decoded %+v: credential or prefix set from JSON", p)
 	}
-	var c dispatch.CompleteRequest
+	var c api.CompleteRequest
 	_ = json.Unmarshal([]byte(`{"worker":"w","Credential":"admin","credential":"admin"}`), &c)
-	var hb dispatch.HeartbeatRequest
+	var hb api.HeartbeatRequest
 	_ = json.Unmarshal([]byte(`{"worker":"w","Credential":"admin","credential":"admin"}`), &hb)
 	if c.Credential != "" || hb.Credential != "" {
 		t.Fatalf("decoded %+v, %+v: credential set from JSON", c, hb)
 	}
-	b, _ := json.Marshal(dispatch.PollRequest{Worker: "w", Credential: "secret-id", Prefix: "p/"})
+	b, _ := json.Marshal(api.PollRequest{Worker: "w", Credential: "secret-id", Prefix: "p/"})
 	if strings.Contains(string(b), "secret-id") || strings.Contains(string(b), "p/") {
 		t.Fatalf("encoded %s carries the credential", b)
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -121,7 +123,7 @@ func (d *Dispatcher) Work(ctx context.Context, o *shard.Ownership) {
 		lg:     d.lg.With(zap.Int("partition", o.Partition), zap.Int64("epoch", o.Epoch)),
 		nudge:  make(chan struct{}, 1),
 		ctx:    ctx,
-		unread: map[string]store.Run{},
+		unread: map[string]api.Run{},
 		idx:    newJobIndex(),
 	}
 	if n := d.cfg.Notify.Notifier; n != nil {

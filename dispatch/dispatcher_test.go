@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
@@ -80,7 +82,7 @@ func newHarness(t *testing.T) *harness {
 		clock:  clockwork.NewFakeClockAt(t0),
 		lease:  lr.ID,
 	}
-	h.store = store.NewEtcd(client, ns, 1, store.DefaultLimits(), h.clock.Now)
+	h.store = store.NewEtcd(client, ns, 1, api.DefaultLimits(), h.clock.Now)
 	t.Cleanup(h.stop)
 	return h
 }
@@ -187,10 +189,10 @@ func (h *harness) stop() {
 		Commit()
 }
 
-func (h *harness) create(j store.Job) store.Job {
+func (h *harness) create(j api.Job) api.Job {
 	h.t.Helper()
 	if j.Executor.Type == "" {
-		j.Executor = store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}
+		j.Executor = api.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}
 	}
 	stored, err := h.store.Create(context.Background(), j)
 	if err != nil {
@@ -212,7 +214,7 @@ func (h *harness) create(j store.Job) store.Job {
 }
 
 // firedOnce fails t if two of runs have the same scheduled time.
-func firedOnce(t *testing.T, runs []store.Run) {
+func firedOnce(t *testing.T, runs []api.Run) {
 	t.Helper()
 	seen := map[time.Time]bool{}
 	for _, r := range runs {
@@ -224,7 +226,7 @@ func firedOnce(t *testing.T, runs []store.Run) {
 }
 
 // waitRuns waits until job id has n runs and returns them, newest first.
-func (h *harness) waitRuns(id string, n int) []store.Run {
+func (h *harness) waitRuns(id string, n int) []api.Run {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -240,7 +242,7 @@ func (h *harness) waitRuns(id string, n int) []store.Run {
 }
 
 // waitRun waits until run id satisfies cond.
-func (h *harness) waitRun(runID string, cond func(store.Run) bool) store.Run {
+func (h *harness) waitRun(runID string, cond func(api.Run) bool) api.Run {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -257,11 +259,11 @@ func (h *harness) waitRun(runID string, cond func(store.Run) bool) store.Run {
 
 // poll takes up to max attempts as worker, waiting (in real time, at most
 // 10s) for at least one.
-func (h *harness) poll(worker string, max int) []dispatch.AttemptGrant {
+func (h *harness) poll(worker string, max int) []api.AttemptGrant {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: worker, Executors: []string{"http"}, Max: max, Wait: store.Duration(dispatch.MaxPollWait)})
+	resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: worker, Executors: []string{"http"}, Max: max, Wait: api.Duration(api.MaxPollWait)})
 	if err != nil {
 		h.t.Fatalf("poll: %v", err)
 	}
@@ -271,14 +273,14 @@ func (h *harness) poll(worker string, max int) []dispatch.AttemptGrant {
 	return resp.Attempts
 }
 
-func (h *harness) complete(a dispatch.AttemptGrant, worker string, success bool, msg string) (dispatch.CompleteResponse, error) {
-	return h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt, Success: success, Error: msg})
+func (h *harness) complete(a api.AttemptGrant, worker string, success bool, msg string) (api.CompleteResponse, error) {
+	return h.disp.Complete(context.Background(), api.CompleteRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt, Success: success, Error: msg})
 }
 
 func TestEverySecondFiresEachTimeOnce(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "tick", Schedule: "@every 1s"})
 	for i := 1; i <= 3; i++ {
 		h.advance(time.Second)
 		h.waitRuns("tick", i)
@@ -289,7 +291,7 @@ func TestEverySecondFiresEachTimeOnce(t *testing.T) {
 	}
 	for i, r := range runs {
 		want := t0.Add(time.Duration(3-i) * time.Second)
-		if !r.ScheduledAt.Equal(want) || r.ID != store.RunID("tick", want) || r.Status != store.RunPending || r.Owner != "m1" || r.Epoch != h.own.Epoch {
+		if !r.ScheduledAt.Equal(want) || r.ID != store.RunID("tick", want) || r.Status != api.RunPending || r.Owner != "m1" || r.Epoch != h.own.Epoch {
 			t.Errorf("run %d = %+v, want pending run for %v fired by m1@%d", i, r, want, h.own.Epoch)
 		}
 	}
@@ -306,7 +308,7 @@ func TestEverySecondFiresEachTimeOnce(t *testing.T) {
 func TestAttemptSucceeds(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "job", Schedule: "@every 1m", Payload: []byte(`{"x":1}`)})
+	h.create(api.Job{ID: "job", Schedule: "@every 1m", Payload: []byte(`{"x":1}`)})
 	h.advance(time.Minute)
 	as := h.poll("w1", 5)
 	if len(as) != 1 {
@@ -316,15 +318,15 @@ func TestAttemptSucceeds(t *testing.T) {
 	if a.JobID != "job" || a.Attempt != 1 || string(a.Payload) != `{"x":1}` || a.Owner != "m1" || a.RunLease.Std() != runLease {
 		t.Fatalf("assignment = %+v", a)
 	}
-	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunRunning })
+	r := h.waitRun(a.RunID, func(r api.Run) bool { return r.Status == api.RunRunning })
 	if len(r.Attempts) != 1 || r.Attempts[0].Worker != "w1" {
 		t.Fatalf("recorded attempts = %+v, want one by w1 (recorded before hand-out)", r.Attempts)
 	}
 	resp, err := h.complete(a, "w1", true, "")
-	if err != nil || resp.Status != store.RunSucceeded {
+	if err != nil || resp.Status != api.RunSucceeded {
 		t.Fatalf("complete = %+v, %v; want succeeded", resp, err)
 	}
-	r = h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunSucceeded })
+	r = h.waitRun(a.RunID, func(r api.Run) bool { return r.Status == api.RunSucceeded })
 	if r.Attempts[0].FinishedAt.IsZero() {
 		t.Errorf("finished attempt has no finished_at: %+v", r.Attempts[0])
 	}
@@ -337,16 +339,16 @@ func TestAttemptSucceeds(t *testing.T) {
 func TestRetriesWithBackoffThenDead(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "flaky", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(10 * time.Second), MaxBackoff: store.Duration(time.Minute)}})
+	h.create(api.Job{ID: "flaky", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(10 * time.Second), MaxBackoff: api.Duration(time.Minute)}})
 	h.advance(time.Hour)
 	a := h.poll("w1", 1)[0]
 	resp, err := h.complete(a, "w1", false, "boom 1")
-	if err != nil || resp.Status != store.RunFailed {
+	if err != nil || resp.Status != api.RunFailed {
 		t.Fatalf("complete 1 = %+v, %v; want failed (retry pending)", resp, err)
 	}
 	// Not dispatchable before the backoff (at least half of 10s).
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	early, _ := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1})
+	early, _ := h.disp.Poll(ctx, api.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1})
 	cancel()
 	if len(early.Attempts) != 0 {
 		t.Fatalf("retry handed out before its backoff: %+v", early.Attempts)
@@ -362,10 +364,10 @@ func TestRetriesWithBackoffThenDead(t *testing.T) {
 	h.advance(20 * time.Second)
 	a3 := h.poll("w1", 1)[0]
 	resp, err = h.complete(a3, "w1", false, "boom 3")
-	if err != nil || resp.Status != store.RunDead {
+	if err != nil || resp.Status != api.RunDead {
 		t.Fatalf("complete 3 = %+v, %v; want dead", resp, err)
 	}
-	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunDead })
+	r := h.waitRun(a.RunID, func(r api.Run) bool { return r.Status == api.RunDead })
 	if len(r.Attempts) != 3 || r.Attempts[2].Error != "boom 3" || r.Attempts[0].Worker != "w1" || r.Attempts[1].Worker != "w2" {
 		t.Fatalf("attempts = %+v", r.Attempts)
 	}
@@ -374,15 +376,15 @@ func TestRetriesWithBackoffThenDead(t *testing.T) {
 func TestLostAttemptIsRetriedAndItsLateReportRejected(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "lost", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 2, InitialBackoff: store.Duration(time.Second)}})
+	h.create(api.Job{ID: "lost", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 2, InitialBackoff: api.Duration(time.Second)}})
 	h.advance(time.Hour)
 	a := h.poll("w-dies", 1)[0]
 	// The worker heartbeats once, then dies.
-	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w-dies", RunID: a.RunID, Attempt: 1}); err != nil {
+	if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w-dies", RunID: a.RunID, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	h.advance(runLease + time.Second)
-	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunFailed })
+	r := h.waitRun(a.RunID, func(r api.Run) bool { return r.Status == api.RunFailed })
 	if got := r.Attempts[0].Error; got == "" {
 		t.Fatalf("lost attempt has no error: %+v", r.Attempts[0])
 	}
@@ -395,13 +397,13 @@ func TestLostAttemptIsRetriedAndItsLateReportRejected(t *testing.T) {
 	if _, err := h.complete(a, "w-dies", true, ""); !errors.Is(err, dispatch.ErrStaleAttempt) {
 		t.Fatalf("late complete: err = %v, want ErrStaleAttempt", err)
 	}
-	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w-dies", RunID: a.RunID, Attempt: 1}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+	if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w-dies", RunID: a.RunID, Attempt: 1}); !errors.Is(err, dispatch.ErrStaleAttempt) {
 		t.Fatalf("late heartbeat: err = %v, want ErrStaleAttempt", err)
 	}
-	if resp, err := h.complete(a2, "w-new", true, ""); err != nil || resp.Status != store.RunSucceeded {
+	if resp, err := h.complete(a2, "w-new", true, ""); err != nil || resp.Status != api.RunSucceeded {
 		t.Fatalf("complete attempt 2 = %+v, %v", resp, err)
 	}
-	r = h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunSucceeded })
+	r = h.waitRun(a.RunID, func(r api.Run) bool { return r.Status == api.RunSucceeded })
 	if len(r.Attempts) != 2 || r.Attempts[1].Worker != "w-new" {
 		t.Fatalf("attempts = %+v", r.Attempts)
 	}
@@ -410,14 +412,14 @@ func TestLostAttemptIsRetriedAndItsLateReportRejected(t *testing.T) {
 func TestTimeoutEndsAttemptThatKeepsHeartbeating(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "slow", Schedule: "@every 1h", Timeout: store.Duration(30 * time.Second)})
+	h.create(api.Job{ID: "slow", Schedule: "@every 1h", Timeout: api.Duration(30 * time.Second)})
 	h.advance(time.Hour)
 	a := h.poll("w1", 1)[0]
 	for range 5 { // 5×9s = 45s > timeout + lease
 		h.advance(9 * time.Second)
-		h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1})
+		h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1})
 	}
-	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunDead })
+	r := h.waitRun(a.RunID, func(r api.Run) bool { return r.Status == api.RunDead })
 	if e := r.Attempts[0].Error; e == "" {
 		t.Fatalf("timed-out attempt has no error")
 	}
@@ -426,20 +428,20 @@ func TestTimeoutEndsAttemptThatKeepsHeartbeating(t *testing.T) {
 func TestForbidSkipsAndRecordsFiresWhileRunning(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "single", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyForbid})
+	h.create(api.Job{ID: "single", Schedule: "@every 10s", ConcurrencyPolicy: api.ConcurrencyForbid})
 	h.advance(10 * time.Second)
 	a := h.poll("w1", 1)[0]
 	for i := 2; i <= 3; i++ {
 		h.advance(10 * time.Second)
 		h.waitRuns("single", i)
-		if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1}); err != nil {
+		if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	runs := h.waitRuns("single", 3)
 	skipped := 0
 	for _, r := range runs {
-		if r.Status == store.RunSkipped {
+		if r.Status == api.RunSkipped {
 			skipped++
 			if r.Reason == "" {
 				t.Errorf("skipped run %s has no reason", r.ID)
@@ -454,7 +456,7 @@ func TestForbidSkipsAndRecordsFiresWhileRunning(t *testing.T) {
 	}
 	h.advance(10 * time.Second)
 	runs = h.waitRuns("single", 4)
-	if runs[0].Status != store.RunPending {
+	if runs[0].Status != api.RunPending {
 		t.Fatalf("after the run finished, the next fire is %s, want pending", runs[0].Status)
 	}
 }
@@ -462,7 +464,7 @@ func TestForbidSkipsAndRecordsFiresWhileRunning(t *testing.T) {
 func TestHandoffNeitherRefiresNorLosesRuns(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "tick", Schedule: "@every 1s"})
 	h.advance(time.Second)
 	h.waitRuns("tick", 1)
 	h.advance(time.Second)
@@ -477,10 +479,10 @@ func TestHandoffNeitherRefiresNorLosesRuns(t *testing.T) {
 	}
 	// The in-flight attempt is adopted: its worker heartbeats and
 	// completes at the new owner.
-	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err != nil {
+	if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err != nil {
 		t.Fatalf("heartbeat after handoff: %v", err)
 	}
-	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != store.RunSucceeded {
+	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != api.RunSucceeded {
 		t.Fatalf("complete after handoff = %+v, %v", resp, err)
 	}
 	h.advance(time.Second)
@@ -498,20 +500,20 @@ func TestHandoffNeitherRefiresNorLosesRuns(t *testing.T) {
 
 func TestMisfirePoliciesOnTakeover(t *testing.T) {
 	tests := []struct {
-		policy store.MisfirePolicy
+		policy api.MisfirePolicy
 		want   int // runs after a 10.5s outage of a per-second job that fired once before
 	}{
 		// With a 400ms grace no time in the outage is on time at the
 		// takeover: run_once fires the latest, skip none, run_all all ten.
-		{store.MisfireRunOnce, 2},
-		{store.MisfireSkip, 1},
-		{store.MisfireRunAll, 11},
+		{api.MisfireRunOnce, 2},
+		{api.MisfireSkip, 1},
+		{api.MisfireRunAll, 11},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.policy), func(t *testing.T) {
 			h := newHarness(t)
 			h.start("m1")
-			h.create(store.Job{ID: "m", Schedule: "@every 1s", MisfirePolicy: tt.policy})
+			h.create(api.Job{ID: "m", Schedule: "@every 1s", MisfirePolicy: tt.policy})
 			h.advance(time.Second)
 			h.waitRuns("m", 1)
 			h.stop()                                               // the partition has no owner for 10s
@@ -531,13 +533,13 @@ func TestMisfirePoliciesOnTakeover(t *testing.T) {
 func TestTriggerFiresOnceAndIsConsumed(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "manual", RunAt: ptr(t0.Add(24 * time.Hour))})
+	h.create(api.Job{ID: "manual", RunAt: ptr(t0.Add(24 * time.Hour))})
 	runID, err := h.store.Trigger(context.Background(), "manual")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := h.waitRun(runID, func(store.Run) bool { return true })
-	if r.Status != store.RunPending {
+	r := h.waitRun(runID, func(api.Run) bool { return true })
+	if r.Status != api.RunPending {
 		t.Fatalf("triggered run = %+v", r)
 	}
 	resp, err := h.client.Get(context.Background(), h.store.Keys().TriggerPrefix(0, "manual"), clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -552,7 +554,7 @@ func TestTriggerFiresOnceAndIsConsumed(t *testing.T) {
 func TestDeletedJobStopsAndItsDataGoes(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "gone", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "gone", Schedule: "@every 1s"})
 	h.advance(time.Second)
 	h.waitRuns("gone", 1)
 	if err := h.store.Delete(context.Background(), "gone"); err != nil {
@@ -588,11 +590,11 @@ func TestNotOwnerAndBadRequests(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	// A run ID whose partition is owned here but does not exist: stale.
-	_, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1})
+	_, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1})
 	if !errors.Is(err, dispatch.ErrStaleAttempt) {
 		t.Fatalf("unknown run: %v, want ErrStaleAttempt", err)
 	}
-	for _, req := range []dispatch.CompleteRequest{
+	for _, req := range []api.CompleteRequest{
 		{Worker: "", RunID: store.RunID("x", t0), Attempt: 1},
 		{Worker: "w", RunID: "not-a-run-id", Attempt: 1},
 		{Worker: "w", RunID: store.RunID("x", t0), Attempt: 0},
@@ -604,36 +606,36 @@ func TestNotOwnerAndBadRequests(t *testing.T) {
 	// Control characters: none in worker IDs, only newline and tab in
 	// errors and outputs (they are printed by clients).
 	for _, tt := range []struct {
-		req   dispatch.CompleteRequest
+		req   api.CompleteRequest
 		field string
 	}{
-		{dispatch.CompleteRequest{Worker: "w\x1b]0;pwned\x07", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+001B"},
-		{dispatch.CompleteRequest{Worker: "w\u009b", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+009B"},
-		{dispatch.CompleteRequest{Worker: "w\u3164", RunID: store.RunID("x", t0), Attempt: 1}, "worker: invisible character U+3164"},
-		{dispatch.CompleteRequest{Worker: "w\u200b", RunID: store.RunID("x", t0), Attempt: 1}, "worker: invisible format character U+200B"},
-		{dispatch.CompleteRequest{Worker: "\uff57", RunID: store.RunID("x", t0), Attempt: 1}, `worker: "ｗ" holds compatibility characters`},
-		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Error: "boom \x1b[2J"}, "error: control character U+001B"},
-		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "line\r\n"}, "output: control character U+000D"},
-		{dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "bad \xff"}, "output: not valid UTF-8"},
+		{api.CompleteRequest{Worker: "w\x1b]0;pwned\x07", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+001B"},
+		{api.CompleteRequest{Worker: "w\u009b", RunID: store.RunID("x", t0), Attempt: 1}, "worker: control character U+009B"},
+		{api.CompleteRequest{Worker: "w\u3164", RunID: store.RunID("x", t0), Attempt: 1}, "worker: invisible character U+3164"},
+		{api.CompleteRequest{Worker: "w\u200b", RunID: store.RunID("x", t0), Attempt: 1}, "worker: invisible format character U+200B"},
+		{api.CompleteRequest{Worker: "\uff57", RunID: store.RunID("x", t0), Attempt: 1}, `worker: "ｗ" holds compatibility characters`},
+		{api.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Error: "boom \x1b[2J"}, "error: control character U+001B"},
+		{api.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "line\r\n"}, "output: control character U+000D"},
+		{api.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1, Output: "bad \xff"}, "output: not valid UTF-8"},
 	} {
 		_, err := h.disp.Complete(context.Background(), tt.req)
 		if !errors.Is(err, dispatch.ErrBadRequest) || !strings.Contains(err.Error(), tt.field) {
 			t.Errorf("complete %+q: %v, want ErrBadRequest naming %q", []string{tt.req.Worker, tt.req.Error, tt.req.Output}, err, tt.field)
 		}
 	}
-	if _, err := h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w\x1b", Executors: []string{"http"}, Max: 1}); !errors.Is(err, dispatch.ErrBadRequest) || !strings.Contains(err.Error(), "worker: control character") {
+	if _, err := h.disp.Poll(context.Background(), api.PollRequest{Worker: "w\x1b", Executors: []string{"http"}, Max: 1}); !errors.Is(err, dispatch.ErrBadRequest) || !strings.Contains(err.Error(), "worker: control character") {
 		t.Errorf("poll with ESC in the worker ID: %v, want ErrBadRequest", err)
 	}
-	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w\n", RunID: store.RunID("x", t0), Attempt: 1}); !errors.Is(err, dispatch.ErrBadRequest) {
+	if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w\n", RunID: store.RunID("x", t0), Attempt: 1}); !errors.Is(err, dispatch.ErrBadRequest) {
 		t.Errorf("heartbeat with a newline in the worker ID: %v, want ErrBadRequest", err)
 	}
 	// Newlines and tabs are fine: the report reaches the (stale) attempt.
-	if _, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1,
+	if _, err := h.disp.Complete(context.Background(), api.CompleteRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1,
 		Error: "line 1\n\tline 2", Output: "a\tb\n"}); !errors.Is(err, dispatch.ErrStaleAttempt) {
 		t.Errorf("complete with newline and tab: %v, want it accepted as a request (ErrStaleAttempt: no such attempt)", err)
 	}
 	h.stop()
-	_, err = h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1})
+	_, err = h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w", RunID: store.RunID("x", t0), Attempt: 1})
 	var notOwner *dispatch.NotOwnerError
 	if !errors.As(err, &notOwner) {
 		t.Fatalf("after release: %v, want *NotOwnerError", err)
@@ -651,14 +653,14 @@ func (givenUpCtx) Err() error { return context.Canceled }
 func TestAttemptsOfAnAbandonedPollAreTakenBack(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "job", Schedule: "@every 1m"})
+	h.create(api.Job{ID: "job", Schedule: "@every 1m"})
 	h.advance(time.Minute)
 	runs := h.waitRuns("job", 1)
-	resp, err := h.disp.Poll(givenUpCtx{context.Background()}, dispatch.PollRequest{Worker: "gone", Executors: []string{"http"}, Max: 1})
+	resp, err := h.disp.Poll(givenUpCtx{context.Background()}, api.PollRequest{Worker: "gone", Executors: []string{"http"}, Max: 1})
 	if err != nil || len(resp.Attempts) != 0 {
 		t.Fatalf("abandoned poll = %+v, %v; want no attempts", resp, err)
 	}
-	r := h.waitRun(runs[0].ID, func(r store.Run) bool { return r.Status == store.RunPending })
+	r := h.waitRun(runs[0].ID, func(r api.Run) bool { return r.Status == api.RunPending })
 	if len(r.Attempts) != 0 {
 		t.Fatalf("taken-back run still has attempts: %+v", r.Attempts)
 	}
@@ -685,8 +687,8 @@ func TestFullDatabaseIsReportedNotLost(t *testing.T) {
 	client := full.Client(t)
 	ns := etcdtest.Namespace(t)
 	clock := clockwork.NewFakeClockAt(t0)
-	st := store.NewEtcd(client, ns, 1, store.DefaultLimits(), clock.Now)
-	if _, err := st.Create(context.Background(), store.Job{ID: "before", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}}); err != nil {
+	st := store.NewEtcd(client, ns, 1, api.DefaultLimits(), clock.Now)
+	if _, err := st.Create(context.Background(), api.Job{ID: "before", Schedule: "@every 1s", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/"}}); err != nil {
 		t.Fatal(err)
 	}
 	lr, err := client.Grant(context.Background(), 60)
@@ -719,7 +721,7 @@ func TestFullDatabaseIsReportedNotLost(t *testing.T) {
 			t.Fatal("etcd accepted 25 MiB past a 1 MiB quota")
 		}
 	}
-	_, err = st.Create(context.Background(), store.Job{ID: "after", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}})
+	_, err = st.Create(context.Background(), api.Job{ID: "after", Schedule: "@every 1s", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/"}})
 	if !errors.Is(err, store.ErrNoSpace) {
 		t.Fatalf("create on a full database: %v, want ErrNoSpace", err)
 	}
@@ -770,10 +772,10 @@ func TestClosedSpaceGateDefersCompletions(t *testing.T) {
 	g := &gate{}
 	h.configure = func(c *dispatch.Config) { c.Space = g }
 	h.start("m1")
-	h.create(store.Job{ID: "job", Schedule: "@every 1m"})
+	h.create(api.Job{ID: "job", Schedule: "@every 1m"})
 	h.advance(time.Minute)
 	a := h.poll("w1", 1)[0]
-	h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunRunning })
+	h.waitRun(a.RunID, func(r api.Run) bool { return r.Status == api.RunRunning })
 
 	g.refused.Store(true)
 	resp, err := h.client.Get(context.Background(), "rev-probe")
@@ -791,10 +793,10 @@ func TestClosedSpaceGateDefersCompletions(t *testing.T) {
 	}
 
 	g.refused.Store(false)
-	if got, err := h.complete(a, "w1", true, ""); err != nil || got.Status != store.RunSucceeded {
+	if got, err := h.complete(a, "w1", true, ""); err != nil || got.Status != api.RunSucceeded {
 		t.Fatalf("complete with the gate open: %+v, %v; want succeeded", got, err)
 	}
-	h.waitRun(a.RunID, func(r store.Run) bool { return r.Status == store.RunSucceeded })
+	h.waitRun(a.RunID, func(r api.Run) bool { return r.Status == api.RunSucceeded })
 }
 
 // TestClosedSpaceGateStopsFiringUntilOpen: while the space gate says etcd
@@ -806,8 +808,8 @@ func TestClosedSpaceGateStopsFiringUntilOpen(t *testing.T) {
 	g := &gate{}
 	h.configure = func(c *dispatch.Config) { c.Space = g }
 	h.start("m1")
-	h.create(store.Job{ID: "g", Schedule: "@every 1s", MisfirePolicy: store.MisfireRunOnce})
-	runs := func() []store.Run {
+	h.create(api.Job{ID: "g", Schedule: "@every 1s", MisfirePolicy: api.MisfireRunOnce})
+	runs := func() []api.Run {
 		rs, err := h.store.Runs(context.Background(), "g", 1000)
 		if err != nil {
 			t.Fatal(err)
@@ -843,7 +845,7 @@ func TestClosedSpaceGateStopsFiringUntilOpen(t *testing.T) {
 		return h.clock.Since(closedAt) >= 5*time.Second && g.asked.Load() >= asked+3
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	polled, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w", Executors: []string{"http"}, Max: 1, Wait: store.Duration(100 * time.Millisecond)})
+	polled, err := h.disp.Poll(ctx, api.PollRequest{Worker: "w", Executors: []string{"http"}, Max: 1, Wait: api.Duration(100 * time.Millisecond)})
 	cancel()
 	if err != nil || len(polled.Attempts) != 0 {
 		t.Fatalf("poll with the gate closed: %v, %v; want no attempt (a run is pending)", polled.Attempts, err)
@@ -904,11 +906,11 @@ func TestAbandonedWriteKeepsMemberHealthy(t *testing.T) {
 func TestTimeZoneAcrossDST(t *testing.T) {
 	h := newHarness(t)
 	h.clock = clockwork.NewFakeClockAt(time.Date(2026, 10, 31, 12, 0, 0, 0, time.UTC))
-	h.store = store.NewEtcd(h.client, h.ns, 1, store.DefaultLimits(), h.clock.Now)
+	h.store = store.NewEtcd(h.client, h.ns, 1, api.DefaultLimits(), h.clock.Now)
 	h.start("m1")
 	// run_all: every scheduled time in a jump of the clock fires, so a
 	// second 01:30 on the fall-back night would show up as a run.
-	h.create(store.Job{ID: "ny", Schedule: "30 1 * * *", Timezone: "America/New_York", MisfirePolicy: store.MisfireRunAll})
+	h.create(api.Job{ID: "ny", Schedule: "30 1 * * *", Timezone: "America/New_York", MisfirePolicy: api.MisfireRunAll})
 	h.advance(time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC).Sub(h.clock.Now())) // 01:30 EDT
 	h.waitRuns("ny", 1)
 	h.advance(time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC).Sub(h.clock.Now())) // past 01:30 EST (not a fire), to the next day's 01:30 EST
@@ -934,7 +936,7 @@ func TestTimeZoneAcrossDST(t *testing.T) {
 func TestConcurrentTriggersEachGetARunOrAreRefused(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "trg", RunAt: ptr(t0.Add(24 * time.Hour))})
+	h.create(api.Job{ID: "trg", RunAt: ptr(t0.Add(24 * time.Hour))})
 	const n = store.TriggerSlots + 4
 	ids := make(chan string, n)
 	var wg sync.WaitGroup
@@ -990,7 +992,7 @@ func TestConcurrentTriggersEachGetARunOrAreRefused(t *testing.T) {
 func TestReplaceCancelsTheRunningAttempt(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "r", RunAt: ptr(t0.Add(24 * time.Hour)), ConcurrencyPolicy: store.ConcurrencyReplace})
+	h.create(api.Job{ID: "r", RunAt: ptr(t0.Add(24 * time.Hour)), ConcurrencyPolicy: api.ConcurrencyReplace})
 	first, err := h.store.Trigger(context.Background(), "r")
 	if err != nil {
 		t.Fatal(err)
@@ -1004,7 +1006,7 @@ func TestReplaceCancelsTheRunningAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := h.waitRun(first, func(r store.Run) bool { return r.Status == store.RunDead })
+	old := h.waitRun(first, func(r api.Run) bool { return r.Status == api.RunDead })
 	if !strings.Contains(old.Reason, second) || !strings.Contains(old.Reason, "cancelled") {
 		t.Errorf("replaced run's reason = %q, want it to name %s and the cancellation", old.Reason, second)
 	}
@@ -1015,7 +1017,7 @@ func TestReplaceCancelsTheRunningAttempt(t *testing.T) {
 	// then a heartbeat still extends the lease.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		hb, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt})
+		hb, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt})
 		if err != nil {
 			t.Fatalf("heartbeat of the replaced attempt: %v; want Cancel", err)
 		}
@@ -1028,18 +1030,18 @@ func TestReplaceCancelsTheRunningAttempt(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// Another worker's heartbeat for the same attempt is not told anything.
-	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w2", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+	if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w2", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {
 		t.Fatalf("heartbeat of another worker: %v, want ErrStaleAttempt", err)
 	}
 	resp, err := h.complete(a, "w1", false, "cancelled by the orchestrator")
-	if err != nil || resp.Status != store.RunDead {
+	if err != nil || resp.Status != api.RunDead {
 		t.Fatalf("report of the cancelled attempt = %+v, %v; want acknowledged as dead", resp, err)
 	}
-	if after := h.waitRun(first, func(store.Run) bool { return true }); after.Attempts[0].Error != old.Attempts[0].Error {
+	if after := h.waitRun(first, func(api.Run) bool { return true }); after.Attempts[0].Error != old.Attempts[0].Error {
 		t.Errorf("the report was recorded over the cancellation: %+v", after.Attempts[0])
 	}
 	// Reported: its heartbeats and reports are stale from now on.
-	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+	if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); !errors.Is(err, dispatch.ErrStaleAttempt) {
 		t.Fatalf("heartbeat after the report: %v, want ErrStaleAttempt", err)
 	}
 	b := h.poll("w2", 1)[0]
@@ -1057,7 +1059,7 @@ func TestHandoffLoadsThePartitionInPages(t *testing.T) {
 	h.start("m1")
 	ids := []string{"p1", "p2", "p3", "p4", "p5"}
 	for _, id := range ids {
-		h.create(store.Job{ID: id, Schedule: "@every 1s"})
+		h.create(api.Job{ID: id, Schedule: "@every 1s"})
 	}
 	for i := 1; i <= 2; i++ {
 		h.advance(time.Second)
@@ -1073,7 +1075,7 @@ func TestHandoffLoadsThePartitionInPages(t *testing.T) {
 	h.stop()
 	h.start("m2")
 	for _, a := range inFlight {
-		if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err != nil {
+		if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err != nil {
 			t.Fatalf("heartbeat of %s after a paged load: %v", a.RunID, err)
 		}
 	}

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/schedule"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // PlanFires decides what a job fires at an instant: here a job every 10s,
@@ -14,11 +15,11 @@ import (
 // partition late), under the default misfire policy run_once.
 func ExamplePlanFires() {
 	created := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	j := store.Job{ID: "report", Schedule: "@every 10s", CreatedAt: created,
-		Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9000/hook"}}
+	j := api.Job{ID: "report", Schedule: "@every 10s", CreatedAt: created,
+		Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9000/hook"}}
 	j.Normalize()
 	sched, _ := j.ParseSchedule()
-	plan, _ := dispatch.PlanFires(&j, sched, store.JobState{}, nil, created.Add(25*time.Second), schedule.Policy{Grace: time.Second}, nil, "orchestrator-1", 42)
+	plan, _ := dispatch.PlanFires(&j, sched, api.JobState{}, nil, created.Add(25*time.Second), schedule.Policy{Grace: time.Second}, nil, "orchestrator-1", 42)
 	for _, r := range plan.Runs {
 		fmt.Println(r.ID, r.Status)
 	}
@@ -29,7 +30,7 @@ func ExamplePlanFires() {
 }
 
 func ExampleBackoff() {
-	p := store.RetryPolicy{InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(time.Minute)}
+	p := api.RetryPolicy{InitialBackoff: api.Duration(time.Second), MaxBackoff: api.Duration(time.Minute)}
 	for n := 1; n <= 8; n++ {
 		// rnd 0 gives the lower bound: half of the exponential step.
 		fmt.Print(dispatch.Backoff(p, n, 0), " ")
@@ -43,11 +44,11 @@ func ExampleBackoff() {
 // once it has finished.
 func ExamplePlanTrigger() {
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	j := store.Job{ID: "deploy", ConcurrencyPolicy: store.ConcurrencyForbid, CreatedAt: now.Add(-time.Hour),
-		Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9000/hook"}}
+	j := api.Job{ID: "deploy", ConcurrencyPolicy: api.ConcurrencyForbid, CreatedAt: now.Add(-time.Hour),
+		Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9000/hook"}}
 	j.Normalize()
-	busy := dispatch.PlanTrigger(&j, store.JobState{}, []string{"deploy@2026-06-01T11:59:00.000Z"}, now, now, "orchestrator-1", 42)
-	idle := dispatch.PlanTrigger(&j, store.JobState{}, nil, now, now, "orchestrator-1", 42)
+	busy := dispatch.PlanTrigger(&j, api.JobState{}, []string{"deploy@2026-06-01T11:59:00.000Z"}, now, now, "orchestrator-1", 42)
+	idle := dispatch.PlanTrigger(&j, api.JobState{}, nil, now, now, "orchestrator-1", 42)
 	fmt.Println(busy.Runs[0].Status, "-", busy.Runs[0].Reason)
 	fmt.Println(idle.Runs[0].ID, idle.Runs[0].Status)
 	// Output:

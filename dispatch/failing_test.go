@@ -11,23 +11,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // failingIndex returns the failing-runs index as stored, by run ID.
-func (h *harness) failingIndex() map[string]store.FailingRun {
+func (h *harness) failingIndex() map[string]api.FailingRun {
 	h.t.Helper()
 	resp, err := h.client.Get(context.Background(), h.store.Keys().AllFailingPrefix(), clientv3.WithPrefix())
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	out := map[string]store.FailingRun{}
+	out := map[string]api.FailingRun{}
 	for _, kv := range resp.Kvs {
-		var f store.FailingRun
+		var f api.FailingRun
 		if err := json.Unmarshal(kv.Value, &f); err != nil {
 			h.t.Fatalf("entry %s: %v", kv.Key, err)
 		}
@@ -41,7 +42,7 @@ func (h *harness) failingIndex() map[string]store.FailingRun {
 }
 
 // describe lists the index as "run:status:attempt:error", sorted.
-func describe(idx map[string]store.FailingRun) string {
+func describe(idx map[string]api.FailingRun) string {
 	var out []string
 	for _, id := range slices.Sorted(maps.Keys(idx)) {
 		f := idx[id]
@@ -92,9 +93,9 @@ func (h *harness) checkAccounted(when string) {
 }
 
 // waitIndex waits until the index, described, is want.
-func (h *harness) waitIndex(want string) map[string]store.FailingRun {
+func (h *harness) waitIndex(want string) map[string]api.FailingRun {
 	h.t.Helper()
-	var got map[string]store.FailingRun
+	var got map[string]api.FailingRun
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got = h.failingIndex()
@@ -117,20 +118,20 @@ func (h *harness) waitIndex(want string) map[string]store.FailingRun {
 func TestFailingIndexFollowsRunStatus(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	retry := store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(10 * time.Second), MaxBackoff: store.Duration(10 * time.Second)}
-	h.create(store.Job{ID: "flaky", Schedule: "@every 1h", Retry: retry})
+	retry := api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(10 * time.Second), MaxBackoff: api.Duration(10 * time.Second)}
+	h.create(api.Job{ID: "flaky", Schedule: "@every 1h", Retry: retry})
 	h.advance(time.Hour)
 	run := store.RunID("flaky", t0.Add(time.Hour))
 
 	// Attempt 1 fails: failed, with its error cut to its first bytes.
-	long := strings.Repeat("é", store.FailingErrorBytes) // 2 bytes each
+	long := strings.Repeat("é", api.FailingErrorBytes) // 2 bytes each
 	a := h.poll("w1", 1)[0]
 	h.waitIndex("")
 	failedAt := h.clock.Now()
 	if _, err := h.complete(a, "w1", false, long); err != nil {
 		t.Fatal(err)
 	}
-	idx := h.waitIndex(fmt.Sprintf("%s:failed:1:%s", run, long[:store.FailingErrorBytes]))
+	idx := h.waitIndex(fmt.Sprintf("%s:failed:1:%s", run, long[:api.FailingErrorBytes]))
 	h.checkAccounted("a failed run")
 	if f := idx[run]; !f.At.Equal(failedAt) {
 		t.Errorf("entry at %v, want %v (when the attempt failed)", f.At, failedAt)
@@ -152,7 +153,7 @@ func TestFailingIndexFollowsRunStatus(t *testing.T) {
 	h.checkAccounted("a dead run")
 
 	// A run that fails, then succeeds, leaves no entry.
-	h.create(store.Job{ID: "recovers", Schedule: "@every 1h", Retry: retry, Executor: store.Executor{Type: "other"}})
+	h.create(api.Job{ID: "recovers", Schedule: "@every 1h", Retry: retry, Executor: api.Executor{Type: "other"}})
 	h.advance(time.Hour)
 	h.waitRuns("recovers", 1)
 	rec := store.RunID("recovers", t0.Add(2*time.Hour))
@@ -170,7 +171,7 @@ func TestFailingIndexFollowsRunStatus(t *testing.T) {
 
 	// A job that keeps one run: its dead run's entry goes with the run
 	// when the next run trims it.
-	h.create(store.Job{ID: "brief", Schedule: "@every 1h", History: store.HistoryPolicy{MaxRuns: 1}, Executor: store.Executor{Type: "brief"}})
+	h.create(api.Job{ID: "brief", Schedule: "@every 1h", History: api.HistoryPolicy{MaxRuns: 1}, Executor: api.Executor{Type: "brief"}})
 	h.advance(time.Hour)
 	h.waitRuns("brief", 1)
 	first := store.RunID("brief", t0.Add(3*time.Hour))
@@ -200,10 +201,10 @@ func TestFailingIndexFollowsRunStatus(t *testing.T) {
 	h.checkAccounted("after the handoff")
 	h.pause("flaky", "recovers", "brief")
 	diedFlaky := idx[run].At.Add(20 * time.Second) // its third attempt
-	h.advance(diedFlaky.Add(store.FailingWindow).Sub(h.clock.Now()) + time.Second)
+	h.advance(diedFlaky.Add(api.FailingWindow).Sub(h.clock.Now()) + time.Second)
 	h.waitIndex(second + ":dead:1:no again")
 	h.checkAccounted("an entry aged out")
-	if r, err := h.store.GetRun(context.Background(), run); err != nil || r.Status != store.RunDead {
+	if r, err := h.store.GetRun(context.Background(), run); err != nil || r.Status != api.RunDead {
 		t.Fatalf("flaky's dead run = %+v, %v; want it kept", r, err)
 	}
 	h.advance(4 * time.Hour)
@@ -235,13 +236,13 @@ func TestFailingIndexFollowsRunStatus(t *testing.T) {
 func TestFailingIndexOfAReplacedRun(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "rep", Schedule: "@every 1m", ConcurrencyPolicy: store.ConcurrencyReplace})
+	h.create(api.Job{ID: "rep", Schedule: "@every 1m", ConcurrencyPolicy: api.ConcurrencyReplace})
 	h.advance(time.Minute)
 	h.waitRuns("rep", 1)
 	h.advance(time.Minute)
 	idx := h.waitIndexLen(1)
 	f := idx[store.RunID("rep", t0.Add(time.Minute))]
-	if f.Status != store.RunDead || f.Attempt != 0 || !strings.HasPrefix(f.Error, "replaced by run ") {
+	if f.Status != api.RunDead || f.Attempt != 0 || !strings.HasPrefix(f.Error, "replaced by run ") {
 		t.Fatalf("entry = %+v, want dead without attempt, with the reason", f)
 	}
 }
@@ -252,7 +253,7 @@ func TestFailingIndexOfAReplacedRun(t *testing.T) {
 func TestStaleOwnerCannotWriteTheFailingIndex(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "j", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 1}})
+	h.create(api.Job{ID: "j", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 1}})
 	h.advance(time.Hour)
 	a := h.poll("w1", 1)[0]
 
@@ -271,7 +272,7 @@ func TestStaleOwnerCannotWriteTheFailingIndex(t *testing.T) {
 	if idx := h.failingIndex(); len(idx) != 0 {
 		t.Fatalf("stale owner wrote the index: %s", describe(idx))
 	}
-	if r, err := h.store.GetRun(context.Background(), a.RunID); err != nil || r.Status != store.RunRunning {
+	if r, err := h.store.GetRun(context.Background(), a.RunID); err != nil || r.Status != api.RunRunning {
 		t.Fatalf("run = %+v, %v; want it still running", r, err)
 	}
 	// A stale owner cannot delete an entry either.
@@ -289,11 +290,11 @@ func TestStaleOwnerCannotWriteTheFailingIndex(t *testing.T) {
 }
 
 // pollFor takes one attempt of executor type ex as worker.
-func (h *harness) pollFor(worker, ex string) dispatch.AttemptGrant {
+func (h *harness) pollFor(worker, ex string) api.AttemptGrant {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: worker, Executors: []string{ex}, Max: 1, Wait: store.Duration(dispatch.MaxPollWait)})
+	resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: worker, Executors: []string{ex}, Max: 1, Wait: api.Duration(api.MaxPollWait)})
 	if err != nil || len(resp.Attempts) != 1 {
 		h.t.Fatalf("poll %s: %+v, %v", ex, resp, err)
 	}
@@ -324,9 +325,9 @@ func (h *harness) setPaused(paused bool, ids ...string) {
 }
 
 // waitIndexLen waits until the index holds n entries.
-func (h *harness) waitIndexLen(n int) map[string]store.FailingRun {
+func (h *harness) waitIndexLen(n int) map[string]api.FailingRun {
 	h.t.Helper()
-	var idx map[string]store.FailingRun
+	var idx map[string]api.FailingRun
 	h.waitFor(fmt.Sprintf("%d failing-runs entries", n), func() bool {
 		idx = h.failingIndex()
 		return len(idx) == n

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -63,7 +65,7 @@ type replacedRun struct {
 // createdRun is a run the batch creates if absent.
 type createdRun struct {
 	op     int // index in the job's ops of the run's nested txn
-	run    store.Run
+	run    api.Run
 	size   int  // bytes of its document
 	manual bool // made by a trigger
 }
@@ -154,7 +156,7 @@ func (pt *partition) addLocked(b *fireBatch, e *jobEntry, plan FirePlan, trigs [
 		manual := slices.ContainsFunc(trigs, func(t triggerReq) bool { return t.at.Equal(r.ScheduledAt) })
 		jp.created = append(jp.created, createdRun{op: len(jp.ops), run: r, size: len(val), manual: manual})
 		jp.ops = append(jp.ops, k.CreateRunOp(r, val))
-		pending = pending || r.Status == store.RunPending
+		pending = pending || r.Status == api.RunPending
 	}
 	plan.State.Runs = len(plan.Runs)
 	if jh := pt.hist.jobs[id]; jh != nil {
@@ -188,7 +190,7 @@ func (pt *partition) addLocked(b *fireBatch, e *jobEntry, plan FirePlan, trigs [
 // newestPending returns the ID of the run plan starts last, "" if none.
 func newestPending(plan FirePlan) string {
 	for i := len(plan.Runs) - 1; i >= 0; i-- {
-		if plan.Runs[i].Status == store.RunPending {
+		if plan.Runs[i].Status == api.RunPending {
 			return plan.Runs[i].ID
 		}
 	}
@@ -200,7 +202,7 @@ func newestPending(plan FirePlan) string {
 // plan) is left as it was: the watch brings the change, and the next tick
 // plans again. It returns the runs whose write did not apply (see
 // readopt).
-func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now time.Time) (lost []store.Run) {
+func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now time.Time) (lost []api.Run) {
 	rev := resp.Header.Revision
 	pt.trimmedLocked(b.trims, resp, len(b.jobs))
 	for _, key := range b.dropped {
@@ -245,7 +247,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			if !c.manual {
 				due = e.sched.FireTime(due) // lag counts from the jittered time
 			}
-			if c.run.Status == store.RunPending {
+			if c.run.Status == api.RunPending {
 				pending++
 				pt.addActiveLocked(&activeRun{run: c.run, modRev: rev, size: c.size, chainRT: chainRT{notBefore: now}})
 				if lag := now.Sub(due); !c.manual && (lag <= pt.d.cfg.Misfire.Grace || lag <= schedule.DefaultGrace) {
@@ -275,7 +277,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 		e.state, e.dirty = jp.plan.State, false
 		pt.indexLocked(jp.id)
 	}
-	pt.d.cfg.Metrics.fired(string(store.RunPending), pending)
-	pt.d.cfg.Metrics.fired(string(store.RunSkipped), skipped)
+	pt.d.cfg.Metrics.fired(string(api.RunPending), pending)
+	pt.d.cfg.Metrics.fired(string(api.RunSkipped), skipped)
 	return lost
 }

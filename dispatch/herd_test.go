@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,11 +32,11 @@ func TestHerdFiresInFlightAreBounded(t *testing.T) {
 	const parts, jobs, batch, budget = 8, 320, 5, 2 * 5
 	start := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	due := start.Add(time.Minute)
-	st := store.NewEtcd(client, ns, parts, store.DefaultLimits(), nil)
+	st := store.NewEtcd(client, ns, parts, api.DefaultLimits(), nil)
 	perPartition := make([]int, parts)
 	for i := range jobs {
 		id := fmt.Sprintf("herd-%03d", i)
-		if _, err := st.Create(ctx, store.Job{ID: id, RunAt: &due, Executor: store.Executor{Type: "noop"}}); err != nil {
+		if _, err := st.Create(ctx, api.Job{ID: id, RunAt: &due, Executor: api.Executor{Type: "noop"}}); err != nil {
 			t.Fatal(err)
 		}
 		perPartition[shard.Partition(id, parts)]++
@@ -129,7 +131,7 @@ func TestHerdFiresInFlightAreBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(runs) != 1 || runs[0].Status != store.RunPending || !runs[0].ScheduledAt.Equal(due) {
+		if len(runs) != 1 || runs[0].Status != api.RunPending || !runs[0].ScheduledAt.Equal(due) {
 			t.Errorf("job %s: runs %+v, want one pending at %v", id, runs, due)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -31,7 +33,7 @@ type history struct {
 	// oldest final run passes it.
 	aging *timerHeap
 	// dead holds the dead runs with a failing-runs index entry (by run
-	// ID) by when they died: the entry goes store.FailingWindow later
+	// ID) by when they died: the entry goes api.FailingWindow later
 	// (see failingExpired), or with the run.
 	dead *timerHeap
 	// deadBytes are the bytes of each entry in dead, counted in its run's
@@ -51,7 +53,7 @@ type jobHistory struct {
 
 // storedRun is a stored final run: its scheduled time in nanoseconds
 // since the Unix epoch, its document's size and whether it is dead, in
-// 16 bytes (a job keeps up to store.MaxHistoryRuns of them resident).
+// 16 bytes (a job keeps up to api.MaxHistoryRuns of them resident).
 type storedRun struct {
 	at   int64
 	size int32
@@ -256,12 +258,12 @@ func (h *history) forgetEntry(runID string) {
 }
 
 // failingExpired returns up to limit dead runs, as (job, scheduled time),
-// whose failing-runs index entries are older than store.FailingWindow at
+// whose failing-runs index entries are older than api.FailingWindow at
 // now. It changes nothing; the caller applies entryRemoved for each entry
 // it deletes.
 func (h *history) failingExpired(now time.Time, limit int) []trim {
 	var out []trim
-	h.dead.due(now.Add(-store.FailingWindow), func(runID string, _ time.Time) {
+	h.dead.due(now.Add(-api.FailingWindow), func(runID string, _ time.Time) {
 		if len(out) >= limit {
 			return
 		}
@@ -295,11 +297,11 @@ func (h *history) entryRemoved(id string, at time.Time) {
 
 // nextExpiry returns when the oldest final run of some job passes its
 // maxAge, or the oldest failing-runs index entry of a dead run passes
-// store.FailingWindow, zero if none will.
+// api.FailingWindow, zero if none will.
 func (h *history) nextExpiry() time.Time {
 	t, _ := h.aging.min()
 	if d, ok := h.dead.min(); ok {
-		if d = d.Add(store.FailingWindow); t.IsZero() || d.Before(t) {
+		if d = d.Add(api.FailingWindow); t.IsZero() || d.Before(t) {
 			t = d
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jobfleet/jobfleet/store"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // This file plans the trimming of a partition's history: each job's
@@ -180,8 +180,8 @@ func runIsDead(doc []byte) bool {
 			return false
 		}
 		if k == "status" {
-			var st store.RunStatus
-			return json.Unmarshal(v, &st) == nil && st == store.RunDead
+			var st api.RunStatus
+			return json.Unmarshal(v, &st) == nil && st == api.RunDead
 		}
 	}
 	return false

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // This file has the partition's handling of runs made of items: which
@@ -31,19 +30,19 @@ func (pt *partition) pinnedToLocked(it api.Item, worker string) bool {
 // items of a sharded run are passed over for a rival poll with more free
 // slots (partition.passOver); a broadcast item, pinned, never is. The
 // caller holds mu.
-func (pt *partition) startItemsLocked(e *jobEntry, ar *activeRun, p *poll, rivals []*poll, room int, now time.Time) (store.Run, []int) {
+func (pt *partition) startItemsLocked(e *jobEntry, ar *activeRun, p *poll, rivals []*poll, room int, now time.Time) (api.Run, []int) {
 	req := p.req
 	if room <= 0 || !req.HasFeature(api.FeatureItems) || !p.may(e, ar.run.JobID) {
-		return store.Run{}, nil
+		return api.Run{}, nil
 	}
 	items := DispatchableItems(ar.run, ar.notBefores(), now, func(i int) bool {
 		return pt.pinnedToLocked(ar.run.Items[i], req.Worker)
 	}, room)
 	if len(items) == 0 {
-		return store.Run{}, nil
+		return api.Run{}, nil
 	}
 	if !ar.run.Broadcast && pt.passOver(p, rivals, e, ar, now) {
-		return store.Run{}, nil
+		return api.Run{}, nil
 	}
 	return StartItems(ar.run, items, req.Worker, req.Credential, now), items
 }
@@ -113,11 +112,11 @@ func (pt *partition) broadcastLocked(e *jobEntry, plan *FirePlan) {
 	}
 	for i := range plan.Runs {
 		r := &plan.Runs[i]
-		if r.Status != store.RunPending || !r.Broadcast {
+		if r.Status != api.RunPending || !r.Broadcast {
 			continue
 		}
 		if len(items) == 0 {
-			r.Status, r.Reason = store.RunSkipped, joinReason(r.Reason, reason)
+			r.Status, r.Reason = api.RunSkipped, joinReason(r.Reason, reason)
 			plan.State.Fired--
 			plan.State.Skipped++
 			continue

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/jobfleet/jobfleet/api"
 
-	"github.com/jobfleet/jobfleet/store"
+	"go.uber.org/zap"
 )
 
 // This file records items' results. The items of one run finish in
@@ -84,7 +84,7 @@ func (pt *partition) recordItems(runID string, batch []*itemReport) {
 		if u.ar != nil && slices.Contains(u.cancelled, *req.Item) {
 			// An earlier result of this batch decided the run without
 			// this item: acknowledged as its cancellation is.
-			answer(r, CompleteResponse{Status: store.RunDead, RunStatus: u.next.Status}, nil)
+			answer(r, CompleteResponse{Status: api.RunDead, RunStatus: u.next.Status}, nil)
 			continue
 		}
 		ar, c, err := pt.currentLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential)
@@ -128,7 +128,7 @@ func (pt *partition) recordItems(runID string, batch []*itemReport) {
 		return
 	}
 	r, err := pt.writeUpdate(pt.ctx, u, now)
-	if errors.Is(err, store.ErrTooLarge) {
+	if errors.Is(err, api.ErrTooLarge) {
 		pt.lg.Error("run document too large even within its budget; recording the results without outputs", zap.String("run_id", runID), zap.Error(err))
 		u.next = withoutOutputs(u.next)
 		r, err = pt.writeUpdate(pt.ctx, u, now)

@@ -15,7 +15,6 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // keepRegistered registers workers with reg now and every 300ms (etcd's
@@ -39,7 +38,7 @@ func keepRegistered(t *testing.T, reg *workers.Registry, ids ...string) (stop fu
 			case <-tick.C:
 			}
 			for _, id := range ids {
-				_, _ = reg.Register(ctx, dispatch.RegisterRequest{Worker: id, Executors: []string{"http"}, Concurrency: 2})
+				_, _ = reg.Register(ctx, api.RegisterRequest{Worker: id, Executors: []string{"http"}, Concurrency: 2})
 			}
 		}
 	}()
@@ -50,11 +49,11 @@ func keepRegistered(t *testing.T, reg *workers.Registry, ids ...string) (stop fu
 
 // pollItems polls as worker, speaking items, for up to max attempts; it
 // waits up to wait (real time) for some.
-func (h *harness) pollItems(worker string, max int, wait time.Duration) []dispatch.AttemptGrant {
+func (h *harness) pollItems(worker string, max int, wait time.Duration) []api.AttemptGrant {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: worker, Executors: []string{"http"}, Max: max, Wait: store.Duration(wait), Features: []string{api.FeatureItems}})
+	resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: worker, Executors: []string{"http"}, Max: max, Wait: api.Duration(wait), Features: []string{api.FeatureItems}})
 	if err != nil {
 		h.t.Fatalf("poll as %s: %v", worker, err)
 	}
@@ -62,19 +61,19 @@ func (h *harness) pollItems(worker string, max int, wait time.Duration) []dispat
 }
 
 // completeItem reports item attempt a as worker.
-func (h *harness) completeItem(a dispatch.AttemptGrant, worker string, success bool) (dispatch.CompleteResponse, error) {
+func (h *harness) completeItem(a api.AttemptGrant, worker string, success bool) (api.CompleteResponse, error) {
 	var msg string
 	if !success {
 		msg = "item failed"
 	}
-	return h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt, Item: &a.Item.Index, Success: success, Error: msg})
+	return h.disp.Complete(context.Background(), api.CompleteRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt, Item: &a.Item.Index, Success: success, Error: msg})
 }
 
-func (h *harness) heartbeatItem(a dispatch.AttemptGrant, worker string) (dispatch.HeartbeatResponse, error) {
-	return h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt, Item: &a.Item.Index})
+func (h *harness) heartbeatItem(a api.AttemptGrant, worker string) (api.HeartbeatResponse, error) {
+	return h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt, Item: &a.Item.Index})
 }
 
-func indexes(as []dispatch.AttemptGrant) string {
+func indexes(as []api.AttemptGrant) string {
 	var out []string
 	for _, a := range as {
 		if a.Item == nil {
@@ -98,7 +97,7 @@ func TestShardedRunOnOneWorker(t *testing.T) {
 	for _, p := range params {
 		raw = append(raw, json.RawMessage(p))
 	}
-	h.create(store.Job{ID: "shards", Schedule: "@every 1h", Shards: &api.Shards{Params: raw, MaxParallel: 2}})
+	h.create(api.Job{ID: "shards", Schedule: "@every 1h", Shards: &api.Shards{Params: raw, MaxParallel: 2}})
 	h.advance(time.Hour)
 	runID := h.waitRuns("shards", 1)[0].ID
 
@@ -125,7 +124,7 @@ func TestShardedRunOnOneWorker(t *testing.T) {
 			}
 		}
 	}
-	r := h.waitRun(runID, func(r store.Run) bool { return r.Status.Final() })
+	r := h.waitRun(runID, func(r api.Run) bool { return r.Status.Final() })
 	if r.Status != api.RunSucceeded || len(r.Items) != 5 || len(r.Attempts) != 0 {
 		t.Fatalf("run %s with %d items, %d attempts; want succeeded, 5 items, none of its own", r.Status, len(r.Items), len(r.Attempts))
 	}
@@ -148,8 +147,8 @@ func TestShardedRunOnOneWorker(t *testing.T) {
 func TestItemRetriesLeasesAndStaleReports(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "chains", Schedule: "@every 1h", Shards: &api.Shards{Count: 3},
-		Retry: store.RetryPolicy{MaxAttempts: 2, InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(time.Second)}})
+	h.create(api.Job{ID: "chains", Schedule: "@every 1h", Shards: &api.Shards{Count: 3},
+		Retry: api.RetryPolicy{MaxAttempts: 2, InitialBackoff: api.Duration(time.Second), MaxBackoff: api.Duration(time.Second)}})
 	h.advance(time.Hour)
 	as := h.pollItems("w1", 3, 10*time.Second)
 	if indexes(as) != "0/3,1/3,2/3" {
@@ -172,17 +171,17 @@ func TestItemRetriesLeasesAndStaleReports(t *testing.T) {
 		t.Fatalf("heartbeat of item 1's failed attempt: %v, want stale", err)
 	}
 	h.advance(runLease/2 + time.Second)
-	r := h.waitRun(as[2].RunID, func(r store.Run) bool { return r.Items[2].Status == api.RunFailed })
+	r := h.waitRun(as[2].RunID, func(r api.Run) bool { return r.Items[2].Status == api.RunFailed })
 	if a := r.Items[2].Attempts[0]; !strings.Contains(a.Error, "run lease expired") || r.Items[0].Status != api.RunRunning {
 		t.Fatalf("item 2 = %+v, item 0 %s; want item 2 lost at its lease, item 0 still running", r.Items[2], r.Items[0].Status)
 	}
 	if _, err := h.completeItem(as[2], "w1", true); !errors.Is(err, dispatch.ErrStaleAttempt) {
 		t.Fatalf("late report of item 2's lost attempt: %v, want stale", err)
 	}
-	if _, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: "w1", RunID: as[0].RunID, Attempt: 1, Success: true}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+	if _, err := h.disp.Complete(context.Background(), api.CompleteRequest{Worker: "w1", RunID: as[0].RunID, Attempt: 1, Success: true}); !errors.Is(err, dispatch.ErrStaleAttempt) {
 		t.Fatalf("report naming no item of a run of items: %v, want stale", err)
 	}
-	for _, a := range []dispatch.AttemptGrant{as[0], retry[0]} {
+	for _, a := range []api.AttemptGrant{as[0], retry[0]} {
 		worker := "w1"
 		if a.Attempt == 2 {
 			worker = "w2"
@@ -207,7 +206,7 @@ func TestItemRetriesLeasesAndStaleReports(t *testing.T) {
 func TestItemsAcrossHandoff(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "moves", Schedule: "@every 1h", Shards: &api.Shards{Count: 4, MinSucceeded: 4}})
+	h.create(api.Job{ID: "moves", Schedule: "@every 1h", Shards: &api.Shards{Count: 4, MinSucceeded: 4}})
 	h.advance(time.Hour)
 	as := h.pollItems("w1", 2, 10*time.Second)
 	if _, err := h.completeItem(as[0], "w1", true); err != nil {
@@ -234,7 +233,7 @@ func TestItemsAcrossHandoff(t *testing.T) {
 			t.Fatalf("complete item %d on the new owner: %v", a.Item.Index, err)
 		}
 	}
-	r := h.waitRun(as[0].RunID, func(r store.Run) bool { return r.Status.Final() })
+	r := h.waitRun(as[0].RunID, func(r api.Run) bool { return r.Status.Final() })
 	for _, it := range r.Items {
 		if it.Status != api.RunSucceeded || len(it.Attempts) != 1 {
 			t.Errorf("item %d = %s with %d attempts, want succeeded once", it.Index, it.Status, len(it.Attempts))
@@ -252,12 +251,12 @@ func TestItemsAcrossHandoff(t *testing.T) {
 func TestReplaceCancelsEveryItem(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "rep", Schedule: "@every 5s", ConcurrencyPolicy: store.ConcurrencyReplace, Shards: &api.Shards{Count: 3}})
+	h.create(api.Job{ID: "rep", Schedule: "@every 5s", ConcurrencyPolicy: api.ConcurrencyReplace, Shards: &api.Shards{Count: 3}})
 	h.advance(5 * time.Second)
 	as := h.pollItems("w1", 2, 10*time.Second)
 	h.advance(5 * time.Second) // within the items' run lease
 	h.waitRuns("rep", 2)
-	old := h.waitRun(as[0].RunID, func(r store.Run) bool { return r.Status.Final() })
+	old := h.waitRun(as[0].RunID, func(r api.Run) bool { return r.Status.Final() })
 	if old.Status != api.RunDead || !strings.Contains(old.Reason, "replaced") {
 		t.Fatalf("replaced run %s (%q), want dead, replaced", old.Status, old.Reason)
 	}
@@ -274,7 +273,7 @@ func TestReplaceCancelsEveryItem(t *testing.T) {
 			t.Fatalf("report of item %d of the replaced run: %+v, %v; want acknowledged dead", a.Item.Index, resp, err)
 		}
 	}
-	if r := h.waitRun(as[0].RunID, func(store.Run) bool { return true }); r.Items[0].Status != api.RunSkipped {
+	if r := h.waitRun(as[0].RunID, func(api.Run) bool { return true }); r.Items[0].Status != api.RunSkipped {
 		t.Fatalf("replaced item after its success was reported: %s, want skipped still", r.Items[0].Status)
 	}
 }
@@ -284,24 +283,24 @@ func TestReplaceCancelsEveryItem(t *testing.T) {
 // poll gets their first attempts.
 func TestItemTakenBack(t *testing.T) {
 	h, bridge := undeliveredHarness(t)
-	h.create(store.Job{ID: "tb", Schedule: "@every 1m", Shards: &api.Shards{Count: 2}})
+	h.create(api.Job{ID: "tb", Schedule: "@every 1m", Shards: &api.Shards{Count: 2}})
 	h.advance(time.Minute)
 	runID := h.waitRuns("tb", 1)[0].ID
 	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
 	bridge.CutReplies()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan dispatch.PollResponse, 1)
+	done := make(chan api.PollResponse, 1)
 	go func() {
-		resp, _ := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "gone", Executors: []string{"http"}, Max: 2, Features: []string{api.FeatureItems}})
+		resp, _ := h.disp.Poll(ctx, api.PollRequest{Worker: "gone", Executors: []string{"http"}, Max: 2, Features: []string{api.FeatureItems}})
 		done <- resp
 	}()
-	h.waitRun(runID, func(r store.Run) bool { return r.Count().Running == 2 })
+	h.waitRun(runID, func(r api.Run) bool { return r.Count().Running == 2 })
 	cancel()
 	bridge.Restore()
 	if resp := <-done; len(resp.Attempts) != 0 {
 		t.Fatalf("abandoned poll returned %s", indexes(resp.Attempts))
 	}
-	r := h.waitRun(runID, func(r store.Run) bool { return r.Count().Pending == 2 })
+	r := h.waitRun(runID, func(r api.Run) bool { return r.Count().Pending == 2 })
 	if r.Status != api.RunPending || r.AttemptCount() != 0 {
 		t.Fatalf("taken-back run %s with %d attempts, want pending with none", r.Status, r.AttemptCount())
 	}
@@ -322,10 +321,10 @@ func TestBroadcast(t *testing.T) {
 	keepRegistered(t, reg, "w1", "w2")
 	stopW3 := keepRegistered(t, reg, "w3")
 	waitWorkers(t, reg, "w1", "w2", "w3")
-	h.create(store.Job{ID: "bc", Schedule: "@every 1h", Placement: &api.PlacementPolicy{Broadcast: true}, Retry: store.RetryPolicy{MaxAttempts: 2, InitialBackoff: store.Duration(time.Second)}})
+	h.create(api.Job{ID: "bc", Schedule: "@every 1h", Placement: &api.PlacementPolicy{Broadcast: true}, Retry: api.RetryPolicy{MaxAttempts: 2, InitialBackoff: api.Duration(time.Second)}})
 	h.advance(time.Hour)
 	runID := h.waitRuns("bc", 1)[0].ID
-	r := h.waitRun(runID, func(store.Run) bool { return true })
+	r := h.waitRun(runID, func(api.Run) bool { return true })
 	var pinned []string
 	for _, it := range r.Items {
 		pinned = append(pinned, it.Worker)
@@ -363,7 +362,7 @@ func TestBroadcast(t *testing.T) {
 	// once its registration expires (etcd's real time), and the run with
 	// it.
 	stopW3()
-	r = h.waitRun(runID, func(r store.Run) bool { return r.Status.Final() })
+	r = h.waitRun(runID, func(r api.Run) bool { return r.Status.Final() })
 	if r.Status != api.RunDead || r.Items[2].Status != api.RunDead || !strings.Contains(r.Items[2].Reason, `worker "w3" lost`) || !strings.Contains(r.Reason, `2 (worker "w3")`) {
 		t.Fatalf("run %s (%q), item 2 %s (%q); want dead naming w3", r.Status, r.Reason, r.Items[2].Status, r.Items[2].Reason)
 	}
@@ -380,7 +379,7 @@ func TestBroadcast(t *testing.T) {
 // succeeding with the last.
 func TestItemResultsRecordedTogether(t *testing.T) {
 	h, bridge := undeliveredHarness(t)
-	h.create(store.Job{ID: "burst", Schedule: "@every 1m", Shards: &api.Shards{Count: 12}})
+	h.create(api.Job{ID: "burst", Schedule: "@every 1m", Shards: &api.Shards{Count: 12}})
 	h.advance(time.Minute)
 	as := h.pollItems("w1", 12, 10*time.Second)
 	if len(as) != 12 {
@@ -398,7 +397,7 @@ func TestItemResultsRecordedTogether(t *testing.T) {
 	// The first result's write waits for etcd's answer; the others queue.
 	bridge.CutReplies()
 	type answer struct {
-		resp dispatch.CompleteResponse
+		resp api.CompleteResponse
 		err  error
 	}
 	answers := make(chan answer, len(as))
@@ -419,7 +418,7 @@ func TestItemResultsRecordedTogether(t *testing.T) {
 			final++
 		}
 	}
-	r := h.waitRun(as[0].RunID, func(r store.Run) bool { return r.Status.Final() })
+	r := h.waitRun(as[0].RunID, func(r api.Run) bool { return r.Status.Final() })
 	if r.Status != api.RunSucceeded || r.Count().Succeeded != 12 || final == 0 {
 		t.Fatalf("run %s with %d items succeeded, %d answers saw it succeed", r.Status, r.Count().Succeeded, final)
 	}

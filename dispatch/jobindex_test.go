@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -42,7 +44,7 @@ func memPartition(clock clockwork.Clock) *partition {
 		d: d, own: &shard.Ownership{Partition: 0, Epoch: 7, Member: "m1"}, p: 0, lg: cfg.Logger,
 		nudge: make(chan struct{}, 1), jobs: map[string]*jobEntry{}, active: map[string]*activeRun{},
 		triggers: map[string]triggerReq{}, cancelled: map[chainKey]cancelledAttempt{}, takeBacks: map[chainKey]undelivered{},
-		unread: map[string]store.Run{}, idx: newJobIndex(),
+		unread: map[string]api.Run{}, idx: newJobIndex(),
 	}
 	pt.hist = newHistory(pt.retentionLocked)
 	return pt
@@ -124,7 +126,7 @@ func scanNextEvent(pt *partition, now time.Time) (next time.Time, dispatchable b
 	}
 	for _, ar := range pt.active {
 		switch {
-		case ar.run.Status == store.RunRunning:
+		case ar.run.Status == api.RunRunning:
 			earlier(ar.leaseUntil)
 			if j := pt.jobs[ar.run.JobID]; j != nil && len(ar.run.Attempts) > 0 {
 				earlier(ar.run.Attempts[len(ar.run.Attempts)-1].StartedAt.Add(j.spec.Timeout.Std() + pt.d.cfg.RunLease))
@@ -173,7 +175,7 @@ func scanNextExpiry(pt *partition) time.Time {
 		}
 	}
 	for _, it := range pt.hist.dead.items { // failing-runs entries of dead runs
-		if t := it.at.Add(store.FailingWindow); next.IsZero() || t.Before(next) {
+		if t := it.at.Add(api.FailingWindow); next.IsZero() || t.Before(next) {
 			next = t
 		}
 	}
@@ -291,7 +293,7 @@ func TestJobIndexAgreesWithScan(t *testing.T) {
 			"put job": func(t *rapid.T) {
 				id := pick("id")
 				now := clock.Now()
-				j := store.Job{ID: id, Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}, CreatedAt: indexT0, UpdatedAt: now}
+				j := api.Job{ID: id, Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/"}, CreatedAt: indexT0, UpdatedAt: now}
 				switch rapid.IntRange(0, 3).Draw(t, "kind") {
 				case 0:
 					j.Schedule = fmt.Sprintf("@every %ds", rapid.IntRange(1, 40).Draw(t, "every"))
@@ -302,20 +304,20 @@ func TestJobIndexAgreesWithScan(t *testing.T) {
 					j.RunAt = &at
 				}
 				j.Paused = rapid.Bool().Draw(t, "paused")
-				j.ConcurrencyPolicy = rapid.SampledFrom([]store.ConcurrencyPolicy{"", store.ConcurrencyForbid, store.ConcurrencyReplace}).Draw(t, "concurrency")
-				j.MisfirePolicy = rapid.SampledFrom([]store.MisfirePolicy{"", store.MisfireSkip, store.MisfireRunAll}).Draw(t, "misfire")
+				j.ConcurrencyPolicy = rapid.SampledFrom([]api.ConcurrencyPolicy{"", api.ConcurrencyForbid, api.ConcurrencyReplace}).Draw(t, "concurrency")
+				j.MisfirePolicy = rapid.SampledFrom([]api.MisfirePolicy{"", api.MisfireSkip, api.MisfireRunAll}).Draw(t, "misfire")
 				if j.IsOneOff() && rapid.Bool().Draw(t, "keepForever") {
-					j.DeleteAfter = store.RetentionNever
+					j.DeleteAfter = api.RetentionNever
 				}
 				if rapid.Bool().Draw(t, "ownHistory") {
 					j.History.MaxRuns = rapid.IntRange(1, 5).Draw(t, "maxRuns")
-					j.History.MaxAge = store.Duration(time.Duration(rapid.IntRange(1, 120).Draw(t, "maxAge")) * time.Second)
+					j.History.MaxAge = api.Duration(time.Duration(rapid.IntRange(1, 120).Draw(t, "maxAge")) * time.Second)
 				}
 				if rapid.Bool().Draw(t, "recreated") {
 					j.CreatedAt = now
 				}
 				j.Normalize()
-				if err := j.Validate(store.DefaultLimits()); err != nil {
+				if err := j.Validate(api.DefaultLimits()); err != nil {
 					t.Fatalf("invalid job in the test: %v", err)
 				}
 				val, err := json.Marshal(j)
@@ -374,7 +376,7 @@ func TestJobIndexAgreesWithScan(t *testing.T) {
 				rid := rapid.SampledFrom(slices.Sorted(maps.Keys(pt.active))).Draw(t, "run")
 				ar := pt.active[rid]
 				r := ar.run
-				r.Status = rapid.SampledFrom([]store.RunStatus{store.RunSucceeded, store.RunDead, store.RunFailed}).Draw(t, "status")
+				r.Status = rapid.SampledFrom([]api.RunStatus{api.RunSucceeded, api.RunDead, api.RunFailed}).Draw(t, "status")
 				rev++
 				pt.updatedLocked(ar, runWrite{run: r, size: 200, at: clock.Now()}, rev, clock.Now().Add(time.Second))
 			},

@@ -7,10 +7,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.uber.org/zap"
-
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // load reads the partition's specs, triggers, states, active runs and
@@ -106,7 +106,7 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	recreated := map[string]bool{} // jobs whose state is an earlier job's of the same ID
 	_, err = src(ctx, k.StatePrefix(pt.p), rev, loadPage, func(kv *mvccpb.KeyValue) {
 		esc := string(kv.Key[len(k.StatePrefix(pt.p)):])
-		id, err := store.UnescapeID(esc)
+		id, err := api.UnescapeID(esc)
 		if err != nil {
 			return
 		}
@@ -118,7 +118,7 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 		}
 		if err := json.Unmarshal(kv.Value, &e.state); err != nil {
 			pt.lg.Warn("corrupt job state; starting afresh", zap.String("job_id", id), zap.Error(err))
-			e.state = store.JobState{}
+			e.state = api.JobState{}
 		}
 		if last := e.state.Last; !last.IsZero() && last.Before(e.spec.InitialLast()) {
 			// A state older than its job is that of an earlier job of the
@@ -126,7 +126,7 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 			// no owner: the new job starts afresh, and the earlier job's
 			// runs go (the new job has none yet: every fire writes the
 			// state along with its runs).
-			e.state = store.JobState{}
+			e.state = api.JobState{}
 			recreated[id] = true
 		}
 	})
@@ -162,10 +162,10 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 		if e := jobs[id]; e == nil || recreated[id] {
 			return
 		}
-		var f store.FailingRun
+		var f api.FailingRun
 		err := json.Unmarshal(kv.Value, &f)
 		entries[k.Run(pt.p, id, at)] = failingEntry{job: jobs[id].spec.ID, at: at, when: f.At, size: len(kv.Key) + len(kv.Value),
-			dead: err != nil || f.Status == store.RunDead} // a corrupt entry goes as if its run died long ago
+			dead: err != nil || f.Status == api.RunDead} // a corrupt entry goes as if its run died long ago
 	})
 	if err != nil {
 		return 0, err
@@ -191,7 +191,7 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	}
 	pt.mu.Lock()
 	pt.jobs, pt.active, pt.triggers, pt.closed = jobs, active, pending, false
-	pt.cancelled, pt.takeBacks, pt.unread, pt.hist = map[chainKey]cancelledAttempt{}, map[chainKey]undelivered{}, map[string]store.Run{}, hist
+	pt.cancelled, pt.takeBacks, pt.unread, pt.hist = map[chainKey]cancelledAttempt{}, map[chainKey]undelivered{}, map[string]api.Run{}, hist
 	pt.cancels, pt.backfills = cancels, backfills
 	pt.reindexLocked()
 	pt.mu.Unlock()
@@ -253,14 +253,14 @@ func (pt *partition) loadRuns(ctx context.Context, src loadSource, rev int64, ke
 			}
 			return
 		}
-		var run store.Run
+		var run api.Run
 		if err := json.Unmarshal(kv.Value, &run); err != nil {
 			pt.lg.Warn("ignoring corrupt run", zap.ByteString("key", kv.Key), zap.Error(err))
 			hist.created(id, at, size, true) // trimmed in time
 			return
 		}
 		hist.created(id, at, size, run.Status.Final())
-		if run.Status == store.RunDead {
+		if run.Status == api.RunDead {
 			hist.markDead(id, at)
 		}
 		if run.Status.Final() {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
@@ -99,9 +101,9 @@ func TestLoadsInFlightAreBounded(t *testing.T) {
 	ctx := context.Background()
 	ns := "/loads-bounded/"
 	const parts, bound = 16, 2
-	st := store.NewEtcd(client, ns, parts, store.DefaultLimits(), nil)
+	st := store.NewEtcd(client, ns, parts, api.DefaultLimits(), nil)
 	for i := range 4 * parts {
-		if _, err := st.Create(ctx, store.Job{ID: fmt.Sprintf("job-%03d", i), Schedule: "@every 1h", Executor: store.Executor{Type: "noop"}}); err != nil {
+		if _, err := st.Create(ctx, api.Job{ID: fmt.Sprintf("job-%03d", i), Schedule: "@every 1h", Executor: api.Executor{Type: "noop"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,7 +208,7 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 	ctx := context.Background()
 	ns := "/loads-by-jobs/"
 	const parts, budget, small, big = 16, 8, 2, 12
-	st := store.NewEtcd(client, ns, parts, store.DefaultLimits(), nil)
+	st := store.NewEtcd(client, ns, parts, api.DefaultLimits(), nil)
 	size := func(p int) int { // small partitions 0..11, big ones 12..15
 		if p < 12 {
 			return small
@@ -217,7 +219,7 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 	for i, left := 0, 12*small+4*big; left > 0; i++ {
 		id := fmt.Sprintf("job-%04d", i)
 		if p := shard.Partition(id, parts); have[p] < size(p) {
-			if _, err := st.Create(ctx, store.Job{ID: id, Schedule: "@every 1h", Executor: store.Executor{Type: "noop"}}); err != nil {
+			if _, err := st.Create(ctx, api.Job{ID: id, Schedule: "@every 1h", Executor: api.Executor{Type: "noop"}}); err != nil {
 				t.Fatal(err)
 			}
 			have[p]++
@@ -320,9 +322,9 @@ func BenchmarkLoadSmallPartitions(b *testing.B) {
 	ctx := context.Background()
 	ns := "/loads-small/"
 	const parts, jobs = 340, 3400
-	st := store.NewEtcd(client, ns, parts, store.DefaultLimits(), nil)
+	st := store.NewEtcd(client, ns, parts, api.DefaultLimits(), nil)
 	for i := range jobs {
-		if _, err := st.Create(ctx, store.Job{ID: fmt.Sprintf("job-%05d", i), Schedule: "@every 1h", Executor: store.Executor{Type: "noop"}}); err != nil {
+		if _, err := st.Create(ctx, api.Job{ID: fmt.Sprintf("job-%05d", i), Schedule: "@every 1h", Executor: api.Executor{Type: "noop"}}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
@@ -46,12 +48,12 @@ func holdOneWrite(t *testing.T, h *harness, bridge *netfault.Bridge, act func())
 // out, and checks that it is attempt 1 of runID.
 func waitFirstAttempt(t *testing.T, h *harness, runID string) {
 	t.Helper()
-	var got []dispatch.AttemptGrant
+	var got []api.AttemptGrant
 	h.waitFor("the run to be handed out", func() bool {
 		h.clock.Advance(100 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: store.Duration(50 * time.Millisecond)})
+		resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: api.Duration(50 * time.Millisecond)})
 		got = resp.Attempts
 		return err == nil && len(got) > 0
 	})
@@ -62,10 +64,10 @@ func waitFirstAttempt(t *testing.T, h *harness, runID string) {
 
 func TestFireWhoseAnswerWasLostIsDispatched(t *testing.T) {
 	h, bridge := lostAnswerHarness(t)
-	h.create(store.Job{ID: "a", Schedule: "@every 1m"})
+	h.create(api.Job{ID: "a", Schedule: "@every 1m"})
 	runID := store.RunID("a", t0.Add(time.Minute))
 	holdOneWrite(t, h, bridge, func() { h.clock.Advance(time.Minute) })
-	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
+	h.waitRun(runID, func(r api.Run) bool { return r.Status == api.RunPending })
 	// The owner fires again (once its retry is due), finds the run there,
 	// and must hand it out.
 	waitFirstAttempt(t, h, runID)
@@ -80,24 +82,24 @@ func TestFireWhoseAnswerWasLostIsDispatched(t *testing.T) {
 // a member's retry past the grace, and two runs stayed pending to the end.
 func TestFireWhoseAnswerWasLostPastTheGraceIsDispatched(t *testing.T) {
 	h, bridge := lostAnswerHarness(t)
-	h.create(store.Job{ID: "a", Schedule: "@every 1m", MisfirePolicy: store.MisfireSkip})
+	h.create(api.Job{ID: "a", Schedule: "@every 1m", MisfirePolicy: api.MisfireSkip})
 	runID := store.RunID("a", t0.Add(time.Minute))
 	holdOneWrite(t, h, bridge, func() { h.clock.Advance(time.Minute) })
-	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
+	h.waitRun(runID, func(r api.Run) bool { return r.Status == api.RunPending })
 	h.clock.Advance(schedule.DefaultGrace + 10*time.Second) // the retry plans past the grace
 	waitFirstAttempt(t, h, runID)
 }
 
 func TestAttemptWhoseAnswerWasLostIsTakenBack(t *testing.T) {
 	h, bridge := lostAnswerHarness(t)
-	h.create(store.Job{ID: "a", Schedule: "@every 1m"})
+	h.create(api.Job{ID: "a", Schedule: "@every 1m"})
 	h.clock.Advance(time.Minute)
 	runID := h.waitRuns("a", 1)[0].ID
 	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
 	holdOneWrite(t, h, bridge, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1})
+		resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1})
 		if err != nil || len(resp.Attempts) != 0 {
 			t.Fatalf("poll while the write is held: %+v, %v; want no attempt", resp, err)
 		}
@@ -108,7 +110,7 @@ func TestAttemptWhoseAnswerWasLostIsTakenBack(t *testing.T) {
 	h.waitFor("the attempt to be taken back", func() bool {
 		h.clock.Advance(200 * time.Millisecond) // to the loop's retry after a failed write
 		r, err := h.store.GetRun(context.Background(), runID)
-		return err == nil && r.Status == store.RunPending && len(r.Attempts) == 0
+		return err == nil && r.Status == api.RunPending && len(r.Attempts) == 0
 	})
 	a := h.poll("w2", 1)[0]
 	if a.RunID != runID || a.Attempt != 1 {

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // This file measures what a resident job costs the member holding it:
@@ -25,16 +25,16 @@ import (
 
 // benchJob returns a job as the API stores it: an HTTP executor with a
 // header and a small JSON payload, a cron schedule in a zone.
-func benchJob(i int) store.Job {
-	j := store.Job{
+func benchJob(i int) api.Job {
+	j := api.Job{
 		ID:       fmt.Sprintf("tenant-%03d/report-%07d", i%1000, i),
 		Schedule: "*/5 * * * *",
 		Timezone: "Europe/Berlin",
-		Executor: store.Executor{
+		Executor: api.Executor{
 			Type:    "http",
 			URL:     fmt.Sprintf("https://reports.example.com/hooks/%d", i),
 			Method:  "POST",
-			Headers: map[string]store.HeaderValue{"X-Tenant": {Value: fmt.Sprintf("tenant-%03d", i%1000)}},
+			Headers: map[string]api.HeaderValue{"X-Tenant": {Value: fmt.Sprintf("tenant-%03d", i%1000)}},
 		},
 		Payload:   json.RawMessage(fmt.Sprintf(`{"report":"daily-usage","tenant":%d,"format":"csv","recipients":["ops@example.com"]}`, i%1000)),
 		CreatedAt: indexT0,
@@ -63,7 +63,7 @@ func residentBytes(tb testing.TB, n, runs int) float64 {
 		if e == nil {
 			tb.Fatalf("job %s did not load", j.ID)
 		}
-		st, _ := json.Marshal(store.JobState{Last: indexT0, Next: indexT0.Add(5 * time.Minute), SpecRevision: int64(100 + i), Fired: 12, Runs: runs})
+		st, _ := json.Marshal(api.JobState{Last: indexT0, Next: indexT0.Add(5 * time.Minute), SpecRevision: int64(100 + i), Fired: 12, Runs: runs})
 		if err := json.Unmarshal(st, &e.state); err != nil {
 			tb.Fatal(err)
 		}
@@ -121,11 +121,11 @@ func TestResidentJobMemory(t *testing.T) {
 // back as stored when a run is handed out, whatever they hold.
 func TestCompactedWorkRoundTrips(t *testing.T) {
 	j := benchJob(7)
-	j.Executor.Headers["Authorization"] = store.HeaderValue{SecretEnv: "HOOK_TOKEN"}
+	j.Executor.Headers["Authorization"] = api.HeaderValue{SecretEnv: "HOOK_TOKEN"}
 	j.Executor.Body = json.RawMessage(`{"html":"<b>&amp;</b>","n":[1,2.50,"\u00e9"]}`)
 	j.Payload = json.RawMessage(`{"q":"<a href=\"x\">&</a>","unicode":"\u2028 é"}`)
 	want := j
-	want.Executor.Headers = map[string]store.HeaderValue{"X-Tenant": j.Executor.Headers["X-Tenant"], "Authorization": j.Executor.Headers["Authorization"]}
+	want.Executor.Headers = map[string]api.HeaderValue{"X-Tenant": j.Executor.Headers["X-Tenant"], "Authorization": j.Executor.Headers["Authorization"]}
 	work, err := compactWork(&j)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -43,7 +45,7 @@ type NotifyConfig struct {
 	Notifier Notifier
 	// Default are the notify entries of jobs that have none (the fleet's
 	// --notify-url and --notify-on).
-	Default []store.Notification
+	Default []api.Notification
 }
 
 // outboxBodyBudget bounds the run document a status write stores for
@@ -57,7 +59,7 @@ const outboxBodyBudget = 128 << 10
 // once, and one notification per notify entry (the job's, else the
 // fleet's default) subscribed to r's new status. Nothing unless r reached
 // failed (a new failed attempt), dead, succeeded or cancelled.
-func (pt *partition) notificationsFor(work compactedWork, prev, r store.Run, val []byte, now time.Time) ([]clientv3.Op, []notify.Entry) {
+func (pt *partition) notificationsFor(work compactedWork, prev, r api.Run, val []byte, now time.Time) ([]clientv3.Op, []notify.Entry) {
 	cfg := pt.d.cfg.Notify
 	if cfg.Notifier == nil || pt.notes == nil {
 		return nil, nil
@@ -106,7 +108,7 @@ func (pt *partition) notificationsFor(work compactedWork, prev, r store.Run, val
 		s := r
 		s.Items = slices.Clone(r.Items)
 		for i := range s.Items {
-			s.Items[i].Attempts = []store.Attempt{}
+			s.Items[i].Attempts = []api.Attempt{}
 		}
 		if b, err := store.EncodeRun(s); err == nil {
 			val = b
@@ -209,7 +211,7 @@ func (s outboxStore) Body(ctx context.Context, key string) ([]byte, error) {
 	if bytes.Contains(val, []byte(`"item_state"`)) {
 		// A run of items is stored in a compact form: receivers get the
 		// API's.
-		var r store.Run
+		var r api.Run
 		if err := json.Unmarshal(val, &r); err == nil {
 			if b, err := json.Marshal(r); err == nil {
 				val = b

@@ -39,7 +39,7 @@ func (pt *partition) eventNotes(work compactedWork, id string, event api.RunStat
 		subs = cfg.Default
 	}
 	k := pt.d.keys
-	bodyKey := k.OutboxRun(pt.p, id, at, store.RunStatus(token), attempt)
+	bodyKey := k.OutboxRun(pt.p, id, at, api.RunStatus(token), attempt)
 	var ops []clientv3.Op
 	var out []notify.Entry
 	for i, n := range subs {
@@ -51,7 +51,7 @@ func (pt *partition) eventNotes(work compactedWork, id string, event api.RunStat
 		if err != nil {
 			continue
 		}
-		key := k.Outbox(pt.p, id, at, store.RunStatus(token), attempt, i)
+		key := k.Outbox(pt.p, id, at, api.RunStatus(token), attempt, i)
 		ops = append(ops, clientv3.OpPut(key, string(b)))
 		out = append(out, notify.Entry{Key: key, Body: bodyKey, Outbox: o})
 	}
@@ -87,7 +87,7 @@ func (pt *partition) planNotes(e *jobEntry, plan FirePlan, now time.Time) ([]cli
 	}
 	skipped := -1
 	for i, r := range plan.Runs {
-		if r.Status == store.RunSkipped {
+		if r.Status == api.RunSkipped {
 			skipped = i
 		}
 	}
@@ -95,10 +95,10 @@ func (pt *partition) planNotes(e *jobEntry, plan FirePlan, now time.Time) ([]cli
 	case skipped >= 0:
 		r := plan.Runs[skipped]
 		if val, err := store.EncodeRun(r); err == nil {
-			add(pt.eventNotes(e.work, id, store.RunSkipped, string(store.RunSkipped), r.ID, r.ScheduledAt, 0, val, now))
+			add(pt.eventNotes(e.work, id, api.RunSkipped, string(api.RunSkipped), r.ID, r.ScheduledAt, 0, val, now))
 		}
 	case d.Skipped > 0:
-		add(pt.eventNotes(e.work, id, store.RunSkipped, misfireToken, "", d.Last, 0, misfire(store.RunSkipped), now))
+		add(pt.eventNotes(e.work, id, api.RunSkipped, misfireToken, "", d.Last, 0, misfire(api.RunSkipped), now))
 	}
 	if d.Missed > 0 {
 		add(pt.eventNotes(e.work, id, api.NotifyMissed, string(api.NotifyMissed), "", d.Last, 0, misfire(api.NotifyMissed), now))

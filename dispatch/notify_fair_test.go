@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/store"
@@ -127,10 +128,10 @@ func TestTarpitDoesNotDelayAnotherJobsNotification(t *testing.T) {
 	h := newHarness(t)
 	h.withNotify(notify.Config{Sender: newHTTPSender(t), SendTimeout: time.Hour})
 	h.start("m1")
-	noisy := func(id string) store.Job {
-		j := store.Job{ID: id, Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 1}}
-		for i := range store.MaxNotifications {
-			j.Notify = append(j.Notify, store.Notification{On: []store.RunStatus{store.RunDead}, URL: tp.url(fmt.Sprintf("/%s/%d", id, i))})
+	noisy := func(id string) api.Job {
+		j := api.Job{ID: id, Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 1}}
+		for i := range api.MaxNotifications {
+			j.Notify = append(j.Notify, api.Notification{On: []api.RunStatus{api.RunDead}, URL: tp.url(fmt.Sprintf("/%s/%d", id, i))})
 		}
 		return j
 	}
@@ -138,8 +139,8 @@ func TestTarpitDoesNotDelayAnotherJobsNotification(t *testing.T) {
 	// tried them one at a time.
 	h.create(noisy("a-noisy"))
 	h.create(noisy("b-noisy"))
-	h.create(store.Job{ID: "victim", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 1},
-		Notify: []store.Notification{{On: []store.RunStatus{store.RunDead}, URL: victim.URL + "/hook"}}})
+	h.create(api.Job{ID: "victim", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 1},
+		Notify: []api.Notification{{On: []api.RunStatus{api.RunDead}, URL: victim.URL + "/hook"}}})
 	h.advance(time.Hour)
 	grants := map[string]dispatchGrant{}
 	for len(grants) < 3 {
@@ -192,13 +193,13 @@ func TestTarpitDoesNotDelayAnotherJobsNotification(t *testing.T) {
 			notes++
 		}
 	}
-	if docs != 2 || notes != 2*store.MaxNotifications {
-		t.Fatalf("outbox holds %d run documents and %d notifications, want 2 and %d", docs, notes, 2*store.MaxNotifications)
+	if docs != 2 || notes != 2*api.MaxNotifications {
+		t.Fatalf("outbox holds %d run documents and %d notifications, want 2 and %d", docs, notes, 2*api.MaxNotifications)
 	}
 }
 
 // dispatchGrant names an attempt grant in a map.
-type dispatchGrant struct{ dispatch.AttemptGrant }
+type dispatchGrant struct{ api.AttemptGrant }
 
 // hostSender fails every try to the hosts down says are down, and
 // records the tries per host.
@@ -288,13 +289,13 @@ func TestDeadDestinationCircuitOpens(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h.withNotify(notify.Config{Sender: s, BreakerFailures: 3, BreakerBackoff: retry.Policy{Initial: 10 * time.Second, Max: 10 * time.Second}, Metrics: notify.NewMetrics(reg)})
 	h.start("m1")
-	dead := store.Job{ID: "to-down", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 1}}
-	for i := range store.MaxNotifications {
-		dead.Notify = append(dead.Notify, store.Notification{On: []store.RunStatus{store.RunDead}, URL: fmt.Sprintf("https://down.example/%d", i)})
+	dead := api.Job{ID: "to-down", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 1}}
+	for i := range api.MaxNotifications {
+		dead.Notify = append(dead.Notify, api.Notification{On: []api.RunStatus{api.RunDead}, URL: fmt.Sprintf("https://down.example/%d", i)})
 	}
 	h.create(dead)
-	h.create(store.Job{ID: "to-up", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 1},
-		Notify: []store.Notification{{On: []store.RunStatus{store.RunDead}, URL: "https://up.example/hook"}}})
+	h.create(api.Job{ID: "to-up", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 1},
+		Notify: []api.Notification{{On: []api.RunStatus{api.RunDead}, URL: "https://up.example/hook"}}})
 	h.advance(time.Hour)
 	grants := map[string]dispatchGrant{}
 	for len(grants) < 2 {
@@ -337,8 +338,8 @@ func TestDeadDestinationCircuitOpens(t *testing.T) {
 	s.setDown("down.example", false)
 	h.clock.Advance(20 * time.Second)
 	h.waitOutboxEmpty()
-	if got := metricValue(t, reg, "jobfleet_notifications_total", "result", "delivered"); got != store.MaxNotifications+1 {
-		t.Fatalf("%v notifications delivered, want %d", got, store.MaxNotifications+1)
+	if got := metricValue(t, reg, "jobfleet_notifications_total", "result", "delivered"); got != api.MaxNotifications+1 {
+		t.Fatalf("%v notifications delivered, want %d", got, api.MaxNotifications+1)
 	}
 	h.waitFor("the circuit closed", func() bool { return metricValue(t, reg, "jobfleet_notification_circuits_open") == 0 })
 }
@@ -353,8 +354,8 @@ func TestPendingNotificationsPerJobAreBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h.withNotify(notify.Config{Sender: s, MaxPendingPerJob: 3, Metrics: notify.NewMetrics(reg)})
 	h.start("m1")
-	h.create(store.Job{ID: "chatty", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 6, InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(time.Second)},
-		Notify: []store.Notification{{On: []store.RunStatus{store.RunFailed}, URL: "https://down.example/hook"}}})
+	h.create(api.Job{ID: "chatty", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 6, InitialBackoff: api.Duration(time.Second), MaxBackoff: api.Duration(time.Second)},
+		Notify: []api.Notification{{On: []api.RunStatus{api.RunFailed}, URL: "https://down.example/hook"}}})
 	h.advance(time.Hour)
 	for i := range 5 {
 		if i > 0 {
@@ -393,9 +394,9 @@ func TestDeletingAJobRemovesItsNotifications(t *testing.T) {
 	s := newHostSender("down.example")
 	h.withNotify(notify.Config{Sender: s})
 	h.start("m1")
-	h.create(store.Job{ID: "doomed", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 1},
-		Notify: []store.Notification{{On: []store.RunStatus{store.RunDead}, URL: "https://down.example/a"}, {On: []store.RunStatus{store.RunDead}, URL: "https://down.example/b"}}})
-	h.create(store.Job{ID: "doomed2", Schedule: "@every 1h"}) // shares the prefix, keeps nothing pending
+	h.create(api.Job{ID: "doomed", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 1},
+		Notify: []api.Notification{{On: []api.RunStatus{api.RunDead}, URL: "https://down.example/a"}, {On: []api.RunStatus{api.RunDead}, URL: "https://down.example/b"}}})
+	h.create(api.Job{ID: "doomed2", Schedule: "@every 1h"}) // shares the prefix, keeps nothing pending
 	h.advance(time.Hour)
 	for _, a := range h.poll("w1", 2) {
 		if a.JobID == "doomed" {
@@ -432,7 +433,7 @@ func TestDeletingAJobRemovesItsNotifications(t *testing.T) {
 func TestOutboxReadAtTakeover(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "known", Schedule: "@every 1h"})
+	h.create(api.Job{ID: "known", Schedule: "@every 1h"})
 	h.stop()
 
 	k := h.store.Keys()
@@ -447,19 +448,19 @@ func TestOutboxReadAtTakeover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run := store.Run{ID: store.RunID("known", at), JobID: "known", ScheduledAt: at, Status: store.RunDead}
+	run := api.Run{ID: store.RunID("known", at), JobID: "known", ScheduledAt: at, Status: api.RunDead}
 	note := func(id string) store.Outbox {
-		return store.Outbox{RunID: store.RunID(id, at), JobID: id, Event: store.RunDead, Attempt: 1, URL: "https://up.example/" + id, CreatedAt: t0}
+		return store.Outbox{RunID: store.RunID(id, at), JobID: id, Event: api.RunDead, Attempt: 1, URL: "https://up.example/" + id, CreatedAt: t0}
 	}
-	put(k.OutboxRun(0, "known", at, store.RunDead, 1), run)
-	put(k.Outbox(0, "known", at, store.RunDead, 1, 0), note("known"))
+	put(k.OutboxRun(0, "known", at, api.RunDead, 1), run)
+	put(k.Outbox(0, "known", at, api.RunDead, 1, 0), note("known"))
 	legacy := note("known")
 	legacy.Attempt, legacy.Run = 2, json.RawMessage(`{"status":"dead"}`)
 	legacyKey := k.OutboxPrefix(0) + store.RunID("known", at) + "/dead-2-0"
 	put(legacyKey, legacy)
-	put(k.Outbox(0, "gone", at, store.RunDead, 1, 0), note("gone"))
-	put(k.OutboxRun(0, "gone", at, store.RunDead, 1), run)
-	put(k.OutboxRun(0, "known", at, store.RunSucceeded, 1), run) // no notification needs it
+	put(k.Outbox(0, "gone", at, api.RunDead, 1, 0), note("gone"))
+	put(k.OutboxRun(0, "gone", at, api.RunDead, 1), run)
+	put(k.OutboxRun(0, "known", at, api.RunSucceeded, 1), run) // no notification needs it
 
 	s := &recordingSender{}
 	h.withSender(s)
@@ -473,7 +474,7 @@ func TestOutboxReadAtTakeover(t *testing.T) {
 		}
 		bodies[o.Attempt] = string(o.Run)
 	}
-	var r store.Run
+	var r api.Run
 	if err := json.Unmarshal([]byte(bodies[1]), &r); err != nil || r.ID != run.ID {
 		t.Fatalf("notification of attempt 1 delivered %q, want its stored run document", bodies[1])
 	}
@@ -517,9 +518,9 @@ func TestDroppedNotificationsStillOpenTheCircuit(t *testing.T) {
 	h.withNotify(notify.Config{Sender: s, MaxPendingPerJob: 2, PerJob: 2, BreakerFailures: 2,
 		BreakerBackoff: retry.Policy{Initial: time.Hour, Max: time.Hour}, Metrics: notify.NewMetrics(reg)})
 	h.start("m1")
-	job := store.Job{ID: "chatty", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(time.Second)}}
-	for i := range store.MaxNotifications {
-		job.Notify = append(job.Notify, store.Notification{On: []store.RunStatus{store.RunFailed, store.RunDead}, URL: fmt.Sprintf("https://tarpit.example/%d", i)})
+	job := api.Job{ID: "chatty", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(time.Second), MaxBackoff: api.Duration(time.Second)}}
+	for i := range api.MaxNotifications {
+		job.Notify = append(job.Notify, api.Notification{On: []api.RunStatus{api.RunFailed, api.RunDead}, URL: fmt.Sprintf("https://tarpit.example/%d", i)})
 	}
 	h.create(job)
 	h.advance(time.Hour)
@@ -531,7 +532,7 @@ func TestDroppedNotificationsStillOpenTheCircuit(t *testing.T) {
 	h.clock.Advance(2 * time.Second) // the run's retry backoff
 	h.failAttempt("w1")              // 8 more: the 2 in flight are dropped
 	h.waitFor("the tried notifications dropped", func() bool {
-		return metricValue(t, reg, "jobfleet_notifications_total", "result", "dropped") == 2*store.MaxNotifications-2
+		return metricValue(t, reg, "jobfleet_notifications_total", "result", "dropped") == 2*api.MaxNotifications-2
 	})
 	s.release <- struct{}{}
 	s.release <- struct{}{}

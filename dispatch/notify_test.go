@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
@@ -150,7 +152,7 @@ func (h *harness) waitOutboxEmpty() {
 }
 
 // failAttempt takes the run's next attempt and fails it.
-func (h *harness) failAttempt(worker string) dispatch.AttemptGrant {
+func (h *harness) failAttempt(worker string) api.AttemptGrant {
 	h.t.Helper()
 	a := h.poll(worker, 1)[0]
 	if _, err := h.complete(a, worker, false, "exit status 1"); err != nil {
@@ -167,8 +169,8 @@ func TestNotifiesSucceededOnceAfterRetries(t *testing.T) {
 	s := &recordingSender{}
 	h.withSender(s)
 	h.start("m1")
-	h.create(store.Job{ID: "flaky", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(time.Second)},
-		Notify: []store.Notification{{On: []store.RunStatus{store.RunSucceeded}, URL: "https://hooks.example/ok"}, {On: []store.RunStatus{store.RunFailed}, URL: "https://hooks.example/failed"}}})
+	h.create(api.Job{ID: "flaky", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(time.Second), MaxBackoff: api.Duration(time.Second)},
+		Notify: []api.Notification{{On: []api.RunStatus{api.RunSucceeded}, URL: "https://hooks.example/ok"}, {On: []api.RunStatus{api.RunFailed}, URL: "https://hooks.example/failed"}}})
 	h.advance(time.Hour)
 	h.failAttempt("w1")
 	waitTries(t, s, 1)
@@ -179,21 +181,21 @@ func TestNotifiesSucceededOnceAfterRetries(t *testing.T) {
 	h.parkedBoth()
 	h.clock.Advance(2 * time.Second)
 	a := h.poll("w1", 1)[0]
-	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != store.RunSucceeded {
+	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != api.RunSucceeded {
 		t.Fatalf("complete: %+v %v", resp, err)
 	}
 	got := waitTries(t, s, 3)
 	h.waitOutboxEmpty()
 	want := []struct {
 		url     string
-		event   store.RunStatus
+		event   api.RunStatus
 		attempt int
-	}{{"https://hooks.example/failed", store.RunFailed, 1}, {"https://hooks.example/failed", store.RunFailed, 2}, {"https://hooks.example/ok", store.RunSucceeded, 3}}
+	}{{"https://hooks.example/failed", api.RunFailed, 1}, {"https://hooks.example/failed", api.RunFailed, 2}, {"https://hooks.example/ok", api.RunSucceeded, 3}}
 	if len(got) != len(want) {
 		t.Fatalf("tries %+v, want %d", got, len(want))
 	}
 	for i, w := range want {
-		var r store.Run
+		var r api.Run
 		if err := json.Unmarshal(got[i].Run, &r); err != nil {
 			t.Fatal(err)
 		}
@@ -218,8 +220,8 @@ func TestNotifiesDeadOnceAndRetriesAFailingReceiver(t *testing.T) {
 	s := &recordingSender{fail: func(n int) bool { return n <= 2 }}
 	h.withSender(s)
 	h.start("m1")
-	h.create(store.Job{ID: "doomed", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 2, InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(time.Second)},
-		Notify: []store.Notification{{On: []store.RunStatus{store.RunDead, store.RunSucceeded}, URL: "https://hooks.example/dead"}}})
+	h.create(api.Job{ID: "doomed", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 2, InitialBackoff: api.Duration(time.Second), MaxBackoff: api.Duration(time.Second)},
+		Notify: []api.Notification{{On: []api.RunStatus{api.RunDead, api.RunSucceeded}, URL: "https://hooks.example/dead"}}})
 	h.advance(time.Hour)
 	h.failAttempt("w1")
 	h.parked()
@@ -234,7 +236,7 @@ func TestNotifiesDeadOnceAndRetriesAFailingReceiver(t *testing.T) {
 	h.waitOutboxEmpty()
 	got := s.snapshot()
 	for _, o := range got {
-		if o.Event != store.RunDead || o.RunID != a.RunID || o.Attempt != 2 {
+		if o.Event != api.RunDead || o.RunID != a.RunID || o.Attempt != 2 {
 			t.Fatalf("try %+v, want the dead event of %s", o, a.RunID)
 		}
 	}
@@ -254,8 +256,8 @@ func TestRefusedNotificationIsGivenUpAtOnce(t *testing.T) {
 	s := &recordingSender{fail: func(int) bool { return true }, refuse: true}
 	h.withSender(s)
 	h.start("m1")
-	h.create(store.Job{ID: "to-loopback", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 1},
-		Notify: []store.Notification{{On: []store.RunStatus{store.RunDead}, URL: "http://127.0.0.1/hook"}}})
+	h.create(api.Job{ID: "to-loopback", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 1},
+		Notify: []api.Notification{{On: []api.RunStatus{api.RunDead}, URL: "http://127.0.0.1/hook"}}})
 	h.advance(time.Hour)
 	h.failAttempt("w1")
 	waitTries(t, s, 1)
@@ -278,7 +280,7 @@ func TestNotificationSurvivesHandoff(t *testing.T) {
 	down := &recordingSender{fail: func(int) bool { return true }}
 	h.withSender(down)
 	h.start("m1")
-	h.create(store.Job{ID: "handed", Schedule: "@every 1h", Notify: []store.Notification{{On: []store.RunStatus{store.RunSucceeded}, URL: "https://hooks.example/x"}}})
+	h.create(api.Job{ID: "handed", Schedule: "@every 1h", Notify: []api.Notification{{On: []api.RunStatus{api.RunSucceeded}, URL: "https://hooks.example/x"}}})
 	h.advance(time.Hour)
 	a := h.poll("w1", 1)[0]
 	if _, err := h.complete(a, "w1", true, ""); err != nil {
@@ -295,7 +297,7 @@ func TestNotificationSurvivesHandoff(t *testing.T) {
 	h.start("m2")
 	got := waitTries(t, up, 1)
 	h.waitOutboxEmpty()
-	if got[0].RunID != a.RunID || got[0].Event != store.RunSucceeded {
+	if got[0].RunID != a.RunID || got[0].Event != api.RunSucceeded {
 		t.Fatalf("delivered %+v, want the succeeded event of %s", got[0], a.RunID)
 	}
 }

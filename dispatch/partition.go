@@ -6,13 +6,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/retry"
 	"github.com/jobfleet/jobfleet/shard"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // spaceRecheck is how often a partition looks at the space gate again
@@ -93,7 +94,7 @@ type partition struct {
 	// unread are runs whose compare-and-swap write did not apply and whose
 	// reading again failed, by run ID: out of memory until the loop has
 	// read them (readopt), retrying at every tick.
-	unread map[string]store.Run
+	unread map[string]api.Run
 	// calendarsAwaited is set when a job that excludes calendars was due
 	// before the member had read them: the loop looks again shortly.
 	calendarsAwaited bool
@@ -115,7 +116,7 @@ type cancelledAttempt struct {
 	credential string // that took the attempt: only it may report it
 	// status is answered to the worker's report (dead, or cancelled),
 	// runStatus too for an item's (the run's status).
-	status, runStatus store.RunStatus
+	status, runStatus api.RunStatus
 	until             time.Time // forgotten after: the worker is treated as lost
 }
 
@@ -123,7 +124,7 @@ type cancelledAttempt struct {
 // stored document and what memory keeps of its attempt chains (chains.go):
 // the run's own (embedded), or each item's.
 type activeRun struct {
-	run    store.Run
+	run    api.Run
 	modRev int64 // the run key's mod revision, for compare-and-swap
 	size   int   // bytes of the stored document
 	chainRT
@@ -285,8 +286,8 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 		full := ar.run.MaxParallel > 0 && ar.run.Count().Running >= ar.run.MaxParallel // no item to hand out
 		for _, c := range ar.chains() {
 			switch {
-			case full && c.status != store.RunRunning:
-			case c.status == store.RunRunning:
+			case full && c.status != api.RunRunning:
+			case c.status == api.RunRunning:
 				earlier(c.rt.leaseUntil)
 				if a, ok := c.current(); ok && j != nil {
 					earlier(a.StartedAt.Add(j.spec.Timeout.Std() + pt.d.cfg.RunLease))
@@ -349,7 +350,7 @@ func (pt *partition) stats() Stats {
 	defer pt.mu.Unlock()
 	var st Stats
 	for _, ar := range pt.active {
-		if ar.run.Status == store.RunRunning {
+		if ar.run.Status == api.RunRunning {
 			st.Running++
 		} else {
 			st.Waiting++

@@ -5,11 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestFireOfAPausedJobIsRefused holds a fire's write in a stalled etcd
@@ -23,7 +24,7 @@ func TestFireOfAPausedJobIsRefused(t *testing.T) {
 	h.dispClient = etcdtest.NewClient(t, bridge.Endpoints())
 	h.configure = func(c *dispatch.Config) { c.RequestTimeout = time.Minute }
 	h.start("m1")
-	created := h.create(store.Job{ID: "j", Schedule: "@every 1s"})
+	created := h.create(api.Job{ID: "j", Schedule: "@every 1s"})
 
 	bridge.Cut()
 	restored := false

@@ -1,11 +1,11 @@
 package dispatch
 
 import (
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/placement"
-	"github.com/jobfleet/jobfleet/store"
 )
 
-// placed is a job's placement (store.Job.Placement) as its partition's
+// placed is a job's placement (api.Job.Placement) as its partition's
 // scheduler keeps it: the selector parsed once, when the spec is taken
 // in. A nil *placed is the default placement: any worker, retries
 // elsewhere.
@@ -21,7 +21,7 @@ type placed struct {
 
 // placedOf returns j's placement as the scheduler keeps it, nil for the
 // default one.
-func placedOf(j *store.Job) *placed {
+func placedOf(j *api.Job) *placed {
 	if j.Selector() == "" && j.RetriesElsewhere() {
 		return nil
 	}

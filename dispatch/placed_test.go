@@ -12,34 +12,33 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // registerLabeled registers worker with credential cred (whose worker
 // label selector is allowed), serving http, with labels.
 func registerLabeled(t *testing.T, reg *workers.Registry, worker, cred, allowed string, labels map[string]string) error {
 	t.Helper()
-	_, err := reg.Register(context.Background(), dispatch.RegisterRequest{Worker: worker, Credential: cred, WorkerLabels: allowed, Executors: []string{"http"}, Concurrency: 8, Labels: labels})
+	_, err := reg.Register(context.Background(), api.RegisterRequest{Worker: worker, Credential: cred, WorkerLabels: allowed, Executors: []string{"http"}, Concurrency: 8, Labels: labels})
 	return err
 }
 
 // pollNow polls once without waiting, as worker with credential cred.
-func (h *harness) pollNow(worker, cred string) ([]dispatch.AttemptGrant, error) {
+func (h *harness) pollNow(worker, cred string) ([]api.AttemptGrant, error) {
 	h.t.Helper()
-	resp, err := h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: worker, Credential: cred, Executors: []string{"http"}, Max: 10})
+	resp, err := h.disp.Poll(context.Background(), api.PollRequest{Worker: worker, Credential: cred, Executors: []string{"http"}, Max: 10})
 	return resp.Attempts, err
 }
 
 // onceNow is a one-off job that fires as soon as it is stored.
-func onceNow(id, selector string, retryElsewhere *bool) store.Job {
-	j := store.Job{ID: id, Retry: store.RetryPolicy{MaxAttempts: 5, InitialBackoff: store.Duration(time.Second)}}
+func onceNow(id, selector string, retryElsewhere *bool) api.Job {
+	j := api.Job{ID: id, Retry: api.RetryPolicy{MaxAttempts: 5, InitialBackoff: api.Duration(time.Second)}}
 	if selector != "" || retryElsewhere != nil {
 		j.Placement = &api.PlacementPolicy{Selector: selector, RetryElsewhere: retryElsewhere}
 	}
 	return j
 }
 
-func jobIDs(as []dispatch.AttemptGrant) []string {
+func jobIDs(as []api.AttemptGrant) []string {
 	var ids []string
 	for _, a := range as {
 		ids = append(ids, a.JobID)
@@ -120,15 +119,15 @@ func TestPlacementHonoursTheCredentialsWorkerLabels(t *testing.T) {
 	h.create(onceNow("any", "", nil))
 	h.waitRuns("any", 1)
 
-	_, err = h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w-old", Credential: "was-open", WorkerLabels: "pool=gpu", Executors: []string{"http"}, Max: 1})
+	_, err = h.disp.Poll(context.Background(), api.PollRequest{Worker: "w-old", Credential: "was-open", WorkerLabels: "pool=gpu", Executors: []string{"http"}, Max: 1})
 	if !errors.Is(err, dispatch.ErrForbidden) || !strings.Contains(err.Error(), `"pool=cpu"`) {
 		t.Fatalf("poll of a worker whose labels its credential no longer allows: %v, want ErrForbidden", err)
 	}
-	resp, err := h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w-unregistered", Credential: "gpu-only", WorkerLabels: "pool=gpu", Executors: []string{"http"}, Max: 1})
+	resp, err := h.disp.Poll(context.Background(), api.PollRequest{Worker: "w-unregistered", Credential: "gpu-only", WorkerLabels: "pool=gpu", Executors: []string{"http"}, Max: 1})
 	if err != nil || len(resp.Attempts) != 0 {
 		t.Fatalf("poll of an unregistered worker with a limited credential: %+v, %v; want nothing", resp.Attempts, err)
 	}
-	resp, err = h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w-gpu", Credential: "gpu-only", WorkerLabels: "pool=gpu", Executors: []string{"http"}, Max: 1})
+	resp, err = h.disp.Poll(context.Background(), api.PollRequest{Worker: "w-gpu", Credential: "gpu-only", WorkerLabels: "pool=gpu", Executors: []string{"http"}, Max: 1})
 	if err != nil || len(resp.Attempts) != 1 {
 		t.Fatalf("poll of w-gpu: %+v, %v; want the run", resp.Attempts, err)
 	}
@@ -195,13 +194,13 @@ func TestRetryGoesElsewhere(t *testing.T) {
 	}
 	waitWorkers(t, reg, "w-a", "w-b", "w-other")
 	no := false
-	jobs := []store.Job{onceNow("elsewhere", "pool=p", nil), onceNow("stay", "pool=p", &no), onceNow("later", "pool=p", nil), onceNow("alone", "pool=q", nil)}
+	jobs := []api.Job{onceNow("elsewhere", "pool=p", nil), onceNow("stay", "pool=p", &no), onceNow("later", "pool=p", nil), onceNow("alone", "pool=q", nil)}
 	for _, j := range jobs {
 		h.create(j)
 		h.waitRuns(j.ID, 1)
 	}
 	// w-a fails the first attempt of the first three, w-other of the last.
-	first := map[string]dispatch.AttemptGrant{}
+	first := map[string]api.AttemptGrant{}
 	for _, w := range []string{"w-a", "w-other"} {
 		got, err := h.pollNow(w, "cred")
 		if err != nil {
@@ -209,7 +208,7 @@ func TestRetryGoesElsewhere(t *testing.T) {
 		}
 		for _, a := range got {
 			first[a.JobID] = a
-			if _, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: w, Credential: "cred", RunID: a.RunID, Attempt: 1, Error: "boom"}); err != nil {
+			if _, err := h.disp.Complete(context.Background(), api.CompleteRequest{Worker: w, Credential: "cred", RunID: a.RunID, Attempt: 1, Error: "boom"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -238,7 +237,7 @@ func TestRetryGoesElsewhere(t *testing.T) {
 	// for one run lease only.
 	for _, a := range got {
 		if a.JobID == "later" {
-			if _, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: "w-b", Credential: "cred", RunID: a.RunID, Attempt: 2, Error: "boom"}); err != nil {
+			if _, err := h.disp.Complete(context.Background(), api.CompleteRequest{Worker: "w-b", Credential: "cred", RunID: a.RunID, Attempt: 2, Error: "boom"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -261,13 +260,13 @@ func TestSpreadPrefersTheFreestWorker(t *testing.T) {
 	h.withRegistry("m1")
 	h.start("m1")
 	type result struct {
-		attempts []dispatch.AttemptGrant
+		attempts []api.AttemptGrant
 		err      error
 	}
 	start := func(ctx context.Context, worker string, free int) <-chan result {
 		ch := make(chan result, 1)
 		go func() {
-			resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: worker, Executors: []string{"http"}, Max: 1, Free: free, Wait: store.Duration(dispatch.MaxPollWait)})
+			resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: worker, Executors: []string{"http"}, Max: 1, Free: free, Wait: api.Duration(api.MaxPollWait)})
 			ch <- result{resp.Attempts, err}
 		}()
 		return ch

@@ -19,12 +19,12 @@ import (
 type FirePlan struct {
 	// Runs are the runs to create, with their status: pending, or skipped
 	// when the concurrency policy refuses them.
-	Runs []store.Run
+	Runs []api.Run
 	// Replace lists active runs to end because concurrency_policy
 	// "replace" fired a newer one.
 	Replace []string
 	// State is the job's new scheduling state.
-	State store.JobState
+	State api.JobState
 	// Decision is the schedule's decision, for logs and metrics.
 	Decision schedule.Decision
 }
@@ -43,7 +43,7 @@ type FirePlan struct {
 // skipped run; under "replace" the active runs are listed for replacement
 // and only the latest fire of the decision runs. Callers apply CapActive,
 // then LimitFires, to the plan.
-func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, activeRuns []string, now time.Time, p schedule.Policy, cals api.Calendars, owner string, epoch int64) (FirePlan, error) {
+func PlanFires(j *api.Job, sched schedule.Schedule, state api.JobState, activeRuns []string, now time.Time, p schedule.Policy, cals api.Calendars, owner string, epoch int64) (FirePlan, error) {
 	from := j.PlanFrom(state) // before the pause that ended is cleared: its end bounds it
 	plan := FirePlan{State: clearedPause(j, state)}
 	if j.Paused || plan.State.AutoPaused(j.Revision) {
@@ -80,30 +80,30 @@ func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, acti
 		r := NewRun(j, at, now, owner, epoch)
 		switch {
 		case excluded[i] != "":
-			r.Status = store.RunSkipped
+			r.Status = api.RunSkipped
 			r.Reason = fmt.Sprintf("excluded by calendar %q", excluded[i])
 			plan.State.Skipped++
-		case j.ConcurrencyPolicy == store.ConcurrencyForbid:
+		case j.ConcurrencyPolicy == api.ConcurrencyForbid:
 			if active > 0 {
-				r.Status = store.RunSkipped
+				r.Status = api.RunSkipped
 				r.Reason = "concurrency_policy forbid: an earlier run is still active"
 				plan.State.Skipped++
 			} else {
 				active++
 			}
-		case j.ConcurrencyPolicy == store.ConcurrencyReplace:
+		case j.ConcurrencyPolicy == api.ConcurrencyReplace:
 			if i < latest {
-				r.Status = store.RunSkipped
+				r.Status = api.RunSkipped
 				r.Reason = "concurrency_policy replace: superseded by a later fire"
 				plan.State.Skipped++
 			}
 		}
-		if r.Status == store.RunPending {
+		if r.Status == api.RunPending {
 			plan.State.Fired++
 		}
 		plan.Runs = append(plan.Runs, r)
 	}
-	if j.ConcurrencyPolicy == store.ConcurrencyReplace && latest >= 0 {
+	if j.ConcurrencyPolicy == api.ConcurrencyReplace && latest >= 0 {
 		plan.Replace = append(plan.Replace, activeRuns...)
 	}
 	return plan, nil
@@ -116,25 +116,25 @@ func PlanFires(j *store.Job, sched schedule.Schedule, state store.JobState, acti
 // runs are listed for replacement. Paused jobs can be triggered. The
 // state's schedule (Last, Next) is not touched; its counters are. Callers
 // apply CapActive to the plan, as to PlanFires'.
-func PlanTrigger(j *store.Job, state store.JobState, activeRuns []string, at, now time.Time, owner string, epoch int64) FirePlan {
+func PlanTrigger(j *api.Job, state api.JobState, activeRuns []string, at, now time.Time, owner string, epoch int64) FirePlan {
 	plan := FirePlan{State: state}
 	r := NewRun(j, at, now, owner, epoch)
 	r.Reason = ReasonTriggered
 	switch j.ConcurrencyPolicy {
-	case store.ConcurrencyForbid:
+	case api.ConcurrencyForbid:
 		if len(activeRuns) > 0 {
-			r.Status = store.RunSkipped
+			r.Status = api.RunSkipped
 			r.Reason = ReasonTriggered + "; concurrency_policy forbid: an earlier run is still active"
 		}
-	case store.ConcurrencyReplace:
+	case api.ConcurrencyReplace:
 		plan.Replace = append(plan.Replace, activeRuns...)
 	}
-	if r.Status == store.RunPending {
+	if r.Status == api.RunPending {
 		plan.State.Fired++
 	} else {
 		plan.State.Skipped++
 	}
-	plan.Runs = []store.Run{r}
+	plan.Runs = []api.Run{r}
 	return plan
 }
 
@@ -152,7 +152,7 @@ func ActiveAfter(activeRuns []string, plan FirePlan) []string {
 		}
 	}
 	for _, r := range plan.Runs {
-		if r.Status == store.RunPending {
+		if r.Status == api.RunPending {
 			out = append(out, r.ID)
 		}
 	}
@@ -176,11 +176,11 @@ func MergePlans(a, b FirePlan) FirePlan {
 		out.Decision = b.Decision
 	}
 	for _, id := range b.Replace {
-		i := slices.IndexFunc(out.Runs, func(r store.Run) bool { return r.ID == id })
+		i := slices.IndexFunc(out.Runs, func(r api.Run) bool { return r.ID == id })
 		switch {
 		case i >= 0:
-			if out.Runs[i].Status == store.RunPending {
-				out.Runs[i].Status = store.RunSkipped
+			if out.Runs[i].Status == api.RunPending {
+				out.Runs[i].Status = api.RunSkipped
 				out.Runs[i].Reason = "concurrency_policy replace: superseded by a later run before it ran"
 				out.State.Fired--
 				out.State.Skipped++
@@ -190,8 +190,8 @@ func MergePlans(a, b FirePlan) FirePlan {
 		}
 	}
 	for _, r := range b.Runs {
-		if slices.ContainsFunc(out.Runs, func(o store.Run) bool { return o.ID == r.ID }) {
-			if r.Status == store.RunPending {
+		if slices.ContainsFunc(out.Runs, func(o api.Run) bool { return o.ID == r.ID }) {
+			if r.Status == api.RunPending {
 				out.State.Fired--
 			} else {
 				out.State.Skipped--
@@ -209,20 +209,20 @@ func MergePlans(a, b FirePlan) FirePlan {
 // (no worker runs its executor type, or no worker is running at all) does
 // not pile up runs without bound, to run all at once when a worker comes.
 // Runs the plan replaces do not count.
-func CapActive(j *store.Job, plan *FirePlan, active, max int) {
+func CapActive(j *api.Job, plan *FirePlan, active, max int) {
 	if len(plan.Replace) > 0 {
 		active = 0
 	}
 	for i := range plan.Runs {
 		r := &plan.Runs[i]
-		if r.Status != store.RunPending {
+		if r.Status != api.RunPending {
 			continue
 		}
 		if active < max {
 			active++
 			continue
 		}
-		r.Status = store.RunSkipped
+		r.Status = api.RunSkipped
 		r.Reason = fmt.Sprintf("%d runs of this job are still waiting or running (limit %d): is a worker running that executes %q?", active, max, j.Executor.Type)
 		plan.State.Fired--
 		plan.State.Skipped++
@@ -235,12 +235,12 @@ func CapActive(j *store.Job, plan *FirePlan, active, max int) {
 // items: its items not ended skipped, their running attempts closed as
 // cancelled). The attempts' workers are told to stop at their next
 // heartbeat (Cancel).
-func Replaced(r store.Run, by string, now time.Time) store.Run {
+func Replaced(r api.Run, by string, now time.Time) api.Run {
 	newer := "a newer run"
 	if by != "" {
 		newer = "run " + by
 	}
-	return endActive(r, store.RunDead, "replaced by "+newer+" (concurrency_policy replace)",
+	return endActive(r, api.RunDead, "replaced by "+newer+" (concurrency_policy replace)",
 		"the run was replaced by "+newer+" (concurrency_policy replace)", now)
 }
 
@@ -249,7 +249,7 @@ func Replaced(r store.Run, by string, now time.Time) store.Run {
 // as its error, and the reason says so; a run of items has its items not
 // ended skipped with why (EndItems), and the reason counts those that
 // were running. Replaced and CancelRun end runs through it.
-func endActive(r store.Run, status store.RunStatus, reason, why string, now time.Time) store.Run {
+func endActive(r api.Run, status api.RunStatus, reason, why string, now time.Time) api.Run {
 	r.Attempts = slices.Clone(r.Attempts)
 	r.Reason = reason
 	if len(r.Items) > 0 {
@@ -258,7 +258,7 @@ func endActive(r store.Run, status store.RunStatus, reason, why string, now time
 		if len(running) > 0 {
 			r.Reason += fmt.Sprintf("; its %d running items were cancelled", len(running))
 		}
-	} else if n := len(r.Attempts); r.Status == store.RunRunning && n > 0 {
+	} else if n := len(r.Attempts); r.Status == api.RunRunning && n > 0 {
 		a := &r.Attempts[n-1]
 		a.FinishedAt = now.UTC()
 		a.Error = "cancelled: " + why
@@ -272,7 +272,7 @@ func endActive(r store.Run, status store.RunStatus, reason, why string, now time
 // now by owner under epoch: with j.Shards' items, all pending, for a
 // sharded job; marked broadcast, without items yet, for a broadcast job
 // (BroadcastItems gives them at the fire).
-func NewRun(j *store.Job, at, now time.Time, owner string, epoch int64) store.Run {
+func NewRun(j *api.Job, at, now time.Time, owner string, epoch int64) api.Run {
 	r := newRun(j, at, now, owner, epoch)
 	if n := j.Shards.Items(); n > 0 {
 		r.Items = NewItems(n)
@@ -282,15 +282,15 @@ func NewRun(j *store.Job, at, now time.Time, owner string, epoch int64) store.Ru
 	return r
 }
 
-func newRun(j *store.Job, at, now time.Time, owner string, epoch int64) store.Run {
-	return store.Run{
+func newRun(j *api.Job, at, now time.Time, owner string, epoch int64) api.Run {
+	return api.Run{
 		ID:          store.RunID(j.ID, at),
 		JobID:       j.ID,
 		Partition:   j.Partition,
 		ScheduledAt: at.UTC(),
 		FiredAt:     now.UTC(),
-		Status:      store.RunPending,
-		Attempts:    []store.Attempt{},
+		Status:      api.RunPending,
+		Attempts:    []api.Attempt{},
 		Owner:       owner,
 		Epoch:       epoch,
 	}
@@ -299,7 +299,7 @@ func newRun(j *store.Job, at, now time.Time, owner string, epoch int64) store.Ru
 // Resumed returns the state of a job resumed at now: times it missed while
 // paused are forgiven, not fired, and its count of runs in a row that
 // ended dead starts again.
-func Resumed(state store.JobState, now time.Time) store.JobState {
+func Resumed(state api.JobState, now time.Time) api.JobState {
 	if state.Last.Before(now) {
 		state.Last = now
 	}
@@ -321,8 +321,8 @@ type Outcome struct {
 // time (exponential backoff with jitter, see Backoff); or dead when
 // j.Retry.MaxAttempts attempts were made. rnd is a number in [0,1) for the
 // jitter.
-func FinishAttempt(j *store.Job, r store.Run, o Outcome, now time.Time, rnd float64) (store.Run, time.Time) {
-	r.Attempts = append([]store.Attempt(nil), r.Attempts...)
+func FinishAttempt(j *api.Job, r api.Run, o Outcome, now time.Time, rnd float64) (api.Run, time.Time) {
+	r.Attempts = append([]api.Attempt(nil), r.Attempts...)
 	if n := len(r.Attempts); n > 0 {
 		a := &r.Attempts[n-1]
 		a.FinishedAt = now.UTC()
@@ -332,24 +332,24 @@ func FinishAttempt(j *store.Job, r store.Run, o Outcome, now time.Time, rnd floa
 	var notBefore time.Time
 	switch {
 	case o.Success:
-		r.Status = store.RunSucceeded
+		r.Status = api.RunSucceeded
 	case len(r.Attempts) >= j.Retry.MaxAttempts:
-		r.Status = store.RunDead
+		r.Status = api.RunDead
 	default:
-		r.Status = store.RunFailed
+		r.Status = api.RunFailed
 		notBefore = now.Add(Backoff(j.Retry, len(r.Attempts), rnd))
 	}
 	return r, notBefore
 }
 
 // StartAttempt returns r with a new attempt by worker started at now.
-func StartAttempt(r store.Run, worker string, now time.Time) store.Run {
-	r.Attempts = append(append([]store.Attempt(nil), r.Attempts...), store.Attempt{
+func StartAttempt(r api.Run, worker string, now time.Time) api.Run {
+	r.Attempts = append(append([]api.Attempt(nil), r.Attempts...), api.Attempt{
 		Attempt:   len(r.Attempts) + 1,
 		Worker:    worker,
 		StartedAt: now.UTC(),
 	})
-	r.Status = store.RunRunning
+	r.Status = api.RunRunning
 	return r
 }
 
@@ -359,7 +359,7 @@ func StartAttempt(r store.Run, worker string, now time.Time) store.Run {
 // failed together spread out while each still waits at least half its
 // backoff. See "Exponential Backoff And Jitter", AWS Architecture Blog,
 // 2015.
-func Backoff(p store.RetryPolicy, n int, rnd float64) time.Duration {
+func Backoff(p api.RetryPolicy, n int, rnd float64) time.Duration {
 	d := p.InitialBackoff.Std()
 	for i := 1; i < n && d < p.MaxBackoff.Std(); i++ {
 		d *= 2
@@ -372,15 +372,15 @@ func Backoff(p store.RetryPolicy, n int, rnd float64) time.Duration {
 func jitter() float64 { return rand.Float64() }
 
 // Dispatchable reports whether r may be handed to a worker at now.
-func Dispatchable(r store.Run, notBefore, now time.Time) bool {
-	return (r.Status == store.RunPending || r.Status == store.RunFailed) && !now.Before(notBefore)
+func Dispatchable(r api.Run, notBefore, now time.Time) bool {
+	return (r.Status == api.RunPending || r.Status == api.RunFailed) && !now.Before(notBefore)
 }
 
 // LeaseExpired reports whether r's running attempt is lost at now: its
 // lease ran out without a heartbeat, or it ran past the job's timeout plus
 // one lease (a worker that heartbeats but never finishes).
-func LeaseExpired(j *store.Job, r store.Run, leaseUntil, now time.Time, lease time.Duration) (bool, string) {
-	if r.Status != store.RunRunning || len(r.Attempts) == 0 {
+func LeaseExpired(j *api.Job, r api.Run, leaseUntil, now time.Time, lease time.Duration) (bool, string) {
+	if r.Status != api.RunRunning || len(r.Attempts) == 0 {
 		return false, ""
 	}
 	if now.After(leaseUntil) {

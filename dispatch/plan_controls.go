@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // This file has the decisions of the schedule controls that are not the
@@ -20,11 +19,11 @@ import (
 // max_fires is reached has no next time, so that it completes once its
 // runs are final. The count is written with the runs, in the same fenced
 // transaction, so it survives handoffs and crashes.
-func LimitFires(j *store.Job, plan *FirePlan) {
+func LimitFires(j *api.Job, plan *FirePlan) {
 	for i, r := range plan.Runs {
 		if j.Exhausted(plan.State) {
 			for _, x := range plan.Runs[i:] {
-				if x.Status == store.RunPending {
+				if x.Status == api.RunPending {
 					plan.State.Fired--
 				} else {
 					plan.State.Skipped--
@@ -34,7 +33,7 @@ func LimitFires(j *store.Job, plan *FirePlan) {
 			plan.Runs = plan.Runs[:i]
 			break
 		}
-		if r.Status == store.RunPending {
+		if r.Status == api.RunPending {
 			plan.State.ScheduledRuns++
 		}
 	}
@@ -53,15 +52,15 @@ func LimitFires(j *store.Job, plan *FirePlan) {
 // Callers write the state in the transaction that records r's status, so
 // the count is as durable as the runs it counts. Jobs without
 // pause_after_failures keep no count: the state is returned as it is.
-func CountOutcome(j *store.Job, st store.JobState, r store.Run, now time.Time) (next store.JobState, pause bool) {
+func CountOutcome(j *api.Job, st api.JobState, r api.Run, now time.Time) (next api.JobState, pause bool) {
 	if j.PauseAfterFailures <= 0 {
 		return st, false
 	}
 	switch r.Status {
-	case store.RunSucceeded:
+	case api.RunSucceeded:
 		st.Failures = 0
 		return st, false
-	case store.RunDead:
+	case api.RunDead:
 		st.Failures++
 	default:
 		return st, false
@@ -84,7 +83,7 @@ func CountOutcome(j *store.Job, st store.JobState, r store.Run, now time.Time) (
 // clearedPause returns st without its owner's pause once that no longer
 // holds (job j was written since: resumed, or replaced), and with its
 // failures in a row counted afresh.
-func clearedPause(j *store.Job, st store.JobState) store.JobState {
+func clearedPause(j *api.Job, st api.JobState) api.JobState {
 	if st.Pause != nil && !st.AutoPaused(j.Revision) {
 		st.Pause, st.Failures = nil, 0
 	}

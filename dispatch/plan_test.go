@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"pgregory.net/rapid"
 
 	"github.com/jobfleet/jobfleet/dispatch"
@@ -12,16 +14,16 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
-func planJob(t *testing.T, j store.Job) (store.Job, schedule.Schedule) {
+func planJob(t *testing.T, j api.Job) (api.Job, schedule.Schedule) {
 	t.Helper()
 	if j.Executor.Type == "" {
-		j.Executor = store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}
+		j.Executor = api.Executor{Type: "http", URL: "http://127.0.0.1:9/"}
 	}
 	if j.CreatedAt.IsZero() {
 		j.CreatedAt = t0
 	}
 	j.Normalize()
-	if err := j.Validate(store.DefaultLimits()); err != nil {
+	if err := j.Validate(api.DefaultLimits()); err != nil {
 		t.Fatal(err)
 	}
 	s, err := j.ParseSchedule()
@@ -34,35 +36,35 @@ func planJob(t *testing.T, j store.Job) (store.Job, schedule.Schedule) {
 func TestPlanFires(t *testing.T) {
 	tests := []struct {
 		name        string
-		job         store.Job
+		job         api.Job
 		active      []string
 		now         time.Duration // after t0
 		wantPending int
 		wantSkipped int
 		wantReplace int
 	}{
-		{"not due yet", store.Job{ID: "a", Schedule: "@every 10s"}, nil, 5 * time.Second, 0, 0, 0},
-		{"on time", store.Job{ID: "a", Schedule: "@every 10s"}, nil, 10 * time.Second, 1, 0, 0},
-		{"paused", store.Job{ID: "a", Schedule: "@every 10s", Paused: true}, nil, time.Minute, 0, 0, 0},
-		{"forbid while active", store.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyForbid}, []string{"a@x"}, 10 * time.Second, 0, 1, 0},
-		{"forbid two due at once", store.Job{ID: "a", Schedule: "@every 1s", ConcurrencyPolicy: store.ConcurrencyForbid, MisfirePolicy: store.MisfireRunAll}, nil, 3 * time.Second, 1, 2, 0},
-		{"allow while active", store.Job{ID: "a", Schedule: "@every 10s"}, []string{"a@x"}, 10 * time.Second, 1, 0, 0},
-		{"replace ends active", store.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyReplace}, []string{"a@x", "a@y"}, 10 * time.Second, 1, 0, 2},
-		{"one-off", store.Job{ID: "a", RunAt: ptr(t0.Add(time.Minute))}, nil, time.Hour, 1, 0, 0},
+		{"not due yet", api.Job{ID: "a", Schedule: "@every 10s"}, nil, 5 * time.Second, 0, 0, 0},
+		{"on time", api.Job{ID: "a", Schedule: "@every 10s"}, nil, 10 * time.Second, 1, 0, 0},
+		{"paused", api.Job{ID: "a", Schedule: "@every 10s", Paused: true}, nil, time.Minute, 0, 0, 0},
+		{"forbid while active", api.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: api.ConcurrencyForbid}, []string{"a@x"}, 10 * time.Second, 0, 1, 0},
+		{"forbid two due at once", api.Job{ID: "a", Schedule: "@every 1s", ConcurrencyPolicy: api.ConcurrencyForbid, MisfirePolicy: api.MisfireRunAll}, nil, 3 * time.Second, 1, 2, 0},
+		{"allow while active", api.Job{ID: "a", Schedule: "@every 10s"}, []string{"a@x"}, 10 * time.Second, 1, 0, 0},
+		{"replace ends active", api.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: api.ConcurrencyReplace}, []string{"a@x", "a@y"}, 10 * time.Second, 1, 0, 2},
+		{"one-off", api.Job{ID: "a", RunAt: ptr(t0.Add(time.Minute))}, nil, time.Hour, 1, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j, s := planJob(t, tt.job)
-			plan, err := dispatch.PlanFires(&j, s, store.JobState{}, tt.active, t0.Add(tt.now), schedule.Policy{}, nil, "m1", 7)
+			plan, err := dispatch.PlanFires(&j, s, api.JobState{}, tt.active, t0.Add(tt.now), schedule.Policy{}, nil, "m1", 7)
 			if err != nil {
 				t.Fatal(err)
 			}
 			pending, skipped := 0, 0
 			for _, r := range plan.Runs {
 				switch r.Status {
-				case store.RunPending:
+				case api.RunPending:
 					pending++
-				case store.RunSkipped:
+				case api.RunSkipped:
 					skipped++
 					if r.Reason == "" {
 						t.Errorf("skipped run %s has no reason", r.ID)
@@ -84,9 +86,9 @@ func TestPlanFires(t *testing.T) {
 // never a time in the future, whatever the gaps between evaluations.
 func TestPlanFiresNeverRefires(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		policy := rapid.SampledFrom([]store.MisfirePolicy{store.MisfireRunOnce, store.MisfireSkip, store.MisfireRunAll}).Draw(rt, "misfire")
-		j, s := planJob(t, store.Job{ID: "p", Schedule: "*/7 * * * * *", MisfirePolicy: policy})
-		var st store.JobState
+		policy := rapid.SampledFrom([]api.MisfirePolicy{api.MisfireRunOnce, api.MisfireSkip, api.MisfireRunAll}).Draw(rt, "misfire")
+		j, s := planJob(t, api.Job{ID: "p", Schedule: "*/7 * * * * *", MisfirePolicy: policy})
+		var st api.JobState
 		now := t0
 		seen := map[time.Time]bool{}
 		for range rapid.IntRange(1, 30).Draw(rt, "steps") {
@@ -110,11 +112,11 @@ func TestPlanFiresNeverRefires(t *testing.T) {
 }
 
 func TestFinishAttempt(t *testing.T) {
-	j, _ := planJob(t, store.Job{ID: "a", Schedule: "@hourly", Retry: store.RetryPolicy{MaxAttempts: 2, InitialBackoff: store.Duration(4 * time.Second)}})
+	j, _ := planJob(t, api.Job{ID: "a", Schedule: "@hourly", Retry: api.RetryPolicy{MaxAttempts: 2, InitialBackoff: api.Duration(4 * time.Second)}})
 	r := dispatch.NewRun(&j, t0, t0, "m", 1)
 	r = dispatch.StartAttempt(r, "w", t0)
 	r1, notBefore := dispatch.FinishAttempt(&j, r, dispatch.Outcome{Error: "boom"}, t0.Add(time.Second), 0.5)
-	if r1.Status != store.RunFailed || r1.Attempts[0].Error != "boom" || r1.Attempts[0].FinishedAt.IsZero() {
+	if r1.Status != api.RunFailed || r1.Attempts[0].Error != "boom" || r1.Attempts[0].FinishedAt.IsZero() {
 		t.Fatalf("after failure 1: %+v", r1)
 	}
 	if want := t0.Add(time.Second + 3*time.Second); !notBefore.Equal(want) { // 4s backoff, half fixed + 0.5 of half
@@ -125,17 +127,17 @@ func TestFinishAttempt(t *testing.T) {
 	}
 	r2 := dispatch.StartAttempt(r1, "w2", notBefore)
 	r2, _ = dispatch.FinishAttempt(&j, r2, dispatch.Outcome{Error: "boom again"}, notBefore.Add(time.Second), 0)
-	if r2.Status != store.RunDead || len(r2.Attempts) != 2 {
+	if r2.Status != api.RunDead || len(r2.Attempts) != 2 {
 		t.Fatalf("after the last attempt: %+v, want dead with 2 attempts", r2)
 	}
 	ok, _ := dispatch.FinishAttempt(&j, dispatch.StartAttempt(r1, "w2", notBefore), dispatch.Outcome{Success: true}, notBefore, 0)
-	if ok.Status != store.RunSucceeded {
+	if ok.Status != api.RunSucceeded {
 		t.Fatalf("success: %+v", ok)
 	}
 }
 
 func TestBackoff(t *testing.T) {
-	p := store.RetryPolicy{InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(10 * time.Second)}
+	p := api.RetryPolicy{InitialBackoff: api.Duration(time.Second), MaxBackoff: api.Duration(10 * time.Second)}
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(1, 200).Draw(rt, "attempt")
 		rnd := rapid.Float64Range(0, 0.999999).Draw(rt, "rnd")
@@ -149,7 +151,7 @@ func TestBackoff(t *testing.T) {
 }
 
 func TestLeaseExpired(t *testing.T) {
-	j, _ := planJob(t, store.Job{ID: "a", Schedule: "@hourly", Timeout: store.Duration(time.Minute)})
+	j, _ := planJob(t, api.Job{ID: "a", Schedule: "@hourly", Timeout: api.Duration(time.Minute)})
 	r := dispatch.StartAttempt(dispatch.NewRun(&j, t0, t0, "m", 1), "w", t0)
 	lease := 10 * time.Second
 	tests := []struct {
@@ -176,7 +178,7 @@ func TestLeaseExpired(t *testing.T) {
 	}
 
 	// "timeout": "none": a week-long attempt lives as long as it heartbeats.
-	none, _ := planJob(t, store.Job{ID: "b", Schedule: "@hourly", Timeout: store.NoTimeout})
+	none, _ := planJob(t, api.Job{ID: "b", Schedule: "@hourly", Timeout: api.NoTimeout})
 	long := dispatch.StartAttempt(dispatch.NewRun(&none, t0, t0, "m", 1), "w", t0)
 	week := t0.Add(7 * 24 * time.Hour)
 	if got, reason := dispatch.LeaseExpired(&none, long, week.Add(lease), week, lease); got {
@@ -188,9 +190,9 @@ func TestLeaseExpired(t *testing.T) {
 }
 
 func TestCapActive(t *testing.T) {
-	j, s := planJob(t, store.Job{ID: "a", Schedule: "@every 1s", MisfirePolicy: store.MisfireRunAll})
+	j, s := planJob(t, api.Job{ID: "a", Schedule: "@every 1s", MisfirePolicy: api.MisfireRunAll})
 	active := []string{"a@1", "a@2", "a@3"}
-	plan, err := dispatch.PlanFires(&j, s, store.JobState{}, active, t0.Add(4*time.Second), schedule.Policy{}, nil, "m", 1)
+	plan, err := dispatch.PlanFires(&j, s, api.JobState{}, active, t0.Add(4*time.Second), schedule.Policy{}, nil, "m", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,9 +200,9 @@ func TestCapActive(t *testing.T) {
 	pending, skipped := 0, 0
 	for _, r := range plan.Runs {
 		switch r.Status {
-		case store.RunPending:
+		case api.RunPending:
 			pending++
-		case store.RunSkipped:
+		case api.RunSkipped:
 			skipped++
 			if r.Reason == "" {
 				t.Errorf("capped run %s has no reason", r.ID)
@@ -216,23 +218,23 @@ func TestPlanTrigger(t *testing.T) {
 	at := t0.Add(90 * time.Second)
 	tests := []struct {
 		name        string
-		job         store.Job
+		job         api.Job
 		active      []string
-		wantStatus  store.RunStatus
+		wantStatus  api.RunStatus
 		wantReplace int
 	}{
-		{"allow, nothing active", store.Job{ID: "a", Schedule: "@every 10s"}, nil, store.RunPending, 0},
-		{"allow while active", store.Job{ID: "a", Schedule: "@every 10s"}, []string{"a@x"}, store.RunPending, 0},
-		{"forbid, nothing active", store.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyForbid}, nil, store.RunPending, 0},
-		{"forbid while active", store.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyForbid}, []string{"a@x"}, store.RunSkipped, 0},
-		{"replace ends active", store.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: store.ConcurrencyReplace}, []string{"a@x", "a@y"}, store.RunPending, 2},
-		{"paused job runs", store.Job{ID: "a", Schedule: "@every 10s", Paused: true}, nil, store.RunPending, 0},
-		{"one-off", store.Job{ID: "a", RunAt: ptr(t0.Add(time.Hour))}, nil, store.RunPending, 0},
+		{"allow, nothing active", api.Job{ID: "a", Schedule: "@every 10s"}, nil, api.RunPending, 0},
+		{"allow while active", api.Job{ID: "a", Schedule: "@every 10s"}, []string{"a@x"}, api.RunPending, 0},
+		{"forbid, nothing active", api.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: api.ConcurrencyForbid}, nil, api.RunPending, 0},
+		{"forbid while active", api.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: api.ConcurrencyForbid}, []string{"a@x"}, api.RunSkipped, 0},
+		{"replace ends active", api.Job{ID: "a", Schedule: "@every 10s", ConcurrencyPolicy: api.ConcurrencyReplace}, []string{"a@x", "a@y"}, api.RunPending, 2},
+		{"paused job runs", api.Job{ID: "a", Schedule: "@every 10s", Paused: true}, nil, api.RunPending, 0},
+		{"one-off", api.Job{ID: "a", RunAt: ptr(t0.Add(time.Hour))}, nil, api.RunPending, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j, _ := planJob(t, tt.job)
-			st := store.JobState{Last: t0.Add(time.Minute), Next: t0.Add(70 * time.Second), SpecRevision: 4, Fired: 3, Skipped: 1}
+			st := api.JobState{Last: t0.Add(time.Minute), Next: t0.Add(70 * time.Second), SpecRevision: 4, Fired: 3, Skipped: 1}
 			plan := dispatch.PlanTrigger(&j, st, tt.active, at, at.Add(time.Millisecond), "m1", 7)
 			if len(plan.Runs) != 1 {
 				t.Fatalf("got %d runs, want 1", len(plan.Runs))
@@ -245,7 +247,7 @@ func TestPlanTrigger(t *testing.T) {
 				t.Fatalf("replace = %v, want %d", plan.Replace, tt.wantReplace)
 			}
 			want := st
-			if r.Status == store.RunPending {
+			if r.Status == api.RunPending {
 				want.Fired++
 			} else {
 				want.Skipped++
@@ -265,10 +267,10 @@ func TestPlanTrigger(t *testing.T) {
 // run both created and replaced.
 func TestTriggersNeverExceedTheCap(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		policy := rapid.SampledFrom([]store.ConcurrencyPolicy{store.ConcurrencyAllow, store.ConcurrencyForbid, store.ConcurrencyReplace}).Draw(rt, "policy")
+		policy := rapid.SampledFrom([]api.ConcurrencyPolicy{api.ConcurrencyAllow, api.ConcurrencyForbid, api.ConcurrencyReplace}).Draw(rt, "policy")
 		maxActive := rapid.IntRange(1, 8).Draw(rt, "max_active")
-		j, s := planJob(t, store.Job{ID: "p", Schedule: "@every 1s", ConcurrencyPolicy: policy, MisfirePolicy: store.MisfireRunAll})
-		var st store.JobState
+		j, s := planJob(t, api.Job{ID: "p", Schedule: "@every 1s", ConcurrencyPolicy: policy, MisfirePolicy: api.MisfireRunAll})
+		var st api.JobState
 		var active []string
 		now := t0
 		seen := map[string]bool{}
@@ -300,7 +302,7 @@ func TestTriggersNeverExceedTheCap(t *testing.T) {
 				if slices.Contains(plan.Replace, r.ID) {
 					rt.Fatalf("run %s both created and replaced", r.ID)
 				}
-				if r.Status != store.RunPending && r.Status != store.RunSkipped {
+				if r.Status != api.RunPending && r.Status != api.RunSkipped {
 					rt.Fatalf("run %s created %s", r.ID, r.Status)
 				}
 			}
@@ -319,7 +321,7 @@ func TestTriggersNeverExceedTheCap(t *testing.T) {
 				seen[r.ID] = true
 			}
 			limit := maxActive
-			if policy == store.ConcurrencyReplace {
+			if policy == api.ConcurrencyReplace {
 				limit = 1
 			}
 			if len(active) > limit {

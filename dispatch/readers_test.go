@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestReadsAnswerWhileAWriteWaitsForEtcd holds a write of the partition in
@@ -27,8 +28,8 @@ func TestReadsAnswerWhileAWriteWaitsForEtcd(t *testing.T) {
 		c.Metrics = dispatch.NewMetrics(reg)
 	}
 	h.start("m1")
-	h.create(store.Job{ID: "a", Schedule: "@every 1m"})
-	h.create(store.Job{ID: "b", Schedule: "@every 1m"})
+	h.create(api.Job{ID: "a", Schedule: "@every 1m"})
+	h.create(api.Job{ID: "b", Schedule: "@every 1m"})
 	h.advance(time.Minute)
 	h.waitRuns("a", 1)
 	h.waitRuns("b", 1)
@@ -59,7 +60,7 @@ func TestReadsAnswerWhileAWriteWaitsForEtcd(t *testing.T) {
 
 	hb := make(chan error, 1)
 	go func() {
-		_, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: as[1].RunID, Attempt: as[1].Attempt})
+		_, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: as[1].RunID, Attempt: as[1].Attempt})
 		hb <- err
 	}()
 	select {
@@ -97,7 +98,7 @@ func TestReadsAnswerWhileAWriteWaitsForEtcd(t *testing.T) {
 	if err := <-completed; err != nil {
 		t.Fatalf("completion after the connection came back: %v", err)
 	}
-	h.waitRun(as[0].RunID, func(r store.Run) bool { return r.Status == store.RunSucceeded })
+	h.waitRun(as[0].RunID, func(r api.Run) bool { return r.Status == api.RunSucceeded })
 }
 
 // gauge returns the value of the unlabelled gauge name in mfs, or -1.

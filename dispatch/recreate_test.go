@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -16,7 +18,7 @@ import (
 func TestRecreatedJobStartsAfresh(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "re", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "re", Schedule: "@every 1s"})
 	h.advance(time.Second)
 	old := h.waitRuns("re", 1) // pending: no worker takes it
 	h.stop()                   // the partition has no owner
@@ -25,13 +27,13 @@ func TestRecreatedJobStartsAfresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.clock.Advance(2500 * time.Millisecond) // no scheduler runs
-	created, err := h.store.Create(context.Background(), store.Job{ID: "re", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}})
+	created, err := h.store.Create(context.Background(), api.Job{ID: "re", Schedule: "@every 1s", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.start("m2") // at t0+3.5s, the new job's creation
 	h.advance(time.Second)
-	h.waitRun(store.RunID("re", t0.Add(4*time.Second)), func(store.Run) bool { return true })
+	h.waitRun(store.RunID("re", t0.Add(4*time.Second)), func(api.Run) bool { return true })
 	runs, err := h.store.Runs(context.Background(), "re", 100)
 	if err != nil {
 		t.Fatal(err)

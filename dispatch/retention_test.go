@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/dispatch"
@@ -16,7 +18,7 @@ import (
 )
 
 // storedRuns returns job id's stored runs, oldest first, read from etcd.
-func (h *harness) storedRuns(id string) []store.Run {
+func (h *harness) storedRuns(id string) []api.Run {
 	h.t.Helper()
 	runs, err := h.store.Runs(context.Background(), id, 1000)
 	if err != nil {
@@ -58,7 +60,7 @@ func TestTriggersAreCappedAndTrimmed(t *testing.T) {
 	h := newHarness(t)
 	h.configure = func(c *dispatch.Config) { c.MaxActivePerJob = maxActive }
 	h.start("m1")
-	h.create(store.Job{ID: "hot", RunAt: ptr(t0.Add(24 * time.Hour)), History: store.HistoryPolicy{MaxRuns: maxRuns}})
+	h.create(api.Job{ID: "hot", RunAt: ptr(t0.Add(24 * time.Hour)), History: api.HistoryPolicy{MaxRuns: maxRuns}})
 	// Rounds of 10 concurrent triggers, each round in its own 16 ms.
 	for i := 0; i < triggers; i += 10 {
 		errs := make(chan error, 10)
@@ -83,7 +85,7 @@ func TestTriggersAreCappedAndTrimmed(t *testing.T) {
 	runs := h.storedRuns("hot")
 	pending := 0
 	for _, r := range runs {
-		if r.Status == store.RunPending {
+		if r.Status == api.RunPending {
 			pending++
 		}
 	}
@@ -106,7 +108,7 @@ func TestTriggersAreCappedAndTrimmed(t *testing.T) {
 	h.waitFor("the history trimmed to max_runs", func() bool { return len(h.storedRuns("hot")) == maxRuns })
 	kept := h.storedRuns("hot")
 	for i, r := range kept {
-		if r.ID != runs[maxActive-maxRuns+i].ID || r.Status != store.RunSucceeded {
+		if r.ID != runs[maxActive-maxRuns+i].ID || r.Status != api.RunSucceeded {
 			t.Fatalf("kept run %d = %s (%s), want the newest %d runs, succeeded", i, r.ID, r.Status, maxRuns)
 		}
 	}
@@ -118,8 +120,8 @@ func TestTriggersAreCappedAndTrimmed(t *testing.T) {
 func TestHistoryMaxRunsAndMaxAge(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "single", Schedule: "@every 1s", ConcurrencyPolicy: store.ConcurrencyForbid, History: store.HistoryPolicy{MaxRuns: 5}})
-	h.create(store.Job{ID: "aged", Schedule: "@every 1s", Executor: store.Executor{Type: "aged-handler"}, History: store.HistoryPolicy{MaxAge: store.Duration(5 * time.Second)}})
+	h.create(api.Job{ID: "single", Schedule: "@every 1s", ConcurrencyPolicy: api.ConcurrencyForbid, History: api.HistoryPolicy{MaxRuns: 5}})
+	h.create(api.Job{ID: "aged", Schedule: "@every 1s", Executor: api.Executor{Type: "aged-handler"}, History: api.HistoryPolicy{MaxAge: api.Duration(5 * time.Second)}})
 	h.advance(time.Second)
 	held := h.poll("w1", 1)[0] // single's first run, running from now on
 	if held.JobID != "single" {
@@ -127,13 +129,13 @@ func TestHistoryMaxRunsAndMaxAge(t *testing.T) {
 	}
 	for i := 2; i <= 12; i++ {
 		h.advance(time.Second)
-		if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: held.RunID, Attempt: 1}); err != nil {
+		if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: held.RunID, Attempt: 1}); err != nil {
 			t.Fatal(err)
 		}
 		h.waitRuns("aged", 1)
 		// aged's runs succeed as they come.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w2", Executors: []string{"aged-handler"}, Max: 10, Wait: store.Duration(5 * time.Second)})
+		resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: "w2", Executors: []string{"aged-handler"}, Max: 10, Wait: api.Duration(5 * time.Second)})
 		cancel()
 		if err != nil || len(resp.Attempts) == 0 {
 			t.Fatalf("poll aged at step %d: %+v, %v", i, resp, err)
@@ -145,7 +147,7 @@ func TestHistoryMaxRunsAndMaxAge(t *testing.T) {
 		}
 	}
 	h.waitFor("single trimmed to 5 runs", func() bool { return len(h.storedRuns("single")) == 5 })
-	if first := h.storedRuns("single")[0]; first.ID != held.RunID || first.Status != store.RunRunning {
+	if first := h.storedRuns("single")[0]; first.ID != held.RunID || first.Status != api.RunRunning {
 		t.Fatalf("oldest kept run of single = %s (%s), want its running run %s", first.ID, first.Status, held.RunID)
 	}
 	now := h.clock.Now()
@@ -184,14 +186,14 @@ func (h *harness) largeOutputs(n int) []time.Time {
 		h.advance(time.Second)
 		at := t0.Add(time.Duration(i) * time.Second)
 		quiet = append(quiet, at)
-		got := map[string]dispatch.AttemptGrant{}
+		got := map[string]api.AttemptGrant{}
 		for len(got) < 2 {
 			for _, a := range h.poll("w1", 2) {
 				got[a.JobID] = a
 			}
 		}
 		loud := got["loud"]
-		if _, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: "w1", RunID: loud.RunID, Attempt: loud.Attempt, Success: true, Output: strings.Repeat("x", 8000)}); err != nil {
+		if _, err := h.disp.Complete(context.Background(), api.CompleteRequest{Worker: "w1", RunID: loud.RunID, Attempt: loud.Attempt, Success: true, Output: strings.Repeat("x", 8000)}); err != nil {
 			h.t.Fatal(err)
 		}
 		if _, err := h.complete(got["quiet"], "w1", i > 1, "boom"); err != nil {
@@ -211,8 +213,8 @@ func TestHistoryBudgetTrimsTheLargestJobFirst(t *testing.T) {
 	h := newHarness(t)
 	h.configure = func(c *dispatch.Config) { c.HistoryBudget = budget }
 	h.start("m1")
-	h.create(store.Job{ID: "loud", Schedule: "@every 1s"})
-	h.create(store.Job{ID: "quiet", Schedule: "@every 1s", Retry: store.RetryPolicy{MaxAttempts: 1}})
+	h.create(api.Job{ID: "loud", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "quiet", Schedule: "@every 1s", Retry: api.RetryPolicy{MaxAttempts: 1}})
 	quiet := h.largeOutputs(30) // loud stores about 250 KB, quiet about 20 KB
 	h.waitFor("the history within its budget", func() bool { return h.disp.Stats().HistoryBytes <= budget })
 	if st := h.disp.Stats(); st.HistoryBudget != budget {
@@ -226,7 +228,7 @@ func TestHistoryBudgetTrimsTheLargestJobFirst(t *testing.T) {
 		t.Fatalf("quiet keeps runs of %v, want all %d of them", kept, len(quiet))
 	}
 	dead := store.RunID("quiet", quiet[0])
-	if f, ok := h.failingIndex()[dead]; !ok || f.Status != store.RunDead {
+	if f, ok := h.failingIndex()[dead]; !ok || f.Status != api.RunDead {
 		t.Fatalf("the failing-runs index has %+v for quiet's dead run, want its entry", f)
 	}
 	loud := h.storedRuns("loud")
@@ -247,8 +249,8 @@ func TestHistoryFloorSurvivesALargeOutputNeighbour(t *testing.T) {
 	h := newHarness(t)
 	h.configure = func(c *dispatch.Config) { c.HistoryBudget = budget }
 	h.start("m1")
-	h.create(store.Job{ID: "loud", Schedule: "@every 1s"})
-	h.create(store.Job{ID: "quiet", Schedule: "@every 1s", Retry: store.RetryPolicy{MaxAttempts: 1}})
+	h.create(api.Job{ID: "loud", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "quiet", Schedule: "@every 1s", Retry: api.RetryPolicy{MaxAttempts: 1}})
 	quiet := h.largeOutputs(30)
 	want := append([]time.Time{quiet[0]}, quiet[len(quiet)-dispatch.DefaultHistoryFloor:]...)
 	h.waitFor("quiet trimmed to its floor", func() bool { return len(h.storedRuns("quiet")) <= len(want) })
@@ -263,7 +265,7 @@ func TestHistoryFloorSurvivesALargeOutputNeighbour(t *testing.T) {
 		t.Fatalf("loud keeps %d runs, want its floor of %d", n, dispatch.DefaultHistoryFloor)
 	}
 	idx := h.failingIndex()
-	if len(idx) != 1 || idx[store.RunID("quiet", quiet[0])].Status != store.RunDead {
+	if len(idx) != 1 || idx[store.RunID("quiet", quiet[0])].Status != api.RunDead {
 		t.Fatalf("failing-runs index %s, want only quiet's dead run", describe(idx))
 	}
 }
@@ -275,9 +277,9 @@ func TestFinishedOneOffJobsAreDeleted(t *testing.T) {
 	h := newHarness(t)
 	h.configure = func(c *dispatch.Config) { c.DeleteAfter = time.Hour }
 	h.start("m1")
-	h.create(store.Job{ID: "once"})
-	h.create(store.Job{ID: "kept", DeleteAfter: store.RetentionNever})
-	edited := h.create(store.Job{ID: "edited", DeleteAfter: "1h"})
+	h.create(api.Job{ID: "once"})
+	h.create(api.Job{ID: "kept", DeleteAfter: api.RetentionNever})
+	edited := h.create(api.Job{ID: "edited", DeleteAfter: "1h"})
 	for done := 0; done < 3; {
 		for _, a := range h.poll("w1", 3) {
 			if _, err := h.complete(a, "w1", true, ""); err != nil {
@@ -332,7 +334,7 @@ func TestFinishedOneOffJobsAreDeleted(t *testing.T) {
 func TestDeleteJobOpKeepsAConcurrentEdit(t *testing.T) {
 	h := newHarness(t)
 	k := h.store.Keys()
-	j, err := h.store.Create(context.Background(), store.Job{ID: "x", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}})
+	j, err := h.store.Create(context.Background(), api.Job{ID: "x", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +381,7 @@ func TestFireOfAChangedJobIsRefused(t *testing.T) {
 	h.dispClient = etcdtest.NewClient(t, bridge.Endpoints())
 	h.configure = func(c *dispatch.Config) { c.RequestTimeout = time.Minute }
 	h.start("m1")
-	h.create(store.Job{ID: "j", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "j", Schedule: "@every 1s"})
 
 	bridge.Cut()
 	restored := false
@@ -396,7 +398,7 @@ func TestFireOfAChangedJobIsRefused(t *testing.T) {
 	if err := h.store.Delete(context.Background(), "j"); err != nil {
 		t.Fatal(err)
 	}
-	again, err := h.store.Create(context.Background(), store.Job{ID: "j", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}})
+	again, err := h.store.Create(context.Background(), api.Job{ID: "j", Schedule: "@every 1s", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,8 +433,8 @@ func TestFireOfAChangedJobIsRefused(t *testing.T) {
 func TestTriggerBacklogIsFiredInSeveralWrites(t *testing.T) {
 	const backlog = 200
 	h := newHarness(t)
-	if _, err := h.store.Create(context.Background(), store.Job{ID: "queued", RunAt: ptr(t0.Add(24 * time.Hour)),
-		Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}}); err != nil {
+	if _, err := h.store.Create(context.Background(), api.Job{ID: "queued", RunAt: ptr(t0.Add(24 * time.Hour)),
+		Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range backlog {
@@ -471,8 +473,8 @@ func TestHistoryBudgetIsAtMostHalfTheQuota(t *testing.T) {
 	h := newHarness(t)
 	h.configure = func(c *dispatch.Config) { c.Space = quotaGate{quota: quota} }
 	h.start("m1")
-	h.create(store.Job{ID: "loud", Schedule: "@every 1s"})
-	h.create(store.Job{ID: "quiet", Schedule: "@every 1s", Retry: store.RetryPolicy{MaxAttempts: 1}})
+	h.create(api.Job{ID: "loud", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "quiet", Schedule: "@every 1s", Retry: api.RetryPolicy{MaxAttempts: 1}})
 	h.largeOutputs(30) // loud stores about 250 KB
 	if st := h.disp.Stats(); st.HistoryBudget != quota/2 {
 		t.Fatalf("stats budget %d, want half the quota, %d", st.HistoryBudget, quota/2)

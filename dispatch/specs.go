@@ -22,7 +22,7 @@ type jobEntry struct {
 	work     compactedWork
 	sched    schedule.Schedule
 	schedErr error // the spec's schedule does not parse (should not happen: validated)
-	state    store.JobState
+	state    api.JobState
 	dirty    bool // state changed in memory without a fire; persist with the next write
 	// stale is set when a write guarded on the spec's revision was refused
 	// (the job changed in etcd, or got a trigger request, meanwhile):
@@ -75,7 +75,7 @@ func (e *jobEntry) revision() int64 {
 // show it: its revision, and the later of its spec's and its pause key's
 // updated_at, so that a resume bounds what the owner plans as an edit
 // does (PlanFrom).
-func (e *jobEntry) job() store.Job {
+func (e *jobEntry) job() api.Job {
 	j := e.spec.job()
 	j.Revision = e.revision()
 	if e.pauseApplies() && e.pause.UpdatedAt.After(j.UpdatedAt) {
@@ -196,7 +196,7 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 					e.dirty = true
 				}
 				if !old.spec.CreatedAt.Equal(e.spec.CreatedAt) { // deleted and created again
-					e.state = store.JobState{}
+					e.state = api.JobState{}
 				}
 			}
 			pt.jobs[e.internID(id)] = e

@@ -7,8 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/dispatch/placement"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // Placement and spreading (docs/scheduling.md, "Where a run goes").
@@ -91,7 +92,7 @@ func (p *poll) took(n int) {
 // wrapping ErrForbidden when that registration's labels are outside the
 // credential's worker label selector (the credential changed since).
 func (d *Dispatcher) identify(req PollRequest) (*identity, error) {
-	var w store.Worker
+	var w api.Worker
 	ok := false
 	if d.cfg.Workers != nil {
 		w, ok = d.cfg.Workers.Worker(req.Worker)
@@ -133,7 +134,7 @@ func (p *poll) may(e *jobEntry, jobID string) bool {
 
 // previousWorker returns the worker of run r's latest attempt, "" if it
 // has none.
-func previousWorker(r *store.Run) string {
+func previousWorker(r *api.Run) string {
 	if len(r.Attempts) == 0 {
 		return ""
 	}

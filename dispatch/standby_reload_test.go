@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,7 +15,6 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestReloadDoesNotTakeAStaleCopy: a member that owns a partition can
@@ -71,7 +72,7 @@ func TestReloadDoesNotTakeAStaleCopy(t *testing.T) {
 	h.next = d
 	h.start("m1") // not an heir of partition 0 yet: a load from etcd
 
-	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "tick", Schedule: "@every 1s"})
 	h.advance(time.Second)
 	h.waitRuns("tick", 1)
 	a := h.poll("w1", 1)[0]
@@ -94,7 +95,7 @@ func TestReloadDoesNotTakeAStaleCopy(t *testing.T) {
 	mu.Lock()
 	gate = make(chan struct{})
 	mu.Unlock()
-	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != store.RunSucceeded {
+	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != api.RunSucceeded {
 		t.Fatalf("complete = %+v, %v", resp, err)
 	}
 
@@ -116,7 +117,7 @@ func TestReloadDoesNotTakeAStaleCopy(t *testing.T) {
 		t.Fatalf("after the reload: %+v, want the completed run in the history and none active (loads warm %v, cold %v)",
 			st, met.Loads("warm"), met.Loads("cold"))
 	}
-	if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err == nil {
+	if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err == nil {
 		t.Fatal("the owner accepted a heartbeat for an attempt completed before the reload")
 	}
 	if got := met.Loads("warm"); got != 0 {

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/standby"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // heir starts member's dispatcher with a standby following partition 0,
@@ -93,7 +93,7 @@ func TestWarmTakeoverWaitsForItsCopy(t *testing.T) {
 			h.start("m1")
 			var gate watchGate
 			met := h.heir("m2", gate.hook)
-			h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
+			h.create(api.Job{ID: "tick", Schedule: "@every 1s"})
 			h.advance(time.Second)
 			h.waitRuns("tick", 1)
 			a := h.poll("w1", 1)[0]
@@ -101,7 +101,7 @@ func TestWarmTakeoverWaitsForItsCopy(t *testing.T) {
 				g := gate.hold()
 				time.AfterFunc(300*time.Millisecond, func() { close(g) })
 			}
-			if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != store.RunSucceeded {
+			if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != api.RunSucceeded {
 				t.Fatalf("complete = %+v, %v", resp, err)
 			}
 			h.advance(time.Second)
@@ -115,7 +115,7 @@ func TestWarmTakeoverWaitsForItsCopy(t *testing.T) {
 			if st := h.disp.Stats(); st.HistoryRuns != 2 || st.Waiting != 1 || st.Running != 0 {
 				t.Fatalf("after the takeover: %+v, want 2 runs in the history, 1 waiting, none running", st)
 			}
-			if _, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err == nil {
+			if _, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt}); err == nil {
 				t.Fatal("the heir accepted a heartbeat for an attempt completed before the takeover")
 			}
 			h.advance(time.Second)
@@ -140,7 +140,7 @@ func TestFailedStandbyWatchFallsBackToEtcd(t *testing.T) {
 			wr.Canceled = true
 		}
 	})
-	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "tick", Schedule: "@every 1s"})
 	mu.Lock()
 	compacted = true
 	mu.Unlock()
@@ -169,7 +169,7 @@ func TestStandbyCopyTooLateFallsBackToEtcd(t *testing.T) {
 	h.start("m1")
 	var gate watchGate
 	met := h.heirWithin("m2", gate.hook, 2*time.Second)
-	h.create(store.Job{ID: "tick", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "tick", Schedule: "@every 1s"})
 	h.advance(time.Second)
 	h.waitRuns("tick", 1)
 	defer close(gate.hold()) // the watch loop must end with the test

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -51,7 +53,7 @@ func TestStandbyCopyIsARead(t *testing.T) {
 		defer cancel()
 		ns := fmt.Sprintf("/standby-prop-%d/", n.Add(1))
 		clock := clockwork.NewFakeClockAt(standbyT0)
-		st := store.NewEtcd(client, ns, parts, store.DefaultLimits(), clock.Now)
+		st := store.NewEtcd(client, ns, parts, api.DefaultLimits(), clock.Now)
 		k := st.Keys()
 		cfg := DefaultConfig(ns, parts, "heir", "http://heir.invalid")
 		cfg.Clock = clock
@@ -74,8 +76,8 @@ func TestStandbyCopyIsARead(t *testing.T) {
 			}
 		}
 		at := func(i int) time.Time { return standbyT0.Add(time.Duration(i) * time.Minute) }
-		run := func(id string, i int, status store.RunStatus) store.Run {
-			return store.Run{ID: store.RunID(id, at(i)), JobID: id, ScheduledAt: at(i), FiredAt: at(i), Status: status, Owner: "old", Epoch: 1}
+		run := func(id string, i int, status api.RunStatus) api.Run {
+			return api.Run{ID: store.RunID(id, at(i)), JobID: id, ScheduledAt: at(i), FiredAt: at(i), Status: status, Owner: "old", Epoch: 1}
 		}
 		ops := rapid.SliceOfN(rapid.IntRange(0, 11), 1, 40).Draw(rt, "ops")
 		started := rapid.IntRange(0, len(ops)).Draw(rt, "standby starts after op")
@@ -87,8 +89,8 @@ func TestStandbyCopyIsARead(t *testing.T) {
 			t := rapid.IntRange(0, 3).Draw(rt, "time")
 			switch op {
 			case 0, 1: // created or changed
-				j := store.Job{ID: id, Schedule: rapid.SampledFrom([]string{"@every 1m", "@every 2m", "0 * * * *"}).Draw(rt, "schedule"),
-					Paused: op == 1, Executor: store.Executor{Type: "noop"}}
+				j := api.Job{ID: id, Schedule: rapid.SampledFrom([]string{"@every 1m", "@every 2m", "0 * * * *"}).Draw(rt, "schedule"),
+					Paused: op == 1, Executor: api.Executor{Type: "noop"}}
 				_, _, err := st.Put(ctx, j)
 				must(err)
 			case 2:
@@ -96,14 +98,14 @@ func TestStandbyCopyIsARead(t *testing.T) {
 			case 3:
 				_, _ = st.Trigger(ctx, id)
 			case 4:
-				op, err := k.PutStateOp(0, id, store.JobState{Last: at(t), SpecRevision: int64(t)})
+				op, err := k.PutStateOp(0, id, api.JobState{Last: at(t), SpecRevision: int64(t)})
 				must(err)
 				_, err = client.Do(ctx, op)
 				must(err)
 			case 5, 6: // a run, active or final
-				status := store.RunPending
+				status := api.RunPending
 				if op == 6 {
-					status = rapid.SampledFrom([]store.RunStatus{store.RunSucceeded, store.RunDead, store.RunFailed, store.RunRunning}).Draw(rt, "status")
+					status = rapid.SampledFrom([]api.RunStatus{api.RunSucceeded, api.RunDead, api.RunFailed, api.RunRunning}).Draw(rt, "status")
 				}
 				r := run(id, t, status)
 				val, err := store.EncodeRun(r)
@@ -118,8 +120,8 @@ func TestStandbyCopyIsARead(t *testing.T) {
 				_, err := client.Delete(ctx, k.Queue(0, id, at(t)))
 				must(err)
 			case 8: // a failing-runs entry
-				r := run(id, t, rapid.SampledFrom([]store.RunStatus{store.RunFailed, store.RunDead}).Draw(rt, "failing"))
-				ops, err := k.FailingOps(store.RunPending, r, at(t))
+				r := run(id, t, rapid.SampledFrom([]api.RunStatus{api.RunFailed, api.RunDead}).Draw(rt, "failing"))
+				ops, err := k.FailingOps(api.RunPending, r, at(t))
 				must(err)
 				_, err = client.Txn(ctx).Then(ops...).Commit()
 				must(err)
@@ -127,7 +129,7 @@ func TestStandbyCopyIsARead(t *testing.T) {
 				_, err := client.Txn(ctx).Then(k.DeleteRunOp(0, id, at(t))).Commit()
 				must(err)
 			case 10: // another partition's keys
-				_, _, err := st.Put(ctx, store.Job{ID: other, Schedule: "@every 1m", Executor: store.Executor{Type: "noop"}})
+				_, _, err := st.Put(ctx, api.Job{ID: other, Schedule: "@every 1m", Executor: api.Executor{Type: "noop"}})
 				must(err)
 				_, err = client.Put(ctx, k.Queue(1, other, at(t)), "")
 				must(err)
@@ -221,7 +223,7 @@ func unownedPartition(d *Dispatcher, epoch int64) *partition {
 	return &partition{
 		d: d, p: 0, lg: zap.NewNop(), nudge: make(chan struct{}, 1), ctx: context.Background(),
 		own:    shard.NewOwnership(d.client, d.cfg.Namespace, "heir", 0, epoch+1_000_000),
-		unread: map[string]store.Run{}, idx: newJobIndex(),
+		unread: map[string]api.Run{}, idx: newJobIndex(),
 	}
 }
 
@@ -264,16 +266,16 @@ func BenchmarkLoadFromCopy(b *testing.B) {
 	client := etcdtest.New(b).Client(b)
 	ctx := context.Background()
 	ns := "/standby-bench/"
-	st := store.NewEtcd(client, ns, 1, store.DefaultLimits(), nil)
+	st := store.NewEtcd(client, ns, 1, api.DefaultLimits(), nil)
 	k := st.Keys()
 	for i := range 1000 {
 		id := fmt.Sprintf("job-%04d", i)
-		j, err := st.Create(ctx, store.Job{ID: id, Schedule: "@every 1m", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}})
+		j, err := st.Create(ctx, api.Job{ID: id, Schedule: "@every 1m", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		last := j.CreatedAt.Add(time.Minute)
-		op, err := k.PutStateOp(0, id, store.JobState{Last: last, Next: last.Add(time.Minute), SpecRevision: j.Revision, Fired: 10})
+		op, err := k.PutStateOp(0, id, api.JobState{Last: last, Next: last.Add(time.Minute), SpecRevision: j.Revision, Fired: 10})
 		if err != nil {
 			b.Fatal(err)
 		}

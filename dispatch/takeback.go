@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // queueTakeBack asks the loop to undo the hand-out of attempt a, which
@@ -91,7 +90,7 @@ func (pt *partition) takeBackQueued(ctx context.Context) {
 		keys      []chainKey
 		us        []undelivered
 		ar        *activeRun
-		r         store.Run
+		r         api.Run
 		notBefore time.Time
 	}
 	var todo []*back
@@ -152,12 +151,12 @@ func (pt *partition) takeBackQueued(ctx context.Context) {
 // not apply) needs none. A failed read leaves them for the next tick. The
 // caller holds wmu.
 func (pt *partition) resolveUnsure(ctx context.Context) {
-	holds := func(r store.Run, k chainKey, u undelivered) bool {
+	holds := func(r api.Run, k chainKey, u undelivered) bool {
 		c, ok := chainOf(r, k.item, nil)
 		return ok && c.holds(u.attempt, u.worker)
 	}
 	pt.mu.Lock()
-	var runs []store.Run
+	var runs []api.Run
 	reading := map[string]bool{}
 	for _, k := range sortedKeys(pt.takeBacks) {
 		u, ar := pt.takeBacks[k], pt.active[k.run]
@@ -188,7 +187,7 @@ func (pt *partition) resolveUnsure(ctx context.Context) {
 	for i, r := range runs {
 		ar := pt.active[r.ID]
 		kv := kvs[i]
-		var stored store.Run
+		var stored api.Run
 		applied := ar != nil && kv != nil && json.Unmarshal(kv.Value, &stored) == nil
 		adopted := false
 		for _, k := range sortedKeys(pt.takeBacks) {
@@ -215,7 +214,7 @@ func (pt *partition) resolveUnsure(ctx context.Context) {
 
 // readRuns reads the stored documents of runs in one transaction; nil
 // for a run that is not stored. The caller holds neither lock or wmu only.
-func (pt *partition) readRuns(ctx context.Context, runs []store.Run) ([]*mvccpb.KeyValue, error) {
+func (pt *partition) readRuns(ctx context.Context, runs []api.Run) ([]*mvccpb.KeyValue, error) {
 	ops := make([]clientv3.Op, len(runs))
 	for i, r := range runs {
 		ops[i] = clientv3.OpGet(pt.d.keys.Run(pt.p, r.JobID, r.ScheduledAt))

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // A worker that goes away while its poll records an attempt: the write is
@@ -37,15 +37,15 @@ func abandonPoll(t *testing.T, h *harness, bridge *netfault.Bridge, runID, worke
 	bridge.CutReplies()
 	ctx, cancel := context.WithCancel(context.Background())
 	type result struct {
-		resp dispatch.PollResponse
+		resp api.PollResponse
 		err  error
 	}
 	done := make(chan result, 1)
 	go func() {
-		resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: worker, Executors: []string{"http"}, Max: 1})
+		resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: worker, Executors: []string{"http"}, Max: 1})
 		done <- result{resp, err}
 	}()
-	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunRunning && len(r.Attempts) == 1 })
+	h.waitRun(runID, func(r api.Run) bool { return r.Status == api.RunRunning && len(r.Attempts) == 1 })
 	cancel()
 	bridge.Restore()
 	var res result
@@ -62,7 +62,7 @@ func abandonPoll(t *testing.T, h *harness, bridge *netfault.Bridge, runID, worke
 
 func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
 	h, bridge := undeliveredHarness(t)
-	h.create(store.Job{ID: "a", Schedule: "@every 1m"}) // one attempt per run
+	h.create(api.Job{ID: "a", Schedule: "@every 1m"}) // one attempt per run
 	h.advance(time.Minute)
 	runID := h.waitRuns("a", 1)[0].ID
 	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
@@ -70,7 +70,7 @@ func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
 
 	// The owner knows the attempt applied and takes it back: the run is
 	// pending again without it.
-	r := h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunPending })
+	r := h.waitRun(runID, func(r api.Run) bool { return r.Status == api.RunPending })
 	if len(r.Attempts) != 0 {
 		t.Fatalf("taken-back run still has attempts: %+v", r.Attempts)
 	}
@@ -79,11 +79,11 @@ func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
 	if a.RunID != runID || a.Attempt != 1 {
 		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
 	}
-	if resp, err := h.complete(a, "w2", true, ""); err != nil || resp.Status != store.RunSucceeded {
+	if resp, err := h.complete(a, "w2", true, ""); err != nil || resp.Status != api.RunSucceeded {
 		t.Fatalf("complete = %+v, %v; want succeeded", resp, err)
 	}
-	r = h.waitRun(runID, func(r store.Run) bool { return r.Status.Final() })
-	if r.Status != store.RunSucceeded || len(r.Attempts) != 1 || r.Attempts[0].Worker != "w2" {
+	r = h.waitRun(runID, func(r api.Run) bool { return r.Status.Final() })
+	if r.Status != api.RunSucceeded || len(r.Attempts) != 1 || r.Attempts[0].Worker != "w2" {
 		t.Fatalf("run = %s with attempts %+v; want succeeded by w2's attempt 1", r.Status, r.Attempts)
 	}
 }
@@ -95,25 +95,25 @@ func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
 // the read while etcd does not answer.
 func TestAttemptWriteOfUnknownOutcomeIsTakenBack(t *testing.T) {
 	h, bridge := lostAnswerHarness(t)
-	h.create(store.Job{ID: "a", Schedule: "@every 1m"}) // one attempt per run
+	h.create(api.Job{ID: "a", Schedule: "@every 1m"}) // one attempt per run
 	h.advance(time.Minute)
 	runID := h.waitRuns("a", 1)[0].ID
 	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
 	bridge.CutReplies()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1})
+	resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1})
 	if err != nil || len(resp.Attempts) != 0 {
 		t.Fatalf("poll while etcd's answers are held = %+v, %v; want no attempt", resp, err)
 	}
-	h.waitRun(runID, func(r store.Run) bool { return r.Status == store.RunRunning && len(r.Attempts) == 1 })
+	h.waitRun(runID, func(r api.Run) bool { return r.Status == api.RunRunning && len(r.Attempts) == 1 })
 	// The owner's first read of the run times out too.
 	h.waitFor("the owner to try reading the run", func() bool { return h.disp.Health() != nil })
 	bridge.Restore()
 	h.waitFor("the attempt to be taken back", func() bool {
 		h.advance(200 * time.Millisecond) // to the loop's retry after a failed write
 		r, err := h.store.GetRun(context.Background(), runID)
-		return err == nil && r.Status == store.RunPending && len(r.Attempts) == 0
+		return err == nil && r.Status == api.RunPending && len(r.Attempts) == 0
 	})
 	a := h.poll("w2", 1)[0]
 	if a.RunID != runID || a.Attempt != 1 {
@@ -132,7 +132,7 @@ func TestAttemptWriteOfUnknownOutcomeIsTakenBack(t *testing.T) {
 func TestAttemptWriteThatDidNotApplyLeavesItsNextGrant(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	h.create(store.Job{ID: "a", Schedule: "@every 1m"})
+	h.create(api.Job{ID: "a", Schedule: "@every 1m"})
 	h.advance(time.Minute)
 	runID := h.waitRuns("a", 1)[0].ID
 	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
@@ -147,13 +147,13 @@ func TestAttemptWriteThatDidNotApplyLeavesItsNextGrant(t *testing.T) {
 	// The loop settles its take-backs before it fires: once job b's run
 	// is fired, a take-back of a's attempt would have been written.
 	at := h.clock.Now().Add(time.Second)
-	h.create(store.Job{ID: "b", RunAt: &at})
+	h.create(api.Job{ID: "b", RunAt: &at})
 	h.advance(2 * time.Second)
 	h.waitRuns("b", 1)
-	if r, err := h.store.GetRun(context.Background(), runID); err != nil || r.Status != store.RunRunning || len(r.Attempts) != 1 || r.Attempts[0].Worker != "w1" {
+	if r, err := h.store.GetRun(context.Background(), runID); err != nil || r.Status != api.RunRunning || len(r.Attempts) != 1 || r.Attempts[0].Worker != "w1" {
 		t.Fatalf("run after the owner's loop = %s with %+v, %v; want running w1's attempt 1", r.Status, r.Attempts, err)
 	}
-	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != store.RunSucceeded {
+	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != api.RunSucceeded {
 		t.Fatalf("complete of the delivered attempt = %+v, %v; want succeeded", resp, err)
 	}
 }

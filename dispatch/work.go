@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // compactedWork is what a worker needs of a job (its executor and
@@ -18,9 +17,9 @@ type compactedWork []byte
 
 // jobWork is a compactedWork decoded.
 type jobWork struct {
-	Executor store.Executor       `json:"executor"`
-	Payload  json.RawMessage      `json:"payload,omitempty"`
-	Notify   []store.Notification `json:"notify,omitempty"`
+	Executor api.Executor       `json:"executor"`
+	Payload  json.RawMessage    `json:"payload,omitempty"`
+	Notify   []api.Notification `json:"notify,omitempty"`
 	// Params are the items' parameters of a sharded job (shards.params).
 	Params []json.RawMessage `json:"params,omitempty"`
 }
@@ -28,7 +27,7 @@ type jobWork struct {
 // compactWork moves j's executor (all but its type), payload, notify
 // entries and shard parameters into a compactedWork; j keeps its shards'
 // count.
-func compactWork(j *store.Job) (compactedWork, error) {
+func compactWork(j *api.Job) (compactedWork, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // the payload and body keep the bytes they were stored with
@@ -39,7 +38,7 @@ func compactWork(j *store.Job) (compactedWork, error) {
 	if err := enc.Encode(w); err != nil {
 		return nil, fmt.Errorf("job %q: encode executor and payload: %w", j.ID, err)
 	}
-	j.Executor = store.Executor{Type: j.Executor.Type}
+	j.Executor = api.Executor{Type: j.Executor.Type}
 	j.Payload = nil
 	j.Notify = nil
 	if j.Shards != nil {
@@ -60,7 +59,7 @@ func (c compactedWork) decode() (jobWork, error) {
 }
 
 // jobSpec is what the scheduler keeps of a job's spec between its fires:
-// the fields its decisions read, under their store.Job names. The zone is
+// the fields its decisions read, under their api.Job names. The zone is
 // in the parsed schedule; the executor's details and the payload, which
 // only a worker needs, are in the job's compactedWork.
 type jobSpec struct {
@@ -68,13 +67,13 @@ type jobSpec struct {
 	Schedule          string
 	RunAt             *time.Time
 	Executor          struct{ Type string }
-	Retry             store.RetryPolicy
-	Timeout           store.Duration
-	ConcurrencyPolicy store.ConcurrencyPolicy
-	MisfirePolicy     store.MisfirePolicy
+	Retry             api.RetryPolicy
+	Timeout           api.Duration
+	ConcurrencyPolicy api.ConcurrencyPolicy
+	MisfirePolicy     api.MisfirePolicy
 	Paused            bool
-	History           store.HistoryPolicy
-	DeleteAfter       store.Retention
+	History           api.HistoryPolicy
+	DeleteAfter       api.Retention
 	// ctl holds the schedule controls the decisions read (the window and
 	// jitter are in the parsed schedule); nil for a job that sets none,
 	// which most do.
@@ -92,7 +91,7 @@ type jobSpec struct {
 }
 
 // specOf returns what the scheduler keeps of j.
-func specOf(j *store.Job) jobSpec {
+func specOf(j *api.Job) jobSpec {
 	s := jobSpec{
 		ID: j.ID, Schedule: j.Schedule, RunAt: j.RunAt, Retry: j.Retry, Timeout: j.Timeout,
 		ConcurrencyPolicy: j.ConcurrencyPolicy, MisfirePolicy: j.MisfirePolicy, Paused: j.Paused,
@@ -108,12 +107,12 @@ func specOf(j *store.Job) jobSpec {
 	return s
 }
 
-// job returns the spec as a store.Job for the decision functions
+// job returns the spec as a api.Job for the decision functions
 // (PlanFires, FinishAttempt, …): every field they read is set; the
 // executor has only its type, and there is no payload.
-func (s *jobSpec) job() store.Job {
-	return store.Job{
-		ID: s.ID, Schedule: s.Schedule, RunAt: s.RunAt, Executor: store.Executor{Type: s.Executor.Type},
+func (s *jobSpec) job() api.Job {
+	return api.Job{
+		ID: s.ID, Schedule: s.Schedule, RunAt: s.RunAt, Executor: api.Executor{Type: s.Executor.Type},
 		Retry: s.Retry, Timeout: s.Timeout, ConcurrencyPolicy: s.ConcurrencyPolicy, MisfirePolicy: s.MisfirePolicy,
 		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: s.Partition,
 		Shards: s.Shards, Placement: s.Placement, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Revision: s.Revision,
@@ -122,7 +121,7 @@ func (s *jobSpec) job() store.Job {
 }
 
 // specControls are the schedule controls of a jobSpec, under their
-// store.Job names.
+// api.Job names.
 type specControls struct {
 	MaxFires           int64
 	Exclude            []string
@@ -145,15 +144,15 @@ func (s *jobSpec) controls() *specControls {
 	return s.ctl
 }
 
-// IsOneOff is store.Job.IsOneOff.
+// IsOneOff is api.Job.IsOneOff.
 func (s *jobSpec) IsOneOff() bool { return s.Schedule == "" }
 
-// Finite is store.Job.Finite: the job can complete.
+// Finite is api.Job.Finite: the job can complete.
 func (s *jobSpec) Finite() bool {
 	return s.IsOneOff() || s.controls().NotAfter != nil || s.controls().MaxFires > 0
 }
 
-// InitialLast is store.Job.InitialLast.
+// InitialLast is api.Job.InitialLast.
 func (s *jobSpec) InitialLast() time.Time {
 	j := s.job()
 	return j.InitialLast()

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // DefaultWorkerTTL is api.DefaultWorkerTTL.
@@ -41,7 +40,7 @@ type Registry interface {
 	// shows it (its credential and labels: what the registry checked when
 	// it stored it), and whether it has one. Its slices and map are
 	// shared: read, never modify.
-	Worker(id string) (store.Worker, bool)
+	Worker(id string) (api.Worker, bool)
 	// OtherCanTake reports whether a live worker other than except serves
 	// executor, may take jobs with ID jobID (its scope) and has labels
 	// selector matches.
@@ -169,7 +168,7 @@ func (d *Dispatcher) unservable(parts []*partition) (out map[string]int, unplace
 		pt.mu.Lock()
 		for _, ar := range pt.active {
 			e := pt.jobs[ar.run.JobID]
-			if e == nil || ar.run.Status == store.RunRunning {
+			if e == nil || ar.run.Status == api.RunRunning {
 				continue
 			}
 			sel := e.spec.Placed.selector()

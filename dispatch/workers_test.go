@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // withRegistry gives the harness's dispatcher a worker registry as member
@@ -38,13 +39,13 @@ func (h *harness) newRegistry(member string) *workers.Registry {
 
 func register(t *testing.T, reg *workers.Registry, worker, credential string) {
 	t.Helper()
-	if _, err := reg.Register(context.Background(), dispatch.RegisterRequest{Worker: worker, Credential: credential, Executors: []string{"http"}, Concurrency: 2}); err != nil {
+	if _, err := reg.Register(context.Background(), api.RegisterRequest{Worker: worker, Credential: credential, Executors: []string{"http"}, Concurrency: 2}); err != nil {
 		t.Fatalf("register %s: %v", worker, err)
 	}
 }
 
 // waitWorkers waits until reg lists exactly the workers ids.
-func waitWorkers(t *testing.T, reg *workers.Registry, ids ...string) []store.Worker {
+func waitWorkers(t *testing.T, reg *workers.Registry, ids ...string) []api.Worker {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -64,11 +65,11 @@ func waitWorkers(t *testing.T, reg *workers.Registry, ids ...string) []store.Wor
 }
 
 // takeAs takes one attempt as worker with credential.
-func (h *harness) takeAs(worker, credential string) dispatch.AttemptGrant {
+func (h *harness) takeAs(worker, credential string) api.AttemptGrant {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := h.disp.Poll(ctx, dispatch.PollRequest{Worker: worker, Credential: credential, Executors: []string{"http"}, Max: 1, Wait: store.Duration(dispatch.MaxPollWait)})
+	resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: worker, Credential: credential, Executors: []string{"http"}, Max: 1, Wait: api.Duration(api.MaxPollWait)})
 	if err != nil || len(resp.Attempts) != 1 {
 		h.t.Fatalf("poll as %s: %d attempts, %v", worker, len(resp.Attempts), err)
 	}
@@ -83,7 +84,7 @@ func TestExpiredRegistrationLosesAttemptsAtOnce(t *testing.T) {
 	h := newHarness(t)
 	reg := h.withRegistry("m1")
 	h.start("m1")
-	h.create(store.Job{ID: "crash", Schedule: "@every 1h", Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(time.Second)}})
+	h.create(api.Job{ID: "crash", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(time.Second)}})
 	register(t, reg, "w-dies", "cred-a")
 	waitWorkers(t, reg, "w-dies")
 	h.advance(time.Hour)
@@ -91,14 +92,14 @@ func TestExpiredRegistrationLosesAttemptsAtOnce(t *testing.T) {
 
 	// The fake clock stands still: only the registration's expiry (etcd's
 	// real time, 2s) can end the attempt.
-	r := h.waitRun(a.RunID, func(r store.Run) bool { return r.Status != store.RunRunning })
-	if r.Status != store.RunFailed || len(r.Attempts) != 1 || !strings.Contains(r.Attempts[0].Error, `worker "w-dies" lost: its registration expired`) {
+	r := h.waitRun(a.RunID, func(r api.Run) bool { return r.Status != api.RunRunning })
+	if r.Status != api.RunFailed || len(r.Attempts) != 1 || !strings.Contains(r.Attempts[0].Error, `worker "w-dies" lost: its registration expired`) {
 		t.Fatalf("run after the registration expired: status %s, attempts %+v; want failed with the worker lost", r.Status, r.Attempts)
 	}
 	// (The owner applies its write in memory just after etcd has it.)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err := h.disp.Heartbeat(context.Background(), dispatch.HeartbeatRequest{Worker: "w-dies", Credential: "cred-a", RunID: a.RunID, Attempt: 1})
+		_, err := h.disp.Heartbeat(context.Background(), api.HeartbeatRequest{Worker: "w-dies", Credential: "cred-a", RunID: a.RunID, Attempt: 1})
 		if errors.Is(err, dispatch.ErrStaleAttempt) {
 			break
 		}
@@ -107,7 +108,7 @@ func TestExpiredRegistrationLosesAttemptsAtOnce(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if _, err := h.disp.Complete(context.Background(), dispatch.CompleteRequest{Worker: "w-dies", Credential: "cred-a", RunID: a.RunID, Attempt: 1, Success: true}); !errors.Is(err, dispatch.ErrStaleAttempt) {
+	if _, err := h.disp.Complete(context.Background(), api.CompleteRequest{Worker: "w-dies", Credential: "cred-a", RunID: a.RunID, Attempt: 1, Success: true}); !errors.Is(err, dispatch.ErrStaleAttempt) {
 		t.Fatalf("late completion: %v, want ErrStaleAttempt", err)
 	}
 
@@ -132,8 +133,8 @@ func TestLiveAndMovedRegistrationsKeepAttempts(t *testing.T) {
 	reg := h.withRegistry("m1")
 	other := h.newRegistry("m2")
 	h.start("m1")
-	h.create(store.Job{ID: "keep-a", Schedule: "@every 1h"})
-	h.create(store.Job{ID: "keep-b", Schedule: "@every 1h"})
+	h.create(api.Job{ID: "keep-a", Schedule: "@every 1h"})
+	h.create(api.Job{ID: "keep-b", Schedule: "@every 1h"})
 	register(t, reg, "w-live", "cred-a")
 	ws := waitWorkers(t, reg, "w-live")
 	h.advance(time.Hour)
@@ -154,8 +155,8 @@ func TestLiveAndMovedRegistrationsKeepAttempts(t *testing.T) {
 	if moved[0].Orchestrator != "m2" || !moved[0].RegisteredAt.Equal(ws[0].RegisteredAt) {
 		t.Fatalf("registration after the move: %+v, want held by m2 and registered at %v", moved[0], ws[0].RegisteredAt)
 	}
-	for _, a := range []dispatch.AttemptGrant{live, anon} {
-		if r := h.waitRun(a.RunID, func(store.Run) bool { return true }); r.Status != store.RunRunning {
+	for _, a := range []api.AttemptGrant{live, anon} {
+		if r := h.waitRun(a.RunID, func(api.Run) bool { return true }); r.Status != api.RunRunning {
 			t.Fatalf("run %s: %s %+v, want still running", a.RunID, r.Status, r.Attempts)
 		}
 	}
@@ -165,11 +166,11 @@ func TestLiveAndMovedRegistrationsKeepAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	register(t, other, "w-live", "cred-a")
-	r := h.waitRun(live.RunID, func(r store.Run) bool { return r.Status != store.RunRunning })
+	r := h.waitRun(live.RunID, func(r api.Run) bool { return r.Status != api.RunRunning })
 	if len(r.Attempts) != 1 || !strings.Contains(r.Attempts[0].Error, "registration expired") {
 		t.Fatalf("run of the re-registered worker: %s %+v, want its attempt lost with the worker", r.Status, r.Attempts)
 	}
-	if r := h.waitRun(anon.RunID, func(store.Run) bool { return true }); r.Status != store.RunRunning {
+	if r := h.waitRun(anon.RunID, func(api.Run) bool { return true }); r.Status != api.RunRunning {
 		t.Fatalf("run of the unregistered worker: %s, want running until its run lease", r.Status)
 	}
 }
@@ -181,12 +182,12 @@ func TestPollUnderAnotherCredentialsWorkerID(t *testing.T) {
 	h := newHarness(t)
 	reg := h.withRegistry("m1")
 	h.start("m1")
-	h.create(store.Job{ID: "bound", Schedule: "@every 1h"})
+	h.create(api.Job{ID: "bound", Schedule: "@every 1h"})
 	register(t, reg, "w1", "cred-a")
 	waitWorkers(t, reg, "w1")
 	h.advance(time.Hour)
 	h.waitRuns("bound", 1)
-	_, err := h.disp.Poll(context.Background(), dispatch.PollRequest{Worker: "w1", Credential: "cred-b", Executors: []string{"http"}, Max: 1})
+	_, err := h.disp.Poll(context.Background(), api.PollRequest{Worker: "w1", Credential: "cred-b", Executors: []string{"http"}, Max: 1})
 	if !errors.Is(err, workers.ErrIDTaken) || !strings.Contains(err.Error(), `worker ID held by another credential: "w1" is bound to another credential`) {
 		t.Fatalf("poll under another credential: %v, want ErrIDTaken naming the ID", err)
 	}
@@ -205,7 +206,7 @@ func TestWhyPending(t *testing.T) {
 	if got := reg.WhyPending("a/job", "http", "", ""); got != "no live worker is registered (start one: jobfleet worker)" {
 		t.Fatalf("no workers: %q", got)
 	}
-	for _, w := range []dispatch.RegisterRequest{
+	for _, w := range []api.RegisterRequest{
 		{Worker: "w-ops", Credential: "ops", Prefix: "ops/", Executors: []string{"http", "shell"}, Concurrency: 1},
 		{Worker: "w-all", Credential: "all", Executors: []string{"http", "resize"}, Concurrency: 1},
 	} {
@@ -229,7 +230,7 @@ func TestWhyPending(t *testing.T) {
 	if got, want := reg.WhyPending("a/job", "shell", "", "a/"), `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to other prefixes`; got != want {
 		t.Errorf("WhyPending for a reader scoped to a/ = %q, want %q", got, want)
 	}
-	if err := reg.Deregister(context.Background(), dispatch.DeregisterRequest{Worker: "w-ops", Credential: "ops"}); err != nil {
+	if err := reg.Deregister(context.Background(), api.DeregisterRequest{Worker: "w-ops", Credential: "ops"}); err != nil {
 		t.Fatal(err)
 	}
 	waitWorkers(t, reg, "w-all")
@@ -238,8 +239,8 @@ func TestWhyPending(t *testing.T) {
 	}
 
 	// The gauge counts the waiting runs nobody can take, by executor type.
-	h.create(store.Job{ID: "ops/x", Schedule: "@every 1h", Executor: store.Executor{Type: "shell", Command: []string{"true"}}})
-	h.create(store.Job{ID: "ops/y", Schedule: "@every 1h"})
+	h.create(api.Job{ID: "ops/x", Schedule: "@every 1h", Executor: api.Executor{Type: "shell", Command: []string{"true"}}})
+	h.create(api.Job{ID: "ops/y", Schedule: "@every 1h"})
 	h.advance(time.Hour)
 	h.waitRuns("ops/x", 1)
 	h.waitRuns("ops/y", 1)
@@ -254,7 +255,7 @@ func TestWhyPending(t *testing.T) {
 			t.Fatalf("unservable runs %v, want shell: 1", got)
 		}
 	}
-	if _, err := reg.Register(context.Background(), dispatch.RegisterRequest{Worker: "w-shell", Executors: []string{"shell"}, Concurrency: 1}); err != nil {
+	if _, err := reg.Register(context.Background(), api.RegisterRequest{Worker: "w-shell", Executors: []string{"shell"}, Concurrency: 1}); err != nil {
 		t.Fatal(err)
 	}
 	waitWorkers(t, reg, "w-all", "w-shell")

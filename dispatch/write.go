@@ -24,7 +24,7 @@ import (
 // runWrite is a write of an active run's document.
 type runWrite struct {
 	op      clientv3.Op
-	run     store.Run     // as written: outputs cut to the document budget
+	run     api.Run       // as written: outputs cut to the document budget
 	val     []byte        // run, encoded
 	size    int           // of val and of the failing-runs entry it puts: what history accounts
 	failing []clientv3.Op // the failing-runs index's writes, in op
@@ -38,7 +38,7 @@ type runWrite struct {
 // (store.Keys.FailingOps: the entry says failed or dead as the run does).
 // r is first cut to the run document budget (store.FitRun). The entry's
 // bytes count as the run's in the history's accounting.
-func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (runWrite, bool) {
+func (pt *partition) runWriteOp(ar *activeRun, r api.Run) (runWrite, bool) {
 	r, val, err := store.FitRun(r, pt.d.cfg.MaxRunBytes)
 	if err != nil {
 		pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
@@ -64,7 +64,7 @@ func (pt *partition) runWriteOp(ar *activeRun, r store.Run) (runWrite, bool) {
 func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefore time.Time) {
 	r := w.run
 	pt.hist.rewritten(r.JobID, r.ScheduledAt, ar.size, w.size, r.Status.Final())
-	if r.Status == store.RunDead {
+	if r.Status == api.RunDead {
 		pt.hist.died(r.JobID, r.ScheduledAt, w.at, w.entry)
 	}
 	ar.run, ar.modRev, ar.notBefore, ar.size = r, rev, notBefore, w.size
@@ -118,16 +118,16 @@ func (pt *partition) commit(ctx context.Context, ops []clientv3.Op) (*clientv3.T
 // document budget) and updates memory: r, not dispatched before notBefore
 // unless final. It returns the run as written and whether the write
 // applied. The caller holds wmu and not mu.
-func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r store.Run, notBefore time.Time) (store.Run, error) {
+func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r api.Run, notBefore time.Time) (api.Run, error) {
 	return pt.writeRunAlso(ctx, ar, r, notBefore)
 }
 
 // writeRunAlso is writeRun with more operations applied with the run's
 // compare-and-swap, and only with it (a request the write consumes).
-func (pt *partition) writeRunAlso(ctx context.Context, ar *activeRun, r store.Run, notBefore time.Time, more ...clientv3.Op) (store.Run, error) {
+func (pt *partition) writeRunAlso(ctx context.Context, ar *activeRun, r api.Run, notBefore time.Time, more ...clientv3.Op) (api.Run, error) {
 	w, ok := pt.runWriteOp(ar, r)
 	if !ok {
-		return r, fmt.Errorf("run %s: %w", r.ID, store.ErrTooLarge)
+		return r, fmt.Errorf("run %s: %w", r.ID, api.ErrTooLarge)
 	}
 	// Notifications of the new status are written with it, in the same
 	// compare-and-swap (notify.go), and so is the job's count of runs in
@@ -136,7 +136,7 @@ func (pt *partition) writeRunAlso(ctx context.Context, ar *activeRun, r store.Ru
 	pt.mu.Lock()
 	e := pt.jobs[r.JobID]
 	prev := ar.run
-	var st store.JobState
+	var st api.JobState
 	pause, counted := false, false
 	if e != nil && w.run.Status.Final() && !prev.Status.Final() {
 		j := e.job()
@@ -177,7 +177,7 @@ func (pt *partition) writeRunAlso(ctx context.Context, ar *activeRun, r store.Ru
 		pt.lg.Warn("run changed behind the owner's back; reading it again", zap.String("run_id", r.ID))
 		pt.dropActiveLocked(r.ID)
 		pt.mu.Unlock()
-		pt.readopt(ctx, []store.Run{ar.run})
+		pt.readopt(ctx, []api.Run{ar.run})
 		return r, errChangedBehind
 	}
 	pt.updatedLocked(ar, w, resp.Header.Revision, notBefore)
@@ -209,7 +209,7 @@ func (pt *partition) writeRunAlso(ctx context.Context, ar *activeRun, r store.Ru
 // final runs, are left. The caller holds wmu and not mu; runs whose read
 // fails are kept in unread, and the loop reads them again at its next
 // tick (readoptUnread) for as long as it owns the partition.
-func (pt *partition) readopt(ctx context.Context, runs []store.Run) {
+func (pt *partition) readopt(ctx context.Context, runs []api.Run) {
 	for i := 0; i < len(runs); i += 64 {
 		chunk := runs[i:min(i+64, len(runs))]
 		ops := make([]clientv3.Op, len(chunk))
@@ -239,7 +239,7 @@ func (pt *partition) readopt(ctx context.Context, runs []store.Run) {
 			if len(kvs) == 0 {
 				continue // deleted with its job
 			}
-			var run store.Run
+			var run api.Run
 			if err := json.Unmarshal(kvs[0].Value, &run); err != nil || run.Status.Final() || pt.jobs[run.JobID] == nil {
 				continue
 			}
@@ -274,7 +274,7 @@ func (pt *partition) readoptUnread(ctx context.Context) {
 // change).
 func unknownOutcome(err error) bool {
 	switch {
-	case err == nil, errors.Is(err, errNotSent), errors.Is(err, shard.ErrFenced), errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrNoSpace):
+	case err == nil, errors.Is(err, errNotSent), errors.Is(err, shard.ErrFenced), errors.Is(err, api.ErrTooLarge), errors.Is(err, store.ErrNoSpace):
 		return false
 	}
 	return true

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/membership"
@@ -24,7 +26,7 @@ func ExampleRegister() {
 	if err != nil {
 		panic(err)
 	}
-	m, err := membership.Register(ctx, client, s, "/example/", membership.Member{ID: "orchestrator-1", Addr: "http://127.0.0.1:8080"}, nil)
+	m, err := membership.Register(ctx, client, s, "/example/", api.Member{ID: "orchestrator-1", Addr: "http://127.0.0.1:8080"}, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -224,7 +226,7 @@ func TestRegisterWaitsForPreviousRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	if _, err := membership.Register(context.Background(), client, first, ns, membership.Member{ID: "m1", Addr: "http://a"}, nil); err != nil {
+	if _, err := membership.Register(context.Background(), client, first, ns, api.Member{ID: "m1", Addr: "http://a"}, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -235,12 +237,12 @@ func TestRegisterWaitsForPreviousRegistration(t *testing.T) {
 	defer second.Close()
 	core, logs := observer.New(zap.InfoLevel)
 	type result struct {
-		m   membership.Member
+		m   api.Member
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		m, err := membership.Register(context.Background(), client, second, ns, membership.Member{ID: "m1", Addr: "http://b"}, zap.New(core))
+		m, err := membership.Register(context.Background(), client, second, ns, api.Member{ID: "m1", Addr: "http://b"}, zap.New(core))
 		done <- result{m, err}
 	}()
 	// It says why it waits, and does not register while the first lives.
@@ -282,7 +284,7 @@ func TestRegisterReturnsWhenSessionEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	if _, err := membership.Register(context.Background(), client, holder, ns, membership.Member{ID: "m1"}, nil); err != nil {
+	if _, err := membership.Register(context.Background(), client, holder, ns, api.Member{ID: "m1"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waiter, err := membership.NewSession(context.Background(), client, cfg)
@@ -291,7 +293,7 @@ func TestRegisterReturnsWhenSessionEnds(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := membership.Register(context.Background(), client, waiter, ns, membership.Member{ID: "m1"}, nil)
+		_, err := membership.Register(context.Background(), client, waiter, ns, api.Member{ID: "m1"}, nil)
 		done <- err
 	}()
 	waiter.Close()
@@ -313,7 +315,7 @@ func TestDeregisterOnlyDeletesOwnRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := membership.Register(context.Background(), client, s, ns, membership.Member{ID: "m1"}, nil); err != nil {
+	if _, err := membership.Register(context.Background(), client, s, ns, api.Member{ID: "m1"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// A stale incarnation's deregister (another lease) must not remove it.
@@ -367,11 +369,11 @@ func putMember(t *testing.T, c *clientv3.Client, ns, id string) int64 {
 	return resp.Header.Revision
 }
 
-func waitView(t *testing.T, w *membership.Watcher, want string) membership.View {
+func waitView(t *testing.T, w *membership.Watcher, want string) api.View {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	v, err := w.WaitFor(ctx, func(v membership.View) bool { return strings.Join(v.IDs(), ",") == want })
+	v, err := w.WaitFor(ctx, func(v api.View) bool { return strings.Join(v.IDs(), ",") == want })
 	if err != nil {
 		t.Fatalf("view %v, want %s: %v", v.IDs(), want, err)
 	}

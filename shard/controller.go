@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -32,7 +34,7 @@ type Work func(ctx context.Context, o *Ownership)
 // *membership.Watcher implements it.
 type MemberView interface {
 	// View returns the current view and a channel closed when it changes.
-	View() (membership.View, <-chan struct{})
+	View() (api.View, <-chan struct{})
 }
 
 // Config configures a Controller. Start from DefaultConfig.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/retry"
@@ -100,7 +102,7 @@ func (r *run) loop(ctx context.Context) error {
 
 // recompute rebuilds the ring from view, with the ring version every
 // member of the view computes (EffectiveRingConfig).
-func (r *run) recompute(view membership.View) {
+func (r *run) recompute(view api.View) {
 	versions := make([]int, len(view.Members))
 	for i, m := range view.Members {
 		versions[i] = m.Ring

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -111,7 +113,7 @@ func TestListPagesReadBoundedRanges(t *testing.T) {
 	for _, fl := range []fill{{"empty", nil}, {"sparse", sparse}, {"many", many}} {
 		t.Run(fl.name, func(t *testing.T) {
 			ns := etcdtest.Namespace(t)
-			s := store.NewEtcd(client, ns, partitions, store.DefaultLimits(), nil)
+			s := store.NewEtcd(client, ns, partitions, api.DefaultLimits(), nil)
 			keys := s.Keys()
 			perPartition := map[int]int64{}
 			var ops []clientv3.Op
@@ -125,7 +127,7 @@ func TestListPagesReadBoundedRanges(t *testing.T) {
 			}
 			for i, id := range fl.ids {
 				p := shard.Partition(id, partitions)
-				val, err := json.Marshal(store.Job{ID: id, Partition: p, Executor: store.Executor{Type: "x"}})
+				val, err := json.Marshal(api.Job{ID: id, Partition: p, Executor: api.Executor{Type: "x"}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -180,7 +182,7 @@ func TestListPagesReadBoundedRanges(t *testing.T) {
 						t.Fatalf("limit %d, page %d: %d jobs and next cursor %q", limit, pages, len(jobs), next)
 					}
 					for _, j := range jobs {
-						got = append(got, fmt.Sprintf("%05d/%s", j.Partition, store.EscapeID(j.ID)))
+						got = append(got, fmt.Sprintf("%05d/%s", j.Partition, api.EscapeID(j.ID)))
 					}
 					if next == "" {
 						break
@@ -217,7 +219,7 @@ func TestListPagesReadBoundedRanges(t *testing.T) {
 				}
 				var got []string
 				for _, j := range jobs {
-					got = append(got, fmt.Sprintf("%05d/%s", j.Partition, store.EscapeID(j.ID)))
+					got = append(got, fmt.Sprintf("%05d/%s", j.Partition, api.EscapeID(j.ID)))
 				}
 				if !slices.Equal(got, after) {
 					t.Errorf("cursor %q: listed %d jobs, want the %d after it in key order", c, len(got), len(after))
@@ -238,7 +240,7 @@ func TestListPageIsMostlyOneRangeRead(t *testing.T) {
 	rc := &rangeCounter{}
 	client := rc.client(t)
 	ctx := context.Background()
-	s := store.NewEtcd(client, etcdtest.Namespace(t), partitions, store.DefaultLimits(), nil)
+	s := store.NewEtcd(client, etcdtest.Namespace(t), partitions, api.DefaultLimits(), nil)
 	var ops []clientv3.Op
 	for i := range n {
 		id := fmt.Sprintf("job-%05d", i)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/store"
@@ -35,7 +37,7 @@ func opKeys(t *testing.T, op clientv3.Op) []string {
 func TestRunOps(t *testing.T) {
 	k := store.Keys{NS: "/ns/"}
 	at := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	run := store.Run{ID: store.RunID("a/b", at), JobID: "a/b", Partition: 3, ScheduledAt: at, Status: store.RunPending, Attempts: []store.Attempt{}}
+	run := api.Run{ID: store.RunID("a/b", at), JobID: "a/b", Partition: 3, ScheduledAt: at, Status: api.RunPending, Attempts: []api.Attempt{}}
 	runKey, queueKey := k.Run(3, "a/b", at), k.Queue(3, "a/b", at)
 	if want := "/ns/queue/00003/a%2Fb/"; k.QueueJobPrefix(3, "a/b") != want || queueKey[:len(want)] != want {
 		t.Fatalf("QueueJobPrefix = %q, queue key %q; want prefix %q", k.QueueJobPrefix(3, "a/b"), queueKey, want)
@@ -43,14 +45,14 @@ func TestRunOps(t *testing.T) {
 
 	tests := []struct {
 		name string
-		op   func(store.Run, []byte) clientv3.Op
-		run  store.Run
+		op   func(api.Run, []byte) clientv3.Op
+		run  api.Run
 		want []string
 	}{
 		{"create pending", k.CreateRunOp, run, []string{"put " + runKey, "put " + queueKey}},
-		{"create skipped", k.CreateRunOp, withStatus(run, store.RunSkipped), []string{"put " + runKey}},
-		{"update running", func(r store.Run, v []byte) clientv3.Op { return k.UpdateRunOp(r, v, 7) }, withStatus(run, store.RunRunning), []string{"put " + runKey}},
-		{"update final", func(r store.Run, v []byte) clientv3.Op { return k.UpdateRunOp(r, v, 7) }, withStatus(run, store.RunSucceeded), []string{"put " + runKey, "del " + queueKey}},
+		{"create skipped", k.CreateRunOp, withStatus(run, api.RunSkipped), []string{"put " + runKey}},
+		{"update running", func(r api.Run, v []byte) clientv3.Op { return k.UpdateRunOp(r, v, 7) }, withStatus(run, api.RunRunning), []string{"put " + runKey}},
+		{"update final", func(r api.Run, v []byte) clientv3.Op { return k.UpdateRunOp(r, v, 7) }, withStatus(run, api.RunSucceeded), []string{"put " + runKey, "del " + queueKey}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +83,7 @@ func TestRunOps(t *testing.T) {
 			}
 		})
 	}
-	failingKey := "/ns/failing/00003/a%2Fb/" + store.FormatTime(at)
+	failingKey := "/ns/failing/00003/a%2Fb/" + api.FormatTime(at)
 	if got := opKeys(t, k.DeleteRunOp(3, "a/b", at)); len(got) != 2 || got[0] != "del "+runKey || got[1] != "del "+failingKey {
 		t.Errorf("DeleteRunOp = %v, want the run's deletion and its failing-runs entry's", got)
 	}
@@ -91,7 +93,7 @@ func TestRunOps(t *testing.T) {
 	}
 }
 
-func withStatus(r store.Run, s store.RunStatus) store.Run {
+func withStatus(r api.Run, s api.RunStatus) api.Run {
 	r.Status = s
 	return r
 }

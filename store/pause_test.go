@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
@@ -20,8 +22,8 @@ import (
 func TestPauseWritesASmallKey(t *testing.T) {
 	client := etcdtest.New(t).Client(t)
 	ctx := context.Background()
-	s := store.NewEtcd(client, etcdtest.Namespace(t), 4, store.DefaultLimits(), nil)
-	big := store.Job{ID: "team/big", Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"},
+	s := store.NewEtcd(client, etcdtest.Namespace(t), 4, api.DefaultLimits(), nil)
+	big := api.Job{ID: "team/big", Schedule: "@hourly", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/"},
 		Payload: []byte(`{"blob":"` + strings.Repeat("x", 250<<10) + `"}`)}
 	created, err := s.Create(ctx, big)
 	if err != nil {
@@ -66,7 +68,7 @@ func TestPauseWritesASmallKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for what, r := range map[string][]store.Job{"Get": {got}, "List": listed, "ListPrefix": scoped} {
+		for what, r := range map[string][]api.Job{"Get": {got}, "List": listed, "ListPrefix": scoped} {
 			if len(r) != 1 || r[0].Paused != paused || r[0].Revision != rev || !r[0].UpdatedAt.Equal(j.UpdatedAt) {
 				t.Errorf("%s after SetPaused(%v): %d jobs, first paused %v revision %d updated %v; want paused, revision %d, updated %v",
 					what, paused, len(r), r[0].Paused, r[0].Revision, r[0].UpdatedAt, rev, j.UpdatedAt)
@@ -86,8 +88,8 @@ func TestPauseWritesASmallKey(t *testing.T) {
 func TestPauseAndEditsOrder(t *testing.T) {
 	client := etcdtest.New(t).Client(t)
 	ctx := context.Background()
-	s := store.NewEtcd(client, etcdtest.Namespace(t), 4, store.DefaultLimits(), nil)
-	job := store.Job{ID: "j", Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}}
+	s := store.NewEtcd(client, etcdtest.Namespace(t), 4, api.DefaultLimits(), nil)
+	job := api.Job{ID: "j", Schedule: "@hourly", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/"}}
 	read, err := s.Create(ctx, job)
 	if err != nil {
 		t.Fatal(err)
@@ -96,11 +98,11 @@ func TestPauseAndEditsOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Put(ctx, read); !errors.Is(err, store.ErrStaleRevision) {
+	if _, _, err := s.Put(ctx, read); !errors.Is(err, api.ErrStaleRevision) {
 		t.Errorf("put of a document read before a pause: %v, want a stale revision", err)
 	}
 	res, err := s.WriteBatch(ctx, []store.BatchItem{{Job: read}}, store.BatchApply)
-	if err != nil || !errors.Is(res[0].Err, store.ErrStaleRevision) {
+	if err != nil || !errors.Is(res[0].Err, api.ErrStaleRevision) {
 		t.Errorf("batch of a document read before a pause: %v %v, want a stale revision", res, err)
 	}
 	// A batch item naming the current revision writes, and its document
@@ -153,11 +155,11 @@ func TestPauseAndEditsOrder(t *testing.T) {
 func TestPauseKeysInListings(t *testing.T) {
 	client := etcdtest.New(t).Client(t)
 	ctx := context.Background()
-	s := store.NewEtcd(client, etcdtest.Namespace(t), 8, store.DefaultLimits(), nil)
+	s := store.NewEtcd(client, etcdtest.Namespace(t), 8, api.DefaultLimits(), nil)
 	want := map[string]bool{}
 	for i := range 60 {
 		id := strings.Repeat("a", 1+i%3) + "-" + string(rune('a'+i%26)) + time.Duration(i).String()
-		if _, err := s.Create(ctx, store.Job{ID: id, Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}}); err != nil {
+		if _, err := s.Create(ctx, api.Job{ID: id, Schedule: "@hourly", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/"}}); err != nil {
 			t.Fatal(err)
 		}
 		want[id] = i%3 == 0

@@ -14,10 +14,10 @@ import (
 // itemsRun returns a run of n items over 8 workers with realistic IDs,
 // each item with attempts attempts of the given output and error (the
 // last succeeded), spread over an hour.
-func itemsRun(n, attempts int, output, errText string) store.Run {
+func itemsRun(n, attempts int, output, errText string) api.Run {
 	fired := time.Date(2026, 6, 1, 2, 0, 0, 123_456_789, time.UTC)
-	r := store.Run{ID: store.RunID("team/reindex", fired), JobID: "team/reindex", ScheduledAt: fired, FiredAt: fired,
-		Status: store.RunSucceeded, Attempts: []store.Attempt{}, Owner: "orchestrator-eu-1:8080", Epoch: 123456}
+	r := api.Run{ID: store.RunID("team/reindex", fired), JobID: "team/reindex", ScheduledAt: fired, FiredAt: fired,
+		Status: api.RunSucceeded, Attempts: []api.Attempt{}, Owner: "orchestrator-eu-1:8080", Epoch: 123456}
 	for i := range n {
 		it := api.Item{Index: i, Status: api.RunSucceeded, Attempts: []api.Attempt{}}
 		for k := range attempts {
@@ -68,7 +68,7 @@ func TestItemRunDocumentSize(t *testing.T) {
 			if c.output == "ok" && len(raw) > store.DefaultMaxRunBytes {
 				t.Fatalf("untrimmed document %d bytes, over the budget", len(raw))
 			}
-			var back store.Run
+			var back api.Run
 			if err := json.Unmarshal(val, &back); err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestItemRunOverBudgetKeepsAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back store.Run
+	var back api.Run
 	if err := json.Unmarshal(val, &back); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"pgregory.net/rapid"
 
 	"github.com/jobfleet/jobfleet/store"
@@ -33,11 +35,11 @@ func TestFitRun(t *testing.T) {
 		return s
 	}
 	rapid.Check(t, func(rt *rapid.T) {
-		n := rapid.IntRange(1, store.MaxAttempts).Draw(rt, "attempts")
-		r := store.Run{ID: store.RunID("j", at), JobID: "j", ScheduledAt: at, FiredAt: at, Status: store.RunRunning, Owner: "m", Epoch: 1}
+		n := rapid.IntRange(1, api.MaxAttempts).Draw(rt, "attempts")
+		r := api.Run{ID: store.RunID("j", at), JobID: "j", ScheduledAt: at, FiredAt: at, Status: api.RunRunning, Owner: "m", Epoch: 1}
 		big := rapid.IntRange(0, min(n, 24)).Draw(rt, "big") // attempts with output (and the last)
 		for i := range n {
-			a := store.Attempt{Attempt: i + 1, Worker: strings.Repeat("w", rapid.IntRange(1, 128).Draw(rt, "worker")), StartedAt: at, FinishedAt: at.Add(time.Second)}
+			a := api.Attempt{Attempt: i + 1, Worker: strings.Repeat("w", rapid.IntRange(1, 128).Draw(rt, "worker")), StartedAt: at, FinishedAt: at.Add(time.Second)}
 			if i < big || i == n-1 {
 				a.Output, a.Error = text(rt, "output"), text(rt, "error")
 			}
@@ -82,16 +84,16 @@ func TestFitRun(t *testing.T) {
 		}
 	})
 	// The extreme: every attempt with 64 KiB of output and of error.
-	full := store.Run{ID: "x", Status: store.RunSucceeded}
-	for i := range store.MaxAttempts {
-		full.Attempts = append(full.Attempts, store.Attempt{Attempt: i + 1, Worker: strings.Repeat("w", 128),
+	full := api.Run{ID: "x", Status: api.RunSucceeded}
+	for i := range api.MaxAttempts {
+		full.Attempts = append(full.Attempts, api.Attempt{Attempt: i + 1, Worker: strings.Repeat("w", 128),
 			Output: strings.Repeat("o", store.MaxOutputKeep), Error: strings.Repeat("é", store.MaxOutputKeep/2)})
 	}
 	if _, val, err := store.FitRun(full, store.DefaultMaxRunBytes); err != nil || len(val) > store.DefaultMaxRunBytes {
 		t.Fatalf("the largest run: %d bytes, %v; want at most %d", len(val), err, store.DefaultMaxRunBytes)
 	}
 	// A document that cannot fit even without texts is refused.
-	huge := store.Run{ID: "x", Reason: strings.Repeat("r", 2*store.MinMaxRunBytes)}
+	huge := api.Run{ID: "x", Reason: strings.Repeat("r", 2*store.MinMaxRunBytes)}
 	if _, _, err := store.FitRun(huge, 0); err == nil {
 		t.Fatal("an over-budget run without texts was accepted")
 	}

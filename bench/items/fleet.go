@@ -60,10 +60,10 @@ func startFleet(ctx context.Context, cfg Config) (f *fleet, err error) {
 	}
 	creds := auth.NewStore(f.client, namespace, nil)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	adm, _, err := creds.Create(cctx, auth.CreateRequest{Role: auth.RoleAdmin, Description: "bench items"}, "")
+	adm, _, err := creds.Create(cctx, api.CreateRequest{Role: api.RoleAdmin, Description: "bench items"}, "")
 	if err == nil {
-		var wk auth.Created
-		wk, _, err = creds.Create(cctx, auth.CreateRequest{Role: auth.RoleWorker, Description: "bench items workers"}, "")
+		var wk api.Created
+		wk, _, err = creds.Create(cctx, api.CreateRequest{Role: api.RoleWorker, Description: "bench items workers"}, "")
 		if err == nil {
 			err = os.WriteFile(filepath.Join(cfg.Dir, "worker.token"), []byte(wk.Secret+"\n"), 0o600)
 		}

@@ -145,7 +145,7 @@ func startFleet(ctx context.Context, cfg Config, dir string, members int) (f *fl
 		return f, fmt.Errorf("scale: etcd client: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	adm, _, err := auth.NewStore(f.client, f.ns, nil).Create(cctx, auth.CreateRequest{Role: auth.RoleAdmin, Description: "bench scale"}, "")
+	adm, _, err := auth.NewStore(f.client, f.ns, nil).Create(cctx, api.CreateRequest{Role: api.RoleAdmin, Description: "bench scale"}, "")
 	cancel()
 	if err != nil {
 		return f, fmt.Errorf("scale: admin credential: %w", err)

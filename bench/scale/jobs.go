@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/store"
@@ -33,14 +35,14 @@ func jobID(i int) string { return fmt.Sprintf("%s%07d", jobPrefix, i) }
 
 // jobDoc is the document the bench sends for a job.
 type jobDoc struct {
-	ID       string         `json:"id"`
-	Schedule string         `json:"schedule,omitempty"`
-	RunAt    *time.Time     `json:"run_at,omitempty"`
-	Executor store.Executor `json:"executor"`
+	ID       string       `json:"id"`
+	Schedule string       `json:"schedule,omitempty"`
+	RunAt    *time.Time   `json:"run_at,omitempty"`
+	Executor api.Executor `json:"executor"`
 }
 
 func oneOff(i int, at time.Time) jobDoc {
-	return jobDoc{ID: jobID(i), RunAt: &at, Executor: store.Executor{Type: noopExecutor}}
+	return jobDoc{ID: jobID(i), RunAt: &at, Executor: api.Executor{Type: noopExecutor}}
 }
 
 // Write methods: how the jobs were written.
@@ -285,8 +287,8 @@ func (f *fleet) meanBytes(ctx context.Context, prefix, marker string) (float64, 
 
 // states reads the scheduling states of jobs ids (partition of each in
 // parts); a job without one is missing from the map.
-func (f *fleet) states(ctx context.Context, ids []string, parts []int) (map[string]store.JobState, error) {
-	out := map[string]store.JobState{}
+func (f *fleet) states(ctx context.Context, ids []string, parts []int) (map[string]api.JobState, error) {
+	out := map[string]api.JobState{}
 	for from := 0; from < len(ids); from += 100 {
 		var ops []clientv3.Op
 		to := min(len(ids), from+100)
@@ -299,7 +301,7 @@ func (f *fleet) states(ctx context.Context, ids []string, parts []int) (map[stri
 		}
 		for i, r := range resp.Responses {
 			if kvs := r.GetResponseRange().Kvs; len(kvs) == 1 {
-				var st store.JobState
+				var st api.JobState
 				if err := json.Unmarshal(kvs[0].Value, &st); err != nil {
 					return nil, fmt.Errorf("state of %q: %w", ids[from+i], err)
 				}

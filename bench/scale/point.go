@@ -11,12 +11,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/bench/scaling"
 	"github.com/jobfleet/jobfleet/shard"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // Point is one measurement: N resident jobs on M members. Durations are
@@ -422,7 +423,7 @@ func newProbes(ctx context.Context, f *fleet, partitions int) (*probes, error) {
 		id := fmt.Sprintf("%s%04d", probePrefix, i)
 		pr.ids = append(pr.ids, id)
 		pr.parts = append(pr.parts, shard.Partition(id, partitions))
-		doc := jobDoc{ID: id, Schedule: "@every 1s", Executor: store.Executor{Type: noopExecutor}}
+		doc := jobDoc{ID: id, Schedule: "@every 1s", Executor: api.Executor{Type: noopExecutor}}
 		if _, err := f.call(ctx, http.MethodPost, "/v1/jobs", doc, nil); err != nil {
 			return nil, fmt.Errorf("probe %s: %w", id, err)
 		}
@@ -585,7 +586,7 @@ func (p *Point) restart(ctx context.Context, f *fleet, pr *probes) error {
 			return fmt.Errorf("restart: probe runs: %w", err)
 		}
 		for _, kv := range resp.Kvs {
-			var run store.Run
+			var run api.Run
 			if err := json.Unmarshal(kv.Value, &run); err != nil {
 				return err
 			}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -130,7 +132,7 @@ func (m *baselineMember) cycle(ctx context.Context, fence []clientv3.Cmp) time.D
 		rest := strings.TrimPrefix(string(kv.Key), prefix)
 		ms, esc, ok := strings.Cut(rest, "/")
 		msv, err := strconv.ParseInt(ms, 10, 64)
-		id, uerr := store.UnescapeID(esc)
+		id, uerr := api.UnescapeID(esc)
 		if !ok || err != nil || uerr != nil {
 			continue
 		}
@@ -163,7 +165,7 @@ func (m *baselineMember) fire(ctx context.Context, fence []clientv3.Cmp, entries
 	p := m.env.cfg.Partitions
 	ops := make([]clientv3.Op, 0, len(entries))
 	for _, d := range entries {
-		j := store.Job{ID: d.id, Partition: shard.Partition(d.id, p)}
+		j := api.Job{ID: d.id, Partition: shard.Partition(d.id, p)}
 		r := dispatch.NewRun(&j, d.at, now, m.id, 0)
 		val, _ := json.Marshal(r)
 		runKey := m.keys.Run(j.Partition, d.id, d.at)

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/bench"
@@ -106,7 +108,7 @@ func (e *env) specRate() float64 {
 func (e *env) calibrate(ctx context.Context) error {
 	ns := fmt.Sprintf("/jobfleet-bench/calibrate-%d/", time.Now().UnixNano())
 	defer e.cleanup(ns)
-	jobs := make([]store.Job, 300)
+	jobs := make([]api.Job, 300)
 	for i := range jobs {
 		jobs[i] = benchJob(fmt.Sprintf("calibrate-%d", i))
 		jobs[i].Schedule = "@hourly"
@@ -116,9 +118,9 @@ func (e *env) calibrate(ctx context.Context) error {
 
 // writeSpecs creates jobs through store.Etcd with 64 writers, and, with
 // dueIndex, the baselines' due-index entry of each (first due at due(j)).
-func (e *env) writeSpecs(ctx context.Context, ns string, jobs []store.Job, dueIndex bool, due func(store.Job) time.Time) error {
+func (e *env) writeSpecs(ctx context.Context, ns string, jobs []api.Job, dueIndex bool, due func(api.Job) time.Time) error {
 	start := time.Now()
-	st := store.NewEtcd(e.observer, ns, e.cfg.Partitions, store.DefaultLimits(), nil)
+	st := store.NewEtcd(e.observer, ns, e.cfg.Partitions, api.DefaultLimits(), nil)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, 64)
@@ -171,7 +173,7 @@ func (e *env) writeSpecs(ctx context.Context, ns string, jobs []store.Job, dueIn
 // dueKey is the baselines' due-index key of job id at t: time-ordered, so
 // one range read returns the earliest due jobs.
 func dueKey(ns string, t time.Time, id string) string {
-	return fmt.Sprintf("%sdue/%013d/%s", ns, t.UnixMilli(), store.EscapeID(id))
+	return fmt.Sprintf("%sdue/%013d/%s", ns, t.UnixMilli(), api.EscapeID(id))
 }
 
 func duePrefix(ns string) string { return ns + "due/" }
@@ -263,13 +265,13 @@ func (e *env) drain(ctx context.Context, ns string, dueIndex bool, obs *observer
 	estimate := time.Duration(float64(n) / e.drainRate(sharded) * margin * float64(time.Second))
 	due := time.Now().Add(estimate + time.Second).Truncate(time.Millisecond)
 	writeStart := time.Now()
-	jobs := make([]store.Job, n)
+	jobs := make([]api.Job, n)
 	for i := range jobs {
 		at := due
 		jobs[i] = benchJob(fmt.Sprintf("drain-%06d", i))
 		jobs[i].RunAt = &at
 	}
-	if err := e.writeSpecs(ctx, ns, jobs, dueIndex, func(store.Job) time.Time { return due }); err != nil {
+	if err := e.writeSpecs(ctx, ns, jobs, dueIndex, func(api.Job) time.Time { return due }); err != nil {
 		return err
 	}
 	e.setDrainRate(sharded, float64(n)/time.Since(writeStart).Seconds())
@@ -315,14 +317,14 @@ func (e *env) drain(ctx context.Context, ns string, dueIndex bool, obs *observer
 // steady writes J jobs "@every 1s" and measures the fires scheduled in a
 // window that starts once they are all written.
 func (e *env) steady(ctx context.Context, ns string, dueIndex bool, obs *observer, t *Trial) error {
-	jobs := make([]store.Job, e.cfg.SteadyJobs)
+	jobs := make([]api.Job, e.cfg.SteadyJobs)
 	for i := range jobs {
 		jobs[i] = benchJob(fmt.Sprintf("steady-%05d", i))
 		jobs[i].Schedule = "@every 1s"
 	}
 	// The baselines' first due time is, like an "@every 1s" job's, the
 	// first whole second after the job was created.
-	first := func(store.Job) time.Time { return time.Now().Truncate(time.Second).Add(time.Second) }
+	first := func(api.Job) time.Time { return time.Now().Truncate(time.Second).Add(time.Second) }
 	if err := e.writeSpecs(ctx, ns, jobs, dueIndex, first); err != nil {
 		return err
 	}
@@ -373,10 +375,10 @@ func (e *env) steady(ctx context.Context, ns string, dueIndex bool, obs *observe
 
 // benchJob is the job every workload uses: an HTTP hook with a small
 // payload, as a typical job would have.
-func benchJob(id string) store.Job {
-	return store.Job{
+func benchJob(id string) api.Job {
+	return api.Job{
 		ID:       id,
-		Executor: store.Executor{Type: store.ExecutorHTTP, URL: "http://127.0.0.1:9/hook", Method: "POST"},
+		Executor: api.Executor{Type: api.ExecutorHTTP, URL: "http://127.0.0.1:9/hook", Method: "POST"},
 		Payload:  []byte(`{"report":"daily","shard":7}`),
 	}
 }

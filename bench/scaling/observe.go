@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // observer watches a trial's run keys and records when each was created,
@@ -102,12 +102,12 @@ func (o *observer) seen(key string) (time.Time, bool) {
 
 func keyTime(key string) (time.Time, bool) {
 	i := strings.LastIndexByte(key, '/')
-	t, err := time.Parse(store.TimeFormat, key[i+1:])
+	t, err := time.Parse(api.TimeFormat, key[i+1:])
 	return t, err == nil
 }
 
 type runDoc struct {
-	store.Run
+	api.Run
 	key string
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/bench"
@@ -61,7 +63,7 @@ func (e *env) storeLevel(ctx context.Context, writers, shares int) (StoreLevel, 
 	}
 	keys := store.Keys{NS: ns}
 	batch := e.cfg.FireBatch
-	stateVal, _ := json.Marshal(store.JobState{Last: time.Now(), Next: time.Now().Add(time.Second), SpecRevision: 12345, Fired: 1, Runs: 1})
+	stateVal, _ := json.Marshal(api.JobState{Last: time.Now(), Next: time.Now().Add(time.Second), SpecRevision: 12345, Fired: 1, Runs: 1})
 	fires := func(own *shard.Ownership, seq int, now time.Time) []clientv3.Op {
 		ops := make([]clientv3.Op, 0, 2*batch)
 		for k := range batch {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -141,14 +143,14 @@ func pollLoop(ctx context.Context, o *orchestrator.Orchestrator, worker string) 
 			}
 			continue
 		}
-		resp, err := d.Poll(ctx, dispatch.PollRequest{Worker: worker, Executors: []string{noopExecutor}, Max: 100, Wait: store.Duration(time.Second)})
+		resp, err := d.Poll(ctx, api.PollRequest{Worker: worker, Executors: []string{noopExecutor}, Max: 100, Wait: api.Duration(time.Second)})
 		if err != nil {
 			continue
 		}
 		for _, a := range resp.Attempts {
 			// A partition that moved meanwhile refuses the report; the
 			// attempt's lease expires and it runs again: fine for a soak.
-			d.Complete(ctx, dispatch.CompleteRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt, Success: true})
+			d.Complete(ctx, api.CompleteRequest{Worker: worker, RunID: a.RunID, Attempt: a.Attempt, Success: true})
 		}
 	}
 }
@@ -176,7 +178,7 @@ func (f *fleet) sample(ctx context.Context, c *clientv3.Client, ns string, start
 	s.HighWater = float64(st.DbSize) > storage.DefaultHighWater*float64(st.DbSizeQuota)
 	s.Runs = resp.Responses[0].GetResponseRange().Count
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		var js store.JobState
+		var js api.JobState
 		if json.Unmarshal(kv.Value, &js) == nil {
 			s.Fires += js.Fired + js.Skipped
 			s.Dropped += js.Dropped
@@ -201,7 +203,7 @@ func status(ctx context.Context, c *clientv3.Client) (*clientv3.StatusResponse, 
 
 // createJobs creates the soak's jobs with 16 writers.
 func createJobs(ctx context.Context, c *clientv3.Client, ns string, cfg Config) error {
-	s := store.NewEtcd(c, ns, cfg.Partitions, store.DefaultLimits(), nil)
+	s := store.NewEtcd(c, ns, cfg.Partitions, api.DefaultLimits(), nil)
 	var (
 		next    atomic.Int64
 		created atomic.Int64
@@ -216,7 +218,7 @@ func createJobs(ctx context.Context, c *clientv3.Client, ns string, cfg Config) 
 				if i >= int64(cfg.FiresPerSecond) || ctx.Err() != nil {
 					return
 				}
-				_, err := s.Create(ctx, store.Job{ID: fmt.Sprintf("soak-%06d", i), Schedule: "@every 1s", Executor: store.Executor{Type: noopExecutor}})
+				_, err := s.Create(ctx, api.Job{ID: fmt.Sprintf("soak-%06d", i), Schedule: "@every 1s", Executor: api.Executor{Type: noopExecutor}})
 				if err != nil {
 					errMu.Lock()
 					first = errors.Join(first, err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -234,8 +236,8 @@ func TestTokenCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var created auth.Created
-	if err := json.Unmarshal([]byte(out), &created); err != nil || created.Role != auth.RoleViewer || created.Secret == "" {
+	var created api.Created
+	if err := json.Unmarshal([]byte(out), &created); err != nil || created.Role != api.RoleViewer || created.Secret == "" {
 		t.Fatalf("token create -o json: %s (%v)", out, err)
 	}
 	// A viewer cannot make credentials.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // calendar runs `jobfleet calendar --server URL --token TOKEN args...`.
@@ -71,7 +70,7 @@ func TestJobControlsCommands(t *testing.T) {
 	c.mustRun("create", "--id", "ctl", "--schedule", "@hourly", "--http-url", "http://127.0.0.1:9000/hook",
 		"--jitter", "5m", "--max-fires", "3", "--not-after", "2030-01-01T00:00:00Z", "--exclude", "holidays", "--pause-after-failures", "2", "--delete-after", "24h")
 	j, err := c.get("ctl")
-	if err != nil || j.Jitter != store.Duration(5*time.Minute) || j.MaxFires != 3 || j.NotAfter == nil || len(j.Exclude) != 1 || j.PauseAfterFailures != 2 || j.DeleteAfter != "24h" {
+	if err != nil || j.Jitter != api.Duration(5*time.Minute) || j.MaxFires != 3 || j.NotAfter == nil || len(j.Exclude) != 1 || j.PauseAfterFailures != 2 || j.DeleteAfter != "24h" {
 		t.Fatalf("created %+v (%v)", j, err)
 	}
 	out := c.mustRun("get", "ctl")
@@ -87,7 +86,7 @@ func TestJobControlsCommands(t *testing.T) {
 		}
 	}
 	// The owner paused it: ls and describe say so, and why.
-	st, _ := json.Marshal(store.JobState{Last: time.Now(), Failures: 2, Pause: &api.AutoPause{Reason: "pause_after_failures: 2 runs in a row ended dead; the last, ctl@x: boom", At: time.Now(), Revision: j.Revision}})
+	st, _ := json.Marshal(api.JobState{Last: time.Now(), Failures: 2, Pause: &api.AutoPause{Reason: "pause_after_failures: 2 runs in a row ended dead; the last, ctl@x: boom", At: time.Now(), Revision: j.Revision}})
 	if _, err := c.client.Put(context.Background(), c.store.Keys().State(j.Partition, "ctl"), string(st)); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
-	"github.com/jobfleet/jobfleet/membership"
 )
 
 func newClusterCmd() *cobra.Command {
@@ -27,7 +26,7 @@ func newClusterCmd() *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "members", Short: "List the live members", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var v membership.View
+			var v api.View
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 				v, err = c.Members(ctx)
 				return err

@@ -17,7 +17,6 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
@@ -31,9 +30,9 @@ import (
 func TestClusterStorageCommand(t *testing.T) {
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
-	jobs := store.NewEtcd(client, ns, 4, store.DefaultLimits(), nil)
+	jobs := store.NewEtcd(client, ns, 4, api.DefaultLimits(), nil)
 	for _, id := range []string{"a", "b"} {
-		if _, err := jobs.Create(context.Background(), store.Job{ID: id, Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}}); err != nil {
+		if _, err := jobs.Create(context.Background(), api.Job{ID: id, Schedule: "@hourly", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,7 +50,7 @@ func TestClusterStorageCommand(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); cache.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	viewer, rev := authtest.Create(t, client, ns, auth.CreateRequest{Role: auth.RoleViewer})
+	viewer, rev := authtest.Create(t, client, ns, api.CreateRequest{Role: api.RoleViewer})
 	if err := cache.WaitRevision(ctx, rev); err != nil {
 		t.Fatal(err)
 	}
@@ -134,22 +133,22 @@ func TestClusterPartitionsAll(t *testing.T) {
 
 // workersProtocol serves a fixed worker registry.
 type workersProtocol struct {
-	workers []store.Worker
+	workers []api.Worker
 }
 
-func (p workersProtocol) Register(context.Context, dispatch.RegisterRequest) (dispatch.RegisterResponse, error) {
-	return dispatch.RegisterResponse{}, nil
+func (p workersProtocol) Register(context.Context, api.RegisterRequest) (api.RegisterResponse, error) {
+	return api.RegisterResponse{}, nil
 }
-func (p workersProtocol) Deregister(context.Context, dispatch.DeregisterRequest) error { return nil }
-func (p workersProtocol) Workers() ([]store.Worker, error)                             { return p.workers, nil }
-func (p workersProtocol) WhyPending(string, string, string, string) string             { return "" }
+func (p workersProtocol) Deregister(context.Context, api.DeregisterRequest) error { return nil }
+func (p workersProtocol) Workers() ([]api.Worker, error)                          { return p.workers, nil }
+func (p workersProtocol) WhyPending(string, string, string, string) string        { return "" }
 
 // TestClusterWorkersCommand checks the table and JSON of `cluster
 // workers`, including a scoped credential's prefix, an escaped ID, the
 // labels, and --selector.
 func TestClusterWorkersCommand(t *testing.T) {
 	now := time.Now().UTC()
-	ws := []store.Worker{
+	ws := []api.Worker{
 		{ID: "w1", Credential: "dev-worker", Executors: []string{"http", "shell"}, Labels: map[string]string{"pool": "gpu", "region": "eu-west"}, Concurrency: 8, Active: 3, RegisteredAt: now.Add(-time.Hour), LastContact: now.Add(-2 * time.Second), Orchestrator: "orch-1"},
 		{ID: "evil\x1b[2J", Credential: "billing-w", Prefix: "billing/", Executors: []string{"http"}, Concurrency: 1, RegisteredAt: now, LastContact: now, Orchestrator: "orch-2"},
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -28,7 +30,7 @@ const (
 // kept in file path (0600): the file's token if it is still valid in
 // etcd, else a new one issued under the same ID (replacing the stored
 // record) and written to the file.
-func devCredential(ctx context.Context, lg *zap.Logger, s *auth.Store, path, id string, role auth.Role) (string, error) {
+func devCredential(ctx context.Context, lg *zap.Logger, s *auth.Store, path, id string, role api.Role) (string, error) {
 	if tok, err := auth.ReadTokenFile(path); err == nil {
 		if t, err := s.Verify(ctx, tok); err == nil && t.ID == id && t.Role == role {
 			lg.Info("reusing the dev credential", zap.String("credential", id), zap.String("file", path))
@@ -37,7 +39,7 @@ func devCredential(ctx context.Context, lg *zap.Logger, s *auth.Store, path, id 
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		lg.Warn("replacing an unreadable dev token file", zap.String("file", path), zap.Error(err))
 	}
-	c, _, err := s.Issue(ctx, id, auth.CreateRequest{Role: role, Description: "made by jobfleet dev"}, "")
+	c, _, err := s.Issue(ctx, id, api.CreateRequest{Role: role, Description: "made by jobfleet dev"}, "")
 	if err != nil {
 		return "", fmt.Errorf("dev credential %s: %w", id, err)
 	}
@@ -82,10 +84,10 @@ func devAuth(ctx context.Context, lg *zap.Logger, client *clientv3.Client, ns, d
 	if err != nil {
 		return "", err
 	}
-	if _, err := devCredential(ctx, lg, s, adminFile, devAdminID, auth.RoleAdmin); err != nil {
+	if _, err := devCredential(ctx, lg, s, adminFile, devAdminID, api.RoleAdmin); err != nil {
 		return "", err
 	}
-	workerToken, err = devCredential(ctx, lg, s, filepath.Join(dataDir, "worker.token"), devWorkerID, auth.RoleWorker)
+	workerToken, err = devCredential(ctx, lg, s, filepath.Join(dataDir, "worker.token"), devWorkerID, api.RoleWorker)
 	if err != nil {
 		return "", err
 	}

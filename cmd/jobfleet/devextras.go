@@ -13,6 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/egress"
+
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
@@ -64,25 +67,25 @@ func startEchoServer(lg *zap.Logger, host string, port int, cfg httpserver.Confi
 // exampleJobs are the jobs `jobfleet dev` creates when they are absent:
 // one over HTTP every few seconds, one shell job, one that fails twice
 // before it succeeds.
-func exampleJobs(echoURL string) []store.Job {
-	return []store.Job{
+func exampleJobs(echoURL string) []api.Job {
+	return []api.Job{
 		{
 			ID:       "example-echo",
 			Schedule: "@every 5s",
-			Executor: store.Executor{Type: store.ExecutorHTTP, URL: echoURL + "/echo", Method: "POST"},
+			Executor: api.Executor{Type: api.ExecutorHTTP, URL: echoURL + "/echo", Method: "POST"},
 			Payload:  json.RawMessage(`{"hello":"jobfleet"}`),
 		},
 		{
 			ID:       "example-shell",
 			Schedule: "*/10 * * * * *",
-			Executor: store.Executor{Type: store.ExecutorShell, Command: []string{"sh", "-c", `echo "hello from $JOBFLEET_JOB_ID, scheduled at $JOBFLEET_SCHEDULED_AT, payload: $(cat)"`}},
+			Executor: api.Executor{Type: api.ExecutorShell, Command: []string{"sh", "-c", `echo "hello from $JOBFLEET_JOB_ID, scheduled at $JOBFLEET_SCHEDULED_AT, payload: $(cat)"`}},
 			Payload:  json.RawMessage(`{"from":"stdin"}`),
 		},
 		{
 			ID:       "example-flaky",
 			Schedule: "@every 30s",
-			Executor: store.Executor{Type: store.ExecutorHTTP, URL: echoURL + "/flaky", Method: "POST"},
-			Retry:    store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(time.Second), MaxBackoff: store.Duration(5 * time.Second)},
+			Executor: api.Executor{Type: api.ExecutorHTTP, URL: echoURL + "/flaky", Method: "POST"},
+			Retry:    api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(time.Second), MaxBackoff: api.Duration(5 * time.Second)},
 		},
 	}
 }
@@ -110,9 +113,9 @@ func loadExamples(ctx context.Context, lg *zap.Logger, orch *orchestrator.Orches
 
 // exampleStore is what storeExamples needs of the job store.
 type exampleStore interface {
-	Create(ctx context.Context, j store.Job) (store.Job, error)
-	Get(ctx context.Context, id string) (store.Job, error)
-	Put(ctx context.Context, j store.Job) (store.Job, bool, error)
+	Create(ctx context.Context, j api.Job) (api.Job, error)
+	Get(ctx context.Context, id string) (api.Job, error)
+	Put(ctx context.Context, j api.Job) (api.Job, bool, error)
 }
 
 // storeExamples creates the example jobs that are absent. An example that
@@ -152,8 +155,8 @@ func storeExamples(ctx context.Context, lg *zap.Logger, jobs exampleStore, echoU
 // staleEchoURL reports whether an existing HTTP executor is aimed at the
 // echo endpoint of an earlier dev run: the same host and path as the
 // example's, another port.
-func staleEchoURL(existing, example store.Executor) bool {
-	if existing.Type != store.ExecutorHTTP || example.Type != store.ExecutorHTTP || existing.URL == example.URL {
+func staleEchoURL(existing, example api.Executor) bool {
+	if existing.Type != api.ExecutorHTTP || example.Type != api.ExecutorHTTP || existing.URL == example.URL {
 		return false
 	}
 	was, err1 := url.Parse(existing.URL)
@@ -180,7 +183,7 @@ func runDevWorkers(ctx context.Context, lg *zap.Logger, n int, src worker.Discov
 			Concurrency:     8,
 			AllowShell:      true, // dev runs on the developer's own machine
 			ShutdownTimeout: 10 * time.Second,
-			HTTPPolicy:      worker.HTTPPolicy{Allow: []string{"127.0.0.0/8", "::1"}, Fleet: fleet},
+			HTTPPolicy:      egress.Policy{Allow: []string{"127.0.0.0/8", "::1"}, Fleet: fleet},
 			Token:           token,
 			Logger:          lg.Named("worker"),
 		})

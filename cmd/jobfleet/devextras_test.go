@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
@@ -21,7 +23,7 @@ import (
 // which changes on every start, is updated.
 func TestStoreExamplesKeepsUserChanges(t *testing.T) {
 	ctx := context.Background()
-	s := store.NewEtcd(etcd.Client(t), etcdtest.Namespace(t), 16, store.DefaultLimits(), nil)
+	s := store.NewEtcd(etcd.Client(t), etcdtest.Namespace(t), 16, api.DefaultLimits(), nil)
 	lg := zaptest.NewLogger(t)
 
 	storeExamples(ctx, lg, s, "http://127.0.0.1:41001")

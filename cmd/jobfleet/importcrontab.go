@@ -13,11 +13,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/spf13/cobra"
 
 	"github.com/jobfleet/jobfleet/client"
 	"github.com/jobfleet/jobfleet/internal/crontab"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // importReport is the -o json document of import-crontab.
@@ -54,9 +55,9 @@ const (
 )
 
 type importedJob struct {
-	Line int       `json:"line"`
-	User string    `json:"user,omitempty"`
-	Job  store.Job `json:"job"`
+	Line int     `json:"line"`
+	User string  `json:"user,omitempty"`
+	Job  api.Job `json:"job"`
 	// ZoneFrom says where the job's zone comes from: "CRON_TZ, line N",
 	// or the import's default (importReport.TimezoneFrom).
 	ZoneFrom string `json:"zone_from"`
@@ -198,7 +199,7 @@ with --allow-shell.`,
 	fs.Var(&timeoutFlag{d: &copts.Timeout}, "job-timeout", `time limit of each attempt of the jobs, e.g. 2h, 1s to 24h (default none: cron has no timeout; 0s is refused: leave the flag out)`)
 	fs.StringVar(&copts.Timezone, "timezone", "", "IANA time zone of the machine whose cron ran the crontab, the schedules' zone until a CRON_TZ line (default: this machine's zone)")
 	fs.StringVar(&copts.IDPrefix, "prefix", "", "start of every job ID (IDs are PREFIX/...) (default: crontab/<the file's name>, so that each file's jobs, and --prune, are its own)")
-	fs.StringVar((*string)(&copts.MisfirePolicy), "misfire-policy", string(store.MisfireSkip), "misfire policy of the jobs: skip (like cron), run_once or run_all")
+	fs.StringVar((*string)(&copts.MisfirePolicy), "misfire-policy", string(api.MisfireSkip), "misfire policy of the jobs: skip (like cron), run_once or run_all")
 	fs.BoolVar(&apply, "apply", false, "make the changes shown: create and update the converted jobs; without it nothing is changed")
 	fs.BoolVar(&prune, "prune", false, "with --apply: also delete the jobs of earlier imports under --prefix that are no longer in the file")
 	return cmd
@@ -212,7 +213,7 @@ with --allow-shell.`,
 // "<slug>-<hash>") are listed too, to delete with --prune: this import
 // makes them again under the file's own prefix.
 func planImport(ctx context.Context, c *client.Client, rep *importReport, prefix string, former, prune bool) error {
-	existing := map[string]store.Job{}
+	existing := map[string]api.Job{}
 	jobs, err := c.AllJobs(ctx, 1000)
 	if err != nil {
 		return err
@@ -270,9 +271,9 @@ func planImport(ctx context.Context, c *client.Client, rep *importReport, prefix
 
 // sameImport reports whether a stored job is what an import would make of
 // its line: the fields an import sets are equal (pausing is the user's).
-func sameImport(stored, converted store.Job) bool {
-	view := func(j store.Job) []byte {
-		b, _ := json.Marshal(store.Job{
+func sameImport(stored, converted api.Job) bool {
+	view := func(j api.Job) []byte {
+		b, _ := json.Marshal(api.Job{
 			Schedule: j.Schedule, Timezone: j.Timezone, RunAt: j.RunAt, Executor: j.Executor, Payload: j.Payload,
 			Retry: j.Retry, Timeout: j.Timeout, ConcurrencyPolicy: j.ConcurrencyPolicy, MisfirePolicy: j.MisfirePolicy,
 		})

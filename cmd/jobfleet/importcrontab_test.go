@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/store"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // userCrontab is a realistic user crontab with the odd lines real ones
@@ -118,7 +118,7 @@ func TestImportCrontabCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCmd := []string{"/usr/bin/env", "MAILTO=ops@example.com", "SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin", "CRON_TZ=Europe/Berlin", "/bin/bash", "-c", "/usr/local/bin/monthly-report"}
-	if j.Schedule != "0 9 1 * *" || j.Timezone != "Europe/Berlin" || !slices.Equal(j.Executor.Command, wantCmd) || j.MisfirePolicy != store.MisfireSkip || j.Timeout != store.NoTimeout {
+	if j.Schedule != "0 9 1 * *" || j.Timezone != "Europe/Berlin" || !slices.Equal(j.Executor.Command, wantCmd) || j.MisfirePolicy != api.MisfireSkip || j.Timeout != api.NoTimeout {
 		t.Errorf("imported job: got schedule %q zone %q command %q misfire %q timeout %v", j.Schedule, j.Timezone, j.Executor.Command, j.MisfirePolicy, j.Timeout)
 	}
 
@@ -204,7 +204,7 @@ func TestImportCrontabSystemFormat(t *testing.T) {
 	if len(ids) != 2 || !strings.HasPrefix(ids[0], "app/cd-run-parts-report-etc-cron-hourly-") || !strings.HasPrefix(ids[1], "app/test-x-usr-sbin-anacron-cd-run-parts-rep-") {
 		t.Errorf("import-crontab --system --apply: got jobs %q", ids)
 	}
-	if j, err := c.get(ids[1]); err != nil || j.Schedule != "47 6 * * 7" || j.Timeout != store.Duration(2*time.Hour) {
+	if j, err := c.get(ids[1]); err != nil || j.Schedule != "47 6 * * 7" || j.Timeout != api.Duration(2*time.Hour) {
 		t.Errorf("imported weekly job: got %+v, %v; want schedule 47 6 * * 7 and timeout 2h", j, err)
 	}
 	c.mustFail([]string{"import-crontab", file, "--job-timeout", "soon"}, "--job-timeout")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 func newJobCmd() *cobra.Command {
@@ -66,7 +65,7 @@ func newJobCreateCmd(opts *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var j store.Job
+			var j api.Job
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 				j, err = c.CreateJobJSON(ctx, doc)
 				return err
@@ -85,7 +84,7 @@ func newJobGetCmd(opts *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use: "get ID", Short: "Show one job", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var j store.Job
+			var j api.Job
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 				j, err = c.GetJob(ctx, args[0])
 				return err
@@ -121,7 +120,7 @@ server).`,
 			if chunk < 1 || chunk > 1000 {
 				return fmt.Errorf("--chunk-size must be 1 to 1000, got %d", chunk)
 			}
-			all := api.JobList{Jobs: []store.Job{}, NextCursor: cursor}
+			all := api.JobList{Jobs: []api.Job{}, NextCursor: cursor}
 			var only *bool
 			if cmd.Flags().Changed("paused") {
 				only = &paused
@@ -148,7 +147,7 @@ server).`,
 			}
 			// The API pages in key order (partition, then ID), which keeps
 			// cursors stable; people look jobs up by ID.
-			slices.SortFunc(all.Jobs, func(a, b store.Job) int { return strings.Compare(a.ID, b.ID) })
+			slices.SortFunc(all.Jobs, func(a, b api.Job) int { return strings.Compare(a.ID, b.ID) })
 			if opts.structured() {
 				return printDoc(cmd.OutOrStdout(), opts.output, all)
 			}
@@ -180,7 +179,7 @@ func newJobPauseCmd(opts *clientOptions, name string, pause bool) *cobra.Command
 	return &cobra.Command{
 		Use: name + " ID", Short: short, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var j store.Job
+			var j api.Job
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 				if pause {
 					j, err = c.PauseJob(ctx, args[0])

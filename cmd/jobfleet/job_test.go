@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -48,7 +50,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	t.Helper()
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
-	s := store.NewEtcd(client, ns, 16, store.DefaultLimits(), nil)
+	s := store.NewEtcd(client, ns, 16, api.DefaultLimits(), nil)
 	cache, err := auth.NewCache(client, auth.CacheConfig{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +60,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	go func() { defer close(done); cache.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	c := &cliEnv{t: t, store: s, client: client, ns: ns, cache: cache}
-	c.token = c.credential(auth.CreateRequest{Role: auth.RoleAdmin}).Secret
+	c.token = c.credential(api.CreateRequest{Role: api.RoleAdmin}).Secret
 	h := admin.Handler(admintest.Member{Jobs: s, Auth: cache}, admin.Config{
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zaptest.NewLogger(t),
@@ -72,7 +74,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 }
 
 // credential stores a credential and waits until the API knows it.
-func (c *cliEnv) credential(req auth.CreateRequest) auth.Created {
+func (c *cliEnv) credential(req api.CreateRequest) api.Created {
 	c.t.Helper()
 	cr, rev := authtest.Create(c.t, c.client, c.ns, req)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -129,7 +131,7 @@ func (c *cliEnv) mustFail(args []string, wants ...string) {
 	}
 }
 
-func (c *cliEnv) get(id string) (store.Job, error) {
+func (c *cliEnv) get(id string) (api.Job, error) {
 	c.t.Helper()
 	return c.store.Get(context.Background(), id)
 }
@@ -180,7 +182,7 @@ func TestJobCreateCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create -f -: %v", err)
 	}
-	var j store.Job
+	var j api.Job
 	if err := json.Unmarshal([]byte(out), &j); err != nil || j.ID != "from-stdin" || j.Revision == 0 {
 		t.Errorf("create -f - -o json: got %q (%v), want the stored job", out, err)
 	}
@@ -192,9 +194,9 @@ func TestJobCreateCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Executor.Type != "http" || j.Executor.Method != "PUT" || j.Executor.Headers["X-Team"] != store.Literal("ops") ||
-		string(j.Payload) != `{"x":1}` || j.Retry.MaxAttempts != 3 || j.Retry.InitialBackoff != store.Duration(2*time.Second) ||
-		j.Timeout != store.Duration(5*time.Minute) || j.MisfirePolicy != store.MisfireSkip || j.Schedule != "*/5 * * * *" {
+	if j.Executor.Type != "http" || j.Executor.Method != "PUT" || j.Executor.Headers["X-Team"] != api.Literal("ops") ||
+		string(j.Payload) != `{"x":1}` || j.Retry.MaxAttempts != 3 || j.Retry.InitialBackoff != api.Duration(2*time.Second) ||
+		j.Timeout != api.Duration(5*time.Minute) || j.MisfirePolicy != api.MisfireSkip || j.Schedule != "*/5 * * * *" {
 		t.Errorf("create with http flags: got %+v", j)
 	}
 
@@ -252,7 +254,7 @@ func TestJobCommands(t *testing.T) {
 			t.Errorf("get: output lacks %q:\n%s", want, out)
 		}
 	}
-	var j store.Job
+	var j api.Job
 	if err := json.Unmarshal([]byte(c.mustRun("get", id, "-o", "json")), &j); err != nil || j.ID != id {
 		t.Errorf("get -o json: got id %q (%v), want %q", j.ID, err, id)
 	}
@@ -276,8 +278,8 @@ func TestJobCommands(t *testing.T) {
 		}
 	}
 	var page struct {
-		Jobs       []store.Job `json:"jobs"`
-		NextCursor string      `json:"next_cursor"`
+		Jobs       []api.Job `json:"jobs"`
+		NextCursor string    `json:"next_cursor"`
 	}
 	if err := json.Unmarshal([]byte(c.mustRun("ls", "-o", "json", "--chunk-size", "2")), &page); err != nil || len(page.Jobs) != 5 || page.NextCursor != "" {
 		t.Errorf("ls -o json: got %d jobs, cursor %q (%v); want 5 and none", len(page.Jobs), page.NextCursor, err)
@@ -336,8 +338,8 @@ func TestJobCommands(t *testing.T) {
 	if strings.TrimSpace(out) != "RUN ID  STATUS  SCHEDULED  ITEMS  ATTEMPTS  WORKER  DURATION  REASON  LAST ERROR" {
 		t.Errorf("runs of a job without runs: got %q, want the header only", out)
 	}
-	putCLIRun(t, c, id, time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC), store.RunSucceeded, "")
-	putCLIRun(t, c, id, time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC), store.RunDead, "HTTP 503:\nservice unavailable")
+	putCLIRun(t, c, id, time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC), api.RunSucceeded, "")
+	putCLIRun(t, c, id, time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC), api.RunDead, "HTTP 503:\nservice unavailable")
 	out = c.mustRun("runs", id)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.Contains(lines[1], "2026-03-02T06:00:00Z") || !strings.Contains(lines[1], "dead") ||
@@ -345,15 +347,15 @@ func TestJobCommands(t *testing.T) {
 		t.Errorf("runs: got\n%s\nwant the dead run, then the succeeded one", out)
 	}
 	var rl struct {
-		Runs []store.Run `json:"runs"`
+		Runs []api.Run `json:"runs"`
 	}
-	if err := json.Unmarshal([]byte(c.mustRun("runs", id, "--limit", "1", "-o", "json")), &rl); err != nil || len(rl.Runs) != 1 || rl.Runs[0].Status != store.RunDead {
+	if err := json.Unmarshal([]byte(c.mustRun("runs", id, "--limit", "1", "-o", "json")), &rl); err != nil || len(rl.Runs) != 1 || rl.Runs[0].Status != api.RunDead {
 		t.Errorf("runs --limit 1 -o json: got %+v (%v), want the dead run", rl.Runs, err)
 	}
 	// What workers report is printed escaped: an ESC in an error or a
 	// worker ID (from an older worker, or a hostile one) cannot drive the
 	// reader's terminal.
-	putCLIRun(t, c, id, time.Date(2026, 3, 3, 6, 0, 0, 0, time.UTC), store.RunDead, "boom \x1b]0;pwned\x07\x1b[2J\u202edone")
+	putCLIRun(t, c, id, time.Date(2026, 3, 3, 6, 0, 0, 0, time.UTC), api.RunDead, "boom \x1b]0;pwned\x07\x1b[2J\u202edone")
 	out = c.mustRun("runs", id, "--limit", "1")
 	if strings.ContainsAny(out, "\x1b\x07\u202e") || !strings.Contains(out, `boom \x1b]0;pwned\x07\x1b[2J\u202edone`) {
 		t.Errorf("runs with control characters in the error: got %q, want them escaped", out)
@@ -492,11 +494,11 @@ func TestEtcdStartHint(t *testing.T) {
 }
 
 // putCLIRun stores a run document as the partition's owner would.
-func putCLIRun(t *testing.T, c *cliEnv, id string, at time.Time, status store.RunStatus, errText string) {
+func putCLIRun(t *testing.T, c *cliEnv, id string, at time.Time, status api.RunStatus, errText string) {
 	t.Helper()
 	p := c.store.Partition(id)
-	r := store.Run{ID: store.RunID(id, at), JobID: id, Partition: p, ScheduledAt: at, FiredAt: at, Status: status,
-		Attempts: []store.Attempt{{Attempt: 1, Worker: "w1", StartedAt: at, FinishedAt: at.Add(time.Second), Error: errText}}}
+	r := api.Run{ID: store.RunID(id, at), JobID: id, Partition: p, ScheduledAt: at, FiredAt: at, Status: status,
+		Attempts: []api.Attempt{{Attempt: 1, Worker: "w1", StartedAt: at, FinishedAt: at.Add(time.Second), Error: errText}}}
 	val, _ := json.Marshal(r)
 	if _, err := etcd.Client(t).Put(context.Background(), c.store.Keys().Run(p, id, at), string(val)); err != nil {
 		t.Fatal(err)
@@ -569,8 +571,8 @@ func TestEscapedTableCells(t *testing.T) {
 	}
 	var b bytes.Buffer
 	at := time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC)
-	err := printRuns(&b, []store.Run{{ID: store.RunID("j", at), Status: store.RunDead, ScheduledAt: at, FiredAt: at,
-		Attempts: []store.Attempt{{Attempt: 1, Worker: "evil\x1b[8m", Error: "failed\x1b[2K"}}}}, false, at)
+	err := printRuns(&b, []api.Run{{ID: store.RunID("j", at), Status: api.RunDead, ScheduledAt: at, FiredAt: at,
+		Attempts: []api.Attempt{{Attempt: 1, Worker: "evil\x1b[8m", Error: "failed\x1b[2K"}}}}, false, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -632,7 +634,7 @@ func TestRequestTimeoutFlag(t *testing.T) {
 		t.Fatalf("refused commands created %q", ids)
 	}
 	c.mustRun("create", "--id", "limited", "--schedule", "@every 1h", "--http-url", "http://127.0.0.1:9/", "--request-timeout", "30s", "--job-timeout", "5m")
-	if j, err := c.get("limited"); err != nil || j.Timeout != store.Duration(5*time.Minute) {
+	if j, err := c.get("limited"); err != nil || j.Timeout != api.Duration(5*time.Minute) {
 		t.Fatalf("create --request-timeout 30s --job-timeout 5m: got %+v, %v; want the job's timeout 5m", j, err)
 	}
 	c.mustRun("ls", "--request-timeout", "0") // 0: the default

@@ -20,7 +20,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // sourceDoc is one job document read by job apply, with where it was
@@ -123,7 +122,7 @@ job failed. Progress goes to standard error.`,
 // one document.
 func applyOne(cmd *cobra.Command, opts *clientOptions, name string, d sourceDoc) error {
 	var (
-		j       store.Job
+		j       api.Job
 		created bool
 	)
 	err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
@@ -226,10 +225,10 @@ func parseDocs(file string, data []byte) (docs []sourceDoc, single bool, err err
 			return fmt.Errorf("%s: the job document has no \"id\"", d.where())
 		}
 		d.id = head.ID
-		if len(raw) > store.DefaultMaxDocumentBytes {
+		if len(raw) > api.DefaultMaxDocumentBytes {
 			// The server would refuse the whole request (413) without
 			// saying which of its jobs is too large.
-			return fmt.Errorf("%s: job %q: the document is %d bytes; a job document takes at most %d", d.where(), d.id, len(raw), store.DefaultMaxDocumentBytes)
+			return fmt.Errorf("%s: job %q: the document is %d bytes; a job document takes at most %d", d.where(), d.id, len(raw), api.DefaultMaxDocumentBytes)
 		}
 		docs = append(docs, d)
 		return nil
@@ -399,7 +398,7 @@ func sendBatches(ctx context.Context, c *client.Client, docs []sourceDoc, mode s
 		// Stored documents of a batch must stay under the server's limit;
 		// the stored form adds server fields and the key to each.
 		cost := len(d.raw) + 512
-		if len(cur) > 0 && (len(cur) == size || curBytes+cost > store.MaxBatchBytes) {
+		if len(cur) > 0 && (len(cur) == size || curBytes+cost > api.MaxBatchBytes) {
 			select {
 			case batches <- cur:
 			case <-ctx.Done():

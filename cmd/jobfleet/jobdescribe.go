@@ -12,14 +12,13 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // described is job describe's -o json document.
 type described struct {
-	Job  store.Job     `json:"job"`
+	Job  api.Job       `json:"job"`
 	Next api.NextFires `json:"next"`
-	Runs []store.Run   `json:"runs"`
+	Runs []api.Run     `json:"runs"`
 }
 
 func newJobDescribeCmd(opts *clientOptions) *cobra.Command {
@@ -53,7 +52,7 @@ middle; jobfleet run get RUN_ID shows one whole). -o json or -o yaml print
 				}
 				d.Runs, err = c.ListRuns(ctx, args[0], runs)
 				if errors.Is(err, client.ErrNotFound) { // deleted meanwhile
-					d.Runs, err = []store.Run{}, nil
+					d.Runs, err = []api.Run{}, nil
 				}
 				return err
 			}); err != nil {

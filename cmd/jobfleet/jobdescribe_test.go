@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/store"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 func TestJobDescribeCommand(t *testing.T) {
 	c := newCLIEnv(t)
 	c.mustRun("create", "--id", "d/1", "--schedule", "0 9 * * 1-5", "--timezone", "Asia/Tokyo", "--http-url", "http://127.0.0.1:9/x")
-	putCLIRun(t, c, "d/1", time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), store.RunFailed, longErr)
+	putCLIRun(t, c, "d/1", time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), api.RunFailed, longErr)
 	out := c.mustRun("describe", "d/1")
 	for _, want := range []string{"d/1", "0 9 * * 1-5 (Asia/Tokyo)", "STATE", "not yet taken in", "NEXT FIRES", " 09:00:00 JST", "LAST RUNS", "failed", "connection refused"} {
 		if !strings.Contains(out, want) {
@@ -40,16 +40,16 @@ func TestDescribeStateBeforeFirstFire(t *testing.T) {
 	created := time.Date(2026, 11, 30, 22, 32, 10, 0, time.UTC)
 	for _, tc := range []struct {
 		name  string
-		state store.JobState
+		state api.JobState
 		want  string
 	}{
-		{"not fired", store.JobState{Last: created, Next: created.Add(time.Hour)}, "last scheduled             none yet (times after 2026-11-30T22:32:10.000Z are due)"},
-		{"fired", store.JobState{Last: created.Add(time.Hour), Fired: 1}, "last scheduled             2026-11-30T23:32:10.000Z"},
+		{"not fired", api.JobState{Last: created, Next: created.Add(time.Hour)}, "last scheduled             none yet (times after 2026-11-30T22:32:10.000Z are due)"},
+		{"fired", api.JobState{Last: created.Add(time.Hour), Fired: 1}, "last scheduled             2026-11-30T23:32:10.000Z"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.state
 			var b strings.Builder
-			d := described{Job: store.Job{ID: "once", CreatedAt: created, Revision: 1, State: &st}}
+			d := described{Job: api.Job{ID: "once", CreatedAt: created, Revision: 1, State: &st}}
 			if err := printDescribed(&b, d, false, created); err != nil {
 				t.Fatal(err)
 			}

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // readDocument reads the file named by -f; "-" is standard input.
@@ -31,7 +30,7 @@ func readDocument(cmd *cobra.Command, name string) ([]byte, error) {
 	}
 	// The server refuses documents over its limit with a clear message;
 	// read a little more than that so it can.
-	data, err := io.ReadAll(io.LimitReader(r, 2*store.DefaultMaxDocumentBytes))
+	data, err := io.ReadAll(io.LimitReader(r, 2*api.DefaultMaxDocumentBytes))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
@@ -58,7 +57,7 @@ type jobFlags struct {
 	headers, secretHeaders, command          []string
 	maxAttempts                              int
 	backoff, maxBackoff                      time.Duration
-	timeout                                  store.Duration
+	timeout                                  api.Duration
 	concurrencyPolicy, misfirePolicy         string
 	paused, followRedirects                  bool
 	// the schedule controls
@@ -157,20 +156,20 @@ func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
 			return nil, fmt.Errorf("--%s %s: %s; leave the flag out for the default", n.flag, fl.Value, n.accept)
 		}
 	}
-	j := store.Job{
+	j := api.Job{
 		ID:                 f.id,
 		Schedule:           f.schedule,
 		Timezone:           f.timezone,
-		Retry:              store.RetryPolicy{MaxAttempts: f.maxAttempts, InitialBackoff: store.Duration(f.backoff), MaxBackoff: store.Duration(f.maxBackoff)},
+		Retry:              api.RetryPolicy{MaxAttempts: f.maxAttempts, InitialBackoff: api.Duration(f.backoff), MaxBackoff: api.Duration(f.maxBackoff)},
 		Timeout:            f.timeout,
-		ConcurrencyPolicy:  store.ConcurrencyPolicy(f.concurrencyPolicy),
-		MisfirePolicy:      store.MisfirePolicy(f.misfirePolicy),
+		ConcurrencyPolicy:  api.ConcurrencyPolicy(f.concurrencyPolicy),
+		MisfirePolicy:      api.MisfirePolicy(f.misfirePolicy),
 		Paused:             f.paused,
-		Jitter:             store.Duration(f.jitter),
+		Jitter:             api.Duration(f.jitter),
 		MaxFires:           f.maxFires,
 		Exclude:            f.exclude,
 		PauseAfterFailures: f.pauseAfterFailures,
-		DeleteAfter:        store.Retention(f.deleteAfter),
+		DeleteAfter:        api.Retention(f.deleteAfter),
 	}
 	for _, b := range []struct {
 		flag, v string
@@ -200,7 +199,7 @@ func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
 	}
 	switch {
 	case f.httpURL != "":
-		j.Executor = store.Executor{Type: store.ExecutorHTTP, URL: f.httpURL, Method: f.method, FollowRedirects: f.followRedirects}
+		j.Executor = api.Executor{Type: api.ExecutorHTTP, URL: f.httpURL, Method: f.method, FollowRedirects: f.followRedirects}
 		for flag, list := range map[string][]string{"header": f.headers, "secret-header": f.secretHeaders} {
 			for _, h := range list {
 				name, value, ok := strings.Cut(h, ":")
@@ -208,28 +207,28 @@ func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
 					return nil, fmt.Errorf("--%s %q: want \"Name: value\"", flag, h)
 				}
 				if j.Executor.Headers == nil {
-					j.Executor.Headers = map[string]store.HeaderValue{}
+					j.Executor.Headers = map[string]api.HeaderValue{}
 				}
-				v := store.Literal(strings.TrimSpace(value))
+				v := api.Literal(strings.TrimSpace(value))
 				if flag == "secret-header" {
-					v = store.SecretEnv(strings.TrimSpace(value))
+					v = api.SecretEnv(strings.TrimSpace(value))
 				}
 				j.Executor.Headers[strings.TrimSpace(name)] = v
 			}
 		}
 	case cmd.Flags().Changed("shell"):
-		j.Executor = store.Executor{Type: store.ExecutorShell, Command: []string{"/bin/sh", "-c", f.shell}}
+		j.Executor = api.Executor{Type: api.ExecutorShell, Command: []string{"/bin/sh", "-c", f.shell}}
 	case cmd.Flags().Changed("command"):
-		j.Executor = store.Executor{Type: store.ExecutorShell, Command: f.command}
+		j.Executor = api.Executor{Type: api.ExecutorShell, Command: f.command}
 	default:
-		j.Executor = store.Executor{Type: f.handler}
+		j.Executor = api.Executor{Type: f.handler}
 	}
 	return json.Marshal(j)
 }
 
 // timeoutFlag is a job timeout flag: a duration, or "none".
 type timeoutFlag struct {
-	d    *store.Duration
+	d    *api.Duration
 	zero string // what an unset flag means, for its help
 }
 
@@ -242,14 +241,14 @@ func (f *timeoutFlag) String() string {
 
 func (f *timeoutFlag) Set(s string) error {
 	if s == "none" {
-		*f.d = store.NoTimeout
+		*f.d = api.NoTimeout
 		return nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < time.Duration(api.MinTimeout) {
 		return fmt.Errorf("want a duration of at least 1s such as 90m or 2h, or none for no time limit; leave the flag out for the default")
 	}
-	*f.d = store.Duration(d)
+	*f.d = api.Duration(d)
 	return nil
 }
 

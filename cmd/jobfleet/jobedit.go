@@ -10,10 +10,11 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/spf13/cobra"
 
 	"github.com/jobfleet/jobfleet/client"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // editFile runs the user's editor on path, attached to the command's
@@ -39,7 +40,7 @@ var editFile = func(cmd *cobra.Command, path string) error {
 // editable returns job j as the document to edit: what job get -o json
 // shows, without the fields the server sets and ignores, but with the
 // revision, so that saving replaces only the version edited.
-func editable(j store.Job) ([]byte, error) {
+func editable(j api.Job) ([]byte, error) {
 	j.State, j.Partition = nil, 0
 	var doc map[string]json.RawMessage
 	b, err := json.Marshal(j)
@@ -69,7 +70,7 @@ the same way. Nothing is written if the document is unchanged.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			var j store.Job
+			var j api.Job
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 				j, err = c.GetJob(ctx, id)
 				return err
@@ -115,7 +116,7 @@ the same way. Nothing is written if the document is unchanged.`,
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "job %q unchanged; nothing saved\n", id)
 				return err
 			}
-			var stored store.Job
+			var stored api.Job
 			err = opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 				stored, _, err = c.PutJobJSON(ctx, id, edited)
 				return err
@@ -137,11 +138,11 @@ the same way. Nothing is written if the document is unchanged.`,
 // shown as before) here, as the server would: it must be a valid job
 // document of the same ID. unchanged reports an edit that changes
 // nothing the server stores. edited is the document to send.
-func checkEdit(id string, j store.Job, before, after []byte) (edited []byte, unchanged bool, err error) {
+func checkEdit(id string, j api.Job, before, after []byte) (edited []byte, unchanged bool, err error) {
 	if bytes.Equal(bytes.TrimSpace(before), bytes.TrimSpace(after)) {
 		return nil, true, nil
 	}
-	e, err := store.DecodeJob(bytes.NewReader(after), 0)
+	e, err := api.DecodeJob(bytes.NewReader(after), 0)
 	if err != nil {
 		return nil, false, err
 	}
@@ -155,7 +156,7 @@ func checkEdit(id string, j store.Job, before, after []byte) (edited []byte, unc
 	}
 	n := e
 	n.Normalize()
-	if err := n.Validate(store.DefaultLimits()); err != nil {
+	if err := n.Validate(api.DefaultLimits()); err != nil {
 		return nil, false, err
 	}
 	old := j
@@ -173,8 +174,8 @@ func checkEdit(id string, j store.Job, before, after []byte) (edited []byte, unc
 
 // sameJob reports whether a and b (normalized) define the same job: every
 // field a client sets.
-func sameJob(a, b store.Job) bool {
-	clear := func(j store.Job) store.Job {
+func sameJob(a, b api.Job) bool {
+	clear := func(j api.Job) api.Job {
 		j.Partition, j.CreatedAt, j.UpdatedAt, j.Revision, j.State = 0, time.Time{}, time.Time{}, 0, nil
 		return j
 	}

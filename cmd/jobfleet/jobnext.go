@@ -13,7 +13,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 func newJobNextCmd(opts *clientOptions) *cobra.Command {
@@ -91,12 +90,12 @@ func newJobPreviewCmd(opts *clientOptions) *cobra.Command {
 	return cmd
 }
 
-// checkCount refuses a --count outside 1 to store.MaxNextFires. The API
+// checkCount refuses a --count outside 1 to api.MaxNextFires. The API
 // reads a count of 0 as "not given" and lists the default number, so
 // --count 0 must be refused here rather than answered with ten times.
 func checkCount(n int) error {
-	if n < 1 || n > store.MaxNextFires {
-		return fmt.Errorf("--count %d: want 1 to %d", n, store.MaxNextFires)
+	if n < 1 || n > api.MaxNextFires {
+		return fmt.Errorf("--count %d: want 1 to %d", n, api.MaxNextFires)
 	}
 	return nil
 }

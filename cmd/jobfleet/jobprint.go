@@ -12,12 +12,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // printJobResult reports a stored job: the job document with -o json, a
 // line saying what happened otherwise.
-func printJobResult(cmd *cobra.Command, opts *clientOptions, verb string, j store.Job) error {
+func printJobResult(cmd *cobra.Command, opts *clientOptions, verb string, j api.Job) error {
 	if opts.structured() {
 		return printDoc(cmd.OutOrStdout(), opts.output, j)
 	}
@@ -25,7 +24,7 @@ func printJobResult(cmd *cobra.Command, opts *clientOptions, verb string, j stor
 	return err
 }
 
-func printJobDetail(w io.Writer, j store.Job) error {
+func printJobDetail(w io.Writer, j api.Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, cell(v)) }
 	row("ID", j.ID)
@@ -65,7 +64,7 @@ func printJobDetail(w io.Writer, j store.Job) error {
 }
 
 // controlsText lists the schedule controls j sets, as rows (name, value).
-func controlsText(j store.Job) [][2]string {
+func controlsText(j api.Job) [][2]string {
 	var rows [][2]string
 	if j.Jitter > 0 {
 		rows = append(rows, [2]string{"JITTER", j.Jitter.String()})
@@ -101,7 +100,7 @@ func controlsText(j store.Job) [][2]string {
 
 // statusText is a job's status as listings show it: its status if read
 // with its state, else paused or active.
-func statusText(j store.Job) string {
+func statusText(j api.Job) string {
 	switch {
 	case j.Status != "":
 		return string(j.Status)
@@ -113,7 +112,7 @@ func statusText(j store.Job) string {
 
 // placementText describes which workers may run a job and where its
 // retries go.
-func placementText(j store.Job) string {
+func placementText(j api.Job) string {
 	s := "any worker"
 	if sel := j.Selector(); sel != "" {
 		s = "workers matching " + sel
@@ -132,9 +131,9 @@ func placementText(j store.Job) string {
 }
 
 // scheduleText describes when a job runs.
-func scheduleText(j store.Job) string {
+func scheduleText(j api.Job) string {
 	switch {
-	case j.Schedule != "" && j.Timezone != "" && j.Timezone != store.DefaultTimezone && !strings.HasPrefix(j.Schedule, "@every"):
+	case j.Schedule != "" && j.Timezone != "" && j.Timezone != api.DefaultTimezone && !strings.HasPrefix(j.Schedule, "@every"):
 		return j.Schedule + " (" + j.Timezone + ")"
 	case j.Schedule != "":
 		return j.Schedule
@@ -147,12 +146,12 @@ func scheduleText(j store.Job) string {
 
 // executorText describes an executor in at most max characters (0: no
 // limit).
-func executorText(e store.Executor, max int) string {
+func executorText(e api.Executor, max int) string {
 	var s string
 	switch e.Type {
-	case store.ExecutorHTTP:
+	case api.ExecutorHTTP:
 		s = "http " + e.Method + " " + e.URL
-	case store.ExecutorShell:
+	case api.ExecutorShell:
 		s = "shell " + strings.Join(e.Command, " ")
 	default:
 		s = "handler " + e.Type
@@ -177,7 +176,7 @@ func clip(s string, n int) string {
 // the last attempt's error. Texts from workers are escaped; long ones are
 // cut in the middle, keeping the end, where Go errors put their cause.
 // wide adds the fire time and owner, and prints texts whole.
-func printRuns(w io.Writer, runs []store.Run, wide bool, now time.Time) error {
+func printRuns(w io.Writer, runs []api.Run, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if wide {
 		fmt.Fprintln(tw, "RUN ID\tSTATUS\tSCHEDULED\tFIRED\tOWNER\tEPOCH\tITEMS\tATTEMPTS\tWORKER\tDURATION\tREASON\tLAST ERROR")

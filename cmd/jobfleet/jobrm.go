@@ -11,10 +11,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/client"
 )
 
@@ -113,7 +114,7 @@ func removePrefix(cmd *cobra.Command, opts *clientOptions, prefix string, yes, d
 			// asking, rather than once per job after.
 			me, err := c.Whoami(ctx)
 			switch {
-			case err == nil && me.Role != string(auth.RoleOperator) && me.Role != string(auth.RoleAdmin):
+			case err == nil && me.Role != string(api.RoleOperator) && me.Role != string(api.RoleAdmin):
 				return fmt.Errorf("credential %q (role %s) may not delete jobs (an operator or admin may); nothing deleted", me.Credential, me.Role)
 			case err != nil && !errors.Is(err, client.ErrNotFound): // a server without whoami lets the deletions say it
 				return err

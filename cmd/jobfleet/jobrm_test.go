@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 func TestJobRemovePrefix(t *testing.T) {
@@ -57,7 +57,7 @@ func TestJobRemovePrefix(t *testing.T) {
 
 	// A viewer is told at once that it may not delete, before any
 	// question and any request per job.
-	viewer := c.credential(auth.CreateRequest{Role: auth.RoleViewer}).Secret
+	viewer := c.credential(api.CreateRequest{Role: api.RoleViewer}).Secret
 	if _, err := c.runCmd("yes\n", "job", "--server", c.url, "--token", viewer, "rm", "--prefix", "billing/", "--yes"); err == nil ||
 		!strings.Contains(err.Error(), "(role viewer) may not delete jobs (an operator or admin may); nothing deleted") {
 		t.Errorf("a viewer's rm --prefix: got %v, want it refused at once", err)
@@ -67,7 +67,7 @@ func TestJobRemovePrefix(t *testing.T) {
 	}
 
 	// A scoped credential deletes within its prefix only.
-	billing := c.credential(auth.CreateRequest{Role: auth.RoleOperator, Prefix: "billing/"}).Secret
+	billing := c.credential(api.CreateRequest{Role: api.RoleOperator, Prefix: "billing/"}).Secret
 	out, err := c.runCmd("", "job", "--server", c.url, "--token", billing, "rm", "--prefix", "b", "--yes")
 	if err != nil || !strings.Contains(out, "deleted 2 jobs") {
 		t.Errorf("scoped rm --prefix b: got %q, %v", out, err)

@@ -8,10 +8,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/spf13/cobra"
 
 	"github.com/jobfleet/jobfleet/client"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 func newRunCmd() *cobra.Command {
@@ -37,7 +38,7 @@ each with its status, worker, attempts, duration and last error;
 run document. Run IDs are listed by jobfleet job runs.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var r store.Run
+			var r api.Run
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 				r, err = c.GetRun(ctx, args[0])
 				return err
@@ -65,7 +66,7 @@ run document. Run IDs are listed by jobfleet job runs.`,
 
 // printItemDetail writes item i of run r: the run's ID and status, the
 // item's, then its attempts in full.
-func printItemDetail(w io.Writer, r store.Run, i int, now time.Time) error {
+func printItemDetail(w io.Writer, r api.Run, i int, now time.Time) error {
 	it := r.Items[i]
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
@@ -88,7 +89,7 @@ func printItemDetail(w io.Writer, r store.Run, i int, now time.Time) error {
 // printRunDetail writes run r for people: a block of fields, then each
 // attempt with its error and output in full, or the table of its items
 // (their errors clipped unless wide).
-func printRunDetail(w io.Writer, r store.Run, wide bool, now time.Time) error {
+func printRunDetail(w io.Writer, r api.Run, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("RUN", cell(r.ID))
@@ -119,7 +120,7 @@ func printRunDetail(w io.Writer, r store.Run, wide bool, now time.Time) error {
 
 // printAttempts writes each attempt with its times and its error and
 // output in full.
-func printAttempts(w io.Writer, attempts []store.Attempt, now time.Time) error {
+func printAttempts(w io.Writer, attempts []api.Attempt, now time.Time) error {
 	for _, a := range attempts {
 		fmt.Fprintf(w, "\nattempt %d on worker %s\n", a.Attempt, cell(a.Worker))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -158,7 +159,7 @@ func timeText(t time.Time) string {
 
 // runDuration is how long run r took: from its first attempt's start to
 // its last one's end (to now while one runs), "" before any attempt.
-func runDuration(r store.Run, now time.Time) string {
+func runDuration(r api.Run, now time.Time) string {
 	if len(r.Items) > 0 {
 		return itemsDuration(r, now)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"sigs.k8s.io/yaml"
 
 	"github.com/jobfleet/jobfleet/store"
@@ -19,8 +21,8 @@ const longErr = `Post "http://127.0.0.1:9000/hooks/billing/nightly-report/with/a
 
 func TestRunsTableKeepsTheCause(t *testing.T) {
 	at := time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC)
-	runs := []store.Run{{ID: store.RunID("j", at), Status: store.RunFailed, ScheduledAt: at, FiredAt: at, Reason: "retrying",
-		Attempts: []store.Attempt{{Attempt: 1, Worker: "w1", StartedAt: at, FinishedAt: at.Add(1500 * time.Millisecond), Error: longErr}}}}
+	runs := []api.Run{{ID: store.RunID("j", at), Status: api.RunFailed, ScheduledAt: at, FiredAt: at, Reason: "retrying",
+		Attempts: []api.Attempt{{Attempt: 1, Worker: "w1", StartedAt: at, FinishedAt: at.Add(1500 * time.Millisecond), Error: longErr}}}}
 	var b bytes.Buffer
 	if err := printRuns(&b, runs, false, at); err != nil {
 		t.Fatal(err)
@@ -48,7 +50,7 @@ func TestRunsTableShowsAWaitingRunsReason(t *testing.T) {
 	at := time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC)
 	const reason = `no live worker serves handler "send-invoice" (run a program that registers it with the worker library's Handle)`
 	var b bytes.Buffer
-	if err := printRuns(&b, []store.Run{{ID: store.RunID("j", at), Status: store.RunPending, ScheduledAt: at, FiredAt: at, Reason: reason}}, false, at); err != nil {
+	if err := printRuns(&b, []api.Run{{ID: store.RunID("j", at), Status: api.RunPending, ScheduledAt: at, FiredAt: at, Reason: reason}}, false, at); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), reason) {
@@ -61,8 +63,8 @@ func TestRunGetCommand(t *testing.T) {
 	c.mustRun("create", "--id", "r/1", "--schedule", "@hourly", "--shell", "true")
 	at := time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC)
 	p := c.store.Partition("r/1")
-	run := store.Run{ID: store.RunID("r/1", at), JobID: "r/1", Partition: p, ScheduledAt: at, FiredAt: at.Add(12 * time.Millisecond),
-		Status: store.RunSucceeded, Owner: "m1", Epoch: 7, Attempts: []store.Attempt{
+	run := api.Run{ID: store.RunID("r/1", at), JobID: "r/1", Partition: p, ScheduledAt: at, FiredAt: at.Add(12 * time.Millisecond),
+		Status: api.RunSucceeded, Owner: "m1", Epoch: 7, Attempts: []api.Attempt{
 			{Attempt: 1, Worker: "w1", StartedAt: at.Add(time.Second), FinishedAt: at.Add(3 * time.Second), Error: longErr + "\nsecond line\x1b[2J"},
 			{Attempt: 2, Worker: "w2", StartedAt: at.Add(5 * time.Second), FinishedAt: at.Add(6 * time.Second), Output: "all good\n"},
 		}}
@@ -86,7 +88,7 @@ func TestRunGetCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got store.Run
+	var got api.Run
 	if err := yaml.Unmarshal([]byte(out), &got); err != nil || got.ID != run.ID || len(got.Attempts) != 2 || got.Attempts[0].Error != run.Attempts[0].Error {
 		t.Errorf("run get -o yaml: got %+v (%v) from\n%s", got, err, out)
 	}

@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // itemsSummary says how a run's items stand: "12/16 succeeded, 1
 // running, 3 pending", "" for a run of one item.
-func itemsSummary(r store.Run) string {
+func itemsSummary(r api.Run) string {
 	if len(r.Items) == 0 {
 		return ""
 	}
@@ -33,7 +32,7 @@ func itemsSummary(r store.Run) string {
 
 // itemsPolicy describes a run's item settings: "broadcast to 3 workers",
 // "16 items, 14 required, at most 4 at once".
-func itemsPolicy(r store.Run) string {
+func itemsPolicy(r api.Run) string {
 	var s string
 	if r.Broadcast {
 		s = fmt.Sprintf("broadcast to %d workers", len(r.Items))
@@ -78,7 +77,7 @@ func chainSpan(as []api.Attempt) (start, end time.Time, ok bool) {
 // itemsDuration is how long a run of items took: from its first item's
 // first start to its last item's end (to now while an item runs), "" if
 // no item started.
-func itemsDuration(r store.Run, now time.Time) string {
+func itemsDuration(r api.Run, now time.Time) string {
 	var start, end time.Time
 	running, any := false, false
 	for _, it := range r.Items {
@@ -108,7 +107,7 @@ func itemsDuration(r store.Run, now time.Time) string {
 // printItems writes a run's items as a table: index, status, worker,
 // attempts, duration and the last error (or the item's reason), clipped
 // unless wide.
-func printItems(w io.Writer, r store.Run, wide bool, now time.Time) error {
+func printItems(w io.Writer, r api.Run, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ITEM\tSTATUS\tWORKER\tATTEMPTS\tDURATION\tERROR")
 	for _, it := range r.Items {
@@ -138,7 +137,7 @@ func printItems(w io.Writer, r store.Run, wide bool, now time.Time) error {
 // runWorkers is the worker column of a run in a list: its last
 // attempt's, or for a run of items the number of workers its items ran
 // on.
-func runWorkers(r store.Run) string {
+func runWorkers(r api.Run) string {
 	if len(r.Items) == 0 {
 		if n := len(r.Attempts); n > 0 {
 			return r.Attempts[n-1].Worker
@@ -161,7 +160,7 @@ func runWorkers(r store.Run) string {
 
 // lastItemError is the last error of a run of items: that of its
 // highest-indexed dead item, else of any failed one.
-func lastItemError(r store.Run) string {
+func lastItemError(r api.Run) string {
 	msg := ""
 	for _, it := range r.Items {
 		if n := len(it.Attempts); n > 0 && it.Attempts[n-1].Error != "" && (it.Status == api.RunDead || it.Status == api.RunFailed) {
@@ -173,7 +172,7 @@ func lastItemError(r store.Run) string {
 
 // shardsText describes a job's shards and placement for job describe: ""
 // for a job of single runs.
-func shardsText(j store.Job) string {
+func shardsText(j api.Job) string {
 	if j.Broadcasts() {
 		text := "broadcast: one item per live worker that runs " + j.Executor.Type
 		if sel := j.Selector(); sel != "" {

@@ -14,7 +14,7 @@ import (
 
 // itemsRunAt is a broadcast run of three items: one succeeded on w1,
 // one dead after two attempts on w2, one still running on w3.
-func itemsRunAt(id string, p int, at time.Time) store.Run {
+func itemsRunAt(id string, p int, at time.Time) api.Run {
 	attempt := func(n int, w string, start, took time.Duration, errText string) api.Attempt {
 		a := api.Attempt{Attempt: n, Worker: w, Credential: "c", StartedAt: at.Add(start)}
 		if took > 0 {
@@ -22,8 +22,8 @@ func itemsRunAt(id string, p int, at time.Time) store.Run {
 		}
 		return a
 	}
-	return store.Run{ID: store.RunID(id, at), JobID: id, Partition: p, ScheduledAt: at, FiredAt: at, Status: store.RunRunning, Owner: "m1", Epoch: 3,
-		Attempts: []store.Attempt{}, Broadcast: true, Items: []api.Item{
+	return api.Run{ID: store.RunID(id, at), JobID: id, Partition: p, ScheduledAt: at, FiredAt: at, Status: api.RunRunning, Owner: "m1", Epoch: 3,
+		Attempts: []api.Attempt{}, Broadcast: true, Items: []api.Item{
 			{Index: 0, Status: api.RunSucceeded, Worker: "w1", Registration: 10, Attempts: []api.Attempt{attempt(1, "w1", time.Second, 2*time.Second, "")}},
 			{Index: 1, Status: api.RunDead, Worker: "w2", Registration: 11, Attempts: []api.Attempt{attempt(1, "w2", time.Second, time.Second, "boom"), attempt(2, "w2", 3*time.Second, time.Second, "boom again: "+longErr)}},
 			{Index: 2, Status: api.RunRunning, Worker: "w3", Registration: 12, Attempts: []api.Attempt{attempt(1, "w3", time.Second, 0, "")}},
@@ -71,7 +71,7 @@ func TestRunGetItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got store.Run
+	var got api.Run
 	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Items) != 3 || !strings.Contains(out, `"items"`) || strings.Contains(out, "item_state") {
 		t.Errorf("run get -o json: %v, %d items, from\n%s", err, len(got.Items), out)
 	}
@@ -80,14 +80,14 @@ func TestRunGetItems(t *testing.T) {
 func TestRunsTableShowsItems(t *testing.T) {
 	at := time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC)
 	var b bytes.Buffer
-	if err := printRuns(&b, []store.Run{itemsRunAt("bc", 0, at)}, false, at.Add(10*time.Second)); err != nil {
+	if err := printRuns(&b, []api.Run{itemsRunAt("bc", 0, at)}, false, at.Add(10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if out := b.String(); !strings.Contains(out, "1/3") || !strings.Contains(out, "3 workers") || !strings.Contains(out, "boom again") || !strings.Contains(out, "9s so far") {
 		t.Errorf("runs table:\n%s\nwant the items succeeded, the workers, the last error and the duration so far", out)
 	}
 	b.Reset()
-	j := store.Job{ID: "s", Executor: store.Executor{Type: "http"}, Shards: &api.Shards{Params: []json.RawMessage{[]byte(`"eu"`), []byte(`"us"`)}, MinSucceeded: 1, MaxParallel: 1}}
+	j := api.Job{ID: "s", Executor: api.Executor{Type: "http"}, Shards: &api.Shards{Params: []json.RawMessage{[]byte(`"eu"`), []byte(`"us"`)}, MinSucceeded: 1, MaxParallel: 1}}
 	if err := printJobDetail(&b, j); err != nil {
 		t.Fatal(err)
 	}

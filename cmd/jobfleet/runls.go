@@ -14,7 +14,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // runLsMaxRead is the most failing runs run ls reads before it sorts
@@ -53,15 +52,15 @@ print the entries read, as the API returns them, in its order.`,
 			if limit < 1 || limit > runLsMaxRead {
 				return fmt.Errorf("--limit must be 1 to %d, got %d", runLsMaxRead, limit)
 			}
-			if since <= 0 || since > store.FailingWindow {
-				return fmt.Errorf("--since must be more than 0 and at most %s, got %s", store.FailingWindow, since)
+			if since <= 0 || since > api.FailingWindow {
+				return fmt.Errorf("--since must be more than 0 and at most %s, got %s", api.FailingWindow, since)
 			}
 			statuses, err := parseFailingStatuses(status)
 			if err != nil {
 				return err
 			}
 			var (
-				list      = api.FailingRunList{Runs: []store.FailingRun{}}
+				list      = api.FailingRunList{Runs: []api.FailingRun{}}
 				truncated bool
 			)
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
@@ -88,7 +87,7 @@ print the entries read, as the API returns them, in its order.`,
 				return printDoc(cmd.OutOrStdout(), opts.output, list)
 			}
 			runs := list.Runs
-			slices.SortStableFunc(runs, func(a, b store.FailingRun) int {
+			slices.SortStableFunc(runs, func(a, b api.FailingRun) int {
 				return cmp.Or(b.At.Compare(a.At), cmp.Compare(a.RunID, b.RunID))
 			})
 			shown := runs[:min(limit, len(runs))]
@@ -109,7 +108,7 @@ print the entries read, as the API returns them, in its order.`,
 		},
 	}
 	cmd.Flags().StringVar(&status, "status", "dead,failed", "the statuses to list: dead, failed, or both comma-separated")
-	cmd.Flags().DurationVar(&since, "since", store.FailingWindow, "list runs that got their status within this duration, at most 24h")
+	cmd.Flags().DurationVar(&since, "since", api.FailingWindow, "list runs that got their status within this duration, at most 24h")
 	cmd.Flags().StringVar(&prefix, "prefix", "", "list only runs of jobs whose ID starts with this prefix")
 	cmd.Flags().IntVar(&limit, "limit", 50, fmt.Sprintf("show at most this many runs, the newest, 1 to %d", runLsMaxRead))
 	return cmd
@@ -130,12 +129,12 @@ func shortDuration(d time.Duration) string {
 
 // parseFailingStatuses parses --status: dead, failed, or both
 // comma-separated.
-func parseFailingStatuses(s string) ([]store.RunStatus, error) {
-	var out []store.RunStatus
+func parseFailingStatuses(s string) ([]api.RunStatus, error) {
+	var out []api.RunStatus
 	for part := range strings.SplitSeq(s, ",") {
-		st := store.RunStatus(strings.TrimSpace(part))
+		st := api.RunStatus(strings.TrimSpace(part))
 		if !st.Failing() {
-			return nil, fmt.Errorf("--status: %q is not %q or %q (a comma-separated list of them)", string(st), store.RunDead, store.RunFailed)
+			return nil, fmt.Errorf("--status: %q is not %q or %q (a comma-separated list of them)", string(st), api.RunDead, api.RunFailed)
 		}
 		if !slices.Contains(out, st) {
 			out = append(out, st)
@@ -147,7 +146,7 @@ func parseFailingStatuses(s string) ([]store.RunStatus, error) {
 // printFailingRuns writes failing runs as a table: job, run ID, status,
 // attempts, when the run got its status, and the error, escaped and cut
 // in the middle (whole if wide).
-func printFailingRuns(w io.Writer, runs []store.FailingRun, wide bool) error {
+func printFailingRuns(w io.Writer, runs []api.FailingRun, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tRUN\tSTATUS\tATTEMPT\tAT\tERROR")
 	for _, r := range runs {

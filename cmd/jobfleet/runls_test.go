@@ -16,9 +16,9 @@ import (
 
 func TestFailingRunsTable(t *testing.T) {
 	at := time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC)
-	runs := []store.FailingRun{
-		{RunID: store.RunID("team/a", at), JobID: "team/a", Status: store.RunDead, Attempt: 3, At: at.Add(time.Minute), Error: longErr},
-		{RunID: store.RunID("b", at), JobID: "b", Status: store.RunFailed, Attempt: 1, At: at, Error: "bad\x1b[2Jterminal\nline"},
+	runs := []api.FailingRun{
+		{RunID: store.RunID("team/a", at), JobID: "team/a", Status: api.RunDead, Attempt: 3, At: at.Add(time.Minute), Error: longErr},
+		{RunID: store.RunID("b", at), JobID: "b", Status: api.RunFailed, Attempt: 1, At: at, Error: "bad\x1b[2Jterminal\nline"},
 	}
 	tests := []struct {
 		name       string
@@ -58,20 +58,20 @@ func TestFailingRunsTable(t *testing.T) {
 func TestRunLsCommand(t *testing.T) {
 	c := newCLIEnv(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	put := func(id string, sched time.Time, st store.RunStatus, ago time.Duration) {
+	put := func(id string, sched time.Time, st api.RunStatus, ago time.Duration) {
 		p := c.store.Partition(id)
-		f := store.FailingRun{RunID: store.RunID(id, sched), JobID: id, Status: st, Attempt: 2, At: now.Add(-ago), Error: "boom " + id}
+		f := api.FailingRun{RunID: store.RunID(id, sched), JobID: id, Status: st, Attempt: 2, At: now.Add(-ago), Error: "boom " + id}
 		b, _ := json.Marshal(f)
 		if _, err := c.client.Put(context.Background(), c.store.Keys().Failing(p, id, sched), string(b)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sched := time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC)
-	put("team/old", sched, store.RunDead, 5*time.Hour)
-	put("team/new", sched, store.RunFailed, time.Minute)
-	put("team/mid", sched, store.RunDead, time.Hour)
-	put("other/x", sched, store.RunDead, 2*time.Minute)
-	put("team/ancient", sched, store.RunDead, 30*time.Hour)
+	put("team/old", sched, api.RunDead, 5*time.Hour)
+	put("team/new", sched, api.RunFailed, time.Minute)
+	put("team/mid", sched, api.RunDead, time.Hour)
+	put("other/x", sched, api.RunDead, 2*time.Minute)
+	put("team/ancient", sched, api.RunDead, 30*time.Hour)
 	ls := func(args ...string) (string, error) {
 		return c.runCmd("", append([]string{"run", "--server", c.url, "--token", c.token, "ls"}, args...)...)
 	}

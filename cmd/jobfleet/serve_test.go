@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.uber.org/zap/zaptest"
 
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/testkit/tlstest"
 )
@@ -18,8 +19,8 @@ func TestAPIWriteTimeoutOutlastsTheLongestLongPoll(t *testing.T) {
 	// A poll is held up to MaxPollWait after its headers, then answered:
 	// the write timeout, counted from the headers, must leave room for the
 	// body, the wait and the reply.
-	if margin := cfg.WriteTimeout - dispatch.MaxPollWait; margin < 15*time.Second {
-		t.Errorf("write timeout %v leaves %v beyond the longest long poll (%v), want at least 15s", cfg.WriteTimeout, margin, dispatch.MaxPollWait)
+	if margin := cfg.WriteTimeout - api.MaxPollWait; margin < 15*time.Second {
+		t.Errorf("write timeout %v leaves %v beyond the longest long poll (%v), want at least 15s", cfg.WriteTimeout, margin, api.MaxPollWait)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("the API's listener configuration: %v", err)

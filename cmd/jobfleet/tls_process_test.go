@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
@@ -75,7 +77,7 @@ func TestOrchestratorServesTLSWithClientCertificates(t *testing.T) {
 	// CLI, the worker and the test's client authenticate with it alone.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, _, err := auth.NewStore(etcd.Client(t), ns, nil).Issue(ctx, "ci-admin", auth.CreateRequest{Role: auth.RoleAdmin}, ""); err != nil {
+	if _, _, err := auth.NewStore(etcd.Client(t), ns, nil).Issue(ctx, "ci-admin", api.CreateRequest{Role: api.RoleAdmin}, ""); err != nil {
 		t.Fatal(err)
 	}
 	var o *proctest.Process

@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -37,7 +39,7 @@ in when no admin credential is left.`,
 	cmd.AddCommand(&cobra.Command{
 		Use: "ls", Short: "List the credentials (never their secrets)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var list auth.TokenList
+			var list api.TokenList
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 				list.Tokens, err = c.ListTokens(ctx)
 				return err
@@ -82,7 +84,7 @@ in when no admin credential is left.`,
 
 func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
 	var (
-		req       auth.CreateRequest
+		req       api.CreateRequest
 		role      string
 		etcd      = defaultEtcdOptions()
 		namespace string
@@ -96,11 +98,11 @@ func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
   jobfleet token create --role admin --etcd-endpoints=http://127.0.0.1:2379   # recovery: straight into etcd`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req.Role = auth.Role(role)
+			req.Role = api.Role(role)
 			if err := auth.ValidateRequest(req); err != nil {
 				return fmt.Errorf("%w (flags --role, --prefix, --worker-labels, --ttl, --description)", err)
 			}
-			var c auth.Created
+			var c api.Created
 			if cmd.Flags().Changed("etcd-endpoints") {
 				if err := opts.checkOutput(); err != nil {
 					return err
@@ -152,7 +154,7 @@ func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
 // printCreated prints a new credential: the token alone on standard
 // output (so that `jobfleet token create ... > file` stores just the
 // token), what it is on standard error.
-func printCreated(out, info io.Writer, c auth.Created) error {
+func printCreated(out, info io.Writer, c api.Created) error {
 	scope := "all jobs"
 	if c.Prefix != "" {
 		scope = fmt.Sprintf("jobs starting with %q", c.Prefix)

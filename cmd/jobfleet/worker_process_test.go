@@ -16,11 +16,9 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/proctest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestKilledWorkerProcessIsReplacedAtOnce: a `jobfleet worker` process
@@ -67,8 +65,8 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 		t.Fatalf("registration %+v, want doomed, concurrency 1, held by orch-w, serving http", w)
 	}
 
-	job := store.Job{ID: "survives-its-worker", Executor: store.Executor{Type: "http", URL: hook.URL},
-		Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(100 * time.Millisecond)}}
+	job := api.Job{ID: "survives-its-worker", Executor: api.Executor{Type: "http", URL: hook.URL},
+		Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(100 * time.Millisecond)}}
 	body, _ := json.Marshal(job)
 	resp, err := httpClient.Post(o.url+"/v1/jobs", "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -78,7 +76,7 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create job: %d", resp.StatusCode)
 	}
-	runs := func() []store.Run {
+	runs := func() []api.Run {
 		var l api.RunList
 		if code, err := getJSON(o.url+"/v1/jobs/"+url.PathEscape(job.ID)+"/runs", &l); err != nil || code != http.StatusOK {
 			return nil
@@ -87,7 +85,7 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 	}
 	poll(t, 15*time.Second, "attempt 1 running on the doomed worker", func() (bool, string) {
 		rs := runs()
-		return len(rs) == 1 && rs[0].Status == store.RunRunning && rs[0].Attempts[0].Worker == "doomed", fmt.Sprintf("runs %+v", rs)
+		return len(rs) == 1 && rs[0].Status == api.RunRunning && rs[0].Attempts[0].Worker == "doomed", fmt.Sprintf("runs %+v", rs)
 	})
 	// The run says running once the attempt is granted, before the worker
 	// has called the hook: kill it only once the call arrived, or attempt 1
@@ -102,13 +100,13 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 	doomed.Signal(t, syscall.SIGKILL)
 	doomed.Wait(t, 5*time.Second)
 	startWorker("rescuer")
-	var run store.Run
+	var run api.Run
 	poll(t, 25*time.Second, "the run succeeded on another worker", func() (bool, string) {
 		rs := runs()
 		if len(rs) == 1 {
 			run = rs[0]
 		}
-		return run.Status == store.RunSucceeded, fmt.Sprintf("run %+v", run)
+		return run.Status == api.RunSucceeded, fmt.Sprintf("run %+v", run)
 	})
 	t.Logf("run retried and succeeded %v after its worker was killed (presence grace 500ms, worker TTL 6s, run lease 30s)", time.Since(killedAt).Round(time.Millisecond))
 	if len(run.Attempts) != 2 || run.Attempts[1].Worker != "rescuer" || !strings.Contains(run.Attempts[0].Error, `worker "doomed" lost: its registration expired`) {
@@ -172,8 +170,8 @@ func TestWorkerProcessWithReaderCredentialExits(t *testing.T) {
 		t.Fatalf("orchestrator exited at start-up: %v", o.Cmd.ProcessState)
 	}
 	client := etcd.Client(t)
-	workers := map[auth.Role]*proctest.Process{}
-	for _, role := range []auth.Role{auth.RoleViewer, auth.RoleOperator} {
+	workers := map[api.Role]*proctest.Process{}
+	for _, role := range []api.Role{api.RoleViewer, api.RoleOperator} {
 		file := filepath.Join(t.TempDir(), string(role)+".token")
 		if err := os.WriteFile(file, []byte(authtest.Token(t, client, ns, role, "")+"\n"), 0o600); err != nil {
 			t.Fatal(err)

@@ -16,8 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestKilledWorkerProcessTakesItsShellCommandWithIt: a `jobfleet worker
@@ -43,8 +44,8 @@ func TestKilledWorkerProcessTakesItsShellCommandWithIt(t *testing.T) {
 	// of its parent, then waits for the child.
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	script := fmt.Sprintf(`sleep 60 & echo $! > %[1]s.tmp; echo $$ >> %[1]s.tmp; echo $PPID >> %[1]s.tmp; mv %[1]s.tmp %[1]s; wait`, pidFile)
-	job := store.Job{ID: "shell-dies-with-its-worker", Executor: store.Executor{Type: "shell", Command: []string{"/bin/sh", "-c", script}},
-		Retry: store.RetryPolicy{MaxAttempts: 1}}
+	job := api.Job{ID: "shell-dies-with-its-worker", Executor: api.Executor{Type: "shell", Command: []string{"/bin/sh", "-c", script}},
+		Retry: api.RetryPolicy{MaxAttempts: 1}}
 	body, _ := json.Marshal(job)
 	resp, err := httpClient.Post(o.url+"/v1/jobs", "application/json", bytes.NewReader(body))
 	if err != nil {

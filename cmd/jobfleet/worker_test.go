@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // runWorkerCmd runs `jobfleet worker args...` until it has polled orch
@@ -22,7 +22,7 @@ func runWorkerCmd(t *testing.T, args ...string) (auth string, err error) {
 	t.Helper()
 	polled := make(chan string, 1)
 	orch := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != dispatch.PathPoll {
+		if r.URL.Path != api.PathPoll {
 			http.NotFound(w, r)
 			return
 		}
@@ -31,7 +31,7 @@ func runWorkerCmd(t *testing.T, args ...string) (auth string, err error) {
 		default:
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(dispatch.PollResponse{Attempts: []dispatch.AttemptGrant{}})
+		json.NewEncoder(w).Encode(api.PollResponse{Attempts: []api.AttemptGrant{}})
 	}))
 	defer orch.Close()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.uber.org/goleak"
 
 	"github.com/jobfleet/jobfleet/dispatch/notify"
@@ -65,7 +67,7 @@ func entries(st *memStore, job, url string, n int, t time.Time) []notify.Entry {
 		st.put(body, []byte(fmt.Sprintf(`{"job_id":%q,"n":%d}`, job, i)))
 		key := fmt.Sprintf("%s/%d/0", job, i)
 		st.put(key, nil)
-		out = append(out, notify.Entry{Key: key, Body: body, Outbox: store.Outbox{JobID: job, RunID: fmt.Sprintf("%s@%d", job, i), Event: store.RunDead, URL: url, CreatedAt: t.Add(time.Duration(i) * time.Millisecond)}})
+		out = append(out, notify.Entry{Key: key, Body: body, Outbox: store.Outbox{JobID: job, RunID: fmt.Sprintf("%s@%d", job, i), Event: api.RunDead, URL: url, CreatedAt: t.Add(time.Duration(i) * time.Millisecond)}})
 	}
 	return out
 }
@@ -145,7 +147,7 @@ func Example() {
 	st.put("nightly/run", []byte(`{"status":"dead"}`))
 	st.put("nightly/0", nil)
 	ob.Add(notify.Entry{Key: "nightly/0", Body: "nightly/run", Outbox: store.Outbox{
-		RunID: "nightly@2026-06-01T02:00:00.000Z", JobID: "nightly", Event: store.RunDead, Attempt: 3,
+		RunID: "nightly@2026-06-01T02:00:00.000Z", JobID: "nightly", Event: api.RunDead, Attempt: 3,
 		URL: "https://alerts.example/jobfleet", CreatedAt: time.Now(),
 	}})
 	for len(st.list()) > 0 { // delivered, then deleted

@@ -16,8 +16,8 @@ import (
 // every name and URL as long as allowed: what a hostile worker sends.
 // Registrations of different variants (short strings) differ in every
 // name.
-func largest(worker, credential, variant string) dispatch.RegisterRequest {
-	r := dispatch.RegisterRequest{Worker: worker, Credential: credential, Concurrency: api.MaxWorkerConcurrency}
+func largest(worker, credential, variant string) api.RegisterRequest {
+	r := api.RegisterRequest{Worker: worker, Credential: credential, Concurrency: api.MaxWorkerConcurrency}
 	for i := range api.MaxRegisterExecutors {
 		name := fmt.Sprintf("%s-%02d", variant, i)
 		r.Executors = append(r.Executors, name+strings.Repeat("x", api.MaxExecutorBytes-len(name)))
@@ -44,36 +44,36 @@ func TestRegisterRefusesHostileRegistrations(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name  string
-		edit  func(*dispatch.RegisterRequest)
+		edit  func(*api.RegisterRequest)
 		field string
 	}{
-		{"no worker", func(r *dispatch.RegisterRequest) { r.Worker = "" }, "worker"},
-		{"worker ID of 129 bytes", func(r *dispatch.RegisterRequest) { r.Worker = strings.Repeat("w", 129) }, "worker"},
-		{"control character in the ID", func(r *dispatch.RegisterRequest) { r.Worker = "w\x1b[2J" }, "worker"},
-		{"no executors", func(r *dispatch.RegisterRequest) { r.Executors = nil }, "executors"},
-		{"65 executors", func(r *dispatch.RegisterRequest) {
+		{"no worker", func(r *api.RegisterRequest) { r.Worker = "" }, "worker"},
+		{"worker ID of 129 bytes", func(r *api.RegisterRequest) { r.Worker = strings.Repeat("w", 129) }, "worker"},
+		{"control character in the ID", func(r *api.RegisterRequest) { r.Worker = "w\x1b[2J" }, "worker"},
+		{"no executors", func(r *api.RegisterRequest) { r.Executors = nil }, "executors"},
+		{"65 executors", func(r *api.RegisterRequest) {
 			r.Executors = many(65, func(i int) string { return fmt.Sprintf("h%d", i) })
 		}, "executors: must list 1 to 64"},
-		{"1000 executors", func(r *dispatch.RegisterRequest) {
+		{"1000 executors", func(r *api.RegisterRequest) {
 			r.Executors = many(1000, func(i int) string { return fmt.Sprintf("h%d", i) })
 		}, "executors: must list 1 to 64"},
-		{"executor name of 65 bytes", func(r *dispatch.RegisterRequest) { r.Executors = []string{"http", strings.Repeat("h", 65)} }, "executors[1]"},
-		{"executor with a space", func(r *dispatch.RegisterRequest) { r.Executors = []string{"a b"} }, "executors[0]"},
-		{"executor listed twice", func(r *dispatch.RegisterRequest) { r.Executors = []string{"http", "resize", "http"} }, "executors[2]"},
-		{"zero concurrency", func(r *dispatch.RegisterRequest) { r.Concurrency = 0 }, "concurrency"},
-		{"too much concurrency", func(r *dispatch.RegisterRequest) { r.Concurrency = 5000 }, "concurrency"},
-		{"active above concurrency", func(r *dispatch.RegisterRequest) { r.Active = 5 }, "active"},
-		{"negative active", func(r *dispatch.RegisterRequest) { r.Active = -1 }, "active"},
-		{"9 orchestrators", func(r *dispatch.RegisterRequest) {
+		{"executor name of 65 bytes", func(r *api.RegisterRequest) { r.Executors = []string{"http", strings.Repeat("h", 65)} }, "executors[1]"},
+		{"executor with a space", func(r *api.RegisterRequest) { r.Executors = []string{"a b"} }, "executors[0]"},
+		{"executor listed twice", func(r *api.RegisterRequest) { r.Executors = []string{"http", "resize", "http"} }, "executors[2]"},
+		{"zero concurrency", func(r *api.RegisterRequest) { r.Concurrency = 0 }, "concurrency"},
+		{"too much concurrency", func(r *api.RegisterRequest) { r.Concurrency = 5000 }, "concurrency"},
+		{"active above concurrency", func(r *api.RegisterRequest) { r.Active = 5 }, "active"},
+		{"negative active", func(r *api.RegisterRequest) { r.Active = -1 }, "active"},
+		{"9 orchestrators", func(r *api.RegisterRequest) {
 			r.Orchestrators = many(9, func(i int) string { return fmt.Sprintf("http://o%d:8080", i) })
 		}, "orchestrators: at most 8"},
-		{"64 orchestrators", func(r *dispatch.RegisterRequest) {
+		{"64 orchestrators", func(r *api.RegisterRequest) {
 			r.Orchestrators = many(64, func(i int) string { return fmt.Sprintf("http://o%d:8080", i) })
 		}, "orchestrators: at most 8"},
-		{"orchestrator URL of 257 bytes", func(r *dispatch.RegisterRequest) {
+		{"orchestrator URL of 257 bytes", func(r *api.RegisterRequest) {
 			r.Orchestrators = []string{"http://o1:8080", "http://" + strings.Repeat("a", 250)}
 		}, "orchestrators[1]"},
-		{"orchestrator URL with a newline", func(r *dispatch.RegisterRequest) { r.Orchestrators = []string{"http://o1\n"} }, "orchestrators[0]"},
+		{"orchestrator URL with a newline", func(r *api.RegisterRequest) { r.Orchestrators = []string{"http://o1\n"} }, "orchestrators[0]"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rq := req("w1", "cred-a")

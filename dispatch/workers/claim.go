@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -34,7 +36,7 @@ type claim struct {
 // claimsPrefix is the prefix of every binding; claimKey is worker id's.
 func claimsPrefix(k store.Keys) string { return k.NS + "workerids/" }
 
-func claimKey(k store.Keys, id string) string { return claimsPrefix(k) + store.EscapeID(id) }
+func claimKey(k store.Keys, id string) string { return claimsPrefix(k) + api.EscapeID(id) }
 
 // stored is a key as read: its decoded document (valid false if it did
 // not decode), mod revision and lease.
@@ -48,7 +50,7 @@ type stored[T any] struct {
 // state is worker ID's registration and binding as read from etcd; nil
 // where absent.
 type state struct {
-	reg   *stored[store.Worker]
+	reg   *stored[api.Worker]
 	claim *stored[claim]
 }
 
@@ -71,7 +73,7 @@ func (r *Registry) read(ctx context.Context, id string) (state, error) {
 	}
 	var st state
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		st.reg = decode[store.Worker](kvs[0].Value, kvs[0].ModRevision, kvs[0].Lease)
+		st.reg = decode[api.Worker](kvs[0].Value, kvs[0].ModRevision, kvs[0].Lease)
 		if !st.reg.valid {
 			r.lg.Warn("undecodable worker registration; replacing it", zap.String("worker", id))
 		}

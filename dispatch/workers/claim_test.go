@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/dispatch/workers"
 )
 
@@ -26,7 +27,7 @@ func TestWorkerIDBoundWhileLive(t *testing.T) {
 		!strings.Contains(err.Error(), "for 15m0s after it ends") || strings.Contains(err.Error(), "token") {
 		t.Fatalf("register under another credential: %v, want ErrIDTaken saying the ID is held, until when", err)
 	}
-	if err := r.Deregister(context.Background(), dispatch.DeregisterRequest{Worker: "w1", Credential: "cred-b"}); !errors.Is(err, workers.ErrIDTaken) {
+	if err := r.Deregister(context.Background(), api.DeregisterRequest{Worker: "w1", Credential: "cred-b"}); !errors.Is(err, workers.ErrIDTaken) {
 		t.Fatalf("deregister under another credential: %v, want ErrIDTaken", err)
 	}
 	if err := r.CheckID("w1", "cred-b"); !errors.Is(err, workers.ErrIDTaken) {
@@ -83,7 +84,7 @@ func TestLapsedWorkerIDKeptForItsCredential(t *testing.T) {
 
 	// It stops gracefully: the registration goes at once, the binding
 	// stays.
-	if err := r.Deregister(context.Background(), dispatch.DeregisterRequest{Worker: "w1", Credential: "cred-a"}); err != nil {
+	if err := r.Deregister(context.Background(), api.DeregisterRequest{Worker: "w1", Credential: "cred-a"}); err != nil {
 		t.Fatal(err)
 	}
 	if k := e.keys(); len(k) != 1 || k[0] != claimKey {
@@ -167,7 +168,7 @@ func TestWorkerIDsHeldPerCredentialAreBounded(t *testing.T) {
 	for _, id := range []string{"w1", "w2", "w3", "w4"} {
 		e.register(r, req(id, "cred-a"))
 		waitHeld(t, r, id)
-		if err := r.Deregister(context.Background(), dispatch.DeregisterRequest{Worker: id, Credential: "cred-a"}); err != nil {
+		if err := r.Deregister(context.Background(), api.DeregisterRequest{Worker: id, Credential: "cred-a"}); err != nil {
 			t.Fatal(err)
 		}
 		waitListed(t, r)

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
 )
 
@@ -26,10 +27,10 @@ func ExampleRegistry_Register() {
 		panic(err)
 	}
 	ctx := context.Background()
-	resp, err := r.Register(ctx, dispatch.RegisterRequest{Worker: "billing-1", Credential: "billing-worker", Prefix: "billing/", Executors: []string{"http"}, Concurrency: 4})
+	resp, err := r.Register(ctx, api.RegisterRequest{Worker: "billing-1", Credential: "billing-worker", Prefix: "billing/", Executors: []string{"http"}, Concurrency: 4})
 	fmt.Println(resp.TTL, resp.Orchestrator, err)
 
-	_, err = r.Register(ctx, dispatch.RegisterRequest{Worker: "billing-1", Credential: "other-worker", Executors: []string{"http"}, Concurrency: 1})
+	_, err = r.Register(ctx, api.RegisterRequest{Worker: "billing-1", Credential: "other-worker", Executors: []string{"http"}, Concurrency: 1})
 	fmt.Println(errors.Is(err, workers.ErrIDTaken))
 	fmt.Println(err)
 	// Output:

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/storage"
@@ -202,7 +203,7 @@ func TestRateLimits(t *testing.T) {
 	if !errors.As(err, &rate) || rate.What != "requests" || rate.RetryAfter != time.Second {
 		t.Fatalf("a fourth request at once: %v, want a request rate refusal, retry in 1s", err)
 	}
-	if err := r.Deregister(ctx, dispatch.DeregisterRequest{Worker: "w1", Credential: "cred-a"}); !errors.Is(err, workers.ErrRateLimited) {
+	if err := r.Deregister(ctx, api.DeregisterRequest{Worker: "w1", Credential: "cred-a"}); !errors.Is(err, workers.ErrRateLimited) {
 		t.Fatalf("a deregistration beyond the rate: %v, want ErrRateLimited", err)
 	}
 	e.register(r, req("x1", "cred-b"))

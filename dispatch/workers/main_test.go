@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
@@ -57,11 +58,11 @@ func (e *env) registry(member string, cfg workers.Config) *workers.Registry {
 }
 
 // req is a small valid registration of worker by credential.
-func req(worker, credential string) dispatch.RegisterRequest {
-	return dispatch.RegisterRequest{Worker: worker, Credential: credential, Executors: []string{"http"}, Concurrency: 4}
+func req(worker, credential string) api.RegisterRequest {
+	return api.RegisterRequest{Worker: worker, Credential: credential, Executors: []string{"http"}, Concurrency: 4}
 }
 
-func (e *env) register(r *workers.Registry, rq dispatch.RegisterRequest) {
+func (e *env) register(r *workers.Registry, rq api.RegisterRequest) {
 	e.t.Helper()
 	if _, err := r.Register(context.Background(), rq); err != nil {
 		e.t.Fatalf("register %s as %s: %v", rq.Worker, rq.Credential, err)
@@ -109,14 +110,14 @@ func (e *env) writesSince(rev int64) int {
 
 // stored returns worker id's registration in etcd, and its key's
 // revisions; ok false if absent.
-func (e *env) stored(id string) (w store.Worker, kv *storedKV, ok bool) {
+func (e *env) stored(id string) (w api.Worker, kv *storedKV, ok bool) {
 	e.t.Helper()
 	resp, err := e.client.Get(context.Background(), store.Keys{NS: e.ns}.Worker(id))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	if len(resp.Kvs) == 0 {
-		return store.Worker{}, nil, false
+		return api.Worker{}, nil, false
 	}
 	k := resp.Kvs[0]
 	if err := json.Unmarshal(k.Value, &w); err != nil {

@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/dispatch/placement"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // WhyPending says why a waiting run of job jobID, whose executor type is
@@ -32,7 +33,7 @@ func (r *Registry) WhyPending(jobID, executor, selector, readerPrefix string) st
 // Worker returns worker id's live registration as this member's copy
 // shows it, and whether it has one. The document's slices and map are
 // shared: read them, do not modify them.
-func (r *Registry) Worker(id string) (store.Worker, bool) {
+func (r *Registry) Worker(id string) (api.Worker, bool) {
 	e, ok := r.regView.Load().workers[id]
 	return e.doc, ok
 }
@@ -55,7 +56,7 @@ func (r *Registry) OtherCanTake(jobID, executor, selector, except string) bool {
 
 // canTake reports whether worker w serves executor and may take jobs with
 // ID jobID, whatever its labels.
-func canTake(w store.Worker, jobID, executor string) bool {
+func canTake(w api.Worker, jobID, executor string) bool {
 	return slices.Contains(w.Executors, executor) && strings.HasPrefix(jobID, w.Prefix)
 }
 
@@ -89,9 +90,9 @@ func whyPending(ws map[string]entry, jobID, executor, selector string, names boo
 	switch {
 	case serving == 0:
 		switch executor {
-		case store.ExecutorShell:
+		case api.ExecutorShell:
 			return `no live worker serves executor "shell" (start a worker with --allow-shell)`
-		case store.ExecutorHTTP:
+		case api.ExecutorHTTP:
 			return `no live worker serves executor "http"`
 		default:
 			return fmt.Sprintf("no live worker serves handler %s (run a program that registers it with the worker library's Handle)", strconv.Quote(executor))

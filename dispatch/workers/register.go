@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -39,29 +41,29 @@ import (
 // ErrTooManyWorkers, a *RateError, and etcd's errors classified by
 // store.Classify (store.ErrHighWater and store.ErrNoSpace when the write
 // a registration needs is refused, store.ErrUnavailable).
-func (r *Registry) Register(ctx context.Context, req dispatch.RegisterRequest) (dispatch.RegisterResponse, error) {
+func (r *Registry) Register(ctx context.Context, req api.RegisterRequest) (api.RegisterResponse, error) {
 	if err := validateRegister(req); err != nil {
 		r.cfg.Metrics.refuse("invalid")
-		return dispatch.RegisterResponse{}, err
+		return api.RegisterResponse{}, err
 	}
 	if err := r.limits.request(req.Credential); err != nil {
 		r.cfg.Metrics.refuse("rate")
-		return dispatch.RegisterResponse{}, err
+		return api.RegisterResponse{}, err
 	}
 	if err := checkLabels(req); err != nil {
 		r.cfg.Metrics.refuse("labels")
 		r.lg.Warn("worker registration refused: labels outside its credential's", zap.String("worker", req.Worker), zap.String("credential", req.Credential),
 			zap.String("labels", placement.FormatLabels(req.Labels)), zap.String("worker_labels", req.WorkerLabels))
-		return dispatch.RegisterResponse{}, err
+		return api.RegisterResponse{}, err
 	}
 	paid := false // a write was paid for: a try after a lost compare-and-swap pays nothing more
 	for range 3 {
 		st, err := r.read(ctx, req.Worker)
 		if err != nil {
-			return dispatch.RegisterResponse{}, err
+			return api.RegisterResponse{}, err
 		}
 		if err := r.checkHolder(ctx, req.Worker, req.Credential, st); err != nil {
-			return dispatch.RegisterResponse{}, err
+			return api.RegisterResponse{}, err
 		}
 		if st.reg == nil || !st.reg.valid {
 			err = r.create(ctx, req, st, &paid)
@@ -70,17 +72,17 @@ func (r *Registry) Register(ctx context.Context, req dispatch.RegisterRequest) (
 		}
 		switch {
 		case err == nil:
-			return dispatch.RegisterResponse{TTL: store.Duration(r.cfg.TTL), Orchestrator: r.cfg.Member}, nil
+			return api.RegisterResponse{TTL: api.Duration(r.cfg.TTL), Orchestrator: r.cfg.Member}, nil
 		case !errors.Is(err, errChanged):
-			return dispatch.RegisterResponse{}, err
+			return api.RegisterResponse{}, err
 		}
 	}
-	return dispatch.RegisterResponse{}, fmt.Errorf("%w: registration of worker %s changed under three tries; retry", store.ErrUnavailable, strconv.Quote(req.Worker))
+	return api.RegisterResponse{}, fmt.Errorf("%w: registration of worker %s changed under three tries; retry", store.ErrUnavailable, strconv.Quote(req.Worker))
 }
 
 // create writes a new registration under a new lease, with the ID's
 // binding to the credential if it has none yet (one revision for both).
-func (r *Registry) create(ctx context.Context, req dispatch.RegisterRequest, st state, paid *bool) error {
+func (r *Registry) create(ctx context.Context, req api.RegisterRequest, st state, paid *bool) error {
 	if err := r.checkQuota(req.Worker, req.Credential, st); err != nil {
 		return err
 	}
@@ -136,7 +138,7 @@ func (r *Registry) create(ctx context.Context, req dispatch.RegisterRequest, st 
 
 // refresh renews a live registration's lease and its binding's, then
 // writes what changed (see Register).
-func (r *Registry) refresh(ctx context.Context, req dispatch.RegisterRequest, st state, paid *bool) error {
+func (r *Registry) refresh(ctx context.Context, req api.RegisterRequest, st state, paid *bool) error {
 	if err := r.keepAlive(ctx, st.reg.lease); err != nil {
 		return err
 	}
@@ -166,7 +168,7 @@ func (r *Registry) refresh(ctx context.Context, req dispatch.RegisterRequest, st
 
 // rewrite replaces the registration with next, keeping its lease, if it is
 // unchanged since read; paid is nil for a write paid for already.
-func (r *Registry) rewrite(ctx context.Context, req dispatch.RegisterRequest, reg *stored[store.Worker], next store.Worker, paid *bool, kind string) error {
+func (r *Registry) rewrite(ctx context.Context, req api.RegisterRequest, reg *stored[api.Worker], next api.Worker, paid *bool, kind string) error {
 	val, err := json.Marshal(next)
 	if err != nil {
 		return err
@@ -190,7 +192,7 @@ func (r *Registry) rewrite(ctx context.Context, req dispatch.RegisterRequest, re
 
 // changed reports whether next differs from cur in what the worker says
 // it is: its executors, concurrency, orchestrators, labels or scope.
-func changed(cur, next store.Worker) bool {
+func changed(cur, next api.Worker) bool {
 	return !slices.Equal(cur.Executors, next.Executors) || cur.Concurrency != next.Concurrency ||
 		!slices.Equal(cur.Orchestrators, next.Orchestrators) || cur.Prefix != next.Prefix || !maps.Equal(cur.Labels, next.Labels)
 }
@@ -199,7 +201,7 @@ func changed(cur, next store.Worker) bool {
 // registers with) is to be stored over cur's: the member changed, or
 // Active did and the last write is interval old (never for a negative
 // interval).
-func sampleDue(cur, next store.Worker, now time.Time, interval time.Duration) bool {
+func sampleDue(cur, next api.Worker, now time.Time, interval time.Duration) bool {
 	if cur.Orchestrator != next.Orchestrator {
 		return true
 	}
@@ -221,7 +223,7 @@ func (r *Registry) pay(credential string, n int, paid *bool) error {
 }
 
 // cost is what writing w costs of the write rate.
-func cost(w store.Worker) int {
+func cost(w api.Worker) int {
 	b, _ := json.Marshal(w)
 	return costOf(len(b))
 }
@@ -283,8 +285,8 @@ func (r *Registry) checkQuota(worker, credential string, st state) error {
 }
 
 // document returns the registration to store for req.
-func (r *Registry) document(req dispatch.RegisterRequest, registered, now time.Time) store.Worker {
-	return store.Worker{
+func (r *Registry) document(req api.RegisterRequest, registered, now time.Time) api.Worker {
+	return api.Worker{
 		ID:            req.Worker,
 		Credential:    req.Credential,
 		Prefix:        req.Prefix,
@@ -313,7 +315,7 @@ func labelsOf(l map[string]string) map[string]string {
 // as after any end of a registration, so that no other credential takes
 // it while the worker restarts. It returns ErrIDTaken if the ID is bound
 // to another credential; removing an absent registration succeeds.
-func (r *Registry) Deregister(ctx context.Context, req dispatch.DeregisterRequest) error {
+func (r *Registry) Deregister(ctx context.Context, req api.DeregisterRequest) error {
 	if err := dispatch.ValidateWorkerID(req.Worker); err != nil {
 		r.cfg.Metrics.refuse("invalid")
 		return err

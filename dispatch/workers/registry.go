@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -52,7 +54,7 @@ type regView struct {
 
 // entry is one live registration.
 type entry struct {
-	doc       store.Worker
+	doc       api.Worker
 	createRev int64 // identifies the registration: a worker that expires and registers again gets a new one
 }
 
@@ -131,7 +133,7 @@ func (r *Registry) applyRegs(s mirror.Snapshot) {
 	old := r.regView.Load()
 	next := &regView{rev: s.Revision, workers: make(map[string]entry, len(s.KVs)), perCred: map[string]int{}, changed: make(chan struct{})}
 	for _, kv := range s.KVs {
-		var w store.Worker
+		var w api.Worker
 		if err := json.Unmarshal(kv.Value, &w); err != nil || w.ID == "" {
 			r.lg.Warn("undecodable worker registration ignored", zap.String("key", kv.Key), zap.Error(err))
 			continue
@@ -221,12 +223,12 @@ func (r *Registry) CheckID(worker, credential string) error {
 // Workers returns the live registrations, by ID, as this member's copy
 // shows them. It returns ErrNotLoaded before the registry has listed
 // etcd.
-func (r *Registry) Workers() ([]store.Worker, error) {
+func (r *Registry) Workers() ([]api.Worker, error) {
 	v := r.regView.Load()
 	if v.rev == 0 {
 		return nil, ErrNotLoaded
 	}
-	out := make([]store.Worker, 0, len(v.workers))
+	out := make([]api.Worker, 0, len(v.workers))
 	for _, id := range slices.Sorted(maps.Keys(v.workers)) {
 		out = append(out, v.workers[id].doc)
 	}

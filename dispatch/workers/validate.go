@@ -15,7 +15,7 @@ import (
 // (api.MaxRegisterExecutors and the others), so that what one
 // registration stores is at most a few kilobytes. Its errors wrap
 // dispatch.ErrBadRequest and name the field.
-func validateRegister(req dispatch.RegisterRequest) error {
+func validateRegister(req api.RegisterRequest) error {
 	if err := dispatch.ValidateWorkerID(req.Worker); err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func validateRegister(req dispatch.RegisterRequest) error {
 // checkLabels refuses a registration whose labels do not satisfy its
 // credential's worker label selector. The error wraps
 // dispatch.ErrForbidden (HTTP 403) and names the rule.
-func checkLabels(req dispatch.RegisterRequest) error {
+func checkLabels(req api.RegisterRequest) error {
 	if placement.Allows(req.WorkerLabels, req.Labels) {
 		return nil
 	}

@@ -71,7 +71,7 @@ type Input struct {
 	// Jobs are the workload's records of what the API accepted, and
 	// Listed the jobs GET /v1/jobs returned at the end (nil if it failed).
 	Jobs   map[string]JobRecord
-	Listed map[string]store.Job
+	Listed map[string]api.Job
 	// DeleteRequested is, per deleted job, when the workload sent the
 	// delete that was accepted.
 	DeleteRequested map[string]time.Time
@@ -472,7 +472,7 @@ type segment struct {
 	active  bool // not paused
 	sched   schedule.Schedule
 	oneOff  *time.Time
-	misfire store.MisfirePolicy
+	misfire api.MisfirePolicy
 }
 
 // segments splits a job's spec history into spans of one schedule. Spec
@@ -480,7 +480,7 @@ type segment struct {
 // updates) do not start a new span.
 func (c *checker) segments(id string, versions []SpecVersion) []segment {
 	var segs []segment
-	var cur *store.Job
+	var cur *api.Job
 	closeAt := func(t time.Time) {
 		if len(segs) > 0 && segs[len(segs)-1].to.IsZero() {
 			segs[len(segs)-1].to = t
@@ -564,7 +564,7 @@ func (c *checker) checkSchedules() {
 		segs := c.segments(id, versions)
 		// Keyed by Unix nanoseconds: time.Time values of one instant can
 		// differ as map keys (location, monotonic reading).
-		required := map[int64]store.MisfirePolicy{}
+		required := map[int64]api.MisfirePolicy{}
 		allowed := map[int64]bool{}
 		oneOff := false
 		for i, sg := range segs {
@@ -628,7 +628,7 @@ func (c *checker) checkSchedules() {
 				continue
 			}
 			policy := required[ns]
-			if !oneOff && policy != store.MisfireRunAll && c.mayMiss(p, t) {
+			if !oneOff && policy != api.MisfireRunAll && c.mayMiss(p, t) {
 				s.MissedAllowed++
 				continue
 			}
@@ -710,7 +710,7 @@ func (c *checker) indexExecutions() map[execKey][]Execution {
 
 // chainAttempts returns the attempts of chain item of r: its own, or its
 // item's (none if it has no such item).
-func chainAttempts(r store.Run, item int) []store.Attempt {
+func chainAttempts(r api.Run, item int) []api.Attempt {
 	if item == noItem {
 		return r.Attempts
 	}
@@ -732,7 +732,7 @@ func chainName(runID string, item int) string {
 // it ends an attempt; every other attempt result is a worker's report.
 var orchestratorReasons = []string{"run lease expired", "timed out: still running", "cancelled: "}
 
-func workerReported(a store.Attempt) bool {
+func workerReported(a api.Attempt) bool {
 	for _, r := range orchestratorReasons {
 		if strings.HasPrefix(a.Error, r) {
 			return false
@@ -845,14 +845,14 @@ func (c *checker) checkRuns(execs map[execKey][]Execution) {
 				c.res.Global.RunsRepeatedWorkerAlive++
 			}
 		}
-		if deletedWithJob(h) || last.Status == store.RunSkipped || last.Status == api.RunCancelled {
+		if deletedWithJob(h) || last.Status == api.RunSkipped || last.Status == api.RunCancelled {
 			continue // nothing was owed: never run, or stopped on request
 		}
 		switch {
 		case !last.Status.Final():
 			c.res.Global.RunsUnfinished++
 			c.violate("runs_unfinished", k, fmt.Sprintf("run %s still %s at the end (%d attempts)", runID, last.Status, len(last.Attempts)))
-		case last.Status == store.RunDead || succeeded == 0:
+		case last.Status == api.RunDead || succeeded == 0:
 			c.res.Global.RunsLost++
 			c.violate("runs_lost", k, fmt.Sprintf("run %s ended %s with no successful execution recorded (%d attempts: %s)", runID, last.Status, len(last.Attempts), attemptSummary(last.Attempts)))
 		}
@@ -867,7 +867,7 @@ func revs(cs []RunCreate) []int64 {
 	return out
 }
 
-func attemptSummary(as []store.Attempt) string {
+func attemptSummary(as []api.Attempt) string {
 	var parts []string
 	for _, a := range as {
 		res := "ok"
@@ -879,7 +879,7 @@ func attemptSummary(as []store.Attempt) string {
 	return strings.Join(parts, "; ")
 }
 
-func sameAttempt(a, b store.Attempt) bool {
+func sameAttempt(a, b api.Attempt) bool {
 	return a.Attempt == b.Attempt && a.Worker == b.Worker && a.StartedAt.Equal(b.StartedAt) &&
 		a.FinishedAt.Equal(b.FinishedAt) && a.Error == b.Error
 }
@@ -888,7 +888,7 @@ func sameAttempt(a, b store.Attempt) bool {
 // attempt chain item of it (noItem: the run's own).
 func (c *checker) checkAttempts(h *RunHistory, runID string, item int, k Kind, execs map[execKey][]Execution) {
 	s := c.stat(k)
-	finished := map[int]store.Attempt{} // first finished form of each attempt
+	finished := map[int]api.Attempt{} // first finished form of each attempt
 	type seenAt struct {
 		rev  int64
 		seen time.Time
@@ -898,10 +898,10 @@ func (c *checker) checkAttempts(h *RunHistory, runID string, item int, k Kind, e
 	// Reports of attempts accepted after the next attempt was handed
 	// out: the first such form of each attempt, and where.
 	type lateReport struct {
-		a  store.Attempt
+		a  api.Attempt
 		at seenAt
 	}
-	form := map[int]store.Attempt{} // each attempt's form in the previous version
+	form := map[int]api.Attempt{} // each attempt's form in the previous version
 	late := map[int]lateReport{}
 	stale := func(detail string) {
 		s.StaleReportsAccepted++
@@ -1028,7 +1028,7 @@ func (c *checker) checkExecutions(execs map[execKey][]Execution) {
 			c.violate("duplicate_executions", k, fmt.Sprintf("%s attempt %d executed %d times (starts %s)", chainName(ek.run, ek.item), ek.attempt, len(es), execStarts(es)))
 		}
 		for _, e := range es {
-			if e.Job != id || e.ScheduledAt != store.FormatTime(at) {
+			if e.Job != id || e.ScheduledAt != api.FormatTime(at) {
 				c.res.Global.CorruptRuns++
 				c.violate("corrupt_runs", k, fmt.Sprintf("run %s executed with job %q scheduled at %q", ek.run, e.Job, e.ScheduledAt))
 			}

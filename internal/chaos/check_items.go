@@ -9,7 +9,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/placement"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // Items are the checker's figures of sharded and broadcast runs.
@@ -93,7 +92,7 @@ func (c *checker) checkItemRun(h *RunHistory, runID string, k Kind, execs map[ex
 	// Over the versions: the item set is fixed at the fire, and a success
 	// stays.
 	succeededAt := map[int]int64{}
-	var first store.Run
+	var first api.Run
 	for n, v := range h.Versions {
 		r := v.Run
 		if n == 0 {
@@ -118,10 +117,10 @@ func (c *checker) checkItemRun(h *RunHistory, runID string, k Kind, execs map[ex
 			if wins > 1 {
 				twice(i, fmt.Sprintf("item %d has %d successful attempts at revision %d", i, wins, v.Rev))
 			}
-			if rev, ok := succeededAt[i]; ok && it.Status != store.RunSucceeded {
+			if rev, ok := succeededAt[i]; ok && it.Status != api.RunSucceeded {
 				twice(i, fmt.Sprintf("item %d succeeded at revision %d, %s at revision %d", i, rev, it.Status, v.Rev))
 			}
-			if _, ok := succeededAt[i]; !ok && it.Status == store.RunSucceeded {
+			if _, ok := succeededAt[i]; !ok && it.Status == api.RunSucceeded {
 				succeededAt[i] = v.Rev
 			}
 		}
@@ -153,17 +152,17 @@ func (c *checker) checkItemRun(h *RunHistory, runID string, k Kind, execs map[ex
 			g.ItemsRepeated++
 		}
 	}
-	if deleted || last.Status == store.RunSkipped || last.Status == api.RunCancelled {
+	if deleted || last.Status == api.RunSkipped || last.Status == api.RunCancelled {
 		return // a cancelled run's items do not decide its status
 	}
 	need, n := last.Required(), len(last.Items)
 	cnt := last.Count()
-	want := store.RunRunning
+	want := api.RunRunning
 	switch {
 	case cnt.Succeeded >= need:
-		want = store.RunSucceeded
+		want = api.RunSucceeded
 	case cnt.Dead+cnt.Skipped > n-need:
-		want = store.RunDead
+		want = api.RunDead
 	}
 	if last.Status.Final() && want != last.Status {
 		mismatch(fmt.Sprintf("status %s, but its items make it %s (%d of %d succeeded, %d dead, %d skipped, %d required)", last.Status, want, cnt.Succeeded, n, cnt.Dead, cnt.Skipped, need))
@@ -173,7 +172,7 @@ func (c *checker) checkItemRun(h *RunHistory, runID string, k Kind, execs map[ex
 		c.violate("runs_unfinished", k, fmt.Sprintf("run %s still %s at the end (items: %+v)", runID, last.Status, cnt))
 		return
 	}
-	if last.Status == store.RunSucceeded && executed >= need {
+	if last.Status == api.RunSucceeded && executed >= need {
 		s.FiresExecuted++
 	}
 	for i, it := range last.Items {
@@ -181,10 +180,10 @@ func (c *checker) checkItemRun(h *RunHistory, runID string, k Kind, execs map[ex
 		case !it.Status.Final():
 			g.ItemsLost++
 			c.violate("items_lost", k, fmt.Sprintf("run %s is %s with item %d still %s", runID, last.Status, i, it.Status))
-		case it.Status == store.RunDead && !c.workerLost(last, it, created):
+		case it.Status == api.RunDead && !c.workerLost(last, it, created):
 			g.ItemsLost++
 			c.violate("items_lost", k, fmt.Sprintf("run %s item %d dead (%q; %s)", runID, i, it.Reason, attemptSummary(it.Attempts)))
-		case it.Status == store.RunDead:
+		case it.Status == api.RunDead:
 			g.BroadcastWorkerLost++
 		}
 	}
@@ -193,7 +192,7 @@ func (c *checker) checkItemRun(h *RunHistory, runID string, k Kind, execs map[ex
 // workerLost reports whether dead item it of run r is a broadcast item
 // whose worker's registration ended for a reason the product allows: its
 // process ended, or a fault cut it off, between the fire and the end.
-func (c *checker) workerLost(r store.Run, it api.Item, created time.Time) bool {
+func (c *checker) workerLost(r api.Run, it api.Item, created time.Time) bool {
 	if !r.Broadcast || it.Worker == "" || !strings.Contains(it.Reason, "registration") {
 		return false
 	}
@@ -210,7 +209,7 @@ func (c *checker) workerLost(r store.Run, it api.Item, created time.Time) bool {
 // item by its worker; and that every worker that lived through the fire
 // and whose labels the selector matches got an item (a violation only
 // outside fault windows).
-func (c *checker) checkBroadcast(h *RunHistory, runID string, k Kind, r store.Run, created time.Time) {
+func (c *checker) checkBroadcast(h *RunHistory, runID string, k Kind, r api.Run, created time.Time) {
 	g := &c.res.Global.Items
 	misplaced := func(detail string) {
 		g.BroadcastMisplaced++

@@ -18,10 +18,10 @@ func (b *builder) fireItems(id string, sec float64, n int, pins ...string) *RunH
 	key := store.Keys{NS: testNS}.Run(p, id, t)
 	h := &RunHistory{Key: key, Partition: p, JobID: id, At: t}
 	b.in.History.Runs[key] = h
-	run := store.Run{ID: store.RunID(id, t), JobID: id, Partition: p, ScheduledAt: t, FiredAt: t.Add(5 * time.Millisecond),
-		Status: store.RunPending, Attempts: []store.Attempt{}, Owner: "m1", Epoch: 1, Broadcast: len(pins) > 0}
+	run := api.Run{ID: store.RunID(id, t), JobID: id, Partition: p, ScheduledAt: t, FiredAt: t.Add(5 * time.Millisecond),
+		Status: api.RunPending, Attempts: []api.Attempt{}, Owner: "m1", Epoch: 1, Broadcast: len(pins) > 0}
 	for i := range n {
-		it := api.Item{Index: i, Status: store.RunPending, Attempts: []api.Attempt{}}
+		it := api.Item{Index: i, Status: api.RunPending, Attempts: []api.Attempt{}}
 		if len(pins) > 0 {
 			it.Worker = pins[i]
 		}
@@ -34,7 +34,7 @@ func (b *builder) fireItems(id string, sec float64, n int, pins ...string) *RunH
 }
 
 // version appends a version of h's run made by edit.
-func (b *builder) version(h *RunHistory, edit func(r *store.Run)) {
+func (b *builder) version(h *RunHistory, edit func(r *api.Run)) {
 	r := h.Last()
 	r.Items = slices.Clone(r.Items)
 	for i := range r.Items {
@@ -50,20 +50,20 @@ func (b *builder) version(h *RunHistory, edit func(r *store.Run)) {
 func (b *builder) itemAttempt(h *RunHistory, i int, worker, errMsg string, executed bool) {
 	var n int
 	var start time.Time
-	b.version(h, func(r *store.Run) {
+	b.version(h, func(r *api.Run) {
 		it := &r.Items[i]
 		n = len(it.Attempts) + 1
 		start = r.ScheduledAt.Add(time.Duration(10*(i+1)+n) * time.Millisecond)
 		it.Attempts = append(it.Attempts, api.Attempt{Attempt: n, Worker: worker, StartedAt: start, Credential: testCred})
-		it.Status, r.Status = store.RunRunning, store.RunRunning
+		it.Status, r.Status = api.RunRunning, api.RunRunning
 	})
-	b.version(h, func(r *store.Run) {
+	b.version(h, func(r *api.Run) {
 		it := &r.Items[i]
 		a := &it.Attempts[n-1]
 		a.FinishedAt, a.Error = start.Add(time.Millisecond), errMsg
-		it.Status = store.RunSucceeded
+		it.Status = api.RunSucceeded
 		if errMsg != "" {
-			it.Status = store.RunFailed
+			it.Status = api.RunFailed
 		}
 	})
 	if executed {
@@ -72,7 +72,7 @@ func (b *builder) itemAttempt(h *RunHistory, i int, worker, errMsg string, execu
 			status = 500
 		}
 		item := i
-		b.in.Executions = append(b.in.Executions, Execution{Job: h.JobID, Run: store.RunID(h.JobID, h.At), ScheduledAt: store.FormatTime(h.At),
+		b.in.Executions = append(b.in.Executions, Execution{Job: h.JobID, Run: store.RunID(h.JobID, h.At), ScheduledAt: api.FormatTime(h.At),
 			Attempt: n, Item: &item, Items: len(h.Last().Items), Endpoint: endpointFast, Start: start, End: start, Status: status})
 	}
 }
@@ -86,8 +86,8 @@ func itemsJob(b *builder, id string, n int, pins ...string) *RunHistory {
 	return b.fireItems(id, 1, n, pins...)
 }
 
-func settle(status store.RunStatus) func(*store.Run) {
-	return func(r *store.Run) { r.Status = status }
+func settle(status api.RunStatus) func(*api.Run) {
+	return func(r *api.Run) { r.Status = status }
 }
 
 func TestCheckItemRuns(t *testing.T) {
@@ -101,68 +101,68 @@ func TestCheckItemRuns(t *testing.T) {
 		build func(b *builder, h *RunHistory)
 		want  string // the violations, "" for none
 	}{
-		{name: "healthy", build: func(b *builder, h *RunHistory) { allSucceed(b, h); b.version(h, settle(store.RunSucceeded)) }},
+		{name: "healthy", build: func(b *builder, h *RunHistory) { allSucceed(b, h); b.version(h, settle(api.RunSucceeded)) }},
 		{name: "an item retried", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 1, "w1.0", "boom", true)
 			allSucceed(b, h)
-			b.version(h, settle(store.RunSucceeded))
+			b.version(h, settle(api.RunSucceeded))
 		}},
 		{name: "an item succeeds twice", build: func(b *builder, h *RunHistory) {
 			allSucceed(b, h)
 			b.itemAttempt(h, 0, "w1.0", "", true)
-			b.version(h, settle(store.RunSucceeded))
+			b.version(h, settle(api.RunSucceeded))
 		}, want: "items_succeeded_twice×1"},
 		{name: "a success undone", build: func(b *builder, h *RunHistory) {
 			allSucceed(b, h)
-			b.version(h, func(r *store.Run) { r.Items[2].Status = store.RunFailed })
+			b.version(h, func(r *api.Run) { r.Items[2].Status = api.RunFailed })
 			b.itemAttempt(h, 2, "w1.0", "", true)
-			b.version(h, settle(store.RunSucceeded))
+			b.version(h, settle(api.RunSucceeded))
 		}, want: "items_succeeded_twice×1"},
 		{name: "a success no execution had", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", false)
 			b.itemAttempt(h, 1, "w1.0", "", true)
 			b.itemAttempt(h, 2, "w1.0", "", true)
-			b.version(h, settle(store.RunSucceeded))
+			b.version(h, settle(api.RunSucceeded))
 		}, want: "stale_reports_accepted×1"},
 		{name: "an item attempt executed twice", build: func(b *builder, h *RunHistory) {
 			allSucceed(b, h)
 			b.in.Executions = append(b.in.Executions, b.in.Executions[len(b.in.Executions)-1])
-			b.version(h, settle(store.RunSucceeded))
+			b.version(h, settle(api.RunSucceeded))
 		}, want: "duplicate_executions×1"},
 		{name: "succeeded with a dead item", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
 			b.itemAttempt(h, 1, "w1.0", "", true)
-			b.version(h, func(r *store.Run) { r.Items[2].Status = store.RunDead; r.Status = store.RunSucceeded })
+			b.version(h, func(r *api.Run) { r.Items[2].Status = api.RunDead; r.Status = api.RunSucceeded })
 		}, want: "item_status_mismatch×1 items_lost×1"},
 		{name: "decided with an item left pending", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
 			b.itemAttempt(h, 1, "w1.0", "", true)
-			b.version(h, settle(store.RunSucceeded))
+			b.version(h, settle(api.RunSucceeded))
 		}, want: "item_status_mismatch×1 items_lost×1"},
 		{name: "an item dead", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
 			b.itemAttempt(h, 1, "w1.0", "boom", true)
-			b.version(h, func(r *store.Run) {
-				r.Items[1].Status, r.Items[2].Status, r.Status = store.RunDead, store.RunSkipped, store.RunDead
+			b.version(h, func(r *api.Run) {
+				r.Items[1].Status, r.Items[2].Status, r.Status = api.RunDead, api.RunSkipped, api.RunDead
 			})
 		}, want: "items_lost×1"},
 		{name: "not final at the end", build: func(b *builder, h *RunHistory) { b.itemAttempt(h, 0, "w1.0", "", true) }, want: "runs_unfinished×1"},
 		{name: "cancelled on request", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
-			b.version(h, func(r *store.Run) {
-				r.Items[1].Status, r.Items[2].Status, r.Status = store.RunSkipped, store.RunSkipped, api.RunCancelled
+			b.version(h, func(r *api.Run) {
+				r.Items[1].Status, r.Items[2].Status, r.Status = api.RunSkipped, api.RunSkipped, api.RunCancelled
 			})
 		}},
 		{name: "cancelled, an item succeeding twice", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
 			b.itemAttempt(h, 0, "w1.0", "", true)
-			b.version(h, func(r *store.Run) {
-				r.Items[1].Status, r.Items[2].Status, r.Status = store.RunSkipped, store.RunSkipped, api.RunCancelled
+			b.version(h, func(r *api.Run) {
+				r.Items[1].Status, r.Items[2].Status, r.Status = api.RunSkipped, api.RunSkipped, api.RunCancelled
 			})
 		}, want: "items_succeeded_twice×1"},
 		{name: "an item lost from the run", build: func(b *builder, h *RunHistory) {
 			allSucceed(b, h)
-			b.version(h, func(r *store.Run) { r.Items = r.Items[:2]; r.Status = store.RunSucceeded })
+			b.version(h, func(r *api.Run) { r.Items = r.Items[:2]; r.Status = api.RunSucceeded })
 		}, want: "item_status_mismatch×1"},
 	}
 	for _, tt := range tests {
@@ -193,34 +193,34 @@ func TestCheckBroadcastRuns(t *testing.T) {
 		{name: "healthy", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
 			b.itemAttempt(h, 1, "w2.0", "", true)
-			b.version(h, settle(store.RunSucceeded))
+			b.version(h, settle(api.RunSucceeded))
 		}},
 		{name: "its worker died", workers: map[string]WorkerLife{"w2.0": {ID: "w2.0", Started: at(-100), Ended: at(1.2), Killed: true}}, build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
-			b.version(h, func(r *store.Run) {
-				r.Items[1].Status, r.Items[1].Reason, r.Status = store.RunDead, lost, store.RunDead
+			b.version(h, func(r *api.Run) {
+				r.Items[1].Status, r.Items[1].Reason, r.Status = api.RunDead, lost, api.RunDead
 			})
 		}},
 		{name: "its worker lived on", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
-			b.version(h, func(r *store.Run) {
-				r.Items[1].Status, r.Items[1].Reason, r.Status = store.RunDead, lost, store.RunDead
+			b.version(h, func(r *api.Run) {
+				r.Items[1].Status, r.Items[1].Reason, r.Status = api.RunDead, lost, api.RunDead
 			})
 		}, want: "items_lost×1"},
 		{name: "run on another worker", build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
 			b.itemAttempt(h, 1, "w1.0", "", true)
-			b.version(h, settle(store.RunSucceeded))
+			b.version(h, settle(api.RunSucceeded))
 		}, want: "broadcast_misplaced×1"},
 		{name: "pinned to a worker started after the fire", workers: map[string]WorkerLife{"w2.0": {ID: "w2.0", Started: at(2)}}, build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
 			b.itemAttempt(h, 1, "w2.0", "", true)
-			b.version(h, settle(store.RunSucceeded))
+			b.version(h, settle(api.RunSucceeded))
 		}, want: "broadcast_misplaced×1"},
 		{name: "a worker missed", workers: map[string]WorkerLife{"w3.0": {ID: "w3.0", Started: at(-100)}}, build: func(b *builder, h *RunHistory) {
 			b.itemAttempt(h, 0, "w1.0", "", true)
 			b.itemAttempt(h, 1, "w2.0", "", true)
-			b.version(h, settle(store.RunSucceeded))
+			b.version(h, settle(api.RunSucceeded))
 		}, want: "broadcast_workers_missed×1"},
 	}
 	for _, tt := range tests {
@@ -284,7 +284,7 @@ func TestCheckBroadcastWithSelector(t *testing.T) {
 			for i, w := range tt.run {
 				b.itemAttempt(h, i, w, "", true)
 			}
-			b.version(h, settle(store.RunSucceeded))
+			b.version(h, settle(api.RunSucceeded))
 			r := b.check(5)
 			if got := violations(r); got != tt.want {
 				dump(t, r)

@@ -6,8 +6,9 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/dispatch/placement"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // checkPlacement checks that placement holds: every attempt the history
@@ -75,8 +76,8 @@ func (c *checker) checkPlacement() {
 
 // runChains returns the attempts of r's chains: the run's own first,
 // then each item's in index order.
-func runChains(r store.Run) [][]store.Attempt {
-	out := [][]store.Attempt{r.Attempts}
+func runChains(r api.Run) [][]api.Attempt {
+	out := [][]api.Attempt{r.Attempts}
 	for _, it := range r.Items {
 		out = append(out, it.Attempts)
 	}

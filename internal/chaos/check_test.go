@@ -38,7 +38,7 @@ func newBuilder() *builder {
 		Grace:       5 * time.Second,
 		History:     History{Specs: map[string][]SpecVersion{}, Runs: map[string]*RunHistory{}},
 		Jobs:        map[string]JobRecord{},
-		Listed:      map[string]store.Job{},
+		Listed:      map[string]api.Job{},
 		Workers:     map[string]WorkerLife{"w1.0": {ID: "w1.0", Started: at(-100), Credential: testCred}},
 		Credentials: map[string]string{testCred: ""},
 	}}
@@ -54,7 +54,7 @@ func (b *builder) job(id, schedule string, sec float64, paused bool) {
 	if len(vs) > 0 && !vs[len(vs)-1].Deleted {
 		created = vs[len(vs)-1].Job.CreatedAt
 	}
-	j := store.Job{ID: id, Schedule: schedule, Paused: paused, CreatedAt: created, UpdatedAt: at(sec),
+	j := api.Job{ID: id, Schedule: schedule, Paused: paused, CreatedAt: created, UpdatedAt: at(sec),
 		Partition: shard.Partition(id, testPartitions), Payload: []byte(fmt.Sprintf(`{"v":%d}`, len(vs)+1))}
 	b.in.History.Specs[id] = append(vs, SpecVersion{Rev: b.nextRev(), Seen: at(sec), Job: j})
 	b.in.Jobs[id] = JobRecord{ID: id, Accepted: true, Version: len(vs) + 1, Schedule: schedule}
@@ -64,7 +64,7 @@ func (b *builder) job(id, schedule string, sec float64, paused bool) {
 // oneOff records the creation of a one-off job due at runAt.
 func (b *builder) oneOff(id string, sec, runAt float64) {
 	r := at(runAt)
-	j := store.Job{ID: id, RunAt: &r, CreatedAt: at(sec), UpdatedAt: at(sec), Partition: shard.Partition(id, testPartitions), Payload: []byte(`{"v":1}`)}
+	j := api.Job{ID: id, RunAt: &r, CreatedAt: at(sec), UpdatedAt: at(sec), Partition: shard.Partition(id, testPartitions), Payload: []byte(`{"v":1}`)}
 	b.in.History.Specs[id] = []SpecVersion{{Rev: b.nextRev(), Seen: at(sec), Job: j}}
 	b.in.Jobs[id] = JobRecord{ID: id, Accepted: true, Version: 1}
 	b.in.Listed[id] = j
@@ -90,8 +90,8 @@ func (b *builder) fire(id string, sec float64) *RunHistory {
 		h = &RunHistory{Key: key, Partition: p, JobID: id, At: t}
 		b.in.History.Runs[key] = h
 	}
-	run := store.Run{ID: store.RunID(id, t), JobID: id, Partition: p, ScheduledAt: t, FiredAt: t.Add(5 * time.Millisecond),
-		Status: store.RunPending, Attempts: []store.Attempt{}, Owner: "m1", Epoch: 1}
+	run := api.Run{ID: store.RunID(id, t), JobID: id, Partition: p, ScheduledAt: t, FiredAt: t.Add(5 * time.Millisecond),
+		Status: api.RunPending, Attempts: []api.Attempt{}, Owner: "m1", Epoch: 1}
 	rev := b.nextRev()
 	h.Creates = append(h.Creates, RunCreate{Rev: rev, Seen: run.FiredAt, Owner: "m1", Epoch: 1, KeyOwner: "m1", KeyEpoch: 1})
 	h.Versions = append(h.Versions, RunVersion{Rev: rev, Seen: run.FiredAt, Run: run})
@@ -120,9 +120,9 @@ func (b *builder) attemptAs(h *RunHistory, worker, cred, errMsg string, executed
 	fin.Attempts = slices.Clone(run.Attempts)
 	fin.Attempts[n-1].FinishedAt = start.Add(time.Millisecond)
 	fin.Attempts[n-1].Error = errMsg
-	fin.Status = store.RunSucceeded
+	fin.Status = api.RunSucceeded
 	if errMsg != "" {
-		fin.Status = store.RunFailed
+		fin.Status = api.RunFailed
 	}
 	h.Versions = append(h.Versions, RunVersion{Rev: b.nextRev(), Seen: fin.Attempts[n-1].FinishedAt, Run: fin})
 	if executed {
@@ -130,14 +130,14 @@ func (b *builder) attemptAs(h *RunHistory, worker, cred, errMsg string, executed
 		if errMsg != "" {
 			status = 500
 		}
-		b.in.Executions = append(b.in.Executions, Execution{Job: h.JobID, Run: run.ID, ScheduledAt: store.FormatTime(h.At),
+		b.in.Executions = append(b.in.Executions, Execution{Job: h.JobID, Run: run.ID, ScheduledAt: api.FormatTime(h.At),
 			Attempt: n, Endpoint: endpointFast, Start: start, End: start, Status: status})
 	}
 }
 
-func startAttempt(r store.Run, worker string, now time.Time) store.Run {
-	r.Attempts = append(slices.Clone(r.Attempts), store.Attempt{Attempt: len(r.Attempts) + 1, Worker: worker, StartedAt: now, Credential: testCred})
-	r.Status = store.RunRunning
+func startAttempt(r api.Run, worker string, now time.Time) api.Run {
+	r.Attempts = append(slices.Clone(r.Attempts), api.Attempt{Attempt: len(r.Attempts) + 1, Worker: worker, StartedAt: now, Credential: testCred})
+	r.Status = api.RunRunning
 	return r
 }
 
@@ -279,7 +279,7 @@ func TestCheckFindsViolations(t *testing.T) {
 			b.drop("a", 7)
 		}, "missed×1"},
 		{"a run_all fire lost in a long window", func(b *builder) {
-			b.in.History.Specs["a"][0].Job.MisfirePolicy = store.MisfireRunAll
+			b.in.History.Specs["a"][0].Job.MisfirePolicy = api.MisfireRunAll
 			b.fault(EtcdRestart, 6.5, 15, nil)
 			b.drop("a", 7)
 		}, "missed×1"},
@@ -319,7 +319,7 @@ func TestCheckFindsViolations(t *testing.T) {
 			b.in.Workers["w1.0"] = WorkerLife{ID: "w1.0", Started: at(-100), Ended: at(5), Killed: true}
 		}, "stale_reports_accepted×14"},
 		{"an execution of a run never fired", func(b *builder) {
-			b.in.Executions = append(b.in.Executions, Execution{Job: "a", Run: store.RunID("a", at(7.5)), ScheduledAt: store.FormatTime(at(7.5)), Attempt: 1, Status: 200})
+			b.in.Executions = append(b.in.Executions, Execution{Job: "a", Run: store.RunID("a", at(7.5)), ScheduledAt: api.FormatTime(at(7.5)), Attempt: 1, Status: 200})
 		}, "unknown_runs_executed×1"},
 		{"an execution of an attempt never recorded", func(b *builder) {
 			e := b.in.Executions[3]
@@ -384,17 +384,17 @@ func TestCheckCancelledRun(t *testing.T) {
 func TestCheckAllowsMissesInsideLongWindows(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
-		misfire store.MisfirePolicy
+		misfire api.MisfirePolicy
 		drop    []float64
 		allowed int
 		want    string
 	}{
 		// The window is [6.5, 20]: times in [5.5, 16] may be more than the
 		// 5s grace old when the next owner looks at them.
-		{"run_once", store.MisfireRunOnce, []float64{7, 8, 9, 10, 11, 12, 13, 14}, 8, ""},
-		{"skip", store.MisfireSkip, []float64{6, 16}, 2, ""},
-		{"skip, beyond the window's reach", store.MisfireSkip, []float64{17}, 0, "missed×1"},
-		{"run_all", store.MisfireRunAll, []float64{7}, 0, "missed×1"},
+		{"run_once", api.MisfireRunOnce, []float64{7, 8, 9, 10, 11, 12, 13, 14}, 8, ""},
+		{"skip", api.MisfireSkip, []float64{6, 16}, 2, ""},
+		{"skip, beyond the window's reach", api.MisfireSkip, []float64{17}, 0, "missed×1"},
+		{"run_all", api.MisfireRunAll, []float64{7}, 0, "missed×1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newBuilder()
@@ -602,7 +602,7 @@ func TestCheckCountsRepeatedExecutions(t *testing.T) {
 			}
 			// Attempt 1 executed, its report lost: its lease expired.
 			h.Versions[len(h.Versions)-1].Run.Attempts[0].Error = "run lease expired: the worker stopped heartbeating"
-			h.Versions[len(h.Versions)-1].Run.Status = store.RunFailed
+			h.Versions[len(h.Versions)-1].Run.Status = api.RunFailed
 			b.attempt(h, "w2.0", "", true)
 			b.in.Workers["w2.0"] = WorkerLife{ID: "w2.0", Started: at(-100)}
 			r := b.check(25)
@@ -734,14 +734,14 @@ func TestCheckCutOffReports(t *testing.T) {
 		done := r2
 		done.Attempts = slices.Clone(r2.Attempts)
 		done.Attempts[1].FinishedAt = at(14.4)
-		done.Status = store.RunSucceeded
+		done.Status = api.RunSucceeded
 		h.Versions = []RunVersion{h.Versions[0],
 			{Rev: b.nextRev(), Seen: at(10.1), Run: r1}, {Rev: b.nextRev(), Seen: at(14.2), Run: expired},
 			{Rev: b.nextRev(), Seen: at(14.3), Run: r2}, {Rev: b.nextRev(), Seen: at(14.4), Run: done}}
 		b.in.Executions = slices.DeleteFunc(b.in.Executions, func(e Execution) bool { return e.Run == r.ID })
 		b.in.Executions = append(b.in.Executions,
-			Execution{Job: "a", Run: r.ID, ScheduledAt: store.FormatTime(at(10)), Attempt: 1, Start: at(10.1), End: at(12.6), Status: 200},
-			Execution{Job: "a", Run: r.ID, ScheduledAt: store.FormatTime(at(10)), Attempt: 2, Start: at(14.3), End: at(14.35), Status: 200})
+			Execution{Job: "a", Run: r.ID, ScheduledAt: api.FormatTime(at(10)), Attempt: 1, Start: at(10.1), End: at(12.6), Status: 200},
+			Execution{Job: "a", Run: r.ID, ScheduledAt: api.FormatTime(at(10)), Attempt: 2, Start: at(14.3), End: at(14.35), Status: 200})
 		if lateReport {
 			// The report of attempt 1, sent when the cut healed, accepted
 			// over the expiry.
@@ -787,13 +787,13 @@ func TestCheckClockStepMisses(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		off     time.Duration
-		misfire store.MisfirePolicy
+		misfire api.MisfirePolicy
 		want    string
 	}{
-		{"ahead by more than the grace, skip", 6 * time.Second, store.MisfireSkip, ""},
-		{"behind by more than the grace, run_once", -6 * time.Second, store.MisfireRunOnce, ""},
-		{"ahead by less than the grace", 2 * time.Second, store.MisfireSkip, "missed×1"},
-		{"ahead by more than the grace, run_all", 6 * time.Second, store.MisfireRunAll, "missed×1"},
+		{"ahead by more than the grace, skip", 6 * time.Second, api.MisfireSkip, ""},
+		{"behind by more than the grace, run_once", -6 * time.Second, api.MisfireRunOnce, ""},
+		{"ahead by less than the grace", 2 * time.Second, api.MisfireSkip, "missed×1"},
+		{"ahead by more than the grace, run_all", 6 * time.Second, api.MisfireRunAll, "missed×1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := healthy()

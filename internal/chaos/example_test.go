@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/internal/chaos"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // Check works on what a run recorded; here, a job created at 10:00:00 and
@@ -15,7 +16,7 @@ import (
 // to fire.)
 func ExampleCheck() {
 	created := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	job := store.Job{ID: "report", Schedule: "@every 1s", CreatedAt: created, UpdatedAt: created}
+	job := api.Job{ID: "report", Schedule: "@every 1s", CreatedAt: created, UpdatedAt: created}
 	paused := job
 	paused.Paused, paused.UpdatedAt = true, created.Add(2500*time.Millisecond)
 	in := chaos.Input{
@@ -26,7 +27,7 @@ func ExampleCheck() {
 			Specs: map[string][]chaos.SpecVersion{"report": {{Rev: 2, Job: job}, {Rev: 3, Job: paused}}},
 			Runs:  map[string]*chaos.RunHistory{},
 		},
-		Listed: map[string]store.Job{"report": paused},
+		Listed: map[string]api.Job{"report": paused},
 	}
 	res := chaos.Check(in)
 	fmt.Println("ok:", res.OK())

@@ -17,13 +17,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch/placement"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
-	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -141,7 +142,7 @@ func (f *fleet) makeCredentials(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s := auth.NewStore(f.client, f.ns, nil)
-	adm, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleAdmin, Description: "chaos harness"}, "")
+	adm, _, err := s.Create(ctx, api.CreateRequest{Role: api.RoleAdmin, Description: "chaos harness"}, "")
 	if err != nil {
 		return fmt.Errorf("admin credential: %w", err)
 	}
@@ -152,7 +153,7 @@ func (f *fleet) makeCredentials(ctx context.Context) error {
 			continue
 		}
 		sel := "pool=" + pool
-		wrk, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleWorker, WorkerLabels: sel, Description: "chaos workers of pool " + pool}, "")
+		wrk, _, err := s.Create(ctx, api.CreateRequest{Role: api.RoleWorker, WorkerLabels: sel, Description: "chaos workers of pool " + pool}, "")
 		if err != nil {
 			return fmt.Errorf("worker credential: %w", err)
 		}
@@ -163,11 +164,11 @@ func (f *fleet) makeCredentials(ctx context.Context) error {
 		f.poolCreds[pool] = poolCred{file: file, id: wrk.ID, selector: sel}
 	}
 	if f.cfg.NoisyTenant {
-		op, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleOperator, Prefix: noisyPrefix, Description: "chaos noisy tenant"}, "")
+		op, _, err := s.Create(ctx, api.CreateRequest{Role: api.RoleOperator, Prefix: noisyPrefix, Description: "chaos noisy tenant"}, "")
 		if err != nil {
 			return fmt.Errorf("noisy operator credential: %w", err)
 		}
-		nw, _, err := s.Create(ctx, auth.CreateRequest{Role: auth.RoleWorker, Prefix: noisyPrefix, Description: "chaos noisy tenant's worker"}, "")
+		nw, _, err := s.Create(ctx, api.CreateRequest{Role: api.RoleWorker, Prefix: noisyPrefix, Description: "chaos noisy tenant's worker"}, "")
 		if err != nil {
 			return fmt.Errorf("noisy worker credential: %w", err)
 		}
@@ -568,7 +569,7 @@ func (f *fleet) ownerTable(ctx context.Context) (owners []shard.OwnerInfo, membe
 	}
 	members = map[string]int64{}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		var m membership.Member
+		var m api.Member
 		if json.Unmarshal(kv.Value, &m) == nil {
 			members[m.ID] = kv.Lease
 		}

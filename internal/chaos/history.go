@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -22,8 +24,8 @@ type SpecVersion struct {
 	Rev  int64     `json:"rev"`
 	Seen time.Time `json:"seen"` // when the watch delivered it
 	// Deleted marks the job's deletion; Job is then zero.
-	Deleted bool      `json:"deleted,omitempty"`
-	Job     store.Job `json:"job,omitzero"`
+	Deleted bool    `json:"deleted,omitempty"`
+	Job     api.Job `json:"job,omitzero"`
 }
 
 // RunCreate is one creation of a run key: a fire.
@@ -44,7 +46,7 @@ type RunCreate struct {
 type RunVersion struct {
 	Rev  int64     `json:"rev"`
 	Seen time.Time `json:"seen"`
-	Run  store.Run `json:"run"`
+	Run  api.Run   `json:"run"`
 }
 
 // RunHistory is every write of one run key: the run of (JobID, At).
@@ -64,9 +66,9 @@ type RunHistory struct {
 }
 
 // Last returns the latest version of the run document.
-func (h *RunHistory) Last() store.Run {
+func (h *RunHistory) Last() api.Run {
 	if len(h.Versions) == 0 {
-		return store.Run{}
+		return api.Run{}
 	}
 	return h.Versions[len(h.Versions)-1].Run
 }
@@ -217,16 +219,16 @@ func (w *historyWatch) openRuns() (open int, jobs int) {
 }
 
 // run returns the latest run document of a run ID, if seen.
-func (w *historyWatch) run(runID string) (store.Run, bool) {
+func (w *historyWatch) run(runID string) (api.Run, bool) {
 	id, at, err := store.ParseRunID(runID)
 	if err != nil {
-		return store.Run{}, false
+		return api.Run{}, false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	h := w.h.Runs[w.keys.Run(shard.Partition(id, w.parts), id, at)]
 	if h == nil || len(h.Versions) == 0 {
-		return store.Run{}, false
+		return api.Run{}, false
 	}
 	return h.Last(), true
 }
@@ -292,7 +294,7 @@ func (w *historyWatch) applySpecLocked(suffix string, kv *mvccpb.KeyValue, del b
 	if !ok || strings.Contains(esc, "/") {
 		return
 	}
-	id, err := store.UnescapeID(esc)
+	id, err := api.UnescapeID(esc)
 	if err != nil || strings.HasPrefix(id, noisyPrefix) {
 		// The noisy tenant's job is not checked (its writes, megabytes
 		// each, many a second, are not kept).
@@ -335,8 +337,8 @@ func (w *historyWatch) applyRunLocked(suffix string, kv *mvccpb.KeyValue, del bo
 		return
 	}
 	p, err1 := strconv.Atoi(parts[0])
-	id, err2 := store.UnescapeID(parts[1])
-	at, err3 := time.Parse(store.TimeFormat, parts[2])
+	id, err2 := api.UnescapeID(parts[1])
+	at, err3 := time.Parse(api.TimeFormat, parts[2])
 	if err1 != nil || err2 != nil || err3 != nil {
 		return
 	}
@@ -350,7 +352,7 @@ func (w *historyWatch) applyRunLocked(suffix string, kv *mvccpb.KeyValue, del bo
 		h.Deleted, h.DeletedRev = true, kv.ModRevision
 		return
 	}
-	var r store.Run
+	var r api.Run
 	if err := json.Unmarshal(kv.Value, &r); err != nil {
 		h.Corrupt = append(h.Corrupt, fmt.Sprintf("rev %d: %v", kv.ModRevision, err))
 		return

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -80,16 +79,16 @@ func newNoisyTenant(f *fleet, rec *recorder, lg *zap.Logger) *noisyTenant {
 
 // noisyJob returns the noisy tenant's job of about 940 KB (a large
 // payload, body and headers), version n: every version has the same size.
-func noisyJob(hook string, n int) store.Job {
-	headers := map[string]store.HeaderValue{}
+func noisyJob(hook string, n int) api.Job {
+	headers := map[string]api.HeaderValue{}
 	for i := range 56 {
-		headers[fmt.Sprintf("X-Pad-%02d", i)] = store.HeaderValue{Value: strings.Repeat("h", 8000)}
+		headers[fmt.Sprintf("X-Pad-%02d", i)] = api.HeaderValue{Value: strings.Repeat("h", 8000)}
 	}
 	blob := func(c string) json.RawMessage {
 		b, _ := json.Marshal(map[string]any{"n": n % 10, "pad": strings.Repeat(c, 240<<10)})
 		return b
 	}
-	return store.Job{ID: noisyJobID, Schedule: noisySchedule, Executor: store.Executor{Type: store.ExecutorHTTP, URL: hook, Headers: headers, Body: blob("b")}, Payload: blob("p")}
+	return api.Job{ID: noisyJobID, Schedule: noisySchedule, Executor: api.Executor{Type: api.ExecutorHTTP, URL: hook, Headers: headers, Body: blob("b")}, Payload: blob("p")}
 }
 
 // noisyRegistration returns the largest registration, active or not.
@@ -104,7 +103,7 @@ func noisyRegistration(active int) []byte {
 		u := fmt.Sprintf("http://noisy-%02d.invalid/", i)
 		orchestrators[i] = u + strings.Repeat("o", api.MaxOrchestratorURLBytes-len(u))
 	}
-	b, _ := json.Marshal(dispatch.RegisterRequest{Worker: "noisy-worker", Executors: executors, Concurrency: 8, Active: active, Orchestrators: orchestrators})
+	b, _ := json.Marshal(api.RegisterRequest{Worker: "noisy-worker", Executors: executors, Concurrency: 8, Active: active, Orchestrators: orchestrators})
 	return b
 }
 
@@ -135,7 +134,7 @@ func (n *noisyTenant) run(ctx context.Context) NoisyStats {
 		})
 		wg.Go(func() {
 			for i := g; ctx.Err() == nil; i++ {
-				n.send(ctx, n.f.noisyWorker, http.MethodPost, dispatch.PathRegister, regs[i%2], n.st.Worker)
+				n.send(ctx, n.f.noisyWorker, http.MethodPost, api.PathRegister, regs[i%2], n.st.Worker)
 			}
 		})
 	}

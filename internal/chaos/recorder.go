@@ -14,8 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // Endpoints of the recorder, the "http" executors' target. The path says
@@ -209,7 +210,7 @@ func writeJSONL[T any](path string, items []T) error {
 // unescapeJobID decodes the Jobfleet-Job-Id header (percent-encoded like
 // run IDs); a malformed one is kept as it came.
 func unescapeJobID(h string) string {
-	if id, err := store.UnescapeID(h); err == nil {
+	if id, err := api.UnescapeID(h); err == nil {
 		return id
 	}
 	return h

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // Job kinds of the workload.
@@ -60,7 +59,7 @@ type JobRecord struct {
 	// Schedule of the last accepted write.
 	Schedule string `json:"schedule,omitempty"`
 	// Misfire is the job's misfire policy (never changed by updates).
-	Misfire store.MisfirePolicy `json:"misfire_policy,omitempty"`
+	Misfire api.MisfirePolicy `json:"misfire_policy,omitempty"`
 	// Paused: the final pause was answered 200.
 	Paused bool `json:"paused,omitempty"`
 	// Recreated: the job was created again after its deletion.
@@ -93,9 +92,9 @@ func newWorkload(f *fleet, rec *recorder, cfg Config, lg *zap.Logger) *workload 
 
 // retry is every job's retry policy: enough attempts that a run outlives
 // any number of lost attempts the nemesis can cause.
-var retry = store.RetryPolicy{MaxAttempts: 10, InitialBackoff: store.Duration(100 * time.Millisecond), MaxBackoff: store.Duration(time.Second)}
+var retry = api.RetryPolicy{MaxAttempts: 10, InitialBackoff: api.Duration(100 * time.Millisecond), MaxBackoff: api.Duration(time.Second)}
 
-func (w *workload) spec(id, kind, schedule string, runAt *time.Time, misfire store.MisfirePolicy, version int) store.Job {
+func (w *workload) spec(id, kind, schedule string, runAt *time.Time, misfire api.MisfirePolicy, version int) api.Job {
 	endpoint := endpointFast
 	switch kind {
 	case jobSlow:
@@ -104,15 +103,15 @@ func (w *workload) spec(id, kind, schedule string, runAt *time.Time, misfire sto
 		endpoint = endpointFlaky
 	}
 	payload, _ := json.Marshal(map[string]any{"kind": kind, "v": version})
-	j := store.Job{
+	j := api.Job{
 		Placement:     placementFor(id, kind, w.cfg.Workers),
 		ID:            id,
 		Schedule:      schedule,
 		RunAt:         runAt,
-		Executor:      store.Executor{Type: store.ExecutorHTTP, URL: w.rec.URL(endpoint)},
+		Executor:      api.Executor{Type: api.ExecutorHTTP, URL: w.rec.URL(endpoint)},
 		Payload:       payload,
 		Retry:         retry,
-		Timeout:       store.Duration(30 * time.Second),
+		Timeout:       api.Duration(30 * time.Second),
 		MisfirePolicy: misfire,
 	}
 	switch kind {
@@ -175,8 +174,8 @@ func selectorFor(id string, workers int) string {
 
 // createBase creates the every-second jobs.
 func (w *workload) createBase(ctx context.Context) error {
-	misfires := []store.MisfirePolicy{"", store.MisfireRunAll, store.MisfireSkip, ""}
-	var specs []store.Job
+	misfires := []api.MisfirePolicy{"", api.MisfireRunAll, api.MisfireSkip, ""}
+	var specs []api.Job
 	for i := range w.cfg.RecurringJobs {
 		id := fmt.Sprintf("rec-%02d", i+1)
 		if i == 2 {
@@ -188,7 +187,7 @@ func (w *workload) createBase(ctx context.Context) error {
 		specs = append(specs, w.spec(fmt.Sprintf("slow-%d", i+1), jobSlow, "@every 1s", nil, "", 1))
 	}
 	for i := range w.cfg.FlakyJobs {
-		specs = append(specs, w.spec(fmt.Sprintf("flaky-%d", i+1), jobFlaky, "@every 1s", nil, store.MisfirePolicy(misfires[(i+1)%len(misfires)]), 1))
+		specs = append(specs, w.spec(fmt.Sprintf("flaky-%d", i+1), jobFlaky, "@every 1s", nil, api.MisfirePolicy(misfires[(i+1)%len(misfires)]), 1))
 	}
 	for i := range w.cfg.ShardedJobs {
 		specs = append(specs, w.spec(fmt.Sprintf("sharded-%d", i+1), jobSharded, "@every 2s", nil, "", 1))
@@ -232,7 +231,7 @@ func opOf(id, op string, start time.Time, res apiResult, version int) JobOp {
 }
 
 // create creates job j and reports whether the API accepted it.
-func (w *workload) create(ctx context.Context, j store.Job, kind string) bool {
+func (w *workload) create(ctx context.Context, j api.Job, kind string) bool {
 	version := payloadVersion(j.Payload)
 	w.mu.Lock()
 	rec := &JobRecord{ID: j.ID, Kind: kind, Schedule: j.Schedule, Misfire: j.MisfirePolicy}
@@ -385,7 +384,7 @@ func (w *workload) randomJob(kind string) string {
 // schedule, and deletes. It returns how many writes it made.
 func (w *workload) burst(ctx context.Context, d time.Duration, ops int) int {
 	pause := d / time.Duration(ops)
-	misfires := []store.MisfirePolicy{"", store.MisfireRunAll, store.MisfireSkip}
+	misfires := []api.MisfirePolicy{"", api.MisfireRunAll, api.MisfireSkip}
 	schedules := []string{"@every 1s", "@every 2s"}
 	for range ops {
 		w.mu.Lock()
@@ -489,8 +488,8 @@ func (w *workload) results() (map[string]JobRecord, []JobOp) {
 }
 
 // listJobs reads every job through the API.
-func (w *workload) listJobs(ctx context.Context) (map[string]store.Job, error) {
-	out := map[string]store.Job{}
+func (w *workload) listJobs(ctx context.Context) (map[string]api.Job, error) {
+	out := map[string]api.Job{}
 	cursor := ""
 	for {
 		path := "/v1/jobs?limit=1000"
@@ -504,8 +503,8 @@ func (w *workload) listJobs(ctx context.Context) (map[string]store.Job, error) {
 			return nil, fmt.Errorf("list jobs: %d %v", res.Status, res.Err)
 		}
 		var page struct {
-			Jobs       []store.Job `json:"jobs"`
-			NextCursor string      `json:"next_cursor"`
+			Jobs       []api.Job `json:"jobs"`
+			NextCursor string    `json:"next_cursor"`
 		}
 		if err := json.Unmarshal(res.Body, &page); err != nil {
 			return nil, fmt.Errorf("list jobs: %w", err)

@@ -14,8 +14,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/schedule"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // Errors returned by Parse. Problems with single lines are not errors;
@@ -60,9 +61,9 @@ type Options struct {
 	// lines are refused, never run as someone else. Empty refuses every
 	// line of a system crontab.
 	WorkerUser string
-	// Timeout of the generated jobs; zero means store.NoTimeout, because
+	// Timeout of the generated jobs; zero means api.NoTimeout, because
 	// cron does not limit how long a job runs.
-	Timeout store.Duration
+	Timeout api.Duration
 	// Timezone is the IANA zone of jobs before any CRON_TZ line, and
 	// after an empty one: the zone of the machine the crontab ran on,
 	// whose cron read the schedules in its local time. Default "UTC"
@@ -72,9 +73,9 @@ type Options struct {
 	// distinct prefixes to import several crontabs side by side. At most
 	// 100 bytes of printable UTF-8.
 	IDPrefix string
-	// MisfirePolicy of the generated jobs; default store.MisfireSkip,
+	// MisfirePolicy of the generated jobs; default api.MisfireSkip,
 	// because cron does not run jobs missed while it was down.
-	MisfirePolicy store.MisfirePolicy
+	MisfirePolicy api.MisfirePolicy
 }
 
 // Result is what Parse made of a crontab.
@@ -95,8 +96,8 @@ type Entry struct {
 	// for a user crontab.
 	User string
 	// Job is the converted job, normalized and valid under
-	// store.DefaultLimits.
-	Job store.Job
+	// api.DefaultLimits.
+	Job api.Job
 	// ZoneLine is the line of the CRON_TZ assignment that set the job's
 	// zone; 0 if the zone is Options.Timezone.
 	ZoneLine int
@@ -218,16 +219,16 @@ func Parse(r io.Reader, opts Options) (Result, error) {
 	}
 	switch opts.MisfirePolicy {
 	case "":
-		opts.MisfirePolicy = store.MisfireSkip
-	case store.MisfireRunOnce, store.MisfireSkip, store.MisfireRunAll:
+		opts.MisfirePolicy = api.MisfireSkip
+	case api.MisfireRunOnce, api.MisfireSkip, api.MisfireRunAll:
 	default:
 		return Result{}, fmt.Errorf("%w: unknown misfire policy %q", ErrInvalidOptions, string(opts.MisfirePolicy))
 	}
 	if opts.Timeout == 0 {
-		opts.Timeout = store.NoTimeout
+		opts.Timeout = api.NoTimeout
 	}
-	probe := store.Job{ID: opts.IDPrefix + "/x", Executor: store.Executor{Type: store.ExecutorShell, Command: []string{"true"}}, Timeout: opts.Timeout}
-	if err := probe.Validate(store.DefaultLimits()); err != nil {
+	probe := api.Job{ID: opts.IDPrefix + "/x", Executor: api.Executor{Type: api.ExecutorShell, Command: []string{"true"}}, Timeout: opts.Timeout}
+	if err := probe.Validate(api.DefaultLimits()); err != nil {
 		return Result{}, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
 	}
 	if opts.WorkerUser != "" && !plausibleUser(opts.WorkerUser) {
@@ -488,16 +489,16 @@ func (p *parser) job(n int, text, body string) {
 	}
 
 	id, base := p.id(user, command)
-	job := store.Job{
+	job := api.Job{
 		ID:            id,
 		Schedule:      spec,
 		Timezone:      tz,
-		Executor:      store.Executor{Type: store.ExecutorShell, Command: p.argv(command)},
+		Executor:      api.Executor{Type: api.ExecutorShell, Command: p.argv(command)},
 		MisfirePolicy: p.opts.MisfirePolicy,
 		Timeout:       p.opts.Timeout,
 	}
 	job.Normalize()
-	if err := job.Validate(store.DefaultLimits()); err != nil {
+	if err := job.Validate(api.DefaultLimits()); err != nil {
 		p.skip(n, text, "%v", err)
 		return
 	}

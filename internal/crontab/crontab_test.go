@@ -10,7 +10,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/jobfleet/jobfleet/store"
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // userCrontab is a realistic user crontab with the odd lines real ones have.
@@ -124,19 +124,19 @@ func TestParseUserCrontab(t *testing.T) {
 			if e.Job.Timezone != w.timezone {
 				t.Errorf("line %d Timezone: got %q, want %q", w.line, e.Job.Timezone, w.timezone)
 			}
-			if e.Job.Executor.Type != store.ExecutorShell {
-				t.Errorf("line %d executor type: got %q, want %q", w.line, e.Job.Executor.Type, store.ExecutorShell)
+			if e.Job.Executor.Type != api.ExecutorShell {
+				t.Errorf("line %d executor type: got %q, want %q", w.line, e.Job.Executor.Type, api.ExecutorShell)
 			}
 			if !slices.Equal(e.Job.Executor.Command, w.command) {
 				t.Errorf("line %d Command:\n got %q\nwant %q", w.line, e.Job.Executor.Command, w.command)
 			}
-			if e.Job.MisfirePolicy != store.MisfireSkip {
-				t.Errorf("line %d MisfirePolicy: got %q, want %q", w.line, e.Job.MisfirePolicy, store.MisfireSkip)
+			if e.Job.MisfirePolicy != api.MisfireSkip {
+				t.Errorf("line %d MisfirePolicy: got %q, want %q", w.line, e.Job.MisfirePolicy, api.MisfireSkip)
 			}
-			if e.Job.Timeout != store.NoTimeout {
+			if e.Job.Timeout != api.NoTimeout {
 				t.Errorf("line %d Timeout: got %v, want none (cron has no timeout)", w.line, e.Job.Timeout)
 			}
-			if err := e.Job.Validate(store.DefaultLimits()); err != nil {
+			if err := e.Job.Validate(api.DefaultLimits()); err != nil {
 				t.Errorf("line %d Validate: %v", w.line, err)
 			}
 		}
@@ -184,12 +184,12 @@ func TestParseSystemCrontab(t *testing.T) {
 	}
 	env := []string{EnvProgram, "SHELL=/bin/sh", "PATH=/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin", "/bin/sh", "-c"}
 	wantJobs := []Entry{
-		{Line: 5, User: "root", Job: store.Job{ID: "etc-crontab/cd-run-parts-report-etc-cron-hourly-" + hash8("root", "cd / && run-parts --report /etc/cron.hourly"), Schedule: "17 * * * *",
-			Executor: store.Executor{Command: append(slices.Clone(env), "cd / && run-parts --report /etc/cron.hourly")}}},
-		{Line: 6, User: "root", Job: store.Job{ID: "etc-crontab/test-x-usr-sbin-anacron-cd-run-parts-rep-" + hash8("root", "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.daily )"), Schedule: "25 6 * * *",
-			Executor: store.Executor{Command: append(slices.Clone(env), "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.daily )")}}},
-		{Line: 10, User: "root", Job: store.Job{ID: "etc-crontab/test-x-usr-sbin-anacron-cd-run-parts-rep-" + hash8("root", "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.weekly )"), Schedule: "47 6 * * 7",
-			Executor: store.Executor{Command: append(slices.Clone(env), "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.weekly )")}}},
+		{Line: 5, User: "root", Job: api.Job{ID: "etc-crontab/cd-run-parts-report-etc-cron-hourly-" + hash8("root", "cd / && run-parts --report /etc/cron.hourly"), Schedule: "17 * * * *",
+			Executor: api.Executor{Command: append(slices.Clone(env), "cd / && run-parts --report /etc/cron.hourly")}}},
+		{Line: 6, User: "root", Job: api.Job{ID: "etc-crontab/test-x-usr-sbin-anacron-cd-run-parts-rep-" + hash8("root", "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.daily )"), Schedule: "25 6 * * *",
+			Executor: api.Executor{Command: append(slices.Clone(env), "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.daily )")}}},
+		{Line: 10, User: "root", Job: api.Job{ID: "etc-crontab/test-x-usr-sbin-anacron-cd-run-parts-rep-" + hash8("root", "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.weekly )"), Schedule: "47 6 * * 7",
+			Executor: api.Executor{Command: append(slices.Clone(env), "test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.weekly )")}}},
 	}
 	if len(res.Jobs) != len(wantJobs) {
 		t.Fatalf("len(Jobs): got %d, want %d: %+v (skipped %+v)", len(res.Jobs), len(wantJobs), res.Jobs, res.Skipped)
@@ -434,14 +434,14 @@ func TestParseDayFieldsAsCron(t *testing.T) {
 }
 
 func TestParseTimeout(t *testing.T) {
-	res, err := Parse(strings.NewReader("@daily backup\n"), Options{Timeout: store.Duration(3 * time.Hour)})
+	res, err := Parse(strings.NewReader("@daily backup\n"), Options{Timeout: api.Duration(3 * time.Hour)})
 	if err != nil || len(res.Jobs) != 1 {
 		t.Fatalf("Parse: %v, %+v", err, res)
 	}
-	if got := res.Jobs[0].Job.Timeout; got != store.Duration(3*time.Hour) {
+	if got := res.Jobs[0].Job.Timeout; got != api.Duration(3*time.Hour) {
 		t.Errorf("Timeout: got %v, want 3h", got)
 	}
-	if _, err := Parse(strings.NewReader(""), Options{Timeout: store.Duration(48 * time.Hour)}); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := Parse(strings.NewReader(""), Options{Timeout: api.Duration(48 * time.Hour)}); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("Parse with a 48h timeout: got %v, want %v", err, ErrInvalidOptions)
 	}
 }
@@ -476,7 +476,7 @@ func TestParseLines(t *testing.T) {
 		{name: "names", crontab: "0 0 1 jan,jul sun echo", wantCommand: []string{"/bin/sh", "-c", "echo"}},
 		{name: "invalid utf-8 command", crontab: "* * * * * echo \xff", wantReason: "executor.command[4]: must be valid UTF-8"},
 		{name: "empty mailto is quiet", crontab: "MAILTO=\"\"\n@daily true", wantCommand: []string{EnvProgram, "MAILTO=", "/bin/sh", "-c", "true"}},
-		{name: "run once policy", crontab: "@hourly true", opts: Options{MisfirePolicy: store.MisfireRunOnce}, wantCommand: []string{"/bin/sh", "-c", "true"}},
+		{name: "run once policy", crontab: "@hourly true", opts: Options{MisfirePolicy: api.MisfireRunOnce}, wantCommand: []string{"/bin/sh", "-c", "true"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,7 +23,6 @@ import (
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/membership/deathwatch"
 	"github.com/jobfleet/jobfleet/shard"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // DefaultNamespace is the etcd key prefix used when none is given.
@@ -251,7 +250,7 @@ func (c Config) deadMembersConfig() deathwatch.Config {
 // no default subscription; a --notify-url is told of dead runs; the
 // delivery's defaults (notify.DefaultConfig).
 func DefaultNotifyConfig() NotifyConfig {
-	return NotifyConfig{On: []store.RunStatus{store.RunDead}, Delivery: notify.DefaultConfig()}
+	return NotifyConfig{On: []api.RunStatus{api.RunDead}, Delivery: notify.DefaultConfig()}
 }
 
 // notifyStatuses are the events a subscription may name.
@@ -288,7 +287,7 @@ func (c NotifyConfig) validate() error {
 	return c.Delivery.Validate()
 }
 
-func statusStrings(ss []store.RunStatus) []string {
+func statusStrings(ss []api.RunStatus) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = string(s)

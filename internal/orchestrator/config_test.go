@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/spf13/pflag"
 
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/settings"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestConfigValidate checks that the defaults pass and that each field out
@@ -49,7 +50,7 @@ func TestConfigValidate(t *testing.T) {
 		"negative history floor":   {func(c *orchestrator.Config) { c.Dispatch.HistoryFloor = -1 }, "history-floor"},
 		"history floor over max":   {func(c *orchestrator.Config) { c.Dispatch.HistoryFloor = 100001 }, "history-floor"},
 		"notify URL not http":      {func(c *orchestrator.Config) { c.Notify.URL = "ftp://x/" }, "notify-url"},
-		"notify on unknown status": {func(c *orchestrator.Config) { c.Notify.URL, c.Notify.On = "https://x/", []store.RunStatus{"running"} }, "notify-on"},
+		"notify on unknown status": {func(c *orchestrator.Config) { c.Notify.URL, c.Notify.On = "https://x/", []api.RunStatus{"running"} }, "notify-on"},
 		"notify allow not a rule":  {func(c *orchestrator.Config) { c.Notify.Policy.Allow = []string{"10.0.0.0/99"} }, "notify-allow"},
 		"negative notify max age":  {func(c *orchestrator.Config) { c.Notify.Delivery.MaxAge = -time.Second }, "notify-max-age"},
 		"negative send timeout":    {func(c *orchestrator.Config) { c.Notify.Delivery.SendTimeout = -time.Second }, ""},
@@ -100,7 +101,7 @@ func TestConfigFlags(t *testing.T) {
 		"--worker-register-rate=-1", "--notify-in-flight=-1", "--history-floor=5"}); err != nil {
 		t.Fatal(err)
 	}
-	if c.LeaseTTL != 10*time.Second || len(c.Notify.On) != 2 || c.Notify.On[0] != store.RunFailed || c.Dispatch.LoadsInFlight != -1 || c.Storage.HighWater != 0.5 {
+	if c.LeaseTTL != 10*time.Second || len(c.Notify.On) != 2 || c.Notify.On[0] != api.RunFailed || c.Dispatch.LoadsInFlight != -1 || c.Storage.HighWater != 0.5 {
 		t.Errorf("flags set %v, %v, %d, %v", c.LeaseTTL, c.Notify.On, c.Dispatch.LoadsInFlight, c.Storage.HighWater)
 	}
 	if c.Workers.RequestRate != -1 || c.Notify.Delivery.Concurrency != -1 || c.Dispatch.HistoryFloor != 5 {

@@ -67,9 +67,9 @@ func (f *partitionFeed) run(ctx context.Context, owners *shard.Owners, members *
 // A partition's Since is kept while its owner and epoch stay, and set to
 // now when they change, except at the first update (the owner may have
 // held it for long: etcd keeps no time with a key).
-func (f *partitionFeed) update(table []shard.OwnerInfo, rev int64, view membership.View, ring *shard.Ring, first bool) {
+func (f *partitionFeed) update(table []shard.OwnerInfo, rev int64, view api.View, ring *shard.Ring, first bool) {
 	if view.Members == nil {
-		view.Members = []membership.Member{}
+		view.Members = []api.Member{}
 	}
 	members, err := json.Marshal(view)
 	if err != nil {

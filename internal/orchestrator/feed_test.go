@@ -4,14 +4,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/membership"
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/shard"
 )
 
 func TestPartitionFeedKeepsSinceWhileTheOwnerStays(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f := newPartitionFeed(3, func() time.Time { return now })
-	view := membership.View{Revision: 1, Members: []membership.Member{{ID: "a"}, {ID: "b"}}}
+	view := api.View{Revision: 1, Members: []api.Member{{ID: "a"}, {ID: "b"}}}
 	ring, err := shard.NewRing(view.IDs(), shard.DefaultRingConfig(3))
 	if err != nil {
 		t.Fatal(err)

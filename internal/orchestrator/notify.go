@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/egress"
@@ -25,7 +27,7 @@ type NotifyConfig struct {
 	// notify entries of their own: URL is told of their runs reaching a
 	// status of On (empty: dead runs). Empty URL: no default.
 	URL string
-	On  []store.RunStatus
+	On  []api.RunStatus
 	// Policy is the destination policy of the deliveries, as the http
 	// executor's (egress.Policy); the fleet's members and etcd
 	// endpoints are always refused.
@@ -42,16 +44,16 @@ type NotifyConfig struct {
 
 // defaults returns the default subscription as notify entries (nil
 // without a URL); an error names the bad field.
-func (c NotifyConfig) defaults() ([]store.Notification, error) {
+func (c NotifyConfig) defaults() ([]api.Notification, error) {
 	if c.URL == "" {
 		return nil, nil
 	}
 	on := c.On
 	if len(on) == 0 {
-		on = []store.RunStatus{store.RunDead}
+		on = []api.RunStatus{api.RunDead}
 	}
-	ns := []store.Notification{{URL: c.URL, On: on}}
-	if err := store.ValidateNotifications("notify-default", ns); err != nil {
+	ns := []api.Notification{{URL: c.URL, On: on}}
+	if err := api.ValidateNotifications("notify-default", ns); err != nil {
 		return nil, err
 	}
 	return ns, nil
@@ -116,7 +118,7 @@ func (s *sender) Send(ctx context.Context, o store.Outbox) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "jobfleet-notify")
 	req.Header.Set(worker.HeaderRunID, o.RunID)
-	req.Header.Set(worker.HeaderJobID, store.EscapeID(o.JobID))
+	req.Header.Set(worker.HeaderJobID, api.EscapeID(o.JobID))
 	req.Header.Set(worker.HeaderAttempt, strconv.Itoa(o.Attempt))
 	req.Header.Set(HeaderNotifyEvent, string(o.Event))
 	resp, err := s.client.Do(req)

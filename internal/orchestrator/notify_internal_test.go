@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/store"
@@ -37,9 +39,9 @@ func TestSenderDeliversThroughThePolicy(t *testing.T) {
 	}))
 	defer rcv.Close()
 	t.Setenv("HOOK_TOKEN", "s3cret")
-	run, _ := json.Marshal(store.Run{ID: "team%2Fa@2026-06-01T00:00:00.000Z", JobID: "team/a", Status: store.RunDead})
-	o := store.Outbox{RunID: "team%2Fa@2026-06-01T00:00:00.000Z", JobID: "team/a", Event: store.RunDead, Attempt: 2, URL: rcv.URL + "/hook", Run: run,
-		Headers: map[string]store.HeaderValue{"X-Team": store.Literal("a"), "Authorization": store.SecretEnv("HOOK_TOKEN")}}
+	run, _ := json.Marshal(api.Run{ID: "team%2Fa@2026-06-01T00:00:00.000Z", JobID: "team/a", Status: api.RunDead})
+	o := store.Outbox{RunID: "team%2Fa@2026-06-01T00:00:00.000Z", JobID: "team/a", Event: api.RunDead, Attempt: 2, URL: rcv.URL + "/hook", Run: run,
+		Headers: map[string]api.HeaderValue{"X-Team": api.Literal("a"), "Authorization": api.SecretEnv("HOOK_TOKEN")}}
 	members := []string{}
 	newS := func(allow []string, secretEnv []string) *sender {
 		s, err := newSender(NotifyConfig{Policy: egress.Policy{Allow: allow}, SecretEnv: secretEnv}, []string{"http://127.0.0.1:2379"}, func() []string { return members })

@@ -190,7 +190,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if p == 0 {
 		return nil // stopped before the cluster was reachable
 	}
-	jobs := store.NewEtcd(o.client, o.cfg.Namespace, p, store.DefaultLimits(), o.cfg.Clock.Now).WithGuard(o.space.Admit)
+	jobs := store.NewEtcd(o.client, o.cfg.Namespace, p, api.DefaultLimits(), o.cfg.Clock.Now).WithGuard(o.space.Admit)
 	dcfg := o.cfg.Dispatch
 	dcfg.Namespace, dcfg.Partitions, dcfg.MemberID, dcfg.MemberAddr = o.cfg.Namespace, p, o.cfg.ID, o.cfg.Advertise
 	dcfg = dcfg.WithDefaults()
@@ -318,7 +318,7 @@ func (o *Orchestrator) runSession(stop <-chan struct{}) (left bool, err error) {
 		return ctx.Err() != nil, err
 	}
 	defer s.Close()
-	m, err := membership.Register(ctx, o.client, s, o.cfg.Namespace, membership.Member{ID: o.cfg.ID, Addr: o.cfg.Advertise, Ring: shard.RingVersion}, o.lg)
+	m, err := membership.Register(ctx, o.client, s, o.cfg.Namespace, api.Member{ID: o.cfg.ID, Addr: o.cfg.Advertise, Ring: shard.RingVersion}, o.lg)
 	if err != nil {
 		return ctx.Err() != nil, err
 	}

@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/membership"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // deadlineKV records the time each transaction's context gives it.
@@ -71,7 +72,7 @@ func TestSchedulerRequestsEndBeforeTheRenewDeadline(t *testing.T) {
 	kv.mu.Lock()
 	kv.armed = true
 	kv.mu.Unlock()
-	if _, err := jobs.Create(wctx, store.Job{ID: "tick", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}}); err != nil {
+	if _, err := jobs.Create(wctx, api.Job{ID: "tick", Schedule: "@every 1s", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}}); err != nil {
 		t.Fatal(err)
 	}
 	kv.mu.Lock()

@@ -7,7 +7,6 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/storage"
-	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -61,7 +60,7 @@ func (o *Orchestrator) memberAddrs() []string {
 }
 
 // Members returns the current member view.
-func (o *Orchestrator) Members() membership.View {
+func (o *Orchestrator) Members() api.View {
 	v, _ := o.members.View()
 	return v
 }

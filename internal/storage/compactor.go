@@ -185,7 +185,7 @@ func (c *Compactor) round(ctx context.Context, r round, trigger string) round {
 			target = rev
 		}
 	}
-	rec := Compaction{Member: c.cfg.Member, Revision: target, At: c.cfg.Clock.Now().UTC(), Interval: store.Duration(c.cfg.CompactionInterval)}
+	rec := Compaction{Member: c.cfg.Member, Revision: target, At: c.cfg.Clock.Now().UTC(), Interval: api.Duration(c.cfg.CompactionInterval)}
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return c.failed(ctx, r, "encoding the compaction record failed", err)

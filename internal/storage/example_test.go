@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/internal/storage"
@@ -30,8 +32,8 @@ func ExampleMonitor() {
 	st := m.Check(context.Background()) // Run does this every CheckInterval
 	fmt.Printf("quota %d MiB from the %s, high-water mark %d MiB\n", st.Quota>>20, st.QuotaSource, st.HighWaterBytes>>20)
 
-	jobs := store.NewEtcd(client, "/example/", 16, store.DefaultLimits(), nil).WithGuard(m.Admit)
-	_, err = jobs.Create(context.Background(), store.Job{ID: "nightly", Schedule: "@daily", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}})
+	jobs := store.NewEtcd(client, "/example/", 16, api.DefaultLimits(), nil).WithGuard(m.Admit)
+	_, err = jobs.Create(context.Background(), api.Job{ID: "nightly", Schedule: "@daily", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/"}})
 	fmt.Println("created:", err == nil, "refused for space:", errors.Is(err, store.ErrHighWater) || errors.Is(err, store.ErrNoSpace))
 	// Output:
 	// quota 1024 MiB from the flag, high-water mark 819 MiB

@@ -48,7 +48,7 @@ func (m *Monitor) Report(ctx context.Context) (Report, error) {
 		Quota: st.Quota, QuotaSource: st.QuotaSource,
 		HighWater: st.HighWater, HighWaterBytes: st.HighWaterBytes, AboveHighWater: st.AboveHighWater,
 		Revision:           max(st.Revision, resp.Header.Revision),
-		CompactionInterval: store.Duration(max(m.cfg.CompactionInterval, 0)),
+		CompactionInterval: api.Duration(max(m.cfg.CompactionInterval, 0)),
 		Keys:               Counts{Jobs: n(0), Runs: n(1), ActiveRuns: n(2), FailingRuns: n(5), Total: n(3)},
 		Alarms:             st.Alarms,
 		Endpoints:          st.Endpoints,

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -456,17 +458,17 @@ func TestReportCountsKeysAndCompaction(t *testing.T) {
 func TestStoreGuardRefusesGrowthOnly(t *testing.T) {
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
-	open := store.NewEtcd(client, ns, 4, store.DefaultLimits(), nil)
+	open := store.NewEtcd(client, ns, 4, api.DefaultLimits(), nil)
 	full := errors.New("full")
 	refused := fmt.Errorf("%w: %w", store.ErrHighWater, full)
 	guarded := open.WithGuard(func() error { return refused })
 	ctx := context.Background()
-	job := store.Job{ID: "j", Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}, Payload: []byte(`{"a":"0123456789"}`)}
+	job := api.Job{ID: "j", Schedule: "@hourly", Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/"}, Payload: []byte(`{"a":"0123456789"}`)}
 	if _, err := open.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
 
-	if _, err := guarded.Create(ctx, store.Job{ID: "k", Schedule: "@hourly", Executor: job.Executor}); !errors.Is(err, store.ErrHighWater) {
+	if _, err := guarded.Create(ctx, api.Job{ID: "k", Schedule: "@hourly", Executor: job.Executor}); !errors.Is(err, store.ErrHighWater) {
 		t.Errorf("create: %v, want the guard's error", err)
 	}
 	bigger := job

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/auth"
@@ -17,7 +19,7 @@ import (
 // Create stores a credential made from req in the cluster of namespace ns
 // and returns it with its bearer token and the etcd revision of the write
 // (for Cache.WaitRevision). It fails the test on error.
-func Create(t testing.TB, client *clientv3.Client, ns string, req auth.CreateRequest) (auth.Created, int64) {
+func Create(t testing.TB, client *clientv3.Client, ns string, req api.CreateRequest) (api.Created, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -30,9 +32,9 @@ func Create(t testing.TB, client *clientv3.Client, ns string, req auth.CreateReq
 
 // Token stores a credential of role, limited to job IDs starting with
 // prefix ("" for all), and returns its bearer token.
-func Token(t testing.TB, client *clientv3.Client, ns string, role auth.Role, prefix string) string {
+func Token(t testing.TB, client *clientv3.Client, ns string, role api.Role, prefix string) string {
 	t.Helper()
-	c, _ := Create(t, client, ns, auth.CreateRequest{Role: role, Prefix: prefix, Description: "test " + t.Name()})
+	c, _ := Create(t, client, ns, api.CreateRequest{Role: role, Prefix: prefix, Description: "test " + t.Name()})
 	return c.Secret
 }
 

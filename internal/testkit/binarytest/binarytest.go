@@ -5,8 +5,6 @@ package binarytest
 import (
 	"fmt"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"runtime/debug"
 )
 
@@ -18,9 +16,9 @@ const Package = "github.com/jobfleet/jobfleet/cmd/jobfleet"
 // checked too and the build cache is shared. It returns the build's
 // output with the error.
 func Build(out string) error {
-	goTool, err := exec.LookPath("go")
+	goTool, err := exec.LookPath("go") // go test puts its own go first in PATH
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("binarytest: no go command to build with: %w", err)
 	}
 	args := []string{"build", "-o", out}
 	if bi, ok := debug.ReadBuildInfo(); ok {

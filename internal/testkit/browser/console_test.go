@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/egress"
+
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
@@ -26,12 +28,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/shard"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // Environment variables of these tests.
@@ -210,7 +210,7 @@ func TestConsole(t *testing.T) {
 	}
 	f.WaitSettled(30 * time.Second)
 	m1 := f.Member("m1").URL
-	viewer := f.Token(auth.RoleViewer, "")
+	viewer := f.Token(api.RoleViewer, "")
 
 	// The jobs call hook: its first call of each run fails, the second
 	// succeeds, so that a run shows two attempts with an error and an
@@ -337,8 +337,8 @@ func TestConsole(t *testing.T) {
 	t.Run("a job created through the API appears in the list", func(t *testing.T) {
 		p.t = t
 		for i, id := range []string{job, "team/console-b", "other/console-c"} {
-			j := store.Job{ID: id, Schedule: fmt.Sprintf("%d * * * *", 10+i), Timezone: "Europe/Paris", Executor: store.Executor{Type: "http", URL: hook.URL + "/invoice"},
-				Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(100 * time.Millisecond)}}
+			j := api.Job{ID: id, Schedule: fmt.Sprintf("%d * * * *", 10+i), Timezone: "Europe/Paris", Executor: api.Executor{Type: "http", URL: hook.URL + "/invoice"},
+				Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(100 * time.Millisecond)}}
 			if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
 				t.Fatalf("create %s: %d", id, code)
 			}
@@ -377,7 +377,7 @@ func TestConsole(t *testing.T) {
 		p.waitJS("the search again", fmt.Sprintf(`document.getElementById('jobs-prefix')?.value === 'team/' && !!document.querySelector('tr[data-job=%q]') && document.querySelectorAll('#jobs-table tbody tr').length === 2`, job), 10*time.Second)
 		// Pages: the focus stays on the pager's buttons as they turn.
 		for i := range 26 {
-			j := store.Job{ID: fmt.Sprintf("pages/%02d", i), Schedule: "0 0 1 1 *", Executor: store.Executor{Type: "http", URL: hook.URL + "/invoice"}}
+			j := api.Job{ID: fmt.Sprintf("pages/%02d", i), Schedule: "0 0 1 1 *", Executor: api.Executor{Type: "http", URL: hook.URL + "/invoice"}}
 			if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
 				t.Fatalf("create %s: %d", j.ID, code)
 			}
@@ -409,7 +409,7 @@ func TestConsole(t *testing.T) {
 		p.t = t
 		trigger := func(id, executor, hookURL string) string {
 			at := time.Now().Add(24 * time.Hour)
-			j := store.Job{ID: id, RunAt: &at, Executor: store.Executor{Type: executor, URL: hookURL}}
+			j := api.Job{ID: id, RunAt: &at, Executor: api.Executor{Type: executor, URL: hookURL}}
 			if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
 				t.Fatalf("create %s: %d", id, code)
 			}
@@ -440,7 +440,7 @@ func TestConsole(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("the worker did not stop the cancelled attempt")
 		}
-		var r store.Run
+		var r api.Run
 		if call(t, f.AdminToken, "GET", m1+"/v1/runs/"+url.PathEscape(slow), nil, &r); r.Status != "cancelled" || !strings.Contains(r.Reason, "cancelled by") {
 			t.Errorf("the run after the cancel: %+v", r)
 		}
@@ -511,7 +511,7 @@ func TestConsole(t *testing.T) {
 		p.do("pause", chromedp.WaitVisible(chromedp.ID("pause")), chromedp.Click(chromedp.ID("pause")))
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			var j store.Job
+			var j api.Job
 			if code := call(t, f.AdminToken, "GET", m1+"/v1/jobs/"+url.PathEscape(job), nil, &j); code == 200 && j.Paused {
 				break
 			}
@@ -542,7 +542,7 @@ func TestConsole(t *testing.T) {
 	t.Run("a jittered job shows its controls and when it fires", func(t *testing.T) {
 		p.t = t
 		id := "team/jittered"
-		j := store.Job{ID: id, Schedule: "@hourly", Jitter: store.Duration(30 * time.Minute), MaxFires: 5, Executor: store.Executor{Type: "http", URL: hook.URL + "/invoice"}}
+		j := api.Job{ID: id, Schedule: "@hourly", Jitter: api.Duration(30 * time.Minute), MaxFires: 5, Executor: api.Executor{Type: "http", URL: hook.URL + "/invoice"}}
 		if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
 			t.Fatalf("create %s: %d", id, code)
 		}
@@ -587,8 +587,8 @@ func TestConsole(t *testing.T) {
 	t.Run("a job whose executor fails shows in the failing runs, to viewers too", func(t *testing.T) {
 		p.t = t
 		const broken = "team/console-broken"
-		j := store.Job{ID: broken, Schedule: "0 0 1 1 *", Executor: store.Executor{Type: "http", URL: hook.URL + "/broken"},
-			Retry: store.RetryPolicy{MaxAttempts: 2, InitialBackoff: store.Duration(100 * time.Millisecond)}}
+		j := api.Job{ID: broken, Schedule: "0 0 1 1 *", Executor: api.Executor{Type: "http", URL: hook.URL + "/broken"},
+			Retry: api.RetryPolicy{MaxAttempts: 2, InitialBackoff: api.Duration(100 * time.Millisecond)}}
 		if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
 			t.Fatalf("create %s: %d", broken, code)
 		}
@@ -598,8 +598,8 @@ func TestConsole(t *testing.T) {
 		}
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			var r store.Run
-			if code := call(t, f.AdminToken, "GET", m1+"/v1/runs/"+url.PathEscape(trig.RunID), nil, &r); code == 200 && r.Status == store.RunDead {
+			var r api.Run
+			if code := call(t, f.AdminToken, "GET", m1+"/v1/runs/"+url.PathEscape(trig.RunID), nil, &r); code == 200 && r.Status == api.RunDead {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -651,7 +651,7 @@ func TestConsole(t *testing.T) {
 		p.do("follow the link to the job", script(row+`.querySelector('a').click()`))
 		p.waitJS("the job page", `document.querySelector('#view h1')?.textContent === 'Job `+broken+`'`, 10*time.Second)
 		// A viewer of another prefix does not see it.
-		p.signIn(f.Token(auth.RoleViewer, "other/"))
+		p.signIn(f.Token(api.RoleViewer, "other/"))
 		p.open("#/failing")
 		p.waitJS("the view answered", `/No dead or failed runs/.test(document.getElementById('failing-note').textContent)`, 10*time.Second)
 		if n := eval[int](p, `document.querySelectorAll('#failing-table tr[data-run]').length`); n != 0 {
@@ -663,7 +663,7 @@ func TestConsole(t *testing.T) {
 	t.Run("a sharded run's page shows its items coloured by status, an item's attempts on click", func(t *testing.T) {
 		p.t = t
 		const sharded = "team/console-sharded"
-		j := store.Job{ID: sharded, Schedule: "0 0 1 1 *", Executor: store.Executor{Type: "http", URL: hook.URL + "/item"}, Shards: &api.Shards{Count: 6}}
+		j := api.Job{ID: sharded, Schedule: "0 0 1 1 *", Executor: api.Executor{Type: "http", URL: hook.URL + "/item"}, Shards: &api.Shards{Count: 6}}
 		if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
 			t.Fatalf("create %s: %d", sharded, code)
 		}
@@ -714,7 +714,7 @@ func TestConsole(t *testing.T) {
 		if code != http.StatusForbidden {
 			t.Errorf("a viewer's resume from the page: %d, want 403", code)
 		}
-		var j store.Job
+		var j api.Job
 		if call(t, f.AdminToken, "GET", m1+"/v1/jobs/"+url.PathEscape(job), nil, &j); !j.Paused {
 			t.Error("the viewer's refused resume changed the job")
 		}
@@ -787,7 +787,7 @@ func startWorker(t *testing.T, urls []string, token string) {
 		RetryInitial:    50 * time.Millisecond,
 		RetryMax:        500 * time.Millisecond,
 		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		HTTPPolicy:      worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}, // the hook
+		HTTPPolicy:      egress.Policy{Allow: []string{"127.0.0.1"}}, // the hook
 	})
 	if err != nil {
 		t.Fatal(err)

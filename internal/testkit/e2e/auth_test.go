@@ -12,15 +12,14 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestForgedReportsRefused: a worker credential other than the one that
@@ -31,7 +30,7 @@ func TestForgedReportsRefused(t *testing.T) {
 	f.Join("m1")
 	f.WaitSettled(15 * time.Second)
 	base := f.URLs()[0]
-	rogue := f.Token(auth.RoleWorker, "")
+	rogue := f.Token(jfapi.RoleWorker, "")
 
 	release := make(chan struct{})
 	var executions atomic.Int32
@@ -45,11 +44,11 @@ func TestForgedReportsRefused(t *testing.T) {
 	unblock := func() { once.Do(func() { close(release) }) }
 	defer unblock()
 
-	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: "held", Executor: store.Executor{Type: "http", URL: hook.URL}}, nil); code != http.StatusCreated {
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", jfapi.Job{ID: "held", Executor: jfapi.Executor{Type: "http", URL: hook.URL}}, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
 	startWorkers(t, 1, []string{base}, f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	var run store.Run
+	var run jfapi.Run
 	// The attempt is stored before the scheduler hands it out; once the
 	// hook sees the execution, the worker holds it and the scheduler knows
 	// it (a report before then is stale, not forged).
@@ -58,7 +57,7 @@ func TestForgedReportsRefused(t *testing.T) {
 			return false
 		}
 		runs := runsOf(t, f.AdminToken, base, "held")
-		if len(runs) == 1 && runs[0].Status == store.RunRunning {
+		if len(runs) == 1 && runs[0].Status == jfapi.RunRunning {
 			run = runs[0]
 			return true
 		}
@@ -75,20 +74,20 @@ func TestForgedReportsRefused(t *testing.T) {
 		path string
 		body any
 	}{
-		{dispatch.PathHeartbeat, dispatch.HeartbeatRequest{Worker: "w1", RunID: run.ID, Attempt: 1}},
-		{dispatch.PathComplete, dispatch.CompleteRequest{Worker: "w1", RunID: run.ID, Attempt: 1, Success: true, Output: "forged success"}},
-		{dispatch.PathComplete, dispatch.CompleteRequest{Worker: "w1", RunID: run.ID, Attempt: 1, Success: false, Error: "forged failure"}},
+		{jfapi.PathHeartbeat, jfapi.HeartbeatRequest{Worker: "w1", RunID: run.ID, Attempt: 1}},
+		{jfapi.PathComplete, jfapi.CompleteRequest{Worker: "w1", RunID: run.ID, Attempt: 1, Success: true, Output: "forged success"}},
+		{jfapi.PathComplete, jfapi.CompleteRequest{Worker: "w1", RunID: run.ID, Attempt: 1, Success: false, Error: "forged failure"}},
 	} {
 		if code := api(t, rogue, "POST", base, req.path, req.body, &e); code != http.StatusForbidden {
 			t.Fatalf("forged %s: %d (%s), want 403", req.path, code, e.Error)
 		}
 	}
 	// A body naming the credential does not help.
-	if code := api(t, rogue, "POST", base, dispatch.PathComplete, map[string]any{"worker": "w1", "run_id": run.ID, "attempt": 1, "success": true, "credential": att.Credential}, &e); code != http.StatusBadRequest {
+	if code := api(t, rogue, "POST", base, jfapi.PathComplete, map[string]any{"worker": "w1", "run_id": run.ID, "attempt": 1, "success": true, "credential": att.Credential}, &e); code != http.StatusBadRequest {
 		t.Fatalf("forged complete naming the credential in the body: %d (%s), want 400", code, e.Error)
 	}
 	after := runsOf(t, f.AdminToken, base, "held")[0]
-	if after.Status != store.RunRunning || len(after.Attempts) != 1 || after.Attempts[0].FinishedAt != before.Attempts[0].FinishedAt {
+	if after.Status != jfapi.RunRunning || len(after.Attempts) != 1 || after.Attempts[0].FinishedAt != before.Attempts[0].FinishedAt {
 		t.Fatalf("forgeries changed the run: %+v", after)
 	}
 
@@ -97,7 +96,7 @@ func TestForgedReportsRefused(t *testing.T) {
 		run = runsOf(t, f.AdminToken, base, "held")[0]
 		return run.Status.Final()
 	})
-	if run.Status != store.RunSucceeded || len(run.Attempts) != 1 || run.Attempts[0].Output != "real result" || executions.Load() != 1 {
+	if run.Status != jfapi.RunSucceeded || len(run.Attempts) != 1 || run.Attempts[0].Output != "real result" || executions.Load() != 1 {
 		t.Fatalf("run %+v after %d executions: want the real worker's success, once", run, executions.Load())
 	}
 }
@@ -111,8 +110,8 @@ func TestRevocationReachesEveryMember(t *testing.T) {
 	}
 	f.WaitSettled(15 * time.Second)
 	urls := f.URLs()
-	var c auth.Created
-	if code := api(t, f.AdminToken, "POST", urls[0], "/v1/tokens", auth.CreateRequest{Role: auth.RoleViewer}, &c); code != http.StatusCreated {
+	var c jfapi.Created
+	if code := api(t, f.AdminToken, "POST", urls[0], "/v1/tokens", jfapi.CreateRequest{Role: jfapi.RoleViewer}, &c); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
 	status := func(u string) int { return api(t, c.Secret, "GET", u, "/v1/cluster/members", nil, nil) }
@@ -143,7 +142,7 @@ func TestPollCapsKeepRunsFlowing(t *testing.T) {
 	f.Join("m1")
 	f.WaitSettled(15 * time.Second)
 	base := f.URLs()[0]
-	rogue := f.Token(auth.RoleWorker, "")
+	rogue := f.Token(jfapi.RoleWorker, "")
 
 	// The rogue's polls ask for an executor no job uses: they hold their
 	// slots for the whole wait and take nothing.
@@ -155,7 +154,7 @@ func TestPollCapsKeepRunsFlowing(t *testing.T) {
 	for range polls {
 		wg.Go(func() {
 			body := strings.NewReader(`{"worker":"rogue","executors":["nobody-runs-this"],"max":100,"wait":"30s"}`)
-			req, _ := http.NewRequestWithContext(ctx, "POST", base+dispatch.PathPoll, body)
+			req, _ := http.NewRequestWithContext(ctx, "POST", base+jfapi.PathPoll, body)
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := client.Do(req)
 			if err != nil {
@@ -185,7 +184,7 @@ func TestPollCapsKeepRunsFlowing(t *testing.T) {
 	waitFor(t, 15*time.Second, func() bool {
 		n := 0
 		for _, r := range runsOf(t, f.AdminToken, base, "flowing") {
-			if r.Status == store.RunSucceeded && r.Attempts[0].Worker == "w1" {
+			if r.Status == jfapi.RunSucceeded && r.Attempts[0].Worker == "w1" {
 				n++
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/client"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
@@ -96,11 +98,11 @@ func BenchmarkCreateJobs(b *testing.B) {
 			_, err := c.CreateJobJSON(ctx, doc(fmt.Sprintf("single-%d/%06d", round, k)))
 			return err
 		})
-		st := store.NewEtcd(f.Client, f.NS, 64, store.DefaultLimits(), nil)
+		st := store.NewEtcd(f.Client, f.NS, 64, jfapi.DefaultLimits(), nil)
 		storeTook := run(batches, 8, func(_ *client.Client, k int) error {
 			items := make([]store.BatchItem, 0, 128)
 			for i := k * 128; i < min((k+1)*128, batchJobs); i++ {
-				j, err := store.DecodeJob(bytes.NewReader(doc(fmt.Sprintf("store-%d/%06d", round, i))), 0)
+				j, err := jfapi.DecodeJob(bytes.NewReader(doc(fmt.Sprintf("store-%d/%06d", round, i))), 0)
 				if err != nil {
 					return err
 				}

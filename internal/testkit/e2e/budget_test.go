@@ -19,11 +19,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	jfapi "github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // The noisy-tenant tests run a fleet on an etcd with a 64 MiB quota,
@@ -243,7 +240,7 @@ func (nf *noisyFleet) checkVictim(t *testing.T, from, to time.Time) {
 		return len(runs) > 0 && runs[0].ScheduledAt.After(to.Add(time.Second))
 	})
 	const grace = 6 * time.Second
-	fired := map[int64]store.Run{}
+	fired := map[int64]jfapi.Run{}
 	for _, r := range runsOf(t, nf.f.AdminToken, nf.base, "victim/tick") {
 		fired[r.ScheduledAt.Unix()] = r
 	}
@@ -264,16 +261,16 @@ func (nf *noisyFleet) checkVictim(t *testing.T, from, to time.Time) {
 
 // noisyJob is a job document of about 980 KB: a large payload, body and
 // headers.
-func noisyJob(id, hook string, n int) store.Job {
-	headers := map[string]store.HeaderValue{}
+func noisyJob(id, hook string, n int) jfapi.Job {
+	headers := map[string]jfapi.HeaderValue{}
 	for i := range 56 {
-		headers[fmt.Sprintf("X-Pad-%02d", i)] = store.HeaderValue{Value: strings.Repeat("h", 8000)}
+		headers[fmt.Sprintf("X-Pad-%02d", i)] = jfapi.HeaderValue{Value: strings.Repeat("h", 8000)}
 	}
 	blob := func(c string) json.RawMessage {
 		b, _ := json.Marshal(map[string]any{"n": n, "pad": strings.Repeat(c, 240<<10)})
 		return b
 	}
-	return store.Job{ID: id, Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: hook, Headers: headers, Body: blob("b")}, Payload: blob("p")}
+	return jfapi.Job{ID: id, Schedule: "@hourly", Executor: jfapi.Executor{Type: "http", URL: hook, Headers: headers, Body: blob("b")}, Payload: blob("p")}
 }
 
 // send makes one API request with credential tok.
@@ -309,12 +306,12 @@ func send(ctx context.Context, tok, method, u string, body []byte) (int, error) 
 // raises NOSPACE, and another team's every-second job fires on time.
 func TestNoisyOperatorCannotFillEtcd(t *testing.T) {
 	nf := newNoisyFleet(t)
-	tok := nf.f.Token(auth.RoleOperator, "noisy/")
+	tok := nf.f.Token(jfapi.RoleOperator, "noisy/")
 	big := noisyJob("noisy/big", nf.rcv.srv.URL, 0)
 	if code := api(t, tok, "PUT", nf.base, "/v1/jobs/"+url.PathEscape(big.ID), big, nil); code != http.StatusCreated {
 		t.Fatalf("create the noisy job: %d", code)
 	}
-	var stored store.Job
+	var stored jfapi.Job
 	api(t, tok, "GET", nf.base, "/v1/jobs/"+url.PathEscape(big.ID), nil, &stored)
 	doc, _ := json.Marshal(stored)
 	t.Logf("the noisy job's document: %d bytes", len(doc))
@@ -357,7 +354,7 @@ func TestNoisyOperatorCannotFillEtcd(t *testing.T) {
 // every-second job fires on time.
 func TestNoisyWorkerCannotFillEtcd(t *testing.T) {
 	nf := newNoisyFleet(t)
-	tok := nf.f.Token(auth.RoleWorker, "noisy/")
+	tok := nf.f.Token(jfapi.RoleWorker, "noisy/")
 	nf.fillBelowHighWater(t)
 	executors := make([]string, jfapi.MaxRegisterExecutors)
 	for i := range executors {
@@ -371,12 +368,12 @@ func TestNoisyWorkerCannotFillEtcd(t *testing.T) {
 	}
 	bodies := [2][]byte{}
 	for active := range bodies {
-		bodies[active], _ = json.Marshal(dispatch.RegisterRequest{Worker: "noisy-worker", Executors: executors, Concurrency: 8, Active: active, Orchestrators: orchestrators})
+		bodies[active], _ = json.Marshal(jfapi.RegisterRequest{Worker: "noisy-worker", Executors: executors, Concurrency: 8, Active: active, Orchestrators: orchestrators})
 	}
 	t.Logf("the registration: %d bytes", len(bodies[0]))
 	from := time.Now()
 	stats, maxDB, noSpace, perSecond := nf.flood(t, func(ctx context.Context, n int) (int, error) {
-		return send(ctx, tok, "POST", nf.base+dispatch.PathRegister, bodies[n%2])
+		return send(ctx, tok, "POST", nf.base+jfapi.PathRegister, bodies[n%2])
 	})
 	to := time.Now()
 	t.Logf("worker flood: %s; etcd's database at most %.1f MiB of %d MiB; %.0f KiB/s written into etcd", stats, float64(maxDB)/(1<<20), noisyQuota>>20, perSecond/1024)
@@ -398,7 +395,7 @@ func TestSixteenClientsCreateWithout429(t *testing.T) {
 	f.Join("m1")
 	f.WaitSettled(15 * time.Second)
 	base := f.URLs()[0]
-	tok := f.Token(auth.RoleOperator, "")
+	tok := f.Token(jfapi.RoleOperator, "")
 	const jobs, clients = 5000, 16
 	var next atomic.Int64
 	stats := &floodStats{statuses: map[int]int{}}
@@ -410,7 +407,7 @@ func TestSixteenClientsCreateWithout429(t *testing.T) {
 				if i > jobs {
 					return
 				}
-				doc, _ := json.Marshal(store.Job{ID: fmt.Sprintf("load/%05d", i), Schedule: "@daily", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}})
+				doc, _ := json.Marshal(jfapi.Job{ID: fmt.Sprintf("load/%05d", i), Schedule: "@daily", Executor: jfapi.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}})
 				stats.add(send(context.Background(), tok, "POST", base+"/v1/jobs", doc))
 			}
 		})

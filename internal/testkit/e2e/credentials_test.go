@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 )
@@ -68,8 +69,8 @@ func TestWorkerWithoutValidCredentialStops(t *testing.T) {
 	}{
 		{"no token", "", http.StatusUnauthorized},
 		{"unknown token", "jf_0123456789ab_" + strings.Repeat("x", 43), http.StatusUnauthorized},
-		{"viewer credential", f.Token(auth.RoleViewer, ""), http.StatusForbidden},
-		{"operator credential", f.Token(auth.RoleOperator, ""), http.StatusForbidden},
+		{"viewer credential", f.Token(jfapi.RoleViewer, ""), http.StatusForbidden},
+		{"operator credential", f.Token(jfapi.RoleOperator, ""), http.StatusForbidden},
 	} {
 		for _, discover := range []bool{false, true} {
 			t.Run(tc.name+"/"+discoveryName(discover), func(t *testing.T) {
@@ -106,7 +107,7 @@ func TestWorkerWithoutValidCredentialStops(t *testing.T) {
 	for _, discover := range []bool{false, true} {
 		t.Run("worker credential/"+discoveryName(discover), func(t *testing.T) {
 			t.Parallel()
-			done, logs := start(t, discover, f.Token(auth.RoleWorker, ""))
+			done, logs := start(t, discover, f.Token(jfapi.RoleWorker, ""))
 			deadline := time.Now().Add(time.Minute)
 			for logs.FilterMessage("polled").Len() == 0 {
 				if time.Now().After(deadline) {

@@ -17,15 +17,17 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+
+	"github.com/jobfleet/jobfleet/egress"
+
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 var etcd *etcdtest.Server
@@ -51,7 +53,7 @@ type receiver struct {
 // unescapeJobID decodes the Jobfleet-Job-Id header (percent-encoded like
 // run IDs).
 func unescapeJobID(t *testing.T, h string) string {
-	id, err := store.UnescapeID(h)
+	id, err := jfapi.UnescapeID(h)
 	if err != nil {
 		t.Errorf("Jobfleet-Job-Id %q: %v", h, err)
 		return h
@@ -116,7 +118,7 @@ func startWorkersNamed(t *testing.T, prefix string, n int, urls []string, token 
 			RetryInitial:    50 * time.Millisecond,
 			RetryMax:        500 * time.Millisecond,
 			Logger:          lg.Named(fmt.Sprintf("%s%d", prefix, i+1)),
-			HTTPPolicy:      worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}, // the receiver
+			HTTPPolicy:      egress.Policy{Allow: []string{"127.0.0.1"}}, // the receiver
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -153,9 +155,9 @@ func api(t *testing.T, tok, method, base, path string, body any, out any) int {
 	return resp.StatusCode
 }
 
-func createEverySecond(t *testing.T, tok, base, id, hook string, extra func(*store.Job)) {
+func createEverySecond(t *testing.T, tok, base, id, hook string, extra func(*jfapi.Job)) {
 	t.Helper()
-	j := store.Job{ID: id, Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: hook}}
+	j := jfapi.Job{ID: id, Schedule: "@every 1s", Executor: jfapi.Executor{Type: "http", URL: hook}}
 	if extra != nil {
 		extra(&j)
 	}
@@ -164,9 +166,9 @@ func createEverySecond(t *testing.T, tok, base, id, hook string, extra func(*sto
 	}
 }
 
-func runsOf(t *testing.T, tok, base, id string) []store.Run {
+func runsOf(t *testing.T, tok, base, id string) []jfapi.Run {
 	t.Helper()
-	var out struct{ Runs []store.Run }
+	var out struct{ Runs []jfapi.Run }
 	if code := api(t, tok, "GET", base, "/v1/jobs/"+url.PathEscape(id)+"/runs?limit=1000", nil, &out); code != http.StatusOK {
 		t.Fatalf("runs of %s: status %d", id, code)
 	}
@@ -175,7 +177,7 @@ func runsOf(t *testing.T, tok, base, id string) []store.Run {
 
 // settleRuns pauses the jobs, then waits until every run is final, and
 // returns each job's runs oldest first.
-func settleRuns(t *testing.T, f *fleettest.Fleet, ids []string) map[string][]store.Run {
+func settleRuns(t *testing.T, f *fleettest.Fleet, ids []string) map[string][]jfapi.Run {
 	t.Helper()
 	base := f.URLs()[0]
 	for _, id := range ids {
@@ -185,7 +187,7 @@ func settleRuns(t *testing.T, f *fleettest.Fleet, ids []string) map[string][]sto
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		all := map[string][]store.Run{}
+		all := map[string][]jfapi.Run{}
 		open := 0
 		for _, id := range ids {
 			runs := runsOf(t, f.AdminToken, base, id)
@@ -210,14 +212,14 @@ func settleRuns(t *testing.T, f *fleettest.Fleet, ids []string) map[string][]sto
 // checkExactlyOnce asserts: every job's runs are distinct, consecutive
 // scheduled seconds (none fired twice, none lost), all succeeded; and the
 // receiver saw no attempt of any run twice.
-func checkExactlyOnce(t *testing.T, all map[string][]store.Run, rcv *receiver, minRuns int) {
+func checkExactlyOnce(t *testing.T, all map[string][]jfapi.Run, rcv *receiver, minRuns int) {
 	t.Helper()
 	for id, runs := range all {
 		if len(runs) < minRuns {
 			t.Errorf("job %s: %d runs, want at least %d", id, len(runs), minRuns)
 		}
 		for i, r := range runs {
-			if r.Status != store.RunSucceeded {
+			if r.Status != jfapi.RunSucceeded {
 				t.Errorf("job %s: run %s ended %s (%+v)", id, r.ID, r.Status, r.Attempts)
 			}
 			if i > 0 {
@@ -248,7 +250,7 @@ func TestJobsEverySecondAcrossTheFleet(t *testing.T) {
 	startWorkers(t, 2, f.URLs(), f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ids := []string{"a", "b b", "c/c", "ü", "e"}
 	for i, id := range ids {
-		createEverySecond(t, f.AdminToken, f.URLs()[i%3], id, rcv.srv.URL, func(j *store.Job) {
+		createEverySecond(t, f.AdminToken, f.URLs()[i%3], id, rcv.srv.URL, func(j *jfapi.Job) {
 			j.Payload = json.RawMessage(`{"job": "payload",  "n": [1, 2]}`)
 		})
 	}
@@ -271,7 +273,7 @@ func TestJobsEverySecondAcrossTheFleet(t *testing.T) {
 		}
 	}
 	// History is queryable through any member.
-	var one store.Run
+	var one jfapi.Run
 	r := all["c/c"][0]
 	if code := api(t, f.AdminToken, "GET", f.URLs()[2], "/v1/runs/"+url.PathEscape(r.ID), nil, &one); code != http.StatusOK || one.ID != r.ID || len(one.Attempts) != 1 {
 		t.Fatalf("GET /v1/runs/%s: %d %+v", r.ID, code, one)
@@ -303,8 +305,8 @@ func fourMembersSixJobs(t *testing.T, warm bool) (*fleettest.Fleet, *receiver, [
 	startWorkers(t, 2, f.URLs(), f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ids := []string{"j1", "j2", "j3", "j4", "j5", "j6"}
 	for _, id := range ids {
-		createEverySecond(t, f.AdminToken, f.URLs()[0], id, rcv.srv.URL, func(j *store.Job) {
-			j.Retry = store.RetryPolicy{MaxAttempts: 5, InitialBackoff: store.Duration(100 * time.Millisecond)}
+		createEverySecond(t, f.AdminToken, f.URLs()[0], id, rcv.srv.URL, func(j *jfapi.Job) {
+			j.Retry = jfapi.RetryPolicy{MaxAttempts: 5, InitialBackoff: jfapi.Duration(100 * time.Millisecond)}
 		})
 	}
 	time.Sleep(2 * time.Second)
@@ -358,7 +360,7 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	doomed, err := worker.New(worker.Config{ID: "doomed", Orchestrators: worker.StaticOrchestrators(base), ServeHTTP: true, PollWait: time.Second,
 		HTTPClient: &http.Client{Transport: transport}, Token: f.WorkerToken, ShutdownTimeout: time.Second, CancelGrace: 100 * time.Millisecond, ReportTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
-		RetryInitial: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond, HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}})
+		RetryInitial: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond, HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,15 +368,15 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 	go func() { defer close(doomedDone); doomed.Run(ctx) }()
 	defer func() { cancel(); <-doomedDone }()
 
-	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: "once", Executor: store.Executor{Type: "http", URL: hook.URL},
-		Retry: store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(100 * time.Millisecond)}}, nil); code != http.StatusCreated {
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", jfapi.Job{ID: "once", Executor: jfapi.Executor{Type: "http", URL: hook.URL},
+		Retry: jfapi.RetryPolicy{MaxAttempts: 3, InitialBackoff: jfapi.Duration(100 * time.Millisecond)}}, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
 	// Wait until the doomed worker holds attempt 1, then kill it.
-	var run store.Run
+	var run jfapi.Run
 	waitFor(t, 10*time.Second, func() bool {
 		runs := runsOf(t, f.AdminToken, base, "once")
-		if len(runs) == 1 && runs[0].Status == store.RunRunning {
+		if len(runs) == 1 && runs[0].Status == jfapi.RunRunning {
 			run = runs[0]
 			return true
 		}
@@ -389,18 +391,18 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 	waitFor(t, 20*time.Second, func() bool {
 		r := runsOf(t, f.AdminToken, base, "once")[0]
 		run = r
-		return r.Status == store.RunSucceeded
+		return r.Status == jfapi.RunSucceeded
 	})
 	if len(run.Attempts) != 2 || run.Attempts[0].Error == "" || run.Attempts[1].Worker != "w1" {
 		t.Fatalf("attempts = %+v, want attempt 1 lost with a reason and attempt 2 by w1", run.Attempts)
 	}
 	// The killed worker's late report is refused and changes nothing.
 	var e struct{ Error string }
-	code := api(t, f.WorkerToken, "POST", base, dispatch.PathComplete, dispatch.CompleteRequest{Worker: "doomed", RunID: run.ID, Attempt: 1, Success: false, Error: "late"}, &e)
+	code := api(t, f.WorkerToken, "POST", base, jfapi.PathComplete, jfapi.CompleteRequest{Worker: "doomed", RunID: run.ID, Attempt: 1, Success: false, Error: "late"}, &e)
 	if code != http.StatusConflict {
 		t.Fatalf("late report: status %d (%s), want 409", code, e.Error)
 	}
-	if after := runsOf(t, f.AdminToken, base, "once")[0]; after.Status != store.RunSucceeded || len(after.Attempts) != 2 || after.Attempts[0].Error == "late" {
+	if after := runsOf(t, f.AdminToken, base, "once")[0]; after.Status != jfapi.RunSucceeded || len(after.Attempts) != 2 || after.Attempts[0].Error == "late" {
 		t.Fatalf("late report changed the run: %+v", after)
 	}
 }

@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/egress"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestWorkerWithoutEtcdEndpointsStillDeniesEtcd runs a worker that knows
@@ -39,7 +41,7 @@ func TestWorkerWithoutEtcdEndpointsStillDeniesEtcd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := worker.New(worker.Config{
 		ID: "w1", Orchestrators: worker.StaticOrchestrators(base), ServeHTTP: true, PollWait: time.Second, Token: f.WorkerToken,
-		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.0/8", "::1"}}, // no Fleet: etcd unknown
+		HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.0/8", "::1"}}, // no Fleet: etcd unknown
 		Logger:     zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 	})
 	if err != nil {
@@ -51,16 +53,16 @@ func TestWorkerWithoutEtcdEndpointsStillDeniesEtcd(t *testing.T) {
 
 	key := base64.StdEncoding.EncodeToString([]byte("reached-etcd"))
 	put := json.RawMessage(`{"key":"` + key + `","value":"` + key + `"}`)
-	jobs := []store.Job{
-		{ID: "etcd-put", Executor: store.Executor{Type: "http", URL: etcdURL + "/v3/kv/put", Body: put}},
-		{ID: "etcd-redirect", Executor: store.Executor{Type: "http", URL: redirect.URL + "/go", Body: put, FollowRedirects: true}},
+	jobs := []jfapi.Job{
+		{ID: "etcd-put", Executor: jfapi.Executor{Type: "http", URL: etcdURL + "/v3/kv/put", Body: put}},
+		{ID: "etcd-redirect", Executor: jfapi.Executor{Type: "http", URL: redirect.URL + "/go", Body: put, FollowRedirects: true}},
 	}
 	for _, j := range jobs {
 		if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", j, nil); code != http.StatusCreated {
 			t.Fatalf("create %s: status %d", j.ID, code)
 		}
 	}
-	final := map[string]store.Run{}
+	final := map[string]jfapi.Run{}
 	waitFor(t, 20*time.Second, func() bool {
 		for _, j := range jobs {
 			if runs := runsOf(t, f.AdminToken, base, j.ID); len(runs) == 1 && runs[0].Status.Final() {
@@ -72,7 +74,7 @@ func TestWorkerWithoutEtcdEndpointsStillDeniesEtcd(t *testing.T) {
 	want := "refused: fleet etcd endpoint " + etcdURL
 	for _, j := range jobs {
 		r := final[j.ID]
-		if r.Status != store.RunDead || len(r.Attempts) != 1 || !strings.Contains(r.Attempts[0].Error, want) {
+		if r.Status != jfapi.RunDead || len(r.Attempts) != 1 || !strings.Contains(r.Attempts[0].Error, want) {
 			t.Errorf("job %s: run %s %+v, want dead with an error containing %q", j.ID, r.Status, r.Attempts, want)
 		}
 	}

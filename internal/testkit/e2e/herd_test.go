@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -268,7 +270,7 @@ func TestHerdKeepsLeases(t *testing.T) {
 	}
 	f.WaitSettled(30 * time.Second)
 	ctx := context.Background()
-	st := store.NewEtcd(f.Client, f.NS, parts, store.DefaultLimits(), nil)
+	st := store.NewEtcd(f.Client, f.NS, parts, jfapi.DefaultLimits(), nil)
 	keys := store.Keys{NS: f.NS}
 
 	// write writes every job with run_at at, in batches, 8 in flight.
@@ -287,7 +289,7 @@ func TestHerdKeepsLeases(t *testing.T) {
 				defer func() { <-sem }()
 				items := make([]store.BatchItem, 0, size)
 				for i := b; i < min(b+size, n); i++ {
-					items = append(items, store.BatchItem{Job: store.Job{ID: fmt.Sprintf("herd-%06d", i), RunAt: &at, Executor: store.Executor{Type: "herd-noop"}}})
+					items = append(items, store.BatchItem{Job: jfapi.Job{ID: fmt.Sprintf("herd-%06d", i), RunAt: &at, Executor: jfapi.Executor{Type: "herd-noop"}}})
 				}
 				res, err := st.WriteBatch(ctx, items, mode)
 				if err == nil && res[0].Err != nil {

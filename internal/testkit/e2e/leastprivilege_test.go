@@ -15,14 +15,15 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/egress"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestWorkersLeastPrivilege runs jobs aimed at the fleet itself, a real
@@ -60,7 +61,7 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := worker.New(worker.Config{
 		ID: "w1", Orchestrators: worker.StaticOrchestrators(base), ServeHTTP: true, PollWait: time.Second, Token: f.WorkerToken,
-		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.0/8"}, Fleet: etcd.Endpoints()},
+		HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.0/8"}, Fleet: etcd.Endpoints()},
 		SecretEnv:  []string{"E2E_HOOK_TOKEN", "E2E_API_KEY"},
 		Logger:     zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 	})
@@ -72,14 +73,14 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	put := base64.StdEncoding.EncodeToString([]byte("pwned"))
-	jobs := []store.Job{
-		{ID: "drain", Executor: store.Executor{Type: "http", URL: base + "/v1/cluster/drain"}},
-		{ID: "etcd-range", Executor: store.Executor{Type: "http", URL: etcd.Endpoints()[0] + "/v3/kv/range",
+	jobs := []jfapi.Job{
+		{ID: "drain", Executor: jfapi.Executor{Type: "http", URL: base + "/v1/cluster/drain"}},
+		{ID: "etcd-range", Executor: jfapi.Executor{Type: "http", URL: etcd.Endpoints()[0] + "/v3/kv/range",
 			Body: json.RawMessage(`{"key":"AA==","range_end":"AA=="}`)}},
-		{ID: "etcd-put", Executor: store.Executor{Type: "http", URL: etcd.Endpoints()[0] + "/v3/kv/put",
+		{ID: "etcd-put", Executor: jfapi.Executor{Type: "http", URL: etcd.Endpoints()[0] + "/v3/kv/put",
 			Body: json.RawMessage(`{"key":"` + put + `","value":"` + put + `"}`)}},
-		{ID: "secret", Executor: store.Executor{Type: "http", URL: hook.URL + "/hook",
-			Headers: map[string]store.HeaderValue{"Authorization": store.SecretEnv("E2E_HOOK_TOKEN")}},
+		{ID: "secret", Executor: jfapi.Executor{Type: "http", URL: hook.URL + "/hook",
+			Headers: map[string]jfapi.HeaderValue{"Authorization": jfapi.SecretEnv("E2E_HOOK_TOKEN")}},
 			Payload: json.RawMessage(`{"key":{"secret_env":"E2E_API_KEY"}}`)},
 	}
 	for _, j := range jobs {
@@ -87,7 +88,7 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 			t.Fatalf("create %s: status %d", j.ID, code)
 		}
 	}
-	final := map[string]store.Run{}
+	final := map[string]jfapi.Run{}
 	waitFor(t, 20*time.Second, func() bool {
 		for _, j := range jobs {
 			if runs := runsOf(t, f.AdminToken, base, j.ID); len(runs) == 1 && runs[0].Status.Final() {
@@ -103,7 +104,7 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 		"etcd-put":   "refused: fleet endpoint " + etcd.Endpoints()[0],
 	} {
 		r := final[id]
-		if r.Status != store.RunDead || len(r.Attempts) != 1 || !strings.Contains(r.Attempts[0].Error, want) {
+		if r.Status != jfapi.RunDead || len(r.Attempts) != 1 || !strings.Contains(r.Attempts[0].Error, want) {
 			t.Errorf("job %s: run %s %+v, want dead with an error containing %q", id, r.Status, r.Attempts, want)
 		}
 	}
@@ -118,7 +119,7 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 		t.Errorf("etcd key written by a job: %v, %v", resp, err)
 	}
 
-	if r := final["secret"]; r.Status != store.RunSucceeded {
+	if r := final["secret"]; r.Status != jfapi.RunSucceeded {
 		t.Fatalf("secret job: %s %+v, want succeeded", r.Status, r.Attempts)
 	}
 	mu.Lock()
@@ -148,16 +149,16 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 	}
 	// An orchestrator refuses a worker ID with a control character.
 	var refusal struct{ Error string }
-	if code := api(t, f.WorkerToken, "POST", base, dispatch.PathPoll, dispatch.PollRequest{Worker: "evil\x1b]0;title\x07", Executors: []string{"http"}, Max: 1}, &refusal); code != http.StatusBadRequest ||
+	if code := api(t, f.WorkerToken, "POST", base, jfapi.PathPoll, jfapi.PollRequest{Worker: "evil\x1b]0;title\x07", Executors: []string{"http"}, Max: 1}, &refusal); code != http.StatusBadRequest ||
 		!strings.Contains(refusal.Error, "worker: control character U+001B") {
 		t.Errorf("poll with ESC in the worker ID: %d %q, want 400 naming the field", code, refusal.Error)
 	}
 
-	var got store.Job
+	var got jfapi.Job
 	api(t, f.AdminToken, "GET", base, "/v1/jobs/secret", nil, &got)
 	var payload bytes.Buffer
 	json.Compact(&payload, got.Payload)
-	if got.Executor.Headers["Authorization"] != store.SecretEnv("E2E_HOOK_TOKEN") || payload.String() != `{"key":{"secret_env":"E2E_API_KEY"}}` {
+	if got.Executor.Headers["Authorization"] != jfapi.SecretEnv("E2E_HOOK_TOKEN") || payload.String() != `{"key":{"secret_env":"E2E_API_KEY"}}` {
 		t.Errorf("GET /v1/jobs/secret: headers %v payload %s, want the references as stored", got.Executor.Headers, got.Payload)
 	}
 }

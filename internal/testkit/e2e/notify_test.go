@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/egress"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -17,7 +20,6 @@ import (
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/shard"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // notice is one notification a receiver got.
@@ -74,7 +76,7 @@ func outboxLen(t *testing.T, f *fleettest.Fleet) int64 {
 // crashes.
 func TestNotificationsAreDeliveredOnceThroughRetriesAndCrashes(t *testing.T) {
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true,
-		Notify: orchestrator.NotifyConfig{Policy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}}})
+		Notify: orchestrator.NotifyConfig{Policy: egress.Policy{Allow: []string{"127.0.0.1"}}}})
 	f.Join("m1")
 	f.Join("m2")
 	f.WaitSettled(15 * time.Second)
@@ -92,13 +94,13 @@ func TestNotificationsAreDeliveredOnceThroughRetriesAndCrashes(t *testing.T) {
 	defer hook.Close()
 	startWorkers(t, 1, f.URLs(), f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 
-	sub := func(on ...store.RunStatus) []store.Notification {
-		return []store.Notification{{On: on, URL: rcv.srv.URL + "/notify"}}
+	sub := func(on ...jfapi.RunStatus) []jfapi.Notification {
+		return []jfapi.Notification{{On: on, URL: rcv.srv.URL + "/notify"}}
 	}
-	retry := store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(100 * time.Millisecond), MaxBackoff: store.Duration(100 * time.Millisecond)}
-	for _, j := range []store.Job{
-		{ID: "notify/flaky", Executor: store.Executor{Type: "http", URL: hook.URL}, Retry: retry, Notify: sub(store.RunSucceeded, store.RunDead)},
-		{ID: "notify/dead", Executor: store.Executor{Type: "http", URL: hook.URL}, Retry: retry, Notify: sub(store.RunDead)},
+	retry := jfapi.RetryPolicy{MaxAttempts: 3, InitialBackoff: jfapi.Duration(100 * time.Millisecond), MaxBackoff: jfapi.Duration(100 * time.Millisecond)}
+	for _, j := range []jfapi.Job{
+		{ID: "notify/flaky", Executor: jfapi.Executor{Type: "http", URL: hook.URL}, Retry: retry, Notify: sub(jfapi.RunSucceeded, jfapi.RunDead)},
+		{ID: "notify/dead", Executor: jfapi.Executor{Type: "http", URL: hook.URL}, Retry: retry, Notify: sub(jfapi.RunDead)},
 	} {
 		if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", j, nil); code != http.StatusCreated {
 			t.Fatalf("create %s: %d", j.ID, code)
@@ -118,7 +120,7 @@ func TestNotificationsAreDeliveredOnceThroughRetriesAndCrashes(t *testing.T) {
 	// before it comes back.
 	rcv.down.Store(true)
 	id := "notify/handoff"
-	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: id, Executor: store.Executor{Type: "http", URL: hook.URL}, Notify: sub(store.RunSucceeded)}, nil); code != http.StatusCreated {
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", jfapi.Job{ID: id, Executor: jfapi.Executor{Type: "http", URL: hook.URL}, Notify: sub(jfapi.RunSucceeded)}, nil); code != http.StatusCreated {
 		t.Fatalf("create %s: %d", id, code)
 	}
 	waitFor(t, 20*time.Second, func() bool { return len(rcv.of(id)) >= 1 })

@@ -15,10 +15,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	jfapi "github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/shard"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestPlacementAgreesWithTheFleet: every member answers the placement of
@@ -32,7 +30,7 @@ func TestPlacementAgreesWithTheFleet(t *testing.T) {
 	}
 	f.WaitSettled(20 * time.Second)
 	base := f.URLs()[0]
-	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: "team/billing", Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: "http://127.0.0.1:9/"}}, nil); code != http.StatusCreated {
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", jfapi.Job{ID: "team/billing", Schedule: "@hourly", Executor: jfapi.Executor{Type: "http", URL: "http://127.0.0.1:9/"}}, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
 	owners, _, err := f.Owners(context.Background())
@@ -63,7 +61,7 @@ func TestPlacementAgreesWithTheFleet(t *testing.T) {
 		}
 	}
 
-	viewer := f.Token(auth.RoleViewer, "team/")
+	viewer := f.Token(jfapi.RoleViewer, "team/")
 	for _, tt := range []struct {
 		id   string
 		code int

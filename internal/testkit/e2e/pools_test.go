@@ -17,11 +17,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	jfapi "github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // poolWorker is a worker of the tests below, started and stopped at will.
@@ -40,7 +38,7 @@ func startPoolWorker(t *testing.T, f *fleettest.Fleet, cfg worker.Config, embedd
 	cfg.ServeHTTP = !embedded
 	cfg.PollWait, cfg.ShutdownTimeout = time.Second, 5*time.Second
 	cfg.RetryInitial, cfg.RetryMax = 50*time.Millisecond, 500*time.Millisecond
-	cfg.HTTPPolicy = worker.HTTPPolicy{Allow: []string{"127.0.0.1"}} // the hook
+	cfg.HTTPPolicy = egress.Policy{Allow: []string{"127.0.0.1"}} // the hook
 	if cfg.Logger == nil {
 		cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(cfg.ID)
 	}
@@ -78,7 +76,7 @@ func hook(t *testing.T) *httptest.Server {
 	return srv
 }
 
-func createJob(t *testing.T, f *fleettest.Fleet, j store.Job) {
+func createJob(t *testing.T, f *fleettest.Fleet, j jfapi.Job) {
 	t.Helper()
 	if code := api(t, f.AdminToken, "POST", f.URLs()[0], "/v1/jobs", j, nil); code != http.StatusCreated {
 		t.Fatalf("create %s: status %d", j.ID, code)
@@ -103,12 +101,12 @@ func TestPoolsRunOnlyOnTheirWorkers(t *testing.T) {
 	f.WaitSettled(15 * time.Second)
 	base := f.URLs()[0]
 	rcv := hook(t)
-	gpuTok := f.TokenFor(auth.CreateRequest{Role: auth.RoleWorker, WorkerLabels: "pool=gpu"})
-	cpuTok := f.TokenFor(auth.CreateRequest{Role: auth.RoleWorker, WorkerLabels: "pool in (cpu)"})
+	gpuTok := f.TokenFor(jfapi.CreateRequest{Role: jfapi.RoleWorker, WorkerLabels: "pool=gpu"})
+	cpuTok := f.TokenFor(jfapi.CreateRequest{Role: jfapi.RoleWorker, WorkerLabels: "pool in (cpu)"})
 
 	// Refusals first: nothing runs on them.
 	var e struct{ Error string }
-	if code := api(t, gpuTok, "POST", base, dispatch.PathRegister, dispatch.RegisterRequest{Worker: "w-sneaky", Executors: []string{"http"}, Concurrency: 1, Labels: map[string]string{"pool": "cpu"}}, &e); code != http.StatusForbidden ||
+	if code := api(t, gpuTok, "POST", base, jfapi.PathRegister, jfapi.RegisterRequest{Worker: "w-sneaky", Executors: []string{"http"}, Concurrency: 1, Labels: map[string]string{"pool": "cpu"}}, &e); code != http.StatusForbidden ||
 		!strings.Contains(e.Error, `only with labels matching "pool=gpu"`) || !strings.Contains(e.Error, "pool=cpu") {
 		t.Fatalf("a gpu credential registering pool=cpu: %d %q; want 403 naming the rule", code, e.Error)
 	}
@@ -138,11 +136,11 @@ func TestPoolsRunOnlyOnTheirWorkers(t *testing.T) {
 		for _, pool := range []string{"gpu", "cpu"} {
 			id := fmt.Sprintf("%s/job-%d", pool, i)
 			ids = append(ids, id)
-			createJob(t, f, store.Job{ID: id, Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: rcv.URL + "/ok"}, Placement: placed("pool=" + pool)})
+			createJob(t, f, jfapi.Job{ID: id, Schedule: "@every 1s", Executor: jfapi.Executor{Type: "http", URL: rcv.URL + "/ok"}, Placement: placed("pool=" + pool)})
 		}
 	}
 	ids = append(ids, "any/job")
-	createJob(t, f, store.Job{ID: "any/job", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: rcv.URL + "/ok"}})
+	createJob(t, f, jfapi.Job{ID: "any/job", Schedule: "@every 1s", Executor: jfapi.Executor{Type: "http", URL: rcv.URL + "/ok"}})
 
 	// Workers come and go; each pool keeps one worker at least.
 	for _, step := range []struct{ start, stop string }{{"gpu-2", ""}, {"cpu-2", "cpu-1"}, {"", "gpu-1"}, {"cpu-1", "cpu-2"}, {"gpu-1", "gpu-2"}} {
@@ -163,7 +161,7 @@ func TestPoolsRunOnlyOnTheirWorkers(t *testing.T) {
 		pool := strings.Split(id, "/")[0]
 		ranOn[pool] = map[string]bool{}
 		for _, r := range runs {
-			if r.Status != store.RunSucceeded {
+			if r.Status != jfapi.RunSucceeded {
 				t.Errorf("run %s ended %s: %+v", r.ID, r.Status, r.Attempts)
 			}
 			for _, a := range r.Attempts {
@@ -209,19 +207,19 @@ func TestUnplaceableRunWaitsWithItsReason(t *testing.T) {
 	base := f.URLs()[0]
 	rcv := hook(t)
 	startPoolWorker(t, f, worker.Config{ID: "w-gpu", Token: f.WorkerToken, Labels: map[string]string{"pool": "gpu"}}, false)
-	createJob(t, f, store.Job{ID: "train", Executor: store.Executor{Type: "http", URL: rcv.URL + "/ok"}, Placement: placed("pool=tpu")})
+	createJob(t, f, jfapi.Job{ID: "train", Executor: jfapi.Executor{Type: "http", URL: rcv.URL + "/ok"}, Placement: placed("pool=tpu")})
 
-	reason := func() (store.Run, bool) {
+	reason := func() (jfapi.Run, bool) {
 		var l jfapi.RunList
 		api(t, f.AdminToken, "GET", base, "/v1/jobs/train/runs", nil, &l)
 		if len(l.Runs) != 1 {
-			return store.Run{}, false
+			return jfapi.Run{}, false
 		}
 		return l.Runs[0], true
 	}
 	waitFor(t, 15*time.Second, func() bool {
 		r, ok := reason()
-		return ok && r.Status == store.RunPending && strings.HasPrefix(r.Reason, "no live worker matches pool=tpu")
+		return ok && r.Status == jfapi.RunPending && strings.HasPrefix(r.Reason, "no live worker matches pool=tpu")
 	})
 	unplaceable := func() float64 {
 		sum := 0.0
@@ -241,7 +239,7 @@ func TestUnplaceableRunWaitsWithItsReason(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool { return unplaceable() == 1 })
 
 	startPoolWorker(t, f, worker.Config{ID: "w-tpu", Token: f.WorkerToken, Labels: map[string]string{"pool": "tpu"}}, false)
-	waitFor(t, 15*time.Second, func() bool { r, _ := reason(); return r.Status == store.RunSucceeded })
+	waitFor(t, 15*time.Second, func() bool { r, _ := reason(); return r.Status == jfapi.RunSucceeded })
 	if r, _ := reason(); r.Attempts[0].Worker != "w-tpu" || r.Reason != "" {
 		t.Fatalf("the run ran on %s with reason %q; want w-tpu, and no reason", r.Attempts[0].Worker, r.Reason)
 	}
@@ -259,19 +257,19 @@ func TestRetriesGoToAnotherWorker(t *testing.T) {
 	for _, id := range []string{"w-a", "w-b"} {
 		startPoolWorker(t, f, worker.Config{ID: id, Token: f.WorkerToken, Concurrency: 8, Labels: map[string]string{"pool": "p"}}, false)
 	}
-	retry := store.RetryPolicy{MaxAttempts: 3, InitialBackoff: store.Duration(10 * time.Millisecond)}
+	retry := jfapi.RetryPolicy{MaxAttempts: 3, InitialBackoff: jfapi.Duration(10 * time.Millisecond)}
 	var ids []string
 	for i := range 4 {
 		id := fmt.Sprintf("flaky-%d", i)
 		ids = append(ids, id)
-		createJob(t, f, store.Job{ID: id, Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: rcv.URL + "/fail-first"}, Retry: retry, Placement: placed("pool=p")})
+		createJob(t, f, jfapi.Job{ID: id, Schedule: "@every 1s", Executor: jfapi.Executor{Type: "http", URL: rcv.URL + "/fail-first"}, Retry: retry, Placement: placed("pool=p")})
 	}
 	time.Sleep(4 * time.Second)
 	all := settleRuns(t, f, ids)
 	retried := 0
 	for _, runs := range all {
 		for _, r := range runs {
-			if r.Status != store.RunSucceeded || len(r.Attempts) != 2 {
+			if r.Status != jfapi.RunSucceeded || len(r.Attempts) != 2 {
 				t.Errorf("run %s: %s after %d attempts, want succeeded after 2", r.ID, r.Status, len(r.Attempts))
 				continue
 			}
@@ -320,8 +318,8 @@ func TestEmbeddedWorkerTakesOnlyItsHandlers(t *testing.T) {
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	createJob(t, f, store.Job{ID: "invoices", Schedule: "@every 1s", Executor: store.Executor{Type: "send-invoice"}})
-	createJob(t, f, store.Job{ID: "other-team/hook", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: rcv.URL + "/ok"}})
+	createJob(t, f, jfapi.Job{ID: "invoices", Schedule: "@every 1s", Executor: jfapi.Executor{Type: "send-invoice"}})
+	createJob(t, f, jfapi.Job{ID: "other-team/hook", Schedule: "@every 1s", Executor: jfapi.Executor{Type: "http", URL: rcv.URL + "/ok"}})
 	// Only the embedded workers are up: the http runs wait, and say why.
 	waitFor(t, 15*time.Second, func() bool {
 		var l jfapi.RunList
@@ -333,7 +331,7 @@ func TestEmbeddedWorkerTakesOnlyItsHandlers(t *testing.T) {
 	all := settleRuns(t, f, []string{"invoices", "other-team/hook"})
 	for id, runs := range all {
 		for _, r := range runs {
-			if r.Status != store.RunSucceeded {
+			if r.Status != jfapi.RunSucceeded {
 				t.Errorf("run %s ended %s", r.ID, r.Status)
 			}
 			for _, a := range r.Attempts {

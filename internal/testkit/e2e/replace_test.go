@@ -10,13 +10,15 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/egress"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestReplacedRunIsCancelledOnItsWorker runs a "replace" job on a real
@@ -53,7 +55,7 @@ func TestReplacedRunIsCancelledOnItsWorker(t *testing.T) {
 	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", Orchestrators: worker.StaticOrchestrators(base), ServeHTTP: true, PollWait: time.Second,
 		ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 		Metrics: metrics, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}}) // the hook
+		HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}}}) // the hook
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +63,8 @@ func TestReplacedRunIsCancelledOnItsWorker(t *testing.T) {
 	go func() { defer close(done); w.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	job := store.Job{ID: "rep", RunAt: ptrTime(time.Now().Add(24 * time.Hour)), ConcurrencyPolicy: store.ConcurrencyReplace,
-		Executor: store.Executor{Type: "http", URL: hook.URL}}
+	job := jfapi.Job{ID: "rep", RunAt: ptrTime(time.Now().Add(24 * time.Hour)), ConcurrencyPolicy: jfapi.ConcurrencyReplace,
+		Executor: jfapi.Executor{Type: "http", URL: hook.URL}}
 	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", job, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
@@ -80,18 +82,18 @@ func TestReplacedRunIsCancelledOnItsWorker(t *testing.T) {
 	secondRun := trigger()
 	waitClosed(t, cancelled, "the worker to cancel the replaced attempt")
 
-	var old store.Run
+	var old jfapi.Run
 	waitFor(t, 10*time.Second, func() bool {
 		api(t, f.AdminToken, "GET", base, "/v1/runs/"+url.PathEscape(firstRun), nil, &old)
-		return old.Status == store.RunDead
+		return old.Status == jfapi.RunDead
 	})
 	if a := old.Attempts[0]; a.FinishedAt.IsZero() || !strings.Contains(a.Error, "cancelled") || !strings.Contains(old.Reason, secondRun) {
 		t.Fatalf("replaced run = %+v, want dead, replaced by %s, its attempt finished as cancelled", old, secondRun)
 	}
 	waitFor(t, 10*time.Second, func() bool {
-		var r store.Run
+		var r jfapi.Run
 		api(t, f.AdminToken, "GET", base, "/v1/runs/"+url.PathEscape(secondRun), nil, &r)
-		return r.Status == store.RunSucceeded
+		return r.Status == jfapi.RunSucceeded
 	})
 	// The worker reported the cancelled attempt and was heard, rather than
 	// being refused as stale.

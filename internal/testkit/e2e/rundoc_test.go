@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -43,12 +45,12 @@ func TestLargeOutputsKeepTheRunDocumentBounded(t *testing.T) {
 	defer hook.Close()
 	startWorkers(t, 1, []string{base}, f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 
-	job := store.Job{ID: "noisy", Executor: store.Executor{Type: "http", URL: hook.URL},
-		Retry: store.RetryPolicy{MaxAttempts: attempts, InitialBackoff: store.Duration(time.Millisecond), MaxBackoff: store.Duration(time.Millisecond)}}
+	job := jfapi.Job{ID: "noisy", Executor: jfapi.Executor{Type: "http", URL: hook.URL},
+		Retry: jfapi.RetryPolicy{MaxAttempts: attempts, InitialBackoff: jfapi.Duration(time.Millisecond), MaxBackoff: jfapi.Duration(time.Millisecond)}}
 	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", job, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
-	var run store.Run
+	var run jfapi.Run
 	waitFor(t, 60*time.Second, func() bool {
 		runs := runsOf(t, f.AdminToken, base, "noisy")
 		if len(runs) == 1 {
@@ -56,7 +58,7 @@ func TestLargeOutputsKeepTheRunDocumentBounded(t *testing.T) {
 		}
 		return run.Status.Final()
 	})
-	if run.Status != store.RunSucceeded || len(run.Attempts) != attempts {
+	if run.Status != jfapi.RunSucceeded || len(run.Attempts) != attempts {
 		t.Fatalf("run ended %s after %d attempts, want succeeded after %d", run.Status, len(run.Attempts), attempts)
 	}
 	resp, err := f.Client.Get(context.Background(), store.Keys{NS: f.NS}.Run(run.Partition, "noisy", run.ScheduledAt))

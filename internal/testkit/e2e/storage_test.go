@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/egress"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -111,7 +114,7 @@ func TestWatchesAndMirrorsSurviveCompaction(t *testing.T) {
 	disc.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, wCore) }))
 	w, err := worker.New(worker.Config{ID: "w", Orchestrators: disc, ServeHTTP: true, Token: f.WorkerToken, Concurrency: 8, PollWait: time.Second,
 		RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
-		HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}, // the receiver
+		HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}}, // the receiver
 		Logger:     zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
 	if err != nil {
 		t.Fatal(err)
@@ -130,8 +133,8 @@ func TestWatchesAndMirrorsSurviveCompaction(t *testing.T) {
 	for _, b := range bridges {
 		b.Cut()
 	}
-	jobs := store.NewEtcd(f.Client, f.NS, f.Partitions(), store.DefaultLimits(), nil)
-	if _, err := jobs.Create(context.Background(), store.Job{ID: "during-cut", Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: rcv.srv.URL}}); err != nil {
+	jobs := store.NewEtcd(f.Client, f.NS, f.Partitions(), jfapi.DefaultLimits(), nil)
+	if _, err := jobs.Create(context.Background(), jfapi.Job{ID: "during-cut", Schedule: "@every 1s", Executor: jfapi.Executor{Type: "http", URL: rcv.srv.URL}}); err != nil {
 		t.Fatal(err)
 	}
 	// More revisions, so that the compaction is past the revision every
@@ -235,7 +238,7 @@ func TestHighWaterRefusesNewWorkWhileFiringContinues(t *testing.T) {
 		return api(t, f.AdminToken, "GET", base, "/v1/cluster/storage", nil, &rep) == http.StatusOK && rep.AboveHighWater
 	})
 	var e struct{ Error string }
-	code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: "new", Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: rcv.srv.URL}}, &e)
+	code := api(t, f.AdminToken, "POST", base, "/v1/jobs", jfapi.Job{ID: "new", Schedule: "@hourly", Executor: jfapi.Executor{Type: "http", URL: rcv.srv.URL}}, &e)
 	if code != http.StatusInsufficientStorage {
 		t.Fatalf("create above the mark: %d %q, want 507", code, e.Error)
 	}
@@ -244,7 +247,7 @@ func TestHighWaterRefusesNewWorkWhileFiringContinues(t *testing.T) {
 			t.Errorf("507 message %q does not name %q", e.Error, want)
 		}
 	}
-	grown := store.Job{Schedule: "@every 1s", Executor: store.Executor{Type: "http", URL: rcv.srv.URL}, Payload: []byte(`{"more":"data"}`)}
+	grown := jfapi.Job{Schedule: "@every 1s", Executor: jfapi.Executor{Type: "http", URL: rcv.srv.URL}, Payload: []byte(`{"more":"data"}`)}
 	if code := api(t, f.AdminToken, "PUT", base, "/v1/jobs/steady", grown, nil); code != http.StatusInsufficientStorage {
 		t.Errorf("growing replacement above the mark: %d, want 507", code)
 	}
@@ -276,7 +279,7 @@ func TestHighWaterRefusesNewWorkWhileFiringContinues(t *testing.T) {
 
 	etcdtest.MakeRoom(t, f.Client, "/junk/")
 	waitFor(t, 10*time.Second, func() bool {
-		return api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: "new", Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: rcv.srv.URL}}, nil) == http.StatusCreated
+		return api(t, f.AdminToken, "POST", base, "/v1/jobs", jfapi.Job{ID: "new", Schedule: "@hourly", Executor: jfapi.Executor{Type: "http", URL: rcv.srv.URL}}, nil) == http.StatusCreated
 	})
 }
 
@@ -297,9 +300,9 @@ func TestNoSpaceStopsFiringAndFleetRecovers(t *testing.T) {
 	base := f.URLs()[0]
 	rcv := newReceiver(t)
 	startWorkers(t, 1, f.URLs(), f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	policies := map[string]store.MisfirePolicy{"once": store.MisfireRunOnce, "skip": store.MisfireSkip, "all": store.MisfireRunAll}
+	policies := map[string]jfapi.MisfirePolicy{"once": jfapi.MisfireRunOnce, "skip": jfapi.MisfireSkip, "all": jfapi.MisfireRunAll}
 	for id, p := range policies {
-		createEverySecond(t, f.AdminToken, f.URLs()[len(id)%2], id, rcv.srv.URL, func(j *store.Job) { j.MisfirePolicy = p })
+		createEverySecond(t, f.AdminToken, f.URLs()[len(id)%2], id, rcv.srv.URL, func(j *jfapi.Job) { j.MisfirePolicy = p })
 	}
 	for id := range policies {
 		waitFor(t, 10*time.Second, func() bool { return len(runsOf(t, f.AdminToken, base, id)) >= 2 })
@@ -341,7 +344,7 @@ func TestNoSpaceStopsFiringAndFleetRecovers(t *testing.T) {
 	if got := failedWrites(); got != failed {
 		t.Errorf("%d more failed writes logged after the members saw the alarm: they keep trying", got-failed)
 	}
-	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: "refused", Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: rcv.srv.URL}}, nil); code != http.StatusInsufficientStorage {
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", jfapi.Job{ID: "refused", Schedule: "@hourly", Executor: jfapi.Executor{Type: "http", URL: rcv.srv.URL}}, nil); code != http.StatusInsufficientStorage {
 		t.Errorf("create under NOSPACE: %d, want 507", code)
 	}
 	if got := logs.FilterMessageSnippet("NOSPACE alarm is raised").Len(); got != 2 {
@@ -372,11 +375,11 @@ func TestNoSpaceStopsFiringAndFleetRecovers(t *testing.T) {
 			}
 		}
 		switch {
-		case p == store.MisfireSkip && during != 0:
+		case p == jfapi.MisfireSkip && during != 0:
 			t.Errorf("job %s (skip): %d runs scheduled during the outage, want none", id, during)
-		case p == store.MisfireRunOnce && during > 1:
+		case p == jfapi.MisfireRunOnce && during > 1:
 			t.Errorf("job %s (run_once): %d runs scheduled during the outage, want at most one", id, during)
-		case p == store.MisfireRunAll:
+		case p == jfapi.MisfireRunAll:
 			runs := runsOf(t, f.AdminToken, base, id)
 			for i := 1; i < len(runs); i++ {
 				if gap := runs[i-1].ScheduledAt.Sub(runs[i].ScheduledAt); gap != time.Second {
@@ -388,10 +391,10 @@ func TestNoSpaceStopsFiringAndFleetRecovers(t *testing.T) {
 	if logs.FilterMessageSnippet("misfire handled").Len() == 0 {
 		t.Error("no misfire was handled after the outage")
 	}
-	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: "after", Schedule: "@hourly", Executor: store.Executor{Type: "http", URL: rcv.srv.URL}}, nil); code != http.StatusCreated {
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", jfapi.Job{ID: "after", Schedule: "@hourly", Executor: jfapi.Executor{Type: "http", URL: rcv.srv.URL}}, nil); code != http.StatusCreated {
 		t.Errorf("create after recovery: %d, want 201", code)
 	}
-	var list struct{ Jobs []store.Job }
+	var list struct{ Jobs []jfapi.Job }
 	api(t, f.AdminToken, "GET", base, "/v1/jobs", nil, &list)
 	if len(list.Jobs) != len(policies)+1 {
 		t.Errorf("%d jobs after recovery, want the %d accepted before and the new one", len(list.Jobs), len(policies))

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	jfapi "github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/egress"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -15,7 +18,6 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch/worker/etcddiscovery"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
 	"github.com/jobfleet/jobfleet/shard"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestFirstRunsReachWorkersStartedAroundAcquisition starts a worker
@@ -35,7 +37,7 @@ func TestFirstRunsReachWorkersStartedAroundAcquisition(t *testing.T) {
 				w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w-" + phase, Orchestrators: etcddiscovery.New(f.Client, f.NS), ServeHTTP: true,
 					Concurrency: 4, PollWait: 30 * time.Second, ShutdownTimeout: time.Second,
 					RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, Logger: lg,
-					HTTPPolicy: worker.HTTPPolicy{Allow: []string{"127.0.0.1"}}}) // the hook
+					HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}}}) // the hook
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -74,7 +76,7 @@ func TestFirstRunsReachWorkersStartedAroundAcquisition(t *testing.T) {
 			base := f.URLs()[0]
 			for _, id := range ids {
 				// Neither schedule nor run_at: it runs once, now.
-				if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", store.Job{ID: id, Executor: store.Executor{Type: "http", URL: hook.URL}}, nil); code != http.StatusCreated {
+				if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", jfapi.Job{ID: id, Executor: jfapi.Executor{Type: "http", URL: hook.URL}}, nil); code != http.StatusCreated {
 					t.Fatalf("create %s: %d", id, code)
 				}
 			}

@@ -13,11 +13,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	jfapi "github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/auth"
-	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // runWorker runs one worker until the test ends.
@@ -50,7 +47,7 @@ func TestWorkerRegistryListsWorkersAndExplainsWaitingRuns(t *testing.T) {
 	urls := f.URLs()
 	base := urls[0]
 
-	job := store.Job{ID: "ops/needs-shell", Executor: store.Executor{Type: store.ExecutorShell, Command: []string{"true"}}}
+	job := jfapi.Job{ID: "ops/needs-shell", Executor: jfapi.Executor{Type: jfapi.ExecutorShell, Command: []string{"true"}}}
 	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", job, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
@@ -69,16 +66,16 @@ func TestWorkerRegistryListsWorkersAndExplainsWaitingRuns(t *testing.T) {
 		}
 	}
 
-	reason := func() (store.Run, string) {
+	reason := func() (jfapi.Run, string) {
 		var l jfapi.RunList
 		api(t, f.AdminToken, "GET", base, "/v1/jobs/"+url.PathEscape(job.ID)+"/runs", nil, &l)
 		if len(l.Runs) != 1 {
-			return store.Run{}, ""
+			return jfapi.Run{}, ""
 		}
-		var one store.Run
+		var one jfapi.Run
 		api(t, f.AdminToken, "GET", base, "/v1/runs/"+url.PathEscape(l.Runs[0].ID), nil, &one)
 		if one.Reason != l.Runs[0].Reason {
-			return store.Run{}, "" // the registry changed between the two reads: read again
+			return jfapi.Run{}, "" // the registry changed between the two reads: read again
 		}
 		return l.Runs[0], one.Reason
 	}
@@ -87,14 +84,14 @@ func TestWorkerRegistryListsWorkersAndExplainsWaitingRuns(t *testing.T) {
 
 	// A shell worker limited to another prefix does not help, and the
 	// reason says so.
-	scoped := f.Token(auth.RoleWorker, "billing/")
+	scoped := f.Token(jfapi.RoleWorker, "billing/")
 	runWorker(t, worker.Config{ID: "w-billing", Orchestrators: worker.StaticOrchestrators(urls...), Token: scoped, AllowShell: true})
 	want = `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to the prefixes "billing/"`
 	waitFor(t, 10*time.Second, func() bool { _, r := reason(); return r == want })
 
 	// A viewer scoped to ops/ is told the same without billing's prefix,
 	// and lists the workers that may serve its jobs, not billing's.
-	opsViewer := f.Token(auth.RoleViewer, "ops/")
+	opsViewer := f.Token(jfapi.RoleViewer, "ops/")
 	var scopedRuns jfapi.RunList
 	if code := api(t, opsViewer, "GET", base, "/v1/jobs/"+url.PathEscape(job.ID)+"/runs", nil, &scopedRuns); code != http.StatusOK || len(scopedRuns.Runs) != 1 ||
 		scopedRuns.Runs[0].Reason != `no live worker serving executor "shell" accepts jobs under this ID: their credentials are limited to other prefixes` {
@@ -111,7 +108,7 @@ func TestWorkerRegistryListsWorkersAndExplainsWaitingRuns(t *testing.T) {
 		}
 		return strings.Join(ids, " ")
 	}
-	billingViewer := f.Token(auth.RoleViewer, "billing/eu/")
+	billingViewer := f.Token(jfapi.RoleViewer, "billing/eu/")
 	for _, tt := range []struct{ who, token, want string }{
 		{"admin", f.AdminToken, "w-billing w-http"},
 		{"viewer of ops/", opsViewer, "w-http"},
@@ -124,18 +121,18 @@ func TestWorkerRegistryListsWorkersAndExplainsWaitingRuns(t *testing.T) {
 
 	// Another credential cannot take the ID over.
 	var e struct{ Error string }
-	if code := api(t, scoped, "POST", base, dispatch.PathRegister, dispatch.RegisterRequest{Worker: "w-http", Executors: []string{"shell"}, Concurrency: 1}, &e); code != http.StatusConflict ||
+	if code := api(t, scoped, "POST", base, jfapi.PathRegister, jfapi.RegisterRequest{Worker: "w-http", Executors: []string{"shell"}, Concurrency: 1}, &e); code != http.StatusConflict ||
 		!strings.Contains(e.Error, `worker ID held by another credential: "w-http" is registered with another credential`) {
 		t.Fatalf("register w-http under another credential: %d %q, want 409", code, e.Error)
 	}
-	if code := api(t, scoped, "POST", base, dispatch.PathPoll, dispatch.PollRequest{Worker: "w-http", Executors: []string{"shell"}, Max: 1}, &e); code != http.StatusConflict {
+	if code := api(t, scoped, "POST", base, jfapi.PathPoll, jfapi.PollRequest{Worker: "w-http", Executors: []string{"shell"}, Max: 1}, &e); code != http.StatusConflict {
 		t.Fatalf("poll as w-http under another credential: %d %q, want 409", code, e.Error)
 	}
 
 	// A worker that can take it does, and the run no longer carries a
 	// reason.
 	runWorker(t, worker.Config{ID: "w-shell", Orchestrators: worker.StaticOrchestrators(urls...), Token: f.WorkerToken, AllowShell: true})
-	waitFor(t, 15*time.Second, func() bool { r, _ := reason(); return r.Status == store.RunSucceeded })
+	waitFor(t, 15*time.Second, func() bool { r, _ := reason(); return r.Status == jfapi.RunSucceeded })
 	if r, why := reason(); why != "" || r.Reason != "" || r.Attempts[0].Worker != "w-shell" {
 		t.Fatalf("succeeded run: reason %q, attempts %+v", why, r.Attempts)
 	}

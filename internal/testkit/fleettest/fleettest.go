@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfleet/jobfleet/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -145,8 +147,8 @@ func New(t testing.TB, etcd *etcdtest.Server, opts Options) *Fleet {
 	}
 	t.Cleanup(f.stopAll)
 	if opts.Scheduler {
-		f.AdminToken = authtest.Token(t, f.Client, f.NS, auth.RoleAdmin, "")
-		f.WorkerToken = authtest.Token(t, f.Client, f.NS, auth.RoleWorker, "")
+		f.AdminToken = authtest.Token(t, f.Client, f.NS, api.RoleAdmin, "")
+		f.WorkerToken = authtest.Token(t, f.Client, f.NS, api.RoleWorker, "")
 	}
 	return f
 }
@@ -154,15 +156,15 @@ func New(t testing.TB, etcd *etcdtest.Server, opts Options) *Fleet {
 // Token stores a credential of role, limited to job IDs starting with
 // prefix ("" for all), and returns its bearer token once every live
 // member's credential cache has it.
-func (f *Fleet) Token(role auth.Role, prefix string) string {
+func (f *Fleet) Token(role api.Role, prefix string) string {
 	f.t.Helper()
-	return f.TokenFor(auth.CreateRequest{Role: role, Prefix: prefix})
+	return f.TokenFor(api.CreateRequest{Role: role, Prefix: prefix})
 }
 
 // TokenFor stores the credential req asks for (a worker credential
 // limited to worker labels, for one) and returns its bearer token once
 // every live member's credential cache has it.
-func (f *Fleet) TokenFor(req auth.CreateRequest) string {
+func (f *Fleet) TokenFor(req api.CreateRequest) string {
 	f.t.Helper()
 	req.Description = "test " + f.t.Name()
 	c, rev := authtest.Create(f.t, f.Client, f.NS, req)

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -80,9 +78,9 @@ type pkg struct {
 // list runs `go list` with format over args and returns its output lines.
 func list(t *testing.T, format string, args ...string) []string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
+	goTool, err := exec.LookPath("go") // go test puts its own go first in PATH
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("no go command: %v", err)
 	}
 	cmd := exec.Command(goTool, append([]string{"list", "-f", format}, args...)...)
 	var stderr bytes.Buffer

@@ -150,8 +150,8 @@ type pick struct {
 func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant, written int) {
 	req := p.req
 	worker := req.Worker
-	if pt.d.writesRefused() != nil {
-		return nil, 0 // etcd is full: no attempt could be recorded
+	if pt.d.writesRefused() != nil || !pt.mayServe(p) {
+		return nil, 0 // etcd is full, or nothing here is for this poll
 	}
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()

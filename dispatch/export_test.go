@@ -114,3 +114,16 @@ type PollInfo struct {
 	Registered bool
 	Free       int
 }
+
+// HoldWriter takes partition p's writer lock, as a long write of the
+// partition does, until release is called.
+func (d *Dispatcher) HoldWriter(p int) (release func(), ok bool) {
+	d.mu.Lock()
+	pt := d.parts[p]
+	d.mu.Unlock()
+	if pt == nil {
+		return nil, false
+	}
+	pt.wmu.Lock()
+	return pt.wmu.Unlock, true
+}

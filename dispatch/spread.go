@@ -182,3 +182,25 @@ func (pt *partition) passOver(p *poll, rivals []*poll, e *jobEntry, ar *activeRu
 	}
 	return false
 }
+
+// mayServe reports whether an active run of pt may be one that poll p can
+// take: a dispatchable run, or a run of items, of a job p may run. It
+// takes the state lock only, so that a poll learns there is nothing for it
+// here without waiting for the partition's writer, which may be writing
+// another team's fires or triggers for a while. A true answer is checked
+// again under the writer lock.
+func (pt *partition) mayServe(p *poll) bool {
+	now := pt.now()
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	for _, ar := range pt.active {
+		e := pt.jobs[ar.run.JobID]
+		if e == nil || !p.may(e, ar.run.JobID) {
+			continue
+		}
+		if len(ar.run.Items) > 0 || Dispatchable(ar.run, ar.notBefore, now) {
+			return true
+		}
+	}
+	return false
+}

@@ -505,17 +505,17 @@ func (s *heldSender) Send(ctx context.Context, o store.Outbox) error {
 }
 
 // TestDroppedNotificationsStillOpenTheCircuit: a job makes more
-// notifications to a dead destination than its bound of pending ones,
-// so that every try's notification is dropped (for a newer one) while the
-// try is in flight. The tries' failures still count for the
-// destination: its circuit opens after the breaker's failures, as for a
-// job within its bound, and nothing more is sent there until its
-// back-off passes.
+// notifications to a dead destination than its bound of pending ones, so
+// that the notification being tried is dropped (for newer ones) while its
+// try is in flight. The try's failure still counts for the destination:
+// its circuit opens (after one failure here), and nothing more is sent
+// there until its back-off passes. One try at a time (PerJob 1), so which
+// try fails when is the test's to say.
 func TestDroppedNotificationsStillOpenTheCircuit(t *testing.T) {
 	h := newHarness(t)
 	s := &heldSender{started: make(chan string, 64), release: make(chan struct{})}
 	reg := prometheus.NewRegistry()
-	h.withNotify(notify.Config{Sender: s, MaxPendingPerJob: 2, PerJob: 2, BreakerFailures: 2,
+	h.withNotify(notify.Config{Sender: s, MaxPendingPerJob: 2, PerJob: 1, BreakerFailures: 1,
 		BreakerBackoff: retry.Policy{Initial: time.Hour, Max: time.Hour}, Metrics: notify.NewMetrics(reg)})
 	h.start("m1")
 	job := api.Job{ID: "chatty", Schedule: "@every 1h", Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(time.Second), MaxBackoff: api.Duration(time.Second)}}
@@ -524,21 +524,21 @@ func TestDroppedNotificationsStillOpenTheCircuit(t *testing.T) {
 	}
 	h.create(job)
 	h.advance(time.Hour)
-	h.failAttempt("w1") // 8 notifications: the 2 newest kept, both tried at once
-	for range 2 {
-		<-s.started
-	}
+	h.failAttempt("w1") // 8 notifications: the 2 newest kept, one tried
+	<-s.started
 	h.parked()
 	h.clock.Advance(2 * time.Second) // the run's retry backoff
-	h.failAttempt("w1")              // 8 more: the 2 in flight are dropped
-	h.waitFor("the tried notifications dropped", func() bool {
+	h.failAttempt("w1")              // 8 more: the one in flight and the one waiting are dropped
+	h.waitFor("the tried notification dropped", func() bool {
 		return metricValue(t, reg, "jobfleet_notifications_total", "result", "dropped") == 2*api.MaxNotifications-2
 	})
-	s.release <- struct{}{}
+	if got := metricValue(t, reg, "jobfleet_notification_circuits_open"); got != 0 {
+		t.Fatalf("%v circuits open before the try failed, want 0", got)
+	}
 	s.release <- struct{}{}
 	h.waitFor("the circuit open", func() bool { return metricValue(t, reg, "jobfleet_notification_circuits_open") == 1 })
-	if got := metricValue(t, reg, "jobfleet_notifications_total", "result", "failed"); got != 2 {
-		t.Fatalf("%v failed tries counted, want 2 (both dropped while in flight)", got)
+	if got := metricValue(t, reg, "jobfleet_notifications_total", "result", "failed"); got != 1 {
+		t.Fatalf("%v failed tries counted, want 1 (the one dropped while in flight)", got)
 	}
 	h.parkedBoth()
 	if n := len(s.started); n != 0 {

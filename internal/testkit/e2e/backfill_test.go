@@ -49,7 +49,7 @@ func TestBackfillRacingFiresRunsEachTimeOnce(t *testing.T) {
 	}))
 	defer hook.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", Orchestrators: worker.StaticOrchestrators(f.URLs()...), PollWait: time.Second,
+	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", ServeHTTP: true, Orchestrators: worker.StaticOrchestrators(f.URLs()...), PollWait: time.Second,
 		Concurrency: 8, ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}}})
 	if err != nil {

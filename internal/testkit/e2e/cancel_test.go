@@ -52,7 +52,7 @@ func TestCancelRunningRunOnARealWorker(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", Orchestrators: worker.StaticOrchestrators(f.URLs()...), PollWait: time.Second,
+	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", ServeHTTP: true, Orchestrators: worker.StaticOrchestrators(f.URLs()...), PollWait: time.Second,
 		ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 		Metrics: worker.NewMetrics(reg), Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}}})

@@ -41,7 +41,7 @@ func presenceWorker(t *testing.T, f *fleettest.Fleet, id string) *netfault.Bridg
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	w, err := worker.New(worker.Config{
-		ID: id, Orchestrators: worker.StaticOrchestrators(f.URLs()[0]), Token: f.WorkerToken, Concurrency: 1,
+		ID: id, Orchestrators: worker.StaticOrchestrators(f.URLs()[0]), Token: f.WorkerToken, Concurrency: 1, ServeHTTP: true,
 		HTTPClient: &http.Client{Transport: tr},
 		PollWait:   time.Second, ShutdownTimeout: time.Second, ReportTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
 		RetryInitial: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond,
@@ -181,7 +181,7 @@ func TestStoppedWorkerEndsItsPresence(t *testing.T) {
 	f.WaitSettled(15 * time.Second)
 	base := f.URLs()[0]
 	w, err := worker.New(worker.Config{
-		ID: "leaving", Orchestrators: worker.StaticOrchestrators(base), Token: f.WorkerToken, Concurrency: 1,
+		ID: "leaving", Orchestrators: worker.StaticOrchestrators(base), Token: f.WorkerToken, Concurrency: 1, ServeHTTP: true,
 		PollWait: time.Second, ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 	})

@@ -51,7 +51,30 @@ type PresenceStream interface {
 
 // presence is the presence stream this member holds of one worker.
 type presence struct {
-	superseded chan struct{} // closed when a newer stream of the worker opens here
+	superseded chan struct{} // closed when a newer stream of the worker opens here, or it registers here while awaited
+	awaited    bool          // the stream broke: its worker has the grace to come back
+	ended      bool          // superseded is closed
+}
+
+// supersedeLocked closes p.superseded once. The caller holds pmu.
+func (p *presence) supersedeLocked() {
+	if !p.ended {
+		p.ended = true
+		close(p.superseded)
+	}
+}
+
+// registeredAgain tells worker's broken stream, if the grace of one runs
+// here, that the worker registered (refreshed or anew) through this
+// member: a process that does is alive (a worker restarted with the same
+// ID, or one whose stream alone was cut), so its registration is not
+// revoked. A stream that is not broken is left alone.
+func (r *Registry) registeredAgain(worker string) {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	if p := r.streams[worker]; p != nil && p.awaited {
+		p.supersedeLocked()
+	}
 }
 
 // Presence serves a worker's presence stream s, opened with credential,
@@ -69,7 +92,8 @@ type presence struct {
 // stream, as ctx ending does (the stream's credential revoked), neither
 // being evidence. A stream that ends without its end
 // (the connection closed or reset: the kernel closes a dead process's
-// sockets) is the evidence: if the worker opens no new stream here within
+// sockets) is the evidence: if the worker opens no new stream and sends
+// no registration here within
 // Config.PresenceGrace (a live worker whose connection was cut does so at
 // once), its registration's lease is revoked, provided the registration
 // is still the one the stream began under (create revision and lease).
@@ -129,6 +153,9 @@ func (r *Registry) Presence(ctx context.Context, credential string, s PresenceSt
 		}
 		r.cfg.Metrics.presenceLost()
 		lg.Info("worker's presence stream ended without its end; waiting for it to open another", zap.Error(err), zap.Duration("grace", r.cfg.PresenceGrace))
+		r.pmu.Lock()
+		p.awaited = true
+		r.pmu.Unlock()
 		return r.awaitReturn(ctx, lg, worker, reg, p)
 	}
 }
@@ -172,7 +199,7 @@ func (r *Registry) awaitReturn(ctx context.Context, lg *zap.Logger, worker strin
 	select {
 	case <-p.superseded:
 		r.cfg.Metrics.presenceReturned()
-		lg.Info("worker opened a new presence stream; it lives")
+		lg.Info("worker opened a new presence stream or registered again here; it lives")
 		return nil
 	case <-t.Chan():
 	case <-r.stop:
@@ -218,7 +245,7 @@ func (r *Registry) openPresence(worker string) *presence {
 	r.pmu.Lock()
 	defer r.pmu.Unlock()
 	if old := r.streams[worker]; old != nil {
-		close(old.superseded)
+		old.supersedeLocked()
 	}
 	r.streams[worker] = p
 	r.cfg.Metrics.setPresence(len(r.streams))

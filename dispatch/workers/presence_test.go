@@ -254,3 +254,35 @@ func TestPresenceEndsWithoutEvidence(t *testing.T) {
 		})
 	}
 }
+
+// TestPresenceRegisteredAgainWithinGrace: a worker whose stream broke
+// and whose process registers again through this member before the grace
+// ends (restarted with the same ID, registering the same way, so that the
+// registration in etcd is unchanged) keeps its registration: the
+// registration is proof of life.
+func TestPresenceRegisteredAgainWithinGrace(t *testing.T) {
+	e := newEnv(t)
+	r := e.registry("m1", workers.Config{})
+	e.register(r, req("w1", "cred"))
+	s := newStream("w1")
+	done := serve(r, "cred", s)
+	<-s.accepted
+	s.next <- result{err: syscall.ECONNRESET}
+	e.clock.BlockUntilContext(context.Background(), 1) // waiting out the grace
+	e.register(r, req("w1", "cred"))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		e.clock.Advance(time.Hour)
+		<-done
+		_, _, kept := e.stored("w1")
+		t.Fatalf("the broken stream still waited out its grace after the worker registered again (registration kept: %v)", kept)
+	}
+	e.clock.Advance(time.Hour)
+	if _, _, ok := e.stored("w1"); !ok {
+		t.Fatal("a worker that registered again within the grace was revoked")
+	}
+}

@@ -72,6 +72,7 @@ func (r *Registry) Register(ctx context.Context, req api.RegisterRequest) (api.R
 		}
 		switch {
 		case err == nil:
+			r.registeredAgain(req.Worker)
 			return api.RegisterResponse{TTL: api.Duration(r.cfg.TTL), Orchestrator: r.cfg.Member}, nil
 		case !errors.Is(err, errChanged):
 			return api.RegisterResponse{}, err

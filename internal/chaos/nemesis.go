@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jobfleet/jobfleet/dispatch/placement"
 	"go.uber.org/zap"
 )
 
@@ -518,7 +519,7 @@ func (n *nemesis) slowHolder(ctx context.Context) (*workerProc, Execution) {
 			if !ok || len(run.Attempts) < e.Attempt {
 				continue
 			}
-			if w := n.f.workerByID(run.Attempts[e.Attempt-1].Worker); w != nil && w.live() {
+			if w := n.f.workerByID(run.Attempts[e.Attempt-1].Worker); w != nil && w.live() && n.retriableElsewhere(run.JobID, w) {
 				victim, held = w, e
 				return true, ""
 			}
@@ -526,6 +527,21 @@ func (n *nemesis) slowHolder(ctx context.Context) (*workerProc, Execution) {
 		return false, ""
 	})
 	return victim, held
+}
+
+// retriableElsewhere reports whether a run of job id held by worker w
+// may be retried by another live worker: one whose labels its selector
+// allows. A fault that cuts w off until the run is retried elsewhere must
+// not pick a run of a job only w's pool may run (pool=a with one worker
+// in pool a): nothing could retry it until w is back.
+func (n *nemesis) retriableElsewhere(id string, w *workerProc) bool {
+	sel := selectorFor(id, n.f.cfg.Workers)
+	for _, o := range n.f.workers {
+		if o != w && o.live() && placement.Allows(sel, workerLabels(o.index, n.f.cfg.Workers)) {
+			return true
+		}
+	}
+	return false
 }
 
 // awaitRetried sends when the run of held has moved past the attempt (its

@@ -15,11 +15,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -443,25 +441,8 @@ func TestKilledWorkerProcessIsRevokedAtOnce(t *testing.T) {
 	}
 	waitSettled(t, o, []string{"orch-w"}, 20*time.Second)
 
-	var mu sync.Mutex
-	attempts := map[string]int{}
-	hang := make(chan struct{})
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := r.Header.Get("Jobfleet-Attempt")
-		mu.Lock()
-		attempts[a]++
-		mu.Unlock()
-		if a == "1" {
-			<-hang // attempt 1 runs until its worker dies
-		}
-	}))
-	defer hook.Close()
-	defer close(hang) // first: Close waits for the handlers
-
-	startWorker := func(id string) *proctest.Process {
-		return startProc(t, id, "worker", "--orchestrators="+o.url, "--token-file="+adminSecretFile, "--id="+id,
-			"--concurrency=1", "--http-allow=127.0.0.1", "--poll-wait=1s", "--log-format=json")
-	}
+	hook := newAttemptHook(t)
+	startWorker := func(id string) *proctest.Process { return startHTTPWorker(t, o, id) }
 	doomed := startWorker("doomed")
 	poll(t, 15*time.Second, "the worker's presence stream open", func() (bool, string) {
 		n := metricValue(t, o, "jobfleet_worker_presence_streams")
@@ -486,8 +467,7 @@ func TestKilledWorkerProcessIsRevokedAtOnce(t *testing.T) {
 		return l.Runs
 	}
 	poll(t, 15*time.Second, "attempt 1 reached the hook", func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
+		attempts := hook.executions()
 		return attempts["1"] == 1, fmt.Sprintf("executions by attempt %v", attempts)
 	})
 	startWorker("rescuer")
@@ -517,9 +497,7 @@ func TestKilledWorkerProcessIsRevokedAtOnce(t *testing.T) {
 	}
 	t.Logf("attempt 2 handed out %v after the worker was killed (worker TTL 60s, run lease 60s, presence grace 500ms)",
 		run.Attempts[1].StartedAt.Sub(killedAt).Round(time.Millisecond))
-	mu.Lock()
-	defer mu.Unlock()
-	if attempts["1"] != 1 || attempts["2"] != 1 || len(attempts) != 2 {
+	if attempts := hook.executions(); attempts["1"] != 1 || attempts["2"] != 1 || len(attempts) != 2 {
 		t.Fatalf("executions by attempt %v, want attempt 1 and attempt 2 once each", attempts)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -36,25 +37,8 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 	}
 	waitSettled(t, o, []string{"orch-w"}, 20*time.Second)
 
-	var mu sync.Mutex
-	attempts := map[string]int{}
-	hang := make(chan struct{})
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := r.Header.Get("Jobfleet-Attempt")
-		mu.Lock()
-		attempts[a]++
-		mu.Unlock()
-		if a == "1" {
-			<-hang // attempt 1 runs until its worker dies
-		}
-	}))
-	defer hook.Close()
-	defer close(hang) // first: Close waits for the handlers
-
-	startWorker := func(id string) *proctest.Process {
-		return startProc(t, id, "worker", "--orchestrators="+o.url, "--token-file="+adminSecretFile, "--id="+id,
-			"--concurrency=1", "--http-allow=127.0.0.1", "--poll-wait=1s", "--log-format=json")
-	}
+	hook := newAttemptHook(t)
+	startWorker := func(id string) *proctest.Process { return startHTTPWorker(t, o, id) }
 	doomed := startWorker("doomed")
 	var ws api.WorkerList
 	poll(t, 15*time.Second, "the worker registered", func() (bool, string) {
@@ -91,8 +75,7 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 	// has called the hook: kill it only once the call arrived, or attempt 1
 	// would never reach the hook.
 	poll(t, 15*time.Second, "attempt 1 reached the hook", func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
+		attempts := hook.executions()
 		return attempts["1"] == 1, fmt.Sprintf("executions by attempt %v", attempts)
 	})
 
@@ -115,9 +98,7 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 	if lost := run.Attempts[0].FinishedAt.Sub(run.Attempts[0].StartedAt); lost >= 20*time.Second {
 		t.Errorf("attempt 1 ended %v after it started, want well within the 30s run lease", lost)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if attempts["1"] != 1 || attempts["2"] != 1 || len(attempts) != 2 {
+	if attempts := hook.executions(); attempts["1"] != 1 || attempts["2"] != 1 || len(attempts) != 2 {
 		t.Fatalf("executions by attempt %v, want attempt 1 and attempt 2 once each", attempts)
 	}
 }
@@ -205,4 +186,46 @@ func TestWorkerProcessWithReaderCredentialExits(t *testing.T) {
 			t.Errorf("%s: stderr lacks the command's error (credentials refused):\n%s", role, stderr)
 		}
 	}
+}
+
+// attemptHook is the endpoint of an http job that counts its executions
+// by attempt (the Jobfleet-Attempt header); attempt 1 hangs until the
+// test ends, as an attempt does whose worker dies under it.
+type attemptHook struct {
+	*httptest.Server
+	mu        sync.Mutex
+	byAttempt map[string]int
+}
+
+func newAttemptHook(t *testing.T) *attemptHook {
+	t.Helper()
+	h := &attemptHook{byAttempt: map[string]int{}}
+	hang := make(chan struct{})
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := r.Header.Get("Jobfleet-Attempt")
+		h.mu.Lock()
+		h.byAttempt[a]++
+		h.mu.Unlock()
+		if a == "1" {
+			<-hang // attempt 1 runs until its worker dies
+		}
+	}))
+	t.Cleanup(h.Close)
+	t.Cleanup(func() { close(hang) }) // first: Close waits for the handlers
+	return h
+}
+
+// executions returns the executions so far by attempt number.
+func (h *attemptHook) executions() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.byAttempt)
+}
+
+// startHTTPWorker starts a "jobfleet worker" process of one slot serving
+// http jobs on loopback, registered with orchestrator o.
+func startHTTPWorker(t *testing.T, o *orch, id string) *proctest.Process {
+	t.Helper()
+	return startProc(t, id, "worker", "--orchestrators="+o.url, "--token-file="+adminSecretFile, "--id="+id,
+		"--concurrency=1", "--http-allow=127.0.0.1", "--poll-wait=1s", "--log-format=json")
 }

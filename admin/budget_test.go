@@ -182,7 +182,7 @@ func TestWorkerProtocolBudgets(t *testing.T) {
 	if code := register(other.Secret, 0); code != http.StatusOK {
 		t.Errorf("another worker credential's registration: %d, want 200", code)
 	}
-	hb := request{method: "POST", path: api.PathHeartbeat, body: `{"worker":"w","run_id":"a@2026-05-01T00:00:00.000Z","attempt":1}`}
+	hb := request{method: "POST", path: api.PathHeartbeat, body: `{"worker":"w","run_id":"noisy%2Fa@2026-05-01T00:00:00.000Z","attempt":1}`}
 	for range 5 {
 		if code, _, body := e.send(hb, rogue.Secret); code != http.StatusOK {
 			t.Fatalf("heartbeat over the budget: %d %s, want 200", code, body)

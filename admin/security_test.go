@@ -1216,3 +1216,47 @@ func TestTokenCapPagesAndExpiry(t *testing.T) {
 		t.Fatalf("create after an expiry freed a place: %d %s", code, body)
 	}
 }
+
+// TestReportsOutsideScopeTellNothing: a worker credential limited to a
+// prefix that reports on a run of a job outside it gets the same 403 for
+// every such run, before the member looks the run up, so the reports
+// cannot tell another team's running runs from runs that do not exist;
+// within its prefix the report reaches the member.
+func TestReportsOutsideScopeTellNothing(t *testing.T) {
+	e := newSecEnv(t, secOptions{limits: admin.Limits{Rate: -1}})
+	w := e.cred(api.CreateRequest{Role: api.RoleWorker, Prefix: "team/"})
+	at := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	report := func(path, runID string) (int, string) {
+		t.Helper()
+		extra := ""
+		if path == api.PathComplete {
+			extra = `,"success":true`
+		}
+		code, _, body := e.send(request{method: "POST", path: path, body: `{"worker":"w","run_id":"` + runID + `","attempt":1` + extra + `}`}, w.Secret)
+		return code, string(body)
+	}
+	for _, path := range []string{api.PathHeartbeat, api.PathComplete} {
+		before := e.proto.count()
+		var first string
+		for i, runID := range []string{store.RunID("other/running", at), store.RunID("other/never-existed", at), store.RunID("teamx", at)} {
+			code, body := report(path, runID)
+			if code != http.StatusForbidden {
+				t.Fatalf("%s of %s: %d %s, want 403", path, runID, code, body)
+			}
+			if i == 0 {
+				first = body
+			} else if body != first {
+				t.Fatalf("%s: the refusals differ: %q and %q", path, first, body)
+			}
+		}
+		if n := e.proto.count(); n != before {
+			t.Fatalf("%s: %d reports outside the prefix reached the member", path, n-before)
+		}
+		if code, body := report(path, store.RunID("team/nightly", at)); code != http.StatusOK {
+			t.Fatalf("%s within the prefix: %d %s, want 200", path, code, body)
+		}
+		if n := e.proto.count(); n != before+1 {
+			t.Fatalf("%s within the prefix: %d reports reached the member, want 1", path, n-before)
+		}
+	}
+}

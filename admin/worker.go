@@ -77,10 +77,27 @@ func withoutUserinfo(endpoints []string) []string {
 	return out
 }
 
+// reportInScope refuses a heartbeat or completion about a run of a job
+// outside who's prefix before the member looks the run up, so that the
+// answer is the same 403 whether the run exists, runs or not: a scoped
+// worker cannot probe another team's runs through the reports. A run ID
+// that does not parse is left to the member, which refuses it as
+// malformed.
+func reportInScope(who auth.Principal, runID string) error {
+	jobID, _, err := store.ParseRunID(runID)
+	if err != nil {
+		return nil
+	}
+	return auth.Authorize(who, api.AccessWork, jobID, true)
+}
+
 func (a *workerAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var req api.HeartbeatRequest
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
 		req.Credential = who.ID
+		if err := reportInScope(who, req.RunID); err != nil {
+			return nil, err
+		}
 		return p.Heartbeat(r.Context(), req)
 	})
 }
@@ -89,6 +106,9 @@ func (a *workerAPI) complete(w http.ResponseWriter, r *http.Request) {
 	var req api.CompleteRequest
 	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
 		req.Credential = who.ID
+		if err := reportInScope(who, req.RunID); err != nil {
+			return nil, err
+		}
 		resp, err := p.Complete(r.Context(), req)
 		if extra := resp.Written - runWrite; extra > 0 {
 			// The run's document is larger than the route's estimate (a
@@ -105,7 +125,7 @@ func (a *workerAPI) complete(w http.ResponseWriter, r *http.Request) {
 // error with its status code:
 //
 //	dispatch.ErrBadRequest                                   400
-//	dispatch.ErrForbidden                                    403
+//	dispatch.ErrForbidden, auth.ErrForbidden                 403
 //	dispatch.ErrStaleAttempt, workers.ErrIDTaken             409
 //	*dispatch.NotOwnerError                                  421
 //	workers.ErrRateLimited (Retry-After), ErrTooManyWorkers  429
@@ -141,7 +161,7 @@ func serveProtocol[P any](w http.ResponseWriter, r *http.Request, get func() (P,
 		WriteJSON(w, http.StatusMisdirectedRequest, api.NotOwner{Error: err.Error(), Owner: notOwner.Owner, OwnerAddr: notOwner.OwnerAddr})
 	case errors.Is(err, dispatch.ErrBadRequest):
 		WriteError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, dispatch.ErrForbidden):
+	case errors.Is(err, dispatch.ErrForbidden), errors.Is(err, auth.ErrForbidden):
 		WriteError(w, http.StatusForbidden, err.Error())
 	case errors.Is(err, dispatch.ErrStaleAttempt), errors.Is(err, workers.ErrIDTaken):
 		WriteError(w, http.StatusConflict, err.Error())

@@ -58,6 +58,10 @@ type Etcd struct {
 	// none yet); shared by the copies WithGuard makes. It sizes the first
 	// window of the next page (listDocs).
 	listDensity *atomic.Int64
+	// sizes is the mean stored size of the job documents listings have
+	// read; shared by the copies WithGuard makes. It sizes each listing
+	// read to the page's remaining bytes (MaxListPageBytes).
+	sizes *docSizes
 }
 
 // NewEtcd returns the store of namespace ns with p partitions.
@@ -65,7 +69,7 @@ func NewEtcd(client *clientv3.Client, ns string, p int, limits Limits, now func(
 	if now == nil {
 		now = time.Now
 	}
-	return &Etcd{client: client, keys: Keys{NS: ns}, partitions: p, limits: limits, now: now, listDensity: new(atomic.Int64)}
+	return &Etcd{client: client, keys: Keys{NS: ns}, partitions: p, limits: limits, now: now, listDensity: new(atomic.Int64), sizes: new(docSizes)}
 }
 
 // WithGuard returns a copy of the store that asks admit before each write

@@ -185,6 +185,10 @@ func (s *Etcd) isPauseKey(key string) bool {
 // so that a page costs the store about the keys it returns; the first
 // window is sized from the last full page's jobs per partition (the
 // store's, shared by every listing), so that a page is usually one read.
+// Each read fetches about as many keys as the page's remaining bytes hold
+// at the mean document size seen so far (docSizes), and the page ends at
+// MaxListPageBytes, so that neither etcd nor the reply carries limit
+// documents of the largest size.
 func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]StoredDoc, string, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
@@ -224,6 +228,7 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 		pausesOf = p
 	}
 	last := "" // the spec key of docs' last document
+	bytes := 0 // docs' stored bytes: the page ends at MaxListPageBytes
 	// seen counts the spec keys of the windows read from their first
 	// partition's start and covered their partitions: the density the
 	// next window is sized from. The cursor's window, read from the
@@ -235,12 +240,12 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 		if hi < s.partitions {
 			end = s.keys.PartitionJobsPrefix(hi)
 		}
-		resp, err := s.window(ctx, from, end, limit+1, pausesOf, pauses)
+		resp, err := s.window(ctx, from, end, s.sizes.keys(MaxListPageBytes-bytes, limit+1-len(docs)), pausesOf, pauses)
 		if err != nil {
 			return nil, "", Classify(err)
 		}
 		pausesOf = -1
-		specs := 0
+		specs, specBytes := 0, 0
 		for _, kv := range resp.Kvs {
 			rest := strings.TrimPrefix(string(kv.Key), prefix)
 			if strings.Count(rest, "/") != 1 { // a trigger or pause key
@@ -249,9 +254,10 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 				}
 				continue
 			}
-			if len(docs) == limit {
+			if len(docs) == limit || bytes >= MaxListPageBytes {
+				s.sizes.learn(specs, specBytes)
 				next := strings.TrimPrefix(last, prefix)
-				s.learnDensity(first, s.cursorPartition(next), limit)
+				s.learnDensity(first, s.cursorPartition(next), len(docs))
 				s.withPauses(docs, specKeys, pauses)
 				return docs, next, nil
 			}
@@ -259,7 +265,10 @@ func (s *Etcd) listDocs(ctx context.Context, cursor string, limit int) ([]Stored
 			specKeys = append(specKeys, string(kv.Key))
 			last = string(kv.Key)
 			specs++
+			specBytes += len(kv.Value)
+			bytes += len(kv.Value)
 		}
+		s.sizes.learn(specs, specBytes)
 		if whole {
 			seen += specs
 		}

@@ -24,7 +24,8 @@ const rangesPerTxn = 64
 // prefix (EscapeID keeps prefixes: the escaped ID of a job starts with the
 // escaped prefix), keys only, a transaction of rangesPerTxn partitions at
 // a time, and then only the page's documents are fetched, all at one
-// revision. A page costs a few requests however many jobs lie outside the
+// revision, in reads sized to the page's remaining bytes; the page ends at
+// MaxListPageBytes as List's does. A page costs a few requests however many jobs lie outside the
 // prefix.
 func (s *Etcd) ListPrefix(ctx context.Context, prefix, cursor string, limit int) ([]Job, string, error) {
 	docs, next, err := s.ListPrefixDocs(ctx, prefix, cursor, limit)
@@ -128,8 +129,11 @@ func (s *Etcd) ListPrefixDocs(ctx context.Context, prefix, cursor string, limit 
 	docs := make([]StoredDoc, 0, len(page))
 	docKeys := make([]string, 0, len(page))
 	pauses := map[string]*mvccpb.KeyValue{}
-	for start := 0; start < len(page); start += rangesPerTxn {
-		chunk := page[start:min(start+rangesPerTxn, len(page))]
+	bytes := 0 // docs' stored bytes: the page ends at MaxListPageBytes
+	for start := 0; start < len(page); {
+		n := min(rangesPerTxn, s.sizes.keys(MaxListPageBytes-bytes, len(page)-start))
+		chunk := page[start : start+n]
+		start += n
 		ops := make([]clientv3.Op, 0, 2*len(chunk)) // each spec and its pause key
 		for _, k := range chunk {
 			ops = append(ops, clientv3.OpGet(k, clientv3.WithRev(rev)), clientv3.OpGet(s.pauseKeyOf(k), clientv3.WithRev(rev)))
@@ -138,15 +142,26 @@ func (s *Etcd) ListPrefixDocs(ctx context.Context, prefix, cursor string, limit 
 		if err != nil {
 			return nil, "", Classify(err)
 		}
-		for i, r := range resp.Responses {
-			for _, kv := range r.GetResponseRange().Kvs {
-				if i%2 == 1 {
-					pauses[string(kv.Key)] = kv
-					continue
+		got, gotBytes := 0, 0
+		for i := 0; i+1 < len(resp.Responses); i += 2 {
+			for _, kv := range resp.Responses[i].GetResponseRange().Kvs {
+				got, gotBytes = got+1, gotBytes+len(kv.Value)
+				if bytes >= MaxListPageBytes {
+					continue // read, but past the page's end
 				}
 				docs = append(docs, StoredDoc{Value: kv.Value, Revision: kv.ModRevision})
 				docKeys = append(docKeys, string(kv.Key))
+				bytes += len(kv.Value)
+				for _, pk := range resp.Responses[i+1].GetResponseRange().Kvs {
+					pauses[string(pk.Key)] = pk
+				}
 			}
+		}
+		s.sizes.learn(got, gotBytes)
+		if bytes >= MaxListPageBytes && len(docs) < len(page) {
+			// Full by bytes: the page ends at its last document.
+			s.withPauses(docs, docKeys, pauses)
+			return docs, strings.TrimPrefix(docKeys[len(docKeys)-1], root), nil
 		}
 	}
 	s.withPauses(docs, docKeys, pauses)

@@ -30,6 +30,7 @@ type rangeCounter struct {
 	mu       sync.Mutex
 	counts   []int64
 	requests int
+	bytes    int // the values' bytes of the largest reply since reset
 }
 
 func (rc *rangeCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -43,15 +44,36 @@ func (rc *rangeCounter) intercept(ctx context.Context, method string, req, reply
 	case *etcdserverpb.RangeResponse:
 		rc.counts = append(rc.counts, r.Count)
 		rc.requests++
+		rc.bytes = max(rc.bytes, valueBytes(r))
 	case *etcdserverpb.TxnResponse:
+		n := 0
 		for _, op := range r.Responses {
 			if rr := op.GetResponseRange(); rr != nil {
 				rc.counts = append(rc.counts, rr.Count)
+				n += valueBytes(rr)
 			}
 		}
 		rc.requests++
+		rc.bytes = max(rc.bytes, n)
 	}
 	return nil
+}
+
+// valueBytes is the size of the values a range read returned.
+func valueBytes(r *etcdserverpb.RangeResponse) int {
+	n := 0
+	for _, kv := range r.Kvs {
+		n += len(kv.Value)
+	}
+	return n
+}
+
+// largestReply returns the values' bytes of the largest reply since the
+// last reset.
+func (rc *rangeCounter) largestReply() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.bytes
 }
 
 // reset returns the largest count and the requests since the last reset.
@@ -59,7 +81,7 @@ func (rc *rangeCounter) reset() (largest int64, requests int) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	largest, requests = slices.Max(append(rc.counts, 0)), rc.requests
-	rc.counts, rc.requests = nil, 0
+	rc.counts, rc.requests, rc.bytes = nil, 0, 0
 	return largest, requests
 }
 

@@ -62,6 +62,8 @@ type Etcd struct {
 	// read; shared by the copies WithGuard makes. It sizes each listing
 	// read to the page's remaining bytes (MaxListPageBytes).
 	sizes *docSizes
+	// runSizes is sizes for run documents (Runs).
+	runSizes *docSizes
 }
 
 // NewEtcd returns the store of namespace ns with p partitions.
@@ -69,7 +71,7 @@ func NewEtcd(client *clientv3.Client, ns string, p int, limits Limits, now func(
 	if now == nil {
 		now = time.Now
 	}
-	return &Etcd{client: client, keys: Keys{NS: ns}, partitions: p, limits: limits, now: now, listDensity: new(atomic.Int64), sizes: new(docSizes)}
+	return &Etcd{client: client, keys: Keys{NS: ns}, partitions: p, limits: limits, now: now, listDensity: new(atomic.Int64), sizes: new(docSizes), runSizes: new(docSizes)}
 }
 
 // WithGuard returns a copy of the store that asks admit before each write

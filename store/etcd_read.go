@@ -354,24 +354,49 @@ func (s *Etcd) cursorPartition(cursor string) int {
 	return p
 }
 
-// Runs returns up to limit (1..1000) of job id's runs, newest first.
+// Runs returns up to limit (1..1000) of job id's runs, newest first, and
+// no more than fit in MaxListPageBytes: the runs end with the first whose
+// document reaches that size (a run document is at most its budget,
+// 256 KiB by default, so 1 000 of them could be 256 MiB). They are read
+// in pieces sized from the mean run document size seen so far.
 func (s *Etcd) Runs(ctx context.Context, id string, limit int) ([]Run, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
 	}
 	prefix := s.keys.RunPrefix(s.Partition(id), id)
-	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(limit)))
-	if err != nil {
-		return nil, Classify(err)
-	}
-	runs := make([]Run, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var r Run
-		if err := json.Unmarshal(kv.Value, &r); err != nil {
-			return nil, fmt.Errorf("stored run %s is corrupt: %w", kv.Key, err)
+	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	runs := make([]Run, 0, min(limit, 100))
+	var rev int64 // every piece is read at the first one's revision
+	for bytes := 0; len(runs) < limit && bytes < MaxListPageBytes; {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend),
+			clientv3.WithLimit(int64(s.runSizes.keys(MaxListPageBytes-bytes, limit-len(runs))))}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
 		}
-		runs = append(runs, r)
+		resp, err := s.client.Get(ctx, from, opts...)
+		if err != nil {
+			return nil, Classify(err)
+		}
+		rev = resp.Header.Revision
+		got := 0
+		for _, kv := range resp.Kvs {
+			got += len(kv.Value)
+			if bytes >= MaxListPageBytes {
+				continue // read, but past the reply's end
+			}
+			var r Run
+			if err := json.Unmarshal(kv.Value, &r); err != nil {
+				return nil, fmt.Errorf("stored run %s is corrupt: %w", kv.Key, err)
+			}
+			runs = append(runs, r)
+			bytes += len(kv.Value)
+		}
+		s.runSizes.learn(len(resp.Kvs), got)
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		// Newest first: the next piece lies below the oldest run read.
+		end = string(resp.Kvs[len(resp.Kvs)-1].Key)
 	}
 	return runs, nil
 }

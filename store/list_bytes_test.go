@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/shard"
@@ -106,5 +107,63 @@ func TestListPagesAreBoundedByBytes(t *testing.T) {
 				t.Fatalf("%d pages for 60 documents of %d bytes: the pages were not bounded by bytes", pages, bigBytes)
 			}
 		})
+	}
+}
+
+// TestRunsAreBoundedByBytes: a job's runs come newest first, limit of
+// them or as many as end at MaxListPageBytes of documents, whichever is
+// fewer, and they are the newest ones in order, whether the runs are
+// small or near the run budget.
+func TestRunsAreBoundedByBytes(t *testing.T) {
+	client := (&rangeCounter{}).client(t)
+	ctx := context.Background()
+	s := store.NewEtcd(client, "runs", 8, api.DefaultLimits(), nil)
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	put := func(id string, n, outputBytes int) {
+		p := s.Partition(id)
+		for i := range n {
+			at := t0.Add(time.Duration(i) * time.Minute)
+			r := api.Run{ID: store.RunID(id, at), JobID: id, ScheduledAt: at, Status: api.RunSucceeded,
+				Attempts: []api.Attempt{{Output: strings.Repeat("o", outputBytes)}}}
+			val, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.Put(ctx, s.Keys().Run(p, id, at), string(val)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put("small", 300, 10)
+	put("large", 40, 200<<10)
+	for _, tc := range []struct {
+		id        string
+		limit     int
+		wantAtMin int // runs at least
+	}{
+		{"small", 1000, 300}, {"small", 7, 7}, {"large", 1000, store.MaxListPageBytes / (200 << 10)}, {"large", 3, 3},
+	} {
+		runs, err := s.Runs(ctx, tc.id, tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bytes := 0
+		for i, r := range runs {
+			want := t0.Add(time.Duration(299-i) * time.Minute)
+			if tc.id == "large" {
+				want = t0.Add(time.Duration(39-i) * time.Minute)
+			}
+			if !r.ScheduledAt.Equal(want) {
+				t.Fatalf("%s limit %d: run %d is of %v, want %v (newest first)", tc.id, tc.limit, i, r.ScheduledAt, want)
+			}
+			val, _ := json.Marshal(r)
+			bytes += len(val)
+		}
+		if len(runs) < tc.wantAtMin || len(runs) > tc.limit {
+			t.Fatalf("%s limit %d: %d runs, want %d to %d", tc.id, tc.limit, len(runs), tc.wantAtMin, tc.limit)
+		}
+		if bytes >= store.MaxListPageBytes+store.DefaultMaxRunBytes {
+			t.Fatalf("%s limit %d: %d runs of %d bytes, want less than %d", tc.id, tc.limit, len(runs), bytes, store.MaxListPageBytes+store.DefaultMaxRunBytes)
+		}
 	}
 }

@@ -388,6 +388,38 @@ func TestNoteWriteErrorStopsWritesAtOnce(t *testing.T) {
 	}
 }
 
+// TestSmallRoomIsWarnedOnce: a quota whose room above the high-water mark
+// is smaller than MinRoomBytes is logged once, however many checks; a
+// room of MinRoomBytes is not.
+func TestSmallRoomIsWarnedOnce(t *testing.T) {
+	const quota = 64 << 20
+	_, client := smallEtcd(t, quota)
+	for _, tt := range []struct {
+		highWater float64
+		warnings  int
+	}{
+		{0.8, 1}, // 12.8 MiB of room
+		{1 - float64(storage.MinRoomBytes)/quota, 0}, // exactly MinRoomBytes
+	} {
+		core, logs := observer.New(zap.WarnLevel)
+		cfg := storage.DefaultConfig("/room/", "m")
+		cfg.HighWater = tt.highWater
+		cfg.Logger = zap.New(core)
+		m, err := storage.NewMonitor(client, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if st := m.Check(context.Background()); st.Err != nil {
+				t.Fatal(st.Err)
+			}
+		}
+		if n := logs.FilterMessageSnippet("smaller than one step").Len(); n != tt.warnings {
+			t.Errorf("high water %.3f of %d MiB: %d warnings about the room, want %d", tt.highWater, quota>>20, n, tt.warnings)
+		}
+	}
+}
+
 func TestQuotaFromFlagAndEtcd(t *testing.T) {
 	const quota = 64 << 20
 	_, client := smallEtcd(t, quota)

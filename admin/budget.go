@@ -42,6 +42,10 @@ type writeCost struct {
 	// own cap: a larger body is refused by the handler, with 413).
 	body    bool
 	maxBody int64
+	// bodyCopies is how many times the body is stored (0: once): a
+	// trigger's payload is in its request and in each of its run's
+	// versions.
+	bodyCopies int
 	// bytes and revisions are charged for every request: the keys and
 	// etcd's records of each version, and the small keys written.
 	bytes, revisions int
@@ -67,13 +71,13 @@ const (
 )
 
 var (
-	costJobWrite   = writeCost{body: true, maxBody: maxJobBodyBytes, bytes: keyOverhead, revisions: 1}   // the spec (a pause key removed with it is a tombstone of a few bytes)
-	costBatch      = writeCost{body: true, maxBody: maxBatchBodyBytes, bytes: keyOverhead, revisions: 1} // and a revision per item, once decoded
-	costJobDelete  = writeCost{bytes: 8 * keyOverhead, revisions: 8}                                     // spec, pause key, state, queue, the runs' tombstones
-	costPause      = writeCost{bytes: keyOverhead, revisions: 1}                                         // the pause key
-	costTrigger    = writeCost{bytes: runWrite + 4*keyOverhead, revisions: 5}                            // request, run, queue entry, state, request deleted
-	costCancel     = writeCost{bytes: runWrite + 4*keyOverhead, revisions: 5}                            // request, run, queue and failing entries deleted, request deleted
-	costBackfill   = writeCost{bytes: keyOverhead + backfillRecord, revisions: 1}                        // the record; its runs once known (chargeMore)
+	costJobWrite   = writeCost{body: true, maxBody: maxJobBodyBytes, bytes: keyOverhead, revisions: 1}                                 // the spec (a pause key removed with it is a tombstone of a few bytes)
+	costBatch      = writeCost{body: true, maxBody: maxBatchBodyBytes, bytes: keyOverhead, revisions: 1}                               // and a revision per item, once decoded
+	costJobDelete  = writeCost{bytes: 8 * keyOverhead, revisions: 8}                                                                   // spec, pause key, state, queue, the runs' tombstones
+	costPause      = writeCost{bytes: keyOverhead, revisions: 1}                                                                       // the pause key
+	costTrigger    = writeCost{body: true, maxBody: maxTriggerBodyBytes, bodyCopies: 4, bytes: runWrite + 4*keyOverhead, revisions: 5} // request, run, queue entry, state, request deleted; a payload in the request, the run, and the run's rewrites as its attempt starts and ends
+	costCancel     = writeCost{bytes: runWrite + 4*keyOverhead, revisions: 5}                                                          // request, run, queue and failing entries deleted, request deleted
+	costBackfill   = writeCost{bytes: keyOverhead + backfillRecord, revisions: 1}                                                      // the record; its runs once known (chargeMore)
 	costComplete   = writeCost{body: true, maxBody: maxProtocolBody, bytes: runWrite + 2*keyOverhead, revisions: 3}
 	costRegister   = writeCost{body: true, maxBody: maxProtocolBody, bytes: 2 * keyOverhead, revisions: 2} // registration, its lease
 	costDeregister = writeCost{bytes: keyOverhead, revisions: 1}

@@ -262,3 +262,30 @@ func TestWriteBudgetFollowsTheRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestTriggerPayloadCharged: a trigger's payload is stored in its request
+// and in each version of its run, so a trigger with a large payload is
+// charged four times the payload, and one without is charged the route's
+// small fixed cost: a scoped operator cannot trigger many runs of 64 KiB
+// payloads at the price of small ones.
+func TestTriggerPayloadCharged(t *testing.T) {
+	e := newSecEnv(t, secOptions{limits: admin.Limits{Rate: -1}})
+	op := e.cred(api.CreateRequest{Role: api.RoleOperator})
+	charged := func() float64 {
+		return sample(t, e.reg, "jobfleet_api_write_bytes_total", map[string]string{"role": "operator", "scope": "all"})
+	}
+	before := charged()
+	e.send(request{method: "POST", path: "/v1/jobs/a/trigger"}, op.Secret)
+	small := charged() - before
+	pad := strings.Repeat("p", 60<<10)
+	body := `{"payload":{"pad":"` + pad + `"}}`
+	before = charged()
+	e.send(request{method: "POST", path: "/v1/jobs/a/trigger", body: body}, op.Secret)
+	large := charged() - before
+	if small <= 0 || small > 4<<10 {
+		t.Errorf("a trigger without a payload was charged %v bytes, want the route's few KiB", small)
+	}
+	if want := small + float64(4*len(body)); large != want {
+		t.Errorf("a trigger with a %d-byte body was charged %v bytes, want %v (four copies and the fixed cost)", len(body), large, want)
+	}
+}

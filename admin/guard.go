@@ -335,7 +335,7 @@ func (g *guard) pay(w http.ResponseWriter, r *http.Request, rt route, p auth.Pri
 		nbytes, nrevs = grantBytes, grantRevisions
 	}
 	if rt.cost.body {
-		nbytes += int(bodySize(r, rt.cost.maxBody))
+		nbytes += int(bodySize(r, rt.cost.maxBody)) * max(1, rt.cost.bodyCopies)
 	}
 	if nbytes == 0 && nrevs == 0 {
 		return true

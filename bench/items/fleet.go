@@ -106,9 +106,13 @@ func startFleet(ctx context.Context, cfg Config) (f *fleet, err error) {
 	for i := range cfg.Workers {
 		w := &proc{name: fmt.Sprintf("worker-%d", i+1), log: filepath.Join(cfg.Dir, "logs", fmt.Sprintf("worker-%d.log", i+1))}
 		f.workers = append(f.workers, w)
-		if err := w.start(cfg.Binary, []string{"worker", "--orchestrators=" + f.url, "--token-file=" + filepath.Join(cfg.Dir, "worker.token"),
+		args := []string{"worker", "--orchestrators=" + f.url, "--token-file=" + filepath.Join(cfg.Dir, "worker.token"),
 			"--id=" + w.name, "--concurrency=" + strconv.Itoa(cfg.Concurrency), "--poll-wait=2s", "--http-allow=127.0.0.1",
-			"--log-format=json", "--log-level=warn"}); err != nil {
+			"--log-format=json", "--log-level=warn"}
+		if cfg.Pools > 0 {
+			args = append(args, "--labels=pool="+poolOf(i, cfg.Pools))
+		}
+		if err := w.start(cfg.Binary, args); err != nil {
 			return f, err
 		}
 	}

@@ -47,6 +47,11 @@ type Config struct {
 	Fsync bool
 	// Timeout bounds each scenario.
 	Timeout time.Duration
+	// Pools, if positive, measures the grant rate instead of the
+	// sharded run: worker process i gets the label pool=p<i mod Pools>,
+	// and Pools sharded jobs of Items items in all run once each placed
+	// on its pool and once not placed (GrantScenario).
+	Pools int
 	// Progress shows progress; nil shows none.
 	Progress *bench.Progress
 }
@@ -64,8 +69,10 @@ func (c Config) Validate() error {
 		return errors.New("items: Binary and Dir are required")
 	case c.Items < 2 || c.Items > 10000:
 		return fmt.Errorf("items: Items %d outside 2 to 10000", c.Items)
-	case c.Workers < 2 || c.Workers > 64:
-		return fmt.Errorf("items: Workers %d outside 2 to 64 (one is killed)", c.Workers)
+	case c.Workers < 2 || c.Workers > 128:
+		return fmt.Errorf("items: Workers %d outside 2 to 128 (one is killed)", c.Workers)
+	case c.Pools < 0 || c.Pools > c.Workers || c.Pools > c.Items:
+		return fmt.Errorf("items: Pools %d outside 0 to the workers (%d) and the items (%d)", c.Pools, c.Workers, c.Items)
 	case c.Concurrency < 1 || c.Concurrency > 256:
 		return fmt.Errorf("items: Concurrency %d outside 1 to 256", c.Concurrency)
 	case c.ItemTime <= 0:
@@ -113,11 +120,13 @@ type Scenario struct {
 // Result is a run's figures.
 type Result struct {
 	Config    Config     `json:"config"`
-	Scenarios []Scenario `json:"scenarios"`
+	Scenarios []Scenario `json:"scenarios,omitempty"`
+	// Grants are the grant-rate scenarios (Config.Pools > 0).
+	Grants []GrantScenario `json:"grants,omitempty"`
 }
 
-// Run starts the fleet, measures the steady and the killed scenarios, and
-// stops the fleet.
+// Run starts the fleet, measures the steady and the killed scenarios (or,
+// with Pools, the grant-rate scenarios), and stops the fleet.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -129,6 +138,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer f.stop()
 	res := &Result{Config: cfg}
 	res.Config.Progress, res.Config.Binary = nil, ""
+	if cfg.Pools > 0 {
+		res.Grants, err = f.runGrants(ctx)
+		return res, err
+	}
 	for _, kill := range []bool{false, true} {
 		s, err := f.measure(ctx, kill)
 		if err != nil {

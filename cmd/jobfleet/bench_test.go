@@ -63,6 +63,12 @@ func TestBenchCommands(t *testing.T) {
 			table: "took / ideal",
 			files: []string{"items/items.csv", "items/items.json"},
 		},
+		{
+			name:  "items --pools",
+			args:  []string{"bench", "items", "--pools=2", "--items=40", "--workers=4", "--concurrency=1", "--item-time=5ms", "--partitions=4", "--no-fsync"},
+			table: "ratio to not placed",
+			files: []string{"items/grants.csv", "items/items.json"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/bench"
+	"github.com/jobfleet/jobfleet/bench/child"
 	"github.com/jobfleet/jobfleet/client"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
@@ -35,8 +36,8 @@ type fleet struct {
 	client  *clientv3.Client
 	api     *client.Client
 	url     string // the orchestrator's API
-	orch    *proc
-	workers []*proc
+	orch    *child.Process
+	workers []*child.Process
 	rec     *receiver
 	srv     *http.Server
 	srvDone chan struct{}
@@ -91,28 +92,28 @@ func startFleet(ctx context.Context, cfg Config) (f *fleet, err error) {
 	if f.api, err = client.New(client.Config{Server: f.url, Token: adm.Secret}); err != nil {
 		return f, err
 	}
-	f.orch = &proc{name: "orchestrator", log: filepath.Join(cfg.Dir, "logs", "orchestrator.log")}
+	f.orch = &child.Process{Name: "orchestrator", Log: filepath.Join(cfg.Dir, "logs", "orchestrator.log")}
 	args := []string{"orchestrator", "--etcd-endpoints=" + f.etcd.Endpoints()[0], "--listen=" + addr, "--id=orch-1", "--namespace=" + namespace,
 		"--partitions=" + strconv.Itoa(cfg.Partitions), "--api-rate=-1", "--log-format=json", "--log-level=warn"}
 	if cfg.WorkerTTL > 0 {
 		args = append(args, "--worker-ttl="+cfg.WorkerTTL.String())
 	}
-	if err := f.orch.start(cfg.Binary, args); err != nil {
+	if err := f.orch.Start(cfg.Binary, args); err != nil {
 		return f, err
 	}
 	if err := f.waitFor(ctx, "the orchestrator to be ready", 2*time.Minute, func() bool { return f.api.Ready(ctx) == nil }); err != nil {
 		return f, err
 	}
 	for i := range cfg.Workers {
-		w := &proc{name: fmt.Sprintf("worker-%d", i+1), log: filepath.Join(cfg.Dir, "logs", fmt.Sprintf("worker-%d.log", i+1))}
+		w := &child.Process{Name: fmt.Sprintf("worker-%d", i+1), Log: filepath.Join(cfg.Dir, "logs", fmt.Sprintf("worker-%d.log", i+1))}
 		f.workers = append(f.workers, w)
 		args := []string{"worker", "--orchestrators=" + f.url, "--token-file=" + filepath.Join(cfg.Dir, "worker.token"),
-			"--id=" + w.name, "--concurrency=" + strconv.Itoa(cfg.Concurrency), "--poll-wait=2s", "--http-allow=127.0.0.1",
+			"--id=" + w.Name, "--concurrency=" + strconv.Itoa(cfg.Concurrency), "--poll-wait=2s", "--http-allow=127.0.0.1",
 			"--log-format=json", "--log-level=warn"}
 		if cfg.Pools > 0 {
 			args = append(args, "--labels=pool="+poolOf(i, cfg.Pools))
 		}
-		if err := w.start(cfg.Binary, args); err != nil {
+		if err := w.Start(cfg.Binary, args); err != nil {
 			return f, err
 		}
 	}
@@ -124,7 +125,7 @@ func (f *fleet) stop() {
 	var wg sync.WaitGroup
 	for _, p := range append(f.workers, f.orch) {
 		if p != nil {
-			wg.Go(func() { p.signal(syscall.SIGTERM, 10*time.Second) })
+			wg.Go(func() { p.Signal(syscall.SIGTERM, 10*time.Second) })
 		}
 	}
 	wg.Wait()
@@ -194,7 +195,7 @@ func (f *fleet) measure(ctx context.Context, kill bool) (Scenario, error) {
 		case <-time.After(cfg.Timeout):
 			return s, fmt.Errorf("items: half the items not done within %v", cfg.Timeout)
 		}
-		killedAt = f.workers[0].signal(syscall.SIGKILL, 10*time.Second)
+		killedAt = f.workers[0].Signal(syscall.SIGKILL, 10*time.Second)
 		s.KilledAt = killedAt.Sub(start)
 	}
 	var run api.Run
@@ -217,7 +218,7 @@ func (f *fleet) measure(ctx context.Context, kill bool) (Scenario, error) {
 	st := execs.stats()
 	if kill {
 		first := cfg.Items / 2
-		s.Lost, s.Redone = lostItems(run, f.workers[0].name, killedAt)
+		s.Lost, s.Redone = lostItems(run, f.workers[0].Name, killedAt)
 		s.Ideal = ideal(first, slots, cfg.ItemTime) + ideal(cfg.Items-first+s.Lost, slots-cfg.Concurrency, cfg.ItemTime)
 	}
 	s.Ratio = float64(s.Took) / float64(s.Ideal)

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,89 +24,28 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/bench/child"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 )
 
 // member is one `jobfleet orchestrator` process; restarts keep its ID and
-// port.
+// port. Its child.Process's Name is the ID; its Log is appended to by
+// every incarnation.
 type member struct {
+	child.Process
 	id   string
 	addr string // host:port of its HTTP API
 	args []string
-	log  string // log file, appended to by every incarnation
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd is reaped
 }
 
 func (m *member) url() string { return "http://" + m.addr }
 
 // start starts a new incarnation of m; the previous one must have exited.
 func (m *member) start(binary string) error {
-	f, err := os.OpenFile(m.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
+	if err := m.Start(binary, m.args); err != nil {
+		return fmt.Errorf("scale: %w", err)
 	}
-	defer f.Close() // the child has its own descriptor
-	fmt.Fprintf(f, "===== %s started %s\n", m.id, time.Now().UTC().Format(time.RFC3339Nano))
-	cmd := exec.Command(binary, m.args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = sysProcAttr()
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "JOBFLEET_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("scale: start %s: %w", m.id, err)
-	}
-	done := make(chan struct{})
-	m.mu.Lock()
-	m.cmd, m.done = cmd, done
-	m.mu.Unlock()
-	go func() { // owned by the process: ends when it is reaped
-		_ = cmd.Wait()
-		close(done)
-	}()
 	return nil
-}
-
-// pid returns the running incarnation's process ID, 0 if none runs.
-func (m *member) pid() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cmd == nil {
-		return 0
-	}
-	select {
-	case <-m.done:
-		return 0
-	default:
-		return m.cmd.Process.Pid
-	}
-}
-
-// signal sends sig to the running incarnation and waits up to timeout for
-// it to exit (then kills it). It reports when the signal was sent.
-func (m *member) signal(sig syscall.Signal, timeout time.Duration) time.Time {
-	m.mu.Lock()
-	cmd, done := m.cmd, m.done
-	m.mu.Unlock()
-	at := time.Now()
-	if cmd == nil {
-		return at
-	}
-	_ = cmd.Process.Signal(sig)
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		_ = cmd.Process.Kill()
-		<-done
-	}
-	return at
 }
 
 // fleet is one measurement's etcd and orchestrators, and the bench's
@@ -157,12 +95,13 @@ func startFleet(ctx context.Context, cfg Config, dir string, members int) (f *fl
 	}
 	for i := range members {
 		m := &member{id: fmt.Sprintf("orch-%d", i+1)}
+		m.Name = m.id
 		if cfg.PortBase > 0 {
 			m.addr = "127.0.0.1:" + strconv.Itoa(cfg.PortBase+10+i)
 		} else if m.addr, err = etcdserver.FreeAddr(); err != nil {
 			return f, err
 		}
-		m.log = filepath.Join(dir, "logs", m.id+".log")
+		m.Log = filepath.Join(dir, "logs", m.id+".log")
 		m.args = []string{"orchestrator",
 			"--etcd-endpoints=" + strings.Join(f.etcd.Endpoints(), ","),
 			"--listen=" + m.addr,
@@ -208,7 +147,7 @@ func (f *fleet) stop() {
 func (f *fleet) stopMembers() {
 	var wg sync.WaitGroup
 	for _, m := range f.members {
-		wg.Go(func() { m.signal(syscall.SIGTERM, 10*time.Second) })
+		wg.Go(func() { m.Signal(syscall.SIGTERM, 10*time.Second) })
 	}
 	wg.Wait()
 }
@@ -217,7 +156,7 @@ func (f *fleet) stopMembers() {
 func (f *fleet) live() []*member {
 	var out []*member
 	for _, m := range f.members {
-		if m.pid() != 0 {
+		if m.PID() != 0 {
 			out = append(out, m)
 		}
 	}
@@ -497,7 +436,7 @@ func (f *fleet) waitLoaded(ctx context.Context, timeout time.Duration) error {
 // rss returns the resident set size of m's process in bytes (Linux; 0
 // elsewhere or when it does not run).
 func (m *member) rss() int64 {
-	pid := m.pid()
+	pid := m.PID()
 	if pid == 0 {
 		return 0
 	}
@@ -547,7 +486,7 @@ func cpuSeconds(pid string) float64 {
 // and by this process (the embedded etcd, and the bench's own clients).
 func (f *fleet) cpu() (members, self float64) {
 	for _, m := range f.members {
-		if pid := m.pid(); pid != 0 {
+		if pid := m.PID(); pid != 0 {
 			members += cpuSeconds(strconv.Itoa(pid))
 		}
 	}

@@ -495,7 +495,7 @@ func (p *Point) takeover(ctx context.Context, f *fleet, pr *probes) error {
 			t.Partitions++
 		}
 	}
-	killed := victim.signal(syscall.SIGKILL, 10*time.Second)
+	killed := victim.Signal(syscall.SIGKILL, 10*time.Second)
 	f.cfg.Progress.Step("  takeover: %s killed, it owned %d partitions (%d probes)", victim.id, t.Partitions, len(ids))
 	timeout := 2*time.Minute + time.Duration(p.Jobs/1000)*time.Second
 	owned, err := f.waitReady(ctx, "", timeout)
@@ -554,7 +554,7 @@ func (p *Point) restart(ctx context.Context, f *fleet, pr *probes) error {
 	r := Restart{}
 	timeout := 2*time.Minute + time.Duration(p.Jobs/1000)*time.Second
 	for _, m := range f.members {
-		at := m.signal(syscall.SIGTERM, 30*time.Second)
+		at := m.Signal(syscall.SIGTERM, 30*time.Second)
 		if err := m.start(f.cfg.Binary); err != nil {
 			return err
 		}

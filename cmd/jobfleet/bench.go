@@ -85,3 +85,21 @@ func (b *benchFlags) progress() *bench.Progress {
 	}
 	return bench.NewProgress(os.Stderr)
 }
+
+// childSetup returns what a benchmark that starts processes of this binary
+// needs: the binary's path, and dir, or a new temporary directory when dir
+// is "" that cleanup removes (cleanup does nothing otherwise). Errors: the
+// binary cannot be found, or the directory cannot be made.
+func childSetup(bench, dir string) (binary, d string, cleanup func(), err error) {
+	binary, err = os.Executable()
+	if err != nil {
+		return "", "", nil, fmt.Errorf("bench %s: the jobfleet binary: %w", bench, err)
+	}
+	if dir != "" {
+		return binary, dir, func() {}, nil
+	}
+	if d, err = os.MkdirTemp("", "jobfleet-bench-"+bench+"-"); err != nil {
+		return "", "", nil, err
+	}
+	return binary, d, func() { os.RemoveAll(d) }, nil
+}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,18 +38,12 @@ docs/benchmarks.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Progress = bf.progress()
 			cfg.Fsync = !bf.noFsync
-			bin, err := os.Executable()
+			bin, d, cleanup, err := childSetup("failover", dir)
 			if err != nil {
-				return fmt.Errorf("bench failover: the jobfleet binary: %w", err)
+				return err
 			}
-			cfg.Binary = bin
-			if dir == "" {
-				if dir, err = os.MkdirTemp("", "jobfleet-bench-failover-"); err != nil {
-					return err
-				}
-				defer os.RemoveAll(dir)
-			}
-			cfg.Dir = dir
+			defer cleanup()
+			cfg.Binary, cfg.Dir = bin, d
 			if killsOnly {
 				cfg.TTLs = nil
 			}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,18 +32,12 @@ stderr, CSV and JSON to --out. See docs/benchmarks.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Progress = bf.progress()
 			cfg.Fsync = !bf.noFsync
-			bin, err := os.Executable()
+			bin, d, cleanup, err := childSetup("items", dir)
 			if err != nil {
-				return fmt.Errorf("bench items: the jobfleet binary: %w", err)
+				return err
 			}
-			cfg.Binary = bin
-			if dir == "" {
-				if dir, err = os.MkdirTemp("", "jobfleet-bench-items-"); err != nil {
-					return err
-				}
-				defer os.RemoveAll(dir)
-			}
-			cfg.Dir = dir
+			defer cleanup()
+			cfg.Binary, cfg.Dir = bin, d
 			start := time.Now()
 			res, err := items.Run(cmd.Context(), cfg)
 			if err != nil {

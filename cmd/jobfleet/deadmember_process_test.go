@@ -45,25 +45,7 @@ const (
 // be free) and returns once its API answers or it exited.
 func startOrchestratorAt(t *testing.T, ns, id, addr string, extra ...string) *orch {
 	t.Helper()
-	args := append([]string{
-		"orchestrator",
-		"--etcd-endpoints=" + etcd.Endpoints()[0],
-		"--listen=" + addr,
-		"--id=" + id,
-		"--namespace=" + ns,
-		"--lease-ttl=" + leaseTTL.String(),
-		"--partitions=" + strconv.Itoa(partitions),
-		"--admin-token-file=" + adminSecretFile,
-		"--log-format=json",
-	}, extra...)
-	o := &orch{Process: startProc(t, id, args...), id: id, url: "http://" + addr}
-	poll(t, 15*time.Second, id+" serving its API or exited", func() (bool, string) {
-		if o.Exited() {
-			return true, ""
-		}
-		code, err := getJSON(o.url+"/healthz", nil)
-		return err == nil && code == http.StatusOK, fmt.Sprintf("GET /healthz: %d %v", code, err)
-	})
+	o := launchOrchestrator(t, ns, id, addr, extra...)
 	if o.Exited() {
 		t.Fatalf("%s exited at start-up with %v", id, o.Cmd.ProcessState)
 	}

@@ -101,31 +101,39 @@ func startOrchestrator(t *testing.T, ns, id string, extra ...string) *orch {
 		if err != nil {
 			t.Fatal(err)
 		}
-		args := append([]string{
-			"orchestrator",
-			"--etcd-endpoints=" + etcd.Endpoints()[0],
-			"--listen=" + addr,
-			"--id=" + id,
-			"--namespace=" + ns,
-			"--lease-ttl=" + leaseTTL.String(),
-			"--partitions=" + strconv.Itoa(partitions),
-			"--admin-token-file=" + adminSecretFile,
-			"--log-format=json",
-		}, extra...)
-		o := &orch{Process: startProc(t, id, args...), id: id, url: "http://" + addr}
-		poll(t, 15*time.Second, id+" serving its API or exited", func() (bool, string) {
-			if o.Exited() {
-				return true, ""
-			}
-			code, err := getJSON(o.url+"/healthz", nil)
-			return err == nil && code == http.StatusOK, fmt.Sprintf("GET /healthz: %d %v", code, err)
-		})
+		o := launchOrchestrator(t, ns, id, addr, extra...)
 		if o.Exited() && strings.Contains(o.Stderr.String(), "address already in use") && attempt < 3 {
 			t.Logf("%s: port %s taken meanwhile; retrying on another", id, addr)
 			continue
 		}
 		return o
 	}
+}
+
+// launchOrchestrator starts a member on listen address addr and returns
+// once its API answers or it exited.
+func launchOrchestrator(t *testing.T, ns, id, addr string, extra ...string) *orch {
+	t.Helper()
+	args := append([]string{
+		"orchestrator",
+		"--etcd-endpoints=" + etcd.Endpoints()[0],
+		"--listen=" + addr,
+		"--id=" + id,
+		"--namespace=" + ns,
+		"--lease-ttl=" + leaseTTL.String(),
+		"--partitions=" + strconv.Itoa(partitions),
+		"--admin-token-file=" + adminSecretFile,
+		"--log-format=json",
+	}, extra...)
+	o := &orch{Process: startProc(t, id, args...), id: id, url: "http://" + addr}
+	poll(t, 15*time.Second, id+" serving its API or exited", func() (bool, string) {
+		if o.Exited() {
+			return true, ""
+		}
+		code, err := getJSON(o.url+"/healthz", nil)
+		return err == nil && code == http.StatusOK, fmt.Sprintf("GET /healthz: %d %v", code, err)
+	})
+	return o
 }
 
 // startFleet starts one orchestrator per ID in namespace ns and waits until

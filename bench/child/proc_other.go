@@ -1,6 +1,6 @@
 //go:build !linux
 
-package items
+package child
 
 import "syscall"
 

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package scale
-
-import "syscall"
-
-// sysProcAttr sets nothing: only Linux kills a child when its parent dies.
-func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }

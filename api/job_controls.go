@@ -40,9 +40,12 @@ func (j *Job) Exhausted(st JobState) bool {
 // plans (pass it to schedule.Due): st.Last, or InitialLast for a job the
 // owner has not planned yet; and, when the job's timing changed since the
 // owner planned it (its schedule, zone, run_at, window or jitter, by a
-// PUT, a batch or jobfleet job edit: st.Timing is not TimingKey), or its
-// owner's pause of it ended (a resume, a PUT), at least the time of that
-// change, UpdatedAt. So no time of the job's definition from before the
+// PUT, a batch or jobfleet job edit: st.Timing is not TimingKey), the
+// time of that change, UpdatedAt, even if st.Last is later (an owner
+// whose clock ran ahead fired times past the change before it saw it:
+// those keep their runs, and the new timing's other times after the change
+// are still fired); when its owner's pause of it ended (a resume, a PUT),
+// at least the time of that change. So no time of the job's definition from before the
 // moment it took that definition is ever fired, as a misfire or
 // otherwise, and the first fire after the change is the first time after
 // it. An edit that leaves the timing as it was (a payload, an executor)
@@ -55,14 +58,18 @@ func (j *Job) PlanFrom(st JobState) time.Time {
 		return j.InitialLast()
 	}
 	last := st.Last
-	changed := st.Timing != j.TimingKey()
-	if st.Timing == 0 {
-		changed = j.edited()
-	}
+	retimed := st.Timing != 0 && st.Timing != j.TimingKey()
+	changed := retimed || st.Timing == 0 && j.edited()
 	if st.Pause != nil && !st.AutoPaused(j.Revision) {
 		changed = true
 	}
-	if changed && j.UpdatedAt.After(last) {
+	if changed && j.UpdatedAt.After(last) || retimed {
+		// A new timing plans from its change even when the owner had
+		// planned past it: only an owner whose clock ran ahead of the
+		// writer's fires times after a change before it sees the change
+		// (a fire is guarded by the spec it was planned from), and the new
+		// definition's times between the change and those fires are owed.
+		// A time fired already is not fired again: its run ID exists.
 		last = j.UpdatedAt
 	}
 	return last

@@ -108,6 +108,14 @@ func TestEditNeverFiresThePast(t *testing.T) {
 		{name: "the owner's pause lifted by a PUT (run_all)", before: api.Job{Schedule: "*/10 * * * *", MisfirePolicy: api.MisfireRunAll}, last: at("08:00"), autoPaused: true,
 			edit: func(j *api.Job) {}, editedAt: at("09:05"), now: at("09:05").Add(time.Second),
 			want: "", wantNext: at("09:10")},
+		// An owner whose clock ran 3 s ahead of the writer's had fired
+		// up to 10:00:08 when the writer stored the change at 10:00:05.5:
+		// the new schedule's times after the change are owed, 10:00:07
+		// too; 06 and 08 have runs already, which the fire's
+		// create-if-absent keeps (their run IDs are the same).
+		{name: "timing changed before the owner's last time (its clock ahead, run_all)", before: api.Job{Schedule: "*/2 * * * * *", MisfirePolicy: api.MisfireRunAll}, last: at("10:00").Add(8 * time.Second),
+			edit: func(j *api.Job) { j.Schedule = "* * * * * *" }, editedAt: at("10:00").Add(5500 * time.Millisecond), now: at("10:00").Add(9 * time.Second),
+			want: "10:00:06 10:00:07 10:00:08 10:00:09", wantNext: at("10:00").Add(10 * time.Second)},
 		{name: "edited long before its last time: nothing changes", before: api.Job{Schedule: "*/10 * * * *"}, last: at("09:40"),
 			edit: func(j *api.Job) { j.Payload = json.RawMessage(`{"v":2}`) }, editedAt: at("09:05"), now: at("09:50"),
 			want: "09:50:00", wantNext: at("10:00")},

@@ -81,6 +81,9 @@ type jobsAPI struct {
 	cancelWait time.Duration    // Config.CancelWait
 	cursors    listCursors      // of GET /v1/jobs and /v1/runs
 	throttled  throttleCounter  // 429s by reason
+	// limitStatus returns a limit key's use as this member sees it
+	// (Member.LimitStatus), nil without one.
+	limitStatus func(key string) (api.LimitStatus, bool)
 }
 
 // store returns the job store and a context bounding the request's store

@@ -45,6 +45,8 @@ const (
 	// prefix limits the calendars it may read and write as it does job
 	// IDs.
 	scopeCalendar
+	// scopeLimit: the path's {key}, a limit key's, scoped as a job ID.
+	scopeLimit
 	// scopeHandler: the handler applies the prefix itself: POST /v1/jobs
 	// checks the body's ID, POST /v1/jobs:batch every item's ID, GET
 	// /v1/jobs and GET /v1/runs list only the prefix, a poll is handed
@@ -102,6 +104,11 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/calendars/{name}", access: api.AccessRead, scope: scopeCalendar, handler: hf(j.getCalendar)},
 		{pattern: "PUT /v1/calendars/{name}", access: api.AccessWrite, scope: scopeCalendar, handler: hf(j.putCalendar)},
 		{pattern: "DELETE /v1/calendars/{name}", access: api.AccessWrite, scope: scopeCalendar, handler: hf(j.deleteCalendar)},
+
+		{pattern: "GET /v1/limits", access: api.AccessRead, scope: scopeHandler, handler: hf(j.listLimits)},
+		{pattern: "GET /v1/limits/{key}", access: api.AccessRead, scope: scopeLimit, handler: hf(j.getLimit)},
+		{pattern: "PUT /v1/limits/{key}", access: api.AccessWrite, scope: scopeLimit, handler: hf(j.putLimit)},
+		{pattern: "DELETE /v1/limits/{key}", access: api.AccessWrite, scope: scopeLimit, handler: hf(j.deleteLimit)},
 
 		{pattern: "POST " + api.PathPoll, access: api.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},
 		{pattern: "POST " + api.PathHeartbeat, access: api.AccessWork, handler: hf(w.heartbeat)},

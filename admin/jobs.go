@@ -84,6 +84,9 @@ type jobsAPI struct {
 	// limitStatus returns a limit key's use as this member sees it
 	// (Member.LimitStatus), nil without one.
 	limitStatus func(key string) (api.LimitStatus, bool)
+	// runWaitingFor returns the limit key a run waits for on this member
+	// (Member.RunWaitingFor), nil without one.
+	runWaitingFor func(runID string) string
 }
 
 // store returns the job store and a context bounding the request's store

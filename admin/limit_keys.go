@@ -187,3 +187,21 @@ func (a *jobsAPI) listLimits(w http.ResponseWriter, r *http.Request) {
 	}
 	a.reply(w, r, http.StatusOK, api.LimitList{Limits: out, NextCursor: next})
 }
+
+// explainLimits gives the waiting runs among runs that wait for a limit
+// key on this member (their partition is owned here) that key as their
+// reason, unless they have one already.
+func (a *jobsAPI) explainLimits(runs []api.Run) {
+	if a.runWaitingFor == nil {
+		return
+	}
+	for i := range runs {
+		r := &runs[i]
+		if r.Status.Final() || r.Status == api.RunRunning && len(r.Items) == 0 || r.Reason != "" {
+			continue
+		}
+		if k := a.runWaitingFor(r.ID); k != "" {
+			r.Reason = fmt.Sprintf("waiting for limit key %s: no room (GET /v1/limits/%s)", quoteClip(k), k)
+		}
+	}
+}

@@ -64,6 +64,12 @@ func (a *server) routes() []route {
 	cur := listCursors{codec: func() (*cursor.Codec, error) { return a.m.Cursors() }}
 	w := &workerAPI{get: func() (WorkerProtocol, error) { return a.m.WorkerProtocol() }, reg: a.reg, etcd: a.cfg.EtcdEndpoints}
 	j := &jobsAPI{jobs: func() (JobStore, error) { return a.m.JobStore() }, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending, throttled: a.throttled, cancelWait: a.cfg.CancelWait, cursors: cur}
+	if ls, ok := a.m.(interface {
+		LimitStatus(key string) (api.LimitStatus, bool)
+		RunWaitingFor(runID string) string
+	}); ok {
+		j.limitStatus, j.runWaitingFor = ls.LimitStatus, ls.RunWaitingFor
+	}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.authn, insecure: a.cfg.Insecure, cursors: cur}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{

@@ -18,7 +18,7 @@ import (
 //
 //	limits/def/<key>                 limit document (API)
 //	limits/state/<key>               the key's grant state, rewritten by every grant under it (owners, fenced)
-//	limits/held/<key>/<run>/<item>   a slot held by a running attempt (owners, fenced)
+//	limits/held/<key>/<run>/<item>/<attempt>   a slot held by an attempt (owners, fenced)
 //
 // <key> is api.EscapeID(key), <run> api.EscapeID(run ID), <item> the item's
 // index or -1 for a run's own chain.
@@ -45,10 +45,10 @@ func (k Keys) LimitState(key string) string { return k.LimitStatePrefix() + api.
 // LimitHeldPrefix is the prefix of every slot held.
 func (k Keys) LimitHeldPrefix() string { return k.LimitsPrefix() + "held/" }
 
-// LimitHeld is the key of the slot of key held by run runID's chain item
-// (-1: the run's own).
-func (k Keys) LimitHeld(key, runID string, item int) string {
-	return k.LimitHeldPrefix() + api.EscapeID(key) + "/" + api.EscapeID(runID) + "/" + strconv.Itoa(item)
+// LimitHeld is the key of the slot of key held by attempt attempt of run
+// runID's chain item (-1: the run's own).
+func (k Keys) LimitHeld(key, runID string, item, attempt int) string {
+	return k.LimitHeldPrefix() + api.EscapeID(key) + "/" + api.EscapeID(runID) + "/" + strconv.Itoa(item) + "/" + strconv.Itoa(attempt)
 }
 
 // ParseLimitHeld returns the limit key of a key under LimitHeldPrefix

@@ -53,6 +53,10 @@ func TestLimitCommands(t *testing.T) {
 			t.Errorf("limit %q: got success %q, want an error", bad, out)
 		}
 	}
+	out, err = c.runCmd("", "cluster", "limits", "--server", c.url, "--token", c.token)
+	if err != nil || !strings.Contains(out, "KEY") || !strings.Contains(out, "partner-api") || !strings.Contains(out, "100/1m") {
+		t.Errorf("cluster limits: %q, %v", out, err)
+	}
 	if out, err := c.limit("rm", "billing-db"); err != nil || !strings.Contains(out, `deleted limit "billing-db"`) {
 		t.Errorf("limit rm: %q, %v", out, err)
 	}

@@ -276,6 +276,8 @@ func (g *guard) route(rt route) http.Handler {
 			jobID, hasJob = r.URL.Query().Get("job"), true
 		case scopeCalendar:
 			jobID, hasJob = r.PathValue("name"), true
+		case scopeLimit:
+			jobID, hasJob = r.PathValue("key"), true
 		case scopeRun:
 			jobID, _, _ = store.ParseRunID(r.PathValue("run_id")) // an invalid run ID is in no scope
 			hasJob = true

@@ -81,6 +81,12 @@ type jobsAPI struct {
 	cancelWait time.Duration    // Config.CancelWait
 	cursors    listCursors      // of GET /v1/jobs and /v1/runs
 	throttled  throttleCounter  // 429s by reason
+	// limitStatus returns a limit key's use as this member sees it
+	// (Member.LimitStatus), nil without one.
+	limitStatus func(key string) (api.LimitStatus, bool)
+	// runWaitingFor returns the limit key a run waits for on this member
+	// (Member.RunWaitingFor), nil without one.
+	runWaitingFor func(runID string) string
 }
 
 // store returns the job store and a context bounding the request's store

@@ -44,6 +44,7 @@ func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {
 		runs = []api.Run{}
 	}
 	a.explainPending(ctx, s, id, runs)
+	a.explainLimits(runs)
 	a.reply(w, r, http.StatusOK, api.RunList{Runs: runs})
 }
 
@@ -68,6 +69,7 @@ func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {
 	}
 	runs := []api.Run{run}
 	a.explainPending(ctx, s, run.JobID, runs)
+	a.explainLimits(runs)
 	a.reply(w, r, http.StatusOK, runs[0])
 }
 

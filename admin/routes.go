@@ -45,6 +45,8 @@ const (
 	// prefix limits the calendars it may read and write as it does job
 	// IDs.
 	scopeCalendar
+	// scopeLimit: the path's {key}, a limit key's, scoped as a job ID.
+	scopeLimit
 	// scopeHandler: the handler applies the prefix itself: POST /v1/jobs
 	// checks the body's ID, POST /v1/jobs:batch every item's ID, GET
 	// /v1/jobs and GET /v1/runs list only the prefix, a poll is handed
@@ -62,6 +64,12 @@ func (a *server) routes() []route {
 	cur := listCursors{codec: func() (*cursor.Codec, error) { return a.m.Cursors() }}
 	w := &workerAPI{get: func() (WorkerProtocol, error) { return a.m.WorkerProtocol() }, reg: a.reg, etcd: a.cfg.EtcdEndpoints}
 	j := &jobsAPI{jobs: func() (JobStore, error) { return a.m.JobStore() }, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending, throttled: a.throttled, cancelWait: a.cfg.CancelWait, cursors: cur}
+	if ls, ok := a.m.(interface {
+		LimitStatus(key string) (api.LimitStatus, bool)
+		RunWaitingFor(runID string) string
+	}); ok {
+		j.limitStatus, j.runWaitingFor = ls.LimitStatus, ls.RunWaitingFor
+	}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.authn, insecure: a.cfg.Insecure, cursors: cur}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{
@@ -102,6 +110,11 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/calendars/{name}", access: api.AccessRead, scope: scopeCalendar, handler: hf(j.getCalendar)},
 		{pattern: "PUT /v1/calendars/{name}", access: api.AccessWrite, scope: scopeCalendar, handler: hf(j.putCalendar)},
 		{pattern: "DELETE /v1/calendars/{name}", access: api.AccessWrite, scope: scopeCalendar, handler: hf(j.deleteCalendar)},
+
+		{pattern: "GET /v1/limits", access: api.AccessRead, scope: scopeHandler, handler: hf(j.listLimits)},
+		{pattern: "GET /v1/limits/{key}", access: api.AccessRead, scope: scopeLimit, handler: hf(j.getLimit)},
+		{pattern: "PUT /v1/limits/{key}", access: api.AccessWrite, scope: scopeLimit, handler: hf(j.putLimit)},
+		{pattern: "DELETE /v1/limits/{key}", access: api.AccessWrite, scope: scopeLimit, handler: hf(j.deleteLimit)},
 
 		{pattern: "POST " + api.PathPoll, access: api.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},
 		{pattern: "POST " + api.PathHeartbeat, access: api.AccessWork, handler: hf(w.heartbeat)},

@@ -297,6 +297,17 @@ func (e *secEnv) ensureCalendar(name string) {
 	}
 }
 
+func (e *secEnv) ensureLimit(key string) {
+	e.t.Helper()
+	if _, err := e.jobs.GetLimit(context.Background(), key); err == nil {
+		return
+	}
+	two := 2
+	if _, _, err := e.jobs.PutLimit(context.Background(), api.Limit{Key: key, MaxRunning: &two}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *secEnv) ensureJob(id string) {
 	e.t.Helper()
 	if _, err := e.jobs.Get(context.Background(), id); err == nil {
@@ -500,6 +511,19 @@ func TestRouteMatrix(t *testing.T) {
 		{pattern: "DELETE /v1/calendars/{name}", allowed: writers, job: true, ok: 204, make: func(id string) request {
 			e.ensureCalendar(id)
 			return request{method: "DELETE", path: "/v1/calendars/" + url.PathEscape(id)}
+		}},
+		{pattern: "GET /v1/limits", allowed: viewers, make: get("/v1/limits"), ok: 200},
+		{pattern: "GET /v1/limits/{key}", allowed: viewers, job: true, ok: 200, make: func(id string) request {
+			e.ensureLimit(id)
+			return request{method: "GET", path: "/v1/limits/" + url.PathEscape(id)}
+		}},
+		{pattern: "PUT /v1/limits/{key}", allowed: writers, job: true, ok: 200, make: func(id string) request {
+			e.ensureLimit(id)
+			return request{method: "PUT", path: "/v1/limits/" + url.PathEscape(id), body: `{"max_running":3}`}
+		}},
+		{pattern: "DELETE /v1/limits/{key}", allowed: writers, job: true, ok: 204, make: func(id string) request {
+			e.ensureLimit(id)
+			return request{method: "DELETE", path: "/v1/limits/" + url.PathEscape(id)}
 		}},
 		{pattern: "POST /v1/runs/{run_id}/cancel", allowed: writers, job: true, ok: 202, make: func(id string) request {
 			e.ensureJob(id)

@@ -143,6 +143,12 @@ type Job struct {
 	// Shards, if set, makes each run a sharded run of several items; see
 	// Shards.
 	Shards *Shards `json:"shards,omitempty"`
+	// Limits names limit keys (PUT /v1/limits/{key}), at most
+	// MaxJobLimits: each attempt of the job, and of each of its items,
+	// starts only while every key with a stored limit has room, and holds
+	// a slot of each while it runs. A key no limit is stored for bounds
+	// nothing.
+	Limits []string `json:"limits,omitempty"`
 
 	// Partition is the job's partition, xxhash64(ID) mod P. Server-set.
 	Partition int `json:"partition"`

@@ -184,6 +184,9 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 	if err := j.Placement.validate(); err != nil {
 		return err
 	}
+	if err := validateLimits(j.Limits); err != nil {
+		return err
+	}
 	if j.Timeout != NoTimeout {
 		if err := validateDuration("timeout", j.Timeout, MinTimeout); err != nil {
 			return err

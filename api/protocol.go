@@ -202,6 +202,10 @@ type AttemptGrant struct {
 	// (Attempt then numbers the item's attempts); nil for a run of one
 	// item. Only workers that poll with FeatureItems get one.
 	Item *ItemGrant `json:"item,omitempty"`
+	// Limits are the limit keys whose slots the attempt holds: its worker
+	// stops it once no heartbeat succeeded for a run lease (the owner may
+	// then give the slots to another attempt).
+	Limits []string `json:"limits,omitempty"`
 }
 
 // ItemGrant is the item an attempt runs.

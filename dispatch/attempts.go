@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
@@ -34,6 +33,10 @@ type runUpdate struct {
 	items     map[int]time.Time
 	cancelled []int
 	ended     []chainEnd
+	// reported are the attempts whose results the update records, as
+	// their workers reported them: their slots of limit keys are given
+	// back with the write.
+	reported []chainAttempt
 }
 
 // expire ends attempts whose lease ran out, that ran past their timeout,
@@ -94,7 +97,7 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 // caller holds wmu and not mu.
 func (pt *partition) writeUpdate(ctx context.Context, u runUpdate, now time.Time) (api.Run, error) {
 	prev := u.ar.run
-	r, err := pt.writeRun(ctx, u.ar, u.next, u.notBefore)
+	r, err := pt.writeRunAlso(ctx, u.ar, u.next, u.notBefore, pt.releaseOps(u)...)
 	if err != nil {
 		return r, err
 	}
@@ -130,150 +133,6 @@ func itemField(item int) zap.Field {
 	}
 	return zap.Int("item", item)
 }
-
-// pick is a run assign hands out: its write (the run with the new
-// attempts), the job's work, and the chains started.
-type pick struct {
-	ar    *activeRun
-	w     runWrite
-	work  jobWork
-	items []int // the chains started: noItem, or the items
-}
-
-// assign hands up to n dispatchable chains (runs, or items of runs) that
-// poll p's worker may take (poll.may; an item's pin) and does not pass
-// over (passOver: for a rival poll, or a retry going elsewhere) to it,
-// recording each attempt with its worker and credential (fenced,
-// compare-and-swap) first, the items of a run in one write. The write
-// runs under the partition's context: the poll ending meanwhile does not
-// cut it (the caller takes back what it cannot deliver). It is a writer.
-func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant, written int) {
-	req := p.req
-	worker := req.Worker
-	if pt.d.writesRefused() != nil || !pt.mayServe(p) {
-		return nil, 0 // etcd is full, or nothing here is for this poll
-	}
-	pt.wmu.Lock()
-	defer pt.wmu.Unlock()
-	now := pt.now()
-	var picked []pick
-	var ops []clientv3.Op
-	pt.mu.Lock()
-	if pt.closed {
-		pt.mu.Unlock()
-		return nil, 0
-	}
-	bytes, chains := 0, 0
-	for _, rid := range slices.Sorted(maps.Keys(pt.active)) {
-		if chains >= n || bytes >= assignBatchBytes {
-			break
-		}
-		ar := pt.active[rid]
-		e := pt.jobs[ar.run.JobID]
-		if e == nil {
-			continue
-		}
-		var started api.Run
-		var items []int
-		if len(ar.run.Items) > 0 {
-			started, items = pt.startItemsLocked(e, ar, p, rivals, n-chains, now)
-		} else if Dispatchable(ar.run, ar.notBefore, now) && p.may(e, ar.run.JobID) && !pt.passOver(p, rivals, e, ar, now) {
-			started, items = StartAttempt(ar.run, worker, now), []int{noItem}
-			started.Attempts[len(started.Attempts)-1].Credential = req.Credential
-		}
-		if len(items) == 0 {
-			continue
-		}
-		work, err := e.work.decode()
-		if err != nil {
-			pt.lg.Error("decoding a job's executor failed; not dispatching its run", zap.String("run_id", rid), zap.Error(err))
-			continue
-		}
-		w, ok := pt.runWriteOp(ar, started)
-		if !ok {
-			continue
-		}
-		picked = append(picked, pick{ar: ar, w: w, work: work, items: items})
-		ops = append(ops, w.op)
-		bytes += w.size
-		chains += len(items)
-	}
-	pt.mu.Unlock()
-	if len(picked) == 0 {
-		return nil, 0
-	}
-	resp, err := pt.commit(pt.ctx, ops)
-	if err != nil {
-		pt.lg.Warn("recording attempts failed", zap.Error(err))
-		if unknownOutcome(err) {
-			// The attempts may be recorded all the same, for a worker
-			// that gets none of them: take back those that are.
-			pt.mu.Lock()
-			for _, pk := range picked {
-				for _, i := range pk.items {
-					c, _ := chainOf(pk.w.run, i, nil)
-					pt.takeBacks[chainKey{run: pk.ar.run.ID, item: i}] = undelivered{attempt: len(c.attempts), worker: worker, unsure: true}
-				}
-			}
-			pt.mu.Unlock()
-			pt.poke()
-		}
-		return nil, bytes // the write may have applied
-	}
-	var lost []api.Run
-	defer func() { pt.readopt(pt.ctx, lost) }() // after mu is released
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	for i, pk := range picked {
-		ar := pk.ar
-		if !resp.Responses[i].GetResponseTxn().Succeeded {
-			pt.dropActiveLocked(ar.run.ID)
-			lost = append(lost, ar.run)
-			continue
-		}
-		pt.updatedLocked(ar, pk.w, resp.Header.Revision, ar.notBefore)
-		written += pk.w.size
-		e := pt.jobs[ar.run.JobID]
-		payload := pk.work.Payload
-		if ar.run.Payload != nil {
-			payload = ar.run.Payload // a trigger's
-		}
-		for _, item := range pk.items {
-			c, _ := ar.chain(item)
-			c.rt.leaseUntil = now.Add(pt.d.cfg.RunLease)
-			g := AttemptGrant{
-				RunID:       ar.run.ID,
-				JobID:       ar.run.JobID,
-				Attempt:     len(c.attempts),
-				ScheduledAt: ar.run.ScheduledAt,
-				Executor:    pk.work.Executor,
-				Payload:     payload,
-				Timeout:     e.spec.Timeout,
-				RunLease:    api.Duration(pt.d.cfg.RunLease),
-				Owner:       pt.own.Member,
-				OwnerAddr:   pt.d.cfg.MemberAddr,
-			}
-			if item != noItem {
-				g.Item = &api.ItemGrant{Index: item, Count: len(ar.run.Items)}
-				if item < len(pk.work.Params) {
-					g.Item.Param = pk.work.Params[item]
-				}
-			}
-			out = append(out, g)
-			pt.d.cfg.Metrics.attemptStarted()
-			pt.lg.Info("attempt started", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID), itemField(item),
-				zap.Int("attempt", g.Attempt), zap.String("worker", worker), zap.String("credential", req.Credential))
-		}
-	}
-	if len(out) > 0 {
-		pt.poke() // the loop's timer must cover the new leases
-	}
-	return out, written
-}
-
-// assignBatchBytes bounds the run documents one poll writes in one
-// transaction, well under etcd's request limit.
-const assignBatchBytes = 512 << 10
 
 // withoutOutputs returns r without its attempts' outputs and errors, its
 // items' included.
@@ -375,6 +234,7 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 		// The run records the cancellation already; the report only
 		// closes the matter for the worker.
 		delete(pt.cancelled, keyOf(req.RunID, req.Item))
+		pt.markEndedLocked(chainAttempt{run: req.RunID, item: keyOf(req.RunID, req.Item).item, attempt: req.Attempt})
 		pt.mu.Unlock()
 		pt.lg.Info("cancelled attempt reported", zap.String("run_id", req.RunID), itemField(keyOf(req.RunID, req.Item).item),
 			zap.Int("attempt", req.Attempt), zap.String("worker", req.Worker))
@@ -393,7 +253,7 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 	now := pt.now()
 	j := e.spec.job()
 	o := Outcome{Success: req.Success, Error: req.Error, Output: req.Output}
-	u := runUpdate{ar: ar}
+	u := runUpdate{ar: ar, reported: []chainAttempt{{run: ar.run.ID, item: c.item, attempt: req.Attempt}}}
 	if c.item == noItem {
 		u.next, u.notBefore = FinishAttempt(&j, ar.run, o, now, jitter())
 	} else {

@@ -199,6 +199,10 @@ type Config struct {
 	// are not read yet, jobs that exclude calendars are not planned. Nil:
 	// no calendars, and a job's exclude excludes nothing.
 	Calendars CalendarSource
+	// Limits, if set, are the fleet's limit keys (a *limits.Table): an
+	// attempt of a job naming keys starts only within their room and
+	// holds their slots while it runs. Nil: limits bound nothing.
+	Limits LimitTable
 	// Clock; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.

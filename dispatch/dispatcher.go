@@ -110,6 +110,10 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 	if cfg.Workers != nil {
 		cfg.Workers.Subscribe(d.workersGone)
 	}
+	if cfg.Limits != nil {
+		cfg.Limits.Subscribe(d.wakePollers) // a slot freed: waiting runs may start
+		cfg.Metrics.setLimitSource(d.limitUse)
+	}
 	return d, nil
 }
 

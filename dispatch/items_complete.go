@@ -76,6 +76,7 @@ func (pt *partition) recordItems(runID string, batch []*itemReport) {
 			// The run records the cancellation already; the report only
 			// closes the matter for the worker.
 			delete(pt.cancelled, keyOf(req.RunID, req.Item))
+			pt.markEndedLocked(chainAttempt{run: req.RunID, item: *req.Item, attempt: req.Attempt})
 			pt.lg.Info("cancelled attempt reported", zap.String("run_id", req.RunID), itemField(*req.Item),
 				zap.Int("attempt", req.Attempt), zap.String("worker", req.Worker))
 			answer(r, CompleteResponse{Status: c.status, RunStatus: c.runStatus}, nil)
@@ -113,6 +114,7 @@ func (pt *partition) recordItems(runID string, batch []*itemReport) {
 		u.next, nb, cancelled = FinishItem(&j, u.next, c.item, Outcome{Success: req.Success, Error: req.Error, Output: req.Output}, now, jitter())
 		u.items[c.item] = nb
 		u.cancelled = append(u.cancelled, cancelled...)
+		u.reported = append(u.reported, chainAttempt{run: req.RunID, item: c.item, attempt: req.Attempt})
 		accepted = append(accepted, r)
 	}
 	pt.mu.Unlock()

@@ -35,6 +35,7 @@ type Metrics struct {
 	paused       prometheus.Counter
 	passedOver   *prometheus.CounterVec
 	backfills    prometheus.Counter
+	limits       *limitMetrics
 
 	// source reports the state of the partitions owned here; set by the
 	// Dispatcher, read at scrape time.
@@ -121,6 +122,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "jobfleet_backfill_runs_total", Help: "Runs created by backfills (POST /v1/jobs/{id}/backfill), paced by --backfill-rate.",
 		}),
 	}
+	m.limits = newLimitMetrics()
 	for _, r := range []string{passSpread, passRetryElsewhere} {
 		m.passedOver.WithLabelValues(r)
 	}
@@ -135,7 +137,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unservable:   prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, m.passedOver, m.backfills, state)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, m.passedOver, m.backfills, state, m.limits)
 	}
 	return m
 }

@@ -106,6 +106,13 @@ type partition struct {
 	// into it; wmu guards it.
 	notes      outbox
 	outboxRead bool
+
+	// heldLost are the slots of limit keys held by attempts not running
+	// in memory, by holder key, with when this owner first saw them so;
+	// heldEnded the attempts whose workers reported them without a write
+	// of their result. mu guards both (limit_release.go).
+	heldLost  map[string]time.Time
+	heldEnded map[chainAttempt]bool
 }
 
 // cancelledAttempt is a running attempt whose run was replaced or
@@ -244,6 +251,7 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	pt.takeBackQueued(ctx) // before expiry: an undelivered attempt is not lost
 	pt.applyCancels(ctx, now)
 	pt.expire(ctx, now)
+	heldWake := pt.releaseHolders(ctx, now)
 	pt.fireDue(ctx, now)
 	pt.backfillWake = time.Time{}
 	pt.backfill(ctx, now)
@@ -269,6 +277,9 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	next, dispatchable := pt.nextEventLocked(now)
 	if dispatchable {
 		pt.d.wakePollers()
+	}
+	if !heldWake.IsZero() && (next.IsZero() || heldWake.Before(next)) {
+		next = heldWake
 	}
 	return next
 }

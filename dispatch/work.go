@@ -99,7 +99,7 @@ func specOf(j *api.Job) jobSpec {
 		Shards: j.Shards, Placement: j.Placement,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, Revision: j.Revision,
 	}
-	if c := (specControls{MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter}); !c.none() {
+	if c := (specControls{MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter, Limits: j.Limits}); !c.none() {
 		s.ctl = &c
 	}
 	s.Executor.Type = j.Executor.Type
@@ -115,7 +115,7 @@ func (s *jobSpec) job() api.Job {
 		ID: s.ID, Schedule: s.Schedule, RunAt: s.RunAt, Executor: api.Executor{Type: s.Executor.Type},
 		Retry: s.Retry, Timeout: s.Timeout, ConcurrencyPolicy: s.ConcurrencyPolicy, MisfirePolicy: s.MisfirePolicy,
 		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: s.Partition,
-		Shards: s.Shards, Placement: s.Placement, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Revision: s.Revision,
+		Shards: s.Shards, Placement: s.Placement, Limits: s.controls().Limits, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Revision: s.Revision,
 		MaxFires: s.controls().MaxFires, Exclude: s.controls().Exclude, PauseAfterFailures: s.controls().PauseAfterFailures, NotAfter: s.controls().NotAfter,
 	}
 }
@@ -127,10 +127,13 @@ type specControls struct {
 	Exclude            []string
 	PauseAfterFailures int
 	NotAfter           *time.Time
+	// Limits are the limit keys the job names (not a schedule control,
+	// but as rare: kept here, out of every job's spec).
+	Limits []string
 }
 
 func (c specControls) none() bool {
-	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil
+	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil && len(c.Limits) == 0
 }
 
 // noControls are the controls of a job that sets none.

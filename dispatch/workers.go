@@ -139,6 +139,7 @@ func (d *Dispatcher) workersGone(ids []string) {
 				break
 			}
 		}
+		hit = hit || len(pt.heldLost) > 0 // a lost attempt's slots may go now
 		pt.mu.Unlock()
 		if hit {
 			pt.poke()

@@ -105,7 +105,7 @@ func newClusterCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.AddCommand(newClusterWorkersCmd(&opts))
+	cmd.AddCommand(newClusterWorkersCmd(&opts), newClusterLimitsCmd(&opts))
 	partitionsCmd.Flags().BoolVarP(&allPartitions, "all", "a", false, "also list every partition: its owner (- for none), the owner's epoch and the member the ring targets")
 	cmd.AddCommand(partitionsCmd)
 	cmd.AddCommand(&cobra.Command{

@@ -98,7 +98,7 @@ func newRootCmd() *cobra.Command {
 			return bindEnv(cmd)
 		},
 	}
-	root.AddCommand(newOrchestratorCmd(), newDevCmd(), newClusterCmd(), newJobCmd(), newCalendarCmd(), newRunCmd(), newTokenCmd(), newContextCmd(), newBenchCmd(), newWorkerCmd(), newEtcdCmd(), newVersionCmd(), newFlagsCmd(), newCLIDocsCmd())
+	root.AddCommand(newOrchestratorCmd(), newDevCmd(), newClusterCmd(), newJobCmd(), newCalendarCmd(), newLimitCmd(), newRunCmd(), newTokenCmd(), newContextCmd(), newBenchCmd(), newWorkerCmd(), newEtcdCmd(), newVersionCmd(), newFlagsCmd(), newCLIDocsCmd())
 	return root
 }
 

@@ -24,6 +24,9 @@ var (
 	errStale = errors.New("attempt is stale")
 	// errCancelledByOrchestrator: a heartbeat reply asked to cancel.
 	errCancelledByOrchestrator = errors.New("cancelled by the orchestrator")
+	// errLeaseLost: an attempt holding limit keys had no heartbeat
+	// answered for its lease; its slots may be another attempt's now.
+	errLeaseLost = errors.New("stopped: no heartbeat answered within the run lease while holding limit keys")
 )
 
 // Heartbeat timing bounds.

@@ -23,7 +23,9 @@ func heartbeatInterval(lease time.Duration) time.Duration {
 
 // heartbeat extends the attempt's lease every Lease/3 until ctx ends. A 409
 // reply cancels the execution with errStale, a reply asking to cancel with
-// errCancelledByOrchestrator; a 421 moves the attempt to the new owner and
+// errCancelledByOrchestrator, a lease without a successful heartbeat (from
+// the sending of the last that succeeded) of an attempt holding limit
+// keys with errLeaseLost; a 421 moves the attempt to the new owner and
 // resends. Failed heartbeats are retried sooner, with back-off.
 func (at *attempt) heartbeat(ctx context.Context, cancelExec context.CancelCauseFunc) {
 	w := at.w
@@ -45,9 +47,19 @@ func (at *attempt) heartbeat(ctx context.Context, cancelExec context.CancelCause
 		case <-t.Chan():
 		}
 		next := interval
+		sent := w.cfg.Clock.Now()
 		resp, err := at.sendHeartbeat(ctx, req)
 		switch {
 		case ctx.Err() != nil:
+			return
+		case err != nil && len(at.a.Limits) > 0 && w.cfg.Clock.Since(lastOK) >= lease:
+			// The attempt holds slots of limit keys: once the owner may
+			// have declared it lost (a lease after the last heartbeat it
+			// answered was sent), it may give them to another attempt, so
+			// this one stops.
+			at.lg.Warn("no heartbeat succeeded within the lease of an attempt holding limit keys; stopping it",
+				zap.Strings("limits", at.a.Limits), zap.Duration("since_last_heartbeat", w.cfg.Clock.Since(lastOK)), zap.Error(err))
+			cancelExec(errLeaseLost)
 			return
 		case errors.Is(err, errStale):
 			at.lg.Warn("heartbeat refused: attempt is stale; cancelling it without a report")
@@ -63,7 +75,7 @@ func (at *attempt) heartbeat(ctx context.Context, cancelExec context.CancelCause
 			}
 			next = min(bo.Next(), interval)
 		default:
-			lastOK, warned = w.cfg.Clock.Now(), false
+			lastOK, warned = sent, false
 			bo.Reset()
 			if resp.Cancel {
 				at.lg.Info("orchestrator cancelled the attempt")

@@ -21,6 +21,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/limits"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
@@ -227,6 +228,11 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		return err
 	}
 	dcfg.Calendars = calendars
+	lims, err := limits.New(o.client, o.cfg.Namespace, o.cfg.Logger.Named("limits"))
+	if err != nil {
+		return err
+	}
+	dcfg.Limits = lims
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err
@@ -271,6 +277,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.deaths.Run(watchCtx) })
 	wg.Go(func() { deliverer.Run(watchCtx) })
 	wg.Go(func() { _ = calendars.Run(watchCtx) })
+	wg.Go(func() { lims.Run(watchCtx) })
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
 	if sb != nil {
 		wg.Go(func() { sb.Run(watchCtx) })

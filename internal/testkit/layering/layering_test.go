@@ -47,6 +47,7 @@ var levels = map[string]int{
 	"store":                 4,
 	"dispatch/notify":       5,
 	"dispatch/standby":      5, // the warm standby: imports shard and store
+	"dispatch/limits":       5, // limit keys as a member sees them: imports store
 	"dispatch":              6,
 	"internal/crontab":      5,
 	"internal/storage":      6,

@@ -1,0 +1,130 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jobfleet/jobfleet/api"
+)
+
+func limitPath(key string) string { return "/v1/limits/" + url.PathEscape(key) }
+
+func TestLimitsCRUD(t *testing.T) {
+	e := newJobsEnv(t)
+	var l api.Limit
+	e.doJSON("PUT", limitPath("billing-db"), `{"max_running": 5}`, http.StatusCreated, &l)
+	if l.Key != "billing-db" || l.MaxRunning == nil || *l.MaxRunning != 5 || l.Rate != nil || l.Revision == 0 || l.UpdatedAt.IsZero() {
+		t.Fatalf("created %+v", l)
+	}
+	e.doJSON("PUT", limitPath("billing-db"), `{"key": "billing-db", "max_running": 0, "rate": {"count": 100, "per": "1m"}}`, http.StatusOK, &l)
+	if *l.MaxRunning != 0 || l.Rate == nil || l.Rate.Count != 100 || l.Rate.Per.Std().Minutes() != 1 {
+		t.Fatalf("replaced %+v", l)
+	}
+	var got api.Limit
+	e.doJSON("GET", limitPath("billing-db"), "", http.StatusOK, &got)
+	if got.Revision != l.Revision || got.Rate.Count != 100 {
+		t.Fatalf("got %+v, want %+v", got, l)
+	}
+	e.doJSON("PUT", limitPath("partner/api"), `{"rate": {"count": 10, "per": "1s"}}`, http.StatusCreated, nil)
+	var list api.LimitList
+	e.doJSON("GET", "/v1/limits", "", http.StatusOK, &list)
+	if len(list.Limits) != 2 || list.Limits[0].Key != "billing-db" || list.Limits[1].Key != "partner/api" || list.NextCursor != "" {
+		t.Fatalf("list %+v, want both in key order", list)
+	}
+	list = api.LimitList{}
+	e.doJSON("GET", "/v1/limits?limit=1", "", http.StatusOK, &list)
+	if len(list.Limits) != 1 || list.NextCursor != "billing-db" {
+		t.Fatalf("first page %+v", list)
+	}
+	list = api.LimitList{}
+	e.doJSON("GET", "/v1/limits?limit=1&cursor=billing-db", "", http.StatusOK, &list)
+	if len(list.Limits) != 1 || list.Limits[0].Key != "partner/api" || list.NextCursor != "" {
+		t.Fatalf("second page %+v", list)
+	}
+	e.doJSON("DELETE", limitPath("billing-db"), "", http.StatusNoContent, nil)
+	for _, m := range []string{"GET", "DELETE"} {
+		code, body := e.do(m, limitPath("billing-db"), nil)
+		if msg := errorMessage(t, body); code != http.StatusNotFound || !strings.Contains(msg, `limit "billing-db" not found`) {
+			t.Errorf("%s after delete: %d %q", m, code, msg)
+		}
+	}
+}
+
+func TestLimitsRejectBadInput(t *testing.T) {
+	e := newJobsEnv(t)
+	e.doJSON("PUT", limitPath("kept"), `{"max_running": 2}`, http.StatusCreated, nil)
+	before := e.keys()
+	for _, tc := range []struct {
+		path, body, field string
+		code              int
+	}{
+		{limitPath("a"), `{}`, "max_running: missing", 400},
+		{limitPath("a"), `{"max_running": -1}`, "max_running", 400},
+		{limitPath("a"), `{"max_running": 100001}`, "max_running", 400},
+		{limitPath("a"), `{"max_running": 1.5}`, "max_running", 400},
+		{limitPath("a"), `{"max_running": "3"}`, "max_running", 400},
+		{limitPath("a"), `{"max_running": 1, "max_running": 2}`, `duplicate key "max_running"`, 400},
+		{limitPath("a"), `{"max_runing": 1}`, "max_runing", 400},
+		{limitPath("a"), `{"rate": {"count": 0, "per": "1m"}}`, "rate.count", 400},
+		{limitPath("a"), `{"rate": {"count": 1001, "per": "1m"}}`, "rate.count", 400},
+		{limitPath("a"), `{"rate": {"count": 1, "per": "10ms"}}`, "rate.per", 400},
+		{limitPath("a"), `{"rate": {"count": 1, "per": "48h"}}`, "rate.per", 400},
+		{limitPath("a"), `{"rate": {"count": 1, "per": 60}}`, "rate.per", 400},
+		{limitPath("a"), `{"rate": {"count": 1}}`, "rate.per", 400},
+		{limitPath("a"), `{"rate": {"count": 1, "per": "1m", "burst": 2}}`, "rate.burst", 400},
+		{limitPath("a"), `{"key": "b", "max_running": 1}`, "key", 400},
+		{limitPath("kept"), `{"max_running": -3}`, "max_running", 400},
+		{limitPath("a\u200bb"), `{"max_running": 1}`, "key", 400},
+		{limitPath(strings.Repeat("k", api.MaxLimitKeyBytes+1)), `{"max_running": 1}`, "key", 400},
+		{limitPath("a"), `{"max_running": 1} {}`, "limit", 400},
+		{limitPath("a"), `[1]`, "limit", 400},
+		{"/v1/limits?cursor=" + url.QueryEscape("not\u200ba cursor"), "", "cursor", 400},
+		{"/v1/limits?limit=0", "", "limit", 400},
+	} {
+		method := "PUT"
+		var body []byte
+		if tc.body == "" {
+			method = "GET"
+		} else {
+			body = []byte(tc.body)
+		}
+		code, reply := e.do(method, tc.path, body)
+		if msg := errorMessage(t, reply); code != tc.code || !strings.Contains(msg, tc.field) {
+			t.Errorf("%s %.60s %.60s: got %d %q, want %d naming %s", method, tc.path, tc.body, code, msg, tc.code, tc.field)
+		}
+	}
+	if after := e.keys(); after != before {
+		t.Errorf("bad input changed the store: %d keys, then %d", before, after)
+	}
+}
+
+// TestLimitsAreScoped: a credential limited to a prefix reads, lists and
+// writes only the limit keys under it, as job IDs.
+func TestLimitsAreScoped(t *testing.T) {
+	e := newJobsEnv(t)
+	e.doJSON("PUT", limitPath("billing/db"), `{"max_running": 2}`, http.StatusCreated, nil)
+	e.doJSON("PUT", limitPath("ops/db"), `{"max_running": 2}`, http.StatusCreated, nil)
+	for _, tc := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"PUT", limitPath("ops/db"), `{"max_running": 9}`, http.StatusForbidden},
+		{"GET", limitPath("ops/db"), "", http.StatusForbidden},
+		{"DELETE", limitPath("ops/db"), "", http.StatusForbidden},
+		{"PUT", limitPath("shared-db"), `{"max_running": 9}`, http.StatusForbidden},
+		{"PUT", limitPath("billing/db"), `{"max_running": 3}`, http.StatusOK},
+		{"GET", limitPath("billing/db"), "", http.StatusOK},
+	} {
+		if code, body := e.doAs(billingToken, tc.method, tc.path, tc.body); code != tc.want {
+			t.Errorf("billing operator %s %s: %d %s, want %d", tc.method, tc.path, code, body, tc.want)
+		}
+	}
+	code, body := e.doAs(billingToken, "GET", "/v1/limits", "")
+	var list api.LimitList
+	if code != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Limits) != 1 || list.Limits[0].Key != "billing/db" {
+		t.Errorf("billing operator's listing: %d %s, want billing/db only", code, body)
+	}
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/client"
+)
+
+func newLimitCmd() *cobra.Command {
+	var opts clientOptions
+	cmd := &cobra.Command{
+		Use:   "limit",
+		Short: "Manage limit keys: fleet-wide bounds on running attempts and starts that jobs share (\"limits\": [KEY])",
+	}
+	requireSubcommand(cmd)
+	opts.register(cmd)
+	cmd.AddCommand(newLimitSetCmd(&opts), newLimitGetCmd(&opts), newLimitListCmd(&opts), newLimitRemoveCmd(&opts))
+	return cmd
+}
+
+func newLimitSetCmd(opts *clientOptions) *cobra.Command {
+	var (
+		file       string
+		maxRunning int
+		rateCount  int
+		ratePer    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "set KEY (-f FILE | --max-running N | --rate COUNT --per DURATION)",
+		Short: "Create or replace a limit key from a document (-f FILE, - for standard input) or from flags",
+		Example: `  jobfleet limit set billing-db --max-running 5
+  jobfleet limit set partner-api --rate 100 --per 1m
+  jobfleet limit set billing-db -f billing-db.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var doc []byte
+			var err error
+			if file != "" {
+				if given := changed(cmd, []string{"max-running", "rate", "per"}); len(given) > 0 {
+					return fmt.Errorf("-f takes the whole limit from the file; do not combine it with %v", given)
+				}
+				if doc, err = readDocument(cmd, file); err != nil {
+					return err
+				}
+			} else {
+				l := api.Limit{Key: args[0]}
+				if cmd.Flags().Changed("max-running") {
+					l.MaxRunning = &maxRunning
+				}
+				switch r, p := cmd.Flags().Changed("rate"), cmd.Flags().Changed("per"); {
+				case r && p:
+					l.Rate = &api.LimitRate{Count: rateCount, Per: api.Duration(ratePer)}
+				case r || p:
+					return fmt.Errorf("--rate and --per go together: --rate COUNT --per DURATION")
+				}
+				if l.MaxRunning == nil && l.Rate == nil {
+					return fmt.Errorf("give --max-running, --rate with --per, or -f FILE")
+				}
+				if doc, err = json.Marshal(l); err != nil {
+					return err
+				}
+			}
+			var stored api.Limit
+			var created bool
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				stored, created, err = c.PutLimitJSON(ctx, args[0], doc)
+				return err
+			}); err != nil {
+				return err
+			}
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, stored)
+			}
+			verb := "replaced"
+			if created {
+				verb = "created"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s limit %q (max running %s, rate %s)\n", verb, stored.Key, maxRunningText(stored), rateText(stored))
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "limit document (JSON); - reads standard input")
+	cmd.Flags().IntVar(&maxRunning, "max-running", 0, "most attempts naming the key that run at once, fleet-wide (0 starts none)")
+	cmd.Flags().IntVar(&rateCount, "rate", 0, "most attempts naming the key that start per --per window")
+	cmd.Flags().DurationVar(&ratePer, "per", 0, "the window of --rate, 1s to 24h")
+	return cmd
+}
+
+func maxRunningText(l api.Limit) string {
+	if l.MaxRunning == nil {
+		return "-"
+	}
+	return strconv.Itoa(*l.MaxRunning)
+}
+
+func rateText(l api.Limit) string {
+	if l.Rate == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%s", l.Rate.Count, l.Rate.Per)
+}
+
+func newLimitGetCmd(opts *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use: "get KEY", Short: "Show a limit key, with its running and waiting attempts as the answering member sees them", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var l api.Limit
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				l, err = c.GetLimit(ctx, args[0])
+				return err
+			}); err != nil {
+				return err
+			}
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, l)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "KEY\t%s\n", cell(l.Key))
+			fmt.Fprintf(tw, "MAX RUNNING\t%s\n", maxRunningText(l))
+			fmt.Fprintf(tw, "RATE\t%s\n", rateText(l))
+			if st := l.Status; st != nil {
+				fmt.Fprintf(tw, "RUNNING\t%d\n", st.Running)
+				fmt.Fprintf(tw, "WAITING\t%d (on this member's partitions)\n", st.Waiting)
+				if l.Rate != nil {
+					fmt.Fprintf(tw, "STARTED\t%d in the current window\n", st.Started)
+				}
+			}
+			fmt.Fprintf(tw, "UPDATED\t%s\n", timeText(l.UpdatedAt))
+			return tw.Flush()
+		},
+	}
+}
+
+func newLimitListCmd(opts *clientOptions) *cobra.Command {
+	var prefix string
+	cmd := &cobra.Command{
+		Use: "ls", Aliases: []string{"list"}, Short: "List limit keys, by key", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			all := []api.Limit{}
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
+				o := client.ListOptions{Limit: 1000, Prefix: prefix}
+				for {
+					page, err := c.ListLimits(ctx, o)
+					if err != nil {
+						return err
+					}
+					all = append(all, page.Limits...)
+					if page.NextCursor == "" {
+						return nil
+					}
+					o.Cursor = page.NextCursor
+				}
+			}); err != nil {
+				return err
+			}
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, api.LimitList{Limits: all})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tMAX RUNNING\tRATE\tRUNNING")
+			for _, l := range all {
+				running := "-"
+				if l.Status != nil {
+					running = strconv.Itoa(l.Status.Running)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(l.Key), maxRunningText(l), rateText(l), running)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "list only limit keys that start with this")
+	return cmd
+}
+
+func newLimitRemoveCmd(opts *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use: "rm KEY", Aliases: []string{"delete"}, Short: "Delete a limit key; runs waiting for it start, attempts holding it keep running", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
+				return c.DeleteLimit(ctx, args[0])
+			}); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "deleted limit %q\n", args[0])
+			return err
+		},
+	}
+}

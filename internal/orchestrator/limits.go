@@ -1,0 +1,25 @@
+package orchestrator
+
+import "github.com/jobfleet/jobfleet/api"
+
+// LimitStatus returns limit key's use as this member sees it (the slots
+// held fleet-wide, the runs waiting on the partitions owned here, the
+// starts of the rate window); false if the key has no limit or the member
+// has not joined the cluster.
+func (o *Orchestrator) LimitStatus(key string) (api.LimitStatus, bool) {
+	d, err := o.Dispatcher()
+	if err != nil {
+		return api.LimitStatus{}, false
+	}
+	return d.LimitStatus(key)
+}
+
+// RunWaitingFor returns the limit key run runID waits for on this member
+// ("" if none, or if its partition is not owned here).
+func (o *Orchestrator) RunWaitingFor(runID string) string {
+	d, err := o.Dispatcher()
+	if err != nil {
+		return ""
+	}
+	return d.RunWaitingFor(runID)
+}

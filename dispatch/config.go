@@ -199,6 +199,10 @@ type Config struct {
 	// are not read yet, jobs that exclude calendars are not planned. Nil:
 	// no calendars, and a job's exclude excludes nothing.
 	Calendars CalendarSource
+	// Dependencies, if set, is the dependency index (a DependencyCache):
+	// a run's end is handed over to the jobs that run after its job.
+	// Nil: no run end fires another job.
+	Dependencies DependencySource
 	// Clock; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.

@@ -227,6 +227,11 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		return err
 	}
 	dcfg.Calendars = calendars
+	deps, err := dispatch.NewDependencyCache(o.client, o.cfg.Namespace, o.cfg.Logger.Named("dependencies"))
+	if err != nil {
+		return err
+	}
+	dcfg.Dependencies = deps
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err
@@ -271,6 +276,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.deaths.Run(watchCtx) })
 	wg.Go(func() { deliverer.Run(watchCtx) })
 	wg.Go(func() { _ = calendars.Run(watchCtx) })
+	wg.Go(func() { _ = deps.Run(watchCtx) })
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
 	if sb != nil {
 		wg.Go(func() { sb.Run(watchCtx) })

@@ -64,20 +64,16 @@ func (j *Job) AfterOnly() bool {
 	return len(j.After) > 0 && j.Schedule == "" && j.RunAt == nil
 }
 
-// normalizeAfter fills each entry's default states and sorts and
-// deduplicates them.
+// normalizeAfter fills each entry's default states.
 func (j *Job) normalizeAfter() {
 	if len(j.After) == 0 {
 		j.After = nil
 		return
 	}
 	for i := range j.After {
-		on := slices.Clone(j.After[i].On)
-		if len(on) == 0 {
-			on = slices.Clone(DefaultAfterOn)
+		if len(j.After[i].On) == 0 {
+			j.After[i].On = slices.Clone(DefaultAfterOn)
 		}
-		slices.Sort(on)
-		j.After[i].On = slices.Compact(on)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // blanks around Schedule, upper-cases Method, turns a JSON null payload or
 // body into none, trims blanks around the placement selector, and converts
 // RunAt, NotBefore and NotAfter to UTC; each "after" entry without
-// states gets DefaultAfterOn, and its states are sorted.
+// states gets DefaultAfterOn.
 func (j *Job) Normalize() {
 	j.Schedule = strings.TrimSpace(j.Schedule)
 	if j.Timezone == "" {

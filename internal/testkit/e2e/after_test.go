@@ -20,18 +20,19 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
-// afterFleet is a fleet of two members with workers and a receiver that
+// afterFleet is a fleet of members with workers and a receiver that
 // fails the executions whose body says so.
 type afterFleet struct {
 	f   *fleettest.Fleet
 	rcv *receiver
 }
 
-func newAfterFleet(t *testing.T) *afterFleet {
+func newAfterFleet(t *testing.T, members int) *afterFleet {
 	t.Helper()
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 8, Scheduler: true, Quiet: true})
-	f.Join("m1")
-	f.Join("m2")
+	for i := range members {
+		f.Join(fmt.Sprintf("m%d", i+1))
+	}
 	f.WaitSettled(15 * time.Second)
 	rcv := newReceiver(t)
 	rcv.fail = func(e execution) int {
@@ -118,16 +119,24 @@ func (r jsonRaw) MarshalJSON() ([]byte, error) { return []byte(r), nil }
 func (af *afterFleet) finalRuns(t *testing.T, id string, n int) map[string]jfapi.Run {
 	t.Helper()
 	var out map[string]jfapi.Run
-	waitFor(t, 60*time.Second, func() bool {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
 		out = map[string]jfapi.Run{}
+		open := 0
 		for _, r := range runsOf(t, af.f.AdminToken, af.f.URLs()[0], id) {
 			if !r.Status.Final() {
-				return false
+				open++
 			}
 			out[r.ID] = r
 		}
-		return len(out) >= n
-	})
+		if open == 0 && len(out) >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: %d runs, %d of them not final, after a minute; want %d final", id, len(out), open, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if len(out) != n {
 		t.Fatalf("job %s has %d runs, want %d: %v", id, len(out), n, out)
 	}
@@ -175,7 +184,7 @@ func checkCaused(t *testing.T, down map[string]jfapi.Run, ups map[string]jfapi.R
 // dead. Every upstream run fires exactly the job whose states list its
 // end, once, with caused_by naming it; nothing else fires them.
 func TestAfterFiresOncePerUpstreamRunAcrossMembers(t *testing.T) {
-	af := newAfterFleet(t)
+	af := newAfterFleet(t, 2)
 	up := af.idOwnedBy(t, "team/extract", "m1", false)
 	okID := af.idOwnedBy(t, "team/load", "m1", true)
 	deadID := af.idOwnedBy(t, "team/alert", "m1", true)
@@ -219,4 +228,50 @@ func TestAfterFiresOncePerUpstreamRunAcrossMembers(t *testing.T) {
 	if code := api(t, af.f.AdminToken, "GET", af.f.URLs()[1], "/v1/jobs/"+url.PathEscape(up)+"/dependents", nil, &deps); code != http.StatusOK || len(deps.Dependents) != 2 {
 		t.Fatalf("dependents of %s: %d %+v, want both", up, code, deps)
 	}
+}
+
+// TestAfterExactlyOnceAcrossCrashes: hand-overs pending for a paused job
+// (held until it is resumed) survive the crash of its partition's owner
+// and fire once each when the job is resumed on the next owner; and the
+// owner of the upstream job crashes while its runs are in flight: every
+// upstream run that ends still fires the job after it exactly once.
+func TestAfterExactlyOnceAcrossCrashes(t *testing.T) {
+	af := newAfterFleet(t, 3)
+	f := af.f
+	hook := af.rcv.srv.URL
+	up := af.idOwnedBy(t, "team/up", "m1", false)
+	held := af.idOwnedBy(t, "team/held", "m2", false)
+	live := af.idOwnedBy(t, "team/live", "m1", true)
+	both := []jfapi.RunStatus{jfapi.RunSucceeded, jfapi.RunDead}
+	af.save(t, jfapi.Job{ID: held, Paused: true, Executor: jfapi.Executor{Type: "http", URL: hook}, After: []jfapi.Dependency{{Job: up, On: both}}})
+	af.save(t, jfapi.Job{ID: live, Executor: jfapi.Executor{Type: "http", URL: hook}, After: []jfapi.Dependency{{Job: up, On: both}}})
+	af.save(t, jfapi.Job{ID: up, RunAt: ptrTime(time.Now().Add(24 * time.Hour)), Executor: jfapi.Executor{Type: "http", URL: hook},
+		Retry: jfapi.RetryPolicy{MaxAttempts: 5, InitialBackoff: jfapi.Duration(10 * time.Millisecond)}})
+
+	// Upstream runs, and a crash of their owner while they run.
+	const n = 8
+	for i := range n {
+		af.trigger(t, up, fmt.Sprintf(`{"i":%d}`, i))
+		if i == n/2 {
+			f.Crash("m1")
+		}
+	}
+	ups := af.finalRuns(t, up, n)
+	af.finalRuns(t, live, n)
+	waitFor(t, 30*time.Second, func() bool { return af.pendingHandovers(t, held) == n })
+	if runs := runsOf(t, f.AdminToken, f.URLs()[0], held); len(runs) != 0 {
+		t.Fatalf("paused job %s has %d runs, want none while paused", held, len(runs))
+	}
+
+	// The held job's owner crashes with its hand-overs pending; the job
+	// is resumed on the member that takes its partition.
+	f.Crash("m2")
+	f.WaitSettled(30 * time.Second)
+	if code := api(t, f.AdminToken, "POST", f.Member("m3").URL, "/v1/jobs/"+url.PathEscape(held)+"/resume", nil, nil); code != http.StatusOK {
+		t.Fatalf("resume %s: %d", held, code)
+	}
+	downHeld := af.finalRuns(t, held, n)
+	waitFor(t, 10*time.Second, func() bool { return af.pendingHandovers(t, held)+af.pendingHandovers(t, live) == 0 })
+	checkCaused(t, downHeld, ups, up)
+	checkCaused(t, af.finalRuns(t, live, n), ups, up)
 }

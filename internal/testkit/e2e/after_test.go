@@ -223,10 +223,37 @@ func TestAfterFiresOncePerUpstreamRunAcrossMembers(t *testing.T) {
 		t.Fatalf("%s has %d runs, want %d", okID, got, len(succeeded))
 	}
 
+	// Saving: a credential may name only upstream jobs it may read; a
+	// cycle is refused naming it.
+	team := af.f.Token(jfapi.RoleOperator, "team/")
+	other := jfapi.Job{ID: "team/x", Executor: jfapi.Executor{Type: "http", URL: hook}, After: []jfapi.Dependency{{Job: "billing/extract"}}}
+	if code := api(t, team, "POST", af.f.URLs()[0], "/v1/jobs", other, nil); code != http.StatusForbidden {
+		t.Fatalf("a team's job after another team's: %d, want 403", code)
+	}
+	cyc := jfapi.Job{ID: up, RunAt: ptrTime(time.Now().Add(24 * time.Hour)), Executor: jfapi.Executor{Type: "http", URL: hook}, After: []jfapi.Dependency{{Job: okID}}}
+	var e struct{ Error string }
+	if code := api(t, team, "PUT", af.f.URLs()[0], "/v1/jobs/"+url.PathEscape(up), cyc, &e); code != http.StatusBadRequest || !strings.Contains(e.Error, "after: cycle "+up+" -> "+okID+" -> "+up) {
+		t.Fatalf("a cycle: %d %q, want 400 naming it", code, e.Error)
+	}
+
+	// A deleted job drops its pending hand-overs: paused, it holds one;
+	// deleted, it is gone.
+	if code := api(t, af.f.AdminToken, "POST", af.f.URLs()[0], "/v1/jobs/"+url.PathEscape(okID)+"/pause", nil, nil); code != http.StatusOK {
+		t.Fatalf("pause: %d", code)
+	}
+	af.trigger(t, up, `{"i":99}`)
+	waitFor(t, 30*time.Second, func() bool { return af.pendingHandovers(t, okID) == 1 })
+	if code := api(t, af.f.AdminToken, "DELETE", af.f.URLs()[0], "/v1/jobs/"+url.PathEscape(okID), nil, nil); code != http.StatusNoContent {
+		t.Fatalf("delete: %d", code)
+	}
+	if n := af.pendingHandovers(t, okID); n != 0 {
+		t.Fatalf("%d hand-overs of a deleted job remain", n)
+	}
+
 	// describe's downstream list.
 	var deps jfapi.Dependents
-	if code := api(t, af.f.AdminToken, "GET", af.f.URLs()[1], "/v1/jobs/"+url.PathEscape(up)+"/dependents", nil, &deps); code != http.StatusOK || len(deps.Dependents) != 2 {
-		t.Fatalf("dependents of %s: %d %+v, want both", up, code, deps)
+	if code := api(t, af.f.AdminToken, "GET", af.f.URLs()[1], "/v1/jobs/"+url.PathEscape(up)+"/dependents", nil, &deps); code != http.StatusOK || len(deps.Dependents) != 1 || deps.Dependents[0].Job != deadID {
+		t.Fatalf("dependents of %s: %d %+v, want %s (the other one deleted)", up, code, deps, deadID)
 	}
 }
 

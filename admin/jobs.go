@@ -151,6 +151,10 @@ func (a *jobsAPI) create(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, err.Error())
 		return
 	}
+	if err := authorizeAfter(r, j); err != nil {
+		WriteError(w, http.StatusForbidden, err.Error())
+		return
+	}
 	stored, err := s.Create(ctx, j)
 	if err != nil {
 		a.fail(w, r, j.ID, err)
@@ -180,6 +184,10 @@ func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
 	case id:
 	default:
 		a.fail(w, r, id, &api.FieldError{Field: "id", Msg: fmt.Sprintf("%s differs from the ID in the path, %s; leave it out or make them equal", quoteClip(j.ID), quoteClip(id))})
+		return
+	}
+	if err := authorizeAfter(r, j); err != nil {
+		WriteError(w, http.StatusForbidden, err.Error())
 		return
 	}
 	stored, created, err := s.Put(ctx, j)

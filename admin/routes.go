@@ -101,6 +101,7 @@ func (a *server) routes() []route {
 		{pattern: "DELETE /v1/jobs/{id}/backfill", access: api.AccessWrite, scope: scopeJob, cost: costAdminWrite, handler: hf(j.deleteBackfill)},
 		{pattern: "GET /v1/jobs/{id}/next", access: api.AccessRead, scope: scopeJob, handler: hf(j.next)},
 		{pattern: "POST /v1/schedule:preview", access: api.AccessRead, handler: hf(j.preview)},
+		{pattern: "GET /v1/jobs/{id}/dependents", access: api.AccessRead, scope: scopeJob, handler: hf(j.dependents)},
 		{pattern: "GET /v1/jobs/{id}/runs", access: api.AccessRead, scope: scopeJob, handler: hf(j.runs)},
 		{pattern: "GET /v1/runs", access: api.AccessRead, scope: scopeHandler, handler: hf(j.failing)},
 		{pattern: "GET /v1/runs/{run_id}", access: api.AccessRead, scope: scopeRun, handler: hf(j.getRun)},

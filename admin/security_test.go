@@ -484,6 +484,10 @@ func TestRouteMatrix(t *testing.T) {
 			e.ensureBackfill(id)
 			return request{method: "DELETE", path: jobPath(id, "backfill")}
 		}},
+		{pattern: "GET /v1/jobs/{id}/dependents", allowed: viewers, job: true, ok: 200, make: func(id string) request {
+			e.ensureJob(id)
+			return request{method: "GET", path: jobPath(id, "dependents")}
+		}},
 		{pattern: "GET /v1/jobs/{id}/next", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			e.ensureJob(id)
 			return request{method: "GET", path: jobPath(id, "next")}

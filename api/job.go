@@ -149,6 +149,14 @@ type Job struct {
 	// a slot of each while it runs. A key no limit is stored for bounds
 	// nothing.
 	Limits []string `json:"limits,omitempty"`
+	// After makes the job fire once for each run of the jobs it names that
+	// ends in one of the entry's states, besides its own schedule; with
+	// neither schedule nor run_at it fires only so (AfterOnly). At most
+	// MaxAfter entries; a cycle of jobs is refused when the job is saved.
+	// The run fired is for the upstream run's scheduled time (the next
+	// free millisecond if the job has a run for it), records the
+	// upstream run in Run.CausedBy and takes the job's own payload.
+	After []Dependency `json:"after,omitempty"`
 
 	// Partition is the job's partition, xxhash64(ID) mod P. Server-set.
 	Partition int `json:"partition"`
@@ -318,8 +326,9 @@ var durationType = reflect.TypeFor[Duration]()
 
 // ParseSchedule returns the job's schedule: Once(RunAt) for a one-off, the
 // parsed Schedule in Timezone for a recurring job, within NotBefore and
-// NotAfter, and Once(CreatedAt) for a job with neither (it runs once, as
-// soon as it is stored); each with the job's Jitter keyed by its ID. The
+// NotAfter, Once(CreatedAt) for a job with neither (it runs once, as
+// soon as it is stored), and the zero Schedule (no times) for a job with
+// neither that has "after"; each with the job's Jitter keyed by its ID. The
 // job is expected to have passed Validate; errors are those of
 // schedule.Parse.
 func (j *Job) ParseSchedule() (schedule.Schedule, error) {
@@ -340,6 +349,8 @@ func (j *Job) ParseSchedule() (schedule.Schedule, error) {
 			to = *j.NotAfter
 		}
 		s = s.Within(from, to)
+	case j.AfterOnly():
+		return schedule.Schedule{}, nil // fires only after its upstream jobs' runs
 	default:
 		s = schedule.Once(j.CreatedAt)
 	}

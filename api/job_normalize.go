@@ -14,7 +14,8 @@ import (
 // "run_once"; and for an "http" executor, Method "POST". It also trims
 // blanks around Schedule, upper-cases Method, turns a JSON null payload or
 // body into none, trims blanks around the placement selector, and converts
-// RunAt, NotBefore and NotAfter to UTC.
+// RunAt, NotBefore and NotAfter to UTC; each "after" entry without
+// states gets DefaultAfterOn.
 func (j *Job) Normalize() {
 	j.Schedule = strings.TrimSpace(j.Schedule)
 	if j.Timezone == "" {
@@ -67,6 +68,7 @@ func (j *Job) Normalize() {
 		j.MisfirePolicy = MisfireRunOnce
 	}
 	j.Placement.normalize()
+	j.normalizeAfter()
 }
 
 // compactJSON returns raw without insignificant white space, so receivers

@@ -54,8 +54,8 @@ func (r Retention) Duration() (d time.Duration, keep, set bool) {
 }
 
 // IsOneOff reports whether the job fires once (run_at, or neither schedule
-// nor run_at) rather than on a schedule.
-func (j *Job) IsOneOff() bool { return j.Schedule == "" }
+// nor run_at nor after) rather than on a schedule or after other jobs.
+func (j *Job) IsOneOff() bool { return j.Schedule == "" && !j.AfterOnly() }
 
 // validateRetention checks history and delete_after.
 func (j *Job) validateRetention() error {

@@ -178,6 +178,9 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 	if err := j.validateShards(); err != nil {
 		return err
 	}
+	if err := j.validateAfter(); err != nil {
+		return err
+	}
 	if err := ValidateNotifications("notify", j.Notify); err != nil {
 		return err
 	}

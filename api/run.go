@@ -66,6 +66,9 @@ type Run struct {
 	// /v1/jobs/{id}/trigger {"payload": …}), handed to its attempts
 	// instead of the job's; absent when the run takes the job's.
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// CausedBy names the upstream run whose end fired the run (the job's
+	// "after"); nil for a run its schedule, a trigger or a backfill fired.
+	CausedBy *RunCause `json:"caused_by,omitempty"`
 	// Owner is the ID of the orchestrator that fired the run.
 	Owner string `json:"owner"`
 	// Epoch is that orchestrator's fencing token for the partition.

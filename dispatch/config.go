@@ -203,6 +203,10 @@ type Config struct {
 	// attempt of a job naming keys starts only within their room and
 	// holds their slots while it runs. Nil: limits bound nothing.
 	Limits LimitTable
+	// Dependencies, if set, is the dependency index (a DependencyCache):
+	// a run's end is handed over to the jobs that run after its job.
+	// Nil: no run end fires another job.
+	Dependencies DependencySource
 	// Clock; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.

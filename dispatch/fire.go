@@ -96,9 +96,20 @@ func (pt *partition) dueLocked(now time.Time) *dueQueue {
 	q := &dueQueue{byJob: map[string][]triggerReq{}}
 	for _, key := range slices.Sorted(maps.Keys(pt.triggers)) {
 		t := pt.triggers[key]
-		if pt.jobs[t.id] == nil {
+		e := pt.jobs[t.id]
+		if e == nil {
 			q.dropped = append(q.dropped, t.key) // the job is gone
 			continue
+		}
+		if t.cause != nil {
+			switch fire, keep := handoverDue(e, t); {
+			case keep:
+				continue // held while the job is paused
+			case !fire:
+				pt.lg.Info("hand-over dropped: the job no longer runs after that upstream run's job and status", zap.String("job_id", t.id), zap.String("caused_by", t.cause.Run))
+				q.dropped = append(q.dropped, t.key)
+				continue
+			}
 		}
 		q.byJob[t.id] = append(q.byJob[t.id], t)
 	}
@@ -142,10 +153,18 @@ func (pt *partition) nextBatchLocked(q *dueQueue, now time.Time) *fireBatch {
 			pt.poke() // the others next
 		}
 		j := e.job()
-		for _, t := range trigs {
+		for i, t := range trigs {
 			after := ActiveAfter(active, plan)
+			if t.cause != nil {
+				t.at = pt.handoverTimeLocked(id, t.at, plan)
+				trigs[i] = t
+			}
 			tp := PlanTrigger(&j, plan.State, after, t.at, now, pt.own.Member, pt.own.Epoch)
 			tp.Runs[0].Payload = t.payload
+			if t.cause != nil {
+				tp.Runs[0].CausedBy = t.cause
+				tp.Runs[0].Reason = handoverReason(t.cause, tp.Runs[0])
+			}
 			CapActive(&j, &tp, len(after), pt.d.cfg.MaxActivePerJob)
 			plan = MergePlans(plan, tp)
 		}

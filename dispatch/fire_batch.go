@@ -50,6 +50,7 @@ type jobPlan struct {
 	plan     FirePlan
 	triggers []triggerReq
 	ops      []clientv3.Op // within the job's guard
+	deep     int           // the widest nested write in ops (a replaced run's hand-overs), if wider than a run's creation
 	created  []createdRun
 	replaced []replacedRun
 	notes    []notify.Entry // written with the plan (notify_events.go)
@@ -68,6 +69,10 @@ type createdRun struct {
 	run    api.Run
 	size   int  // bytes of its document
 	manual bool // made by a trigger
+	// handover is the key of the hand-over that fires it (after.go), ""
+	// for none: the run is created only with the key's deletion.
+	handover string
+	trigger  triggerReq // that hand-over
 }
 
 func (b *fireBatch) ids() []string {
@@ -84,7 +89,7 @@ func (b *fireBatch) ids() []string {
 func (b *fireBatch) cost() int {
 	widest := 0
 	for _, jp := range b.jobs {
-		widest = max(widest, len(jp.ops)+2)
+		widest = max(widest, len(jp.ops)+max(3, jp.deep))
 	}
 	return 1 + len(b.jobs) + len(b.trims) + len(b.dropped) + widest // 1: the fence
 }
@@ -143,6 +148,10 @@ func (pt *partition) addLocked(b *fireBatch, e *jobEntry, plan FirePlan, trigs [
 		if !ok {
 			return
 		}
+		if hs := pt.handoverOps(w.run, now); len(hs) > 0 {
+			w.op = k.UpdateRunOp(w.run, w.val, ar.modRev, append(slices.Clip(w.failing), hs...)...)
+			jp.deep = max(jp.deep, len(hs)+len(w.failing)+2)
+		}
 		jp.replaced = append(jp.replaced, replacedRun{op: len(jp.ops), ar: ar, w: w})
 		jp.ops = append(jp.ops, w.op)
 	}
@@ -154,8 +163,14 @@ func (pt *partition) addLocked(b *fireBatch, e *jobEntry, plan FirePlan, trigs [
 			return
 		}
 		manual := slices.ContainsFunc(trigs, func(t triggerReq) bool { return t.at.Equal(r.ScheduledAt) })
-		jp.created = append(jp.created, createdRun{op: len(jp.ops), run: r, size: len(val), manual: manual})
-		jp.ops = append(jp.ops, k.CreateRunOp(r, val))
+		c := createdRun{op: len(jp.ops), run: r, size: len(val), manual: manual}
+		op := k.CreateRunOp(r, val)
+		if i := slices.IndexFunc(trigs, func(t triggerReq) bool { return t.cause != nil && t.at.Equal(r.ScheduledAt) }); i >= 0 && r.CausedBy != nil {
+			c.handover, c.trigger = trigs[i].key, trigs[i]
+			op = k.CreateCausedRunOp(r, val, c.handover)
+		}
+		jp.created = append(jp.created, c)
+		jp.ops = append(jp.ops, op)
 		pending = pending || r.Status == api.RunPending
 	}
 	plan.State.Runs = len(plan.Runs)
@@ -172,7 +187,9 @@ func (pt *partition) addLocked(b *fireBatch, e *jobEntry, plan FirePlan, trigs [
 	}
 	jp.ops = append(jp.ops, op)
 	for _, t := range trigs {
-		jp.ops = append(jp.ops, clientv3.OpDelete(t.key))
+		if t.cause == nil { // a hand-over goes with its run (CreateCausedRunOp)
+			jp.ops = append(jp.ops, clientv3.OpDelete(t.key))
+		}
 	}
 	notes, entries := pt.planNotes(e, plan, now)
 	jp.ops, jp.notes = append(jp.ops, notes...), entries
@@ -237,7 +254,12 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 		}
 		b.notes = append(b.notes, jp.notes...)
 		for _, c := range jp.created {
-			if !guard.Responses[c.op].GetResponseTxn().Succeeded {
+			if created := guard.Responses[c.op].GetResponseTxn(); !created.Succeeded {
+				if c.handover != "" {
+					pt.handoverRefusedLocked(c, created)
+					lost = append(lost, c.run)
+					continue
+				}
 				pt.lg.Warn("run existed already; not fired again", zap.String("run_id", c.run.ID))
 				lost = append(lost, c.run)
 				continue

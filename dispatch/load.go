@@ -75,6 +75,7 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 		}
 		id, at, ok := k.ParseSpecKey(pt.p, string(kv.Key))
 		switch {
+		case !ok && pt.takeHandover(kv, &triggers):
 		case !ok && pt.takeRequest(kv, cancels, backfills):
 		case !ok:
 			pt.lg.Warn("ignoring unexpected key", zap.ByteString("key", kv.Key))

@@ -61,6 +61,8 @@ func (pt *partition) applyRequestLocked(ev *clientv3.Event) bool {
 		return false
 	}
 	switch jk.Kind {
+	case store.KeyHandover:
+		pt.applyHandoverLocked(jk, ev)
 	case store.KeyCancel:
 		if ev.Type != mvccpb.PUT {
 			delete(pt.cancels, string(ev.Kv.Key))

@@ -113,12 +113,16 @@ func (e *jobEntry) setPauseKey(kv *mvccpb.KeyValue) {
 }
 
 // triggerReq is a trigger request not yet fired: its job, its time, its
-// key, and the payload it gives its run (nil: the job's).
+// key, and the payload it gives its run (nil: the job's); or a hand-over
+// of an upstream run's end (cause).
 type triggerReq struct {
 	id      string
 	at      time.Time
 	key     string
 	payload json.RawMessage
+	// cause is set on a hand-over of an upstream run's end (after.go):
+	// the run it fires records it; at is then the time to try next.
+	cause *api.RunCause
 }
 
 // triggerOf returns the trigger request stored as kv, of job id for time

@@ -130,7 +130,8 @@ func (pt *partition) writeRunAlso(ctx context.Context, ar *activeRun, r api.Run,
 		return r, fmt.Errorf("run %s: %w", r.ID, api.ErrTooLarge)
 	}
 	// Notifications of the new status are written with it, in the same
-	// compare-and-swap (notify.go), and so is the job's count of runs in
+	// compare-and-swap (notify.go), and so are the hand-overs of a final
+	// status to the jobs that run after this one (after.go), and so is the job's count of runs in
 	// a row that ended dead, with the pause it may decide
 	// (pause_after_failures, CountOutcome).
 	pt.mu.Lock()
@@ -150,6 +151,9 @@ func (pt *partition) writeRunAlso(ctx context.Context, ar *activeRun, r api.Run,
 		var ns []clientv3.Op
 		ns, notes = pt.notificationsFor(e.work, prev, w.run, w.val, pt.now())
 		also = append(also, ns...)
+	}
+	if e != nil && w.run.Status.Final() && !prev.Status.Final() {
+		also = append(also, pt.handoverOps(w.run, pt.now())...) // after.go
 	}
 	if counted {
 		op, err := pt.d.keys.PutStateOp(pt.p, r.JobID, st)

@@ -100,6 +100,10 @@ func (s *Etcd) WriteBatch(ctx context.Context, items []BatchItem, mode BatchMode
 			res[i].Err, failed = err, true
 			continue
 		}
+		if len(j.After) > 0 {
+			res[i].Err, failed = fieldErr("after", "not written by a batch: save a job with after on its own (PUT /v1/jobs/{id}), which checks its dependencies for cycles"), true
+			continue
+		}
 		if first, dup := seen[j.ID]; dup {
 			res[i].Err, failed = fieldErr("id", "%s is also item %d of the batch; an ID may appear once per batch", quoteClipped(j.ID), first), true
 			continue
@@ -229,6 +233,10 @@ func (s *Etcd) applyBatch(ctx context.Context, res []BatchResult, wants []int64)
 				c.specRev, c.size, c.job.Revision = kv.ModRevision, len(kv.Value), kv.ModRevision
 			}
 			cur[i] = c
+			if len(c.job.After) > 0 {
+				res[i].Err, failed = fieldErr("after", "the stored job %s has after: replace it on its own (PUT /v1/jobs/{id}), which keeps its dependencies", quoteClipped(res[i].Job.ID)), true
+				continue
+			}
 			if err := staleRevision(res[i].Job.ID, wants[i], c.job.Revision); err != nil {
 				res[i].Err, failed = err, true
 			}

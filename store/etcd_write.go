@@ -33,18 +33,34 @@ func (s *Etcd) Create(ctx context.Context, j Job) (Job, error) {
 		return Job{}, err
 	}
 	key := s.keys.Spec(p, j.ID)
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val)), clientv3.OpDelete(s.keys.Pause(p, j.ID))).
-		Commit()
+	deps, err := s.keys.DepOps(j.ID, nil, j.After)
 	if err != nil {
-		return Job{}, Classify(err)
+		return Job{}, err
 	}
-	if !resp.Succeeded {
-		return Job{}, fmt.Errorf("job %q: %w", j.ID, ErrExists)
+	for range 10 {
+		// The dependency index is read for cycles; the write holds only if
+		// no edge changed since (checkAfter), else it reads again.
+		unchanged, err := s.checkAfter(ctx, j)
+		if err != nil {
+			return Job{}, err
+		}
+		resp, err := s.client.Txn(ctx).
+			If(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, unchanged...)...).
+			Then(append([]clientv3.Op{clientv3.OpPut(key, string(val)), clientv3.OpDelete(s.keys.Pause(p, j.ID))}, deps...)...).
+			Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
+			Commit()
+		if err != nil {
+			return Job{}, Classify(err)
+		}
+		if resp.Succeeded {
+			j.Revision = resp.Header.Revision
+			return j, nil
+		}
+		if resp.Responses[0].GetResponseRange().GetCount() > 0 {
+			return Job{}, fmt.Errorf("job %q: %w", j.ID, ErrExists)
+		}
 	}
-	j.Revision = resp.Header.Revision
-	return j, nil
+	return Job{}, fmt.Errorf("job %q: %w", j.ID, ErrConflict)
 }
 
 // Put creates or replaces a job, keeping the creation time of a replaced
@@ -60,6 +76,10 @@ func (s *Etcd) Create(ctx context.Context, j Job) (Job, error) {
 // returns an error matching ErrStaleRevision, so that two people editing
 // the same job cannot lose one edit silently. A job without a Revision
 // replaces whatever is stored.
+//
+// Create and Put write the job's edges in the dependency index (after.go)
+// with its spec, and refuse a job whose after closes a cycle of jobs with
+// a *FieldError naming the cycle.
 func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err error) {
 	want := j.Revision
 	j, p, err := s.prepare(j)
@@ -89,9 +109,17 @@ func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err er
 				return Job{}, false, err
 			}
 		}
+		unchanged, err := s.checkAfter(ctx, j)
+		if err != nil {
+			return Job{}, false, err
+		}
+		deps, err := s.keys.DepOps(j.ID, cur.job.After, j.After)
+		if err != nil {
+			return Job{}, false, err
+		}
 		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", cur.specRev), clientv3.Compare(clientv3.ModRevision(pauseKey), "=", cur.pause.Revision)).
-			Then(clientv3.OpPut(key, string(val)), clientv3.OpDelete(pauseKey)).
+			If(append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", cur.specRev), clientv3.Compare(clientv3.ModRevision(pauseKey), "=", cur.pause.Revision)}, unchanged...)...).
+			Then(append([]clientv3.Op{clientv3.OpPut(key, string(val)), clientv3.OpDelete(pauseKey)}, deps...)...).
 			Commit()
 		if err != nil {
 			return Job{}, false, Classify(err)
@@ -120,24 +148,38 @@ func (s *Etcd) prepare(j Job) (Job, int, error) {
 	return j, j.Partition, nil
 }
 
-// Delete removes job id, its pause key and its pending requests
-// (triggers, cancel requests, its backfill). The owner then
+// Delete removes job id, its pause key, its pending requests
+// (triggers, cancel requests, its backfill, hand-overs of upstream runs)
+// and its edges in the dependency index. The owner then
 // stops scheduling it and removes its state, runs and queue entries.
 // ErrNotFound if there is no such job.
 func (s *Etcd) Delete(ctx context.Context, id string) error {
 	p := s.Partition(id)
 	key := s.keys.Spec(p, id)
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
-		Then(clientv3.OpDelete(key), clientv3.OpDelete(s.keys.Pause(p, id)), clientv3.OpDelete(s.keys.JobRequestsPrefix(p, id), clientv3.WithPrefix())).
-		Commit()
-	if err != nil {
-		return Classify(err)
+	for range 10 {
+		// The job's edges in the dependency index go with it: they are
+		// read from the spec deleted, at its revision.
+		cur, err := s.read(ctx, p, id)
+		if errors.Is(err, ErrNotFound) {
+			return ErrNotFound
+		}
+		cmp := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
+		if err == nil {
+			cmp = clientv3.Compare(clientv3.ModRevision(key), "=", cur.specRev)
+		}
+		deps, _ := s.keys.DepOps(id, cur.job.After, nil)
+		resp, err := s.client.Txn(ctx).
+			If(cmp).
+			Then(append([]clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(s.keys.Pause(p, id)), clientv3.OpDelete(s.keys.JobRequestsPrefix(p, id), clientv3.WithPrefix())}, deps...)...).
+			Commit()
+		if err != nil {
+			return Classify(err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
 	}
-	if !resp.Succeeded {
-		return ErrNotFound
-	}
-	return nil
+	return fmt.Errorf("job %q: %w", id, ErrConflict)
 }
 
 // SetPaused pauses or resumes job id and returns the stored job. It

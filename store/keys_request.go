@@ -23,6 +23,8 @@ const (
 	KeyCancel
 	// KeyBackfill is a job's backfill (Keys.Backfill).
 	KeyBackfill
+	// KeyHandover is the hand-over of an upstream run's end (Keys.Handover).
+	KeyHandover
 )
 
 // JobKey is a key under PartitionJobsPrefix, parsed.
@@ -32,6 +34,8 @@ type JobKey struct {
 	// At is the trigger's time (KeyTrigger) or the scheduled time of the
 	// run to cancel (KeyCancel); zero otherwise.
 	At time.Time
+	// UpRun is the upstream run's ID of a hand-over (KeyHandover).
+	UpRun string
 }
 
 // JobRequestsPrefix is the prefix of every request about job id (its
@@ -52,7 +56,7 @@ func (k Keys) Cancel(p int, id string, t time.Time) string {
 func (k Keys) Backfill(p int, id string) string { return k.Spec(p, id) + "/backfill" }
 
 // ParseJobKey parses a key under PartitionJobsPrefix(p): a spec, a
-// trigger request, a cancel request or a backfill. ok is false for any
+// trigger request, a cancel request, a backfill or a hand-over. ok is false for any
 // other key.
 func (k Keys) ParseJobKey(p int, key string) (JobKey, bool) {
 	rest, found := strings.CutPrefix(key, k.PartitionJobsPrefix(p))
@@ -75,6 +79,13 @@ func (k Keys) ParseJobKey(p int, key string) (JobKey, bool) {
 		return JobKey{}, false
 	}
 	jk := JobKey{JobID: id}
+	if kind == "after" {
+		up, err := UnescapeID(ts)
+		if err != nil || up == "" {
+			return JobKey{}, false
+		}
+		return JobKey{Kind: KeyHandover, JobID: id, UpRun: up}, true
+	}
 	switch kind {
 	case "trigger":
 		jk.Kind = KeyTrigger

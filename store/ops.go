@@ -54,6 +54,27 @@ func (k Keys) CreateRunOp(r Run, val []byte) clientv3.Op {
 	return clientv3.OpTxn([]clientv3.Cmp{cmp}, then, nil)
 }
 
+// CreateCausedRunOp is CreateRunOp for a run a hand-over fires: the run
+// is created only while the hand-over key exists, and the hand-over is
+// deleted with its creation, so each hand-over creates at most one run
+// however often it is tried: If(create_revision(run) == 0,
+// create_revision(handover) > 0) Then(put run, put queue entry unless r
+// is final, delete handover) Else(count handover). A response that did
+// not succeed says by its count whether the hand-over is still there
+// (the run's time is taken) or was consumed before.
+func (k Keys) CreateCausedRunOp(r Run, val []byte, handover string) clientv3.Op {
+	key := k.Run(r.Partition, r.JobID, r.ScheduledAt)
+	then := []clientv3.Op{clientv3.OpPut(key, string(val)), clientv3.OpDelete(handover)}
+	if !r.Status.Final() {
+		then = append(then, clientv3.OpPut(k.Queue(r.Partition, r.JobID, r.ScheduledAt), ""))
+	}
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(handover), ">", 0),
+	}
+	return clientv3.OpTxn(cmps, then, []clientv3.Op{clientv3.OpGet(handover, clientv3.WithCountOnly())})
+}
+
 // UpdateRunOp returns the compare-and-swap write of run r, stored as val,
 // over the version with mod revision modRev: a nested transaction
 // If(mod_revision(run) == modRev) Then(put run, delete queue entry if r is

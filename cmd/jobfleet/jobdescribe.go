@@ -19,6 +19,8 @@ type described struct {
 	Job  api.Job       `json:"job"`
 	Next api.NextFires `json:"next"`
 	Runs []api.Run     `json:"runs"`
+	// Dependents are the jobs that run after it.
+	Dependents []api.Dependency `json:"dependents"`
 }
 
 func newJobDescribeCmd(opts *clientOptions) *cobra.Command {
@@ -31,9 +33,10 @@ partition's owner records (last and next scheduled times, counts of fired,
 skipped and dropped times, its misfires, its max_fires count, its runs in
 a row that ended dead and why its owner paused it), its next fire times in
 its zone and in UTC (jittered, with the scheduled times),
+its upstream jobs (after) and the jobs that run after it,
 and its last runs with their durations, reasons and errors (cut in the
 middle; jobfleet run get RUN_ID shows one whole). -o json or -o yaml print
-{"job", "next", "runs"}.`,
+{"job", "next", "runs", "dependents"}.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if fires < 1 || fires > 100 {
@@ -48,6 +51,9 @@ middle; jobfleet run get RUN_ID shows one whole). -o json or -o yaml print
 					return err
 				}
 				if d.Next, err = c.NextFires(ctx, args[0], fires); err != nil {
+					return err
+				}
+				if d.Dependents, err = dependentsOf(ctx, c, args[0]); err != nil {
 					return err
 				}
 				d.Runs, err = c.ListRuns(ctx, args[0], runs)
@@ -111,6 +117,7 @@ func printDescribed(w io.Writer, d described, wide bool, now time.Time) error {
 			return err
 		}
 	}
+	printDependencies(w, d)
 	fmt.Fprintln(w, "\nNEXT FIRES")
 	if err := printNextFires(&indent{w: w}, d.Next, now); err != nil {
 		return err

@@ -98,6 +98,9 @@ func printRunDetail(w io.Writer, r api.Run, wide bool, now time.Time) error {
 	if r.Reason != "" {
 		row("REASON", cell(r.Reason))
 	}
+	if c := r.CausedBy; c != nil {
+		row("CAUSED BY", fmt.Sprintf("run %s of %s, ended %s", cell(c.Run), cell(c.Job), c.Status))
+	}
 	row("SCHEDULED", timeText(r.ScheduledAt))
 	row("FIRED", fmt.Sprintf("%s (%s after its time)", timeText(r.FiredAt), r.FiredAt.Sub(r.ScheduledAt).Round(time.Millisecond)))
 	if d := runDuration(r, now); d != "" {

@@ -158,6 +158,9 @@ func TestChaosSingleEtcd(t *testing.T) {
 			t.Errorf("no %s injected; want each kind at least once", k)
 		}
 	}
+	if a := rep.Global.After; a.UpstreamRuns == 0 || a.Fired == 0 {
+		t.Errorf("after: %+v; want the chain's runs to have fired the jobs after them", a)
+	}
 }
 
 // TestChaosEtcdCluster runs the fleet on a 3-member etcd whose leader the

@@ -186,6 +186,7 @@ type Global struct {
 	CorruptRuns        int `json:"corrupt_runs"`
 	FaultsNotRecovered int `json:"faults_not_recovered"`
 	Items              `json:"items"`
+	After              After `json:"after"`
 }
 
 // Violation is one broken rule, with enough detail to look it up in the
@@ -250,6 +251,7 @@ func Check(in Input) Result {
 	c.checkRuns(execs)
 	c.checkExecutions(execs)
 	c.checkPlacement()
+	c.checkAfter()
 	c.checkJobs()
 	c.checkNoisy()
 	c.res.Global.OwnerEvents = in.History.OwnerEvents
@@ -636,8 +638,8 @@ func (c *checker) checkSchedules() {
 			c.violate("missed", k, fmt.Sprintf("job %q (partition %d, misfire %q): scheduled time %s never fired", id, p, cmp.Or(string(policy), "run_once"), ts(t)))
 		}
 		for _, h := range byJob[id] {
-			if len(h.Creates) == 0 {
-				continue
+			if len(h.Creates) == 0 || len(h.Versions) > 0 && h.Versions[0].Run.CausedBy != nil {
+				continue // a run an upstream run's end fired: checkAfter's
 			}
 			why := ""
 			if !allowed[h.At.UnixNano()] {

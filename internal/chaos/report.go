@@ -52,6 +52,8 @@ func (r *Report) WriteTable(out io.Writer) {
 	it := g.Items
 	fmt.Fprintf(out, "runs of items %d (broadcast %d) with %d items: retried %d, executed successfully more than once %d; broadcast items dead with their worker %d, workers a broadcast fire missed %d (a violation outside faults)\n",
 		it.Runs, it.BroadcastRuns, it.Items, it.ItemsRetried, it.ItemsRepeated, it.BroadcastWorkerLost, it.BroadcastWorkersMissed)
+	af := g.After
+	fmt.Fprintf(out, "upstream runs that had to fire a job after them %d, downstream runs fired %d\n", af.UpstreamRuns, af.Fired)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, c := range []struct {
 		name string
@@ -73,6 +75,9 @@ func (r *Report) WriteTable(out io.Writer) {
 		{"items lost (not ended, or dead with attempts left)", it.ItemsLost},
 		{"runs whose status is not their items'", it.ItemStatusMismatch},
 		{"broadcast items on another worker than theirs", it.BroadcastMisplaced},
+		{"upstream runs that fired no run of a job after them", af.Missed},
+		{"upstream runs that fired a job after them twice", af.Duplicated},
+		{"runs naming a cause that did not end so", af.Unexpected},
 	} {
 		mark := "ok"
 		if c.n != 0 {

@@ -25,6 +25,7 @@ const (
 	jobBurst     = "burst"     // created, updated and deleted in bursts
 	jobSharded   = "sharded"   // every 2s, a run of ShardItems items: flaky, or slow with params
 	jobBroadcast = "broadcast" // every 2s, one item per worker, answered at once
+	jobChain     = "chain"     // a chain of jobs after each other, its head every 2s (workload_after.go)
 )
 
 // JobOp is one API call of the workload on a job.
@@ -194,6 +195,9 @@ func (w *workload) createBase(ctx context.Context) error {
 	}
 	for i := range w.cfg.BroadcastJobs {
 		specs = append(specs, w.spec(fmt.Sprintf("broadcast-%d", i+1), jobBroadcast, "@every 2s", nil, "", 1))
+	}
+	if err := w.createChain(ctx); err != nil {
+		return err
 	}
 	for _, j := range specs {
 		kind := jobRecurring

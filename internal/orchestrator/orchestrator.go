@@ -21,7 +21,6 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/dispatch/limits"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
@@ -223,16 +222,10 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	}
 	dcfg.Notify.Notifier = deliverer
 	dcfg.Notify.Default, _ = o.cfg.Notify.defaults() // validated by New
-	calendars, err := dispatch.NewCalendarCache(o.client, o.cfg.Namespace, o.cfg.Logger.Named("calendars"))
+	ix, err := o.newIndexes(&dcfg)
 	if err != nil {
 		return err
 	}
-	dcfg.Calendars = calendars
-	lims, err := limits.New(o.client, o.cfg.Namespace, o.cfg.Logger.Named("limits"))
-	if err != nil {
-		return err
-	}
-	dcfg.Limits = lims
 	disp, err := dispatch.New(o.client, dcfg)
 	if err != nil {
 		return err
@@ -276,8 +269,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Go(func() { o.workers.Run(watchCtx) })
 	wg.Go(func() { o.deaths.Run(watchCtx) })
 	wg.Go(func() { deliverer.Run(watchCtx) })
-	wg.Go(func() { _ = calendars.Run(watchCtx) })
-	wg.Go(func() { lims.Run(watchCtx) })
+	ix.run(watchCtx, &wg)
 	wg.Go(func() { feed.run(watchCtx, o.owners, o.members, ctrl) })
 	if sb != nil {
 		wg.Go(func() { sb.Run(watchCtx) })

@@ -48,11 +48,18 @@ func (j *Job) Exhausted(st JobState) bool {
 // it. An edit that leaves the timing as it was (a payload, an executor)
 // changes nothing: the times the fleet missed are still the misfire
 // policy's. (A resume by pause key is folded into st by the owner, as
-// dispatch.Resumed; a state written before TimingKey existed counts any
-// edit as a change.)
+// dispatch.Resumed.) Where the state cannot tell a change of timing from
+// another edit, any write since the job's creation counts as one: a state
+// written before TimingKey existed, and no state at all (the job was
+// written again before any owner planned it: created while its partition
+// had no owner, or created paused and resumed).
 func (j *Job) PlanFrom(st JobState) time.Time {
 	if st.Last.IsZero() {
-		return j.InitialLast()
+		from := j.InitialLast()
+		if j.edited() && j.UpdatedAt.After(from) {
+			from = j.UpdatedAt
+		}
+		return from
 	}
 	last := st.Last
 	changed := st.Timing != j.TimingKey()

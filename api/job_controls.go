@@ -48,7 +48,7 @@ func (j *Job) Exhausted(st JobState) bool {
 // it. An edit that leaves the timing as it was (a payload, an executor)
 // changes nothing: the times the fleet missed are still the misfire
 // policy's. (A resume by pause key is folded into st by the owner, as
-// dispatch.Resumed.) Where the state cannot tell a change of timing from
+// dispatch.Resumed; one by a document, ResumedAt, bounds it here.) Where the state cannot tell a change of timing from
 // another edit, any write since the job's creation counts as one: a state
 // written before TimingKey existed, and no state at all (the job was
 // written again before any owner planned it: created while its partition
@@ -62,6 +62,9 @@ func (j *Job) PlanFrom(st JobState) time.Time {
 		return from
 	}
 	last := st.Last
+	if j.ResumedAt != nil && j.ResumedAt.After(last) {
+		last = *j.ResumedAt // resumed by a document: what the pause kept is forgiven
+	}
 	changed := st.Timing != j.TimingKey()
 	if st.Timing == 0 {
 		changed = j.edited()

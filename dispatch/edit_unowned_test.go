@@ -76,3 +76,80 @@ func TestEditBeforeAnyOwnerFiresNoPast(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeByDocumentWhileUnownedForgivesThePause: a job paused (by its
+// document, or by jobfleet job pause) and then resumed by a PUT or a batch
+// apply setting "paused": false while its partition has no owner is
+// resumed for the next owner as a resume it saw would be: the times the
+// pause kept are forgiven, whatever the misfire policy, and it fires at
+// its first time after the resume.
+func TestResumeByDocumentWhileUnownedForgivesThePause(t *testing.T) {
+	ctx := context.Background()
+	pauses := []struct {
+		name  string
+		pause func(h *harness, j api.Job)
+	}{
+		{"paused by its document", func(h *harness, j api.Job) {
+			j.Paused, j.Revision = true, 0
+			if _, _, err := h.store.Put(ctx, j); err != nil {
+				h.t.Fatal(err)
+			}
+		}},
+		{"paused by its pause key", func(h *harness, j api.Job) {
+			if _, err := h.store.SetPaused(ctx, j.ID, true); err != nil {
+				h.t.Fatal(err)
+			}
+		}},
+	}
+	resumes := []struct {
+		name   string
+		resume func(h *harness, j api.Job) api.Job
+	}{
+		{"resumed by a put", func(h *harness, j api.Job) api.Job {
+			j.Paused, j.Revision = false, 0
+			stored, _, err := h.store.Put(ctx, j)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			return stored
+		}},
+		{"resumed by a batch apply", func(h *harness, j api.Job) api.Job {
+			j.Paused, j.Revision = false, 0
+			res, err := h.store.WriteBatch(ctx, []store.BatchItem{{Job: j}}, store.BatchApply)
+			if err != nil || res[0].Err != nil {
+				h.t.Fatalf("batch: %v %+v", err, res)
+			}
+			return res[0].Job
+		}},
+	}
+	for _, p := range pauses {
+		for _, r := range resumes {
+			t.Run(p.name+", "+r.name, func(t *testing.T) {
+				h := newHarness(t)
+				h.start("m1")
+				j := h.create(api.Job{ID: "paused", Schedule: "*/10 * * * *", MisfirePolicy: api.MisfireRunAll})
+				h.parked()
+				p.pause(h, h.job(j.ID))
+				h.waitJob(j.ID, func(j api.Job) bool { return j.Paused })
+				h.stop() // the resume comes while no owner sees it
+				h.clock.Advance(35 * time.Minute)
+				cur := h.job(j.ID)
+				stored := r.resume(h, cur)
+				if stored.Paused || !stored.UpdatedAt.Equal(t0.Add(35*time.Minute)) {
+					t.Fatalf("resumed: paused %v, updated_at %v", stored.Paused, stored.UpdatedAt)
+				}
+				h.clock.Advance(time.Minute)
+				h.start("m2")
+				h.waitJob(j.ID, func(j api.Job) bool { return j.State != nil && j.State.SpecRevision == stored.Revision })
+				if runs, _ := h.store.Runs(ctx, j.ID, 10); len(runs) != 0 {
+					t.Fatalf("after the resume: runs %v, want none (the pause's times are forgiven)", runs)
+				}
+				h.advance(4 * time.Minute)
+				runs := h.waitRuns(j.ID, 1)
+				if len(runs) != 1 || !runs[0].ScheduledAt.Equal(t0.Add(40*time.Minute)) {
+					t.Fatalf("runs %v, want one, at t0+40m", runs)
+				}
+			})
+		}
+	}
+}

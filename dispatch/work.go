@@ -99,7 +99,7 @@ func specOf(j *api.Job) jobSpec {
 		Shards: j.Shards, Placement: j.Placement,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, Revision: j.Revision,
 	}
-	if c := (specControls{MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter}); !c.none() {
+	if c := (specControls{MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter, ResumedAt: j.ResumedAt}); !c.none() {
 		s.ctl = &c
 	}
 	s.Executor.Type = j.Executor.Type
@@ -117,6 +117,7 @@ func (s *jobSpec) job() api.Job {
 		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: s.Partition,
 		Shards: s.Shards, Placement: s.Placement, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Revision: s.Revision,
 		MaxFires: s.controls().MaxFires, Exclude: s.controls().Exclude, PauseAfterFailures: s.controls().PauseAfterFailures, NotAfter: s.controls().NotAfter,
+		ResumedAt: s.controls().ResumedAt,
 	}
 }
 
@@ -127,10 +128,11 @@ type specControls struct {
 	Exclude            []string
 	PauseAfterFailures int
 	NotAfter           *time.Time
+	ResumedAt          *time.Time // not a control: as rare, kept here
 }
 
 func (c specControls) none() bool {
-	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil
+	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil && c.ResumedAt == nil
 }
 
 // noControls are the controls of a job that sets none.

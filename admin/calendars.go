@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/cursor"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -145,7 +146,8 @@ func (a *jobsAPI) deleteCalendar(w http.ResponseWriter, r *http.Request) {
 
 // listCalendars serves GET /v1/calendars: the calendars within the
 // caller's prefix (and ?prefix), ?limit per page, ?cursor from the
-// previous page's next_cursor.
+// previous page's next_cursor, sealed as every listing's (listCursors):
+// a cursor of another prefix or listing, or made by hand, is a 400.
 func (a *jobsAPI) listCalendars(w http.ResponseWriter, r *http.Request) {
 	limit, err := limitParam(r)
 	if err != nil {
@@ -168,10 +170,14 @@ func (a *jobsAPI) listCalendars(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	cals, next, err := cs.ListCalendars(ctx, prefix, q.Get("cursor"), limit)
+	after, seal, ok := a.cursors.open(w, r, cursor.Listing{Kind: "calendars", Params: []string{prefix}})
+	if !ok {
+		return
+	}
+	cals, next, err := cs.ListCalendars(ctx, prefix, after, limit)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
 	}
-	a.reply(w, r, http.StatusOK, api.CalendarList{Calendars: cals, NextCursor: next})
+	a.reply(w, r, http.StatusOK, api.CalendarList{Calendars: cals, NextCursor: seal(next)})
 }

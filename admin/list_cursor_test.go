@@ -15,6 +15,7 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/cursor"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 // listRoute is a listing of the API that pages with ?cursor, as one
@@ -68,7 +69,12 @@ func TestListCursorsRefuseWhatTheyDidNotIssue(t *testing.T) {
 			e.putFailing(id, at.Add(time.Duration(i)*time.Minute), []api.RunStatus{api.RunDead, api.RunFailed}[i%2], time.Minute)
 		}
 	}
-	for range 3 {
+	for i := range 3 {
+		for _, p := range []string{"team/", "other/"} {
+			if _, _, err := e.jobs.PutCalendar(context.Background(), api.Calendar{Name: fmt.Sprintf("%scal%d", p, i), Dates: []string{"2026-12-25"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		e.cred(api.CreateRequest{Role: api.RoleViewer})
 	}
 	adminTok := e.cred(api.CreateRequest{Role: api.RoleAdmin}).Secret
@@ -88,26 +94,45 @@ func TestListCursorsRefuseWhatTheyDidNotIssue(t *testing.T) {
 		{"failing runs under a prefix", "/v1/runs?prefix=team/", viewer},
 		{"failing runs of a scoped credential", "/v1/runs", scoped},
 		{"credentials", "/v1/tokens", adminTok},
+		{"calendars", "/v1/calendars", viewer},
+		{"calendars under a prefix", "/v1/calendars?prefix=team/", viewer},
+		{"calendars of a scoped credential", "/v1/calendars", scoped},
 	}
-	// Every listing that takes a cursor is here: every GET route asked
-	// with a malformed one either answers about the cursor, and is one
-	// of the routes above, or ignores it.
+	// Every listing that takes a cursor is here: every GET route of the
+	// table (its wildcards filled with a job, run and calendar that
+	// exist) asked with a cursor it did not issue, of the forms a
+	// listing could take for its own (a bare name, a bare position, a
+	// sealed cursor of another listing), either answers about the cursor,
+	// and is one of the routes above, or ignores it: answers as without
+	// one, with no next_cursor in its reply (a page that took the cursor
+	// as a position would have one).
 	listed := map[string]bool{}
 	for _, l := range routes {
 		listed[strings.SplitN(l.path, "?", 2)[0]] = true
 	}
+	runID := store.RunID("team/j1", at.Add(time.Minute))
+	fill := strings.NewReplacer("{id}", "team/j1", "{run_id}", url.PathEscape(runID), "{name}", "team%2Fcal1")
+	foreign := []string{"not-a-cursor", "team/cal1", "00001/team%2Fj1", e.nextCursor(listRoute{"jobs", "/v1/jobs", viewer})}
 	for _, rt := range admin.Routes() {
 		method, path, _ := strings.Cut(rt.Pattern, " ")
-		if method != "GET" || strings.Contains(path, "{") || path == "/v1/cluster/partitions/watch" {
-			continue // the routes on one document take no cursor
+		if method != "GET" || path == "/v1/cluster/partitions/watch" {
+			continue
 		}
 		if path == "/{$}" {
 			path = "/"
 		}
-		code, _, body := e.send(request{method: "GET", path: path + "?cursor=not-a-cursor"}, adminTok)
-		takes := code == http.StatusBadRequest && strings.Contains(string(body), "cursor")
-		if takes != listed[path] {
-			t.Errorf("%s with a malformed cursor: %d %s; the test lists it as a cursor listing: %v", rt.Pattern, code, body, listed[path])
+		filled := fill.Replace(path)
+		for _, c := range foreign {
+			if path == "/v1/jobs" && c == foreign[3] {
+				continue // its own
+			}
+			code, _, body := e.send(request{method: "GET", path: filled + "?cursor=" + url.QueryEscape(c)}, adminTok)
+			takes := code == http.StatusBadRequest && strings.Contains(string(body), "cursor")
+			var reply map[string]json.RawMessage
+			paged := code == http.StatusOK && json.Unmarshal(body, &reply) == nil && reply["next_cursor"] != nil
+			if takes != listed[path] || paged {
+				t.Errorf("%s with cursor %q: %d %.200s; the test lists it as a cursor listing: %v", rt.Pattern, c, code, body, listed[path])
+			}
 		}
 	}
 

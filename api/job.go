@@ -118,7 +118,7 @@ type Job struct {
 	Exclude []string `json:"exclude,omitempty"`
 	// PauseAfterFailures pauses the job once that many of its runs in a
 	// row ended dead (every attempt failed or was lost), 1 to
-	// MaxPauseAfterFailures; the owner records why (state.paused_reason)
+	// MaxPauseAfterFailures; the owner records why (state.pause)
 	// and notifies "paused" subscribers. A run that succeeds resets the
 	// count, and so does resuming the job. Left out: never.
 	PauseAfterFailures int `json:"pause_after_failures,omitempty"`
@@ -164,6 +164,14 @@ type Job struct {
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	// UpdatedAt is when the job was last stored. Server-set.
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// ResumedAt is when a write of the whole document (a PUT, a batch)
+	// last resumed the job: set "paused": false while it was paused.
+	// Server-set, kept by later writes; the partition's owner plans from
+	// it at least (PlanFrom), so that a resume it did not see (its
+	// partition had no owner) forgives the times the pause kept, as one
+	// it sees does. A resume by pause key (store.Etcd.SetPaused) has the
+	// key's updated_at instead.
+	ResumedAt *time.Time `json:"resumed_at,omitempty"`
 	// Revision is the etcd mod revision of the stored job. Server-set;
 	// a write that names one replaces only the job at that revision (see
 	// store.Etcd.Put), and a negative one is refused.

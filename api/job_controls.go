@@ -38,26 +38,37 @@ func (j *Job) Exhausted(st JobState) bool {
 
 // PlanFrom returns the "last scheduled time" from which the job's owner
 // plans (pass it to schedule.Due): st.Last, or InitialLast for a job the
-// owner has not planned yet; and, when the job's timing changed since the
+// owner has not planned yet. When the job's timing changed since the
 // owner planned it (its schedule, zone, run_at, window or jitter, by a
-// PUT, a batch or jobfleet job edit: st.Timing is not TimingKey), the
-// time of that change, UpdatedAt, even if st.Last is later (an owner
+// PUT, a batch or jobfleet job edit: st.Timing is not TimingKey), it is
+// the time of that change, UpdatedAt, even if st.Last is later (an owner
 // whose clock ran ahead fired times past the change before it saw it:
-// those keep their runs, and the new timing's other times after the change
-// are still fired); when its owner's pause of it ended (a resume, a PUT),
-// at least the time of that change. So no time of the job's definition from before the
-// moment it took that definition is ever fired, as a misfire or
-// otherwise, and the first fire after the change is the first time after
-// it. An edit that leaves the timing as it was (a payload, an executor)
-// changes nothing: the times the fleet missed are still the misfire
-// policy's. (A resume by pause key is folded into st by the owner, as
-// dispatch.Resumed; a state written before TimingKey existed counts any
-// edit as a change.)
+// those keep their runs, and the new timing's other times after the
+// change are still fired). When its owner's pause of it ended (a resume,
+// a PUT) it is at least the time of that change, and after a resume by a
+// document at least ResumedAt (a resume by pause key is folded into st by
+// the owner, as dispatch.Resumed). So no time of the job's definition
+// from before the moment it took that definition is ever fired, as a
+// misfire or otherwise, and the first fire after the change is the first
+// time after it. An edit that leaves the timing as it was (a payload, an
+// executor) changes nothing: the times the fleet missed are still the
+// misfire policy's. Where the state cannot tell a change of timing from
+// another edit, any write since the job's creation counts as one: a state
+// written before TimingKey existed, and no state at all (the job was
+// written again before any owner planned it: created while its partition
+// had no owner, or created paused and resumed).
 func (j *Job) PlanFrom(st JobState) time.Time {
 	if st.Last.IsZero() {
-		return j.InitialLast()
+		from := j.InitialLast()
+		if j.edited() && j.UpdatedAt.After(from) {
+			from = j.UpdatedAt
+		}
+		return from
 	}
 	last := st.Last
+	if j.ResumedAt != nil && j.ResumedAt.After(last) {
+		last = *j.ResumedAt // resumed by a document: what the pause kept is forgiven
+	}
 	retimed := st.Timing != 0 && st.Timing != j.TimingKey()
 	changed := retimed || st.Timing == 0 && j.edited()
 	if st.Pause != nil && !st.AutoPaused(j.Revision) {

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -242,7 +243,10 @@ func loadedFrom(d *Dispatcher, epoch int64, src loadSource, decoded func(*mvccpb
 	fmt.Fprintf(&b, "revision %d\n", rev)
 	for _, id := range slices.Sorted(maps.Keys(pt.jobs)) {
 		e := pt.jobs[id]
-		fmt.Fprintf(&b, "job %s spec=%+v work=%q sched=%+v err=%v state=%+v dirty=%v\n", id, e.spec, e.work, e.sched, e.schedErr, e.state, e.dirty)
+		spec := e.spec
+		spec.ctl = nil // a pointer: its fields, not its address
+		ctl, _ := json.Marshal(e.spec.controls())
+		fmt.Fprintf(&b, "job %s spec=%+v controls=%s work=%q sched=%+v err=%v state=%+v dirty=%v\n", id, spec, ctl, e.work, e.sched, e.schedErr, e.state, e.dirty)
 	}
 	for _, id := range slices.Sorted(maps.Keys(pt.active)) {
 		a := pt.active[id]

@@ -99,7 +99,7 @@ func specOf(j *api.Job) jobSpec {
 		Shards: j.Shards, Placement: j.Placement,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, Revision: j.Revision,
 	}
-	if c := (specControls{MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter, Limits: j.Limits, After: j.After}); !c.none() {
+	if c := (specControls{MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter, Limits: j.Limits, After: j.After, ResumedAt: j.ResumedAt}); !c.none() {
 		s.ctl = &c
 	}
 	s.Executor.Type = j.Executor.Type
@@ -117,7 +117,7 @@ func (s *jobSpec) job() api.Job {
 		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: s.Partition,
 		Shards: s.Shards, Placement: s.Placement, Limits: s.controls().Limits, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Revision: s.Revision,
 		MaxFires: s.controls().MaxFires, Exclude: s.controls().Exclude, PauseAfterFailures: s.controls().PauseAfterFailures, NotAfter: s.controls().NotAfter,
-		After: s.controls().After,
+		After: s.controls().After, ResumedAt: s.controls().ResumedAt,
 	}
 }
 
@@ -128,6 +128,7 @@ type specControls struct {
 	Exclude            []string
 	PauseAfterFailures int
 	NotAfter           *time.Time
+	ResumedAt          *time.Time // not a control: as rare, kept here
 	// Limits are the limit keys the job names (not a schedule control,
 	// but as rare: kept here, out of every job's spec).
 	Limits []string
@@ -135,7 +136,7 @@ type specControls struct {
 }
 
 func (c specControls) none() bool {
-	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil && len(c.Limits) == 0 && len(c.After) == 0
+	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil && c.ResumedAt == nil && len(c.Limits) == 0 && len(c.After) == 0
 }
 
 // noControls are the controls of a job that sets none.

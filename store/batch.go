@@ -144,6 +144,7 @@ func (s *Etcd) encodeBatch(res []BatchResult, created map[int]Job) ([]string, []
 		j.CreatedAt, j.UpdatedAt = now, now
 		if old, ok := created[i]; ok {
 			j.CreatedAt = old.CreatedAt
+			j.ResumedAt = resumedAt(old, *j, now)
 		}
 		val, err := json.Marshal(j)
 		if err != nil {

@@ -99,6 +99,7 @@ func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err er
 		j.CreatedAt, j.UpdatedAt = now, now
 		if cur.specRev != 0 {
 			j.CreatedAt = cur.job.CreatedAt
+			j.ResumedAt = resumedAt(cur.job, j, now)
 		}
 		val, err := json.Marshal(j)
 		if err != nil {
@@ -132,13 +133,24 @@ func (s *Etcd) Put(ctx context.Context, j Job) (stored Job, created bool, err er
 	return Job{}, false, fmt.Errorf("job %q: %w", j.ID, ErrConflict)
 }
 
+// resumedAt returns the ResumedAt of job j written at now over the stored
+// job cur (its pause key applied): now if j resumes it (cur is paused, j
+// is not), else cur's, which later writes keep so that the next owner
+// learns of a resume it did not see (api.Job.PlanFrom).
+func resumedAt(cur, j Job, now time.Time) *time.Time {
+	if cur.Paused && !j.Paused {
+		return &now
+	}
+	return cur.ResumedAt
+}
+
 // nowMillis is the store's time in UTC at millisecond precision, the
 // precision of run IDs: a job with neither schedule nor run_at runs at
 // its creation time, and its run's scheduled_at must match its run ID.
 func (s *Etcd) nowMillis() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
 
 func (s *Etcd) prepare(j Job) (Job, int, error) {
-	j.State = nil // server-set, read-only
+	j.State, j.ResumedAt = nil, nil // server-set, read-only
 	j.Normalize()
 	if err := j.ValidateAt(s.limits, s.now()); err != nil {
 		return Job{}, 0, err

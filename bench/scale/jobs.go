@@ -38,6 +38,7 @@ type jobDoc struct {
 	ID       string       `json:"id"`
 	Schedule string       `json:"schedule,omitempty"`
 	RunAt    *time.Time   `json:"run_at,omitempty"`
+	Jitter   string       `json:"jitter,omitempty"`
 	Executor api.Executor `json:"executor"`
 }
 

@@ -51,6 +51,9 @@ type Point struct {
 	// over a period.
 	Herd       Workload `json:"herd"`
 	SpreadLoad Workload `json:"spread"`
+	// Jittered is the N jobs on one hourly schedule with a jitter
+	// (PhaseJitter).
+	Jittered Workload `json:"jitter"`
 	// Errors are the phases that failed, with why; their figures are
 	// partial or missing.
 	Errors []string `json:"errors,omitempty"`
@@ -186,6 +189,12 @@ type FireStats struct {
 	// the bench seeing the run in etcd (a watch) − scheduled_at.
 	LagFired   bench.Summary `json:"lag_fired"`
 	LagVisible bench.Summary `json:"lag_visible"`
+	// PeakPerSecond is the most runs fired in one second of the wall
+	// clock (by their fired_at, truncated to the second), PeakAt that
+	// second (the earliest, if several).
+	PeakPerSecond int       `json:"peak_fires_per_second"`
+	PeakAt        time.Time `json:"peak_at"`
+	peakSecond    int64
 }
 
 // run runs the point's phases on f. A phase that fails (the fleet
@@ -238,6 +247,10 @@ func (p *Point) run(ctx context.Context, f *fleet) error {
 	fired := false // RSS after fires is measured only if a workload ran
 	if cfg.runs(PhaseHerd) && ctx.Err() == nil {
 		phase(PhaseHerd, func() (err error) { p.Herd, err = p.workload(ctx, f, p.Jobs, 0, "herd"); return err })
+		fired = true
+	}
+	if cfg.runs(PhaseJitter) && ctx.Err() == nil {
+		phase(PhaseJitter, func() (err error) { p.Jittered, err = p.jitter(ctx, f); return err })
 		fired = true
 	}
 	if cfg.runs(PhaseSpread) && ctx.Err() == nil {
@@ -606,6 +619,14 @@ func (p *Point) restart(ctx context.Context, f *fleet, pr *probes) error {
 // (period 0) or spread evenly over period — and measures their fires; the
 // other jobs stay as they are.
 func (p *Point) workload(ctx context.Context, f *fleet, k int, period time.Duration, what string) (Workload, error) {
+	return p.fires(ctx, f, k, period, 0, what, oneOff)
+}
+
+// fires rewrites the first k jobs with doc(i, at), at the i-th of k
+// times spread over period from a second far enough ahead for the writes
+// to end before it, and watches their runs until every one is durable;
+// tail is how long after its time a job may fire (its jitter).
+func (p *Point) fires(ctx context.Context, f *fleet, k int, period, tail time.Duration, what string, doc func(i int, at time.Time) jobDoc) (Workload, error) {
 	w := Workload{Jobs: k, Period: period}
 	// The new run_at must come after the writes end: 1.5 times the
 	// time the writes are expected to take, and a margin of 3 s and 50 µs
@@ -631,7 +652,7 @@ func (p *Point) workload(ctx context.Context, f *fleet, k int, period time.Durat
 		return w, err
 	}
 	defer watch.stop()
-	st, err := f.writeJobs(ctx, k, "apply", what+": write run_at", func(i int) jobDoc { return oneOff(i, at(i)) })
+	st, err := f.writeJobs(ctx, k, "apply", what+": write run_at", func(i int) jobDoc { return doc(i, at(i)) })
 	if err != nil {
 		return w, fmt.Errorf("%s: %w", what, err)
 	}
@@ -660,7 +681,7 @@ func (p *Point) workload(ctx context.Context, f *fleet, k int, period time.Durat
 	case <-time.After(time.Until(first)):
 	}
 	cpuM0, cpuS0 := f.cpu()
-	last := at(k - 1)
+	last := at(k - 1).Add(tail)
 	timeout := time.Until(last) + 2*time.Minute + time.Duration(k/2000)*time.Second
 	counted, waitErr := watch.wait(ctx, timeout, f.cfg.Progress, what, count, runs0+int64(k))
 	if waitErr != nil {

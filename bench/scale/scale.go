@@ -62,6 +62,9 @@ type Config struct {
 	// seconds), the others staying resident: a slice of a longer spread
 	// of all N at the same rate, measured in minutes instead of hours.
 	SpreadJobs int `json:"spread_jobs,omitempty"`
+	// Jitter is the jitter of the jitter phase's hourly jobs (0: the
+	// default, 1m; at most a day).
+	Jitter time.Duration `json:"jitter_ns"`
 	// StoreLimitDuration is how long each level of the store-limit
 	// measurement runs.
 	StoreLimitDuration time.Duration `json:"store_limit_duration_ns"`
@@ -97,13 +100,17 @@ const (
 	PhaseRestart  = "restart"
 	PhaseHerd     = "herd"
 	PhaseSpread   = "spread"
+	// PhaseJitter rewrites the N jobs to one hourly schedule (the same
+	// minute and second of every hour) with Config.Jitter, and measures
+	// how their fires spread over the jitter's window.
+	PhaseJitter = "jitter"
 	// PhaseStoreLimit stops the members and measures the store's limit
 	// on the filled etcd; it runs last.
 	PhaseStoreLimit = "storelimit"
 )
 
 // AllPhases are the optional phases.
-var AllPhases = []string{PhaseList, PhaseTakeover, PhaseRestart, PhaseHerd, PhaseSpread, PhaseStoreLimit}
+var AllPhases = []string{PhaseList, PhaseTakeover, PhaseRestart, PhaseHerd, PhaseJitter, PhaseSpread, PhaseStoreLimit}
 
 // DefaultConfig measures 10k and 100k jobs on 3 members with fsync.
 func DefaultConfig() Config {
@@ -118,6 +125,7 @@ func DefaultConfig() Config {
 		Probes:             64,
 		SpreadRate:         5_000,
 		MinSpread:          20 * time.Second,
+		Jitter:             DefaultJitter,
 		StoreLimitDuration: 3 * time.Second,
 		StoreWriters:       []int{8, 32, 128},
 	}
@@ -160,6 +168,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scale: probes %d outside 1..10000", c.Probes)
 	case c.SpreadRate <= 0:
 		return errors.New("scale: spread rate must be positive")
+	case c.Jitter < 0 || c.Jitter > 24*time.Hour || c.Jitter%time.Millisecond != 0:
+		return fmt.Errorf("scale: jitter %v: want whole milliseconds up to 24h (0: the default, %v)", c.Jitter, DefaultJitter)
 	case c.SpreadJobs < 0:
 		return fmt.Errorf("scale: spread jobs %d below 0", c.SpreadJobs)
 	case c.runs(PhaseStoreLimit) && (len(c.StoreWriters) == 0 || slices.Min(c.StoreWriters) < 1):

@@ -45,6 +45,7 @@ func TestTinyScale(t *testing.T) {
 	cfg.Quota = 256 << 20
 	cfg.Probes = 8
 	cfg.MinSpread = 2 * time.Second
+	cfg.Jitter = 3 * time.Second
 	cfg.StoreLimitDuration = 200 * time.Millisecond
 	cfg.StoreWriters = []int{1, 2}
 	cfg.Dir = t.TempDir()
@@ -122,6 +123,15 @@ func TestTinyScale(t *testing.T) {
 			if l := w.LagVisible; l.P99 < w.LagFired.P50 {
 				t.Errorf("N=%d: %s visible p99 %v before the fired p50 %v", n, name, l.P99, w.LagFired.P50)
 			}
+		}
+		// The jitter spreads the hourly jobs over its window: every job
+		// fired once, within [S, S+jitter) of its second plus the owner's
+		// lag, and fewer in the busiest second than in the herd's (all
+		// due in one second; with 60 jobs over 3 s, about 20 a second).
+		if jw := p.Jittered; jw.Runs != n || jw.Period != cfg.Jitter || jw.LagFired.Max > cfg.Jitter+10*time.Second ||
+			jw.LagFired.Max < cfg.Jitter/3 || jw.PeakPerSecond < 1 || jw.PeakPerSecond >= p.Herd.PeakPerSecond || p.Herd.PeakPerSecond < n/2 {
+			t.Errorf("N=%d: jitter %+v, herd peak %d a second: want every job fired once, spread over the %v jitter, fewer a second than the herd",
+				n, jw, p.Herd.PeakPerSecond, cfg.Jitter)
 		}
 		if p.StoreLimit <= 0 || len(p.StoreLevels) != 2 {
 			t.Errorf("N=%d: store limit %v from %d levels, want a limit from 2", n, p.StoreLimit, len(p.StoreLevels))

@@ -94,6 +94,15 @@ func (r *Result) Tables() []*report.Table {
 			"spread jobs: the jobs spread over the period (all N, or the first --spread-jobs of them, the others staying resident)",
 		},
 	}
+	jit := &report.Table{
+		Name:    "scale_jitter",
+		Title:   "N hourly jobs with a jitter (jitter phase) against the same N due in one second (herd)",
+		Columns: []string{"jobs", "members", "jitter s", "runs", "peak fires/s", "mean fires/s over the jitter", "herd peak fires/s", "fired − scheduled p50 s", "p99 s", "max s", "late"},
+		Notes: []string{
+			"peak fires/s: the most runs whose fired_at falls in one second of the wall clock; the herd's is the same for N one-off jobs due in one second, what the N hourly jobs would do without a jitter",
+			"fired − scheduled: each run's fired_at after its scheduled time (the hour's second): its jitter offset plus the owner's lag",
+		},
+	}
 	all := &report.Table{Name: "scale_figures", Columns: []string{"jobs", "members"}, FileOnly: true}
 	for _, f := range Figures {
 		all.Columns = append(all.Columns, f.Name)
@@ -110,6 +119,14 @@ func (r *Result) Tables() []*report.Table {
 		}
 		fire.Add(p.Jobs, p.Members, secs(h.Durable), secs(h.Counted), h.Rate, ms(h.LagFired.P50), ms(h.LagFired.P99), ms(h.LagVisible.P50), ms(h.LagVisible.P99),
 			sp.Jobs, secs(sp.Period), ms(sp.LagFired.P50), ms(sp.LagFired.P99), ms(sp.LagVisible.P99), late)
+		if jw := p.Jittered; jw.Runs > 0 {
+			jl := ""
+			if jw.Late {
+				jl = "yes"
+			}
+			jit.Add(p.Jobs, p.Members, secs(jw.Period), jw.Runs, jw.PeakPerSecond, float64(jw.Runs)/jw.Period.Seconds(), h.PeakPerSecond,
+				secs(jw.LagFired.P50), secs(jw.LagFired.P99), secs(jw.LagFired.Max), jl)
+		}
 		row := []any{p.Jobs, p.Members}
 		for _, f := range Figures {
 			row = append(row, f.Get(p))
@@ -121,7 +138,7 @@ func (r *Result) Tables() []*report.Table {
 			load.Notes = append(load.Notes, fmt.Sprintf("FAILED at %d jobs on %d members: %s", p.Jobs, p.Members, e))
 		}
 	}
-	return append([]*report.Table{load, fail, fire, r.growth()}, append(r.ModelTables(), all)...)
+	return append([]*report.Table{load, fail, fire, jit, r.growth()}, append(r.ModelTables(), all)...)
 }
 
 func partitions(r *Result) string {

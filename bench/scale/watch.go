@@ -25,6 +25,7 @@ type runWatch struct {
 	count       int
 	lagFired    []time.Duration
 	lagVisible  []time.Duration
+	perSecond   map[int64]int // runs by the whole second of their fired_at (Unix)
 	lastFired   time.Time
 	lastVisible time.Time
 	err         error
@@ -40,7 +41,7 @@ func (f *fleet) watchRuns(ctx context.Context, want int) (*runWatch, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &runWatch{want: want, cancel: cancel, full: make(chan struct{}),
-		lagFired: make([]time.Duration, 0, want), lagVisible: make([]time.Duration, 0, want)}
+		lagFired: make([]time.Duration, 0, want), lagVisible: make([]time.Duration, 0, want), perSecond: map[int64]int{}}
 	ch := f.client.Watch(clientv3.WithRequireLeader(ctx), f.keys().AllRunsPrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 	w.wg.Go(func() {
 		for wr := range ch {
@@ -76,6 +77,7 @@ func (w *runWatch) add(scheduled, fired, seen time.Time) {
 	w.count++
 	w.lagFired = append(w.lagFired, fired.Sub(scheduled))
 	w.lagVisible = append(w.lagVisible, seen.Sub(scheduled))
+	w.perSecond[fired.Unix()]++
 	if fired.After(w.lastFired) {
 		w.lastFired = fired
 	}
@@ -148,9 +150,18 @@ func (w *runWatch) stop() {
 func (w *runWatch) fireStats() FireStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return FireStats{
+	st := FireStats{
 		Runs:       w.count,
 		LagFired:   bench.Summarize(w.lagFired),
 		LagVisible: bench.Summarize(w.lagVisible),
 	}
+	for sec, n := range w.perSecond {
+		if n > st.PeakPerSecond || n == st.PeakPerSecond && sec < st.peakSecond {
+			st.PeakPerSecond, st.peakSecond = n, sec
+		}
+	}
+	if len(w.perSecond) > 0 {
+		st.PeakAt = time.Unix(st.peakSecond, 0).UTC()
+	}
+	return st
 }

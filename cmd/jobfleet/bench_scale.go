@@ -25,7 +25,7 @@ func newBenchScaleCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "scale",
-		Short: "Measure what grows with the number of jobs: create, bytes, memory, listing, takeover, restart, herd and spread fires",
+		Short: "Measure what grows with the number of jobs: create, bytes, memory, listing, takeover, restart, herd, jittered and spread fires",
 		Long: `For each job count N of --jobs and member count M of --members, starts one
 embedded etcd in this process (fsync on, a fresh temporary directory each
 time) and M orchestrator processes of this binary on loopback, creates N
@@ -37,7 +37,9 @@ etcd; the members' resident memory; the rate of listing every job (GET
 every survivor ready, and until they fire again, seen on @every 1s probe
 jobs); a rolling restart of every member (misfires of the probes, want 0);
 N jobs due in the same second (time until every run is durable, lag p50 and
-p99 from fired_at and from visibility); N jobs spread over N/--spread-rate
+p99 from fired_at and from visibility); the N jobs on one hourly schedule
+(the same second of every hour) with a --jitter, against the herd (the most
+fires in one second, fired_at − scheduled p50/p99/max); N jobs spread over N/--spread-rate
 seconds, or the first --spread-jobs of them (lag); and, the members stopped, the store's limit on the filled
 etcd (as bench scaling measures it), from which a store-shard model
 predicts K etcd clusters. No worker runs: runs stay pending once durable. Tables go to
@@ -106,6 +108,7 @@ N on log-log axes (slope 1 = linear) to --out. See docs/scaling.md.`,
 	fs.IntVar(&cfg.Probes, "probes", cfg.Probes, "@every 1s probe jobs for the takeover and the restart")
 	fs.Float64Var(&cfg.SpreadRate, "spread-rate", cfg.SpreadRate, "fires per second of the spread workload (N jobs over N/rate seconds)")
 	fs.DurationVar(&cfg.MinSpread, "min-spread", cfg.MinSpread, "shortest period of the spread workload")
+	fs.DurationVar(&cfg.Jitter, "jitter", cfg.Jitter, "the jitter of the jitter phase's hourly jobs (0: 1m)")
 	fs.IntVar(&cfg.SpreadJobs, "spread-jobs", 0, "spread only the first this many of the N jobs (over this many / --spread-rate seconds), the others staying resident: a slice of a longer spread (0: all N)")
 	fs.StringVar(&storeWriters, "store-writers", joinInts(cfg.StoreWriters), "writer counts of the store-limit phase (the limit is the best)")
 	fs.DurationVar(&cfg.StoreLimitDuration, "store-duration", cfg.StoreLimitDuration, "duration of each store-limit level")

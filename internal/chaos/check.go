@@ -730,6 +730,12 @@ func chainName(runID string, item int) string {
 	return fmt.Sprintf("run %s item %d", runID, item)
 }
 
+// handedOver reports whether h is a run fired by a hand-over from an
+// upstream run (caused_by): its scheduled time is the upstream run's.
+func handedOver(h *RunHistory) bool {
+	return len(h.Versions) > 0 && h.Versions[0].Run.CausedBy != nil
+}
+
 // orchestratorReasons are the errors an orchestrator itself records when
 // it ends an attempt; every other attempt result is a worker's report.
 var orchestratorReasons = []string{"run lease expired", "timed out: still running", "cancelled: "}
@@ -805,7 +811,11 @@ func (c *checker) checkRuns(execs map[execKey][]Execution) {
 			}
 			s.MaxLag = max(s.MaxLag, cr.Seen.Sub(h.At))
 			early := h.At.Sub(cr.Seen)
-			if early <= 0 {
+			if early <= 0 || handedOver(h) {
+				// A run handed over from an upstream run takes that run's
+				// scheduled time: it may be created before it once the
+				// upstream run fired early (on a clock ahead) and ended.
+				// checkAfter checks it against its cause instead.
 				continue
 			}
 			s.MaxEarly = max(s.MaxEarly, early)

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/shard"
@@ -117,5 +118,27 @@ func TestCheckAfterSparesTheLastSeconds(t *testing.T) {
 	}
 	if r := b.check(20); !strings.Contains(violations(r), "after_missed×1") {
 		t.Fatalf("violations %q, want the run missed once the end is far enough", violations(r))
+	}
+}
+
+// A run handed over from an upstream run that fired early (its owner's
+// clock ahead, within the offset) takes the upstream run's scheduled time
+// and may be created before it: that is no early fire of its own. The
+// same early creation of a run without a cause still is.
+func TestCheckAfterHandOverBeforeItsTimeIsNotEarly(t *testing.T) {
+	b, _ := afterHistory()
+	b.clock("m2", 3*time.Second, 2, 6, []int{shard.Partition("up", testPartitions)})
+	b.setCreated("up", 5, 3, "m2") // 2 s early on a clock 3 s ahead: allowed
+	down := b.in.History.Runs[downKey(5)]
+	down.Creates[0].Seen, down.Versions[0].Seen = at(4.6), at(4.6) // after up's end, before 5
+	if r := b.check(20); r.Global.After.Fired != 10 || violations(r) != "" {
+		dump(t, r)
+		t.Fatalf("violations: %s, want none", violations(r))
+	}
+	b.setCreated("down", 7, 6.0, "m1") // no offset on m1
+	down = b.in.History.Runs[downKey(7)]
+	down.Versions[0].Run.CausedBy = nil
+	if got := violations(b.check(20)); !strings.Contains(got, "fired_early") {
+		t.Fatalf("violations %q, want fired_early for a run without a cause created a second early", got)
 	}
 }

@@ -26,7 +26,9 @@ func TestCheckLimits(t *testing.T) {
 		execs              []Execution
 		starts             map[string][]time.Time
 		held               map[string]int
+		skewed             []Window
 		over, rate, leaked int
+		skewedRate         int
 		overlap            int
 	}{
 		{name: "within the limits", overlap: 2,
@@ -40,12 +42,33 @@ func TestCheckLimits(t *testing.T) {
 			execs: []Execution{exec("a", 0, 5), exec("b", 1, 5), {Job: "c", Start: at(2)}}},
 		{name: "three starts within a second", overlap: 0, rate: 1,
 			starts: map[string][]time.Time{"r": {at(0), at(0.5)}, "c": {at(0.9)}}},
+		{name: "three starts within a second while a clock was off", overlap: 0, skewedRate: 1,
+			starts: map[string][]time.Time{"r": {at(10), at(10.5)}, "c": {at(10.9)}},
+			skewed: []Window{{Start: at(5), End: at(7), Skew: -2 * time.Second}}},
+		{name: "three starts within a second long after a clock offset", overlap: 0, rate: 1,
+			starts: map[string][]time.Time{"r": {at(20), at(20.5)}, "c": {at(20.9)}},
+			skewed: []Window{{Start: at(5), End: at(7), Skew: -2 * time.Second}}},
 		{name: "a slot left held", overlap: 0, leaked: 1, held: map[string]int{"db": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := CheckLimits(spec, tc.execs, tc.starts, tc.held)
-			if got.OverRunning != tc.over || got.RateExceeded != tc.rate || got.SlotsLeaked != tc.leaked || got.MaxOverlap["db"] != tc.overlap {
-				t.Fatalf("got %+v, want over_running %d, rate_exceeded %d, slots_leaked %d, db overlap %d", got, tc.over, tc.rate, tc.leaked, tc.overlap)
+			starts := map[string][]LimitStart{}
+			for job, tt := range tc.starts {
+				for i, at := range tt {
+					starts[job] = append(starts[job], LimitStart{Run: job + "@x", Item: noItem, Attempt: i + 1, At: at})
+				}
+			}
+			held := map[string][]api.LimitHolder{}
+			for k, n := range tc.held {
+				for i := range n {
+					held[k] = append(held[k], api.LimitHolder{RunID: "a@x", JobID: "a", Item: noItem, Attempt: i + 1, Worker: "w1.1"})
+				}
+			}
+			got := CheckLimits(spec, tc.execs, starts, held, tc.skewed)
+			if got.OverRunning != tc.over || got.RateExceeded != tc.rate || got.SlotsLeaked != tc.leaked || got.MaxOverlap["db"] != tc.overlap || got.RateExceededSkewed != tc.skewedRate {
+				t.Fatalf("got %+v, want over_running %d, rate_exceeded %d (skewed %d), slots_leaked %d, db overlap %d", got, tc.over, tc.rate, tc.skewedRate, tc.leaked, tc.overlap)
+			}
+			if n := got.OverRunning + got.RateExceeded + got.SlotsLeaked; len(got.Found) != n {
+				t.Fatalf("found %d cases (%+v), want one per must-be-zero count (%d)", len(got.Found), got.Found, n)
 			}
 		})
 	}

@@ -3,6 +3,8 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,11 +54,26 @@ func (r *Report) WriteTable(out io.Writer) {
 	it := g.Items
 	fmt.Fprintf(out, "runs of items %d (broadcast %d) with %d items: retried %d, executed successfully more than once %d; broadcast items dead with their worker %d, workers a broadcast fire missed %d (a violation outside faults)\n",
 		it.Runs, it.BroadcastRuns, it.Items, it.ItemsRetried, it.ItemsRepeated, it.BroadcastWorkerLost, it.BroadcastWorkersMissed)
-	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	for _, c := range []struct {
+	type check struct {
 		name string
 		n    int
-	}{
+	}
+	var limitRows []check
+	if l := g.Limits; l != nil {
+		var most []string
+		for _, k := range slices.Sorted(maps.Keys(l.MaxOverlap)) {
+			most = append(most, fmt.Sprintf("%s %d", k, l.MaxOverlap[k]))
+		}
+		fmt.Fprintf(out, "limit keys %d: executions of their jobs %d, most at once per key: %s; starts of rate keys %d (over the count while a member's clock was off, not guaranteed: %d)\n",
+			l.Keys, l.Executions, strings.Join(most, ", "), l.RateStarts, l.RateExceededSkewed)
+		limitRows = []check{
+			{"attempts holding a key over its max_running at once", l.OverRunning},
+			{"starts of a rate key over its count in a window", l.RateExceeded},
+			{"slots still held at the end", l.SlotsLeaked},
+		}
+	}
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, c := range append([]check{
 		{"accepted jobs missing at the end", g.AcceptedJobsMissing},
 		{"accepted writes lost (update or delete)", g.AcceptedWritesLost},
 		{"owner keys overwritten (two owners)", g.OwnerOverlaps},
@@ -73,7 +90,7 @@ func (r *Report) WriteTable(out io.Writer) {
 		{"items lost (not ended, or dead with attempts left)", it.ItemsLost},
 		{"runs whose status is not their items'", it.ItemStatusMismatch},
 		{"broadcast items on another worker than theirs", it.BroadcastMisplaced},
-	} {
+	}, limitRows...) {
 		mark := "ok"
 		if c.n != 0 {
 			mark = "FAIL"

@@ -166,8 +166,8 @@ type Config struct {
 	ShardItems    int
 	BroadcastJobs int
 	// LimitedJobs are jobs sharing the limit key limitRunning
-	// (max_running 2): every second, answered after 150ms, the last one
-	// slow and every 5s, so that a killed worker may hold a slot.
+	// (max_running 2): every 2s, answered after 150ms, the last one
+	// slow and every 6s, so that a killed worker may hold a slot.
 	// RateJobs share the rate key limitRate (3 starts per 2s): every 4s,
 	// due at the same instants, answered at once; the first also names
 	// limitRunning (a grant under two keys). See workload_limits.go.

@@ -22,8 +22,9 @@ import (
 // through the API before the jobs naming them.
 const (
 	// limitRunning lets at most limitRunningMax attempts of its jobs run
-	// at once: the LimitedJobs, due together every second, and the first
-	// rate job.
+	// at once: the LimitedJobs, due together every 2s (more often, a
+	// stall of the fleet on a loaded machine leaves a backlog on the key
+	// that takes minutes to drain), and the first rate job.
 	limitRunning    = "chaos-db"
 	limitRunningMax = 2
 	// limitRate lets at most limitRateCount of its jobs' attempts start
@@ -36,7 +37,7 @@ const (
 
 // Job kinds of jobs naming limit keys.
 const (
-	jobLimited = "limited" // every second under limitRunning, answered after briefFor (the last: every 5s, slow)
+	jobLimited = "limited" // every 2s under limitRunning, answered after briefFor (the last: every 6s, slow)
 	jobRated   = "rated"   // every 4s under limitRate, answered at once
 )
 
@@ -65,9 +66,9 @@ func limitedKind(id string) string {
 func (w *workload) limitedSpecs() []api.Job {
 	var out []api.Job
 	for i := range w.cfg.LimitedJobs {
-		sched := "@every 1s"
+		sched := "@every 2s"
 		if i == w.cfg.LimitedJobs-1 {
-			sched = "@every 5s" // the slow one
+			sched = "@every 6s" // the slow one
 		}
 		out = append(out, w.spec(fmt.Sprintf("lim-%d", i+1), jobLimited, sched, nil, "", 1))
 	}

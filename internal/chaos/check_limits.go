@@ -91,6 +91,9 @@ func CheckLimits(spec LimitSpec, execs []Execution, starts map[string][]LimitSta
 		if end.IsZero() || end.Before(e.Start) {
 			end = e.Start.Add(100 * 365 * 24 * time.Hour) // still open at the end of the history: running from its start on
 		}
+		if end.Equal(e.Start) {
+			continue // over as it began: overlaps nothing (an end comes before a start at one instant)
+		}
 		for _, k := range keys {
 			byKey[k] = append(byKey[k], ev{e.Start, 1, i}, ev{end, -1, i})
 		}
@@ -116,7 +119,11 @@ func CheckLimits(spec LimitSpec, execs []Execution, starts map[string][]LimitSta
 			if ok && l.MaxRunning != nil && len(open) > *l.MaxRunning {
 				out.OverRunning++
 				var names []string
-				for _, i := range slices.Sorted(maps.Keys(open)) {
+				for n, i := range slices.Sorted(maps.Keys(open)) {
+					if n == 10 {
+						names = append(names, fmt.Sprintf("and %d more", len(open)-n))
+						break
+					}
 					names = append(names, execName(execs[i]))
 				}
 				out.Found = append(out.Found, LimitViolation{Check: "over_running", Key: k, At: e.at,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 func TestCheckLimits(t *testing.T) {
@@ -72,4 +73,75 @@ func TestCheckLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckLimitKeys: the checker feeds CheckLimits from its input (the
+// workload's limits, the recorder's executions, the runs' attempts, the
+// slots held at the end) and lists what it finds as violations.
+func TestCheckLimitKeys(t *testing.T) {
+	one := 1
+	limited := func() *builder {
+		b := newBuilder()
+		for _, id := range []string{"a", "b"} {
+			b.job(id, "@every 1s", 0, false)
+			b.fireEverySecond(id, 0, 20)
+			b.job(id, "@every 1s", 20.5, true)
+		}
+		b.in.Limits = &LimitSpec{
+			Limits: map[string]api.Limit{
+				"db":  {Key: "db", MaxRunning: &one},
+				"api": {Key: "api", Rate: &api.LimitRate{Count: 2, Per: api.Duration(time.Second)}},
+			},
+			JobLimits: map[string][]string{"a": {"db", "api"}, "b": {"db"}},
+		}
+		for i, e := range b.in.Executions {
+			if e.Job == "b" {
+				e.Start = e.Start.Add(300 * time.Millisecond) // b's at .31, a's at .01
+			}
+			e.End = e.Start.Add(100 * time.Millisecond)
+			b.in.Executions[i] = e
+		}
+		return b
+	}
+	t.Run("within the limits", func(t *testing.T) {
+		r := limited().check(25)
+		if !r.OK() {
+			dump(t, r)
+			t.Fatalf("violations: %s", violations(r))
+		}
+		if l := r.Global.Limits; l == nil || l.Executions != 40 || l.MaxOverlap["db"] != 1 || l.RateStarts != 20 {
+			t.Fatalf("figures %+v, want 40 executions, at most 1 of db at once, 20 starts of api", l)
+		}
+	})
+	t.Run("two running at once", func(t *testing.T) {
+		b := limited()
+		for i, e := range b.in.Executions {
+			if e.Job == "b" && e.Start.Equal(at(5.31)) {
+				b.in.Executions[i].End = at(6.05) // overlaps a's at 6.01
+			}
+		}
+		if got := violations(b.check(25)); got != "limit_over_running×1" {
+			t.Fatalf("violations %q, want limit_over_running×1", got)
+		}
+	})
+	t.Run("three starts within the rate window", func(t *testing.T) {
+		b := limited()
+		b.in.Limits.Limits["api"] = api.Limit{Key: "api", Rate: &api.LimitRate{Count: 1, Per: api.Duration(1500 * time.Millisecond)}}
+		r := b.check(25)
+		if got := violations(r); got != "limit_rate_exceeded×19" {
+			t.Fatalf("violations %q, want limit_rate_exceeded×19", got)
+		}
+		b.clock("m1", 3*time.Second, 0, 10, nil)
+		r = b.check(25)
+		if got := violations(r); got != "limit_rate_exceeded×3" || r.Global.Limits.RateExceededSkewed != 16 {
+			t.Fatalf("with a clock offset until 10s: violations %q, %d counted apart; want limit_rate_exceeded×3 (windows from after 10s + 3s + 1.5s + 2s), 16 apart", got, r.Global.Limits.RateExceededSkewed)
+		}
+	})
+	t.Run("a slot held at the end", func(t *testing.T) {
+		b := limited()
+		b.in.LimitsHeld = map[string][]api.LimitHolder{"db": {{RunID: store.RunID("a", at(20)), JobID: "a", Item: noItem, Attempt: 1, Worker: "w1.0", Since: at(20)}}}
+		if got := violations(b.check(25)); got != "limit_slots_leaked×1" {
+			t.Fatalf("violations %q, want limit_slots_leaked×1", got)
+		}
+	})
 }

@@ -19,11 +19,12 @@ import (
 //   - by the partition's loop (releaseHolders) for a holder whose attempt
 //     is no longer running in memory (lost, cancelled, taken back,
 //     deleted with its job, or held across a handoff by an attempt the
-//     new owner does not know) once its worker is known gone: the worker
-//     reported it (a cancelled attempt's report), its registration ended,
-//     or one run lease passed since this owner first saw it so (a worker
-//     stops an attempt holding slots once no heartbeat succeeded for a
-//     run lease).
+//     new owner does not know) once its execution is known ended: the
+//     worker reported it (a cancelled attempt's report), or one run lease
+//     passed since this owner first saw it so (a worker stops an attempt
+//     holding slots once no heartbeat succeeded for a run lease). The end
+//     of the worker's registration is no such proof: a worker cut off
+//     from the member it renews through loses it while it executes.
 
 // chainAttempt names one attempt of a chain.
 type chainAttempt struct {
@@ -91,7 +92,11 @@ func (pt *partition) releaseHolders(ctx context.Context, now time.Time) time.Tim
 			since = now
 			pt.heldLost[h.Key] = now
 		}
-		free := pt.heldEnded[ca] || !now.Before(since.Add(pt.d.cfg.RunLease)) || pt.workerGone(h.Worker)
+		// Not on the end of the worker's registration alone: a worker cut
+		// off from the member it renews through loses its registration
+		// while it still executes, until a run lease without a heartbeat
+		// stops it (docs/ownership.md, "Limit keys").
+		free := pt.heldEnded[ca] || !now.Before(since.Add(pt.d.cfg.RunLease))
 		if !free {
 			if at := since.Add(pt.d.cfg.RunLease); next.IsZero() || at.Before(next) {
 				next = at
@@ -147,17 +152,6 @@ func (pt *partition) heldByLocked(holders []limits.Holder, ca chainAttempt) bool
 		}
 	}
 	return false
-}
-
-// workerGone reports whether worker's registration is known ended (the
-// registry listed, and it has none).
-func (pt *partition) workerGone(worker string) bool {
-	reg := pt.d.cfg.Workers
-	if reg == nil {
-		return false
-	}
-	_, rev, synced := reg.Registration(worker)
-	return synced && rev == 0
 }
 
 // limitWaitingLocked returns the key a run of ar's waits for: it could

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
@@ -48,7 +49,15 @@ func (at *attempt) heartbeat(ctx context.Context, cancelExec context.CancelCause
 		}
 		next := interval
 		sent := w.cfg.Clock.Now()
-		resp, err := at.sendHeartbeat(ctx, req)
+		hctx, cancel := ctx, context.CancelFunc(func() {})
+		if len(at.a.Limits) > 0 {
+			// A heartbeat that hangs (a cut that drops packets) must not
+			// keep an attempt holding slots running past its lease: its
+			// owner may give them away from then on.
+			hctx, cancel = clockwork.WithDeadline(ctx, w.cfg.Clock, lastOK.Add(lease))
+		}
+		resp, err := at.sendHeartbeat(hctx, req)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return

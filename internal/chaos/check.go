@@ -88,6 +88,12 @@ type Input struct {
 	Credentials map[string]string
 	// Noisy is what the noisy tenant did (nil: the run had none).
 	Noisy *NoisyStats `json:",omitempty"`
+	// Limits are the workload's limit keys and the keys its jobs name
+	// (nil: the run had none), and LimitsHeld the slots still held, by
+	// key, once the fleet had been quiet for a run lease and a worker
+	// registration TTL.
+	Limits     *LimitSpec                   `json:",omitempty"`
+	LimitsHeld map[string][]api.LimitHolder `json:",omitempty"`
 }
 
 // KindStats are the checker's figures for the scheduled times attributed
@@ -187,6 +193,8 @@ type Global struct {
 	FaultsNotRecovered int `json:"faults_not_recovered"`
 	Items              `json:"items"`
 	After              After `json:"after"`
+	// Limits are the figures of limit keys, nil if the run had none.
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // Violation is one broken rule, with enough detail to look it up in the
@@ -254,6 +262,7 @@ func Check(in Input) Result {
 	c.checkAfter()
 	c.checkJobs()
 	c.checkNoisy()
+	c.checkLimits()
 	c.res.Global.OwnerEvents = in.History.OwnerEvents
 	for _, o := range in.History.OwnerOverlaps {
 		c.res.Global.OwnerOverlaps++

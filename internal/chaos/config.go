@@ -165,6 +165,14 @@ type Config struct {
 	ShardedJobs   int
 	ShardItems    int
 	BroadcastJobs int
+	// LimitedJobs are jobs sharing the limit key limitRunning
+	// (max_running 2): every 2s, answered after 150ms, the last one
+	// slow and every 6s, so that a killed worker may hold a slot.
+	// RateJobs share the rate key limitRate (3 starts per 2s): every 4s,
+	// due at the same instants, answered at once; the first also names
+	// limitRunning (a grant under two keys). See workload_limits.go.
+	LimitedJobs int
+	RateJobs    int
 	// SlowFor is how long the recorder takes to answer a slow job.
 	SlowFor time.Duration
 	// OneOffEvery is the interval between two one-off jobs (run_at a few
@@ -208,6 +216,8 @@ func DefaultConfig(binary, dir string, seed int64, d time.Duration) Config {
 		ShardedJobs:       2,
 		ShardItems:        6,
 		BroadcastJobs:     1,
+		LimitedJobs:       6,
+		RateJobs:          4,
 		SlowFor:           2500 * time.Millisecond,
 		OneOffEvery:       700 * time.Millisecond,
 		NoisyTenant:       true,
@@ -278,7 +288,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("chaos: RunLease %v below 1s", c.RunLease)
 	case c.Gap <= 0:
 		return errors.New("chaos: Gap must be positive")
-	case c.RecurringJobs < 1 || c.SlowJobs < 0 || c.FlakyJobs < 0 || c.ShardedJobs < 0 || c.BroadcastJobs < 0:
+	case c.RecurringJobs < 1 || c.SlowJobs < 0 || c.FlakyJobs < 0 || c.ShardedJobs < 0 || c.BroadcastJobs < 0 || c.LimitedJobs < 0 || c.RateJobs < 0:
 		return errors.New("chaos: want at least one recurring job, and no negative job counts")
 	case c.ShardedJobs > 0 && (c.ShardItems < 1 || c.ShardItems > 100):
 		return fmt.Errorf("chaos: ShardItems %d outside 1 to 100", c.ShardItems)

@@ -506,15 +506,30 @@ func (n *nemesis) workerKill(ctx context.Context) Fault {
 }
 
 // slowHolder finds a live worker holding an attempt of a slow job that
-// the recorder has not answered yet, through the run's attempts; it waits
-// up to 10s for one.
+// the recorder has not answered yet, through the run's attempts (about
+// every other time one of a job naming a limit key, if there is one); it
+// waits up to 10s for one.
 func (n *nemesis) slowHolder(ctx context.Context) (*workerProc, Execution) {
 	var (
 		victim *workerProc
 		held   Execution
 	)
+	// About every other time, an attempt holding a slot of a limit key
+	// if one is in flight (its slot must be given back, and not before
+	// its execution ended).
+	preferLimited := n.intn(2) == 0
 	waitFor(ctx, 10*time.Second, 50*time.Millisecond, func() (bool, string) {
-		for _, e := range n.rec.openSlow(time.Now().Add(-200 * time.Millisecond)) {
+		open := n.rec.openSlow(time.Now().Add(-200 * time.Millisecond))
+		if preferLimited {
+			unlimited := func(e Execution) int {
+				if limitedKind(e.Job) != "" {
+					return 0
+				}
+				return 1
+			}
+			slices.SortStableFunc(open, func(a, b Execution) int { return unlimited(a) - unlimited(b) })
+		}
+		for _, e := range open {
 			run, ok := n.hist.run(e.Run)
 			if !ok || len(run.Attempts) < e.Attempt {
 				continue

@@ -30,7 +30,14 @@ const (
 	// endpointFlaky answers 500 to some first and second attempts
 	// (chosen by a hash of the seed, run and attempt), 200 otherwise.
 	endpointFlaky = "flaky"
+	// endpointBrief answers 200 after briefFor: long enough that the
+	// attempts of jobs sharing a limit key overlap when the key lets
+	// them, short enough that a few every-second jobs fit in two slots.
+	endpointBrief = "brief"
 )
+
+// briefFor is how long the recorder takes to answer endpointBrief.
+const briefFor = 150 * time.Millisecond
 
 // Execution is one request a worker's http executor made to the recorder:
 // one execution of one attempt.
@@ -121,8 +128,12 @@ func (r *recorder) serve(w http.ResponseWriter, req *http.Request) {
 
 	status := http.StatusOK
 	switch e.Endpoint {
-	case endpointSlow:
-		t := time.NewTimer(r.slowFor)
+	case endpointSlow, endpointBrief:
+		d := r.slowFor
+		if e.Endpoint == endpointBrief {
+			d = briefFor
+		}
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-req.Context().Done():

@@ -3,6 +3,8 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -54,11 +56,26 @@ func (r *Report) WriteTable(out io.Writer) {
 		it.Runs, it.BroadcastRuns, it.Items, it.ItemsRetried, it.ItemsRepeated, it.BroadcastWorkerLost, it.BroadcastWorkersMissed)
 	af := g.After
 	fmt.Fprintf(out, "upstream runs that had to fire a job after them %d, downstream runs fired %d\n", af.UpstreamRuns, af.Fired)
-	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	for _, c := range []struct {
+	type check struct {
 		name string
 		n    int
-	}{
+	}
+	var limitRows []check
+	if l := g.Limits; l != nil {
+		var most []string
+		for _, k := range slices.Sorted(maps.Keys(l.MaxOverlap)) {
+			most = append(most, fmt.Sprintf("%s %d", k, l.MaxOverlap[k]))
+		}
+		fmt.Fprintf(out, "limit keys %d: executions of their jobs %d, most at once per key: %s; starts of rate keys %d (over the count while a member's clock was off, not guaranteed: %d)\n",
+			l.Keys, l.Executions, strings.Join(most, ", "), l.RateStarts, l.RateExceededSkewed)
+		limitRows = []check{
+			{"attempts holding a key over its max_running at once", l.OverRunning},
+			{"starts of a rate key over its count in a window", l.RateExceeded},
+			{"slots still held at the end", l.SlotsLeaked},
+		}
+	}
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, c := range append([]check{
 		{"accepted jobs missing at the end", g.AcceptedJobsMissing},
 		{"accepted writes lost (update or delete)", g.AcceptedWritesLost},
 		{"owner keys overwritten (two owners)", g.OwnerOverlaps},
@@ -78,7 +95,7 @@ func (r *Report) WriteTable(out io.Writer) {
 		{"upstream runs that fired no run of a job after them", af.Missed},
 		{"upstream runs that fired a job after them twice", af.Duplicated},
 		{"runs naming a cause that did not end so", af.Unexpected},
-	} {
+	}, limitRows...) {
 		mark := "ok"
 		if c.n != 0 {
 			mark = "FAIL"

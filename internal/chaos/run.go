@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/jobfleet/jobfleet/api"
 )
 
 // namespace is the fleet's etcd key prefix.
@@ -184,6 +186,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		open, _ := hist.openRuns()
 		lg.Warn("runs still open after two minutes; checking anyway", zap.Int("open", open))
 	}
+	var held map[string][]api.LimitHolder
+	if limits := w.limitSpec(); limits != nil {
+		held, err = heldSlots(ctx, client, namespace, cfg.RunLease+api.DefaultWorkerTTL+10*time.Second)
+		if err != nil {
+			return nil, err
+		}
+	}
 	mctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = hist.mark(mctx, "end")
 	cancel()
@@ -235,6 +244,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Bounds:          cfg.bounds(),
 		Credentials:     f.workerCredentials(),
 		Noisy:           noisy,
+		Limits:          w.limitSpec(),
+		LimitsHeld:      held,
 	}
 	rep.Result = Check(in)
 	rep.Global.JobUpdates = updates

@@ -65,6 +65,8 @@ type JobRecord struct {
 	Paused bool `json:"paused,omitempty"`
 	// Recreated: the job was created again after its deletion.
 	Recreated bool `json:"recreated,omitempty"`
+	// Limits are the limit keys the job names (never changed by updates).
+	Limits []string `json:"limits,omitempty"`
 }
 
 // workload creates the jobs and drives the API traffic.
@@ -78,7 +80,8 @@ type workload struct {
 	rng      *rand.Rand
 	ops      []JobOp
 	jobs     map[string]*JobRecord
-	order    []string // job IDs in creation order
+	limits   map[string]api.Limit // the limit keys the API stored, by key
+	order    []string             // job IDs in creation order
 	onceSeq  int
 	burstSeq int
 }
@@ -86,8 +89,9 @@ type workload struct {
 func newWorkload(f *fleet, rec *recorder, cfg Config, lg *zap.Logger) *workload {
 	return &workload{
 		f: f, rec: rec, cfg: cfg, lg: lg,
-		rng:  rand.New(rand.NewPCG(uint64(cfg.Seed), 0x776f726b6c6f6164)),
-		jobs: map[string]*JobRecord{},
+		rng:    rand.New(rand.NewPCG(uint64(cfg.Seed), 0x776f726b6c6f6164)),
+		jobs:   map[string]*JobRecord{},
+		limits: map[string]api.Limit{},
 	}
 }
 
@@ -115,6 +119,7 @@ func (w *workload) spec(id, kind, schedule string, runAt *time.Time, misfire api
 		Timeout:       api.Duration(30 * time.Second),
 		MisfirePolicy: misfire,
 	}
+	w.limitJob(&j, kind)
 	switch kind {
 	case jobSharded:
 		// Odd ones fail now and then, item by item; even ones are slow
@@ -199,9 +204,15 @@ func (w *workload) createBase(ctx context.Context) error {
 	if err := w.createChain(ctx); err != nil {
 		return err
 	}
+	if err := w.createLimits(ctx); err != nil {
+		return err
+	}
+	specs = append(specs, w.limitedSpecs()...)
 	for _, j := range specs {
 		kind := jobRecurring
 		switch {
+		case limitedKind(j.ID) != "":
+			kind = limitedKind(j.ID)
 		case len(j.ID) > 4 && j.ID[:4] == "slow":
 			kind = jobSlow
 		case len(j.ID) > 5 && j.ID[:5] == "flaky":
@@ -238,7 +249,7 @@ func opOf(id, op string, start time.Time, res apiResult, version int) JobOp {
 func (w *workload) create(ctx context.Context, j api.Job, kind string) bool {
 	version := payloadVersion(j.Payload)
 	w.mu.Lock()
-	rec := &JobRecord{ID: j.ID, Kind: kind, Schedule: j.Schedule, Misfire: j.MisfirePolicy}
+	rec := &JobRecord{ID: j.ID, Kind: kind, Schedule: j.Schedule, Misfire: j.MisfirePolicy, Limits: j.Limits}
 	if w.jobs[j.ID] == nil {
 		w.order = append(w.order, j.ID)
 	} else {

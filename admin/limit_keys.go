@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/cursor"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -150,7 +151,8 @@ func (a *jobsAPI) deleteLimit(w http.ResponseWriter, r *http.Request) {
 
 // listLimits serves GET /v1/limits: the limits within the caller's prefix
 // (and ?prefix), ?limit per page, ?cursor from the previous page's
-// next_cursor.
+// next_cursor, sealed as every listing's (listCursors): a cursor of
+// another prefix or listing, or made by hand, is a 400.
 func (a *jobsAPI) listLimits(w http.ResponseWriter, r *http.Request) {
 	limit, err := limitParam(r)
 	if err != nil {
@@ -173,7 +175,11 @@ func (a *jobsAPI) listLimits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	out, next, err := ls.ListLimits(ctx, prefix, q.Get("cursor"), limit)
+	after, seal, ok := a.cursors.open(w, r, cursor.Listing{Kind: "limits", Params: []string{prefix}})
+	if !ok {
+		return
+	}
+	out, next, err := ls.ListLimits(ctx, prefix, after, limit)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
@@ -185,7 +191,7 @@ func (a *jobsAPI) listLimits(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	a.reply(w, r, http.StatusOK, api.LimitList{Limits: out, NextCursor: next})
+	a.reply(w, r, http.StatusOK, api.LimitList{Limits: out, NextCursor: seal(next)})
 }
 
 // explainLimits gives the waiting runs among runs that wait for a limit

@@ -36,11 +36,15 @@ func TestLimitsCRUD(t *testing.T) {
 	}
 	list = api.LimitList{}
 	e.doJSON("GET", "/v1/limits?limit=1", "", http.StatusOK, &list)
-	if len(list.Limits) != 1 || list.NextCursor != "billing-db" {
+	if len(list.Limits) != 1 || list.NextCursor == "" {
 		t.Fatalf("first page %+v", list)
 	}
+	next := list.NextCursor
+	if code, body := e.do("GET", "/v1/limits?limit=1&cursor=billing-db", nil); code != http.StatusBadRequest || !strings.HasPrefix(errorMessage(t, body), "cursor: ") {
+		t.Fatalf("a cursor made by hand: %d %s, want 400 naming the cursor", code, body)
+	}
 	list = api.LimitList{}
-	e.doJSON("GET", "/v1/limits?limit=1&cursor=billing-db", "", http.StatusOK, &list)
+	e.doJSON("GET", "/v1/limits?limit=1&cursor="+url.QueryEscape(next), "", http.StatusOK, &list)
 	if len(list.Limits) != 1 || list.Limits[0].Key != "partner/api" || list.NextCursor != "" {
 		t.Fatalf("second page %+v", list)
 	}

@@ -74,6 +74,9 @@ func TestListCursorsRefuseWhatTheyDidNotIssue(t *testing.T) {
 			if _, _, err := e.jobs.PutCalendar(context.Background(), api.Calendar{Name: fmt.Sprintf("%scal%d", p, i), Dates: []string{"2026-12-25"}}); err != nil {
 				t.Fatal(err)
 			}
+			if _, _, err := e.jobs.PutLimit(context.Background(), api.Limit{Key: fmt.Sprintf("%slim%d", p, i), MaxRunning: ptr(2)}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		e.cred(api.CreateRequest{Role: api.RoleViewer})
 	}
@@ -97,6 +100,9 @@ func TestListCursorsRefuseWhatTheyDidNotIssue(t *testing.T) {
 		{"calendars", "/v1/calendars", viewer},
 		{"calendars under a prefix", "/v1/calendars?prefix=team/", viewer},
 		{"calendars of a scoped credential", "/v1/calendars", scoped},
+		{"limits", "/v1/limits", viewer},
+		{"limits under a prefix", "/v1/limits?prefix=team/", viewer},
+		{"limits of a scoped credential", "/v1/limits", scoped},
 	}
 	// Every listing that takes a cursor is here: every GET route of the
 	// table (its wildcards filled with a job, run and calendar that
@@ -111,7 +117,7 @@ func TestListCursorsRefuseWhatTheyDidNotIssue(t *testing.T) {
 		listed[strings.SplitN(l.path, "?", 2)[0]] = true
 	}
 	runID := store.RunID("team/j1", at.Add(time.Minute))
-	fill := strings.NewReplacer("{id}", "team/j1", "{run_id}", url.PathEscape(runID), "{name}", "team%2Fcal1")
+	fill := strings.NewReplacer("{id}", "team/j1", "{run_id}", url.PathEscape(runID), "{name}", "team%2Fcal1", "{key}", "team%2Flim1")
 	foreign := []string{"not-a-cursor", "team/cal1", "00001/team%2Fj1", e.nextCursor(listRoute{"jobs", "/v1/jobs", viewer})}
 	for _, rt := range admin.Routes() {
 		method, path, _ := strings.Cut(rt.Pattern, " ")
@@ -205,3 +211,5 @@ func TestListCursorsRefuseWhatTheyDidNotIssue(t *testing.T) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

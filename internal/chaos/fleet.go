@@ -339,11 +339,15 @@ func (f *fleet) startWorker(w *workerProc) error {
 	f.mu.Lock()
 	f.lives[id] = life
 	f.mu.Unlock()
+	inc := w.Incarnation()
 	_, done := w.state()
 	go func() {
 		<-done
+		// This incarnation's exit: the process may have been started
+		// again (a rolling restart) before this goroutine ran.
+		ended := w.exitedAtOf(inc)
 		f.mu.Lock()
-		life.Ended = w.exitedAtTime()
+		life.Ended = ended
 		f.mu.Unlock()
 	}()
 	return nil

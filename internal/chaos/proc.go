@@ -28,9 +28,10 @@ type process struct {
 	args        []string   // of the next start
 	cmd         *exec.Cmd  // current incarnation, nil before the first start
 	done        chan struct{}
-	incarnation int       // of cmd; the first is 0
-	paused      bool      // SIGSTOPped and not continued
-	exitedAt    time.Time // when cmd was reaped; zero while it runs
+	incarnation int               // of cmd; the first is 0
+	paused      bool              // SIGSTOPped and not continued
+	exitedAt    time.Time         // when cmd was reaped; zero while it runs
+	exits       map[int]time.Time // when each incarnation was reaped
 }
 
 func newProcess(name, logPath string, args []string) *process {
@@ -65,10 +66,15 @@ func (p *process) start(binary string) error {
 	}
 	done := make(chan struct{})
 	p.cmd, p.done, p.paused, p.exitedAt = cmd, done, false, time.Time{}
+	inc := p.incarnation
 	go func() {
 		_ = cmd.Wait() // the status is read from ProcessState
 		p.mu.Lock()
 		p.exitedAt = time.Now()
+		if p.exits == nil {
+			p.exits = map[int]time.Time{}
+		}
+		p.exits[inc] = p.exitedAt
 		p.mu.Unlock()
 		close(done)
 	}()
@@ -185,12 +191,12 @@ func (p *process) waitExit(timeout time.Duration) bool {
 	}
 }
 
-// exitedAtTime returns when the current incarnation exited, zero while it
-// runs.
-func (p *process) exitedAtTime() time.Time {
+// exitedAtOf returns when incarnation inc was reaped, zero while it runs:
+// unlike exitedAtTime, it stays right once the next incarnation started.
+func (p *process) exitedAtOf(inc int) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.exitedAt
+	return p.exits[inc]
 }
 
 // exitState describes how the last incarnation ended, "" while it runs.

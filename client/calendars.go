@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/jobfleet/jobfleet/api"
 )
@@ -44,16 +43,7 @@ func (c *Client) DeleteCalendar(ctx context.Context, name string) error {
 // name order, within opts.Prefix (and the credential's); the page's
 // NextCursor continues it ("" on the last page). Paused is ignored.
 func (c *Client) ListCalendars(ctx context.Context, opts ListOptions) (api.CalendarList, error) {
-	q := url.Values{}
-	if opts.Limit > 0 {
-		q.Set("limit", strconv.Itoa(opts.Limit))
-	}
-	if opts.Cursor != "" {
-		q.Set("cursor", opts.Cursor)
-	}
-	if opts.Prefix != "" {
-		q.Set("prefix", opts.Prefix)
-	}
+	q := opts.pageQuery()
 	var page api.CalendarList
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/calendars", query: q, out: &page})
 	return page, err

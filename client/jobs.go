@@ -76,20 +76,27 @@ type ListOptions struct {
 	State bool
 }
 
+// pageQuery returns the query of a page of a listing: limit, cursor and
+// prefix, those set.
+func (o ListOptions) pageQuery() url.Values {
+	q := url.Values{}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	if o.Prefix != "" {
+		q.Set("prefix", o.Prefix)
+	}
+	return q
+}
+
 // ListJobs returns one page of jobs (GET /v1/jobs), in the API's order (by
 // partition, then ID); the page's NextCursor continues it ("" on the last
 // page). AllJobs reads every page.
 func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (api.JobList, error) {
-	q := url.Values{}
-	if opts.Limit > 0 {
-		q.Set("limit", strconv.Itoa(opts.Limit))
-	}
-	if opts.Cursor != "" {
-		q.Set("cursor", opts.Cursor)
-	}
-	if opts.Prefix != "" {
-		q.Set("prefix", opts.Prefix)
-	}
+	q := opts.pageQuery()
 	if opts.Paused != nil {
 		q.Set("paused", strconv.FormatBool(*opts.Paused))
 	}
@@ -182,16 +189,7 @@ type FailingOptions struct {
 // order (by partition, job and scheduled time); the page's NextCursor
 // continues it ("" on the last page).
 func (c *Client) ListFailingRuns(ctx context.Context, opts FailingOptions) (api.FailingRunList, error) {
-	q := url.Values{}
-	if opts.Limit > 0 {
-		q.Set("limit", strconv.Itoa(opts.Limit))
-	}
-	if opts.Cursor != "" {
-		q.Set("cursor", opts.Cursor)
-	}
-	if opts.Prefix != "" {
-		q.Set("prefix", opts.Prefix)
-	}
+	q := opts.pageQuery()
 	if len(opts.Statuses) > 0 {
 		ss := make([]string, len(opts.Statuses))
 		for i, s := range opts.Statuses {

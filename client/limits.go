@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/jobfleet/jobfleet/api"
 )
@@ -44,16 +43,7 @@ func (c *Client) DeleteLimit(ctx context.Context, key string) error {
 // within opts.Prefix (and the credential's); the page's NextCursor
 // continues it ("" on the last page). Paused is ignored.
 func (c *Client) ListLimits(ctx context.Context, opts ListOptions) (api.LimitList, error) {
-	q := url.Values{}
-	if opts.Limit > 0 {
-		q.Set("limit", strconv.Itoa(opts.Limit))
-	}
-	if opts.Cursor != "" {
-		q.Set("cursor", opts.Cursor)
-	}
-	if opts.Prefix != "" {
-		q.Set("prefix", opts.Prefix)
-	}
+	q := opts.pageQuery()
 	var page api.LimitList
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/limits", query: q, out: &page})
 	return page, err

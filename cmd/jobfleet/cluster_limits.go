@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/client"
 )
 
 // newClusterLimitsCmd is `jobfleet cluster limits`.
@@ -18,21 +16,8 @@ func newClusterLimitsCmd(opts *clientOptions) *cobra.Command {
 		Short: "List the limit keys with their slots held fleet-wide (RUNNING), the runs waiting for them on the answering member's partitions (WAITING), MAX running and RATE",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all := []api.Limit{}
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
-				o := client.ListOptions{Limit: 1000}
-				for {
-					page, err := c.ListLimits(ctx, o)
-					if err != nil {
-						return err
-					}
-					all = append(all, page.Limits...)
-					if page.NextCursor == "" {
-						return nil
-					}
-					o.Cursor = page.NextCursor
-				}
-			}); err != nil {
+			all, err := allLimits(cmd, opts, "")
+			if err != nil {
 				return err
 			}
 			if opts.structured() {

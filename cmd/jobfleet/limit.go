@@ -144,21 +144,8 @@ func newLimitListCmd(opts *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "ls", Aliases: []string{"list"}, Short: "List limit keys, by key", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all := []api.Limit{}
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
-				o := client.ListOptions{Limit: 1000, Prefix: prefix}
-				for {
-					page, err := c.ListLimits(ctx, o)
-					if err != nil {
-						return err
-					}
-					all = append(all, page.Limits...)
-					if page.NextCursor == "" {
-						return nil
-					}
-					o.Cursor = page.NextCursor
-				}
-			}); err != nil {
+			all, err := allLimits(cmd, opts, prefix)
+			if err != nil {
 				return err
 			}
 			if opts.structured() {
@@ -193,4 +180,25 @@ func newLimitRemoveCmd(opts *clientOptions) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// allLimits reads every page of the limit keys within prefix (and the
+// credential's), in key order.
+func allLimits(cmd *cobra.Command, opts *clientOptions, prefix string) ([]api.Limit, error) {
+	all := []api.Limit{}
+	err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
+		o := client.ListOptions{Limit: 1000, Prefix: prefix}
+		for {
+			page, err := c.ListLimits(ctx, o)
+			if err != nil {
+				return err
+			}
+			all = append(all, page.Limits...)
+			if page.NextCursor == "" {
+				return nil
+			}
+			o.Cursor = page.NextCursor
+		}
+	})
+	return all, err
 }

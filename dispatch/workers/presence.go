@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -184,8 +185,15 @@ func (r *Registry) liveRegistration(ctx context.Context, worker, credential stri
 	}
 	kv := resp.Kvs[0]
 	var doc api.Worker
-	if json.Unmarshal(kv.Value, &doc) != nil || doc.Credential != credential || kv.Lease == 0 {
+	if json.Unmarshal(kv.Value, &doc) != nil || kv.Lease == 0 {
 		return nil, ErrNotRegistered
+	}
+	if doc.Credential != credential {
+		// This member's copy of the bindings (CheckID) may not show the
+		// registration yet; etcd does, and answers the same as the copy
+		// would have.
+		return nil, fmt.Errorf("%w: %s is registered with another credential; give this worker another ID",
+			ErrIDTaken, strconv.Quote(worker))
 	}
 	return kv, nil
 }

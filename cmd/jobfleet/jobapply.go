@@ -29,6 +29,10 @@ type sourceDoc struct {
 	line int
 	id   string
 	raw  json.RawMessage
+	// after is set when the document names jobs it runs after: such a
+	// job is saved on its own (PUT or POST /v1/jobs), whose write checks
+	// its dependencies for cycles, never in a batch.
+	after bool
 }
 
 // where names the document's place for messages: "FILE:LINE".
@@ -74,7 +78,10 @@ file under it, in name order); or - for standard input. A single document
 is sent with PUT /v1/jobs/{id}; more go in batches (POST /v1/jobs:batch) of
 --batch-size jobs, --parallel batches in flight. A batch is written whole
 or not at all: when some of its jobs fail (invalid, stale revision), the
-rest of the batch is sent again without them. Failures are reported with
+rest of the batch is sent again without them. A job that runs after other
+jobs ("after"), or replaces one that did, is saved on its own (PUT, or POST
+in create mode), whose write checks the dependencies for cycles; the jobs
+it names need not exist yet. Failures are reported with
 the file and line of their document; the exit status is non-zero if any
 job failed. Progress goes to standard error.`,
 		Example: `  jobfleet job apply -f nightly-report.json
@@ -216,7 +223,8 @@ func parseDocs(file string, data []byte) (docs []sourceDoc, single bool, err err
 			return fmt.Errorf("%s: %w", d.where(), err)
 		}
 		var head struct {
-			ID string `json:"id"`
+			ID    string          `json:"id"`
+			After json.RawMessage `json:"after"`
 		}
 		if err := json.Unmarshal(raw, &head); err != nil {
 			return fmt.Errorf("%s: %w", d.where(), err)
@@ -225,6 +233,7 @@ func parseDocs(file string, data []byte) (docs []sourceDoc, single bool, err err
 			return fmt.Errorf("%s: the job document has no \"id\"", d.where())
 		}
 		d.id = head.ID
+		d.after = len(head.After) > 0 && !bytes.Equal(head.After, []byte("null")) && !bytes.Equal(bytes.TrimSpace(head.After), []byte("[]"))
 		if len(raw) > api.DefaultMaxDocumentBytes {
 			// The server would refuse the whole request (413) without
 			// saying which of its jobs is too large.
@@ -333,6 +342,7 @@ func sendBatches(ctx context.Context, c *client.Client, docs []sourceDoc, mode s
 	)
 	start := time.Now()
 	last := start
+	var alone []batchJob // documents to save one by one, after the batches
 	record := func(b []batchJob, reply api.BatchReply, err error) []batchJob {
 		mu.Lock()
 		defer mu.Unlock()
@@ -348,6 +358,12 @@ func sendBatches(ctx context.Context, c *client.Client, docs []sourceDoc, mode s
 				rep.Replaced++
 			case k < len(reply.Results) && reply.Results[k].Status == http.StatusFailedDependency:
 				again = append(again, bj)
+				continue
+			case k < len(reply.Results) && !bj.doc.after && strings.HasPrefix(reply.Results[k].Error, "after:"):
+				// The stored job has after: a batch cannot replace it,
+				// its own write can (and says why if it cannot either).
+				bj.doc.after = true
+				alone = append(alone, bj)
 				continue
 			case k < len(reply.Results):
 				r.Result, r.Status, r.Error = "failed", reply.Results[k].Status, reply.Results[k].Error
@@ -395,6 +411,10 @@ func sendBatches(ctx context.Context, c *client.Client, docs []sourceDoc, mode s
 	var cur []batchJob
 	curBytes := 0
 	for i, d := range docs {
+		if d.after {
+			alone = append(alone, batchJob{i: i, doc: d})
+			continue
+		}
 		// Stored documents of a batch must stay under the server's limit;
 		// the stored form adds server fields and the key to each.
 		cost := len(d.raw) + 512
@@ -416,6 +436,10 @@ func sendBatches(ctx context.Context, c *client.Client, docs []sourceDoc, mode s
 	}
 	close(batches)
 	wg.Wait()
+	for _, bj := range alone {
+		reply, err := writeAlone(ctx, c, mode, bj.doc)
+		record([]batchJob{bj}, reply, err)
+	}
 	for i := range rep.Results {
 		if rep.Results[i].Result == "" {
 			rep.Results[i].Result, rep.Results[i].Error = "failed", "not sent: "+context.Cause(ctx).Error()
@@ -425,18 +449,53 @@ func sendBatches(ctx context.Context, c *client.Client, docs []sourceDoc, mode s
 	return rep
 }
 
-// writeBatch sends one batch, again after the server's Retry-After while
-// it answers 429 (rate limit: nothing was written), and in apply mode
-// after a second while it answers 503 (not ready, etcd without a leader;
-// a write whose outcome is unknown is safe to repeat only there), up to
-// 10 tries.
-func writeBatch(ctx context.Context, c *client.Client, mode string, raws []json.RawMessage) (api.BatchReply, error) {
+// writeAlone saves one document on its own, reported as a batch of one:
+// PUT in apply mode, POST /v1/jobs in create mode (an existing ID fails
+// with 409). It is tried again as writeBatch is.
+func writeAlone(ctx context.Context, c *client.Client, mode string, d sourceDoc) (api.BatchReply, error) {
+	var created bool
+	err := again(ctx, mode, func() (err error) {
+		if mode == client.BatchCreate {
+			_, err = c.CreateJobJSON(ctx, d.raw)
+			created = err == nil
+			return err
+		}
+		_, created, err = c.PutJobJSON(ctx, d.id, d.raw)
+		return err
+	})
+	var apiErr *client.Error
+	switch {
+	case err == nil && created:
+		return api.BatchReply{Results: []api.BatchResult{{ID: d.id, Status: http.StatusCreated}}}, nil
+	case err == nil:
+		return api.BatchReply{Results: []api.BatchResult{{ID: d.id, Status: http.StatusOK}}}, nil
+	case errors.As(err, &apiErr):
+		return api.BatchReply{Results: []api.BatchResult{{ID: d.id, Status: apiErr.StatusCode, Error: apiErr.Message}}}, err
+	}
+	return api.BatchReply{}, err
+}
+
+// writeBatch sends one batch, tried again as again says.
+func writeBatch(ctx context.Context, c *client.Client, mode string, raws []json.RawMessage) (reply api.BatchReply, err error) {
+	err = again(ctx, mode, func() (err error) {
+		reply, err = c.WriteBatch(ctx, mode, raws)
+		return err
+	})
+	return reply, err
+}
+
+// again calls write, and again after the server's Retry-After while it
+// answers 429 (rate limit: nothing was written), and in apply mode after
+// a second while it answers 503 (not ready, etcd without a leader; a
+// write whose outcome is unknown is safe to repeat only there), up to 10
+// tries. It returns write's last error.
+func again(ctx context.Context, mode string, write func() error) error {
 	for try := 1; ; try++ {
-		reply, err := c.WriteBatch(ctx, mode, raws)
+		err := write()
 		var apiErr *client.Error
 		if try == 10 || !errors.As(err, &apiErr) ||
 			(apiErr.StatusCode != http.StatusTooManyRequests && (apiErr.StatusCode != http.StatusServiceUnavailable || mode != client.BatchApply)) {
-			return reply, err
+			return err
 		}
 		wait := max(apiErr.RetryAfter, 100*time.Millisecond)
 		if apiErr.StatusCode == http.StatusServiceUnavailable {
@@ -445,7 +504,7 @@ func writeBatch(ctx context.Context, c *client.Client, mode string, raws []json.
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
-			return reply, err
+			return err
 		}
 	}
 }

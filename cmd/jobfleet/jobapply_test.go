@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobfleet/jobfleet/api"
 	"sigs.k8s.io/yaml"
 )
 
@@ -106,4 +107,76 @@ func TestJobApplyBatches(t *testing.T) {
 		}
 	}
 	c.mustFail([]string{"apply", "-f", file, "--batch-size", "129"}, "--batch-size must be 1 to 128")
+}
+
+// TestJobApplyAfter: jobs with after in a file of many are saved on
+// their own (a batch refuses them), a cycle is refused naming it while
+// the rest is written, and a job whose stored form has after is replaced
+// by a document without it.
+func TestJobApplyAfter(t *testing.T) {
+	c := newCLIEnv(t)
+	file := writeFile(t, "chain.jsonl", strings.Join([]string{
+		shellJobLine("chain/extract", ""),
+		shellJobLine("chain/load", `, "after": [{"job": "chain/transform"}]`),
+		shellJobLine("chain/transform", `, "after": [{"job": "chain/extract", "on": ["succeeded"]}]`),
+		shellJobLine("chain/report", ""),
+	}, "\n"))
+	out, err := c.run("", "apply", "-f", file, "-o", "json")
+	if err != nil {
+		t.Fatalf("apply a chain: %v\n%s", err, out)
+	}
+	var rep applyReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("apply -o json: %v\n%s", err, out)
+	}
+	if rep.Created != 4 || rep.Failed != 0 {
+		t.Fatalf("apply a chain: got %+v, want 4 created", rep)
+	}
+	if r := rep.Results[1]; r.ID != "chain/load" || r.Line != 2 || r.Result != "created" {
+		t.Errorf("result of the job with after: got %+v, want created, line 2", r)
+	}
+	if got := c.mustGet(t, "chain/load").After; len(got) != 1 || got[0].Job != "chain/transform" {
+		t.Errorf("chain/load stored with after %+v, want chain/transform", got)
+	}
+
+	// A cycle is refused, naming it; the batch beside it is written.
+	file = writeFile(t, "cycle.jsonl", strings.Join([]string{
+		shellJobLine("chain/extract", `, "after": [{"job": "chain/load"}]`),
+		shellJobLine("chain/more", ""),
+	}, "\n"))
+	out, err = c.run("", "apply", "-f", file)
+	if err == nil || !strings.Contains(out, `:1: job "chain/extract": after: cycle chain/extract -> chain/load -> chain/transform -> chain/extract`) ||
+		!strings.Contains(out, "1 created, 0 replaced, 1 failed") {
+		t.Errorf("apply a cycle: got %v\n%s", err, out)
+	}
+	if got := c.mustGet(t, "chain/extract").After; len(got) != 0 {
+		t.Errorf("a refused cycle was written: chain/extract after %+v", got)
+	}
+
+	// Stored with after, replaced in a file of many without it.
+	file = writeFile(t, "flat.jsonl", shellJobLine("chain/load", "")+"\n"+shellJobLine("chain/report", ""))
+	out, err = c.run("", "apply", "-f", file)
+	if err != nil || !strings.Contains(out, "0 created, 2 replaced, 0 failed") {
+		t.Fatalf("replace a job that had after: %v\n%s", err, out)
+	}
+	if got := c.mustGet(t, "chain/load").After; len(got) != 0 {
+		t.Errorf("chain/load keeps after %+v after a replace without it", got)
+	}
+
+	// Create mode: an existing job with after fails as any existing ID.
+	file = writeFile(t, "create.jsonl", shellJobLine("chain/transform", `, "after": [{"job": "chain/extract"}]`)+"\n"+shellJobLine("chain/new", `, "after": [{"job": "chain/extract"}]`))
+	out, err = c.run("", "apply", "-f", file, "--mode", "create")
+	if err == nil || !strings.Contains(out, `job "chain/transform"`) || !strings.Contains(out, "1 created, 0 replaced, 1 failed") {
+		t.Errorf("create mode with after: got %v\n%s", err, out)
+	}
+}
+
+// mustGet returns job id as stored.
+func (c *cliEnv) mustGet(t *testing.T, id string) api.Job {
+	t.Helper()
+	j, err := c.get(id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return j
 }

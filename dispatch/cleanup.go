@@ -166,8 +166,8 @@ func (pt *partition) deletionDueLocked(e *jobEntry) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	from := e.state.FinishedAt
-	if e.spec.UpdatedAt.After(from) {
-		from = e.spec.UpdatedAt
+	if e.spec.UpdatedAt().After(from) {
+		from = e.spec.UpdatedAt()
 	}
 	return from.Add(d), true
 }

@@ -97,7 +97,7 @@ func (pt *partition) expireItemsLocked(j *api.Job, ar *activeRun, now time.Time)
 // (BroadcastItems, from the registry's copy). A run that no worker may
 // take is recorded skipped, with the reason. The caller holds mu.
 func (pt *partition) broadcastLocked(e *jobEntry, plan *FirePlan) {
-	if e.spec.Placement == nil || !e.spec.Placement.Broadcast {
+	if pl := e.spec.Placement(); pl == nil || !pl.Broadcast {
 		return
 	}
 	var live []LiveWorker

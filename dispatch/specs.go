@@ -199,7 +199,7 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 					e.state = Resumed(e.state, pt.now())
 					e.dirty = true
 				}
-				if !old.spec.CreatedAt.Equal(e.spec.CreatedAt) { // deleted and created again
+				if !old.spec.CreatedAt().Equal(e.spec.CreatedAt()) { // deleted and created again
 					e.state = api.JobState{}
 				}
 			}

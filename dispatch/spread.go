@@ -129,7 +129,7 @@ func (d *Dispatcher) rivals(p *poll) []*poll {
 // match the job's selector.
 func (p *poll) may(e *jobEntry, jobID string) bool {
 	id := p.id.Load()
-	return !id.blocked && p.executors[e.spec.Executor.Type] && strings.HasPrefix(jobID, p.req.Prefix) && e.spec.Placed.allows(id.labels, id.known)
+	return !id.blocked && p.executors[e.spec.Executor.Type] && strings.HasPrefix(jobID, p.req.Prefix) && e.spec.Placed().allows(id.labels, id.known)
 }
 
 // previousWorker returns the worker of run r's latest attempt, "" if it
@@ -145,7 +145,7 @@ func previousWorker(r *api.Run) string {
 // passes its previous worker over (zero: it does not): one run lease
 // after it is due, if the job retries elsewhere.
 func (pt *partition) retryElsewhereUntil(e *jobEntry, ar *activeRun) time.Time {
-	if !e.spec.Placed.elsewhere() || previousWorker(&ar.run) == "" || pt.d.cfg.Workers == nil {
+	if !e.spec.Placed().elsewhere() || previousWorker(&ar.run) == "" || pt.d.cfg.Workers == nil {
 		return time.Time{}
 	}
 	return ar.notBefore.Add(pt.d.cfg.RunLease)
@@ -158,7 +158,7 @@ func (pt *partition) shunned(e *jobEntry, ar *activeRun, worker string, now time
 	if previousWorker(&ar.run) != worker || !now.Before(pt.retryElsewhereUntil(e, ar)) {
 		return false
 	}
-	return pt.d.cfg.Workers.OtherCanTake(ar.run.JobID, e.spec.Executor.Type, e.spec.Placed.selector(), worker)
+	return pt.d.cfg.Workers.OtherCanTake(ar.run.JobID, e.spec.Executor.Type, e.spec.Placed().selector(), worker)
 }
 
 // passOver reports whether p passes over the run of ar (which p may

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unique"
 
 	"github.com/jobfleet/jobfleet/api"
 )
@@ -61,7 +62,11 @@ func (c compactedWork) decode() (jobWork, error) {
 // jobSpec is what the scheduler keeps of a job's spec between its fires:
 // the fields its decisions read, under their api.Job names. The zone is
 // in the parsed schedule; the executor's details and the payload, which
-// only a worker needs, are in the job's compactedWork.
+// only a worker needs, are in the job's compactedWork. It is held per
+// resident job, so it is kept small (TestResidentJobMemory): what most
+// jobs leave unset is behind ctl, the two times are UTC nanoseconds, and
+// the policies are the api package's constants, the texts that many jobs
+// repeat shared.
 type jobSpec struct {
 	ID                string
 	Schedule          string
@@ -71,39 +76,37 @@ type jobSpec struct {
 	Timeout           api.Duration
 	ConcurrencyPolicy api.ConcurrencyPolicy
 	MisfirePolicy     api.MisfirePolicy
-	Paused            bool
 	History           api.HistoryPolicy
 	DeleteAfter       api.Retention
 	// ctl holds the schedule controls the decisions read (the window and
-	// jitter are in the parsed schedule); nil for a job that sets none,
-	// which most do.
-	ctl       *specControls
-	Partition int
-	Shards    *api.Shards          // without its params (in the work): their count
-	Placement *api.PlacementPolicy // as stored: broadcast, selector, retry_elsewhere
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	Revision  int64
-	// Placed is Placement as the scheduler keeps it for its placement
-	// decisions (the selector parsed once); nil for a job without a
-	// selector that retries elsewhere (the defaults).
-	Placed *placed
+	// jitter are in the parsed schedule) and the rarer settings; nil for
+	// a job that sets none, which most do.
+	ctl      *specControls
+	Revision int64
+	// created and updated are the job's created_at and updated_at
+	// (CreatedAt, UpdatedAt), in nanoseconds since the Unix epoch.
+	created, updated int64
+	Partition        int32
+	Paused           bool
 }
 
 // specOf returns what the scheduler keeps of j.
 func specOf(j *api.Job) jobSpec {
 	s := jobSpec{
-		ID: j.ID, Schedule: j.Schedule, RunAt: j.RunAt, Retry: j.Retry, Timeout: j.Timeout,
-		ConcurrencyPolicy: j.ConcurrencyPolicy, MisfirePolicy: j.MisfirePolicy, Paused: j.Paused,
-		History: j.History, DeleteAfter: j.DeleteAfter, Partition: j.Partition,
-		Shards: j.Shards, Placement: j.Placement,
-		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, Revision: j.Revision,
+		ID: j.ID, Schedule: shared(j.Schedule), RunAt: j.RunAt, Retry: j.Retry, Timeout: j.Timeout,
+		ConcurrencyPolicy: internPolicy(j.ConcurrencyPolicy, api.ConcurrencyAllow, api.ConcurrencyForbid, api.ConcurrencyReplace),
+		MisfirePolicy:     internPolicy(j.MisfirePolicy, api.MisfireSkip, api.MisfireRunOnce, api.MisfireRunAll),
+		Paused:            j.Paused, History: j.History, DeleteAfter: shared(j.DeleteAfter), Partition: int32(j.Partition),
+		created: unixNano(j.CreatedAt), updated: unixNano(j.UpdatedAt), Revision: j.Revision,
 	}
-	if c := (specControls{MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter, Limits: j.Limits, After: j.After, ResumedAt: j.ResumedAt}); !c.none() {
+	c := specControls{
+		MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter, Limits: j.Limits, After: j.After, ResumedAt: j.ResumedAt,
+		Shards: j.Shards, Placement: j.Placement, Placed: placedOf(j),
+	}
+	if !c.none() {
 		s.ctl = &c
 	}
-	s.Executor.Type = j.Executor.Type
-	s.Placed = placedOf(j)
+	s.Executor.Type = shared(j.Executor.Type)
 	return s
 }
 
@@ -111,18 +114,71 @@ func specOf(j *api.Job) jobSpec {
 // (PlanFires, FinishAttempt, …): every field they read is set; the
 // executor has only its type, and there is no payload.
 func (s *jobSpec) job() api.Job {
+	c := s.controls()
 	return api.Job{
 		ID: s.ID, Schedule: s.Schedule, RunAt: s.RunAt, Executor: api.Executor{Type: s.Executor.Type},
 		Retry: s.Retry, Timeout: s.Timeout, ConcurrencyPolicy: s.ConcurrencyPolicy, MisfirePolicy: s.MisfirePolicy,
-		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: s.Partition,
-		Shards: s.Shards, Placement: s.Placement, Limits: s.controls().Limits, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Revision: s.Revision,
-		MaxFires: s.controls().MaxFires, Exclude: s.controls().Exclude, PauseAfterFailures: s.controls().PauseAfterFailures, NotAfter: s.controls().NotAfter,
-		After: s.controls().After, ResumedAt: s.controls().ResumedAt,
+		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: int(s.Partition),
+		Shards: c.Shards, Placement: c.Placement, Limits: c.Limits, CreatedAt: s.CreatedAt(), UpdatedAt: s.UpdatedAt(), Revision: s.Revision,
+		MaxFires: c.MaxFires, Exclude: c.Exclude, PauseAfterFailures: c.PauseAfterFailures, NotAfter: c.NotAfter,
+		After: c.After, ResumedAt: c.ResumedAt,
 	}
 }
 
+// CreatedAt is the job's created_at, in UTC.
+func (s *jobSpec) CreatedAt() time.Time { return fromUnixNano(s.created) }
+
+// UpdatedAt is the job's updated_at, in UTC.
+func (s *jobSpec) UpdatedAt() time.Time { return fromUnixNano(s.updated) }
+
+// Placed is the job's placement as the scheduler keeps it for its
+// placement decisions (the selector parsed once); nil for a job without
+// a selector that retries elsewhere (the defaults).
+func (s *jobSpec) Placed() *placed { return s.controls().Placed }
+
+// Placement is the job's placement as stored (broadcast, selector,
+// retry_elsewhere); nil without one.
+func (s *jobSpec) Placement() *api.PlacementPolicy { return s.controls().Placement }
+
+// unixNano returns t in nanoseconds since the Unix epoch; 0 for the zero
+// time (a job's times are set by the server, well inside int64's years
+// 1678 to 2262).
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// fromUnixNano is unixNano's inverse, in UTC.
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// internPolicy returns p as the one of known it equals, so that a
+// resident job does not hold its own copy of the text; p itself if it
+// is none of them.
+func internPolicy[P ~string](p P, known ...P) P {
+	for _, k := range known {
+		if p == k {
+			return k
+		}
+	}
+	return p
+}
+
+// shared returns s as the one copy of its text that every resident job
+// with the same text holds (unique.Make): schedules, executor types and
+// retentions repeat across many jobs.
+func shared[S ~string](s S) S {
+	return S(unique.Make(string(s)).Value())
+}
+
 // specControls are the schedule controls of a jobSpec, under their
-// api.Job names.
+// api.Job names, and its other settings that most jobs leave unset.
 type specControls struct {
 	MaxFires           int64
 	Exclude            []string
@@ -133,10 +189,16 @@ type specControls struct {
 	// but as rare: kept here, out of every job's spec).
 	Limits []string
 	After  []api.Dependency // the upstream jobs (after.go)
+	// Shards is the job's shards without their params (in the work):
+	// their count.
+	Shards    *api.Shards
+	Placement *api.PlacementPolicy // as stored: broadcast, selector, retry_elsewhere
+	Placed    *placed              // Placement parsed (jobSpec.Placed)
 }
 
 func (c specControls) none() bool {
-	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil && c.ResumedAt == nil && len(c.Limits) == 0 && len(c.After) == 0
+	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil && c.ResumedAt == nil && len(c.Limits) == 0 && len(c.After) == 0 &&
+		c.Shards == nil && c.Placement == nil && c.Placed == nil
 }
 
 // noControls are the controls of a job that sets none.

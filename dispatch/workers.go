@@ -172,7 +172,7 @@ func (d *Dispatcher) unservable(parts []*partition) (out map[string]int, unplace
 			if e == nil || ar.run.Status == api.RunRunning {
 				continue
 			}
-			sel := e.spec.Placed.selector()
+			sel := e.spec.Placed().selector()
 			if d.cfg.Workers.WhyPending(ar.run.JobID, e.spec.Executor.Type, sel, "") == "" {
 				continue
 			}

@@ -34,16 +34,7 @@ func (j *Job) Normalize() {
 		j.Payload = nil
 	}
 	j.Payload = compactJSON(j.Payload)
-	if j.Executor.Type == ExecutorHTTP {
-		j.Executor.Method = strings.ToUpper(j.Executor.Method)
-		if j.Executor.Method == "" {
-			j.Executor.Method = DefaultMethod
-		}
-	}
-	if isNull(j.Executor.Body) {
-		j.Executor.Body = nil
-	}
-	j.Executor.Body = compactJSON(j.Executor.Body)
+	j.Executor.normalize()
 	if j.Shards != nil {
 		for i, p := range j.Shards.Params {
 			j.Shards.Params[i] = compactJSON(p)
@@ -69,6 +60,22 @@ func (j *Job) Normalize() {
 	}
 	j.Placement.normalize()
 	j.normalizeAfter()
+	j.normalizeSteps()
+}
+
+// normalize fills an executor's defaults: the method of an "http" one
+// (upper case, default "POST"); a JSON null body is none.
+func (e *Executor) normalize() {
+	if e.Type == ExecutorHTTP {
+		e.Method = strings.ToUpper(e.Method)
+		if e.Method == "" {
+			e.Method = DefaultMethod
+		}
+	}
+	if isNull(e.Body) {
+		e.Body = nil
+	}
+	e.Body = compactJSON(e.Body)
 }
 
 // compactJSON returns raw without insignificant white space, so receivers

@@ -40,15 +40,7 @@ func (j *Job) Normalize() {
 			j.Shards.Params[i] = compactJSON(p)
 		}
 	}
-	if j.Retry.MaxAttempts == 0 {
-		j.Retry.MaxAttempts = DefaultMaxAttempts
-	}
-	if j.Retry.InitialBackoff == 0 {
-		j.Retry.InitialBackoff = DefaultInitialBackoff
-	}
-	if j.Retry.MaxBackoff == 0 {
-		j.Retry.MaxBackoff = max(DefaultMaxBackoff, j.Retry.InitialBackoff)
-	}
+	j.Retry.normalize()
 	if j.Timeout == 0 {
 		j.Timeout = DefaultTimeout
 	}
@@ -61,6 +53,20 @@ func (j *Job) Normalize() {
 	j.Placement.normalize()
 	j.normalizeAfter()
 	j.normalizeSteps()
+}
+
+// normalize fills a retry policy's defaults: MaxAttempts 1,
+// InitialBackoff 1s, MaxBackoff the larger of 1m and InitialBackoff.
+func (r *RetryPolicy) normalize() {
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = DefaultMaxAttempts
+	}
+	if r.InitialBackoff == 0 {
+		r.InitialBackoff = DefaultInitialBackoff
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = max(DefaultMaxBackoff, r.InitialBackoff)
+	}
 }
 
 // normalize fills an executor's defaults: the method of an "http" one

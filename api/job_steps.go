@@ -100,6 +100,7 @@ func (j *Job) StepJob(s *Step) Job {
 	sj.Executor, sj.Placement, sj.Shards = s.Executor, s.Placement, s.Shards
 	if s.Retry != (RetryPolicy{}) {
 		sj.Retry = s.Retry
+		sj.Retry.normalize()
 	}
 	if s.Timeout != 0 {
 		sj.Timeout = s.Timeout
@@ -107,9 +108,10 @@ func (j *Job) StepJob(s *Step) Job {
 	return sj
 }
 
-// normalizeSteps fills the steps' defaults: when "success", and the
-// executor's (the method of an "http" one); retry and timeout stay left
-// out (the job's apply, see StepJob).
+// normalizeSteps fills the steps' defaults: when "success", the
+// executor's (the method of an "http" one), and a retry's that is given
+// in part; a retry or timeout left out stays so (the job's applies, see
+// StepJob).
 func (j *Job) normalizeSteps() {
 	for i := range j.Steps {
 		s := &j.Steps[i]
@@ -117,6 +119,9 @@ func (j *Job) normalizeSteps() {
 			s.When = StepOnSuccess
 		}
 		s.Executor.normalize()
+		if s.Retry != (RetryPolicy{}) {
+			s.Retry.normalize()
+		}
 		if s.Shards != nil {
 			for k, p := range s.Shards.Params {
 				s.Shards.Params[k] = compactJSON(p)

@@ -20,7 +20,7 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "run", Short: "Inspect and cancel runs over the HTTP API"}
 	requireSubcommand(cmd)
 	opts.register(cmd)
-	cmd.AddCommand(newRunGetCmd(&opts), newRunLsCmd(&opts), newRunCancelCmd(&opts))
+	cmd.AddCommand(newRunGetCmd(&opts), newRunLsCmd(&opts), newRunCancelCmd(&opts), newRunRetryCmd(&opts))
 	return cmd
 }
 

@@ -289,6 +289,10 @@ func (w *Worker) executeHTTP(ctx context.Context, a api.AttemptGrant) outcome {
 	}
 	if a.Step != nil {
 		req.Header.Set(HeaderStep, a.Step.ID)
+		req.Header.Set(HeaderRound, strconv.Itoa(a.Round))
+		if a.Item != nil {
+			req.Header.Set(HeaderItem, strconv.Itoa(a.Item.Index))
+		}
 		req.Header.Set(HeaderShardIndex, strconv.Itoa(a.Step.Shard))
 		req.Header.Set(HeaderShardCount, strconv.Itoa(a.Step.Shards))
 	}

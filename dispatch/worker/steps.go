@@ -16,9 +16,15 @@ import (
 // steps (api.AttemptGrant.Step): the results of the steps a step needs
 // handed to it, and its own result taken from what it returns.
 
-// HeaderStep is set on a step's attempt by the "http" executor: the
-// step's ID. Jobfleet-Shard-Index and -Count are then the step's shard.
-const HeaderStep = "Jobfleet-Step"
+// Headers set on a step's attempt by the "http" executor: HeaderStep is
+// the step's ID (Jobfleet-Shard-Index and -Count are then the step's
+// shard), HeaderItem the attempt's item of the run (what its reports
+// name), HeaderRound the run's round.
+const (
+	HeaderStep  = "Jobfleet-Step"
+	HeaderItem  = "Jobfleet-Item"
+	HeaderRound = "Jobfleet-Round"
+)
 
 // Environment variables of a step's "shell" attempt: EnvStep is the
 // step's ID; EnvNeedsFile names a file holding the JSON object of the

@@ -162,11 +162,11 @@ type Config struct {
 	// alternately answered with injected failures and slowly, the slow
 	// ones with a parameter per item) and BroadcastJobs broadcast jobs
 	// (every 2s, answered at once).
-	ShardedJobs   int
+	ShardedJobs int
 	// StepJobs are jobs made of steps (every 3s: extract, a sharded and
 	// flaky transform, load, then an "always" cleanup and a "failure"
 	// alert), whose order the checker verifies (check_steps.go).
-	StepJobs int
+	StepJobs      int
 	ShardItems    int
 	BroadcastJobs int
 	// LimitedJobs are jobs sharing the limit key limitRunning

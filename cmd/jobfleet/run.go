@@ -114,6 +114,12 @@ func printRunDetail(w io.Writer, r api.Run, wide bool, now time.Time) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(r.Steps) > 0 {
+		fmt.Fprintln(w)
+		if err := printSteps(w, r, now); err != nil {
+			return err
+		}
+	}
 	if len(r.Items) > 0 {
 		fmt.Fprintln(w)
 		return printItems(w, r, wide, now)

@@ -37,6 +37,8 @@ type JobStore interface {
 	ListFailing(ctx context.Context, q store.FailingQuery) ([]api.FailingRun, string, error)
 	RequestCancel(ctx context.Context, runID, by string) (int64, error)
 	AwaitCancel(ctx context.Context, runID string) (api.Run, bool, error)
+	RequestRetry(ctx context.Context, runID, from, by string) (int64, error)
+	AwaitRetry(ctx context.Context, runID string) (api.Run, bool, error)
 	GetBackfill(ctx context.Context, id string) (store.Backfill, int64, error)
 	PutBackfill(ctx context.Context, id string, b store.Backfill, prev int64) (int64, error)
 	DeleteBackfill(ctx context.Context, id string) error

@@ -717,6 +717,12 @@ func (f failingStore) RequestCancel(context.Context, string, string) (int64, err
 func (f failingStore) AwaitCancel(context.Context, string) (api.Run, bool, error) {
 	return api.Run{}, false, f.err
 }
+func (f failingStore) RequestRetry(context.Context, string, string, string) (int64, error) {
+	return 0, f.err
+}
+func (f failingStore) AwaitRetry(context.Context, string) (api.Run, bool, error) {
+	return api.Run{}, false, f.err
+}
 
 func TestJobsErrorStatus(t *testing.T) {
 	tests := []struct {

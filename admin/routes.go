@@ -106,6 +106,7 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/runs", access: api.AccessRead, scope: scopeHandler, handler: hf(j.failing)},
 		{pattern: "GET /v1/runs/{run_id}", access: api.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
 		{pattern: "POST /v1/runs/{run_id}/cancel", access: api.AccessWrite, scope: scopeRun, cost: costCancel, handler: hf(j.cancelRun)},
+		{pattern: "POST /v1/runs/{run_id}/retry", access: api.AccessWrite, scope: scopeRun, cost: costCancel, handler: hf(j.retryRun)},
 
 		{pattern: "GET /v1/calendars", access: api.AccessRead, scope: scopeHandler, handler: hf(j.listCalendars)},
 		{pattern: "GET /v1/calendars/{name}", access: api.AccessRead, scope: scopeCalendar, handler: hf(j.getCalendar)},

@@ -27,7 +27,7 @@ type WorkerProtocol interface {
 
 // maxProtocolBody caps worker protocol requests: a completion carries at
 // most MaxOutputBytes of output and as much error text.
-const maxProtocolBody = 2*api.MaxOutputBytes + 64<<10
+const maxProtocolBody = 2*api.MaxOutputBytes + api.MaxStepResultBytes + 64<<10
 
 // workerAPI serves the worker protocol (dispatch/protocol.go). The
 // request's credential, never its body, names the credential an attempt is

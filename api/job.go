@@ -64,8 +64,16 @@ type Job struct {
 	// Mutually exclusive with Schedule. A RunAt in the past is a missed
 	// fire, handled by MisfirePolicy.
 	RunAt *time.Time `json:"run_at,omitempty"`
-	// Executor says how a worker runs the job.
-	Executor Executor `json:"executor"`
+	// Executor says how a worker runs the job; left out for a job made
+	// of steps (Steps), whose steps have their own.
+	Executor Executor `json:"executor,omitzero"`
+	// Steps, if set, makes each run of the job a run of steps: each step
+	// an attempt chain (or a sharded set of them) of its own that starts
+	// once the steps it needs have ended (see Step), the run's status
+	// following from theirs. At most MaxSteps; not together with
+	// Executor, Shards or Placement, which each step has instead. The
+	// job's Retry and Timeout apply to the steps that set none.
+	Steps []Step `json:"steps,omitempty"`
 	// Payload is any JSON value handed to the executor: the HTTP body, the
 	// shell command's standard input, or the named handler's argument. At
 	// most Limits.MaxPayloadBytes bytes. Objects {"secret_env": "NAME"}

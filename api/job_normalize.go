@@ -34,30 +34,13 @@ func (j *Job) Normalize() {
 		j.Payload = nil
 	}
 	j.Payload = compactJSON(j.Payload)
-	if j.Executor.Type == ExecutorHTTP {
-		j.Executor.Method = strings.ToUpper(j.Executor.Method)
-		if j.Executor.Method == "" {
-			j.Executor.Method = DefaultMethod
-		}
-	}
-	if isNull(j.Executor.Body) {
-		j.Executor.Body = nil
-	}
-	j.Executor.Body = compactJSON(j.Executor.Body)
+	j.Executor.normalize()
 	if j.Shards != nil {
 		for i, p := range j.Shards.Params {
 			j.Shards.Params[i] = compactJSON(p)
 		}
 	}
-	if j.Retry.MaxAttempts == 0 {
-		j.Retry.MaxAttempts = DefaultMaxAttempts
-	}
-	if j.Retry.InitialBackoff == 0 {
-		j.Retry.InitialBackoff = DefaultInitialBackoff
-	}
-	if j.Retry.MaxBackoff == 0 {
-		j.Retry.MaxBackoff = max(DefaultMaxBackoff, j.Retry.InitialBackoff)
-	}
+	j.Retry.normalize()
 	if j.Timeout == 0 {
 		j.Timeout = DefaultTimeout
 	}
@@ -69,6 +52,36 @@ func (j *Job) Normalize() {
 	}
 	j.Placement.normalize()
 	j.normalizeAfter()
+	j.normalizeSteps()
+}
+
+// normalize fills a retry policy's defaults: MaxAttempts 1,
+// InitialBackoff 1s, MaxBackoff the larger of 1m and InitialBackoff.
+func (r *RetryPolicy) normalize() {
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = DefaultMaxAttempts
+	}
+	if r.InitialBackoff == 0 {
+		r.InitialBackoff = DefaultInitialBackoff
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = max(DefaultMaxBackoff, r.InitialBackoff)
+	}
+}
+
+// normalize fills an executor's defaults: the method of an "http" one
+// (upper case, default "POST"); a JSON null body is none.
+func (e *Executor) normalize() {
+	if e.Type == ExecutorHTTP {
+		e.Method = strings.ToUpper(e.Method)
+		if e.Method == "" {
+			e.Method = DefaultMethod
+		}
+	}
+	if isNull(e.Body) {
+		e.Body = nil
+	}
+	e.Body = compactJSON(e.Body)
 }
 
 // compactJSON returns raw without insignificant white space, so receivers

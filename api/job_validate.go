@@ -163,7 +163,11 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 	if err := ValidateTiming(j.Schedule, j.Timezone, j.RunAt, now); err != nil {
 		return err
 	}
-	if err := j.Executor.validate(limits); err != nil {
+	if j.HasSteps() {
+		if err := j.validateSteps(limits); err != nil {
+			return err
+		}
+	} else if err := j.Executor.validate(limits); err != nil {
 		return err
 	}
 	if err := validateJSON("payload", j.Payload, limits.MaxPayloadBytes); err != nil {

@@ -206,6 +206,27 @@ type AttemptGrant struct {
 	// stops it once no heartbeat succeeded for a run lease (the owner may
 	// then give the slots to another attempt).
 	Limits []string `json:"limits,omitempty"`
+	// Step is the step of a run made of steps the attempt runs (Item is
+	// then its item of the run); nil otherwise.
+	Step *StepGrant `json:"step,omitempty"`
+	// Round is the run's round (Run.Round): 0 unless the run was started
+	// again from a step.
+	Round int `json:"round,omitempty"`
+}
+
+// StepGrant is the step an attempt runs.
+type StepGrant struct {
+	// ID is the step's ID.
+	ID string `json:"id"`
+	// Shard and Shards are the attempt's shard of a sharded step (0 to
+	// Shards-1) and the step's number of shards; Shards is 0 for a step
+	// without shards.
+	Shard  int `json:"shard,omitempty"`
+	Shards int `json:"shards,omitempty"`
+	// Needs is a JSON object of the results of the steps the step needs,
+	// by step ID (a sharded step's: an array by shard; null for a step
+	// that returned none); absent for a step that needs none.
+	Needs json.RawMessage `json:"needs,omitempty"`
 }
 
 // ItemGrant is the item an attempt runs.
@@ -269,6 +290,10 @@ type CompleteRequest struct {
 	// or its head and its tail with a marker in between saying how many
 	// bytes were cut.
 	Output string `json:"output,omitempty"`
+	// Result is the JSON result of a step's attempt that succeeded (see
+	// Step), at most MaxStepResultBytes (400 otherwise); ignored for other
+	// attempts.
+	Result json.RawMessage `json:"result,omitempty"`
 	// Credential is the ID of the request's credential (set by the HTTP
 	// layer, never from the body); it must be the one that took the
 	// attempt.

@@ -87,6 +87,15 @@ type Run struct {
 	// Broadcast is set on a broadcast run: one item per worker, each
 	// pinned to its Item.Worker.
 	Broadcast bool `json:"broadcast,omitempty"`
+	// Steps are the steps of a run of a job made of steps, in the job's
+	// order, each with the range of Items that are its chains (see
+	// RunStep); Status then follows from theirs.
+	Steps []RunStep `json:"steps,omitempty"`
+	// Round numbers the run's rounds: 0 at the fire, one more each time
+	// the run is started again from a step; Rounds records the rounds
+	// that ended so.
+	Round  int        `json:"round,omitempty"`
+	Rounds []RunRound `json:"rounds,omitempty"`
 }
 
 // Attempt is one try of a run on a worker.

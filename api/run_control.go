@@ -79,3 +79,23 @@ type Backfill struct {
 	RequestedAt time.Time `json:"requested_at,omitzero"`
 	DoneAt      time.Time `json:"done_at,omitzero"`
 }
+
+// RetryRequest is the body of POST /v1/runs/{id}/retry: start the run,
+// made of steps and ended dead or cancelled, again from step From (that
+// step and every step that needs it, directly or not, run again; the
+// others keep how they ended and their results), as a new round of the
+// same run.
+type RetryRequest struct {
+	From string `json:"from"`
+}
+
+// RetryRequested is the 202 reply of POST /v1/runs/{id}/retry when the
+// run's partition's owner has not applied the request yet.
+type RetryRequested struct {
+	RunID string `json:"run_id"`
+	// Status is "retry requested".
+	Status string `json:"status"`
+}
+
+// StatusRetryRequested is RetryRequested.Status.
+const StatusRetryRequested = "retry requested"

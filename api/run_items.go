@@ -30,6 +30,12 @@ type Item struct {
 	// Reason says why the item is dead without a failed attempt, or
 	// skipped; empty otherwise.
 	Reason string `json:"reason,omitempty"`
+	// Step is the ID of the step the item belongs to, in a run made of
+	// steps (not stored per item: Run.Steps has the ranges).
+	Step string `json:"step,omitempty"`
+	// Result is the JSON its succeeded attempt returned, in a run made
+	// of steps (at most MaxStepResultBytes); absent if none.
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // ItemCounts counts a run's items by status.
@@ -98,6 +104,7 @@ func (r *Run) UnmarshalJSON(data []byte) error {
 		}
 		r.Items = items
 	}
+	r.fillSteps()
 	return nil
 }
 

@@ -19,7 +19,8 @@ import (
 //
 // An ITEM is its status letter alone ("p") when it has no attempt, pin or
 // reason, else the array [status, [ATTEMPT, …], pin, registration,
-// "reason"] without its trailing empty elements; pin is an index in
+// "reason", result] without its trailing empty elements (result: the
+// item's JSON result, a step's, null for none); pin is an index in
 // workers (-1: none). An ATTEMPT is [pair, start, duration, "error",
 // "output", dropped_bytes] without its trailing empty elements: pair an
 // index in workers, start the milliseconds from base, duration the
@@ -70,7 +71,7 @@ func encodeItems(items []Item, fired time.Time) (*storedItems, error) {
 			return nil, fmt.Errorf("item %d: unknown status %q", i, it.Status)
 		}
 		b = b[:0]
-		if len(it.Attempts) == 0 && it.Worker == "" && it.Reason == "" {
+		if len(it.Attempts) == 0 && it.Worker == "" && it.Reason == "" && len(it.Result) == 0 {
 			b = append(b, '"')
 			b = append(b, letter...)
 			st.Items[i] = append(json.RawMessage(nil), append(b, '"')...)
@@ -106,7 +107,11 @@ func encodeItems(items []Item, fired time.Time) (*storedItems, error) {
 		if it.Worker != "" {
 			pin = int64(pair(it.Worker, pinCredential(it)))
 		}
-		b = appendTrimmed(b, [][]byte{strconv.AppendInt(nil, pin, 10), strconv.AppendInt(nil, it.Registration, 10), quoteJSON(it.Reason)}, []string{"-1", "0", `""`})
+		result := []byte("null")
+		if len(it.Result) > 0 {
+			result = it.Result
+		}
+		b = appendTrimmed(b, [][]byte{strconv.AppendInt(nil, pin, 10), strconv.AppendInt(nil, it.Registration, 10), quoteJSON(it.Reason), result}, []string{"-1", "0", `""`, "null"})
 		b = append(b, ']')
 		st.Items[i] = append(json.RawMessage(nil), b...)
 	}
@@ -196,6 +201,9 @@ func (st *storedItems) decode() ([]Item, error) {
 			}
 			if err := unmarshalOptional(parts, 4, &it.Reason); err != nil {
 				return nil, fmt.Errorf("item %d: %w", i, err)
+			}
+			if len(parts) > 5 && string(parts[5]) != "null" {
+				it.Result = bytes.Clone(parts[5])
 			}
 			if pin >= 0 {
 				p, err := worker(pin)

@@ -66,3 +66,31 @@ func (c *Client) StopBackfill(ctx context.Context, id string) (api.Backfill, err
 	_, err := c.do(ctx, request{method: http.MethodDelete, path: jobPath(id, "backfill"), out: &b})
 	return b, err
 }
+
+// RetryRun asks to start run runID, made of steps and ended dead or
+// cancelled, again from step from (POST /v1/runs/{run_id}/retry): that
+// step and every step that needs it run again, in a new round of the same
+// run; the other steps keep how they ended and their results. applied is
+// true with the run in its new round when the owner applied the request
+// within the server's wait; false (and a run holding only its ID) when it
+// is recorded and applied later. A run that has not ended, succeeded, is
+// not made of steps or has no such step fails with an *Error of status
+// 409 (ErrConflict) saying which; ErrNotFound if there is no such run.
+func (c *Client) RetryRun(ctx context.Context, runID, from string) (run api.Run, applied bool, err error) {
+	var raw json.RawMessage
+	code, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/runs/" + url.PathEscape(runID) + "/retry", body: api.RetryRequest{From: from}, out: &raw})
+	if err != nil {
+		return api.Run{}, false, err
+	}
+	if code == http.StatusAccepted {
+		var req api.RetryRequested
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return api.Run{}, false, fmt.Errorf("POST retry: bad reply: %w", err)
+		}
+		return api.Run{ID: req.RunID}, false, nil
+	}
+	if err := json.Unmarshal(raw, &run); err != nil {
+		return api.Run{}, false, fmt.Errorf("POST retry: bad reply: %w", err)
+	}
+	return run, true, nil
+}

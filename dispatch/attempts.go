@@ -252,7 +252,7 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 	}
 	now := pt.now()
 	j := e.spec.job()
-	o := Outcome{Success: req.Success, Error: req.Error, Output: req.Output}
+	o := Outcome{Success: req.Success, Error: req.Error, Output: req.Output, Result: req.Result}
 	u := runUpdate{ar: ar, reported: []chainAttempt{{run: ar.run.ID, item: c.item, attempt: req.Attempt}}}
 	if c.item == noItem {
 		u.next, u.notBefore = FinishAttempt(&j, ar.run, o, now, jitter())

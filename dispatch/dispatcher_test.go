@@ -191,7 +191,7 @@ func (h *harness) stop() {
 
 func (h *harness) create(j api.Job) api.Job {
 	h.t.Helper()
-	if j.Executor.Type == "" {
+	if j.Executor.Type == "" && len(j.Steps) == 0 {
 		j.Executor = api.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}
 	}
 	stored, err := h.store.Create(context.Background(), j)

@@ -137,6 +137,21 @@ func (h *history) rewritten(id string, at time.Time, old, size int, final bool) 
 	h.touch(id)
 }
 
+// reopened records that job id's final run for time at is active again
+// (started again from a step): it leaves the final runs, which trimming
+// may delete, its bytes still counted.
+func (h *history) reopened(id string, at time.Time) {
+	jh := h.jobs[id]
+	if jh == nil {
+		return
+	}
+	i, found := slices.BinarySearchFunc(jh.final, at.UnixNano(), func(r storedRun, t int64) int { return cmp.Compare(r.at, t) })
+	if found {
+		jh.final = slices.Delete(jh.final, i, i+1)
+	}
+	h.touch(id)
+}
+
 // removed records the deletion of job id's final run for time at.
 func (h *history) removed(id string, at time.Time) {
 	jh := h.jobs[id]

@@ -107,10 +107,20 @@ func StartItems(r api.Run, items []int, worker, credential string, now time.Time
 // rules (succeeded; failed, with a retry not before the returned time;
 // dead when j.Retry.MaxAttempts attempts were made), then settles the
 // run (Settle). cancelled are the items Settle ended while running.
+//
+// In a run made of steps, item i's step's retry applies (stepJobFor), and
+// a success records the item's result, within the limits of stepResult.
 func FinishItem(j *api.Job, r api.Run, i int, o Outcome, now time.Time, rnd float64) (next api.Run, notBefore time.Time, cancelled []int) {
+	if sj := stepJobFor(j, &r, i); sj != nil {
+		j = sj
+	}
+	o = stepResult(&r, i, o)
 	it := r.Items[i]
 	c, notBefore := FinishAttempt(j, itemChain(r, it), o, api.ItemTime(now), rnd)
 	it.Status, it.Attempts = c.Status, c.Attempts
+	if it.Status == api.RunSucceeded && len(o.Result) > 0 {
+		it.Result = o.Result
+	}
 	next, cancelled = Settle(withItem(r, i, it), now)
 	return next, notBefore, cancelled
 }
@@ -139,9 +149,14 @@ func KillItem(r api.Run, i int, reason string, now time.Time) (next api.Run, can
 // undecided run is running once any item has an attempt, else pending. A
 // cancelled run (CancelRun) stays cancelled: a cancel request decided it,
 // not its items.
+//
+// A run made of steps is settled by its steps instead (settleSteps).
 func Settle(r api.Run, now time.Time) (api.Run, []int) {
 	if len(r.Items) == 0 || r.Status == api.RunCancelled {
 		return r, nil
+	}
+	if len(r.Steps) > 0 {
+		return settleSteps(r, now)
 	}
 	c := r.Count()
 	need, n := r.Required(), len(r.Items)
@@ -226,6 +241,9 @@ func EndItems(r api.Run, why string, now time.Time) (api.Run, []int) {
 		}
 		it.Status, it.Reason = api.RunSkipped, why
 	}
+	if len(r.Steps) > 0 {
+		r = endSteps(r, why)
+	}
 	return r, cancelled
 }
 
@@ -233,7 +251,9 @@ func EndItems(r api.Run, why string, now time.Time) (api.Run, []int) {
 // out at now and that take accepts (nil: any), in index order: pending,
 // or failed with their retry due (not before notBefore[i]), as long as
 // fewer than r.MaxParallel items run (no bound if 0). It returns none
-// for a run that is final.
+// for a run that is final. In a run made of steps, only the items of
+// steps that may start are (readySteps), within their steps'
+// max_parallel.
 func DispatchableItems(r api.Run, notBefore []time.Time, now time.Time, take func(i int) bool, limit int) []int {
 	if r.Status.Final() {
 		return nil
@@ -242,10 +262,32 @@ func DispatchableItems(r api.Run, notBefore []time.Time, now time.Time, take fun
 	if r.MaxParallel > 0 {
 		room = min(room, r.MaxParallel-r.Count().Running)
 	}
+	var ready []bool
+	var stepRoom []int
+	if len(r.Steps) > 0 {
+		ready = readySteps(&r)
+		stepRoom = make([]int, len(r.Steps))
+		for k, s := range r.Steps {
+			stepRoom[k] = limit
+			if s.MaxParallel > 0 {
+				c, _ := stepCounts(&r, s)
+				stepRoom[k] = s.MaxParallel - c.Running
+			}
+		}
+	}
 	var out []int
+	k := -1
 	for i, it := range r.Items {
 		if len(out) >= room {
 			break
+		}
+		if ready != nil {
+			for k < 0 || i >= r.Steps[k].First+r.Steps[k].Items {
+				k++
+			}
+			if !ready[k] || stepRoom[k] <= 0 {
+				continue
+			}
 		}
 		var nb time.Time
 		if i < len(notBefore) {
@@ -253,13 +295,20 @@ func DispatchableItems(r api.Run, notBefore []time.Time, now time.Time, take fun
 		}
 		if Dispatchable(itemChain(r, it), nb, now) && (take == nil || take(i)) {
 			out = append(out, i)
+			if ready != nil {
+				stepRoom[k]--
+			}
 		}
 	}
 	return out
 }
 
 // ItemLeaseExpired is LeaseExpired for item i of r.
+// In a run made of steps, item i's step's timeout applies.
 func ItemLeaseExpired(j *api.Job, r api.Run, i int, leaseUntil, now time.Time, lease time.Duration) (bool, string) {
+	if sj := stepJobFor(j, &r, i); sj != nil {
+		j = sj
+	}
 	return LeaseExpired(j, itemChain(r, r.Items[i]), leaseUntil, now, lease)
 }
 

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
@@ -35,13 +36,17 @@ func (pt *partition) startItemsLocked(e *jobEntry, ar *activeRun, p *poll, rival
 	if room <= 0 || !req.HasFeature(api.FeatureItems) || !p.may(e, ar.run.JobID) {
 		return api.Run{}, nil
 	}
+	steps := len(ar.run.Steps) > 0
 	items := DispatchableItems(ar.run, ar.notBefores(), now, func(i int) bool {
+		if steps {
+			return p.mayStep(e, e.spec.stepOf(&ar.run, i))
+		}
 		return pt.pinnedToLocked(ar.run.Items[i], req.Worker)
 	}, room)
 	if len(items) == 0 {
 		return api.Run{}, nil
 	}
-	if !ar.run.Broadcast && pt.passOver(p, rivals, e, ar, now) {
+	if !ar.run.Broadcast && !steps && pt.passOver(p, rivals, e, ar, now) {
 		return api.Run{}, nil
 	}
 	return StartItems(ar.run, items, req.Worker, req.Credential, now), items
@@ -68,7 +73,11 @@ func (pt *partition) expireItemsLocked(j *api.Job, ar *activeRun, now time.Time)
 		if _, ok := c.current(); ok {
 			attempt = len(c.attempts)
 		}
-		if gone, reason := pt.pinnedGoneLocked(it); gone {
+		gone, reason := pt.pinnedGoneLocked(it)
+		if len(u.next.Steps) > 0 && stepJobFor(j, &u.next, i) == nil {
+			gone, reason = true, fmt.Sprintf("step %q is no longer in the job", it.Step)
+		}
+		if gone {
 			var cancelled []int
 			u.next, cancelled = KillItem(u.next, i, reason, now)
 			u.cancelled = append(u.cancelled, cancelled...)

@@ -111,7 +111,7 @@ func (pt *partition) recordItems(runID string, batch []*itemReport) {
 		j := e.spec.job()
 		var nb time.Time
 		var cancelled []int
-		u.next, nb, cancelled = FinishItem(&j, u.next, c.item, Outcome{Success: req.Success, Error: req.Error, Output: req.Output}, now, jitter())
+		u.next, nb, cancelled = FinishItem(&j, u.next, c.item, Outcome{Success: req.Success, Error: req.Error, Output: req.Output, Result: req.Result}, now, jitter())
 		u.items[c.item] = nb
 		u.cancelled = append(u.cancelled, cancelled...)
 		u.reported = append(u.reported, chainAttempt{run: req.RunID, item: c.item, attempt: req.Attempt})

@@ -66,7 +66,7 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	k := pt.d.keys
 	jobs := map[string]*jobEntry{}
 	var triggers []triggerReq
-	cancels, backfills := map[string]cancelReq{}, map[string]*backfillJob{}
+	cancels, backfills, retries := map[string]cancelReq{}, map[string]*backfillJob{}, map[string]retryReq{}
 	pauses := map[string]*mvccpb.KeyValue{}
 	rev, err := src(ctx, k.PartitionJobsPrefix(pt.p), 0, loadPage, func(kv *mvccpb.KeyValue) {
 		if id, ok := k.ParsePauseKey(pt.p, string(kv.Key)); ok {
@@ -76,7 +76,7 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 		id, at, ok := k.ParseSpecKey(pt.p, string(kv.Key))
 		switch {
 		case !ok && pt.takeHandover(kv, &triggers):
-		case !ok && pt.takeRequest(kv, cancels, backfills):
+		case !ok && pt.takeRequest(kv, cancels, backfills, retries):
 		case !ok:
 			pt.lg.Warn("ignoring unexpected key", zap.ByteString("key", kv.Key))
 		case !at.IsZero():
@@ -193,7 +193,7 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 	pt.mu.Lock()
 	pt.jobs, pt.active, pt.triggers, pt.closed = jobs, active, pending, false
 	pt.cancelled, pt.takeBacks, pt.unread, pt.hist = map[chainKey]cancelledAttempt{}, map[chainKey]undelivered{}, map[string]api.Run{}, hist
-	pt.cancels, pt.backfills = cancels, backfills
+	pt.cancels, pt.backfills, pt.retries = cancels, backfills, retries
 	pt.reindexLocked()
 	pt.mu.Unlock()
 	lvl := zap.DebugLevel // most partitions of a small fleet are empty: keep the log readable

@@ -72,6 +72,7 @@ type partition struct {
 	active   map[string]*activeRun // runs not final, by run ID
 	triggers map[string]triggerReq // trigger requests not yet fired, by key
 	cancels  map[string]cancelReq  // cancel requests not yet applied, by key (cancel.go)
+	retries  map[string]retryReq   // retry requests not yet applied, by key (steps_retry.go)
 	// backfills are the running backfills, by job ID (backfill.go);
 	// backfillWake is when the backfill rate allows the next run, zero
 	// if nothing waits for it.
@@ -250,6 +251,7 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	pt.readoptUnread(ctx)
 	pt.takeBackQueued(ctx) // before expiry: an undelivered attempt is not lost
 	pt.applyCancels(ctx, now)
+	pt.applyRetries(ctx, now)
 	pt.expire(ctx, now)
 	heldWake := pt.releaseHolders(ctx, now)
 	pt.fireDue(ctx, now)

@@ -274,7 +274,9 @@ func endActive(r api.Run, status api.RunStatus, reason, why string, now time.Tim
 // (BroadcastItems gives them at the fire).
 func NewRun(j *api.Job, at, now time.Time, owner string, epoch int64) api.Run {
 	r := newRun(j, at, now, owner, epoch)
-	if n := j.Shards.Items(); n > 0 {
+	if j.HasSteps() {
+		r.Steps, r.Items = NewStepItems(j)
+	} else if n := j.Shards.Items(); n > 0 {
 		r.Items = NewItems(n)
 		r.MinSucceeded, r.MaxParallel = j.Shards.MinSucceeded, j.Shards.MaxParallel
 	}
@@ -314,6 +316,9 @@ type Outcome struct {
 	// "timed out", …
 	Error  string
 	Output string
+	// Result is the JSON an item of a step returned (a worker's
+	// CompleteRequest.Result); kept only for a step's success.
+	Result []byte
 }
 
 // FinishAttempt records the end of r's current attempt at now and decides

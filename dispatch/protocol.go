@@ -1,7 +1,9 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"unicode"
@@ -192,6 +194,19 @@ func (d *Dispatcher) Complete(ctx context.Context, req CompleteRequest) (Complet
 	}
 	if err := validateText("error", req.Error); err != nil {
 		return CompleteResponse{}, err
+	}
+	if len(req.Result) > api.MaxStepResultBytes {
+		return CompleteResponse{}, fmt.Errorf("%w: result: %d bytes, longer than %d", ErrBadRequest, len(req.Result), api.MaxStepResultBytes)
+	}
+	if len(req.Result) > 0 {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, req.Result); err != nil {
+			return CompleteResponse{}, fmt.Errorf("%w: result: not valid JSON: %v", ErrBadRequest, err)
+		}
+		req.Result = buf.Bytes()
+	}
+	if string(req.Result) == "null" {
+		req.Result = nil
 	}
 	pt, err := d.partitionFor(id)
 	if err != nil {

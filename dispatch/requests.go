@@ -31,7 +31,7 @@ func (pt *partition) cancelOf(jk store.JobKey, kv *mvccpb.KeyValue) cancelReq {
 // takeRequest adds kv, a key of the partition's jobs read by a load, to
 // the cancel requests or the running backfills if it is one, and reports
 // whether it was.
-func (pt *partition) takeRequest(kv *mvccpb.KeyValue, cancels map[string]cancelReq, backfills map[string]*backfillJob) bool {
+func (pt *partition) takeRequest(kv *mvccpb.KeyValue, cancels map[string]cancelReq, backfills map[string]*backfillJob, retries map[string]retryReq) bool {
 	jk, ok := pt.d.keys.ParseJobKey(pt.p, string(kv.Key))
 	switch {
 	case !ok:
@@ -39,6 +39,9 @@ func (pt *partition) takeRequest(kv *mvccpb.KeyValue, cancels map[string]cancelR
 	case jk.Kind == store.KeyCancel:
 		c := pt.cancelOf(jk, kv)
 		cancels[c.key] = c
+	case jk.Kind == store.KeyRetry:
+		c := pt.retryOf(jk, kv)
+		retries[c.key] = c
 	case jk.Kind == store.KeyBackfill:
 		if bj := pt.backfillOf(kv.Value, string(kv.Key), kv.ModRevision); bj != nil {
 			backfills[jk.JobID] = bj
@@ -63,6 +66,16 @@ func (pt *partition) applyRequestLocked(ev *clientv3.Event) bool {
 	switch jk.Kind {
 	case store.KeyHandover:
 		pt.applyHandoverLocked(jk, ev)
+	case store.KeyRetry:
+		if ev.Type != mvccpb.PUT {
+			delete(pt.retries, string(ev.Kv.Key))
+			return true
+		}
+		c := pt.retryOf(jk, ev.Kv)
+		if pt.retries == nil {
+			pt.retries = map[string]retryReq{}
+		}
+		pt.retries[c.key] = c
 	case store.KeyCancel:
 		if ev.Type != mvccpb.PUT {
 			delete(pt.cancels, string(ev.Kv.Key))

@@ -127,9 +127,32 @@ func (d *Dispatcher) rivals(p *poll) []*poll {
 // may reports whether p's worker may take a run of job e: it serves the
 // executor type, the credential's scope covers the job, and its labels
 // match the job's selector.
+//
+// For a job made of steps, it reports whether the worker may take items
+// of one of its steps (mayStep decides for each item).
 func (p *poll) may(e *jobEntry, jobID string) bool {
 	id := p.id.Load()
-	return !id.blocked && p.executors[e.spec.Executor.Type] && strings.HasPrefix(jobID, p.req.Prefix) && e.spec.Placed().allows(id.labels, id.known)
+	if id.blocked || !strings.HasPrefix(jobID, p.req.Prefix) {
+		return false
+	}
+	if c := e.spec.controls(); len(c.Steps) > 0 {
+		for k := range c.Steps {
+			if p.mayStep(e, k) {
+				return true
+			}
+		}
+		return false
+	}
+	return p.executors[e.spec.Executor.Type] && e.spec.Placed().allows(id.labels, id.known)
+}
+
+// mayStep reports whether p's worker may take items of step k of job e
+// (which may takes): it serves the step's executor type and its labels
+// match the step's selector.
+func (p *poll) mayStep(e *jobEntry, k int) bool {
+	id := p.id.Load()
+	c := e.spec.controls()
+	return k >= 0 && k < len(c.Steps) && p.executors[c.Steps[k].Executor.Type] && c.stepsPlaced[k].allows(id.labels, id.known)
 }
 
 // previousWorker returns the worker of run r's latest attempt, "" if it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 	"unique"
 
@@ -23,6 +24,15 @@ type jobWork struct {
 	Notify   []api.Notification `json:"notify,omitempty"`
 	// Params are the items' parameters of a sharded job (shards.params).
 	Params []json.RawMessage `json:"params,omitempty"`
+	// Steps are the executors and shard parameters of a job made of
+	// steps, by step.
+	Steps []stepWork `json:"steps,omitempty"`
+}
+
+// stepWork is what a worker needs of one step.
+type stepWork struct {
+	Executor api.Executor      `json:"executor"`
+	Params   []json.RawMessage `json:"params,omitempty"`
 }
 
 // compactWork moves j's executor (all but its type), payload, notify
@@ -36,6 +46,13 @@ func compactWork(j *api.Job) (compactedWork, error) {
 	if j.Shards != nil {
 		w.Params = j.Shards.Params
 	}
+	for _, st := range j.Steps {
+		sw := stepWork{Executor: st.Executor}
+		if st.Shards != nil {
+			sw.Params = st.Shards.Params
+		}
+		w.Steps = append(w.Steps, sw)
+	}
 	if err := enc.Encode(w); err != nil {
 		return nil, fmt.Errorf("job %q: encode executor and payload: %w", j.ID, err)
 	}
@@ -46,6 +63,16 @@ func compactWork(j *api.Job) (compactedWork, error) {
 		sh := *j.Shards
 		sh.Count, sh.Params = sh.Items(), nil
 		j.Shards = &sh
+	}
+	j.Steps = slices.Clone(j.Steps)
+	for k := range j.Steps {
+		st := &j.Steps[k]
+		st.Executor = api.Executor{Type: st.Executor.Type}
+		if st.Shards != nil {
+			sh := *st.Shards
+			sh.Count, sh.Params = sh.Items(), nil
+			st.Shards = &sh
+		}
 	}
 	return bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }
@@ -101,7 +128,11 @@ func specOf(j *api.Job) jobSpec {
 	}
 	c := specControls{
 		MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter, Limits: j.Limits, After: j.After, ResumedAt: j.ResumedAt,
-		Shards: j.Shards, Placement: j.Placement, Placed: placedOf(j),
+		Shards: j.Shards, Placement: j.Placement, Placed: placedOf(j), Steps: j.Steps,
+	}
+	for k := range j.Steps {
+		sj := j.StepJob(&j.Steps[k])
+		c.stepsPlaced = append(c.stepsPlaced, placedOf(&sj))
 	}
 	if !c.none() {
 		s.ctl = &c
@@ -119,7 +150,7 @@ func (s *jobSpec) job() api.Job {
 		ID: s.ID, Schedule: s.Schedule, RunAt: s.RunAt, Executor: api.Executor{Type: s.Executor.Type},
 		Retry: s.Retry, Timeout: s.Timeout, ConcurrencyPolicy: s.ConcurrencyPolicy, MisfirePolicy: s.MisfirePolicy,
 		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: int(s.Partition),
-		Shards: c.Shards, Placement: c.Placement, Limits: c.Limits, CreatedAt: s.CreatedAt(), UpdatedAt: s.UpdatedAt(), Revision: s.Revision,
+		Shards: c.Shards, Placement: c.Placement, Steps: c.Steps, Limits: c.Limits, CreatedAt: s.CreatedAt(), UpdatedAt: s.UpdatedAt(), Revision: s.Revision,
 		MaxFires: c.MaxFires, Exclude: c.Exclude, PauseAfterFailures: c.PauseAfterFailures, NotAfter: c.NotAfter,
 		After: c.After, ResumedAt: c.ResumedAt,
 	}
@@ -194,11 +225,16 @@ type specControls struct {
 	Shards    *api.Shards
 	Placement *api.PlacementPolicy // as stored: broadcast, selector, retry_elsewhere
 	Placed    *placed              // Placement parsed (jobSpec.Placed)
+	// Steps are the job's steps, their executors with only their type
+	// and their shards without their params (in the work);
+	// stepsPlaced their placements as the scheduler keeps them, by step.
+	Steps       []api.Step
+	stepsPlaced []*placed
 }
 
 func (c specControls) none() bool {
 	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil && c.ResumedAt == nil && len(c.Limits) == 0 && len(c.After) == 0 &&
-		c.Shards == nil && c.Placement == nil && c.Placed == nil
+		c.Shards == nil && c.Placement == nil && c.Placed == nil && len(c.Steps) == 0
 }
 
 // noControls are the controls of a job that sets none.

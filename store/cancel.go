@@ -102,7 +102,13 @@ func (s *Etcd) AwaitCancel(ctx context.Context, runID string) (r Run, consumed b
 	if err != nil {
 		return Run{}, false, err
 	}
-	req := s.keys.Cancel(s.Partition(id), id, at)
+	return s.awaitConsumed(ctx, runID, s.keys.Cancel(s.Partition(id), id, at), "cancel")
+}
+
+// awaitConsumed waits until request key req of run runID (a cancel or
+// retry request, what names it) is deleted or ctx ends, and returns the
+// run as stored then; see AwaitCancel.
+func (s *Etcd) awaitConsumed(ctx context.Context, runID, req, what string) (r Run, consumed bool, err error) {
 	resp, err := s.client.Get(ctx, req, clientv3.WithKeysOnly())
 	if err != nil {
 		return Run{}, false, Classify(err)
@@ -121,10 +127,10 @@ func (s *Etcd) AwaitCancel(ctx context.Context, runID string) (r Run, consumed b
 					return Run{}, false, nil
 				}
 				if !ok {
-					return Run{}, false, fmt.Errorf("watching the cancel request of run %s: %w: the watch ended", quoteClipped(runID), ErrUnavailable)
+					return Run{}, false, fmt.Errorf("watching the %s request of run %s: %w: the watch ended", what, quoteClipped(runID), ErrUnavailable)
 				}
 				if err := wr.Err(); err != nil {
-					return Run{}, false, fmt.Errorf("watching the cancel request of run %s: %w", quoteClipped(runID), Classify(err))
+					return Run{}, false, fmt.Errorf("watching the %s request of run %s: %w", what, quoteClipped(runID), Classify(err))
 				}
 				if len(wr.Events) > 0 {
 					break wait

@@ -25,6 +25,9 @@ const (
 	KeyBackfill
 	// KeyHandover is the hand-over of an upstream run's end (Keys.Handover).
 	KeyHandover
+	// KeyRetry is a request to start a run of steps again from a step
+	// (Keys.Retry).
+	KeyRetry
 )
 
 // JobKey is a key under PartitionJobsPrefix, parsed.
@@ -45,6 +48,12 @@ func (k Keys) JobRequestsPrefix(p int, id string) string { return k.Spec(p, id) 
 
 // CancelPrefix is the prefix of job id's cancel requests.
 func (k Keys) CancelPrefix(p int, id string) string { return k.Spec(p, id) + "/cancel/" }
+
+// Retry is the key of a request to start job id's run for scheduled
+// time t again from a step.
+func (k Keys) Retry(p int, id string, t time.Time) string {
+	return k.Spec(p, id) + "/retry/" + FormatTime(t)
+}
 
 // Cancel is the key of a request to cancel job id's run for scheduled
 // time t.
@@ -91,6 +100,8 @@ func (k Keys) ParseJobKey(p int, key string) (JobKey, bool) {
 		jk.Kind = KeyTrigger
 	case "cancel":
 		jk.Kind = KeyCancel
+	case "retry":
+		jk.Kind = KeyRetry
 	default:
 		return JobKey{}, false
 	}

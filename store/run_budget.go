@@ -33,9 +33,12 @@ const (
 // DroppedBytes. Attempts are never removed, so their count and numbers
 // stay exact. r is not modified.
 //
-// A run with items (api.Run.Items) is fitted by fitItems instead.
+// A run with items (api.Run.Items) is fitted by fitItems instead. The
+// results of a run of steps' items (at most api.MaxRunResultsBytes) are
+// never cut and come on top of maxBytes: they must not squeeze out the
+// attempts' errors.
 func FitRun(r Run, maxBytes int) (Run, []byte, error) {
-	maxBytes = max(maxBytes, MinMaxRunBytes)
+	maxBytes = max(maxBytes, MinMaxRunBytes) + r.ResultsBytes()
 	val, err := EncodeRun(r)
 	if err != nil || len(val) <= maxBytes {
 		return r, val, err

@@ -20,7 +20,7 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "run", Short: "Inspect and cancel runs over the HTTP API"}
 	requireSubcommand(cmd)
 	opts.register(cmd)
-	cmd.AddCommand(newRunGetCmd(&opts), newRunLsCmd(&opts), newRunCancelCmd(&opts))
+	cmd.AddCommand(newRunGetCmd(&opts), newRunLsCmd(&opts), newRunCancelCmd(&opts), newRunRetryCmd(&opts))
 	return cmd
 }
 
@@ -113,6 +113,12 @@ func printRunDetail(w io.Writer, r api.Run, wide bool, now time.Time) error {
 	row("ATTEMPTS", fmt.Sprint(r.AttemptCount()))
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(r.Steps) > 0 {
+		fmt.Fprintln(w)
+		if err := printSteps(w, r, now); err != nil {
+			return err
+		}
 	}
 	if len(r.Items) > 0 {
 		fmt.Fprintln(w)

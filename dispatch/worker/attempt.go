@@ -227,6 +227,9 @@ func (at *attempt) finish(out outcome, start time.Time) {
 		Success: out.err == nil,
 		Output:  out.output.text(api.MaxOutputBytes),
 	}
+	if out.err == nil {
+		req.Result = out.result
+	}
 	result := "succeeded"
 	if out.err != nil {
 		req.Error = reportError(out.err)

@@ -31,6 +31,10 @@ import (
 // on Run.RunID.
 type Handler func(ctx context.Context, run Run) error
 
+// StepHandler is a Handler that returns a result with its success: the
+// JSON a step's attempt returns (see Worker.HandleStep); nil for none.
+type StepHandler func(ctx context.Context, run Run) (json.RawMessage, error)
+
 // Run is what a Handler is given: the attempt it runs.
 type Run struct {
 	// JobID is the job's ID.
@@ -56,6 +60,17 @@ type Run struct {
 	// ShardIndex), with its secret references resolved; nil if it has
 	// none.
 	ShardParam json.RawMessage
+	// Step is the step's ID for an attempt of a run made of steps, ""
+	// otherwise; ShardIndex and ShardCount are then the step's shard
+	// (ShardCount 0 for a step without shards), and Round the run's
+	// round (0 unless it was started again from a step). De-duplicate
+	// side effects on (RunID, Step, ShardIndex, Round).
+	Step  string
+	Round int
+	// Needs are the results of the steps the step needs, by step ID (a
+	// sharded step's: a JSON array by shard; null for none); nil for a
+	// step that needs none.
+	Needs map[string]json.RawMessage
 }
 
 // Header names set by the "http" executor (contract). Jobfleet-Job-Id
@@ -105,6 +120,8 @@ type outcome struct {
 	err error
 	// output is the executor's output (nil for none).
 	output *outputBuffer
+	// result is a step's result (nil for none).
+	result json.RawMessage
 }
 
 // execute runs attempt a with the executor it names, under ctx. Secret
@@ -158,7 +175,7 @@ func (w *Worker) secret(name string) (string, error) {
 }
 
 // runHandler calls h, turning a panic into a failure.
-func runHandler(ctx context.Context, h Handler, a api.AttemptGrant, lg *zap.Logger) (out outcome) {
+func runHandler(ctx context.Context, h StepHandler, a api.AttemptGrant, lg *zap.Logger) (out outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			lg.Error("handler panicked", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
@@ -175,7 +192,20 @@ func runHandler(ctx context.Context, h Handler, a api.AttemptGrant, lg *zap.Logg
 	if a.Item != nil {
 		run.ShardIndex, run.ShardCount, run.ShardParam = a.Item.Index, a.Item.Count, a.Item.Param
 	}
-	return outcome{err: h(ctx, run)}
+	if a.Step != nil {
+		run.Step, run.Round, run.ShardIndex, run.ShardCount = a.Step.ID, a.Round, a.Step.Shard, a.Step.Shards
+		if len(a.Step.Needs) > 0 {
+			if err := json.Unmarshal(a.Step.Needs, &run.Needs); err != nil {
+				return outcome{err: fmt.Errorf("needs of step %q do not decode: %w", a.Step.ID, err)}
+			}
+		}
+	}
+	res, err := h(ctx, run)
+	if err != nil || a.Step == nil {
+		return outcome{err: err}
+	}
+	res, err = checkResult(res)
+	return outcome{err: err, result: res}
 }
 
 // HTTP executor limits.
@@ -217,6 +247,7 @@ func (w *Worker) executeHTTP(ctx context.Context, a api.AttemptGrant) outcome {
 			return outcome{err: err}
 		}
 	}
+	body = stepBody(a, body)
 	var rd io.Reader
 	if len(body) > 0 {
 		rd = bytes.NewReader(body)
@@ -256,6 +287,15 @@ func (w *Worker) executeHTTP(ctx context.Context, a api.AttemptGrant) outcome {
 		req.Header.Set(HeaderShardIndex, strconv.Itoa(a.Item.Index))
 		req.Header.Set(HeaderShardCount, strconv.Itoa(a.Item.Count))
 	}
+	if a.Step != nil {
+		req.Header.Set(HeaderStep, a.Step.ID)
+		req.Header.Set(HeaderRound, strconv.Itoa(a.Round))
+		if a.Item != nil {
+			req.Header.Set(HeaderItem, strconv.Itoa(a.Item.Index))
+		}
+		req.Header.Set(HeaderShardIndex, strconv.Itoa(a.Step.Shard))
+		req.Header.Set(HeaderShardCount, strconv.Itoa(a.Step.Shards))
+	}
 
 	client := &http.Client{Transport: w.execTransport, CheckRedirect: w.redirectPolicy(e)}
 	resp, err := client.Do(req)
@@ -264,7 +304,13 @@ func (w *Worker) executeHTTP(ctx context.Context, a api.AttemptGrant) outcome {
 	}
 	defer resp.Body.Close()
 	out := newOutputBuffer(api.MaxOutputBytes)
-	_, rerr := io.Copy(out, io.LimitReader(resp.Body, maxResponseRead))
+	var sink io.Writer = out
+	var res *resultBuffer
+	if a.Step != nil {
+		res = &resultBuffer{}
+		sink = io.MultiWriter(out, res)
+	}
+	_, rerr := io.Copy(sink, io.LimitReader(resp.Body, maxResponseRead))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		err := fmt.Errorf("%s %s: status %s", method, shown, resp.Status)
 		if loc := resp.Header.Get("Location"); loc != "" && isRedirect(resp.StatusCode) {
@@ -278,6 +324,10 @@ func (w *Worker) executeHTTP(ctx context.Context, a api.AttemptGrant) outcome {
 	if rerr != nil && ctx.Err() != nil {
 		// Cancelled while reading the body: not a clean success.
 		return outcome{err: rerr, output: out}
+	}
+	if res != nil {
+		result, err := res.httpResult(resp.Header.Get("Content-Type"))
+		return outcome{err: err, output: out, result: result}
 	}
 	return outcome{output: out}
 }

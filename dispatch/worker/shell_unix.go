@@ -46,6 +46,14 @@ func (w *Worker) executeShell(ctx context.Context, a api.AttemptGrant) outcome {
 		return outcome{err: errors.New("shell executor without a command")}
 	}
 	env := w.shellEnv(a)
+	needs, removeNeeds, err := writeNeedsFile(a)
+	if err != nil {
+		return outcome{err: err}
+	}
+	defer removeNeeds()
+	if needs != "" {
+		env = append(env, EnvNeedsFile+"="+needs)
+	}
 	prog, err := lookPath(argv[0], envValue(env, "PATH"))
 	if err != nil {
 		return outcome{err: fmt.Errorf("start %q: %w", argv[0], err)}
@@ -73,6 +81,13 @@ func (w *Worker) executeShell(ctx context.Context, a api.AttemptGrant) outcome {
 	cmd.Stdin = bytes.NewReader(a.Payload)
 	cmd.Stdout = out
 	cmd.Stderr = out // the same pointer: exec serialises the writes
+	var so *shellOutput
+	if a.Step != nil {
+		// Standard output apart, for its last line: two writers under
+		// one lock (exec copies the two streams concurrently).
+		so = &shellOutput{out: out}
+		cmd.Stdout, cmd.Stderr = shellStream{so, true}, shellStream{so, false}
+	}
 	cmd.ExtraFiles = []*os.File{lifeR, statusW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
@@ -104,7 +119,11 @@ func (w *Worker) executeShell(ctx context.Context, a api.AttemptGrant) outcome {
 		// Exited 0 but left its output pipes open (a background child).
 		err = nil
 	}
-	return outcome{err: err, output: out}
+	o := outcome{err: err, output: out}
+	if so != nil && err == nil {
+		o.result = so.last.result()
+	}
+	return o
 }
 
 // shellEnv returns the environment of a's command: PATH (shellPath), HOME
@@ -129,6 +148,11 @@ func (w *Worker) shellEnv(a api.AttemptGrant) []string {
 		if len(a.Item.Param) > 0 {
 			vars[EnvShardParam] = string(a.Item.Param)
 		}
+	}
+	if a.Step != nil {
+		vars[EnvStep] = a.Step.ID
+		vars[EnvShardIndex] = strconv.Itoa(a.Step.Shard)
+		vars[EnvShardCount] = strconv.Itoa(a.Step.Shards)
 	}
 	env := make([]string, 0, len(vars))
 	for _, k := range slices.Sorted(maps.Keys(vars)) {

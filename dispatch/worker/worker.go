@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -43,7 +44,7 @@ type Worker struct {
 	settling atomic.Int64
 
 	hmu      sync.RWMutex // guards handlers
-	handlers map[string]Handler
+	handlers map[string]StepHandler
 
 	// Set by Run before any goroutine starts.
 	hardCtx  context.Context // cancelled (errShuttingDown) when the shutdown timeout ends
@@ -96,7 +97,7 @@ func New(cfg Config) (*Worker, error) {
 		policy:        policy,
 		slots:         newSlots(cfg.Concurrency),
 		creds:         newCredentialLog(cfg.Clock, lg),
-		handlers:      map[string]Handler{},
+		handlers:      map[string]StepHandler{},
 		addrsNote:     make(chan struct{}, 1),
 		firstRegister: make(chan struct{}),
 		regNote:       make(chan struct{}, 1),
@@ -119,6 +120,19 @@ func (w *Worker) ID() string { return w.cfg.ID }
 // name, a nil handler, a name already registered, or a 63rd handler (a
 // registration lists at most 64 executor types).
 func (w *Worker) Handle(name string, h Handler) error {
+	var sh StepHandler
+	if h != nil {
+		sh = func(ctx context.Context, run Run) (json.RawMessage, error) { return nil, h(ctx, run) }
+	}
+	return w.HandleStep(name, sh)
+}
+
+// HandleStep is Handle for a handler that returns a result: a step's
+// attempt that succeeds records it (at most api.MaxStepResultBytes of
+// JSON: a longer one, or one that is not JSON, fails the attempt), and
+// the steps that need the step receive it in Run.Needs. The result of an
+// attempt that is not a step's is dropped.
+func (w *Worker) HandleStep(name string, h StepHandler) error {
 	if !validHandlerName(name) {
 		return fmt.Errorf("%w: bad name %q: want letters, digits, '-', '_', '.' and ':', starting with a letter, at most %d bytes, not \"http\" or \"shell\"", ErrInvalidHandler, name, maxHandlerBytes)
 	}
@@ -137,7 +151,7 @@ func (w *Worker) Handle(name string, h Handler) error {
 	return nil
 }
 
-func (w *Worker) handler(name string) Handler {
+func (w *Worker) handler(name string) StepHandler {
 	w.hmu.RLock()
 	defer w.hmu.RUnlock()
 	return w.handlers[name]

@@ -161,6 +161,9 @@ func TestChaosSingleEtcd(t *testing.T) {
 	if a := rep.Global.After; a.UpstreamRuns == 0 || a.Fired == 0 {
 		t.Errorf("after: %+v; want the chain's runs to have fired the jobs after them", a)
 	}
+	if s := rep.Global.Steps; s.Runs == 0 || s.Executions == 0 {
+		t.Errorf("steps: %+v; want runs of steps executed and checked", s)
+	}
 }
 
 // TestChaosEtcdCluster runs the fleet on a 3-member etcd whose leader the

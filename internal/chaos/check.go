@@ -193,6 +193,7 @@ type Global struct {
 	FaultsNotRecovered int `json:"faults_not_recovered"`
 	Items              `json:"items"`
 	After              After `json:"after"`
+	Steps              Steps `json:"steps"`
 	// Limits are the figures of limit keys, nil if the run had none.
 	Limits *Limits `json:"limits,omitempty"`
 }

@@ -152,6 +152,12 @@ func (c *checker) checkItemRun(h *RunHistory, runID string, k Kind, execs map[ex
 			g.ItemsRepeated++
 		}
 	}
+	if len(last.Steps) > 0 {
+		c.checkStepRun(last, k, execs, deleted)
+		if last.Status.Final() || deleted {
+			return
+		}
+	}
 	if deleted || last.Status == api.RunSkipped || last.Status == api.RunCancelled {
 		return // a cancelled run's items do not decide its status
 	}

@@ -162,7 +162,11 @@ type Config struct {
 	// alternately answered with injected failures and slowly, the slow
 	// ones with a parameter per item) and BroadcastJobs broadcast jobs
 	// (every 2s, answered at once).
-	ShardedJobs   int
+	ShardedJobs int
+	// StepJobs are jobs made of steps (every 3s: extract, a sharded and
+	// flaky transform, load, then an "always" cleanup and a "failure"
+	// alert), whose order the checker verifies (check_steps.go).
+	StepJobs      int
 	ShardItems    int
 	BroadcastJobs int
 	// LimitedJobs are jobs sharing the limit key limitRunning
@@ -214,6 +218,7 @@ func DefaultConfig(binary, dir string, seed int64, d time.Duration) Config {
 		SlowJobs:          2,
 		FlakyJobs:         3,
 		ShardedJobs:       2,
+		StepJobs:          1,
 		ShardItems:        6,
 		BroadcastJobs:     1,
 		LimitedJobs:       6,
@@ -288,7 +293,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("chaos: RunLease %v below 1s", c.RunLease)
 	case c.Gap <= 0:
 		return errors.New("chaos: Gap must be positive")
-	case c.RecurringJobs < 1 || c.SlowJobs < 0 || c.FlakyJobs < 0 || c.ShardedJobs < 0 || c.BroadcastJobs < 0 || c.LimitedJobs < 0 || c.RateJobs < 0:
+	case c.RecurringJobs < 1 || c.SlowJobs < 0 || c.FlakyJobs < 0 || c.ShardedJobs < 0 || c.StepJobs < 0 || c.BroadcastJobs < 0 || c.LimitedJobs < 0 || c.RateJobs < 0:
 		return errors.New("chaos: want at least one recurring job, and no negative job counts")
 	case c.ShardedJobs > 0 && (c.ShardItems < 1 || c.ShardItems > 100):
 		return fmt.Errorf("chaos: ShardItems %d outside 1 to 100", c.ShardItems)

@@ -49,8 +49,13 @@ type Execution struct {
 	// Item is the item index of an item's attempt (the
 	// Jobfleet-Shard-Index header), nil for a run of one item; Items the
 	// run's item count (Jobfleet-Shard-Count).
-	Item     *int      `json:"item,omitempty"`
-	Items    int       `json:"items,omitempty"`
+	Item  *int `json:"item,omitempty"`
+	Items int  `json:"items,omitempty"`
+	// Step and Round are a step's attempt's step ID and run round (the
+	// Jobfleet-Step and Jobfleet-Round headers); Item is then the run's
+	// item (Jobfleet-Item), not the step's shard.
+	Step     string    `json:"step,omitempty"`
+	Round    int       `json:"round,omitempty"`
 	Endpoint string    `json:"endpoint"`
 	Start    time.Time `json:"start"`
 	End      time.Time `json:"end"`
@@ -119,6 +124,12 @@ func (r *recorder) serve(w http.ResponseWriter, req *http.Request) {
 			e.Item = &i
 		}
 		e.Items, _ = strconv.Atoi(req.Header.Get(worker.HeaderShardCount))
+	}
+	if e.Step = req.Header.Get(worker.HeaderStep); e.Step != "" {
+		if i, err := strconv.Atoi(req.Header.Get(worker.HeaderItem)); err == nil {
+			e.Item = &i
+		}
+		e.Round, _ = strconv.Atoi(req.Header.Get(worker.HeaderRound))
 	}
 	r.mu.Lock()
 	r.seq++

@@ -201,6 +201,9 @@ func (w *workload) createBase(ctx context.Context) error {
 	for i := range w.cfg.BroadcastJobs {
 		specs = append(specs, w.spec(fmt.Sprintf("broadcast-%d", i+1), jobBroadcast, "@every 2s", nil, "", 1))
 	}
+	for i := range w.cfg.StepJobs {
+		specs = append(specs, w.stepSpec(fmt.Sprintf("steps-%d", i+1)))
+	}
 	if err := w.createChain(ctx); err != nil {
 		return err
 	}

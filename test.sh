@@ -6,6 +6,7 @@
 #
 #   etcd, etcdctl  the deployment walkthrough (internal/testkit/walkthrough)
 #   openssl        the deploy module's compose test
+#   python3        the Python worker (internal/testkit/pyworker); JOBFLEET_PYTHON_TESTS=1 fails without
 #   ip (root)      the fault suite's hosts in network namespaces (internal/chaos)
 #   chromium       the console's browser tests; JOBFLEET_BROWSER_TESTS=1 fails without
 #   podman         the container image test (deploy); JOBFLEET_IMAGE_TESTS=1 fails without

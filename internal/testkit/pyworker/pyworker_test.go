@@ -1,0 +1,261 @@
+// Package pyworker tests the Python worker of sdk/python against a real
+// fleet: orchestrators on an embedded etcd, the worker a python3 process.
+// Without python3 on PATH the tests skip, unless JOBFLEET_PYTHON_TESTS=1
+// (CI) makes that a failure.
+package pyworker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/client"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+)
+
+var etcd *etcdtest.Server
+
+func TestMain(m *testing.M) {
+	os.Exit(etcdtest.Main(m, &etcd, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")))
+}
+
+// python returns python3's path, or skips the test without it.
+func python(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("JOBFLEET_PYTHON_TESTS") == "1" {
+			t.Fatalf("python3 is not on PATH and JOBFLEET_PYTHON_TESTS=1: %v", err)
+		}
+		t.Skip("python3 is not on PATH (JOBFLEET_PYTHON_TESTS=1 makes this a failure)")
+	}
+	return p
+}
+
+// sdkDir is sdk/python, from this file's place in the module.
+func sdkDir(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "sdk", "python")
+}
+
+// pyWorker is a running python3 process of sdk/python/tests/example_worker.py.
+type pyWorker struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+// startWorker starts the example worker with token as worker id.
+func startWorker(t *testing.T, f *fleettest.Fleet, token, id, markers string) *pyWorker {
+	t.Helper()
+	cmd := exec.Command(python(t), "-m", "jobfleet_worker", "example_worker:worker")
+	cmd.Env = append(os.Environ(),
+		"PYTHONPATH="+sdkDir(t)+string(os.PathListSeparator)+filepath.Join(sdkDir(t), "tests"),
+		"JOBFLEET_ORCHESTRATORS="+strings.Join(f.URLs(), ","),
+		"JOBFLEET_TOKEN="+token,
+		"JOBFLEET_WORKER_ID="+id,
+		"MARKER_DIR="+markers,
+	)
+	w := &pyWorker{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-w.done
+		if t.Failed() {
+			t.Logf("python worker %s stderr:\n%s", id, w.stderr.String())
+		}
+	})
+	return w
+}
+
+// waitRun returns the run of job id once done says it is done.
+func waitRun(t *testing.T, c *client.Client, id string, timeout time.Duration, done func(api.Run) bool) api.Run {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last api.Run
+	for time.Now().Before(deadline) {
+		runs, err := c.ListRuns(context.Background(), id, 10)
+		if err == nil && len(runs) > 0 {
+			last = runs[0]
+			if done(last) {
+				return last
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("job %s: run not done within %v; last seen %+v", id, timeout, last)
+	return last
+}
+
+func newFleet(t *testing.T) (*fleettest.Fleet, *client.Client) {
+	t.Helper()
+	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 8, Scheduler: true, RunLease: 3 * time.Second, Quiet: true})
+	f.Join("m1")
+	f.Join("m2")
+	f.WaitSettled(20 * time.Second)
+	c, err := client.New(client.Config{Server: f.URLs()[0], Token: f.AdminToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, c
+}
+
+func put(t *testing.T, c *client.Client, doc string) {
+	t.Helper()
+	var head struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(doc), &head); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.PutJobJSON(context.Background(), head.ID, []byte(doc)); err != nil {
+		t.Fatalf("put %s: %v", head.ID, err)
+	}
+}
+
+func runAt() string { return time.Now().UTC().Add(200 * time.Millisecond).Format(time.RFC3339Nano) }
+
+// TestPythonWorkerRunsHandlers: the Python worker runs a named handler
+// end to end (payload in, output and result back), retries a failing one
+// as the job's retry policy says, and passes a step's result to the step
+// that needs it.
+func TestPythonWorkerRunsHandlers(t *testing.T) {
+	f, c := newFleet(t)
+	startWorker(t, f, f.WorkerToken, "py-1", t.TempDir())
+
+	put(t, c, `{"id": "py/echo", "run_at": "`+runAt()+`", "executor": {"type": "py-echo"}, "payload": {"n": 7}}`)
+	r := waitRun(t, c, "py/echo", 30*time.Second, func(r api.Run) bool { return r.Status.Final() })
+	if r.Status != api.RunSucceeded || len(r.Attempts) != 1 {
+		t.Fatalf("py/echo: run %s with %d attempts, want succeeded at once: %+v", r.Status, len(r.Attempts), r)
+	}
+	if a := r.Attempts[0]; a.Worker != "py-1" || !strings.Contains(a.Output, "echo py/echo attempt 1") {
+		t.Errorf("py/echo: attempt by %q with output %q, want py-1 and its log line", a.Worker, a.Output)
+	}
+
+	put(t, c, `{"id": "py/flaky", "run_at": "`+runAt()+`", "executor": {"type": "py-flaky"}, "retry": {"max_attempts": 3, "initial_backoff": "100ms"}}`)
+	r = waitRun(t, c, "py/flaky", 30*time.Second, func(r api.Run) bool { return r.Status.Final() })
+	if r.Status != api.RunSucceeded || len(r.Attempts) != 2 {
+		t.Fatalf("py/flaky: run %s with %d attempts, want succeeded at the second: %+v", r.Status, len(r.Attempts), r)
+	}
+	if e := r.Attempts[0].Error; e != "RuntimeError: first attempts fail" {
+		t.Errorf("py/flaky: first attempt's error %q, want the exception's text", e)
+	}
+
+	put(t, c, `{"id": "py/steps", "run_at": "`+runAt()+`", "steps": [
+		{"id": "extract", "executor": {"type": "py-echo"}},
+		{"id": "load", "needs": ["extract"], "executor": {"type": "py-echo"}}]}`)
+	r = waitRun(t, c, "py/steps", 30*time.Second, func(r api.Run) bool { return r.Status.Final() })
+	if r.Status != api.RunSucceeded || len(r.Items) != 2 {
+		t.Fatalf("py/steps: run %s with %d items, want succeeded with 2: %+v", r.Status, len(r.Items), r)
+	}
+	var load struct {
+		Step  string                     `json:"step"`
+		Needs map[string]json.RawMessage `json:"needs"`
+	}
+	for _, it := range r.Items {
+		if it.Step == "load" {
+			if err := json.Unmarshal(it.Result, &load); err != nil {
+				t.Fatalf("load's result %s: %v", it.Result, err)
+			}
+		}
+	}
+	var extract bytes.Buffer
+	_ = json.Compact(&extract, load.Needs["extract"])
+	if load.Step != "load" || !strings.Contains(extract.String(), `"step":"extract"`) {
+		t.Errorf("load saw step %q and needs of extract %s, want extract's result", load.Step, extract.String())
+	}
+}
+
+// TestPythonWorkerRefusedWithViewerToken: a viewer's credential cannot
+// register a worker; the process says so and exits 1.
+func TestPythonWorkerRefusedWithViewerToken(t *testing.T) {
+	f, _ := newFleet(t)
+	w := startWorker(t, f, f.Token(api.RoleViewer, ""), "py-viewer", t.TempDir())
+	select {
+	case err := <-w.done:
+		w.done <- err // for the cleanup
+		var ee *exec.ExitError
+		if !errorsAs(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(w.stderr.String(), "403") {
+			t.Fatalf("worker with a viewer's token: exit %v, stderr %q; want exit 1 naming 403", err, w.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a worker with a viewer's token is still running after 30s")
+	}
+}
+
+// TestPythonWorkerStopsGracefully: on SIGTERM the worker stops polling,
+// gives a running attempt shutdown_timeout to end, then reports it
+// failed ("worker shutting down") so that it is retried at once, not
+// after its run lease, and exits 0.
+func TestPythonWorkerStopsGracefully(t *testing.T) {
+	f, c := newFleet(t)
+	markers := t.TempDir()
+	w := startWorker(t, f, f.WorkerToken, "py-2", markers)
+	put(t, c, `{"id": "py/slow", "run_at": "`+runAt()+`", "executor": {"type": "py-slow"}, "retry": {"max_attempts": 3, "initial_backoff": "1h"}}`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(markers, "py_slow")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("py/slow did not start within 30s; stderr:\n%s", w.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-w.done:
+		w.done <- err
+		if err != nil {
+			t.Fatalf("worker exit after SIGTERM: %v; stderr:\n%s", err, w.stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker still running 20s after SIGTERM")
+	}
+	r := waitRun(t, c, "py/slow", 10*time.Second, func(r api.Run) bool { return len(r.Attempts) > 0 && !r.Attempts[0].FinishedAt.IsZero() })
+	if a := r.Attempts[0]; a.Error != "worker shutting down" || r.Status != api.RunFailed || !strings.Contains(a.Output, "stopped when asked") {
+		t.Fatalf("py/slow after SIGTERM: run %s, attempt error %q output %q; want failed (a retry follows), shutting down, with the handler's output", r.Status, a.Error, a.Output)
+	}
+	workers, err := c.Workers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wk := range workers.Workers {
+		if wk.ID == "py-2" {
+			t.Errorf("worker py-2 is still registered after a graceful stop")
+		}
+	}
+}
+
+func errorsAs(err error, target **exec.ExitError) bool { return errors.As(err, target) }
+
+// TestPythonUnits runs the Python worker's own unit tests
+// (sdk/python/tests/test_*.py).
+func TestPythonUnits(t *testing.T) {
+	cmd := exec.Command(python(t), "-m", "unittest", "discover", "-s", "tests", "-p", "test_*.py")
+	cmd.Dir = sdkDir(t)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+sdkDir(t))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3 -m unittest: %v\n%s", err, out)
+	}
+}

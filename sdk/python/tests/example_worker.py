@@ -1,0 +1,43 @@
+"""The worker the Go test internal/testkit/pyworker runs against a real
+fleet: the handlers py-echo, py-flaky and py-slow. Its settings come from
+the environment: JOBFLEET_ORCHESTRATORS (comma-separated URLs),
+JOBFLEET_TOKEN, JOBFLEET_WORKER_ID, MARKER_DIR (py-slow writes a file
+named after its run there when it starts)."""
+
+import os
+import time
+
+from jobfleet_worker import Worker
+
+worker = Worker(
+    os.environ["JOBFLEET_ORCHESTRATORS"].split(","),
+    token=os.environ["JOBFLEET_TOKEN"],
+    worker_id=os.environ["JOBFLEET_WORKER_ID"],
+    concurrency=4,
+    labels={"lang": "python"},
+    poll_wait=1.0,
+    shutdown_timeout=float(os.environ.get("SHUTDOWN_TIMEOUT", "1")),
+)
+
+
+@worker.handler("py-echo")
+def echo(run):
+    run.log("echo", run.job_id, "attempt", run.attempt)
+    return {"echo": run.payload, "step": run.step, "needs": run.needs}
+
+
+@worker.handler("py-flaky")
+def flaky(run):
+    if run.attempt == 1:
+        raise RuntimeError("first attempts fail")
+    run.log("succeeded at attempt", run.attempt)
+
+
+@worker.handler("py-slow")
+def slow(run):
+    with open(os.path.join(os.environ["MARKER_DIR"], run.job_id.replace("/", "_")), "w") as f:
+        f.write(run.run_id)
+    while not run.cancelled.wait(0.05):
+        pass
+    run.log("stopped when asked")
+    time.sleep(0.1)

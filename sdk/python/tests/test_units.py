@@ -1,0 +1,71 @@
+"""Unit tests of the Python worker's pure parts; run by the Go test
+internal/testkit/pyworker (python3 -m unittest discover)."""
+
+import unittest
+
+import jobfleet_worker as jw
+
+
+class DurationTest(unittest.TestCase):
+    def test_parse(self):
+        for text, want in [("30s", 30.0), ("1m0s", 60.0), ("500ms", 0.5), ("1h2m3.5s", 3723.5), ("250us", 0.00025)]:
+            self.assertAlmostEqual(jw._parse_duration(text, -1), want, msg=text)
+
+    def test_bad_is_default(self):
+        for text in ["", "30", "s", "1x", None, 5, "1.2.3s"]:
+            self.assertEqual(jw._parse_duration(text, -1), -1, msg=repr(text))
+
+    def test_format(self):
+        self.assertEqual(jw._duration(25.0), "25s")
+        self.assertEqual(jw._duration(1.5), "1.5s")
+
+
+class SafeTextTest(unittest.TestCase):
+    def test_controls_escaped(self):
+        self.assertEqual(jw._safe_text("a\x1b[31mb\tc\n\x7f\u009b", 100), "a\\x1b[31mb\tc\n\\x7f\\u009b")
+
+    def test_cut_keeps_utf8(self):
+        out = jw._safe_text("é" * 10, 5)
+        self.assertLessEqual(len(out.encode()), 5)
+        self.assertEqual(out, "éé")
+
+
+class OutputTest(unittest.TestCase):
+    def run_of(self):
+        return jw.Run({"job_id": "j", "run_id": "j@1", "attempt": 1})
+
+    def test_short_output_whole(self):
+        r = self.run_of()
+        r.log("a", 1)
+        r.log("b")
+        self.assertEqual(r._output(), "a 1\nb\n")
+
+    def test_long_output_keeps_head_and_tail(self):
+        r = self.run_of()
+        for i in range(20000):
+            r.log("line %05d" % i)
+        out = r._output()
+        self.assertLessEqual(len(out.encode()), jw.MAX_OUTPUT_BYTES)
+        self.assertTrue(out.startswith("line 00000\n"))
+        self.assertTrue(out.endswith("line 19999\n"))
+        self.assertIn("characters left out", out)
+
+
+class ConfigTest(unittest.TestCase):
+    def test_refused(self):
+        for kwargs in [dict(orchestrators=[]), dict(orchestrators=["ftp://x"]), dict(token=""),
+                       dict(worker_id=""), dict(concurrency=0), dict(poll_wait=31)]:
+            args = dict(orchestrators=["http://127.0.0.1:1"], token="t", worker_id="w")
+            args.update(kwargs)
+            with self.assertRaises(jw.WorkerError, msg=repr(kwargs)):
+                jw.Worker(**args)
+
+    def test_builtin_names_refused(self):
+        w = jw.Worker(["http://127.0.0.1:1"], token="t", worker_id="w")
+        for name in ["http", "shell", ""]:
+            with self.assertRaises(jw.WorkerError):
+                w.handle(name, lambda run: None)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -533,6 +533,12 @@ func TestRouteMatrix(t *testing.T) {
 			e.ensureJob(id)
 			return request{method: "POST", path: "/v1/runs/" + url.PathEscape(e.putRunStatus(id, api.RunPending)) + "/cancel"}
 		}},
+		// A run that has not ended cannot be retried: 409 once past the
+		// credential checks.
+		{pattern: "POST /v1/runs/{run_id}/retry", allowed: writers, job: true, ok: 409, make: func(id string) request {
+			e.ensureJob(id)
+			return request{method: "POST", path: "/v1/runs/" + url.PathEscape(e.putRunStatus(id, api.RunPending)) + "/retry", body: `{"from": "a"}`}
+		}},
 		{pattern: "POST /v1/worker/poll", allowed: workers, ok: 200, make: func(string) request {
 			return request{method: "POST", path: api.PathPoll, body: `{"worker":"w","executors":["http"],"max":1}`}
 		}},

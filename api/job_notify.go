@@ -20,7 +20,9 @@ type Notification struct {
 	// forbid or the active-run cap: its run document; or scheduled times
 	// the misfire policy skipped: a Misfire document); NotifyMissed
 	// (scheduled times not fired within the misfire grace, whatever the
-	// policy did: a Misfire document).
+	// policy did: a Misfire document); NotifyOverdue (no run succeeded
+	// within the job's expect_success_within: an Overdue document, once
+	// per overdue episode).
 	On []RunStatus `json:"on"`
 	// URL is the http or https URL that receives the run document; no
 	// user information.
@@ -43,6 +45,9 @@ const (
 	// NotifyMissed: scheduled times of the job were missed (not fired
 	// within the misfire grace).
 	NotifyMissed RunStatus = "missed"
+	// NotifyOverdue: none of the job's runs succeeded within its
+	// expect_success_within (Job.ExpectSuccessWithin).
+	NotifyOverdue RunStatus = "overdue"
 )
 
 // NotifyOutcomes are the run statuses that notify when a run's status
@@ -54,7 +59,7 @@ var NotifyOutcomes = []RunStatus{RunFailed, RunDead, RunSucceeded, RunCancelled}
 func (s RunStatus) Notifiable() bool { return slices.Contains(NotifyOutcomes, s) }
 
 // NotifyEvents are the events a notify entry may name in On.
-var NotifyEvents = []RunStatus{RunFailed, RunDead, RunSucceeded, RunCancelled, NotifyPaused, RunSkipped, NotifyMissed}
+var NotifyEvents = []RunStatus{RunFailed, RunDead, RunSucceeded, RunCancelled, NotifyPaused, RunSkipped, NotifyMissed, NotifyOverdue}
 
 // Misfire is what a "missed" notification, and a "skipped" one for times
 // the misfire policy skipped, deliver: one decision of the job's owner

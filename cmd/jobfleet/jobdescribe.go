@@ -103,6 +103,16 @@ func printDescribed(w io.Writer, d described, wide bool, now time.Time) error {
 		if d.Job.PauseAfterFailures > 0 {
 			fmt.Fprintf(tw, "  dead in a row\t%d (pauses at %d)\n", st.Failures, d.Job.PauseAfterFailures)
 		}
+		if d.Job.ExpectSuccessWithin > 0 {
+			last := "none since the bound was set"
+			if !st.LastSucceededAt.IsZero() {
+				last = timeText(st.LastSucceededAt)
+			}
+			fmt.Fprintf(tw, "  last success\t%s (expect_success_within %s)\n", last, d.Job.ExpectSuccessWithin)
+		}
+		if o := st.Overdue; o != nil {
+			fmt.Fprintf(tw, "  OVERDUE\tsince %s (notified %s): no run succeeded within %s\n", timeText(o.Since), timeText(o.NotifiedAt), d.Job.ExpectSuccessWithin)
+		}
 		if why := st.PausedReason(d.Job.Revision); why != "" {
 			fmt.Fprintf(tw, "  paused by its owner\t%s at %s; resume to clear\n", why, timeText(st.Pause.At))
 		}

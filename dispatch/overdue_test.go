@@ -115,7 +115,9 @@ func TestOverdueNotifiesOncePerEpisode(t *testing.T) {
 	if n := overdueNotice(t, got[0]); !n.Since.Equal(next) || !n.LastSucceededAt.Equal(succeeded) {
 		t.Fatalf("notice %+v: want overdue since %v, last success %v", n, next, succeeded)
 	}
-	h.waitJob(j.ID, func(j api.Job) bool { return j.State != nil && j.State.Overdue != nil && j.State.Overdue.Since.Equal(next) })
+	h.waitJob(j.ID, func(j api.Job) bool {
+		return j.State != nil && j.State.Overdue != nil && j.State.Overdue.Since.Equal(next)
+	})
 	if c := metricValue(t, reg, "jobfleet_jobs_overdue_total"); c != 2 {
 		t.Fatalf("jobfleet_jobs_overdue_total %v, want 2 episodes", c)
 	}

@@ -70,6 +70,11 @@ func (a *server) routes() []route {
 	}); ok {
 		j.limitStatus, j.runWaitingFor = ls.LimitStatus, ls.RunWaitingFor
 	}
+	if nc, ok := a.m.(interface {
+		CheckNotifications(ns []api.Notification) error
+	}); ok {
+		j.checkNotify = nc.CheckNotifications
+	}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.authn, insecure: a.cfg.Insecure, cursors: cur}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{

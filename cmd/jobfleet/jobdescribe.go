@@ -21,6 +21,8 @@ type described struct {
 	Runs []api.Run     `json:"runs"`
 	// Dependents are the jobs that run after it.
 	Dependents []api.Dependency `json:"dependents"`
+	// Notifications are its latest notifications' deliveries.
+	Notifications []api.NotificationDelivery `json:"notifications"`
 }
 
 func newJobDescribeCmd(opts *clientOptions) *cobra.Command {
@@ -34,9 +36,10 @@ skipped and dropped times, its misfires, its max_fires count, its runs in
 a row that ended dead and why its owner paused it), its next fire times in
 its zone and in UTC (jittered, with the scheduled times),
 its upstream jobs (after) and the jobs that run after it,
+its latest notifications' deliveries (result, tries, last error),
 and its last runs with their durations, reasons and errors (cut in the
 middle; jobfleet run get RUN_ID shows one whole). -o json or -o yaml print
-{"job", "next", "runs", "dependents"}.`,
+{"job", "next", "runs", "dependents", "notifications"}.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if fires < 1 || fires > 100 {
@@ -54,6 +57,13 @@ middle; jobfleet run get RUN_ID shows one whole). -o json or -o yaml print
 					return err
 				}
 				if d.Dependents, err = dependentsOf(ctx, c, args[0]); err != nil {
+					return err
+				}
+				d.Notifications, err = c.Deliveries(ctx, args[0])
+				if errors.Is(err, client.ErrNotFound) { // deleted meanwhile, or a member without the route
+					d.Notifications, err = []api.NotificationDelivery{}, nil
+				}
+				if err != nil {
 					return err
 				}
 				d.Runs, err = c.ListRuns(ctx, args[0], runs)
@@ -131,6 +141,12 @@ func printDescribed(w io.Writer, d described, wide bool, now time.Time) error {
 	fmt.Fprintln(w, "\nNEXT FIRES")
 	if err := printNextFires(&indent{w: w}, d.Next, now); err != nil {
 		return err
+	}
+	if len(d.Notifications) > 0 {
+		fmt.Fprintln(w, "\nNOTIFICATIONS")
+		if err := printDeliveries(&indent{w: w}, d.Notifications, true); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(w, "\nLAST RUNS")
 	if len(d.Runs) == 0 {

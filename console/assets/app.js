@@ -634,7 +634,8 @@
     const legend = el('div', { class: 'legend' });
     const detail = el('div', { class: 'detail', id: 'item-detail', 'aria-live': 'polite' });
     const atts = el('div');
-    view.append(heading('Run ' + id), msg, actions, info, legend, grid, detail, atts);
+    const notes = el('div', { id: 'run-notifications' });
+    view.append(heading('Run ' + id), msg, actions, info, legend, grid, detail, atts, notes);
     let current = 0;
     let cells = [];
     let items = [];
@@ -750,6 +751,7 @@
       if (hasItems) paintItems(r);
       atts.replaceChildren(...(hasItems ? [] : [el('h2', { text: 'Attempts' }),
         ...((r.attempts || []).length ? attemptList(r.attempts) : [el('p', { class: 'muted', text: 'No attempt yet.' })])]));
+      notes.replaceChildren(...((r.notifications || []).length ? [el('h2', { text: 'Notifications' }), deliveriesTable(r.notifications)] : []));
       return runActive(r.status);
     }
     const tick = async () => {
@@ -758,6 +760,20 @@
     };
     tick();
     return () => { stopped = true; clearTimeout(timer); };
+  }
+
+  // deliveriesTable lists notification deliveries: event, URL, result
+  // (given up and dropped ones marked), tries and the last error.
+  function deliveriesTable(ds) {
+    return el('table', {},
+      el('thead', {}, el('tr', {}, ['Event', 'URL', 'Result', 'Tries', 'At', 'Last error'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', {}, ds.map((d) => el('tr', { 'data-result': d.result },
+        el('td', { text: d.event + (d.attempt ? ' (attempt ' + d.attempt + ')' : '') }),
+        el('td', { text: d.url }),
+        el('td', { class: d.result === 'delivered' ? 'ok' : (d.result === 'retrying' ? 'warn' : 'error'), text: d.result.replace('_', ' ') }),
+        el('td', { text: String(d.tries) }),
+        el('td', { text: fmtUTC(d.at) }),
+        el('td', { text: d.last_error || '' })))));
   }
 
   function runsTable(runs) {

@@ -89,6 +89,19 @@ type jobsAPI struct {
 	// runWaitingFor returns the limit key a run waits for on this member
 	// (Member.RunWaitingFor), nil without one.
 	runWaitingFor func(runID string) string
+	// checkNotify checks a job's notify URLs against the destination
+	// policy of the member's deliveries (Member.CheckNotifications), nil
+	// without one.
+	checkNotify func(ns []api.Notification) error
+}
+
+// checkNotifications refuses a job whose notify entries the member's
+// destination policy would refuse to deliver (a *api.FieldError).
+func (a *jobsAPI) checkNotifications(j api.Job) error {
+	if a.checkNotify == nil {
+		return nil
+	}
+	return a.checkNotify(j.Notify)
 }
 
 // store returns the job store and a context bounding the request's store
@@ -157,6 +170,10 @@ func (a *jobsAPI) create(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, err.Error())
 		return
 	}
+	if err := a.checkNotifications(j); err != nil {
+		a.fail(w, r, j.ID, err)
+		return
+	}
 	stored, err := s.Create(ctx, j)
 	if err != nil {
 		a.fail(w, r, j.ID, err)
@@ -190,6 +207,10 @@ func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := authorizeAfter(r, j); err != nil {
 		WriteError(w, http.StatusForbidden, err.Error())
+		return
+	}
+	if err := a.checkNotifications(j); err != nil {
+		a.fail(w, r, id, err)
 		return
 	}
 	stored, created, err := s.Put(ctx, j)

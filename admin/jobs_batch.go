@@ -55,6 +55,9 @@ func (a *jobsAPI) batch(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		ids[i], items[i].Job = j.ID, j
+		if err := a.checkNotifications(j); err != nil {
+			items[i].Err = err
+		}
 	}
 	// The audit line names the batch's jobs, as many as fit its field.
 	if len(ids) == 1 {

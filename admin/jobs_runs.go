@@ -67,6 +67,7 @@ func (a *jobsAPI) getRun(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "", err)
 		return
 	}
+	a.addDeliveries(ctx, s, &run)
 	runs := []api.Run{run}
 	a.explainPending(ctx, s, run.JobID, runs)
 	a.explainLimits(runs)

@@ -70,6 +70,11 @@ func (a *server) routes() []route {
 	}); ok {
 		j.limitStatus, j.runWaitingFor = ls.LimitStatus, ls.RunWaitingFor
 	}
+	if nc, ok := a.m.(interface {
+		CheckNotifications(ns []api.Notification) error
+	}); ok {
+		j.checkNotify = nc.CheckNotifications
+	}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.authn, insecure: a.cfg.Insecure, cursors: cur}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{
@@ -103,6 +108,7 @@ func (a *server) routes() []route {
 		{pattern: "POST /v1/schedule:preview", access: api.AccessRead, handler: hf(j.preview)},
 		{pattern: "GET /v1/jobs/{id}/dependents", access: api.AccessRead, scope: scopeJob, handler: hf(j.dependents)},
 		{pattern: "GET /v1/jobs/{id}/runs", access: api.AccessRead, scope: scopeJob, handler: hf(j.runs)},
+		{pattern: "GET /v1/jobs/{id}/notifications", access: api.AccessRead, scope: scopeJob, handler: hf(j.notifications)},
 		{pattern: "GET /v1/runs", access: api.AccessRead, scope: scopeHandler, handler: hf(j.failing)},
 		{pattern: "GET /v1/runs/{run_id}", access: api.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
 		{pattern: "POST /v1/runs/{run_id}/cancel", access: api.AccessWrite, scope: scopeRun, cost: costCancel, handler: hf(j.cancelRun)},

@@ -488,6 +488,10 @@ func TestRouteMatrix(t *testing.T) {
 			e.ensureJob(id)
 			return request{method: "GET", path: jobPath(id, "dependents")}
 		}},
+		{pattern: "GET /v1/jobs/{id}/notifications", allowed: viewers, job: true, ok: 200, make: func(id string) request {
+			e.ensureJob(id)
+			return request{method: "GET", path: jobPath(id, "notifications")}
+		}},
 		{pattern: "GET /v1/jobs/{id}/next", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			e.ensureJob(id)
 			return request{method: "GET", path: jobPath(id, "next")}

@@ -130,6 +130,16 @@ type Job struct {
 	// and notifies "paused" subscribers. A run that succeeds resets the
 	// count, and so does resuming the job. Left out: never.
 	PauseAfterFailures int `json:"pause_after_failures,omitempty"`
+	// ExpectSuccessWithin is the job's dead man's switch: when none of
+	// its runs has succeeded for that long (since its last success, or
+	// since the job was created or last written if it has none), its
+	// owner records it overdue (state.overdue) and notifies "overdue"
+	// subscribers, once per overdue episode; a success ends the episode.
+	// From MinExpectSuccessWithin to MaxExpectSuccessWithin. A job paused
+	// by hand is never overdue and waits afresh from its resume; one its
+	// owner paused (pause_after_failures) still goes overdue. See
+	// dispatch.OverdueAt. Left out: never overdue.
+	ExpectSuccessWithin Duration `json:"expect_success_within,omitzero"`
 	// History bounds the job's stored runs; zero fields take the fleet's
 	// defaults. See HistoryPolicy.
 	History HistoryPolicy `json:"history,omitzero"`

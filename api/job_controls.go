@@ -22,6 +22,13 @@ const (
 	MaxExcludes = 8
 	// MaxPauseAfterFailures is the largest pause_after_failures.
 	MaxPauseAfterFailures = 1000
+	// MinExpectSuccessWithin is the shortest expect_success_within: a
+	// minute. Shorter bounds would be decided within the scheduler's own
+	// retry and handoff delays (seconds), not the job's.
+	MinExpectSuccessWithin = Duration(time.Minute)
+	// MaxExpectSuccessWithin is the longest expect_success_within: 400
+	// days, beyond a yearly job's period.
+	MaxExpectSuccessWithin = Duration(400 * 24 * time.Hour)
 )
 
 // Finite reports whether the job can complete: a one-off, or a job with a
@@ -160,6 +167,13 @@ func (j *Job) validateControls() error {
 	}
 	if j.PauseAfterFailures < 0 || j.PauseAfterFailures > MaxPauseAfterFailures {
 		return fieldErr("pause_after_failures", "%d is out of range; want 1 to %d (or leave it out never to pause)", j.PauseAfterFailures, MaxPauseAfterFailures)
+	}
+	switch w := j.ExpectSuccessWithin; {
+	case w == 0:
+	case w == NoTimeout:
+		return fieldErr("expect_success_within", `"none" is not a bound; leave the field out never to be overdue`)
+	case w < MinExpectSuccessWithin || w > MaxExpectSuccessWithin:
+		return fieldErr("expect_success_within", "%v is out of range; want %v to %v (or leave it out never to be overdue)", w, MinExpectSuccessWithin, MaxExpectSuccessWithin)
 	}
 	return nil
 }

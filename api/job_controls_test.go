@@ -40,6 +40,12 @@ func TestValidateControls(t *testing.T) {
 		{name: "pause_after_failures", edit: func(j *Job) { j.PauseAfterFailures = 3 }},
 		{name: "pause_after_failures negative", edit: func(j *Job) { j.PauseAfterFailures = -3 }, wantField: "pause_after_failures"},
 		{name: "pause_after_failures too many", edit: func(j *Job) { j.PauseAfterFailures = MaxPauseAfterFailures + 1 }, wantField: "pause_after_failures"},
+		{name: "expect_success_within", edit: func(j *Job) { j.ExpectSuccessWithin = Duration(26 * time.Hour) }},
+		{name: "expect_success_within at its minimum", edit: func(j *Job) { j.ExpectSuccessWithin = MinExpectSuccessWithin }},
+		{name: "expect_success_within too short", edit: func(j *Job) { j.ExpectSuccessWithin = Duration(59 * time.Second) }, wantField: "expect_success_within", wantMsg: "out of range"},
+		{name: "expect_success_within negative", edit: func(j *Job) { j.ExpectSuccessWithin = Duration(-time.Hour) }, wantField: "expect_success_within"},
+		{name: "expect_success_within too long", edit: func(j *Job) { j.ExpectSuccessWithin = MaxExpectSuccessWithin + 1 }, wantField: "expect_success_within"},
+		{name: "expect_success_within none", edit: func(j *Job) { j.ExpectSuccessWithin = NoTimeout }, wantField: "expect_success_within", wantMsg: "leave the field out"},
 		{name: "delete_after with max_fires", edit: func(j *Job) { j.MaxFires, j.DeleteAfter = 3, "1h" }},
 		{name: "delete_after with not_after", edit: func(j *Job) { j.NotAfter, j.DeleteAfter = &at, "never" }},
 		{name: "delete_after on an endless schedule", edit: func(j *Job) { j.DeleteAfter = "1h" }, wantField: "delete_after", wantMsg: "never completed"},
@@ -67,6 +73,8 @@ func TestDecodeGivenZeroControls(t *testing.T) {
 	for _, tc := range []struct{ doc, field string }{
 		{`{"id":"a","schedule":"@daily","executor":{"type":"x"},"max_fires":0}`, "max_fires"},
 		{`{"id":"a","schedule":"@daily","executor":{"type":"x"},"pause_after_failures":0}`, "pause_after_failures"},
+		{`{"id":"a","schedule":"@daily","executor":{"type":"x"},"expect_success_within":"0s"}`, "expect_success_within"},
+		{`{"id":"a","schedule":"@daily","executor":{"type":"x"},"expect_success_within":"26"}`, "expect_success_within"},
 		{`{"id":"a","schedule":"@daily","executor":{"type":"x"},"not_before":"tomorrow"}`, "not_before"},
 		{`{"id":"a","schedule":"@daily","executor":{"type":"x"},"exclude":"us-holidays"}`, "exclude"},
 	} {

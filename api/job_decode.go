@@ -61,10 +61,11 @@ func JobError(err error) error {
 // default" when the field is left out, as pointers, so that a zero given
 // explicitly can be told from one left out.
 type givenZeros struct {
-	Timeout            *Duration `json:"timeout"`
-	MaxFires           *int64    `json:"max_fires"`
-	PauseAfterFailures *int      `json:"pause_after_failures"`
-	Retry              *struct {
+	Timeout             *Duration `json:"timeout"`
+	MaxFires            *int64    `json:"max_fires"`
+	PauseAfterFailures  *int      `json:"pause_after_failures"`
+	ExpectSuccessWithin *Duration `json:"expect_success_within"`
+	Retry               *struct {
 		MaxAttempts    *int      `json:"max_attempts"`
 		InitialBackoff *Duration `json:"initial_backoff"`
 		MaxBackoff     *Duration `json:"max_backoff"`
@@ -111,6 +112,8 @@ func checkGivenZeros(data []byte) error {
 		return leaveOut("max_fires", "0 fires would never run the job", "no limit")
 	case zeroInt(g.PauseAfterFailures):
 		return leaveOut("pause_after_failures", "0 failures would pause the job before it ran", "never pause")
+	case zeroDuration(g.ExpectSuccessWithin):
+		return leaveOut("expect_success_within", fmt.Sprintf("0s would make the job overdue at once: give at least %v", MinExpectSuccessWithin), "never overdue")
 	case g.History != nil && zeroInt(g.History.MaxRuns):
 		return leaveOut("history.max_runs", fmt.Sprintf("0 runs is not a history; want 1 to %d", MaxHistoryRuns), "the fleet's --history-max-runs")
 	case g.History != nil && zeroDuration(g.History.MaxAge):

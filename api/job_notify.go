@@ -20,7 +20,9 @@ type Notification struct {
 	// forbid or the active-run cap: its run document; or scheduled times
 	// the misfire policy skipped: a Misfire document); NotifyMissed
 	// (scheduled times not fired within the misfire grace, whatever the
-	// policy did: a Misfire document).
+	// policy did: a Misfire document); NotifyOverdue (no run succeeded
+	// within the job's expect_success_within: an Overdue document, once
+	// per overdue episode).
 	On []RunStatus `json:"on"`
 	// URL is the http or https URL that receives the run document; no
 	// user information.
@@ -43,6 +45,9 @@ const (
 	// NotifyMissed: scheduled times of the job were missed (not fired
 	// within the misfire grace).
 	NotifyMissed RunStatus = "missed"
+	// NotifyOverdue: none of the job's runs succeeded within its
+	// expect_success_within (Job.ExpectSuccessWithin).
+	NotifyOverdue RunStatus = "overdue"
 )
 
 // NotifyOutcomes are the run statuses that notify when a run's status
@@ -54,7 +59,7 @@ var NotifyOutcomes = []RunStatus{RunFailed, RunDead, RunSucceeded, RunCancelled}
 func (s RunStatus) Notifiable() bool { return slices.Contains(NotifyOutcomes, s) }
 
 // NotifyEvents are the events a notify entry may name in On.
-var NotifyEvents = []RunStatus{RunFailed, RunDead, RunSucceeded, RunCancelled, NotifyPaused, RunSkipped, NotifyMissed}
+var NotifyEvents = []RunStatus{RunFailed, RunDead, RunSucceeded, RunCancelled, NotifyPaused, RunSkipped, NotifyMissed, NotifyOverdue}
 
 // Misfire is what a "missed" notification, and a "skipped" one for times
 // the misfire policy skipped, deliver: one decision of the job's owner
@@ -125,4 +130,87 @@ func eventList() string {
 		q[i] = fmt.Sprintf("%q", e)
 	}
 	return strings.Join(q, ", ")
+}
+
+// NotificationDelivery is how one notification was delivered, as the
+// member owning the job's partition recorded it: the latest
+// MaxDeliveries of each job are kept, with the job (GET
+// /v1/jobs/{id}/notifications), and a run's are shown with it (GET
+// /v1/runs/{id}).
+type NotificationDelivery struct {
+	JobID string `json:"job_id"`
+	// RunID is the run the notification is about; empty for an event
+	// about no run (a misfire document, an overdue job).
+	RunID   string    `json:"run_id,omitempty"`
+	Event   RunStatus `json:"event"`
+	Attempt int       `json:"attempt,omitempty"`
+	// URL is the notify entry's URL, without its query (which may hold
+	// a secret).
+	URL string `json:"url"`
+	// CreatedAt is when the notification was written (with the status or
+	// event it tells of).
+	CreatedAt time.Time `json:"created_at"`
+	// Tries counts the tries made by the member that recorded it (a new
+	// owner counts its own from 0).
+	Tries int `json:"tries"`
+	// Result is DeliveryDelivered, DeliveryRetrying, DeliveryGivenUp or
+	// DeliveryDropped.
+	Result string `json:"result"`
+	// LastError is the last failed try's error (at most 200 bytes), or
+	// why it was given up or dropped.
+	LastError string `json:"last_error,omitempty"`
+	// At is when the result was recorded.
+	At time.Time `json:"at"`
+}
+
+// The results of a NotificationDelivery.
+const (
+	// DeliveryDelivered: a try got a 2xx answer.
+	DeliveryDelivered = "delivered"
+	// DeliveryRetrying: tries failed; it is tried again with backoff.
+	DeliveryRetrying = "retrying"
+	// DeliveryGivenUp: not delivered within the notify max age, or its
+	// destination is refused by the policy, or the document it delivers
+	// is gone.
+	DeliveryGivenUp = "given_up"
+	// DeliveryDropped: the oldest beyond the job's bound of pending
+	// notifications.
+	DeliveryDropped = "dropped"
+)
+
+// MaxDeliveries is how many NotificationDelivery records are kept per
+// job, the latest by CreatedAt.
+const MaxDeliveries = 20
+
+// Same reports whether d and o record the same notification.
+func (d NotificationDelivery) Same(o NotificationDelivery) bool {
+	return d.JobID == o.JobID && d.RunID == o.RunID && d.Event == o.Event && d.Attempt == o.Attempt && d.URL == o.URL && d.CreatedAt.Equal(o.CreatedAt)
+}
+
+// MergeDeliveries returns the records kept of a job after adding add to
+// kept: a record of the same notification (Same) replaces the one kept,
+// and only the latest MaxDeliveries by CreatedAt (then At) stay, newest
+// first.
+func MergeDeliveries(kept, add []NotificationDelivery) []NotificationDelivery {
+	out := slices.Clone(kept)
+	for _, d := range add {
+		if i := slices.IndexFunc(out, d.Same); i >= 0 {
+			out[i] = d
+		} else {
+			out = append(out, d)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b NotificationDelivery) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return b.At.Compare(a.At)
+	})
+	return out[:min(len(out), MaxDeliveries)]
+}
+
+// NotificationDeliveries is the document of GET
+// /v1/jobs/{id}/notifications.
+type NotificationDeliveries struct {
+	Deliveries []NotificationDelivery `json:"deliveries"`
 }

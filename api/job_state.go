@@ -38,6 +38,17 @@ type JobState struct {
 	// Pause is the owner's pause of the job (PauseAfterFailures); nil when
 	// the owner has not paused it. Never modified once a state holds it.
 	Pause *AutoPause `json:"pause,omitempty"`
+	// LastSucceededAt is when the owner recorded the latest run of the
+	// job that succeeded; kept only for jobs with expect_success_within
+	// (Job.ExpectSuccessWithin), from their first success on.
+	LastSucceededAt time.Time `json:"last_succeeded_at,omitzero"`
+	// Overdue is the owner's finding that no run of the job succeeded
+	// within its expect_success_within: set, with the job's "overdue"
+	// notifications, when the episode begins; nil while the job is not
+	// overdue (a success, a resume or an edit that moves the deadline
+	// ends the episode). Written fenced with the notifications, so a new
+	// owner knows the episode was notified.
+	Overdue *Overdue `json:"overdue,omitempty"`
 	// Runs is how many run documents the job has stored, as of the last
 	// fire.
 	Runs int `json:"runs"`
@@ -55,6 +66,32 @@ type AutoPause struct {
 	Reason   string    `json:"reason"`
 	At       time.Time `json:"at"`
 	Revision int64     `json:"revision"`
+}
+
+// Overdue is an overdue episode of a job (JobState.Overdue).
+type Overdue struct {
+	// Since is when the job became overdue: its last success (or its
+	// last write, or resume) plus its expect_success_within.
+	Since time.Time `json:"since"`
+	// NotifiedAt is when the owner recorded it and wrote its "overdue"
+	// notifications.
+	NotifiedAt time.Time `json:"notified_at"`
+}
+
+// OverdueNotice is what an "overdue" notification delivers.
+type OverdueNotice struct {
+	JobID string `json:"job_id"`
+	// Event is "overdue".
+	Event RunStatus `json:"event"`
+	// ExpectSuccessWithin is the job's bound.
+	ExpectSuccessWithin Duration `json:"expect_success_within"`
+	// LastSucceededAt is when a run of the job last succeeded; left out
+	// if none did since the bound was set.
+	LastSucceededAt time.Time `json:"last_succeeded_at,omitzero"`
+	// Since is when the job became overdue (Overdue.Since).
+	Since time.Time `json:"since"`
+	// DecidedAt is when the owner found it overdue.
+	DecidedAt time.Time `json:"decided_at"`
 }
 
 // AutoPaused reports whether the state pauses the job at revision rev: the

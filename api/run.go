@@ -96,6 +96,12 @@ type Run struct {
 	// that ended so.
 	Round  int        `json:"round,omitempty"`
 	Rounds []RunRound `json:"rounds,omitempty"`
+
+	// Notifications are the deliveries recorded of the run's
+	// notifications (those still among its job's latest MaxDeliveries),
+	// newest first; set on reads of one run (GET /v1/runs/{id}), never
+	// stored with it.
+	Notifications []NotificationDelivery `json:"notifications,omitempty"`
 }
 
 // Attempt is one try of a run on a worker.

@@ -275,6 +275,14 @@ func (c *Client) NextFires(ctx context.Context, id string, count int) (api.NextF
 	return nf, err
 }
 
+// Deliveries returns the delivery records of job id's latest
+// notifications, newest first (GET /v1/jobs/{id}/notifications).
+func (c *Client) Deliveries(ctx context.Context, id string) ([]api.NotificationDelivery, error) {
+	var out api.NotificationDeliveries
+	_, err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id, "notifications"), out: &out})
+	return out.Deliveries, err
+}
+
 // PreviewSchedule returns the times a job with req's schedule (or run_at)
 // would fire, without storing anything (POST /v1/schedule:preview). An
 // invalid request fails with ErrBadRequest, naming the field.

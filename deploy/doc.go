@@ -1,8 +1,8 @@
 // Package deploy holds no code of the product: it is the module of the
 // tests that check jobfleet's build and deployment files (the build and
 // release scripts, the container image, Kubernetes manifests, the Helm
-// chart, systemd units, the compose file, Prometheus rules and
-// docs/deploy.md) against the jobfleet binary built from this repository.
+// chart, systemd units, the compose file, Prometheus rules, the Grafana
+// dashboard and docs/deploy.md) against the jobfleet binary built from this repository.
 //
 // It is a module of its own so that the Kubernetes, Helm and Prometheus
 // libraries the tests decode and render with stay out of jobfleet's
@@ -17,8 +17,8 @@
 // --config=FILE ... --print-config` and the worker's exit 0, with the
 // placeholders a runner expands replaced); probes, container ports
 // and Service ports agree with the --listen and --metrics-listen flags,
-// and probe schemes with TLS; alert rules parse and name only metrics the
-// binary defines; unit files pass systemd-analyze verify where it exists.
+// and probe schemes with TLS; alert rules and the Grafana dashboard's
+// queries parse and name only metrics the binary defines; unit files pass systemd-analyze verify where it exists.
 // build.sh and release.sh, run on a tagged throwaway copy of the
 // repository, make static binaries reporting the tag and commit, with a
 // SHA256SUMS that matches them. Where podman is installed (CI installs it

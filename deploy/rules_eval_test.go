@@ -45,6 +45,9 @@ const healthyFleet = `
   jobfleet_storage_high_water{namespace="jobfleet",instance="a"} 0+0x30
   jobfleet_etcd_nospace_alarm{namespace="jobfleet",instance="a"} 0+0x30
   jobfleet_etcd_compactions_total{namespace="jobfleet",instance="a",result="ok"} 0+1x30
+  jobfleet_jobs_overdue{namespace="jobfleet",instance="a"} 0+0x30
+  jobfleet_jobs_overdue{namespace="jobfleet",instance="b"} 0+0x30
+  jobfleet_misfires_total{namespace="jobfleet",instance="a",fate="fired"} 4+0x30
 `
 
 // alertExprs returns the expression of every alert of the rules file.
@@ -116,6 +119,8 @@ func TestRulesFire(t *testing.T) {
 		"JobfleetEtcdCompactionFailing": {`result="ok"} 0+1x30`, `result="failed"} 0+1x30`},
 		"JobfleetRunsUnservable":        {`executor="shell"} 0+0x30`, `executor="shell"} 2+0x30`},
 		"JobfleetNotificationsGivenUp":  {`result="delivered"} 0+5x30`, `result="given_up"} 0+1x30`},
+		"JobfleetJobsOverdue":           {`overdue{namespace="jobfleet",instance="b"} 0+0x30`, `overdue{namespace="jobfleet",instance="b"} 0+0x20 1+0x10`},
+		"JobfleetMisfires":              {`fate="fired"} 4+0x30`, `fate="fired"} 4+0x20 9+0x10`},
 	}
 	for _, name := range sortedKeys(exprs) {
 		t.Run(name, func(t *testing.T) {

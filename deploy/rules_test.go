@@ -101,7 +101,7 @@ func TestRules(t *testing.T) {
 	alerts := ruleMetrics(t, filepath.Join("prometheus", "rules.yaml"))
 	for _, want := range []string{
 		"JobfleetPartitionsWithoutOwner", "JobfleetLeaseKeepaliveFailing", "JobfleetFencingFailures",
-		"JobfleetScheduleLagHigh", "JobfleetDeadRuns", "JobfleetEtcdNearQuota",
+		"JobfleetScheduleLagHigh", "JobfleetDeadRuns", "JobfleetEtcdNearQuota", "JobfleetJobsOverdue", "JobfleetMisfires",
 	} {
 		if _, ok := alerts[want]; !ok {
 			t.Errorf("no alert %s", want)

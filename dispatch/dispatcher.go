@@ -209,6 +209,9 @@ type Stats struct {
 	// Completed counts the completed jobs (JobState.FinishedAt set), kept
 	// until their delete_after.
 	Completed int
+	// Overdue counts the jobs whose state records an overdue episode
+	// (expect_success_within, JobState.Overdue).
+	Overdue int
 	// Unservable counts the waiting runs no live worker can take (see
 	// Registry.WhyPending), by executor type; nil without a worker
 	// registry.
@@ -233,6 +236,7 @@ func (d *Dispatcher) Stats() Stats {
 		st.HistoryRuns += ps.HistoryRuns
 		st.HistoryBytes += ps.HistoryBytes
 		st.Completed += ps.Completed
+		st.Overdue += ps.Overdue
 		st.HistoryBudget += pt.budgetShare()
 	}
 	st.Unservable, st.Unplaceable = d.unservable(parts)

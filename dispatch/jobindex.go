@@ -31,16 +31,23 @@ type jobIndex struct {
 	active map[string]map[string]struct{}
 	// completed are the jobs whose completion is recorded.
 	completed map[string]struct{}
+	// overdue holds the jobs with expect_success_within by when their
+	// overdue state changes on its own (overdue.go); overdueNow are the
+	// jobs whose state records an overdue episode.
+	overdue    *timerHeap
+	overdueNow map[string]struct{}
 }
 
 func newJobIndex() *jobIndex {
 	return &jobIndex{
-		fires:     newTimerHeap(),
-		unplanned: map[string]struct{}{},
-		finishing: map[string]struct{}{},
-		expiry:    newTimerHeap(),
-		active:    map[string]map[string]struct{}{},
-		completed: map[string]struct{}{},
+		fires:      newTimerHeap(),
+		unplanned:  map[string]struct{}{},
+		finishing:  map[string]struct{}{},
+		expiry:     newTimerHeap(),
+		active:     map[string]map[string]struct{}{},
+		completed:  map[string]struct{}{},
+		overdue:    newTimerHeap(),
+		overdueNow: map[string]struct{}{},
 	}
 }
 
@@ -59,6 +66,7 @@ func (pt *partition) indexLocked(id string) {
 	if pt.hist != nil {
 		pt.hist.touch(id) // its retention may have changed
 	}
+	pt.indexOverdueLocked(id, e)
 	if e == nil || e.stale {
 		// A stale job waits for the watch to bring its change.
 		x.fires.remove(id)

@@ -33,6 +33,7 @@ type Metrics struct {
 	jobsDeleted  prometheus.Counter
 	completed    *prometheus.CounterVec
 	paused       prometheus.Counter
+	overdues     prometheus.Counter
 	passedOver   *prometheus.CounterVec
 	backfills    prometheus.Counter
 	limits       *limitMetrics
@@ -115,6 +116,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		paused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobfleet_jobs_paused_total", Help: "Jobs their owner paused after pause_after_failures runs in a row ended dead.",
 		}),
+		overdues: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_jobs_overdue_total", Help: "Overdue episodes this member recorded and notified: jobs none of whose runs succeeded within their expect_success_within.",
+		}),
 		passedOver: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobfleet_dispatch_passed_over_total", Help: "Dispatchable runs a worker's poll passed over, by reason: spread (another poll waiting here, of a worker with more free slots, may take it), retry_elsewhere (the poll's worker ran the failed attempt and another live worker may take the retry).",
 		}, []string{"reason"}),
@@ -134,10 +138,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		bytes:        prometheus.NewDesc("jobfleet_history_bytes", "Bytes of the run documents stored for the partitions owned here; the fleet's sum stays within --history-budget plus the active runs' documents and the jobs' floors (--history-floor).", nil, nil),
 		budget:       prometheus.NewDesc("jobfleet_history_budget_bytes", "The share of the fleet's history budget of the partitions owned here.", nil, nil),
 		completedNow: prometheus.NewDesc("jobfleet_jobs_completed", "Completed jobs of the partitions owned here, kept until their delete_after.", nil, nil),
+		overdueNow:   prometheus.NewDesc("jobfleet_jobs_overdue", "Jobs of the partitions owned here that are overdue: none of their runs succeeded within their expect_success_within (their state records the episode).", nil, nil),
 		unservable:   prometheus.NewDesc("jobfleet_runs_unservable", "Waiting runs of the partitions owned here that no live worker can take (none serves the executor type, or none whose credential's prefix covers the job), by executor type.", []string{"executor"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, m.passedOver, m.backfills, state, m.limits)
+		reg.MustRegister(m.fires, m.lag, m.finished, m.attempts, m.lost, m.stale, m.forbidden, m.misfires, m.commitErrors, m.commitTook, m.inFlight, m.window, m.loading, m.loadingJobs, m.loadWaiting, m.loadTook, m.fireWaiting, m.firesHeld, m.trims, m.jobsDeleted, m.completed, m.paused, m.overdues, m.passedOver, m.backfills, state, m.limits)
 	}
 	return m
 }
@@ -145,12 +150,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // stateCollector reports the gauges of the partitions owned here from one
 // Stats per scrape.
 type stateCollector struct {
-	m                                                                            *Metrics
-	waiting, running, runs, bytes, budget, completedNow, unservable, unplaceable *prometheus.Desc
+	m                                                                                        *Metrics
+	waiting, running, runs, bytes, budget, completedNow, overdueNow, unservable, unplaceable *prometheus.Desc
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.runs, c.bytes, c.budget, c.completedNow, c.unservable, c.unplaceable} {
+	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.runs, c.bytes, c.budget, c.completedNow, c.overdueNow, c.unservable, c.unplaceable} {
 		ch <- d
 	}
 }
@@ -166,6 +171,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.HistoryBytes))
 	ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(st.HistoryBudget))
 	ch <- prometheus.MustNewConstMetric(c.completedNow, prometheus.GaugeValue, float64(st.Completed))
+	ch <- prometheus.MustNewConstMetric(c.overdueNow, prometheus.GaugeValue, float64(st.Overdue))
 	ch <- prometheus.MustNewConstMetric(c.unplaceable, prometheus.GaugeValue, float64(st.Unplaceable))
 	for _, ex := range slices.Sorted(maps.Keys(st.Unservable)) {
 		ch <- prometheus.MustNewConstMetric(c.unservable, prometheus.GaugeValue, float64(st.Unservable[ex]), ex)
@@ -193,6 +199,13 @@ func (m *Metrics) passOver(reason string) {
 func (m *Metrics) trimmed(reason string, n int) {
 	if m != nil && n > 0 {
 		m.trims.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+// overdue counts n overdue episodes begun.
+func (m *Metrics) overdue(n int) {
+	if m != nil && n > 0 {
+		m.overdues.Add(float64(n))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -221,15 +222,46 @@ func (s outboxStore) Body(ctx context.Context, key string) ([]byte, error) {
 	return val, nil
 }
 
-// Delete deletes keys in one write fenced on the partition's epoch.
-func (s outboxStore) Delete(ctx context.Context, keys []string) error {
+// Delete deletes keys and records deliveries, merged into each job's
+// kept records (read first: only this owner writes them), in one write
+// fenced on the partition's epoch; a job's records are written only
+// while its spec exists, so that a job deleted meanwhile keeps none.
+func (s outboxStore) Delete(ctx context.Context, keys []string, deliveries []api.NotificationDelivery) error {
 	pt := s.pt
-	ops := make([]clientv3.Op, len(keys))
-	for i, k := range keys {
-		ops[i] = clientv3.OpDelete(k)
-	}
+	k := pt.d.keys
 	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
 	defer cancel()
+	ops := make([]clientv3.Op, 0, len(keys)+len(deliveries))
+	for _, key := range keys {
+		ops = append(ops, clientv3.OpDelete(key))
+	}
+	byJob := map[string][]api.NotificationDelivery{}
+	for _, d := range deliveries {
+		byJob[d.JobID] = append(byJob[d.JobID], d)
+	}
+	jobs := slices.Sorted(maps.Keys(byJob))
+	if len(jobs) > 0 {
+		gets := make([]clientv3.Op, len(jobs))
+		for i, id := range jobs {
+			gets[i] = clientv3.OpGet(k.Deliveries(pt.p, id))
+		}
+		resp, err := pt.d.client.Txn(rctx).Then(gets...).Commit()
+		if err != nil {
+			return store.Classify(err)
+		}
+		for i, id := range jobs {
+			kept, err := store.DecodeDeliveries(resp.Responses[i].GetResponseRange().Kvs)
+			if err != nil {
+				pt.lg.Warn("replacing corrupt notification deliveries", zap.String("job_id", id), zap.Error(err))
+			}
+			b, err := json.Marshal(api.MergeDeliveries(kept, byJob[id]))
+			if err != nil {
+				continue
+			}
+			exists := clientv3.Compare(clientv3.CreateRevision(k.Spec(pt.p, id)), ">", 0)
+			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{exists}, []clientv3.Op{clientv3.OpPut(k.Deliveries(pt.p, id), string(b))}, nil))
+		}
+	}
 	_, err := pt.d.commits.commit(rctx, pt.own, ops)
 	return err
 }

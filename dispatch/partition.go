@@ -255,6 +255,7 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	pt.expire(ctx, now)
 	heldWake := pt.releaseHolders(ctx, now)
 	pt.fireDue(ctx, now)
+	pt.markOverdue(ctx, now)
 	pt.backfillWake = time.Time{}
 	pt.backfill(ctx, now)
 	pt.trimHistory(ctx, now)
@@ -321,6 +322,9 @@ func (pt *partition) nextEventLocked(now time.Time) (next time.Time, dispatchabl
 	if t, ok := pt.idx.fires.min(); ok {
 		earlier(t)
 	}
+	if t, ok := pt.idx.overdue.min(); ok {
+		earlier(t)
+	}
 	for _, c := range pt.cancelled {
 		earlier(c.until.Add(time.Millisecond)) // its worker is treated as lost after
 	}
@@ -374,6 +378,7 @@ func (pt *partition) stats() Stats {
 	}
 	if pt.idx != nil {
 		st.Completed = len(pt.idx.completed)
+		st.Overdue = len(pt.idx.overdueNow)
 	}
 	return st
 }

@@ -128,7 +128,7 @@ func specOf(j *api.Job) jobSpec {
 	}
 	c := specControls{
 		MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter, Limits: j.Limits, After: j.After, ResumedAt: j.ResumedAt,
-		Shards: j.Shards, Placement: j.Placement, Placed: placedOf(j), Steps: j.Steps,
+		Shards: j.Shards, Placement: j.Placement, Placed: placedOf(j), Steps: j.Steps, ExpectSuccessWithin: j.ExpectSuccessWithin,
 	}
 	for k := range j.Steps {
 		sj := j.StepJob(&j.Steps[k])
@@ -152,7 +152,7 @@ func (s *jobSpec) job() api.Job {
 		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: int(s.Partition),
 		Shards: c.Shards, Placement: c.Placement, Steps: c.Steps, Limits: c.Limits, CreatedAt: s.CreatedAt(), UpdatedAt: s.UpdatedAt(), Revision: s.Revision,
 		MaxFires: c.MaxFires, Exclude: c.Exclude, PauseAfterFailures: c.PauseAfterFailures, NotAfter: c.NotAfter,
-		After: c.After, ResumedAt: c.ResumedAt,
+		After: c.After, ResumedAt: c.ResumedAt, ExpectSuccessWithin: c.ExpectSuccessWithin,
 	}
 }
 
@@ -230,11 +230,13 @@ type specControls struct {
 	// stepsPlaced their placements as the scheduler keeps them, by step.
 	Steps       []api.Step
 	stepsPlaced []*placed
+	// ExpectSuccessWithin is the job's dead man's switch (overdue.go).
+	ExpectSuccessWithin api.Duration
 }
 
 func (c specControls) none() bool {
 	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil && c.ResumedAt == nil && len(c.Limits) == 0 && len(c.After) == 0 &&
-		c.Shards == nil && c.Placement == nil && c.Placed == nil && len(c.Steps) == 0
+		c.Shards == nil && c.Placement == nil && c.Placed == nil && len(c.Steps) == 0 && c.ExpectSuccessWithin == 0
 }
 
 // noControls are the controls of a job that sets none.

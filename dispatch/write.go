@@ -141,7 +141,7 @@ func (pt *partition) writeRunAlso(ctx context.Context, ar *activeRun, r api.Run,
 	pause, counted := false, false
 	if e != nil && w.run.Status.Final() && !prev.Status.Final() {
 		j := e.job()
-		st, pause = CountOutcome(&j, e.state, w.run, pt.now())
+		st, pause = CountOutcome(&j, RecordSuccess(&j, e.state, w.run, pt.now()), w.run, pt.now())
 		counted = st != e.state
 	}
 	pt.mu.Unlock()

@@ -1,6 +1,9 @@
 package egress
 
-import "net/http"
+import (
+	"net/http"
+	"net/url"
+)
 
 // Transport is an http.RoundTripper that connects only where a Policy
 // permits, exactly as the worker's "http" executor does: each URL's host
@@ -29,6 +32,13 @@ func NewTransport(p Policy) (*Transport, error) {
 func (t *Transport) SetOrchestrators(addrs []string) {
 	t.policy.SetOrchestrators(addrs)
 }
+
+// CheckURL checks u as RoundTrip checks a request's URL before sending
+// it (Guard.CheckURL): its host as written, without resolving a name (a
+// name's addresses are checked when a connection is made). A refusal is
+// a *DestinationError naming the rule, and the allow setting for a
+// default denial.
+func (t *Transport) CheckURL(u *url.URL) error { return t.policy.CheckURL(u) }
 
 // RoundTrip sends r if its URL passes the policy; a refusal is a
 // *DestinationError (errors.Is ErrDestinationDenied) or names the problem.

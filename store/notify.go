@@ -1,11 +1,14 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/jobfleet/jobfleet/api"
 )
@@ -34,6 +37,14 @@ type Outbox struct {
 	// CreatedAt is when the status was recorded; delivery is given up
 	// after the fleet's notify max age from it.
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// Deliveries is the key of job id's delivery records: its latest
+// api.MaxDeliveries notifications' outcomes (a JSON array of
+// api.NotificationDelivery), written fenced by the partition's owner with
+// the deletions of delivered notifications.
+func (k Keys) Deliveries(p int, id string) string {
+	return k.NS + "notified/" + part(p) + "/" + EscapeID(id)
 }
 
 // OutboxPrefix is the prefix of partition p's notifications to deliver.
@@ -109,4 +120,27 @@ func (k Keys) ParseOutboxKey(p int, key string) (OutboxKey, bool) {
 		ok.Index = i
 	}
 	return ok, true
+}
+
+// Deliveries returns the delivery records of job id's latest
+// notifications, newest first (none: an empty slice).
+func (s *Etcd) Deliveries(ctx context.Context, id string) ([]api.NotificationDelivery, error) {
+	resp, err := s.client.Get(ctx, s.keys.Deliveries(s.Partition(id), id))
+	if err != nil {
+		return nil, Classify(err)
+	}
+	return DecodeDeliveries(resp.Kvs)
+}
+
+// DecodeDeliveries decodes the value of a Deliveries key as read (kvs:
+// none, or the one key); no key is no record.
+func DecodeDeliveries(kvs []*mvccpb.KeyValue) ([]api.NotificationDelivery, error) {
+	out := []api.NotificationDelivery{}
+	if len(kvs) == 0 {
+		return out, nil
+	}
+	if err := json.Unmarshal(kvs[0].Value, &out); err != nil {
+		return nil, fmt.Errorf("stored notification deliveries are corrupt: %w", err)
+	}
+	return out, nil
 }

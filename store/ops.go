@@ -110,8 +110,8 @@ func (k Keys) DeleteRunOp(p int, id string, at time.Time) clientv3.Op {
 }
 
 // DeleteJobDataOps returns the deletions of everything the owner stores for
-// job id: its state, runs, queue entries, failing-runs index entries and
-// pending notifications (not its spec).
+// job id: its state, runs, queue entries, failing-runs index entries,
+// pending notifications and their delivery records (not its spec).
 func (k Keys) DeleteJobDataOps(p int, id string) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpDelete(k.State(p, id)),
@@ -119,6 +119,7 @@ func (k Keys) DeleteJobDataOps(p int, id string) []clientv3.Op {
 		clientv3.OpDelete(k.QueueJobPrefix(p, id), clientv3.WithPrefix()),
 		clientv3.OpDelete(k.FailingJobPrefix(p, id), clientv3.WithPrefix()),
 		clientv3.OpDelete(k.OutboxJobPrefix(p, id), clientv3.WithPrefix()),
+		clientv3.OpDelete(k.Deliveries(p, id)),
 	}
 }
 

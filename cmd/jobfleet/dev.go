@@ -43,8 +43,12 @@ type devOptions struct {
 }
 
 func defaultDevOptions() *devOptions {
+	mem := defaultMemberOptions()
+	// Notifications may reach receivers on this machine, as the dev
+	// workers' http jobs may (the fleet's own endpoints stay refused).
+	mem.orch.Notify.Policy.Allow = []string{"127.0.0.0/8", "::1"}
 	return &devOptions{
-		mem: defaultMemberOptions(), srv: defaultServerOptions(), logs: defaultLogOptions("console"),
+		mem: mem, srv: defaultServerOptions(), logs: defaultLogOptions("console"),
 		orchestrators: 3, workers: 2, examples: true,
 		dataDir:    filepath.Join(os.TempDir(), "jobfleet-dev"),
 		etcdListen: "127.0.0.1:2379", etcdPeer: "127.0.0.1:2380",

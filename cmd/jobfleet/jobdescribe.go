@@ -21,6 +21,8 @@ type described struct {
 	Runs []api.Run     `json:"runs"`
 	// Dependents are the jobs that run after it.
 	Dependents []api.Dependency `json:"dependents"`
+	// Notifications are its latest notifications' deliveries.
+	Notifications []api.NotificationDelivery `json:"notifications"`
 }
 
 func newJobDescribeCmd(opts *clientOptions) *cobra.Command {
@@ -34,9 +36,10 @@ skipped and dropped times, its misfires, its max_fires count, its runs in
 a row that ended dead and why its owner paused it), its next fire times in
 its zone and in UTC (jittered, with the scheduled times),
 its upstream jobs (after) and the jobs that run after it,
+its latest notifications' deliveries (result, tries, last error),
 and its last runs with their durations, reasons and errors (cut in the
 middle; jobfleet run get RUN_ID shows one whole). -o json or -o yaml print
-{"job", "next", "runs", "dependents"}.`,
+{"job", "next", "runs", "dependents", "notifications"}.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if fires < 1 || fires > 100 {
@@ -54,6 +57,13 @@ middle; jobfleet run get RUN_ID shows one whole). -o json or -o yaml print
 					return err
 				}
 				if d.Dependents, err = dependentsOf(ctx, c, args[0]); err != nil {
+					return err
+				}
+				d.Notifications, err = c.Deliveries(ctx, args[0])
+				if errors.Is(err, client.ErrNotFound) { // deleted meanwhile, or a member without the route
+					d.Notifications, err = []api.NotificationDelivery{}, nil
+				}
+				if err != nil {
 					return err
 				}
 				d.Runs, err = c.ListRuns(ctx, args[0], runs)
@@ -103,6 +113,16 @@ func printDescribed(w io.Writer, d described, wide bool, now time.Time) error {
 		if d.Job.PauseAfterFailures > 0 {
 			fmt.Fprintf(tw, "  dead in a row\t%d (pauses at %d)\n", st.Failures, d.Job.PauseAfterFailures)
 		}
+		if d.Job.ExpectSuccessWithin > 0 {
+			last := "none since the bound was set"
+			if !st.LastSucceededAt.IsZero() {
+				last = timeText(st.LastSucceededAt)
+			}
+			fmt.Fprintf(tw, "  last success\t%s (expect_success_within %s)\n", last, d.Job.ExpectSuccessWithin)
+		}
+		if o := st.Overdue; o != nil {
+			fmt.Fprintf(tw, "  OVERDUE\tsince %s (notified %s): no run succeeded within %s\n", timeText(o.Since), timeText(o.NotifiedAt), d.Job.ExpectSuccessWithin)
+		}
 		if why := st.PausedReason(d.Job.Revision); why != "" {
 			fmt.Fprintf(tw, "  paused by its owner\t%s at %s; resume to clear\n", why, timeText(st.Pause.At))
 		}
@@ -121,6 +141,12 @@ func printDescribed(w io.Writer, d described, wide bool, now time.Time) error {
 	fmt.Fprintln(w, "\nNEXT FIRES")
 	if err := printNextFires(&indent{w: w}, d.Next, now); err != nil {
 		return err
+	}
+	if len(d.Notifications) > 0 {
+		fmt.Fprintln(w, "\nNOTIFICATIONS")
+		if err := printDeliveries(&indent{w: w}, d.Notifications, true); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(w, "\nLAST RUNS")
 	if len(d.Runs) == 0 {

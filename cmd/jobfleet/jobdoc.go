@@ -66,6 +66,7 @@ type jobFlags struct {
 	maxFires            int64
 	exclude             []string
 	pauseAfterFailures  int
+	expectSuccessWithin time.Duration
 	deleteAfter         string
 }
 
@@ -107,6 +108,7 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.Int64Var(&f.maxFires, "max-fires", 0, "start at most this many runs on the schedule; the job then completes (default: no limit; 0 is refused, as by the API: leave the flag out)")
 	fs.StringArrayVar(&f.exclude, "exclude", nil, "a calendar whose dates and ranges the job does not fire in (repeatable)")
 	fs.IntVar(&f.pauseAfterFailures, "pause-after-failures", 0, "pause the job after this many runs in a row ended dead (default: never; 0 is refused, as by the API: leave the flag out)")
+	fs.DurationVar(&f.expectSuccessWithin, "expect-success-within", 0, "notify \"overdue\" subscribers when no run succeeded for this long (e.g. 26h; 1m to 9600h; default never; 0s is refused, as by the API: leave the flag out)")
 	fs.StringVar(&f.deleteAfter, "delete-after", "", `how long a completed job is kept ("168h", "never"; default the fleet's)`)
 }
 
@@ -151,25 +153,27 @@ func (f *jobFlags) document(cmd *cobra.Command) ([]byte, error) {
 		{"jitter", int64(f.jitter), "want a positive delay, such as 30s or 5m"},
 		{"max-fires", f.maxFires, "want at least 1 run"},
 		{"pause-after-failures", int64(f.pauseAfterFailures), "want at least 1 run in a row"},
+		{"expect-success-within", int64(f.expectSuccessWithin), "want a bound of at least 1m, such as 26h"},
 	} {
 		if fl := cmd.Flags().Lookup(n.flag); fl != nil && fl.Changed && n.value <= 0 {
 			return nil, fmt.Errorf("--%s %s: %s; leave the flag out for the default", n.flag, fl.Value, n.accept)
 		}
 	}
 	j := api.Job{
-		ID:                 f.id,
-		Schedule:           f.schedule,
-		Timezone:           f.timezone,
-		Retry:              api.RetryPolicy{MaxAttempts: f.maxAttempts, InitialBackoff: api.Duration(f.backoff), MaxBackoff: api.Duration(f.maxBackoff)},
-		Timeout:            f.timeout,
-		ConcurrencyPolicy:  api.ConcurrencyPolicy(f.concurrencyPolicy),
-		MisfirePolicy:      api.MisfirePolicy(f.misfirePolicy),
-		Paused:             f.paused,
-		Jitter:             api.Duration(f.jitter),
-		MaxFires:           f.maxFires,
-		Exclude:            f.exclude,
-		PauseAfterFailures: f.pauseAfterFailures,
-		DeleteAfter:        api.Retention(f.deleteAfter),
+		ID:                  f.id,
+		Schedule:            f.schedule,
+		Timezone:            f.timezone,
+		Retry:               api.RetryPolicy{MaxAttempts: f.maxAttempts, InitialBackoff: api.Duration(f.backoff), MaxBackoff: api.Duration(f.maxBackoff)},
+		Timeout:             f.timeout,
+		ConcurrencyPolicy:   api.ConcurrencyPolicy(f.concurrencyPolicy),
+		MisfirePolicy:       api.MisfirePolicy(f.misfirePolicy),
+		Paused:              f.paused,
+		Jitter:              api.Duration(f.jitter),
+		MaxFires:            f.maxFires,
+		Exclude:             f.exclude,
+		PauseAfterFailures:  f.pauseAfterFailures,
+		ExpectSuccessWithin: api.Duration(f.expectSuccessWithin),
+		DeleteAfter:         api.Retention(f.deleteAfter),
 	}
 	for _, b := range []struct {
 		flag, v string

@@ -92,6 +92,13 @@ func controlsText(j api.Job) [][2]string {
 		}
 		rows = append(rows, [2]string{"PAUSE AFTER", fmt.Sprintf("%d runs in a row dead (%d so far)", j.PauseAfterFailures, failures)})
 	}
+	if j.ExpectSuccessWithin > 0 {
+		v := j.ExpectSuccessWithin.String()
+		if j.State != nil && j.State.Overdue != nil {
+			v += " (OVERDUE since " + j.State.Overdue.Since.Format(time.RFC3339) + ")"
+		}
+		rows = append(rows, [2]string{"EXPECT SUCCESS", v})
+	}
 	if j.DeleteAfter != "" {
 		rows = append(rows, [2]string{"DELETE AFTER", string(j.DeleteAfter)})
 	}

@@ -5,12 +5,14 @@ package main
 // drain), the dev quick start, and start-up errors.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -650,6 +652,37 @@ func TestDevCommandStartsFleet(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%d %v %+v", code, err, runs)
 	})
+
+	// dev's notifications may reach a receiver on this machine, as its
+	// workers' http jobs may: one is saved, and delivered.
+	notified := make(chan string, 16)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case notified <- r.Header.Get("Jobfleet-Notify-Event"):
+		default:
+		}
+	}))
+	defer rcv.Close()
+	hooked := api.Job{ID: "notify-local", Executor: api.Executor{Type: "http", URL: m[1] + "/echo"},
+		Notify: []api.Notification{{On: []api.RunStatus{api.RunSucceeded}, URL: rcv.URL + "/hook"}}}
+	body, _ := json.Marshal(hooked)
+	resp, err = devClient.Post(urls[0]+"/v1/jobs", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create a job notifying %s: %d %s, want 201", rcv.URL, resp.StatusCode, reply)
+	}
+	select {
+	case ev := <-notified:
+		if ev != "succeeded" {
+			t.Errorf("notification event %q, want succeeded", ev)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("no notification at %s within 20s", rcv.URL)
+	}
 
 	var view struct {
 		Members []struct {

@@ -122,9 +122,40 @@ func printRunDetail(w io.Writer, r api.Run, wide bool, now time.Time) error {
 	}
 	if len(r.Items) > 0 {
 		fmt.Fprintln(w)
-		return printItems(w, r, wide, now)
+		if err := printItems(w, r, wide, now); err != nil {
+			return err
+		}
+	} else if err := printAttempts(w, r.Attempts, now); err != nil {
+		return err
 	}
-	return printAttempts(w, r.Attempts, now)
+	if len(r.Notifications) > 0 {
+		fmt.Fprintln(w, "\nnotifications")
+		return printDeliveries(&indent{w: w}, r.Notifications, false)
+	}
+	return nil
+}
+
+// printDeliveries writes notification delivery records as a table,
+// with their runs unless of one run.
+func printDeliveries(w io.Writer, ds []api.NotificationDelivery, withRun bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := "EVENT	ATTEMPT	URL	RESULT	TRIES	AT	LAST ERROR"
+	if withRun {
+		head = "RUN	" + head
+	}
+	fmt.Fprintln(tw, head)
+	for _, d := range ds {
+		line := fmt.Sprintf("%s	%d	%s	%s	%d	%s	%s", cell(string(d.Event)), d.Attempt, cell(d.URL), cell(d.Result), d.Tries, timeText(d.At), cell(d.LastError))
+		if withRun {
+			run := d.RunID
+			if run == "" {
+				run = "-"
+			}
+			line = cell(run) + "	" + line
+		}
+		fmt.Fprintln(tw, line)
+	}
+	return tw.Flush()
 }
 
 // printAttempts writes each attempt with its times and its error and

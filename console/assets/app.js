@@ -437,6 +437,19 @@
     return j.status || (j.paused ? 'paused' : 'active');
   }
 
+  // overdueSince is when the job became overdue (expect_success_within:
+  // none of its runs succeeded for that long), as its owner recorded it;
+  // '' while it is not overdue.
+  function overdueSince(j) {
+    const o = (j.state || {}).overdue;
+    return o ? o.since : '';
+  }
+
+  // statusCell is a listed job's status, with an "overdue" badge.
+  function statusCell(j) {
+    return el('td', {}, jobStatus(j), ...(overdueSince(j) ? [' ', el('span', { class: 'badge warn', 'data-field': 'overdue', title: 'No run succeeded within ' + j.expect_success_within + ' (since ' + fmtUTC(overdueSince(j)) + ')', text: 'overdue' })] : []));
+  }
+
   // pausedBecause says why the job's owner paused it (pause_after_failures),
   // '' unless that pause holds (the job was not written since).
   function pausedBecause(j) {
@@ -491,7 +504,7 @@
         const tr = el('tr', { 'data-job': j.id },
           el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(j.id), text: j.id })),
           el('td', { text: j.schedule || (j.run_at ? 'once at ' + fmtUTC(j.run_at) : '') }),
-          el('td', { text: jobStatus(j) }),
+          statusCell(j),
           localCell,
           utcCell,
           lastCell);
@@ -621,7 +634,8 @@
     const legend = el('div', { class: 'legend' });
     const detail = el('div', { class: 'detail', id: 'item-detail', 'aria-live': 'polite' });
     const atts = el('div');
-    view.append(heading('Run ' + id), msg, actions, info, legend, grid, detail, atts);
+    const notes = el('div', { id: 'run-notifications' });
+    view.append(heading('Run ' + id), msg, actions, info, legend, grid, detail, atts, notes);
     let current = 0;
     let cells = [];
     let items = [];
@@ -737,6 +751,7 @@
       if (hasItems) paintItems(r);
       atts.replaceChildren(...(hasItems ? [] : [el('h2', { text: 'Attempts' }),
         ...((r.attempts || []).length ? attemptList(r.attempts) : [el('p', { class: 'muted', text: 'No attempt yet.' })])]));
+      notes.replaceChildren(...((r.notifications || []).length ? [el('h2', { text: 'Notifications' }), deliveriesTable(r.notifications)] : []));
       return runActive(r.status);
     }
     const tick = async () => {
@@ -745,6 +760,20 @@
     };
     tick();
     return () => { stopped = true; clearTimeout(timer); };
+  }
+
+  // deliveriesTable lists notification deliveries: event, URL, result
+  // (given up and dropped ones marked), tries and the last error.
+  function deliveriesTable(ds) {
+    return el('table', {},
+      el('thead', {}, el('tr', {}, ['Event', 'URL', 'Result', 'Tries', 'At', 'Last error'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', {}, ds.map((d) => el('tr', { 'data-result': d.result },
+        el('td', { text: d.event + (d.attempt ? ' (attempt ' + d.attempt + ')' : '') }),
+        el('td', { text: d.url }),
+        el('td', { class: d.result === 'delivered' ? 'ok' : (d.result === 'retrying' ? 'warn' : 'error'), text: d.result.replace('_', ' ') }),
+        el('td', { text: String(d.tries) }),
+        el('td', { text: fmtUTC(d.at) }),
+        el('td', { text: d.last_error || '' })))));
   }
 
   function runsTable(runs) {
@@ -826,6 +855,10 @@
         el('dl', { class: 'kv' },
           el('dt', { text: 'State' }), el('dd', { id: 'job-state', text: jobStatus(j) }),
           ...(pausedBecause(j) ? [el('dt', { text: 'Paused because' }), el('dd', { id: 'job-paused-reason', class: 'warn', text: pausedBecause(j) })] : []),
+          ...(j.expect_success_within ? [el('dt', { text: 'Expect success within' }), el('dd', { id: 'job-expect-success', text: j.expect_success_within +
+            (st.last_succeeded_at ? ' (last success ' + fmtUTC(st.last_succeeded_at) + ')' : '') })] : []),
+          ...(overdueSince(j) ? [el('dt', { text: 'Overdue' }), el('dd', { id: 'job-overdue' }, el('span', { class: 'badge warn', text: 'overdue' }),
+            ' since ' + fmtUTC(overdueSince(j)) + ': no run succeeded within ' + j.expect_success_within)] : []),
           el('dt', { text: 'Schedule' }), el('dd', { text: j.schedule || (j.run_at ? 'once at ' + fmtUTC(j.run_at) : '') }),
           el('dt', { text: 'Time zone' }), el('dd', { text: j.timezone || 'UTC' }),
           el('dt', { text: 'Partition' }), el('dd', {}, el('a', { id: 'job-partition', href: '#/where/' + encodeURIComponent(id), text: String(j.partition) })),

@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/retry"
 )
 
@@ -66,6 +67,7 @@ type entry struct {
 
 	next    time.Time      // not tried before
 	bo      *retry.Backoff // nil until its first failure
+	tries   int            // tries that returned
 	sending bool           // a try is in flight
 	gone    bool           // delivered, given up, dropped or forgotten
 }
@@ -203,6 +205,11 @@ func (d *Deliverer) pickLocked(dest *destination, now time.Time) (_ *entry, wait
 		for _, e := range expired {
 			d.cfg.Metrics.result(resultGivenUp, 1)
 			e.o.logger(e).Error("notification given up: not delivered within the notify max age", zap.Duration("max_age", d.cfg.MaxAge), zap.String("destination", dest.name))
+			why := fmt.Sprintf("given up: not delivered within the notify max age (%v)", d.cfg.MaxAge)
+			if r, ok := e.o.records[e.Key]; ok && r.LastError != "" {
+				why += "; last error: " + r.LastError
+			}
+			e.o.recordLocked(e, api.DeliveryGivenUp, why, now)
 			e.o.finishLocked(e, true)
 		}
 	}()
@@ -293,12 +300,20 @@ func (d *Deliverer) tried(ctx context.Context, e *entry, err error, sent bool) {
 		return
 	}
 	lg := o.logger(e)
+	e.tries++
 	switch {
 	case err == nil:
 		d.cfg.Metrics.result(resultDelivered, 1)
 		lg.Info("notification delivered")
 		if e.dest.br.succeeded() {
 			lg.Info("notification destination answers again; circuit closed", zap.String("destination", e.dest.name))
+		}
+		if !e.gone {
+			last := ""
+			if r, ok := o.records[e.Key]; ok {
+				last = r.LastError // of the failed tries before
+			}
+			o.recordLocked(e, api.DeliveryDelivered, last, now)
 		}
 		o.finishLocked(e, true)
 		return
@@ -307,12 +322,16 @@ func (d *Deliverer) tried(ctx context.Context, e *entry, err error, sent bool) {
 		// repeat the refusal.
 		d.cfg.Metrics.result(resultGivenUp, 1)
 		lg.Error("notification given up: its destination is refused", zap.String("url", redactedURL(e.Outbox.URL)), zap.Error(err))
+		if !e.gone {
+			o.recordLocked(e, api.DeliveryGivenUp, "given up: "+err.Error(), now)
+		}
 		o.finishLocked(e, true)
 		return
 	case errors.Is(err, ErrGone):
 		if !e.gone {
 			d.cfg.Metrics.result(resultGivenUp, 1)
 			lg.Error("notification given up: its run document is gone", zap.Error(err))
+			o.recordLocked(e, api.DeliveryGivenUp, "given up: "+err.Error(), now)
 			o.finishLocked(e, true)
 		}
 		return
@@ -326,6 +345,7 @@ func (d *Deliverer) tried(ctx context.Context, e *entry, err error, sent bool) {
 	if e.gone {
 		return // dropped meanwhile: not tried again
 	}
+	o.recordLocked(e, api.DeliveryRetrying, err.Error(), now)
 	if e.bo == nil {
 		e.bo = retry.New(d.cfg.Backoff)
 		lg.Warn("notification not delivered; retrying with backoff", zap.Error(err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -50,7 +51,10 @@ type Store interface {
 	// Body returns the run document stored at key (an Entry's Body); an
 	// error wrapping ErrGone if there is none.
 	Body(ctx context.Context, key string) ([]byte, error)
-	// Delete deletes keys (at most 64) in one write fenced on the
-	// partition owner's epoch. Deleting a key that is absent is no error.
-	Delete(ctx context.Context, keys []string) error
+	// Delete deletes keys (at most 64) and records deliveries (at most
+	// 32: each merged into its job's kept records,
+	// api.MergeDeliveries) in one write fenced on the partition owner's
+	// epoch. Deleting a key that is absent is no error; a record of a job
+	// that is gone is not written.
+	Delete(ctx context.Context, keys []string, deliveries []api.NotificationDelivery) error
 }

@@ -23,9 +23,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type memStore struct {
 	mu   sync.Mutex
 	keys map[string][]byte
+	// deliveries are the records kept, by job; writes counts the Delete
+	// calls that recorded some.
+	deliveries map[string][]api.NotificationDelivery
+	writes     int
 }
 
-func newMemStore() *memStore { return &memStore{keys: map[string][]byte{}} }
+func newMemStore() *memStore {
+	return &memStore{keys: map[string][]byte{}, deliveries: map[string][]api.NotificationDelivery{}}
+}
 
 func (s *memStore) Body(_ context.Context, key string) ([]byte, error) {
 	s.mu.Lock()
@@ -37,13 +43,27 @@ func (s *memStore) Body(_ context.Context, key string) ([]byte, error) {
 	return b, nil
 }
 
-func (s *memStore) Delete(_ context.Context, keys []string) error {
+func (s *memStore) Delete(_ context.Context, keys []string, ds []api.NotificationDelivery) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range keys {
 		delete(s.keys, k)
 	}
+	if len(ds) > 0 {
+		s.writes++
+	}
+	for _, d := range ds {
+		s.deliveries[d.JobID] = api.MergeDeliveries(s.deliveries[d.JobID], []api.NotificationDelivery{d})
+	}
 	return nil
+}
+
+// recorded returns job's kept delivery records and how many writes
+// recorded any.
+func (s *memStore) recorded(job string) ([]api.NotificationDelivery, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.deliveries[job]), s.writes
 }
 
 func (s *memStore) put(key string, val []byte) {

@@ -3,6 +3,7 @@ package notify
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -10,11 +11,22 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/retry"
 )
 
 // deleteBatch is the most keys one deletion deletes.
 const deleteBatch = 64
+
+// recordBatch is the most delivery records one write records;
+// recordEvery is how long after a write of records the next may write
+// records of notifications still retrying alone (without a deletion to
+// go with): at most one such write per partition per interval, however
+// many notifications fail.
+const (
+	recordBatch = 32
+	recordEvery = time.Minute
+)
 
 // Outbox is one owned partition's pending notifications: its owner Adds
 // what it writes (and what it finds in etcd when it takes the
@@ -37,6 +49,11 @@ type Outbox struct {
 	deleting bool                 // a deletion is in flight
 	deleteAt time.Time            // no deletion before (after one failed)
 	deleteBo *retry.Backoff
+	// records are the delivery results to record, by notification key,
+	// written with the next deletion; recordAt is when records alone
+	// may be written next.
+	records  map[string]api.NotificationDelivery
+	recordAt time.Time
 }
 
 // jobQueue is one job's pending notifications in an Outbox.
@@ -53,7 +70,7 @@ func (d *Deliverer) Open(ctx context.Context, p int, st Store) *Outbox {
 	o := &Outbox{
 		d: d, st: st, lg: d.lg.With(zap.Int("partition", p)), ctx: ctx, cancel: cancel,
 		entries: map[string]*entry{}, jobs: map[string]*jobQueue{}, bodies: map[string]int{}, garbage: map[string]struct{}{},
-		deleteBo: retry.New(d.cfg.DeleteBackoff),
+		deleteBo: retry.New(d.cfg.DeleteBackoff), records: map[string]api.NotificationDelivery{},
 	}
 	d.mu.Lock()
 	d.outboxes[o] = struct{}{}
@@ -117,7 +134,9 @@ func (o *Outbox) boundLocked(job *jobQueue) {
 		return
 	}
 	oldest := job.queue[0].Outbox.CreatedAt
+	now := o.d.cfg.Clock.Now()
 	for _, e := range slices.Clone(job.queue[:excess]) {
+		o.recordLocked(e, api.DeliveryDropped, fmt.Sprintf("dropped: the job had more than %d notifications pending", o.d.cfg.MaxPendingPerJob), now)
 		o.finishLocked(e, true)
 	}
 	o.d.cfg.Metrics.result(resultDropped, excess)
@@ -134,6 +153,11 @@ func (o *Outbox) DropJob(id string) {
 	if job := o.jobs[id]; job != nil {
 		for _, e := range slices.Clone(job.queue) {
 			o.finishLocked(e, false)
+		}
+	}
+	for k, r := range o.records {
+		if r.JobID == id {
+			delete(o.records, k) // its records went with its data
 		}
 	}
 }
@@ -166,6 +190,7 @@ func (o *Outbox) Close() {
 			o.finishLocked(e, false)
 		}
 		clear(o.garbage)
+		clear(o.records)
 		delete(d.outboxes, o)
 	}
 	d.mu.Unlock()
@@ -220,20 +245,35 @@ func (o *Outbox) tidyJobLocked(job *jobQueue) {
 	}
 }
 
-// deleteDueLocked starts a deletion of the outbox's garbage if one is
-// due at now, and returns when the next one is (zero: none).
+// deleteDueLocked starts a write of the outbox's garbage (deletions)
+// and delivery records if one is due at now, and returns when the next
+// one is (zero: none). Records of notifications still retrying, with no
+// deletion to go with, wait for recordEvery after the last write of
+// records.
 func (o *Outbox) deleteDueLocked(now time.Time) time.Time {
 	d := o.d
 	switch {
-	case o.closed || o.deleting || len(o.garbage) == 0 || d.runCtx == nil:
+	case o.closed || o.deleting || (len(o.garbage) == 0 && len(o.records) == 0) || d.runCtx == nil:
 		return time.Time{}
 	case now.Before(o.deleteAt):
 		return o.deleteAt
+	case len(o.garbage) == 0 && now.Before(o.recordAt):
+		return o.recordAt
 	}
 	keys := slices.Sorted(maps.Keys(o.garbage))
 	keys = keys[:min(len(keys), deleteBatch)]
 	for _, k := range keys {
 		delete(o.garbage, k)
+	}
+	recKeys := slices.Sorted(maps.Keys(o.records))
+	recKeys = recKeys[:min(len(recKeys), recordBatch)]
+	recs := make([]api.NotificationDelivery, len(recKeys))
+	for i, k := range recKeys {
+		recs[i] = o.records[k]
+		delete(o.records, k)
+	}
+	if len(recs) > 0 {
+		o.recordAt = now.Add(recordEvery)
 	}
 	o.deleting = true
 	ctx, cancel := context.WithCancel(o.ctx)
@@ -245,7 +285,7 @@ func (o *Outbox) deleteDueLocked(now time.Time) time.Time {
 		defer d.wg.Done()
 		defer stop()
 		defer cancel()
-		err := o.st.Delete(ctx, keys)
+		err := o.st.Delete(ctx, keys, recs)
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		defer d.poke()
@@ -260,6 +300,11 @@ func (o *Outbox) deleteDueLocked(now time.Time) time.Time {
 		for _, k := range keys {
 			o.garbage[k] = struct{}{}
 		}
+		for i, k := range recKeys {
+			if _, newer := o.records[k]; !newer {
+				o.records[k] = recs[i]
+			}
+		}
 		wait := o.deleteBo.Next()
 		o.deleteAt = d.cfg.Clock.Now().Add(wait)
 		if ctx.Err() == nil {
@@ -267,6 +312,24 @@ func (o *Outbox) deleteDueLocked(now time.Time) time.Time {
 		}
 	}()
 	return time.Time{}
+}
+
+// maxErrorBytes bounds a delivery record's error.
+const maxErrorBytes = 200
+
+// recordLocked notes e's delivery result at now, with why (an error, or
+// why it was given up or dropped), for the outbox's next write.
+func (o *Outbox) recordLocked(e *entry, result, why string, now time.Time) {
+	if len(why) > maxErrorBytes {
+		cut := maxErrorBytes
+		for cut > 0 && why[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		why = why[:cut] + "…"
+	}
+	m := e.Outbox
+	o.records[e.Key] = api.NotificationDelivery{JobID: m.JobID, RunID: m.RunID, Event: m.Event, Attempt: m.Attempt, URL: redactedURL(m.URL),
+		CreatedAt: m.CreatedAt.UTC(), Tries: e.tries, Result: result, LastError: why, At: now.UTC()}
 }
 
 // logger returns the outbox's logger with e's fields.

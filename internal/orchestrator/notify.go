@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -91,6 +92,34 @@ func newSender(c NotifyConfig, etcdEndpoints []string, members func() []string) 
 		members:   members,
 		secretEnv: c.SecretEnv,
 	}, nil
+}
+
+// CheckNotifications checks the URLs of notify entries ns (a job's)
+// against the destination policy of this member's deliveries, as a
+// delivery checks them before it connects: hosts as written (a name's
+// addresses are checked when a delivery connects). The error is a
+// *api.FieldError naming the entry's url and the rule that refuses it,
+// with the setting that would allow it (--notify-allow) for a default
+// denial. Nil before the member has joined the cluster (nothing
+// delivers yet) and for entries the policy permits.
+func (o *Orchestrator) CheckNotifications(ns []api.Notification) error {
+	o.mu.Lock()
+	s := o.notifier
+	o.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	s.transport.SetOrchestrators(s.members())
+	for i, n := range ns {
+		u, err := url.Parse(n.URL)
+		if err != nil {
+			continue // validation says what is wrong with it
+		}
+		if err := s.transport.CheckURL(u); err != nil {
+			return &api.FieldError{Field: fmt.Sprintf("notify[%d].url", i), Msg: fmt.Sprintf("%s: notifications would not be delivered: %v", n.URL, err)}
+		}
+	}
+	return nil
 }
 
 // Send POSTs the run document to the notification's URL; nil on 2xx.

@@ -65,6 +65,7 @@ type Orchestrator struct {
 	controller *shard.Controller
 	jobs       *store.Etcd
 	dispatcher *dispatch.Dispatcher
+	notifier   *sender // the notifications' sender, with the dispatcher
 	// scheduling: the controller's Work is the dispatcher's, so an owned
 	// partition is ready once the dispatcher loaded it.
 	scheduling bool
@@ -213,6 +214,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	o.mu.Lock()
+	o.notifier = send
+	o.mu.Unlock()
 	deliver := o.cfg.Notify.Delivery
 	deliver.Sender, deliver.Clock, deliver.Metrics = send, o.cfg.Clock, o.notifyMet
 	deliver.Logger = o.cfg.Logger.Named("notify").With(zap.String("member", o.cfg.ID))

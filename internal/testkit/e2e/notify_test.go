@@ -2,8 +2,11 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,4 +141,53 @@ func TestNotificationsAreDeliveredOnceThroughRetriesAndCrashes(t *testing.T) {
 		t.Fatalf("%s notified %+v, want succeeded at attempt 1 last", id, got)
 	}
 	t.Logf("the notification of %s was tried %d times; delivered after %s crashed (by %s)", id, len(got), owner, survivor)
+}
+
+// TestNotifyURLTheFleetRefusesIsRefusedWhenSaved: a job whose notify URL
+// the members' destination policy would refuse to deliver to is refused
+// when it is saved (create, PUT, batch), naming the entry's url and the
+// flag that would allow it; nothing is stored. One the policy permits is
+// saved.
+func TestNotifyURLTheFleetRefusesIsRefusedWhenSaved(t *testing.T) {
+	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 2, Scheduler: true, Quiet: true,
+		Notify: orchestrator.NotifyConfig{Policy: egress.Policy{Deny: []string{"hooks.denied.example"}}}})
+	f.Join("m1")
+	f.WaitSettled(15 * time.Second)
+	base := f.URLs()[0]
+	job := func(id, url string) jfapi.Job {
+		return jfapi.Job{ID: id, Schedule: "@daily", Executor: jfapi.Executor{Type: "http", URL: "https://svc.example/run"},
+			Notify: []jfapi.Notification{{On: []jfapi.RunStatus{jfapi.RunDead}, URL: "https://hooks.example/ok"}, {On: []jfapi.RunStatus{jfapi.RunDead}, URL: url}}}
+	}
+	for _, tc := range []struct{ name, url, want string }{
+		{"loopback", "http://127.0.0.1:9000/hook", "--notify-allow"},
+		{"link-local", "http://169.254.169.254/latest", "--notify-allow"},
+		{"deny list", "https://hooks.denied.example/x", "deny list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reply struct {
+				Error string `json:"error"`
+			}
+			id := "refused/" + strings.ReplaceAll(tc.name, " ", "-")
+			if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", job(id, tc.url), &reply); code != http.StatusBadRequest ||
+				!strings.Contains(reply.Error, "notify[1].url") || !strings.Contains(reply.Error, tc.want) {
+				t.Errorf("create: %d %q, want 400 naming notify[1].url and %s", code, reply.Error, tc.want)
+			}
+			if code := api(t, f.AdminToken, "PUT", base, "/v1/jobs/"+url.PathEscape(id), job(id, tc.url), &reply); code != http.StatusBadRequest ||
+				!strings.Contains(reply.Error, "notify[1].url") {
+				t.Errorf("put: %d %q, want 400 naming notify[1].url", code, reply.Error)
+			}
+			var batch jfapi.BatchReply
+			raw, _ := json.Marshal(job(id, tc.url))
+			if code := api(t, f.AdminToken, "POST", base, "/v1/jobs:batch", jfapi.BatchRequest{Jobs: []json.RawMessage{raw}}, &batch); code != http.StatusBadRequest ||
+				len(batch.Results) != 1 || !strings.Contains(batch.Results[0].Error, "notify[1].url") {
+				t.Errorf("batch: %d %+v, want 400 naming notify[1].url", code, batch)
+			}
+			if code := api(t, f.AdminToken, "GET", base, "/v1/jobs/"+url.PathEscape(id), nil, nil); code != http.StatusNotFound {
+				t.Errorf("get after the refusals: %d, want 404 (nothing stored)", code)
+			}
+		})
+	}
+	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", job("permitted", "https://hooks.example/also"), nil); code != http.StatusCreated {
+		t.Fatalf("create with permitted notify URLs: %d, want 201", code)
+	}
 }

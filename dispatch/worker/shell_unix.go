@@ -151,6 +151,7 @@ func (w *Worker) shellEnv(a api.AttemptGrant) []string {
 	}
 	if a.Step != nil {
 		vars[EnvStep] = a.Step.ID
+		vars[EnvRound] = strconv.Itoa(a.Round)
 		vars[EnvShardIndex] = strconv.Itoa(a.Step.Shard)
 		vars[EnvShardCount] = strconv.Itoa(a.Step.Shards)
 	}

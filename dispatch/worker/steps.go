@@ -27,11 +27,13 @@ const (
 )
 
 // Environment variables of a step's "shell" attempt: EnvStep is the
-// step's ID; EnvNeedsFile names a file holding the JSON object of the
-// results of the steps it needs (set only for a step that needs some),
-// removed when the attempt ends.
+// step's ID; EnvRound the run's round (as HeaderRound); EnvNeedsFile
+// names a file holding the JSON object of the results of the steps it
+// needs (set only for a step that needs some), removed when the attempt
+// ends.
 const (
 	EnvStep      = "JOBFLEET_STEP"
+	EnvRound     = "JOBFLEET_ROUND"
 	EnvNeedsFile = "JOBFLEET_NEEDS_FILE"
 )
 

@@ -114,15 +114,15 @@ func (a *server) routes() []route {
 		{pattern: "POST /v1/runs/{run_id}/cancel", access: api.AccessWrite, scope: scopeRun, cost: costCancel, handler: hf(j.cancelRun)},
 		{pattern: "POST /v1/runs/{run_id}/retry", access: api.AccessWrite, scope: scopeRun, cost: costCancel, handler: hf(j.retryRun)},
 
-		{pattern: "GET /v1/calendars", access: api.AccessRead, scope: scopeHandler, handler: hf(j.listCalendars)},
-		{pattern: "GET /v1/calendars/{name}", access: api.AccessRead, scope: scopeCalendar, handler: hf(j.getCalendar)},
-		{pattern: "PUT /v1/calendars/{name}", access: api.AccessWrite, scope: scopeCalendar, handler: hf(j.putCalendar)},
-		{pattern: "DELETE /v1/calendars/{name}", access: api.AccessWrite, scope: scopeCalendar, handler: hf(j.deleteCalendar)},
+		{pattern: "GET /v1/calendars", access: api.AccessRead, scope: scopeHandler, handler: calendars.list(j)},
+		{pattern: "GET /v1/calendars/{name}", access: api.AccessRead, scope: scopeCalendar, handler: calendars.get(j)},
+		{pattern: "PUT /v1/calendars/{name}", access: api.AccessWrite, scope: scopeCalendar, handler: calendars.put(j)},
+		{pattern: "DELETE /v1/calendars/{name}", access: api.AccessWrite, scope: scopeCalendar, handler: calendars.delete(j)},
 
-		{pattern: "GET /v1/limits", access: api.AccessRead, scope: scopeHandler, handler: hf(j.listLimits)},
-		{pattern: "GET /v1/limits/{key}", access: api.AccessRead, scope: scopeLimit, handler: hf(j.getLimit)},
-		{pattern: "PUT /v1/limits/{key}", access: api.AccessWrite, scope: scopeLimit, handler: hf(j.putLimit)},
-		{pattern: "DELETE /v1/limits/{key}", access: api.AccessWrite, scope: scopeLimit, handler: hf(j.deleteLimit)},
+		{pattern: "GET /v1/limits", access: api.AccessRead, scope: scopeHandler, handler: limits.list(j)},
+		{pattern: "GET /v1/limits/{key}", access: api.AccessRead, scope: scopeLimit, handler: limits.get(j)},
+		{pattern: "PUT /v1/limits/{key}", access: api.AccessWrite, scope: scopeLimit, handler: limits.put(j)},
+		{pattern: "DELETE /v1/limits/{key}", access: api.AccessWrite, scope: scopeLimit, handler: limits.delete(j)},
 
 		{pattern: "POST " + api.PathPoll, access: api.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},
 		{pattern: "POST " + api.PathHeartbeat, access: api.AccessWork, handler: hf(w.heartbeat)},

@@ -53,12 +53,33 @@ func (s *Etcd) RequestCancel(ctx context.Context, runID, by string) (int64, erro
 	if err != nil {
 		return 0, err
 	}
-	p := s.Partition(id)
-	runKey, spec, req := s.keys.Run(p, id, at), s.keys.Spec(p, id), s.keys.Cancel(p, id, at)
 	val, err := json.Marshal(CancelRequest{By: by, RequestedAt: s.nowMillis()})
 	if err != nil {
 		return 0, err
 	}
+	return s.putRunRequest(ctx, runID, s.keys.Cancel(s.Partition(id), id, at), val, func(r Run) error {
+		if r.Status.Final() {
+			return &FinalError{RunID: r.ID, Status: r.Status}
+		}
+		return nil
+	})
+}
+
+// putRunRequest records request val of run runID under key req (a
+// cancel or retry request) and returns the revision it is recorded at.
+// It reads the run, asks check whether the request may be made of it
+// (check's error is returned as it is), and records the request in one
+// compare-and-swap on the run's revision and its job's existence, so a
+// run that changed since it was checked is checked again (up to ten
+// times, then ErrConflict). A request made while one is pending keeps
+// the first. ErrNotFound if there is no such run or its job is gone.
+func (s *Etcd) putRunRequest(ctx context.Context, runID, req string, val []byte, check func(Run) error) (int64, error) {
+	id, at, err := ParseRunID(runID)
+	if err != nil {
+		return 0, err
+	}
+	p := s.Partition(id)
+	runKey, spec := s.keys.Run(p, id, at), s.keys.Spec(p, id)
 	for range 10 {
 		resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(runKey), clientv3.OpGet(spec, clientv3.WithKeysOnly())).Commit()
 		if err != nil {
@@ -72,8 +93,8 @@ func (s *Etcd) RequestCancel(ctx context.Context, runID, by string) (int64, erro
 		if err := json.Unmarshal(kvs[0].Value, &r); err != nil {
 			return 0, fmt.Errorf("stored run is corrupt: %w", err)
 		}
-		if r.Status.Final() {
-			return 0, &FinalError{RunID: r.ID, Status: r.Status}
+		if err := check(r); err != nil {
+			return 0, err
 		}
 		w, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(runKey), "=", kvs[0].ModRevision),

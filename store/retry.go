@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/jobfleet/jobfleet/api"
 )
 
@@ -57,42 +55,13 @@ func (s *Etcd) RequestRetry(ctx context.Context, runID, from, by string) (int64,
 	if err != nil {
 		return 0, err
 	}
-	p := s.Partition(id)
-	runKey, spec, req := s.keys.Run(p, id, at), s.keys.Spec(p, id), s.keys.Retry(p, id, at)
 	val, err := json.Marshal(RetryRequest{From: from, By: by, RequestedAt: s.nowMillis()})
 	if err != nil {
 		return 0, err
 	}
-	for range 10 {
-		resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(runKey), clientv3.OpGet(spec, clientv3.WithKeysOnly())).Commit()
-		if err != nil {
-			return 0, Classify(err)
-		}
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) == 0 || len(resp.Responses[1].GetResponseRange().Kvs) == 0 {
-			return 0, fmt.Errorf("run %s: %w", quoteClipped(runID), ErrNotFound)
-		}
-		var r Run
-		if err := json.Unmarshal(kvs[0].Value, &r); err != nil {
-			return 0, fmt.Errorf("stored run is corrupt: %w", err)
-		}
-		if err := CheckRetry(r, from); err != nil {
-			return 0, err
-		}
-		w, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(runKey), "=", kvs[0].ModRevision),
-				clientv3.Compare(clientv3.CreateRevision(spec), ">", 0)).
-			Then(clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(req), "=", 0)},
-				[]clientv3.Op{clientv3.OpPut(req, string(val))}, nil)).
-			Commit()
-		if err != nil {
-			return 0, Classify(err)
-		}
-		if w.Succeeded {
-			return w.Header.Revision, nil
-		}
-	}
-	return 0, fmt.Errorf("run %s: %w", quoteClipped(runID), ErrConflict)
+	return s.putRunRequest(ctx, runID, s.keys.Retry(s.Partition(id), id, at), val, func(r Run) error {
+		return CheckRetry(r, from)
+	})
 }
 
 // AwaitRetry waits until the retry request of run runID is consumed by

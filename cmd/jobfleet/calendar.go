@@ -125,20 +125,13 @@ func newCalendarListCmd(opts *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "ls", Aliases: []string{"list"}, Short: "List calendars, by name", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all := []api.Calendar{}
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
-				o := client.ListOptions{Limit: 1000, Prefix: prefix}
-				for {
+			var all []api.Calendar
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				all, err = readPages(ctx, prefix, func(ctx context.Context, o client.ListOptions) ([]api.Calendar, string, error) {
 					page, err := c.ListCalendars(ctx, o)
-					if err != nil {
-						return err
-					}
-					all = append(all, page.Calendars...)
-					if page.NextCursor == "" {
-						return nil
-					}
-					o.Cursor = page.NextCursor
-				}
+					return page.Calendars, page.NextCursor, err
+				})
+				return err
 			}); err != nil {
 				return err
 			}

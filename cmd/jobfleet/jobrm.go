@@ -120,20 +120,14 @@ func removePrefix(cmd *cobra.Command, opts *clientOptions, prefix string, yes, d
 				return err
 			}
 		}
-		o := client.ListOptions{Limit: 1000, Prefix: prefix}
-		for {
+		jobs, err := readPages(ctx, prefix, func(ctx context.Context, o client.ListOptions) ([]api.Job, string, error) {
 			page, err := c.ListJobs(ctx, o)
-			if err != nil {
-				return err
-			}
-			for _, j := range page.Jobs {
-				ids = append(ids, j.ID)
-			}
-			if page.NextCursor == "" {
-				return nil
-			}
-			o.Cursor = page.NextCursor
+			return page.Jobs, page.NextCursor, err
+		})
+		for _, j := range jobs {
+			ids = append(ids, j.ID)
 		}
+		return err
 	}); err != nil {
 		return err
 	}

@@ -184,21 +184,13 @@ func newLimitRemoveCmd(opts *clientOptions) *cobra.Command {
 
 // allLimits reads every page of the limit keys within prefix (and the
 // credential's), in key order.
-func allLimits(cmd *cobra.Command, opts *clientOptions, prefix string) ([]api.Limit, error) {
-	all := []api.Limit{}
-	err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
-		o := client.ListOptions{Limit: 1000, Prefix: prefix}
-		for {
+func allLimits(cmd *cobra.Command, opts *clientOptions, prefix string) (all []api.Limit, err error) {
+	err = opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+		all, err = readPages(ctx, prefix, func(ctx context.Context, o client.ListOptions) ([]api.Limit, string, error) {
 			page, err := c.ListLimits(ctx, o)
-			if err != nil {
-				return err
-			}
-			all = append(all, page.Limits...)
-			if page.NextCursor == "" {
-				return nil
-			}
-			o.Cursor = page.NextCursor
-		}
+			return page.Limits, page.NextCursor, err
+		})
+		return err
 	})
 	return all, err
 }

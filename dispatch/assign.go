@@ -174,6 +174,11 @@ func (pt *partition) grantsLocked(p *poll, pk pick, now time.Time) []AttemptGran
 	for _, item := range pk.items {
 		c, _ := ar.chain(item)
 		c.rt.leaseUntil = now.Add(pt.d.cfg.RunLease)
+		// A take-back still queued for the chain names an attempt this
+		// grant replaces; it would match this one when it has the same
+		// number and worker (a take-back reuses the number) and take back
+		// an attempt that is delivered: it would run twice.
+		delete(pt.takeBacks, chainKey{run: ar.run.ID, item: item})
 		g := AttemptGrant{
 			RunID:       ar.run.ID,
 			JobID:       ar.run.JobID,

@@ -656,6 +656,9 @@ func TestAttemptsOfAnAbandonedPollAreTakenBack(t *testing.T) {
 	h.create(api.Job{ID: "job", Schedule: "@every 1m"})
 	h.advance(time.Minute)
 	runs := h.waitRuns("job", 1)
+	// Stored is not yet dispatchable: a poll before the owner took the
+	// run into memory would find nothing to hand out (or take back).
+	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
 	resp, err := h.disp.Poll(givenUpCtx{context.Background()}, api.PollRequest{Worker: "gone", Executors: []string{"http"}, Max: 1})
 	if err != nil || len(resp.Attempts) != 0 {
 		t.Fatalf("abandoned poll = %+v, %v; want no attempts", resp, err)

@@ -67,12 +67,23 @@ func (d *Dispatcher) JobPaused(id string) bool {
 // attempt's write of unknown outcome leaves behind (assign's error path):
 // an unsure take-back of attempt by worker, without waking the loop.
 func (d *Dispatcher) QueueUnsureTakeBack(p int, runID, worker string, attempt int) {
+	d.queueTakeBack(p, runID, worker, attempt, true)
+}
+
+// QueueStaleTakeBack records, for partition p's run runID, a take-back
+// of attempt by worker that its loop has not written yet (its write
+// failed, or the loop has not run since), without waking the loop.
+func (d *Dispatcher) QueueStaleTakeBack(p int, runID, worker string, attempt int) {
+	d.queueTakeBack(p, runID, worker, attempt, false)
+}
+
+func (d *Dispatcher) queueTakeBack(p int, runID, worker string, attempt int, unsure bool) {
 	d.mu.Lock()
 	pt := d.parts[p]
 	d.mu.Unlock()
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	pt.takeBacks[chainKey{run: runID, item: noItem}] = undelivered{attempt: attempt, worker: worker, unsure: true}
+	pt.takeBacks[chainKey{run: runID, item: noItem}] = undelivered{attempt: attempt, worker: worker, unsure: unsure}
 }
 
 // ReportsWaiting returns how many item results of partition p wait for

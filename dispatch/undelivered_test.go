@@ -157,3 +157,37 @@ func TestAttemptWriteThatDidNotApplyLeavesItsNextGrant(t *testing.T) {
 		t.Fatalf("complete of the delivered attempt = %+v, %v; want succeeded", resp, err)
 	}
 }
+
+// TestTakeBackQueuedBeforeAGrantLeavesIt: a take-back of w1's attempt 1
+// is queued and not yet written (its write failed with an unknown
+// outcome that applied: the run is pending again in etcd and in
+// memory), and the same worker polls and gets the run's attempt 1,
+// delivered this time. When the loop comes to the take-back it must find
+// it moot: the attempt it names was replaced by a grant of the same
+// number to the same worker. Found by the chaos suite (a sharded run's
+// item, its take-back's write timed out while a member's clock was
+// skewed): the item's attempt 1 ran twice.
+func TestTakeBackQueuedBeforeAGrantLeavesIt(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	h.create(api.Job{ID: "a", Schedule: "@every 1m"})
+	h.advance(time.Minute)
+	runID := h.waitRuns("a", 1)[0].ID
+	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
+	h.disp.QueueStaleTakeBack(0, runID, "w1", 1)
+
+	a := h.poll("w1", 1)[0] // wakes the loop, which settles take-backs
+	if a.RunID != runID || a.Attempt != 1 {
+		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
+	}
+	at := h.clock.Now().Add(time.Second)
+	h.create(api.Job{ID: "b", RunAt: &at})
+	h.advance(2 * time.Second)
+	h.waitRuns("b", 1)
+	if r, err := h.store.GetRun(context.Background(), runID); err != nil || r.Status != api.RunRunning || len(r.Attempts) != 1 || r.Attempts[0].Worker != "w1" {
+		t.Fatalf("run after the owner's loop = %s with %+v, %v; want running w1's attempt 1", r.Status, r.Attempts, err)
+	}
+	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != api.RunSucceeded {
+		t.Fatalf("complete of the delivered attempt = %+v, %v; want succeeded", resp, err)
+	}
+}

@@ -376,7 +376,8 @@ func (c *checker) windows(p int) []Window {
 }
 
 // mayMiss reports whether scheduled time t of partition p may have been
-// skipped by a misfire policy: some fault window of p began before t
+// skipped by a misfire policy: some fault window of p (windows that
+// overlap joined into one, mergeWindows) began before t
 // (less windowSlack) and ended more than the grace after t (plus
 // windowSlack). Only then can t have been more than the grace old when
 // the partition's next owner first looked at it. A window of a clock
@@ -399,6 +400,7 @@ func (c *checker) mayMiss(p int, t time.Time) bool {
 			seen = append(seen, t.Add(-w.Skew))
 		}
 	}
+	var outages []Window
 	for _, w := range ws {
 		if w.Skew != 0 {
 			if within(t, w) && max(w.Skew, -w.Skew)+windowSlack >= c.in.Grace {
@@ -406,6 +408,9 @@ func (c *checker) mayMiss(p int, t time.Time) bool {
 			}
 			continue
 		}
+		outages = append(outages, w)
+	}
+	for _, w := range mergeWindows(outages) {
 		if t.Add(c.in.Grace).After(w.End.Add(windowSlack)) {
 			continue
 		}
@@ -416,6 +421,28 @@ func (c *checker) mayMiss(p int, t time.Time) bool {
 		}
 	}
 	return false
+}
+
+// mergeWindows returns windows ws with those that overlap once widened
+// by windowSlack joined into one, ordered by start. Two faults in a row
+// are one outage when the second strikes before the fleet is back from
+// the first: the first's window ends when the nemesis saw the fleet
+// healthy, which can be before its effects (a member whose lease
+// renewals went to the cut-off etcd member fences itself a TTL later)
+// have passed, so a time missed from inside the first until after the
+// second is as missable as one inside a single long fault.
+func mergeWindows(ws []Window) []Window {
+	ws = slices.Clone(ws)
+	slices.SortFunc(ws, func(a, b Window) int { return a.Start.Compare(b.Start) })
+	var out []Window
+	for _, w := range ws {
+		if n := len(out); n > 0 && !w.Start.Add(-windowSlack).After(out[n-1].End.Add(windowSlack)) {
+			out[n-1].End = maxTime(out[n-1].End, w.End)
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // within reports whether instant t lies in window w, widened by

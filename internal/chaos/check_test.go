@@ -419,6 +419,50 @@ func TestCheckAllowsMissesInsideLongWindows(t *testing.T) {
 	}
 }
 
+// TestCheckJoinsFaultsInARow: two faults back to back are one outage.
+// The first's window ends when the nemesis saw the fleet healthy (its
+// owners' leases not yet expired), the second strikes before the owners
+// are back: a time from inside the first may be the grace old when the
+// partition is owned again after the second, though neither window alone
+// is long enough for that. Windows apart keep their own reach.
+func TestCheckJoinsFaultsInARow(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		second  float64 // start of the second fault, recovered 5.1s later
+		drop    []float64
+		allowed int
+		want    string
+	}{
+		// [10, 12.4] and [12.46, 17.56]: one outage [10, 17.56]; times in
+		// [9, 13.56] may be missed (5s grace).
+		{"in a row", 12.46, []float64{11, 12}, 2, ""},
+		// [10, 12.4] and [16, 21.1] stay apart: 11 is reached by neither.
+		{"apart", 16, []float64{11}, 0, "missed×1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuilder()
+			b.job("a", "@every 1s", 0, false)
+			b.fireEverySecond("a", 0, 30)
+			b.job("a", "@every 1s", 30.5, true)
+			b.in.History.Specs["a"][0].Job.MisfirePolicy = api.MisfireSkip
+			b.in.History.Specs["a"][1].Job.MisfirePolicy = api.MisfireSkip
+			b.fault(EtcdLeaderCut, 10, 12.4, nil)
+			b.fault(EtcdLeaderCut, tt.second, tt.second+5.1, nil)
+			for _, s := range tt.drop {
+				b.drop("a", s)
+			}
+			r := b.check(35)
+			if got := violations(r); got != tt.want {
+				dump(t, r)
+				t.Errorf("got violations %q, want %q", got, tt.want)
+			}
+			if r.Total.MissedAllowed != tt.allowed {
+				t.Errorf("missed (allowed) %d, want %d", r.Total.MissedAllowed, tt.allowed)
+			}
+		})
+	}
+}
+
 func TestCheckOneOffs(t *testing.T) {
 	b := newBuilder()
 	b.oneOff("early", 5, 4.2) // run_at before its creation: fires at once

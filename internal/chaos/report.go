@@ -56,6 +56,8 @@ func (r *Report) WriteTable(out io.Writer) {
 		it.Runs, it.BroadcastRuns, it.Items, it.ItemsRetried, it.ItemsRepeated, it.BroadcastWorkerLost, it.BroadcastWorkersMissed)
 	af := g.After
 	fmt.Fprintf(out, "upstream runs that had to fire a job after them %d, downstream runs fired %d\n", af.UpstreamRuns, af.Fired)
+	st := g.Steps
+	fmt.Fprintf(out, "runs of steps %d with %d steps: step executions in their last round %d\n", st.Runs, st.Steps, st.Executions)
 	type check struct {
 		name string
 		n    int
@@ -95,6 +97,8 @@ func (r *Report) WriteTable(out io.Writer) {
 		{"upstream runs that fired no run of a job after them", af.Missed},
 		{"upstream runs that fired a job after them twice", af.Duplicated},
 		{"runs naming a cause that did not end so", af.Unexpected},
+		{"steps started before the steps they need ended as their when requires", st.StepsStartedEarly},
+		{"steps lost (not ended, not as their items, or the run not as its steps)", st.StepsLost},
 	}, limitRows...) {
 		mark := "ok"
 		if c.n != 0 {

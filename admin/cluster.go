@@ -27,6 +27,8 @@ type Cluster interface {
 	Placement(ctx context.Context, id string) (api.Placement, error)
 	// Overview returns the fleet as the member sees it.
 	Overview() (api.Overview, error)
+	// Activity returns every member's last hour per minute.
+	Activity(ctx context.Context) (api.FleetActivity, error)
 	// PartitionState returns every partition's placement and the member
 	// view, and a channel closed when they change. Rows must not be
 	// modified.
@@ -82,6 +84,19 @@ func (a *server) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, ov)
+}
+
+// activity serves GET /v1/cluster/activity: every registered member's
+// last hour, per minute (api.FleetActivity), for the console's charts.
+func (a *server) activity(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	act, err := a.m.Activity(ctx)
+	if err != nil {
+		a.clusterFailed(w, "activity", err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, act)
 }
 
 func (a *server) whoami(w http.ResponseWriter, r *http.Request) {

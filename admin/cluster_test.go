@@ -54,6 +54,10 @@ func (f *fakeCluster) Overview() (api.Overview, error) {
 	return api.Overview{Member: "m1", Partitions: f.state.Partitions, Members: []api.OverviewMember{}}, nil
 }
 
+func (f *fakeCluster) Activity(context.Context) (api.FleetActivity, error) {
+	return api.FleetActivity{Member: "m1", Members: []api.MemberActivity{}}, nil
+}
+
 func (f *fakeCluster) PartitionState() (api.PartitionStreamSnapshot, <-chan struct{}, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

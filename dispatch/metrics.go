@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/dispatch/activity"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -37,6 +39,8 @@ type Metrics struct {
 	passedOver   *prometheus.CounterVec
 	backfills    prometheus.Counter
 	limits       *limitMetrics
+	// activity, when set, keeps the last hour per minute (RecordActivity).
+	activity *activity.Recorder
 
 	// source reports the state of the partitions owned here; set by the
 	// Dispatcher, read at scrape time.
@@ -236,18 +240,30 @@ func (m *Metrics) backfilled(n int) {
 func (m *Metrics) fired(status string, n int) {
 	if m != nil && n > 0 {
 		m.fires.WithLabelValues(status).Add(float64(n))
+		m.activity.Fired(api.RunStatus(status), n)
 	}
 }
 
 func (m *Metrics) observeLag(seconds float64) {
 	if m != nil {
 		m.lag.Observe(seconds)
+		m.activity.Lag(seconds)
 	}
 }
 
 func (m *Metrics) finishedRun(status string) {
 	if m != nil {
 		m.finished.WithLabelValues(status).Inc()
+		m.activity.Finished(api.RunStatus(status))
+	}
+}
+
+// RecordActivity makes m count fires, lags and outcomes in r too, per
+// minute (see package activity). Call it before the dispatcher starts;
+// it is not safe to call concurrently with the recording.
+func (m *Metrics) RecordActivity(r *activity.Recorder) {
+	if m != nil {
+		m.activity = r
 	}
 }
 

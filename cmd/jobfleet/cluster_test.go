@@ -211,6 +211,10 @@ func (c placementCluster) Placement(_ context.Context, id string) (api.Placement
 
 func (placementCluster) Overview() (api.Overview, error) { return api.Overview{}, nil }
 
+func (placementCluster) Activity(context.Context) (api.FleetActivity, error) {
+	return api.FleetActivity{}, nil
+}
+
 func (placementCluster) PartitionState() (api.PartitionStreamSnapshot, <-chan struct{}, error) {
 	return api.PartitionStreamSnapshot{}, nil, admin.ErrNotStarted
 }

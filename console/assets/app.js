@@ -230,8 +230,10 @@
   function overview(view) {
     let last = null; // previous overview, for the fire rate
     const body = el('div');
-    view.append(heading('Overview'), body);
+    const charts = activityCharts();
+    view.append(heading('Overview'), body, charts.node);
     async function load() {
+      charts.load();
       let ov;
       try {
         ov = await api('GET', '/v1/cluster/overview');
@@ -277,6 +279,165 @@
     load();
     const t = setInterval(load, 5000);
     return () => clearInterval(t);
+  }
+
+  // ---- charts of the last hour (GET /v1/cluster/activity) ---------------
+
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+
+  // svg builds an SVG element as el() builds HTML ones (attributes only;
+  // "text" sets textContent).
+  function svg(tag, attrs, ...children) {
+    const e = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null) continue;
+      if (k === 'text') e.textContent = String(v);
+      else e.setAttribute(k, String(v));
+    }
+    for (const c of children.flat()) if (c) e.append(c);
+    return e;
+  }
+
+  // quantile estimates quantile q of lags counted in buckets (upper
+  // bounds in bounds, the last bucket past them), as the server does.
+  function quantile(buckets, bounds, q) {
+    const n = buckets.reduce((a, b) => a + b, 0);
+    if (!n) return 0;
+    const rank = Math.max(1, Math.round(q * n));
+    let seen = 0;
+    for (let i = 0; i < buckets.length; i++) {
+      seen += buckets[i];
+      if (seen >= rank) return bounds[Math.min(i, bounds.length - 1)];
+    }
+    return bounds[bounds.length - 1];
+  }
+
+  // mergeMinutes adds up the minutes of members, by minute, over the hour
+  // ending at now: counts and lag buckets add, the lag quantiles come from
+  // the added buckets.
+  function mergeMinutes(members, bounds, now) {
+    const by = new Map();
+    for (const m of members) {
+      for (const x of m.minutes || []) {
+        let t = by.get(x.start);
+        if (!t) {
+          t = { start: x.start, fires: 0, skipped: 0, succeeded: 0, failed: 0, dead: 0, cancelled: 0, running: 0, waiting: 0, buckets: new Array(bounds.length + 1).fill(0) };
+          by.set(x.start, t);
+        }
+        for (const k of ['fires', 'skipped', 'succeeded', 'failed', 'dead', 'cancelled', 'running', 'waiting']) t[k] += x[k] || 0;
+        (x.lag_buckets || []).forEach((c, i) => { t.buckets[i] += c; });
+      }
+    }
+    // The hour ending with now's minute, minute by minute: minutes that
+    // no member counted show as zero.
+    const end = Math.floor(new Date(now).getTime() / 60000) * 60000;
+    const out = [];
+    for (let k = 59; k >= 0; k--) {
+      const start = new Date(end - k * 60000).toISOString().replace('.000Z', 'Z');
+      out.push(by.get(start) || { start, fires: 0, skipped: 0, succeeded: 0, failed: 0, dead: 0, cancelled: 0, running: 0, waiting: 0, buckets: new Array(bounds.length + 1).fill(0) });
+    }
+    for (const t of out) {
+      t.p50 = quantile(t.buckets, bounds, 0.5);
+      t.p99 = quantile(t.buckets, bounds, 0.99);
+    }
+    return out;
+  }
+
+  // chart draws minutes as an SVG figure: series are {key, label, cls,
+  // kind: 'bar' (stacked) or 'line'}, fmt formats a value. Each bar and
+  // point carries data-series, data-minute and data-value.
+  function chart(title, minutes, series, fmt) {
+    const W = 640, H = 150, L = 48, B = 18, T = 8;
+    const n = Math.max(minutes.length, 1);
+    const step = (W - L) / n;
+    const stacked = (m) => series.filter((s) => s.kind === 'bar').reduce((a, s) => a + (m[s.key] || 0), 0);
+    const top = Math.max(1e-9, ...minutes.map((m) => Math.max(stacked(m), ...series.filter((s) => s.kind === 'line').map((s) => m[s.key] || 0))));
+    const y = (v) => T + (H - B - T) * (1 - v / top);
+    const g = svg('g');
+    minutes.forEach((m, i) => {
+      let base = 0;
+      for (const s of series.filter((s) => s.kind === 'bar')) {
+        const v = m[s.key] || 0;
+        if (v > 0) {
+          g.append(svg('rect', { class: 'bar ' + s.cls, x: (L + i * step + 1).toFixed(1), width: Math.max(step - 2, 1).toFixed(1), y: y(base + v).toFixed(1), height: (y(base) - y(base + v)).toFixed(1), 'data-series': s.key, 'data-minute': m.start, 'data-value': v },
+            svg('title', { text: fmtUTC(m.start) + ' ' + s.label + ': ' + fmt(v) })));
+        }
+        base += v;
+      }
+    });
+    for (const s of series.filter((s) => s.kind === 'line')) {
+      const pts = minutes.map((m, i) => (L + (i + 0.5) * step).toFixed(1) + ',' + y(m[s.key] || 0).toFixed(1));
+      if (pts.length) g.append(svg('polyline', { class: 'line ' + s.cls, points: pts.join(' '), 'data-series': s.key }));
+      minutes.forEach((m, i) => g.append(svg('circle', { class: 'point ' + s.cls, cx: (L + (i + 0.5) * step).toFixed(1), cy: y(m[s.key] || 0).toFixed(1), r: 2, 'data-series': s.key, 'data-minute': m.start, 'data-value': m[s.key] || 0 },
+        svg('title', { text: fmtUTC(m.start) + ' ' + s.label + ': ' + fmt(m[s.key] || 0) }))));
+    }
+    const first = minutes.length ? fmtUTC(minutes[0].start).slice(11, 16) + ' UTC' : '';
+    const mid = minutes.length > 30 ? fmtUTC(minutes[30].start).slice(11, 16) : '';
+    const axis = [
+      svg('line', { class: 'axis', x1: L, y1: H - B, x2: W, y2: H - B }),
+      svg('text', { class: 'tick', x: L - 4, y: T + 10, 'text-anchor': 'end', text: fmt(top) }),
+      svg('text', { class: 'tick', x: L - 4, y: H - B, 'text-anchor': 'end', text: '0' }),
+      svg('text', { class: 'tick', x: L, y: H - 4, text: first }),
+      svg('text', { class: 'tick', x: L + 30 * step, y: H - 4, 'text-anchor': 'middle', text: mid }),
+      svg('text', { class: 'tick', x: W, y: H - 4, 'text-anchor': 'end', text: 'now' }),
+    ];
+    const summary = series.map((s) => s.label + ' ' + fmt(minutes.reduce((a, m) => (s.kind === 'bar' ? a + (m[s.key] || 0) : Math.max(a, m[s.key] || 0)), 0)) + (s.kind === 'bar' ? ' in all' : ' at most')).join(', ');
+    return el('figure', { class: 'chart', 'data-chart': title },
+      el('figcaption', {}, el('strong', { text: title }), ' ', series.map((s) => el('span', { class: 'key' }, el('span', { class: 'swatch ' + s.cls }), s.label))),
+      (() => { const e = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': title + ' over the last ' + minutes.length + ' minutes: ' + summary }, axis, g); return e; })());
+  }
+
+  // activityCharts returns the overview's charts: node, and load() to
+  // fetch and redraw them for the fleet or one member.
+  function activityCharts() {
+    const scope = el('select', { id: 'chart-scope', 'aria-label': 'Charts of' }, el('option', { value: '', text: 'the whole fleet' }));
+    const box = el('div', { class: 'charts' });
+    const note = el('p', { class: 'muted' });
+    let last = null;
+    const node = el('section', { 'aria-labelledby': 'charts-title' },
+      el('h2', { id: 'charts-title', text: 'Last hour, per minute' }),
+      el('label', {}, 'Charts of ', scope), note, box);
+    const count = (v) => String(Math.round(v));
+    function draw() {
+      if (!last) return;
+      const members = last.members.filter((m) => !scope.value || m.member === scope.value);
+      const minutes = mergeMinutes(members, last.lag_bounds, last.now);
+      box.replaceChildren(
+        chart('Fires', minutes, [{ key: 'fires', label: 'fired', cls: 'st-running', kind: 'bar' }], count),
+        chart('Outcomes', minutes, [
+          { key: 'succeeded', label: 'succeeded', cls: 'st-succeeded', kind: 'bar' },
+          { key: 'failed', label: 'failed', cls: 'st-failed', kind: 'bar' },
+          { key: 'dead', label: 'dead', cls: 'st-dead', kind: 'bar' },
+          { key: 'skipped', label: 'skipped', cls: 'st-skipped', kind: 'bar' },
+        ], count),
+        chart('Schedule lag', minutes, [
+          { key: 'p50', label: 'p50', cls: 'st-succeeded', kind: 'line' },
+          { key: 'p99', label: 'p99', cls: 'st-dead', kind: 'line' },
+        ], (v) => fmtDuration(v) || '0 ms'),
+        chart('Attempts', minutes, [
+          { key: 'running', label: 'running', cls: 'st-running', kind: 'line' },
+          { key: 'waiting', label: 'waiting', cls: 'st-failed', kind: 'line' },
+        ], count),
+      );
+      const silent = last.members.filter((m) => !m.minutes.length).map((m) => m.member);
+      note.textContent = (scope.value ? 'Member ' + scope.value : 'All ' + last.members.length + ' members, added up') +
+        '; each member counts the partitions it owns, and publishes its figures every few seconds.' +
+        (silent.length ? ' No figures yet from: ' + silent.join(', ') + '.' : '');
+    }
+    scope.addEventListener('change', draw);
+    async function load() {
+      try {
+        last = await api('GET', '/v1/cluster/activity');
+      } catch (e) {
+        box.replaceChildren(errorBox(e));
+        return;
+      }
+      const chosen = scope.value;
+      scope.replaceChildren(el('option', { value: '', text: 'the whole fleet' }), ...last.members.map((m) => el('option', { value: m.member, text: 'member ' + m.member })));
+      scope.value = last.members.some((m) => m.member === chosen) ? chosen : '';
+      draw();
+    }
+    return { node, load };
   }
 
   function partitions(view) {

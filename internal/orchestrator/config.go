@@ -105,6 +105,11 @@ type Config struct {
 	// watch of etcd's size, quota and alarms. Namespace, Member, Clock,
 	// Logger and Metrics are taken from this Config.
 	Storage storage.Config
+	// ActivityInterval is how often the member publishes its last hour per
+	// minute (fires, outcomes, lag, attempts running and waiting) for the
+	// console's charts of the fleet (--activity-interval; 0: 15s; negative:
+	// never, and peers chart this member without figures).
+	ActivityInterval time.Duration
 	// Clock is given to the session and controller; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.
@@ -135,6 +140,9 @@ func (c Config) WithDefaults() Config {
 	if c.LeaveTimeout == 0 {
 		c.LeaveTimeout = 10 * time.Second
 	}
+	if c.ActivityInterval == 0 {
+		c.ActivityInterval = 15 * time.Second
+	}
 	c.Workers = c.Workers.WithDefaults()
 	c.DeadMembers = c.DeadMembers.WithDefaults()
 	c.Notify.Delivery = c.Notify.Delivery.WithDefaults()
@@ -153,6 +161,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "etcd key prefix of the cluster (ends in '/')")
 	fs.IntVar(&c.Partitions, "partitions", c.Partitions, fmt.Sprintf("partition count, used when the cluster is created (0: the cluster's, or %d for a new cluster; must match an existing cluster's; at most %d)", shard.DefaultPartitions, shard.MaxPartitions))
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "member lease TTL, whole seconds; a crashed member's partitions move after it")
+	fs.DurationVar(&c.ActivityInterval, "activity-interval", c.ActivityInterval, "how often this member publishes its last hour per minute for the console's charts of the fleet (one put of about 15 KiB; negative: never)")
 	fs.BoolVar(&c.WarmStandby, "warm-standby", c.WarmStandby, "keep a warm copy of the partitions this member would be given if their owner went away (their heir), followed by one watch, so that a takeover builds them from memory instead of reading them from etcd; costs memory for the copies and a watch of every partition's writes")
 	c.Notify.addFlags(fs)
 	c.Workers.AddFlags(fs)
@@ -194,6 +203,8 @@ func (c Config) Validate() error {
 		return invalid("namespace", c.Namespace, "must end in '/'")
 	case c.Partitions < 0 || c.Partitions > shard.MaxPartitions:
 		return invalid("partitions", c.Partitions, "want 1 to %d (0: the cluster's, or %d for a new cluster)", shard.MaxPartitions, shard.DefaultPartitions)
+	case c.ActivityInterval > 0 && c.ActivityInterval < 100*time.Millisecond:
+		return invalid("activity-interval", c.ActivityInterval, "want at least 100ms, or a negative value for never (0: the default, 15s)")
 	case c.LeaseTTL < time.Second || c.LeaseTTL%time.Second != 0:
 		return invalid("lease-ttl", c.LeaseTTL, "want a whole number of seconds, at least 1s (0: the default, %v)", DefaultLeaseTTL)
 	case c.RebalanceDelay < 0:

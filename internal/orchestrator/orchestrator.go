@@ -21,6 +21,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/activity"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
@@ -53,6 +54,7 @@ type Orchestrator struct {
 	deaths    *deathwatch.Detector
 
 	dispMet   *dispatch.Metrics
+	activity  *activity.Recorder // the last hour per minute, fed by dispMet
 	sbMet     *standby.Metrics
 	notifyMet *notify.Metrics
 
@@ -132,13 +134,17 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	dispMet := dispatch.NewMetrics(cfg.Registry)
+	rec := activity.New(cfg.Clock)
+	dispMet.RecordActivity(rec)
 	return &Orchestrator{
 		client:    client,
 		cfg:       cfg,
 		lg:        cfg.Logger.With(zap.String("member", cfg.ID)),
 		sessCfg:   sc,
 		shardMet:  shard.NewMetrics(cfg.Registry),
-		dispMet:   dispatch.NewMetrics(cfg.Registry),
+		dispMet:   dispMet,
+		activity:  rec,
 		sbMet:     standby.NewMetrics(cfg.Registry),
 		notifyMet: notify.NewMetrics(cfg.Registry),
 		members:   members,
@@ -333,6 +339,8 @@ func (o *Orchestrator) runSession(stop <-chan struct{}) (left bool, err error) {
 	go func() { defer close(regDone); o.watchRegistration(regCtx, s, m.LeaseID) }()
 	stopReg := func() { stopRegWatch(); <-regDone }
 	defer stopReg() // idempotent
+
+	defer o.startPublishing(s)()
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()

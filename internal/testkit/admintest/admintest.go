@@ -107,6 +107,14 @@ func (m Member) Overview() (api.Overview, error) {
 	return m.Cluster.Overview()
 }
 
+// Activity asks m.Cluster.
+func (m Member) Activity(ctx context.Context) (api.FleetActivity, error) {
+	if m.Cluster == nil {
+		return api.FleetActivity{}, admin.ErrNotStarted
+	}
+	return m.Cluster.Activity(ctx)
+}
+
 // PartitionState asks m.Cluster.
 func (m Member) PartitionState() (api.PartitionStreamSnapshot, <-chan struct{}, error) {
 	if m.Cluster == nil {

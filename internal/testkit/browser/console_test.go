@@ -765,9 +765,48 @@ func TestConsole(t *testing.T) {
 
 	t.Run("overview", func(t *testing.T) {
 		p.t = t
+		// A job firing every second whose every attempt fails: the charts
+		// of the fleet count its fires and then its dead runs, whichever
+		// member owns it (the others' figures are published to etcd).
+		tick := api.Job{ID: "team/console-tick", Schedule: "@every 1s", Executor: api.Executor{Type: "http", URL: hook.URL + "/broken"},
+			Retry: api.RetryPolicy{MaxAttempts: 1}}
+		if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", tick, nil); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", tick.ID, code)
+		}
+		defer call(t, f.AdminToken, "DELETE", m1+"/v1/jobs/"+url.PathEscape(tick.ID), nil, nil)
 		p.open("#/overview")
 		p.waitJS("members", `document.querySelectorAll('#view table tbody tr').length === 2`, 10*time.Second)
+		sum := func(chart, series string) string {
+			return fmt.Sprintf(`[...document.querySelectorAll('figure[data-chart=%q] [data-series=%q]')].reduce((a, e) => a + Number(e.dataset.value || 0), 0)`, chart, series)
+		}
+		p.waitJS("four charts", `document.querySelectorAll('figure.chart svg').length === 4`, 10*time.Second)
+		p.waitJS("fires charted", sum("Fires", "fires")+` >= 3`, 20*time.Second)
+		p.waitJS("the failures charted", sum("Outcomes", "dead")+` >= 2`, 20*time.Second)
+		if label := eval[string](p, `document.querySelector('figure[data-chart="Outcomes"] svg').getAttribute('aria-label')`); !strings.Contains(label, "dead") {
+			t.Errorf("the outcomes chart's label %q does not say how many died", label)
+		}
+		// One member's charts: the select lists each, and the charts of
+		// the two members add up to the fleet's (both counted the same
+		// minutes, give or take a fire).
+		fleet := eval[int](p, sum("Fires", "fires"))
+		if got := eval[string](p, `[...document.querySelectorAll('#chart-scope option')].map(o => o.value).join(',')`); got != ",m1,m2" {
+			t.Errorf("chart scopes %q, want the fleet, m1 and m2", got)
+		}
+		var members int
+		for _, m := range []string{"m1", "m2"} {
+			p.do("chart "+m, script(fmt.Sprintf(`(() => { const s = document.getElementById('chart-scope'); s.value = %q; s.dispatchEvent(new Event('change')); })()`, m)))
+			members += eval[int](p, sum("Fires", "fires"))
+		}
+		if members < fleet {
+			t.Errorf("the members' fires add up to %d, the fleet's were %d", members, fleet)
+		}
+		p.do("chart the fleet", script(`(() => { const s = document.getElementById('chart-scope'); s.value = ''; s.dispatchEvent(new Event('change')); })()`))
 		p.screenshot("console-overview.png")
+		p.do("the charts in view", script(`document.getElementById('charts-title').scrollIntoView()`))
+		p.screenshot("console-charts.png")
+		p.do("dark", colourScheme("dark"))
+		p.screenshot("console-charts-dark.png")
+		p.do("light", colourScheme("light"))
 	})
 }
 

@@ -48,6 +48,7 @@ var levels = map[string]int{
 	"dispatch/notify":       5,
 	"dispatch/standby":      5, // the warm standby: imports shard and store
 	"dispatch/limits":       5, // limit keys as a member sees them: imports store
+	"dispatch/activity":     2, // the last hour per minute, for the console's charts: imports api
 	"dispatch":              6,
 	"internal/crontab":      5,
 	"internal/storage":      6,

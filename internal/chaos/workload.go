@@ -26,6 +26,7 @@ const (
 	jobSharded   = "sharded"   // every 2s, a run of ShardItems items: flaky, or slow with params
 	jobBroadcast = "broadcast" // every 2s, one item per worker, answered at once
 	jobChain     = "chain"     // a chain of jobs after each other, its head every 2s (workload_after.go)
+	jobSteps     = "steps"     // every 3s, a run of five steps, one sharded (workload_steps.go)
 )
 
 // JobOp is one API call of the workload on a job.
@@ -224,6 +225,8 @@ func (w *workload) createBase(ctx context.Context) error {
 			kind = jobSharded
 		case j.Broadcasts():
 			kind = jobBroadcast
+		case len(j.Steps) > 0:
+			kind = jobSteps // not a recurring job: an update must not make it one
 		}
 		if !w.create(ctx, j, kind) {
 			return fmt.Errorf("creating base job %q failed", j.ID)

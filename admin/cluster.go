@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,8 @@ type Cluster interface {
 	Overview() (api.Overview, error)
 	// Activity returns every member's last hour per minute.
 	Activity(ctx context.Context) (api.FleetActivity, error)
+	// Late returns every member's late runs, of every job.
+	Late(ctx context.Context) (api.LateRuns, error)
 	// PartitionState returns every partition's placement and the member
 	// view, and a channel closed when they change. Rows must not be
 	// modified.
@@ -97,6 +100,21 @@ func (a *server) activity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, act)
+}
+
+// late serves GET /v1/runs/late: the runs late across the fleet, the
+// most late first, those of jobs the caller may read.
+func (a *server) late(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	late, err := a.m.Late(ctx)
+	if err != nil {
+		a.clusterFailed(w, "late runs", err)
+		return
+	}
+	p, _ := auth.FromContext(r.Context())
+	late.Runs = slices.DeleteFunc(late.Runs, func(lr api.LateRun) bool { return auth.Authorize(p, api.AccessRead, lr.JobID, true) != nil })
+	WriteJSON(w, http.StatusOK, late)
 }
 
 func (a *server) whoami(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,8 @@ type fakeCluster struct {
 	mu      sync.Mutex
 	state   api.PartitionStreamSnapshot
 	changed chan struct{}
-	asked   []string // placement IDs asked for
+	asked   []string      // placement IDs asked for
+	late    []api.LateRun // what Late answers
 }
 
 func newFakeCluster(p int) *fakeCluster {
@@ -56,6 +58,10 @@ func (f *fakeCluster) Overview() (api.Overview, error) {
 
 func (f *fakeCluster) Activity(context.Context) (api.FleetActivity, error) {
 	return api.FleetActivity{Member: "m1", Members: []api.MemberActivity{}}, nil
+}
+
+func (f *fakeCluster) Late(context.Context) (api.LateRuns, error) {
+	return api.LateRuns{Runs: slices.Clone(f.late)}, nil
 }
 
 func (f *fakeCluster) PartitionState() (api.PartitionStreamSnapshot, <-chan struct{}, error) {
@@ -292,6 +298,37 @@ func TestPlacementValidatesTheID(t *testing.T) {
 	}
 	if len(c.asked) != 1 || c.asked[0] != "billing/invoice" {
 		t.Errorf("the cluster was asked for %q, want only billing/invoice", c.asked)
+	}
+}
+
+// TestLateRunsStayInTheCredentialsScope: a scoped viewer sees the late
+// runs of its prefix's jobs only, an admin every one.
+func TestLateRunsStayInTheCredentialsScope(t *testing.T) {
+	c := newFakeCluster(2)
+	c.late = []api.LateRun{{RunID: "team/a@1", JobID: "team/a", Reason: "no worker"}, {RunID: "other/b@1", JobID: "other/b", Reason: "no worker"}}
+	auths := staticAuth{"v": {ID: "team-viewer", Role: api.RoleViewer, Prefix: "team/"}, "a": {ID: "root", Role: api.RoleAdmin}}
+	srv := httptest.NewServer(admin.Handler(&fakeMember{Member: admintest.Member{Auth: auths, Cluster: c}}, admin.Config{Gatherer: prometheus.NewRegistry()}))
+	defer srv.Close()
+	for token, want := range map[string][]string{"v": {"team/a"}, "a": {"team/a", "other/b"}} {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/runs/late", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got api.LateRuns
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("token %s: %d, %v", token, resp.StatusCode, err)
+		}
+		var ids []string
+		for _, r := range got.Runs {
+			ids = append(ids, r.JobID)
+		}
+		if !slices.Equal(ids, want) {
+			t.Errorf("token %s sees late runs of %v, want %v", token, ids, want)
+		}
 	}
 }
 

@@ -90,6 +90,7 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/cluster/placement", access: api.AccessRead, scope: scopeQueryJob, handler: hf(a.placement)},
 		{pattern: "GET /v1/cluster/overview", access: api.AccessRead, handler: hf(a.overview)},
 		{pattern: "GET /v1/cluster/activity", access: api.AccessRead, handler: hf(a.activity)},
+		{pattern: "GET /v1/runs/late", access: api.AccessRead, scope: scopeHandler, handler: hf(a.late)},
 		{pattern: "GET /v1/cluster/partitions/watch", access: api.AccessRead, stream: true, handler: hf(a.watchPartitions)},
 		{pattern: "GET /v1/whoami", access: api.AccessMembers, handler: hf(a.whoami)},
 

@@ -429,6 +429,7 @@ func TestRouteMatrix(t *testing.T) {
 		{pattern: "GET /v1/cluster/workers", allowed: viewers, make: get("/v1/cluster/workers"), ok: 200},
 		{pattern: "GET /v1/cluster/overview", allowed: viewers, make: get("/v1/cluster/overview"), ok: 200},
 		{pattern: "GET /v1/cluster/activity", allowed: viewers, make: get("/v1/cluster/activity"), ok: 200},
+		{pattern: "GET /v1/runs/late", allowed: viewers, make: get("/v1/runs/late"), ok: 200},
 		{pattern: "GET /v1/cluster/placement", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			return request{method: "GET", path: "/v1/cluster/placement?job=" + url.QueryEscape(id)}
 		}},

@@ -64,6 +64,12 @@ type MemberActivity struct {
 	// every few seconds.
 	Published time.Time        `json:"published"`
 	Minutes   []ActivityMinute `json:"minutes"`
+	// Late are the member's late runs, the most late first (at most
+	// MaxLatePerMember; LateTruncated if it had more). GET
+	// /v1/cluster/activity leaves them out: GET /v1/runs/late lists them
+	// within the caller's prefix.
+	Late          []LateRun `json:"late,omitempty"`
+	LateTruncated bool      `json:"late_truncated,omitempty"`
 }
 
 // FleetActivity is the body of GET /v1/cluster/activity: each registered
@@ -75,3 +81,36 @@ type FleetActivity struct {
 	LagBounds []float64        `json:"lag_bounds"`
 	Members   []MemberActivity `json:"members"`
 }
+
+// LateRun is a run that is late on the member that owns it: waiting for
+// a worker since longer than a few seconds, or running an attempt whose
+// heartbeats are late, with why.
+type LateRun struct {
+	RunID       string    `json:"run_id"`
+	JobID       string    `json:"job_id"`
+	Status      RunStatus `json:"status"`
+	ScheduledAt time.Time `json:"scheduled_at"`
+	// Since is when it became due (its fire, or its retry's backoff
+	// ending) for a waiting run; for a running one, when its attempt's
+	// last heartbeat was due.
+	Since time.Time `json:"since"`
+	// Reason says what it waits for: a limit key without room, no live
+	// worker that may take it (and why), busy workers, or late heartbeats.
+	Reason string `json:"reason"`
+	// Member is the member that owns its partition.
+	Member string `json:"member"`
+}
+
+// LateRuns is the body of GET /v1/runs/late: the late runs of every
+// member, the most late first, within the caller's prefix.
+type LateRuns struct {
+	Now  time.Time `json:"now"`
+	Runs []LateRun `json:"runs"`
+	// Truncated: a member had more late runs than it publishes
+	// (MaxLatePerMember); those that have waited longest are listed.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// MaxLatePerMember is how many late runs a member publishes: those that
+// have been late longest.
+const MaxLatePerMember = 100

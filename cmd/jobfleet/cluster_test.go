@@ -215,6 +215,8 @@ func (placementCluster) Activity(context.Context) (api.FleetActivity, error) {
 	return api.FleetActivity{}, nil
 }
 
+func (placementCluster) Late(context.Context) (api.LateRuns, error) { return api.LateRuns{}, nil }
+
 func (placementCluster) PartitionState() (api.PartitionStreamSnapshot, <-chan struct{}, error) {
 	return api.PartitionStreamSnapshot{}, nil, admin.ErrNotStarted
 }

@@ -1089,6 +1089,43 @@
   // failing lists the runs failed or dead across the fleet (GET /v1/runs),
   // a page at a time. The server lists them by partition and job, not by
   // time: each page is sorted newest first, and the note says so.
+  // late lists the runs late across the fleet (GET /v1/runs/late), the
+  // most late first, each with why: the answer to "why is it late?".
+  function late(view) {
+    const table = el('tbody', { id: 'late-runs' });
+    const note = el('p', { class: 'muted', id: 'late-note', 'aria-live': 'polite' });
+    view.append(heading('Late runs'),
+      el('p', { class: 'muted', text: 'Runs waiting for a worker for more than 5 s, and running attempts whose heartbeats are late, on every member, with why. Updated every 5 s.' }),
+      note,
+      el('table', {},
+        el('thead', {}, el('tr', {}, ['Job', 'Status', 'Late for', 'Scheduled (UTC)', 'Member', 'Why', 'Run'].map((h) => el('th', { scope: 'col', text: h })))),
+        table));
+    let stopped = false;
+    async function load() {
+      let list;
+      try {
+        list = await api('GET', '/v1/runs/late');
+      } catch (e) {
+        if (!stopped) { table.replaceChildren(); note.className = 'error'; note.textContent = 'Cannot list late runs: ' + e.message; }
+        return;
+      }
+      if (stopped) return;
+      const text = list.runs.length ? list.runs.length + ' late' + (list.truncated ? ' (a member had more than it lists: those late longest are shown)' : '') : 'Nothing is late.';
+      if (note.textContent !== text) { note.className = list.runs.length ? 'warn' : 'ok'; note.textContent = text; }
+      keepFocus(view, () => table.replaceChildren(...list.runs.map((r) => el('tr', { 'data-run': r.run_id, 'data-status': r.status },
+        el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(r.job_id), text: r.job_id })),
+        el('td', { text: r.status }),
+        el('td', { class: 'num', text: fmtDuration(between(r.since, list.now)) }),
+        el('td', { text: fmtUTC(r.scheduled_at) }),
+        el('td', { text: r.member }),
+        el('td', { class: 'late-reason', text: r.reason }),
+        el('td', {}, runLink(r.run_id, r.run_id))))));
+    }
+    load();
+    const t = setInterval(load, 5000);
+    return () => { stopped = true; clearInterval(t); };
+  }
+
   function failing(view, arg) {
     const q = new URLSearchParams(arg || '');
     const prefix = el('input', { id: 'failing-prefix', value: q.get('prefix') || me.prefix || '', spellcheck: 'false' });
@@ -1211,7 +1248,7 @@
     return () => clearInterval(t);
   }
 
-  const VIEWS = { overview, partitions, where, jobs, job, run, failing, workers };
+  const VIEWS = { overview, partitions, where, jobs, job, run, failing, late, workers };
   const QUERY_VIEWS = new Set(['jobs', 'failing', 'workers']);
 
   async function route() {

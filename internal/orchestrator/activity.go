@@ -29,7 +29,14 @@ func (o *Orchestrator) ownActivity() api.MemberActivity {
 		st := d.Stats()
 		o.activity.Sample(st.Running, st.Waiting)
 	}
-	return api.MemberActivity{Member: o.cfg.ID, Published: o.cfg.Clock.Now().UTC(), Minutes: o.activity.Minutes()}
+	a := api.MemberActivity{Member: o.cfg.ID, Published: o.cfg.Clock.Now().UTC(), Minutes: o.activity.Minutes()}
+	if d, err := o.Dispatcher(); err == nil {
+		a.Late, a.LateTruncated = d.Late(api.MaxLatePerMember)
+		for i := range a.Late {
+			a.Late[i].Member = o.cfg.ID
+		}
+	}
+	return a
 }
 
 // startPublishing starts publishing this member's minutes for session s
@@ -74,15 +81,44 @@ func (o *Orchestrator) publishActivity(ctx context.Context, s *membership.Sessio
 
 // Activity returns the last hour of every registered member, per minute:
 // this member's taken now, the others' as they last published them
-// (within Config.ActivityInterval), sorted by member ID. A member that has
-// not published yet is listed without minutes. Errors are etcd's, as
-// store.Classify names them.
+// (within Config.ActivityInterval), sorted by member ID, without their
+// late runs (see Late). A member that has not published yet is listed
+// without minutes. Errors are etcd's, as store.Classify names them.
 func (o *Orchestrator) Activity(ctx context.Context) (api.FleetActivity, error) {
-	out := api.FleetActivity{Member: o.cfg.ID, Now: o.cfg.Clock.Now().UTC(), LagBounds: api.ActivityLagBounds(), Members: []api.MemberActivity{}}
+	members, err := o.fleetActivity(ctx)
+	if err != nil {
+		return api.FleetActivity{}, err
+	}
+	for i := range members {
+		members[i].Late, members[i].LateTruncated = nil, false
+	}
+	return api.FleetActivity{Member: o.cfg.ID, Now: o.cfg.Clock.Now().UTC(), LagBounds: api.ActivityLagBounds(), Members: members}, nil
+}
+
+// Late returns the late runs of every registered member (this member's
+// taken now, the others' as they last published them), the most late
+// first, of every job: the caller filters them by credential.
+func (o *Orchestrator) Late(ctx context.Context) (api.LateRuns, error) {
+	members, err := o.fleetActivity(ctx)
+	if err != nil {
+		return api.LateRuns{}, err
+	}
+	out := api.LateRuns{Now: o.cfg.Clock.Now().UTC(), Runs: []api.LateRun{}}
+	for _, m := range members {
+		out.Runs = append(out.Runs, m.Late...)
+		out.Truncated = out.Truncated || m.LateTruncated
+	}
+	slices.SortStableFunc(out.Runs, func(a, b api.LateRun) int { return a.Since.Compare(b.Since) })
+	return out, nil
+}
+
+// fleetActivity returns every registered member's published activity
+// (this member's taken now), sorted by member ID.
+func (o *Orchestrator) fleetActivity(ctx context.Context) ([]api.MemberActivity, error) {
 	prefix := activityPrefix(o.cfg.Namespace)
 	resp, err := o.client.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
-		return api.FleetActivity{}, store.Classify(err)
+		return nil, store.Classify(err)
 	}
 	published := map[string]api.MemberActivity{}
 	for _, kv := range resp.Kvs {
@@ -93,16 +129,17 @@ func (o *Orchestrator) Activity(ctx context.Context) (api.FleetActivity, error) 
 		}
 		published[id] = m
 	}
+	out := []api.MemberActivity{}
 	for _, m := range o.Members().Members {
 		switch a, ok := published[m.ID]; {
 		case m.ID == o.cfg.ID:
-			out.Members = append(out.Members, o.ownActivity())
+			out = append(out, o.ownActivity())
 		case ok:
-			out.Members = append(out.Members, a)
+			out = append(out, a)
 		default:
-			out.Members = append(out.Members, api.MemberActivity{Member: m.ID, Minutes: []api.ActivityMinute{}})
+			out = append(out, api.MemberActivity{Member: m.ID, Minutes: []api.ActivityMinute{}})
 		}
 	}
-	slices.SortFunc(out.Members, func(a, b api.MemberActivity) int { return strings.Compare(a.Member, b.Member) })
+	slices.SortFunc(out, func(a, b api.MemberActivity) int { return strings.Compare(a.Member, b.Member) })
 	return out, nil
 }

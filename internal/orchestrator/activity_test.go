@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 )
@@ -105,5 +106,71 @@ func TestActivityOfTheFleet(t *testing.T) {
 	resp, err := etcd.Client(t).Get(ctx, ns+"activity/m2")
 	if err != nil || len(resp.Kvs) != 0 {
 		t.Fatalf("m2's published activity after it left: %v, %v; want none (gone with its lease)", resp.Kvs, err)
+	}
+}
+
+// TestLateRunsOfTheFleet: a job whose runs no worker takes is late after
+// LateAfter on whichever member owns it, and both members list its runs
+// with a reason; Activity leaves them out.
+func TestLateRunsOfTheFleet(t *testing.T) {
+	etcd := etcdtest.New(t)
+	ns := etcdtest.Namespace(t)
+	var members []*orchestrator.Orchestrator
+	for _, id := range []string{"m1", "m2"} {
+		o, err := orchestrator.New(etcd.Client(t), orchestrator.Config{
+			ID: id, Advertise: "http://" + id + ".invalid", Namespace: ns, Partitions: 4, LeaseTTL: 5 * time.Second,
+			ActivityInterval: 100 * time.Millisecond, Logger: zaptest.NewLogger(t).Named(id),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- o.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+		if err := o.WaitReady(wctx); err != nil {
+			t.Fatal(err)
+		}
+		wcancel()
+		members = append(members, o)
+	}
+	jobs, err := members[0].Jobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	at := time.Now().Add(-time.Second).UTC()
+	if _, err := jobs.Create(ctx, api.Job{ID: "stuck", RunAt: &at, Executor: api.Executor{Type: "http", URL: "http://127.0.0.1:9/hook"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range members {
+		for {
+			late, err := o.Late(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(late.Runs) == 1 {
+				lr := late.Runs[0]
+				if lr.JobID != "stuck" || lr.Status != api.RunPending || lr.Reason == "" || lr.Member == "" || time.Since(lr.Since) < dispatch.LateAfter {
+					t.Fatalf("late run %+v", lr)
+				}
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("late runs %+v; want the stuck job's run", late)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	a, err := members[1].Activity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range a.Members {
+		if len(m.Late) > 0 {
+			t.Errorf("Activity lists %s's late runs: %+v", m.Member, m.Late)
+		}
 	}
 }

@@ -115,6 +115,14 @@ func (m Member) Activity(ctx context.Context) (api.FleetActivity, error) {
 	return m.Cluster.Activity(ctx)
 }
 
+// Late asks m.Cluster.
+func (m Member) Late(ctx context.Context) (api.LateRuns, error) {
+	if m.Cluster == nil {
+		return api.LateRuns{}, admin.ErrNotStarted
+	}
+	return m.Cluster.Late(ctx)
+}
+
 // PartitionState asks m.Cluster.
 func (m Member) PartitionState() (api.PartitionStreamSnapshot, <-chan struct{}, error) {
 	if m.Cluster == nil {

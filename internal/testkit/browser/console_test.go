@@ -747,6 +747,23 @@ func TestConsole(t *testing.T) {
 		p.waitJS("settled", `[...document.querySelectorAll('.cell')].every(c => c.dataset.owner === 'm1' || c.dataset.owner === 'm2')`, 10*time.Second)
 	})
 
+	t.Run("the late runs view says why a run waits", func(t *testing.T) {
+		p.t = t
+		at := time.Now().Add(-time.Second)
+		j := api.Job{ID: "team/console-late", RunAt: &at, Executor: api.Executor{Type: "nobody-serves-this"}}
+		if code := call(t, f.AdminToken, "POST", m1+"/v1/jobs", j, nil); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", j.ID, code)
+		}
+		defer call(t, f.AdminToken, "DELETE", m1+"/v1/jobs/"+url.PathEscape(j.ID), nil, nil)
+		p.open("#/late")
+		row := `[...document.querySelectorAll('#late-runs tr')].find(tr => tr.cells[0].textContent === 'team/console-late')`
+		p.waitJS("the late run", row+`?.querySelector('.late-reason').textContent.includes('nobody-serves-this')`, 30*time.Second)
+		if got := eval[string](p, row+`.cells[4].textContent`); got != "m1" && got != "m2" && got != "m3" {
+			t.Errorf("the late run's member %q", got)
+		}
+		p.screenshot("console-late.png")
+	})
+
 	t.Run("the workers view shows what each serves and its labels, filtered by a selector", func(t *testing.T) {
 		p.t = t
 		p.open("#/workers")

@@ -257,7 +257,7 @@
         ),
         el('h2', { text: 'Members' }),
         el('table', {},
-          el('thead', {}, el('tr', {}, ['Member', 'Address', 'Registered', 'Lease age', 'Owned', 'Ring target'].map((h) => el('th', { scope: 'col', text: h })))),
+          el('thead', {}, el('tr', {}, ['Member', 'Address', 'Registered', 'Registered for', 'Owned', 'Ring target'].map((h) => el('th', { scope: 'col', text: h })))),
           el('tbody', {}, ov.members.map((m) => el('tr', {},
             el('td', { text: m.id }), el('td', { text: m.addr }), el('td', { text: fmtUTC(m.registered_at) }),
             el('td', { class: 'num', text: fmtDuration(m.lease_age_seconds) }),

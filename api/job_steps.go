@@ -75,6 +75,14 @@ const (
 	// With MaxStepNeeds, MaxSteps and MaxShardAttempts it keeps a run of
 	// steps within store.MaxItemRunBytes, well under etcd's request limit.
 	MaxRunResultsBytes = 256 << 10
+	// MaxRunRounds is the most ended rounds a run of steps records
+	// (Run.Rounds): the first and the latest; the rounds between are
+	// counted in Run.RoundsDropped. A run may be started again any
+	// number of times.
+	MaxRunRounds = 32
+	// MaxReasonBytes is the most a step's or a run of steps' reason
+	// takes: the steps it names are listed up to it, then counted.
+	MaxReasonBytes = 1024
 )
 
 // HasSteps reports whether the job's runs are made of steps.

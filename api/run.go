@@ -93,9 +93,11 @@ type Run struct {
 	Steps []RunStep `json:"steps,omitempty"`
 	// Round numbers the run's rounds: 0 at the fire, one more each time
 	// the run is started again from a step; Rounds records the rounds
-	// that ended so.
-	Round  int        `json:"round,omitempty"`
-	Rounds []RunRound `json:"rounds,omitempty"`
+	// that ended so: the first and the latest, at most MaxRunRounds in
+	// all, RoundsDropped counting those between that are no longer kept.
+	Round         int        `json:"round,omitempty"`
+	Rounds        []RunRound `json:"rounds,omitempty"`
+	RoundsDropped int        `json:"rounds_dropped,omitempty"`
 
 	// Notifications are the deliveries recorded of the run's
 	// notifications (those still among its job's latest MaxDeliveries),

@@ -133,10 +133,30 @@ func stepCondition(r *api.Run, index map[string]int, k int) (ready bool, skip st
 		return false, ""
 	default:
 		if len(notOK) > 0 {
-			return false, "when success: step " + strings.Join(notOK, ", step ")
+			return false, listReason("when success: step ", ", step ", notOK)
 		}
 		return ended, ""
 	}
+}
+
+// listReason returns head followed by parts joined with sep, as many as
+// fit in api.MaxReasonBytes, the others counted ("… and 12 more"): a
+// reason naming steps stays small however many steps it could name.
+func listReason(head, sep string, parts []string) string {
+	const more = 32 // room for " and 1024 more"
+	b := strings.Builder{}
+	b.WriteString(head)
+	for n, p := range parts {
+		if n > 0 {
+			if b.Len()+len(sep)+len(p) > api.MaxReasonBytes-more {
+				fmt.Fprintf(&b, " and %d more", len(parts)-n)
+				break
+			}
+			b.WriteString(sep)
+		}
+		b.WriteString(p)
+	}
+	return b.String()
 }
 
 // stepIndex maps r's step IDs to their index.
@@ -196,7 +216,9 @@ func settleSteps(r api.Run, now time.Time) (api.Run, []int) {
 				}
 			case !started:
 				if _, skip := stepCondition(&r, index, k); skip != "" {
-					s.Status, s.Reason, why = api.RunSkipped, skip, "step skipped: "+skip
+					// The items say only that their step was skipped: the
+					// step holds the reason, once.
+					s.Status, s.Reason, why = api.RunSkipped, skip, "step skipped"
 				}
 			}
 			if !s.Status.Final() {
@@ -237,7 +259,7 @@ func settleSteps(r api.Run, now time.Time) (api.Run, []int) {
 	r.Status = api.RunSucceeded
 	if len(dead) > 0 {
 		r.Status = api.RunDead
-		r.Reason = joinReason(r.Reason, "dead steps: "+strings.Join(dead, ", "))
+		r.Reason = joinReason(r.Reason, listReason("dead steps: ", ", ", dead))
 	}
 	return r, cancelled
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -22,7 +23,9 @@ import (
 
 // RetryFrom returns run r, made of steps and ended dead or cancelled,
 // started again at now from step from on the request of credential by: a
-// new round (Round + 1, the ended one recorded in Rounds); step from and
+// new round (Round + 1, the ended one recorded in Rounds, which keeps the
+// first and the latest api.MaxRunRounds and counts the others in
+// RoundsDropped, its reason clipped to api.MaxReasonBytes); step from and
 // every step that needs it, directly or not, pending again with their
 // items (no attempts, no results); the other steps kept as they ended,
 // with their results. The run is then settled (a step that can no longer
@@ -47,7 +50,13 @@ func RetryFrom(r api.Run, from, by string, now time.Time) (api.Run, error) {
 			}
 		}
 	}
-	r.Rounds = append(slices.Clone(r.Rounds), api.RunRound{Round: r.Round, Status: r.Status, Reason: r.Reason, From: from, By: by, At: now.UTC()})
+	r.Rounds = append(slices.Clone(r.Rounds), api.RunRound{Round: r.Round, Status: r.Status, Reason: clipRoundReason(r.Reason), From: from, By: by, At: now.UTC()})
+	if n := len(r.Rounds) - api.MaxRunRounds; n > 0 {
+		// The first round and the latest are kept; those between are
+		// counted.
+		r.Rounds = slices.Delete(r.Rounds, 1, 1+n)
+		r.RoundsDropped += n
+	}
 	r.Round++
 	r.Status, r.Reason = api.RunPending, ""
 	r.Steps = slices.Clone(r.Steps)
@@ -168,4 +177,18 @@ func (pt *partition) applyRetry(ctx context.Context, c retryReq, now time.Time) 
 	pt.lg.Info("run started again from a step", zap.String("job_id", r.JobID), zap.String("run_id", r.ID), zap.String("from", c.from),
 		zap.String("by", c.by), zap.Int("round", r.Round), zap.String("status", string(r.Status)))
 	return nil
+}
+
+// clipRoundReason returns reason cut to at most api.MaxReasonBytes, marked
+// when cut.
+func clipRoundReason(reason string) string {
+	if len(reason) <= api.MaxReasonBytes {
+		return reason
+	}
+	const mark = "… (cut)"
+	cut := api.MaxReasonBytes - len(mark)
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut] + mark
 }

@@ -5,11 +5,16 @@ import (
 	"slices"
 )
 
-// MaxItemRunBytes bounds the stored document of a run with items: what
-// its items' statuses and attempts take without any output or error may
-// exceed the run document budget (10 000 items, 20 000 attempts), never
-// this. The limits on shards (api.MaxShards, api.MaxShardAttempts) keep a
-// run well within it.
+// MaxItemRunBytes bounds the stored document of a run with items, its
+// steps' results aside: what its items' statuses and attempts take
+// without any output or error may exceed the run document budget (10 000
+// items, 20 000 attempts), never this. The results of a run of steps (at
+// most api.MaxRunResultsBytes) come on top, so a stored run document is
+// at most MaxItemRunBytes + api.MaxRunResultsBytes (1.25 MiB), under
+// etcd's request limit (1.5 MiB by default). The limits on shards and
+// steps (api.MaxShards, api.MaxShardAttempts, api.MaxSteps,
+// api.MaxStepNeeds, api.MaxRunRounds, api.MaxReasonBytes) keep a run
+// within it.
 const MaxItemRunBytes = 1 << 20
 
 // fitItems is FitRun for a run with items, over budget maxBytes: in this
@@ -20,7 +25,8 @@ const MaxItemRunBytes = 1 << 20
 // their error; then every output and error goes. A document that is
 // still over maxBytes is the items' statuses and attempts alone: it is
 // kept as it is (the budget makes room for what no trimming can remove)
-// unless it exceeds MaxItemRunBytes (ErrTooLarge). Attempts are never
+// unless it exceeds MaxItemRunBytes plus its results (ErrTooLarge),
+// which are never cut. Attempts are never
 // removed; each shortened one counts what it lost in DroppedBytes.
 func fitItems(r Run, maxBytes int) (Run, []byte, error) {
 	r.Items = slices.Clone(r.Items)
@@ -57,7 +63,7 @@ func fitItems(r Run, maxBytes int) (Run, []byte, error) {
 			return r, val, err
 		}
 	}
-	if len(val) > MaxItemRunBytes {
+	if len(val) > MaxItemRunBytes+r.ResultsBytes() {
 		return r, nil, fmt.Errorf("run %s: %d bytes without any output: %w", r.ID, len(val), ErrTooLarge)
 	}
 	return r, val, nil

@@ -14,9 +14,9 @@ import (
 )
 
 // retryRun serves POST /v1/runs/{run_id}/retry {"from": STEP}: it
-// records the request (refused at once, 409, for a run that has not
-// ended, that succeeded, that is not made of steps or has no such step;
-// 404 for no such run), then waits up to Config.CancelWait for the run's
+// records the request (refused at once: 400 naming "from" for a run
+// that is not made of steps or has no such step, 409 for a run that has
+// not ended or that succeeded, 404 for no such run), then waits up to Config.CancelWait for the run's
 // partition's owner, as a cancel does. 200 with the run in its new round
 // once started; 409 if the owner found it could not start it; 202 if
 // the owner has not applied it yet. The credential rules are a cancel's:
@@ -69,6 +69,8 @@ func (a *jobsAPI) retryRun(w http.ResponseWriter, r *http.Request) {
 // retryFailed writes the error reply of a retry request.
 func (a *jobsAPI) retryFailed(w http.ResponseWriter, r *http.Request, runID string, err error) {
 	switch {
+	case errors.Is(err, store.ErrRetryFrom): // before ErrNotRetryable, which it matches
+		WriteError(w, http.StatusBadRequest, "from: "+err.Error())
 	case errors.Is(err, store.ErrNotRetryable):
 		WriteError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, store.ErrNotFound):

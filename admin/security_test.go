@@ -344,7 +344,8 @@ func (e *secEnv) putRun(id string) string {
 func (e *secEnv) putRunStatus(id string, st api.RunStatus) string {
 	e.t.Helper()
 	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	r := api.Run{ID: store.RunID(id, at), JobID: id, Partition: e.jobs.Partition(id), ScheduledAt: at, Status: st}
+	r := api.Run{ID: store.RunID(id, at), JobID: id, Partition: e.jobs.Partition(id), ScheduledAt: at, Status: st,
+		Steps: []api.RunStep{{ID: "a", Items: 1, Status: api.RunPending}}, Items: []api.Item{{Status: api.RunPending, Attempts: []api.Attempt{}}}}
 	b, _ := json.Marshal(r)
 	if _, err := e.client.Put(context.Background(), e.jobs.Keys().Run(r.Partition, id, at), string(b)); err != nil {
 		e.t.Fatal(err)

@@ -16,6 +16,10 @@ var (
 	// has not ended, it succeeded, it is not made of steps, or it has no
 	// such step. The message says which.
 	ErrNotRetryable = errors.New("run cannot be retried")
+	// ErrRetryFrom: the request's step (its "from") names no step of the
+	// run, or the run is not made of steps. It matches ErrNotRetryable
+	// too; the API answers it as bad input (400), not as a conflict.
+	ErrRetryFrom = errors.New("no such step to start the run again from")
 )
 
 // RetryRequest is the value of a retry request (Keys.Retry): start the
@@ -29,13 +33,14 @@ type RetryRequest struct {
 
 // CheckRetry returns nil if run r may be started again from step from:
 // it is made of steps, has that step, and ended dead or cancelled; else
-// an error matching ErrNotRetryable that says why.
+// an error matching ErrNotRetryable that says why, and ErrRetryFrom too
+// when the run has no step from (or none at all).
 func CheckRetry(r Run, from string) error {
 	switch {
 	case len(r.Steps) == 0:
-		return fmt.Errorf("%w: run %s is not made of steps; only a run of a job with steps is started again from a step", ErrNotRetryable, quoteClipped(r.ID))
+		return fmt.Errorf("%w: %w: run %s is not made of steps; only a run of a job with steps is started again from a step", ErrNotRetryable, ErrRetryFrom, quoteClipped(r.ID))
 	case r.StepIndex(from) < 0:
-		return fmt.Errorf("%w: run %s has no step %s", ErrNotRetryable, quoteClipped(r.ID), quoteClipped(from))
+		return fmt.Errorf("%w: %w: run %s has no step %s", ErrNotRetryable, ErrRetryFrom, quoteClipped(r.ID), quoteClipped(from))
 	case !r.Status.Final():
 		return fmt.Errorf("%w: run %s is %s: wait for it to end (or cancel it) first", ErrNotRetryable, quoteClipped(r.ID), r.Status)
 	case r.Status != api.RunDead && r.Status != api.RunCancelled:

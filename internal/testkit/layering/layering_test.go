@@ -65,6 +65,7 @@ var levels = map[string]int{
 	"bench/soak":            9,
 	"bench/scale":           10,
 	"bench/items":           8, // client, dispatch/worker (header names), auth, store
+	"bench/steps":           8, // client, dispatch/worker (header names), auth
 	"bench/child":           0, // the benchmarks' child processes
 	"cmd/jobfleet":          11,
 

@@ -11,7 +11,7 @@ import (
 
 // TestBenchCommands runs tiny versions of `jobfleet bench scaling`,
 // `jobfleet bench soak`, `jobfleet bench scale`, `jobfleet bench
-// rebalance`, `failover` and `items` as processes and checks their tables and
+// rebalance`, `failover`, `items` and `steps` as processes and checks their tables and
 // files, so the commands cannot rot.
 func TestBenchCommands(t *testing.T) {
 	out := t.TempDir()
@@ -68,6 +68,12 @@ func TestBenchCommands(t *testing.T) {
 			args:  []string{"bench", "items", "--pools=2", "--items=40", "--workers=4", "--concurrency=1", "--item-time=5ms", "--partitions=4", "--no-fsync"},
 			table: "ratio to not placed",
 			files: []string{"items/grants.csv", "items/items.json"},
+		},
+		{
+			name:  "steps",
+			args:  []string{"bench", "steps", "--chain=3", "--runs=2", "--fan-in=1", "--upstream=5", "--step-time=5ms", "--concurrency=2", "--partitions=4", "--no-fsync"},
+			table: "gap p99 ms",
+			files: []string{"steps/steps.csv", "steps/steps.json"},
 		},
 	}
 	for _, tt := range tests {

@@ -18,7 +18,7 @@ func printSteps(w io.Writer, r api.Run, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "STEP\tNEEDS\tSTATUS\tATTEMPTS\tDURATION\tRESULT\tREASON\n")
 	if r.Round > 0 {
-		defer fmt.Fprintf(w, "round %d (started again from a step %d times)\n", r.Round, len(r.Rounds))
+		defer fmt.Fprintf(w, "round %d (started again from a step %d times)\n", r.Round, len(r.Rounds)+r.RoundsDropped)
 	}
 	for _, s := range r.Steps {
 		attempts, result := 0, 0

@@ -138,3 +138,6 @@ func (d *Dispatcher) HoldWriter(p int) (release func(), ok bool) {
 	pt.wmu.Lock()
 	return pt.wmu.Unlock, true
 }
+
+// RaceEnabled: the race detector is on.
+const RaceEnabled = raceEnabled

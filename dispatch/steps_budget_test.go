@@ -137,7 +137,9 @@ func worstRound(t *testing.T, r api.Run, now time.Time) api.Run {
 // skip reason is read back, and the rounds the run no longer keeps are
 // counted.
 func TestWorstRunOfStepsFitsItsDocument(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() || dispatch.RaceEnabled {
+		// Pure computation on one goroutine, sizes only: the race
+		// detector has nothing to find and makes it take minutes.
 		t.Skip("encodes runs of 50 MB before fitting them")
 	}
 	t.Run("skipped steps", func(t *testing.T) { testWorstRunOfSteps(t, api.StepOnSuccess, api.MaxSteps-groupA-groupB) })

@@ -63,6 +63,7 @@ func memberSettings() map[string]setting[memberOptions] {
 		"history-max-runs":           m("7", "9", func(c *memberOptions) any { return c.orch.Dispatch.HistoryMaxRuns }),
 		"insecure-no-auth":           m("true", "false", func(c *memberOptions) any { return c.insecureNoAuth }),
 		"lease-ttl":                  m("7s", "9s", func(c *memberOptions) any { return c.orch.LeaseTTL }),
+		"activity-interval":          m("7s", "9s", func(c *memberOptions) any { return c.orch.ActivityInterval }),
 		"listen":                     m("127.0.0.1:7000", "localhost:9000", func(c *memberOptions) any { return c.listen }),
 		"load-jobs-in-flight":        m("7", "-1", func(c *memberOptions) any { return c.orch.Dispatch.LoadJobsInFlight }),
 		"loads-in-flight":            m("7", "-1", func(c *memberOptions) any { return c.orch.Dispatch.LoadsInFlight }),

@@ -1188,12 +1188,12 @@
       }
       const before = j.after || [];
       if (!before.length && !after.length) { deps.replaceChildren(); return; }
-      const on = (d) => 'on ' + (d.on && d.on.length ? d.on : ['succeeded']).join(' or ');
+      const states = (d) => (d.on && d.on.length ? d.on : ['succeeded']);
       const open = (job) => () => { location.hash = '#/job/' + encodeURIComponent(job); };
       const nodes = [
-        ...before.map((d) => ({ id: 'after:' + d.job, title: d.job, sub: 'runs before, ' + on(d), cls: 'job', label: 'job ' + d.job + ': this job fires when a run of it ends ' + on(d).slice(3), onpick: open(d.job) })),
+        ...before.map((d) => ({ id: 'after:' + d.job, title: d.job, sub: 'on ' + states(d).join('/'), cls: 'job', label: 'job ' + d.job + ': this job fires when a run of it ends ' + states(d).join(' or '), onpick: open(d.job) })),
         { id: 'job:' + id, needs: before.map((d) => 'after:' + d.job), title: id, sub: 'this job', cls: 'job this', label: 'this job, ' + id },
-        ...after.map((d) => ({ id: 'before:' + d.job, needs: ['job:' + id], title: d.job, sub: 'runs after, ' + on(d), cls: 'job', label: 'job ' + d.job + ': fires when a run of this job ends ' + on(d).slice(3), onpick: open(d.job) })),
+        ...after.map((d) => ({ id: 'before:' + d.job, needs: ['job:' + id], title: d.job, sub: 'on ' + states(d).join('/'), cls: 'job', label: 'job ' + d.job + ': fires when a run of this job ends ' + states(d).join(' or '), onpick: open(d.job) })),
       ];
       if (!deps.firstChild) deps.append(el('h2', { text: 'Dependencies' }), el('div', { class: 'graph-wrap' }));
       showGraph(deps.lastChild, nodes, 'Dependencies: the jobs this one runs after, and those that run after it');

@@ -159,6 +159,11 @@ func TestConsoleSteps(t *testing.T) {
 	if sub := eval[string](p, `document.querySelector('#job-steps g.node[data-node="transform"] text.sub').textContent`); !strings.Contains(sub, "3 shards") {
 		t.Errorf("transform's box on the job page says %q, want its shards", sub)
 	}
+	if sub := eval[string](p, `document.querySelector('#job-dependencies g.node[data-node="before:`+report+`"] text.sub').textContent`); sub != "on succeeded/dead" {
+		t.Errorf("the dependent's box says %q, want the states that fire it", sub)
+	}
+	p.waitJS("the job's run", `!!document.querySelector('tr[data-run]')`, 15*time.Second)
+	p.screenshot("console-job-steps.png")
 	p.do("follow the dependent", chromedp.Click(chromedp.CSS(`#job-dependencies g.node[data-node="before:`+report+`"]`)))
 	p.waitJS("the dependent's page, its upstream drawn", `document.querySelector('#view h1')?.textContent === 'Job `+report+`' &&
 		!!document.querySelector('#job-dependencies g.node[data-node="after:`+job+`"]')`, 15*time.Second)

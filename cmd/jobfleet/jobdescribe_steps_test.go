@@ -126,7 +126,9 @@ func TestRunGetShowsSteps(t *testing.T) {
 			{Index: 3, Status: api.RunDead, Attempts: []api.Attempt{att(1, 6*time.Second, 7*time.Second, "boom"), att(2, 8*time.Second, 9500*time.Millisecond, "boom")}},
 			{Index: 4, Status: api.RunSkipped, Attempts: []api.Attempt{}, Reason: "load is dead"},
 		}}
-	r.UnmarshalJSON(mustJSON(t, r)) // fills each item's step
+	if err := r.UnmarshalJSON(mustJSON(t, r)); err != nil { // fills each item's step
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
 	if err := printRunDetail(&out, r, false, at.Add(time.Minute)); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,8 @@ partition's owner records (last and next scheduled times, counts of fired,
 skipped and dropped times, its misfires, its max_fires count, its runs in
 a row that ended dead and why its owner paused it), its next fire times in
 its zone and in UTC (jittered, with the scheduled times),
+for a job made of steps its steps as a tree (each under the step it
+needs; one that needs several is drawn once, saying "needs: a, b"),
 its upstream jobs (after) and the jobs that run after it,
 its latest notifications' deliveries (result, tries, last error),
 and its last runs with their durations, reasons and errors (cut in the
@@ -90,6 +92,7 @@ func printDescribed(w io.Writer, d described, wide bool, now time.Time) error {
 	if err := printJobDetail(w, d.Job); err != nil {
 		return err
 	}
+	printStepTree(w, d.Job)
 	fmt.Fprintln(w, "\nSTATE")
 	if st := d.Job.State; st == nil {
 		fmt.Fprintln(w, "  not yet taken in by its partition's owner")

@@ -29,7 +29,11 @@ func printJobDetail(w io.Writer, j api.Job) error {
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, cell(v)) }
 	row("ID", j.ID)
 	row("SCHEDULE", scheduleText(j))
-	row("EXECUTOR", executorText(j.Executor, 0))
+	if j.HasSteps() {
+		row("EXECUTOR", fmt.Sprintf("%d steps, each with its own", len(j.Steps)))
+	} else {
+		row("EXECUTOR", executorText(j.Executor, 0))
+	}
 	if len(j.Payload) > 0 {
 		var b bytes.Buffer
 		if json.Compact(&b, j.Payload) != nil {

@@ -116,7 +116,7 @@ func printRunDetail(w io.Writer, r api.Run, wide bool, now time.Time) error {
 	}
 	if len(r.Steps) > 0 {
 		fmt.Fprintln(w)
-		if err := printSteps(w, r, now); err != nil {
+		if err := printSteps(w, r, wide, now); err != nil {
 			return err
 		}
 	}

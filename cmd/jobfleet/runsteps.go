@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -12,15 +14,16 @@ import (
 
 // printSteps writes the steps of run r, made of steps: each with its
 // status, its attempts, how long it ran (from its first attempt's start
-// to its last's end, or to now while running), its result's size and its
-// reason.
-func printSteps(w io.Writer, r api.Run, now time.Time) error {
+// to its last's end, or to now while running), its result (what it hands
+// the steps that need it: a sharded step's is an array, by shard; cut to
+// 60 characters unless wide) and its reason.
+func printSteps(w io.Writer, r api.Run, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "STEP\tNEEDS\tSTATUS\tATTEMPTS\tDURATION\tRESULT\tREASON\n")
 	if r.Round > 0 {
 		defer fmt.Fprintf(w, "round %d (started again from a step %d times)\n", r.Round, len(r.Rounds)+r.RoundsDropped)
 	}
-	for _, s := range r.Steps {
+	for k, s := range r.Steps {
 		attempts, result := 0, 0
 		var first, last time.Time
 		running := false
@@ -52,7 +55,15 @@ func printSteps(w io.Writer, r api.Run, now time.Time) error {
 		}
 		res := "-"
 		if result > 0 {
-			res = fmt.Sprintf("%d B", result)
+			var b bytes.Buffer
+			if json.Compact(&b, r.StepResult(k)) != nil {
+				b.Reset()
+				b.Write(r.StepResult(k))
+			}
+			res = cell(b.String())
+			if !wide {
+				res = clip(res, 60)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(s.ID), cell(needs), s.Status, attempts, dur, res, cell(s.Reason))
 	}

@@ -285,13 +285,15 @@
 
   const SVG_NS = 'http://www.w3.org/2000/svg';
 
-  // svg builds an SVG element as el() builds HTML ones (attributes only;
-  // "text" sets textContent).
+  // svg builds an SVG element as el() builds HTML ones: "text" sets
+  // textContent, "on<event>" a listener, anything else an attribute
+  // (left out if undefined, null or false).
   function svg(tag, attrs, ...children) {
     const e = document.createElementNS(SVG_NS, tag);
     for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === undefined || v === null) continue;
+      if (v === undefined || v === null || v === false) continue;
       if (k === 'text') e.textContent = String(v);
+      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
       else e.setAttribute(k, String(v));
     }
     for (const c of children.flat()) if (c) e.append(c);
@@ -779,6 +781,154 @@
       el('td', {}, what));
   }
 
+  // Graphs: the steps of a run or a job, a job's dependencies. A graph is
+  // an SVG drawn here: its nodes as boxes in layers, left to right (a
+  // node needing none in the first, any other one layer right of the
+  // deepest node it needs), an arrow from each need to the node needing
+  // it.
+  const BOX_W = 204; const BOX_H = 46; const GAP_X = 48; const GAP_Y = 14;
+  let graphs = 0; // numbers each graph's arrow head, whose ID must be unique
+
+  // depths returns each node's layer by ID. A need naming no node, or
+  // closing a cycle, is passed over.
+  function depths(nodes) {
+    const byId = new Map(nodes.map((n) => [n.id, n]));
+    const depth = new Map();
+    const onPath = new Set();
+    function of(n) {
+      if (depth.has(n.id)) return depth.get(n.id);
+      onPath.add(n.id);
+      let d = 0;
+      for (const id of n.needs || []) {
+        if (byId.has(id) && !onPath.has(id)) d = Math.max(d, of(byId.get(id)) + 1);
+      }
+      onPath.delete(n.id);
+      depth.set(n.id, d);
+      return d;
+    }
+    nodes.forEach(of);
+    return depth;
+  }
+
+  const clipText = (s, n) => (s.length > n ? s.slice(0, n - 1) + '\u2026' : s);
+
+  // graph draws nodes, each {id, needs, title, sub, cls, label, onpick}:
+  // a box g.node[data-node=id] of class cls, showing title and sub,
+  // announced as label, calling onpick on a click, Enter or Space; an
+  // edge path.edge[data-from][data-to] per need. Boxes are drawn once;
+  // paintGraph updates them.
+  function graph(nodes, ariaLabel) {
+    const depth = depths(nodes);
+    const columns = [];
+    for (const n of nodes) (columns[depth.get(n.id)] = columns[depth.get(n.id)] || []).push(n);
+    const pos = new Map();
+    columns.forEach((col, x) => col.forEach((n, y) => pos.set(n.id, { x: x * (BOX_W + GAP_X), y: y * (BOX_H + GAP_Y) })));
+    const width = columns.length * (BOX_W + GAP_X) - GAP_X;
+    const height = Math.max(...columns.map((c) => c.length)) * (BOX_H + GAP_Y) - GAP_Y;
+    const arrow = 'arrow-' + (++graphs);
+    const edges = [];
+    for (const n of nodes) {
+      for (const need of n.needs || []) {
+        const a = pos.get(need);
+        const b = pos.get(n.id);
+        if (!a || depth.get(need) >= depth.get(n.id)) continue;
+        const x1 = a.x + BOX_W; const y1 = a.y + BOX_H / 2;
+        const x2 = b.x - 4; const y2 = b.y + BOX_H / 2;
+        const mid = (x1 + x2) / 2;
+        edges.push(svg('path', { class: 'edge', 'data-from': need, 'data-to': n.id, 'marker-end': 'url(#' + arrow + ')',
+          d: 'M' + x1 + ',' + y1 + ' C' + mid + ',' + y1 + ' ' + mid + ',' + y2 + ' ' + x2 + ',' + y2 }));
+      }
+    }
+    const boxes = nodes.map((n) => {
+      const pick = () => n.onpick && n.onpick();
+      const g = svg('g', { class: 'node', 'data-node': n.id, transform: 'translate(' + pos.get(n.id).x + ',' + pos.get(n.id).y + ')',
+        tabindex: n.onpick ? '0' : null, role: n.onpick ? 'button' : 'img',
+        onclick: pick, onkeydown: (ev) => { if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); pick(); } } },
+      svg('title'), svg('rect', { width: BOX_W, height: BOX_H, rx: 6 }),
+      svg('text', { class: 'title', x: 10, y: 19 }), svg('text', { class: 'sub', x: 10, y: 37 }));
+      return g;
+    });
+    const s = svg('svg', { class: 'graph', width: width + 8, height: height + 8, viewBox: '-4 -4 ' + (width + 8) + ' ' + (height + 8), role: 'group', 'aria-label': ariaLabel },
+      svg('defs', {}, svg('marker', { id: arrow, viewBox: '0 0 8 8', refX: 7, refY: 4, markerWidth: 8, markerHeight: 8, orient: 'auto' },
+        svg('path', { d: 'M0,0 L8,4 L0,8 z' }))),
+      edges, boxes);
+    paintGraph(s, nodes);
+    return s;
+  }
+
+  // paintGraph updates the boxes of graph s to nodes (the same IDs).
+  function paintGraph(s, nodes) {
+    for (const n of nodes) {
+      const g = s.querySelector('g.node[data-node="' + CSS.escape(n.id) + '"]');
+      if (!g) continue;
+      g.setAttribute('class', 'node ' + (n.cls || ''));
+      g.querySelector('text.title').textContent = clipText(n.title, 22);
+      g.querySelector('text.sub').textContent = clipText(n.sub || '', 28);
+      g.querySelector('title').textContent = n.label || n.title;
+      g.setAttribute('aria-label', n.label || n.title);
+    }
+  }
+
+  // showGraph draws nodes in box, or only repaints them if the graph
+  // drawn there has the same nodes and edges (the focus stays put).
+  function showGraph(box, nodes, ariaLabel) {
+    const shape = JSON.stringify(nodes.map((n) => [n.id, n.needs || []]));
+    const s = box.querySelector('svg.graph');
+    if (s && box.dataset.shape === shape) { paintGraph(s, nodes); return; }
+    box.dataset.shape = shape;
+    box.replaceChildren(graph(nodes, ariaLabel));
+  }
+
+  // stepItems returns the items of step s of run r.
+  const stepItems = (r, s) => (r.items || []).slice(s.first_item, s.first_item + s.items);
+
+  // stepSummary says how step s of run r stands: "succeeded · 2 attempts · 1.2 s".
+  function stepSummary(r, s) {
+    const items = stepItems(r, s);
+    const n = items.reduce((sum, it) => sum + (it.attempts || []).length, 0);
+    const [first, end] = runSpan({ items });
+    const parts = [s.status];
+    if (s.sharded) parts.push(items.filter((it) => it.status === 'succeeded').length + '/' + items.length + ' items');
+    else if (n) parts.push(n + ' attempt' + (n === 1 ? '' : 's'));
+    const d = fmtDuration(between(first, end));
+    if (d) parts.push(d);
+    return parts.join(' \u00b7 ');
+  }
+
+  // stepResult returns what step s of run r hands the steps needing it:
+  // its item's result, an array by shard for a sharded step; undefined
+  // if none returned one.
+  function stepResult(r, s) {
+    const items = stepItems(r, s);
+    if (!items.some((it) => it.result !== undefined)) return undefined;
+    const res = items.map((it) => (it.result === undefined ? null : it.result));
+    return s.sharded ? res : res[0];
+  }
+
+  // stepDetail shows step s of run r: its fields, result and each item's
+  // attempts with their error and output.
+  function stepDetail(r, s) {
+    const items = stepItems(r, s);
+    const result = stepResult(r, s);
+    const [first, end] = runSpan({ items });
+    const dd = (k, v, attrs) => (v === undefined || v === '' ? [] : [el('dt', { text: k }), el('dd', Object.assign({ text: v }, attrs || {}))]);
+    return [
+      el('dl', { class: 'kv' },
+        dd('Step', s.id),
+        dd('Status', s.status, { class: statusClass(s.status), id: 'step-status' }),
+        dd('Needs', (s.needs || []).join(', ') + (s.when && s.when !== 'success' ? ' (when ' + s.when + ')' : '')),
+        dd('Reason', s.reason),
+        dd('Items', s.sharded ? items.length + (s.min_succeeded ? ', ' + s.min_succeeded + ' required' : '') + (s.max_parallel ? ', at most ' + s.max_parallel + ' at once' : '') : undefined),
+        dd('Attempts', String(items.reduce((sum, it) => sum + (it.attempts || []).length, 0))),
+        dd('Duration', fmtDuration(between(first, end)) || (first ? 'running' : ''))),
+      result === undefined ? null : el('h3', { text: 'Result' }),
+      result === undefined ? null : el('pre', { id: 'step-result', text: JSON.stringify(result, null, 2) }),
+      ...items.flatMap((it) => [
+        s.sharded ? el('h3', { text: 'Item ' + (it.index - s.first_item) + ' (' + it.status + ')' + (it.reason ? ': ' + it.reason : '') }) : null,
+        ...attemptList(it.attempts || [])]),
+    ].filter(Boolean);
+  }
+
   // run shows one run (#/run/ID): its fields; for a credential that may
   // change its job while the run is pending, awaiting a retry or running,
   // a Cancel button (POST /v1/runs/{id}/cancel, after a confirmation);
@@ -794,9 +944,30 @@
     const grid = el('div', { class: 'map items', id: 'items-grid', role: 'group', 'aria-label': 'Items, coloured by status' });
     const legend = el('div', { class: 'legend' });
     const detail = el('div', { class: 'detail', id: 'item-detail', 'aria-live': 'polite' });
+    const steps = el('div', { class: 'graph-wrap', id: 'steps-graph' });
+    const stepBox = el('div', { class: 'detail', id: 'step-detail', 'aria-live': 'polite' });
     const atts = el('div');
     const notes = el('div', { id: 'run-notifications' });
-    view.append(heading('Run ' + id), msg, actions, info, legend, grid, detail, atts, notes);
+    view.append(heading('Run ' + id), msg, actions, info, legend, steps, stepBox, grid, detail, atts, notes);
+    // A run of steps: its steps' graph, the picked step's attempts below.
+    let picked = null; // the ID of the step shown below the graph
+    let latestRun = null;
+    function showStep(sid) {
+      const s = (latestRun.steps || []).find((x) => x.id === sid);
+      if (!s) return;
+      picked = sid;
+      for (const g of steps.querySelectorAll('g.node')) g.classList.toggle('picked', g.dataset.node === sid);
+      stepBox.replaceChildren(...stepDetail(latestRun, s));
+    }
+    function paintSteps(r) {
+      latestRun = r;
+      showGraph(steps, r.steps.map((s) => ({
+        id: s.id, needs: s.needs, title: s.id, sub: stepSummary(r, s), cls: 'st-' + s.status,
+        label: 'step ' + s.id + ', ' + stepSummary(r, s) + ((s.needs || []).length ? ', needs ' + s.needs.join(', ') : ''),
+        onpick: () => showStep(s.id),
+      })), 'Steps, coloured by status; pick one to see its attempts');
+      showStep(picked || r.steps[0].id);
+    }
     let current = 0;
     let cells = [];
     let items = [];
@@ -905,10 +1076,17 @@
         el('dt', { text: 'Scheduled' }), el('dd', { text: fmtUTC(r.scheduled_at) }),
         el('dt', { text: 'Fired' }), el('dd', { text: fmtUTC(r.fired_at) + ' by ' + r.owner + ' (epoch ' + r.epoch + ', partition ' + r.partition + ')' }),
         el('dt', { text: 'Duration' }), el('dd', { text: fmtDuration(between(first, end)) || (first ? 'running' : '') }),
+        r.steps && r.steps.length ? el('dt', { text: 'Steps' }) : null,
+        r.steps && r.steps.length ? el('dd', { id: 'run-steps', text: itemCounts({ items: r.steps }).replace(/\bsucceeded\b/, 'steps succeeded') +
+          (r.round ? '; round ' + r.round + ' (started again from a step)' : '') }) : null,
         hasItems ? el('dt', { text: 'Items' }) : null,
         hasItems ? el('dd', { id: 'run-items', text: (r.broadcast ? 'broadcast to ' + r.items.length + ' workers: ' : '') + itemCounts(r) +
           (r.min_succeeded ? '; ' + r.min_succeeded + ' required' : '') + (r.max_parallel ? '; at most ' + r.max_parallel + ' at once' : '') }) : null));
-      grid.hidden = legend.hidden = detail.hidden = !hasItems;
+      const hasSteps = !!(r.steps && r.steps.length);
+      grid.hidden = detail.hidden = !hasItems || hasSteps;
+      legend.hidden = !hasItems;
+      steps.hidden = stepBox.hidden = !hasSteps;
+      if (hasSteps) paintSteps(r);
       if (hasItems) paintItems(r);
       atts.replaceChildren(...(hasItems ? [] : [el('h2', { text: 'Attempts' }),
         ...((r.attempts || []).length ? attemptList(r.attempts) : [el('p', { class: 'muted', text: 'No attempt yet.' })])]));
@@ -949,7 +1127,9 @@
     const fires = el('div');
     const runs = el('div');
     const msg = el('p', { 'aria-live': 'polite' });
-    view.append(heading('Job ' + id), msg, actions, info, el('h2', { text: 'Next fires' }), fires, el('h2', { text: 'Runs' }), runs);
+    const deps = el('div', { id: 'job-dependencies' });
+    const stepsOf = el('div', { id: 'job-steps' });
+    view.append(heading('Job ' + id), msg, actions, info, deps, stepsOf, el('h2', { text: 'Next fires' }), fires, el('h2', { text: 'Runs' }), runs);
 
     async function act(what, method, path) {
       msg.className = '';
@@ -996,6 +1176,45 @@
       if (refocus) $(offer).focus(); // Pause became Resume, or back
     }
 
+    // drawDependencies draws the jobs j runs after (its after), j, and
+    // the jobs that run after it (those the credential may read), each
+    // box a link to its job; nothing for a job with neither.
+    async function drawDependencies(j) {
+      let after = [];
+      try {
+        after = (await api('GET', jobPath(id, 'dependents'))).dependents || [];
+      } catch (e) {
+        after = []; // a server that keeps no dependency index
+      }
+      const before = j.after || [];
+      if (!before.length && !after.length) { deps.replaceChildren(); return; }
+      const states = (d) => (d.on && d.on.length ? d.on : ['succeeded']);
+      const open = (job) => () => { location.hash = '#/job/' + encodeURIComponent(job); };
+      const nodes = [
+        ...before.map((d) => ({ id: 'after:' + d.job, title: d.job, sub: 'on ' + states(d).join('/'), cls: 'job', label: 'job ' + d.job + ': this job fires when a run of it ends ' + states(d).join(' or '), onpick: open(d.job) })),
+        { id: 'job:' + id, needs: before.map((d) => 'after:' + d.job), title: id, sub: 'this job', cls: 'job this', label: 'this job, ' + id },
+        ...after.map((d) => ({ id: 'before:' + d.job, needs: ['job:' + id], title: d.job, sub: 'on ' + states(d).join('/'), cls: 'job', label: 'job ' + d.job + ': fires when a run of this job ends ' + states(d).join(' or '), onpick: open(d.job) })),
+      ];
+      if (!deps.firstChild) deps.append(el('h2', { text: 'Dependencies' }), el('div', { class: 'graph-wrap' }));
+      showGraph(deps.lastChild, nodes, 'Dependencies: the jobs this one runs after, and those that run after it');
+    }
+
+    // drawSteps draws the steps of a job made of steps; a step's box
+    // shows its executor, and says when, shards and retry.
+    function drawSteps(j) {
+      if (!(j.steps && j.steps.length)) { stepsOf.replaceChildren(); return; }
+      const nodes = j.steps.map((s) => {
+        const parts = [s.executor.type];
+        if (s.shards) parts.push((s.shards.count || (s.shards.params || []).length) + ' shards');
+        if (s.when && s.when !== 'success') parts.push('when ' + s.when);
+        if (s.retry && s.retry.max_attempts) parts.push('retry ' + s.retry.max_attempts);
+        const sub = parts.join(' \u00b7 ');
+        return { id: s.id, needs: s.needs, title: s.id, sub, cls: 'step', label: 'step ' + s.id + ', ' + sub + ((s.needs || []).length ? ', needs ' + s.needs.join(', ') : '') };
+      });
+      if (!stepsOf.firstChild) stepsOf.append(el('h2', { text: 'Steps' }), el('div', { class: 'graph-wrap' }));
+      showGraph(stepsOf.lastChild, nodes, 'Steps of the job, each after the steps it needs');
+    }
+
     async function load() {
       let j;
       try {
@@ -1031,6 +1250,8 @@
           ...(j.not_before || j.not_after ? [el('dt', { text: 'Window' }), el('dd', { text: (j.not_before ? fmtUTC(j.not_before) : '…') + ' to ' + (j.not_after ? fmtUTC(j.not_after) : '…') })] : [])),
         el('details', { id: 'job-document', open: docWasOpen }, el('summary', { id: 'job-document-summary', text: 'Document' }), el('pre', { text: JSON.stringify(j, null, 2) })));
       if (focusedId && $(focusedId)) $(focusedId).focus();
+      await drawDependencies(j);
+      drawSteps(j);
       try {
         const n = await api('GET', jobPath(id, 'next') + '?count=10');
         const list = n.fires || [];

@@ -75,8 +75,11 @@ func (d *Dispatcher) publishedByOwner(e limits.QueueEntry) bool {
 }
 
 // queueWantedLocked returns, by limit key, the entry of the partition's
-// best run waiting for the key's room that a poll wanted lately. The
-// caller holds mu.
+// best run naming the key that may be handed out now and that a poll
+// wanted lately (it found no room, or was held back). A run is published
+// whether or not the key has room at the moment: a slot freed does not
+// withdraw the runs waiting for it before one is granted. The caller
+// holds mu.
 func (pt *partition) queueWantedLocked(now time.Time) map[string]limits.QueueEntry {
 	best := map[string]ranked{}
 	prio := map[string]int{}
@@ -84,14 +87,16 @@ func (pt *partition) queueWantedLocked(now time.Time) map[string]limits.QueueEnt
 		if now.Sub(ar.wantedAt) > wantedFor {
 			continue
 		}
-		k := pt.limitWaitingLocked(ar, now)
-		if k == "" {
+		e := pt.jobs[ar.run.JobID]
+		if e == nil || !pt.waitingLocked(ar, now) {
 			continue
 		}
 		r := pt.rankLocked(ar, now)
-		if b, ok := best[k]; !ok || compareRanked(r, b) < 0 {
-			best[k] = r
-			prio[k] = pt.jobs[ar.run.JobID].spec.priorityOf(&ar.run)
+		for _, k := range pt.boundedKeys(e) {
+			if b, ok := best[k]; !ok || compareRanked(r, b) < 0 {
+				best[k] = r
+				prio[k] = e.spec.priorityOf(&ar.run)
+			}
 		}
 	}
 	out := make(map[string]limits.QueueEntry, len(best))

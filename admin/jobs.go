@@ -87,8 +87,9 @@ type jobsAPI struct {
 	// (Member.LimitStatus), nil without one.
 	limitStatus func(key string) (api.LimitStatus, bool)
 	// runWaitingFor returns the limit key a run waits for on this member
+	// and how many runs waiting for it rank ahead of it there
 	// (Member.RunWaitingFor), nil without one.
-	runWaitingFor func(runID string) string
+	runWaitingFor func(runID string) (string, int)
 	// checkNotify checks a job's notify URLs against the destination
 	// policy of the member's deliveries (Member.CheckNotifications), nil
 	// without one.

@@ -65,8 +65,8 @@ func (a *jobsAPI) explainLimits(runs []api.Run) {
 		if r.Status.Final() || r.Status == api.RunRunning && len(r.Items) == 0 || r.Reason != "" {
 			continue
 		}
-		if k := a.runWaitingFor(r.ID); k != "" {
-			r.Reason = fmt.Sprintf("waiting for limit key %s: no room (GET /v1/limits/%s)", quoteClip(k), k)
+		if k, ahead := a.runWaitingFor(r.ID); k != "" {
+			r.Reason = fmt.Sprintf("waiting for limit key %s: no room, %d ahead of it (GET /v1/limits/%s)", quoteClip(k), ahead, k)
 		}
 	}
 }

@@ -66,7 +66,7 @@ func (a *server) routes() []route {
 	j := &jobsAPI{jobs: func() (JobStore, error) { return a.m.JobStore() }, lg: a.cfg.Logger.Named("jobs-api"), triggers: newTriggerLimiter(a.cfg.TriggerRate, a.cfg.TriggerBurst, a.cfg.Now), now: a.cfg.Now, whyPending: w.whyPending, throttled: a.throttled, cancelWait: a.cfg.CancelWait, cursors: cur}
 	if ls, ok := a.m.(interface {
 		LimitStatus(key string) (api.LimitStatus, bool)
-		RunWaitingFor(runID string) string
+		RunWaitingFor(runID string) (string, int)
 	}); ok {
 		j.limitStatus, j.runWaitingFor = ls.LimitStatus, ls.RunWaitingFor
 	}

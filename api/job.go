@@ -167,6 +167,11 @@ type Job struct {
 	// a slot of each while it runs. A key no limit is stored for bounds
 	// nothing.
 	Limits []string `json:"limits,omitempty"`
+	// Priority orders the job's attempts when workers' slots or a limit
+	// key's room are scarce: MinPriority to MaxPriority, higher first;
+	// nil: DefaultPriority. A waiting attempt ages (see EffectivePriority)
+	// so that a low priority still runs.
+	Priority *int `json:"priority,omitempty"`
 	// After makes the job fire once for each run of the jobs it names that
 	// ends in one of the entry's states, besides its own schedule; with
 	// neither schedule nor run_at it fires only so (AfterOnly). At most

@@ -54,6 +54,9 @@ type Step struct {
 	// Shards makes the step a sharded one: one item per shard, as a
 	// sharded job's run has (see Shards).
 	Shards *Shards `json:"shards,omitempty"`
+	// Priority orders the step's attempts as a job's does (Job.Priority);
+	// nil: the job's.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // Limits of jobs made of steps.
@@ -112,6 +115,9 @@ func (j *Job) StepJob(s *Step) Job {
 	}
 	if s.Timeout != 0 {
 		sj.Timeout = s.Timeout
+	}
+	if s.Priority != nil {
+		sj.Priority = s.Priority
 	}
 	return sj
 }
@@ -226,6 +232,9 @@ func (j *Job) validateStep(s *Step, limits Limits) error {
 		if err := validateDuration("timeout", s.Timeout, MinTimeout); err != nil {
 			return err
 		}
+	}
+	if err := validatePriority(s.Priority); err != nil {
+		return err
 	}
 	if s.Placement != nil && s.Placement.Broadcast {
 		return fieldErr("placement.broadcast", "not in a step: a step's items are its shards")

@@ -194,6 +194,9 @@ func (j *Job) ValidateAt(limits Limits, now time.Time) error {
 	if err := validateLimits(j.Limits); err != nil {
 		return err
 	}
+	if err := validatePriority(j.Priority); err != nil {
+		return err
+	}
 	if j.Timeout != NoTimeout {
 		if err := validateDuration("timeout", j.Timeout, MinTimeout); err != nil {
 			return err

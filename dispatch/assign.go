@@ -1,8 +1,6 @@
 package dispatch
 
 import (
-	"maps"
-	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -50,7 +48,7 @@ func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant,
 		return nil, 0
 	}
 	bytes, chains := 0, 0
-	for _, rid := range slices.Sorted(maps.Keys(pt.active)) {
+	for _, rid := range pt.byPriorityLocked(now) {
 		if chains >= n || bytes >= assignBatchBytes {
 			break
 		}
@@ -62,7 +60,9 @@ func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant,
 		room := n - chains
 		keys := pt.boundedKeys(e)
 		if keys != nil {
-			if room = pt.limitRoom(keys, reserved, room, now); room == 0 {
+			room = pt.limitRoom(keys, reserved, room, now)
+			if room == 0 || pt.outrankedLocked(keys, pt.rankLocked(ar, now), now) {
+				pt.wantLocked(p, e, ar, now)
 				continue
 			}
 		}

@@ -207,6 +207,17 @@ type Config struct {
 	// a run's end is handed over to the jobs that run after its job.
 	// Nil: no run end fires another job.
 	Dependencies DependencySource
+	// PriorityAging is how long a waiting run takes to gain one point of
+	// effective priority (api.EffectivePriority): a run is handed out
+	// ahead of every run that started waiting more than ten agings after
+	// it. Negative: no aging (priority alone orders). Default 10s.
+	PriorityAging time.Duration
+	// LimitQueueInterval is how often, at most, a partition's owner
+	// publishes the best run it has waiting for each limit key, for the
+	// other partitions to grant in priority order across the fleet
+	// (docs/ownership.md). Negative: nothing published, each partition
+	// orders only its own runs. Default 1s.
+	LimitQueueInterval time.Duration
 	// Clock; nil is the real clock.
 	Clock clockwork.Clock
 	// Logger; nil means no logs.
@@ -265,6 +276,8 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 		BackfillRate:        20,
 		BackfillActive:      10,
 		RequestTimeout:      5 * time.Second,
+		PriorityAging:       10 * time.Second,
+		LimitQueueInterval:  time.Second,
 	}
 }
 
@@ -304,6 +317,8 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.BackfillActive, d.BackfillActive)
 	defDur(&c.RequestTimeout, d.RequestTimeout)
+	defDur(&c.PriorityAging, d.PriorityAging)
+	defDur(&c.LimitQueueInterval, d.LimitQueueInterval)
 	return c
 }
 
@@ -312,7 +327,7 @@ func (c Config) WithDefaults() Config {
 // DefaultConfig, or on a Config whose values the flags are to show):
 // --run-lease, --loads-in-flight, --load-jobs-in-flight,
 // --history-max-runs, --history-max-age, --history-budget,
-// --history-floor, --delete-after and --backfill-rate.
+// --history-floor, --delete-after, --backfill-rate, --priority-aging and --limit-queue-interval.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RunLease, "run-lease", c.RunLease, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
 	fs.IntVar(&c.LoadsInFlight, "loads-in-flight", c.LoadsInFlight, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn (--load-jobs-in-flight still bounds their jobs)")
@@ -328,6 +343,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	settings.Unbounded(fs, "delete-after", "kept forever")
 	fs.Float64Var(&c.BackfillRate, "backfill-rate", c.BackfillRate, "runs backfills create per second on this member, over all its partitions (a backfill's runs come in paced, not in one burst)")
 	settings.Unbounded(fs, "backfill-rate", "no bound")
+	fs.DurationVar(&c.PriorityAging, "priority-aging", c.PriorityAging, "how long a waiting run takes to gain one point of priority when workers or a limit key are scarce: a run is handed out ahead of every run that started waiting more than ten agings after it")
+	settings.Unbounded(fs, "priority-aging", "no aging: priority alone orders")
+	fs.DurationVar(&c.LimitQueueInterval, "limit-queue-interval", c.LimitQueueInterval, "how often, at most, each partition's owner publishes in etcd the best run it has waiting for each limit key, so that every member grants the key's slots in priority order across the fleet; a slot may wait up to this long for a run that was granted elsewhere")
+	settings.Unbounded(fs, "limit-queue-interval", "nothing published: each partition orders only its own runs")
 }
 
 // Validate reports the first problem with c, after WithDefaults: a field

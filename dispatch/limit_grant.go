@@ -29,6 +29,8 @@ type LimitTable interface {
 	Status(key string, now time.Time) (api.Limit, api.LimitStatus, bool)
 	Limits() []api.Limit
 	Subscribe(f func())
+	Queue(key string) []limits.QueueEntry
+	QueuedIn(p int) (map[string]limits.QueueEntry, bool)
 }
 
 var _ LimitTable = (*limits.Table)(nil)

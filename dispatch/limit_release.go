@@ -220,22 +220,41 @@ func (d *Dispatcher) LimitStatus(key string) (api.LimitStatus, bool) {
 	return st, true
 }
 
-// RunWaitingFor returns the limit key run runID waits for, "" if none or
+// RunWaitingFor returns the limit key run runID waits for and how many
+// runs waiting for that key rank ahead of it (priority order, see
+// priority.go) on the partitions owned here; "" if it waits for none or
 // if its partition is not owned here.
-func (d *Dispatcher) RunWaitingFor(runID string) string {
+func (d *Dispatcher) RunWaitingFor(runID string) (key string, ahead int) {
 	id, _, err := store.ParseRunID(runID)
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	pt, err := d.partitionFor(id)
 	if err != nil {
-		return ""
+		return "", 0
 	}
+	now := d.cfg.Clock.Now()
 	pt.mu.Lock()
-	defer pt.mu.Unlock()
 	ar := pt.active[runID]
 	if ar == nil {
-		return ""
+		pt.mu.Unlock()
+		return "", 0
 	}
-	return pt.limitWaitingLocked(ar, pt.now())
+	key = pt.limitWaitingLocked(ar, now)
+	me := pt.rankLocked(ar, now)
+	pt.mu.Unlock()
+	if key == "" {
+		return "", 0
+	}
+	parts, _ := d.snapshot()
+	for _, other := range parts {
+		other.mu.Lock()
+		for _, o := range other.active {
+			if o != ar && compareRanked(other.rankLocked(o, now), me) < 0 && other.limitWaitingLocked(o, now) == key {
+				ahead++
+			}
+		}
+		other.mu.Unlock()
+	}
+	return key, ahead
 }

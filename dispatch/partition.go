@@ -66,6 +66,9 @@ type partition struct {
 	// loop fires again after a failed write.
 	failed  bool
 	retryAt time.Time
+	// queueAt is when the partition may next publish its runs waiting
+	// for limit keys (limit_queue.go); guarded by wmu.
+	queueAt time.Time
 
 	mu       sync.Mutex            // state lock, see above; guards the fields below
 	jobs     map[string]*jobEntry  // by job ID
@@ -137,6 +140,9 @@ type activeRun struct {
 	size   int   // bytes of the stored document
 	chainRT
 	items []chainRT // a run of items: each item's, by index (itemRT)
+	// wantedAt is when a poll last could have taken the run but for a
+	// limit key's room (limit_queue.go).
+	wantedAt time.Time
 }
 
 func (pt *partition) now() time.Time { return pt.d.cfg.Clock.Now() }
@@ -254,6 +260,9 @@ func (pt *partition) tick(ctx context.Context) time.Time {
 	pt.applyRetries(ctx, now)
 	pt.expire(ctx, now)
 	heldWake := pt.releaseHolders(ctx, now)
+	if t := pt.publishQueue(ctx, now); !t.IsZero() && (heldWake.IsZero() || t.Before(heldWake)) {
+		heldWake = t
+	}
 	pt.fireDue(ctx, now)
 	pt.markOverdue(ctx, now)
 	pt.backfillWake = time.Time{}

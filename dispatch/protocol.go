@@ -54,6 +54,7 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 		}
 		parts, avail := d.snapshot()
 		rand.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+		byBestWaiting(parts, clock.Now())
 		rivals := d.rivals(p)
 		var out []AttemptGrant
 		for _, pt := range parts {

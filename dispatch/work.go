@@ -127,7 +127,7 @@ func specOf(j *api.Job) jobSpec {
 		created: unixNano(j.CreatedAt), updated: unixNano(j.UpdatedAt), Revision: j.Revision,
 	}
 	c := specControls{
-		MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter, Limits: j.Limits, After: j.After, ResumedAt: j.ResumedAt,
+		MaxFires: j.MaxFires, Exclude: j.Exclude, PauseAfterFailures: j.PauseAfterFailures, NotAfter: j.NotAfter, Limits: j.Limits, Priority: j.Priority, After: j.After, ResumedAt: j.ResumedAt,
 		Shards: j.Shards, Placement: j.Placement, Placed: placedOf(j), Steps: j.Steps, ExpectSuccessWithin: j.ExpectSuccessWithin,
 	}
 	for k := range j.Steps {
@@ -150,7 +150,7 @@ func (s *jobSpec) job() api.Job {
 		ID: s.ID, Schedule: s.Schedule, RunAt: s.RunAt, Executor: api.Executor{Type: s.Executor.Type},
 		Retry: s.Retry, Timeout: s.Timeout, ConcurrencyPolicy: s.ConcurrencyPolicy, MisfirePolicy: s.MisfirePolicy,
 		Paused: s.Paused, History: s.History, DeleteAfter: s.DeleteAfter, Partition: int(s.Partition),
-		Shards: c.Shards, Placement: c.Placement, Steps: c.Steps, Limits: c.Limits, CreatedAt: s.CreatedAt(), UpdatedAt: s.UpdatedAt(), Revision: s.Revision,
+		Shards: c.Shards, Placement: c.Placement, Steps: c.Steps, Limits: c.Limits, Priority: c.Priority, CreatedAt: s.CreatedAt(), UpdatedAt: s.UpdatedAt(), Revision: s.Revision,
 		MaxFires: c.MaxFires, Exclude: c.Exclude, PauseAfterFailures: c.PauseAfterFailures, NotAfter: c.NotAfter,
 		After: c.After, ResumedAt: c.ResumedAt, ExpectSuccessWithin: c.ExpectSuccessWithin,
 	}
@@ -219,7 +219,10 @@ type specControls struct {
 	// Limits are the limit keys the job names (not a schedule control,
 	// but as rare: kept here, out of every job's spec).
 	Limits []string
-	After  []api.Dependency // the upstream jobs (after.go)
+	// Priority is the job's priority (nil: api.DefaultPriority; the
+	// steps' are in Steps).
+	Priority *int
+	After    []api.Dependency // the upstream jobs (after.go)
 	// Shards is the job's shards without their params (in the work):
 	// their count.
 	Shards    *api.Shards
@@ -235,7 +238,7 @@ type specControls struct {
 }
 
 func (c specControls) none() bool {
-	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil && c.ResumedAt == nil && len(c.Limits) == 0 && len(c.After) == 0 &&
+	return c.MaxFires == 0 && len(c.Exclude) == 0 && c.PauseAfterFailures == 0 && c.NotAfter == nil && c.ResumedAt == nil && len(c.Limits) == 0 && c.Priority == nil && len(c.After) == 0 &&
 		c.Shards == nil && c.Placement == nil && c.Placed == nil && len(c.Steps) == 0 && c.ExpectSuccessWithin == 0
 }
 

@@ -19,6 +19,7 @@ import (
 //	limits/def/<key>                 limit document (API)
 //	limits/state/<key>               the key's grant state, rewritten by every grant under it (owners, fenced)
 //	limits/held/<key>/<run>/<item>/<attempt>   a slot held by an attempt (owners, fenced)
+//	limits/queue/<key>/<partition>   the best run waiting for the key in the partition (its owner)
 //
 // <key> is api.EscapeID(key), <run> api.EscapeID(run ID), <item> the item's
 // index or -1 for a run's own chain.
@@ -44,6 +45,15 @@ func (k Keys) LimitState(key string) string { return k.LimitStatePrefix() + api.
 
 // LimitHeldPrefix is the prefix of every slot held.
 func (k Keys) LimitHeldPrefix() string { return k.LimitsPrefix() + "held/" }
+
+// LimitQueuePrefix is the prefix of every limit key's waiting entries.
+func (k Keys) LimitQueuePrefix() string { return k.LimitsPrefix() + "queue/" }
+
+// LimitQueue is the key of the entry of the best run of partition p
+// waiting for limit key.
+func (k Keys) LimitQueue(key string, p int) string {
+	return k.LimitQueuePrefix() + api.EscapeID(key) + "/" + strconv.Itoa(p)
+}
 
 // LimitHeld is the key of the slot of key held by attempt attempt of run
 // runID's chain item (-1: the run's own).

@@ -30,10 +30,11 @@ type Table struct {
 	mu      sync.Mutex // guards the fields below
 	rev     int64      // the snapshot revision the index was built from
 	defs    map[string]api.Limit
-	states  map[string]stateOf           // by limit key
-	held    map[string]map[string]Holder // by limit key, then holder key
-	byPart  map[int]map[string]Holder    // by partition, then holder key
-	overlay []granted                    // own grants newer than the snapshot
+	states  map[string]stateOf            // by limit key
+	held    map[string]map[string]Holder  // by limit key, then holder key
+	byPart  map[int]map[string]Holder     // by partition, then holder key
+	overlay []granted                     // own grants newer than the snapshot
+	queue   map[string]map[int]QueueEntry // waiting entries, by limit key, then partition
 	subs    []func()
 }
 
@@ -126,6 +127,7 @@ func (t *Table) syncLocked() bool {
 	t.rev = snap.Revision
 	t.defs, t.states = map[string]api.Limit{}, map[string]stateOf{}
 	t.held, t.byPart = map[string]map[string]Holder{}, map[int]map[string]Holder{}
+	t.queue = map[string]map[int]QueueEntry{}
 	for rest, kv := range snap.KVs {
 		kind, name, _ := strings.Cut(rest, "/")
 		switch kind {
@@ -161,6 +163,8 @@ func (t *Table) syncLocked() bool {
 				h.Partition = -1
 			}
 			t.addLocked(h)
+		case "queue":
+			t.addQueuedLocked(name, kv.Value, kv.ModRevision)
 		}
 	}
 	t.overlay = slices.DeleteFunc(t.overlay, func(g granted) bool { return g.rev <= snap.Revision })

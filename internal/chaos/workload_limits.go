@@ -78,9 +78,19 @@ func (w *workload) limitedSpecs() []api.Job {
 	return out
 }
 
-// limitJob sets the limit keys and executor of job j of kind jobLimited
-// or jobRated (the same for every write of it).
+// limitPriorities are the priorities of the limited jobs, by their
+// number: the keys' grants are ordered by them (and their aging), which
+// must never admit more than a key allows.
+var limitPriorities = []int{9, 1, 5, 0}
+
+// limitJob sets the limit keys, priority and executor of job j of kind
+// jobLimited or jobRated (the same for every write of it).
 func (w *workload) limitJob(j *api.Job, kind string) {
+	var n int
+	if _, err := fmt.Sscanf(j.ID[strings.LastIndexByte(j.ID, '-')+1:], "%d", &n); err == nil {
+		p := limitPriorities[n%len(limitPriorities)]
+		j.Priority = &p
+	}
 	switch kind {
 	case jobLimited:
 		j.Limits = []string{limitRunning}

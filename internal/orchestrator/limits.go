@@ -15,11 +15,12 @@ func (o *Orchestrator) LimitStatus(key string) (api.LimitStatus, bool) {
 }
 
 // RunWaitingFor returns the limit key run runID waits for on this member
-// ("" if none, or if its partition is not owned here).
-func (o *Orchestrator) RunWaitingFor(runID string) string {
+// and how many runs waiting for it rank ahead of it there ("" if none, or
+// if its partition is not owned here).
+func (o *Orchestrator) RunWaitingFor(runID string) (string, int) {
 	d, err := o.Dispatcher()
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	return d.RunWaitingFor(runID)
 }

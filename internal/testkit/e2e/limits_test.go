@@ -218,6 +218,11 @@ func TestKilledWorkersSlotIsFreed(t *testing.T) {
 	if got := iv.maxOverlap(); got > 1 {
 		t.Fatalf("%d executions held the key at once; max_running is 1", got)
 	}
+	// The handler's end is recorded before the worker's report is.
+	waitFor(t, 10*time.Second, func() bool {
+		runs := runsOf(t, f.AdminToken, base, "hold")
+		return len(runs) == 1 && runs[0].Status.Final()
+	})
 	runs := runsOf(t, f.AdminToken, base, "hold")
 	if len(runs) != 1 || runs[0].Status != jfapi.RunSucceeded || len(runs[0].Attempts) != 2 || runs[0].Attempts[1].Worker != "rescuer" {
 		t.Fatalf("runs %+v, want attempt 1 lost and attempt 2 by the rescuer", runs)

@@ -55,6 +55,9 @@ type Options struct {
 	Scheduler bool
 	// RunLease is the run lease with Scheduler. Default 3s.
 	RunLease time.Duration
+	// PriorityAging is the members' priority aging with Scheduler (zero:
+	// the default, negative: none; see dispatch.Config).
+	PriorityAging time.Duration
 	// APILimits are the members' API limits with Scheduler (zero:
 	// admin's defaults).
 	APILimits admin.Limits
@@ -222,7 +225,7 @@ func (f *Fleet) Join(id string) *Member {
 		RebalanceDelay: 100 * time.Millisecond,
 		LeaveTimeout:   3 * time.Second,
 		Work:           work,
-		Dispatch:       dispatch.Config{RunLease: f.opts.RunLease},
+		Dispatch:       dispatch.Config{RunLease: f.opts.RunLease, PriorityAging: f.opts.PriorityAging},
 		Notify:         f.opts.Notify,
 		Storage:        f.opts.Storage,
 		WarmStandby:    f.opts.WarmStandby,

@@ -905,6 +905,7 @@
         el('dt', { text: 'Scheduled' }), el('dd', { text: fmtUTC(r.scheduled_at) }),
         el('dt', { text: 'Fired' }), el('dd', { text: fmtUTC(r.fired_at) + ' by ' + r.owner + ' (epoch ' + r.epoch + ', partition ' + r.partition + ')' }),
         el('dt', { text: 'Duration' }), el('dd', { text: fmtDuration(between(first, end)) || (first ? 'running' : '') }),
+        r.trace_id ? el('dt', { text: 'Trace ID' }) : null, r.trace_id ? el('dd', { id: 'run-trace', class: 'mono', text: r.trace_id }) : null,
         hasItems ? el('dt', { text: 'Items' }) : null,
         hasItems ? el('dd', { id: 'run-items', text: (r.broadcast ? 'broadcast to ' + r.items.length + ' workers: ' : '') + itemCounts(r) +
           (r.min_succeeded ? '; ' + r.min_succeeded + ' required' : '') + (r.max_parallel ? '; at most ' + r.max_parallel + ' at once' : '') }) : null));

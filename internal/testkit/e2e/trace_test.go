@@ -236,9 +236,9 @@ func TestSlackNotificationBody(t *testing.T) {
 	var msg struct {
 		Text   string `json:"text"`
 		Blocks []struct {
-			Type   string `json:"type"`
-			Text   *struct{ Text string }
-			Fields []struct{ Text string }
+			Type     string `json:"type"`
+			Text     *struct{ Text string }
+			Fields   []struct{ Text string }
 			Elements []struct {
 				Type string `json:"type"`
 				URL  string `json:"url"`

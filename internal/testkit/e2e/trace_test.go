@@ -144,7 +144,7 @@ func TestTraceFollowsARunFromFireToTheJobsEndpoint(t *testing.T) {
 	attrs := func(s tracetest.SpanStub) map[string]string {
 		m := map[string]string{}
 		for _, kv := range s.Attributes {
-			m[string(kv.Key)] = kv.Value.Emit()
+			m[string(kv.Key)] = kv.Value.String()
 		}
 		return m
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/console"
+	"github.com/jobfleet/jobfleet/internal/tracing"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -131,7 +132,10 @@ func Handler(m Member, cfg Config) http.Handler {
 	}
 	g.next = jsonErrors{mux}
 	g.mux = mux
-	return g
+	return tracing.Handler(g, func(r *http.Request) string {
+		_, pattern := mux.Handler(r)
+		return pattern
+	})
 }
 
 // metricsHandler serves GET /metrics.

@@ -33,7 +33,19 @@ type Notification struct {
 	// reference that the orchestrator resolves from its own environment,
 	// if the variable is on its --notify-secret-env list.
 	Headers map[string]HeaderValue `json:"headers,omitempty"`
+	// Format is the body's format: NotifyJSON ("json", the default when
+	// empty: the document itself) or NotifySlack ("slack": a Slack
+	// incoming webhook message, {"text": …, "blocks": […]}, naming the
+	// job, the event, the run's status and error, with a link to the run
+	// in the console when the member knows the console's URL).
+	Format string `json:"format,omitempty"`
 }
+
+// Notification formats (Notification.Format).
+const (
+	NotifyJSON  = "json"
+	NotifySlack = "slack"
+)
 
 // MaxNotifications is the most notify entries a job may have.
 const MaxNotifications = 8
@@ -107,6 +119,9 @@ func ValidateNotifications(field string, ns []Notification) error {
 		}
 		if err := ValidateURL(f+".url", n.URL); err != nil {
 			return err
+		}
+		if n.Format != "" && n.Format != NotifyJSON && n.Format != NotifySlack {
+			return fieldErr(f+".format", "unknown format %q; want %q or %q", n.Format, NotifyJSON, NotifySlack)
 		}
 		if len(n.Headers) > MaxHeaders {
 			return fieldErr(f+".headers", "%d headers; at most %d", len(n.Headers), MaxHeaders)

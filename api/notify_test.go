@@ -29,6 +29,8 @@ func TestNotifyValidation(t *testing.T) {
 		}, "notify[0].headers[Connection]"},
 		{"bad secret name", func(n *api.Notification) { n.Headers = map[string]api.HeaderValue{"X": api.SecretEnv("1BAD")} }, "notify[0].headers[X]"},
 		{"port 0", func(n *api.Notification) { n.URL = "http://x:0/" }, "notify[0].url"},
+		{"unknown format", func(n *api.Notification) { n.Format = "teams" }, "notify[0].format"},
+		{"format in capitals", func(n *api.Notification) { n.Format = "SLACK" }, "notify[0].format"},
 		{"port 99999", func(n *api.Notification) { n.URL = "https://x:99999/" }, "notify[0].url"},
 		{"headers differing in case", func(n *api.Notification) {
 			n.Headers = map[string]api.HeaderValue{"X-A": api.Literal("1"), "x-A": api.Literal("2")}

@@ -212,6 +212,11 @@ type AttemptGrant struct {
 	// Round is the run's round (Run.Round): 0 unless the run was started
 	// again from a step.
 	Round int `json:"round,omitempty"`
+	// TraceParent is the W3C traceparent of the grant's span: the worker
+	// continues the trace from it (its attempt's span, the http
+	// executor's traceparent header, the shell executor's TRACEPARENT);
+	// empty when the orchestrator is not tracing.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // StepGrant is the step an attempt runs.

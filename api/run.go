@@ -73,6 +73,11 @@ type Run struct {
 	Owner string `json:"owner"`
 	// Epoch is that orchestrator's fencing token for the partition.
 	Epoch int64 `json:"epoch"`
+	// TraceID is the OpenTelemetry trace of the run (32 hex digits), and
+	// TraceParent the W3C traceparent of its fire's span, which its
+	// grants continue; both empty when its owner was not tracing.
+	TraceID     string `json:"trace_id,omitempty"`
+	TraceParent string `json:"traceparent,omitempty"`
 
 	// Items are the items of a sharded or broadcast run, by index, each
 	// an attempt chain of its own (see Item); Status then follows from

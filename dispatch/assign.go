@@ -203,6 +203,7 @@ func (pt *partition) grantsLocked(p *poll, pk pick, now time.Time) []AttemptGran
 		if len(ar.run.Steps) > 0 && e != nil {
 			grantStep(&g, e, pk.work, &ar.run, item)
 		}
+		g.TraceParent = traceGrant(&ar.run, &g, req.Worker)
 		out = append(out, g)
 		pt.d.cfg.Metrics.attemptStarted()
 		pt.lg.Info("attempt started", zap.String("job_id", ar.run.JobID), zap.String("run_id", ar.run.ID), itemField(item),

@@ -7,6 +7,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/dispatch/notify"
@@ -73,6 +74,7 @@ type createdRun struct {
 	// for none: the run is created only with the key's deletion.
 	handover string
 	trigger  triggerReq // that hand-over
+	span     trace.Span // of its fire; nil while tracing is off
 }
 
 func (b *fireBatch) ids() []string {
@@ -156,14 +158,17 @@ func (pt *partition) addLocked(b *fireBatch, e *jobEntry, plan FirePlan, trigs [
 		jp.ops = append(jp.ops, w.op)
 	}
 	pending := false
-	for _, r := range plan.Runs {
+	for i := range plan.Runs {
+		span := traceFire(&plan.Runs[i])
+		r := plan.Runs[i]
 		val, err := store.EncodeRun(r)
 		if err != nil {
 			pt.lg.Error("encoding a run failed", zap.String("run_id", r.ID), zap.Error(err))
+			endFire(span, "encoding the run failed")
 			return
 		}
 		manual := slices.ContainsFunc(trigs, func(t triggerReq) bool { return t.at.Equal(r.ScheduledAt) })
-		c := createdRun{op: len(jp.ops), run: r, size: len(val), manual: manual}
+		c := createdRun{op: len(jp.ops), run: r, size: len(val), manual: manual, span: span}
 		op := k.CreateRunOp(r, val)
 		if i := slices.IndexFunc(trigs, func(t triggerReq) bool { return t.cause != nil && t.at.Equal(r.ScheduledAt) }); i >= 0 && r.CausedBy != nil {
 			c.handover, c.trigger = trigs[i].key, trigs[i]
@@ -231,6 +236,9 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 		guard := resp.Responses[i].GetResponseTxn()
 		if !guard.Succeeded || e == nil {
 			pt.lg.Info("job changed while its fires were being written; not recorded, planning again", zap.String("job_id", jp.id))
+			for _, c := range jp.created {
+				endFire(c.span, "job changed while its fires were being written")
+			}
 			if e != nil {
 				e.stale = true
 				pt.indexLocked(jp.id)
@@ -255,6 +263,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 		b.notes = append(b.notes, jp.notes...)
 		for _, c := range jp.created {
 			if created := guard.Responses[c.op].GetResponseTxn(); !created.Succeeded {
+				endFire(c.span, "not created")
 				if c.handover != "" {
 					pt.handoverRefusedLocked(c, created)
 					lost = append(lost, c.run)
@@ -264,6 +273,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 				lost = append(lost, c.run)
 				continue
 			}
+			endFire(c.span, "")
 			pt.hist.created(c.run.JobID, c.run.ScheduledAt, c.size, c.run.Status.Final())
 			due := c.run.ScheduledAt
 			if !c.manual {

@@ -87,7 +87,7 @@ func (pt *partition) notificationsFor(work compactedWork, prev, r api.Run, val [
 		if !n.Notifies(r.Status) {
 			continue
 		}
-		o := store.Outbox{RunID: r.ID, JobID: r.JobID, Event: r.Status, Attempt: attempt, URL: n.URL, Headers: n.Headers, CreatedAt: now.UTC()}
+		o := store.Outbox{RunID: r.ID, JobID: r.JobID, Event: r.Status, Attempt: attempt, URL: n.URL, Headers: n.Headers, Format: n.Format, CreatedAt: now.UTC()}
 		b, err := json.Marshal(o)
 		if err != nil {
 			continue

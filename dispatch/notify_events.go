@@ -46,7 +46,7 @@ func (pt *partition) eventNotes(work compactedWork, id string, event api.RunStat
 		if !n.Notifies(event) {
 			continue
 		}
-		o := store.Outbox{RunID: runID, JobID: id, Event: event, Attempt: attempt, URL: n.URL, Headers: n.Headers, CreatedAt: now.UTC()}
+		o := store.Outbox{RunID: runID, JobID: id, Event: event, Attempt: attempt, URL: n.URL, Headers: n.Headers, Format: n.Format, CreatedAt: now.UTC()}
 		b, err := json.Marshal(o)
 		if err != nil {
 			continue

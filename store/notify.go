@@ -28,6 +28,8 @@ type Outbox struct {
 	Attempt int                    `json:"attempt"`
 	URL     string                 `json:"url"`
 	Headers map[string]HeaderValue `json:"headers,omitempty"`
+	// Format is the notify entry's body format (api.Notification.Format).
+	Format string `json:"format,omitempty"`
 	// Run is the run document as written with the status. Stored
 	// notifications leave it out (it is at Keys.OutboxRun) and the
 	// deliverer fills it in before sending; notifications written by

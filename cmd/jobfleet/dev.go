@@ -174,6 +174,11 @@ its help says what it means.`,
 			}
 			defer lg.Sync()
 			warnStrayVariables(cmd, os.Environ(), lg)
+			stopTracing, err := startTracing(cmd.Context(), lg, "jobfleet")
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			// The members and the echo endpoint share what the embedded
 			// etcd and the workers leave of the open-file limit.
 			budget, err := fileBudget(lg, devReserve)
@@ -271,6 +276,9 @@ func runDev(ctx context.Context, lg *zap.Logger, plan devPlan) error {
 	for i := range cfg.orchestrators {
 		opts := cfg.mem
 		opts.orch.ID = cfg.memberID(i)
+		if opts.orch.Notify.ConsoleURL == "" {
+			opts.orch.Notify.ConsoleURL = urls[0] + "/ui/" // the first member's console, for "slack" notifications' links
+		}
 		listen := net.JoinHostPort(plan.host, strconv.Itoa(plan.port+i))
 		m, err := startMember(lg, client, opts, listen, memberServing{api: plan.server})
 		if err != nil {

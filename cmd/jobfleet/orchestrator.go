@@ -346,6 +346,11 @@ docs/configuration.md describes the file.`,
 			defer lg.Sync()
 			lg.Info("jobfleet orchestrator starting", buildFields()...)
 			warnStrayVariables(cmd, os.Environ(), lg)
+			stopTracing, err := startTracing(cmd.Context(), lg, "jobfleet")
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			tc, err := srv.tls(lg)
 			if err != nil {
 				return err

@@ -107,6 +107,9 @@ func printRunDetail(w io.Writer, r api.Run, wide bool, now time.Time) error {
 		row("DURATION", d)
 	}
 	row("OWNER", fmt.Sprintf("%s (epoch %d, partition %d)", cell(r.Owner), r.Epoch, r.Partition))
+	if r.TraceID != "" {
+		row("TRACE", cell(r.TraceID))
+	}
 	if len(r.Items) > 0 {
 		row("ITEMS", itemsPolicy(r)+": "+itemsSummary(r))
 	}

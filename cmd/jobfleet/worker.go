@@ -207,6 +207,11 @@ refused. docs/configuration.md describes the file.`,
 			defer lg.Sync()
 			lg.Info("jobfleet worker starting", buildFields()...)
 			warnStrayVariables(cmd, os.Environ(), lg)
+			stopTracing, err := startTracing(cmd.Context(), lg, "jobfleet-worker")
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			id := cfg.id()
 			if len(cfg.orchestrators) > 0 && cmd.Flags().Changed("etcd-endpoints") {
 				// Perhaps from JOBFLEET_ETCD_ENDPOINTS: the explicit list wins.

@@ -1079,6 +1079,7 @@
         r.steps && r.steps.length ? el('dt', { text: 'Steps' }) : null,
         r.steps && r.steps.length ? el('dd', { id: 'run-steps', text: itemCounts({ items: r.steps }).replace(/\bsucceeded\b/, 'steps succeeded') +
           (r.round ? '; round ' + r.round + ' (started again from a step)' : '') }) : null,
+        r.trace_id ? el('dt', { text: 'Trace ID' }) : null, r.trace_id ? el('dd', { id: 'run-trace', class: 'mono', text: r.trace_id }) : null,
         hasItems ? el('dt', { text: 'Items' }) : null,
         hasItems ? el('dd', { id: 'run-items', text: (r.broadcast ? 'broadcast to ' + r.items.length + ' workers: ' : '') + itemCounts(r) +
           (r.min_succeeded ? '; ' + r.min_succeeded + ' required' : '') + (r.max_parallel ? '; at most ' + r.max_parallel + ' at once' : '') }) : null));

@@ -10,10 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/retry"
+	"github.com/jobfleet/jobfleet/internal/tracing"
 )
 
 // Causes of an attempt's cancellation other than errShuttingDown. Their
@@ -47,6 +51,10 @@ type attempt struct {
 
 	mu    sync.Mutex // guards owner
 	owner string     // base URL of the orchestrator heartbeats and the completion go to
+
+	// span is the attempt's span (a no-op one unless the program set
+	// OpenTelemetry's tracer provider), a child of the grant's.
+	span trace.Span
 }
 
 func (at *attempt) ownerAddr() string {
@@ -156,6 +164,11 @@ func (at *attempt) run() {
 	// timeout (w.hardCtx); its cause says which.
 	ctx, cancel := context.WithCancelCause(w.hardCtx)
 	defer cancel(nil)
+	ctx, at.span = tracing.Tracer().Start(tracing.Parent(ctx, a.TraceParent), tracing.SpanAttempt,
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+			tracing.AttrJob.String(a.JobID), tracing.AttrRun.String(a.RunID), tracing.AttrAttempt.Int(a.Attempt),
+			tracing.AttrWorker.String(w.cfg.ID), attribute.String("jobfleet.executor", a.Executor.Type)))
+	defer at.span.End()
 	timer := w.cfg.Clock.AfterFunc(timeout, func() {
 		cancel(fmt.Errorf("timed out after %v", api.Duration(timeout)))
 	})
@@ -200,6 +213,7 @@ func (at *attempt) run() {
 	if errors.Is(cause, errStale) {
 		at.lg.Info("attempt dropped: stale (the orchestrator has moved on)", zap.Duration("took", w.cfg.Clock.Since(start)))
 		w.cfg.Metrics.attemptEnded("stale")
+		at.span.SetAttributes(tracing.AttrOutcome.String("stale"))
 	} else {
 		if out.err != nil && cause != nil {
 			// The executor's own error (context canceled, signal: killed,
@@ -238,6 +252,12 @@ func (at *attempt) finish(out outcome, start time.Time) {
 	fields := []zap.Field{zap.String("result", result), zap.Duration("took", w.cfg.Clock.Since(start))}
 	if out.err != nil {
 		fields = append(fields, zap.String("error", req.Error))
+	}
+	if at.span != nil {
+		at.span.SetAttributes(tracing.AttrOutcome.String(result))
+		if out.err != nil {
+			at.span.SetStatus(codes.Error, req.Error)
+		}
 	}
 	status, err := at.complete(req)
 	switch {

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/tracing"
 )
 
 // Handler runs one attempt of a job whose executor type is the handler's
@@ -109,6 +110,12 @@ const (
 // scheduledAtLayout formats scheduled times for receivers: RFC 3339 in
 // UTC with millisecond precision, e.g. 2026-12-01T02:00:00.000Z.
 const scheduledAtLayout = "2006-01-02T15:04:05.000Z"
+
+// EnvTraceParent is the variable of a shell command's environment that
+// holds the W3C traceparent of its attempt's span, set when the attempt
+// is traced (the orchestrator that granted it traces); a program that
+// traces continues the trace from it.
+const EnvTraceParent = "TRACEPARENT"
 
 // FormatScheduledAt formats t as the Jobfleet-Scheduled-At header and
 // JOBFLEET_SCHEDULED_AT variable do: RFC 3339, UTC, milliseconds.
@@ -283,6 +290,9 @@ func (w *Worker) executeHTTP(ctx context.Context, a api.AttemptGrant) outcome {
 	req.Header.Set(HeaderRunID, a.RunID)
 	req.Header.Set(HeaderScheduledAt, FormatScheduledAt(a.ScheduledAt))
 	req.Header.Set(HeaderAttempt, strconv.Itoa(a.Attempt))
+	if tp := tracing.TraceParent(ctx); tp != "" {
+		req.Header.Set("Traceparent", tp) // the attempt's span (W3C trace context)
+	}
 	if a.Item != nil {
 		req.Header.Set(HeaderShardIndex, strconv.Itoa(a.Item.Index))
 		req.Header.Set(HeaderShardCount, strconv.Itoa(a.Item.Count))

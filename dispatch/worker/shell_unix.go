@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/tracing"
 )
 
 // shellPath is the PATH of shell commands, unless Config.ShellEnv passes
@@ -53,6 +54,9 @@ func (w *Worker) executeShell(ctx context.Context, a api.AttemptGrant) outcome {
 	defer removeNeeds()
 	if needs != "" {
 		env = append(env, EnvNeedsFile+"="+needs)
+	}
+	if tp := tracing.TraceParent(ctx); tp != "" {
+		env = append(env, EnvTraceParent+"="+tp)
 	}
 	prog, err := lookPath(argv[0], envValue(env, "PATH"))
 	if err != nil {

@@ -276,6 +276,7 @@ func (c *NotifyConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.Policy.Allow, "notify-allow", c.Policy.Allow, "destinations notifications may reach although denied by default, as the worker's --http-allow")
 	fs.StringSliceVar(&c.Policy.Deny, "notify-deny", c.Policy.Deny, "destinations notifications must never reach, as the worker's --http-deny")
 	fs.StringSliceVar(&c.SecretEnv, "notify-secret-env", c.SecretEnv, "variables of this process's environment that notify headers' secret references may name (NAME,...)")
+	fs.StringVar(&c.ConsoleURL, "notify-console-url", c.ConsoleURL, "the console's URL as operators reach it (https://jobfleet.example/ui/), for links to runs in \"slack\" notifications; empty: no link")
 	c.Delivery.AddFlags(fs)
 }
 
@@ -289,6 +290,11 @@ func (c NotifyConfig) validate() error {
 	}
 	if _, err := c.defaults(); err != nil {
 		return settings.Invalid("notify-url", c.URL, "%v", err)
+	}
+	if c.ConsoleURL != "" {
+		if err := api.ValidateURL("notify-console-url", c.ConsoleURL); err != nil {
+			return settings.Invalid("notify-console-url", c.ConsoleURL, "%v", err)
+		}
 	}
 	if _, err := egress.NewTransport(egress.Policy{Allow: c.Policy.Allow}); err != nil {
 		return settings.Invalid("notify-allow", c.Policy.Allow, "%v", err)

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,11 +14,15 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/jobfleet/jobfleet/api"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/egress"
+	"github.com/jobfleet/jobfleet/internal/tracing"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -36,6 +41,10 @@ type NotifyConfig struct {
 	// SecretEnv lists the variables of this process's environment that
 	// notify headers' secret references may name.
 	SecretEnv []string
+	// ConsoleURL is the console's base URL as operators reach it
+	// ("https://jobfleet.example/ui/"), for the links to runs in
+	// notifications of format "slack"; empty: no link.
+	ConsoleURL string
 	// Delivery bounds and paces the deliveries (notify.Config: pending
 	// notifications per job, deliveries in flight on this member, to one
 	// destination and for one job, how long one is retried). Its Sender,
@@ -72,6 +81,7 @@ type sender struct {
 	transport *egress.Transport
 	members   func() []string
 	secretEnv []string
+	console   string // NotifyConfig.ConsoleURL
 }
 
 func newSender(c NotifyConfig, etcdEndpoints []string, members func() []string) (*sender, error) {
@@ -91,6 +101,7 @@ func newSender(c NotifyConfig, etcdEndpoints []string, members func() []string) 
 		}},
 		members:   members,
 		secretEnv: c.SecretEnv,
+		console:   c.ConsoleURL,
 	}, nil
 }
 
@@ -122,10 +133,21 @@ func (o *Orchestrator) CheckNotifications(ns []api.Notification) error {
 	return nil
 }
 
-// Send POSTs the run document to the notification's URL; nil on 2xx.
-func (s *sender) Send(ctx context.Context, o store.Outbox) error {
+// Send POSTs the run document to the notification's URL (or, for
+// format "slack", the message made of it); nil on 2xx. While tracing is
+// on, the try is a span of the run's trace, and the request carries its
+// traceparent.
+func (s *sender) Send(ctx context.Context, o store.Outbox) (err error) {
 	s.transport.SetOrchestrators(s.members())
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.URL, bytes.NewReader(o.Run))
+	ctx, end := traceNotify(ctx, o)
+	defer func() { end(err) }()
+	body := o.Run
+	if o.Format == api.NotifySlack {
+		if body, err = notify.SlackBody(o, s.console); err != nil {
+			return err
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.URL, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -150,6 +172,9 @@ func (s *sender) Send(ctx context.Context, o store.Outbox) error {
 	req.Header.Set(worker.HeaderJobID, api.EscapeID(o.JobID))
 	req.Header.Set(worker.HeaderAttempt, strconv.Itoa(o.Attempt))
 	req.Header.Set(HeaderNotifyEvent, string(o.Event))
+	if tp := tracing.TraceParent(ctx); tp != "" {
+		req.Header.Set("Traceparent", tp)
+	}
 	resp, err := s.client.Do(req)
 	if errors.Is(err, egress.ErrDestinationDenied) {
 		return fmt.Errorf("%w: %w", notify.ErrRefused, err)
@@ -163,4 +188,38 @@ func (s *sender) Send(ctx context.Context, o store.Outbox) error {
 		return errors.New("answered " + resp.Status)
 	}
 	return nil
+}
+
+// traceNotify starts the span of one try of notification o, a child of
+// its run's fire when the document it delivers names the run's trace;
+// end ends it with the try's error. A no-op while tracing is off.
+func traceNotify(ctx context.Context, o store.Outbox) (context.Context, func(error)) {
+	if !tracing.Enabled() {
+		return ctx, func(error) {}
+	}
+	var doc struct {
+		TraceParent string `json:"traceparent"`
+	}
+	_ = json.Unmarshal(o.Run, &doc) // a misfire or overdue document has none
+	ctx, span := tracing.Tracer().Start(tracing.Parent(ctx, doc.TraceParent), tracing.SpanNotify,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			tracing.AttrJob.String(o.JobID), tracing.AttrRun.String(o.RunID), tracing.AttrEvent.String(string(o.Event)),
+			tracing.AttrAttempt.Int(o.Attempt), attribute.String("jobfleet.format", o.Format),
+			tracing.AttrURL.String(redactQuery(o.URL))))
+	return ctx, func(err error) {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}
+
+// redactQuery returns u without its query, which may hold a secret.
+func redactQuery(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	p.RawQuery, p.User = "", nil
+	return p.String()
 }

@@ -31,6 +31,7 @@ var levels = map[string]int{
 	"internal/settings":     0,
 	"internal/cursor":       0, // the listings' signed cursors
 	"internal/skewclock":    0,
+	"internal/tracing":      0, // OpenTelemetry API only: the worker library uses it
 	"bench/report":          0,
 	"docs":                  0, // only the docs' tests
 	"console":               0,

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/dispatch/liveoutput"
 	"github.com/jobfleet/jobfleet/internal/settings"
 	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/shard"
@@ -171,6 +172,10 @@ type Config struct {
 	// instead of queueing its thousand runs before theirs. At least 1;
 	// default 10.
 	BackfillActive int
+	// LiveOutput bounds the output of running attempts held in memory
+	// for GET /v1/runs/{id}/output (--live-output-bytes,
+	// --live-output-attempts).
+	LiveOutput liveoutput.Config
 	// Misfire is the schedule policy's grace and cap (its Misfire field is
 	// taken from each job).
 	Misfire schedule.Policy
@@ -304,6 +309,7 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.BackfillActive, d.BackfillActive)
 	defDur(&c.RequestTimeout, d.RequestTimeout)
+	c.LiveOutput = c.LiveOutput.WithDefaults()
 	return c
 }
 
@@ -312,7 +318,8 @@ func (c Config) WithDefaults() Config {
 // DefaultConfig, or on a Config whose values the flags are to show):
 // --run-lease, --loads-in-flight, --load-jobs-in-flight,
 // --history-max-runs, --history-max-age, --history-budget,
-// --history-floor, --delete-after and --backfill-rate.
+// --history-floor, --delete-after, --backfill-rate, --live-output-bytes
+// and --live-output-attempts.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RunLease, "run-lease", c.RunLease, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
 	fs.IntVar(&c.LoadsInFlight, "loads-in-flight", c.LoadsInFlight, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn (--load-jobs-in-flight still bounds their jobs)")
@@ -328,6 +335,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	settings.Unbounded(fs, "delete-after", "kept forever")
 	fs.Float64Var(&c.BackfillRate, "backfill-rate", c.BackfillRate, "runs backfills create per second on this member, over all its partitions (a backfill's runs come in paced, not in one burst)")
 	settings.Unbounded(fs, "backfill-rate", "no bound")
+	c.LiveOutput.AddFlags(fs)
 }
 
 // Validate reports the first problem with c, after WithDefaults: a field
@@ -373,6 +381,9 @@ func (c Config) Validate() error {
 		return bad("request timeout %v is negative", c.RequestTimeout)
 	case c.CommitLatencyTarget >= c.RequestTimeout:
 		return bad("commit latency target %v must be below the request timeout %v (negative: none)", c.CommitLatencyTarget, c.RequestTimeout)
+	}
+	if err := c.LiveOutput.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

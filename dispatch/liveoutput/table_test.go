@@ -47,7 +47,7 @@ func TestTailKept(t *testing.T) {
 func TestWriteAtOffsets(t *testing.T) {
 	tb := small(4)
 	tb.Write(k1, 0, []byte("hello "))
-	tb.Write(k1, 0, []byte("hello "))    // sent again
+	tb.Write(k1, 0, []byte("hello "))   // sent again
 	tb.Write(k1, 3, []byte("lo world")) // overlapping
 	if data, _, _, _ := tb.Snapshot(k1); string(data) != "hello world" {
 		t.Fatalf("got %q", data)

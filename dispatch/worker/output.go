@@ -1,8 +1,8 @@
 package worker
 
 import (
-	"io"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 

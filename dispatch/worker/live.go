@@ -36,6 +36,7 @@ const (
 // concurrent use; run is its one goroutine.
 type livePusher struct {
 	at   *attempt
+	more chan struct{} // buffer 1: bytes wait (coalesced)
 	kick chan struct{} // buffer 1: liveBatch bytes wait (coalesced)
 
 	mu      sync.Mutex // guards the fields below
@@ -47,7 +48,7 @@ type livePusher struct {
 }
 
 func newLivePusher(at *attempt) *livePusher {
-	return &livePusher{at: at, kick: make(chan struct{}, 1)}
+	return &livePusher{at: at, more: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
 }
 
 // Write queues b for the next push; it never fails.
@@ -62,30 +63,46 @@ func (p *livePusher) Write(b []byte) (int, error) {
 		p.buf = p.buf[:copy(p.buf, p.buf[over:])]
 		p.dropped += int64(over)
 	}
+	notify(p.more)
 	if len(p.buf) >= liveBatch {
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
+		notify(p.kick)
 	}
 	return len(b), nil
 }
 
+// notify makes a non-blocking send on c (buffer 1).
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
 // run pushes until ctx is done, then pushes what is left (within
-// liveLastPush) and returns.
+// liveLastPush) and returns. Once bytes wait it pushes them
+// Config.OutputPushInterval later, or at once when liveBatch wait; it
+// waits on no timer while there is nothing to push.
 func (p *livePusher) run(ctx context.Context) {
 	w := p.at.w
-	t := w.cfg.Clock.NewTicker(w.cfg.OutputPushInterval)
-	defer t.Stop()
+	defer func() {
+		last, cancel := context.WithTimeout(context.Background(), liveLastPush)
+		defer cancel()
+		p.push(last, true)
+	}()
 	for {
 		select {
 		case <-ctx.Done():
-			last, cancel := context.WithTimeout(context.Background(), liveLastPush)
-			defer cancel()
-			p.push(last, true)
+			return
+		case <-p.more:
+		}
+		t := w.cfg.Clock.NewTimer(w.cfg.OutputPushInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.Chan():
 		case <-p.kick:
+			t.Stop()
 		}
 		p.push(ctx, false)
 	}

@@ -9,12 +9,11 @@
 //     table at most Config.Attempts attempts; past them the oldest bytes,
 //     then the attempts that ended longest ago, are dropped. A reader is
 //     told how many bytes it missed.
-//   - Writers never wait for readers: an append wakes each follower with
-//     a non-blocking send on a channel of one; a follower reads what it
-//     has not seen from the ring, and one that falls more than a ring
-//     behind skips ahead to the ring's start, counting the bytes it
-//     skipped. A thousand followers cost an append a thousand
-//     non-blocking sends.
+//   - Writers never wait for readers: an append wakes every follower by
+//     closing one channel (and making the next), whatever their number;
+//     a follower reads what it has not seen from the ring, and one that
+//     falls more than a ring behind skips ahead to the ring's start,
+//     counting the bytes it skipped.
 //   - Bytes are placed at the offset their writer gives: a chunk sent
 //     again is not kept twice, and a gap (a chunk that never arrived) is
 //     counted as skipped bytes.

@@ -15,7 +15,8 @@ func ExampleTable_Follow() {
 	defer f.Close()
 	t.Write(k, int64(len("dumping…\n")), []byte("done\n"))
 	t.End(k)
-	for range f.Wake() {
+	for {
+		<-f.Wake()
 		data, _, ended := f.Read()
 		fmt.Print(string(data))
 		if ended {

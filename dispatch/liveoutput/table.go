@@ -29,10 +29,12 @@ type Table struct {
 
 // entry is one attempt's ring and followers.
 type entry struct {
-	mu        sync.Mutex // guards the fields below
-	r         ring
-	ended     bool
-	followers map[*Follower]struct{}
+	mu    sync.Mutex // guards the fields below
+	r     ring
+	ended bool
+	// changed is closed, and replaced, when bytes are added or the
+	// attempt ends: one close wakes every follower, whatever their number.
+	changed chan struct{}
 
 	// started and endedAt are Table.seq values (under Table.mu).
 	started, endedAt uint64
@@ -134,16 +136,17 @@ func (t *Table) Len() int {
 // runs). Close the follower when done.
 func (t *Table) Follow(k Key) *Follower {
 	e := t.entry(k, true)
-	f := &Follower{e: e, wake: make(chan struct{}, 1)}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.followers == nil {
-		e.followers = map[*Follower]struct{}{}
-	}
-	e.followers[f] = struct{}{}
-	f.wake <- struct{}{} // the first read has what is held
+	f := &Follower{e: e, wake: closed}
 	return f
 }
+
+// closed is a closed channel: a new follower's first read has what is
+// held.
+var closed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // entry returns k's entry, making it if create is set (and evicting to
 // stay within Config.Attempts), else nil if it has none.
@@ -159,7 +162,7 @@ func (t *Table) entry(k Key, create bool) *entry {
 		evicted = t.evictLocked()
 	}
 	t.seq++
-	e = &entry{r: ring{max: int(t.cfg.AttemptBytes)}, started: t.seq}
+	e = &entry{r: ring{max: int(t.cfg.AttemptBytes)}, changed: make(chan struct{}), started: t.seq}
 	t.entries[k] = e
 	t.mu.Unlock()
 	if evicted != nil {
@@ -199,28 +202,25 @@ func (e *entry) endLocked() {
 	e.wakeLocked()
 }
 
-// wakeLocked tells every follower there is something to read, without
-// waiting: a follower already told has not read yet and will see this
-// too.
+// wakeLocked tells every follower there is something to read: one close,
+// without waiting for any (a follower that has not read since the last
+// wake-up sees this at its next read too).
 func (e *entry) wakeLocked() {
-	for f := range e.followers {
-		select {
-		case f.wake <- struct{}{}:
-		default:
-		}
-	}
+	close(e.changed)
+	e.changed = make(chan struct{})
 }
 
 // Follower reads one attempt's output as it grows. Its methods are for
-// one goroutine; Close may be called from any.
+// one goroutine; it holds nothing the writer waits for.
 type Follower struct {
 	e    *entry
-	wake chan struct{}
-	next int64 // offset of the next byte to read (reader only)
+	wake chan struct{} // closed when there is more than the last Read saw
+	next int64         // offset of the next byte to read
 }
 
-// Wake returns a channel that has a value when there may be something to
-// read (bytes, or the attempt's end).
+// Wake returns a channel that is closed when there may be something to
+// read (bytes, or the attempt's end) beyond what the last Read returned.
+// Call it again after each Read.
 func (f *Follower) Wake() <-chan struct{} { return f.wake }
 
 // Read returns the bytes written since the last Read, how many bytes
@@ -233,12 +233,13 @@ func (f *Follower) Read() (data []byte, skipped int64, ended bool) {
 	data, start := f.e.r.readFrom(f.next)
 	skipped = start - f.next
 	f.next = start + int64(len(data))
+	f.wake = f.e.changed
+	if f.e.ended {
+		f.wake = closed
+	}
 	return data, skipped, f.e.ended
 }
 
-// Close stops following; the writer no longer wakes f.
-func (f *Follower) Close() {
-	f.e.mu.Lock()
-	defer f.e.mu.Unlock()
-	delete(f.e.followers, f)
-}
+// Close stops following. (A follower holds no resource the table must
+// release; Close is there so that callers need not know.)
+func (f *Follower) Close() {}

@@ -116,7 +116,8 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			defer f.Close()
 			var got strings.Builder
-			for range f.Wake() {
+			for {
+				<-f.Wake()
 				data, skipped, ended := f.Read()
 				if skipped > 0 {
 					fmt.Fprintf(&got, "[skipped %d]", skipped)
@@ -187,9 +188,19 @@ func TestThousandFollowers(t *testing.T) {
 	}()
 	<-done // a writer blocked by its followers would never get here
 	for _, f := range fs {
+		select {
+		case <-f.Wake():
+		default:
+			t.Fatal("a follower was not woken")
+		}
 		data, skipped, _ := f.Read()
 		if len(data) != 1024 || skipped != int64(10000*len(line)-1024) {
 			t.Fatalf("a follower read %d bytes, skipped %d", len(data), skipped)
+		}
+		select {
+		case <-f.Wake():
+			t.Fatal("a follower that has read all is woken again")
+		default:
 		}
 		f.Close()
 	}

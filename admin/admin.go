@@ -85,6 +85,12 @@ type Config struct {
 	// user information, so that workers deny them to "http" jobs; nil
 	// sends none.
 	EtcdEndpoints func() []string
+	// ForwardTransport carries the requests this member forwards to the
+	// owner of a run's partition (live output: GET /v1/runs/{id}/output,
+	// POST /v1/worker/output), to the owner's advertised address; it must
+	// trust the members' certificates when they serve TLS. Nil: a clone
+	// of http.DefaultTransport.
+	ForwardTransport http.RoundTripper
 }
 
 // withDefaults returns c with its zero fields set to their defaults.
@@ -118,7 +124,7 @@ func (c Config) withDefaults() Config {
 func Handler(m Member, cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
 	authn := m.Authenticator()
-	a := &server{m: m, authn: authn, reg: m.WorkerRegistry(), cfg: cfg, streams: newStreamCap(cfg.Limits), throttled: newThrottleCounter(cfg.Registry)}
+	a := &server{m: m, authn: authn, reg: m.WorkerRegistry(), cfg: cfg, streams: newStreamCap(cfg.Limits, "partition streams"), outputStreams: newStreamCap(cfg.Limits, "output streams"), throttled: newThrottleCounter(cfg.Registry)}
 	g := newGuard(cfg, m, authn, a.throttled)
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
@@ -195,12 +201,15 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 type server struct {
-	m         Member
-	authn     Authenticator  // m's, nil without one
-	reg       WorkerRegistry // m's, nil without one
-	cfg       Config
-	streams   *streamCap      // the partition streams served at once
-	throttled throttleCounter // 429s by reason
+	m       Member
+	authn   Authenticator  // m's, nil without one
+	reg     WorkerRegistry // m's, nil without one
+	cfg     Config
+	streams *streamCap // the partition streams served at once
+	// outputStreams bounds the output streams (GET
+	// /v1/runs/{id}/output?follow=1) served at once.
+	outputStreams *streamCap
+	throttled     throttleCounter // 429s by reason
 }
 
 func (a *server) healthz(w http.ResponseWriter, r *http.Request) {

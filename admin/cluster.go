@@ -213,18 +213,20 @@ func streamEvent(name string, v any) []byte {
 	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", name, data)
 }
 
-// streamCap bounds the partition streams served at once, in all and per
-// credential. Safe for concurrent use.
+// streamCap bounds the streams of one kind (partition streams, output
+// streams) served at once, in all and per credential. Safe for concurrent
+// use.
 type streamCap struct {
 	max, perCredential int
+	what               string // "partition streams"
 
 	mu    sync.Mutex // guards total and by
 	total int
 	by    map[string]int // streams by credential ID
 }
 
-func newStreamCap(l Limits) *streamCap {
-	return &streamCap{max: l.MaxStreams, perCredential: min(l.MaxStreamsPerCredential, l.MaxStreams), by: map[string]int{}}
+func newStreamCap(l Limits, what string) *streamCap {
+	return &streamCap{max: l.MaxStreams, perCredential: min(l.MaxStreamsPerCredential, l.MaxStreams), what: what, by: map[string]int{}}
 }
 
 // acquire takes a slot for a stream of credential id, or says which cap
@@ -234,9 +236,9 @@ func (s *streamCap) acquire(id string) (release func(), err error) {
 	defer s.mu.Unlock()
 	switch {
 	case s.by[id] >= s.perCredential:
-		return nil, fmt.Errorf("credential %q holds %d partition streams on this member already (its --max-streams-per-credential); close a console tab or retry later", id, s.by[id])
+		return nil, fmt.Errorf("credential %q holds %d %s on this member already (its --max-streams-per-credential); close a console tab or retry later", id, s.by[id], s.what)
 	case s.total >= s.max:
-		return nil, fmt.Errorf("this member serves %d partition streams already (its --max-streams); retry later or on another member", s.total)
+		return nil, fmt.Errorf("this member serves %d %s already (its --max-streams); retry later or on another member", s.total, s.what)
 	}
 	s.total++
 	s.by[id]++

@@ -52,7 +52,9 @@ type Limits struct {
 	// member serves at once, and MaxStreamsPerCredential the most per
 	// credential, so that one credential cannot take them all; beyond
 	// either a stream gets 429 with Retry-After. Defaults 64 and 16; a
-	// per-credential cap above the total is the total.
+	// per-credential cap above the total is the total. Output streams
+	// (GET /v1/runs/{id}/output?follow=1) have caps of their own of the
+	// same sizes.
 	MaxStreams              int
 	MaxStreamsPerCredential int
 }

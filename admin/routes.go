@@ -76,6 +76,11 @@ func (a *server) routes() []route {
 		j.checkNotify = nc.CheckNotifications
 	}
 	t := &tokensAPI{tokens: a.cfg.Tokens, auth: a.authn, insecure: a.cfg.Insecure, cursors: cur}
+	proxy := a.cfg.ForwardTransport
+	if proxy == nil {
+		proxy = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	out := &outputAPI{proto: w.get, jobs: j, streams: a.outputStreams, proxy: proxy, clock: a.cfg.Clock.Now, lg: a.cfg.Logger.Named("output-api")}
 	hf := func(f http.HandlerFunc) http.Handler { return f }
 	return []route{
 		{pattern: "GET /healthz", access: api.AccessAnonymous, handler: hf(a.healthz)},
@@ -115,6 +120,7 @@ func (a *server) routes() []route {
 		{pattern: "GET /v1/runs/{run_id}", access: api.AccessRead, scope: scopeRun, handler: hf(j.getRun)},
 		{pattern: "POST /v1/runs/{run_id}/cancel", access: api.AccessWrite, scope: scopeRun, cost: costCancel, handler: hf(j.cancelRun)},
 		{pattern: "POST /v1/runs/{run_id}/retry", access: api.AccessWrite, scope: scopeRun, cost: costCancel, handler: hf(j.retryRun)},
+		{pattern: "GET /v1/runs/{run_id}/output", access: api.AccessRead, scope: scopeRun, stream: true, handler: hf(out.get)},
 
 		{pattern: "GET /v1/calendars", access: api.AccessRead, scope: scopeHandler, handler: calendars.list(j)},
 		{pattern: "GET /v1/calendars/{name}", access: api.AccessRead, scope: scopeCalendar, handler: calendars.get(j)},
@@ -131,6 +137,7 @@ func (a *server) routes() []route {
 		{pattern: "POST " + api.PathComplete, access: api.AccessWork, cost: costComplete, handler: hf(w.complete)},
 		{pattern: "POST " + api.PathRegister, access: api.AccessWork, cost: costRegister, handler: hf(w.register)},
 		{pattern: "POST " + api.PathDeregister, access: api.AccessWork, cost: costDeregister, handler: hf(w.deregister)},
+		{pattern: "POST " + api.PathOutput, access: api.AccessWork, handler: hf(out.push)},
 		{pattern: "POST " + api.PathPresence, access: api.AccessWork, stream: true, cost: costPresence, handler: hf(w.presence)},
 
 		{pattern: "POST /v1/tokens", access: api.AccessAdmin, cost: costToken, handler: hf(t.create)},

@@ -75,6 +75,22 @@ func (f *fakeProtocol) Heartbeat(_ context.Context, req api.HeartbeatRequest) (a
 	return api.HeartbeatResponse{RunLease: api.Duration(time.Second)}, nil
 }
 
+func (f *fakeProtocol) PushOutput(_ context.Context, req api.OutputPush) (api.OutputPushResponse, error) {
+	f.record(req)
+	return api.OutputPushResponse{Held: true}, nil
+}
+
+func (f *fakeProtocol) Output(runID string, item *int, attempt int) (api.RunOutput, error) {
+	return api.RunOutput{RunID: runID, Attempt: 1, Running: true, Source: api.OutputLive, Output: "hello\n"}, nil
+}
+
+func (f *fakeProtocol) FollowOutput(_ context.Context, runID string, item *int, attempt int, emit func(string, any) error) error {
+	if err := emit(api.EventOutput, api.OutputEvent{Attempt: 1, Data: "hello\n"}); err != nil {
+		return err
+	}
+	return emit(api.EventEnd, api.RunOutput{RunID: runID, Attempt: 1, Source: api.OutputLive})
+}
+
 func (f *fakeProtocol) Complete(_ context.Context, req api.CompleteRequest) (api.CompleteResponse, error) {
 	f.record(req)
 	return api.CompleteResponse{Status: api.RunSucceeded, Written: f.written}, nil
@@ -545,6 +561,14 @@ func TestRouteMatrix(t *testing.T) {
 		{pattern: "POST /v1/runs/{run_id}/retry", allowed: writers, job: true, ok: 409, make: func(id string) request {
 			e.ensureJob(id)
 			return request{method: "POST", path: "/v1/runs/" + url.PathEscape(e.putRunStatus(id, api.RunPending)) + "/retry", body: `{"from": "a"}`}
+		}},
+		// Viewers read a run's live output (a stream with follow=1).
+		{pattern: "GET /v1/runs/{run_id}/output", allowed: viewers, job: true, ok: 200, make: func(id string) request {
+			return request{method: "GET", path: "/v1/runs/" + url.PathEscape(store.RunID(id, time.Now())) + "/output"}
+		}},
+		// Workers push the output of the attempts they hold.
+		{pattern: "POST /v1/worker/output", allowed: workers, ok: 200, make: func(string) request {
+			return request{method: "POST", path: api.PathOutput, body: `{"worker":"w","run_id":"` + store.RunID("team/a", time.Now()) + `","attempt":1,"offset":0,"data":"x"}`}
 		}},
 		{pattern: "POST /v1/worker/poll", allowed: workers, ok: 200, make: func(string) request {
 			return request{method: "POST", path: api.PathPoll, body: `{"worker":"w","executors":["http"],"max":1}`}

@@ -146,6 +146,8 @@ func serveProtocol[P any](w http.ResponseWriter, r *http.Request, get func() (P,
 	var notOwner *dispatch.NotOwnerError
 	var limited *workers.RateError
 	switch {
+	case errors.Is(err, errReplied):
+		// call wrote the reply (a request forwarded to the owner).
 	case err == nil:
 		// Compact, unlike the human-facing API: payloads travel inside
 		// and must reach executors byte for byte as stored. Encoded in

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/jobfleet/jobfleet/dispatch/liveoutput"
 	"github.com/jobfleet/jobfleet/internal/settings"
 	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/shard"
@@ -171,6 +172,10 @@ type Config struct {
 	// instead of queueing its thousand runs before theirs. At least 1;
 	// default 10.
 	BackfillActive int
+	// LiveOutput bounds the output of running attempts held in memory
+	// for GET /v1/runs/{id}/output (--live-output-bytes,
+	// --live-output-attempts).
+	LiveOutput liveoutput.Config
 	// Misfire is the schedule policy's grace and cap (its Misfire field is
 	// taken from each job).
 	Misfire schedule.Policy
@@ -319,6 +324,7 @@ func (c Config) WithDefaults() Config {
 	defDur(&c.RequestTimeout, d.RequestTimeout)
 	defDur(&c.PriorityAging, d.PriorityAging)
 	defDur(&c.LimitQueueInterval, d.LimitQueueInterval)
+	c.LiveOutput = c.LiveOutput.WithDefaults()
 	return c
 }
 
@@ -327,7 +333,8 @@ func (c Config) WithDefaults() Config {
 // DefaultConfig, or on a Config whose values the flags are to show):
 // --run-lease, --loads-in-flight, --load-jobs-in-flight,
 // --history-max-runs, --history-max-age, --history-budget,
-// --history-floor, --delete-after, --backfill-rate, --priority-aging and --limit-queue-interval.
+// --history-floor, --delete-after, --backfill-rate, --priority-aging,
+// --limit-queue-interval, --live-output-bytes and --live-output-attempts.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RunLease, "run-lease", c.RunLease, "how long a worker holds an attempt without heartbeat before it is lost and retried (at least 1s)")
 	fs.IntVar(&c.LoadsInFlight, "loads-in-flight", c.LoadsInFlight, "partitions this member loads from etcd at once after acquiring them (a takeover, a start), the others waiting their turn (--load-jobs-in-flight still bounds their jobs)")
@@ -347,6 +354,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	settings.Unbounded(fs, "priority-aging", "no aging: priority alone orders")
 	fs.DurationVar(&c.LimitQueueInterval, "limit-queue-interval", c.LimitQueueInterval, "how often, at most, each partition's owner publishes in etcd the best run it has waiting for each limit key, so that every member grants the key's slots in priority order across the fleet; a slot may wait up to this long for a run that was granted elsewhere")
 	settings.Unbounded(fs, "limit-queue-interval", "nothing published: each partition orders only its own runs")
+	c.LiveOutput.AddFlags(fs)
 }
 
 // Validate reports the first problem with c, after WithDefaults: a field
@@ -392,6 +400,9 @@ func (c Config) Validate() error {
 		return bad("request timeout %v is negative", c.RequestTimeout)
 	case c.CommitLatencyTarget >= c.RequestTimeout:
 		return bad("commit latency target %v must be below the request timeout %v (negative: none)", c.CommitLatencyTarget, c.RequestTimeout)
+	}
+	if err := c.LiveOutput.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/jobfleet/jobfleet/dispatch/liveoutput"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -62,6 +63,9 @@ type Dispatcher struct {
 	fireHook func(p, runs int) func()
 	// standby is the member's warm standby (NewStandby), nil without one.
 	standby atomic.Pointer[Standby]
+	// live holds running attempts' output (output.go); safe for
+	// concurrent use.
+	live *liveoutput.Table
 
 	mu    sync.Mutex         // guards parts and avail
 	parts map[int]*partition // running schedulers by partition
@@ -102,6 +106,7 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 		parts:   map[int]*partition{},
 		avail:   make(chan struct{}),
 		polls:   map[*poll]struct{}{},
+		live:    liveoutput.New(cfg.LiveOutput),
 	}
 	if cfg.BackfillRate > 0 {
 		d.backfillRate = rate.NewLimiter(rate.Limit(cfg.BackfillRate), cfg.FireBatch)

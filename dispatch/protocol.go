@@ -213,5 +213,9 @@ func (d *Dispatcher) Complete(ctx context.Context, req CompleteRequest) (Complet
 	if err != nil {
 		return CompleteResponse{}, err
 	}
+	// The executor is done: its live output ends here, whatever becomes
+	// of the report (a worker holding the attempt pushes nothing after
+	// it).
+	defer d.live.End(liveKey(req.RunID, req.Item, req.Attempt))
 	return pt.complete(req)
 }

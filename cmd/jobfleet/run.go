@@ -17,10 +17,10 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var opts clientOptions
-	cmd := &cobra.Command{Use: "run", Short: "Inspect and cancel runs over the HTTP API"}
+	cmd := &cobra.Command{Use: "run", Short: "Inspect, follow and cancel runs over the HTTP API"}
 	requireSubcommand(cmd)
 	opts.register(cmd)
-	cmd.AddCommand(newRunGetCmd(&opts), newRunLsCmd(&opts), newRunCancelCmd(&opts), newRunRetryCmd(&opts))
+	cmd.AddCommand(newRunGetCmd(&opts), newRunLsCmd(&opts), newRunLogsCmd(&opts), newRunCancelCmd(&opts), newRunRetryCmd(&opts))
 	return cmd
 }
 

@@ -934,7 +934,9 @@
   // a Cancel button (POST /v1/runs/{id}/cancel, after a confirmation);
   // for a sharded or broadcast run a grid of its items coloured by status,
   // one Tab stop (the arrow keys move within it), the focused or clicked
-  // item's attempts below it, else the run's attempts. Reloaded every
+  // item's attempts below it, else the run's attempts; while an attempt
+  // of a run of one item runs, a live tail of its output (GET
+  // /v1/runs/{id}/output?follow=1, the last 64 KiB shown). Reloaded every
   // second while the run is active, else every 10 s.
   function run(view, id) {
     const path = '/v1/runs/' + encodeURIComponent(id);
@@ -948,7 +950,10 @@
     const stepBox = el('div', { class: 'detail', id: 'step-detail', 'aria-live': 'polite' });
     const atts = el('div');
     const notes = el('div', { id: 'run-notifications' });
-    view.append(heading('Run ' + id), msg, actions, info, legend, steps, stepBox, grid, detail, atts, notes);
+    const liveHead = el('h2', { text: 'Live output', hidden: true });
+    const liveNote = el('p', { class: 'muted', id: 'run-live-note', 'aria-live': 'polite', hidden: true });
+    const live = el('pre', { id: 'run-live', class: 'output', hidden: true });
+    view.append(heading('Run ' + id), msg, actions, info, legend, steps, stepBox, grid, detail, liveHead, liveNote, live, atts, notes);
     // A run of steps: its steps' graph, the picked step's attempts below.
     let picked = null; // the ID of the step shown below the graph
     let latestRun = null;
@@ -967,6 +972,32 @@
         onpick: () => showStep(s.id),
       })), 'Steps, coloured by status; pick one to see its attempts');
       showStep(picked || r.steps[0].id);
+    }
+    let following = null; // the AbortController of the live tail, while it runs
+    const liveMax = 64 << 10;
+    let endedAttempt = 0; // the last attempt whose tail ended: not followed again
+    // follow tails the running attempt's output until it ends.
+    async function follow() {
+      following = new AbortController();
+      liveHead.hidden = liveNote.hidden = live.hidden = false;
+      live.textContent = '';
+      liveNote.textContent = 'Following the running attempt\u2019s output\u2026';
+      try {
+        await stream(path + '/output?follow=1', following.signal, (name, ev) => {
+          if (name === 'output') {
+            let t = live.textContent + (ev.skipped ? '[\u2026 ' + ev.skipped + ' bytes not held \u2026]\n' : '') + ev.data;
+            if (t.length > liveMax) t = t.slice(t.length - liveMax);
+            live.textContent = t;
+            live.scrollTop = live.scrollHeight;
+          } else if (name === 'end') {
+            endedAttempt = ev.attempt;
+            liveNote.textContent = 'Attempt ' + ev.attempt + ' has ended; its output as the run keeps it is below.';
+          }
+        });
+      } catch (e) {
+        if (!stopped) liveNote.textContent = 'Live output unavailable: ' + e.message;
+      }
+      following = null;
     }
     let current = 0;
     let cells = [];
@@ -1092,6 +1123,7 @@
       atts.replaceChildren(...(hasItems ? [] : [el('h2', { text: 'Attempts' }),
         ...((r.attempts || []).length ? attemptList(r.attempts) : [el('p', { class: 'muted', text: 'No attempt yet.' })])]));
       notes.replaceChildren(...((r.notifications || []).length ? [el('h2', { text: 'Notifications' }), deliveriesTable(r.notifications)] : []));
+      if (r.status === 'running' && !hasItems && !following && (r.attempts || []).length > endedAttempt) follow();
       return runActive(r.status);
     }
     const tick = async () => {
@@ -1099,7 +1131,7 @@
       if (!stopped) timer = setTimeout(tick, again ? 1000 : 10000);
     };
     tick();
-    return () => { stopped = true; clearTimeout(timer); };
+    return () => { stopped = true; clearTimeout(timer); if (following) following.abort(); };
   }
 
   // deliveriesTable lists notification deliveries: event, URL, result

@@ -184,8 +184,24 @@ func (at *attempt) run() {
 	// The executor runs in its own goroutine so that an executor ignoring
 	// cancellation cannot keep the attempt from being reported. It is
 	// always waited for before the slot is given back.
+	// The live output goes on while the executor runs, and its last
+	// bytes before the completion (liveCtx ends when the executor
+	// returns or is abandoned).
+	execCtx := ctx
+	liveCtx, stopLive := context.WithCancel(context.Background())
+	liveDone := make(chan struct{})
+	if w.cfg.OutputPushInterval > 0 {
+		p := newLivePusher(at)
+		execCtx = withLive(ctx, p)
+		go func() {
+			defer close(liveDone)
+			p.run(liveCtx)
+		}()
+	} else {
+		close(liveDone)
+	}
 	res := make(chan outcome, 1)
-	go func() { res <- w.execute(ctx, a, at.lg) }()
+	go func() { res <- w.execute(execCtx, a, at.lg) }()
 	var (
 		out       outcome
 		abandoned bool
@@ -204,6 +220,9 @@ func (at *attempt) run() {
 		}
 		grace.Stop()
 	}
+
+	stopLive()
+	<-liveDone
 
 	// Heartbeats go on while the result is reported: a report that takes
 	// longer than the lease (the orchestrator cannot record it yet, the

@@ -134,6 +134,11 @@ type Config struct {
 	// redirects included; default 1m. An undelivered completion is logged;
 	// the orchestrator retries the run when the attempt's lease expires.
 	ReportTimeout time.Duration
+	// OutputPushInterval is how often a running attempt's new output is
+	// pushed to the orchestrator (POST /v1/worker/output, best-effort;
+	// also as soon as 16 KiB wait). Negative: never (the output still
+	// comes with the completion). Default 250ms.
+	OutputPushInterval time.Duration
 	// RequestTimeout bounds each heartbeat and completion request; default
 	// 10s. Polls are bounded by PollWait plus RequestTimeout.
 	RequestTimeout time.Duration
@@ -198,6 +203,8 @@ func DefaultConfig() Config {
 		RequestTimeout:  10 * time.Second,
 		RetryInitial:    500 * time.Millisecond,
 		RetryMax:        30 * time.Second,
+
+		OutputPushInterval: 250 * time.Millisecond,
 	}
 }
 
@@ -232,6 +239,7 @@ func (c *Config) setDefaults() {
 	setDur(&c.RequestTimeout, d.RequestTimeout)
 	setDur(&c.RetryInitial, d.RetryInitial)
 	setDur(&c.RetryMax, d.RetryMax)
+	setDur(&c.OutputPushInterval, d.OutputPushInterval)
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
 	}

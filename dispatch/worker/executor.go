@@ -72,6 +72,13 @@ type Run struct {
 	// sharded step's: a JSON array by shard; null for none); nil for a
 	// step that needs none.
 	Needs map[string]json.RawMessage
+	// Output is where the handler may write its output, as a shell
+	// command writes to standard output: it is pushed to the
+	// orchestrator while the attempt runs (GET /v1/runs/{id}/output) and
+	// its start and end are the attempt's output in the run. Writes never
+	// fail and are safe for concurrent use; none may come after the
+	// handler returns.
+	Output io.Writer
 }
 
 // Header names set by the "http" executor (contract). Jobfleet-Job-Id
@@ -182,11 +189,13 @@ func (w *Worker) secret(name string) (string, error) {
 }
 
 // runHandler calls h, turning a panic into a failure.
-func runHandler(ctx context.Context, h StepHandler, a api.AttemptGrant, lg *zap.Logger) (out outcome) {
+func runHandler(ctx context.Context, h StepHandler, a api.AttemptGrant, lg *zap.Logger) (o outcome) {
+	out := &lockedOutput{out: newOutputBuffer(api.MaxOutputBytes)}
+	out.out.live = liveWriter(ctx)
 	defer func() {
 		if p := recover(); p != nil {
 			lg.Error("handler panicked", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
-			out = outcome{err: fmt.Errorf("handler panicked: %v", p)}
+			o = outcome{err: fmt.Errorf("handler panicked: %v", p), output: out.out}
 		}
 	}()
 	run := Run{
@@ -195,6 +204,7 @@ func runHandler(ctx context.Context, h StepHandler, a api.AttemptGrant, lg *zap.
 		Attempt:     a.Attempt,
 		ScheduledAt: a.ScheduledAt,
 		Payload:     a.Payload,
+		Output:      out,
 	}
 	if a.Item != nil {
 		run.ShardIndex, run.ShardCount, run.ShardParam = a.Item.Index, a.Item.Count, a.Item.Param
@@ -209,10 +219,10 @@ func runHandler(ctx context.Context, h StepHandler, a api.AttemptGrant, lg *zap.
 	}
 	res, err := h(ctx, run)
 	if err != nil || a.Step == nil {
-		return outcome{err: err}
+		return outcome{err: err, output: out.out}
 	}
 	res, err = checkResult(res)
-	return outcome{err: err, result: res}
+	return outcome{err: err, result: res, output: out.out}
 }
 
 // HTTP executor limits.
@@ -314,6 +324,7 @@ func (w *Worker) executeHTTP(ctx context.Context, a api.AttemptGrant) outcome {
 	}
 	defer resp.Body.Close()
 	out := newOutputBuffer(api.MaxOutputBytes)
+	out.live = liveWriter(ctx)
 	var sink io.Writer = out
 	var res *resultBuffer
 	if a.Step != nil {

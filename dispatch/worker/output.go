@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
@@ -26,6 +27,9 @@ type outputBuffer struct {
 	head  []byte // the first max bytes
 	tail  []byte // the last bytes after head, at most 2·max, trimmed to max on read
 	total int64  // bytes written
+	// live, if set, is given every byte as well (the attempt's
+	// livePusher, which never blocks).
+	live io.Writer
 }
 
 func newOutputBuffer(max int) *outputBuffer { return &outputBuffer{max: max} }
@@ -34,6 +38,9 @@ func newOutputBuffer(max int) *outputBuffer { return &outputBuffer{max: max} }
 func (b *outputBuffer) Write(p []byte) (int, error) {
 	n := len(p)
 	b.total += int64(n)
+	if b.live != nil {
+		_, _ = b.live.Write(p)
+	}
 	if room := b.max - len(b.head); room > 0 {
 		k := min(room, len(p))
 		b.head = append(b.head, p[:k]...)

@@ -81,6 +81,7 @@ func (w *Worker) executeShell(ctx context.Context, a api.AttemptGrant) outcome {
 	defer statusR.Close()
 
 	out := newOutputBuffer(api.MaxOutputBytes)
+	out.live = liveWriter(ctx)
 	cmd := guardCommand(ctx, self, prog, argv, env)
 	cmd.Stdin = bytes.NewReader(a.Payload)
 	cmd.Stdout = out

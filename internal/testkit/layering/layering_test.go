@@ -37,6 +37,7 @@ var levels = map[string]int{
 	"console":               0,
 	"egress":                0, // the HTTP destination policy
 	"dispatch/placement":    0, // labels and selectors: which workers may run a job
+	"dispatch/liveoutput":   1, // rings of running attempts' output: imports internal/settings
 	"internal/mirror":       1,
 	"api":                   1, // the wire documents: imports only schedule
 	"internal/etcdcluster":  1,

@@ -33,9 +33,10 @@ GOOS=windows go vet ./dispatch/worker/...
 # 2-core machine they should not share it with the other packages' fleets.
 go test -race -count=1 -timeout 60m $(go list ./... | grep -v '/internal/chaos$')
 go test -race -count=1 -timeout 30m ./internal/chaos/
-# The memory budget of a resident job, measured without the race
-# detector (which changes what the heap holds).
-go test -count=1 -run '^TestResidentJobMemory$' ./dispatch/
+# The memory budget of a resident job and the worst run of steps: sizes,
+# measured without the race detector (which changes what the heap holds,
+# and makes the second outlast the package's timeout).
+go test -count=1 -run '^(TestResidentJobMemory|TestWorstRunOfStepsFitsItsDocument)$' ./dispatch/
 # The deploy module: the build and release scripts, the container image
 # and the deployment files, checked against the binary.
 (cd deploy && go vet ./... && go test -count=1 -timeout 20m ./...)

@@ -123,6 +123,31 @@ func (w *Worker) presenceWait(ctx context.Context, addr string, d time.Duration)
 	}
 }
 
+// presenceClient returns the client presence streams are sent with: hc
+// with a copy of its transport that never reuses an idle connection, when
+// that transport is an *http.Transport (else hc itself). A stream sent on
+// a pooled connection that the other side closed meanwhile (a proxy
+// recycling connections, the cut the stream reopens after) would fail
+// only once the body's next line is written: net/http waits for the
+// body's writer before it reports the connection's end, and the stream's
+// body is silent until the orchestrator accepts it (presenceAnswerTimeout
+// later), past the orchestrator's grace. A stream is one long request per
+// registration, so a connection of its own costs nothing.
+func presenceClient(hc *http.Client) *http.Client {
+	tr, ok := hc.Transport.(*http.Transport)
+	if hc.Transport == nil {
+		tr, ok = http.DefaultTransport.(*http.Transport)
+	}
+	if !ok {
+		return hc
+	}
+	tr = tr.Clone()
+	tr.DisableKeepAlives = true
+	c := *hc
+	c.Transport = tr
+	return &c
+}
+
 // presenceAnswerTimeout bounds the wait for the orchestrator's answer to
 // a stream's hello. An orchestrator that does not read the stream (one of
 // an older version, whose 404 comes only once the body has ended) or is
@@ -190,7 +215,7 @@ func (w *Worker) holdPresence(ctx context.Context, addr string) (int, error) {
 	var ans answer
 	go func() { // ends when Do does: with the answer, or when rctx is cancelled
 		defer close(answered)
-		ans.resp, ans.err = w.client.hc.Do(req)
+		ans.resp, ans.err = w.presenceHC.Do(req)
 	}()
 	t := w.cfg.Clock.NewTimer(presenceAnswerTimeout)
 	select {

@@ -60,6 +60,9 @@ type Worker struct {
 	// (presence.go); presenceNote (buffer 1) tells presenceLoop it moved.
 	presenceAddr atomic.Pointer[string]
 	presenceNote chan struct{}
+	// presenceHC sends presence streams on connections of their own
+	// (presenceClient).
+	presenceHC *http.Client
 
 	amu       sync.Mutex    // guards addrs
 	addrs     []string      // latest from discovery, normalized
@@ -107,6 +110,7 @@ func New(cfg Config) (*Worker, error) {
 		w.client.hc = defaultHTTPClient(min(cfg.Concurrency, 64)+4, cfg.TLS)
 		w.ownClient = true
 	}
+	w.presenceHC = presenceClient(w.client.hc)
 	return w, nil
 }
 
@@ -202,6 +206,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.hardCtx = hardCtx
 	if w.ownClient {
 		defer w.client.hc.CloseIdleConnections()
+	}
+	if w.presenceHC != w.client.hc {
+		defer w.presenceHC.CloseIdleConnections()
 	}
 	defer w.execTransport.CloseIdleConnections()
 

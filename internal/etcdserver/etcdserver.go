@@ -239,14 +239,37 @@ func (s *Server) Close() {
 	})
 }
 
-// FreeAddr returns a loopback host:port that was free a moment ago. Another
-// process may take it before it is used; callers that bind it retry on
-// failure.
+// FreeAddr returns a loopback host:port that was free a moment ago and
+// that no earlier call in this process returned: the kernel may hand the
+// same ephemeral port to two listeners opened one after the other, and
+// two members given one port cannot both start. Another process may
+// still take the port before it is used; callers that bind it retry on
+// failure. Safe for concurrent use.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("etcdserver: find free port: %w", err)
+	handedOut.mu.Lock()
+	defer handedOut.mu.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("etcdserver: find free port: %w", err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if _, dup := handedOut.addrs[addr]; dup {
+			continue
+		}
+		if handedOut.addrs == nil {
+			handedOut.addrs = make(map[string]struct{})
+		}
+		handedOut.addrs[addr] = struct{}{}
+		return addr, nil
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", fmt.Errorf("etcdserver: find free port: every port offered was handed out before")
+}
+
+// handedOut holds the addresses FreeAddr returned, so that it never
+// returns one twice.
+var handedOut struct {
+	mu    sync.Mutex
+	addrs map[string]struct{}
 }

@@ -126,8 +126,8 @@ var errNotSent = errors.New("given up before it was sent")
 // while every request in flight is answered in time (a write given up
 // there would be planned and queued again, at the end of the queue).
 // A write still queued when ctx ends is dropped (errNotSent); one already
-// in a batch is seen through, under the committer's own timeout, since
-// the batch holds other partitions' writes: its caller's context never
+// sent, alone or in a batch with other partitions' writes, is seen
+// through under the committer's own timeout: its caller's context never
 // cuts a request in flight.
 func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	if c.maxInFlight <= 0 {
@@ -173,11 +173,19 @@ func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clie
 }
 
 // commitNow sends ops fenced on own at once, within the committer's
-// timeout.
+// timeout; if ctx has ended already, it sends nothing (errNotSent). Once
+// sent, the request is not cut when ctx ends: a write whose outcome is
+// unknown is worse than one answered, and its fence refuses it anyway
+// if ownership moved meanwhile. (An attempt recorded by a poll's write
+// cut by its partition's release, say, would stay recorded for a worker
+// that never got it, and the next owner would count it lost.)
 func (c *committer) commitNow(ctx context.Context, own *shard.Ownership, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("shard: fenced txn on partition %d: %w: %w", own.Partition, errNotSent, err)
+	}
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
 		defer cancel()
 	}
 	return own.Commit(ctx, nil, ops, nil)

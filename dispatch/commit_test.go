@@ -175,3 +175,72 @@ func TestTxnCostMatchesEtcd(t *testing.T) {
 		}
 	}
 }
+
+// cuttingKV ends its caller's context as each transaction is sent, as a
+// partition's release does to a write in flight.
+type cuttingKV struct {
+	clientv3.KV
+	cut context.CancelFunc
+}
+
+func (k *cuttingKV) Txn(ctx context.Context) clientv3.Txn {
+	return cuttingTxn{Txn: k.KV.Txn(ctx), cut: k.cut}
+}
+
+type cuttingTxn struct {
+	clientv3.Txn
+	cut context.CancelFunc
+}
+
+func (t cuttingTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
+	return cuttingTxn{Txn: t.Txn.If(cs...), cut: t.cut}
+}
+
+func (t cuttingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	return cuttingTxn{Txn: t.Txn.Then(ops...), cut: t.cut}
+}
+
+func (t cuttingTxn) Commit() (*clientv3.TxnResponse, error) {
+	t.cut()
+	return t.Txn.Commit()
+}
+
+// TestCommitterSeesASentWriteThrough: a write sent at once (no batching,
+// or room in the window) is not cut when its caller's context ends while
+// it is in flight: it applies and is answered, so that no write's outcome
+// is left unknown by a release; one whose context ended before it was
+// sent is not sent, known not to have applied.
+func TestCommitterSeesASentWriteThrough(t *testing.T) {
+	srv := etcdtest.New(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	for _, maxInFlight := range []int{0, 1} {
+		ns := fmt.Sprintf("/commit-cut-%d/", maxInFlight)
+		resp, err := client.Put(ctx, shard.OwnerKey(ns, 0), "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		own := shard.NewOwnership(&cuttingKV{KV: client, cut: cancel}, ns, "m", 0, resp.Header.Revision)
+		c := &committer{kv: client, timeout: 5 * time.Second, maxInFlight: maxInFlight}
+		if _, err := c.commit(cctx, own, []clientv3.Op{clientv3.OpPut(ns+"data", "v")}); err != nil {
+			t.Fatalf("max in flight %d: a write cut in flight failed: %v", maxInFlight, err)
+		}
+		if cctx.Err() == nil {
+			t.Fatal("the caller's context was not ended: the test tests nothing")
+		}
+		if r, err := client.Get(ctx, ns+"data"); err != nil || len(r.Kvs) != 1 {
+			t.Fatalf("max in flight %d: the write did not apply: %v %v", maxInFlight, r, err)
+		}
+		_, err = c.commit(cctx, own, []clientv3.Op{clientv3.OpPut(ns+"late", "v")})
+		if !errors.Is(err, errNotSent) || unknownOutcome(err) {
+			t.Errorf("max in flight %d: a write after its context ended: %v, want errNotSent", maxInFlight, err)
+		}
+		if r, err := client.Get(ctx, ns+"late"); err != nil || len(r.Kvs) != 0 {
+			t.Errorf("max in flight %d: a write whose context had ended applied: %v %v", maxInFlight, r, err)
+		}
+		if c.inFlight != 0 {
+			t.Errorf("committer left %d in flight", c.inFlight)
+		}
+	}
+}

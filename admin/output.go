@@ -3,6 +3,8 @@ package admin
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -300,9 +302,26 @@ func (o *outputAPI) forward(w http.ResponseWriter, r *http.Request, addr string,
 		Transport:     o.proxy,
 		FlushInterval: -1, // event streams go through as they come
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			if certificateRefused(err) {
+				// Not a passing failure: every forward fails until the
+				// members are configured to trust each other.
+				o.lg.Warn("forwarding to the partition's owner failed: its certificate is not trusted here (give the members --peer-ca)", zap.String("owner_addr", addr), zap.Error(err))
+				WriteError(w, http.StatusBadGateway, fmt.Sprintf("the owner of the run's partition, at %s, could not be reached: this member does not trust its certificate (the members need --peer-ca)", quoteClip(addr)))
+				return
+			}
 			o.lg.Debug("forwarding to the partition's owner failed", zap.String("owner_addr", addr), zap.Error(err))
 			WriteError(w, http.StatusBadGateway, fmt.Sprintf("the owner of the run's partition, at %s, did not answer; retry", quoteClip(addr)))
 		},
 	}
 	p.ServeHTTP(w, r)
+}
+
+// certificateRefused reports whether err is a TLS certificate that did
+// not verify (an unknown authority, a wrong host name, an expired one).
+func certificateRefused(err error) bool {
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var tv *tls.CertificateVerificationError
+	return errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) || errors.As(err, &tv)
 }

@@ -140,6 +140,7 @@ func orchestratorSettings() map[string]setting[orchestratorOptions] {
 		"tls-cert":                    {a: "/a/api.crt", b: "/b/api.crt", with: []string{"--tls-key=/k", "--advertise=https://m:1"}, get: func(c *orchestratorOptions) any { return c.srv.tlsCert }},
 		"tls-key":                     {a: "/a/api.key", b: "/b/api.key", with: []string{"--tls-cert=/c", "--advertise=https://m:1"}, get: func(c *orchestratorOptions) any { return c.srv.tlsKey }},
 		"tls-client-ca":               {a: "/a/ca.crt", b: "/b/ca.crt", with: []string{"--tls-cert=/c", "--tls-key=/k"}, get: func(c *orchestratorOptions) any { return c.srv.tlsClientCA }},
+		"peer-ca":                     {a: "/a/ca.crt", b: "/b/ca.crt", with: []string{"--tls-cert=/c", "--tls-key=/k", "--advertise=https://m:1"}, get: func(c *orchestratorOptions) any { return c.srv.peerCA }},
 	}
 	lift(t, memberSettings(), func(c *orchestratorOptions) *memberOptions { return &c.mem })
 	lift(t, etcdSettings(), func(c *orchestratorOptions) *etcdOptions { return &c.etcd })

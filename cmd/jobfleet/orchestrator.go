@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -371,6 +372,9 @@ docs/configuration.md describes the file.`,
 				return err
 			}
 			serving.api = srv.apiConfig(lg, "api", maxConns, tc)
+			if serving.forward, err = srv.peerTransport(tc); err != nil {
+				return err
+			}
 			client, err := cfg.etcd.client(lg)
 			if err != nil {
 				return err
@@ -412,6 +416,9 @@ type memberServing struct {
 	metricsListen string
 	// metrics configures the metrics listener.
 	metrics httpserver.Config
+	// forward carries the requests the member forwards to other members
+	// (serverOptions.peerTransport); nil: admin's default.
+	forward http.RoundTripper
 }
 
 // member is an orchestrator with its HTTP API and, optionally, its
@@ -445,6 +452,9 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	acfg.Insecure, acfg.Loopback = o.insecureNoAuth, loopbackListen(listen)
 	// Workers deny these to "http" jobs, even those not told them.
 	acfg.EtcdEndpoints = client.Endpoints
+	if serving.forward != nil {
+		acfg.ForwardTransport = serving.forward
+	}
 	orch, err := orchestrator.New(client, ocfg)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,10 @@ type serverOptions struct {
 	tlsCert       string
 	tlsKey        string
 	tlsClientCA   string
+	// peerCA is the CA bundle other members' HTTPS certificates are
+	// verified with when this member forwards a request to one
+	// (peerTransport); "" means the system's roots.
+	peerCA        string
 	metricsListen string
 }
 
@@ -50,6 +55,7 @@ func (o *serverOptions) register(fs *pflag.FlagSet, withTLS bool) {
 	fs.StringVar(&o.tlsCert, "tls-cert", o.tlsCert, "serve the HTTP API over TLS with this PEM certificate (chain) file; re-read when it changes")
 	fs.StringVar(&o.tlsKey, "tls-key", o.tlsKey, "PEM private key file of --tls-cert; re-read when it changes")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", o.tlsClientCA, "require every client of the HTTP API to present a certificate signed by a CA of this PEM file")
+	fs.StringVar(&o.peerCA, "peer-ca", o.peerCA, "verify other members' HTTPS certificates with the CAs of this PEM file when forwarding a request to the owner of a run's partition (live output); default: the system's roots")
 	fs.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HOST:PORT of a separate plain-HTTP listener serving only GET /metrics, /healthz and /readyz, without credentials (default: off)")
 }
 
@@ -93,6 +99,8 @@ func (o serverOptions) validate() error {
 		return settings.Invalid("tls-key", o.tlsKey, "--tls-cert and --tls-key go together")
 	case o.tlsCert == "" && o.tlsKey != "":
 		return settings.Invalid("tls-cert", o.tlsCert, "--tls-cert and --tls-key go together")
+	case o.peerCA != "" && o.tlsCert == "":
+		return settings.Invalid("peer-ca", o.peerCA, "needs --tls-cert and --tls-key: members serving plain HTTP are reached without TLS")
 	}
 	if o.metricsListen != "" {
 		if _, _, err := net.SplitHostPort(o.metricsListen); err != nil {
@@ -121,6 +129,41 @@ func (o *serverOptions) tls(lg *zap.Logger) (*tls.Config, error) {
 		return nil, fmt.Errorf("--tls-cert/--tls-key/--tls-client-ca: %w", err)
 	}
 	return c, nil
+}
+
+// peerTransport returns the transport this member forwards requests to
+// other members with (admin.Config.ForwardTransport), given its API's TLS
+// configuration api (nil: plain HTTP, and so are the others: a clone of
+// http.DefaultTransport). With TLS it verifies the others' certificates
+// with --peer-ca's CAs (the system's roots without it), and when the API
+// asks its clients for certificates (--tls-client-ca) it presents this
+// member's own (--tls-cert, as reloaded), which must then allow client
+// authentication. It returns an error if --peer-ca cannot be read or
+// holds no certificate.
+func (o *serverOptions) peerTransport(api *tls.Config) (*http.Transport, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if api == nil {
+		return tr, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.peerCA != "" {
+		pem, err := os.ReadFile(o.peerCA)
+		if err != nil {
+			return nil, fmt.Errorf("--peer-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--peer-ca %s: no PEM certificate in it", o.peerCA)
+		}
+		tc.RootCAs = pool
+	}
+	if api.ClientCAs != nil && api.GetCertificate != nil {
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return api.GetCertificate(&tls.ClientHelloInfo{})
+		}
+	}
+	tr.TLSClientConfig = tc
+	return tr, nil
 }
 
 // Shares of the open-file limit kept out of the listeners' reach: by a

@@ -1,6 +1,13 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,4 +113,101 @@ func writeKeyOfAnother(t *testing.T, ca *tlstest.CA, dir string) string {
 	name := filepath.Join(dir, "other.key")
 	tlstest.WriteFile(t, name, ca.Server(t, "127.0.0.1").KeyPEM)
 	return name
+}
+
+// TestPeerTransportReachesMembers: a member serving TLS reaches another
+// (a forward to a partition's owner) with --peer-ca's CAs, presenting its
+// own certificate where the other asks its clients for one
+// (--tls-client-ca); without --peer-ca a private CA's certificate is
+// refused, as is a member that presents none where one is asked; plain
+// HTTP members forward in plain HTTP.
+func TestPeerTransportReachesMembers(t *testing.T) {
+	ca := tlstest.NewCA(t, "members")
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "member.crt"), filepath.Join(dir, "member.key")
+	ca.Peer(t, "127.0.0.1").Write(t, cert, key)
+	lg := zaptest.NewLogger(t)
+	member := func(clientCA string) string {
+		o := serverOptions{tlsCert: cert, tlsKey: key, tlsClientCA: clientCA}
+		tc, err := o.tls(lg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.TLS == nil || (clientCA != "" && len(r.TLS.PeerCertificates) == 0) {
+				http.Error(w, "no client certificate", http.StatusUnauthorized)
+			}
+		}))
+		// Served on a listener of its own: httptest's StartTLS would put
+		// its own certificate first.
+		srv.Listener = tls.NewListener(srv.Listener, tc)
+		srv.Start()
+		t.Cleanup(srv.Close)
+		return "https://" + srv.Listener.Addr().String()
+	}
+	get := func(tr *http.Transport, url string) error {
+		t.Helper()
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	for _, clientCA := range []string{"", ca.CertFile} {
+		peer := member(clientCA)
+		o := serverOptions{tlsCert: cert, tlsKey: key, tlsClientCA: clientCA, peerCA: ca.CertFile}
+		self, err := o.tls(lg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := o.peerTransport(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := get(tr, peer); err != nil {
+			t.Errorf("client CA %q: forwarding with --peer-ca failed: %v", clientCA, err)
+		}
+		o.peerCA = ""
+		tr, err = o.peerTransport(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var unknown x509.UnknownAuthorityError
+		if err := get(tr, peer); !errors.As(err, &unknown) {
+			t.Errorf("client CA %q: without --peer-ca: %v, want the private CA's certificate refused", clientCA, err)
+		}
+	}
+	// Asked for a certificate, a member serving without --tls-client-ca
+	// presents none: refused at the handshake.
+	o := serverOptions{tlsCert: cert, tlsKey: key, peerCA: ca.CertFile}
+	self, err := o.tls(lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := o.peerTransport(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := get(tr, member(ca.CertFile)); err == nil {
+		t.Error("a member presenting no certificate was let in where one is required")
+	}
+
+	if tr, err := (&serverOptions{}).peerTransport(nil); err != nil || (tr.TLSClientConfig != nil && (tr.TLSClientConfig.RootCAs != nil || tr.TLSClientConfig.GetClientCertificate != nil)) {
+		t.Errorf("plain HTTP: %v; want http.DefaultTransport's clone", err)
+	}
+	bad := filepath.Join(dir, "empty.pem")
+	if err := os.WriteFile(bad, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&serverOptions{peerCA: bad}).peerTransport(self); err == nil || !strings.Contains(err.Error(), "--peer-ca") {
+		t.Errorf("a --peer-ca without certificates: %v, want an error naming the flag", err)
+	}
+	if err := (serverOptions{peerCA: ca.CertFile}).validate(); err == nil || !strings.Contains(err.Error(), "peer-ca") {
+		t.Errorf("--peer-ca without --tls-cert: %v, want refused", err)
+	}
 }

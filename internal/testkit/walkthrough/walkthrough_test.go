@@ -510,6 +510,7 @@ func TestWalkthrough(t *testing.T) {
 		h.install(t, "/etc/jobfleet/tls/etcd-ca.crt", caPEM, 0o644)
 		h.install(t, "/etc/jobfleet/tls/etcd-client.crt", etcdClient.CertPEM, 0o644)
 		h.install(t, "/etc/jobfleet/tls/api.crt", apiPair.CertPEM, 0o644)
+		h.install(t, "/etc/jobfleet/tls/ca.crt", caPEM, 0o644)
 		h.install(t, "/etc/jobfleet/tls/api.key", apiPair.KeyPEM, 0o600)
 		h.install(t, "/etc/jobfleet/credentials/etcd-client.key", etcdClient.KeyPEM, 0o600)
 		h.install(t, "/etc/jobfleet/credentials/admin.token", []byte(admin+"\n"), 0o600)

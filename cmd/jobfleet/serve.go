@@ -26,10 +26,10 @@ type serverOptions struct {
 	maxConnections int
 	// fair holds the fairness limits of the API listeners (their
 	// defaults: httpserver's).
-	fair          httpserver.Config
-	tlsCert       string
-	tlsKey        string
-	tlsClientCA   string
+	fair        httpserver.Config
+	tlsCert     string
+	tlsKey      string
+	tlsClientCA string
 	// peerCA is the CA bundle other members' HTTPS certificates are
 	// verified with when this member forwards a request to one
 	// (peerTransport); "" means the system's roots.

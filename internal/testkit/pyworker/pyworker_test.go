@@ -183,6 +183,49 @@ func TestPythonWorkerRunsHandlers(t *testing.T) {
 	}
 }
 
+// TestPythonWorkerPushesLiveOutput: what a Python handler logs reaches
+// the fleet while the attempt runs: each member answers the run's output
+// (the one that does not own its partition by forwarding), as live bytes
+// that grow, offsets counted from the attempt's first byte; cancelled,
+// the run keeps the handler's output.
+func TestPythonWorkerPushesLiveOutput(t *testing.T) {
+	f, c := newFleet(t)
+	startWorker(t, f, f.WorkerToken, "py-live", t.TempDir())
+	put(t, c, `{"id": "py/chatty", "run_at": "`+runAt()+`", "executor": {"type": "py-chatty"}}`)
+	r := waitRun(t, c, "py/chatty", 30*time.Second, func(r api.Run) bool { return r.Status == api.RunRunning })
+	ctx := context.Background()
+	grown := map[string]int{}
+	for _, base := range f.URLs() {
+		mc, err := client.New(client.Config{Server: base, Token: f.AdminToken})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			out, err := mc.RunOutput(ctx, r.ID, client.OutputOptions{})
+			if err == nil && out.Running && out.Source == api.OutputLive && strings.HasPrefix(out.Output, "line 1\n") && strings.Count(out.Output, "\n") >= 3 {
+				grown[base] = strings.Count(out.Output, "\n")
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: live output of %s: %+v %v; want running, live, from line 1, 3 lines at least", base, r.ID, out, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	first := f.URLs()[0]
+	if grown[f.URLs()[1]] < grown[first] {
+		t.Errorf("live output shrank from %d to %d lines", grown[first], grown[f.URLs()[1]])
+	}
+	if _, _, err := c.CancelRun(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := waitRun(t, c, "py/chatty", 30*time.Second, func(r api.Run) bool { return r.Status.Final() })
+	if done.Status != api.RunCancelled {
+		t.Fatalf("run %s after cancel, want cancelled", done.Status)
+	}
+}
+
 // TestPythonWorkerRefusedWithViewerToken: a viewer's credential cannot
 // register a worker; the process says so and exits 1.
 func TestPythonWorkerRefusedWithViewerToken(t *testing.T) {

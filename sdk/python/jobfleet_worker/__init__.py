@@ -21,7 +21,10 @@ down") so that they are retried, and deregisters.
     w.run()                        # until w.stop(), or SIGTERM with install_signal_handlers()
 
 A handler that raises fails its attempt with the exception's text; the
-job's retry policy decides what follows. run.cancelled is set when the
+job's retry policy decides what follows. What run.log() writes reaches
+the orchestrator while the attempt runs (POST /v1/worker/output, at most
+every output_push_interval seconds, sooner once 16 KiB are waiting):
+`jobfleet run logs -f` and the console's live tail show it. run.cancelled is set when the
 orchestrator asks the attempt to stop (the run was cancelled or
 replaced) or the worker stops; long handlers should look at it.
 """
@@ -46,12 +49,18 @@ PATH_DEREGISTER = "/v1/worker/deregister"
 PATH_POLL = "/v1/worker/poll"
 PATH_HEARTBEAT = "/v1/worker/heartbeat"
 PATH_COMPLETE = "/v1/worker/complete"
+PATH_OUTPUT = "/v1/worker/output"
 
 # What a completion carries at most (bytes of UTF-8), as the server checks.
 MAX_OUTPUT_BYTES = 64 << 10
 MAX_ERROR_BYTES = 8 << 10
 # A step's result, at most (bytes of compact JSON).
 MAX_RESULT_BYTES = 64 << 10
+# A live output push carries at most this much (bytes of UTF-8); the
+# worker holds at most as much not pushed yet (older lines are skipped:
+# readers count them) and pushes early once PUSH_SOON_BYTES wait.
+MAX_PUSH_BYTES = 64 << 10
+PUSH_SOON_BYTES = 16 << 10
 
 _MAX_REDIRECTS = 3
 
@@ -110,6 +119,14 @@ class Run:
         self._tail_len = 0
         self._dropped = 0  # characters left out between head and tail
         self._lock = threading.Lock()
+        # Live output not pushed yet: lines (safe text) and their bytes;
+        # _live_total counts every byte logged, so the first waiting byte
+        # is at offset _live_total - _live_len.
+        self._live = collections.deque()
+        self._live_len = 0
+        self._live_total = 0
+        self._live_wake = threading.Event()  # set when enough waits, or the attempt ended
+        self._ended = threading.Event()  # the handler returned
 
     def log(self, *parts):
         """Append a line (parts joined by spaces) to the attempt's output.
@@ -117,7 +134,16 @@ class Run:
         longer, its tail, with a marker counting what was left out."""
         line = " ".join(str(p) for p in parts) + "\n"
         half = MAX_OUTPUT_BYTES // 2 - 64
+        live = _safe_text(line, MAX_PUSH_BYTES)
+        n = len(live.encode("utf-8"))
         with self._lock:
+            self._live.append((live, n))
+            self._live_len += n
+            self._live_total += n
+            while self._live_len > MAX_PUSH_BYTES and len(self._live) > 1:
+                self._live_len -= self._live.popleft()[1]
+            if self._live_len >= PUSH_SOON_BYTES:
+                self._live_wake.set()
             if not self._tail and self._head_len + len(line) <= half:
                 self._head.append(line)
                 self._head_len += len(line)
@@ -128,6 +154,16 @@ class Run:
                 gone = self._tail.popleft()
                 self._tail_len -= len(gone)
                 self._dropped += len(gone)
+
+    def _take_live(self):
+        """The output logged since the last call: (offset, text), text ""
+        when nothing waits."""
+        with self._lock:
+            offset = self._live_total - self._live_len
+            text = "".join(line for line, _ in self._live)
+            self._live.clear()
+            self._live_len = 0
+            return offset, text
 
     def _output(self):
         with self._lock:
@@ -200,14 +236,17 @@ class Worker:
     https URLs (default: the system's); cert_file and key_file: a client
     certificate, for members that ask for one; poll_wait: seconds a poll
     waits (at most 30); request_timeout: seconds for other requests;
-    shutdown_timeout: seconds running attempts may finish after stop().
+    shutdown_timeout: seconds running attempts may finish after stop();
+    output_push_interval: seconds between live output pushes of a running
+    attempt (a negative value pushes none).
 
     Safe to call stop() from any thread or a signal handler.
     """
 
     def __init__(self, orchestrators, token, worker_id, concurrency=4, labels=None,
                  ca_file=None, cert_file=None, key_file=None, poll_wait=25.0,
-                 request_timeout=10.0, shutdown_timeout=30.0, logger=None):
+                 request_timeout=10.0, shutdown_timeout=30.0, logger=None,
+                 output_push_interval=0.25):
         if not orchestrators:
             raise WorkerError("orchestrators: give at least one URL")
         for u in orchestrators:
@@ -230,6 +269,7 @@ class Worker:
         self.poll_wait = poll_wait
         self.request_timeout = request_timeout
         self.shutdown_timeout = shutdown_timeout
+        self.output_push_interval = output_push_interval
         self.log = logger or logging.getLogger("jobfleet_worker")
         self._handlers = {}
         self._ssl = None
@@ -437,6 +477,10 @@ class Worker:
         lease = _parse_duration(grant.get("lease"), 30.0)
         beat = threading.Thread(target=self._heartbeat, args=(grant, run, holder, lease), daemon=True)
         beat.start()
+        pusher = None
+        if self.output_push_interval >= 0:
+            pusher = threading.Thread(target=self._push_output, args=(grant, run, holder), daemon=True)
+            pusher.start()
         fn = self._handlers.get(grant.get("executor", {}).get("type"))
         success, err, result = False, "", None
         # The run's timeout: the handler is asked to stop (run.cancelled),
@@ -470,6 +514,10 @@ class Worker:
             except (TypeError, ValueError) as e:
                 success, err, res = False, "result: not JSON: %s" % e, None
         run.cancelled.set()  # stops the heartbeat
+        run._ended.set()
+        run._live_wake.set()
+        if pusher:
+            pusher.join(self.request_timeout)  # its last push goes before the report
         self._complete(grant, holder["addr"], success, err, run._output(), res)
         with self._lock:
             self._running.pop(key, None)
@@ -495,6 +543,27 @@ class Worker:
                 continue
             return r
         return None
+
+    def _push_output(self, grant, run, holder):
+        """Pushes what the attempt logs to its owner while it runs, and
+        once more when it ends, until the owner holds no more of it
+        (held false), refuses it, or does not know the route (an older
+        orchestrator). Bytes of a push that fails are not sent again:
+        readers count them as skipped; the report carries the output."""
+        doc = self._ids(grant)
+        while True:
+            run._live_wake.wait(self.output_push_interval)
+            run._live_wake.clear()
+            ended = run._ended.is_set()
+            offset, data = run._take_live()
+            if data:
+                r = self._send(holder, PATH_OUTPUT, dict(doc, offset=offset, data=data))
+                if r is not None and (r.status in (400, 403, 404, 409) or (r.status == 200 and not r.body.get("held", True))):
+                    if r.status != 200:
+                        self.log.debug("live output of %s %d refused: %d %s", run.run_id, run.attempt, r.status, r.error())
+                    return
+            if ended:
+                return
 
     def _heartbeat(self, grant, run, holder, lease):
         doc = self._ids(grant)

@@ -1,5 +1,5 @@
 """The worker the Go test internal/testkit/pyworker runs against a real
-fleet: the handlers py-echo, py-flaky and py-slow. Its settings come from
+fleet: the handlers py-echo, py-flaky, py-slow and py-chatty. Its settings come from
 the environment: JOBFLEET_ORCHESTRATORS (comma-separated URLs),
 JOBFLEET_TOKEN, JOBFLEET_WORKER_ID, MARKER_DIR (py-slow writes a file
 named after its run there when it starts)."""
@@ -41,3 +41,13 @@ def slow(run):
         pass
     run.log("stopped when asked")
     time.sleep(0.1)
+
+
+@worker.handler("py-chatty")
+def chatty(run):
+    """Logs a numbered line every 50 ms until asked to stop: the test
+    follows its live output while it runs, then cancels the run."""
+    n = 0
+    while not run.cancelled.wait(0.05):
+        n += 1
+        run.log("line", n)

@@ -69,3 +69,34 @@ class ConfigTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LiveOutputTest(unittest.TestCase):
+    def run_of(self):
+        return jw.Run({"job_id": "j", "run_id": "j@1", "attempt": 1})
+
+    def test_taken_once_with_offsets(self):
+        r = self.run_of()
+        r.log("é")
+        r.log("b")
+        self.assertEqual(r._take_live(), (0, "é\nb\n"))
+        self.assertEqual(r._take_live(), (5, ""))
+        r.log("c\x1b")
+        self.assertEqual(r._take_live(), (5, "c\\x1b\n"))
+
+    def test_bounded_skips_oldest(self):
+        r = self.run_of()
+        line = "x" * 1023
+        for _ in range(100):
+            r.log(line)
+        offset, text = r._take_live()
+        self.assertLessEqual(len(text.encode()), jw.MAX_PUSH_BYTES)
+        self.assertEqual(offset + len(text), 100 * 1024)
+        self.assertEqual(offset % 1024, 0)  # whole lines skipped
+
+    def test_wakes_early_when_much_waits(self):
+        r = self.run_of()
+        r.log("small")
+        self.assertFalse(r._live_wake.is_set())
+        r.log("y" * jw.PUSH_SOON_BYTES)
+        self.assertTrue(r._live_wake.is_set())

@@ -229,11 +229,18 @@
 
   function overview(view) {
     let last = null; // previous overview, for the fire rate
+    const fleet = el('div');
     const body = el('div');
     const charts = activityCharts();
-    view.append(heading('Overview'), body, charts.node);
+    view.append(heading('Overview'), fleet, body, charts.node);
+    const card = (label, value, cls, id) => el('div', { class: 'card', 'data-card': id }, el('div', { class: 'muted', text: label }), el('div', { class: 'v ' + (cls || ''), text: value }));
+    async function loadFleet() {
+      const act = await charts.load();
+      if (!act) return;
+      fleet.replaceChildren(...fleetCards(act, card));
+    }
     async function load() {
-      charts.load();
+      loadFleet();
       let ov;
       try {
         ov = await api('GET', '/v1/cluster/overview');
@@ -247,7 +254,6 @@
         if (dt > 0) rate = ((ov.activity.fires_total - last.activity.fires_total) / dt).toFixed(1);
       }
       last = ov;
-      const card = (label, value, cls) => el('div', { class: 'card' }, el('div', { class: 'muted', text: label }), el('div', { class: 'v ' + (cls || ''), text: value }));
       body.replaceChildren(...[
         el('div', { class: 'cards' },
           card('Members', ov.members.length),
@@ -264,16 +270,14 @@
             el('td', { class: 'num', text: m.owned }), el('td', { class: 'num', text: m.targeted }))))),
         el('h2', { text: 'This member: ' + ov.member }),
         el('div', { class: 'cards' },
-          card('Readiness', ov.ready ? 'ready' : 'not ready', ov.ready ? 'ok' : 'bad'),
-          card('Fires/s', rate),
-          card('Lag p99', fmtDuration(ov.activity.lag_p99_seconds) || '0 ms'),
-          card('Runs waiting', ov.activity.runs_waiting),
-          card('Runs running', ov.activity.runs_running),
-          card('Failed since start', ov.activity.runs_failed_total),
-          card('Dead since start', ov.activity.runs_dead_total),
+          card('Readiness', ov.ready ? 'ready' : 'not ready', ov.ready ? 'ok' : 'bad', 'member-ready'),
+          card('Fires/s', rate, '', 'member-fires'),
+          card('Lag p99 since start', fmtDuration(ov.activity.lag_p99_seconds) || '0 ms', '', 'member-lag'),
+          card('Runs waiting', ov.activity.runs_waiting, '', 'member-waiting'),
+          card('Runs running', ov.activity.runs_running, '', 'member-running'),
         ),
         ov.ready ? null : el('p', { class: 'warn', text: 'Not ready: ' + (ov.ready_reason || '') }),
-        el('p', { class: 'muted', text: 'Fires/s, lag and runs are this member’s own (the one serving this page), since it started; waiting and running count the runs of the partitions it owns. Updated every 5 s.' }),
+        el('p', { class: 'muted', text: 'The member serving this page, since it started; waiting and running count the runs of the partitions it owns. Updated every 5 s.' }),
       ].filter(Boolean));
     }
     load();
@@ -389,8 +393,46 @@
       (() => { const e = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': title + ' over the last ' + minutes.length + ' minutes: ' + summary }, axis, g); return e; })());
   }
 
+  // fleetCards returns the overview's cards for the whole fleet from
+  // GET /v1/cluster/activity's answer act: what every member published
+  // for the partitions it owns, added up — fires and schedule lag over
+  // the last five minutes, attempts running and runs waiting as last
+  // sampled (members silent for two minutes left out), outcomes over the
+  // hour. card(label, value, class, id) makes one.
+  function fleetCards(act, card) {
+    const minutes = mergeMinutes(act.members, act.lag_bounds, act.now);
+    const last5 = minutes.slice(-5);
+    const add = (ms, k) => ms.reduce((a, m) => a + (m[k] || 0), 0);
+    const buckets = new Array(act.lag_bounds.length + 1).fill(0);
+    for (const m of last5) m.buckets.forEach((c, i) => { buckets[i] += c; });
+    const now = new Date(act.now).getTime();
+    let running = 0, waiting = 0, fresh = 0;
+    for (const m of act.members) {
+      const x = (m.minutes || [])[(m.minutes || []).length - 1];
+      if (!x || now - new Date(x.start).getTime() > 2 * 60000) continue;
+      running += x.running || 0;
+      waiting += x.waiting || 0;
+      fresh++;
+    }
+    const n = (v) => String(Math.round(v));
+    return [
+      el('h2', { text: 'The fleet' }),
+      el('div', { class: 'cards' },
+        card('Fires, last 5 min', n(add(last5, 'fires')), '', 'fleet-fires'),
+        card('Lag p99, last 5 min', fmtDuration(quantile(buckets, act.lag_bounds, 0.99)) || '0 ms', '', 'fleet-lag'),
+        card('Attempts running', n(running), '', 'fleet-running'),
+        card('Runs waiting', n(waiting), waiting ? 'warn' : 'ok', 'fleet-waiting'),
+        card('Succeeded, last hour', n(add(minutes, 'succeeded')), '', 'fleet-succeeded'),
+        card('Failed, last hour', n(add(minutes, 'failed')), add(minutes, 'failed') ? 'warn' : 'ok', 'fleet-failed'),
+        card('Dead, last hour', n(add(minutes, 'dead')), add(minutes, 'dead') ? 'bad' : 'ok', 'fleet-dead'),
+      ),
+      el('p', { class: 'muted', text: 'Every member’s figures for the partitions it owns, added up (' + fresh + ' of ' + act.members.length + ' members published in the last two minutes).' }),
+    ];
+  }
+
   // activityCharts returns the overview's charts: node, and load() to
-  // fetch and redraw them for the fleet or one member.
+  // fetch and redraw them for the fleet or one member; load resolves to
+  // the activity fetched (null if the fetch failed).
   function activityCharts() {
     const scope = el('select', { id: 'chart-scope', 'aria-label': 'Charts of' }, el('option', { value: '', text: 'the whole fleet' }));
     const box = el('div', { class: 'charts' });
@@ -432,12 +474,13 @@
         last = await api('GET', '/v1/cluster/activity');
       } catch (e) {
         box.replaceChildren(errorBox(e));
-        return;
+        return null;
       }
       const chosen = scope.value;
       scope.replaceChildren(el('option', { value: '', text: 'the whole fleet' }), ...last.members.map((m) => el('option', { value: m.member, text: 'member ' + m.member })));
       scope.value = last.members.some((m) => m.member === chosen) ? chosen : '';
       draw();
+      return last;
     }
     return { node, load };
   }

@@ -799,6 +799,10 @@ func TestConsole(t *testing.T) {
 		p.waitJS("four charts", `document.querySelectorAll('figure.chart svg').length === 4`, 10*time.Second)
 		p.waitJS("fires charted", sum("Fires", "fires")+` >= 3`, 20*time.Second)
 		p.waitJS("the failures charted", sum("Outcomes", "dead")+` >= 2`, 20*time.Second)
+		// The overview's cards are the fleet's: whichever member owns the
+		// job, the page of m1 counts its fires and deaths.
+		p.waitJS("the fleet's cards count the fires", `Number(document.querySelector('[data-card="fleet-fires"] .v').textContent) >= 3`, 20*time.Second)
+		p.waitJS("the fleet's cards count the deaths", `Number(document.querySelector('[data-card="fleet-dead"] .v').textContent) >= 2`, 20*time.Second)
 		if label := eval[string](p, `document.querySelector('figure[data-chart="Outcomes"] svg').getAttribute('aria-label')`); !strings.Contains(label, "dead") {
 			t.Errorf("the outcomes chart's label %q does not say how many died", label)
 		}

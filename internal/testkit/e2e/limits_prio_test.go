@@ -100,10 +100,21 @@ func TestHigherPriorityIsGrantedFirst(t *testing.T) {
 		createLimited(t, f, base, fmt.Sprintf("b-high-%d", i), "slot", prio(9))
 	}
 	want := `waiting for limit key "slot": no room, 3 ahead of it`
-	waitFor(t, 10*time.Second, func() bool {
+	var last string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		r := runsOf(t, f.AdminToken, base, "a-low-0")
-		return len(r) == 1 && strings.Contains(r[0].Reason, want)
-	})
+		if len(r) == 1 && strings.Contains(r[0].Reason, want) {
+			break
+		}
+		if len(r) == 1 {
+			last = string(r[0].Status) + ": " + r[0].Reason
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a-low-0 is %q; want it pending, saying %q", last, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	order := grantInTurn(t, f, base, "slot", g, 6)
 	for i, id := range order[:3] {
 		if id[:6] != "b-high" {

@@ -1433,6 +1433,7 @@
       [['1h', 'last hour'], ['6h', 'last 6 hours'], ['24h', 'last 24 hours']].map(([v, t]) => el('option', { value: v, text: t })));
     since.value = q.get('since') || '24h';
     const table = el('tbody');
+    const byJob = el('tbody');
     const pager = el('div', { class: 'actions' });
     const note = el('p', { class: 'muted', id: 'failing-note', 'aria-live': 'polite' });
     const cursors = ['']; // cursors of the pages seen, for Previous
@@ -1464,6 +1465,12 @@
       cursors[page + 1] = list.next_cursor;
       const runs = list.runs.slice().sort((a, b) => (a.at < b.at ? 1 : (a.at > b.at ? -1 : 0)));
       keepFocus(view, () => {
+        byJob.replaceChildren(...groupFailing(runs).map((g) => el('tr', { 'data-job': g.job },
+          el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(g.job), text: g.job })),
+          el('td', { class: 'num', text: g.dead }),
+          el('td', { class: 'num', text: g.failed }),
+          el('td', { text: fmtUTC(g.latest.at) }),
+          el('td', {}, g.latest.error ? el('span', { class: 'error', text: g.latest.error }) : el('span', { class: 'muted', text: 'no error recorded' })))));
         table.replaceChildren(...runs.map((r) => el('tr', { 'data-run': r.run_id, 'data-status': r.status },
           el('td', {}, el('a', { href: '#/job/' + encodeURIComponent(r.job_id), text: r.job_id })),
           el('td', { class: 'error', text: r.status }),
@@ -1495,6 +1502,11 @@
     view.append(heading('Failing runs'),
       el('p', { class: 'muted', text: 'Runs dead (no attempt left) or failed (a retry is due) across the fleet, with when they got that status and the start of their last error. Open a run for all of it.' }),
       form, note,
+      el('h2', { text: 'By job' }),
+      el('table', { id: 'failing-jobs' },
+        el('thead', {}, el('tr', {}, ['Job', 'Dead', 'Failed', 'Latest (UTC)', 'Latest error (start)'].map((h) => el('th', { scope: 'col', text: h })))),
+        byJob),
+      el('h2', { text: 'Runs' }),
       el('table', { id: 'failing-table' },
         el('thead', {}, el('tr', {}, ['Job', 'Status', 'Attempts', 'At (UTC)', 'Error (start)', 'Run ID'].map((h) => el('th', { scope: 'col', text: h })))),
         table),
@@ -1502,6 +1514,24 @@
     load();
     const t = setInterval(() => load(true), 30000);
     return () => { stopped = true; clearInterval(t); };
+  }
+
+  // groupFailing groups failing runs (newest first) by job: {job, dead,
+  // failed, latest run}, the jobs with the most runs first, then the
+  // most recent.
+  function groupFailing(runs) {
+    const by = new Map();
+    for (const r of runs) {
+      let g = by.get(r.job_id);
+      if (!g) {
+        g = { job: r.job_id, dead: 0, failed: 0, latest: r };
+        by.set(r.job_id, g);
+      }
+      if (r.status === 'dead') g.dead++;
+      else g.failed++;
+      if (r.at > g.latest.at) g.latest = r;
+    }
+    return [...by.values()].sort((a, b) => (b.dead + b.failed) - (a.dead + a.failed) || (a.latest.at < b.latest.at ? 1 : (a.latest.at > b.latest.at ? -1 : 0)) || a.job.localeCompare(b.job));
   }
 
   // workers lists the live workers (GET /v1/cluster/workers): what each

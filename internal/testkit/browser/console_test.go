@@ -624,6 +624,14 @@ func TestConsole(t *testing.T) {
 			if !strings.Contains(got["note"], "newest first") {
 				t.Errorf("%s: the note says %q, not in which order the rows are", who, got["note"])
 			}
+			// Grouped by job: the job's row counts its dead run and links
+			// to the job.
+			group := fmt.Sprintf(`document.querySelector('#failing-jobs tr[data-job=%q]')`, broken)
+			p.waitJS(who+": the job in the grouped table", group+` !== null`, 10*time.Second)
+			g := eval[map[string]string](p, `(() => { const tr = `+group+`; return {dead: tr.children[1].textContent, href: tr.querySelector('a').getAttribute('href'), error: tr.children[4].textContent}; })()`)
+			if g["dead"] == "0" || g["href"] != "#/job/"+url.PathEscape(broken) || !strings.Contains(g["error"], "status 500") {
+				t.Errorf("%s: the job's group %v; want its dead runs counted, a link to it and its latest error", who, g)
+			}
 		}
 		check("admin")
 		p.screenshot("console-failing.png")

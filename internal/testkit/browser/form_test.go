@@ -105,9 +105,17 @@ func TestConsoleJobForm(t *testing.T) {
 				t.Errorf("preview fire %s: want 09:00 Berlin time on a weekday, after now", at)
 			}
 		}
+		// A one-off: its one time, then back to the schedule.
+		at := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+		p.do("a one-off", script(`(() => { const s = document.getElementById('f-when'); s.value = 'run_at'; s.dispatchEvent(new Event('change')); })()`),
+			chromedp.SendKeys(chromedp.ID("f-run-at"), at))
+		p.waitJS("its one fire", `document.querySelectorAll('#form-fires tbody tr').length === 1 && document.querySelector('#form-fires td[data-field=utc]').textContent === '`+at+`' &&
+			document.getElementById('f-schedule').closest('.field').hidden`, 10*time.Second)
+		p.do("back to the schedule", script(`(() => { const s = document.getElementById('f-when'); s.value = 'schedule'; s.dispatchEvent(new Event('change')); })()`))
+		p.waitJS("the schedule's fires", `document.querySelectorAll('#form-fires tbody tr').length === 5`, 10*time.Second)
 		p.do("fill the rest",
 			chromedp.SetValue(chromedp.ID("f-executor-url"), "https://hooks.example.com/invoice"),
-			chromedp.SetValue(chromedp.ID("f-retry-max-attempts"), "three"),
+			chromedp.SetValue(chromedp.ID("f-retry-max-attempts"), "3"),
 			chromedp.SetValue(chromedp.ID("f-retry-initial-backoff"), "5s"),
 			chromedp.SetValue(chromedp.ID("f-history-max-runs"), "50"),
 			chromedp.SetValue(chromedp.ID("f-other"), `{"payload": {"account": `+bigInt+`}, "priority": 7, "shards": {"count": 3}, "jitter": "1m"}`))
@@ -115,7 +123,7 @@ func TestConsoleJobForm(t *testing.T) {
 		p.screenshot("console-job-form.png")
 
 		// The server names the field: max_attempts is not a number.
-		p.do("save", chromedp.Click(chromedp.ID("form-save")))
+		p.do("save", chromedp.SetValue(chromedp.ID("f-retry-max-attempts"), "three"), chromedp.Click(chromedp.ID("form-save")))
 		p.waitJS("max_attempts refused", `document.getElementById('err-retry.max_attempts').textContent.startsWith('retry.max_attempts')`, 10*time.Second)
 		if got := eval[string](p, `document.activeElement.id + ' ' + document.getElementById('form-summary').textContent`); !strings.HasPrefix(got, "f-retry-max-attempts Not saved: retry.max_attempts") {
 			t.Errorf("after the refusal: focus and summary %q, want the focus on max attempts and its error", got)

@@ -1642,6 +1642,13 @@
 
     // ---- from a document to the inputs, and back
 
+    // choose selects v in sel, adding it if sel has no such option (a
+    // policy of a newer server), so that saving keeps it.
+    function choose(sel, v) {
+      if (![...sel.options].some((o) => o.value === v)) sel.append(el('option', { value: v, text: v }));
+      sel.value = v;
+    }
+
     // fill sets the inputs from the text of a job document as the server
     // sent it.
     function fill(text) {
@@ -1669,8 +1676,8 @@
       inBackoff.value = str(r.initial_backoff);
       inMaxBackoff.value = str(r.max_backoff);
       inTimeout.value = str(doc.timeout);
-      inConcurrency.value = str(doc.concurrency_policy);
-      inMisfire.value = str(doc.misfire_policy);
+      choose(inConcurrency, str(doc.concurrency_policy));
+      choose(inMisfire, str(doc.misfire_policy));
       inPaused.checked = !!doc.paused;
       const h = doc.history || {};
       inMaxRuns.value = str(h.max_runs);

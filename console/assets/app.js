@@ -45,11 +45,14 @@
     }
   }
 
-  async function api(method, path, body) {
+  // request sends bodyText (JSON text, if given) and returns the reply
+  // both parsed (doc) and as the server wrote it (text); it throws an
+  // APIError with the server's message unless the reply is a success.
+  async function request(method, path, bodyText) {
     const opts = { method, headers: { Authorization: 'Bearer ' + token }, cache: 'no-store', credentials: 'omit' };
-    if (body !== undefined) {
+    if (bodyText !== undefined) {
       opts.headers['Content-Type'] = 'application/json';
-      opts.body = JSON.stringify(body);
+      opts.body = bodyText;
     }
     const r = await fetch(path, opts);
     const text = await r.text();
@@ -60,7 +63,11 @@
       if (r.status === 401) signOut('The server refused the token: ' + msg);
       throw new APIError(r.status, msg);
     }
-    return doc;
+    return { doc, text };
+  }
+
+  async function api(method, path, body) {
+    return (await request(method, path, body === undefined ? undefined : JSON.stringify(body))).doc;
   }
 
   const jobPath = (id, sub) => '/v1/jobs/' + encodeURIComponent(id) + (sub ? '/' + sub : '');
@@ -754,7 +761,9 @@
       el('label', { for: 'jobs-paused' }, 'State', paused),
       el('label', { for: 'jobs-last' }, 'Last run', last),
       el('button', { type: 'submit', id: 'jobs-search', text: 'Search' }));
-    view.append(heading('Jobs'), form, note,
+    view.append(heading('Jobs'),
+      canWrite() ? el('div', { class: 'actions' }, el('button', { type: 'button', id: 'new-job', text: 'New job', onclick: () => { location.hash = '#/new'; } })) : null,
+      form, note,
       el('table', { id: 'jobs-table' },
         el('thead', {}, el('tr', {}, ['Job', 'Schedule', 'State', 'Next fire (job’s zone)', 'Next fire (UTC)', 'Last run'].map((h) => el('th', { scope: 'col', text: h })))),
         table),
@@ -1206,6 +1215,7 @@
     const deps = el('div', { id: 'job-dependencies' });
     const stepsOf = el('div', { id: 'job-steps' });
     view.append(heading('Job ' + id), msg, actions, info, deps, stepsOf, el('h2', { text: 'Next fires' }), fires, el('h2', { text: 'Runs' }), runs);
+    if (flash) { msg.className = 'ok'; msg.textContent = flash; flash = ''; } // what the form saved
 
     async function act(what, method, path) {
       msg.className = '';
@@ -1247,6 +1257,7 @@
           ? el('button', { type: 'button', id: 'resume', text: 'Resume', onclick: () => act('Resume', 'POST', jobPath(id, 'resume')) })
           : el('button', { type: 'button', id: 'pause', text: 'Pause', onclick: () => act('Pause', 'POST', jobPath(id, 'pause')) }),
         el('button', { type: 'button', id: 'trigger', text: 'Trigger now', onclick: () => act('Trigger', 'POST', jobPath(id, 'trigger')) }),
+        el('button', { type: 'button', id: 'edit', text: 'Edit', onclick: () => { location.hash = '#/edit/' + encodeURIComponent(id); } }),
         el('button', { type: 'button', id: 'delete', class: 'danger', text: 'Delete…', onclick: () => { confirmBox.hidden = false; $('confirm-delete').focus(); } }),
         confirmBox);
       if (refocus) $(offer).focus(); // Pause became Resume, or back
@@ -1381,6 +1392,504 @@
     };
     tick();
     return () => { stopped = true; clearTimeout(timer); };
+  }
+
+  // ---- the job form (#/new, #/edit/<job ID>) ----------------------------
+
+  // SERVER_SET are the fields of a job document that the server sets and
+  // ignores on writes: the form neither shows nor sends them, but for
+  // revision, which an edit sends back so that it replaces only the
+  // version it read (409 otherwise).
+  const SERVER_SET = new Set(['partition', 'created_at', 'updated_at', 'resumed_at', 'state', 'status', 'revision']);
+  // FORM_FIELDS are the fields of a job document that the form's inputs
+  // own; every other field is in its "Other fields" JSON, as the server
+  // wrote it, and goes back as written.
+  const FORM_FIELDS = new Set(['id', 'schedule', 'timezone', 'run_at', 'executor', 'retry', 'timeout', 'concurrency_policy', 'misfire_policy', 'paused', 'history', 'delete_after']);
+  // The members of the form's objects that it has inputs for; others
+  // (from a newer server) are kept and sent back as they came.
+  const GROUP_FIELDS = {
+    executor: ['type', 'url', 'method', 'headers', 'body', 'follow_redirects', 'command'],
+    retry: ['max_attempts', 'initial_backoff', 'max_backoff'],
+    history: ['max_runs', 'max_age'],
+  };
+  // OTHER_FIELDS are the other fields of the job document, which the
+  // "Other fields" JSON holds.
+  const OTHER_FIELDS = ['payload', 'jitter', 'not_before', 'not_after', 'max_fires', 'exclude', 'pause_after_failures', 'expect_success_within',
+    'notify', 'steps', 'shards', 'placement', 'limits', 'priority', 'after'];
+  const PREVIEW_COUNT = 5;
+  const PREVIEW_DELAY_MS = 300; // debounce of the schedule's preview
+
+  let flash = ''; // said once by the next job page (after a save)
+
+  // members splits the text of a JSON object into its members, [key,
+  // text of the value] in order, without parsing the values: a value goes
+  // back to the server as the text it came as, so that an edit keeps
+  // what JavaScript's numbers cannot hold (integers past 2^53 in a
+  // payload). It throws a SyntaxError unless text is one JSON object.
+  function members(text) {
+    const doc = JSON.parse(text); // checks the syntax, with the browser's message
+    if (!doc || typeof doc !== 'object' || Array.isArray(doc)) throw new SyntaxError('want a JSON object {…}');
+    const out = [];
+    let i = text.indexOf('{') + 1;
+    const space = () => { while (i < text.length && ' \t\r\n'.includes(text[i])) i++; };
+    const string = () => { // text[i] is '"': skips past its closing quote
+      const start = i++;
+      while (text[i] !== '"') i += text[i] === '\\' ? 2 : 1;
+      i++;
+      return text.slice(start, i);
+    };
+    for (;;) {
+      space();
+      if (text[i] === ',') { i++; space(); }
+      if (text[i] === '}') return out;
+      const key = JSON.parse(string());
+      space();
+      i++; // ':'
+      space();
+      const start = i;
+      let depth = 0;
+      for (; i < text.length; i++) {
+        const c = text[i];
+        if (c === '"') { string(); i--; continue; }
+        if (c === '{' || c === '[') depth++;
+        else if (c === '}' || c === ']') { if (depth === 0) break; depth--; }
+        else if (c === ',' && depth === 0) break;
+      }
+      out.push([key, dedent(text.slice(start, i).trimEnd())]);
+    }
+  }
+
+  // dedent removes from the lines of an indented JSON value, but its
+  // first, the indentation they share (JSON strings hold no raw line
+  // breaks, so only white space between tokens changes).
+  function dedent(raw) {
+    const lines = raw.split('\n');
+    if (lines.length < 2) return raw;
+    const n = Math.min(...lines.slice(1).map((l) => l.length - l.trimStart().length));
+    return [lines[0], ...lines.slice(1).map((l) => l.slice(n))].join('\n');
+  }
+
+  // objectText writes members ([key, JSON text]) as a JSON object
+  // indented by two spaces.
+  function objectText(entries) {
+    if (!entries.length) return '{}';
+    return '{' + entries.map(([k, v]) => '\n  ' + JSON.stringify(k) + ': ' + v.split('\n').join('\n  ')).join(',') + '\n}';
+  }
+
+  // FieldProblem is an input's value that cannot be sent, named by the
+  // field's path as the server names fields.
+  class FieldProblem extends Error {
+    constructor(field, message) {
+      super(field + ': ' + message);
+      this.field = field;
+    }
+  }
+
+  // errorPath returns the field an API error names at its start
+  // ("retry.max_backoff: …", "executor.headers[X-A]: …",
+  // "after[0].job \"x\": …"), or ''.
+  function errorPath(msg) {
+    const m = /^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+|\[[^\]]*\])*)[: ]/.exec(msg || '');
+    return m ? m[1] : '';
+  }
+
+  // jobForm shows the form that creates a job (id null) or edits job id:
+  // the fields most jobs set as inputs, the rest of the document as
+  // JSON, the schedule's next fires as typed, and the server's verdict
+  // next to the field it names.
+  function jobForm(view, id) {
+    const create = id === null;
+    view.append(heading(create ? 'New job' : 'Edit job ' + id));
+    if (create ? !canWrite() : !canWrite(id)) {
+      view.append(el('p', { class: 'muted', id: 'form-readonly', text: 'Your credential (' + me.role + ') may read jobs, not ' + (create ? 'create them.' : 'change this one.') }));
+      return null;
+    }
+    let stopped = false;
+    let revision = 0; // of the job edited
+    let extras = {}; // group: [[key, text]] of members the form has no input for
+    const fields = {}; // error path: {input, err}
+    const summary = el('div', { id: 'form-summary', role: 'alert' });
+    const conflict = el('div', { id: 'form-conflict', class: 'conflict', role: 'alert', hidden: true });
+
+    // field lays out one input with its label, help and error slot; key
+    // is the field's path, as the server's errors name it.
+    function field(key, label, input, help) {
+      const fid = 'f-' + key.replace(/[^a-z0-9]+/g, '-');
+      input.id = fid;
+      const err = el('p', { class: 'field-error error', id: 'err-' + key, 'data-field': key });
+      const helpId = help ? fid + '-help' : null;
+      input.setAttribute('aria-describedby', [helpId, err.id].filter(Boolean).join(' '));
+      fields[key] = { input, err };
+      const box = input.type === 'checkbox'
+        ? el('div', { class: 'field check' }, el('label', { for: fid }, input, ' ' + label))
+        : el('div', { class: 'field' }, el('label', { for: fid, text: label }), input);
+      if (help) box.append(el('p', { class: 'muted help', id: helpId, text: help }));
+      box.append(err);
+      return box;
+    }
+    const text = (attrs) => el('input', Object.assign({ type: 'text', spellcheck: 'false', autocomplete: 'off' }, attrs || {}));
+    const area = (rows, placeholder) => el('textarea', { rows, spellcheck: 'false', placeholder });
+    const select = (options) => el('select', {}, options.map(([v, t]) => el('option', { value: v, text: t })));
+
+    const inID = text({ value: me.prefix || '', required: true });
+    const inWhen = select([['schedule', 'on a schedule (cron, descriptor or @every)'], ['run_at', 'once, at a time'], ['none', 'once, as soon as it is saved (or only after other jobs’ runs)']]);
+    const inSchedule = text({ placeholder: '0 2 * * *' });
+    const zones = el('datalist', { id: 'f-zones' }, (Intl.supportedValuesOf ? Intl.supportedValuesOf('timeZone') : []).map((z) => el('option', { value: z })));
+    const inZone = text({ placeholder: 'UTC', list: 'f-zones' });
+    const inRunAt = text({ placeholder: '2026-12-24T18:00:00+01:00' });
+    const preview = el('div', { id: 'form-preview', class: 'detail', 'aria-live': 'polite' });
+    const inType = select([['http', 'http: call a URL'], ['shell', 'shell: run a program'], ['handler', 'a named handler'], ['', 'none (a job of steps: see Other fields)']]);
+    const inHandler = text({ placeholder: 'send-invoice' });
+    const inURL = text({ placeholder: 'https://hooks.example.com/deploy' });
+    const inMethod = text({ placeholder: 'POST', list: 'f-methods' });
+    const methods = el('datalist', { id: 'f-methods' }, ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => el('option', { value: m })));
+    const inHeaders = area(3, '{"Authorization": {"secret_env": "DEPLOY_HOOK_TOKEN"}}');
+    const inBody = area(3, '{"ref": "main"}');
+    const inRedirects = el('input', { type: 'checkbox' });
+    const inCommand = area(2, '["/bin/sh", "-c", "pg_dump shop | gzip > /backups/shop.gz"]');
+    const inAttempts = text({ inputmode: 'numeric', placeholder: '1' });
+    const inBackoff = text({ placeholder: '1s' });
+    const inMaxBackoff = text({ placeholder: '1m' });
+    const inTimeout = text({ placeholder: 'the fleet’s default, or none' });
+    const inConcurrency = select([['', 'default (allow)'], ['allow', 'allow: runs may overlap'], ['forbid', 'forbid: skip while one runs'], ['replace', 'replace: cancel the earlier run']]);
+    const inMisfire = select([['', 'default (run_once)'], ['run_once', 'run_once: the latest missed time'], ['skip', 'skip: no missed time'], ['run_all', 'run_all: every missed time']]);
+    const inPaused = el('input', { type: 'checkbox' });
+    const inMaxRuns = text({ inputmode: 'numeric', placeholder: 'the fleet’s default' });
+    const inMaxAge = text({ placeholder: 'the fleet’s default' });
+    const inDeleteAfter = text({ placeholder: 'the fleet’s default, or never' });
+    const inOther = area(8, '{}');
+    inOther.value = '{}';
+
+    const whenBox = {
+      schedule: field('schedule', 'Schedule', inSchedule, 'Cron (5 fields, or 6 with seconds first), @hourly, @daily…, or @every 90s.'),
+      run_at: field('run_at', 'Run at', inRunAt, 'An RFC 3339 time with its offset.'),
+    };
+    const zoneBox = field('timezone', 'Time zone', inZone, 'The IANA zone the schedule is read in (default UTC); the preview shows times in it.');
+    const handlerBox = field('executor.handler', 'Handler', inHandler, 'The name a worker registered (w.Handle("send-invoice", fn)).');
+    const httpBox = el('div', { class: 'group' },
+      field('executor.url', 'URL', inURL), field('executor.method', 'Method', inMethod, 'Default POST.'), methods,
+      field('executor.headers', 'Headers (JSON)', inHeaders, 'Values are strings or {"secret_env": "NAME"}.'),
+      field('executor.body', 'Body (JSON)', inBody, 'Sent instead of the payload; leave empty to send the payload.'),
+      field('executor.follow_redirects', 'Follow redirects', inRedirects));
+    const shellBox = el('div', { class: 'group' }, field('executor.command', 'Command (JSON array)', inCommand, 'The program and its arguments, run without a shell unless you name one.'));
+
+    function showWhen() {
+      whenBox.schedule.hidden = inWhen.value !== 'schedule';
+      whenBox.run_at.hidden = inWhen.value !== 'run_at';
+      zoneBox.hidden = inWhen.value === 'none';
+    }
+    function showType() {
+      handlerBox.hidden = inType.value !== 'handler';
+      httpBox.hidden = inType.value !== 'http';
+      shellBox.hidden = inType.value !== 'shell';
+    }
+
+    // ---- the preview of the schedule's fires
+
+    let previewTimer = null;
+    let previewSeq = 0; // the number of the latest preview asked
+    function previewSoon() {
+      clearTimeout(previewTimer);
+      previewTimer = setTimeout(showPreview, PREVIEW_DELAY_MS);
+    }
+    function clearError(key) {
+      const f = fields[key];
+      f.err.textContent = '';
+      f.input.removeAttribute('aria-invalid');
+    }
+    function setError(key, msg) {
+      const f = fields[key];
+      f.err.textContent = msg;
+      f.input.setAttribute('aria-invalid', 'true');
+    }
+    async function showPreview() {
+      const mine = ++previewSeq;
+      const when = inWhen.value;
+      for (const k of ['schedule', 'run_at', 'timezone']) clearError(k);
+      const say = (t, cls) => preview.replaceChildren(el('p', { class: cls || 'muted', text: t }));
+      if (when === 'none') { say('No schedule: it runs once as soon as it is saved, or, with "after" in Other fields, only after those jobs’ runs.'); return; }
+      const value = (when === 'schedule' ? inSchedule : inRunAt).value.trim();
+      if (!value) { say(when === 'schedule' ? 'Type a schedule to see when it fires.' : 'Type a time to see when it fires.'); return; }
+      const req = { count: PREVIEW_COUNT };
+      req[when] = value;
+      if (inZone.value.trim()) req.timezone = inZone.value.trim();
+      preview.setAttribute('aria-busy', 'true');
+      let n;
+      try {
+        n = await api('POST', '/v1/schedule:preview', req);
+      } catch (e) {
+        if (stopped || mine !== previewSeq) return;
+        preview.removeAttribute('aria-busy');
+        const path = errorPath(e.message);
+        if (fields[path]) setError(path, e.message);
+        say('No fires: ' + e.message, 'error');
+        return;
+      }
+      if (stopped || mine !== previewSeq) return;
+      preview.removeAttribute('aria-busy');
+      const list = n.fires || [];
+      if (!list.length) { say('It never fires again from now.'); return; }
+      preview.replaceChildren(
+        el('p', { class: 'muted', text: 'Next ' + list.length + ' fires of this ' + (when === 'schedule' ? 'schedule' : 'time') + ', as the server computes them' +
+          ' (the job’s jitter, window, max_fires and calendars, in Other fields, are not applied):' }),
+        el('table', { id: 'form-fires' },
+          el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'In ' + (n.timezone || 'UTC') }), el('th', { scope: 'col', text: 'UTC' }))),
+          el('tbody', {}, list.map((f) => el('tr', {}, el('td', { 'data-field': 'local', text: f.local }), el('td', { 'data-field': 'utc', text: f.utc }))))));
+    }
+    for (const i of [inSchedule, inRunAt, inZone]) i.addEventListener('input', previewSoon);
+    inWhen.addEventListener('change', () => { showWhen(); showPreview(); });
+    inType.addEventListener('change', showType);
+
+    // ---- from a document to the inputs, and back
+
+    // choose selects v in sel, adding it if sel has no such option (a
+    // policy of a newer server), so that saving keeps it.
+    function choose(sel, v) {
+      if (![...sel.options].some((o) => o.value === v)) sel.append(el('option', { value: v, text: v }));
+      sel.value = v;
+    }
+
+    // fill sets the inputs from the text of a job document as the server
+    // sent it.
+    function fill(text) {
+      const doc = JSON.parse(text);
+      const raw = new Map(members(text));
+      const str = (v) => (v === undefined || v === null ? '' : String(v));
+      revision = doc.revision || 0;
+      inID.value = doc.id;
+      inWhen.value = doc.schedule ? 'schedule' : (doc.run_at ? 'run_at' : 'none');
+      inSchedule.value = str(doc.schedule);
+      inRunAt.value = str(doc.run_at);
+      inZone.value = str(doc.timezone);
+      const ex = doc.executor || {};
+      inType.value = !doc.executor ? '' : (ex.type === 'http' || ex.type === 'shell' ? ex.type : 'handler');
+      inHandler.value = inType.value === 'handler' ? str(ex.type) : '';
+      inURL.value = str(ex.url);
+      inMethod.value = str(ex.method);
+      inHeaders.value = ex.headers ? JSON.stringify(ex.headers, null, 2) : '';
+      const exRaw = raw.has('executor') ? new Map(members(raw.get('executor'))) : new Map();
+      inBody.value = exRaw.has('body') ? exRaw.get('body') : '';
+      inRedirects.checked = !!ex.follow_redirects;
+      inCommand.value = ex.command ? JSON.stringify(ex.command) : '';
+      const r = doc.retry || {};
+      inAttempts.value = str(r.max_attempts);
+      inBackoff.value = str(r.initial_backoff);
+      inMaxBackoff.value = str(r.max_backoff);
+      inTimeout.value = str(doc.timeout);
+      choose(inConcurrency, str(doc.concurrency_policy));
+      choose(inMisfire, str(doc.misfire_policy));
+      inPaused.checked = !!doc.paused;
+      const h = doc.history || {};
+      inMaxRuns.value = str(h.max_runs);
+      inMaxAge.value = str(h.max_age);
+      inDeleteAfter.value = str(doc.delete_after);
+      extras = {};
+      for (const [g, known] of Object.entries(GROUP_FIELDS)) {
+        extras[g] = raw.has(g) ? members(raw.get(g)).filter(([k]) => !known.includes(k)) : [];
+      }
+      inOther.value = objectText([...raw].filter(([k]) => !FORM_FIELDS.has(k) && !SERVER_SET.has(k)));
+      showWhen();
+      showType();
+    }
+
+    // documentText returns the text of the document the inputs make, or
+    // throws a FieldProblem. An empty input leaves its field out (the
+    // default); a number field sends what is not a whole number as a
+    // string, for the server to refuse naming the field.
+    function documentText() {
+      const out = [];
+      const put = (list, k, v) => { if (v !== undefined) list.push([k, JSON.stringify(v)]); };
+      const val = (i) => i.value.trim() || undefined;
+      const num = (i) => { const v = val(i); return v !== undefined && /^-?\d{1,15}$/.test(v) ? Number(v) : v; };
+      const json = (key, i, want) => {
+        const v = i.value.trim();
+        if (!v) return undefined;
+        let parsed;
+        try { parsed = JSON.parse(v); } catch (e) { throw new FieldProblem(key, 'not JSON: ' + e.message); }
+        if (want === 'object' && (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))) throw new FieldProblem(key, 'want a JSON object {…}');
+        if (want === 'array' && !Array.isArray(parsed)) throw new FieldProblem(key, 'want a JSON array ["program", "argument", …]');
+        return want === 'text' ? v : parsed; // text: sent as written
+      };
+      const group = (name, list) => {
+        const all = [...list, ...(extras[name] || [])];
+        if (all.length) out.push([name, objectText(all)]);
+      };
+      put(out, 'id', create ? inID.value : id);
+      if (inWhen.value === 'schedule') put(out, 'schedule', val(inSchedule));
+      if (inWhen.value === 'run_at') put(out, 'run_at', val(inRunAt));
+      if (inWhen.value !== 'none') put(out, 'timezone', val(inZone));
+      if (inType.value) {
+        const ex = [];
+        put(ex, 'type', inType.value === 'handler' ? inHandler.value.trim() : inType.value);
+        if (inType.value === 'http') {
+          put(ex, 'url', val(inURL));
+          put(ex, 'method', val(inMethod));
+          put(ex, 'headers', json('executor.headers', inHeaders, 'object'));
+          const body = json('executor.body', inBody, 'text');
+          if (body !== undefined) ex.push(['body', body]);
+          if (inRedirects.checked) put(ex, 'follow_redirects', true);
+        }
+        if (inType.value === 'shell') put(ex, 'command', json('executor.command', inCommand, 'array'));
+        group('executor', ex);
+      }
+      const retry = [];
+      put(retry, 'max_attempts', num(inAttempts));
+      put(retry, 'initial_backoff', val(inBackoff));
+      put(retry, 'max_backoff', val(inMaxBackoff));
+      group('retry', retry);
+      put(out, 'timeout', val(inTimeout));
+      put(out, 'concurrency_policy', inConcurrency.value || undefined);
+      put(out, 'misfire_policy', inMisfire.value || undefined);
+      put(out, 'paused', inPaused.checked);
+      const history = [];
+      put(history, 'max_runs', num(inMaxRuns));
+      put(history, 'max_age', val(inMaxAge));
+      group('history', history);
+      put(out, 'delete_after', val(inDeleteAfter));
+      let other;
+      try {
+        other = members(inOther.value.trim() || '{}');
+      } catch (e) {
+        throw new FieldProblem('other', 'not a JSON object: ' + e.message);
+      }
+      for (const [k, v] of other) {
+        if (FORM_FIELDS.has(k)) throw new FieldProblem('other', '"' + k + '" has its input in the form above: set it there, not here');
+        if (SERVER_SET.has(k)) throw new FieldProblem('other', '"' + k + '" is set by the server: leave it out');
+        out.push([k, v]);
+      }
+      if (!create) out.push(['revision', String(revision)]);
+      return objectText(out);
+    }
+
+    // ---- saving
+
+    function clearErrors() {
+      for (const k of Object.keys(fields)) clearError(k);
+      summary.replaceChildren();
+      summary.className = '';
+      conflict.hidden = true;
+    }
+
+    // showFieldError puts msg next to the field key and in the summary,
+    // and moves the focus to the field.
+    function showFieldError(key, msg) {
+      summary.className = 'error';
+      summary.replaceChildren(el('p', { text: 'Not saved: ' + msg }));
+      if (!fields[key]) return;
+      setError(key, msg);
+      fields[key].input.focus();
+    }
+
+    // fieldOfError returns the input an API error is about: the field
+    // its path names (the nearest input: "executor.headers[X-A]" is the
+    // headers' input, "retry" the first of retry's), Other fields for
+    // the fields there, '' if it names none.
+    function fieldOfError(msg) {
+      const path = errorPath(msg);
+      if (!path) return '';
+      const top = path.split(/[.[]/)[0];
+      if (!FORM_FIELDS.has(top)) {
+        let other = [];
+        try { other = members(inOther.value.trim() || '{}').map(([k]) => k); } catch (e) { /* shown on save */ }
+        return other.includes(top) || OTHER_FIELDS.includes(top) ? 'other' : '';
+      }
+      let best = '';
+      for (const k of Object.keys(fields)) {
+        if ((path === k || path.startsWith(k + '.') || path.startsWith(k + '[')) && k.length > best.length) best = k;
+      }
+      best = best || Object.keys(fields).find((k) => k.startsWith(path + '.')) || '';
+      // The type of a named handler is typed in its own input.
+      return best === 'executor.type' && inType.value === 'handler' ? 'executor.handler' : best;
+    }
+
+    async function save(ev) {
+      ev.preventDefault();
+      clearErrors();
+      let body;
+      try {
+        body = documentText();
+      } catch (e) {
+        if (!(e instanceof FieldProblem)) throw e;
+        showFieldError(e.field, e.message);
+        return;
+      }
+      summary.replaceChildren(el('p', { text: create ? 'Creating…' : 'Saving…' }));
+      submit.disabled = true;
+      let saved;
+      try {
+        saved = (await request(create ? 'POST' : 'PUT', create ? '/v1/jobs' : jobPath(id), body)).doc;
+      } catch (e) {
+        submit.disabled = false;
+        if (stopped) return;
+        if (e.status === 409 && !create) {
+          summary.replaceChildren();
+          conflict.replaceChildren(
+            el('p', {}, el('strong', { text: 'Not saved: this job was changed by someone else since you opened it' }), ' (or deleted). Your edits are still in the form.'),
+            el('p', { class: 'muted', text: e.message }),
+            el('div', { class: 'actions' },
+              el('button', { type: 'button', id: 'form-reload', text: 'Reload the job (drops your edits)', onclick: () => { flash = 'Reloaded: the form shows the job as it is now.'; route(); } }),
+              el('a', { href: '#/job/' + encodeURIComponent(id), text: 'See the job' })));
+          conflict.hidden = false;
+          $('form-reload').focus();
+          return;
+        }
+        // A create outside the credential's prefix (403), or over an
+        // existing job (409), is about the ID.
+        const key = create && (e.status === 403 || e.status === 409) ? 'id' : fieldOfError(e.message);
+        showFieldError(key, e.message);
+        return;
+      }
+      flash = (create ? 'Created' : 'Saved') + ' (revision ' + saved.revision + ').';
+      location.hash = '#/job/' + encodeURIComponent(saved.id);
+    }
+
+    const submit = el('button', { type: 'submit', id: 'form-save', text: create ? 'Create job' : 'Save' });
+    const form = el('form', { id: 'job-form', class: 'job-form', novalidate: true, onsubmit: save },
+      el('fieldset', {}, el('legend', { text: 'Job' }),
+        create ? field('id', 'ID', inID, me.prefix ? 'Your credential may create jobs whose ID starts with “' + me.prefix + '”.' : 'Letters of any script, digits, spaces, / and %; at most 200 bytes.')
+          : el('p', {}, 'ID ', el('code', { id: 'f-id-fixed', text: id }), el('span', { class: 'muted', id: 'form-revision' }))),
+      el('fieldset', {}, el('legend', { text: 'When' }),
+        field('when', 'Runs', inWhen), whenBox.schedule, whenBox.run_at, zoneBox, zones, preview),
+      el('fieldset', {}, el('legend', { text: 'Executor' }),
+        field('executor.type', 'Type', inType), handlerBox, httpBox, shellBox),
+      el('fieldset', {}, el('legend', { text: 'Attempts' }),
+        el('div', { class: 'row' },
+          field('retry.max_attempts', 'Max attempts', inAttempts, 'Including the first; default 1.'),
+          field('retry.initial_backoff', 'Initial backoff', inBackoff, 'Before the first retry, doubled after each.'),
+          field('retry.max_backoff', 'Max backoff', inMaxBackoff),
+          field('timeout', 'Timeout', inTimeout, 'Per attempt: 30s, 2h, or none.'))),
+      el('fieldset', {}, el('legend', { text: 'Policies' }),
+        el('div', { class: 'row' },
+          field('concurrency_policy', 'Concurrency', inConcurrency, 'When it fires while a run is pending or running.'),
+          field('misfire_policy', 'Misfires', inMisfire, 'Times missed while no member owned it.')),
+        field('paused', 'Paused (it does not fire; a trigger still runs it)', inPaused)),
+      el('fieldset', {}, el('legend', { text: 'History' }),
+        el('div', { class: 'row' },
+          field('history.max_runs', 'Runs kept', inMaxRuns),
+          field('history.max_age', 'Runs kept for', inMaxAge, 'After their scheduled time: 720h.'),
+          field('delete_after', 'Delete a completed job after', inDeleteAfter, 'A one-off that ran, or a job past not_after or max_fires.'))),
+      el('fieldset', {}, el('legend', { text: 'Other fields (JSON)' }),
+        field('other', 'The rest of the document', inOther, 'Any other field of the job document, kept as written: ' + OTHER_FIELDS.join(', ') + '.')),
+      summary, conflict,
+      el('div', { class: 'actions' }, submit, el('a', { href: create ? '#/jobs' : '#/job/' + encodeURIComponent(id), id: 'form-cancel', text: 'Cancel' })));
+    const note = el('p', { class: 'ok', id: 'form-note', 'aria-live': 'polite' });
+    if (flash) { note.textContent = flash; flash = ''; }
+    view.append(note, form);
+    showWhen();
+    showType();
+    if (create) {
+      showPreview();
+    } else {
+      form.hidden = true;
+      request('GET', jobPath(id)).then(({ text }) => {
+        if (stopped) return;
+        fill(text);
+        $('form-revision').textContent = ' at revision ' + revision + ': saving replaces only this revision.';
+        form.hidden = false;
+        showPreview();
+      }, (e) => { if (!stopped) view.append(errorBox(e)); });
+    }
+    return () => { stopped = true; clearTimeout(previewTimer); };
   }
 
   // failing lists the runs failed or dead across the fleet (GET /v1/runs),
@@ -1575,7 +2084,7 @@
     return () => clearInterval(t);
   }
 
-  const VIEWS = { overview, partitions, where, jobs, job, run, failing, late, workers };
+  const VIEWS = { overview, partitions, where, jobs, job, run, failing, late, workers, new: (view) => jobForm(view, null), edit: jobForm };
   const QUERY_VIEWS = new Set(['jobs', 'failing', 'workers']);
 
   async function route() {
@@ -1594,7 +2103,7 @@
     }
     const v = VIEWS[name] ? name : 'overview';
     for (const a of $('nav').querySelectorAll('a')) {
-      if (a.getAttribute('href') === '#/' + (v === 'job' || v === 'run' ? 'jobs' : v)) a.setAttribute('aria-current', 'page');
+      if (a.getAttribute('href') === '#/' + (['job', 'run', 'new', 'edit'].includes(v) ? 'jobs' : v)) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
     }
     const view = $('view');

@@ -1211,10 +1211,11 @@
     const actions = el('div', { class: 'actions', role: 'group', 'aria-label': 'Actions' });
     const fires = el('div');
     const runs = el('div');
+    const runsChart = el('div', { id: 'job-runs-chart' });
     const msg = el('p', { 'aria-live': 'polite' });
     const deps = el('div', { id: 'job-dependencies' });
     const stepsOf = el('div', { id: 'job-steps' });
-    view.append(heading('Job ' + id), msg, actions, info, deps, stepsOf, el('h2', { text: 'Next fires' }), fires, el('h2', { text: 'Runs' }), runs);
+    view.append(heading('Job ' + id), msg, actions, info, deps, stepsOf, el('h2', { text: 'Next fires' }), fires, el('h2', { text: 'Runs' }), runsChart, runs);
     if (flash) { msg.className = 'ok'; msg.textContent = flash; flash = ''; } // what the form saved
 
     async function act(what, method, path) {
@@ -1357,7 +1358,9 @@
           (e.status === 404 ? 'This server does not list further fires.' : 'Cannot list further fires: ' + e.message) }));
       }
       try {
-        const r = await api('GET', jobPath(id, 'runs') + '?limit=20');
+        const r = await api('GET', jobPath(id, 'runs') + '?limit=50');
+        runsChart.replaceChildren(r.runs.length ? runsDurationChart(r.runs) : '');
+        r.runs = r.runs.slice(0, 20);
         // The reload keeps the runs whose attempts are open open, and the
         // focus on the run it was on.
         const rowOf = (e) => (e && e.closest ? e.closest('tr[data-run]') : null);
@@ -1890,6 +1893,50 @@
       }, (e) => { if (!stopped) view.append(errorBox(e)); });
     }
     return () => { stopped = true; clearTimeout(previewTimer); };
+  }
+
+  // runDuration returns a run's duration in seconds, from its first
+  // attempt's start to its last attempt's end (to now while it runs), and
+  // null for a run no attempt started.
+  function runDuration(r) {
+    const as = r.attempts || [];
+    if (!as.length || !as[0].started_at) return null;
+    const last = as[as.length - 1];
+    const end = last.finished_at ? new Date(last.finished_at) : new Date();
+    return Math.max(0, (end - new Date(as[0].started_at)) / 1000);
+  }
+
+  // runsDurationChart draws runs (newest first, as the API lists them)
+  // as an SVG figure, oldest on the left: a bar per run as tall as its
+  // duration, coloured by its status, a link to the run; a run that never
+  // started is a short grey tick. Each bar carries data-run, data-status
+  // and data-seconds.
+  function runsDurationChart(runs) {
+    const list = runs.slice().reverse();
+    const W = 640, H = 120, L = 48, B = 6, T = 8;
+    const step = (W - L) / Math.max(list.length, 1);
+    const top = Math.max(1e-3, ...list.map((r) => runDuration(r) || 0));
+    const y = (v) => T + (H - B - T) * (1 - v / top);
+    const g = svg('g');
+    list.forEach((r, i) => {
+      const d = runDuration(r);
+      const h = d === null ? 2 : Math.max(y(0) - y(d), 1);
+      const a = svg('a', { href: '#/run/' + encodeURIComponent(r.run_id) },
+        svg('rect', { class: 'bar st-' + r.status, x: (L + i * step + 1).toFixed(1), width: Math.max(step - 2, 1).toFixed(1), y: (y(0) - h).toFixed(1), height: h.toFixed(1),
+          'data-run': r.run_id, 'data-status': r.status, 'data-seconds': d === null ? '' : d.toFixed(3) },
+        svg('title', { text: fmtUTC(r.scheduled_at) + ': ' + r.status + (d === null ? ', not started' : ', ' + (fmtDuration(d) || '0 ms')) })));
+      g.append(a);
+    });
+    const counts = {};
+    for (const r of list) counts[r.status] = (counts[r.status] || 0) + 1;
+    const summary = Object.entries(counts).map(([k, v]) => v + ' ' + k).join(', ');
+    return el('figure', { class: 'chart', 'data-chart': 'Run durations' },
+      svg('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'Durations of the last ' + list.length + ' runs, oldest first: ' + summary + '; the longest ' + (fmtDuration(top) || '0 ms') },
+        svg('line', { class: 'axis', x1: L, x2: W, y1: y(0), y2: y(0) }),
+        svg('text', { class: 'tick', x: L - 4, y: T + 8, 'text-anchor': 'end', text: fmtDuration(top) || '0 ms' }),
+        svg('text', { class: 'tick', x: L - 4, y: y(0), 'text-anchor': 'end', text: '0' }),
+        g),
+      el('figcaption', { class: 'muted', text: 'Durations of the last ' + list.length + ' runs, oldest on the left (first attempt\u2019s start to last attempt\u2019s end), coloured by status: ' + summary + '. A bar opens its run.' }));
   }
 
   // failing lists the runs failed or dead across the fleet (GET /v1/runs),

@@ -459,7 +459,7 @@ func TestConsole(t *testing.T) {
 			const st = window.setTimeout.bind(window);
 			window.setTimeout = (fn, ms, ...a) => { if (fn && fn.name === 'tick') window.ticks++; return st(fn, ms, ...a); };
 			const f = window.fetch.bind(window);
-			window.fetch = (u, o) => (window.gate && String(u).includes('/runs?limit=20'))
+			window.fetch = (u, o) => (window.gate && String(u).includes('/runs?limit=50'))
 				? new Promise((res) => window.held.push(() => res(f(u, o))))
 				: f(u, o);
 			window.gate = true;
@@ -480,7 +480,7 @@ func TestConsole(t *testing.T) {
 		// Delete asks first; the page's reloads (every second after an
 		// action) leave the question open and focused; Cancel gives focus
 		// back to Delete.
-		p.do("count reloads", script(`window.reloads = 0; { const f = window.fetch; window.fetch = (u, o) => { if (String(u).includes('/runs?limit=20')) window.reloads++; return f(u, o); }; }`))
+		p.do("count reloads", script(`window.reloads = 0; { const f = window.fetch; window.fetch = (u, o) => { if (String(u).includes('/runs?limit=50')) window.reloads++; return f(u, o); }; }`))
 		p.do("trigger, then delete", chromedp.Click(chromedp.ID("trigger")), chromedp.Click(chromedp.ID("delete")))
 		p.waitJS("two reloads", `window.reloads >= 3`, 10*time.Second)
 		if got := eval[string](p, `document.activeElement.id + ' ' + document.getElementById('confirm-delete').closest('span').hidden`); got != "confirm-delete false" {
@@ -635,6 +635,17 @@ func TestConsole(t *testing.T) {
 		}
 		check("admin")
 		p.screenshot("console-failing.png")
+		// The job's page charts its runs' durations: the dead run is a bar
+		// of its colour, as long as its two attempts took, a link to it.
+		p.open("#/job/" + url.PathEscape(broken))
+		bar := fmt.Sprintf(`document.querySelector('figure[data-chart="Run durations"] rect[data-run=%q]')`, trig.RunID)
+		p.waitJS("the dead run charted", bar+`?.dataset.status === 'dead'`, 10*time.Second)
+		if got := eval[map[string]string](p, `(() => { const b = `+bar+`; return {seconds: b.dataset.seconds, run: decodeURIComponent(b.parentNode.getAttribute('href').slice('#/run/'.length)), label: b.closest('svg').getAttribute('aria-label')}; })()`); got["seconds"] == "" ||
+			got["run"] != trig.RunID || !strings.Contains(got["label"], "1 dead") {
+			t.Errorf("the dead run's bar %v; want its duration, a link to the run, and the chart's label counting it", got)
+		}
+		p.open("#/failing")
+		p.waitJS("back on the failing runs", row+`?.dataset.status === 'dead'`, 10*time.Second)
 		// Its search is kept in the address, as the jobs view's.
 		p.do("search dead runs of team/",
 			chromedp.SetValue(chromedp.ID("failing-prefix"), "team/"),

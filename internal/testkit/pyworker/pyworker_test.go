@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,8 +24,11 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
+	"github.com/jobfleet/jobfleet/internal/etcdserver"
+	"github.com/jobfleet/jobfleet/internal/testkit/binarytest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+	"github.com/jobfleet/jobfleet/internal/testkit/proctest"
 )
 
 var etcd *etcdtest.Server
@@ -58,13 +63,20 @@ type pyWorker struct {
 	done   chan error
 }
 
-// startWorker starts the example worker with token as worker id.
+// startWorker starts the example worker for fleet f's members with
+// token as worker id.
 func startWorker(t *testing.T, f *fleettest.Fleet, token, id, markers string) *pyWorker {
+	t.Helper()
+	return startWorkerFor(t, f.URLs(), token, id, markers)
+}
+
+// startWorkerFor starts the example worker for the members at urls.
+func startWorkerFor(t *testing.T, urls []string, token, id, markers string) *pyWorker {
 	t.Helper()
 	cmd := exec.Command(python(t), "-m", "jobfleet_worker", "example_worker:worker")
 	cmd.Env = append(os.Environ(),
 		"PYTHONPATH="+sdkDir(t)+string(os.PathListSeparator)+filepath.Join(sdkDir(t), "tests"),
-		"JOBFLEET_ORCHESTRATORS="+strings.Join(f.URLs(), ","),
+		"JOBFLEET_ORCHESTRATORS="+strings.Join(urls, ","),
 		"JOBFLEET_TOKEN="+token,
 		"JOBFLEET_WORKER_ID="+id,
 		"MARKER_DIR="+markers,
@@ -300,5 +312,61 @@ func TestPythonUnits(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python3 -m unittest: %v\n%s", err, out)
+	}
+}
+
+// TestPythonWorkerAgainstDev: the Python worker against `jobfleet dev`
+// started as a new user does (its credentials from the data directory):
+// a named handler runs end to end, and its result and output are
+// recorded.
+func TestPythonWorkerAgainstDev(t *testing.T) {
+	python(t)
+	if testing.Short() {
+		t.Skip("builds the jobfleet binary")
+	}
+	bin := filepath.Join(t.TempDir(), "jobfleet")
+	if err := binarytest.Build(bin); err != nil {
+		t.Fatal(err)
+	}
+	free := func() string {
+		a, err := etcdserver.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	data, home, listen := t.TempDir(), t.TempDir(), free()
+	dev := proctest.Start(t, "jobfleet dev", bin, []string{"dev", "--data-dir=" + data, "--listen=" + listen,
+		"--etcd-listen=" + free(), "--etcd-peer-listen=" + free(), "--orchestrators=1", "--workers=0", "--examples=false"},
+		proctest.Options{Env: append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config")), Combined: true, LogLines: 40})
+	base := "http://" + listen
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(data, name))
+		return strings.TrimSpace(string(b))
+	}
+	proctest.Poll(t, 60*time.Second, 100*time.Millisecond, "jobfleet dev ready", func() (bool, string) {
+		if dev.Exited() {
+			t.Fatalf("jobfleet dev exited: %v", dev.Cmd.ProcessState)
+		}
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK && read("admin.token") != "" && read("worker.token") != "", fmt.Sprintf("GET /readyz: %d", resp.StatusCode)
+	})
+	c, err := client.New(client.Config{Server: base, Token: read("admin.token")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorkerFor(t, []string{base}, read("worker.token"), "py-dev", t.TempDir())
+	put(t, c, `{"id": "py/on-dev", "run_at": "`+runAt()+`", "executor": {"type": "py-echo"}, "payload": {"from": "dev"}}`)
+	r := waitRun(t, c, "py/on-dev", 30*time.Second, func(r api.Run) bool { return r.Status.Final() })
+	if r.Status != api.RunSucceeded || len(r.Attempts) != 1 || r.Attempts[0].Worker != "py-dev" || !strings.Contains(r.Attempts[0].Output, "echo py/on-dev attempt 1") {
+		t.Fatalf("run on dev: %s, attempts %+v; want succeeded by py-dev with the handler's output", r.Status, r.Attempts)
+	}
+	dev.Signal(t, syscall.SIGINT)
+	if code := dev.Wait(t, 30*time.Second); code != 0 {
+		t.Errorf("jobfleet dev exited %d after SIGINT", code)
 	}
 }

@@ -8,7 +8,9 @@
 // the store's own limit), bench/rebalance (ring movement and balance, and
 // measured ownership gaps), with their output written by bench/report;
 // bench/inprocfleet runs the in-process fleet of real orchestrators whose
-// ownership bench/failover and bench/rebalance measure.
+// ownership bench/failover and bench/rebalance measure; bench/procfleet
+// runs the fleet of orchestrator and worker processes, with an endpoint
+// for their jobs, that bench/items, bench/steps and bench/limits measure.
 // `jobfleet bench scaling` and `jobfleet bench rebalance` run them; see
 // docs/benchmarks.md.
 //

@@ -58,7 +58,7 @@ func (f *fleet) measureGrants(ctx context.Context, placed bool) (GrantScenario, 
 	if !placed {
 		s.Name, tag = fmt.Sprintf("%d jobs, not placed", cfg.Pools), "unplaced"
 	}
-	if err := f.waitFor(ctx, fmt.Sprintf("%d registered workers", cfg.Workers), 2*time.Minute, func() bool { return f.liveWorkers(ctx) == cfg.Workers }); err != nil {
+	if err := f.WaitWorkers(ctx, 2*time.Minute); err != nil {
 		return s, err
 	}
 	cfg.Progress.Step("%s: %d items of %v over %d workers × %d slots", s.Name, cfg.Items, cfg.ItemTime, cfg.Workers, cfg.Concurrency)
@@ -70,7 +70,7 @@ func (f *fleet) measureGrants(ctx context.Context, placed bool) (GrantScenario, 
 		if k < cfg.Items%cfg.Pools {
 			n++
 		}
-		jobs[k] = api.Job{ID: ids[k], Executor: api.Executor{Type: api.ExecutorHTTP, URL: f.rec.url}, Shards: &api.Shards{Count: n},
+		jobs[k] = api.Job{ID: ids[k], Executor: api.Executor{Type: api.ExecutorHTTP, URL: f.URL}, Shards: &api.Shards{Count: n},
 			Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(100 * time.Millisecond)}, Timeout: api.Duration(time.Minute)}
 		if placed {
 			jobs[k].Placement = &api.PlacementPolicy{Selector: "pool=" + poolOf(k, cfg.Pools)}
@@ -78,7 +78,7 @@ func (f *fleet) measureGrants(ctx context.Context, placed bool) (GrantScenario, 
 	}
 	start := time.Now()
 	for _, j := range jobs {
-		if _, err := f.api.CreateJob(ctx, j); err != nil {
+		if _, err := f.API.CreateJob(ctx, j); err != nil {
 			return s, err
 		}
 	}
@@ -91,7 +91,7 @@ func (f *fleet) measureGrants(ctx context.Context, placed bool) (GrantScenario, 
 				succeeded += runs[k].Count().Succeeded
 				continue
 			}
-			l, err := f.api.ListRuns(ctx, id, 1)
+			l, err := f.API.ListRuns(ctx, id, 1)
 			if err != nil || len(l) == 0 {
 				continue
 			}
@@ -104,7 +104,7 @@ func (f *fleet) measureGrants(ctx context.Context, placed bool) (GrantScenario, 
 		cfg.Progress.Update("%s: %d/%d items succeeded, %d/%d runs final", s.Name, succeeded, cfg.Items, final, len(ids))
 		return final == len(ids)
 	}
-	if err := f.waitFor(ctx, "final runs", cfg.Timeout, done); err != nil {
+	if err := f.WaitFor(ctx, "final runs", cfg.Timeout, done); err != nil {
 		return s, err
 	}
 	s.Took = time.Since(start)

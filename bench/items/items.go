@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.stop()
+	defer f.Stop()
 	res := &Result{Config: cfg}
 	res.Config.Progress, res.Config.Binary = nil, ""
 	if cfg.Pools > 0 {

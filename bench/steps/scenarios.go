@@ -27,7 +27,7 @@ func (f *fleet) chains(ctx context.Context, spread bool) (Scenario, error) {
 	for n := range cfg.Runs {
 		j := api.Job{ID: fmt.Sprintf("chain-%v-%d", map[bool]string{false: "same", true: "spread"}[spread], n)}
 		for k := range cfg.Chain {
-			st := api.Step{ID: stepID("s", k), Executor: api.Executor{Type: api.ExecutorHTTP, URL: f.rec.url},
+			st := api.Step{ID: stepID("s", k), Executor: api.Executor{Type: api.ExecutorHTTP, URL: f.URL},
 				Placement: &api.PlacementPolicy{Selector: "pool=" + pools[0]}}
 			if spread {
 				st.Placement.Selector = "pool=" + pools[k%len(pools)]
@@ -42,12 +42,12 @@ func (f *fleet) chains(ctx context.Context, spread bool) (Scenario, error) {
 			return s, err
 		}
 		for k := 1; k < cfg.Chain; k++ {
-			a, ok1 := f.rec.exec(run.ID, stepID("s", k-1))
-			b, ok2 := f.rec.exec(run.ID, stepID("s", k))
+			a, ok1 := f.Receiver.Exec(run.ID, stepID("s", k-1))
+			b, ok2 := f.Receiver.Exec(run.ID, stepID("s", k))
 			if !ok1 || !ok2 {
 				return s, fmt.Errorf("steps: run %s: steps %d and %d not both seen at the endpoint", run.ID, k-1, k)
 			}
-			gaps = append(gaps, b.start.Sub(a.end))
+			gaps = append(gaps, b.Start.Sub(a.End))
 			if workerOf(run, stepID("s", k-1)) == workerOf(run, stepID("s", k)) {
 				s.SameWorker++
 			}
@@ -72,9 +72,9 @@ func (f *fleet) fanIn(ctx context.Context) (Scenario, error) {
 	start := time.Now()
 	for n := range cfg.FanIn {
 		j := api.Job{ID: fmt.Sprintf("fanin-%d", n)}
-		join := api.Step{ID: "join", Executor: api.Executor{Type: api.ExecutorHTTP, URL: f.rec.url}}
+		join := api.Step{ID: "join", Executor: api.Executor{Type: api.ExecutorHTTP, URL: f.URL}}
 		for k := range cfg.Upstream {
-			j.Steps = append(j.Steps, api.Step{ID: stepID("up", k), Executor: api.Executor{Type: api.ExecutorHTTP, URL: f.rec.url}})
+			j.Steps = append(j.Steps, api.Step{ID: stepID("up", k), Executor: api.Executor{Type: api.ExecutorHTTP, URL: f.URL}})
 			join.Needs = append(join.Needs, stepID("up", k))
 		}
 		j.Steps = append(j.Steps, join)
@@ -85,22 +85,22 @@ func (f *fleet) fanIn(ctx context.Context) (Scenario, error) {
 		var first, last time.Time
 		lastID := ""
 		for _, id := range join.Needs {
-			e, ok := f.rec.exec(run.ID, id)
+			e, ok := f.Receiver.Exec(run.ID, id)
 			if !ok {
 				return s, fmt.Errorf("steps: run %s: step %s not seen at the endpoint", run.ID, id)
 			}
-			if first.IsZero() || e.start.Before(first) {
-				first = e.start
+			if first.IsZero() || e.Start.Before(first) {
+				first = e.Start
 			}
-			if e.end.After(last) {
-				last, lastID = e.end, id
+			if e.End.After(last) {
+				last, lastID = e.End, id
 			}
 		}
-		e, ok := f.rec.exec(run.ID, "join")
+		e, ok := f.Receiver.Exec(run.ID, "join")
 		if !ok {
 			return s, fmt.Errorf("steps: run %s: join not seen at the endpoint", run.ID)
 		}
-		gaps = append(gaps, e.start.Sub(last))
+		gaps = append(gaps, e.Start.Sub(last))
 		spreads = append(spreads, last.Sub(first))
 		if workerOf(run, lastID) == workerOf(run, "join") {
 			s.SameWorker++
@@ -122,25 +122,25 @@ func (f *fleet) handOvers(ctx context.Context) (Scenario, error) {
 	cfg := f.cfg
 	s := Scenario{Name: fmt.Sprintf("after: %d upstream runs", cfg.Upstream), SameWorker: -1}
 	cfg.Progress.Step("%s: triggered at once, one downstream job", s.Name)
-	hook := api.Executor{Type: api.ExecutorHTTP, URL: f.rec.url}
+	hook := api.Executor{Type: api.ExecutorHTTP, URL: f.URL}
 	// A far schedule: the upstream job runs on the triggers only.
 	up := benchJob(api.Job{ID: "handover-up", Schedule: "0 0 1 1 *", Executor: hook})
 	down := benchJob(api.Job{ID: "handover-down", Executor: hook, After: []api.Dependency{{Job: up.ID}}})
-	if _, err := f.api.CreateJob(ctx, up); err != nil {
+	if _, err := f.API.CreateJob(ctx, up); err != nil {
 		return s, err
 	}
-	if _, err := f.api.CreateJob(ctx, down); err != nil {
+	if _, err := f.API.CreateJob(ctx, down); err != nil {
 		return s, err
 	}
 	start := time.Now()
 	for range cfg.Upstream {
-		if _, err := f.api.TriggerJob(ctx, up.ID); err != nil {
+		if _, err := f.API.TriggerJob(ctx, up.ID); err != nil {
 			return s, err
 		}
 	}
 	var runs []api.Run
 	done := func() bool {
-		rs, err := f.api.ListRuns(ctx, down.ID, cfg.Upstream)
+		rs, err := f.API.ListRuns(ctx, down.ID, cfg.Upstream)
 		if err != nil || len(rs) < cfg.Upstream {
 			return false
 		}
@@ -152,7 +152,7 @@ func (f *fleet) handOvers(ctx context.Context) (Scenario, error) {
 		runs = rs
 		return true
 	}
-	if err := f.waitFor(ctx, fmt.Sprintf("%d final downstream runs", cfg.Upstream), cfg.Timeout, done); err != nil {
+	if err := f.WaitFor(ctx, fmt.Sprintf("%d final downstream runs", cfg.Upstream), cfg.Timeout, done); err != nil {
 		return s, err
 	}
 	var gaps []time.Duration
@@ -161,20 +161,20 @@ func (f *fleet) handOvers(ctx context.Context) (Scenario, error) {
 		if r.CausedBy == nil {
 			return s, fmt.Errorf("steps: downstream run %s names no upstream run", r.ID)
 		}
-		u, ok1 := f.rec.exec(r.CausedBy.Run, "")
-		d, ok2 := f.rec.exec(r.ID, "")
+		u, ok1 := f.Receiver.Exec(r.CausedBy.Run, "")
+		d, ok2 := f.Receiver.Exec(r.ID, "")
 		if !ok1 || !ok2 {
 			return s, fmt.Errorf("steps: run %s or %s not seen at the endpoint", r.CausedBy.Run, r.ID)
 		}
-		gaps = append(gaps, d.start.Sub(u.end))
-		if first.IsZero() || u.start.Before(first) {
-			first = u.start
+		gaps = append(gaps, d.Start.Sub(u.End))
+		if first.IsZero() || u.Start.Before(first) {
+			first = u.Start
 		}
-		if u.end.After(lastUp) {
-			lastUp = u.end
+		if u.End.After(lastUp) {
+			lastUp = u.End
 		}
-		if d.start.After(lastDown) {
-			lastDown = d.start
+		if d.Start.After(lastDown) {
+			lastDown = d.Start
 		}
 		s.Runs++
 	}

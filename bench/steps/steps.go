@@ -134,10 +134,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.stop()
+	defer f.Stop()
 	res := &Result{Config: cfg}
 	res.Config.Progress, res.Config.Binary = nil, ""
-	if err := f.waitFor(ctx, "2 registered workers", time.Minute, func() bool { return f.liveWorkers(ctx) == 2 }); err != nil {
+	if err := f.WaitWorkers(ctx, time.Minute); err != nil {
 		return nil, err
 	}
 	for _, spread := range []bool{false, true} {

@@ -11,7 +11,7 @@ import (
 
 // TestBenchCommands runs tiny versions of `jobfleet bench scaling`,
 // `jobfleet bench soak`, `jobfleet bench scale`, `jobfleet bench
-// rebalance`, `failover`, `items` and `steps` as processes and checks their tables and
+// rebalance`, `failover`, `items`, `limits` and `steps` as processes and checks their tables and
 // files, so the commands cannot rot.
 func TestBenchCommands(t *testing.T) {
 	out := t.TempDir()
@@ -68,6 +68,12 @@ func TestBenchCommands(t *testing.T) {
 			args:  []string{"bench", "items", "--pools=2", "--items=40", "--workers=4", "--concurrency=1", "--item-time=5ms", "--partitions=4", "--no-fsync"},
 			table: "ratio to not placed",
 			files: []string{"items/grants.csv", "items/items.json"},
+		},
+		{
+			name:  "limits",
+			args:  []string{"bench", "limits", "--members=2", "--workers=2", "--concurrency=2", "--jobs=12", "--keys=2", "--max-running=1", "--attempt-time=10ms", "--partitions=4", "--no-fsync"},
+			table: "to no limit",
+			files: []string{"limits/limits.csv", "limits/limits.json"},
 		},
 		{
 			name:  "steps",

@@ -786,7 +786,7 @@ func TestStrayVariables(t *testing.T) {
 		}
 	}
 	want := []string{
-		"# JOBFLEET_CONCURRENCY: a setting of jobfleet bench items, bench steps, worker, not of this command; ignored",
+		"# JOBFLEET_CONCURRENCY: a setting of jobfleet bench items, bench limits, bench steps, worker, not of this command; ignored",
 		"# JOBFLEET_HISTROY_MAX_RUNS: matches no setting of this command (the nearest: JOBFLEET_HISTORY_MAX_RUNS); ignored",
 	}
 	if !slices.Equal(comments, want) {

@@ -81,6 +81,13 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 	return r
 }
 
+// received returns how many spans arrived.
+func (r *otlpReceiver) received() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.spans)
+}
+
 // run returns the fire, grant and attempt spans of one trace of job's
 // runs that has all three, if any.
 func (r *otlpReceiver) run(job string) (fire, grant, attempt otlpSpan, ok bool) {
@@ -163,7 +170,7 @@ func TestDevExportsTracesOverOTLP(t *testing.T) {
 	poll(t, 60*time.Second, "the spans of a run of example-echo at the receiver", func() (bool, string) {
 		var ok bool
 		fire, grant, att, ok = rcv.run("example-echo")
-		return ok, fmt.Sprintf("%d spans received", len(rcv.spans))
+		return ok, fmt.Sprintf("%d spans received", rcv.received())
 	})
 	if fire.parent != "" {
 		t.Errorf("fire span has parent %s, want none", fire.parent)

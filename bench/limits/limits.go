@@ -62,6 +62,10 @@ type Config struct {
 	Fsync bool
 	// Timeout bounds each scenario.
 	Timeout time.Duration
+	// NoLimitOnly measures the no-limit scenario alone: the fleet's
+	// baseline, also with a Binary of an earlier build that knows no
+	// limit keys (to compare the builds' throughput).
+	NoLimitOnly bool
 	// Progress shows progress; nil shows none.
 	Progress *bench.Progress
 }
@@ -190,6 +194,9 @@ type scenario struct {
 }
 
 func (c Config) scenarios() []scenario {
+	if c.NoLimitOnly {
+		return []scenario{{name: "no limit", prefix: "none"}}
+	}
 	return []scenario{
 		{name: "one key", prefix: "one", keys: 1},
 		{name: fmt.Sprintf("%d keys", c.Keys), prefix: "many", keys: c.Keys},

@@ -12,7 +12,7 @@ func init() { benchCommands = append(benchCommands, newBenchLimitsCmd) }
 
 func newBenchLimitsCmd() *cobra.Command {
 	cfg := limits.DefaultConfig()
-	var dir string
+	var dir, fleetBinary string
 	var bf benchFlags
 	cmd := &cobra.Command{
 		Use:   "limits",
@@ -41,6 +41,9 @@ progress to stderr, CSV and JSON to --out. See docs/benchmarks.md.`,
 			}
 			defer cleanup()
 			cfg.Binary, cfg.Dir = bin, d
+			if fleetBinary != "" {
+				cfg.Binary = fleetBinary
+			}
 			start := time.Now()
 			res, err := limits.Run(cmd.Context(), cfg)
 			if res != nil {
@@ -61,6 +64,8 @@ progress to stderr, CSV and JSON to --out. See docs/benchmarks.md.`,
 	fs.IntVar(&cfg.MaxRunning, "max-running", cfg.MaxRunning, "max_running of every key")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "P")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each scenario")
+	fs.BoolVar(&cfg.NoLimitOnly, "no-limit-only", cfg.NoLimitOnly, "measure the no-limit scenario alone (the fleet's baseline)")
+	fs.StringVar(&fleetBinary, "fleet-binary", "", "run the orchestrators and workers from this jobfleet binary (an earlier build, with --no-limit-only if it knows no limit keys), not this one")
 	fs.StringVar(&dir, "dir", "", "directory for logs (default: a temporary one, removed at the end)")
 	bf.add(fs, "CSV and JSON files", "run etcd without fsync")
 	return cmd

@@ -66,8 +66,10 @@ var levels = map[string]int{
 	"bench/scaling":         9,
 	"bench/soak":            9,
 	"bench/scale":           10,
-	"bench/items":           8, // client, dispatch/worker (header names), auth, store
-	"bench/steps":           8, // client, dispatch/worker (header names), auth
+	"bench/procfleet":       8, // the benchmarks' fleet of processes: client, dispatch/worker (header names), auth
+	"bench/items":           9, // bench/procfleet, store
+	"bench/steps":           9, // bench/procfleet
+	"bench/limits":          9, // bench/procfleet
 	"bench/child":           0, // the benchmarks' child processes
 	"cmd/jobfleet":          11,
 

@@ -85,13 +85,18 @@ func (a *jobsAPI) preview(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "", err)
 		return
 	}
-	if req.Count == 0 {
-		req.Count = defaultNextCount
+	count := defaultNextCount
+	if req.Count != nil {
+		if *req.Count < 1 || *req.Count > api.MaxNextFires {
+			WriteError(w, http.StatusBadRequest, fmt.Sprintf("count: %d: want a number from 1 to %d (leave it out for %d)", *req.Count, api.MaxNextFires, defaultNextCount))
+			return
+		}
+		count = *req.Count
 	}
 	if req.Timezone == "" {
 		req.Timezone = api.DefaultTimezone
 	}
-	fires, err := api.PreviewFires(req.Schedule, req.Timezone, req.RunAt, a.now(), req.Count)
+	fires, err := api.PreviewFires(req.Schedule, req.Timezone, req.RunAt, a.now(), count)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return

@@ -92,6 +92,8 @@ func TestSchedulePreview(t *testing.T) {
 		{`{"schedule": "@daily", "run_at": "2026-12-01T00:00:00Z"}`, "run_at:"},
 		{`{"timezone": "UTC"}`, "schedule:"},
 		{`{"schedule": "@daily", "count": 101}`, "count:"},
+		{`{"schedule": "@daily", "count": 0}`, "count:"},
+		{`{"schedule": "@daily", "count": -1}`, "count:"},
 		{`{"schedule": "@daily", "cuont": 3}`, "cuont"},
 		{`{"run_at": "tomorrow"}`, "run_at"},
 	} {

@@ -287,7 +287,9 @@ type PreviewRequest struct {
 	Schedule string     `json:"schedule,omitempty"`
 	Timezone string     `json:"timezone,omitempty"`
 	RunAt    *time.Time `json:"run_at,omitempty"`
-	Count    int        `json:"count,omitempty"`
+	// Count is how many fires to list, 1 to MaxNextFires; nil lists
+	// the default (10). A 0 given is refused, as ?count=0 is.
+	Count *int `json:"count,omitempty"`
 }
 
 // WorkerList is the reply of GET /v1/cluster/workers: the live worker

@@ -92,7 +92,7 @@ func (c Config) Validate() error {
 	case c.Jobs < 1 || c.Jobs > 100_000:
 		return fmt.Errorf("limits: Jobs %d outside 1 to 100000", c.Jobs)
 	case c.Keys < 1 || c.Keys > c.Jobs || c.Keys > 1000:
-		return fmt.Errorf("limits: Keys %d outside 1 to the jobs (%d) and 1000", c.Keys, c.Jobs)
+		return fmt.Errorf("limits: --keys %d outside 1 to the jobs (--jobs %d) and 1000", c.Keys, c.Jobs)
 	case c.MaxRunning < 1 || c.MaxRunning > 10_000:
 		return fmt.Errorf("limits: MaxRunning %d outside 1 to 10000", c.MaxRunning)
 	case c.AttemptTime <= 0:
@@ -199,7 +199,15 @@ func (c Config) scenarios() []scenario {
 	}
 	return []scenario{
 		{name: "one key", prefix: "one", keys: 1},
-		{name: fmt.Sprintf("%d keys", c.Keys), prefix: "many", keys: c.Keys},
+		{name: keysName(c.Keys), prefix: "many", keys: c.Keys},
 		{name: "no limit", prefix: "none"},
 	}
+}
+
+// keysName names the many-keys scenario.
+func keysName(n int) string {
+	if n == 1 {
+		return "1 key"
+	}
+	return fmt.Sprintf("%d keys", n)
 }

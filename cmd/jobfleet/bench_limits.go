@@ -34,6 +34,9 @@ progress to stderr, CSV and JSON to --out. See docs/benchmarks.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Progress = bf.progress()
+			if !cmd.Flags().Changed("keys") && cfg.Keys > cfg.Jobs {
+				cfg.Keys = cfg.Jobs // fewer jobs than the default keys: a key each
+			}
 			cfg.Fsync = !bf.noFsync
 			bin, d, cleanup, err := childSetup("limits", dir)
 			if err != nil {
@@ -60,7 +63,7 @@ progress to stderr, CSV and JSON to --out. See docs/benchmarks.md.`,
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "slots of each worker (--concurrency)")
 	fs.IntVar(&cfg.Jobs, "jobs", cfg.Jobs, "one-off jobs of each scenario (1 to 100000)")
 	fs.DurationVar(&cfg.AttemptTime, "attempt-time", cfg.AttemptTime, "how long the endpoint takes to answer an attempt")
-	fs.IntVar(&cfg.Keys, "keys", cfg.Keys, "limit keys the jobs of the second scenario are spread over (1 to 1000, at most --jobs)")
+	fs.IntVar(&cfg.Keys, "keys", cfg.Keys, "limit keys the jobs of the second scenario are spread over (1 to 1000, at most --jobs; by default at most --jobs)")
 	fs.IntVar(&cfg.MaxRunning, "max-running", cfg.MaxRunning, "max_running of every key")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "P")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each scenario")

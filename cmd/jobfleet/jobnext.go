@@ -46,6 +46,7 @@ func newJobPreviewCmd(opts *clientOptions) *cobra.Command {
 	var (
 		req   api.PreviewRequest
 		runAt string
+		count int
 	)
 	cmd := &cobra.Command{
 		Use:   "preview SCHEDULE | --run-at TIME",
@@ -68,9 +69,10 @@ func newJobPreviewCmd(opts *clientOptions) *cobra.Command {
 			if (req.Schedule == "") == (req.RunAt == nil) {
 				return fmt.Errorf("give a SCHEDULE argument or --run-at, one of them")
 			}
-			if err := checkCount(req.Count); err != nil {
+			if err := checkCount(count); err != nil {
 				return err
 			}
+			req.Count = &count
 			var nf api.NextFires
 			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 				nf, err = c.PreviewSchedule(ctx, req)
@@ -85,7 +87,7 @@ func newJobPreviewCmd(opts *clientOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&req.Timezone, "timezone", "", "IANA time zone of the schedule (default UTC)")
-	cmd.Flags().IntVar(&req.Count, "count", 10, "how many fire times, 1 to 100")
+	cmd.Flags().IntVar(&count, "count", 10, "how many fire times, 1 to 100")
 	cmd.Flags().StringVar(&runAt, "run-at", "", "a one-off time instead of a schedule (RFC 3339)")
 	return cmd
 }

@@ -70,8 +70,9 @@ func startWorker(t *testing.T, f *fleettest.Fleet, token, id, markers string) *p
 	return startWorkerFor(t, f.URLs(), token, id, markers)
 }
 
-// startWorkerFor starts the example worker for the members at urls.
-func startWorkerFor(t *testing.T, urls []string, token, id, markers string) *pyWorker {
+// startWorkerFor starts the example worker for the members at urls, with
+// env added to its environment.
+func startWorkerFor(t *testing.T, urls []string, token, id, markers string, env ...string) *pyWorker {
 	t.Helper()
 	cmd := exec.Command(python(t), "-m", "jobfleet_worker", "example_worker:worker")
 	cmd.Env = append(os.Environ(),
@@ -81,6 +82,7 @@ func startWorkerFor(t *testing.T, urls []string, token, id, markers string) *pyW
 		"JOBFLEET_WORKER_ID="+id,
 		"MARKER_DIR="+markers,
 	)
+	cmd.Env = append(cmd.Env, env...)
 	w := &pyWorker{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = w.stderr
 	if err := cmd.Start(); err != nil {
@@ -298,6 +300,57 @@ func TestPythonWorkerStopsGracefully(t *testing.T) {
 		if wk.ID == "py-2" {
 			t.Errorf("worker py-2 is still registered after a graceful stop")
 		}
+	}
+}
+
+// TestPythonWorkerRefusesResultsThatAreNotJSON: a handler returning NaN
+// fails its attempt at once, saying why, with its output kept (not left
+// to its run lease).
+func TestPythonWorkerRefusesResultsThatAreNotJSON(t *testing.T) {
+	f, c := newFleet(t)
+	startWorker(t, f, f.WorkerToken, "py-4", t.TempDir())
+	put(t, c, `{"id": "py/nan", "run_at": "`+runAt()+`", "executor": {"type": "py-nan"}}`)
+	r := waitRun(t, c, "py/nan", 20*time.Second, func(r api.Run) bool { return r.Status.Final() })
+	if a := r.Attempts[0]; r.Status != api.RunDead || !strings.Contains(a.Error, "result: not JSON") || !strings.Contains(a.Output, "about to return NaN") {
+		t.Fatalf("py/nan: %s, attempt %+v; want dead at once, its error naming the result, its output kept", r.Status, a)
+	}
+}
+
+// TestPythonWorkerFinishesAttemptsWhileStopping: a worker told to stop
+// lets an attempt that needs longer than its registration's TTL (6 s)
+// finish within its shutdown_timeout: its registration lives on until
+// then, so the attempt is not taken for lost and its report is
+// recorded, once.
+func TestPythonWorkerFinishesAttemptsWhileStopping(t *testing.T) {
+	f, c := newFleet(t)
+	markers := t.TempDir()
+	w := startWorkerFor(t, f.URLs(), f.WorkerToken, "py-3", markers, "SHUTDOWN_TIMEOUT=20")
+	put(t, c, `{"id": "py/steady", "run_at": "`+runAt()+`", "executor": {"type": "py-steady"}, "payload": {"seconds": 8}, "retry": {"max_attempts": 3}}`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(markers, "py_steady")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("py/steady did not start within 30s; stderr:\n%s", w.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, c, "py/steady", 30*time.Second, func(r api.Run) bool { return r.Status.Final() || r.Status == api.RunFailed })
+	if r.Status != api.RunSucceeded || len(r.Attempts) != 1 || !strings.Contains(r.Attempts[0].Output, "slept 8") {
+		t.Fatalf("py/steady after SIGTERM: %s, attempts %+v; want succeeded by its one attempt", r.Status, r.Attempts)
+	}
+	select {
+	case err := <-w.done:
+		w.done <- err
+		if err != nil {
+			t.Fatalf("worker exit after SIGTERM: %v; stderr:\n%s", err, w.stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker still running 20s after its attempt ended")
 	}
 }
 

@@ -132,9 +132,13 @@ class Run:
         """Append a line (parts joined by spaces) to the attempt's output.
         The output reported is at most 64 KiB: its head and, once it is
         longer, its tail, with a marker counting what was left out."""
-        line = " ".join(str(p) for p in parts) + "\n"
+        text = " ".join(str(p) for p in parts)
+        # Lone surrogates (os.fsdecode's for bytes that are not UTF-8)
+        # become U+FFFD, as invalid bytes do in a shell job's output.
+        text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        line = text + "\n"
         half = MAX_OUTPUT_BYTES // 2 - 64
-        live = _safe_text(line, MAX_PUSH_BYTES)
+        live = _safe_text(text, MAX_PUSH_BYTES - 1) + "\n"
         n = len(live.encode("utf-8"))
         with self._lock:
             self._live.append((live, n))
@@ -150,6 +154,7 @@ class Run:
                 return
             self._tail.append(line[-half:])
             self._tail_len += len(self._tail[-1])
+            self._dropped += len(line) - len(self._tail[-1])  # a line longer than the tail keeps its end
             while self._tail_len > half and len(self._tail) > 1:
                 gone = self._tail.popleft()
                 self._tail_len -= len(gone)
@@ -278,6 +283,10 @@ class Worker:
             if cert_file:
                 self._ssl.load_cert_chain(cert_file, key_file)
         self._stopping = threading.Event()
+        # Set once the running attempts ended (or were given up): the
+        # registration is refreshed until then, so that attempts still
+        # running while the worker stops are not taken for lost.
+        self._drained = threading.Event()
         self._fatal = None
         self._slots = threading.BoundedSemaphore(concurrency)
         self._lock = threading.Lock()
@@ -332,6 +341,7 @@ class Worker:
         for t in pollers:
             t.join(self.poll_wait + self.request_timeout + 1)
         self._drain()
+        self._drained.set()
         self._deregister()
         if self._fatal:
             raise WorkerError(self._fatal)
@@ -408,7 +418,7 @@ class Worker:
         return None
 
     def _refresh(self, ttl):
-        while not self._stopping.wait(max(ttl / 3.0, 0.5)):
+        while not self._drained.wait(max(ttl / 3.0, 0.5)):
             try:
                 got = self._register(base=None)
             except WorkerError as e:
@@ -457,10 +467,9 @@ class Worker:
                 continue
             backoff = 0.1
             for g in r.body.get("attempts") or []:
-                if self._stopping.is_set():
-                    # Taken while stopping: hand it back at once.
-                    self._complete(g, base, False, "worker shutting down", "", None)
-                    continue
+                # Even one taken while stopping runs: failing it at once
+                # would spend one of its run's attempts on nothing; the
+                # drain gives it shutdown_timeout like the others.
                 self._start(g, base)
 
     def _start(self, grant, base):
@@ -508,10 +517,11 @@ class Worker:
         res = None
         if success and result is not None:
             try:
-                res = json.loads(json.dumps(result, separators=(",", ":")))
-                if len(json.dumps(res, separators=(",", ":")).encode()) > MAX_RESULT_BYTES:
+                text = json.dumps(result, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+                res = json.loads(text)
+                if len(text.encode("utf-8")) > MAX_RESULT_BYTES:
                     success, err, res = False, "result: longer than %d bytes of JSON" % MAX_RESULT_BYTES, None
-            except (TypeError, ValueError) as e:
+            except (TypeError, ValueError) as e:  # UnicodeEncodeError is a ValueError
                 success, err, res = False, "result: not JSON: %s" % e, None
         run.cancelled.set()  # stops the heartbeat
         run._ended.set()
@@ -600,6 +610,15 @@ class Worker:
             if r is not None and r.status == 200:
                 self.log.info("attempt %s %d reported: %s", grant["run_id"], grant["attempt"], r.body.get("status"))
                 return
+            if r is not None and r.status == 400 and (doc.get("success") or "result" in doc):
+                # The report itself was refused (its result, say): report
+                # the attempt failed with why, rather than leave it to
+                # its run lease.
+                self.log.warning("completion of %s %d refused: %s; reporting it failed", grant["run_id"], grant["attempt"], r.error())
+                doc.pop("result", None)
+                doc["success"] = False
+                doc["error"] = _safe_text("the orchestrator refused the attempt's report: " + r.error(), MAX_ERROR_BYTES)
+                continue
             if r is not None and r.status in (400, 403, 409):
                 self.log.warning("completion of %s %d refused: %d %s", grant["run_id"], grant["attempt"], r.status, r.error())
                 return

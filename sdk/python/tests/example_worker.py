@@ -1,5 +1,5 @@
 """The worker the Go test internal/testkit/pyworker runs against a real
-fleet: the handlers py-echo, py-flaky, py-slow and py-chatty. Its settings come from
+fleet: the handlers py-echo, py-flaky, py-slow, py-chatty, py-steady and py-nan. Its settings come from
 the environment: JOBFLEET_ORCHESTRATORS (comma-separated URLs),
 JOBFLEET_TOKEN, JOBFLEET_WORKER_ID, MARKER_DIR (py-slow writes a file
 named after its run there when it starts)."""
@@ -51,3 +51,20 @@ def chatty(run):
     while not run.cancelled.wait(0.05):
         n += 1
         run.log("line", n)
+
+
+@worker.handler("py-steady")
+def steady(run):
+    """Works payload["seconds"] seconds whatever happens (it does not look
+    at run.cancelled), after writing its marker like py-slow."""
+    with open(os.path.join(os.environ["MARKER_DIR"], run.job_id.replace("/", "_")), "w") as f:
+        f.write(run.run_id)
+    time.sleep(run.payload["seconds"])
+    run.log("slept", run.payload["seconds"])
+
+
+@worker.handler("py-nan")
+def nan(run):
+    """Returns a result that is not JSON (NaN): refused by the worker."""
+    run.log("about to return NaN")
+    return {"ratio": float("nan")}

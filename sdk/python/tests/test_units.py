@@ -100,3 +100,33 @@ class LiveOutputTest(unittest.TestCase):
         self.assertFalse(r._live_wake.is_set())
         r.log("y" * jw.PUSH_SOON_BYTES)
         self.assertTrue(r._live_wake.is_set())
+
+
+class HostileTextTest(unittest.TestCase):
+    def run_of(self):
+        return jw.Run({"job_id": "j", "run_id": "j@1", "attempt": 1})
+
+    def test_lone_surrogate_logged(self):
+        r = self.run_of()
+        r.log("name", "caf\udce9", "\ud800")  # os.fsdecode's, and a lone one
+        out = r._output()
+        out.encode("utf-8")  # valid UTF-8
+        self.assertIn("\ufffd", out)
+        _, live = r._take_live()
+        live.encode("utf-8")
+
+    def test_long_line_counted_and_live_line_ends(self):
+        r = self.run_of()
+        r.log("START")
+        r.log("a" * (1 << 20))
+        _, live = r._take_live()
+        self.assertTrue(live.endswith("a\n"))  # cut, its newline kept
+        self.assertLessEqual(len(live.encode()), jw.MAX_PUSH_BYTES)
+        r.log("END")
+        out = r._output()
+        self.assertTrue(out.startswith("START\n"), out[:20])
+        self.assertTrue(out.endswith("END\n"))
+        left = int(out.split("[... ")[1].split(" characters")[0])
+        self.assertGreater(left, (1 << 20) - jw.MAX_OUTPUT_BYTES)
+        _, live = r._take_live()
+        self.assertEqual(live, "END\n")

@@ -1,5 +1,7 @@
 package liveoutput
 
+import "unicode/utf8"
+
 // ring keeps the last max bytes of a stream. The stream offsets start to
 // end are held, the byte at offset o in buf[o % len(buf)]; buf grows (by
 // doubling, up to max) as bytes come, so that a short output costs what it
@@ -68,10 +70,21 @@ func (r *ring) place(off int64, data []byte) {
 }
 
 // readFrom returns a copy of the bytes held from stream offset off (or
-// from start, if off is before it) and the offset of the first.
+// from start, if off is before it) and the offset of the first. Bytes
+// held from start, where the ring dropped what came before, begin at the
+// next rune: the drop may have cut one (writes are whole runes, so a
+// reader's earlier reads end between runes).
 func (r *ring) readFrom(off int64) ([]byte, int64) {
 	off = min(max(off, r.start), r.end)
-	return r.copyOut(off), off
+	out := r.copyOut(off)
+	if off == r.start && r.start > 0 {
+		n := 0
+		for n < len(out) && n < utf8.UTFMax-1 && !utf8.RuneStart(out[n]) {
+			n++
+		}
+		out, off = out[n:], off+int64(n)
+	}
+	return out, off
 }
 
 // copyOut returns a copy of the bytes from off (within [start, end)) to

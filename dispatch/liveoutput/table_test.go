@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
@@ -222,5 +223,30 @@ func BenchmarkWrite(b *testing.B) {
 				off += int64(len(line))
 			}
 		})
+	}
+}
+
+// TestDropNeverCutsARune: a ring that drops the start of its output in
+// the middle of a multi-byte character begins what it hands out at the
+// next one: readers never see half a character (U+FFFD).
+func TestDropNeverCutsARune(t *testing.T) {
+	for _, lead := range []int{0, 1, 2, 3} {
+		tb := small(4)
+		// The ASCII at the end moves where the ring's last 1 KiB begins.
+		b := append(bytes.Repeat([]byte("é€😀"), 200), bytes.Repeat([]byte("a"), lead)...)
+		for off := 0; off < len(b); {
+			n := min(9, len(b)-off) // whole characters: 2 + 3 + 4 bytes
+			tb.Write(k1, int64(off), b[off:off+n])
+			off += n
+		}
+		data, start, _, ok := tb.Snapshot(k1)
+		if !ok || !utf8.Valid(data) || !utf8.RuneStart(data[0]) || !bytes.Equal(data, b[start:]) {
+			t.Fatalf("lead %d: %d bytes from %d, valid %v: want the tail of the output from a character's start", lead, len(data), start, utf8.Valid(data))
+		}
+		f := tb.Follow(k1)
+		got, _, _ := f.Read()
+		if !utf8.Valid(got) {
+			t.Fatalf("lead %d: a follower read half a character", lead)
+		}
 	}
 }

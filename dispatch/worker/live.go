@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -120,7 +119,9 @@ func (p *livePusher) push(ctx context.Context, final bool) {
 	if !final {
 		n = completeRunes(p.buf)
 	}
-	data := strings.ToValidUTF8(string(p.buf[:n]), "\uFFFD")
+	// As the report's output will be: invalid bytes U+FFFD each, control
+	// characters escaped, so that a live reader sees the same text.
+	data := safeText(string(p.buf[:n]))
 	p.buf = p.buf[:copy(p.buf, p.buf[n:])]
 	skipped := p.dropped
 	p.dropped = 0

@@ -58,7 +58,7 @@ func TestLiveOutputFollowedWhileItRuns(t *testing.T) {
 
 	const id, lines = "team/live", 12
 	job := jfapi.Job{ID: id, RunAt: ptrTime(time.Now().Add(24 * time.Hour)), Executor: jfapi.Executor{Type: jfapi.ExecutorShell,
-		Command: []string{"sh", "-c", fmt.Sprintf("i=1; while [ $i -le %d ]; do echo line $i; i=$((i+1)); sleep 0.2; done", lines)}}}
+		Command: []string{"sh", "-c", fmt.Sprintf(`i=1; while [ $i -le %d ]; do echo line $i; if [ $i -eq 3 ]; then printf 'red \033[31mx\033[0m \377\n'; fi; i=$((i+1)); sleep 0.2; done`, lines)}}}
 	if code := api(t, f.AdminToken, "POST", urls[0], "/v1/jobs", job, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
@@ -146,6 +146,10 @@ func TestLiveOutputFollowedWhileItRuns(t *testing.T) {
 	var want strings.Builder
 	for i := 1; i <= lines; i++ {
 		fmt.Fprintf(&want, "line %d\n", i)
+		if i == 3 {
+			// Live as stored: ESC escaped, the invalid byte U+FFFD.
+			want.WriteString(`red \x1b[31mx\x1b[0m ` + "\uFFFD\n")
+		}
 	}
 	if got.String() != want.String() {
 		t.Fatalf("followed output %q, want %q", got.String(), want.String())

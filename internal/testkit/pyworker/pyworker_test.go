@@ -99,6 +99,26 @@ func startWorkerFor(t *testing.T, urls []string, token, id, markers string, env 
 	return w
 }
 
+// stopOnceStarted sends the worker SIGTERM once the handler of job's
+// attempt wrote its marker in markers (py-slow, py-steady).
+func (w *pyWorker) stopOnceStarted(t *testing.T, markers, job string) {
+	t.Helper()
+	marker := filepath.Join(markers, strings.ReplaceAll(job, "/", "_"))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not start within 30s; stderr:\n%s", job, w.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitRun returns the run of job id once done says it is done.
 func waitRun(t *testing.T, c *client.Client, id string, timeout time.Duration, done func(api.Run) bool) api.Run {
 	t.Helper()
@@ -266,19 +286,7 @@ func TestPythonWorkerStopsGracefully(t *testing.T) {
 	markers := t.TempDir()
 	w := startWorker(t, f, f.WorkerToken, "py-2", markers)
 	put(t, c, `{"id": "py/slow", "run_at": "`+runAt()+`", "executor": {"type": "py-slow"}, "retry": {"max_attempts": 3, "initial_backoff": "1h"}}`)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(markers, "py_slow")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("py/slow did not start within 30s; stderr:\n%s", w.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	w.stopOnceStarted(t, markers, "py/slow")
 	select {
 	case err := <-w.done:
 		w.done <- err
@@ -326,19 +334,7 @@ func TestPythonWorkerFinishesAttemptsWhileStopping(t *testing.T) {
 	markers := t.TempDir()
 	w := startWorkerFor(t, f.URLs(), f.WorkerToken, "py-3", markers, "SHUTDOWN_TIMEOUT=20")
 	put(t, c, `{"id": "py/steady", "run_at": "`+runAt()+`", "executor": {"type": "py-steady"}, "payload": {"seconds": 8}, "retry": {"max_attempts": 3}}`)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(markers, "py_steady")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("py/steady did not start within 30s; stderr:\n%s", w.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	w.stopOnceStarted(t, markers, "py/steady")
 	r := waitRun(t, c, "py/steady", 30*time.Second, func(r api.Run) bool { return r.Status.Final() || r.Status == api.RunFailed })
 	if r.Status != api.RunSucceeded || len(r.Attempts) != 1 || !strings.Contains(r.Attempts[0].Output, "slept 8") {
 		t.Fatalf("py/steady after SIGTERM: %s, attempts %+v; want succeeded by its one attempt", r.Status, r.Attempts)

@@ -30,8 +30,6 @@ func TestRunLogsFollowsARunningShellJob(t *testing.T) {
 		t.Fatalf("orchestrator exited at start-up: %v", o.Cmd.ProcessState)
 	}
 	waitSettled(t, o, []string{"orch-logs"}, 20*time.Second)
-	startProc(t, "worker", "worker", "--orchestrators="+o.url, "--token-file="+adminSecretFile, "--id=logs-worker",
-		"--concurrency=1", "--allow-shell", "--poll-wait=1s", "--log-format=json")
 
 	const id, lines = "logs/ticker", 10
 	later := time.Now().Add(24 * time.Hour)
@@ -68,9 +66,18 @@ func TestRunLogsFollowsARunningShellJob(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&r)
 		return r.Status
 	}
-	poll(t, 20*time.Second, "the run to start", func() (bool, string) { s := status(); return s == api.RunRunning, string(s) })
-
+	// Followed before any worker is up: -f waits for the first attempt,
+	// saying so.
 	logs := startProc(t, "run logs -f", "run", "logs", "--server="+o.url, "--token-file="+adminSecretFile, tr.RunID, "-f")
+	poll(t, 20*time.Second, "run logs -f saying it waits", func() (bool, string) {
+		return strings.Contains(logs.Stderr.String(), "waiting for the first attempt"), logs.Stderr.String()
+	})
+	if logs.Exited() {
+		t.Fatalf("run logs -f exited before the run started: %s", logs.Stderr.String())
+	}
+	startProc(t, "worker", "worker", "--orchestrators="+o.url, "--token-file="+adminSecretFile, "--id=logs-worker",
+		"--concurrency=1", "--allow-shell", "--poll-wait=1s", "--log-format=json")
+	poll(t, 20*time.Second, "the run to start", func() (bool, string) { s := status(); return s == api.RunRunning, string(s) })
 	poll(t, 20*time.Second, "a line printed while the attempt runs", func() (bool, string) {
 		out := logs.Stdout.String()
 		return strings.Contains(out, "tick 1\n") && !strings.Contains(out, fmt.Sprintf("tick %d\n", lines)) && status() == api.RunRunning, out

@@ -19,6 +19,7 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -170,7 +171,11 @@ func (j jsonErrors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
 		WriteError(w, rec.code, "method "+r.Method+" not allowed on "+r.URL.Path+" (allowed: "+allow+")")
 	case rec.code >= 400:
-		WriteError(w, rec.code, "no such endpoint: "+r.Method+" "+r.URL.Path)
+		msg := "no such endpoint: " + r.Method + " " + r.URL.Path
+		if hint := slashHint(r.URL.EscapedPath()); hint != "" {
+			msg += "; " + hint
+		}
+		WriteError(w, rec.code, msg)
 	default: // a redirect to the canonical path
 		maps.Copy(w.Header(), rec.header)
 		w.WriteHeader(rec.code)
@@ -335,4 +340,18 @@ func publicMessage(err error) string {
 // WriteError writes {"error": msg} with status code.
 func WriteError(w http.ResponseWriter, code int, msg string) {
 	_ = WriteJSON(w, code, api.Error{Message: msg}) // a string always encodes
+}
+
+// slashHint says, for a path under /v1/jobs/ or /v1/runs/ that no route
+// serves and that goes on after the ID, that an ID holding "/" goes
+// percent-encoded: job team/nightly is /v1/jobs/team%2Fnightly.
+func slashHint(escaped string) string {
+	for _, p := range []string{"/v1/jobs/", "/v1/runs/"} {
+		rest, ok := strings.CutPrefix(escaped, p)
+		if ok && strings.Contains(rest, "/") {
+			id, more, _ := strings.Cut(rest, "/")
+			return fmt.Sprintf("if the ID is %s/%s, percent-encode its \"/\" in the path: %s%s%%2F%s", id, more, p, id, strings.ReplaceAll(more, "/", "%2F"))
+		}
+	}
+	return ""
 }

@@ -160,6 +160,14 @@ func TestHandler(t *testing.T) {
 			wantJSON: `{"error":"no such endpoint: GET /v1/nothing"}`,
 		},
 		{
+			name:     "a job ID's slash not escaped",
+			member:   &fakeMember{},
+			method:   "GET",
+			path:     "/v1/jobs/team/nightly",
+			wantCode: http.StatusNotFound,
+			wantJSON: `{"error":"no such endpoint: GET /v1/jobs/team/nightly; if the ID is team/nightly, percent-encode its \"/\" in the path: /v1/jobs/team%2Fnightly"}`,
+		},
+		{
 			name:     "unknown path and method",
 			member:   &fakeMember{},
 			method:   "DELETE",

@@ -27,6 +27,8 @@ func TestUnmarshalRefuses(t *testing.T) {
 		{"empty", func() any { return new(HeartbeatRequest) }, ``, "", "empty document"},
 		{"null", func() any { return new(CompleteRequest) }, `null`, "", "the document is null, not a JSON object"},
 		{"array", func() any { return new(PreviewRequest) }, `[]`, "", "the document is a JSON array, not a JSON object"},
+		{"not JSON", func() any { return new(PreviewRequest) }, `hello`, "", "not valid JSON: invalid character 'h'"},
+		{"gzip", func() any { return new(PreviewRequest) }, "\x1f\x8b\x08\x00", "", "starts as gzip data does; send it uncompressed"},
 
 		// Duplicate keys at any depth.
 		{"duplicate envelope key", func() any { return new(BatchRequest) }, `{"jobs":[],"mode":"create","mode":"apply"}`, "", `duplicate key "mode"`},

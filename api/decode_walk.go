@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
 	"errors"
@@ -77,6 +78,13 @@ func (w *walker) value(t reflect.Type, path, opts string) error {
 		return w.raw(path)
 	}
 	if path == "" {
+		if !strings.ContainsRune(`"0tfn{[`, rune(kind)) { // not JSON at all: PeekKind gives the byte
+			if bytes.HasPrefix(w.data, []byte{0x1f, 0x8b}) {
+				return &DecodeError{Msg: "the body is not JSON: it starts as gzip data does; send it uncompressed (Content-Encoding is not read)"}
+			}
+			_, err := w.dec.ReadToken()
+			return w.syntax(path, err)
+		}
 		return &DecodeError{Msg: fmt.Sprintf("the document is a JSON %s, not a JSON %s", kindNoun(kind), jsonNoun(t)), Offset: start}
 	}
 	return &DecodeError{Path: path, Msg: fmt.Sprintf("cannot use JSON %s as %s", kindNoun(kind), jsonKind(t)), Offset: start}

@@ -419,6 +419,40 @@ func TestCheckAllowsMissesInsideLongWindows(t *testing.T) {
 	}
 }
 
+// TestCheckRunOnceCollapsesIntoATimeOnTime: under run_once a time missed
+// by more than the grace when the next time fired within it is skipped
+// by design (schedule.RunOnce: a time fired on time in the same decision
+// takes the missed ones' place), outside any fault window too; a time
+// missing while the next one fired promptly is still a missed fire.
+func TestCheckRunOnceCollapsesIntoATimeOnTime(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		nextAt  float64 // when the run of second 10 fired
+		allowed int
+		want    string
+	}{
+		{"the next time fired late, within its grace", 14.5, 1, ""},
+		{"the next time fired on time", 10.005, 0, "missed×1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuilder()
+			b.job("a", "@every 1s", 0, false)
+			b.fireEverySecond("a", 0, 30)
+			b.job("a", "@every 1s", 30.5, true)
+			b.drop("a", 9)
+			b.run("a", 10).Versions[0].Run.FiredAt = at(tt.nextAt)
+			r := b.check(35)
+			if got := violations(r); got != tt.want {
+				dump(t, r)
+				t.Errorf("got violations %q, want %q", got, tt.want)
+			}
+			if r.Total.MissedAllowed != tt.allowed {
+				t.Errorf("missed (allowed) %d, want %d", r.Total.MissedAllowed, tt.allowed)
+			}
+		})
+	}
+}
+
 // TestCheckJoinsFaultsInARow: two faults back to back are one outage.
 // The first's window ends when the nemesis saw the fleet healthy (its
 // owners' leases not yet expired), the second strikes before the owners

@@ -78,6 +78,7 @@ func awaitFirstAttempt(ctx context.Context, c *client.Client, id string, item in
 	appearBy := time.Now().Add(runAppearWait)
 	for {
 		r, err := c.GetRun(ctx, id)
+		stored := err == nil
 		if errors.Is(err, client.ErrNotFound) && time.Now().Before(appearBy) {
 			r.Status = "not stored yet"
 		} else if err != nil {
@@ -85,7 +86,9 @@ func awaitFirstAttempt(ctx context.Context, c *client.Client, id string, item in
 		}
 		started := len(r.Attempts) > 0 || (item < 0 && (len(r.Items) > 0 || len(r.Steps) > 0))
 		if item >= 0 {
-			started = item < len(r.Items) && len(r.Items[item].Attempts) > 0
+			// An item the stored run does not have is not waited for:
+			// the follow names the error.
+			started = stored && (item >= len(r.Items) || len(r.Items[item].Attempts) > 0)
 		}
 		if started || r.Status.Final() {
 			return nil

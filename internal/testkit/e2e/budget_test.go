@@ -58,11 +58,16 @@ func newNoisyFleet(t *testing.T) *noisyFleet {
 
 // fillBelowHighWater fills etcd with other data to just below the
 // high-water mark, and checks that it is below. It writes what is missing
-// to 75% of the quota in half-MiB values of distinct keys (no history),
-// then compacts and defragments etcd, so that its database is its live
-// data: writing fast, as a busy fleet does, makes the database grow past
-// what was written (pages freed while reads hold them are not reused at
-// once), which the flood must not be blamed for.
+// to 75% of the quota in 128 KiB values of distinct keys (no history), in
+// rounds of at most 12 MiB, each ended by a few small writes, a
+// compaction and a defragmentation, so that the database is its live
+// data when the flood starts. Both are for bbolt's sake, not the
+// fleet's: etcd's key bucket is ordered by revision, and bbolt never
+// splits a leaf of four entries or fewer, so every write after a large
+// value rewrites the leaf holding the last few large values (up to 512
+// KiB here) into new pages while reads still hold the old ones; the
+// small writes move the tail of the bucket off the filler, and the
+// rounds keep what that rewriting grows the file by below the quota.
 func (nf *noisyFleet) fillBelowHighWater(t *testing.T) {
 	t.Helper()
 	c := nf.f.Client
@@ -74,28 +79,47 @@ func (nf *noisyFleet) fillBelowHighWater(t *testing.T) {
 		}
 		return st.DbSize
 	}
-	const chunk = 512 << 10
+	const (
+		chunk = 128 << 10
+		round = 12 << 20
+	)
 	blob := strings.Repeat("j", chunk)
-	missing := int64(noisyQuota*75/100) - size()
-	var rev int64
-	for i := 0; int64(i)*chunk < missing; i++ {
-		resp, err := c.Put(ctx, fmt.Sprintf("/junk/%d", i), blob)
-		if err != nil {
+	target := int64(noisyQuota * 75 / 100)
+	n := 0
+	for r := 0; ; r++ {
+		missing := min(target-size(), round)
+		if missing < chunk {
+			break
+		}
+		if r == 8 {
+			t.Fatalf("etcd's database is %d bytes after %d rounds of filling, want %d", size(), r, target)
+		}
+		var rev int64
+		for written := int64(0); written+chunk <= missing; written += chunk {
+			resp, err := c.Put(ctx, fmt.Sprintf("/junk/%d", n), blob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+			rev = resp.Header.Revision
+		}
+		for i := range 8 {
+			resp, err := c.Put(ctx, fmt.Sprintf("/junk/pad/%d/%d", r, i), "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = resp.Header.Revision
+		}
+		if _, err := c.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
 			t.Fatal(err)
 		}
-		rev = resp.Header.Revision
+		if _, err := c.Defragment(ctx, c.Endpoints()[0]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := c.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Defragment(ctx, c.Endpoints()[0]); err != nil {
-		t.Fatal(err)
-	}
-	// Writing the filler as fast as etcd takes it can itself raise
-	// NOSPACE (bbolt grows its file in steps while pages freed under
-	// reads wait to be reused): that is this set-up's doing, not the
-	// flood's, so it is disarmed once compaction and defragmentation made
-	// the database its live data, and the flood starts with no alarm.
+	// Should the filling still have raised NOSPACE, that is this
+	// set-up's doing, not the flood's: it is disarmed now that the
+	// database is its live data, and the flood starts with no alarm.
 	al, err := c.AlarmList(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -106,8 +106,13 @@ func (s *Etcd) Partition(id string) int { return shard.Partition(id, s.partition
 
 // Classify maps etcd client errors onto the store's errors, keeping the
 // original in the chain: ErrNoSpace for a full database, ErrTooLarge for a
-// request over etcd's size limit, ErrUnavailable for no leader, timeouts
-// and connection failures. Other errors are returned as they are.
+// request over etcd's size limit, ErrUnavailable for no leader, a leader
+// change, timeouts, a stopping or unhealthy server, an overloaded one
+// ("too many requests": its applied index fell behind) and connection
+// failures. Other errors are returned as they are.
+//
+// etcd's client returns its server's errors as rpctypes.EtcdError, which
+// carries a gRPC code but no gRPC status, so both forms are looked at.
 func Classify(err error) error {
 	if err == nil {
 		return nil
@@ -123,11 +128,23 @@ func Classify(err error) error {
 		errors.Is(err, rpctypes.ErrGRPCTimeout):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		switch {
+		case ee.Code() == codes.Unavailable, ee.Code() == codes.DeadlineExceeded,
+			errors.Is(err, rpctypes.ErrTooManyRequests):
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	}
 	if st, ok := status.FromError(err); ok {
 		switch st.Code() {
 		case codes.Unavailable, codes.DeadlineExceeded:
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		case codes.ResourceExhausted:
+			if st.Message() == rpctypes.ErrTooManyRequests.Error() {
+				return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
 			if strings.Contains(st.Message(), "space") {
 				return fmt.Errorf("%w: %w", ErrNoSpace, err)
 			}

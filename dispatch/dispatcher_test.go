@@ -231,14 +231,28 @@ func (h *harness) waitRuns(id string, n int) []api.Run {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		runs, err := h.store.Runs(context.Background(), id, 1000)
-		if err == nil && len(runs) >= n {
+		if err == nil && len(runs) >= n && h.holds(id, runs) {
 			return runs
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("job %s: %d runs after 10s, want %d", id, len(runs), n)
+			h.t.Fatalf("job %s: %d runs after 10s, want %d (or the owner does not hold those not final yet)", id, len(runs), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// holds reports whether the dispatcher, if it owns job id's partition,
+// holds every run of runs that is not final among those it hands out.
+func (h *harness) holds(id string, runs []api.Run) bool {
+	if h.disp == nil {
+		return true
+	}
+	for _, r := range runs {
+		if !r.Status.Final() && !h.disp.HoldsRun(id, r.ID) {
+			return false
+		}
+	}
+	return true
 }
 
 // waitRun waits until run id satisfies cond.

@@ -141,3 +141,18 @@ func (d *Dispatcher) HoldWriter(p int) (release func(), ok bool) {
 
 // RaceEnabled: the race detector is on.
 const RaceEnabled = raceEnabled
+
+// HoldsRun reports whether the owner here of job id's partition holds run
+// runID among the runs it hands out (its active runs), or whether no
+// partition here holds the job (nothing to wait for). A run is in etcd
+// before its owner adds it to those, when the write's answer arrives:
+// tests that poll without waiting look here first.
+func (d *Dispatcher) HoldsRun(id, runID string) bool {
+	pt, err := d.partitionFor(id)
+	if err != nil {
+		return true
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return pt.active[runID] != nil
+}

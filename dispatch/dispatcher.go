@@ -251,8 +251,8 @@ func (d *Dispatcher) Stats() Stats {
 // recordWrite notes the outcome of a fenced write for Health, and tells
 // the space gate of a failure.
 func (d *Dispatcher) recordWrite(err error) {
-	if err != nil && errors.Is(err, shard.ErrFenced) {
-		return // ownership moved: the controller handles it; the store is fine
+	if err != nil && (errors.Is(err, shard.ErrFenced) || errors.Is(err, shard.ErrRefenced)) {
+		return // ownership moved (the controller handles it) or re-fenced: the store is fine
 	}
 	if err != nil && d.cfg.Space != nil {
 		d.cfg.Space.NoteWriteError(err)

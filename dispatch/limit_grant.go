@@ -13,7 +13,6 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/limits"
 	"github.com/jobfleet/jobfleet/shard"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // LimitTable is what the scheduler reads of the fleet's limit keys
@@ -121,9 +120,7 @@ func (pt *partition) commitGuarded(ctx context.Context, cmps []clientv3.Cmp, op 
 	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := pt.own.Commit(rctx, cmps, []clientv3.Op{op}, nil)
-	if err != nil && !errors.Is(err, shard.ErrFenced) {
-		err = store.Classify(err)
-	}
+	err = classifyCommit(err)
 	if ctx.Err() == nil {
 		pt.d.recordWrite(err)
 	}

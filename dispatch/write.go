@@ -91,9 +91,7 @@ func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefo
 // caller holds wmu and not mu.
 func (pt *partition) commit(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	resp, err := pt.d.commits.commit(ctx, pt.own, ops) // RequestTimeout from its sending
-	if err != nil && !errors.Is(err, shard.ErrFenced) {
-		err = store.Classify(err)
-	}
+	err = classifyCommit(err)
 	if ctx.Err() == nil {
 		// A write abandoned because the partition's work ended (released
 		// in a rebalance, the member stopping) says nothing about etcd:
@@ -271,14 +269,30 @@ func (pt *partition) readoptUnread(ctx context.Context) {
 	}
 }
 
+// classifyCommit returns a fenced write's error as callers test it: a
+// lost ownership as shard.ErrFenced; a write refused because its
+// ownership was re-fenced meanwhile (not applied, the partition still
+// owned) as store.ErrUnavailable, to be tried again like a timeout;
+// etcd's errors as store.Classify says.
+func classifyCommit(err error) error {
+	switch {
+	case err == nil, errors.Is(err, shard.ErrFenced):
+		return err
+	case errors.Is(err, shard.ErrRefenced):
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return store.Classify(err)
+}
+
 // unknownOutcome reports whether a failed write may have applied in etcd
-// all the same: anything but a refusal etcd answered (fenced, too large,
-// no space) or a write the committer never sent leaves the outcome
-// unknown (a timeout, a cancelled request, a lost connection, a leader
-// change).
+// all the same: anything but a refusal etcd answered (fenced, re-fenced,
+// too large, no space) or a write the committer never sent leaves the
+// outcome unknown (a timeout, a cancelled request, a lost connection, a
+// leader change). The ownership re-fences before its next write, so such
+// a write applies before that one or never (shard.Ownership.Refence).
 func unknownOutcome(err error) bool {
 	switch {
-	case err == nil, errors.Is(err, errNotSent), errors.Is(err, shard.ErrFenced), errors.Is(err, api.ErrTooLarge), errors.Is(err, store.ErrNoSpace):
+	case err == nil, errors.Is(err, errNotSent), errors.Is(err, shard.ErrFenced), errors.Is(err, shard.ErrRefenced), errors.Is(err, api.ErrTooLarge), errors.Is(err, store.ErrNoSpace):
 		return false
 	}
 	return true

@@ -12,4 +12,9 @@ var (
 	// ErrFenced means a fenced transaction was refused because the owner
 	// key no longer has the epoch it was made under: ownership was lost.
 	ErrFenced = errors.New("shard: fenced: partition ownership lost")
+	// ErrRefenced means a fenced transaction was refused because this
+	// ownership was re-fenced (Ownership.Refence) after the transaction
+	// was composed: it was not applied, the partition is still owned, and
+	// the write may be tried again.
+	ErrRefenced = errors.New("shard: refused: the ownership was re-fenced after this write was composed")
 )

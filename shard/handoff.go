@@ -30,7 +30,7 @@ func (r *run) acquire(ctx context.Context, free []int) error {
 		}
 		if resp.Succeeded {
 			for _, part := range chunk {
-				r.start(part, resp.Header.Revision)
+				r.start(part, resp.Header.Revision, resp.Header.Revision)
 			}
 			c.lg.Info("partitions acquired", zap.Ints("partitions", chunk), zap.Int64("epoch", resp.Header.Revision))
 			continue
@@ -45,7 +45,7 @@ func (r *run) acquire(ctx context.Context, free []int) error {
 				return err
 			}
 			if resp.Succeeded {
-				r.start(part, resp.Header.Revision)
+				r.start(part, resp.Header.Revision, resp.Header.Revision)
 				won, epochs = append(won, part), append(epochs, resp.Header.Revision)
 			}
 		}
@@ -64,18 +64,12 @@ func (r *run) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (
 }
 
 // start begins Work for a newly owned partition under the session's
-// context.
-func (r *run) start(part int, epoch int64) {
+// context: its owner key was created at epoch and last written at gen.
+func (r *run) start(part int, epoch, gen int64) {
 	c := r.c
 	wctx, cancel := context.WithCancel(r.s.Ctx())
-	own := &Ownership{
-		Partition: part,
-		Epoch:     epoch,
-		Key:       OwnerKey(c.cfg.Namespace, part),
-		Member:    c.cfg.MemberID,
-		kv:        c.client,
-		metrics:   c.cfg.Metrics,
-	}
+	own := newOwnership(c.client, c.cfg.Namespace, c.cfg.MemberID, part, epoch, gen)
+	own.metrics = c.cfg.Metrics
 	own.fenced = func(o *Ownership) {
 		c.lg.Warn("fenced write refused; stopping partition", zap.Int("partition", o.Partition), zap.Int64("epoch", o.Epoch))
 		cancel()

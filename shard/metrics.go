@@ -10,6 +10,7 @@ type Metrics struct {
 	acquisitions prometheus.Counter
 	releases     *prometheus.CounterVec
 	fencing      prometheus.Counter
+	refences     prometheus.Counter
 	acquireWait  prometheus.Histogram
 	releaseTime  prometheus.Histogram
 	rebalances   prometheus.Counter
@@ -32,7 +33,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "jobfleet_partition_releases_total", Help: "Partitions released, by reason (rebalance, shutdown, lost, lease_lost, work_exited).",
 		}, []string{"reason"}),
 		fencing: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "jobfleet_fencing_failures_total", Help: "Fenced transactions refused because the owner key's epoch had changed.",
+			Name: "jobfleet_fencing_failures_total", Help: "Fenced transactions refused because the owner key was gone or had another epoch.",
+		}),
+		refences: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobfleet_partition_refences_total", Help: "Owner keys rewritten after a write whose outcome was unknown, so that it can no longer apply (Ownership.Refence).",
 		}),
 		acquireWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "jobfleet_handoff_acquire_wait_seconds", Help: "Time from the ring assigning a partition to this member until it owned it.",
@@ -47,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.owned, m.targeted, m.acquisitions, m.releases, m.fencing, m.acquireWait, m.releaseTime, m.rebalances)
+		reg.MustRegister(m.owned, m.targeted, m.acquisitions, m.releases, m.fencing, m.refences, m.acquireWait, m.releaseTime, m.rebalances)
 	}
 	return m
 }
@@ -55,6 +59,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) fencingFailure() {
 	if m != nil {
 		m.fencing.Inc()
+	}
+}
+
+func (m *Metrics) refenced() {
+	if m != nil {
+		m.refences.Inc()
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -48,53 +50,157 @@ type Ownership struct {
 	kv      clientv3.KV
 	fenced  func(o *Ownership) // reports a refused fenced transaction to the controller
 	metrics *Metrics
+
+	// gen is the owner key's mod revision every write is fenced on: the
+	// epoch when the key was created, a later revision after each Refence.
+	gen atomic.Int64
+	// doubt is the gen of the last write whose outcome is unknown: while
+	// it is gen, the next write re-fences first.
+	doubt     atomic.Int64
+	refenceMu sync.Mutex // one Refence at a time
 }
 
 // NewOwnership returns the Ownership of a partition whose owner key was
 // created by other means than a Controller (tools, benchmarks, tests of the
 // work run under ownership): partition p of namespace ns, held by member
-// with the given epoch (the key's create revision). Fencing works the same;
-// nobody is told of a refused fence.
+// with the given epoch (the key's create revision), the key not written
+// since its creation. Fencing works the same; nobody is told of a refused
+// fence.
 func NewOwnership(kv clientv3.KV, ns, member string, p int, epoch int64) *Ownership {
-	return &Ownership{Partition: p, Epoch: epoch, Key: OwnerKey(ns, p), Member: member, kv: kv}
+	return newOwnership(kv, ns, member, p, epoch, epoch)
+}
+
+// newOwnership returns the Ownership of partition p whose owner key was
+// created at epoch and last written at gen.
+func newOwnership(kv clientv3.KV, ns, member string, p int, epoch, gen int64) *Ownership {
+	o := &Ownership{Partition: p, Epoch: epoch, Key: OwnerKey(ns, p), Member: member, kv: kv}
+	o.gen.Store(gen)
+	return o
 }
 
 // Fence returns the comparison every owner write must carry: the owner key
-// still has this ownership's epoch.
+// is still the version this ownership last wrote (its mod revision is the
+// epoch, or the revision of the last Refence). It implies the key has the
+// ownership's epoch: a key deleted or created again has another mod
+// revision.
 func (o *Ownership) Fence() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(o.Key), "=", o.Epoch)
+	return o.fence(o.gen.Load())
 }
 
-// Commit runs a transaction fenced on the ownership's epoch: if the owner
-// key still has o.Epoch, it evaluates cmps and applies thenOps if they all
-// hold, elseOps otherwise, and returns that inner transaction's response
-// (Succeeded tells whether cmps held; Header is the outer transaction's,
-// so Header.Revision is the revision of every key the commit wrote). If the owner key is gone or has
-// another epoch, nothing is applied and Commit returns ErrFenced; the
-// controller is told and stops the partition's work. Other errors are
-// etcd's, wrapped.
+func (o *Ownership) fence(gen int64) clientv3.Cmp {
+	return clientv3.Compare(clientv3.ModRevision(o.Key), "=", gen)
+}
+
+// Commit runs a transaction fenced on the ownership: if the owner key is
+// still the version the ownership last wrote (Fence), it evaluates cmps
+// and applies thenOps if they all hold, elseOps otherwise, and returns
+// that inner transaction's response (Succeeded tells whether cmps held;
+// Header is the outer transaction's, so Header.Revision is the revision
+// of every key the commit wrote). If the owner key is gone or has another
+// epoch, nothing is applied and Commit returns ErrFenced; the controller
+// is told and stops the partition's work. If the ownership was re-fenced
+// while the transaction was in flight, nothing is applied and Commit
+// returns ErrRefenced. Other errors are etcd's, wrapped: the transaction
+// may or may not have been applied, and etcd may still apply it later;
+// the ownership's next write re-fences first (see Refence), so that it
+// cannot apply after that write, and returns Refence's error if that
+// fails.
 //
 // Mind etcd's limits: at most 128 operations per transaction by default
 // (nested ones count) and 1.5 MiB per request.
 func (o *Ownership) Commit(ctx context.Context, cmps []clientv3.Cmp, thenOps, elseOps []clientv3.Op) (*clientv3.TxnResponse, error) {
+	if err := o.settle(ctx); err != nil {
+		return nil, err
+	}
+	gen := o.gen.Load()
 	resp, err := o.kv.Txn(ctx).
-		If(o.Fence()).
+		If(o.fence(gen)).
 		Then(clientv3.OpTxn(cmps, thenOps, elseOps)).
 		Commit()
 	if err != nil {
+		o.doubt.Store(gen)
 		return nil, fmt.Errorf("shard: fenced txn on partition %d: %w", o.Partition, err)
 	}
 	if !resp.Succeeded {
-		return nil, o.refused()
+		return nil, o.refused(gen)
 	}
 	inner := (*clientv3.TxnResponse)(resp.Responses[0].GetResponseTxn())
 	inner.Header = resp.Header // nested responses carry no header of their own
 	return inner, nil
 }
 
-// refused counts a refused fence, tells the controller, and returns the
-// error Commit returns for it.
-func (o *Ownership) refused() error {
+// settle re-fences the ownership if a write fenced on its current gen
+// had an unknown outcome.
+func (o *Ownership) settle(ctx context.Context) error {
+	if o.doubt.Load() != o.gen.Load() {
+		return nil
+	}
+	return o.refence(ctx, true)
+}
+
+// Refence makes every transaction this ownership sent before it, and did
+// not see applied, unable to apply ever after: it rewrites the owner key
+// (same value, same lease), so that its mod revision moves past the one
+// those transactions compare, and fences later writes on the new one.
+// Commit and CommitBatch call it before the next write after one whose
+// outcome is unknown (a timeout, a lost connection): etcd may apply such a
+// write later, after the writes that followed it, and a fenced write's own
+// comparisons (a run created only if absent, say) no longer hold it back
+// if what it compares has changed in between (the run's deletion by a
+// history trim).
+// This is Temporal's renewal of a shard's range ID on an uncertain write,
+// with the owner key's revision as the range.
+//
+// Writes in flight while it runs are refused with ErrRefenced. It returns
+// nil once the key is rewritten (or found rewritten by an earlier Refence
+// whose answer was lost), ErrFenced if the ownership is lost (the
+// controller is told), and etcd's error otherwise: the ownership is then
+// in doubt, and Refence must be called again before the next write. Safe
+// for concurrent use; calls run one at a time.
+func (o *Ownership) Refence(ctx context.Context) error { return o.refence(ctx, false) }
+
+// refence is Refence; inDoubt says to do nothing unless a write fenced on
+// the current gen is still in doubt once the lock is taken (another
+// writer may have re-fenced meanwhile).
+func (o *Ownership) refence(ctx context.Context, inDoubt bool) error {
+	o.refenceMu.Lock()
+	defer o.refenceMu.Unlock()
+	gen := o.gen.Load()
+	if inDoubt && o.doubt.Load() != gen {
+		return nil
+	}
+	resp, err := o.kv.Txn(ctx).
+		If(o.fence(gen)).
+		Then(clientv3.OpPut(o.Key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())).
+		Else(clientv3.OpGet(o.Key)).
+		Commit()
+	if err != nil {
+		o.doubt.Store(gen) // it may apply later: the next write re-fences again
+		return fmt.Errorf("shard: re-fencing partition %d: %w", o.Partition, err)
+	}
+	if resp.Succeeded {
+		o.gen.Store(resp.Header.Revision)
+		o.metrics.refenced()
+		return nil
+	}
+	// The key moved: an earlier Refence applied after its answer was lost,
+	// or the ownership is gone. Writes sent before either are dead.
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && kvs[0].CreateRevision == o.Epoch && string(kvs[0].Value) == o.Member {
+		o.gen.Store(kvs[0].ModRevision)
+		o.metrics.refenced()
+		return nil
+	}
+	return o.refused(gen)
+}
+
+// refused returns the error of a fence refused to a transaction sent
+// fenced on gen: ErrRefenced if the ownership was re-fenced since (the
+// partition is still owned), ErrFenced otherwise, counted and told to the
+// controller.
+func (o *Ownership) refused(gen int64) error {
+	if o.gen.Load() != gen {
+		return fmt.Errorf("%w (partition %d, epoch %d)", ErrRefenced, o.Partition, o.Epoch)
+	}
 	o.metrics.fencingFailure()
 	if o.fenced != nil {
 		o.fenced(o)
@@ -110,6 +216,9 @@ type OwnerInfo struct {
 	Epoch int64
 	// Lease is the lease the owner key is bound to.
 	Lease int64
+	// Revision is the owner key's mod revision: Epoch, or the revision of
+	// the owner's last re-fence (Ownership.Refence).
+	Revision int64
 }
 
 // Owners is the owner table as etcd records it, kept current by watching
@@ -148,7 +257,7 @@ func (o *Owners) Owner(p int) OwnerInfo {
 	if !ok {
 		return OwnerInfo{}
 	}
-	return OwnerInfo{Member: string(kv.Value), Epoch: kv.CreateRevision, Lease: kv.Lease}
+	return ownerInfo(kv.Value, kv.CreateRevision, kv.ModRevision, kv.Lease)
 }
 
 // WaitFor blocks until cond holds for the table of p partitions.
@@ -168,7 +277,7 @@ func ReadOwners(ctx context.Context, kv clientv3.KV, ns string, p int) ([]OwnerI
 	t := make([]OwnerInfo, p)
 	for _, kv := range resp.Kvs {
 		if i, ok := parseOwnerKey(strings.TrimPrefix(string(kv.Key), OwnersPrefix(ns))); ok && i < p {
-			t[i] = OwnerInfo{Member: string(kv.Value), Epoch: kv.CreateRevision, Lease: kv.Lease}
+			t[i] = ownerInfo(kv.Value, kv.CreateRevision, kv.ModRevision, kv.Lease)
 		}
 	}
 	return t, resp.Header.Revision, nil
@@ -178,8 +287,14 @@ func tableOf(s mirror.Snapshot, p int) []OwnerInfo {
 	t := make([]OwnerInfo, p)
 	for k, kv := range s.KVs {
 		if i, ok := parseOwnerKey(k); ok && i < p {
-			t[i] = OwnerInfo{Member: string(kv.Value), Epoch: kv.CreateRevision, Lease: kv.Lease}
+			t[i] = ownerInfo(kv.Value, kv.CreateRevision, kv.ModRevision, kv.Lease)
 		}
 	}
 	return t
+}
+
+// ownerInfo is what an owner key records: the member, its create and mod
+// revisions, its lease.
+func ownerInfo(member []byte, created, modified, lease int64) OwnerInfo {
+	return OwnerInfo{Member: string(member), Epoch: created, Lease: lease, Revision: modified}
 }

@@ -240,7 +240,7 @@ func (r *run) reconcile(ctx context.Context) (retry bool) {
 		case o.Member == c.cfg.MemberID && o.Lease == int64(r.s.Lease()):
 			// Our own key whose creation we did not see succeed (a
 			// timed-out request that committed): adopt it.
-			r.start(part, o.Epoch)
+			r.start(part, o.Epoch, o.Revision)
 			c.lg.Info("partition acquired", zap.Int("partition", part), zap.Int64("epoch", o.Epoch), zap.String("how", "adopted"))
 		}
 	}

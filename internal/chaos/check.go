@@ -163,6 +163,7 @@ type Global struct {
 	JobUpdates   int `json:"job_updates"`
 	Executions   int `json:"executions"`
 	OwnerEvents  int `json:"owner_events"`
+	Refences     int `json:"owner_refences"`         // owner keys re-fenced by their owner (History.OwnerRefences)
 	RunsRetried  int `json:"runs_retried"`           // runs with more than one attempt
 	RunsRepeated int `json:"runs_executed_repeated"` // runs the recorder saw succeed more than once (at least once delivery)
 	// RunsRepeatedWorkerAlive counts those of RunsRepeated whose first
@@ -265,6 +266,7 @@ func Check(in Input) Result {
 	c.checkNoisy()
 	c.checkLimits()
 	c.res.Global.OwnerEvents = in.History.OwnerEvents
+	c.res.Global.Refences = in.History.OwnerRefences
 	for _, o := range in.History.OwnerOverlaps {
 		c.res.Global.OwnerOverlaps++
 		c.violate("owner_overlaps", "", fmt.Sprintf("partition %d at revision %d: %s", o.Partition, o.Rev, o.Detail))

@@ -88,6 +88,10 @@ type History struct {
 	Runs          map[string]*RunHistory   `json:"runs"`  // by run key
 	OwnerOverlaps []OwnerOverlap           `json:"owner_overlaps"`
 	OwnerEvents   int                      `json:"owner_events"`
+	// OwnerRefences counts owner keys rewritten by their owner with the
+	// same member and epoch (shard.Ownership.Refence after a write of
+	// unknown outcome): not a new owner.
+	OwnerRefences int `json:"owner_refences"`
 	// OwnerAcquired lists, per partition, when the watch saw each of its
 	// owner keys created.
 	OwnerAcquired map[int][]time.Time `json:"owner_acquired"`
@@ -266,6 +270,10 @@ func (w *historyWatch) applyOwnerLocked(suffix string, kv *mvccpb.KeyValue, del 
 	w.h.OwnerEvents++
 	if del {
 		delete(w.owners, p)
+		return
+	}
+	if old, exists := w.owners[p]; exists && old.member == string(kv.Value) && old.epoch == kv.CreateRevision {
+		w.h.OwnerRefences++
 		return
 	}
 	if old, exists := w.owners[p]; exists || kv.CreateRevision != kv.ModRevision {

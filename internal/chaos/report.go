@@ -49,8 +49,8 @@ func (r *Report) WriteTable(out io.Writer) {
 	tw.Flush()
 
 	g := r.Global
-	fmt.Fprintf(out, "\njobs accepted %d (deleted %d, updates %d), executions %d, runs retried %d, runs executed successfully more than once %d (%d of them while the first worker lived on), owner key events %d\n",
-		g.Jobs, g.JobsDeleted, g.JobUpdates, g.Executions, g.RunsRetried, g.RunsRepeated, g.RunsRepeatedWorkerAlive, g.OwnerEvents)
+	fmt.Fprintf(out, "\njobs accepted %d (deleted %d, updates %d), executions %d, runs retried %d, runs executed successfully more than once %d (%d of them while the first worker lived on), owner key events %d (re-fences after a write of unknown outcome %d)\n",
+		g.Jobs, g.JobsDeleted, g.JobUpdates, g.Executions, g.RunsRetried, g.RunsRepeated, g.RunsRepeatedWorkerAlive, g.OwnerEvents, g.Refences)
 	it := g.Items
 	fmt.Fprintf(out, "runs of items %d (broadcast %d) with %d items: retried %d, executed successfully more than once %d; broadcast items dead with their worker %d, workers a broadcast fire missed %d (a violation outside faults)\n",
 		it.Runs, it.BroadcastRuns, it.Items, it.ItemsRetried, it.ItemsRepeated, it.BroadcastWorkerLost, it.BroadcastWorkersMissed)

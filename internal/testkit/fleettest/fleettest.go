@@ -422,8 +422,10 @@ func (f *Fleet) WaitSettled(timeout time.Duration) time.Duration {
 
 // CheckHistory replays etcd's history of the namespace from revision
 // from+1 and checks:
-//   - an owner key is only ever created (PUT on an absent key) or deleted,
-//     never overwritten while it exists: one owner at every revision;
+//   - an owner key is only ever created (PUT on an absent key), deleted,
+//     or rewritten by its owner with the same member and epoch (a
+//     re-fence, shard.Ownership.Refence), never overwritten by another:
+//     one owner at every revision;
 //   - every write a partition's Work made (a fenced data key holding its
 //     epoch) happened while the owner key had exactly that epoch.
 //
@@ -437,7 +439,8 @@ func (f *Fleet) CheckHistory(from int64) (ownerEvents, writes int) {
 		f.t.Fatal(err)
 	}
 	end := resp.Header.Revision
-	owners := map[string]int64{} // owner key → create revision while it exists
+	owners := map[string]int64{}   // owner key → create revision while it exists
+	members := map[string]string{} // owner key → its member while it exists
 	if from > 0 {
 		// Start from the state at from.
 		r, err := f.Client.Get(ctx, shard.OwnersPrefix(f.NS), clientv3.WithPrefix(), clientv3.WithRev(from))
@@ -445,7 +448,7 @@ func (f *Fleet) CheckHistory(from int64) (ownerEvents, writes int) {
 			f.t.Fatal(err)
 		}
 		for _, kv := range r.Kvs {
-			owners[string(kv.Key)] = kv.CreateRevision
+			owners[string(kv.Key)], members[string(kv.Key)] = kv.CreateRevision, string(kv.Value)
 		}
 	}
 	wctx, wcancel := context.WithCancel(ctx)
@@ -463,12 +466,17 @@ func (f *Fleet) CheckHistory(from int64) (ownerEvents, writes int) {
 				ownerEvents++
 				if ev.Type == mvccpb.Event_DELETE {
 					delete(owners, key)
+					delete(members, key)
 					continue
 				}
-				if _, exists := owners[key]; exists || ev.Kv.CreateRevision != ev.Kv.ModRevision {
+				epoch, exists := owners[key]
+				if exists && epoch == ev.Kv.CreateRevision && members[key] == string(ev.Kv.Value) {
+					continue // re-fenced by its owner
+				}
+				if exists || ev.Kv.CreateRevision != ev.Kv.ModRevision {
 					f.t.Errorf("history: owner key %s overwritten at revision %d (value %q): two owners", key, ev.Kv.ModRevision, ev.Kv.Value)
 				}
-				owners[key] = ev.Kv.CreateRevision
+				owners[key], members[key] = ev.Kv.CreateRevision, string(ev.Kv.Value)
 			case strings.HasPrefix(key, dataPrefix) && ev.Type == mvccpb.Event_PUT:
 				writes++
 				p := strings.TrimPrefix(key, dataPrefix)

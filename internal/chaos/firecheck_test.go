@@ -3,6 +3,9 @@ package chaos
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // TestFireViolations: each broken rule is reported once, and a clean
@@ -29,5 +32,32 @@ func TestFireViolations(t *testing.T) {
 		if !strings.Contains(v, want) {
 			t.Errorf("violations lack %q:\n%s", want, v)
 		}
+	}
+}
+
+// TestOwnerHistoryRefences: an owner rewriting its own key (same member,
+// same create revision: a re-fence) is not a new owner; another member's
+// write of an existing key, or a key first seen already rewritten by
+// someone else, is two owners.
+func TestOwnerHistoryRefences(t *testing.T) {
+	w := &historyWatch{h: History{OwnerAcquired: map[int][]time.Time{}}, owners: map[int]ownerKey{}}
+	now := time.Now()
+	put := func(member string, create, mod int64) {
+		w.applyOwnerLocked("00003", &mvccpb.KeyValue{Key: []byte("owners/00003"), Value: []byte(member), CreateRevision: create, ModRevision: mod}, false, now)
+	}
+	put("a", 10, 10) // acquired
+	put("a", 10, 14) // re-fenced
+	put("a", 10, 20) // again
+	if len(w.h.OwnerOverlaps) != 0 || w.h.OwnerRefences != 2 || len(w.h.OwnerAcquired[3]) != 1 {
+		t.Fatalf("after re-fences: overlaps %v, re-fences %d, acquisitions %d; want none, 2, 1", w.h.OwnerOverlaps, w.h.OwnerRefences, len(w.h.OwnerAcquired[3]))
+	}
+	put("b", 10, 25) // another member writes the held key
+	if len(w.h.OwnerOverlaps) != 1 {
+		t.Errorf("another member's write of a held key: overlaps %v, want 1", w.h.OwnerOverlaps)
+	}
+	w.applyOwnerLocked("00003", &mvccpb.KeyValue{Key: []byte("owners/00003")}, true, now)
+	put("c", 30, 31) // first seen rewritten: not a creation this watch saw
+	if len(w.h.OwnerOverlaps) != 2 {
+		t.Errorf("a key first seen rewritten: overlaps %v, want 2", w.h.OwnerOverlaps)
 	}
 }

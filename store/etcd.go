@@ -108,8 +108,10 @@ func (s *Etcd) Partition(id string) int { return shard.Partition(id, s.partition
 // original in the chain: ErrNoSpace for a full database, ErrTooLarge for a
 // request over etcd's size limit, ErrUnavailable for no leader, a leader
 // change, timeouts, a stopping or unhealthy server, an overloaded one
-// ("too many requests": its applied index fell behind) and connection
-// failures. Other errors are returned as they are.
+// ("too many requests": its applied index fell behind), connection
+// failures and cancelled requests (a member stopping closes its client,
+// cancelling what it has in flight). Other errors are returned as they
+// are.
 //
 // etcd's client returns its server's errors as rpctypes.EtcdError, which
 // carries a gRPC code but no gRPC status, so both forms are looked at.
@@ -125,7 +127,10 @@ func Classify(err error) error {
 		return &classified{msg: ErrTooLarge.Error() + ": etcd refused the request as too large", errs: []error{ErrTooLarge, err}}
 	case errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrGRPCNoLeader),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, rpctypes.ErrTimeout),
-		errors.Is(err, rpctypes.ErrGRPCTimeout):
+		errors.Is(err, rpctypes.ErrGRPCTimeout),
+		// Cancelled: the member is stopping and closed its client (or the
+		// caller left, and hears nothing either way).
+		errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	var ee rpctypes.EtcdError
@@ -139,7 +144,7 @@ func Classify(err error) error {
 	}
 	if st, ok := status.FromError(err); ok {
 		switch st.Code() {
-		case codes.Unavailable, codes.DeadlineExceeded:
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		case codes.ResourceExhausted:
 			if st.Message() == rpctypes.ErrTooManyRequests.Error() {

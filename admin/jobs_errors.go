@@ -44,7 +44,7 @@ func (a *jobsAPI) fail(w http.ResponseWriter, r *http.Request, id string, err er
 //	store.ErrNotFound                                             404
 //	store.ErrExists, ErrConflict, ErrStaleRevision                409
 //	store.ErrNoSpace, store.ErrHighWater                          507
-//	store.ErrUnavailable, context deadline                        503
+//	store.ErrUnavailable, context deadline or cancellation        503
 //	anything else                                                 500
 //
 // Messages of 5xx replies are fixed sentences: the error's own text may
@@ -74,7 +74,8 @@ func status(err error) (code int, msg string) {
 	case errors.Is(err, store.ErrHighWater):
 		// The fleet's own words (size, mark, quota), not etcd's.
 		return http.StatusInsufficientStorage, err.Error()
-	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, context.Canceled): // the member stopping cancels what it has in flight
 		return http.StatusServiceUnavailable, store.ErrUnavailable.Error() + ": etcd did not answer in time or has no leader; retry later"
 	}
 	return http.StatusInternalServerError, "internal error (logged by the server)"

@@ -738,6 +738,7 @@ func TestJobsErrorStatus(t *testing.T) {
 		{"deadline", store.Classify(context.DeadlineExceeded), http.StatusServiceUnavailable, "store unavailable"},
 		{"cancelled (the member stopping)", store.Classify(fmt.Errorf("put: %w", context.Canceled)), http.StatusServiceUnavailable, "store unavailable"},
 		{"cancelled, as gRPC", store.Classify(status.Error(codes.Canceled, "context canceled")), http.StatusServiceUnavailable, "store unavailable"},
+		{"cancelled before etcd was asked", fmt.Errorf("reading job: %w", context.Canceled), http.StatusServiceUnavailable, "store unavailable"},
 		// What etcd's client returns (rpctypes.EtcdError, no gRPC status)
 		// while its cluster elects a leader, stops or is overloaded.
 		{"leader changed", store.Classify(rpctypes.ErrLeaderChanged), http.StatusServiceUnavailable, "store unavailable"},

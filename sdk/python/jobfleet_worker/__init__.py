@@ -115,9 +115,9 @@ class Run:
         self.cancelled = threading.Event()
         self._head = []  # the output's first lines, up to half the cap
         self._head_len = 0
-        self._tail = collections.deque()  # the last lines after the head
+        self._tail = collections.deque()  # the last lines after the head: (text, its UTF-8 bytes)
         self._tail_len = 0
-        self._dropped = 0  # characters left out between head and tail
+        self._dropped = 0  # bytes (of UTF-8) left out between head and tail
         self._lock = threading.Lock()
         # Live output not pushed yet: lines (safe text) and their bytes;
         # _live_total counts every byte logged, so the first waiting byte
@@ -148,17 +148,20 @@ class Run:
                 self._live_len -= self._live.popleft()[1]
             if self._live_len >= PUSH_SOON_BYTES:
                 self._live_wake.set()
-            if not self._tail and self._head_len + len(line) <= half:
+            size = len(line.encode("utf-8"))
+            if not self._tail and self._head_len + size <= half:
                 self._head.append(line)
-                self._head_len += len(line)
+                self._head_len += size
                 return
-            self._tail.append(line[-half:])
-            self._tail_len += len(self._tail[-1])
-            self._dropped += len(line) - len(self._tail[-1])  # a line longer than the tail keeps its end
+            kept = _suffix_bytes(line, half)  # a line longer than the tail keeps its end
+            kept_size = len(kept.encode("utf-8"))
+            self._tail.append((kept, kept_size))
+            self._tail_len += kept_size
+            self._dropped += size - kept_size
             while self._tail_len > half and len(self._tail) > 1:
-                gone = self._tail.popleft()
-                self._tail_len -= len(gone)
-                self._dropped += len(gone)
+                _, gone = self._tail.popleft()
+                self._tail_len -= gone
+                self._dropped += gone
 
     def _take_live(self):
         """The output logged since the last call: (offset, text), text ""
@@ -174,8 +177,17 @@ class Run:
         with self._lock:
             text = "".join(self._head)
             if self._dropped:
-                text += "[... %d characters left out ...]\n" % self._dropped
-            return _safe_text(text + "".join(self._tail), MAX_OUTPUT_BYTES)
+                text += "\n[... %d bytes cut ...]\n" % self._dropped  # the Go worker's marker
+            return _safe_text(text + "".join(t for t, _ in self._tail), MAX_OUTPUT_BYTES)
+
+
+def _suffix_bytes(s, limit):
+    """The longest end of s of at most limit bytes of UTF-8, starting at a
+    character."""
+    b = s.encode("utf-8")
+    if len(b) <= limit:
+        return s
+    return b[len(b) - limit:].decode("utf-8", "ignore")
 
 
 def _safe_text(s, limit):

@@ -1,6 +1,7 @@
 """Unit tests of the Python worker's pure parts; run by the Go test
 internal/testkit/pyworker (python3 -m unittest discover)."""
 
+import re
 import unittest
 
 import jobfleet_worker as jw
@@ -48,7 +49,20 @@ class OutputTest(unittest.TestCase):
         self.assertLessEqual(len(out.encode()), jw.MAX_OUTPUT_BYTES)
         self.assertTrue(out.startswith("line 00000\n"))
         self.assertTrue(out.endswith("line 19999\n"))
-        self.assertIn("characters left out", out)
+        self.assertIn("bytes cut", out)
+
+    def test_cut_counts_bytes_as_the_go_worker_does(self):
+        r = self.run_of()
+        line = "é" * 1000  # 1 000 characters, 2 000 bytes
+        for _ in range(100):
+            r.log(line)
+        out = r._output()
+        self.assertLessEqual(len(out.encode()), jw.MAX_OUTPUT_BYTES)
+        m = re.search(r"\n\[\.\.\. (\d+) bytes cut \.\.\.\]\n", out)
+        self.assertIsNotNone(m, out[:200])
+        head, tail = out[:m.start()], out[m.end():]
+        logged = 100 * (len(line.encode()) + 1)
+        self.assertEqual(int(m.group(1)), logged - len(head.encode()) - len(tail.encode()))
 
 
 class ConfigTest(unittest.TestCase):
@@ -126,7 +140,7 @@ class HostileTextTest(unittest.TestCase):
         out = r._output()
         self.assertTrue(out.startswith("START\n"), out[:20])
         self.assertTrue(out.endswith("END\n"))
-        left = int(out.split("[... ")[1].split(" characters")[0])
+        left = int(out.split("[... ")[1].split(" bytes cut")[0])
         self.assertGreater(left, (1 << 20) - jw.MAX_OUTPUT_BYTES)
         _, live = r._take_live()
         self.assertEqual(live, "END\n")

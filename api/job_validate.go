@@ -248,11 +248,16 @@ func ValidateTiming(spec, timezone string, runAt *time.Time, now time.Time) erro
 		if runAt != nil {
 			return fieldErr("run_at", "must not be set together with schedule")
 		}
-		if _, err := schedule.Parse(spec, timezone); err != nil {
+		sch, err := schedule.Parse(spec, timezone)
+		if err != nil {
 			if errors.Is(err, schedule.ErrNeverFires) {
 				return fieldErr("schedule", "%q never fires: it names no existing date", spec)
 			}
 			return fieldErr("schedule", "%v", err)
+		}
+		if iv := sch.Interval(); iv > MaxRunAtAhead {
+			// As for run_at: a first fire that far ahead is a mistake.
+			return fieldErr("schedule", "%q is an interval of more than 100 years; it would never fire in practice, so it is probably a mistake", spec)
 		}
 	}
 	if err := validateRunAt(runAt, now); err != nil {

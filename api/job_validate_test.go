@@ -127,6 +127,8 @@ func TestValidate(t *testing.T) {
 		{name: "every below a second", edit: func(j *Job) { j.Schedule = "@every 100ms" }, wantField: "schedule", wantMsg: "below the minimum"},
 		{name: "every negative", edit: func(j *Job) { j.Schedule = "@every -1m" }, wantField: "schedule"},
 		{name: "every zero", edit: func(j *Job) { j.Schedule = "@every 0s" }, wantField: "schedule"},
+		{name: "every over 100 years", edit: func(j *Job) { j.Schedule = "@every 2562047h" }, wantField: "schedule", wantMsg: "more than 100 years"},
+		{name: "every 100 years", edit: func(j *Job) { j.Schedule = "@every 876000h" }},
 		{name: "reboot", edit: func(j *Job) { j.Schedule = "@reboot" }, wantField: "schedule"},
 		{name: "cron tz prefix", edit: func(j *Job) { j.Schedule = "CRON_TZ=UTC 0 0 * * *" }, wantField: "schedule", wantMsg: "time zone prefix"},
 		{name: "unknown time zone", edit: func(j *Job) { j.Timezone = "Europe/Atlantis" }, wantField: "timezone", wantMsg: `unknown time zone "Europe/Atlantis"`},

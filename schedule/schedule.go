@@ -195,6 +195,14 @@ func (s Schedule) rawNext(after time.Time) time.Time {
 	return time.Time{}
 }
 
+// Interval returns an "@every" schedule's interval, 0 for other kinds.
+func (s Schedule) Interval() time.Duration {
+	if s.kind != kindEvery {
+		return 0
+	}
+	return time.Duration(s.every) * time.Second
+}
+
 // IsZero reports whether s is the zero Schedule, which never fires.
 func (s Schedule) IsZero() bool { return s.kind == kindNever }
 

@@ -12,6 +12,8 @@
   let token = sessionStorage.getItem(TOKEN_KEY) || '';
   let me = null; // GET /v1/whoami
   let cleanup = null; // stops the current view's timers and streams
+  let leaveGuard = null; // the current view's "has unsaved changes?", null for none
+  let shownHash = ''; // the address of the view shown
 
   const $ = (id) => document.getElementById(id);
 
@@ -1562,6 +1564,7 @@
     const inDeleteAfter = text({ placeholder: 'the fleet’s default, or never' });
     const inOther = area(8, '{}');
     inOther.value = '{}';
+    const inJSON = area(24, '');
 
     const whenBox = {
       schedule: field('schedule', 'Schedule', inSchedule, 'Cron (5 fields, or 6 with seconds first), @hourly, @daily…, or @every 90s.'),
@@ -1810,7 +1813,7 @@
       clearErrors();
       let body;
       try {
-        body = documentText();
+        body = jsonMode ? inJSON.value : documentText();
       } catch (e) {
         if (!(e instanceof FieldProblem)) throw e;
         showFieldError(e.field, e.message);
@@ -1830,7 +1833,7 @@
             el('p', {}, el('strong', { text: 'Not saved: this job was changed by someone else since you opened it' }), ' (or deleted). Your edits are still in the form.'),
             el('p', { class: 'muted', text: e.message }),
             el('div', { class: 'actions' },
-              el('button', { type: 'button', id: 'form-reload', text: 'Reload the job (drops your edits)', onclick: () => { flash = 'Reloaded: the form shows the job as it is now.'; route(); } }),
+              el('button', { type: 'button', id: 'form-reload', text: 'Reload the job (drops your edits)', onclick: () => { flash = 'Reloaded: the form shows the job as it is now.'; initial = null; route(); } }),
               el('a', { href: '#/job/' + encodeURIComponent(id), text: 'See the job' })));
           conflict.hidden = false;
           $('form-reload').focus();
@@ -1838,13 +1841,48 @@
         }
         // A create outside the credential's prefix (403), or over an
         // existing job (409), is about the ID.
-        const key = create && (e.status === 403 || e.status === 409) ? 'id' : fieldOfError(e.message);
+        const key = jsonMode ? 'json' : create && (e.status === 403 || e.status === 409) ? 'id' : fieldOfError(e.message);
         showFieldError(key, e.message);
         return;
       }
       flash = (create ? 'Created' : 'Saved') + ' (revision ' + saved.revision + ').';
+      initial = null; // saved: nothing to lose
       location.hash = '#/job/' + encodeURIComponent(saved.id);
     }
+
+    // ---- JSON mode: the whole document as one text, sent as written
+
+    let jsonMode = false;
+    const jsonSet = el('fieldset', { id: 'form-json-set', hidden: true }, el('legend', { text: 'The job document (JSON)' }),
+      field('json', 'Document', inJSON, 'As the API takes it (docs/jobs.md); saving sends it as written' +
+        (create ? '.' : ', with the revision it names: remove it to replace whatever is stored.')));
+    const toggle = el('button', { type: 'button', id: 'form-json', text: 'Edit as JSON' });
+    toggle.addEventListener('click', () => {
+      clearErrors();
+      if (!jsonMode) {
+        try {
+          inJSON.value = documentText();
+        } catch (e) {
+          if (!(e instanceof FieldProblem)) throw e;
+          showFieldError(e.field, e.message);
+          return;
+        }
+      } else {
+        try {
+          fill(inJSON.value);
+        } catch (e) {
+          showFieldError('json', 'not a job document the form can show: ' + e.message);
+          return;
+        }
+        showWhen();
+        showType();
+        showPreview();
+      }
+      jsonMode = !jsonMode;
+      for (const set of form.querySelectorAll('fieldset')) set.hidden = jsonMode !== (set === jsonSet);
+      toggle.textContent = jsonMode ? 'Edit in the form' : 'Edit as JSON';
+      (jsonMode ? inJSON : toggle).focus();
+    });
 
     const submit = el('button', { type: 'submit', id: 'form-save', text: create ? 'Create job' : 'Save' });
     const form = el('form', { id: 'job-form', class: 'job-form', novalidate: true, onsubmit: save },
@@ -1873,14 +1911,27 @@
           field('delete_after', 'Delete a completed job after', inDeleteAfter, 'A one-off that ran, or a job past not_after or max_fires.'))),
       el('fieldset', {}, el('legend', { text: 'Other fields (JSON)' }),
         field('other', 'The rest of the document', inOther, 'Any other field of the job document, kept as written: ' + OTHER_FIELDS.join(', ') + '.')),
-      summary, conflict,
-      el('div', { class: 'actions' }, submit, el('a', { href: create ? '#/jobs' : '#/job/' + encodeURIComponent(id), id: 'form-cancel', text: 'Cancel' })));
+      jsonSet, summary, conflict,
+      el('div', { class: 'actions' }, submit, toggle, el('a', { href: create ? '#/jobs' : '#/job/' + encodeURIComponent(id), id: 'form-cancel', text: 'Cancel' })));
     const note = el('p', { class: 'ok', id: 'form-note', 'aria-live': 'polite' });
     if (flash) { note.textContent = flash; flash = ''; }
     view.append(note, form);
     showWhen();
     showType();
+    // Leaving the form with edits not saved asks first (route and
+    // beforeunload): the document the form makes now, against the one it
+    // made when filled (null: nothing to lose).
+    const snapshot = () => {
+      try {
+        return jsonMode ? inJSON.value : documentText();
+      } catch (e) {
+        return '\u0000 not a document'; // an input that cannot be sent was edited
+      }
+    };
+    let initial = null;
+    leaveGuard = () => initial !== null && snapshot() !== initial;
     if (create) {
+      initial = snapshot();
       showPreview();
     } else {
       form.hidden = true;
@@ -1889,10 +1940,11 @@
         fill(text);
         $('form-revision').textContent = ' at revision ' + revision + ': saving replaces only this revision.';
         form.hidden = false;
+        initial = snapshot();
         showPreview();
       }, (e) => { if (!stopped) view.append(errorBox(e)); });
     }
-    return () => { stopped = true; clearTimeout(previewTimer); };
+    return () => { stopped = true; clearTimeout(previewTimer); leaveGuard = null; };
   }
 
   // runDuration returns a run's duration in seconds, from its first
@@ -2137,7 +2189,13 @@
   async function route() {
     if (!token) { signOut(''); return; }
     if (!me && !(await signIn())) return;
+    if (leaveGuard && location.hash !== shownHash && leaveGuard() &&
+        !window.confirm('Leave this page? Your changes to the job are not saved.')) {
+      history.replaceState(null, '', shownHash || '#/'); // stay, at the form's address
+      return;
+    }
     if (cleanup) { cleanup(); cleanup = null; }
+    shownHash = location.hash;
     const h = location.hash.replace(/^#\/?/, '');
     const slash = h.indexOf('/');
     const name = slash < 0 ? h : h.slice(0, slash);
@@ -2171,6 +2229,9 @@
     });
     $('signout').addEventListener('click', () => signOut('Signed out.'));
     window.addEventListener('hashchange', route);
+    window.addEventListener('beforeunload', (ev) => {
+      if (leaveGuard && leaveGuard()) { ev.preventDefault(); ev.returnValue = ''; }
+    });
     route();
   });
 })();

@@ -22,7 +22,9 @@ import (
 // edits it, keeping every field the form has no input for (a payload
 // with an integer past 2^53, shards, priority, jitter); is refused with
 // the job changed by the API since the form was opened (409), reloads
-// and saves; and checks that a viewer is offered neither form.
+// and saves; is asked before leaving an edit not saved (and kept on the
+// form when it says no); edits the job as JSON text; and checks that a
+// viewer is offered neither form.
 func TestConsoleJobForm(t *testing.T) {
 	exe := browser(t)
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 8, Scheduler: true, Quiet: true})
@@ -204,6 +206,60 @@ func TestConsoleJobForm(t *testing.T) {
 		p.waitJS("saved", `location.hash === '#/job/team%2Fform-a'`, 10*time.Second)
 		if now, raw := getJob(t, operator, path); now.Retry.MaxAttempts != 2 || now.Timeout != api.Duration(10*time.Minute) || !bytes.Contains(now.Payload, []byte(bigInt)) {
 			t.Errorf("after the reload and save: %s", raw)
+		}
+	})
+
+	t.Run("leaving with edits not saved asks first", func(t *testing.T) {
+		p.t = t
+		filled := `location.hash === '#/edit/team%2Fform-a' && document.getElementById('job-form')?.hidden === false && document.getElementById('f-retry-max-attempts')?.value === '2'`
+		p.open("#/edit/" + url.PathEscape(id))
+		p.waitJS("the form, filled", filled, 10*time.Second)
+		// The page's confirm, answered by the test: refused first.
+		p.do("answer confirm", script(`window.asked = []; window.answer = false; window.confirm = (m) => { window.asked.push(m); return window.answer; }`))
+		p.open("#/jobs")
+		p.waitJS("the jobs, without a question", `document.getElementById('view').dataset.view === 'jobs' && window.asked.length === 0`, 10*time.Second)
+		p.open("#/edit/" + url.PathEscape(id))
+		p.waitJS("the form again", filled, 10*time.Second)
+		p.do("an edit, then away", chromedp.SetValue(chromedp.ID("f-timeout"), "20m"), script(`location.hash = '#/jobs'`))
+		p.waitJS("asked, and kept on the form", `window.asked.length === 1 && window.asked[0].includes('not saved') && location.hash === '#/edit/team%2Fform-a' &&
+			document.getElementById('view').dataset.view === 'edit' && document.getElementById('f-timeout').value === '20m'`, 10*time.Second)
+		if got := eval[bool](p, `(() => { const e = new Event('beforeunload', { cancelable: true }); window.dispatchEvent(e); return e.defaultPrevented; })()`); !got {
+			t.Errorf("closing the page with the edit not saved is not held (beforeunload)")
+		}
+		p.do("away after all", script(`window.answer = true; location.hash = '#/jobs'`))
+		p.waitJS("the jobs", `window.asked.length === 2 && document.getElementById('view').dataset.view === 'jobs'`, 10*time.Second)
+		if got := eval[bool](p, `(() => { const e = new Event('beforeunload', { cancelable: true }); window.dispatchEvent(e); return e.defaultPrevented; })()`); got {
+			t.Errorf("the jobs list holds the page's closing")
+		}
+		if j, raw := getJob(t, operator, path); j.Timeout != api.Duration(10*time.Minute) {
+			t.Errorf("the edit left unsaved was saved: %s", raw)
+		}
+	})
+
+	t.Run("edit as JSON", func(t *testing.T) {
+		p.t = t
+		p.open("#/edit/" + url.PathEscape(id))
+		p.waitJS("the form, filled", `location.hash === '#/edit/team%2Fform-a' && document.getElementById('job-form')?.hidden === false && document.getElementById('f-timeout')?.value === '10m'`, 10*time.Second)
+		p.do("Edit as JSON", chromedp.Click(chromedp.ID("form-json")))
+		p.waitJS("the document", `!document.getElementById('form-json-set').hidden && document.getElementById('f-json').value.includes('"timeout": "10m"')`, 10*time.Second)
+		doc := eval[string](p, `document.getElementById('f-json').value`)
+		if !strings.Contains(doc, bigInt) || !strings.Contains(doc, `"revision"`) || !strings.Contains(doc, `"schedule": "30 9 * * 1-5"`) {
+			t.Errorf("the document in JSON mode: %s\nwant the payload whole, the schedule and the revision", doc)
+		}
+		if n := eval[int](p, `[...document.querySelectorAll('#job-form fieldset')].filter(f => !f.hidden).length`); n != 1 {
+			t.Errorf("%d fieldsets shown in JSON mode, want the document's only", n)
+		}
+		// An error the server finds is shown at the document.
+		p.do("a bad timeout", chromedp.SetValue(chromedp.ID("f-json"), strings.Replace(doc, `"timeout": "10m"`, `"timeout": "soon"`, 1)), chromedp.Click(chromedp.ID("form-save")))
+		p.waitJS("refused at the document", `document.getElementById('err-json').textContent.startsWith('timeout')`, 10*time.Second)
+		// Back to the form with an edit made in the text, then saved.
+		p.do("an edit in the text", chromedp.SetValue(chromedp.ID("f-json"), strings.Replace(doc, `"timeout": "10m"`, `"timeout": "15m"`, 1)), chromedp.Click(chromedp.ID("form-json")))
+		p.waitJS("the form shows it", `document.getElementById('form-json-set').hidden && document.getElementById('f-timeout').value === '15m' &&
+			document.querySelectorAll('#form-fires tbody tr').length === 5`, 10*time.Second)
+		p.do("save", chromedp.Click(chromedp.ID("form-save")))
+		p.waitJS("saved", `location.hash === '#/job/team%2Fform-a' && document.querySelector('#view p[aria-live]')?.textContent.startsWith('Saved (revision ')`, 10*time.Second)
+		if j, raw := getJob(t, operator, path); j.Timeout != api.Duration(15*time.Minute) || !bytes.Contains(j.Payload, []byte(bigInt)) || j.Schedule != "30 9 * * 1-5" {
+			t.Errorf("after the JSON edit: %s", raw)
 		}
 	})
 

@@ -89,6 +89,13 @@ func (x *delayedTxn) Commit() (*clientv3.TxnResponse, error) {
 	return d.real().If(x.cmps...).Then(x.then...).Else(x.els...).Commit()
 }
 
+// delayedFleet returns the package's etcd client, a namespace of the
+// test's own and a delayingKV over the client.
+func delayedFleet(t *testing.T) (*clientv3.Client, string, *delayingKV) {
+	c := etcd.Client(t)
+	return c, etcdtest.Namespace(t), newDelayingKV(c)
+}
+
 // ownedPartition creates partition p's owner key for member m and returns
 // its Ownership through kv.
 func ownedPartition(t *testing.T, c *clientv3.Client, kv clientv3.KV, ns string, p int) *shard.Ownership {
@@ -118,9 +125,7 @@ func exists(t *testing.T, c *clientv3.Client, key string) bool {
 // between the delayed one applies (the model of etcd is real).
 func TestWriteOfUnknownOutcomeNeverAppliesAfterTheNextWrite(t *testing.T) {
 	ctx := context.Background()
-	c := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
-	dkv := newDelayingKV(c)
+	c, ns, dkv := delayedFleet(t)
 	own := ownedPartition(t, c, dkv, ns, 0)
 	run := ns + "runs/0/a"
 	createRun := []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(run), "=", 0)},
@@ -170,9 +175,7 @@ func TestWriteOfUnknownOutcomeNeverAppliesAfterTheNextWrite(t *testing.T) {
 // next batch re-fences each before it is sent.
 func TestCommitBatchRefencesSharesOfUnknownOutcome(t *testing.T) {
 	ctx := context.Background()
-	c := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
-	dkv := newDelayingKV(c)
+	c, ns, dkv := delayedFleet(t)
 	owns := []*shard.Ownership{ownedPartition(t, c, dkv, ns, 0), ownedPartition(t, c, dkv, ns, 1)}
 	key := func(p, v string) string { return ns + "data/" + p + "/" + v }
 	batch := func(v string) []shard.FencedTxn {
@@ -210,9 +213,7 @@ func TestCommitBatchRefencesSharesOfUnknownOutcome(t *testing.T) {
 // ErrRefenced (not applied, partition still owned), not ErrFenced.
 func TestRefenceRefusesWritesInFlightWithoutLosingThePartition(t *testing.T) {
 	ctx := context.Background()
-	c := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
-	dkv := newDelayingKV(c)
+	c, ns, dkv := delayedFleet(t)
 	own := ownedPartition(t, c, dkv, ns, 0)
 	key := ns + "data/inflight"
 	gate, sent := make(chan struct{}), make(chan struct{}, 1)
@@ -246,9 +247,7 @@ func TestRefenceRefusesWritesInFlightWithoutLosingThePartition(t *testing.T) {
 // epoch: adopted), and that a re-fence of a lost ownership is ErrFenced.
 func TestRefenceWhoseAnswerWasLost(t *testing.T) {
 	ctx := context.Background()
-	c := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
-	dkv := newDelayingKV(c)
+	c, ns, dkv := delayedFleet(t)
 	own := ownedPartition(t, c, dkv, ns, 0)
 	dkv.holdNext(1)
 	if err := own.Refence(ctx); err == nil {

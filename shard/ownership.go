@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/internal/mirror"
@@ -277,7 +278,7 @@ func ReadOwners(ctx context.Context, kv clientv3.KV, ns string, p int) ([]OwnerI
 	t := make([]OwnerInfo, p)
 	for _, kv := range resp.Kvs {
 		if i, ok := parseOwnerKey(strings.TrimPrefix(string(kv.Key), OwnersPrefix(ns))); ok && i < p {
-			t[i] = ownerInfo(kv.Value, kv.CreateRevision, kv.ModRevision, kv.Lease)
+			t[i] = OwnerInfoOf(kv)
 		}
 	}
 	return t, resp.Header.Revision, nil
@@ -291,6 +292,20 @@ func tableOf(s mirror.Snapshot, p int) []OwnerInfo {
 		}
 	}
 	return t
+}
+
+// OwnerInfoOf returns what owner key kv records (kv as etcd returns it:
+// from a read or a watch event).
+func OwnerInfoOf(kv *mvccpb.KeyValue) OwnerInfo {
+	return ownerInfo(kv.Value, kv.CreateRevision, kv.ModRevision, kv.Lease)
+}
+
+// IsRefence reports whether next, a write of an owner key seen while prev
+// held it, is prev's owner re-fencing its key (Ownership.Refence): the
+// same member and epoch. Any other write of an existing owner key is a
+// second owner. History checkers use it.
+func IsRefence(prev, next OwnerInfo) bool {
+	return next.Member == prev.Member && next.Epoch == prev.Epoch
 }
 
 // ownerInfo is what an owner key records: the member, its create and mod

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/jobfleet/jobfleet/shard"
 )
 
 // TestFireViolations: each broken rule is reported once, and a clean
@@ -40,7 +42,7 @@ func TestFireViolations(t *testing.T) {
 // write of an existing key, or a key first seen already rewritten by
 // someone else, is two owners.
 func TestOwnerHistoryRefences(t *testing.T) {
-	w := &historyWatch{h: History{OwnerAcquired: map[int][]time.Time{}}, owners: map[int]ownerKey{}}
+	w := &historyWatch{h: History{OwnerAcquired: map[int][]time.Time{}}, owners: map[int]shard.OwnerInfo{}}
 	now := time.Now()
 	put := func(member string, create, mod int64) {
 		w.applyOwnerLocked("00003", &mvccpb.KeyValue{Key: []byte("owners/00003"), Value: []byte(member), CreateRevision: create, ModRevision: mod}, false, now)

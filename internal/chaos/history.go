@@ -111,13 +111,8 @@ type historyWatch struct {
 
 	mu     sync.Mutex // guards the fields below
 	h      History
-	owners map[int]ownerKey // the owner keys at h.LastRev
+	owners map[int]shard.OwnerInfo // the owner keys at h.LastRev
 	marks  map[string]chan struct{}
-}
-
-type ownerKey struct {
-	member string
-	epoch  int64
 }
 
 // watchHistory starts watching namespace ns, of a cluster of partitions
@@ -127,7 +122,7 @@ func watchHistory(client *clientv3.Client, ns string, partitions int, from int64
 	w := &historyWatch{
 		client: client, ns: ns, keys: store.Keys{NS: ns}, parts: partitions, lg: lg, cancel: cancel, done: make(chan struct{}),
 		h:      History{Specs: map[string][]SpecVersion{}, Runs: map[string]*RunHistory{}, OwnerAcquired: map[int][]time.Time{}, LastRev: from},
-		owners: map[int]ownerKey{},
+		owners: map[int]shard.OwnerInfo{},
 		marks:  map[string]chan struct{}{},
 	}
 	go func() {
@@ -272,15 +267,17 @@ func (w *historyWatch) applyOwnerLocked(suffix string, kv *mvccpb.KeyValue, del 
 		delete(w.owners, p)
 		return
 	}
-	if old, exists := w.owners[p]; exists && old.member == string(kv.Value) && old.epoch == kv.CreateRevision {
+	next := shard.OwnerInfoOf(kv)
+	if old, exists := w.owners[p]; exists && shard.IsRefence(old, next) {
 		w.h.OwnerRefences++
+		w.owners[p] = next
 		return
 	}
 	if old, exists := w.owners[p]; exists || kv.CreateRevision != kv.ModRevision {
 		w.h.OwnerOverlaps = append(w.h.OwnerOverlaps, OwnerOverlap{Partition: p, Rev: kv.ModRevision,
-			Detail: fmt.Sprintf("owner key written by %q (created at %d) while held by %q (epoch %d)", kv.Value, kv.CreateRevision, old.member, old.epoch)})
+			Detail: fmt.Sprintf("owner key written by %q (created at %d) while held by %q (epoch %d)", kv.Value, kv.CreateRevision, old.Member, old.Epoch)})
 	}
-	w.owners[p] = ownerKey{member: string(kv.Value), epoch: kv.CreateRevision}
+	w.owners[p] = next
 	w.h.OwnerAcquired[p] = append(w.h.OwnerAcquired[p], seen)
 }
 
@@ -370,7 +367,7 @@ func (w *historyWatch) applyRunLocked(suffix string, kv *mvccpb.KeyValue, del bo
 	}
 	if kv.CreateRevision == kv.ModRevision {
 		o := w.owners[p]
-		h.Creates = append(h.Creates, RunCreate{Rev: kv.ModRevision, Seen: seen, Owner: r.Owner, Epoch: r.Epoch, KeyOwner: o.member, KeyEpoch: o.epoch})
+		h.Creates = append(h.Creates, RunCreate{Rev: kv.ModRevision, Seen: seen, Owner: r.Owner, Epoch: r.Epoch, KeyOwner: o.Member, KeyEpoch: o.Epoch})
 		h.Deleted = false
 	}
 	h.Versions = append(h.Versions, RunVersion{Rev: kv.ModRevision, Seen: seen, Run: r})

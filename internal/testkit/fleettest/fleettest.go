@@ -439,8 +439,7 @@ func (f *Fleet) CheckHistory(from int64) (ownerEvents, writes int) {
 		f.t.Fatal(err)
 	}
 	end := resp.Header.Revision
-	owners := map[string]int64{}   // owner key → create revision while it exists
-	members := map[string]string{} // owner key → its member while it exists
+	owners := map[string]shard.OwnerInfo{} // owner key → its owner while it exists
 	if from > 0 {
 		// Start from the state at from.
 		r, err := f.Client.Get(ctx, shard.OwnersPrefix(f.NS), clientv3.WithPrefix(), clientv3.WithRev(from))
@@ -448,7 +447,7 @@ func (f *Fleet) CheckHistory(from int64) (ownerEvents, writes int) {
 			f.t.Fatal(err)
 		}
 		for _, kv := range r.Kvs {
-			owners[string(kv.Key)], members[string(kv.Key)] = kv.CreateRevision, string(kv.Value)
+			owners[string(kv.Key)] = shard.OwnerInfoOf(kv)
 		}
 	}
 	wctx, wcancel := context.WithCancel(ctx)
@@ -466,23 +465,22 @@ func (f *Fleet) CheckHistory(from int64) (ownerEvents, writes int) {
 				ownerEvents++
 				if ev.Type == mvccpb.Event_DELETE {
 					delete(owners, key)
-					delete(members, key)
 					continue
 				}
-				epoch, exists := owners[key]
-				if exists && epoch == ev.Kv.CreateRevision && members[key] == string(ev.Kv.Value) {
-					continue // re-fenced by its owner
+				prev, exists := owners[key]
+				if exists && shard.IsRefence(prev, shard.OwnerInfoOf(ev.Kv)) {
+					continue
 				}
 				if exists || ev.Kv.CreateRevision != ev.Kv.ModRevision {
 					f.t.Errorf("history: owner key %s overwritten at revision %d (value %q): two owners", key, ev.Kv.ModRevision, ev.Kv.Value)
 				}
-				owners[key], members[key] = ev.Kv.CreateRevision, string(ev.Kv.Value)
+				owners[key] = shard.OwnerInfoOf(ev.Kv)
 			case strings.HasPrefix(key, dataPrefix) && ev.Type == mvccpb.Event_PUT:
 				writes++
 				p := strings.TrimPrefix(key, dataPrefix)
 				epoch, _ := strconv.ParseInt(string(ev.Kv.Value), 10, 64)
 				n, _ := strconv.Atoi(p)
-				if got := owners[shard.OwnerKey(f.NS, n)]; got != epoch {
+				if got := owners[shard.OwnerKey(f.NS, n)].Epoch; got != epoch {
 					f.t.Errorf("history: partition %s written with epoch %d at revision %d while the owner key's epoch was %d: fencing broken", p, epoch, ev.Kv.ModRevision, got)
 				}
 			}

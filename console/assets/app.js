@@ -1511,6 +1511,7 @@
     }
     let stopped = false;
     let revision = 0; // of the job edited
+    let initial = null; // the document the form made when filled (leaveGuard below); null: nothing to lose
     let extras = {}; // group: [[key, text]] of members the form has no input for
     const fields = {}; // error path: {input, err}
     const summary = el('div', { id: 'form-summary', role: 'alert' });
@@ -1928,7 +1929,6 @@
         return '\u0000 not a document'; // an input that cannot be sent was edited
       }
     };
-    let initial = null;
     leaveGuard = () => initial !== null && snapshot() !== initial;
     if (create) {
       initial = snapshot();

@@ -148,13 +148,16 @@ class Run:
                 self._live_len -= self._live.popleft()[1]
             if self._live_len >= PUSH_SOON_BYTES:
                 self._live_wake.set()
-            size = len(line.encode("utf-8"))
+            encoded = line.encode("utf-8")
+            size = len(encoded)
             if not self._tail and self._head_len + size <= half:
                 self._head.append(line)
                 self._head_len += size
                 return
-            kept = _suffix_bytes(line, half)  # a line longer than the tail keeps its end
-            kept_size = len(kept.encode("utf-8"))
+            kept, kept_size = line, size
+            if size > half:  # a line longer than the tail keeps its end, from a character on
+                kept = encoded[size - half:].decode("utf-8", "ignore")
+                kept_size = len(kept.encode("utf-8"))
             self._tail.append((kept, kept_size))
             self._tail_len += kept_size
             self._dropped += size - kept_size
@@ -179,15 +182,6 @@ class Run:
             if self._dropped:
                 text += "\n[... %d bytes cut ...]\n" % self._dropped  # the Go worker's marker
             return _safe_text(text + "".join(t for t, _ in self._tail), MAX_OUTPUT_BYTES)
-
-
-def _suffix_bytes(s, limit):
-    """The longest end of s of at most limit bytes of UTF-8, starting at a
-    character."""
-    b = s.encode("utf-8")
-    if len(b) <= limit:
-        return s
-    return b[len(b) - limit:].decode("utf-8", "ignore")
 
 
 def _safe_text(s, limit):

@@ -257,7 +257,7 @@ func ValidateTiming(spec, timezone string, runAt *time.Time, now time.Time) erro
 		}
 		if iv := sch.Interval(); iv > MaxRunAtAhead {
 			// As for run_at: a first fire that far ahead is a mistake.
-			return fieldErr("schedule", "%q is an interval of more than 100 years; it would never fire in practice, so it is probably a mistake", spec)
+			return fieldErr("schedule", "%q is an interval of more than 100 years (36 500 days); it would never fire in practice, so it is probably a mistake", spec)
 		}
 	}
 	if err := validateRunAt(runAt, now); err != nil {

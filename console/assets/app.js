@@ -1851,6 +1851,14 @@
       location.hash = '#/job/' + encodeURIComponent(saved.id);
     }
 
+    // showRevision says what saving an edit replaces: the revision read,
+    // or (a revision removed in JSON mode) whatever is stored.
+    function showRevision() {
+      $('form-revision').textContent = revision
+        ? ' at revision ' + revision + ': saving replaces only this revision.'
+        : ' with no revision: saving replaces whatever is stored, even a change made since you opened it.';
+    }
+
     // ---- JSON mode: the whole document as one text, sent as written
 
     let jsonMode = false;
@@ -1870,11 +1878,16 @@
         }
       } else {
         try {
+          const doc = JSON.parse(inJSON.value);
+          // An edit keeps its ID (the server refuses another); the form
+          // has no input for it, so it would be dropped unseen.
+          if (!create && doc && doc.id !== id) throw new Error('"id" is ' + JSON.stringify(doc.id) + ', not the ID of the job edited, ' + JSON.stringify(id));
           fill(inJSON.value);
         } catch (e) {
           showFieldError('json', 'not a job document the form can show: ' + e.message);
           return;
         }
+        showRevision();
         showWhen();
         showType();
         showPreview();
@@ -1938,7 +1951,7 @@
       request('GET', jobPath(id)).then(({ text }) => {
         if (stopped) return;
         fill(text);
-        $('form-revision').textContent = ' at revision ' + revision + ': saving replaces only this revision.';
+        showRevision();
         form.hidden = false;
         initial = snapshot();
         showPreview();

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -249,6 +250,23 @@ func TestConsoleJobForm(t *testing.T) {
 		if n := eval[int](p, `[...document.querySelectorAll('#job-form fieldset')].filter(f => !f.hidden).length`); n != 1 {
 			t.Errorf("%d fieldsets shown in JSON mode, want the document's only", n)
 		}
+		// Another ID cannot go back into the form (it has no input for it).
+		p.do("another ID", chromedp.SetValue(chromedp.ID("f-json"), strings.Replace(doc, `"id": "team/form-a"`, `"id": "team/zzz"`, 1)), chromedp.Click(chromedp.ID("form-json")))
+		p.waitJS("refused at the document", `document.getElementById('err-json').textContent.includes('not the ID of the job edited') && !document.getElementById('form-json-set').hidden`, 10*time.Second)
+		// Without its revision the form says a save replaces whatever is
+		// stored, then the revision put back says it again as before.
+		noRev := regexp.MustCompile(`,?\n\s*"revision": \d+`).ReplaceAllString(doc, "")
+		if noRev == doc {
+			t.Fatalf("no revision line in %s", doc)
+		}
+		p.do("no revision", chromedp.SetValue(chromedp.ID("f-json"), noRev), chromedp.Click(chromedp.ID("form-json")))
+		p.waitJS("the form says so", `document.getElementById('form-json-set').hidden && document.getElementById('form-revision').textContent.includes('replaces whatever is stored')`, 10*time.Second)
+		p.do("back to JSON", chromedp.Click(chromedp.ID("form-json")))
+		p.waitJS("the document again", `!document.getElementById('form-json-set').hidden`, 10*time.Second)
+		p.do("the revision back", chromedp.SetValue(chromedp.ID("f-json"), doc), chromedp.Click(chromedp.ID("form-json")))
+		p.waitJS("the revision shown", `document.getElementById('form-json-set').hidden && document.getElementById('form-revision').textContent.includes('replaces only this revision')`, 10*time.Second)
+		p.do("JSON again", chromedp.Click(chromedp.ID("form-json")))
+		p.waitJS("the document", `!document.getElementById('form-json-set').hidden`, 10*time.Second)
 		// An error the server finds is shown at the document.
 		p.do("a bad timeout", chromedp.SetValue(chromedp.ID("f-json"), strings.Replace(doc, `"timeout": "10m"`, `"timeout": "soon"`, 1)), chromedp.Click(chromedp.ID("form-save")))
 		p.waitJS("refused at the document", `document.getElementById('err-json').textContent.startsWith('timeout')`, 10*time.Second)

@@ -136,9 +136,12 @@ class Run:
         # Lone surrogates (os.fsdecode's for bytes that are not UTF-8)
         # become U+FFFD, as invalid bytes do in a shell job's output.
         text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-        line = text + "\n"
+        # Escaped as it is kept, so that the head, the tail and the count
+        # of what was cut are measured in the bytes that are stored.
+        safe = _escape(text)
+        line = safe + "\n"
         half = MAX_OUTPUT_BYTES // 2 - 64
-        live = _safe_text(text, MAX_PUSH_BYTES - 1) + "\n"
+        live = _cut(safe, MAX_PUSH_BYTES - 1) + "\n"
         n = len(live.encode("utf-8"))
         with self._lock:
             self._live.append((live, n))
@@ -187,6 +190,20 @@ class Run:
 def _safe_text(s, limit):
     """s without control characters but newline and tab (written out as
     escapes, as the Go worker does), cut to at most limit bytes of UTF-8."""
+    return _cut(_escape(s), limit)
+
+
+def _cut(text, limit):
+    """text cut to at most limit bytes of UTF-8, at a character."""
+    b = text.encode("utf-8", "replace")
+    if len(b) <= limit:
+        return text
+    return b[:limit].decode("utf-8", "ignore")
+
+
+def _escape(s):
+    """s with control characters but newline and tab written out as
+    escapes (\\x01, \\u0085), as the Go worker writes them."""
     out = []
     for ch in s:
         o = ord(ch)
@@ -196,11 +213,7 @@ def _safe_text(s, limit):
             out.append("\\x%02x" % o)
         else:
             out.append("\\u%04x" % o)
-    text = "".join(out)
-    b = text.encode("utf-8", "replace")
-    if len(b) <= limit:
-        return text
-    return b[:limit].decode("utf-8", "ignore")
+    return "".join(out)
 
 
 def _duration(seconds):

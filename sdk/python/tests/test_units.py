@@ -51,6 +51,25 @@ class OutputTest(unittest.TestCase):
         self.assertTrue(out.endswith("line 19999\n"))
         self.assertIn("bytes cut", out)
 
+    def test_cut_keeps_the_tail_of_output_with_control_characters(self):
+        # Escapes make the stored text longer than the logged text: the
+        # head and tail are measured as stored, so the marker and the end
+        # are kept.
+        r = self.run_of()
+        line = "line \x01\x02\x03\x04\x05\x06\x07\x08 \u0085\u0085\u0085\u0085 é"
+        for _ in range(3000):
+            r.log(line)
+        r.log("THE END")
+        out = r._output()
+        self.assertLessEqual(len(out.encode()), jw.MAX_OUTPUT_BYTES)
+        self.assertTrue(out.endswith("THE END\n"), out[-40:])
+        self.assertTrue(out.startswith("line \\x01\\x02"), out[:40])
+        m = re.search(r"\n\[\.\.\. (\d+) bytes cut \.\.\.\]\n", out)
+        self.assertIsNotNone(m)
+        stored = 3000 * len((jw._escape(line) + "\n").encode()) + len("THE END\n")
+        head, tail = out[:m.start()], out[m.end():]
+        self.assertEqual(int(m.group(1)), stored - len(head.encode()) - len(tail.encode()))
+
     def test_cut_counts_bytes_as_the_go_worker_does(self):
         r = self.run_of()
         line = "é" * 1000  # 1 000 characters, 2 000 bytes

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -93,14 +92,21 @@ func (pt *partition) expire(ctx context.Context, now time.Time) {
 }
 
 // writeUpdate writes u (writeRun) and applies what memory keeps beside
-// the document: the retried items' times and the cancelled attempts. The
-// caller holds wmu and not mu.
+// the document (updateApplied). The caller holds wmu and not mu.
 func (pt *partition) writeUpdate(ctx context.Context, u runUpdate, now time.Time) (api.Run, error) {
 	prev := u.ar.run
 	r, err := pt.writeRunAlso(ctx, u.ar, u.next, u.notBefore, pt.releaseOps(u)...)
 	if err != nil {
 		return r, err
 	}
+	pt.updateApplied(u, prev, r, now)
+	return r, nil
+}
+
+// updateApplied applies what memory keeps beside the document of u,
+// written over prev as r: the retried items' times and the cancelled
+// attempts. The caller holds wmu and not mu.
+func (pt *partition) updateApplied(u runUpdate, prev, r api.Run, now time.Time) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	if !r.Status.Final() {
@@ -115,7 +121,6 @@ func (pt *partition) writeUpdate(ctx context.Context, u runUpdate, now time.Time
 			}
 		}
 	}
-	return r, nil
 }
 
 // sizeOf returns the bytes of ar's stored document as last written.
@@ -214,85 +219,4 @@ func (pt *partition) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) 
 	}
 	c.rt.leaseUntil = pt.now().Add(pt.d.cfg.RunLease)
 	return HeartbeatResponse{RunLease: api.Duration(pt.d.cfg.RunLease)}, nil
-}
-
-// complete records an attempt's result. The write runs under the
-// partition's context: a worker that hangs up meanwhile does not cut it.
-// It is a writer. Items' results go through completeItem.
-func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
-	if req.Item != nil {
-		return pt.completeItem(req)
-	}
-	pt.wmu.Lock()
-	defer pt.wmu.Unlock()
-	pt.mu.Lock()
-	if pt.closed {
-		pt.mu.Unlock()
-		return CompleteResponse{}, pt.notOwned()
-	}
-	if c, ok := pt.cancelledLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential); ok {
-		// The run records the cancellation already; the report only
-		// closes the matter for the worker.
-		delete(pt.cancelled, keyOf(req.RunID, req.Item))
-		pt.markEndedLocked(chainAttempt{run: req.RunID, item: keyOf(req.RunID, req.Item).item, attempt: req.Attempt})
-		pt.mu.Unlock()
-		pt.lg.Info("cancelled attempt reported", zap.String("run_id", req.RunID), itemField(keyOf(req.RunID, req.Item).item),
-			zap.Int("attempt", req.Attempt), zap.String("worker", req.Worker))
-		return CompleteResponse{Status: c.status}, nil
-	}
-	ar, c, err := pt.currentLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential)
-	if err != nil {
-		pt.mu.Unlock()
-		return CompleteResponse{}, err
-	}
-	e := pt.jobs[ar.run.JobID]
-	if e == nil {
-		pt.mu.Unlock()
-		return CompleteResponse{}, fmt.Errorf("%w: job %q was deleted", ErrStaleAttempt, ar.run.JobID)
-	}
-	now := pt.now()
-	j := e.spec.job()
-	o := Outcome{Success: req.Success, Error: req.Error, Output: req.Output, Result: req.Result}
-	u := runUpdate{ar: ar, reported: []chainAttempt{{run: ar.run.ID, item: c.item, attempt: req.Attempt}}}
-	if c.item == noItem {
-		u.next, u.notBefore = FinishAttempt(&j, ar.run, o, now, jitter())
-	} else {
-		var nb time.Time
-		u.next, nb, u.cancelled = FinishItem(&j, ar.run, c.item, o, now, jitter())
-		u.items = map[int]time.Time{c.item: nb}
-	}
-	pt.mu.Unlock()
-	if err := pt.d.writesRefused(); err != nil {
-		// etcd is full (NOSPACE): the write would be refused. Nothing is
-		// tried; the worker reports again later (503) and the attempt
-		// stays as it is, its lease running, until space is freed.
-		return CompleteResponse{}, fmt.Errorf("recording the result of run %s: %w; report it again", u.next.ID, err)
-	}
-	r, err := pt.writeUpdate(pt.ctx, u, now)
-	if errors.Is(err, api.ErrTooLarge) {
-		// Cannot happen with a sane run document budget; if it does, the
-		// result matters more than the outputs: record it without them,
-		// rather than have a succeeded attempt retried as lost.
-		pt.lg.Error("run document too large even within its budget; recording the result without outputs", zap.String("run_id", u.next.ID), zap.Error(err))
-		u.next = withoutOutputs(u.next)
-		r, err = pt.writeUpdate(pt.ctx, u, now)
-	}
-	if err != nil {
-		pt.mu.Lock()
-		closed := pt.closed
-		pt.mu.Unlock()
-		if closed {
-			return CompleteResponse{}, pt.notOwned()
-		}
-		return CompleteResponse{}, fmt.Errorf("recording the result of run %s failed; report it again", r.ID)
-	}
-	resp := CompleteResponse{Status: r.Status, Written: pt.sizeOf(u.ar)}
-	pt.d.cfg.Metrics.finishedRun(string(resp.Status))
-	pt.lg.Info("attempt finished", zap.String("job_id", r.JobID), zap.String("run_id", r.ID), itemField(c.item), zap.Int("attempt", req.Attempt),
-		zap.String("worker", req.Worker), zap.String("credential", req.Credential), zap.String("status", string(resp.Status)),
-		zap.String("run_status", string(r.Status)), zap.String("error", req.Error))
-	if !r.Status.Final() {
-		pt.poke() // a retry's backoff timer
-	}
-	return resp, nil
 }

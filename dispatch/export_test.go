@@ -86,7 +86,7 @@ func (d *Dispatcher) queueTakeBack(p int, runID, worker string, attempt int, uns
 	pt.takeBacks[chainKey{run: runID, item: noItem}] = undelivered{attempt: attempt, worker: worker, unsure: unsure}
 }
 
-// ReportsWaiting returns how many item results of partition p wait for
+// ReportsWaiting returns how many results of partition p wait for
 // its writer lock.
 func (d *Dispatcher) ReportsWaiting(p int) int {
 	d.mu.Lock()
@@ -97,11 +97,7 @@ func (d *Dispatcher) ReportsWaiting(p int) int {
 	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	n := 0
-	for _, rs := range pt.reports {
-		n += len(rs)
-	}
-	return n
+	return len(pt.reports)
 }
 
 // Polls returns the polls in progress at this member: for each, the

@@ -91,10 +91,10 @@ type partition struct {
 	// worker got them, by chain: the loop writes the runs back without
 	// them (fenced), retrying until done or moot.
 	takeBacks map[chainKey]undelivered
-	// reports are item completions waiting for the writer lock, by run
-	// ID: the first of a run's to get it records them all in one write
-	// (items_complete.go).
-	reports map[string][]*itemReport
+	// reports are results waiting for the writer lock, in arrival order:
+	// the first to get it records them all, as far as one write has room
+	// (results.go).
+	reports []*report
 	// unread are runs whose compare-and-swap write did not apply and whose
 	// reading again failed, by run ID: out of memory until the loop has
 	// read them (readopt), retrying at every tick.

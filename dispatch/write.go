@@ -123,80 +123,125 @@ func (pt *partition) writeRun(ctx context.Context, ar *activeRun, r api.Run, not
 // writeRunAlso is writeRun with more operations applied with the run's
 // compare-and-swap, and only with it (a request the write consumes).
 func (pt *partition) writeRunAlso(ctx context.Context, ar *activeRun, r api.Run, notBefore time.Time, more ...clientv3.Op) (api.Run, error) {
+	rw, err := pt.prepareRunWrite(ar, r, notBefore, more...)
+	if err != nil {
+		return r, err
+	}
+	resp, err := pt.commit(ctx, []clientv3.Op{rw.w.op})
+	if err != nil {
+		pt.lg.Warn("recording run failed", zap.String("run_id", r.ID), zap.Error(err))
+		return r, err
+	}
+	if !resp.Responses[0].GetResponseTxn().Succeeded {
+		pt.changedBehind(ctx, []api.Run{ar.run})
+		return r, errChangedBehind
+	}
+	pt.appliedRunWrite(rw, resp.Header.Revision)
+	return rw.w.run, nil
+}
+
+// preparedRunWrite is a rewrite of an active run ready to be committed:
+// the run's compare-and-swap with everything written with it, and what
+// memory takes once it applied (appliedRunWrite).
+type preparedRunWrite struct {
+	ar        *activeRun
+	w         runWrite // w.op: the whole compare-and-swap
+	notBefore time.Time
+	e         *jobEntry    // the run's job as the write was decided, nil if gone
+	st        api.JobState // the job's state the write puts, if counted
+	counted   bool
+	pause     bool           // the write pauses the job (pause_after_failures)
+	notes     []notify.Entry // the notifications it puts, delivered once applied
+}
+
+// prepareRunWrite makes the compare-and-swap of ar's run as r (cut to the
+// document budget), with more operations and what the new status writes
+// with it: notifications (notify.go), the hand-overs of a final status to
+// the jobs that run after this one (after.go), and the job's count of
+// runs in a row that ended dead with the pause it may decide
+// (pause_after_failures, CountOutcome). It changes nothing; it returns an
+// error wrapping api.ErrTooLarge if r cannot be encoded within the
+// budget. The caller holds wmu and not mu.
+func (pt *partition) prepareRunWrite(ar *activeRun, r api.Run, notBefore time.Time, more ...clientv3.Op) (preparedRunWrite, error) {
 	w, ok := pt.runWriteOp(ar, r)
 	if !ok {
-		return r, fmt.Errorf("run %s: %w", r.ID, api.ErrTooLarge)
+		return preparedRunWrite{}, fmt.Errorf("run %s: %w", r.ID, api.ErrTooLarge)
 	}
-	// Notifications of the new status are written with it, in the same
-	// compare-and-swap (notify.go), and so are the hand-overs of a final
-	// status to the jobs that run after this one (after.go), and so is the job's count of runs in
-	// a row that ended dead, with the pause it may decide
-	// (pause_after_failures, CountOutcome).
+	rw := preparedRunWrite{ar: ar, notBefore: notBefore}
 	pt.mu.Lock()
 	e := pt.jobs[r.JobID]
 	prev := ar.run
-	var st api.JobState
-	pause, counted := false, false
 	if e != nil && w.run.Status.Final() && !prev.Status.Final() {
 		j := e.job()
-		st, pause = CountOutcome(&j, RecordSuccess(&j, e.state, w.run, pt.now()), w.run, pt.now())
-		counted = st != e.state
+		rw.st, rw.pause = CountOutcome(&j, RecordSuccess(&j, e.state, w.run, pt.now()), w.run, pt.now())
+		rw.counted = rw.st != e.state
 	}
 	pt.mu.Unlock()
-	var notes []notify.Entry
+	rw.e = e
 	also := slices.Clip(more)
 	if e != nil && e.work != nil {
 		var ns []clientv3.Op
-		ns, notes = pt.notificationsFor(e.work, prev, w.run, w.val, pt.now())
+		ns, rw.notes = pt.notificationsFor(e.work, prev, w.run, w.val, pt.now())
 		also = append(also, ns...)
 	}
 	if e != nil && w.run.Status.Final() && !prev.Status.Final() {
 		also = append(also, pt.handoverOps(w.run, pt.now())...) // after.go
 	}
-	if counted {
-		op, err := pt.d.keys.PutStateOp(pt.p, r.JobID, st)
+	if rw.counted {
+		op, err := pt.d.keys.PutStateOp(pt.p, r.JobID, rw.st)
 		if err != nil {
 			pt.lg.Error("encoding a job state failed", zap.String("job_id", r.JobID), zap.Error(err))
-			counted, pause = false, false
+			rw.counted, rw.pause = false, false
 		} else {
 			also = append(also, op)
 		}
 	}
-	if pause {
+	if rw.pause {
 		ops, ns := pt.eventNotes(e.work, r.JobID, api.NotifyPaused, string(api.NotifyPaused), w.run.ID, w.run.ScheduledAt, len(w.run.Attempts), w.val, pt.now())
-		also, notes = append(also, ops...), append(notes, ns...)
+		also, rw.notes = append(also, ops...), append(rw.notes, ns...)
 	}
 	if len(also) > 0 {
 		w.op = pt.d.keys.UpdateRunOp(w.run, w.val, ar.modRev, append(slices.Clip(w.failing), also...)...)
 	}
-	resp, err := pt.commit(ctx, []clientv3.Op{w.op})
-	if err != nil {
-		pt.lg.Warn("recording run failed", zap.String("run_id", r.ID), zap.Error(err))
-		return r, err
-	}
+	rw.w = w
+	return rw, nil
+}
+
+// appliedRunWrite takes rw, applied at revision rev, into memory, and
+// delivers its notifications. The caller holds wmu and not mu.
+func (pt *partition) appliedRunWrite(rw preparedRunWrite, rev int64) {
+	r := rw.w.run
 	pt.mu.Lock()
-	if !resp.Responses[0].GetResponseTxn().Succeeded {
-		pt.lg.Warn("run changed behind the owner's back; reading it again", zap.String("run_id", r.ID))
-		pt.dropActiveLocked(r.ID)
-		pt.mu.Unlock()
-		pt.readopt(ctx, []api.Run{ar.run})
-		return r, errChangedBehind
-	}
-	pt.updatedLocked(ar, w, resp.Header.Revision, notBefore)
-	if cur := pt.jobs[r.JobID]; counted && cur == e {
-		e.state = st
+	pt.updatedLocked(rw.ar, rw.w, rev, rw.notBefore)
+	if cur := pt.jobs[r.JobID]; rw.counted && cur == rw.e {
+		rw.e.state = rw.st
 		pt.indexLocked(r.JobID)
 	}
 	pt.mu.Unlock()
-	if len(notes) > 0 {
-		pt.notes.Add(notes...)
+	if len(rw.notes) > 0 {
+		pt.notes.Add(rw.notes...)
 	}
-	if pause {
+	if rw.pause {
 		pt.d.cfg.Metrics.jobPaused()
 		pt.lg.Warn("job paused after runs in a row ended dead", zap.String("job_id", r.JobID), zap.String("run_id", r.ID),
-			zap.Int("failures", st.Failures), zap.String("reason", st.Pause.Reason))
+			zap.Int("failures", rw.st.Failures), zap.String("reason", rw.st.Pause.Reason))
 	}
-	return w.run, nil
+}
+
+// changedBehind handles runs whose compare-and-swap write did not apply:
+// out of memory, then read again (readopt). The caller holds wmu and not
+// mu.
+func (pt *partition) changedBehind(ctx context.Context, runs []api.Run) {
+	if len(runs) == 0 {
+		return
+	}
+	pt.mu.Lock()
+	for _, r := range runs {
+		pt.lg.Warn("run changed behind the owner's back; reading it again", zap.String("run_id", r.ID))
+		pt.dropActiveLocked(r.ID)
+	}
+	pt.mu.Unlock()
+	pt.readopt(ctx, runs)
 }
 
 // readopt reads the stored documents of runs whose compare-and-swap write

@@ -53,9 +53,9 @@ func TestBenchCommands(t *testing.T) {
 		},
 		{
 			name:  "failover",
-			args:  []string{"bench", "failover", "--ttl=2s", "--members=1", "--partitions=8", "--leader-kills=1", "--etcd-down=500ms", "--crashes=1", "--stress=0", "--no-fsync"},
+			args:  []string{"bench", "failover", "--ttl=2s", "--members=1", "--partitions=8", "--leader-kills=1", "--etcd-down=500ms", "--crashes=1", "--stress=0", "--kills=1", "--no-fsync"},
 			table: "failover p50 ms",
-			files: []string{"failover/failover.csv", "failover/failover.json", "failover/failover_time.png"},
+			files: []string{"failover/failover.csv", "failover/failover_kills.csv", "failover/failover.json", "failover/failover_time.png"},
 		},
 		{
 			name:  "items",

@@ -55,6 +55,11 @@ type attempt struct {
 	// span is the attempt's span (a no-op one unless the program set
 	// OpenTelemetry's tracer provider), a child of the grant's.
 	span trace.Span
+
+	// slot says the attempt holds one of the worker's slots, reporting
+	// one of its report places (freeSlot); only the attempt's goroutine
+	// uses them.
+	slot, reporting bool
 }
 
 func (at *attempt) ownerAddr() string {
@@ -120,18 +125,52 @@ func (at *attempt) item() *int {
 }
 
 // startAttempt runs a in a goroutine that holds one slot (already taken)
-// until the attempt is reported or dropped.
+// until its executor has returned, and while it reports the result only
+// if every one of the worker's report places is taken (see
+// attempt.freeSlot).
 func (w *Worker) startAttempt(a api.AttemptGrant, from string) {
 	at := w.newAttempt(a, from)
+	at.slot = true
 	w.cfg.Metrics.attemptStarted()
 	w.attempts.Add(1)
 	w.inFlight.Add(1)
 	go func() {
 		defer w.attempts.Done()
 		defer w.inFlight.Add(-1)
-		defer w.slots.put(1)
+		defer at.endHold()
 		at.run()
 	}()
+}
+
+// freeSlot gives the attempt's slot back once its executor has returned,
+// before its result is reported, so that the worker polls for the next
+// attempt while the report is on its way: an attempt of a short job
+// would otherwise hold its slot for a poll and a report for every
+// execution. It takes one of the worker's report places instead (there
+// are as many as slots); with none free the attempt keeps its slot while
+// it reports, which stops the worker taking more attempts while results
+// cannot be recorded.
+func (at *attempt) freeSlot() {
+	if !at.slot {
+		return
+	}
+	select {
+	case at.w.reporting <- struct{}{}:
+		at.slot, at.reporting = false, true
+		at.w.slots.put(1)
+	default:
+	}
+}
+
+// endHold gives back what the attempt holds at its end: its slot, or its
+// report place.
+func (at *attempt) endHold() {
+	if at.slot {
+		at.w.slots.put(1)
+	}
+	if at.reporting {
+		<-at.w.reporting
+	}
 }
 
 // startRefused reports a failed without running it (it holds no slot).
@@ -223,6 +262,11 @@ func (at *attempt) run() {
 
 	stopLive()
 	<-liveDone
+	if !abandoned {
+		// The executor has returned: nothing of the attempt runs now but
+		// its report and heartbeats.
+		at.freeSlot()
+	}
 
 	// Heartbeats go on while the result is reported: a report that takes
 	// longer than the lease (the orchestrator cannot record it yet, the

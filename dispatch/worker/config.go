@@ -80,9 +80,12 @@ type Config struct {
 	// MembersFrom (follows GET /v1/cluster/members), etcddiscovery.New, or
 	// any other Discovery. Required.
 	Orchestrators Discovery
-	// Concurrency is the number of attempts the worker holds at once, 1 to
-	// MaxConcurrency; default 4. An attempt is held from the poll that
-	// returns it until its completion is reported (or dropped).
+	// Concurrency is the number of attempts the worker runs at once, 1 to
+	// MaxConcurrency; default 4. An attempt holds a slot from the poll
+	// that returns it until its executor has returned; its result is then
+	// reported while the slot serves the next attempt. At most Concurrency
+	// results are reported at once: past that, an attempt keeps its slot
+	// until its result is reported (or dropped).
 	Concurrency int
 	// ServeHTTP enables the built-in "http" executor: the worker
 	// advertises "http" and takes the fleet's HTTP jobs (within its
@@ -256,7 +259,7 @@ func (c *Config) setDefaults() {
 // Orchestrators and TLS are the command's (derived, or read from files),
 // ServeHTTP too (jobfleet worker sets it).
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, fmt.Sprintf("attempts held at once (1 to %d); use at least the number of orchestrators", MaxConcurrency))
+	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, fmt.Sprintf("attempts run at once (1 to %d; as many more may be reporting their results); use at least the number of orchestrators", MaxConcurrency))
 	fs.Var(&labelsFlag{&c.Labels}, "labels", fmt.Sprintf("the worker's labels, which jobs' placement selectors match: key=value,... (Kubernetes' label rules, at most %d), e.g. pool=gpu,region=eu-west", placement.MaxLabels))
 	fs.BoolVar(&c.AllowShell, "allow-shell", c.AllowShell, `run jobs with the "shell" executor (commands run as this process's user)`)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight attempts may finish before they are cancelled and reported failed")

@@ -35,9 +35,12 @@ type Worker struct {
 	policy        *egress.Guard   // "http" executor's destinations
 	creds         *credentialLog
 
-	slots  *slots
-	ran    atomic.Bool
-	polled atomic.Int32 // number of orchestrators polled
+	slots *slots
+	// reporting holds a token per attempt that gave its slot back to
+	// report its result (attempt.freeSlot); its capacity is Concurrency.
+	reporting chan struct{}
+	ran       atomic.Bool
+	polled    atomic.Int32 // number of orchestrators polled
 	// settling is when the set of orchestrators polled last changed plus
 	// PollWait, in the clock's UnixNano: until then polls are kept short
 	// (see pollWait).
@@ -99,6 +102,7 @@ func New(cfg Config) (*Worker, error) {
 		execTransport: policy.HTTPTransport(cfg.HTTPPolicy.ProxyFromEnvironment),
 		policy:        policy,
 		slots:         newSlots(cfg.Concurrency),
+		reporting:     make(chan struct{}, cfg.Concurrency),
 		creds:         newCredentialLog(cfg.Clock, lg),
 		handlers:      map[string]StepHandler{},
 		addrsNote:     make(chan struct{}, 1),

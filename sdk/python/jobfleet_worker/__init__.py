@@ -307,9 +307,12 @@ class Worker:
         # running while the worker stops are not taken for lost.
         self._drained = threading.Event()
         self._fatal = None
-        self._slots = threading.BoundedSemaphore(concurrency)
         self._lock = threading.Lock()
-        self._running = {}  # (run_id, item, attempt) -> Run
+        self._running = {}  # (run_id, item, attempt) -> Run, until reported
+        # Attempts of _running whose handler returned and whose slot serves
+        # the next attempt while their result is reported: at most
+        # concurrency of them (past that, an attempt keeps its slot).
+        self._reporting = 0
         self._threads = []
 
     # -- handlers ---------------------------------------------------------
@@ -456,8 +459,10 @@ class Worker:
                 continue
 
     def _active(self):
+        """The attempts holding slots: running, or reporting without a
+        report place."""
         with self._lock:
-            return len(self._running)
+            return len(self._running) - self._reporting
 
     # -- polling and attempts ---------------------------------------------
 
@@ -547,9 +552,19 @@ class Worker:
         run._live_wake.set()
         if pusher:
             pusher.join(self.request_timeout)  # its last push goes before the report
-        self._complete(grant, holder["addr"], success, err, run._output(), res)
+        # The handler has returned: its slot serves the next attempt while
+        # the result is on its way, if a report place is free.
         with self._lock:
-            self._running.pop(key, None)
+            placed = self._reporting < self.concurrency
+            if placed:
+                self._reporting += 1
+        try:
+            self._complete(grant, holder["addr"], success, err, run._output(), res)
+        finally:
+            with self._lock:
+                if placed:
+                    self._reporting -= 1
+                self._running.pop(key, None)
 
     def _ids(self, grant):
         doc = {"worker": self.worker_id, "run_id": grant["run_id"], "attempt": grant["attempt"]}

@@ -2,6 +2,8 @@
 internal/testkit/pyworker (python3 -m unittest discover)."""
 
 import re
+import threading
+import time
 import unittest
 
 import jobfleet_worker as jw
@@ -163,3 +165,44 @@ class HostileTextTest(unittest.TestCase):
         self.assertGreater(left, (1 << 20) - jw.MAX_OUTPUT_BYTES)
         _, live = r._take_live()
         self.assertEqual(live, "END\n")
+
+
+def wait_until(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met within %ss" % timeout)
+        time.sleep(0.01)
+
+
+class SlotTest(unittest.TestCase):
+    """A slot serves the next attempt while a result is reported, as far
+    as there are report places (as many as slots)."""
+
+    def test_slot_serves_next_attempt_while_reporting(self):
+        w = jw.Worker(["http://127.0.0.1:9"], "t", "w1", concurrency=1, output_push_interval=-1)
+        w.handle("ok", lambda run: None)
+        release = {"j@1": threading.Event(), "j@2": threading.Event()}
+        reporting = []
+
+        def complete(grant, addr, success, err, output, result):
+            reporting.append(grant["run_id"])
+            release[grant["run_id"]].wait(10)
+
+        w._complete = complete
+
+        def grant(n):
+            return {"job_id": "j", "run_id": "j@%d" % n, "attempt": 1, "executor": {"type": "ok"}, "lease": "30s"}
+
+        w._start(grant(1), "http://127.0.0.1:9")
+        wait_until(lambda: reporting == ["j@1"])
+        self.assertEqual(w._active(), 0)  # reporting in a report place
+        w._start(grant(2), "http://127.0.0.1:9")
+        wait_until(lambda: len(reporting) == 2)
+        self.assertEqual(w._active(), 1)  # no report place left: it keeps its slot
+        release["j@1"].set()
+        wait_until(lambda: len(w._running) == 1)
+        self.assertEqual(w._active(), 1)
+        release["j@2"].set()
+        wait_until(lambda: not w._running)
+        self.assertEqual(w._active(), 0)

@@ -35,11 +35,20 @@ type reportAnswer struct {
 	err  error
 }
 
-func (r *report) answer(resp CompleteResponse, err error) { r.done <- reportAnswer{resp, err} }
+// answer answers r; an answer to a report answered already is dropped
+// (the first answer stands).
+func (r *report) answer(resp CompleteResponse, err error) {
+	select {
+	case r.done <- reportAnswer{resp, err}:
+	default:
+	}
+}
 
 // Bounds of one write of results: the runs it rewrites and the bytes of
-// their documents, well under etcd's limits (1.5 MiB, 128 operations per
-// transaction, with maxWriteCost).
+// its keys and values (the run documents and their copies in
+// notifications), well under etcd's limits (1.5 MiB, 128 operations per
+// transaction, with maxWriteCost). A run larger than that alone goes on
+// its own, as it always did.
 const (
 	resultBatchRuns  = 32
 	resultBatchBytes = 512 << 10
@@ -49,8 +58,15 @@ const (
 // the reports it records.
 type resultUpdate struct {
 	u        runUpdate
-	accepted []*report
+	accepted []*report // written with the update
+	// acked are reports of items the update's decision ended while they
+	// ran (their results came in the same batch): answered dead once the
+	// update applied, as a cancelled attempt's report is.
+	acked []*report
 }
+
+// reports returns every report the update answers.
+func (ru *resultUpdate) reports() []*report { return slices.Concat(ru.accepted, ru.acked) }
 
 // complete records an attempt's result, with the other results waiting
 // for the partition's writer lock. The write runs under the partition's
@@ -75,8 +91,24 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 		batch := pt.reports
 		pt.reports = nil
 		pt.mu.Unlock()
-		pt.recordReports(batch)
+		pt.recordGuarded(batch)
 	}
+}
+
+// recordGuarded is recordReports, answering every report of batch not
+// answered yet if it panics (the panic goes on): their reporters, which
+// may be other requests' goroutines, would otherwise wait for answers
+// that never come.
+func (pt *partition) recordGuarded(batch []*report) {
+	defer func() {
+		if p := recover(); p != nil {
+			for _, r := range batch {
+				r.answer(CompleteResponse{}, fmt.Errorf("recording the result of run %s failed; report it again", r.req.RunID))
+			}
+			panic(p)
+		}
+	}()
+	pt.recordReports(batch)
 }
 
 // recordReports decides the results of batch, in order, writes those
@@ -103,7 +135,7 @@ func (pt *partition) recordReports(batch []*report) {
 		// tried; the workers report again later (503) and the attempts
 		// stay as they are, their leases running, until space is freed.
 		for _, ru := range runs {
-			for _, r := range ru.accepted {
+			for _, r := range ru.reports() {
 				r.answer(CompleteResponse{}, fmt.Errorf("recording the result of run %s: %w; report it again", ru.u.ar.run.ID, err))
 			}
 		}
@@ -125,7 +157,7 @@ func (pt *partition) recordReports(batch []*report) {
 		closed := pt.closed
 		pt.mu.Unlock()
 		for _, ru := range sent {
-			for _, r := range ru.accepted {
+			for _, r := range ru.reports() {
 				if closed {
 					r.answer(CompleteResponse{}, pt.notOwned())
 				} else {
@@ -150,7 +182,7 @@ func (pt *partition) recordReports(batch []*report) {
 	}
 	pt.changedBehind(pt.ctx, lost)
 	for _, ru := range lostRuns {
-		for _, r := range ru.accepted {
+		for _, r := range ru.reports() {
 			r.answer(CompleteResponse{}, fmt.Errorf("recording the result of run %s failed; report it again", ru.u.ar.run.ID))
 		}
 	}
@@ -184,8 +216,9 @@ func (pt *partition) decideReportsLocked(batch []*report, now time.Time) []*resu
 		ru := byRun[req.RunID]
 		if ru != nil && k.item != noItem && slices.Contains(ru.u.cancelled, k.item) {
 			// An earlier result of this batch decided the run without
-			// this item: acknowledged as its cancellation is.
-			r.answer(CompleteResponse{Status: api.RunDead, RunStatus: ru.u.next.Status}, nil)
+			// this item: acknowledged as its cancellation is, once that
+			// decision is written.
+			ru.acked = append(ru.acked, r)
 			continue
 		}
 		ar, c, err := pt.currentLocked(req.RunID, req.Item, req.Attempt, req.Worker, req.Credential)
@@ -242,8 +275,8 @@ func (pt *partition) packResults(runs []*resultUpdate) (sent []*resultUpdate, wr
 	bytes, alone := 0, false
 	for _, ru := range runs {
 		id := ru.u.ar.run.JobID
-		if len(sent) > 0 && (alone || len(sent) >= resultBatchRuns || bytes >= resultBatchBytes || jobs[id]) {
-			later = append(later, ru.accepted...)
+		if len(sent) > 0 && (alone || len(sent) >= resultBatchRuns || jobs[id]) {
+			later = append(later, ru.reports()...)
 			continue
 		}
 		rw, err := pt.prepareRunWrite(ru.u.ar, ru.u.next, ru.u.notBefore, pt.releaseOps(ru.u)...)
@@ -256,14 +289,15 @@ func (pt *partition) packResults(runs []*resultUpdate) (sent []*resultUpdate, wr
 			rw, err = pt.prepareRunWrite(ru.u.ar, ru.u.next, ru.u.notBefore, pt.releaseOps(ru.u)...)
 		}
 		if err != nil {
-			for _, r := range ru.accepted {
+			for _, r := range ru.reports() {
 				r.answer(CompleteResponse{}, fmt.Errorf("recording the result of run %s failed: %w", ru.u.ar.run.ID, err))
 			}
 			continue
 		}
 		written, wide := opKeys(rw.w.op, nil)
-		if len(sent) > 0 && (wide || slices.ContainsFunc(written, func(k string) bool { return keys[k] }) || txnCost(0, append(slices.Clip(ops), rw.w.op), nil)+1 > maxWriteCost) {
-			later = append(later, ru.accepted...)
+		size := opsBytes([]clientv3.Op{rw.w.op}) // the run's document, and its copies in notifications
+		if len(sent) > 0 && (wide || bytes+size > resultBatchBytes || slices.ContainsFunc(written, func(k string) bool { return keys[k] }) || txnCost(0, append(slices.Clip(ops), rw.w.op), nil)+1 > maxWriteCost) {
+			later = append(later, ru.reports()...)
 			continue
 		}
 		sent, writes, ops = append(sent, ru), append(writes, rw), append(ops, rw.w.op)
@@ -271,7 +305,7 @@ func (pt *partition) packResults(runs []*resultUpdate) (sent []*resultUpdate, wr
 		for _, k := range written {
 			keys[k] = true
 		}
-		bytes += rw.w.size
+		bytes += size
 		alone = wide // a range of keys: alone in its write
 	}
 	return sent, writes, ops, later
@@ -294,6 +328,21 @@ func (pt *partition) answerRecorded(ru *resultUpdate, r api.Run, runs int) {
 			zap.String("worker", req.Worker), zap.String("credential", req.Credential), zap.String("status", string(resp.Status)),
 			zap.String("run_status", string(r.Status)), zap.Int("recorded_with", len(ru.accepted)), zap.Int("runs_in_write", runs), zap.String("error", req.Error))
 		rep.answer(resp, nil)
+	}
+	if len(ru.acked) > 0 {
+		// Their workers have reported: the cancellations the write made
+		// wait for no report, and their slots of limit keys go at the
+		// loop's next tick.
+		pt.mu.Lock()
+		for _, rep := range ru.acked {
+			req := rep.req
+			delete(pt.cancelled, keyOf(req.RunID, req.Item))
+			pt.markEndedLocked(chainAttempt{run: req.RunID, item: *req.Item, attempt: req.Attempt})
+		}
+		pt.mu.Unlock()
+		for _, rep := range ru.acked {
+			rep.answer(CompleteResponse{Status: api.RunDead, RunStatus: r.Status}, nil)
+		}
 	}
 	if !r.Status.Final() {
 		pt.poke() // a retry's backoff timer

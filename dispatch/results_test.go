@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 )
 
 type completeAnswer struct {
@@ -38,17 +39,32 @@ func herd(n int) func(h *harness) []api.AttemptGrant {
 	}
 }
 
-// heldResults takes the attempts setup returns, then reports them all
-// (succeeded, or failed if !success) while etcd's answers are held: the
-// first result's write waits for its answer and the others queue behind
-// it. before, if not nil, runs once they are queued, before the answers
-// are let through. It returns the harness, each report's answer and how
-// many writes (revisions) changed the partition's runs from the reports
-// on.
-func heldResults(t *testing.T, setup func(h *harness) []api.AttemptGrant, success bool, before func(h *harness, as []api.AttemptGrant)) (*harness, []completeAnswer, int) {
+// held is what heldResults does: setup makes the attempts to report,
+// prepare (if set) configures the harness before its dispatcher starts,
+// result makes each report (nil: succeeded), and before (if set) runs
+// once the reports are queued, before etcd's answers are let through.
+type held struct {
+	setup   func(h *harness) []api.AttemptGrant
+	prepare func(h *harness)
+	result  func(a api.AttemptGrant) api.CompleteRequest
+	before  func(h *harness, as []api.AttemptGrant)
+}
+
+// heldResults takes the attempts o.setup returns, then reports them all
+// while etcd's answers are held: the first result's write waits for its
+// answer and the others queue behind it. It returns the harness, each
+// report's answer and how many writes (revisions) changed the
+// partition's runs from the reports on.
+func heldResults(t *testing.T, o held) (*harness, []completeAnswer, int) {
 	t.Helper()
-	h, bridge := undeliveredHarness(t)
-	as := setup(h)
+	h := newHarness(t)
+	if o.prepare != nil {
+		o.prepare(h)
+	}
+	bridge := etcdtest.NewBridge(t, etcd.ClientAddr())
+	h.dispClient = etcdtest.NewClient(t, bridge.Endpoints())
+	h.start("m1")
+	as := o.setup(h)
 	cur, err := h.client.Get(context.Background(), "probe")
 	if err != nil {
 		t.Fatal(err)
@@ -60,11 +76,11 @@ func heldResults(t *testing.T, setup func(h *harness) []api.AttemptGrant, succes
 	bridge.CutReplies()
 	answers := make(chan completeAnswer, len(as))
 	report := func(a api.AttemptGrant) {
-		msg := ""
-		if !success {
-			msg = "boom"
+		req := api.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt, Success: true}
+		if o.result != nil {
+			req = o.result(a)
 		}
-		r, err := h.complete(a, "w1", success, msg)
+		r, err := h.disp.Complete(context.Background(), req)
 		answers <- completeAnswer{a, r, err}
 	}
 	go report(as[0])
@@ -73,8 +89,8 @@ func heldResults(t *testing.T, setup func(h *harness) []api.AttemptGrant, succes
 		go report(a)
 	}
 	h.waitFor("the other results to queue", func() bool { return h.disp.ReportsWaiting(0) == len(as)-1 })
-	if before != nil {
-		before(h, as)
+	if o.before != nil {
+		o.before(h, as)
 	}
 	bridge.Restore()
 	var out []completeAnswer
@@ -106,11 +122,16 @@ func heldResults(t *testing.T, setup func(h *harness) []api.AttemptGrant, succes
 	return h, out, len(revs)
 }
 
+// failed makes a's report: failed.
+func failed(a api.AttemptGrant) api.CompleteRequest {
+	return api.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt, Error: "boom"}
+}
+
 // Results of many runs of one partition that wait for its writer lock
 // are recorded in one write, each answered with its own run's status.
 func TestResultsOfManyRunsRecordedTogether(t *testing.T) {
 	const n = 12
-	_, answers, writes := heldResults(t, herd(n), true, nil)
+	_, answers, writes := heldResults(t, held{setup: herd(n)})
 	for _, a := range answers {
 		if a.err != nil || a.resp.Status != api.RunSucceeded {
 			t.Fatalf("the result of %s answered %+v, %v; want succeeded", a.a.RunID, a.resp, a.err)
@@ -129,7 +150,7 @@ func TestResultsOfManyRunsRecordedTogether(t *testing.T) {
 func TestResultsWriteRefusesOneRunAlone(t *testing.T) {
 	const n = 6
 	var changed string
-	h, answers, _ := heldResults(t, herd(n), true, func(h *harness, as []api.AttemptGrant) {
+	h, answers, _ := heldResults(t, held{setup: herd(n), before: func(h *harness, as []api.AttemptGrant) {
 		// Rewrite the last run's document as it is: its revision moves,
 		// so its compare-and-swap fails.
 		changed = as[n-1].RunID
@@ -141,7 +162,7 @@ func TestResultsWriteRefusesOneRunAlone(t *testing.T) {
 		if _, err := h.client.Put(context.Background(), key, string(got.Kvs[0].Value)); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}})
 	refused := 0
 	var again api.AttemptGrant
 	for _, a := range answers {
@@ -172,7 +193,7 @@ func TestResultsWriteRefusesOneRunAlone(t *testing.T) {
 // reported at once pause a job that pauses after two.
 func TestResultsOfOneJobCountedInTurn(t *testing.T) {
 	var id string
-	h, answers, writes := heldResults(t, func(h *harness) []api.AttemptGrant {
+	h, answers, writes := heldResults(t, held{result: failed, setup: func(h *harness) []api.AttemptGrant {
 		// The first result, of another job, is written alone; the two of
 		// fragile wait together behind it.
 		other := h.create(api.Job{ID: "other", Schedule: "@every 2m"})
@@ -189,7 +210,7 @@ func TestResultsOfOneJobCountedInTurn(t *testing.T) {
 		}
 		slices.SortFunc(as, func(a, b api.AttemptGrant) int { return strings.Compare(b.JobID, a.JobID) }) // other first
 		return as
-	}, false, nil)
+	}})
 	for _, a := range answers {
 		if a.err != nil || a.resp.Status != api.RunDead {
 			t.Fatalf("the result of %s answered %+v, %v; want dead", a.a.RunID, a.resp, a.err)
@@ -202,4 +223,37 @@ func TestResultsOfOneJobCountedInTurn(t *testing.T) {
 	if paused.State == nil || paused.State.Failures != 2 {
 		t.Fatalf("paused job's state %+v, want 2 failures", paused.State)
 	}
+}
+
+// A write of results stays within etcd's request limit, counting what
+// each run's write carries besides its document (its copies in the
+// notifications and in the pause event): six runs near the document
+// budget, each pausing its job and notifying, all recorded.
+func TestResultsWriteStaysUnderTheRequestLimit(t *testing.T) {
+	const n = 6
+	big := strings.Repeat("x", 60<<10)
+	_, answers, writes := heldResults(t, held{
+		prepare: func(h *harness) { h.withSender(&recordingSender{}) },
+		setup: func(h *harness) []api.AttemptGrant {
+			for i := range n {
+				h.create(api.Job{ID: fmt.Sprintf("big-%d", i), Schedule: "@every 1m", PauseAfterFailures: 1,
+					Notify: []api.Notification{{On: []api.RunStatus{api.RunDead, api.NotifyPaused}, URL: "https://hooks.example/x"}}})
+			}
+			h.advance(time.Minute)
+			var as []api.AttemptGrant
+			for len(as) < n {
+				as = append(as, h.poll("w1", n-len(as))...)
+			}
+			return as
+		},
+		result: func(a api.AttemptGrant) api.CompleteRequest {
+			return api.CompleteRequest{Worker: "w1", RunID: a.RunID, Attempt: a.Attempt, Error: big, Output: big}
+		},
+	})
+	for _, a := range answers {
+		if a.err != nil || a.resp.Status != api.RunDead {
+			t.Fatalf("the result of %s answered %+v, %v; want dead", a.a.RunID, a.resp, a.err)
+		}
+	}
+	t.Logf("%d results of about %d KiB each recorded in %d writes", n, 2*len(big)>>10, writes)
 }

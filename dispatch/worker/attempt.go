@@ -162,6 +162,12 @@ func (at *attempt) freeSlot() {
 	}
 }
 
+// held returns how many attempts hold slots: those in flight but the
+// ones reporting in a report place.
+func (w *Worker) held() int {
+	return max(int(w.inFlight.Load())-len(w.reporting), 0)
+}
+
 // endHold gives back what the attempt holds at its end: its slot, or its
 // report place.
 func (at *attempt) endHold() {

@@ -145,7 +145,7 @@ func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Durat
 		Wait:      api.Duration(wait),
 		Features:  []string{api.FeatureItems},
 		// The freest of the workers waiting at a member gets a run first.
-		Free: w.cfg.Concurrency - int(w.inFlight.Load()),
+		Free: w.cfg.Concurrency - w.held(),
 	}
 	r, err := w.client.post(ctx, addr, api.PathPoll, req, wait+w.cfg.RequestTimeout, maxPollReplyBytes)
 	if err != nil {

@@ -152,7 +152,7 @@ func (w *Worker) register(ctx context.Context, addr string, ttl time.Duration) (
 		Worker:        w.cfg.ID,
 		Executors:     w.executors(),
 		Concurrency:   w.cfg.Concurrency,
-		Active:        min(int(w.inFlight.Load()), w.cfg.Concurrency),
+		Active:        min(w.held(), w.cfg.Concurrency),
 		Orchestrators: addrs,
 		Labels:        w.cfg.Labels,
 	}

@@ -313,7 +313,6 @@ class Worker:
         # the next attempt while their result is reported: at most
         # concurrency of them (past that, an attempt keeps its slot).
         self._reporting = 0
-        self._reserved = 0  # slots asked for by polls in flight
         self._threads = []
 
     # -- handlers ---------------------------------------------------------
@@ -470,22 +469,16 @@ class Worker:
     def _poll_loop(self, base):
         backoff = 0.1
         while not self._stopping.is_set():
-            # The slots a poll asks for are reserved until its attempts
-            # are started: the loops of other orchestrators do not ask
-            # for them too.
-            with self._lock:
-                free = min(self.concurrency - (len(self._running) - self._reporting) - self._reserved, 100)
-                if free > 0:
-                    self._reserved += free
+            free = self.concurrency - self._active()
             if free <= 0:
                 time.sleep(0.05)
                 continue
+            doc = {"worker": self.worker_id, "executors": sorted(self._handlers), "max": min(free, 100),
+                   "free": free, "wait": _duration(self.poll_wait), "features": ["items"]}
             try:
-                r = self._poll_once(base, free)
-            finally:
-                with self._lock:
-                    self._reserved -= free
-            if r is None:
+                r = self._post(base, PATH_POLL, doc, timeout=self.poll_wait + self.request_timeout)
+            except OSError as e:
+                self.log.debug("poll %s: %s", base, e)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -497,24 +490,11 @@ class Worker:
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.1
-
-    def _poll_once(self, base, free):
-        """Polls base for up to free attempts and starts those it hands
-        out; returns the reply, None if the request failed."""
-        doc = {"worker": self.worker_id, "executors": sorted(self._handlers), "max": free,
-               "free": free, "wait": _duration(self.poll_wait), "features": ["items"]}
-        try:
-            r = self._post(base, PATH_POLL, doc, timeout=self.poll_wait + self.request_timeout)
-        except OSError as e:
-            self.log.debug("poll %s: %s", base, e)
-            return None
-        if r.status == 200:
             for g in r.body.get("attempts") or []:
                 # Even one taken while stopping runs: failing it at once
                 # would spend one of its run's attempts on nothing; the
                 # drain gives it shutdown_timeout like the others.
                 self._start(g, base)
-        return r
 
     def _start(self, grant, base):
         run = Run(grant)

@@ -206,34 +206,3 @@ class SlotTest(unittest.TestCase):
         release["j@2"].set()
         wait_until(lambda: not w._running)
         self.assertEqual(w._active(), 0)
-
-
-class PollReservationTest(unittest.TestCase):
-    """The poll loops of several orchestrators never ask for more slots
-    than the worker has between them."""
-
-    def test_polls_share_the_slots(self):
-        w = jw.Worker(["http://a.invalid", "http://b.invalid"], "t", "w1", concurrency=2, output_push_interval=-1)
-        w.handle("ok", lambda run: None)
-        calls, lock, gate = [], threading.Lock(), threading.Event()
-
-        def post(base, path, doc, timeout=None):
-            with lock:
-                calls.append((base, doc["max"]))
-            gate.wait(10)
-            return jw._Reply(200, {"attempts": []})
-
-        w._post = post
-        loops = [threading.Thread(target=w._poll_loop, args=(u,), daemon=True) for u in w.orchestrators]
-        for t in loops:
-            t.start()
-        wait_until(lambda: len(calls) >= 1)
-        time.sleep(0.2)  # the other loop's chance to poll too
-        with lock:
-            self.assertEqual(len(calls), 1, calls)  # the first poll holds both slots
-            self.assertEqual(calls[0][1], 2)
-        w._stopping.set()
-        gate.set()
-        for t in loops:
-            t.join(5)
-        self.assertEqual(w._reserved, 0)

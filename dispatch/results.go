@@ -68,6 +68,19 @@ type resultUpdate struct {
 // reports returns every report the update answers.
 func (ru *resultUpdate) reports() []*report { return slices.Concat(ru.accepted, ru.acked) }
 
+// refuse answers every report of the update with err.
+func (ru *resultUpdate) refuse(err error) {
+	for _, r := range ru.reports() {
+		r.answer(CompleteResponse{}, err)
+	}
+}
+
+// errReportAgain is the answer to a result that was not recorded and
+// may be reported again.
+func errReportAgain(runID string) error {
+	return fmt.Errorf("recording the result of run %s failed; report it again", runID)
+}
+
 // complete records an attempt's result, with the other results waiting
 // for the partition's writer lock. The write runs under the partition's
 // context: a worker that hangs up meanwhile does not cut it. It is a
@@ -103,7 +116,7 @@ func (pt *partition) recordGuarded(batch []*report) {
 	defer func() {
 		if p := recover(); p != nil {
 			for _, r := range batch {
-				r.answer(CompleteResponse{}, fmt.Errorf("recording the result of run %s failed; report it again", r.req.RunID))
+				r.answer(CompleteResponse{}, errReportAgain(r.req.RunID))
 			}
 			panic(p)
 		}
@@ -135,9 +148,7 @@ func (pt *partition) recordReports(batch []*report) {
 		// tried; the workers report again later (503) and the attempts
 		// stay as they are, their leases running, until space is freed.
 		for _, ru := range runs {
-			for _, r := range ru.reports() {
-				r.answer(CompleteResponse{}, fmt.Errorf("recording the result of run %s: %w; report it again", ru.u.ar.run.ID, err))
-			}
+			ru.refuse(fmt.Errorf("recording the result of run %s: %w; report it again", ru.u.ar.run.ID, err))
 		}
 		return
 	}
@@ -157,12 +168,10 @@ func (pt *partition) recordReports(batch []*report) {
 		closed := pt.closed
 		pt.mu.Unlock()
 		for _, ru := range sent {
-			for _, r := range ru.reports() {
-				if closed {
-					r.answer(CompleteResponse{}, pt.notOwned())
-				} else {
-					r.answer(CompleteResponse{}, fmt.Errorf("recording the result of run %s failed; report it again", ru.u.ar.run.ID))
-				}
+			if closed {
+				ru.refuse(pt.notOwned())
+			} else {
+				ru.refuse(errReportAgain(ru.u.ar.run.ID))
 			}
 		}
 		return
@@ -182,9 +191,7 @@ func (pt *partition) recordReports(batch []*report) {
 	}
 	pt.changedBehind(pt.ctx, lost)
 	for _, ru := range lostRuns {
-		for _, r := range ru.reports() {
-			r.answer(CompleteResponse{}, fmt.Errorf("recording the result of run %s failed; report it again", ru.u.ar.run.ID))
-		}
+		ru.refuse(errReportAgain(ru.u.ar.run.ID))
 	}
 }
 
@@ -289,9 +296,7 @@ func (pt *partition) packResults(runs []*resultUpdate) (sent []*resultUpdate, wr
 			rw, err = pt.prepareRunWrite(ru.u.ar, ru.u.next, ru.u.notBefore, pt.releaseOps(ru.u)...)
 		}
 		if err != nil {
-			for _, r := range ru.reports() {
-				r.answer(CompleteResponse{}, fmt.Errorf("recording the result of run %s failed: %w", ru.u.ar.run.ID, err))
-			}
+			ru.refuse(fmt.Errorf("recording the result of run %s failed: %w", ru.u.ar.run.ID, err))
 			continue
 		}
 		written, wide := opKeys(rw.w.op, nil)

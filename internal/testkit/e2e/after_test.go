@@ -263,6 +263,7 @@ func TestAfterFiresOncePerUpstreamRunAcrossMembers(t *testing.T) {
 // owner of the upstream job crashes while its runs are in flight: every
 // upstream run that ends still fires the job after it exactly once.
 func TestAfterExactlyOnceAcrossCrashes(t *testing.T) {
+	t.Parallel()
 	af := newAfterFleet(t, 3)
 	f := af.f
 	hook := af.rcv.srv.URL

@@ -31,6 +31,7 @@ import (
 // once; the backfill reports created exactly the runs it made, and
 // existing the others.
 func TestBackfillRacingFiresRunsEachTimeOnce(t *testing.T) {
+	t.Parallel()
 	// Without the dead member detector, the outage lasts the crashed
 	// owner's lease: the detector would move its partition within
 	// milliseconds, and the times since the crash would be fired before

@@ -32,6 +32,7 @@ import (
 // attempt in flight on the crashed member may run again: executions are
 // at least once, runs exactly once.)
 func TestJitterAndMaxFiresSurviveHandoffs(t *testing.T) {
+	t.Parallel()
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, RunLease: 3 * time.Second, Quiet: true})
 	for _, m := range []string{"m1", "m2", "m3", "m4"} {
 		f.Join(m)

@@ -281,6 +281,7 @@ func TestJobsEverySecondAcrossTheFleet(t *testing.T) {
 }
 
 func TestJobsSurviveGracefulLeaveAndCrash(t *testing.T) {
+	t.Parallel()
 	jobsSurviveGracefulLeaveAndCrash(t, false)
 }
 
@@ -288,6 +289,7 @@ func TestJobsSurviveGracefulLeaveAndCrash(t *testing.T) {
 // every member keeping standby copies; the members that take the
 // partitions over build some of them from their copies.
 func TestJobsSurviveGracefulLeaveAndCrashWithWarmStandby(t *testing.T) {
+	t.Parallel()
 	jobsSurviveGracefulLeaveAndCrash(t, true)
 }
 
@@ -339,6 +341,7 @@ func jobsSurviveGracefulLeaveAndCrash(t *testing.T, warm bool) {
 // attempt's lease expires, another worker runs attempt 2, and the killed
 // worker's late report is refused.
 func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
+	t.Parallel()
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, RunLease: 2 * time.Second, Quiet: true})
 	f.Join("m1")
 	f.WaitSettled(15 * time.Second)
@@ -437,6 +440,7 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool) {
 // their partitions move. Every fire still happens once, with and without
 // standby copies.
 func TestWarmStandbyTwoCrashesAndAJoin(t *testing.T) {
+	t.Parallel()
 	for _, warm := range []bool{false, true} {
 		t.Run(fmt.Sprintf("warm=%v", warm), func(t *testing.T) { twoCrashesAndAJoin(t, warm) })
 	}

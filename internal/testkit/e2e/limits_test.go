@@ -136,6 +136,7 @@ func putLimit(t *testing.T, f *fleettest.Fleet, base, key, doc string) {
 // which crashes midway: never more than 3 execute at once, counted on
 // the workers' side, and every run succeeds.
 func TestLimitHoldsAcrossAMemberCrash(t *testing.T) {
+	t.Parallel()
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 8, Scheduler: true, RunLease: 2 * time.Second, Quiet: true})
 	for _, m := range []string{"m1", "m2", "m3"} {
 		f.Join(m)

@@ -78,6 +78,7 @@ func outboxLen(t *testing.T, f *fleettest.Fleet) int64 {
 // when its run succeeds is delivered by the next owner after the owner
 // crashes.
 func TestNotificationsAreDeliveredOnceThroughRetriesAndCrashes(t *testing.T) {
+	t.Parallel()
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true,
 		Notify: orchestrator.NotifyConfig{Policy: egress.Policy{Allow: []string{"127.0.0.1"}}}})
 	f.Join("m1")

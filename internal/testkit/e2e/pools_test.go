@@ -95,6 +95,7 @@ func placed(selector string) *jfapi.PlacementPolicy {
 // stops, saying why), and a gpu credential is refused registering pool=cpu
 // (403 naming the rule).
 func TestPoolsRunOnlyOnTheirWorkers(t *testing.T) {
+	t.Parallel()
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 8, Scheduler: true, Quiet: true})
 	f.Join("m1")
 	f.Join("m2")
@@ -250,6 +251,7 @@ func TestUnplaceableRunWaitsWithItsReason(t *testing.T) {
 // of a failed attempt runs on the other worker; with retry_elsewhere
 // false, retries go to either.
 func TestRetriesGoToAnotherWorker(t *testing.T) {
+	t.Parallel()
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true, RunLease: 10 * time.Second})
 	f.Join("m1")
 	f.WaitSettled(15 * time.Second)

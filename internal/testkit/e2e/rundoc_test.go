@@ -27,6 +27,7 @@ import (
 // and the executor ran exactly 40 times, even after a run lease has
 // passed.
 func TestLargeOutputsKeepTheRunDocumentBounded(t *testing.T) {
+	t.Parallel()
 	const attempts = 40
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, RunLease: 3 * time.Second, Quiet: true})
 	f.Join("m1")

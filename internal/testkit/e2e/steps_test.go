@@ -297,6 +297,7 @@ func checkSucceededOnce(t *testing.T, r jfapi.Run) {
 // results of those it needs (load the three regions with extract's file,
 // cleanup load's count).
 func TestPipelineSurvivesItsOwnersCrash(t *testing.T) {
+	t.Parallel()
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 8, Scheduler: true, Quiet: true})
 	for _, m := range []string{"m1", "m2", "m3"} {
 		f.Join(m)
@@ -339,6 +340,7 @@ func TestPipelineSurvivesItsOwnersCrash(t *testing.T) {
 // succeeds, publish and cleanup run, extract and transform do not run
 // again, and the run records round 0.
 func TestFailedStepThenRetryFromIt(t *testing.T) {
+	t.Parallel()
 	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 8, Scheduler: true, Quiet: true})
 	f.Join("m1")
 	f.Join("m2")

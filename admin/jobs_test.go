@@ -144,6 +144,36 @@ func errorMessage(t *testing.T, body []byte) string {
 	return msg
 }
 
+// refusal is a request the API must refuse: PUT body to path (GET where
+// body is ""), answered with code and an error message containing field.
+type refusal struct {
+	path, body, field string
+	code              int
+}
+
+// expectRefused sends each of cases and checks its refusal, then that the
+// store holds as many keys as before them.
+func (e *jobsEnv) expectRefused(cases []refusal) {
+	e.t.Helper()
+	before := e.keys()
+	for _, tc := range cases {
+		method := "PUT"
+		var body []byte
+		if tc.body == "" {
+			method = "GET"
+		} else {
+			body = []byte(tc.body)
+		}
+		code, reply := e.do(method, tc.path, body)
+		if msg := errorMessage(e.t, reply); code != tc.code || !strings.Contains(msg, tc.field) {
+			e.t.Errorf("%s %.60s %.60s: got %d %q, want %d naming %s", method, tc.path, tc.body, code, msg, tc.code, tc.field)
+		}
+	}
+	if after := e.keys(); after != before {
+		e.t.Errorf("bad input changed the store: %d keys, then %d", before, after)
+	}
+}
+
 func jobPath(id string, sub ...string) string {
 	return strings.Join(append([]string{"/v1/jobs/" + url.PathEscape(id)}, sub...), "/")
 }

@@ -76,26 +76,34 @@ func newEnvWith(t *testing.T, client *clientv3.Client, ns string, s *store.Etcd,
 // status and body.
 func (e *jobsEnv) do(method, path string, body []byte) (int, []byte) {
 	e.t.Helper()
+	return send(e.t, e.srv, adminToken, method, path, body)
+}
+
+// send sends srv the request method path (escaped, with its query) as the
+// holder of token, with body as JSON (no body if nil), and returns the
+// status and body of the reply; it fails t where there is none.
+func send(t *testing.T, srv *httptest.Server, token, method, path string, body []byte) (int, []byte) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	req, err := http.NewRequest(method, srv.URL+path, rd)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := e.srv.Client().Do(req)
+	resp, err := srv.Client().Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		e.t.Fatalf("%s %s: read reply: %v", method, path, err)
+		t.Fatalf("%s %s: read reply: %v", method, path, err)
 	}
 	return resp.StatusCode, data
 }

@@ -136,11 +136,8 @@ func (a *server) watchPartitions(w http.ResponseWriter, r *http.Request) {
 		a.clusterFailed(w, "partition stream", err)
 		return
 	}
-	p, _ := auth.FromContext(r.Context())
-	release, err := a.streams.acquire(p.ID)
-	if err != nil {
-		w.Header().Set("Retry-After", "5")
-		WriteError(w, http.StatusTooManyRequests, err.Error())
+	release, ok := a.streams.admit(w, r)
+	if !ok {
 		return
 	}
 	defer release()
@@ -227,6 +224,19 @@ type streamCap struct {
 
 func newStreamCap(l Limits, what string) *streamCap {
 	return &streamCap{max: l.MaxStreams, perCredential: min(l.MaxStreamsPerCredential, l.MaxStreams), what: what, by: map[string]int{}}
+}
+
+// admit is acquire for the request's credential, or writes 429 (retry
+// after 5 s) naming the cap reached and returns ok false.
+func (s *streamCap) admit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	p, _ := auth.FromContext(r.Context())
+	release, err := s.acquire(p.ID)
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		WriteError(w, http.StatusTooManyRequests, err.Error())
+		return nil, false
+	}
+	return release, true
 }
 
 // acquire takes a slot for a stream of credential id, or says which cap

@@ -117,6 +117,20 @@ func (a *jobsAPI) store(w http.ResponseWriter, r *http.Request) (s JobStore, ctx
 	return s, ctx, cancel, true
 }
 
+// jobStore is store, then pathID: the job store, a context bounding the
+// request's store calls (the caller cancels it) and the path's job {id};
+// or, having written the 503 or the 400, ok false.
+func (a *jobsAPI) jobStore(w http.ResponseWriter, r *http.Request) (s JobStore, ctx context.Context, cancel context.CancelFunc, id string, ok bool) {
+	if s, ctx, cancel, ok = a.store(w, r); !ok {
+		return nil, nil, nil, "", false
+	}
+	if id, ok = pathID(w, r); !ok {
+		cancel()
+		return nil, nil, nil, "", false
+	}
+	return s, ctx, cancel, id, true
+}
+
 // errBodyRead marks a request body that could not be read to its end:
 // the client went away or stalled mid-body. It is the client's failure
 // (400), not the server's.
@@ -184,15 +198,11 @@ func (a *jobsAPI) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *jobsAPI) put(w http.ResponseWriter, r *http.Request) {
-	s, ctx, cancel, ok := a.store(w, r)
+	s, ctx, cancel, id, ok := a.jobStore(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
-	id, ok := pathID(w, r)
-	if !ok {
-		return
-	}
 	j, err := decode(w, r)
 	if err != nil {
 		a.fail(w, r, id, err)
@@ -336,15 +346,11 @@ func listPrefix(cred, asked string) (prefix string, ok bool) {
 // code (no body if the document is nil) or the error reply.
 func (a *jobsAPI) byID(code int, call func(ctx context.Context, s JobStore, id string) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, ctx, cancel, ok := a.store(w, r)
+		s, ctx, cancel, id, ok := a.jobStore(w, r)
 		if !ok {
 			return
 		}
 		defer cancel()
-		id, ok := pathID(w, r)
-		if !ok {
-			return
-		}
 		doc, err := call(ctx, s, id)
 		if err != nil {
 			a.fail(w, r, id, err)

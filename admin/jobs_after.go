@@ -37,15 +37,11 @@ func authorizeAfter(r *http.Request, j api.Job) error {
 // names the job, as the dependency index says, those the caller may
 // read (a credential limited to a prefix sees the dependents under it).
 func (a *jobsAPI) dependents(w http.ResponseWriter, r *http.Request) {
-	s, ctx, cancel, ok := a.store(w, r)
+	s, ctx, cancel, id, ok := a.jobStore(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
-	id, ok := pathID(w, r)
-	if !ok {
-		return
-	}
 	ds, ok := s.(dependentsStore)
 	if !ok {
 		WriteError(w, http.StatusNotImplemented, "this member's job store keeps no dependency index")

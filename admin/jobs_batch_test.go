@@ -3,7 +3,6 @@ package admin_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -29,25 +28,11 @@ func batchBody(mode string, docs ...string) string {
 	return `{"mode": ` + quote(mode) + `, "jobs": [` + strings.Join(docs, ", ") + `]}`
 }
 
-// doAs is jobsEnv.do with another token.
+// doAs is jobsEnv.do with another token; body is sent as JSON even if
+// empty.
 func (e *jobsEnv) doAs(token, method, path, body string) (int, []byte) {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return resp.StatusCode, data
+	return send(e.t, e.srv, token, method, path, []byte(body))
 }
 
 // statuses returns the items' status codes.

@@ -17,15 +17,11 @@ type deliveryReader interface {
 // records of the job's latest notifications, newest first (404 if there
 // is no such job).
 func (a *jobsAPI) notifications(w http.ResponseWriter, r *http.Request) {
-	s, ctx, cancel, ok := a.store(w, r)
+	s, ctx, cancel, id, ok := a.jobStore(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
-	id, ok := pathID(w, r)
-	if !ok {
-		return
-	}
 	if _, err := s.Get(ctx, id); err != nil {
 		a.fail(w, r, id, err)
 		return

@@ -19,15 +19,11 @@ func (a *jobsAPI) runs(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	s, ctx, cancel, ok := a.store(w, r)
+	s, ctx, cancel, id, ok := a.jobStore(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
-	id, ok := pathID(w, r)
-	if !ok {
-		return
-	}
 	runs, err := s.Runs(ctx, id, limit)
 	if err != nil {
 		a.fail(w, r, id, err)

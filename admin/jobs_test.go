@@ -76,26 +76,34 @@ func newEnvWith(t *testing.T, client *clientv3.Client, ns string, s *store.Etcd,
 // status and body.
 func (e *jobsEnv) do(method, path string, body []byte) (int, []byte) {
 	e.t.Helper()
+	return send(e.t, e.srv, adminToken, method, path, body)
+}
+
+// send sends srv the request method path (escaped, with its query) as the
+// holder of token, with body as JSON (no body if nil), and returns the
+// status and body of the reply; it fails t where there is none.
+func send(t *testing.T, srv *httptest.Server, token, method, path string, body []byte) (int, []byte) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	req, err := http.NewRequest(method, srv.URL+path, rd)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := e.srv.Client().Do(req)
+	resp, err := srv.Client().Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		e.t.Fatalf("%s %s: read reply: %v", method, path, err)
+		t.Fatalf("%s %s: read reply: %v", method, path, err)
 	}
 	return resp.StatusCode, data
 }
@@ -142,6 +150,36 @@ func errorMessage(t *testing.T, body []byte) string {
 		t.Fatalf("got error body %s, want {\"error\": \"...\"}", body)
 	}
 	return msg
+}
+
+// refusal is a request the API must refuse: PUT body to path (GET where
+// body is ""), answered with code and an error message containing field.
+type refusal struct {
+	path, body, field string
+	code              int
+}
+
+// expectRefused sends each of cases and checks its refusal, then that the
+// store holds as many keys as before them.
+func (e *jobsEnv) expectRefused(cases []refusal) {
+	e.t.Helper()
+	before := e.keys()
+	for _, tc := range cases {
+		method := "PUT"
+		var body []byte
+		if tc.body == "" {
+			method = "GET"
+		} else {
+			body = []byte(tc.body)
+		}
+		code, reply := e.do(method, tc.path, body)
+		if msg := errorMessage(e.t, reply); code != tc.code || !strings.Contains(msg, tc.field) {
+			e.t.Errorf("%s %.60s %.60s: got %d %q, want %d naming %s", method, tc.path, tc.body, code, msg, tc.code, tc.field)
+		}
+	}
+	if after := e.keys(); after != before {
+		e.t.Errorf("bad input changed the store: %d keys, then %d", before, after)
+	}
 }
 
 func jobPath(id string, sub ...string) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -133,21 +132,7 @@ func (e *listEnv) want(prefix string) []string {
 // get sends GET path with token and returns the status and body.
 func (e *listEnv) get(path, token string) (int, []byte) {
 	e.t.Helper()
-	req, err := http.NewRequest("GET", e.srv.URL+path, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return resp.StatusCode, data
+	return send(e.t, e.srv, token, "GET", path, nil)
 }
 
 // listPage is a page of GET /v1/jobs, its jobs kept as JSON objects.

@@ -153,11 +153,8 @@ func (o *outputAPI) get(w http.ResponseWriter, r *http.Request) {
 // follow serves ?follow=1: the stream's headers are written with its
 // first event, so that a refusal before it is a plain error reply.
 func (o *outputAPI) follow(w http.ResponseWriter, r *http.Request, l LiveOutput, runID string, q outputQuery) {
-	who, _ := auth.FromContext(r.Context())
-	release, err := o.streams.acquire(who.ID)
-	if err != nil {
-		w.Header().Set("Retry-After", "5")
-		WriteError(w, http.StatusTooManyRequests, err.Error())
+	release, ok := o.streams.admit(w, r)
+	if !ok {
 		return
 	}
 	defer release()
@@ -191,7 +188,7 @@ func (o *outputAPI) follow(w http.ResponseWriter, r *http.Request, l LiveOutput,
 		}
 		return send(streamEvent(event, v))
 	}
-	err = l.FollowOutput(r.Context(), runID, q.item, q.attempt, emit)
+	err := l.FollowOutput(r.Context(), runID, q.item, q.attempt, emit)
 	switch {
 	case started || err == nil:
 		return // the stream has ended, or its client gone

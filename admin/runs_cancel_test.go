@@ -32,6 +32,36 @@ func cancelEnv(t *testing.T, wait time.Duration) *jobsEnv {
 	return e
 }
 
+// standInOwner plays the owner of a partition for one request: it
+// watches the request key req from the store's current revision on and,
+// at its first event, puts the run document answer returns at runKey and
+// deletes req in one transaction (nothing where answer returns nil,
+// having reported why with t.Error). The channel closes once it is done,
+// or after 10 s.
+func (e *jobsEnv) standInOwner(t *testing.T, req, runKey string, answer func(ev *clientv3.Event) []byte) <-chan struct{} {
+	t.Helper()
+	now, err := e.client.Get(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for ev := range e.client.Watch(ctx, req, clientv3.WithRev(now.Header.Revision+1)) {
+			if len(ev.Events) == 0 {
+				continue
+			}
+			if b := answer(ev.Events[0]); b != nil {
+				e.client.Txn(ctx).Then(clientv3.OpPut(runKey, string(b)), clientv3.OpDelete(req)).Commit()
+			}
+			return
+		}
+	}()
+	return done
+}
+
 // putRun stores run of job id for at in status st, as an owner would.
 func (e *jobsEnv) putRun(id string, at time.Time, st api.RunStatus) string {
 	e.t.Helper()
@@ -111,27 +141,12 @@ func TestCancelRouteWaitsForTheOwner(t *testing.T) {
 		t.Run(string(tc.outcome), func(t *testing.T) {
 			at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(tc.code) * time.Second)
 			id := e.putRun("c", at, api.RunRunning)
-			now, err := e.client.Get(context.Background(), "x")
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			go func() { // the owner: applies the request once it sees it
-				defer close(done)
-				p := e.store.Partition("c")
-				req := e.store.Keys().Cancel(p, "c", at)
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				for ev := range e.client.Watch(ctx, req, clientv3.WithRev(now.Header.Revision+1)) {
-					if len(ev.Events) == 0 {
-						continue
-					}
-					r := api.Run{ID: id, JobID: "c", Partition: p, ScheduledAt: at, Status: tc.outcome, Attempts: []api.Attempt{}}
-					b, _ := json.Marshal(r)
-					e.client.Txn(ctx).Then(clientv3.OpPut(e.store.Keys().Run(p, "c", at), string(b)), clientv3.OpDelete(req)).Commit()
-					return
-				}
-			}()
+			p := e.store.Partition("c")
+			done := e.standInOwner(t, e.store.Keys().Cancel(p, "c", at), e.store.Keys().Run(p, "c", at), func(*clientv3.Event) []byte {
+				r := api.Run{ID: id, JobID: "c", Partition: p, ScheduledAt: at, Status: tc.outcome, Attempts: []api.Attempt{}}
+				b, _ := json.Marshal(r)
+				return b
+			})
 			code, body := e.do("POST", "/v1/runs/"+url.PathEscape(id)+"/cancel", nil)
 			<-done
 			if code != tc.code {

@@ -102,36 +102,21 @@ func TestRetryRouteStartsTheRunAgain(t *testing.T) {
 	e.doJSON("POST", "/v1/jobs", stepsJob, http.StatusCreated, nil)
 	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 	run := e.putStepsRun(at, api.RunDead)
-	now, err := e.client.Get(context.Background(), "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { // the owner: applies the request once it sees it
-		defer close(done)
-		p := e.store.Partition("etl")
-		req := e.store.Keys().Retry(p, "etl", at)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for ev := range e.client.Watch(ctx, req, clientv3.WithRev(now.Header.Revision+1)) {
-			if len(ev.Events) == 0 {
-				continue
-			}
-			var rr store.RetryRequest
-			if err := json.Unmarshal(ev.Events[0].Kv.Value, &rr); err != nil {
-				t.Error(err)
-				return
-			}
-			next, err := dispatch.RetryFrom(run, rr.From, rr.By, time.Now())
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			b, _ := store.EncodeRun(next)
-			e.client.Txn(ctx).Then(clientv3.OpPut(e.store.Keys().Run(p, "etl", at), string(b)), clientv3.OpDelete(req)).Commit()
-			return
+	p := e.store.Partition("etl")
+	done := e.standInOwner(t, e.store.Keys().Retry(p, "etl", at), e.store.Keys().Run(p, "etl", at), func(ev *clientv3.Event) []byte {
+		var rr store.RetryRequest
+		if err := json.Unmarshal(ev.Kv.Value, &rr); err != nil {
+			t.Error(err)
+			return nil
 		}
-	}()
+		next, err := dispatch.RetryFrom(run, rr.From, rr.By, time.Now())
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		b, _ := store.EncodeRun(next)
+		return b
+	})
 	code, body := e.do("POST", "/v1/runs/"+url.PathEscape(run.ID)+"/retry", []byte(`{"from": "load"}`))
 	<-done
 	if code != http.StatusOK {

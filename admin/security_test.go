@@ -435,6 +435,20 @@ func TestRouteMatrix(t *testing.T) {
 	get := func(p string) func(string) request {
 		return func(string) request { return request{method: "GET", path: p} }
 	}
+	// ensured is the request method path(id) with body, once ensure(id)
+	// has put what it acts on in place.
+	ensured := func(ensure func(id string), method string, path func(id string) string, body string) func(string) request {
+		return func(id string) request {
+			ensure(id)
+			return request{method: method, path: path(id), body: body}
+		}
+	}
+	// onJob is the request method on job id's path/sub..., the job
+	// created first if it is not there.
+	onJob := func(method string, sub ...string) func(string) request {
+		return ensured(e.ensureJob, method, func(id string) string { return jobPath(id, sub...) }, "")
+	}
+	backfillPath := func(id string) string { return jobPath(id, "backfill") }
 	n := 0
 	routes := []routeCase{
 		{pattern: "GET /healthz", anyone: true, make: get("/healthz"), ok: 200},
@@ -466,92 +480,41 @@ func TestRouteMatrix(t *testing.T) {
 			n++
 			return request{method: "POST", path: "/v1/jobs:batch", body: `{"jobs": [` + httpJob(fmt.Sprintf("%snew-%d", id, n), "") + `]}`}
 		}},
-		{pattern: "GET /v1/jobs/{id}", allowed: viewers, job: true, ok: 200, make: func(id string) request {
-			e.ensureJob(id)
-			return request{method: "GET", path: jobPath(id)}
-		}},
+		{pattern: "GET /v1/jobs/{id}", allowed: viewers, job: true, ok: 200, make: onJob("GET")},
 		{pattern: "PUT /v1/jobs/{id}", allowed: writers, job: true, ok: 200, make: func(id string) request {
 			e.ensureJob(id)
 			return request{method: "PUT", path: jobPath(id), body: httpJob(id, "")}
 		}},
-		{pattern: "DELETE /v1/jobs/{id}", allowed: writers, job: true, ok: 204, make: func(id string) request {
-			e.ensureJob(id)
-			return request{method: "DELETE", path: jobPath(id)}
-		}},
-		{pattern: "POST /v1/jobs/{id}/pause", allowed: writers, job: true, ok: 200, make: func(id string) request {
-			e.ensureJob(id)
-			return request{method: "POST", path: jobPath(id, "pause")}
-		}},
-		{pattern: "POST /v1/jobs/{id}/resume", allowed: writers, job: true, ok: 200, make: func(id string) request {
-			e.ensureJob(id)
-			return request{method: "POST", path: jobPath(id, "resume")}
-		}},
-		{pattern: "POST /v1/jobs/{id}/trigger", allowed: writers, job: true, ok: 202, make: func(id string) request {
-			e.ensureJob(id)
-			return request{method: "POST", path: jobPath(id, "trigger")}
-		}},
+		{pattern: "DELETE /v1/jobs/{id}", allowed: writers, job: true, ok: 204, make: onJob("DELETE")},
+		{pattern: "POST /v1/jobs/{id}/pause", allowed: writers, job: true, ok: 200, make: onJob("POST", "pause")},
+		{pattern: "POST /v1/jobs/{id}/resume", allowed: writers, job: true, ok: 200, make: onJob("POST", "resume")},
+		{pattern: "POST /v1/jobs/{id}/trigger", allowed: writers, job: true, ok: 202, make: onJob("POST", "trigger")},
 		{pattern: "POST /v1/jobs/{id}/backfill", allowed: writers, job: true, ok: 202, make: func(id string) request {
 			e.ensureJob(id)
 			e.jobs.DeleteBackfill(context.Background(), id) // one at a time
 			return request{method: "POST", path: jobPath(id, "backfill"), body: `{"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T03:00:00Z"}`}
 		}},
-		{pattern: "GET /v1/jobs/{id}/backfill", allowed: viewers, job: true, ok: 200, make: func(id string) request {
-			e.ensureBackfill(id)
-			return request{method: "GET", path: jobPath(id, "backfill")}
-		}},
-		{pattern: "DELETE /v1/jobs/{id}/backfill", allowed: writers, job: true, ok: 200, make: func(id string) request {
-			e.ensureBackfill(id)
-			return request{method: "DELETE", path: jobPath(id, "backfill")}
-		}},
-		{pattern: "GET /v1/jobs/{id}/dependents", allowed: viewers, job: true, ok: 200, make: func(id string) request {
-			e.ensureJob(id)
-			return request{method: "GET", path: jobPath(id, "dependents")}
-		}},
-		{pattern: "GET /v1/jobs/{id}/notifications", allowed: viewers, job: true, ok: 200, make: func(id string) request {
-			e.ensureJob(id)
-			return request{method: "GET", path: jobPath(id, "notifications")}
-		}},
-		{pattern: "GET /v1/jobs/{id}/next", allowed: viewers, job: true, ok: 200, make: func(id string) request {
-			e.ensureJob(id)
-			return request{method: "GET", path: jobPath(id, "next")}
-		}},
+		{pattern: "GET /v1/jobs/{id}/backfill", allowed: viewers, job: true, ok: 200, make: ensured(e.ensureBackfill, "GET", backfillPath, "")},
+		{pattern: "DELETE /v1/jobs/{id}/backfill", allowed: writers, job: true, ok: 200, make: ensured(e.ensureBackfill, "DELETE", backfillPath, "")},
+		{pattern: "GET /v1/jobs/{id}/dependents", allowed: viewers, job: true, ok: 200, make: onJob("GET", "dependents")},
+		{pattern: "GET /v1/jobs/{id}/notifications", allowed: viewers, job: true, ok: 200, make: onJob("GET", "notifications")},
+		{pattern: "GET /v1/jobs/{id}/next", allowed: viewers, job: true, ok: 200, make: onJob("GET", "next")},
 		{pattern: "POST /v1/schedule:preview", allowed: viewers, ok: 200, make: func(string) request {
 			return request{method: "POST", path: "/v1/schedule:preview", body: `{"schedule": "@daily", "count": 3}`}
 		}},
-		{pattern: "GET /v1/jobs/{id}/runs", allowed: viewers, job: true, ok: 200, make: func(id string) request {
-			e.ensureJob(id)
-			return request{method: "GET", path: jobPath(id, "runs")}
-		}},
+		{pattern: "GET /v1/jobs/{id}/runs", allowed: viewers, job: true, ok: 200, make: onJob("GET", "runs")},
 		{pattern: "GET /v1/runs", allowed: viewers, make: get("/v1/runs"), ok: 200},
 		{pattern: "GET /v1/runs/{run_id}", allowed: viewers, job: true, ok: 200, make: func(id string) request {
 			return request{method: "GET", path: "/v1/runs/" + url.PathEscape(e.putRun(id))}
 		}},
 		{pattern: "GET /v1/calendars", allowed: viewers, make: get("/v1/calendars"), ok: 200},
-		{pattern: "GET /v1/calendars/{name}", allowed: viewers, job: true, ok: 200, make: func(id string) request {
-			e.ensureCalendar(id)
-			return request{method: "GET", path: "/v1/calendars/" + url.PathEscape(id)}
-		}},
-		{pattern: "PUT /v1/calendars/{name}", allowed: writers, job: true, ok: 200, make: func(id string) request {
-			e.ensureCalendar(id)
-			return request{method: "PUT", path: "/v1/calendars/" + url.PathEscape(id), body: `{"dates":["2026-12-25"]}`}
-		}},
-		{pattern: "DELETE /v1/calendars/{name}", allowed: writers, job: true, ok: 204, make: func(id string) request {
-			e.ensureCalendar(id)
-			return request{method: "DELETE", path: "/v1/calendars/" + url.PathEscape(id)}
-		}},
+		{pattern: "GET /v1/calendars/{name}", allowed: viewers, job: true, ok: 200, make: ensured(e.ensureCalendar, "GET", calendarPath, "")},
+		{pattern: "PUT /v1/calendars/{name}", allowed: writers, job: true, ok: 200, make: ensured(e.ensureCalendar, "PUT", calendarPath, `{"dates":["2026-12-25"]}`)},
+		{pattern: "DELETE /v1/calendars/{name}", allowed: writers, job: true, ok: 204, make: ensured(e.ensureCalendar, "DELETE", calendarPath, "")},
 		{pattern: "GET /v1/limits", allowed: viewers, make: get("/v1/limits"), ok: 200},
-		{pattern: "GET /v1/limits/{key}", allowed: viewers, job: true, ok: 200, make: func(id string) request {
-			e.ensureLimit(id)
-			return request{method: "GET", path: "/v1/limits/" + url.PathEscape(id)}
-		}},
-		{pattern: "PUT /v1/limits/{key}", allowed: writers, job: true, ok: 200, make: func(id string) request {
-			e.ensureLimit(id)
-			return request{method: "PUT", path: "/v1/limits/" + url.PathEscape(id), body: `{"max_running":3}`}
-		}},
-		{pattern: "DELETE /v1/limits/{key}", allowed: writers, job: true, ok: 204, make: func(id string) request {
-			e.ensureLimit(id)
-			return request{method: "DELETE", path: "/v1/limits/" + url.PathEscape(id)}
-		}},
+		{pattern: "GET /v1/limits/{key}", allowed: viewers, job: true, ok: 200, make: ensured(e.ensureLimit, "GET", limitPath, "")},
+		{pattern: "PUT /v1/limits/{key}", allowed: writers, job: true, ok: 200, make: ensured(e.ensureLimit, "PUT", limitPath, `{"max_running":3}`)},
+		{pattern: "DELETE /v1/limits/{key}", allowed: writers, job: true, ok: 204, make: ensured(e.ensureLimit, "DELETE", limitPath, "")},
 		{pattern: "POST /v1/runs/{run_id}/cancel", allowed: writers, job: true, ok: 202, make: func(id string) request {
 			e.ensureJob(id)
 			return request{method: "POST", path: "/v1/runs/" + url.PathEscape(e.putRunStatus(id, api.RunPending)) + "/cancel"}

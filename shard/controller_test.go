@@ -42,6 +42,17 @@ func checkFleet(t *testing.T, f *fleettest.Fleet, from int64, overlapsOK bool) {
 	}
 }
 
+// threeMembers starts a fleet of members m1, m2 and m3 with lease TTL
+// ttl and waits (up to 15 s) for it to settle; took is how long that took.
+func threeMembers(t *testing.T, ttl time.Duration) (f *fleettest.Fleet, took time.Duration) {
+	t.Helper()
+	f = fleettest.New(t, etcd, fleettest.Options{LeaseTTL: ttl})
+	for i := 1; i <= 3; i++ {
+		f.Join(fmt.Sprintf("m%d", i))
+	}
+	return f, f.WaitSettled(15 * time.Second)
+}
+
 func revision(t *testing.T, f *fleettest.Fleet) int64 {
 	t.Helper()
 	resp, err := f.Client.Get(context.Background(), "rev-probe")
@@ -59,11 +70,7 @@ func revision(t *testing.T, f *fleettest.Fleet) int64 {
 const steadyTTL = 5 * time.Second
 
 func TestThreeMembersOwnEveryPartitionOnce(t *testing.T) {
-	f := fleettest.New(t, etcd, fleettest.Options{LeaseTTL: steadyTTL})
-	for i := 1; i <= 3; i++ {
-		f.Join(fmt.Sprintf("m%d", i))
-	}
-	took := f.WaitSettled(15 * time.Second)
+	f, took := threeMembers(t, steadyTTL)
 	t.Logf("3 members settled in %v", took)
 	table, _, err := f.Owners(context.Background())
 	if err != nil {
@@ -90,11 +97,7 @@ func TestThreeMembersOwnEveryPartitionOnce(t *testing.T) {
 }
 
 func TestJoinMovesOnlyReassignedPartitions(t *testing.T) {
-	f := fleettest.New(t, etcd, fleettest.Options{LeaseTTL: steadyTTL})
-	for i := 1; i <= 3; i++ {
-		f.Join(fmt.Sprintf("m%d", i))
-	}
-	f.WaitSettled(15 * time.Second)
+	f, _ := threeMembers(t, steadyTTL)
 	before, _, err := f.Owners(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -130,11 +133,7 @@ func TestJoinMovesOnlyReassignedPartitions(t *testing.T) {
 }
 
 func TestGracefulLeaveHandsOverQuickly(t *testing.T) {
-	f := fleettest.New(t, etcd, fleettest.Options{LeaseTTL: steadyTTL})
-	for i := 1; i <= 3; i++ {
-		f.Join(fmt.Sprintf("m%d", i))
-	}
-	f.WaitSettled(15 * time.Second)
+	f, _ := threeMembers(t, steadyTTL)
 	from := revision(t, f)
 	gaps := f.RecordGaps()
 	start := time.Now()
@@ -159,11 +158,7 @@ func TestGracefulLeaveHandsOverQuickly(t *testing.T) {
 
 func TestCrashFailoverWithinLeaseTTL(t *testing.T) {
 	const ttl = 2 * time.Second
-	f := fleettest.New(t, etcd, fleettest.Options{LeaseTTL: ttl})
-	for i := 1; i <= 3; i++ {
-		f.Join(fmt.Sprintf("m%d", i))
-	}
-	f.WaitSettled(15 * time.Second)
+	f, _ := threeMembers(t, ttl)
 	from := revision(t, f)
 	start := time.Now()
 	f.Crash("m3")
@@ -178,11 +173,7 @@ func TestCrashFailoverWithinLeaseTTL(t *testing.T) {
 
 func TestCutOffOwnerFencesItselfAndCannotWrite(t *testing.T) {
 	const ttl = 2 * time.Second
-	f := fleettest.New(t, etcd, fleettest.Options{LeaseTTL: ttl})
-	for i := 1; i <= 3; i++ {
-		f.Join(fmt.Sprintf("m%d", i))
-	}
-	f.WaitSettled(15 * time.Second)
+	f, _ := threeMembers(t, ttl)
 	from := revision(t, f)
 	stale := f.Tracker.LastOwnership("m1")
 	if stale == nil {
@@ -228,11 +219,7 @@ func TestCutOffOwnerFencesItselfAndCannotWrite(t *testing.T) {
 }
 
 func TestRevokedLeaseMemberRegistersAgain(t *testing.T) {
-	f := fleettest.New(t, etcd, fleettest.Options{LeaseTTL: steadyTTL})
-	for i := 1; i <= 3; i++ {
-		f.Join(fmt.Sprintf("m%d", i))
-	}
-	f.WaitSettled(15 * time.Second)
+	f, _ := threeMembers(t, steadyTTL)
 	from := revision(t, f)
 	old, ok := f.Member("m2").Orch.Members().Get("m2")
 	if !ok {

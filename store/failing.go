@@ -44,20 +44,7 @@ func (k Keys) Failing(p int, id string, t time.Time) string {
 // ParseFailingKey splits a key under FailingPrefix(p) into job ID and
 // scheduled time.
 func (k Keys) ParseFailingKey(p int, key string) (id string, t time.Time, ok bool) {
-	rest, found := strings.CutPrefix(key, k.FailingPrefix(p))
-	if !found {
-		return "", time.Time{}, false
-	}
-	esc, ts, found := strings.Cut(rest, "/")
-	if !found {
-		return "", time.Time{}, false
-	}
-	id, err := UnescapeID(esc)
-	if err != nil {
-		return "", time.Time{}, false
-	}
-	t, err = time.Parse(TimeFormat, ts)
-	return id, t, err == nil
+	return parseIDTime(k.FailingPrefix(p), key)
 }
 
 // FailingOps returns the writes of the failing-runs index that go with
@@ -184,16 +171,7 @@ func (s *Etcd) ListFailing(ctx context.Context, q FailingQuery) ([]FailingRun, s
 	}
 	for p := first; p < s.partitions && !done(); p += rangesPerTxn {
 		n := min(rangesPerTxn, s.partitions-p)
-		ops := make([]clientv3.Op, n)
-		ends := make([]string, n)
-		for i := range n {
-			from := s.keys.FailingPrefix(p+i) + esc
-			ends[i] = clientv3.GetPrefixRangeEnd(from)
-			if p+i == first && after > from {
-				from = min(after, ends[i])
-			}
-			ops[i] = clientv3.OpGet(from, withRev(clientv3.WithRange(ends[i]), clientv3.WithLimit(failingRangeLimit))...)
-		}
+		ops, ends := partitionRanges(p, n, first, s.keys.FailingPrefix, esc, after, withRev(clientv3.WithLimit(failingRangeLimit))...)
 		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return nil, "", Classify(err)

@@ -108,9 +108,10 @@ func (k Keys) ParseSpecKey(p int, key string) (id string, trigger time.Time, ok 
 	return id, t, true
 }
 
-// ParseQueueKey splits a key under QueuePrefix(p) into job ID and time.
-func (k Keys) ParseQueueKey(p int, key string) (id string, t time.Time, ok bool) {
-	rest, found := strings.CutPrefix(key, k.QueuePrefix(p))
+// parseIDTime splits key, prefix + EscapeID(id) + "/" + FormatTime(t),
+// into id and t; ok is false for a key of another form.
+func parseIDTime(prefix, key string) (id string, t time.Time, ok bool) {
+	rest, found := strings.CutPrefix(key, prefix)
 	if !found {
 		return "", time.Time{}, false
 	}
@@ -126,26 +127,18 @@ func (k Keys) ParseQueueKey(p int, key string) (id string, t time.Time, ok bool)
 	return id, t, err == nil
 }
 
+// ParseQueueKey splits a key under QueuePrefix(p) into job ID and time.
+func (k Keys) ParseQueueKey(p int, key string) (id string, t time.Time, ok bool) {
+	return parseIDTime(k.QueuePrefix(p), key)
+}
+
 // PartitionRunsPrefix is the prefix of partition p's runs.
 func (k Keys) PartitionRunsPrefix(p int) string { return k.AllRunsPrefix() + part(p) + "/" }
 
 // ParseRunKey splits a key under PartitionRunsPrefix(p) into job ID and
 // scheduled time.
 func (k Keys) ParseRunKey(p int, key string) (id string, t time.Time, ok bool) {
-	rest, found := strings.CutPrefix(key, k.PartitionRunsPrefix(p))
-	if !found {
-		return "", time.Time{}, false
-	}
-	esc, ts, found := strings.Cut(rest, "/")
-	if !found {
-		return "", time.Time{}, false
-	}
-	id, err := UnescapeID(esc)
-	if err != nil {
-		return "", time.Time{}, false
-	}
-	t, err = time.Parse(TimeFormat, ts)
-	return id, t, err == nil
+	return parseIDTime(k.PartitionRunsPrefix(p), key)
 }
 
 // RunID returns the ID of job id's run for scheduled time t:

@@ -36,6 +36,25 @@ func (s *Etcd) ListPrefix(ctx context.Context, prefix, cursor string, limit int)
 	return jobs, next, err
 }
 
+// partitionRanges returns the reads, one a partition, of the keys of
+// partitions p to p+n-1 that start with prefix(partition) + esc, with
+// opts after the range; the read of partition first starts after after
+// where that is within its range. ends are the ranges' ends, to read on
+// from where a range had more.
+func partitionRanges(p, n, first int, prefix func(p int) string, esc, after string, opts ...clientv3.OpOption) (ops []clientv3.Op, ends []string) {
+	ops = make([]clientv3.Op, n)
+	ends = make([]string, n)
+	for i := range n {
+		from := prefix(p+i) + esc
+		ends[i] = clientv3.GetPrefixRangeEnd(from)
+		if p+i == first && after > from {
+			from = min(after, ends[i])
+		}
+		ops[i] = clientv3.OpGet(from, append([]clientv3.OpOption{clientv3.WithRange(ends[i])}, opts...)...)
+	}
+	return ops, ends
+}
+
 // ListPrefixDocs is ListPrefix without decoding the documents: the same
 // page, as the documents are stored. It lets a caller that only passes
 // the documents on (the API's listing) skip decoding and encoding them.
@@ -82,16 +101,7 @@ func (s *Etcd) ListPrefixDocs(ctx context.Context, prefix, cursor string, limit 
 	}
 	for p := first; p < s.partitions && len(keys) <= limit; p += rangesPerTxn {
 		n := min(rangesPerTxn, s.partitions-p)
-		ops := make([]clientv3.Op, n)
-		ends := make([]string, n)
-		for i := range n {
-			from := s.keys.PartitionJobsPrefix(p+i) + esc
-			ends[i] = clientv3.GetPrefixRangeEnd(from)
-			if p+i == first && after > from {
-				from = min(after, ends[i])
-			}
-			ops[i] = clientv3.OpGet(from, withRev(clientv3.WithRange(ends[i]), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(limit+1)))...)
-		}
+		ops, ends := partitionRanges(p, n, first, s.keys.PartitionJobsPrefix, esc, after, withRev(clientv3.WithKeysOnly(), clientv3.WithLimit(int64(limit+1)))...)
 		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return nil, "", Classify(err)

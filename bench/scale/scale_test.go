@@ -22,13 +22,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestTinyScale is the CI miniature of `jobfleet bench scale`: 60 and 120
-// jobs on 2 real orchestrator processes with every phase, checking the
-// output's structure and that the figures are plausible (not fixed
-// values): every job created, listed and fired once in the herd and once
-// in the spread, a takeover and a rolling restart with no misfire, sizes
-// and memory within sane bounds, and a table, CSV and chart per figure.
-func TestTinyScale(t *testing.T) {
+// jobfleetBinary builds the jobfleet binary into a temporary directory
+// and returns its path; with -short it skips the test instead, which would
+// start orchestrator processes.
+func jobfleetBinary(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts orchestrator processes")
 	}
@@ -36,6 +34,17 @@ func TestTinyScale(t *testing.T) {
 	if err := binarytest.Build(binary); err != nil {
 		t.Fatal(err)
 	}
+	return binary
+}
+
+// TestTinyScale is the CI miniature of `jobfleet bench scale`: 60 and 120
+// jobs on 2 real orchestrator processes with every phase, checking the
+// output's structure and that the figures are plausible (not fixed
+// values): every job created, listed and fired once in the herd and once
+// in the spread, a takeover and a rolling restart with no misfire, sizes
+// and memory within sane bounds, and a table, CSV and chart per figure.
+func TestTinyScale(t *testing.T) {
+	binary := jobfleetBinary(t)
 	cfg := scale.DefaultConfig()
 	cfg.Jobs, cfg.Members = []int{60, 120}, []int{2}
 	cfg.Binary = binary
@@ -181,13 +190,7 @@ func TestTinyScale(t *testing.T) {
 // herd's included; then once more on more members, spreading a slice of
 // the jobs (--spread-jobs): only those fire.
 func TestTinyScaleReuse(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts orchestrator processes")
-	}
-	binary := filepath.Join(t.TempDir(), "jobfleet")
-	if err := binarytest.Build(binary); err != nil {
-		t.Fatal(err)
-	}
+	binary := jobfleetBinary(t)
 	cfg := scale.DefaultConfig()
 	cfg.Jobs, cfg.Members, cfg.Phases = []int{50}, []int{2}, []string{scale.PhaseList}
 	cfg.Binary = binary

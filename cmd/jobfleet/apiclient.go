@@ -221,6 +221,18 @@ func (o *clientOptions) call(cmd *cobra.Command, fn func(ctx context.Context, c 
 	return err
 }
 
+// fetch is call for a read of one value: it runs read with the API
+// client under cmd's context and returns what read returned, with call's
+// errors (a 401 with its hint).
+func fetch[T any](cmd *cobra.Command, o *clientOptions, read func(ctx context.Context, c *client.Client) (T, error)) (T, error) {
+	var v T
+	err := o.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+		v, err = read(ctx, c)
+		return err
+	})
+	return v, err
+}
+
 // authHint says how to give a credential, after a 401.
 const authHint = " (give a credential: --token, --token-file or JOBFLEET_TOKEN, or a context: jobfleet context ls)"
 

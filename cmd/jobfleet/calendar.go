@@ -92,11 +92,8 @@ func newCalendarGetCmd(opts *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use: "get NAME", Short: "Show a calendar", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var cal api.Calendar
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				cal, err = c.GetCalendar(ctx, args[0])
-				return err
-			}); err != nil {
+			cal, err := fetch(cmd, opts, func(ctx context.Context, c *client.Client) (api.Calendar, error) { return c.GetCalendar(ctx, args[0]) })
+			if err != nil {
 				return err
 			}
 			if opts.structured() {

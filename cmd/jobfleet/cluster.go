@@ -26,11 +26,8 @@ func newClusterCmd() *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "members", Short: "List the live members", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var v api.View
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				v, err = c.Members(ctx)
-				return err
-			}); err != nil {
+			v, err := fetch(cmd, &opts, func(ctx context.Context, c *client.Client) (api.View, error) { return c.Members(ctx) })
+			if err != nil {
 				return err
 			}
 			if opts.structured() {
@@ -49,11 +46,8 @@ func newClusterCmd() *cobra.Command {
 	partitionsCmd := &cobra.Command{
 		Use: "partitions", Short: "Show a per-member summary of partition ownership; with --all, each partition's owner, epoch and ring target", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var t api.PartitionTable
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				t, err = c.Partitions(ctx)
-				return err
-			}); err != nil {
+			t, err := fetch(cmd, &opts, func(ctx context.Context, c *client.Client) (api.PartitionTable, error) { return c.Partitions(ctx) })
+			if err != nil {
 				return err
 			}
 			if opts.structured() {
@@ -111,11 +105,8 @@ func newClusterCmd() *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "where JOB_ID", Short: "Show where a job ID lands: its hash, partition, ring target, owner, epoch and why (the job need not exist)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var p api.Placement
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				p, err = c.Placement(ctx, args[0])
-				return err
-			}); err != nil {
+			p, err := fetch(cmd, &opts, func(ctx context.Context, c *client.Client) (api.Placement, error) { return c.Placement(ctx, args[0]) })
+			if err != nil {
 				return err
 			}
 			if opts.structured() {
@@ -127,11 +118,8 @@ func newClusterCmd() *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "storage", Short: "Show etcd's database size, quota, high-water mark, revisions, the fleet's last compaction, key counts and alarms", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var r api.StorageReport
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				r, err = c.Storage(ctx)
-				return err
-			}); err != nil {
+			r, err := fetch(cmd, &opts, func(ctx context.Context, c *client.Client) (api.StorageReport, error) { return c.Storage(ctx) })
+			if err != nil {
 				return err
 			}
 			if opts.structured() {

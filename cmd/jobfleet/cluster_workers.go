@@ -24,11 +24,10 @@ func newClusterWorkersCmd(opts *clientOptions) *cobra.Command {
   jobfleet cluster workers --selector 'pool=gpu,region in (eu-west,eu-central)'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var l api.WorkerList
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				l, err = c.WorkersMatching(ctx, selector)
-				return err
-			}); err != nil {
+			l, err := fetch(cmd, opts, func(ctx context.Context, c *client.Client) (api.WorkerList, error) {
+				return c.WorkersMatching(ctx, selector)
+			})
+			if err != nil {
 				return err
 			}
 			if opts.structured() {

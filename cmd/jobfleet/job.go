@@ -65,11 +65,8 @@ func newJobCreateCmd(opts *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var j api.Job
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				j, err = c.CreateJobJSON(ctx, doc)
-				return err
-			}); err != nil {
+			j, err := fetch(cmd, opts, func(ctx context.Context, c *client.Client) (api.Job, error) { return c.CreateJobJSON(ctx, doc) })
+			if err != nil {
 				return err
 			}
 			return printJobResult(cmd, opts, "created", j)
@@ -84,11 +81,8 @@ func newJobGetCmd(opts *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use: "get ID", Short: "Show one job", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var j api.Job
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				j, err = c.GetJob(ctx, args[0])
-				return err
-			}); err != nil {
+			j, err := fetch(cmd, opts, func(ctx context.Context, c *client.Client) (api.Job, error) { return c.GetJob(ctx, args[0]) })
+			if err != nil {
 				return err
 			}
 			if opts.structured() {

@@ -70,11 +70,8 @@ the same way. Nothing is written if the document is unchanged.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			var j api.Job
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				j, err = c.GetJob(ctx, id)
-				return err
-			}); err != nil {
+			j, err := fetch(cmd, opts, func(ctx context.Context, c *client.Client) (api.Job, error) { return c.GetJob(ctx, id) })
+			if err != nil {
 				return err
 			}
 			before, err := editable(j)

@@ -25,11 +25,10 @@ func newJobNextCmd(opts *clientOptions) *cobra.Command {
 			if err := checkCount(count); err != nil {
 				return err
 			}
-			var nf api.NextFires
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				nf, err = c.NextFires(ctx, args[0], count)
-				return err
-			}); err != nil {
+			nf, err := fetch(cmd, opts, func(ctx context.Context, c *client.Client) (api.NextFires, error) {
+				return c.NextFires(ctx, args[0], count)
+			})
+			if err != nil {
 				return err
 			}
 			if opts.structured() {
@@ -73,11 +72,8 @@ func newJobPreviewCmd(opts *clientOptions) *cobra.Command {
 				return err
 			}
 			req.Count = &count
-			var nf api.NextFires
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				nf, err = c.PreviewSchedule(ctx, req)
-				return err
-			}); err != nil {
+			nf, err := fetch(cmd, opts, func(ctx context.Context, c *client.Client) (api.NextFires, error) { return c.PreviewSchedule(ctx, req) })
+			if err != nil {
 				return err
 			}
 			if opts.structured() {

@@ -112,11 +112,8 @@ func newLimitGetCmd(opts *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use: "get KEY", Short: "Show a limit key, with its running and waiting attempts as the answering member sees them", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var l api.Limit
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				l, err = c.GetLimit(ctx, args[0])
-				return err
-			}); err != nil {
+			l, err := fetch(cmd, opts, func(ctx context.Context, c *client.Client) (api.Limit, error) { return c.GetLimit(ctx, args[0]) })
+			if err != nil {
 				return err
 			}
 			if opts.structured() {

@@ -38,11 +38,8 @@ each with its status, worker, attempts, duration and last error;
 run document. Run IDs are listed by jobfleet job runs.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var r api.Run
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				r, err = c.GetRun(ctx, args[0])
-				return err
-			}); err != nil {
+			r, err := fetch(cmd, opts, func(ctx context.Context, c *client.Client) (api.Run, error) { return c.GetRun(ctx, args[0]) })
+			if err != nil {
 				return err
 			}
 			if item >= 0 {

@@ -187,12 +187,43 @@ func dump(t *testing.T, r Result) {
 }
 
 // healthy builds a job "a" every second from 0 to 20, paused at 20.5.
-func healthy() *builder {
+func healthy() *builder { return everySecondUntil(20) }
+
+// everySecondUntil builds a job "a" every second from 0 to until, fired
+// at each, and paused half a second after.
+func everySecondUntil(until int) *builder {
 	b := newBuilder()
 	b.job("a", "@every 1s", 0, false)
-	b.fireEverySecond("a", 0, 20)
-	b.job("a", "@every 1s", 20.5, true)
+	b.fireEverySecond("a", 0, until)
+	b.job("a", "@every 1s", float64(until)+0.5, true)
 	return b
+}
+
+// misfire sets the misfire policy of every spec version of job id.
+func (b *builder) misfire(id string, p api.MisfirePolicy) {
+	for i := range b.in.History.Specs[id] {
+		b.in.History.Specs[id][i].Job.MisfirePolicy = p
+	}
+}
+
+// expectViolations checks that r found the violations want, as
+// violations writes them, dumping them where it did not.
+func expectViolations(t *testing.T, r Result, want string) {
+	t.Helper()
+	if got := violations(r); got != want {
+		dump(t, r)
+		t.Errorf("got violations %q, want %q", got, want)
+	}
+}
+
+// checkMissed is expectViolations, and checks that r allowed allowed
+// missed fires.
+func checkMissed(t *testing.T, r Result, want string, allowed int) {
+	t.Helper()
+	expectViolations(t, r, want)
+	if r.Total.MissedAllowed != allowed {
+		t.Errorf("missed (allowed) %d, want %d", r.Total.MissedAllowed, allowed)
+	}
 }
 
 func TestCheckHealthyHistoryPasses(t *testing.T) {
@@ -353,11 +384,7 @@ func TestCheckFindsViolations(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := healthy()
 			tt.mutate(b)
-			r := b.check(25)
-			if got := violations(r); got != tt.want {
-				dump(t, r)
-				t.Errorf("got violations %q, want %q", got, tt.want)
-			}
+			expectViolations(t, b.check(25), tt.want)
 		})
 	}
 }
@@ -397,24 +424,13 @@ func TestCheckAllowsMissesInsideLongWindows(t *testing.T) {
 		{"run_all", api.MisfireRunAll, []float64{7}, 0, "missed×1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newBuilder()
-			b.job("a", "@every 1s", 0, false)
-			b.fireEverySecond("a", 0, 30)
-			b.job("a", "@every 1s", 30.5, true)
-			b.in.History.Specs["a"][0].Job.MisfirePolicy = tt.misfire
-			b.in.History.Specs["a"][1].Job.MisfirePolicy = tt.misfire
+			b := everySecondUntil(30)
+			b.misfire("a", tt.misfire)
 			b.fault(EtcdLeaderKill, 6.5, 20, nil)
 			for _, s := range tt.drop {
 				b.drop("a", s)
 			}
-			r := b.check(35)
-			if got := violations(r); got != tt.want {
-				dump(t, r)
-				t.Errorf("got violations %q, want %q", got, tt.want)
-			}
-			if r.Total.MissedAllowed != tt.allowed {
-				t.Errorf("missed (allowed) %d, want %d", r.Total.MissedAllowed, tt.allowed)
-			}
+			checkMissed(t, b.check(35), tt.want, tt.allowed)
 		})
 	}
 }
@@ -435,20 +451,10 @@ func TestCheckRunOnceCollapsesIntoATimeOnTime(t *testing.T) {
 		{"the next time fired on time", 10.005, 0, "missed×1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newBuilder()
-			b.job("a", "@every 1s", 0, false)
-			b.fireEverySecond("a", 0, 30)
-			b.job("a", "@every 1s", 30.5, true)
+			b := everySecondUntil(30)
 			b.drop("a", 9)
 			b.run("a", 10).Versions[0].Run.FiredAt = at(tt.nextAt)
-			r := b.check(35)
-			if got := violations(r); got != tt.want {
-				dump(t, r)
-				t.Errorf("got violations %q, want %q", got, tt.want)
-			}
-			if r.Total.MissedAllowed != tt.allowed {
-				t.Errorf("missed (allowed) %d, want %d", r.Total.MissedAllowed, tt.allowed)
-			}
+			checkMissed(t, b.check(35), tt.want, tt.allowed)
 		})
 	}
 }
@@ -474,25 +480,14 @@ func TestCheckJoinsFaultsInARow(t *testing.T) {
 		{"apart", 16, []float64{11}, 0, "missed×1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newBuilder()
-			b.job("a", "@every 1s", 0, false)
-			b.fireEverySecond("a", 0, 30)
-			b.job("a", "@every 1s", 30.5, true)
-			b.in.History.Specs["a"][0].Job.MisfirePolicy = api.MisfireSkip
-			b.in.History.Specs["a"][1].Job.MisfirePolicy = api.MisfireSkip
+			b := everySecondUntil(30)
+			b.misfire("a", api.MisfireSkip)
 			b.fault(EtcdLeaderCut, 10, 12.4, nil)
 			b.fault(EtcdLeaderCut, tt.second, tt.second+5.1, nil)
 			for _, s := range tt.drop {
 				b.drop("a", s)
 			}
-			r := b.check(35)
-			if got := violations(r); got != tt.want {
-				dump(t, r)
-				t.Errorf("got violations %q, want %q", got, tt.want)
-			}
-			if r.Total.MissedAllowed != tt.allowed {
-				t.Errorf("missed (allowed) %d, want %d", r.Total.MissedAllowed, tt.allowed)
-			}
+			checkMissed(t, b.check(35), tt.want, tt.allowed)
 		})
 	}
 }
@@ -564,10 +559,7 @@ func TestLeaseLossesFromLogs(t *testing.T) {
 }
 
 func TestCheckLeaseLossWindows(t *testing.T) {
-	b := newBuilder()
-	b.job("a", "@every 1s", 0, false)
-	b.fireEverySecond("a", 0, 30)
-	b.job("a", "@every 1s", 30.5, true)
+	b := everySecondUntil(30)
 	p := shard.Partition("a", testPartitions)
 	// A member lost its lease at 6.5s on its own; its partitions were
 	// owned again at 14s: times up to 10s may have been skipped.
@@ -753,10 +745,7 @@ func TestCheckFiredEarly(t *testing.T) {
 			b := healthy()
 			tt.mutate(b)
 			r := b.check(25)
-			if got := violations(r); got != tt.want {
-				dump(t, r)
-				t.Errorf("got violations %q, want %q", got, tt.want)
-			}
+			expectViolations(t, r, tt.want)
 			if r.Total.MaxEarly == 0 {
 				t.Errorf("max early 0, want the early fire's")
 			}
@@ -785,11 +774,7 @@ func TestCheckClockAheadBeforeAPause(t *testing.T) {
 			if tt.off != 0 {
 				b.clock("m1", tt.off, 15, 22, nil)
 			}
-			r := b.check(30)
-			if got := violations(r); got != tt.want {
-				dump(t, r)
-				t.Errorf("got violations %q, want %q", got, tt.want)
-			}
+			expectViolations(t, b.check(30), tt.want)
 		})
 	}
 }
@@ -846,10 +831,7 @@ func TestCheckCutOffReports(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := build(tt.late, tt.cut)
-			if got := violations(r); got != tt.want {
-				dump(t, r)
-				t.Errorf("got violations %q, want %q", got, tt.want)
-			}
+			expectViolations(t, r, tt.want)
 			if r.Global.CutOffReportsAccepted != tt.cutAccepted {
 				t.Errorf("cut-off reports accepted %d, want %d", r.Global.CutOffReportsAccepted, tt.cutAccepted)
 			}
@@ -875,15 +857,10 @@ func TestCheckClockStepMisses(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := healthy()
-			b.in.History.Specs["a"][0].Job.MisfirePolicy = tt.misfire
-			b.in.History.Specs["a"][1].Job.MisfirePolicy = tt.misfire
+			b.misfire("a", tt.misfire)
 			b.clock("m1", tt.off, 8, 13, []int{p})
 			b.drop("a", 9)
-			r := b.check(25)
-			if got := violations(r); got != tt.want {
-				dump(t, r)
-				t.Errorf("got violations %q, want %q", got, tt.want)
-			}
+			expectViolations(t, b.check(25), tt.want)
 		})
 	}
 }
@@ -912,11 +889,7 @@ func TestCheckClockBehindThenOutage(t *testing.T) {
 			}
 			b.fault(OrchestratorKill, tt.outage[0], tt.outage[1], []int{p})
 			b.drop("a", 9) // looked at 12s with the offset; 9s + 5s grace < 16s
-			r := b.check(25)
-			if got := violations(r); got != tt.want {
-				dump(t, r)
-				t.Errorf("got violations %q, want %q", got, tt.want)
-			}
+			expectViolations(t, b.check(25), tt.want)
 		})
 	}
 }

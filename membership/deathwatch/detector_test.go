@@ -71,6 +71,17 @@ func listen(t *testing.T, addr string, accept bool) *member {
 	return m
 }
 
+// registeredMember starts a member listening on a loopback port
+// (accepting connections if accept) and registers it as id in a fresh
+// namespace ns of the test etcd, which client reaches.
+func registeredMember(t *testing.T, id string, accept bool) (client *clientv3.Client, ns string, m *member) {
+	t.Helper()
+	client, ns = etcd.Client(t), etcdtest.Namespace(t)
+	m = listen(t, "127.0.0.1:0", accept)
+	m.register(t, client, ns, id)
+	return client, ns, m
+}
+
 // register registers m as id in namespace ns under a new lease.
 func (m *member) register(t *testing.T, client *clientv3.Client, ns, id string) {
 	t.Helper()
@@ -259,6 +270,14 @@ func leaseAlive(t *testing.T, client *clientv3.Client, lease clientv3.LeaseID) b
 	return resp.TTL > 0
 }
 
+// expectNoDetections checks that the detector of reg confirmed no death.
+func expectNoDetections(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	if got := metric(t, reg, "jobfleet_dead_member_detections_total"); got != 0 {
+		t.Errorf("detections = %v, want 0", got)
+	}
+}
+
 func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -298,10 +317,7 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...strin
 // its registration and owner keys go with it, long before the lease could
 // have expired.
 func TestDeadMemberIsRevoked(t *testing.T) {
-	client := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
-	victim := listen(t, "127.0.0.1:0", true)
-	victim.register(t, client, ns, "victim")
+	client, ns, victim := registeredMember(t, "victim", true)
 	survivor := listen(t, "127.0.0.1:0", true)
 	survivor.register(t, client, ns, "survivor")
 	ctx := context.Background()
@@ -358,10 +374,7 @@ func TestDeadMemberIsRevoked(t *testing.T) {
 // connection the detector holds open can tell it that the member died;
 // it does, and the lease is revoked.
 func TestHeldConnectionRevealsDeath(t *testing.T) {
-	client := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
-	victim := listen(t, "127.0.0.1:0", true)
-	victim.register(t, client, ns, "victim")
+	client, ns, victim := registeredMember(t, "victim", true)
 	d := newDialer()
 	detector(t, client, ns, deathwatch.Config{Dial: d.Dial, Interval: time.Hour})
 	d.waitFor(t, victim.addr(), "connected", 1)
@@ -378,10 +391,7 @@ func TestHeldConnectionRevealsDeath(t *testing.T) {
 // (SIGSTOP: connections wait in the kernel's accept queue) is probed
 // successfully again and again and keeps its lease.
 func TestPausedMemberIsNotRevoked(t *testing.T) {
-	client := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
-	paused := listen(t, "127.0.0.1:0", false)
-	paused.register(t, client, ns, "paused")
+	client, ns, paused := registeredMember(t, "paused", false)
 	d := newDialer()
 	reg := detector(t, client, ns, deathwatch.Config{Dial: d.Dial, Interval: 10 * time.Millisecond, Confirm: 5 * time.Millisecond})
 	d.waitFor(t, paused.addr(), "connected", 10)
@@ -391,19 +401,14 @@ func TestPausedMemberIsNotRevoked(t *testing.T) {
 	if got := d.count(paused.addr(), "refused"); got != 0 {
 		t.Errorf("%d probes of a paused member refused, want 0", got)
 	}
-	if got := metric(t, reg, "jobfleet_dead_member_detections_total"); got != 0 {
-		t.Errorf("detections = %v, want 0", got)
-	}
+	expectNoDetections(t, reg)
 }
 
 // TestNeverReachedAddressIsNoEvidence: a registration whose address has
 // never accepted a probe (a wrong --advertise, a firewall that rejects)
 // is refused again and again and is not revoked.
 func TestNeverReachedAddressIsNoEvidence(t *testing.T) {
-	client := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
-	m := listen(t, "127.0.0.1:0", true)
-	m.register(t, client, ns, "elsewhere")
+	client, ns, m := registeredMember(t, "elsewhere", true)
 	d := newDialer()
 	d.script = func(addr string, _ int) error {
 		if addr == m.addr() {
@@ -416,9 +421,7 @@ func TestNeverReachedAddressIsNoEvidence(t *testing.T) {
 	if !leaseAlive(t, client, m.lease) {
 		t.Fatal("a member never reached was revoked")
 	}
-	if got := metric(t, reg, "jobfleet_dead_member_detections_total"); got != 0 {
-		t.Errorf("detections = %v, want 0", got)
-	}
+	expectNoDetections(t, reg)
 }
 
 // TestOnlyRefusalsInARowConfirm: after the member was reached, refusals
@@ -431,10 +434,7 @@ func TestOnlyRefusalsInARowConfirm(t *testing.T) {
 		"connects":         nil, // dial for real: the listener accepts
 	} {
 		t.Run(name, func(t *testing.T) {
-			client := etcd.Client(t)
-			ns := etcdtest.Namespace(t)
-			m := listen(t, "127.0.0.1:0", true)
-			m.register(t, client, ns, "flaky")
+			client, ns, m := registeredMember(t, "flaky", true)
 			d := newDialer()
 			d.script = func(addr string, n int) error {
 				switch {
@@ -451,9 +451,7 @@ func TestOnlyRefusalsInARowConfirm(t *testing.T) {
 			if !leaseAlive(t, client, m.lease) {
 				t.Fatal("revoked on refusals that were not in a row")
 			}
-			if got := metric(t, reg, "jobfleet_dead_member_detections_total"); got != 0 {
-				t.Errorf("detections = %v, want 0", got)
-			}
+			expectNoDetections(t, reg)
 		})
 	}
 }
@@ -464,10 +462,7 @@ func TestOnlyRefusalsInARowConfirm(t *testing.T) {
 // detector confirms the predecessor's death, but the registration carries
 // another lease now: the revocation is refused and the new lease lives.
 func TestRestartedMemberIsNotRevoked(t *testing.T) {
-	client := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
-	old := listen(t, "127.0.0.1:0", true)
-	old.register(t, client, ns, "restarted")
+	client, ns, old := registeredMember(t, "restarted", true)
 	addr := old.addr()
 	view := staticView{api.View{Revision: 1, Members: []api.Member{{ID: "restarted", Addr: "http://" + addr, LeaseID: int64(old.lease)}}}}
 	d := newDialer()
@@ -504,10 +499,7 @@ func TestRestartedMemberIsNotRevoked(t *testing.T) {
 // TestSelfIsNotProbed: the detector never probes its own member's
 // address.
 func TestSelfIsNotProbed(t *testing.T) {
-	client := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
-	self := listen(t, "127.0.0.1:0", true)
-	self.register(t, client, ns, "observer") // the detector's own ID
+	client, ns, self := registeredMember(t, "observer", true) // the detector's own ID
 	other := listen(t, "127.0.0.1:0", true)
 	other.register(t, client, ns, "other")
 	d := newDialer()

@@ -101,6 +101,30 @@ type page struct {
 	shot string // screenshot directory
 }
 
+// openBrowser starts the browser exe (headless, a window 1280 wide and
+// height high) on about:blank and returns a page of it on base; stop
+// stops the browser. It fails t if the browser does not start.
+func openBrowser(t *testing.T, exe, base string, height int) (p *page, stop func()) {
+	t.Helper()
+	shot := screenshotDir(t)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.NoSandbox, // tests run as root in CI
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1280, height),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)...)
+	ctx, cancelTab := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
+	stop = func() { cancelTab(); cancelAlloc() }
+	// The first action starts the browser, which lives as long as the
+	// context of that action: no timeout here.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		stop()
+		t.Fatalf("start the browser: %v", err)
+	}
+	return &page{t: t, ctx: ctx, base: base, shot: shot}, stop
+}
+
 // do runs steps with a timeout, failing the test on error.
 func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
@@ -247,22 +271,8 @@ func TestConsole(t *testing.T) {
 	defer hook.Close()
 	startWorker(t, f.URLs(), f.WorkerToken)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.NoSandbox, // tests run as root in CI
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
-	defer cancelTab()
-	p := &page{t: t, ctx: ctx, base: m1, shot: screenshotDir(t)}
-	// The first action starts the browser, which lives as long as the
-	// context of that action: no timeout here.
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start the browser: %v", err)
-	}
+	p, closeBrowser := openBrowser(t, exe, m1, 900)
+	defer closeBrowser()
 	p.signIn(f.AdminToken)
 	const job = "team/console-a"
 

@@ -2,7 +2,6 @@ package browser_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -39,20 +38,8 @@ func TestConsoleJobForm(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 1400),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
-	defer cancelTab()
-	p := &page{t: t, ctx: ctx, base: m1, shot: screenshotDir(t)}
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start the browser: %v", err)
-	}
+	p, closeBrowser := openBrowser(t, exe, m1, 1400)
+	defer closeBrowser()
 	p.signIn(operator)
 
 	const id = "team/form-a"

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -46,16 +45,8 @@ func TestConsoleLiveTail(t *testing.T) {
 		t.Fatalf("create: %d", code)
 	}
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-dev-shm-usage", true))...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
-	defer cancelTab()
-	p := &page{t: t, ctx: ctx, base: urls[1], shot: screenshotDir(t)}
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start the browser: %v", err)
-	}
+	p, closeBrowser := openBrowser(t, exe, urls[1], 900)
+	defer closeBrowser()
 	p.signIn(f.Token(api.RoleViewer, "team/"))
 
 	var tr api.Triggered

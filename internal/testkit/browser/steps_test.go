@@ -1,7 +1,6 @@
 package browser_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -73,20 +72,8 @@ func TestConsoleSteps(t *testing.T) {
 		t.Fatalf("trigger %s: %d", job, code)
 	}
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
-	defer cancelTab()
-	p := &page{t: t, ctx: ctx, base: m1, shot: screenshotDir(t)}
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start the browser: %v", err)
-	}
+	p, closeBrowser := openBrowser(t, exe, m1, 900)
+	defer closeBrowser()
 	p.signIn(f.Token(api.RoleViewer, "team/"))
 
 	p.open("#/run/" + url.PathEscape(trig.RunID))

@@ -44,6 +44,7 @@ func jobfleetBinary(t *testing.T) string {
 // in the spread, a takeover and a rolling restart with no misfire, sizes
 // and memory within sane bounds, and a table, CSV and chart per figure.
 func TestTinyScale(t *testing.T) {
+	t.Parallel()
 	binary := jobfleetBinary(t)
 	cfg := scale.DefaultConfig()
 	cfg.Jobs, cfg.Members = []int{60, 120}, []int{2}
@@ -182,14 +183,12 @@ func TestTinyScale(t *testing.T) {
 	}
 }
 
-// TestSlopes checks the growth exponents on made-up points: a figure
-// proportional to N has slope 1, a constant one slope 0, one that is not
-// measured none.
 // TestTinyScaleReuse keeps a point's directory and starts a fleet on it
 // again: the jobs are not created again, and the phases see them all, the
 // herd's included; then once more on more members, spreading a slice of
 // the jobs (--spread-jobs): only those fire.
 func TestTinyScaleReuse(t *testing.T) {
+	t.Parallel()
 	binary := jobfleetBinary(t)
 	cfg := scale.DefaultConfig()
 	cfg.Jobs, cfg.Members, cfg.Phases = []int{50}, []int{2}, []string{scale.PhaseList}
@@ -261,6 +260,9 @@ func TestTinyScaleReuse(t *testing.T) {
 	}
 }
 
+// TestSlopes checks the growth exponents on made-up points: a figure
+// proportional to N has slope 1, a constant one slope 0, one that is not
+// measured none.
 func TestSlopes(t *testing.T) {
 	res := &scale.Result{Config: scale.Config{Members: []int{3}}}
 	for _, n := range []int{1_000, 100_000, 10_000} {

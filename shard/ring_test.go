@@ -56,6 +56,7 @@ func TestPartitionKnownValues(t *testing.T) {
 }
 
 func TestRingIsIndependentOfMemberOrder(t *testing.T) {
+	skipUnderRace(t)
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(1, 40).Draw(t, "members")
 		p := rapid.SampledFrom([]int{16, 64, 256, 271, 1024}).Draw(t, "partitions")
@@ -78,6 +79,7 @@ func TestRingIsIndependentOfMemberOrder(t *testing.T) {
 }
 
 func TestRingBoundsLoad(t *testing.T) {
+	skipUnderRace(t)
 	for _, p := range []int{64, 256, 1024} {
 		for n := 1; n <= 64 && n <= p; n++ {
 			r, err := shard.NewRing(memberIDs(n), shard.DefaultRingConfig(p))
@@ -148,6 +150,7 @@ func checkRing(t interface {
 }
 
 func TestRingMovementOnJoin(t *testing.T) {
+	skipUnderRace(t)
 	p := shard.DefaultPartitions
 	var sum float64
 	const maxN = 64
@@ -341,5 +344,16 @@ func TestRingVersion1IsThePreviousAssignment(t *testing.T) {
 		if got := xxhash.Sum64String(strings.Join(targets, ",")); got != tt.sum {
 			t.Errorf("P=%d n=%d: version 1 table sums to %x, want %x", tt.p, tt.n, got, tt.sum)
 		}
+	}
+}
+
+// skipUnderRace skips an exhaustive test of the ring's arithmetic under the
+// race detector: it runs on one goroutine, so the detector has nothing to
+// find, and its instrumentation makes the test some twenty times slower.
+// test.sh runs these tests without it.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("one goroutine of arithmetic: run without -race (test.sh does)")
 	}
 }

@@ -191,7 +191,7 @@ func (pt *partition) nextBatchLocked(q *dueQueue, now time.Time) *fireBatch {
 // planFiresLocked plans job e's scheduled fires at now, capped; ok is
 // false if it has nothing to do.
 func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time) (FirePlan, bool) {
-	if e.paused() || e.schedErr != nil {
+	if e.paused() || e.sched.err != nil {
 		return FirePlan{}, false
 	}
 	planned := e.state.SpecRevision == e.revision() && !e.state.Last.IsZero() && !e.dirty
@@ -208,7 +208,7 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 	if at, ok := e.resumedAt(); ok && at.After(st.Last) {
 		st = Resumed(st, at) // resumed while no owner saw it: what the pause kept is forgiven
 	}
-	plan, err := PlanFires(&j, e.sched, st, active, now, pt.d.cfg.Misfire, cals, pt.own.Member, pt.own.Epoch)
+	plan, err := PlanFires(&j, e.sched.Schedule, st, active, now, pt.d.cfg.Misfire, cals, pt.own.Member, pt.own.Epoch)
 	if err != nil {
 		pt.lg.Error("planning fires failed", zap.String("job_id", e.spec.ID), zap.Error(err))
 		return FirePlan{}, false

@@ -83,7 +83,7 @@ func (pt *partition) indexLocked(id string) {
 	}
 	planned := plannedLocked(e)
 	switch {
-	case e.paused() || e.schedErr != nil:
+	case e.paused() || e.sched.err != nil:
 		x.fires.remove(id)
 		delete(x.unplanned, id)
 	default:

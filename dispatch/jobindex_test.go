@@ -90,7 +90,7 @@ func scanDue(pt *partition, now time.Time, triggered map[string][]triggerReq) []
 		if e.stale {
 			continue
 		}
-		due := !e.spec.Paused && e.schedErr == nil &&
+		due := !e.spec.Paused && e.sched.err == nil &&
 			!(plannedLocked(e) && (e.state.Next.IsZero() || now.Before(e.state.Next)))
 		if due || len(triggered[id]) > 0 {
 			out = append(out, id)
@@ -142,7 +142,7 @@ func scanNextEvent(pt *partition, now time.Time) (next time.Time, dispatchable b
 		if e.stale {
 			continue
 		}
-		if !e.spec.Paused && e.schedErr == nil {
+		if !e.spec.Paused && e.sched.err == nil {
 			earlier(e.state.Next)
 		}
 		if !scanFinished(pt, e, pending) {

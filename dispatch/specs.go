@@ -18,12 +18,14 @@ import (
 type jobEntry struct {
 	// spec is what the scheduler keeps of the job's spec; work the rest a
 	// worker needs, encoded.
-	spec     jobSpec
-	work     compactedWork
-	sched    schedule.Schedule
-	schedErr error // the spec's schedule does not parse (should not happen: validated)
-	state    api.JobState
-	dirty    bool // state changed in memory without a fire; persist with the next write
+	spec jobSpec
+	work compactedWork
+	// sched is the spec's parsed schedule, and the error if it does not
+	// parse (should not happen: validated); never nil, shared by the jobs
+	// with the same schedule and zone (jobScheduleOf).
+	sched *jobSchedule
+	state api.JobState
+	dirty bool // state changed in memory without a fire; persist with the next write
 	// stale is set when a write guarded on the spec's revision was refused
 	// (the job changed in etcd, or got a trigger request, meanwhile):
 	// nothing is planned for the job until the watch brings the change.
@@ -255,8 +257,8 @@ func (pt *partition) entryFromKV(kv *mvccpb.KeyValue) *jobEntry {
 	case err != nil:
 		pt.lg.Warn("ignoring job spec whose executor does not encode", zap.ByteString("key", kv.Key), zap.Error(err))
 		return nil
-	case e.schedErr != nil:
-		pt.lg.Warn("job schedule does not parse; not scheduling it", zap.String("job_id", e.spec.ID), zap.Error(e.schedErr))
+	case e.sched.err != nil:
+		pt.lg.Warn("job schedule does not parse; not scheduling it", zap.String("job_id", e.spec.ID), zap.Error(e.sched.err))
 	}
 	return e
 }
@@ -264,7 +266,7 @@ func (pt *partition) entryFromKV(kv *mvccpb.KeyValue) *jobEntry {
 // decodeEntry decodes a spec key's value into a job entry, without its
 // state. It returns nil and the error for a value that does not decode,
 // an entry without work and the error for an executor that does not
-// encode, and an entry with schedErr set for a schedule that does not
+// encode, and an entry whose sched.err is set for a schedule that does not
 // parse.
 func decodeEntry(kv *mvccpb.KeyValue) (*jobEntry, error) {
 	j, err := store.DecodeStoredJob(kv.Value, kv.ModRevision)
@@ -273,9 +275,47 @@ func decodeEntry(kv *mvccpb.KeyValue) (*jobEntry, error) {
 	}
 	work, err := compactWork(&j)
 	if err != nil {
-		return &jobEntry{spec: specOf(&j), docPaused: j.Paused}, err
+		return &jobEntry{spec: specOf(&j), sched: &noSchedule, docPaused: j.Paused}, err
 	}
-	e := &jobEntry{spec: specOf(&j), work: work, docPaused: j.Paused}
-	e.sched, e.schedErr = j.ParseSchedule()
-	return e, nil
+	return &jobEntry{spec: specOf(&j), work: work, sched: jobScheduleOf(&j), docPaused: j.Paused}, nil
+}
+
+// jobSchedule is a job's parsed schedule as its entry holds it, with the
+// error if the schedule does not parse. It is never modified once made:
+// the entries of jobs with the same schedule and zone share one
+// (jobScheduleOf), so it is safe for concurrent reads.
+type jobSchedule struct {
+	schedule.Schedule
+	err error
+}
+
+// noSchedule is the schedule of an entry without one (its executor did
+// not encode): it never fires.
+var noSchedule jobSchedule
+
+// scheduleKey is what a shared jobSchedule is parsed from: a recurring
+// schedule and its zone, without bounds or jitter.
+type scheduleKey struct{ spec, zone string }
+
+// schedules holds the shared jobSchedules by what they were parsed from.
+var schedules interner[scheduleKey, jobSchedule]
+
+// jobScheduleOf returns j's parsed schedule (api.Job.ParseSchedule): the
+// one every resident job with the same recurring schedule and zone holds
+// when j has neither bounds nor jitter nor a run_at (most jobs), else one
+// of its own. A schedule that does not parse is not shared (its error
+// names the job).
+func jobScheduleOf(j *api.Job) *jobSchedule {
+	parse := func() *jobSchedule {
+		s, err := j.ParseSchedule()
+		return &jobSchedule{Schedule: s, err: err}
+	}
+	if j.RunAt != nil || j.Schedule == "" || j.NotBefore != nil || j.NotAfter != nil || j.Jitter != 0 {
+		return parse()
+	}
+	s := parse()
+	if s.err != nil {
+		return s
+	}
+	return schedules.get(scheduleKey{shared(j.Schedule), shared(j.Timezone)}, func() *jobSchedule { return s })
 }

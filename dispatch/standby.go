@@ -90,7 +90,7 @@ func (d *Dispatcher) readCopy(ctx context.Context, p int, fn func(kv *mvccpb.Key
 // cleanly: a load decodes it again then, and logs why.
 func cacheable(kv *mvccpb.KeyValue) *jobEntry {
 	e, err := decodeEntry(kv)
-	if err != nil || e == nil || e.schedErr != nil {
+	if err != nil || e == nil || e.sched.err != nil {
 		return nil
 	}
 	return e

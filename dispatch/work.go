@@ -90,21 +90,16 @@ func (c compactedWork) decode() (jobWork, error) {
 // the fields its decisions read, under their api.Job names. The zone is
 // in the parsed schedule; the executor's details and the payload, which
 // only a worker needs, are in the job's compactedWork. It is held per
-// resident job, so it is kept small (TestResidentJobMemory): what most
-// jobs leave unset is behind ctl, the two times are UTC nanoseconds, and
-// the policies are the api package's constants, the texts that many jobs
-// repeat shared.
+// resident job, so it is kept small (TestResidentJobMemory): the
+// settings that many jobs have in common are one shared specShape, what
+// most jobs leave unset is behind ctl, and the two times are UTC
+// nanoseconds.
 type jobSpec struct {
-	ID                string
-	Schedule          string
-	RunAt             *time.Time
-	Executor          struct{ Type string }
-	Retry             api.RetryPolicy
-	Timeout           api.Duration
-	ConcurrencyPolicy api.ConcurrencyPolicy
-	MisfirePolicy     api.MisfirePolicy
-	History           api.HistoryPolicy
-	DeleteAfter       api.Retention
+	// specShape is shared with every resident job whose spec has the same
+	// shape (shapeOf); never modified. Never nil.
+	*specShape
+	ID    string
+	RunAt *time.Time
 	// ctl holds the schedule controls the decisions read (the window and
 	// jitter are in the parsed schedule) and the rarer settings; nil for
 	// a job that sets none, which most do.
@@ -117,13 +112,43 @@ type jobSpec struct {
 	Paused           bool
 }
 
+// specShape is the part of a jobSpec that many jobs have in common (all
+// made from one template, or left at the defaults): their schedule,
+// executor type, retry, timeout, policies and retention, under their
+// api.Job names. Resident jobs with the same shape share one (shapeOf):
+// it is never modified once made, so it is safe for concurrent reads.
+type specShape struct {
+	Schedule          string
+	Executor          struct{ Type string }
+	Retry             api.RetryPolicy
+	Timeout           api.Duration
+	ConcurrencyPolicy api.ConcurrencyPolicy
+	MisfirePolicy     api.MisfirePolicy
+	History           api.HistoryPolicy
+	DeleteAfter       api.Retention
+}
+
+// shapes holds the shared specShapes by their value.
+var shapes interner[specShape, specShape]
+
+// shapeOf returns j's shape as the resident jobs with the same one share
+// it.
+func shapeOf(j *api.Job) *specShape {
+	sh := specShape{
+		Schedule: shared(j.Schedule), Retry: j.Retry, Timeout: j.Timeout,
+		ConcurrencyPolicy: internPolicy(j.ConcurrencyPolicy, api.ConcurrencyAllow, api.ConcurrencyForbid, api.ConcurrencyReplace),
+		MisfirePolicy:     internPolicy(j.MisfirePolicy, api.MisfireSkip, api.MisfireRunOnce, api.MisfireRunAll),
+		History:           j.History, DeleteAfter: shared(j.DeleteAfter),
+	}
+	sh.Executor.Type = shared(j.Executor.Type)
+	return shapes.get(sh, func() *specShape { c := sh; return &c })
+}
+
 // specOf returns what the scheduler keeps of j.
 func specOf(j *api.Job) jobSpec {
 	s := jobSpec{
-		ID: j.ID, Schedule: shared(j.Schedule), RunAt: j.RunAt, Retry: j.Retry, Timeout: j.Timeout,
-		ConcurrencyPolicy: internPolicy(j.ConcurrencyPolicy, api.ConcurrencyAllow, api.ConcurrencyForbid, api.ConcurrencyReplace),
-		MisfirePolicy:     internPolicy(j.MisfirePolicy, api.MisfireSkip, api.MisfireRunOnce, api.MisfireRunAll),
-		Paused:            j.Paused, History: j.History, DeleteAfter: shared(j.DeleteAfter), Partition: int32(j.Partition),
+		specShape: shapeOf(j), ID: j.ID, RunAt: j.RunAt,
+		Paused: j.Paused, Partition: int32(j.Partition),
 		created: unixNano(j.CreatedAt), updated: unixNano(j.UpdatedAt), Revision: j.Revision,
 	}
 	c := specControls{
@@ -137,7 +162,6 @@ func specOf(j *api.Job) jobSpec {
 	if !c.none() {
 		s.ctl = &c
 	}
-	s.Executor.Type = shared(j.Executor.Type)
 	return s
 }
 

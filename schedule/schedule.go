@@ -55,7 +55,7 @@ type Schedule struct {
 	cron  *cronExpr      // kindCron
 	loc   *time.Location // kindCron: the zone its wall-clock times are in
 	every int64          // kindEvery: the interval in whole seconds; kindOnce: the instant, in Unix nanoseconds
-	text  string
+	text  string         // kindCron, kindEvery: the spec (String formats kindOnce's)
 	// ext holds the bounds and jitter (Within and WithJitter, bounds.go);
 	// nil for none, so that the schedules of most jobs stay small.
 	ext *refinement
@@ -162,8 +162,10 @@ func Once(at time.Time) Schedule {
 	if at.IsZero() {
 		return Schedule{}
 	}
-	at = at.Round(0) // drop any monotonic reading: only the instant matters
-	return Schedule{kind: kindOnce, every: at.UnixNano(), text: "once at " + at.UTC().Format(time.RFC3339Nano)}
+	// Only the instant matters (not a monotonic reading, not the zone);
+	// String formats it when asked, so that a one-off job's schedule holds
+	// no text of its own.
+	return Schedule{kind: kindOnce, every: at.UnixNano()}
 }
 
 // Next returns the first instant of the schedule strictly after after, in
@@ -219,8 +221,11 @@ func (s Schedule) Location() *time.Location {
 // <d>" for Every, "once at <RFC 3339 UTC>" for Once and "never" for the
 // zero Schedule.
 func (s Schedule) String() string {
-	if s.kind == kindNever {
+	switch s.kind {
+	case kindNever:
 		return "never"
+	case kindOnce:
+		return "once at " + time.Unix(0, s.every).UTC().Format(time.RFC3339Nano)
 	}
 	return s.text
 }

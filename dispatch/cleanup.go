@@ -155,7 +155,7 @@ func (pt *partition) trimmedLocked(plan []trim, resp *clientv3.TxnResponse, at i
 // is later (an edit keeps it longer). ok is false if it is not finished or
 // is kept.
 func (pt *partition) deletionDueLocked(e *jobEntry) (time.Time, bool) {
-	if !e.spec.Finite() || e.state.FinishedAt.IsZero() {
+	if !e.spec.Finite() || e.state().FinishedAt.IsZero() {
 		return time.Time{}, false
 	}
 	d, keep, set := e.spec.DeleteAfter.Duration()
@@ -165,7 +165,7 @@ func (pt *partition) deletionDueLocked(e *jobEntry) (time.Time, bool) {
 	if keep {
 		return time.Time{}, false
 	}
-	from := e.state.FinishedAt
+	from := e.state().FinishedAt
 	if e.spec.UpdatedAt().After(from) {
 		from = e.spec.UpdatedAt()
 	}
@@ -178,7 +178,7 @@ func completionReason(e *jobEntry) string {
 	switch {
 	case e.spec.IsOneOff():
 		return "run_at"
-	case e.spec.controls().MaxFires > 0 && e.state.ScheduledRuns >= e.spec.controls().MaxFires:
+	case e.spec.controls().MaxFires > 0 && e.state().ScheduledRuns >= e.spec.controls().MaxFires:
 		return "max_fires"
 	}
 	return "not_after"
@@ -188,8 +188,8 @@ func completionReason(e *jobEntry) string {
 // one-off, or one whose window or max_fires ended): its last time fired
 // and none of its runs or trigger requests is pending.
 func (pt *partition) finishedLocked(e *jobEntry, pendingTriggers map[string]bool) bool {
-	planned := e.state.SpecRevision == e.revision() && !e.state.Last.IsZero() && !e.dirty && !e.stale
-	return e.spec.Finite() && planned && e.state.Next.IsZero() &&
+	planned := e.state().SpecRevision == e.revision() && !e.state().Last.IsZero() && !e.dirty && !e.stale
+	return e.spec.Finite() && planned && e.state().Next.IsZero() &&
 		len(pt.activeOfLocked(e.spec.ID)) == 0 && !pendingTriggers[e.spec.ID]
 }
 
@@ -248,8 +248,8 @@ func (pt *partition) planFinishLocked(now time.Time) finishPlan {
 		if !pt.finishedLocked(e, pending) {
 			continue
 		}
-		if e.state.FinishedAt.IsZero() {
-			st := e.state
+		if e.state().FinishedAt.IsZero() {
+			st := e.state()
 			st.FinishedAt = now.UTC().Truncate(time.Millisecond)
 			op, err := pt.d.keys.PutStateOp(pt.p, id, st)
 			if err != nil {
@@ -274,11 +274,11 @@ func (pt *partition) planFinishLocked(now time.Time) finishPlan {
 func (pt *partition) finishAppliedLocked(fp finishPlan, resp *clientv3.TxnResponse) {
 	for _, s := range fp.stamps {
 		if e := pt.jobs[s.id]; e != nil {
-			e.state = s.state
+			e.setState(s.state)
 			pt.indexLocked(s.id)
 			reason := completionReason(e)
 			pt.d.cfg.Metrics.jobCompleted(reason)
-			pt.lg.Info("job completed", zap.String("job_id", s.id), zap.String("reason", reason), zap.Int64("scheduled_runs", e.state.ScheduledRuns))
+			pt.lg.Info("job completed", zap.String("job_id", s.id), zap.String("reason", reason), zap.Int64("scheduled_runs", e.state().ScheduledRuns))
 		}
 	}
 	for i, dm := range fp.doomed {
@@ -293,6 +293,6 @@ func (pt *partition) finishAppliedLocked(fp finishPlan, resp *clientv3.TxnRespon
 		pt.forgetJobLocked(id)
 		pt.d.cfg.Metrics.jobDeleted()
 		pt.lg.Info("finished one-off job deleted after its retention", zap.String("job_id", id),
-			zap.Time("finished_at", e.state.FinishedAt), zap.Duration("kept", dm.due.Sub(e.state.FinishedAt)))
+			zap.Time("finished_at", e.state().FinishedAt), zap.Duration("kept", dm.due.Sub(e.state().FinishedAt)))
 	}
 }

@@ -146,7 +146,7 @@ func (pt *partition) nextBatchLocked(q *dueQueue, now time.Time) *fireBatch {
 			continue
 		}
 		if !ok {
-			plan = FirePlan{State: e.state}
+			plan = FirePlan{State: e.state()}
 		}
 		if room := max(pt.d.cfg.FireBatch-len(plan.Runs), 0); len(trigs) > room {
 			trigs = trigs[:room]
@@ -168,7 +168,7 @@ func (pt *partition) nextBatchLocked(q *dueQueue, now time.Time) *fireBatch {
 			CapActive(&j, &tp, len(after), pt.d.cfg.MaxActivePerJob)
 			plan = MergePlans(plan, tp)
 		}
-		if len(plan.Runs) == 0 && len(plan.Replace) == 0 && plan.State == e.state && !e.dirty && len(trigs) == 0 {
+		if len(plan.Runs) == 0 && len(plan.Replace) == 0 && plan.State == e.state() && !e.dirty && len(trigs) == 0 {
 			q.ids = q.ids[1:]
 			continue
 		}
@@ -194,8 +194,8 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 	if e.paused() || e.sched.err != nil {
 		return FirePlan{}, false
 	}
-	planned := e.state.SpecRevision == e.revision() && !e.state.Last.IsZero() && !e.dirty
-	if planned && (e.state.Next.IsZero() || now.Before(e.due())) {
+	planned := e.state().SpecRevision == e.revision() && !e.state().Last.IsZero() && !e.dirty
+	if planned && (e.state().Next.IsZero() || now.Before(e.due())) {
 		return FirePlan{}, false // not due, or its schedule is exhausted
 	}
 	cals, ok := pt.calendars()
@@ -204,7 +204,7 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 		return FirePlan{}, false // planned once the calendars are read
 	}
 	j := e.job()
-	st := e.state
+	st := e.state()
 	if at, ok := e.resumedAt(); ok && at.After(st.Last) {
 		st = Resumed(st, at) // resumed while no owner saw it: what the pause kept is forgiven
 	}
@@ -220,10 +220,10 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 
 // due returns when the job's next time fires: state.Next delayed by its
 // jitter (schedule.Schedule.FireTime); zero if none.
-func (e *jobEntry) due() time.Time { return e.sched.FireTime(e.state.Next) }
+func (e *jobEntry) due() time.Time { return e.sched.FireTime(e.state().Next) }
 
 // paused reports whether the job fires nothing on its own: paused by
 // hand, or by its owner (pause_after_failures) since its last write.
 func (e *jobEntry) paused() bool {
-	return e.spec.Paused || e.state.AutoPaused(e.revision())
+	return e.spec.Paused || e.st.full.AutoPaused(e.revision()) // only a state held whole has a pause
 }

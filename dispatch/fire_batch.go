@@ -306,7 +306,8 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 			pt.d.cfg.Metrics.misfire("skipped", d.Skipped)
 			pt.d.cfg.Metrics.misfire("dropped", d.Dropped)
 		}
-		e.state, e.dirty = jp.plan.State, false
+		e.setState(jp.plan.State)
+		e.dirty = false
 		pt.indexLocked(jp.id)
 	}
 	pt.d.cfg.Metrics.fired(string(api.RunPending), pending)

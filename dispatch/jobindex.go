@@ -54,7 +54,7 @@ func newJobIndex() *jobIndex {
 // plannedLocked reports whether job e's state was planned from its
 // current spec: its next time is the one the schedule gives.
 func plannedLocked(e *jobEntry) bool {
-	return e.state.SpecRevision == e.revision() && !e.state.Last.IsZero() && !e.dirty
+	return e.state().SpecRevision == e.revision() && !e.state().Last.IsZero() && !e.dirty
 }
 
 // indexLocked brings the index up to date with job id as pt.jobs holds
@@ -76,7 +76,7 @@ func (pt *partition) indexLocked(id string) {
 		delete(x.completed, id)
 		return
 	}
-	if e.state.FinishedAt.IsZero() {
+	if e.state().FinishedAt.IsZero() {
 		delete(x.completed, id)
 	} else {
 		x.completed[id] = struct{}{}
@@ -87,7 +87,7 @@ func (pt *partition) indexLocked(id string) {
 		x.fires.remove(id)
 		delete(x.unplanned, id)
 	default:
-		if e.state.Next.IsZero() {
+		if e.state().Next.IsZero() {
 			x.fires.remove(id)
 		} else {
 			x.fires.set(id, e.due())
@@ -98,12 +98,12 @@ func (pt *partition) indexLocked(id string) {
 			x.unplanned[id] = struct{}{}
 		}
 	}
-	if !e.spec.Finite() || !planned || !e.state.Next.IsZero() {
+	if !e.spec.Finite() || !planned || !e.state().Next.IsZero() {
 		delete(x.finishing, id)
 		x.expiry.remove(id)
 		return
 	}
-	if e.state.FinishedAt.IsZero() {
+	if e.state().FinishedAt.IsZero() {
 		x.finishing[id] = struct{}{}
 		x.expiry.remove(id)
 		return

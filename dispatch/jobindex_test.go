@@ -91,7 +91,7 @@ func scanDue(pt *partition, now time.Time, triggered map[string][]triggerReq) []
 			continue
 		}
 		due := !e.spec.Paused && e.sched.err == nil &&
-			!(plannedLocked(e) && (e.state.Next.IsZero() || now.Before(e.state.Next)))
+			!(plannedLocked(e) && (e.state().Next.IsZero() || now.Before(e.state().Next)))
 		if due || len(triggered[id]) > 0 {
 			out = append(out, id)
 		}
@@ -113,7 +113,7 @@ func scanActiveOf(pt *partition, id string) []string {
 
 // scanFinished is finishedLocked by brute force.
 func scanFinished(pt *partition, e *jobEntry, pending map[string]bool) bool {
-	return e.spec.IsOneOff() && plannedLocked(e) && !e.stale && e.state.Next.IsZero() &&
+	return e.spec.IsOneOff() && plannedLocked(e) && !e.stale && e.state().Next.IsZero() &&
 		len(scanActiveOf(pt, e.spec.ID)) == 0 && !pending[e.spec.ID]
 }
 
@@ -143,12 +143,12 @@ func scanNextEvent(pt *partition, now time.Time) (next time.Time, dispatchable b
 			continue
 		}
 		if !e.spec.Paused && e.sched.err == nil {
-			earlier(e.state.Next)
+			earlier(e.state().Next)
 		}
 		if !scanFinished(pt, e, pending) {
 			continue
 		}
-		if e.state.FinishedAt.IsZero() {
+		if e.state().FinishedAt.IsZero() {
 			earlier(now)
 		} else if due, ok := pt.deletionDueLocked(e); ok {
 			earlier(due)
@@ -194,7 +194,7 @@ func scanFinish(pt *partition, now time.Time) (stamps, doomed []string) {
 		if !scanFinished(pt, e, pending) {
 			continue
 		}
-		if e.state.FinishedAt.IsZero() {
+		if e.state().FinishedAt.IsZero() {
 			stamps = append(stamps, id)
 		} else if due, ok := pt.deletionDueLocked(e); ok && !now.Before(due) {
 			doomed = append(doomed, id)

@@ -117,17 +117,19 @@ func (pt *partition) loadFrom(ctx context.Context, src loadSource, decoded func(
 			orphans = append(orphans, id)
 			return
 		}
-		if err := json.Unmarshal(kv.Value, &e.state); err != nil {
+		var st api.JobState
+		if err := json.Unmarshal(kv.Value, &st); err != nil {
 			pt.lg.Warn("corrupt job state; starting afresh", zap.String("job_id", id), zap.Error(err))
-			e.state = api.JobState{}
+			st = api.JobState{}
 		}
-		if last := e.state.Last; !last.IsZero() && last.Before(e.spec.InitialLast()) {
+		e.setState(st)
+		if last := st.Last; !last.IsZero() && last.Before(e.spec.InitialLast()) {
 			// A state older than its job is that of an earlier job of the
 			// same ID, deleted and created again while the partition had
 			// no owner: the new job starts afresh, and the earlier job's
 			// runs go (the new job has none yet: every fire writes the
 			// state along with its runs).
-			e.state = api.JobState{}
+			e.setState(api.JobState{})
 			recreated[id] = true
 		}
 	})

@@ -64,9 +64,11 @@ func residentBytes(tb testing.TB, n, runs int) float64 {
 			tb.Fatalf("job %s did not load", j.ID)
 		}
 		st, _ := json.Marshal(api.JobState{Last: indexT0, Next: indexT0.Add(5 * time.Minute), SpecRevision: int64(100 + i), Fired: 12, Runs: runs})
-		if err := json.Unmarshal(st, &e.state); err != nil {
+		var state api.JobState
+		if err := json.Unmarshal(st, &state); err != nil {
 			tb.Fatal(err)
 		}
+		e.setState(state)
 		pt.jobs[e.internID(j.ID)] = e
 		for r := range runs {
 			pt.hist.created(j.ID, indexT0.Add(-time.Duration(r+1)*5*time.Minute), 600, true)

@@ -103,14 +103,14 @@ func overdueAtLocked(e *jobEntry) time.Time {
 	if r := e.spec.controls().ResumedAt; r != nil && r.After(resumed) {
 		resumed = *r
 	}
-	return OverdueAt(&j, e.state, resumed)
+	return OverdueAt(&j, e.state(), resumed)
 }
 
 // indexOverdueLocked brings the index's overdue timers and count up to
 // date with job id's entry e (nil: forgotten).
 func (pt *partition) indexOverdueLocked(id string, e *jobEntry) {
 	x := pt.idx
-	if e != nil && e.state.Overdue != nil {
+	if e != nil && e.state().Overdue != nil {
 		x.overdueNow[id] = struct{}{}
 	} else {
 		delete(x.overdueNow, id)
@@ -119,7 +119,7 @@ func (pt *partition) indexOverdueLocked(id string, e *jobEntry) {
 		x.overdue.remove(id)
 		return
 	}
-	if wake, ok := overdueWake(e.state, overdueAtLocked(e)); ok {
+	if wake, ok := overdueWake(e.state(), overdueAtLocked(e)); ok {
 		x.overdue.set(id, wake)
 	} else {
 		x.overdue.remove(id)
@@ -183,7 +183,7 @@ func (pt *partition) markOverdue(ctx context.Context, now time.Time) {
 			if !resp.Responses[i].GetResponseTxn().Succeeded {
 				w.e.stale = true
 			} else if pt.jobs[id] == w.e {
-				w.e.state = w.state
+				w.e.setState(w.state)
 				notes = append(notes, w.notes...)
 				if w.begun {
 					begun++
@@ -209,11 +209,11 @@ func (pt *partition) markOverdue(ctx context.Context, now time.Time) {
 func (pt *partition) overdueWriteLocked(e *jobEntry, now time.Time) (overdueWrite, []clientv3.Op, bool) {
 	id := e.spec.ID
 	at := overdueAtLocked(e)
-	o, begun := NextOverdue(e.state, at, now)
-	if o == e.state.Overdue {
+	o, begun := NextOverdue(e.state(), at, now)
+	if o == e.state().Overdue {
 		return overdueWrite{}, nil, false
 	}
-	st := e.state
+	st := e.state()
 	st.Overdue = o
 	op, err := pt.d.keys.PutStateOp(pt.p, id, st)
 	if err != nil {

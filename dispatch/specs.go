@@ -24,8 +24,8 @@ type jobEntry struct {
 	// parse (should not happen: validated); never nil, shared by the jobs
 	// with the same schedule and zone (jobScheduleOf).
 	sched *jobSchedule
-	state api.JobState
-	dirty bool // state changed in memory without a fire; persist with the next write
+	st    heldState // the job's state (state, setState)
+	dirty bool      // state changed in memory without a fire; persist with the next write
 	// stale is set when a write guarded on the spec's revision was refused
 	// (the job changed in etcd, or got a trigger request, meanwhile):
 	// nothing is planned for the job until the watch brings the change.
@@ -192,17 +192,17 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 			}
 			pt.mu.Lock()
 			if old := pt.jobs[id]; old != nil {
-				e.state = old.state
+				e.st = old.st
 				// The pause key stays (the document, newer, decides
 				// now); a put of the job deletes it in the same revision.
 				e.pause = old.pause
 				e.setPaused()
 				if old.paused() && !e.paused() {
-					e.state = Resumed(e.state, pt.now())
+					e.setState(Resumed(e.state(), pt.now()))
 					e.dirty = true
 				}
 				if !old.spec.CreatedAt().Equal(e.spec.CreatedAt()) { // deleted and created again
-					e.state = api.JobState{}
+					e.setState(api.JobState{})
 				}
 			}
 			pt.jobs[e.internID(id)] = e
@@ -229,7 +229,7 @@ func (pt *partition) applyPause(id string, ev *clientv3.Event) {
 	}
 	e.setPauseKey(kv)
 	if wasPaused && !e.paused() {
-		e.state = Resumed(e.state, pt.now())
+		e.setState(Resumed(e.state(), pt.now()))
 		e.dirty = true
 	}
 	if was != e.spec.Paused {

@@ -246,7 +246,7 @@ func loadedFrom(d *Dispatcher, epoch int64, src loadSource, decoded func(*mvccpb
 		spec := e.spec
 		spec.ctl, spec.specShape = nil, nil // pointers: their fields, not their addresses
 		ctl, _ := json.Marshal(e.spec.controls())
-		fmt.Fprintf(&b, "job %s spec=%+v shape=%+v controls=%s work=%q sched=%+v err=%v state=%+v dirty=%v\n", id, spec, *e.spec.specShape, ctl, e.work, e.sched.Schedule, e.sched.err, e.state, e.dirty)
+		fmt.Fprintf(&b, "job %s spec=%+v shape=%+v controls=%s work=%q sched=%+v err=%v state=%+v dirty=%v\n", id, spec, *e.spec.specShape, ctl, e.work, e.sched.Schedule, e.sched.err, e.state(), e.dirty)
 	}
 	for _, id := range slices.Sorted(maps.Keys(pt.active)) {
 		a := pt.active[id]

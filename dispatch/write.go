@@ -173,8 +173,8 @@ func (pt *partition) prepareRunWrite(ar *activeRun, r api.Run, notBefore time.Ti
 	prev := ar.run
 	if e != nil && w.run.Status.Final() && !prev.Status.Final() {
 		j := e.job()
-		rw.st, rw.pause = CountOutcome(&j, RecordSuccess(&j, e.state, w.run, pt.now()), w.run, pt.now())
-		rw.counted = rw.st != e.state
+		rw.st, rw.pause = CountOutcome(&j, RecordSuccess(&j, e.state(), w.run, pt.now()), w.run, pt.now())
+		rw.counted = rw.st != e.state()
 	}
 	pt.mu.Unlock()
 	rw.e = e
@@ -214,7 +214,7 @@ func (pt *partition) appliedRunWrite(rw preparedRunWrite, rev int64) {
 	pt.mu.Lock()
 	pt.updatedLocked(rw.ar, rw.w, rev, rw.notBefore)
 	if cur := pt.jobs[r.JobID]; rw.counted && cur == rw.e {
-		rw.e.state = rw.st
+		rw.e.setState(rw.st)
 		pt.indexLocked(r.JobID)
 	}
 	pt.mu.Unlock()

@@ -32,8 +32,7 @@ func (pt *partition) forgetJob(id string) {
 }
 
 func (pt *partition) forgetJobLocked(id string) {
-	delete(pt.jobs, id)
-	pt.indexLocked(id)
+	pt.setJobLocked(id, nil)
 	for _, rid := range pt.activeOfLocked(id) {
 		pt.dropActiveLocked(rid)
 	}

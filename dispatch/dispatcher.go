@@ -133,8 +133,8 @@ func (d *Dispatcher) Work(ctx context.Context, o *shard.Ownership) {
 		nudge:  make(chan struct{}, 1),
 		ctx:    ctx,
 		unread: map[string]api.Run{},
-		idx:    newJobIndex(),
 	}
+	pt.idx = newJobIndex(pt)
 	if n := d.cfg.Notify.Notifier; n != nil {
 		ob := n.Open(ctx, o.Partition, outboxStore{pt})
 		defer ob.Close()

@@ -17,7 +17,9 @@ type jobIndex struct {
 	// fires holds the jobs that fire on their own (not paused, schedule
 	// parsed, not stale) by when their next time fires (state.Due: Next,
 	// delayed by the job's jitter); jobs without a next time are absent.
-	fires *timerHeap
+	// Its jobs keep their positions in their entries (jobPositions), so
+	// pt.jobs changes only through setJobLocked.
+	fires *jobHeap
 	// unplanned are the jobs that fire on their own and whose state was
 	// not planned from their current spec (new, edited, resumed): they are
 	// planned at the next tick whatever their next time.
@@ -38,9 +40,10 @@ type jobIndex struct {
 	overdueNow map[string]struct{}
 }
 
-func newJobIndex() *jobIndex {
+// newJobIndex returns an empty index of pt's jobs.
+func newJobIndex(pt *partition) *jobIndex {
 	return &jobIndex{
-		fires:      newTimerHeap(),
+		fires:      &jobHeap{pos: jobPositions{pt}},
 		unplanned:  map[string]struct{}{},
 		finishing:  map[string]struct{}{},
 		expiry:     newTimerHeap(),
@@ -116,12 +119,34 @@ func (pt *partition) indexLocked(id string) {
 	}
 }
 
+// setJobLocked makes e job id's entry in pt.jobs (nil: forgets the job)
+// and brings the index up to date. The index of fire times finds a job's
+// position in its entry: a new entry takes over the one of the entry it
+// replaces, and a job forgotten leaves it first.
+func (pt *partition) setJobLocked(id string, e *jobEntry) {
+	old := pt.jobs[id]
+	switch {
+	case e == nil:
+		pt.idx.fires.remove(id)
+		delete(pt.jobs, id)
+	case old != nil && old != e:
+		e.firePos, old.firePos = old.firePos, 0
+		pt.jobs[id] = e
+	default:
+		pt.jobs[id] = e
+	}
+	pt.indexLocked(id)
+}
+
 // reindexLocked rebuilds the index from pt.jobs and pt.active, and the
 // history's, after a load.
 func (pt *partition) reindexLocked() {
 	pt.hist.rule = pt.retentionLocked
 	pt.hist.touchAll()
-	pt.idx = newJobIndex()
+	pt.idx = newJobIndex(pt)
+	for _, e := range pt.jobs {
+		e.firePos = 0 // in no index yet
+	}
 	for id := range pt.jobs {
 		pt.indexLocked(id)
 	}

@@ -44,8 +44,9 @@ func memPartition(clock clockwork.Clock) *partition {
 		d: d, own: &shard.Ownership{Partition: 0, Epoch: 7, Member: "m1"}, p: 0, lg: cfg.Logger,
 		nudge: make(chan struct{}, 1), jobs: map[string]*jobEntry{}, active: map[string]*activeRun{},
 		triggers: map[string]triggerReq{}, cancelled: map[chainKey]cancelledAttempt{}, takeBacks: map[chainKey]undelivered{},
-		unread: map[string]api.Run{}, idx: newJobIndex(),
+		unread: map[string]api.Run{},
 	}
+	pt.idx = newJobIndex(pt)
 	pt.hist = newHistory(pt.retentionLocked)
 	return pt
 }
@@ -249,6 +250,16 @@ func checkIndex(t *rapid.T, pt *partition, now time.Time) {
 	for id := range pt.jobs {
 		if got, want := pt.activeOfLocked(id), scanActiveOf(pt, id); !slices.Equal(got, want) {
 			t.Fatalf("active runs of %s: got %v, want %v", id, got, want)
+		}
+	}
+	for i, it := range pt.idx.fires.items {
+		if e := pt.jobs[it.key]; e == nil || int(e.firePos) != i+1 {
+			t.Fatalf("the index of fire times holds %s at %d, which its entry %+v does not say", it.key, i, e)
+		}
+	}
+	for id, e := range pt.jobs {
+		if e.firePos > 0 && (int(e.firePos) > len(pt.idx.fires.items) || pt.idx.fires.items[e.firePos-1].key != id) {
+			t.Fatalf("job %s says it is at %d in the index of fire times, which does not hold it there", id, e.firePos-1)
 		}
 	}
 	for id := range pt.idx.active {

@@ -37,7 +37,11 @@ type jobEntry struct {
 	// every write guarded on the spec compares too (pauseRev). spec.Paused
 	// is what applies (setPaused).
 	docPaused bool
-	pause     *heldPause
+	// firePos is the entry's position in its partition's index of fire
+	// times (jobIndex.fires) plus one; 0 while it is not in it. (Beside
+	// the flags, where it takes no room of its own.)
+	firePos int32
+	pause   *heldPause
 }
 
 // heldPause is a job's pause key as its owner holds it: the key, and
@@ -205,8 +209,7 @@ func (pt *partition) apply(ctx context.Context, events []*clientv3.Event) {
 					e.setState(api.JobState{})
 				}
 			}
-			pt.jobs[e.internID(id)] = e
-			pt.indexLocked(id)
+			pt.setJobLocked(e.internID(id), e)
 			pt.mu.Unlock()
 		}
 	}

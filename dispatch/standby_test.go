@@ -221,11 +221,13 @@ func kvsText(kvs []*mvccpb.KeyValue, decoded map[string]bool) string {
 // unownedPartition is partition 0 of d under an ownership that is not
 // the owner key's (epoch plus a million).
 func unownedPartition(d *Dispatcher, epoch int64) *partition {
-	return &partition{
+	pt := &partition{
 		d: d, p: 0, lg: zap.NewNop(), nudge: make(chan struct{}, 1), ctx: context.Background(),
 		own:    shard.NewOwnership(d.client, d.cfg.Namespace, "heir", 0, epoch+1_000_000),
-		unread: map[string]api.Run{}, idx: newJobIndex(),
+		unread: map[string]api.Run{},
 	}
+	pt.idx = newJobIndex(pt)
+	return pt
 }
 
 // loadedFrom loads partition 0 from src into a partition of d whose

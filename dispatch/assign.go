@@ -77,7 +77,7 @@ func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant,
 		if len(items) == 0 {
 			continue
 		}
-		work, err := e.work.decode()
+		work, err := e.work.decodeFor(&e.spec)
 		if err != nil {
 			pt.lg.Error("decoding a job's executor failed; not dispatching its run", zap.String("run_id", rid), zap.Error(err))
 			continue

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"runtime"
 	"testing"
 	"time"
@@ -126,6 +127,7 @@ func TestCompactedWorkRoundTrips(t *testing.T) {
 	j.Executor.Headers["Authorization"] = api.HeaderValue{SecretEnv: "HOOK_TOKEN"}
 	j.Executor.Body = json.RawMessage(`{"html":"<b>&amp;</b>","n":[1,2.50,"\u00e9"]}`)
 	j.Payload = json.RawMessage(`{"q":"<a href=\"x\">&</a>","unicode":"\u2028 é"}`)
+	j.Steps = []api.Step{{ID: "a", Executor: api.Executor{Type: "shell", Command: []string{"echo", "a"}}}, {ID: "b", Executor: api.Executor{Type: "http", URL: "https://b.example.com/"}}}
 	want := j
 	want.Executor.Headers = map[string]api.HeaderValue{"X-Tenant": j.Executor.Headers["X-Tenant"], "Authorization": j.Executor.Headers["Authorization"]}
 	work, err := compactWork(&j)
@@ -135,9 +137,15 @@ func TestCompactedWorkRoundTrips(t *testing.T) {
 	if j.Executor.URL != "" || j.Executor.Headers != nil || j.Payload != nil || j.Executor.Type != "http" {
 		t.Fatalf("compacted spec keeps %+v and payload %q, want only the executor's type", j.Executor, j.Payload)
 	}
-	got, err := work.decode()
+	spec := specOf(&j)
+	got, err := work.decodeFor(&spec)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, st := range want.Steps {
+		if k >= len(got.Steps) || !reflect.DeepEqual(got.Steps[k].Executor, st.Executor) {
+			t.Fatalf("decoded steps %+v, want the executors of %+v", got.Steps, want.Steps)
+		}
 	}
 	gotJSON, _ := json.Marshal(got.Executor)
 	wantJSON, _ := json.Marshal(want.Executor)

@@ -12,27 +12,60 @@ import (
 )
 
 // compactedWork is what a worker needs of a job (its executor and
-// payload), and the job's notify entries, encoded: the scheduler decodes it only when it hands a run
-// out, so a resident job does not keep its URL, headers, command, body and
-// payload as Go values (a map, strings and slices) between its fires.
+// payload), and the job's notify entries, encoded (a workDoc's JSON): the
+// scheduler decodes it only when it hands a run out or notifies, so a
+// resident job does not keep its URL, headers, command, body and payload
+// as Go values (a map, strings and slices) between its fires. It lives
+// only in the member's memory, never in etcd or on the wire.
 type compactedWork []byte
 
 // jobWork is a compactedWork decoded.
 type jobWork struct {
-	Executor api.Executor       `json:"executor"`
-	Payload  json.RawMessage    `json:"payload,omitempty"`
-	Notify   []api.Notification `json:"notify,omitempty"`
+	Executor api.Executor
+	Payload  json.RawMessage
+	Notify   []api.Notification
 	// Params are the items' parameters of a sharded job (shards.params).
-	Params []json.RawMessage `json:"params,omitempty"`
+	Params []json.RawMessage
 	// Steps are the executors and shard parameters of a job made of
 	// steps, by step.
-	Steps []stepWork `json:"steps,omitempty"`
+	Steps []stepWork
 }
 
 // stepWork is what a worker needs of one step.
 type stepWork struct {
-	Executor api.Executor      `json:"executor"`
-	Params   []json.RawMessage `json:"params,omitempty"`
+	Executor api.Executor
+	Params   []json.RawMessage
+}
+
+// workDoc is a jobWork as a compactedWork encodes it: under one-letter
+// names, since every resident job holds one (the executor's and the
+// payload's own JSON as they are), and without the executors' types,
+// which the spec keeps (decodeFor).
+type workDoc struct {
+	Executor workExecutor       `json:"e"`
+	Payload  json.RawMessage    `json:"p,omitempty"`
+	Notify   []api.Notification `json:"n,omitempty"`
+	Params   []json.RawMessage  `json:"s,omitempty"`
+	Steps    []stepDoc          `json:"t,omitempty"`
+}
+
+// stepDoc is a stepWork as a workDoc encodes it.
+type stepDoc struct {
+	Executor workExecutor      `json:"e"`
+	Params   []json.RawMessage `json:"s,omitempty"`
+}
+
+// workExecutor is api.Executor under one-letter names: the same fields
+// (a conversion from and to api.Executor, which a field added to it
+// breaks at compile time), each left out when empty.
+type workExecutor struct {
+	Type            string                     `json:"t,omitempty"`
+	URL             string                     `json:"u,omitempty"`
+	Method          string                     `json:"m,omitempty"`
+	Headers         map[string]api.HeaderValue `json:"h,omitempty"`
+	Body            json.RawMessage            `json:"b,omitempty"`
+	FollowRedirects bool                       `json:"f,omitempty"`
+	Command         []string                   `json:"c,omitempty"`
 }
 
 // compactWork moves j's executor (all but its type), payload, notify
@@ -42,12 +75,14 @@ func compactWork(j *api.Job) (compactedWork, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // the payload and body keep the bytes they were stored with
-	w := jobWork{Executor: j.Executor, Payload: j.Payload, Notify: j.Notify}
+	w := workDoc{Executor: workExecutor(j.Executor), Payload: j.Payload, Notify: j.Notify}
+	w.Executor.Type = ""
 	if j.Shards != nil {
 		w.Params = j.Shards.Params
 	}
 	for _, st := range j.Steps {
-		sw := stepWork{Executor: st.Executor}
+		sw := stepDoc{Executor: workExecutor(st.Executor)}
+		sw.Executor.Type = ""
 		if st.Shards != nil {
 			sw.Params = st.Shards.Params
 		}
@@ -77,11 +112,33 @@ func compactWork(j *api.Job) (compactedWork, error) {
 	return bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }
 
-// decode returns the executor and payload.
+// decodeFor returns the executor and payload of the job whose spec is s,
+// compacted with it (compactWork): with the executors' types, which s
+// keeps.
+func (c compactedWork) decodeFor(s *jobSpec) (jobWork, error) {
+	w, err := c.decode()
+	if err != nil {
+		return jobWork{}, err
+	}
+	w.Executor.Type = s.Executor.Type
+	for k, st := range s.controls().Steps {
+		if k < len(w.Steps) {
+			w.Steps[k].Executor.Type = st.Executor.Type
+		}
+	}
+	return w, nil
+}
+
+// decode returns the executor (without its type: see decodeFor), payload
+// and notify entries.
 func (c compactedWork) decode() (jobWork, error) {
-	var w jobWork
-	if err := json.Unmarshal(c, &w); err != nil {
+	var d workDoc
+	if err := json.Unmarshal(c, &d); err != nil {
 		return jobWork{}, fmt.Errorf("decode executor and payload: %w", err)
+	}
+	w := jobWork{Executor: api.Executor(d.Executor), Payload: d.Payload, Notify: d.Notify, Params: d.Params}
+	for _, sd := range d.Steps {
+		w.Steps = append(w.Steps, stepWork{Executor: api.Executor(sd.Executor), Params: sd.Params})
 	}
 	return w, nil
 }

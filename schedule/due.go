@@ -291,7 +291,7 @@ func (c *cursor) next(prev time.Time) time.Time {
 			from = lo.Add(-time.Nanosecond)
 		}
 		var seg segment
-		t, seg = c.s.cron.next(c.s.loc, from, c.seg)
+		t, seg = c.s.p.cron.next(c.s.p.loc, from, c.seg)
 		c.seg = &seg
 		t = c.s.bounded(t)
 	} else {

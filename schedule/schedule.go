@@ -52,13 +52,20 @@ const (
 // never fires. A Schedule is an immutable value, safe for concurrent use.
 type Schedule struct {
 	kind  kind
-	cron  *cronExpr      // kindCron
-	loc   *time.Location // kindCron: the zone its wall-clock times are in
-	every int64          // kindEvery: the interval in whole seconds; kindOnce: the instant, in Unix nanoseconds
-	text  string         // kindCron, kindEvery: the spec (String formats kindOnce's)
+	p     *parsed // kindCron, kindEvery: what was parsed
+	every int64   // kindEvery: the interval in whole seconds; kindOnce: the instant, in Unix nanoseconds
 	// ext holds the bounds and jitter (Within and WithJitter, bounds.go);
 	// nil for none, so that the schedules of most jobs stay small.
 	ext *refinement
+}
+
+// parsed is what a recurring Schedule was parsed from, held in one
+// allocation of its own so that a Schedule stays small (a one-off job's
+// has none). It is never modified once a Schedule holds it.
+type parsed struct {
+	cron cronExpr       // kindCron
+	loc  *time.Location // kindCron: the zone its wall-clock times are in
+	text string         // the spec (String formats kindOnce's)
 }
 
 // Parse parses a recurring schedule: a cron expression or a descriptor,
@@ -118,14 +125,14 @@ func Parse(spec, timezone string) (Schedule, error) {
 		if err != nil {
 			return Schedule{}, err
 		}
-		s.text = text
+		s.p = &parsed{text: text} // the spec as written
 		return s, nil
 	}
 	expr, err := parseCronExpr(text)
 	if err != nil {
 		return Schedule{}, fmt.Errorf("%w %q: %v", ErrInvalidCron, spec, err)
 	}
-	s := Schedule{kind: kindCron, cron: &expr, loc: loc, text: text}
+	s := Schedule{kind: kindCron, p: &parsed{cron: expr, loc: loc, text: text}}
 	if s.Next(neverFiresProbe).IsZero() {
 		return Schedule{}, fmt.Errorf("%w: %q names no existing date", ErrNeverFires, spec)
 	}
@@ -152,7 +159,7 @@ func Every(d time.Duration) (Schedule, error) {
 	if d%time.Second != 0 {
 		return Schedule{}, fmt.Errorf("%w: %v is not a whole number of seconds", ErrInvalidEvery, d)
 	}
-	return Schedule{kind: kindEvery, every: int64(d / time.Second), text: "@every " + d.String()}, nil
+	return Schedule{kind: kindEvery, every: int64(d / time.Second), p: &parsed{text: "@every " + d.String()}}, nil
 }
 
 // Once returns a schedule that fires exactly once, at at (a job's run_at),
@@ -184,7 +191,7 @@ func (s Schedule) Next(after time.Time) time.Time {
 func (s Schedule) rawNext(after time.Time) time.Time {
 	switch s.kind {
 	case kindCron:
-		t, _ := s.cron.next(s.loc, after, nil)
+		t, _ := s.p.cron.next(s.p.loc, after, nil)
 		return t
 	case kindEvery:
 		k := floorDiv(after.Unix(), s.every) + 1
@@ -212,7 +219,7 @@ func (s Schedule) IsZero() bool { return s.kind == kindNever }
 // @every, one-off and zero schedules, whose instants do not depend on it.
 func (s Schedule) Location() *time.Location {
 	if s.kind == kindCron {
-		return s.loc
+		return s.p.loc
 	}
 	return time.UTC
 }
@@ -227,7 +234,7 @@ func (s Schedule) String() string {
 	case kindOnce:
 		return "once at " + time.Unix(0, s.every).UTC().Format(time.RFC3339Nano)
 	}
-	return s.text
+	return s.p.text
 }
 
 // floorDiv returns a/b rounded towards negative infinity; b > 0.

@@ -694,7 +694,7 @@ func TestNextDSTOracle(t *testing.T) {
 // minute by minute; see TestNextDSTOracle. It starts a day early to know
 // which wall times the clock has shown before from.
 func bruteForce(s Schedule, from, until time.Time) []time.Time {
-	b := s.cron.wall
+	b := s.p.cron.wall
 	matches := func(w time.Time) bool {
 		dom := b.Dom&(1<<w.Day()) != 0
 		dow := b.Dow&(1<<w.Weekday()) != 0
@@ -706,7 +706,7 @@ func bruteForce(s Schedule, from, until time.Time) []time.Time {
 			b.Month&(1<<w.Month()) != 0 && day
 	}
 	wallOf := func(t time.Time) time.Time {
-		_, off := t.In(s.loc).Zone()
+		_, off := t.In(s.p.loc).Zone()
 		return t.Add(time.Duration(off) * time.Second).UTC()
 	}
 	var out []time.Time
@@ -715,7 +715,7 @@ func bruteForce(s Schedule, from, until time.Time) []time.Time {
 	for at := start.Add(time.Minute); !at.After(until); at = at.Add(time.Minute) {
 		w := wallOf(at)
 		fire := false
-		if !s.cron.fixed {
+		if !s.p.cron.fixed {
 			fire = matches(w)
 		} else {
 			for skipped := seen.Truncate(time.Minute).Add(time.Minute); !skipped.After(w); skipped = skipped.Add(time.Minute) {

@@ -9,12 +9,12 @@ import (
 // heldState is a job's api.JobState as its entry holds it (jobEntry.state
 // and setState). Most states have only the schedule's cursor, the spec
 // revision, the timing key and counters, with times in UTC or the
-// process's Local zone and no monotonic reading: those are held in 72
+// process's Local zone and no monotonic reading: those are held in 64
 // bytes instead of api.JobState's 184, the times as nanoseconds since
-// the Unix epoch with their zone, the counters as uint32. Any other
-// state (a pause, an overdue episode, a finish or success time, failures
-// counted, a counter past 2³²−1, a time in another zone) is held whole in
-// full. Either way state gives back exactly the api.JobState that was
+// the Unix epoch with their zone, the counters as uint32 (missed, rarely
+// more than a few, as uint16). Any other state (a pause, an overdue
+// episode, a finish or success time, failures counted, a counter past
+// what it is held in, a time in another zone) is held whole in full. Either way state gives back exactly the api.JobState that was
 // set (equal with ==, pointers included), so every decision and every
 // write is that of the state as set. Not safe for concurrent use: the
 // partition's state lock guards the entry.
@@ -24,8 +24,9 @@ type heldState struct {
 	last, next   int64
 	specRevision int64
 	timing       uint64
-	// fired … runs are the counters of the same names.
-	fired, skipped, dropped, missed, scheduledRuns, runs uint32
+	// fired … missed are the counters of the same names.
+	fired, skipped, dropped, scheduledRuns, runs uint32
+	missed                                       uint16
 	// lastZone and nextZone are the zones of Last and Next.
 	lastZone, nextZone heldZone
 	// full is the state when the fields above cannot hold it exactly;
@@ -69,7 +70,7 @@ func heldTime(n int64, z heldZone) time.Time {
 func holdState(st api.JobState) heldState {
 	h := heldState{
 		last: unixNano(st.Last), next: unixNano(st.Next), specRevision: st.SpecRevision, timing: st.Timing,
-		fired: uint32(st.Fired), skipped: uint32(st.Skipped), dropped: uint32(st.Dropped), missed: uint32(st.Missed),
+		fired: uint32(st.Fired), skipped: uint32(st.Skipped), dropped: uint32(st.Dropped), missed: uint16(st.Missed),
 		scheduledRuns: uint32(st.ScheduledRuns), runs: uint32(st.Runs),
 	}
 	var lastOK, nextOK bool

@@ -39,6 +39,7 @@ func TestHeldStateGivesBackTheStateSet(t *testing.T) {
 		{"monotonic", with(func(s *api.JobState) { s.Last = time.Now() }), false},
 		{"epoch", with(func(s *api.JobState) { s.Last = time.Unix(0, 0).UTC() }), false},
 		{"big counter", with(func(s *api.JobState) { s.Fired = math.MaxUint32 + 1 }), false},
+		{"many missed", with(func(s *api.JobState) { s.Missed = math.MaxUint16 + 1 }), false},
 		{"negative counter", with(func(s *api.JobState) { s.Skipped = -1 }), false},
 		{"pause", with(func(s *api.JobState) { s.Pause = &api.AutoPause{Reason: "r", At: t0, Revision: 42} }), false},
 		{"overdue", with(func(s *api.JobState) { s.Overdue = &api.Overdue{Since: t0} }), false},

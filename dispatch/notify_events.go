@@ -27,7 +27,7 @@ import (
 // none).
 func (pt *partition) eventNotes(work compactedWork, id string, event api.RunStatus, token string, runID string, at time.Time, attempt int, body []byte, now time.Time) ([]clientv3.Op, []notify.Entry) {
 	cfg := pt.d.cfg.Notify
-	if cfg.Notifier == nil || pt.notes == nil || work == nil {
+	if cfg.Notifier == nil || pt.notes == nil || work == "" {
 		return nil, nil
 	}
 	w, err := work.decode()

@@ -16,8 +16,10 @@ import (
 // scheduler decodes it only when it hands a run out or notifies, so a
 // resident job does not keep its URL, headers, command, body and payload
 // as Go values (a map, strings and slices) between its fires. It lives
-// only in the member's memory, never in etcd or on the wire.
-type compactedWork []byte
+// only in the member's memory, never in etcd or on the wire; "" for a job
+// whose executor did not encode. (A string, not a []byte: a resident job
+// holds one, and a string's header is the smaller.)
+type compactedWork string
 
 // jobWork is a compactedWork decoded.
 type jobWork struct {
@@ -89,7 +91,7 @@ func compactWork(j *api.Job) (compactedWork, error) {
 		w.Steps = append(w.Steps, sw)
 	}
 	if err := enc.Encode(w); err != nil {
-		return nil, fmt.Errorf("job %q: encode executor and payload: %w", j.ID, err)
+		return "", fmt.Errorf("job %q: encode executor and payload: %w", j.ID, err)
 	}
 	j.Executor = api.Executor{Type: j.Executor.Type}
 	j.Payload = nil
@@ -109,7 +111,7 @@ func compactWork(j *api.Job) (compactedWork, error) {
 			st.Shards = &sh
 		}
 	}
-	return bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
+	return compactedWork(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }
 
 // decodeFor returns the executor and payload of the job whose spec is s,
@@ -133,7 +135,7 @@ func (c compactedWork) decodeFor(s *jobSpec) (jobWork, error) {
 // and notify entries.
 func (c compactedWork) decode() (jobWork, error) {
 	var d workDoc
-	if err := json.Unmarshal(c, &d); err != nil {
+	if err := json.Unmarshal([]byte(c), &d); err != nil {
 		return jobWork{}, fmt.Errorf("decode executor and payload: %w", err)
 	}
 	w := jobWork{Executor: api.Executor(d.Executor), Payload: d.Payload, Notify: d.Notify, Params: d.Params}

@@ -179,7 +179,7 @@ func (pt *partition) prepareRunWrite(ar *activeRun, r api.Run, notBefore time.Ti
 	pt.mu.Unlock()
 	rw.e = e
 	also := slices.Clip(more)
-	if e != nil && e.work != nil {
+	if e != nil && e.work != "" {
 		var ns []clientv3.Op
 		ns, rw.notes = pt.notificationsFor(e.work, prev, w.run, w.val, pt.now())
 		also = append(also, ns...)

@@ -527,9 +527,13 @@ func TestConcurrencyNeverExceeded(t *testing.T) {
 				t.Errorf("%s: poll asked for %d attempts, want at most %d", f.id, p.Max, slots)
 			}
 		}
+		// An attempt whose executor returned gives its slot back and
+		// reports its result in one of as many report places as slots:
+		// the orchestrators see up to twice as many attempts not yet
+		// completed as run at once (peak, above), never more.
 		f.mu.Lock()
-		if f.maxHeld > slots {
-			t.Errorf("%s: %d attempts held at once, want at most %d", f.id, f.maxHeld, slots)
+		if f.maxHeld > 2*slots {
+			t.Errorf("%s: %d attempts not completed at once, want at most %d (%d running, %d reporting)", f.id, f.maxHeld, 2*slots, slots, slots)
 		}
 		f.mu.Unlock()
 	}

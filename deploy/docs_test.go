@@ -116,8 +116,9 @@ func TestDocsCommands(t *testing.T) {
 
 // TestTestCommandInStep checks that the README, CI and test.sh run the
 // same thing: the README's test command is ./test.sh, .ci/run ends by
-// running it, and it runs the main module's vet lines and race tests and
-// the deploy module's vet and tests.
+// running it, and it runs the main module's vet lines, its race tests,
+// the fault suite and the tests run without the race detector, and the
+// deploy module's vet and tests.
 func TestTestCommandInStep(t *testing.T) {
 	readme, err := os.ReadFile(repoFile("README.md"))
 	if err != nil {
@@ -149,9 +150,12 @@ func TestTestCommandInStep(t *testing.T) {
 		"\ngo vet ./...\n",
 		"\nGOOS=darwin go vet ./...\n",
 		"\nGOOS=windows go vet ./dispatch/worker/...\n",
-		// every package: all but the fault suite, then the fault suite alone
+		// every package: all but the fault suite, then the fault suite
+		// alone, without the race detector (docs/testing.md)
 		"\ngo test -race -count=1 -timeout 60m $(go list ./... | grep -v '/internal/chaos$')\n",
-		"\ngo test -race -count=1 -timeout 30m ./internal/chaos/\n",
+		"\ngo test -count=1 -timeout 30m ./internal/chaos/\n",
+		// the tests that run without the race detector, or skip under it
+		"\ngo test -count=1 -run '^(TestRingBoundsLoad|TestRingMovementOnJoin|TestRingIsIndependentOfMemberOrder)$' ./shard/\n",
 		"(cd deploy && go vet ./... && go test -count=1 -timeout 20m ./...)",
 		"set -euo pipefail",
 	} {

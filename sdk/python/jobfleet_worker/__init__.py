@@ -64,6 +64,11 @@ PUSH_SOON_BYTES = 16 << 10
 
 _MAX_REDIRECTS = 3
 
+# The long-poll wait while the worker polls more orchestrators than it has
+# slots: each poll holds the slots it asked for while it waits, so polls
+# are kept short and the orchestrators take turns.
+SHORT_POLL_WAIT = 1.0
+
 
 class WorkerError(Exception):
     """The worker cannot go on: its credential or ID was refused, or a
@@ -249,6 +254,48 @@ def _parse_duration(text, default):
         return default
 
 
+class _Slots:
+    """The worker's free attempt slots. A poll takes the slots it asks for
+    before it is sent, so the worker never holds more attempts than its
+    concurrency however many orchestrators it polls. Takes are served
+    first come, first served: a poll loop that gives its slots back (an
+    idle poll returning empty) and asks again at once queues behind the
+    loops already waiting instead of starving them. Safe for concurrent
+    use."""
+
+    def __init__(self, n):
+        self._cond = threading.Condition()
+        self._free = n
+        self._queue = collections.deque()
+
+    def take(self, want, stopping):
+        """Waits until a slot is free and every earlier take is served,
+        then takes up to want (at least one) of the free slots and returns
+        how many; returns 0 once the event stopping is set."""
+        ticket = object()
+        with self._cond:
+            self._queue.append(ticket)
+            try:
+                while self._queue[0] is not ticket or self._free <= 0:
+                    if stopping.is_set():
+                        return 0
+                    self._cond.wait(0.1)
+                n = min(self._free, max(want, 1))
+                self._free -= n
+                return n
+            finally:
+                self._queue.remove(ticket)
+                self._cond.notify_all()
+
+    def put(self, n):
+        """Gives n slots back."""
+        if n <= 0:
+            return
+        with self._cond:
+            self._free += n
+            self._cond.notify_all()
+
+
 class Worker:
     """A worker running named handlers for the orchestrators it is given.
 
@@ -313,6 +360,7 @@ class Worker:
         # the next attempt while their result is reported: at most
         # concurrency of them (past that, an attempt keeps its slot).
         self._reporting = 0
+        self._slots = _Slots(concurrency)
         self._threads = []
 
     # -- handlers ---------------------------------------------------------
@@ -467,36 +515,65 @@ class Worker:
     # -- polling and attempts ---------------------------------------------
 
     def _poll_loop(self, base):
+        """Long-polls base until the worker stops. Each poll takes the slots
+        it asks for first (_Slots) and gives back those its reply does not
+        fill. With one orchestrator it asks for every free slot; with
+        several, for a fair share at first, then one after an empty reply
+        (an idle poll holds a single slot, leaving the rest to orchestrators
+        with work) and twice what it got after a reply."""
         backoff = 0.1
+        several = len(self.orchestrators) > 1
+        want = max(1, self.concurrency // len(self.orchestrators)) if several else 100
+        wait = self.poll_wait
+        if len(self.orchestrators) > self.concurrency:
+            wait = min(wait, SHORT_POLL_WAIT)
         while not self._stopping.is_set():
-            free = self.concurrency - self._active()
-            if free <= 0:
-                time.sleep(0.05)
-                continue
-            doc = {"worker": self.worker_id, "executors": sorted(self._handlers), "max": min(free, 100),
-                   "free": free, "wait": _duration(self.poll_wait), "features": ["items"]}
+            n = self._slots.take(min(want, 100), self._stopping)
+            if n == 0:
+                return
+            doc = {"worker": self.worker_id, "executors": sorted(self._handlers), "max": n,
+                   "free": self.concurrency - self._active(), "wait": _duration(wait), "features": ["items"]}
             try:
-                r = self._post(base, PATH_POLL, doc, timeout=self.poll_wait + self.request_timeout)
+                r = self._post(base, PATH_POLL, doc, timeout=wait + self.request_timeout)
             except OSError as e:
+                self._slots.put(n)
                 self.log.debug("poll %s: %s", base, e)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
             if r.status in (401, 403) or (r.status == 409 and "held by another credential" in r.error()):
+                self._slots.put(n)
                 self._fail("poll %s: %d %s" % (base, r.status, r.error()))
                 return
             if r.status != 200:
+                self._slots.put(n)
                 self._stopping.wait(max(r.retry_after, backoff))
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.1
-            for g in r.body.get("attempts") or []:
+            got = r.body.get("attempts") or []
+            self._slots.put(n - min(len(got), n))
+            for g in got[:n]:
                 # Even one taken while stopping runs: failing it at once
                 # would spend one of its run's attempts on nothing; the
                 # drain gives it shutdown_timeout like the others.
                 self._start(g, base)
+            for g in got[n:]:
+                # More than asked for (a protocol violation): holding them
+                # would break the concurrency bound; they are reported
+                # failed, so that they are retried.
+                self.log.error("poll %s: %d attempts handed out for %d asked; reporting %s failed",
+                               base, len(got), n, g.get("run_id"))
+                threading.Thread(target=self._complete, name="refuse " + str(g.get("run_id")), daemon=True,
+                                 args=(g, g.get("owner_addr") or base, False,
+                                       "worker: more attempts handed out than the poll asked for", "", None)).start()
+            if several:
+                want = max(1, 2 * len(got))
 
     def _start(self, grant, base):
+        """Runs grant's attempt in a thread of its own. The attempt holds
+        one of the slots its poll took: it gives it back once its handler
+        returned and its result has a report place, else once reported."""
         run = Run(grant)
         key = (run.run_id, run.item_index, run.attempt)
         with self._lock:
@@ -558,6 +635,8 @@ class Worker:
             placed = self._reporting < self.concurrency
             if placed:
                 self._reporting += 1
+        if placed:
+            self._slots.put(1)
         try:
             self._complete(grant, holder["addr"], success, err, run._output(), res)
         finally:
@@ -565,6 +644,8 @@ class Worker:
                 if placed:
                     self._reporting -= 1
                 self._running.pop(key, None)
+            if not placed:
+                self._slots.put(1)
 
     def _ids(self, grant):
         doc = {"worker": self.worker_id, "run_id": grant["run_id"], "attempt": grant["attempt"]}

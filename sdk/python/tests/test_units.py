@@ -102,6 +102,59 @@ class ConfigTest(unittest.TestCase):
                 w.handle(name, lambda run: None)
 
 
+class PollSlotsTest(unittest.TestCase):
+    """Poll loops of several orchestrators share the worker's slots: with
+    one slot and two orchestrators that always have work, the worker never
+    holds two attempts, and both orchestrators' attempts run (short polls:
+    the loops take turns)."""
+
+    def test_loops_share_the_slots(self):
+        w = jw.Worker(["http://a.invalid", "http://b.invalid"], "t", "w1", concurrency=1, output_push_interval=-1)
+        lock = threading.Lock()
+        state = {"held": 0, "most": 0, "ran": [], "n": 0, "max": []}
+        done = threading.Event()
+
+        def handler(run):
+            with lock:
+                state["held"] += 1
+                state["most"] = max(state["most"], state["held"])
+                state["ran"].append(run.run_id)
+            time.sleep(0.02)
+            with lock:
+                state["held"] -= 1
+
+        w.handle("ok", handler)
+        w._complete = lambda *args: None
+
+        def post(base, path, doc, timeout=None):
+            if path != jw.PATH_POLL:
+                return jw._Reply(200, {})
+            with lock:
+                state["max"].append(doc["max"])
+                state["n"] += 1
+                n = state["n"]
+                enough = len({r.split("-")[0] for r in state["ran"]}) == 2 and len(state["ran"]) >= 6
+            if enough:
+                done.set()
+                w._stopping.wait(0.05)
+                return jw._Reply(200, {"attempts": []})
+            w._stopping.wait(0.05)  # the poll is held a moment: the other loop polls meanwhile
+            grant = {"job_id": "j", "run_id": "%s-%d" % (base[7], n), "attempt": 1,
+                     "executor": {"type": "ok"}, "lease": "30s"}
+            return jw._Reply(200, {"attempts": [grant]})
+
+        w._post = post
+        loops = [threading.Thread(target=w._poll_loop, args=(u,), daemon=True) for u in w.orchestrators]
+        for t in loops:
+            t.start()
+        self.assertTrue(done.wait(10), "both orchestrators' attempts did not run: %r" % state["ran"])
+        w._stopping.set()
+        for t in loops:
+            t.join(5)
+        self.assertEqual(state["most"], 1, "attempts running at once")
+        self.assertEqual(max(state["max"]), 1, "a poll asked for more than the one slot")
+
+
 if __name__ == "__main__":
     unittest.main()
 
@@ -194,9 +247,12 @@ class SlotTest(unittest.TestCase):
         def grant(n):
             return {"job_id": "j", "run_id": "j@%d" % n, "attempt": 1, "executor": {"type": "ok"}, "lease": "30s"}
 
+        stop = threading.Event()
+        self.assertEqual(w._slots.take(1, stop), 1)  # as a poll does
         w._start(grant(1), "http://127.0.0.1:9")
         wait_until(lambda: reporting == ["j@1"])
         self.assertEqual(w._active(), 0)  # reporting in a report place
+        self.assertEqual(w._slots.take(1, stop), 1)  # its slot was given back
         w._start(grant(2), "http://127.0.0.1:9")
         wait_until(lambda: len(reporting) == 2)
         self.assertEqual(w._active(), 1)  # no report place left: it keeps its slot
@@ -206,3 +262,35 @@ class SlotTest(unittest.TestCase):
         release["j@2"].set()
         wait_until(lambda: not w._running)
         self.assertEqual(w._active(), 0)
+        self.assertEqual(w._slots.take(5, stop), 1)  # every slot back, and no more
+
+
+class SlotsTest(unittest.TestCase):
+    """A poll takes its slots first; takes are bounded by the free slots
+    and served first come, first served."""
+
+    def test_takes_are_bounded_and_served_in_turn(self):
+        s = jw._Slots(2)
+        stop = threading.Event()
+        self.assertEqual(s.take(5, stop), 2)
+        got = []
+
+        def taker(name):
+            got.append((name, s.take(3, stop)))
+
+        first = threading.Thread(target=taker, args=("first",))
+        first.start()
+        wait_until(lambda: len(s._queue) == 1)
+        second = threading.Thread(target=taker, args=("second",))
+        second.start()
+        wait_until(lambda: len(s._queue) == 2)
+        s.put(1)
+        wait_until(lambda: len(got) == 1)
+        self.assertEqual(got, [("first", 1)])  # the one waiting longest, and only what is free
+        s.put(2)
+        wait_until(lambda: len(got) == 2)
+        self.assertEqual(got[1], ("second", 2))
+        stop.set()
+        self.assertEqual(s.take(1, stop), 0)  # none free: a stopping take gives up
+        first.join(5)
+        second.join(5)

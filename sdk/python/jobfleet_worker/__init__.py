@@ -30,6 +30,7 @@ replaced) or the worker stops; long handlers should look at it.
 """
 
 import collections
+import http.client
 import json
 import logging
 import os
@@ -296,6 +297,21 @@ class _Slots:
             self._cond.notify_all()
 
 
+class _HeldSlot:
+    """The slot an attempt holds: release gives it back to slots the first
+    time it is called and does nothing after. Used by the attempt's own
+    thread only."""
+
+    def __init__(self, slots):
+        self._slots = slots
+        self._held = True
+
+    def release(self):
+        if self._held:
+            self._held = False
+            self._slots.put(1)
+
+
 class Worker:
     """A worker running named handlers for the orchestrators it is given.
 
@@ -535,7 +551,12 @@ class Worker:
                    "free": self.concurrency - self._active(), "wait": _duration(wait), "features": ["items"]}
             try:
                 r = self._post(base, PATH_POLL, doc, timeout=wait + self.request_timeout)
-            except OSError as e:
+                got = r.body.get("attempts") if r.status == 200 and isinstance(r.body, dict) else None
+                if r.status == 200 and not (got is None or isinstance(got, list) and all(isinstance(g, dict) for g in got)):
+                    raise ValueError("attempts: not a list of objects")
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                # A reply cut short or malformed is a failed poll too: its
+                # slots go back.
                 self._slots.put(n)
                 self.log.debug("poll %s: %s", base, e)
                 self._stopping.wait(backoff)
@@ -551,7 +572,7 @@ class Worker:
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.1
-            got = r.body.get("attempts") or []
+            got = got or []
             self._slots.put(n - min(len(got), n))
             for g in got[:n]:
                 # Even one taken while stopping runs: failing it at once
@@ -574,15 +595,36 @@ class Worker:
         """Runs grant's attempt in a thread of its own. The attempt holds
         one of the slots its poll took: it gives it back once its handler
         returned and its result has a report place, else once reported."""
-        run = Run(grant)
-        key = (run.run_id, run.item_index, run.attempt)
-        with self._lock:
-            self._running[key] = run
-        owner = grant.get("owner_addr") or base
-        t = threading.Thread(target=self._execute, args=(grant, run, key, owner), name="attempt " + run.run_id, daemon=True)
-        t.start()
+        key = None
+        try:
+            run = Run(grant)
+            key = (run.run_id, run.item_index, run.attempt)
+            with self._lock:
+                self._running[key] = run
+            owner = grant.get("owner_addr") or base
+            t = threading.Thread(target=self._execute, args=(grant, run, key, owner), name="attempt " + run.run_id, daemon=True)
+            t.start()
+        except Exception as e:  # a grant that does not decode, or no thread to run it
+            # Not started: its slot goes back, and its owner hands the
+            # attempt out again once its lease expires.
+            if key is not None:
+                with self._lock:
+                    self._running.pop(key, None)
+            self._slots.put(1)
+            self.log.error("attempt of run %r not started: %s", grant.get("run_id") if isinstance(grant, dict) else grant, e)
 
     def _execute(self, grant, run, key, owner):
+        """Runs the attempt (_attempt); whatever it raises, the attempt
+        leaves _running and its slot goes back, once."""
+        slot = _HeldSlot(self._slots)
+        try:
+            self._attempt(grant, run, key, owner, slot)
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+            slot.release()
+
+    def _attempt(self, grant, run, key, owner, slot):
         holder = {"addr": owner}
         lease = _parse_duration(grant.get("lease"), 30.0)
         beat = threading.Thread(target=self._heartbeat, args=(grant, run, holder, lease), daemon=True)
@@ -591,7 +633,7 @@ class Worker:
         if self.output_push_interval >= 0:
             pusher = threading.Thread(target=self._push_output, args=(grant, run, holder), daemon=True)
             pusher.start()
-        fn = self._handlers.get(grant.get("executor", {}).get("type"))
+        fn = self._handlers.get((grant.get("executor") or {}).get("type"))
         success, err, result = False, "", None
         # The run's timeout: the handler is asked to stop (run.cancelled),
         # and an attempt that outlives it fails.
@@ -603,7 +645,7 @@ class Worker:
         began = time.monotonic()
         try:
             if fn is None:
-                raise RuntimeError("no handler for executor type %r" % grant.get("executor", {}).get("type"))
+                raise RuntimeError("no handler for executor type %r" % (grant.get("executor") or {}).get("type"))
             result = fn(run)
             success = True
         except Exception as e:  # the handler's failure is the attempt's
@@ -622,7 +664,7 @@ class Worker:
                 res = json.loads(text)
                 if len(text.encode("utf-8")) > MAX_RESULT_BYTES:
                     success, err, res = False, "result: longer than %d bytes of JSON" % MAX_RESULT_BYTES, None
-            except (TypeError, ValueError) as e:  # UnicodeEncodeError is a ValueError
+            except (TypeError, ValueError, RecursionError) as e:  # UnicodeEncodeError is a ValueError; RecursionError: nested too deep
                 success, err, res = False, "result: not JSON: %s" % e, None
         run.cancelled.set()  # stops the heartbeat
         run._ended.set()
@@ -636,7 +678,7 @@ class Worker:
             if placed:
                 self._reporting += 1
         if placed:
-            self._slots.put(1)
+            slot.release()
         try:
             self._complete(grant, holder["addr"], success, err, run._output(), res)
         finally:
@@ -644,8 +686,6 @@ class Worker:
                 if placed:
                     self._reporting -= 1
                 self._running.pop(key, None)
-            if not placed:
-                self._slots.put(1)
 
     def _ids(self, grant):
         doc = {"worker": self.worker_id, "run_id": grant["run_id"], "attempt": grant["attempt"]}

@@ -2,6 +2,8 @@
 internal/testkit/pyworker (python3 -m unittest discover)."""
 
 import re
+import http.client
+import sys
 import threading
 import time
 import unittest
@@ -153,6 +155,49 @@ class PollSlotsTest(unittest.TestCase):
             t.join(5)
         self.assertEqual(state["most"], 1, "attempts running at once")
         self.assertEqual(max(state["max"]), 1, "a poll asked for more than the one slot")
+
+
+class PollFailureSlotsTest(unittest.TestCase):
+    """A poll whose reply is cut short or malformed, a grant that does not
+    decode and a handler that escapes every except give their slots back:
+    with one slot, the worker goes on running attempts."""
+
+    def test_failures_give_slots_back(self):
+        w = jw.Worker(["http://a.invalid", "http://b.invalid"], "t", "w1", concurrency=1, output_push_interval=-1)
+        w._complete = lambda *args: None
+        ran = []
+        w.handle("ok", lambda run: ran.append(run.run_id))
+        w.handle("exit", lambda run: sys.exit(3))  # a BaseException: the attempt's thread ends with it
+        lock = threading.Lock()
+        polls = {"n": 0}
+
+        def post(base, path, doc, timeout=None):
+            with lock:
+                polls["n"] += 1
+                n = polls["n"]
+            w._stopping.wait(0.01)
+            if base == "http://a.invalid":
+                bad = [http.client.IncompleteRead(b"{"), jw._Reply(200, ["not", "a", "dict"]),
+                       jw._Reply(200, {"attempts": "nope"}), jw._Reply(200, {"attempts": [{"no": "run id"}]}),
+                       jw._Reply(200, {"attempts": [{"job_id": "j", "run_id": "x-%d" % n, "attempt": 1,
+                                                     "executor": {"type": "exit"}, "lease": "30s"}]})]
+                r = bad[min(n // 2, len(bad) - 1)] if n < 12 else jw._Reply(200, {"attempts": []})
+                if isinstance(r, Exception):
+                    raise r
+                return r
+            return jw._Reply(200, {"attempts": [{"job_id": "j", "run_id": "b-%d" % n, "attempt": 1,
+                                                 "executor": {"type": "ok"}, "lease": "30s"}]})
+
+        w._post = post
+        loops = [threading.Thread(target=w._poll_loop, args=(u,), daemon=True) for u in w.orchestrators]
+        for t in loops:
+            t.start()
+        wait_until(lambda: polls["n"] > 14 and len(ran) >= 5)
+        w._stopping.set()
+        for t in loops:
+            t.join(5)
+        wait_until(lambda: not w._running)
+        self.assertEqual(w._slots.take(5, threading.Event()), 1)  # the one slot is back, and no more
 
 
 if __name__ == "__main__":

@@ -187,8 +187,7 @@ func completionReason(e *jobEntry) string {
 // one-off, or one whose window or max_fires ended): its last time fired
 // and none of its runs or trigger requests is pending.
 func (pt *partition) finishedLocked(e *jobEntry, pendingTriggers map[string]bool) bool {
-	planned := e.state().SpecRevision == e.revision() && !e.state().Last.IsZero() && !e.dirty && !e.stale
-	return e.spec.Finite() && planned && e.state().Next.IsZero() &&
+	return e.spec.Finite() && plannedLocked(e) && !e.stale && e.state().Next.IsZero() &&
 		len(pt.activeOfLocked(e.spec.ID)) == 0 && !pendingTriggers[e.spec.ID]
 }
 

@@ -194,8 +194,7 @@ func (pt *partition) planFiresLocked(e *jobEntry, active []string, now time.Time
 	if e.paused() || e.sched.err != nil {
 		return FirePlan{}, false
 	}
-	planned := e.state().SpecRevision == e.revision() && !e.state().Last.IsZero() && !e.dirty
-	if planned && (e.state().Next.IsZero() || now.Before(e.due())) {
+	if plannedLocked(e) && (e.state().Next.IsZero() || now.Before(e.due())) {
 		return FirePlan{}, false // not due, or its schedule is exhausted
 	}
 	cals, ok := pt.calendars()

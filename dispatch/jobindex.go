@@ -57,7 +57,8 @@ func newJobIndex(pt *partition) *jobIndex {
 // plannedLocked reports whether job e's state was planned from its
 // current spec: its next time is the one the schedule gives.
 func plannedLocked(e *jobEntry) bool {
-	return e.state().SpecRevision == e.revision() && !e.state().Last.IsZero() && !e.dirty
+	st := e.state()
+	return st.SpecRevision == e.revision() && !st.Last.IsZero() && !e.dirty
 }
 
 // indexLocked brings the index up to date with job id as pt.jobs holds
@@ -79,7 +80,8 @@ func (pt *partition) indexLocked(id string) {
 		delete(x.completed, id)
 		return
 	}
-	if e.state().FinishedAt.IsZero() {
+	st := e.state()
+	if st.FinishedAt.IsZero() {
 		delete(x.completed, id)
 	} else {
 		x.completed[id] = struct{}{}
@@ -90,7 +92,7 @@ func (pt *partition) indexLocked(id string) {
 		x.fires.remove(id)
 		delete(x.unplanned, id)
 	default:
-		if e.state().Next.IsZero() {
+		if st.Next.IsZero() {
 			x.fires.remove(id)
 		} else {
 			x.fires.set(id, e.due())
@@ -101,12 +103,12 @@ func (pt *partition) indexLocked(id string) {
 			x.unplanned[id] = struct{}{}
 		}
 	}
-	if !e.spec.Finite() || !planned || !e.state().Next.IsZero() {
+	if !e.spec.Finite() || !planned || !st.Next.IsZero() {
 		delete(x.finishing, id)
 		x.expiry.remove(id)
 		return
 	}
-	if e.state().FinishedAt.IsZero() {
+	if st.FinishedAt.IsZero() {
 		x.finishing[id] = struct{}{}
 		x.expiry.remove(id)
 		return

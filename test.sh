@@ -43,7 +43,7 @@ go test -count=1 -timeout 30m ./internal/chaos/
 # and makes the second outlast the package's timeout); and the ring's
 # exhaustive tests, one goroutine of arithmetic that the detector has
 # nothing to find in and slows some twenty times (they skip under it).
-go test -count=1 -run '^(TestResidentJobMemory|TestWorstRunOfStepsFitsItsDocument)$' ./dispatch/
+go test -count=1 -run '^(TestResidentJobMemory|TestResidentJobKeepsNoKey|TestWorstRunOfStepsFitsItsDocument)$' ./dispatch/
 go test -count=1 -run '^(TestRingBoundsLoad|TestRingMovementOnJoin|TestRingIsIndependentOfMemberOrder)$' ./shard/
 # The deploy module: the build and release scripts, the container image
 # and the deployment files, checked against the binary.

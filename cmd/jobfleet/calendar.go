@@ -14,15 +14,8 @@ import (
 )
 
 func newCalendarCmd() *cobra.Command {
-	var opts clientOptions
-	cmd := &cobra.Command{
-		Use:   "calendar",
-		Short: "Manage calendars: named dates and ranges that jobs exclude (\"exclude\": [NAME])",
-	}
-	requireSubcommand(cmd)
-	opts.register(cmd)
-	cmd.AddCommand(newCalendarSetCmd(&opts), newCalendarGetCmd(&opts), newCalendarListCmd(&opts), newCalendarRemoveCmd(&opts))
-	return cmd
+	return newClientGroupCmd("calendar", "Manage calendars: named dates and ranges that jobs exclude (\"exclude\": [NAME])",
+		newCalendarSetCmd, newCalendarGetCmd, newCalendarListCmd, newCalendarRemoveCmd)
 }
 
 func newCalendarSetCmd(opts *clientOptions) *cobra.Command {
@@ -39,42 +32,30 @@ func newCalendarSetCmd(opts *clientOptions) *cobra.Command {
   jobfleet calendar set us-holidays -f us-holidays.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var doc []byte
-			var err error
-			if file != "" {
-				if given := changed(cmd, []string{"timezone", "description", "date", "range"}); len(given) > 0 {
-					return fmt.Errorf("-f takes the whole calendar from the file; do not combine it with %s", strings.Join(given, ", "))
-				}
-				if doc, err = readDocument(cmd, file); err != nil {
-					return err
-				}
-			} else {
+			doc, err := resourceDocument(cmd, file, []string{"timezone", "description", "date", "range"}, func(given []string) error {
+				return fmt.Errorf("-f takes the whole calendar from the file; do not combine it with %s", strings.Join(given, ", "))
+			}, func() ([]byte, error) {
 				cal.Name = args[0]
 				for _, r := range ranges {
 					from, to, ok := strings.Cut(r, "/")
 					if !ok {
-						return fmt.Errorf("--range %q: want FROM/TO, such as 2026-12-24T12:00/2027-01-02", r)
+						return nil, fmt.Errorf("--range %q: want FROM/TO, such as 2026-12-24T12:00/2027-01-02", r)
 					}
 					cal.Ranges = append(cal.Ranges, api.DateRange{From: from, To: to})
 				}
-				if doc, err = json.Marshal(cal); err != nil {
-					return err
-				}
-			}
-			var stored api.Calendar
-			var created bool
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				stored, created, err = c.PutCalendarJSON(ctx, args[0], doc)
+				return json.Marshal(cal)
+			})
+			if err != nil {
 				return err
-			}); err != nil {
+			}
+			stored, verb, err := putResource(cmd, opts, func(ctx context.Context, c *client.Client) (api.Calendar, bool, error) {
+				return c.PutCalendarJSON(ctx, args[0], doc)
+			})
+			if err != nil {
 				return err
 			}
 			if opts.structured() {
 				return printDoc(cmd.OutOrStdout(), opts.output, stored)
-			}
-			verb := "replaced"
-			if created {
-				verb = "created"
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s calendar %q (%d dates, %d ranges, in %s)\n", verb, stored.Name, len(stored.Dates), len(stored.Ranges), stored.Timezone)
 			return err
@@ -122,14 +103,11 @@ func newCalendarListCmd(opts *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "ls", Aliases: []string{"list"}, Short: "List calendars, by name", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var all []api.Calendar
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				all, err = readPages(ctx, prefix, func(ctx context.Context, o client.ListOptions) ([]api.Calendar, string, error) {
-					page, err := c.ListCalendars(ctx, o)
-					return page.Calendars, page.NextCursor, err
-				})
-				return err
-			}); err != nil {
+			all, err := listResources(cmd, opts, prefix, func(ctx context.Context, c *client.Client, o client.ListOptions) ([]api.Calendar, string, error) {
+				page, err := c.ListCalendars(ctx, o)
+				return page.Calendars, page.NextCursor, err
+			})
+			if err != nil {
 				return err
 			}
 			if opts.structured() {
@@ -148,16 +126,6 @@ func newCalendarListCmd(opts *clientOptions) *cobra.Command {
 }
 
 func newCalendarRemoveCmd(opts *clientOptions) *cobra.Command {
-	return &cobra.Command{
-		Use: "rm NAME", Aliases: []string{"delete"}, Short: "Delete a calendar; jobs that exclude it exclude nothing from then on", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
-				return c.DeleteCalendar(ctx, args[0])
-			}); err != nil {
-				return err
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "deleted calendar %q\n", args[0])
-			return err
-		},
-	}
+	return newRemoveCmd(opts, "rm NAME", "Delete a calendar; jobs that exclude it exclude nothing from then on", "calendar",
+		func(ctx context.Context, c *client.Client, name string) error { return c.DeleteCalendar(ctx, name) })
 }

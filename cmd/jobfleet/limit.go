@@ -15,15 +15,8 @@ import (
 )
 
 func newLimitCmd() *cobra.Command {
-	var opts clientOptions
-	cmd := &cobra.Command{
-		Use:   "limit",
-		Short: "Manage limit keys: fleet-wide bounds on running attempts and starts that jobs share (\"limits\": [KEY])",
-	}
-	requireSubcommand(cmd)
-	opts.register(cmd)
-	cmd.AddCommand(newLimitSetCmd(&opts), newLimitGetCmd(&opts), newLimitListCmd(&opts), newLimitRemoveCmd(&opts))
-	return cmd
+	return newClientGroupCmd("limit", "Manage limit keys: fleet-wide bounds on running attempts and starts that jobs share (\"limits\": [KEY])",
+		newLimitSetCmd, newLimitGetCmd, newLimitListCmd, newLimitRemoveCmd)
 }
 
 func newLimitSetCmd(opts *clientOptions) *cobra.Command {
@@ -41,16 +34,9 @@ func newLimitSetCmd(opts *clientOptions) *cobra.Command {
   jobfleet limit set billing-db -f billing-db.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var doc []byte
-			var err error
-			if file != "" {
-				if given := changed(cmd, []string{"max-running", "rate", "per"}); len(given) > 0 {
-					return fmt.Errorf("-f takes the whole limit from the file; do not combine it with %v", given)
-				}
-				if doc, err = readDocument(cmd, file); err != nil {
-					return err
-				}
-			} else {
+			doc, err := resourceDocument(cmd, file, []string{"max-running", "rate", "per"}, func(given []string) error {
+				return fmt.Errorf("-f takes the whole limit from the file; do not combine it with %v", given)
+			}, func() ([]byte, error) {
 				l := api.Limit{Key: args[0]}
 				if cmd.Flags().Changed("max-running") {
 					l.MaxRunning = &maxRunning
@@ -59,29 +45,24 @@ func newLimitSetCmd(opts *clientOptions) *cobra.Command {
 				case r && p:
 					l.Rate = &api.LimitRate{Count: rateCount, Per: api.Duration(ratePer)}
 				case r || p:
-					return fmt.Errorf("--rate and --per go together: --rate COUNT --per DURATION")
+					return nil, fmt.Errorf("--rate and --per go together: --rate COUNT --per DURATION")
 				}
 				if l.MaxRunning == nil && l.Rate == nil {
-					return fmt.Errorf("give --max-running, --rate with --per, or -f FILE")
+					return nil, fmt.Errorf("give --max-running, --rate with --per, or -f FILE")
 				}
-				if doc, err = json.Marshal(l); err != nil {
-					return err
-				}
-			}
-			var stored api.Limit
-			var created bool
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				stored, created, err = c.PutLimitJSON(ctx, args[0], doc)
+				return json.Marshal(l)
+			})
+			if err != nil {
 				return err
-			}); err != nil {
+			}
+			stored, verb, err := putResource(cmd, opts, func(ctx context.Context, c *client.Client) (api.Limit, bool, error) {
+				return c.PutLimitJSON(ctx, args[0], doc)
+			})
+			if err != nil {
 				return err
 			}
 			if opts.structured() {
 				return printDoc(cmd.OutOrStdout(), opts.output, stored)
-			}
-			verb := "replaced"
-			if created {
-				verb = "created"
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s limit %q (max running %s, rate %s)\n", verb, stored.Key, maxRunningText(stored), rateText(stored))
 			return err
@@ -165,29 +146,15 @@ func newLimitListCmd(opts *clientOptions) *cobra.Command {
 }
 
 func newLimitRemoveCmd(opts *clientOptions) *cobra.Command {
-	return &cobra.Command{
-		Use: "rm KEY", Aliases: []string{"delete"}, Short: "Delete a limit key; runs waiting for it start, attempts holding it keep running", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error {
-				return c.DeleteLimit(ctx, args[0])
-			}); err != nil {
-				return err
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "deleted limit %q\n", args[0])
-			return err
-		},
-	}
+	return newRemoveCmd(opts, "rm KEY", "Delete a limit key; runs waiting for it start, attempts holding it keep running", "limit",
+		func(ctx context.Context, c *client.Client, key string) error { return c.DeleteLimit(ctx, key) })
 }
 
 // allLimits reads every page of the limit keys within prefix (and the
 // credential's), in key order.
-func allLimits(cmd *cobra.Command, opts *clientOptions, prefix string) (all []api.Limit, err error) {
-	err = opts.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-		all, err = readPages(ctx, prefix, func(ctx context.Context, o client.ListOptions) ([]api.Limit, string, error) {
-			page, err := c.ListLimits(ctx, o)
-			return page.Limits, page.NextCursor, err
-		})
-		return err
+func allLimits(cmd *cobra.Command, opts *clientOptions, prefix string) ([]api.Limit, error) {
+	return listResources(cmd, opts, prefix, func(ctx context.Context, c *client.Client, o client.ListOptions) ([]api.Limit, string, error) {
+		page, err := c.ListLimits(ctx, o)
+		return page.Limits, page.NextCursor, err
 	})
-	return all, err
 }

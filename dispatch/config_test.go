@@ -1,15 +1,13 @@
 package dispatch_test
 
 import (
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/internal/settings"
+	"github.com/jobfleet/jobfleet/internal/testkit/configtest"
 )
 
 // TestConfigValidate checks that the defaults pass and that each field out
@@ -52,21 +50,7 @@ func TestConfigValidate(t *testing.T) {
 	for name, tt := range cases {
 		c := dispatch.DefaultConfig("/jf/", 64, "m1", "http://m1")
 		tt.change(&c)
-		err := c.Validate()
-		if !errors.Is(err, dispatch.ErrInvalidConfig) {
-			t.Errorf("%s: Validate = %v, want ErrInvalidConfig", name, err)
-			continue
-		}
-		if !strings.HasPrefix(err.Error(), "dispatch: invalid config: ") {
-			t.Errorf("%s: %q does not start with the package's prefix", name, err)
-		}
-		var se *settings.Error
-		switch {
-		case tt.key != "" && (!errors.As(err, &se) || se.Key != tt.key):
-			t.Errorf("%s: %v does not name the setting %s", name, err, tt.key)
-		case tt.key == "" && errors.As(err, &se):
-			t.Errorf("%s: %v names setting %s, which has no flag", name, err, se.Key)
-		}
+		configtest.Invalid(t, name, c.Validate(), dispatch.ErrInvalidConfig, "dispatch: invalid config: ", tt.key)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/bench/procfleet"
 	"github.com/jobfleet/jobfleet/internal/testkit/binarytest"
+	"github.com/jobfleet/jobfleet/internal/testkit/configtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -18,10 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestConfigValidate(t *testing.T) {
 	ok := DefaultConfig()
 	ok.Binary, ok.Dir = "jobfleet", "/tmp"
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("the defaults: %v", err)
-	}
-	for name, edit := range map[string]func(*Config){
+	configtest.Rejects(t, ok, map[string]func(*Config){
 		"no binary":           func(c *Config) { c.Binary = "" },
 		"no members":          func(c *Config) { c.Members = 0 },
 		"no workers":          func(c *Config) { c.Workers = 0 },
@@ -30,13 +28,7 @@ func TestConfigValidate(t *testing.T) {
 		"more keys than jobs": func(c *Config) { c.Jobs, c.Keys = 10, 11 },
 		"max_running 0":       func(c *Config) { c.MaxRunning = 0 },
 		"no attempt time":     func(c *Config) { c.AttemptTime = 0 },
-	} {
-		c := ok
-		edit(&c)
-		if err := c.Validate(); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
+	})
 }
 
 // summarize counts overlaps per key, an end and a start at one instant

@@ -18,6 +18,7 @@ import (
 	"github.com/jobfleet/jobfleet/bench/report"
 	"github.com/jobfleet/jobfleet/bench/scale"
 	"github.com/jobfleet/jobfleet/internal/testkit/binarytest"
+	"github.com/jobfleet/jobfleet/internal/testkit/configtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -331,15 +332,7 @@ func TestModel(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	ok := scale.DefaultConfig()
 	ok.Binary = "/bin/jobfleet"
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("default config: %v", err)
-	}
-	reuse := ok
-	reuse.Reuse, reuse.Jobs, reuse.Members, reuse.SpreadJobs = "/tmp/d", []int{10}, []int{8}, 5
-	if err := reuse.Validate(); err != nil {
-		t.Errorf("reusing a directory for every phase, a slice spread: %v", err)
-	}
-	for name, modify := range map[string]func(*scale.Config){
+	configtest.Rejects(t, ok, map[string]func(*scale.Config){
 		"no binary":          func(c *scale.Config) { c.Binary = "" },
 		"no jobs":            func(c *scale.Config) { c.Jobs = nil },
 		"zero jobs":          func(c *scale.Config) { c.Jobs = []int{0} },
@@ -357,12 +350,11 @@ func TestConfigValidate(t *testing.T) {
 			c.Reuse, c.Jobs, c.Members, c.Phases = "/tmp/d", []int{10, 20}, []int{3}, []string{"list"}
 		},
 		"negative spread jobs": func(c *scale.Config) { c.SpreadJobs = -1 },
-	} {
-		c := ok
-		modify(&c)
-		if c.Validate() == nil {
-			t.Errorf("%s: valid, want an error", name)
-		}
+	})
+	reuse := ok
+	reuse.Reuse, reuse.Jobs, reuse.Members, reuse.SpreadJobs = "/tmp/d", []int{10}, []int{8}, 5
+	if err := reuse.Validate(); err != nil {
+		t.Errorf("reusing a directory for every phase, a slice spread: %v", err)
 	}
 }
 

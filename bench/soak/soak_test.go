@@ -13,6 +13,7 @@ import (
 	"github.com/jobfleet/jobfleet/bench"
 	"github.com/jobfleet/jobfleet/bench/report"
 	"github.com/jobfleet/jobfleet/bench/soak"
+	"github.com/jobfleet/jobfleet/internal/testkit/configtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -76,10 +77,7 @@ func TestTinySoak(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	ok := soak.DefaultConfig()
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("default config: %v", err)
-	}
-	for name, modify := range map[string]func(*soak.Config){
+	configtest.Rejects(t, ok, map[string]func(*soak.Config){
 		"no duration":       func(c *soak.Config) { c.Duration = 0 },
 		"no fires":          func(c *soak.Config) { c.FiresPerSecond = 0 },
 		"no members":        func(c *soak.Config) { c.Members = 0 },
@@ -87,11 +85,5 @@ func TestConfigValidate(t *testing.T) {
 		"no pollers":        func(c *soak.Config) { c.Pollers = 0 },
 		"too many fires/s":  func(c *soak.Config) { c.FiresPerSecond = 1_000_000 },
 		"partitions beyond": func(c *soak.Config) { c.Partitions = 1 << 20 },
-	} {
-		c := soak.DefaultConfig()
-		modify(&c)
-		if c.Validate() == nil {
-			t.Errorf("%s: valid, want an error", name)
-		}
-	}
+	})
 }

@@ -1,7 +1,6 @@
 package workers_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -9,7 +8,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/workers"
-	"github.com/jobfleet/jobfleet/internal/settings"
+	"github.com/jobfleet/jobfleet/internal/testkit/configtest"
 )
 
 // TestConfigSettings: the flags show DefaultConfig's values and set
@@ -53,15 +52,6 @@ func TestConfigSettings(t *testing.T) {
 	} {
 		c := id(workers.DefaultConfig())
 		tt.change(&c)
-		err := c.Validate()
-		var se *settings.Error
-		switch {
-		case !errors.Is(err, workers.ErrInvalidConfig):
-			t.Errorf("%s: Validate = %v, want ErrInvalidConfig", name, err)
-		case tt.key != "" && (!errors.As(err, &se) || se.Key != tt.key):
-			t.Errorf("%s: %v does not name the setting %s", name, err, tt.key)
-		case tt.key == "" && errors.As(err, &se):
-			t.Errorf("%s: %v names setting %s, which has no flag", name, err, se.Key)
-		}
+		configtest.Invalid(t, name, c.Validate(), workers.ErrInvalidConfig, "", tt.key)
 	}
 }

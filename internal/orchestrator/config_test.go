@@ -2,7 +2,6 @@ package orchestrator_test
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
-	"github.com/jobfleet/jobfleet/internal/settings"
+	"github.com/jobfleet/jobfleet/internal/testkit/configtest"
 )
 
 // TestConfigValidate checks that the defaults pass and that each field out
@@ -60,20 +59,8 @@ func TestConfigValidate(t *testing.T) {
 	for name, tt := range cases {
 		c := orchestrator.DefaultConfig("m1", "http://m1")
 		tt.change(&c)
-		err := c.Validate()
-		if !errors.Is(err, orchestrator.ErrInvalidConfig) {
-			t.Errorf("%s: Validate = %v, want ErrInvalidConfig", name, err)
+		if !configtest.Invalid(t, name, c.Validate(), orchestrator.ErrInvalidConfig, "orchestrator: invalid config: ", tt.key) {
 			continue
-		}
-		if !strings.HasPrefix(err.Error(), "orchestrator: invalid config: ") {
-			t.Errorf("%s: %q does not start with the package's prefix", name, err)
-		}
-		var se *settings.Error
-		switch {
-		case tt.key != "" && (!errors.As(err, &se) || se.Key != tt.key):
-			t.Errorf("%s: %v does not name the setting %s", name, err, tt.key)
-		case tt.key == "" && errors.As(err, &se):
-			t.Errorf("%s: %v names setting %s, which has no flag", name, err, se.Key)
 		}
 		if _, err := orchestrator.New(nil, c); !errors.Is(err, orchestrator.ErrInvalidConfig) {
 			t.Errorf("%s: New = %v, want ErrInvalidConfig", name, err)

@@ -48,6 +48,25 @@ func serve(r *workers.Registry, credential string, s *stream) <-chan error {
 	return done
 }
 
+// withW1 returns member m1's registry with worker w1 registered under
+// credential cred, the setting of every presence test.
+func withW1(t *testing.T) (*env, *workers.Registry) {
+	t.Helper()
+	e := newEnv(t)
+	r := e.registry("m1", workers.Config{})
+	e.register(r, req("w1", "cred"))
+	return e, r
+}
+
+// openW1 opens a presence stream for w1 under cred with serve and waits
+// until Presence has accepted it.
+func openW1(r *workers.Registry) (*stream, <-chan error) {
+	s := newStream("w1")
+	done := serve(r, "cred", s)
+	<-s.accepted
+	return s, done
+}
+
 // TestPresenceEvidence: how a stream ends decides what happens to the
 // registration. Only a connection closed or reset by the worker's side,
 // with no new stream within the grace, revokes it.
@@ -64,13 +83,9 @@ func TestPresenceEvidence(t *testing.T) {
 		{"reset", fmt.Errorf("read: %w", syscall.ECONNRESET), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
-			r := e.registry("m1", workers.Config{})
-			e.register(r, req("w1", "cred"))
+			e, r := withW1(t)
 			_, before, _ := e.stored("w1")
-			s := newStream("w1")
-			done := serve(r, "cred", s)
-			<-s.accepted
+			s, done := openW1(r)
 			s.next <- result{line: []byte("{}\n")}
 			s.next <- result{err: tt.end}
 			if tt.revoked {
@@ -96,17 +111,11 @@ func TestPresenceEvidence(t *testing.T) {
 // TestPresenceReturnWithinGrace: a worker whose stream broke and that
 // opens a new one before the grace ends keeps its registration.
 func TestPresenceReturnWithinGrace(t *testing.T) {
-	e := newEnv(t)
-	r := e.registry("m1", workers.Config{})
-	e.register(r, req("w1", "cred"))
-	first := newStream("w1")
-	done := serve(r, "cred", first)
-	<-first.accepted
+	e, r := withW1(t)
+	first, done := openW1(r)
 	first.next <- result{err: io.ErrUnexpectedEOF}
 	e.clock.BlockUntilContext(context.Background(), 1) // waiting out the grace
-	second := newStream("w1")
-	secondDone := serve(r, "cred", second)
-	<-second.accepted
+	second, secondDone := openW1(r)
 	if err := <-done; err != nil {
 		t.Fatalf("first stream: %v", err)
 	}
@@ -124,12 +133,8 @@ func TestPresenceReturnWithinGrace(t *testing.T) {
 // one the stream began under (the worker registered again meanwhile) is
 // not revoked.
 func TestPresenceRegistrationChanged(t *testing.T) {
-	e := newEnv(t)
-	r := e.registry("m1", workers.Config{})
-	e.register(r, req("w1", "cred"))
-	s := newStream("w1")
-	done := serve(r, "cred", s)
-	<-s.accepted
+	e, r := withW1(t)
+	s, done := openW1(r)
 	s.next <- result{err: syscall.ECONNRESET}
 	e.clock.BlockUntilContext(context.Background(), 1)
 	// The worker deregisters and registers again: a new registration.
@@ -151,9 +156,7 @@ func TestPresenceRegistrationChanged(t *testing.T) {
 // accepted, without a valid hello, for a worker not registered, or under
 // another credential.
 func TestPresenceRefusals(t *testing.T) {
-	e := newEnv(t)
-	r := e.registry("m1", workers.Config{})
-	e.register(r, req("w1", "cred"))
+	_, r := withW1(t)
 	for _, tt := range []struct {
 		name  string
 		hello string
@@ -187,15 +190,9 @@ func TestPresenceRefusals(t *testing.T) {
 // TestPresenceSuperseded: a stream whose worker opened another one here
 // ends at its next line, so one worker holds one stream.
 func TestPresenceSuperseded(t *testing.T) {
-	e := newEnv(t)
-	r := e.registry("m1", workers.Config{})
-	e.register(r, req("w1", "cred"))
-	first := newStream("w1")
-	firstDone := serve(r, "cred", first)
-	<-first.accepted
-	second := newStream("w1")
-	secondDone := serve(r, "cred", second)
-	<-second.accepted
+	e, r := withW1(t)
+	first, firstDone := openW1(r)
+	second, secondDone := openW1(r)
 	first.next <- result{line: []byte("{}\n")}
 	if err := <-firstDone; err != nil {
 		t.Fatalf("superseded stream: %v", err)
@@ -226,9 +223,7 @@ func TestPresenceEndsWithoutEvidence(t *testing.T) {
 		{"context ended", "{}\n", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
-			r := e.registry("m1", workers.Config{})
-			e.register(r, req("w1", "cred"))
+			e, r := withW1(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			s := newStream("w1")
@@ -261,12 +256,8 @@ func TestPresenceEndsWithoutEvidence(t *testing.T) {
 // registration in etcd is unchanged) keeps its registration: the
 // registration is proof of life.
 func TestPresenceRegisteredAgainWithinGrace(t *testing.T) {
-	e := newEnv(t)
-	r := e.registry("m1", workers.Config{})
-	e.register(r, req("w1", "cred"))
-	s := newStream("w1")
-	done := serve(r, "cred", s)
-	<-s.accepted
+	e, r := withW1(t)
+	s, done := openW1(r)
 	s.next <- result{err: syscall.ECONNRESET}
 	e.clock.BlockUntilContext(context.Background(), 1) // waiting out the grace
 	e.register(r, req("w1", "cred"))

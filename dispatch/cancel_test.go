@@ -71,8 +71,10 @@ func TestCancelRunDecides(t *testing.T) {
 	}
 }
 
-// A pending run is cancelled by its owner: final, never handed out.
-func TestCancelPendingRunIsNeverHandedOut(t *testing.T) {
+// triggeredRun starts m1 and triggers a run of job c, a one-off job due
+// a day after t0; it returns the harness and the run's ID.
+func triggeredRun(t *testing.T) (*harness, string) {
+	t.Helper()
 	h := newHarness(t)
 	h.start("m1")
 	h.create(api.Job{ID: "c", RunAt: ptr(t0.Add(24 * time.Hour))})
@@ -80,6 +82,12 @@ func TestCancelPendingRunIsNeverHandedOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h, runID
+}
+
+// A pending run is cancelled by its owner: final, never handed out.
+func TestCancelPendingRunIsNeverHandedOut(t *testing.T) {
+	h, runID := triggeredRun(t)
 	h.waitRun(runID, func(r api.Run) bool { return r.Status == api.RunPending })
 	if _, err := h.store.RequestCancel(context.Background(), runID, "ops-1"); err != nil {
 		t.Fatal(err)
@@ -155,13 +163,7 @@ func TestCancelRunningRunTellsItsWorker(t *testing.T) {
 // A worker that does not stop within a run lease is treated as lost: its
 // late report is refused as stale, and the run stays cancelled.
 func TestCancelledAttemptsLateReportIsStale(t *testing.T) {
-	h := newHarness(t)
-	h.start("m1")
-	h.create(api.Job{ID: "c", RunAt: ptr(t0.Add(24 * time.Hour))})
-	runID, err := h.store.Trigger(context.Background(), "c")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, runID := triggeredRun(t)
 	a := h.poll("w1", 1)[0]
 	if _, err := h.store.RequestCancel(context.Background(), runID, "ops-1"); err != nil {
 		t.Fatal(err)
@@ -191,13 +193,7 @@ func TestCancelledAttemptsLateReportIsStale(t *testing.T) {
 // A cancel recorded while the partition has no owner is applied by the
 // next owner when it loads the partition.
 func TestCancelRequestedBetweenOwnersIsApplied(t *testing.T) {
-	h := newHarness(t)
-	h.start("m1")
-	h.create(api.Job{ID: "c", RunAt: ptr(t0.Add(24 * time.Hour))})
-	runID, err := h.store.Trigger(context.Background(), "c")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, runID := triggeredRun(t)
 	a := h.poll("w1", 1)[0]
 	h.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/netfault"
-	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/schedule"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -25,12 +24,7 @@ import (
 // lostAnswerHarness starts m1 with its dispatcher's etcd connection
 // behind a bridge and a short request timeout.
 func lostAnswerHarness(t *testing.T) (*harness, *netfault.Bridge) {
-	h := newHarness(t)
-	bridge := etcdtest.NewBridge(t, etcd.ClientAddr())
-	h.dispClient = etcdtest.NewClient(t, bridge.Endpoints())
-	h.configure = func(c *dispatch.Config) { c.RequestTimeout = 300 * time.Millisecond }
-	h.start("m1")
-	return h, bridge
+	return bridgedHarness(t, func(c *dispatch.Config) { c.RequestTimeout = 300 * time.Millisecond })
 }
 
 // holdOneWrite holds etcd's answers, runs act (which makes the owner
@@ -112,8 +106,5 @@ func TestAttemptWhoseAnswerWasLostIsTakenBack(t *testing.T) {
 		r, err := h.store.GetRun(context.Background(), runID)
 		return err == nil && r.Status == api.RunPending && len(r.Attempts) == 0
 	})
-	a := h.poll("w2", 1)[0]
-	if a.RunID != runID || a.Attempt != 1 {
-		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
-	}
+	h.pollAttempt1("w2", runID)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 
+	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 )
@@ -22,9 +23,16 @@ import (
 // behind a bridge; requests time out after the default RequestTimeout,
 // far longer than the tests hold etcd's answers.
 func undeliveredHarness(t *testing.T) (*harness, *netfault.Bridge) {
+	return bridgedHarness(t, nil)
+}
+
+// bridgedHarness starts m1, its dispatcher configured by configure (if
+// not nil), with its dispatcher's etcd connection behind a bridge.
+func bridgedHarness(t *testing.T, configure func(*dispatch.Config)) (*harness, *netfault.Bridge) {
 	h := newHarness(t)
 	bridge := etcdtest.NewBridge(t, etcd.ClientAddr())
 	h.dispClient = etcdtest.NewClient(t, bridge.Endpoints())
+	h.configure = configure
 	h.start("m1")
 	return h, bridge
 }
@@ -60,12 +68,58 @@ func abandonPoll(t *testing.T, h *harness, bridge *netfault.Bridge, runID, worke
 
 }
 
-func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
-	h, bridge := undeliveredHarness(t)
-	h.create(api.Job{ID: "a", Schedule: "@every 1m"}) // one attempt per run
+// firstRun creates job a, @every 1m (one attempt a run), fires its first
+// run and waits until the owner holds it, dispatchable; it returns the
+// run's ID.
+func (h *harness) firstRun() string {
+	h.t.Helper()
+	h.create(api.Job{ID: "a", Schedule: "@every 1m"})
 	h.advance(time.Minute)
 	runID := h.waitRuns("a", 1)[0].ID
 	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
+	return runID
+}
+
+// pollAttempt1 polls as worker for one attempt and fails the test unless
+// it is attempt 1 of runID.
+func (h *harness) pollAttempt1(worker, runID string) api.AttemptGrant {
+	h.t.Helper()
+	a := h.poll(worker, 1)[0]
+	if a.RunID != runID || a.Attempt != 1 {
+		h.t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
+	}
+	return a
+}
+
+// checkTakeBackLeavesGrant starts m1 with job a's first run
+// dispatchable, has queue queue a take-back of w1's attempt 1 of it, and
+// checks that the take-back leaves the attempt 1 w1's next poll is
+// granted: the loop settles its take-backs before it fires, so once a job
+// b's run is fired a take-back of the attempt would have been written;
+// the run must still be running it, and w1 must complete it.
+func checkTakeBackLeavesGrant(t *testing.T, queue func(h *harness, runID string)) {
+	t.Helper()
+	h := newHarness(t)
+	h.start("m1")
+	runID := h.firstRun()
+	queue(h, runID)
+
+	a := h.pollAttempt1("w1", runID) // wakes the loop, which settles take-backs
+	at := h.clock.Now().Add(time.Second)
+	h.create(api.Job{ID: "b", RunAt: &at})
+	h.advance(2 * time.Second)
+	h.waitRuns("b", 1)
+	if r, err := h.store.GetRun(context.Background(), runID); err != nil || r.Status != api.RunRunning || len(r.Attempts) != 1 || r.Attempts[0].Worker != "w1" {
+		h.t.Fatalf("run after the owner's loop = %s with %+v, %v; want running w1's attempt 1", r.Status, r.Attempts, err)
+	}
+	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != api.RunSucceeded {
+		h.t.Fatalf("complete of the delivered attempt = %+v, %v; want succeeded", resp, err)
+	}
+}
+
+func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
+	h, bridge := undeliveredHarness(t)
+	runID := h.firstRun()
 	abandonPoll(t, h, bridge, runID, "gone")
 
 	// The owner knows the attempt applied and takes it back: the run is
@@ -75,10 +129,7 @@ func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
 		t.Fatalf("taken-back run still has attempts: %+v", r.Attempts)
 	}
 	// The next worker gets the run's first attempt and completes it.
-	a := h.poll("w2", 1)[0]
-	if a.RunID != runID || a.Attempt != 1 {
-		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
-	}
+	a := h.pollAttempt1("w2", runID)
 	if resp, err := h.complete(a, "w2", true, ""); err != nil || resp.Status != api.RunSucceeded {
 		t.Fatalf("complete = %+v, %v; want succeeded", resp, err)
 	}
@@ -95,10 +146,7 @@ func TestAttemptOfAPollEndedMidWriteIsTakenBack(t *testing.T) {
 // the read while etcd does not answer.
 func TestAttemptWriteOfUnknownOutcomeIsTakenBack(t *testing.T) {
 	h, bridge := lostAnswerHarness(t)
-	h.create(api.Job{ID: "a", Schedule: "@every 1m"}) // one attempt per run
-	h.advance(time.Minute)
-	runID := h.waitRuns("a", 1)[0].ID
-	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
+	runID := h.firstRun()
 	bridge.CutReplies()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -115,10 +163,7 @@ func TestAttemptWriteOfUnknownOutcomeIsTakenBack(t *testing.T) {
 		r, err := h.store.GetRun(context.Background(), runID)
 		return err == nil && r.Status == api.RunPending && len(r.Attempts) == 0
 	})
-	a := h.poll("w2", 1)[0]
-	if a.RunID != runID || a.Attempt != 1 {
-		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
-	}
+	h.pollAttempt1("w2", runID)
 }
 
 // TestAttemptWriteThatDidNotApplyLeavesItsNextGrant: an attempt's write
@@ -130,32 +175,11 @@ func TestAttemptWriteOfUnknownOutcomeIsTakenBack(t *testing.T) {
 // be handed out, and run, a second time. Found by the chaos suite (a
 // network partition healing while a worker's polls were in flight).
 func TestAttemptWriteThatDidNotApplyLeavesItsNextGrant(t *testing.T) {
-	h := newHarness(t)
-	h.start("m1")
-	h.create(api.Job{ID: "a", Schedule: "@every 1m"})
-	h.advance(time.Minute)
-	runID := h.waitRuns("a", 1)[0].ID
-	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
-	// What the lost write left: etcd has the run pending, the owner an
-	// unsure take-back of w1's attempt 1.
-	h.disp.QueueUnsureTakeBack(0, runID, "w1", 1)
-
-	a := h.poll("w1", 1)[0] // wakes the loop, which settles take-backs
-	if a.RunID != runID || a.Attempt != 1 {
-		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
-	}
-	// The loop settles its take-backs before it fires: once job b's run
-	// is fired, a take-back of a's attempt would have been written.
-	at := h.clock.Now().Add(time.Second)
-	h.create(api.Job{ID: "b", RunAt: &at})
-	h.advance(2 * time.Second)
-	h.waitRuns("b", 1)
-	if r, err := h.store.GetRun(context.Background(), runID); err != nil || r.Status != api.RunRunning || len(r.Attempts) != 1 || r.Attempts[0].Worker != "w1" {
-		t.Fatalf("run after the owner's loop = %s with %+v, %v; want running w1's attempt 1", r.Status, r.Attempts, err)
-	}
-	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != api.RunSucceeded {
-		t.Fatalf("complete of the delivered attempt = %+v, %v; want succeeded", resp, err)
-	}
+	checkTakeBackLeavesGrant(t, func(h *harness, runID string) {
+		// What the lost write left: etcd has the run pending, the owner an
+		// unsure take-back of w1's attempt 1.
+		h.disp.QueueUnsureTakeBack(0, runID, "w1", 1)
+	})
 }
 
 // TestTakeBackQueuedBeforeAGrantLeavesIt: a take-back of w1's attempt 1
@@ -168,26 +192,7 @@ func TestAttemptWriteThatDidNotApplyLeavesItsNextGrant(t *testing.T) {
 // item, its take-back's write timed out while a member's clock was
 // skewed): the item's attempt 1 ran twice.
 func TestTakeBackQueuedBeforeAGrantLeavesIt(t *testing.T) {
-	h := newHarness(t)
-	h.start("m1")
-	h.create(api.Job{ID: "a", Schedule: "@every 1m"})
-	h.advance(time.Minute)
-	runID := h.waitRuns("a", 1)[0].ID
-	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
-	h.disp.QueueStaleTakeBack(0, runID, "w1", 1)
-
-	a := h.poll("w1", 1)[0] // wakes the loop, which settles take-backs
-	if a.RunID != runID || a.Attempt != 1 {
-		t.Fatalf("got attempt %d of %s, want attempt 1 of %s", a.Attempt, a.RunID, runID)
-	}
-	at := h.clock.Now().Add(time.Second)
-	h.create(api.Job{ID: "b", RunAt: &at})
-	h.advance(2 * time.Second)
-	h.waitRuns("b", 1)
-	if r, err := h.store.GetRun(context.Background(), runID); err != nil || r.Status != api.RunRunning || len(r.Attempts) != 1 || r.Attempts[0].Worker != "w1" {
-		t.Fatalf("run after the owner's loop = %s with %+v, %v; want running w1's attempt 1", r.Status, r.Attempts, err)
-	}
-	if resp, err := h.complete(a, "w1", true, ""); err != nil || resp.Status != api.RunSucceeded {
-		t.Fatalf("complete of the delivered attempt = %+v, %v; want succeeded", resp, err)
-	}
+	checkTakeBackLeavesGrant(t, func(h *harness, runID string) {
+		h.disp.QueueStaleTakeBack(0, runID, "w1", 1)
+	})
 }

@@ -80,40 +80,36 @@ func waitGone(t *testing.T, pid int) {
 }
 
 func TestShellTimeoutKillsProcessGroup(t *testing.T) {
-	requireShell(t)
-	clock := clockwork.NewFakeClock()
-	f := newFakeOrch(t, "a", clock)
-	fifo, readPIDs := pidFIFO(t)
-	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, Clock: clock, KillGrace: 100 * time.Millisecond}, nil)
-	a := f.assignment("r1", api.Executor{Type: "shell", Command: []string{"sh", "-c", `sleep 30 & echo $$ $! > "$0"; sleep 30`, fifo}}, "")
-	a.Timeout = api.Duration(10 * time.Second)
-	f.enqueue(a)
-	pids := readPIDs()
-	if len(pids) != 2 {
-		t.Fatalf("PIDs %v, want the shell's and its background child's", pids)
-	}
-	clock.Advance(10 * time.Second)
-	c := f.waitComplete(t, "r1")
-	if c.Success || c.Error != "timed out after 10s" {
-		t.Errorf("completion success=%v error=%q, want failure %q", c.Success, c.Error, "timed out after 10s")
-	}
-	for _, pid := range pids {
-		waitGone(t, pid)
-	}
+	checkShellTimesOut(t, `sleep 30 & echo $$ $! > "$0"; sleep 30`, func(pids []int) {
+		if len(pids) != 2 {
+			t.Fatalf("PIDs %v, want the shell's and its background child's", pids)
+		}
+	})
 }
 
 func TestShellTimeoutEscalatesToSIGKILL(t *testing.T) {
+	// Both the shell and its child ignore SIGTERM.
+	checkShellTimesOut(t, `trap '' TERM; sh -c 'trap "" TERM; sleep 30' & echo $$ $! > "$0"; while :; do sleep 1; done`, nil)
+}
+
+// checkShellTimesOut runs script (sh -c, with a FIFO to write PIDs to as
+// $0) as an attempt of a 10s timeout on a fake clock, hands the PIDs it
+// wrote to checkPIDs (if not nil), lets the timeout pass, and checks that
+// the attempt failed as timed out and that every PID is gone.
+func checkShellTimesOut(t *testing.T, script string, checkPIDs func(pids []int)) {
+	t.Helper()
 	requireShell(t)
 	clock := clockwork.NewFakeClock()
 	f := newFakeOrch(t, "a", clock)
 	fifo, readPIDs := pidFIFO(t)
 	startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), AllowShell: true, Clock: clock, KillGrace: 100 * time.Millisecond}, nil)
-	// Both the shell and its child ignore SIGTERM.
-	script := `trap '' TERM; sh -c 'trap "" TERM; sleep 30' & echo $$ $! > "$0"; while :; do sleep 1; done`
 	a := f.assignment("r1", api.Executor{Type: "shell", Command: []string{"sh", "-c", script, fifo}}, "")
 	a.Timeout = api.Duration(10 * time.Second)
 	f.enqueue(a)
 	pids := readPIDs()
+	if checkPIDs != nil {
+		checkPIDs(pids)
+	}
 	clock.Advance(10 * time.Second)
 	c := f.waitComplete(t, "r1")
 	if c.Success || c.Error != "timed out after 10s" {

@@ -1,24 +1,15 @@
 package e2e_test
 
 import (
-	"context"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
 	jfapi "github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
-	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
-	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -36,30 +27,12 @@ func TestBackfillRacingFiresRunsEachTimeOnce(t *testing.T) {
 	// owner's lease: the detector would move its partition within
 	// milliseconds, and the times since the crash would be fired before
 	// the backfill is asked.
-	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, RunLease: 3 * time.Second, Quiet: true, NoDeadMemberDetector: true})
-	for _, m := range []string{"m1", "m2", "m3"} {
-		f.Join(m)
-	}
-	f.WaitSettled(20 * time.Second)
+	f := settledFleet(t, fleettest.Options{Partitions: 4, Scheduler: true, RunLease: 3 * time.Second, Quiet: true, NoDeadMemberDetector: true}, "m1", "m2", "m3")
 
-	var mu sync.Mutex
-	executed := map[string]int{} // by run ID
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		executed[r.Header.Get("Jobfleet-Run-Id")]++
-		mu.Unlock()
-	}))
+	hook := newRunCounter()
 	defer hook.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", ServeHTTP: true, Orchestrators: worker.StaticOrchestrators(f.URLs()...), PollWait: time.Second,
-		Concurrency: 8, ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
-		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	stopWorker := runHookWorker(t, f, 8)
+	defer stopWorker()
 
 	const id = "race/every-second"
 	var created jfapi.Job
@@ -69,12 +42,7 @@ func TestBackfillRacingFiresRunsEachTimeOnce(t *testing.T) {
 	}
 	waitFor(t, 15*time.Second, func() bool { return len(runsByTime(t, f, id)) >= 3 })
 
-	owners, _, err := f.Owners(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := owners[shard.Partition(id, f.Partitions())].Member
-	f.Crash(owner)
+	f.Crash(partitionOwner(t, f, id))
 	var survivor string
 	for _, m := range f.Live() {
 		survivor = f.Member(m).URL
@@ -135,8 +103,7 @@ func TestBackfillRacingFiresRunsEachTimeOnce(t *testing.T) {
 	t.Logf("backfill: %d created, %d existing; %d were pending at the request", len(b.Created), len(b.Existing), len(requested.Pending))
 	check(b.Created, true)
 	check(b.Existing, false)
-	mu.Lock()
-	defer mu.Unlock()
+	executed := hook.executed()
 	for rid, n := range executed {
 		if n != 1 {
 			t.Errorf("run %s was executed %d times, want once", rid, n)

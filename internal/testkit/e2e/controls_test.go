@@ -1,23 +1,14 @@
 package e2e_test
 
 import (
-	"context"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
 	jfapi "github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/dispatch/worker"
-	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
-	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -33,30 +24,12 @@ import (
 // at least once, runs exactly once.)
 func TestJitterAndMaxFiresSurviveHandoffs(t *testing.T) {
 	t.Parallel()
-	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, RunLease: 3 * time.Second, Quiet: true})
-	for _, m := range []string{"m1", "m2", "m3", "m4"} {
-		f.Join(m)
-	}
-	f.WaitSettled(20 * time.Second)
+	f := settledFleet(t, fleettest.Options{Partitions: 4, Scheduler: true, RunLease: 3 * time.Second, Quiet: true}, "m1", "m2", "m3", "m4")
 
-	var mu sync.Mutex
-	executed := map[string]int{} // by run ID
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		executed[r.Header.Get("Jobfleet-Run-Id")]++
-		mu.Unlock()
-	}))
+	hook := newRunCounter()
 	defer hook.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(worker.Config{Token: f.WorkerToken, ID: "w1", ServeHTTP: true, Orchestrators: worker.StaticOrchestrators(f.URLs()...), PollWait: time.Second,
-		Concurrency: 4, ShutdownTimeout: time.Second, RetryInitial: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
-		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), HTTPPolicy: egress.Policy{Allow: []string{"127.0.0.1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	stopWorker := runHookWorker(t, f, 4)
+	defer stopWorker()
 
 	const id, maxFires = "controls/jittered", 6
 	job := jfapi.Job{ID: id, Schedule: "@every 2s", Jitter: jfapi.Duration(1900 * time.Millisecond), MaxFires: maxFires, DeleteAfter: "never",
@@ -69,19 +42,11 @@ func TestJitterAndMaxFiresSurviveHandoffs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner := func() string {
-		t.Helper()
-		owners, _, err := f.Owners(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return owners[shard.Partition(id, f.Partitions())].Member
-	}
 	waitFor(t, 30*time.Second, func() bool { return len(runsByTime(t, f, id)) >= 2 })
-	first := owner()
+	first := partitionOwner(t, f, id)
 	f.Crash(first)
 	waitFor(t, 30*time.Second, func() bool { return len(runsByTime(t, f, id)) >= 4 })
-	second := owner()
+	second := partitionOwner(t, f, id)
 	if second == first {
 		t.Fatalf("partition still owned by the crashed %s", first)
 	}
@@ -133,8 +98,7 @@ func TestJitterAndMaxFiresSurviveHandoffs(t *testing.T) {
 	if len(owners) < 2 || jittered == 0 {
 		t.Fatalf("runs fired by %v, %d of them jittered: the test tells nothing without a handoff and a jitter", owners, jittered)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	executed := hook.executed()
 	for rid := range executed {
 		if _, ok := runs[runTime(t, rid)]; !ok {
 			t.Errorf("run %s executed, but the job has no such run", rid)

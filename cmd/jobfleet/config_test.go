@@ -642,63 +642,56 @@ func TestPrintConfigMasksSecrets(t *testing.T) {
 func TestPrintConfigReadsBack(t *testing.T) {
 	t.Setenv("JOBFLEET_LEASE_TTL", "7s")
 	t.Setenv("JOBFLEET_CONCURRENCY", "0") // 0: printed as the default it stands for
-	settingsOnly := func(out string) []string {
-		var lines []string
-		for _, l := range strings.Split(out, "\n") {
-			if l == "" || strings.HasPrefix(l, "#") {
-				continue
-			}
-			v, _, _ := strings.Cut(l, "  # from ")
-			lines = append(lines, v)
-		}
-		return lines
-	}
-	check := func(t *testing.T, first, second string) {
-		t.Helper()
-		a, b := settingsOnly(first), settingsOnly(second)
-		if len(a) < 20 || !slices.Equal(a, b) {
-			t.Errorf("read back differently:\nfirst  %q\nsecond %q", a, b)
-		}
-	}
 	t.Run("orchestrator", func(t *testing.T) {
-		u := orchestratorUnderTest()
-		_, out, err := u.run(t, "history-max-runs: 7\nnotify-on: [failed, dead]\netcd-quota-bytes: 8GiB\n", "--loads-in-flight=-1", "--delete-after=0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, again, err := u.run(t, out)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		check(t, out, again)
+		checkReadsBack(t, orchestratorUnderTest(), nil, "history-max-runs: 7\nnotify-on: [failed, dead]\netcd-quota-bytes: 8GiB\n", "--loads-in-flight=-1", "--delete-after=0")
 	})
 	t.Run("dev", func(t *testing.T) {
-		u := devUnderTest()
-		_, out, err := u.run(t, "workers: 0\nexamples: false\n", "--history-budget=2GiB")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, again, err := u.run(t, out)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		check(t, out, again)
+		checkReadsBack(t, devUnderTest(), nil, "workers: 0\nexamples: false\n", "--history-budget=2GiB")
 	})
 	t.Run("worker", func(t *testing.T) {
-		u := workerUnderTest()
-		_, out, err := u.run(t, "http-allow: [10.0.0.0/8, '*.internal']\n", "--orchestrators=http://a:1,http://b:2")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(out, "\nconcurrency: 4  # from JOBFLEET_CONCURRENCY\n") {
-			t.Errorf("JOBFLEET_CONCURRENCY=0 is not printed as the default, 4:\n%s", out)
-		}
-		_, again, err := u.run(t, out)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		check(t, out, again)
+		checkReadsBack(t, workerUnderTest(), func(out string) {
+			if !strings.Contains(out, "\nconcurrency: 4  # from JOBFLEET_CONCURRENCY\n") {
+				t.Errorf("JOBFLEET_CONCURRENCY=0 is not printed as the default, 4:\n%s", out)
+			}
+		}, "http-allow: [10.0.0.0/8, '*.internal']\n", "--orchestrators=http://a:1,http://b:2")
 	})
+}
+
+// checkReadsBack runs u with the config file and args, hands what it
+// printed to inspect (if not nil), runs u again with that as its config
+// file, and checks that both printed the same settings (comments aside),
+// at least 20 of them.
+func checkReadsBack[C any](t *testing.T, u commandUnderTest[C], inspect func(out string), file string, args ...string) {
+	t.Helper()
+	_, out, err := u.run(t, file, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inspect != nil {
+		inspect(out)
+	}
+	_, again, err := u.run(t, out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	a, b := settingsOnly(out), settingsOnly(again)
+	if len(a) < 20 || !slices.Equal(a, b) {
+		t.Errorf("read back differently:\nfirst  %q\nsecond %q", a, b)
+	}
+}
+
+// settingsOnly returns the lines of a --print-config output that are
+// settings, without their "# from" comments.
+func settingsOnly(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		v, _, _ := strings.Cut(l, "  # from ")
+		lines = append(lines, v)
+	}
+	return lines
 }
 
 // checkFileValues checks, for every number, size, duration and boolean

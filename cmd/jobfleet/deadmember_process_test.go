@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -436,22 +435,8 @@ func TestKilledWorkerProcessIsRevokedAtOnce(t *testing.T) {
 	})
 	job := api.Job{ID: "survives-its-worker", Executor: api.Executor{Type: "http", URL: hook.URL},
 		Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(10 * time.Millisecond)}}
-	body, _ := json.Marshal(job)
-	resp, err := httpClient.Post(o.url+"/v1/jobs", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create job: %d", resp.StatusCode)
-	}
-	runs := func() []api.Run {
-		var l api.RunList
-		if code, err := getJSON(o.url+"/v1/jobs/"+url.PathEscape(job.ID)+"/runs", &l); err != nil || code != http.StatusOK {
-			return nil
-		}
-		return l.Runs
-	}
+	createJob(t, o, job)
+	runs := func() []api.Run { return jobRuns(o, job.ID) }
 	poll(t, 15*time.Second, "attempt 1 reached the hook", func() (bool, string) {
 		attempts := hook.executions()
 		return attempts["1"] == 1, fmt.Sprintf("executions by attempt %v", attempts)

@@ -51,22 +51,8 @@ func TestKilledWorkerProcessIsReplacedAtOnce(t *testing.T) {
 
 	job := api.Job{ID: "survives-its-worker", Executor: api.Executor{Type: "http", URL: hook.URL},
 		Retry: api.RetryPolicy{MaxAttempts: 3, InitialBackoff: api.Duration(100 * time.Millisecond)}}
-	body, _ := json.Marshal(job)
-	resp, err := httpClient.Post(o.url+"/v1/jobs", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create job: %d", resp.StatusCode)
-	}
-	runs := func() []api.Run {
-		var l api.RunList
-		if code, err := getJSON(o.url+"/v1/jobs/"+url.PathEscape(job.ID)+"/runs", &l); err != nil || code != http.StatusOK {
-			return nil
-		}
-		return l.Runs
-	}
+	createJob(t, o, job)
+	runs := func() []api.Run { return jobRuns(o, job.ID) }
 	poll(t, 15*time.Second, "attempt 1 running on the doomed worker", func() (bool, string) {
 		rs := runs()
 		return len(rs) == 1 && rs[0].Status == api.RunRunning && rs[0].Attempts[0].Worker == "doomed", fmt.Sprintf("runs %+v", rs)
@@ -228,4 +214,29 @@ func startHTTPWorker(t *testing.T, o *orch, id string) *proctest.Process {
 	t.Helper()
 	return startProc(t, id, "worker", "--orchestrators="+o.url, "--token-file="+adminSecretFile, "--id="+id,
 		"--concurrency=1", "--http-allow=127.0.0.1", "--poll-wait=1s", "--log-format=json")
+}
+
+// createJob creates job through o's API, failing the test unless it is
+// created.
+func createJob(t *testing.T, o *orch, job api.Job) {
+	t.Helper()
+	body, _ := json.Marshal(job)
+	resp, err := httpClient.Post(o.url+"/v1/jobs", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create job: %d", resp.StatusCode)
+	}
+}
+
+// jobRuns returns job id's runs as o lists them, none where o does not
+// answer.
+func jobRuns(o *orch, id string) []api.Run {
+	var l api.RunList
+	if code, err := getJSON(o.url+"/v1/jobs/"+url.PathEscape(id)+"/runs", &l); err != nil || code != http.StatusOK {
+		return nil
+	}
+	return l.Runs
 }

@@ -4,10 +4,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -46,15 +44,7 @@ func TestKilledWorkerProcessTakesItsShellCommandWithIt(t *testing.T) {
 	script := fmt.Sprintf(`sleep 60 & echo $! > %[1]s.tmp; echo $$ >> %[1]s.tmp; echo $PPID >> %[1]s.tmp; mv %[1]s.tmp %[1]s; wait`, pidFile)
 	job := api.Job{ID: "shell-dies-with-its-worker", Executor: api.Executor{Type: "shell", Command: []string{"/bin/sh", "-c", script}},
 		Retry: api.RetryPolicy{MaxAttempts: 1}}
-	body, _ := json.Marshal(job)
-	resp, err := httpClient.Post(o.url+"/v1/jobs", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create job: %d", resp.StatusCode)
-	}
+	createJob(t, o, job)
 
 	var pids []int
 	poll(t, 20*time.Second, "the command wrote its PIDs", func() (bool, string) {

@@ -85,10 +85,7 @@ func TestSessionFencesItselfBeforeTheLeaseCanExpire(t *testing.T) {
 	cfg := membership.DefaultSessionConfig(5 * time.Second)
 	cfg.Clock = fc
 	cfg.Logger = zaptest.NewLogger(t)
-	s, err := membership.NewSession(context.Background(), client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newSession(t, client, cfg)
 	defer s.Orphan()
 
 	// blockUntilWaiting waits until the keepalive loop waits on its renew
@@ -165,10 +162,7 @@ func TestSessionLostEndsAtOnce(t *testing.T) {
 	client := etcd.Client(t)
 	cfg := membership.DefaultSessionConfig(5 * time.Second)
 	cfg.Clock = clockwork.NewFakeClock()
-	s, err := membership.NewSession(context.Background(), client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newSession(t, client, cfg)
 	if _, err := client.Revoke(context.Background(), s.Lease()); err != nil {
 		t.Fatal(err)
 	}
@@ -217,23 +211,27 @@ func TestSessionCloseRevokesLease(t *testing.T) {
 	}
 }
 
+// newSession starts a session of cfg on client or fails the test.
+func newSession(t *testing.T, client *clientv3.Client, cfg membership.SessionConfig) *membership.Session {
+	t.Helper()
+	s, err := membership.NewSession(context.Background(), client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestRegisterWaitsForPreviousRegistration(t *testing.T) {
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
 	cfg := membership.DefaultSessionConfig(5 * time.Second)
-	first, err := membership.NewSession(context.Background(), client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := newSession(t, client, cfg)
 	defer first.Close()
 	if _, err := membership.Register(context.Background(), client, first, ns, api.Member{ID: "m1", Addr: "http://a"}, nil); err != nil {
 		t.Fatal(err)
 	}
 
-	second, err := membership.NewSession(context.Background(), client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := newSession(t, client, cfg)
 	defer second.Close()
 	core, logs := observer.New(zap.InfoLevel)
 	type result struct {
@@ -279,18 +277,12 @@ func TestRegisterReturnsWhenSessionEnds(t *testing.T) {
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
 	cfg := membership.DefaultSessionConfig(5 * time.Second)
-	holder, err := membership.NewSession(context.Background(), client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := newSession(t, client, cfg)
 	defer holder.Close()
 	if _, err := membership.Register(context.Background(), client, holder, ns, api.Member{ID: "m1"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	waiter, err := membership.NewSession(context.Background(), client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	waiter := newSession(t, client, cfg)
 	done := make(chan error, 1)
 	go func() {
 		_, err := membership.Register(context.Background(), client, waiter, ns, api.Member{ID: "m1"}, nil)
@@ -562,10 +554,7 @@ func TestSessionRenewsThroughSlowKeepalives(t *testing.T) {
 	cfg := membership.DefaultSessionConfig(5 * time.Second)
 	cfg.Clock = fc
 	cfg.Logger = zaptest.NewLogger(t)
-	s, err := membership.NewSession(context.Background(), client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newSession(t, client, cfg)
 	defer s.Orphan()
 	// step advances the clock by d in small steps, each once the session
 	// waits on its timers and every keepalive in progress on its answer.

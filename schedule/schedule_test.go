@@ -536,13 +536,19 @@ func TestNextDST(t *testing.T) {
 	}
 }
 
-// checkFires compares the fires of s in (from, until] with want.
-func checkFires(t *testing.T, s Schedule, from, until time.Time, want []time.Time) {
-	t.Helper()
+// firesIn lists s's fires in (from, until], in UTC.
+func firesIn(s Schedule, from, until time.Time) []time.Time {
 	var got []time.Time
 	for at := s.Next(from); !at.IsZero() && !at.After(until); at = s.Next(at) {
 		got = append(got, at.UTC())
 	}
+	return got
+}
+
+// checkFires compares the fires of s in (from, until] with want.
+func checkFires(t *testing.T, s Schedule, from, until time.Time, want []time.Time) {
+	t.Helper()
+	got := firesIn(s, from, until)
 	if !equalTimes(got, want) {
 		t.Errorf("%v: fires in (%s, %s]: got %s, want %s", s, from.Format(time.RFC3339), until.Format(time.RFC3339), formatTimes(got), formatTimes(want))
 	}
@@ -680,10 +686,7 @@ func TestNextDSTOracle(t *testing.T) {
 		until := from.Add(30 * time.Hour)
 
 		want := bruteForce(s, from, until)
-		var got []time.Time
-		for at := s.Next(from); !at.IsZero() && !at.After(until); at = s.Next(at) {
-			got = append(got, at.UTC())
-		}
+		got := firesIn(s, from, until)
 		if !equalTimes(got, want) {
 			rt.Fatalf("%q in %s, fires in (%v, %v]:\n got %s\nwant %s", spec, zone, from.UTC(), until.UTC(), formatTimes(got), formatTimes(want))
 		}
@@ -771,13 +774,7 @@ func TestNextPastZoneTable(t *testing.T) {
 func walkWithin(t *testing.T, s Schedule, from, until time.Time) []time.Time {
 	t.Helper()
 	done := make(chan []time.Time, 1)
-	go func() {
-		var got []time.Time
-		for at := s.Next(from); !at.IsZero() && !at.After(until); at = s.Next(at) {
-			got = append(got, at.UTC())
-		}
-		done <- got
-	}()
+	go func() { done <- firesIn(s, from, until) }()
 	select {
 	case got := <-done:
 		return got

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,6 +22,31 @@ type pick struct {
 	limits []string
 }
 
+// visit is a poll's visit to a partition waiting to be served: the poll,
+// its rivals and how many chains it may take, where its grants go, and
+// the signal that it is to serve the visits waiting (both buffer 1: the
+// server never waits for the poll).
+type visit struct {
+	p      *poll
+	rivals []*poll
+	n      int
+	done   chan visitAnswer
+	lead   chan struct{}
+}
+
+type visitAnswer struct {
+	out     []AttemptGrant
+	written int
+}
+
+// answer answers v; an answer to a visit answered already is dropped.
+func (v *visit) answer(out []AttemptGrant, written int) {
+	select {
+	case v.done <- visitAnswer{out, written}:
+	default:
+	}
+}
+
 // assign hands up to n dispatchable chains (runs, or items of runs) that
 // poll p's worker may take (poll.may; an item's pin) and does not pass
 // over (passOver: for a rival poll, or a retry going elsewhere) to it,
@@ -29,30 +55,172 @@ type pick struct {
 // naming limit keys start only within the keys' room, each in a write of
 // its own that takes their slots (grantLimited). The write runs under the
 // partition's context: the poll ending meanwhile does not cut it (the
-// caller takes back what it cannot deliver). It is a writer.
+// caller takes back what it cannot deliver).
+//
+// The polls visiting the partition are served together: under a herd
+// every poll goes to the partition whose runs waited longest
+// (byBestWaiting), and one write of each poll's attempts, one after the
+// other behind the writer lock, made each poll wait for the round trips
+// of all those before it. One visit at a time serves (the first to
+// arrive, then the one it hands over to): it takes the writer lock, picks
+// the attempts of every visit waiting, in arrival order, records them in
+// one fenced transaction (each run its own compare-and-swap, a run in at
+// most one visit's picks) and answers each, until its own is answered;
+// then it hands over to the first visit still waiting. The others wait
+// for their answers without the writer lock, so that an answer is not
+// held behind the next writer's round trip. The server is a writer.
 func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant, written int) {
-	req := p.req
-	worker := req.Worker
 	if pt.d.writesRefused() != nil || !pt.mayServe(p) {
 		return nil, 0 // etcd is full, or nothing here is for this poll
 	}
+	v := &visit{p: p, rivals: rivals, n: n, done: make(chan visitAnswer, 1), lead: make(chan struct{}, 1)}
+	pt.mu.Lock()
+	pt.visits = append(pt.visits, v)
+	lead := !pt.serving
+	pt.serving = true
+	pt.mu.Unlock()
+	if !lead {
+		select {
+		case a := <-v.done:
+			return a.out, a.written
+		case <-v.lead: // v is still waiting, first: serve
+		}
+	}
+	a := pt.serve(v)
+	return a.out, a.written
+}
+
+// serve serves the waiting visits, v first, until v is answered, then
+// hands over to the first visit still waiting (or ends the serving), and
+// returns v's answer. The caller holds neither lock.
+func (pt *partition) serve(v *visit) visitAnswer {
+	defer func() {
+		pt.mu.Lock()
+		if len(pt.visits) > 0 {
+			pt.visits[0].lead <- struct{}{} // buffer 1, sent once: it is waiting
+		} else {
+			pt.serving = false
+		}
+		pt.mu.Unlock()
+	}()
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
+	for {
+		select {
+		case a := <-v.done:
+			return a
+		default:
+		}
+		// Each round answers at least the first waiting visit, and v is
+		// among those waiting until it is answered.
+		pt.mu.Lock()
+		batch := pt.visits
+		pt.visits = nil
+		pt.mu.Unlock()
+		pt.serveGuarded(batch)
+	}
+}
+
+// serveGuarded is serveVisits, answering every visit of batch not
+// answered yet if it panics (the panic goes on): their polls, which may
+// be other requests' goroutines, would otherwise wait for answers that
+// never come.
+func (pt *partition) serveGuarded(batch []*visit) {
+	defer func() {
+		if p := recover(); p != nil {
+			for _, v := range batch {
+				v.answer(nil, 0)
+			}
+			panic(p)
+		}
+	}()
+	pt.serveVisits(batch)
+}
+
+// visitPicks are the picks of one visit of a write.
+type visitPicks struct {
+	v       *visit
+	picked  []pick // in the write, in order
+	limited []pick // each in a write of its own
+}
+
+// serveVisits picks the attempts of the visits of batch, in order,
+// records those without limit keys in one fenced transaction, as far as
+// it has room (assignBatchBytes), then the limited ones each in its own,
+// and answers each visit; visits left out for want of room go back to
+// the front of the queue, unanswered. The caller holds wmu and not mu.
+func (pt *partition) serveVisits(batch []*visit) {
 	now := pt.now()
-	var picked, limited []pick
-	var ops []clientv3.Op
-	reserved := map[string]int{} // slots the limited picks take, by key
 	pt.mu.Lock()
 	if pt.closed {
 		pt.mu.Unlock()
-		return nil, 0
+		for _, v := range batch {
+			v.answer(nil, 0)
+		}
+		return
 	}
-	bytes, chains := 0, 0
-	for _, rid := range pt.byPriorityLocked(now) {
+	var vps []visitPicks
+	var ops []clientv3.Op
+	reserved := map[string]int{} // slots the limited picks take, by key
+	taken := map[string]bool{}   // runs written by this write: one write of a run key
+	left := map[*poll]int{}      // chains passed over for each rival (passOver), or taken by it
+	ids := pt.byPriorityLocked(now)
+	bytes, served := 0, 0
+	for _, v := range batch {
+		if served > 0 && (bytes >= assignBatchBytes || txnCost(0, ops, nil)+2 > maxWriteCost) {
+			break // the write is full: the rest wait for the next
+		}
+		vp := visitPicks{v: v}
+		vp.picked, vp.limited, ops, bytes = pt.pickLocked(v, ids, taken, reserved, left, ops, bytes, now)
+		for _, pk := range slices.Concat(vp.picked, vp.limited) {
+			left[v.p] += len(pk.items) // v's room, for the visits after it
+		}
+		vps = append(vps, vp)
+		served++
+	}
+	pt.mu.Unlock()
+	if later := batch[served:]; len(later) > 0 {
+		pt.mu.Lock()
+		pt.visits = append(slices.Clip(later), pt.visits...)
+		pt.mu.Unlock()
+	}
+	outs, written := pt.recordPicks(vps, ops, now)
+	granted := false
+	for i, vp := range vps {
+		for _, pk := range vp.limited {
+			got, n := pt.grantLimited(vp.v.p, pk, now)
+			outs[i], written[i] = append(outs[i], got...), written[i]+n
+		}
+		granted = granted || len(outs[i]) > 0
+	}
+	if granted {
+		pt.poke() // the loop's timer must cover the new leases
+	}
+	for i, vp := range vps {
+		vp.v.answer(outs[i], written[i])
+	}
+}
+
+// pickLocked picks up to v.n chains for visit v's poll among the active
+// runs ids (in priority order) not taken by the write already, adding the
+// writes of those without limit keys to ops (of bytes of documents) as
+// far as the write has room (assignBatchBytes, maxWriteCost) and the runs
+// to taken; reserved are the slots of limit keys the write's limited
+// picks take, left the chains passed over for rivals (passOver). The
+// caller holds mu.
+func (pt *partition) pickLocked(v *visit, ids []string, taken map[string]bool, reserved map[string]int, left map[*poll]int, ops []clientv3.Op, bytes int, now time.Time) (picked, limited []pick, _ []clientv3.Op, _ int) {
+	p, rivals, n := v.p, v.rivals, v.n
+	req := p.req
+	worker := req.Worker
+	chains := 0
+	for _, rid := range ids {
 		if chains >= n || bytes >= assignBatchBytes {
 			break
 		}
 		ar := pt.active[rid]
+		if ar == nil || taken[rid] {
+			continue // final meanwhile (a limited grant's write), or in this write
+		}
 		e := pt.jobs[ar.run.JobID]
 		if e == nil {
 			continue
@@ -69,8 +237,8 @@ func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant,
 		var started api.Run
 		var items []int
 		if len(ar.run.Items) > 0 {
-			started, items = pt.startItemsLocked(e, ar, p, rivals, room, now)
-		} else if Dispatchable(ar.run, ar.notBefore, now) && p.may(e, ar.run.JobID) && !pt.passOver(p, rivals, e, ar, now) {
+			started, items = pt.startItemsLocked(e, ar, p, rivals, left, room, now)
+		} else if Dispatchable(ar.run, ar.notBefore, now) && p.may(e, ar.run.JobID) && !pt.passOver(p, rivals, left, 1, e, ar, now) {
 			started, items = StartAttempt(ar.run, worker, now), []int{noItem}
 			started.Attempts[len(started.Attempts)-1].Credential = req.Credential
 		}
@@ -86,8 +254,12 @@ func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant,
 		if !ok {
 			continue
 		}
+		if keys == nil && len(ops) > 0 && txnCost(0, append(slices.Clip(ops), w.op), nil)+1 > maxWriteCost {
+			break // the write is full: etcd's limit of operations
+		}
 		pk := pick{ar: ar, w: w, work: work, items: items, limits: keys}
 		chains += len(items)
+		taken[rid] = true
 		if keys != nil {
 			for _, k := range keys {
 				reserved[k] += len(items)
@@ -99,50 +271,51 @@ func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant,
 		ops = append(ops, w.op)
 		bytes += w.size
 	}
-	pt.mu.Unlock()
-	out, written = pt.recordPicks(p, picked, ops, bytes, now)
-	for _, pk := range limited {
-		got, n := pt.grantLimited(p, pk, now)
-		out, written = append(out, got...), written+n
-	}
-	if len(out) > 0 {
-		pt.poke() // the loop's timer must cover the new leases
-	}
-	return out, written
+	return picked, limited, ops, bytes
 }
 
-// recordPicks writes the attempts of picked (ops, bytes of documents) in
-// one fenced transaction and returns their grants. The caller holds wmu
-// and not mu.
-func (pt *partition) recordPicks(p *poll, picked []pick, ops []clientv3.Op, bytes int, now time.Time) (out []AttemptGrant, written int) {
-	if len(picked) == 0 {
-		return nil, 0
+// recordPicks writes the attempts picked for the visits of vps (ops, in
+// order) in one fenced transaction and returns each visit's grants and
+// bytes of run documents written. The caller holds wmu and not mu.
+func (pt *partition) recordPicks(vps []visitPicks, ops []clientv3.Op, now time.Time) (outs [][]AttemptGrant, written []int) {
+	outs, written = make([][]AttemptGrant, len(vps)), make([]int, len(vps))
+	if len(ops) == 0 {
+		return outs, written
 	}
-	worker := p.req.Worker
 	resp, err := pt.commit(pt.ctx, ops)
 	if err != nil {
-		pt.lg.Warn("recording attempts failed", zap.Error(err))
-		if unknownOutcome(err) {
-			pt.queueUnsure(picked, worker)
+		pt.lg.Warn("recording attempts failed", zap.Int("polls", len(vps)), zap.Error(err))
+		for i, vp := range vps {
+			if unknownOutcome(err) {
+				pt.queueUnsure(vp.picked, vp.v.p.req.Worker)
+			}
+			for _, pk := range vp.picked {
+				written[i] += pk.w.size // the write may have applied
+			}
 		}
-		return nil, bytes // the write may have applied
+		return outs, written
 	}
 	var lost []api.Run
 	defer func() { pt.readopt(pt.ctx, lost) }() // after mu is released
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	for i, pk := range picked {
-		ar := pk.ar
-		if !resp.Responses[i].GetResponseTxn().Succeeded {
-			pt.dropActiveLocked(ar.run.ID)
-			lost = append(lost, ar.run)
-			continue
+	k := 0
+	for i, vp := range vps {
+		for _, pk := range vp.picked {
+			ar := pk.ar
+			ok := resp.Responses[k].GetResponseTxn().Succeeded
+			k++
+			if !ok {
+				pt.dropActiveLocked(ar.run.ID)
+				lost = append(lost, ar.run)
+				continue
+			}
+			pt.updatedLocked(ar, pk.w, resp.Header.Revision, ar.notBefore)
+			written[i] += pk.w.size
+			outs[i] = append(outs[i], pt.grantsLocked(vp.v.p, pk, now)...)
 		}
-		pt.updatedLocked(ar, pk.w, resp.Header.Revision, ar.notBefore)
-		written += pk.w.size
-		out = append(out, pt.grantsLocked(p, pk, now)...)
 	}
-	return out, written
+	return outs, written
 }
 
 // queueUnsure queues the take-back of picked's attempts, whose write's

@@ -82,6 +82,13 @@ func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant,
 	if !lead {
 		select {
 		case a := <-v.done:
+			select {
+			case <-v.lead:
+				// Handed over to, then served by a writer of results
+				// (complete) before it took the writer lock: hand on.
+				pt.handOver()
+			default:
+			}
 			return a.out, a.written
 		case <-v.lead: // v is still waiting, first: serve
 		}
@@ -91,18 +98,10 @@ func (pt *partition) assign(p *poll, rivals []*poll, n int) (out []AttemptGrant,
 }
 
 // serve serves the waiting visits, v first, until v is answered, then
-// hands over to the first visit still waiting (or ends the serving), and
-// returns v's answer. The caller holds neither lock.
+// hands over (handOver), and returns v's answer. The caller holds
+// neither lock.
 func (pt *partition) serve(v *visit) visitAnswer {
-	defer func() {
-		pt.mu.Lock()
-		if len(pt.visits) > 0 {
-			pt.visits[0].lead <- struct{}{} // buffer 1, sent once: it is waiting
-		} else {
-			pt.serving = false
-		}
-		pt.mu.Unlock()
-	}()
+	defer pt.handOver()
 	pt.wmu.Lock()
 	defer pt.wmu.Unlock()
 	for {
@@ -114,27 +113,46 @@ func (pt *partition) serve(v *visit) visitAnswer {
 		// Each round answers at least the first waiting visit, and v is
 		// among those waiting until it is answered.
 		pt.mu.Lock()
-		batch := pt.visits
-		pt.visits = nil
+		batch, reports := pt.visits, pt.reports
+		pt.visits, pt.reports = nil, nil
 		pt.mu.Unlock()
-		pt.serveGuarded(batch)
+		pt.serveGuarded(batch, reports)
 	}
 }
 
-// serveGuarded is serveVisits, answering every visit of batch not
-// answered yet if it panics (the panic goes on): their polls, which may
-// be other requests' goroutines, would otherwise wait for answers that
-// never come.
-func (pt *partition) serveGuarded(batch []*visit) {
+// handOver ends a visit's serving: the first visit still waiting serves
+// next, or none does until the next arrives. A visit is handed over to
+// while it waits in the queue (unanswered); one taken out of it is
+// answered after those left for want of room are put back, so a visit
+// waits in the queue only while one serves or is handed over to. The
+// caller holds neither lock.
+func (pt *partition) handOver() {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if len(pt.visits) > 0 {
+		pt.visits[0].lead <- struct{}{} // buffer 1, sent once: it is waiting
+	} else {
+		pt.serving = false
+	}
+}
+
+// serveGuarded is serveVisits, answering every visit of batch, and
+// every report it took, not answered yet if it panics (the panic goes
+// on): their polls and reporters, which may be other requests'
+// goroutines, would otherwise wait for answers that never come.
+func (pt *partition) serveGuarded(batch []*visit, reports []*report) {
 	defer func() {
 		if p := recover(); p != nil {
 			for _, v := range batch {
 				v.answer(nil, 0)
 			}
+			for _, r := range reports {
+				r.answer(CompleteResponse{}, errReportAgain(r.req.RunID))
+			}
 			panic(p)
 		}
 	}()
-	pt.serveVisits(batch)
+	pt.serveVisits(batch, reports)
 }
 
 // visitPicks are the picks of one visit of a write.
@@ -144,12 +162,31 @@ type visitPicks struct {
 	limited []pick // each in a write of its own
 }
 
-// serveVisits picks the attempts of the visits of batch, in order,
-// records those without limit keys in one fenced transaction, as far as
-// it has room (assignBatchBytes), then the limited ones each in its own,
-// and answers each visit; visits left out for want of room go back to
-// the front of the queue, unanswered. The caller holds wmu and not mu.
-func (pt *partition) serveVisits(batch []*visit) {
+// grantWrite is a write of attempts being decided.
+type grantWrite struct {
+	ops   []clientv3.Op
+	bytes int // of run documents
+	// taken are the runs the write writes (one write of a run key), jobs
+	// those whose results it records: none of their runs is granted in it
+	// (a job's state is decided from the run before).
+	taken, jobs map[string]bool
+	reserved    map[string]int // slots the limited picks take, by key
+	left        map[*poll]int  // chains passed over for each rival (passOver), or taken by it
+}
+
+// serveVisits records the results of reports waiting for the writer
+// lock and the attempts of the visits of batch, picked in order, in one
+// fenced transaction, as far as it has room (resultBatchRuns and
+// resultBatchBytes for the results, then assignBatchBytes and
+// maxWriteCost), then the attempts of limited picks each in a write of
+// its own, and answers each visit and report; visits and reports left
+// out for want of room go back to the front of their queues, unanswered.
+// The caller holds wmu and not mu.
+func (pt *partition) serveVisits(batch []*visit, reports []*report) {
+	var rw resultWrite
+	if len(reports) > 0 {
+		rw, _ = pt.prepareReports(reports)
+	}
 	now := pt.now()
 	pt.mu.Lock()
 	if pt.closed {
@@ -157,23 +194,26 @@ func (pt *partition) serveVisits(batch []*visit) {
 		for _, v := range batch {
 			v.answer(nil, 0)
 		}
+		if len(rw.ops) > 0 {
+			pt.recordedReports(rw, nil, 0, pt.notOwned())
+		}
 		return
 	}
+	gw := grantWrite{ops: slices.Clip(rw.ops), bytes: opsBytes(rw.ops), taken: map[string]bool{}, jobs: map[string]bool{}, reserved: map[string]int{}, left: map[*poll]int{}}
+	for _, ru := range rw.sent {
+		gw.taken[ru.u.ar.run.ID], gw.jobs[ru.u.ar.run.JobID] = true, true
+	}
 	var vps []visitPicks
-	var ops []clientv3.Op
-	reserved := map[string]int{} // slots the limited picks take, by key
-	taken := map[string]bool{}   // runs written by this write: one write of a run key
-	left := map[*poll]int{}      // chains passed over for each rival (passOver), or taken by it
 	ids := pt.byPriorityLocked(now)
-	bytes, served := 0, 0
+	served := 0
 	for _, v := range batch {
-		if served > 0 && (bytes >= assignBatchBytes || txnCost(0, ops, nil)+2 > maxWriteCost) {
+		if served > 0 && (gw.bytes >= assignBatchBytes || txnCost(0, gw.ops, nil)+2 > maxWriteCost) {
 			break // the write is full: the rest wait for the next
 		}
 		vp := visitPicks{v: v}
-		vp.picked, vp.limited, ops, bytes = pt.pickLocked(v, ids, taken, reserved, left, ops, bytes, now)
+		vp.picked, vp.limited = pt.pickLocked(v, ids, &gw, now)
 		for _, pk := range slices.Concat(vp.picked, vp.limited) {
-			left[v.p] += len(pk.items) // v's room, for the visits after it
+			gw.left[v.p] += len(pk.items) // v's room, for the visits after it
 		}
 		vps = append(vps, vp)
 		served++
@@ -184,7 +224,15 @@ func (pt *partition) serveVisits(batch []*visit) {
 		pt.visits = append(slices.Clip(later), pt.visits...)
 		pt.mu.Unlock()
 	}
-	outs, written := pt.recordPicks(vps, ops, now)
+	var resp *clientv3.TxnResponse
+	var err error
+	if len(gw.ops) > 0 {
+		resp, err = pt.commit(pt.ctx, gw.ops)
+	}
+	if len(rw.ops) > 0 {
+		pt.recordedReports(rw, resp, 0, err)
+	}
+	outs, written := pt.recordPicks(vps, resp, len(rw.ops), err, now)
 	granted := false
 	for i, vp := range vps {
 		for _, pk := range vp.limited {
@@ -202,24 +250,21 @@ func (pt *partition) serveVisits(batch []*visit) {
 }
 
 // pickLocked picks up to v.n chains for visit v's poll among the active
-// runs ids (in priority order) not taken by the write already, adding the
-// writes of those without limit keys to ops (of bytes of documents) as
-// far as the write has room (assignBatchBytes, maxWriteCost) and the runs
-// to taken; reserved are the slots of limit keys the write's limited
-// picks take, left the chains passed over for rivals (passOver). The
-// caller holds mu.
-func (pt *partition) pickLocked(v *visit, ids []string, taken map[string]bool, reserved map[string]int, left map[*poll]int, ops []clientv3.Op, bytes int, now time.Time) (picked, limited []pick, _ []clientv3.Op, _ int) {
+// runs ids (in priority order) that write gw may take, adding the writes
+// of those without limit keys to gw as far as it has room
+// (assignBatchBytes, maxWriteCost). The caller holds mu.
+func (pt *partition) pickLocked(v *visit, ids []string, gw *grantWrite, now time.Time) (picked, limited []pick) {
 	p, rivals, n := v.p, v.rivals, v.n
 	req := p.req
 	worker := req.Worker
 	chains := 0
 	for _, rid := range ids {
-		if chains >= n || bytes >= assignBatchBytes {
+		if chains >= n || gw.bytes >= assignBatchBytes {
 			break
 		}
 		ar := pt.active[rid]
-		if ar == nil || taken[rid] {
-			continue // final meanwhile (a limited grant's write), or in this write
+		if ar == nil || gw.taken[rid] || gw.jobs[ar.run.JobID] {
+			continue // in this write already
 		}
 		e := pt.jobs[ar.run.JobID]
 		if e == nil {
@@ -228,7 +273,7 @@ func (pt *partition) pickLocked(v *visit, ids []string, taken map[string]bool, r
 		room := n - chains
 		keys := pt.boundedKeys(e)
 		if keys != nil {
-			room = pt.limitRoom(keys, reserved, room, now)
+			room = pt.limitRoom(keys, gw.reserved, room, now)
 			if room == 0 || pt.outrankedLocked(keys, pt.rankLocked(ar, now), now) {
 				pt.wantLocked(p, e, ar, now)
 				continue
@@ -237,8 +282,8 @@ func (pt *partition) pickLocked(v *visit, ids []string, taken map[string]bool, r
 		var started api.Run
 		var items []int
 		if len(ar.run.Items) > 0 {
-			started, items = pt.startItemsLocked(e, ar, p, rivals, left, room, now)
-		} else if Dispatchable(ar.run, ar.notBefore, now) && p.may(e, ar.run.JobID) && !pt.passOver(p, rivals, left, 1, e, ar, now) {
+			started, items = pt.startItemsLocked(e, ar, p, rivals, gw.left, room, now)
+		} else if Dispatchable(ar.run, ar.notBefore, now) && p.may(e, ar.run.JobID) && !pt.passOver(p, rivals, gw.left, 1, e, ar, now) {
 			started, items = StartAttempt(ar.run, worker, now), []int{noItem}
 			started.Attempts[len(started.Attempts)-1].Credential = req.Credential
 		}
@@ -254,35 +299,35 @@ func (pt *partition) pickLocked(v *visit, ids []string, taken map[string]bool, r
 		if !ok {
 			continue
 		}
-		if keys == nil && len(ops) > 0 && txnCost(0, append(slices.Clip(ops), w.op), nil)+1 > maxWriteCost {
+		if keys == nil && len(gw.ops) > 0 && txnCost(0, append(slices.Clip(gw.ops), w.op), nil)+1 > maxWriteCost {
 			break // the write is full: etcd's limit of operations
 		}
 		pk := pick{ar: ar, w: w, work: work, items: items, limits: keys}
 		chains += len(items)
-		taken[rid] = true
+		gw.taken[rid] = true
 		if keys != nil {
 			for _, k := range keys {
-				reserved[k] += len(items)
+				gw.reserved[k] += len(items)
 			}
 			limited = append(limited, pk)
 			continue
 		}
 		picked = append(picked, pk)
-		ops = append(ops, w.op)
-		bytes += w.size
+		gw.ops = append(gw.ops, w.op)
+		gw.bytes += w.size
 	}
-	return picked, limited, ops, bytes
+	return picked, limited
 }
 
-// recordPicks writes the attempts picked for the visits of vps (ops, in
-// order) in one fenced transaction and returns each visit's grants and
-// bytes of run documents written. The caller holds wmu and not mu.
-func (pt *partition) recordPicks(vps []visitPicks, ops []clientv3.Op, now time.Time) (outs [][]AttemptGrant, written []int) {
+// recordPicks applies the answer of the write of the attempts picked for
+// the visits of vps (resp's responses from at on, in order, or err) and
+// returns each visit's grants and bytes of run documents written. The
+// caller holds wmu and not mu.
+func (pt *partition) recordPicks(vps []visitPicks, resp *clientv3.TxnResponse, at int, err error, now time.Time) (outs [][]AttemptGrant, written []int) {
 	outs, written = make([][]AttemptGrant, len(vps)), make([]int, len(vps))
-	if len(ops) == 0 {
+	if !slices.ContainsFunc(vps, func(vp visitPicks) bool { return len(vp.picked) > 0 }) {
 		return outs, written
 	}
-	resp, err := pt.commit(pt.ctx, ops)
 	if err != nil {
 		pt.lg.Warn("recording attempts failed", zap.Int("polls", len(vps)), zap.Error(err))
 		for i, vp := range vps {
@@ -299,7 +344,7 @@ func (pt *partition) recordPicks(vps []visitPicks, ops []clientv3.Op, now time.T
 	defer func() { pt.readopt(pt.ctx, lost) }() // after mu is released
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	k := 0
+	k := at
 	for i, vp := range vps {
 		for _, pk := range vp.picked {
 			ar := pk.ar

@@ -199,3 +199,73 @@ func TestPassOverLeavesARivalNoMoreThanItsRoom(t *testing.T) {
 		t.Fatalf("the 3 runs were granted in %d writes, want 1 (the busier poll passed over more than the rival could take)", len(revs))
 	}
 }
+
+// TestPollAndResultShareOneWrite: a result waiting for the writer lock
+// behind a poll's visit is recorded in the write of the poll's attempts,
+// not in a write of its own after it: a run of a herd costs its firing,
+// one share of a write of attempts and results, and its job's end.
+func TestPollAndResultShareOneWrite(t *testing.T) {
+	h := newHarness(t)
+	h.start("m1")
+	for i := range 2 {
+		h.create(api.Job{ID: fmt.Sprintf("herd-%d", i), Schedule: "@every 1s"})
+	}
+	h.advance(time.Second)
+	for i := range 2 {
+		h.waitRuns(fmt.Sprintf("herd-%d", i), 1)
+	}
+	first := h.poll("w0", 1)[0]
+	release, ok := h.disp.HoldWriter(0)
+	if !ok {
+		t.Fatal("partition 0 is not loaded here")
+	}
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
+	wait := func(what string, n func() int) {
+		deadline := time.Now().Add(10 * time.Second)
+		for n() < 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s waits for the partition after 10s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(5 * time.Millisecond) // past the writer lock's hand-off threshold: served in order
+	}
+	polled := make(chan api.PollResponse, 1)
+	go func() {
+		resp, err := h.disp.Poll(context.Background(), api.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: api.Duration(10 * time.Second)})
+		if err != nil {
+			t.Errorf("poll: %v", err)
+		}
+		polled <- resp
+	}()
+	wait("poll", func() int { return h.disp.VisitsWaiting(0) })
+	completed := make(chan error, 1)
+	go func() {
+		_, err := h.complete(first, "w0", true, "")
+		completed <- err
+	}()
+	wait("result", func() int { return h.disp.ReportsWaiting(0) })
+	release()
+	release = nil
+	resp := <-polled
+	if err := <-completed; err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	if len(resp.Attempts) != 1 {
+		t.Fatalf("the poll got %d attempts, want 1", len(resp.Attempts))
+	}
+	rev := func(a api.AttemptGrant) int64 {
+		kv, err := h.client.Get(context.Background(), h.store.Keys().Run(0, a.JobID, a.ScheduledAt))
+		if err != nil || len(kv.Kvs) != 1 {
+			t.Fatalf("reading run %s: %v", a.RunID, err)
+		}
+		return kv.Kvs[0].ModRevision
+	}
+	if g, r := rev(resp.Attempts[0]), rev(first); g != r {
+		t.Fatalf("the attempt was recorded at revision %d and the result at %d, want one write", g, r)
+	}
+}

@@ -135,6 +135,20 @@ func (d *Dispatcher) HoldWriter(p int) (release func(), ok bool) {
 	return pt.wmu.Unlock, true
 }
 
+// VisitsWaiting returns how many polls wait to be handed runs of
+// partition p (assign's queue of visits).
+func (d *Dispatcher) VisitsWaiting(p int) int {
+	d.mu.Lock()
+	pt := d.parts[p]
+	d.mu.Unlock()
+	if pt == nil {
+		return 0
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return len(pt.visits)
+}
+
 // RaceEnabled: the race detector is on.
 const RaceEnabled = raceEnabled
 

@@ -31,7 +31,7 @@ func (pt *partition) pinnedToLocked(it api.Item, worker string) bool {
 // items of a sharded run are passed over for a rival poll with more free
 // slots (partition.passOver); a broadcast item, pinned, never is. The
 // caller holds mu.
-func (pt *partition) startItemsLocked(e *jobEntry, ar *activeRun, p *poll, rivals []*poll, room int, now time.Time) (api.Run, []int) {
+func (pt *partition) startItemsLocked(e *jobEntry, ar *activeRun, p *poll, rivals []*poll, left map[*poll]int, room int, now time.Time) (api.Run, []int) {
 	req := p.req
 	if room <= 0 || !req.HasFeature(api.FeatureItems) || !p.may(e, ar.run.JobID) {
 		return api.Run{}, nil
@@ -46,7 +46,7 @@ func (pt *partition) startItemsLocked(e *jobEntry, ar *activeRun, p *poll, rival
 	if len(items) == 0 {
 		return api.Run{}, nil
 	}
-	if !ar.run.Broadcast && !steps && pt.passOver(p, rivals, e, ar, now) {
+	if !ar.run.Broadcast && !steps && pt.passOver(p, rivals, left, len(items), e, ar, now) {
 		return api.Run{}, nil
 	}
 	return StartItems(ar.run, items, req.Worker, req.Credential, now), items

@@ -95,6 +95,10 @@ type partition struct {
 	// the first to get it records them all, as far as one write has room
 	// (results.go).
 	reports []*report
+	// visits are polls waiting to be handed runs here, in arrival order;
+	// serving is set while one of them serves them (assign.go).
+	visits  []*visit
+	serving bool
 	// unread are runs whose compare-and-swap write did not apply and whose
 	// reading again failed, by run ID: out of memory until the loop has
 	// read them (readopt), retrying at every tick.

@@ -99,11 +99,17 @@ func (pt *partition) complete(req CompleteRequest) (CompleteResponse, error) {
 		default:
 		}
 		// Each round writes at least the first waiting result, and r is
-		// among those waiting until it is answered.
+		// among those waiting until it is answered. Polls waiting to be
+		// handed runs here get their attempts in the same write
+		// (assign.go), rather than wait for it to take their own.
 		pt.mu.Lock()
-		batch := pt.reports
-		pt.reports = nil
+		batch, visits := pt.reports, pt.visits
+		pt.reports, pt.visits = nil, nil
 		pt.mu.Unlock()
+		if len(visits) > 0 {
+			pt.serveGuarded(visits, batch)
+			continue
+		}
 		pt.recordGuarded(batch)
 	}
 }
@@ -129,19 +135,42 @@ func (pt *partition) recordGuarded(batch []*report) {
 // each report; reports left out for want of room go back to the front of
 // the queue, unanswered. The caller holds wmu and not mu.
 func (pt *partition) recordReports(batch []*report) {
+	rw, ok := pt.prepareReports(batch)
+	if !ok {
+		return
+	}
+	resp, err := pt.commit(pt.ctx, rw.ops)
+	pt.recordedReports(rw, resp, 0, err)
+}
+
+// resultWrite is a write of results decided: the updates it sends, their
+// prepared writes and its operations (one per update, in order).
+type resultWrite struct {
+	sent   []*resultUpdate
+	writes []preparedRunWrite
+	ops    []clientv3.Op
+	now    time.Time
+}
+
+// prepareReports decides the results of batch, in order, and packs the
+// write of those accepted, as far as it has room; it answers at once the
+// reports refused, and puts those left out for want of room back at the
+// front of the queue, unanswered. ok is false if there is nothing to
+// write. The caller holds wmu and not mu.
+func (pt *partition) prepareReports(batch []*report) (rw resultWrite, ok bool) {
 	pt.mu.Lock()
 	if pt.closed {
 		pt.mu.Unlock()
 		for _, r := range batch {
 			r.answer(CompleteResponse{}, pt.notOwned())
 		}
-		return
+		return rw, false
 	}
 	now := pt.now()
 	runs := pt.decideReportsLocked(batch, now)
 	pt.mu.Unlock()
 	if len(runs) == 0 {
-		return
+		return rw, false
 	}
 	if err := pt.d.writesRefused(); err != nil {
 		// etcd is full (NOSPACE): the write would be refused. Nothing is
@@ -150,7 +179,7 @@ func (pt *partition) recordReports(batch []*report) {
 		for _, ru := range runs {
 			ru.refuse(fmt.Errorf("recording the result of run %s: %w; report it again", ru.u.ar.run.ID, err))
 		}
-		return
+		return rw, false
 	}
 	sent, writes, ops, later := pt.packResults(runs)
 	if len(later) > 0 {
@@ -158,10 +187,14 @@ func (pt *partition) recordReports(batch []*report) {
 		pt.reports = append(later, pt.reports...)
 		pt.mu.Unlock()
 	}
-	if len(sent) == 0 {
-		return
-	}
-	resp, err := pt.commit(pt.ctx, ops)
+	return resultWrite{sent: sent, writes: writes, ops: ops, now: now}, len(sent) > 0
+}
+
+// recordedReports applies the answer of write rw (resp's responses from
+// at on, or err) and answers its reports. The caller holds wmu and not
+// mu.
+func (pt *partition) recordedReports(rw resultWrite, resp *clientv3.TxnResponse, at int, err error) {
+	sent, writes := rw.sent, rw.writes
 	if err != nil {
 		pt.lg.Warn("recording results failed", zap.Int("runs", len(sent)), zap.Error(err))
 		pt.mu.Lock()
@@ -179,14 +212,14 @@ func (pt *partition) recordReports(batch []*report) {
 	var lost []api.Run
 	var lostRuns []*resultUpdate
 	for i, ru := range sent {
-		if !resp.Responses[i].GetResponseTxn().Succeeded {
+		if !resp.Responses[at+i].GetResponseTxn().Succeeded {
 			lost, lostRuns = append(lost, ru.u.ar.run), append(lostRuns, ru)
 			continue
 		}
 		prev := ru.u.ar.run
 		pt.appliedRunWrite(writes[i], resp.Header.Revision)
 		r := writes[i].w.run
-		pt.updateApplied(ru.u, prev, r, now)
+		pt.updateApplied(ru.u, prev, r, rw.now)
 		pt.answerRecorded(ru, r, len(sent))
 	}
 	pt.changedBehind(pt.ctx, lost)

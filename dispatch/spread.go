@@ -21,7 +21,8 @@ import (
 //
 //   - spread: a poll passes a run over when another poll waiting here, of
 //     another worker with more free slots (PollRequest.Free, less what it
-//     took), may take it; that poll is nudged to look again;
+//     took), may take it, and has not been left as many runs as it may
+//     still take by the same write; that poll is nudged to look again;
 //   - retry_elsewhere: a poll passes a retry over when its worker ran the
 //     attempt that failed and another live worker may take the run, for
 //     at most one run lease after the retry is due.
@@ -185,15 +186,20 @@ func (pt *partition) shunned(e *jobEntry, ar *activeRun, worker string, now time
 }
 
 // passOver reports whether p passes over the run of ar (which p may
-// take): its worker is shunned for the retry, or a rival poll may take
-// it, which is then nudged. The caller holds mu.
-func (pt *partition) passOver(p *poll, rivals []*poll, e *jobEntry, ar *activeRun, now time.Time) bool {
+// take, as n chains): its worker is shunned for the retry, or a rival
+// poll may take it, which is then nudged. left counts the chains the
+// write being decided has passed over for each rival: a rival is left no
+// more than its room (what it may still take), so that under a herd a
+// poll of a worker with a few slots fewer does not pass over every run
+// of the partition for a rival that takes three. The caller holds mu.
+func (pt *partition) passOver(p *poll, rivals []*poll, left map[*poll]int, n int, e *jobEntry, ar *activeRun, now time.Time) bool {
 	if pt.shunned(e, ar, p.req.Worker, now) {
 		pt.d.cfg.Metrics.passOver(passRetryElsewhere)
 		return true
 	}
 	for _, q := range rivals {
-		if q.room.Load() > 0 && q.may(e, ar.run.JobID) && !pt.shunned(e, ar, q.req.Worker, now) {
+		if q.room.Load() > int64(left[q]) && q.may(e, ar.run.JobID) && !pt.shunned(e, ar, q.req.Worker, now) {
+			left[q] += n
 			q.passed.Store(true)
 			select {
 			case q.nudge <- struct{}{}:

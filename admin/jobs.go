@@ -86,6 +86,9 @@ type jobsAPI struct {
 	// limitStatus returns a limit key's use as this member sees it
 	// (Member.LimitStatus), nil without one.
 	limitStatus func(key string) (api.LimitStatus, bool)
+	// limitsApplied blocks until this member's limit table reflects an
+	// etcd revision (Member.WaitLimits), nil without one.
+	limitsApplied func(ctx context.Context, rev int64) error
 	// runWaitingFor returns the limit key a run waits for on this member
 	// and how many runs waiting for it rank ahead of it there
 	// (Member.RunWaitingFor), nil without one.

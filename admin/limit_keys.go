@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"go.uber.org/zap"
+
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -42,6 +44,19 @@ var limits = &namedKind[api.Limit]{
 	},
 	page: func(out []api.Limit, next string) any {
 		return api.LimitList{Limits: out, NextCursor: next}
+	},
+	// A limit written is in effect on this member when answered: its
+	// limit table has read it, so a job created here next is bounded by
+	// it (other members read it within their watch's delay).
+	inEffect: func(a *jobsAPI, ctx context.Context, l *api.Limit) {
+		if a.limitsApplied == nil || l.Revision == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, effectWait)
+		defer cancel()
+		if err := a.limitsApplied(ctx, l.Revision); err != nil {
+			a.lg.Warn("limit written, not yet read by this member's limit table", zap.String("key", l.Key), zap.Int64("revision", l.Revision), zap.Error(err))
+		}
 	},
 	decorate: func(a *jobsAPI, l *api.Limit) {
 		if a.limitStatus == nil {

@@ -1,13 +1,23 @@
 package admin_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
+	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/store"
 )
 
 func limitPath(key string) string { return "/v1/limits/" + url.PathEscape(key) }
@@ -111,5 +121,64 @@ func TestLimitsAreScoped(t *testing.T) {
 	var list api.LimitList
 	if code != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Limits) != 1 || list.Limits[0].Key != "billing/db" {
 		t.Errorf("billing operator's listing: %d %s, want billing/db only", code, body)
+	}
+}
+
+// limitsMember is a member whose limit table applies a write only when
+// the test lets it: WaitLimits sends the revision it waits for, then
+// blocks until applied is closed.
+type limitsMember struct {
+	admintest.Member
+	waited  chan int64
+	applied chan struct{}
+}
+
+func (m limitsMember) WaitLimits(ctx context.Context, rev int64) error {
+	m.waited <- rev
+	select {
+	case <-m.applied:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A PUT of a limit is answered once this member's limit table has read
+// it (at the stored revision), so that a job created on it next is
+// bounded by the limit.
+func TestLimitPutAnsweredOnceInEffect(t *testing.T) {
+	client := etcd.Client(t)
+	s := store.NewEtcd(client, etcdtest.Namespace(t), testPartitions, api.DefaultLimits(), nil)
+	m := limitsMember{Member: admintest.Member{Jobs: s, Auth: testAuth}, waited: make(chan int64, 1), applied: make(chan struct{})}
+	srv := httptest.NewServer(admin.Handler(m, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Limits: admin.Limits{Rate: -1}}))
+	t.Cleanup(srv.Close)
+	type reply struct {
+		code int
+		body []byte
+	}
+	done := make(chan reply, 1)
+	go func() {
+		code, body := send(t, srv, adminToken, "PUT", limitPath("billing-db"), []byte(`{"max_running": 1}`))
+		done <- reply{code, body}
+	}()
+	var rev int64
+	select {
+	case rev = <-m.waited:
+	case r := <-done:
+		t.Fatalf("PUT answered %d %s without waiting for the member's limit table", r.code, r.body)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("PUT answered %d %s before the member's limit table read it", r.code, r.body)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(m.applied)
+	r := <-done
+	var l api.Limit
+	if err := json.Unmarshal(r.body, &l); err != nil || r.code != http.StatusCreated {
+		t.Fatalf("PUT: %d %s (%v)", r.code, r.body, err)
+	}
+	if l.Revision != rev || rev == 0 {
+		t.Fatalf("waited for revision %d, stored at %d", rev, l.Revision)
 	}
 }

@@ -46,6 +46,9 @@ type namedKind[T any] struct {
 	// decorate, when set, adds what this member knows of an object to
 	// the stored document before it is answered (a limit key's use).
 	decorate func(a *jobsAPI, v *T)
+	// inEffect, when set, waits (bounded) after a PUT until the stored
+	// document is in effect on this member, before it is answered.
+	inEffect func(a *jobsAPI, ctx context.Context, stored *T)
 }
 
 // namedOps are a store's operations on one kind of named object; each
@@ -133,6 +136,9 @@ func (k *namedKind[T]) put(a *jobsAPI) http.HandlerFunc {
 		if err != nil {
 			k.fail(a, w, r, name, err)
 			return
+		}
+		if k.inEffect != nil {
+			k.inEffect(a, ctx, &stored)
 		}
 		code := http.StatusOK
 		if created {

@@ -70,6 +70,11 @@ func (a *server) routes() []route {
 	}); ok {
 		j.limitStatus, j.runWaitingFor = ls.LimitStatus, ls.RunWaitingFor
 	}
+	if lw, ok := a.m.(interface {
+		WaitLimits(ctx context.Context, rev int64) error
+	}); ok {
+		j.limitsApplied = lw.WaitLimits
+	}
 	if nc, ok := a.m.(interface {
 		CheckNotifications(ns []api.Notification) error
 	}); ok {

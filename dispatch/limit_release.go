@@ -220,6 +220,20 @@ func (d *Dispatcher) LimitStatus(key string) (api.LimitStatus, bool) {
 	return st, true
 }
 
+// WaitLimits blocks until this member's limit table reflects etcd
+// revision rev (a limit written at rev is in effect for the runs of the
+// partitions owned here), or ctx ends (its error). Without a table it
+// returns nil at once.
+func (d *Dispatcher) WaitLimits(ctx context.Context, rev int64) error {
+	t, ok := d.cfg.Limits.(interface {
+		WaitRevision(ctx context.Context, rev int64) error
+	})
+	if !ok || t == nil {
+		return nil
+	}
+	return t.WaitRevision(ctx, rev)
+}
+
 // RunWaitingFor returns the limit key run runID waits for and how many
 // runs waiting for that key rank ahead of it (priority order, see
 // priority.go) on the partitions owned here; "" if it waits for none or

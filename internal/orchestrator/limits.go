@@ -1,6 +1,10 @@
 package orchestrator
 
-import "github.com/jobfleet/jobfleet/api"
+import (
+	"context"
+
+	"github.com/jobfleet/jobfleet/api"
+)
 
 // LimitStatus returns limit key's use as this member sees it (the slots
 // held fleet-wide, the runs waiting on the partitions owned here, the
@@ -23,4 +27,15 @@ func (o *Orchestrator) RunWaitingFor(runID string) (string, int) {
 		return "", 0
 	}
 	return d.RunWaitingFor(runID)
+}
+
+// WaitLimits blocks until this member's limit table reflects etcd
+// revision rev, or ctx ends (its error); nil at once if the member has not
+// joined the cluster.
+func (o *Orchestrator) WaitLimits(ctx context.Context, rev int64) error {
+	d, err := o.Dispatcher()
+	if err != nil {
+		return nil
+	}
+	return d.WaitLimits(ctx, rev)
 }

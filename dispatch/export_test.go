@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"sync"
+	"testing"
 )
 
 // WriterBusy reports whether partition p's writer lock is held here (a
 // write of the partition is in progress): for tests that must know a
 // write is waiting for etcd.
 func (d *Dispatcher) WriterBusy(p int) bool {
-	d.mu.Lock()
-	pt := d.parts[p]
-	d.mu.Unlock()
+	pt := d.partitionOf(p)
 	if pt == nil {
 		return false
 	}
@@ -89,15 +89,7 @@ func (d *Dispatcher) queueTakeBack(p int, runID, worker string, attempt int, uns
 // ReportsWaiting returns how many results of partition p wait for
 // its writer lock.
 func (d *Dispatcher) ReportsWaiting(p int) int {
-	d.mu.Lock()
-	pt := d.parts[p]
-	d.mu.Unlock()
-	if pt == nil {
-		return 0
-	}
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	return len(pt.reports)
+	return d.queued(p, func(pt *partition) int { return len(pt.reports) })
 }
 
 // Polls returns the polls in progress at this member: for each, the
@@ -123,30 +115,43 @@ type PollInfo struct {
 }
 
 // HoldWriter takes partition p's writer lock, as a long write of the
-// partition does, until release is called.
-func (d *Dispatcher) HoldWriter(p int) (release func(), ok bool) {
-	d.mu.Lock()
-	pt := d.parts[p]
-	d.mu.Unlock()
+// partition does, until release is called (once; at the latest when t
+// ends). It fails t if p is not loaded here.
+func (d *Dispatcher) HoldWriter(t testing.TB, p int) (release func()) {
+	t.Helper()
+	pt := d.partitionOf(p)
 	if pt == nil {
-		return nil, false
+		t.Fatalf("partition %d is not loaded here", p)
 	}
 	pt.wmu.Lock()
-	return pt.wmu.Unlock, true
+	release = sync.OnceFunc(pt.wmu.Unlock)
+	t.Cleanup(release)
+	return release
 }
 
-// VisitsWaiting returns how many polls wait to be handed runs of
-// partition p (assign's queue of visits).
-func (d *Dispatcher) VisitsWaiting(p int) int {
+// partitionOf returns partition p, nil if it is not loaded here.
+func (d *Dispatcher) partitionOf(p int) *partition {
 	d.mu.Lock()
-	pt := d.parts[p]
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	return d.parts[p]
+}
+
+// queued returns the length of the queue of partition p that queue
+// returns, 0 if p is not loaded here.
+func (d *Dispatcher) queued(p int, queue func(pt *partition) int) int {
+	pt := d.partitionOf(p)
 	if pt == nil {
 		return 0
 	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	return len(pt.visits)
+	return queue(pt)
+}
+
+// VisitsWaiting returns how many polls wait to be handed runs of
+// partition p (assign's queue of visits).
+func (d *Dispatcher) VisitsWaiting(p int) int {
+	return d.queued(p, func(pt *partition) int { return len(pt.visits) })
 }
 
 // RaceEnabled: the race detector is on.

@@ -20,15 +20,7 @@ func TestPollDoesNotWaitForAnotherTeamsWriter(t *testing.T) {
 	j := h.create(api.Job{ID: "team-a/report", Schedule: "@every 1s"})
 	h.advance(time.Second)
 	runs := h.waitRuns(j.ID, 1)
-	release, ok := h.disp.HoldWriter(runs[0].Partition)
-	if !ok {
-		t.Fatal("the job's partition is not loaded here")
-	}
-	defer func() {
-		if release != nil {
-			release()
-		}
-	}()
+	release := h.disp.HoldWriter(t, runs[0].Partition)
 	poll := func(prefix string) <-chan api.PollResponse {
 		out := make(chan api.PollResponse, 1)
 		go func() {
@@ -55,7 +47,6 @@ func TestPollDoesNotWaitForAnotherTeamsWriter(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	release()
-	release = nil
 	if resp := <-got; len(resp.Attempts) != 1 || resp.Attempts[0].RunID != runs[0].ID {
 		t.Fatalf("team-a's poll got %v once the writer was free, want run %s", resp.Attempts, runs[0].ID)
 	}
@@ -77,15 +68,7 @@ func TestPollsWaitingForTheWriterShareOneWrite(t *testing.T) {
 	for i := range polls + 1 {
 		h.waitRuns(fmt.Sprintf("herd-%d", i), 1)
 	}
-	release, ok := h.disp.HoldWriter(0)
-	if !ok {
-		t.Fatal("partition 0 is not loaded here")
-	}
-	defer func() {
-		if release != nil {
-			release()
-		}
-	}()
+	release := h.disp.HoldWriter(t, 0)
 	got := make(chan api.PollResponse, polls)
 	for i := range polls {
 		go func() {
@@ -104,7 +87,6 @@ func TestPollsWaitingForTheWriterShareOneWrite(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	release()
-	release = nil
 	revs := map[int64]bool{}
 	runs := map[string]bool{}
 	for range polls {
@@ -144,15 +126,7 @@ func TestPassOverLeavesARivalNoMoreThanItsRoom(t *testing.T) {
 	for i := range 3 {
 		h.waitRuns(fmt.Sprintf("herd-%d", i), 1)
 	}
-	release, ok := h.disp.HoldWriter(0)
-	if !ok {
-		t.Fatal("partition 0 is not loaded here")
-	}
-	defer func() {
-		if release != nil {
-			release()
-		}
-	}()
+	release := h.disp.HoldWriter(t, 0)
 	poll := func(worker string, max, free int) <-chan api.PollResponse {
 		out := make(chan api.PollResponse, 1)
 		go func() {
@@ -178,7 +152,6 @@ func TestPassOverLeavesARivalNoMoreThanItsRoom(t *testing.T) {
 	busy := poll("busier", 3, 1)
 	waitVisits(2)
 	release()
-	release = nil
 	revs := map[int64]bool{}
 	for _, got := range []struct {
 		resp api.PollResponse
@@ -215,15 +188,7 @@ func TestPollAndResultShareOneWrite(t *testing.T) {
 		h.waitRuns(fmt.Sprintf("herd-%d", i), 1)
 	}
 	first := h.poll("w0", 1)[0]
-	release, ok := h.disp.HoldWriter(0)
-	if !ok {
-		t.Fatal("partition 0 is not loaded here")
-	}
-	defer func() {
-		if release != nil {
-			release()
-		}
-	}()
+	release := h.disp.HoldWriter(t, 0)
 	wait := func(what string, n func() int) {
 		deadline := time.Now().Add(10 * time.Second)
 		for n() < 1 {
@@ -250,7 +215,6 @@ func TestPollAndResultShareOneWrite(t *testing.T) {
 	}()
 	wait("result", func() int { return h.disp.ReportsWaiting(0) })
 	release()
-	release = nil
 	resp := <-polled
 	if err := <-completed; err != nil {
 		t.Fatalf("complete: %v", err)

@@ -141,7 +141,10 @@ func TestDeadWorkerIsRevokedAtOnce(t *testing.T) {
 // proxy recycling connections): the worker opens a new stream at once,
 // within the grace, and keeps its registration, again and again.
 func TestCutWorkerConnectionIsNotRevoked(t *testing.T) {
-	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true})
+	// A grace of 2s rather than the default 500ms: the worker must come
+	// back within it, and on a loaded machine under the race detector
+	// a reconnection through the bridge has been seen to take longer.
+	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true, PresenceGrace: 2 * time.Second})
 	f.Join("m1")
 	f.WaitSettled(15 * time.Second)
 	base := f.URLs()[0]

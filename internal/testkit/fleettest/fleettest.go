@@ -29,6 +29,7 @@ import (
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/storage"
@@ -55,6 +56,9 @@ type Options struct {
 	Scheduler bool
 	// RunLease is the run lease with Scheduler. Default 3s.
 	RunLease time.Duration
+	// PresenceGrace is the members' worker presence grace (zero: the
+	// default; see workers.Config).
+	PresenceGrace time.Duration
 	// PriorityAging is the members' priority aging with Scheduler (zero:
 	// the default, negative: none; see dispatch.Config).
 	PriorityAging time.Duration
@@ -230,6 +234,7 @@ func (f *Fleet) Join(id string) *Member {
 		Storage:        f.opts.Storage,
 		WarmStandby:    f.opts.WarmStandby,
 		DeadMembers:    deadMembers,
+		Workers:        workers.Config{PresenceGrace: f.opts.PresenceGrace},
 		// Peers' figures reach the charts at once, not 15s late.
 		ActivityInterval: 200 * time.Millisecond,
 		Logger:           f.lg.With(zap.String("test_member", id)),

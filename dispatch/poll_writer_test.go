@@ -61,13 +61,7 @@ func TestPollsWaitingForTheWriterShareOneWrite(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
 	const polls = 3
-	for i := range polls + 1 {
-		h.create(api.Job{ID: fmt.Sprintf("herd-%d", i), Schedule: "@every 1s"})
-	}
-	h.advance(time.Second)
-	for i := range polls + 1 {
-		h.waitRuns(fmt.Sprintf("herd-%d", i), 1)
-	}
+	h.dueHerd(polls + 1)
 	release := h.disp.HoldWriter(t, 0)
 	got := make(chan api.PollResponse, polls)
 	for i := range polls {
@@ -119,13 +113,7 @@ func TestPollsWaitingForTheWriterShareOneWrite(t *testing.T) {
 func TestPassOverLeavesARivalNoMoreThanItsRoom(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	for i := range 3 {
-		h.create(api.Job{ID: fmt.Sprintf("herd-%d", i), Schedule: "@every 1s"})
-	}
-	h.advance(time.Second)
-	for i := range 3 {
-		h.waitRuns(fmt.Sprintf("herd-%d", i), 1)
-	}
+	h.dueHerd(3)
 	release := h.disp.HoldWriter(t, 0)
 	poll := func(worker string, max, free int) <-chan api.PollResponse {
 		out := make(chan api.PollResponse, 1)
@@ -180,13 +168,7 @@ func TestPassOverLeavesARivalNoMoreThanItsRoom(t *testing.T) {
 func TestPollAndResultShareOneWrite(t *testing.T) {
 	h := newHarness(t)
 	h.start("m1")
-	for i := range 2 {
-		h.create(api.Job{ID: fmt.Sprintf("herd-%d", i), Schedule: "@every 1s"})
-	}
-	h.advance(time.Second)
-	for i := range 2 {
-		h.waitRuns(fmt.Sprintf("herd-%d", i), 1)
-	}
+	h.dueHerd(2)
 	first := h.poll("w0", 1)[0]
 	release := h.disp.HoldWriter(t, 0)
 	wait := func(what string, n func() int) {
@@ -231,5 +213,18 @@ func TestPollAndResultShareOneWrite(t *testing.T) {
 	}
 	if g, r := rev(resp.Attempts[0]), rev(first); g != r {
 		t.Fatalf("the attempt was recorded at revision %d and the result at %d, want one write", g, r)
+	}
+}
+
+// dueHerd creates jobs herd-0 … herd-(n-1), every second, and lets one
+// run of each come due.
+func (h *harness) dueHerd(n int) {
+	h.t.Helper()
+	for i := range n {
+		h.create(api.Job{ID: fmt.Sprintf("herd-%d", i), Schedule: "@every 1s"})
+	}
+	h.advance(time.Second)
+	for i := range n {
+		h.waitRuns(fmt.Sprintf("herd-%d", i), 1)
 	}
 }

@@ -10,41 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/api"
-
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/jobfleet/jobfleet/admin"
+	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 )
-
-// sample returns the value of metric name's series with the given labels
-// (0 if there is none).
-func sample(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue series
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
-}
 
 // bigJob is a job document of about n bytes.
 func bigJob(id string, n int) string {
@@ -121,16 +90,16 @@ func TestWriteBudgets(t *testing.T) {
 		t.Fatalf("a second later: %d %s", code, body)
 	}
 
-	labels := map[string]string{"role": "operator", "scope": "prefix"}
-	spent := sample(t, e.reg, "jobfleet_api_write_bytes_total", labels)
+	labels := []string{"role", "operator", "scope", "prefix"}
+	spent := metrictest.Value(t, e.reg, "jobfleet_api_write_bytes_total", labels...)
 	if min := float64(3 * 60 << 10); spent < min || float64(wrote.Load()) != spent {
-		t.Errorf("jobfleet_api_write_bytes_total%v = %v, Member.NoteWritten told %d; want both the same, over %v", labels, spent, wrote.Load(), min)
+		t.Errorf(`jobfleet_api_write_bytes_total{role="operator",scope="prefix"} = %v, Member.NoteWritten told %d; want both the same, over %v`, spent, wrote.Load(), min)
 	}
-	if revs := sample(t, e.reg, "jobfleet_api_write_revisions_total", labels); revs < 20 {
-		t.Errorf("jobfleet_api_write_revisions_total%v = %v, want the 20 pauses at least", labels, revs)
+	if revs := metrictest.Value(t, e.reg, "jobfleet_api_write_revisions_total", labels...); revs < 20 {
+		t.Errorf(`jobfleet_api_write_revisions_total{role="operator",scope="prefix"} = %v, want the 20 pauses at least`, revs)
 	}
 	for reason, want := range map[string]float64{"write_bytes": 2, "write_revisions": 1} {
-		if got := sample(t, e.reg, "jobfleet_api_throttled_total", map[string]string{"reason": reason}); got != want {
+		if got := metrictest.Value(t, e.reg, "jobfleet_api_throttled_total", "reason", reason); got != want {
 			t.Errorf("jobfleet_api_throttled_total{reason=%q} = %v, want %v", reason, got, want)
 		}
 	}
@@ -188,7 +157,7 @@ func TestWorkerProtocolBudgets(t *testing.T) {
 			t.Fatalf("heartbeat over the budget: %d %s, want 200", code, body)
 		}
 	}
-	if got := sample(t, e.reg, "jobfleet_api_write_bytes_total", map[string]string{"role": "worker", "scope": "prefix"}); got < float64(accepted*len(body(0))) {
+	if got := metrictest.Value(t, e.reg, "jobfleet_api_write_bytes_total", "role", "worker", "scope", "prefix"); got < float64(accepted*len(body(0))) {
 		t.Errorf("bytes charged to the scoped worker: %v, want its %d registrations' at least", got, accepted)
 	}
 }
@@ -213,7 +182,7 @@ func TestLargeRunWritesCharged(t *testing.T) {
 	if accepted < 3 || accepted > 5 {
 		t.Fatalf("%d completions that each stored 100 KiB accepted on a 400 KiB burst, want about 4", accepted)
 	}
-	if got := sample(t, e.reg, "jobfleet_api_write_bytes_total", map[string]string{"role": "worker", "scope": "all"}); got < float64(accepted*100<<10) {
+	if got := metrictest.Value(t, e.reg, "jobfleet_api_write_bytes_total", "role", "worker", "scope", "all"); got < float64(accepted*100<<10) {
 		t.Errorf("bytes charged %v, want the %d run documents' %d at least", got, accepted, accepted*100<<10)
 	}
 }
@@ -272,7 +241,7 @@ func TestTriggerPayloadCharged(t *testing.T) {
 	e := newSecEnv(t, secOptions{limits: admin.Limits{Rate: -1}})
 	op := e.cred(api.CreateRequest{Role: api.RoleOperator})
 	charged := func() float64 {
-		return sample(t, e.reg, "jobfleet_api_write_bytes_total", map[string]string{"role": "operator", "scope": "all"})
+		return metrictest.Value(t, e.reg, "jobfleet_api_write_bytes_total", "role", "operator", "scope", "all")
 	}
 	before := charged()
 	e.send(request{method: "POST", path: "/v1/jobs/a/trigger"}, op.Secret)

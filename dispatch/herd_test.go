@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -107,9 +108,9 @@ func TestHerdFiresInFlightAreBounded(t *testing.T) {
 		mu.Lock()
 		h := held
 		mu.Unlock()
-		return h == 2 && gauge(t, reg, "jobfleet_dispatch_fires_waiting") == parts-2
+		return h == 2 && metrictest.Value(t, reg, "jobfleet_dispatch_fires_waiting") == parts-2
 	}, tooMany)
-	if got := gauge(t, reg, "jobfleet_dispatch_fires_in_flight"); got != budget {
+	if got := metrictest.Value(t, reg, "jobfleet_dispatch_fires_in_flight"); got != budget {
 		t.Errorf("fires in flight gauge %v, want %d", got, budget)
 	}
 
@@ -141,7 +142,7 @@ func TestHerdFiresInFlightAreBounded(t *testing.T) {
 		t.Errorf("%d writes of fires for %d runs, want at least %d (at most %d runs each)", writes, jobs, jobs/batch, batch)
 	}
 	for _, name := range []string{"jobfleet_dispatch_fires_in_flight", "jobfleet_dispatch_fires_waiting"} {
-		if got := gauge(t, reg, name); got != 0 {
+		if got := metrictest.Value(t, reg, name); got != 0 {
 			t.Errorf("%s %v after the herd, want 0", name, got)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -58,21 +59,6 @@ func (o *ownedParts) stop() {
 		c()
 	}
 	o.wg.Wait()
-}
-
-// gauge returns the value of the gauge name in reg (0 if absent).
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.Metric) > 0 {
-			return mf.Metric[0].GetGauge().GetValue()
-		}
-	}
-	return 0
 }
 
 // waitUntil polls cond until it holds, failing the test after 10 s, or
@@ -154,9 +140,9 @@ func TestLoadsInFlightAreBounded(t *testing.T) {
 		mu.Lock()
 		n := loading
 		mu.Unlock()
-		return n == bound && gauge(t, reg, "jobfleet_dispatch_loads_waiting") == parts-bound
+		return n == bound && metrictest.Value(t, reg, "jobfleet_dispatch_loads_waiting") == parts-bound
 	}, tooMany)
-	if got := gauge(t, reg, "jobfleet_dispatch_loads_in_flight"); got != bound {
+	if got := metrictest.Value(t, reg, "jobfleet_dispatch_loads_in_flight"); got != bound {
 		t.Errorf("loads in flight gauge %v, want %d", got, bound)
 	}
 
@@ -172,7 +158,7 @@ func TestLoadsInFlightAreBounded(t *testing.T) {
 	mu.Unlock()
 	work.release(gone)
 	waitUntil(t, "the released partition to leave the queue", func() bool {
-		return gauge(t, reg, "jobfleet_dispatch_loads_waiting") == parts-bound-1
+		return metrictest.Value(t, reg, "jobfleet_dispatch_loads_waiting") == parts-bound-1
 	}, tooMany)
 
 	open()
@@ -185,7 +171,7 @@ func TestLoadsInFlightAreBounded(t *testing.T) {
 			t.Errorf("partition %d was loaded after it was released", gone)
 		}
 	}
-	if got := gauge(t, reg, "jobfleet_dispatch_loads_waiting"); got != 0 {
+	if got := metrictest.Value(t, reg, "jobfleet_dispatch_loads_waiting"); got != 0 {
 		t.Errorf("loads waiting gauge %v after every load, want 0", got)
 	}
 	for i := range 4 * parts {
@@ -269,7 +255,7 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 			mu.Lock()
 			l := loading
 			mu.Unlock()
-			return l == n && gauge(t, reg, "jobfleet_dispatch_loads_waiting") == float64(waiting)
+			return l == n && metrictest.Value(t, reg, "jobfleet_dispatch_loads_waiting") == float64(waiting)
 		}
 	}
 
@@ -286,7 +272,7 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 	defer openAll()
 	work.own(0, 12)
 	waitUntil(t, "4 partitions of 2 jobs loading and 8 waiting", inFlight(budget/small, 12-budget/small), bad)
-	if got := gauge(t, reg, "jobfleet_dispatch_load_jobs_in_flight"); got != budget {
+	if got := metrictest.Value(t, reg, "jobfleet_dispatch_load_jobs_in_flight"); got != budget {
 		t.Errorf("load jobs in flight gauge %v, want %d", got, budget)
 	}
 	openAll()
@@ -297,7 +283,7 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 	mu.Unlock()
 	work.own(12, 16)
 	waitUntil(t, "1 partition larger than the budget loading and 3 waiting", inFlight(1, 3), bad)
-	if got := gauge(t, reg, "jobfleet_dispatch_load_jobs_in_flight"); got != budget {
+	if got := metrictest.Value(t, reg, "jobfleet_dispatch_load_jobs_in_flight"); got != budget {
 		t.Errorf("load jobs in flight gauge %v with a partition larger than the budget, want %d", got, budget)
 	}
 	openAll()
@@ -305,7 +291,7 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 	if msg := bad(); msg != "" {
 		t.Fatal(msg)
 	}
-	if got := gauge(t, reg, "jobfleet_dispatch_load_jobs_in_flight"); got != 0 {
+	if got := metrictest.Value(t, reg, "jobfleet_dispatch_load_jobs_in_flight"); got != 0 {
 		t.Errorf("load jobs in flight gauge %v after every load, want 0", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 )
 
 // TestMissedTimesAreVisible: times a job's partition missed while it had
@@ -66,7 +67,7 @@ func TestMissedTimesAreVisible(t *testing.T) {
 		t.Fatalf("state %+v: want missed 5, skipped 4", st)
 	}
 	for fate, want := range map[string]float64{"fired": 1, "skipped": 4, "dropped": 0} {
-		if got := metricValue(t, reg, "jobfleet_misfires_total", "fate", fate); got != want {
+		if got := metrictest.Value(t, reg, "jobfleet_misfires_total", "fate", fate); got != want {
 			t.Errorf("jobfleet_misfires_total{fate=%q} = %v, want %v", fate, got, want)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/dispatch/notify"
 	"github.com/jobfleet/jobfleet/internal/retry"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -240,43 +241,6 @@ func (s *hostSender) setDown(host string, down bool) {
 	s.down[host] = down
 }
 
-// metricValue returns the value of the metric name in reg (0 if absent), the
-// sum over its label values.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-						found = true
-					}
-				}
-				if !found {
-					continue metrics
-				}
-			}
-			switch {
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 // TestDeadDestinationCircuitOpens: a destination that fails every try
 // has its circuit opened after a few failures: its notifications are not
 // tried again, although their own backoff has passed, until the circuit's
@@ -306,7 +270,7 @@ func TestDeadDestinationCircuitOpens(t *testing.T) {
 	if _, err := h.complete(grants["to-down"].AttemptGrant, "w1", false, "boom"); err != nil {
 		t.Fatal(err)
 	}
-	h.waitFor("the circuit open", func() bool { return metricValue(t, reg, "jobfleet_notification_circuits_open") == 1 })
+	h.waitFor("the circuit open", func() bool { return metrictest.Value(t, reg, "jobfleet_notification_circuits_open") == 1 })
 	h.parkedBoth()
 	// The failures that opened it, and at most the tries in flight then
 	// (one job has at most two).
@@ -332,16 +296,16 @@ func TestDeadDestinationCircuitOpens(t *testing.T) {
 	if n := s.count("down.example"); n != opened+1 {
 		t.Fatalf("%d tries after the probe failed, want none (the circuit is open again)", n-opened-1)
 	}
-	if got := metricValue(t, reg, "jobfleet_notification_circuits_open"); got != 1 {
+	if got := metrictest.Value(t, reg, "jobfleet_notification_circuits_open"); got != 1 {
 		t.Fatalf("circuits open %v, want 1", got)
 	}
 	s.setDown("down.example", false)
 	h.clock.Advance(20 * time.Second)
 	h.waitOutboxEmpty()
-	if got := metricValue(t, reg, "jobfleet_notifications_total", "result", "delivered"); got != api.MaxNotifications+1 {
+	if got := metrictest.Value(t, reg, "jobfleet_notifications_total", "result", "delivered"); got != api.MaxNotifications+1 {
 		t.Fatalf("%v notifications delivered, want %d", got, api.MaxNotifications+1)
 	}
-	h.waitFor("the circuit closed", func() bool { return metricValue(t, reg, "jobfleet_notification_circuits_open") == 0 })
+	h.waitFor("the circuit closed", func() bool { return metrictest.Value(t, reg, "jobfleet_notification_circuits_open") == 0 })
 }
 
 // TestPendingNotificationsPerJobAreBounded: a job whose notifications
@@ -365,7 +329,7 @@ func TestPendingNotificationsPerJobAreBounded(t *testing.T) {
 		h.failAttempt("w1")
 	}
 	h.waitFor("two notifications dropped", func() bool {
-		return metricValue(t, reg, "jobfleet_notifications_total", "result", "dropped") == 2
+		return metrictest.Value(t, reg, "jobfleet_notifications_total", "result", "dropped") == 2
 	})
 	h.waitFor("the dropped ones deleted", func() bool { return len(h.outboxKeys()) == 6 })
 	var attempts []int
@@ -530,14 +494,14 @@ func TestDroppedNotificationsStillOpenTheCircuit(t *testing.T) {
 	h.clock.Advance(2 * time.Second) // the run's retry backoff
 	h.failAttempt("w1")              // 8 more: the one in flight and the one waiting are dropped
 	h.waitFor("the tried notification dropped", func() bool {
-		return metricValue(t, reg, "jobfleet_notifications_total", "result", "dropped") == 2*api.MaxNotifications-2
+		return metrictest.Value(t, reg, "jobfleet_notifications_total", "result", "dropped") == 2*api.MaxNotifications-2
 	})
-	if got := metricValue(t, reg, "jobfleet_notification_circuits_open"); got != 0 {
+	if got := metrictest.Value(t, reg, "jobfleet_notification_circuits_open"); got != 0 {
 		t.Fatalf("%v circuits open before the try failed, want 0", got)
 	}
 	s.release <- struct{}{}
-	h.waitFor("the circuit open", func() bool { return metricValue(t, reg, "jobfleet_notification_circuits_open") == 1 })
-	if got := metricValue(t, reg, "jobfleet_notifications_total", "result", "failed"); got != 1 {
+	h.waitFor("the circuit open", func() bool { return metrictest.Value(t, reg, "jobfleet_notification_circuits_open") == 1 })
+	if got := metrictest.Value(t, reg, "jobfleet_notifications_total", "result", "failed"); got != 1 {
 		t.Fatalf("%v failed tries counted, want 1 (the one dropped while in flight)", got)
 	}
 	h.parkedBoth()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -65,7 +66,7 @@ func TestOverdueNotifiesOncePerEpisode(t *testing.T) {
 	if !st.Overdue.Since.Equal(deadline) {
 		t.Fatalf("overdue %+v, want since %v", st.Overdue, deadline)
 	}
-	if g, c := metricValue(t, reg, "jobfleet_jobs_overdue"), metricValue(t, reg, "jobfleet_jobs_overdue_total"); g != 1 || c != 1 {
+	if g, c := metrictest.Value(t, reg, "jobfleet_jobs_overdue"), metrictest.Value(t, reg, "jobfleet_jobs_overdue_total"); g != 1 || c != 1 {
 		t.Fatalf("jobfleet_jobs_overdue %v, jobfleet_jobs_overdue_total %v: want 1 and 1", g, c)
 	}
 
@@ -85,7 +86,7 @@ func TestOverdueNotifiesOncePerEpisode(t *testing.T) {
 	if n := len(s1.snapshot()) + len(s2.snapshot()); n != 1 {
 		t.Fatalf("%d overdue notifications after a handoff, want the 1 of the episode", n)
 	}
-	if g, c := metricValue(t, reg, "jobfleet_jobs_overdue"), metricValue(t, reg, "jobfleet_jobs_overdue_total"); g != 1 || c != 1 {
+	if g, c := metrictest.Value(t, reg, "jobfleet_jobs_overdue"), metrictest.Value(t, reg, "jobfleet_jobs_overdue_total"); g != 1 || c != 1 {
 		t.Fatalf("after the handoff: jobfleet_jobs_overdue %v, jobfleet_jobs_overdue_total %v: want 1 and 1", g, c)
 	}
 
@@ -99,7 +100,7 @@ func TestOverdueNotifiesOncePerEpisode(t *testing.T) {
 	if !st.LastSucceededAt.Equal(succeeded) {
 		t.Fatalf("state %+v: want last_succeeded_at %v", st, succeeded)
 	}
-	if g := metricValue(t, reg, "jobfleet_jobs_overdue"); g != 0 {
+	if g := metrictest.Value(t, reg, "jobfleet_jobs_overdue"); g != 0 {
 		t.Fatalf("jobfleet_jobs_overdue %v after a success, want 0", g)
 	}
 
@@ -118,7 +119,7 @@ func TestOverdueNotifiesOncePerEpisode(t *testing.T) {
 	h.waitJob(j.ID, func(j api.Job) bool {
 		return j.State != nil && j.State.Overdue != nil && j.State.Overdue.Since.Equal(next)
 	})
-	if c := metricValue(t, reg, "jobfleet_jobs_overdue_total"); c != 2 {
+	if c := metrictest.Value(t, reg, "jobfleet_jobs_overdue_total"); c != 2 {
 		t.Fatalf("jobfleet_jobs_overdue_total %v, want 2 episodes", c)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch"
 	"github.com/jobfleet/jobfleet/dispatch/standby"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 )
 
 // TestReloadDoesNotTakeAStaleCopy: a member that owns a partition can
@@ -107,7 +108,7 @@ func TestReloadDoesNotTakeAStaleCopy(t *testing.T) {
 	}
 	bridge.DropConnections()
 	deadline = time.Now().Add(10 * time.Second)
-	for loadsDone(t, reg) < 2 {
+	for metrictest.Value(t, reg, "jobfleet_dispatch_load_seconds") < 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the partition was not loaded again within 10s (warm %v, cold %v)", met.Loads("warm"), met.Loads("cold"))
 		}
@@ -125,22 +126,6 @@ func TestReloadDoesNotTakeAStaleCopy(t *testing.T) {
 	}
 }
 
-// loadsDone returns how many partition loads the dispatcher metrics in reg
-// saw end.
-func loadsDone(t *testing.T, reg *prometheus.Registry) uint64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "jobfleet_dispatch_load_seconds" && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
-}
-
 // standbyMetrics are a standby's metrics and their registry.
 type standbyMetrics struct {
 	t   *testing.T
@@ -156,11 +141,11 @@ func newStandbyMetrics(t *testing.T) standbyMetrics {
 // Loads returns how many loads were served from a copy (source "warm")
 // or from etcd ("cold").
 func (m standbyMetrics) Loads(source string) float64 {
-	return metricValue(m.t, m.reg, "jobfleet_standby_loads_total", "source", source)
+	return metrictest.Value(m.t, m.reg, "jobfleet_standby_loads_total", "source", source)
 }
 
 // CatchUpTimeouts returns how many acquisitions found their copy behind
 // past the catch-up bound.
 func (m standbyMetrics) CatchUpTimeouts() float64 {
-	return metricValue(m.t, m.reg, "jobfleet_standby_catch_up_timeouts_total")
+	return metrictest.Value(m.t, m.reg, "jobfleet_standby_catch_up_timeouts_total")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -62,32 +63,7 @@ func startCompactor(t *testing.T, client *clientv3.Client, ns, member string, cl
 // compactions returns how many compactions c made successfully.
 func (c *compactor) compactions(t *testing.T) int {
 	t.Helper()
-	return int(value(t, c.reg, "jobfleet_etcd_compactions_total", "ok"))
-}
-
-// value returns the value of the named counter or gauge in reg (of its
-// series whose label has the given value, if any); 0 if there is none.
-func value(t *testing.T, reg *prometheus.Registry, name string, label ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if len(label) == 1 && (len(m.GetLabel()) != 1 || m.GetLabel()[0].GetValue() != label[0]) {
-				continue
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	return int(metrictest.Value(t, c.reg, "jobfleet_etcd_compactions_total", "result", "ok"))
 }
 
 // write makes a few revisions under ns and returns the last one.
@@ -164,7 +140,7 @@ func TestOneCompactionPerIntervalAcrossMembers(t *testing.T) {
 	}
 	// The winner of the last round exports its revision; the other
 	// exports the record it saw, one round older.
-	got := max(value(t, a.reg, "jobfleet_etcd_compacted_revision"), value(t, b.reg, "jobfleet_etcd_compacted_revision"))
+	got := max(metrictest.Value(t, a.reg, "jobfleet_etcd_compacted_revision"), metrictest.Value(t, b.reg, "jobfleet_etcd_compacted_revision"))
 	if int64(got) != last {
 		t.Errorf("jobfleet_etcd_compacted_revision = %v, want the record's %d", got, last)
 	}
@@ -311,7 +287,7 @@ func TestMonitorHighWaterAndNoSpace(t *testing.T) {
 	if got := logs.FilterMessageSnippet("above the high-water mark").Len(); got != 1 {
 		t.Errorf("%d log lines on entering the high-water mark, want 1", got)
 	}
-	if got := value(t, reg, "jobfleet_storage_high_water"); got != 1 {
+	if got := metrictest.Value(t, reg, "jobfleet_storage_high_water"); got != 1 {
 		t.Errorf("jobfleet_storage_high_water = %v, want 1", got)
 	}
 
@@ -339,7 +315,7 @@ func TestMonitorHighWaterAndNoSpace(t *testing.T) {
 			t.Errorf("%d log lines %q, want %d", got, msg, want)
 		}
 	}
-	if got := value(t, reg, "jobfleet_etcd_nospace_alarm"); got != 0 {
+	if got := metrictest.Value(t, reg, "jobfleet_etcd_nospace_alarm"); got != 0 {
 		t.Errorf("jobfleet_etcd_nospace_alarm = %v after recovery, want 0", got)
 	}
 }
@@ -611,7 +587,7 @@ func TestCompactsWhenHistoryGrows(t *testing.T) {
 		}
 		return rev
 	}
-	compactions := func() int { return int(value(t, reg, "jobfleet_etcd_compactions_total", "ok")) }
+	compactions := func() int { return int(metrictest.Value(t, reg, "jobfleet_etcd_compactions_total", "result", "ok")) }
 
 	var prev int64
 	for round, note := range []bool{true, false, true} {
@@ -636,7 +612,7 @@ func TestCompactsWhenHistoryGrows(t *testing.T) {
 		}
 		prev = rec.Revision
 	}
-	if got := value(t, reg, "jobfleet_etcd_history_compactions_total"); got != 3 {
+	if got := metrictest.Value(t, reg, "jobfleet_etcd_history_compactions_total"); got != 3 {
 		t.Errorf("jobfleet_etcd_history_compactions_total = %v, want 3", got)
 	}
 	// Below the size, nothing is due before the interval.

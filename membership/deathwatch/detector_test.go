@@ -18,6 +18,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 	"github.com/jobfleet/jobfleet/membership"
 	"github.com/jobfleet/jobfleet/membership/deathwatch"
 )
@@ -273,43 +274,9 @@ func leaseAlive(t *testing.T, client *clientv3.Client, lease clientv3.LeaseID) b
 // expectNoDetections checks that the detector of reg confirmed no death.
 func expectNoDetections(t *testing.T, reg *prometheus.Registry) {
 	t.Helper()
-	if got := metric(t, reg, "jobfleet_dead_member_detections_total"); got != 0 {
+	if got := metrictest.Value(t, reg, "jobfleet_dead_member_detections_total"); got != 0 {
 		t.Errorf("detections = %v, want 0", got)
 	}
-}
-
-func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-						found = true
-					}
-				}
-				if !found {
-					continue next
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount())
-			}
-		}
-	}
-	return 0
 }
 
 // TestDeadMemberIsRevoked: a member the detector has reached dies (its
@@ -358,13 +325,13 @@ func TestDeadMemberIsRevoked(t *testing.T) {
 	}
 	// The detector counts the revocation once etcd answered it, which
 	// may be after the deletion reached the test's watch.
-	eventually(t, "the revocation counted", func() bool { return metric(t, reg, "jobfleet_dead_member_revocations_total") > 0 })
+	eventually(t, "the revocation counted", func() bool { return metrictest.Value(t, reg, "jobfleet_dead_member_revocations_total") > 0 })
 	for name, want := range map[string]float64{
 		"jobfleet_dead_member_detections_total":   1,
 		"jobfleet_dead_member_revocations_total":  1,
 		"jobfleet_dead_member_revocation_seconds": 1,
 	} {
-		if got := metric(t, reg, name); got != want {
+		if got := metrictest.Value(t, reg, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
@@ -479,16 +446,16 @@ func TestRestartedMemberIsNotRevoked(t *testing.T) {
 	next.register(t, client, ns, "restarted")
 
 	refused := func() float64 {
-		return metric(t, reg, "jobfleet_dead_member_revocations_refused_total", "reason", "lease_changed")
+		return metrictest.Value(t, reg, "jobfleet_dead_member_revocations_refused_total", "reason", "lease_changed")
 	}
 	eventually(t, "a revocation refused because the lease changed", func() bool { return refused() > 0 })
 	if !leaseAlive(t, client, next.lease) {
 		t.Fatal("the restarted member's new lease was revoked")
 	}
-	if got := metric(t, reg, "jobfleet_dead_member_detections_total"); got != 1 {
+	if got := metrictest.Value(t, reg, "jobfleet_dead_member_detections_total"); got != 1 {
 		t.Errorf("detections = %v, want 1 (the predecessor's death)", got)
 	}
-	if got := metric(t, reg, "jobfleet_dead_member_revocations_total"); got != 0 {
+	if got := metrictest.Value(t, reg, "jobfleet_dead_member_revocations_total"); got != 0 {
 		t.Errorf("revocations = %v, want 0", got)
 	}
 	if got := refused(); got != 1 {

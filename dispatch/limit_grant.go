@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/limits"
-	"github.com/jobfleet/jobfleet/shard"
 )
 
 // LimitTable is what the scheduler reads of the fleet's limit keys
@@ -120,18 +118,7 @@ func (pt *partition) commitGuarded(ctx context.Context, cmps []clientv3.Cmp, op 
 	rctx, cancel := context.WithTimeout(ctx, pt.d.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := pt.own.Commit(rctx, cmps, []clientv3.Op{op}, nil)
-	err = classifyCommit(err)
-	if ctx.Err() == nil {
-		pt.d.recordWrite(err)
-	}
-	if err != nil {
-		pt.d.cfg.Metrics.commitError()
-		pt.failed = true
-		if errors.Is(err, shard.ErrFenced) {
-			pt.mu.Lock()
-			pt.closed = true
-			pt.mu.Unlock()
-		}
+	if err := pt.committed(ctx, err); err != nil {
 		return nil, fmt.Errorf("grant under limit keys: %w", err)
 	}
 	return resp, nil

@@ -91,6 +91,18 @@ func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefo
 // caller holds wmu and not mu.
 func (pt *partition) commit(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	resp, err := pt.d.commits.commit(ctx, pt.own, ops) // RequestTimeout from its sending
+	if err := pt.committed(ctx, err); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// committed returns the error of a fenced write of the partition as
+// callers test it (classifyCommit) and accounts for it: in the member's
+// readiness, and, if the write failed, in the commit errors, with the
+// partition failed, and closed if it was fenced. The caller holds wmu
+// and not mu.
+func (pt *partition) committed(ctx context.Context, err error) error {
 	err = classifyCommit(err)
 	if ctx.Err() == nil {
 		// A write abandoned because the partition's work ended (released
@@ -107,9 +119,8 @@ func (pt *partition) commit(ctx context.Context, ops []clientv3.Op) (*clientv3.T
 			pt.closed = true
 			pt.mu.Unlock()
 		}
-		return nil, err
 	}
-	return resp, nil
+	return err
 }
 
 // writeRun replaces ar's run with r (compare-and-swap, fenced, cut to the

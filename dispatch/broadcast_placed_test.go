@@ -1,7 +1,6 @@
 package dispatch_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,36 +12,14 @@ import (
 
 // keepLabeled registers each worker of labels with its labels (serving
 // http, credential "") and keeps the registrations alive until the test
-// ends.
+// ends (keepRegistering).
 func keepLabeled(t *testing.T, reg *workers.Registry, labels map[string]map[string]string) {
 	t.Helper()
-	registerAll := func(ctx context.Context) error {
-		for id, l := range labels {
-			if _, err := reg.Register(ctx, api.RegisterRequest{Worker: id, Executors: []string{"http"}, Concurrency: 2, Labels: l}); err != nil {
-				return fmt.Errorf("register %s: %w", id, err)
-			}
-		}
-		return nil
+	var reqs []api.RegisterRequest
+	for id, l := range labels {
+		reqs = append(reqs, api.RegisterRequest{Worker: id, Executors: []string{"http"}, Concurrency: 2, Labels: l})
 	}
-	if err := registerAll(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(300 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			_ = registerAll(ctx)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	keepRegistering(t, reg, reqs...)
 }
 
 // TestBroadcastWithSelector: a broadcast job with a placement selector

@@ -17,13 +17,27 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch/workers"
 )
 
-// keepRegistered registers workers with reg now and every 300ms (etcd's
-// real time: the registry's TTL is 2s) until stop is called or the test
-// ends.
+// keepRegistered registers workers with reg (serving http, credential
+// "") and keeps them registered until stop is called or the test ends
+// (keepRegistering).
 func keepRegistered(t *testing.T, reg *workers.Registry, ids ...string) (stop func()) {
 	t.Helper()
-	for _, id := range ids {
-		register(t, reg, id, "")
+	reqs := make([]api.RegisterRequest, len(ids))
+	for i, id := range ids {
+		reqs[i] = api.RegisterRequest{Worker: id, Executors: []string{"http"}, Concurrency: 2}
+	}
+	return keepRegistering(t, reg, reqs...)
+}
+
+// keepRegistering makes the registrations reqs with reg now, failing the
+// test if one fails, and again every 300ms (etcd's real time: the
+// registry's TTL is 2s) until stop is called or the test ends.
+func keepRegistering(t *testing.T, reg *workers.Registry, reqs ...api.RegisterRequest) (stop func()) {
+	t.Helper()
+	for _, req := range reqs {
+		if _, err := reg.Register(context.Background(), req); err != nil {
+			t.Fatalf("register %s: %v", req.Worker, err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -37,8 +51,8 @@ func keepRegistered(t *testing.T, reg *workers.Registry, ids ...string) (stop fu
 				return
 			case <-tick.C:
 			}
-			for _, id := range ids {
-				_, _ = reg.Register(ctx, api.RegisterRequest{Worker: id, Executors: []string{"http"}, Concurrency: 2})
+			for _, req := range reqs {
+				_, _ = reg.Register(ctx, req)
 			}
 		}
 	}()

@@ -73,6 +73,22 @@ func (h *harness) waitJob(id string, cond func(api.Job) bool) api.Job {
 	}
 }
 
+// firesAfterEdit checks a job's fires after an edit stored at revision
+// rev: once the owner has read the edit the job has no run (none of the
+// times before it fired; why says why none may), and d later its one run
+// is the one scheduled at at.
+func (h *harness) firesAfterEdit(id string, rev int64, why string, d time.Duration, at time.Time) {
+	h.t.Helper()
+	h.waitJob(id, func(j api.Job) bool { return j.State != nil && j.State.SpecRevision == rev })
+	if runs, _ := h.store.Runs(context.Background(), id, 10); len(runs) != 0 {
+		h.t.Fatalf("after the edit: runs %v, want none (%s)", runs, why)
+	}
+	h.advance(d)
+	if runs := h.waitRuns(id, 1); len(runs) != 1 || !runs[0].ScheduledAt.Equal(at) {
+		h.t.Fatalf("runs %v, want one, at %v", runs, at)
+	}
+}
+
 // TestJitterAndMaxFiresSurviveHandoffs: a jittered job with max_fires
 // fires each time at its jittered moment, under the scheduled time's run
 // ID, on whichever member owns it, the new owner taking the offset and the
@@ -433,15 +449,7 @@ func TestEditPathsNeverFireThePast(t *testing.T) {
 			if !stored.UpdatedAt.Equal(t0.Add(35 * time.Minute)) {
 				t.Fatalf("updated_at %v, want the time of the change", stored.UpdatedAt)
 			}
-			h.waitJob(j.ID, func(j api.Job) bool { return j.State != nil && j.State.SpecRevision == stored.Revision })
-			if runs, _ := h.store.Runs(ctx, j.ID, 10); len(runs) != 0 {
-				t.Fatalf("after the change: runs %v, want none (times before the change)", runs)
-			}
-			h.advance(5 * time.Minute)
-			runs := h.waitRuns(j.ID, 1)
-			if len(runs) != 1 || !runs[0].ScheduledAt.Equal(t0.Add(40*time.Minute)) {
-				t.Fatalf("runs %v, want one, at t0+40m", runs)
-			}
+			h.firesAfterEdit(j.ID, stored.Revision, "times before the change", 5*time.Minute, t0.Add(40*time.Minute))
 		})
 	}
 }

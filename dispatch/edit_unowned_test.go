@@ -64,15 +64,7 @@ func TestEditBeforeAnyOwnerFiresNoPast(t *testing.T) {
 			}
 			h.clock.Advance(time.Minute)
 			h.start("m1")
-			h.waitJob(j.ID, func(j api.Job) bool { return j.State != nil && j.State.SpecRevision == stored.Revision })
-			if runs, _ := h.store.Runs(ctx, j.ID, 10); len(runs) != 0 {
-				t.Fatalf("after the change: runs %v, want none (times before the change)", runs)
-			}
-			h.advance(4 * time.Minute)
-			runs := h.waitRuns(j.ID, 1)
-			if len(runs) != 1 || !runs[0].ScheduledAt.Equal(t0.Add(40*time.Minute)) {
-				t.Fatalf("runs %v, want one, at t0+40m", runs)
-			}
+			h.firesAfterEdit(j.ID, stored.Revision, "times before the change", 4*time.Minute, t0.Add(40*time.Minute))
 		})
 	}
 }
@@ -140,15 +132,7 @@ func TestResumeByDocumentWhileUnownedForgivesThePause(t *testing.T) {
 				}
 				h.clock.Advance(time.Minute)
 				h.start("m2")
-				h.waitJob(j.ID, func(j api.Job) bool { return j.State != nil && j.State.SpecRevision == stored.Revision })
-				if runs, _ := h.store.Runs(ctx, j.ID, 10); len(runs) != 0 {
-					t.Fatalf("after the resume: runs %v, want none (the pause's times are forgiven)", runs)
-				}
-				h.advance(4 * time.Minute)
-				runs := h.waitRuns(j.ID, 1)
-				if len(runs) != 1 || !runs[0].ScheduledAt.Equal(t0.Add(40*time.Minute)) {
-					t.Fatalf("runs %v, want one, at t0+40m", runs)
-				}
+				h.firesAfterEdit(j.ID, stored.Revision, "the pause's times are forgiven", 4*time.Minute, t0.Add(40*time.Minute))
 			})
 		}
 	}

@@ -33,6 +33,24 @@ func planJob(t *testing.T, j api.Job) (api.Job, schedule.Schedule) {
 	return j, s
 }
 
+// countPlanned counts plan's pending and skipped runs, failing the test
+// for a skipped run without a reason.
+func countPlanned(t *testing.T, plan dispatch.FirePlan) (pending, skipped int) {
+	t.Helper()
+	for _, r := range plan.Runs {
+		switch r.Status {
+		case api.RunPending:
+			pending++
+		case api.RunSkipped:
+			skipped++
+			if r.Reason == "" {
+				t.Errorf("skipped run %s has no reason", r.ID)
+			}
+		}
+	}
+	return pending, skipped
+}
+
 func TestPlanFires(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -59,17 +77,8 @@ func TestPlanFires(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pending, skipped := 0, 0
+			pending, skipped := countPlanned(t, plan)
 			for _, r := range plan.Runs {
-				switch r.Status {
-				case api.RunPending:
-					pending++
-				case api.RunSkipped:
-					skipped++
-					if r.Reason == "" {
-						t.Errorf("skipped run %s has no reason", r.ID)
-					}
-				}
 				if r.Owner != "m1" || r.Epoch != 7 || r.ID != store.RunID(j.ID, r.ScheduledAt) {
 					t.Errorf("run %+v: want owner m1, epoch 7, derived ID", r)
 				}
@@ -197,18 +206,7 @@ func TestCapActive(t *testing.T) {
 		t.Fatal(err)
 	}
 	dispatch.CapActive(&j, &plan, len(active), 5)
-	pending, skipped := 0, 0
-	for _, r := range plan.Runs {
-		switch r.Status {
-		case api.RunPending:
-			pending++
-		case api.RunSkipped:
-			skipped++
-			if r.Reason == "" {
-				t.Errorf("capped run %s has no reason", r.ID)
-			}
-		}
-	}
+	pending, skipped := countPlanned(t, plan)
 	if pending != 2 || skipped != 2 || plan.State.Fired != 2 || plan.State.Skipped != 2 {
 		t.Fatalf("4 fires with 3 of 5 active: %d pending, %d skipped, state %+v; want 2 and 2", pending, skipped, plan.State)
 	}

@@ -10,9 +10,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 
 	"github.com/jonboulle/clockwork"
-	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
@@ -47,18 +45,12 @@ func TestHerdFiresInFlightAreBounded(t *testing.T) {
 			t.Fatalf("partition %d has %d jobs: the test needs more than one write in each", p, n)
 		}
 	}
-	reg := prometheus.NewRegistry()
 	clock := clockwork.NewFakeClockAt(start)
-	cfg := DefaultConfig(ns, parts, "m", "http://m.invalid")
-	cfg.Clock = clock
-	cfg.FireBatch = batch
-	cfg.FiresInFlight = budget
-	cfg.Metrics = NewMetrics(reg)
-	cfg.Logger = zaptest.NewLogger(t)
-	d, err := New(client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, reg := newDispatcherOfM(t, client, ns, parts, func(cfg *Config) {
+		cfg.Clock = clock
+		cfg.FireBatch = batch
+		cfg.FiresInFlight = budget
+	})
 
 	// The hook counts the runs planned and not yet answered, and holds
 	// the answers of writes of runs until the test opens (a partition's
@@ -161,15 +153,11 @@ func TestQueuedWriteOutlastsTheRequestTimeout(t *testing.T) {
 	// test must not depend on the machine being fast); the wait below is
 	// longer than it.
 	const timeout = time.Second
-	cfg := DefaultConfig(ns, 1, "m", "http://m.invalid")
-	cfg.CommitsInFlight = 1
-	cfg.RequestTimeout = timeout
-	cfg.CommitLatencyTarget = timeout / 2
-	cfg.Logger = zaptest.NewLogger(t)
-	d, err := New(client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, _ := newDispatcherOfM(t, client, ns, 1, func(cfg *Config) {
+		cfg.CommitsInFlight = 1
+		cfg.RequestTimeout = timeout
+		cfg.CommitLatencyTarget = timeout / 2
+	})
 	resp, err := client.Put(ctx, shard.OwnerKey(ns, 0), "m")
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,23 @@ import (
 	"github.com/jobfleet/jobfleet/store"
 )
 
+// newDispatcherOfM makes the dispatcher of member "m" (ownedParts' member)
+// for parts partitions under ns, its configuration edited by edit, with
+// its metrics in the registry returned and its log the test's.
+func newDispatcherOfM(t *testing.T, client *clientv3.Client, ns string, parts int, edit func(*Config)) (*Dispatcher, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg := DefaultConfig(ns, parts, "m", "http://m.invalid")
+	cfg.Metrics = NewMetrics(reg)
+	cfg.Logger = zaptest.NewLogger(t)
+	edit(&cfg)
+	d, err := New(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, reg
+}
+
 // ownedParts runs d.Work, as member "m", on partitions a test acquires
 // for it (owner keys put without a lease), until the test releases them.
 type ownedParts struct {
@@ -93,15 +110,7 @@ func TestLoadsInFlightAreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reg := prometheus.NewRegistry()
-	cfg := DefaultConfig(ns, parts, "m", "http://m.invalid")
-	cfg.LoadsInFlight = bound
-	cfg.Metrics = NewMetrics(reg)
-	cfg.Logger = zaptest.NewLogger(t)
-	d, err := New(client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, reg := newDispatcherOfM(t, client, ns, parts, func(cfg *Config) { cfg.LoadsInFlight = bound })
 
 	var mu sync.Mutex
 	loading, most := 0, 0
@@ -212,16 +221,10 @@ func TestLoadsAreBoundedByJobs(t *testing.T) {
 			left--
 		}
 	}
-	reg := prometheus.NewRegistry()
-	cfg := DefaultConfig(ns, parts, "m", "http://m.invalid")
-	cfg.LoadsInFlight = -1 // only the jobs bound
-	cfg.LoadJobsInFlight = budget
-	cfg.Metrics = NewMetrics(reg)
-	cfg.Logger = zaptest.NewLogger(t)
-	d, err := New(client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, reg := newDispatcherOfM(t, client, ns, parts, func(cfg *Config) {
+		cfg.LoadsInFlight = -1 // only the jobs bound
+		cfg.LoadJobsInFlight = budget
+	})
 
 	var mu sync.Mutex
 	loading, jobs, complaint := 0, 0, ""
@@ -364,12 +367,7 @@ func TestLoadedAnnouncesALoad(t *testing.T) {
 	client := etcdtest.New(t).Client(t)
 	ctx := context.Background()
 	ns := "/loaded/"
-	cfg := DefaultConfig(ns, 2, "m", "http://m.invalid")
-	cfg.Logger = zaptest.NewLogger(t)
-	d, err := New(client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, _ := newDispatcherOfM(t, client, ns, 2, func(*Config) {})
 	held := make(chan struct{})
 	entered := make(chan int, 1)
 	d.loadHook = func(p int) func() {

@@ -175,6 +175,27 @@ func runsOf(t *testing.T, tok, base, id string) []jfapi.Run {
 	return out.Runs
 }
 
+// finalRuns creates jobs through base and waits until each has one run,
+// final; it returns those runs by job ID.
+func finalRuns(t *testing.T, f *fleettest.Fleet, base string, jobs []jfapi.Job) map[string]jfapi.Run {
+	t.Helper()
+	for _, j := range jobs {
+		if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", j, nil); code != http.StatusCreated {
+			t.Fatalf("create %s: status %d", j.ID, code)
+		}
+	}
+	final := map[string]jfapi.Run{}
+	waitFor(t, 20*time.Second, func() bool {
+		for _, j := range jobs {
+			if runs := runsOf(t, f.AdminToken, base, j.ID); len(runs) == 1 && runs[0].Status.Final() {
+				final[j.ID] = runs[0]
+			}
+		}
+		return len(final) == len(jobs)
+	})
+	return final
+}
+
 // settleRuns pauses the jobs, then waits until every run is final, and
 // returns each job's runs oldest first.
 func settleRuns(t *testing.T, f *fleettest.Fleet, ids []string) map[string][]jfapi.Run {

@@ -57,20 +57,7 @@ func TestWorkerWithoutEtcdEndpointsStillDeniesEtcd(t *testing.T) {
 		{ID: "etcd-put", Executor: jfapi.Executor{Type: "http", URL: etcdURL + "/v3/kv/put", Body: put}},
 		{ID: "etcd-redirect", Executor: jfapi.Executor{Type: "http", URL: redirect.URL + "/go", Body: put, FollowRedirects: true}},
 	}
-	for _, j := range jobs {
-		if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", j, nil); code != http.StatusCreated {
-			t.Fatalf("create %s: status %d", j.ID, code)
-		}
-	}
-	final := map[string]jfapi.Run{}
-	waitFor(t, 20*time.Second, func() bool {
-		for _, j := range jobs {
-			if runs := runsOf(t, f.AdminToken, base, j.ID); len(runs) == 1 && runs[0].Status.Final() {
-				final[j.ID] = runs[0]
-			}
-		}
-		return len(final) == len(jobs)
-	})
+	final := finalRuns(t, f, base, jobs)
 	want := "refused: fleet etcd endpoint " + etcdURL
 	for _, j := range jobs {
 		r := final[j.ID]

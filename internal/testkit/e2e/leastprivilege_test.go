@@ -83,20 +83,7 @@ func TestWorkersLeastPrivilege(t *testing.T) {
 			Headers: map[string]jfapi.HeaderValue{"Authorization": jfapi.SecretEnv("E2E_HOOK_TOKEN")}},
 			Payload: json.RawMessage(`{"key":{"secret_env":"E2E_API_KEY"}}`)},
 	}
-	for _, j := range jobs {
-		if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", j, nil); code != http.StatusCreated {
-			t.Fatalf("create %s: status %d", j.ID, code)
-		}
-	}
-	final := map[string]jfapi.Run{}
-	waitFor(t, 20*time.Second, func() bool {
-		for _, j := range jobs {
-			if runs := runsOf(t, f.AdminToken, base, j.ID); len(runs) == 1 && runs[0].Status.Final() {
-				final[j.ID] = runs[0]
-			}
-		}
-		return len(final) == len(jobs)
-	})
+	final := finalRuns(t, f, base, jobs)
 
 	for id, want := range map[string]string{
 		"drain":      "destination " + strings.TrimPrefix(base, "http://") + " refused: orchestrator " + base,

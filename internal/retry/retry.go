@@ -61,17 +61,7 @@ func (b *Backoff) Reset() { b.bo.Reset() }
 // Sleep waits d on clock and reports true, or reports false as soon as ctx
 // ends. A d of zero or less returns at once (true unless ctx has ended).
 func Sleep(ctx context.Context, clock clockwork.Clock, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.Chan():
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return SleepOrClosed(ctx, clock, d, nil)
 }
 
 // SleepOrClosed waits d on clock and reports true, or reports false as

@@ -239,19 +239,10 @@ func (d *Deliverer) startLocked(e *entry, now time.Time) {
 	e.job.inFlight++
 	d.inFlight++
 	e.dest.br.started(now)
-	o := e.o
-	ctx, cancel := context.WithCancel(o.ctx)
-	stop := context.AfterFunc(d.runCtx, cancel)
-	d.wg.Add(1)
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		defer d.wg.Done()
-		defer stop()
-		defer cancel()
+	e.o.spawn(func(ctx context.Context) {
 		err, sent := d.try(ctx, e)
 		d.tried(ctx, e, err, sent)
-	}()
+	})
 }
 
 // try delivers e once: it reads the run document, then sends. sent is

@@ -245,6 +245,24 @@ func (o *Outbox) tidyJobLocked(job *jobQueue) {
 	}
 }
 
+// spawn runs f in a goroutine that the outbox and its deliverer wait
+// for, with a context that ends when the outbox's or the deliverer's run
+// does.
+func (o *Outbox) spawn(f func(ctx context.Context)) {
+	d := o.d
+	ctx, cancel := context.WithCancel(o.ctx)
+	stop := context.AfterFunc(d.runCtx, cancel)
+	d.wg.Add(1)
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		defer d.wg.Done()
+		defer stop()
+		defer cancel()
+		f(ctx)
+	}()
+}
+
 // deleteDueLocked starts a write of the outbox's garbage (deletions)
 // and delivery records if one is due at now, and returns when the next
 // one is (zero: none). Records of notifications still retrying, with no
@@ -276,15 +294,7 @@ func (o *Outbox) deleteDueLocked(now time.Time) time.Time {
 		o.recordAt = now.Add(recordEvery)
 	}
 	o.deleting = true
-	ctx, cancel := context.WithCancel(o.ctx)
-	stop := context.AfterFunc(d.runCtx, cancel)
-	d.wg.Add(1)
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		defer d.wg.Done()
-		defer stop()
-		defer cancel()
+	o.spawn(func(ctx context.Context) {
 		err := o.st.Delete(ctx, keys, recs)
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -310,7 +320,7 @@ func (o *Outbox) deleteDueLocked(now time.Time) time.Time {
 		if ctx.Err() == nil {
 			o.lg.Warn("deleting finished notifications failed; retrying (a delivered one is not sent again meanwhile)", zap.Int("keys", len(keys)), zap.Duration("after", wait), zap.Error(err))
 		}
-	}()
+	})
 	return time.Time{}
 }
 

@@ -4,17 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 )
 
 // backfillNow is the API's clock in the backfill tests.
@@ -22,13 +17,7 @@ var backfillNow = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 func backfillEnv(t *testing.T) *jobsEnv {
 	t.Helper()
-	e := newJobsEnv(t)
-	h := admin.Handler(admintest.Member{Jobs: e.store, Auth: testAuth}, admin.Config{
-		Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Limits: admin.Limits{Rate: -1},
-		Now: func() time.Time { return backfillNow },
-	})
-	e.srv = httptest.NewServer(h)
-	t.Cleanup(e.srv.Close)
+	e := newConfiguredEnv(t, nil, func(cfg *admin.Config) { cfg.Now = func() time.Time { return backfillNow } })
 	e.doJSON("POST", "/v1/jobs", `{"id":"h","schedule":"0 * * * *","executor":{"type":"http","url":"http://127.0.0.1:9/h"}}`, http.StatusCreated, nil)
 	return e
 }

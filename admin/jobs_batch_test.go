@@ -173,7 +173,7 @@ func TestJobsBatchHighWater(t *testing.T) {
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
 	s := store.NewEtcd(client, ns, testPartitions, api.DefaultLimits(), nil).WithGuard(func() error { return store.ErrHighWater })
-	e := newEnvWith(t, client, ns, s, s)
+	e := newEnvWith(t, client, ns, s, s, nil)
 	code, data := e.do("POST", "/v1/jobs:batch", []byte(batchBody("create", httpJob("a", ""))))
 	if code != http.StatusInsufficientStorage {
 		t.Fatalf("got %d %s, want 507", code, data)

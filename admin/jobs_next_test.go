@@ -2,38 +2,20 @@ package admin_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
-	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // newClockedEnv is newJobsEnv with the store's and the API's clock fixed
 // at now.
 func newClockedEnv(t *testing.T, now time.Time) *jobsEnv {
 	t.Helper()
-	client := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
 	clock := func() time.Time { return now }
-	s := store.NewEtcd(client, ns, testPartitions, api.DefaultLimits(), clock)
-	h := admin.Handler(admintest.Member{Jobs: s, Auth: testAuth}, admin.Config{
-		Gatherer: prometheus.NewRegistry(),
-		Logger:   zaptest.NewLogger(t),
-		Limits:   admin.Limits{Rate: -1},
-		Now:      clock,
-	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &jobsEnv{t: t, client: client, ns: ns, store: s, srv: srv}
+	return newConfiguredEnv(t, clock, func(cfg *admin.Config) { cfg.Now = clock })
 }
 
 func TestJobsNext(t *testing.T) {

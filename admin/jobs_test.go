@@ -52,21 +52,33 @@ type jobsEnv struct {
 
 func newJobsEnv(t *testing.T) *jobsEnv {
 	t.Helper()
+	return newConfiguredEnv(t, nil, nil)
+}
+
+// newConfiguredEnv is newJobsEnv with the store's clock now (nil: the
+// real one) and the API's configuration edited by configure (nil: none).
+func newConfiguredEnv(t *testing.T, now func() time.Time, configure func(*admin.Config)) *jobsEnv {
+	t.Helper()
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
-	s := store.NewEtcd(client, ns, testPartitions, api.DefaultLimits(), nil)
-	return newEnvWith(t, client, ns, s, s)
+	s := store.NewEtcd(client, ns, testPartitions, api.DefaultLimits(), now)
+	return newEnvWith(t, client, ns, s, s, configure)
 }
 
 // newEnvWith is newJobsEnv serving jobs (nil: a member that has not
-// joined the cluster yet).
-func newEnvWith(t *testing.T, client *clientv3.Client, ns string, s *store.Etcd, jobs admin.JobStore) *jobsEnv {
+// joined the cluster yet), the API's configuration edited by configure
+// (nil: none).
+func newEnvWith(t *testing.T, client *clientv3.Client, ns string, s *store.Etcd, jobs admin.JobStore, configure func(*admin.Config)) *jobsEnv {
 	t.Helper()
-	h := admin.Handler(admintest.Member{Jobs: jobs, Auth: testAuth}, admin.Config{
+	cfg := admin.Config{
 		Gatherer: prometheus.NewRegistry(),
 		Logger:   zaptest.NewLogger(t),
 		Limits:   admin.Limits{Rate: -1}, // these tests make many requests fast
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	h := admin.Handler(admintest.Member{Jobs: jobs, Auth: testAuth}, cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &jobsEnv{t: t, client: client, ns: ns, store: s, srv: srv}
@@ -812,7 +824,7 @@ func TestJobsErrorStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnvWith(t, nil, "", nil, failingStore{tt.err})
+			e := newEnvWith(t, nil, "", nil, failingStore{tt.err}, nil)
 			for _, req := range requests {
 				code, data := e.do(req.method, req.path, []byte(req.body))
 				if code != tt.wantCode {
@@ -834,7 +846,7 @@ func TestJobsErrorStatus(t *testing.T) {
 }
 
 func TestJobsUnavailableBeforeStart(t *testing.T) {
-	e := newEnvWith(t, nil, "", nil, nil)
+	e := newEnvWith(t, nil, "", nil, nil, nil)
 	for _, path := range []string{"/v1/jobs", jobPath("j"), jobPath("j", "runs"), "/v1/runs/x@y"} {
 		code, data := e.do("GET", path, nil)
 		if code != http.StatusServiceUnavailable {

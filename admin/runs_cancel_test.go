@@ -4,32 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
 	"github.com/jobfleet/jobfleet/api"
-	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
 // cancelEnv is a jobsEnv whose cancel requests wait wait for an owner.
 func cancelEnv(t *testing.T, wait time.Duration) *jobsEnv {
 	t.Helper()
-	e := newJobsEnv(t)
-	h := admin.Handler(admintest.Member{Jobs: e.store, Auth: testAuth}, admin.Config{
-		Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t), Limits: admin.Limits{Rate: -1}, CancelWait: wait,
-	})
-	e.srv = httptest.NewServer(h)
-	t.Cleanup(e.srv.Close)
-	return e
+	return newConfiguredEnv(t, nil, func(cfg *admin.Config) { cfg.CancelWait = wait })
 }
 
 // standInOwner plays the owner of a partition for one request: it

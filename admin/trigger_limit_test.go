@@ -3,42 +3,25 @@ package admin_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/jobfleet/jobfleet/api"
-
 	"github.com/jonboulle/clockwork"
-	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/admin"
-	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
-	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/store"
 )
 
 // TestJobsTriggerRateLimit: beyond a job's burst, triggers get 429 with a
 // Retry-After and store nothing; other jobs are not affected; a token
 // comes back at the configured rate.
 func TestJobsTriggerRateLimit(t *testing.T) {
-	client := etcd.Client(t)
-	ns := etcdtest.Namespace(t)
 	clock := clockwork.NewFakeClock()
-	s := store.NewEtcd(client, ns, testPartitions, api.DefaultLimits(), clock.Now)
-	h := admin.Handler(admintest.Member{Jobs: s, Auth: testAuth}, admin.Config{
-		Gatherer:     prometheus.NewRegistry(),
-		Logger:       zaptest.NewLogger(t),
-		TriggerRate:  2,
-		TriggerBurst: 3,
-		Now:          clock.Now,
-		Limits:       admin.Limits{Rate: -1},
+	e := newConfiguredEnv(t, clock.Now, func(cfg *admin.Config) {
+		cfg.TriggerRate, cfg.TriggerBurst = 2, 3
+		cfg.Now = clock.Now
 	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	e := &jobsEnv{t: t, client: client, ns: ns, store: s, srv: srv}
+	client, s, srv := e.client, e.store, e.srv
 	e.doJSON("POST", "/v1/jobs", httpJob("hot", ""), http.StatusCreated, nil)
 	e.doJSON("POST", "/v1/jobs", httpJob("cold", ""), http.StatusCreated, nil)
 

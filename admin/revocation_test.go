@@ -19,6 +19,7 @@ import (
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
+	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 )
 
@@ -40,15 +41,7 @@ func newRevocationEnv(t *testing.T) *revocationEnv {
 	ns := etcdtest.Namespace(t)
 	e := &revocationEnv{clock: clockwork.NewFakeClockAt(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)), cluster: newFakeCluster(2)}
 	e.tokens = auth.NewStore(client, ns, e.clock.Now)
-	c, err := auth.NewCache(client, auth.CacheConfig{Namespace: ns, Clock: e.clock, Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.cache = c
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	e.cache = authtest.RunCache(t, client, auth.CacheConfig{Namespace: ns, Clock: e.clock, Logger: zaptest.NewLogger(t)})
 
 	proto := &fakeProtocol{block: make(chan struct{})}
 	h := admin.Handler(&fakeMember{Member: admintest.Member{Auth: e.cache, Cluster: e.cluster, Protocol: proto}, ready: true}, admin.Config{

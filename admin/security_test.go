@@ -33,6 +33,7 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch/workers"
 	"github.com/jobfleet/jobfleet/internal/storage"
 	"github.com/jobfleet/jobfleet/internal/testkit/admintest"
+	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/store"
 )
@@ -161,15 +162,7 @@ func newSecEnv(t *testing.T, o secOptions) *secEnv {
 	e := &secEnv{t: t, client: etcd.Client(t), ns: etcdtest.Namespace(t), clock: clockwork.NewFakeClockAt(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))}
 	e.jobs = store.NewEtcd(e.client, e.ns, testPartitions, api.DefaultLimits(), e.clock.Now)
 	e.tokens = auth.NewStoreConfig(e.client, e.ns, e.clock.Now, o.tokens)
-	c, err := auth.NewCache(e.client, auth.CacheConfig{Namespace: e.ns, Clock: e.clock, Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.cache = c
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	e.cache = authtest.RunCache(t, e.client, auth.CacheConfig{Namespace: e.ns, Clock: e.clock, Logger: zaptest.NewLogger(t)})
 
 	e.member = &fakeMember{ready: true, view: api.View{Revision: 1}, table: api.PartitionTable{Partitions: 1, Rows: []api.PartitionRow{{Partition: 0}}}}
 	e.proto = &fakeProtocol{}

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/auth"
+	"github.com/jobfleet/jobfleet/internal/testkit/authtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 )
 
@@ -39,15 +40,7 @@ func newEnv(t *testing.T, bootstrap string) *env {
 	t.Helper()
 	e := &env{client: etcd.Client(t), ns: etcdtest.Namespace(t), clock: clockwork.NewFakeClockAt(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 	e.store = auth.NewStore(e.client, e.ns, e.clock.Now)
-	c, err := auth.NewCache(e.client, auth.CacheConfig{Namespace: e.ns, Bootstrap: bootstrap, Clock: e.clock, Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.cache = c
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	e.cache = authtest.RunCache(t, e.client, auth.CacheConfig{Namespace: e.ns, Bootstrap: bootstrap, Clock: e.clock, Logger: zaptest.NewLogger(t)})
 	return e
 }
 
@@ -384,14 +377,7 @@ func TestBearerTransport(t *testing.T) {
 func BenchmarkAuthenticate(b *testing.B) {
 	client := etcd.Client(b)
 	ns := etcdtest.Namespace(b)
-	c, err := auth.NewCache(client, auth.CacheConfig{Namespace: ns})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	c := authtest.RunCache(b, client, auth.CacheConfig{Namespace: ns})
 	s := auth.NewStore(client, ns, nil)
 	var tok string
 	for i := range 1000 { // among a thousand credentials

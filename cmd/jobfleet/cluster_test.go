@@ -42,16 +42,9 @@ func TestClusterStorageCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := auth.NewCache(client, auth.CacheConfig{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); cache.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	cache := authtest.RunCache(t, client, auth.CacheConfig{Namespace: ns})
 	viewer, rev := authtest.Create(t, client, ns, api.CreateRequest{Role: api.RoleViewer})
-	if err := cache.WaitRevision(ctx, rev); err != nil {
+	if err := cache.WaitRevision(context.Background(), rev); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(admin.Handler(admintest.Member{StorageReport: mon.Report, Auth: cache}, admin.Config{Gatherer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t)}))

@@ -51,14 +51,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	client := etcd.Client(t)
 	ns := etcdtest.Namespace(t)
 	s := store.NewEtcd(client, ns, 16, api.DefaultLimits(), nil)
-	cache, err := auth.NewCache(client, auth.CacheConfig{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); cache.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	cache := authtest.RunCache(t, client, auth.CacheConfig{Namespace: ns})
 	c := &cliEnv{t: t, store: s, client: client, ns: ns, cache: cache}
 	c.token = c.credential(api.CreateRequest{Role: api.RoleAdmin}).Secret
 	h := admin.Handler(admintest.Member{Jobs: s, Auth: cache}, admin.Config{

@@ -45,3 +45,18 @@ func Client(t testing.TB, token string) *http.Client {
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: time.Minute}
 }
+
+// RunCache makes the credentials cache of cfg over client and runs it
+// until the test ends. It fails the test if the cache cannot be made.
+func RunCache(t testing.TB, client *clientv3.Client, cfg auth.CacheConfig) *auth.Cache {
+	t.Helper()
+	c, err := auth.NewCache(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}

@@ -181,6 +181,25 @@ func (s *floodStats) String() string {
 	return fmt.Sprintf("statuses %v, transport errors %d", s.statuses, s.errs)
 }
 
+// floodChecked floods the fleet with do (flood) and checks the outcome:
+// etcd raised no NOSPACE, some requests were answered with the status
+// done (the flood did something), and the victim's job fired on time
+// meanwhile (checkVictim). what names the flood in the log.
+func (nf *noisyFleet) floodChecked(t *testing.T, what string, done int, do func(ctx context.Context, i int) (int, error)) {
+	t.Helper()
+	from := time.Now()
+	stats, maxDB, noSpace, perSecond := nf.flood(t, do)
+	to := time.Now()
+	t.Logf("%s flood: %s; etcd's database at most %.1f MiB of %d MiB; %.0f KiB/s written into etcd", what, stats, float64(maxDB)/(1<<20), noisyQuota>>20, perSecond/1024)
+	if noSpace {
+		t.Fatal("etcd raised NOSPACE during the flood")
+	}
+	if stats.statuses[done] == 0 {
+		t.Fatalf("the flood got nothing done (%s): the test did not flood", stats)
+	}
+	nf.checkVictim(t, from, to)
+}
+
 // flood calls do from noisyFlooders goroutines for noisyFlood, pausing
 // 10ms after a 429; meanwhile it samples etcd's database size and alarms
 // and sums the bytes of every key version written (a watch of every
@@ -346,8 +365,7 @@ func TestNoisyOperatorCannotFillEtcd(t *testing.T) {
 		docs[i], _ = json.Marshal(noisyJob(big.ID, nf.rcv.srv.URL, i)) // same size, different content
 	}
 	jobURL := nf.base + "/v1/jobs/" + url.PathEscape(big.ID)
-	from := time.Now()
-	stats, maxDB, noSpace, perSecond := nf.flood(t, func(ctx context.Context, n int) (int, error) {
+	nf.floodChecked(t, "operator", http.StatusOK, func(ctx context.Context, n int) (int, error) {
 		switch n % 3 {
 		case 0:
 			return send(ctx, tok, "POST", jobURL+"/pause", nil)
@@ -357,15 +375,6 @@ func TestNoisyOperatorCannotFillEtcd(t *testing.T) {
 			return send(ctx, tok, "PUT", jobURL, docs[n%2])
 		}
 	})
-	to := time.Now()
-	t.Logf("operator flood: %s; etcd's database at most %.1f MiB of %d MiB; %.0f KiB/s written into etcd", stats, float64(maxDB)/(1<<20), noisyQuota>>20, perSecond/1024)
-	if noSpace {
-		t.Fatal("etcd raised NOSPACE during the flood")
-	}
-	if stats.statuses[http.StatusOK] == 0 {
-		t.Fatalf("the flood got nothing done (%s): the test did not flood", stats)
-	}
-	nf.checkVictim(t, from, to)
 }
 
 // TestNoisyWorkerCannotFillEtcd: a worker credential scoped to its team's
@@ -395,19 +404,9 @@ func TestNoisyWorkerCannotFillEtcd(t *testing.T) {
 		bodies[active], _ = json.Marshal(jfapi.RegisterRequest{Worker: "noisy-worker", Executors: executors, Concurrency: 8, Active: active, Orchestrators: orchestrators})
 	}
 	t.Logf("the registration: %d bytes", len(bodies[0]))
-	from := time.Now()
-	stats, maxDB, noSpace, perSecond := nf.flood(t, func(ctx context.Context, n int) (int, error) {
+	nf.floodChecked(t, "worker", http.StatusOK, func(ctx context.Context, n int) (int, error) {
 		return send(ctx, tok, "POST", nf.base+jfapi.PathRegister, bodies[n%2])
 	})
-	to := time.Now()
-	t.Logf("worker flood: %s; etcd's database at most %.1f MiB of %d MiB; %.0f KiB/s written into etcd", stats, float64(maxDB)/(1<<20), noisyQuota>>20, perSecond/1024)
-	if noSpace {
-		t.Fatal("etcd raised NOSPACE during the flood")
-	}
-	if stats.statuses[http.StatusOK] == 0 {
-		t.Fatalf("the flood got nothing done (%s): the test did not flood", stats)
-	}
-	nf.checkVictim(t, from, to)
 }
 
 // TestSixteenClientsCreateWithout429: sixteen clients of one credential

@@ -368,15 +368,8 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 	f.WaitSettled(15 * time.Second)
 	base := f.URLs()[0]
 
-	block := make(chan struct{})
-	var first atomic.Bool
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(worker.HeaderAttempt) == "1" && first.CompareAndSwap(false, true) {
-			<-block // attempt 1 hangs: its worker is about to die
-		}
-	}))
-	defer hook.Close()
-	defer close(block)
+	hook, _, release := hangingHook(t)
+	defer release()
 
 	// The doomed worker talks through a transport we can kill.
 	var dead atomic.Bool
@@ -429,6 +422,25 @@ func TestKilledWorkerAttemptIsRetriedAndLateReportRejected(t *testing.T) {
 	if after := runsOf(t, f.AdminToken, base, "once")[0]; after.Status != jfapi.RunSucceeded || len(after.Attempts) != 2 || after.Attempts[0].Error == "late" {
 		t.Fatalf("late report changed the run: %+v", after)
 	}
+}
+
+// hangingHook serves a hook whose first request of an attempt 1 hangs
+// until release is called, at the latest when the test ends (its worker
+// is about to die); every other request is answered at once. hung
+// reports whether that request has come.
+func hangingHook(t *testing.T) (hook *httptest.Server, hung func() bool, release func()) {
+	block := make(chan struct{})
+	var first atomic.Bool
+	hook = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(worker.HeaderAttempt) == "1" && first.CompareAndSwap(false, true) {
+			<-block
+		}
+	}))
+	var once sync.Once
+	release = func() { once.Do(func() { close(block) }) }
+	t.Cleanup(hook.Close)
+	t.Cleanup(release) // before the hook closes: Close waits for the request
+	return hook, first.Load, release
 }
 
 type killableTransport struct {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,15 +83,8 @@ func TestDeadWorkerIsRevokedAtOnce(t *testing.T) {
 	f.WaitSettled(15 * time.Second)
 	base := f.URLs()[0]
 
-	block := make(chan struct{})
-	var first atomic.Bool
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(worker.HeaderAttempt) == "1" && first.CompareAndSwap(false, true) {
-			<-block // attempt 1 hangs: its worker is about to die
-		}
-	}))
-	defer hook.Close()
-	defer close(block)
+	hook, hung, release := hangingHook(t)
+	defer release()
 
 	bridge := presenceWorker(t, f, "doomed")
 	waitFor(t, 10*time.Second, func() bool {
@@ -108,7 +99,7 @@ func TestDeadWorkerIsRevokedAtOnce(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, func() bool {
 		runs := runsOf(t, f.AdminToken, base, "survives")
-		return len(runs) == 1 && runs[0].Status == jfapi.RunRunning && first.Load()
+		return len(runs) == 1 && runs[0].Status == jfapi.RunRunning && hung()
 	})
 
 	killedAt := time.Now()

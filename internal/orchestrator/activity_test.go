@@ -2,6 +2,7 @@ package orchestrator_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,32 @@ import (
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 )
 
+// startMember runs member id of a fleet of 4 partitions under ns, its
+// activity published every 100ms, and waits until it is ready. stop ends
+// it and waits; it is called at the end of the test if not before.
+func startMember(t *testing.T, etcd *etcdtest.Server, ns, id string) (o *orchestrator.Orchestrator, stop func()) {
+	t.Helper()
+	o, err := orchestrator.New(etcd.Client(t), orchestrator.Config{
+		ID: id, Advertise: "http://" + id + ".invalid", Namespace: ns, Partitions: 4, LeaseTTL: 5 * time.Second,
+		ActivityInterval: 100 * time.Millisecond, Logger: zaptest.NewLogger(t).Named(id),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if err := o.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	return o, stop
+}
+
 // TestActivityOfTheFleet: two members, a job firing every second on one
 // of them. Each member answers for both: its own minutes taken at the
 // request, the other's as published in etcd, so both answers count the
@@ -21,33 +48,8 @@ import (
 func TestActivityOfTheFleet(t *testing.T) {
 	etcd := etcdtest.New(t)
 	ns := etcdtest.Namespace(t)
-	start := func(id string) (*orchestrator.Orchestrator, func()) {
-		o, err := orchestrator.New(etcd.Client(t), orchestrator.Config{
-			ID: id, Advertise: "http://" + id + ".invalid", Namespace: ns, Partitions: 4, LeaseTTL: 5 * time.Second,
-			ActivityInterval: 100 * time.Millisecond, Logger: zaptest.NewLogger(t).Named(id),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- o.Run(ctx) }()
-		wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-		defer wcancel()
-		if err := o.WaitReady(wctx); err != nil {
-			t.Fatal(err)
-		}
-		return o, func() { cancel(); <-done }
-	}
-	m1, stop1 := start("m1")
-	defer stop1()
-	m2, stop2 := start("m2")
-	stopped2 := false
-	defer func() {
-		if !stopped2 {
-			stop2()
-		}
-	}()
+	m1, _ := startMember(t, etcd, ns, "m1")
+	m2, stop2 := startMember(t, etcd, ns, "m2")
 	jobs, err := m1.Jobs()
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +91,6 @@ func TestActivityOfTheFleet(t *testing.T) {
 		}
 	}
 	stop2()
-	stopped2 = true
 	for {
 		a, err := m1.Activity(ctx)
 		if err != nil {
@@ -117,22 +118,7 @@ func TestLateRunsOfTheFleet(t *testing.T) {
 	ns := etcdtest.Namespace(t)
 	var members []*orchestrator.Orchestrator
 	for _, id := range []string{"m1", "m2"} {
-		o, err := orchestrator.New(etcd.Client(t), orchestrator.Config{
-			ID: id, Advertise: "http://" + id + ".invalid", Namespace: ns, Partitions: 4, LeaseTTL: 5 * time.Second,
-			ActivityInterval: 100 * time.Millisecond, Logger: zaptest.NewLogger(t).Named(id),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- o.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-		if err := o.WaitReady(wctx); err != nil {
-			t.Fatal(err)
-		}
-		wcancel()
+		o, _ := startMember(t, etcd, ns, id)
 		members = append(members, o)
 	}
 	jobs, err := members[0].Jobs()

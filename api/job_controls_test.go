@@ -54,17 +54,7 @@ func TestValidateControls(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			j := validJob()
 			tt.edit(&j)
-			err := j.Validate(Limits{})
-			if tt.wantField == "" {
-				if err != nil {
-					t.Fatalf("Validate: got %v, want nil", err)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != tt.wantField || !strings.Contains(fe.Msg, tt.wantMsg) {
-				t.Fatalf("Validate: got %v, want an error about %s containing %q", err, tt.wantField, tt.wantMsg)
-			}
+			checkFieldError(t, j.Validate(Limits{}), tt.wantField, tt.wantMsg)
 		})
 	}
 }

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"errors"
-	"strings"
 	"testing"
 	"time"
 )
@@ -30,17 +28,7 @@ func TestValidatePriority(t *testing.T) {
 				j.Steps = []Step{{ID: "a", Executor: j.Executor, Priority: tt.step}}
 				j.Executor = Executor{}
 			}
-			err := j.Validate(Limits{})
-			if tt.wantField == "" {
-				if err != nil {
-					t.Fatalf("Validate: got %v, want nil", err)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != tt.wantField || !strings.Contains(fe.Msg, "want 0 to 9") {
-				t.Fatalf("Validate: got %v, want an error about %s", err, tt.wantField)
-			}
+			checkFieldError(t, j.Validate(Limits{}), tt.wantField, "want 0 to 9")
 		})
 	}
 }

@@ -32,20 +32,7 @@ func TestValidateRetention(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			j := validJob()
 			tt.edit(&j)
-			err := j.Validate(DefaultLimits())
-			if tt.wantField == "" {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			fe, ok := err.(*FieldError)
-			if !ok {
-				t.Fatalf("Validate() = %v, want a *FieldError on %s", err, tt.wantField)
-			}
-			if fe.Field != tt.wantField || !strings.Contains(fe.Msg, tt.wantMsg) {
-				t.Fatalf("Validate() = %v, want field %s with %q", err, tt.wantField, tt.wantMsg)
-			}
+			checkFieldError(t, j.Validate(DefaultLimits()), tt.wantField, tt.wantMsg)
 		})
 	}
 }

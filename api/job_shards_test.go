@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 )
@@ -64,20 +63,7 @@ func TestValidateShards(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			j := validJob()
 			tt.edit(&j)
-			err := j.Validate(DefaultLimits())
-			if tt.wantField == "" {
-				if err != nil {
-					t.Fatalf("Validate: got %v, want nil", err)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("Validate: got %v (%T), want a *FieldError", err, err)
-			}
-			if fe.Field != tt.wantField || !strings.Contains(fe.Msg, tt.wantMsg) {
-				t.Errorf("got %q, want field %q with %q", err, tt.wantField, tt.wantMsg)
-			}
+			checkFieldError(t, j.Validate(DefaultLimits()), tt.wantField, tt.wantMsg)
 		})
 	}
 }

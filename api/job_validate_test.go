@@ -23,6 +23,22 @@ func validJob() Job {
 	}
 }
 
+// checkFieldError checks the error of Validate: nil where field is "",
+// else a *FieldError on field whose message contains msg.
+func checkFieldError(t *testing.T, err error, field, msg string) {
+	t.Helper()
+	if field == "" {
+		if err != nil {
+			t.Fatalf("Validate: got %v, want nil", err)
+		}
+		return
+	}
+	fe, ok := err.(*FieldError)
+	if !ok || fe.Field != field || !strings.Contains(fe.Msg, msg) {
+		t.Fatalf("Validate: got %v (%T), want a *FieldError on %s containing %q", err, err, field, msg)
+	}
+}
+
 func timePtr(t time.Time) *time.Time { return &t }
 
 func TestValidate(t *testing.T) {

@@ -363,12 +363,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 // with a flag is reported as a *settings.Error naming it.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-	}
-	invalid := func(key string, v any, format string, args ...any) error {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid(key, v, format, args...))
-	}
+	bad, invalid := settings.Refusals(ErrInvalidConfig)
 	switch {
 	case c.Namespace == "" || !strings.HasSuffix(c.Namespace, "/"):
 		return bad("namespace %q must be non-empty and end in '/'", c.Namespace)

@@ -154,9 +154,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 // Sender); errors wrap ErrInvalidConfig, a setting with a flag is
 // reported as a *settings.Error naming its key.
 func (c Config) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-	}
+	bad, _ := settings.Refusals(ErrInvalidConfig)
 	policy := func(name string, p retry.Policy) error {
 		if p != (retry.Policy{}) && (p.Initial <= 0 || p.Max < p.Initial) {
 			return bad("%s back-off %v to %v: want 0 < initial <= max", name, p.Initial, p.Max)

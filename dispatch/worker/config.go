@@ -283,12 +283,7 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-	}
-	invalid := func(key string, v any, format string, args ...any) error {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid(key, v, format, args...))
-	}
+	bad, invalid := settings.Refusals(ErrInvalidConfig)
 	if err := validateID(c.ID); err != nil {
 		return invalid("id", c.ID, "%v", err)
 	}

@@ -201,12 +201,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 // as a *settings.Error naming its key.
 func (c Config) Validate() error {
 	c.setDefaults()
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
-	}
-	invalid := func(key string, v any, format string, args ...any) error {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid(key, v, format, args...))
-	}
+	bad, invalid := settings.Refusals(ErrInvalidConfig)
 	switch {
 	case !strings.HasSuffix(c.Namespace, "/"):
 		return bad("namespace %q must end in '/'", c.Namespace)

@@ -178,12 +178,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 // *settings.Error naming it.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-	}
-	invalid := func(key string, v any, format string, args ...any) error {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid(key, v, format, args...))
-	}
+	bad, invalid := settings.Refusals(ErrInvalidConfig)
 	// of returns err of a part's Validate: its *settings.Error if it has
 	// one (the part's own prefix would only repeat this one).
 	of := func(err error) error {

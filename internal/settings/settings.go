@@ -30,6 +30,21 @@ func Invalid(key string, value any, format string, args ...any) *Error {
 	return &Error{Key: key, Value: value, Rule: fmt.Sprintf(format, args...)}
 }
 
+// Refusals returns the errors a Validate refuses its Config with, each
+// wrapping sentinel (the package's ErrInvalidConfig): bad for a rule of
+// no one setting, its message format with args (a %w among them wraps
+// too); invalid for setting key's value v breaking the rule format, as
+// an *Error (Invalid).
+func Refusals(sentinel error) (bad func(format string, args ...any) error, invalid func(key string, v any, format string, args ...any) error) {
+	bad = func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
+	}
+	invalid = func(key string, v any, format string, args ...any) error {
+		return fmt.Errorf("%w: %w", sentinel, Invalid(key, v, format, args...))
+	}
+	return bad, invalid
+}
+
 func (e *Error) Error() string {
 	return e.Key + " " + FormatValue(e.Value) + ": " + e.Rule
 }

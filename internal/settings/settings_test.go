@@ -206,3 +206,19 @@ func TestKindAndFormatDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusals: both refusals wrap the sentinel; bad wraps a %w argument
+// too, and invalid is an *Error naming the setting.
+func TestRefusals(t *testing.T) {
+	sentinel, cause := errors.New("x: invalid config"), errors.New("cause")
+	bad, invalid := settings.Refusals(sentinel)
+	err := bad("ttl %v: %w", 3, cause)
+	if !errors.Is(err, sentinel) || !errors.Is(err, cause) || err.Error() != "x: invalid config: ttl 3: cause" {
+		t.Errorf("bad = %q, want it to wrap the sentinel and the cause", err)
+	}
+	err = invalid("lease-ttl", 3, "want at least %d", 5)
+	var se *settings.Error
+	if !errors.Is(err, sentinel) || !errors.As(err, &se) || se.Key != "lease-ttl" || err.Error() != "x: invalid config: lease-ttl 3: want at least 5" {
+		t.Errorf("invalid = %q (%+v), want the sentinel and an *Error of lease-ttl", err, se)
+	}
+}

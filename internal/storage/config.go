@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -126,12 +125,7 @@ func (c *Config) setDefaults() {
 // "storage: invalid config".
 func (c Config) Validate() error {
 	c.setDefaults()
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-	}
-	invalid := func(key string, v any, format string, args ...any) error {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid(key, v, format, args...))
-	}
+	bad, invalid := settings.Refusals(ErrInvalidConfig)
 	switch {
 	case c.Namespace == "" || c.Namespace[len(c.Namespace)-1] != '/':
 		return bad("namespace %q must end in '/'", c.Namespace)

@@ -3,7 +3,6 @@ package deathwatch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -133,12 +132,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 // timings.
 func (c Config) Validate() error {
 	c.setDefaults()
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-	}
-	invalid := func(key string, v any, format string, args ...any) error {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, settings.Invalid(key, v, format, args...))
-	}
+	bad, invalid := settings.Refusals(ErrInvalidConfig)
 	switch {
 	case !strings.HasSuffix(c.Namespace, "/"):
 		return bad("namespace %q must end in '/'", c.Namespace)

@@ -82,17 +82,29 @@ func grantInTurn(t *testing.T, f *fleettest.Fleet, base, key string, g *gate, n 
 	return order
 }
 
+// gatedFleet starts a fleet of one member, m1, with 4 partitions and
+// the priority aging aging (0: the default), puts limit key's document
+// limit, and runs workers w0, w1, … (as many as workers) whose attempts
+// pass one gate, which it returns with the fleet and m1's URL.
+func gatedFleet(t *testing.T, aging time.Duration, key, limit string, workers int) (*fleettest.Fleet, string, *gate) {
+	t.Helper()
+	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true, PriorityAging: aging})
+	f.Join("m1")
+	f.WaitSettled(15 * time.Second)
+	base := f.URLs()[0]
+	putLimit(t, f, base, key, limit)
+	g := newGate()
+	for i := range workers {
+		runHandlerWorker(t, fmt.Sprintf("w%d", i), []string{base}, f.WorkerToken, g.handler(), nil)
+	}
+	return f, base, g
+}
+
 // TestHigherPriorityIsGrantedFirst: with one slot of a key and runs of
 // priorities 1 and 9 waiting for it (the 1s older, and first by ID), the
 // 9s are granted first.
 func TestHigherPriorityIsGrantedFirst(t *testing.T) {
-	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true, PriorityAging: -1})
-	f.Join("m1")
-	f.WaitSettled(15 * time.Second)
-	base := f.URLs()[0]
-	putLimit(t, f, base, "slot", `{"max_running": 0}`)
-	g := newGate()
-	runHandlerWorker(t, "w0", []string{base}, f.WorkerToken, g.handler(), nil)
+	f, base, g := gatedFleet(t, -1, "slot", `{"max_running": 0}`, 1)
 	for i := range 3 {
 		createLimited(t, f, base, fmt.Sprintf("a-low-%d", i), "slot", prio(1))
 	}
@@ -128,13 +140,7 @@ func TestHigherPriorityIsGrantedFirst(t *testing.T) {
 // before them.
 func TestAgedLowPriorityIsGrantedBeforeFreshHigh(t *testing.T) {
 	const aging = 100 * time.Millisecond
-	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true, PriorityAging: aging})
-	f.Join("m1")
-	f.WaitSettled(15 * time.Second)
-	base := f.URLs()[0]
-	putLimit(t, f, base, "slot", `{"max_running": 0}`)
-	g := newGate()
-	runHandlerWorker(t, "w0", []string{base}, f.WorkerToken, g.handler(), nil)
+	f, base, g := gatedFleet(t, aging, "slot", `{"max_running": 0}`, 1)
 	createLimited(t, f, base, "z-old", "slot", prio(0))
 	fired := runsOf(t, f.AdminToken, base, "z-old")[0].FiredAt
 	if d := 11*aging - time.Since(fired); d > 0 {
@@ -153,14 +159,7 @@ func TestAgedLowPriorityIsGrantedBeforeFreshHigh(t *testing.T) {
 // below the attempts running stops new starts until fewer than the new
 // bound run; the running ones are not stopped.
 func TestLoweringMaxRunningStopsNewStarts(t *testing.T) {
-	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true})
-	f.Join("m1")
-	f.WaitSettled(15 * time.Second)
-	base := f.URLs()[0]
-	putLimit(t, f, base, "db", `{"max_running": 3}`)
-	g := newGate()
-	runHandlerWorker(t, "w0", []string{base}, f.WorkerToken, g.handler(), nil)
-	runHandlerWorker(t, "w1", []string{base}, f.WorkerToken, g.handler(), nil)
+	f, base, g := gatedFleet(t, 0, "db", `{"max_running": 3}`, 2)
 	for i := range 5 {
 		createLimited(t, f, base, fmt.Sprintf("q-%d", i), "db", nil)
 	}
@@ -187,13 +186,7 @@ func TestLoweringMaxRunningStopsNewStarts(t *testing.T) {
 // TestDeletingAKeyFreesItsWaiters: runs waiting for a key of max_running
 // 0 all start once the key is deleted.
 func TestDeletingAKeyFreesItsWaiters(t *testing.T) {
-	f := fleettest.New(t, etcd, fleettest.Options{Partitions: 4, Scheduler: true, Quiet: true})
-	f.Join("m1")
-	f.WaitSettled(15 * time.Second)
-	base := f.URLs()[0]
-	putLimit(t, f, base, "closed", `{"max_running": 0}`)
-	g := newGate()
-	runHandlerWorker(t, "w0", []string{base}, f.WorkerToken, g.handler(), nil)
+	f, base, g := gatedFleet(t, 0, "closed", `{"max_running": 0}`, 1)
 	for i := range 3 {
 		createLimited(t, f, base, fmt.Sprintf("wait-%d", i), "closed", nil)
 	}

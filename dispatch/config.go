@@ -291,39 +291,25 @@ func DefaultConfig(ns string, partitions int, member, addr string) Config {
 // are).
 func (c Config) WithDefaults() Config {
 	d := DefaultConfig(c.Namespace, c.Partitions, c.MemberID, c.MemberAddr)
-	def := func(v *int, dv int) {
-		if *v == 0 {
-			*v = dv
-		}
-	}
-	defDur := func(v *time.Duration, dv time.Duration) {
-		if *v == 0 {
-			*v = dv
-		}
-	}
-	def(&c.FireBatch, d.FireBatch)
-	def(&c.CommitsInFlight, d.CommitsInFlight)
-	defDur(&c.CommitLatencyTarget, d.CommitLatencyTarget)
-	def(&c.LoadsInFlight, d.LoadsInFlight)
-	def(&c.LoadJobsInFlight, d.LoadJobsInFlight)
-	def(&c.FiresInFlight, d.FiresInFlight)
-	defDur(&c.RunLease, d.RunLease)
-	def(&c.HistoryMaxRuns, d.HistoryMaxRuns)
-	def(&c.HistoryFloor, d.HistoryFloor)
-	defDur(&c.HistoryMaxAge, d.HistoryMaxAge)
-	if c.HistoryBudget == 0 {
-		c.HistoryBudget = d.HistoryBudget
-	}
-	def(&c.MaxRunBytes, d.MaxRunBytes)
-	defDur(&c.DeleteAfter, d.DeleteAfter)
-	def(&c.MaxActivePerJob, d.MaxActivePerJob)
-	if c.BackfillRate == 0 {
-		c.BackfillRate = d.BackfillRate
-	}
-	def(&c.BackfillActive, d.BackfillActive)
-	defDur(&c.RequestTimeout, d.RequestTimeout)
-	defDur(&c.PriorityAging, d.PriorityAging)
-	defDur(&c.LimitQueueInterval, d.LimitQueueInterval)
+	settings.Default(&c.FireBatch, d.FireBatch)
+	settings.Default(&c.CommitsInFlight, d.CommitsInFlight)
+	settings.Default(&c.CommitLatencyTarget, d.CommitLatencyTarget)
+	settings.Default(&c.LoadsInFlight, d.LoadsInFlight)
+	settings.Default(&c.LoadJobsInFlight, d.LoadJobsInFlight)
+	settings.Default(&c.FiresInFlight, d.FiresInFlight)
+	settings.Default(&c.RunLease, d.RunLease)
+	settings.Default(&c.HistoryMaxRuns, d.HistoryMaxRuns)
+	settings.Default(&c.HistoryFloor, d.HistoryFloor)
+	settings.Default(&c.HistoryMaxAge, d.HistoryMaxAge)
+	settings.Default(&c.HistoryBudget, d.HistoryBudget)
+	settings.Default(&c.MaxRunBytes, d.MaxRunBytes)
+	settings.Default(&c.DeleteAfter, d.DeleteAfter)
+	settings.Default(&c.MaxActivePerJob, d.MaxActivePerJob)
+	settings.Default(&c.BackfillRate, d.BackfillRate)
+	settings.Default(&c.BackfillActive, d.BackfillActive)
+	settings.Default(&c.RequestTimeout, d.RequestTimeout)
+	settings.Default(&c.PriorityAging, d.PriorityAging)
+	settings.Default(&c.LimitQueueInterval, d.LimitQueueInterval)
 	c.LiveOutput = c.LiveOutput.WithDefaults()
 	return c
 }

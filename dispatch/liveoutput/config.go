@@ -41,12 +41,8 @@ type Config struct {
 
 // WithDefaults returns c with its zero fields set to the defaults.
 func (c Config) WithDefaults() Config {
-	if c.AttemptBytes == 0 {
-		c.AttemptBytes = DefaultAttemptBytes
-	}
-	if c.Attempts == 0 {
-		c.Attempts = DefaultAttempts
-	}
+	settings.Default(&c.AttemptBytes, DefaultAttemptBytes)
+	settings.Default(&c.Attempts, DefaultAttempts)
 	return c
 }
 

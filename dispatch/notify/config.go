@@ -91,22 +91,13 @@ func DefaultConfig() Config {
 // and metrics as they are).
 func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
-	count := func(v *int, def int) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	count(&c.Concurrency, d.Concurrency)
-	count(&c.PerDestination, d.PerDestination)
-	count(&c.PerJob, d.PerJob)
-	count(&c.MaxPendingPerJob, d.MaxPendingPerJob)
-	count(&c.BreakerFailures, d.BreakerFailures)
-	if c.SendTimeout == 0 {
-		c.SendTimeout = d.SendTimeout
-	}
-	if c.MaxAge == 0 {
-		c.MaxAge = d.MaxAge
-	}
+	settings.Default(&c.Concurrency, d.Concurrency)
+	settings.Default(&c.PerDestination, d.PerDestination)
+	settings.Default(&c.PerJob, d.PerJob)
+	settings.Default(&c.MaxPendingPerJob, d.MaxPendingPerJob)
+	settings.Default(&c.BreakerFailures, d.BreakerFailures)
+	settings.Default(&c.SendTimeout, d.SendTimeout)
+	settings.Default(&c.MaxAge, d.MaxAge)
 	if c.Backoff == (retry.Policy{}) {
 		c.Backoff = d.Backoff
 	}

@@ -223,26 +223,16 @@ func (c Config) WithDefaults() Config {
 // setDefaults fills the zero fields of c from DefaultConfig.
 func (c *Config) setDefaults() {
 	d := DefaultConfig()
-	setInt := func(v *int, def int) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	setDur := func(v *time.Duration, def time.Duration) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	setInt(&c.Concurrency, d.Concurrency)
-	setDur(&c.PollWait, d.PollWait)
-	setDur(&c.ShutdownTimeout, d.ShutdownTimeout)
-	setDur(&c.CancelGrace, d.CancelGrace)
-	setDur(&c.KillGrace, d.KillGrace)
-	setDur(&c.ReportTimeout, d.ReportTimeout)
-	setDur(&c.RequestTimeout, d.RequestTimeout)
-	setDur(&c.RetryInitial, d.RetryInitial)
-	setDur(&c.RetryMax, d.RetryMax)
-	setDur(&c.OutputPushInterval, d.OutputPushInterval)
+	settings.Default(&c.Concurrency, d.Concurrency)
+	settings.Default(&c.PollWait, d.PollWait)
+	settings.Default(&c.ShutdownTimeout, d.ShutdownTimeout)
+	settings.Default(&c.CancelGrace, d.CancelGrace)
+	settings.Default(&c.KillGrace, d.KillGrace)
+	settings.Default(&c.ReportTimeout, d.ReportTimeout)
+	settings.Default(&c.RequestTimeout, d.RequestTimeout)
+	settings.Default(&c.RetryInitial, d.RetryInitial)
+	settings.Default(&c.RetryMax, d.RetryMax)
+	settings.Default(&c.OutputPushInterval, d.OutputPushInterval)
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
 	}

@@ -135,30 +135,14 @@ func DefaultConfig() Config { return Config{}.WithDefaults() }
 // DefaultWriteBurst and WriteRate); the identity, hooks, clock and
 // logger as they are.
 func (c Config) WithDefaults() Config {
-	if c.TTL == 0 {
-		c.TTL = api.DefaultWorkerTTL
-	}
-	if c.IDGrace == 0 {
-		c.IDGrace = DefaultIDGrace
-	}
-	if c.UpdateInterval == 0 {
-		c.UpdateInterval = DefaultUpdateInterval
-	}
-	if c.MaxPerCredential == 0 {
-		c.MaxPerCredential = DefaultMaxPerCredential
-	}
-	if c.RequestRate == 0 {
-		c.RequestRate = DefaultRequestRate
-	}
-	if c.WriteRate == 0 {
-		c.WriteRate = DefaultWriteRate
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = 5 * time.Second
-	}
-	if c.PresenceGrace == 0 {
-		c.PresenceGrace = DefaultPresenceGrace
-	}
+	settings.Default(&c.TTL, api.DefaultWorkerTTL)
+	settings.Default(&c.IDGrace, DefaultIDGrace)
+	settings.Default(&c.UpdateInterval, DefaultUpdateInterval)
+	settings.Default(&c.MaxPerCredential, DefaultMaxPerCredential)
+	settings.Default(&c.RequestRate, DefaultRequestRate)
+	settings.Default(&c.WriteRate, DefaultWriteRate)
+	settings.Default(&c.RequestTimeout, 5*time.Second)
+	settings.Default(&c.PresenceGrace, DefaultPresenceGrace)
 	return c
 }
 
@@ -166,12 +150,8 @@ func (c Config) WithDefaults() Config {
 // clock and no logs.
 func (c *Config) setDefaults() {
 	*c = c.WithDefaults()
-	if c.RequestBurst == 0 {
-		c.RequestBurst = max(1, int(2*c.RequestRate)) // DefaultRequestBurst at the default rate
-	}
-	if c.WriteBurst == 0 {
-		c.WriteBurst = max(DefaultWriteBurst, int(c.WriteRate))
-	}
+	settings.Default(&c.RequestBurst, max(1, int(2*c.RequestRate))) // DefaultRequestBurst at the default rate
+	settings.Default(&c.WriteBurst, max(DefaultWriteBurst, int(c.WriteRate)))
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
 	}

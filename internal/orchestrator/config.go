@@ -131,18 +131,10 @@ func (c Config) WithDefaults() Config {
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
 	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.RebalanceDelay == 0 {
-		c.RebalanceDelay = 200 * time.Millisecond
-	}
-	if c.LeaveTimeout == 0 {
-		c.LeaveTimeout = 10 * time.Second
-	}
-	if c.ActivityInterval == 0 {
-		c.ActivityInterval = 15 * time.Second
-	}
+	settings.Default(&c.LeaseTTL, DefaultLeaseTTL)
+	settings.Default(&c.RebalanceDelay, 200*time.Millisecond)
+	settings.Default(&c.LeaveTimeout, 10*time.Second)
+	settings.Default(&c.ActivityInterval, 15*time.Second)
 	c.Workers = c.Workers.WithDefaults()
 	c.DeadMembers = c.DeadMembers.WithDefaults()
 	c.Notify.Delivery = c.Notify.Delivery.WithDefaults()

@@ -94,3 +94,12 @@ func FormatDuration(d time.Duration) string {
 	}
 	return s
 }
+
+// Default applies the zero convention to one setting: it sets *v to def
+// where *v is zero, and leaves any other value, a negative one included,
+// as it is.
+func Default[T ~int | ~int64 | ~float64](v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
+}

@@ -222,3 +222,20 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("invalid = %q (%+v), want the sentinel and an *Error of lease-ttl", err, se)
 	}
 }
+
+// TestDefault: zero takes the default; a set value, negative (unbounded)
+// included, stays.
+func TestDefault(t *testing.T) {
+	for _, tt := range []struct{ v, want time.Duration }{{0, time.Second}, {-1, -1}, {time.Minute, time.Minute}} {
+		v := tt.v
+		settings.Default(&v, time.Second)
+		if v != tt.want {
+			t.Errorf("Default(%v, 1s) = %v, want %v", tt.v, v, tt.want)
+		}
+	}
+	n := 0.0
+	settings.Default(&n, 2.5)
+	if n != 2.5 {
+		t.Errorf("Default(0, 2.5) = %v", n)
+	}
+}

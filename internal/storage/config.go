@@ -97,21 +97,13 @@ func DefaultConfig(ns, member string) Config {
 }
 
 func (c *Config) setDefaults() {
-	if c.CompactionInterval == 0 {
-		c.CompactionInterval = DefaultCompactionInterval
-	}
+	settings.Default(&c.CompactionInterval, DefaultCompactionInterval)
 	if c.CompactionInterval < 0 {
 		c.CompactionInterval = CompactionOff
 	}
-	if c.HighWater == 0 {
-		c.HighWater = DefaultHighWater
-	}
-	if c.CheckInterval == 0 {
-		c.CheckInterval = DefaultCheckInterval
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
+	settings.Default(&c.HighWater, DefaultHighWater)
+	settings.Default(&c.CheckInterval, DefaultCheckInterval)
+	settings.Default(&c.RequestTimeout, DefaultRequestTimeout)
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
 	}

@@ -82,21 +82,15 @@ func DefaultConfig() Config { return Config{}.WithDefaults() }
 // WithDefaults returns c with its zero settings replaced by their
 // defaults (the identity, hooks, clock and logger as they are).
 func (c Config) WithDefaults() Config {
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
-	}
+	settings.Default(&c.Interval, DefaultInterval)
 	if c.Confirm == 0 {
 		c.Confirm = DefaultConfirm
 		if c.Interval > 0 {
 			c.Confirm = min(c.Confirm, c.Interval/2)
 		}
 	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
+	settings.Default(&c.DialTimeout, DefaultDialTimeout)
+	settings.Default(&c.RequestTimeout, DefaultRequestTimeout)
 	return c
 }
 

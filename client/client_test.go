@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
@@ -25,7 +23,7 @@ import (
 var etcd *etcdtest.Server
 
 func TestMain(m *testing.M) {
-	os.Exit(etcdtest.Main(m, &etcd, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")))
+	os.Exit(etcdtest.Main(m, &etcd, etcdtest.KeepAliveLeaks()...))
 }
 
 // fleet starts one member running the scheduler and serving the API, on

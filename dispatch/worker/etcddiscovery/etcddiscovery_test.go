@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jobfleet/jobfleet/api"
@@ -21,7 +20,7 @@ import (
 var etcd *etcdtest.Server
 
 func TestMain(m *testing.M) {
-	os.Exit(etcdtest.Main(m, &etcd, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")))
+	os.Exit(etcdtest.Main(m, &etcd, etcdtest.KeepAliveLeaks()...))
 }
 
 // recv returns the next value of ch, failing the test after a minute.

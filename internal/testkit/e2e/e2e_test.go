@@ -21,7 +21,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/egress"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -33,7 +32,7 @@ import (
 var etcd *etcdtest.Server
 
 func TestMain(m *testing.M) {
-	os.Exit(etcdtest.Main(m, &etcd, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")))
+	os.Exit(etcdtest.Main(m, &etcd, etcdtest.KeepAliveLeaks()...))
 }
 
 // execution is one request the receiver got.

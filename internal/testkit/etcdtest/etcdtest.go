@@ -237,3 +237,15 @@ func Main(m *testing.M, s **Server, leakOpts ...goleak.Option) int {
 	}
 	return code
 }
+
+// KeepAliveLeaks are the options with which Main's leak check ignores
+// the goroutines of HTTP clients' keep-alive connections that outlive
+// the tests (their write loops, and the reads they wait in):
+//
+//	func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m, &etcd, etcdtest.KeepAliveLeaks()...)) }
+func KeepAliveLeaks() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	}
+}

@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/client"
 	"github.com/jobfleet/jobfleet/internal/etcdserver"
@@ -34,7 +32,7 @@ import (
 var etcd *etcdtest.Server
 
 func TestMain(m *testing.M) {
-	os.Exit(etcdtest.Main(m, &etcd, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")))
+	os.Exit(etcdtest.Main(m, &etcd, etcdtest.KeepAliveLeaks()...))
 }
 
 // python returns python3's path, or skips the test without it.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -135,42 +134,8 @@ func (s *Etcd) DeleteCalendar(ctx context.Context, name string) error {
 // the last name returned. A cursor that is not a calendar name under
 // prefix is refused with a *FieldError naming "cursor".
 func (s *Etcd) ListCalendars(ctx context.Context, prefix, cursor string, limit int) ([]api.Calendar, string, error) {
-	if limit < 1 || limit > 1000 {
-		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
-	}
-	if cursor != "" {
-		if err := api.ValidateName("cursor", cursor, api.MaxCalendarNameBytes); err != nil || !strings.HasPrefix(cursor, prefix) {
-			return nil, "", fieldErr("cursor", "%s is not a cursor of this listing: send the next_cursor of its previous page", api.QuoteClipped(cursor))
-		}
-	}
-	base := s.keys.CalendarPrefix()
-	from, end := base+EscapeID(prefix), clientv3.GetPrefixRangeEnd(base+EscapeID(prefix))
-	if cursor != "" {
-		from = base + EscapeID(cursor) + "\x00"
-	}
-	resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(limit)+1))
-	if err != nil {
-		return nil, "", Classify(err)
-	}
-	out := make([]api.Calendar, 0, min(len(resp.Kvs), limit))
-	for i, kv := range resp.Kvs {
-		if i == limit {
-			break
-		}
-		c, err := decodeCalendar(kv.Value, kv.ModRevision)
-		if err != nil {
-			return nil, "", err
-		}
-		if !strings.HasPrefix(c.Name, prefix) {
-			continue // an escaped prefix also matches names that escape to more
-		}
-		out = append(out, c)
-	}
-	next := ""
-	if len(resp.Kvs) > limit && len(out) > 0 {
-		next = out[len(out)-1].Name
-	}
-	return out, next, nil
+	return listNamed(ctx, s.client, s.keys.CalendarPrefix(), prefix, cursor, limit, api.MaxCalendarNameBytes,
+		decodeCalendar, func(c api.Calendar) string { return c.Name })
 }
 
 func decodeCalendar(val []byte, rev int64) (api.Calendar, error) {

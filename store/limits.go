@@ -144,42 +144,8 @@ func (s *Etcd) DeleteLimit(ctx context.Context, key string) error {
 // the cursor of the next page ("" at the end). A cursor that is not a key
 // under prefix is refused with a *FieldError naming "cursor".
 func (s *Etcd) ListLimits(ctx context.Context, prefix, cursor string, limit int) ([]api.Limit, string, error) {
-	if limit < 1 || limit > 1000 {
-		return nil, "", fmt.Errorf("%w: limit %d outside 1..1000", ErrInvalidJob, limit)
-	}
-	if cursor != "" {
-		if err := api.ValidateName("cursor", cursor, api.MaxLimitKeyBytes); err != nil || !strings.HasPrefix(cursor, prefix) {
-			return nil, "", fieldErr("cursor", "%s is not a cursor of this listing: send the next_cursor of its previous page", api.QuoteClipped(cursor))
-		}
-	}
-	base := s.keys.LimitDefPrefix()
-	from, end := base+api.EscapeID(prefix), clientv3.GetPrefixRangeEnd(base+api.EscapeID(prefix))
-	if cursor != "" {
-		from = base + api.EscapeID(cursor) + "\x00"
-	}
-	resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(limit)+1))
-	if err != nil {
-		return nil, "", Classify(err)
-	}
-	out := make([]api.Limit, 0, min(len(resp.Kvs), limit))
-	for i, kv := range resp.Kvs {
-		if i == limit {
-			break
-		}
-		l, err := DecodeLimit(kv.Value, kv.ModRevision)
-		if err != nil {
-			return nil, "", err
-		}
-		if !strings.HasPrefix(l.Key, prefix) {
-			continue // an escaped prefix also matches keys that escape to more
-		}
-		out = append(out, l)
-	}
-	next := ""
-	if len(resp.Kvs) > limit && len(out) > 0 {
-		next = out[len(out)-1].Key
-	}
-	return out, next, nil
+	return listNamed(ctx, s.client, s.keys.LimitDefPrefix(), prefix, cursor, limit, api.MaxLimitKeyBytes,
+		DecodeLimit, func(l api.Limit) string { return l.Key })
 }
 
 // DecodeLimit decodes a stored limit document of mod revision rev.

@@ -50,37 +50,19 @@ func (s *Etcd) PutCalendar(ctx context.Context, c api.Calendar) (stored api.Cale
 	if len(val) > api.MaxCalendarBytes {
 		return api.Calendar{}, false, fmt.Errorf("%w: calendar %q is %d bytes stored; at most %d", api.ErrInvalidCalendar, c.Name, len(val), api.MaxCalendarBytes)
 	}
-	cur, err := s.client.Get(ctx, key, clientv3.WithCountOnly())
+	rev, created, err := s.putNamed(ctx, key, s.keys.CalendarPrefix(), val, api.MaxCalendars, func(have int64) error {
+		return fmt.Errorf("calendar %q: %w: the fleet has %d, at most %d", c.Name, ErrCalendarLimit, have, api.MaxCalendars)
+	})
 	if err != nil {
-		return api.Calendar{}, false, Classify(err)
+		return api.Calendar{}, false, err
 	}
-	if cur.Count == 0 {
-		all, err := s.client.Get(ctx, s.keys.CalendarPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			return api.Calendar{}, false, Classify(err)
-		}
-		if all.Count >= api.MaxCalendars {
-			return api.Calendar{}, false, fmt.Errorf("calendar %q: %w: the fleet has %d, at most %d", c.Name, ErrCalendarLimit, all.Count, api.MaxCalendars)
-		}
-	}
-	resp, err := s.client.Put(ctx, key, string(val))
-	if err != nil {
-		return api.Calendar{}, false, Classify(err)
-	}
-	c.Revision = resp.Header.Revision
-	return c, cur.Count == 0, nil
+	c.Revision = rev
+	return c, created, nil
 }
 
 // GetCalendar returns calendar name, or ErrNotFound.
 func (s *Etcd) GetCalendar(ctx context.Context, name string) (api.Calendar, error) {
-	resp, err := s.client.Get(ctx, s.keys.Calendar(name))
-	if err != nil {
-		return api.Calendar{}, Classify(err)
-	}
-	if len(resp.Kvs) == 0 {
-		return api.Calendar{}, ErrNotFound
-	}
-	return decodeCalendar(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	return getNamed(ctx, s.client, s.keys.Calendar(name), decodeCalendar)
 }
 
 // Calendars returns the compiled calendars of names (a job's exclude)

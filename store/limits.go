@@ -91,37 +91,19 @@ func (s *Etcd) PutLimit(ctx context.Context, l api.Limit) (stored api.Limit, cre
 	if err != nil {
 		return api.Limit{}, false, err
 	}
-	cur, err := s.client.Get(ctx, key, clientv3.WithCountOnly())
+	rev, created, err := s.putNamed(ctx, key, s.keys.LimitDefPrefix(), val, api.MaxLimits, func(have int64) error {
+		return fmt.Errorf("limit %q: %w: the fleet has %d, at most %d", l.Key, ErrLimitCount, have, api.MaxLimits)
+	})
 	if err != nil {
-		return api.Limit{}, false, Classify(err)
+		return api.Limit{}, false, err
 	}
-	if cur.Count == 0 {
-		all, err := s.client.Get(ctx, s.keys.LimitDefPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			return api.Limit{}, false, Classify(err)
-		}
-		if all.Count >= api.MaxLimits {
-			return api.Limit{}, false, fmt.Errorf("limit %q: %w: the fleet has %d, at most %d", l.Key, ErrLimitCount, all.Count, api.MaxLimits)
-		}
-	}
-	resp, err := s.client.Put(ctx, key, string(val))
-	if err != nil {
-		return api.Limit{}, false, Classify(err)
-	}
-	l.Revision = resp.Header.Revision
-	return l, cur.Count == 0, nil
+	l.Revision = rev
+	return l, created, nil
 }
 
 // GetLimit returns limit key, or ErrNotFound.
 func (s *Etcd) GetLimit(ctx context.Context, key string) (api.Limit, error) {
-	resp, err := s.client.Get(ctx, s.keys.LimitDef(key))
-	if err != nil {
-		return api.Limit{}, Classify(err)
-	}
-	if len(resp.Kvs) == 0 {
-		return api.Limit{}, ErrNotFound
-	}
-	return DecodeLimit(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	return getNamed(ctx, s.client, s.keys.LimitDef(key), DecodeLimit)
 }
 
 // DeleteLimit deletes limit key and its grant state; ErrNotFound if there

@@ -10,6 +10,46 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 )
 
+// putNamed stores val at key, a document of a kind of named documents
+// stored under prefix (calendars, limit keys), refusing a new one with
+// the error full returns where the fleet has most of the kind already
+// (have). It returns the write's revision and whether the document is
+// new.
+func (s *Etcd) putNamed(ctx context.Context, key, prefix string, val []byte, most int, full func(have int64) error) (rev int64, created bool, err error) {
+	cur, err := s.client.Get(ctx, key, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, false, Classify(err)
+	}
+	if cur.Count == 0 {
+		all, err := s.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return 0, false, Classify(err)
+		}
+		if all.Count >= int64(most) {
+			return 0, false, full(all.Count)
+		}
+	}
+	resp, err := s.client.Put(ctx, key, string(val))
+	if err != nil {
+		return 0, false, Classify(err)
+	}
+	return resp.Header.Revision, cur.Count == 0, nil
+}
+
+// getNamed reads the named document at key with decode, or ErrNotFound.
+func getNamed[T any](ctx context.Context, client *clientv3.Client, key string, decode func(val []byte, rev int64) (T, error)) (T, error) {
+	resp, err := client.Get(ctx, key)
+	if err != nil {
+		var zero T
+		return zero, Classify(err)
+	}
+	if len(resp.Kvs) == 0 {
+		var zero T
+		return zero, ErrNotFound
+	}
+	return decode(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+}
+
 // listNamed reads a page of a kind of named documents (calendars, limit
 // keys) stored under base by their escaped names: up to limit (1 to
 // 1000) of those whose name starts with prefix, in name order, after the

@@ -162,18 +162,13 @@ func (b *budgets) of(id string, now time.Time) (*budget, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.resizeLocked(now)
-	bg := b.buckets[id]
-	if bg == nil {
-		if len(b.buckets) >= maxIdleBuckets {
-			for k, v := range b.buckets {
-				if (b.offBytes || v.bytes.TokensAt(now) >= float64(b.bytesBurst)) && (b.offRevisions || v.revisions.TokensAt(now) >= float64(b.revsBurst)) {
-					delete(b.buckets, k)
-				}
-			}
-		}
-		bg = &budget{bytes: rate.NewLimiter(b.bytes, b.bytesBurst), revisions: rate.NewLimiter(b.revisions, b.revsBurst)}
-		b.buckets[id] = bg
-	}
+	bg := bucketOf(b.buckets, id, maxIdleBuckets,
+		func(v *budget) bool {
+			return (b.offBytes || v.bytes.TokensAt(now) >= float64(b.bytesBurst)) && (b.offRevisions || v.revisions.TokensAt(now) >= float64(b.revsBurst))
+		},
+		func() *budget {
+			return &budget{bytes: rate.NewLimiter(b.bytes, b.bytesBurst), revisions: rate.NewLimiter(b.revisions, b.revsBurst)}
+		})
 	return bg, b.bytesBurst
 }
 

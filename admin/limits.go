@@ -194,28 +194,11 @@ func (rl *rateLimiter) allow(id string) (time.Duration, bool) {
 	}
 	now := rl.clock.Now()
 	rl.mu.Lock()
-	b := rl.buckets[id]
-	if b == nil {
-		if len(rl.buckets) >= maxIdleBuckets {
-			for k, v := range rl.buckets {
-				if v.TokensAt(now) >= float64(rl.burst) {
-					delete(rl.buckets, k)
-				}
-			}
-		}
-		b = rate.NewLimiter(rl.limit, rl.burst)
-		rl.buckets[id] = b
-	}
+	b := bucketOf(rl.buckets, id, maxIdleBuckets,
+		func(b *rate.Limiter) bool { return b.TokensAt(now) >= float64(rl.burst) },
+		func() *rate.Limiter { return rate.NewLimiter(rl.limit, rl.burst) })
 	rl.mu.Unlock()
-	res := b.ReserveN(now, 1)
-	if !res.OK() {
-		return time.Second, false
-	}
-	if d := res.DelayFrom(now); d > 0 {
-		res.CancelAt(now)
-		return d, false
-	}
-	return 0, true
+	return takeToken(b, now)
 }
 
 // pollCaps counts the long polls held, in total and per credential.

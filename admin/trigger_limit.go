@@ -65,28 +65,12 @@ func (l *triggerLimiter) allow(id string) (ok bool, retryAfter time.Duration) {
 	}
 	now := l.now()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	lim := l.jobs[id]
-	if lim == nil {
-		if len(l.jobs) >= maxTrackedJobs {
-			for k, v := range l.jobs {
-				if v.TokensAt(now) >= float64(l.burst) {
-					delete(l.jobs, k)
-				}
-			}
-		}
-		lim = rate.NewLimiter(l.rate, l.burst)
-		l.jobs[id] = lim
-	}
-	r := lim.ReserveN(now, 1)
-	if !r.OK() {
-		return false, time.Second
-	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return false, d
-	}
-	return true, 0
+	lim := bucketOf(l.jobs, id, maxTrackedJobs,
+		func(b *rate.Limiter) bool { return b.TokensAt(now) >= float64(l.burst) },
+		func() *rate.Limiter { return rate.NewLimiter(l.rate, l.burst) })
+	l.mu.Unlock()
+	wait, ok := takeToken(lim, now)
+	return ok, wait
 }
 
 // payloadTriggerer is a JobStore that triggers with a payload

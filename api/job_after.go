@@ -126,6 +126,7 @@ func failedHint(s RunStatus) string {
 	return ""
 }
 
+// joinStates names states for a message: "failed", "dead", ….
 func joinStates(states []RunStatus) string {
 	q := make([]string, len(states))
 	for i, s := range states {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -107,11 +106,11 @@ func ValidateNotifications(field string, ns []Notification) error {
 	for i, n := range ns {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if len(n.On) == 0 {
-			return fieldErr(f+".on", "empty; want some of %s", eventList())
+			return fieldErr(f+".on", "empty; want some of %s", joinStates(NotifyEvents))
 		}
 		for _, s := range n.On {
 			if !slices.Contains(NotifyEvents, s) {
-				return fieldErr(f+".on", "unknown event %q; want %s", string(s), eventList())
+				return fieldErr(f+".on", "unknown event %q; want %s", string(s), joinStates(NotifyEvents))
 			}
 		}
 		if len(slices.Compact(slices.Sorted(slices.Values(n.On)))) != len(n.On) {
@@ -136,15 +135,6 @@ func ValidateNotifications(field string, ns []Notification) error {
 		}
 	}
 	return nil
-}
-
-// eventList names NotifyEvents for a message: "failed", "dead", ….
-func eventList() string {
-	q := make([]string, len(NotifyEvents))
-	for i, e := range NotifyEvents {
-		q[i] = fmt.Sprintf("%q", e)
-	}
-	return strings.Join(q, ", ")
 }
 
 // NotificationDelivery is how one notification was delivered, as the

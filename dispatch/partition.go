@@ -8,7 +8,6 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 
-	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -194,11 +193,7 @@ func (pt *partition) schedule(ctx context.Context, rev int64) error {
 		// only then.
 		timer.Stop()
 		next := pt.tick(ctx)
-		if next.IsZero() {
-			timer.Reset(time.Hour)
-		} else {
-			armAt(clock, timer, next)
-		}
+		retry.ArmAt(clock, timer, next)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -212,21 +207,6 @@ func (pt *partition) schedule(ctx context.Context, rev int64) error {
 			pt.apply(ctx, wr.Events)
 		case <-timer.Chan():
 		case <-pt.nudge:
-		}
-	}
-}
-
-// armAt sets timer to fire at instant at of clock. A timer counts its
-// duration from when it is set, so a clock that jumps between reading it
-// and setting the timer (a controlled clock in tests; in production a
-// pause of the process) would make it fire late by the jump: it is set
-// again until the clock stood (within a millisecond) while it was set.
-func armAt(clock clockwork.Clock, timer clockwork.Timer, at time.Time) {
-	for {
-		before := clock.Now()
-		timer.Reset(max(at.Sub(before), 0))
-		if clock.Since(before) < time.Millisecond {
-			return
 		}
 	}
 }

@@ -109,11 +109,7 @@ func (d *Deliverer) Run(ctx context.Context) {
 		d.mu.Lock()
 		next := d.passLocked(clock.Now())
 		d.mu.Unlock()
-		if next.IsZero() {
-			timer.Reset(time.Hour)
-		} else {
-			armAt(clock, timer, next)
-		}
+		retry.ArmAt(clock, timer, next)
 		select {
 		case <-ctx.Done():
 			return

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/jonboulle/clockwork"
 )
 
 // The destinations of a deliverer: their turns, lanes and names.
@@ -99,19 +97,4 @@ func redactedURL(raw string) string {
 		return raw[:i] + "?…"
 	}
 	return raw
-}
-
-// armAt sets timer to fire at instant at of clock. A timer counts its
-// duration from when it is set, so a clock that jumps between reading it
-// and setting the timer (a controlled clock in tests; in production a
-// pause of the process) would make it fire late by the jump: it is set
-// again until the clock stood (within a millisecond) while it was set.
-func armAt(clock clockwork.Clock, timer clockwork.Timer, at time.Time) {
-	for {
-		before := clock.Now()
-		timer.Reset(max(at.Sub(before), 0))
-		if clock.Since(before) < time.Millisecond {
-			return
-		}
-	}
 }

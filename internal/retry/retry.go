@@ -1,6 +1,7 @@
 // Package retry paces the retries of long-running loops: exponential
 // back-off with jitter (github.com/cenkalti/backoff/v5) between attempts,
-// and waits on an injected clock that end early when the loop is stopped.
+// and waits on an injected clock that end early when the loop is stopped
+// (and the timers loops wait on for their next event).
 // Every loop of jobfleet that retries etcd or an orchestrator uses it, so
 // that the shape of a back-off is chosen in one place and tests control
 // time through the clock instead of sleeping.
@@ -84,5 +85,26 @@ func SleepOrClosed(ctx context.Context, clock clockwork.Clock, d time.Duration, 
 		return false
 	case <-stop:
 		return false
+	}
+}
+
+// ArmAt sets timer, of a loop that waits for its next event, to fire at
+// instant at of clock (at once if it has passed), or in an hour where at
+// is zero (no event due). A timer counts its duration from when it is
+// set, so a clock that jumps between reading it and setting the timer (a
+// controlled clock in tests; in production a pause of the process) would
+// make it fire late by the jump: it is set again until the clock stood
+// (within a millisecond) while it was set.
+func ArmAt(clock clockwork.Clock, timer clockwork.Timer, at time.Time) {
+	if at.IsZero() {
+		timer.Reset(time.Hour)
+		return
+	}
+	for {
+		before := clock.Now()
+		timer.Reset(max(at.Sub(before), 0))
+		if clock.Since(before) < time.Millisecond {
+			return
+		}
 	}
 }

@@ -98,3 +98,41 @@ func TestSleepOrClosed(t *testing.T) {
 		t.Error("SleepOrClosed with a nil stop reported a stop")
 	}
 }
+
+// TestArmAt: a timer armed for an instant fires when the clock reaches
+// it (at once for one passed), and one armed for no instant only after
+// an hour.
+func TestArmAt(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	timer := clock.NewTimer(time.Hour)
+	fired := func() bool {
+		select {
+		case <-timer.Chan():
+			return true
+		default:
+			return false
+		}
+	}
+	retry.ArmAt(clock, timer, clock.Now().Add(time.Minute))
+	clock.Advance(59 * time.Second)
+	if fired() {
+		t.Fatal("fired a second before its instant")
+	}
+	clock.Advance(time.Second)
+	if !fired() {
+		t.Fatal("not fired at its instant")
+	}
+	retry.ArmAt(clock, timer, clock.Now().Add(-time.Minute))
+	if !fired() {
+		t.Fatal("armed for a passed instant, not fired at once")
+	}
+	retry.ArmAt(clock, timer, time.Time{})
+	clock.Advance(59 * time.Minute)
+	if fired() {
+		t.Fatal("armed for no instant, fired before an hour")
+	}
+	clock.Advance(time.Minute)
+	if !fired() {
+		t.Fatal("armed for no instant, not fired after an hour")
+	}
+}

@@ -131,14 +131,23 @@ func (at *attempt) item() *int {
 func (w *Worker) startAttempt(a api.AttemptGrant, from string) {
 	at := w.newAttempt(a, from)
 	at.slot = true
+	w.goAttempt(func() {
+		defer at.endHold()
+		at.run()
+	})
+}
+
+// goAttempt runs life, an attempt's from its start to its report, in a
+// goroutine of its own, counted as started, in flight and among the
+// attempts the worker waits for.
+func (w *Worker) goAttempt(life func()) {
 	w.cfg.Metrics.attemptStarted()
 	w.attempts.Add(1)
 	w.inFlight.Add(1)
 	go func() {
 		defer w.attempts.Done()
 		defer w.inFlight.Add(-1)
-		defer at.endHold()
-		at.run()
+		life()
 	}()
 }
 
@@ -182,14 +191,9 @@ func (at *attempt) endHold() {
 // startRefused reports a failed without running it (it holds no slot).
 func (w *Worker) startRefused(a api.AttemptGrant, from string) {
 	at := w.newAttempt(a, from)
-	w.cfg.Metrics.attemptStarted()
-	w.attempts.Add(1)
-	w.inFlight.Add(1)
-	go func() {
-		defer w.attempts.Done()
-		defer w.inFlight.Add(-1)
+	w.goAttempt(func() {
 		at.finish(outcome{err: errors.New("worker has no free slot: the orchestrator handed out more attempts than asked for")}, w.cfg.Clock.Now())
-	}()
+	})
 }
 
 // run executes the attempt under its timeout while heartbeating, then

@@ -73,7 +73,7 @@ type Monitor struct {
 	recheck chan struct{} // buffer 1: check now
 	due     chan struct{} // buffer 1: the history is above CompactionBytes (Compactor.CompactOnHistory)
 
-	mu          sync.Mutex // guards st, warnedQuota and the history below
+	mu          sync.Mutex // guards st, warnedQuota, warnedRoom and the history below
 	st          State
 	warnedQuota bool // a quota mismatch was logged
 	warnedRoom  bool // a room smaller than MinRoomBytes was logged
@@ -326,15 +326,21 @@ func (m *Monitor) warnSmallRoom(st State) {
 	if room >= MinRoomBytes {
 		return
 	}
-	m.mu.Lock()
-	warn := !m.warnedRoom
-	m.warnedRoom = true
-	m.mu.Unlock()
-	if warn {
+	if m.firstTime(&m.warnedRoom) {
 		m.lg.Warn("the room between the high-water mark and etcd's quota is smaller than one step of etcd's database growth: work admitted below the mark may reach the quota; raise etcd's --quota-backend-bytes or lower --storage-high-water (docs/operations.md)",
 			zap.String("quota", humanize.IBytes(uint64(st.Quota))), zap.String("high_water", humanize.IBytes(uint64(st.HighWaterBytes))),
 			zap.String("room", humanize.IBytes(uint64(max(0, room)))), zap.String("want_room", humanize.IBytes(MinRoomBytes)))
 	}
+}
+
+// firstTime sets flag, one of the monitor's warned-once flags, and
+// reports whether it was unset: a warning is logged the first time only.
+func (m *Monitor) firstTime(flag *bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	first := !*flag
+	*flag = true
+	return first
 }
 
 // quota picks the quota from the flag and what etcd reports.
@@ -348,11 +354,7 @@ func (m *Monitor) quota(reported int64) (int64, string) {
 	case reported == 0 || flag <= reported:
 		return flag, QuotaFromFlag
 	}
-	m.mu.Lock()
-	warn := !m.warnedQuota
-	m.warnedQuota = true
-	m.mu.Unlock()
-	if warn {
+	if m.firstTime(&m.warnedQuota) {
 		m.lg.Warn("etcd reports a smaller space quota than --etcd-quota-bytes; counting etcd's",
 			zap.Int64("flag_bytes", flag), zap.Int64("etcd_bytes", reported))
 	}

@@ -158,9 +158,10 @@ func TestPeerTransportReachesMembers(t *testing.T) {
 		}
 		return nil
 	}
-	for _, clientCA := range []string{"", ca.CertFile} {
-		peer := member(clientCA)
-		o := serverOptions{tlsCert: cert, tlsKey: key, tlsClientCA: clientCA, peerCA: ca.CertFile}
+	// transport is the peer transport of a member of options o, and its
+	// own TLS configuration.
+	transport := func(o serverOptions) (*http.Transport, *tls.Config) {
+		t.Helper()
 		self, err := o.tls(lg)
 		if err != nil {
 			t.Fatal(err)
@@ -169,14 +170,17 @@ func TestPeerTransportReachesMembers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return tr, self
+	}
+	for _, clientCA := range []string{"", ca.CertFile} {
+		peer := member(clientCA)
+		o := serverOptions{tlsCert: cert, tlsKey: key, tlsClientCA: clientCA, peerCA: ca.CertFile}
+		tr, _ := transport(o)
 		if err := get(tr, peer); err != nil {
 			t.Errorf("client CA %q: forwarding with --peer-ca failed: %v", clientCA, err)
 		}
 		o.peerCA = ""
-		tr, err = o.peerTransport(self)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tr, _ = transport(o)
 		var unknown x509.UnknownAuthorityError
 		if err := get(tr, peer); !errors.As(err, &unknown) {
 			t.Errorf("client CA %q: without --peer-ca: %v, want the private CA's certificate refused", clientCA, err)
@@ -184,15 +188,7 @@ func TestPeerTransportReachesMembers(t *testing.T) {
 	}
 	// Asked for a certificate, a member serving without --tls-client-ca
 	// presents none: refused at the handshake.
-	o := serverOptions{tlsCert: cert, tlsKey: key, peerCA: ca.CertFile}
-	self, err := o.tls(lg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := o.peerTransport(self)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, self := transport(serverOptions{tlsCert: cert, tlsKey: key, peerCA: ca.CertFile})
 	if err := get(tr, member(ca.CertFile)); err == nil {
 		t.Error("a member presenting no certificate was let in where one is required")
 	}

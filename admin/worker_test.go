@@ -64,15 +64,7 @@ func TestWorkerProtocolReplies(t *testing.T) {
 			h := admin.Handler(admintest.Member{Protocol: tt.p, Auth: testAuth}, admin.Config{
 				Gatherer: prometheus.NewRegistry(),
 			})
-			srv := httptest.NewServer(h)
-			defer srv.Close()
-			req := asAdmin(httptest.NewRequest("POST", srv.URL+api.PathPoll, strings.NewReader(`{"worker":"w1","max":1}`)))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := srv.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			resp := pollOnce(t, h)
 			var body json.RawMessage
 			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 				t.Fatalf("got status %d with a body that is not JSON: %v", resp.StatusCode, err)
@@ -94,6 +86,22 @@ func TestWorkerProtocolReplies(t *testing.T) {
 	}
 }
 
+// pollOnce serves h and polls it once, as an admin, for worker w1's
+// one attempt. The response's body is closed when the test ends.
+func pollOnce(t *testing.T, h http.Handler) *http.Response {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	req := asAdmin(httptest.NewRequest("POST", srv.URL+api.PathPoll, strings.NewReader(`{"worker":"w1","max":1}`)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
 // TestPollReplyNamesEtcdWithoutUserinfo checks that poll replies carry the
 // member's etcd endpoints, for workers to deny to http jobs, and never the
 // user name or password an endpoint URL may hold.
@@ -102,15 +110,7 @@ func TestPollReplyNamesEtcdWithoutUserinfo(t *testing.T) {
 		Gatherer:      prometheus.NewRegistry(),
 		EtcdEndpoints: func() []string { return []string{"http://10.0.0.1:2379", "https://root:hunter2@etcd.example:2379"} },
 	})
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	req := asAdmin(httptest.NewRequest("POST", srv.URL+api.PathPoll, strings.NewReader(`{"worker":"w1","max":1}`)))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := pollOnce(t, h)
 	var pr api.PollResponse
 	if err := json.NewDecoder(resp.Body).Decode(&pr); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("poll: %d, %v", resp.StatusCode, err)

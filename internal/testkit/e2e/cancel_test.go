@@ -18,6 +18,7 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 	"github.com/jobfleet/jobfleet/shard"
 )
 
@@ -107,8 +108,10 @@ func TestCancelRunningRunOnARealWorker(t *testing.T) {
 		t.Fatalf("cancelled run = %+v, want its attempt closed as cancelled and the reason naming who", got)
 	}
 	waitClosed(t, stopped, "the worker to stop the cancelled attempt")
-	waitFor(t, 10*time.Second, func() bool { return finished(t, reg, "failed") == 1 })
-	if stale := finished(t, reg, "stale"); stale != 0 {
+	waitFor(t, 10*time.Second, func() bool {
+		return metrictest.Value(t, reg, "jobfleet_worker_attempts_finished_total", "result", "failed") == 1
+	})
+	if stale := metrictest.Value(t, reg, "jobfleet_worker_attempts_finished_total", "result", "stale"); stale != 0 {
 		t.Fatalf("%v attempts ended stale, want 0: the cancelled attempt's report was refused", stale)
 	}
 	// Cancelling again is refused, naming the status.

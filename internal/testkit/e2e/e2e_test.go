@@ -27,6 +27,7 @@ import (
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 )
 
 var etcd *etcdtest.Server
@@ -347,7 +348,7 @@ func jobsSurviveGracefulLeaveAndCrash(t *testing.T, warm bool) {
 	if warm {
 		loads := 0.0
 		for _, id := range []string{"m1", "m4"} {
-			loads += counter(t, f.Member(id).Metrics, "jobfleet_standby_loads_total", map[string]string{"source": "warm"})
+			loads += metrictest.Value(t, f.Member(id).Metrics, "jobfleet_standby_loads_total", "source", "warm")
 		}
 		if loads == 0 {
 			t.Fatal("no partition was built from a standby copy after a leave and a crash")
@@ -496,7 +497,7 @@ func twoCrashesAndAJoin(t *testing.T, warm bool) {
 	loads := map[string]float64{}
 	for _, id := range []string{"m1", "m4", "m5"} {
 		for _, src := range []string{"warm", "cold"} {
-			loads[id+" "+src] = counter(t, f.Member(id).Metrics, "jobfleet_standby_loads_total", map[string]string{"source": src})
+			loads[id+" "+src] = metrictest.Value(t, f.Member(id).Metrics, "jobfleet_standby_loads_total", "source", src)
 		}
 	}
 	t.Logf("survivors' loads: %v", loads)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -212,32 +213,6 @@ func histogram(t *testing.T, reg prometheus.Gatherer, name string) string {
 	return "absent"
 }
 
-// counter sums the counter (or gauge) name in reg over the label values
-// where labels match.
-func counter(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.Metric {
-			for _, lp := range m.Label {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue metrics
-				}
-			}
-			sum += value(m)
-		}
-	}
-	return sum
-}
-
 func value(m *dto.Metric) float64 {
 	switch {
 	case m.Counter != nil:
@@ -354,11 +329,11 @@ func TestHerdKeepsLeases(t *testing.T) {
 	fenced := 0.0
 	for _, id := range ids {
 		reg := f.Member(id).Metrics
-		ended := counter(t, reg, "jobfleet_lease_sessions_ended_total", map[string]string{"reason": "renew_deadline"}) + counter(t, reg, "jobfleet_lease_sessions_ended_total", map[string]string{"reason": "lost"})
+		ended := metrictest.Value(t, reg, "jobfleet_lease_sessions_ended_total", "reason", "renew_deadline") + metrictest.Value(t, reg, "jobfleet_lease_sessions_ended_total", "reason", "lost")
 		fenced += ended
 		t.Logf("member %s: sessions ended %v; keepalive %s; commit %s; commit errors %v", id, ended,
 			histogram(t, reg, "jobfleet_lease_keepalive_seconds"), histogram(t, reg, "jobfleet_dispatch_commit_seconds"),
-			counter(t, reg, "jobfleet_dispatch_commit_errors_total", nil))
+			metrictest.Value(t, reg, "jobfleet_dispatch_commit_errors_total"))
 	}
 	fences := observed.FilterMessageSnippet("fencing").Len()
 	switch {

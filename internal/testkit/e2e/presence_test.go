@@ -17,6 +17,7 @@ import (
 	"github.com/jobfleet/jobfleet/egress"
 	"github.com/jobfleet/jobfleet/internal/netfault"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 )
 
 // presenceWorker runs a worker whose connections to the fleet's first
@@ -92,7 +93,7 @@ func TestDeadWorkerIsRevokedAtOnce(t *testing.T) {
 		return ok
 	})
 	m1 := f.Member("m1").Metrics
-	waitFor(t, 10*time.Second, func() bool { return counter(t, m1, "jobfleet_worker_presence_streams", nil) == 1 })
+	waitFor(t, 10*time.Second, func() bool { return metrictest.Value(t, m1, "jobfleet_worker_presence_streams") == 1 })
 	if code := api(t, f.AdminToken, "POST", base, "/v1/jobs", jfapi.Job{ID: "survives", Executor: jfapi.Executor{Type: "http", URL: hook.URL},
 		Retry: jfapi.RetryPolicy{MaxAttempts: 3, InitialBackoff: jfapi.Duration(10 * time.Millisecond)}}, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
@@ -111,8 +112,8 @@ func TestDeadWorkerIsRevokedAtOnce(t *testing.T) {
 	gone := time.Since(killedAt)
 	// Counted once etcd answered the revocation, maybe after the member's
 	// copy of the registry saw it.
-	waitFor(t, 10*time.Second, func() bool { return counter(t, m1, "jobfleet_worker_dead_revocations_total", nil) > 0 })
-	if got := counter(t, m1, "jobfleet_worker_dead_revocations_total", nil); got != 1 {
+	waitFor(t, 10*time.Second, func() bool { return metrictest.Value(t, m1, "jobfleet_worker_dead_revocations_total") > 0 })
+	if got := metrictest.Value(t, m1, "jobfleet_worker_dead_revocations_total"); got != 1 {
 		t.Fatalf("dead worker revocations = %v, want 1", got)
 	}
 	startWorkers(t, 1, []string{base}, f.WorkerToken, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
@@ -148,16 +149,16 @@ func TestCutWorkerConnectionIsNotRevoked(t *testing.T) {
 	})
 	m1 := f.Member("m1").Metrics
 	for i := range 3 {
-		waitFor(t, 10*time.Second, func() bool { return counter(t, m1, "jobfleet_worker_presence_streams", nil) == 1 })
+		waitFor(t, 10*time.Second, func() bool { return metrictest.Value(t, m1, "jobfleet_worker_presence_streams") == 1 })
 		bridge.DropConnections()
 		waitFor(t, 10*time.Second, func() bool {
-			return counter(t, m1, "jobfleet_worker_presence_returned_total", nil) == float64(i+1)
+			return metrictest.Value(t, m1, "jobfleet_worker_presence_returned_total") == float64(i+1)
 		})
 	}
-	if got := counter(t, m1, "jobfleet_worker_presence_lost_total", nil); got != 3 {
+	if got := metrictest.Value(t, m1, "jobfleet_worker_presence_lost_total"); got != 3 {
 		t.Errorf("presence streams lost = %v, want 3 (one per cut)", got)
 	}
-	if got := counter(t, m1, "jobfleet_worker_dead_revocations_total", nil); got != 0 {
+	if got := metrictest.Value(t, m1, "jobfleet_worker_dead_revocations_total"); got != 0 {
 		t.Fatalf("a live worker was revoked %v times", got)
 	}
 	after, ok := registration(t, f, base, "alive")
@@ -186,15 +187,15 @@ func TestStoppedWorkerEndsItsPresence(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(ctx) }()
 	m1 := f.Member("m1").Metrics
-	waitFor(t, 10*time.Second, func() bool { return counter(t, m1, "jobfleet_worker_presence_streams", nil) == 1 })
+	waitFor(t, 10*time.Second, func() bool { return metrictest.Value(t, m1, "jobfleet_worker_presence_streams") == 1 })
 	cancel()
 	<-done
 	waitFor(t, 10*time.Second, func() bool {
 		_, ok := registration(t, f, base, "leaving")
-		return !ok && counter(t, m1, "jobfleet_worker_presence_streams", nil) == 0
+		return !ok && metrictest.Value(t, m1, "jobfleet_worker_presence_streams") == 0
 	})
 	for _, name := range []string{"jobfleet_worker_presence_lost_total", "jobfleet_worker_dead_revocations_total"} {
-		if got := counter(t, m1, name, nil); got != 0 {
+		if got := metrictest.Value(t, m1, name); got != 0 {
 			t.Errorf("%s = %v after a graceful stop, want 0", name, got)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/dispatch/worker"
 	"github.com/jobfleet/jobfleet/internal/testkit/fleettest"
+	"github.com/jobfleet/jobfleet/internal/testkit/metrictest"
 )
 
 // TestReplacedRunIsCancelledOnItsWorker runs a "replace" job on a real
@@ -98,33 +99,11 @@ func TestReplacedRunIsCancelledOnItsWorker(t *testing.T) {
 	// The worker reported the cancelled attempt and was heard, rather than
 	// being refused as stale.
 	waitFor(t, 10*time.Second, func() bool {
-		return finished(t, reg, "failed") == 1
+		return metrictest.Value(t, reg, "jobfleet_worker_attempts_finished_total", "result", "failed") == 1
 	})
-	if stale := finished(t, reg, "stale"); stale != 0 {
+	if stale := metrictest.Value(t, reg, "jobfleet_worker_attempts_finished_total", "result", "stale"); stale != 0 {
 		t.Fatalf("%v attempts ended stale, want 0", stale)
 	}
-}
-
-// finished returns the worker's count of attempts finished with result.
-func finished(t *testing.T, reg *prometheus.Registry, result string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "jobfleet_worker_attempts_finished_total" {
-			continue
-		}
-		for _, m := range mf.Metric {
-			for _, l := range m.Label {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 func ptrTime(t time.Time) *time.Time { return &t }

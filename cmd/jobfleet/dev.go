@@ -168,17 +168,11 @@ its help says what it means.`,
 				return err
 			}
 			host, port, _ := cfg.ports() // validated
-			lg, err := cfg.logs.build()
+			lg, stop, err := startProcess(cmd, cfg.logs, "", "jobfleet")
 			if err != nil {
 				return err
 			}
-			defer lg.Sync()
-			warnStrayVariables(cmd, os.Environ(), lg)
-			stopTracing, err := startTracing(cmd.Context(), lg, "jobfleet")
-			if err != nil {
-				return err
-			}
-			defer stopTracing()
+			defer stop()
 			// The members and the echo endpoint share what the embedded
 			// etcd and the workers leave of the open-file limit.
 			budget, err := fileBudget(lg, devReserve)

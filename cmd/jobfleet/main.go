@@ -88,6 +88,28 @@ func (o *logOptions) build() (*zap.Logger, error) {
 	return cfg.Build()
 }
 
+// startProcess begins a long-running command (orchestrator, worker, dev):
+// its logger from logs, its starting line (with the build; none for ""),
+// the warnings of stray JOBFLEET_ variables, and tracing as service. stop
+// ends the tracing and flushes the logger: call it when the command
+// returns.
+func startProcess(cmd *cobra.Command, logs logOptions, starting, service string) (lg *zap.Logger, stop func(), err error) {
+	lg, err = logs.build()
+	if err != nil {
+		return nil, nil, err
+	}
+	if starting != "" {
+		lg.Info(starting, buildFields()...)
+	}
+	warnStrayVariables(cmd, os.Environ(), lg)
+	stopTracing, err := startTracing(cmd.Context(), lg, service)
+	if err != nil {
+		_ = lg.Sync()
+		return nil, nil, err
+	}
+	return lg, func() { stopTracing(); _ = lg.Sync() }, nil
+}
+
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "jobfleet",

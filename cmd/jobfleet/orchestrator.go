@@ -340,18 +340,11 @@ docs/configuration.md describes the file.`,
 				return err
 			}
 			mem, srv := cfg.mem, cfg.srv
-			lg, err := cfg.logs.build()
+			lg, stop, err := startProcess(cmd, cfg.logs, "jobfleet orchestrator starting", "jobfleet")
 			if err != nil {
 				return err
 			}
-			defer lg.Sync()
-			lg.Info("jobfleet orchestrator starting", buildFields()...)
-			warnStrayVariables(cmd, os.Environ(), lg)
-			stopTracing, err := startTracing(cmd.Context(), lg, "jobfleet")
-			if err != nil {
-				return err
-			}
-			defer stopTracing()
+			defer stop()
 			tc, err := srv.tls(lg)
 			if err != nil {
 				return err

@@ -200,18 +200,11 @@ refused. docs/configuration.md describes the file.`,
 			if printed {
 				return nil
 			}
-			lg, err := cfg.logs.build()
+			lg, stop, err := startProcess(cmd, cfg.logs, "jobfleet worker starting", "jobfleet-worker")
 			if err != nil {
 				return err
 			}
-			defer lg.Sync()
-			lg.Info("jobfleet worker starting", buildFields()...)
-			warnStrayVariables(cmd, os.Environ(), lg)
-			stopTracing, err := startTracing(cmd.Context(), lg, "jobfleet-worker")
-			if err != nil {
-				return err
-			}
-			defer stopTracing()
+			defer stop()
 			id := cfg.id()
 			if len(cfg.orchestrators) > 0 && cmd.Flags().Changed("etcd-endpoints") {
 				// Perhaps from JOBFLEET_ETCD_ENDPOINTS: the explicit list wins.

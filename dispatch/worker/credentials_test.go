@@ -2,14 +2,9 @@ package worker_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net/http"
 	"slices"
 	"strconv"
@@ -21,6 +16,7 @@ import (
 
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/dispatch/worker"
+	"github.com/jobfleet/jobfleet/internal/testkit/tlstest"
 )
 
 // TestTokenSentWithEveryRequest: the worker's token goes with its polls,
@@ -268,8 +264,9 @@ func logsHave(lw *logWatch, substr string) bool {
 // TestTLSWithClientCertificate: with Config.TLS the worker verifies the
 // orchestrator against the given CA and presents its client certificate.
 func TestTLSWithClientCertificate(t *testing.T) {
-	clientCert, clientPool := selfSigned(t, "worker-1")
-	serverTLS := &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientPool}
+	ca := tlstest.NewCA(t, "workers")
+	clientCert := ca.Client(t, "worker-1").TLS(t)
+	serverTLS := &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}
 	f := newFakeOrchTLS(t, "a", nil, serverTLS)
 	roots := x509.NewCertPool()
 	roots.AddCert(f.srv.Certificate())
@@ -293,36 +290,6 @@ func TestTLSUnknownServerRefused(t *testing.T) {
 	if polls, _, _, _ := f.snapshot(); len(polls) != 0 {
 		t.Errorf("%d polls reached an orchestrator whose certificate is not trusted", len(polls))
 	}
-}
-
-// selfSigned returns a self-signed client certificate and a pool holding
-// it.
-func selfSigned(t *testing.T, cn string) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		IsCA:         true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}, pool
 }
 
 var _ = http.StatusOK

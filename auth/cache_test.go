@@ -54,6 +54,28 @@ func (e *env) create(t *testing.T, req api.CreateRequest) api.Created {
 	return c
 }
 
+// issueAdmin issues the admin credential "dev-admin" (replacing the one
+// issued before, as jobfleet dev does) and waits until the cache has it.
+func (e *env) issueAdmin(t *testing.T) api.Created {
+	t.Helper()
+	c, rev, err := e.store.Issue(context.Background(), "dev-admin", api.CreateRequest{Role: api.RoleAdmin}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait(t, rev)
+	return c
+}
+
+// revoke revokes credential id and waits until the cache has read it.
+func (e *env) revoke(t *testing.T, id string) {
+	t.Helper()
+	rev, err := e.store.Revoke(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait(t, rev)
+}
+
 func (e *env) wait(t *testing.T, rev int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -99,11 +121,7 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 	p, err = e.cache.Authenticate(forged, "")
 	wantUnauthenticated(t, p, err, "unknown or revoked")
 
-	rev, err := e.store.Revoke(context.Background(), c.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.wait(t, rev)
+	e.revoke(t, c.ID)
 	p, err = e.cache.Authenticate(c.Secret, "")
 	wantUnauthenticated(t, p, err, "unknown or revoked")
 	if _, err := e.store.Revoke(context.Background(), c.ID); !errors.Is(err, auth.ErrNotFound) {
@@ -214,16 +232,8 @@ func TestCreateInvalid(t *testing.T) {
 func TestIssueReplaces(t *testing.T) {
 	e := newEnv(t, "")
 	ctx := context.Background()
-	first, rev, err := e.store.Issue(ctx, "dev-admin", api.CreateRequest{Role: api.RoleAdmin}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.wait(t, rev)
-	second, rev, err := e.store.Issue(ctx, "dev-admin", api.CreateRequest{Role: api.RoleAdmin}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.wait(t, rev)
+	first := e.issueAdmin(t)
+	second := e.issueAdmin(t)
 	if first.Secret == second.Secret {
 		t.Fatal("Issue reused the secret")
 	}
@@ -303,11 +313,7 @@ func TestClientCertificateIdentity(t *testing.T) {
 	wantUnauthenticated(t, p, err, "names credential")
 	p, err = e.cache.Authenticate("", "nobody")
 	wantUnauthenticated(t, p, err, "unknown")
-	rev, err := e.store.Revoke(context.Background(), c.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.wait(t, rev)
+	e.revoke(t, c.ID)
 	p, err = e.cache.Authenticate("", c.ID)
 	wantUnauthenticated(t, p, err, "revoked")
 }
@@ -455,11 +461,7 @@ func TestFollowEndsOnRevocation(t *testing.T) {
 func TestFollowEndsOnReplacement(t *testing.T) {
 	e := newEnv(t, "")
 	ctx := context.Background()
-	first, rev, err := e.store.Issue(ctx, "dev-admin", api.CreateRequest{Role: api.RoleAdmin}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.wait(t, rev)
+	first := e.issueAdmin(t)
 	fctx := e.followed(t, first.Secret)
 	if _, _, err := e.store.Issue(ctx, "dev-admin", api.CreateRequest{Role: api.RoleAdmin}, ""); err != nil {
 		t.Fatal(err)

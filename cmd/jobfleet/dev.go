@@ -50,7 +50,7 @@ func defaultDevOptions() *devOptions {
 	return &devOptions{
 		mem: mem, srv: defaultServerOptions(), logs: defaultLogOptions("console"),
 		orchestrators: 3, workers: 2, examples: true,
-		dataDir:    filepath.Join(os.TempDir(), "jobfleet-dev"),
+		dataDir:    defaultDevDataDir(),
 		etcdListen: "127.0.0.1:2379", etcdPeer: "127.0.0.1:2380",
 	}
 }
@@ -147,7 +147,9 @@ The API needs a credential. dev makes an admin and a worker credential,
 writes their tokens to <data-dir>/admin.token and worker.token (mode
 0600), and writes a "dev" CLI context (the first member, the admin token)
 and makes it current, so client commands need no flags. A restart with the
-same --data-dir reuses them.
+same --data-dir reuses them. A dev on another --data-dir writes the
+context "dev-<the directory's name>" instead, made current only when no
+context is: a second dev leaves the CLI aimed at the first.
 
 Other processes can join the same fleet through the embedded etcd's
 client address (--etcd-listen, 127.0.0.1:2379 unless changed):
@@ -253,7 +255,7 @@ func runDev(ctx context.Context, lg *zap.Logger, plan devPlan) error {
 	}
 	workerToken := ""
 	if cfg.mem.insecureNoAuth {
-		writeDevContext(lg, urls[0], "")
+		writeDevContext(lg, devContextName(cfg.dataDir), urls[0], "")
 	} else if workerToken, err = devAuth(ctx, lg, client, cfg.mem.orch.Namespace, cfg.dataDir, urls[0]); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+	"unicode"
 
 	"github.com/jobfleet/jobfleet/api"
 
@@ -22,9 +23,36 @@ import (
 const (
 	devAdminID  = "dev-admin"
 	devWorkerID = "dev-worker"
-	// devContext is the CLI context dev writes and makes current.
+	// devContext is the CLI context dev writes and makes current when it
+	// runs on the default data directory (devContextName).
 	devContext = "dev"
 )
+
+// defaultDevDataDir is dev's data directory unless --data-dir says
+// otherwise.
+func defaultDevDataDir() string { return filepath.Join(os.TempDir(), "jobfleet-dev") }
+
+// devContextName returns the CLI context of a dev on data directory dir:
+// "dev" on the default one, else "dev-" and the directory's base name
+// (characters a context name may not hold as '-', at most 64 in all), so
+// that a second dev on its own directory does not take over the first
+// one's context.
+func devContextName(dir string) string {
+	if filepath.Clean(dir) == filepath.Clean(defaultDevDataDir()) {
+		return devContext
+	}
+	base := []rune(filepath.Base(filepath.Clean(dir)))
+	for i, r := range base {
+		if !(r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == '_' || r == '-')) {
+			base[i] = '-'
+		}
+	}
+	name := devContext + "-" + string(base)
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return name
+}
 
 // devCredential returns the token of dev's credential id (role role),
 // kept in file path (0600): the file's token if it is still valid in
@@ -91,20 +119,25 @@ func devAuth(ctx context.Context, lg *zap.Logger, client *clientv3.Client, ns, d
 	if err != nil {
 		return "", err
 	}
-	writeDevContext(lg, server, adminFile)
+	writeDevContext(lg, devContextName(dataDir), server, adminFile)
 	return workerToken, nil
 }
 
-// writeDevContext makes the "dev" context (server, token file) current.
-// Failing to is not fatal: dev runs, and the CLI can be given --server and
-// --token-file instead.
-func writeDevContext(lg *zap.Logger, server, tokenFile string) {
+// writeDevContext writes CLI context name (server, token file; see
+// devContextName). The "dev" context is made current; another dev's only
+// when no context is current, so that starting a second dev leaves the
+// CLI aimed where it was. Failing to write is not fatal: dev runs, and
+// the CLI can be given --server and --token-file instead.
+func writeDevContext(lg *zap.Logger, name, server, tokenFile string) {
 	cfg, err := loadConfig()
+	current := false
 	if err == nil {
-		c := cfg.Contexts[devContext]
+		c := cfg.Contexts[name]
 		c.Server, c.Token, c.TokenFile = server, "", tokenFile
-		cfg.Contexts[devContext] = c
-		cfg.CurrentContext = devContext
+		cfg.Contexts[name] = c
+		if name == devContext || cfg.CurrentContext == "" || cfg.CurrentContext == name {
+			cfg.CurrentContext, current = name, true
+		}
 		err = saveConfig(cfg)
 	}
 	if err != nil {
@@ -113,6 +146,11 @@ func writeDevContext(lg *zap.Logger, server, tokenFile string) {
 		return
 	}
 	path, _ := configPath()
-	lg.Info("CLI context written: jobfleet job|cluster|token commands use it", zap.String("context", devContext),
+	if !current {
+		lg.Info("CLI context written; the current context stays: give client commands --context "+name, zap.String("context", name),
+			zap.String("current_context", cfg.CurrentContext), zap.String("server", server), zap.String("token_file", tokenFile), zap.String("config", path))
+		return
+	}
+	lg.Info("CLI context written: jobfleet job|cluster|token commands use it", zap.String("context", name),
 		zap.String("server", server), zap.String("token_file", tokenFile), zap.String("config", path))
 }

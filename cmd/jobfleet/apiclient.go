@@ -216,7 +216,7 @@ func (o *clientOptions) call(cmd *cobra.Command, fn func(ctx context.Context, c 
 	}
 	err := fn(ctx, o.api)
 	if errors.Is(err, client.ErrUnauthorized) {
-		return fmt.Errorf("%w%s", err, authHint)
+		return fmt.Errorf("%w%s", err, o.authHint())
 	}
 	return err
 }
@@ -233,8 +233,14 @@ func fetch[T any](cmd *cobra.Command, o *clientOptions, read func(ctx context.Co
 	return v, err
 }
 
-// authHint says how to give a credential, after a 401.
-const authHint = " (give a credential: --token, --token-file or JOBFLEET_TOKEN, or a context: jobfleet context ls)"
+// authHint says what to do after a 401: how to give a credential when
+// none was sent, how to find or replace the one refused otherwise.
+func (o *clientOptions) authHint() string {
+	if o.bearer == "" {
+		return " (give a credential: --token, --token-file or JOBFLEET_TOKEN, or a context: jobfleet context ls)"
+	}
+	return " (the token sent was refused: wrong, revoked or of another fleet; jobfleet context show shows the context's, --token, --token-file or JOBFLEET_TOKEN give another)"
+}
 
 // checkOutput checks --output.
 func (o *clientOptions) checkOutput() error {

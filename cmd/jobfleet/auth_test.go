@@ -252,8 +252,11 @@ func TestTokenCommands(t *testing.T) {
 	if _, err := tok("revoke", id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.runCmd("", "job", "--server", c.url, "--token", secret, "ls"); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "--token") {
-		t.Fatalf("revoked token: %v (want 401 with a hint)", err)
+	if _, err := c.runCmd("", "job", "--server", c.url, "--token", secret, "ls"); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "token sent was refused") {
+		t.Fatalf("revoked token: %v (want 401 with a hint saying the token sent was refused)", err)
+	}
+	if _, err := c.runCmd("", "job", "--server", c.url, "ls"); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "give a credential") {
+		t.Fatalf("no token: %v (want 401 with a hint on how to give a credential)", err)
 	}
 	if _, err := tok("revoke", id); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("revoking twice: %v", err)

@@ -197,7 +197,10 @@ func (rl *rateLimiter) allow(id string) (time.Duration, bool) {
 	b := bucketOf(rl.buckets, id, maxIdleBuckets,
 		func(b *rate.Limiter) bool { return b.TokensAt(now) >= float64(rl.burst) },
 		func() *rate.Limiter { return rate.NewLimiter(rl.limit, rl.burst) })
-	rl.mu.Unlock()
+	// Taken under the lock: a bucket let go of could be forgotten as idle
+	// by another credential's request before its token is taken, and the
+	// next request of id would get a full bucket.
+	defer rl.mu.Unlock()
 	return takeToken(b, now)
 }
 

@@ -68,8 +68,10 @@ func (l *triggerLimiter) allow(id string) (ok bool, retryAfter time.Duration) {
 	lim := bucketOf(l.jobs, id, maxTrackedJobs,
 		func(b *rate.Limiter) bool { return b.TokensAt(now) >= float64(l.burst) },
 		func() *rate.Limiter { return rate.NewLimiter(l.rate, l.burst) })
-	l.mu.Unlock()
+	// Taken under the lock: a bucket let go of could be forgotten as idle
+	// by another job's request before its token is taken.
 	wait, ok := takeToken(lim, now)
+	l.mu.Unlock()
 	return ok, wait
 }
 

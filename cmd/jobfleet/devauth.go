@@ -38,7 +38,13 @@ func defaultDevDataDir() string { return filepath.Join(os.TempDir(), "jobfleet-d
 // that a second dev on its own directory does not take over the first
 // one's context.
 func devContextName(dir string) string {
-	if filepath.Clean(dir) == filepath.Clean(defaultDevDataDir()) {
+	abs := func(d string) string {
+		if a, err := filepath.Abs(d); err == nil {
+			return a
+		}
+		return filepath.Clean(d)
+	}
+	if abs(dir) == abs(defaultDevDataDir()) {
 		return devContext
 	}
 	base := []rune(filepath.Base(filepath.Clean(dir)))

@@ -15,6 +15,7 @@ func TestDevContextName(t *testing.T) {
 	for dir, want := range map[string]string{
 		defaultDevDataDir():                       "dev",
 		defaultDevDataDir() + "/":                 "dev",
+		defaultDevDataDir() + "/../jobfleet-dev":  "dev",
 		"/tmp/jobfleet-dev2":                      "dev-jobfleet-dev2",
 		"/home/ann/my fleet (2)":                  "dev-my-fleet--2-",
 		"/srv/été":                                "dev--t-",

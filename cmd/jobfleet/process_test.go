@@ -590,7 +590,9 @@ func TestDevCommandStartsFleet(t *testing.T) {
 		t.Fatalf("anonymous GET /v1/jobs/example-echo/runs: %d %v, want 401", resp.StatusCode, resp.Header)
 	}
 
-	// The dev context, current, in the user's configuration (0600).
+	// The dev context (its data directory's: see devContextName), current,
+	// in the user's configuration (0600).
+	ctxName := devContextName(dataDir)
 	cfgPath := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "jobfleet", "config.json")
 	raw, err := os.ReadFile(cfgPath)
 	if err != nil {
@@ -600,10 +602,10 @@ func TestDevCommandStartsFleet(t *testing.T) {
 		t.Errorf("%s has mode %v, want 0600", cfgPath, fi.Mode().Perm())
 	}
 	var cfg map[string]any
-	if err := json.Unmarshal(raw, &cfg); err != nil || cfg["current_context"] != "dev" {
+	if err := json.Unmarshal(raw, &cfg); err != nil || cfg["current_context"] != ctxName {
 		t.Fatalf("config %s: %v", raw, err)
 	}
-	devCtx, _ := cfg["contexts"].(map[string]any)["dev"].(map[string]any)
+	devCtx, _ := cfg["contexts"].(map[string]any)[ctxName].(map[string]any)
 	for _, k := range []string{"server", "token", "token_file", "ca", "cert", "key"} {
 		if _, ok := devCtx[k]; !ok {
 			t.Errorf("dev context lacks %q: %s", k, raw)

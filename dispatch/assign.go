@@ -299,7 +299,7 @@ func (pt *partition) pickLocked(v *visit, ids []string, gw *grantWrite, now time
 		if !ok {
 			continue
 		}
-		if keys == nil && len(gw.ops) > 0 && txnCost(0, append(slices.Clip(gw.ops), w.op), nil)+1 > maxWriteCost {
+		if keys == nil && len(gw.ops) > 0 && txnCostAdding(gw.ops, w.op)+1 > maxWriteCost {
 			break // the write is full: etcd's limit of operations
 		}
 		pk := pick{ar: ar, w: w, work: work, items: items, limits: keys}

@@ -98,6 +98,15 @@ func txnCost(cmps int, then, els []clientv3.Op) int {
 	return max(cmps, len(then), len(els)) + nested
 }
 
+// txnCostAdding returns txnCost(0, ops and then op, nil), the cost of a
+// transaction of ops with op added at its end, without building that
+// list: a write that grows op by op checks each before taking it.
+func txnCostAdding(ops []clientv3.Op, op clientv3.Op) int {
+	nested := txnCost(0, ops, nil) - len(ops)                  // the widest transaction nested in ops
+	nested = max(nested, txnCost(0, []clientv3.Op{op}, nil)-1) // or op, if it is one
+	return len(ops) + 1 + nested
+}
+
 // opsBytes returns the bytes of the keys and values ops write or compare.
 func opsBytes(ops []clientv3.Op) int {
 	n := 0

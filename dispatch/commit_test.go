@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"pgregory.net/rapid"
 
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
 	"github.com/jobfleet/jobfleet/shard"
@@ -243,4 +245,37 @@ func TestCommitterSeesASentWriteThrough(t *testing.T) {
 			t.Errorf("committer left %d in flight", c.inFlight)
 		}
 	}
+}
+
+// TestTxnCostAddingIsTxnCostOfTheLongerList: over random lists of puts
+// and nested transactions (up to three levels, with compares and else
+// branches), the cost of a list with one more operation is what txnCost
+// gives for the list built with it.
+func TestTxnCostAddingIsTxnCostOfTheLongerList(t *testing.T) {
+	var opOf func(rt *rapid.T, depth int, label string) clientv3.Op
+	listOf := func(rt *rapid.T, depth int, label string) []clientv3.Op {
+		ops := make([]clientv3.Op, rapid.IntRange(0, 6).Draw(rt, label+"/n"))
+		for i := range ops {
+			ops[i] = opOf(rt, depth, fmt.Sprintf("%s/%d", label, i))
+		}
+		return ops
+	}
+	opOf = func(rt *rapid.T, depth int, label string) clientv3.Op {
+		if depth == 0 || rapid.Bool().Draw(rt, label+"/put") {
+			return clientv3.OpPut("/k", "v")
+		}
+		cmps := make([]clientv3.Cmp, rapid.IntRange(0, 8).Draw(rt, label+"/cmps"))
+		for i := range cmps {
+			cmps[i] = clientv3.Compare(clientv3.CreateRevision("/k"), "=", 0)
+		}
+		return clientv3.OpTxn(cmps, listOf(rt, depth-1, label+"/then"), listOf(rt, depth-1, label+"/else"))
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		ops := listOf(rt, 3, "ops")
+		op := opOf(rt, 3, "op")
+		want := txnCost(0, append(slices.Clone(ops), op), nil)
+		if got := txnCostAdding(ops, op); got != want {
+			rt.Fatalf("txnCostAdding = %d, txnCost of the longer list %d", got, want)
+		}
+	})
 }

@@ -334,7 +334,7 @@ func (pt *partition) packResults(runs []*resultUpdate) (sent []*resultUpdate, wr
 		}
 		written, wide := opKeys(rw.w.op, nil)
 		size := opsBytes([]clientv3.Op{rw.w.op}) // the run's document, and its copies in notifications
-		if len(sent) > 0 && (wide || bytes+size > resultBatchBytes || slices.ContainsFunc(written, func(k string) bool { return keys[k] }) || txnCost(0, append(slices.Clip(ops), rw.w.op), nil)+1 > maxWriteCost) {
+		if len(sent) > 0 && (wide || bytes+size > resultBatchBytes || slices.ContainsFunc(written, func(k string) bool { return keys[k] }) || txnCostAdding(ops, rw.w.op)+1 > maxWriteCost) {
 			later = append(later, ru.reports()...)
 			continue
 		}

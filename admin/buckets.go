@@ -1,11 +1,5 @@
 package admin
 
-import (
-	"time"
-
-	"golang.org/x/time/rate"
-)
-
 // bucketOf returns id's token buckets in m, made by create on first use.
 // Where m holds most entries already, those at rest (idle says which:
 // full buckets are the same as new ones) are forgotten first, so that m
@@ -25,18 +19,4 @@ func bucketOf[B any](m map[string]B, id string, most int, idle func(B) bool, cre
 		m[id] = b
 	}
 	return b
-}
-
-// takeToken takes a token of b at now, or reports how long until b has
-// one (a second where it never can).
-func takeToken(b *rate.Limiter, now time.Time) (wait time.Duration, ok bool) {
-	res := b.ReserveN(now, 1)
-	if !res.OK() {
-		return time.Second, false
-	}
-	if d := res.DelayFrom(now); d > 0 {
-		res.CancelAt(now)
-		return d, false
-	}
-	return 0, true
 }

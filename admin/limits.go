@@ -8,6 +8,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"golang.org/x/time/rate"
 
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/settings"
 )
 
@@ -201,7 +202,7 @@ func (rl *rateLimiter) allow(id string) (time.Duration, bool) {
 	// by another credential's request before its token is taken, and the
 	// next request of id would get a full bucket.
 	defer rl.mu.Unlock()
-	return takeToken(b, now)
+	return httpserver.TakeToken(b, now)
 }
 
 // pollCaps counts the long polls held, in total and per credential.

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/jobfleet/jobfleet/api"
+	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -70,7 +71,7 @@ func (l *triggerLimiter) allow(id string) (ok bool, retryAfter time.Duration) {
 		func() *rate.Limiter { return rate.NewLimiter(l.rate, l.burst) })
 	// Taken under the lock: a bucket let go of could be forgotten as idle
 	// by another job's request before its token is taken.
-	wait, ok := takeToken(lim, now)
+	wait, ok := httpserver.TakeToken(lim, now)
 	l.mu.Unlock()
 	return ok, wait
 }

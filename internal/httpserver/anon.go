@@ -47,10 +47,8 @@ func newAnonLimiter(r float64, burst int, hold time.Duration, clock clockwork.Cl
 	return &anonLimiter{limit: rate.Limit(r), burst: burst, hold: hold, clock: clock, metrics: m, buckets: map[AddrKey]*rate.Limiter{}}
 }
 
-// bucket returns the bucket of key.
-func (a *anonLimiter) bucket(key AddrKey, now time.Time) *rate.Limiter {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// bucketLocked returns the bucket of key. The caller holds a.mu.
+func (a *anonLimiter) bucketLocked(key AddrKey, now time.Time) *rate.Limiter {
 	if b := a.buckets[key]; b != nil {
 		return b
 	}
@@ -73,10 +71,24 @@ func (a *anonLimiter) bucket(key AddrKey, now time.Time) *rate.Limiter {
 }
 
 // take takes a token of key's bucket; if there is none, it returns false
-// and how long until there is one.
+// and how long until there is one. The token is taken under the lock that
+// finds the bucket: another address's request could otherwise forget the
+// bucket as full in between, and key's next request would get a new one.
 func (a *anonLimiter) take(key AddrKey) (time.Duration, bool) {
 	now := a.clock.Now()
-	res := a.bucket(key, now).ReserveN(now, 1)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return TakeToken(a.bucketLocked(key, now), now)
+}
+
+// TakeToken takes one token of bucket b at now, or returns how long until
+// b has one (a second where it never can: a burst of 0), taking nothing.
+// It is what a limiter answering 429 with a Retry-After asks of its
+// bucket; b is safe for concurrent use, but a caller that may forget
+// buckets (a map bounded by evicting the full ones) takes the token under
+// the lock that found b.
+func TakeToken(b *rate.Limiter, now time.Time) (wait time.Duration, ok bool) {
+	res := b.ReserveN(now, 1)
 	if !res.OK() {
 		return time.Second, false
 	}

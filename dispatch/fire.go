@@ -129,7 +129,7 @@ func (pt *partition) dueLocked(now time.Time) *dueQueue {
 // it was: a job planned into one write is planned as it would have been
 // with every write of q planned at once.
 func (pt *partition) nextBatchLocked(q *dueQueue, now time.Time) *fireBatch {
-	b := &fireBatch{dropped: q.dropped}
+	b := &fireBatch{dropped: q.dropped, jobs: make([]jobPlan, 0, min(len(q.ids), fireBatchJobs, max(pt.d.cfg.FireBatch, 1)))}
 	q.dropped = nil
 	for len(q.ids) > 0 {
 		id := q.ids[0]

@@ -99,7 +99,7 @@ func (b *fireBatch) cost() int {
 // build makes the batch's operations.
 func (b *fireBatch) build(pt *partition) {
 	k := pt.d.keys
-	b.ops = b.ops[:0]
+	b.ops = slices.Grow(b.ops[:0], len(b.jobs)+len(b.trims)+len(b.dropped))
 	for _, jp := range b.jobs {
 		b.ops = append(b.ops, k.SpecGuardOp(pt.p, jp.id, jp.specRev, jp.pauseRev, jp.ops))
 	}
@@ -140,7 +140,9 @@ func (pt *partition) addTrimsLocked(batches []*fireBatch, now time.Time) {
 func (pt *partition) addLocked(b *fireBatch, e *jobEntry, plan FirePlan, trigs []triggerReq, now time.Time) {
 	k := pt.d.keys
 	id := e.spec.ID
-	jp := jobPlan{id: id, specRev: e.spec.Revision, pauseRev: e.pauseRev(), triggers: trigs}
+	jp := jobPlan{id: id, specRev: e.spec.Revision, pauseRev: e.pauseRev(), triggers: trigs,
+		ops:     make([]clientv3.Op, 0, len(plan.Replace)+len(plan.Runs)+1+len(trigs)),
+		created: make([]createdRun, 0, len(plan.Runs))}
 	for _, rid := range plan.Replace {
 		ar := pt.active[rid]
 		if ar == nil {

@@ -29,7 +29,7 @@ type FencedResult struct {
 //
 //	Txn Then(
 //	    Txn If(mod_revision(owners/p1) == gen1) Then(Txn If(cmps1) Then(then1) Else(else1)),
-//	    Txn If(mod_revision(owners/p2) == gen2) Then(Txn If(cmps2) Then(then2) Else(else2)),
+//	    Txn If(mod_revision(owners/p2) == gen2) Then(then2),  // a share without cmps or else
 //	    …)
 //
 // Each share is applied only if its own fence holds, independently of the
@@ -53,6 +53,7 @@ func CommitBatch(ctx context.Context, kv clientv3.KV, txns []FencedTxn) []Fenced
 	res := make([]FencedResult, len(txns))
 	ops := make([]clientv3.Op, len(txns))
 	gens := make([]int64, len(txns))
+	flat := make([]bool, len(txns))
 	for i, t := range txns {
 		if err := t.Own.settle(ctx); err != nil {
 			// Its share cannot be sent fenced on a settled ownership: an
@@ -62,7 +63,9 @@ func CommitBatch(ctx context.Context, kv clientv3.KV, txns []FencedTxn) []Fenced
 			continue
 		}
 		gens[i] = t.Own.gen.Load()
-		ops[i] = clientv3.OpTxn([]clientv3.Cmp{t.Own.fence(gens[i])}, []clientv3.Op{clientv3.OpTxn(t.Cmps, t.Then, t.Else)}, nil)
+		var fenced []clientv3.Op
+		fenced, flat[i] = fencedOps(t.Cmps, t.Then, t.Else)
+		ops[i] = clientv3.OpTxn([]clientv3.Cmp{t.Own.fence(gens[i])}, fenced, nil)
 	}
 	if !slices.ContainsFunc(res, func(r FencedResult) bool { return r.Err == nil }) {
 		return res // nothing left to send
@@ -86,9 +89,7 @@ func CommitBatch(ctx context.Context, kv clientv3.KV, txns []FencedTxn) []Fenced
 			res[i].Err = t.Own.refused(gens[i])
 			continue
 		}
-		inner := (*clientv3.TxnResponse)(fenced.Responses[0].GetResponseTxn())
-		inner.Header = resp.Header // nested responses carry no header of their own
-		res[i].Resp = inner
+		res[i].Resp = fencedResponse(fenced, resp.Header, flat[i])
 	}
 	return res
 }

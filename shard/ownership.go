@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -114,10 +115,8 @@ func (o *Ownership) Commit(ctx context.Context, cmps []clientv3.Cmp, thenOps, el
 		return nil, err
 	}
 	gen := o.gen.Load()
-	resp, err := o.kv.Txn(ctx).
-		If(o.fence(gen)).
-		Then(clientv3.OpTxn(cmps, thenOps, elseOps)).
-		Commit()
+	fenced, flat := fencedOps(cmps, thenOps, elseOps)
+	resp, err := o.kv.Txn(ctx).If(o.fence(gen)).Then(fenced...).Commit()
 	if err != nil {
 		o.doubt.Store(gen)
 		return nil, fmt.Errorf("shard: fenced txn on partition %d: %w", o.Partition, err)
@@ -125,9 +124,33 @@ func (o *Ownership) Commit(ctx context.Context, cmps []clientv3.Cmp, thenOps, el
 	if !resp.Succeeded {
 		return nil, o.refused(gen)
 	}
-	inner := (*clientv3.TxnResponse)(resp.Responses[0].GetResponseTxn())
-	inner.Header = resp.Header // nested responses carry no header of their own
-	return inner, nil
+	return fencedResponse((*etcdserverpb.TxnResponse)(resp), resp.Header, flat), nil
+}
+
+// fencedOps returns what a write of cmps, then and els puts under its
+// fence: Txn If(cmps) Then(then) Else(els) nested, or, for a write with
+// no compares and no else of its own (a batch of fires, the commonest),
+// its operations themselves, one level of nesting fewer for etcd to
+// decode, check and apply. flat says which.
+func fencedOps(cmps []clientv3.Cmp, then, els []clientv3.Op) (ops []clientv3.Op, flat bool) {
+	if len(cmps) == 0 && len(els) == 0 {
+		return then, true
+	}
+	return []clientv3.Op{clientv3.OpTxn(cmps, then, els)}, false
+}
+
+// fencedResponse returns the response of the write fencedOps put under a
+// fence that held, from that fenced level's response: the nested
+// transaction's, or for a flat write the level's own operations' (its
+// Succeeded true, as a transaction without compares). header is the
+// request's, which nested responses do not carry.
+func fencedResponse(level *etcdserverpb.TxnResponse, header *etcdserverpb.ResponseHeader, flat bool) *clientv3.TxnResponse {
+	if flat {
+		return &clientv3.TxnResponse{Header: header, Succeeded: true, Responses: level.Responses}
+	}
+	inner := (*clientv3.TxnResponse)(level.Responses[0].GetResponseTxn())
+	inner.Header = header
+	return inner
 }
 
 // settle re-fences the ownership if a write fenced on its current gen

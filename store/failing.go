@@ -38,7 +38,7 @@ func (k Keys) FailingJobPrefix(p int, id string) string {
 
 // Failing is the failing-runs index key of job id's run for time t.
 func (k Keys) Failing(p int, id string, t time.Time) string {
-	return k.FailingJobPrefix(p, id) + FormatTime(t)
+	return k.partitionKey("failing/", p, "", id, "", t)
 }
 
 // ParseFailingKey splits a key under FailingPrefix(p) into job ID and

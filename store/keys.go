@@ -31,16 +31,52 @@ type Keys struct {
 	NS string
 }
 
-func part(p int) string { return fmt.Sprintf("%05d", p) }
+func part(p int) string { return string(appendPart(nil, p)) }
+
+// appendPart appends partition p as five digits (more if p > 99999).
+func appendPart(b []byte, p int) []byte {
+	if p < 0 || p > 99999 {
+		return fmt.Appendf(b, "%05d", p)
+	}
+	return append(b, byte('0'+p/10000), byte('0'+p/1000%10), byte('0'+p/100%10), byte('0'+p/10%10), byte('0'+p%10))
+}
+
+// keyBytes is room for a typical key on the stack, so that the hot keys
+// (one per run, state and guard of every fire) are built with one
+// allocation, their string.
+const keyBytes = 160
+
+// partitionKey returns NS + section + <p> + "/" + mid + EscapeID(id) + tail,
+// and "/" + FormatTime(at) unless at is zero: the layout of every key
+// below a partition.
+func (k Keys) partitionKey(section string, p int, mid, id, tail string, at time.Time) string {
+	var buf [keyBytes]byte
+	b := append(buf[:0], k.NS...)
+	b = append(b, section...)
+	b = appendPart(b, p)
+	b = append(b, '/')
+	b = append(b, mid...)
+	b = append(b, EscapeID(id)...)
+	b = append(b, tail...)
+	if !at.IsZero() {
+		b = append(b, '/')
+		b = at.UTC().AppendFormat(b, TimeFormat)
+	}
+	return string(b)
+}
 
 // JobsPrefix is the prefix of all job specs and triggers.
 func (k Keys) JobsPrefix() string { return k.NS + "jobs/" }
 
 // PartitionJobsPrefix is the prefix of partition p's specs and triggers.
-func (k Keys) PartitionJobsPrefix(p int) string { return k.JobsPrefix() + part(p) + "/" }
+func (k Keys) PartitionJobsPrefix(p int) string {
+	return k.partitionKey("jobs/", p, "", "", "", time.Time{})
+}
 
 // Spec is job id's spec key.
-func (k Keys) Spec(p int, id string) string { return k.PartitionJobsPrefix(p) + EscapeID(id) }
+func (k Keys) Spec(p int, id string) string {
+	return k.partitionKey("jobs/", p, "", id, "", time.Time{})
+}
 
 // TriggerPrefix is the prefix of job id's trigger requests.
 func (k Keys) TriggerPrefix(p int, id string) string { return k.Spec(p, id) + "/trigger/" }
@@ -60,25 +96,29 @@ func (k Keys) AllQueuePrefix() string { return k.NS + "queue/" }
 func (k Keys) AllStatePrefix() string { return k.NS + "state/" }
 
 // StatePrefix is the prefix of partition p's scheduling states.
-func (k Keys) StatePrefix(p int) string { return k.AllStatePrefix() + part(p) + "/" }
+func (k Keys) StatePrefix(p int) string { return k.partitionKey("state/", p, "", "", "", time.Time{}) }
 
 // State is job id's scheduling state key.
-func (k Keys) State(p int, id string) string { return k.StatePrefix(p) + EscapeID(id) }
+func (k Keys) State(p int, id string) string {
+	return k.partitionKey("state/", p, "", id, "", time.Time{})
+}
 
 // RunPrefix is the prefix of job id's runs.
 func (k Keys) RunPrefix(p int, id string) string {
-	return k.PartitionRunsPrefix(p) + EscapeID(id) + "/"
+	return k.partitionKey("runs/", p, "", id, "/", time.Time{})
 }
 
 // Run is the key of job id's run for scheduled time t.
-func (k Keys) Run(p int, id string, t time.Time) string { return k.RunPrefix(p, id) + FormatTime(t) }
+func (k Keys) Run(p int, id string, t time.Time) string {
+	return k.partitionKey("runs/", p, "", id, "", t)
+}
 
 // QueuePrefix is the prefix of partition p's active-run index.
-func (k Keys) QueuePrefix(p int) string { return k.AllQueuePrefix() + part(p) + "/" }
+func (k Keys) QueuePrefix(p int) string { return k.partitionKey("queue/", p, "", "", "", time.Time{}) }
 
 // Queue is the active-run index key of job id's run for time t.
 func (k Keys) Queue(p int, id string, t time.Time) string {
-	return k.QueuePrefix(p) + EscapeID(id) + "/" + FormatTime(t)
+	return k.partitionKey("queue/", p, "", id, "", t)
 }
 
 // ParseSpecKey splits a key under PartitionJobsPrefix(p) into the job ID
@@ -133,7 +173,9 @@ func (k Keys) ParseQueueKey(p int, key string) (id string, t time.Time, ok bool)
 }
 
 // PartitionRunsPrefix is the prefix of partition p's runs.
-func (k Keys) PartitionRunsPrefix(p int) string { return k.AllRunsPrefix() + part(p) + "/" }
+func (k Keys) PartitionRunsPrefix(p int) string {
+	return k.partitionKey("runs/", p, "", "", "", time.Time{})
+}
 
 // ParseRunKey splits a key under PartitionRunsPrefix(p) into job ID and
 // scheduled time.

@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jobfleet/jobfleet/store"
+	"pgregory.net/rapid"
 )
 
 func TestParseRunID(t *testing.T) {
@@ -53,4 +55,35 @@ func TestParseRunKey(t *testing.T) {
 			t.Errorf("ParseRunKey(%q) ok, want not a run key of partition 4", key)
 		}
 	}
+}
+
+// TestKeysAreTheirLayout checks the keys built in one buffer against the
+// layout of Keys' doc written as concatenations, over random namespaces,
+// partitions (past five digits too), IDs that need escaping and times.
+func TestKeysAreTheirLayout(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		k := store.Keys{NS: rapid.StringMatching(`(/[a-z]{0,8}/)?`).Draw(t, "ns")}
+		p := rapid.IntRange(0, 200000).Draw(t, "p")
+		id := rapid.StringMatching(`[a-zA-Z0-9._~ /%!-]{1,40}`).Draw(t, "id")
+		at := time.UnixMilli(rapid.Int64Range(0, 1<<42).Draw(t, "ms"))
+		pp, esc, ts := fmt.Sprintf("%05d", p), store.EscapeID(id), store.FormatTime(at)
+		for _, c := range []struct{ got, want string }{
+			{k.PartitionJobsPrefix(p), k.NS + "jobs/" + pp + "/"},
+			{k.Spec(p, id), k.NS + "jobs/" + pp + "/" + esc},
+			{k.PausePrefix(p), k.NS + "jobs/" + pp + "/!paused/"},
+			{k.Pause(p, id), k.NS + "jobs/" + pp + "/!paused/" + esc},
+			{k.StatePrefix(p), k.NS + "state/" + pp + "/"},
+			{k.State(p, id), k.NS + "state/" + pp + "/" + esc},
+			{k.PartitionRunsPrefix(p), k.NS + "runs/" + pp + "/"},
+			{k.RunPrefix(p, id), k.NS + "runs/" + pp + "/" + esc + "/"},
+			{k.Run(p, id, at), k.NS + "runs/" + pp + "/" + esc + "/" + ts},
+			{k.QueuePrefix(p), k.NS + "queue/" + pp + "/"},
+			{k.Queue(p, id, at), k.NS + "queue/" + pp + "/" + esc + "/" + ts},
+			{k.Failing(p, id, at), k.NS + "failing/" + pp + "/" + esc + "/" + ts},
+		} {
+			if c.got != c.want {
+				t.Fatalf("got %q, want %q", c.got, c.want)
+			}
+		}
+	})
 }

@@ -32,7 +32,9 @@ const pauseSegment = "!paused/"
 func (k Keys) PausePrefix(p int) string { return k.PartitionJobsPrefix(p) + pauseSegment }
 
 // Pause is job id's pause key.
-func (k Keys) Pause(p int, id string) string { return k.PausePrefix(p) + EscapeID(id) }
+func (k Keys) Pause(p int, id string) string {
+	return k.partitionKey("jobs/", p, pauseSegment, id, "", time.Time{})
+}
 
 // ParsePauseKey returns the job ID of a pause key of partition p; ok is
 // false for any other key.

@@ -107,16 +107,22 @@ func txnCostAdding(ops []clientv3.Op, op clientv3.Op) int {
 	return len(ops) + 1 + nested
 }
 
+// cmpsBytes returns the bytes of the keys and values cmps compare.
+func cmpsBytes(cmps []clientv3.Cmp) int {
+	n := 0
+	for _, c := range cmps {
+		n += len(c.KeyBytes()) + len(c.ValueBytes())
+	}
+	return n
+}
+
 // opsBytes returns the bytes of the keys and values ops write or compare.
 func opsBytes(ops []clientv3.Op) int {
 	n := 0
 	for _, op := range ops {
 		if op.IsTxn() {
 			cmps, then, els := op.Txn()
-			for _, c := range cmps {
-				n += len(c.KeyBytes()) + len(c.ValueBytes())
-			}
-			n += opsBytes(then) + opsBytes(els)
+			n += cmpsBytes(cmps) + opsBytes(then) + opsBytes(els)
 			continue
 		}
 		n += len(op.KeyBytes()) + len(op.ValueBytes()) + len(op.RangeBytes())
@@ -128,7 +134,14 @@ func opsBytes(ops []clientv3.Op) int {
 // it never reached etcd, so its outcome is known (not applied).
 var errNotSent = errors.New("given up before it was sent")
 
-// commit runs ops fenced on own, as own.Commit(ctx, nil, ops, nil) would,
+// commit is commitIf without compares: ops applied as one write fenced
+// on own.
+func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	return c.commitIf(ctx, own, nil, ops)
+}
+
+// commitIf runs ops fenced on own if cmps hold, as own.Commit(ctx, cmps,
+// ops, nil) would (the response's Succeeded says whether they held),
 // the request bounded by the committer's timeout from when it is sent:
 // the time a write waits in the queue for room is the member's own
 // pacing, not etcd's answer, and under a herd it can exceed the timeout
@@ -138,10 +151,10 @@ var errNotSent = errors.New("given up before it was sent")
 // sent, alone or in a batch with other partitions' writes, is seen
 // through under the committer's own timeout: its caller's context never
 // cuts a request in flight.
-func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+func (c *committer) commitIf(ctx context.Context, own *shard.Ownership, cmps []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	if c.maxInFlight <= 0 {
 		done := c.sent(0, false)
-		resp, err := c.commitNow(ctx, own, ops)
+		resp, err := c.commitNow(ctx, own, cmps, ops)
 		done()
 		return resp, err
 	}
@@ -152,11 +165,12 @@ func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clie
 		c.opsInFlight += weight
 		c.mu.Unlock()
 		done := c.sent(weight, false)
-		resp, err := c.commitNow(ctx, own, ops)
+		resp, err := c.commitNow(ctx, own, cmps, ops)
 		done()
 		return resp, err
 	}
-	r := &commitReq{txn: shard.FencedTxn{Own: own, Then: ops}, bytes: opsBytes(ops), cost: txnCost(0, ops, nil), ops: weight, done: make(chan struct{}), lead: make(chan []*commitReq, 1)}
+	r := &commitReq{txn: shard.FencedTxn{Own: own, Cmps: cmps, Then: ops}, bytes: cmpsBytes(cmps) + opsBytes(ops), cost: txnCost(len(cmps), ops, nil),
+		ops: weight, done: make(chan struct{}), lead: make(chan []*commitReq, 1)}
 	c.queue = append(c.queue, r)
 	c.mu.Unlock()
 	select {
@@ -181,14 +195,14 @@ func (c *committer) commit(ctx context.Context, own *shard.Ownership, ops []clie
 	return r.res.Resp, r.res.Err
 }
 
-// commitNow sends ops fenced on own at once, within the committer's
+// commitNow sends ops fenced on own, if cmps hold, at once, within the committer's
 // timeout; if ctx has ended already, it sends nothing (errNotSent). Once
 // sent, the request is not cut when ctx ends: a write whose outcome is
 // unknown is worse than one answered, and its fence refuses it anyway
 // if ownership moved meanwhile. (An attempt recorded by a poll's write
 // cut by its partition's release, say, would stay recorded for a worker
 // that never got it, and the next owner would count it lost.)
-func (c *committer) commitNow(ctx context.Context, own *shard.Ownership, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+func (c *committer) commitNow(ctx context.Context, own *shard.Ownership, cmps []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("shard: fenced txn on partition %d: %w: %w", own.Partition, errNotSent, err)
 	}
@@ -197,7 +211,7 @@ func (c *committer) commitNow(ctx context.Context, own *shard.Ownership, ops []c
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
 		defer cancel()
 	}
-	return own.Commit(ctx, nil, ops, nil)
+	return own.Commit(ctx, cmps, ops, nil)
 }
 
 // roomLocked reports whether a request of weight operations may be sent
@@ -221,7 +235,7 @@ func (c *committer) send(batch []*commitReq) {
 	done := c.sent(weight, true)
 	if len(batch) == 1 {
 		r := batch[0]
-		r.res.Resp, r.res.Err = r.txn.Own.Commit(ctx, nil, r.txn.Then, nil)
+		r.res.Resp, r.res.Err = r.txn.Own.Commit(ctx, r.txn.Cmps, r.txn.Then, nil)
 	} else {
 		txns := make([]shard.FencedTxn, len(batch))
 		for i, r := range batch {

@@ -31,8 +31,9 @@ func (k *countingKV) Txn(ctx context.Context) clientv3.Txn {
 // TestCommitterBatchesAcrossPartitions has many partitions write at once
 // through a committer with one request in flight: every write is applied
 // exactly once with the result Ownership.Commit would give, writes queued
-// behind the busy request go together in fewer requests, and a write of a
-// stale epoch is refused alone.
+// behind the busy request go together in fewer requests, a write of a
+// stale epoch is refused alone, and so is a write whose own compares
+// (commitIf: odd partitions' writes have some) do not hold.
 func TestCommitterBatchesAcrossPartitions(t *testing.T) {
 	srv := etcdtest.New(t)
 	client := srv.Client(t)
@@ -59,15 +60,27 @@ func TestCommitterBatchesAcrossPartitions(t *testing.T) {
 		wg.Go(func() {
 			for i := range writes { // one write at a time per partition, as the scheduler does
 				key := fmt.Sprintf("%sdata/%d/%d", ns, p, i)
-				resp, err := c.commit(ctx, own, []clientv3.Op{
-					clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, []clientv3.Op{clientv3.OpPut(key, "v")}, nil),
-				})
+				absent := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+				var resp *clientv3.TxnResponse
+				var err error
+				applied := func() bool { return resp.Responses[0].GetResponseTxn().Succeeded }
+				switch {
+				case p == 3: // its compare never holds
+					resp, err = c.commitIf(ctx, own, []clientv3.Cmp{absent, clientv3.Compare(clientv3.Version(ns+"absent"), ">", 0)}, []clientv3.Op{clientv3.OpPut(key, "v")})
+				case p%2 == 1:
+					resp, err = c.commitIf(ctx, own, []clientv3.Cmp{absent}, []clientv3.Op{clientv3.OpPut(key, "v")})
+					applied = func() bool { return resp.Responses[0].GetResponsePut() != nil }
+				default:
+					resp, err = c.commit(ctx, own, []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{absent}, []clientv3.Op{clientv3.OpPut(key, "v")}, nil)})
+				}
 				switch {
 				case p == 7 && !errors.Is(err, shard.ErrFenced):
 					errs[p] = fmt.Errorf("stale partition %d write %d: err %v, want ErrFenced", p, i, err)
 				case p != 7 && err != nil:
 					errs[p] = fmt.Errorf("partition %d write %d: %v", p, i, err)
-				case p != 7 && (!resp.Succeeded || resp.Header.Revision == 0 || !resp.Responses[0].GetResponseTxn().Succeeded):
+				case p == 3 && resp.Succeeded:
+					errs[p] = fmt.Errorf("partition %d write %d: applied although its compare does not hold", p, i)
+				case p != 7 && p != 3 && (!resp.Succeeded || resp.Header.Revision == 0 || !applied()):
 					errs[p] = fmt.Errorf("partition %d write %d: response %+v, want applied", p, i, resp)
 				}
 				if errs[p] != nil {
@@ -86,7 +99,7 @@ func TestCommitterBatchesAcrossPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := resp.Count, int64((parts-1)*writes); got != want {
+	if got, want := resp.Count, int64((parts-2)*writes); got != want {
 		t.Errorf("%d keys written, want %d", got, want)
 	}
 	if n := kv.txns.Load(); n >= parts*writes {

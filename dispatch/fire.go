@@ -47,7 +47,7 @@ func (pt *partition) fireDue(ctx context.Context, now time.Time) {
 		if hook := pt.d.fireHook; hook != nil {
 			answered = hook(pt.p, b.runs)
 		}
-		resp, err := pt.commit(ctx, b.ops)
+		resp, err := pt.commitFires(ctx, b)
 		answered()
 		turn.done()
 		if err != nil {

@@ -1,11 +1,13 @@
 package dispatch
 
 import (
+	"context"
 	"slices"
 	"time"
 
 	"github.com/jobfleet/jobfleet/api"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -27,16 +29,32 @@ const (
 
 // fireBatch is one fenced write of fires: each job's plan with its writes
 // (guarded by the spec revision they were decided from), history trims,
-// and trigger requests of deleted jobs to drop. Its operations, built by
-// build, are the jobs' guarded writes in order, then the trims, then the
-// drops.
+// and trigger requests of deleted jobs to drop. build makes its
+// operations in one of two forms:
+//
+//   - guarded as a whole (cmps set): If(every job's guard) Then(the jobs'
+//     writes in order, then the trims), one level of nesting fewer than
+//     a guard per job, for etcd to decode, check and apply. If any job
+//     changed since its plan nothing applies, and the write is sent again
+//     in the other form (partition.commitFires);
+//   - guarded job by job (cmps nil): the jobs' guarded writes in order
+//     (store.SpecGuardOp), then the trims, then the drops: a changed
+//     job's writes are refused alone.
+//
+// The first is taken unless the batch drops triggers or deletes keys of
+// its own (etcd refuses a write whose deletion at one level overlaps a
+// put at that level or below; job by job, each job's writes are a level
+// apart) or is too costly for it (batchCost).
 type fireBatch struct {
 	jobs    []jobPlan
 	trims   []trim   // final runs it deletes
 	dropped []string // trigger keys of jobs that are gone
 	runs    int
-	bytes   int // of the run documents it writes
+	bytes   int  // of the run documents it writes
+	perJob  bool // guard job by job (the guard as a whole was refused)
+	cmps    []clientv3.Cmp
 	ops     []clientv3.Op
+	trimsAt int // index in ops of the first trim
 	// notes are the notifications of the jobs whose writes applied, for
 	// the delivery once the state lock is released (appliedLocked).
 	notes []notify.Entry
@@ -51,6 +69,7 @@ type jobPlan struct {
 	plan     FirePlan
 	triggers []triggerReq
 	ops      []clientv3.Op // within the job's guard
+	at       int           // index in the batch's ops of the first of ops, guarded as a whole
 	deep     int           // the widest nested write in ops (a replaced run's hand-overs), if wider than a run's creation
 	created  []createdRun
 	replaced []replacedRun
@@ -96,17 +115,89 @@ func (b *fireBatch) cost() int {
 	return 1 + len(b.jobs) + len(b.trims) + len(b.dropped) + widest // 1: the fence
 }
 
-// build makes the batch's operations.
+// batchCost returns what the batch's write guarded as a whole counts
+// against etcd's limit of operations per transaction (see txnCost): the
+// fence, the guard's level (as wide as its compares or its writes), and
+// the widest transaction nested in it (a run's creation, a replaced run's
+// hand-overs, a trim).
+func (b *fireBatch) batchCost() int {
+	ops, deep := len(b.trims)+len(b.dropped), 3
+	for _, jp := range b.jobs {
+		ops += len(jp.ops)
+		deep = max(deep, jp.deep)
+	}
+	return 1 + max(2*len(b.jobs), ops) + deep
+}
+
+// guardedAsWhole reports whether build takes the form guarded as a
+// whole (see fireBatch).
+func (b *fireBatch) guardedAsWhole() bool {
+	if b.perJob || len(b.dropped) > 0 || b.batchCost() > maxWriteCost {
+		return false
+	}
+	for _, jp := range b.jobs {
+		if slices.ContainsFunc(jp.ops, clientv3.Op.IsDelete) {
+			return false
+		}
+	}
+	return true
+}
+
+// build makes the batch's operations, in the form guardedAsWhole picks.
 func (b *fireBatch) build(pt *partition) {
 	k := pt.d.keys
-	b.ops = slices.Grow(b.ops[:0], len(b.jobs)+len(b.trims)+len(b.dropped))
-	for _, jp := range b.jobs {
-		b.ops = append(b.ops, k.SpecGuardOp(pt.p, jp.id, jp.specRev, jp.pauseRev, jp.ops))
+	b.cmps, b.ops = nil, b.ops[:0]
+	if b.guardedAsWhole() {
+		n := len(b.trims)
+		for _, jp := range b.jobs {
+			n += len(jp.ops)
+		}
+		b.cmps, b.ops = make([]clientv3.Cmp, 0, 2*len(b.jobs)), slices.Grow(b.ops, n)
+		for i := range b.jobs {
+			jp := &b.jobs[i]
+			b.cmps = k.AppendSpecGuard(b.cmps, pt.p, jp.id, jp.specRev, jp.pauseRev)
+			jp.at = len(b.ops)
+			b.ops = append(b.ops, jp.ops...)
+		}
+	} else {
+		b.ops = slices.Grow(b.ops, len(b.jobs)+len(b.trims)+len(b.dropped))
+		for _, jp := range b.jobs {
+			b.ops = append(b.ops, k.SpecGuardOp(pt.p, jp.id, jp.specRev, jp.pauseRev, jp.ops))
+		}
 	}
+	b.trimsAt = len(b.ops)
 	b.ops = append(b.ops, pt.trimOps(b.trims)...)
 	for _, key := range b.dropped {
 		b.ops = append(b.ops, clientv3.OpDelete(key))
 	}
+}
+
+// jobResponses returns whether job i's guard held in the batch's write
+// answered by resp, and the responses of its operations (jobPlan.ops).
+func (b *fireBatch) jobResponses(resp *clientv3.TxnResponse, i int) (bool, []*etcdserverpb.ResponseOp) {
+	if b.cmps != nil {
+		if !resp.Succeeded {
+			return false, nil // refused as a whole: nothing applied
+		}
+		jp := b.jobs[i]
+		return true, resp.Responses[jp.at : jp.at+len(jp.ops)]
+	}
+	guard := resp.Responses[i].GetResponseTxn()
+	return guard.Succeeded, guard.Responses
+}
+
+// commitFires writes batch b. Guarded as a whole and refused (a job
+// changed since its plan), it writes it again guarded job by job, so that
+// the other jobs' fires apply: the refused write applied nothing. The
+// caller holds wmu and not mu.
+func (pt *partition) commitFires(ctx context.Context, b *fireBatch) (*clientv3.TxnResponse, error) {
+	resp, err := pt.commitIf(ctx, b.cmps, b.ops)
+	if err != nil || resp.Succeeded || b.cmps == nil {
+		return resp, err
+	}
+	b.perJob = true
+	b.build(pt)
+	return pt.commitIf(ctx, nil, b.ops)
 }
 
 // addTrimsLocked adds to the last of batches the history trimming that
@@ -228,15 +319,15 @@ func newestPending(plan FirePlan) string {
 // readopt).
 func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now time.Time) (lost []api.Run) {
 	rev := resp.Header.Revision
-	pt.trimmedLocked(b.trims, resp, len(b.jobs))
+	pt.trimmedLocked(b.trims, resp, b.trimsAt)
 	for _, key := range b.dropped {
 		delete(pt.triggers, key)
 	}
 	pending, skipped := 0, 0
 	for i, jp := range b.jobs {
 		e := pt.jobs[jp.id]
-		guard := resp.Responses[i].GetResponseTxn()
-		if !guard.Succeeded || e == nil {
+		held, rs := b.jobResponses(resp, i)
+		if !held || e == nil {
 			pt.lg.Info("job changed while its fires were being written; not recorded, planning again", zap.String("job_id", jp.id))
 			for _, c := range jp.created {
 				endFire(c.span, "job changed while its fires were being written")
@@ -249,7 +340,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 		}
 		for _, rr := range jp.replaced {
 			ar := rr.ar
-			if !guard.Responses[rr.op].GetResponseTxn().Succeeded {
+			if !rs[rr.op].GetResponseTxn().Succeeded {
 				pt.lg.Warn("run changed behind the owner's back; reading it again", zap.String("run_id", ar.run.ID))
 				pt.dropActiveLocked(ar.run.ID)
 				lost = append(lost, ar.run)
@@ -264,7 +355,7 @@ func (pt *partition) appliedLocked(b *fireBatch, resp *clientv3.TxnResponse, now
 		}
 		b.notes = append(b.notes, jp.notes...)
 		for _, c := range jp.created {
-			if created := guard.Responses[c.op].GetResponseTxn(); !created.Succeeded {
+			if created := rs[c.op].GetResponseTxn(); !created.Succeeded {
 				endFire(c.span, "not created")
 				if c.handover != "" {
 					pt.handoverRefusedLocked(c, created)

@@ -369,6 +369,12 @@ func TestJobIndexAgreesWithScan(t *testing.T) {
 				}
 				for _, b := range batches {
 					rev++
+					if b.cmps != nil && fail() {
+						// A job changed: the guard as a whole is refused,
+						// and the batch sent again job by job (commitFires).
+						b.perJob = true
+						b.build(pt)
+					}
 					pt.appliedLocked(b, fakeResponse(b.ops, rev, fail), now)
 					for _, jp := range b.jobs {
 						fired += len(jp.created)

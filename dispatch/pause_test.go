@@ -72,3 +72,44 @@ func TestFireOfAPausedJobIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPausedJobLeavesItsBatchFiring holds one write of two jobs' fires in
+// a stalled etcd connection while one of them is paused. The write is
+// guarded as a whole, so the pause refuses all of it; the batch is then
+// written again job by job: the other job's fire applies, the paused
+// one's does not.
+func TestPausedJobLeavesItsBatchFiring(t *testing.T) {
+	h := newHarness(t)
+	bridge := etcdtest.NewBridge(t, etcd.ClientAddr())
+	h.dispClient = etcdtest.NewClient(t, bridge.Endpoints())
+	h.configure = func(c *dispatch.Config) { c.RequestTimeout = time.Minute }
+	h.start("m1")
+	h.create(api.Job{ID: "a", Schedule: "@every 1s"})
+	h.create(api.Job{ID: "b", Schedule: "@every 1s"})
+
+	bridge.Cut()
+	restored := false
+	defer func() {
+		if !restored {
+			bridge.Restore()
+		}
+	}()
+	h.clock.Advance(time.Second) // a and b due at t0+1s: one write, waiting in the bridge
+	h.waitFor("the fires' write to start", func() bool { return h.disp.WriterBusy(0) })
+	if _, err := h.store.SetPaused(context.Background(), "a", true); err != nil {
+		t.Fatal(err)
+	}
+	bridge.Restore()
+	restored = true
+	h.waitFor("the write answered", func() bool { return !h.disp.WriterBusy(0) })
+	at := t0.Add(time.Second)
+	for id, want := range map[string]int64{"a": 0, "b": 1} {
+		resp, err := h.client.Get(context.Background(), h.store.Keys().Run(0, id, at), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count != want {
+			t.Errorf("job %s has %d runs for %s, want %d", id, resp.Count, at.Format(time.RFC3339), want)
+		}
+	}
+}

@@ -90,7 +90,13 @@ func (pt *partition) updatedLocked(ar *activeRun, w runWrite, rev int64, notBefo
 // commit runs ops in one transaction fenced on the partition's epoch. The
 // caller holds wmu and not mu.
 func (pt *partition) commit(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
-	resp, err := pt.d.commits.commit(ctx, pt.own, ops) // RequestTimeout from its sending
+	return pt.commitIf(ctx, nil, ops)
+}
+
+// commitIf is commit applying ops only if cmps hold; the response's
+// Succeeded says whether they did.
+func (pt *partition) commitIf(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := pt.d.commits.commitIf(ctx, pt.own, cmps, ops) // RequestTimeout from its sending
 	if err := pt.committed(ctx, err); err != nil {
 		return nil, err
 	}

@@ -150,9 +150,15 @@ func (k Keys) DeleteJobOp(p int, id string, rev, pauseRev int64) clientv3.Op {
 // and created again meanwhile. Its response's Succeeded says whether they
 // applied; Responses are those of ops.
 func (k Keys) SpecGuardOp(p int, id string, rev, pauseRev int64, ops []clientv3.Op) clientv3.Op {
-	cmps := []clientv3.Cmp{
+	return clientv3.OpTxn(k.AppendSpecGuard(nil, p, id, rev, pauseRev), ops, nil)
+}
+
+// AppendSpecGuard appends to cmps the compares of SpecGuardOp: job id's
+// spec has mod revision rev and its pause key pauseRev (0: none). A write
+// of several jobs' fires guarded by all their compares at once applies
+// only if none of them changed.
+func (k Keys) AppendSpecGuard(cmps []clientv3.Cmp, p int, id string, rev, pauseRev int64) []clientv3.Cmp {
+	return append(cmps,
 		clientv3.Compare(clientv3.ModRevision(k.Spec(p, id)), "=", rev),
-		clientv3.Compare(clientv3.ModRevision(k.Pause(p, id)), "=", pauseRev),
-	}
-	return clientv3.OpTxn(cmps, ops, nil)
+		clientv3.Compare(clientv3.ModRevision(k.Pause(p, id)), "=", pauseRev))
 }

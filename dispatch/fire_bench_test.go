@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobfleet/jobfleet/internal/testkit/etcdtest"
-	"github.com/jobfleet/jobfleet/shard"
 	"github.com/jobfleet/jobfleet/store"
 )
 
@@ -50,16 +48,8 @@ func BenchmarkFireHerd(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		wctx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		for p := range parts {
-			resp, err := client.Put(ctx, shard.OwnerKey(ns, p), "m")
-			if err != nil {
-				b.Fatal(err)
-			}
-			own := shard.NewOwnership(client, ns, "m", p, resp.Header.Revision)
-			wg.Go(func() { d.Work(wctx, own) })
-		}
+		work := newOwnedParts(ctx, b, client, ns, d)
+		work.own(0, parts)
 		for len(d.Owned()) < parts {
 			time.Sleep(time.Millisecond)
 		}
@@ -91,8 +81,7 @@ func BenchmarkFireHerd(b *testing.B) {
 		runtime.ReadMemStats(&m1)
 		mallocs += m1.Mallocs - m0.Mallocs
 		bytes += m1.TotalAlloc - m0.TotalAlloc
-		cancel()
-		wg.Wait()
+		work.stop()
 		if _, err := client.Delete(ctx, ns, clientv3.WithPrefix()); err != nil {
 			b.Fatal(err)
 		}

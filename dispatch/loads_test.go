@@ -39,7 +39,7 @@ func newDispatcherOfM(t *testing.T, client *clientv3.Client, ns string, parts in
 // ownedParts runs d.Work, as member "m", on partitions a test acquires
 // for it (owner keys put without a lease), until the test releases them.
 type ownedParts struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	client  *clientv3.Client
 	ns      string
@@ -48,7 +48,7 @@ type ownedParts struct {
 	wg      sync.WaitGroup
 }
 
-func newOwnedParts(ctx context.Context, t *testing.T, client *clientv3.Client, ns string, d *Dispatcher) *ownedParts {
+func newOwnedParts(ctx context.Context, t testing.TB, client *clientv3.Client, ns string, d *Dispatcher) *ownedParts {
 	return &ownedParts{t: t, ctx: ctx, client: client, ns: ns, d: d, cancels: map[int]context.CancelFunc{}}
 }
 

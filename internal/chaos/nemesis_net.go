@@ -276,7 +276,12 @@ func (n *nemesis) partitionHalves(ctx context.Context) Fault {
 	n.healNetwork()
 	ft.Healed = time.Now()
 	leaderCut := leader == nil || slices.Contains(minor, leader.host)
-	if leaderCut {
+	if leaderCut || majorEtcd < len(etcd) {
+		// An etcd member on the minority side is, to the majority's
+		// orchestrators, a member isolated from them (hostIsolate): a
+		// connection of theirs to it goes silent, and their requests and
+		// lease renewals on it hang until the client's keepalive closes
+		// it, so any partition may stall, not only the minority's.
 		ft.Windows = []Window{{Start: ft.Start, End: ft.Recovered}}
 	} else {
 		slices.Sort(parts)

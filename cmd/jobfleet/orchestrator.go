@@ -23,6 +23,7 @@ import (
 	"github.com/jobfleet/jobfleet/api"
 	"github.com/jobfleet/jobfleet/auth"
 	"github.com/jobfleet/jobfleet/internal/buildinfo"
+	"github.com/jobfleet/jobfleet/internal/etcdhealth"
 	"github.com/jobfleet/jobfleet/internal/httpserver"
 	"github.com/jobfleet/jobfleet/internal/orchestrator"
 	"github.com/jobfleet/jobfleet/internal/settings"
@@ -116,6 +117,34 @@ func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
 	return c, nil
+}
+
+// watchEndpoints keeps client's requests off the endpoints that stop
+// answering (etcdhealth) until the returned function is called, which
+// waits for the watcher to stop. With one endpoint it does nothing.
+func (o *etcdOptions) watchEndpoints(ctx context.Context, client *clientv3.Client, lg *zap.Logger) (stop func(), err error) {
+	if len(o.endpoints) < 2 {
+		return func() {}, nil
+	}
+	hc := etcdhealth.Config{Endpoints: o.endpoints, Logger: lg.Named("etcd-health")}
+	if o.cert != "" || o.key != "" || o.ca != "" {
+		if hc.TLS, err = clientTLS("--etcd-", o.ca, o.cert, o.key); err != nil {
+			return nil, err
+		}
+	}
+	w, err := etcdhealth.New(client, hc)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(wctx); err != nil {
+			lg.Error("watching the etcd endpoints' health failed; the client keeps them all", zap.Error(err))
+		}
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // The etcd clients' connection keepalive: a ping after this long without
@@ -374,6 +403,11 @@ docs/configuration.md describes the file.`,
 			}
 			defer client.Close()
 			ctx := cmd.Context()
+			stopWatch, err := cfg.etcd.watchEndpoints(ctx, client, lg)
+			if err != nil {
+				return err
+			}
+			defer stopWatch()
 			if mem.clockOffsetFile != "" {
 				clock, err := skewclock.New()
 				if err != nil {

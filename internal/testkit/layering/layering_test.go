@@ -27,6 +27,7 @@ var levels = map[string]int{
 	"internal/etcdserver":   0,
 	"internal/netfault":     0,
 	"internal/gapwatch":     0,
+	"internal/etcdhealth":   0, // keeps an etcd client off silent endpoints
 	"internal/httpserver":   0,
 	"internal/settings":     0,
 	"internal/cursor":       0, // the listings' signed cursors

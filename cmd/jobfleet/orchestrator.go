@@ -119,12 +119,13 @@ func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
 	return c, nil
 }
 
-// watchEndpoints keeps client's requests off the endpoints that stop
-// answering (etcdhealth) until the returned function is called, which
-// waits for the watcher to stop. With one endpoint it does nothing.
-func (o *etcdOptions) watchEndpoints(ctx context.Context, client *clientv3.Client, lg *zap.Logger) (stop func(), err error) {
+// endpointWatch returns a function that starts keeping client's requests
+// off the endpoints that stop answering (etcdhealth) until ctx ends, and
+// returns a function that waits for that to stop. With one endpoint it
+// does nothing. It returns an error for TLS files it cannot read.
+func (o *etcdOptions) endpointWatch(client *clientv3.Client, lg *zap.Logger) (start func(ctx context.Context) (wait func()), err error) {
 	if len(o.endpoints) < 2 {
-		return func() {}, nil
+		return func(context.Context) func() { return func() {} }, nil
 	}
 	hc := etcdhealth.Config{Endpoints: o.endpoints, Logger: lg.Named("etcd-health")}
 	if o.cert != "" || o.key != "" || o.ca != "" {
@@ -136,15 +137,17 @@ func (o *etcdOptions) watchEndpoints(ctx context.Context, client *clientv3.Clien
 	if err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.Run(wctx); err != nil {
-			lg.Error("watching the etcd endpoints' health failed; the client keeps them all", zap.Error(err))
-		}
-	}()
-	return func() { cancel(); <-done }, nil
+	return func(ctx context.Context) func() {
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := w.Run(wctx); err != nil {
+				lg.Error("watching the etcd endpoints' health failed; the client keeps them all", zap.Error(err))
+			}
+		}()
+		return func() { cancel(); <-done }
+	}, nil
 }
 
 // The etcd clients' connection keepalive: a ping after this long without
@@ -403,11 +406,6 @@ docs/configuration.md describes the file.`,
 			}
 			defer client.Close()
 			ctx := cmd.Context()
-			stopWatch, err := cfg.etcd.watchEndpoints(ctx, client, lg)
-			if err != nil {
-				return err
-			}
-			defer stopWatch()
 			if mem.clockOffsetFile != "" {
 				clock, err := skewclock.New()
 				if err != nil {
@@ -423,10 +421,17 @@ docs/configuration.md describes the file.`,
 				mem.clock = clock
 				lg.Warn("this member's clock follows a test offset file: for fault injection only", zap.String("path", mem.clockOffsetFile))
 			}
+			watch, err := cfg.etcd.endpointWatch(client, lg)
+			if err != nil {
+				return err
+			}
 			m, err := startMember(lg, client, mem, mem.listen, serving)
 			if err != nil {
 				return err
 			}
+			// Run once the member has taken the client's endpoints (its
+			// storage checks and notification policy keep them all).
+			defer watch(ctx)()
 			return m.run(ctx)
 		},
 	}

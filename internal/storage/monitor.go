@@ -67,11 +67,14 @@ type State struct {
 // answers the fleet's questions about space from memory. Create it with
 // NewMonitor and run it with Run; its methods are safe for concurrent use.
 type Monitor struct {
-	client  *clientv3.Client
-	cfg     Config
-	lg      *zap.Logger
-	recheck chan struct{} // buffer 1: check now
-	due     chan struct{} // buffer 1: the history is above CompactionBytes (Compactor.CompactOnHistory)
+	client *clientv3.Client
+	// endpoints are the client's endpoints as it was made: every one is
+	// checked, also one the client has left meanwhile (etcdhealth).
+	endpoints []string
+	cfg       Config
+	lg        *zap.Logger
+	recheck   chan struct{} // buffer 1: check now
+	due       chan struct{} // buffer 1: the history is above CompactionBytes (Compactor.CompactOnHistory)
 
 	mu          sync.Mutex // guards st, warnedQuota, warnedRoom and the history below
 	st          State
@@ -99,12 +102,13 @@ func NewMonitor(client *clientv3.Client, cfg Config) (*Monitor, error) {
 	}
 	cfg.setDefaults()
 	return &Monitor{
-		client:  client,
-		cfg:     cfg,
-		lg:      cfg.Logger.Named("storage").With(zap.String("member", cfg.Member)),
-		recheck: make(chan struct{}, 1),
-		due:     make(chan struct{}, 1),
-		st:      State{HighWater: cfg.HighWater},
+		client:    client,
+		endpoints: client.Endpoints(),
+		cfg:       cfg,
+		lg:        cfg.Logger.Named("storage").With(zap.String("member", cfg.Member)),
+		recheck:   make(chan struct{}, 1),
+		due:       make(chan struct{}, 1),
+		st:        State{HighWater: cfg.HighWater},
 	}, nil
 }
 
@@ -234,7 +238,7 @@ func (m *Monitor) Check(ctx context.Context) State {
 	next := State{HighWater: m.cfg.HighWater}
 	// The endpoints are asked at once: one that hangs costs the check
 	// its timeout, not the others their answers.
-	eps := m.client.Endpoints()
+	eps := m.endpoints
 	next.Endpoints = make([]Endpoint, len(eps))
 	resps := make([]*clientv3.StatusResponse, len(eps))
 	var wg sync.WaitGroup

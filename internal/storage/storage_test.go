@@ -635,3 +635,29 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestMonitorChecksEveryEndpointItWasMadeWith: the client may be set to
+// fewer endpoints later (the orchestrator's endpoint health watcher
+// leaves silent ones); the monitor still checks, and shows, every
+// endpoint the client was made with, so that an operator sees the one
+// left too.
+func TestMonitorChecksEveryEndpointItWasMadeWith(t *testing.T) {
+	left := etcdtest.NewBridge(t, etcd.ClientAddr())
+	eps := append(etcd.Endpoints(), left.Endpoints()...)
+	client := etcdtest.NewClient(t, eps)
+	cfg := storage.DefaultConfig("/eps/", "m")
+	cfg.Logger = zaptest.NewLogger(t)
+	m, err := storage.NewMonitor(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.SetEndpoints(etcd.Endpoints()...)
+	before := left.Replied()
+	st := m.Check(context.Background())
+	if st.Err != nil || len(st.Endpoints) != 2 || st.Endpoints[1].Endpoint != eps[1] || st.Endpoints[1].Error != "" || st.Endpoints[1].DBSize == 0 {
+		t.Fatalf("check: %+v, want both of %v answering", st, eps)
+	}
+	if left.Replied() == before {
+		t.Errorf("the endpoint left by the client was not asked: %+v", st.Endpoints)
+	}
+}

@@ -431,7 +431,7 @@ docs/configuration.md describes the file.`,
 			}
 			// Run once the member has taken the client's endpoints (its
 			// storage checks and notification policy keep them all).
-			defer watch(ctx)()
+			defer watch(context.WithoutCancel(ctx))() // also while the member leaves, after ctx ends
 			return m.run(ctx)
 		},
 	}
@@ -483,7 +483,10 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	acfg.Tokens = auth.NewStore(client, ocfg.Namespace, nil)
 	acfg.Insecure, acfg.Loopback = o.insecureNoAuth, loopbackListen(listen)
 	// Workers deny these to "http" jobs, even those not told them.
-	acfg.EtcdEndpoints = client.Endpoints
+	// Every endpoint the client was made with, also one the endpoint
+	// health watcher leaves later: workers keep them all out of reach.
+	etcdEndpoints := client.Endpoints()
+	acfg.EtcdEndpoints = func() []string { return etcdEndpoints }
 	if serving.forward != nil {
 		acfg.ForwardTransport = serving.forward
 	}

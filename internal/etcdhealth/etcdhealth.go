@@ -15,10 +15,14 @@
 // and, once an endpoint has failed Config.Failures probes in a row, sets
 // the client's endpoints to those that answer (clientv3.Client.
 // SetEndpoints): new requests and streams go to them at once; requests
-// already sent on the silent connection still end at their timeouts. An
+// and streams already open on the silent connection (watches, say) still
+// end only at their own timeouts or when the connection's keepalive
+// closes it. An
 // endpoint that answers a probe again is given back. A member that
 // answers but knows no leader counts as failing: it cannot serve a
-// linearizable request either. If every endpoint fails, the client keeps
+// linearizable request either (with password authentication on, a probe,
+// which carries no credentials, is refused at once: an answer, and its
+// leader is not known). If every endpoint fails, the client keeps
 // them all, so that a fault of the whole cluster changes nothing.
 //
 // This is the health check that etcd's own clients leave to their users
@@ -177,7 +181,11 @@ func (w *Watcher) watch(ctx context.Context, ep string, mc pb.MaintenanceClient)
 	tick := w.cfg.Clock.NewTicker(w.cfg.Interval)
 	defer tick.Stop()
 	for {
-		w.record(ep, w.probe(ctx, mc))
+		err := w.probe(ctx, mc)
+		if ctx.Err() != nil {
+			return // stopping: a probe cut short is no verdict
+		}
+		w.record(ep, err)
 		select {
 		case <-ctx.Done():
 			return
@@ -194,8 +202,6 @@ func (w *Watcher) probe(ctx context.Context, mc pb.MaintenanceClient) error {
 	defer cancel()
 	resp, err := mc.Status(pctx, &pb.StatusRequest{})
 	switch {
-	case ctx.Err() != nil:
-		return nil // stopping: no verdict
 	case err == nil && resp.Leader == 0:
 		return errors.New("the member knows no leader")
 	case err == nil:

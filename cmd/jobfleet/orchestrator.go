@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -487,6 +488,8 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	// health watcher leaves later: workers keep them all out of reach.
 	etcdEndpoints := client.Endpoints()
 	acfg.EtcdEndpoints = func() []string { return etcdEndpoints }
+	// And notifications (the member adds the client's endpoints at Run).
+	ocfg.Notify.Policy.Fleet = append(slices.Clone(ocfg.Notify.Policy.Fleet), etcdEndpoints...)
 	if serving.forward != nil {
 		acfg.ForwardTransport = serving.forward
 	}

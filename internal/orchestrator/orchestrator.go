@@ -39,14 +39,11 @@ import (
 // Orchestrator is one fleet member. Create it with New and run it with Run;
 // its other methods are safe for concurrent use while it runs.
 type Orchestrator struct {
-	client *clientv3.Client
-	// etcdEndpoints are the client's endpoints as it was made, whatever
-	// it is set to later (etcdhealth leaves silent ones).
-	etcdEndpoints []string
-	cfg           Config
-	lg            *zap.Logger
-	sessCfg       membership.SessionConfig
-	shardMet      *shard.Metrics
+	client   *clientv3.Client
+	cfg      Config
+	lg       *zap.Logger
+	sessCfg  membership.SessionConfig
+	shardMet *shard.Metrics
 
 	members   *membership.Watcher
 	owners    *shard.Owners
@@ -141,25 +138,24 @@ func New(client *clientv3.Client, cfg Config) (*Orchestrator, error) {
 	rec := activity.New(cfg.Clock)
 	dispMet.RecordActivity(rec)
 	return &Orchestrator{
-		client:        client,
-		etcdEndpoints: client.Endpoints(),
-		cfg:           cfg,
-		lg:            cfg.Logger.With(zap.String("member", cfg.ID)),
-		sessCfg:       sc,
-		shardMet:      shard.NewMetrics(cfg.Registry),
-		dispMet:       dispMet,
-		activity:      rec,
-		sbMet:         standby.NewMetrics(cfg.Registry),
-		notifyMet:     notify.NewMetrics(cfg.Registry),
-		members:       members,
-		owners:        owners,
-		compactor:     compactor,
-		space:         space,
-		workers:       registry,
-		deaths:        deaths,
-		creds:         creds,
-		drain:         make(chan struct{}),
-		changed:       make(chan struct{}),
+		client:    client,
+		cfg:       cfg,
+		lg:        cfg.Logger.With(zap.String("member", cfg.ID)),
+		sessCfg:   sc,
+		shardMet:  shard.NewMetrics(cfg.Registry),
+		dispMet:   dispMet,
+		activity:  rec,
+		sbMet:     standby.NewMetrics(cfg.Registry),
+		notifyMet: notify.NewMetrics(cfg.Registry),
+		members:   members,
+		owners:    owners,
+		compactor: compactor,
+		space:     space,
+		workers:   registry,
+		deaths:    deaths,
+		creds:     creds,
+		drain:     make(chan struct{}),
+		changed:   make(chan struct{}),
 	}, nil
 }
 
@@ -220,7 +216,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	dcfg.Metrics = o.dispMet
 	dcfg.Space = o.space
 	dcfg.Workers = o.workers
-	send, err := newSender(o.cfg.Notify, o.etcdEndpoints, o.memberAddrs)
+	send, err := newSender(o.cfg.Notify, o.client.Endpoints(), o.memberAddrs)
 	if err != nil {
 		return err
 	}

@@ -36,26 +36,7 @@ func TestEtcdClientLeavesASilentMember(t *testing.T) {
 		_, err := c.Get(ctx, "probe")
 		return err
 	}
-	// Both connections up and used before the cut. The client sends
-	// requests only on ready connections, and the bridge's (two hops)
-	// may finish its handshake after the direct one has answered several
-	// requests, on a loaded machine; cut before that, it never gets
-	// ready, no request goes to it, and the test proves nothing. So get
-	// until a request's answer comes through the bridge (a connection
-	// that has had the server's bytes is ready).
-	ready := time.Now().Add(10 * time.Second)
-	for i := 0; ; i++ {
-		before := silent.Replied()
-		if err := get(5 * time.Second); err != nil {
-			t.Fatalf("get %d before the cut: %v", i, err)
-		}
-		if i >= 3 && silent.Replied() > before {
-			break
-		}
-		if time.Now().After(ready) {
-			t.Fatalf("%d requests before the cut, none answered through the bridge: its connection never got ready", i+1)
-		}
-	}
+	etcdtest.AwaitBridgeUsed(t, c, silent) // both connections up and used before the cut
 	silent.Cut()
 	defer silent.Restore()
 	start := time.Now()

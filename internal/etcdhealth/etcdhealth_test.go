@@ -57,21 +57,7 @@ func TestWatcherLeavesASilentEndpointAndComesBack(t *testing.T) {
 		_, err := c.Get(ctx, "probe")
 		return err
 	}
-	// Both connections ready and used before the cut (see
-	// TestEtcdClientLeavesASilentMember in cmd/jobfleet).
-	ready := time.Now().Add(10 * time.Second)
-	for i := 0; ; i++ {
-		before := silent.Replied()
-		if err := get(5 * time.Second); err != nil {
-			t.Fatalf("get %d before the cut: %v", i, err)
-		}
-		if i >= 3 && silent.Replied() > before {
-			break
-		}
-		if time.Now().After(ready) {
-			t.Fatalf("%d requests before the cut, none answered through the bridge", i+1)
-		}
-	}
+	etcdtest.AwaitBridgeUsed(t, c, silent) // both connections ready and used before the cut
 	if got := w.InUse(); !slices.Equal(got, eps) {
 		t.Fatalf("in use before the cut: %v, want %v", got, eps)
 	}

@@ -135,6 +135,34 @@ func NewBridge(t testing.TB, target string) *netfault.Bridge {
 	return b
 }
 
+// AwaitBridgeUsed sends gets with c until one is answered through bridge b,
+// at least four gets in all, so that the client's connection through the
+// bridge is ready and takes its share of requests. A client sends requests
+// only on ready connections, and the bridge's (two hops) may finish its
+// handshake after a direct one has answered several requests, on a loaded
+// machine; cut before that, it never gets ready, no request goes to it,
+// and a test of a silent endpoint proves nothing. It fails the test if a
+// get fails or none is answered through b within 10s.
+func AwaitBridgeUsed(t testing.TB, c *clientv3.Client, b *netfault.Bridge) {
+	t.Helper()
+	ready := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		before := b.Replied()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := c.Get(ctx, "probe")
+		cancel()
+		if err != nil {
+			t.Fatalf("etcdtest: get %d before the bridge was used: %v", i, err)
+		}
+		if i >= 3 && b.Replied() > before {
+			return
+		}
+		if time.Now().After(ready) {
+			t.Fatalf("etcdtest: %d gets, none answered through the bridge: its connection never got ready", i+1)
+		}
+	}
+}
+
 // Endpoints returns the client URLs of the server (valid across restarts).
 func (s *Server) Endpoints() []string { return []string{"http://" + s.cfg.ClientAddr} }
 

@@ -106,6 +106,9 @@ func (idChecking) Heartbeat(context.Context, api.HeartbeatRequest) (api.Heartbea
 func (idChecking) Complete(context.Context, api.CompleteRequest) (api.CompleteResponse, error) {
 	return api.CompleteResponse{}, dispatch.ErrStaleAttempt
 }
+func (p idChecking) EndPolls(_ context.Context, req api.EndPollsRequest) error {
+	return p.reg.CheckID(req.Worker, req.Credential)
+}
 
 // TestWorkerLockedOutOfItsIDIsToldWhy: another credential holds a
 // worker's ID (it took it once the grace after the worker's registration

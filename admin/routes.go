@@ -138,6 +138,7 @@ func (a *server) routes() []route {
 		{pattern: "DELETE /v1/limits/{key}", access: api.AccessWrite, scope: scopeLimit, handler: limits.delete(j)},
 
 		{pattern: "POST " + api.PathPoll, access: api.AccessWork, scope: scopeHandler, longPoll: true, handler: hf(w.poll)},
+		{pattern: "POST " + api.PathEndPolls, access: api.AccessWork, handler: hf(w.endPolls)},
 		{pattern: "POST " + api.PathHeartbeat, access: api.AccessWork, handler: hf(w.heartbeat)},
 		{pattern: "POST " + api.PathComplete, access: api.AccessWork, cost: costComplete, handler: hf(w.complete)},
 		{pattern: "POST " + api.PathRegister, access: api.AccessWork, cost: costRegister, handler: hf(w.register)},

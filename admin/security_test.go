@@ -107,6 +107,11 @@ func (f *fakeProtocol) Deregister(_ context.Context, req api.DeregisterRequest) 
 	return nil
 }
 
+func (f *fakeProtocol) EndPolls(_ context.Context, req api.EndPollsRequest) error {
+	f.record(req)
+	return nil
+}
+
 func (f *fakeProtocol) Workers() ([]api.Worker, error) { return []api.Worker{}, nil }
 
 // Presence accepts the stream and reads it to its end.
@@ -528,6 +533,9 @@ func TestRouteMatrix(t *testing.T) {
 		}},
 		{pattern: "POST /v1/worker/poll", allowed: workers, ok: 200, make: func(string) request {
 			return request{method: "POST", path: api.PathPoll, body: `{"worker":"w","executors":["http"],"max":1}`}
+		}},
+		{pattern: "POST /v1/worker/poll:end", allowed: workers, ok: 200, make: func(string) request {
+			return request{method: "POST", path: api.PathEndPolls, body: `{"worker":"w"}`}
 		}},
 		{pattern: "POST /v1/worker/heartbeat", allowed: workers, ok: 200, make: func(string) request {
 			return request{method: "POST", path: api.PathHeartbeat, body: `{"worker":"w","run_id":"` + store.RunID("team/a", time.Now()) + `","attempt":1}`}

@@ -23,6 +23,7 @@ type WorkerProtocol interface {
 	Poll(ctx context.Context, req api.PollRequest) (api.PollResponse, error)
 	Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error)
 	Complete(ctx context.Context, req api.CompleteRequest) (api.CompleteResponse, error)
+	EndPolls(ctx context.Context, req api.EndPollsRequest) error
 }
 
 // maxProtocolBody caps worker protocol requests: a completion carries at
@@ -60,6 +61,16 @@ func (a *workerAPI) poll(w http.ResponseWriter, r *http.Request) {
 			resp.EtcdEndpoints = withoutUserinfo(a.etcd())
 		}
 		return resp, err
+	})
+}
+
+// endPolls serves a stopping worker's end of its polls here
+// (api.EndPollsRequest).
+func (a *workerAPI) endPolls(w http.ResponseWriter, r *http.Request) {
+	var req api.EndPollsRequest
+	serveProtocol(w, r, a.get, &req, func(p WorkerProtocol, who auth.Principal) (any, error) {
+		req.Credential = who.ID
+		return struct{}{}, p.EndPolls(r.Context(), req)
 	})
 }
 

@@ -37,6 +37,7 @@ func (p scriptedProtocol) Heartbeat(context.Context, api.HeartbeatRequest) (api.
 func (p scriptedProtocol) Complete(context.Context, api.CompleteRequest) (api.CompleteResponse, error) {
 	return api.CompleteResponse{}, p.err
 }
+func (p scriptedProtocol) EndPolls(context.Context, api.EndPollsRequest) error { return p.err }
 
 // TestWorkerProtocolReplies checks that a poll reply is either complete
 // JSON with 200 or an error, and that store failures reach workers without
@@ -134,6 +135,10 @@ func (p calledProtocol) Heartbeat(context.Context, api.HeartbeatRequest) (api.He
 func (p calledProtocol) Complete(context.Context, api.CompleteRequest) (api.CompleteResponse, error) {
 	*p.called = true
 	return api.CompleteResponse{}, nil
+}
+func (p calledProtocol) EndPolls(context.Context, api.EndPollsRequest) error {
+	*p.called = true
+	return nil
 }
 
 // TestWorkerProtocolStrictBodies checks that every worker-protocol body

@@ -71,8 +71,9 @@ type Dispatcher struct {
 	parts map[int]*partition // running schedulers by partition
 	avail chan struct{}      // closed and replaced when runs may have become dispatchable
 
-	pollsMu sync.Mutex         // guards polls
-	polls   map[*poll]struct{} // the polls in progress (spread.go)
+	pollsMu sync.Mutex            // guards polls and ended
+	polls   map[*poll]struct{}    // the polls in progress (spread.go)
+	ended   map[string]endedPolls // by worker ID: workers that ended their polls here (endpolls.go)
 
 	healthMu sync.Mutex // guards writeErr
 	writeErr error      // the latest write failure, nil once a write succeeds again
@@ -106,6 +107,7 @@ func New(client *clientv3.Client, cfg Config) (*Dispatcher, error) {
 		parts:   map[int]*partition{},
 		avail:   make(chan struct{}),
 		polls:   map[*poll]struct{}{},
+		ended:   map[string]endedPolls{},
 		live:    liveoutput.New(cfg.LiveOutput),
 	}
 	if cfg.BackfillRate > 0 {

@@ -171,3 +171,10 @@ func (d *Dispatcher) HoldsRun(id, runID string) bool {
 	defer pt.mu.Unlock()
 	return pt.active[runID] != nil
 }
+
+// PollsInProgress is the number of polls waiting or looking here.
+func (d *Dispatcher) PollsInProgress() int {
+	d.pollsMu.Lock()
+	defer d.pollsMu.Unlock()
+	return len(d.polls)
+}

@@ -44,6 +44,9 @@ func (d *Dispatcher) Poll(ctx context.Context, req PollRequest) (PollResponse, e
 		if d.cfg.Workers != nil {
 			registered = d.cfg.Workers.Changed()
 		}
+		if d.pollEnded(p) {
+			return PollResponse{Attempts: []AttemptGrant{}, Written: written}, nil
+		}
 		id, err := d.identify(req)
 		if err != nil {
 			return PollResponse{}, err

@@ -42,7 +42,10 @@ type poll struct {
 	free, room atomic.Int64
 	// passed: another poll passed a run over for this one.
 	passed atomic.Bool
-	nudge  chan struct{} // buffer 1: look again (a run was passed over for this poll)
+	// ended: the worker ended its polls here (EndPolls); p answers with
+	// nothing more.
+	ended atomic.Bool
+	nudge chan struct{} // buffer 1: look again (a run was passed over for this poll, or it was ended)
 }
 
 // identity is what placement knows of a polling worker.
@@ -118,7 +121,7 @@ func (d *Dispatcher) rivals(p *poll) []*poll {
 	defer d.pollsMu.Unlock()
 	var out []*poll
 	for q := range d.polls {
-		if q != p && q.req.Worker != p.req.Worker && q.free.Load() > free && q.room.Load() > 0 && !q.id.Load().blocked {
+		if q != p && q.req.Worker != p.req.Worker && q.free.Load() > free && q.room.Load() > 0 && !q.id.Load().blocked && !q.ended.Load() {
 			out = append(out, q)
 		}
 	}

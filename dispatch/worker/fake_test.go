@@ -57,6 +57,12 @@ type fakeOrch struct {
 	// leaves the request to the default handling.
 	onHeartbeat func(api.HeartbeatRequest) (int, any)
 	onComplete  func(api.CompleteRequest) (int, any)
+	// onEndPolls, if set, serves POST /v1/worker/poll:end: it is called
+	// with the request, then the worker's waiting polls answer with what
+	// the queue holds. Without it that path answers 404, as an
+	// orchestrator of a version without it.
+	onEndPolls func(api.EndPollsRequest)
+	endPolls   []api.EndPollsRequest
 }
 
 type queued struct {
@@ -90,6 +96,7 @@ func newFakeOrchTLS(t testing.TB, id string, clock clockwork.Clock, tlsCfg *tls.
 	mux.HandleFunc("POST "+api.PathHeartbeat, f.handleHeartbeat)
 	mux.HandleFunc("POST "+api.PathComplete, f.handleComplete)
 	mux.HandleFunc("GET /v1/cluster/members", f.handleMembers)
+	mux.HandleFunc("POST "+api.PathEndPolls, f.handleEndPolls)
 	mux.HandleFunc("POST /v1/cluster/drain", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -256,8 +263,13 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, api.PollResponse{Attempts: out})
 			return
 		}
+		ended := slices.ContainsFunc(f.endPolls, func(e api.EndPollsRequest) bool { return e.Worker == req.Worker })
 		changed := f.changed
 		f.mu.Unlock()
+		if ended {
+			writeJSON(w, http.StatusOK, api.PollResponse{Attempts: []api.AttemptGrant{}})
+			return
+		}
 		select {
 		case <-changed:
 		case <-r.Context().Done():
@@ -267,6 +279,27 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+func (f *fakeOrch) handleEndPolls(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	hook := f.onEndPolls
+	f.mu.Unlock()
+	if hook == nil {
+		http.NotFound(w, r)
+		return
+	}
+	var req api.EndPollsRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, errorDoc(err.Error()))
+		return
+	}
+	hook(req)
+	f.mu.Lock()
+	f.endPolls = append(f.endPolls, req)
+	f.notifyLocked()
+	f.mu.Unlock()
+	writeJSON(w, http.StatusOK, struct{}{})
 }
 
 func (f *fakeOrch) handleHeartbeat(w http.ResponseWriter, r *http.Request) {

@@ -136,8 +136,63 @@ func (w *Worker) pollWait() time.Duration {
 	return w.cfg.PollWait
 }
 
-// poll asks addr for up to max attempts, to be held up to wait.
+// poll asks addr for up to max attempts, to be held up to wait. When ctx
+// ends first (the worker is stopping), poll asks addr to end its polls
+// (api.EndPollsRequest) and still reads the reply, so that attempts addr
+// recorded for the poll in the meantime reach the worker, which runs
+// them; it cuts the poll only when addr cannot be told (an orchestrator of
+// a version without the request answers 404), or does not answer within
+// endPollsTimeout of being told.
 func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Duration) ([]api.AttemptGrant, error) {
+	rctx, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
+	ending := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(ending)
+		if !w.endPolls(rctx, addr) {
+			cut()
+			return
+		}
+		t := w.cfg.Clock.NewTimer(endPollsTimeout(w.cfg.RequestTimeout))
+		defer t.Stop()
+		select {
+		case <-t.Chan():
+			cut()
+		case <-rctx.Done():
+		}
+	})
+	defer func() {
+		if !stop() { // ending, or ended: let it finish
+			cut()
+			<-ending
+		}
+	}()
+	return w.pollOnce(rctx, addr, max, wait)
+}
+
+// endPollsTimeout bounds the end request, and the wait for the ended
+// poll's reply after it, by the worker's RequestTimeout and 2 s: a
+// stopping worker whose orchestrator cannot answer cuts its poll soon.
+func endPollsTimeout(requestTimeout time.Duration) time.Duration {
+	return min(requestTimeout, 2*time.Second)
+}
+
+// endPolls asks addr to end the worker's polls waiting there, and
+// reports whether addr did.
+func (w *Worker) endPolls(ctx context.Context, addr string) bool {
+	r, err := w.client.post(ctx, addr, api.PathEndPolls, api.EndPollsRequest{Worker: w.cfg.ID}, endPollsTimeout(w.cfg.RequestTimeout), maxOtherReplyBytes)
+	if err == nil && r.status != http.StatusOK {
+		err = r.err()
+	}
+	if err != nil {
+		w.lg.Debug("ending the poll failed; cutting it", zap.String("orchestrator", addr), zap.Error(err))
+		return false
+	}
+	return true
+}
+
+// pollOnce sends one poll to addr and decodes its reply.
+func (w *Worker) pollOnce(ctx context.Context, addr string, max int, wait time.Duration) ([]api.AttemptGrant, error) {
 	req := api.PollRequest{
 		Worker:    w.cfg.ID,
 		Executors: w.executors(),

@@ -609,6 +609,46 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
+// TestStopReadsThePollItEnds: a worker stopping with a poll waiting asks
+// the orchestrator to end it and reads its reply, instead of cutting it:
+// an attempt the orchestrator recorded for the poll in that instant (here
+// at the end request itself) reaches the worker, which runs it and
+// reports it before Run returns. A worker that cut the poll would never
+// see the attempt, and its run would wait for the worker's registration
+// to end and then count the attempt lost.
+func TestStopReadsThePollItEnds(t *testing.T) {
+	f := newFakeOrch(t, "a", nil)
+	ran := make(chan string, 1)
+	tw := startWorker(t, worker.Config{Orchestrators: worker.StaticOrchestrators(f.URL()), Concurrency: 1}, func(w *worker.Worker) {
+		mustHandle(t, w, "ok", func(_ context.Context, r worker.Run) error { ran <- r.RunID; return nil })
+	})
+	f.mu.Lock()
+	f.onEndPolls = func(api.EndPollsRequest) { f.enqueue(f.assignment("granted-last", handlerExec("ok"), "")) }
+	f.mu.Unlock()
+	f.waitFor(t, "a poll to wait", func() bool { return f.pollsActive > 0 })
+	tw.cancel()
+	if err := tw.result(); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	f.mu.Lock()
+	ends := slices.Clone(f.endPolls)
+	f.mu.Unlock()
+	if len(ends) != 1 || ends[0].Worker != tw.w.ID() {
+		t.Fatalf("end requests = %+v, want one of worker %q", ends, tw.w.ID())
+	}
+	select {
+	case id := <-ran:
+		if id != "granted-last" {
+			t.Fatalf("ran %q, want granted-last", id)
+		}
+	default:
+		t.Fatal("the attempt handed out as the worker ended its poll never ran")
+	}
+	if c := f.waitComplete(t, "granted-last"); !c.Success {
+		t.Errorf("completion %+v, want success", c)
+	}
+}
+
 // TestShutdownStubbornHandler: a handler that ignores its context is still
 // reported ("never silently held") CancelGrace after the cancellation, and
 // Run waits for it to return.

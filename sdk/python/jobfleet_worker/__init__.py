@@ -5,9 +5,10 @@ standard library only: it registers with one orchestrator and refreshes
 the registration, long-polls every orchestrator (each hands out the runs
 of the partitions it owns), heartbeats each attempt to the orchestrator
 that handed it out (following 421 to a new owner), reports the result,
-and on stop() stops polling, lets running attempts finish for up to
-shutdown_timeout seconds, reports the rest failed ("worker shutting
-down") so that they are retried, and deregisters.
+and on stop() ends its polls (POST /v1/worker/poll:end: they answer at
+once, and what they hand out still runs), lets running attempts finish
+for up to shutdown_timeout seconds, reports the rest failed ("worker
+shutting down") so that they are retried, and deregisters.
 
     from jobfleet_worker import Worker
 
@@ -48,6 +49,7 @@ __all__ = ["Worker", "Run", "WorkerError"]
 PATH_REGISTER = "/v1/worker/register"
 PATH_DEREGISTER = "/v1/worker/deregister"
 PATH_POLL = "/v1/worker/poll"
+PATH_END_POLLS = "/v1/worker/poll:end"
 PATH_HEARTBEAT = "/v1/worker/heartbeat"
 PATH_COMPLETE = "/v1/worker/complete"
 PATH_OUTPUT = "/v1/worker/output"
@@ -424,6 +426,7 @@ class Worker:
             pollers.append(t)
         self._threads = pollers + [refresher]
         self._stopping.wait()
+        self._end_polls()
         for t in pollers:
             t.join(self.poll_wait + self.request_timeout + 1)
         self._drain()
@@ -512,6 +515,18 @@ class Worker:
                 return
             if got:
                 ttl = got
+
+    def _end_polls(self):
+        """Asks every orchestrator to answer this worker's waiting polls at
+        once, with what they hold for it, so that stopping takes no poll
+        wait; the pollers still read the replies (and run what they hand
+        out). An orchestrator of an earlier version answers 404: its poll
+        then ends with its wait."""
+        for u in self.orchestrators:
+            try:
+                self._post(u, PATH_END_POLLS, {"worker": self.worker_id}, timeout=min(2.0, self.request_timeout))
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                self.log.debug("end polls %s: %s", u, e)
 
     def _deregister(self):
         for u in self.orchestrators:

@@ -299,6 +299,14 @@ func TestWorkerProtocol(t *testing.T) {
 	if r, err := adm.GetRun(ctx, a.RunID); err != nil || r.Status != api.RunSucceeded {
 		t.Fatalf("run: %+v, %v", r, err)
 	}
+	// Stopping: the worker ends its polls; the next one answers at once,
+	// with nothing.
+	if err := w.EndPolls(ctx, api.EndPollsRequest{Worker: "w1"}); err != nil {
+		t.Fatalf("end polls: %v", err)
+	}
+	if resp, err := w.Poll(ctx, api.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: api.Duration(api.MaxPollWait)}); err != nil || len(resp.Attempts) != 0 {
+		t.Fatalf("poll after its end: %+v, %v; want nothing", resp, err)
+	}
 }
 
 // TestErrorReplies checks the decoding of replies the real server gives

@@ -17,6 +17,18 @@ func (c *Client) Poll(ctx context.Context, req api.PollRequest) (api.PollRespons
 	return resp, err
 }
 
+// EndPolls ends the worker's polls waiting at this orchestrator (POST
+// /v1/worker/poll:end; worker role): they answer at once, with what they
+// were handed, and later polls of the worker answer at once with nothing
+// until it registers anew or api.EndPollsHold passes. A stopping worker
+// calls it and then reads its polls' replies to the end instead of
+// cancelling them (see api.EndPollsRequest). An orchestrator of an
+// earlier version fails it with an *Error of status 404.
+func (c *Client) EndPolls(ctx context.Context, req api.EndPollsRequest) error {
+	_, err := c.do(ctx, request{method: http.MethodPost, path: api.PathEndPolls, body: req, out: &struct{}{}})
+	return err
+}
+
 // Heartbeat extends an attempt's run lease (POST /v1/worker/heartbeat). It
 // fails with ErrConflict if the attempt is stale (drop it) and with
 // ErrNotOwner if another member owns the run's partition now (resend to

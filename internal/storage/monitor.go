@@ -228,12 +228,36 @@ func (m *Monitor) State() State {
 	return m.st
 }
 
+// alarms lists etcd's alarms, asking twice within half the request
+// timeout: the client spreads its requests over the endpoints it uses,
+// so a first request sent to one that hangs gives the second to
+// another.
+func (m *Monitor) alarms(ctx context.Context) (*clientv3.AlarmResponse, error) {
+	var err error
+	for range 2 {
+		actx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout/4)
+		var resp *clientv3.AlarmResponse
+		resp, err = m.client.AlarmList(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return resp, err
+		}
+	}
+	return nil, err
+}
+
 // Check reads the endpoints' statuses and the alarms now, publishes the
 // new state (logging transitions once) and returns it. It returns the
 // check's error in State.Err, the previous values kept, if no endpoint
-// answered or the alarms could not be read.
+// answered or the alarms could not be read. It takes at most the request
+// timeout: half for the endpoints' statuses, asked at once, half for the
+// alarms, so an endpoint that hangs shows its error beside the others'
+// figures.
 func (m *Monitor) Check(ctx context.Context) State {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
+	// Half the timeout for the endpoints' statuses, half for the alarms:
+	// an endpoint that hangs costs the statuses their half, and the alarms
+	// are still asked in time.
+	sctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout/2)
 	defer cancel()
 	next := State{HighWater: m.cfg.HighWater}
 	// The endpoints are asked at once: one that hangs costs the check
@@ -246,7 +270,7 @@ func (m *Monitor) Check(ctx context.Context) State {
 		wg.Go(func() {
 			shown := withoutUserinfo(ep)
 			next.Endpoints[i].Endpoint = shown
-			resp, err := m.client.Status(ctx, ep)
+			resp, err := m.client.Status(sctx, ep)
 			if err != nil {
 				next.Endpoints[i].Error = strings.ReplaceAll(err.Error(), ep, shown)
 				return
@@ -279,7 +303,7 @@ func (m *Monitor) Check(ctx context.Context) State {
 		}
 	} else {
 		var alarms *clientv3.AlarmResponse
-		if alarms, err = m.client.AlarmList(ctx); err == nil {
+		if alarms, err = m.alarms(ctx); err == nil {
 			for _, a := range alarms.Alarms {
 				next.Alarms = append(next.Alarms, Alarm{Member: fmt.Sprintf("%x", a.MemberID), Alarm: a.Alarm.String()})
 				if a.Alarm == pb.AlarmType_NOSPACE {

@@ -661,3 +661,31 @@ func TestMonitorChecksEveryEndpointItWasMadeWith(t *testing.T) {
 		t.Errorf("the endpoint left by the client was not asked: %+v", st.Endpoints)
 	}
 }
+
+// TestMonitorCheckAnswersWithAnEndpointHanging: one of two endpoints
+// takes requests and never answers (a member cut off without its
+// connections closing). The check still answers within its timeout, from
+// the other endpoint, with the silent one's error beside it: the
+// statuses and the alarms each have a share of the timeout, and the
+// alarms are asked again when the client sent the first request to the
+// silent endpoint.
+func TestMonitorCheckAnswersWithAnEndpointHanging(t *testing.T) {
+	silent := etcdtest.NewBridge(t, etcd.ClientAddr())
+	eps := append(etcd.Endpoints(), silent.Endpoints()...)
+	client := etcdtest.NewClient(t, eps)
+	etcdtest.AwaitBridgeUsed(t, client, silent)
+	cfg := storage.DefaultConfig("/hang/", "m")
+	cfg.Logger = zaptest.NewLogger(t)
+	cfg.RequestTimeout = 2 * time.Second
+	m, err := storage.NewMonitor(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent.CutReplies()
+	for i := range 4 { // the client's requests take turns over both endpoints
+		st := m.Check(context.Background())
+		if st.Err != nil || len(st.Endpoints) != 2 || st.Endpoints[0].DBSize == 0 || st.Endpoints[1].Error == "" || st.DBSize == 0 {
+			t.Fatalf("check %d with %s silent: %+v (error %v), want the other's figures and the silent one's error", i, eps[1], st, st.Err)
+		}
+	}
+}

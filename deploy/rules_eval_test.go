@@ -45,6 +45,8 @@ const healthyFleet = `
   jobfleet_storage_high_water{namespace="jobfleet",instance="a"} 0+0x30
   jobfleet_etcd_nospace_alarm{namespace="jobfleet",instance="a"} 0+0x30
   jobfleet_etcd_compactions_total{namespace="jobfleet",instance="a",result="ok"} 0+1x30
+  jobfleet_etcd_endpoint_up{namespace="jobfleet",instance="a",endpoint="https://etcd-0:2379"} 1+0x30
+  jobfleet_etcd_endpoint_up{namespace="jobfleet",instance="b",endpoint="https://etcd-0:2379"} 1+0x30
   jobfleet_jobs_overdue{namespace="jobfleet",instance="a"} 0+0x30
   jobfleet_jobs_overdue{namespace="jobfleet",instance="b"} 0+0x30
   jobfleet_misfires_total{namespace="jobfleet",instance="a",fate="fired"} 4+0x30
@@ -116,6 +118,7 @@ func TestRulesFire(t *testing.T) {
 		"JobfleetEtcdNearQuota":         {`db_size_bytes{namespace="jobfleet",instance="a"} 1e9+0x30`, `db_size_bytes{namespace="jobfleet",instance="a"} 6e9+0x30`},
 		"JobfleetStorageHighWater":      {`high_water{namespace="jobfleet",instance="a"} 0+0x30`, `high_water{namespace="jobfleet",instance="a"} 1+0x30`},
 		"JobfleetEtcdNoSpace":           {`nospace_alarm{namespace="jobfleet",instance="a"} 0+0x30`, `nospace_alarm{namespace="jobfleet",instance="a"} 1+0x30`},
+		"JobfleetEtcdEndpointDown":      {`instance="b",endpoint="https://etcd-0:2379"} 1+0x30`, `instance="b",endpoint="https://etcd-0:2379"} 1+0x20 0+0x10`},
 		"JobfleetEtcdCompactionFailing": {`result="ok"} 0+1x30`, `result="failed"} 0+1x30`},
 		"JobfleetRunsUnservable":        {`executor="shell"} 0+0x30`, `executor="shell"} 2+0x30`},
 		"JobfleetNotificationsGivenUp":  {`result="delivered"} 0+5x30`, `result="given_up"} 0+1x30`},

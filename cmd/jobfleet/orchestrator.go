@@ -122,21 +122,23 @@ func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
 
 // endpointWatch returns a function that starts keeping client's requests
 // off the endpoints that stop answering (etcdhealth) until ctx ends, and
-// returns a function that waits for that to stop. With one endpoint it
-// does nothing. It returns an error for TLS files it cannot read.
-func (o *etcdOptions) endpointWatch(client *clientv3.Client, lg *zap.Logger) (start func(ctx context.Context) (wait func()), err error) {
+// returns a function that waits for that to stop, with the collector of
+// the endpoints' health (jobfleet_etcd_endpoint_up). With one endpoint it
+// does nothing, and the collector is nil. It returns an error for TLS
+// files it cannot read.
+func (o *etcdOptions) endpointWatch(client *clientv3.Client, lg *zap.Logger) (start func(ctx context.Context) (wait func()), up prometheus.Collector, err error) {
 	if len(o.endpoints) < 2 {
-		return func(context.Context) func() { return func() {} }, nil
+		return func(context.Context) func() { return func() {} }, nil, nil
 	}
 	hc := etcdhealth.Config{Endpoints: o.endpoints, Logger: lg.Named("etcd-health")}
 	if o.cert != "" || o.key != "" || o.ca != "" {
 		if hc.TLS, err = clientTLS("--etcd-", o.ca, o.cert, o.key); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	w, err := etcdhealth.New(client, hc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return func(ctx context.Context) func() {
 		wctx, cancel := context.WithCancel(ctx)
@@ -148,7 +150,7 @@ func (o *etcdOptions) endpointWatch(client *clientv3.Client, lg *zap.Logger) (st
 			}
 		}()
 		return func() { cancel(); <-done }
-	}, nil
+	}, w, nil
 }
 
 // The etcd clients' connection keepalive: a ping after this long without
@@ -183,6 +185,9 @@ type memberOptions struct {
 	// internal/skewclock).
 	clockOffsetFile string
 	clock           clockwork.Clock // nil: the real clock
+	// collectors are registered with the member's metrics beside its
+	// own: the etcd endpoints' health (endpointWatch).
+	collectors []prometheus.Collector
 }
 
 // defaultMemberOptions returns a member's defaults.
@@ -422,9 +427,12 @@ docs/configuration.md describes the file.`,
 				mem.clock = clock
 				lg.Warn("this member's clock follows a test offset file: for fault injection only", zap.String("path", mem.clockOffsetFile))
 			}
-			watch, err := cfg.etcd.endpointWatch(client, lg)
+			watch, up, err := cfg.etcd.endpointWatch(client, lg)
 			if err != nil {
 				return err
+			}
+			if up != nil {
+				mem.collectors = append(mem.collectors, up)
 			}
 			m, err := startMember(lg, client, mem, mem.listen, serving)
 			if err != nil {
@@ -475,6 +483,7 @@ func startMember(lg *zap.Logger, client *clientv3.Client, o memberOptions, liste
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
+	reg.MustRegister(o.collectors...)
 	ocfg := o.orch
 	ocfg.ID, ocfg.Advertise = id, advertise
 	ocfg.Clock, ocfg.Logger, ocfg.Registry = o.clock, lg, reg

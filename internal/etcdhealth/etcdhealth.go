@@ -17,13 +17,17 @@
 // SetEndpoints): new requests and streams go to them at once; requests
 // and streams already open on the silent connection (watches, say) still
 // end only at their own timeouts or when the connection's keepalive
-// closes it. An
-// endpoint that answers a probe again is given back. A member that
-// answers but knows no leader counts as failing: it cannot serve a
-// linearizable request either (with password authentication on, a probe,
-// which carries no credentials, is refused at once: an answer, and its
-// leader is not known). If every endpoint fails, the client keeps
-// them all, so that a fault of the whole cluster changes nothing.
+// closes it. An endpoint left is given back once Config.Failures probes
+// in a row answer again (so that one slow member, answering now and
+// then, does not draw every request to it and away at each answer). A
+// member that answers but knows no leader counts as failing: it cannot
+// serve a linearizable request either (with password authentication on,
+// a probe, which carries no credentials, is refused at once: an answer,
+// and its leader is not known). If every endpoint fails, the client
+// keeps them all, so that a fault of the whole cluster changes nothing.
+//
+// A Watcher is also a prometheus.Collector of jobfleet_etcd_endpoint_up,
+// 1 for each endpoint taken as answering and 0 for each left.
 //
 // This is the health check that etcd's own clients leave to their users
 // (etcdctl endpoint health does the same probe once).
@@ -39,6 +43,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -76,7 +81,8 @@ type Config struct {
 	// Timeout bounds one probe. Default DefaultTimeout.
 	Timeout time.Duration
 	// Failures is how many probes of an endpoint in a row must fail before
-	// it is left. Default DefaultFailures.
+	// it is left, and how many in a row must answer before it is given
+	// back. Default DefaultFailures.
 	Failures int
 	// Clock paces the probes. Default the real clock.
 	Clock clockwork.Clock
@@ -118,10 +124,11 @@ type Watcher struct {
 	client *clientv3.Client
 	cfg    Config
 
-	mu     sync.Mutex
-	failed map[string]int // probes failed in a row, by endpoint
-	down   map[string]bool
-	inUse  []string // the endpoints last set on the client
+	mu       sync.Mutex
+	failed   map[string]int // probes failed in a row, by endpoint
+	answered map[string]int // probes answered in a row, by endpoint
+	down     map[string]bool
+	inUse    []string // the endpoints last set on the client
 }
 
 // New returns a watcher of client's endpoints cfg.Endpoints. It returns
@@ -131,7 +138,7 @@ func New(client *clientv3.Client, cfg Config) (*Watcher, error) {
 		return nil, err
 	}
 	cfg.Endpoints = slices.Clone(cfg.Endpoints)
-	return &Watcher{client: client, cfg: cfg, failed: map[string]int{}, down: map[string]bool{},
+	return &Watcher{client: client, cfg: cfg, failed: map[string]int{}, answered: map[string]int{}, down: map[string]bool{},
 		inUse: slices.Clone(cfg.Endpoints)}, nil
 }
 
@@ -224,13 +231,15 @@ func (w *Watcher) record(ep string, err error) {
 	lg := w.cfg.Logger.With(zap.String("endpoint", ep))
 	if err == nil {
 		w.failed[ep] = 0
-		if !w.down[ep] {
+		w.answered[ep]++
+		if !w.down[ep] || w.answered[ep] < w.cfg.Failures {
 			return
 		}
 		delete(w.down, ep)
-		lg.Info("etcd endpoint answers again; requests go to it")
+		lg.Info("etcd endpoint answers again; requests go to it", zap.Int("answered_probes", w.answered[ep]))
 	} else {
 		w.failed[ep]++
+		w.answered[ep] = 0
 		if w.down[ep] || w.failed[ep] < w.cfg.Failures {
 			return
 		}
@@ -246,4 +255,26 @@ func (w *Watcher) record(ep string, err error) {
 	}
 	w.inUse = use
 	w.client.SetEndpoints(use...)
+}
+
+// upDesc describes jobfleet_etcd_endpoint_up.
+var upDesc = prometheus.NewDesc("jobfleet_etcd_endpoint_up",
+	"1 while the etcd endpoint answers this member's health probes and takes its requests, 0 while it is left for not answering (or for knowing no leader).",
+	[]string{"endpoint"}, nil)
+
+// Describe implements prometheus.Collector.
+func (w *Watcher) Describe(ch chan<- *prometheus.Desc) { ch <- upDesc }
+
+// Collect implements prometheus.Collector: jobfleet_etcd_endpoint_up of
+// each endpoint, as the probes judge it now.
+func (w *Watcher) Collect(ch chan<- prometheus.Metric) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ep := range w.cfg.Endpoints {
+		up := 1.0
+		if w.down[ep] {
+			up = 0
+		}
+		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up, ep)
+	}
 }

@@ -2,11 +2,13 @@ package etcdhealth_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
@@ -80,6 +82,7 @@ func TestWatcherLeavesASilentEndpointAndComesBack(t *testing.T) {
 	if got := w.InUse(); !slices.Equal(got, etcd.Endpoints()) {
 		t.Errorf("in use after the cut: %v, want %v", got, etcd.Endpoints())
 	}
+	checkUp(t, w, map[string]float64{silent.Endpoints()[0]: 0, etcd.Endpoints()[0]: 1})
 
 	silent.Restore()
 	start = time.Now()
@@ -89,7 +92,32 @@ func TestWatcherLeavesASilentEndpointAndComesBack(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	checkUp(t, w, map[string]float64{silent.Endpoints()[0]: 1, etcd.Endpoints()[0]: 1})
 	t.Logf("silent endpoint left %v after the cut, given back %v after the restore", left.Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond))
+}
+
+// checkUp checks the watcher's jobfleet_etcd_endpoint_up against want,
+// by endpoint.
+func checkUp(t *testing.T, w *etcdhealth.Watcher, want map[string]float64) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(w)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "jobfleet_etcd_endpoint_up" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("jobfleet_etcd_endpoint_up = %v, want %v", got, want)
+	}
 }
 
 // TestWatcherKeepsEveryEndpointWhenAllFail: when no endpoint answers (the

@@ -383,14 +383,15 @@ type RegisterResponse struct {
 // orchestrator: each answers at once, with nothing or with the attempts
 // it recorded for the worker just before, and the worker's polls that
 // reach that orchestrator afterwards answer at once with nothing, for
-// EndPollsHold or until the worker registers anew. A worker sends it to
-// each orchestrator it polls when it stops, and then reads its polls'
-// replies to the end and runs what they hand it: a poll cut off instead
-// could lose an attempt recorded for it in the instant before, which its
-// worker never sees and whose run then waits for the worker's
-// registration to end. The orchestrator answers 200 with {}, or 404 when
-// it is of a version without the request (the worker then cuts its
-// polls, as before).
+// EndPollsHold or until the worker registers anew (a worker the
+// orchestrator does not show registered with the request's credential
+// gets no such hold). A worker sends it to each orchestrator it polls
+// when it stops, and then reads its polls' replies to the end and runs
+// what they hand it: a poll cut off instead could lose an attempt
+// recorded for it in the instant before, which its worker never sees and
+// whose run then waits for the worker's registration to end. The
+// orchestrator answers 200 with {}, or 404 when it is of a version
+// without the request (the worker then cuts its polls, as before).
 type EndPollsRequest struct {
 	Worker string `json:"worker"`
 	// Credential is set by the HTTP layer; only polls made with the same
@@ -401,8 +402,11 @@ type EndPollsRequest struct {
 // EndPollsHold is how long an orchestrator answers the polls of a worker
 // that ended its polls at once with nothing, unless the worker registers
 // anew first: long enough for a poll sent just before the end request to
-// arrive after it.
-const EndPollsHold = 10 * time.Second
+// arrive after it, and longer than a stopping worker waits for its
+// ended polls' replies (2 s), short enough that a worker restarted at
+// once whose registration lived on (its deregistration failed) waits
+// little for work.
+const EndPollsHold = 3 * time.Second
 
 // DeregisterRequest removes a worker's registration: the worker sends it
 // when it stops gracefully, after its attempts have ended.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -299,13 +300,31 @@ func TestWorkerProtocol(t *testing.T) {
 	if r, err := adm.GetRun(ctx, a.RunID); err != nil || r.Status != api.RunSucceeded {
 		t.Fatalf("run: %+v, %v", r, err)
 	}
-	// Stopping: the worker ends its polls; the next one answers at once,
-	// with nothing.
-	if err := w.EndPolls(ctx, api.EndPollsRequest{Worker: "w1"}); err != nil {
-		t.Fatalf("end polls: %v", err)
-	}
-	if resp, err := w.Poll(ctx, api.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: api.Duration(api.MaxPollWait)}); err != nil || len(resp.Attempts) != 0 {
-		t.Fatalf("poll after its end: %+v, %v; want nothing", resp, err)
+	// Stopping: the worker ends its waiting poll, which answers at once
+	// with nothing (ended again until it has arrived and waits).
+	polled := make(chan error, 1)
+	go func() {
+		resp, err := w.Poll(ctx, api.PollRequest{Worker: "w1", Executors: []string{"http"}, Max: 1, Wait: api.Duration(api.MaxPollWait)})
+		if err == nil && len(resp.Attempts) != 0 {
+			err = fmt.Errorf("%d attempts, want none", len(resp.Attempts))
+		}
+		polled <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := w.EndPolls(ctx, api.EndPollsRequest{Worker: "w1"}); err != nil {
+			t.Fatalf("end polls: %v", err)
+		}
+		select {
+		case err := <-polled:
+			if err != nil {
+				t.Fatalf("the ended poll: %v", err)
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the poll did not answer within 10s of the end requests")
+		}
 	}
 }
 

@@ -74,6 +74,7 @@ type Dispatcher struct {
 	pollsMu sync.Mutex            // guards polls and ended
 	polls   map[*poll]struct{}    // the polls in progress (spread.go)
 	ended   map[string]endedPolls // by worker ID: workers that ended their polls here (endpolls.go)
+	endedN  atomic.Int64          // len(ended), for polls to skip the lock when it is 0
 
 	healthMu sync.Mutex // guards writeErr
 	writeErr error      // the latest write failure, nil once a write succeeds again

@@ -18,9 +18,10 @@ type endedPolls struct {
 
 // EndPolls ends the polls req.Worker has waiting here with
 // req.Credential: each answers at once with what it was handed (nothing,
-// or the attempts its last look recorded), and the worker's polls that
-// arrive afterwards answer at once with nothing, for api.EndPollsHold or
-// until the worker registers anew. A stopping worker sends it instead of
+// or the attempts its last look recorded), and, if this member shows the
+// worker registered with that credential, the worker's polls that arrive
+// afterwards answer at once with nothing, for api.EndPollsHold or until
+// the worker registers anew. A stopping worker sends it instead of
 // cutting its polls, so that every attempt recorded for it reaches it
 // (api.EndPollsRequest). It returns an error wrapping ErrBadRequest for a
 // malformed worker ID, or ErrIDTaken (from the registry) when the ID is
@@ -32,9 +33,14 @@ func (d *Dispatcher) EndPolls(ctx context.Context, req api.EndPollsRequest) erro
 	if err := d.checkWorkerID(req.Worker, req.Credential); err != nil {
 		return err
 	}
+	// A mark only for a worker registered here with the credential: a
+	// credential cannot fill memory with marks of made-up IDs.
 	var rev int64
+	mark := true
 	if d.cfg.Workers != nil {
-		_, rev, _ = d.cfg.Workers.Registration(req.Worker)
+		var cred string
+		cred, rev, _ = d.cfg.Workers.Registration(req.Worker)
+		mark = rev != 0 && cred == req.Credential
 	}
 	now := d.cfg.Clock.Now()
 	d.pollsMu.Lock()
@@ -44,7 +50,10 @@ func (d *Dispatcher) EndPolls(ctx context.Context, req api.EndPollsRequest) erro
 			delete(d.ended, w)
 		}
 	}
-	d.ended[req.Worker] = endedPolls{credential: req.Credential, createRev: rev, until: now.Add(api.EndPollsHold)}
+	if mark {
+		d.ended[req.Worker] = endedPolls{credential: req.Credential, createRev: rev, until: now.Add(api.EndPollsHold)}
+	}
+	d.endedN.Store(int64(len(d.ended)))
 	for p := range d.polls {
 		if p.req.Worker == req.Worker && p.req.Credential == req.Credential {
 			p.ended.Store(true)
@@ -63,6 +72,9 @@ func (d *Dispatcher) EndPolls(ctx context.Context, req api.EndPollsRequest) erro
 func (d *Dispatcher) pollEnded(p *poll) bool {
 	if p.ended.Load() {
 		return true
+	}
+	if d.endedN.Load() == 0 {
+		return false
 	}
 	d.pollsMu.Lock()
 	e, ok := d.ended[p.req.Worker]

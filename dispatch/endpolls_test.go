@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,10 +11,11 @@ import (
 
 // TestEndPollsAnswersTheWorkersPolls: a stopping worker ends its polls
 // (api.EndPollsRequest). Its waiting poll answers at once, and so does a
-// poll of it that arrives afterwards, with nothing although a run waits
+// poll of it that arrives afterwards, with nothing although runs wait
 // (the fake clock stands still: only the end can answer them); another
-// credential cannot end them; once the worker registers anew (a
-// restart), its polls take runs again.
+// credential cannot end them. Once the worker registers anew (a
+// restart), its polls take runs again; restarted with its registration
+// alive (its deregistration failed), once the hold has passed.
 func TestEndPollsAnswersTheWorkersPolls(t *testing.T) {
 	h := newHarness(t)
 	reg := h.withRegistry("m1")
@@ -21,10 +23,11 @@ func TestEndPollsAnswersTheWorkersPolls(t *testing.T) {
 	register(t, reg, "w-stop", "cred-a")
 	waitWorkers(t, reg, "w-stop")
 	h.create(api.Job{ID: "a", Schedule: "@every 1h"})
+	h.create(api.Job{ID: "b", Schedule: "@every 1h"})
 	h.advance(time.Hour)
-	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
+	h.waitFor("the runs to be dispatchable", func() bool { return h.disp.Stats().Waiting == 2 })
 
-	// A poll for another executor type waits, the run notwithstanding.
+	// A poll for another executor type waits, the runs notwithstanding.
 	type result struct {
 		resp api.PollResponse
 		err  error
@@ -44,9 +47,13 @@ func TestEndPollsAnswersTheWorkersPolls(t *testing.T) {
 		t.Fatalf("the poll answered %+v, %v after another credential's end request", res.resp, res.err)
 	default:
 	}
-	if err := h.disp.EndPolls(context.Background(), api.EndPollsRequest{Worker: "w-stop", Credential: "cred-a"}); err != nil {
-		t.Fatalf("EndPolls: %v", err)
+	end := func() {
+		t.Helper()
+		if err := h.disp.EndPolls(context.Background(), api.EndPollsRequest{Worker: "w-stop", Credential: "cred-a"}); err != nil {
+			t.Fatalf("EndPolls: %v", err)
+		}
 	}
+	end()
 	select {
 	case res := <-done:
 		if res.err != nil || len(res.resp.Attempts) != 0 {
@@ -57,14 +64,32 @@ func TestEndPollsAnswersTheWorkersPolls(t *testing.T) {
 	}
 
 	// A poll sent before the end but arriving after it takes nothing.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: "w-stop", Credential: "cred-a", Executors: []string{"http"}, Max: 1, Wait: api.Duration(api.MaxPollWait)})
-	if err != nil || len(resp.Attempts) != 0 || ctx.Err() != nil {
-		t.Fatalf("poll after the end = %+v, %v (context: %v); want no attempt at once", resp, err, ctx.Err())
+	held := func(when string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := h.disp.Poll(ctx, api.PollRequest{Worker: "w-stop", Credential: "cred-a", Executors: []string{"http"}, Max: 1, Wait: api.Duration(api.MaxPollWait)})
+		if err != nil || len(resp.Attempts) != 0 || ctx.Err() != nil {
+			t.Fatalf("poll %s = %+v, %v (context: %v); want no attempt at once", when, resp, err, ctx.Err())
+		}
 	}
-	if n := h.disp.Stats().Waiting; n != 1 {
-		t.Fatalf("%d runs waiting after the ended polls, want 1", n)
+	held("after the end")
+	takes := func(when string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, err := h.disp.Poll(context.Background(), api.PollRequest{Worker: "w-stop", Credential: "cred-a", Executors: []string{"http"}, Max: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Attempts) == 1 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the worker, %s, takes nothing after 10s", when)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 
 	// Restarted: a new registration, and polls take runs again.
@@ -72,21 +97,32 @@ func TestEndPollsAnswersTheWorkersPolls(t *testing.T) {
 		t.Fatal(err)
 	}
 	register(t, reg, "w-stop", "cred-a")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := h.disp.Poll(context.Background(), api.PollRequest{Worker: "w-stop", Credential: "cred-a", Executors: []string{"http"}, Max: 1})
-		if err != nil {
+	takes("registered anew")
+
+	// Restarted at once with its registration alive: the same
+	// registration, held until the hold has passed.
+	end()
+	register(t, reg, "w-stop", "cred-a")
+	held("of the worker restarted with its registration alive")
+	h.clock.Advance(api.EndPollsHold)
+	takes("past the hold")
+}
+
+// TestEndPollsHoldsOnlyRegisteredWorkers: an end request for an ID this
+// member shows no registration of, or one of another credential's
+// registration it is not refused for, ends the polls in progress but
+// leaves no mark: a credential cannot fill the member's memory with the
+// marks of made-up IDs.
+func TestEndPollsHoldsOnlyRegisteredWorkers(t *testing.T) {
+	h := newHarness(t)
+	h.withRegistry("m1")
+	h.start("m1")
+	for i := range 100 {
+		if err := h.disp.EndPolls(context.Background(), api.EndPollsRequest{Worker: fmt.Sprintf("made-up-%d", i), Credential: "cred-x"}); err != nil {
 			t.Fatal(err)
 		}
-		if len(resp.Attempts) == 1 {
-			if resp.Attempts[0].JobID != "a" {
-				t.Fatalf("took %+v, want a run of job a", resp.Attempts[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker, registered anew, takes nothing after 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	}
+	if n := h.disp.EndedMarks(); n != 0 {
+		t.Fatalf("%d marks after end requests for unregistered IDs, want 0", n)
 	}
 }

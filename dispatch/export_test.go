@@ -178,3 +178,10 @@ func (d *Dispatcher) PollsInProgress() int {
 	defer d.pollsMu.Unlock()
 	return len(d.polls)
 }
+
+// EndedMarks is the number of workers whose ended polls are held here.
+func (d *Dispatcher) EndedMarks() int {
+	d.pollsMu.Lock()
+	defer d.pollsMu.Unlock()
+	return len(d.ended)
+}

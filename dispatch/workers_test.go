@@ -203,6 +203,7 @@ func TestWhyPending(t *testing.T) {
 	h := newHarness(t)
 	reg := h.withRegistry("m1")
 	h.start("m1")
+	waitWorkers(t, reg) // loaded: before that, the registry says nothing
 	if got := reg.WhyPending("a/job", "http", "", ""); got != "no live worker is registered (start one: jobfleet worker)" {
 		t.Fatalf("no workers: %q", got)
 	}

@@ -137,19 +137,25 @@ func (w *Worker) pollWait() time.Duration {
 }
 
 // poll asks addr for up to max attempts, to be held up to wait. When ctx
-// ends first (the worker is stopping), poll asks addr to end its polls
-// (api.EndPollsRequest) and still reads the reply, so that attempts addr
-// recorded for the poll in the meantime reach the worker, which runs
+// ends first because the worker is stopping, poll asks addr to end its
+// polls (api.EndPollsRequest) and still reads the reply, so that attempts
+// addr recorded for the poll in the meantime reach the worker, which runs
 // them; it cuts the poll only when addr cannot be told (an orchestrator of
 // a version without the request answers 404), or does not answer within
-// endPollsTimeout of being told.
+// endPollsTimeout of being told. A poll whose orchestrator was only
+// removed from the worker's list is cut (its end would keep the worker's
+// polls there answered with nothing for a while, should it come back).
+// With ctx done already, poll sends nothing.
 func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Duration) ([]api.AttemptGrant, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	rctx, cut := context.WithCancel(context.WithoutCancel(ctx))
 	defer cut()
 	ending := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(ending)
-		if !w.endPolls(rctx, addr) {
+		if w.stopping == nil || w.stopping.Err() == nil || !w.endPolls(rctx, addr) {
 			cut()
 			return
 		}

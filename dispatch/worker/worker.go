@@ -50,9 +50,13 @@ type Worker struct {
 	handlers map[string]StepHandler
 
 	// Set by Run before any goroutine starts.
-	hardCtx  context.Context // cancelled (errShuttingDown) when the shutdown timeout ends
-	attempts sync.WaitGroup  // one per held attempt
-	inFlight atomic.Int64    // attempts started and not yet ended
+	hardCtx context.Context // cancelled (errShuttingDown) when the shutdown timeout ends
+	// stopping is done once the worker stops polling for good (Run's
+	// context ended, or a fatal error): a poll cut then ends its polls at
+	// the orchestrator (poll) instead of being cut.
+	stopping context.Context
+	attempts sync.WaitGroup // one per held attempt
+	inFlight atomic.Int64   // attempts started and not yet ended
 
 	// firstRegister is closed once the first registration was tried
 	// with an orchestrator; polls wait for it.
@@ -208,6 +212,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	hardCtx, hardCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hardCancel(nil)
 	w.hardCtx = hardCtx
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	defer stopPolling()
+	w.stopping = pollCtx
 	if w.ownClient {
 		defer w.client.hc.CloseIdleConnections()
 	}
@@ -232,8 +239,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	defer func() { stopRegistering(); <-regDone; <-presenceDone }()
 
-	pollCtx, stopPolling := context.WithCancel(ctx)
-	defer stopPolling()
 	w.lg.Info("worker starting", zap.Int("concurrency", w.cfg.Concurrency), zap.Strings("executors", w.executors()), zap.String("labels", placement.FormatLabels(w.cfg.Labels)))
 
 	discDone := make(chan error, 1)

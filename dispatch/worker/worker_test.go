@@ -649,6 +649,48 @@ func TestStopReadsThePollItEnds(t *testing.T) {
 	}
 }
 
+// chanDiscovery is a Discovery fed by a test: each list sent replaces
+// the worker's orchestrators.
+type chanDiscovery chan []string
+
+func (c chanDiscovery) Watch(ctx context.Context, update func([]string)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case a := <-c:
+			update(a)
+		}
+	}
+}
+
+// TestRemovedOrchestratorsPollIsCutNotEnded: an orchestrator that leaves
+// the worker's list (a member whose lease lapsed a moment, say) has its
+// poll cut, as before: it is not told to end the worker's polls, which
+// would keep them answered with nothing should it come back while the
+// worker runs on.
+func TestRemovedOrchestratorsPollIsCutNotEnded(t *testing.T) {
+	a, b := newFakeOrch(t, "a", nil), newFakeOrch(t, "b", nil)
+	for _, f := range []*fakeOrch{a, b} {
+		f.mu.Lock()
+		f.onEndPolls = func(api.EndPollsRequest) {}
+		f.mu.Unlock()
+	}
+	disc := make(chanDiscovery, 1)
+	disc <- []string{a.URL(), b.URL()}
+	startWorker(t, worker.Config{Orchestrators: disc, Concurrency: 4}, func(w *worker.Worker) {
+		mustHandle(t, w, "ok", func(context.Context, worker.Run) error { return nil })
+	})
+	b.waitFor(t, "a poll at b", func() bool { return b.pollsActive > 0 })
+	disc <- []string{a.URL()}
+	b.waitFor(t, "b's poll to be cut", func() bool { return b.pollsActive == 0 })
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.endPolls) != 0 {
+		t.Errorf("b, removed from the list of a worker that runs on, was told to end its polls: %+v", b.endPolls)
+	}
+}
+
 // TestShutdownStubbornHandler: a handler that ignores its context is still
 // reported ("never silently held") CancelGrace after the cancellation, and
 // Run waits for it to return.

@@ -26,8 +26,9 @@
 // and its leader is not known). If every endpoint fails, the client
 // keeps them all, so that a fault of the whole cluster changes nothing.
 //
-// A Watcher is also a prometheus.Collector of jobfleet_etcd_endpoint_up,
-// 1 for each endpoint taken as answering and 0 for each left.
+// A Watcher is also a prometheus.Collector of jobfleet_etcd_endpoint_up:
+// 1 for each endpoint taken as answering, 0 for each taken as failing
+// (also while every endpoint fails and the client keeps them all).
 //
 // This is the health check that etcd's own clients leave to their users
 // (etcdctl endpoint health does the same probe once).
@@ -137,7 +138,15 @@ func New(client *clientv3.Client, cfg Config) (*Watcher, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	cfg.Endpoints = slices.Clone(cfg.Endpoints)
+	// Once each, in the order given: an endpoint listed twice is one
+	// endpoint to probe and to show.
+	var eps []string
+	for _, ep := range cfg.Endpoints {
+		if !slices.Contains(eps, ep) {
+			eps = append(eps, ep)
+		}
+	}
+	cfg.Endpoints = eps
 	return &Watcher{client: client, cfg: cfg, failed: map[string]int{}, answered: map[string]int{}, down: map[string]bool{},
 		inUse: slices.Clone(cfg.Endpoints)}, nil
 }
@@ -259,7 +268,7 @@ func (w *Watcher) record(ep string, err error) {
 
 // upDesc describes jobfleet_etcd_endpoint_up.
 var upDesc = prometheus.NewDesc("jobfleet_etcd_endpoint_up",
-	"1 while the etcd endpoint answers this member's health probes and takes its requests, 0 while it is left for not answering (or for knowing no leader).",
+	"1 while the etcd endpoint answers this member's health probes, 0 once it has failed them (no answer, or a member that knows no leader): the member then sends its requests to the endpoints that answer, or to all of them if none does.",
 	[]string{"endpoint"}, nil)
 
 // Describe implements prometheus.Collector.

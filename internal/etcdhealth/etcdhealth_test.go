@@ -160,6 +160,20 @@ func TestWatcherKeepsEveryEndpointWhenAllFail(t *testing.T) {
 	}
 }
 
+// TestAnEndpointListedTwiceIsOneEndpoint: an endpoint given twice is
+// probed and shown once; shown twice, the same series twice would make
+// the member's whole /metrics fail to gather.
+func TestAnEndpointListedTwiceIsOneEndpoint(t *testing.T) {
+	w, err := etcdhealth.New(nil, etcdhealth.Config{Endpoints: []string{"http://etcd-0:2379", "http://etcd-1:2379", "http://etcd-0:2379"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := w.InUse(), []string{"http://etcd-0:2379", "http://etcd-1:2379"}; !slices.Equal(got, want) {
+		t.Errorf("in use: %v, want %v", got, want)
+	}
+	checkUp(t, w, map[string]float64{"http://etcd-0:2379": 1, "http://etcd-1:2379": 1})
+}
+
 // TestNewRefusesNegativeSettings: bad settings are refused, not taken as
 // defaults.
 func TestNewRefusesNegativeSettings(t *testing.T) {

@@ -228,37 +228,39 @@ func (m *Monitor) State() State {
 	return m.st
 }
 
-// alarms lists etcd's alarms, asking twice within half the request
-// timeout: the client spreads its requests over the endpoints it uses,
-// so a first request sent to one that hangs gives the second to
-// another.
+// alarms lists etcd's alarms within ctx's deadline, asking twice: the
+// first request gets half the time left, the second the rest. The client
+// spreads its requests over the endpoints it uses, so a first request
+// sent to one that hangs gives the second to another.
 func (m *Monitor) alarms(ctx context.Context) (*clientv3.AlarmResponse, error) {
-	var err error
-	for range 2 {
-		actx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout/4)
-		var resp *clientv3.AlarmResponse
-		resp, err = m.client.AlarmList(actx)
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			return resp, err
-		}
+	first := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		first, cancel = context.WithTimeout(ctx, time.Until(deadline)/2) // a context's deadline is real time
+		defer cancel()
 	}
-	return nil, err
+	resp, err := m.client.AlarmList(first)
+	if err == nil || ctx.Err() != nil {
+		return resp, err
+	}
+	return m.client.AlarmList(ctx)
 }
 
 // Check reads the endpoints' statuses and the alarms now, publishes the
 // new state (logging transitions once) and returns it. It returns the
 // check's error in State.Err, the previous values kept, if no endpoint
 // answered or the alarms could not be read. It takes at most the request
-// timeout: half for the endpoints' statuses, asked at once, half for the
-// alarms, so an endpoint that hangs shows its error beside the others'
-// figures.
+// timeout: at most half for the endpoints' statuses, asked at once, the
+// rest for the alarms, so an endpoint that hangs shows its error beside
+// the others' figures.
 func (m *Monitor) Check(ctx context.Context) State {
-	// Half the timeout for the endpoints' statuses, half for the alarms:
-	// an endpoint that hangs costs the statuses their half, and the alarms
-	// are still asked in time.
-	sctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout/2)
+	// The endpoints' statuses have half the timeout at most, the alarms
+	// what is left: an endpoint that hangs costs the statuses their half,
+	// and the alarms are still asked in time.
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
+	sctx, scancel := context.WithTimeout(ctx, m.cfg.RequestTimeout/2)
+	defer scancel()
 	next := State{HighWater: m.cfg.HighWater}
 	// The endpoints are asked at once: one that hangs costs the check
 	// its timeout, not the others their answers.

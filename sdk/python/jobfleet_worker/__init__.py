@@ -522,11 +522,22 @@ class Worker:
         wait; the pollers still read the replies (and run what they hand
         out). An orchestrator of an earlier version answers 404: its poll
         then ends with its wait."""
-        for u in self.orchestrators:
+        timeout = min(2.0, self.request_timeout)
+
+        def end(u):
             try:
-                self._post(u, PATH_END_POLLS, {"worker": self.worker_id}, timeout=min(2.0, self.request_timeout))
+                self._post(u, PATH_END_POLLS, {"worker": self.worker_id}, timeout=timeout)
             except (OSError, http.client.HTTPException, ValueError) as e:
                 self.log.debug("end polls %s: %s", u, e)
+
+        # All at once, within one bound: an orchestrator that does not
+        # answer costs the stop its timeout once, not once each.
+        enders = [threading.Thread(target=end, args=(u,), name="end polls " + u, daemon=True) for u in self.orchestrators]
+        for t in enders:
+            t.start()
+        deadline = time.monotonic() + timeout + 1
+        for t in enders:
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def _deregister(self):
         for u in self.orchestrators:

@@ -86,7 +86,7 @@ func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
 	var (
 		req       api.CreateRequest
 		role      string
-		etcd      = defaultEtcdOptions()
+		etcd      etcdOptions // none: through the API
 		namespace string
 	)
 	cmd := &cobra.Command{
@@ -143,9 +143,9 @@ func newTokenCreateCmd(opts *clientOptions) *cobra.Command {
 	fs.StringVar(&req.Description, "description", "", "what the credential is for")
 	etcd.register(fs)
 	fs.StringVar(&namespace, "namespace", orchestrator.DefaultNamespace, "etcd key prefix of the cluster (with --etcd-endpoints)")
-	for _, name := range []string{"etcd-endpoints", "etcd-cert", "etcd-key", "etcd-ca", "etcd-username", "etcd-password"} {
-		f := fs.Lookup(name)
-		f.Usage += " (writes the credential to etcd directly instead of through the API)"
+	fs.Lookup("etcd-endpoints").Usage += ": write the credential to etcd directly instead of through the API (recovery, when no admin credential is at hand)"
+	for _, name := range []string{"etcd-cert", "etcd-key", "etcd-ca", "etcd-username", "etcd-password"} {
+		fs.Lookup(name).Usage += " (with --etcd-endpoints)"
 	}
 	_ = cmd.MarkFlagRequired("role")
 	return cmd

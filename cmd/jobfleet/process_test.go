@@ -815,3 +815,45 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainCommandWaitsUntilTheMemberHasLeft: `jobfleet cluster drain
+// --wait` returns once the member has left: at that moment the survivor
+// shows its registration gone and every partition owned by a member that
+// is there. Drained in turn, the last member is waited for until nothing
+// listens at its address.
+func TestDrainCommandWaitsUntilTheMemberHasLeft(t *testing.T) {
+	ns := etcdtest.Namespace(t)
+	fleet := startFleet(t, ns, "orch-a", "orch-b")
+	survivor, leaver := fleet[0], fleet[1]
+	out, err := runCLI("cluster", "drain", "--server", leaver.url, "--wait=30s", "--token-file", adminSecretFile)
+	if err != nil || !strings.Contains(out, "member orch-b has left") {
+		t.Fatalf("drain --wait: %q, %v", out, err)
+	}
+	var v api.View
+	if code, err := getJSON(survivor.url+"/v1/cluster/members", &v); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /v1/cluster/members: %d %v", code, err)
+	}
+	if ids := v.IDs(); len(ids) != 1 || ids[0] != "orch-a" {
+		t.Errorf("members when drain --wait returned: %v, want orch-a alone", ids)
+	}
+	var pt api.PartitionTable
+	if code, err := getJSON(survivor.url+"/v1/cluster/partitions", &pt); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /v1/cluster/partitions: %d %v", code, err)
+	}
+	for _, r := range pt.Rows {
+		if r.Owner != "orch-a" {
+			t.Errorf("partition %d owned by %q when drain --wait returned, want orch-a", r.Partition, r.Owner)
+		}
+	}
+	if code := leaver.Wait(t, 10*time.Second); code != 0 {
+		t.Errorf("orch-b exit code %d after drain, want 0", code)
+	}
+
+	out, err = runCLI("cluster", "drain", "--server", survivor.url, "--wait=30s", "-o", "json", "--token-file", adminSecretFile)
+	if err != nil || !strings.Contains(out, `"status": "drained"`) {
+		t.Fatalf("drain --wait of the last member: %q, %v", out, err)
+	}
+	if code := survivor.Wait(t, 10*time.Second); code != 0 {
+		t.Errorf("orch-a exit code %d after drain, want 0", code)
+	}
+}

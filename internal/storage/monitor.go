@@ -228,17 +228,14 @@ func (m *Monitor) State() State {
 	return m.st
 }
 
-// alarms lists etcd's alarms within ctx's deadline, asking twice: the
-// first request gets half the time left, the second the rest. The client
-// spreads its requests over the endpoints it uses, so a first request
-// sent to one that hangs gives the second to another.
+// alarms lists etcd's alarms within ctx, asking twice: the first
+// request within a quarter of the request timeout, the second within
+// what ctx has left. The client spreads its requests over the endpoints
+// it uses, so a first request sent to one that hangs gives the second to
+// another.
 func (m *Monitor) alarms(ctx context.Context) (*clientv3.AlarmResponse, error) {
-	first := ctx
-	if deadline, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		first, cancel = context.WithTimeout(ctx, time.Until(deadline)/2) // a context's deadline is real time
-		defer cancel()
-	}
+	first, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout/4)
+	defer cancel()
 	resp, err := m.client.AlarmList(first)
 	if err == nil || ctx.Err() != nil {
 		return resp, err

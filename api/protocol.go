@@ -394,6 +394,11 @@ type RegisterResponse struct {
 // without the request (the worker then cuts its polls, as before).
 type EndPollsRequest struct {
 	Worker string `json:"worker"`
+	// KeepPolling says the worker is not stopping: it only stopped
+	// polling this orchestrator (which left its list of orchestrators),
+	// and may poll it again. The polls waiting now are ended; later ones
+	// are not held.
+	KeepPolling bool `json:"keep_polling,omitempty"`
 	// Credential is set by the HTTP layer; only polls made with the same
 	// credential are ended.
 	Credential string `json:"-"`

@@ -74,7 +74,9 @@ type Dispatcher struct {
 	pollsMu sync.Mutex            // guards polls and ended
 	polls   map[*poll]struct{}    // the polls in progress (spread.go)
 	ended   map[string]endedPolls // by worker ID: workers that ended their polls here (endpolls.go)
-	endedN  atomic.Int64          // len(ended), for polls to skip the lock when it is 0
+	// heldUntil is the latest end of a mark of ended, in the clock's
+	// UnixNano: past it no mark holds, and polls skip the lock.
+	heldUntil atomic.Int64
 
 	healthMu sync.Mutex // guards writeErr
 	writeErr error      // the latest write failure, nil once a write succeeds again

@@ -21,7 +21,8 @@ type endedPolls struct {
 // or the attempts its last look recorded), and, if this member shows the
 // worker registered with that credential, the worker's polls that arrive
 // afterwards answer at once with nothing, for api.EndPollsHold or until
-// the worker registers anew. A stopping worker sends it instead of
+// the worker registers anew (not with req.KeepPolling). A stopping worker
+// sends it instead of
 // cutting its polls, so that every attempt recorded for it reaches it
 // (api.EndPollsRequest). It returns an error wrapping ErrBadRequest for a
 // malformed worker ID, or ErrIDTaken (from the registry) when the ID is
@@ -36,8 +37,8 @@ func (d *Dispatcher) EndPolls(ctx context.Context, req api.EndPollsRequest) erro
 	// A mark only for a worker registered here with the credential: a
 	// credential cannot fill memory with marks of made-up IDs.
 	var rev int64
-	mark := true
-	if d.cfg.Workers != nil {
+	mark := !req.KeepPolling
+	if mark && d.cfg.Workers != nil {
 		var cred string
 		cred, rev, _ = d.cfg.Workers.Registration(req.Worker)
 		mark = rev != 0 && cred == req.Credential
@@ -51,9 +52,12 @@ func (d *Dispatcher) EndPolls(ctx context.Context, req api.EndPollsRequest) erro
 		}
 	}
 	if mark {
-		d.ended[req.Worker] = endedPolls{credential: req.Credential, createRev: rev, until: now.Add(api.EndPollsHold)}
+		until := now.Add(api.EndPollsHold)
+		d.ended[req.Worker] = endedPolls{credential: req.Credential, createRev: rev, until: until}
+		if until.UnixNano() > d.heldUntil.Load() {
+			d.heldUntil.Store(until.UnixNano())
+		}
 	}
-	d.endedN.Store(int64(len(d.ended)))
 	for p := range d.polls {
 		if p.req.Worker == req.Worker && p.req.Credential == req.Credential {
 			p.ended.Store(true)
@@ -73,8 +77,8 @@ func (d *Dispatcher) pollEnded(p *poll) bool {
 	if p.ended.Load() {
 		return true
 	}
-	if d.endedN.Load() == 0 {
-		return false
+	if d.cfg.Clock.Now().UnixNano() >= d.heldUntil.Load() {
+		return false // no mark holds any more (the lock is not taken)
 	}
 	d.pollsMu.Lock()
 	e, ok := d.ended[p.req.Worker]

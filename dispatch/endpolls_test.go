@@ -109,13 +109,13 @@ func TestEndPollsAnswersTheWorkersPolls(t *testing.T) {
 }
 
 // TestEndPollsHoldsOnlyRegisteredWorkers: an end request for an ID this
-// member shows no registration of, or one of another credential's
-// registration it is not refused for, ends the polls in progress but
-// leaves no mark: a credential cannot fill the member's memory with the
-// marks of made-up IDs.
+// member shows no registration of ends the polls in progress but leaves
+// no mark (a credential cannot fill the member's memory with the marks of
+// made-up IDs); nor does one saying the worker keeps polling (it only
+// took this member off its list), whose later polls take runs at once.
 func TestEndPollsHoldsOnlyRegisteredWorkers(t *testing.T) {
 	h := newHarness(t)
-	h.withRegistry("m1")
+	reg := h.withRegistry("m1")
 	h.start("m1")
 	for i := range 100 {
 		if err := h.disp.EndPolls(context.Background(), api.EndPollsRequest{Worker: fmt.Sprintf("made-up-%d", i), Credential: "cred-x"}); err != nil {
@@ -124,5 +124,37 @@ func TestEndPollsHoldsOnlyRegisteredWorkers(t *testing.T) {
 	}
 	if n := h.disp.EndedMarks(); n != 0 {
 		t.Fatalf("%d marks after end requests for unregistered IDs, want 0", n)
+	}
+
+	register(t, reg, "w-on", "cred-a")
+	waitWorkers(t, reg, "w-on")
+	h.create(api.Job{ID: "a", Schedule: "@every 1h"})
+	h.advance(time.Hour)
+	h.waitFor("the run to be dispatchable", func() bool { return h.disp.Stats().Waiting == 1 })
+	done := make(chan error, 1)
+	go func() {
+		resp, err := h.disp.Poll(context.Background(), api.PollRequest{Worker: "w-on", Credential: "cred-a", Executors: []string{"shell"}, Max: 1, Wait: api.Duration(api.MaxPollWait)})
+		if err == nil && len(resp.Attempts) != 0 {
+			err = fmt.Errorf("%d attempts, want none", len(resp.Attempts))
+		}
+		done <- err
+	}()
+	h.waitFor("the poll to wait", func() bool { return h.disp.PollsInProgress() == 1 })
+	if err := h.disp.EndPolls(context.Background(), api.EndPollsRequest{Worker: "w-on", Credential: "cred-a", KeepPolling: true}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the ended poll: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting poll did not answer within 10s of its end")
+	}
+	if n := h.disp.EndedMarks(); n != 0 {
+		t.Fatalf("%d marks after an end that keeps polling, want 0", n)
+	}
+	if a := h.takeAs("w-on", "cred-a"); a.JobID != "a" {
+		t.Fatalf("took %+v after an end that keeps polling, want the run of a", a)
 	}
 }

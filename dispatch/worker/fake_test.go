@@ -63,6 +63,8 @@ type fakeOrch struct {
 	// orchestrator of a version without it.
 	onEndPolls func(api.EndPollsRequest)
 	endPolls   []api.EndPollsRequest
+	endGen     int             // end requests served: a poll waiting when one comes answers
+	holding    map[string]bool // workers whose later polls answer at once (an end without KeepPolling)
 }
 
 type queued struct {
@@ -227,6 +229,7 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	f.pollsActive++
+	gen := f.endGen
 	f.notifyLocked()
 	f.mu.Unlock()
 	defer func() {
@@ -263,7 +266,7 @@ func (f *fakeOrch) handlePoll(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, api.PollResponse{Attempts: out})
 			return
 		}
-		ended := slices.ContainsFunc(f.endPolls, func(e api.EndPollsRequest) bool { return e.Worker == req.Worker })
+		ended := f.endGen != gen || f.holding[req.Worker]
 		changed := f.changed
 		f.mu.Unlock()
 		if ended {
@@ -297,6 +300,13 @@ func (f *fakeOrch) handleEndPolls(w http.ResponseWriter, r *http.Request) {
 	hook(req)
 	f.mu.Lock()
 	f.endPolls = append(f.endPolls, req)
+	f.endGen++
+	if !req.KeepPolling {
+		if f.holding == nil {
+			f.holding = map[string]bool{}
+		}
+		f.holding[req.Worker] = true
+	}
 	f.notifyLocked()
 	f.mu.Unlock()
 	writeJSON(w, http.StatusOK, struct{}{})

@@ -137,15 +137,14 @@ func (w *Worker) pollWait() time.Duration {
 }
 
 // poll asks addr for up to max attempts, to be held up to wait. When ctx
-// ends first because the worker is stopping, poll asks addr to end its
-// polls (api.EndPollsRequest) and still reads the reply, so that attempts
+// ends first (the worker is stopping, or addr left its list), poll asks
+// addr to end the poll (api.EndPollsRequest; with KeepPolling when the
+// worker is not stopping) and still reads the reply, so that attempts
 // addr recorded for the poll in the meantime reach the worker, which runs
-// them; it cuts the poll only when addr cannot be told (an orchestrator of
-// a version without the request answers 404), or does not answer within
-// endPollsTimeout of being told. A poll whose orchestrator was only
-// removed from the worker's list is cut (its end would keep the worker's
-// polls there answered with nothing for a while, should it come back).
-// With ctx done already, poll sends nothing.
+// them; it cuts the poll only when addr cannot be told (an orchestrator
+// of a version without the request answers 404), or does not answer
+// within endPollsTimeout of being told. With ctx done already, poll
+// sends nothing.
 func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Duration) ([]api.AttemptGrant, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -155,7 +154,10 @@ func (w *Worker) poll(ctx context.Context, addr string, max int, wait time.Durat
 	ending := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(ending)
-		if w.stopping == nil || w.stopping.Err() == nil || !w.endPolls(rctx, addr) {
+		// Not stopping: addr only left the worker's list, and may come
+		// back; its later polls must not be held.
+		keep := w.stopping == nil || w.stopping.Err() == nil
+		if !w.endPolls(rctx, addr, keep) {
 			cut()
 			return
 		}
@@ -183,10 +185,11 @@ func endPollsTimeout(requestTimeout time.Duration) time.Duration {
 	return min(requestTimeout, 2*time.Second)
 }
 
-// endPolls asks addr to end the worker's polls waiting there, and
-// reports whether addr did.
-func (w *Worker) endPolls(ctx context.Context, addr string) bool {
-	r, err := w.client.post(ctx, addr, api.PathEndPolls, api.EndPollsRequest{Worker: w.cfg.ID}, endPollsTimeout(w.cfg.RequestTimeout), maxOtherReplyBytes)
+// endPolls asks addr to end the worker's polls waiting there (holding
+// none of its later polls if keepPolling), and reports whether addr did.
+func (w *Worker) endPolls(ctx context.Context, addr string, keepPolling bool) bool {
+	req := api.EndPollsRequest{Worker: w.cfg.ID, KeepPolling: keepPolling}
+	r, err := w.client.post(ctx, addr, api.PathEndPolls, req, endPollsTimeout(w.cfg.RequestTimeout), maxOtherReplyBytes)
 	if err == nil && r.status != http.StatusOK {
 		err = r.err()
 	}

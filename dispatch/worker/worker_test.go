@@ -664,30 +664,44 @@ func (c chanDiscovery) Watch(ctx context.Context, update func([]string)) error {
 	}
 }
 
-// TestRemovedOrchestratorsPollIsCutNotEnded: an orchestrator that leaves
-// the worker's list (a member whose lease lapsed a moment, say) has its
-// poll cut, as before: it is not told to end the worker's polls, which
-// would keep them answered with nothing should it come back while the
-// worker runs on.
-func TestRemovedOrchestratorsPollIsCutNotEnded(t *testing.T) {
+// TestRemovedOrchestratorsPollIsEndedWithoutAHold: an orchestrator that
+// leaves the worker's list (gracefully leaving the fleet, it deletes its
+// registration before it hands its partitions over) may still record an
+// attempt for the worker's poll: the poll is ended and its reply read, so
+// the attempt runs, and the end says the worker keeps polling, so that
+// the orchestrator holds none of its later polls should it come back.
+func TestRemovedOrchestratorsPollIsEndedWithoutAHold(t *testing.T) {
 	a, b := newFakeOrch(t, "a", nil), newFakeOrch(t, "b", nil)
 	for _, f := range []*fakeOrch{a, b} {
 		f.mu.Lock()
 		f.onEndPolls = func(api.EndPollsRequest) {}
 		f.mu.Unlock()
 	}
+	b.mu.Lock()
+	b.onEndPolls = func(api.EndPollsRequest) { b.enqueue(b.assignment("left-last", handlerExec("ok"), "")) }
+	b.mu.Unlock()
+	ran := make(chan string, 1)
 	disc := make(chanDiscovery, 1)
 	disc <- []string{a.URL(), b.URL()}
-	startWorker(t, worker.Config{Orchestrators: disc, Concurrency: 4}, func(w *worker.Worker) {
-		mustHandle(t, w, "ok", func(context.Context, worker.Run) error { return nil })
+	tw := startWorker(t, worker.Config{Orchestrators: disc, Concurrency: 4}, func(w *worker.Worker) {
+		mustHandle(t, w, "ok", func(_ context.Context, r worker.Run) error { ran <- r.RunID; return nil })
 	})
 	b.waitFor(t, "a poll at b", func() bool { return b.pollsActive > 0 })
 	disc <- []string{a.URL()}
-	b.waitFor(t, "b's poll to be cut", func() bool { return b.pollsActive == 0 })
+	if c := b.waitComplete(t, "left-last"); !c.Success {
+		t.Errorf("the attempt b handed out as the worker ended its poll: %+v, want success", c)
+	}
+	if id := recv(t, ran, "the attempt to run"); id != "left-last" {
+		t.Errorf("ran %q, want left-last", id)
+	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.endPolls) != 0 {
-		t.Errorf("b, removed from the list of a worker that runs on, was told to end its polls: %+v", b.endPolls)
+	ends := slices.Clone(b.endPolls)
+	b.mu.Unlock()
+	if len(ends) != 1 || !ends[0].KeepPolling {
+		t.Errorf("end requests at b: %+v, want one saying the worker keeps polling", ends)
+	}
+	if tw.returned() {
+		t.Errorf("the worker stopped (%v) when one orchestrator left its list", tw.err)
 	}
 }
 

@@ -573,6 +573,11 @@ class Worker:
             n = self._slots.take(min(want, 100), self._stopping)
             if n == 0:
                 return
+            if self._stopping.is_set():
+                # Stopped while taking the slots: a poll sent now would
+                # race the end of polls, and could take new attempts.
+                self._slots.put(n)
+                return
             doc = {"worker": self.worker_id, "executors": sorted(self._handlers), "max": n,
                    "free": self.concurrency - self._active(), "wait": _duration(wait), "features": ["items"]}
             try:

@@ -24,15 +24,6 @@ func (c *Client) Partitions(ctx context.Context) (api.PartitionTable, error) {
 	return t, err
 }
 
-// Overview returns the fleet as the answering orchestrator sees it, and
-// that member's own activity (GET /v1/cluster/overview); its Member is
-// the answering member's ID.
-func (c *Client) Overview(ctx context.Context) (api.Overview, error) {
-	var o api.Overview
-	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/overview", out: &o})
-	return o, err
-}
-
 // Storage returns etcd's storage report (GET /v1/cluster/storage).
 func (c *Client) Storage(ctx context.Context) (api.StorageReport, error) {
 	var r api.StorageReport

@@ -183,13 +183,6 @@ func (o *clientOptions) newClient() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return o.clientOf(base)
-}
-
-// clientOf is newClient for the orchestrator at base instead of
-// --server: the same credential, timeout and TLS.
-func (o *clientOptions) clientOf(base string) (*client.Client, error) {
-	var err error
 	cfg := client.Config{Server: base, Token: o.bearer, Timeout: o.timeout}
 	if o.ca != "" || o.cert != "" || o.key != "" {
 		if cfg.TLS, err = clientTLS("--", o.ca, o.cert, o.key); err != nil {

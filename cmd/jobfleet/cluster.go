@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -127,7 +128,25 @@ func newClusterCmd() *cobra.Command {
 			return printStorage(cmd.OutOrStdout(), r)
 		},
 	})
-	cmd.AddCommand(newClusterDrainCmd(&opts))
+	cmd.AddCommand(&cobra.Command{
+		Use: "drain --server URL", Short: "Ask the member at --server (which must be given) to hand its partitions over and leave", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Draining stops a member: it must be named, never taken from
+			// the default.
+			if !cmd.Flags().Changed("server") {
+				return errors.New("drain stops the member it is sent to: name it with --server URL (or JOBFLEET_SERVER)")
+			}
+			if err := opts.call(cmd, func(ctx context.Context, c *client.Client) error { return c.Drain(ctx) }); err != nil {
+				return err
+			}
+			base, _ := opts.baseURL() // call checked it
+			if opts.structured() {
+				return printDoc(cmd.OutOrStdout(), opts.output, map[string]string{"status": "draining", "server": base})
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "draining", base)
+			return nil
+		},
+	})
 	return cmd
 }
 

@@ -22,9 +22,8 @@ type endedPolls struct {
 // worker registered with that credential, the worker's polls that arrive
 // afterwards answer at once with nothing, for api.EndPollsHold or until
 // the worker registers anew (not with req.KeepPolling). A stopping worker
-// sends it instead of
-// cutting its polls, so that every attempt recorded for it reaches it
-// (api.EndPollsRequest). It returns an error wrapping ErrBadRequest for a
+// sends it instead of cutting its polls, so that every attempt recorded
+// for it reaches it (api.EndPollsRequest). It returns an error wrapping ErrBadRequest for a
 // malformed worker ID, or ErrIDTaken (from the registry) when the ID is
 // bound to another credential. Safe for concurrent use.
 func (d *Dispatcher) EndPolls(ctx context.Context, req api.EndPollsRequest) error {
@@ -61,10 +60,7 @@ func (d *Dispatcher) EndPolls(ctx context.Context, req api.EndPollsRequest) erro
 	for p := range d.polls {
 		if p.req.Worker == req.Worker && p.req.Credential == req.Credential {
 			p.ended.Store(true)
-			select {
-			case p.nudge <- struct{}{}:
-			default:
-			}
+			p.wake()
 		}
 	}
 	return nil

@@ -85,6 +85,15 @@ func (d *Dispatcher) endPoll(p *poll) {
 	}
 }
 
+// wake makes p look again, at once if it is waiting (a nudge already
+// pending is enough).
+func (p *poll) wake() {
+	select {
+	case p.nudge <- struct{}{}:
+	default:
+	}
+}
+
 // took notes that p was handed n attempts.
 func (p *poll) took(n int) {
 	p.free.Add(-int64(n))
@@ -204,10 +213,7 @@ func (pt *partition) passOver(p *poll, rivals []*poll, left map[*poll]int, n int
 		if q.room.Load() > int64(left[q]) && q.may(e, ar.run.JobID) && !pt.shunned(e, ar, q.req.Worker, now) {
 			left[q] += n
 			q.passed.Store(true)
-			select {
-			case q.nudge <- struct{}{}:
-			default:
-			}
+			q.wake()
 			pt.d.cfg.Metrics.passOver(passSpread)
 			return true
 		}

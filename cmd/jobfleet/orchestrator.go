@@ -127,7 +127,7 @@ func (o *etcdOptions) client(lg *zap.Logger) (*clientv3.Client, error) {
 // does nothing, and the collector is nil. It returns an error for TLS
 // files it cannot read.
 func (o *etcdOptions) endpointWatch(client *clientv3.Client, lg *zap.Logger) (start func(ctx context.Context) (wait func()), up prometheus.Collector, err error) {
-	if len(slices.Compact(slices.Sorted(slices.Values(o.endpoints)))) < 2 {
+	if len(etcdhealth.Distinct(o.endpoints)) < 2 {
 		return func(context.Context) func() { return func() {} }, nil, nil // one endpoint (given twice, maybe)
 	}
 	hc := etcdhealth.Config{Endpoints: o.endpoints, Logger: lg.Named("etcd-health")}

@@ -138,17 +138,22 @@ func New(client *clientv3.Client, cfg Config) (*Watcher, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	// Once each, in the order given: an endpoint listed twice is one
-	// endpoint to probe and to show.
-	var eps []string
-	for _, ep := range cfg.Endpoints {
-		if !slices.Contains(eps, ep) {
-			eps = append(eps, ep)
-		}
-	}
-	cfg.Endpoints = eps
+	cfg.Endpoints = Distinct(cfg.Endpoints)
 	return &Watcher{client: client, cfg: cfg, failed: map[string]int{}, answered: map[string]int{}, down: map[string]bool{},
 		inUse: slices.Clone(cfg.Endpoints)}, nil
+}
+
+// Distinct returns endpoints once each, in the order given: an endpoint
+// listed twice is one endpoint to probe and to show. A Watcher of fewer
+// than two distinct endpoints has nothing to choose from.
+func Distinct(endpoints []string) []string {
+	var out []string
+	for _, ep := range endpoints {
+		if !slices.Contains(out, ep) {
+			out = append(out, ep)
+		}
+	}
+	return out
 }
 
 // Run probes the endpoints until ctx ends, then closes the probes'
